@@ -1,0 +1,472 @@
+import { eventTypeOf, type OrderEvent, type ReservationStatus } from "../src/orders/events";
+import { STOCK_SCHEMA } from "./stock-schema";
+
+/**
+ * The stock engine of one SKU shard: the Durable Object equivalent of `lua/reserve.lua`,
+ * `lua/release.lua` and `lua/confirm.lua`.
+ *
+ * It is synchronous on purpose. Every public method is one `transactionSync` with no `await`
+ * inside and no clock read (time comes in as `now`, epoch milliseconds), so a decision can never
+ * interleave with another and the whole thing is testable step by step.
+ *
+ * Order of checks in `reserve`, the same as the Lua script:
+ *   1. holds past their expiry are released first (so a late alarm never under-sells);
+ *   2. a token nonce already used replays its reservation (same quantity) or is a mismatch;
+ *   3. the sale is on and inside its window;
+ *   4. the user's held + sold plus the quantity stays within the per-user limit;
+ *   5. enough stock is available;
+ *   6. the hold is written, with the user's quota, the nonce and an outbox event.
+ * A rejected request writes nothing.
+ */
+
+export type StockErrorCode =
+  | "SKU_NOT_FOUND"
+  | "SALE_NOT_ACTIVE"
+  | "IDEMPOTENCY_MISMATCH"
+  | "LIMIT_EXCEEDED"
+  | "SOLD_OUT"
+  | "INSUFFICIENT_STOCK"
+  | "RESERVATION_NOT_FOUND"
+  | "INVALID_STATE";
+
+export type Outcome<T> = { ok: true; value: T } | { ok: false; code: StockErrorCode; available?: number };
+
+export type SaleStatus = "on_sale" | "paused";
+
+export interface SkuSettings {
+  sku: string;
+  shard: number;
+  shards: number;
+  name?: string | undefined;
+  totalStock: number;
+  perUserLimit?: number | undefined;
+  holdSeconds?: number | undefined;
+  /** Epoch ms; `null` clears it, `undefined` keeps the current value. */
+  startsAt?: number | null | undefined;
+  endsAt?: number | null | undefined;
+  status?: SaleStatus | undefined;
+}
+
+export interface StockCounts {
+  total: number;
+  available: number;
+  held: number;
+  sold: number;
+}
+
+export interface SkuState {
+  sku: string;
+  shard: number;
+  shards: number;
+  name: string;
+  status: SaleStatus;
+  perUserLimit: number;
+  holdSeconds: number;
+  startsAt: number | null;
+  endsAt: number | null;
+  stock: StockCounts;
+  /** Grows with every change; the Redis mirror keeps the newest snapshot by it. */
+  version: number;
+}
+
+export interface Reservation {
+  id: string;
+  sku: string;
+  userId: string;
+  quantity: number;
+  status: ReservationStatus;
+  createdAt: number;
+  expiresAt: number;
+  updatedAt: number;
+}
+
+export interface ReserveRequest {
+  userId: string;
+  nonce: string;
+  quantity: number;
+}
+
+export interface ReserveAnswer {
+  reservation: Reservation;
+  /** True when the nonce had been used: this is the first answer again, nothing new was held. */
+  replayed: boolean;
+  /** Units still available after this request, so the edge can learn "sold out" at once. */
+  available: number;
+}
+
+export interface PaymentAnswer {
+  reservation: Reservation;
+  replayed: boolean;
+}
+
+export type PaymentType = "payment.succeeded" | "payment.failed";
+
+export interface PendingEvent {
+  seq: number;
+  event: OrderEvent;
+}
+
+/** The part of `DurableObjectStorage` the engine needs (kept narrow so the contract is clear). */
+export interface EngineStorage {
+  sql: SqlStorage;
+  transactionSync<T>(fn: () => T): T;
+}
+
+export const DEFAULTS = { perUserLimit: 1, holdSeconds: 900, status: "on_sale" } as const;
+
+/** How many overdue holds one request releases on its way in; the alarm takes the rest. */
+const LAZY_EXPIRY_BATCH = 64;
+
+type SkuRow = {
+  sku: string;
+  shard: number;
+  shards: number;
+  name: string;
+  status: string;
+  per_user_limit: number;
+  hold_seconds: number;
+  starts_at: number | null;
+  ends_at: number | null;
+  total: number;
+  held: number;
+  sold: number;
+  seq: number;
+};
+
+type ReservationRow = {
+  id: string;
+  user_id: string;
+  quantity: number;
+  status: string;
+  nonce: string | null;
+  created_at: number;
+  expires_at: number;
+  updated_at: number;
+};
+
+const ok = <T>(value: T): Outcome<T> => ({ ok: true, value });
+const fail = <T>(code: StockErrorCode, available?: number): Outcome<T> =>
+  available === undefined ? { ok: false, code } : { ok: false, code, available };
+
+export class StockEngine {
+  readonly #storage: EngineStorage;
+  readonly #sql: SqlStorage;
+  readonly #newId: () => string;
+  #sku: string | undefined;
+
+  /** `newId` returns a fresh UUID (reservation and event ids); tests pass a seeded one. */
+  constructor(storage: EngineStorage, newId: () => string) {
+    this.#storage = storage;
+    this.#sql = storage.sql;
+    this.#newId = newId;
+    for (const statement of STOCK_SCHEMA) this.#sql.exec(statement);
+  }
+
+  /** The SKU's configuration and counts, or null before the first `configure`. */
+  state(): SkuState | null {
+    const row = this.#row();
+    return row ? toState(row) : null;
+  }
+
+  /** Creates or updates the SKU. Refuses to drop `totalStock` below held + sold. */
+  configure(settings: SkuSettings): Outcome<SkuState> {
+    return this.#storage.transactionSync(() => {
+      const current = this.#row();
+      if (current && settings.totalStock < current.held + current.sold) {
+        return fail<SkuState>("INVALID_STATE");
+      }
+      const keep = <T>(next: T | undefined, prior: T | undefined, fallback: T): T =>
+        next !== undefined ? next : prior !== undefined ? prior : fallback;
+      this.#sql.exec(
+        `INSERT INTO sku (id, sku, shard, shards, name, status, per_user_limit, hold_seconds, starts_at, ends_at, total, seq)
+         VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+         ON CONFLICT (id) DO UPDATE SET
+           shards = excluded.shards, name = excluded.name, status = excluded.status,
+           per_user_limit = excluded.per_user_limit, hold_seconds = excluded.hold_seconds,
+           starts_at = excluded.starts_at, ends_at = excluded.ends_at, total = excluded.total,
+           seq = sku.seq + 1`,
+        settings.sku,
+        settings.shard,
+        settings.shards,
+        keep(settings.name, current?.name, settings.sku),
+        keep(settings.status, current?.status as SaleStatus | undefined, DEFAULTS.status),
+        keep(settings.perUserLimit, current?.per_user_limit, DEFAULTS.perUserLimit),
+        keep(settings.holdSeconds, current?.hold_seconds, DEFAULTS.holdSeconds),
+        keep(settings.startsAt, current?.starts_at, null),
+        keep(settings.endsAt, current?.ends_at, null),
+        settings.totalStock,
+      );
+      return ok(toState(this.#requireRow()));
+    });
+  }
+
+  /** Decides a batch of reservations in one transaction, in arrival order, one answer each. */
+  reserve(requests: readonly ReserveRequest[], now: number): Outcome<ReserveAnswer>[] {
+    return this.#storage.transactionSync(() => {
+      this.#expireDue(now, LAZY_EXPIRY_BATCH);
+      return requests.map((request) => this.#reserveOne(request, now));
+    });
+  }
+
+  /** Releases a held reservation of `userId`. Cancelling a cancelled one again changes nothing. */
+  cancel(reservationId: string, userId: string, now: number): Outcome<Reservation> {
+    return this.#storage.transactionSync(() => {
+      this.#expireDue(now, LAZY_EXPIRY_BATCH);
+      const row = this.#reservationRow(reservationId);
+      if (!row || row.user_id !== userId) return fail<Reservation>("RESERVATION_NOT_FOUND");
+      if (row.status === "cancelled") return ok(this.#toReservation(row));
+      if (row.status !== "held") return fail<Reservation>("INVALID_STATE");
+      return ok(this.#release(row, "cancelled", now));
+    });
+  }
+
+  /**
+   * Applies a payment event once per event id (invariant 6).
+   * Success turns a hold into sold; after expiry or cancel it re-takes stock when it can
+   * (respecting the per-user limit), else the reservation becomes `refund_required`.
+   * Failure releases a hold and leaves any other status as it is.
+   */
+  applyPayment(eventId: string, type: PaymentType, reservationId: string, now: number): Outcome<PaymentAnswer> {
+    return this.#storage.transactionSync(() => {
+      this.#expireDue(now, LAZY_EXPIRY_BATCH);
+      const row = this.#reservationRow(reservationId);
+      if (!row) return fail<PaymentAnswer>("RESERVATION_NOT_FOUND");
+      const seen = this.#sql.exec("SELECT 1 FROM payments WHERE event_id = ?", eventId).toArray();
+      if (seen.length > 0) return ok({ reservation: this.#toReservation(row), replayed: true });
+
+      let reservation = this.#toReservation(row);
+      if (type === "payment.failed") {
+        if (row.status === "held") reservation = this.#release(row, "cancelled", now);
+      } else if (row.status === "held") {
+        this.#sql.exec("UPDATE sku SET held = held - ?, sold = sold + ? WHERE id = 1", row.quantity, row.quantity);
+        reservation = this.#setStatus(row, "paid", now);
+      } else if (row.status === "expired" || row.status === "cancelled") {
+        const sku = this.#requireRow();
+        const available = sku.total - sku.held - sku.sold;
+        const withinLimit = this.#quota(row.user_id) + row.quantity <= sku.per_user_limit;
+        if (available >= row.quantity && withinLimit) {
+          this.#sql.exec("UPDATE sku SET sold = sold + ? WHERE id = 1", row.quantity);
+          this.#addQuota(row.user_id, row.quantity);
+          reservation = this.#setStatus(row, "paid", now);
+        } else {
+          reservation = this.#setStatus(row, "refund_required", now);
+        }
+      }
+      this.#sql.exec(
+        "INSERT INTO payments (event_id, reservation_id, outcome) VALUES (?, ?, ?)",
+        eventId,
+        reservationId,
+        reservation.status,
+      );
+      return ok({ reservation, replayed: false });
+    });
+  }
+
+  /** Releases every hold whose expiry is at or before `now`. Idempotent: alarms are at-least-once. */
+  expireDue(now: number, limit = Number.MAX_SAFE_INTEGER): number {
+    return this.#storage.transactionSync(() => this.#expireDue(now, limit));
+  }
+
+  reservation(reservationId: string): Reservation | null {
+    const row = this.#reservationRow(reservationId);
+    return row ? this.#toReservation(row) : null;
+  }
+
+  /** The earliest expiry among live holds: when the alarm must fire next. */
+  nextExpiry(): number | null {
+    const row = this.#sql
+      .exec<{ at: number | null }>("SELECT MIN(expires_at) AS at FROM reservations WHERE status = 'held'")
+      .toArray()[0];
+    return row?.at ?? null;
+  }
+
+  /** Outbox events not yet sent, oldest first. */
+  pendingEvents(limit: number): PendingEvent[] {
+    return this.#sql
+      .exec<{ seq: number; event: string }>("SELECT seq, event FROM outbox ORDER BY seq LIMIT ?", limit)
+      .toArray()
+      .map((row) => ({ seq: row.seq, event: JSON.parse(row.event) as OrderEvent }));
+  }
+
+  /** Forgets outbox events once the queue has them: the table holds only what is in flight. */
+  markSent(seqs: readonly number[]): void {
+    if (seqs.length === 0) return;
+    this.#storage.transactionSync(() => {
+      for (const seq of seqs) this.#sql.exec("DELETE FROM outbox WHERE seq = ?", seq);
+    });
+  }
+
+  #reserveOne(request: ReserveRequest, now: number): Outcome<ReserveAnswer> {
+    const sku = this.#row();
+    if (!sku) return fail("SKU_NOT_FOUND");
+    const available = sku.total - sku.held - sku.sold;
+
+    const prior = this.#sql
+      .exec<ReservationRow>("SELECT * FROM reservations WHERE nonce = ?", request.nonce)
+      .toArray()[0];
+    if (prior) {
+      if (prior.quantity !== request.quantity || prior.user_id !== request.userId) {
+        return fail("IDEMPOTENCY_MISMATCH", available);
+      }
+      return ok({ reservation: this.#toReservation(prior), replayed: true, available });
+    }
+
+    if (!isOnSale({ status: sku.status, startsAt: sku.starts_at, endsAt: sku.ends_at }, now)) {
+      return fail("SALE_NOT_ACTIVE", available);
+    }
+    if (this.#quota(request.userId) + request.quantity > sku.per_user_limit) {
+      return fail("LIMIT_EXCEEDED", available);
+    }
+    if (available === 0) return fail("SOLD_OUT", 0);
+    if (available < request.quantity) return fail("INSUFFICIENT_STOCK", available);
+
+    const row: ReservationRow = {
+      id: `${sku.sku}.${sku.shard}.${this.#newId().replaceAll("-", "")}`,
+      user_id: request.userId,
+      quantity: request.quantity,
+      status: "held",
+      nonce: request.nonce,
+      created_at: now,
+      expires_at: now + sku.hold_seconds * 1000,
+      updated_at: now,
+    };
+    this.#sql.exec(
+      `INSERT INTO reservations (id, user_id, quantity, status, nonce, created_at, expires_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      row.id,
+      row.user_id,
+      row.quantity,
+      row.status,
+      row.nonce,
+      row.created_at,
+      row.expires_at,
+      row.updated_at,
+    );
+    this.#sql.exec("UPDATE sku SET held = held + ? WHERE id = 1", row.quantity);
+    this.#addQuota(row.user_id, row.quantity);
+    const reservation = this.#toReservation(row);
+    this.#emit(reservation, now);
+    return ok({ reservation, replayed: false, available: available - row.quantity });
+  }
+
+  #expireDue(now: number, limit: number): number {
+    const due = this.#sql
+      .exec<ReservationRow>(
+        "SELECT * FROM reservations WHERE status = 'held' AND expires_at <= ? ORDER BY expires_at LIMIT ?",
+        now,
+        limit,
+      )
+      .toArray();
+    for (const row of due) this.#release(row, "expired", now);
+    return due.length;
+  }
+
+  /** Gives a hold's units back: the one place stock returns to `available` (invariant 5). */
+  #release(row: ReservationRow, status: "expired" | "cancelled", now: number): Reservation {
+    this.#sql.exec("UPDATE sku SET held = held - ? WHERE id = 1", row.quantity);
+    this.#addQuota(row.user_id, -row.quantity);
+    return this.#setStatus(row, status, now);
+  }
+
+  #setStatus(row: ReservationRow, status: ReservationStatus, now: number): Reservation {
+    this.#sql.exec("UPDATE reservations SET status = ?, updated_at = ? WHERE id = ?", status, now, row.id);
+    const reservation = this.#toReservation({ ...row, status, updated_at: now });
+    this.#emit(reservation, now);
+    return reservation;
+  }
+
+  /** Writes the event of a state change into the outbox, in the caller's transaction. */
+  #emit(reservation: Reservation, now: number): void {
+    const seq = this.#bumpSeq();
+    const event: OrderEvent = {
+      id: this.#newId(),
+      type: eventTypeOf(reservation.status),
+      reservationId: reservation.id,
+      sku: reservation.sku,
+      userId: reservation.userId,
+      quantity: reservation.quantity,
+      occurredAt: new Date(now).toISOString(),
+      seq,
+    };
+    this.#sql.exec("INSERT INTO outbox (seq, event) VALUES (?, ?)", seq, JSON.stringify(event));
+  }
+
+  #bumpSeq(): number {
+    const row = this.#sql.exec<{ seq: number }>("UPDATE sku SET seq = seq + 1 WHERE id = 1 RETURNING seq").toArray()[0];
+    if (!row) throw new Error("stock object is not configured");
+    return row.seq;
+  }
+
+  #quota(userId: string): number {
+    const row = this.#sql
+      .exec<{ active: number }>("SELECT active FROM user_quota WHERE user_id = ?", userId)
+      .toArray()[0];
+    return row?.active ?? 0;
+  }
+
+  #addQuota(userId: string, delta: number): void {
+    this.#sql.exec(
+      `INSERT INTO user_quota (user_id, active) VALUES (?, ?)
+       ON CONFLICT (user_id) DO UPDATE SET active = active + excluded.active`,
+      userId,
+      delta,
+    );
+  }
+
+  #row(): SkuRow | undefined {
+    return this.#sql.exec<SkuRow>("SELECT * FROM sku WHERE id = 1").toArray()[0];
+  }
+
+  #requireRow(): SkuRow {
+    const row = this.#row();
+    if (!row) throw new Error("stock object is not configured");
+    return row;
+  }
+
+  #skuName(): string {
+    this.#sku ??= this.#requireRow().sku;
+    return this.#sku;
+  }
+
+  #reservationRow(id: string): ReservationRow | undefined {
+    return this.#sql.exec<ReservationRow>("SELECT * FROM reservations WHERE id = ?", id).toArray()[0];
+  }
+
+  #toReservation(row: ReservationRow): Reservation {
+    return {
+      id: row.id,
+      sku: this.#skuName(),
+      userId: row.user_id,
+      quantity: row.quantity,
+      status: row.status as ReservationStatus,
+      createdAt: row.created_at,
+      expiresAt: row.expires_at,
+      updatedAt: row.updated_at,
+    };
+  }
+}
+
+function toState(row: SkuRow): SkuState {
+  return {
+    sku: row.sku,
+    shard: row.shard,
+    shards: row.shards,
+    name: row.name,
+    status: row.status as SaleStatus,
+    perUserLimit: row.per_user_limit,
+    holdSeconds: row.hold_seconds,
+    startsAt: row.starts_at,
+    endsAt: row.ends_at,
+    stock: { total: row.total, available: row.total - row.held - row.sold, held: row.held, sold: row.sold },
+    version: row.seq,
+  };
+}
+
+/** Whether the sale takes reservations at `now`: on sale and inside its window (end excluded). */
+export function isOnSale(sale: Pick<SkuState, "startsAt" | "endsAt"> & { status: string }, now: number): boolean {
+  return (
+    sale.status === "on_sale" &&
+    (sale.startsAt === null || now >= sale.startsAt) &&
+    (sale.endsAt === null || now < sale.endsAt)
+  );
+}

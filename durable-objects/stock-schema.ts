@@ -1,0 +1,54 @@
+/**
+ * Tables of one stock object (one SKU shard), in the object's own SQLite database.
+ *
+ * The CHECK constraints are the last line of defence: a bug that would oversell or drive a
+ * counter negative throws inside the transaction, which then rolls back whole.
+ */
+export const STOCK_SCHEMA: readonly string[] = [
+  `CREATE TABLE IF NOT EXISTS sku (
+     id             INTEGER PRIMARY KEY CHECK (id = 1),
+     sku            TEXT    NOT NULL,
+     shard          INTEGER NOT NULL,
+     shards         INTEGER NOT NULL,
+     name           TEXT    NOT NULL,
+     status         TEXT    NOT NULL CHECK (status IN ('on_sale', 'paused')),
+     per_user_limit INTEGER NOT NULL CHECK (per_user_limit >= 1),
+     hold_seconds   INTEGER NOT NULL CHECK (hold_seconds >= 1),
+     starts_at      INTEGER,
+     ends_at        INTEGER,
+     total          INTEGER NOT NULL CHECK (total >= 0),
+     held           INTEGER NOT NULL DEFAULT 0 CHECK (held >= 0),
+     sold           INTEGER NOT NULL DEFAULT 0 CHECK (sold >= 0),
+     seq            INTEGER NOT NULL DEFAULT 0,
+     CHECK (held + sold <= total)
+   )`,
+  `CREATE TABLE IF NOT EXISTS reservations (
+     id         TEXT    PRIMARY KEY,
+     user_id    TEXT    NOT NULL,
+     quantity   INTEGER NOT NULL CHECK (quantity >= 1),
+     status     TEXT    NOT NULL,
+     nonce      TEXT    UNIQUE,
+     created_at INTEGER NOT NULL,
+     expires_at INTEGER NOT NULL,
+     updated_at INTEGER NOT NULL
+   )`,
+  // Only live holds are indexed by expiry: the alarm and the lazy expiry read the head of it.
+  `CREATE INDEX IF NOT EXISTS reservations_held_by_expiry ON reservations (expires_at) WHERE status = 'held'`,
+  `CREATE INDEX IF NOT EXISTS reservations_by_user ON reservations (user_id)`,
+  // A user's active quantity (held + sold), the per-user limit's counter.
+  `CREATE TABLE IF NOT EXISTS user_quota (
+     user_id TEXT    PRIMARY KEY,
+     active  INTEGER NOT NULL CHECK (active >= 0)
+   )`,
+  // Payment events already applied, so each takes effect once (invariant 6).
+  `CREATE TABLE IF NOT EXISTS payments (
+     event_id       TEXT PRIMARY KEY,
+     reservation_id TEXT NOT NULL,
+     outcome        TEXT NOT NULL
+   )`,
+  // Transactional outbox: events written in the same transaction as the change they describe.
+  `CREATE TABLE IF NOT EXISTS outbox (
+     seq   INTEGER PRIMARY KEY,
+     event TEXT    NOT NULL
+   )`,
+];

@@ -1,0 +1,32 @@
+import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { methodNotAllowed } from "hono/method-not-allowed";
+import type { AppEnv } from "./http/context";
+import { ApiError, errorResponse } from "./http/errors";
+import { admin } from "./routes/admin";
+import { ops } from "./routes/ops";
+import { shopper } from "./routes/shopper";
+
+/** Bodies over 16 KiB are refused before anything reads them (API.md). */
+const MAX_BODY_BYTES = 16 * 1024;
+
+export const app = new Hono<AppEnv>();
+
+app.use(methodNotAllowed({ app, onMethodNotAllowed: () => Promise.reject(new ApiError("METHOD_NOT_ALLOWED")) }));
+app.use(
+  bodyLimit({
+    maxSize: MAX_BODY_BYTES,
+    onError: () => {
+      throw new ApiError("PAYLOAD_TOO_LARGE");
+    },
+  }),
+);
+
+app.route("/", ops);
+app.route("/", shopper);
+app.route("/", admin);
+
+app.notFound(() => {
+  throw new ApiError("NOT_FOUND");
+});
+app.onError(errorResponse);

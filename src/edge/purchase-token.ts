@@ -1,0 +1,102 @@
+import { ApiError } from "../http/errors";
+
+/**
+ * One-time purchase tokens: `<payload>.<signature>`, both base64url, where the payload binds
+ * the token to one SKU, one user, one home shard and an expiry, and carries a random nonce.
+ * The edge checks all of it without a round trip; the stock object consumes the nonce inside
+ * its transaction, so a token creates at most one reservation (invariant 3).
+ */
+export interface PurchaseClaims {
+  sku: string;
+  userId: string;
+  /** The stock shard the reservation goes to (the user's home shard). */
+  shard: number;
+  nonce: string;
+  /** Expiry, epoch milliseconds. */
+  expiresAt: number;
+}
+
+type Wire = { s: string; u: string; h: number; n: string; e: number };
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+const keys = new Map<string, Promise<CryptoKey>>();
+
+/** Imported HMAC keys are kept per isolate: importing costs more than signing. */
+function hmacKey(secret: string): Promise<CryptoKey> {
+  let key = keys.get(secret);
+  if (!key) {
+    key = crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, [
+      "sign",
+      "verify",
+    ]);
+    keys.set(secret, key);
+  }
+  return key;
+}
+
+function toBase64Url(bytes: Uint8Array): string {
+  let binary = "";
+  for (const byte of bytes) binary += String.fromCharCode(byte);
+  return btoa(binary).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
+}
+
+function fromBase64Url(text: string): Uint8Array<ArrayBuffer> | null {
+  if (!/^[A-Za-z0-9_-]*$/.test(text)) return null;
+  try {
+    const binary = atob(text.replaceAll("-", "+").replaceAll("_", "/"));
+    return Uint8Array.from(binary, (ch) => ch.charCodeAt(0));
+  } catch {
+    return null;
+  }
+}
+
+export function newNonce(): string {
+  return toBase64Url(crypto.getRandomValues(new Uint8Array(16)));
+}
+
+export async function mintPurchaseToken(claims: PurchaseClaims, secret: string): Promise<string> {
+  const wire: Wire = { s: claims.sku, u: claims.userId, h: claims.shard, n: claims.nonce, e: claims.expiresAt };
+  const payload = toBase64Url(encoder.encode(JSON.stringify(wire)));
+  const signature = await crypto.subtle.sign("HMAC", await hmacKey(secret), encoder.encode(payload));
+  return `${payload}.${toBase64Url(new Uint8Array(signature))}`;
+}
+
+/**
+ * Verifies a token for this user and SKU at `now`. Any forgery, or a token of another user or
+ * SKU, is `401 TOKEN_INVALID`; a genuine but stale one is `401 TOKEN_EXPIRED`.
+ */
+export async function verifyPurchaseToken(
+  token: string,
+  expected: { sku: string; userId: string },
+  secret: string,
+  now: number,
+): Promise<PurchaseClaims> {
+  const [payload, signature, extra] = token.split(".");
+  const signatureBytes = signature === undefined ? null : fromBase64Url(signature);
+  if (!payload || !signatureBytes || extra !== undefined) throw new ApiError("TOKEN_INVALID");
+  // crypto.subtle.verify compares in constant time.
+  const genuine = await crypto.subtle.verify("HMAC", await hmacKey(secret), signatureBytes, encoder.encode(payload));
+  if (!genuine) throw new ApiError("TOKEN_INVALID");
+  const wire = decodeWire(payload);
+  if (!wire || wire.s !== expected.sku || wire.u !== expected.userId) throw new ApiError("TOKEN_INVALID");
+  if (wire.e <= now) throw new ApiError("TOKEN_EXPIRED");
+  return { sku: wire.s, userId: wire.u, shard: wire.h, nonce: wire.n, expiresAt: wire.e };
+}
+
+function decodeWire(payload: string): Wire | null {
+  const bytes = fromBase64Url(payload);
+  if (!bytes) return null;
+  try {
+    const wire = JSON.parse(decoder.decode(bytes)) as Partial<Wire>;
+    const wellFormed =
+      typeof wire.s === "string" &&
+      typeof wire.u === "string" &&
+      Number.isSafeInteger(wire.h) &&
+      typeof wire.n === "string" &&
+      Number.isSafeInteger(wire.e);
+    return wellFormed ? (wire as Wire) : null;
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,53 @@
+import type { SkuStock } from "../../durable-objects/sku-stock";
+import type { Outcome } from "../../durable-objects/stock-engine";
+import { ApiError } from "../http/errors";
+
+/** SKU ids: short, URL-safe, no dots (a dot separates the parts of a reservation id). */
+export const SKU_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** Reservation ids name their stock object: `<sku>.<shard>.<32 hex>`. */
+const RESERVATION_ID = /^([A-Za-z0-9_-]{1,64})\.(\d{1,2})\.[0-9a-f]{32}$/;
+
+/** The stock object of one SKU shard, reached by typed RPC. */
+export function stockShard(env: Env, sku: string, shard: number): DurableObjectStub<SkuStock> {
+  return env.SKU_STOCK.getByName(`${sku}#${shard}`);
+}
+
+/** A user's home shard: fixed per user, so the per-user limit is checked in one place. */
+export function homeShard(userId: string, shards: number): number {
+  // FNV-1a: cheap, stable, and spreads short ids well.
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < userId.length; i++) {
+    hash ^= userId.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return (hash >>> 0) % shards;
+}
+
+/** Where a reservation lives, or null for an id that cannot be one of ours. */
+export function locateReservation(id: string): { sku: string; shard: number } | null {
+  const match = RESERVATION_ID.exec(id);
+  if (!match?.[1] || !match[2]) return null;
+  return { sku: match[1], shard: Number(match[2]) };
+}
+
+/** The value of a stock outcome, or the contract error it stands for. */
+export function unwrap<T>(outcome: Outcome<T>): T {
+  if (!outcome.ok) throw new ApiError(outcome.code);
+  return outcome.value;
+}
+
+/**
+ * Calls a stock object. An overloaded object (its queue of waiting requests is full) becomes
+ * `503 BUSY` with `Retry-After`, as the contract says; anything else is a real failure.
+ */
+export async function callStock<P>(call: () => P): Promise<Awaited<P>> {
+  try {
+    return await call();
+  } catch (err) {
+    if (err instanceof Error && (err as { overloaded?: boolean }).overloaded) {
+      throw new ApiError("BUSY", undefined, { "Retry-After": "1" });
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,68 @@
+import type { Context } from "hono";
+import { HTTPException } from "hono/http-exception";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+
+/** Every error code of the contract (API.md) with its HTTP status and a default message. */
+export const ERRORS = {
+  INVALID_REQUEST: [400, "The request is malformed or failed validation."],
+  UNAUTHENTICATED: [401, "Missing or invalid credentials."],
+  TOKEN_INVALID: [401, "The purchase token is not valid for this user and SKU."],
+  TOKEN_EXPIRED: [401, "The purchase token has expired."],
+  SIGNATURE_INVALID: [401, "The webhook signature is missing, wrong or stale."],
+  SALE_NOT_ACTIVE: [403, "The sale is not active."],
+  NOT_FOUND: [404, "No such route."],
+  SKU_NOT_FOUND: [404, "No such SKU."],
+  RESERVATION_NOT_FOUND: [404, "No such reservation."],
+  METHOD_NOT_ALLOWED: [405, "Method not allowed on this route."],
+  SOLD_OUT: [409, "Sold out."],
+  INSUFFICIENT_STOCK: [409, "Fewer units are available than asked for."],
+  LIMIT_EXCEEDED: [409, "This would exceed the per-user limit."],
+  INVALID_STATE: [409, "The resource is not in a state that allows this."],
+  STOCK_AVAILABLE: [409, "Stock is available: reserve instead of joining the waitlist."],
+  PAYLOAD_TOO_LARGE: [413, "The body is larger than 16 KiB."],
+  IDEMPOTENCY_MISMATCH: [422, "This purchase token was already used with a different request."],
+  RATE_LIMITED: [429, "Too many requests; retry later."],
+  INTERNAL: [500, "Internal error."],
+  BUSY: [503, "The stock service is busy; retry shortly."],
+} as const satisfies Record<string, readonly [ContentfulStatusCode, string]>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+/** The contract's error body: `{"error": {"code", "message"}}`, nothing else. */
+export function errorBody(code: ErrorCode, message: string = ERRORS[code][1]) {
+  return { error: { code, message } };
+}
+
+/** An expected failure with a contract code; the one `onError` turns it into the error body. */
+export class ApiError extends HTTPException {
+  readonly code: ErrorCode;
+  readonly headers: Record<string, string>;
+
+  constructor(code: ErrorCode, message: string = ERRORS[code][1], headers: Record<string, string> = {}) {
+    super(ERRORS[code][0], { message });
+    this.code = code;
+    this.headers = headers;
+  }
+}
+
+/** Codes for the statuses Hono's own middleware may throw. */
+const CODE_BY_STATUS: Partial<Record<number, ErrorCode>> = {
+  400: "INVALID_REQUEST",
+  401: "UNAUTHENTICATED",
+  404: "NOT_FOUND",
+  405: "METHOD_NOT_ALLOWED",
+  413: "PAYLOAD_TOO_LARGE",
+};
+
+/** The app's single error mapper: known errors keep their status, anything else is a logged 500. */
+export function errorResponse(err: Error, c: Context): Response {
+  if (err instanceof ApiError) {
+    return c.json(errorBody(err.code, err.message), ERRORS[err.code][0], err.headers);
+  }
+  if (err instanceof HTTPException) {
+    const code = CODE_BY_STATUS[err.status] ?? (err.status >= 500 ? "INTERNAL" : "INVALID_REQUEST");
+    return c.json(errorBody(code), ERRORS[code][0]);
+  }
+  console.error(JSON.stringify({ level: "error", msg: "unhandled error", path: c.req.path, error: String(err) }));
+  return c.json(errorBody("INTERNAL"), 500);
+}

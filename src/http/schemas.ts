@@ -1,0 +1,27 @@
+import { z } from "zod";
+
+/** Request bodies of the contract (API.md). Routes validate with these; types are inferred. */
+
+export const ReservationRequest = z.object({
+  token: z.string().min(1).max(2048),
+  quantity: z.int().min(1).max(1_000_000),
+});
+
+const Time = z.iso.datetime({ offset: true });
+
+export const SkuSettingsRequest = z
+  .object({
+    name: z.string().min(1).max(200).optional(),
+    totalStock: z.int().min(0).max(1_000_000_000),
+    perUserLimit: z.int().min(1).max(1_000_000).optional(),
+    holdSeconds: z.int().min(10).max(86_400).optional(),
+    startsAt: Time.nullable().optional(),
+    endsAt: Time.nullable().optional(),
+    shards: z.int().min(1).max(64).optional(),
+    status: z.enum(["on_sale", "paused"]).optional(),
+  })
+  .refine((b) => !b.startsAt || !b.endsAt || Date.parse(b.startsAt) < Date.parse(b.endsAt), {
+    message: "startsAt must be before endsAt",
+    path: ["endsAt"],
+  });
+export type SkuSettingsRequest = z.infer<typeof SkuSettingsRequest>;

@@ -1,0 +1,75 @@
+import { desc } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { Hono } from "hono";
+import type { SkuSettings } from "../../durable-objects/stock-engine";
+import { skus } from "../db/schema";
+import { readSkuState } from "../edge/sku-state";
+import { forgetSoldOut } from "../edge/sold-out-cache";
+import { callStock, SKU_ID, stockShard, unwrap } from "../edge/stock-client";
+import { adminAuth } from "../http/auth";
+import { readJson } from "../http/body";
+import type { AppEnv } from "../http/context";
+import { ApiError } from "../http/errors";
+import { SkuSettingsRequest } from "../http/schemas";
+import { adminSkuView } from "./views";
+
+export const admin = new Hono<AppEnv>();
+
+admin.use("/admin/*", adminAuth);
+
+const time = (value: string | null | undefined) => (value == null ? value : Date.parse(value));
+
+/** The admin SKU view: stock from the stock object, orders from D1, the mirror when on. */
+async function skuView(env: Env, sku: string) {
+  const state = await readSkuState(env, sku);
+  if (!state) return null;
+  return {
+    ...adminSkuView(state),
+    orders: { held: 0, paid: 0, expired: 0, cancelled: 0, refund_required: 0 },
+    waitlist: 0,
+    mirror: null,
+  };
+}
+
+/** Creates or updates a SKU. Fields left out keep their value (or take the default on create). */
+admin.put("/admin/skus/:sku", async (c) => {
+  const sku = c.req.param("sku");
+  if (!SKU_ID.test(sku)) throw new ApiError("INVALID_REQUEST", "A SKU id is 1 to 64 of A-Z a-z 0-9 _ -.");
+  const body = await readJson(c, SkuSettingsRequest);
+  if (body.shards !== undefined && body.shards !== 1) {
+    throw new ApiError("INVALID_REQUEST", "Only shards: 1 is supported so far.");
+  }
+  const settings: SkuSettings = {
+    sku,
+    shard: 0,
+    shards: 1,
+    name: body.name,
+    totalStock: body.totalStock,
+    perUserLimit: body.perUserLimit,
+    holdSeconds: body.holdSeconds,
+    startsAt: time(body.startsAt),
+    endsAt: time(body.endsAt),
+    status: body.status,
+  };
+  const state = unwrap(await callStock(() => stockShard(c.env, sku, 0).configure(settings)));
+  const now = Date.now();
+  await drizzle(c.env.DB)
+    .insert(skus)
+    .values({ sku, name: state.name, shards: state.shards, createdAt: now, updatedAt: now })
+    .onConflictDoUpdate({ target: skus.sku, set: { name: state.name, shards: state.shards, updatedAt: now } });
+  forgetSoldOut(sku);
+  return c.json(await skuView(c.env, sku));
+});
+
+admin.get("/admin/skus/:sku", async (c) => {
+  const sku = c.req.param("sku");
+  const view = SKU_ID.test(sku) ? await skuView(c.env, sku) : null;
+  if (!view) throw new ApiError("SKU_NOT_FOUND");
+  return c.json(view);
+});
+
+admin.get("/admin/skus", async (c) => {
+  const rows = await drizzle(c.env.DB).select({ sku: skus.sku }).from(skus).orderBy(desc(skus.createdAt));
+  const views = await Promise.all(rows.map((row) => skuView(c.env, row.sku)));
+  return c.json({ skus: views.filter((view) => view !== null) });
+});

@@ -1,0 +1,91 @@
+import { Hono } from "hono";
+import { isOnSale } from "../../durable-objects/stock-engine";
+import { mintPurchaseToken, newNonce, verifyPurchaseToken } from "../edge/purchase-token";
+import { readSkuState } from "../edge/sku-state";
+import { forgetSoldOut, isSoldOut, markSoldOut } from "../edge/sold-out-cache";
+import { callStock, homeShard, locateReservation, SKU_ID, stockShard, unwrap } from "../edge/stock-client";
+import { shopperAuth, shopperRateLimit } from "../http/auth";
+import { readJson } from "../http/body";
+import type { AppEnv } from "../http/context";
+import { ApiError } from "../http/errors";
+import { ReservationRequest } from "../http/schemas";
+import { publicSkuView, reservationView } from "./views";
+
+export const shopper = new Hono<AppEnv>();
+
+function skuParam(sku: string): string {
+  if (!SKU_ID.test(sku)) throw new ApiError("SKU_NOT_FOUND");
+  return sku;
+}
+
+function soldOutTtl(env: Env): number {
+  return Number(env.SOLD_OUT_CACHE_TTL_MS);
+}
+
+/** Public stock display. */
+shopper.get("/api/skus/:sku", async (c) => {
+  const state = await readSkuState(c.env, skuParam(c.req.param("sku")));
+  if (!state) throw new ApiError("SKU_NOT_FOUND");
+  return c.json(publicSkuView(state));
+});
+
+/** A one-time purchase token for this user and SKU, bound to the user's home shard. */
+shopper.post("/api/skus/:sku/tokens", shopperAuth, shopperRateLimit, async (c) => {
+  const sku = skuParam(c.req.param("sku"));
+  const now = Date.now();
+  if (isSoldOut(sku, now)) throw new ApiError("SOLD_OUT");
+  const state = await readSkuState(c.env, sku);
+  if (!state) throw new ApiError("SKU_NOT_FOUND");
+  if (!isOnSale(state, now)) throw new ApiError("SALE_NOT_ACTIVE");
+  if (state.stock.available === 0) {
+    markSoldOut(sku, now, soldOutTtl(c.env));
+    throw new ApiError("SOLD_OUT");
+  }
+  const userId = c.get("userId");
+  const expiresAt = now + Number(c.env.PURCHASE_TOKEN_TTL_SECONDS) * 1000;
+  const claims = { sku, userId, shard: homeShard(userId, state.shards), nonce: newNonce(), expiresAt };
+  const token = await mintPurchaseToken(claims, c.env.TOKEN_SECRET);
+  return c.json({ token, expiresAt: new Date(expiresAt).toISOString() }, 201);
+});
+
+/** Holds stock for the user: the reservation path of DESIGN.md. */
+shopper.post("/api/skus/:sku/reservations", shopperAuth, shopperRateLimit, async (c) => {
+  const sku = skuParam(c.req.param("sku"));
+  const userId = c.get("userId");
+  const body = await readJson(c, ReservationRequest);
+  const now = Date.now();
+  const claims = await verifyPurchaseToken(body.token, { sku, userId }, c.env.TOKEN_SECRET, now);
+  if (isSoldOut(sku, now)) throw new ApiError("SOLD_OUT");
+
+  const [outcome] = await callStock(() =>
+    stockShard(c.env, sku, claims.shard).reserve([{ userId, nonce: claims.nonce, quantity: body.quantity }]),
+  );
+  if (!outcome) throw new Error("stock object returned no answer");
+  if (outcome.ok ? outcome.value.available === 0 : outcome.available === 0) {
+    markSoldOut(sku, now, soldOutTtl(c.env));
+  }
+  const answer = unwrap(outcome);
+  if (answer.replayed) c.header("Idempotent-Replayed", "true");
+  return c.json(reservationView(answer.reservation), 202);
+});
+
+function reservationStub(c: { env: Env }, id: string) {
+  const where = locateReservation(id);
+  if (!where) throw new ApiError("RESERVATION_NOT_FOUND");
+  return { sku: where.sku, stub: stockShard(c.env, where.sku, where.shard) };
+}
+
+/** The owner's view of a reservation; anyone else's id is simply not found. */
+shopper.get("/api/reservations/:id", shopperAuth, shopperRateLimit, async (c) => {
+  const { stub } = reservationStub(c, c.req.param("id"));
+  const reservation = await callStock(() => stub.reservation(c.req.param("id")));
+  if (!reservation || reservation.userId !== c.get("userId")) throw new ApiError("RESERVATION_NOT_FOUND");
+  return c.json({ ...reservationView(reservation), order: { persisted: false, status: null } });
+});
+
+shopper.post("/api/reservations/:id/cancel", shopperAuth, shopperRateLimit, async (c) => {
+  const { sku, stub } = reservationStub(c, c.req.param("id"));
+  const reservation = unwrap(await callStock(() => stub.cancel(c.req.param("id"), c.get("userId"))));
+  forgetSoldOut(sku);
+  return c.json(reservationView(reservation));
+});

@@ -1,0 +1,43 @@
+import type { Reservation, SkuState } from "../../durable-objects/stock-engine";
+
+/** JSON shapes of the contract (API.md), built in one place so every route answers alike. */
+
+const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
+
+export function reservationView(r: Reservation) {
+  return {
+    reservationId: r.id,
+    sku: r.sku,
+    quantity: r.quantity,
+    status: r.status,
+    expiresAt: new Date(r.expiresAt).toISOString(),
+    links: { self: `/api/reservations/${r.id}` },
+  };
+}
+
+export function publicSkuView(s: SkuState) {
+  return {
+    sku: s.sku,
+    name: s.name,
+    status: s.status,
+    available: s.stock.available,
+    startsAt: iso(s.startsAt),
+    endsAt: iso(s.endsAt),
+    perUserLimit: s.perUserLimit,
+  };
+}
+
+export function adminSkuView(s: SkuState) {
+  return {
+    sku: s.sku,
+    name: s.name,
+    status: s.status,
+    perUserLimit: s.perUserLimit,
+    holdSeconds: s.holdSeconds,
+    startsAt: iso(s.startsAt),
+    endsAt: iso(s.endsAt),
+    shards: s.shards,
+    stock: s.stock,
+    version: s.version,
+  };
+}
