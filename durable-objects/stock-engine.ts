@@ -405,6 +405,11 @@ export class StockEngine {
   }
 
   #addQuota(userId: string, delta: number): void {
+    if (delta < 0) {
+      // An upsert would check the inserted candidate row (negative) against the CHECK first.
+      this.#sql.exec("UPDATE user_quota SET active = active + ? WHERE user_id = ?", delta, userId);
+      return;
+    }
     this.#sql.exec(
       `INSERT INTO user_quota (user_id, active) VALUES (?, ?)
        ON CONFLICT (user_id) DO UPDATE SET active = active + excluded.active`,

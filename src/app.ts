@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import type { AppEnv } from "./http/context";
-import { ApiError, errorResponse } from "./http/errors";
+import { ApiError, errorBody, errorResponse } from "./http/errors";
 import { admin } from "./routes/admin";
 import { ops } from "./routes/ops";
 import { shopper } from "./routes/shopper";
@@ -12,7 +12,12 @@ const MAX_BODY_BYTES = 16 * 1024;
 
 export const app = new Hono<AppEnv>();
 
-app.use(methodNotAllowed({ app, onMethodNotAllowed: () => Promise.reject(new ApiError("METHOD_NOT_ALLOWED")) }));
+app.use(
+  methodNotAllowed({
+    app,
+    onMethodNotAllowed: (c, allowed) => c.json(errorBody("METHOD_NOT_ALLOWED"), 405, { Allow: allowed.join(", ") }),
+  }),
+);
 app.use(
   bodyLimit({
     maxSize: MAX_BODY_BYTES,
@@ -26,7 +31,6 @@ app.route("/", ops);
 app.route("/", shopper);
 app.route("/", admin);
 
-app.notFound(() => {
-  throw new ApiError("NOT_FOUND");
-});
+// A plain 404 answer (not a thrown error), so that methodNotAllowed can turn it into a 405.
+app.notFound((c) => c.json(errorBody("NOT_FOUND"), 404));
 app.onError(errorResponse);

@@ -1,27 +1,208 @@
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, createSku, reserve, stockOf, tokenFor, uniqueSku } from "./support/client";
+import { mintPurchaseToken } from "../src/edge/purchase-token";
+import { call, createSku, reserve, stockOf, stockShard, tokenFor, uniqueSku } from "./support/client";
 
-describe("reservations", () => {
+const TOKEN_SECRET = "test-token-secret";
+
+describe("reservation path", () => {
   it("300 concurrent shoppers against stock 50: exactly 50 holds, never oversold", async () => {
     const sku = uniqueSku("storm");
     await createSku(sku, { totalStock: 50, perUserLimit: 1 });
     const users = Array.from({ length: 300 }, (_, i) => `u${i}`);
-    const tokens = await Promise.all(users.map((u) => tokenFor(u, sku).catch(() => null)));
-    const answers = await Promise.all(
-      users.map((u, i) => {
-        const token = tokens[i];
-        return token ? reserve(u, sku, 1, token) : call("POST", `/api/skus/${sku}/tokens`, { user: u });
-      }),
-    );
-    const statuses = answers.map((a) => a.status);
-    expect(statuses.filter((s) => s === 202)).toHaveLength(50);
+    // Tokens first (the sale is not sold out yet), then all reservations at once.
+    const tokens = await Promise.all(users.map((u) => tokenFor(u, sku)));
+    const answers = await Promise.all(users.map((u, i) => reserve(u, sku, 1, tokens[i])));
+    const accepted = answers.filter((a) => a.status === 202);
+    expect(accepted).toHaveLength(50);
     for (const a of answers.filter((x) => x.status !== 202)) {
       expect(a.status).toBe(409);
       expect(["SOLD_OUT", "INSUFFICIENT_STOCK"]).toContain(a.json.error.code);
     }
-    const ids = new Set(answers.filter((a) => a.status === 202).map((a) => a.json.reservationId));
-    expect(ids.size).toBe(50);
-    const stock = await stockOf(sku);
-    expect(stock).toEqual({ total: 50, available: 0, held: 50, sold: 0 });
+    expect(new Set(accepted.map((a) => a.json.reservationId)).size).toBe(50);
+    expect(await stockOf(sku)).toEqual({ total: 50, available: 0, held: 50, sold: 0 });
+  });
+
+  it("holds the per-user limit over any mix of quantities and tokens", async () => {
+    const sku = uniqueSku("limit");
+    await createSku(sku, { totalStock: 100, perUserLimit: 2 });
+    const first = await reserve("ann", sku, 1);
+    expect(first.status).toBe(202);
+    // Concurrently: 2 more, 1 more, 1 more with fresh tokens. Only one single unit can pass.
+    const tokens = await Promise.all([tokenFor("ann", sku), tokenFor("ann", sku), tokenFor("ann", sku)]);
+    const answers = await Promise.all([
+      reserve("ann", sku, 2, tokens[0]),
+      reserve("ann", sku, 1, tokens[1]),
+      reserve("ann", sku, 1, tokens[2]),
+    ]);
+    expect(answers.filter((a) => a.status === 202)).toHaveLength(1);
+    expect(answers.filter((a) => a.status === 409).map((a) => a.json.error.code)).toEqual([
+      "LIMIT_EXCEEDED",
+      "LIMIT_EXCEEDED",
+    ]);
+    expect((await reserve("ann", sku, 1)).json.error.code).toBe("LIMIT_EXCEEDED");
+    expect((await reserve("ann", sku, 3)).json.error.code).toBe("LIMIT_EXCEEDED");
+    expect(await stockOf(sku)).toEqual({ total: 100, available: 98, held: 2, sold: 0 });
+    // A cancel gives the quota back.
+    await call("POST", `/api/reservations/${first.json.reservationId}/cancel`, { user: "ann" });
+    expect((await reserve("ann", sku, 1)).status).toBe(202);
+  });
+
+  it("replays one token as one hold: same reservationId, Idempotent-Replayed, 422 on another quantity", async () => {
+    const sku = uniqueSku("replay");
+    await createSku(sku, { totalStock: 10, perUserLimit: 3 });
+    const token = await tokenFor("ben", sku);
+    const answers = await Promise.all(Array.from({ length: 4 }, () => reserve("ben", sku, 2, token)));
+    expect(answers.map((a) => a.status)).toEqual([202, 202, 202, 202]);
+    expect(new Set(answers.map((a) => a.json.reservationId)).size).toBe(1);
+    expect(answers.filter((a) => a.headers.get("idempotent-replayed") === "true")).toHaveLength(3);
+    expect(answers.filter((a) => a.headers.get("idempotent-replayed") === null)).toHaveLength(1);
+    const again = await reserve("ben", sku, 2, token);
+    expect(again.json).toEqual(answers[0]?.json);
+    const mismatch = await reserve("ben", sku, 1, token);
+    expect(mismatch.status).toBe(422);
+    expect(mismatch.json.error.code).toBe("IDEMPOTENCY_MISMATCH");
+    expect(await stockOf(sku)).toEqual({ total: 10, available: 8, held: 2, sold: 0 });
+  });
+
+  it("refuses forged, expired, other-user and other-SKU tokens with the contract's 401s", async () => {
+    const sku = uniqueSku("tok");
+    const other = uniqueSku("tok-other");
+    await createSku(sku, { totalStock: 5 });
+    await createSku(other, { totalStock: 5 });
+    const good = await tokenFor("cat", sku);
+    const [payload, signature] = good.split(".");
+    const now = Date.now();
+    const expired = await mintPurchaseToken(
+      { sku, userId: "cat", shard: 0, nonce: "n-expired", expiresAt: now - 1000 },
+      TOKEN_SECRET,
+    );
+    const forgedKey = await mintPurchaseToken(
+      { sku, userId: "cat", shard: 0, nonce: "n-forged", expiresAt: now + 60_000 },
+      "not-the-secret",
+    );
+    const cases: [string, string, string, string][] = [
+      ["cat", sku, `${payload}.${signature?.slice(0, -2)}xx`, "TOKEN_INVALID"],
+      ["cat", sku, `${payload}x.${signature}`, "TOKEN_INVALID"],
+      ["cat", sku, "garbage", "TOKEN_INVALID"],
+      ["cat", sku, forgedKey, "TOKEN_INVALID"],
+      ["dan", sku, good, "TOKEN_INVALID"],
+      ["cat", other, await tokenFor("cat", sku), "TOKEN_INVALID"],
+      ["cat", sku, expired, "TOKEN_EXPIRED"],
+    ];
+    for (const [user, target, token, code] of cases) {
+      const answer = await reserve(user, target, 1, token);
+      expect(answer.status, `${code} for ${token.slice(0, 20)}`).toBe(401);
+      expect(answer.json.error.code).toBe(code);
+    }
+    expect(await stockOf(sku)).toEqual({ total: 5, available: 5, held: 0, sold: 0 });
+    expect(await stockOf(other)).toEqual({ total: 5, available: 5, held: 0, sold: 0 });
+  });
+
+  it("answers 403 SALE_NOT_ACTIVE before startsAt, after endsAt and while paused", async () => {
+    const future = new Date(Date.now() + 3_600_000).toISOString();
+    const past = new Date(Date.now() - 3_600_000).toISOString();
+    const early = uniqueSku("early");
+    await createSku(early, { totalStock: 5, startsAt: future });
+    const late = uniqueSku("late");
+    await createSku(late, { totalStock: 5, endsAt: past });
+    const paused = uniqueSku("paused");
+    await createSku(paused, { totalStock: 5, status: "paused" });
+    for (const sku of [early, late, paused]) {
+      const answer = await call("POST", `/api/skus/${sku}/tokens`, { user: "eve" });
+      expect(answer.status).toBe(403);
+      expect(answer.json.error.code).toBe("SALE_NOT_ACTIVE");
+    }
+    // The stock object decides too: a token minted while on sale is refused once the sale stops.
+    const live = uniqueSku("live");
+    await createSku(live, { totalStock: 5 });
+    const t1 = await tokenFor("eve", live);
+    const t2 = await tokenFor("eve", live);
+    const t3 = await tokenFor("eve", live);
+    await createSku(live, { totalStock: 5, status: "paused" });
+    expect((await reserve("eve", live, 1, t1)).json.error.code).toBe("SALE_NOT_ACTIVE");
+    await createSku(live, { totalStock: 5, status: "on_sale", endsAt: past });
+    expect((await reserve("eve", live, 1, t2)).json.error.code).toBe("SALE_NOT_ACTIVE");
+    await createSku(live, { totalStock: 5, endsAt: null, startsAt: future });
+    expect((await reserve("eve", live, 1, t3)).json.error.code).toBe("SALE_NOT_ACTIVE");
+    expect(await stockOf(live)).toEqual({ total: 5, available: 5, held: 0, sold: 0 });
+  });
+
+  it("releases expired holds by alarm exactly once, and the stock sells again", async () => {
+    const sku = uniqueSku("expiry");
+    await createSku(sku, { totalStock: 3, perUserLimit: 3, holdSeconds: 60 });
+    const held = await reserve("fay", sku, 3);
+    expect(held.status).toBe(202);
+    const refused = await call("POST", `/api/skus/${sku}/tokens`, { user: "gus" });
+    expect(refused.json.error.code).toBe("SOLD_OUT");
+    const stub = stockShard(env, sku, 0);
+    const expiresAt = Date.parse(held.json.expiresAt);
+    await runInDurableObject(stub, (object) => {
+      object.now = () => expiresAt + 1;
+    });
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    expect(await runDurableObjectAlarm(stub)).toBe(false);
+    await runInDurableObject(stub, (object) => object.engine.expireDue(expiresAt + 10));
+    expect(await stockOf(sku)).toEqual({ total: 3, available: 3, held: 0, sold: 0 });
+    const reservation = await call("GET", `/api/reservations/${held.json.reservationId}`, { user: "fay" });
+    expect(reservation.json.status).toBe("expired");
+    // Exactly one release: one held event and one expired event for this reservation.
+    const events = await runInDurableObject(stub, (object) => object.engine.pendingEvents(100));
+    expect(events.map((e) => e.event.type)).toEqual(["reservation.held", "reservation.expired"]);
+    // A cancel after expiry is refused; the units sell again (the sold-out shortcut has a short TTL).
+    const cancel = await call("POST", `/api/reservations/${held.json.reservationId}/cancel`, { user: "fay" });
+    expect(cancel.json.error.code).toBe("INVALID_STATE");
+    await runInDurableObject(stub, (object) => {
+      object.now = () => Date.now();
+    });
+    await createSku(sku, { totalStock: 3 }); // an admin update clears this isolate's sold-out memory
+    expect((await reserve("gus", sku, 1)).status).toBe(202);
+  });
+
+  it("answers SOLD_OUT at the edge without calling the stock object once it knows", async () => {
+    const sku = uniqueSku("edge");
+    await createSku(sku, { totalStock: 2, perUserLimit: 2 });
+    const tokens = await Promise.all(["h1", "h2", "h3"].map((u) => tokenFor(u, sku)));
+    expect((await reserve("h1", sku, 2, tokens[0])).status).toBe(202); // this answer shows available == 0
+    const stub = stockShard(env, sku, 0);
+    const before = await runInDurableObject(stub, (object) => object.rpcCalls);
+    const storm = await Promise.all([
+      reserve("h2", sku, 1, tokens[1]),
+      reserve("h3", sku, 1, tokens[2]),
+      call("POST", `/api/skus/${sku}/tokens`, { user: "h4" }),
+    ]);
+    expect(storm.map((a) => [a.status, a.json.error.code])).toEqual([
+      [409, "SOLD_OUT"],
+      [409, "SOLD_OUT"],
+      [409, "SOLD_OUT"],
+    ]);
+    expect(await runInDurableObject(stub, (object) => object.rpcCalls)).toBe(before);
+  });
+
+  it("cancels a held reservation once; a second cancel is 200 unchanged; others get 404", async () => {
+    const sku = uniqueSku("cancel");
+    await createSku(sku, { totalStock: 4, perUserLimit: 2 });
+    const held = await reserve("ivy", sku, 2);
+    const id = held.json.reservationId as string;
+    expect((await call("POST", `/api/reservations/${id}/cancel`, { user: "joe" })).status).toBe(404);
+    const first = await call("POST", `/api/reservations/${id}/cancel`, { user: "ivy" });
+    expect([first.status, first.json.status]).toEqual([200, "cancelled"]);
+    const second = await call("POST", `/api/reservations/${id}/cancel`, { user: "ivy" });
+    expect([second.status, second.json.status]).toEqual([200, "cancelled"]);
+    expect(await stockOf(sku)).toEqual({ total: 4, available: 4, held: 0, sold: 0 });
+    const missing = await call("POST", `/api/reservations/${sku}.0.${"0".repeat(32)}/cancel`, { user: "ivy" });
+    expect([missing.status, missing.json.error.code]).toEqual([404, "RESERVATION_NOT_FOUND"]);
+  });
+
+  it("refuses to drop totalStock below held + sold", async () => {
+    const sku = uniqueSku("shrink");
+    await createSku(sku, { totalStock: 10, perUserLimit: 5 });
+    await reserve("kim", sku, 4);
+    const refused = await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { totalStock: 3 } });
+    expect([refused.status, refused.json.error.code]).toEqual([409, "INVALID_STATE"]);
+    const shrunk = await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { totalStock: 4 } });
+    expect(shrunk.json.stock).toEqual({ total: 4, available: 0, held: 4, sold: 0 });
+    expect(shrunk.json.perUserLimit).toBe(5); // fields left out keep their value
   });
 });

@@ -83,3 +83,6 @@ export async function stockOf(sku: string): Promise<{ total: number; available: 
   const answer = await call("GET", `/admin/skus/${sku}`, { admin: true });
   return answer.json.stock;
 }
+
+/** The stock object of a SKU's shard, for tests that look inside it. */
+export { stockShard } from "../../src/edge/stock-client";

@@ -1,0 +1,19 @@
+import { copyFileSync, existsSync, readFileSync } from "node:fs";
+
+/** Local secrets live in .dev.vars (git-ignored), created from .dev.vars.example when missing. */
+export function ensureDevVars(): boolean {
+  if (existsSync(".dev.vars")) return false;
+  copyFileSync(".dev.vars.example", ".dev.vars");
+  return true;
+}
+
+/** Reads .dev.vars (or the example when there is none yet) as a name → value map. */
+export function readDevVars(): Record<string, string> {
+  const file = existsSync(".dev.vars") ? ".dev.vars" : ".dev.vars.example";
+  const vars: Record<string, string> = {};
+  for (const line of readFileSync(file, "utf8").split("\n")) {
+    const match = /^\s*([A-Z0-9_]+)\s*=\s*(.*?)\s*$/.exec(line);
+    if (match?.[1] && match[2] !== undefined) vars[match[1]] = match[2].replace(/^"(.*)"$/, "$1");
+  }
+  return vars;
+}

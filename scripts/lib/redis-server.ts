@@ -1,0 +1,85 @@
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+/**
+ * Starts and stops a private `redis-server` for the dev server, the tests and the bench:
+ * its own free port on 127.0.0.1 and its own data directory, so it never touches another Redis.
+ */
+
+export const REDIS_MISSING =
+  "redis-server was not found on PATH: install it (Debian/Ubuntu: apt-get install -y redis-server).";
+
+export function hasRedisServer(): boolean {
+  return spawnSync("redis-server", ["--version"], { stdio: "ignore" }).status === 0;
+}
+
+/** A TCP port that was free a moment ago on 127.0.0.1. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface RedisServer {
+  port: number;
+  url: string;
+  dir: string;
+  process: ChildProcess;
+  /** Stops the server (SIGTERM, then SIGKILL) and, unless `keepData`, removes its directory. */
+  stop(opts?: { keepData?: boolean }): Promise<void>;
+}
+
+/** Starts redis-server and resolves once it accepts connections. */
+export async function startRedis(opts: { port?: number; dir?: string; persist?: boolean } = {}): Promise<RedisServer> {
+  if (!hasRedisServer()) throw new Error(REDIS_MISSING);
+  const port = opts.port ?? (await freePort());
+  const dir = opts.dir ?? mkdtempSync(join(tmpdir(), "flashgate-redis-"));
+  const args = ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--protected-mode", "yes"];
+  args.push("--appendonly", opts.persist ? "yes" : "no");
+  const child = spawn("redis-server", args, { stdio: ["ignore", "pipe", "pipe"] });
+  let log = "";
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`redis-server did not start on port ${port}:\n${log}`)), 10_000);
+    const onData = (chunk: Buffer) => {
+      log += chunk.toString();
+      if (log.includes("Ready to accept connections")) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stdout?.on("data", onData);
+    child.stderr?.on("data", onData);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`redis-server exited with ${code}:\n${log}`));
+    });
+  });
+  child.stdout?.removeAllListeners("data").resume();
+  child.stderr?.removeAllListeners("data").resume();
+  child.removeAllListeners("exit");
+  return {
+    port,
+    dir,
+    url: `redis://127.0.0.1:${port}`,
+    process: child,
+    async stop({ keepData = false } = {}) {
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise((resolve) => child.once("exit", resolve));
+        child.kill("SIGTERM");
+        const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
+        await exited;
+        clearTimeout(timer);
+      }
+      if (!keepData && !opts.dir) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

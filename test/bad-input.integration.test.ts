@@ -1,0 +1,114 @@
+import { describe, expect, it } from "vitest";
+import { call, createSku, jwtFor, stockOf, tokenFor, uniqueSku } from "./support/client";
+
+/** Every bad request gets a contract 4xx with the error body, and changes no stock. */
+describe("bad input", () => {
+  it("rejects malformed reservation requests with 400/413 and no state change", async () => {
+    const sku = uniqueSku("bad");
+    await createSku(sku, { totalStock: 5, perUserLimit: 5 });
+    const token = await tokenFor("lea", sku);
+    const bodies: [string, unknown, number, string][] = [
+      ["malformed JSON", "{not json", 400, "INVALID_REQUEST"],
+      ["empty body", "", 400, "INVALID_REQUEST"],
+      ["array", [], 400, "INVALID_REQUEST"],
+      ["null", null, 400, "INVALID_REQUEST"],
+      ["missing quantity", { token }, 400, "INVALID_REQUEST"],
+      ["missing token", { quantity: 1 }, 400, "INVALID_REQUEST"],
+      ["quantity as string", { token, quantity: "1" }, 400, "INVALID_REQUEST"],
+      ["token as number", { token: 42, quantity: 1 }, 400, "INVALID_REQUEST"],
+      ["zero", { token, quantity: 0 }, 400, "INVALID_REQUEST"],
+      ["negative", { token, quantity: -3 }, 400, "INVALID_REQUEST"],
+      ["fractional", { token, quantity: 1.5 }, 400, "INVALID_REQUEST"],
+      ["huge", { token, quantity: 1e21 }, 400, "INVALID_REQUEST"],
+      ["unsafe integer", { token, quantity: 2 ** 53 + 2 }, 400, "INVALID_REQUEST"],
+      ["control characters", { token: "\u0000\u001b[2J", quantity: 1 }, 401, "TOKEN_INVALID"],
+      ["unicode token", { token: "🎟️.🎟️", quantity: 1 }, 401, "TOKEN_INVALID"],
+      ["1 MiB body", { token, quantity: 1, pad: "x".repeat(1024 * 1024) }, 413, "PAYLOAD_TOO_LARGE"],
+    ];
+    for (const [what, body, status, code] of bodies) {
+      const raw = typeof body === "string" ? body : JSON.stringify(body);
+      const answer = await call("POST", `/api/skus/${sku}/reservations`, { user: "lea", raw });
+      expect([answer.status, answer.json.error?.code], what).toEqual([status, code]);
+      expect(typeof answer.json.error.message, what).toBe("string");
+      expect(JSON.stringify(answer.json), what).not.toMatch(/at .*\.ts|stack/i);
+    }
+    expect(await stockOf(sku)).toEqual({ total: 5, available: 5, held: 0, sold: 0 });
+    // The same token still works: none of the above consumed it.
+    const ok = await call("POST", `/api/skus/${sku}/reservations`, { user: "lea", body: { token, quantity: 1 } });
+    expect(ok.status).toBe(202);
+  });
+
+  it("rejects bad admin bodies and tokens without changing the SKU", async () => {
+    const sku = uniqueSku("badadmin");
+    await createSku(sku, { totalStock: 5 });
+    const bodies: unknown[] = [
+      {},
+      { totalStock: -1 },
+      { totalStock: 1.5 },
+      { totalStock: "5" },
+      { totalStock: 5, perUserLimit: 0 },
+      { totalStock: 5, holdSeconds: 5 },
+      { totalStock: 5, holdSeconds: 86_401 },
+      { totalStock: 5, shards: 0 },
+      { totalStock: 5, shards: 65 },
+      { totalStock: 5, status: "closed" },
+      { totalStock: 5, startsAt: "yesterday" },
+      { totalStock: 5, startsAt: "2030-01-02T00:00:00Z", endsAt: "2030-01-01T00:00:00Z" },
+    ];
+    for (const body of bodies) {
+      const answer = await call("PUT", `/admin/skus/${sku}`, { admin: true, body });
+      expect([answer.status, answer.json.error?.code], JSON.stringify(body)).toEqual([400, "INVALID_REQUEST"]);
+    }
+    const badId = await call("PUT", "/admin/skus/bad.id", { admin: true, body: { totalStock: 1 } });
+    expect(badId.status).toBe(400);
+    const wrongToken = await call("PUT", `/admin/skus/${sku}`, {
+      headers: { authorization: "Bearer nope" },
+      body: { totalStock: 99 },
+    });
+    expect([wrongToken.status, wrongToken.json.error.code]).toEqual([401, "UNAUTHENTICATED"]);
+    expect(await stockOf(sku)).toEqual({ total: 5, available: 5, held: 0, sold: 0 });
+  });
+
+  it("answers unknown routes 404, wrong methods 405, bad JWTs 401", async () => {
+    const sku = uniqueSku("routes");
+    await createSku(sku, { totalStock: 1 });
+    const cases: [string, string, Record<string, string>, number, string][] = [
+      ["GET", "/nope", {}, 404, "NOT_FOUND"],
+      ["GET", "/api/skus/does-not-exist", {}, 404, "SKU_NOT_FOUND"],
+      ["GET", "/api/skus/bad%00id", {}, 404, "SKU_NOT_FOUND"],
+      ["DELETE", `/api/skus/${sku}`, {}, 405, "METHOD_NOT_ALLOWED"],
+      ["GET", `/api/skus/${sku}/reservations`, {}, 405, "METHOD_NOT_ALLOWED"],
+      ["POST", "/healthz", {}, 405, "METHOD_NOT_ALLOWED"],
+      ["POST", `/api/skus/${sku}/tokens`, {}, 401, "UNAUTHENTICATED"],
+      ["POST", `/api/skus/${sku}/tokens`, { authorization: "Bearer x.y.z" }, 401, "UNAUTHENTICATED"],
+      ["POST", `/api/skus/${sku}/tokens`, { authorization: "Basic abc" }, 401, "UNAUTHENTICATED"],
+      [
+        "POST",
+        `/api/skus/${sku}/tokens`,
+        { authorization: `Bearer ${await jwtFor("mo", { secret: "wrong" })}` },
+        401,
+        "UNAUTHENTICATED",
+      ],
+      [
+        "POST",
+        `/api/skus/${sku}/tokens`,
+        { authorization: `Bearer ${await jwtFor("mo", { expiresIn: -10 })}` },
+        401,
+        "UNAUTHENTICATED",
+      ],
+      [
+        "GET",
+        "/api/reservations/not-an-id",
+        { authorization: `Bearer ${await jwtFor("mo")}` },
+        404,
+        "RESERVATION_NOT_FOUND",
+      ],
+      ["GET", "/admin/skus", {}, 401, "UNAUTHENTICATED"],
+    ];
+    for (const [method, path, headers, status, code] of cases) {
+      const answer = await call(method, path, { headers });
+      expect([answer.status, answer.json.error?.code], `${method} ${path}`).toEqual([status, code]);
+    }
+    expect(await stockOf(sku)).toEqual({ total: 1, available: 1, held: 0, sold: 0 });
+  });
+});
