@@ -6,6 +6,8 @@ import { defineConfig } from "vitest/config";
 //   *.e2e.test.ts                          run in Node against real processes (wrangler dev, redis-server).
 export default defineConfig({
   test: {
+    // Logs of passing tests are noise (the consumer logs every injected failure); failures keep theirs.
+    silent: "passed-only",
     projects: [
       {
         plugins: [

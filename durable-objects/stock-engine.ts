@@ -96,6 +96,8 @@ export interface ReserveAnswer {
 
 export interface PaymentAnswer {
   reservation: Reservation;
+  /** The status this payment event left the reservation in (the same answer on a replay). */
+  outcome: ReservationStatus;
   replayed: boolean;
 }
 
@@ -231,8 +233,13 @@ export class StockEngine {
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
       const row = this.#reservationRow(reservationId);
       if (!row) return fail<PaymentAnswer>("RESERVATION_NOT_FOUND");
-      const seen = this.#sql.exec("SELECT 1 FROM payments WHERE event_id = ?", eventId).toArray();
-      if (seen.length > 0) return ok({ reservation: this.#toReservation(row), replayed: true });
+      const seen = this.#sql
+        .exec<{ outcome: string }>("SELECT outcome FROM payments WHERE event_id = ?", eventId)
+        .toArray()[0];
+      if (seen) {
+        const outcome = seen.outcome as ReservationStatus;
+        return ok({ reservation: this.#toReservation(row), outcome, replayed: true });
+      }
 
       let reservation = this.#toReservation(row);
       if (type === "payment.failed") {
@@ -258,7 +265,7 @@ export class StockEngine {
         reservationId,
         reservation.status,
       );
-      return ok({ reservation, replayed: false });
+      return ok({ reservation, outcome: reservation.status, replayed: false });
     });
   }
 
@@ -386,6 +393,7 @@ export class StockEngine {
       userId: reservation.userId,
       quantity: reservation.quantity,
       occurredAt: new Date(now).toISOString(),
+      expiresAt: new Date(reservation.expiresAt).toISOString(),
       seq,
     };
     this.#sql.exec("INSERT INTO outbox (seq, event) VALUES (?, ?)", seq, JSON.stringify(event));

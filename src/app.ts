@@ -6,6 +6,7 @@ import { ApiError, errorBody, errorResponse } from "./http/errors";
 import { admin } from "./routes/admin";
 import { ops } from "./routes/ops";
 import { shopper } from "./routes/shopper";
+import { webhooks } from "./routes/webhooks";
 
 /** Bodies over 16 KiB are refused before anything reads them (API.md). */
 const MAX_BODY_BYTES = 16 * 1024;
@@ -30,6 +31,7 @@ app.use(
 app.route("/", ops);
 app.route("/", shopper);
 app.route("/", admin);
+app.route("/", webhooks);
 
 // A plain 404 answer (not a thrown error), so that methodNotAllowed can turn it into a 405.
 app.notFound((c) => c.json(errorBody("NOT_FOUND"), 404));

@@ -114,7 +114,7 @@ function checkInvariants(engine: StockEngine, sql: SqlStorage, limit: number): v
 
 async function runScenario(
   storage: DurableObjectStorage,
-  scenario: fc.RecordValue<{ total: number; perUserLimit: number; holdSeconds: number; ops: Op[] }>,
+  scenario: { total: number; perUserLimit: number; holdSeconds: number; ops: Op[] },
 ): Promise<void> {
   await storage.deleteAll();
   let ids = 0;

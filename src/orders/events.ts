@@ -21,6 +21,8 @@ export const OrderEventSchema = z.object({
   userId: z.string().min(1),
   quantity: z.int().min(1),
   occurredAt: z.iso.datetime(),
+  /** When the hold lapses (added to the contract's fields so D1 can answer reservation bodies). */
+  expiresAt: z.iso.datetime(),
   /** Grows per stock object; the consumer keeps the highest it applied per order. */
   seq: z.int().min(1),
 });

@@ -11,6 +11,8 @@ import { readJson } from "../http/body";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import { SkuSettingsRequest } from "../http/schemas";
+import { listDeadLetters, replayDeadLetter } from "../orders/dead-letter-consumer";
+import { orderCounts } from "../orders/order-store";
 import { adminSkuView } from "./views";
 
 export const admin = new Hono<AppEnv>();
@@ -25,7 +27,7 @@ async function skuView(env: Env, sku: string) {
   if (!state) return null;
   return {
     ...adminSkuView(state),
-    orders: { held: 0, paid: 0, expired: 0, cancelled: 0, refund_required: 0 },
+    orders: await orderCounts(env.DB, sku),
     waitlist: 0,
     mirror: null,
   };
@@ -72,4 +74,27 @@ admin.get("/admin/skus", async (c) => {
   const rows = await drizzle(c.env.DB).select({ sku: skus.sku }).from(skus).orderBy(desc(skus.createdAt));
   const views = await Promise.all(rows.map((row) => skuView(c.env, row.sku)));
   return c.json({ skus: views.filter((view) => view !== null) });
+});
+
+/** Dead letters, newest first (`?pending=true`: only those not replayed yet). */
+admin.get("/admin/dead-letters", async (c) => {
+  const rows = await listDeadLetters(c.env.DB, { pendingOnly: c.req.query("pending") === "true" });
+  return c.json({
+    deadLetters: rows.map((row) => ({
+      id: row.id,
+      queue: row.queue,
+      body: JSON.parse(row.body) as unknown,
+      attempts: row.attempts,
+      receivedAt: new Date(row.receivedAt).toISOString(),
+      replayedAt: row.replayedAt === null ? null : new Date(row.replayedAt).toISOString(),
+    })),
+  });
+});
+
+/** Re-applies one dead letter through the idempotent consumer path; again is harmless. */
+admin.post("/admin/dead-letters/:id/replay", async (c) => {
+  const result = await replayDeadLetter(c.env.DB, c.req.param("id"), Date.now());
+  if (!result.found) throw new ApiError("NOT_FOUND", "No such dead letter.");
+  if (!result.applied) throw new ApiError("INVALID_STATE", result.error);
+  return c.json({ id: c.req.param("id"), replayed: true, replayedAt: new Date(result.replayedAt).toISOString() });
 });

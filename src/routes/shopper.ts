@@ -9,7 +9,8 @@ import { readJson } from "../http/body";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import { ReservationRequest } from "../http/schemas";
-import { publicSkuView, reservationView } from "./views";
+import { findOrder, ordersOfUser } from "../orders/order-store";
+import { orderAsReservation, publicSkuView, reservationView } from "./views";
 
 export const shopper = new Hono<AppEnv>();
 
@@ -80,7 +81,17 @@ shopper.get("/api/reservations/:id", shopperAuth, shopperRateLimit, async (c) =>
   const { stub } = reservationStub(c, c.req.param("id"));
   const reservation = await callStock(() => stub.reservation(c.req.param("id")));
   if (!reservation || reservation.userId !== c.get("userId")) throw new ApiError("RESERVATION_NOT_FOUND");
-  return c.json({ ...reservationView(reservation), order: { persisted: false, status: null } });
+  const order = await findOrder(c.env.DB, reservation.id);
+  return c.json({
+    ...reservationView(reservation),
+    order: { persisted: order !== undefined, status: order?.status ?? null },
+  });
+});
+
+/** The user's reservations as persisted in D1, newest first. */
+shopper.get("/api/me/reservations", shopperAuth, shopperRateLimit, async (c) => {
+  const rows = await ordersOfUser(c.env.DB, c.get("userId"));
+  return c.json({ reservations: rows.map((row) => reservationView(orderAsReservation(row))) });
 });
 
 shopper.post("/api/reservations/:id/cancel", shopperAuth, shopperRateLimit, async (c) => {
