@@ -34,7 +34,7 @@ export async function jwtFor(userId: string, opts: { expiresIn?: number; secret?
 }
 
 export interface CallOptions {
-  user?: string;
+  user?: string | undefined;
   admin?: boolean;
   body?: unknown;
   raw?: BodyInit;

@@ -1,0 +1,104 @@
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { forgetSoldOut } from "../src/edge/sold-out-cache";
+import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "./support/client";
+import { pay } from "./support/payments";
+
+const versionOf = (sku: string) =>
+  runInDurableObject(stockShard(env, sku, 0), (object) => object.engine.state()?.version ?? 0);
+
+describe("payment webhook", () => {
+  it("turns a hold into sold on a valid signature; payment.failed releases a hold", async () => {
+    const sku = uniqueSku("pay");
+    await createSku(sku, { totalStock: 5, perUserLimit: 2 });
+    const a = await reserve("pat", sku, 2);
+    const paid = await pay(a.json.reservationId);
+    expect([paid.status, paid.json]).toEqual([200, { received: true, reservationStatus: "paid" }]);
+    const b = await reserve("quin", sku, 1);
+    const failed = await pay(b.json.reservationId, "payment.failed");
+    expect(failed.json.reservationStatus).toBe("cancelled");
+    expect(await stockOf(sku)).toEqual({ total: 5, available: 3, held: 0, sold: 2 });
+    const view = await call("GET", `/api/reservations/${a.json.reservationId}`, { user: "pat" });
+    expect(view.json.status).toBe("paid");
+  });
+
+  it("refuses wrong secret, tampered body, stale and future timestamps with 401 and no change", async () => {
+    const sku = uniqueSku("forge");
+    await createSku(sku, { totalStock: 5 });
+    const held = await reserve("rex", sku, 1);
+    const id = held.json.reservationId as string;
+    const now = Math.floor(Date.now() / 1000);
+    const before = await versionOf(sku);
+    const tampered = JSON.stringify({ id: "evt_t", type: "payment.succeeded", reservationId: id, amount: 1 });
+    const attempts = [
+      await pay(id, "payment.succeeded", "evt_1", { secret: "wrong-secret" }),
+      await pay(id, "payment.succeeded", "evt_2", { sendInstead: tampered }),
+      await pay(id, "payment.succeeded", "evt_3", { at: now - 301 }),
+      await pay(id, "payment.succeeded", "evt_4", { at: now + 301 }),
+      await call("POST", "/webhooks/payments", { raw: tampered }),
+      await call("POST", "/webhooks/payments", { raw: tampered, headers: { "payment-signature": "t=abc,v1=zz" } }),
+      await call("POST", "/webhooks/payments", { raw: tampered, headers: { "payment-signature": `t=${now}` } }),
+    ];
+    for (const answer of attempts) expect([answer.status, answer.json.error?.code]).toEqual([401, "SIGNATURE_INVALID"]);
+    expect(await versionOf(sku)).toBe(before);
+    expect(await stockOf(sku)).toEqual({ total: 5, available: 4, held: 1, sold: 0 });
+    // Inside the tolerance both ways is accepted.
+    expect((await pay(id, "payment.succeeded", "evt_5", { at: now - 290 })).status).toBe(200);
+  });
+
+  it("applies the same event sent 5 times concurrently once", async () => {
+    const sku = uniqueSku("dupe");
+    await createSku(sku, { totalStock: 5, perUserLimit: 3 });
+    const held = await reserve("sam", sku, 3);
+    const before = await versionOf(sku);
+    const answers = await Promise.all(
+      Array.from({ length: 5 }, () => pay(held.json.reservationId, "payment.succeeded", "evt_same")),
+    );
+    expect(answers.map((a) => [a.status, a.json.reservationStatus])).toEqual(Array(5).fill([200, "paid"]));
+    expect(await versionOf(sku)).toBe(before + 1); // one state change, one outbox event
+    expect(await stockOf(sku)).toEqual({ total: 5, available: 2, held: 0, sold: 3 });
+    // A different event id for the same reservation changes nothing more either.
+    expect((await pay(held.json.reservationId, "payment.succeeded", "evt_other")).json.reservationStatus).toBe("paid");
+    expect(await stockOf(sku)).toEqual({ total: 5, available: 2, held: 0, sold: 3 });
+  });
+
+  it("late payment re-takes stock when it can, else the order becomes refund_required", async () => {
+    const sku = uniqueSku("late");
+    await createSku(sku, { totalStock: 2, perUserLimit: 2, holdSeconds: 60 });
+    const early = await reserve("tia", sku, 1);
+    const stub = stockShard(env, sku, 0);
+    const expiresAt = Date.parse(early.json.expiresAt);
+    await runInDurableObject(stub, (object) => {
+      object.now = () => expiresAt + 1;
+    });
+    // Expired, but stock is left: the payment takes it again.
+    const late = await pay(early.json.reservationId);
+    expect(late.json.reservationStatus).toBe("paid");
+    expect(await stockOf(sku)).toEqual({ total: 2, available: 1, held: 0, sold: 1 });
+
+    // Now one unit left: a second user's hold expires and someone else buys the last unit first.
+    await runInDurableObject(stub, (object) => {
+      object.now = () => Date.now();
+    });
+    const second = await reserve("uma", sku, 1);
+    const secondExpiry = Date.parse(second.json.expiresAt);
+    await runInDurableObject(stub, (object) => {
+      object.now = () => secondExpiry + 1;
+    });
+    expect(await runDurableObjectAlarm(stub)).toBe(true); // the hold expires: the unit is back
+    forgetSoldOut(sku); // this isolate saw "available 0" a moment ago; let it ask again
+    const taker = await reserve("vic", sku, 1);
+    expect(taker.status).toBe(202);
+    const refused = await pay(second.json.reservationId);
+    expect(refused.json.reservationStatus).toBe("refund_required");
+    expect(await stockOf(sku)).toEqual({ total: 2, available: 0, held: 1, sold: 1 });
+  });
+
+  it("answers 404 for an unknown reservation and 400 for a bad event body", async () => {
+    const unknown = await pay(`nosuch.0.${"a".repeat(32)}`);
+    expect([unknown.status, unknown.json.error.code]).toEqual([404, "RESERVATION_NOT_FOUND"]);
+    const garbage = await pay("not-an-id");
+    expect(garbage.status).toBe(404);
+  });
+});

@@ -1,0 +1,28 @@
+import { signPayment } from "../../src/payments/webhook-signature";
+import { type Answer, call } from "./client";
+
+export const WEBHOOK_SECRET = "test-webhook-secret";
+
+export interface PaymentOptions {
+  secret?: string;
+  /** Unix seconds of the signature; now by default. */
+  at?: number;
+  /** Sign this body but send another (tampering). */
+  sendInstead?: string;
+}
+
+/** Posts a payment event to the webhook, signed like a provider would. */
+export async function pay(
+  reservationId: string,
+  type: "payment.succeeded" | "payment.failed" = "payment.succeeded",
+  eventId = `evt_${crypto.randomUUID()}`,
+  opts: PaymentOptions = {},
+): Promise<Answer> {
+  const raw = JSON.stringify({ id: eventId, type, reservationId, amount: 1999 });
+  const at = opts.at ?? Math.floor(Date.now() / 1000);
+  const signature = await signPayment(raw, opts.secret ?? WEBHOOK_SECRET, at);
+  return call("POST", "/webhooks/payments", {
+    raw: opts.sendInstead ?? raw,
+    headers: { "payment-signature": signature },
+  });
+}
