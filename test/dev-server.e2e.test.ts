@@ -1,0 +1,67 @@
+import { spawnSync } from "node:child_process";
+import { createHmac, randomUUID } from "node:crypto";
+import { existsSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type DevServer, startDevServer } from "./support/dev-server";
+import { eventually } from "./support/eventually";
+
+/** The system as a user runs it: `wrangler dev` with the local secrets of .dev.vars.example. */
+
+const ADMIN = { authorization: "Bearer dev-admin-token" };
+let server: DevServer;
+
+const b64u = (s: string) => Buffer.from(s).toString("base64url");
+function jwt(sub: string): string {
+  const now = Math.floor(Date.now() / 1000);
+  const head = b64u(JSON.stringify({ alg: "HS256", typ: "JWT" }));
+  const body = b64u(JSON.stringify({ sub, iat: now, exp: now + 600 }));
+  return `${head}.${body}.${createHmac("sha256", "dev-auth-secret").update(`${head}.${body}`).digest("base64url")}`;
+}
+
+async function post(path: string, user: string, body?: unknown) {
+  const response = await fetch(`${server.url}${path}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${jwt(user)}`, "content-type": "application/json" },
+    body: body === undefined ? null : JSON.stringify(body),
+  });
+  return { status: response.status, json: (await response.json()) as Record<string, unknown> };
+}
+
+beforeAll(async () => {
+  server = await startDevServer();
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+describe("wrangler dev", () => {
+  const smoke = new URL("../../shared/contract-smoke.mjs", import.meta.url);
+  it.runIf(existsSync(smoke))("passes the team's contract smoke test", () => {
+    const run = spawnSync("node", [smoke.pathname, server.url], { encoding: "utf8" });
+    expect(run.stdout + run.stderr).toContain("passed, 0 failed");
+    expect(run.status).toBe(0);
+  });
+
+  it("persists every acknowledged reservation to D1 through the queue", async () => {
+    const sku = `e2e-${randomUUID().slice(0, 8)}`;
+    const put = await fetch(`${server.url}/admin/skus/${sku}`, {
+      method: "PUT",
+      headers: { ...ADMIN, "content-type": "application/json" },
+      body: JSON.stringify({ totalStock: 30, perUserLimit: 1 }),
+    });
+    expect(put.status).toBe(200);
+    const users = Array.from({ length: 60 }, (_, i) => `e2e-user-${i}`);
+    const tokens = await Promise.all(users.map((u) => post(`/api/skus/${sku}/tokens`, u)));
+    const answers = await Promise.all(
+      users.map((u, i) => post(`/api/skus/${sku}/reservations`, u, { token: tokens[i]?.json.token, quantity: 1 })),
+    );
+    expect(answers.filter((a) => a.status === 202)).toHaveLength(30);
+    const view = await eventually(async () => {
+      const response = await fetch(`${server.url}/admin/skus/${sku}`, { headers: ADMIN });
+      const json = (await response.json()) as { stock: { held: number }; orders: { held: number } };
+      expect(json.orders.held).toBe(30);
+      return json;
+    }, 30_000);
+    expect(view.stock.held).toBe(30);
+  });
+});

@@ -1,0 +1,63 @@
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ensureDevVars } from "../../scripts/lib/dev-vars";
+import { freePort } from "../../scripts/lib/redis-server";
+
+/**
+ * Starts the Worker as a user runs it, `wrangler dev`, on a free port of 127.0.0.1 with its own
+ * state directory (D1 migrated first), for end-to-end tests from Node.
+ */
+export interface DevServer {
+  url: string;
+  stop(): Promise<void>;
+}
+
+export async function startDevServer(opts: { vars?: Record<string, string> } = {}): Promise<DevServer> {
+  ensureDevVars(); // a fresh clone has no .dev.vars yet, as for `npm run dev`
+  const port = await freePort();
+  const state = mkdtempSync(join(tmpdir(), "flashgate-dev-"));
+  const migrate = spawnSync("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], {
+    encoding: "utf8",
+    env: { ...process.env, CI: "true" },
+  });
+  if (migrate.status !== 0) throw new Error(`migrations failed:\n${migrate.stdout}\n${migrate.stderr}`);
+  const vars = Object.entries(opts.vars ?? {}).flatMap(([k, v]) => ["--var", `${k}:${v}`]);
+  const args = ["wrangler", "dev", "--port", String(port), "--ip", "127.0.0.1", "--persist-to", state, ...vars];
+  const child: ChildProcess = spawn("npx", args, {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
+    detached: true,
+  });
+  let log = "";
+  child.stdout?.on("data", (d: Buffer) => {
+    log += d.toString();
+  });
+  child.stderr?.on("data", (d: Buffer) => {
+    log += d.toString();
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`wrangler dev exited ${child.exitCode}:\n${log}`);
+    try {
+      if ((await fetch(`${url}/healthz`)).ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`wrangler dev did not become ready:\n${log}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  return {
+    url,
+    async stop() {
+      if (child.exitCode === null && child.pid !== undefined) {
+        const exited = new Promise((resolve) => child.once("exit", resolve));
+        process.kill(-child.pid, "SIGTERM"); // the whole group: npx, wrangler and workerd
+        await exited;
+      }
+      rmSync(state, { recursive: true, force: true });
+    },
+  };
+}
