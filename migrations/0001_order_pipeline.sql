@@ -13,7 +13,7 @@ CREATE TABLE `orders` (
 	`user_id` text NOT NULL,
 	`quantity` integer NOT NULL,
 	`status` text NOT NULL,
-	`expires_at` integer NOT NULL,
+	`expires_at` integer,
 	`created_at` integer NOT NULL,
 	`updated_at` integer NOT NULL,
 	`last_seq` integer NOT NULL

@@ -26,7 +26,7 @@ export const orders = sqliteTable(
     userId: text("user_id").notNull(),
     quantity: integer("quantity").notNull(),
     status: text("status", { enum: RESERVATION_STATUSES }).notNull(),
-    expiresAt: integer("expires_at").notNull(),
+    expiresAt: integer("expires_at"),
     createdAt: integer("created_at").notNull(),
     updatedAt: integer("updated_at").notNull(),
     lastSeq: integer("last_seq").notNull(),

@@ -21,8 +21,11 @@ export const OrderEventSchema = z.object({
   userId: z.string().min(1),
   quantity: z.int().min(1),
   occurredAt: z.iso.datetime(),
-  /** When the hold lapses (added to the contract's fields so D1 can answer reservation bodies). */
-  expiresAt: z.iso.datetime(),
+  /**
+   * When the hold lapses. Not in the contract's list of fields, so optional: an event without it
+   * (from an older producer) still applies, and the order keeps the expiry it knew.
+   */
+  expiresAt: z.iso.datetime().optional(),
   /** Grows per stock object; the consumer keeps the highest it applied per order. */
   seq: z.int().min(1),
 });

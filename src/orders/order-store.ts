@@ -26,7 +26,7 @@ export async function applyOrderEvent(db: D1Database, event: OrderEvent, now: nu
         userId: event.userId,
         quantity: event.quantity,
         status: statusOf(event.type),
-        expiresAt: Date.parse(event.expiresAt),
+        expiresAt: event.expiresAt === undefined ? null : Date.parse(event.expiresAt),
         createdAt: occurredAt,
         updatedAt: occurredAt,
         lastSeq: event.seq,
@@ -35,7 +35,7 @@ export async function applyOrderEvent(db: D1Database, event: OrderEvent, now: nu
         target: orders.reservationId,
         set: {
           status: sql`excluded.status`,
-          expiresAt: sql`excluded.expires_at`,
+          expiresAt: sql`coalesce(excluded.expires_at, ${orders.expiresAt})`,
           updatedAt: sql`excluded.updated_at`,
           lastSeq: sql`excluded.last_seq`,
           createdAt: sql`min(${orders.createdAt}, excluded.created_at)`,

@@ -5,13 +5,13 @@ import type { OrderRow } from "../orders/order-store";
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
-export function reservationView(r: Reservation) {
+export function reservationView(r: Omit<Reservation, "expiresAt"> & { expiresAt: number | null }) {
   return {
     reservationId: r.id,
     sku: r.sku,
     quantity: r.quantity,
     status: r.status,
-    expiresAt: new Date(r.expiresAt).toISOString(),
+    expiresAt: iso(r.expiresAt),
     links: { self: `/api/reservations/${r.id}` },
   };
 }
@@ -44,7 +44,7 @@ export function adminSkuView(s: SkuState) {
 }
 
 /** An order row read back as the reservation it records. */
-export function orderAsReservation(row: OrderRow): Reservation {
+export function orderAsReservation(row: OrderRow) {
   return {
     id: row.reservationId,
     sku: row.sku,
