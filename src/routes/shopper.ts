@@ -1,5 +1,6 @@
 import { Hono } from "hono";
-import { isOnSale } from "../../durable-objects/stock-engine";
+import { isOnSale, type ReserveRequest } from "../../durable-objects/stock-engine";
+import { reserveGrouped } from "../edge/group-commit";
 import { mintPurchaseToken, newNonce, verifyPurchaseToken } from "../edge/purchase-token";
 import { readSkuState } from "../edge/sku-state";
 import { forgetSoldOut, isSoldOut, markSoldOut } from "../edge/sold-out-cache";
@@ -9,6 +10,7 @@ import { readJson } from "../http/body";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import { ReservationRequest } from "../http/schemas";
+import { DISPLAY_CACHE_SECONDS, mirroredSkuState } from "../mirror/stock-display";
 import { findOrder, ordersOfUser } from "../orders/order-store";
 import { orderAsReservation, publicSkuView, reservationView } from "./views";
 
@@ -23,10 +25,18 @@ function soldOutTtl(env: Env): number {
   return Number(env.SOLD_OUT_CACHE_TTL_MS);
 }
 
-/** Public stock display. */
+/** Public stock display: from the Redis mirror when it has the SKU (may lag a moment), else the stock object. */
 shopper.get("/api/skus/:sku", async (c) => {
-  const state = await readSkuState(c.env, skuParam(c.req.param("sku")));
+  const sku = skuParam(c.req.param("sku"));
+  const mirrored = await mirroredSkuState(c.env, sku, (promise) => c.executionCtx.waitUntil(promise));
+  if (mirrored) {
+    c.header("Cache-Control", `public, max-age=${DISPLAY_CACHE_SECONDS}`);
+    c.header("X-Stock-Source", "mirror");
+    return c.json(publicSkuView(mirrored));
+  }
+  const state = await readSkuState(c.env, sku);
   if (!state) throw new ApiError("SKU_NOT_FOUND");
+  c.header("X-Stock-Source", "stock-object");
   return c.json(publicSkuView(state));
 });
 
@@ -58,9 +68,12 @@ shopper.post("/api/skus/:sku/reservations", shopperAuth, shopperRateLimit, async
   const claims = await verifyPurchaseToken(body.token, { sku, userId }, c.env.TOKEN_SECRET, now);
   if (isSoldOut(sku, now)) throw new ApiError("SOLD_OUT");
 
-  const [outcome] = await callStock(() =>
-    stockShard(c.env, sku, claims.shard).reserve([{ userId, nonce: claims.nonce, quantity: body.quantity }]),
-  );
+  const request = { userId, nonce: claims.nonce, quantity: body.quantity };
+  const send = (requests: ReserveRequest[]) => callStock(() => stockShard(c.env, sku, claims.shard).reserve(requests));
+  const outcome =
+    c.env.GROUP_COMMIT === "on"
+      ? await reserveGrouped(`${sku}#${claims.shard}`, request, send)
+      : (await send([request]))[0];
   if (!outcome) throw new Error("stock object returned no answer");
   if (outcome.ok ? outcome.value.available === 0 : outcome.available === 0) {
     markSoldOut(sku, now, soldOutTtl(c.env));
