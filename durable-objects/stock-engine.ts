@@ -27,7 +27,8 @@ export type StockErrorCode =
   | "SOLD_OUT"
   | "INSUFFICIENT_STOCK"
   | "RESERVATION_NOT_FOUND"
-  | "INVALID_STATE";
+  | "INVALID_STATE"
+  | "STOCK_AVAILABLE";
 
 export type Outcome<T> = { ok: true; value: T } | { ok: false; code: StockErrorCode; available?: number };
 
@@ -38,7 +39,8 @@ export interface SkuSettings {
   shard: number;
   shards: number;
   name?: string | undefined;
-  totalStock: number;
+  /** This shard's stock; `undefined` keeps the current value (0 on create). */
+  totalStock?: number | undefined;
   perUserLimit?: number | undefined;
   holdSeconds?: number | undefined;
   /** Epoch ms; `null` clears it, `undefined` keeps the current value. */
@@ -67,6 +69,19 @@ export interface SkuState {
   stock: StockCounts;
   /** Grows with every change; the Redis mirror keeps the newest snapshot by it. */
   version: number;
+}
+
+export interface WaitlistEntry {
+  waitlistId: string;
+  /** 1 for the first in line. */
+  position: number;
+}
+
+export interface PendingTransfer {
+  id: string;
+  /** The shard asked to give stock. */
+  from: number;
+  requested: number;
 }
 
 export interface Reservation {
@@ -170,11 +185,15 @@ export class StockEngine {
     return row ? toState(row) : null;
   }
 
-  /** Creates or updates the SKU. Refuses to drop `totalStock` below held + sold. */
-  configure(settings: SkuSettings): Outcome<SkuState> {
+  /**
+   * Creates or updates the SKU. Refuses to drop `totalStock` below held + sold. Given `now`, units
+   * that become available go to the waitlist first.
+   */
+  configure(settings: SkuSettings, now?: number): Outcome<SkuState> {
     return this.#storage.transactionSync(() => {
       const current = this.#row();
-      if (current && settings.totalStock < current.held + current.sold) {
+      const total = settings.totalStock ?? current?.total ?? 0;
+      if (current && total < current.held + current.sold) {
         return fail<SkuState>("INVALID_STATE");
       }
       const keep = <T>(next: T | undefined, prior: T | undefined, fallback: T): T =>
@@ -196,9 +215,10 @@ export class StockEngine {
         keep(settings.holdSeconds, current?.hold_seconds, DEFAULTS.holdSeconds),
         keep(settings.startsAt, current?.starts_at, null),
         keep(settings.endsAt, current?.ends_at, null),
-        settings.totalStock,
+        total,
       );
-      return ok(toState(this.#requireRow()));
+      if (now !== undefined) this.#fillWaitlist(now);
+      return ok(this.#stateNow());
     });
   }
 
@@ -274,6 +294,119 @@ export class StockEngine {
     return this.#storage.transactionSync(() => this.#expireDue(now, limit));
   }
 
+  /**
+   * Puts a buyer in line for released units. Only while nothing is available on this shard
+   * (else `STOCK_AVAILABLE`), only within the per-user limit; joining twice keeps the first place.
+   */
+  joinWaitlist(userId: string, quantity: number, now: number): Outcome<WaitlistEntry> {
+    return this.#storage.transactionSync(() => {
+      this.#expireDue(now, LAZY_EXPIRY_BATCH);
+      const sku = this.#row();
+      if (!sku) return fail<WaitlistEntry>("SKU_NOT_FOUND");
+      if (!isOnSale({ status: sku.status, startsAt: sku.starts_at, endsAt: sku.ends_at }, now)) {
+        return fail<WaitlistEntry>("SALE_NOT_ACTIVE");
+      }
+      if (sku.total - sku.held - sku.sold > 0) return fail<WaitlistEntry>("STOCK_AVAILABLE");
+      const existing = this.#sql
+        .exec<{ id: string; position: number }>("SELECT id, position FROM waitlist WHERE user_id = ?", userId)
+        .toArray()[0];
+      if (existing) return ok({ waitlistId: existing.id, position: this.#positionOf(existing.position) });
+      if (this.#quota(userId) + quantity > sku.per_user_limit) return fail<WaitlistEntry>("LIMIT_EXCEEDED");
+      const row = this.#sql
+        .exec<{ id: string; position: number }>(
+          "INSERT INTO waitlist (id, user_id, quantity, created_at) VALUES (?, ?, ?, ?) RETURNING id, position",
+          `w.${this.#newId().replaceAll("-", "")}`,
+          userId,
+          quantity,
+          now,
+        )
+        .toArray()[0];
+      if (!row) throw new Error("waitlist insert returned no row");
+      return ok({ waitlistId: row.id, position: this.#positionOf(row.position) });
+    });
+  }
+
+  /**
+   * Giver side of a transfer between shards: takes up to `requested` available units out of this
+   * shard's total, once per transfer id (a retry returns what the first call granted).
+   */
+  giveStock(transferId: string, toShard: number, requested: number, now: number): number {
+    return this.#storage.transactionSync(() => {
+      const done = this.#sql
+        .exec<{ granted: number }>("SELECT granted FROM transfers WHERE id = ? AND direction = 'out'", transferId)
+        .toArray()[0];
+      if (done) return done.granted;
+      this.#expireDue(now, LAZY_EXPIRY_BATCH);
+      const sku = this.#requireRow();
+      const granted = Math.max(0, Math.min(requested, sku.total - sku.held - sku.sold));
+      this.#sql.exec("UPDATE sku SET total = total - ? WHERE id = 1", granted);
+      this.#sql.exec(
+        "INSERT INTO transfers (id, direction, peer, requested, granted, created_at) VALUES (?, 'out', ?, ?, ?, ?)",
+        transferId,
+        toShard,
+        requested,
+        granted,
+        now,
+      );
+      this.#bumpSeq();
+      return granted;
+    });
+  }
+
+  /** Receiver side, step 1: the intent, recorded before the giver is asked. */
+  beginTransfer(transferId: string, fromShard: number, requested: number, now: number): void {
+    this.#sql.exec(
+      `INSERT INTO transfers (id, direction, peer, requested, granted, created_at) VALUES (?, 'in', ?, ?, NULL, ?)
+       ON CONFLICT (id) DO NOTHING`,
+      transferId,
+      fromShard,
+      requested,
+      now,
+    );
+  }
+
+  /** Receiver side, step 2: adds what the giver granted, once; waiting buyers are served first. */
+  completeTransfer(transferId: string, granted: number, now: number): void {
+    this.#storage.transactionSync(() => {
+      const pending = this.#sql
+        .exec("SELECT 1 FROM transfers WHERE id = ? AND direction = 'in' AND granted IS NULL", transferId)
+        .toArray();
+      if (pending.length === 0) return;
+      this.#sql.exec("UPDATE transfers SET granted = ? WHERE id = ?", granted, transferId);
+      if (granted === 0) return;
+      this.#sql.exec("UPDATE sku SET total = total + ? WHERE id = 1", granted);
+      this.#bumpSeq();
+      this.#fillWaitlist(now);
+    });
+  }
+
+  /** Transfers this shard asked for whose answer it never recorded (the alarm finishes them). */
+  pendingTransfers(): PendingTransfer[] {
+    return this.#sql
+      .exec<{ id: string; peer: number; requested: number }>(
+        "SELECT id, peer, requested FROM transfers WHERE direction = 'in' AND granted IS NULL ORDER BY created_at",
+      )
+      .toArray()
+      .map((row) => ({ id: row.id, from: row.peer, requested: row.requested }));
+  }
+
+  /**
+   * Changes this shard's total by `delta`: a rise adds units (served to the waitlist first), a
+   * cut removes at most the available units. Returns the change made.
+   */
+  adjustTotal(delta: number, now: number): number {
+    return this.#storage.transactionSync(() => {
+      this.#expireDue(now, LAZY_EXPIRY_BATCH);
+      const sku = this.#requireRow();
+      const change = delta >= 0 ? delta : -Math.min(-delta, sku.total - sku.held - sku.sold);
+      if (change === 0) return 0;
+      this.#sql.exec("UPDATE sku SET total = total + ? WHERE id = 1", change);
+      this.#bumpSeq();
+      if (change > 0) this.#fillWaitlist(now);
+      return change;
+    });
+  }
+
   reservation(reservationId: string): Reservation | null {
     const row = this.#reservationRow(reservationId);
     return row ? this.#toReservation(row) : null;
@@ -327,12 +460,18 @@ export class StockEngine {
     if (available === 0) return fail("SOLD_OUT", 0);
     if (available < request.quantity) return fail("INSUFFICIENT_STOCK", available);
 
+    const reservation = this.#hold(sku, request.userId, request.quantity, request.nonce, now);
+    return ok({ reservation, replayed: false, available: available - request.quantity });
+  }
+
+  /** Writes a hold: the reservation, the held count, the user's quota and the outbox event. */
+  #hold(sku: SkuRow, userId: string, quantity: number, nonce: string | null, now: number): Reservation {
     const row: ReservationRow = {
       id: `${sku.sku}.${sku.shard}.${this.#newId().replaceAll("-", "")}`,
-      user_id: request.userId,
-      quantity: request.quantity,
+      user_id: userId,
+      quantity,
       status: "held",
-      nonce: request.nonce,
+      nonce,
       created_at: now,
       expires_at: now + sku.hold_seconds * 1000,
       updated_at: now,
@@ -349,11 +488,41 @@ export class StockEngine {
       row.expires_at,
       row.updated_at,
     );
-    this.#sql.exec("UPDATE sku SET held = held + ? WHERE id = 1", row.quantity);
-    this.#addQuota(row.user_id, row.quantity);
+    this.#sql.exec("UPDATE sku SET held = held + ? WHERE id = 1", quantity);
+    this.#addQuota(userId, quantity);
     const reservation = this.#toReservation(row);
     this.#emit(reservation, now);
-    return ok({ reservation, replayed: false, available: available - row.quantity });
+    return reservation;
+  }
+
+  /**
+   * Hands available units to waiting buyers, first fit in FIFO order, each within the per-user
+   * limit, in the caller's transaction (the same one that released the units). Entries lapse
+   * with the sale; while the sale is paused or not started they wait.
+   */
+  #fillWaitlist(now: number): void {
+    const sku = this.#row();
+    if (!sku) return;
+    if (sku.ends_at !== null && now >= sku.ends_at) {
+      this.#sql.exec("DELETE FROM waitlist");
+      return;
+    }
+    if (!isOnSale({ status: sku.status, startsAt: sku.starts_at, endsAt: sku.ends_at }, now)) return;
+    let available = sku.total - sku.held - sku.sold;
+    if (available <= 0) return;
+    const entries = this.#sql
+      .exec<{ id: string; user_id: string; quantity: number }>(
+        "SELECT id, user_id, quantity FROM waitlist ORDER BY position",
+      )
+      .toArray();
+    for (const entry of entries) {
+      if (entry.quantity > available) continue;
+      if (this.#quota(entry.user_id) + entry.quantity > sku.per_user_limit) continue;
+      this.#sql.exec("DELETE FROM waitlist WHERE id = ?", entry.id);
+      this.#hold(sku, entry.user_id, entry.quantity, null, now);
+      available -= entry.quantity;
+      if (available === 0) return;
+    }
   }
 
   #expireDue(now: number, limit: number): number {
@@ -372,7 +541,9 @@ export class StockEngine {
   #release(row: ReservationRow, status: "expired" | "cancelled", now: number): Reservation {
     this.#sql.exec("UPDATE sku SET held = held - ? WHERE id = 1", row.quantity);
     this.#addQuota(row.user_id, -row.quantity);
-    return this.#setStatus(row, status, now);
+    const reservation = this.#setStatus(row, status, now);
+    this.#fillWaitlist(now);
+    return reservation;
   }
 
   #setStatus(row: ReservationRow, status: ReservationStatus, now: number): Reservation {
@@ -397,6 +568,22 @@ export class StockEngine {
       seq,
     };
     this.#sql.exec("INSERT INTO outbox (seq, event) VALUES (?, ?)", seq, JSON.stringify(event));
+  }
+
+  #positionOf(position: number): number {
+    const row = this.#sql
+      .exec<{ n: number }>("SELECT COUNT(*) AS n FROM waitlist WHERE position <= ?", position)
+      .toArray()[0];
+    return row?.n ?? 1;
+  }
+
+  /** Buyers waiting for released units on this shard. */
+  waitlistLength(): number {
+    return this.#sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM waitlist").toArray()[0]?.n ?? 0;
+  }
+
+  #stateNow(): SkuState {
+    return toState(this.#requireRow());
   }
 
   #bumpSeq(): number {

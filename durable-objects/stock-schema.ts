@@ -46,6 +46,25 @@ export const STOCK_SCHEMA: readonly string[] = [
      reservation_id TEXT NOT NULL,
      outcome        TEXT NOT NULL
    )`,
+  // Buyers waiting for released units, served first-fit in FIFO order (position).
+  `CREATE TABLE IF NOT EXISTS waitlist (
+     position   INTEGER PRIMARY KEY AUTOINCREMENT,
+     id         TEXT    NOT NULL UNIQUE,
+     user_id    TEXT    NOT NULL UNIQUE,
+     quantity   INTEGER NOT NULL CHECK (quantity >= 1),
+     created_at INTEGER NOT NULL
+   )`,
+  // Stock moved between shards of one SKU. Each side records the transfer id, so a retried
+  // transfer moves stock once: 'out' rows on the giver, 'in' rows (granted NULL while pending)
+  // on the receiver, written before it asks, so the alarm can finish an interrupted transfer.
+  `CREATE TABLE IF NOT EXISTS transfers (
+     id         TEXT    PRIMARY KEY,
+     direction  TEXT    NOT NULL CHECK (direction IN ('in', 'out')),
+     peer       INTEGER NOT NULL,
+     requested  INTEGER NOT NULL CHECK (requested >= 1),
+     granted    INTEGER,
+     created_at INTEGER NOT NULL
+   )`,
   // Transactional outbox: events written in the same transaction as the change they describe.
   `CREATE TABLE IF NOT EXISTS outbox (
      seq   INTEGER PRIMARY KEY,

@@ -1,0 +1,99 @@
+import { runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { type Outcome, type ReserveAnswer, StockEngine } from "../durable-objects/stock-engine";
+import { stockShard, uniqueSku } from "./support/client";
+
+/** The waitlist inside the engine: filled in the same transaction as the release. */
+
+const T0 = 1_900_000_000_000;
+
+function withEngine(run: (engine: StockEngine) => void): Promise<void> {
+  return runInDurableObject(stockShard(env, uniqueSku("wl"), 0), async (_object, state) => {
+    await state.storage.deleteAll();
+    let ids = 0;
+    run(new StockEngine(state.storage, () => `00000000-0000-4000-8000-${String(++ids).padStart(12, "0")}`));
+  });
+}
+
+function held(outcome: Outcome<ReserveAnswer> | undefined) {
+  if (!outcome?.ok) throw new Error(`expected a hold, got ${JSON.stringify(outcome)}`);
+  return outcome.value.reservation;
+}
+
+const holdsOf = (engine: StockEngine, user: string) =>
+  engine.pendingEvents(1000).filter((e) => e.event.userId === user && e.event.type === "reservation.held");
+
+describe("waitlist", () => {
+  it("serves released units first-fit in FIFO order", async () => {
+    await withEngine((engine) => {
+      engine.configure({ sku: "wl", shard: 0, shards: 1, totalStock: 3, perUserLimit: 3, holdSeconds: 60 }, T0);
+      const big = held(engine.reserve([{ userId: "owner", nonce: "n1", quantity: 3 }], T0)[0]);
+      expect(engine.joinWaitlist("ann", 2, T0)).toEqual({
+        ok: true,
+        value: { waitlistId: expect.any(String), position: 1 },
+      });
+      expect(engine.joinWaitlist("ben", 3, T0 + 1)).toMatchObject({ ok: true, value: { position: 2 } });
+      expect(engine.joinWaitlist("cat", 1, T0 + 2)).toMatchObject({ ok: true, value: { position: 3 } });
+      // Joining twice keeps the first place.
+      expect(engine.joinWaitlist("ann", 2, T0 + 3)).toMatchObject({ ok: true, value: { position: 1 } });
+      expect(engine.waitlistLength()).toBe(3);
+
+      // 3 units come back: ann (2) fits first, ben (3) does not fit in the 1 left, cat (1) does.
+      expect(engine.cancel(big.id, "owner", T0 + 10).ok).toBe(true);
+      expect(holdsOf(engine, "ann").map((e) => e.event.quantity)).toEqual([2]);
+      expect(holdsOf(engine, "ben")).toEqual([]);
+      expect(holdsOf(engine, "cat").map((e) => e.event.quantity)).toEqual([1]);
+      expect(engine.waitlistLength()).toBe(1);
+      expect(engine.state()?.stock).toEqual({ total: 3, available: 0, held: 3, sold: 0 });
+    });
+  });
+
+  it("respects the per-user limit, and refuses to queue while stock is available", async () => {
+    await withEngine((engine) => {
+      engine.configure({ sku: "wl", shard: 0, shards: 1, totalStock: 2, perUserLimit: 2, holdSeconds: 60 }, T0);
+      expect(engine.joinWaitlist("dan", 1, T0)).toEqual({ ok: false, code: "STOCK_AVAILABLE" });
+      const dan = held(engine.reserve([{ userId: "dan", nonce: "d1", quantity: 1 }], T0)[0]);
+      const eve = held(engine.reserve([{ userId: "eve", nonce: "e1", quantity: 1 }], T0)[0]);
+      expect(engine.joinWaitlist("dan", 2, T0)).toEqual({ ok: false, code: "LIMIT_EXCEEDED" });
+      expect(engine.joinWaitlist("dan", 1, T0).ok).toBe(true); // 1 held + 1 waiting = the limit
+      expect(engine.joinWaitlist("fay", 1, T0).ok).toBe(true);
+      // dan pays, then buys more elsewhere... his quota is full, so eve's release goes to fay.
+      engine.applyPayment("evt-1", "payment.succeeded", dan.id, T0 + 1);
+      engine.configure({ sku: "wl", shard: 0, shards: 1, perUserLimit: 1 }, T0 + 2);
+      expect(engine.cancel(eve.id, "eve", T0 + 3).ok).toBe(true);
+      expect(holdsOf(engine, "dan")).toHaveLength(1); // only his original hold
+      expect(holdsOf(engine, "fay")).toHaveLength(1);
+      expect(engine.waitlistLength()).toBe(1); // dan still waits
+    });
+  });
+
+  it("passes the units of an expired waitlist hold to the next in line", async () => {
+    await withEngine((engine) => {
+      engine.configure({ sku: "wl", shard: 0, shards: 1, totalStock: 1, perUserLimit: 1, holdSeconds: 60 }, T0);
+      const first = held(engine.reserve([{ userId: "gus", nonce: "g1", quantity: 1 }], T0)[0]);
+      engine.joinWaitlist("hal", 1, T0);
+      engine.joinWaitlist("ivy", 1, T0);
+      // gus's hold expires: hal gets it; hal's hold expires: ivy gets it.
+      expect(engine.expireDue(first.expiresAt)).toBe(1);
+      const hal = holdsOf(engine, "hal")[0]?.event;
+      expect(hal?.quantity).toBe(1);
+      expect(engine.expireDue(Date.parse(hal?.expiresAt ?? ""))).toBe(1);
+      expect(holdsOf(engine, "ivy")).toHaveLength(1);
+      expect(engine.reservation(hal?.reservationId ?? "")?.status).toBe("expired");
+      expect(engine.state()?.stock).toEqual({ total: 1, available: 0, held: 1, sold: 0 });
+      expect(engine.waitlistLength()).toBe(0);
+    });
+  });
+
+  it("drops waiting entries when the sale ends", async () => {
+    await withEngine((engine) => {
+      engine.configure({ sku: "wl", shard: 0, shards: 1, totalStock: 1, holdSeconds: 60, endsAt: T0 + 1000 }, T0);
+      const only = held(engine.reserve([{ userId: "jo", nonce: "j1", quantity: 1 }], T0)[0]);
+      engine.joinWaitlist("kim", 1, T0);
+      expect(engine.cancel(only.id, "jo", T0 + 2000).ok).toBe(true);
+      expect(holdsOf(engine, "kim")).toEqual([]);
+      expect(engine.waitlistLength()).toBe(0);
+    });
+  });
+});
