@@ -7,14 +7,16 @@
 --   1. holds with expires_at <= now are released, oldest first, at most 64 (lazy expiry)
 --   2. the reservation exists ................................... else RESERVATION_NOT_FOUND
 --   3. the event id was applied before .......................... ok, the reservation as it is
---                                                                 now, replayed = true
+--                                                                 now, the outcome recorded for
+--                                                                 the event, replayed = true
 --   4. payment.failed:    held -> "cancelled" (stock released); any other status stays
 --      payment.succeeded: held -> "paid" (held -> sold; the user's quota is unchanged)
 --                         expired | cancelled -> "paid" when available >= quantity and the user's
 --                           active + quantity <= perUserLimit (sold and quota go up),
 --                           else "refund_required"
 --                         paid | refund_required -> unchanged
---   5. the event id is recorded with the resulting status, whatever happened in 4.
+--   5. the event id is recorded with the resulting status, whatever happened in 4; that status is
+--      the answer's `outcome` (the same `outcome` on every replay of the event).
 --
 -- KEYS: the same six for every Flashgate script (scripts/lib/lua.ts `shardKeys`). One hash tag per
 -- shard, `{fg:<sku>:<shard>}`, so they all live in one cluster slot.
@@ -36,7 +38,7 @@
 --
 -- Returns a JSON string (cjson) with the shape of the engine's Outcome<PaymentAnswer>:
 --   {"ok":true,"value":{"reservation":{"id","sku","userId","quantity","status","createdAt",
---                                      "expiresAt","updatedAt"},"replayed":false}}
+--                                      "expiresAt","updatedAt"},"outcome":"paid","replayed":false}}
 --   {"ok":false,"code":"RESERVATION_NOT_FOUND"}
 
 local skuKey        = KEYS[1]              -- config and counters of the shard
@@ -133,8 +135,10 @@ quantity = tonumber(quantity)
 
 -- 3. Event already applied -------------------------------------------------------------------------
 
-if redis.call("HEXISTS", paymentsKey, eventId) == 1 then
-  return answer({ reservation = reservation(reservationId), replayed = true })
+local seen = redis.call("HGET", paymentsKey, eventId)
+if seen then
+  local recorded = cjson.decode(seen)
+  return answer({ reservation = reservation(reservationId), outcome = recorded.outcome, replayed = true })
 end
 
 -- 4. The payment -----------------------------------------------------------------------------------
@@ -164,4 +168,4 @@ end
 
 local result = reservation(reservationId)
 redis.call("HSET", paymentsKey, eventId, cjson.encode({ reservationId = reservationId, outcome = result.status }))
-return answer({ reservation = result, replayed = false })
+return answer({ reservation = result, outcome = result.status, replayed = false })

@@ -133,7 +133,7 @@ describe("lua scripts: loading", () => {
     const pinned: Record<LuaScriptName, string> = {
       reserve: "6901b7eca0a2627181e21f4a534c62694f983223",
       release: "a351104f9c84677dce7d2e8d5e0cdab6d1eeb243",
-      confirm: "f979449f6e270f741c73ab714710e3b903e0407f",
+      confirm: "a9570edbe6542ce2b48323f382d35f185b903e11",
       configure: "262ed24bf6eb1aa23fdb6826ee377800865cd210",
     };
     expect(LUA_SHA1).toEqual(pinned);
@@ -504,14 +504,14 @@ describe("lua scripts: confirm", () => {
 
     expect(await shop.pay(T0 + 5, "ev-a", "payment.succeeded", a.id)).toEqual({
       ok: true,
-      value: { reservation: { ...a, status: "paid", updatedAt: T0 + 5 }, replayed: false },
+      value: { reservation: { ...a, status: "paid", updatedAt: T0 + 5 }, outcome: "paid", replayed: false },
     });
     expect(await shop.stock()).toEqual({ total: 5, available: 2, held: 1, sold: 2 });
     expect(await shop.quota("u1")).toBe(2);
 
     expect(await shop.pay(T0 + 6, "ev-b", "payment.failed", b.id)).toEqual({
       ok: true,
-      value: { reservation: { ...b, status: "cancelled", updatedAt: T0 + 6 }, replayed: false },
+      value: { reservation: { ...b, status: "cancelled", updatedAt: T0 + 6 }, outcome: "cancelled", replayed: false },
     });
     expect(await shop.stock()).toEqual({ total: 5, available: 3, held: 0, sold: 2 });
     expect(await shop.quota("u2")).toBe(0);
@@ -520,11 +520,11 @@ describe("lua scripts: confirm", () => {
     const paid = { ...a, status: "paid", updatedAt: T0 + 5 };
     expect(await shop.pay(T0 + 7, "ev-a-fail", "payment.failed", a.id)).toEqual({
       ok: true,
-      value: { reservation: paid, replayed: false },
+      value: { reservation: paid, outcome: "paid", replayed: false },
     });
     expect(await shop.pay(T0 + 8, "ev-a-again", "payment.succeeded", a.id)).toEqual({
       ok: true,
-      value: { reservation: paid, replayed: false },
+      value: { reservation: paid, outcome: "paid", replayed: false },
     });
     expect(await shop.stock()).toEqual({ total: 5, available: 3, held: 0, sold: 2 });
     expect(await shop.pay(T0 + 9, "ev-x", "payment.succeeded", shop.id("nope"))).toEqual({
@@ -550,7 +550,7 @@ describe("lua scripts: confirm", () => {
     const a = okValue(await shop.reserve(T0, shop.id(1), "u1", "n1", 2)).reservation;
     expect(await shop.pay(a.expiresAt, "ev-a", "payment.succeeded", a.id)).toEqual({
       ok: true,
-      value: { reservation: { ...a, status: "paid", updatedAt: a.expiresAt }, replayed: false },
+      value: { reservation: { ...a, status: "paid", updatedAt: a.expiresAt }, outcome: "paid", replayed: false },
     });
     expect(await shop.stock()).toEqual({ total: 3, available: 1, held: 0, sold: 2 });
     expect(await shop.quota("u1")).toBe(2);
@@ -561,7 +561,11 @@ describe("lua scripts: confirm", () => {
     okValue(await shop.reserve(b.expiresAt + 1, shop.id(3), "u3", "n3"));
     expect(await shop.pay(b.expiresAt + 2, "ev-b", "payment.succeeded", b.id)).toEqual({
       ok: true,
-      value: { reservation: { ...b, status: "refund_required", updatedAt: b.expiresAt + 2 }, replayed: false },
+      value: {
+        reservation: { ...b, status: "refund_required", updatedAt: b.expiresAt + 2 },
+        outcome: "refund_required",
+        replayed: false,
+      },
     });
     expect(await shop.stock()).toEqual({ total: 3, available: 0, held: 1, sold: 2 });
 
@@ -599,18 +603,18 @@ describe("lua scripts: confirm", () => {
     const paid = { ...a, status: "paid", updatedAt: T0 + 1 };
     expect(await shop.pay(T0 + 1, "ev1", "payment.succeeded", a.id)).toEqual({
       ok: true,
-      value: { reservation: paid, replayed: false },
+      value: { reservation: paid, outcome: "paid", replayed: false },
     });
     const version = await db().hGet(shop.keys[0] ?? "", "seq");
 
     expect(await shop.pay(T0 + 2, "ev1", "payment.succeeded", a.id)).toEqual({
       ok: true,
-      value: { reservation: paid, replayed: true },
+      value: { reservation: paid, outcome: "paid", replayed: true },
     });
     // the same event id is not applied again, whatever type it now claims
     expect(await shop.pay(T0 + 3, "ev1", "payment.failed", a.id)).toEqual({
       ok: true,
-      value: { reservation: paid, replayed: true },
+      value: { reservation: paid, outcome: "paid", replayed: true },
     });
     expect(await db().hGet(shop.keys[0] ?? "", "seq")).toBe(version);
     expect(await shop.stock()).toEqual({ total: 3, available: 2, held: 0, sold: 1 });
@@ -624,7 +628,7 @@ describe("lua scripts: confirm", () => {
     const b = okValue(await shop.reserve(T0 + 5, shop.id(2), "u2", "n2")).reservation;
     expect(await shop.pay(T0 + 6, "ev1", "payment.succeeded", b.id)).toEqual({
       ok: true,
-      value: { reservation: b, replayed: true },
+      value: { reservation: b, outcome: "paid", replayed: true },
     });
     expect(await shop.status(b.id)).toBe("held");
     await shop.checkInvariants();

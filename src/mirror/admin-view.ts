@@ -1,0 +1,26 @@
+import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "./redis-mirror";
+
+export interface MirrorCounts {
+  available: number;
+  held: number;
+  sold: number;
+  version: number;
+}
+
+/**
+ * The `mirror` field of the admin SKU view: the counts the Redis mirror holds, read directly (no edge
+ * cache), or null when the mirror is off, has no snapshot of the SKU, or does not answer in time.
+ */
+export async function mirrorCounts(env: Env, sku: string): Promise<MirrorCounts | null> {
+  const mirror = mirrorFromEnv(env, MIRROR_READ_TIMEOUT_MS);
+  if (!mirror) return null;
+  try {
+    const state = await mirror.read(sku);
+    if (!state) return null;
+    const { available, held, sold } = state.stock;
+    return { available, held, sold, version: state.version };
+  } catch (err) {
+    console.warn(JSON.stringify({ level: "warn", msg: "mirror read failed", sku, error: String(err) }));
+    return null;
+  }
+}

@@ -1,0 +1,131 @@
+import { runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { Redis } from "@upstash/redis/cloudflare";
+import { describe, expect, inject, it } from "vitest";
+import type { SkuStock } from "../durable-objects/sku-stock";
+import type { SkuState } from "../durable-objects/stock-engine";
+import mirrorLua from "../lua/mirror.lua";
+import { isNoScript, LuaScript, runScript, type ScriptClient, sha1Hex } from "../src/mirror/lua-script";
+import { MIRROR_SCRIPT, mirrorKey, RedisMirror } from "../src/mirror/redis-mirror";
+import { stockShard } from "./support/client";
+
+/**
+ * The Worker-side mirror client (src/mirror/) and lua/mirror.lua, inside workerd, against a real
+ * redis-server through the Upstash bridge (test/support/redis-global-setup.ts).
+ */
+
+const { bridgeUrl, token, controlUrl } = inject("redis");
+
+/** A plain client for looking at Redis directly. */
+const redis = new Redis({ url: bridgeUrl, token, retry: false, enableTelemetry: false, enableAutoPipelining: false });
+
+let counter = 0;
+
+/** A real snapshot of a fresh stock object (10 units, limit 2), with the counts and version asked for. */
+async function snapshot(overrides: { version: number; held?: number; sold?: number }): Promise<SkuState> {
+  const sku = `mirror-unit-${++counter}`;
+  const base = await runInDurableObject(stockShard(env, sku, 0), (object: SkuStock) =>
+    object.engine.configure({ sku, shard: 0, shards: 1, name: "Mirror unit", totalStock: 10, perUserLimit: 2 }),
+  );
+  if (!base.ok) throw new Error(`configure failed: ${base.code}`);
+  const held = overrides.held ?? 0;
+  const sold = overrides.sold ?? 0;
+  return { ...base.value, stock: { total: 10, available: 10 - held - sold, held, sold }, version: overrides.version };
+}
+
+/** Records which script commands were sent. */
+function spyOn(client: ScriptClient, calls: string[]): ScriptClient {
+  return {
+    evalsha: (sha1, keys, args) => {
+      calls.push("EVALSHA");
+      return client.evalsha(sha1, keys, args);
+    },
+    eval: (script, keys, args) => {
+      calls.push("EVAL");
+      return client.eval(script, keys, args);
+    },
+  };
+}
+
+describe("lua/mirror.lua", () => {
+  it("pins its SHA1 (a change of lua/mirror.lua must update this pin), the name Redis gives it", async () => {
+    const pinned = "44c6566226718c80006ae53c8dfeade5ae3d4de4";
+    expect(await sha1Hex(mirrorLua)).toBe(pinned);
+    expect(await MIRROR_SCRIPT.sha1()).toBe(pinned);
+    expect(await redis.scriptLoad(mirrorLua)).toBe(pinned);
+  });
+
+  it("runs with EVALSHA and falls back to EVAL only on NOSCRIPT", async () => {
+    await redis.scriptFlush();
+    const calls: string[] = [];
+    const client = spyOn(redis, calls);
+    const key = mirrorKey(`noscript-${++counter}`, 0);
+    const args = [1, 3, 3, 0, 0, "on_sale"];
+    expect(await runScript(client, MIRROR_SCRIPT, [key], args)).toEqual([1, 1]);
+    expect(calls).toEqual(["EVALSHA", "EVAL"]);
+
+    // EVAL cached it: EVALSHA alone from now on.
+    calls.length = 0;
+    expect(await runScript(client, MIRROR_SCRIPT, [key], [2, 3, 2, 1, 0, "on_sale"])).toEqual([1, 2]);
+    expect(calls).toEqual(["EVALSHA"]);
+
+    // Any other error is the caller's, with no EVAL behind it.
+    calls.length = 0;
+    const error = await runScript(client, MIRROR_SCRIPT, [key], [3, 3, 3, 3, 0, "on_sale"]).catch((e: unknown) => e);
+    expect(String(error)).toMatch(/available \+ held \+ sold must equal total/);
+    expect(isNoScript(error)).toBe(false);
+    expect(calls).toEqual(["EVALSHA"]);
+
+    // A script Redis has never seen, and a NOSCRIPT from a script that is not ours, are told apart.
+    const fresh = new LuaScript(`return "fresh ${crypto.randomUUID()}"`);
+    calls.length = 0;
+    expect(String(await runScript(client, fresh, [], []))).toMatch(/^fresh /);
+    expect(calls).toEqual(["EVALSHA", "EVAL"]);
+  });
+
+  it("keeps the newest snapshot: older or equal versions change nothing", async () => {
+    const mirror = new RedisMirror({ url: bridgeUrl, token, timeoutMs: 2_000 });
+    const v5 = await snapshot({ version: 5, held: 3, sold: 2 });
+    expect(await mirror.publish(v5, 1)).toEqual({ applied: true, version: 5 });
+    expect(await mirror.readShard(v5.sku, 0)).toEqual(v5);
+
+    const older = { ...v5, version: 4, stock: { total: 10, available: 10, held: 0, sold: 0 } };
+    expect(await mirror.publish(older, 2)).toEqual({ applied: false, version: 5 });
+    const same = { ...v5, stock: { total: 10, available: 9, held: 1, sold: 0 } };
+    expect(await mirror.publish(same, 3)).toEqual({ applied: false, version: 5 });
+    expect(await mirror.readShard(v5.sku, 0)).toEqual(v5);
+    expect(await redis.hget(mirrorKey(v5.sku, 0), "published_at")).toBe(1);
+
+    const v6 = { ...v5, version: 6, status: "paused" as const, startsAt: 1_900_000_000_000, stock: older.stock };
+    expect(await mirror.publish(v6, 4)).toEqual({ applied: true, version: 6 });
+    expect(await mirror.readShard(v5.sku, 0)).toEqual(v6);
+    expect(await mirror.read(v5.sku)).toEqual(v6);
+    expect(await mirror.read(`never-published-${++counter}`)).toBeNull();
+  });
+
+  it("refuses a snapshot that does not add up, writing nothing", async () => {
+    const key = mirrorKey(`bad-${++counter}`, 0);
+    const cases: Array<Array<string | number>> = [
+      [1, 10, 5, 5, 1, "on_sale"],
+      [1, 10, 10, 0, 0, "sold_out"],
+      [-1, 10, 10, 0, 0, "on_sale"],
+      [1.5, 10, 10, 0, 0, "on_sale"],
+      [1, 10, 10, 0, 0, "on_sale", "name"],
+      [1, 10, 10, 0, 0, "on_sale", "version", "9"],
+    ];
+    for (const args of cases) {
+      await expect(runScript(redis, MIRROR_SCRIPT, [key], args)).rejects.toThrow(/mirror\.lua/);
+    }
+    expect(await redis.exists(key)).toBe(0);
+  });
+
+  it("gives up after its timeout when Redis does not answer, and never reports a success", async () => {
+    // The control server's /hang accepts the request and never answers.
+    const mirror = new RedisMirror({ url: `${controlUrl}/hang`, token, timeoutMs: 200 });
+    const state = await snapshot({ version: 1 });
+    const started = Date.now();
+    await expect(mirror.publish(state, 1)).rejects.toThrow();
+    await expect(mirror.read("anything")).rejects.toThrow();
+    expect(Date.now() - started).toBeLessThan(1_500);
+  });
+});
