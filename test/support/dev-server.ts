@@ -11,6 +11,8 @@ import { freePort } from "../../scripts/lib/redis-server";
  */
 export interface DevServer {
   url: string;
+  /** The `--persist-to` directory of this server (D1, Durable Objects): for `wrangler d1 execute --local`. */
+  stateDir: string;
   stop(): Promise<void>;
 }
 
@@ -51,6 +53,7 @@ export async function startDevServer(opts: { vars?: Record<string, string> } = {
   }
   return {
     url,
+    stateDir: state,
     async stop() {
       if (child.exitCode === null && child.pid !== undefined) {
         const exited = new Promise((resolve) => child.once("exit", resolve));

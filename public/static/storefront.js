@@ -1,0 +1,317 @@
+// Demo storefront: a shopper buys through the public API exactly like any client would.
+// The shopper JWT comes from the dev-only `POST /dev/jwt`, payments from the dev-only `POST /dev/pay`
+// (signed on the server); no secret ever reaches this page.
+
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  jwt: null,
+  userId: null,
+  sku: null,
+  view: null,
+  reservation: null,
+  pollTimer: 0,
+  busy: false,
+};
+
+async function api(method, path, { body, auth = false } = {}) {
+  const headers = {};
+  if (body !== undefined) headers["content-type"] = "application/json";
+  if (auth && state.jwt) headers.authorization = `Bearer ${state.jwt}`;
+  const response = await fetch(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  let json = null;
+  try {
+    json = await response.json();
+  } catch {
+    // not JSON
+  }
+  return { status: response.status, ok: response.ok, json, retryAfter: Number(response.headers.get("retry-after")) };
+}
+
+function errorText(answer) {
+  const error = answer.json?.error;
+  return error ? `${error.code}: ${error.message}` : `HTTP ${answer.status}`;
+}
+
+function say(text, kind = "info") {
+  const message = $("message");
+  message.textContent = text;
+  message.dataset.kind = kind;
+}
+
+function duration(ms) {
+  const total = Math.max(0, Math.round(ms / 1000));
+  const h = Math.floor(total / 3600);
+  const m = Math.floor((total % 3600) / 60);
+  const s = total % 60;
+  const mm = String(m).padStart(2, "0");
+  const ss = String(s).padStart(2, "0");
+  return h > 0 ? `${h}:${mm}:${ss}` : `${m}:${ss}`;
+}
+
+// 1. The shopper -------------------------------------------------------------------------------
+
+async function signIn(userId) {
+  const answer = await api("POST", "/dev/jwt", { body: { userId } });
+  if (answer.status === 404) {
+    $("dev-off").hidden = false;
+    say("Dev tools are off: no shopper JWT can be minted here.", "error");
+    return;
+  }
+  if (!answer.ok) {
+    say(`Sign-in failed: ${errorText(answer)}`, "error");
+    return;
+  }
+  state.jwt = answer.json.token;
+  state.userId = answer.json.userId;
+  state.reservation = null;
+  $("reservation").hidden = true;
+  $("who").textContent =
+    `Signed in as ${state.userId} (JWT valid until ${new Date(answer.json.expiresAt).toLocaleTimeString()}).`;
+  $("who").classList.remove("muted");
+  say(`Hello ${state.userId}.`);
+  renderSku();
+  await refreshOrders();
+}
+
+// 2. The sale ----------------------------------------------------------------------------------
+
+async function pollSku() {
+  if (!state.sku) return;
+  const answer = await api("GET", `/api/skus/${encodeURIComponent(state.sku)}`);
+  if (answer.status === 404) {
+    state.view = null;
+  } else if (answer.ok) {
+    state.view = answer.json;
+  }
+  renderSku();
+}
+
+function saleWindow(view, now) {
+  if (view.status !== "on_sale") return { open: false, text: "Sale paused." };
+  if (view.startsAt && Date.parse(view.startsAt) > now) {
+    return { open: false, text: `Sale starts in ${duration(Date.parse(view.startsAt) - now)}` };
+  }
+  if (view.endsAt && Date.parse(view.endsAt) <= now) return { open: false, text: "Sale ended." };
+  if (view.endsAt) return { open: true, text: `On sale · ends in ${duration(Date.parse(view.endsAt) - now)}` };
+  return { open: true, text: "On sale now." };
+}
+
+function renderSku() {
+  const view = state.view;
+  $("sku-missing").hidden = view !== null || !state.sku;
+  $("sku-view").hidden = view === null;
+  if (!view) {
+    $("sku-missing-id").textContent = state.sku ?? "";
+    $("sku-missing-curl").textContent =
+      `curl -X PUT ${location.origin}/admin/skus/${state.sku} -H 'Authorization: Bearer dev-admin-token' \\\n` +
+      `  -H 'content-type: application/json' -d '{"name":"Limited tee","totalStock":100,"perUserLimit":2}'`;
+    return;
+  }
+  const sale = saleWindow(view, Date.now());
+  $("sku-name").textContent = `${view.name} (${view.sku})`;
+  $("available").textContent = String(view.available);
+  $("available").classList.toggle("gone", view.available === 0);
+  $("countdown").textContent = view.available === 0 && sale.open ? "Sold out." : sale.text;
+  $("sku-meta").textContent = `At most ${view.perUserLimit} per shopper.`;
+  $("quantity").max = String(view.perUserLimit);
+  $("buy").disabled = state.busy || !state.jwt || !sale.open || view.available === 0;
+  $("buy").title = state.jwt ? "" : "Sign in first";
+}
+
+async function buy(quantity) {
+  state.busy = true;
+  $("buy").disabled = true;
+  try {
+    await reserve(quantity);
+  } finally {
+    state.busy = false;
+    renderSku();
+  }
+}
+
+async function reserve(quantity) {
+  say("Getting a purchase token…");
+  const token = await api("POST", `/api/skus/${encodeURIComponent(state.sku)}/tokens`, { auth: true });
+  if (token.status !== 201) {
+    say(`No token: ${errorText(token)}`, "error");
+    return;
+  }
+  say("Reserving…");
+  const answer = await api("POST", `/api/skus/${encodeURIComponent(state.sku)}/reservations`, {
+    auth: true,
+    body: { token: token.json.token, quantity },
+  });
+  if (answer.status !== 202) {
+    say(`Not reserved: ${errorText(answer)}`, "error");
+    return;
+  }
+  state.reservation = { ...answer.json, order: { persisted: false, status: null } };
+  say(`Reserved ${quantity}: the stock is held for you. Waiting for the order row…`, "ok");
+  renderReservation();
+  schedulePoll(0);
+  pollSku();
+}
+
+// 3. The reservation ---------------------------------------------------------------------------
+
+const TERMINAL = new Set(["paid", "expired", "cancelled", "refund_required"]);
+
+function converged(r) {
+  return r.order.persisted && r.order.status === r.status;
+}
+
+function schedulePoll(delayMs) {
+  clearTimeout(state.pollTimer);
+  state.pollTimer = setTimeout(pollReservation, delayMs);
+}
+
+async function pollReservation() {
+  const current = state.reservation;
+  if (!current) return;
+  const answer = await api("GET", current.links.self, { auth: true });
+  if (state.reservation?.reservationId !== current.reservationId) return;
+  if (answer.status === 429) {
+    schedulePoll((answer.retryAfter || 5) * 1000);
+    return;
+  }
+  if (!answer.ok) {
+    say(`Could not read the reservation: ${errorText(answer)}`, "error");
+    schedulePoll(3000);
+    return;
+  }
+  const wasConverged = converged(current);
+  state.reservation = answer.json;
+  renderReservation();
+  const r = state.reservation;
+  if (converged(r) && !wasConverged) {
+    if (r.status === "held") say("The order is persisted in D1: pay or cancel before the hold lapses.", "ok");
+    await refreshOrders();
+  }
+  if (!converged(r)) schedulePoll(1000);
+  else if (!TERMINAL.has(r.status)) schedulePoll(5000); // a hold can still lapse
+}
+
+function renderReservation() {
+  const r = state.reservation;
+  $("reservation").hidden = r === null;
+  if (!r) return;
+  $("res-id").textContent = r.reservationId;
+  $("res-status").textContent = r.status;
+  $("res-status").dataset.status = r.status;
+  $("res-quantity").textContent = String(r.quantity);
+  $("res-order").textContent = r.order.persisted
+    ? `persisted · status ${r.order.status}`
+    : "waiting for the queue consumer…";
+  $("res-order").dataset.persisted = String(r.order.persisted);
+  tickReservation();
+  const held = r.status === "held";
+  $("pay").disabled = !held;
+  $("pay-fail").disabled = !held;
+  $("cancel").disabled = !held;
+}
+
+function tickReservation() {
+  const r = state.reservation;
+  if (!r) return;
+  if (r.status !== "held" || !r.expiresAt) {
+    $("res-expires").textContent = r.status === "held" ? "–" : "no longer held";
+    return;
+  }
+  $("res-expires").textContent =
+    `${new Date(r.expiresAt).toLocaleTimeString()} (${duration(Date.parse(r.expiresAt) - Date.now())} left)`;
+}
+
+async function pay(outcome) {
+  const r = state.reservation;
+  if (!r) return;
+  say(outcome === "succeeded" ? "Paying…" : "Simulating a failed payment…");
+  const answer = await api("POST", "/dev/pay", { body: { reservationId: r.reservationId, outcome } });
+  if (!answer.ok) {
+    say(`Payment webhook refused it: ${errorText(answer)}`, "error");
+    return;
+  }
+  say(`Payment webhook answered: reservation ${answer.json.reservationStatus}.`, "ok");
+  schedulePoll(0);
+  pollSku();
+}
+
+async function cancel() {
+  const r = state.reservation;
+  if (!r) return;
+  const answer = await api("POST", `${r.links.self}/cancel`, { auth: true });
+  if (!answer.ok) {
+    say(`Not cancelled: ${errorText(answer)}`, "error");
+    return;
+  }
+  say("Cancelled: the units are back on sale.", "ok");
+  schedulePoll(0);
+  pollSku();
+}
+
+async function refreshOrders() {
+  if (!state.jwt) return;
+  const answer = await api("GET", "/api/me/reservations", { auth: true });
+  if (!answer.ok) return;
+  const list = $("orders");
+  list.replaceChildren();
+  if (answer.json.reservations.length === 0) {
+    const li = document.createElement("li");
+    li.className = "muted";
+    li.textContent = "No orders yet.";
+    list.append(li);
+  }
+  for (const r of answer.json.reservations) {
+    const li = document.createElement("li");
+    const status = document.createElement("span");
+    status.className = "badge";
+    status.dataset.status = r.status;
+    status.textContent = r.status;
+    const text = document.createElement("span");
+    text.textContent = ` ${r.quantity} × ${r.sku} · `;
+    const id = document.createElement("code");
+    id.textContent = r.reservationId;
+    li.append(status, text, id);
+    list.append(li);
+  }
+}
+
+// Wiring -----------------------------------------------------------------------------------------
+
+function showSku(sku) {
+  state.sku = sku;
+  state.view = null;
+  const url = new URL(location.href);
+  url.searchParams.set("sku", sku);
+  history.replaceState(null, "", url);
+  pollSku();
+}
+
+$("user-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  signIn($("user").value.trim());
+});
+$("sku-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  showSku($("sku").value.trim());
+});
+$("buy-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  buy(Number($("quantity").value));
+});
+$("pay").addEventListener("click", () => pay("succeeded"));
+$("pay-fail").addEventListener("click", () => pay("failed"));
+$("cancel").addEventListener("click", () => cancel());
+
+const params = new URLSearchParams(location.search);
+$("sku").value = params.get("sku") ?? $("sku").value;
+showSku($("sku").value);
+setInterval(pollSku, 1000);
+setInterval(() => {
+  if (state.view) renderSku();
+  tickReservation();
+}, 250);

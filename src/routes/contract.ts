@@ -1,0 +1,339 @@
+import { z } from "zod";
+import { SKU_ID } from "../edge/stock-client";
+import { ERRORS, type ErrorCode } from "../http/errors";
+import { ReservationRequest, SkuSettingsRequest } from "../http/schemas";
+import { RESERVATION_STATUSES } from "../orders/events";
+import { PaymentEvent } from "./webhooks";
+
+/**
+ * The HTTP contract of docs/API.md as data: every route, with the zod schemas its request is
+ * validated with (the very objects the routes import) and the shapes of its answers. The OpenAPI
+ * document (./openapi.ts) is generated from this, and the tests check real answers
+ * against these schemas, so neither can drift from the code.
+ *
+ * Answer schemas are plain (non-strict) objects: the contract allows fields to be added.
+ */
+
+const Time = z.iso.datetime({ offset: true });
+const Count = z.int().min(0);
+const ReservationStatus = z.enum(RESERVATION_STATUSES);
+const SaleStatus = z.enum(["on_sale", "paused"]);
+
+export const ErrorBody = z.object({
+  error: z.object({ code: z.enum(Object.keys(ERRORS) as ErrorCode[]), message: z.string() }),
+});
+
+export const PublicSku = z.object({
+  sku: z.string(),
+  name: z.string(),
+  status: SaleStatus,
+  available: Count,
+  startsAt: Time.nullable(),
+  endsAt: Time.nullable(),
+  perUserLimit: z.int().min(1),
+});
+
+export const PurchaseToken = z.object({ token: z.string(), expiresAt: Time });
+
+export const Reservation = z.object({
+  reservationId: z.string(),
+  sku: z.string(),
+  quantity: z.int().min(1),
+  status: ReservationStatus,
+  /** Null only for an order recorded by an older producer that did not send it. */
+  expiresAt: Time.nullable(),
+  links: z.object({ self: z.string() }),
+});
+
+export const ReservationDetail = Reservation.extend({
+  order: z.object({ persisted: z.boolean(), status: ReservationStatus.nullable() }),
+});
+
+export const ReservationList = z.object({ reservations: z.array(Reservation) });
+
+/** Request body of `POST /api/skus/:sku/waitlist` (API.md; the route itself is not built yet). */
+export const WaitlistRequest = z.object({ quantity: z.int().min(1) });
+export const WaitlistEntry = z.object({ waitlistId: z.string(), position: z.int().min(0) });
+
+export const PaymentAck = z.object({ received: z.literal(true), reservationStatus: z.string() });
+
+const StockCounts = z.object({ total: Count, available: Count, held: Count, sold: Count });
+const OrderCounts = z.object({ held: Count, paid: Count, expired: Count, cancelled: Count, refund_required: Count });
+const MirrorCounts = z.object({ available: Count, held: Count, sold: Count, version: z.int() });
+
+export const AdminSku = z.object({
+  sku: z.string(),
+  name: z.string(),
+  status: SaleStatus,
+  perUserLimit: z.int().min(1),
+  holdSeconds: z.int().min(1),
+  startsAt: Time.nullable(),
+  endsAt: Time.nullable(),
+  shards: z.int().min(1),
+  stock: StockCounts,
+  orders: OrderCounts,
+  waitlist: Count,
+  mirror: MirrorCounts.nullable(),
+  version: z.int(),
+});
+
+export const AdminSkuList = z.object({ skus: z.array(AdminSku) });
+
+export const ReconcileResult = z.object({
+  runId: z.string(),
+  skusChecked: Count,
+  differences: z.array(
+    z.object({ sku: z.string(), kind: z.string(), expected: z.unknown(), actual: z.unknown(), repaired: z.boolean() }),
+  ),
+});
+
+/** API.md says "run history" and fixes no fields; the document says no more than that. */
+export const ReconcileRuns = z.record(z.string(), z.unknown());
+
+export const DeadLetter = z.object({
+  id: z.string(),
+  queue: z.string(),
+  body: z.unknown(),
+  attempts: Count,
+  receivedAt: Time,
+  replayedAt: Time.nullable(),
+});
+export const DeadLetterList = z.object({ deadLetters: z.array(DeadLetter) });
+export const ReplayAnswer = z.object({ id: z.string(), replayed: z.literal(true), replayedAt: Time });
+
+export const Health = z.object({ ok: z.literal(true) });
+
+/** Named schemas: the document's `components.schemas`. */
+export const CONTRACT_SCHEMAS = {
+  ErrorBody,
+  PublicSku,
+  PurchaseToken,
+  ReservationRequest,
+  Reservation,
+  ReservationDetail,
+  ReservationList,
+  WaitlistRequest,
+  WaitlistEntry,
+  PaymentEvent,
+  PaymentAck,
+  SkuSettingsRequest,
+  AdminSku,
+  AdminSkuList,
+  ReconcileResult,
+  ReconcileRuns,
+  DeadLetter,
+  DeadLetterList,
+  ReplayAnswer,
+  Health,
+} as const;
+export type SchemaName = keyof typeof CONTRACT_SCHEMAS;
+
+export type Access = "public" | "shopper" | "admin" | "webhook";
+
+export interface Parameter {
+  name: string;
+  description: string;
+  schema: z.ZodType;
+}
+
+export interface ContractRoute {
+  method: "get" | "post" | "put";
+  /** Hono-style path, as the routes register it (`/api/skus/:sku`). */
+  path: string;
+  summary: string;
+  access: Access;
+  query?: Parameter[];
+  body?: SchemaName;
+  ok: { status: 200 | 201 | 202; description: string; schema?: SchemaName; text?: true; headers?: string[] };
+  /** Error codes this route answers besides those its access and body imply. */
+  errors: ErrorCode[];
+}
+
+export const PATH_PARAMETERS: Record<string, Parameter> = {
+  sku: { name: "sku", description: "SKU id: 1 to 64 of A-Z a-z 0-9 _ -", schema: z.string().regex(SKU_ID) },
+  id: { name: "id", description: "Reservation or dead-letter id", schema: z.string().min(1) },
+};
+
+/** Every route of API.md, in its order (including the routes not built yet). */
+export const CONTRACT_ROUTES: ContractRoute[] = [
+  {
+    method: "get",
+    path: "/api/skus/:sku",
+    summary: "Public stock display (from the Redis mirror when configured, else the stock object)",
+    access: "public",
+    ok: { status: 200, description: "The SKU", schema: "PublicSku" },
+    errors: ["SKU_NOT_FOUND"],
+  },
+  {
+    method: "post",
+    path: "/api/skus/:sku/tokens",
+    summary: "One-time purchase token for this user and SKU",
+    access: "shopper",
+    ok: { status: 201, description: "The token", schema: "PurchaseToken" },
+    errors: ["SKU_NOT_FOUND", "SALE_NOT_ACTIVE", "SOLD_OUT"],
+  },
+  {
+    method: "post",
+    path: "/api/skus/:sku/reservations",
+    summary: "Hold stock with a purchase token (replaying the token returns the same reservation)",
+    access: "shopper",
+    body: "ReservationRequest",
+    ok: {
+      status: 202,
+      description: "Held until expiresAt; the order row is written asynchronously",
+      schema: "Reservation",
+      headers: ["Idempotent-Replayed"],
+    },
+    errors: [
+      "TOKEN_INVALID",
+      "TOKEN_EXPIRED",
+      "SALE_NOT_ACTIVE",
+      "SKU_NOT_FOUND",
+      "SOLD_OUT",
+      "INSUFFICIENT_STOCK",
+      "LIMIT_EXCEEDED",
+      "IDEMPOTENCY_MISMATCH",
+      "BUSY",
+    ],
+  },
+  {
+    method: "get",
+    path: "/api/reservations/:id",
+    summary: "The owner's view of a reservation and whether its order row is persisted",
+    access: "shopper",
+    ok: { status: 200, description: "The reservation", schema: "ReservationDetail" },
+    errors: ["RESERVATION_NOT_FOUND"],
+  },
+  {
+    method: "post",
+    path: "/api/reservations/:id/cancel",
+    summary: "Release a held reservation",
+    access: "shopper",
+    ok: { status: 200, description: "The reservation, status cancelled", schema: "Reservation" },
+    errors: ["RESERVATION_NOT_FOUND", "INVALID_STATE"],
+  },
+  {
+    method: "post",
+    path: "/api/skus/:sku/waitlist",
+    summary: "Join the waitlist of a sold-out SKU",
+    access: "shopper",
+    body: "WaitlistRequest",
+    ok: { status: 202, description: "On the waitlist", schema: "WaitlistEntry" },
+    errors: ["SKU_NOT_FOUND", "STOCK_AVAILABLE"],
+  },
+  {
+    method: "get",
+    path: "/api/me/reservations",
+    summary: "The user's reservations, newest first",
+    access: "shopper",
+    ok: { status: 200, description: "The reservations", schema: "ReservationList" },
+    errors: [],
+  },
+  {
+    method: "post",
+    path: "/webhooks/payments",
+    summary: "Payment provider webhook (signed; each event id takes effect once)",
+    access: "webhook",
+    body: "PaymentEvent",
+    ok: { status: 200, description: "Received", schema: "PaymentAck" },
+    errors: ["SIGNATURE_INVALID", "RESERVATION_NOT_FOUND"],
+  },
+  {
+    method: "put",
+    path: "/admin/skus/:sku",
+    summary: "Create or update a SKU (fields left out keep their value)",
+    access: "admin",
+    body: "SkuSettingsRequest",
+    ok: { status: 200, description: "The admin SKU view", schema: "AdminSku" },
+    errors: ["INVALID_STATE"],
+  },
+  {
+    method: "get",
+    path: "/admin/skus/:sku",
+    summary: "Admin SKU view: stock, D1 order counts, waitlist, mirror",
+    access: "admin",
+    ok: { status: 200, description: "The admin SKU view", schema: "AdminSku" },
+    errors: ["SKU_NOT_FOUND"],
+  },
+  {
+    method: "get",
+    path: "/admin/skus",
+    summary: "Every SKU's admin view",
+    access: "admin",
+    ok: { status: 200, description: "The SKUs", schema: "AdminSkuList" },
+    errors: [],
+  },
+  {
+    method: "post",
+    path: "/admin/reconcile",
+    summary: "Run reconciliation now",
+    access: "admin",
+    ok: { status: 200, description: "The run", schema: "ReconcileResult" },
+    errors: [],
+  },
+  {
+    method: "get",
+    path: "/admin/reconcile/runs",
+    summary: "Reconciliation run history",
+    access: "admin",
+    query: [{ name: "limit", description: "How many runs", schema: z.string().regex(/^\d+$/) }],
+    ok: { status: 200, description: "The runs", schema: "ReconcileRuns" },
+    errors: [],
+  },
+  {
+    method: "get",
+    path: "/admin/dead-letters",
+    summary: "Stored dead letters, newest first",
+    access: "admin",
+    query: [{ name: "pending", description: "`true`: only those not replayed yet", schema: z.enum(["true", "false"]) }],
+    ok: { status: 200, description: "The dead letters", schema: "DeadLetterList" },
+    errors: [],
+  },
+  {
+    method: "post",
+    path: "/admin/dead-letters/:id/replay",
+    summary: "Replay one dead letter through the idempotent consumer (idempotent)",
+    access: "admin",
+    ok: { status: 200, description: "Replayed", schema: "ReplayAnswer" },
+    errors: ["NOT_FOUND", "INVALID_STATE"],
+  },
+  {
+    method: "get",
+    path: "/healthz",
+    summary: "Liveness",
+    access: "public",
+    ok: { status: 200, description: "Up", schema: "Health" },
+    errors: [],
+  },
+  {
+    method: "get",
+    path: "/metrics",
+    summary: "Prometheus metrics (text exposition format)",
+    access: "admin",
+    ok: { status: 200, description: "Metrics", text: true },
+    errors: [],
+  },
+  {
+    method: "get",
+    path: "/openapi.json",
+    summary: "This document",
+    access: "public",
+    ok: { status: 200, description: "OpenAPI 3.1 document" },
+    errors: [],
+  },
+];
+
+/** The error codes a route may answer: its own, plus those implied by its access and body. */
+export function errorCodesOf(route: ContractRoute): ErrorCode[] {
+  const codes = new Set<ErrorCode>(route.errors);
+  if (route.body) {
+    codes.add("INVALID_REQUEST");
+    codes.add("PAYLOAD_TOO_LARGE");
+  }
+  if (route.access === "shopper") {
+    codes.add("UNAUTHENTICATED");
+    codes.add("RATE_LIMITED");
+  }
+  if (route.access === "admin") codes.add("UNAUTHENTICATED");
+  return [...codes];
+}

@@ -1,0 +1,166 @@
+import { Hono } from "hono";
+import { z } from "zod";
+import type { AppEnv } from "../http/context";
+import { ERRORS, type ErrorCode } from "../http/errors";
+import {
+  type Access,
+  CONTRACT_ROUTES,
+  CONTRACT_SCHEMAS,
+  type ContractRoute,
+  errorCodesOf,
+  PATH_PARAMETERS,
+} from "./contract";
+
+/**
+ * `GET /openapi.json`: the contract (docs/API.md) as an OpenAPI 3.1 document, generated with
+ * zod 4's `z.toJSONSchema` from the schemas the routes validate with (./contract.ts).
+ */
+export const openapi = new Hono<AppEnv>();
+
+type JsonObject = Record<string, unknown>;
+
+/** OpenAPI 3.1 schemas are JSON Schema 2020-12; requests are described as they are sent. */
+const JSON_SCHEMA = { target: "draft-2020-12", io: "input" } as const;
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+
+function inlineSchema(schema: z.ZodType): JsonObject {
+  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, JSON_SCHEMA);
+  return rest;
+}
+
+function componentSchemas(): JsonObject {
+  const registry = z.registry<{ id: string }>();
+  for (const [id, schema] of Object.entries(CONTRACT_SCHEMAS)) registry.add(schema, { id });
+  const { schemas } = z.toJSONSchema(registry, { ...JSON_SCHEMA, uri: (id) => `#/components/schemas/${id}` });
+  return Object.fromEntries(
+    Object.entries(schemas).map(([id, schema]) => {
+      // `$id` would be a fragment-only URI, which JSON Schema 2020-12 does not allow.
+      const { $schema: _dialect, $id: _id, ...rest } = schema;
+      return [id, rest];
+    }),
+  );
+}
+
+const SECURITY: Record<Access, JsonObject[]> = {
+  public: [],
+  shopper: [{ shopperJwt: [] }],
+  admin: [{ adminToken: [] }],
+  webhook: [{ paymentSignature: [] }],
+};
+
+const TAGS: Record<Access, string> = { public: "public", shopper: "shopper", admin: "admin", webhook: "webhooks" };
+
+/** Error answers grouped by status, each with a schema whose `code` lists exactly that status's codes. */
+function errorResponses(codes: ErrorCode[]): JsonObject {
+  const byStatus = new Map<number, ErrorCode[]>();
+  for (const code of codes) {
+    const status = ERRORS[code][0];
+    byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
+  }
+  const responses: JsonObject = {};
+  for (const [status, group] of [...byStatus].sort(([a], [b]) => a - b)) {
+    const schema = z.object({ error: z.object({ code: z.enum(group), message: z.string() }) });
+    const retry = group.some((code) => code === "RATE_LIMITED" || code === "BUSY");
+    responses[String(status)] = {
+      description: group.map((code) => `${code}: ${ERRORS[code][1]}`).join(" | "),
+      ...(retry ? { headers: { "Retry-After": { schema: { type: "integer" }, description: "Seconds" } } } : {}),
+      content: { "application/json": { schema: inlineSchema(schema) } },
+    };
+  }
+  return responses;
+}
+
+export const openApiPath = (path: string) => path.replace(/:([A-Za-z]+)/g, "{$1}");
+
+function operation(route: ContractRoute): JsonObject {
+  const pathParameters = [...route.path.matchAll(/:([A-Za-z]+)/g)].map((match) => {
+    const parameter = PATH_PARAMETERS[match[1] ?? ""];
+    if (!parameter) throw new Error(`no description of path parameter ${match[1]} (${route.path})`);
+    return { in: "path", required: true, ...parameter, schema: inlineSchema(parameter.schema) };
+  });
+  const queryParameters = (route.query ?? []).map((parameter) => ({
+    in: "query",
+    required: false,
+    ...parameter,
+    schema: inlineSchema(parameter.schema),
+  }));
+  const ok = route.ok;
+  const okContent = ok.text
+    ? { "text/plain": { schema: { type: "string" } } }
+    : { "application/json": { schema: ok.schema ? ref(ok.schema) : { type: "object" } } };
+  const okHeaders = Object.fromEntries(
+    (ok.headers ?? []).map((name) => [name, { schema: { type: "string", enum: ["true"] }, description: "Replay" }]),
+  );
+  return {
+    operationId: `${route.method}${openApiPath(route.path).replace(/[^A-Za-z0-9]+(.)?/g, (_, c: string | undefined) => (c ?? "").toUpperCase())}`,
+    summary: route.summary,
+    tags: [TAGS[route.access]],
+    security: SECURITY[route.access],
+    ...(pathParameters.length + queryParameters.length > 0
+      ? { parameters: [...pathParameters, ...queryParameters] }
+      : {}),
+    ...(route.body
+      ? { requestBody: { required: true, content: { "application/json": { schema: ref(route.body) } } } }
+      : {}),
+    responses: {
+      [String(ok.status)]: {
+        description: ok.description,
+        ...(ok.headers ? { headers: okHeaders } : {}),
+        content: okContent,
+      },
+      ...errorResponses(errorCodesOf(route)),
+    },
+  };
+}
+
+export function buildOpenApiDocument(): JsonObject {
+  const paths: Record<string, JsonObject> = {};
+  for (const route of CONTRACT_ROUTES) {
+    const path = openApiPath(route.path);
+    paths[path] = { ...paths[path], [route.method]: operation(route) };
+  }
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "Flashgate HTTP API",
+      version: "1",
+      description:
+        'Contract v1 (docs/API.md). Every error is {"error":{"code","message"}}. Unknown routes: 404 ' +
+        "NOT_FOUND; wrong method: 405 METHOD_NOT_ALLOWED with Allow; bodies over 16 KiB: 413 PAYLOAD_TOO_LARGE.",
+    },
+    tags: [
+      { name: "public", description: "No credentials" },
+      { name: "shopper", description: "Authorization: Bearer <shopper JWT>, per-user rate limit" },
+      { name: "webhooks", description: "Signed by the payment provider" },
+      { name: "admin", description: "Authorization: Bearer <ADMIN_TOKEN>" },
+    ],
+    paths,
+    components: {
+      schemas: componentSchemas(),
+      securitySchemes: {
+        shopperJwt: {
+          type: "http",
+          scheme: "bearer",
+          bearerFormat: "JWT",
+          description: "HS256 JWT signed with AUTH_SECRET; `sub` is the user id, `exp` required",
+        },
+        adminToken: { type: "http", scheme: "bearer", description: "ADMIN_TOKEN" },
+        paymentSignature: {
+          type: "apiKey",
+          in: "header",
+          name: "Payment-Signature",
+          description:
+            't=<unix seconds>,v1=<hex HMAC-SHA256(PAYMENT_WEBHOOK_SECRET, t + "." + raw body)>, 300 s tolerance',
+        },
+      },
+    },
+  };
+}
+
+let cached: JsonObject | undefined;
+
+openapi.get("/openapi.json", (c) => {
+  cached ??= buildOpenApiDocument();
+  return c.json(cached);
+});

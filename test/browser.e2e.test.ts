@@ -1,0 +1,218 @@
+import { spawnSync } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { copyFileSync, existsSync, mkdirSync } from "node:fs";
+import { type Browser, chromium, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type DevServer, startDevServer } from "./support/dev-server";
+
+/**
+ * The demo storefront (/) and the operator dashboard (/dashboard) in a real headless Chromium
+ * (Debian's `chromium` package; nothing is downloaded), against `wrangler dev` with DEV_TOOLS on.
+ * Screenshots go to test-results/ and the final ones to docs/screenshots/ (shown in README.md).
+ */
+
+const CHROMIUM = "/usr/bin/chromium";
+const CHROMIUM_ARGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+const ADMIN = { authorization: "Bearer dev-admin-token" };
+const RESULTS = new URL("../test-results/", import.meta.url);
+const DOCS_SCREENSHOTS = new URL("../docs/screenshots/", import.meta.url);
+
+let server: DevServer;
+let browser: Browser;
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)`);
+  }
+  mkdirSync(RESULTS, { recursive: true });
+  mkdirSync(DOCS_SCREENSHOTS, { recursive: true });
+  [server, browser] = await Promise.all([
+    startDevServer({ vars: { DEV_TOOLS: "true" } }),
+    chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true }),
+  ]);
+});
+afterAll(async () => {
+  await browser?.close();
+  await server?.stop();
+});
+
+async function putSku(sku: string, settings: Record<string, unknown>) {
+  const response = await fetch(`${server.url}/admin/skus/${sku}`, {
+    method: "PUT",
+    headers: { ...ADMIN, "content-type": "application/json" },
+    body: JSON.stringify(settings),
+  });
+  expect(response.status).toBe(200);
+}
+
+const problems = new Map<Page, string[]>();
+
+/** A page that records uncaught errors and console errors (CSP violations among them). */
+async function newPage(width: number, height: number): Promise<Page> {
+  const page = await browser.newPage({ viewport: { width, height } });
+  const seen: string[] = [];
+  problems.set(page, seen);
+  page.on("pageerror", (error) => seen.push(String(error)));
+  page.on("console", (message) => {
+    if (message.type() === "error") seen.push(message.text());
+  });
+  return page;
+}
+
+/** What went wrong in the page, less the 4xx answers it asked for and handles (a 404 it expects). */
+function unexpectedProblems(page: Page): string[] {
+  return (problems.get(page) ?? []).filter((p) => !/status of 4\d\d/.test(p));
+}
+
+async function screenshot(page: Page, name: string, docsName?: string) {
+  const file = new URL(`${name}.png`, RESULTS);
+  await page.screenshot({ path: file.pathname, fullPage: true });
+  if (docsName) copyFileSync(file, new URL(docsName, DOCS_SCREENSHOTS));
+}
+
+describe("demo storefront", () => {
+  it("counts down to the sale, buys a unit end to end and shows the persisted order", async () => {
+    const sku = `tee-${randomUUID().slice(0, 6)}`;
+    await putSku(sku, {
+      name: "Limited tee",
+      totalStock: 20,
+      perUserLimit: 2,
+      holdSeconds: 600,
+      startsAt: new Date(Date.now() + 4000).toISOString(),
+      endsAt: new Date(Date.now() + 3_600_000).toISOString(),
+    });
+    const page = await newPage(1000, 1200);
+    await page.goto(`${server.url}/?sku=${sku}`);
+
+    // Before the sale: the live view and the countdown, and no buying.
+    await expect.poll(() => page.textContent("#sku-name")).toBe(`Limited tee (${sku})`);
+    await expect.poll(() => page.textContent("#countdown")).toMatch(/^Sale starts in 0:0\d$/);
+    await expect.poll(() => page.textContent("#available")).toBe("20");
+
+    // A first shopper reserves one unit and cancels it: the unit goes back on sale.
+    await page.fill("#user", "carol");
+    await page.click("#user-form button");
+    await expect.poll(() => page.textContent("#who")).toContain("Signed in as carol");
+    expect(await page.isDisabled("#buy")).toBe(true);
+    await page.waitForSelector("#buy:not([disabled])", { timeout: 15_000 });
+    await page.click("#buy");
+    await expect.poll(() => page.textContent("#res-status"), { timeout: 10_000 }).toBe("held");
+    await expect.poll(() => page.textContent("#available")).toBe("19");
+    await page.click("#cancel");
+    await expect.poll(() => page.textContent("#res-status"), { timeout: 10_000 }).toBe("cancelled");
+    await expect.poll(() => page.textContent("#available"), { timeout: 10_000 }).toBe("20");
+
+    // A second shopper buys two and pays through the simulated provider (signed on the server).
+    await page.fill("#user", "alice");
+    await page.click("#user-form button");
+    await expect.poll(() => page.textContent("#who")).toContain("Signed in as alice");
+    await page.fill("#quantity", "2");
+    await page.click("#buy");
+    await expect.poll(() => page.textContent("#res-status"), { timeout: 10_000 }).toBe("held");
+    await expect
+      .poll(() => page.textContent("#res-order"), { timeout: 30_000, interval: 250 })
+      .toBe("persisted · status held");
+    await screenshot(page, "storefront-1-held");
+    await page.click("#pay");
+    await expect.poll(() => page.textContent("#res-status"), { timeout: 10_000 }).toBe("paid");
+    await expect
+      .poll(() => page.textContent("#res-order"), { timeout: 30_000, interval: 250 })
+      .toBe("persisted · status paid");
+    await expect.poll(() => page.textContent("#orders")).toContain(`paid 2 × ${sku}`);
+    await expect.poll(() => page.textContent("#available")).toBe("18");
+    expect(await page.isDisabled("#pay")).toBe(true);
+    await expect.poll(() => page.textContent("#message")).toContain("Payment webhook answered: reservation paid");
+    await screenshot(page, "storefront-2-paid", "storefront.png");
+    expect(unexpectedProblems(page)).toEqual([]);
+    await page.close();
+  });
+});
+
+describe("operator dashboard", () => {
+  it("keeps the admin token in sessionStorage, shows the stock bar move and lists a planted dead letter", async () => {
+    const sku = `hoodie-${randomUUID().slice(0, 6)}`;
+    await putSku(sku, { name: "Launch hoodie", totalStock: 10, perUserLimit: 3 });
+    const page = await newPage(1280, 1000);
+    await page.goto(`${server.url}/dashboard`);
+    await page.waitForSelector("#login:not([hidden])");
+    await page.fill("#token", "dev-admin-token");
+    await page.click("#login button");
+    const card = `article[data-sku="${sku}"]`;
+    await page.waitForSelector(card);
+    const storage = await page.evaluate<{ session: string | null; local: number }>(
+      '({ session: sessionStorage.getItem("flashgate.adminToken"), local: localStorage.length })',
+    );
+    expect(storage).toEqual({ session: "dev-admin-token", local: 0 });
+    const heldWidth = async () => (await page.getAttribute(`${card} [data-bar="held"]`, "style")) ?? "";
+    await expect.poll(() => page.textContent(`${card} [data-field="available"]`)).toBe("10");
+    expect(await heldWidth()).toBe("width: 0%;");
+
+    // A shopper reserves 3 units through the public API: the bar's held segment grows to 30%.
+    const jwt = (await (await post("/dev/jwt", { userId: "dave" })).json()) as { token: string };
+    const auth = { authorization: `Bearer ${jwt.token}` };
+    const token = (await (await post(`/api/skus/${sku}/tokens`, undefined, auth)).json()) as { token: string };
+    const reserved = await post(`/api/skus/${sku}/reservations`, { token: token.token, quantity: 3 }, auth);
+    expect(reserved.status).toBe(202);
+    const reservation = (await reserved.json()) as { reservationId: string };
+    await expect.poll(heldWidth, { timeout: 10_000 }).toBe("width: 30%;");
+    await expect.poll(() => page.textContent(`${card} [data-field="held"]`)).toBe("3");
+    await expect.poll(() => page.textContent(`${card} [data-field="acknowledged"]`)).toBe("3");
+    await expect.poll(() => page.textContent(`${card} [data-field="persisted"]`), { timeout: 30_000 }).toBe("1");
+
+    // A dead letter, planted in the dev server's local D1 as the DLQ consumer would have stored it.
+    const letterId = `dl-${randomUUID()}`;
+    const event = {
+      id: randomUUID(),
+      type: "reservation.held",
+      reservationId: reservation.reservationId,
+      sku,
+      userId: "dave",
+      quantity: 3,
+      occurredAt: new Date().toISOString(),
+      seq: 1,
+    };
+    plantDeadLetter(letterId, JSON.stringify(event));
+    const row = `tr[data-id="${letterId}"]`;
+    await page.waitForSelector(`${row} button`, { timeout: 10_000 });
+    expect(await page.textContent(row)).toContain(`reservation.held ${reservation.reservationId}`);
+    await expect.poll(() => page.textContent("#reconcile")).not.toBe("…");
+    await screenshot(page, "dashboard-1-dead-letter", "dashboard.png");
+
+    // Replay it from the dashboard: idempotent, the order row does not change.
+    await page.click(`${row} button`);
+    await expect.poll(() => page.textContent(row), { timeout: 10_000 }).toContain("replayed");
+    expect(await page.textContent("#board-error")).toBe("");
+    await screenshot(page, "dashboard-2-replayed");
+    expect(unexpectedProblems(page)).toEqual([]);
+    await page.close();
+  });
+});
+
+function post(path: string, body?: unknown, headers: Record<string, string> = {}) {
+  return fetch(`${server.url}${path}`, {
+    method: "POST",
+    headers: { ...headers, "content-type": "application/json" },
+    body: body === undefined ? null : JSON.stringify(body),
+  });
+}
+
+/** Inserts a row into `dead_letters` of the dev server's local D1 (its --persist-to directory). */
+function plantDeadLetter(id: string, body: string) {
+  const sql = (text: string) => `'${text.replaceAll("'", "''")}'`;
+  const command = `INSERT INTO dead_letters (id, queue, body, attempts, received_at) VALUES (${sql(id)}, 'order-events', ${sql(body)}, 6, ${Date.now()})`;
+  const run = spawnSync(
+    "npx",
+    ["wrangler", "d1", "execute", "DB", "--local", "--persist-to", server.stateDir, "--command", command],
+    { encoding: "utf8", env: { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" } },
+  );
+  if (run.status !== 0) throw new Error(`planting a dead letter failed:\n${run.stdout}\n${run.stderr}`);
+}
