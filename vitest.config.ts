@@ -1,9 +1,30 @@
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
-import { defineConfig } from "vitest/config";
+import { configDefaults, defineConfig } from "vitest/config";
 
 // Two layers of tests:
 //   *.unit.test.ts, *.integration.test.ts  run inside workerd (the real Workers runtime);
 //   *.e2e.test.ts                          run in Node against real processes (wrangler dev, redis-server).
+//
+// Both workerd projects get a private redis-server and Upstash bridge from a Node globalSetup
+// (test/support/redis-global-setup.ts; tests reach it with `inject("redis")`). In "workers" the
+// Worker runs with the mirror off, as it does when UPSTASH_* are unset. In "workers-mirror" the
+// Worker's mirror is bound to that project's own Redis, which its tests stop, restart and freeze:
+// a project of its own, so those outages never reach another test file.
+
+/** Test files that need the Worker's Redis mirror switched on. */
+const MIRROR_BOUND = ["test/mirror-sync.integration.test.ts"];
+const REDIS_SETUP = "./test/support/redis-global-setup.ts";
+
+const workerBindings = async () => ({
+  TEST_MIGRATIONS: await readD1Migrations("./migrations"),
+  AUTH_SECRET: "test-auth-secret",
+  TOKEN_SECRET: "test-token-secret",
+  ADMIN_TOKEN: "test-admin-token",
+  PAYMENT_WEBHOOK_SECRET: "test-webhook-secret",
+  // Tests wait for the queue themselves, so reconciliation may judge every change at once.
+  RECONCILE_GRACE_MS: "0",
+});
+
 export default defineConfig({
   test: {
     // Logs of passing tests are noise (the consumer logs every injected failure); failures keep theirs.
@@ -13,20 +34,37 @@ export default defineConfig({
         plugins: [
           cloudflareTest(async () => ({
             wrangler: { configPath: "./wrangler.toml" },
-            miniflare: {
-              bindings: {
-                TEST_MIGRATIONS: await readD1Migrations("./migrations"),
-                AUTH_SECRET: "test-auth-secret",
-                TOKEN_SECRET: "test-token-secret",
-                ADMIN_TOKEN: "test-admin-token",
-                PAYMENT_WEBHOOK_SECRET: "test-webhook-secret",
-              },
-            },
+            miniflare: { bindings: await workerBindings() },
           })),
         ],
         test: {
           name: "workers",
           include: ["test/**/*.unit.test.ts", "test/**/*.integration.test.ts"],
+          exclude: [...configDefaults.exclude, ...MIRROR_BOUND],
+          globalSetup: [REDIS_SETUP],
+          setupFiles: ["./test/support/apply-migrations.ts"],
+        },
+      },
+      {
+        plugins: [
+          cloudflareTest(async ({ inject }) => {
+            const redis = inject("redis");
+            return {
+              wrangler: { configPath: "./wrangler.toml" },
+              miniflare: {
+                bindings: {
+                  ...(await workerBindings()),
+                  UPSTASH_REDIS_REST_URL: redis.bridgeUrl,
+                  UPSTASH_REDIS_REST_TOKEN: redis.token,
+                },
+              },
+            };
+          }),
+        ],
+        test: {
+          name: "workers-mirror",
+          include: MIRROR_BOUND,
+          globalSetup: [REDIS_SETUP],
           setupFiles: ["./test/support/apply-migrations.ts"],
         },
       },

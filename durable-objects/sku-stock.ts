@@ -1,5 +1,8 @@
 import { DurableObject } from "cloudflare:workers";
+import { MIRROR_WRITE_TIMEOUT_MS, mirrorFromEnv, type RedisMirror } from "../src/mirror/redis-mirror";
+import { shardName } from "./shard-name";
 import {
+  type Audit,
   type Outcome,
   type PaymentAnswer,
   type PaymentType,
@@ -9,12 +12,37 @@ import {
   type SkuSettings,
   type SkuState,
   StockEngine,
+  type WaitlistEntry,
 } from "./stock-engine";
+
+export interface RepairDone {
+  reemitted: number;
+  released: number;
+  transfersCompleted: number;
+  flushed: boolean;
+}
+
+type MirrorSnapshot = { version: number; total: number; available: number; held: number; sold: number; status: string };
+
+export type MirrorCheck =
+  | { status: "ok" }
+  | { status: "unreachable"; error: string }
+  | { status: "missing"; expected: MirrorSnapshot; repaired: boolean }
+  | { status: "drift"; expected: MirrorSnapshot; actual: MirrorSnapshot; repaired: boolean };
+
+function snapshotOf(state: SkuState): MirrorSnapshot {
+  return { version: state.version, ...state.stock, status: state.status };
+}
 
 /** Outbox events sent per `sendBatch` (the Queues limit is 100 messages). */
 const OUTBOX_BATCH = 100;
-/** How soon the alarm retries an outbox flush that failed. */
+/** Units a shard pulls from a sibling beyond what it needs right now, to spare the next transfer. */
+const PULL_SLACK = 8;
+/** How soon the alarm retries an outbox flush (or a stock transfer) that failed. */
 const OUTBOX_RETRY_MS = 5_000;
+/** First wait before the alarm retries a mirror publish that failed; it doubles up to the maximum. */
+const MIRROR_RETRY_MIN_MS = 250;
+const MIRROR_RETRY_MAX_MS = 5_000;
 
 /**
  * One SKU shard's stock: the RPC shell around the synchronous {@link StockEngine}.
@@ -24,6 +52,12 @@ const OUTBOX_RETRY_MS = 5_000;
  * the queue) and the single alarm, kept on the earliest of the next hold expiry and a pending
  * outbox retry. Durable Objects run one request's synchronous code at a time and the engine
  * never awaits, so decisions are serial, like a Redis script.
+ *
+ * When the Redis mirror is configured, the newest snapshot is published after commits the same way:
+ * in the background, one write in flight, later commits coalesced into the next write (which reads
+ * the state then), never inside a transaction nor awaited by a sale. A failed write backs off
+ * (commits stop trying) and the alarm retries it until Redis answers; `lua/mirror.lua` keeps only
+ * the newest version, so late or repeated writes are harmless.
  */
 export class SkuStock extends DurableObject<Env> {
   readonly engine: StockEngine;
@@ -37,17 +71,32 @@ export class SkuStock extends DurableObject<Env> {
   #retryAt: number | null = null;
   #flushing: Promise<void> | null = null;
   #flushAgain = false;
+  /** The Redis mirror client, or null when the mirror is off. */
+  readonly #mirror: RedisMirror | null;
+  /** The newest version the mirror is known to hold (0 after a restart: publish once to be sure). */
+  #mirroredVersion = 0;
+  /** When the alarm retries a failed mirror publish, or null; commits do not publish before then. */
+  #mirrorRetryAt: number | null = null;
+  /** Mirror publishes failed in a row (sets the backoff). */
+  #mirrorFailures = 0;
+  #publishing: Promise<void> | null = null;
+  #publishAgain = false;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.engine = new StockEngine(ctx.storage, () => crypto.randomUUID());
+    this.#mirror = mirrorFromEnv(env, MIRROR_WRITE_TIMEOUT_MS);
     // Events committed before a restart but never sent go out now.
     if (this.engine.pendingEvents(1).length > 0) this.#scheduleFlush();
+    // The mirror may have missed the last commits before a restart: publish the current snapshot.
+    this.#schedulePublish();
   }
 
   async configure(settings: SkuSettings): Promise<Outcome<SkuState>> {
     this.rpcCalls++;
-    return this.engine.configure(settings);
+    const outcome = this.engine.configure(settings, this.now());
+    await this.#afterCommit();
+    return outcome;
   }
 
   state(): SkuState | null {
@@ -55,12 +104,167 @@ export class SkuStock extends DurableObject<Env> {
     return this.engine.state();
   }
 
-  /** Decides a batch of reservations (one or more callers' requests) in one transaction. */
+  /**
+   * Decides a batch of reservations (one or more callers' requests) in one transaction, in order.
+   * On a sharded SKU, requests this shard cannot serve pull stock from its siblings first and are
+   * decided again, so `SOLD_OUT` means every shard is empty.
+   */
   async reserve(requests: ReserveRequest[]): Promise<Outcome<ReserveAnswer>[]> {
     this.rpcCalls++;
     const answers = this.engine.reserve(requests, this.now());
+    const state = this.engine.state();
+    const short = answers.flatMap((a, i) =>
+      !a.ok && (a.code === "SOLD_OUT" || a.code === "INSUFFICIENT_STOCK") ? [i] : [],
+    );
+    if (state && state.shards > 1 && short.length > 0) {
+      const wanted = short.reduce((n, i) => n + (requests[i]?.quantity ?? 0), 0) - state.stock.available;
+      if ((await this.#pull(state, wanted)) > 0) {
+        const retried = this.engine.reserve(
+          short.map((i) => requests[i] as ReserveRequest),
+          this.now(),
+        );
+        short.forEach((i, k) => {
+          const answer = retried[k];
+          if (answer) answers[i] = answer;
+        });
+      }
+    }
     await this.#afterCommit();
     return answers;
+  }
+
+  /** Puts a buyer on this shard's waitlist (see {@link StockEngine.joinWaitlist}). */
+  async joinWaitlist(userId: string, quantity: number): Promise<Outcome<WaitlistEntry>> {
+    this.rpcCalls++;
+    const outcome = this.engine.joinWaitlist(userId, quantity, this.now());
+    await this.#afterCommit();
+    return outcome;
+  }
+
+  waitlistLength(): number {
+    return this.engine.waitlistLength();
+  }
+
+  /** Giver side of a transfer to a sibling shard; idempotent by transfer id. */
+  async giveStock(transferId: string, toShard: number, requested: number): Promise<number> {
+    this.rpcCalls++;
+    const granted = this.engine.giveStock(transferId, toShard, requested, this.now());
+    await this.#afterCommit();
+    return granted;
+  }
+
+  /** Changes this shard's total (admin resizing of a sharded SKU); returns the change made. */
+  async adjustTotal(delta: number): Promise<number> {
+    this.rpcCalls++;
+    const change = this.engine.adjustTotal(delta, this.now());
+    await this.#afterCommit();
+    return change;
+  }
+
+  /**
+   * Pulls up to `wanted` (at least one) units from sibling shards, asking each in turn from the
+   * next one on. Each transfer's intent is recorded before the sibling is asked, so an interrupted
+   * transfer is finished by the alarm (or reconciliation) exactly once. Returns the units added.
+   */
+  async #pull(state: SkuState, wanted: number): Promise<number> {
+    let pulled = 0;
+    for (let step = 1; step < state.shards && pulled < Math.max(1, wanted); step++) {
+      const from = (state.shard + step) % state.shards;
+      const ask = Math.max(1, wanted - pulled) + PULL_SLACK;
+      const id = crypto.randomUUID();
+      this.engine.beginTransfer(id, from, ask, this.now());
+      try {
+        const granted = await this.#sibling(state, from).giveStock(id, state.shard, ask);
+        this.engine.completeTransfer(id, granted, this.now());
+        pulled += granted;
+      } catch (err) {
+        console.warn(
+          JSON.stringify({ level: "warn", msg: "stock transfer failed", transferId: id, error: String(err) }),
+        );
+        this.#retryAt = this.now() + OUTBOX_RETRY_MS; // the alarm finishes it
+      }
+    }
+    return pulled;
+  }
+
+  #sibling(state: SkuState, shard: number): DurableObjectStub<SkuStock> {
+    return this.env.SKU_STOCK.getByName(shardName(state.sku, shard));
+  }
+
+  /** Finishes transfers whose answer was never recorded: asking again returns the first grant. */
+  async #finishTransfers(): Promise<number> {
+    const state = this.engine.state();
+    let finished = 0;
+    for (const transfer of this.engine.pendingTransfers()) {
+      if (!state) break;
+      try {
+        const granted = await this.#sibling(state, transfer.from).giveStock(
+          transfer.id,
+          state.shard,
+          transfer.requested,
+        );
+        this.engine.completeTransfer(transfer.id, granted, this.now());
+        finished++;
+      } catch (err) {
+        console.warn(
+          JSON.stringify({
+            level: "warn",
+            msg: "stock transfer retry failed",
+            transferId: transfer.id,
+            error: String(err),
+          }),
+        );
+        this.#retryAt = this.now() + OUTBOX_RETRY_MS;
+      }
+    }
+    return finished;
+  }
+
+  /** What reconciliation compares (see {@link StockEngine.audit}). */
+  audit(afterSeq: number, limit: number): Audit | null {
+    return this.engine.audit(afterSeq, limit, this.now());
+  }
+
+  /**
+   * Reconciliation's repairs, all idempotent: re-emit reservations D1 lacks, release holds no alarm
+   * released (and re-arm the alarm), send a stuck outbox, finish interrupted transfers.
+   */
+  async repair(actions: { reemit: string[]; sweep: boolean; flush: boolean; transfers: boolean }): Promise<RepairDone> {
+    const now = this.now();
+    const reemitted = actions.reemit.length > 0 ? this.engine.reemit(actions.reemit, now) : 0;
+    const released = actions.sweep ? this.engine.expireDue(now) : 0;
+    const transfersCompleted = actions.transfers ? await this.#finishTransfers() : 0;
+    this.#armedAt = undefined; // read the alarm again: it may have been lost
+    this.#scheduleFlush();
+    await this.#flushing;
+    await this.#armAlarm();
+    return { reemitted, released, transfersCompleted, flushed: this.engine.pendingEvents(1).length === 0 };
+  }
+
+  /** Compares the mirror with this shard's state and rewrites it when it is missing or wrong. */
+  async checkMirror(): Promise<MirrorCheck> {
+    const mirror = this.#mirror;
+    const state = this.engine.state();
+    if (!mirror || !state) return { status: "ok" };
+    await this.#publishing;
+    const expected = snapshotOf(state);
+    let stored: SkuState | null;
+    try {
+      stored = await mirror.readShard(state.sku, state.shard);
+    } catch (err) {
+      return { status: "unreachable", error: String(err) };
+    }
+    const actual = stored ? snapshotOf(stored) : null;
+    if (actual && JSON.stringify(actual) === JSON.stringify(expected)) return { status: "ok" };
+    let repaired = false;
+    try {
+      await mirror.replace(state, this.now());
+      this.#mirroredVersion = state.version;
+      repaired = true;
+    } catch (err) {
+      console.warn(JSON.stringify({ level: "warn", msg: "mirror repair failed", error: String(err) }));
+    }
+    return actual ? { status: "drift", expected, actual, repaired } : { status: "missing", expected, repaired };
   }
 
   async cancel(reservationId: string, userId: string): Promise<Outcome<Reservation>> {
@@ -82,18 +286,25 @@ export class SkuStock extends DurableObject<Env> {
     return this.engine.reservation(reservationId);
   }
 
-  /** Releases holds past expiry and retries the outbox. At-least-once: both steps are idempotent. */
+  /**
+   * Releases holds past expiry, retries the outbox and the mirror. At-least-once: every step is
+   * idempotent.
+   */
   override async alarm(): Promise<void> {
     this.#armedAt = null;
     this.engine.expireDue(this.now());
     this.#retryAt = null;
+    await this.#finishTransfers();
     this.#scheduleFlush();
-    await this.#flushing;
+    this.#mirrorRetryAt = null;
+    this.#schedulePublish();
+    await Promise.all([this.#flushing, this.#publishing]);
     await this.#armAlarm();
   }
 
   async #afterCommit(): Promise<void> {
     this.#scheduleFlush();
+    this.#schedulePublish();
     await this.#armAlarm();
   }
 
@@ -131,10 +342,68 @@ export class SkuStock extends DurableObject<Env> {
     }
   }
 
-  /** Keeps the one alarm on the earliest due work: a hold expiry or an outbox retry. */
+  /**
+   * Starts publishing the newest snapshot to the mirror unless one publish is running (then that one
+   * goes round once more) or a failed one is backing off (then the alarm publishes).
+   */
+  #schedulePublish(): void {
+    const mirror = this.#mirror;
+    if (!mirror) return;
+    if (this.#mirrorRetryAt !== null) {
+      if (this.now() < this.#mirrorRetryAt) return;
+      this.#mirrorRetryAt = null;
+    }
+    if (this.#publishing) {
+      this.#publishAgain = true;
+      return;
+    }
+    this.#publishing = this.#publish(mirror).finally(() => {
+      this.#publishing = null;
+      if (this.#publishAgain) {
+        this.#publishAgain = false;
+        this.#schedulePublish();
+      }
+    });
+    this.ctx.waitUntil(this.#publishing);
+  }
+
+  /** Writes the current snapshot if the mirror may lack it; on failure, arms the alarm to retry. */
+  async #publish(mirror: RedisMirror): Promise<void> {
+    const state = this.engine.state();
+    if (!state || state.version <= this.#mirroredVersion) return;
+    try {
+      const result = await mirror.publish(state, this.now());
+      if (!result.applied && result.version > state.version) {
+        // Only a stock object whose storage was reset can be behind its own mirror; reconciliation
+        // rewrites such a mirror. Publishing again would not help.
+        console.warn(JSON.stringify({ level: "warn", msg: "mirror is ahead of the stock object", ...result }));
+      }
+      this.#mirroredVersion = Math.max(this.#mirroredVersion, state.version);
+      if (this.#mirrorFailures > 0) {
+        console.log(JSON.stringify({ level: "info", msg: "mirror caught up", failures: this.#mirrorFailures }));
+        this.#mirrorFailures = 0;
+      }
+    } catch (err) {
+      this.#mirrorFailures++;
+      const backoff = Math.min(MIRROR_RETRY_MIN_MS * 2 ** (this.#mirrorFailures - 1), MIRROR_RETRY_MAX_MS);
+      this.#mirrorRetryAt = this.now() + backoff;
+      console.warn(
+        JSON.stringify({
+          level: "warn",
+          msg: "mirror publish failed",
+          failures: this.#mirrorFailures,
+          retryInMs: backoff,
+          error: String(err),
+        }),
+      );
+      await this.#armAlarm();
+    }
+  }
+
+  /** Keeps the one alarm on the earliest due work: a hold expiry, an outbox or a mirror retry. */
   async #armAlarm(): Promise<void> {
-    const expiry = this.engine.nextExpiry();
-    const next = expiry === null ? this.#retryAt : this.#retryAt === null ? expiry : Math.min(expiry, this.#retryAt);
+    const due = [this.engine.nextExpiry(), this.#retryAt, this.#mirrorRetryAt].filter((at) => at !== null);
+    const next = due.length === 0 ? null : Math.min(...due);
     if (this.#armedAt === undefined) this.#armedAt = await this.ctx.storage.getAlarm();
     if (next === this.#armedAt) return;
     this.#armedAt = next;

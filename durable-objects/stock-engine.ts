@@ -118,6 +118,28 @@ export interface PaymentAnswer {
 
 export type PaymentType = "payment.succeeded" | "payment.failed";
 
+/** A reservation as reconciliation sees it: its status and the seq of its latest event. */
+export interface AuditedReservation {
+  id: string;
+  status: ReservationStatus;
+  seq: number;
+  updatedAt: number;
+}
+
+export interface Audit {
+  state: SkuState;
+  /** Reservations whose latest event is after the watermark, oldest first (one page). */
+  changed: AuditedReservation[];
+  /** Seq and time of the oldest outbox event not yet sent, or null. */
+  oldestUnsent: { seq: number; occurredAt: number } | null;
+  /** Holds past their expiry that no alarm has released yet. */
+  overdueHolds: number;
+  /** Transfers this shard asked for and never completed. */
+  pendingTransfers: number;
+  /** Rows this audit read from the object's SQLite database. */
+  rowsRead: number;
+}
+
 export interface PendingEvent {
   seq: number;
   event: OrderEvent;
@@ -407,6 +429,67 @@ export class StockEngine {
     });
   }
 
+  /**
+   * What reconciliation needs to compare this shard with D1, reading one page of what changed
+   * after `afterSeq` through the seq index: its cost follows the changes, not the history.
+   */
+  audit(afterSeq: number, limit: number, now: number): Audit | null {
+    const sku = this.#row();
+    if (!sku) return null;
+    let rowsRead = 1;
+    const read = <T extends Record<string, SqlStorageValue>>(cursor: SqlStorageCursor<T>): T[] => {
+      const rows = cursor.toArray();
+      rowsRead += cursor.rowsRead;
+      return rows;
+    };
+    const changed = read(
+      this.#sql.exec<{ id: string; status: string; seq: number; updated_at: number }>(
+        "SELECT id, status, seq, updated_at FROM reservations WHERE seq > ? ORDER BY seq LIMIT ?",
+        afterSeq,
+        limit,
+      ),
+    ).map((r) => ({ id: r.id, status: r.status as ReservationStatus, seq: r.seq, updatedAt: r.updated_at }));
+    const unsent = read(
+      this.#sql.exec<{ seq: number; event: string }>("SELECT seq, event FROM outbox ORDER BY seq LIMIT 1"),
+    )[0];
+    const overdue = read(
+      this.#sql.exec<{ n: number }>(
+        "SELECT COUNT(*) AS n FROM reservations WHERE status = 'held' AND expires_at <= ?",
+        now,
+      ),
+    )[0];
+    const transfers = read(
+      this.#sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM transfers WHERE direction = 'in' AND granted IS NULL"),
+    )[0];
+    return {
+      state: toState(sku),
+      changed,
+      oldestUnsent: unsent
+        ? { seq: unsent.seq, occurredAt: Date.parse((JSON.parse(unsent.event) as OrderEvent).occurredAt) }
+        : null,
+      overdueHolds: overdue?.n ?? 0,
+      pendingTransfers: transfers?.n ?? 0,
+      rowsRead,
+    };
+  }
+
+  /**
+   * The check-back's repair: writes a fresh event with the current status of each reservation
+   * (a higher seq, so the consumer applies it over whatever D1 holds). Returns how many.
+   */
+  reemit(reservationIds: readonly string[], now: number): number {
+    return this.#storage.transactionSync(() => {
+      let count = 0;
+      for (const id of reservationIds) {
+        const row = this.#reservationRow(id);
+        if (!row) continue;
+        this.#emit(this.#toReservation(row), now);
+        count++;
+      }
+      return count;
+    });
+  }
+
   reservation(reservationId: string): Reservation | null {
     const row = this.#reservationRow(reservationId);
     return row ? this.#toReservation(row) : null;
@@ -568,6 +651,7 @@ export class StockEngine {
       seq,
     };
     this.#sql.exec("INSERT INTO outbox (seq, event) VALUES (?, ?)", seq, JSON.stringify(event));
+    this.#sql.exec("UPDATE reservations SET seq = ? WHERE id = ?", seq, reservation.id);
   }
 
   #positionOf(position: number): number {

@@ -30,11 +30,14 @@ export const STOCK_SCHEMA: readonly string[] = [
      nonce      TEXT    UNIQUE,
      created_at INTEGER NOT NULL,
      expires_at INTEGER NOT NULL,
-     updated_at INTEGER NOT NULL
+     updated_at INTEGER NOT NULL,
+     seq        INTEGER NOT NULL DEFAULT 0
    )`,
   // Only live holds are indexed by expiry: the alarm and the lazy expiry read the head of it.
   `CREATE INDEX IF NOT EXISTS reservations_held_by_expiry ON reservations (expires_at) WHERE status = 'held'`,
   `CREATE INDEX IF NOT EXISTS reservations_by_user ON reservations (user_id)`,
+  // The seq of each reservation's latest event: reconciliation reads what changed since a watermark.
+  `CREATE INDEX IF NOT EXISTS reservations_by_seq ON reservations (seq)`,
   // A user's active quantity (held + sold), the per-user limit's counter.
   `CREATE TABLE IF NOT EXISTS user_quota (
      user_id TEXT    PRIMARY KEY,

@@ -4,7 +4,10 @@ import { methodNotAllowed } from "hono/method-not-allowed";
 import type { AppEnv } from "./http/context";
 import { ApiError, errorBody, errorResponse } from "./http/errors";
 import { admin } from "./routes/admin";
+import { type Dispatch, devRoutes } from "./routes/dev";
+import { openapi } from "./routes/openapi";
 import { ops } from "./routes/ops";
+import { pages } from "./routes/pages";
 import { shopper } from "./routes/shopper";
 import { webhooks } from "./routes/webhooks";
 
@@ -32,6 +35,12 @@ app.route("/", ops);
 app.route("/", shopper);
 app.route("/", admin);
 app.route("/", webhooks);
+app.route("/", openapi);
+app.route("/", pages);
+// Dev-only helpers of the demo storefront: 404 unless the var DEV_TOOLS is "true" (.dev.vars only).
+// The simulated payment goes through this app, so the real webhook route and middleware answer it.
+const dispatch: Dispatch = (request, env, ctx) => app.fetch(request, env, ctx);
+app.route("/", devRoutes(dispatch));
 
 // A plain 404 answer (not a thrown error), so that methodNotAllowed can turn it into a 405.
 app.notFound((c) => c.json(errorBody("NOT_FOUND"), 404));

@@ -1,6 +1,7 @@
 import { app } from "./app";
 import { consumeDeadLetters } from "./orders/dead-letter-consumer";
 import { consumeOrderEvents } from "./orders/order-consumer";
+import { reconcile } from "./reconcile/reconcile";
 
 export { SkuStock } from "../durable-objects/sku-stock";
 
@@ -11,5 +12,9 @@ export default {
   async queue(batch, env) {
     if (batch.queue === DEAD_LETTER_QUEUE) await consumeDeadLetters(batch, env);
     else await consumeOrderEvents(batch, env);
+  },
+  /** The cron trigger (every minute, wrangler.toml) runs the same reconciliation as the admin route. */
+  async scheduled(_controller, env) {
+    await reconcile(env, { trigger: "cron" });
   },
 } satisfies ExportedHandler<Env>;

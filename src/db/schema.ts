@@ -1,4 +1,4 @@
-import { index, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import { index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import { RESERVATION_STATUSES } from "../orders/events";
 
 /**
@@ -9,6 +9,8 @@ export const skus = sqliteTable("skus", {
   sku: text("sku").primaryKey(),
   name: text("name").notNull(),
   shards: integer("shards").notNull(),
+  /** The SKU's total over all shards, as the admin last set it (reconciliation checks the sum). */
+  totalStock: integer("total_stock").notNull().default(0),
   createdAt: integer("created_at").notNull(),
   updatedAt: integer("updated_at").notNull(),
 });
@@ -50,3 +52,45 @@ export const deadLetters = sqliteTable("dead_letters", {
   receivedAt: integer("received_at").notNull(),
   replayedAt: integer("replayed_at"),
 });
+
+/** One row per reconciliation run (cron or `POST /admin/reconcile`). */
+export const reconcileRuns = sqliteTable("reconcile_runs", {
+  id: text("id").primaryKey(),
+  trigger: text("trigger", { enum: ["cron", "admin"] }).notNull(),
+  startedAt: integer("started_at").notNull(),
+  finishedAt: integer("finished_at"),
+  skusChecked: integer("skus_checked").notNull().default(0),
+  differences: integer("differences").notNull().default(0),
+  /** SKUs whose check failed (the run went on with the others). */
+  errors: integer("errors").notNull().default(0),
+});
+
+/** Every difference a run found, and whether it repaired it. */
+export const reconcileDifferences = sqliteTable(
+  "reconcile_differences",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    runId: text("run_id").notNull(),
+    sku: text("sku").notNull(),
+    kind: text("kind").notNull(),
+    expected: text("expected").notNull(),
+    actual: text("actual").notNull(),
+    repaired: integer("repaired", { mode: "boolean" }).notNull(),
+  },
+  (t) => [index("reconcile_differences_by_run").on(t.runId)],
+);
+
+/**
+ * How far each stock shard has been checked: reservations whose last event `seq` is at or below
+ * `seq` were found consistent with D1, so the next run starts after it.
+ */
+export const reconcileWatermarks = sqliteTable(
+  "reconcile_watermarks",
+  {
+    sku: text("sku").notNull(),
+    shard: integer("shard").notNull(),
+    seq: integer("seq").notNull(),
+    updatedAt: integer("updated_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.sku, t.shard] })],
+);

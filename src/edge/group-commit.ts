@@ -1,4 +1,5 @@
 import type { Outcome, ReserveAnswer, ReserveRequest } from "../../durable-objects/stock-engine";
+import { ApiError } from "../http/errors";
 
 /**
  * Group commit at the edge: reservations for one stock shard that arrive in this isolate while
@@ -9,9 +10,14 @@ import type { Outcome, ReserveAnswer, ReserveRequest } from "../../durable-objec
  * request is bounded by one RPC to the shard, and a batch by `MAX_BATCH` requests.
  *
  * Every RPC is sent by a request that belongs to its batch (the batch's first), so no request
- * does I/O on behalf of a request whose response has already gone.
+ * does I/O on behalf of a request whose response has already gone. A waiting request is woken
+ * by another request (a promise resolved across request contexts); it keeps a timer of its own
+ * pending meanwhile, because workerd cancels a request that waits with no I/O of its own as
+ * hung. If that timer runs out, the request answers `503 BUSY` rather than send twice.
  */
 export const MAX_BATCH = 64;
+/** The longest a request waits for the batch it joined (then: 503 BUSY, retry the same token). */
+export const MAX_WAIT_MS = 10_000;
 
 type Send = (requests: ReserveRequest[]) => Promise<Outcome<ReserveAnswer>[]>;
 
@@ -30,9 +36,18 @@ class ShardQueue {
     const me: Waiter = { request, answer: Promise.withResolvers(), lead: Promise.withResolvers() };
     this.#waiters.push(me);
     if (!this.#inFlight) this.#handOver();
-    const role = await Promise.race([me.lead.promise, me.answer.promise]);
-    if (role === "lead") await this.#sendBatch(send);
-    return me.answer.promise;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<"timeout">((resolve) => {
+      timer = setTimeout(() => resolve("timeout"), MAX_WAIT_MS);
+    });
+    try {
+      const role = await Promise.race([me.lead.promise, me.answer.promise, timeout]);
+      if (role === "lead") await this.#sendBatch(send);
+      else if (role === "timeout") throw new ApiError("BUSY", undefined, { "Retry-After": "1" });
+      return await me.answer.promise;
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   get idle(): boolean {

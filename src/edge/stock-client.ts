@@ -1,3 +1,4 @@
+import { shardName } from "../../durable-objects/shard-name";
 import type { SkuStock } from "../../durable-objects/sku-stock";
 import type { Outcome } from "../../durable-objects/stock-engine";
 import { ApiError } from "../http/errors";
@@ -10,7 +11,7 @@ const RESERVATION_ID = /^([A-Za-z0-9_-]{1,64})\.(\d{1,2})\.[0-9a-f]{32}$/;
 
 /** The stock object of one SKU shard, reached by typed RPC. */
 export function stockShard(env: Env, sku: string, shard: number): DurableObjectStub<SkuStock> {
-  return env.SKU_STOCK.getByName(`${sku}#${shard}`);
+  return env.SKU_STOCK.getByName(shardName(sku, shard));
 }
 
 /** A user's home shard: fixed per user, so the per-user limit is checked in one place. */

@@ -1,6 +1,7 @@
 import { desc } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { Hono } from "hono";
+import { z } from "zod";
 import type { SkuSettings } from "../../durable-objects/stock-engine";
 import { skus } from "../db/schema";
 import { readSkuState } from "../edge/sku-state";
@@ -11,8 +12,10 @@ import { readJson } from "../http/body";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import { SkuSettingsRequest } from "../http/schemas";
+import { mirrorCounts } from "../mirror/admin-view";
 import { listDeadLetters, replayDeadLetter } from "../orders/dead-letter-consumer";
 import { orderCounts } from "../orders/order-store";
+import { recentRuns, reconcile } from "../reconcile/reconcile";
 import { adminSkuView } from "./views";
 
 export const admin = new Hono<AppEnv>();
@@ -29,7 +32,7 @@ async function skuView(env: Env, sku: string) {
     ...adminSkuView(state),
     orders: await orderCounts(env.DB, sku),
     waitlist: 0,
-    mirror: null,
+    mirror: await mirrorCounts(env, sku),
   };
 }
 
@@ -57,8 +60,18 @@ admin.put("/admin/skus/:sku", async (c) => {
   const now = Date.now();
   await drizzle(c.env.DB)
     .insert(skus)
-    .values({ sku, name: state.name, shards: state.shards, createdAt: now, updatedAt: now })
-    .onConflictDoUpdate({ target: skus.sku, set: { name: state.name, shards: state.shards, updatedAt: now } });
+    .values({
+      sku,
+      name: state.name,
+      shards: state.shards,
+      totalStock: state.stock.total,
+      createdAt: now,
+      updatedAt: now,
+    })
+    .onConflictDoUpdate({
+      target: skus.sku,
+      set: { name: state.name, shards: state.shards, totalStock: state.stock.total, updatedAt: now },
+    });
   forgetSoldOut(sku);
   return c.json(await skuView(c.env, sku));
 });
@@ -97,4 +110,23 @@ admin.post("/admin/dead-letters/:id/replay", async (c) => {
   if (!result.found) throw new ApiError("NOT_FOUND", "No such dead letter.");
   if (!result.applied) throw new ApiError("INVALID_STATE", result.error);
   return c.json({ id: c.req.param("id"), replayed: true, replayedAt: new Date(result.replayedAt).toISOString() });
+});
+
+const RunsQuery = z.object({ limit: z.coerce.number().int().min(1).max(50).default(10) });
+
+/** Runs reconciliation now (`?full=true` rechecks every reservation, not only recent changes). */
+admin.post("/admin/reconcile", async (c) => {
+  const report = await reconcile(c.env, { trigger: "admin", full: c.req.query("full") === "true" });
+  return c.json({
+    runId: report.runId,
+    skusChecked: report.skusChecked,
+    differences: report.differences,
+    rowsRead: report.rowsRead,
+  });
+});
+
+admin.get("/admin/reconcile/runs", async (c) => {
+  const query = RunsQuery.safeParse({ limit: c.req.query("limit") ?? undefined });
+  if (!query.success) throw new ApiError("INVALID_REQUEST", "limit must be an integer from 1 to 50.");
+  return c.json({ runs: await recentRuns(c.env.DB, query.data.limit) });
 });

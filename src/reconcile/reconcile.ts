@@ -1,0 +1,243 @@
+import { desc, eq, inArray, sql } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import type { Audit, AuditedReservation } from "../../durable-objects/stock-engine";
+import { orders, reconcileDifferences, reconcileRuns, reconcileWatermarks, skus } from "../db/schema";
+import { callStock, stockShard } from "../edge/stock-client";
+
+/**
+ * Reconciliation: the check-back between the stock objects (the truth), D1 and the Redis mirror.
+ *
+ * Per SKU and shard it reads one page of reservations whose latest event is after the shard's
+ * watermark, compares them with their D1 rows by id, and repairs what drifted:
+ *   order_missing / order_stale   re-emit the reservation's current status (a newer seq);
+ *   hold_overdue                  release holds past expiry that no alarm released, re-arm the alarm;
+ *   outbox_stuck                  send outbox events that were committed but never sent;
+ *   transfer_pending              finish a transfer between shards that was interrupted;
+ *   mirror_missing / mirror_drift rewrite the mirror from the object's snapshot;
+ *   shard_totals                  the shards' totals do not add up to the SKU's total (reported only).
+ * It never invents or destroys stock: every repair goes through the stock object.
+ *
+ * Cost of a run: O(S + Σ min(changed_s, PAGE)) rows, S the number of shards and changed_s the
+ * reservations of shard s changed since its watermark, plus one D1 lookup per compared id:
+ * settled history below the watermark is never read again. A shard with more than PAGE changes
+ * continues from its watermark (the cursor) on the next run.
+ */
+
+export const PAGE = 200;
+/** D1 binds at most 100 parameters per statement. */
+const D1_CHUNK = 90;
+/** A difference row binds 6 parameters. */
+const DIFFERENCES_PER_INSERT = 15;
+
+export type DifferenceKind =
+  | "order_missing"
+  | "order_stale"
+  | "hold_overdue"
+  | "outbox_stuck"
+  | "transfer_pending"
+  | "mirror_missing"
+  | "mirror_drift"
+  | "shard_totals"
+  | "check_failed";
+
+export interface Difference {
+  sku: string;
+  kind: DifferenceKind;
+  expected: string;
+  actual: string;
+  repaired: boolean;
+}
+
+export interface RunReport {
+  runId: string;
+  skusChecked: number;
+  differences: Difference[];
+  /** Rows read from D1 and from the stock objects' databases (what "bounded" is measured in). */
+  rowsRead: number;
+}
+
+export interface ReconcileOptions {
+  trigger: "cron" | "admin";
+  now?: number;
+  graceMs?: number;
+  /** Start every shard from seq 0 again (a full pass, e.g. after rows were deleted by hand). */
+  full?: boolean;
+}
+
+export async function reconcile(env: Env, options: ReconcileOptions): Promise<RunReport> {
+  const d1 = drizzle(env.DB);
+  const now = options.now ?? Date.now();
+  const runId = crypto.randomUUID();
+  await d1.insert(reconcileRuns).values({ id: runId, trigger: options.trigger, startedAt: now });
+  const catalog = await d1.select({ sku: skus.sku, shards: skus.shards, totalStock: skus.totalStock }).from(skus);
+  const report: RunReport = { runId, skusChecked: 0, differences: [], rowsRead: catalog.length };
+  let errors = 0;
+  for (const entry of catalog) {
+    try {
+      await reconcileSku(env, entry, options, now, report);
+      report.skusChecked++;
+    } catch (err) {
+      // One failing SKU must not stop the others; the failure is recorded as a difference.
+      errors++;
+      report.differences.push({
+        sku: entry.sku,
+        kind: "check_failed",
+        expected: "ok",
+        actual: String(err),
+        repaired: false,
+      });
+    }
+  }
+  for (let i = 0; i < report.differences.length; i += DIFFERENCES_PER_INSERT) {
+    const chunk = report.differences.slice(i, i + DIFFERENCES_PER_INSERT);
+    await d1.insert(reconcileDifferences).values(chunk.map((d) => ({ runId, ...d })));
+  }
+  await d1
+    .update(reconcileRuns)
+    .set({ finishedAt: Date.now(), skusChecked: report.skusChecked, differences: report.differences.length, errors })
+    .where(eq(reconcileRuns.id, runId));
+  return report;
+}
+
+async function reconcileSku(
+  env: Env,
+  entry: { sku: string; shards: number; totalStock: number },
+  options: ReconcileOptions,
+  now: number,
+  report: RunReport,
+): Promise<void> {
+  const d1 = drizzle(env.DB);
+  // Changes younger than the grace period may still be in the queue: a later run judges them.
+  const graceMs = options.graceMs ?? Number(env.RECONCILE_GRACE_MS);
+  const watermarks = await d1
+    .select({ shard: reconcileWatermarks.shard, seq: reconcileWatermarks.seq })
+    .from(reconcileWatermarks)
+    .where(eq(reconcileWatermarks.sku, entry.sku));
+  report.rowsRead += watermarks.length;
+  let totals = 0;
+  let pendingTransfers = 0;
+  for (let shard = 0; shard < entry.shards; shard++) {
+    const from = options.full ? 0 : (watermarks.find((w) => w.shard === shard)?.seq ?? 0);
+    const stub = stockShard(env, entry.sku, shard);
+    const audit: Audit | null = await callStock(() => stub.audit(from, PAGE));
+    if (!audit) continue;
+    report.rowsRead += audit.rowsRead;
+    totals += audit.state.stock.total;
+    pendingTransfers += audit.pendingTransfers;
+    const differ = (kind: DifferenceKind, expected: unknown, actual: unknown, repaired: boolean) =>
+      report.differences.push({ sku: entry.sku, kind, expected: show(expected), actual: show(actual), repaired });
+
+    // Events still in flight (unsent, or sent moments ago) are not drift: judge them later.
+    const settledBelow = audit.oldestUnsent?.seq ?? Number.POSITIVE_INFINITY;
+    const judged: AuditedReservation[] = [];
+    for (const r of audit.changed) {
+      if (r.seq >= settledBelow || r.updatedAt > now - graceMs) break;
+      judged.push(r);
+    }
+    const stale = await compareWithOrders(env.DB, judged, report);
+    for (const { reservation, row } of stale) {
+      if (!row) differ("order_missing", { id: reservation.id, status: reservation.status }, null, true);
+      else differ("order_stale", { id: reservation.id, status: reservation.status, seq: reservation.seq }, row, true);
+    }
+
+    const repair = {
+      reemit: stale.map((s) => s.reservation.id),
+      sweep: audit.overdueHolds > 0,
+      flush: audit.oldestUnsent !== null && audit.oldestUnsent.occurredAt <= now - graceMs,
+      transfers: audit.pendingTransfers > 0,
+    };
+    if (repair.reemit.length > 0 || repair.sweep || repair.flush || repair.transfers) {
+      const done = await callStock(() => stub.repair(repair));
+      if (repair.sweep)
+        differ("hold_overdue", { overdueHolds: 0 }, { overdueHolds: audit.overdueHolds }, done.released > 0);
+      if (repair.flush)
+        differ("outbox_stuck", { unsent: 0 }, { oldestUnsentSeq: audit.oldestUnsent?.seq }, done.flushed);
+      if (repair.transfers)
+        differ("transfer_pending", { pending: 0 }, { pending: audit.pendingTransfers }, done.transfersCompleted > 0);
+    }
+
+    const mirror = await callStock(() => stub.checkMirror());
+    if (mirror.status === "missing") differ("mirror_missing", mirror.expected, null, mirror.repaired);
+    if (mirror.status === "drift") differ("mirror_drift", mirror.expected, mirror.actual, mirror.repaired);
+
+    // The watermark moves past everything judged: a repaired reservation has a newer seq now.
+    const last = judged.at(-1);
+    if (last && last.seq > from) {
+      await d1
+        .insert(reconcileWatermarks)
+        .values({ sku: entry.sku, shard, seq: last.seq, updatedAt: now })
+        .onConflictDoUpdate({
+          target: [reconcileWatermarks.sku, reconcileWatermarks.shard],
+          set: { seq: last.seq, updatedAt: now },
+        });
+    }
+  }
+  if (entry.shards > 1 && pendingTransfers === 0 && totals !== entry.totalStock) {
+    report.differences.push({
+      sku: entry.sku,
+      kind: "shard_totals",
+      expected: show({ total: entry.totalStock }),
+      actual: show({ sumOfShards: totals }),
+      repaired: false,
+    });
+  }
+}
+
+type OrderSnapshot = { reservationId: string; status: string; lastSeq: number };
+
+/** Looks the judged reservations up in D1 by id; returns those whose row is missing or older. */
+async function compareWithOrders(
+  db: D1Database,
+  judged: AuditedReservation[],
+  report: RunReport,
+): Promise<{ reservation: AuditedReservation; row: OrderSnapshot | null }[]> {
+  const d1 = drizzle(db);
+  const found = new Map<string, OrderSnapshot>();
+  for (let i = 0; i < judged.length; i += D1_CHUNK) {
+    const ids = judged.slice(i, i + D1_CHUNK).map((r) => r.id);
+    const rows = await d1
+      .select({ reservationId: orders.reservationId, status: orders.status, lastSeq: orders.lastSeq })
+      .from(orders)
+      .where(inArray(orders.reservationId, ids));
+    report.rowsRead += rows.length;
+    for (const row of rows) found.set(row.reservationId, row);
+  }
+  const drifted: { reservation: AuditedReservation; row: OrderSnapshot | null }[] = [];
+  for (const reservation of judged) {
+    const row = found.get(reservation.id) ?? null;
+    if (!row || row.lastSeq < reservation.seq) drifted.push({ reservation, row });
+  }
+  return drifted;
+}
+
+function show(value: unknown): string {
+  return typeof value === "string" ? value : JSON.stringify(value);
+}
+
+/** The latest runs with their differences, newest first. */
+export async function recentRuns(db: D1Database, limit: number) {
+  const d1 = drizzle(db);
+  const runs = await d1.select().from(reconcileRuns).orderBy(desc(reconcileRuns.startedAt)).limit(limit);
+  if (runs.length === 0) return [];
+  const diffs = await d1
+    .select()
+    .from(reconcileDifferences)
+    .where(
+      inArray(
+        reconcileDifferences.runId,
+        runs.map((r) => r.id),
+      ),
+    )
+    .orderBy(sql`${reconcileDifferences.id}`);
+  return runs.map((run) => ({
+    runId: run.id,
+    trigger: run.trigger,
+    startedAt: new Date(run.startedAt).toISOString(),
+    finishedAt: run.finishedAt === null ? null : new Date(run.finishedAt).toISOString(),
+    skusChecked: run.skusChecked,
+    errors: run.errors,
+    differences: diffs
+      .filter((d) => d.runId === run.id)
+      .map((d) => ({ sku: d.sku, kind: d.kind, expected: d.expected, actual: d.actual, repaired: d.repaired })),
+  }));
+}
