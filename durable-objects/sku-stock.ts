@@ -88,6 +88,7 @@ export class SkuStock extends DurableObject<Env> {
     this.#mirror = mirrorFromEnv(env, MIRROR_WRITE_TIMEOUT_MS);
     // Events committed before a restart but never sent go out now.
     if (this.engine.pendingEvents(1).length > 0) this.#scheduleFlush();
+    // A transfer interrupted by a restart is finished by the alarm, which its intent armed.
     // The mirror may have missed the last commits before a restart: publish the current snapshot.
     this.#schedulePublish();
   }
@@ -173,6 +174,9 @@ export class SkuStock extends DurableObject<Env> {
       const ask = Math.max(1, wanted - pulled) + PULL_SLACK;
       const id = crypto.randomUUID();
       this.engine.beginTransfer(id, from, ask, this.now());
+      // Durably armed before the sibling is asked: if this object dies now, the alarm finishes it.
+      this.#retryAt = this.now() + OUTBOX_RETRY_MS;
+      await this.#armAlarm();
       try {
         const granted = await this.#sibling(state, from).giveStock(id, state.shard, ask);
         this.engine.completeTransfer(id, granted, this.now());

@@ -75,11 +75,11 @@ describe("reservation path", () => {
     const [payload, signature] = good.split(".");
     const now = Date.now();
     const expired = await mintPurchaseToken(
-      { sku, userId: "cat", shard: 0, nonce: "n-expired", expiresAt: now - 1000 },
+      { sku, userId: "cat", shard: 0, shards: 1, nonce: "n-expired", expiresAt: now - 1000 },
       TOKEN_SECRET,
     );
     const forgedKey = await mintPurchaseToken(
-      { sku, userId: "cat", shard: 0, nonce: "n-forged", expiresAt: now + 60_000 },
+      { sku, userId: "cat", shard: 0, shards: 1, nonce: "n-forged", expiresAt: now + 60_000 },
       "not-the-secret",
     );
     const cases: [string, string, string, string][] = [

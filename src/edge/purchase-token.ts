@@ -11,12 +11,14 @@ export interface PurchaseClaims {
   userId: string;
   /** The stock shard the reservation goes to (the user's home shard). */
   shard: number;
+  /** How many shards the SKU had when the token was minted. */
+  shards: number;
   nonce: string;
   /** Expiry, epoch milliseconds. */
   expiresAt: number;
 }
 
-type Wire = { s: string; u: string; h: number; n: string; e: number };
+type Wire = { s: string; u: string; h: number; k: number; n: string; e: number };
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -56,7 +58,14 @@ export function newNonce(): string {
 }
 
 export async function mintPurchaseToken(claims: PurchaseClaims, secret: string): Promise<string> {
-  const wire: Wire = { s: claims.sku, u: claims.userId, h: claims.shard, n: claims.nonce, e: claims.expiresAt };
+  const wire: Wire = {
+    s: claims.sku,
+    u: claims.userId,
+    h: claims.shard,
+    k: claims.shards,
+    n: claims.nonce,
+    e: claims.expiresAt,
+  };
   const payload = toBase64Url(encoder.encode(JSON.stringify(wire)));
   const signature = await crypto.subtle.sign("HMAC", await hmacKey(secret), encoder.encode(payload));
   return `${payload}.${toBase64Url(new Uint8Array(signature))}`;
@@ -81,7 +90,7 @@ export async function verifyPurchaseToken(
   const wire = decodeWire(payload);
   if (!wire || wire.s !== expected.sku || wire.u !== expected.userId) throw new ApiError("TOKEN_INVALID");
   if (wire.e <= now) throw new ApiError("TOKEN_EXPIRED");
-  return { sku: wire.s, userId: wire.u, shard: wire.h, nonce: wire.n, expiresAt: wire.e };
+  return { sku: wire.s, userId: wire.u, shard: wire.h, shards: wire.k, nonce: wire.n, expiresAt: wire.e };
 }
 
 function decodeWire(payload: string): Wire | null {
@@ -93,6 +102,7 @@ function decodeWire(payload: string): Wire | null {
       typeof wire.s === "string" &&
       typeof wire.u === "string" &&
       Number.isSafeInteger(wire.h) &&
+      Number.isSafeInteger(wire.k) &&
       typeof wire.n === "string" &&
       Number.isSafeInteger(wire.e);
     return wellFormed ? (wire as Wire) : null;

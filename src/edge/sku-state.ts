@@ -1,8 +1,42 @@
 import type { SkuState } from "../../durable-objects/stock-engine";
 import { callStock, stockShard } from "./stock-client";
 
-/** A SKU's configuration and stock, or null when the SKU does not exist. */
+/** The states of every shard of a SKU (shard 0 first), or null when the SKU does not exist. */
+export async function readShardStates(env: Env, sku: string): Promise<SkuState[] | null> {
+  const first: SkuState | null = await callStock(() => stockShard(env, sku, 0).state());
+  if (!first) return null;
+  const rest: (SkuState | null)[] = await Promise.all(
+    Array.from({ length: first.shards - 1 }, (_, i) => callStock(() => stockShard(env, sku, i + 1).state())),
+  );
+  return [first, ...rest.filter((s) => s !== null)];
+}
+
+/** Shard states summed into one SKU: the configuration of shard 0, the stock of all. */
+export function sumShards(states: readonly SkuState[]): SkuState {
+  const [first, ...rest] = states;
+  if (!first) throw new Error("a SKU has at least one shard");
+  const stock = { ...first.stock };
+  let version = first.version;
+  for (const shard of rest) {
+    stock.total += shard.stock.total;
+    stock.available += shard.stock.available;
+    stock.held += shard.stock.held;
+    stock.sold += shard.stock.sold;
+    version += shard.version;
+  }
+  return { ...first, stock, version };
+}
+
+/** A SKU's configuration and stock summed over its shards, or null when it does not exist. */
 export async function readSkuState(env: Env, sku: string): Promise<SkuState | null> {
-  // One shard per SKU for now: shard 0 holds all of it.
-  return callStock(() => stockShard(env, sku, 0).state());
+  const states = await readShardStates(env, sku);
+  return states ? sumShards(states) : null;
+}
+
+/** How many buyers wait, over all shards. */
+export async function readWaitlist(env: Env, sku: string, shards: number): Promise<number> {
+  const lengths = await Promise.all(
+    Array.from({ length: shards }, (_, i) => callStock(() => stockShard(env, sku, i).waitlistLength())),
+  );
+  return lengths.reduce((a, b) => a + b, 0);
 }

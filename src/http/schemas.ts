@@ -7,6 +7,9 @@ export const ReservationRequest = z.object({
   quantity: z.int().min(1).max(1_000_000),
 });
 
+/** Body of `POST /api/skus/:sku/waitlist`. */
+export const WaitlistRequest = z.object({ quantity: z.int().min(1).max(1_000_000) });
+
 const Time = z.iso.datetime({ offset: true });
 
 export const SkuSettingsRequest = z

@@ -2,11 +2,11 @@ import { desc } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { Hono } from "hono";
 import { z } from "zod";
-import type { SkuSettings } from "../../durable-objects/stock-engine";
+import { configureSku } from "../catalog/configure-sku";
 import { skus } from "../db/schema";
-import { readSkuState } from "../edge/sku-state";
+import { readSkuState, readWaitlist } from "../edge/sku-state";
 import { forgetSoldOut } from "../edge/sold-out-cache";
-import { callStock, SKU_ID, stockShard, unwrap } from "../edge/stock-client";
+import { SKU_ID } from "../edge/stock-client";
 import { adminAuth } from "../http/auth";
 import { readJson } from "../http/body";
 import type { AppEnv } from "../http/context";
@@ -22,8 +22,6 @@ export const admin = new Hono<AppEnv>();
 
 admin.use("/admin/*", adminAuth);
 
-const time = (value: string | null | undefined) => (value == null ? value : Date.parse(value));
-
 /** The admin SKU view: stock from the stock object, orders from D1, the mirror when on. */
 async function skuView(env: Env, sku: string) {
   const state = await readSkuState(env, sku);
@@ -31,47 +29,17 @@ async function skuView(env: Env, sku: string) {
   return {
     ...adminSkuView(state),
     orders: await orderCounts(env.DB, sku),
-    waitlist: 0,
+    waitlist: await readWaitlist(env, sku, state.shards),
     mirror: await mirrorCounts(env, sku),
   };
 }
 
-/** Creates or updates a SKU. Fields left out keep their value (or take the default on create). */
+/** Creates or updates a SKU (see {@link configureSku}); `200` with the admin view. */
 admin.put("/admin/skus/:sku", async (c) => {
   const sku = c.req.param("sku");
   if (!SKU_ID.test(sku)) throw new ApiError("INVALID_REQUEST", "A SKU id is 1 to 64 of A-Z a-z 0-9 _ -.");
   const body = await readJson(c, SkuSettingsRequest);
-  if (body.shards !== undefined && body.shards !== 1) {
-    throw new ApiError("INVALID_REQUEST", "Only shards: 1 is supported so far.");
-  }
-  const settings: SkuSettings = {
-    sku,
-    shard: 0,
-    shards: 1,
-    name: body.name,
-    totalStock: body.totalStock,
-    perUserLimit: body.perUserLimit,
-    holdSeconds: body.holdSeconds,
-    startsAt: time(body.startsAt),
-    endsAt: time(body.endsAt),
-    status: body.status,
-  };
-  const state = unwrap(await callStock(() => stockShard(c.env, sku, 0).configure(settings)));
-  const now = Date.now();
-  await drizzle(c.env.DB)
-    .insert(skus)
-    .values({
-      sku,
-      name: state.name,
-      shards: state.shards,
-      totalStock: state.stock.total,
-      createdAt: now,
-      updatedAt: now,
-    })
-    .onConflictDoUpdate({
-      target: skus.sku,
-      set: { name: state.name, shards: state.shards, totalStock: state.stock.total, updatedAt: now },
-    });
+  await configureSku(c.env, sku, body, Date.now());
   forgetSoldOut(sku);
   return c.json(await skuView(c.env, sku));
 });

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { SKU_ID } from "../edge/stock-client";
 import { ERRORS, type ErrorCode } from "../http/errors";
-import { ReservationRequest, SkuSettingsRequest } from "../http/schemas";
+import { ReservationRequest, SkuSettingsRequest, WaitlistRequest } from "../http/schemas";
 import { RESERVATION_STATUSES } from "../orders/events";
 import { PaymentEvent } from "./webhooks";
 
@@ -51,8 +51,6 @@ export const ReservationDetail = Reservation.extend({
 
 export const ReservationList = z.object({ reservations: z.array(Reservation) });
 
-/** Request body of `POST /api/skus/:sku/waitlist` (API.md; the route itself is not built yet). */
-export const WaitlistRequest = z.object({ quantity: z.int().min(1) });
 export const WaitlistEntry = z.object({ waitlistId: z.string(), position: z.int().min(0) });
 
 export const PaymentAck = z.object({ received: z.literal(true), reservationStatus: z.string() });

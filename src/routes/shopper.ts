@@ -9,7 +9,7 @@ import { shopperAuth, shopperRateLimit } from "../http/auth";
 import { readJson } from "../http/body";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
-import { ReservationRequest } from "../http/schemas";
+import { ReservationRequest, WaitlistRequest } from "../http/schemas";
 import { DISPLAY_CACHE_SECONDS, mirroredSkuState } from "../mirror/stock-display";
 import { findOrder, ordersOfUser } from "../orders/order-store";
 import { orderAsReservation, publicSkuView, reservationView } from "./views";
@@ -45,16 +45,21 @@ shopper.post("/api/skus/:sku/tokens", shopperAuth, shopperRateLimit, async (c) =
   const sku = skuParam(c.req.param("sku"));
   const now = Date.now();
   if (isSoldOut(sku, now)) throw new ApiError("SOLD_OUT");
-  const state = await readSkuState(c.env, sku);
-  if (!state) throw new ApiError("SKU_NOT_FOUND");
-  if (!isOnSale(state, now)) throw new ApiError("SALE_NOT_ACTIVE");
-  if (state.stock.available === 0) {
+  const first = await callStock(() => stockShard(c.env, sku, 0).state());
+  if (!first) throw new ApiError("SKU_NOT_FOUND");
+  if (!isOnSale(first, now)) throw new ApiError("SALE_NOT_ACTIVE");
+  const userId = c.get("userId");
+  const shard = homeShard(userId, first.shards);
+  // The home shard is asked first; only when it is empty does the whole SKU have to be summed.
+  const home = shard === 0 ? first : await callStock(() => stockShard(c.env, sku, shard).state());
+  let available = home?.stock.available ?? 0;
+  if (available === 0 && first.shards > 1) available = (await readSkuState(c.env, sku))?.stock.available ?? 0;
+  if (available === 0) {
     markSoldOut(sku, now, soldOutTtl(c.env));
     throw new ApiError("SOLD_OUT");
   }
-  const userId = c.get("userId");
   const expiresAt = now + Number(c.env.PURCHASE_TOKEN_TTL_SECONDS) * 1000;
-  const claims = { sku, userId, shard: homeShard(userId, state.shards), nonce: newNonce(), expiresAt };
+  const claims = { sku, userId, shard, shards: first.shards, nonce: newNonce(), expiresAt };
   const token = await mintPurchaseToken(claims, c.env.TOKEN_SECRET);
   return c.json({ token, expiresAt: new Date(expiresAt).toISOString() }, 201);
 });
@@ -75,12 +80,29 @@ shopper.post("/api/skus/:sku/reservations", shopperAuth, shopperRateLimit, async
       ? await reserveGrouped(`${sku}#${claims.shard}`, request, send)
       : (await send([request]))[0];
   if (!outcome) throw new Error("stock object returned no answer");
-  if (outcome.ok ? outcome.value.available === 0 : outcome.available === 0) {
-    markSoldOut(sku, now, soldOutTtl(c.env));
-  }
+  // A shard's "available 0" speaks for the whole SKU only when it is the only shard; a sharded
+  // SKU answers SOLD_OUT only once its siblings had nothing to give either.
+  const soldOut =
+    claims.shards === 1
+      ? (outcome.ok ? outcome.value.available : outcome.available) === 0
+      : !outcome.ok && outcome.code === "SOLD_OUT";
+  if (soldOut) markSoldOut(sku, now, soldOutTtl(c.env));
   const answer = unwrap(outcome);
   if (answer.replayed) c.header("Idempotent-Replayed", "true");
   return c.json(reservationView(answer.reservation), 202);
+});
+
+/** Joins the waitlist of a sold-out SKU, on the user's home shard (where their limit is kept). */
+shopper.post("/api/skus/:sku/waitlist", shopperAuth, shopperRateLimit, async (c) => {
+  const sku = skuParam(c.req.param("sku"));
+  const body = await readJson(c, WaitlistRequest);
+  const state = await readSkuState(c.env, sku);
+  if (!state) throw new ApiError("SKU_NOT_FOUND");
+  if (state.stock.available > 0) throw new ApiError("STOCK_AVAILABLE");
+  const userId = c.get("userId");
+  const stub = stockShard(c.env, sku, homeShard(userId, state.shards));
+  const entry = unwrap(await callStock(() => stub.joinWaitlist(userId, body.quantity)));
+  return c.json(entry, 202);
 });
 
 function reservationStub(c: { env: Env }, id: string) {

@@ -1,0 +1,92 @@
+import { drizzle } from "drizzle-orm/d1";
+import type { SkuSettings, SkuState } from "../../durable-objects/stock-engine";
+import { skus } from "../db/schema";
+import { readShardStates, sumShards } from "../edge/sku-state";
+import { callStock, stockShard, unwrap } from "../edge/stock-client";
+import { ApiError } from "../http/errors";
+import type { SkuSettingsRequest } from "../http/schemas";
+
+/**
+ * Creates or updates a SKU over its shards, then records it in the D1 catalog.
+ *
+ * - A new SKU's stock is split evenly over its shards.
+ * - `shards` can change only while nothing is held or sold and nobody waits (users are routed by
+ *   `hash(user) % shards`: moving them while they hold stock would split their per-user count).
+ * - On a sharded SKU, a new `totalStock` adds the difference to shard 0 (transfers spread it on
+ *   demand) or takes it from the shards' available units; if they do not have enough, whatever was
+ *   taken is put back and the answer is `409 INVALID_STATE`. Stock is never created or lost.
+ * Fields left out keep their value.
+ */
+export async function configureSku(env: Env, sku: string, body: SkuSettingsRequest, now: number): Promise<SkuState> {
+  const time = (value: string | null | undefined) => (value == null ? value : Date.parse(value));
+  const common = {
+    sku,
+    name: body.name,
+    perUserLimit: body.perUserLimit,
+    holdSeconds: body.holdSeconds,
+    startsAt: time(body.startsAt),
+    endsAt: time(body.endsAt),
+    status: body.status,
+  };
+  const configure = (shard: number, shards: number, totalStock: number | undefined) => {
+    const settings: SkuSettings = { ...common, shard, shards, totalStock };
+    return callStock(() => stockShard(env, sku, shard).configure(settings)).then(unwrap);
+  };
+
+  const current = await readShardStates(env, sku);
+  const shards = body.shards ?? current?.[0]?.shards ?? 1;
+  if (!current || shards !== current[0]?.shards) {
+    if (current) await assertIdle(env, sku, current);
+    const reach = Math.max(shards, current?.length ?? 0);
+    // Shards beyond the new count keep nothing (no user is routed there any more).
+    await Promise.all(
+      Array.from({ length: reach }, (_, i) => configure(i, shards, i < shards ? share(body.totalStock, shards, i) : 0)),
+    );
+  } else if (shards === 1) {
+    await configure(0, 1, body.totalStock); // the object refuses a total below held + sold
+  } else {
+    await Promise.all(current.map((s) => configure(s.shard, shards, undefined)));
+    await resize(env, sku, shards, body.totalStock - sumShards(current).stock.total);
+  }
+
+  const states = await readShardStates(env, sku);
+  if (!states) throw new Error(`SKU ${sku} vanished while being configured`);
+  const state = sumShards(states);
+  await drizzle(env.DB)
+    .insert(skus)
+    .values({ sku, name: state.name, shards, totalStock: body.totalStock, createdAt: now, updatedAt: now })
+    .onConflictDoUpdate({
+      target: skus.sku,
+      set: { name: state.name, shards, totalStock: body.totalStock, updatedAt: now },
+    });
+  return state;
+}
+
+/** Shard i's part of `total` over `shards` shards (the first ones take the remainder). */
+export function share(total: number, shards: number, i: number): number {
+  return Math.floor(total / shards) + (i < total % shards ? 1 : 0);
+}
+
+async function assertIdle(env: Env, sku: string, states: SkuState[]): Promise<void> {
+  const busy = states.some((s) => s.stock.held + s.stock.sold > 0);
+  const waiting = await Promise.all(states.map((s) => callStock(() => stockShard(env, sku, s.shard).waitlistLength())));
+  if (busy || waiting.some((n) => n > 0)) {
+    throw new ApiError("INVALID_STATE", "shards can change only while nothing is held or sold and nobody waits.");
+  }
+}
+
+async function resize(env: Env, sku: string, shards: number, delta: number): Promise<void> {
+  if (delta === 0) return;
+  if (delta > 0) {
+    await callStock(() => stockShard(env, sku, 0).adjustTotal(delta));
+    return;
+  }
+  let removed = 0;
+  for (let shard = 0; shard < shards && removed < -delta; shard++) {
+    removed -= await callStock(() => stockShard(env, sku, shard).adjustTotal(delta + removed));
+  }
+  if (removed < -delta) {
+    if (removed > 0) await callStock(() => stockShard(env, sku, 0).adjustTotal(removed));
+    throw new ApiError("INVALID_STATE", "totalStock cannot go below what is held and sold.");
+  }
+}
