@@ -12,7 +12,7 @@ import { configDefaults, defineConfig } from "vitest/config";
 // a project of its own, so those outages never reach another test file.
 
 /** Test files that need the Worker's Redis mirror switched on. */
-const MIRROR_BOUND = ["test/mirror-sync.integration.test.ts"];
+const MIRROR_BOUND = ["test/mirror-sync.integration.test.ts", "test/reconcile-mirror.integration.test.ts"];
 const REDIS_SETUP = "./test/support/redis-global-setup.ts";
 
 const workerBindings = async () => ({
@@ -64,6 +64,8 @@ export default defineConfig({
         test: {
           name: "workers-mirror",
           include: MIRROR_BOUND,
+          // These files stop, restart and freeze one shared redis-server: one file at a time.
+          fileParallelism: false,
           globalSetup: [REDIS_SETUP],
           setupFiles: ["./test/support/apply-migrations.ts"],
         },

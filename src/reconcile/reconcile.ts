@@ -14,6 +14,7 @@ import { callStock, stockShard } from "../edge/stock-client";
  *   outbox_stuck                  send outbox events that were committed but never sent;
  *   transfer_pending              finish a transfer between shards that was interrupted;
  *   mirror_missing / mirror_drift rewrite the mirror from the object's snapshot;
+ *   mirror_unreachable            the mirror could not be read (reported, nothing to repair here);
  *   shard_totals                  the shards' totals do not add up to the SKU's total (reported only).
  * It never invents or destroys stock: every repair goes through the stock object.
  *
@@ -37,6 +38,7 @@ export type DifferenceKind =
   | "transfer_pending"
   | "mirror_missing"
   | "mirror_drift"
+  | "mirror_unreachable"
   | "shard_totals"
   | "check_failed";
 
@@ -159,6 +161,8 @@ async function reconcileSku(
     const mirror = await callStock(() => stub.checkMirror());
     if (mirror.status === "missing") differ("mirror_missing", mirror.expected, null, mirror.repaired);
     if (mirror.status === "drift") differ("mirror_drift", mirror.expected, mirror.actual, mirror.repaired);
+    // Not drift, but the operator must see that the mirror went unchecked.
+    if (mirror.status === "unreachable") differ("mirror_unreachable", "reachable", mirror.error, false);
 
     // The watermark moves past everything judged: a repaired reservation has a newer seq now.
     const last = judged.at(-1);
@@ -168,7 +172,8 @@ async function reconcileSku(
         .values({ sku: entry.sku, shard, seq: last.seq, updatedAt: now })
         .onConflictDoUpdate({
           target: [reconcileWatermarks.sku, reconcileWatermarks.shard],
-          set: { seq: last.seq, updatedAt: now },
+          // Overlapping runs (cron and admin) must not move a watermark backwards.
+          set: { seq: sql`max(${reconcileWatermarks.seq}, excluded.seq)`, updatedAt: now },
         });
     }
   }

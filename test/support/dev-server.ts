@@ -6,6 +6,16 @@ import { ensureDevVars } from "../../scripts/lib/dev-vars";
 import { freePort } from "../../scripts/lib/redis-server";
 
 /**
+ * Where wrangler dev runs the Worker's `scheduled` handler on request (the cron trigger never fires by
+ * itself locally): `GET /__scheduled?cron=<pattern>`, present when wrangler dev is started with
+ * `--test-scheduled`. It answers `200 Ran scheduled event` once the handler has finished, and 500 when
+ * it threw. The other endpoint wrangler 4.86 advertises, `/cdn-cgi/handler/scheduled`, answers
+ * `500 exception` for this Worker: with `[assets]` configured, miniflare sends it to the assets router,
+ * which has no `scheduled` handler (cloudflare/workers-sdk#9882, fixed in a later miniflare).
+ */
+export const SCHEDULED_PATH = "/__scheduled";
+
+/**
  * Starts the Worker as a user runs it, `wrangler dev`, on a free port of 127.0.0.1 with its own
  * state directory (D1 migrated first), for end-to-end tests from Node.
  */
@@ -26,7 +36,8 @@ export async function startDevServer(opts: { vars?: Record<string, string> } = {
   });
   if (migrate.status !== 0) throw new Error(`migrations failed:\n${migrate.stdout}\n${migrate.stderr}`);
   const vars = Object.entries(opts.vars ?? {}).flatMap(([k, v]) => ["--var", `${k}:${v}`]);
-  const args = ["wrangler", "dev", "--port", String(port), "--ip", "127.0.0.1", "--persist-to", state, ...vars];
+  const base = ["--port", String(port), "--ip", "127.0.0.1", "--persist-to", state, "--test-scheduled"];
+  const args = ["wrangler", "dev", ...base, ...vars];
   const child: ChildProcess = spawn("npx", args, {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
