@@ -754,3 +754,19 @@ export function isOnSale(sale: Pick<SkuState, "startsAt" | "endsAt"> & { status:
     (sale.endsAt === null || now < sale.endsAt)
   );
 }
+
+/** Shard states summed into one SKU: the configuration of shard 0, the stock of all. */
+export function sumShards(states: readonly SkuState[]): SkuState {
+  const [first, ...rest] = states;
+  if (!first) throw new Error("a SKU has at least one shard");
+  const stock = { ...first.stock };
+  let version = first.version;
+  for (const shard of rest) {
+    stock.total += shard.stock.total;
+    stock.available += shard.stock.available;
+    stock.held += shard.stock.held;
+    stock.sold += shard.stock.sold;
+    version += shard.version;
+  }
+  return { ...first, stock, version };
+}

@@ -1,7 +1,7 @@
 import { drizzle } from "drizzle-orm/d1";
-import type { SkuSettings, SkuState } from "../../durable-objects/stock-engine";
+import { type SkuSettings, type SkuState, sumShards } from "../../durable-objects/stock-engine";
 import { skus } from "../db/schema";
-import { readShardStates, sumShards } from "../edge/sku-state";
+import { readShardStates } from "../edge/sku-state";
 import { callStock, stockShard, unwrap } from "../edge/stock-client";
 import { ApiError } from "../http/errors";
 import type { SkuSettingsRequest } from "../http/schemas";

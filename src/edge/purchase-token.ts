@@ -1,4 +1,5 @@
 import { ApiError } from "../http/errors";
+import { hmacKey } from "../http/hmac";
 
 /**
  * One-time purchase tokens: `<payload>.<signature>`, both base64url, where the payload binds
@@ -22,20 +23,6 @@ type Wire = { s: string; u: string; h: number; k: number; n: string; e: number }
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
-const keys = new Map<string, Promise<CryptoKey>>();
-
-/** Imported HMAC keys are kept per isolate: importing costs more than signing. */
-function hmacKey(secret: string): Promise<CryptoKey> {
-  let key = keys.get(secret);
-  if (!key) {
-    key = crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, [
-      "sign",
-      "verify",
-    ]);
-    keys.set(secret, key);
-  }
-  return key;
-}
 
 function toBase64Url(bytes: Uint8Array): string {
   let binary = "";

@@ -1,4 +1,4 @@
-import type { SkuState } from "../../durable-objects/stock-engine";
+import { type SkuState, sumShards } from "../../durable-objects/stock-engine";
 import { callStock, stockShard } from "./stock-client";
 
 /** The states of every shard of a SKU (shard 0 first), or null when the SKU does not exist. */
@@ -9,22 +9,6 @@ export async function readShardStates(env: Env, sku: string): Promise<SkuState[]
     Array.from({ length: first.shards - 1 }, (_, i) => callStock(() => stockShard(env, sku, i + 1).state())),
   );
   return [first, ...rest.filter((s) => s !== null)];
-}
-
-/** Shard states summed into one SKU: the configuration of shard 0, the stock of all. */
-export function sumShards(states: readonly SkuState[]): SkuState {
-  const [first, ...rest] = states;
-  if (!first) throw new Error("a SKU has at least one shard");
-  const stock = { ...first.stock };
-  let version = first.version;
-  for (const shard of rest) {
-    stock.total += shard.stock.total;
-    stock.available += shard.stock.available;
-    stock.held += shard.stock.held;
-    stock.sold += shard.stock.sold;
-    version += shard.version;
-  }
-  return { ...first, stock, version };
 }
 
 /** A SKU's configuration and stock summed over its shards, or null when it does not exist. */

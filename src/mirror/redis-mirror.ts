@@ -1,5 +1,5 @@
 import { Redis } from "@upstash/redis/cloudflare";
-import type { SaleStatus, SkuState } from "../../durable-objects/stock-engine";
+import { type SaleStatus, type SkuState, sumShards } from "../../durable-objects/stock-engine";
 import mirrorLua from "../../lua/mirror.lua";
 import { LuaScript, runScript } from "./lua-script";
 
@@ -114,17 +114,8 @@ export class RedisMirror {
     const first = await this.readShard(sku, 0);
     if (!first || first.shards <= 1) return first;
     const rest = await Promise.all(Array.from({ length: first.shards - 1 }, (_, i) => this.readShard(sku, i + 1)));
-    const stock = { ...first.stock };
-    let version = first.version;
-    for (const shard of rest) {
-      if (!shard) return null;
-      stock.total += shard.stock.total;
-      stock.available += shard.stock.available;
-      stock.held += shard.stock.held;
-      stock.sold += shard.stock.sold;
-      version += shard.version;
-    }
-    return { ...first, stock, version };
+    if (rest.some((shard) => shard === null)) return null;
+    return sumShards([first, ...rest.filter((shard) => shard !== null)]);
   }
 }
 

@@ -1,4 +1,5 @@
 import { ApiError } from "../http/errors";
+import { hmacKey } from "../http/hmac";
 
 /**
  * Stripe-style webhook signatures: `Payment-Signature: t=<unix seconds>,v1=<hex>` where the
@@ -9,19 +10,6 @@ import { ApiError } from "../http/errors";
 export const SIGNATURE_TOLERANCE_SECONDS = 300;
 
 const encoder = new TextEncoder();
-const keys = new Map<string, Promise<CryptoKey>>();
-
-function hmacKey(secret: string): Promise<CryptoKey> {
-  let key = keys.get(secret);
-  if (!key) {
-    key = crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, [
-      "sign",
-      "verify",
-    ]);
-    keys.set(secret, key);
-  }
-  return key;
-}
 
 function fromHex(hex: string): Uint8Array<ArrayBuffer> | null {
   if (!/^(?:[0-9a-f]{2})+$/i.test(hex)) return null;
