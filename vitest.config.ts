@@ -39,6 +39,8 @@ export default defineConfig({
         ],
         test: {
           name: "workers",
+          // Queue deliveries and alarms are awaited by polling; a loaded 2-core machine needs room.
+          testTimeout: 30_000,
           include: ["test/**/*.unit.test.ts", "test/**/*.integration.test.ts"],
           exclude: [...configDefaults.exclude, ...MIRROR_BOUND],
           globalSetup: [REDIS_SETUP],
@@ -63,6 +65,7 @@ export default defineConfig({
         ],
         test: {
           name: "workers-mirror",
+          testTimeout: 30_000,
           include: MIRROR_BOUND,
           // These files stop, restart and freeze one shared redis-server: one file at a time.
           fileParallelism: false,
