@@ -4,6 +4,8 @@ import { methodNotAllowed } from "hono/method-not-allowed";
 import type { AppEnv } from "./http/context";
 import { ApiError, errorBody, errorResponse } from "./http/errors";
 import { admin } from "./routes/admin";
+import { bench } from "./routes/bench";
+import { chaos } from "./routes/chaos";
 import { type Dispatch, devRoutes } from "./routes/dev";
 import { openapi } from "./routes/openapi";
 import { ops } from "./routes/ops";
@@ -37,10 +39,12 @@ app.route("/", admin);
 app.route("/", webhooks);
 app.route("/", openapi);
 app.route("/", pages);
+app.route("/", chaos); // chaos harness only: 404 unless the var CHAOS is "true" (scripts/chaos/)
 // Dev-only helpers of the demo storefront: 404 unless the var DEV_TOOLS is "true" (.dev.vars only).
 // The simulated payment goes through this app, so the real webhook route and middleware answer it.
 const dispatch: Dispatch = (request, env, ctx) => app.fetch(request, env, ctx);
 app.route("/", devRoutes(dispatch));
+app.route("/", bench); // bench-only (npm run bench): 404 unless DEV_TOOLS is "true"
 
 // A plain 404 answer (not a thrown error), so that methodNotAllowed can turn it into a 405.
 app.notFound((c) => c.json(errorBody("NOT_FOUND"), 404));

@@ -2,6 +2,7 @@ import { app } from "./app";
 import { consumeDeadLetters } from "./orders/dead-letter-consumer";
 import { consumeOrderEvents } from "./orders/order-consumer";
 import { reconcile } from "./reconcile/reconcile";
+import { withChaosFault } from "./routes/chaos";
 
 export { SkuStock } from "../durable-objects/sku-stock";
 
@@ -11,7 +12,7 @@ export default {
   fetch: app.fetch,
   async queue(batch, env) {
     if (batch.queue === DEAD_LETTER_QUEUE) await consumeDeadLetters(batch, env);
-    else await consumeOrderEvents(batch, env);
+    else await withChaosFault(env, (fault) => consumeOrderEvents(batch, env, fault)); // no fault unless CHAOS
   },
   /** The cron trigger (every minute, wrangler.toml) runs the same reconciliation as the admin route. */
   async scheduled(_controller, env) {

@@ -1,0 +1,23 @@
+import type { Bench } from "./context";
+import { type AdminSku, admin } from "./worker";
+
+/**
+ * Every reservation the bench made, checked afterwards through the admin view: per SKU, the stock
+ * object must hold exactly the reservations the bench saw acknowledged (no more: nothing oversold or
+ * invented; no fewer: no acknowledged hold lost), nothing sold, the counters must add up, and where
+ * the scenario waited for the queue, D1 must have one `held` row per reservation.
+ */
+export async function verify(bench: Bench): Promise<void> {
+  for (const check of bench.checks) {
+    const view = await admin<AdminSku>(check.server, "GET", `/admin/skus/${check.sku}`);
+    const s = view.stock;
+    const wrong: string[] = [];
+    if (s.total !== check.total) wrong.push(`total ${s.total} ≠ ${check.total}`);
+    if (s.held !== check.held) wrong.push(`held ${s.held} ≠ ${check.held} acknowledged`);
+    if (s.sold !== 0) wrong.push(`sold ${s.sold}`);
+    if (s.available < 0 || s.available + s.held + s.sold !== s.total) wrong.push(`counters ${JSON.stringify(s)}`);
+    if (check.ordersHeld !== undefined && view.orders.held !== check.ordersHeld)
+      wrong.push(`D1 held rows ${view.orders.held} ≠ ${check.ordersHeld}`);
+    if (wrong.length > 0) bench.problems.push(`check ${check.sku} (${check.server.label}): ${wrong.join("; ")}`);
+  }
+}

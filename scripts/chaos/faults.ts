@@ -1,0 +1,128 @@
+/**
+ * Fault injection on the seeded schedule: the consumer fault switch and stock-object aborts through the
+ * chaos-only routes (src/routes/chaos.ts), the redis-server killed and restarted on its port (the bridge
+ * stays up and reconnects), reconciliation re-emits and dead-letter replays mid-traffic (duplicate and
+ * late deliveries), and restocks. Webhook replays/reordering and late payments are done by the shoppers.
+ */
+import { type RedisServer, startRedis } from "../lib/redis-server";
+import { type Client, num, sleep } from "./http";
+import { describeFault, type Fault, type Scheduled } from "./schedule";
+
+export class RedisControl {
+  constructor(public server: RedisServer) {}
+  down = false;
+
+  async kill(): Promise<void> {
+    this.down = true;
+    this.server.process.kill("SIGKILL");
+    await new Promise<void>((resolve) => {
+      if (this.server.process.exitCode !== null || this.server.process.signalCode !== null) resolve();
+      else this.server.process.once("exit", () => resolve());
+    });
+    await this.server.stop(); // removes its data directory: the mirror comes back empty
+  }
+
+  async restart(): Promise<void> {
+    this.server = await startRedis({ port: this.server.port });
+    this.down = false;
+  }
+}
+
+export class FaultInjector {
+  readonly injected = new Map<string, number>();
+  readonly errors: string[] = [];
+  #pending: Promise<void>[] = [];
+
+  constructor(
+    readonly client: Client,
+    readonly redis: RedisControl,
+    readonly log: (line: string) => void,
+  ) {}
+
+  #count(kind: string, n = 1): void {
+    this.injected.set(kind, (this.injected.get(kind) ?? 0) + n);
+  }
+
+  /** Fires every scheduled fault at its time (from `start`); resolves when all have run. */
+  async run(schedule: Scheduled[], start: number): Promise<void> {
+    for (const item of schedule) {
+      const wait = start + item.atMs - Date.now();
+      if (wait > 0) await sleep(wait);
+      this.log(`fault t+${Math.round(item.atMs / 1000)}s: ${describeFault(item.fault)}`);
+      // Redis downtime runs in the background so the schedule keeps its times.
+      const done = this.apply(item.fault).catch((err: unknown) => {
+        this.errors.push(`${item.fault.kind}: ${String(err)}`);
+      });
+      this.#pending.push(done);
+    }
+    await Promise.all(this.#pending);
+  }
+
+  async apply(fault: Fault): Promise<void> {
+    switch (fault.kind) {
+      case "consumer": {
+        const { failRate, duplicateRate, maxDelaySeconds, seed } = fault;
+        await this.#expectOk(
+          this.client.admin("PUT", "/chaos/consumer-faults", { failRate, duplicateRate, maxDelaySeconds, seed }),
+        );
+        this.#count("consumer fault windows");
+        return;
+      }
+      case "consumer-off":
+        await this.consumerOff();
+        return;
+      case "redis-kill":
+        if (this.redis.down) return;
+        await this.redis.kill();
+        this.#count("redis kills");
+        await sleep(fault.downMs);
+        await this.redis.restart();
+        this.log(`redis-server restarted on port ${this.redis.server.port}`);
+        return;
+      case "abort":
+        await this.#expectOk(this.client.admin("POST", `/chaos/stock/${fault.sku}/${fault.shard}/abort`));
+        this.#count("stock object aborts");
+        return;
+      case "reconcile": {
+        const reply = await this.client.admin("POST", "/admin/reconcile");
+        this.#count("mid-traffic reconciliations");
+        const differences = (reply.json as { differences?: unknown[] } | null)?.differences?.length ?? 0;
+        this.#count("mid-traffic reconcile differences", differences);
+        return;
+      }
+      case "dead-letter-replay":
+        this.#count("dead letters replayed mid-traffic", await this.replayDeadLetters());
+        return;
+      case "restock": {
+        const view = await this.client.admin("GET", `/admin/skus/${fault.sku}`);
+        const total = num((view.json as { stock?: unknown } | null)?.stock, "total");
+        if (view.status !== 200 || total === undefined) throw new Error(`restock: admin view answered ${view.status}`);
+        await this.#expectOk(this.client.admin("PUT", `/admin/skus/${fault.sku}`, { totalStock: total + fault.add }));
+        this.#count("restocks");
+        return;
+      }
+    }
+  }
+
+  async consumerOff(): Promise<void> {
+    await this.#expectOk(this.client.admin("PUT", "/chaos/consumer-faults", { failRate: 0, duplicateRate: 0 }));
+  }
+
+  /** Replays every pending dead letter; returns how many were replayed. */
+  async replayDeadLetters(): Promise<number> {
+    const list = await this.client.admin("GET", "/admin/dead-letters?pending=true");
+    const letters = (list.json as { deadLetters?: { id: string }[] } | null)?.deadLetters ?? [];
+    let replayed = 0;
+    for (const letter of letters) {
+      const reply = await this.client.admin("POST", `/admin/dead-letters/${encodeURIComponent(letter.id)}/replay`);
+      if (reply.status === 200) replayed++;
+      else this.errors.push(`dead letter ${letter.id} replay answered ${reply.status}: ${reply.text.slice(0, 200)}`);
+    }
+    return replayed;
+  }
+
+  async #expectOk(pending: Promise<{ status: number; text: string }>): Promise<void> {
+    const reply = await pending;
+    if (reply.status !== 200) throw new Error(`answered ${reply.status}: ${reply.text.slice(0, 200)}`);
+  }
+}

@@ -1,0 +1,85 @@
+/** The harness's HTTP client: JSON in and out, a timeout on every call, retries only where asked. */
+import { sign } from "hono/jwt";
+
+export interface Reply {
+  status: number;
+  /** Parsed JSON body, or null when the body is not JSON. */
+  json: unknown;
+  text: string;
+  headers: Headers;
+}
+
+export interface Secrets {
+  authSecret: string;
+  adminToken: string;
+  webhookSecret: string;
+}
+
+export class Client {
+  constructor(
+    readonly base: string,
+    readonly secrets: Secrets,
+  ) {}
+
+  async request(
+    method: string,
+    path: string,
+    opts: { body?: unknown; headers?: Record<string, string> } = {},
+  ): Promise<Reply> {
+    const headers: Record<string, string> = { ...opts.headers };
+    let body: string | undefined;
+    if (opts.body !== undefined) {
+      body = typeof opts.body === "string" ? opts.body : JSON.stringify(opts.body);
+      headers["content-type"] ??= "application/json";
+    }
+    const response = await fetch(`${this.base}${path}`, {
+      method,
+      headers,
+      ...(body === undefined ? {} : { body }),
+      signal: AbortSignal.timeout(30_000),
+    });
+    const text = await response.text();
+    let json: unknown = null;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      json = null;
+    }
+    return { status: response.status, json, text, headers: response.headers };
+  }
+
+  admin(method: string, path: string, body?: unknown): Promise<Reply> {
+    return this.request(method, path, { headers: { authorization: `Bearer ${this.secrets.adminToken}` }, body });
+  }
+}
+
+export async function jwtFor(userId: string, secret: string, ttlSeconds = 3600): Promise<string> {
+  const now = Math.floor(Date.now() / 1000);
+  return sign({ sub: userId, iat: now, exp: now + ttlSeconds }, secret, "HS256");
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** The `error.code` of a contract error body, or null. */
+export function errorCode(json: unknown): string | null {
+  if (typeof json !== "object" || json === null || !("error" in json)) return null;
+  const error = json.error;
+  if (typeof error !== "object" || error === null || !("code" in error)) return null;
+  return typeof error.code === "string" ? error.code : null;
+}
+
+/** A string field of a JSON object, or undefined. */
+export function field(json: unknown, name: string): unknown {
+  if (typeof json !== "object" || json === null) return undefined;
+  return (json as Record<string, unknown>)[name];
+}
+
+export function str(json: unknown, name: string): string | undefined {
+  const value = field(json, name);
+  return typeof value === "string" ? value : undefined;
+}
+
+export function num(json: unknown, name: string): number | undefined {
+  const value = field(json, name);
+  return typeof value === "number" ? value : undefined;
+}

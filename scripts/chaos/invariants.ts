@@ -1,0 +1,263 @@
+/**
+ * The seven invariants of DESIGN.md, checked by id after the system settled. Sources: the admin SKU
+ * views (stock objects, D1 order counts, the Redis mirror), `GET /api/reservations/:id` as the owner
+ * (stock object status + D1 order status), and the D1 `orders` table read with `wrangler d1 execute`.
+ */
+import { spawn } from "node:child_process";
+import { type Client, field, jwtFor, type Reply, sleep, str } from "./http";
+import type { SkuPlan } from "./schedule";
+import type { Ledger } from "./shoppers";
+
+export interface Violation {
+  invariant: number;
+  message: string;
+}
+
+export interface OrderRow {
+  reservation_id: string;
+  sku: string;
+  user_id: string;
+  quantity: number;
+  status: string;
+}
+
+/** Runs one SQL statement on the local D1 of the dev server (its persisted state directory). */
+export function d1Query<T>(stateDir: string, sql: string): Promise<T[]> {
+  return new Promise((resolve, reject) => {
+    const args = ["wrangler", "d1", "execute", "DB", "--local", "--persist-to", stateDir, "--json", "--command", sql];
+    const child = spawn("npx", args, { env: { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" } });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+    });
+    child.stderr.on("data", (d: Buffer) => {
+      err += d.toString();
+    });
+    child.once("exit", (code) => {
+      if (code !== 0) return reject(new Error(`wrangler d1 execute exited ${code}: ${err || out}`));
+      try {
+        const parsed = JSON.parse(out) as { results: T[] }[];
+        resolve(parsed.flatMap((p) => p.results));
+      } catch (e) {
+        reject(new Error(`wrangler d1 execute printed no JSON: ${String(e)}: ${out.slice(0, 300)}`));
+      }
+    });
+  });
+}
+
+export interface SkuView {
+  sku: string;
+  perUserLimit: number;
+  stock: { total: number; available: number; held: number; sold: number };
+  orders: Record<string, number>;
+  mirror: { available: number; held: number; sold: number; version: number } | null;
+  waitlist: number;
+  version: number;
+}
+
+export async function skuView(client: Client, sku: string): Promise<SkuView> {
+  const reply = await client.admin("GET", `/admin/skus/${sku}`);
+  if (reply.status !== 200)
+    throw new Error(`GET /admin/skus/${sku} answered ${reply.status}: ${reply.text.slice(0, 200)}`);
+  return reply.json as SkuView;
+}
+
+export function ordersSql(skus: SkuPlan[]): string {
+  const list = skus.map((s) => `'${s.sku}'`).join(",");
+  return `SELECT reservation_id, sku, user_id, quantity, status FROM orders WHERE sku IN (${list})`;
+}
+
+/** Quantity per status of D1 rows of one SKU. */
+function sums(rows: OrderRow[], sku: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const row of rows) if (row.sku === sku) out[row.status] = (out[row.status] ?? 0) + row.quantity;
+  return out;
+}
+
+/** Cheap convergence test used while settling: D1 and the mirror agree with the stock objects. */
+export async function converged(
+  client: Client,
+  stateDir: string,
+  skus: SkuPlan[],
+  ledger: Ledger,
+  opts: { mirror: boolean } = { mirror: true },
+): Promise<string | null> {
+  const rows = await d1Query<OrderRow>(stateDir, ordersSql(skus));
+  const ids = new Set(rows.map((r) => r.reservation_id));
+  const missing = [...ledger.acked.keys()].filter((id) => !ids.has(id));
+  if (missing.length > 0) return `${missing.length} acknowledged reservations not in D1 yet (e.g. ${missing[0]})`;
+  for (const plan of skus) {
+    const view = await skuView(client, plan.sku);
+    const q = sums(rows, plan.sku);
+    if ((q.held ?? 0) !== view.stock.held || (q.paid ?? 0) !== view.stock.sold) {
+      return `${plan.sku}: D1 held/paid ${q.held ?? 0}/${q.paid ?? 0} vs stock held/sold ${view.stock.held}/${view.stock.sold}`;
+    }
+    const m = view.mirror;
+    if (!opts.mirror) continue;
+    if (!m || m.available !== view.stock.available || m.held !== view.stock.held || m.sold !== view.stock.sold) {
+      return `${plan.sku}: mirror ${JSON.stringify(m)} vs stock ${JSON.stringify(view.stock)}`;
+    }
+  }
+  return null;
+}
+
+/** The first acknowledged reservation whose D1 order status differs from its stock object's, or null. */
+export async function firstOrderMismatch(
+  client: Client,
+  stateDir: string,
+  skus: SkuPlan[],
+  ledger: Ledger,
+): Promise<string | null> {
+  const rows = new Map((await d1Query<OrderRow>(stateDir, ordersSql(skus))).map((r) => [r.reservation_id, r]));
+  for (const a of ledger.acked.values()) {
+    const row = rows.get(a.id);
+    if (!row) return `reservation ${a.id} (${a.sku}, user ${a.userId}) has no D1 order`;
+    const reply = await readAsOwner(client, a.id, a.userId);
+    const status = str(reply.json, "status");
+    if (reply.status === 200 && status !== row.status) {
+      return `reservation ${a.id} (${a.sku}, user ${a.userId}): stock object says ${status}, D1 order says ${row.status}`;
+    }
+  }
+  return null;
+}
+
+async function readAsOwner(client: Client, id: string, userId: string): Promise<Reply> {
+  const jwt = await jwtFor(userId, client.secrets.authSecret);
+  for (let attempt = 0; ; attempt++) {
+    const reply = await client.request("GET", `/api/reservations/${id}`, {
+      headers: { authorization: `Bearer ${jwt}` },
+    });
+    if (reply.status !== 429 || attempt > 10) return reply;
+    await sleep(2_000);
+  }
+}
+
+export interface CheckResult {
+  violations: Violation[];
+  checked: Record<number, string>;
+}
+
+export async function checkInvariants(
+  client: Client,
+  stateDir: string,
+  skus: SkuPlan[],
+  ledger: Ledger,
+): Promise<CheckResult> {
+  const violations: Violation[] = [...ledger.violations];
+  const fail = (invariant: number, message: string) => violations.push({ invariant, message });
+  const checked: Record<number, string> = {};
+  const now = Date.now();
+  const rows = await d1Query<OrderRow>(stateDir, ordersSql(skus));
+  const dupRows = await d1Query<{ reservation_id: string; n: number }>(
+    stateDir,
+    "SELECT reservation_id, COUNT(*) AS n FROM orders GROUP BY reservation_id HAVING n > 1",
+  );
+  const byId = new Map(rows.map((r) => [r.reservation_id, r]));
+  const views = new Map<string, SkuView>();
+  for (const plan of skus) views.set(plan.sku, await skuView(client, plan.sku));
+
+  // 1. available + held + sold == total, none negative; stock sums exact against D1 rows.
+  for (const [sku, view] of views) {
+    const { total, available, held, sold } = view.stock;
+    if (available < 0 || held < 0 || sold < 0 || available + held + sold !== total) {
+      fail(1, `${sku}: available ${available} + held ${held} + sold ${sold} != total ${total}`);
+    }
+    const q = sums(rows, sku);
+    if ((q.paid ?? 0) !== sold) fail(1, `${sku}: stock sold ${sold} but D1 paid orders sum to ${q.paid ?? 0}`);
+  }
+  checked[1] = `${views.size} SKUs: available+held+sold == total, sold == Σ paid order quantities`;
+
+  // 2. Per-user limit: active (held + paid) quantity per user and SKU.
+  const active = new Map<string, number>();
+  for (const row of rows) {
+    if (row.status !== "held" && row.status !== "paid") continue;
+    const key = `${row.sku}|${row.user_id}`;
+    active.set(key, (active.get(key) ?? 0) + row.quantity);
+  }
+  for (const [key, quantity] of active) {
+    const [sku, user] = key.split("|");
+    const limit = views.get(sku ?? "")?.perUserLimit ?? 0;
+    if (quantity > limit) fail(2, `user ${user} holds or bought ${quantity} of ${sku} (perUserLimit ${limit})`);
+  }
+  checked[2] = `${active.size} (user, SKU) pairs within perUserLimit`;
+
+  // 3. Checked on line by the shoppers (concurrent double submits and replays); see ledger.
+  checked[3] = "token replays and concurrent double submits answered one reservation";
+
+  // 4. Every acknowledged reservation: exactly one D1 row, its status equal to the stock object's.
+  for (const row of dupRows) fail(4, `reservation ${row.reservation_id} has ${row.n} D1 rows`);
+  let read = 0;
+  const finalStatus = new Map<string, string>();
+  const acked = [...ledger.acked.values()];
+  for (let i = 0; i < acked.length; i += 16) {
+    await Promise.all(
+      acked.slice(i, i + 16).map(async (a) => {
+        const reply = await readAsOwner(client, a.id, a.userId);
+        read++;
+        if (reply.status !== 200)
+          return fail(4, `GET /api/reservations/${a.id} answered ${reply.status}: ${reply.text.slice(0, 120)}`);
+        const status = str(reply.json, "status") ?? "?";
+        finalStatus.set(a.id, status);
+        const order = field(reply.json, "order");
+        const row = byId.get(a.id);
+        if (field(order, "persisted") !== true || !row)
+          return fail(4, `acknowledged reservation ${a.id} (${a.sku}, ${a.userId}) has no D1 order row`);
+        if (row.status !== status || str(order, "status") !== status) {
+          fail(4, `reservation ${a.id}: stock object says ${status}, D1 order says ${row.status}`);
+        }
+        if (row.quantity !== a.quantity && a.origin === "reservation")
+          fail(4, `reservation ${a.id}: D1 quantity ${row.quantity}, acknowledged ${a.quantity}`);
+        // What the shopper was told last must still hold (no silent reversal).
+        if (a.finalBy !== null && status !== a.finalBy)
+          fail(6, `reservation ${a.id}: payment answered ${a.finalBy}, final status ${status}`);
+        const allowed: Record<string, string[]> = {
+          held: ["held", "expired"],
+          cancelled: ["cancelled"],
+          expired: ["expired"],
+          paid: ["paid"],
+          refund_required: ["refund_required"],
+        };
+        if (a.finalBy === null && !(allowed[a.lastKnown] ?? [a.lastKnown]).includes(status)) {
+          fail(5, `reservation ${a.id}: last answered ${a.lastKnown}, final status ${status}`);
+        }
+      }),
+    );
+  }
+  const ackedIds = new Set(ledger.acked.keys());
+  const unexplained = rows.filter(
+    (r) => !ackedIds.has(r.reservation_id) && !ledger.waitlisted.has(r.user_id) && !ledger.unanswered.has(r.user_id),
+  );
+  for (const row of unexplained.slice(0, 5))
+    fail(4, `D1 order ${row.reservation_id} (${row.user_id}) was never acknowledged to anyone`);
+  checked[4] = `${acked.length} acknowledged reservations read back (${read} reads), ${rows.length} D1 rows, none duplicated`;
+
+  // 5. Holds released exactly once: held stock equals Σ held orders; no hold left past its expiry.
+  for (const [sku, view] of views) {
+    const q = sums(rows, sku);
+    if ((q.held ?? 0) !== view.stock.held)
+      fail(5, `${sku}: stock held ${view.stock.held} but D1 held orders sum to ${q.held ?? 0}`);
+  }
+  for (const a of acked) {
+    if (finalStatus.get(a.id) === "held" && a.expiresAt < now - 5_000)
+      fail(5, `reservation ${a.id} still held ${Math.round((now - a.expiresAt) / 1000)} s after its expiry`);
+  }
+  checked[5] = "held == Σ held orders per SKU, no overdue hold, no reversal of a release";
+
+  // 6. Each payment event effective once: every answer for one event id is the same.
+  for (const [eventId, record] of ledger.payments) {
+    if (new Set(record.answers).size > 1)
+      fail(6, `payment ${eventId} for ${record.reservationId} answered ${record.answers.join(", ")}`);
+  }
+  checked[6] = `${ledger.payments.size} payment event ids, each answered one way; sold == Σ paid (1)`;
+
+  // 7. Mirror equals the stock objects.
+  for (const [sku, view] of views) {
+    const m = view.mirror;
+    if (!m || m.available !== view.stock.available || m.held !== view.stock.held || m.sold !== view.stock.sold) {
+      fail(7, `${sku}: mirror ${JSON.stringify(m)} differs from stock ${JSON.stringify(view.stock)}`);
+    }
+  }
+  checked[7] = `${views.size} SKU mirrors equal to their stock objects`;
+  return { violations, checked };
+}

@@ -1,0 +1,257 @@
+// `npm run chaos [-- --seed N] [--quick | --minutes M] [--no-fuzz | --fuzz-only]`
+//
+// Starts the real system locally (redis-server + the Upstash bridge + wrangler dev with its queues, D1
+// and Durable Objects, `--var CHAOS:true` so the fault switches exist), runs hundreds of seeded
+// shoppers against it on 127.0.0.1 while faults are injected on a seeded schedule, stops the faults,
+// lets the system settle (dead-letter replays, reconciliation), checks the seven invariants of
+// DESIGN.md by id, then runs the bad-input pass. Prints a summary; exits 1 on any violation.
+import { randomBytes } from "node:crypto";
+import { startDevServer } from "../../test/support/dev-server";
+import { startRedis } from "../lib/redis-server";
+import { startBridge } from "../upstash-bridge";
+import { FaultInjector, RedisControl } from "./faults";
+import { fuzz } from "./fuzz";
+import { Client, type Secrets, sleep } from "./http";
+import { checkInvariants, converged, d1Query, firstOrderMismatch, type SkuView, skuView } from "./invariants";
+import { describeFault, faultSchedule, parseOptions, skuPlans } from "./schedule";
+import { Shoppers } from "./shoppers";
+
+const began = Date.now();
+// The bridge logs every command it could not pass on while redis-server is down: count those lines.
+let bridgeErrors = 0;
+const consoleError = console.error.bind(console);
+console.error = (...args: unknown[]) => {
+  if (typeof args[0] === "string" && args[0].startsWith("upstash-bridge:")) bridgeErrors++;
+  else consoleError(...args);
+};
+const log = (line: string) => console.log(`[chaos ${((Date.now() - began) / 1000).toFixed(1).padStart(6)}s] ${line}`);
+
+const opts = parseOptions(process.argv.slice(2));
+const skus = skuPlans(opts);
+const schedule = faultSchedule(opts, skus);
+log(
+  `seed ${opts.seed}, traffic ${opts.trafficMs / 1000} s, ${opts.shoppers} shoppers (${opts.concurrency} at once), ` +
+    `${skus.length} SKUs, ${schedule.length} scheduled faults`,
+);
+for (const item of schedule.slice(0, 6))
+  log(`  schedule t+${(item.atMs / 1000).toFixed(1)}s ${describeFault(item.fault)}`);
+if (schedule.length > 6) log(`  ... and ${schedule.length - 6} more`);
+
+const secrets: Secrets = {
+  authSecret: `chaos-auth-${randomBytes(8).toString("hex")}`,
+  adminToken: `chaos-admin-${randomBytes(8).toString("hex")}`,
+  webhookSecret: `chaos-webhook-${randomBytes(8).toString("hex")}`,
+};
+
+const redis = new RedisControl(await startRedis());
+const bridgeToken = randomBytes(24).toString("hex");
+const bridge = await startBridge({ redisUrl: redis.server.url, token: bridgeToken, host: "127.0.0.1" });
+log(`redis-server on port ${redis.server.port}, Upstash bridge on ${bridge.url}; starting wrangler dev`);
+const server = await startDevServer({
+  vars: {
+    CHAOS: "true",
+    RECONCILE_GRACE_MS: "0",
+    AUTH_SECRET: secrets.authSecret,
+    ADMIN_TOKEN: secrets.adminToken,
+    PAYMENT_WEBHOOK_SECRET: secrets.webhookSecret,
+    UPSTASH_REDIS_REST_URL: bridge.url,
+    UPSTASH_REDIS_REST_TOKEN: bridgeToken,
+  },
+});
+log(`wrangler dev on ${server.url} (state in ${server.stateDir})`);
+const client = new Client(server.url, secrets);
+
+let exitCode = 1;
+const stopAll = async () => {
+  await server.stop().catch(() => undefined);
+  await bridge.close().catch(() => undefined);
+  await redis.server.stop().catch(() => undefined);
+};
+process.on("SIGINT", () => void stopAll().then(() => process.exit(130)));
+
+try {
+  for (const plan of skus) {
+    const { sku, totalStock, perUserLimit, holdSeconds, shards } = plan;
+    const reply = await client.admin("PUT", `/admin/skus/${sku}`, {
+      name: sku,
+      totalStock,
+      perUserLimit,
+      holdSeconds,
+      shards,
+    });
+    if (reply.status !== 200) throw new Error(`configuring ${sku} answered ${reply.status}: ${reply.text}`);
+    log(`SKU ${sku}: total ${totalStock}, perUserLimit ${perUserLimit}, holdSeconds ${holdSeconds}, shards ${shards}`);
+  }
+
+  const shoppers = new Shoppers(client, opts, skus);
+  const faults = new FaultInjector(client, redis, log);
+  let violations: { invariant: number; message: string }[] = [];
+  let checked: Record<number, string> = {};
+  let pipelineViolation: { invariant: number; message: string } | null = null;
+
+  if (opts.chaos) {
+    // ---- traffic under faults
+    const start = Date.now();
+    log("traffic and faults start");
+    await Promise.all([shoppers.runAll(log, start + opts.trafficMs + 60_000), faults.run(schedule, start)]);
+    log(
+      `traffic done in ${((Date.now() - start) / 1000).toFixed(0)} s: ${shoppers.ledger.acked.size} reservations acknowledged`,
+    );
+
+    // ---- settle: faults off, redis up, holds lapse, dead letters replayed, reconciliation
+    await faults.consumerOff();
+    if (redis.down) await redis.restart();
+    const consumer = await client.admin("GET", "/chaos/consumer-faults");
+    log(`faults stopped; consumer faults injected by the Worker: ${consumer.text}`);
+    const lastShortExpiry = Math.max(
+      0,
+      ...[...shoppers.ledger.acked.values()].filter((a) => a.expiresAt - Date.now() < 20_000).map((a) => a.expiresAt),
+    );
+    if (lastShortExpiry > Date.now()) {
+      log(`waiting ${Math.ceil((lastShortExpiry - Date.now()) / 1000)} s for short holds to lapse`);
+      await sleep(lastShortExpiry - Date.now() + 1_000);
+    }
+    // Phase A: the order pipeline alone (queue retries, duplicates, dead-letter replays; no reconciliation)
+    // must bring D1 to the stock objects' state. Reading the admin views wakes aborted objects, whose
+    // constructor sends what their outbox still holds. Reconciliation repairing what a correct pipeline
+    // would have delivered would hide consumer bugs, so it only runs after this.
+    const selfDeadline = Date.now() + 90_000;
+    let pipelineGap: string | null = null;
+    for (let round = 1; ; round++) {
+      const replayed = await faults.replayDeadLetters();
+      pipelineGap = await converged(client, server.stateDir, skus, shoppers.ledger, { mirror: false });
+      log(
+        `drain round ${round} (no reconciliation): ${replayed} dead letters replayed; ${pipelineGap ?? "D1 matches the stock objects"}`,
+      );
+      if (pipelineGap === null || Date.now() > selfDeadline) break;
+      await sleep(5_000);
+    }
+    if (pipelineGap !== null) {
+      const mismatch = await firstOrderMismatch(client, server.stateDir, skus, shoppers.ledger);
+      pipelineViolation = {
+        invariant: 4,
+        message: `the order pipeline did not converge in 90 s after the faults stopped (${pipelineGap})${mismatch ? `; first: ${mismatch}` : ""}`,
+      };
+      log(`VIOLATION (invariant 4): ${pipelineViolation.message}`);
+    }
+
+    // Phase B: reconciliation (check-back, mirror rewrite after redis lost its data, overdue holds).
+    const settleDeadline = Date.now() + (opts.quick ? 120_000 : 240_000);
+    let round = 0;
+    let calm = 0;
+    for (;;) {
+      round++;
+      const replayed = await faults.replayDeadLetters();
+      const run = await client.admin("POST", "/admin/reconcile?full=true");
+      const differences = (run.json as { differences?: { kind: string }[] } | null)?.differences ?? [];
+      const kinds = [...new Set(differences.map((d) => d.kind))].join(",");
+      await sleep(2_000);
+      const gap = await converged(client, server.stateDir, skus, shoppers.ledger);
+      log(
+        `settle round ${round}: ${replayed} dead letters replayed, reconcile ${run.status} with ${differences.length} differences${kinds ? ` (${kinds})` : ""}; ${gap ?? "converged"}`,
+      );
+      calm = gap === null && differences.length === 0 ? calm + 1 : 0;
+      if (calm >= 1 && gap === null) break;
+      if (Date.now() > settleDeadline) {
+        log("settle deadline passed: checking invariants as they stand");
+        break;
+      }
+      await sleep(3_000);
+    }
+
+    // ---- invariants
+    log("checking invariants");
+    ({ violations, checked } = await checkInvariants(client, server.stateDir, skus, shoppers.ledger));
+    if (pipelineViolation) violations.unshift(pipelineViolation);
+  }
+
+  // ---- bad-input pass: every answer a contract 4xx, state unchanged
+  let fuzzFailures: string[] = [];
+  let fuzzSummary = "skipped";
+  if (opts.fuzz) {
+    const anyAcked = [...shoppers.ledger.acked.values()][0];
+    const owner = anyAcked?.userId ?? "fuzz-owner";
+    const known = {
+      sku: skus[0]?.sku ?? "none",
+      reservationId: anyAcked?.id ?? `${skus[0]?.sku}.0.${"0".repeat(32)}`,
+      ownerId: owner,
+    };
+    const snapshot = async () => {
+      const views: SkuView[] = [];
+      for (const plan of skus) views.push(await skuView(client, plan.sku));
+      const rows = await d1Query<{ n: number; s: string }>(
+        server.stateDir,
+        "SELECT COUNT(*) AS n, group_concat(status) AS s FROM (SELECT status FROM orders ORDER BY reservation_id)",
+      );
+      const list = await client.admin("GET", "/admin/skus");
+      return JSON.stringify({
+        views: views.map(({ sku, stock, orders, waitlist, version }) => ({ sku, stock, orders, waitlist, version })),
+        rows,
+        skus: (list.json as { skus?: { sku: string }[] } | null)?.skus?.map((s) => s.sku).sort(),
+      });
+    };
+    const before = await snapshot();
+    const result = await fuzz(client, known, log);
+    const after = await snapshot();
+    fuzzFailures = result.failures;
+    if (before !== after)
+      fuzzFailures.push(`state changed by the bad-input pass:\n  before ${before}\n  after  ${after}`);
+    fuzzSummary = `${result.cases} bad requests, answers ${[...result.byStatus]
+      .sort((a, b) => a[0] - b[0])
+      .map(([s, n]) => `${s}×${n}`)
+      .join(" ")}, ${fuzzFailures.length} failures, state ${before === after ? "unchanged" : "CHANGED"}`;
+  }
+
+  // ---- summary
+  console.log("\n================ chaos summary ================");
+  console.log(
+    `seed ${opts.seed}  traffic ${opts.trafficMs / 1000} s  shoppers ${opts.shoppers}  wall ${((Date.now() - began) / 1000).toFixed(0)} s`,
+  );
+  if (opts.chaos) {
+    console.log("operations by outcome:");
+    for (const [key, n] of [...shoppers.ledger.outcomes].sort()) console.log(`  ${key.padEnd(42)} ${n}`);
+    console.log(
+      `reservations acknowledged: ${shoppers.ledger.acked.size}; payment event ids: ${shoppers.ledger.payments.size}`,
+    );
+    console.log("faults injected:");
+    for (const [key, n] of faults.injected) console.log(`  ${key.padEnd(42)} ${n}`);
+    console.log(`  ${"mirror commands refused while redis was down".padEnd(42)} ${bridgeErrors}`);
+    console.log(
+      `  worker-side consumer faults               ${(await client.admin("GET", "/chaos/consumer-faults")).text}`,
+    );
+    const letters = await client.admin("GET", "/admin/dead-letters");
+    const stored = (letters.json as { deadLetters?: { replayedAt: string | null }[] } | null)?.deadLetters ?? [];
+    console.log(
+      `  ${"dead letters stored / replayed".padEnd(42)} ${stored.length} / ${stored.filter((l) => l.replayedAt).length}`,
+    );
+    for (const sample of shoppers.ledger.serverErrors) console.log(`  5xx seen by shoppers: ${sample}`);
+    if (faults.errors.length > 0) console.log(`fault injection errors: ${faults.errors.slice(0, 5).join("; ")}`);
+    console.log("final stock per SKU:");
+    for (const plan of skus) {
+      const v = await skuView(client, plan.sku);
+      console.log(
+        `  ${plan.sku.padEnd(20)} stock ${JSON.stringify(v.stock)} orders ${JSON.stringify(v.orders)} mirror ${JSON.stringify(v.mirror)}`,
+      );
+    }
+    console.log("invariants:");
+    for (let id = 1; id <= 7; id++) {
+      const first = violations.find((v) => v.invariant === id);
+      const n = violations.filter((v) => v.invariant === id).length;
+      console.log(first ? `  ${id}: VIOLATED (${n}): ${first.message}` : `  ${id}: held — ${checked[id] ?? ""}`);
+    }
+  }
+  console.log(`bad-input pass: ${fuzzSummary}`);
+  fuzzFailures.sort((a, b) => Number(b.startsWith("state changed")) - Number(a.startsWith("state changed")));
+  for (const failure of fuzzFailures.slice(0, 10)) console.log(`  FAIL ${failure}`);
+  const firstViolation = violations[0];
+  if (firstViolation)
+    console.log(`\nFIRST VIOLATION: invariant ${firstViolation.invariant}: ${firstViolation.message}`);
+  exitCode = violations.length === 0 && fuzzFailures.length === 0 ? 0 : 1;
+  console.log(exitCode === 0 ? "RESULT: PASS" : "RESULT: FAIL");
+} catch (err) {
+  console.error(`[chaos] aborted: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+  exitCode = 2;
+} finally {
+  await stopAll();
+}
+process.exit(exitCode);

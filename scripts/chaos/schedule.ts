@@ -1,0 +1,186 @@
+/**
+ * The seeded part of the chaos run: options, the PRNG, the SKUs, and the fault schedule.
+ * The same seed and options give the same SKUs, shopper plans and fault schedule.
+ */
+import { parseArgs } from "node:util";
+
+export interface Options {
+  seed: number;
+  quick: boolean;
+  /** How long shoppers arrive, in ms. */
+  trafficMs: number;
+  shoppers: number;
+  /** Shoppers running at once (the machine has 2 cores). */
+  concurrency: number;
+  fuzz: boolean;
+  chaos: boolean;
+}
+
+export function parseOptions(argv: string[]): Options {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      seed: { type: "string" },
+      quick: { type: "boolean", default: false },
+      minutes: { type: "string" },
+      "fuzz-only": { type: "boolean", default: false },
+      "no-fuzz": { type: "boolean", default: false },
+    },
+    strict: true,
+  });
+  const seed = values.seed === undefined ? 1 : Number(values.seed);
+  if (!Number.isInteger(seed) || seed < 0 || seed >= 2 ** 32)
+    throw new Error(`--seed must be an integer, got ${values.seed}`);
+  const minutes = values.minutes === undefined ? undefined : Number(values.minutes);
+  if (minutes !== undefined && !(minutes > 0 && minutes <= 120)) throw new Error(`--minutes must be in (0, 120]`);
+  const trafficMs = minutes !== undefined ? minutes * 60_000 : values.quick ? 60_000 : 180_000;
+  const shoppers = Math.round((values.quick && minutes === undefined ? 260 : 200) * (trafficMs / 60_000));
+  return {
+    seed,
+    quick: values.quick,
+    trafficMs,
+    shoppers: Math.max(50, shoppers),
+    concurrency: 48,
+    fuzz: !values["no-fuzz"],
+    chaos: !values["fuzz-only"],
+  };
+}
+
+/** mulberry32: small, fast, good enough for schedules. */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+/** A derived seed (for one shopper or one subsystem) that does not overlap the main stream. */
+export function derive(seed: number, index: number): number {
+  return (Math.imul(seed ^ 0x9e3779b9, 0x85ebca6b) + Math.imul(index + 1, 0xc2b2ae35)) >>> 0;
+}
+
+export const pick = <T>(random: () => number, items: readonly T[]): T => {
+  const item = items[Math.floor(random() * items.length)];
+  if (item === undefined) throw new Error("pick from an empty list");
+  return item;
+};
+export const between = (random: () => number, min: number, max: number): number =>
+  min + Math.floor(random() * (max - min + 1));
+
+export interface SkuPlan {
+  sku: string;
+  totalStock: number;
+  perUserLimit: number;
+  holdSeconds: number;
+  shards: number;
+  /** Relative share of shoppers. */
+  weight: number;
+}
+
+export function skuPlans(opts: Options): SkuPlan[] {
+  const scale = Math.max(1, Math.ceil(opts.trafficMs / 120_000));
+  const prefix = `chaos${opts.seed}`;
+  return [
+    { sku: `${prefix}-solo`, totalStock: 50 * scale, perUserLimit: 2, holdSeconds: 900, shards: 1, weight: 3 },
+    { sku: `${prefix}-short`, totalStock: 40 * scale, perUserLimit: 2, holdSeconds: 10, shards: 1, weight: 3 },
+    { sku: `${prefix}-sharded`, totalStock: 90 * scale, perUserLimit: 3, holdSeconds: 900, shards: 4, weight: 3 },
+    { sku: `${prefix}-hot`, totalStock: 12 * scale, perUserLimit: 1, holdSeconds: 10, shards: 2, weight: 2 },
+  ];
+}
+
+export type Fault =
+  | {
+      kind: "consumer";
+      failRate: number;
+      /** Share of events that fail on every attempt while the window lasts (they reach the dead-letter queue). */
+      poisonRate: number;
+      duplicateRate: number;
+      maxDelaySeconds: number;
+      seed: number;
+    }
+  | { kind: "consumer-off" }
+  | { kind: "redis-kill"; downMs: number }
+  | { kind: "abort"; sku: string; shard: number }
+  | { kind: "reconcile" }
+  | { kind: "dead-letter-replay" }
+  | { kind: "restock"; sku: string; add: number };
+
+export interface Scheduled {
+  atMs: number;
+  fault: Fault;
+}
+
+/** The fault schedule: every fault at a seeded offset from the start of traffic, in time order. */
+export function faultSchedule(opts: Options, skus: SkuPlan[]): Scheduled[] {
+  const random = prng(derive(opts.seed, 1_000_000));
+  const end = opts.trafficMs;
+  const out: Scheduled[] = [];
+  // Consumer failure windows: on for a while, then off, over the whole traffic period.
+  // The first window is long and poisons a share of events: those fail past max_retries (about 31 s of
+  // back-off) and land in the dead-letter queue, replayed later.
+  for (let at = between(random, 2_000, 6_000), first = true; at < end - 5_000; first = false) {
+    const failRate = pick(random, [0.2, 0.35, 0.5, 0.9]);
+    out.push({
+      atMs: at,
+      fault: {
+        kind: "consumer",
+        failRate,
+        poisonRate: first ? 0.1 : 0,
+        duplicateRate: pick(random, [0.1, 0.25, 0.4]),
+        maxDelaySeconds: between(random, 0, 5),
+        seed: between(random, 1, 2 ** 31),
+      },
+    });
+    const length = first ? Math.max(45_000, Math.min(end - at - 5_000, 60_000)) : between(random, 6_000, 15_000);
+    out.push({ atMs: Math.min(end, at + length), fault: { kind: "consumer-off" } });
+    at += length + between(random, 3_000, 10_000);
+  }
+  const perMinute = (n: number) => Math.max(1, Math.round((n * end) / 60_000));
+  for (let i = 0; i < perMinute(2); i++) {
+    out.push({
+      atMs: between(random, 5_000, end - 8_000),
+      fault: { kind: "redis-kill", downMs: between(random, 2_000, 6_000) },
+    });
+  }
+  for (let i = 0; i < perMinute(8); i++) {
+    const sku = pick(random, skus);
+    out.push({
+      atMs: between(random, 1_000, end - 1_000),
+      fault: { kind: "abort", sku: sku.sku, shard: between(random, 0, sku.shards - 1) },
+    });
+  }
+  for (let i = 0; i < perMinute(3); i++) out.push({ atMs: between(random, 3_000, end), fault: { kind: "reconcile" } });
+  for (let i = 0; i < perMinute(1); i++)
+    out.push({ atMs: between(random, 20_000, end + 20_000), fault: { kind: "dead-letter-replay" } });
+  for (let i = 0; i < perMinute(1); i++) {
+    const sku = pick(random, skus);
+    out.push({
+      atMs: between(random, 10_000, end - 5_000),
+      fault: { kind: "restock", sku: sku.sku, add: between(random, 5, 20) },
+    });
+  }
+  return out.sort((a, b) => a.atMs - b.atMs);
+}
+
+export function describeFault(fault: Fault): string {
+  switch (fault.kind) {
+    case "consumer":
+      return `consumer faults on (fail ${fault.failRate}, poison ${fault.poisonRate}, duplicate ${fault.duplicateRate}, delay ≤ ${fault.maxDelaySeconds}s)`;
+    case "consumer-off":
+      return "consumer faults off";
+    case "redis-kill":
+      return `redis-server killed for ${fault.downMs} ms`;
+    case "abort":
+      return `stock object ${fault.sku}#${fault.shard} aborted`;
+    case "reconcile":
+      return "reconciliation run mid-traffic (re-emits: duplicate deliveries)";
+    case "dead-letter-replay":
+      return "dead letters replayed";
+    case "restock":
+      return `${fault.sku} restocked by ${fault.add}`;
+  }
+}

@@ -1,0 +1,337 @@
+/**
+ * Simulated shoppers: each one a seeded script of tokens, reservations (random quantities, concurrent
+ * double submits, token replays), cancels, payments (valid, duplicated, late, failed, reordered) and
+ * waitlists. Everything they were told is recorded in a {@link Ledger} for the invariant checks.
+ */
+import { signPayment } from "../../src/payments/webhook-signature";
+import { type Client, errorCode, jwtFor, type Reply, sleep, str } from "./http";
+import { between, derive, type Options, pick, prng, type SkuPlan } from "./schedule";
+
+export interface Acked {
+  id: string;
+  sku: string;
+  userId: string;
+  quantity: number;
+  expiresAt: number;
+  /** Status from the last answer about it (reservation, cancel, payment, read). */
+  lastKnown: string;
+  /** A payment.succeeded answered `paid` or `refund_required` for it: those are final. */
+  finalBy: string | null;
+  origin: "reservation" | "waitlist";
+}
+
+export interface Ledger {
+  acked: Map<string, Acked>;
+  /** Users with a reservation attempt that got no contract answer (it may have committed). */
+  unanswered: Set<string>;
+  /** Users who joined a waitlist (they may receive holds nobody acknowledged to them). */
+  waitlisted: Set<string>;
+  /** Payment event id -> every `reservationStatus` answered for it. */
+  payments: Map<string, { reservationId: string; answers: string[] }>;
+  outcomes: Map<string, number>;
+  /** Violations seen on line (invariant 3, 6): the first one is reported. */
+  violations: { invariant: number; message: string }[];
+  users: Map<string, string>;
+  /** The first few 5xx answers (kept to show what a fault looked like from outside). */
+  serverErrors: string[];
+}
+
+export function newLedger(): Ledger {
+  return {
+    acked: new Map(),
+    unanswered: new Set(),
+    waitlisted: new Set(),
+    payments: new Map(),
+    outcomes: new Map(),
+    violations: [],
+    users: new Map(),
+    serverErrors: [],
+  };
+}
+
+function count(ledger: Ledger, op: string, reply: Reply | null): void {
+  const key =
+    reply === null
+      ? `${op} network-error`
+      : `${op} ${reply.status}${errorCode(reply.json) ? ` ${errorCode(reply.json)}` : ""}`;
+  ledger.outcomes.set(key, (ledger.outcomes.get(key) ?? 0) + 1);
+  if (reply && reply.status >= 500 && ledger.serverErrors.length < 5) {
+    ledger.serverErrors.push(`${op} ${reply.status}: ${reply.text.slice(0, 160).replace(/\s+/g, " ")}`);
+  }
+}
+
+/** Calls with retries on 429/503/5xx/network errors (all our mutations are idempotent to repeat). */
+async function call(ledger: Ledger, op: string, send: () => Promise<Reply>, retries = 6): Promise<Reply | null> {
+  for (let attempt = 0; ; attempt++) {
+    let reply: Reply | null = null;
+    try {
+      reply = await send();
+    } catch {
+      reply = null;
+    }
+    count(ledger, op, reply);
+    const retryable = reply === null || reply.status === 429 || reply.status >= 500;
+    if (!retryable || attempt >= retries) return reply;
+    await sleep(reply?.status === 429 ? 1_500 + attempt * 500 : 300 + attempt * 300);
+  }
+}
+
+export class Shoppers {
+  readonly ledger = newLedger();
+  #nextPaymentId = 0;
+
+  constructor(
+    readonly client: Client,
+    readonly opts: Options,
+    readonly skus: SkuPlan[],
+  ) {}
+
+  #as(userId: string): Record<string, string> {
+    const jwt = this.ledger.users.get(userId);
+    if (!jwt) throw new Error(`no JWT for ${userId}`);
+    return { authorization: `Bearer ${jwt}` };
+  }
+
+  async #pay(
+    reservationId: string,
+    type: "payment.succeeded" | "payment.failed",
+    eventId: string,
+  ): Promise<string | null> {
+    const raw = JSON.stringify({ id: eventId, type, reservationId, amount: 1999 });
+    const reply = await call(this.ledger, `pay ${type === "payment.succeeded" ? "ok" : "failed"}`, async () =>
+      this.client.request("POST", "/webhooks/payments", {
+        body: raw,
+        headers: {
+          "payment-signature": await signPayment(raw, this.client.secrets.webhookSecret, Math.floor(Date.now() / 1000)),
+        },
+      }),
+    );
+    const status = reply?.status === 200 ? (str(reply.json, "reservationStatus") ?? null) : null;
+    if (status) {
+      const record = this.ledger.payments.get(eventId) ?? { reservationId, answers: [] };
+      record.answers.push(status);
+      this.ledger.payments.set(eventId, record);
+      const acked = this.ledger.acked.get(reservationId);
+      if (acked) {
+        acked.lastKnown = status;
+        if (type === "payment.succeeded" && (status === "paid" || status === "refund_required")) acked.finalBy = status;
+      }
+    }
+    return status;
+  }
+
+  #eventId(index: number): string {
+    this.#nextPaymentId++;
+    return `evt_chaos_${this.opts.seed}_${index}_${this.#nextPaymentId}`;
+  }
+
+  /** One shopper's whole visit. */
+  async run(index: number): Promise<void> {
+    const random = prng(derive(this.opts.seed, index));
+    const userId = `shopper-${this.opts.seed}-${index}`;
+    this.ledger.users.set(userId, await jwtFor(userId, this.client.secrets.authSecret));
+    const auth = this.#as(userId);
+    const weights = this.skus.flatMap((s) => Array.from({ length: s.weight }, () => s));
+    const plan = pick(random, weights);
+    const sku = plan.sku;
+    const { ledger, client } = this;
+
+    const minted = await call(ledger, "token", () =>
+      client.request("POST", `/api/skus/${sku}/tokens`, { headers: auth }),
+    );
+    if (!minted) return;
+    if (minted.status === 409 && errorCode(minted.json) === "SOLD_OUT") {
+      if (random() < 0.6) await this.#waitlist(random, userId, sku, plan);
+      return;
+    }
+    const token = str(minted.json, "token");
+    if (minted.status !== 201 || !token) return;
+
+    // Mostly within the limit; sometimes over it (LIMIT_EXCEEDED / INSUFFICIENT_STOCK expected).
+    const quantity =
+      random() < 0.85
+        ? between(random, 1, plan.perUserLimit)
+        : between(random, plan.perUserLimit + 1, plan.perUserLimit + 3);
+    const reserve = (q: number) =>
+      call(ledger, "reserve", () =>
+        client.request("POST", `/api/skus/${sku}/reservations`, { headers: auth, body: { token, quantity: q } }),
+      );
+    const copies = random() < 0.2 ? between(random, 2, 3) : 1;
+    const replies = await Promise.all(Array.from({ length: copies }, () => reserve(quantity)));
+    const accepted = replies.filter((r): r is Reply => r?.status === 202);
+    if (replies.some((r) => r === null || r.status >= 500)) ledger.unanswered.add(userId);
+    const ids = new Set(accepted.map((r) => str(r.json, "reservationId")));
+    if (ids.size > 1) {
+      ledger.violations.push({
+        invariant: 3,
+        message: `one token (user ${userId}) created reservations ${[...ids].join(", ")}`,
+      });
+    }
+    const first = accepted[0];
+    const id = first ? str(first.json, "reservationId") : undefined;
+    if (!first || !id) return;
+    const expiresAt = Date.parse(str(first.json, "expiresAt") ?? "");
+    const acked: Acked = {
+      id,
+      sku,
+      userId,
+      quantity,
+      expiresAt,
+      lastKnown: "held",
+      finalBy: null,
+      origin: "reservation",
+    };
+    ledger.acked.set(id, acked);
+
+    // Token replays: same body (same reservation, flagged), other quantity (422).
+    if (random() < 0.25) {
+      await sleep(between(random, 0, 1_500));
+      const again = await reserve(quantity);
+      if (
+        again?.status === 202 &&
+        (str(again.json, "reservationId") !== id || again.headers.get("idempotent-replayed") !== "true")
+      ) {
+        ledger.violations.push({
+          invariant: 3,
+          message: `token replay for ${id} answered ${str(again.json, "reservationId")} (Idempotent-Replayed: ${again.headers.get("idempotent-replayed")})`,
+        });
+      }
+    }
+    if (random() < 0.1) {
+      const other = await reserve(quantity + 1);
+      if (other?.status === 202) {
+        ledger.violations.push({ invariant: 3, message: `token of ${id} accepted again with another quantity` });
+      }
+    }
+
+    // What the shopper does with the hold.
+    const roll = random();
+    if (roll < 0.5) {
+      // Pay, on time or (short holds) around expiry; sometimes duplicated or raced by a failure.
+      const late = plan.holdSeconds <= 10 && random() < 0.45;
+      await sleep(
+        late
+          ? between(random, plan.holdSeconds * 1000 - 800, plan.holdSeconds * 1000 + 2_500)
+          : between(random, 200, 3_000),
+      );
+      const eventId = this.#eventId(index);
+      const style = random();
+      if (style < 0.2) {
+        // Concurrent duplicate deliveries of one event.
+        await Promise.all([this.#pay(id, "payment.succeeded", eventId), this.#pay(id, "payment.succeeded", eventId)]);
+      } else if (style < 0.35) {
+        // Reordered events: a failure and a success race; the answer read back is what counts.
+        const failId = this.#eventId(index);
+        const pair = [() => this.#pay(id, "payment.failed", failId), () => this.#pay(id, "payment.succeeded", eventId)];
+        if (random() < 0.5) pair.reverse();
+        await Promise.all(pair.map((f) => f()));
+        await this.#read(acked);
+        acked.finalBy = acked.lastKnown === "paid" || acked.lastKnown === "refund_required" ? acked.lastKnown : null;
+      } else {
+        await this.#pay(id, "payment.succeeded", eventId);
+      }
+      if (random() < 0.3) {
+        // A late replay of the same event: same answer, no second effect.
+        await sleep(between(random, 500, 4_000));
+        await this.#pay(id, "payment.succeeded", eventId);
+      }
+    } else if (roll < 0.62) {
+      await sleep(between(random, 200, 2_000));
+      await this.#pay(id, "payment.failed", this.#eventId(index));
+    } else if (roll < 0.82) {
+      await sleep(between(random, 200, 3_000));
+      await this.#cancel(acked, auth);
+      if (random() < 0.3) await this.#cancel(acked, auth);
+      if (random() < 0.15) {
+        // A payment after the cancel: re-takes stock if it can, else refund_required.
+        await this.#pay(id, "payment.succeeded", this.#eventId(index));
+      }
+    }
+    if (random() < 0.3) await this.#read(acked);
+  }
+
+  async #cancel(acked: Acked, auth: Record<string, string>): Promise<void> {
+    const reply = await call(this.ledger, "cancel", () =>
+      this.client.request("POST", `/api/reservations/${acked.id}/cancel`, { headers: auth }),
+    );
+    if (reply?.status === 200) acked.lastKnown = str(reply.json, "status") ?? acked.lastKnown;
+  }
+
+  async #read(acked: Acked): Promise<void> {
+    const reply = await call(this.ledger, "read", () =>
+      this.client.request("GET", `/api/reservations/${acked.id}`, { headers: this.#as(acked.userId) }),
+    );
+    if (reply?.status === 200) acked.lastKnown = str(reply.json, "status") ?? acked.lastKnown;
+  }
+
+  async #waitlist(random: () => number, userId: string, sku: string, plan: SkuPlan): Promise<void> {
+    const auth = this.#as(userId);
+    const joined = await call(this.ledger, "waitlist", () =>
+      this.client.request("POST", `/api/skus/${sku}/waitlist`, {
+        headers: auth,
+        body: { quantity: between(random, 1, plan.perUserLimit) },
+      }),
+    );
+    if (joined?.status !== 202) return;
+    this.ledger.waitlisted.add(userId);
+    // Come back later: a hold the waitlist gave shows in /api/me/reservations once persisted.
+    await sleep(between(random, 5_000, 15_000));
+    const mine = await call(this.ledger, "me", () =>
+      this.client.request("GET", "/api/me/reservations", { headers: auth }),
+    );
+    const list = mine?.status === 200 ? (mine.json as { reservations?: unknown[] }).reservations : undefined;
+    for (const item of list ?? []) {
+      const id = str(item, "reservationId");
+      if (!id || str(item, "status") !== "held" || this.ledger.acked.has(id)) continue;
+      const acked: Acked = {
+        id,
+        sku,
+        userId,
+        quantity: Number((item as { quantity?: unknown }).quantity),
+        expiresAt: Date.parse(str(item, "expiresAt") ?? ""),
+        lastKnown: "held",
+        finalBy: null,
+        origin: "waitlist",
+      };
+      this.ledger.acked.set(id, acked);
+      this.ledger.outcomes.set("waitlist hold received", (this.ledger.outcomes.get("waitlist hold received") ?? 0) + 1);
+      if (random() < 0.6) await this.#pay(id, "payment.succeeded", this.#eventId(Number(userId.split("-").pop())));
+    }
+  }
+
+  /** Runs every shopper, `concurrency` at a time, arrivals spread over the traffic period. */
+  async runAll(progress: (line: string) => void, stopAt: number): Promise<void> {
+    const start = Date.now();
+    let next = 0;
+    let done = 0;
+    const worker = async () => {
+      for (;;) {
+        const index = next++;
+        if (index >= this.opts.shoppers) return;
+        const due = start + (index * this.opts.trafficMs) / this.opts.shoppers;
+        if (Date.now() < due) await sleep(due - Date.now());
+        if (Date.now() > stopAt) return;
+        try {
+          await this.run(index);
+        } catch (err) {
+          this.ledger.outcomes.set(
+            `shopper crashed: ${String(err).slice(0, 80)}`,
+            (this.ledger.outcomes.get(`shopper crashed: ${String(err).slice(0, 80)}`) ?? 0) + 1,
+          );
+        }
+        done++;
+      }
+    };
+    const ticker = setInterval(() => {
+      const s = Math.round((Date.now() - start) / 1000);
+      progress(
+        `t+${s}s shoppers done ${done}/${this.opts.shoppers}, reservations acknowledged ${this.ledger.acked.size}`,
+      );
+    }, 10_000);
+    try {
+      await Promise.all(Array.from({ length: this.opts.concurrency }, worker));
+    } finally {
+      clearInterval(ticker);
+    }
+  }
+}

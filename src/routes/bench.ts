@@ -1,0 +1,80 @@
+import { Hono } from "hono";
+import { z } from "zod";
+import type { Outcome, ReserveAnswer, ReserveRequest } from "../../durable-objects/stock-engine";
+import { newNonce } from "../edge/purchase-token";
+import { stockShard } from "../edge/stock-client";
+import { readJson } from "../http/body";
+import type { AppEnv } from "../http/context";
+import { ApiError } from "../http/errors";
+
+/**
+ * Bench-only routes for `npm run bench` (bench/): measurements that must run inside workerd, next
+ * to the stock objects. Gated exactly like the dev routes: every `/bench/*` path answers
+ * `404 NOT_FOUND` unless the var `DEV_TOOLS` is "true" (.dev.vars only, never in production).
+ *
+ * - `POST /bench/engine`: drives `count` fresh reservations (distinct users, one unit each) through the
+ *   stock object's `reserve(requests[])` RPC in batches of `batch`, `concurrency` RPCs in flight, no
+ *   HTTP in between, and returns the elapsed time and every RPC's duration.
+ * - `GET /bench/orders/:sku`: when each D1 order row of a SKU was first written (the consumer's
+ *   `processed_events.processed_at`), to measure the lag from a `202` to its row.
+ */
+export const bench = new Hono<AppEnv>();
+
+const EngineRequest = z.object({
+  sku: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/),
+  shard: z.int().min(0).max(63).default(0),
+  count: z.int().min(1).max(200_000),
+  batch: z.int().min(1).max(256),
+  concurrency: z.int().min(1).max(256),
+  /** Distinguishes the users of one run from another's (per-user limits). */
+  run: z.string().regex(/^[A-Za-z0-9_-]{1,32}$/),
+});
+
+bench.use("/bench/*", async (c, next) => {
+  if (c.env.DEV_TOOLS !== "true") throw new ApiError("NOT_FOUND");
+  await next();
+});
+
+bench.post("/bench/engine", async (c) => {
+  const body = await readJson(c, EngineRequest);
+  const stub = stockShard(c.env, body.sku, body.shard);
+  const batches: ReserveRequest[][] = [];
+  for (let i = 0; i < body.count; i += body.batch) {
+    const size = Math.min(body.batch, body.count - i);
+    batches.push(
+      Array.from({ length: size }, (_, k) => ({ userId: `${body.run}-${i + k}`, nonce: newNonce(), quantity: 1 })),
+    );
+  }
+  const codes: Record<string, number> = {};
+  const rpcMs: number[] = [];
+  let ok = 0;
+  let next = 0;
+  const lane = async () => {
+    for (let b = next++; b < batches.length; b = next++) {
+      const requests = batches[b] ?? [];
+      const t0 = performance.now();
+      const answers: Outcome<ReserveAnswer>[] = await stub.reserve(requests);
+      rpcMs.push(performance.now() - t0);
+      for (const answer of answers) {
+        if (answer.ok) ok++;
+        else codes[answer.code] = (codes[answer.code] ?? 0) + 1;
+      }
+    }
+  };
+  const started = performance.now();
+  await Promise.all(Array.from({ length: Math.min(body.concurrency, batches.length) }, lane));
+  const elapsedMs = performance.now() - started;
+  return c.json({ elapsedMs, ok, rejected: codes, rpcs: batches.length, rpcMs });
+});
+
+bench.get("/bench/orders/:sku", async (c) => {
+  const sku = c.req.param("sku");
+  const { results } = await c.env.DB.prepare(
+    `SELECT o.reservation_id AS id, MIN(p.processed_at) AS at
+       FROM orders o JOIN processed_events p ON p.reservation_id = o.reservation_id
+      WHERE o.sku = ?1 GROUP BY o.reservation_id`,
+  )
+    .bind(sku)
+    .all<{ id: string; at: number }>();
+  return c.json({ rows: results });
+});

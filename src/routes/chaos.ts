@@ -1,0 +1,150 @@
+import { Hono } from "hono";
+import { z } from "zod";
+import { callStock, SKU_ID, stockShard } from "../edge/stock-client";
+import { adminAuth } from "../http/auth";
+import { readJson } from "../http/body";
+import type { AppEnv } from "../http/context";
+import { ApiError } from "../http/errors";
+import type { OrderEvent } from "../orders/events";
+import type { ConsumerFault } from "../orders/order-consumer";
+
+/**
+ * Chaos-only fault switches for `npm run chaos` (scripts/chaos/). They exist only when the var
+ * `CHAOS` is exactly "true", which only the chaos harness passes (`wrangler dev --var CHAOS:true`);
+ * wrangler.toml and .dev.vars never set it. Anywhere else every `/chaos/*` path answers
+ * `404 NOT_FOUND` for every method, and the queue handler runs without a fault hook.
+ * The routes also require the admin token.
+ */
+
+declare global {
+  namespace Cloudflare {
+    interface Env {
+      /** "true" only under the chaos harness: enables /chaos/* and the consumer fault hook. */
+      CHAOS?: string;
+    }
+  }
+}
+
+/** The isolate-global fault settings read by the queue handler (the isolate serves both). */
+interface ConsumerFaults {
+  failRate: number;
+  poisonRate: number;
+  duplicateRate: number;
+  maxDelaySeconds: number;
+  random: () => number;
+  failures: number;
+  duplicates: number;
+}
+
+function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+const faults: ConsumerFaults = {
+  failRate: 0,
+  poisonRate: 0,
+  duplicateRate: 0,
+  maxDelaySeconds: 0,
+  random: mulberry32(1),
+  failures: 0,
+  duplicates: 0,
+};
+
+/** Event ids already re-sent once (a duplicate is not duplicated again). */
+const duplicated = new Set<string>();
+
+const FaultRequest = z.object({
+  failRate: z.number().min(0).max(1),
+  poisonRate: z.number().min(0).max(1).default(0),
+  duplicateRate: z.number().min(0).max(1).default(0),
+  maxDelaySeconds: z.int().min(0).max(30).default(0),
+  seed: z
+    .int()
+    .min(0)
+    .max(2 ** 32 - 1)
+    .default(1),
+});
+
+/**
+ * Runs the order consumer with the chaos fault hook when `CHAOS` is "true", else without one.
+ * The hook fails messages at `failRate` (the queue retries them, and dead-letters what keeps
+ * failing); at `duplicateRate` a message's event is sent to the queue once more after the batch,
+ * delayed by up to `maxDelaySeconds`: a duplicate and late delivery of the same event id.
+ */
+export async function withChaosFault(env: Env, run: (fault?: ConsumerFault) => Promise<void>): Promise<void> {
+  if (env.CHAOS !== "true") return run(undefined);
+  const resend: OrderEvent[] = [];
+  await run((event) => {
+    if (faults.duplicateRate > 0 && !duplicated.has(event.id) && faults.random() < faults.duplicateRate) {
+      duplicated.add(event.id);
+      resend.push(event);
+    }
+    const poisoned = faults.poisonRate > 0 && idFraction(event.id) < faults.poisonRate;
+    if (poisoned || (faults.failRate > 0 && faults.random() < faults.failRate)) {
+      faults.failures++;
+      throw new Error("chaos: injected consumer failure");
+    }
+  });
+  for (const event of resend) {
+    const delaySeconds = Math.floor(faults.random() * (faults.maxDelaySeconds + 1));
+    await env.ORDER_EVENTS.send(event, { contentType: "json", delaySeconds });
+    faults.duplicates++;
+  }
+}
+
+/** A stable fraction in [0, 1) of an event id (FNV-1a): poisoned ids fail on every attempt. */
+function idFraction(id: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) {
+    hash ^= id.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return (hash >>> 0) / 4_294_967_296;
+}
+
+export const chaos = new Hono<AppEnv>();
+
+chaos.use("/chaos/*", async (c, next) => {
+  if (c.env.CHAOS !== "true") throw new ApiError("NOT_FOUND");
+  await next();
+});
+chaos.use("/chaos/*", adminAuth);
+
+/** Sets the consumer fault rates; `200` with the settings and what was injected so far. */
+chaos.put("/chaos/consumer-faults", async (c) => {
+  const body = await readJson(c, FaultRequest);
+  faults.failRate = body.failRate;
+  faults.poisonRate = body.poisonRate;
+  faults.duplicateRate = body.duplicateRate;
+  faults.maxDelaySeconds = body.maxDelaySeconds;
+  faults.random = mulberry32(body.seed);
+  return c.json(faultView());
+});
+
+chaos.get("/chaos/consumer-faults", (c) => c.json(faultView()));
+
+function faultView() {
+  const { failRate, poisonRate, duplicateRate, maxDelaySeconds, failures, duplicates } = faults;
+  return { failRate, poisonRate, duplicateRate, maxDelaySeconds, failures, duplicates };
+}
+
+/** Aborts one stock object (its in-memory state and in-flight requests; storage stays). */
+chaos.post("/chaos/stock/:sku/:shard/abort", async (c) => {
+  const sku = c.req.param("sku");
+  const shard = Number(c.req.param("shard"));
+  if (!SKU_ID.test(sku) || !Number.isInteger(shard) || shard < 0 || shard > 63) throw new ApiError("NOT_FOUND");
+  let error: string | null = null;
+  try {
+    await callStock(() => stockShard(c.env, sku, shard).chaosAbort());
+  } catch (err) {
+    error = String(err); // the abort rejects the very call that caused it
+  }
+  return c.json({ sku, shard, aborted: true, error });
+});
