@@ -2,7 +2,9 @@
  * The seeded part of the chaos run: options, the PRNG, the SKUs, and the fault schedule.
  * The same seed and options give the same SKUs, shopper plans and fault schedule.
  */
+
 import { parseArgs } from "node:util";
+import { seededRandom } from "../../src/chaos/seeded-random";
 
 export interface Options {
   seed: number;
@@ -46,17 +48,8 @@ export function parseOptions(argv: string[]): Options {
   };
 }
 
-/** mulberry32: small, fast, good enough for schedules. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
+/** The harness's PRNG: the same seed gives the same schedule. */
+export const prng = seededRandom;
 
 /** A derived seed (for one shopper or one subsystem) that does not overlap the main stream. */
 export function derive(seed: number, index: number): number {

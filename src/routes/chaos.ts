@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import { z } from "zod";
+import { seededRandom } from "../chaos/seeded-random";
 import { callStock, SKU_ID, stockShard } from "../edge/stock-client";
 import { adminAuth } from "../http/auth";
 import { readJson } from "../http/body";
@@ -36,23 +37,12 @@ interface ConsumerFaults {
   duplicates: number;
 }
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
-
 const faults: ConsumerFaults = {
   failRate: 0,
   poisonRate: 0,
   duplicateRate: 0,
   maxDelaySeconds: 0,
-  random: mulberry32(1),
+  random: seededRandom(1),
   failures: 0,
   duplicates: 0,
 };
@@ -124,7 +114,7 @@ chaos.put("/chaos/consumer-faults", async (c) => {
   faults.poisonRate = body.poisonRate;
   faults.duplicateRate = body.duplicateRate;
   faults.maxDelaySeconds = body.maxDelaySeconds;
-  faults.random = mulberry32(body.seed);
+  faults.random = seededRandom(body.seed);
   return c.json(faultView());
 });
 

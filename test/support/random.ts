@@ -1,14 +1,4 @@
-/** A seeded PRNG (mulberry32): the same seed gives the same fault schedule on every run. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
+export { seededRandom } from "../../src/chaos/seeded-random";
 
 /** Fisher–Yates shuffle with the given random source (returns a new array). */
 export function shuffle<T>(items: readonly T[], random: () => number): T[] {
