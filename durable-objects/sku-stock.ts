@@ -113,11 +113,12 @@ export class SkuStock extends DurableObject<Env> {
   async reserve(requests: ReserveRequest[]): Promise<Outcome<ReserveAnswer>[]> {
     this.rpcCalls++;
     const answers = this.engine.reserve(requests, this.now());
-    const state = this.engine.state();
     const short = answers.flatMap((a, i) =>
       !a.ok && (a.code === "SOLD_OUT" || a.code === "INSUFFICIENT_STOCK") ? [i] : [],
     );
-    if (state && state.shards > 1 && short.length > 0) {
+    // The state is read only when some request went short: a served batch costs no extra query.
+    const state = short.length > 0 ? this.engine.state() : null;
+    if (state && state.shards > 1) {
       const wanted = short.reduce((n, i) => n + (requests[i]?.quantity ?? 0), 0) - state.stock.available;
       if ((await this.#pull(state, wanted)) > 0) {
         const retried = this.engine.reserve(
