@@ -1,5 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import { MIRROR_WRITE_TIMEOUT_MS, mirrorFromEnv, type RedisMirror } from "../src/mirror/redis-mirror";
+import { log, withLogContext } from "../src/observability/log";
 import { shardName } from "./shard-name";
 import {
   type Audit,
@@ -7,7 +8,7 @@ import {
   type PaymentAnswer,
   type PaymentType,
   type Reservation,
-  type ReserveAnswer,
+  type ReserveOutcome,
   type ReserveRequest,
   type SkuSettings,
   type SkuState,
@@ -93,11 +94,8 @@ export class SkuStock extends DurableObject<Env> {
     this.#schedulePublish();
   }
 
-  async configure(settings: SkuSettings): Promise<Outcome<SkuState>> {
-    this.rpcCalls++;
-    const outcome = this.engine.configure(settings, this.now());
-    await this.#afterCommit();
-    return outcome;
+  async configure(settings: SkuSettings, requestId?: string): Promise<Outcome<SkuState>> {
+    return this.#call(requestId, () => this.engine.configure(settings, this.now()));
   }
 
   state(): SkuState | null {
@@ -110,9 +108,13 @@ export class SkuStock extends DurableObject<Env> {
    * On a sharded SKU, requests this shard cannot serve pull stock from its siblings first and are
    * decided again, so `SOLD_OUT` means every shard is empty.
    */
-  async reserve(requests: ReserveRequest[]): Promise<Outcome<ReserveAnswer>[]> {
+  async reserve(requests: ReserveRequest[]): Promise<ReserveOutcome[]> {
     this.rpcCalls++;
-    const answers = this.engine.reserve(requests, this.now());
+    return withLogContext({ requestId: requests[0]?.requestId, ...this.#where() }, () => this.#reserve(requests));
+  }
+
+  async #reserve(requests: ReserveRequest[]): Promise<ReserveOutcome[]> {
+    const answers: ReserveOutcome[] = this.engine.reserve(requests, this.now());
     const short = answers.flatMap((a, i) =>
       !a.ok && (a.code === "SOLD_OUT" || a.code === "INSUFFICIENT_STOCK") ? [i] : [],
     );
@@ -131,16 +133,23 @@ export class SkuStock extends DurableObject<Env> {
         });
       }
     }
+    // Answers that show the shard empty carry its spent-nonce digest (one read, shared by them all).
+    const empty = answers.flatMap((a, i) => ((a.ok ? a.value.available : a.available) === 0 ? [i] : []));
+    if (empty.length > 0) {
+      const spentNonces = this.engine.spentNonces();
+      for (const i of empty) answers[i] = { ...(answers[i] as ReserveOutcome), spentNonces };
+    }
     await this.#afterCommit();
+    log("info", "reservations decided", {
+      requestIds: requests.map((r) => r.requestId),
+      results: answers.map((a) => (a.ok ? (a.value.replayed ? "replayed" : "held") : a.code)),
+    });
     return answers;
   }
 
   /** Puts a buyer on this shard's waitlist (see {@link StockEngine.joinWaitlist}). */
-  async joinWaitlist(userId: string, quantity: number): Promise<Outcome<WaitlistEntry>> {
-    this.rpcCalls++;
-    const outcome = this.engine.joinWaitlist(userId, quantity, this.now());
-    await this.#afterCommit();
-    return outcome;
+  async joinWaitlist(userId: string, quantity: number, requestId?: string): Promise<Outcome<WaitlistEntry>> {
+    return this.#call(requestId, () => this.engine.joinWaitlist(userId, quantity, this.now()));
   }
 
   waitlistLength(): number {
@@ -272,18 +281,36 @@ export class SkuStock extends DurableObject<Env> {
     return actual ? { status: "drift", expected, actual, repaired } : { status: "missing", expected, repaired };
   }
 
-  async cancel(reservationId: string, userId: string): Promise<Outcome<Reservation>> {
-    this.rpcCalls++;
-    const outcome = this.engine.cancel(reservationId, userId, this.now());
-    await this.#afterCommit();
-    return outcome;
+  async cancel(reservationId: string, userId: string, requestId?: string): Promise<Outcome<Reservation>> {
+    return this.#call(requestId, () => this.engine.cancel(reservationId, userId, this.now()));
   }
 
-  async applyPayment(eventId: string, type: PaymentType, reservationId: string): Promise<Outcome<PaymentAnswer>> {
+  async applyPayment(
+    eventId: string,
+    type: PaymentType,
+    reservationId: string,
+    requestId?: string,
+  ): Promise<Outcome<PaymentAnswer>> {
+    return this.#call(requestId, () => this.engine.applyPayment(eventId, type, reservationId, this.now()));
+  }
+
+  /**
+   * One engine transaction for an edge request, then the follow-up; its log lines (and the events
+   * it emits) carry the request id. Failed outcomes are logged with their code.
+   */
+  async #call<T>(requestId: string | undefined, decide: () => Outcome<T>): Promise<Outcome<T>> {
     this.rpcCalls++;
-    const outcome = this.engine.applyPayment(eventId, type, reservationId, this.now());
-    await this.#afterCommit();
-    return outcome;
+    return withLogContext({ requestId, ...this.#where() }, async () => {
+      const outcome = decide();
+      await this.#afterCommit();
+      if (!outcome.ok) log("info", "stock request refused", { code: outcome.code });
+      return outcome;
+    });
+  }
+
+  /** This object's SKU and shard, for log lines (its name is `<sku>#<shard>`, see shard-name.ts). */
+  #where(): { object: string | undefined } {
+    return { object: this.ctx.id.name };
   }
 
   /**

@@ -1,4 +1,6 @@
+import { currentRequestId } from "../src/observability/log";
 import { eventTypeOf, type OrderEvent, type ReservationStatus } from "../src/orders/events";
+import { fnv1a } from "./shard-name";
 import { STOCK_SCHEMA } from "./stock-schema";
 
 /**
@@ -99,6 +101,8 @@ export interface ReserveRequest {
   userId: string;
   nonce: string;
   quantity: number;
+  /** The edge request asking (for logs and the events it causes). */
+  requestId?: string | undefined;
 }
 
 export interface ReserveAnswer {
@@ -108,6 +112,13 @@ export interface ReserveAnswer {
   /** Units still available after this request, so the edge can learn "sold out" at once. */
   available: number;
 }
+
+/**
+ * A reservation answer as the stock object sends it. An answer that shows nothing left on the
+ * shard carries the shard's spent-nonce digest, so the edge's sold-out cache can tell a replayed
+ * token (which must get its reservation back) from a new one (see src/edge/sold-out-cache.ts).
+ */
+export type ReserveOutcome = Outcome<ReserveAnswer> & { spentNonces?: readonly number[] };
 
 export interface PaymentAnswer {
   reservation: Reservation;
@@ -192,6 +203,8 @@ export class StockEngine {
   readonly #sql: SqlStorage;
   readonly #newId: () => string;
   #sku: string | undefined;
+  /** The request a batched reservation came from, while it is decided (else the log context's). */
+  #requestId: string | undefined;
 
   /** `newId` returns a fresh UUID (reservation and event ids); tests pass a seeded one. */
   constructor(storage: EngineStorage, newId: () => string) {
@@ -248,8 +261,23 @@ export class StockEngine {
   reserve(requests: readonly ReserveRequest[], now: number): Outcome<ReserveAnswer>[] {
     return this.#storage.transactionSync(() => {
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
-      return requests.map((request) => this.#reserveOne(request, now));
+      return requests.map((request) => {
+        this.#requestId = request.requestId;
+        try {
+          return this.#reserveOne(request, now);
+        } finally {
+          this.#requestId = undefined;
+        }
+      });
     });
+  }
+
+  /** FNV-1a hashes of every nonce this shard has taken (one per reservation made with a token). */
+  spentNonces(): number[] {
+    return this.#sql
+      .exec<{ nonce: string }>("SELECT nonce FROM reservations WHERE nonce IS NOT NULL")
+      .toArray()
+      .map((row) => fnv1a(row.nonce));
   }
 
   /** Releases a held reservation of `userId`. Cancelling a cancelled one again changes nothing. */
@@ -650,6 +678,8 @@ export class StockEngine {
       expiresAt: new Date(reservation.expiresAt).toISOString(),
       seq,
     };
+    const requestId = this.#requestId ?? currentRequestId();
+    if (requestId !== undefined) event.requestId = requestId;
     this.#sql.exec("INSERT INTO outbox (seq, event) VALUES (?, ?)", seq, JSON.stringify(event));
     this.#sql.exec("UPDATE reservations SET seq = ? WHERE id = ?", seq, reservation.id);
   }

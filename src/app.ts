@@ -1,12 +1,15 @@
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { methodNotAllowed } from "hono/method-not-allowed";
+import { requestId } from "hono/request-id";
 import type { AppEnv } from "./http/context";
 import { ApiError, errorBody, errorResponse } from "./http/errors";
+import { observe } from "./http/observe";
 import { admin } from "./routes/admin";
 import { bench } from "./routes/bench";
 import { chaos } from "./routes/chaos";
 import { type Dispatch, devRoutes } from "./routes/dev";
+import { metrics } from "./routes/metrics";
 import { openapi } from "./routes/openapi";
 import { ops } from "./routes/ops";
 import { pages } from "./routes/pages";
@@ -18,6 +21,7 @@ const MAX_BODY_BYTES = 16 * 1024;
 
 export const app = new Hono<AppEnv>();
 
+app.use(requestId({ limitLength: 128 }), observe);
 app.use(
   methodNotAllowed({
     app,
@@ -34,6 +38,7 @@ app.use(
 );
 
 app.route("/", ops);
+app.route("/", metrics);
 app.route("/", shopper);
 app.route("/", admin);
 app.route("/", webhooks);

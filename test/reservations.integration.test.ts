@@ -179,6 +179,36 @@ describe("reservation path", () => {
       [409, "SOLD_OUT"],
     ]);
     expect(await runInDurableObject(stub, (object) => object.rpcCalls)).toBe(before);
+
+    // The token that bought the units is still answered with its reservation (invariant 3): its
+    // nonce is in the spent digest the sold-out answer carried, so it alone goes to the object.
+    const replay = await reserve("h1", sku, 2, tokens[0]);
+    expect([replay.status, replay.headers.get("Idempotent-Replayed")]).toEqual([202, "true"]);
+    expect(await runInDurableObject(stub, (object) => object.rpcCalls)).toBe(before + 1);
+    expect((await reserve("h2", sku, 1, tokens[1])).json.error.code).toBe("SOLD_OUT");
+    expect(await runInDurableObject(stub, (object) => object.rpcCalls)).toBe(before + 1);
+  });
+
+  it("replays a token after the SKU sold out on its last unit, from any shard", async () => {
+    for (const shards of [1, 4]) {
+      const sku = uniqueSku(`last-unit-${shards}`);
+      await createSku(sku, { totalStock: shards, perUserLimit: 1, shards });
+      const users = Array.from({ length: shards + 2 }, (_, i) => `lu${shards}-${i}`);
+      const tokens = await Promise.all(users.map((u) => tokenFor(u, sku)));
+      const first = await Promise.all(users.map((u, i) => reserve(u, sku, 1, tokens[i])));
+      expect(first.filter((a) => a.status === 202)).toHaveLength(shards);
+      // Everybody asks again with the same token: the buyers get their reservation back, the rest SOLD_OUT.
+      const again = await Promise.all(users.map((u, i) => reserve(u, sku, 1, tokens[i])));
+      again.forEach((answer, i) => {
+        const before = first[i];
+        if (before?.status === 202) {
+          expect([answer.status, answer.json.reservationId]).toEqual([202, before.json.reservationId]);
+          expect(answer.headers.get("Idempotent-Replayed")).toBe("true");
+        } else {
+          expect([answer.status, answer.json.error.code]).toEqual([409, "SOLD_OUT"]);
+        }
+      });
+    }
   });
 
   it("cancels a held reservation once; a second cancel is 200 unchanged; others get 404", async () => {

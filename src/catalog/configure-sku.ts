@@ -5,6 +5,7 @@ import { readShardStates } from "../edge/sku-state";
 import { callStock, stockShard, unwrap } from "../edge/stock-client";
 import { ApiError } from "../http/errors";
 import type { SkuSettingsRequest } from "../http/schemas";
+import { currentRequestId } from "../observability/log";
 
 /**
  * Creates or updates a SKU over its shards, then records it in the D1 catalog.
@@ -30,7 +31,7 @@ export async function configureSku(env: Env, sku: string, body: SkuSettingsReque
   };
   const configure = (shard: number, shards: number, totalStock: number | undefined) => {
     const settings: SkuSettings = { ...common, shard, shards, totalStock };
-    return callStock(() => stockShard(env, sku, shard).configure(settings)).then(unwrap);
+    return callStock(() => stockShard(env, sku, shard).configure(settings, currentRequestId())).then(unwrap);
   };
 
   const current = await readShardStates(env, sku);

@@ -36,6 +36,20 @@ export const orders = sqliteTable(
   (t) => [index("orders_by_sku_status").on(t.sku, t.status), index("orders_by_user").on(t.userId, t.createdAt)],
 );
 
+/**
+ * Order rows per SKU and status, kept by triggers on `orders` (migration 0003) in the same
+ * statement as the row change, so `/metrics` and the admin view read counts without a scan.
+ */
+export const orderCounts = sqliteTable(
+  "order_counts",
+  {
+    sku: text("sku").notNull(),
+    status: text("status", { enum: RESERVATION_STATUSES }).notNull(),
+    count: integer("count").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.sku, t.status] })],
+);
+
 /** Event ids already applied: the consumer's idempotency record. */
 export const processedEvents = sqliteTable("processed_events", {
   eventId: text("event_id").primaryKey(),

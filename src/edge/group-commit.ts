@@ -1,4 +1,4 @@
-import type { Outcome, ReserveAnswer, ReserveRequest } from "../../durable-objects/stock-engine";
+import type { ReserveOutcome, ReserveRequest } from "../../durable-objects/stock-engine";
 import { ApiError } from "../http/errors";
 
 /**
@@ -19,11 +19,11 @@ export const MAX_BATCH = 64;
 /** The longest a request waits for the batch it joined (then: 503 BUSY, retry the same token). */
 export const MAX_WAIT_MS = 10_000;
 
-type Send = (requests: ReserveRequest[]) => Promise<Outcome<ReserveAnswer>[]>;
+type Send = (requests: ReserveRequest[]) => Promise<ReserveOutcome[]>;
 
 interface Waiter {
   request: ReserveRequest;
-  answer: PromiseWithResolvers<Outcome<ReserveAnswer>>;
+  answer: PromiseWithResolvers<ReserveOutcome>;
   /** Resolved when this waiter is first in line and must send the next batch. */
   lead: PromiseWithResolvers<"lead">;
 }
@@ -32,7 +32,7 @@ class ShardQueue {
   readonly #waiters: Waiter[] = [];
   #inFlight = false;
 
-  async submit(request: ReserveRequest, send: Send): Promise<Outcome<ReserveAnswer>> {
+  async submit(request: ReserveRequest, send: Send): Promise<ReserveOutcome> {
     const me: Waiter = { request, answer: Promise.withResolvers(), lead: Promise.withResolvers() };
     this.#waiters.push(me);
     if (!this.#inFlight) this.#handOver();
@@ -81,11 +81,7 @@ class ShardQueue {
 const queues = new Map<string, ShardQueue>();
 
 /** Reserves through the shard's queue of this isolate (one RPC per batch). */
-export async function reserveGrouped(
-  key: string,
-  request: ReserveRequest,
-  send: Send,
-): Promise<Outcome<ReserveAnswer>> {
+export async function reserveGrouped(key: string, request: ReserveRequest, send: Send): Promise<ReserveOutcome> {
   let queue = queues.get(key);
   if (!queue) {
     queue = new ShardQueue();

@@ -1,4 +1,4 @@
-import { shardName } from "../../durable-objects/shard-name";
+import { fnv1a, shardName } from "../../durable-objects/shard-name";
 import type { SkuStock } from "../../durable-objects/sku-stock";
 import type { Outcome } from "../../durable-objects/stock-engine";
 import { ApiError } from "../http/errors";
@@ -16,13 +16,7 @@ export function stockShard(env: Env, sku: string, shard: number): DurableObjectS
 
 /** A user's home shard: fixed per user, so the per-user limit is checked in one place. */
 export function homeShard(userId: string, shards: number): number {
-  // FNV-1a: cheap, stable, and spreads short ids well.
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < userId.length; i++) {
-    hash ^= userId.charCodeAt(i);
-    hash = Math.imul(hash, 0x01000193);
-  }
-  return (hash >>> 0) % shards;
+  return fnv1a(userId) % shards;
 }
 
 /** Where a reservation lives, or null for an id that cannot be one of ours. */

@@ -4,5 +4,7 @@ export type AppEnv = {
   Variables: {
     /** The shopper, from the JWT's `sub` (set by `shopperAuth`). */
     userId: string;
+    /** This request's id (the caller's `X-Request-Id`, or a new one), on every log line it causes. */
+    requestId: string;
   };
 };

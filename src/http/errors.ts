@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { log } from "../observability/log";
 
 /** Every error code of the contract (API.md) with its HTTP status and a default message. */
 export const ERRORS = {
@@ -63,6 +64,6 @@ export function errorResponse(err: Error, c: Context): Response {
     const code = CODE_BY_STATUS[err.status] ?? (err.status >= 500 ? "INTERNAL" : "INVALID_REQUEST");
     return c.json(errorBody(code), ERRORS[code][0]);
   }
-  console.error(JSON.stringify({ level: "error", msg: "unhandled error", path: c.req.path, error: String(err) }));
+  log("error", "unhandled error", { path: c.req.path, error: String(err), stack: err.stack });
   return c.json(errorBody("INTERNAL"), 500);
 }

@@ -1,6 +1,8 @@
 import { desc, eq, isNull } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { deadLetters } from "../db/schema";
+import { log } from "../observability/log";
+import { increment } from "../observability/metrics";
 import { OrderEventSchema } from "./events";
 import { applyOrderEvent } from "./order-store";
 
@@ -23,6 +25,14 @@ export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env)
       })
       .onConflictDoNothing();
     message.ack();
+    increment("flashgate_queue_events_total", { result: "dead_lettered" });
+    const body = message.body as { requestId?: unknown; id?: unknown } | null;
+    log("error", "order event dead-lettered", {
+      messageId: message.id,
+      attempts: message.attempts,
+      eventId: body?.id,
+      requestId: typeof body?.requestId === "string" ? body.requestId : undefined,
+    });
   }
 }
 
@@ -48,6 +58,8 @@ export async function replayDeadLetter(db: D1Database, id: string, now: number):
   const parsed = OrderEventSchema.safeParse(JSON.parse(letter.body));
   if (!parsed.success) return { found: true, replayedAt: 0, applied: false, error: "not a valid order event" };
   await applyOrderEvent(db, parsed.data, now);
+  increment("flashgate_queue_events_total", { result: "replayed" });
+  log("info", "dead letter replayed", { deadLetterId: id, eventId: parsed.data.id });
   const replayedAt = letter.replayedAt ?? now;
   if (letter.replayedAt === null) await d1.update(deadLetters).set({ replayedAt }).where(eq(deadLetters.id, id));
   return { found: true, replayedAt, applied: true };

@@ -28,6 +28,8 @@ export const OrderEventSchema = z.object({
   expiresAt: z.iso.datetime().optional(),
   /** Grows per stock object; the consumer keeps the highest it applied per order. */
   seq: z.int().min(1),
+  /** The request that caused this change (absent for expiries and repairs), so logs can be followed. */
+  requestId: z.string().max(200).optional(),
 });
 export type OrderEvent = z.infer<typeof OrderEventSchema>;
 

@@ -1,3 +1,5 @@
+import { log, withLogContext } from "../observability/log";
+import { increment } from "../observability/metrics";
 import { type OrderEvent, OrderEventSchema } from "./events";
 import { applyOrderEvent } from "./order-store";
 
@@ -25,24 +27,31 @@ export async function consumeOrderEvents(batch: MessageBatch<unknown>, env: Env,
     if (!parsed.success) {
       // Not an event at all: retrying cannot help; let the queue dead-letter it quickly.
       log("warn", "order event failed validation", { messageId: message.id, error: parsed.error.message });
+      increment("flashgate_queue_events_total", { result: "invalid" });
       message.retry({ delaySeconds: 0 });
       continue;
     }
-    try {
-      fault?.(parsed.data, message.attempts);
-      await applyOrderEvent(env.DB, parsed.data, now);
-      message.ack();
-    } catch (err) {
-      log("warn", "order event failed, will retry", {
-        eventId: parsed.data.id,
-        attempts: message.attempts,
-        error: String(err),
-      });
-      message.retry({ delaySeconds: backoffSeconds(message.attempts) });
-    }
+    const event = parsed.data;
+    await withLogContext({ requestId: event.requestId, eventId: event.id, reservationId: event.reservationId }, () =>
+      consumeOne(env, message, event, now, fault),
+    );
   }
 }
 
-function log(level: "warn" | "error", msg: string, fields: Record<string, unknown>): void {
-  console[level](JSON.stringify({ level, msg, ...fields }));
+async function consumeOne(env: Env, message: Message, event: OrderEvent, now: number, fault?: ConsumerFault) {
+  try {
+    fault?.(event, message.attempts);
+    const changed = await applyOrderEvent(env.DB, event, now);
+    message.ack();
+    increment("flashgate_queue_events_total", { result: changed ? "applied" : "duplicate" });
+    log("info", changed ? "order event applied" : "order event changed nothing", {
+      type: event.type,
+      seq: event.seq,
+      attempts: message.attempts,
+    });
+  } catch (err) {
+    increment("flashgate_queue_events_total", { result: "retried" });
+    log("warn", "order event failed, will retry", { attempts: message.attempts, error: String(err) });
+    message.retry({ delaySeconds: backoffSeconds(message.attempts) });
+  }
 }

@@ -1,6 +1,6 @@
-import { and, count, desc, eq, sql } from "drizzle-orm";
+import { desc, eq, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import { orders, processedEvents } from "../db/schema";
+import { orderCounts as orderCountsTable, orders, processedEvents } from "../db/schema";
 import { type OrderEvent, RESERVATION_STATUSES, type ReservationStatus, statusOf } from "./events";
 
 /** D1 side of the order pipeline: applying events to `orders`, and reading orders back. */
@@ -8,12 +8,12 @@ import { type OrderEvent, RESERVATION_STATUSES, type ReservationStatus, statusOf
 /**
  * Applies one event in one `db.batch` (one transaction): record its id, upsert its order.
  * The upsert only moves a row to a higher `seq`, so a duplicate, a replay or an event that
- * arrives after a newer one changes nothing. Returns whether the event id was new.
+ * arrives after a newer one changes nothing. Returns whether the order row changed.
  */
 export async function applyOrderEvent(db: D1Database, event: OrderEvent, now: number): Promise<boolean> {
   const d1 = drizzle(db);
   const occurredAt = Date.parse(event.occurredAt);
-  const [recorded] = await d1.batch([
+  const [, upserted] = await d1.batch([
     d1
       .insert(processedEvents)
       .values({ eventId: event.id, reservationId: event.reservationId, processedAt: now })
@@ -43,7 +43,7 @@ export async function applyOrderEvent(db: D1Database, event: OrderEvent, now: nu
         setWhere: sql`excluded.last_seq > ${orders.lastSeq}`,
       }),
   ]);
-  return recorded.meta.changes > 0;
+  return upserted.meta.changes > 0;
 }
 
 export type OrderRow = typeof orders.$inferSelect;
@@ -62,14 +62,15 @@ export async function ordersOfUser(db: D1Database, userId: string, limit = 100):
     .limit(limit);
 }
 
-/** Order rows of a SKU by status (an index-only count per status). */
+/** Order rows of a SKU by status, from the counts the triggers keep (no scan of orders). */
 export async function orderCounts(db: D1Database, sku: string): Promise<Record<ReservationStatus, number>> {
-  const rows = await drizzle(db)
-    .select({ status: orders.status, n: count() })
-    .from(orders)
-    .where(and(eq(orders.sku, sku)))
-    .groupBy(orders.status);
+  const rows = await drizzle(db).select().from(orderCountsTable).where(eq(orderCountsTable.sku, sku));
   const counts = Object.fromEntries(RESERVATION_STATUSES.map((s) => [s, 0])) as Record<ReservationStatus, number>;
-  for (const row of rows) counts[row.status] = row.n;
+  for (const row of rows) counts[row.status] = row.count;
   return counts;
+}
+
+/** Order rows of every SKU by status (for `/metrics`). */
+export async function allOrderCounts(db: D1Database) {
+  return drizzle(db).select().from(orderCountsTable);
 }

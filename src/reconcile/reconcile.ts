@@ -3,6 +3,7 @@ import { drizzle } from "drizzle-orm/d1";
 import type { Audit, AuditedReservation } from "../../durable-objects/stock-engine";
 import { orders, reconcileDifferences, reconcileRuns, reconcileWatermarks, skus } from "../db/schema";
 import { callStock, stockShard } from "../edge/stock-client";
+import { log } from "../observability/log";
 
 /**
  * Reconciliation: the check-back between the stock objects (the truth), D1 and the Redis mirror.
@@ -98,6 +99,16 @@ export async function reconcile(env: Env, options: ReconcileOptions): Promise<Ru
     .update(reconcileRuns)
     .set({ finishedAt: Date.now(), skusChecked: report.skusChecked, differences: report.differences.length, errors })
     .where(eq(reconcileRuns.id, runId));
+  const kinds: Record<string, number> = {};
+  for (const d of report.differences) kinds[d.kind] = (kinds[d.kind] ?? 0) + 1;
+  log(report.differences.length > 0 ? "warn" : "info", "reconciliation finished", {
+    runId,
+    trigger: options.trigger,
+    skusChecked: report.skusChecked,
+    differences: kinds,
+    errors,
+    rowsRead: report.rowsRead,
+  });
   return report;
 }
 

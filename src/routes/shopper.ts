@@ -1,16 +1,19 @@
 import { Hono } from "hono";
+import { createMiddleware } from "hono/factory";
 import { isOnSale, type ReserveRequest } from "../../durable-objects/stock-engine";
 import { reserveGrouped } from "../edge/group-commit";
 import { mintPurchaseToken, newNonce, verifyPurchaseToken } from "../edge/purchase-token";
 import { readSkuState } from "../edge/sku-state";
-import { forgetSoldOut, isSoldOut, markSoldOut } from "../edge/sold-out-cache";
+import { forgetSoldOut, isSoldOut, markSoldOut, refusesReservation } from "../edge/sold-out-cache";
 import { callStock, homeShard, locateReservation, SKU_ID, stockShard, unwrap } from "../edge/stock-client";
 import { shopperAuth, shopperRateLimit } from "../http/auth";
 import { readJson } from "../http/body";
 import type { AppEnv } from "../http/context";
-import { ApiError } from "../http/errors";
+import { ApiError, type ErrorCode } from "../http/errors";
 import { ReservationRequest, WaitlistRequest } from "../http/schemas";
 import { DISPLAY_CACHE_SECONDS, mirroredSkuState } from "../mirror/stock-display";
+import { currentRequestId } from "../observability/log";
+import { increment } from "../observability/metrics";
 import { findOrder, ordersOfUser } from "../orders/order-store";
 import { orderAsReservation, publicSkuView, reservationView } from "./views";
 
@@ -24,6 +27,32 @@ function skuParam(sku: string): string {
 function soldOutTtl(env: Env): number {
   return Number(env.SOLD_OUT_CACHE_TTL_MS);
 }
+
+/** Answers `SOLD_OUT` from this isolate's cache (no stock object call), counted as a cache hit. */
+function soldOutAtEdge(sku: string): ApiError {
+  increment("flashgate_sold_out_cache_hits_total", { sku });
+  return new ApiError("SOLD_OUT");
+}
+
+/** Answers that say something about a SKU that exists; other answers are counted with `sku=""`. */
+const ABOUT_A_SKU = new Set<ErrorCode>([
+  "SOLD_OUT",
+  "INSUFFICIENT_STOCK",
+  "LIMIT_EXCEEDED",
+  "SALE_NOT_ACTIVE",
+  "IDEMPOTENCY_MISMATCH",
+  "TOKEN_EXPIRED",
+  "BUSY",
+]);
+
+/** Counts each reservation answer in `flashgate_reservations_total{sku,result}`. */
+const countReservation = createMiddleware<AppEnv>(async (c, next) => {
+  await next();
+  const error = c.error instanceof ApiError ? c.error.code : c.res.status >= 500 ? "INTERNAL" : null;
+  const result = error?.toLowerCase() ?? (c.res.headers.get("Idempotent-Replayed") ? "replayed" : "held");
+  const known = error === null || ABOUT_A_SKU.has(error);
+  increment("flashgate_reservations_total", { sku: known ? (c.req.param("sku") ?? "") : "", result });
+});
 
 /** Public stock display: from the Redis mirror when it has the SKU (may lag a moment), else the stock object. */
 shopper.get("/api/skus/:sku", async (c) => {
@@ -44,7 +73,7 @@ shopper.get("/api/skus/:sku", async (c) => {
 shopper.post("/api/skus/:sku/tokens", shopperAuth, shopperRateLimit, async (c) => {
   const sku = skuParam(c.req.param("sku"));
   const now = Date.now();
-  if (isSoldOut(sku, now)) throw new ApiError("SOLD_OUT");
+  if (isSoldOut(sku, now)) throw soldOutAtEdge(sku);
   const first = await callStock(() => stockShard(c.env, sku, 0).state());
   if (!first) throw new ApiError("SKU_NOT_FOUND");
   if (!isOnSale(first, now)) throw new ApiError("SALE_NOT_ACTIVE");
@@ -65,15 +94,20 @@ shopper.post("/api/skus/:sku/tokens", shopperAuth, shopperRateLimit, async (c) =
 });
 
 /** Holds stock for the user: the reservation path of DESIGN.md. */
-shopper.post("/api/skus/:sku/reservations", shopperAuth, shopperRateLimit, async (c) => {
+shopper.post("/api/skus/:sku/reservations", countReservation, shopperAuth, shopperRateLimit, async (c) => {
   const sku = skuParam(c.req.param("sku"));
   const userId = c.get("userId");
   const body = await readJson(c, ReservationRequest);
   const now = Date.now();
   const claims = await verifyPurchaseToken(body.token, { sku, userId }, c.env.TOKEN_SECRET, now);
-  if (isSoldOut(sku, now)) throw new ApiError("SOLD_OUT");
+  if (refusesReservation(sku, claims.shard, claims.nonce, now)) throw soldOutAtEdge(sku);
 
-  const request = { userId, nonce: claims.nonce, quantity: body.quantity };
+  const request: ReserveRequest = {
+    userId,
+    nonce: claims.nonce,
+    quantity: body.quantity,
+    requestId: currentRequestId(),
+  };
   const send = (requests: ReserveRequest[]) => callStock(() => stockShard(c.env, sku, claims.shard).reserve(requests));
   const outcome =
     c.env.GROUP_COMMIT === "on"
@@ -86,7 +120,7 @@ shopper.post("/api/skus/:sku/reservations", shopperAuth, shopperRateLimit, async
     claims.shards === 1
       ? (outcome.ok ? outcome.value.available : outcome.available) === 0
       : !outcome.ok && outcome.code === "SOLD_OUT";
-  if (soldOut) markSoldOut(sku, now, soldOutTtl(c.env));
+  if (soldOut) markSoldOut(sku, now, soldOutTtl(c.env), { shard: claims.shard, spentNonces: outcome.spentNonces });
   const answer = unwrap(outcome);
   if (answer.replayed) c.header("Idempotent-Replayed", "true");
   return c.json(reservationView(answer.reservation), 202);
@@ -101,7 +135,7 @@ shopper.post("/api/skus/:sku/waitlist", shopperAuth, shopperRateLimit, async (c)
   if (state.stock.available > 0) throw new ApiError("STOCK_AVAILABLE");
   const userId = c.get("userId");
   const stub = stockShard(c.env, sku, homeShard(userId, state.shards));
-  const entry = unwrap(await callStock(() => stub.joinWaitlist(userId, body.quantity)));
+  const entry = unwrap(await callStock(() => stub.joinWaitlist(userId, body.quantity, currentRequestId())));
   return c.json(entry, 202);
 });
 
@@ -131,7 +165,9 @@ shopper.get("/api/me/reservations", shopperAuth, shopperRateLimit, async (c) => 
 
 shopper.post("/api/reservations/:id/cancel", shopperAuth, shopperRateLimit, async (c) => {
   const { sku, stub } = reservationStub(c, c.req.param("id"));
-  const reservation = unwrap(await callStock(() => stub.cancel(c.req.param("id"), c.get("userId"))));
+  const reservation = unwrap(
+    await callStock(() => stub.cancel(c.req.param("id"), c.get("userId"), currentRequestId())),
+  );
   forgetSoldOut(sku);
   return c.json(reservationView(reservation));
 });

@@ -4,6 +4,7 @@ import { callStock, locateReservation, stockShard, unwrap } from "../edge/stock-
 import { parseJson } from "../http/body";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
+import { currentRequestId } from "../observability/log";
 import { verifyPaymentSignature } from "../payments/webhook-signature";
 
 export const webhooks = new Hono<AppEnv>();
@@ -26,6 +27,8 @@ webhooks.post("/webhooks/payments", async (c) => {
   const where = locateReservation(event.reservationId);
   if (!where) throw new ApiError("RESERVATION_NOT_FOUND");
   const stub = stockShard(c.env, where.sku, where.shard);
-  const answer = unwrap(await callStock(() => stub.applyPayment(event.id, event.type, event.reservationId)));
+  const answer = unwrap(
+    await callStock(() => stub.applyPayment(event.id, event.type, event.reservationId, currentRequestId())),
+  );
   return c.json({ received: true, reservationStatus: answer.outcome });
 });

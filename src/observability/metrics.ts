@@ -1,0 +1,150 @@
+import { log } from "./log";
+
+/**
+ * Counters and histograms of the Worker, in the Prometheus text format.
+ *
+ * An isolate only adds to its own pending deltas (a map update, no I/O). At most once per
+ * {@link FLUSH_INTERVAL_MS} it sends them, in the background, to the one `Telemetry` object, which
+ * keeps the totals of every isolate, so a scrape sees one coherent set of counters whichever
+ * isolate serves it. What an isolate counted since its last flush shows at its next flush (or
+ * when it serves the scrape itself); an isolate evicted in between loses at most that second.
+ */
+
+export type MetricType = "counter" | "gauge" | "histogram";
+
+/** Every metric `/metrics` exposes, with its help text; the order is the order of the output. */
+export const METRICS = {
+  flashgate_reservations_total: {
+    type: "counter",
+    help: "Answers to POST /api/skus/:sku/reservations by result: held, replayed, or the error code in lower case. sku is empty for answers about no known SKU.",
+  },
+  flashgate_sold_out_cache_hits_total: {
+    type: "counter",
+    help: "SOLD_OUT answers the edge gave from its isolate-local cache, without calling a stock object.",
+  },
+  flashgate_stock: {
+    type: "gauge",
+    help: "Units of a SKU by state (total, available, held, sold), summed over its shards.",
+  },
+  flashgate_waitlist: { type: "gauge", help: "Buyers waiting for released units of a SKU." },
+  flashgate_orders: { type: "gauge", help: "Order rows in D1 by SKU and status." },
+  flashgate_queue_events_total: {
+    type: "counter",
+    help: "order-events messages handled by the consumer: applied, duplicate (changed nothing), retried, invalid, dead_lettered, replayed.",
+  },
+  flashgate_dead_letters: { type: "gauge", help: "Dead letters stored in D1 and not replayed yet." },
+  flashgate_reconcile_differences_total: {
+    type: "counter",
+    help: "Differences reconciliation found (and repaired), by kind.",
+  },
+  flashgate_reconcile_last_run_timestamp_seconds: { type: "gauge", help: "When the last reconciliation run finished." },
+  flashgate_http_responses_total: { type: "counter", help: "HTTP responses by route and status." },
+  flashgate_request_duration_seconds: {
+    type: "histogram",
+    help: "Time from request to response by route (wall time across I/O: the Workers clock moves only on I/O).",
+  },
+} as const satisfies Record<string, { type: MetricType; help: string }>;
+
+export type MetricName = keyof typeof METRICS;
+
+/** Upper bounds of the request duration buckets, in seconds. */
+export const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] as const;
+
+export const FLUSH_INTERVAL_MS = 1_000;
+
+/** One sample line: the series name (a metric, or a histogram's `_bucket`/`_sum`/`_count`), labels rendered, value. */
+export interface Sample {
+  name: string;
+  labels: string;
+  value: number;
+}
+
+/** `{a="x",b="y"}` with the format's escaping, or "" without labels. */
+export function renderLabels(labels: Record<string, string | number>): string {
+  const parts = Object.entries(labels).map(
+    ([key, value]) => `${key}="${String(value).replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n")}"`,
+  );
+  return parts.length === 0 ? "" : `{${parts.join(",")}}`;
+}
+
+/** This isolate's deltas not sent yet, by `name + labels`. */
+const pending = new Map<string, Sample>();
+let lastFlushAt = 0;
+
+function add(name: string, labels: string, delta: number): void {
+  const key = name + labels;
+  const sample = pending.get(key);
+  if (sample) sample.value += delta;
+  else pending.set(key, { name, labels, value: delta });
+}
+
+export function increment(metric: MetricName, labels: Record<string, string | number> = {}, by = 1): void {
+  add(metric, renderLabels(labels), by);
+}
+
+/** Records one request's duration in the cumulative buckets of `flashgate_request_duration_seconds`. */
+export function observeDuration(labels: Record<string, string>, seconds: number): void {
+  const name = "flashgate_request_duration_seconds";
+  // Every bucket gets a sample (0 or 1), so each series has the full set of buckets from the start.
+  for (const le of DURATION_BUCKETS) add(`${name}_bucket`, renderLabels({ ...labels, le }), seconds <= le ? 1 : 0);
+  add(`${name}_bucket`, renderLabels({ ...labels, le: "+Inf" }), 1);
+  add(`${name}_sum`, renderLabels(labels), seconds);
+  add(`${name}_count`, renderLabels(labels), 1);
+}
+
+/** Sends this isolate's deltas to the Telemetry object; on failure they stay for the next flush. */
+export async function flushMetrics(env: Env): Promise<void> {
+  if (pending.size === 0) return;
+  const samples = [...pending.values()];
+  pending.clear();
+  lastFlushAt = Date.now();
+  try {
+    await env.TELEMETRY.getByName("global").add(samples);
+  } catch (err) {
+    for (const s of samples) add(s.name, s.labels, s.value);
+    log("warn", "metrics flush failed", { series: samples.length, error: String(err) });
+  }
+}
+
+/** Flushes in the background when the last flush is older than {@link FLUSH_INTERVAL_MS}. */
+export function flushMetricsSoon(env: Env, waitUntil: (promise: Promise<unknown>) => void): void {
+  if (pending.size > 0 && Date.now() - lastFlushAt >= FLUSH_INTERVAL_MS) waitUntil(flushMetrics(env));
+}
+
+/** The exposition: `# HELP`, `# TYPE`, then the samples of each metric, in {@link METRICS} order. */
+export function renderMetrics(samples: readonly Sample[]): string {
+  const byMetric = new Map<string, Sample[]>();
+  for (const sample of samples) {
+    const base = sample.name.replace(/_(bucket|sum|count)$/, "");
+    const family = base in METRICS ? base : sample.name;
+    const list = byMetric.get(family);
+    if (list) list.push(sample);
+    else byMetric.set(family, [sample]);
+  }
+  const lines: string[] = [];
+  for (const [name, { type, help }] of Object.entries(METRICS)) {
+    lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+    const family = byMetric.get(name) ?? [];
+    if (type === "histogram") family.sort(histogramOrder);
+    for (const s of family) lines.push(`${s.name}${s.labels} ${s.value}`);
+  }
+  return `${lines.join("\n")}\n`;
+}
+
+const LE = /,?le="([^"]*)"/;
+const SUFFIX_ORDER: Record<string, number> = { bucket: 0, sum: 1, count: 2 };
+
+/** A histogram's series together, buckets by increasing `le` (then `_sum`, `_count`), as parsers expect. */
+function histogramOrder(a: Sample, b: Sample): number {
+  const key = (s: Sample) => {
+    const le = LE.exec(s.labels)?.[1];
+    return {
+      series: s.labels.replace(LE, "").replace("{,", "{"),
+      suffix: SUFFIX_ORDER[s.name.slice(s.name.lastIndexOf("_") + 1)] ?? 3,
+      le: le === undefined ? 0 : le === "+Inf" ? Number.POSITIVE_INFINITY : Number(le),
+    };
+  };
+  const x = key(a);
+  const y = key(b);
+  return x.series.localeCompare(y.series) || x.suffix - y.suffix || x.le - y.le;
+}

@@ -1,0 +1,68 @@
+import { count, desc, isNotNull, isNull, sql } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { Hono } from "hono";
+import { deadLetters, orderCounts, reconcileDifferences, reconcileRuns, skus } from "../db/schema";
+import { readSkuState, readWaitlist } from "../edge/sku-state";
+import { adminAuth } from "../http/auth";
+import type { AppEnv } from "../http/context";
+import { flushMetrics, renderLabels, renderMetrics, type Sample } from "../observability/metrics";
+
+export const metrics = new Hono<AppEnv>();
+
+/**
+ * `GET /metrics` (admin token), Prometheus text format. What it reads per scrape is bounded by
+ * the catalog, never by the orders: the counters of every isolate from the Telemetry object,
+ * order counts kept by D1 triggers, two small D1 aggregates, and one state and one waitlist
+ * call per stock shard.
+ */
+metrics.get("/metrics", adminAuth, async (c) => {
+  await flushMetrics(c.env); // this isolate's own latest counts are in the answer
+  const [counters, gauges] = await Promise.all([c.env.TELEMETRY.getByName("global").samples(), readGauges(c.env)]);
+  return c.text(renderMetrics([...counters, ...gauges]), 200, {
+    "Content-Type": "text/plain; version=0.0.4; charset=utf-8",
+    "Cache-Control": "no-store",
+  });
+});
+
+async function readGauges(env: Env): Promise<Sample[]> {
+  const d1 = drizzle(env.DB);
+  const [catalog, orders, pendingLetters, differences, lastRun] = await d1.batch([
+    d1.select({ sku: skus.sku }).from(skus),
+    d1.select().from(orderCounts),
+    d1.select({ n: count() }).from(deadLetters).where(isNull(deadLetters.replayedAt)),
+    d1
+      .select({ kind: reconcileDifferences.kind, n: count() })
+      .from(reconcileDifferences)
+      .groupBy(reconcileDifferences.kind),
+    // The newest finished run (rowid follows insertion: no scan of the run history).
+    d1
+      .select({ finishedAt: reconcileRuns.finishedAt })
+      .from(reconcileRuns)
+      .where(isNotNull(reconcileRuns.finishedAt))
+      .orderBy(desc(sql`rowid`))
+      .limit(1),
+  ]);
+  const samples: Sample[] = [];
+  const sample = (name: string, labels: Record<string, string>, value: number) =>
+    samples.push({ name, labels: renderLabels(labels), value });
+
+  const stocks = await Promise.all(catalog.map(({ sku }) => readStock(env, sku)));
+  for (const stock of stocks) {
+    if (!stock) continue;
+    for (const [state, value] of Object.entries(stock.counts))
+      sample("flashgate_stock", { sku: stock.sku, state }, value);
+    sample("flashgate_waitlist", { sku: stock.sku }, stock.waitlist);
+  }
+  for (const row of orders) sample("flashgate_orders", { sku: row.sku, status: row.status }, row.count);
+  sample("flashgate_dead_letters", {}, pendingLetters[0]?.n ?? 0);
+  for (const row of differences) sample("flashgate_reconcile_differences_total", { kind: row.kind }, row.n);
+  const finishedAt = lastRun[0]?.finishedAt;
+  if (finishedAt != null) sample("flashgate_reconcile_last_run_timestamp_seconds", {}, finishedAt / 1000);
+  return samples;
+}
+
+async function readStock(env: Env, sku: string) {
+  const state = await readSkuState(env, sku);
+  if (!state) return null;
+  return { sku, counts: state.stock, waitlist: await readWaitlist(env, sku, state.shards) };
+}
