@@ -5,10 +5,16 @@ import worker from "../src/index";
 import { call, createSku, reserve, stockOf, tokenFor, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
 import { pay } from "./support/payments";
-import { type Scrape, scrape } from "./support/prometheus";
+import { Scrape } from "./support/prometheus";
 import { reconcileNow } from "./support/reconcile";
 
 const RESERVATIONS = "/api/skus/:sku/reservations";
+
+async function scrape(): Promise<Scrape> {
+  const answer = await call("GET", "/metrics", { admin: true });
+  if (answer.status !== 200) throw new Error(`/metrics answered ${answer.status}`);
+  return new Scrape((answer.json as { text: string }).text);
+}
 
 /** No counter sample of `after` is below its value in `before` (counters never go back). */
 function expectMonotonic(before: Scrape, after: Scrape): void {

@@ -4,6 +4,7 @@
  * (stock object status + D1 order status), and the D1 `orders` table read with `wrangler d1 execute`.
  */
 import { spawn } from "node:child_process";
+import { Scrape } from "../../test/support/prometheus";
 import { type Client, field, jwtFor, type Reply, sleep, str } from "./http";
 import type { SkuPlan } from "./schedule";
 import type { Ledger } from "./shoppers";
@@ -260,4 +261,37 @@ export async function checkInvariants(
   }
   checked[7] = `${views.size} SKU mirrors equal to their stock objects`;
   return { violations, checked };
+}
+
+/**
+ * `/metrics` after the run: it must parse, and its gauges must equal what the invariants read
+ * (stock per SKU from the admin view, order rows per SKU and status counted in D1 itself, against
+ * the counts the D1 triggers kept through every duplicate, reordering and re-emit of the run).
+ */
+export async function checkMetrics(client: Client, stateDir: string, skus: SkuPlan[]): Promise<string[]> {
+  const failures: string[] = [];
+  const reply = await client.admin("GET", "/metrics");
+  if (reply.status !== 200) return [`GET /metrics answered ${reply.status}`];
+  let scrape: Scrape;
+  try {
+    scrape = new Scrape(reply.text);
+  } catch (err) {
+    return [`GET /metrics does not parse: ${String(err)}`];
+  }
+  const rows = await d1Query<OrderRow>(stateDir, ordersSql(skus));
+  for (const plan of skus) {
+    const view = await skuView(client, plan.sku);
+    for (const [state, value] of Object.entries(view.stock)) {
+      const metric = scrape.value("flashgate_stock", { sku: plan.sku, state });
+      if (metric !== value)
+        failures.push(`flashgate_stock{sku=${plan.sku},state=${state}} ${metric}, admin view ${value}`);
+    }
+    for (const status of ["held", "paid", "expired", "cancelled", "refund_required"]) {
+      const counted = rows.filter((r) => r.sku === plan.sku && r.status === status).length;
+      const metric = scrape.value("flashgate_orders", { sku: plan.sku, status });
+      if (metric !== counted)
+        failures.push(`flashgate_orders{sku=${plan.sku},status=${status}} ${metric}, D1 rows ${counted}`);
+    }
+  }
+  return failures;
 }

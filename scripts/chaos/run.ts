@@ -12,7 +12,15 @@ import { startBridge } from "../upstash-bridge";
 import { FaultInjector, RedisControl } from "./faults";
 import { fuzz } from "./fuzz";
 import { Client, type Secrets, sleep } from "./http";
-import { checkInvariants, converged, d1Query, firstOrderMismatch, type SkuView, skuView } from "./invariants";
+import {
+  checkInvariants,
+  checkMetrics,
+  converged,
+  d1Query,
+  firstOrderMismatch,
+  type SkuView,
+  skuView,
+} from "./invariants";
 import { describeFault, faultSchedule, parseOptions, skuPlans } from "./schedule";
 import { Shoppers } from "./shoppers";
 
@@ -88,6 +96,7 @@ try {
   let violations: { invariant: number; message: string }[] = [];
   let checked: Record<number, string> = {};
   let pipelineViolation: { invariant: number; message: string } | null = null;
+  let metricFailures: string[] = [];
 
   if (opts.chaos) {
     // ---- traffic under faults
@@ -163,6 +172,7 @@ try {
     log("checking invariants");
     ({ violations, checked } = await checkInvariants(client, server.stateDir, skus, shoppers.ledger));
     if (pipelineViolation) violations.unshift(pipelineViolation);
+    metricFailures = await checkMetrics(client, server.stateDir, skus);
   }
 
   // ---- bad-input pass: every answer a contract 4xx, state unchanged
@@ -254,13 +264,20 @@ try {
       console.log(first ? `  ${id}: VIOLATED (${n}): ${first.message}` : `  ${id}: held — ${checked[id] ?? ""}`);
     }
   }
+  if (opts.chaos) {
+    console.log(
+      metricFailures.length === 0
+        ? "metrics: /metrics parses; its stock and order gauges equal the admin view and D1"
+        : `metrics: ${metricFailures.length} DISAGREE: ${metricFailures.slice(0, 3).join("; ")}`,
+    );
+  }
   console.log(`bad-input pass: ${fuzzSummary}`);
   fuzzFailures.sort((a, b) => Number(b.startsWith("state changed")) - Number(a.startsWith("state changed")));
   for (const failure of fuzzFailures.slice(0, 10)) console.log(`  FAIL ${failure}`);
   const firstViolation = violations[0];
   if (firstViolation)
     console.log(`\nFIRST VIOLATION: invariant ${firstViolation.invariant}: ${firstViolation.message}`);
-  exitCode = violations.length === 0 && fuzzFailures.length === 0 ? 0 : 1;
+  exitCode = violations.length === 0 && fuzzFailures.length === 0 && metricFailures.length === 0 ? 0 : 1;
   console.log(exitCode === 0 ? "RESULT: PASS" : "RESULT: FAIL");
 } catch (err) {
   console.error(`[chaos] aborted: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);

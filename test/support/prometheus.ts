@@ -1,6 +1,5 @@
 // @ts-expect-error: the parser ships no types; its output is described below.
 import parsePrometheusTextFormat from "parse-prometheus-text-format";
-import { call } from "./client";
 
 interface Family {
   name: string;
@@ -62,10 +61,4 @@ export class Scrape {
       sum: this.value(`${name}_sum`, labels),
     };
   }
-}
-
-export async function scrape(): Promise<Scrape> {
-  const answer = await call("GET", "/metrics", { admin: true });
-  if (answer.status !== 200) throw new Error(`/metrics answered ${answer.status}`);
-  return new Scrape((answer.json as { text: string }).text);
 }
