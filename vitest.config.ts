@@ -23,6 +23,8 @@ const workerBindings = async () => ({
   PAYMENT_WEBHOOK_SECRET: "test-webhook-secret",
   // Tests wait for the queue themselves, so reconciliation may judge every change at once.
   RECONCILE_GRACE_MS: "0",
+  // One isolate: a scrape flushes it, so no background flush (which would hold each call's waitUntil).
+  METRICS_FLUSH_INTERVAL_MS: "0",
 });
 
 export default defineConfig({

@@ -12,6 +12,7 @@ import {
   type ReserveRequest,
   type SkuSettings,
   type SkuState,
+  type SpentDigest,
   StockEngine,
   type WaitlistEntry,
 } from "./stock-engine";
@@ -44,6 +45,8 @@ const OUTBOX_RETRY_MS = 5_000;
 /** First wait before the alarm retries a mirror publish that failed; it doubles up to the maximum. */
 const MIRROR_RETRY_MIN_MS = 250;
 const MIRROR_RETRY_MAX_MS = 5_000;
+/** Margin for clocks when deciding which tokens may still be replayed (minted within their lifetime). */
+const TOKEN_CLOCK_SKEW_MS = 60_000;
 
 /**
  * One SKU shard's stock: the RPC shell around the synchronous {@link StockEngine}.
@@ -82,6 +85,8 @@ export class SkuStock extends DurableObject<Env> {
   #mirrorFailures = 0;
   #publishing: Promise<void> | null = null;
   #publishAgain = false;
+  /** The last spent-nonce digest, reused while the shard's seq has not moved. */
+  #digest: SpentDigest | null = null;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -110,7 +115,7 @@ export class SkuStock extends DurableObject<Env> {
    */
   async reserve(requests: ReserveRequest[]): Promise<ReserveOutcome[]> {
     this.rpcCalls++;
-    return withLogContext({ requestId: requests[0]?.requestId, ...this.#where() }, () => this.#reserve(requests));
+    return withLogContext(this.#where(), () => this.#reserve(requests));
   }
 
   async #reserve(requests: ReserveRequest[]): Promise<ReserveOutcome[]> {
@@ -119,7 +124,7 @@ export class SkuStock extends DurableObject<Env> {
       !a.ok && (a.code === "SOLD_OUT" || a.code === "INSUFFICIENT_STOCK") ? [i] : [],
     );
     // The state is read only when some request went short: a served batch costs no extra query.
-    const state = short.length > 0 ? this.engine.state() : null;
+    let state = short.length > 0 ? this.engine.state() : null;
     if (state && state.shards > 1) {
       const wanted = short.reduce((n, i) => n + (requests[i]?.quantity ?? 0), 0) - state.stock.available;
       if ((await this.#pull(state, wanted)) > 0) {
@@ -133,18 +138,42 @@ export class SkuStock extends DurableObject<Env> {
         });
       }
     }
-    // Answers that show the shard empty carry its spent-nonce digest (one read, shared by them all).
+    // Answers from which the edge learns "sold out" carry the spent-nonce digest (one, shared by all).
     const empty = answers.flatMap((a, i) => ((a.ok ? a.value.available : a.available) === 0 ? [i] : []));
     if (empty.length > 0) {
-      const spentNonces = this.engine.spentNonces();
-      for (const i of empty) answers[i] = { ...(answers[i] as ReserveOutcome), spentNonces };
+      state ??= this.engine.state();
+      const soldOut = empty.filter((i) => {
+        const a = answers[i];
+        return state?.shards === 1 || (a !== undefined && !a.ok && a.code === "SOLD_OUT");
+      });
+      if (soldOut.length > 0) {
+        const spent = this.#spentDigest();
+        for (const i of soldOut) answers[i] = { ...(answers[i] as ReserveOutcome), spent };
+      }
     }
     await this.#afterCommit();
-    log("info", "reservations decided", {
-      requestIds: requests.map((r) => r.requestId),
-      results: answers.map((a) => (a.ok ? (a.value.replayed ? "replayed" : "held") : a.code)),
+    requests.forEach((request, i) => {
+      const a = answers[i];
+      log("info", "reservation decided", {
+        requestId: request.requestId,
+        result: a?.ok ? (a.value.replayed ? "replayed" : "held") : a?.code,
+        batch: requests.length,
+      });
     });
     return answers;
+  }
+
+  /**
+   * The spent-nonce digest of the tokens that can still be replayed (minted within one token
+   * lifetime), read again only after the shard changed: a sold-out storm costs one read per change.
+   */
+  #spentDigest(): SpentDigest {
+    const seq = this.engine.state()?.version ?? 0;
+    if (this.#digest?.seq !== seq) {
+      const tokenLifetimeMs = Number(this.env.PURCHASE_TOKEN_TTL_SECONDS) * 1000;
+      this.#digest = this.engine.spentNonces(this.now() - tokenLifetimeMs - TOKEN_CLOCK_SKEW_MS);
+    }
+    return this.#digest;
   }
 
   /** Puts a buyer on this shard's waitlist (see {@link StockEngine.joinWaitlist}). */
@@ -192,9 +221,7 @@ export class SkuStock extends DurableObject<Env> {
         this.engine.completeTransfer(id, granted, this.now());
         pulled += granted;
       } catch (err) {
-        console.warn(
-          JSON.stringify({ level: "warn", msg: "stock transfer failed", transferId: id, error: String(err) }),
-        );
+        log("warn", "stock transfer failed", { transferId: id, error: String(err) });
         this.#retryAt = this.now() + OUTBOX_RETRY_MS; // the alarm finishes it
       }
     }
@@ -220,14 +247,7 @@ export class SkuStock extends DurableObject<Env> {
         this.engine.completeTransfer(transfer.id, granted, this.now());
         finished++;
       } catch (err) {
-        console.warn(
-          JSON.stringify({
-            level: "warn",
-            msg: "stock transfer retry failed",
-            transferId: transfer.id,
-            error: String(err),
-          }),
-        );
+        log("warn", "stock transfer retry failed", { transferId: transfer.id, error: String(err) });
         this.#retryAt = this.now() + OUTBOX_RETRY_MS;
       }
     }
@@ -276,7 +296,7 @@ export class SkuStock extends DurableObject<Env> {
       this.#mirroredVersion = state.version;
       repaired = true;
     } catch (err) {
-      console.warn(JSON.stringify({ level: "warn", msg: "mirror repair failed", error: String(err) }));
+      log("warn", "mirror repair failed", { error: String(err) });
     }
     return actual ? { status: "drift", expected, actual, repaired } : { status: "missing", expected, repaired };
   }
@@ -301,7 +321,7 @@ export class SkuStock extends DurableObject<Env> {
   async #call<T>(requestId: string | undefined, decide: () => Outcome<T>): Promise<Outcome<T>> {
     this.rpcCalls++;
     return withLogContext({ requestId, ...this.#where() }, async () => {
-      const outcome = decide();
+      const outcome = this.engine.onBehalfOf(requestId, decide);
       await this.#afterCommit();
       if (!outcome.ok) log("info", "stock request refused", { code: outcome.code });
       return outcome;
@@ -373,7 +393,7 @@ export class SkuStock extends DurableObject<Env> {
       try {
         await this.env.ORDER_EVENTS.sendBatch(pending.map((p) => ({ body: p.event, contentType: "json" })));
       } catch (err) {
-        console.warn(JSON.stringify({ level: "warn", msg: "outbox flush failed", error: String(err) }));
+        log("warn", "outbox flush failed", { error: String(err) });
         this.#retryAt = this.now() + OUTBOX_RETRY_MS;
         await this.#armAlarm();
         return;
@@ -417,26 +437,18 @@ export class SkuStock extends DurableObject<Env> {
       if (!result.applied && result.version > state.version) {
         // Only a stock object whose storage was reset can be behind its own mirror; reconciliation
         // rewrites such a mirror. Publishing again would not help.
-        console.warn(JSON.stringify({ level: "warn", msg: "mirror is ahead of the stock object", ...result }));
+        log("warn", "mirror is ahead of the stock object", { ...result });
       }
       this.#mirroredVersion = Math.max(this.#mirroredVersion, state.version);
       if (this.#mirrorFailures > 0) {
-        console.log(JSON.stringify({ level: "info", msg: "mirror caught up", failures: this.#mirrorFailures }));
+        log("info", "mirror caught up", { failures: this.#mirrorFailures });
         this.#mirrorFailures = 0;
       }
     } catch (err) {
       this.#mirrorFailures++;
       const backoff = Math.min(MIRROR_RETRY_MIN_MS * 2 ** (this.#mirrorFailures - 1), MIRROR_RETRY_MAX_MS);
       this.#mirrorRetryAt = this.now() + backoff;
-      console.warn(
-        JSON.stringify({
-          level: "warn",
-          msg: "mirror publish failed",
-          failures: this.#mirrorFailures,
-          retryInMs: backoff,
-          error: String(err),
-        }),
-      );
+      log("warn", "mirror publish failed", { failures: this.#mirrorFailures, retryInMs: backoff, error: String(err) });
       await this.#armAlarm();
     }
   }

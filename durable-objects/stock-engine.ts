@@ -1,4 +1,3 @@
-import { currentRequestId } from "../src/observability/log";
 import { eventTypeOf, type OrderEvent, type ReservationStatus } from "../src/orders/events";
 import { fnv1a } from "./shard-name";
 import { STOCK_SCHEMA } from "./stock-schema";
@@ -114,11 +113,17 @@ export interface ReserveAnswer {
 }
 
 /**
- * A reservation answer as the stock object sends it. An answer that shows nothing left on the
- * shard carries the shard's spent-nonce digest, so the edge's sold-out cache can tell a replayed
+ * A reservation answer as the stock object sends it. An answer that shows the SKU sold out carries
+ * the shard's spent-nonce digest, so the edge's sold-out cache can tell a replayed
  * token (which must get its reservation back) from a new one (see src/edge/sold-out-cache.ts).
  */
-export type ReserveOutcome = Outcome<ReserveAnswer> & { spentNonces?: readonly number[] };
+export type ReserveOutcome = Outcome<ReserveAnswer> & { spent?: SpentDigest };
+
+/** FNV-1a hashes of the nonces a shard has taken recently, read at the shard's `seq`. */
+export interface SpentDigest {
+  seq: number;
+  nonces: readonly number[];
+}
 
 export interface PaymentAnswer {
   reservation: Reservation;
@@ -203,7 +208,7 @@ export class StockEngine {
   readonly #sql: SqlStorage;
   readonly #newId: () => string;
   #sku: string | undefined;
-  /** The request a batched reservation came from, while it is decided (else the log context's). */
+  /** The request being decided (see {@link onBehalfOf}), written into the events it causes. */
   #requestId: string | undefined;
 
   /** `newId` returns a fresh UUID (reservation and event ids); tests pass a seeded one. */
@@ -261,23 +266,34 @@ export class StockEngine {
   reserve(requests: readonly ReserveRequest[], now: number): Outcome<ReserveAnswer>[] {
     return this.#storage.transactionSync(() => {
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
-      return requests.map((request) => {
-        this.#requestId = request.requestId;
-        try {
-          return this.#reserveOne(request, now);
-        } finally {
-          this.#requestId = undefined;
-        }
-      });
+      return requests.map((request) => this.onBehalfOf(request.requestId, () => this.#reserveOne(request, now)));
     });
   }
 
-  /** FNV-1a hashes of every nonce this shard has taken (one per reservation made with a token). */
-  spentNonces(): number[] {
-    return this.#sql
-      .exec<{ nonce: string }>("SELECT nonce FROM reservations WHERE nonce IS NOT NULL")
+  /**
+   * Runs `decide` for an edge request: the events it emits (a cancel, a payment, and the waitlist
+   * holds they cause) carry the request's id. Holds that lazy expiry releases on the way carry none.
+   */
+  onBehalfOf<T>(requestId: string | undefined, decide: () => T): T {
+    this.#requestId = requestId;
+    try {
+      return decide();
+    } finally {
+      this.#requestId = undefined;
+    }
+  }
+
+  /**
+   * The shard's spent-nonce digest: FNV-1a hashes of the nonces of reservations made since `since`
+   * (older tokens have expired, so they can no longer be replayed), and the seq it was read at.
+   */
+  spentNonces(since: number): SpentDigest {
+    const row = this.#row();
+    const nonces = this.#sql
+      .exec<{ nonce: string }>("SELECT nonce FROM reservations WHERE nonce IS NOT NULL AND created_at >= ?", since)
       .toArray()
-      .map((row) => fnv1a(row.nonce));
+      .map((r) => fnv1a(r.nonce));
+    return { seq: row?.seq ?? 0, nonces };
   }
 
   /** Releases a held reservation of `userId`. Cancelling a cancelled one again changes nothing. */
@@ -644,7 +660,14 @@ export class StockEngine {
         limit,
       )
       .toArray();
-    for (const row of due) this.#release(row, "expired", now);
+    // Expiry is nobody's request, even when a request's transaction does it on the way.
+    const requestId = this.#requestId;
+    this.#requestId = undefined;
+    try {
+      for (const row of due) this.#release(row, "expired", now);
+    } finally {
+      this.#requestId = requestId;
+    }
     return due.length;
   }
 
@@ -678,8 +701,7 @@ export class StockEngine {
       expiresAt: new Date(reservation.expiresAt).toISOString(),
       seq,
     };
-    const requestId = this.#requestId ?? currentRequestId();
-    if (requestId !== undefined) event.requestId = requestId;
+    if (this.#requestId !== undefined) event.requestId = this.#requestId;
     this.#sql.exec("INSERT INTO outbox (seq, event) VALUES (?, ?)", seq, JSON.stringify(event));
     this.#sql.exec("UPDATE reservations SET seq = ? WHERE id = ?", seq, reservation.id);
   }

@@ -6,6 +6,8 @@ import type { Sample } from "../src/observability/metrics";
  * (src/observability/metrics.ts). One instance ("global"); each isolate adds its deltas at most
  * once a second, so its load grows with the number of isolates, not with traffic.
  */
+const BATCH_MEMORY_MS = 60 * 60 * 1000;
+
 export class Telemetry extends DurableObject<Env> {
   readonly #sql: SqlStorage;
 
@@ -20,11 +22,18 @@ export class Telemetry extends DurableObject<Env> {
          PRIMARY KEY (name, labels)
        )`,
     );
+    // Batches applied in the last hour, so a batch sent again (its first answer was lost) counts once.
+    this.#sql.exec("CREATE TABLE IF NOT EXISTS batches (id TEXT PRIMARY KEY, at INTEGER NOT NULL)");
+    this.#sql.exec("CREATE INDEX IF NOT EXISTS batches_by_time ON batches (at)");
   }
 
-  /** Adds deltas to the totals, all or none. */
-  add(deltas: readonly Sample[]): void {
+  /** Adds a batch of deltas to the totals, all or none, once per batch id. */
+  add(batchId: string, deltas: readonly Sample[]): void {
+    const now = Date.now();
     this.ctx.storage.transactionSync(() => {
+      this.#sql.exec("DELETE FROM batches WHERE at < ?", now - BATCH_MEMORY_MS);
+      if (this.#sql.exec("SELECT 1 FROM batches WHERE id = ?", batchId).toArray().length > 0) return;
+      this.#sql.exec("INSERT INTO batches (id, at) VALUES (?, ?)", batchId, now);
       for (const { name, labels, value } of deltas) {
         this.#sql.exec(
           `INSERT INTO samples (name, labels, value) VALUES (?, ?, ?)

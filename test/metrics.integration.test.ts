@@ -168,7 +168,7 @@ describe("structured logs", () => {
 
       const mine = lines.filter((l) => l.requestId === requestId);
       expect(mine.map((l) => l.msg)).toEqual(
-        expect.arrayContaining(["request", "reservations decided", "order event applied"]),
+        expect.arrayContaining(["request", "reservation decided", "order event applied"]),
       );
       const request = mine.find((l) => l.msg === "request");
       expect(request).toMatchObject({

@@ -96,4 +96,29 @@ describe("waitlist", () => {
       expect(engine.waitlistLength()).toBe(0);
     });
   });
+
+  it("writes a request's id into the events it causes, and none into expiries done on the way", async () => {
+    await withEngine((engine) => {
+      engine.configure({ sku: "wl", shard: 0, shards: 1, totalStock: 2, perUserLimit: 1, holdSeconds: 10 }, T0);
+      const early = held(engine.reserve([{ userId: "gil", nonce: "g1", quantity: 1, requestId: "req-gil" }], T0)[0]);
+      const late = held(
+        engine.reserve([{ userId: "hal", nonce: "h1", quantity: 1, requestId: "req-hal" }], T0 + 5_000)[0],
+      );
+      expect(engine.joinWaitlist("ida", 1, T0 + 5_000).ok).toBe(true);
+      // Hal cancels after Gil's hold lapsed: the cancel's own transaction expires Gil's hold first.
+      const cancel = engine.onBehalfOf("req-cancel", () => engine.cancel(late.id, "hal", T0 + 11_000));
+      expect(cancel.ok).toBe(true);
+      const events = engine.pendingEvents(100).map((p) => p.event);
+      const of = (id: string, type: string) => events.find((e) => e.reservationId === id && e.type === type);
+      expect(of(early.id, "reservation.held")?.requestId).toBe("req-gil");
+      expect(of(late.id, "reservation.held")?.requestId).toBe("req-hal");
+      expect(of(early.id, "reservation.expired")).toBeDefined();
+      expect(of(early.id, "reservation.expired")?.requestId).toBeUndefined();
+      expect(of(late.id, "reservation.cancelled")?.requestId).toBe("req-cancel");
+      // Ida's waitlisted hold came from units released by expiry (nobody's request).
+      const ida = events.find((e) => e.userId === "ida" && e.type === "reservation.held");
+      expect(ida).toBeDefined();
+      expect(ida?.requestId).toBeUndefined();
+    });
+  });
 });

@@ -1,4 +1,5 @@
 import { fnv1a } from "../../durable-objects/shard-name";
+import type { SpentDigest } from "../../durable-objects/stock-engine";
 
 /**
  * Isolate-local memory of sold-out SKUs, the edge's answer to a sold-out storm: once any stock
@@ -13,11 +14,21 @@ import { fnv1a } from "../../durable-objects/shard-name";
  * yet, the request goes on too, and its answer brings the digest.
  *
  * It is only ever a shortcut to "no": a stale entry can delay a sale by one TTL, never oversell.
+ * The same holds for replays: a unit released and sold again on another isolate within the TTL of
+ * this isolate's digest is not in it, so that buyer's replay may be answered SOLD_OUT here until
+ * the digest is a TTL old; the reservation itself is untouched and the next try returns it.
  */
+interface Digest {
+  seq: number;
+  /** When this isolate received it: a digest older than the TTL no longer refuses anything. */
+  at: number;
+  nonces: ReadonlySet<number>;
+}
+
 interface Entry {
   until: number;
-  /** Spent-nonce digests by shard, as the stock objects last sent them. */
-  spent: Map<number, ReadonlySet<number>>;
+  /** Spent-nonce digests by shard, the newest (highest seq) each stock object sent. */
+  spent: Map<number, Digest>;
 }
 
 const soldOut = new Map<string, Entry>();
@@ -36,24 +47,36 @@ export function isSoldOut(sku: string, now: number): boolean {
 }
 
 /**
- * Whether a reservation with this token can be refused here: the SKU is known sold out and the
- * token's nonce is not among those its shard has spent (so it cannot be a replay).
+ * Whether a reservation with this token can be refused here: the SKU is known sold out, and a
+ * digest of the token's shard no older than the TTL shows that its nonce is not spent (so it
+ * cannot be a replay).
  */
-export function refusesReservation(sku: string, shard: number, nonce: string, now: number): boolean {
-  const spent = alive(sku, now)?.spent.get(shard);
-  return spent !== undefined && !spent.has(fnv1a(nonce));
+export function refusesReservation(sku: string, shard: number, nonce: string, now: number, ttlMs: number): boolean {
+  const digest = alive(sku, now)?.spent.get(shard);
+  return digest !== undefined && now - digest.at < ttlMs && !digest.nonces.has(fnv1a(nonce));
 }
+
+/** The digests already turned into sets, by the array the stock object sent (a batch shares one). */
+const sets = new WeakMap<readonly number[], ReadonlySet<number>>();
 
 /** Remembers that a SKU sold out, with the answering shard's spent-nonce digest when it sent one. */
 export function markSoldOut(
   sku: string,
   now: number,
   ttlMs: number,
-  digest?: { shard: number; spentNonces: readonly number[] | undefined },
+  digest?: { shard: number; spent: SpentDigest | undefined },
 ): void {
   const entry = alive(sku, now) ?? { until: 0, spent: new Map() };
   entry.until = now + ttlMs;
-  if (digest?.spentNonces) entry.spent.set(digest.shard, new Set(digest.spentNonces));
+  const spent = digest?.spent;
+  if (digest && spent && spent.seq >= (entry.spent.get(digest.shard)?.seq ?? -1)) {
+    let nonces = sets.get(spent.nonces);
+    if (!nonces) {
+      nonces = new Set(spent.nonces);
+      sets.set(spent.nonces, nonces);
+    }
+    entry.spent.set(digest.shard, { seq: spent.seq, at: now, nonces });
+  }
   soldOut.set(sku, entry);
 }
 

@@ -1,3 +1,4 @@
+import { log } from "../observability/log";
 import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "./redis-mirror";
 
 export interface MirrorCounts {
@@ -20,7 +21,7 @@ export async function mirrorCounts(env: Env, sku: string): Promise<MirrorCounts 
     const { available, held, sold } = state.stock;
     return { available, held, sold, version: state.version };
   } catch (err) {
-    console.warn(JSON.stringify({ level: "warn", msg: "mirror read failed", sku, error: String(err) }));
+    log("warn", "mirror read failed", { sku, error: String(err) });
     return null;
   }
 }

@@ -1,4 +1,5 @@
 import type { SkuState } from "../../durable-objects/stock-engine";
+import { log } from "../observability/log";
 import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "./redis-mirror";
 
 /**
@@ -34,7 +35,7 @@ export async function mirroredSkuState(
   try {
     state = await mirror.read(sku);
   } catch (err) {
-    console.warn(JSON.stringify({ level: "warn", msg: "mirror read failed", sku, error: String(err) }));
+    log("warn", "mirror read failed", { sku, error: String(err) });
     return null;
   }
   if (state && cache) {

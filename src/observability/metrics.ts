@@ -4,10 +4,9 @@ import { log } from "./log";
  * Counters and histograms of the Worker, in the Prometheus text format.
  *
  * An isolate only adds to its own pending deltas (a map update, no I/O). At most once per
- * {@link FLUSH_INTERVAL_MS} it sends them, in the background, to the one `Telemetry` object, which
- * keeps the totals of every isolate, so a scrape sees one coherent set of counters whichever
- * isolate serves it. What an isolate counted since its last flush shows at its next flush (or
- * when it serves the scrape itself); an isolate evicted in between loses at most that second.
+ * `METRICS_FLUSH_INTERVAL_MS` (a second) it sends them, in the background, to the one `Telemetry`
+ * object, which keeps the totals of every isolate, so a scrape sees one coherent set of counters
+ * whichever isolate serves it. An isolate evicted before its flush loses at most that second.
  */
 
 export type MetricType = "counter" | "gauge" | "histogram";
@@ -30,7 +29,7 @@ export const METRICS = {
   flashgate_orders: { type: "gauge", help: "Order rows in D1 by SKU and status." },
   flashgate_queue_events_total: {
     type: "counter",
-    help: "order-events messages handled by the consumer: applied, duplicate (changed nothing), retried, invalid, dead_lettered, replayed.",
+    help: "Deliveries of order-events messages by what the consumer did: applied, duplicate (changed nothing), retried, invalid; dead_lettered (stored from the DLQ), replayed (by an operator).",
   },
   flashgate_dead_letters: { type: "gauge", help: "Dead letters stored in D1 and not replayed yet." },
   flashgate_reconcile_differences_total: {
@@ -39,6 +38,10 @@ export const METRICS = {
   },
   flashgate_reconcile_last_run_timestamp_seconds: { type: "gauge", help: "When the last reconciliation run finished." },
   flashgate_http_responses_total: { type: "counter", help: "HTTP responses by route and status." },
+  flashgate_scrape_errors: {
+    type: "gauge",
+    help: "SKUs whose stock objects did not answer this scrape (their stock and waitlist are missing from it).",
+  },
   flashgate_request_duration_seconds: {
     type: "histogram",
     help: "Time from request to response by route (wall time across I/O: the Workers clock moves only on I/O).",
@@ -49,8 +52,6 @@ export type MetricName = keyof typeof METRICS;
 
 /** Upper bounds of the request duration buckets, in seconds. */
 export const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] as const;
-
-export const FLUSH_INTERVAL_MS = 1_000;
 
 /** One sample line: the series name (a metric, or a histogram's `_bucket`/`_sum`/`_count`), labels rendered, value. */
 export interface Sample {
@@ -69,7 +70,10 @@ export function renderLabels(labels: Record<string, string | number>): string {
 
 /** This isolate's deltas not sent yet, by `name + labels`. */
 const pending = new Map<string, Sample>();
+/** A batch taken from `pending` whose send has not been confirmed; sent again, under the same id. */
+let unsent: { id: string; samples: Sample[] } | null = null;
 let lastFlushAt = 0;
+let flushScheduled = false;
 
 function add(name: string, labels: string, delta: number): void {
   const key = name + labels;
@@ -92,23 +96,44 @@ export function observeDuration(labels: Record<string, string>, seconds: number)
   add(`${name}_count`, renderLabels(labels), 1);
 }
 
-/** Sends this isolate's deltas to the Telemetry object; on failure they stay for the next flush. */
+/**
+ * Sends this isolate's deltas to the Telemetry object. A batch is sent under an id the object
+ * remembers, and kept until the object confirmed it: a send that failed after the object applied
+ * it is applied once when it is sent again.
+ */
 export async function flushMetrics(env: Env): Promise<void> {
-  if (pending.size === 0) return;
-  const samples = [...pending.values()];
-  pending.clear();
+  if (!unsent) {
+    if (pending.size === 0) return;
+    unsent = { id: crypto.randomUUID(), samples: [...pending.values()] };
+    pending.clear();
+  }
+  const batch = unsent;
   lastFlushAt = Date.now();
   try {
-    await env.TELEMETRY.getByName("global").add(samples);
+    await env.TELEMETRY.getByName("global").add(batch.id, batch.samples);
+    if (unsent === batch) unsent = null;
   } catch (err) {
-    for (const s of samples) add(s.name, s.labels, s.value);
-    log("warn", "metrics flush failed", { series: samples.length, error: String(err) });
+    log("warn", "metrics flush failed", { series: batch.samples.length, error: String(err) });
   }
 }
 
-/** Flushes in the background when the last flush is older than {@link FLUSH_INTERVAL_MS}. */
+/**
+ * Schedules a background flush (at most one at a time) that sends what this isolate counted, at
+ * most once per `METRICS_FLUSH_INTERVAL_MS`: counts reach the Telemetry object within about that
+ * long even if no other request comes. `0` turns the background flush off (a scrape still flushes
+ * the isolate that serves it): for tests, which run in one isolate.
+ */
 export function flushMetricsSoon(env: Env, waitUntil: (promise: Promise<unknown>) => void): void {
-  if (pending.size > 0 && Date.now() - lastFlushAt >= FLUSH_INTERVAL_MS) waitUntil(flushMetrics(env));
+  const interval = Number(env.METRICS_FLUSH_INTERVAL_MS);
+  if (flushScheduled || !(interval > 0) || (pending.size === 0 && !unsent)) return;
+  flushScheduled = true;
+  const wait = Math.max(0, lastFlushAt + interval - Date.now());
+  const flush = new Promise((resolve) => setTimeout(resolve, wait))
+    .then(() => flushMetrics(env))
+    .finally(() => {
+      flushScheduled = false;
+    });
+  waitUntil(flush);
 }
 
 /** The exposition: `# HELP`, `# TYPE`, then the samples of each metric, in {@link METRICS} order. */

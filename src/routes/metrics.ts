@@ -5,6 +5,7 @@ import { deadLetters, orderCounts, reconcileDifferences, reconcileRuns, skus } f
 import { readSkuState, readWaitlist } from "../edge/sku-state";
 import { adminAuth } from "../http/auth";
 import type { AppEnv } from "../http/context";
+import { log } from "../observability/log";
 import { flushMetrics, renderLabels, renderMetrics, type Sample } from "../observability/metrics";
 
 export const metrics = new Hono<AppEnv>();
@@ -12,8 +13,8 @@ export const metrics = new Hono<AppEnv>();
 /**
  * `GET /metrics` (admin token), Prometheus text format. What it reads per scrape is bounded by
  * the catalog, never by the orders: the counters of every isolate from the Telemetry object,
- * order counts kept by D1 triggers, two small D1 aggregates, and one state and one waitlist
- * call per stock shard.
+ * one D1 batch (the catalog, order counts kept by triggers, two small aggregates, the last run),
+ * and one state and one waitlist call per stock shard.
  */
 metrics.get("/metrics", adminAuth, async (c) => {
   await flushMetrics(c.env); // this isolate's own latest counts are in the answer
@@ -46,8 +47,16 @@ async function readGauges(env: Env): Promise<Sample[]> {
   const sample = (name: string, labels: Record<string, string>, value: number) =>
     samples.push({ name, labels: renderLabels(labels), value });
 
-  const stocks = await Promise.all(catalog.map(({ sku }) => readStock(env, sku)));
-  for (const stock of stocks) {
+  // A stock object that cannot answer now (busy in a sale, restarting) costs its SKU's gauges in
+  // this scrape, not the scrape: Prometheus keeps the last values, and flashgate_scrape_errors says so.
+  const stocks = await Promise.allSettled(catalog.map(({ sku }) => readStock(env, sku)));
+  const failed = stocks.flatMap((s, i) =>
+    s.status === "rejected" ? [{ sku: catalog[i]?.sku, error: String(s.reason) }] : [],
+  );
+  if (failed.length > 0) log("warn", "metrics: stock objects did not answer", { failed });
+  sample("flashgate_scrape_errors", {}, failed.length);
+  for (const settled of stocks) {
+    const stock = settled.status === "fulfilled" ? settled.value : null;
     if (!stock) continue;
     for (const [state, value] of Object.entries(stock.counts))
       sample("flashgate_stock", { sku: stock.sku, state }, value);

@@ -100,7 +100,7 @@ shopper.post("/api/skus/:sku/reservations", countReservation, shopperAuth, shopp
   const body = await readJson(c, ReservationRequest);
   const now = Date.now();
   const claims = await verifyPurchaseToken(body.token, { sku, userId }, c.env.TOKEN_SECRET, now);
-  if (refusesReservation(sku, claims.shard, claims.nonce, now)) throw soldOutAtEdge(sku);
+  if (refusesReservation(sku, claims.shard, claims.nonce, now, soldOutTtl(c.env))) throw soldOutAtEdge(sku);
 
   const request: ReserveRequest = {
     userId,
@@ -120,7 +120,7 @@ shopper.post("/api/skus/:sku/reservations", countReservation, shopperAuth, shopp
     claims.shards === 1
       ? (outcome.ok ? outcome.value.available : outcome.available) === 0
       : !outcome.ok && outcome.code === "SOLD_OUT";
-  if (soldOut) markSoldOut(sku, now, soldOutTtl(c.env), { shard: claims.shard, spentNonces: outcome.spentNonces });
+  if (soldOut) markSoldOut(sku, now, soldOutTtl(c.env), { shard: claims.shard, spent: outcome.spent });
   const answer = unwrap(outcome);
   if (answer.replayed) c.header("Idempotent-Replayed", "true");
   return c.json(reservationView(answer.reservation), 202);
