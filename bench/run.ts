@@ -1,5 +1,5 @@
 // `npm run bench [-- --quick]`: starts everything on 127.0.0.1 (redis-server, the Upstash bridge, the
-// Worker in workerd through wrangler dev twice: GROUP_COMMIT on and off), runs the seven scenarios of
+// Worker in workerd through Miniflare twice: GROUP_COMMIT on and off), runs the seven scenarios of
 // issue #7 side by side, checks every reservation it made, prints one table and writes bench/results.json.
 // Exits non-zero if any answer other than the expected ones (202, or 409 SOLD_OUT in the storm) was
 // seen, or if a stock check failed.
@@ -45,7 +45,7 @@ const stack: (() => Promise<void>)[] = [];
 let redisServer: RedisServer | undefined;
 let exitCode = 0;
 try {
-  log(`mode: ${quick ? "quick" : "full"}; starting redis-server, the Upstash bridge and two wrangler dev servers`);
+  log(`mode: ${quick ? "quick" : "full"}; starting redis-server, the Upstash bridge and the Worker twice`);
   redisServer = await startRedis();
   const redisOfServer = redisServer;
   stack.push(() => redisOfServer.stop());
@@ -73,7 +73,7 @@ try {
   }
   for (const s of settled) if (s.status === "rejected") throw s.reason;
   const [on, off] = servers;
-  if (!on || !off) throw new Error("wrangler dev did not start");
+  if (!on || !off) throw new Error("the Worker did not start");
   log(`workers ready: on ${on.url}, off ${off.url}`);
 
   const bench: Bench = {

@@ -9,7 +9,10 @@ export interface LoadResult {
   connections: number;
   /** Responses received. */
   responses: number;
+  /** From the start of the run to the last response (autocannon itself reports only on its next 1 s tick). */
   elapsedMs: number;
+  /** When the last response arrived (epoch ms). */
+  endedAt: number;
   /** Responses per second over the whole run. */
   rps: number;
   p50Ms: number;
@@ -54,8 +57,10 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
   const samples: string[] = [];
   let next = 0;
   let done = 0;
+  let endedAt = Date.now();
   const onResponse = (status: number, body: string, _context: object, headers: IncomingHttpHeaders | undefined) => {
     done++;
+    endedAt = Date.now();
     statuses[status] = (statuses[status] ?? 0) + 1;
     if (!shoppers) return;
     try {
@@ -92,12 +97,15 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
       (err, result) => {
         clearInterval(ticker);
         if (err) return reject(err);
-        const elapsedMs = Date.now() - started;
+        // Not Date.now(): autocannon calls back on its next sampling tick, up to a second after the
+        // last response, which would round every short run up to whole seconds.
+        const elapsedMs = Math.max(1, endedAt - started);
         resolve({
           label: spec.label,
           connections: spec.connections,
           responses: done,
           elapsedMs,
+          endedAt,
           rps: (done * 1000) / elapsedMs,
           p50Ms: result.latency.p50,
           p99Ms: result.latency.p99,

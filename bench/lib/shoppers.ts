@@ -2,7 +2,7 @@ import { sign } from "hono/jwt";
 import { mintPurchaseToken, newNonce } from "../../src/edge/purchase-token";
 import { homeShard } from "../../src/edge/stock-client";
 
-/** The dev secrets of .dev.vars.example; the bench passes them to wrangler dev with --var. */
+/** The dev secrets of .dev.vars.example; the bench passes them to the Worker as vars. */
 export const SECRETS = {
   AUTH_SECRET: "dev-auth-secret",
   TOKEN_SECRET: "dev-token-secret",

@@ -1,80 +1,99 @@
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { Readable } from "node:stream";
+import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
+import { Log, LogLevel, Miniflare } from "miniflare";
+import { unstable_getMiniflareWorkerOptions } from "wrangler";
 import { ensureDevVars } from "../../scripts/lib/dev-vars";
 import { freePort } from "../../scripts/lib/redis-server";
 import { SECRETS } from "./shoppers";
 
 /**
- * The Worker in workerd through `wrangler dev`, as test/support/dev-server.ts starts it: a free port
- * of 127.0.0.1, its own state directory (D1 migrated first), plus the bench's vars: the dev secrets
- * (so the harness can mint JWTs and purchase tokens), DEV_TOOLS=true (the /bench routes), and
- * whatever the scenario sets (GROUP_COMMIT, the Redis mirror). Request logging is off
- * (`--log-level warn`) so the dev server's console does not take CPU from the Worker.
+ * The Worker in workerd through Miniflare, with wrangler.toml's bindings (wrangler's own
+ * `unstable_getMiniflareWorkerOptions`) and wrangler's bundle (`wrangler deploy --dry-run`): a free port
+ * of 127.0.0.1, its own state directory (D1 migrated first, laid out as `wrangler dev --persist-to`),
+ * plus the bench's vars: the dev secrets (so the harness can mint JWTs and purchase tokens),
+ * DEV_TOOLS=true (the /bench routes), and whatever the scenario sets (GROUP_COMMIT, the Redis mirror).
+ *
+ * Not `wrangler dev`: it puts a second workerd (its ProxyWorker) in front of the Worker's and
+ * forwards every request over pooled keep-alive connections whose idle timeouts race (kj closes an
+ * idle connection after 5 s on both ends), and it answers a POST that lost such a connection with
+ * `503 Your worker restarted mid-request` (cloudflare/workers-sdk#14641). Here the load generator talks
+ * to the Worker's workerd directly. Request logging is off; the Worker's own output is kept for errors.
  */
 export interface WorkerServer {
   label: string;
   url: string;
+  /** The workerd inspector's port (Chrome DevTools protocol), when started with `inspect`. */
+  inspectorPort?: number;
   stop(): Promise<void>;
-  /** The tail of wrangler's output, for error messages. */
+  /** The tail of the Worker's output, for error messages. */
   logTail(): string;
 }
 
 const run = promisify(execFile);
+const CONFIG = fileURLToPath(new URL("../../wrangler.toml", import.meta.url));
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
-export async function startWorker(label: string, vars: Record<string, string>): Promise<WorkerServer> {
+export async function startWorker(
+  label: string,
+  vars: Record<string, string>,
+  opts: { inspect?: boolean } = {},
+): Promise<WorkerServer> {
   ensureDevVars();
   const port = await freePort();
-  const inspector = await freePort(); // two servers at once: the default inspector port 9229 would clash
+  const inspectorPort = opts.inspect ? await freePort() : undefined;
   const state = mkdtempSync(join(tmpdir(), "flashgate-bench-"));
-  await run("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], {
-    env: { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" },
-  });
-  const all = { ...SECRETS, DEV_TOOLS: "true", ...vars };
-  const args = ["wrangler", "dev", "--port", String(port), "--ip", "127.0.0.1", "--persist-to", state];
-  args.push("--log-level", "warn", "--show-interactive-dev-session=false", "--inspector-port", String(inspector));
-  for (const [k, v] of Object.entries(all)) args.push("--var", `${k}:${v}`);
-  const child: ChildProcess = spawn("npx", args, {
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
-    detached: true,
-  });
-  let log = "";
+  const bundle = join(state, "bundle");
+  const env = { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" };
+  await Promise.all([
+    run("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], { env, cwd: ROOT }),
+    run("npx", ["wrangler", "deploy", "--dry-run", "--outdir", bundle], { env, cwd: ROOT }),
+  ]);
+  const { workerOptions } = unstable_getMiniflareWorkerOptions(CONFIG);
+  const output: string[] = []; // the last chunks of the Worker's output (it logs a line per request)
   const keep = (d: Buffer) => {
-    log = (log + d.toString()).slice(-20_000);
+    if (output.push(d.toString()) > 200) output.splice(0, 100);
   };
-  child.stdout?.on("data", keep);
-  child.stderr?.on("data", keep);
-  const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 90_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`wrangler dev (${label}) exited ${child.exitCode}:\n${log}`);
-    try {
-      const res = await fetch(`${url}/healthz`);
-      await res.body?.cancel();
-      if (res.ok) break;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) throw new Error(`wrangler dev (${label}) did not become ready:\n${log}`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
+  const mf = new Miniflare({
+    host: "127.0.0.1",
+    port,
+    ...(inspectorPort === undefined ? {} : { inspectorPort }),
+    defaultPersistRoot: join(state, "v3"), // where `wrangler d1 migrations apply --persist-to` wrote
+    cf: false, // the placeholder `request.cf`, without fetching the real one from the network
+    log: new Log(LogLevel.WARN),
+    handleRuntimeStdio(stdout: Readable, stderr: Readable) {
+      stdout.on("data", keep);
+      stderr.on("data", keep);
+    },
+    workers: [
+      {
+        ...workerOptions,
+        name: "flashgate",
+        modules: true,
+        scriptPath: join(bundle, "index.js"),
+        modulesRoot: bundle,
+        bindings: { ...workerOptions.bindings, ...SECRETS, DEV_TOOLS: "true", ...vars },
+      },
+    ],
+  });
+  try {
+    await mf.ready;
+  } catch (err) {
+    await mf.dispose().catch(() => {});
+    rmSync(state, { recursive: true, force: true });
+    throw new Error(`the Worker (${label}) did not start: ${String(err)}\n${output.join("")}`);
   }
   return {
     label,
-    url,
-    logTail: () => log.slice(-4000),
+    url: `http://127.0.0.1:${port}`,
+    ...(inspectorPort === undefined ? {} : { inspectorPort }),
+    logTail: () => output.join("").slice(-4000),
     async stop() {
-      if (child.exitCode === null && child.signalCode === null && child.pid !== undefined) {
-        const exited = new Promise((resolve) => child.once("exit", resolve));
-        process.kill(-child.pid, "SIGTERM"); // the group: npx, wrangler and workerd
-        const timer = setTimeout(() => {
-          if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
-        }, 5_000);
-        await exited;
-        clearTimeout(timer);
-      }
+      await mf.dispose();
       rmSync(state, { recursive: true, force: true });
     },
   };

@@ -3,7 +3,7 @@ import { summary } from "../lib/context";
 import { runLoad, unexpected } from "../lib/load";
 import { log } from "../lib/log";
 
-/** 1. Ceiling: GET /healthz on the same Worker (same wrangler dev, same path through workerd). */
+/** 1. Ceiling: GET /healthz on the same Worker (same workerd, same path through it). */
 export async function ceiling(bench: Bench, connections: number) {
   log(`1. ceiling: GET /healthz, ${bench.sizes.ceiling} requests at concurrency ${connections}`);
   const r = await runLoad({
