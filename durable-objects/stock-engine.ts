@@ -266,7 +266,12 @@ export class StockEngine {
   reserve(requests: readonly ReserveRequest[], now: number): Outcome<ReserveAnswer>[] {
     return this.#storage.transactionSync(() => {
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
-      return requests.map((request) => this.onBehalfOf(request.requestId, () => this.#reserveOne(request, now)));
+      // The SKU row is read once per batch and then taken from each hold's own UPDATE … RETURNING:
+      // nothing else in a batch writes it.
+      const current = { sku: this.#row() };
+      return requests.map((request) =>
+        this.onBehalfOf(request.requestId, () => this.#reserveOne(request, now, current)),
+      );
     });
   }
 
@@ -558,13 +563,11 @@ export class StockEngine {
   /** Forgets outbox events once the queue has them: the table holds only what is in flight. */
   markSent(seqs: readonly number[]): void {
     if (seqs.length === 0) return;
-    this.#storage.transactionSync(() => {
-      for (const seq of seqs) this.#sql.exec("DELETE FROM outbox WHERE seq = ?", seq);
-    });
+    this.#sql.exec("DELETE FROM outbox WHERE seq IN (SELECT value FROM json_each(?))", JSON.stringify(seqs));
   }
 
-  #reserveOne(request: ReserveRequest, now: number): Outcome<ReserveAnswer> {
-    const sku = this.#row();
+  #reserveOne(request: ReserveRequest, now: number, current: { sku: SkuRow | undefined }): Outcome<ReserveAnswer> {
+    const sku = current.sku;
     if (!sku) return fail("SKU_NOT_FOUND");
     const available = sku.total - sku.held - sku.sold;
 
@@ -587,12 +590,22 @@ export class StockEngine {
     if (available === 0) return fail("SOLD_OUT", 0);
     if (available < request.quantity) return fail("INSUFFICIENT_STOCK", available);
 
-    const reservation = this.#hold(sku, request.userId, request.quantity, request.nonce, now);
-    return ok({ reservation, replayed: false, available: available - request.quantity });
+    const hold = this.#hold(sku, request.userId, request.quantity, request.nonce, now);
+    current.sku = hold.sku;
+    return ok({ reservation: hold.reservation, replayed: false, available: available - request.quantity });
   }
 
-  /** Writes a hold: the reservation, the held count, the user's quota and the outbox event. */
-  #hold(sku: SkuRow, userId: string, quantity: number, nonce: string | null, now: number): Reservation {
+  /**
+   * Writes a hold: the held count and the seq (one UPDATE), the reservation with its seq, the user's
+   * quota and the outbox event. Returns the reservation and the SKU row as it now is.
+   */
+  #hold(
+    sku: SkuRow,
+    userId: string,
+    quantity: number,
+    nonce: string | null,
+    now: number,
+  ): { reservation: Reservation; sku: SkuRow } {
     const row: ReservationRow = {
       id: `${sku.sku}.${sku.shard}.${this.#newId().replaceAll("-", "")}`,
       user_id: userId,
@@ -603,9 +616,13 @@ export class StockEngine {
       expires_at: now + sku.hold_seconds * 1000,
       updated_at: now,
     };
+    const updated = this.#sql
+      .exec<SkuRow>("UPDATE sku SET held = held + ?, seq = seq + 1 WHERE id = 1 RETURNING *", quantity)
+      .toArray()[0];
+    if (!updated) throw new Error("stock object is not configured");
     this.#sql.exec(
-      `INSERT INTO reservations (id, user_id, quantity, status, nonce, created_at, expires_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO reservations (id, user_id, quantity, status, nonce, created_at, expires_at, updated_at, seq)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       row.id,
       row.user_id,
       row.quantity,
@@ -614,12 +631,12 @@ export class StockEngine {
       row.created_at,
       row.expires_at,
       row.updated_at,
+      updated.seq,
     );
-    this.#sql.exec("UPDATE sku SET held = held + ? WHERE id = 1", quantity);
     this.#addQuota(userId, quantity);
     const reservation = this.#toReservation(row);
-    this.#emit(reservation, now);
-    return reservation;
+    this.#emit(reservation, now, updated.seq);
+    return { reservation, sku: updated };
   }
 
   /**
@@ -687,9 +704,12 @@ export class StockEngine {
     return reservation;
   }
 
-  /** Writes the event of a state change into the outbox, in the caller's transaction. */
-  #emit(reservation: Reservation, now: number): void {
-    const seq = this.#bumpSeq();
+  /**
+   * Writes the event of a state change into the outbox, in the caller's transaction. `taken`: the seq
+   * the caller already took and wrote into the reservation row (a new hold).
+   */
+  #emit(reservation: Reservation, now: number, taken?: number): void {
+    const seq = taken ?? this.#bumpSeq();
     const event: OrderEvent = {
       id: this.#newId(),
       type: eventTypeOf(reservation.status),
@@ -703,7 +723,7 @@ export class StockEngine {
     };
     if (this.#requestId !== undefined) event.requestId = this.#requestId;
     this.#sql.exec("INSERT INTO outbox (seq, event) VALUES (?, ?)", seq, JSON.stringify(event));
-    this.#sql.exec("UPDATE reservations SET seq = ? WHERE id = ?", seq, reservation.id);
+    if (taken === undefined) this.#sql.exec("UPDATE reservations SET seq = ? WHERE id = ?", seq, reservation.id);
   }
 
   #positionOf(position: number): number {

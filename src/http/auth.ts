@@ -2,6 +2,7 @@ import { createMiddleware } from "hono/factory";
 import { verify } from "hono/jwt";
 import type { AppEnv } from "./context";
 import { ApiError } from "./errors";
+import { hmacKey } from "./hmac";
 import { timingSafeEqualText } from "./timing-safe";
 
 const MAX_USER_ID_LENGTH = 128;
@@ -20,7 +21,8 @@ export const shopperAuth = createMiddleware<AppEnv>(async (c, next) => {
   if (!token) throw new ApiError("UNAUTHENTICATED", "A Bearer JWT is required.");
   let payload: Awaited<ReturnType<typeof verify>>;
   try {
-    payload = await verify(token, c.env.AUTH_SECRET, "HS256");
+    // The key is imported once per isolate (hmacKey), not by `verify` on every request.
+    payload = await verify(token, await hmacKey(c.env.AUTH_SECRET), "HS256");
   } catch {
     throw new ApiError("UNAUTHENTICATED", "The JWT is invalid or expired.");
   }

@@ -1,5 +1,5 @@
 import { desc, eq, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
+import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
 import { orderCounts as orderCountsTable, orders, processedEvents } from "../db/schema";
 import { type OrderEvent, RESERVATION_STATUSES, type ReservationStatus, statusOf } from "./events";
 
@@ -11,9 +11,27 @@ import { type OrderEvent, RESERVATION_STATUSES, type ReservationStatus, statusOf
  * arrives after a newer one changes nothing. Returns whether the order row changed.
  */
 export async function applyOrderEvent(db: D1Database, event: OrderEvent, now: number): Promise<boolean> {
+  const [changed] = await applyOrderEvents(db, [event], now);
+  return changed === true;
+}
+
+/**
+ * Applies events in the order given, each as {@link applyOrderEvent} does, in one `db.batch`: one
+ * round trip and one transaction for all of them, which either applies all or none. Returns, per
+ * event, whether its order row changed.
+ */
+export async function applyOrderEvents(db: D1Database, events: readonly OrderEvent[], now: number): Promise<boolean[]> {
   const d1 = drizzle(db);
+  const [first, ...rest] = events.flatMap((event) => eventStatements(d1, event, now));
+  if (!first) return [];
+  const results = await d1.batch([first, ...rest]);
+  return events.map((_, i) => (results[2 * i + 1]?.meta.changes ?? 0) > 0);
+}
+
+/** One event's two statements: record its id, upsert its order (only to a higher `seq`). */
+function eventStatements(d1: DrizzleD1Database, event: OrderEvent, now: number) {
   const occurredAt = Date.parse(event.occurredAt);
-  const [, upserted] = await d1.batch([
+  return [
     d1
       .insert(processedEvents)
       .values({ eventId: event.id, reservationId: event.reservationId, processedAt: now })
@@ -42,8 +60,7 @@ export async function applyOrderEvent(db: D1Database, event: OrderEvent, now: nu
         },
         setWhere: sql`excluded.last_seq > ${orders.lastSeq}`,
       }),
-  ]);
-  return upserted.meta.changes > 0;
+  ] as const;
 }
 
 export type OrderRow = typeof orders.$inferSelect;
