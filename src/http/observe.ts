@@ -20,6 +20,7 @@ export const observe = createMiddleware<AppEnv>(async (c, next) => {
   const status = c.res.status;
   observeDuration({ route, method: c.req.method }, seconds);
   increment("flashgate_http_responses_total", { route, method: c.req.method, status });
+  // Written after `next` left the log context, so the request id is given here.
   log(status >= 500 ? "error" : "info", "request", {
     requestId: c.get("requestId"),
     method: c.req.method,

@@ -86,8 +86,3 @@ export async function orderCounts(db: D1Database, sku: string): Promise<Record<R
   for (const row of rows) counts[row.status] = row.count;
   return counts;
 }
-
-/** Order rows of every SKU by status (for `/metrics`). */
-export async function allOrderCounts(db: D1Database) {
-  return drizzle(db).select().from(orderCountsTable);
-}
