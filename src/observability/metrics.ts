@@ -99,21 +99,26 @@ export function observeDuration(labels: Record<string, string>, seconds: number)
 /**
  * Sends this isolate's deltas to the Telemetry object. A batch is sent under an id the object
  * remembers, and kept until the object confirmed it: a send that failed after the object applied
- * it is applied once when it is sent again.
+ * it is applied once when it is sent again. A batch still unconfirmed (another flush may have it in
+ * flight) goes first, then whatever was counted since, so a scrape always carries this isolate's
+ * latest counts.
  */
 export async function flushMetrics(env: Env): Promise<void> {
-  if (!unsent) {
-    if (pending.size === 0) return;
-    unsent = { id: crypto.randomUUID(), samples: [...pending.values()] };
-    pending.clear();
-  }
-  const batch = unsent;
-  lastFlushAt = Date.now();
-  try {
-    await env.TELEMETRY.getByName("global").add(batch.id, batch.samples);
-    if (unsent === batch) unsent = null;
-  } catch (err) {
-    log("warn", "metrics flush failed", { series: batch.samples.length, error: String(err) });
+  for (let round = 0; round < 2; round++) {
+    if (!unsent) {
+      if (pending.size === 0) return;
+      unsent = { id: crypto.randomUUID(), samples: [...pending.values()] };
+      pending.clear();
+    }
+    const batch = unsent;
+    lastFlushAt = Date.now();
+    try {
+      await env.TELEMETRY.getByName("global").add(batch.id, batch.samples);
+      if (unsent === batch) unsent = null;
+    } catch (err) {
+      log("warn", "metrics flush failed", { series: batch.samples.length, error: String(err) });
+      return;
+    }
   }
 }
 
