@@ -25,6 +25,8 @@ const workerBindings = async () => ({
   RECONCILE_GRACE_MS: "0",
   // One isolate: a scrape flushes it, so no background flush (which would hold each call's waitUntil).
   METRICS_FLUSH_INTERVAL_MS: "0",
+  // Every request line is written, so the log tests can follow any request (production samples 1%).
+  REQUEST_LOG_SAMPLE_RATE: "1",
 });
 
 export default defineConfig({

@@ -68,32 +68,81 @@ export function renderLabels(labels: Record<string, string | number>): string {
   return parts.length === 0 ? "" : `{${parts.join(",")}}`;
 }
 
-/** This isolate's deltas not sent yet, by `name + labels`. */
-const pending = new Map<string, Sample>();
-/** A batch taken from `pending` whose send has not been confirmed; sent again, under the same id. */
+/**
+ * This isolate's deltas not sent yet. Counting is on every request's path, so it costs one map
+ * lookup by a key made of the label values; label names are escaped and rendered only when a
+ * batch is taken for sending (once a second), not per request.
+ */
+interface Counter {
+  name: string;
+  labels: Record<string, string | number>;
+  value: number;
+}
+interface Histogram {
+  labels: Record<string, string>;
+  /** Observations per bucket (not cumulative): index i counts `DURATION_BUCKETS[i-1] < s <= DURATION_BUCKETS[i]`; the last is +Inf. */
+  buckets: number[];
+  sum: number;
+  count: number;
+}
+const counters = new Map<string, Counter>();
+const histograms = new Map<string, Histogram>();
+/** A batch taken from the pending deltas whose send has not been confirmed; sent again, under the same id. */
 let unsent: { id: string; samples: Sample[] } | null = null;
 let lastFlushAt = 0;
 let flushScheduled = false;
 
-function add(name: string, labels: string, delta: number): void {
-  const key = name + labels;
-  const sample = pending.get(key);
-  if (sample) sample.value += delta;
-  else pending.set(key, { name, labels, value: delta });
+function seriesKey(name: string, labels: Record<string, string | number>): string {
+  let key = name;
+  for (const label in labels) key += `\u0001${labels[label]}`;
+  return key;
 }
 
 export function increment(metric: MetricName, labels: Record<string, string | number> = {}, by = 1): void {
-  add(metric, renderLabels(labels), by);
+  const key = seriesKey(metric, labels);
+  const counter = counters.get(key);
+  if (counter) counter.value += by;
+  else counters.set(key, { name: metric, labels, value: by });
 }
 
-/** Records one request's duration in the cumulative buckets of `flashgate_request_duration_seconds`. */
+/** Records one request's duration in `flashgate_request_duration_seconds`. */
 export function observeDuration(labels: Record<string, string>, seconds: number): void {
+  const key = seriesKey("", labels);
+  let histogram = histograms.get(key);
+  if (!histogram) {
+    histogram = { labels, buckets: new Array(DURATION_BUCKETS.length + 1).fill(0), sum: 0, count: 0 };
+    histograms.set(key, histogram);
+  }
+  let i = 0;
+  while (i < DURATION_BUCKETS.length && seconds > (DURATION_BUCKETS[i] as number)) i++;
+  histogram.buckets[i] = (histogram.buckets[i] ?? 0) + 1;
+  histogram.sum += seconds;
+  histogram.count++;
+}
+
+function hasPending(): boolean {
+  return counters.size > 0 || histograms.size > 0;
+}
+
+/** Takes the pending deltas as samples (the histogram's buckets cumulative, as the format wants). */
+function takePending(): Sample[] {
+  const samples: Sample[] = [];
+  for (const c of counters.values()) samples.push({ name: c.name, labels: renderLabels(c.labels), value: c.value });
   const name = "flashgate_request_duration_seconds";
-  // Every bucket gets a sample (0 or 1), so each series has the full set of buckets from the start.
-  for (const le of DURATION_BUCKETS) add(`${name}_bucket`, renderLabels({ ...labels, le }), seconds <= le ? 1 : 0);
-  add(`${name}_bucket`, renderLabels({ ...labels, le: "+Inf" }), 1);
-  add(`${name}_sum`, renderLabels(labels), seconds);
-  add(`${name}_count`, renderLabels(labels), 1);
+  for (const h of histograms.values()) {
+    let cumulative = 0;
+    // Every bucket gets a sample (0 included), so each series has the full set of buckets from the start.
+    DURATION_BUCKETS.forEach((le, i) => {
+      cumulative += h.buckets[i] ?? 0;
+      samples.push({ name: `${name}_bucket`, labels: renderLabels({ ...h.labels, le }), value: cumulative });
+    });
+    samples.push({ name: `${name}_bucket`, labels: renderLabels({ ...h.labels, le: "+Inf" }), value: h.count });
+    samples.push({ name: `${name}_sum`, labels: renderLabels(h.labels), value: h.sum });
+    samples.push({ name: `${name}_count`, labels: renderLabels(h.labels), value: h.count });
+  }
+  counters.clear();
+  histograms.clear();
+  return samples;
 }
 
 /**
@@ -106,9 +155,8 @@ export function observeDuration(labels: Record<string, string>, seconds: number)
 export async function flushMetrics(env: Env): Promise<void> {
   for (let round = 0; round < 2; round++) {
     if (!unsent) {
-      if (pending.size === 0) return;
-      unsent = { id: crypto.randomUUID(), samples: [...pending.values()] };
-      pending.clear();
+      if (!hasPending()) return;
+      unsent = { id: crypto.randomUUID(), samples: takePending() };
     }
     const batch = unsent;
     lastFlushAt = Date.now();
@@ -130,7 +178,7 @@ export async function flushMetrics(env: Env): Promise<void> {
  */
 export function flushMetricsSoon(env: Env, waitUntil: (promise: Promise<unknown>) => void): void {
   const interval = Number(env.METRICS_FLUSH_INTERVAL_MS);
-  if (flushScheduled || !(interval > 0) || (pending.size === 0 && !unsent)) return;
+  if (flushScheduled || !(interval > 0) || (!hasPending() && !unsent)) return;
   flushScheduled = true;
   const wait = Math.max(0, lastFlushAt + interval - Date.now());
   const flush = new Promise((resolve) => setTimeout(resolve, wait))
