@@ -1,59 +1,85 @@
-// `npm run bench [-- --quick]`: starts everything on 127.0.0.1 (redis-server, the Upstash bridge, the
-// Worker in workerd through Miniflare twice: GROUP_COMMIT on and off), runs the seven scenarios of
-// issue #7 side by side, checks every reservation it made, prints one table and writes bench/results.json.
-// Exits non-zero if any answer other than the expected ones (202, or 409 SOLD_OUT in the storm) was
-// seen, or if a stock check failed.
+// `npm run bench [-- --quick] [-- --baseline <ref>[,<ref>…]]`: every part of the system on 127.0.0.1,
+// load from other processes (wrk, redis-benchmark), figures side by side in one run:
+//   the ceiling (a bare Worker in its own workerd), GET /healthz, the sold-out storm, the hot SKU
+//   (group commit on and off, 1 and 4 shards), the classic design (Node + Redis Lua) under the same
+//   wrk, Redis's own EVALSHA of lua/reserve.lua, the stock object's engine core, the order pipeline;
+//   with --baseline, the same edge points on earlier commits' Workers (before → after in one run).
+// Beside each throughput: the CPU µs per request of the processes under test, from /proc.
+// Checks every reservation it made; writes bench/results.json, then docs/PERFORMANCE.md and the
+// README's Performance table from it (bench/report.ts). Exits non-zero on any unexpected answer or
+// failed check.
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readFileSync, writeFileSync } from "node:fs";
-import { cpus, freemem, hostname, platform, release, totalmem } from "node:os";
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { cpus, hostname, platform, release, tmpdir, totalmem } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { createClient } from "redis";
 import { loadScripts } from "../scripts/lib/lua";
-import { type RedisServer, startRedis } from "../scripts/lib/redis-server";
-import { type Bridge, startBridge } from "../scripts/upstash-bridge";
+import { startRedis } from "../scripts/lib/redis-server";
+import { startBridge } from "../scripts/upstash-bridge";
+import { startBareWorker } from "./lib/bare-worker";
 import { type Bench, FULL, QUICK } from "./lib/context";
 import { log } from "./lib/log";
-import { printTable, ratios } from "./lib/report";
+import { startProfile } from "./lib/profile";
 import { verify } from "./lib/verify";
 import { startWorker, type WorkerServer } from "./lib/worker";
-import { ceiling } from "./scenarios/ceiling";
+import { writeReports } from "./report";
 import { classic } from "./scenarios/classic";
+import { ceiling, healthz, hotSku, soldOut } from "./scenarios/edge";
 import { engineCore } from "./scenarios/engine-core";
-import { hotSku } from "./scenarios/hot-sku";
 import { orderPipeline } from "./scenarios/order-pipeline";
-import { sharding } from "./scenarios/sharding";
-import { soldOut } from "./scenarios/sold-out";
+import { redisReserve } from "./scenarios/redis";
 
-const quick = process.argv.includes("--quick");
-const sizes = quick ? QUICK : FULL;
-const RESULTS = new URL("./results.json", import.meta.url);
-const started = new Date();
+const argv = process.argv.slice(2);
+const quick = argv.includes("--quick");
+const baselineRefs = (argv[argv.indexOf("--baseline") + 1] ?? "")
+  .split(",")
+  .filter((r) => argv.includes("--baseline") && r);
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const RESULTS = join(ROOT, "bench/results.json");
 
-function version(cmd: string, args: string[]): string {
+function sh(cmd: string, args: string[], cwd = ROOT): string {
   try {
-    return execFileSync(cmd, args, { encoding: "utf8" }).trim().split("\n")[0] ?? "";
+    return execFileSync(cmd, args, { encoding: "utf8", cwd, stdio: ["ignore", "pipe", "ignore"] }).trim();
   } catch {
     return "unknown";
   }
 }
 function pkgVersion(name: string): string {
-  const url = new URL(`../node_modules/${name}/package.json`, import.meta.url);
-  return (JSON.parse(readFileSync(url, "utf8")) as { version: string }).version;
+  return (JSON.parse(readFileSync(join(ROOT, "node_modules", name, "package.json"), "utf8")) as { version: string })
+    .version;
+}
+for (const tool of ["wrk", "redis-server", "redis-benchmark"]) {
+  if (sh("sh", ["-c", `command -v ${tool}`]) === "unknown") {
+    console.error(`${tool} is not installed: apt-get install -y ${tool === "wrk" ? "wrk" : "redis-server"}`);
+    process.exit(2);
+  }
 }
 
 const stack: (() => Promise<void>)[] = [];
-let redisServer: RedisServer | undefined;
+const bench: Bench = {
+  mode: quick ? QUICK : FULL,
+  dir: mkdtempSync(join(tmpdir(), "flashgate-bench-load-")),
+  points: {},
+  redis: {},
+  figures: {},
+  checks: [],
+  problems: [],
+};
+stack.push(async () => rmSync(bench.dir, { recursive: true, force: true }));
+const started = new Date();
+const baselines: { ref: string; commit: string; subject: string; keys: Record<string, string> }[] = [];
 let exitCode = 0;
 try {
-  log(`mode: ${quick ? "quick" : "full"}; starting redis-server, the Upstash bridge and the Worker twice`);
-  redisServer = await startRedis();
-  const redisOfServer = redisServer;
-  stack.push(() => redisOfServer.stop());
+  log(`mode: ${quick ? "quick" : "full"}; starting redis-server ×2, the Upstash bridge, the bare Worker and Flashgate`);
+  const mirrorRedis = await startRedis();
+  stack.push(() => mirrorRedis.stop());
   const bridgeToken = randomBytes(24).toString("hex");
-  const bridge: Bridge = await startBridge({ redisUrl: redisServer.url, token: bridgeToken });
+  const bridge = await startBridge({ redisUrl: mirrorRedis.url, token: bridgeToken });
   stack.push(() => bridge.close());
   const mirror = { UPSTASH_REDIS_REST_URL: bridge.url, UPSTASH_REDIS_REST_TOKEN: bridgeToken };
-  // The classic baseline and the Lua engine core get their own redis-server: the mirror's writes stay out of them.
+  // The classic design and redis-benchmark get their own redis-server: the mirror's writes stay out of it.
   const luaServer = await startRedis();
   stack.push(() => luaServer.stop());
   const redis = createClient({ url: luaServer.url });
@@ -61,88 +87,78 @@ try {
   stack.push(async () => void (await redis.close()));
   await loadScripts(redis);
 
-  const settled = await Promise.allSettled([
-    startWorker("GROUP_COMMIT=on", { ...mirror, GROUP_COMMIT: "on" }),
-    startWorker("GROUP_COMMIT=off", { ...mirror, GROUP_COMMIT: "off" }),
-  ]);
-  const servers: WorkerServer[] = [];
-  for (const s of settled) {
-    if (s.status === "rejected") continue;
-    servers.push(s.value);
-    stack.push(() => s.value.stop());
-  }
-  for (const s of settled) if (s.status === "rejected") throw s.reason;
-  const [on, off] = servers;
-  if (!on || !off) throw new Error("the Worker did not start");
-  log(`workers ready: on ${on.url}, off ${off.url}`);
-
-  const bench: Bench = {
-    sizes,
-    on,
-    off,
-    redis,
-    redisUrl: luaServer.url,
-    rows: [],
-    figures: {},
-    checks: [],
-    problems: [],
+  // One at a time: each workerd is found as the new child process (its CPU is read from /proc).
+  const bare = await startBareWorker();
+  stack.push(() => bare.stop());
+  const start = async (label: string, vars: Record<string, string>, root?: string): Promise<WorkerServer> => {
+    const server = await startWorker(
+      label,
+      { ...mirror, ...vars },
+      root ? { root, inspect: false } : { inspect: true },
+    );
+    stack.push(() => server.stop());
+    return server;
   };
-  const warm = await ceiling(bench, 10); // warm-up of the isolate and the load generator, not reported
-  bench.rows.pop();
-  delete bench.figures.ceiling_c10;
-  log(`warm-up: ${warm.rps.toFixed(0)} req/s`);
+  const on = await start("GROUP_COMMIT=on", { GROUP_COMMIT: "on" });
+  const off = await start("GROUP_COMMIT=off", { GROUP_COMMIT: "off" });
 
-  // First on its server: the queue must not be behind the thousands of events the other scenarios make.
-  await orderPipeline(bench, quick ? 30_000 : 120_000);
-  const ceil50 = await ceiling(bench, 50);
-  const ceil200 = await ceiling(bench, 200);
-  const hot: Record<string, number> = {};
-  for (const c of [50, 200]) {
-    for (const [server, gc] of [
-      [on, "on"],
-      [off, "off"],
-    ] as const) {
-      const r = await hotSku(bench, {
-        server,
-        key: `hot_gc_${gc}_c${c}`,
-        scenario: "2 hot SKU",
-        setting: `GC ${gc} c${c}`,
-        connections: c,
-        amount: sizes.hot,
-      });
-      hot[`${gc}${c}`] = r.rps;
-    }
+  await ceiling(bench, bare);
+  await healthz(bench, on);
+  await soldOut(bench, on);
+  const hot = await hotSku(bench, on, { key: "hot_sku" });
+  await orderPipeline(bench, on, hot.sku);
+  await hotSku(bench, off, { key: "hot_sku_gc_off" });
+  await hotSku(bench, on, { key: "hot_sku_4_shards", shards: 4 });
+  await classic(bench, redis, luaServer.url, luaServer.process.pid ?? 0);
+  await redisReserve(bench, redis, luaServer.port, luaServer.process.pid ?? 0);
+  await engineCore(bench, on);
+
+  for (const ref of baselineRefs) {
+    const commit = sh("git", ["rev-parse", "--short", ref]);
+    const subject = sh("git", ["log", "-1", "--format=%s", ref]);
+    const tree = mkdtempSync(join(tmpdir(), `flashgate-baseline-${commit}-`));
+    execFileSync("git", ["worktree", "add", "--detach", tree, ref], { cwd: ROOT, stdio: "ignore" });
+    stack.push(async () => {
+      execFileSync("git", ["worktree", "remove", "--force", tree], { cwd: ROOT, stdio: "ignore" });
+    });
+    if (!existsSync(join(tree, "node_modules"))) symlinkSync(join(ROOT, "node_modules"), join(tree, "node_modules"));
+    log(`baseline ${commit} (${subject})`);
+    const server = await start(`baseline ${commit}`, { GROUP_COMMIT: "on" }, tree);
+    const keys = {
+      healthz: `base_${commit}_healthz`,
+      sold_out: `base_${commit}_sold_out`,
+      hot_sku: `base_${commit}_hot_sku`,
+    };
+    await healthz(bench, server, keys.healthz);
+    await soldOut(bench, server, keys.sold_out);
+    await hotSku(bench, server, { key: keys.hot_sku });
+    baselines.push({ ref, commit, subject, keys });
   }
-  const sold50 = await soldOut(bench, 50);
-  const sold200 = await soldOut(bench, 200);
-  const engine = await engineCore(bench);
-  const classicRps = await classic(bench, [50, 200]);
-  await sharding(bench);
 
-  log("checking every reservation the bench made (admin view)");
+  if (!quick && on.inspectorPort !== undefined) {
+    // Where the time goes, named: a CPU profile of the hot-SKU path (not part of the measured runs).
+    log("profiling the hot-SKU path for 4 s (CPU profile of the Worker's isolate)");
+    const profile = await startProfile(on.inspectorPort);
+    await hotSku(bench, on, { key: "profiled_hot_sku", label: "hot SKU under the profiler" });
+    bench.figures.hot_sku_profile = await profile.stop(15);
+    delete bench.points.profiled_hot_sku;
+  }
+
+  log("checking every reservation the bench made (admin views, D1 rows)");
   await verify(bench);
-
-  const r = ratios({
-    hot,
-    ceiling: { 50: ceil50.rps, 200: ceil200.rps },
-    soldOut: { 50: sold50.rps, 200: sold200.rps },
-    engine,
-    classic: classicRps,
-  });
-  bench.figures.ratios = r;
-  printTable(bench, r);
 
   const results = {
     date: started.toISOString(),
     mode: quick ? "quick" : "full",
-    sizes,
+    timing: bench.mode.timing,
+    commit: sh("git", ["rev-parse", "--short", "HEAD"]),
+    dirty: sh("git", ["status", "--porcelain"]) !== "",
     machine: {
       hostname: hostname(),
       platform: `${platform()} ${release()}`,
       cpu: cpus()[0]?.model ?? "unknown",
       cores: cpus().length,
       memoryGiB: +(totalmem() / 2 ** 30).toFixed(1),
-      freeMemoryGiB: +(freemem() / 2 ** 30).toFixed(1),
     },
     versions: {
       node: process.version,
@@ -150,20 +166,21 @@ try {
       miniflare: pkgVersion("miniflare"),
       workerd: pkgVersion("workerd"),
       hono: pkgVersion("hono"),
-      "@hono/node-server": pkgVersion("@hono/node-server"),
-      autocannon: pkgVersion("autocannon"),
-      redis: pkgVersion("redis"),
-      "redis-server": version("redis-server", ["--version"]),
-      commit: version("git", ["rev-parse", "--short", "HEAD"]),
+      wrk: sh("sh", ["-c", "wrk -v 2>&1 | head -1"]),
+      "redis-server": sh("redis-server", ["--version"]),
     },
-    loadGenerator: "autocannon, in the harness process; every request has its own user and token",
-    rateLimit: "distinct users: every shopper makes exactly one request, so the 20 req/10 s limit never applies",
+    load: "wrk (its own process, 1 thread) with bench/lib/wrk.lua: every reservation a distinct user with a fresh JWT and purchase token; redis-benchmark for Redis",
+    cpu: "utime + stime from /proc/<pid>/stat of the processes under test across the measured run, ÷ requests",
+    points: bench.points,
+    redis: bench.redis,
     figures: bench.figures,
+    baselines,
     problems: bench.problems,
     ok: bench.problems.length === 0,
   };
   writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
-  log(`wrote bench/results.json (${bench.problems.length} problems)`);
+  writeReports(results);
+  log(`wrote bench/results.json, docs/PERFORMANCE.md and the README table (${bench.problems.length} problems)`);
   if (bench.problems.length > 0) {
     for (const p of bench.problems) console.error(`PROBLEM: ${p}`);
     exitCode = 1;

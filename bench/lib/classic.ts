@@ -21,6 +21,8 @@ export async function redisCounts(redis: Redis, sku: string): Promise<{ total: n
 
 export interface ClassicServer {
   url: string;
+  /** The Node process serving it. */
+  pid: number;
   stop(): Promise<void>;
 }
 
@@ -48,6 +50,7 @@ export async function startClassic(redisUrl: string): Promise<ClassicServer> {
   child.removeAllListeners("exit");
   return {
     url: `http://127.0.0.1:${port}`,
+    pid: child.pid ?? 0,
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;
       const exited = new Promise((resolve) => child.once("exit", resolve));

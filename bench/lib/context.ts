@@ -1,77 +1,71 @@
-import type { Redis } from "./classic";
-import type { LoadResult } from "./load";
+import type { Point, Timing } from "./measure";
+import type { RedisBenchResult } from "./redis-benchmark";
 import type { WorkerServer } from "./worker";
 
-/** How many requests each kind of run sends: `--quick` (under two minutes) or the full default. */
-export interface Sizes {
-  ceiling: number;
-  hot: number;
-  soldOut: number;
-  classic: number;
-  engine: number;
-  pipeline: number;
-  sharded: number;
-  serviceRpcs: number;
+/** `--quick` (about two minutes) or the full default run. */
+export interface Mode {
+  quick: boolean;
+  timing: Timing;
+  /** Reservations the engine-core scenario drives through the stock object's RPC. */
+  engineReservations: number;
+  /** EVALSHA calls per redis-benchmark run (unpipelined; pipelined runs send 3× as many). */
+  redisCalls: number;
 }
 
-export const QUICK: Sizes = {
-  ceiling: 400,
-  hot: 300,
-  soldOut: 400,
-  classic: 300,
-  engine: 2000,
-  pipeline: 200,
-  sharded: 300,
-  serviceRpcs: 150,
-};
-export const FULL: Sizes = {
-  ceiling: 4000,
-  hot: 2500,
-  soldOut: 4000,
-  classic: 2500,
-  engine: 20000,
-  pipeline: 1500,
-  sharded: 2000,
-  serviceRpcs: 1000,
+export const QUICK: Mode = {
+  quick: true,
+  timing: { warmSeconds: 1, seconds: 4, connections: 50 },
+  engineReservations: 10_000,
+  redisCalls: 100_000,
 };
 
-/** A row of the final table. */
-export interface Row {
-  scenario: string;
-  setting: string;
-  figure: string;
-  p50?: number;
-  p99?: number;
-  errors?: number;
-}
+export const FULL: Mode = {
+  quick: false,
+  timing: { warmSeconds: 3, seconds: 8, connections: 50 },
+  engineReservations: 40_000,
+  redisCalls: 400_000,
+};
 
-/** A stock check made after every scenario ran: what the bench expects the admin view to say. */
+/** A stock check made after every scenario ran: what the admin view must say. */
 export interface StockCheck {
   server: WorkerServer;
   sku: string;
   total: number;
-  /** Reservations the bench saw acknowledged (distinct ids), all still held. */
+  /** Reservations the bench saw acknowledged (202), all still held. */
   held: number;
-  /** D1 order rows expected (held), when the scenario waited for them. */
-  ordersHeld?: number;
+  /**
+   * Requests that may have been served without the bench seeing the answer: wrk stops with a request
+   * in flight on each connection, at the end of the warm-up and of the run. The stock object must
+   * hold between `held` and `held + unseen`.
+   */
+  unseen?: number;
+  /** Whether the scenario waited for the queue: then D1 must have one `held` row per hold. */
+  orders?: boolean;
 }
 
 export interface Bench {
-  sizes: Sizes;
-  on: WorkerServer;
-  off: WorkerServer;
-  redis: Redis;
-  redisUrl: string;
-  rows: Row[];
-  /** Every figure, by scenario, for bench/results.json. */
+  mode: Mode;
+  /** Scratch directory (request files for wrk). */
+  dir: string;
+  points: Record<string, Point>;
+  redis: Record<string, RedisBenchResult>;
+  /** Figures of the scenarios that are not load points (engine core, order pipeline, …). */
   figures: Record<string, unknown>;
   checks: StockCheck[];
   /** Unexpected answers or failed checks; any of them makes the bench exit non-zero. */
   problems: string[];
 }
 
-/** A load result without its per-request map, for the JSON. */
-export function summary(r: LoadResult) {
-  const { accepted: _accepted, ...rest } = r;
-  return { ...rest, acceptedIds: r.accepted.size };
+/** Records a point, and as a problem any answer the point did not expect or any replayed token. */
+export function record(bench: Bench, point: Point): Point {
+  bench.points[point.key] = point;
+  if (point.unexpected > 0)
+    bench.problems.push(`${point.label}: ${point.unexpected} unexpected answers ${JSON.stringify(point.statuses)}`);
+  if (point.wraps > 0) bench.problems.push(`${point.label}: ran out of fresh requests ${point.wraps} times`);
+  return point;
+}
+
+/** Requests a point answered with `status`, warm-up included. */
+export function answered(point: Point, status: number): number {
+  return (point.statuses[status] ?? 0) + (point.warmStatuses[status] ?? 0);
 }

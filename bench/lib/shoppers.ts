@@ -1,6 +1,7 @@
-import { sign } from "hono/jwt";
+import { SignJWT } from "jose";
 import { mintPurchaseToken, newNonce } from "../../src/edge/purchase-token";
 import { homeShard } from "../../src/edge/stock-client";
+import type { WrkRequest } from "./wrk";
 
 /** The dev secrets of .dev.vars.example; the bench passes them to the Worker as vars. */
 export const SECRETS = {
@@ -9,25 +10,37 @@ export const SECRETS = {
   ADMIN_TOKEN: "dev-admin-token",
 } as const;
 
-/** One prepared reservation request: a distinct user with its JWT and its own purchase token. */
-export interface Shopper {
-  userId: string;
-  headers: Record<string, string>;
-  body: string;
-}
+/** Imported once: jose would import a raw secret again for every token. */
+const authKey = crypto.subtle.importKey(
+  "raw",
+  new TextEncoder().encode(SECRETS.AUTH_SECRET),
+  { name: "HMAC", hash: "SHA-256" },
+  false,
+  ["sign"],
+);
 
 /**
- * Mints `count` shoppers for a SKU, each a distinct user making one request, so the per-user rate
- * limit (20 requests / 10 s) and the per-user limit never come into play. Tokens are minted here
- * with the dev TOKEN_SECRET, bound to the user's home shard as the token route would bind them.
+ * `count` reservation requests for a SKU, each from a distinct user with its own JWT and a fresh
+ * purchase token, so neither the per-user rate limit (20 requests / 10 s) nor the per-user limit
+ * ever applies and no request is a replay. Tokens are minted here with the dev TOKEN_SECRET, bound
+ * to the user's home shard as the token route binds them.
  */
-export async function mintShoppers(run: string, sku: string, shards: number, count: number): Promise<Shopper[]> {
+export async function reservationRequests(
+  run: string,
+  sku: string,
+  shards: number,
+  count: number,
+  quantity = 1,
+): Promise<WrkRequest[]> {
   const now = Date.now();
   const exp = Math.floor(now / 1000) + 3600;
-  const out: Shopper[] = [];
-  for (let i = 0; i < count; i++) {
+  const one = async (i: number): Promise<WrkRequest> => {
     const userId = `${run}-${i}`;
-    const jwt = await sign({ sub: userId, iat: exp - 3600, exp }, SECRETS.AUTH_SECRET, "HS256");
+    const jwt = await new SignJWT({ sub: userId })
+      .setProtectedHeader({ alg: "HS256", typ: "JWT" })
+      .setIssuedAt(exp - 3600)
+      .setExpirationTime(exp)
+      .sign(await authKey);
     const claims = {
       sku,
       userId,
@@ -37,11 +50,18 @@ export async function mintShoppers(run: string, sku: string, shards: number, cou
       expiresAt: now + 3_600_000,
     };
     const token = await mintPurchaseToken(claims, SECRETS.TOKEN_SECRET);
-    out.push({
-      userId,
-      headers: { authorization: `Bearer ${jwt}`, "content-type": "application/json" },
-      body: JSON.stringify({ token, quantity: 1 }),
-    });
+    return {
+      method: "POST",
+      path: `/api/skus/${sku}/reservations`,
+      authorization: `Bearer ${jwt}`,
+      body: JSON.stringify({ token, quantity }),
+    };
+  };
+  // WebCrypto in Node signs on libuv's thread pool: many in flight at once mint several times faster.
+  const out: WrkRequest[] = [];
+  for (let i = 0; i < count; i += 512) {
+    const slice = Array.from({ length: Math.min(512, count - i) }, (_, k) => one(i + k));
+    out.push(...(await Promise.all(slice)));
   }
   return out;
 }

@@ -9,6 +9,7 @@ import { Log, LogLevel, Miniflare } from "miniflare";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
 import { ensureDevVars } from "../../scripts/lib/dev-vars";
 import { freePort } from "../../scripts/lib/redis-server";
+import { childrenNamed } from "./proc";
 import { SECRETS } from "./shoppers";
 
 /**
@@ -27,6 +28,8 @@ import { SECRETS } from "./shoppers";
 export interface WorkerServer {
   label: string;
   url: string;
+  /** The workerd process serving it (for CPU time and memory from /proc). */
+  pid: number;
   /** The workerd inspector's port (Chrome DevTools protocol), when started with `inspect`. */
   inspectorPort?: number;
   stop(): Promise<void>;
@@ -35,14 +38,19 @@ export interface WorkerServer {
 }
 
 const run = promisify(execFile);
-const CONFIG = fileURLToPath(new URL("../../wrangler.toml", import.meta.url));
-const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+const HERE = fileURLToPath(new URL("../..", import.meta.url));
 
+/**
+ * `root`: the checkout whose Worker to run (default this one); the bench runs an earlier commit's
+ * Worker from a worktree of it beside today's, to measure a change before and after in one run.
+ */
 export async function startWorker(
   label: string,
   vars: Record<string, string>,
-  opts: { inspect?: boolean } = {},
+  opts: { inspect?: boolean; root?: string } = {},
 ): Promise<WorkerServer> {
+  const ROOT = opts.root ?? HERE;
+  const CONFIG = join(ROOT, "wrangler.toml");
   ensureDevVars();
   const port = await freePort();
   const inspectorPort = opts.inspect ? await freePort() : undefined;
@@ -54,6 +62,7 @@ export async function startWorker(
     run("npx", ["wrangler", "deploy", "--dry-run", "--outdir", bundle], { env, cwd: ROOT }),
   ]);
   const { workerOptions } = unstable_getMiniflareWorkerOptions(CONFIG);
+  const before = new Set(childrenNamed(process.pid, "workerd"));
   const output: string[] = []; // the last chunks of the Worker's output (it logs a line per request)
   const keep = (d: Buffer) => {
     if (output.push(d.toString()) > 200) output.splice(0, 100);
@@ -87,9 +96,12 @@ export async function startWorker(
     rmSync(state, { recursive: true, force: true });
     throw new Error(`the Worker (${label}) did not start: ${String(err)}\n${output.join("")}`);
   }
+  const pid = childrenNamed(process.pid, "workerd").find((p) => !before.has(p));
+  if (pid === undefined) throw new Error(`the Worker (${label}): no workerd process found`);
   return {
     label,
     url: `http://127.0.0.1:${port}`,
+    pid,
     ...(inspectorPort === undefined ? {} : { inspectorPort }),
     logTail: () => output.join("").slice(-4000),
     async stop() {

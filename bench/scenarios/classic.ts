@@ -1,52 +1,40 @@
-import { configureRedisSku, redisCounts, startClassic } from "../lib/classic";
-import type { Bench } from "../lib/context";
-import { summary } from "../lib/context";
-import { runLoad, unexpected } from "../lib/load";
-import { log } from "../lib/log";
-import { mintShoppers } from "../lib/shoppers";
+import { configureRedisSku, type Redis, redisCounts, startClassic } from "../lib/classic";
+import { answered, type Bench, record } from "../lib/context";
+import { measure, type Point } from "../lib/measure";
+import { reservationRequests } from "../lib/shoppers";
 
 /**
- * 5. Classic baseline: bench/classic-server.ts (Hono on @hono/node-server, its own Node process,
- * JWT + purchase token checks, EVALSHA lua/reserve.lua through node-redis) under the hot-SKU load.
+ * The classic design under the same wrk load as the hot SKU: bench/classic-server.ts (Hono on
+ * @hono/node-server in its own Node process, JWT + purchase token checks, EVALSHA lua/reserve.lua
+ * through node-redis). Its CPU per request is the Node process's plus redis-server's.
  */
-export async function classic(bench: Bench, connectionsList: number[]) {
-  const server = await startClassic(bench.redisUrl);
-  const out: Record<number, number> = {};
+export async function classic(bench: Bench, redis: Redis, redisUrl: string, redisPid: number): Promise<Point> {
+  const server = await startClassic(redisUrl);
   try {
-    for (const connections of connectionsList) {
-      const run = `cl${Date.now().toString(36)}c${connections}`;
-      const sku = `classic-${run}`;
-      const n = bench.sizes.classic;
-      await configureRedisSku(bench.redis, sku, n * 16);
-      const shoppers = await mintShoppers(run, sku, 1, n);
-      log(`5. classic baseline: ${n} reservations at concurrency ${connections} (Node + Redis Lua)`);
-      const r = await runLoad({
-        label: `classic c${connections}`,
+    const run = `cl${Date.now().toString(36)}`;
+    const sku = `classic-${run}`;
+    const total = 5_000_000;
+    await configureRedisSku(redis, sku, total);
+    const point = record(
+      bench,
+      await measure({
+        key: "classic",
+        label: "classic design (Node + Redis Lua)",
         url: server.url,
-        path: `/api/skus/${sku}/reservations`,
-        method: "POST",
-        connections,
-        amount: n,
-        shoppers,
-      });
-      const bad = unexpected(r, [202]);
-      if (bad) bench.problems.push(`classic c${connections}: ${bad} ${JSON.stringify(r.codes)}`);
-      const counts = await redisCounts(bench.redis, sku);
-      if (counts.held !== r.accepted.size || counts.held > counts.total)
-        bench.problems.push(`classic c${connections}: Redis holds ${counts.held}, bench saw ${r.accepted.size}`);
-      bench.rows.push({
-        scenario: "5 classic baseline",
-        setting: `Node+Redis Lua c${connections}`,
-        figure: `${r.rps.toFixed(0)} res/s`,
-        p50: r.p50Ms,
-        p99: r.p99Ms,
-        errors: r.responses - (r.statuses["202"] ?? 0) + r.transportErrors,
-      });
-      bench.figures[`classic_c${connections}`] = { sku, redis: counts, ...summary(r) };
-      out[connections] = r.rps;
-    }
+        pids: [server.pid, redisPid],
+        requests: (n, phase) => reservationRequests(`${run}${phase}`, sku, 1, n),
+        fresh: true,
+        expected: [202],
+        timing: bench.mode.timing,
+        dir: bench.dir,
+      }),
+    );
+    const counts = await redisCounts(redis, sku);
+    const seen = answered(point, 202);
+    if (counts.held < seen || counts.held > seen + 2 * point.connections || counts.held > counts.total)
+      bench.problems.push(`classic: Redis holds ${counts.held}, the bench saw ${seen} acknowledged`);
+    return point;
   } finally {
     await server.stop();
   }
-  return out;
 }

@@ -16,7 +16,7 @@ import { ApiError } from "../http/errors";
  *   stock object's `reserve(requests[])` RPC in batches of `batch`, `concurrency` RPCs in flight, no
  *   HTTP in between, and returns the elapsed time and every RPC's duration.
  * - `GET /bench/orders/:sku`: when each D1 order row of a SKU was first written (the consumer's
- *   `processed_events.processed_at`), to measure the lag from a `202` to its row.
+ *   `processed_events.processed_at`) and when its hold was created, to measure the lag from hold to row.
  */
 export const bench = new Hono<AppEnv>();
 
@@ -70,11 +70,11 @@ bench.post("/bench/engine", async (c) => {
 bench.get("/bench/orders/:sku", async (c) => {
   const sku = c.req.param("sku");
   const { results } = await c.env.DB.prepare(
-    `SELECT o.reservation_id AS id, MIN(p.processed_at) AS at
+    `SELECT o.reservation_id AS id, MIN(p.processed_at) AS at, o.created_at AS created
        FROM orders o JOIN processed_events p ON p.reservation_id = o.reservation_id
       WHERE o.sku = ?1 GROUP BY o.reservation_id`,
   )
     .bind(sku)
-    .all<{ id: string; at: number }>();
+    .all<{ id: string; at: number; created: number }>();
   return c.json({ rows: results });
 });

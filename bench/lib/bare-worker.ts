@@ -1,0 +1,38 @@
+import { Log, LogLevel, Miniflare } from "miniflare";
+import { freePort } from "../../scripts/lib/redis-server";
+import { childrenNamed } from "./proc";
+
+/**
+ * The ceiling: a bare Worker (`fetch() → new Response('{"ok":true}')`) in its own workerd, started
+ * through Miniflare exactly like Flashgate's (same entry worker in front), so the ratio to it is
+ * what Flashgate's own code costs.
+ */
+export interface BareWorker {
+  url: string;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+const SCRIPT = `export default {
+  fetch() {
+    return new Response('{"ok":true}', { headers: { "content-type": "application/json" } });
+  },
+};`;
+
+export async function startBareWorker(): Promise<BareWorker> {
+  const port = await freePort();
+  const before = new Set(childrenNamed(process.pid, "workerd"));
+  const mf = new Miniflare({
+    host: "127.0.0.1",
+    port,
+    cf: false,
+    log: new Log(LogLevel.WARN),
+    modules: true,
+    script: SCRIPT,
+    compatibilityDate: "2026-04-20",
+  });
+  await mf.ready;
+  const pid = childrenNamed(process.pid, "workerd").find((p) => !before.has(p));
+  if (pid === undefined) throw new Error("could not find the bare Worker's workerd process");
+  return { url: `http://127.0.0.1:${port}`, pid, stop: () => mf.dispose() };
+}

@@ -1,0 +1,51 @@
+import { readdirSync, readFileSync } from "node:fs";
+
+/**
+ * CPU time of a process from `/proc/<pid>/stat` (utime + stime of all its threads), in µs. Workers
+ * bills CPU time, and on a shared, noisy machine CPU per request barely moves while wall-clock
+ * throughput swings: the bench reports both.
+ */
+const TICKS_PER_SECOND = 100; // USER_HZ: 100 on Linux x86_64 and arm64 (`getconf CLK_TCK`)
+
+function statFields(pid: number): string[] {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  // The command name (field 2) is in parentheses and may hold spaces: split after its closing one.
+  return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+}
+
+/** utime + stime of the process, µs. */
+export function cpuMicros(pid: number): number {
+  const f = statFields(pid);
+  // After the name: state is index 0, so utime (field 14) is index 11 and stime (15) index 12.
+  return ((Number(f[11]) + Number(f[12])) * 1_000_000) / TICKS_PER_SECOND;
+}
+
+/** Resident memory of the process, bytes. */
+export function rssBytes(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) * 1024 : Number.NaN;
+}
+
+/** Child processes of `parent` whose command name is `comm` (for example the workerd Miniflare spawned). */
+export function childrenNamed(parent: number, comm: string): number[] {
+  const out: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const status = readFileSync(`/proc/${entry}/status`, "utf8");
+      const name = /^Name:\s+(.*)$/m.exec(status)?.[1];
+      const ppid = Number(/^PPid:\s+(\d+)$/m.exec(status)?.[1]);
+      if (name === comm && ppid === parent) out.push(Number(entry));
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  return out;
+}
+
+/** A CPU meter over a set of processes: `stop()` gives the µs they used since `start`. */
+export function cpuMeter(pids: number[]): { stop(): number } {
+  const total = () => pids.reduce((sum, pid) => sum + cpuMicros(pid), 0);
+  const before = total();
+  return { stop: () => total() - before };
+}

@@ -1,0 +1,66 @@
+import WebSocket from "ws";
+
+/**
+ * A CPU profile of one workerd isolate through its inspector (Chrome DevTools protocol), to find
+ * where the time goes before changing anything: `start()` begins sampling, `stop()` returns the
+ * top functions by self time. The Worker must have been started with `inspect` (bench/lib/worker.ts).
+ */
+export interface ProfileLine {
+  selfPct: number;
+  fn: string;
+  where: string;
+}
+
+interface Node {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  hitCount?: number;
+}
+
+export async function startProfile(inspectorPort: number, target = "flashgate") {
+  const list = (await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json()) as {
+    id: string;
+    title?: string;
+    webSocketDebuggerUrl: string;
+  }[];
+  const entry = list.find((t) => t.title?.includes(target)) ?? list.find((t) => !t.title?.startsWith("core:"));
+  if (!entry) throw new Error(`no inspector target for ${target}: ${JSON.stringify(list.map((t) => t.title))}`);
+  const ws = new WebSocket(entry.webSocketDebuggerUrl);
+  await new Promise((resolve, reject) => {
+    ws.once("open", resolve);
+    ws.once("error", reject);
+  });
+  let next = 1;
+  const pending = new Map<number, (result: unknown) => void>();
+  ws.on("message", (data: WebSocket.RawData) => {
+    const msg = JSON.parse(String(data)) as { id?: number; result?: unknown };
+    if (msg.id !== undefined) pending.get(msg.id)?.(msg.result);
+  });
+  const send = (method: string, params: object = {}) =>
+    new Promise<unknown>((resolve) => {
+      const id = next++;
+      pending.set(id, resolve);
+      ws.send(JSON.stringify({ id, method, params }));
+    });
+  await send("Profiler.enable");
+  await send("Profiler.setSamplingInterval", { interval: 100 });
+  await send("Profiler.start");
+  return {
+    async stop(top = 25): Promise<ProfileLine[]> {
+      const { profile } = (await send("Profiler.stop")) as { profile: { nodes: Node[] } };
+      ws.close();
+      const total = profile.nodes.reduce((n, node) => n + (node.hitCount ?? 0), 0);
+      const bySelf = new Map<string, ProfileLine>();
+      for (const node of profile.nodes) {
+        const f = node.callFrame;
+        const fn = f.functionName || "(anonymous)";
+        const where = `${f.url.split("/").pop()}:${f.lineNumber + 1}`;
+        const key = `${fn}@${where}`;
+        const line = bySelf.get(key) ?? { selfPct: 0, fn, where };
+        line.selfPct += ((node.hitCount ?? 0) * 100) / Math.max(1, total);
+        bySelf.set(key, line);
+      }
+      return [...bySelf.values()].sort((a, b) => b.selfPct - a.selfPct).slice(0, top);
+    },
+  };
+}

@@ -1,0 +1,96 @@
+import type { BareWorker } from "../lib/bare-worker";
+import { answered, type Bench, record } from "../lib/context";
+import { measure, type Point } from "../lib/measure";
+import { reservationRequests } from "../lib/shoppers";
+import { createSku, type WorkerServer } from "../lib/worker";
+import type { WrkRequest } from "../lib/wrk";
+
+/**
+ * The edge's load points, each a wrk run from its own process against one workerd:
+ * - the ceiling: a bare Worker in its own workerd;
+ * - `GET /healthz`, measured like any other path;
+ * - the sold-out storm: a SKU with no stock, every request a fresh user and token (409 SOLD_OUT);
+ * - the hot SKU: one SKU with far more stock than the run can take, fresh users and tokens (202).
+ */
+const get = (path: string) => async (): Promise<WrkRequest[]> => [{ method: "GET", path }];
+
+let runs = 0;
+const runId = (prefix: string) => `${prefix}${Date.now().toString(36)}${runs++}`;
+
+export function ceiling(bench: Bench, bare: BareWorker): Promise<Point> {
+  return measure({
+    key: "bare_worker",
+    label: "bare Worker (ceiling)",
+    url: bare.url,
+    pids: [bare.pid],
+    requests: get("/"),
+    fresh: false,
+    expected: [200],
+    timing: bench.mode.timing,
+    dir: bench.dir,
+  }).then((p) => record(bench, p));
+}
+
+export function healthz(bench: Bench, server: WorkerServer, key = "healthz"): Promise<Point> {
+  return measure({
+    key,
+    label: `GET /healthz (${server.label})`,
+    url: server.url,
+    pids: [server.pid],
+    requests: get("/healthz"),
+    fresh: false,
+    expected: [200],
+    timing: bench.mode.timing,
+    dir: bench.dir,
+  }).then((p) => record(bench, p));
+}
+
+export async function soldOut(bench: Bench, server: WorkerServer, key = "sold_out"): Promise<Point> {
+  const run = runId("so");
+  const sku = `gone-${run}`;
+  await createSku(server, sku, 0);
+  const point = record(
+    bench,
+    await measure({
+      key,
+      label: `sold-out storm (${server.label})`,
+      url: server.url,
+      pids: [server.pid],
+      requests: (n, phase) => reservationRequests(`${run}${phase}`, sku, 1, n),
+      fresh: true,
+      expected: [409],
+      timing: bench.mode.timing,
+      dir: bench.dir,
+    }),
+  );
+  bench.checks.push({ server, sku, total: 0, held: 0 });
+  return point;
+}
+
+export async function hotSku(
+  bench: Bench,
+  server: WorkerServer,
+  opts: { key: string; shards?: number; label?: string },
+): Promise<Point & { sku: string }> {
+  const shards = opts.shards ?? 1;
+  const run = runId("h");
+  const sku = `hot-${run}`;
+  const total = 5_000_000;
+  await createSku(server, sku, total, shards);
+  const point = record(
+    bench,
+    await measure({
+      key: opts.key,
+      label: opts.label ?? `hot SKU, ${shards} shard${shards > 1 ? "s" : ""} (${server.label})`,
+      url: server.url,
+      pids: [server.pid],
+      requests: (n, phase) => reservationRequests(`${run}${phase}`, sku, shards, n),
+      fresh: true,
+      expected: [202],
+      timing: bench.mode.timing,
+      dir: bench.dir,
+    }),
+  );
+  bench.checks.push({ server, sku, total, held: answered(point, 202), unseen: 2 * point.connections });
+  return { ...point, sku };
+}
