@@ -33,9 +33,12 @@ import { redisReserve } from "./scenarios/redis";
 
 const argv = process.argv.slice(2);
 const quick = argv.includes("--quick");
-const baselineRefs = (argv[argv.indexOf("--baseline") + 1] ?? "")
-  .split(",")
-  .filter((r) => argv.includes("--baseline") && r);
+const option = (name: string) =>
+  argv.includes(name) ? (argv[argv.indexOf(name) + 1] ?? "").split(",").filter(Boolean) : [];
+const baselineRefs = option("--baseline");
+/** `--only sold_out,hot_sku`: just these points (and the ceiling), for measuring one change quickly. */
+const only = option("--only");
+const wanted = (key: string) => only.length === 0 || only.includes(key);
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const RESULTS = join(ROOT, "bench/results.json");
 
@@ -100,18 +103,20 @@ try {
     return server;
   };
   const on = await start("GROUP_COMMIT=on", { GROUP_COMMIT: "on" });
-  const off = await start("GROUP_COMMIT=off", { GROUP_COMMIT: "off" });
+  const off = wanted("hot_sku_gc_off") ? await start("GROUP_COMMIT=off", { GROUP_COMMIT: "off" }) : on;
 
   await ceiling(bench, bare);
-  await healthz(bench, on);
-  await soldOut(bench, on);
-  const hot = await hotSku(bench, on, { key: "hot_sku" });
-  await orderPipeline(bench, on, hot.sku);
-  await hotSku(bench, off, { key: "hot_sku_gc_off" });
-  await hotSku(bench, on, { key: "hot_sku_4_shards", shards: 4 });
-  await classic(bench, redis, luaServer.url, luaServer.process.pid ?? 0);
-  await redisReserve(bench, redis, luaServer.port, luaServer.process.pid ?? 0);
-  await engineCore(bench, on);
+  if (wanted("healthz")) await healthz(bench, on);
+  if (wanted("sold_out")) await soldOut(bench, on);
+  if (wanted("hot_sku")) {
+    const hot = await hotSku(bench, on, { key: "hot_sku" });
+    await orderPipeline(bench, on, hot.sku);
+  }
+  if (wanted("hot_sku_gc_off")) await hotSku(bench, off, { key: "hot_sku_gc_off" });
+  if (wanted("hot_sku_4_shards")) await hotSku(bench, on, { key: "hot_sku_4_shards", shards: 4 });
+  if (wanted("classic")) await classic(bench, redis, luaServer.url, luaServer.process.pid ?? 0);
+  if (wanted("redis")) await redisReserve(bench, redis, luaServer.port, luaServer.process.pid ?? 0);
+  if (wanted("engine_core")) await engineCore(bench, on);
 
   for (const ref of baselineRefs) {
     const commit = sh("git", ["rev-parse", "--short", ref]);
@@ -129,13 +134,13 @@ try {
       sold_out: `base_${commit}_sold_out`,
       hot_sku: `base_${commit}_hot_sku`,
     };
-    await healthz(bench, server, keys.healthz);
-    await soldOut(bench, server, keys.sold_out);
-    await hotSku(bench, server, { key: keys.hot_sku });
+    if (wanted("healthz")) await healthz(bench, server, keys.healthz);
+    if (wanted("sold_out")) await soldOut(bench, server, keys.sold_out);
+    if (wanted("hot_sku")) await hotSku(bench, server, { key: keys.hot_sku });
     baselines.push({ ref, commit, subject, keys });
   }
 
-  if (!quick && on.inspectorPort !== undefined) {
+  if (!quick && only.length === 0 && on.inspectorPort !== undefined) {
     // Where the time goes, named: a CPU profile of the hot-SKU path (not part of the measured runs).
     log("profiling the hot-SKU path for 4 s (CPU profile of the Worker's isolate)");
     const profile = await startProfile(on.inspectorPort);
@@ -178,9 +183,14 @@ try {
     problems: bench.problems,
     ok: bench.problems.length === 0,
   };
-  writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
-  writeReports(results);
-  log(`wrote bench/results.json, docs/PERFORMANCE.md and the README table (${bench.problems.length} problems)`);
+  if (only.length > 0) {
+    // A partial run is for measuring one change: it prints its figures and keeps the full report as it is.
+    console.log(JSON.stringify({ points: bench.points, baselines }, null, 2));
+  } else {
+    writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
+    writeReports(results);
+    log(`wrote bench/results.json, docs/PERFORMANCE.md and the README table (${bench.problems.length} problems)`);
+  }
   if (bench.problems.length > 0) {
     for (const p of bench.problems) console.error(`PROBLEM: ${p}`);
     exitCode = 1;
