@@ -143,7 +143,8 @@ export function buildOpenApiDocument(): JsonObject {
           type: "http",
           scheme: "bearer",
           bearerFormat: "JWT",
-          description: "HS256 JWT signed with AUTH_SECRET; `sub` is the user id, `exp` required",
+          description:
+            "JWT whose `sub` is the user id, `exp` required: HS256 signed with AUTH_SECRET, or RS256/ES256 by a key of the identity provider's JWKS (AUTH_JWKS_URL or AUTH_JWKS, chosen by `kid`); `iss`/`aud` checked when AUTH_ISSUER/AUTH_AUDIENCE are set",
         },
         adminToken: { type: "http", scheme: "bearer", description: "ADMIN_TOKEN" },
         paymentSignature: {
