@@ -2,7 +2,7 @@ import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test"
 import { env } from "cloudflare:workers";
 import { exportJWK, generateKeyPair, type JWK, type JWTPayload, SignJWT } from "jose";
 import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { JWKS_REFETCH_FLOOR_MS } from "../src/http/jwks";
+import { JWKS_FETCH_TIMEOUT_MS, JWKS_REFETCH_FLOOR_MS } from "../src/http/jwks";
 import worker from "../src/index";
 
 /**
@@ -46,9 +46,11 @@ interface TokenOptions {
   exp?: number;
 }
 
+let shoppers = 0;
 async function idpToken(key: CryptoKey | Uint8Array, opts: TokenOptions = {}): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
-  return new SignJWT({ sub: "ada", iat: now, exp: now + (opts.exp ?? 600), ...opts.claims })
+  // A shopper per token: the per-shopper rate limit (20 per 10 s) is not what these tests are about.
+  return new SignJWT({ sub: `shopper-${++shoppers}`, iat: now, exp: now + (opts.exp ?? 600), ...opts.claims })
     .setProtectedHeader({ alg: opts.alg ?? "RS256", typ: "JWT", ...(opts.kid === undefined ? {} : { kid: opts.kid }) })
     .sign(key);
 }
@@ -57,15 +59,16 @@ let urls = 0;
 /** A JWKS URL no other test uses (the Cache API and the isolate's verifier outlive a test). */
 const jwksUrl = () => `https://idp-${++urls}.example/.well-known/jwks.json`;
 
-/** Stands in for the IdP: serves `keys()` at `url` and counts the fetches. */
-function serveJwks(url: string, keys: () => JWK[]): { fetches: () => number } {
+/** Stands in for the IdP: serves `keys()` at `url` (or a 503 while `keys` gives null) and counts the fetches. */
+function serveJwks(url: string, keys: () => JWK[] | null): { fetches: () => number } {
   let count = 0;
   const real = globalThis.fetch;
   vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
     const target = input instanceof Request ? input.url : String(input);
     if (target !== url) return real(input, init);
     count++;
-    return Response.json({ keys: keys() });
+    const served = keys();
+    return served ? Response.json({ keys: served }) : new Response("down", { status: 503 });
   });
   return { fetches: () => count };
 }
@@ -135,6 +138,23 @@ describe("shopper JWTs from an identity provider", () => {
     expect(idp.fetches()).toBe(2);
   });
 
+  it("fetches the set once for a burst of requests reaching a cold isolate together", async () => {
+    const url = jwksUrl();
+    const keys = [await publicJwk(rsa, "k1", "RS256")];
+    let fetches = 0;
+    const real = globalThis.fetch;
+    vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
+      if ((input instanceof Request ? input.url : String(input)) !== url) return real(input, init);
+      fetches++;
+      await new Promise((resolve) => setTimeout(resolve, 100)); // a slow IdP
+      return Response.json({ keys });
+    });
+    const token = await idpToken(rsa.privateKey, { kid: "k1" });
+    const answers = await Promise.all(Array.from({ length: 20 }, () => asShopper(token, { AUTH_JWKS_URL: url })));
+    expect(answers).toEqual(Array(20).fill(OK));
+    expect(fetches).toBe(1);
+  });
+
   it("lets a new isolate take the set from the Cache API instead of the IdP", async () => {
     const url = jwksUrl();
     const keys = [await publicJwk(rsa, "k1", "RS256")];
@@ -145,6 +165,35 @@ describe("shopper JWTs from an identity provider", () => {
     // Another configuration with the same URL builds a fresh key set, as a new isolate would.
     expect(await asShopper(token, { AUTH_JWKS_URL: url, AUTH_CLOCK_SKEW_SECONDS: "31" })).toEqual(OK);
     expect(idp.fetches()).toBe(1);
+  });
+
+  it("refuses tokens while the IdP is down, asking it again only after a pause, and recovers", async () => {
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() });
+    const url = jwksUrl();
+    let up = false;
+    const keys = [await publicJwk(rsa, "k1", "RS256")];
+    const idp = serveJwks(url, () => (up ? keys : null));
+    const settings = { AUTH_JWKS_URL: url };
+    const token = await idpToken(rsa.privateKey, { kid: "k1" });
+    for (let i = 0; i < 10; i++) expect(await asShopper(token, settings)).toEqual(REFUSED);
+    expect(idp.fetches()).toBe(1);
+    // HS256 with AUTH_SECRET is not held up by the IdP.
+    const hs = await idpToken(new TextEncoder().encode("test-auth-secret"), { alg: "HS256" });
+    expect(await asShopper(hs, settings)).toEqual(OK);
+
+    up = true;
+    vi.setSystemTime(Date.now() + JWKS_FETCH_TIMEOUT_MS + 1000);
+    expect(await asShopper(token, settings)).toEqual(OK);
+    expect(idp.fetches()).toBe(2);
+  });
+
+  it("answers 500 when no way to verify shopper JWTs is configured, and 401 to IdP tokens when AUTH_JWKS is unusable", async () => {
+    const hs = await idpToken(new TextEncoder().encode("test-auth-secret"), { alg: "HS256" });
+    const nothing = await asShopper(hs, { AUTH_SECRET: "", AUTH_JWKS: " " });
+    expect(nothing).toEqual({ status: 500, code: "INTERNAL" });
+    const broken = { AUTH_JWKS: "{not json" };
+    expect(await asShopper(hs, broken)).toEqual(OK);
+    expect(await asShopper(await idpToken(rsa.privateKey, { kid: "k1" }), broken)).toEqual(REFUSED);
   });
 
   it("checks `iss` and `aud` when AUTH_ISSUER and AUTH_AUDIENCE are set", async () => {

@@ -1,3 +1,4 @@
+import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { type JWTHeaderParameters, type JWTPayload, type JWTVerifyOptions, jwtVerify } from "jose";
 import { log } from "../observability/log";
@@ -61,7 +62,7 @@ class ShopperVerifier {
     }
     this.skewSeconds = skewSeconds;
     this.hmac = secret ? hmacKey(secret) : undefined;
-    this.inline = jwks ? indexKeys(JSON.parse(jwks)) : undefined;
+    this.inline = jwks ? indexKeys(jwks) : undefined;
     this.inline?.catch((err) => log("error", "auth: AUTH_JWKS is unusable", { error: String(err) }));
     this.remote = jwksUrl ? new RemoteKeySet(new URL(jwksUrl).href) : undefined;
     const algorithms: string[] = secret ? ["HS256"] : [];
@@ -105,13 +106,14 @@ class ShopperVerifier {
     throw new Error("no key for this token");
   };
 
-  async verify(token: string, waitUntil: (promise: Promise<unknown>) => void): Promise<JWTPayload> {
+  /** The token's claims once verified; `ctx` is used only when the remote key set must be fetched. */
+  async verify(token: string, ctx: Context<AppEnv>): Promise<JWTPayload> {
     for (let refreshes = 0; ; refreshes++) {
       try {
         return (await jwtVerify(token, this.getKey, this.options)).payload;
       } catch (err) {
         if (err !== KEYS_NEEDED || !this.remote || refreshes === MAX_REFRESHES) throw err;
-        await this.remote.refresh(waitUntil);
+        await this.remote.refresh((promise) => ctx.executionCtx.waitUntil(promise));
       }
     }
   }
@@ -142,7 +144,7 @@ export const shopperAuth = createMiddleware<AppEnv>(async (c, next) => {
   const verifier = verifierFor(c.env);
   let payload: JWTPayload;
   try {
-    payload = await verifier.verify(token, (promise) => c.executionCtx.waitUntil(promise));
+    payload = await verifier.verify(token, c);
   } catch {
     throw new ApiError("UNAUTHENTICATED", "The JWT is invalid or expired.");
   }

@@ -31,11 +31,11 @@ function algorithmOf(jwk: JWK): JwksAlgorithm | undefined {
 }
 
 /**
- * Imports every usable key of a JWKS (anything else in it is skipped, so an IdP publishing an
+ * Imports every usable key of a JWKS, given as JSON text (anything else in it is skipped, so an IdP publishing an
  * encryption key or an RS512 key beside its RS256 keys still works). Throws when none is usable.
  */
-export async function indexKeys(jwks: unknown): Promise<KeyIndex> {
-  const keys = (jwks as { keys?: unknown } | null)?.keys;
+export async function indexKeys(json: string): Promise<KeyIndex> {
+  const keys = (JSON.parse(json) as { keys?: unknown } | null)?.keys;
   if (!Array.isArray(keys)) throw new Error("not a JSON Web Key Set (no `keys` array)");
   const byKid = new Map<string, KeysByAlg>();
   const counts: Partial<Record<JwksAlgorithm, number>> = {};
@@ -146,7 +146,7 @@ export class RemoteKeySet {
       try {
         const hit = await cache.match(this.url);
         if (hit) {
-          this.install(await indexKeys(await hit.json()), Number(hit.headers.get(FETCHED_AT)) || 0);
+          this.install(await indexKeys(await hit.text()), Number(hit.headers.get(FETCHED_AT)) || 0);
           return; // an unknown `kid` then asks the IdP itself, if the cached copy is past the floor
         }
       } catch (err) {
@@ -162,7 +162,7 @@ export class RemoteKeySet {
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       const text = await response.text();
       const fetchedAt = Date.now();
-      this.install(await indexKeys(JSON.parse(text)), fetchedAt);
+      this.install(await indexKeys(text), fetchedAt);
       if (cache) {
         const maxAge = Math.floor(JWKS_MAX_AGE_MS / 1000);
         const copy = new Response(text, {
