@@ -90,9 +90,14 @@ class ShopperVerifier {
   }
 
   /** `jwtVerify`'s key lookup; an arrow so it is bound once, not per request. */
-  readonly getKey = async (header: JWTHeaderParameters): Promise<CryptoKey> => {
-    // `jwtVerify` has already refused any `alg` outside `options.algorithms`.
+  readonly getKey = (header: JWTHeaderParameters): Promise<CryptoKey> => {
+    // `jwtVerify` has already refused any `alg` outside `options.algorithms`. The HS256 key is the
+    // promise imported once: handed back as is, no new promise per request.
     if (header.alg === "HS256" && this.hmac) return this.hmac;
+    return this.jwksKey(header);
+  };
+
+  private async jwksKey(header: JWTHeaderParameters): Promise<CryptoKey> {
     const alg = header.alg as JwksAlgorithm;
     if (this.inline) {
       const key = keyFor(await this.inline, alg, header.kid);
@@ -104,7 +109,7 @@ class ShopperVerifier {
       if (verdict !== "none") return verdict.key;
     }
     throw new Error("no key for this token");
-  };
+  }
 
   /** The token's claims once verified; `ctx` is used only when the remote key set must be fetched. */
   async verify(token: string, ctx: Context<AppEnv>): Promise<JWTPayload> {
