@@ -1,6 +1,6 @@
 // `npm run dev`: the whole system on one machine with one command.
 //   1. .dev.vars from .dev.vars.example when missing;
-//   2. D1 migrations applied to the local database;
+//   2. D1 migrations applied to the local database (quietly: their output shows only if they fail);
 //   3. the Redis mirror, when redis-server is installed: a private redis-server (its own free port and
 //      a fresh data directory) and the Upstash REST bridge in front of it, handed to the Worker as
 //      UPSTASH_REDIS_REST_URL/_TOKEN; without redis-server the Worker runs with the mirror off;
@@ -9,9 +9,12 @@
 //      Worker's `scheduled` handler (reconciliation) every 60 s through `GET /__scheduled` (wrangler dev
 //      --test-scheduled; see test/support/dev-server.ts for why not /cdn-cgi/handler/scheduled) and logs
 //      one line per run. DEV_CRON_INTERVAL_MS changes the period; DEV_CRON_INTERVAL_MS=0 turns it off.
+// Once wrangler answers, one banner says where the storefront, the dashboard, the OpenAPI document, the
+// admin token and a shopper JWT are (scripts/lib/dev-output.ts, which also keeps wrangler's noise out).
 // Everything it starts stops with it (Ctrl-C).
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { banner, filterWranglerDev, quietWranglerEnv } from "./lib/dev-output";
 import { ensureDevVars, readDevVars } from "./lib/dev-vars";
 import { hasRedisServer, type RedisServer, startRedis } from "./lib/redis-server";
 import { type Bridge, startBridge } from "./upstash-bridge";
@@ -21,6 +24,10 @@ const children: ChildProcess[] = [];
 let redis: RedisServer | undefined;
 let bridge: Bridge | undefined;
 const log = (line: string) => console.log(`[dev] ${line}`);
+/** wrangler without metrics, error reports, update check or Request.cf fetch (each a stack trace offline). */
+const wranglerEnv = quietWranglerEnv();
+/** What the banner says about the mirror (set by startMirror). */
+let mirrorNote = "off";
 
 /** The value of `--name value` or `--name=value` among the pass-through arguments. */
 function passedValue(name: string): string | undefined {
@@ -93,26 +100,47 @@ async function fireCron(base: string, adminToken: string | undefined): Promise<v
 
 /** Starts the once-a-minute ticker as soon as wrangler dev answers. */
 async function startCron(wrangler: ChildProcess): Promise<void> {
-  if (!(CRON_PERIOD_MS > 0)) return log("cron: off (DEV_CRON_INTERVAL_MS=0); fire it by hand with GET /__scheduled");
   const ip = passedValue("--ip") ?? "127.0.0.1";
   const host = ip === "0.0.0.0" || ip === "*" ? "127.0.0.1" : ip.includes(":") ? `[${ip}]` : ip;
   const base = `http://${host}:${passedValue("--port") ?? "8787"}`;
   const adminVar = passThrough.find((arg) => arg.startsWith("ADMIN_TOKEN:"));
   const adminToken = adminVar ? adminVar.slice("ADMIN_TOKEN:".length) : readDevVars().ADMIN_TOKEN;
   if (!(await ready(base, wrangler))) return;
-  log(`cron: reconciliation every ${CRON_PERIOD_MS / 1000} s through ${base}/__scheduled`);
+  const cronOn = CRON_PERIOD_MS > 0;
+  console.log(
+    banner({
+      base,
+      adminTokenSource: adminVar ? "the ADMIN_TOKEN you passed with --var" : "ADMIN_TOKEN in .dev.vars",
+      mirror: mirrorNote,
+      cron: cronOn
+        ? `reconciliation every ${CRON_PERIOD_MS / 1000} s (one [dev] cron line per run)`
+        : `off (DEV_CRON_INTERVAL_MS=0); fire it with GET ${base}/__scheduled`,
+    }),
+  );
+  if (!cronOn) return;
   cron.timer = setInterval(() => void fireCron(base, adminToken), CRON_PERIOD_MS);
 }
 
-function run(command: string, args: string[]): Promise<void> {
+/** Runs a command quietly: its output is shown only when it fails. Resolves with that output. */
+function run(command: string, args: string[]): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { stdio: "inherit" });
+    const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"], env: wranglerEnv });
+    let output = "";
+    child.stdout.on("data", (d: Buffer) => {
+      output += d.toString();
+    });
+    child.stderr.on("data", (d: Buffer) => {
+      output += d.toString();
+    });
     child.once("error", reject);
     child.once("exit", (code) =>
-      code === 0 ? resolve() : reject(new Error(`${command} ${args.join(" ")} exited ${code}`)),
+      code === 0 ? resolve(output) : reject(new Error(`${command} ${args.join(" ")} exited ${code}:\n${output}`)),
     );
   });
 }
+
+/** The migration files a `wrangler d1 migrations apply` run names in its tables. */
+const appliedMigrations = (output: string) => new Set(output.match(/\d{4}_[\w-]+\.sql/g) ?? []).size;
 
 let stopping = false;
 async function stop(code: number): Promise<never> {
@@ -133,34 +161,42 @@ process.on("SIGTERM", () => void stop(0));
 async function startMirror(): Promise<string[]> {
   const configured = passThrough.some((arg) => arg.startsWith("UPSTASH_REDIS_REST_URL:"));
   if (configured || readDevVars().UPSTASH_REDIS_REST_URL) {
-    log("Redis mirror: using the UPSTASH_REDIS_REST_URL you configured");
+    mirrorNote = "the UPSTASH_REDIS_REST_URL you configured";
     return [];
   }
   if (!hasRedisServer()) {
-    log("Redis mirror: off (redis-server not found; apt-get install -y redis-server to turn it on)");
+    mirrorNote = "off (redis-server not found; apt-get install -y redis-server to turn it on)";
     return [];
   }
   redis = await startRedis();
   const token = randomBytes(24).toString("hex");
   bridge = await startBridge({ redisUrl: redis.url, token });
-  log(`Redis mirror: redis-server on ${redis.url} (data in ${redis.dir}), Upstash bridge on ${bridge.url}`);
+  mirrorNote = `redis-server on ${redis.url} (data in ${redis.dir}), Upstash bridge on ${bridge.url}`;
   return ["--var", `UPSTASH_REDIS_REST_URL:${bridge.url}`, "--var", `UPSTASH_REDIS_REST_TOKEN:${token}`];
 }
 
 try {
   if (ensureDevVars()) log("created .dev.vars from .dev.vars.example (local secrets)");
 
-  log("applying D1 migrations to the local database");
-  await run("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local"]);
+  const migrated = appliedMigrations(await run("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local"]));
+  log(migrated > 0 ? `D1: applied ${migrated} migrations to the local database` : "D1: local database up to date");
 
   const mirrorArgs = await startMirror();
   const args = ["wrangler", "dev", ...passThrough, ...mirrorArgs];
   if (!passed("--port")) args.push("--port", "8787");
   if (!passed("--ip")) args.push("--ip", "127.0.0.1");
   if (!passed("--test-scheduled")) args.push("--test-scheduled");
+  // Locally every request gets its log line (production samples 1%, wrangler.toml), so a request id
+  // can be followed through the dev log.
+  if (!passThrough.some((a) => a.startsWith("REQUEST_LOG_SAMPLE_RATE:")))
+    args.push("--var", "REQUEST_LOG_SAMPLE_RATE:1");
   // The token is a secret of this run: log the command without it.
   log(`starting ${args.join(" ").replace(/UPSTASH_REDIS_REST_TOKEN:\S+/, "UPSTASH_REDIS_REST_TOKEN:***")}`);
-  const wrangler = spawn("npx", args, { stdio: "inherit" });
+  // Piped, so wrangler's banner and bindings table can be left out (and it shows no hotkey bar: the
+  // banner below names the URLs; Ctrl-C still stops everything).
+  const wrangler = spawn("npx", args, { stdio: ["inherit", "pipe", "pipe"], env: wranglerEnv });
+  if (wrangler.stdout) filterWranglerDev(wrangler.stdout, process.stdout);
+  if (wrangler.stderr) filterWranglerDev(wrangler.stderr, process.stderr);
   children.push(wrangler);
   wrangler.once("exit", (code) => void stop(code ?? 0));
   await startCron(wrangler);

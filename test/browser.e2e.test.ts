@@ -8,7 +8,8 @@ import { type DevServer, startDevServer } from "./support/dev-server";
 /**
  * The demo storefront (/) and the operator dashboard (/dashboard) in a real headless Chromium
  * (Debian's `chromium` package; nothing is downloaded), against `wrangler dev` with DEV_TOOLS on.
- * Screenshots go to test-results/ and the final ones to docs/screenshots/ (shown in README.md).
+ * Screenshots go to test-results/ and the final ones, desktop and phone, to docs/screenshots/
+ * (shown in README.md). The phone is a 420 px wide screen: nothing may be wider than it.
  */
 
 const CHROMIUM = "/usr/bin/chromium";
@@ -23,6 +24,7 @@ const CHROMIUM_ARGS = [
   "--disable-sync",
 ];
 const ADMIN = { authorization: "Bearer dev-admin-token" };
+const PHONE = { width: 420, height: 900 };
 const RESULTS = new URL("../test-results/", import.meta.url);
 const DOCS_SCREENSHOTS = new URL("../docs/screenshots/", import.meta.url);
 
@@ -73,9 +75,15 @@ function unexpectedProblems(page: Page): string[] {
   return (problems.get(page) ?? []).filter((p) => !/status of 4\d\d/.test(p));
 }
 
-async function screenshot(page: Page, name: string, docsName?: string) {
+/** How far the page is wider than the viewport (0 when it lays out within it). */
+function overflow(page: Page): Promise<number> {
+  return page.evaluate("document.documentElement.scrollWidth - window.innerWidth") as Promise<number>;
+}
+
+/** A screenshot of the whole page, or of the screen only (`fullPage: false`, for phones). */
+async function screenshot(page: Page, name: string, docsName?: string, fullPage = true) {
   const file = new URL(`${name}.png`, RESULTS);
-  await page.screenshot({ path: file.pathname, fullPage: true });
+  await page.screenshot({ path: file.pathname, fullPage });
   if (docsName) copyFileSync(file, new URL(docsName, DOCS_SCREENSHOTS));
 }
 
@@ -129,10 +137,83 @@ describe("demo storefront", () => {
       .toBe("persisted · status paid");
     await expect.poll(() => page.textContent("#orders")).toContain(`paid 2 × ${sku}`);
     await expect.poll(() => page.textContent("#available")).toBe("18");
+    // A paid order reads as paid, not as a hold that is "no longer held".
+    expect(await page.textContent("#res-expires-label")).toBe("Payment");
+    expect(await page.textContent("#res-expires")).toBe("paid: the units are yours");
     expect(await page.isDisabled("#pay")).toBe(true);
     await expect.poll(() => page.textContent("#message")).toContain("Payment webhook answered: reservation paid");
     await screenshot(page, "storefront-2-paid", "storefront.png");
     expect(unexpectedProblems(page)).toEqual([]);
+
+    // The same page on a phone.
+    await page.setViewportSize(PHONE);
+    await page.evaluate("window.scrollTo(0, 0)");
+    expect(await overflow(page)).toBe(0);
+    await screenshot(page, "storefront-3-phone", "storefront-phone.png", false);
+    await page.close();
+  });
+
+  it("offers the waitlist when sold out and shows the hold it grants", async () => {
+    const sku = `cap-${randomUUID().slice(0, 6)}`;
+    await putSku(sku, { name: "Last cap", totalStock: 1, perUserLimit: 1, holdSeconds: 600 });
+    // Someone else holds the only unit.
+    const bob = await shopper("bob");
+    const bobToken = (await (await post(`/api/skus/${sku}/tokens`, undefined, bob)).json()) as { token: string };
+    const bobHold = await post(`/api/skus/${sku}/reservations`, { token: bobToken.token, quantity: 1 }, bob);
+    expect(bobHold.status).toBe(202);
+    const { reservationId: bobId } = (await bobHold.json()) as { reservationId: string };
+
+    const page = await newPage(PHONE.width, PHONE.height);
+    await page.goto(`${server.url}/?sku=${sku}`);
+    await page.fill("#user", "erin");
+    await page.click("#user-form button");
+    await expect.poll(() => page.textContent("#who")).toContain("Signed in as erin");
+    await expect.poll(() => page.textContent("#countdown")).toBe("Sold out.");
+    await page.waitForSelector("#waitlist:not([hidden])");
+    expect(await page.isDisabled("#buy")).toBe(true);
+    await page.click("#join-waitlist");
+    await expect.poll(() => page.textContent("#waitlist-status")).toContain("number 1 on the waitlist for 1");
+    expect(await overflow(page)).toBe(0);
+    await screenshot(page, "storefront-4-waitlist", "storefront-waitlist-phone.png", false);
+
+    // Bob cancels: the released unit goes to the waitlist, and the page shows the granted hold.
+    expect((await post(`/api/reservations/${bobId}/cancel`, undefined, bob)).status).toBe(200);
+    await page.waitForSelector("#res-origin:not([hidden])", { timeout: 15_000 });
+    await expect.poll(() => page.textContent("#res-status")).toBe("held");
+    await expect.poll(() => page.textContent("#res-expires-label")).toBe("Held until");
+    await expect.poll(() => page.textContent("#res-expires")).toMatch(/left\)$/);
+    expect(await page.isHidden("#waitlist")).toBe(true);
+    await page.click("#pay");
+    await expect.poll(() => page.textContent("#res-status"), { timeout: 10_000 }).toBe("paid");
+    expect(unexpectedProblems(page)).toEqual([]);
+    await page.close();
+  });
+
+  it("retries wrangler dev's '503 Your worker restarted mid-request' with the same purchase token", async () => {
+    const sku = `mug-${randomUUID().slice(0, 6)}`;
+    await putSku(sku, { name: "Mug", totalStock: 5, perUserLimit: 2 });
+    const page = await newPage(1000, 1000);
+    const sent: string[] = [];
+    // The proxy's answer, as wrangler dev gives it when the Worker restarts under a request.
+    await page.route("**/api/skus/*/reservations", async (route) => {
+      sent.push(route.request().postData() ?? "");
+      if (sent.length === 1) {
+        await route.fulfill({ status: 503, contentType: "text/plain", body: "Your worker restarted mid-request." });
+      } else {
+        await route.continue();
+      }
+    });
+    await page.goto(`${server.url}/?sku=${sku}`);
+    await page.fill("#user", "frank");
+    await page.click("#user-form button");
+    await page.waitForSelector("#buy:not([disabled])");
+    await page.click("#buy");
+    await expect.poll(() => page.textContent("#res-status"), { timeout: 10_000 }).toBe("held");
+    expect(sent).toHaveLength(2);
+    expect(sent[1]).toBe(sent[0]); // the same token and quantity: one hold, never two
+    await expect.poll(() => page.textContent("#message")).toContain("1 answers 503 retried with the same token");
+    await expect.poll(() => page.textContent("#available")).toBe("4");
+    expect(unexpectedProblems(page).filter((p) => !/status of 503/.test(p))).toEqual([]);
     await page.close();
   });
 });
@@ -157,16 +238,28 @@ describe("operator dashboard", () => {
     expect(await heldWidth()).toBe("width: 0%;");
 
     // A shopper reserves 3 units through the public API: the bar's held segment grows to 30%.
-    const jwt = (await (await post("/dev/jwt", { userId: "dave" })).json()) as { token: string };
-    const auth = { authorization: `Bearer ${jwt.token}` };
+    const auth = await shopper("dave");
     const token = (await (await post(`/api/skus/${sku}/tokens`, undefined, auth)).json()) as { token: string };
     const reserved = await post(`/api/skus/${sku}/reservations`, { token: token.token, quantity: 3 }, auth);
     expect(reserved.status).toBe(202);
     const reservation = (await reserved.json()) as { reservationId: string };
     await expect.poll(heldWidth, { timeout: 10_000 }).toBe("width: 30%;");
     await expect.poll(() => page.textContent(`${card} [data-field="held"]`)).toBe("3");
-    await expect.poll(() => page.textContent(`${card} [data-field="acknowledged"]`)).toBe("3");
-    await expect.poll(() => page.textContent(`${card} [data-field="persisted"]`), { timeout: 30_000 }).toBe("1");
+    // Units beside units and orders beside orders: one order of 3 units is 3 units held and 1 order held.
+    await expect.poll(() => page.textContent(`${card} [data-field="units-held"]`)).toBe("3");
+    await expect.poll(() => page.textContent(`${card} [data-field="orders-held"]`), { timeout: 30_000 }).toBe("1");
+    expect(await page.textContent(`${card} [data-field="status"]`)).toBe("on sale");
+
+    // A SKU with nothing left reads "sold out", not "on sale".
+    const last = `scarf-${randomUUID().slice(0, 6)}`;
+    await putSku(last, { name: "Scarf", totalStock: 2, perUserLimit: 2 });
+    const scarf = (await (await post(`/api/skus/${last}/tokens`, undefined, auth)).json()) as { token: string };
+    expect((await post(`/api/skus/${last}/reservations`, { token: scarf.token, quantity: 2 }, auth)).status).toBe(202);
+    const lastCard = `article[data-sku="${last}"]`;
+    await expect
+      .poll(() => page.textContent(`${lastCard} [data-field="status"]`), { timeout: 10_000 })
+      .toBe("sold out");
+    expect(await page.getAttribute(`${lastCard} [data-field="status"]`, "data-status")).toBe("sold_out");
 
     // A dead letter, planted in the dev server's local D1 as the DLQ consumer would have stored it.
     const letterId = `dl-${randomUUID()}`;
@@ -184,7 +277,12 @@ describe("operator dashboard", () => {
     const row = `tr[data-id="${letterId}"]`;
     await page.waitForSelector(`${row} button`, { timeout: 10_000 });
     expect(await page.textContent(row)).toContain(`reservation.held ${reservation.reservationId}`);
-    await expect.poll(() => page.textContent("#reconcile")).not.toBe("…");
+    // A reconciliation run: each card then says how its stock object and its D1 rows compared.
+    expect((await post("/admin/reconcile", undefined, ADMIN)).status).toBe(200);
+    await expect.poll(() => page.textContent("#reconcile"), { timeout: 10_000 }).toMatch(/^run /);
+    await expect
+      .poll(() => page.textContent(`${card} [data-field="consistency"]`))
+      .toMatch(/^no difference at the last reconciliation/);
     await screenshot(page, "dashboard-1-dead-letter", "dashboard.png");
 
     // Replay it from the dashboard: idempotent, the order row does not change.
@@ -193,9 +291,21 @@ describe("operator dashboard", () => {
     expect(await page.textContent("#board-error")).toBe("");
     await screenshot(page, "dashboard-2-replayed");
     expect(unexpectedProblems(page)).toEqual([]);
+
+    // The same page on a phone: the header and the cards fit, the dead-letter table scrolls in its card.
+    await page.setViewportSize(PHONE);
+    await page.evaluate("window.scrollTo(0, 0)");
+    expect(await overflow(page)).toBe(0);
+    await screenshot(page, "dashboard-3-phone", "dashboard-phone.png", false);
     await page.close();
   });
 });
+
+/** The Authorization header of a shopper, from the dev-only JWT route. */
+async function shopper(userId: string): Promise<Record<string, string>> {
+  const jwt = (await (await post("/dev/jwt", { userId })).json()) as { token: string };
+  return { authorization: `Bearer ${jwt.token}` };
+}
 
 function post(path: string, body?: unknown, headers: Record<string, string> = {}) {
   return fetch(`${server.url}${path}`, {

@@ -84,6 +84,20 @@ function drawSpark(svg, values) {
   line.setAttribute("points", points.join(" "));
 }
 
+/** The last reconciliation run (set by renderReconcile), for each card's stock ↔ D1 line. */
+let lastRun = null;
+
+function consistencyText(sku) {
+  if (!lastRun) return "no reconciliation run yet";
+  const when = lastRun.finishedAt ?? lastRun.startedAt;
+  const at = when ? ` (${new Date(when).toLocaleTimeString()})` : "";
+  if (!Array.isArray(lastRun.differences)) return `last run${at}: differences not listed`;
+  const mine = lastRun.differences.filter((d) => d.sku === sku);
+  if (mine.length === 0) return `no difference at the last reconciliation${at}`;
+  const repaired = mine.filter((d) => d.repaired).length;
+  return `${mine.length} differences at the last reconciliation${at}, ${repaired} repaired`;
+}
+
 function mirrorText(view) {
   const m = view.mirror;
   if (m === null || m === undefined) return "off";
@@ -98,8 +112,10 @@ function renderSku(view, now) {
   const { stock, orders } = view;
   field(card, "name").textContent = view.name;
   field(card, "sku").textContent = view.sku;
-  field(card, "status").textContent = view.status;
-  field(card, "status").dataset.status = view.status;
+  // A SKU on sale with nothing left is sold out, whatever its configured status says.
+  const status = view.status === "on_sale" && stock.available === 0 ? "sold_out" : view.status;
+  field(card, "status").textContent = status.replace("_", " ");
+  field(card, "status").dataset.status = status;
   for (const part of ["sold", "held", "available"]) {
     const share = stock.total > 0 ? (stock[part] / stock.total) * 100 : 0;
     card.querySelector(`[data-bar="${part}"]`).style.width = `${share}%`;
@@ -109,12 +125,15 @@ function renderSku(view, now) {
     .querySelector(".bar")
     .setAttribute("aria-label", `${stock.sold} sold, ${stock.held} held, ${stock.available} available`);
   field(card, "total").textContent = String(stock.total);
-  const acknowledged = stock.held + stock.sold;
-  const persisted = orders.held + orders.paid;
-  field(card, "acknowledged").textContent = String(acknowledged);
-  field(card, "persisted").textContent = String(persisted);
+  // Units are compared with units (the bar, the mirror) and orders with orders (the reconciliation,
+  // which matches each reservation with its D1 row): an order of 2 units is one row and two units.
+  field(card, "units-held").textContent = String(stock.held);
+  field(card, "units-sold").textContent = String(stock.sold);
+  field(card, "orders-held").textContent = String(orders.held);
+  field(card, "orders-paid").textContent = String(orders.paid);
   field(card, "closed").textContent =
     `${orders.expired} expired · ${orders.cancelled} cancelled · ${orders.refund_required} refund required`;
+  field(card, "consistency").textContent = consistencyText(view.sku);
   field(card, "waitlist").textContent = `${view.waitlist} waiting`;
   field(card, "mirror").textContent = mirrorText(view);
   const values = rates(view.sku, stock, now);
@@ -194,6 +213,7 @@ function renderReconcile(answer) {
   }
   const list = Array.isArray(answer.json) ? answer.json : (answer.json?.runs ?? []);
   const run = list[0];
+  lastRun = run ?? null;
   if (!run) {
     target.textContent = "no run yet";
     return;
@@ -227,13 +247,13 @@ async function refresh() {
     }
     showBoard();
     $("board-error").textContent = skus.ok ? "" : `GET /admin/skus: ${errorText(skus)}`;
+    renderReconcile(runs);
     if (skus.ok) {
       const now = Date.now();
       for (const view of skus.json.skus) renderSku(view, now);
       $("no-skus").hidden = skus.json.skus.length > 0;
     }
     if (letters.ok) renderLetters(letters.json.deadLetters);
-    renderReconcile(runs);
     $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (error) {
     $("board-error").textContent = `Gateway unreachable: ${error}`;

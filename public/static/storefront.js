@@ -12,17 +12,38 @@ const state = {
   reservation: null,
   pollTimer: 0,
   busy: false,
+  /** The waitlist entry of this shopper for this SKU: { sku, waitlistId, position, quantity, known }. */
+  waitlist: null,
+  waitlistTimer: 0,
+  /** Reservation id of a hold that came from the waitlist. */
+  grantedId: null,
+  /** 503 answers retried so far (wrangler dev's proxy, or BUSY): the page says how many. */
+  retried503: 0,
 };
 
+const MAX_ATTEMPTS = 4;
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * One API call. A 503 is retried with the very same request: `wrangler dev`'s proxy answers
+ * "503 Your worker restarted mid-request" under load (cloudflare/workers-sdk#14641) and the stock
+ * object answers 503 BUSY when overloaded; a reservation is idempotent by its purchase token, so
+ * sending the same token again returns the same hold, never a second one.
+ */
 async function api(method, path, { body, auth = false } = {}) {
   const headers = {};
   if (body !== undefined) headers["content-type"] = "application/json";
   if (auth && state.jwt) headers.authorization = `Bearer ${state.jwt}`;
-  const response = await fetch(path, {
-    method,
-    headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
+  const init = { method, headers, body: body === undefined ? undefined : JSON.stringify(body) };
+  let response = await fetch(path, init);
+  for (let attempt = 1; response.status === 503 && attempt < MAX_ATTEMPTS; attempt++) {
+    state.retried503++;
+    document.body.dataset.retried503 = String(state.retried503);
+    const retryAfter = Number(response.headers.get("retry-after"));
+    await response.body?.cancel();
+    await sleep(retryAfter > 0 ? Math.min(retryAfter, 5) * 1000 : 250 * 2 ** attempt);
+    response = await fetch(path, init);
+  }
   let json = null;
   try {
     json = await response.json();
@@ -69,6 +90,8 @@ async function signIn(userId) {
   state.jwt = answer.json.token;
   state.userId = answer.json.userId;
   state.reservation = null;
+  state.grantedId = null;
+  stopWaitlist();
   $("reservation").hidden = true;
   $("who").textContent =
     `Signed in as ${state.userId} (JWT valid until ${new Date(answer.json.expiresAt).toLocaleTimeString()}).`;
@@ -121,6 +144,84 @@ function renderSku() {
   $("quantity").max = String(view.perUserLimit);
   $("buy").disabled = state.busy || !state.jwt || !sale.open || view.available === 0;
   $("buy").title = state.jwt ? "" : "Sign in first";
+  renderWaitlist(view, sale);
+}
+
+// 2b. The waitlist (sold out) --------------------------------------------------------------------
+
+function renderWaitlist(view, sale) {
+  const joined = state.waitlist?.sku === view.sku ? state.waitlist : null;
+  const soldOut = sale.open && view.available === 0;
+  // A shopper who holds units of this SKU (the waitlist's grant among them) is not offered it again.
+  const holding = state.reservation?.sku === view.sku && state.reservation.status === "held";
+  $("waitlist").hidden = holding || (!soldOut && !joined);
+  $("join-waitlist").hidden = joined !== null;
+  $("join-waitlist").disabled = state.busy || !state.jwt;
+  $("join-waitlist").title = state.jwt ? "" : "Sign in first";
+  $("waitlist-status").textContent = joined
+    ? `You are number ${joined.position} on the waitlist for ${joined.quantity}; waiting for units to come back…`
+    : "";
+}
+
+async function joinWaitlist(quantity) {
+  state.busy = true;
+  try {
+    const sku = state.sku;
+    const answer = await api("POST", `/api/skus/${encodeURIComponent(sku)}/waitlist`, {
+      auth: true,
+      body: { quantity },
+    });
+    if (answer.status === 409 && answer.json?.error?.code === "STOCK_AVAILABLE") {
+      say("Units are available again: buy them instead.", "ok");
+      return;
+    }
+    if (answer.status !== 202) {
+      say(`Not on the waitlist: ${errorText(answer)}`, "error");
+      return;
+    }
+    // Holds that exist now are not the one the waitlist will grant.
+    const mine = await api("GET", "/api/me/reservations", { auth: true });
+    const known = new Set(mine.ok ? mine.json.reservations.map((r) => r.reservationId) : []);
+    state.waitlist = { sku, quantity, known, ...answer.json };
+    say(`On the waitlist for ${quantity} (position ${answer.json.position}).`, "ok");
+    watchWaitlist();
+  } finally {
+    state.busy = false;
+    renderSku();
+  }
+}
+
+function stopWaitlist() {
+  clearTimeout(state.waitlistTimer);
+  state.waitlist = null;
+}
+
+/** Looks every 2 s for the hold the waitlist grants (it shows in GET /api/me/reservations). */
+function watchWaitlist() {
+  clearTimeout(state.waitlistTimer);
+  state.waitlistTimer = setTimeout(async () => {
+    const entry = state.waitlist;
+    if (!entry) return;
+    const answer = await api("GET", "/api/me/reservations", { auth: true });
+    if (state.waitlist !== entry) return;
+    const granted = answer.ok
+      ? answer.json.reservations.find(
+          (r) => r.sku === entry.sku && r.status === "held" && !entry.known.has(r.reservationId),
+        )
+      : undefined;
+    if (!granted) {
+      watchWaitlist();
+      return;
+    }
+    stopWaitlist();
+    state.grantedId = granted.reservationId;
+    state.reservation = { ...granted, order: { persisted: false, status: null } };
+    say(`The waitlist granted you a hold on ${granted.quantity}: pay before it lapses.`, "ok");
+    renderReservation();
+    renderSku();
+    schedulePoll(0);
+    await refreshOrders();
+  }, 2000);
 }
 
 async function buy(quantity) {
@@ -151,7 +252,9 @@ async function reserve(quantity) {
     return;
   }
   state.reservation = { ...answer.json, order: { persisted: false, status: null } };
-  say(`Reserved ${quantity}: the stock is held for you. Waiting for the order row…`, "ok");
+  state.grantedId = null;
+  const retried = state.retried503 > 0 ? ` (${state.retried503} answers 503 retried with the same token)` : "";
+  say(`Reserved ${quantity}: the stock is held for you. Waiting for the order row…${retried}`, "ok");
   renderReservation();
   schedulePoll(0);
   pollSku();
@@ -201,6 +304,7 @@ function renderReservation() {
   $("reservation").hidden = r === null;
   if (!r) return;
   $("res-id").textContent = r.reservationId;
+  $("res-origin").hidden = r.reservationId !== state.grantedId;
   $("res-status").textContent = r.status;
   $("res-status").dataset.status = r.status;
   $("res-quantity").textContent = String(r.quantity);
@@ -215,15 +319,26 @@ function renderReservation() {
   $("cancel").disabled = !held;
 }
 
+/** What the hold row says once the reservation is no longer held. */
+const OUTCOME = {
+  paid: ["Payment", "paid: the units are yours"],
+  cancelled: ["Hold", "cancelled: the units went back on sale"],
+  expired: ["Hold", "lapsed before payment: the units went back on sale"],
+  refund_required: ["Payment", "received, but it could not take the units: a refund is due"],
+};
+
 function tickReservation() {
   const r = state.reservation;
   if (!r) return;
-  if (r.status !== "held" || !r.expiresAt) {
-    $("res-expires").textContent = r.status === "held" ? "–" : "no longer held";
+  const outcome = OUTCOME[r.status];
+  if (outcome) {
+    [$("res-expires-label").textContent, $("res-expires").textContent] = outcome;
     return;
   }
-  $("res-expires").textContent =
-    `${new Date(r.expiresAt).toLocaleTimeString()} (${duration(Date.parse(r.expiresAt) - Date.now())} left)`;
+  $("res-expires-label").textContent = "Held until";
+  $("res-expires").textContent = r.expiresAt
+    ? `${new Date(r.expiresAt).toLocaleTimeString()} (${duration(Date.parse(r.expiresAt) - Date.now())} left)`
+    : "–";
 }
 
 async function pay(outcome) {
@@ -283,6 +398,7 @@ async function refreshOrders() {
 // Wiring -----------------------------------------------------------------------------------------
 
 function showSku(sku) {
+  if (state.waitlist?.sku !== sku) stopWaitlist();
   state.sku = sku;
   state.view = null;
   const url = new URL(location.href);
@@ -306,6 +422,7 @@ $("buy-form").addEventListener("submit", (event) => {
 $("pay").addEventListener("click", () => pay("succeeded"));
 $("pay-fail").addEventListener("click", () => pay("failed"));
 $("cancel").addEventListener("click", () => cancel());
+$("join-waitlist").addEventListener("click", () => joinWaitlist(Number($("quantity").value)));
 
 const params = new URLSearchParams(location.search);
 $("sku").value = params.get("sku") ?? $("sku").value;

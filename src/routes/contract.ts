@@ -139,6 +139,8 @@ export interface ContractRoute {
   /** Hono-style path, as the routes register it (`/api/skus/:sku`). */
   path: string;
   summary: string;
+  /** What a client needs to know beyond the summary (the OpenAPI operation's description). */
+  description: string;
   access: Access;
   query?: Parameter[];
   body?: SchemaName;
@@ -158,6 +160,8 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     method: "get",
     path: "/api/skus/:sku",
     summary: "Public stock display (from the Redis mirror when configured, else the stock object)",
+    description:
+      "No credentials. Read-mostly and cheap: the storefront polls it. `available` may lag the stock object by a moment when it comes from the mirror.",
     access: "public",
     ok: { status: 200, description: "The SKU", schema: "PublicSku" },
     errors: ["SKU_NOT_FOUND"],
@@ -166,6 +170,8 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     method: "post",
     path: "/api/skus/:sku/tokens",
     summary: "One-time purchase token for this user and SKU",
+    description:
+      "Step one of a purchase: the token binds this user to this SKU for a few minutes (PURCHASE_TOKEN_TTL_SECONDS) and is spent by one reservation. Refused when the sale is paused, outside startsAt..endsAt, or sold out.",
     access: "shopper",
     ok: { status: 201, description: "The token", schema: "PurchaseToken" },
     errors: ["SKU_NOT_FOUND", "SALE_NOT_ACTIVE", "SOLD_OUT"],
@@ -174,6 +180,8 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     method: "post",
     path: "/api/skus/:sku/reservations",
     summary: "Hold stock with a purchase token (replaying the token returns the same reservation)",
+    description:
+      "Holds `quantity` units for this user until `expiresAt`; the order row reaches D1 through the queue shortly after (see `order.persisted` on the reservation). Replaying the same token with the same body, concurrently or later, answers the same 202 with `Idempotent-Replayed: true` and holds nothing more; the same token with another quantity is 422 IDEMPOTENCY_MISMATCH. 503 BUSY carries Retry-After.",
     access: "shopper",
     body: "ReservationRequest",
     ok: {
@@ -198,6 +206,8 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     method: "get",
     path: "/api/reservations/:id",
     summary: "The owner's view of a reservation and whether its order row is persisted",
+    description:
+      "Owner only: another user's reservation id answers 404 RESERVATION_NOT_FOUND. `order.persisted` tells whether the queue consumer has written the order row to D1 yet.",
     access: "shopper",
     ok: { status: 200, description: "The reservation", schema: "ReservationDetail" },
     errors: ["RESERVATION_NOT_FOUND"],
@@ -206,6 +216,8 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     method: "post",
     path: "/api/reservations/:id/cancel",
     summary: "Release a held reservation",
+    description:
+      "Owner only. Releases a held reservation's stock at once. Cancelling a cancelled reservation again answers 200 unchanged; a paid or expired one is 409 INVALID_STATE.",
     access: "shopper",
     ok: { status: 200, description: "The reservation, status cancelled", schema: "Reservation" },
     errors: ["RESERVATION_NOT_FOUND", "INVALID_STATE"],
@@ -214,6 +226,8 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     method: "post",
     path: "/api/skus/:sku/waitlist",
     summary: "Join the waitlist of a sold-out SKU",
+    description:
+      "Only while the SKU is sold out (else 409 STOCK_AVAILABLE). When stock is released, waitlisted users receive holds in FIFO order (first fit); those holds show in GET /api/me/reservations.",
     access: "shopper",
     body: "WaitlistRequest",
     ok: { status: 202, description: "On the waitlist", schema: "WaitlistEntry" },
@@ -223,6 +237,7 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     method: "get",
     path: "/api/me/reservations",
     summary: "The user's reservations, newest first",
+    description: "Every reservation of the JWT's user, including holds granted from the waitlist, newest first.",
     access: "shopper",
     ok: { status: 200, description: "The reservations", schema: "ReservationList" },
     errors: [],
@@ -231,6 +246,8 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     method: "post",
     path: "/webhooks/payments",
     summary: "Payment provider webhook (signed; each event id takes effect once)",
+    description:
+      "Signed with PAYMENT_WEBHOOK_SECRET in the Payment-Signature header (300 s tolerance). `payment.succeeded` pays a held reservation, `payment.failed` releases it. The same event id again answers the same 200 with no second effect.",
     access: "webhook",
     body: "PaymentEvent",
     ok: { status: 200, description: "Received", schema: "PaymentAck" },
@@ -240,6 +257,8 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     method: "put",
     path: "/admin/skus/:sku",
     summary: "Create or update a SKU (fields left out keep their value)",
+    description:
+      "Creates or updates a SKU. `totalStock` is absolute: after any mix of concurrent PUTs and reservations, the total is the last successful PUT's. Lowering it below held + sold is 409 INVALID_STATE.",
     access: "admin",
     body: "SkuSettingsRequest",
     ok: { status: 200, description: "The admin SKU view", schema: "AdminSku" },
@@ -249,6 +268,8 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     method: "get",
     path: "/admin/skus/:sku",
     summary: "Admin SKU view: stock, D1 order counts, waitlist, mirror",
+    description:
+      "`stock` comes from the stock object(s), `orders` counts D1 rows by status, `mirror` is null when the Redis mirror is off.",
     access: "admin",
     ok: { status: 200, description: "The admin SKU view", schema: "AdminSku" },
     errors: ["SKU_NOT_FOUND"],
@@ -257,6 +278,7 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     method: "get",
     path: "/admin/skus",
     summary: "Every SKU's admin view",
+    description: "The admin view of every SKU, as GET /admin/skus/{sku} answers it, wrapped in `skus`.",
     access: "admin",
     ok: { status: 200, description: "The SKUs", schema: "AdminSkuList" },
     errors: [],
@@ -265,6 +287,8 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     method: "post",
     path: "/admin/reconcile",
     summary: "Run reconciliation now",
+    description:
+      "Compares the stock objects, D1 and the Redis mirror now (the cron does the same every minute) and repairs what it may; the answer lists each difference found.",
     access: "admin",
     ok: { status: 200, description: "The run", schema: "ReconcileResult" },
     errors: [],
@@ -273,6 +297,7 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     method: "get",
     path: "/admin/reconcile/runs",
     summary: "Reconciliation run history",
+    description: "The latest reconciliation runs, cron and manual, newest first.",
     access: "admin",
     query: [{ name: "limit", description: "How many runs", schema: z.string().regex(/^\d+$/) }],
     ok: { status: 200, description: "The runs", schema: "ReconcileRuns" },
@@ -282,6 +307,7 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     method: "get",
     path: "/admin/dead-letters",
     summary: "Stored dead letters, newest first",
+    description: "Queue events the order consumer gave up on, stored in D1 for inspection and replay.",
     access: "admin",
     query: [{ name: "pending", description: "`true`: only those not replayed yet", schema: z.enum(["true", "false"]) }],
     ok: { status: 200, description: "The dead letters", schema: "DeadLetterList" },
@@ -291,6 +317,8 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     method: "post",
     path: "/admin/dead-letters/:id/replay",
     summary: "Replay one dead letter through the idempotent consumer (idempotent)",
+    description:
+      "Runs one stored dead letter through the order consumer again. The consumer is idempotent, so replaying twice changes nothing more.",
     access: "admin",
     ok: { status: 200, description: "Replayed", schema: "ReplayAnswer" },
     errors: ["NOT_FOUND", "INVALID_STATE"],
@@ -299,6 +327,7 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     method: "get",
     path: "/healthz",
     summary: "Liveness",
+    description: "Liveness of the Worker only: it touches no binding, so it answers while a dependency is down.",
     access: "public",
     ok: { status: 200, description: "Up", schema: "Health" },
     errors: [],
@@ -307,6 +336,8 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     method: "get",
     path: "/metrics",
     summary: "Prometheus metrics (text exposition format)",
+    description:
+      "Prometheus text exposition of the counters and histograms of every isolate (totalled by the Telemetry object), plus stock and order gauges.",
     access: "admin",
     ok: { status: 200, description: "Metrics", text: true },
     errors: [],
@@ -315,6 +346,7 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     method: "get",
     path: "/openapi.json",
     summary: "This document",
+    description: "This OpenAPI 3.1 document, generated from the schemas the routes validate with.",
     access: "public",
     ok: { status: 200, description: "OpenAPI 3.1 document" },
     errors: [],

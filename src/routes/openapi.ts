@@ -60,12 +60,13 @@ function errorResponses(codes: ErrorCode[]): JsonObject {
   }
   const responses: JsonObject = {};
   for (const [status, group] of [...byStatus].sort(([a], [b]) => a - b)) {
-    const schema = z.object({ error: z.object({ code: z.enum(group), message: z.string() }) });
+    // ErrorBody, narrowed to the codes this status carries for this route.
+    const narrowed = z.object({ error: z.object({ code: z.enum(group) }) });
     const retry = group.some((code) => code === "RATE_LIMITED" || code === "BUSY");
     responses[String(status)] = {
       description: group.map((code) => `${code}: ${ERRORS[code][1]}`).join(" | "),
       ...(retry ? { headers: { "Retry-After": { schema: { type: "integer" }, description: "Seconds" } } } : {}),
-      content: { "application/json": { schema: inlineSchema(schema) } },
+      content: { "application/json": { schema: { allOf: [ref("ErrorBody"), inlineSchema(narrowed)] } } },
     };
   }
   return responses;
@@ -95,6 +96,7 @@ function operation(route: ContractRoute): JsonObject {
   return {
     operationId: `${route.method}${openApiPath(route.path).replace(/[^A-Za-z0-9]+(.)?/g, (_, c: string | undefined) => (c ?? "").toUpperCase())}`,
     summary: route.summary,
+    description: route.description,
     tags: [TAGS[route.access]],
     security: SECURITY[route.access],
     ...(pathParameters.length + queryParameters.length > 0
@@ -114,7 +116,11 @@ function operation(route: ContractRoute): JsonObject {
   };
 }
 
-export function buildOpenApiDocument(): JsonObject {
+/**
+ * The document for a gateway served at `serverUrl` (its `servers` entry: tools such as
+ * openapi-fetch or Redocly's try-it call that origin).
+ */
+export function buildOpenApiDocument(serverUrl: string): JsonObject {
   const paths: Record<string, JsonObject> = {};
   for (const route of CONTRACT_ROUTES) {
     const path = openApiPath(route.path);
@@ -129,6 +135,7 @@ export function buildOpenApiDocument(): JsonObject {
         'Contract v1 (docs/API.md). Every error is {"error":{"code","message"}}. Unknown routes: 404 ' +
         "NOT_FOUND; wrong method: 405 METHOD_NOT_ALLOWED with Allow; bodies over 16 KiB: 413 PAYLOAD_TOO_LARGE.",
     },
+    servers: [{ url: serverUrl, description: "The gateway that served this document" }],
     tags: [
       { name: "public", description: "No credentials" },
       { name: "shopper", description: "Authorization: Bearer <shopper JWT>, per-user rate limit" },
@@ -143,7 +150,8 @@ export function buildOpenApiDocument(): JsonObject {
           type: "http",
           scheme: "bearer",
           bearerFormat: "JWT",
-          description: "HS256 JWT signed with AUTH_SECRET; `sub` is the user id, `exp` required",
+          description:
+            "JWT whose `sub` is the user id, `exp` required: HS256 signed with AUTH_SECRET, or RS256/ES256 by a key of the identity provider's JWKS (AUTH_JWKS_URL or AUTH_JWKS, chosen by `kid`); `iss`/`aud` checked when AUTH_ISSUER/AUTH_AUDIENCE are set",
         },
         adminToken: { type: "http", scheme: "bearer", description: "ADMIN_TOKEN" },
         paymentSignature: {
@@ -158,9 +166,12 @@ export function buildOpenApiDocument(): JsonObject {
   };
 }
 
-let cached: JsonObject | undefined;
+let cached: { origin: string; document: JsonObject } | undefined;
 
 openapi.get("/openapi.json", (c) => {
-  cached ??= buildOpenApiDocument();
-  return c.json(cached);
+  // A Worker is reached under several origins (workers.dev, custom domains, localhost): the
+  // document names the one this request came to.
+  const origin = new URL(c.req.url).origin;
+  if (cached?.origin !== origin) cached = { origin, document: buildOpenApiDocument(origin) };
+  return c.json(cached.document);
 });

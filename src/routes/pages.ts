@@ -1,10 +1,10 @@
 import { Hono } from "hono";
+import { fnv1a } from "../../durable-objects/shard-name";
 import dashboardHtml from "../../public/dashboard.html";
 import indexHtml from "../../public/index.html";
 import dashboardJs from "../../public/static/dashboard.js";
 import storefrontJs from "../../public/static/storefront.js";
 import styleCss from "../../public/static/style.css";
-import { fnv1a } from "../../durable-objects/shard-name";
 import type { AppEnv } from "../http/context";
 
 /**

@@ -1,0 +1,253 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { exportJWK, generateKeyPair, type JWK, type JWTPayload, SignJWT } from "jose";
+import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { JWKS_FETCH_TIMEOUT_MS, JWKS_REFETCH_FLOOR_MS } from "../src/http/jwks";
+import worker from "../src/index";
+
+/**
+ * Shopper JWTs from an identity provider: keys made with jose, the JWKS served by a stand-in for
+ * the IdP (the isolate's outbound `fetch`, counted), the Worker called with its real bindings plus
+ * the AUTH_* settings under test.
+ */
+
+type KeyPair = Awaited<ReturnType<typeof generateKeyPair>>;
+let rsa: KeyPair;
+let rsaNext: KeyPair;
+let ec: KeyPair;
+let stranger: KeyPair;
+
+beforeAll(async () => {
+  [rsa, rsaNext, ec, stranger] = await Promise.all([
+    generateKeyPair("RS256", { extractable: true }),
+    generateKeyPair("RS256", { extractable: true }),
+    generateKeyPair("ES256", { extractable: true }),
+    generateKeyPair("RS256", { extractable: true }),
+  ]);
+});
+
+afterEach(() => {
+  vi.restoreAllMocks();
+  vi.useRealTimers();
+});
+
+const publicJwk = async (pair: KeyPair, kid: string | undefined, alg: string): Promise<JWK> => ({
+  ...(await exportJWK(pair.publicKey)),
+  ...(kid === undefined ? {} : { kid }),
+  alg,
+  use: "sig",
+});
+
+interface TokenOptions {
+  alg?: string;
+  kid?: string;
+  claims?: JWTPayload;
+  /** Seconds from now. */
+  exp?: number;
+}
+
+let shoppers = 0;
+async function idpToken(key: CryptoKey | Uint8Array, opts: TokenOptions = {}): Promise<string> {
+  const now = Math.floor(Date.now() / 1000);
+  // A shopper per token: the per-shopper rate limit (20 per 10 s) is not what these tests are about.
+  return new SignJWT({ sub: `shopper-${++shoppers}`, iat: now, exp: now + (opts.exp ?? 600), ...opts.claims })
+    .setProtectedHeader({ alg: opts.alg ?? "RS256", typ: "JWT", ...(opts.kid === undefined ? {} : { kid: opts.kid }) })
+    .sign(key);
+}
+
+let urls = 0;
+/** A JWKS URL no other test uses (the Cache API and the isolate's verifier outlive a test). */
+const jwksUrl = () => `https://idp-${++urls}.example/.well-known/jwks.json`;
+
+/** Stands in for the IdP: serves `keys()` at `url` (or a 503 while `keys` gives null) and counts the fetches. */
+function serveJwks(url: string, keys: () => JWK[] | null): { fetches: () => number } {
+  let count = 0;
+  const real = globalThis.fetch;
+  vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
+    const target = input instanceof Request ? input.url : String(input);
+    if (target !== url) return real(input, init);
+    count++;
+    const served = keys();
+    return served ? Response.json({ keys: served }) : new Response("down", { status: 503 });
+  });
+  return { fetches: () => count };
+}
+
+/** `GET /api/me/reservations` (shopper auth and nothing else) under these settings. */
+async function asShopper(token: string, settings: Record<string, string>): Promise<{ status: number; code?: string }> {
+  const ctx = createExecutionContext();
+  const request = new Request("http://flashgate.test/api/me/reservations", {
+    headers: { authorization: `Bearer ${token}` },
+  });
+  const response = await worker.fetch(request, { ...env, ...settings }, ctx);
+  await waitOnExecutionContext(ctx);
+  const json = (await response.json()) as { error?: { code: string } };
+  return { status: response.status, ...(json.error ? { code: json.error.code } : {}) };
+}
+
+const OK = { status: 200 };
+const REFUSED = { status: 401, code: "UNAUTHENTICATED" };
+
+describe("shopper JWTs from an identity provider", () => {
+  it("accepts RS256 tokens by a key of AUTH_JWKS_URL, fetching the set once per isolate", async () => {
+    const url = jwksUrl();
+    // The set also holds a symmetric key, which must be skipped: only public RS256/ES256 keys count.
+    const keys: JWK[] = [{ kty: "oct", k: "c2VjcmV0", kid: "sym" }, await publicJwk(rsa, "k1", "RS256")];
+    const served = serveJwks(url, () => keys);
+
+    const settings = { AUTH_JWKS_URL: url };
+    for (let i = 0; i < 5; i++)
+      expect(await asShopper(await idpToken(rsa.privateKey, { kid: "k1" }), settings)).toEqual(OK);
+    expect(served.fetches()).toBe(1);
+    // HS256 with AUTH_SECRET keeps working beside the JWKS.
+    const hs = await idpToken(new TextEncoder().encode("test-auth-secret"), { alg: "HS256" });
+    expect(await asShopper(hs, settings)).toEqual(OK);
+    // The oct key of the set is no HS256 key: a token signed with it is refused.
+    const oct = await idpToken(new TextEncoder().encode("secret"), { alg: "HS256", kid: "sym" });
+    expect(await asShopper(oct, settings)).toEqual(REFUSED);
+  });
+
+  it("accepts ES256 tokens by a key of an inline AUTH_JWKS, with or without `kid`", async () => {
+    const settings = { AUTH_JWKS: JSON.stringify({ keys: [await publicJwk(ec, "e1", "ES256")] }) };
+    expect(await asShopper(await idpToken(ec.privateKey, { alg: "ES256", kid: "e1" }), settings)).toEqual(OK);
+    expect(await asShopper(await idpToken(ec.privateKey, { alg: "ES256" }), settings)).toEqual(OK);
+    expect(await asShopper(await idpToken(ec.privateKey, { alg: "ES256", kid: "e2" }), settings)).toEqual(REFUSED);
+  });
+
+  it("refetches the set for an unknown `kid` (key rotation), at most once per floor however many arrive", async () => {
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() });
+    const url = jwksUrl();
+    const keys = [await publicJwk(rsa, "k1", "RS256")];
+    const idp = serveJwks(url, () => keys);
+    const settings = { AUTH_JWKS_URL: url };
+    expect(await asShopper(await idpToken(rsa.privateKey, { kid: "k1" }), settings)).toEqual(OK);
+    expect(idp.fetches()).toBe(1);
+
+    // A flood of unknown kids (forged, or the IdP rotated a moment ago): refused, the IdP left alone.
+    for (let i = 0; i < 20; i++) {
+      const forged = await idpToken(stranger.privateKey, { kid: `forged-${i}` });
+      expect(await asShopper(forged, settings)).toEqual(REFUSED);
+    }
+    expect(idp.fetches()).toBe(1);
+
+    // The IdP rotates to k2; once the floor has passed, the first k2 token brings the new set in.
+    keys.push(await publicJwk(rsaNext, "k2", "RS256"));
+    vi.setSystemTime(Date.now() + JWKS_REFETCH_FLOOR_MS + 1000);
+    expect(await asShopper(await idpToken(rsaNext.privateKey, { kid: "k2" }), settings)).toEqual(OK);
+    expect(await asShopper(await idpToken(rsa.privateKey, { kid: "k1" }), settings)).toEqual(OK);
+    expect(idp.fetches()).toBe(2);
+  });
+
+  it("fetches the set once for a burst of requests reaching a cold isolate together", async () => {
+    const url = jwksUrl();
+    const keys = [await publicJwk(rsa, "k1", "RS256")];
+    let fetches = 0;
+    const real = globalThis.fetch;
+    vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
+      if ((input instanceof Request ? input.url : String(input)) !== url) return real(input, init);
+      fetches++;
+      await new Promise((resolve) => setTimeout(resolve, 100)); // a slow IdP
+      return Response.json({ keys });
+    });
+    const token = await idpToken(rsa.privateKey, { kid: "k1" });
+    const answers = await Promise.all(Array.from({ length: 20 }, () => asShopper(token, { AUTH_JWKS_URL: url })));
+    expect(answers).toEqual(Array(20).fill(OK));
+    expect(fetches).toBe(1);
+  });
+
+  it("lets a new isolate take the set from the Cache API instead of the IdP", async () => {
+    const url = jwksUrl();
+    const keys = [await publicJwk(rsa, "k1", "RS256")];
+    const idp = serveJwks(url, () => keys);
+    const token = await idpToken(rsa.privateKey, { kid: "k1" });
+    expect(await asShopper(token, { AUTH_JWKS_URL: url })).toEqual(OK);
+    expect(idp.fetches()).toBe(1);
+    // Another configuration with the same URL builds a fresh key set, as a new isolate would.
+    expect(await asShopper(token, { AUTH_JWKS_URL: url, AUTH_CLOCK_SKEW_SECONDS: "31" })).toEqual(OK);
+    expect(idp.fetches()).toBe(1);
+  });
+
+  it("refuses tokens while the IdP is down, asking it again only after a pause, and recovers", async () => {
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() });
+    const url = jwksUrl();
+    let up = false;
+    const keys = [await publicJwk(rsa, "k1", "RS256")];
+    const idp = serveJwks(url, () => (up ? keys : null));
+    const settings = { AUTH_JWKS_URL: url };
+    const token = await idpToken(rsa.privateKey, { kid: "k1" });
+    for (let i = 0; i < 10; i++) expect(await asShopper(token, settings)).toEqual(REFUSED);
+    expect(idp.fetches()).toBe(1);
+    // HS256 with AUTH_SECRET is not held up by the IdP.
+    const hs = await idpToken(new TextEncoder().encode("test-auth-secret"), { alg: "HS256" });
+    expect(await asShopper(hs, settings)).toEqual(OK);
+
+    up = true;
+    vi.setSystemTime(Date.now() + JWKS_FETCH_TIMEOUT_MS + 1000);
+    expect(await asShopper(token, settings)).toEqual(OK);
+    expect(idp.fetches()).toBe(2);
+  });
+
+  it("answers 500 when no way to verify shopper JWTs is configured, and 401 to IdP tokens when AUTH_JWKS is unusable", async () => {
+    const hs = await idpToken(new TextEncoder().encode("test-auth-secret"), { alg: "HS256" });
+    const nothing = await asShopper(hs, { AUTH_SECRET: "", AUTH_JWKS: " " });
+    expect(nothing).toEqual({ status: 500, code: "INTERNAL" });
+    const broken = { AUTH_JWKS: "{not json" };
+    expect(await asShopper(hs, broken)).toEqual(OK);
+    expect(await asShopper(await idpToken(rsa.privateKey, { kid: "k1" }), broken)).toEqual(REFUSED);
+  });
+
+  it("checks `iss` and `aud` when AUTH_ISSUER and AUTH_AUDIENCE are set", async () => {
+    const settings = {
+      AUTH_JWKS: JSON.stringify({ keys: [await publicJwk(rsa, "k1", "RS256")] }),
+      AUTH_ISSUER: "https://idp.example/",
+      AUTH_AUDIENCE: "flashgate",
+    };
+    const token = (claims: JWTPayload) => idpToken(rsa.privateKey, { kid: "k1", claims });
+    expect(await asShopper(await token({ iss: "https://idp.example/", aud: "flashgate" }), settings)).toEqual(OK);
+    expect(
+      await asShopper(await token({ iss: "https://idp.example/", aud: ["other", "flashgate"] }), settings),
+    ).toEqual(OK);
+    expect(await asShopper(await token({ iss: "https://evil.example/", aud: "flashgate" }), settings)).toEqual(REFUSED);
+    expect(await asShopper(await token({ iss: "https://idp.example/", aud: "other" }), settings)).toEqual(REFUSED);
+    expect(await asShopper(await token({ iss: "https://idp.example/" }), settings)).toEqual(REFUSED);
+    expect(await asShopper(await token({ aud: "flashgate" }), settings)).toEqual(REFUSED);
+  });
+
+  it("gives exp, nbf and iat AUTH_CLOCK_SKEW_SECONDS of leeway (30 by default)", async () => {
+    const hs = new TextEncoder().encode("test-auth-secret");
+    const now = Math.floor(Date.now() / 1000);
+    const token = (claims: JWTPayload) => idpToken(hs, { alg: "HS256", claims });
+    const byDefault = {};
+    const strict = { AUTH_CLOCK_SKEW_SECONDS: "0" };
+    expect(await asShopper(await token({ exp: now - 10 }), byDefault)).toEqual(OK);
+    expect(await asShopper(await token({ exp: now - 10 }), strict)).toEqual(REFUSED);
+    expect(await asShopper(await token({ exp: now - 60 }), byDefault)).toEqual(REFUSED);
+    expect(await asShopper(await token({ nbf: now + 10 }), byDefault)).toEqual(OK);
+    expect(await asShopper(await token({ nbf: now + 60 }), byDefault)).toEqual(REFUSED);
+    expect(await asShopper(await token({ iat: now + 10 }), byDefault)).toEqual(OK);
+    expect(await asShopper(await token({ iat: now + 10 }), strict)).toEqual(REFUSED);
+    expect(await asShopper(await token({ iat: now + 3600, exp: now + 7200 }), byDefault)).toEqual(REFUSED);
+    const noExp = await new SignJWT({ sub: "ada", iat: now }).setProtectedHeader({ alg: "HS256" }).sign(hs);
+    expect(await asShopper(noExp, byDefault)).toEqual(REFUSED);
+  });
+
+  it("refuses wrong algorithms, unknown signers and HS256 when only a JWKS is configured", async () => {
+    const jwks = JSON.stringify({ keys: [await publicJwk(rsa, "k1", "RS256")] });
+    const hs = new TextEncoder().encode("test-auth-secret");
+    const both = { AUTH_JWKS: jwks };
+    const jwksOnly = { AUTH_JWKS: jwks, AUTH_SECRET: "" };
+    const none = `${btoa(JSON.stringify({ alg: "none" }))}.${btoa(JSON.stringify({ sub: "ada", exp: 2e9 }))}.`;
+    expect(await asShopper(await idpToken(hs, { alg: "HS256" }), both)).toEqual(OK);
+    expect(await asShopper(await idpToken(hs, { alg: "HS512" }), both)).toEqual(REFUSED);
+    for (const alg of ["RS384", "PS256", "ES384"]) {
+      const other = await generateKeyPair(alg);
+      expect(await asShopper(await idpToken(other.privateKey, { alg, kid: "k1" }), both), alg).toEqual(REFUSED);
+    }
+    expect(await asShopper(await idpToken(stranger.privateKey, { kid: "k1" }), both)).toEqual(REFUSED);
+    expect(await asShopper(none.replaceAll("=", ""), both)).toEqual(REFUSED);
+    expect(await asShopper(await idpToken(hs, { alg: "HS256" }), jwksOnly)).toEqual(REFUSED);
+    expect(await asShopper(await idpToken(rsa.privateKey, { kid: "k1" }), jwksOnly)).toEqual(OK);
+    // Without a JWKS, an RS256 token is refused even when well signed.
+    expect(await asShopper(await idpToken(rsa.privateKey, { kid: "k1" }), {})).toEqual(REFUSED);
+  });
+});

@@ -1,0 +1,65 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { exportJWK, generateKeyPair, SignJWT } from "jose";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type DevServer, startDevServer } from "./support/dev-server";
+
+/**
+ * Shopper JWTs from an identity provider, end to end: keys made with jose, the JWKS served by a
+ * local HTTP server standing in for the IdP, the gateway under `wrangler dev` with AUTH_JWKS_URL,
+ * AUTH_ISSUER and AUTH_AUDIENCE pointing at it (real outbound fetch, real Cache API).
+ */
+
+const ISSUER = "https://idp.flashgate.test/";
+const AUDIENCE = "flashgate-e2e";
+
+let idp: Server;
+let jwksUrl: string;
+let fetches = 0;
+let server: DevServer;
+let keys: Awaited<ReturnType<typeof generateKeyPair>>;
+
+beforeAll(async () => {
+  keys = await generateKeyPair("ES256", { extractable: true });
+  const jwks = JSON.stringify({ keys: [{ ...(await exportJWK(keys.publicKey)), kid: "e2e-1", alg: "ES256" }] });
+  idp = createServer((request, response) => {
+    if (request.url !== "/.well-known/jwks.json") {
+      response.writeHead(404).end();
+      return;
+    }
+    fetches++;
+    response.writeHead(200, { "content-type": "application/json" }).end(jwks);
+  });
+  await new Promise<void>((resolve) => idp.listen(0, "127.0.0.1", resolve));
+  jwksUrl = `http://127.0.0.1:${(idp.address() as AddressInfo).port}/.well-known/jwks.json`;
+  server = await startDevServer({ vars: { AUTH_JWKS_URL: jwksUrl, AUTH_ISSUER: ISSUER, AUTH_AUDIENCE: AUDIENCE } });
+});
+afterAll(async () => {
+  await server?.stop();
+  await new Promise((resolve) => idp?.close(resolve));
+});
+
+function token(sub: string, kid = "e2e-1", claims: Record<string, unknown> = {}): Promise<string> {
+  return new SignJWT({ sub, iss: ISSUER, aud: AUDIENCE, ...claims })
+    .setProtectedHeader({ alg: "ES256", kid })
+    .setIssuedAt()
+    .setExpirationTime("10m")
+    .sign(keys.privateKey);
+}
+
+async function myReservations(jwt: string): Promise<number> {
+  const response = await fetch(`${server.url}/api/me/reservations`, { headers: { authorization: `Bearer ${jwt}` } });
+  await response.body?.cancel();
+  return response.status;
+}
+
+describe("an identity provider's ES256 JWTs under wrangler dev", () => {
+  it("are accepted by a key of the fetched JWKS, fetched once; wrong issuer and unknown kid refused", async () => {
+    for (const user of ["ida", "ivo", "ira"]) expect(await myReservations(await token(user))).toBe(200);
+    expect(fetches).toBe(1);
+    expect(await myReservations(await token("ida", "e2e-1", { iss: "https://evil.test/" }))).toBe(401);
+    // An unknown kid right after a fetch is refused without asking the IdP again (the refetch floor).
+    expect(await myReservations(await token("ida", "rotated-2"))).toBe(401);
+    expect(fetches).toBe(1);
+  });
+});
