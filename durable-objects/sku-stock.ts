@@ -193,12 +193,26 @@ export class SkuStock extends DurableObject<Env> {
     return granted;
   }
 
-  /** Changes this shard's total (admin resizing of a sharded SKU); returns the change made. */
-  async adjustTotal(delta: number): Promise<number> {
+  /**
+   * Shard 0: sets the SKU's total over all shards to `total` (PUT /admin/skus on a sharded SKU).
+   * A cut that this shard's available units cannot cover pulls the rest from siblings first, with
+   * the usual exactly-once transfers; if the SKU has not enough available, `INVALID_STATE` (units
+   * pulled stay here, still counted). See {@link StockEngine.retarget}.
+   */
+  async setSkuTotal(total: number, assumed: number, requestId?: string): Promise<Outcome<SkuState>> {
     this.rpcCalls++;
-    const change = this.engine.adjustTotal(delta, this.now());
-    await this.#afterCommit();
-    return change;
+    return withLogContext({ requestId, ...this.#where() }, async () => {
+      let missing = this.engine.retarget(total, this.now(), assumed);
+      const state = this.engine.state();
+      if (missing > 0 && state && state.shards > 1) {
+        await this.#pull(state, missing);
+        missing = this.engine.retarget(total, this.now(), assumed);
+      }
+      await this.#afterCommit();
+      const after = this.engine.state();
+      if (missing > 0 || !after) return { ok: false, code: "INVALID_STATE" };
+      return { ok: true, value: after };
+    });
   }
 
   /**

@@ -48,6 +48,11 @@ export interface SkuSettings {
   startsAt?: number | null | undefined;
   endsAt?: number | null | undefined;
   status?: SaleStatus | undefined;
+  /**
+   * Shard 0 only: the SKU's total over all shards, recorded as the base of later PUTs (see
+   * {@link StockEngine.retarget}). Given when every shard's total is set at once (create, reshard).
+   */
+  skuTotal?: number | undefined;
 }
 
 export interface StockCounts {
@@ -257,6 +262,7 @@ export class StockEngine {
         keep(settings.endsAt, current?.ends_at, null),
         total,
       );
+      if (settings.skuTotal !== undefined) this.#setTarget(settings.skuTotal);
       if (now !== undefined) this.#fillWaitlist(now);
       return ok(this.#stateNow());
     });
@@ -462,20 +468,44 @@ export class StockEngine {
   }
 
   /**
-   * Changes this shard's total by `delta`: a rise adds units (served to the waitlist first), a
-   * cut removes at most the available units. Returns the change made.
+   * Shard 0 of a SKU: sets the SKU's total over all its shards to `total`, absolutely. The change
+   * is taken from the total last set, recorded here (`sku_target`), never from a sum of the live
+   * shards, which a transfer in flight (given, not yet received) or a concurrent PUT would skew.
+   * Transfers move units between shards and never change the SKU's total, so applying the change
+   * to this shard alone keeps Σ shard totals (+ units in flight) equal to the recorded target.
+   *
+   * A rise adds units here (waiting buyers first). A cut removes this shard's available units;
+   * when it has fewer than the cut needs, nothing changes and the answer is how many it lacks:
+   * the caller pulls them from siblings (which conserves stock) and asks again. 0: done.
+   * `assumed` stands for the target of a SKU configured before targets were recorded.
    */
-  adjustTotal(delta: number, now: number): number {
+  retarget(total: number, now: number, assumed: number): number {
     return this.#storage.transactionSync(() => {
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
       const sku = this.#requireRow();
-      const change = delta >= 0 ? delta : -Math.min(-delta, sku.total - sku.held - sku.sold);
+      const recorded = this.#sql.exec<{ total: number }>("SELECT total FROM sku_target WHERE id = 1").toArray()[0];
+      const change = total - (recorded?.total ?? assumed);
+      const available = sku.total - sku.held - sku.sold;
+      if (change < 0 && available < -change) return -change - available;
+      this.#setTarget(total);
       if (change === 0) return 0;
       this.#sql.exec("UPDATE sku SET total = total + ? WHERE id = 1", change);
       this.#bumpSeq();
       if (change > 0) this.#fillWaitlist(now);
-      return change;
+      return 0;
     });
+  }
+
+  /** The SKU's total as the operator last set it (shard 0 only), or null if never recorded. */
+  skuTarget(): number | null {
+    return this.#sql.exec<{ total: number }>("SELECT total FROM sku_target WHERE id = 1").toArray()[0]?.total ?? null;
+  }
+
+  #setTarget(total: number): void {
+    this.#sql.exec(
+      "INSERT INTO sku_target (id, total) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET total = excluded.total",
+      total,
+    );
   }
 
   /**

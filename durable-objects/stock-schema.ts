@@ -73,4 +73,10 @@ export const STOCK_SCHEMA: readonly string[] = [
      seq   INTEGER PRIMARY KEY,
      event TEXT    NOT NULL
    )`,
+  // Shard 0 only: the SKU's total over all shards as the operator last set it. PUTs change the
+  // SKU's total by the difference from this record, never from a sum of live shards.
+  `CREATE TABLE IF NOT EXISTS sku_target (
+     id    INTEGER PRIMARY KEY CHECK (id = 1),
+     total INTEGER NOT NULL CHECK (total >= 0)
+   )`,
 ];
