@@ -45,6 +45,11 @@ const OUTBOX_RETRY_MS = 5_000;
 /** First wait before the alarm retries a mirror publish that failed; it doubles up to the maximum. */
 const MIRROR_RETRY_MIN_MS = 250;
 const MIRROR_RETRY_MAX_MS = 5_000;
+/**
+ * How long siblings that all gave nothing are not asked again: a sharded SKU answers SOLD_OUT
+ * from this shard alone meanwhile (the edge caches a SOLD_OUT for about as long anyway).
+ */
+const SIBLINGS_EMPTY_MS = 500;
 /** Margin for clocks when deciding which tokens may still be replayed (minted within their lifetime). */
 const TOKEN_CLOCK_SKEW_MS = 60_000;
 
@@ -85,6 +90,8 @@ export class SkuStock extends DurableObject<Env> {
   #mirrorFailures = 0;
   #publishing: Promise<void> | null = null;
   #publishAgain = false;
+  /** Until when this shard's siblings count as empty (they were all asked and gave nothing). */
+  #siblingsEmptyUntil = 0;
   /** The last spent-nonce digest, reused while the shard's seq has not moved. */
   #digest: SpentDigest | null = null;
 
@@ -125,9 +132,12 @@ export class SkuStock extends DurableObject<Env> {
     );
     // The state is read only when some request went short: a served batch costs no extra query.
     let state = short.length > 0 ? this.engine.state() : null;
-    if (state && state.shards > 1) {
+    // Siblings found empty a moment ago are not asked again (each ask writes on both sides): a
+    // sold-out storm costs one round of asks per interval, not one per request.
+    if (state && state.shards > 1 && this.now() >= this.#siblingsEmptyUntil) {
       const wanted = short.reduce((n, i) => n + (requests[i]?.quantity ?? 0), 0) - state.stock.available;
-      if ((await this.#pull(state, wanted)) > 0) {
+      const pull = await this.#pull(state, wanted);
+      if (pull.pulled > 0) {
         const retried = this.engine.reserve(
           short.map((i) => requests[i] as ReserveRequest),
           this.now(),
@@ -136,6 +146,16 @@ export class SkuStock extends DurableObject<Env> {
           const answer = retried[k];
           if (answer) answers[i] = answer;
         });
+      } else if (!pull.failed) {
+        this.#siblingsEmptyUntil = this.now() + SIBLINGS_EMPTY_MS;
+      }
+      // A sibling that could not answer may have stock: SOLD_OUT would be a guess, and the edge
+      // would cache it. Such answers become BUSY (503, retry).
+      if (pull.failed) {
+        for (const i of short) {
+          const a = answers[i];
+          if (a && !a.ok && a.code === "SOLD_OUT") answers[i] = { ok: false, code: "BUSY" };
+        }
       }
     }
     // Answers from which the edge learns "sold out" carry the spent-nonce digest (one, shared by all).
@@ -203,14 +223,16 @@ export class SkuStock extends DurableObject<Env> {
     this.rpcCalls++;
     return withLogContext({ requestId, ...this.#where() }, async () => {
       let missing = this.engine.retarget(total, this.now(), assumed);
+      let failed = false;
       const state = this.engine.state();
       if (missing > 0 && state && state.shards > 1) {
-        await this.#pull(state, missing);
+        failed = (await this.#pull(state, missing)).failed;
         missing = this.engine.retarget(total, this.now(), assumed);
       }
       await this.#afterCommit();
       const after = this.engine.state();
-      if (missing > 0 || !after) return { ok: false, code: "INVALID_STATE" };
+      // A sibling that could not answer may have had the units: BUSY (retry), not a refusal.
+      if (missing > 0 || !after) return { ok: false, code: failed ? "BUSY" : "INVALID_STATE" };
       return { ok: true, value: after };
     });
   }
@@ -218,10 +240,12 @@ export class SkuStock extends DurableObject<Env> {
   /**
    * Pulls up to `wanted` (at least one) units from sibling shards, asking each in turn from the
    * next one on. Each transfer's intent is recorded before the sibling is asked, so an interrupted
-   * transfer is finished by the alarm (or reconciliation) exactly once. Returns the units added.
+   * transfer is finished by the alarm (or reconciliation) exactly once. Returns the units added,
+   * and whether some sibling could not be asked (its stock unknown).
    */
-  async #pull(state: SkuState, wanted: number): Promise<number> {
+  async #pull(state: SkuState, wanted: number): Promise<{ pulled: number; failed: boolean }> {
     let pulled = 0;
+    let failed = false;
     for (let step = 1; step < state.shards && pulled < Math.max(1, wanted); step++) {
       const from = (state.shard + step) % state.shards;
       const ask = Math.max(1, wanted - pulled) + PULL_SLACK;
@@ -235,11 +259,13 @@ export class SkuStock extends DurableObject<Env> {
         this.engine.completeTransfer(id, granted, this.now());
         pulled += granted;
       } catch (err) {
+        failed = true;
         log("warn", "stock transfer failed", { transferId: id, error: String(err) });
         this.#retryAt = this.now() + OUTBOX_RETRY_MS; // the alarm finishes it
       }
     }
-    return pulled;
+    if (pulled > 0) this.#siblingsEmptyUntil = 0;
+    return { pulled, failed };
   }
 
   #sibling(state: SkuState, shard: number): DurableObjectStub<SkuStock> {

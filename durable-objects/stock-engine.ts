@@ -29,7 +29,9 @@ export type StockErrorCode =
   | "INSUFFICIENT_STOCK"
   | "RESERVATION_NOT_FOUND"
   | "INVALID_STATE"
-  | "STOCK_AVAILABLE";
+  | "STOCK_AVAILABLE"
+  /** A sibling shard that could not answer: the outcome is unknown, retry (503). */
+  | "BUSY";
 
 export type Outcome<T> = { ok: true; value: T } | { ok: false; code: StockErrorCode; available?: number };
 
@@ -405,7 +407,8 @@ export class StockEngine {
 
   /**
    * Giver side of a transfer between shards: takes up to `requested` available units out of this
-   * shard's total, once per transfer id (a retry returns what the first call granted).
+   * shard's total, once per transfer id (a retry returns what the first call granted; a call that
+   * granted nothing leaves no trace).
    */
   giveStock(transferId: string, toShard: number, requested: number, now: number): number {
     return this.#storage.transactionSync(() => {
@@ -416,6 +419,9 @@ export class StockEngine {
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
       const sku = this.#requireRow();
       const granted = Math.max(0, Math.min(requested, sku.total - sku.held - sku.sold));
+      // Nothing to give changes nothing: no row, no new seq, no mirror publish. A retry of this
+      // id may then grant units; the receiver records whichever answer reached it first.
+      if (granted === 0) return 0;
       this.#sql.exec("UPDATE sku SET total = total - ? WHERE id = 1", granted);
       this.#sql.exec(
         "INSERT INTO transfers (id, direction, peer, requested, granted, created_at) VALUES (?, 'out', ?, ?, ?, ?)",

@@ -186,6 +186,48 @@ describe("stock transfers between shards", () => {
   });
 });
 
+describe("sold out on a sharded SKU", () => {
+  const ask = (sku: string, user: string) =>
+    stockShard(env, sku, 0).reserve([{ userId: user, nonce: `${user}-n`, quantity: 1 }]);
+  const giverFacts = (sku: string) =>
+    runInDurableObject(stockShard(env, sku, 1), (object, state) => ({
+      calls: object.rpcCalls,
+      version: object.engine.state()?.version,
+      transfers: state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM transfers").one().n,
+    }));
+
+  it("asks empty siblings once per short interval, not once per request", async () => {
+    const sku = uniqueSku("emptysibs");
+    await createSku(sku, { totalStock: 2, shards: 2 });
+    expect((await ask(sku, "es-a"))[0]?.ok).toBe(true);
+    expect((await ask(sku, "es-b"))[0]?.ok).toBe(true); // pulled shard 1's unit
+    expect((await ask(sku, "es-c"))[0]).toMatchObject({ ok: false, code: "SOLD_OUT" }); // shard 1 asked: empty
+    const before = await giverFacts(sku);
+    for (let i = 0; i < 10; i++) expect((await ask(sku, `es-d${i}`))[0]).toMatchObject({ code: "SOLD_OUT" });
+    expect(await giverFacts(sku)).toEqual(before);
+  });
+
+  it("answers 503 BUSY, not SOLD_OUT, when a sibling cannot answer", async () => {
+    const sku = uniqueSku("deadsib");
+    await createSku(sku, { totalStock: 2, shards: 2 });
+    const users = Array.from({ length: 40 }, (_, i) => `ds-${i}`).filter((u) => homeShard(u, 2) === 0);
+    const [first, second] = users;
+    if (!first || !second) throw new Error("no users on shard 0");
+    const tokens = [await tokenFor(first, sku), await tokenFor(second, sku)];
+    expect((await reserve(first, sku, 1, tokens[0])).status).toBe(202); // shard 0 is now empty
+    // Shard 1 (which still has its unit) cannot answer: its configuration is gone.
+    await runInDurableObject(stockShard(env, sku, 1), (_, state) => {
+      state.storage.sql.exec("DELETE FROM sku");
+    });
+    const answer = await reserve(second, sku, 1, tokens[1]);
+    expect([answer.status, answer.json.error.code, answer.headers.get("retry-after")]).toEqual([503, "BUSY", "1"]);
+    // Nothing was cached as sold out: the retry reaches the stock object again.
+    const calls = await runInDurableObject(stockShard(env, sku, 0), (object) => object.rpcCalls);
+    await reserve(second, sku, 1, tokens[1]);
+    expect(await runInDurableObject(stockShard(env, sku, 0), (object) => object.rpcCalls)).toBeGreaterThan(calls);
+  });
+});
+
 describe("totalStock is absolute on a sharded SKU", () => {
   const put = (sku: string, body: Record<string, unknown>) => call("PUT", `/admin/skus/${sku}`, { admin: true, body });
 

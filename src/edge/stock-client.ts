@@ -28,7 +28,11 @@ export function locateReservation(id: string): { sku: string; shard: number } | 
 
 /** The value of a stock outcome, or the contract error it stands for. */
 export function unwrap<T>(outcome: Outcome<T>): T {
-  if (!outcome.ok) throw new ApiError(outcome.code);
+  if (!outcome.ok) {
+    throw outcome.code === "BUSY"
+      ? new ApiError("BUSY", undefined, { "Retry-After": "1" })
+      : new ApiError(outcome.code);
+  }
   return outcome.value;
 }
 
