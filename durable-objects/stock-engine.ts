@@ -30,6 +30,8 @@ export type StockErrorCode =
   | "RESERVATION_NOT_FOUND"
   | "INVALID_STATE"
   | "STOCK_AVAILABLE"
+  /** A purchase token minted for another shard layout (before `shards` changed). */
+  | "TOKEN_INVALID"
   /** A sibling shard that could not answer: the outcome is unknown, retry (503). */
   | "BUSY";
 
@@ -107,6 +109,12 @@ export interface ReserveRequest {
   userId: string;
   nonce: string;
   quantity: number;
+  /**
+   * The SKU's shard count the purchase token was minted for. A token from before a change of
+   * `shards` routes its user by the old count and would let them hold on two shards, so a new hold
+   * needs the current count (replays of the token's own reservation still answer).
+   */
+  shards?: number | undefined;
   /** The edge request asking (for logs and the events it causes). */
   requestId?: string | undefined;
 }
@@ -616,6 +624,7 @@ export class StockEngine {
       }
       return ok({ reservation: this.#toReservation(prior), replayed: true, available });
     }
+    if (request.shards !== undefined && request.shards !== sku.shards) return fail("TOKEN_INVALID");
 
     if (!isOnSale({ status: sku.status, startsAt: sku.starts_at, endsAt: sku.ends_at }, now)) {
       return fail("SALE_NOT_ACTIVE", available);

@@ -277,6 +277,44 @@ describe("totalStock is absolute on a sharded SKU", () => {
   });
 });
 
+describe("changing shards", () => {
+  const put = (sku: string, body: Record<string, unknown>) => call("PUT", `/admin/skus/${sku}`, { admin: true, body });
+
+  it("keeps the per-user limit exact for tokens minted before and after a resize", async () => {
+    const sku = uniqueSku("grow");
+    await createSku(sku, { totalStock: 40, perUserLimit: 1 });
+    const users = Array.from({ length: 12 }, (_, i) => `grow-${i}`);
+    const before = await Promise.all(users.map((u) => tokenFor(u, sku)));
+    expect((await put(sku, { totalStock: 40, shards: 4 })).status).toBe(200);
+    const after = await Promise.all(users.map((u) => tokenFor(u, sku)));
+    const answers = await Promise.all(
+      users.flatMap((u, i) => [reserve(u, sku, 1, before[i]), reserve(u, sku, 1, after[i])]),
+    );
+    const held = answers.filter((a) => a.status === 202);
+    expect(held).toHaveLength(users.length); // one each: the token from before the resize holds nothing
+    const stale = answers.filter((a) => a.status !== 202);
+    expect(stale.map((a) => [a.status, a.json.error.code])).toEqual(users.map(() => [401, "TOKEN_INVALID"]));
+    const facts = await allShards(sku, 4);
+    expect([sum(facts, "total"), sum(facts, "held")]).toEqual([40, 12]);
+    for (const f of facts) for (const q of f.perUser) expect(q.q).toBe(1);
+  });
+
+  it("leaves no stock on shards beyond a smaller count", async () => {
+    const sku = uniqueSku("shrink");
+    await createSku(sku, { totalStock: 8, shards: 4 });
+    const user = Array.from({ length: 40 }, (_, i) => `shrink-${i}`).find((u) => homeShard(u, 4) === 3);
+    if (!user) throw new Error("no user on shard 3");
+    const old = await tokenFor(user, sku);
+    expect((await put(sku, { totalStock: 8, shards: 2 })).status).toBe(200);
+    // The old token routes to shard 3: it must not hold there, nor pull stock into it.
+    expect((await reserve(user, sku, 1, old)).json.error.code).toBe("TOKEN_INVALID");
+    expect((await shardFacts(sku, 3)).total).toBe(0);
+    expect((await reserve(user, sku, 1)).status).toBe(202);
+    const view = await call("GET", `/admin/skus/${sku}`, { admin: true });
+    expect(view.json.stock).toEqual({ total: 8, available: 7, held: 1, sold: 0 });
+  });
+});
+
 describe("waitlist route", () => {
   it("queues buyers of a sold-out SKU and hands them released units, visible in their reservations", async () => {
     const sku = uniqueSku("wlroute");

@@ -106,6 +106,7 @@ shopper.post("/api/skus/:sku/reservations", countReservation, shopperAuth, shopp
     userId,
     nonce: claims.nonce,
     quantity: body.quantity,
+    shards: claims.shards, // a token minted before a change of `shards` may no longer hold
     requestId: currentRequestId(),
   };
   const send = (requests: ReserveRequest[]) => callStock(() => stockShard(c.env, sku, claims.shard).reserve(requests));
