@@ -1,7 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { MIRROR_WRITE_TIMEOUT_MS, mirrorFromEnv, type RedisMirror } from "../src/mirror/redis-mirror";
 import { log, withLogContext } from "../src/observability/log";
-import { shardName } from "./shard-name";
+import { fnv1a, shardName } from "./shard-name";
 import {
   type Audit,
   type Outcome,
@@ -92,6 +92,12 @@ export class SkuStock extends DurableObject<Env> {
   #publishAgain = false;
   /** Until when this shard's siblings count as empty (they were all asked and gave nothing). */
   #siblingsEmptyUntil = 0;
+  /** Shard 0 of a sharded SKU: the pass serving its line, and whether another must follow it. */
+  #serving: Promise<void> | null = null;
+  #serveAgain = false;
+  /** A non-zero shard: a notice to shard 0 that units were freed for the line is on its way. */
+  #noticing: Promise<void> | null = null;
+  #noticeAgain = false;
   /** The last spent-nonce digest, reused while the shard's seq has not moved. */
   #digest: SpentDigest | null = null;
 
@@ -134,7 +140,7 @@ export class SkuStock extends DurableObject<Env> {
     let state = short.length > 0 ? this.engine.state() : null;
     // Siblings found empty a moment ago are not asked again (each ask writes on both sides): a
     // sold-out storm costs one round of asks per interval, not one per request.
-    if (state && state.shards > 1 && this.now() >= this.#siblingsEmptyUntil) {
+    if (state && state.shards > 1 && !this.engine.lineAhead && this.now() >= this.#siblingsEmptyUntil) {
       const wanted = short.reduce((n, i) => n + (requests[i]?.quantity ?? 0), 0) - state.stock.available;
       const pull = await this.#pull(state, wanted);
       if (pull.pulled > 0) {
@@ -196,9 +202,134 @@ export class SkuStock extends DurableObject<Env> {
     return this.#digest;
   }
 
-  /** Puts a buyer on this shard's waitlist (see {@link StockEngine.joinWaitlist}). */
-  async joinWaitlist(userId: string, quantity: number, requestId?: string): Promise<Outcome<WaitlistEntry>> {
-    return this.#call(requestId, () => this.engine.joinWaitlist(userId, quantity, this.now()));
+  /**
+   * Puts a buyer on the waitlist (see {@link StockEngine.joinWaitlist}): a 1-shard SKU's own, or on
+   * shard 0 the line of a sharded SKU, given the SKU's available units. Before a sharded line's
+   * first buyer is answered, every shard learns that its units are for the line, so no newcomer
+   * takes a unit released after the answer; then the line is served in the background.
+   */
+  async joinWaitlist(
+    userId: string,
+    quantity: number,
+    requestId?: string,
+    skuAvailable?: number,
+  ): Promise<Outcome<WaitlistEntry>> {
+    const outcome = await this.#call(requestId, () =>
+      this.engine.joinWaitlist(userId, quantity, this.now(), skuAvailable),
+    );
+    const state = this.engine.state();
+    if (outcome.ok && state && state.shards > 1) {
+      if (!this.engine.lineAhead) await this.#tellLine(state, true);
+      this.#serveLine();
+    }
+    return outcome;
+  }
+
+  /** Shard 0 tells this shard whether the SKU's line has buyers. */
+  setLineAhead(on: boolean): void {
+    this.engine.setLineAhead(on);
+  }
+
+  /** Shard 0: serves the SKU's line now (a sibling freed units for it). */
+  async serveLine(): Promise<void> {
+    this.#serveLine();
+    await this.#serving;
+  }
+
+  /**
+   * The buyer's home shard, asked by shard 0 to hold for a waiting buyer: pulls from siblings when
+   * this shard is short (whatever they answered a moment ago: the line wants their units).
+   */
+  async holdForLine(entryId: string, userId: string, quantity: number): Promise<ReserveOutcome> {
+    this.rpcCalls++;
+    let answer = this.engine.holdForLine(entryId, userId, quantity, this.now());
+    const state = this.engine.state();
+    if (!answer.ok && (answer.code === "SOLD_OUT" || answer.code === "INSUFFICIENT_STOCK") && state) {
+      const pull = await this.#pull(state, quantity - state.stock.available);
+      if (pull.pulled > 0) answer = this.engine.holdForLine(entryId, userId, quantity, this.now());
+      else if (pull.failed) answer = { ok: false, code: "BUSY" };
+    }
+    this.engine.takeFreed(); // what this shard had was for this buyer: nothing to tell the line
+    await this.#afterCommit();
+    return answer;
+  }
+
+  /** Sets every shard's "line ahead" flag, this one's last (the record that all were told). */
+  async #tellLine(state: SkuState, on: boolean): Promise<void> {
+    const others = Array.from({ length: state.shards - 1 }, (_, i) => i + 1);
+    await Promise.all(others.map((shard) => this.#sibling(state, shard).setLineAhead(on)));
+    this.engine.setLineAhead(on);
+  }
+
+  /** Starts a pass over the line unless one is running; then that one goes round once more. */
+  #serveLine(): void {
+    if (this.#serving) {
+      this.#serveAgain = true;
+      return;
+    }
+    this.#serving = this.#serveLinePass()
+      .catch((err: unknown) => {
+        log("warn", "serving the waitlist failed", { error: String(err) });
+        this.#retryAt = this.now() + OUTBOX_RETRY_MS; // the alarm serves again
+        return this.#armAlarm();
+      })
+      .finally(() => {
+        this.#serving = null;
+        if (this.#serveAgain) {
+          this.#serveAgain = false;
+          this.#serveLine();
+        }
+      });
+    this.ctx.waitUntil(this.#serving);
+  }
+
+  /**
+   * Shard 0: hands units to the SKU's line first-fit in FIFO order, each buyer held on their home
+   * shard (where their limit is kept), which pulls the units from wherever they are. A pass stops
+   * when the SKU has nothing left (SOLD_OUT) or the sale is not on; once the line is empty every
+   * shard learns its units are for newcomers again.
+   */
+  async #serveLinePass(): Promise<void> {
+    const state = this.engine.state();
+    if (!state || state.shards <= 1 || state.shard !== 0) return;
+    for (const entry of this.engine.lineEntries(this.now())) {
+      const home = fnv1a(entry.userId) % state.shards;
+      const answer =
+        home === state.shard
+          ? await this.holdForLine(entry.id, entry.userId, entry.quantity)
+          : await this.#sibling(state, home).holdForLine(entry.id, entry.userId, entry.quantity);
+      if (answer.ok) this.engine.leaveLine(entry.id);
+      else if (answer.code !== "INSUFFICIENT_STOCK" && answer.code !== "LIMIT_EXCEEDED") break; // first fit
+    }
+    const empty = this.engine.waitlistLength() === 0;
+    if (empty === this.engine.lineAhead) await this.#tellLine(state, !empty);
+  }
+
+  /** Units were freed here while buyers wait: shard 0 serves its line (coalesced, in the background). */
+  #noticeLine(state: SkuState): void {
+    if (state.shard === 0) {
+      this.#serveLine();
+      return;
+    }
+    if (this.#noticing) {
+      this.#noticeAgain = true;
+      return;
+    }
+    this.#noticing = this.#sibling(state, 0)
+      .serveLine()
+      .catch((err: unknown) => {
+        log("warn", "waitlist notice failed", { error: String(err) });
+        this.#retryAt = this.now() + OUTBOX_RETRY_MS; // the alarm tells shard 0 again
+        return this.#armAlarm();
+      })
+      .finally(() => {
+        this.#noticing = null;
+        if (this.#noticeAgain) {
+          this.#noticeAgain = false;
+          this.#noticeLine(state);
+        }
+      });
+    this.ctx.waitUntil(this.#noticing);
   }
 
   waitlistLength(): number {
@@ -396,14 +527,23 @@ export class SkuStock extends DurableObject<Env> {
     this.engine.expireDue(this.now());
     this.#retryAt = null;
     await this.#finishTransfers();
+    const state = this.engine.state();
+    this.engine.takeFreed();
+    if (this.engine.lineAhead && state && state.shards > 1) this.#noticeLine(state); // a lost notice too
+    if (state?.shard === 0 && this.engine.waitlistLength() > 0) this.#serveLine();
     this.#scheduleFlush();
     this.#mirrorRetryAt = null;
     this.#schedulePublish();
-    await Promise.all([this.#flushing, this.#publishing]);
+    await Promise.all([this.#flushing, this.#publishing, this.#serving, this.#noticing]);
     await this.#armAlarm();
   }
 
   async #afterCommit(): Promise<void> {
+    // Units released (or added) on a sharded SKU whose line has buyers are for that line.
+    if (this.engine.takeFreed() > 0 && this.engine.lineAhead) {
+      const state = this.engine.state();
+      if (state && state.shards > 1) this.#noticeLine(state);
+    }
     this.#scheduleFlush();
     this.#schedulePublish();
     await this.#armAlarm();

@@ -225,6 +225,13 @@ export class StockEngine {
   #sku: string | undefined;
   /** The request being decided (see {@link onBehalfOf}), written into the events it causes. */
   #requestId: string | undefined;
+  /**
+   * Sharded SKU: buyers wait in the SKU's line (on shard 0), so units here go to them, not to
+   * newcomers. Kept in memory (read on the reservation path) and in `line_ahead`.
+   */
+  #lineAhead: boolean;
+  /** Units released or added since the last {@link takeFreed} (the shell tells the line). */
+  #freed = 0;
 
   /** `newId` returns a fresh UUID (reservation and event ids); tests pass a seeded one. */
   constructor(storage: EngineStorage, newId: () => string) {
@@ -232,6 +239,8 @@ export class StockEngine {
     this.#sql = storage.sql;
     this.#newId = newId;
     for (const statement of STOCK_SCHEMA) this.#sql.exec(statement);
+    this.#lineAhead =
+      this.#sql.exec<{ on_: number }>("SELECT on_ FROM line_ahead WHERE id = 1").toArray()[0]?.on_ === 1;
   }
 
   /** The SKU's configuration and counts, or null before the first `configure`. */
@@ -385,7 +394,7 @@ export class StockEngine {
    * Puts a buyer in line for released units. Only while nothing is available on this shard
    * (else `STOCK_AVAILABLE`), only within the per-user limit; joining twice keeps the first place.
    */
-  joinWaitlist(userId: string, quantity: number, now: number): Outcome<WaitlistEntry> {
+  joinWaitlist(userId: string, quantity: number, now: number, skuAvailable?: number): Outcome<WaitlistEntry> {
     return this.#storage.transactionSync(() => {
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
       const sku = this.#row();
@@ -393,7 +402,11 @@ export class StockEngine {
       if (!isOnSale({ status: sku.status, startsAt: sku.starts_at, endsAt: sku.ends_at }, now)) {
         return fail<WaitlistEntry>("SALE_NOT_ACTIVE");
       }
-      if (sku.total - sku.held - sku.sold > 0) return fail<WaitlistEntry>("STOCK_AVAILABLE");
+      // A sharded SKU's line (on shard 0) is joined while the whole SKU has nothing for newcomers:
+      // nothing available, or buyers already waiting for what is.
+      const available =
+        sku.shards > 1 ? (this.waitlistLength() > 0 ? 0 : (skuAvailable ?? 0)) : sku.total - sku.held - sku.sold;
+      if (available > 0) return fail<WaitlistEntry>("STOCK_AVAILABLE");
       const existing = this.#sql
         .exec<{ id: string; position: number }>("SELECT id, position FROM waitlist WHERE user_id = ?", userId)
         .toArray()[0];
@@ -505,7 +518,10 @@ export class StockEngine {
       if (change === 0) return 0;
       this.#sql.exec("UPDATE sku SET total = total + ? WHERE id = 1", change);
       this.#bumpSeq();
-      if (change > 0) this.#fillWaitlist(now);
+      if (change > 0) {
+        this.#freed += change;
+        this.#fillWaitlist(now);
+      }
       return 0;
     });
   }
@@ -610,7 +626,12 @@ export class StockEngine {
     this.#sql.exec("DELETE FROM outbox WHERE seq IN (SELECT value FROM json_each(?))", JSON.stringify(seqs));
   }
 
-  #reserveOne(request: ReserveRequest, now: number, current: { sku: SkuRow | undefined }): Outcome<ReserveAnswer> {
+  #reserveOne(
+    request: ReserveRequest,
+    now: number,
+    current: { sku: SkuRow | undefined },
+    forLine = false,
+  ): Outcome<ReserveAnswer> {
     const sku = current.sku;
     if (!sku) return fail("SKU_NOT_FOUND");
     const available = sku.total - sku.held - sku.sold;
@@ -632,6 +653,8 @@ export class StockEngine {
     if (this.#quota(request.userId) + request.quantity > sku.per_user_limit) {
       return fail("LIMIT_EXCEEDED", available);
     }
+    // Buyers are waiting for this SKU: its units are theirs, a newcomer joins the line.
+    if (this.#lineAhead && !forLine) return fail("SOLD_OUT", 0);
     if (available === 0) return fail("SOLD_OUT", 0);
     if (available < request.quantity) return fail("INSUFFICIENT_STOCK", available);
 
@@ -696,6 +719,8 @@ export class StockEngine {
       this.#sql.exec("DELETE FROM waitlist");
       return;
     }
+    // A sharded SKU's line is served by shard 0 across shards (SkuStock), not from this shard alone.
+    if (sku.shards > 1) return;
     if (!isOnSale({ status: sku.status, startsAt: sku.starts_at, endsAt: sku.ends_at }, now)) return;
     let available = sku.total - sku.held - sku.sold;
     if (available <= 0) return;
@@ -736,6 +761,7 @@ export class StockEngine {
   /** Gives a hold's units back: the one place stock returns to `available` (invariant 5). */
   #release(row: ReservationRow, status: "expired" | "cancelled", now: number): Reservation {
     this.#sql.exec("UPDATE sku SET held = held - ? WHERE id = 1", row.quantity);
+    this.#freed += row.quantity;
     this.#addQuota(row.user_id, -row.quantity);
     const reservation = this.#setStatus(row, status, now);
     this.#fillWaitlist(now);
@@ -776,6 +802,55 @@ export class StockEngine {
       .exec<{ n: number }>("SELECT COUNT(*) AS n FROM waitlist WHERE position <= ?", position)
       .toArray()[0];
     return row?.n ?? 1;
+  }
+
+  /**
+   * Shard 0 of a sharded SKU serving its line: holds for a waiting buyer on the buyer's home shard
+   * (this one), ignoring the line itself. The entry id is the nonce, so serving an entry again
+   * (after a crash) replays its hold: a buyer is served exactly once.
+   */
+  holdForLine(entryId: string, userId: string, quantity: number, now: number): Outcome<ReserveAnswer> {
+    return this.#storage.transactionSync(() => {
+      this.#expireDue(now, LAZY_EXPIRY_BATCH);
+      return this.#reserveOne({ userId, nonce: entryId, quantity }, now, { sku: this.#row() }, true);
+    });
+  }
+
+  /** The line, first in line first (shard 0 of a sharded SKU). Lapses it when the sale has ended. */
+  lineEntries(now: number): { id: string; userId: string; quantity: number }[] {
+    const sku = this.#row();
+    if (sku?.ends_at != null && now >= sku.ends_at) this.#sql.exec("DELETE FROM waitlist");
+    return this.#sql
+      .exec<{ id: string; user_id: string; quantity: number }>(
+        "SELECT id, user_id, quantity FROM waitlist ORDER BY position",
+      )
+      .toArray()
+      .map((r) => ({ id: r.id, userId: r.user_id, quantity: r.quantity }));
+  }
+
+  /** An entry served (its hold made): out of the line. */
+  leaveLine(entryId: string): void {
+    this.#sql.exec("DELETE FROM waitlist WHERE id = ?", entryId);
+  }
+
+  get lineAhead(): boolean {
+    return this.#lineAhead;
+  }
+
+  /** Shard 0 tells every shard whether the SKU's line has buyers (see {@link lineAhead}). */
+  setLineAhead(on: boolean): void {
+    this.#sql.exec(
+      "INSERT INTO line_ahead (id, on_) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET on_ = excluded.on_",
+      on ? 1 : 0,
+    );
+    this.#lineAhead = on;
+  }
+
+  /** Units released or added since the last call (0 when nothing was). */
+  takeFreed(): number {
+    const freed = this.#freed;
+    this.#freed = 0;
+    return freed;
   }
 
   /** Buyers waiting for released units on this shard. */

@@ -79,4 +79,10 @@ export const STOCK_SCHEMA: readonly string[] = [
      id    INTEGER PRIMARY KEY CHECK (id = 1),
      total INTEGER NOT NULL CHECK (total >= 0)
    )`,
+  // Whether the SKU's waitlist (kept on shard 0 of a sharded SKU) has buyers: while it does, this
+  // shard's units are for the line, not for newcomers. Set by shard 0 on every shard.
+  `CREATE TABLE IF NOT EXISTS line_ahead (
+     id INTEGER PRIMARY KEY CHECK (id = 1),
+     on_ INTEGER NOT NULL CHECK (on_ IN (0, 1))
+   )`,
 ];

@@ -344,6 +344,55 @@ describe("waitlist route", () => {
   });
 });
 
+describe("the waitlist of a sharded SKU", () => {
+  const adminView = async (sku: string) => (await call("GET", `/admin/skus/${sku}`, { admin: true })).json;
+  const mine = async (user: string) =>
+    (await call("GET", "/api/me/reservations", { user })).json.reservations.map((r: { status: string }) => r.status);
+
+  it("hands a unit released on any shard to the SKU's longest-waiting buyer, once", async () => {
+    const sku = uniqueSku("sharedline");
+    await createSku(sku, { totalStock: 2, shards: 4, perUserLimit: 1 });
+    const users = Array.from({ length: 200 }, (_, i) => `line-${i}`);
+    const on = (shard: number, skip = 0) => users.filter((u) => homeShard(u, 4) === shard)[skip] as string;
+    const [a, b] = [on(0), on(1)];
+    const [w1, w2, late] = [on(2), on(3), on(2, 1)];
+    const held = [await reserve(a, sku, 1), await reserve(b, sku, 1)];
+    expect(held.map((h) => h.status)).toEqual([202, 202]);
+    const join = async (user: string) => call("POST", `/api/skus/${sku}/waitlist`, { user, body: { quantity: 1 } });
+    const first = await join(w1);
+    const second = await join(w2);
+    expect([first.status, first.json.position, second.status, second.json.position]).toEqual([202, 1, 202, 2]);
+    const lateToken = await tokenFor(late, sku).catch(() => undefined); // usually SOLD_OUT already
+
+    // A's unit is released on shard 0; the first in line (home shard 2) gets it.
+    await call("POST", `/api/reservations/${held[0]?.json.reservationId}/cancel`, { user: a });
+    await eventually(async () => expect(await mine(w1)).toEqual(["held"]));
+    expect(await adminView(sku)).toMatchObject({ waitlist: 1, stock: { total: 2, available: 0, held: 2 } });
+    if (lateToken) expect((await reserve(late, sku, 1, lateToken)).status).toBe(409);
+
+    // B's unit, released on shard 1, goes to the second in line (home shard 3).
+    await call("POST", `/api/reservations/${held[1]?.json.reservationId}/cancel`, { user: b });
+    await eventually(async () => expect(await mine(w2)).toEqual(["held"]));
+    expect(await adminView(sku)).toMatchObject({ waitlist: 0, stock: { total: 2, available: 0, held: 2 } });
+    expect(await mine(w1)).toEqual(["held"]); // served once
+    const facts = await allShards(sku, 4);
+    expect(facts.map((f) => f.perUser.map((q) => q.user_id))).toEqual([[], [], [w1], [w2]]);
+  });
+
+  it("lets newcomers buy again once the line is empty", async () => {
+    const sku = uniqueSku("lineopen");
+    await createSku(sku, { totalStock: 1, shards: 2, perUserLimit: 1 });
+    const [a, w, n] = ["open-a", "open-w", "open-n"];
+    const owner = await reserve(a, sku, 1);
+    expect((await call("POST", `/api/skus/${sku}/waitlist`, { user: w, body: { quantity: 1 } })).status).toBe(202);
+    await call("POST", `/api/reservations/${owner.json.reservationId}/cancel`, { user: a });
+    await eventually(async () => expect(await mine(w)).toEqual(["held"]));
+    await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { totalStock: 2, shards: 2 } });
+    forgetSoldOut(sku);
+    expect((await reserve(n, sku, 1)).status).toBe(202);
+  });
+});
+
 describe("reconciliation over shards", () => {
   it("checks every shard, and that the shards' totals add up to the SKU's total", async () => {
     const sku = uniqueSku("shardsum");
