@@ -167,6 +167,11 @@ export interface Audit {
   overdueHolds: number;
   /** Transfers this shard asked for and never completed. */
   pendingTransfers: number;
+  /**
+   * Reservations this shard ever created (the reservations table's largest rowid: rows are never
+   * deleted, so this is the count, read in one row). Compared with D1's order counts.
+   */
+  created: number;
   /** Rows this audit read from the object's SQLite database. */
   rowsRead: number;
 }
@@ -570,6 +575,7 @@ export class StockEngine {
     const transfers = read(
       this.#sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM transfers WHERE direction = 'in' AND granted IS NULL"),
     )[0];
+    const created = read(this.#sql.exec<{ n: number | null }>("SELECT MAX(rowid) AS n FROM reservations"))[0];
     return {
       state: toState(sku),
       changed,
@@ -578,6 +584,7 @@ export class StockEngine {
         : null,
       overdueHolds: overdue?.n ?? 0,
       pendingTransfers: transfers?.n ?? 0,
+      created: created?.n ?? 0,
       rowsRead,
     };
   }
