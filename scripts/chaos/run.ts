@@ -7,6 +7,7 @@
 // DESIGN.md by id, then runs the bad-input pass. Prints a summary; exits 1 on any violation.
 import { randomBytes } from "node:crypto";
 import { startDevServer } from "../../test/support/dev-server";
+import { proxyRestarts } from "../lib/proxy-restart";
 import { startRedis } from "../lib/redis-server";
 import { startBridge } from "../upstash-bridge";
 import { FaultInjector, RedisControl } from "./faults";
@@ -248,6 +249,7 @@ try {
     console.log(
       `  ${"dead letters stored / replayed".padEnd(42)} ${stored.length} / ${stored.filter((l) => l.replayedAt).length}`,
     );
+    console.log(`  ${"requests resent after wrangler dev's proxy dropped them".padEnd(42)} ${proxyRestarts.retried}`);
     for (const sample of shoppers.ledger.serverErrors) console.log(`  5xx seen by shoppers: ${sample}`);
     if (faults.errors.length > 0) console.log(`fault injection errors: ${faults.errors.slice(0, 5).join("; ")}`);
     console.log("final stock per SKU:");
