@@ -172,6 +172,8 @@ export interface Audit {
    * deleted, so this is the count, read in one row). Compared with D1's order counts.
    */
   created: number;
+  /** Shard 0: the SKU's total as the last PUT set it (see {@link StockEngine.retarget}); else null. */
+  skuTotal: number | null;
   /** Rows this audit read from the object's SQLite database. */
   rowsRead: number;
 }
@@ -585,6 +587,7 @@ export class StockEngine {
       overdueHolds: overdue?.n ?? 0,
       pendingTransfers: transfers?.n ?? 0,
       created: created?.n ?? 0,
+      skuTotal: this.skuTarget(),
       rowsRead,
     };
   }
