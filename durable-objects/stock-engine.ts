@@ -267,6 +267,10 @@ export class StockEngine {
       if (current && total < current.held + current.sold) {
         return fail<SkuState>("INVALID_STATE");
       }
+      // A new shard count moves users between shards: only while this shard holds and sells nothing.
+      if (current && settings.shards !== current.shards && current.held + current.sold > 0) {
+        return fail<SkuState>("INVALID_STATE");
+      }
       const keep = <T>(next: T | undefined, prior: T | undefined, fallback: T): T =>
         next !== undefined ? next : prior !== undefined ? prior : fallback;
       this.#sql.exec(

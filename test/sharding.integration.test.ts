@@ -299,6 +299,16 @@ describe("changing shards", () => {
     for (const f of facts) for (const q of f.perUser) expect(q.q).toBe(1);
   });
 
+  it("a shard holding stock refuses a new count, even when asked directly", async () => {
+    const sku = uniqueSku("busyshard");
+    await createSku(sku, { totalStock: 4, shards: 2 });
+    const answer = await stockShard(env, sku, 1).reserve([{ userId: "bs", nonce: "bs-1", quantity: 1 }]);
+    expect(answer[0]?.ok).toBe(true);
+    const refused = await stockShard(env, sku, 1).configure({ sku, shard: 1, shards: 4, totalStock: 1 });
+    expect(refused).toMatchObject({ ok: false, code: "INVALID_STATE" });
+    expect((await shardFacts(sku, 1)).held).toBe(1);
+  });
+
   it("leaves no stock on shards beyond a smaller count", async () => {
     const sku = uniqueSku("shrink");
     await createSku(sku, { totalStock: 8, shards: 4 });

@@ -44,10 +44,15 @@ export async function configureSku(env: Env, sku: string, body: SkuSettingsReque
   if (!current || shards !== current[0]?.shards) {
     if (current) await assertIdle(env, sku, current);
     const reach = Math.max(shards, current?.length ?? 0);
-    // Shards beyond the new count keep nothing (no user is routed there any more).
+    // Shards beyond the new count keep nothing (no user is routed there any more). Each shard
+    // refuses a new count once it holds or sells anything (a hold taken since `assertIdle` read it);
+    // shard 0, whose count tokens are minted with, changes last, so a refused resize is retried whole.
     await Promise.all(
-      Array.from({ length: reach }, (_, i) => configure(i, shards, i < shards ? share(body.totalStock, shards, i) : 0)),
+      Array.from({ length: reach - 1 }, (_, k) => k + 1).map((i) =>
+        configure(i, shards, i < shards ? share(body.totalStock, shards, i) : 0),
+      ),
     );
+    await configure(0, shards, share(body.totalStock, shards, 0));
   } else if (shards === 1) {
     await configure(0, 1, body.totalStock); // the object refuses a total below held + sold
   } else {
