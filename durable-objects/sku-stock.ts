@@ -1,7 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { MIRROR_WRITE_TIMEOUT_MS, mirrorFromEnv, type RedisMirror } from "../src/mirror/redis-mirror";
 import { log, withLogContext } from "../src/observability/log";
-import { shardName } from "./shard-name";
+import { fnv1a, shardName } from "./shard-name";
 import {
   type Audit,
   type Outcome,
@@ -45,6 +45,11 @@ const OUTBOX_RETRY_MS = 5_000;
 /** First wait before the alarm retries a mirror publish that failed; it doubles up to the maximum. */
 const MIRROR_RETRY_MIN_MS = 250;
 const MIRROR_RETRY_MAX_MS = 5_000;
+/**
+ * How long siblings that all gave nothing are not asked again: a sharded SKU answers SOLD_OUT
+ * from this shard alone meanwhile (the edge caches a SOLD_OUT for about as long anyway).
+ */
+const SIBLINGS_EMPTY_MS = 500;
 /** Margin for clocks when deciding which tokens may still be replayed (minted within their lifetime). */
 const TOKEN_CLOCK_SKEW_MS = 60_000;
 
@@ -85,6 +90,14 @@ export class SkuStock extends DurableObject<Env> {
   #mirrorFailures = 0;
   #publishing: Promise<void> | null = null;
   #publishAgain = false;
+  /** Until when this shard's siblings count as empty (they were all asked and gave nothing). */
+  #siblingsEmptyUntil = 0;
+  /** Shard 0 of a sharded SKU: the pass serving its line, and whether another must follow it. */
+  #serving: Promise<void> | null = null;
+  #serveAgain = false;
+  /** A non-zero shard: a notice to shard 0 that units were freed for the line is on its way. */
+  #noticing: Promise<void> | null = null;
+  #noticeAgain = false;
   /** The last spent-nonce digest, reused while the shard's seq has not moved. */
   #digest: SpentDigest | null = null;
 
@@ -125,9 +138,12 @@ export class SkuStock extends DurableObject<Env> {
     );
     // The state is read only when some request went short: a served batch costs no extra query.
     let state = short.length > 0 ? this.engine.state() : null;
-    if (state && state.shards > 1) {
+    // Siblings found empty a moment ago are not asked again (each ask writes on both sides): a
+    // sold-out storm costs one round of asks per interval, not one per request.
+    if (state && state.shards > 1 && !this.engine.lineAhead && this.now() >= this.#siblingsEmptyUntil) {
       const wanted = short.reduce((n, i) => n + (requests[i]?.quantity ?? 0), 0) - state.stock.available;
-      if ((await this.#pull(state, wanted)) > 0) {
+      const pull = await this.#pull(state, wanted);
+      if (pull.pulled > 0) {
         const retried = this.engine.reserve(
           short.map((i) => requests[i] as ReserveRequest),
           this.now(),
@@ -136,6 +152,16 @@ export class SkuStock extends DurableObject<Env> {
           const answer = retried[k];
           if (answer) answers[i] = answer;
         });
+      } else if (!pull.failed) {
+        this.#siblingsEmptyUntil = this.now() + SIBLINGS_EMPTY_MS;
+      }
+      // A sibling that could not answer may have stock: SOLD_OUT would be a guess, and the edge
+      // would cache it. Such answers become BUSY (503, retry).
+      if (pull.failed) {
+        for (const i of short) {
+          const a = answers[i];
+          if (a && !a.ok && a.code === "SOLD_OUT") answers[i] = { ok: false, code: "BUSY" };
+        }
       }
     }
     // Answers from which the edge learns "sold out" carry the spent-nonce digest (one, shared by all).
@@ -171,9 +197,134 @@ export class SkuStock extends DurableObject<Env> {
     return this.#digest;
   }
 
-  /** Puts a buyer on this shard's waitlist (see {@link StockEngine.joinWaitlist}). */
-  async joinWaitlist(userId: string, quantity: number, requestId?: string): Promise<Outcome<WaitlistEntry>> {
-    return this.#call(requestId, () => this.engine.joinWaitlist(userId, quantity, this.now()));
+  /**
+   * Puts a buyer on the waitlist (see {@link StockEngine.joinWaitlist}): a 1-shard SKU's own, or on
+   * shard 0 the line of a sharded SKU, given the SKU's available units. Before a sharded line's
+   * first buyer is answered, every shard learns that its units are for the line, so no newcomer
+   * takes a unit released after the answer; then the line is served in the background.
+   */
+  async joinWaitlist(
+    userId: string,
+    quantity: number,
+    requestId?: string,
+    skuAvailable?: number,
+  ): Promise<Outcome<WaitlistEntry>> {
+    const outcome = await this.#call(requestId, () =>
+      this.engine.joinWaitlist(userId, quantity, this.now(), skuAvailable),
+    );
+    const state = this.engine.state();
+    if (outcome.ok && state && state.shards > 1) {
+      if (!this.engine.lineAhead) await this.#tellLine(state, true);
+      this.#serveLine();
+    }
+    return outcome;
+  }
+
+  /** Shard 0 tells this shard whether the SKU's line has buyers. */
+  setLineAhead(on: boolean): void {
+    this.engine.setLineAhead(on);
+  }
+
+  /** Shard 0: serves the SKU's line now (a sibling freed units for it). */
+  async serveLine(): Promise<void> {
+    this.#serveLine();
+    await this.#serving;
+  }
+
+  /**
+   * The buyer's home shard, asked by shard 0 to hold for a waiting buyer: pulls from siblings when
+   * this shard is short (whatever they answered a moment ago: the line wants their units).
+   */
+  async holdForLine(entryId: string, userId: string, quantity: number): Promise<ReserveOutcome> {
+    this.rpcCalls++;
+    let answer = this.engine.holdForLine(entryId, userId, quantity, this.now());
+    const state = this.engine.state();
+    if (!answer.ok && (answer.code === "SOLD_OUT" || answer.code === "INSUFFICIENT_STOCK") && state) {
+      const pull = await this.#pull(state, quantity - state.stock.available);
+      if (pull.pulled > 0) answer = this.engine.holdForLine(entryId, userId, quantity, this.now());
+      else if (pull.failed) answer = { ok: false, code: "BUSY" };
+    }
+    this.engine.takeFreed(); // what this shard had was for this buyer: nothing to tell the line
+    await this.#afterCommit();
+    return answer;
+  }
+
+  /** Sets every shard's "line ahead" flag, this one's last (the record that all were told). */
+  async #tellLine(state: SkuState, on: boolean): Promise<void> {
+    const others = Array.from({ length: state.shards - 1 }, (_, i) => i + 1);
+    await Promise.all(others.map((shard) => this.#sibling(state, shard).setLineAhead(on)));
+    this.engine.setLineAhead(on);
+  }
+
+  /** Starts a pass over the line unless one is running; then that one goes round once more. */
+  #serveLine(): void {
+    if (this.#serving) {
+      this.#serveAgain = true;
+      return;
+    }
+    this.#serving = this.#serveLinePass()
+      .catch((err: unknown) => {
+        log("warn", "serving the waitlist failed", { error: String(err) });
+        this.#retryAt = this.now() + OUTBOX_RETRY_MS; // the alarm serves again
+        return this.#armAlarm();
+      })
+      .finally(() => {
+        this.#serving = null;
+        if (this.#serveAgain) {
+          this.#serveAgain = false;
+          this.#serveLine();
+        }
+      });
+    this.ctx.waitUntil(this.#serving);
+  }
+
+  /**
+   * Shard 0: hands units to the SKU's line first-fit in FIFO order, each buyer held on their home
+   * shard (where their limit is kept), which pulls the units from wherever they are. A pass stops
+   * when the SKU has nothing left (SOLD_OUT) or the sale is not on; once the line is empty every
+   * shard learns its units are for newcomers again.
+   */
+  async #serveLinePass(): Promise<void> {
+    const state = this.engine.state();
+    if (!state || state.shards <= 1 || state.shard !== 0) return;
+    for (const entry of this.engine.lineEntries(this.now())) {
+      const home = fnv1a(entry.userId) % state.shards;
+      const answer =
+        home === state.shard
+          ? await this.holdForLine(entry.id, entry.userId, entry.quantity)
+          : await this.#sibling(state, home).holdForLine(entry.id, entry.userId, entry.quantity);
+      if (answer.ok) this.engine.leaveLine(entry.id);
+      else if (answer.code !== "INSUFFICIENT_STOCK" && answer.code !== "LIMIT_EXCEEDED") break; // first fit
+    }
+    const empty = this.engine.waitlistLength() === 0;
+    if (empty === this.engine.lineAhead) await this.#tellLine(state, !empty);
+  }
+
+  /** Units were freed here while buyers wait: shard 0 serves its line (coalesced, in the background). */
+  #noticeLine(state: SkuState): void {
+    if (state.shard === 0) {
+      this.#serveLine();
+      return;
+    }
+    if (this.#noticing) {
+      this.#noticeAgain = true;
+      return;
+    }
+    this.#noticing = this.#sibling(state, 0)
+      .serveLine()
+      .catch((err: unknown) => {
+        log("warn", "waitlist notice failed", { error: String(err) });
+        this.#retryAt = this.now() + OUTBOX_RETRY_MS; // the alarm tells shard 0 again
+        return this.#armAlarm();
+      })
+      .finally(() => {
+        this.#noticing = null;
+        if (this.#noticeAgain) {
+          this.#noticeAgain = false;
+          this.#noticeLine(state);
+        }
+      });
+    this.ctx.waitUntil(this.#noticing);
   }
 
   waitlistLength(): number {
@@ -188,21 +339,39 @@ export class SkuStock extends DurableObject<Env> {
     return granted;
   }
 
-  /** Changes this shard's total (admin resizing of a sharded SKU); returns the change made. */
-  async adjustTotal(delta: number): Promise<number> {
+  /**
+   * Shard 0: sets the SKU's total over all shards to `total` (PUT /admin/skus on a sharded SKU).
+   * A cut that this shard's available units cannot cover pulls the rest from siblings first, with
+   * the usual exactly-once transfers; if the SKU has not enough available, `INVALID_STATE` (units
+   * pulled stay here, still counted). See {@link StockEngine.retarget}.
+   */
+  async setSkuTotal(total: number, assumed: number, requestId?: string): Promise<Outcome<SkuState>> {
     this.rpcCalls++;
-    const change = this.engine.adjustTotal(delta, this.now());
-    await this.#afterCommit();
-    return change;
+    return withLogContext({ requestId, ...this.#where() }, async () => {
+      let missing = this.engine.retarget(total, this.now(), assumed);
+      let failed = false;
+      const state = this.engine.state();
+      if (missing > 0 && state && state.shards > 1) {
+        failed = (await this.#pull(state, missing)).failed;
+        missing = this.engine.retarget(total, this.now(), assumed);
+      }
+      await this.#afterCommit();
+      const after = this.engine.state();
+      // A sibling that could not answer may have had the units: BUSY (retry), not a refusal.
+      if (missing > 0 || !after) return { ok: false, code: failed ? "BUSY" : "INVALID_STATE" };
+      return { ok: true, value: after };
+    });
   }
 
   /**
    * Pulls up to `wanted` (at least one) units from sibling shards, asking each in turn from the
    * next one on. Each transfer's intent is recorded before the sibling is asked, so an interrupted
-   * transfer is finished by the alarm (or reconciliation) exactly once. Returns the units added.
+   * transfer is finished by the alarm (or reconciliation) exactly once. Returns the units added,
+   * and whether some sibling could not be asked (its stock unknown).
    */
-  async #pull(state: SkuState, wanted: number): Promise<number> {
+  async #pull(state: SkuState, wanted: number): Promise<{ pulled: number; failed: boolean }> {
     let pulled = 0;
+    let failed = false;
     for (let step = 1; step < state.shards && pulled < Math.max(1, wanted); step++) {
       const from = (state.shard + step) % state.shards;
       const ask = Math.max(1, wanted - pulled) + PULL_SLACK;
@@ -216,11 +385,13 @@ export class SkuStock extends DurableObject<Env> {
         this.engine.completeTransfer(id, granted, this.now());
         pulled += granted;
       } catch (err) {
+        failed = true;
         log("warn", "stock transfer failed", { transferId: id, error: String(err) });
         this.#retryAt = this.now() + OUTBOX_RETRY_MS; // the alarm finishes it
       }
     }
-    return pulled;
+    if (pulled > 0) this.#siblingsEmptyUntil = 0;
+    return { pulled, failed };
   }
 
   #sibling(state: SkuState, shard: number): DurableObjectStub<SkuStock> {
@@ -351,14 +522,23 @@ export class SkuStock extends DurableObject<Env> {
     this.engine.expireDue(this.now());
     this.#retryAt = null;
     await this.#finishTransfers();
+    const state = this.engine.state();
+    this.engine.takeFreed();
+    if (this.engine.lineAhead && state && state.shards > 1) this.#noticeLine(state); // a lost notice too
+    if (state?.shard === 0 && this.engine.waitlistLength() > 0) this.#serveLine();
     this.#scheduleFlush();
     this.#mirrorRetryAt = null;
     this.#schedulePublish();
-    await Promise.all([this.#flushing, this.#publishing]);
+    await Promise.all([this.#flushing, this.#publishing, this.#serving, this.#noticing]);
     await this.#armAlarm();
   }
 
   async #afterCommit(): Promise<void> {
+    // Units released (or added) on a sharded SKU whose line has buyers are for that line.
+    if (this.engine.takeFreed() > 0 && this.engine.lineAhead) {
+      const state = this.engine.state();
+      if (state && state.shards > 1) this.#noticeLine(state);
+    }
     this.#scheduleFlush();
     this.#schedulePublish();
     await this.#armAlarm();

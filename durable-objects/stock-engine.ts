@@ -29,7 +29,11 @@ export type StockErrorCode =
   | "INSUFFICIENT_STOCK"
   | "RESERVATION_NOT_FOUND"
   | "INVALID_STATE"
-  | "STOCK_AVAILABLE";
+  | "STOCK_AVAILABLE"
+  /** A purchase token minted for another shard layout (before `shards` changed). */
+  | "TOKEN_INVALID"
+  /** A sibling shard that could not answer: the outcome is unknown, retry (503). */
+  | "BUSY";
 
 export type Outcome<T> = { ok: true; value: T } | { ok: false; code: StockErrorCode; available?: number };
 
@@ -48,6 +52,11 @@ export interface SkuSettings {
   startsAt?: number | null | undefined;
   endsAt?: number | null | undefined;
   status?: SaleStatus | undefined;
+  /**
+   * Shard 0 only: the SKU's total over all shards, recorded as the base of later PUTs (see
+   * {@link StockEngine.retarget}). Given when every shard's total is set at once (create, reshard).
+   */
+  skuTotal?: number | undefined;
 }
 
 export interface StockCounts {
@@ -100,6 +109,12 @@ export interface ReserveRequest {
   userId: string;
   nonce: string;
   quantity: number;
+  /**
+   * The SKU's shard count the purchase token was minted for. A token from before a change of
+   * `shards` routes its user by the old count and would let them hold on two shards, so a new hold
+   * needs the current count (replays of the token's own reservation still answer).
+   */
+  shards?: number | undefined;
   /** The edge request asking (for logs and the events it causes). */
   requestId?: string | undefined;
 }
@@ -152,6 +167,13 @@ export interface Audit {
   overdueHolds: number;
   /** Transfers this shard asked for and never completed. */
   pendingTransfers: number;
+  /**
+   * Reservations this shard ever created (the reservations table's largest rowid: rows are never
+   * deleted, so this is the count, read in one row). Compared with D1's order counts.
+   */
+  created: number;
+  /** Shard 0: the SKU's total as the last PUT set it (see {@link StockEngine.retarget}); else null. */
+  skuTotal: number | null;
   /** Rows this audit read from the object's SQLite database. */
   rowsRead: number;
 }
@@ -210,6 +232,13 @@ export class StockEngine {
   #sku: string | undefined;
   /** The request being decided (see {@link onBehalfOf}), written into the events it causes. */
   #requestId: string | undefined;
+  /**
+   * Sharded SKU: buyers wait in the SKU's line (on shard 0), so units here go to them, not to
+   * newcomers. Kept in memory (read on the reservation path) and in `line_ahead`.
+   */
+  #lineAhead: boolean;
+  /** Units released or added since the last {@link takeFreed} (the shell tells the line). */
+  #freed = 0;
 
   /** `newId` returns a fresh UUID (reservation and event ids); tests pass a seeded one. */
   constructor(storage: EngineStorage, newId: () => string) {
@@ -217,6 +246,8 @@ export class StockEngine {
     this.#sql = storage.sql;
     this.#newId = newId;
     for (const statement of STOCK_SCHEMA) this.#sql.exec(statement);
+    this.#lineAhead =
+      this.#sql.exec<{ on_: number }>("SELECT on_ FROM line_ahead WHERE id = 1").toArray()[0]?.on_ === 1;
   }
 
   /** The SKU's configuration and counts, or null before the first `configure`. */
@@ -234,6 +265,10 @@ export class StockEngine {
       const current = this.#row();
       const total = settings.totalStock ?? current?.total ?? 0;
       if (current && total < current.held + current.sold) {
+        return fail<SkuState>("INVALID_STATE");
+      }
+      // A new shard count moves users between shards: only while this shard holds and sells nothing.
+      if (current && settings.shards !== current.shards && current.held + current.sold > 0) {
         return fail<SkuState>("INVALID_STATE");
       }
       const keep = <T>(next: T | undefined, prior: T | undefined, fallback: T): T =>
@@ -257,6 +292,7 @@ export class StockEngine {
         keep(settings.endsAt, current?.ends_at, null),
         total,
       );
+      if (settings.skuTotal !== undefined) this.#setTarget(settings.skuTotal);
       if (now !== undefined) this.#fillWaitlist(now);
       return ok(this.#stateNow());
     });
@@ -369,7 +405,7 @@ export class StockEngine {
    * Puts a buyer in line for released units. Only while nothing is available on this shard
    * (else `STOCK_AVAILABLE`), only within the per-user limit; joining twice keeps the first place.
    */
-  joinWaitlist(userId: string, quantity: number, now: number): Outcome<WaitlistEntry> {
+  joinWaitlist(userId: string, quantity: number, now: number, skuAvailable?: number): Outcome<WaitlistEntry> {
     return this.#storage.transactionSync(() => {
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
       const sku = this.#row();
@@ -377,7 +413,11 @@ export class StockEngine {
       if (!isOnSale({ status: sku.status, startsAt: sku.starts_at, endsAt: sku.ends_at }, now)) {
         return fail<WaitlistEntry>("SALE_NOT_ACTIVE");
       }
-      if (sku.total - sku.held - sku.sold > 0) return fail<WaitlistEntry>("STOCK_AVAILABLE");
+      // A sharded SKU's line (on shard 0) is joined while the whole SKU has nothing for newcomers:
+      // nothing available, or buyers already waiting for what is.
+      const available =
+        sku.shards > 1 ? (this.waitlistLength() > 0 ? 0 : (skuAvailable ?? 0)) : sku.total - sku.held - sku.sold;
+      if (available > 0) return fail<WaitlistEntry>("STOCK_AVAILABLE");
       const existing = this.#sql
         .exec<{ id: string; position: number }>("SELECT id, position FROM waitlist WHERE user_id = ?", userId)
         .toArray()[0];
@@ -399,7 +439,8 @@ export class StockEngine {
 
   /**
    * Giver side of a transfer between shards: takes up to `requested` available units out of this
-   * shard's total, once per transfer id (a retry returns what the first call granted).
+   * shard's total, once per transfer id (a retry returns what the first call granted; a call that
+   * granted nothing leaves no trace).
    */
   giveStock(transferId: string, toShard: number, requested: number, now: number): number {
     return this.#storage.transactionSync(() => {
@@ -410,6 +451,9 @@ export class StockEngine {
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
       const sku = this.#requireRow();
       const granted = Math.max(0, Math.min(requested, sku.total - sku.held - sku.sold));
+      // Nothing to give changes nothing: no row, no new seq, no mirror publish. A retry of this
+      // id may then grant units; the receiver records whichever answer reached it first.
+      if (granted === 0) return 0;
       this.#sql.exec("UPDATE sku SET total = total - ? WHERE id = 1", granted);
       this.#sql.exec(
         "INSERT INTO transfers (id, direction, peer, requested, granted, created_at) VALUES (?, 'out', ?, ?, ?, ?)",
@@ -462,20 +506,47 @@ export class StockEngine {
   }
 
   /**
-   * Changes this shard's total by `delta`: a rise adds units (served to the waitlist first), a
-   * cut removes at most the available units. Returns the change made.
+   * Shard 0 of a SKU: sets the SKU's total over all its shards to `total`, absolutely. The change
+   * is taken from the total last set, recorded here (`sku_target`), never from a sum of the live
+   * shards, which a transfer in flight (given, not yet received) or a concurrent PUT would skew.
+   * Transfers move units between shards and never change the SKU's total, so applying the change
+   * to this shard alone keeps Σ shard totals (+ units in flight) equal to the recorded target.
+   *
+   * A rise adds units here (waiting buyers first). A cut removes this shard's available units;
+   * when it has fewer than the cut needs, nothing changes and the answer is how many it lacks:
+   * the caller pulls them from siblings (which conserves stock) and asks again. 0: done.
+   * `assumed` stands for the target of a SKU configured before targets were recorded.
    */
-  adjustTotal(delta: number, now: number): number {
+  retarget(total: number, now: number, assumed: number): number {
     return this.#storage.transactionSync(() => {
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
       const sku = this.#requireRow();
-      const change = delta >= 0 ? delta : -Math.min(-delta, sku.total - sku.held - sku.sold);
+      const recorded = this.#sql.exec<{ total: number }>("SELECT total FROM sku_target WHERE id = 1").toArray()[0];
+      const change = total - (recorded?.total ?? assumed);
+      const available = sku.total - sku.held - sku.sold;
+      if (change < 0 && available < -change) return -change - available;
+      this.#setTarget(total);
       if (change === 0) return 0;
       this.#sql.exec("UPDATE sku SET total = total + ? WHERE id = 1", change);
       this.#bumpSeq();
-      if (change > 0) this.#fillWaitlist(now);
-      return change;
+      if (change > 0) {
+        this.#freed += change;
+        this.#fillWaitlist(now);
+      }
+      return 0;
     });
+  }
+
+  /** The SKU's total as the operator last set it (shard 0 only), or null if never recorded. */
+  skuTarget(): number | null {
+    return this.#sql.exec<{ total: number }>("SELECT total FROM sku_target WHERE id = 1").toArray()[0]?.total ?? null;
+  }
+
+  #setTarget(total: number): void {
+    this.#sql.exec(
+      "INSERT INTO sku_target (id, total) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET total = excluded.total",
+      total,
+    );
   }
 
   /**
@@ -510,6 +581,7 @@ export class StockEngine {
     const transfers = read(
       this.#sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM transfers WHERE direction = 'in' AND granted IS NULL"),
     )[0];
+    const created = read(this.#sql.exec<{ n: number | null }>("SELECT MAX(rowid) AS n FROM reservations"))[0];
     return {
       state: toState(sku),
       changed,
@@ -518,6 +590,8 @@ export class StockEngine {
         : null,
       overdueHolds: overdue?.n ?? 0,
       pendingTransfers: transfers?.n ?? 0,
+      created: created?.n ?? 0,
+      skuTotal: this.skuTarget(),
       rowsRead,
     };
   }
@@ -566,7 +640,12 @@ export class StockEngine {
     this.#sql.exec("DELETE FROM outbox WHERE seq IN (SELECT value FROM json_each(?))", JSON.stringify(seqs));
   }
 
-  #reserveOne(request: ReserveRequest, now: number, current: { sku: SkuRow | undefined }): Outcome<ReserveAnswer> {
+  #reserveOne(
+    request: ReserveRequest,
+    now: number,
+    current: { sku: SkuRow | undefined },
+    forLine = false,
+  ): Outcome<ReserveAnswer> {
     const sku = current.sku;
     if (!sku) return fail("SKU_NOT_FOUND");
     const available = sku.total - sku.held - sku.sold;
@@ -580,6 +659,7 @@ export class StockEngine {
       }
       return ok({ reservation: this.#toReservation(prior), replayed: true, available });
     }
+    if (request.shards !== undefined && request.shards !== sku.shards) return fail("TOKEN_INVALID");
 
     if (!isOnSale({ status: sku.status, startsAt: sku.starts_at, endsAt: sku.ends_at }, now)) {
       return fail("SALE_NOT_ACTIVE", available);
@@ -587,6 +667,8 @@ export class StockEngine {
     if (this.#quota(request.userId) + request.quantity > sku.per_user_limit) {
       return fail("LIMIT_EXCEEDED", available);
     }
+    // Buyers are waiting for this SKU: its units are theirs, a newcomer joins the line.
+    if (this.#lineAhead && !forLine) return fail("SOLD_OUT", 0);
     if (available === 0) return fail("SOLD_OUT", 0);
     if (available < request.quantity) return fail("INSUFFICIENT_STOCK", available);
 
@@ -651,6 +733,8 @@ export class StockEngine {
       this.#sql.exec("DELETE FROM waitlist");
       return;
     }
+    // A sharded SKU's line is served by shard 0 across shards (SkuStock), not from this shard alone.
+    if (sku.shards > 1) return;
     if (!isOnSale({ status: sku.status, startsAt: sku.starts_at, endsAt: sku.ends_at }, now)) return;
     let available = sku.total - sku.held - sku.sold;
     if (available <= 0) return;
@@ -691,6 +775,7 @@ export class StockEngine {
   /** Gives a hold's units back: the one place stock returns to `available` (invariant 5). */
   #release(row: ReservationRow, status: "expired" | "cancelled", now: number): Reservation {
     this.#sql.exec("UPDATE sku SET held = held - ? WHERE id = 1", row.quantity);
+    this.#freed += row.quantity;
     this.#addQuota(row.user_id, -row.quantity);
     const reservation = this.#setStatus(row, status, now);
     this.#fillWaitlist(now);
@@ -731,6 +816,55 @@ export class StockEngine {
       .exec<{ n: number }>("SELECT COUNT(*) AS n FROM waitlist WHERE position <= ?", position)
       .toArray()[0];
     return row?.n ?? 1;
+  }
+
+  /**
+   * Shard 0 of a sharded SKU serving its line: holds for a waiting buyer on the buyer's home shard
+   * (this one), ignoring the line itself. The entry id is the nonce, so serving an entry again
+   * (after a crash) replays its hold: a buyer is served exactly once.
+   */
+  holdForLine(entryId: string, userId: string, quantity: number, now: number): Outcome<ReserveAnswer> {
+    return this.#storage.transactionSync(() => {
+      this.#expireDue(now, LAZY_EXPIRY_BATCH);
+      return this.#reserveOne({ userId, nonce: entryId, quantity }, now, { sku: this.#row() }, true);
+    });
+  }
+
+  /** The line, first in line first (shard 0 of a sharded SKU). Lapses it when the sale has ended. */
+  lineEntries(now: number): { id: string; userId: string; quantity: number }[] {
+    const sku = this.#row();
+    if (sku?.ends_at != null && now >= sku.ends_at) this.#sql.exec("DELETE FROM waitlist");
+    return this.#sql
+      .exec<{ id: string; user_id: string; quantity: number }>(
+        "SELECT id, user_id, quantity FROM waitlist ORDER BY position",
+      )
+      .toArray()
+      .map((r) => ({ id: r.id, userId: r.user_id, quantity: r.quantity }));
+  }
+
+  /** An entry served (its hold made): out of the line. */
+  leaveLine(entryId: string): void {
+    this.#sql.exec("DELETE FROM waitlist WHERE id = ?", entryId);
+  }
+
+  get lineAhead(): boolean {
+    return this.#lineAhead;
+  }
+
+  /** Shard 0 tells every shard whether the SKU's line has buyers (see {@link lineAhead}). */
+  setLineAhead(on: boolean): void {
+    this.#sql.exec(
+      "INSERT INTO line_ahead (id, on_) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET on_ = excluded.on_",
+      on ? 1 : 0,
+    );
+    this.#lineAhead = on;
+  }
+
+  /** Units released or added since the last call (0 when nothing was). */
+  takeFreed(): number {
+    const freed = this.#freed;
+    this.#freed = 0;
+    return freed;
   }
 
   /** Buyers waiting for released units on this shard. */

@@ -73,4 +73,16 @@ export const STOCK_SCHEMA: readonly string[] = [
      seq   INTEGER PRIMARY KEY,
      event TEXT    NOT NULL
    )`,
+  // Shard 0 only: the SKU's total over all shards as the operator last set it. PUTs change the
+  // SKU's total by the difference from this record, never from a sum of live shards.
+  `CREATE TABLE IF NOT EXISTS sku_target (
+     id    INTEGER PRIMARY KEY CHECK (id = 1),
+     total INTEGER NOT NULL CHECK (total >= 0)
+   )`,
+  // Whether the SKU's waitlist (kept on shard 0 of a sharded SKU) has buyers: while it does, this
+  // shard's units are for the line, not for newcomers. Set by shard 0 on every shard.
+  `CREATE TABLE IF NOT EXISTS line_ahead (
+     id INTEGER PRIMARY KEY CHECK (id = 1),
+     on_ INTEGER NOT NULL CHECK (on_ IN (0, 1))
+   )`,
 ];

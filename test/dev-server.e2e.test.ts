@@ -2,6 +2,7 @@ import { spawnSync } from "node:child_process";
 import { createHmac, randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fetchRetryingRestarts } from "../scripts/lib/proxy-restart";
 import { type DevServer, startDevServer } from "./support/dev-server";
 import { eventually } from "./support/eventually";
 
@@ -19,12 +20,13 @@ function jwt(sub: string): string {
 }
 
 async function post(path: string, user: string, body?: unknown) {
-  const response = await fetch(`${server.url}${path}`, {
+  // The same request again if wrangler dev's proxy dropped it: reservations are idempotent by token.
+  const { response, text } = await fetchRetryingRestarts(`${server.url}${path}`, {
     method: "POST",
     headers: { authorization: `Bearer ${jwt(user)}`, "content-type": "application/json" },
     body: body === undefined ? null : JSON.stringify(body),
   });
-  return { status: response.status, json: (await response.json()) as Record<string, unknown> };
+  return { status: response.status, json: JSON.parse(text) as Record<string, unknown> };
 }
 
 beforeAll(async () => {
@@ -44,7 +46,7 @@ describe("wrangler dev", () => {
 
   it("persists every acknowledged reservation to D1 through the queue", async () => {
     const sku = `e2e-${randomUUID().slice(0, 8)}`;
-    const put = await fetch(`${server.url}/admin/skus/${sku}`, {
+    const { response: put } = await fetchRetryingRestarts(`${server.url}/admin/skus/${sku}`, {
       method: "PUT",
       headers: { ...ADMIN, "content-type": "application/json" },
       body: JSON.stringify({ totalStock: 30, perUserLimit: 1 }),

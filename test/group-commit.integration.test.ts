@@ -1,9 +1,10 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import type { ReserveRequest } from "../durable-objects/stock-engine";
+import type { ReserveOutcome, ReserveRequest } from "../durable-objects/stock-engine";
 import { reserveGrouped } from "../src/edge/group-commit";
 import { callStock } from "../src/edge/stock-client";
+import { ApiError } from "../src/http/errors";
 import { createSku, reserve, stockOf, stockShard, tokenFor, uniqueSku } from "./support/client";
 import { seededRandom } from "./support/random";
 
@@ -50,5 +51,88 @@ describe("group commit at the edge", () => {
     const [a, b] = [await stockOf(grouped), await stockOf(single)];
     expect(a).toEqual(b);
     expect(a.available + a.held + a.sold).toBe(90);
+  });
+
+  describe("a stock object slower than the wait", () => {
+    const WAIT_MS = 150;
+    const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    /**
+     * Sends to the real stock object after `delays[n]` ms for the n-th batch (0 after the list);
+     * `left(n)` resolves once the n-th batch has left the queue.
+     */
+    const slowSender = (sku: string, delays: number[]) => {
+      const departures = delays.map(() => Promise.withResolvers<void>());
+      let n = 0;
+      const send = async (batch: ReserveRequest[]) => {
+        const i = n++;
+        departures[i]?.resolve();
+        await delay(delays[i] ?? 0);
+        return callStock(() => stockShard(env, sku, 0).reserve(batch));
+      };
+      const left = (i: number) => departures[i]?.promise;
+      return { send, left };
+    };
+    type Settled = { value?: ReserveOutcome; error?: unknown };
+    const settle = (p: Promise<ReserveOutcome>): Promise<Settled> =>
+      p.then(
+        (value) => ({ value }),
+        (error: unknown) => ({ error }),
+      );
+    const busy = (r: Settled) => r.error instanceof ApiError && r.error.code === "BUSY";
+
+    it("a waiter answered 503 before its batch left holds nothing, and the queue goes on", async () => {
+      const sku = uniqueSku("wedge");
+      await createSku(sku, { totalStock: 10, perUserLimit: 2 });
+      const { send, left } = slowSender(sku, [WAIT_MS * 3]);
+      const key = `${sku}#0`;
+      const a = reserveGrouped(key, { userId: "wa", nonce: "wa-1", quantity: 1 }, send, WAIT_MS);
+      await left(0);
+      const b = settle(reserveGrouped(key, { userId: "wb", nonce: "wb-1", quantity: 1 }, send, WAIT_MS));
+      expect(busy(await b)).toBe(true); // its wait ran out while A's batch was still out
+      expect((await a).ok).toBe(true);
+      // Today's shard queue gave the lead to B, who had gone: C would wait out its timer and get 503.
+      const c = await settle(reserveGrouped(key, { userId: "wc", nonce: "wc-1", quantity: 1 }, send, WAIT_MS));
+      expect(c.value?.ok).toBe(true);
+      expect(await stockOf(sku)).toMatchObject({ available: 8, held: 2 });
+      // B holds nothing: its retry with the same token makes its first hold, not a replay.
+      const retry = await reserveGrouped(key, { userId: "wb", nonce: "wb-1", quantity: 1 }, send, WAIT_MS);
+      expect(retry.ok && retry.value.replayed).toBe(false);
+      expect(await stockOf(sku)).toMatchObject({ available: 7, held: 3 });
+    });
+
+    it("a waiter answered 503 after its batch left gets the same hold on retry with the same token", async () => {
+      const sku = uniqueSku("late");
+      await createSku(sku, { totalStock: 10, perUserLimit: 2 });
+      const { send, left } = slowSender(sku, [WAIT_MS / 3, WAIT_MS * 3]);
+      const key = `${sku}#0`;
+      const a = reserveGrouped(key, { userId: "la", nonce: "la-1", quantity: 1 }, send, WAIT_MS);
+      await left(0); // B and C queue behind A's batch and leave together as the next, slow one
+      const b = reserveGrouped(key, { userId: "lb", nonce: "lb-1", quantity: 1 }, send, WAIT_MS);
+      const c = settle(reserveGrouped(key, { userId: "lc", nonce: "lc-1", quantity: 1 }, send, WAIT_MS));
+      expect(busy(await c)).toBe(true); // C left with B's batch, which took longer than C's wait
+      const [first, second] = [await a, await b];
+      expect(first.ok && second.ok).toBe(true);
+      expect(await stockOf(sku)).toMatchObject({ available: 7, held: 3 }); // C's hold was made
+      const retry = await reserveGrouped(key, { userId: "lc", nonce: "lc-1", quantity: 1 }, send, WAIT_MS);
+      expect(retry.ok && retry.value.replayed).toBe(true);
+      expect(await stockOf(sku)).toMatchObject({ available: 7, held: 3 });
+    });
+
+    it("a batch that never comes back does not block the shard's queue", async () => {
+      const sku = uniqueSku("lost");
+      await createSku(sku, { totalStock: 10 });
+      const key = `${sku}#0`;
+      const never = new Promise<never>(() => {});
+      let sends = 0;
+      const send = async (batch: ReserveRequest[]) => {
+        if (sends++ === 0) return never; // the sender's request was cancelled, say
+        return callStock(() => stockShard(env, sku, 0).reserve(batch));
+      };
+      void reserveGrouped(key, { userId: "na", nonce: "na-1", quantity: 1 }, send, WAIT_MS);
+      const b = await settle(reserveGrouped(key, { userId: "nb", nonce: "nb-1", quantity: 1 }, send, WAIT_MS));
+      expect(busy(b)).toBe(true);
+      const c = await reserveGrouped(key, { userId: "nc", nonce: "nc-1", quantity: 1 }, send, WAIT_MS);
+      expect(c.ok).toBe(true);
+    });
   });
 });

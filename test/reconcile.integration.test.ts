@@ -46,6 +46,21 @@ describe("reconciliation", () => {
     expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
   });
 
+  it("finds an order row deleted below the watermark on the next ordinary run, and restores it", async () => {
+    const { sku, ids } = await settledSku(4, "belowmark");
+    await reconcileNow(); // the watermark moves past all four
+    expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
+    await env.DB.prepare("DELETE FROM orders WHERE reservation_id = ?").bind(ids[2]).run();
+    const found = differencesOf(await reconcileNow(), sku); // not ?full=true: what the cron runs
+    expect(found.map((d) => [d.kind, d.repaired])).toEqual([
+      ["order_missing", true],
+      ["order_count", true],
+    ]);
+    expect(found[1]).toMatchObject({ expected: '{"orders":4}', actual: '{"orders":3}' });
+    await eventually(async () => expect(await ordersOf(sku)).toHaveLength(4));
+    expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
+  });
+
   it("moves an order left at held forward to the object's paid", async () => {
     const { sku, ids } = await settledSku(2, "stale");
     expect((await pay(ids[0] as string)).json.reservationStatus).toBe("paid");

@@ -186,6 +186,145 @@ describe("stock transfers between shards", () => {
   });
 });
 
+describe("sold out on a sharded SKU", () => {
+  const ask = (sku: string, user: string) =>
+    stockShard(env, sku, 0).reserve([{ userId: user, nonce: `${user}-n`, quantity: 1 }]);
+  const giverFacts = (sku: string) =>
+    runInDurableObject(stockShard(env, sku, 1), (object, state) => ({
+      calls: object.rpcCalls,
+      version: object.engine.state()?.version,
+      transfers: state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM transfers").one().n,
+    }));
+
+  it("asks empty siblings once per short interval, not once per request", async () => {
+    const sku = uniqueSku("emptysibs");
+    await createSku(sku, { totalStock: 2, shards: 2 });
+    expect((await ask(sku, "es-a"))[0]?.ok).toBe(true);
+    expect((await ask(sku, "es-b"))[0]?.ok).toBe(true); // pulled shard 1's unit
+    expect((await ask(sku, "es-c"))[0]).toMatchObject({ ok: false, code: "SOLD_OUT" }); // shard 1 asked: empty
+    const before = await giverFacts(sku);
+    for (let i = 0; i < 10; i++) expect((await ask(sku, `es-d${i}`))[0]).toMatchObject({ code: "SOLD_OUT" });
+    expect(await giverFacts(sku)).toEqual(before);
+  });
+
+  it("answers 503 BUSY, not SOLD_OUT, when a sibling cannot answer", async () => {
+    const sku = uniqueSku("deadsib");
+    await createSku(sku, { totalStock: 2, shards: 2 });
+    const users = Array.from({ length: 40 }, (_, i) => `ds-${i}`).filter((u) => homeShard(u, 2) === 0);
+    const [first, second] = users;
+    if (!first || !second) throw new Error("no users on shard 0");
+    const tokens = [await tokenFor(first, sku), await tokenFor(second, sku)];
+    expect((await reserve(first, sku, 1, tokens[0])).status).toBe(202); // shard 0 is now empty
+    // Shard 1 (which still has its unit) cannot answer: its configuration is gone.
+    await runInDurableObject(stockShard(env, sku, 1), (_, state) => {
+      state.storage.sql.exec("DELETE FROM sku");
+    });
+    const answer = await reserve(second, sku, 1, tokens[1]);
+    expect([answer.status, answer.json.error.code, answer.headers.get("retry-after")]).toEqual([503, "BUSY", "1"]);
+    // Nothing was cached as sold out: the retry reaches the stock object again.
+    const calls = await runInDurableObject(stockShard(env, sku, 0), (object) => object.rpcCalls);
+    await reserve(second, sku, 1, tokens[1]);
+    expect(await runInDurableObject(stockShard(env, sku, 0), (object) => object.rpcCalls)).toBeGreaterThan(calls);
+  });
+});
+
+describe("totalStock is absolute on a sharded SKU", () => {
+  const put = (sku: string, body: Record<string, unknown>) => call("PUT", `/admin/skus/${sku}`, { admin: true, body });
+
+  it("a PUT while a transfer is in flight does not add the units in flight back", async () => {
+    const sku = uniqueSku("inflight");
+    await createSku(sku, { totalStock: 10, shards: 2 });
+    // Shard 0 pulls 3 units from shard 1: the giver has given, the receiver has not added them yet.
+    await runInDurableObject(stockShard(env, sku, 0), async (object, state) => {
+      object.engine.beginTransfer("t-inflight", 1, 3, Date.now());
+      await state.storage.setAlarm(Date.now() + 60_000);
+    });
+    expect(await stockShard(env, sku, 1).giveStock("t-inflight", 0, 3)).toBe(3);
+    // The operator only pauses the sale, with the same total.
+    const paused = await put(sku, { totalStock: 10, shards: 2, status: "paused" });
+    expect(paused.status).toBe(200);
+    expect(await runDurableObjectAlarm(stockShard(env, sku, 0))).toBe(true); // the transfer lands
+    const facts = await allShards(sku, 2);
+    expect([sum(facts, "total"), facts.map((f) => f.pendingTransfers)]).toEqual([10, [0, 0]]);
+    const view = await call("GET", `/admin/skus/${sku}`, { admin: true });
+    expect(view.json.stock.total).toBe(10);
+  });
+
+  it("concurrent PUTs leave the total of one of them, not the sum of their changes", async () => {
+    const sku = uniqueSku("racing");
+    await createSku(sku, { totalStock: 100, shards: 4, perUserLimit: 2 });
+    const answers = await Promise.all([
+      put(sku, { totalStock: 150, shards: 4 }),
+      put(sku, { totalStock: 200, shards: 4 }),
+    ]);
+    expect(answers.map((a) => a.status)).toEqual([200, 200]);
+    const total = sum(await allShards(sku, 4), "total");
+    expect([150, 200]).toContain(total);
+    // And with reservations (which pull stock between shards) racing cuts and rises:
+    const users = Array.from({ length: 24 }, (_, i) => `race-${i}`);
+    const targets = [60, 180, 90, 120];
+    const results = await Promise.all([
+      ...users.map((u) => reserve(u, sku, 1).then((a) => a.status)),
+      ...targets.map((t) => put(sku, { totalStock: t, shards: 4 }).then((a) => a.status)),
+    ]);
+    expect(results.every((s) => s === 202 || s === 200 || s === 409)).toBe(true);
+    const last = await put(sku, { totalStock: 70, shards: 4, status: "paused" });
+    expect(last.status).toBe(200);
+    const facts = await allShards(sku, 4);
+    expect(facts.every((f) => f.pendingTransfers === 0)).toBe(true);
+    expect(sum(facts, "total")).toBe(70);
+    expect(sum(facts, "held")).toBe(results.slice(0, users.length).filter((s) => s === 202).length);
+  });
+});
+
+describe("changing shards", () => {
+  const put = (sku: string, body: Record<string, unknown>) => call("PUT", `/admin/skus/${sku}`, { admin: true, body });
+
+  it("keeps the per-user limit exact for tokens minted before and after a resize", async () => {
+    const sku = uniqueSku("grow");
+    await createSku(sku, { totalStock: 40, perUserLimit: 1 });
+    const users = Array.from({ length: 12 }, (_, i) => `grow-${i}`);
+    const before = await Promise.all(users.map((u) => tokenFor(u, sku)));
+    expect((await put(sku, { totalStock: 40, shards: 4 })).status).toBe(200);
+    const after = await Promise.all(users.map((u) => tokenFor(u, sku)));
+    const answers = await Promise.all(
+      users.flatMap((u, i) => [reserve(u, sku, 1, before[i]), reserve(u, sku, 1, after[i])]),
+    );
+    const held = answers.filter((a) => a.status === 202);
+    expect(held).toHaveLength(users.length); // one each: the token from before the resize holds nothing
+    const stale = answers.filter((a) => a.status !== 202);
+    expect(stale.map((a) => [a.status, a.json.error.code])).toEqual(users.map(() => [401, "TOKEN_INVALID"]));
+    const facts = await allShards(sku, 4);
+    expect([sum(facts, "total"), sum(facts, "held")]).toEqual([40, 12]);
+    for (const f of facts) for (const q of f.perUser) expect(q.q).toBe(1);
+  });
+
+  it("a shard holding stock refuses a new count, even when asked directly", async () => {
+    const sku = uniqueSku("busyshard");
+    await createSku(sku, { totalStock: 4, shards: 2 });
+    const answer = await stockShard(env, sku, 1).reserve([{ userId: "bs", nonce: "bs-1", quantity: 1 }]);
+    expect(answer[0]?.ok).toBe(true);
+    const refused = await stockShard(env, sku, 1).configure({ sku, shard: 1, shards: 4, totalStock: 1 });
+    expect(refused).toMatchObject({ ok: false, code: "INVALID_STATE" });
+    expect((await shardFacts(sku, 1)).held).toBe(1);
+  });
+
+  it("leaves no stock on shards beyond a smaller count", async () => {
+    const sku = uniqueSku("shrink");
+    await createSku(sku, { totalStock: 8, shards: 4 });
+    const user = Array.from({ length: 40 }, (_, i) => `shrink-${i}`).find((u) => homeShard(u, 4) === 3);
+    if (!user) throw new Error("no user on shard 3");
+    const old = await tokenFor(user, sku);
+    expect((await put(sku, { totalStock: 8, shards: 2 })).status).toBe(200);
+    // The old token routes to shard 3: it must not hold there, nor pull stock into it.
+    expect((await reserve(user, sku, 1, old)).json.error.code).toBe("TOKEN_INVALID");
+    expect((await shardFacts(sku, 3)).total).toBe(0);
+    expect((await reserve(user, sku, 1)).status).toBe(202);
+    const view = await call("GET", `/admin/skus/${sku}`, { admin: true });
+    expect(view.json.stock).toEqual({ total: 8, available: 7, held: 1, sold: 0 });
+  });
+});
+
 describe("waitlist route", () => {
   it("queues buyers of a sold-out SKU and hands them released units, visible in their reservations", async () => {
     const sku = uniqueSku("wlroute");
@@ -215,6 +354,55 @@ describe("waitlist route", () => {
   });
 });
 
+describe("the waitlist of a sharded SKU", () => {
+  const adminView = async (sku: string) => (await call("GET", `/admin/skus/${sku}`, { admin: true })).json;
+  const mine = async (user: string) =>
+    (await call("GET", "/api/me/reservations", { user })).json.reservations.map((r: { status: string }) => r.status);
+
+  it("hands a unit released on any shard to the SKU's longest-waiting buyer, once", async () => {
+    const sku = uniqueSku("sharedline");
+    await createSku(sku, { totalStock: 2, shards: 4, perUserLimit: 1 });
+    const users = Array.from({ length: 200 }, (_, i) => `line-${i}`);
+    const on = (shard: number, skip = 0) => users.filter((u) => homeShard(u, 4) === shard)[skip] as string;
+    const [a, b] = [on(0), on(1)];
+    const [w1, w2, late] = [on(2), on(3), on(2, 1)];
+    const held = [await reserve(a, sku, 1), await reserve(b, sku, 1)];
+    expect(held.map((h) => h.status)).toEqual([202, 202]);
+    const join = async (user: string) => call("POST", `/api/skus/${sku}/waitlist`, { user, body: { quantity: 1 } });
+    const first = await join(w1);
+    const second = await join(w2);
+    expect([first.status, first.json.position, second.status, second.json.position]).toEqual([202, 1, 202, 2]);
+    const lateToken = await tokenFor(late, sku).catch(() => undefined); // usually SOLD_OUT already
+
+    // A's unit is released on shard 0; the first in line (home shard 2) gets it.
+    await call("POST", `/api/reservations/${held[0]?.json.reservationId}/cancel`, { user: a });
+    await eventually(async () => expect(await mine(w1)).toEqual(["held"]));
+    expect(await adminView(sku)).toMatchObject({ waitlist: 1, stock: { total: 2, available: 0, held: 2 } });
+    if (lateToken) expect((await reserve(late, sku, 1, lateToken)).status).toBe(409);
+
+    // B's unit, released on shard 1, goes to the second in line (home shard 3).
+    await call("POST", `/api/reservations/${held[1]?.json.reservationId}/cancel`, { user: b });
+    await eventually(async () => expect(await mine(w2)).toEqual(["held"]));
+    expect(await adminView(sku)).toMatchObject({ waitlist: 0, stock: { total: 2, available: 0, held: 2 } });
+    expect(await mine(w1)).toEqual(["held"]); // served once
+    const facts = await allShards(sku, 4);
+    expect(facts.map((f) => f.perUser.map((q) => q.user_id))).toEqual([[], [], [w1], [w2]]);
+  });
+
+  it("lets newcomers buy again once the line is empty", async () => {
+    const sku = uniqueSku("lineopen");
+    await createSku(sku, { totalStock: 1, shards: 2, perUserLimit: 1 });
+    const [a, w, n] = ["open-a", "open-w", "open-n"];
+    const owner = await reserve(a, sku, 1);
+    expect((await call("POST", `/api/skus/${sku}/waitlist`, { user: w, body: { quantity: 1 } })).status).toBe(202);
+    await call("POST", `/api/reservations/${owner.json.reservationId}/cancel`, { user: a });
+    await eventually(async () => expect(await mine(w)).toEqual(["held"]));
+    await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { totalStock: 2, shards: 2 } });
+    forgetSoldOut(sku);
+    expect((await reserve(n, sku, 1)).status).toBe(202);
+  });
+});
+
 describe("reconciliation over shards", () => {
   it("checks every shard, and that the shards' totals add up to the SKU's total", async () => {
     const sku = uniqueSku("shardsum");
@@ -223,7 +411,9 @@ describe("reconciliation over shards", () => {
     await eventually(async () => expect(await ordersOf(sku)).toHaveLength(1)); // the queue has delivered
     expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
     // Stock appears on one shard out of nowhere (as a bug would make it): reported, not "repaired".
-    await runInDurableObject(stockShard(env, sku, 2), (object) => object.engine.adjustTotal(5, Date.now()));
+    await runInDurableObject(stockShard(env, sku, 2), (_, state) => {
+      state.storage.sql.exec("UPDATE sku SET total = total + 5 WHERE id = 1");
+    });
     const found = differencesOf(await reconcileNow(), sku);
     expect(found.map((d) => [d.kind, d.expected, d.actual, d.repaired])).toEqual([
       ["shard_totals", '{"total":40}', '{"sumOfShards":45}', false],

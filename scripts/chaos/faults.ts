@@ -2,11 +2,12 @@
  * Fault injection on the seeded schedule: the consumer fault switch and stock-object aborts through the
  * chaos-only routes (src/routes/chaos.ts), the redis-server killed and restarted on its port (the bridge
  * stays up and reconnects), reconciliation re-emits and dead-letter replays mid-traffic (duplicate and
- * late deliveries), and restocks. Webhook replays/reordering and late payments are done by the shoppers.
+ * late deliveries), restocks, and an operator changing totals, pausing and resizing while the sale runs.
+ * Webhook replays/reordering and late payments are done by the shoppers.
  */
 import { type RedisServer, startRedis } from "../lib/redis-server";
 import { type Client, num, sleep } from "./http";
-import { describeFault, type Fault, type Scheduled } from "./schedule";
+import { describeFault, type Fault, type Scheduled, type SkuPlan } from "./schedule";
 
 export class RedisControl {
   constructor(public server: RedisServer) {}
@@ -31,13 +32,24 @@ export class RedisControl {
 export class FaultInjector {
   readonly injected = new Map<string, number>();
   readonly errors: string[] = [];
+  /**
+   * Per SKU, the `totalStock` of the last PUT that answered 200 (invariant 8: the SKU's total is that),
+   * or null once a PUT got no answer at all (its outcome unknown). PUTs of one SKU are sent one after
+   * another (`#operators`), so "last" is the order of their answers.
+   */
+  readonly lastPut = new Map<string, number | null>();
+  #operators = new Map<string, Promise<unknown>>();
   #pending: Promise<void>[] = [];
 
   constructor(
     readonly client: Client,
     readonly redis: RedisControl,
     readonly log: (line: string) => void,
-  ) {}
+    /** The SKUs as configured; a successful resize updates its plan's `shards`. */
+    readonly skus: SkuPlan[] = [],
+  ) {
+    for (const plan of skus) this.lastPut.set(plan.sku, plan.totalStock);
+  }
 
   #count(kind: string, n = 1): void {
     this.injected.set(kind, (this.injected.get(kind) ?? 0) + n);
@@ -94,14 +106,66 @@ export class FaultInjector {
         this.#count("dead letters replayed mid-traffic", await this.replayDeadLetters());
         return;
       case "restock": {
-        const view = await this.client.admin("GET", `/admin/skus/${fault.sku}`);
-        const total = num((view.json as { stock?: unknown } | null)?.stock, "total");
-        if (view.status !== 200 || total === undefined) throw new Error(`restock: admin view answered ${view.status}`);
-        await this.#expectOk(this.client.admin("PUT", `/admin/skus/${fault.sku}`, { totalStock: total + fault.add }));
+        const reply = await this.put(fault.sku, (total) => ({ totalStock: total + fault.add }));
+        if (reply !== 200) throw new Error(`restock answered ${reply}`);
         this.#count("restocks");
         return;
       }
+      case "operator":
+        await this.#operator(fault);
+        return;
     }
+  }
+
+  async #operator(fault: Extract<Fault, { kind: "operator" }>): Promise<void> {
+    const { sku } = fault;
+    if (fault.action === "total") {
+      const status = await this.put(sku, (total) => ({ totalStock: Math.max(0, total + fault.delta) }));
+      this.#count(`operator totals answered ${status}`);
+      return;
+    }
+    if (fault.action === "pause") {
+      const paused = await this.put(sku, (total) => ({ totalStock: total, status: "paused" }));
+      await sleep(fault.pauseMs);
+      const resumed = await this.put(sku, (total) => ({ totalStock: total, status: "on_sale" }));
+      this.#count(`operator pause/resume answered ${paused}/${resumed}`);
+      return;
+    }
+    const status = await this.put(sku, (total) => ({ totalStock: total, shards: fault.shards }));
+    this.#count(`operator resizes answered ${status}`);
+    if (status === 200) {
+      const plan = this.skus.find((p) => p.sku === sku);
+      if (plan) plan.shards = fault.shards; // the harness reads every shard of the new count
+    }
+  }
+
+  /**
+   * `PUT /admin/skus/:sku` with a body made from the last total set, after the SKU's previous PUT has
+   * answered. A 5xx or a lost answer is sent again (a PUT is absolute, so repeating it is harmless)
+   * until it answers 200 or 4xx. Returns the final status (0: never answered).
+   */
+  put(sku: string, body: (lastTotal: number) => Record<string, unknown>): Promise<number> {
+    const previous = this.#operators.get(sku) ?? Promise.resolve();
+    const next = previous.then(async () => {
+      const last = this.lastPut.get(sku);
+      if (last === null || last === undefined) return 0; // unknown: leave the SKU alone
+      const sent = body(last);
+      for (let attempt = 0; attempt < 8; attempt++) {
+        const reply = await this.client.admin("PUT", `/admin/skus/${sku}`, sent).catch(() => null);
+        if (reply && reply.status < 500) {
+          if (reply.status === 200) this.lastPut.set(sku, num(sent, "totalStock") ?? last);
+          return reply.status;
+        }
+        await sleep(500 * (attempt + 1));
+      }
+      this.lastPut.set(sku, null);
+      return 0;
+    });
+    this.#operators.set(
+      sku,
+      next.catch(() => undefined),
+    );
+    return next;
   }
 
   async consumerOff(): Promise<void> {

@@ -1,5 +1,6 @@
 /** The harness's HTTP client: JSON in and out, a timeout on every call, retries only where asked. */
 import { sign } from "hono/jwt";
+import { fetchRetryingRestarts } from "../lib/proxy-restart";
 
 export interface Reply {
   status: number;
@@ -32,13 +33,13 @@ export class Client {
       body = typeof opts.body === "string" ? opts.body : JSON.stringify(opts.body);
       headers["content-type"] ??= "application/json";
     }
-    const response = await fetch(`${this.base}${path}`, {
+    // Sent again, unchanged, when wrangler dev's proxy dropped it (every write is idempotent).
+    const { response, text } = await fetchRetryingRestarts(`${this.base}${path}`, {
       method,
       headers,
       ...(body === undefined ? {} : { body }),
       signal: AbortSignal.timeout(30_000),
     });
-    const text = await response.text();
     let json: unknown = null;
     try {
       json = JSON.parse(text);

@@ -1,5 +1,6 @@
 /**
- * The seven invariants of DESIGN.md, checked by id after the system settled. Sources: the admin SKU
+ * The invariants of DESIGN.md, checked by id after the system settled (8: the SKU's total is the last
+ * PUT's, against the operator faults' record). Sources: the admin SKU
  * views (stock objects, D1 order counts, the Redis mirror), `GET /api/reservations/:id` as the owner
  * (stock object status + D1 order status), and the D1 `orders` table read with `wrangler d1 execute`.
  */
@@ -144,6 +145,7 @@ export async function checkInvariants(
   stateDir: string,
   skus: SkuPlan[],
   ledger: Ledger,
+  lastPut: ReadonlyMap<string, number | null> = new Map(),
 ): Promise<CheckResult> {
   const violations: Violation[] = [...ledger.violations];
   const fail = (invariant: number, message: string) => violations.push({ invariant, message });
@@ -260,6 +262,16 @@ export async function checkInvariants(
     }
   }
   checked[7] = `${views.size} SKU mirrors equal to their stock objects`;
+
+  // 8. The SKU's total (the sum of its shards' totals) is the totalStock of the last PUT answered 200,
+  // whatever transfers, reservations and other PUTs raced it.
+  for (const [sku, view] of views) {
+    const expected = lastPut.get(sku);
+    if (expected === null) fail(8, `${sku}: a PUT never answered, so the last total set is unknown`);
+    else if (expected !== undefined && view.stock.total !== expected)
+      fail(8, `${sku}: shards hold ${view.stock.total} in total, the last PUT answered 200 set ${expected}`);
+  }
+  checked[8] = `${views.size} SKU totals equal to the last totalStock an operator PUT set`;
   return { violations, checked };
 }
 

@@ -100,7 +100,20 @@ export type Fault =
   | { kind: "abort"; sku: string; shard: number }
   | { kind: "reconcile" }
   | { kind: "dead-letter-replay" }
-  | { kind: "restock"; sku: string; add: number };
+  | { kind: "restock"; sku: string; add: number }
+  /**
+   * An operator at work during the sale: `PUT /admin/skus/:sku` setting a new total (`delta` from the
+   * last one set, cuts included), pausing the sale for `pauseMs` and resuming it, or resizing to
+   * `shards` (refused with 409 while anything is held, sold or waiting).
+   */
+  | {
+      kind: "operator";
+      sku: string;
+      action: "total" | "pause" | "resize";
+      delta: number;
+      pauseMs: number;
+      shards: number;
+    };
 
 export interface Scheduled {
   atMs: number;
@@ -156,6 +169,23 @@ export function faultSchedule(opts: Options, skus: SkuPlan[]): Scheduled[] {
       fault: { kind: "restock", sku: sku.sku, add: between(random, 5, 20) },
     });
   }
+  for (let i = 0; i < perMinute(6); i++) {
+    const sku = pick(random, skus);
+    out.push({
+      atMs: between(random, 2_000, end - 2_000),
+      fault: {
+        kind: "operator",
+        sku: sku.sku,
+        action: pick(random, ["total", "total", "pause", "resize"] as const),
+        delta: between(random, -8, 12),
+        pauseMs: between(random, 500, 3_000),
+        shards: pick(
+          random,
+          [1, 2, 4].filter((n) => n !== sku.shards),
+        ),
+      },
+    });
+  }
   return out.sort((a, b) => a.atMs - b.atMs);
 }
 
@@ -175,5 +205,11 @@ export function describeFault(fault: Fault): string {
       return "dead letters replayed";
     case "restock":
       return `${fault.sku} restocked by ${fault.add}`;
+    case "operator":
+      return fault.action === "total"
+        ? `operator sets ${fault.sku}'s total ${fault.delta >= 0 ? "+" : ""}${fault.delta}`
+        : fault.action === "pause"
+          ? `operator pauses ${fault.sku} for ${fault.pauseMs} ms`
+          : `operator resizes ${fault.sku} to ${fault.shards} shards`;
   }
 }

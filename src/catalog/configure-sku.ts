@@ -10,12 +10,16 @@ import { currentRequestId } from "../observability/log";
 /**
  * Creates or updates a SKU over its shards, then records it in the D1 catalog.
  *
- * - A new SKU's stock is split evenly over its shards.
+ * - A new SKU's stock is split evenly over its shards, and shard 0 records the SKU's total.
  * - `shards` can change only while nothing is held or sold and nobody waits (users are routed by
  *   `hash(user) % shards`: moving them while they hold stock would split their per-user count).
- * - On a sharded SKU, a new `totalStock` adds the difference to shard 0 (transfers spread it on
- *   demand) or takes it from the shards' available units; if they do not have enough, whatever was
- *   taken is put back and the answer is `409 INVALID_STATE`. Stock is never created or lost.
+ * - `totalStock` is absolute. On one shard it is that shard's total. On a sharded SKU, shard 0
+ *   applies it in one transaction as the difference from the total it recorded for the last PUT
+ *   (`setSkuTotal`): a rise lands on shard 0 (transfers spread it on demand), a cut takes available
+ *   units, pulling them from siblings first when shard 0 lacks them; if the SKU has not enough,
+ *   `409 INVALID_STATE` and the total stays as it was. Because the base is the recorded total, not a
+ *   sum read from live shards, concurrent PUTs and transfers in flight cannot skew it: the SKU's
+ *   total is the `totalStock` of the last PUT shard 0 applied. Stock is never created or lost.
  * Fields left out keep their value.
  */
 export async function configureSku(env: Env, sku: string, body: SkuSettingsRequest, now: number): Promise<SkuState> {
@@ -31,6 +35,7 @@ export async function configureSku(env: Env, sku: string, body: SkuSettingsReque
   };
   const configure = (shard: number, shards: number, totalStock: number | undefined) => {
     const settings: SkuSettings = { ...common, shard, shards, totalStock };
+    if (shard === 0 && totalStock !== undefined) settings.skuTotal = body.totalStock;
     return callStock(() => stockShard(env, sku, shard).configure(settings, currentRequestId())).then(unwrap);
   };
 
@@ -39,15 +44,24 @@ export async function configureSku(env: Env, sku: string, body: SkuSettingsReque
   if (!current || shards !== current[0]?.shards) {
     if (current) await assertIdle(env, sku, current);
     const reach = Math.max(shards, current?.length ?? 0);
-    // Shards beyond the new count keep nothing (no user is routed there any more).
+    // Shards beyond the new count keep nothing (no user is routed there any more). Each shard
+    // refuses a new count once it holds or sells anything (a hold taken since `assertIdle` read it);
+    // shard 0, whose count tokens are minted with, changes last, so a refused resize is retried whole.
     await Promise.all(
-      Array.from({ length: reach }, (_, i) => configure(i, shards, i < shards ? share(body.totalStock, shards, i) : 0)),
+      Array.from({ length: reach - 1 }, (_, k) => k + 1).map((i) =>
+        configure(i, shards, i < shards ? share(body.totalStock, shards, i) : 0),
+      ),
     );
+    await configure(0, shards, share(body.totalStock, shards, 0));
   } else if (shards === 1) {
     await configure(0, 1, body.totalStock); // the object refuses a total below held + sold
   } else {
     await Promise.all(current.map((s) => configure(s.shard, shards, undefined)));
-    await resize(env, sku, shards, body.totalStock - sumShards(current).stock.total);
+    // Only for a SKU whose shard 0 never recorded its total (configured before it did so).
+    const assumed = sumShards(current).stock.total;
+    await callStock(() => stockShard(env, sku, 0).setSkuTotal(body.totalStock, assumed, currentRequestId())).then(
+      unwrap,
+    );
   }
 
   const states = await readShardStates(env, sku);
@@ -73,21 +87,5 @@ async function assertIdle(env: Env, sku: string, states: SkuState[]): Promise<vo
   const waiting = await Promise.all(states.map((s) => callStock(() => stockShard(env, sku, s.shard).waitlistLength())));
   if (busy || waiting.some((n) => n > 0)) {
     throw new ApiError("INVALID_STATE", "shards can change only while nothing is held or sold and nobody waits.");
-  }
-}
-
-async function resize(env: Env, sku: string, shards: number, delta: number): Promise<void> {
-  if (delta === 0) return;
-  if (delta > 0) {
-    await callStock(() => stockShard(env, sku, 0).adjustTotal(delta));
-    return;
-  }
-  let removed = 0;
-  for (let shard = 0; shard < shards && removed < -delta; shard++) {
-    removed -= await callStock(() => stockShard(env, sku, shard).adjustTotal(delta + removed));
-  }
-  if (removed < -delta) {
-    if (removed > 0) await callStock(() => stockShard(env, sku, 0).adjustTotal(removed));
-    throw new ApiError("INVALID_STATE", "totalStock cannot go below what is held and sold.");
   }
 }

@@ -26,9 +26,15 @@ export function locateReservation(id: string): { sku: string; shard: number } | 
   return { sku: match[1], shard: Number(match[2]) };
 }
 
+const STALE_TOKEN = "The purchase token was minted before the SKU's shards changed; ask for a new one.";
+
 /** The value of a stock outcome, or the contract error it stands for. */
 export function unwrap<T>(outcome: Outcome<T>): T {
-  if (!outcome.ok) throw new ApiError(outcome.code);
+  if (!outcome.ok) {
+    if (outcome.code === "BUSY") throw new ApiError("BUSY", undefined, { "Retry-After": "1" });
+    if (outcome.code === "TOKEN_INVALID") throw new ApiError("TOKEN_INVALID", STALE_TOKEN);
+    throw new ApiError(outcome.code);
+  }
   return outcome.value;
 }
 

@@ -1,7 +1,7 @@
 import { desc, eq, inArray, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import type { Audit, AuditedReservation } from "../../durable-objects/stock-engine";
-import { orders, reconcileDifferences, reconcileRuns, reconcileWatermarks, skus } from "../db/schema";
+import { orderCounts, orders, reconcileDifferences, reconcileRuns, reconcileWatermarks, skus } from "../db/schema";
 import { callStock, stockShard } from "../edge/stock-client";
 import { log } from "../observability/log";
 
@@ -16,7 +16,10 @@ import { log } from "../observability/log";
  *   transfer_pending              finish a transfer between shards that was interrupted;
  *   mirror_missing / mirror_drift rewrite the mirror from the object's snapshot;
  *   mirror_unreachable            the mirror could not be read (reported, nothing to repair here);
- *   shard_totals                  the shards' totals do not add up to the SKU's total (reported only).
+ *   shard_totals                  the shards' totals do not add up to the SKU's total (reported only);
+ *   order_count                   D1 holds fewer (or more) orders than the SKU's stock objects made:
+ *                                 the SKU is rechecked from seq 0 at once (finds rows deleted below
+ *                                 the watermark, which no watermark run would see again).
  * It never invents or destroys stock: every repair goes through the stock object.
  *
  * Cost of a run: O(S + Σ min(changed_s, PAGE)) rows, S the number of shards and changed_s the
@@ -41,6 +44,7 @@ export type DifferenceKind =
   | "mirror_drift"
   | "mirror_unreachable"
   | "shard_totals"
+  | "order_count"
   | "check_failed";
 
 export interface Difference {
@@ -120,8 +124,6 @@ async function reconcileSku(
   report: RunReport,
 ): Promise<void> {
   const d1 = drizzle(env.DB);
-  // Changes younger than the grace period may still be in the queue: a later run judges them.
-  const graceMs = options.graceMs ?? Number(env.RECONCILE_GRACE_MS);
   const watermarks = await d1
     .select({ shard: reconcileWatermarks.shard, seq: reconcileWatermarks.seq })
     .from(reconcileWatermarks)
@@ -129,17 +131,93 @@ async function reconcileSku(
   report.rowsRead += watermarks.length;
   let totals = 0;
   let pendingTransfers = 0;
+  let created = 0;
+  let quiet = true;
+  // The SKU's total as shard 0 recorded the last PUT (the catalog's copy is written after it, so
+  // two overlapping PUTs may leave the catalog with the other one's).
+  let expectedTotal = entry.totalStock;
   for (let shard = 0; shard < entry.shards; shard++) {
     const from = options.full ? 0 : (watermarks.find((w) => w.shard === shard)?.seq ?? 0);
-    const stub = stockShard(env, entry.sku, shard);
-    const audit: Audit | null = await callStock(() => stub.audit(from, PAGE));
-    if (!audit) continue;
-    report.rowsRead += audit.rowsRead;
-    totals += audit.state.stock.total;
-    pendingTransfers += audit.pendingTransfers;
-    const differ = (kind: DifferenceKind, expected: unknown, actual: unknown, repaired: boolean) =>
-      report.differences.push({ sku: entry.sku, kind, expected: show(expected), actual: show(actual), repaired });
+    const checked = await reconcileShard(env, entry.sku, shard, from, options, now, report);
+    if (!checked) continue;
+    totals += checked.total;
+    pendingTransfers += checked.pendingTransfers;
+    created += checked.created;
+    quiet &&= checked.quiet;
+    if (shard === 0 && checked.skuTotal !== null) expectedTotal = checked.skuTotal;
+  }
+  if (entry.shards > 1 && pendingTransfers === 0 && totals !== expectedTotal) {
+    report.differences.push({
+      sku: entry.sku,
+      kind: "shard_totals",
+      expected: show({ total: expectedTotal }),
+      actual: show({ sumOfShards: totals }),
+      repaired: false,
+    });
+  }
+  // The watermark sees only what changed in the stock objects: an order row deleted from D1 below
+  // it changes nothing there. Two counts kept current for free (the objects' largest rowid, D1's
+  // trigger-kept order_counts) catch it; when nothing is in flight they must agree, and if they do
+  // not, the SKU is rechecked from seq 0 at once, which re-emits whatever D1 lacks.
+  if (quiet && !options.full) {
+    const [row] = await d1
+      .select({ n: sql<number>`coalesce(sum(${orderCounts.count}), 0)` })
+      .from(orderCounts)
+      .where(eq(orderCounts.sku, entry.sku));
+    report.rowsRead += 1;
+    const inD1 = row?.n ?? 0;
+    if (inD1 !== created) {
+      const before = report.differences.length;
+      await reconcileSku(env, entry, { ...options, full: true }, now, report);
+      const repaired = report.differences.slice(before).some((d) => d.kind === "order_missing" && d.repaired);
+      report.differences.push({
+        sku: entry.sku,
+        kind: "order_count",
+        expected: show({ orders: created }),
+        actual: show({ orders: inD1 }),
+        repaired,
+      });
+    }
+  }
+}
 
+/**
+ * One shard: its reservations changed after `from` (every page of them on a full pass, one page
+ * otherwise) compared with D1, then the object's own repairs and the mirror. Returns what the SKU
+ * check sums, or null for a shard that was never configured.
+ */
+async function reconcileShard(
+  env: Env,
+  sku: string,
+  shard: number,
+  from: number,
+  options: ReconcileOptions,
+  now: number,
+  report: RunReport,
+): Promise<{
+  total: number;
+  pendingTransfers: number;
+  created: number;
+  skuTotal: number | null;
+  quiet: boolean;
+} | null> {
+  const d1 = drizzle(env.DB);
+  // Changes younger than the grace period may still be in the queue: a later run judges them.
+  const graceMs = options.graceMs ?? Number(env.RECONCILE_GRACE_MS);
+  const stub = stockShard(env, sku, shard);
+  const differ = (kind: DifferenceKind, expected: unknown, actual: unknown, repaired: boolean) =>
+    report.differences.push({ sku, kind, expected: show(expected), actual: show(actual), repaired });
+
+  let first: Audit | null = null;
+  let after = from;
+  let last: AuditedReservation | undefined;
+  let quiet = false;
+  const reemit: string[] = [];
+  for (;;) {
+    const audit: Audit | null = await callStock(() => stub.audit(after, PAGE));
+    if (!audit) return null;
+    first ??= audit;
+    report.rowsRead += audit.rowsRead;
     // Events still in flight (unsent, or sent moments ago) are not drift: judge them later.
     const settledBelow = audit.oldestUnsent?.seq ?? Number.POSITIVE_INFINITY;
     const judged: AuditedReservation[] = [];
@@ -151,52 +229,56 @@ async function reconcileSku(
     for (const { reservation, row } of stale) {
       if (!row) differ("order_missing", { id: reservation.id, status: reservation.status }, null, true);
       else differ("order_stale", { id: reservation.id, status: reservation.status, seq: reservation.seq }, row, true);
+      reemit.push(reservation.id);
     }
-
-    const repair = {
-      reemit: stale.map((s) => s.reservation.id),
-      sweep: audit.overdueHolds > 0,
-      flush: audit.oldestUnsent !== null && audit.oldestUnsent.occurredAt <= now - graceMs,
-      transfers: audit.pendingTransfers > 0,
-    };
-    if (repair.reemit.length > 0 || repair.sweep || repair.flush || repair.transfers) {
-      const done = await callStock(() => stub.repair(repair));
-      if (repair.sweep)
-        differ("hold_overdue", { overdueHolds: 0 }, { overdueHolds: audit.overdueHolds }, done.released > 0);
-      if (repair.flush)
-        differ("outbox_stuck", { unsent: 0 }, { oldestUnsentSeq: audit.oldestUnsent?.seq }, done.flushed);
-      if (repair.transfers)
-        differ("transfer_pending", { pending: 0 }, { pending: audit.pendingTransfers }, done.transfersCompleted > 0);
-    }
-
-    const mirror = await callStock(() => stub.checkMirror());
-    if (mirror.status === "missing") differ("mirror_missing", mirror.expected, null, mirror.repaired);
-    if (mirror.status === "drift") differ("mirror_drift", mirror.expected, mirror.actual, mirror.repaired);
-    // Not drift, but the operator must see that the mirror went unchecked.
-    if (mirror.status === "unreachable") differ("mirror_unreachable", "reachable", mirror.error, false);
-
-    // The watermark moves past everything judged: a repaired reservation has a newer seq now.
-    const last = judged.at(-1);
-    if (last && last.seq > from) {
-      await d1
-        .insert(reconcileWatermarks)
-        .values({ sku: entry.sku, shard, seq: last.seq, updatedAt: now })
-        .onConflictDoUpdate({
-          target: [reconcileWatermarks.sku, reconcileWatermarks.shard],
-          // Overlapping runs (cron and admin) must not move a watermark backwards.
-          set: { seq: sql`max(${reconcileWatermarks.seq}, excluded.seq)`, updatedAt: now },
-        });
-    }
+    last = judged.at(-1) ?? last;
+    // Everything this shard did is judged and nothing is on its way: its counts must agree with D1's.
+    quiet = audit.changed.length < PAGE && judged.length === audit.changed.length && audit.oldestUnsent === null;
+    // A full pass reads every page; a normal run one page (the rest next run, from the watermark).
+    if (!options.full || judged.length < PAGE) break;
+    after = judged.at(-1)?.seq ?? after;
   }
-  if (entry.shards > 1 && pendingTransfers === 0 && totals !== entry.totalStock) {
-    report.differences.push({
-      sku: entry.sku,
-      kind: "shard_totals",
-      expected: show({ total: entry.totalStock }),
-      actual: show({ sumOfShards: totals }),
-      repaired: false,
-    });
+  const audit = first;
+
+  const repair = {
+    reemit,
+    sweep: audit.overdueHolds > 0,
+    flush: audit.oldestUnsent !== null && audit.oldestUnsent.occurredAt <= now - graceMs,
+    transfers: audit.pendingTransfers > 0,
+  };
+  if (repair.reemit.length > 0 || repair.sweep || repair.flush || repair.transfers) {
+    const done = await callStock(() => stub.repair(repair));
+    if (repair.sweep)
+      differ("hold_overdue", { overdueHolds: 0 }, { overdueHolds: audit.overdueHolds }, done.released > 0);
+    if (repair.flush) differ("outbox_stuck", { unsent: 0 }, { oldestUnsentSeq: audit.oldestUnsent?.seq }, done.flushed);
+    if (repair.transfers)
+      differ("transfer_pending", { pending: 0 }, { pending: audit.pendingTransfers }, done.transfersCompleted > 0);
   }
+
+  const mirror = await callStock(() => stub.checkMirror());
+  if (mirror.status === "missing") differ("mirror_missing", mirror.expected, null, mirror.repaired);
+  if (mirror.status === "drift") differ("mirror_drift", mirror.expected, mirror.actual, mirror.repaired);
+  // Not drift, but the operator must see that the mirror went unchecked.
+  if (mirror.status === "unreachable") differ("mirror_unreachable", "reachable", mirror.error, false);
+
+  // The watermark moves past everything judged: a repaired reservation has a newer seq now.
+  if (last && last.seq > from) {
+    await d1
+      .insert(reconcileWatermarks)
+      .values({ sku, shard, seq: last.seq, updatedAt: now })
+      .onConflictDoUpdate({
+        target: [reconcileWatermarks.sku, reconcileWatermarks.shard],
+        // Overlapping runs (cron and admin) must not move a watermark backwards.
+        set: { seq: sql`max(${reconcileWatermarks.seq}, excluded.seq)`, updatedAt: now },
+      });
+  }
+  return {
+    total: audit.state.stock.total,
+    pendingTransfers: audit.pendingTransfers,
+    created: audit.created,
+    skuTotal: audit.skuTotal,
+    quiet,
+  };
 }
 
 type OrderSnapshot = { reservationId: string; status: string; lastSeq: number };

@@ -106,6 +106,7 @@ shopper.post("/api/skus/:sku/reservations", countReservation, shopperAuth, shopp
     userId,
     nonce: claims.nonce,
     quantity: body.quantity,
+    shards: claims.shards, // a token minted before a change of `shards` may no longer hold
     requestId: currentRequestId(),
   };
   const send = (requests: ReserveRequest[]) => callStock(() => stockShard(c.env, sku, claims.shard).reserve(requests));
@@ -126,16 +127,20 @@ shopper.post("/api/skus/:sku/reservations", countReservation, shopperAuth, shopp
   return c.json(reservationView(answer.reservation), 202);
 });
 
-/** Joins the waitlist of a sold-out SKU, on the user's home shard (where their limit is kept). */
+/**
+ * Joins the waitlist of a sold-out SKU. A sharded SKU has one line, on shard 0, served across shards
+ * in FIFO order; shard 0 decides whether the SKU has units for newcomers (none while buyers wait).
+ */
 shopper.post("/api/skus/:sku/waitlist", shopperAuth, shopperRateLimit, async (c) => {
   const sku = skuParam(c.req.param("sku"));
   const body = await readJson(c, WaitlistRequest);
   const state = await readSkuState(c.env, sku);
   if (!state) throw new ApiError("SKU_NOT_FOUND");
-  if (state.stock.available > 0) throw new ApiError("STOCK_AVAILABLE");
+  if (state.shards === 1 && state.stock.available > 0) throw new ApiError("STOCK_AVAILABLE");
   const userId = c.get("userId");
-  const stub = stockShard(c.env, sku, homeShard(userId, state.shards));
-  const entry = unwrap(await callStock(() => stub.joinWaitlist(userId, body.quantity, currentRequestId())));
+  const available = state.stock.available;
+  const stub = stockShard(c.env, sku, 0);
+  const entry = unwrap(await callStock(() => stub.joinWaitlist(userId, body.quantity, currentRequestId(), available)));
   return c.json(entry, 202);
 });
 

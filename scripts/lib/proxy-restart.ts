@@ -1,0 +1,37 @@
+/**
+ * wrangler dev's proxy answers a request whose pooled connection to the Worker was closed under it
+ * with `503 Your worker restarted mid-request` (cloudflare/workers-sdk#14641, open upstream): the
+ * Worker never saw the request, or its answer was lost. Every Flashgate write is idempotent
+ * (a reservation by its purchase token, a cancel by the reservation, a payment by its event id,
+ * a waitlist join by the user), so a Node client sends the same request again, unchanged, and
+ * counts how often it had to.
+ */
+const RESTARTED = "Your worker restarted mid-request";
+/** Attempts after the first; the proxy drops one request in several hundred, not a run of them. */
+const RETRIES = 5;
+
+/** How many requests were sent again after that answer (for a harness's summary). */
+export const proxyRestarts = { retried: 0 };
+
+/** Whether an answer is wrangler dev's proxy dropping the request (not the Worker's own 503 BUSY). */
+export function isProxyRestart(status: number, text: string): boolean {
+  return status === 503 && text.includes(RESTARTED);
+}
+
+/**
+ * `fetch`, sending the same request again (same body, so the same token) while wrangler dev's proxy
+ * answers that it dropped it. The body must be a string (or absent): it is sent more than once.
+ * Returns the final response with its body already read as text.
+ */
+export async function fetchRetryingRestarts(
+  url: string,
+  init: RequestInit & { body?: string | null },
+): Promise<{ response: Response; text: string }> {
+  for (let attempt = 0; ; attempt++) {
+    const response = await fetch(url, init);
+    const text = await response.text();
+    if (!isProxyRestart(response.status, text) || attempt >= RETRIES) return { response, text };
+    proxyRestarts.retried++;
+    await new Promise((resolve) => setTimeout(resolve, 50 * (attempt + 1)));
+  }
+}
