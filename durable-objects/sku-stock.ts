@@ -6,7 +6,10 @@ import {
   type Audit,
   type Outcome,
   type PaymentAnswer,
+  type PaymentMoney,
+  type PaymentTotals,
   type PaymentType,
+  type PricingChange,
   type Reservation,
   type ReserveOutcome,
   type ReserveRequest,
@@ -309,9 +312,19 @@ export class SkuStock extends DurableObject<Env> {
     eventId: string,
     type: PaymentType,
     reservationId: string,
+    money: PaymentMoney | undefined,
     requestId?: string,
   ): Promise<Outcome<PaymentAnswer>> {
-    return this.#call(requestId, () => this.engine.applyPayment(eventId, type, reservationId, this.now()));
+    return this.#call(requestId, () => this.engine.applyPayment(eventId, type, reservationId, this.now(), money));
+  }
+
+  /** Sets the SKU's price and currency on this shard (see {@link StockEngine.setPricing}). */
+  async setPricing(pricing: PricingChange, requestId?: string): Promise<Outcome<SkuState>> {
+    return this.#call(requestId, () => this.engine.setPricing(pricing));
+  }
+
+  paymentTotals(): PaymentTotals {
+    return this.engine.paymentTotals();
   }
 
   /**

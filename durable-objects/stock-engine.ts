@@ -70,6 +70,30 @@ export interface SkuState {
   stock: StockCounts;
   /** Grows with every change; the Redis mirror keeps the newest snapshot by it. */
   version: number;
+  /** Price of one unit in minor units of `currency`; null: no price, payment amounts are not checked. */
+  price: number | null;
+  /** ISO 4217, lower case. */
+  currency: string;
+}
+
+/** What a SKU costs (see {@link StockEngine.setPricing}). */
+export interface Pricing {
+  price: number | null;
+  currency: string;
+}
+
+/** A change of pricing: fields left out (or `undefined`) keep their value. */
+export interface PricingChange {
+  price?: number | null | undefined;
+  currency?: string | undefined;
+}
+
+/** The money a payment event carries, checked against the SKU's price. */
+export interface PaymentMoney {
+  /** Minor units. */
+  amount: number;
+  /** ISO 4217; left out, the SKU's currency is assumed. */
+  currency?: string | undefined;
 }
 
 export interface WaitlistEntry {
@@ -125,11 +149,24 @@ export interface SpentDigest {
   nonces: readonly number[];
 }
 
+/**
+ * `applied`: the event took effect (or had nothing to do, e.g. a failure after the hold ended).
+ * `refund_required`: the money was taken by the provider but buys nothing here: wrong amount or
+ * currency, the reservation already paid by another event, or too late to take the stock again.
+ */
+export type PaymentOutcome = "applied" | "refund_required";
+
 export interface PaymentAnswer {
   reservation: Reservation;
   /** The status this payment event left the reservation in (the same answer on a replay). */
-  outcome: ReservationStatus;
+  status: ReservationStatus;
+  outcome: PaymentOutcome;
   replayed: boolean;
+}
+
+/** Payment events by outcome, counted once each (the admin view's `payments`). */
+export interface PaymentTotals {
+  refund_required: number;
 }
 
 export type PaymentType = "payment.succeeded" | "payment.failed";
@@ -167,7 +204,7 @@ export interface EngineStorage {
   transactionSync<T>(fn: () => T): T;
 }
 
-export const DEFAULTS = { perUserLimit: 1, holdSeconds: 900, status: "on_sale" } as const;
+export const DEFAULTS = { perUserLimit: 1, holdSeconds: 900, status: "on_sale", currency: "usd" } as const;
 
 /** How many overdue holds one request releases on its way in; the alarm takes the rest. */
 const LAZY_EXPIRY_BATCH = 64;
@@ -210,6 +247,8 @@ export class StockEngine {
   #sku: string | undefined;
   /** The request being decided (see {@link onBehalfOf}), written into the events it causes. */
   #requestId: string | undefined;
+  /** The SKU's pricing, read once and kept: it changes only through {@link setPricing}. */
+  #pricing: Pricing | undefined;
 
   /** `newId` returns a fresh UUID (reservation and event ids); tests pass a seeded one. */
   constructor(storage: EngineStorage, newId: () => string) {
@@ -222,7 +261,41 @@ export class StockEngine {
   /** The SKU's configuration and counts, or null before the first `configure`. */
   state(): SkuState | null {
     const row = this.#row();
-    return row ? toState(row) : null;
+    return row ? toState(row, this.#pricingNow()) : null;
+  }
+
+  /**
+   * Sets the SKU's price and currency (fields left out keep their value). A change takes a new
+   * version, so the mirror and displays show it. Checked against payments from then on.
+   */
+  setPricing(pricing: PricingChange): Outcome<SkuState> {
+    return this.#storage.transactionSync(() => {
+      if (!this.#row()) return fail<SkuState>("SKU_NOT_FOUND");
+      const current = this.#pricingNow();
+      const next: Pricing = {
+        price: pricing.price !== undefined ? pricing.price : current.price,
+        currency: pricing.currency ?? current.currency,
+      };
+      if (next.price !== current.price || next.currency !== current.currency) {
+        this.#sql.exec(
+          `INSERT INTO sku_pricing (id, price, currency) VALUES (1, ?, ?)
+           ON CONFLICT (id) DO UPDATE SET price = excluded.price, currency = excluded.currency`,
+          next.price,
+          next.currency,
+        );
+        this.#pricing = next;
+        this.#bumpSeq();
+      }
+      return ok(this.#stateNow());
+    });
+  }
+
+  /** Payment events answered `refund_required` on this shard, each counted once. */
+  paymentTotals(): PaymentTotals {
+    const row = this.#sql
+      .exec<{ count: number }>("SELECT count FROM payment_totals WHERE outcome = 'refund_required'")
+      .toArray()[0];
+    return { refund_required: row?.count ?? 0 };
   }
 
   /**
@@ -314,27 +387,48 @@ export class StockEngine {
   }
 
   /**
-   * Applies a payment event once per event id (invariant 6).
-   * Success turns a hold into sold; after expiry or cancel it re-takes stock when it can
-   * (respecting the per-user limit), else the reservation becomes `refund_required`.
-   * Failure releases a hold and leaves any other status as it is.
+   * Applies a payment event once per event id (invariant 6); a replay gets the first answer again.
+   *
+   * - Failure releases a hold and leaves any other status as it is.
+   * - Success is checked first: with a price set, `money` must be exactly quantity × price in the
+   *   SKU's currency (no `money`: not checked). A wrong one changes nothing.
+   * - Success turns a hold into sold; after expiry or cancel it re-takes stock when it can
+   *   (respecting the per-user limit), else the reservation becomes `refund_required`.
+   * - A reservation is paid once: success for one already paid (or refund_required) changes nothing.
+   * Whatever changed nothing for a success answers outcome `refund_required`, and is counted.
    */
-  applyPayment(eventId: string, type: PaymentType, reservationId: string, now: number): Outcome<PaymentAnswer> {
+  applyPayment(
+    eventId: string,
+    type: PaymentType,
+    reservationId: string,
+    now: number,
+    money?: PaymentMoney,
+  ): Outcome<PaymentAnswer> {
     return this.#storage.transactionSync(() => {
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
       const row = this.#reservationRow(reservationId);
       if (!row) return fail<PaymentAnswer>("RESERVATION_NOT_FOUND");
       const seen = this.#sql
-        .exec<{ outcome: string }>("SELECT outcome FROM payments WHERE event_id = ?", eventId)
+        .exec<{ status: string; outcome: string }>(
+          "SELECT status, outcome FROM payment_events WHERE event_id = ?",
+          eventId,
+        )
         .toArray()[0];
       if (seen) {
-        const outcome = seen.outcome as ReservationStatus;
-        return ok({ reservation: this.#toReservation(row), outcome, replayed: true });
+        return ok({
+          reservation: this.#toReservation(row),
+          status: seen.status as ReservationStatus,
+          outcome: seen.outcome as PaymentOutcome,
+          replayed: true,
+        });
       }
 
       let reservation = this.#toReservation(row);
+      let outcome: PaymentOutcome = "applied";
       if (type === "payment.failed") {
         if (row.status === "held") reservation = this.#release(row, "cancelled", now);
+      } else if (money && !this.#moneyMatches(row.quantity, money)) {
+        outcome = "refund_required";
       } else if (row.status === "held") {
         this.#sql.exec("UPDATE sku SET held = held - ?, sold = sold + ? WHERE id = 1", row.quantity, row.quantity);
         reservation = this.#setStatus(row, "paid", now);
@@ -348,16 +442,45 @@ export class StockEngine {
           reservation = this.#setStatus(row, "paid", now);
         } else {
           reservation = this.#setStatus(row, "refund_required", now);
+          outcome = "refund_required";
         }
+      } else {
+        outcome = "refund_required"; // paid already, or refunded already: never paid twice
       }
       this.#sql.exec(
-        "INSERT INTO payments (event_id, reservation_id, outcome) VALUES (?, ?, ?)",
+        "INSERT INTO payment_events (event_id, reservation_id, status, outcome, created_at) VALUES (?, ?, ?, ?, ?)",
         eventId,
         reservationId,
         reservation.status,
+        outcome,
+        now,
       );
-      return ok({ reservation, outcome: reservation.status, replayed: false });
+      if (outcome === "refund_required") {
+        this.#sql.exec(
+          `INSERT INTO payment_totals (outcome, count) VALUES ('refund_required', 1)
+           ON CONFLICT (outcome) DO UPDATE SET count = count + 1`,
+        );
+      }
+      return ok({ reservation, status: reservation.status, outcome, replayed: false });
     });
+  }
+
+  /** Whether a payment pays `quantity` units at the SKU's price; anything goes without a price. */
+  #moneyMatches(quantity: number, money: PaymentMoney): boolean {
+    const { price, currency } = this.#pricingNow();
+    if (price === null) return true;
+    if (money.currency !== undefined && money.currency.toLowerCase() !== currency) return false;
+    return money.amount === quantity * price;
+  }
+
+  #pricingNow(): Pricing {
+    if (!this.#pricing) {
+      const row = this.#sql
+        .exec<{ price: number | null; currency: string }>("SELECT price, currency FROM sku_pricing WHERE id = 1")
+        .toArray()[0];
+      this.#pricing = row ?? { price: null, currency: DEFAULTS.currency };
+    }
+    return this.#pricing;
   }
 
   /** Releases every hold whose expiry is at or before `now`. Idempotent: alarms are at-least-once. */
@@ -511,7 +634,7 @@ export class StockEngine {
       this.#sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM transfers WHERE direction = 'in' AND granted IS NULL"),
     )[0];
     return {
-      state: toState(sku),
+      state: toState(sku, this.#pricingNow()),
       changed,
       oldestUnsent: unsent
         ? { seq: unsent.seq, occurredAt: Date.parse((JSON.parse(unsent.event) as OrderEvent).occurredAt) }
@@ -739,7 +862,7 @@ export class StockEngine {
   }
 
   #stateNow(): SkuState {
-    return toState(this.#requireRow());
+    return toState(this.#requireRow(), this.#pricingNow());
   }
 
   #bumpSeq(): number {
@@ -802,7 +925,7 @@ export class StockEngine {
   }
 }
 
-function toState(row: SkuRow): SkuState {
+function toState(row: SkuRow, pricing: Pricing): SkuState {
   return {
     sku: row.sku,
     shard: row.shard,
@@ -815,6 +938,8 @@ function toState(row: SkuRow): SkuState {
     endsAt: row.ends_at,
     stock: { total: row.total, available: row.total - row.held - row.sold, held: row.held, sold: row.sold },
     version: row.seq,
+    price: pricing.price,
+    currency: pricing.currency,
   };
 }
 

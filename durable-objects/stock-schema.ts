@@ -43,7 +43,7 @@ export const STOCK_SCHEMA: readonly string[] = [
      user_id TEXT    PRIMARY KEY,
      active  INTEGER NOT NULL CHECK (active >= 0)
    )`,
-  // Payment events already applied, so each takes effect once (invariant 6).
+  // Payment events applied before `payment_events` existed (emptied into it below).
   `CREATE TABLE IF NOT EXISTS payments (
      event_id       TEXT PRIMARY KEY,
      reservation_id TEXT NOT NULL,
@@ -72,5 +72,33 @@ export const STOCK_SCHEMA: readonly string[] = [
   `CREATE TABLE IF NOT EXISTS outbox (
      seq   INTEGER PRIMARY KEY,
      event TEXT    NOT NULL
+   )`,
+  // Migration steps, appended in order; each is idempotent (they run at every start of the object).
+  //
+  // The SKU's price (minor units, NULL: no price) and currency; no row: no price, "usd".
+  `CREATE TABLE IF NOT EXISTS sku_pricing (
+     id       INTEGER PRIMARY KEY CHECK (id = 1),
+     price    INTEGER CHECK (price IS NULL OR price >= 0),
+     currency TEXT    NOT NULL
+   )`,
+  // Payment events already applied, with the status they left and their outcome, so each takes
+  // effect once and a replay gets the same answer (invariant 6). Replaces `payments`, whose rows
+  // are carried over and then removed.
+  `CREATE TABLE IF NOT EXISTS payment_events (
+     event_id       TEXT    PRIMARY KEY,
+     reservation_id TEXT    NOT NULL,
+     status         TEXT    NOT NULL,
+     outcome        TEXT    NOT NULL CHECK (outcome IN ('applied', 'refund_required')),
+     created_at     INTEGER NOT NULL
+   )`,
+  `INSERT OR IGNORE INTO payment_events (event_id, reservation_id, status, outcome, created_at)
+     SELECT event_id, reservation_id, outcome,
+            CASE outcome WHEN 'refund_required' THEN 'refund_required' ELSE 'applied' END, 0
+       FROM payments`,
+  `DELETE FROM payments`,
+  // Payment events by outcome, counted in the transaction that decided them.
+  `CREATE TABLE IF NOT EXISTS payment_totals (
+     outcome TEXT    PRIMARY KEY,
+     count   INTEGER NOT NULL
    )`,
 ];

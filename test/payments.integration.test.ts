@@ -14,7 +14,7 @@ describe("payment webhook", () => {
     await createSku(sku, { totalStock: 5, perUserLimit: 2 });
     const a = await reserve("pat", sku, 2);
     const paid = await pay(a.json.reservationId);
-    expect([paid.status, paid.json]).toEqual([200, { received: true, reservationStatus: "paid" }]);
+    expect([paid.status, paid.json]).toEqual([200, { received: true, reservationStatus: "paid", outcome: "applied" }]);
     const b = await reserve("quin", sku, 1);
     const failed = await pay(b.json.reservationId, "payment.failed");
     expect(failed.json.reservationStatus).toBe("cancelled");
@@ -58,8 +58,9 @@ describe("payment webhook", () => {
     expect(answers.map((a) => [a.status, a.json.reservationStatus])).toEqual(Array(5).fill([200, "paid"]));
     expect(await versionOf(sku)).toBe(before + 1); // one state change, one outbox event
     expect(await stockOf(sku)).toEqual({ total: 5, available: 2, held: 0, sold: 3 });
-    // A different event id for the same reservation changes nothing more either.
-    expect((await pay(held.json.reservationId, "payment.succeeded", "evt_other")).json.reservationStatus).toBe("paid");
+    // A different event id for the same reservation changes nothing more either: it is a refund.
+    const other = await pay(held.json.reservationId, "payment.succeeded", "evt_other");
+    expect([other.json.reservationStatus, other.json.outcome]).toEqual(["paid", "refund_required"]);
     expect(await stockOf(sku)).toEqual({ total: 5, available: 2, held: 0, sold: 3 });
   });
 
