@@ -346,15 +346,6 @@ export class SkuStock extends DurableObject<Env> {
     return { object: this.ctx.id.name };
   }
 
-  /**
-   * Chaos harness only (reached through `/chaos/*`, which answers 404 unless the var CHAOS is "true"):
-   * aborts this object as a crash would. In-flight requests fail, in-memory state is lost, storage stays.
-   */
-  chaosAbort(): void {
-    if (this.env.CHAOS !== "true") throw new Error("chaosAbort is only available when CHAOS is true");
-    this.ctx.abort("chaos: stock object aborted");
-  }
-
   reservation(reservationId: string): Reservation | null {
     this.rpcCalls++;
     return this.engine.reservation(reservationId);

@@ -45,8 +45,9 @@ webhooks.post("/webhooks/payments", async (c) => {
  */
 webhooks.post("/webhooks/stripe", async (c) => {
   const raw = await c.req.text();
-  const header = c.req.header("stripe-signature");
-  await verifyPaymentSignature(header, raw, c.env.STRIPE_WEBHOOK_SECRET, Date.now(), "Stripe-Signature");
+  const secret = c.env.STRIPE_WEBHOOK_SECRET;
+  if (!secret) throw new ApiError("SIGNATURE_INVALID", "No STRIPE_WEBHOOK_SECRET is configured.");
+  await verifyPaymentSignature(c.req.header("stripe-signature"), raw, secret, Date.now(), "Stripe-Signature");
   const event = parseJson(raw, StripeEvent);
   const mapped = mapStripeEvent(event);
   const answer = mapped.kind === "payment" ? await applyPaymentEvent(c.env, mapped.command) : null;
