@@ -13,6 +13,7 @@ import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import { SkuSettingsRequest } from "../http/schemas";
 import { mirrorCounts } from "../mirror/admin-view";
+import { forgetDisplay } from "../mirror/stock-display";
 import { listDeadLetters, replayDeadLetter } from "../orders/dead-letter-consumer";
 import { orderCounts } from "../orders/order-store";
 import { applyPricing, readPaymentTotals } from "../payments/pricing";
@@ -44,6 +45,7 @@ admin.put("/admin/skus/:sku", async (c) => {
   const state = await configureSku(c.env, sku, body, Date.now());
   await applyPricing(c.env, state, body);
   forgetSoldOut(sku);
+  forgetDisplay(sku);
   return c.json(await skuView(c.env, sku));
 });
 

@@ -11,7 +11,7 @@ import { readJson } from "../http/body";
 import type { AppEnv } from "../http/context";
 import { ApiError, type ErrorCode } from "../http/errors";
 import { ReservationRequest, WaitlistRequest } from "../http/schemas";
-import { DISPLAY_CACHE_SECONDS, mirroredSkuState } from "../mirror/stock-display";
+import { DISPLAY_CACHE_SECONDS, skuDisplay } from "../mirror/stock-display";
 import { currentRequestId } from "../observability/log";
 import { increment } from "../observability/metrics";
 import { findOrder, ordersOfUser } from "../orders/order-store";
@@ -54,19 +54,17 @@ const countReservation = createMiddleware<AppEnv>(async (c, next) => {
   increment("flashgate_reservations_total", { sku: known ? (c.req.param("sku") ?? "") : "", result });
 });
 
-/** Public stock display: from the Redis mirror when it has the SKU (may lag a moment), else the stock object. */
+/**
+ * Public stock display: from the Redis mirror when it has the SKU (may lag a moment), else the stock
+ * object; unknown ids from the D1 catalog. Remembered a second per isolate (see skuDisplay).
+ */
 shopper.get("/api/skus/:sku", async (c) => {
   const sku = skuParam(c.req.param("sku"));
-  const mirrored = await mirroredSkuState(c.env, sku, (promise) => c.executionCtx.waitUntil(promise));
-  if (mirrored) {
-    c.header("Cache-Control", `public, max-age=${DISPLAY_CACHE_SECONDS}`);
-    c.header("X-Stock-Source", "mirror");
-    return c.json(publicSkuView(mirrored));
-  }
-  const state = await readSkuState(c.env, sku);
-  if (!state) throw new ApiError("SKU_NOT_FOUND");
-  c.header("X-Stock-Source", "stock-object");
-  return c.json(publicSkuView(state));
+  const display = await skuDisplay(c.env, sku, Date.now(), (promise) => c.executionCtx.waitUntil(promise));
+  if (!display) throw new ApiError("SKU_NOT_FOUND");
+  if (display.source === "mirror") c.header("Cache-Control", `public, max-age=${DISPLAY_CACHE_SECONDS}`);
+  c.header("X-Stock-Source", display.source);
+  return c.json(publicSkuView(display.state));
 });
 
 /** A one-time purchase token for this user and SKU, bound to the user's home shard. */
