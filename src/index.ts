@@ -1,5 +1,6 @@
 import type { Hono } from "hono";
 import { app } from "./app";
+import { pruneHistory } from "./db/retention";
 import type { AppEnv } from "./http/context";
 import { flushMetrics } from "./observability/metrics";
 import { consumeDeadLetters } from "./orders/dead-letter-consumer";
@@ -26,9 +27,13 @@ export function workerOf(routes: Hono<AppEnv>, consumeOrders: ConsumeOrders) {
       else await consumeOrders(batch, env);
       ctx.waitUntil(flushMetrics(env));
     },
-    /** The cron trigger (every minute, wrangler.toml) runs the same reconciliation as the admin route. */
+    /**
+     * The cron trigger (every minute, wrangler.toml) runs the same reconciliation as the admin route,
+     * then prunes D1's short-lived history (src/db/retention.ts).
+     */
     async scheduled(_controller, env) {
       await reconcile(env, { trigger: "cron" });
+      await pruneHistory(env.DB, Date.now());
     },
   } satisfies ExportedHandler<Env>;
 }
