@@ -50,6 +50,9 @@ const MIRROR_RETRY_MIN_MS = 250;
 const MIRROR_RETRY_MAX_MS = 5_000;
 /** Margin for clocks when deciding which tokens may still be replayed (minted within their lifetime). */
 const TOKEN_CLOCK_SKEW_MS = 60_000;
+/** Settled reservations forgotten per transaction, and transactions per reconciliation visit. */
+const PRUNE_BATCH = 500;
+const PRUNE_ROUNDS = 40;
 
 /**
  * One SKU shard's stock: the RPC shell around the synchronous {@link StockEngine}.
@@ -257,9 +260,24 @@ export class SkuStock extends DurableObject<Env> {
     return finished;
   }
 
-  /** What reconciliation compares (see {@link StockEngine.audit}). */
-  audit(afterSeq: number, limit: number): Audit | null {
+  /**
+   * What reconciliation compares (see {@link StockEngine.audit}). `afterSeq` is the shard's
+   * watermark: everything at or below it was found in D1, so finished rows there are pruned first,
+   * in small transactions with a pause between them so that sales are never held up for long.
+   */
+  async audit(afterSeq: number, limit: number): Promise<Audit | null> {
+    if (afterSeq > 0) await this.#pruneSettled(afterSeq);
     return this.engine.audit(afterSeq, limit, this.now());
+  }
+
+  async #pruneSettled(settledSeq: number): Promise<void> {
+    const tokenLifetimeMs = Number(this.env.PURCHASE_TOKEN_TTL_SECONDS) * 1000;
+    for (let round = 0; round < PRUNE_ROUNDS; round++) {
+      const now = this.now();
+      const pruned = this.engine.pruneSettled(settledSeq, now - tokenLifetimeMs - TOKEN_CLOCK_SKEW_MS, now, PRUNE_BATCH);
+      if (pruned.reservations < PRUNE_BATCH) return;
+      await scheduler.wait(0); // let waiting requests in between two batches
+    }
   }
 
   /**
@@ -314,8 +332,11 @@ export class SkuStock extends DurableObject<Env> {
     reservationId: string,
     money: PaymentMoney | undefined,
     requestId?: string,
+    settled?: Reservation,
   ): Promise<Outcome<PaymentAnswer>> {
-    return this.#call(requestId, () => this.engine.applyPayment(eventId, type, reservationId, this.now(), money));
+    return this.#call(requestId, () =>
+      this.engine.applyPayment(eventId, type, reservationId, this.now(), money, settled),
+    );
   }
 
   /** Sets the SKU's price and currency on this shard (see {@link StockEngine.setPricing}). */

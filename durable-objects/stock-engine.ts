@@ -209,6 +209,19 @@ export const DEFAULTS = { perUserLimit: 1, holdSeconds: 900, status: "on_sale", 
 /** How many overdue holds one request releases on its way in; the alarm takes the rest. */
 const LAZY_EXPIRY_BATCH = 64;
 
+/** How long a giver keeps a finished transfer's record, so a receiver's retry gets the same grant. */
+export const TRANSFER_RECORD_RETENTION_MS = 3600 * 1000;
+/** How long payment event ids are remembered (Stripe retries an event for up to 3 days). */
+export const PAYMENT_EVENT_RETENTION_MS = 7 * 24 * 3600 * 1000;
+
+/** What {@link StockEngine.pruneSettled} removed. */
+export interface Pruned {
+  reservations: number;
+  quotas: number;
+  transfers: number;
+  payments: number;
+}
+
 type SkuRow = {
   sku: string;
   shard: number;
@@ -403,9 +416,11 @@ export class StockEngine {
     reservationId: string,
     now: number,
     money?: PaymentMoney,
+    settled?: Reservation,
   ): Outcome<PaymentAnswer> {
     return this.#storage.transactionSync(() => {
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
+      if (settled && settled.id === reservationId) this.#restoreSettled(settled);
       const row = this.#reservationRow(reservationId);
       if (!row) return fail<PaymentAnswer>("RESERVATION_NOT_FOUND");
       const seen = this.#sql
@@ -463,6 +478,57 @@ export class StockEngine {
       }
       return ok({ reservation, status: reservation.status, outcome, replayed: false });
     });
+  }
+
+  /**
+   * Forgets what no decision needs any more, at most `limit` reservations per call:
+   * - finished reservations (not held) whose latest event reconciliation found in D1 (`seq` at or
+   *   below `settledSeq`, its watermark) and whose token can no longer be replayed (made before
+   *   `replayableSince`): D1 keeps them, and the edge reads them there (see src/orders/settled.ts);
+   * - quota rows at 0, finished transfers (a giver's record after {@link TRANSFER_RECORD_RETENTION_MS}),
+   *   payment event ids after {@link PAYMENT_EVENT_RETENTION_MS}.
+   * Open holds, quotas, nonces within the token lifetime and unfinished transfers stay.
+   */
+  pruneSettled(settledSeq: number, replayableSince: number, now: number, limit: number): Pruned {
+    return this.#storage.transactionSync(() => {
+      const reservations = this.#sql.exec(
+        `DELETE FROM reservations WHERE id IN (
+           SELECT id FROM reservations WHERE seq <= ? AND status != 'held' AND created_at < ? ORDER BY seq LIMIT ?)`,
+        settledSeq,
+        replayableSince,
+        limit,
+      ).rowsWritten;
+      const quotas = this.#sql.exec("DELETE FROM user_quota WHERE active = 0").rowsWritten;
+      const transfers = this.#sql.exec(
+        "DELETE FROM transfers WHERE granted IS NOT NULL AND (direction = 'in' OR created_at < ?)",
+        now - TRANSFER_RECORD_RETENTION_MS,
+      ).rowsWritten;
+      const payments = this.#sql.exec(
+        "DELETE FROM payment_events WHERE created_at < ?",
+        now - PAYMENT_EVENT_RETENTION_MS,
+      ).rowsWritten;
+      return { reservations, quotas, transfers, payments };
+    });
+  }
+
+  /**
+   * Puts back a finished reservation that was pruned (its D1 row, given by the edge), so a late
+   * payment is decided as if the row had stayed: re-take the stock, or refund. Its seq is 0 (settled);
+   * a change it then takes is a new event. A reservation this shard still has is left alone.
+   */
+  #restoreSettled(r: Reservation): void {
+    if (r.status === "held") return; // holds are never pruned: a held D1 row lags the object
+    this.#sql.exec(
+      `INSERT INTO reservations (id, user_id, quantity, status, nonce, created_at, expires_at, updated_at, seq)
+       VALUES (?, ?, ?, ?, NULL, ?, ?, ?, 0) ON CONFLICT (id) DO NOTHING`,
+      r.id,
+      r.userId,
+      r.quantity,
+      r.status,
+      r.createdAt,
+      r.expiresAt,
+      r.updatedAt,
+    );
   }
 
   /** Whether a payment pays `quantity` units at the SKU's price; anything goes without a price. */

@@ -101,4 +101,9 @@ export const STOCK_SCHEMA: readonly string[] = [
      outcome TEXT    PRIMARY KEY,
      count   INTEGER NOT NULL
    )`,
+  // The spent-nonce digest reads the nonces of the token lifetime (a range of created_at) without
+  // scanning every reservation.
+  `CREATE INDEX IF NOT EXISTS reservations_nonce_by_time ON reservations (created_at) WHERE nonce IS NOT NULL`,
+  // Payment event ids are forgotten after their retention, oldest first.
+  `CREATE INDEX IF NOT EXISTS payment_events_by_time ON payment_events (created_at)`,
 ];

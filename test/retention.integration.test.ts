@@ -1,4 +1,4 @@
-import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
+import { createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { PROCESSED_EVENTS_RETENTION_MS, RECONCILE_HISTORY_RETENTION_MS } from "../src/db/retention";
@@ -48,9 +48,7 @@ describe("D1 retention", () => {
     await env.DB.batch(statements);
     expect(await differencesTotal(kind)).toBe(30);
 
-    const ctx = createExecutionContext();
-    await worker.scheduled(createScheduledController({ scheduledTime: now, cron: "* * * * *" }), env, ctx);
-    await waitOnExecutionContext(ctx);
+    await worker.scheduled(createScheduledController({ scheduledTime: now, cron: "* * * * *" }), env);
 
     expect(await countOf("SELECT COUNT(*) AS n FROM processed_events WHERE event_id LIKE ?", `${tag}-%`)).toBe(10);
     expect(await countOf("SELECT COUNT(*) AS n FROM reconcile_runs WHERE id LIKE ?", `${tag}-%`)).toBe(10);

@@ -1,7 +1,8 @@
-import type { PaymentAnswer, PaymentMoney, PaymentType } from "../../durable-objects/stock-engine";
+import type { PaymentAnswer, PaymentMoney, PaymentType, Reservation } from "../../durable-objects/stock-engine";
 import { callStock, locateReservation, stockShard } from "../edge/stock-client";
 import { currentRequestId } from "../observability/log";
 import { increment } from "../observability/metrics";
+import { settledReservation } from "../orders/settled";
 
 /**
  * What both webhooks do once a provider's event is verified and read: the payment, applied by the
@@ -23,9 +24,24 @@ export async function applyPaymentEvent(env: Env, command: PaymentCommand): Prom
   const where = locateReservation(command.reservationId);
   if (!where) return null;
   const stub = stockShard(env, where.sku, where.shard);
-  const outcome = await callStock(() =>
-    stub.applyPayment(command.eventId, command.type, command.reservationId, command.money, currentRequestId()),
-  );
+  const apply = (settled?: Reservation) =>
+    callStock(() =>
+      stub.applyPayment(
+        command.eventId,
+        command.type,
+        command.reservationId,
+        command.money,
+        currentRequestId(),
+        settled,
+      ),
+    );
+  let outcome = await apply();
+  if (!outcome.ok && outcome.code === "RESERVATION_NOT_FOUND") {
+    // The object forgets settled reservations; D1 has them, and the object decides with the row put back.
+    const settled = await settledReservation(env.DB, command.reservationId);
+    if (!settled) return null;
+    outcome = await apply(settled);
+  }
   if (!outcome.ok) {
     if (outcome.code === "RESERVATION_NOT_FOUND") return null;
     throw new Error(`stock object refused a payment: ${outcome.code}`);

@@ -15,6 +15,7 @@ import { DISPLAY_CACHE_SECONDS, skuDisplay } from "../mirror/stock-display";
 import { currentRequestId } from "../observability/log";
 import { increment } from "../observability/metrics";
 import { findOrder, ordersOfUser } from "../orders/order-store";
+import { settledReservation } from "../orders/settled";
 import { orderAsReservation, publicSkuView, reservationView } from "./views";
 
 export const shopper = new Hono<AppEnv>();
@@ -146,7 +147,10 @@ function reservationStub(c: { env: Env }, id: string) {
 /** The owner's view of a reservation; anyone else's id is simply not found. */
 shopper.get("/api/reservations/:id", shopperAuth, shopperRateLimit, async (c) => {
   const { stub } = reservationStub(c, c.req.param("id"));
-  const reservation = await callStock(() => stub.reservation(c.req.param("id")));
+  // A settled reservation the object has forgotten is read from D1 (src/orders/settled.ts).
+  const reservation =
+    (await callStock(() => stub.reservation(c.req.param("id")))) ??
+    (await settledReservation(c.env.DB, c.req.param("id")));
   if (!reservation || reservation.userId !== c.get("userId")) throw new ApiError("RESERVATION_NOT_FOUND");
   const order = await findOrder(c.env.DB, reservation.id);
   return c.json({
@@ -163,9 +167,15 @@ shopper.get("/api/me/reservations", shopperAuth, shopperRateLimit, async (c) => 
 
 shopper.post("/api/reservations/:id/cancel", shopperAuth, shopperRateLimit, async (c) => {
   const { sku, stub } = reservationStub(c, c.req.param("id"));
-  const reservation = unwrap(
-    await callStock(() => stub.cancel(c.req.param("id"), c.get("userId"), currentRequestId())),
-  );
+  const outcome = await callStock(() => stub.cancel(c.req.param("id"), c.get("userId"), currentRequestId()));
+  if (!outcome.ok && outcome.code === "RESERVATION_NOT_FOUND") {
+    // Settled and forgotten by the object: D1 answers (cancelled again is 200, anything else 409).
+    const settled = await settledReservation(c.env.DB, c.req.param("id"));
+    if (!settled || settled.userId !== c.get("userId")) throw new ApiError("RESERVATION_NOT_FOUND");
+    if (settled.status !== "cancelled") throw new ApiError("INVALID_STATE");
+    return c.json(reservationView(settled));
+  }
+  const reservation = unwrap(outcome);
   forgetSoldOut(sku);
   return c.json(reservationView(reservation));
 });
