@@ -842,19 +842,49 @@ export class StockEngine {
     }
     if (!isOnSale({ status: sku.status, startsAt: sku.starts_at, endsAt: sku.ends_at }, now)) return;
     let available = sku.total - sku.held - sku.sold;
-    if (available <= 0) return;
-    const entries = this.#sql
-      .exec<{ id: string; user_id: string; quantity: number }>(
-        "SELECT id, user_id, quantity FROM waitlist ORDER BY position",
-      )
-      .toArray();
-    for (const entry of entries) {
-      if (entry.quantity > available) continue;
-      if (this.#quota(entry.user_id) + entry.quantity > sku.per_user_limit) continue;
+    // Per quantity, the position up to which entries were found over their limit (skipped this time).
+    const skipped = new Map<number, number>();
+    while (available > 0) {
+      const entry = this.#firstThatFits(available, skipped);
+      if (!entry) return;
+      if (this.#quota(entry.user_id) + entry.quantity > sku.per_user_limit) {
+        skipped.set(entry.quantity, entry.position);
+        continue;
+      }
       this.#sql.exec("DELETE FROM waitlist WHERE id = ?", entry.id);
       this.#hold(sku, entry.user_id, entry.quantity, null, now);
       available -= entry.quantity;
-      if (available === 0) return;
+    }
+  }
+
+  /**
+   * The longest-waiting entry whose quantity fits in `available`, read through the (quantity,
+   * position) index: one seek per distinct quantity that fits (bounded by the per-user limit), never
+   * the whole line, so entries that cannot fit cost nothing however many wait.
+   */
+  #firstThatFits(
+    available: number,
+    skipped: ReadonlyMap<number, number>,
+  ): { id: string; user_id: string; quantity: number; position: number } | undefined {
+    let first: { id: string; user_id: string; quantity: number; position: number } | undefined;
+    for (let quantity = 0; ; ) {
+      const next = this.#sql
+        .exec<{ q: number | null }>(
+          "SELECT MIN(quantity) AS q FROM waitlist WHERE quantity > ? AND quantity <= ?",
+          quantity,
+          available,
+        )
+        .one().q;
+      if (next === null) return first;
+      quantity = next;
+      const head = this.#sql
+        .exec<{ id: string; user_id: string; quantity: number; position: number }>(
+          "SELECT id, user_id, quantity, position FROM waitlist WHERE quantity = ? AND position > ? ORDER BY position LIMIT 1",
+          quantity,
+          skipped.get(quantity) ?? 0,
+        )
+        .toArray()[0];
+      if (head && (!first || head.position < first.position)) first = head;
     }
   }
 

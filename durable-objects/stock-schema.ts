@@ -104,6 +104,8 @@ export const STOCK_SCHEMA: readonly string[] = [
   // The spent-nonce digest reads the nonces of the token lifetime (a range of created_at) without
   // scanning every reservation.
   `CREATE INDEX IF NOT EXISTS reservations_nonce_by_time ON reservations (created_at) WHERE nonce IS NOT NULL`,
+  // Filling the waitlist finds the first entry in line that fits by quantity, not by reading the line.
+  `CREATE INDEX IF NOT EXISTS waitlist_by_quantity ON waitlist (quantity, position)`,
   // Payment event ids are forgotten after their retention, oldest first.
   `CREATE INDEX IF NOT EXISTS payment_events_by_time ON payment_events (created_at)`,
 ];
