@@ -4,6 +4,7 @@ import { log, withLogContext } from "../src/observability/log";
 import { shardName } from "./shard-name";
 import {
   type Audit,
+  type EngineStorage,
   type Outcome,
   type PaymentAnswer,
   type PaymentMoney,
@@ -96,13 +97,18 @@ export class SkuStock extends DurableObject<Env> {
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    this.engine = new StockEngine(ctx.storage, () => crypto.randomUUID());
+    this.engine = new StockEngine(this.engineStorage(ctx.storage), () => crypto.randomUUID());
     this.#mirror = mirrorFromEnv(env, MIRROR_WRITE_TIMEOUT_MS);
     // Events committed before a restart but never sent go out now.
     if (this.engine.pendingEvents(1).length > 0) this.#scheduleFlush();
     // A transfer interrupted by a restart is finished by the alarm, which its intent armed.
     // The mirror may have missed the last commits before a restart: publish the current snapshot.
     this.#schedulePublish();
+  }
+
+  /** The storage the engine runs on: the object's own (the harness counts its reads, src/harness/). */
+  protected engineStorage(storage: DurableObjectStorage): EngineStorage {
+    return storage;
   }
 
   async configure(settings: SkuSettings, requestId?: string): Promise<Outcome<SkuState>> {

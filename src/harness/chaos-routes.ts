@@ -8,7 +8,7 @@ import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import type { OrderEvent } from "../orders/events";
 import type { ConsumerFault } from "../orders/order-consumer";
-import type { SkuStock as ChaosSkuStock } from "./chaos-stock";
+import type { SkuStock as ChaosSkuStock } from "./harness-stock";
 
 /**
  * Chaos-only fault switches for `npm run chaos` (scripts/chaos/). They exist only when the var

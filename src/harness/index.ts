@@ -18,7 +18,7 @@ import { type Dispatch, devRoutes } from "./dev-routes";
  */
 
 export { Telemetry } from "../../durable-objects/telemetry";
-export { SkuStock } from "./chaos-stock";
+export { SkuStock } from "./harness-stock";
 
 const harnessApp: Hono<AppEnv> = buildApp((app) => {
   app.route("/", chaos); // chaos harness only: 404 unless the var CHAOS is "true" (scripts/chaos/)
