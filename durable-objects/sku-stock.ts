@@ -280,7 +280,12 @@ export class SkuStock extends DurableObject<Env> {
     const tokenLifetimeMs = Number(this.env.PURCHASE_TOKEN_TTL_SECONDS) * 1000;
     for (let round = 0; round < PRUNE_ROUNDS; round++) {
       const now = this.now();
-      const pruned = this.engine.pruneSettled(settledSeq, now - tokenLifetimeMs - TOKEN_CLOCK_SKEW_MS, now, PRUNE_BATCH);
+      const pruned = this.engine.pruneSettled(
+        settledSeq,
+        now - tokenLifetimeMs - TOKEN_CLOCK_SKEW_MS,
+        now,
+        PRUNE_BATCH,
+      );
       if (pruned.reservations < PRUNE_BATCH) return;
       await scheduler.wait(0); // let waiting requests in between two batches
     }
