@@ -1,6 +1,7 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { StockEngine } from "../durable-objects/stock-engine";
 import { forgetSoldOut } from "../src/edge/sold-out-cache";
 import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "./support/client";
 import { pay } from "./support/payments";
@@ -99,5 +100,28 @@ describe("prices and checked payments", () => {
     const held = await reserve("dee", sku, 1);
     const paid = await pay(held.json.reservationId, "payment.succeeded", "evt_any", { amount: 0, currency: "jpy" });
     expect(paid.json).toEqual({ received: true, reservationStatus: "paid", outcome: "applied" });
+  });
+});
+
+describe("payment ids recorded before prices existed", () => {
+  it("are carried over, so a replay of an old event still gets its answer and changes nothing", async () => {
+    const sku = uniqueSku("legacy");
+    await createSku(sku, { totalStock: 3 });
+    const held = await reserve("old", sku, 1);
+    const id = held.json.reservationId as string;
+    expect((await pay(id, "payment.succeeded", "evt_legacy")).json.outcome).toBe("applied");
+    // As an object written by the previous version would hold it: the id in `payments` only.
+    await runInDurableObject(stockShard(env, sku, 0), (_object, state) => {
+      state.storage.sql.exec("DELETE FROM payment_events");
+      state.storage.sql.exec(
+        "INSERT INTO payments (event_id, reservation_id, outcome) VALUES ('evt_legacy', ?, 'paid')",
+        id,
+      );
+      const restarted = new StockEngine(state.storage, () => crypto.randomUUID());
+      const replay = restarted.applyPayment("evt_legacy", "payment.succeeded", id, Date.now());
+      expect(replay).toMatchObject({ ok: true, value: { status: "paid", outcome: "applied", replayed: true } });
+      expect(state.storage.sql.exec("SELECT COUNT(*) AS n FROM payments").one().n).toBe(0);
+    });
+    expect((await call("GET", `/admin/skus/${sku}`, { admin: true })).json.payments).toEqual({ refund_required: 0 });
   });
 });
