@@ -21,6 +21,7 @@ const workerBindings = async () => ({
   TOKEN_SECRET: "test-token-secret",
   ADMIN_TOKEN: "test-admin-token",
   PAYMENT_WEBHOOK_SECRET: "test-webhook-secret",
+  STRIPE_WEBHOOK_SECRET: "test-stripe-secret",
   // Tests wait for the queue themselves, so reconciliation may judge every change at once.
   RECONCILE_GRACE_MS: "0",
   // One isolate: a scrape flushes it, so no background flush (which would hold each call's waitUntil).

@@ -4,9 +4,13 @@ import { log, withLogContext } from "../src/observability/log";
 import { fnv1a, shardName } from "./shard-name";
 import {
   type Audit,
+  type EngineStorage,
   type Outcome,
   type PaymentAnswer,
+  type PaymentMoney,
+  type PaymentTotals,
   type PaymentType,
+  type PricingChange,
   type Reservation,
   type ReserveOutcome,
   type ReserveRequest,
@@ -52,6 +56,9 @@ const MIRROR_RETRY_MAX_MS = 5_000;
 const SIBLINGS_EMPTY_MS = 500;
 /** Margin for clocks when deciding which tokens may still be replayed (minted within their lifetime). */
 const TOKEN_CLOCK_SKEW_MS = 60_000;
+/** Settled reservations forgotten per transaction, and transactions per reconciliation visit. */
+const PRUNE_BATCH = 500;
+const PRUNE_ROUNDS = 40;
 
 /**
  * One SKU shard's stock: the RPC shell around the synchronous {@link StockEngine}.
@@ -103,13 +110,18 @@ export class SkuStock extends DurableObject<Env> {
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    this.engine = new StockEngine(ctx.storage, () => crypto.randomUUID());
+    this.engine = new StockEngine(this.engineStorage(ctx.storage), () => crypto.randomUUID());
     this.#mirror = mirrorFromEnv(env, MIRROR_WRITE_TIMEOUT_MS);
     // Events committed before a restart but never sent go out now.
     if (this.engine.pendingEvents(1).length > 0) this.#scheduleFlush();
     // A transfer interrupted by a restart is finished by the alarm, which its intent armed.
     // The mirror may have missed the last commits before a restart: publish the current snapshot.
     this.#schedulePublish();
+  }
+
+  /** The storage the engine runs on: the object's own (the harness counts its reads, src/harness/). */
+  protected engineStorage(storage: DurableObjectStorage): EngineStorage {
+    return storage;
   }
 
   async configure(settings: SkuSettings, requestId?: string): Promise<Outcome<SkuState>> {
@@ -420,9 +432,29 @@ export class SkuStock extends DurableObject<Env> {
     return finished;
   }
 
-  /** What reconciliation compares (see {@link StockEngine.audit}). */
-  audit(afterSeq: number, limit: number): Audit | null {
+  /**
+   * What reconciliation compares (see {@link StockEngine.audit}). `afterSeq` is the shard's
+   * watermark: everything at or below it was found in D1, so finished rows there are pruned first,
+   * in small transactions with a pause between them so that sales are never held up for long.
+   */
+  async audit(afterSeq: number, limit: number): Promise<Audit | null> {
+    if (afterSeq > 0) await this.#pruneSettled(afterSeq);
     return this.engine.audit(afterSeq, limit, this.now());
+  }
+
+  async #pruneSettled(settledSeq: number): Promise<void> {
+    const tokenLifetimeMs = Number(this.env.PURCHASE_TOKEN_TTL_SECONDS) * 1000;
+    for (let round = 0; round < PRUNE_ROUNDS; round++) {
+      const now = this.now();
+      const pruned = this.engine.pruneSettled(
+        settledSeq,
+        now - tokenLifetimeMs - TOKEN_CLOCK_SKEW_MS,
+        now,
+        PRUNE_BATCH,
+      );
+      if (pruned.reservations < PRUNE_BATCH) return;
+      await scheduler.wait(0); // let waiting requests in between two batches
+    }
   }
 
   /**
@@ -475,9 +507,22 @@ export class SkuStock extends DurableObject<Env> {
     eventId: string,
     type: PaymentType,
     reservationId: string,
+    money: PaymentMoney | undefined,
     requestId?: string,
+    settled?: Reservation,
   ): Promise<Outcome<PaymentAnswer>> {
-    return this.#call(requestId, () => this.engine.applyPayment(eventId, type, reservationId, this.now()));
+    return this.#call(requestId, () =>
+      this.engine.applyPayment(eventId, type, reservationId, this.now(), money, settled),
+    );
+  }
+
+  /** Sets the SKU's price and currency on this shard (see {@link StockEngine.setPricing}). */
+  async setPricing(pricing: PricingChange, requestId?: string): Promise<Outcome<SkuState>> {
+    return this.#call(requestId, () => this.engine.setPricing(pricing));
+  }
+
+  paymentTotals(): PaymentTotals {
+    return this.engine.paymentTotals();
   }
 
   /**
@@ -497,15 +542,6 @@ export class SkuStock extends DurableObject<Env> {
   /** This object's SKU and shard, for log lines (its name is `<sku>#<shard>`, see shard-name.ts). */
   #where(): { object: string | undefined } {
     return { object: this.ctx.id.name };
-  }
-
-  /**
-   * Chaos harness only (reached through `/chaos/*`, which answers 404 unless the var CHAOS is "true"):
-   * aborts this object as a crash would. In-flight requests fail, in-memory state is lost, storage stays.
-   */
-  chaosAbort(): void {
-    if (this.env.CHAOS !== "true") throw new Error("chaosAbort is only available when CHAOS is true");
-    this.ctx.abort("chaos: stock object aborted");
   }
 
   reservation(reservationId: string): Reservation | null {

@@ -79,6 +79,30 @@ export interface SkuState {
   stock: StockCounts;
   /** Grows with every change; the Redis mirror keeps the newest snapshot by it. */
   version: number;
+  /** Price of one unit in minor units of `currency`; null: no price, payment amounts are not checked. */
+  price: number | null;
+  /** ISO 4217, lower case. */
+  currency: string;
+}
+
+/** What a SKU costs (see {@link StockEngine.setPricing}). */
+export interface Pricing {
+  price: number | null;
+  currency: string;
+}
+
+/** A change of pricing: fields left out (or `undefined`) keep their value. */
+export interface PricingChange {
+  price?: number | null | undefined;
+  currency?: string | undefined;
+}
+
+/** The money a payment event carries, checked against the SKU's price. */
+export interface PaymentMoney {
+  /** Minor units. */
+  amount: number;
+  /** ISO 4217; left out, the SKU's currency is assumed. */
+  currency?: string | undefined;
 }
 
 export interface WaitlistEntry {
@@ -140,11 +164,24 @@ export interface SpentDigest {
   nonces: readonly number[];
 }
 
+/**
+ * `applied`: the event took effect (or had nothing to do, e.g. a failure after the hold ended).
+ * `refund_required`: the money was taken by the provider but buys nothing here: wrong amount or
+ * currency, the reservation already paid by another event, or too late to take the stock again.
+ */
+export type PaymentOutcome = "applied" | "refund_required";
+
 export interface PaymentAnswer {
   reservation: Reservation;
   /** The status this payment event left the reservation in (the same answer on a replay). */
-  outcome: ReservationStatus;
+  status: ReservationStatus;
+  outcome: PaymentOutcome;
   replayed: boolean;
+}
+
+/** Payment events by outcome, counted once each (the admin view's `payments`). */
+export interface PaymentTotals {
+  refund_required: number;
 }
 
 export type PaymentType = "payment.succeeded" | "payment.failed";
@@ -168,8 +205,8 @@ export interface Audit {
   /** Transfers this shard asked for and never completed. */
   pendingTransfers: number;
   /**
-   * Reservations this shard ever created (the reservations table's largest rowid: rows are never
-   * deleted, so this is the count, read in one row). Compared with D1's order counts.
+   * Reservations this shard ever created (kept in the SKU row by every hold, since settled rows are
+   * pruned), read with the SKU row. Compared with D1's order counts.
    */
   created: number;
   /** Shard 0: the SKU's total as the last PUT set it (see {@link StockEngine.retarget}); else null. */
@@ -189,10 +226,23 @@ export interface EngineStorage {
   transactionSync<T>(fn: () => T): T;
 }
 
-export const DEFAULTS = { perUserLimit: 1, holdSeconds: 900, status: "on_sale" } as const;
+export const DEFAULTS = { perUserLimit: 1, holdSeconds: 900, status: "on_sale", currency: "usd" } as const;
 
 /** How many overdue holds one request releases on its way in; the alarm takes the rest. */
 const LAZY_EXPIRY_BATCH = 64;
+
+/** How long a giver keeps a finished transfer's record, so a receiver's retry gets the same grant. */
+export const TRANSFER_RECORD_RETENTION_MS = 3600 * 1000;
+/** How long payment event ids are remembered (Stripe retries an event for up to 3 days). */
+export const PAYMENT_EVENT_RETENTION_MS = 7 * 24 * 3600 * 1000;
+
+/** What {@link StockEngine.pruneSettled} removed. */
+export interface Pruned {
+  reservations: number;
+  quotas: number;
+  transfers: number;
+  payments: number;
+}
 
 type SkuRow = {
   sku: string;
@@ -208,6 +258,8 @@ type SkuRow = {
   held: number;
   sold: number;
   seq: number;
+  /** Reservations this shard ever created (rows may be pruned since; see {@link StockEngine.pruneSettled}). */
+  created: number;
 };
 
 type ReservationRow = {
@@ -239,6 +291,8 @@ export class StockEngine {
   #lineAhead: boolean;
   /** Units released or added since the last {@link takeFreed} (the shell tells the line). */
   #freed = 0;
+  /** The SKU's pricing, read once and kept: it changes only through {@link setPricing}. */
+  #pricing: Pricing | undefined;
 
   /** `newId` returns a fresh UUID (reservation and event ids); tests pass a seeded one. */
   constructor(storage: EngineStorage, newId: () => string) {
@@ -246,6 +300,14 @@ export class StockEngine {
     this.#sql = storage.sql;
     this.#newId = newId;
     for (const statement of STOCK_SCHEMA) this.#sql.exec(statement);
+    // `sku.created` came after the table: an object from before gets it, counted from its rows (none
+    // were pruned then, so the largest rowid is the count). Settled rows are pruned since, so the
+    // count is kept in the row that every hold updates anyway, not derived from the table.
+    const columns = this.#sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('sku')").toArray();
+    if (!columns.some((c) => c.name === "created")) {
+      this.#sql.exec("ALTER TABLE sku ADD COLUMN created INTEGER NOT NULL DEFAULT 0");
+      this.#sql.exec("UPDATE sku SET created = (SELECT coalesce(MAX(rowid), 0) FROM reservations)");
+    }
     this.#lineAhead =
       this.#sql.exec<{ on_: number }>("SELECT on_ FROM line_ahead WHERE id = 1").toArray()[0]?.on_ === 1;
   }
@@ -253,7 +315,41 @@ export class StockEngine {
   /** The SKU's configuration and counts, or null before the first `configure`. */
   state(): SkuState | null {
     const row = this.#row();
-    return row ? toState(row) : null;
+    return row ? toState(row, this.#pricingNow()) : null;
+  }
+
+  /**
+   * Sets the SKU's price and currency (fields left out keep their value). A change takes a new
+   * version, so the mirror and displays show it. Checked against payments from then on.
+   */
+  setPricing(pricing: PricingChange): Outcome<SkuState> {
+    return this.#storage.transactionSync(() => {
+      if (!this.#row()) return fail<SkuState>("SKU_NOT_FOUND");
+      const current = this.#pricingNow();
+      const next: Pricing = {
+        price: pricing.price !== undefined ? pricing.price : current.price,
+        currency: pricing.currency ?? current.currency,
+      };
+      if (next.price !== current.price || next.currency !== current.currency) {
+        this.#sql.exec(
+          `INSERT INTO sku_pricing (id, price, currency) VALUES (1, ?, ?)
+           ON CONFLICT (id) DO UPDATE SET price = excluded.price, currency = excluded.currency`,
+          next.price,
+          next.currency,
+        );
+        this.#pricing = next;
+        this.#bumpSeq();
+      }
+      return ok(this.#stateNow());
+    });
+  }
+
+  /** Payment events answered `refund_required` on this shard, each counted once. */
+  paymentTotals(): PaymentTotals {
+    const row = this.#sql
+      .exec<{ count: number }>("SELECT count FROM payment_totals WHERE outcome = 'refund_required'")
+      .toArray()[0];
+    return { refund_required: row?.count ?? 0 };
   }
 
   /**
@@ -350,27 +446,50 @@ export class StockEngine {
   }
 
   /**
-   * Applies a payment event once per event id (invariant 6).
-   * Success turns a hold into sold; after expiry or cancel it re-takes stock when it can
-   * (respecting the per-user limit), else the reservation becomes `refund_required`.
-   * Failure releases a hold and leaves any other status as it is.
+   * Applies a payment event once per event id (invariant 6); a replay gets the first answer again.
+   *
+   * - Failure releases a hold and leaves any other status as it is.
+   * - Success is checked first: with a price set, `money` must be exactly quantity × price in the
+   *   SKU's currency (no `money`: not checked). A wrong one changes nothing.
+   * - Success turns a hold into sold; after expiry or cancel it re-takes stock when it can
+   *   (respecting the per-user limit), else the reservation becomes `refund_required`.
+   * - A reservation is paid once: success for one already paid (or refund_required) changes nothing.
+   * Whatever changed nothing for a success answers outcome `refund_required`, and is counted.
    */
-  applyPayment(eventId: string, type: PaymentType, reservationId: string, now: number): Outcome<PaymentAnswer> {
+  applyPayment(
+    eventId: string,
+    type: PaymentType,
+    reservationId: string,
+    now: number,
+    money?: PaymentMoney,
+    settled?: Reservation,
+  ): Outcome<PaymentAnswer> {
     return this.#storage.transactionSync(() => {
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
+      if (settled && settled.id === reservationId) this.#restoreSettled(settled);
       const row = this.#reservationRow(reservationId);
       if (!row) return fail<PaymentAnswer>("RESERVATION_NOT_FOUND");
       const seen = this.#sql
-        .exec<{ outcome: string }>("SELECT outcome FROM payments WHERE event_id = ?", eventId)
+        .exec<{ status: string; outcome: string }>(
+          "SELECT status, outcome FROM payment_events WHERE event_id = ?",
+          eventId,
+        )
         .toArray()[0];
       if (seen) {
-        const outcome = seen.outcome as ReservationStatus;
-        return ok({ reservation: this.#toReservation(row), outcome, replayed: true });
+        return ok({
+          reservation: this.#toReservation(row),
+          status: seen.status as ReservationStatus,
+          outcome: seen.outcome as PaymentOutcome,
+          replayed: true,
+        });
       }
 
       let reservation = this.#toReservation(row);
+      let outcome: PaymentOutcome = "applied";
       if (type === "payment.failed") {
         if (row.status === "held") reservation = this.#release(row, "cancelled", now);
+      } else if (money && !this.#moneyMatches(row.quantity, money)) {
+        outcome = "refund_required";
       } else if (row.status === "held") {
         this.#sql.exec("UPDATE sku SET held = held - ?, sold = sold + ? WHERE id = 1", row.quantity, row.quantity);
         reservation = this.#setStatus(row, "paid", now);
@@ -384,16 +503,96 @@ export class StockEngine {
           reservation = this.#setStatus(row, "paid", now);
         } else {
           reservation = this.#setStatus(row, "refund_required", now);
+          outcome = "refund_required";
         }
+      } else {
+        outcome = "refund_required"; // paid already, or refunded already: never paid twice
       }
       this.#sql.exec(
-        "INSERT INTO payments (event_id, reservation_id, outcome) VALUES (?, ?, ?)",
+        "INSERT INTO payment_events (event_id, reservation_id, status, outcome, created_at) VALUES (?, ?, ?, ?, ?)",
         eventId,
         reservationId,
         reservation.status,
+        outcome,
+        now,
       );
-      return ok({ reservation, outcome: reservation.status, replayed: false });
+      if (outcome === "refund_required") {
+        this.#sql.exec(
+          `INSERT INTO payment_totals (outcome, count) VALUES ('refund_required', 1)
+           ON CONFLICT (outcome) DO UPDATE SET count = count + 1`,
+        );
+      }
+      return ok({ reservation, status: reservation.status, outcome, replayed: false });
     });
+  }
+
+  /**
+   * Forgets what no decision needs any more, at most `limit` reservations per call:
+   * - finished reservations (not held) whose latest event reconciliation found in D1 (`seq` at or
+   *   below `settledSeq`, its watermark) and whose token can no longer be replayed (made before
+   *   `replayableSince`): D1 keeps them, and the edge reads them there (see src/orders/settled.ts);
+   * - quota rows at 0, finished transfers (a giver's record after {@link TRANSFER_RECORD_RETENTION_MS}),
+   *   payment event ids after {@link PAYMENT_EVENT_RETENTION_MS}.
+   * Open holds, quotas, nonces within the token lifetime and unfinished transfers stay.
+   */
+  pruneSettled(settledSeq: number, replayableSince: number, now: number, limit: number): Pruned {
+    return this.#storage.transactionSync(() => {
+      const reservations = this.#sql.exec(
+        `DELETE FROM reservations WHERE id IN (
+           SELECT id FROM reservations WHERE seq <= ? AND status != 'held' AND created_at < ? ORDER BY seq LIMIT ?)`,
+        settledSeq,
+        replayableSince,
+        limit,
+      ).rowsWritten;
+      const quotas = this.#sql.exec("DELETE FROM user_quota WHERE active = 0").rowsWritten;
+      const transfers = this.#sql.exec(
+        "DELETE FROM transfers WHERE granted IS NOT NULL AND (direction = 'in' OR created_at < ?)",
+        now - TRANSFER_RECORD_RETENTION_MS,
+      ).rowsWritten;
+      const payments = this.#sql.exec(
+        "DELETE FROM payment_events WHERE created_at < ?",
+        now - PAYMENT_EVENT_RETENTION_MS,
+      ).rowsWritten;
+      return { reservations, quotas, transfers, payments };
+    });
+  }
+
+  /**
+   * Puts back a finished reservation that was pruned (its D1 row, given by the edge), so a late
+   * payment is decided as if the row had stayed: re-take the stock, or refund. Its seq is 0 (settled);
+   * a change it then takes is a new event. A reservation this shard still has is left alone.
+   */
+  #restoreSettled(r: Reservation): void {
+    if (r.status === "held") return; // holds are never pruned: a held D1 row lags the object
+    this.#sql.exec(
+      `INSERT INTO reservations (id, user_id, quantity, status, nonce, created_at, expires_at, updated_at, seq)
+       VALUES (?, ?, ?, ?, NULL, ?, ?, ?, 0) ON CONFLICT (id) DO NOTHING`,
+      r.id,
+      r.userId,
+      r.quantity,
+      r.status,
+      r.createdAt,
+      r.expiresAt,
+      r.updatedAt,
+    );
+  }
+
+  /** Whether a payment pays `quantity` units at the SKU's price; anything goes without a price. */
+  #moneyMatches(quantity: number, money: PaymentMoney): boolean {
+    const { price, currency } = this.#pricingNow();
+    if (price === null) return true;
+    if (money.currency !== undefined && money.currency.toLowerCase() !== currency) return false;
+    return money.amount === quantity * price;
+  }
+
+  #pricingNow(): Pricing {
+    if (!this.#pricing) {
+      const row = this.#sql
+        .exec<{ price: number | null; currency: string }>("SELECT price, currency FROM sku_pricing WHERE id = 1")
+        .toArray()[0];
+      this.#pricing = row ?? { price: null, currency: DEFAULTS.currency };
+    }
+    return this.#pricing;
   }
 
   /** Releases every hold whose expiry is at or before `now`. Idempotent: alarms are at-least-once. */
@@ -581,16 +780,16 @@ export class StockEngine {
     const transfers = read(
       this.#sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM transfers WHERE direction = 'in' AND granted IS NULL"),
     )[0];
-    const created = read(this.#sql.exec<{ n: number | null }>("SELECT MAX(rowid) AS n FROM reservations"))[0];
+
     return {
-      state: toState(sku),
+      state: toState(sku, this.#pricingNow()),
       changed,
       oldestUnsent: unsent
         ? { seq: unsent.seq, occurredAt: Date.parse((JSON.parse(unsent.event) as OrderEvent).occurredAt) }
         : null,
       overdueHolds: overdue?.n ?? 0,
       pendingTransfers: transfers?.n ?? 0,
-      created: created?.n ?? 0,
+      created: sku.created,
       skuTotal: this.skuTarget(),
       rowsRead,
     };
@@ -699,7 +898,10 @@ export class StockEngine {
       updated_at: now,
     };
     const updated = this.#sql
-      .exec<SkuRow>("UPDATE sku SET held = held + ?, seq = seq + 1 WHERE id = 1 RETURNING *", quantity)
+      .exec<SkuRow>(
+        "UPDATE sku SET held = held + ?, seq = seq + 1, created = created + 1 WHERE id = 1 RETURNING *",
+        quantity,
+      )
       .toArray()[0];
     if (!updated) throw new Error("stock object is not configured");
     this.#sql.exec(
@@ -737,19 +939,49 @@ export class StockEngine {
     if (sku.shards > 1) return;
     if (!isOnSale({ status: sku.status, startsAt: sku.starts_at, endsAt: sku.ends_at }, now)) return;
     let available = sku.total - sku.held - sku.sold;
-    if (available <= 0) return;
-    const entries = this.#sql
-      .exec<{ id: string; user_id: string; quantity: number }>(
-        "SELECT id, user_id, quantity FROM waitlist ORDER BY position",
-      )
-      .toArray();
-    for (const entry of entries) {
-      if (entry.quantity > available) continue;
-      if (this.#quota(entry.user_id) + entry.quantity > sku.per_user_limit) continue;
+    // Per quantity, the position up to which entries were found over their limit (skipped this time).
+    const skipped = new Map<number, number>();
+    while (available > 0) {
+      const entry = this.#firstThatFits(available, skipped);
+      if (!entry) return;
+      if (this.#quota(entry.user_id) + entry.quantity > sku.per_user_limit) {
+        skipped.set(entry.quantity, entry.position);
+        continue;
+      }
       this.#sql.exec("DELETE FROM waitlist WHERE id = ?", entry.id);
       this.#hold(sku, entry.user_id, entry.quantity, null, now);
       available -= entry.quantity;
-      if (available === 0) return;
+    }
+  }
+
+  /**
+   * The longest-waiting entry whose quantity fits in `available`, read through the (quantity,
+   * position) index: one seek per distinct quantity that fits (bounded by the per-user limit), never
+   * the whole line, so entries that cannot fit cost nothing however many wait.
+   */
+  #firstThatFits(
+    available: number,
+    skipped: ReadonlyMap<number, number>,
+  ): { id: string; user_id: string; quantity: number; position: number } | undefined {
+    let first: { id: string; user_id: string; quantity: number; position: number } | undefined;
+    for (let quantity = 0; ; ) {
+      const next = this.#sql
+        .exec<{ q: number | null }>(
+          "SELECT MIN(quantity) AS q FROM waitlist WHERE quantity > ? AND quantity <= ?",
+          quantity,
+          available,
+        )
+        .one().q;
+      if (next === null) return first;
+      quantity = next;
+      const head = this.#sql
+        .exec<{ id: string; user_id: string; quantity: number; position: number }>(
+          "SELECT id, user_id, quantity, position FROM waitlist WHERE quantity = ? AND position > ? ORDER BY position LIMIT 1",
+          quantity,
+          skipped.get(quantity) ?? 0,
+        )
+        .toArray()[0];
+      if (head && (!first || head.position < first.position)) first = head;
     }
   }
 
@@ -873,7 +1105,7 @@ export class StockEngine {
   }
 
   #stateNow(): SkuState {
-    return toState(this.#requireRow());
+    return toState(this.#requireRow(), this.#pricingNow());
   }
 
   #bumpSeq(): number {
@@ -936,7 +1168,7 @@ export class StockEngine {
   }
 }
 
-function toState(row: SkuRow): SkuState {
+function toState(row: SkuRow, pricing: Pricing): SkuState {
   return {
     sku: row.sku,
     shard: row.shard,
@@ -949,6 +1181,8 @@ function toState(row: SkuRow): SkuState {
     endsAt: row.ends_at,
     stock: { total: row.total, available: row.total - row.held - row.sold, held: row.held, sold: row.sold },
     version: row.seq,
+    price: pricing.price,
+    currency: pricing.currency,
   };
 }
 

@@ -43,7 +43,7 @@ export const STOCK_SCHEMA: readonly string[] = [
      user_id TEXT    PRIMARY KEY,
      active  INTEGER NOT NULL CHECK (active >= 0)
    )`,
-  // Payment events already applied, so each takes effect once (invariant 6).
+  // Payment events applied before `payment_events` existed (emptied into it below).
   `CREATE TABLE IF NOT EXISTS payments (
      event_id       TEXT PRIMARY KEY,
      reservation_id TEXT NOT NULL,
@@ -85,4 +85,39 @@ export const STOCK_SCHEMA: readonly string[] = [
      id INTEGER PRIMARY KEY CHECK (id = 1),
      on_ INTEGER NOT NULL CHECK (on_ IN (0, 1))
    )`,
+  // Migration steps, appended in order; each is idempotent (they run at every start of the object).
+  //
+  // The SKU's price (minor units, NULL: no price) and currency; no row: no price, "usd".
+  `CREATE TABLE IF NOT EXISTS sku_pricing (
+     id       INTEGER PRIMARY KEY CHECK (id = 1),
+     price    INTEGER CHECK (price IS NULL OR price >= 0),
+     currency TEXT    NOT NULL
+   )`,
+  // Payment events already applied, with the status they left and their outcome, so each takes
+  // effect once and a replay gets the same answer (invariant 6). Replaces `payments`, whose rows
+  // are carried over and then removed.
+  `CREATE TABLE IF NOT EXISTS payment_events (
+     event_id       TEXT    PRIMARY KEY,
+     reservation_id TEXT    NOT NULL,
+     status         TEXT    NOT NULL,
+     outcome        TEXT    NOT NULL CHECK (outcome IN ('applied', 'refund_required')),
+     created_at     INTEGER NOT NULL
+   )`,
+  `INSERT OR IGNORE INTO payment_events (event_id, reservation_id, status, outcome, created_at)
+     SELECT event_id, reservation_id, outcome,
+            CASE outcome WHEN 'refund_required' THEN 'refund_required' ELSE 'applied' END, 0
+       FROM payments`,
+  `DELETE FROM payments`,
+  // Payment events by outcome, counted in the transaction that decided them.
+  `CREATE TABLE IF NOT EXISTS payment_totals (
+     outcome TEXT    PRIMARY KEY,
+     count   INTEGER NOT NULL
+   )`,
+  // The spent-nonce digest reads the nonces of the token lifetime (a range of created_at) without
+  // scanning every reservation.
+  `CREATE INDEX IF NOT EXISTS reservations_nonce_by_time ON reservations (created_at) WHERE nonce IS NOT NULL`,
+  // Filling the waitlist finds the first entry in line that fits by quantity, not by reading the line.
+  `CREATE INDEX IF NOT EXISTS waitlist_by_quantity ON waitlist (quantity, position)`,
+  // Payment event ids are forgotten after their retention, oldest first.
+  `CREATE INDEX IF NOT EXISTS payment_events_by_time ON payment_events (created_at)`,
 ];

@@ -141,5 +141,7 @@ return cjson.encode({
     endsAt       = tonumber(row[9]) or cjson.null,
     stock        = { total = total, available = total - held - sold, held = held, sold = sold },
     version      = tonumber(row[7]),
+    price        = cjson.null,             -- the Redis twin has no prices (see confirm.lua)
+    currency     = "usd",
   },
 })

@@ -7,16 +7,23 @@
 --   1. holds with expires_at <= now are released, oldest first, at most 64 (lazy expiry)
 --   2. the reservation exists ................................... else RESERVATION_NOT_FOUND
 --   3. the event id was applied before .......................... ok, the reservation as it is
---                                                                 now, the outcome recorded for
---                                                                 the event, replayed = true
+--                                                                 now, the status and outcome
+--                                                                 recorded for the event,
+--                                                                 replayed = true
 --   4. payment.failed:    held -> "cancelled" (stock released); any other status stays
 --      payment.succeeded: held -> "paid" (held -> sold; the user's quota is unchanged)
 --                         expired | cancelled -> "paid" when available >= quantity and the user's
 --                           active + quantity <= perUserLimit (sold and quota go up),
---                           else "refund_required"
---                         paid | refund_required -> unchanged
---   5. the event id is recorded with the resulting status, whatever happened in 4; that status is
---      the answer's `outcome` (the same `outcome` on every replay of the event).
+--                           else "refund_required" (outcome refund_required)
+--                         paid | refund_required -> unchanged, outcome refund_required (a
+--                           reservation is never paid twice)
+--      outcome "applied" unless said otherwise; a refund_required outcome is counted in the sku
+--      hash's `payments_refund_required`.
+--   5. the event id is recorded with the resulting status and the outcome, whatever happened in 4
+--      (the same answer on every replay of the event).
+--
+-- (The engine also checks a payment's amount and currency against the SKU's price; the Redis
+-- twin has no prices, like a SKU without one, whose payments the engine does not check either.)
 --
 -- KEYS: the same six for every Flashgate script (scripts/lib/lua.ts `shardKeys`). One hash tag per
 -- shard, `{fg:<sku>:<shard>}`, so they all live in one cluster slot.
@@ -25,7 +32,7 @@
 --   KEYS[2]  {fg:<sku>:<shard>}:holds     zset  id of every live hold, scored by its expires_at
 --   KEYS[3]  {fg:<sku>:<shard>}:quota     hash  userId -> active quantity (held + sold); 0 is deleted
 --   KEYS[4]  {fg:<sku>:<shard>}:nonces    hash  purchase-token nonce -> reservation id (unused here)
---   KEYS[5]  {fg:<sku>:<shard>}:payments  hash  payment event id -> {"reservationId","outcome"}
+--   KEYS[5]  {fg:<sku>:<shard>}:payments  hash  payment event id -> {"reservationId","status","outcome"}
 --   KEYS[6]  {fg:<sku>:<shard>}:res:      prefix of the reservation hashes `<prefix><id>`: id sku user_id
 --                                               quantity status nonce created_at expires_at updated_at
 --                                               (not a key itself; reservation keys share its hash tag)
@@ -38,7 +45,8 @@
 --
 -- Returns a JSON string (cjson) with the shape of the engine's Outcome<PaymentAnswer>:
 --   {"ok":true,"value":{"reservation":{"id","sku","userId","quantity","status","createdAt",
---                                      "expiresAt","updatedAt"},"outcome":"paid","replayed":false}}
+--                                      "expiresAt","updatedAt"},"status":"paid","outcome":"applied",
+--                                      "replayed":false}}
 --   {"ok":false,"code":"RESERVATION_NOT_FOUND"}
 
 local skuKey        = KEYS[1]              -- config and counters of the shard
@@ -138,11 +146,14 @@ quantity = tonumber(quantity)
 local seen = redis.call("HGET", paymentsKey, eventId)
 if seen then
   local recorded = cjson.decode(seen)
-  return answer({ reservation = reservation(reservationId), outcome = recorded.outcome, replayed = true })
+  return answer({
+    reservation = reservation(reservationId), status = recorded.status, outcome = recorded.outcome, replayed = true,
+  })
 end
 
 -- 4. The payment -----------------------------------------------------------------------------------
 
+local outcome = "applied"
 if paymentType == "payment.failed" then
   if status == "held" then release(reservationId, "cancelled") end
 elseif status == "held" then
@@ -161,11 +172,16 @@ elseif status == "expired" or status == "cancelled" then
     setStatus(reservationId, "paid")
   else
     setStatus(reservationId, "refund_required")
+    outcome = "refund_required"
   end
+else
+  outcome = "refund_required"              -- paid already, or refunded already: never paid twice
 end
+if outcome == "refund_required" then redis.call("HINCRBY", skuKey, "payments_refund_required", 1) end
 
 -- 5. Record the event with the outcome -------------------------------------------------------------
 
 local result = reservation(reservationId)
-redis.call("HSET", paymentsKey, eventId, cjson.encode({ reservationId = reservationId, outcome = result.status }))
-return answer({ reservation = result, outcome = result.status, replayed = false })
+redis.call("HSET", paymentsKey, eventId,
+  cjson.encode({ reservationId = reservationId, status = result.status, outcome = outcome }))
+return answer({ reservation = result, status = result.status, outcome = outcome, replayed = false })

@@ -4,7 +4,9 @@
 //   3. the Redis mirror, when redis-server is installed: a private redis-server (its own free port and
 //      a fresh data directory) and the Upstash REST bridge in front of it, handed to the Worker as
 //      UPSTASH_REDIS_REST_URL/_TOKEN; without redis-server the Worker runs with the mirror off;
-//   4. wrangler dev on 127.0.0.1:8787 (extra arguments are passed through: `npm run dev -- --port 9000`);
+//   4. wrangler dev on 127.0.0.1:8787 with the harness entry, src/harness/index.ts (the Worker plus the
+//      storefront's /dev routes; `wrangler deploy` never bundles them); extra arguments are passed
+//      through: `npm run dev -- --port 9000`;
 //   5. the cron trigger, which wrangler dev never fires by itself: once wrangler answers, a ticker runs the
 //      Worker's `scheduled` handler (reconciliation) every 60 s through `GET /__scheduled` (wrangler dev
 //      --test-scheduled; see test/support/dev-server.ts for why not /cdn-cgi/handler/scheduled) and logs
@@ -16,6 +18,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { banner, filterWranglerDev, quietWranglerEnv } from "./lib/dev-output";
 import { ensureDevVars, readDevVars } from "./lib/dev-vars";
+import { HARNESS_ENTRY } from "./lib/harness";
 import { hasRedisServer, type RedisServer, startRedis } from "./lib/redis-server";
 import { type Bridge, startBridge } from "./upstash-bridge";
 
@@ -182,7 +185,8 @@ try {
   log(migrated > 0 ? `D1: applied ${migrated} migrations to the local database` : "D1: local database up to date");
 
   const mirrorArgs = await startMirror();
-  const args = ["wrangler", "dev", ...passThrough, ...mirrorArgs];
+  // The harness entry: the Worker with the demo storefront's /dev routes (never deployed).
+  const args = ["wrangler", "dev", HARNESS_ENTRY, ...passThrough, ...mirrorArgs];
   if (!passed("--port")) args.push("--port", "8787");
   if (!passed("--ip")) args.push("--ip", "127.0.0.1");
   if (!passed("--test-scheduled")) args.push("--test-scheduled");

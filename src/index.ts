@@ -1,24 +1,41 @@
+import type { Hono } from "hono";
 import { app } from "./app";
+import { pruneHistory } from "./db/retention";
+import type { AppEnv } from "./http/context";
 import { flushMetrics } from "./observability/metrics";
 import { consumeDeadLetters } from "./orders/dead-letter-consumer";
 import { consumeOrderEvents } from "./orders/order-consumer";
 import { reconcile } from "./reconcile/reconcile";
-import { withChaosFault } from "./routes/chaos";
 
 export { SkuStock } from "../durable-objects/sku-stock";
 export { Telemetry } from "../durable-objects/telemetry";
 
 const DEAD_LETTER_QUEUE = "order-events-dlq";
 
-export default {
-  fetch: app.fetch,
-  async queue(batch, env, ctx) {
-    if (batch.queue === DEAD_LETTER_QUEUE) await consumeDeadLetters(batch, env);
-    else await withChaosFault(env, (fault) => consumeOrderEvents(batch, env, fault)); // no fault unless CHAOS
-    ctx.waitUntil(flushMetrics(env));
-  },
-  /** The cron trigger (every minute, wrangler.toml) runs the same reconciliation as the admin route. */
-  async scheduled(_controller, env) {
-    await reconcile(env, { trigger: "cron" });
-  },
-} satisfies ExportedHandler<Env>;
+/** How a batch of `order-events` is consumed (the chaos harness wraps it with its fault hook). */
+export type ConsumeOrders = (batch: MessageBatch<unknown>, env: Env) => Promise<void>;
+
+/**
+ * The Worker's handlers around an app. Production (this file, `main` of wrangler.toml) passes the
+ * contract's app and the plain consumer; the harness entry (src/harness/index.ts) passes its own.
+ */
+export function workerOf(routes: Hono<AppEnv>, consumeOrders: ConsumeOrders) {
+  return {
+    fetch: routes.fetch,
+    async queue(batch, env, ctx) {
+      if (batch.queue === DEAD_LETTER_QUEUE) await consumeDeadLetters(batch, env);
+      else await consumeOrders(batch, env);
+      ctx.waitUntil(flushMetrics(env));
+    },
+    /**
+     * The cron trigger (every minute, wrangler.toml) runs the same reconciliation as the admin route,
+     * then prunes D1's short-lived history (src/db/retention.ts).
+     */
+    async scheduled(_controller, env) {
+      await reconcile(env, { trigger: "cron" });
+      await pruneHistory(env.DB, Date.now());
+    },
+  } satisfies ExportedHandler<Env>;
+}
+
+export default workerOf(app, (batch, env) => consumeOrderEvents(batch, env));

@@ -1,7 +1,7 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import worker from "../src/index";
+import worker from "../src/harness/index";
 import { createSku, uniqueSku } from "./support/client";
 
 /**
@@ -49,7 +49,7 @@ describe("dev-only routes", () => {
 
   it("with DEV_TOOLS: mint a shopper JWT and pay through the real, signed webhook", async () => {
     const sku = uniqueSku("dev");
-    await createSku(sku, { totalStock: 3 });
+    await createSku(sku, { totalStock: 3, price: 2500 });
     const minted = await withDevTools("POST", "/dev/jwt", { userId: "dev-user" });
     expect(minted.status).toBe(200);
     const jwt = String(minted.json.token);
@@ -66,7 +66,8 @@ describe("dev-only routes", () => {
     expect(held.status).toBe(202);
 
     const paid = await withDevTools("POST", "/dev/pay", { reservationId: held.json.reservationId });
-    expect(paid).toEqual({ status: 200, json: { received: true, reservationStatus: "paid" } });
+    // Without an amount, the simulated provider charges what the reservation costs.
+    expect(paid).toEqual({ status: 200, json: { received: true, reservationStatus: "paid", outcome: "applied" } });
     const unknown = await withDevTools("POST", "/dev/pay", { reservationId: "nope", outcome: "failed" });
     expect(unknown.status).toBe(404);
     expect(unknown.json).toEqual({ error: { code: "RESERVATION_NOT_FOUND", message: "No such reservation." } });

@@ -133,8 +133,8 @@ describe("lua scripts: loading", () => {
     const pinned: Record<LuaScriptName, string> = {
       reserve: "6901b7eca0a2627181e21f4a534c62694f983223",
       release: "a351104f9c84677dce7d2e8d5e0cdab6d1eeb243",
-      confirm: "a9570edbe6542ce2b48323f382d35f185b903e11",
-      configure: "262ed24bf6eb1aa23fdb6826ee377800865cd210",
+      confirm: "292322e405082aa5c53d8909bd335ee995875b5c",
+      configure: "49eb0f0528f75818a38f5a81174b36df304fe867",
     };
     expect(LUA_SHA1).toEqual(pinned);
     for (const name of LUA_SCRIPT_NAMES) {
@@ -205,6 +205,8 @@ describe("lua scripts: configure", () => {
         endsAt: null,
         stock: { total: 10, available: 10, held: 0, sold: 0 },
         version: 1,
+        price: null,
+        currency: "usd",
       },
     });
 
@@ -504,28 +506,40 @@ describe("lua scripts: confirm", () => {
 
     expect(await shop.pay(T0 + 5, "ev-a", "payment.succeeded", a.id)).toEqual({
       ok: true,
-      value: { reservation: { ...a, status: "paid", updatedAt: T0 + 5 }, outcome: "paid", replayed: false },
+      value: {
+        reservation: { ...a, status: "paid", updatedAt: T0 + 5 },
+        status: "paid",
+        outcome: "applied",
+        replayed: false,
+      },
     });
     expect(await shop.stock()).toEqual({ total: 5, available: 2, held: 1, sold: 2 });
     expect(await shop.quota("u1")).toBe(2);
 
     expect(await shop.pay(T0 + 6, "ev-b", "payment.failed", b.id)).toEqual({
       ok: true,
-      value: { reservation: { ...b, status: "cancelled", updatedAt: T0 + 6 }, outcome: "cancelled", replayed: false },
+      value: {
+        reservation: { ...b, status: "cancelled", updatedAt: T0 + 6 },
+        status: "cancelled",
+        outcome: "applied",
+        replayed: false,
+      },
     });
     expect(await shop.stock()).toEqual({ total: 5, available: 3, held: 0, sold: 2 });
     expect(await shop.quota("u2")).toBe(0);
 
-    // a failure after the money arrived, or a second success, leaves a paid reservation as it is
+    // a failure after the money arrived, or a second success, leaves a paid reservation as it is;
+    // the second success is a refund (a reservation is never paid twice)
     const paid = { ...a, status: "paid", updatedAt: T0 + 5 };
     expect(await shop.pay(T0 + 7, "ev-a-fail", "payment.failed", a.id)).toEqual({
       ok: true,
-      value: { reservation: paid, outcome: "paid", replayed: false },
+      value: { reservation: paid, status: "paid", outcome: "applied", replayed: false },
     });
     expect(await shop.pay(T0 + 8, "ev-a-again", "payment.succeeded", a.id)).toEqual({
       ok: true,
-      value: { reservation: paid, outcome: "paid", replayed: false },
+      value: { reservation: paid, status: "paid", outcome: "refund_required", replayed: false },
     });
+    expect(await db().hGet(shop.keys[0] ?? "", "payments_refund_required")).toBe("1");
     expect(await shop.stock()).toEqual({ total: 5, available: 3, held: 0, sold: 2 });
     expect(await shop.pay(T0 + 9, "ev-x", "payment.succeeded", shop.id("nope"))).toEqual({
       ok: false,
@@ -534,10 +548,10 @@ describe("lua scripts: confirm", () => {
 
     const outcomes = await db().hGetAll(shop.keys[4] ?? "");
     expect(Object.fromEntries(Object.entries(outcomes).map(([k, v]) => [k, JSON.parse(String(v))]))).toEqual({
-      "ev-a": { reservationId: a.id, outcome: "paid" },
-      "ev-b": { reservationId: b.id, outcome: "cancelled" },
-      "ev-a-fail": { reservationId: a.id, outcome: "paid" },
-      "ev-a-again": { reservationId: a.id, outcome: "paid" },
+      "ev-a": { reservationId: a.id, status: "paid", outcome: "applied" },
+      "ev-b": { reservationId: b.id, status: "cancelled", outcome: "applied" },
+      "ev-a-fail": { reservationId: a.id, status: "paid", outcome: "applied" },
+      "ev-a-again": { reservationId: a.id, status: "paid", outcome: "refund_required" },
     });
     await shop.checkInvariants();
   });
@@ -550,7 +564,12 @@ describe("lua scripts: confirm", () => {
     const a = okValue(await shop.reserve(T0, shop.id(1), "u1", "n1", 2)).reservation;
     expect(await shop.pay(a.expiresAt, "ev-a", "payment.succeeded", a.id)).toEqual({
       ok: true,
-      value: { reservation: { ...a, status: "paid", updatedAt: a.expiresAt }, outcome: "paid", replayed: false },
+      value: {
+        reservation: { ...a, status: "paid", updatedAt: a.expiresAt },
+        status: "paid",
+        outcome: "applied",
+        replayed: false,
+      },
     });
     expect(await shop.stock()).toEqual({ total: 3, available: 1, held: 0, sold: 2 });
     expect(await shop.quota("u1")).toBe(2);
@@ -563,6 +582,7 @@ describe("lua scripts: confirm", () => {
       ok: true,
       value: {
         reservation: { ...b, status: "refund_required", updatedAt: b.expiresAt + 2 },
+        status: "refund_required",
         outcome: "refund_required",
         replayed: false,
       },
@@ -603,18 +623,18 @@ describe("lua scripts: confirm", () => {
     const paid = { ...a, status: "paid", updatedAt: T0 + 1 };
     expect(await shop.pay(T0 + 1, "ev1", "payment.succeeded", a.id)).toEqual({
       ok: true,
-      value: { reservation: paid, outcome: "paid", replayed: false },
+      value: { reservation: paid, status: "paid", outcome: "applied", replayed: false },
     });
     const version = await db().hGet(shop.keys[0] ?? "", "seq");
 
     expect(await shop.pay(T0 + 2, "ev1", "payment.succeeded", a.id)).toEqual({
       ok: true,
-      value: { reservation: paid, outcome: "paid", replayed: true },
+      value: { reservation: paid, status: "paid", outcome: "applied", replayed: true },
     });
     // the same event id is not applied again, whatever type it now claims
     expect(await shop.pay(T0 + 3, "ev1", "payment.failed", a.id)).toEqual({
       ok: true,
-      value: { reservation: paid, outcome: "paid", replayed: true },
+      value: { reservation: paid, status: "paid", outcome: "applied", replayed: true },
     });
     expect(await db().hGet(shop.keys[0] ?? "", "seq")).toBe(version);
     expect(await shop.stock()).toEqual({ total: 3, available: 2, held: 0, sold: 1 });
@@ -628,7 +648,7 @@ describe("lua scripts: confirm", () => {
     const b = okValue(await shop.reserve(T0 + 5, shop.id(2), "u2", "n2")).reservation;
     expect(await shop.pay(T0 + 6, "ev1", "payment.succeeded", b.id)).toEqual({
       ok: true,
-      value: { reservation: b, outcome: "paid", replayed: true },
+      value: { reservation: b, status: "paid", outcome: "applied", replayed: true },
     });
     expect(await shop.status(b.id)).toBe("held");
     await shop.checkInvariants();

@@ -2,8 +2,9 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { forgetSoldOut } from "../src/edge/sold-out-cache";
+import { MAX_V1_SIGNATURES, signPayment } from "../src/payments/webhook-signature";
 import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "./support/client";
-import { pay } from "./support/payments";
+import { pay, WEBHOOK_SECRET } from "./support/payments";
 
 const versionOf = (sku: string) =>
   runInDurableObject(stockShard(env, sku, 0), (object) => object.engine.state()?.version ?? 0);
@@ -14,7 +15,7 @@ describe("payment webhook", () => {
     await createSku(sku, { totalStock: 5, perUserLimit: 2 });
     const a = await reserve("pat", sku, 2);
     const paid = await pay(a.json.reservationId);
-    expect([paid.status, paid.json]).toEqual([200, { received: true, reservationStatus: "paid" }]);
+    expect([paid.status, paid.json]).toEqual([200, { received: true, reservationStatus: "paid", outcome: "applied" }]);
     const b = await reserve("quin", sku, 1);
     const failed = await pay(b.json.reservationId, "payment.failed");
     expect(failed.json.reservationStatus).toBe("cancelled");
@@ -58,8 +59,9 @@ describe("payment webhook", () => {
     expect(answers.map((a) => [a.status, a.json.reservationStatus])).toEqual(Array(5).fill([200, "paid"]));
     expect(await versionOf(sku)).toBe(before + 1); // one state change, one outbox event
     expect(await stockOf(sku)).toEqual({ total: 5, available: 2, held: 0, sold: 3 });
-    // A different event id for the same reservation changes nothing more either.
-    expect((await pay(held.json.reservationId, "payment.succeeded", "evt_other")).json.reservationStatus).toBe("paid");
+    // A different event id for the same reservation changes nothing more either: it is a refund.
+    const other = await pay(held.json.reservationId, "payment.succeeded", "evt_other");
+    expect([other.json.reservationStatus, other.json.outcome]).toEqual(["paid", "refund_required"]);
     expect(await stockOf(sku)).toEqual({ total: 5, available: 2, held: 0, sold: 3 });
   });
 
@@ -100,5 +102,31 @@ describe("payment webhook", () => {
     expect([unknown.status, unknown.json.error.code]).toEqual([404, "RESERVATION_NOT_FOUND"]);
     const garbage = await pay("not-an-id");
     expect(garbage.status).toBe(404);
+  });
+
+  it(`verifies at most ${MAX_V1_SIGNATURES} v1 signatures: a header with more is refused before any is checked`, async () => {
+    const sku = uniqueSku("manysig");
+    await createSku(sku, { totalStock: 2 });
+    const held = await reserve("yul", sku, 1);
+    const now = Math.floor(Date.now() / 1000);
+    const raw = JSON.stringify({
+      id: "evt_many",
+      type: "payment.succeeded",
+      reservationId: held.json.reservationId,
+      amount: 1,
+    });
+    const valid = (await signPayment(raw, WEBHOOK_SECRET, now)).split(",")[1] as string; // "v1=<hex>"
+    const decoy = `v1=${"ab".repeat(32)}`;
+    const header = (decoys: number) => [`t=${now}`, ...Array(decoys).fill(decoy), valid].join(",");
+    const send = (decoys: number) =>
+      call("POST", "/webhooks/payments", { raw, headers: { "payment-signature": header(decoys) } });
+
+    const flood = await send(500);
+    expect([flood.status, flood.json.error?.code]).toEqual([401, "SIGNATURE_INVALID"]);
+    const oneTooMany = await send(MAX_V1_SIGNATURES);
+    expect([oneTooMany.status, oneTooMany.json.error?.code]).toEqual([401, "SIGNATURE_INVALID"]);
+    expect(await stockOf(sku)).toEqual({ total: 2, available: 1, held: 1, sold: 0 });
+    // A rotation's few signatures, the valid one last, are fine.
+    expect((await send(MAX_V1_SIGNATURES - 1)).json.reservationStatus).toBe("paid");
   });
 });

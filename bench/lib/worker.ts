@@ -8,6 +8,7 @@ import { promisify } from "node:util";
 import { Log, LogLevel, Miniflare } from "miniflare";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
 import { ensureDevVars } from "../../scripts/lib/dev-vars";
+import { HARNESS_ENTRY } from "../../scripts/lib/harness";
 import { freePort } from "../../scripts/lib/redis-server";
 import { childrenNamed } from "./proc";
 import { SECRETS } from "./shoppers";
@@ -59,7 +60,7 @@ export async function startWorker(
   const env = { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" };
   await Promise.all([
     run("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], { env, cwd: ROOT }),
-    run("npx", ["wrangler", "deploy", "--dry-run", "--outdir", bundle], { env, cwd: ROOT }),
+    run("npx", ["wrangler", "deploy", "--dry-run", HARNESS_ENTRY, "--outdir", bundle], { env, cwd: ROOT }),
   ]);
   const { workerOptions } = unstable_getMiniflareWorkerOptions(CONFIG);
   const before = new Set(childrenNamed(process.pid, "workerd"));

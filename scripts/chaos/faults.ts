@@ -1,6 +1,6 @@
 /**
  * Fault injection on the seeded schedule: the consumer fault switch and stock-object aborts through the
- * chaos-only routes (src/routes/chaos.ts), the redis-server killed and restarted on its port (the bridge
+ * chaos-only routes (src/harness/chaos-routes.ts), the redis-server killed and restarted on its port (the bridge
  * stays up and reconnects), reconciliation re-emits and dead-letter replays mid-traffic (duplicate and
  * late deliveries), restocks, and an operator changing totals, pausing and resizing while the sale runs.
  * Webhook replays/reordering and late payments are done by the shoppers.

@@ -50,12 +50,19 @@ export const orderCounts = sqliteTable(
   (t) => [primaryKey({ columns: [t.sku, t.status] })],
 );
 
-/** Event ids already applied: the consumer's idempotency record. */
-export const processedEvents = sqliteTable("processed_events", {
-  eventId: text("event_id").primaryKey(),
-  reservationId: text("reservation_id").notNull(),
-  processedAt: integer("processed_at").notNull(),
-});
+/**
+ * Event ids already applied: the consumer's idempotency record, kept for
+ * `PROCESSED_EVENTS_RETENTION_MS` (src/db/retention.ts); the index serves that pruning.
+ */
+export const processedEvents = sqliteTable(
+  "processed_events",
+  {
+    eventId: text("event_id").primaryKey(),
+    reservationId: text("reservation_id").notNull(),
+    processedAt: integer("processed_at").notNull(),
+  },
+  (t) => [index("processed_events_by_time").on(t.processedAt)],
+);
 
 /** Messages the order consumer gave up on (after the queue's retries), kept for replay. */
 export const deadLetters = sqliteTable("dead_letters", {
@@ -67,19 +74,37 @@ export const deadLetters = sqliteTable("dead_letters", {
   replayedAt: integer("replayed_at"),
 });
 
-/** One row per reconciliation run (cron or `POST /admin/reconcile`). */
-export const reconcileRuns = sqliteTable("reconcile_runs", {
-  id: text("id").primaryKey(),
-  trigger: text("trigger", { enum: ["cron", "admin"] }).notNull(),
-  startedAt: integer("started_at").notNull(),
-  finishedAt: integer("finished_at"),
-  skusChecked: integer("skus_checked").notNull().default(0),
-  differences: integer("differences").notNull().default(0),
-  /** SKUs whose check failed (the run went on with the others). */
-  errors: integer("errors").notNull().default(0),
+/**
+ * One row per reconciliation run (cron or `POST /admin/reconcile`), kept for
+ * `RECONCILE_HISTORY_RETENTION_MS` (src/db/retention.ts). The index serves the run history
+ * (newest first) and that pruning.
+ */
+export const reconcileRuns = sqliteTable(
+  "reconcile_runs",
+  {
+    id: text("id").primaryKey(),
+    trigger: text("trigger", { enum: ["cron", "admin"] }).notNull(),
+    startedAt: integer("started_at").notNull(),
+    finishedAt: integer("finished_at"),
+    skusChecked: integer("skus_checked").notNull().default(0),
+    differences: integer("differences").notNull().default(0),
+    /** SKUs whose check failed (the run went on with the others). */
+    errors: integer("errors").notNull().default(0),
+  },
+  (t) => [index("reconcile_runs_by_start").on(t.startedAt)],
+);
+
+/**
+ * Differences found by kind since the start, kept by a trigger on `reconcile_differences`
+ * (migration 0004), so `flashgate_reconcile_differences_total` neither scans the differences nor
+ * goes down when old runs are pruned.
+ */
+export const reconcileDifferenceCounts = sqliteTable("reconcile_difference_counts", {
+  kind: text("kind").primaryKey(),
+  count: integer("count").notNull(),
 });
 
-/** Every difference a run found, and whether it repaired it. */
+/** Every difference a run found, and whether it repaired it (pruned with its run). */
 export const reconcileDifferences = sqliteTable(
   "reconcile_differences",
   {

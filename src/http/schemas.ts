@@ -12,6 +12,9 @@ export const WaitlistRequest = z.object({ quantity: z.int().min(1).max(1_000_000
 
 const Time = z.iso.datetime({ offset: true });
 
+/** ISO 4217 currency code, lower case as payment providers send it (Stripe: "usd"). */
+export const Currency = z.string().regex(/^[a-z]{3}$/, "an ISO 4217 code in lower case, e.g. usd");
+
 export const SkuSettingsRequest = z
   .object({
     name: z.string().min(1).max(200).optional(),
@@ -22,6 +25,9 @@ export const SkuSettingsRequest = z
     endsAt: Time.nullable().optional(),
     shards: z.int().min(1).max(64).optional(),
     status: z.enum(["on_sale", "paused"]).optional(),
+    /** Minor units of `currency` per unit; null: no price (payment amounts are not checked). */
+    price: z.int().min(0).max(1_000_000_000).nullable().optional(),
+    currency: Currency.optional(),
   })
   .refine((b) => !b.startsAt || !b.endsAt || Date.parse(b.startsAt) < Date.parse(b.endsAt), {
     message: "startsAt must be before endsAt",

@@ -1,4 +1,5 @@
 import type { SkuState } from "../../durable-objects/stock-engine";
+import { readSkuState } from "../edge/sku-state";
 import { log } from "../observability/log";
 import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "./redis-mirror";
 
@@ -43,4 +44,60 @@ export async function mirroredSkuState(
     waitUntil(cache.put(key, entry).catch(() => undefined));
   }
   return state;
+}
+
+/** A display and where it came from (the `X-Stock-Source` header). */
+export interface SkuDisplay {
+  state: SkuState;
+  source: "mirror" | "stock-object";
+}
+
+/** How long an isolate answers displays of a SKU (or its absence) from memory. */
+export const DISPLAY_MEMO_MS = 1_000;
+/** SKU ids remembered per isolate; the oldest is forgotten first (unknown ids cannot grow it). */
+const DISPLAY_MEMO_MAX = 1_024;
+const memo = new Map<string, { at: number; display: Promise<SkuDisplay | null> }>();
+
+/**
+ * The public display of a SKU, or null when the catalog has no such SKU. Within
+ * {@link DISPLAY_MEMO_MS} an isolate answers a SKU from memory, and concurrent misses share one
+ * read, so a GET storm reaches Redis or the stock objects about once a second per isolate and never
+ * competes with reservations. An id the mirror does not know is looked up in the D1 catalog first:
+ * an unknown id never reaches (nor creates) a stock object.
+ */
+export function skuDisplay(
+  env: Env,
+  sku: string,
+  now: number,
+  waitUntil: (promise: Promise<unknown>) => void,
+): Promise<SkuDisplay | null> {
+  const hit = memo.get(sku);
+  if (hit && now - hit.at < DISPLAY_MEMO_MS) return hit.display;
+  const display = readDisplay(env, sku, waitUntil);
+  memo.delete(sku);
+  memo.set(sku, { at: now, display });
+  if (memo.size > DISPLAY_MEMO_MAX) memo.delete(memo.keys().next().value as string);
+  // A failed read is not remembered: the next request tries again.
+  display.catch(() => {
+    if (memo.get(sku)?.display === display) memo.delete(sku);
+  });
+  return display;
+}
+
+/** Forgets this isolate's display of a SKU (after an admin change, so its author sees it at once). */
+export function forgetDisplay(sku: string): void {
+  memo.delete(sku);
+}
+
+async function readDisplay(
+  env: Env,
+  sku: string,
+  waitUntil: (promise: Promise<unknown>) => void,
+): Promise<SkuDisplay | null> {
+  const mirrored = await mirroredSkuState(env, sku, waitUntil);
+  if (mirrored) return { state: mirrored, source: "mirror" };
+  const known = await env.DB.prepare("SELECT 1 AS known FROM skus WHERE sku = ?").bind(sku).first<{ known: number }>();
+  if (!known) return null;
+  const state = await readSkuState(env, sku);
+  return state ? { state, source: "stock-object" } : null;
 }

@@ -36,6 +36,10 @@ export const METRICS = {
     type: "counter",
     help: "Differences reconciliation found (and repaired), by kind.",
   },
+  flashgate_payments_total: {
+    type: "counter",
+    help: "Payment webhook events by outcome: applied, refund_required (money kept by the provider, nothing bought: refund it), ignored (a Stripe event naming no known reservation).",
+  },
   flashgate_reconcile_last_run_timestamp_seconds: { type: "gauge", help: "When the last reconciliation run finished." },
   flashgate_http_responses_total: { type: "counter", help: "HTTP responses by route and status." },
   flashgate_scrape_errors: {

@@ -156,7 +156,7 @@ async function reconcileSku(
     });
   }
   // The watermark sees only what changed in the stock objects: an order row deleted from D1 below
-  // it changes nothing there. Two counts kept current for free (the objects' largest rowid, D1's
+  // it changes nothing there. Two counts kept current for free (each object's count of reservations it created, D1's
   // trigger-kept order_counts) catch it; when nothing is in flight they must agree, and if they do
   // not, the SKU is rechecked from seq 0 at once, which re-emits whatever D1 lacks.
   if (quiet && !options.full) {

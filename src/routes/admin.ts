@@ -13,8 +13,10 @@ import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import { SkuSettingsRequest } from "../http/schemas";
 import { mirrorCounts } from "../mirror/admin-view";
+import { forgetDisplay } from "../mirror/stock-display";
 import { listDeadLetters, replayDeadLetter } from "../orders/dead-letter-consumer";
 import { orderCounts } from "../orders/order-store";
+import { applyPricing, readPaymentTotals } from "../payments/pricing";
 import { recentRuns, reconcile } from "../reconcile/reconcile";
 import { adminSkuView } from "./views";
 
@@ -30,6 +32,7 @@ async function skuView(env: Env, sku: string) {
     ...adminSkuView(state),
     orders: await orderCounts(env.DB, sku),
     waitlist: await readWaitlist(env, sku, state.shards),
+    payments: await readPaymentTotals(env, sku, state.shards),
     mirror: await mirrorCounts(env, sku),
   };
 }
@@ -39,8 +42,10 @@ admin.put("/admin/skus/:sku", async (c) => {
   const sku = c.req.param("sku");
   if (!SKU_ID.test(sku)) throw new ApiError("INVALID_REQUEST", "A SKU id is 1 to 64 of A-Z a-z 0-9 _ -.");
   const body = await readJson(c, SkuSettingsRequest);
-  await configureSku(c.env, sku, body, Date.now());
+  const state = await configureSku(c.env, sku, body, Date.now());
+  await applyPricing(c.env, state, body);
   forgetSoldOut(sku);
+  forgetDisplay(sku);
   return c.json(await skuView(c.env, sku));
 });
 

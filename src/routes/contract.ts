@@ -3,6 +3,7 @@ import { SKU_ID } from "../edge/stock-client";
 import { ERRORS, type ErrorCode } from "../http/errors";
 import { ReservationRequest, SkuSettingsRequest, WaitlistRequest } from "../http/schemas";
 import { RESERVATION_STATUSES } from "../orders/events";
+import { StripeEvent } from "../payments/stripe-event";
 import { PaymentEvent } from "./webhooks";
 
 /**
@@ -31,6 +32,8 @@ export const PublicSku = z.object({
   startsAt: Time.nullable(),
   endsAt: Time.nullable(),
   perUserLimit: z.int().min(1),
+  price: Count.nullable(),
+  currency: z.string(),
 });
 
 export const PurchaseToken = z.object({ token: z.string(), expiresAt: Time });
@@ -53,7 +56,14 @@ export const ReservationList = z.object({ reservations: z.array(Reservation) });
 
 export const WaitlistEntry = z.object({ waitlistId: z.string(), position: z.int().min(0) });
 
-export const PaymentAck = z.object({ received: z.literal(true), reservationStatus: z.string() });
+export const PaymentAck = z.object({
+  received: z.literal(true),
+  reservationStatus: z.string(),
+  outcome: z.enum(["applied", "refund_required"]),
+});
+
+/** What `/webhooks/stripe` answers: a handled event's PaymentAck, or an ignored event's acknowledgement. */
+export const StripeAck = z.union([PaymentAck, z.object({ received: z.literal(true), ignored: z.literal(true) })]);
 
 const StockCounts = z.object({ total: Count, available: Count, held: Count, sold: Count });
 const OrderCounts = z.object({ held: Count, paid: Count, expired: Count, cancelled: Count, refund_required: Count });
@@ -68,9 +78,12 @@ export const AdminSku = z.object({
   startsAt: Time.nullable(),
   endsAt: Time.nullable(),
   shards: z.int().min(1),
+  price: Count.nullable(),
+  currency: z.string(),
   stock: StockCounts,
   orders: OrderCounts,
   waitlist: Count,
+  payments: z.object({ refund_required: Count }),
   mirror: MirrorCounts.nullable(),
   version: z.int(),
 });
@@ -114,6 +127,8 @@ export const CONTRACT_SCHEMAS = {
   WaitlistEntry,
   PaymentEvent,
   PaymentAck,
+  StripeEvent,
+  StripeAck,
   SkuSettingsRequest,
   AdminSku,
   AdminSkuList,
@@ -252,6 +267,17 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     body: "PaymentEvent",
     ok: { status: 200, description: "Received", schema: "PaymentAck" },
     errors: ["SIGNATURE_INVALID", "RESERVATION_NOT_FOUND"],
+  },
+  {
+    method: "post",
+    path: "/webhooks/stripe",
+    summary: "Stripe webhook (Stripe-Signature; the same effects as /webhooks/payments)",
+    description:
+      "Signed by Stripe with STRIPE_WEBHOOK_SECRET in the Stripe-Signature header (300 s tolerance). `checkout.session.completed` (reservation id from `client_reference_id`, else `metadata.reservationId`) and `payment_intent.succeeded` pay, with the amount and currency checked against the SKU's price; `payment_intent.payment_failed` releases the hold. Other event types, and events whose reservation is missing or unknown, answer 200 with `ignored: true`.",
+    access: "webhook",
+    body: "StripeEvent",
+    ok: { status: 200, description: "Received (PaymentAck, or {received, ignored})", schema: "StripeAck" },
+    errors: ["SIGNATURE_INVALID"],
   },
   {
     method: "put",

@@ -1,7 +1,7 @@
 import { count, desc, isNotNull, isNull, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { Hono } from "hono";
-import { deadLetters, orderCounts, reconcileDifferences, reconcileRuns, skus } from "../db/schema";
+import { deadLetters, orderCounts, reconcileDifferenceCounts, reconcileRuns, skus } from "../db/schema";
 import { readSkuState, readWaitlist } from "../edge/sku-state";
 import { adminAuth } from "../http/auth";
 import type { AppEnv } from "../http/context";
@@ -31,10 +31,10 @@ async function readGauges(env: Env): Promise<Sample[]> {
     d1.select({ sku: skus.sku }).from(skus),
     d1.select().from(orderCounts),
     d1.select({ n: count() }).from(deadLetters).where(isNull(deadLetters.replayedAt)),
+    // Counted by a trigger as differences are recorded: one row per kind, whatever the history.
     d1
-      .select({ kind: reconcileDifferences.kind, n: count() })
-      .from(reconcileDifferences)
-      .groupBy(reconcileDifferences.kind),
+      .select({ kind: reconcileDifferenceCounts.kind, n: reconcileDifferenceCounts.count })
+      .from(reconcileDifferenceCounts),
     // The newest finished run (rowid follows insertion: no scan of the run history).
     d1
       .select({ finishedAt: reconcileRuns.finishedAt })

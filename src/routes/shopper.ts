@@ -11,10 +11,11 @@ import { readJson } from "../http/body";
 import type { AppEnv } from "../http/context";
 import { ApiError, type ErrorCode } from "../http/errors";
 import { ReservationRequest, WaitlistRequest } from "../http/schemas";
-import { DISPLAY_CACHE_SECONDS, mirroredSkuState } from "../mirror/stock-display";
+import { DISPLAY_CACHE_SECONDS, skuDisplay } from "../mirror/stock-display";
 import { currentRequestId } from "../observability/log";
 import { increment } from "../observability/metrics";
 import { findOrder, ordersOfUser } from "../orders/order-store";
+import { settledReservation } from "../orders/settled";
 import { orderAsReservation, publicSkuView, reservationView } from "./views";
 
 export const shopper = new Hono<AppEnv>();
@@ -54,19 +55,17 @@ const countReservation = createMiddleware<AppEnv>(async (c, next) => {
   increment("flashgate_reservations_total", { sku: known ? (c.req.param("sku") ?? "") : "", result });
 });
 
-/** Public stock display: from the Redis mirror when it has the SKU (may lag a moment), else the stock object. */
+/**
+ * Public stock display: from the Redis mirror when it has the SKU (may lag a moment), else the stock
+ * object; unknown ids from the D1 catalog. Remembered a second per isolate (see skuDisplay).
+ */
 shopper.get("/api/skus/:sku", async (c) => {
   const sku = skuParam(c.req.param("sku"));
-  const mirrored = await mirroredSkuState(c.env, sku, (promise) => c.executionCtx.waitUntil(promise));
-  if (mirrored) {
-    c.header("Cache-Control", `public, max-age=${DISPLAY_CACHE_SECONDS}`);
-    c.header("X-Stock-Source", "mirror");
-    return c.json(publicSkuView(mirrored));
-  }
-  const state = await readSkuState(c.env, sku);
-  if (!state) throw new ApiError("SKU_NOT_FOUND");
-  c.header("X-Stock-Source", "stock-object");
-  return c.json(publicSkuView(state));
+  const display = await skuDisplay(c.env, sku, Date.now(), (promise) => c.executionCtx.waitUntil(promise));
+  if (!display) throw new ApiError("SKU_NOT_FOUND");
+  if (display.source === "mirror") c.header("Cache-Control", `public, max-age=${DISPLAY_CACHE_SECONDS}`);
+  c.header("X-Stock-Source", display.source);
+  return c.json(publicSkuView(display.state));
 });
 
 /** A one-time purchase token for this user and SKU, bound to the user's home shard. */
@@ -153,7 +152,10 @@ function reservationStub(c: { env: Env }, id: string) {
 /** The owner's view of a reservation; anyone else's id is simply not found. */
 shopper.get("/api/reservations/:id", shopperAuth, shopperRateLimit, async (c) => {
   const { stub } = reservationStub(c, c.req.param("id"));
-  const reservation = await callStock(() => stub.reservation(c.req.param("id")));
+  // A settled reservation the object has forgotten is read from D1 (src/orders/settled.ts).
+  const reservation =
+    (await callStock(() => stub.reservation(c.req.param("id")))) ??
+    (await settledReservation(c.env.DB, c.req.param("id")));
   if (!reservation || reservation.userId !== c.get("userId")) throw new ApiError("RESERVATION_NOT_FOUND");
   const order = await findOrder(c.env.DB, reservation.id);
   return c.json({
@@ -170,9 +172,15 @@ shopper.get("/api/me/reservations", shopperAuth, shopperRateLimit, async (c) => 
 
 shopper.post("/api/reservations/:id/cancel", shopperAuth, shopperRateLimit, async (c) => {
   const { sku, stub } = reservationStub(c, c.req.param("id"));
-  const reservation = unwrap(
-    await callStock(() => stub.cancel(c.req.param("id"), c.get("userId"), currentRequestId())),
-  );
+  const outcome = await callStock(() => stub.cancel(c.req.param("id"), c.get("userId"), currentRequestId()));
+  if (!outcome.ok && outcome.code === "RESERVATION_NOT_FOUND") {
+    // Settled and forgotten by the object: D1 answers (cancelled again is 200, anything else 409).
+    const settled = await settledReservation(c.env.DB, c.req.param("id"));
+    if (!settled || settled.userId !== c.get("userId")) throw new ApiError("RESERVATION_NOT_FOUND");
+    if (settled.status !== "cancelled") throw new ApiError("INVALID_STATE");
+    return c.json(reservationView(settled));
+  }
+  const reservation = unwrap(outcome);
   forgetSoldOut(sku);
   return c.json(reservationView(reservation));
 });

@@ -16,6 +16,11 @@ export function reservationView(r: Omit<Reservation, "expiresAt"> & { expiresAt:
   };
 }
 
+/** Price and currency; a snapshot from before prices existed (an old mirror entry) has none. */
+function pricingView(s: SkuState) {
+  return { price: s.price ?? null, currency: s.currency ?? "usd" };
+}
+
 export function publicSkuView(s: SkuState) {
   return {
     sku: s.sku,
@@ -25,6 +30,7 @@ export function publicSkuView(s: SkuState) {
     startsAt: iso(s.startsAt),
     endsAt: iso(s.endsAt),
     perUserLimit: s.perUserLimit,
+    ...pricingView(s),
   };
 }
 
@@ -38,6 +44,7 @@ export function adminSkuView(s: SkuState) {
     startsAt: iso(s.startsAt),
     endsAt: iso(s.endsAt),
     shards: s.shards,
+    ...pricingView(s),
     stock: s.stock,
     version: s.version,
   };

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ensureDevVars } from "../../scripts/lib/dev-vars";
+import { HARNESS_ENTRY } from "../../scripts/lib/harness";
 import { freePort } from "../../scripts/lib/redis-server";
 
 /**
@@ -37,7 +38,7 @@ export async function startDevServer(opts: { vars?: Record<string, string> } = {
   if (migrate.status !== 0) throw new Error(`migrations failed:\n${migrate.stdout}\n${migrate.stderr}`);
   const vars = Object.entries(opts.vars ?? {}).flatMap(([k, v]) => ["--var", `${k}:${v}`]);
   const base = ["--port", String(port), "--ip", "127.0.0.1", "--persist-to", state, "--test-scheduled"];
-  const args = ["wrangler", "dev", ...base, ...vars];
+  const args = ["wrangler", "dev", HARNESS_ENTRY, ...base, ...vars]; // with the dev, bench and chaos routes
   const child: ChildProcess = spawn("npx", args, {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, WRANGLER_SEND_METRICS: "false" },

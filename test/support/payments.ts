@@ -9,6 +9,9 @@ export interface PaymentOptions {
   at?: number;
   /** Sign this body but send another (tampering). */
   sendInstead?: string;
+  /** Minor units; 1999 by default. */
+  amount?: number;
+  currency?: string;
 }
 
 /** Posts a payment event to the webhook, signed like a provider would. */
@@ -18,7 +21,8 @@ export async function pay(
   eventId = `evt_${crypto.randomUUID()}`,
   opts: PaymentOptions = {},
 ): Promise<Answer> {
-  const raw = JSON.stringify({ id: eventId, type, reservationId, amount: 1999 });
+  const money = { amount: opts.amount ?? 1999, ...(opts.currency === undefined ? {} : { currency: opts.currency }) };
+  const raw = JSON.stringify({ id: eventId, type, reservationId, ...money });
   const at = opts.at ?? Math.floor(Date.now() / 1000);
   const signature = await signPayment(raw, opts.secret ?? WEBHOOK_SECRET, at);
   return call("POST", "/webhooks/payments", {

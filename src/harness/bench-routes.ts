@@ -2,10 +2,11 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { Outcome, ReserveAnswer, ReserveRequest } from "../../durable-objects/stock-engine";
 import { newNonce } from "../edge/purchase-token";
-import { stockShard } from "../edge/stock-client";
+import { SKU_ID, stockShard } from "../edge/stock-client";
 import { readJson } from "../http/body";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
+import type { SkuStock as HarnessSkuStock } from "./harness-stock";
 
 /**
  * Bench-only routes for `npm run bench` (bench/): measurements that must run inside workerd, next
@@ -17,6 +18,8 @@ import { ApiError } from "../http/errors";
  *   HTTP in between, and returns the elapsed time and every RPC's duration.
  * - `GET /bench/orders/:sku`: when each D1 order row of a SKU was first written (the consumer's
  *   `processed_events.processed_at`) and when its hold was created, to measure the lag from hold to row.
+ * - `GET /bench/stock/:sku/:shard/stats`: a stock object's rows read so far, database size and rows
+ *   per table (scripts/soak.ts).
  */
 export const bench = new Hono<AppEnv>();
 
@@ -77,4 +80,12 @@ bench.get("/bench/orders/:sku", async (c) => {
     .bind(sku)
     .all<{ id: string; at: number; created: number }>();
   return c.json({ rows: results });
+});
+
+bench.get("/bench/stock/:sku/:shard/stats", async (c) => {
+  const sku = c.req.param("sku");
+  const shard = Number(c.req.param("shard"));
+  if (!SKU_ID.test(sku) || !Number.isInteger(shard) || shard < 0 || shard > 63) throw new ApiError("NOT_FOUND");
+  const stub = stockShard(c.env, sku, shard) as unknown as DurableObjectStub<HarnessSkuStock>;
+  return c.json(await stub.harnessStats());
 });

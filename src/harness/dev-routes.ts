@@ -1,6 +1,7 @@
 import { type Context, Hono, type ExecutionContext as HonoExecutionContext } from "hono";
 import { sign } from "hono/jwt";
 import { z } from "zod";
+import { locateReservation, stockShard } from "../edge/stock-client";
 import { readJson } from "../http/body";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
@@ -36,8 +37,18 @@ const DevJwtRequest = z.object({
 const DevPayRequest = z.object({
   reservationId: z.string().min(1).max(255),
   outcome: z.enum(["succeeded", "failed"]).default("succeeded"),
-  amount: z.int().min(0).max(100_000_000).default(1999),
+  /** Minor units; left out, what the reservation costs (quantity × the SKU's price, 0 without one). */
+  amount: z.int().min(0).max(100_000_000).optional(),
 });
+
+/** What a reservation costs, or 0 for an unknown one or a SKU without a price (amounts unchecked). */
+async function amountDue(env: Env, reservationId: string): Promise<number> {
+  const where = locateReservation(reservationId);
+  if (!where) return 0;
+  const stub = stockShard(env, where.sku, where.shard);
+  const [reservation, state] = await Promise.all([stub.reservation(reservationId), stub.state()]);
+  return reservation && state?.price != null ? reservation.quantity * state.price : 0;
+}
 
 /** The request's ExecutionContext; Hono throws when there is none (`app.request` in tests). */
 function executionContextOf(c: Context<AppEnv>): HonoExecutionContext | undefined {
@@ -75,7 +86,7 @@ export function devRoutes(dispatch: Dispatch) {
       id: `evt_dev_${crypto.randomUUID()}`,
       type: body.outcome === "succeeded" ? "payment.succeeded" : "payment.failed",
       reservationId: body.reservationId,
-      amount: body.amount,
+      amount: body.amount ?? (await amountDue(c.env, body.reservationId)),
     };
     const raw = JSON.stringify(event);
     const signature = await signPayment(raw, c.env.PAYMENT_WEBHOOK_SECRET, Math.floor(Date.now() / 1000));

@@ -8,6 +8,7 @@ import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import type { OrderEvent } from "../orders/events";
 import type { ConsumerFault } from "../orders/order-consumer";
+import type { SkuStock as ChaosSkuStock } from "./harness-stock";
 
 /**
  * Chaos-only fault switches for `npm run chaos` (scripts/chaos/). They exist only when the var
@@ -132,7 +133,8 @@ chaos.post("/chaos/stock/:sku/:shard/abort", async (c) => {
   if (!SKU_ID.test(sku) || !Number.isInteger(shard) || shard < 0 || shard > 63) throw new ApiError("NOT_FOUND");
   let error: string | null = null;
   try {
-    await callStock(() => stockShard(c.env, sku, shard).chaosAbort());
+    const stub = stockShard(c.env, sku, shard) as unknown as DurableObjectStub<ChaosSkuStock>;
+    await callStock(() => stub.chaosAbort());
   } catch (err) {
     error = String(err); // the abort rejects the very call that caused it
   }

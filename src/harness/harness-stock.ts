@@ -1,0 +1,71 @@
+import { SkuStock as ProductionSkuStock } from "../../durable-objects/sku-stock";
+import type { EngineStorage } from "../../durable-objects/stock-engine";
+
+/** What `GET /bench/stock/:sku/:shard/stats` answers: the object's storage as the soak watches it. */
+export interface StockStats {
+  /** Rows read by the engine's SQL statements since this instance started. */
+  rowsRead: number;
+  /** The object's SQLite database, in bytes. */
+  databaseSize: number;
+  /** Rows per table. */
+  rows: Record<string, number>;
+}
+
+const TABLES = ["reservations", "user_quota", "payment_events", "waitlist", "transfers", "outbox"] as const;
+
+type Cursor = SqlStorageCursor<Record<string, SqlStorageValue>>;
+interface Counter {
+  rowsRead: number;
+  /** The last cursor: its count is final once consumed, which the engine does before its next statement. */
+  last: Cursor | null;
+}
+
+/** Counters by storage: the engine's storage is made during the base constructor, before fields exist. */
+const counters = new WeakMap<DurableObjectStorage, Counter>();
+
+/**
+ * The stock object as the harness runs it: the production class plus what chaos and the soak need,
+ * exported under the same class name (the binding's `class_name`) by the harness entry only.
+ * The engine's rows read are counted (scripts/soak.ts reports them per operation).
+ */
+export class SkuStock extends ProductionSkuStock {
+  protected override engineStorage(storage: DurableObjectStorage): EngineStorage {
+    const counter: Counter = { rowsRead: 0, last: null };
+    counters.set(storage, counter);
+    const exec = (query: string, ...bindings: SqlStorageValue[]): Cursor => {
+      if (counter.last) counter.rowsRead += counter.last.rowsRead;
+      counter.last = storage.sql.exec(query, ...bindings);
+      return counter.last;
+    };
+    const sql = new Proxy(storage.sql, {
+      get: (target, prop) => {
+        if (prop === "exec") return exec;
+        const value: unknown = Reflect.get(target, prop);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    return { sql, transactionSync: (fn) => storage.transactionSync(fn) };
+  }
+
+  /** Storage figures, read outside the engine (so not counted in `rowsRead`). */
+  harnessStats(): StockStats {
+    const counter = counters.get(this.ctx.storage);
+    if (counter?.last) {
+      counter.rowsRead += counter.last.rowsRead;
+      counter.last = null;
+    }
+    const { sql } = this.ctx.storage;
+    const rows: Record<string, number> = {};
+    for (const table of TABLES) rows[table] = sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table}`).one().n;
+    return { rowsRead: counter?.rowsRead ?? 0, databaseSize: sql.databaseSize, rows };
+  }
+
+  /**
+   * Aborts this object as a crash would (`POST /chaos/stock/:sku/:shard/abort`). In-flight requests
+   * fail, in-memory state is lost, storage stays. Refused unless the var CHAOS is "true".
+   */
+  chaosAbort(): void {
+    if (this.env.CHAOS !== "true") throw new Error("chaosAbort is only available when CHAOS is true");
+    this.ctx.abort("chaos: stock object aborted");
+  }
+}

@@ -1,0 +1,33 @@
+import type { Hono } from "hono";
+import { buildApp } from "../app";
+import type { AppEnv } from "../http/context";
+import { workerOf } from "../index";
+import { consumeOrderEvents } from "../orders/order-consumer";
+import { bench } from "./bench-routes";
+import { chaos, withChaosFault } from "./chaos-routes";
+import { type Dispatch, devRoutes } from "./dev-routes";
+
+/**
+ * The harness entry: the production Worker plus the routes only local tooling may reach, the demo
+ * storefront's `/dev/*` (npm run dev), `/bench/*` (npm run bench) and `/chaos/*` (npm run chaos).
+ * `wrangler deploy` bundles src/index.ts (wrangler.toml's `main`), which imports nothing from
+ * here, so a deployed Worker has none of these routes whatever its vars say. The tooling selects
+ * this file instead: `wrangler dev src/harness/index.ts`, `wrangler deploy --dry-run
+ * src/harness/index.ts` (the bench's bundle). Inside, each group keeps its own var gate too
+ * (DEV_TOOLS, CHAOS), so one tool's switches stay off under another.
+ */
+
+export { Telemetry } from "../../durable-objects/telemetry";
+export { SkuStock } from "./harness-stock";
+
+const harnessApp: Hono<AppEnv> = buildApp((app) => {
+  app.route("/", chaos); // chaos harness only: 404 unless the var CHAOS is "true" (scripts/chaos/)
+  // The simulated payment goes through this app, so the real webhook route and middleware answer it.
+  const dispatch: Dispatch = (request, env, ctx) => harnessApp.fetch(request, env, ctx);
+  app.route("/", devRoutes(dispatch)); // demo storefront only: 404 unless DEV_TOOLS is "true"
+  app.route("/", bench); // npm run bench only: 404 unless DEV_TOOLS is "true"
+});
+
+export default workerOf(harnessApp, (batch, env) =>
+  withChaosFault(env, (fault) => consumeOrderEvents(batch, env, fault)),
+); // no fault unless CHAOS

@@ -1,0 +1,95 @@
+import { z } from "zod";
+import { ApiError } from "../http/errors";
+import type { PaymentCommand } from "./apply-payment";
+
+/**
+ * Stripe events (`POST /webhooks/stripe`) as payment commands, per API.md's table. Only the
+ * fields used are read; Stripe adds fields to its objects over API versions, which is harmless.
+ */
+
+const Metadata = z.record(z.string(), z.string()).nullish();
+
+/** The envelope every Stripe event has (`{"id":"evt_…","object":"event","type",…,"data":{"object":{…}}}`). */
+export const StripeEvent = z.object({
+  id: z.string().min(1).max(255),
+  object: z.literal("event"),
+  type: z.string().min(1).max(255),
+  data: z.object({ object: z.record(z.string(), z.unknown()) }),
+});
+export type StripeEvent = z.infer<typeof StripeEvent>;
+
+const CheckoutSession = z.object({
+  client_reference_id: z.string().nullish(),
+  metadata: Metadata,
+  amount_total: z.int().nullish(),
+  currency: z.string().nullish(),
+  payment_status: z.string().nullish(),
+  payment_intent: z.string().nullish(),
+});
+
+const PaymentIntent = z.object({
+  id: z.string().min(1),
+  metadata: Metadata,
+  amount_received: z.int().nullish(),
+  currency: z.string().nullish(),
+});
+
+/** What an event means here: a payment command, or nothing (the reason is logged and counted). */
+export type StripeMapping =
+  | { kind: "payment"; command: PaymentCommand }
+  | { kind: "ignored"; reason: "type" | "unpaid" | "no_reservation" };
+
+/**
+ * Maps a verified Stripe event. The idempotency key is the PaymentIntent when there is one, so
+ * Stripe's `checkout.session.completed` and `payment_intent.succeeded` for the same money (both
+ * are sent when an integration listens to both) pay once and are not taken for a second payment.
+ */
+export function mapStripeEvent(event: StripeEvent): StripeMapping {
+  const object = event.data.object;
+  switch (event.type) {
+    case "checkout.session.completed": {
+      const session = read(CheckoutSession, object);
+      // A delayed payment method completes the session before the money arrives ("unpaid").
+      if (session.payment_status === "unpaid") return { kind: "ignored", reason: "unpaid" };
+      const reservationId = session.client_reference_id || session.metadata?.reservationId;
+      if (!reservationId) return { kind: "ignored", reason: "no_reservation" };
+      return {
+        kind: "payment",
+        command: {
+          eventId: session.payment_intent ? `stripe:paid:${session.payment_intent}` : `stripe:${event.id}`,
+          type: "payment.succeeded",
+          reservationId,
+          money: { amount: session.amount_total ?? 0, currency: session.currency ?? undefined },
+        },
+      };
+    }
+    case "payment_intent.succeeded":
+    case "payment_intent.payment_failed": {
+      const intent = read(PaymentIntent, object);
+      const reservationId = intent.metadata?.reservationId;
+      if (!reservationId) return { kind: "ignored", reason: "no_reservation" };
+      if (event.type === "payment_intent.payment_failed") {
+        return { kind: "payment", command: { eventId: `stripe:${event.id}`, type: "payment.failed", reservationId } };
+      }
+      return {
+        kind: "payment",
+        command: {
+          eventId: `stripe:paid:${intent.id}`,
+          type: "payment.succeeded",
+          reservationId,
+          money: { amount: intent.amount_received ?? 0, currency: intent.currency ?? undefined },
+        },
+      };
+    }
+    default:
+      return { kind: "ignored", reason: "type" };
+  }
+}
+
+/** The event's object read as `schema`, or `400 INVALID_REQUEST` naming the first bad field. */
+function read<S extends z.ZodType>(schema: S, object: unknown): z.infer<S> {
+  const parsed = schema.safeParse(object);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  throw new ApiError("INVALID_REQUEST", `data.object.${issue?.path.join(".") ?? ""}: ${issue?.message ?? "invalid"}`);
+}

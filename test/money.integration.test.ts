@@ -1,0 +1,127 @@
+import { runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { StockEngine } from "../durable-objects/stock-engine";
+import { forgetSoldOut } from "../src/edge/sold-out-cache";
+import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "./support/client";
+import { pay } from "./support/payments";
+import { Scrape } from "./support/prometheus";
+
+/** API.md "Money is checked": prices on SKUs, payments checked against them, refunds counted. */
+
+async function scrape(): Promise<Scrape> {
+  const answer = await call("GET", "/metrics", { admin: true });
+  return new Scrape((answer.json as { text: string }).text);
+}
+const paymentsCounted = async (outcome: string) => (await scrape()).value("flashgate_payments_total", { outcome }) ?? 0;
+
+describe("prices and checked payments", () => {
+  it("SKUs carry a price and a currency in the admin and public views; left out, they keep their value", async () => {
+    const sku = uniqueSku("price");
+    const created = await createSku(sku, { totalStock: 3, price: 1500, currency: "eur" });
+    expect([created.json.price, created.json.currency, created.json.payments]).toEqual([
+      1500,
+      "eur",
+      { refund_required: 0 },
+    ]);
+    const shown = await call("GET", `/api/skus/${sku}`);
+    expect([shown.json.price, shown.json.currency]).toEqual([1500, "eur"]);
+    const kept = await createSku(sku, { totalStock: 4 });
+    expect([kept.json.price, kept.json.currency]).toEqual([1500, "eur"]);
+    const cleared = await createSku(sku, { totalStock: 4, price: null });
+    expect([cleared.json.price, cleared.json.currency]).toEqual([null, "eur"]);
+
+    const plain = uniqueSku("noprice");
+    const fresh = await createSku(plain, { totalStock: 1 });
+    expect([fresh.json.price, fresh.json.currency]).toEqual([null, "usd"]);
+    for (const bad of [{ price: -1 }, { price: 1.5 }, { currency: "USD" }, { currency: "dollars" }]) {
+      const answer = await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { totalStock: 4, ...bad } });
+      expect([answer.status, answer.json.error?.code], JSON.stringify(bad)).toEqual([400, "INVALID_REQUEST"]);
+    }
+    expect((await call("GET", `/admin/skus/${sku}`, { admin: true })).json.price).toBeNull();
+  });
+
+  it("a wrong amount or currency changes no stock and answers refund_required; the right one pays once", async () => {
+    const sku = uniqueSku("money");
+    await createSku(sku, { totalStock: 5, perUserLimit: 2, price: 1500 });
+    const held = await reserve("amy", sku, 2);
+    const id = held.json.reservationId as string;
+    const refundsBefore = await paymentsCounted("refund_required");
+    const appliedBefore = await paymentsCounted("applied");
+
+    const refused = [
+      await pay(id, "payment.succeeded", "evt_zero", { amount: 0 }),
+      await pay(id, "payment.succeeded", "evt_one_unit", { amount: 1500 }),
+      await pay(id, "payment.succeeded", "evt_eur", { amount: 3000, currency: "eur" }),
+    ];
+    for (const answer of refused) {
+      expect([answer.status, answer.json]).toEqual([
+        200,
+        { received: true, reservationStatus: "held", outcome: "refund_required" },
+      ]);
+    }
+    expect(await stockOf(sku)).toEqual({ total: 5, available: 3, held: 2, sold: 0 });
+
+    const paid = await pay(id, "payment.succeeded", "evt_right", { amount: 3000, currency: "USD" });
+    expect(paid.json).toEqual({ received: true, reservationStatus: "paid", outcome: "applied" });
+    // A second, distinct payment for the paid reservation buys nothing.
+    const twice = await pay(id, "payment.succeeded", "evt_again", { amount: 3000 });
+    expect(twice.json).toEqual({ received: true, reservationStatus: "paid", outcome: "refund_required" });
+    expect(await stockOf(sku)).toEqual({ total: 5, available: 3, held: 0, sold: 2 });
+    // A replay gets its first answer again and is not counted again.
+    expect((await pay(id, "payment.succeeded", "evt_zero", { amount: 0 })).json.outcome).toBe("refund_required");
+
+    const view = await call("GET", `/admin/skus/${sku}`, { admin: true });
+    expect(view.json.payments).toEqual({ refund_required: 4 });
+    expect((await paymentsCounted("refund_required")) - refundsBefore).toBe(4);
+    expect((await paymentsCounted("applied")) - appliedBefore).toBe(1);
+  });
+
+  it("a payment too late to take the stock again answers refund_required and is counted", async () => {
+    const sku = uniqueSku("toolate");
+    await createSku(sku, { totalStock: 1, price: 700, holdSeconds: 60 });
+    const first = await reserve("bea", sku, 1);
+    const expiresAt = Date.parse(first.json.expiresAt);
+    await runInDurableObject(stockShard(env, sku, 0), (object) => {
+      object.now = () => expiresAt + 1;
+      object.engine.expireDue(expiresAt + 1);
+    });
+    forgetSoldOut(sku); // this isolate learnt "sold out" from the first hold
+    await reserve("cal", sku, 1); // takes the unit the expired hold gave back
+    const late = await pay(first.json.reservationId, "payment.succeeded", "evt_late", { amount: 700 });
+    expect(late.json).toEqual({ received: true, reservationStatus: "refund_required", outcome: "refund_required" });
+    expect(await stockOf(sku)).toEqual({ total: 1, available: 0, held: 1, sold: 0 });
+    expect((await call("GET", `/admin/skus/${sku}`, { admin: true })).json.payments).toEqual({ refund_required: 1 });
+  });
+
+  it("a SKU without a price takes any amount, as before prices existed", async () => {
+    const sku = uniqueSku("free");
+    await createSku(sku, { totalStock: 2 });
+    const held = await reserve("dee", sku, 1);
+    const paid = await pay(held.json.reservationId, "payment.succeeded", "evt_any", { amount: 0, currency: "jpy" });
+    expect(paid.json).toEqual({ received: true, reservationStatus: "paid", outcome: "applied" });
+  });
+});
+
+describe("payment ids recorded before prices existed", () => {
+  it("are carried over, so a replay of an old event still gets its answer and changes nothing", async () => {
+    const sku = uniqueSku("legacy");
+    await createSku(sku, { totalStock: 3 });
+    const held = await reserve("old", sku, 1);
+    const id = held.json.reservationId as string;
+    expect((await pay(id, "payment.succeeded", "evt_legacy")).json.outcome).toBe("applied");
+    // As an object written by the previous version would hold it: the id in `payments` only.
+    await runInDurableObject(stockShard(env, sku, 0), (_object, state) => {
+      state.storage.sql.exec("DELETE FROM payment_events");
+      state.storage.sql.exec(
+        "INSERT INTO payments (event_id, reservation_id, outcome) VALUES ('evt_legacy', ?, 'paid')",
+        id,
+      );
+      const restarted = new StockEngine(state.storage, () => crypto.randomUUID());
+      const replay = restarted.applyPayment("evt_legacy", "payment.succeeded", id, Date.now());
+      expect(replay).toMatchObject({ ok: true, value: { status: "paid", outcome: "applied", replayed: true } });
+      expect(state.storage.sql.exec("SELECT COUNT(*) AS n FROM payments").one().n).toBe(0);
+    });
+    expect((await call("GET", `/admin/skus/${sku}`, { admin: true })).json.payments).toEqual({ refund_required: 0 });
+  });
+});

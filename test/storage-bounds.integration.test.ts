@@ -1,0 +1,116 @@
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { forgetSoldOut } from "../src/edge/sold-out-cache";
+import { reconcile } from "../src/reconcile/reconcile";
+import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "./support/client";
+import { eventually } from "./support/eventually";
+import { pay } from "./support/payments";
+import { ordersOf, reconcileNow } from "./support/reconcile";
+
+/**
+ * Finished rows leave the stock object once D1 has them (reconciliation's watermark passed them and
+ * their tokens can no longer be replayed); what the object forgot is read from D1.
+ */
+
+const TOKEN_LIFETIME_MS = 300_000 + 60_000; // PURCHASE_TOKEN_TTL_SECONDS and the clock margin
+
+const rowsOf = (sku: string) =>
+  runInDurableObject(stockShard(env, sku, 0), (_object, state) => ({
+    reservations: state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM reservations").one().n,
+    quotas: state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM user_quota").one().n,
+  }));
+
+/** Moves the object's clock `ms` ahead of the wall clock. */
+const shiftClock = (sku: string, ms: number) =>
+  runInDurableObject(stockShard(env, sku, 0), (object) => {
+    object.now = () => Date.now() + ms;
+  });
+
+describe("stock object storage", () => {
+  it("forgets finished reservations once reconciled; owners, cancels and late payments are answered from D1", async () => {
+    const sku = uniqueSku("prune");
+    await createSku(sku, { totalStock: 10, perUserLimit: 1, holdSeconds: 60, price: 500 });
+    const users = Array.from({ length: 8 }, (_, i) => `pruner-${i}`);
+    const held = await Promise.all(users.map((u) => reserve(u, sku, 1)));
+    const ids = held.map((h) => h.json.reservationId as string);
+    // Two paid, three cancelled, three left to expire.
+    for (const id of ids.slice(0, 2))
+      expect((await pay(id, "payment.succeeded", undefined, { amount: 500 })).status).toBe(200);
+    for (const [i, id] of ids.slice(2, 5).entries()) {
+      expect((await call("POST", `/api/reservations/${id}/cancel`, { user: users[i + 2] })).status).toBe(200);
+    }
+    await shiftClock(sku, TOKEN_LIFETIME_MS + 1_000); // holds expired, tokens past replay
+    expect(await runDurableObjectAlarm(stockShard(env, sku, 0))).toBe(true); // expires the holds, sends the events
+    await eventually(async () =>
+      expect((await ordersOf(sku)).map((o) => o.status).sort()).toEqual([
+        "cancelled",
+        "cancelled",
+        "cancelled",
+        "expired",
+        "expired",
+        "expired",
+        "paid",
+        "paid",
+      ]),
+    );
+    expect((await rowsOf(sku)).reservations).toBe(8);
+
+    // Reconciliation on the object's clock (which is ahead): the watermark passes them, and the next
+    // visit prunes below it.
+    await reconcile(env, { trigger: "admin", now: Date.now() + TOKEN_LIFETIME_MS + 1_000 });
+    await reconcile(env, { trigger: "admin", now: Date.now() + TOKEN_LIFETIME_MS + 1_000 });
+    expect(await rowsOf(sku)).toEqual({ reservations: 0, quotas: 2 }); // the buyers' quotas stay
+    expect(await stockOf(sku)).toEqual({ total: 10, available: 8, held: 0, sold: 2 });
+    // The object still counts the reservations it pruned: its count equals D1's, so a later run
+    // finds nothing to recheck (no order_count difference), and a new hold counts from there.
+    const quiet = await reconcile(env, { trigger: "admin", now: Date.now() + TOKEN_LIFETIME_MS + 1_000 });
+    expect(quiet.differences.filter((d) => d.sku === sku)).toEqual([]);
+    const audit = await runInDurableObject(stockShard(env, sku, 0), (object) => object.audit(0, 1));
+    expect(audit?.created).toBe(8);
+
+    // The owner still sees each one, from D1; anyone else gets 404.
+    const mine = await call("GET", `/api/reservations/${ids[0]}`, { user: users[0] });
+    expect([mine.status, mine.json.status, mine.json.order]).toEqual([
+      200,
+      "paid",
+      { persisted: true, status: "paid" },
+    ]);
+    expect((await call("GET", `/api/reservations/${ids[0]}`, { user: users[1] })).status).toBe(404);
+    // Cancelling a cancelled one again is 200, a paid one 409, as before.
+    expect((await call("POST", `/api/reservations/${ids[2]}/cancel`, { user: users[2] })).json.status).toBe(
+      "cancelled",
+    );
+    const paidCancel = await call("POST", `/api/reservations/${ids[0]}/cancel`, { user: users[0] });
+    expect([paidCancel.status, paidCancel.json.error?.code]).toEqual([409, "INVALID_STATE"]);
+
+    // A late payment for a forgotten expired hold still re-takes the stock; one for a paid one is a refund.
+    forgetSoldOut(sku);
+    const late = await pay(ids[5] as string, "payment.succeeded", "evt_late_pruned", { amount: 500 });
+    expect(late.json).toEqual({ received: true, reservationStatus: "paid", outcome: "applied" });
+    const again = await pay(ids[1] as string, "payment.succeeded", "evt_again_pruned", { amount: 500 });
+    expect(again.json).toEqual({ received: true, reservationStatus: "paid", outcome: "refund_required" });
+    expect(await stockOf(sku)).toEqual({ total: 10, available: 7, held: 0, sold: 3 });
+    // An id nobody has is still unknown.
+    expect((await pay(`${sku}.0.${"f".repeat(32)}`)).status).toBe(404);
+  });
+
+  it("keeps open holds and replayable tokens whatever the watermark", async () => {
+    const sku = uniqueSku("keep");
+    await createSku(sku, { totalStock: 5, perUserLimit: 1, holdSeconds: 3600 });
+    const held = await reserve("keeper", sku, 1);
+    const cancelled = await reserve("quitter", sku, 1);
+    await call("POST", `/api/reservations/${cancelled.json.reservationId}/cancel`, { user: "quitter" });
+    await eventually(async () => expect(await ordersOf(sku)).toHaveLength(2));
+    await reconcileNow();
+    await reconcileNow();
+    // The cancelled one's token could still be replayed: both rows stay.
+    expect((await rowsOf(sku)).reservations).toBe(2);
+    await shiftClock(sku, TOKEN_LIFETIME_MS + 1_000);
+    await reconcileNow();
+    expect((await rowsOf(sku)).reservations).toBe(1); // the open hold
+    expect((await call("GET", `/api/reservations/${held.json.reservationId}`, { user: "keeper" })).json.status).toBe(
+      "held",
+    );
+  });
+});

@@ -1,0 +1,134 @@
+import { describe, expect, it } from "vitest";
+import { signPayment } from "../src/payments/webhook-signature";
+import { call, createSku, reserve, stockOf, uniqueSku } from "./support/client";
+import { pay } from "./support/payments";
+import { Scrape } from "./support/prometheus";
+import { checkoutSession, paymentIntent, STRIPE_SECRET, sendStripe, stripe, stripeEvent } from "./support/stripe";
+
+/** `POST /webhooks/stripe` (API.md v1.1), driven by events signed with the official `stripe` package. */
+
+const IGNORED = { received: true, ignored: true };
+
+async function ignoredCount(): Promise<number> {
+  const answer = await call("GET", "/metrics", { admin: true });
+  return new Scrape((answer.json as { text: string }).text).value("flashgate_payments_total", { outcome: "ignored" });
+}
+
+describe("Stripe webhook", () => {
+  it("checkout.session.completed pays through client_reference_id, with the money checked", async () => {
+    const sku = uniqueSku("stripe-co");
+    await createSku(sku, { totalStock: 5, perUserLimit: 2, price: 1250, currency: "usd" });
+    const held = await reserve("sia", sku, 2);
+    const id = held.json.reservationId as string;
+
+    const short = await sendStripe(stripeEvent("checkout.session.completed", checkoutSession(id, 1250)));
+    expect([short.status, short.json]).toEqual([
+      200,
+      { received: true, reservationStatus: "held", outcome: "refund_required" },
+    ]);
+    expect(await stockOf(sku)).toEqual({ total: 5, available: 3, held: 2, sold: 0 });
+
+    const intent = "pi_test_checkout_one";
+    const completed = stripeEvent("checkout.session.completed", checkoutSession(id, 2500, { paymentIntent: intent }));
+    const paid = await sendStripe(completed);
+    expect([paid.status, paid.json]).toEqual([200, { received: true, reservationStatus: "paid", outcome: "applied" }]);
+    // Stripe retries the same event: same answer, no second effect.
+    expect((await sendStripe(completed)).json).toEqual(paid.json);
+    // The same money announced again by payment_intent.succeeded is not a second payment.
+    const sameMoney = await sendStripe(
+      stripeEvent("payment_intent.succeeded", paymentIntent(id, 2500, { id: intent })),
+    );
+    expect(sameMoney.json).toEqual({ received: true, reservationStatus: "paid", outcome: "applied" });
+    expect(await stockOf(sku)).toEqual({ total: 5, available: 3, held: 0, sold: 2 });
+    // Other money for the paid reservation is a refund.
+    const again = await sendStripe(stripeEvent("payment_intent.succeeded", paymentIntent(id, 2500)));
+    expect(again.json).toEqual({ received: true, reservationStatus: "paid", outcome: "refund_required" });
+    expect((await call("GET", `/admin/skus/${sku}`, { admin: true })).json.payments).toEqual({ refund_required: 2 });
+  });
+
+  it("metadata.reservationId works for sessions; payment_intent.succeeded pays; wrong currency is refused", async () => {
+    const sku = uniqueSku("stripe-pi");
+    await createSku(sku, { totalStock: 5, price: 900, currency: "eur" });
+    const a = await reserve("tom", sku, 1);
+    const viaMetadata = checkoutSession(null, 900, {
+      currency: "eur",
+      metadata: { reservationId: a.json.reservationId },
+    });
+    expect((await sendStripe(stripeEvent("checkout.session.completed", viaMetadata))).json.outcome).toBe("applied");
+
+    const b = await reserve("uma", sku, 1);
+    const usd = await sendStripe(stripeEvent("payment_intent.succeeded", paymentIntent(b.json.reservationId, 900)));
+    expect(usd.json).toEqual({ received: true, reservationStatus: "held", outcome: "refund_required" });
+    const eur = paymentIntent(b.json.reservationId, 900, { currency: "eur" });
+    expect((await sendStripe(stripeEvent("payment_intent.succeeded", eur))).json).toEqual({
+      received: true,
+      reservationStatus: "paid",
+      outcome: "applied",
+    });
+    expect(await stockOf(sku)).toEqual({ total: 5, available: 3, held: 0, sold: 2 });
+  });
+
+  it("payment_intent.payment_failed releases the hold", async () => {
+    const sku = uniqueSku("stripe-fail");
+    await createSku(sku, { totalStock: 2, price: 100 });
+    const held = await reserve("vic", sku, 1);
+    const failed = paymentIntent(held.json.reservationId, 100, { status: "requires_payment_method" });
+    const answer = await sendStripe(stripeEvent("payment_intent.payment_failed", failed));
+    expect(answer.json).toEqual({ received: true, reservationStatus: "cancelled", outcome: "applied" });
+    expect(await stockOf(sku)).toEqual({ total: 2, available: 2, held: 0, sold: 0 });
+  });
+
+  it("other types, missing and unknown reservations and unpaid sessions answer 200 ignored; the latter are counted", async () => {
+    const sku = uniqueSku("stripe-ign");
+    await createSku(sku, { totalStock: 2, price: 100 });
+    const held = await reserve("wes", sku, 1);
+    const before = await ignoredCount();
+    const answers = [
+      await sendStripe(stripeEvent("customer.created", { id: "cus_test_1", object: "customer", email: "x@y.z" })),
+      await sendStripe(stripeEvent("charge.refunded", { id: "ch_test_1", object: "charge", amount: 100 })),
+      await sendStripe(stripeEvent("checkout.session.completed", checkoutSession(null, 100))),
+      await sendStripe(stripeEvent("payment_intent.succeeded", paymentIntent(undefined, 100))),
+      await sendStripe(stripeEvent("payment_intent.succeeded", paymentIntent("not-a-reservation", 100))),
+      await sendStripe(stripeEvent("payment_intent.succeeded", paymentIntent(`${sku}.0.${"0".repeat(32)}`, 100))),
+      await sendStripe(
+        stripeEvent(
+          "checkout.session.completed",
+          checkoutSession(held.json.reservationId, 100, { paymentStatus: "unpaid" }),
+        ),
+      ),
+    ];
+    for (const answer of answers) expect([answer.status, answer.json]).toEqual([200, IGNORED]);
+    expect((await ignoredCount()) - before).toBe(5);
+    expect(await stockOf(sku)).toEqual({ total: 2, available: 1, held: 1, sold: 0 });
+  });
+
+  it("refuses a bad Stripe-Signature with 401 and changes nothing; /webhooks/payments keeps its own header", async () => {
+    const sku = uniqueSku("stripe-sig");
+    await createSku(sku, { totalStock: 2 });
+    const held = await reserve("xan", sku, 1);
+    const event = stripeEvent("checkout.session.completed", checkoutSession(held.json.reservationId, 0));
+    const now = Math.floor(Date.now() / 1000);
+    const payload = JSON.stringify(event);
+    const attempts = [
+      await sendStripe(event, { secret: "whsec_wrong" }),
+      await sendStripe(event, { timestamp: now - 301 }),
+      await sendStripe(event, { timestamp: now + 301 }),
+      await sendStripe(event, { header: "t=1,v1=00" }),
+      await call("POST", "/webhooks/stripe", { raw: payload }),
+      // A Payment-Signature is not a Stripe-Signature, even when its secret would be right.
+      await call("POST", "/webhooks/stripe", {
+        raw: payload,
+        headers: { "payment-signature": await signPayment(payload, STRIPE_SECRET, now) },
+      }),
+    ];
+    for (const answer of attempts) expect([answer.status, answer.json.error?.code]).toEqual([401, "SIGNATURE_INVALID"]);
+    expect(await stockOf(sku)).toEqual({ total: 2, available: 1, held: 1, sold: 0 });
+    // Stripe's verification agrees with ours on what it signed.
+    const header = await stripe.webhooks.generateTestHeaderStringAsync({ payload, secret: STRIPE_SECRET });
+    await expect(stripe.webhooks.constructEventAsync(payload, header, STRIPE_SECRET)).resolves.toMatchObject({
+      id: event.id,
+    });
+    expect((await sendStripe(event)).json.outcome).toBe("applied");
+    expect((await pay(held.json.reservationId, "payment.succeeded")).json.outcome).toBe("refund_required");
+  });
+});
