@@ -28,6 +28,16 @@ export const SkuSettingsRequest = z
     /** Minor units of `currency` per unit; null: no price (payment amounts are not checked). */
     price: z.int().min(0).max(1_000_000_000).nullable().optional(),
     currency: Currency.optional(),
+    /**
+     * API.md "Fair opening". 0 (off) is the only value this version takes: the draw is not built yet,
+     * and a window asked for must not be ignored in silence.
+     */
+    openingWindowMs: z
+      .int()
+      .min(0)
+      .max(10_000)
+      .refine((ms) => ms === 0, "fair opening (openingWindowMs > 0) is not available in this version")
+      .optional(),
   })
   .refine((b) => !b.startsAt || !b.endsAt || Date.parse(b.startsAt) < Date.parse(b.endsAt), {
     message: "startsAt must be before endsAt",

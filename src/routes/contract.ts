@@ -114,6 +114,16 @@ export const ReplayAnswer = z.object({ id: z.string(), replayed: z.literal(true)
 
 export const Health = z.object({ ok: z.literal(true) });
 
+/** `GET /api/skus/:sku/draw` (API.md "Fair opening"). */
+export const Draw = z.object({
+  sku: z.string(),
+  openingWindowMs: Count,
+  seedHash: z.string(),
+  seed: z.string().nullable(),
+  entrants: Count,
+  decidedAt: Time.nullable(),
+});
+
 /** Named schemas: the document's `components.schemas`. */
 export const CONTRACT_SCHEMAS = {
   ErrorBody,
@@ -138,6 +148,7 @@ export const CONTRACT_SCHEMAS = {
   DeadLetterList,
   ReplayAnswer,
   Health,
+  Draw,
 } as const;
 export type SchemaName = keyof typeof CONTRACT_SCHEMAS;
 
@@ -180,6 +191,16 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     access: "public",
     ok: { status: 200, description: "The SKU", schema: "PublicSku" },
     errors: ["SKU_NOT_FOUND"],
+  },
+  {
+    method: "get",
+    path: "/api/skus/:sku/draw",
+    summary: "The opening draw of a SKU with a fair-opening window",
+    description:
+      "No credentials. For a SKU configured with `openingWindowMs` > 0: the committed seed hash, then the revealed seed, the entrants and when the draw was decided. A SKU without a window answers 404 NOT_FOUND. This version configures no windows yet (PUT refuses `openingWindowMs` > 0), so every known SKU answers NOT_FOUND.",
+    access: "public",
+    ok: { status: 200, description: "The draw", schema: "Draw" },
+    errors: ["SKU_NOT_FOUND", "NOT_FOUND"],
   },
   {
     method: "post",

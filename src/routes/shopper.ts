@@ -68,6 +68,17 @@ shopper.get("/api/skus/:sku", async (c) => {
   return c.json(publicSkuView(display.state));
 });
 
+/**
+ * The opening draw (API.md "Fair opening"). No SKU has an opening window in this version (PUT
+ * refuses one), so a known SKU answers `404 NOT_FOUND` and an unknown one `404 SKU_NOT_FOUND`.
+ */
+shopper.get("/api/skus/:sku/draw", async (c) => {
+  const sku = skuParam(c.req.param("sku"));
+  const display = await skuDisplay(c.env, sku, Date.now(), (promise) => c.executionCtx.waitUntil(promise));
+  if (!display) throw new ApiError("SKU_NOT_FOUND");
+  throw new ApiError("NOT_FOUND", "This SKU has no opening window.");
+});
+
 /** A one-time purchase token for this user and SKU, bound to the user's home shard. */
 shopper.post("/api/skus/:sku/tokens", shopperAuth, shopperRateLimit, async (c) => {
   const sku = skuParam(c.req.param("sku"));
