@@ -9,7 +9,7 @@ export interface EngineRun {
   rpcMs: number[];
 }
 
-/** Calls the bench-only route that drives the stock object's reserve RPC inside workerd (src/routes/bench.ts). */
+/** Calls the bench-only route that drives the stock object's reserve RPC inside workerd (src/harness/bench-routes.ts). */
 export async function engineRun(
   server: WorkerServer,
   body: { sku: string; count: number; batch: number; concurrency: number; run: string },
