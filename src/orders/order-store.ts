@@ -65,6 +65,20 @@ function eventStatements(d1: DrizzleD1Database, event: OrderEvent, now: number) 
 
 export type OrderRow = typeof orders.$inferSelect;
 
+/** An order row read back as the reservation it records. */
+export function orderAsReservation(row: OrderRow) {
+  return {
+    id: row.reservationId,
+    sku: row.sku,
+    userId: row.userId,
+    quantity: row.quantity,
+    status: row.status,
+    createdAt: row.createdAt,
+    expiresAt: row.expiresAt,
+    updatedAt: row.updatedAt,
+  };
+}
+
 export async function findOrder(db: D1Database, reservationId: string): Promise<OrderRow | undefined> {
   return drizzle(db).select().from(orders).where(eq(orders.reservationId, reservationId)).get();
 }

@@ -1,5 +1,5 @@
 import type { Reservation } from "../../durable-objects/stock-engine";
-import { findOrder } from "./order-store";
+import { findOrder, orderAsReservation } from "./order-store";
 
 /**
  * A finished reservation as D1 recorded it. A stock object forgets its finished reservations once
@@ -11,14 +11,5 @@ import { findOrder } from "./order-store";
 export async function settledReservation(db: D1Database, id: string): Promise<Reservation | null> {
   const row = await findOrder(db, id);
   if (!row || row.status === "held") return null;
-  return {
-    id: row.reservationId,
-    sku: row.sku,
-    userId: row.userId,
-    quantity: row.quantity,
-    status: row.status,
-    createdAt: row.createdAt,
-    expiresAt: row.expiresAt ?? row.createdAt,
-    updatedAt: row.updatedAt,
-  };
+  return { ...orderAsReservation(row), expiresAt: row.expiresAt ?? row.createdAt };
 }

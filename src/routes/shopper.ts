@@ -14,9 +14,9 @@ import { ReservationRequest, WaitlistRequest } from "../http/schemas";
 import { DISPLAY_CACHE_SECONDS, skuDisplay } from "../mirror/stock-display";
 import { currentRequestId } from "../observability/log";
 import { increment } from "../observability/metrics";
-import { findOrder, ordersOfUser } from "../orders/order-store";
+import { findOrder, orderAsReservation, ordersOfUser } from "../orders/order-store";
 import { settledReservation } from "../orders/settled";
-import { orderAsReservation, publicSkuView, reservationView } from "./views";
+import { publicSkuView, reservationView } from "./views";
 
 export const shopper = new Hono<AppEnv>();
 

@@ -1,5 +1,4 @@
 import type { Reservation, SkuState } from "../../durable-objects/stock-engine";
-import type { OrderRow } from "../orders/order-store";
 
 /** JSON shapes of the contract (API.md), built in one place so every route answers alike. */
 
@@ -47,19 +46,5 @@ export function adminSkuView(s: SkuState) {
     ...pricingView(s),
     stock: s.stock,
     version: s.version,
-  };
-}
-
-/** An order row read back as the reservation it records. */
-export function orderAsReservation(row: OrderRow) {
-  return {
-    id: row.reservationId,
-    sku: row.sku,
-    userId: row.userId,
-    quantity: row.quantity,
-    status: row.status,
-    createdAt: row.createdAt,
-    expiresAt: row.expiresAt,
-    updatedAt: row.updatedAt,
   };
 }
