@@ -56,6 +56,7 @@ async function main(): Promise<void> {
     RECONCILE_GRACE_MS: "0",
     PURCHASE_TOKEN_TTL_SECONDS: "5",
     GROUP_COMMIT: "on",
+    COUNT_ROWS_READ: "true", // the harness stock object counts its engine's rows read (src/harness/harness-stock.ts)
   });
   try {
     await admin(server, "PUT", `/admin/skus/${SKU}`, { totalStock: 10_000, perUserLimit: 1, holdSeconds: 600 });

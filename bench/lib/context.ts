@@ -60,7 +60,9 @@ export interface Bench {
 export function record(bench: Bench, point: Point): Point {
   bench.points[point.key] = point;
   if (point.unexpected > 0)
-    bench.problems.push(`${point.label}: ${point.unexpected} unexpected answers ${JSON.stringify(point.statuses)}`);
+    bench.problems.push(
+      `${point.label}: ${point.unexpected} unexpected answers or socket errors ${JSON.stringify(point.statuses)} ${JSON.stringify(point.errors)}`,
+    );
   if (point.wraps > 0) bench.problems.push(`${point.label}: ran out of fresh requests ${point.wraps} times`);
   return point;
 }

@@ -30,8 +30,10 @@ export interface Point {
   cpuUsPerRequest: number;
   /** Resident memory of the first process under test after the run, MiB. */
   rssMiB: number;
-  /** Prepared requests sent twice (a thread ran out): 0 for runs that need fresh tokens. */
+  /** Prepared requests sent twice (a thread ran out), warm-up included: 0 for runs that need fresh tokens. */
   wraps: number;
+  /** wrk's socket errors by kind (connect, read, write, timeout) and non-2xx/3xx count (status). */
+  errors: WrkResult["errors"];
 }
 
 export interface PointSpec {
@@ -59,7 +61,8 @@ const statusOk = (r: WrkResult, expected: number[]) =>
 export async function measure(spec: PointSpec): Promise<Point> {
   const { timing } = spec;
   const file = join(spec.dir, `${spec.key}.requests`);
-  const warmCount = spec.fresh ? 4_000 * timing.warmSeconds : 1;
+  // Generous: a warm-up that ran out would replay tokens, and its answers count in the stock checks.
+  const warmCount = spec.fresh ? 15_000 * timing.warmSeconds : 1;
   log(`${spec.label}: warm-up ${timing.warmSeconds} s, c${timing.connections}`);
   const warm = await runWrk({
     url: spec.url,
@@ -90,7 +93,8 @@ export async function measure(spec: PointSpec): Promise<Point> {
     unexpected: r.requests - statusOk(r, spec.expected) + socketErrors,
     cpuUsPerRequest: cpu / Math.max(1, r.requests),
     rssMiB: rssBytes(spec.pids[0] ?? 0) / 2 ** 20,
-    wraps: spec.fresh ? r.wraps : 0,
+    wraps: spec.fresh ? r.wraps + warm.wraps : 0,
+    errors: r.errors,
   };
   log(
     `${spec.label}: ${point.rps.toFixed(0)} req/s, p50 ${point.p50Ms.toFixed(1)} ms, p99 ${point.p99Ms.toFixed(1)} ms, ` +
