@@ -8,7 +8,7 @@ export interface Mode {
   timing: Timing;
   /** Reservations the engine-core scenario drives through the stock object's RPC. */
   engineReservations: number;
-  /** EVALSHA calls per redis-benchmark run (unpipelined; pipelined runs send 3× as many). */
+  /** EVALSHA calls per redis-benchmark run. */
   redisCalls: number;
 }
 
