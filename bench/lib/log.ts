@@ -17,7 +17,3 @@ export function percentile(values: number[], p: number): number {
   const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
   return sorted[rank] ?? Number.NaN;
 }
-
-export function mean(values: number[]): number {
-  return values.length === 0 ? Number.NaN : values.reduce((a, b) => a + b, 0) / values.length;
-}
