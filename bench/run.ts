@@ -121,6 +121,15 @@ try {
   if (wanted("classic")) await classic(bench, redis, luaServer.url, luaServer.process.pid ?? 0);
   if (wanted("redis")) await redisReserve(bench, redis, luaServer.port, luaServer.process.pid ?? 0);
   if (wanted("engine_core")) await engineCore(bench, on);
+  if (wanted("engine_core") && argv.includes("--profile")) {
+    // `--profile`: where the engine core's time goes, on a Worker of its own started with the inspector.
+    log("profiling the engine core (CPU profile of the Worker's isolate)");
+    const inspected = await start("profiled engine", { GROUP_COMMIT: "on" }, undefined, true);
+    const profile = await startProfile(inspected.inspectorPort ?? 0);
+    await engineCore(bench, inspected, "profiled_engine_core");
+    bench.figures.engine_core_profile = await profile.stop(30);
+    delete bench.figures.profiled_engine_core;
+  }
 
   for (const ref of baselineRefs) {
     const commit = sh("git", ["rev-parse", "--short", ref]);
@@ -137,10 +146,14 @@ try {
       healthz: `base_${commit}_healthz`,
       sold_out: `base_${commit}_sold_out`,
       hot_sku: `base_${commit}_hot_sku`,
+      engine_core: `base_${commit}_engine_core`,
     };
     if (wanted("healthz")) await healthz(bench, server, keys.healthz);
     if (wanted("sold_out")) await soldOut(bench, server, keys.sold_out);
     if (wanted("hot_sku")) await hotSku(bench, server, { key: keys.hot_sku });
+    // The engine core before → after; its figure is under `figures` (a baseline from before the
+    // harness counted SQL statements reports them as NaN).
+    if (wanted("engine_core")) await engineCore(bench, server, keys.engine_core);
     baselines.push({ ref, commit, subject, keys });
   }
 
@@ -191,7 +204,9 @@ try {
   };
   if (only.length > 0) {
     // A partial run is for measuring one change: it prints its figures and keeps the full report as it is.
-    console.log(JSON.stringify({ points: bench.points, baselines }, null, 2));
+    console.log(
+      JSON.stringify({ points: bench.points, redis: bench.redis, figures: bench.figures, baselines }, null, 2),
+    );
   } else {
     writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
     writeReports(results);
