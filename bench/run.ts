@@ -28,6 +28,7 @@ import { writeReports } from "./report";
 import { classic } from "./scenarios/classic";
 import { ceiling, healthz, hotSku, soldOut } from "./scenarios/edge";
 import { engineCore } from "./scenarios/engine-core";
+import { memory } from "./scenarios/memory";
 import { orderPipeline } from "./scenarios/order-pipeline";
 import { redisReserve } from "./scenarios/redis";
 
@@ -98,11 +99,20 @@ try {
     vars: Record<string, string>,
     root?: string,
     profiled = false,
+    stateRoot?: string,
   ): Promise<WorkerServer> => {
     // No inspector on a measured Worker: with the inspector on, workerd serves the same requests with
     // 20-25% more CPU per sold-out answer here, which once made this run's own Worker look worse than
     // identical code started as a baseline.
-    const server = await startWorker(label, { ...mirror, ...vars }, { ...(root ? { root } : {}), inspect: profiled });
+    const server = await startWorker(
+      label,
+      { ...mirror, ...vars },
+      {
+        ...(root ? { root } : {}),
+        ...(stateRoot ? { stateRoot } : {}),
+        inspect: profiled,
+      },
+    );
     stack.push(() => server.stop());
     return server;
   };
@@ -119,8 +129,30 @@ try {
   if (wanted("hot_sku_gc_off")) await hotSku(bench, off, { key: "hot_sku_gc_off" });
   if (wanted("hot_sku_4_shards")) await hotSku(bench, on, { key: "hot_sku_4_shards", shards: 4 });
   if (wanted("classic")) await classic(bench, redis, luaServer.url, luaServer.process.pid ?? 0);
-  if (wanted("redis")) await redisReserve(bench, redis, luaServer.port, luaServer.process.pid ?? 0);
-  if (wanted("engine_core")) await engineCore(bench, on);
+  if (wanted("redis")) {
+    await redisReserve(bench, redis, luaServer.port, luaServer.process.pid ?? 0);
+    // The classic design made as durable as a committed SQLite transaction: the append-only file
+    // fsynced before every answer (its directory on disk, like the Worker's state).
+    const durable = await startRedis({ appendfsync: "always" });
+    const client = createClient({ url: durable.url });
+    try {
+      await client.connect();
+      await loadScripts(client);
+      await redisReserve(bench, client, durable.port, durable.process.pid ?? 0, { suffix: "_fsync_always" });
+    } finally {
+      await client.close();
+      await durable.stop();
+    }
+  }
+  if (wanted("engine_core")) {
+    await engineCore(bench, on);
+    // The same with the Worker's state on a tmpfs, where SQLite's commit does not wait for the disk
+    // (fsync is a no-op): how much of a reservation's cost is the local commit.
+    if (existsSync("/dev/shm")) {
+      const shm = await start("GROUP_COMMIT=on, state on tmpfs", { GROUP_COMMIT: "on" }, undefined, false, "/dev/shm");
+      await engineCore(bench, shm, "engine_core_no_fsync");
+    }
+  }
   if (wanted("engine_core") && argv.includes("--profile")) {
     // `--profile`: where the engine core's time goes, on a Worker of its own started with the inspector.
     log("profiling the engine core (CPU profile of the Worker's isolate)");
@@ -129,6 +161,12 @@ try {
     await engineCore(bench, inspected, "profiled_engine_core");
     bench.figures.engine_core_profile = await profile.stop(30);
     delete bench.figures.profiled_engine_core;
+  }
+
+  if (wanted("memory")) {
+    // The object's heap with many holds and many users (a Worker of its own, with the inspector).
+    const inspected = await start("memory", { GROUP_COMMIT: "on" }, undefined, true);
+    await memory(bench, inspected, { holds: 100_000, paidUsers: 1_000_000 });
   }
 
   for (const ref of baselineRefs) {

@@ -84,6 +84,46 @@ export class SkuStock extends ProductionSkuStock {
   }
 
   /**
+   * Fills this stock object for the bench's memory figures (`POST /bench/stock/:sku/:shard/fill`):
+   * - `holds` live holds, each a fresh user, made by the engine itself in batches of 64 (one
+   *   transaction each, as the reserve RPC makes them);
+   * - `paidUsers` users who each bought one unit, as a long sale leaves them once settled rows are
+   *   pruned: a quota row per user (`<run>-<i>`, so the engine route's users of that run meet them),
+   *   and the SKU's total and sold raised by as many.
+   * The synthetic holds' events are dropped from the outbox (the queue is not what is measured). The
+   * engine then forgets its memory, as a restarted object would, and decides on what SQLite holds.
+   */
+  harnessFill(opts: { run: string; holds?: number; paidUsers?: number }): { holds: number; paidUsers: number } {
+    const now = this.now();
+    let holds = 0;
+    for (let i = 0; i < (opts.holds ?? 0); i += 64) {
+      const size = Math.min(64, (opts.holds ?? 0) - i);
+      const requests = Array.from({ length: size }, (_, k) => ({
+        userId: `${opts.run}-h${i + k}`,
+        nonce: crypto.randomUUID(),
+        quantity: 1,
+      }));
+      holds += this.engine.reserve(requests, now).filter((a) => a.ok).length;
+    }
+    const { sql } = this.ctx.storage;
+    const paidUsers = opts.paidUsers ?? 0;
+    if (paidUsers > 0) {
+      this.ctx.storage.transactionSync(() => {
+        sql.exec(
+          `WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?)
+           INSERT INTO user_quota (user_id, active) SELECT ? || '-' || i, 1 FROM n`,
+          paidUsers,
+          opts.run,
+        );
+        sql.exec("UPDATE sku SET total = total + ?, sold = sold + ?, seq = seq + 1 WHERE id = 1", paidUsers, paidUsers);
+      });
+    }
+    sql.exec("DELETE FROM outbox");
+    this.engine.forget();
+    return { holds, paidUsers };
+  }
+
+  /**
    * Aborts this object as a crash would (`POST /chaos/stock/:sku/:shard/abort`). In-flight requests
    * fail, in-memory state is lost, storage stays. Refused unless the var CHAOS is "true".
    */
