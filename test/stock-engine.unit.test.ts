@@ -303,3 +303,26 @@ describe("stock engine memory", () => {
     });
   });
 });
+
+describe("stock engine quotas", () => {
+  it("reads each batch's users' quotas from SQLite: a user who bought before is over the limit", async () => {
+    const stub = stockShard(env, "engine-quotas", 0);
+    await runInDurableObject(stub, async (_object, state) => {
+      await state.storage.deleteAll();
+      const engine = new StockEngine(state.storage, () => crypto.randomUUID());
+      engine.configure({ sku: "q", shard: 0, shards: 1, totalStock: 10, perUserLimit: 1 });
+      // As a pruned sale leaves a buyer: no reservation row, a quota row (and the unit sold).
+      state.storage.sql.exec("INSERT INTO user_quota (user_id, active) VALUES ('buyer-1', 1)");
+      state.storage.sql.exec("UPDATE sku SET sold = 1 WHERE id = 1");
+      engine.forget();
+      const answers = engine.reserve(
+        [
+          { userId: "buyer-1", nonce: "q1", quantity: 1 },
+          { userId: "new-1", nonce: "q2", quantity: 1 },
+        ],
+        T0,
+      );
+      expect(answers.map((a) => (a.ok ? "ok" : a.code))).toEqual(["LIMIT_EXCEEDED", "ok"]);
+    });
+  });
+});
