@@ -9,7 +9,11 @@ import { stockStats } from "./engine-core";
 
 const MiB = 1024 * 1024;
 
-async function fill(server: WorkerServer, sku: string, body: { run: string; holds?: number; paidUsers?: number }) {
+async function fill(
+  server: WorkerServer,
+  sku: string,
+  body: { run: string; holds?: number; paidUsers?: number; from?: number },
+) {
   const res = await fetch(`${server.url}/bench/stock/${sku}/0/fill`, {
     method: "POST",
     headers: { "content-type": "application/json", authorization: `Bearer ${SECRETS.ADMIN_TOKEN}` },
@@ -38,12 +42,16 @@ export async function memory(bench: Bench, server: WorkerServer, opts: { holds: 
   await engineRun(server, { sku: holdsSku, count: 64, batch: 64, concurrency: 1, run: `${run}w` }); // object started
   const h0 = await measure();
   log(`memory: ${opts.holds} live holds made by the engine in one object`);
-  const made = await fill(server, holdsSku, { run, holds: opts.holds });
+  // In RPCs of 6,400 holds / 100,000 quota rows: one RPC of all of them made workerd drop the connection.
+  let made = 0;
+  for (let i = 0; i < opts.holds; i += 6_400) {
+    made += (await fill(server, holdsSku, { run: `${run}-${i}`, holds: Math.min(6_400, opts.holds - i) })).holds;
+  }
   await engineRun(server, { sku: holdsSku, count: 6_400, batch: 64, concurrency: 1, run: `${run}n` });
   const h1 = await measure();
   const holdsStats = await stockStats(server, holdsSku);
   out.liveHolds = {
-    holds: made.holds + 64 + 6_400,
+    holds: made + 64 + 6_400,
     heapUsedMiB: h1.heap.usedBytes / MiB,
     heapDeltaMiB: (h1.heap.usedBytes - h0.heap.usedBytes) / MiB,
     rssDeltaMiB: (h1.rss - h0.rss) / MiB,
@@ -55,7 +63,9 @@ export async function memory(bench: Bench, server: WorkerServer, opts: { holds: 
   await engineRun(server, { sku: usersSku, count: 64, batch: 64, concurrency: 1, run: `${run}w` });
   const u0 = await measure();
   log(`memory: ${opts.paidUsers} users' quotas in one object`);
-  await fill(server, usersSku, { run, paidUsers: opts.paidUsers });
+  for (let i = 0; i < opts.paidUsers; i += 100_000) {
+    await fill(server, usersSku, { run, paidUsers: Math.min(100_000, opts.paidUsers - i), from: i });
+  }
   // Users who bought already (each refused: over the limit of 1, read from their quota row) and new ones.
   const repeat = await engineRun(server, { sku: usersSku, count: 6_400, batch: 64, concurrency: 1, run });
   await engineRun(server, { sku: usersSku, count: 6_400, batch: 64, concurrency: 1, run: `${run}n` });

@@ -92,6 +92,7 @@ const FillRequest = z.object({
   run: z.string().regex(/^[A-Za-z0-9_-]{1,32}$/),
   holds: z.int().min(0).max(200_000).default(0),
   paidUsers: z.int().min(0).max(2_000_000).default(0),
+  from: z.int().min(0).max(10_000_000).default(0),
 });
 
 bench.post("/bench/stock/:sku/:shard/fill", async (c) => {

@@ -88,12 +88,16 @@ export class SkuStock extends ProductionSkuStock {
    * - `holds` live holds, each a fresh user, made by the engine itself in batches of 64 (one
    *   transaction each, as the reserve RPC makes them);
    * - `paidUsers` users who each bought one unit, as a long sale leaves them once settled rows are
-   *   pruned: a quota row per user (`<run>-<i>`, so the engine route's users of that run meet them),
+   *   pruned: a quota row per user (`<run>-<i>` from `from`, so the engine route's users of that run
+   *   meet them; bound numbers arrive as REAL, hence the CAST),
    *   and the SKU's total and sold raised by as many.
    * The synthetic holds' events are dropped from the outbox (the queue is not what is measured). The
    * engine then forgets its memory, as a restarted object would, and decides on what SQLite holds.
    */
-  harnessFill(opts: { run: string; holds?: number; paidUsers?: number }): { holds: number; paidUsers: number } {
+  harnessFill(opts: { run: string; holds?: number; paidUsers?: number; from?: number }): {
+    holds: number;
+    paidUsers: number;
+  } {
     const now = this.now();
     let holds = 0;
     for (let i = 0; i < (opts.holds ?? 0); i += 64) {
@@ -110,9 +114,10 @@ export class SkuStock extends ProductionSkuStock {
     if (paidUsers > 0) {
       this.ctx.storage.transactionSync(() => {
         sql.exec(
-          `WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?)
-           INSERT INTO user_quota (user_id, active) SELECT ? || '-' || i, 1 FROM n`,
-          paidUsers,
+          `WITH RECURSIVE n(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?)
+           INSERT INTO user_quota (user_id, active) SELECT ? || '-' || CAST(i AS INTEGER), 1 FROM n`,
+          opts.from ?? 0,
+          (opts.from ?? 0) + paidUsers,
           opts.run,
         );
         sql.exec("UPDATE sku SET total = total + ?, sold = sold + ?, seq = seq + 1 WHERE id = 1", paidUsers, paidUsers);
