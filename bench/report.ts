@@ -25,12 +25,37 @@ export interface Results {
   points: Record<string, Point>;
   redis: Record<string, RedisBenchResult>;
   figures: {
-    engine_core?: { perSec: number; cpuUsPerReservation: number; batch: number; reservations: number };
+    engine_core?: EngineFigure;
+    engine_core_no_fsync?: EngineFigure;
+    memory?: {
+      liveHolds?: {
+        holds: number;
+        heapUsedMiB: number;
+        heapDeltaMiB: number;
+        rssDeltaMiB: number;
+        databaseMiB: number;
+      };
+      userQuotas?: {
+        users: number;
+        heapUsedMiB: number;
+        heapDeltaMiB: number;
+        rssDeltaMiB: number;
+        databaseMiB: number;
+      };
+    };
     order_pipeline?: { ordersPerSec: number; lagP50Ms: number; lagP99Ms: number; rows: number };
     hot_sku_profile?: ProfileLine[];
   };
   baselines: { ref: string; commit: string; subject: string; keys: Record<string, string> }[];
   problems: string[];
+}
+
+interface EngineFigure {
+  perSec: number;
+  cpuUsPerReservation: number;
+  batch: number;
+  reservations: number;
+  sqlStatementsPerReservation?: number;
 }
 
 const n0 = (v: number | undefined) =>
@@ -175,6 +200,13 @@ function performanceDoc(r: Results): string {
           n0(engine?.cpuUsPerReservation),
         ],
         [
+          "the same, the Worker's state on tmpfs (SQLite's commit does not wait for the disk)",
+          n0(r.figures.engine_core_no_fsync?.perSec),
+          "",
+          "",
+          n0(r.figures.engine_core_no_fsync?.cpuUsPerReservation),
+        ],
+        [
           "redis-benchmark EVALSHA reserve.lua, c50, unpipelined",
           n0(lua1?.perSec),
           n1(lua1?.p50Ms),
@@ -189,6 +221,13 @@ function performanceDoc(r: Results): string {
           n1(lua16?.cpuUsPerCall),
         ],
         [
+          "the same, unpipelined, redis-server with appendfsync always",
+          n0(r.redis.reserve_lua_p1_fsync_always?.perSec),
+          n1(r.redis.reserve_lua_p1_fsync_always?.p50Ms),
+          n1(r.redis.reserve_lua_p1_fsync_always?.p99Ms),
+          n1(r.redis.reserve_lua_p1_fsync_always?.cpuUsPerCall),
+        ],
+        [
           `orders persisted in D1 after the hot-SKU run (${pipe?.rows ?? 0} rows; lag hold → row)`,
           n0(pipe?.ordersPerSec),
           n0(pipe?.lagP50Ms),
@@ -199,6 +238,39 @@ function performanceDoc(r: Results): string {
     ),
     "",
   ];
+  const mem = r.figures.memory;
+  out.push(
+    `SQL statements per reservation in the engine core (each a call from JS into SQLite, outbox flushes included): ${engine?.sqlStatementsPerReservation?.toFixed(2) ?? "–"}.`,
+    "",
+  );
+  if (mem) {
+    out.push(
+      "## Stock object memory",
+      "",
+      "The isolate's JS heap after a full GC (the inspector's `Runtime.getHeapUsage`; the 128 MB limit is on it) and workerd's RSS, after one object was filled and then decided reserve batches over what it holds.",
+      "",
+      table(
+        ["one object with", "heap MiB", "heap Δ MiB", "RSS Δ MiB", "SQLite MiB"],
+        [
+          [
+            `${n0(mem.liveHolds?.holds)} live holds`,
+            n1(mem.liveHolds?.heapUsedMiB),
+            n1(mem.liveHolds?.heapDeltaMiB),
+            n1(mem.liveHolds?.rssDeltaMiB),
+            n1(mem.liveHolds?.databaseMiB),
+          ],
+          [
+            `${n0(mem.userQuotas?.users)} users' quotas`,
+            n1(mem.userQuotas?.heapUsedMiB),
+            n1(mem.userQuotas?.heapDeltaMiB),
+            n1(mem.userQuotas?.rssDeltaMiB),
+            n1(mem.userQuotas?.databaseMiB),
+          ],
+        ],
+      ),
+      "",
+    );
+  }
   if (r.baselines.length > 0) {
     out.push(
       "## Before → after",
