@@ -285,6 +285,19 @@ interface TxWork {
   events: [number, OrderEvent][];
 }
 
+/**
+ * Rows per multi-row statement (and per read of a batch's nonces or users): a batch of the group
+ * commit (64) is one statement; a larger one (an alarm releasing thousands, a test's batch of
+ * 10,000) is several, each far below SQLite's limit on a bound value.
+ */
+const WRITE_CHUNK = 256;
+
+function chunks<T>(items: readonly T[]): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += WRITE_CHUNK) out.push(items.slice(i, i + WRITE_CHUNK));
+  return out;
+}
+
 const newWork = (): TxWork => ({ quotas: new Map(), dirtyQuotas: new Set(), nonces: new Map(), holds: [], events: [] });
 
 const ok = <T>(value: T): Outcome<T> => ({ ok: true, value });
@@ -381,11 +394,13 @@ export class StockEngine {
     const work = this.#work;
     if (work.dirtyQuotas.size > 0) {
       const quotas = [...work.dirtyQuotas].map((user) => [user, work.quotas.get(user) ?? 0]);
-      this.#sql.exec(
-        `INSERT INTO user_quota (user_id, active) SELECT value ->> 0, value ->> 1 FROM json_each(?) WHERE true
-         ON CONFLICT (user_id) DO UPDATE SET active = excluded.active`,
-        JSON.stringify(quotas),
-      );
+      for (const chunk of chunks(quotas)) {
+        this.#sql.exec(
+          `INSERT INTO user_quota (user_id, active) SELECT value ->> 0, value ->> 1 FROM json_each(?) WHERE true
+           ON CONFLICT (user_id) DO UPDATE SET active = excluded.active`,
+          JSON.stringify(chunk),
+        );
+      }
       work.dirtyQuotas.clear();
     }
     const sku = this.#skuRow;
@@ -404,7 +419,8 @@ export class StockEngine {
 
   /**
    * Writes the holds and outbox events decided so far in this transaction (one statement each):
-   * at its end, and before any read of the tables they go to.
+   * at its end, before any read of the tables they go to, and whenever {@link WRITE_CHUNK} are
+   * waiting (a statement's JSON stays far below SQLite's limit on a bound value, and memory bounded).
    */
   #writePending(): void {
     const work = this.#work;
@@ -972,22 +988,26 @@ export class StockEngine {
     this.#writePending();
     const nonces = requests.map((r) => r.nonce);
     for (const nonce of nonces) work.nonces.set(nonce, null);
-    const priors = this.#sql
-      .exec<ReservationRow>(
-        "SELECT * FROM reservations WHERE nonce IN (SELECT value FROM json_each(?))",
-        JSON.stringify(nonces),
-      )
-      .toArray();
-    for (const row of priors) if (row.nonce !== null) work.nonces.set(row.nonce, row);
-    const users = requests.flatMap((r) => (work.quotas.has(r.userId) ? [] : [r.userId]));
+    for (const chunk of chunks(nonces)) {
+      const priors = this.#sql
+        .exec<ReservationRow>(
+          "SELECT * FROM reservations WHERE nonce IN (SELECT value FROM json_each(?))",
+          JSON.stringify(chunk),
+        )
+        .toArray();
+      for (const row of priors) if (row.nonce !== null) work.nonces.set(row.nonce, row);
+    }
+    const users = [...new Set(requests.flatMap((r) => (work.quotas.has(r.userId) ? [] : [r.userId])))];
     for (const user of users) work.quotas.set(user, 0);
-    const quotas = this.#sql
-      .exec<{ user_id: string; active: number }>(
-        "SELECT user_id, active FROM user_quota WHERE user_id IN (SELECT value FROM json_each(?))",
-        JSON.stringify(users),
-      )
-      .toArray();
-    for (const q of quotas) work.quotas.set(q.user_id, q.active);
+    for (const chunk of chunks(users)) {
+      const quotas = this.#sql
+        .exec<{ user_id: string; active: number }>(
+          "SELECT user_id, active FROM user_quota WHERE user_id IN (SELECT value FROM json_each(?))",
+          JSON.stringify(chunk),
+        )
+        .toArray();
+      for (const q of quotas) work.quotas.set(q.user_id, q.active);
+    }
   }
 
   /** The reservation made with `nonce`, if any: from this transaction's working set, else SQLite. */
@@ -1050,7 +1070,7 @@ export class StockEngine {
       updated_at: now,
       seq: sku.seq,
     };
-    this.#work.holds.push(row);
+    if (this.#work.holds.push(row) >= WRITE_CHUNK) this.#writePending();
     if (nonce !== null) this.#work.nonces.set(nonce, row);
     if (this.#earliest !== undefined) {
       this.#earliest = this.#earliest === null ? row.expires_at : Math.min(this.#earliest, row.expires_at);
@@ -1196,7 +1216,7 @@ export class StockEngine {
       seq,
     };
     if (this.#requestId !== undefined) event.requestId = this.#requestId;
-    this.#work.events.push([seq, event]);
+    if (this.#work.events.push([seq, event]) >= WRITE_CHUNK) this.#writePending();
     if (taken === undefined) this.#sql.exec("UPDATE reservations SET seq = ? WHERE id = ?", seq, reservation.id);
   }
 
