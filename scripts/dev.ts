@@ -16,11 +16,11 @@
 // Everything it starts stops with it (Ctrl-C).
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { banner, filterWranglerDev, quietWranglerEnv } from "./lib/dev-output";
-import { ensureDevVars, readDevVars } from "./lib/dev-vars";
-import { HARNESS_ENTRY } from "./lib/harness";
-import { hasRedisServer, type RedisServer, startRedis } from "./lib/redis-server";
-import { type Bridge, startBridge } from "./upstash-bridge";
+import { ensureDevVars, readDevVars } from "../tools/dev-vars";
+import { HARNESS_ENTRY } from "../tools/harness";
+import { hasRedisServer, type RedisServer, startRedis } from "../tools/redis-server";
+import { type Bridge, startBridge } from "../tools/upstash-bridge";
+import { banner, filterWranglerDev, quietWranglerEnv } from "./dev-output";
 
 const passThrough = process.argv.slice(2);
 const children: ChildProcess[] = [];

@@ -9,10 +9,10 @@
 // does not fire locally). State is temporary: it is deleted when the server stops (Ctrl-C).
 // START_RECONCILE_INTERVAL_MS changes the period; 0 turns it off.
 import { randomBytes } from "node:crypto";
-import { startWorker, type WorkerServer } from "../bench/lib/worker";
-import { ensureDevVars, readDevVars } from "./lib/dev-vars";
-import { hasRedisServer, type RedisServer, startRedis } from "./lib/redis-server";
-import { type Bridge, startBridge } from "./upstash-bridge";
+import { ensureDevVars, readDevVars } from "../tools/dev-vars";
+import { hasRedisServer, type RedisServer, startRedis } from "../tools/redis-server";
+import { type Bridge, startBridge } from "../tools/upstash-bridge";
+import { startWorker, type WorkerServer } from "../tools/worker";
 
 const log = (line: string) => console.log(`[start] ${line}`);
 const RECONCILE_PERIOD_MS = Number(process.env.START_RECONCILE_INTERVAL_MS ?? 60_000);

@@ -10,6 +10,7 @@ import type {
   SkuState,
   StockCounts,
 } from "../durable-objects/stock-engine";
+import { sha1Hex } from "../src/mirror/lua-script";
 import {
   LUA_SCRIPT_NAMES,
   LUA_SHA1,
@@ -19,10 +20,9 @@ import {
   reservationKey,
   runScript,
   type ScriptClient,
-  sha1Hex,
   shardKeys,
-} from "../scripts/lib/lua";
-import { hasRedisServer, REDIS_MISSING, type RedisServer, startRedis } from "../scripts/lib/redis-server";
+} from "../tools/lua";
+import { hasRedisServer, REDIS_MISSING, type RedisServer, startRedis } from "../tools/redis-server";
 
 /**
  * The reference Lua scripts (lua/*.lua) against a real redis-server: the same scenarios the stock
@@ -138,7 +138,7 @@ describe("lua scripts: loading", () => {
     };
     expect(LUA_SHA1).toEqual(pinned);
     for (const name of LUA_SCRIPT_NAMES) {
-      expect(sha1Hex(LUA_SOURCES[name])).toBe(pinned[name]);
+      expect(await sha1Hex(LUA_SOURCES[name])).toBe(pinned[name]);
       expect(await db().scriptLoad(LUA_SOURCES[name])).toBe(pinned[name]);
     }
   });

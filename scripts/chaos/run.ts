@@ -6,10 +6,10 @@
 // lets the system settle (dead-letter replays, reconciliation), checks the invariants of DESIGN.md by
 // id (the seven of the stock pipeline, and 8: the SKU's total is the last PUT that answered 200), then runs the bad-input pass. Prints a summary; exits 1 on any violation.
 import { randomBytes } from "node:crypto";
-import { startDevServer } from "../../test/support/dev-server";
-import { proxyRestarts } from "../lib/proxy-restart";
-import { startRedis } from "../lib/redis-server";
-import { startBridge } from "../upstash-bridge";
+import { startDevServer } from "../../tools/dev-server";
+import { proxyRestarts } from "../../tools/proxy-restart";
+import { startRedis } from "../../tools/redis-server";
+import { startBridge } from "../../tools/upstash-bridge";
 import { FaultInjector, RedisControl } from "./faults";
 import { fuzz } from "./fuzz";
 import { Client, type Secrets, sleep } from "./http";
