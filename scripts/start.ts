@@ -3,7 +3,7 @@
 // `npm run dev` runs the Worker behind wrangler dev's ProxyWorker, which drops a POST now and then under
 // concurrent load with `503 Your worker restarted mid-request` (cloudflare/workers-sdk#14641): a local
 // load test would measure the proxy. This runs the Worker in workerd through Miniflare, exactly as the
-// benchmark does (bench/lib/worker.ts `startWorker`: wrangler.toml's bindings, wrangler's bundle, D1
+// benchmark does (tools/worker.ts `startWorker`: wrangler.toml's bindings, wrangler's bundle, D1
 // migrated in a fresh state directory), with the secrets of .dev.vars, the Redis mirror when
 // redis-server is installed, and reconciliation every 60 s (POST /admin/reconcile; the cron trigger
 // does not fire locally). State is temporary: it is deleted when the server stops (Ctrl-C).

@@ -100,7 +100,7 @@ describe.each([4, 8])("a SKU over %i shards", (shards) => {
       await runDurableObjectAlarm(stub);
     }
 
-    // Quiescence: the invariants of DESIGN.md, summed over shards.
+    // Quiescence: the invariants of docs/ARCHITECTURE.md, summed over shards.
     const facts = await eventually(async () => {
       const f = await allShards(sku, shards);
       expect(f.map((x) => x.pendingTransfers)).toEqual(Array(shards).fill(0));

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hasRedisServer, REDIS_MISSING, type RedisServer, startRedis } from "../tools/redis-server.ts";
 import { type Bridge, startBridge } from "../tools/upstash-bridge.ts";
 
-// The real @upstash/redis client against scripts/upstash-bridge.ts against a real redis-server:
+// The real @upstash/redis client against tools/upstash-bridge.ts against a real redis-server:
 // if this passes, the Worker's Redis code can run locally exactly as it would against Upstash.
 
 const TOKEN = "bridge-test-token";

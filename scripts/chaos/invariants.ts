@@ -1,5 +1,5 @@
 /**
- * The invariants of DESIGN.md, checked by id after the system settled (8: the SKU's total is the last
+ * The invariants of docs/ARCHITECTURE.md, checked by id after the system settled (8: the SKU's total is the last
  * PUT's, against the operator faults' record). Sources: the admin SKU
  * views (stock objects, D1 order counts, the Redis mirror), `GET /api/reservations/:id` as the owner
  * (stock object status + D1 order status), and the D1 `orders` table read with `wrangler d1 execute`.

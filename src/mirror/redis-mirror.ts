@@ -4,7 +4,7 @@ import mirrorLua from "../../lua/mirror.lua";
 import { LuaScript, runScript, shardTag } from "./lua-script";
 
 /**
- * The Redis mirror of the stock objects (DESIGN.md): one hash per SKU shard holding the shard's newest
+ * The Redis mirror of the stock objects (docs/ARCHITECTURE.md): one hash per SKU shard holding the shard's newest
  * snapshot, written by `lua/mirror.lua` (newer versions only) and read by stock displays. It is never
  * read to decide a sale, and it is optional: without `UPSTASH_REDIS_REST_URL`/`_TOKEN` it is off.
  *

@@ -103,7 +103,7 @@ shopper.post("/api/skus/:sku/tokens", shopperAuth, shopperRateLimit, async (c) =
   return c.json({ token, expiresAt: new Date(expiresAt).toISOString() }, 201);
 });
 
-/** Holds stock for the user: the reservation path of DESIGN.md. */
+/** Holds stock for the user: the reservation path of docs/ARCHITECTURE.md ("A reservation, step by step"). */
 shopper.post("/api/skus/:sku/reservations", countReservation, shopperAuth, shopperRateLimit, async (c) => {
   const sku = skuParam(c.req.param("sku"));
   const userId = c.get("userId");
