@@ -92,7 +92,16 @@ function targets(r: Results) {
 
 function edgeTable(r: Results): string {
   const bare = r.points.bare_worker;
-  const keys = ["bare_worker", "healthz", "sold_out", "hot_sku", "hot_sku_gc_off", "hot_sku_4_shards", "classic"];
+  const keys = [
+    "bare_worker",
+    "healthz",
+    "sold_out",
+    "sold_out_floor",
+    "hot_sku",
+    "hot_sku_gc_off",
+    "hot_sku_4_shards",
+    "classic",
+  ];
   const rows = keys.flatMap((k) => {
     const p = r.points[k];
     if (!p) return [];

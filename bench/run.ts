@@ -21,12 +21,13 @@ import { startBridge } from "../tools/upstash-bridge";
 import { startWorker, type WorkerServer } from "../tools/worker";
 import { startBareWorker } from "./lib/bare-worker";
 import { type Bench, FULL, QUICK } from "./lib/context";
+import { startFloorWorker } from "./lib/floor-worker";
 import { log } from "./lib/log";
 import { startProfile } from "./lib/profile";
 import { verify } from "./lib/verify";
 import { writeReports } from "./report";
 import { classic } from "./scenarios/classic";
-import { ceiling, healthz, hotSku, soldOut } from "./scenarios/edge";
+import { ceiling, healthz, hotSku, soldOut, soldOutFloor } from "./scenarios/edge";
 import { engineCore } from "./scenarios/engine-core";
 import { orderPipeline } from "./scenarios/order-pipeline";
 import { redisReserve } from "./scenarios/redis";
@@ -112,6 +113,11 @@ try {
   await ceiling(bench, bare);
   if (wanted("healthz")) await healthz(bench, on);
   if (wanted("sold_out")) await soldOut(bench, on);
+  if (wanted("sold_out_floor")) {
+    const floor = await startFloorWorker();
+    stack.push(() => floor.stop());
+    await soldOutFloor(bench, floor);
+  }
   if (wanted("hot_sku")) {
     const hot = await hotSku(bench, on, { key: "hot_sku" });
     await orderPipeline(bench, on, hot.sku);

@@ -67,6 +67,27 @@ export async function soldOut(bench: Bench, server: WorkerServer, key = "sold_ou
   return point;
 }
 
+/**
+ * The same sold-out storm against the floor Worker (bench/lib/floor-worker.ts): only the work the
+ * contract requires before a sold-out answer, hand-written. Flashgate's storm ÷ this is the cost of
+ * its own structure (framework, logging, metrics) beyond that work.
+ */
+export function soldOutFloor(bench: Bench, floor: BareWorker): Promise<Point> {
+  const run = runId("fl");
+  const sku = `gone-${run}`;
+  return measure({
+    key: "sold_out_floor",
+    label: "sold-out floor (hand-written checks only)",
+    url: floor.url,
+    pids: [floor.pid],
+    requests: (n, phase) => reservationRequests(`${run}${phase}`, sku, 1, n),
+    fresh: true,
+    expected: [409],
+    timing: bench.mode.timing,
+    dir: bench.dir,
+  }).then((p) => record(bench, p));
+}
+
 export async function hotSku(
   bench: Bench,
   server: WorkerServer,
