@@ -1,10 +1,10 @@
 import type { StockStats } from "../../src/harness/harness-stock";
+import { SECRETS } from "../../tools/dev-vars";
+import { cpuMeter } from "../../tools/proc";
+import { createSku, type WorkerServer } from "../../tools/worker";
 import type { Bench } from "../lib/context";
 import { engineRun } from "../lib/engine-route";
 import { log } from "../lib/log";
-import { cpuMeter } from "../lib/proc";
-import { SECRETS } from "../lib/shoppers";
-import { createSku, type WorkerServer } from "../lib/worker";
 
 const BATCH = 64; // the group commit's MAX_BATCH
 

@@ -1,10 +1,10 @@
+import { SECRETS } from "../../tools/dev-vars";
+import { rssBytes } from "../../tools/proc";
+import { createSku, type WorkerServer } from "../../tools/worker";
 import type { Bench } from "../lib/context";
 import { engineRun } from "../lib/engine-route";
 import { log } from "../lib/log";
-import { rssBytes } from "../lib/proc";
 import { heapUsage } from "../lib/profile";
-import { SECRETS } from "../lib/shoppers";
-import { createSku, type WorkerServer } from "../lib/worker";
 import { stockStats } from "./engine-core";
 
 const MiB = 1024 * 1024;

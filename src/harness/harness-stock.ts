@@ -39,7 +39,7 @@ export class SkuStock extends ProductionSkuStock {
     // closure and an increment, no Proxy, so the measured object costs what production's does.
     // Rows read need the cursor of every statement kept: a Proxy, only when the soak asks for it
     // (that wrapper was the top self-time entry of a hot-SKU profile).
-    if ((this.env as { COUNT_ROWS_READ?: string }).COUNT_ROWS_READ !== "true") {
+    if (this.env.COUNT_ROWS_READ !== "true") {
       const sql = storage.sql;
       const counted = {
         exec: (query: string, ...bindings: SqlStorageValue[]): Cursor => {
