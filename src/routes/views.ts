@@ -1,3 +1,4 @@
+import type { DrawInfo } from "../../durable-objects/opening-draw";
 import type { Reservation, SkuState } from "../../durable-objects/stock-engine";
 
 /** JSON shapes of the contract (API.md), built in one place so every route answers alike. */
@@ -30,6 +31,21 @@ export function publicSkuView(s: SkuState) {
     endsAt: iso(s.endsAt),
     perUserLimit: s.perUserLimit,
     ...pricingView(s),
+    openingWindowMs: s.openingWindowMs ?? 0,
+  };
+}
+
+/** `GET /api/skus/:sku/draw` (API.md "Fair opening"), plus when the window opens and closes. */
+export function drawView(sku: string, d: DrawInfo) {
+  return {
+    sku,
+    openingWindowMs: d.openingWindowMs,
+    seedHash: d.seedHash,
+    seed: d.seed,
+    entrants: d.entrants,
+    decidedAt: iso(d.decidedAt),
+    opensAt: iso(d.opensAt),
+    closesAt: iso(d.closesAt),
   };
 }
 
@@ -44,6 +60,7 @@ export function adminSkuView(s: SkuState) {
     endsAt: iso(s.endsAt),
     shards: s.shards,
     ...pricingView(s),
+    openingWindowMs: s.openingWindowMs ?? 0,
     stock: s.stock,
     version: s.version,
   };
