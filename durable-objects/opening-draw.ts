@@ -1,4 +1,4 @@
-import { createHash, createHmac } from "node:crypto";
+import { createHash } from "node:crypto";
 
 /**
  * Fair opening (API.md "Fair opening"): the reservations of the first `openingWindowMs` after a
@@ -10,9 +10,9 @@ import { createHash, createHmac } from "node:crypto";
  *
  * - `draw`: the window and, on shard 0 (the SKU's draw), the seed and its hash; when entries closed
  *   and when the draw was decided (on a sibling shard: when shard 0 said it was).
- * - `draw_entrants`: one entry per user (the entry id is derived from the user id, so a user's many
- *   tokens are one entry). A shard records the entries of its home users; shard 0 also keeps a copy
- *   of every shard's entries once entries close, to order them.
+ * - `draw_entrants`: one entry per user (a user's many tokens are one entry). A shard records the
+ *   entries of its home users; shard 0 also keeps a copy of every shard's entries once entries
+ *   close, to order them. Entry ids and positions are written when the draw is ordered.
  * - `draw_tokens`: every token that joined an entry, so a retried token gets the entry's answer.
  *
  * The order (the procedure docs/API.md gives to shoppers): entries sorted by
@@ -20,8 +20,10 @@ import { createHash, createHmac } from "node:crypto";
  * collision, by entry id); `entryId` = hex SHA-256 of the UTF-8 text `<sku>:<userId>`; positions
  * count from 1. The seed is 64 hex digits and `seedHash` the hex SHA-256 of its UTF-8 text.
  *
- * All of it is synchronous (node:crypto's hashes, the object's synchronous SQL): it runs inside the
- * engine's transactions.
+ * The storage side is synchronous (it runs inside the engine's transactions). The hashes of the
+ * order are computed with WebCrypto before the deciding transaction, once entries have closed (the
+ * set is fixed then): some tens of µs per entrant, too slow to spend in a transaction or on the
+ * entry path (bench point `draw-decide`).
  */
 
 export const DRAW_SCHEMA: readonly string[] = [
@@ -37,8 +39,8 @@ export const DRAW_SCHEMA: readonly string[] = [
      entrants   INTEGER
    )`,
   `CREATE TABLE IF NOT EXISTS draw_entrants (
-     entry_id   TEXT    PRIMARY KEY,
-     user_id    TEXT    NOT NULL,
+     user_id    TEXT    PRIMARY KEY,
+     entry_id   TEXT    UNIQUE,
      nonce      TEXT    NOT NULL,
      quantity   INTEGER NOT NULL CHECK (quantity >= 1),
      home       INTEGER NOT NULL,
@@ -49,8 +51,8 @@ export const DRAW_SCHEMA: readonly string[] = [
    )`,
   `CREATE INDEX IF NOT EXISTS draw_entrants_by_position ON draw_entrants (position) WHERE position IS NOT NULL`,
   `CREATE TABLE IF NOT EXISTS draw_tokens (
-     nonce    TEXT PRIMARY KEY,
-     entry_id TEXT NOT NULL
+     nonce   TEXT PRIMARY KEY,
+     user_id TEXT NOT NULL
    )`,
 ];
 
@@ -75,7 +77,6 @@ export interface DrawInfo {
 }
 
 export interface Entrant {
-  entryId: string;
   userId: string;
   nonce: string;
   quantity: number;
@@ -103,7 +104,7 @@ type DrawRow = {
 };
 
 type EntrantRow = {
-  entry_id: string;
+  entry_id: string | null;
   user_id: string;
   nonce: string;
   quantity: number;
@@ -113,27 +114,49 @@ type EntrantRow = {
   answer: string | null;
 };
 
-/** Hex SHA-256 of UTF-8 text. */
-export function sha256Hex(text: string): string {
-  return createHash("sha256").update(text, "utf8").digest("hex");
+const utf8 = new TextEncoder();
+const hex = (bytes: ArrayBuffer) => Array.from(new Uint8Array(bytes), (b) => b.toString(16).padStart(2, "0")).join("");
+
+/** Hex SHA-256 of UTF-8 text, synchronously (the seed hash, once, inside a transaction). */
+export function seedHashOf(seed: string): string {
+  return createHash("sha256").update(seed, "utf8").digest("hex");
 }
 
-/** A user's one entry in a SKU's draw. */
-export function entryIdOf(sku: string, userId: string): string {
+/** Hex SHA-256 of UTF-8 text. */
+export async function sha256Hex(text: string): Promise<string> {
+  return hex(await crypto.subtle.digest("SHA-256", utf8.encode(text)));
+}
+
+/** A user's one entry in a SKU's draw: hex SHA-256 of `<sku>:<userId>` (public; the user id is not). */
+export function entryIdOf(sku: string, userId: string): Promise<string> {
   return sha256Hex(`${sku}:${userId}`);
 }
 
-/** The sort key of an entry: hex HMAC-SHA256 keyed by the seed's UTF-8 text. */
-export function drawKey(seed: string, entryId: string): string {
-  return createHmac("sha256", Buffer.from(seed, "utf8")).update(entryId, "utf8").digest("hex");
-}
-
-/** Entry ids in draw order (first decided first). Anyone holding the seed can recompute it. */
-export function drawOrder(seed: string, entryIds: readonly string[]): string[] {
-  return entryIds
-    .map((id) => ({ id, key: drawKey(seed, id) }))
+/** Entry ids in draw order (first decided first): by hex HMAC-SHA256(seed, entryId), ascending. */
+export async function drawOrder(seed: string, entryIds: readonly string[]): Promise<string[]> {
+  const key = await crypto.subtle.importKey("raw", utf8.encode(seed), { name: "HMAC", hash: "SHA-256" }, false, [
+    "sign",
+  ]);
+  const keyed = await Promise.all(
+    entryIds.map(async (id) => ({ id, key: hex(await crypto.subtle.sign("HMAC", key, utf8.encode(id))) })),
+  );
+  return keyed
     .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
     .map((e) => e.id);
+}
+
+/** An entrant with its place in the draw. */
+export type RankedEntrant = Entrant & { entryId: string; position: number };
+
+/** Ranks a closed draw's entrants (all shards') with the seed: the draw's order, computed once. */
+export async function rankEntrants(seed: string, sku: string, entrants: readonly Entrant[]): Promise<RankedEntrant[]> {
+  const ids = await Promise.all(entrants.map((e) => entryIdOf(sku, e.userId)));
+  const byId = new Map(ids.map((id, i) => [id, entrants[i] as Entrant]));
+  return (await drawOrder(seed, ids)).map((entryId, i) => ({
+    ...(byId.get(entryId) as Entrant),
+    entryId,
+    position: i + 1,
+  }));
 }
 
 /** The result of a settled entry as stored: an answer object the engine built, opaque here. */
@@ -195,7 +218,7 @@ export class OpeningDraw {
         wanted,
         startsAt,
         seed,
-        seed === null ? null : sha256Hex(seed),
+        seed === null ? null : seedHashOf(seed),
       );
     }
     this.#row = this.#read();
@@ -228,7 +251,7 @@ export class OpeningDraw {
     if (this.#row === null) return undefined;
     return this.#sql
       .exec<EntrantRow>(
-        "SELECT e.* FROM draw_tokens t JOIN draw_entrants e ON e.entry_id = t.entry_id WHERE t.nonce = ?",
+        "SELECT e.* FROM draw_tokens t JOIN draw_entrants e ON e.user_id = t.user_id WHERE t.nonce = ?",
         nonce,
       )
       .toArray()[0];
@@ -238,23 +261,14 @@ export class OpeningDraw {
    * Records a token as (part of) its user's entry. A user's first token makes the entry; later ones
    * join it. Returns "mismatch" when a later token asks another quantity (one entry, one quantity).
    */
-  enter(
-    sku: string,
-    userId: string,
-    nonce: string,
-    quantity: number,
-    home: number,
-    now: number,
-  ): "entered" | "mismatch" {
-    const entryId = entryIdOf(sku, userId);
+  enter(userId: string, nonce: string, quantity: number, home: number, now: number): "entered" | "mismatch" {
     const existing = this.#sql
-      .exec<{ quantity: number }>("SELECT quantity FROM draw_entrants WHERE entry_id = ?", entryId)
+      .exec<{ quantity: number }>("SELECT quantity FROM draw_entrants WHERE user_id = ?", userId)
       .toArray()[0];
     if (existing && existing.quantity !== quantity) return "mismatch";
     if (!existing) {
       this.#sql.exec(
-        "INSERT INTO draw_entrants (entry_id, user_id, nonce, quantity, home, entered_at) VALUES (?, ?, ?, ?, ?, ?)",
-        entryId,
+        "INSERT INTO draw_entrants (user_id, nonce, quantity, home, entered_at) VALUES (?, ?, ?, ?, ?)",
         userId,
         nonce,
         quantity,
@@ -262,7 +276,7 @@ export class OpeningDraw {
         now,
       );
     }
-    this.#sql.exec("INSERT OR IGNORE INTO draw_tokens (nonce, entry_id) VALUES (?, ?)", nonce, entryId);
+    this.#sql.exec("INSERT OR IGNORE INTO draw_tokens (nonce, user_id) VALUES (?, ?)", nonce, userId);
     return "entered";
   }
 
@@ -275,76 +289,59 @@ export class OpeningDraw {
     return this.#sql
       .exec<EntrantRow>("SELECT * FROM draw_entrants WHERE home = ?", shard)
       .toArray()
-      .map((r) => ({ entryId: r.entry_id, userId: r.user_id, nonce: r.nonce, quantity: r.quantity, home: r.home }));
+      .map((r) => ({ userId: r.user_id, nonce: r.nonce, quantity: r.quantity, home: r.home }));
   }
 
-  /** Shard 0 of a sharded SKU: copies of the siblings' entrants, to order them with its own. */
-  addEntrants(entrants: readonly Entrant[], now: number): void {
-    for (const e of entrants) {
+  /** Shard 0: the seed the draw is ordered with (secret until the decision reveals it). */
+  seedForDecision(): string | null {
+    return this.#row?.seed ?? null;
+  }
+
+  /**
+   * Shard 0: writes the draw's order (entry ids and positions; the siblings' entrants are copied in
+   * first). Idempotent: the same closed set and seed give the same order. Then the entrants in
+   * order, with what was recorded for them so far.
+   */
+  place(ranked: readonly RankedEntrant[], now: number): (RankedEntrant & { code: string | null })[] {
+    for (const e of ranked) {
       this.#sql.exec(
-        `INSERT OR IGNORE INTO draw_entrants (entry_id, user_id, nonce, quantity, home, entered_at)
-         VALUES (?, ?, ?, ?, ?, ?)`,
-        e.entryId,
+        `INSERT INTO draw_entrants (user_id, entry_id, nonce, quantity, home, entered_at, position)
+         VALUES (?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (user_id) DO UPDATE SET entry_id = excluded.entry_id, position = excluded.position`,
         e.userId,
+        e.entryId,
         e.nonce,
         e.quantity,
         e.home,
         now,
+        e.position,
       );
     }
-  }
-
-  /**
-   * Shard 0: gives every entrant its position (once: an order already given stays), from the seed.
-   * Returns the entrants in order with what was recorded for them so far.
-   */
-  order(): (Entrant & { position: number; code: string | null })[] {
-    const seed = this.#row?.seed;
-    if (!seed) throw new Error("only shard 0 of a SKU with a window orders its draw");
-    const ordered = this.#sql
-      .exec<{ n: number }>("SELECT COUNT(*) AS n FROM draw_entrants WHERE position IS NULL")
-      .one().n;
-    if (ordered > 0) {
-      const ids = this.#sql
-        .exec<{ entry_id: string }>("SELECT entry_id FROM draw_entrants")
+    this.#sql.exec("UPDATE draw SET entrants = ? WHERE id = 1", ranked.length);
+    this.#row = this.#read();
+    const codes = new Map(
+      this.#sql
+        .exec<{ user_id: string; code: string | null }>("SELECT user_id, code FROM draw_entrants")
         .toArray()
-        .map((r) => r.entry_id);
-      // One statement for all positions: a 50,000-entrant draw is not 50,000 round trips.
-      this.#sql.exec(
-        `UPDATE draw_entrants SET position = o.key + 1
-           FROM (SELECT key, value FROM json_each(?)) AS o WHERE draw_entrants.entry_id = o.value`,
-        JSON.stringify(drawOrder(seed, ids)),
-      );
-      this.#sql.exec("UPDATE draw SET entrants = ? WHERE id = 1", ids.length);
-      this.#row = this.#read();
-    }
-    return this.#sql
-      .exec<EntrantRow>("SELECT * FROM draw_entrants ORDER BY position")
-      .toArray()
-      .map((r) => ({
-        entryId: r.entry_id,
-        userId: r.user_id,
-        nonce: r.nonce,
-        quantity: r.quantity,
-        home: r.home,
-        position: r.position ?? 0,
-        code: r.code,
-      }));
+        .map((r) => [r.user_id, r.code]),
+    );
+    return ranked.map((e) => ({ ...e, code: codes.get(e.userId) ?? null }));
   }
 
   /** Records an entry's result (and, on its home shard, the answer its tokens get). */
-  settle(entryId: string, code: string, place: DrawPlace, answer: StoredAnswer | null, onlyOpen = false): void {
+  settle(userId: string, code: string, place: DrawPlace, answer: StoredAnswer | null, onlyOpen = false): void {
     if (this.#row && this.#row.entrants !== place.entrants) {
       this.#sql.exec("UPDATE draw SET entrants = ? WHERE id = 1", place.entrants);
       this.#row = this.#read();
     }
     const position = place.position;
     this.#sql.exec(
-      `UPDATE draw_entrants SET code = ?, position = ?, answer = ? WHERE entry_id = ?${onlyOpen ? " AND code IS NULL" : ""}`,
+      `UPDATE draw_entrants SET code = ?, entry_id = ?, position = ?, answer = ? WHERE user_id = ?${onlyOpen ? " AND code IS NULL" : ""}`,
       code,
+      place.entryId,
       position,
       answer === null ? null : JSON.stringify(answer),
-      entryId,
+      userId,
     );
   }
 
@@ -357,8 +354,8 @@ export class OpeningDraw {
    * A home shard of a sharded SKU learns an entry's position and result from shard 0. The entry is
    * its own (recorded when it entered); nothing else is written.
    */
-  entrantOf(entryId: string): EntrantRow | undefined {
-    return this.#sql.exec<EntrantRow>("SELECT * FROM draw_entrants WHERE entry_id = ?", entryId).toArray()[0];
+  entrantOf(userId: string): EntrantRow | undefined {
+    return this.#sql.exec<EntrantRow>("SELECT * FROM draw_entrants WHERE user_id = ?", userId).toArray()[0];
   }
 
   /** Marks the draw decided (shard 0, with the seed revealed) or, on a sibling, over. */
@@ -412,12 +409,12 @@ export class OpeningDraw {
   placeOfNonce(nonce: string): DrawPlace | null {
     if (this.#row === null) return null;
     const row = this.#sql
-      .exec<{ entry_id: string; position: number | null }>(
+      .exec<{ entry_id: string | null; position: number | null }>(
         "SELECT entry_id, position FROM draw_entrants WHERE nonce = ? AND position IS NOT NULL",
         nonce,
       )
       .toArray()[0];
-    if (!row || row.position === null) return null;
+    if (!row || row.position === null || row.entry_id === null) return null;
     return { entryId: row.entry_id, position: row.position, entrants: this.entrantCount() };
   }
 

@@ -1,7 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { MIRROR_WRITE_TIMEOUT_MS, mirrorFromEnv, type RedisMirror } from "../src/mirror/redis-mirror";
 import { log, withLogContext } from "../src/observability/log";
-import type { DrawInfo, DrawnEntry, DrawPlace, Entrant } from "./opening-draw";
+import { type DrawInfo, type DrawnEntry, type DrawPlace, type Entrant, rankEntrants } from "./opening-draw";
 import { fnv1a, shardName } from "./shard-name";
 import {
   type Audit,
@@ -609,15 +609,15 @@ export class SkuStock extends DurableObject<Env> {
    * units from siblings when this shard is short (they are all waiting for the draw: none sells).
    * A sibling that could not answer: `BUSY`, nothing recorded, shard 0 asks again later.
    */
-  async settleDrawEntry(entryId: string, place: DrawPlace): Promise<ReserveOutcome> {
+  async settleDrawEntry(userId: string, place: DrawPlace): Promise<ReserveOutcome> {
     this.rpcCalls++;
-    let answer = this.engine.settleDrawEntry(entryId, place, this.now(), false);
+    let answer = this.engine.settleDrawEntry(userId, place, this.now(), false);
     const state = this.engine.state();
     if (!answer.ok && (answer.code === "SOLD_OUT" || answer.code === "INSUFFICIENT_STOCK") && state) {
-      const wanted = (this.engine.draw.entrantOf(entryId)?.quantity ?? 1) - state.stock.available;
+      const wanted = (this.engine.draw.entrantOf(userId)?.quantity ?? 1) - state.stock.available;
       const pull = await this.#pull(state, wanted);
       if (pull.failed && pull.pulled === 0) answer = { ok: false, code: "BUSY" };
-      else answer = this.engine.settleDrawEntry(entryId, place, this.now(), true);
+      else answer = this.engine.settleDrawEntry(userId, place, this.now(), true);
     }
     this.engine.takeFreed();
     this.#signalDraw();
@@ -626,7 +626,7 @@ export class SkuStock extends DurableObject<Env> {
   }
 
   /** A home shard records results shard 0 decided without asking it (the stock ran out first). */
-  recordDrawResults(results: { place: DrawPlace; code: string }[]): void {
+  recordDrawResults(results: { userId: string; place: DrawPlace; code: string }[]): void {
     this.rpcCalls++;
     this.engine.recordDrawResults(results);
     this.#signalDraw();
@@ -678,8 +678,12 @@ export class SkuStock extends DurableObject<Env> {
     if (state?.shard !== 0) return;
     if (!this.engine.draw.decided()) {
       const started = this.now();
-      if (state.shards === 1) this.engine.decideDraw(started);
-      else await this.#decideSharded(state);
+      if (state.shards === 1) {
+        const ranked = await this.#rank(state, this.engine.closeDraw(started));
+        this.engine.decideDraw(ranked, this.now());
+      } else {
+        await this.#decideSharded(state);
+      }
       const info = this.engine.draw.info();
       log("info", "opening draw decided", { entrants: info?.entrants, ms: this.now() - started });
     }
@@ -700,13 +704,21 @@ export class SkuStock extends DurableObject<Env> {
    * on both sides, a hold is keyed by the entry's nonce), so a retry after a crash or a failed call
    * finishes the same draw.
    */
+  /** The SKU's entrants in draw order: hashes with WebCrypto, outside any transaction. */
+  async #rank(state: SkuState, entrants: Entrant[]) {
+    const seed = this.engine.draw.seedForDecision();
+    if (!seed) throw new Error("shard 0 has no seed for its draw");
+    return rankEntrants(seed, state.sku, entrants);
+  }
+
   async #decideSharded(state: SkuState): Promise<void> {
     const others = Array.from({ length: state.shards - 1 }, (_, i) => i + 1);
     const lists = await Promise.all(others.map((shard) => this.#sibling(state, shard).closeDraw()));
-    const order = this.engine.gatherDraw(lists.flat(), this.now());
+    const ranked = await this.#rank(state, [...this.engine.closeDraw(this.now()), ...lists.flat()]);
+    const order = this.engine.placeDraw(ranked, this.now());
     const entrants = order.length;
     let soldOut = false;
-    const rest = new Map<number, { place: DrawPlace; code: string }[]>();
+    const rest = new Map<number, { userId: string; place: DrawPlace; code: string }[]>();
     for (const e of order) {
       const place = { entryId: e.entryId, position: e.position, entrants };
       if (e.code !== null) {
@@ -715,17 +727,17 @@ export class SkuStock extends DurableObject<Env> {
       }
       if (soldOut) {
         const list = rest.get(e.home) ?? [];
-        list.push({ place, code: "SOLD_OUT" });
+        list.push({ userId: e.userId, place, code: "SOLD_OUT" });
         rest.set(e.home, list);
         continue;
       }
       const answer =
         e.home === 0
-          ? await this.settleDrawEntry(e.entryId, place)
-          : await this.#sibling(state, e.home).settleDrawEntry(e.entryId, place);
+          ? await this.settleDrawEntry(e.userId, place)
+          : await this.#sibling(state, e.home).settleDrawEntry(e.userId, place);
       if (!answer.ok && answer.code === "BUSY") throw new Error(`shard ${e.home} could not settle a draw entry`);
       const code = answer.ok ? "HELD" : answer.code;
-      if (e.home !== 0) this.engine.recordDrawResults([{ place, code }]);
+      if (e.home !== 0) this.engine.recordDrawResults([{ userId: e.userId, place, code }]);
       soldOut = code === "SOLD_OUT";
     }
     await Promise.all(

@@ -1,5 +1,5 @@
 import { eventTypeOf, type OrderEvent, type ReservationStatus } from "../src/orders/events";
-import { type DrawPlace, type Entrant, OpeningDraw } from "./opening-draw";
+import { type DrawPlace, type Entrant, OpeningDraw, type RankedEntrant } from "./opening-draw";
 import { fnv1a } from "./shard-name";
 import { STOCK_SCHEMA } from "./stock-schema";
 
@@ -1113,7 +1113,7 @@ export class StockEngine {
     if (entry.quantity !== request.quantity || entry.user_id !== request.userId) {
       return fail("IDEMPOTENCY_MISMATCH", available);
     }
-    if (entry.code === null || entry.position === null) return fail("DRAW_PENDING");
+    if (entry.code === null || entry.position === null || entry.entry_id === null) return fail("DRAW_PENDING");
     return this.#drawnOutcome(entry, { entryId: entry.entry_id, position: entry.position }, available);
   }
 
@@ -1138,7 +1138,7 @@ export class StockEngine {
    */
   #enterDraw(request: ReserveRequest, sku: SkuRow, now: number): Outcome<ReserveAnswer> {
     if (!this.draw.open(now)) return fail("DRAW_PENDING");
-    const entered = this.draw.enter(sku.sku, request.userId, request.nonce, request.quantity, sku.shard, now);
+    const entered = this.draw.enter(request.userId, request.nonce, request.quantity, sku.shard, now);
     return entered === "mismatch" ? fail("IDEMPOTENCY_MISMATCH") : fail("DRAW_PENDING");
   }
 
@@ -1149,18 +1149,24 @@ export class StockEngine {
   }
 
   /**
-   * Decides a one-shard SKU's draw in one transaction: entries close, the seed orders them, each
+   * Closes this shard's entries (idempotent: nobody enters after) and returns them. Shard 0 then
+   * ranks all of the SKU's entrants with its seed ({@link rankEntrants}, outside any transaction).
+   */
+  closeDraw(now: number): Entrant[] {
+    return this.#storage.transactionSync(() => this.draw.close(now, this.#requireRow().shard));
+  }
+
+  /**
+   * Decides a one-shard SKU's draw in one transaction, given its entrants ranked by the seed: each
    * is decided in that order as a reservation of its first token (limit, stock, first fit), and the
    * seed is revealed. Once nothing is left, the rest are SOLD_OUT in one statement. Exactly once:
-   * a decided draw is not decided again. Returns the number of entrants.
+   * a decided draw is not decided again. Returns the number of entrants decided now.
    */
-  decideDraw(now: number): number {
+  decideDraw(ranked: readonly RankedEntrant[], now: number): number {
     return this.#storage.transactionSync(() => {
       if (this.draw.decided()) return 0;
-      const sku = this.#requireRow();
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
-      this.draw.close(now, sku.shard);
-      const order = this.draw.order();
+      const order = this.draw.place(ranked, now);
       const current = { sku: this.#row() };
       this.draw.deciding = true;
       try {
@@ -1169,7 +1175,7 @@ export class StockEngine {
           if (left === 0) break;
           if (e.code !== null) continue;
           const outcome = this.#reserveOne(e, now, current, true);
-          this.#recordDrawn(e.entryId, { entryId: e.entryId, position: e.position, entrants: order.length }, outcome);
+          this.#recordDrawn(e.userId, { entryId: e.entryId, position: e.position, entrants: order.length }, outcome);
         }
         this.draw.settleRest("SOLD_OUT");
         this.draw.finish(now);
@@ -1180,27 +1186,14 @@ export class StockEngine {
     });
   }
 
-  #recordDrawn(entryId: string, place: DrawPlace, outcome: Outcome<ReserveAnswer>): void {
-    this.draw.settle(
-      entryId,
-      outcome.ok ? "HELD" : outcome.code,
-      place,
-      outcome.ok ? { ...outcome.value.reservation } : null,
-    );
+  #recordDrawn(userId: string, place: DrawPlace, outcome: Outcome<ReserveAnswer>): void {
+    const answer = outcome.ok ? { ...outcome.value.reservation } : null;
+    this.draw.settle(userId, outcome.ok ? "HELD" : outcome.code, place, answer);
   }
 
-  /** A shard of a sharded SKU: closes its entries and hands them to shard 0 (idempotent). */
-  closeDraw(now: number): Entrant[] {
-    return this.#storage.transactionSync(() => this.draw.close(now, this.#requireRow().shard));
-  }
-
-  /** Shard 0 of a sharded SKU: closes its own entries, adds the siblings', orders them all. */
-  gatherDraw(siblings: readonly Entrant[], now: number): ReturnType<OpeningDraw["order"]> {
-    return this.#storage.transactionSync(() => {
-      this.draw.close(now, 0);
-      this.draw.addEntrants(siblings, now);
-      return this.draw.order();
-    });
+  /** Shard 0 of a sharded SKU: writes the order of all shards' entrants (idempotent). */
+  placeDraw(ranked: readonly RankedEntrant[], now: number): ReturnType<OpeningDraw["place"]> {
+    return this.#storage.transactionSync(() => this.draw.place(ranked, now));
   }
 
   /**
@@ -1209,9 +1202,9 @@ export class StockEngine {
    * recorded only when `record` (the caller first pulls stock from siblings and asks again); an
    * entry already settled answers what it got.
    */
-  settleDrawEntry(entryId: string, place: DrawPlace, now: number, record: boolean): Outcome<ReserveAnswer> {
+  settleDrawEntry(userId: string, place: DrawPlace, now: number, record: boolean): Outcome<ReserveAnswer> {
     return this.#storage.transactionSync(() => {
-      const e = this.draw.entrantOf(entryId);
+      const e = this.draw.entrantOf(userId);
       if (!e) return fail<ReserveAnswer>("RESERVATION_NOT_FOUND");
       const sku = this.#requireRow();
       const available = sku.total - sku.held - sku.sold;
@@ -1220,25 +1213,21 @@ export class StockEngine {
       this.draw.deciding = true;
       let outcome: Outcome<ReserveAnswer>;
       try {
-        outcome = this.#reserveOne(
-          { userId: e.user_id, nonce: e.nonce, quantity: e.quantity },
-          now,
-          { sku: this.#row() },
-          true,
-        );
+        const request = { userId, nonce: e.nonce, quantity: e.quantity };
+        outcome = this.#reserveOne(request, now, { sku: this.#row() }, true);
       } finally {
         this.draw.deciding = false;
       }
       const short = !outcome.ok && (outcome.code === "SOLD_OUT" || outcome.code === "INSUFFICIENT_STOCK");
-      if (!short || record) this.#recordDrawn(entryId, place, outcome);
+      if (!short || record) this.#recordDrawn(userId, place, outcome);
       return outcome.ok ? ok({ ...outcome.value, draw: place }) : { ...outcome, draw: place };
     });
   }
 
   /** Records results decided elsewhere (shard 0's copies; a home shard's entries left SOLD_OUT). */
-  recordDrawResults(results: readonly { place: DrawPlace; code: string }[]): void {
+  recordDrawResults(results: readonly { userId: string; place: DrawPlace; code: string }[]): void {
     this.#storage.transactionSync(() => {
-      for (const r of results) this.draw.settle(r.place.entryId, r.code, r.place, null, true);
+      for (const r of results) this.draw.settle(r.userId, r.code, r.place, null, true);
     });
   }
 

@@ -57,11 +57,11 @@ async function verifyDraw(sku: string, seedHashBefore: string) {
   const draw = await call("GET", `/api/skus/${sku}/draw`);
   expect(draw.status).toBe(200);
   expect(draw.json.seed).toMatch(/^[0-9a-f]{64}$/);
-  expect(sha256Hex(draw.json.seed)).toBe(seedHashBefore);
+  expect(await sha256Hex(draw.json.seed)).toBe(seedHashBefore);
   expect(draw.json.seedHash).toBe(seedHashBefore);
   const entries = await allEntries(sku);
   expect(entries).toHaveLength(draw.json.entrants);
-  const recomputed = drawOrder(
+  const recomputed = await drawOrder(
     draw.json.seed,
     entries.map((e) => e.entryId),
   );
@@ -150,12 +150,15 @@ describe("fair opening: a sale through the Worker", () => {
     expect(heldUsers.size).toBe(units);
     // The winners are the first `units` entries of the recomputed order (quantity 1, limit 1).
     const winners = new Set(entries.slice(0, units).map((e) => e.entryId));
-    expect(new Set([...heldUsers].map((u) => entryIdOf(sku, u)))).toEqual(winners);
+    const ids = new Map(
+      await Promise.all([...bots, ...shoppers].map(async (u) => [u, await entryIdOf(sku, u)] as const)),
+    );
+    expect(new Set([...heldUsers].map((u) => ids.get(u)))).toEqual(winners);
     expect(entries.slice(units).every((e) => e.result === "SOLD_OUT")).toBe(true);
     for (const a of answers) {
-      const position = entries.findIndex((e) => e.entryId === entryIdOf(sku, a.user)) + 1;
+      const position = entries.findIndex((e) => e.entryId === ids.get(a.user)) + 1;
       if (a.answer.status === 202) {
-        expect(a.answer.json.draw).toEqual({ entryId: entryIdOf(sku, a.user), position, entrants: draw.entrants });
+        expect(a.answer.json.draw).toEqual({ entryId: ids.get(a.user), position, entrants: draw.entrants });
       } else {
         expect([a.answer.status, a.answer.json.error?.code]).toEqual([409, "SOLD_OUT"]);
       }
@@ -211,7 +214,7 @@ describe("fair opening: a sale through the Worker", () => {
     expect(draw.entrants).toBe(users.length);
     const winners = new Set(entries.slice(0, units).map((e) => e.entryId));
     for (const r of retried) {
-      const won = winners.has(entryIdOf(sku, r.user));
+      const won = winners.has(await entryIdOf(sku, r.user));
       expect(r.answer.status).toBe(won ? 202 : 409);
     }
     const again = await Promise.all(tokens.map((t) => reserveWith(t.user, sku, t.token)));
@@ -257,7 +260,7 @@ describe("fair opening: a sale through the Worker", () => {
     }
     expect(entries.map((e) => e.result)).toEqual(entries.map((e) => expected.get(e.entryId)));
     for (const a of answers) {
-      const result = expected.get(entryIdOf(sku, a.user));
+      const result = expected.get(await entryIdOf(sku, a.user));
       if (result === "HELD") expect(a.answer.status).toBe(202);
       else expect(a.answer.json.error?.code).toBe(result);
     }
