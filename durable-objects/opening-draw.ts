@@ -132,14 +132,22 @@ export function entryIdOf(sku: string, userId: string): Promise<string> {
   return sha256Hex(`${sku}:${userId}`);
 }
 
+/** Hashes a long list a slice at a time: 50,000 pending WebCrypto promises at once cost memory for nothing. */
+async function inSlices<T, R>(items: readonly T[], each: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = [];
+  for (let i = 0; i < items.length; i += 1_000) out.push(...(await Promise.all(items.slice(i, i + 1_000).map(each))));
+  return out;
+}
+
 /** Entry ids in draw order (first decided first): by hex HMAC-SHA256(seed, entryId), ascending. */
 export async function drawOrder(seed: string, entryIds: readonly string[]): Promise<string[]> {
   const key = await crypto.subtle.importKey("raw", utf8.encode(seed), { name: "HMAC", hash: "SHA-256" }, false, [
     "sign",
   ]);
-  const keyed = await Promise.all(
-    entryIds.map(async (id) => ({ id, key: hex(await crypto.subtle.sign("HMAC", key, utf8.encode(id))) })),
-  );
+  const keyed = await inSlices(entryIds, async (id) => ({
+    id,
+    key: hex(await crypto.subtle.sign("HMAC", key, utf8.encode(id))),
+  }));
   return keyed
     .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
     .map((e) => e.id);
@@ -150,7 +158,7 @@ export type RankedEntrant = Entrant & { entryId: string; position: number };
 
 /** Ranks a closed draw's entrants (all shards') with the seed: the draw's order, computed once. */
 export async function rankEntrants(seed: string, sku: string, entrants: readonly Entrant[]): Promise<RankedEntrant[]> {
-  const ids = await Promise.all(entrants.map((e) => entryIdOf(sku, e.userId)));
+  const ids = await inSlices(entrants, (e) => entryIdOf(sku, e.userId));
   const byId = new Map(ids.map((id, i) => [id, entrants[i] as Entrant]));
   return (await drawOrder(seed, ids)).map((entryId, i) => ({
     ...(byId.get(entryId) as Entrant),

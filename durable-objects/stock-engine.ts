@@ -381,8 +381,12 @@ export class StockEngine {
       if (current && total < current.held + current.sold) {
         return fail<SkuState>("INVALID_STATE");
       }
-      // A new shard count moves users between shards: only while this shard holds and sells nothing.
+      // A new shard count moves users between shards: only while this shard holds and sells nothing
+      // (nor keeps entries of an opening draw that is not decided yet: they wait on their home shard).
       if (current && settings.shards !== current.shards && current.held + current.sold > 0) {
+        return fail<SkuState>("INVALID_STATE");
+      }
+      if (current && settings.shards !== current.shards && this.draw.pending(now ?? 0)) {
         return fail<SkuState>("INVALID_STATE");
       }
       const keep = <T>(next: T | undefined, prior: T | undefined, fallback: T): T =>

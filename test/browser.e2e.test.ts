@@ -306,6 +306,77 @@ describe("operator dashboard", () => {
   });
 });
 
+describe("fair opening", () => {
+  it("counts down to the opening, shows a drawn reservation's position, and the dashboard shows the draw", async () => {
+    const sku = `drop-${randomUUID().slice(0, 6)}`;
+    const opensAt = Date.now() + 7_000;
+    await putSku(sku, {
+      name: "Sneaker drop",
+      totalStock: 2,
+      perUserLimit: 1,
+      holdSeconds: 600,
+      startsAt: new Date(opensAt).toISOString(),
+      openingWindowMs: 4_000,
+    });
+    const before = (await (await fetch(`${server.url}/api/skus/${sku}/draw`)).json()) as { seedHash: string };
+    const page = await newPage(1000, 1200);
+    await page.goto(`${server.url}/?sku=${sku}`);
+    await page.fill("#user", "gina");
+    await page.click("#user-form button");
+    await expect.poll(() => page.textContent("#who")).toContain("Signed in as gina");
+    // Before the opening: a countdown to it, and the committed seed hash.
+    await expect
+      .poll(() => page.textContent("#opening"))
+      .toMatch(/^Fair opening in 0:0\d: every request in the first 4 s/);
+    expect(await page.textContent("#opening")).toContain(before.seedHash.slice(0, 16));
+    expect(await page.isDisabled("#buy")).toBe(true);
+    await screenshot(page, "storefront-5-opening");
+
+    // Two other shoppers enter the same window through the API.
+    const others = await Promise.all(["hal", "ivy"].map((user) => shopper(user)));
+    await page.waitForSelector("#buy:not([disabled])", { timeout: 15_000 });
+    const entered = others.map(async (auth) => {
+      const token = (await (await post(`/api/skus/${sku}/tokens`, undefined, auth)).json()) as { token: string };
+      return post(`/api/skus/${sku}/reservations`, { token: token.token, quantity: 1 }, auth);
+    });
+    await page.click("#buy");
+    await expect.poll(() => page.textContent("#message")).toContain("Entered the opening draw");
+    const answers = await Promise.all(entered);
+    // The page's request was answered by the draw: held with its position, or refused (2 units, 3 entrants).
+    await expect
+      .poll(() => page.textContent("#message"), { timeout: 20_000 })
+      .toMatch(/^(Reserved 1|Not reserved: .*sold out)/i);
+    const held = answers.filter((a) => a.status === 202).length;
+    if ((await page.textContent("#message"))?.startsWith("Reserved")) {
+      await expect.poll(() => page.textContent("#res-draw")).toMatch(/^position [12] of 3 \(entry [0-9a-f]{12}…\)$/);
+      expect(held).toBe(1);
+    } else {
+      expect(held).toBe(2);
+    }
+    await expect
+      .poll(() => page.textContent("#opening"), DISPLAY)
+      .toMatch(/^Opening draw decided: 3 entrants\. Seed [0-9a-f]{16}…/);
+    await screenshot(page, "storefront-6-drawn", "storefront-draw.png");
+    expect(unexpectedProblems(page)).toEqual([]);
+    await page.close();
+
+    // The dashboard shows the draw: window, entrants, the seed hash and the revealed seed.
+    const board = await newPage(1280, 1000);
+    await board.goto(`${server.url}/dashboard`);
+    await board.waitForSelector("#login:not([hidden])");
+    await board.fill("#token", "dev-admin-token");
+    await board.click("#login button");
+    const draw = `article[data-sku="${sku}"] [data-field="draw"]`;
+    await board.waitForSelector(`${draw}:not([hidden])`);
+    const text = (await board.textContent(draw)) ?? "";
+    expect(text).toMatch(/^4000 ms window · 3 entrants · decided /);
+    expect(text).toContain(`seed hash ${before.seedHash}`);
+    expect(text).toMatch(/ · seed [0-9a-f]{64}$/);
+    expect(unexpectedProblems(board)).toEqual([]);
+    await board.close();
+  });
+});
+
 /** The Authorization header of a shopper, from the dev-only JWT route. */
 async function shopper(userId: string): Promise<Record<string, string>> {
   const jwt = (await (await post("/dev/jwt", { userId })).json()) as { token: string };
