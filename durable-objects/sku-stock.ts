@@ -86,8 +86,6 @@ const DRAW_POLL_MS = 1_000;
  */
 export class SkuStock extends DurableObject<Env> {
   readonly engine: StockEngine;
-  /** RPC calls served by this instance; lets tests prove that the edge answered on its own. */
-  rpcCalls = 0;
   /** The object's clock. A seam for tests, which move time forward instead of sleeping. */
   now: () => number = () => Date.now();
   /** The alarm time last set, so most requests skip the storage call (undefined: not read yet). */
@@ -142,7 +140,6 @@ export class SkuStock extends DurableObject<Env> {
   }
 
   state(): SkuState | null {
-    this.rpcCalls++;
     return this.engine.state();
   }
 
@@ -152,7 +149,6 @@ export class SkuStock extends DurableObject<Env> {
    * decided again, so `SOLD_OUT` means every shard is empty.
    */
   async reserve(requests: ReserveRequest[]): Promise<ReserveOutcome[]> {
-    this.rpcCalls++;
     return withLogContext(this.#where(), () => this.#reserve(requests));
   }
 
@@ -261,7 +257,6 @@ export class SkuStock extends DurableObject<Env> {
    * this shard is short (whatever they answered a moment ago: the line wants their units).
    */
   async holdForLine(entryId: string, userId: string, quantity: number): Promise<ReserveOutcome> {
-    this.rpcCalls++;
     let answer = this.engine.holdForLine(entryId, userId, quantity, this.now());
     const state = this.engine.state();
     if (!answer.ok && (answer.code === "SOLD_OUT" || answer.code === "INSUFFICIENT_STOCK") && state) {
@@ -358,7 +353,6 @@ export class SkuStock extends DurableObject<Env> {
 
   /** Giver side of a transfer to a sibling shard; idempotent by transfer id. */
   async giveStock(transferId: string, toShard: number, requested: number): Promise<number> {
-    this.rpcCalls++;
     const granted = this.engine.giveStock(transferId, toShard, requested, this.now());
     await this.#afterCommit();
     return granted;
@@ -371,7 +365,6 @@ export class SkuStock extends DurableObject<Env> {
    * pulled stay here, still counted). See {@link StockEngine.retarget}.
    */
   async setSkuTotal(total: number, assumed: number, requestId?: string): Promise<Outcome<SkuState>> {
-    this.rpcCalls++;
     return withLogContext({ requestId, ...this.#where() }, async () => {
       let missing = this.engine.retarget(total, this.now(), assumed);
       let failed = false;
@@ -543,7 +536,6 @@ export class SkuStock extends DurableObject<Env> {
    * it emits) carry the request id. Failed outcomes are logged with their code.
    */
   async #call<T>(requestId: string | undefined, decide: () => Outcome<T>): Promise<Outcome<T>> {
-    this.rpcCalls++;
     return withLogContext({ requestId, ...this.#where() }, async () => {
       const outcome = this.engine.onBehalfOf(requestId, decide);
       await this.#afterCommit();
@@ -558,7 +550,6 @@ export class SkuStock extends DurableObject<Env> {
   }
 
   reservation(reservationId: string): Reservation | null {
-    this.rpcCalls++;
     return this.engine.reservation(reservationId);
   }
 
@@ -571,7 +562,6 @@ export class SkuStock extends DurableObject<Env> {
    * {@link DRAW_DECISION_MS}, `BUSY` (retry with the same token).
    */
   async awaitDraw(request: ReserveRequest): Promise<ReserveOutcome> {
-    this.rpcCalls++;
     const deadline = (this.engine.draw.closesAt() ?? this.now()) + DRAW_DECISION_MS;
     for (;;) {
       if (this.#drawNeedsWork()) await this.#decideDraw().catch(() => undefined);
@@ -600,7 +590,6 @@ export class SkuStock extends DurableObject<Env> {
 
   /** A sibling of a sharded SKU: entries close; shard 0 gets this shard's entrants. */
   closeDraw(): Entrant[] {
-    this.rpcCalls++;
     return this.engine.closeDraw(this.now());
   }
 
@@ -610,7 +599,6 @@ export class SkuStock extends DurableObject<Env> {
    * A sibling that could not answer: `BUSY`, nothing recorded, shard 0 asks again later.
    */
   async settleDrawEntry(userId: string, place: DrawPlace): Promise<ReserveOutcome> {
-    this.rpcCalls++;
     let answer = this.engine.settleDrawEntry(userId, place, this.now(), false);
     const state = this.engine.state();
     if (!answer.ok && (answer.code === "SOLD_OUT" || answer.code === "INSUFFICIENT_STOCK") && state) {
@@ -627,14 +615,12 @@ export class SkuStock extends DurableObject<Env> {
 
   /** A home shard records results shard 0 decided without asking it (the stock ran out first). */
   recordDrawResults(results: { userId: string; place: DrawPlace; code: string }[]): void {
-    this.rpcCalls++;
     this.engine.recordDrawResults(results);
     this.#signalDraw();
   }
 
   /** A sibling learns from shard 0 that the draw is over: reservations are decided on arrival again. */
   drawOver(): void {
-    this.rpcCalls++;
     this.engine.finishDraw(this.now());
     this.#signalDraw();
   }

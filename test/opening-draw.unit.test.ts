@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { drawOrder, entryIdOf, rankEntrants, sha256Hex } from "../durable-objects/opening-draw";
 import { type ReserveRequest, StockEngine } from "../durable-objects/stock-engine";
-import { seededRandom } from "../src/chaos/seeded-random";
+import { seededRandom } from "../src/harness/seeded-random";
 import { stockShard, uniqueSku } from "./support/client";
 
 /**

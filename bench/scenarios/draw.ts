@@ -1,8 +1,8 @@
+import { SECRETS } from "../../tools/dev-vars";
+import { cpuMeter, rssBytes } from "../../tools/proc";
+import { admin, type WorkerServer } from "../../tools/worker";
 import type { Bench } from "../lib/context";
 import { log } from "../lib/log";
-import { cpuMeter, rssBytes } from "../lib/proc";
-import { SECRETS } from "../lib/shoppers";
-import { admin, type WorkerServer } from "../lib/worker";
 
 /** Entrants of the bench's opening window (issue 19: "a window with 50,000 entrants"). */
 const ENTRANTS = 50_000;

@@ -1,11 +1,18 @@
+import type { z } from "zod";
 import type { DrawInfo } from "../../durable-objects/opening-draw";
 import type { Reservation, SkuState } from "../../durable-objects/stock-engine";
+import type { AdminSku, Draw, PublicSku, Reservation as ReservationBody } from "./contract";
 
-/** JSON shapes of the contract (API.md), built in one place so every route answers alike. */
+/**
+ * JSON shapes of the contract (API.md), built in one place so every route answers alike, and typed
+ * by the contract's answer schemas (./contract.ts), so the type checker catches a view that drifts.
+ */
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
-export function reservationView(r: Omit<Reservation, "expiresAt"> & { expiresAt: number | null }) {
+export function reservationView(
+  r: Omit<Reservation, "expiresAt"> & { expiresAt: number | null },
+): z.infer<typeof ReservationBody> {
   return {
     reservationId: r.id,
     sku: r.sku,
@@ -21,7 +28,7 @@ function pricingView(s: SkuState) {
   return { price: s.price ?? null, currency: s.currency ?? "usd" };
 }
 
-export function publicSkuView(s: SkuState) {
+export function publicSkuView(s: SkuState): z.infer<typeof PublicSku> {
   return {
     sku: s.sku,
     name: s.name,
@@ -36,20 +43,24 @@ export function publicSkuView(s: SkuState) {
 }
 
 /** `GET /api/skus/:sku/draw` (API.md "Fair opening"), plus when the window opens and closes. */
-export function drawView(sku: string, d: DrawInfo) {
+export function drawView(sku: string, d: DrawInfo): z.infer<typeof Draw> {
   return {
     sku,
     openingWindowMs: d.openingWindowMs,
-    seedHash: d.seedHash,
+    // Only shard 0 commits a seed, and the draw is always read there.
+    seedHash: d.seedHash ?? "",
     seed: d.seed,
     entrants: d.entrants,
     decidedAt: iso(d.decidedAt),
-    opensAt: iso(d.opensAt),
-    closesAt: iso(d.closesAt),
+    opensAt: new Date(d.opensAt).toISOString(),
+    closesAt: new Date(d.closesAt).toISOString(),
   };
 }
 
-export function adminSkuView(s: SkuState) {
+/** The stock object's part of the admin view; the route adds orders, waitlist, payments and mirror. */
+export function adminSkuView(
+  s: SkuState,
+): Omit<z.infer<typeof AdminSku>, "orders" | "waitlist" | "payments" | "mirror"> {
   return {
     sku: s.sku,
     name: s.name,
