@@ -100,7 +100,8 @@ describe("demo storefront", () => {
       totalStock: 20,
       perUserLimit: 2,
       holdSeconds: 600,
-      startsAt: new Date(Date.now() + 4000).toISOString(),
+      // 8 s ahead: the page must load and sign in before the sale opens, on a loaded machine too.
+      startsAt: new Date(Date.now() + 8000).toISOString(),
       endsAt: new Date(Date.now() + 3_600_000).toISOString(),
     });
     const page = await newPage(1000, 1200);
