@@ -27,6 +27,7 @@ import { startProfile } from "./lib/profile";
 import { verify } from "./lib/verify";
 import { writeReports } from "./report";
 import { classic } from "./scenarios/classic";
+import { drawDecide } from "./scenarios/draw";
 import { ceiling, healthz, hotSku, soldOut, soldOutFloor } from "./scenarios/edge";
 import { engineCore } from "./scenarios/engine-core";
 import { memory } from "./scenarios/memory";
@@ -174,6 +175,7 @@ try {
     const inspected = await start("memory", { GROUP_COMMIT: "on" }, undefined, true);
     await memory(bench, inspected, { holds: 100_000, paidUsers: 1_000_000 });
   }
+  if (wanted("draw_decide")) await drawDecide(bench, on);
 
   for (const ref of baselineRefs) {
     const commit = sh("git", ["rev-parse", "--short", ref]);
