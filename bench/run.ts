@@ -28,7 +28,7 @@ import { writeReports } from "./report";
 import { classic } from "./scenarios/classic";
 import { ceiling, healthz, hotSku, soldOut } from "./scenarios/edge";
 import { engineCore } from "./scenarios/engine-core";
-import { orderPipeline } from "./scenarios/order-pipeline";
+import { hotSkuOrders, orderPipeline } from "./scenarios/order-pipeline";
 import { redisReserve } from "./scenarios/redis";
 
 const argv = process.argv.slice(2);
@@ -114,13 +114,14 @@ try {
   if (wanted("sold_out")) await soldOut(bench, on);
   if (wanted("hot_sku")) {
     const hot = await hotSku(bench, on, { key: "hot_sku" });
-    await orderPipeline(bench, on, hot.sku);
+    await hotSkuOrders(bench, on, hot.sku);
   }
   if (wanted("hot_sku_gc_off")) await hotSku(bench, off, { key: "hot_sku_gc_off" });
   if (wanted("hot_sku_4_shards")) await hotSku(bench, on, { key: "hot_sku_4_shards", shards: 4 });
   if (wanted("classic")) await classic(bench, redis, luaServer.url, luaServer.process.pid ?? 0);
   if (wanted("redis")) await redisReserve(bench, redis, luaServer.port, luaServer.process.pid ?? 0);
   if (wanted("engine_core")) await engineCore(bench, on);
+  if (wanted("order_pipeline")) await orderPipeline(bench, on);
 
   for (const ref of baselineRefs) {
     const commit = sh("git", ["rev-parse", "--short", ref]);
@@ -191,7 +192,7 @@ try {
   };
   if (only.length > 0) {
     // A partial run is for measuring one change: it prints its figures and keeps the full report as it is.
-    console.log(JSON.stringify({ points: bench.points, baselines }, null, 2));
+    console.log(JSON.stringify({ points: bench.points, figures: bench.figures, baselines }, null, 2));
   } else {
     writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
     writeReports(results);
