@@ -20,6 +20,19 @@ export interface PipelineFigures {
 }
 
 /**
+ * A GET that may meet a keep-alive connection workerd closed while the sale ran (kj closes idle
+ * connections after about 5 s, and undici reuses the pooled one): tried once more on a socket error.
+ */
+async function get<T>(read: () => Promise<T>): Promise<T> {
+  try {
+    return await read();
+  } catch (err) {
+    if (!(err instanceof TypeError)) throw err; // fetch's network errors; HTTP errors are Error
+    return read();
+  }
+}
+
+/**
  * Waits until every hold the stock object(s) made for `sku` is an order row in D1 (outbox → queue →
  * consumer), then reads each row's lag: from the hold's creation in the stock object to the row's
  * first write by the consumer (both the Worker's clock; `GET /bench/orders/:sku`).
@@ -27,12 +40,12 @@ export interface PipelineFigures {
  */
 export async function awaitOrders(bench: Bench, server: WorkerServer, sku: string): Promise<PipelineFigures> {
   // Every hold the stock object made, the ones whose answer wrk did not wait for included.
-  const held = (await admin<AdminSku>(server, "GET", `/admin/skus/${sku}`)).stock.held;
+  const view = () => get(() => admin<AdminSku>(server, "GET", `/admin/skus/${sku}`));
+  const held = (await view()).stock.held;
   const deadline = Date.now() + (bench.mode.quick ? 60_000 : 180_000);
   let lastLog = 0;
   for (;;) {
-    const view = await admin<AdminSku>(server, "GET", `/admin/skus/${sku}`);
-    const persisted = view.orders.held ?? 0;
+    const persisted = (await view()).orders.held ?? 0;
     if (persisted >= held || Date.now() > deadline) break;
     if (Date.now() - lastLog >= 1000) {
       log(`order pipeline: ${persisted}/${held} order rows in D1`);
@@ -40,10 +53,12 @@ export async function awaitOrders(bench: Bench, server: WorkerServer, sku: strin
     }
     await sleep(100);
   }
-  const res = await fetch(`${server.url}/bench/orders/${sku}`, {
-    headers: { authorization: `Bearer ${SECRETS.ADMIN_TOKEN}` },
+  const rows = await get(async () => {
+    const res = await fetch(`${server.url}/bench/orders/${sku}`, {
+      headers: { authorization: `Bearer ${SECRETS.ADMIN_TOKEN}` },
+    });
+    return ((await res.json()) as { rows: { id: string; at: number; created: number }[] }).rows;
   });
-  const rows = ((await res.json()) as { rows: { id: string; at: number; created: number }[] }).rows;
   for (const check of bench.checks) if (check.sku === sku) check.orders = true;
   if (rows.length !== held) bench.problems.push(`order pipeline: ${rows.length}/${held} rows in D1 in time`);
   const lags = rows.map((r) => Math.max(0, r.at - r.created));
