@@ -107,15 +107,6 @@ export function applyStatements(db: D1Database, events: readonly OrderEvent[], n
 }
 
 /**
- * Applies one event (one `db.batch`, one transaction): record its id, upsert its order.
- * Returns whether the order row changed.
- */
-export async function applyOrderEvent(db: D1Database, event: OrderEvent, now: number): Promise<boolean> {
-  const [changed] = await applyOrderEvents(db, [event], now);
-  return changed === true;
-}
-
-/**
  * Applies events in the order given in one `db.batch`: one round trip and one transaction for all of
  * them, which either applies all or none. Returns, per event, whether it changed its order row (an
  * event that a later one in the same call overtook still counts as applied: it was, then the later
