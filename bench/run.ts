@@ -19,6 +19,7 @@ import { loadScripts } from "../scripts/lib/lua";
 import { startRedis } from "../scripts/lib/redis-server";
 import { startBridge } from "../scripts/upstash-bridge";
 import { startBareWorker } from "./lib/bare-worker";
+import { capacityModel, printCapacity } from "./lib/capacity";
 import { type Bench, FULL, QUICK } from "./lib/context";
 import { log } from "./lib/log";
 import { startProfile } from "./lib/profile";
@@ -158,6 +159,8 @@ try {
 
   log("checking every reservation the bench made (admin views, D1 rows)");
   await verify(bench);
+  const capacity = capacityModel(bench.figures);
+  printCapacity(capacity);
 
   const results = {
     date: started.toISOString(),
@@ -186,13 +189,14 @@ try {
     points: bench.points,
     redis: bench.redis,
     figures: bench.figures,
+    capacity,
     baselines,
     problems: bench.problems,
     ok: bench.problems.length === 0,
   };
   if (only.length > 0) {
     // A partial run is for measuring one change: it prints its figures and keeps the full report as it is.
-    console.log(JSON.stringify({ points: bench.points, figures: bench.figures, baselines }, null, 2));
+    console.log(JSON.stringify({ points: bench.points, figures: bench.figures, capacity, baselines }, null, 2));
   } else {
     writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
     writeReports(results);
