@@ -1,9 +1,10 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { type ConsumerFault, withConsumerFault } from "../src/harness/consumer-fault";
 import { consumeDeadLetters } from "../src/orders/dead-letter-consumer";
 import { MAX_EVENTS_PER_MESSAGE, type OrderEvent } from "../src/orders/events";
-import { type ConsumerFault, consumeOrderEvents } from "../src/orders/order-consumer";
+import { consumeOrderEvents } from "../src/orders/order-consumer";
 import { applyOrderEvents, D1_MAX_BOUND_PARAMETERS } from "../src/orders/order-store";
 import { MAX_MESSAGE_BYTES, MAX_SEND_BATCH_BYTES, packOutbox } from "../src/orders/outbox-messages";
 import { call, uniqueSku } from "./support/client";
@@ -44,7 +45,7 @@ async function deliver(messages: Delivery[], fault?: ConsumerFault): Promise<{ d
       pending.map((m) => ({ id: m.id, timestamp: new Date(), attempts: m.attempts, body: m.body })),
     );
     const ctx = createExecutionContext();
-    await consumeOrderEvents(batch, env, fault);
+    await (fault ? withConsumerFault(consumeOrderEvents, fault) : consumeOrderEvents)(batch, env);
     const result = await getQueueResult(batch, ctx);
     const retried = new Set(result.retryMessages.map((m: { msgId: string }) => m.msgId));
     expect(result.explicitAcks.length + retried.size).toBe(pending.length);
@@ -219,7 +220,7 @@ describe("order consumer", () => {
     expect(rows.every((row) => row.status === "held")).toBe(true);
   });
 
-  it("dead-letters a multi-event message whose one event always fails, applies the others, replays it", async () => {
+  it("dead-letters a multi-event message whose one event always fails, whole, and replays all its events", async () => {
     const sku = uniqueSku("dlqmulti");
     const good = event(sku, 1, "reservation.held", 1);
     const poison = event(sku, 2, "reservation.held", 2);
@@ -229,7 +230,8 @@ describe("order consumer", () => {
     const message = { id: crypto.randomUUID(), body: { events: [good, poison] }, attempts: 1 };
     const { deadLettered } = await deliver([message], alwaysFails);
     expect(deadLettered.map((m) => m.id)).toEqual([message.id]);
-    expect(await ordersOf(sku)).toEqual([{ reservation_id: good.reservationId, status: "held", last_seq: 1 }]);
+    // The fault fails the message before the consumer, as a failed write of the whole message would.
+    expect(await ordersOf(sku)).toEqual([]);
 
     await consumeDeadLetters(
       createMessageBatch("order-events-dlq", [

@@ -75,7 +75,11 @@ export const TARGET_PER_SKU = 100_000;
 /** The consumer settings of `order-events` in wrangler.toml (the model uses what is deployed). */
 function consumerSettings(): { maxBatchSize: number; maxConcurrency: number | null } {
   const toml = readFileSync(fileURLToPath(new URL("../../wrangler.toml", import.meta.url)), "utf8");
-  const block = toml.split("[[queues.consumers]]").slice(1).find((b) => /queue\s*=\s*"order-events"/.test(b)) ?? "";
+  const block =
+    toml
+      .split("[[queues.consumers]]")
+      .slice(1)
+      .find((b) => /queue\s*=\s*"order-events"/.test(b)) ?? "";
   const num = (key: string) => {
     const m = new RegExp(`^${key}\\s*=\\s*(\\d+)`, "m").exec(block);
     return m ? Number(m[1]) : null;

@@ -1,9 +1,9 @@
+import { SECRETS } from "../../tools/dev-vars";
+import { cpuMeter } from "../../tools/proc";
+import { type AdminSku, admin, createSku, type WorkerServer } from "../../tools/worker";
 import type { Bench } from "../lib/context";
 import { engineRun } from "../lib/engine-route";
 import { log, percentile, sleep } from "../lib/log";
-import { cpuMeter } from "../lib/proc";
-import { SECRETS } from "../lib/shoppers";
-import { type AdminSku, admin, createSku, type WorkerServer } from "../lib/worker";
 
 /** Figures of one wait for a SKU's holds to reach D1 as order rows. */
 export interface PipelineFigures {
