@@ -28,6 +28,7 @@ import { startProfile } from "./lib/profile";
 import { verify } from "./lib/verify";
 import { writeReports } from "./report";
 import { classic } from "./scenarios/classic";
+import { drawDecide } from "./scenarios/draw";
 import { ceiling, healthz, hotSku, soldOut, soldOutFloor } from "./scenarios/edge";
 import { engineCore } from "./scenarios/engine-core";
 import { hotSkuOrders, orderPipeline } from "./scenarios/order-pipeline";
@@ -129,6 +130,7 @@ try {
   if (wanted("redis")) await redisReserve(bench, redis, luaServer.port, luaServer.process.pid ?? 0);
   if (wanted("engine_core")) await engineCore(bench, on);
   if (wanted("order_pipeline")) await orderPipeline(bench, on);
+  if (wanted("draw_decide")) await drawDecide(bench, on);
 
   for (const ref of baselineRefs) {
     const commit = sh("git", ["rev-parse", "--short", ref]);
