@@ -371,7 +371,7 @@ export class StockEngine {
   /** The SKU's configuration and counts, or null before the first `configure`. */
   state(): SkuState | null {
     const row = this.#row();
-    return row ? { ...toState(row, this.#pricingNow()), openingWindowMs: this.draw.windowMs } : null;
+    return row ? { ...toState(row, this.#pricingNow()), ...this.#windowOf() } : null;
   }
 
   /**
@@ -1447,8 +1447,16 @@ export class StockEngine {
     return this.#sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM waitlist").toArray()[0]?.n ?? 0;
   }
 
+  /**
+   * The opening window, in the state only when one is set: a SKU without one answers exactly as the
+   * classic Lua script does (test/lua-parity), and the views show it as 0.
+   */
+  #windowOf(): { openingWindowMs?: number } {
+    return this.draw.windowMs > 0 ? { openingWindowMs: this.draw.windowMs } : {};
+  }
+
   #stateNow(): SkuState {
-    return { ...toState(this.#requireRow(), this.#pricingNow()), openingWindowMs: this.draw.windowMs };
+    return { ...toState(this.#requireRow(), this.#pricingNow()), ...this.#windowOf() };
   }
 
   #bumpSeq(): number {
