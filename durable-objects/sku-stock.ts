@@ -1,6 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
-import { MIRROR_WRITE_TIMEOUT_MS, mirrorFromEnv, type RedisMirror } from "../src/mirror/redis-mirror";
-import { log, withLogContext } from "../src/observability/log";
+import { log, withLogContext } from "./log";
+import { MIRROR_WRITE_TIMEOUT_MS, mirrorFromEnv, type RedisMirror } from "./redis-mirror";
 import { fnv1a, shardName } from "./shard-name";
 import {
   type Audit,

@@ -1,4 +1,4 @@
-import { eventTypeOf, type OrderEvent, type ReservationStatus } from "../src/orders/events";
+import { eventTypeOf, type OrderEvent, type ReservationStatus } from "./order-events";
 import { fnv1a } from "./shard-name";
 import { STOCK_SCHEMA } from "./stock-schema";
 

@@ -1,8 +1,8 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import type { OrderEvent } from "../durable-objects/order-events";
 import { consumeDeadLetters } from "../src/orders/dead-letter-consumer";
-import type { OrderEvent } from "../src/orders/events";
 import { type ConsumerFault, consumeOrderEvents } from "../src/orders/order-consumer";
 import { call, uniqueSku } from "./support/client";
 import { seededRandom, shuffle } from "./support/random";

@@ -1,12 +1,12 @@
 import { Hono } from "hono";
 import { z } from "zod";
+import type { OrderEvent } from "../../durable-objects/order-events";
 import { seededRandom } from "../chaos/seeded-random";
 import { callStock, SKU_ID, stockShard } from "../edge/stock-client";
 import { adminAuth } from "../http/auth";
 import { readJson } from "../http/body";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
-import type { OrderEvent } from "../orders/events";
 import type { ConsumerFault } from "../orders/order-consumer";
 import type { SkuStock as ChaosSkuStock } from "./harness-stock";
 

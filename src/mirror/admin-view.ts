@@ -1,5 +1,5 @@
-import { log } from "../observability/log";
-import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "./redis-mirror";
+import { log } from "../../durable-objects/log";
+import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "../../durable-objects/redis-mirror";
 
 export interface MirrorCounts {
   available: number;

@@ -1,7 +1,7 @@
+import { log } from "../../durable-objects/log";
+import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "../../durable-objects/redis-mirror";
 import type { SkuState } from "../../durable-objects/stock-engine";
 import { readSkuState } from "../edge/sku-state";
-import { log } from "../observability/log";
-import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "./redis-mirror";
 
 /**
  * The read path of stock displays (`GET /api/skus/:sku`): the SKU as the Redis mirror sees it, kept a

@@ -1,4 +1,4 @@
-import { log } from "./log";
+import { log } from "../../durable-objects/log";
 
 /**
  * Counters and histograms of the Worker, in the Prometheus text format.

@@ -1,9 +1,9 @@
 import { desc, eq, isNull } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
+import { log } from "../../durable-objects/log";
+import { OrderEventSchema } from "../../durable-objects/order-events";
 import { deadLetters } from "../db/schema";
-import { log } from "../observability/log";
 import { increment } from "../observability/metrics";
-import { OrderEventSchema } from "./events";
 import { applyOrderEvent } from "./order-store";
 
 /**

@@ -1,6 +1,6 @@
-import { log } from "../observability/log";
+import { log } from "../../durable-objects/log";
+import { type OrderEvent, OrderEventSchema } from "../../durable-objects/order-events";
 import { increment } from "../observability/metrics";
-import { type OrderEvent, OrderEventSchema } from "./events";
 import { applyOrderEvent, applyOrderEvents } from "./order-store";
 
 /**

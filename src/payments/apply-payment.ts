@@ -1,6 +1,6 @@
+import { currentRequestId } from "../../durable-objects/log";
 import type { PaymentAnswer, PaymentMoney, PaymentType, Reservation } from "../../durable-objects/stock-engine";
 import { callStock, locateReservation, stockShard } from "../edge/stock-client";
-import { currentRequestId } from "../observability/log";
 import { increment } from "../observability/metrics";
 import { settledReservation } from "../orders/settled";
 

@@ -1,9 +1,9 @@
 import { desc, eq, inArray, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
+import { log } from "../../durable-objects/log";
 import type { Audit, AuditedReservation } from "../../durable-objects/stock-engine";
 import { orderCounts, orders, reconcileDifferences, reconcileRuns, reconcileWatermarks, skus } from "../db/schema";
 import { callStock, stockShard } from "../edge/stock-client";
-import { log } from "../observability/log";
 
 /**
  * Reconciliation: the check-back between the stock objects (the truth), D1 and the Redis mirror.

@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
+import { currentRequestId } from "../../durable-objects/log";
 import { isOnSale, type ReserveRequest } from "../../durable-objects/stock-engine";
 import { reserveGrouped } from "../edge/group-commit";
 import { mintPurchaseToken, newNonce, verifyPurchaseToken } from "../edge/purchase-token";
@@ -9,7 +10,6 @@ import { callStock, homeShard, locateReservation, SKU_ID, stockShard, unwrap } f
 import type { AppEnv } from "../http/context";
 import { ApiError, type ErrorCode } from "../http/errors";
 import { DISPLAY_CACHE_SECONDS, skuDisplay } from "../mirror/stock-display";
-import { currentRequestId } from "../observability/log";
 import { increment } from "../observability/metrics";
 import { findOrder, orderAsReservation, ordersOfUser } from "../orders/order-store";
 import { settledReservation } from "../orders/settled";

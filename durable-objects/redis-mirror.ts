@@ -1,7 +1,7 @@
 import { Redis } from "@upstash/redis/cloudflare";
-import { type SaleStatus, type SkuState, sumShards } from "../../durable-objects/stock-engine";
-import mirrorLua from "../../lua/mirror.lua";
+import mirrorLua from "../lua/mirror.lua";
 import { LuaScript, runScript } from "./lua-script";
+import { type SaleStatus, type SkuState, sumShards } from "./stock-engine";
 
 /**
  * The Redis mirror of the stock objects (DESIGN.md): one hash per SKU shard holding the shard's newest
