@@ -1,7 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { log, withLogContext } from "./log";
 import { MIRROR_WRITE_TIMEOUT_MS, mirrorFromEnv, type RedisMirror } from "./redis-mirror";
-import { fnv1a, shardName } from "./shard-name";
+import { homeShard, shardName } from "./shard-name";
 import {
   type Audit,
   type EngineStorage,
@@ -18,6 +18,7 @@ import {
   type SkuState,
   type SpentDigest,
   StockEngine,
+  showsSoldOut,
   type WaitlistEntry,
 } from "./stock-engine";
 
@@ -149,7 +150,7 @@ export class SkuStock extends DurableObject<Env> {
       !a.ok && (a.code === "SOLD_OUT" || a.code === "INSUFFICIENT_STOCK") ? [i] : [],
     );
     // The state is read only when some request went short: a served batch costs no extra query.
-    let state = short.length > 0 ? this.engine.state() : null;
+    const state = short.length > 0 ? this.engine.state() : null;
     // Siblings found empty a moment ago are not asked again (each ask writes on both sides): a
     // sold-out storm costs one round of asks per interval, not one per request.
     if (state && state.shards > 1 && !this.engine.lineAhead && this.now() >= this.#siblingsEmptyUntil) {
@@ -176,18 +177,15 @@ export class SkuStock extends DurableObject<Env> {
         }
       }
     }
-    // Answers from which the edge learns "sold out" carry the spent-nonce digest (one, shared by all).
-    const empty = answers.flatMap((a, i) => ((a.ok ? a.value.available : a.available) === 0 ? [i] : []));
-    if (empty.length > 0) {
-      state ??= this.engine.state();
-      const soldOut = empty.filter((i) => {
-        const a = answers[i];
-        return state?.shards === 1 || (a !== undefined && !a.ok && a.code === "SOLD_OUT");
+    // Answers that show the SKU sold out say so, with the spent-nonce digest (one, shared by all).
+    if (answers.some((a) => (a.ok ? a.value.available : a.available) === 0)) {
+      const shards = (state ?? this.engine.state())?.shards ?? 1;
+      let spent: SpentDigest | undefined;
+      answers.forEach((a, i) => {
+        if (!showsSoldOut(a, shards)) return;
+        spent ??= this.#spentDigest();
+        answers[i] = { ...a, soldOut: true, spent };
       });
-      if (soldOut.length > 0) {
-        const spent = this.#spentDigest();
-        for (const i of soldOut) answers[i] = { ...(answers[i] as ReserveOutcome), spent };
-      }
     }
     // No log line per decision: the edge counts every answer in /metrics, and each hold's queue event
     // carries its request id to the consumer's line (a line per reservation cost 4% of the CPU of a
@@ -300,7 +298,7 @@ export class SkuStock extends DurableObject<Env> {
     const state = this.engine.state();
     if (!state || state.shards <= 1 || state.shard !== 0) return;
     for (const entry of this.engine.lineEntries(this.now())) {
-      const home = fnv1a(entry.userId) % state.shards;
+      const home = homeShard(entry.userId, state.shards);
       const answer =
         home === state.shard
           ? await this.holdForLine(entry.id, entry.userId, entry.quantity)

@@ -152,11 +152,12 @@ export interface ReserveAnswer {
 }
 
 /**
- * A reservation answer as the stock object sends it. An answer that shows the SKU sold out carries
- * the shard's spent-nonce digest, so the edge's sold-out cache can tell a replayed
- * token (which must get its reservation back) from a new one (see src/edge/sold-out-cache.ts).
+ * A reservation answer as the stock object sends it. `soldOut` says the answer shows the whole SKU
+ * sold out (the object decides it, see `showsSoldOut`), and such an answer carries the shard's
+ * spent-nonce digest, so the edge's sold-out cache can tell a replayed token (which must get its
+ * reservation back) from a new one (see src/edge/sold-out-cache.ts).
  */
-export type ReserveOutcome = Outcome<ReserveAnswer> & { spent?: SpentDigest };
+export type ReserveOutcome = Outcome<ReserveAnswer> & { soldOut?: true; spent?: SpentDigest };
 
 /** FNV-1a hashes of the nonces a shard has taken recently, read at the shard's `seq`. */
 export interface SpentDigest {
@@ -1193,6 +1194,16 @@ export function isOnSale(sale: Pick<SkuState, "startsAt" | "endsAt"> & { status:
     (sale.startsAt === null || now >= sale.startsAt) &&
     (sale.endsAt === null || now < sale.endsAt)
   );
+}
+
+/**
+ * Whether a shard's reservation answer shows the whole SKU sold out. A shard's "available 0" speaks
+ * for the SKU only when it is the only shard; a sharded SKU answers SOLD_OUT only once its siblings
+ * had nothing to give either.
+ */
+export function showsSoldOut(answer: Outcome<ReserveAnswer>, shards: number): boolean {
+  if (shards === 1) return (answer.ok ? answer.value.available : answer.available) === 0;
+  return !answer.ok && answer.code === "SOLD_OUT";
 }
 
 /** Shard states summed into one SKU: the configuration of shard 0, the stock of all. */

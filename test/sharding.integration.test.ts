@@ -1,8 +1,8 @@
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { homeShard } from "../durable-objects/shard-name";
 import { forgetSoldOut } from "../src/edge/sold-out-cache";
-import { homeShard } from "../src/edge/stock-client";
 import { call, createSku, reserve, stockShard, tokenFor, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
 import { pay } from "./support/payments";

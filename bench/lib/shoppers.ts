@@ -1,6 +1,6 @@
 import { SignJWT } from "jose";
+import { homeShard } from "../../durable-objects/shard-name";
 import { mintPurchaseToken, newNonce } from "../../src/edge/purchase-token";
-import { homeShard } from "../../src/edge/stock-client";
 import type { WrkRequest } from "./wrk";
 
 /** The dev secrets of .dev.vars.example; the bench passes them to the Worker as vars. */

@@ -1,6 +1,5 @@
 import { drizzle } from "drizzle-orm/d1";
-import { currentRequestId } from "../../durable-objects/log";
-import { type SkuSettings, type SkuState, sumShards } from "../../durable-objects/stock-engine";
+import { currentRequestId, type SkuSettings, type SkuState, sumShards } from "../../durable-objects/stock-model";
 import { skus } from "../db/schema";
 import { readShardStates } from "../edge/sku-state";
 import { callStock, stockShard, unwrap } from "../edge/stock-client";

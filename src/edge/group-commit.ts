@@ -1,4 +1,4 @@
-import type { ReserveOutcome, ReserveRequest } from "../../durable-objects/stock-engine";
+import type { ReserveOutcome, ReserveRequest } from "../../durable-objects/stock-model";
 import { ApiError } from "../http/errors";
 
 /**

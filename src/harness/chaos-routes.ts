@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import type { OrderEvent } from "../../durable-objects/order-events";
+import type { OrderEvent } from "../../durable-objects/stock-model";
 import { seededRandom } from "../chaos/seeded-random";
 import { callStock, SKU_ID, stockShard } from "../edge/stock-client";
 import { adminAuth } from "../http/auth";

@@ -1,5 +1,5 @@
 import { importJWK, type JWK } from "jose";
-import { log } from "../../durable-objects/log";
+import { log } from "../../durable-objects/stock-model";
 
 /**
  * Public keys of an identity provider (a JSON Web Key Set), indexed once so that verifying a

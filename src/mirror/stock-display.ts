@@ -1,6 +1,6 @@
-import { log } from "../../durable-objects/log";
-import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "../../durable-objects/redis-mirror";
-import type { SkuState } from "../../durable-objects/stock-engine";
+import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "../../durable-objects/objects";
+import type { SkuState } from "../../durable-objects/stock-model";
+import { log } from "../../durable-objects/stock-model";
 import { readSkuState } from "../edge/sku-state";
 
 /**

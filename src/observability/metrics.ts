@@ -1,4 +1,4 @@
-import { log } from "../../durable-objects/log";
+import { log, type Sample } from "../../durable-objects/stock-model";
 
 /**
  * Counters and histograms of the Worker, in the Prometheus text format.
@@ -56,13 +56,6 @@ export type MetricName = keyof typeof METRICS;
 
 /** Upper bounds of the request duration buckets, in seconds. */
 export const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] as const;
-
-/** One sample line: the series name (a metric, or a histogram's `_bucket`/`_sum`/`_count`), labels rendered, value. */
-export interface Sample {
-  name: string;
-  labels: string;
-  value: number;
-}
 
 /** `{a="x",b="y"}` with the format's escaping, or "" without labels. */
 export function renderLabels(labels: Record<string, string | number>): string {

@@ -1,7 +1,6 @@
 import { desc, eq, isNull } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import { log } from "../../durable-objects/log";
-import { OrderEventSchema } from "../../durable-objects/order-events";
+import { log, OrderEventSchema } from "../../durable-objects/stock-model";
 import { deadLetters } from "../db/schema";
 import { increment } from "../observability/metrics";
 import { applyOrderEvent } from "./order-store";

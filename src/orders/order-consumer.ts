@@ -1,5 +1,4 @@
-import { log } from "../../durable-objects/log";
-import { type OrderEvent, OrderEventSchema } from "../../durable-objects/order-events";
+import { log, type OrderEvent, OrderEventSchema } from "../../durable-objects/stock-model";
 import { increment } from "../observability/metrics";
 import { applyOrderEvent, applyOrderEvents } from "./order-store";
 

@@ -5,7 +5,7 @@ import {
   RESERVATION_STATUSES,
   type ReservationStatus,
   statusOf,
-} from "../../durable-objects/order-events";
+} from "../../durable-objects/stock-model";
 import { orderCounts as orderCountsTable, orders, processedEvents } from "../db/schema";
 
 /** D1 side of the order pipeline: applying events to `orders`, and reading orders back. */

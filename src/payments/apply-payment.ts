@@ -1,5 +1,5 @@
-import { currentRequestId } from "../../durable-objects/log";
-import type { PaymentAnswer, PaymentMoney, PaymentType, Reservation } from "../../durable-objects/stock-engine";
+import type { PaymentAnswer, PaymentMoney, PaymentType, Reservation } from "../../durable-objects/stock-model";
+import { currentRequestId } from "../../durable-objects/stock-model";
 import { callStock, locateReservation, stockShard } from "../edge/stock-client";
 import { increment } from "../observability/metrics";
 import { settledReservation } from "../orders/settled";

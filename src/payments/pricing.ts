@@ -1,5 +1,5 @@
-import { currentRequestId } from "../../durable-objects/log";
-import type { PaymentTotals, Pricing, PricingChange, SkuState } from "../../durable-objects/stock-engine";
+import type { PaymentTotals, Pricing, PricingChange, SkuState } from "../../durable-objects/stock-model";
+import { currentRequestId } from "../../durable-objects/stock-model";
 import { callStock, stockShard, unwrap } from "../edge/stock-client";
 
 /**

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { RESERVATION_STATUSES } from "../../durable-objects/order-events";
+import { RESERVATION_STATUSES } from "../../durable-objects/stock-model";
 import { SKU_ID } from "../edge/stock-client";
 import { ERRORS, type ErrorCode } from "../http/errors";
 import { PaymentEvent, ReservationRequest, SkuSettingsRequest, WaitlistRequest } from "../http/schemas";

@@ -1,12 +1,17 @@
 import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
-import { currentRequestId } from "../../durable-objects/log";
-import { isOnSale, type ReserveRequest } from "../../durable-objects/stock-engine";
+import {
+  currentRequestId,
+  homeShard,
+  isOnSale,
+  type ReserveRequest,
+  shardName,
+} from "../../durable-objects/stock-model";
 import { reserveGrouped } from "../edge/group-commit";
 import { mintPurchaseToken, newNonce, verifyPurchaseToken } from "../edge/purchase-token";
 import { readSkuState } from "../edge/sku-state";
 import { forgetSoldOut, isSoldOut, markSoldOut, refusesReservation } from "../edge/sold-out-cache";
-import { callStock, homeShard, locateReservation, SKU_ID, stockShard, unwrap } from "../edge/stock-client";
+import { callStock, locateReservation, SKU_ID, stockShard, unwrap } from "../edge/stock-client";
 import type { AppEnv } from "../http/context";
 import { ApiError, type ErrorCode } from "../http/errors";
 import { DISPLAY_CACHE_SECONDS, skuDisplay } from "../mirror/stock-display";
@@ -124,16 +129,11 @@ register(
       callStock(() => stockShard(c.env, sku, claims.shard).reserve(requests));
     const outcome =
       c.env.GROUP_COMMIT === "on"
-        ? await reserveGrouped(`${sku}#${claims.shard}`, request, send)
+        ? await reserveGrouped(shardName(sku, claims.shard), request, send)
         : (await send([request]))[0];
     if (!outcome) throw new Error("stock object returned no answer");
-    // A shard's "available 0" speaks for the whole SKU only when it is the only shard; a sharded
-    // SKU answers SOLD_OUT only once its siblings had nothing to give either.
-    const soldOut =
-      claims.shards === 1
-        ? (outcome.ok ? outcome.value.available : outcome.available) === 0
-        : !outcome.ok && outcome.code === "SOLD_OUT";
-    if (soldOut) markSoldOut(sku, now, soldOutTtl(c.env), { shard: claims.shard, spent: outcome.spent });
+    // The object says whether its answer shows the SKU sold out (its rule: showsSoldOut).
+    if (outcome.soldOut) markSoldOut(sku, now, soldOutTtl(c.env), { shard: claims.shard, spent: outcome.spent });
     const answer = unwrap(outcome);
     if (answer.replayed) c.header("Idempotent-Replayed", "true");
     return c.json(reservationView(answer.reservation), 202);

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { Reservation, SkuState } from "../../durable-objects/stock-engine";
+import type { Reservation, SkuState } from "../../durable-objects/stock-model";
 import type { AdminSku, PublicSku, Reservation as ReservationBody } from "./contract";
 
 /**
