@@ -1,6 +1,6 @@
 // `npx tsx scripts/soak.ts [--phases 1000,10000,100000] [--concurrency 16]`: the long sale.
 //
-// Starts the Worker's harness bundle in workerd through Miniflare (bench/lib/worker.ts), creates one
+// Starts the Worker's harness bundle in workerd through Miniflare (tools/worker.ts), creates one
 // SKU and runs reserve → cancel cycles through the public API (token, reservation, cancel: distinct
 // shoppers), with reconciliation every 1,000 cycles as the cron would run it (it moves the watermark,
 // and its visit prunes what D1 has). At each phase boundary (finished reservations so far) it measures,
@@ -13,9 +13,9 @@
 // finished rows become prunable a minute later (tokens + the clock margin), not six.
 import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
-import { sign } from "hono/jwt";
-import { SECRETS } from "../bench/lib/shoppers";
-import { startWorker, type WorkerServer } from "../bench/lib/worker";
+import { SECRETS } from "../tools/dev-vars";
+import { shopperJwt } from "../tools/jwt";
+import { startWorker, type WorkerServer } from "../tools/worker";
 
 const args = process.argv.slice(2);
 const option = (name: string, fallback: string) => {
@@ -146,8 +146,7 @@ const jwts = new Map<string, string>();
 async function jwt(userId: string): Promise<string> {
   let token = jwts.get(userId);
   if (!token) {
-    const now = Math.floor(Date.now() / 1000);
-    token = await sign({ sub: userId, iat: now, exp: now + 3600 }, SECRETS.AUTH_SECRET, "HS256");
+    token = await shopperJwt(userId, SECRETS.AUTH_SECRET);
     jwts.set(userId, token);
   }
   return token;

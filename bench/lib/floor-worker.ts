@@ -1,8 +1,8 @@
 import { Log, LogLevel, Miniflare } from "miniflare";
-import { freePort } from "../../scripts/lib/redis-server";
+import { SECRETS } from "../../tools/dev-vars";
+import { childrenNamed } from "../../tools/proc";
+import { freePort } from "../../tools/redis-server";
 import type { BareWorker } from "./bare-worker";
-import { childrenNamed } from "./proc";
-import { SECRETS } from "./shoppers";
 
 /**
  * The floor of a sold-out answer: a Worker, in its own workerd, that does only the work the contract

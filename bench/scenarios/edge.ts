@@ -1,8 +1,8 @@
+import { createSku, type WorkerServer } from "../../tools/worker";
 import type { BareWorker } from "../lib/bare-worker";
 import { answered, type Bench, record } from "../lib/context";
 import { measure, type Point } from "../lib/measure";
 import { reservationRequests } from "../lib/shoppers";
-import { createSku, type WorkerServer } from "../lib/worker";
 import type { WrkRequest } from "../lib/wrk";
 
 /**

@@ -107,7 +107,7 @@ register(shopper, ROUTES.purchaseToken, async (c) => {
   return c.json({ token, expiresAt: new Date(expiresAt).toISOString() }, 201);
 });
 
-/** Holds stock for the user: the reservation path of DESIGN.md. */
+/** Holds stock for the user: the reservation path of docs/ARCHITECTURE.md ("A reservation, step by step"). */
 register(
   shopper,
   ROUTES.reserve,
