@@ -23,13 +23,13 @@ export function mirrorKey(sku: string, shard: number): string {
   return `${shardTag(sku, shard)}:mirror`;
 }
 
-export interface MirrorConfig {
+interface MirrorConfig {
   url: string;
   token: string;
   timeoutMs: number;
 }
 
-export interface PublishResult {
+interface PublishResult {
   /** False when the mirror already held this version or a newer one. */
   applied: boolean;
   /** The version the mirror holds after the call. */
@@ -148,7 +148,7 @@ function parseSnapshot(reply: unknown): SkuState | null {
 }
 
 /** The mirror settings of an environment, or null when the mirror is off (either variable unset or empty). */
-export function mirrorConfig(env: Env, timeoutMs: number): MirrorConfig | null {
+function mirrorConfig(env: Env, timeoutMs: number): MirrorConfig | null {
   const url = env.UPSTASH_REDIS_REST_URL;
   const token = env.UPSTASH_REDIS_REST_TOKEN;
   return url && token ? { url, token, timeoutMs } : null;

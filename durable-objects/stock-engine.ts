@@ -20,7 +20,7 @@ import { STOCK_SCHEMA } from "./stock-schema";
  * A rejected request writes nothing.
  */
 
-export type StockErrorCode =
+type StockErrorCode =
   | "SKU_NOT_FOUND"
   | "SALE_NOT_ACTIVE"
   | "IDEMPOTENCY_MISMATCH"
@@ -111,7 +111,7 @@ export interface WaitlistEntry {
   position: number;
 }
 
-export interface PendingTransfer {
+interface PendingTransfer {
   id: string;
   /** The shard asked to give stock. */
   from: number;
@@ -170,7 +170,7 @@ export interface SpentDigest {
  * `refund_required`: the money was taken by the provider but buys nothing here: wrong amount or
  * currency, the reservation already paid by another event, or too late to take the stock again.
  */
-export type PaymentOutcome = "applied" | "refund_required";
+type PaymentOutcome = "applied" | "refund_required";
 
 export interface PaymentAnswer {
   reservation: Reservation;
@@ -216,7 +216,7 @@ export interface Audit {
   rowsRead: number;
 }
 
-export interface PendingEvent {
+interface PendingEvent {
   seq: number;
   event: OrderEvent;
 }
@@ -227,15 +227,15 @@ export interface EngineStorage {
   transactionSync<T>(fn: () => T): T;
 }
 
-export const DEFAULTS = { perUserLimit: 1, holdSeconds: 900, status: "on_sale", currency: "usd" } as const;
+const DEFAULTS = { perUserLimit: 1, holdSeconds: 900, status: "on_sale", currency: "usd" } as const;
 
 /** How many overdue holds one request releases on its way in; the alarm takes the rest. */
 const LAZY_EXPIRY_BATCH = 64;
 
 /** How long a giver keeps a finished transfer's record, so a receiver's retry gets the same grant. */
-export const TRANSFER_RECORD_RETENTION_MS = 3600 * 1000;
+const TRANSFER_RECORD_RETENTION_MS = 3600 * 1000;
 /** How long payment event ids are remembered (Stripe retries an event for up to 3 days). */
-export const PAYMENT_EVENT_RETENTION_MS = 7 * 24 * 3600 * 1000;
+const PAYMENT_EVENT_RETENTION_MS = 7 * 24 * 3600 * 1000;
 
 /** What {@link StockEngine.pruneSettled} removed. */
 export interface Pruned {

@@ -44,7 +44,7 @@ export async function listDeadLetters(db: D1Database, opts: { pendingOnly?: bool
   return filtered.orderBy(desc(deadLetters.receivedAt)).limit(opts.limit ?? 100);
 }
 
-export type ReplayResult = { found: false } | { found: true; replayedAt: number; applied: boolean; error?: string };
+type ReplayResult = { found: false } | { found: true; replayedAt: number; applied: boolean; error?: string };
 
 /**
  * Replays a dead letter through the same idempotent apply as the consumer. Replaying twice is

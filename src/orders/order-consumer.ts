@@ -13,7 +13,7 @@ import { applyOrderEvent, applyOrderEvents } from "./order-store";
 
 const MAX_BACKOFF_SECONDS = 60;
 
-export function backoffSeconds(attempts: number): number {
+function backoffSeconds(attempts: number): number {
   return Math.min(MAX_BACKOFF_SECONDS, 2 ** Math.max(0, attempts - 1));
 }
 
