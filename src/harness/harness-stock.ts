@@ -2,7 +2,7 @@ import { SkuStock as ProductionSkuStock } from "../../durable-objects/objects";
 import type { EngineStorage } from "../../durable-objects/stock-model";
 
 /** What `GET /bench/stock/:sku/:shard/stats` answers: the object's storage as the soak watches it. */
-interface StockStats {
+export interface StockStats {
   /** Rows read by the engine's SQL statements since this instance started. */
   rowsRead: number;
   /** The object's SQLite database, in bytes. */
