@@ -1,21 +1,22 @@
 /** Work a stock object retries from its alarm when the first attempt failed. */
-export type Retry = "outbox" | "mirror" | "transfer" | "line";
+export type Retry = "outbox" | "mirror" | "transfer" | "line" | "draw";
 
 /**
- * The one alarm of a stock object, kept on the earliest due work: the engine's next hold expiry, or
- * a retry that is pending (an outbox flush, a mirror publish, a stock transfer or a waitlist notice
- * that failed). The alarm time last set is remembered, so most requests skip the storage call.
+ * The one alarm of a stock object, kept on the earliest due work: what the engine has scheduled (the
+ * next hold expiry, a draw's close), or a retry that is pending (an outbox flush, a mirror publish, a
+ * stock transfer, a waitlist notice or a draw decision that failed). The alarm time last set is remembered, so most requests skip the storage call.
  */
 export class DueWork {
   readonly #storage: DurableObjectStorage;
-  readonly #nextExpiry: () => number | null;
+  readonly #scheduled: (() => number | null)[];
   readonly #retries = new Map<Retry, number>();
   /** The alarm time last set (undefined: not read yet). */
   #armedAt: number | null | undefined;
 
-  constructor(storage: DurableObjectStorage, nextExpiry: () => number | null) {
+  /** `scheduled`: the times the engine's own state makes due (each null when nothing is). */
+  constructor(storage: DurableObjectStorage, ...scheduled: (() => number | null)[]) {
     this.#storage = storage;
-    this.#nextExpiry = nextExpiry;
+    this.#scheduled = scheduled;
   }
 
   /** When `work` is to be retried, if it is pending. */
@@ -47,8 +48,9 @@ export class DueWork {
 
   /** Sets, moves or deletes the alarm so that it fires at the earliest due time. */
   async arm(): Promise<void> {
-    let next = this.#nextExpiry();
-    for (const at of this.#retries.values()) next = next === null ? at : Math.min(next, at);
+    let next: number | null = null;
+    const due = [...this.#scheduled.map((at) => at()), ...this.#retries.values()];
+    for (const at of due) if (at !== null) next = next === null ? at : Math.min(next, at);
     if (this.#armedAt === undefined) this.#armedAt = await this.#storage.getAlarm();
     if (next === this.#armedAt) return;
     this.#armedAt = next;

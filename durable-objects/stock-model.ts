@@ -11,6 +11,7 @@
  */
 export { CoalescedRunner } from "./coalesced-runner";
 export { currentRequestId, type LogContext, log, withLogContext } from "./log";
+export type { DrawInfo } from "./opening-draw";
 export {
   ORDER_EVENT_TYPES,
   type OrderEvent,
