@@ -20,6 +20,7 @@ import { startRedis } from "../tools/redis-server";
 import { startBridge } from "../tools/upstash-bridge";
 import { startWorker, type WorkerServer } from "../tools/worker";
 import { startBareWorker } from "./lib/bare-worker";
+import { capacityModel, printCapacity } from "./lib/capacity";
 import { type Bench, FULL, QUICK } from "./lib/context";
 import { startFloorWorker } from "./lib/floor-worker";
 import { log } from "./lib/log";
@@ -30,7 +31,7 @@ import { classic } from "./scenarios/classic";
 import { drawDecide } from "./scenarios/draw";
 import { ceiling, healthz, hotSku, soldOut, soldOutFloor } from "./scenarios/edge";
 import { engineCore } from "./scenarios/engine-core";
-import { orderPipeline } from "./scenarios/order-pipeline";
+import { hotSkuOrders, orderPipeline } from "./scenarios/order-pipeline";
 import { redisReserve } from "./scenarios/redis";
 
 const argv = process.argv.slice(2);
@@ -121,13 +122,14 @@ try {
   }
   if (wanted("hot_sku")) {
     const hot = await hotSku(bench, on, { key: "hot_sku" });
-    await orderPipeline(bench, on, hot.sku);
+    await hotSkuOrders(bench, on, hot.sku);
   }
   if (wanted("hot_sku_gc_off")) await hotSku(bench, off, { key: "hot_sku_gc_off" });
   if (wanted("hot_sku_4_shards")) await hotSku(bench, on, { key: "hot_sku_4_shards", shards: 4 });
   if (wanted("classic")) await classic(bench, redis, luaServer.url, luaServer.process.pid ?? 0);
   if (wanted("redis")) await redisReserve(bench, redis, luaServer.port, luaServer.process.pid ?? 0);
   if (wanted("engine_core")) await engineCore(bench, on);
+  if (wanted("order_pipeline")) await orderPipeline(bench, on);
   if (wanted("draw_decide")) await drawDecide(bench, on);
 
   for (const ref of baselineRefs) {
@@ -165,6 +167,8 @@ try {
 
   log("checking every reservation the bench made (admin views, D1 rows)");
   await verify(bench);
+  const capacity = capacityModel(bench.figures);
+  printCapacity(capacity);
 
   const results = {
     date: started.toISOString(),
@@ -193,13 +197,14 @@ try {
     points: bench.points,
     redis: bench.redis,
     figures: bench.figures,
+    capacity,
     baselines,
     problems: bench.problems,
     ok: bench.problems.length === 0,
   };
   if (only.length > 0) {
     // A partial run is for measuring one change: it prints its figures and keeps the full report as it is.
-    console.log(JSON.stringify({ points: bench.points, figures: bench.figures, baselines }, null, 2));
+    console.log(JSON.stringify({ points: bench.points, figures: bench.figures, capacity, baselines }, null, 2));
   } else {
     writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
     writeReports(results);

@@ -13,6 +13,7 @@ export { CoalescedRunner } from "./coalesced-runner";
 export { currentRequestId, type LogContext, log, withLogContext } from "./log";
 export type { DrawInfo } from "./opening-draw";
 export {
+  eventsOfMessage,
   ORDER_EVENT_TYPES,
   type OrderEvent,
   OrderEventSchema,
