@@ -28,7 +28,7 @@ import { callStock, stockShard } from "../edge/stock-client";
  * continues from its watermark (the cursor) on the next run.
  */
 
-const PAGE = 200;
+export const PAGE = 200;
 /** D1 binds at most 100 parameters per statement. */
 const D1_CHUNK = 90;
 /** A difference row binds 6 parameters. */
