@@ -3,6 +3,11 @@ export function shardName(sku: string, shard: number): string {
   return `${sku}#${shard}`;
 }
 
+/** A user's home shard: fixed per user, so the per-user limit is checked in one place. */
+export function homeShard(userId: string, shards: number): number {
+  return fnv1a(userId) % shards;
+}
+
 /** FNV-1a, 32 bits: cheap, stable, and spreads short ids well (home shards, spent-nonce digests). */
 export function fnv1a(text: string): number {
   let hash = 0x811c9dc5;

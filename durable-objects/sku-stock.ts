@@ -1,9 +1,13 @@
 import { DurableObject } from "cloudflare:workers";
-import { MIRROR_WRITE_TIMEOUT_MS, mirrorFromEnv, type RedisMirror } from "../src/mirror/redis-mirror";
-import { log, withLogContext } from "../src/observability/log";
-import { packOutbox } from "../src/orders/outbox-messages";
+import { CoalescedRunner } from "./coalesced-runner";
+import { DueWork } from "./due-work";
+import { log, withLogContext } from "./log";
+import type { MirrorCheck } from "./mirror-publisher";
+import { MirrorPublisher } from "./mirror-publisher";
 import { type DrawInfo, type DrawnEntry, type DrawPlace, type Entrant, rankEntrants } from "./opening-draw";
-import { fnv1a, shardName } from "./shard-name";
+import { OutboxSender } from "./outbox-sender";
+import { MIRROR_WRITE_TIMEOUT_MS, mirrorFromEnv } from "./redis-mirror";
+import { homeShard, shardName } from "./shard-name";
 import {
   type Audit,
   type EngineStorage,
@@ -20,8 +24,11 @@ import {
   type SkuState,
   type SpentDigest,
   StockEngine,
+  showsSoldOut,
   type WaitlistEntry,
 } from "./stock-engine";
+
+export type { MirrorCheck } from "./mirror-publisher";
 
 export interface RepairDone {
   reemitted: number;
@@ -30,30 +37,10 @@ export interface RepairDone {
   flushed: boolean;
 }
 
-type MirrorSnapshot = { version: number; total: number; available: number; held: number; sold: number; status: string };
-
-export type MirrorCheck =
-  | { status: "ok" }
-  | { status: "unreachable"; error: string }
-  | { status: "missing"; expected: MirrorSnapshot; repaired: boolean }
-  | { status: "drift"; expected: MirrorSnapshot; actual: MirrorSnapshot; repaired: boolean };
-
-function snapshotOf(state: SkuState): MirrorSnapshot {
-  return { version: state.version, ...state.stock, status: state.status };
-}
-
-/**
- * Outbox events read per flush round: packed into multi-event messages and `sendBatch` calls within
- * the Queues limits (src/orders/outbox-messages.ts).
- */
-const OUTBOX_BATCH = 1_000;
 /** Units a shard pulls from a sibling beyond what it needs right now, to spare the next transfer. */
 const PULL_SLACK = 8;
-/** How soon the alarm retries an outbox flush (or a stock transfer) that failed. */
-const OUTBOX_RETRY_MS = 5_000;
-/** First wait before the alarm retries a mirror publish that failed; it doubles up to the maximum. */
-const MIRROR_RETRY_MIN_MS = 250;
-const MIRROR_RETRY_MAX_MS = 5_000;
+/** How soon the alarm retries a stock transfer or a waitlist notice that failed. */
+const RETRY_MS = 5_000;
 /**
  * How long siblings that all gave nothing are not asked again: a sharded SKU answers SOLD_OUT
  * from this shard alone meanwhile (the edge caches a SOLD_OUT for about as long anyway).
@@ -76,46 +63,26 @@ const DRAW_POLL_MS = 1_000;
 /**
  * One SKU shard's stock: the RPC shell around the synchronous {@link StockEngine}.
  *
- * Each RPC runs one engine transaction, then does the asynchronous follow-up outside it:
- * the outbox flush to the `order-events` queue (in the background, so a sale never waits on
- * the queue) and the single alarm, kept on the earliest of the next hold expiry and a pending
- * outbox retry. Durable Objects run one request's synchronous code at a time and the engine
- * never awaits, so decisions are serial, like a Redis script.
- *
- * When the Redis mirror is configured, the newest snapshot is published after commits the same way:
- * in the background, one write in flight, later commits coalesced into the next write (which reads
- * the state then), never inside a transaction nor awaited by a sale. A failed write backs off
- * (commits stop trying) and the alarm retries it until Redis answers; `lua/mirror.lua` keeps only
- * the newest version, so late or repeated writes are harmless.
+ * Each RPC runs one engine transaction, then starts the asynchronous follow-up outside it, in the
+ * background so a sale never waits on it: the outbox flush to the `order-events` queue
+ * ({@link OutboxSender}), the Redis mirror publish ({@link MirrorPublisher}), and the single alarm,
+ * kept on the earliest due work ({@link DueWork}). Durable Objects run one request's synchronous
+ * code at a time and the engine never awaits, so decisions are serial, like a Redis script.
  */
 export class SkuStock extends DurableObject<Env> {
   readonly engine: StockEngine;
   /** The object's clock. A seam for tests, which move time forward instead of sleeping. */
   now: () => number = () => Date.now();
-  /** The alarm time last set, so most requests skip the storage call (undefined: not read yet). */
-  #armedAt: number | null | undefined;
-  /** When the outbox must be retried (a flush failed), or null. */
-  #retryAt: number | null = null;
-  #flushing: Promise<void> | null = null;
-  #flushAgain = false;
-  /** The Redis mirror client, or null when the mirror is off. */
-  readonly #mirror: RedisMirror | null;
-  /** The newest version the mirror is known to hold (0 after a restart: publish once to be sure). */
-  #mirroredVersion = 0;
-  /** When the alarm retries a failed mirror publish, or null; commits do not publish before then. */
-  #mirrorRetryAt: number | null = null;
-  /** Mirror publishes failed in a row (sets the backoff). */
-  #mirrorFailures = 0;
-  #publishing: Promise<void> | null = null;
-  #publishAgain = false;
+  readonly #due: DueWork;
+  readonly #outbox: OutboxSender;
+  /** Null when the mirror is off. */
+  readonly #mirror: MirrorPublisher | null;
+  /** Shard 0 of a sharded SKU: passes serving its line. */
+  readonly #serving = new CoalescedRunner(() => this.#serveLinePass());
+  /** A non-zero shard: notices to shard 0 that units were freed for the line. */
+  readonly #noticing = new CoalescedRunner(() => this.#noticeShardZero());
   /** Until when this shard's siblings count as empty (they were all asked and gave nothing). */
   #siblingsEmptyUntil = 0;
-  /** Shard 0 of a sharded SKU: the pass serving its line, and whether another must follow it. */
-  #serving: Promise<void> | null = null;
-  #serveAgain = false;
-  /** A non-zero shard: a notice to shard 0 that units were freed for the line is on its way. */
-  #noticing: Promise<void> | null = null;
-  #noticeAgain = false;
   /** The last spent-nonce digest, reused while the shard's seq has not moved. */
   #digest: SpentDigest | null = null;
   /** Fair opening: resolved (and replaced) whenever this shard's draw moves; waiting requests wake. */
@@ -126,12 +93,25 @@ export class SkuStock extends DurableObject<Env> {
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.engine = new StockEngine(this.engineStorage(ctx.storage), () => crypto.randomUUID());
-    this.#mirror = mirrorFromEnv(env, MIRROR_WRITE_TIMEOUT_MS);
+    const now = () => this.now();
+    this.#due = new DueWork(
+      ctx.storage,
+      () => this.engine.nextExpiry(),
+      () => this.#drawDueAt(),
+    );
+    this.#outbox = new OutboxSender(this.engine, env.ORDER_EVENTS, this.#due, now);
+    const mirror = mirrorFromEnv(env, MIRROR_WRITE_TIMEOUT_MS);
+    this.#mirror = mirror && new MirrorPublisher(mirror, this.engine, this.#due, now);
     // Events committed before a restart but never sent go out now.
-    if (this.engine.pendingEvents(1).length > 0) this.#scheduleFlush();
+    if (this.engine.pendingEvents(1).length > 0) this.#background(this.#outbox.send());
     // A transfer interrupted by a restart is finished by the alarm, which its intent armed.
     // The mirror may have missed the last commits before a restart: publish the current snapshot.
-    this.#schedulePublish();
+    if (this.#mirror) this.#background(this.#mirror.publish());
+  }
+
+  /** Keeps the object alive until `work` is done, without making the caller wait. */
+  #background(work: Promise<void>): void {
+    this.ctx.waitUntil(work);
   }
 
   /** The storage the engine runs on: the object's own (the harness counts its reads, src/harness/). */
@@ -162,7 +142,7 @@ export class SkuStock extends DurableObject<Env> {
       !a.ok && (a.code === "SOLD_OUT" || a.code === "INSUFFICIENT_STOCK") ? [i] : [],
     );
     // The state is read only when some request went short: a served batch costs no extra query.
-    let state = short.length > 0 ? this.engine.state() : null;
+    const state = short.length > 0 ? this.engine.state() : null;
     // Siblings found empty a moment ago are not asked again (each ask writes on both sides): a
     // sold-out storm costs one round of asks per interval, not one per request.
     if (state && state.shards > 1 && !this.engine.lineAhead && this.now() >= this.#siblingsEmptyUntil) {
@@ -189,18 +169,15 @@ export class SkuStock extends DurableObject<Env> {
         }
       }
     }
-    // Answers from which the edge learns "sold out" carry the spent-nonce digest (one, shared by all).
-    const empty = answers.flatMap((a, i) => ((a.ok ? a.value.available : a.available) === 0 ? [i] : []));
-    if (empty.length > 0) {
-      state ??= this.engine.state();
-      const soldOut = empty.filter((i) => {
-        const a = answers[i];
-        return state?.shards === 1 || (a !== undefined && !a.ok && a.code === "SOLD_OUT");
+    // Answers that show the SKU sold out say so, with the spent-nonce digest (one, shared by all).
+    if (answers.some((a) => (a.ok ? a.value.available : a.available) === 0)) {
+      const shards = (state ?? this.engine.state())?.shards ?? 1;
+      let spent: SpentDigest | undefined;
+      answers.forEach((a, i) => {
+        if (!showsSoldOut(a, shards)) return;
+        spent ??= this.#spentDigest();
+        answers[i] = { ...a, soldOut: true, spent };
       });
-      if (soldOut.length > 0) {
-        const spent = this.#spentDigest();
-        for (const i of soldOut) answers[i] = { ...(answers[i] as ReserveOutcome), spent };
-      }
     }
     // No log line per decision: the edge counts every answer in /metrics, and each hold's queue event
     // carries its request id to the consumer's line (a line per reservation cost 4% of the CPU of a
@@ -252,8 +229,7 @@ export class SkuStock extends DurableObject<Env> {
 
   /** Shard 0: serves the SKU's line now (a sibling freed units for it). */
   async serveLine(): Promise<void> {
-    this.#serveLine();
-    await this.#serving;
+    await this.#serveLine();
   }
 
   /**
@@ -281,25 +257,10 @@ export class SkuStock extends DurableObject<Env> {
   }
 
   /** Starts a pass over the line unless one is running; then that one goes round once more. */
-  #serveLine(): void {
-    if (this.#serving) {
-      this.#serveAgain = true;
-      return;
-    }
-    this.#serving = this.#serveLinePass()
-      .catch((err: unknown) => {
-        log("warn", "serving the waitlist failed", { error: String(err) });
-        this.#retryAt = this.now() + OUTBOX_RETRY_MS; // the alarm serves again
-        return this.#armAlarm();
-      })
-      .finally(() => {
-        this.#serving = null;
-        if (this.#serveAgain) {
-          this.#serveAgain = false;
-          this.#serveLine();
-        }
-      });
-    this.ctx.waitUntil(this.#serving);
+  #serveLine(): Promise<void> {
+    const pass = this.#serving.run();
+    this.#background(pass);
+    return pass;
   }
 
   /**
@@ -309,10 +270,19 @@ export class SkuStock extends DurableObject<Env> {
    * shard learns its units are for newcomers again.
    */
   async #serveLinePass(): Promise<void> {
+    try {
+      await this.#serveLineOnce();
+    } catch (err) {
+      log("warn", "serving the waitlist failed", { error: String(err) });
+      await this.#due.retry("line", this.now() + RETRY_MS); // the alarm serves again
+    }
+  }
+
+  async #serveLineOnce(): Promise<void> {
     const state = this.engine.state();
     if (!state || state.shards <= 1 || state.shard !== 0) return;
     for (const entry of this.engine.lineEntries(this.now())) {
-      const home = fnv1a(entry.userId) % state.shards;
+      const home = homeShard(entry.userId, state.shards);
       const answer =
         home === state.shard
           ? await this.holdForLine(entry.id, entry.userId, entry.quantity)
@@ -326,29 +296,19 @@ export class SkuStock extends DurableObject<Env> {
 
   /** Units were freed here while buyers wait: shard 0 serves its line (coalesced, in the background). */
   #noticeLine(state: SkuState): void {
-    if (state.shard === 0) {
-      this.#serveLine();
-      return;
+    if (state.shard === 0) this.#serveLine();
+    else this.#background(this.#noticing.run());
+  }
+
+  async #noticeShardZero(): Promise<void> {
+    const state = this.engine.state();
+    if (!state) return;
+    try {
+      await this.#sibling(state, 0).serveLine();
+    } catch (err) {
+      log("warn", "waitlist notice failed", { error: String(err) });
+      await this.#due.retry("line", this.now() + RETRY_MS); // the alarm tells shard 0 again
     }
-    if (this.#noticing) {
-      this.#noticeAgain = true;
-      return;
-    }
-    this.#noticing = this.#sibling(state, 0)
-      .serveLine()
-      .catch((err: unknown) => {
-        log("warn", "waitlist notice failed", { error: String(err) });
-        this.#retryAt = this.now() + OUTBOX_RETRY_MS; // the alarm tells shard 0 again
-        return this.#armAlarm();
-      })
-      .finally(() => {
-        this.#noticing = null;
-        if (this.#noticeAgain) {
-          this.#noticeAgain = false;
-          this.#noticeLine(state);
-        }
-      });
-    this.ctx.waitUntil(this.#noticing);
   }
 
   waitlistLength(): number {
@@ -400,8 +360,7 @@ export class SkuStock extends DurableObject<Env> {
       const id = crypto.randomUUID();
       this.engine.beginTransfer(id, from, ask, this.now());
       // Durably armed before the sibling is asked: if this object dies now, the alarm finishes it.
-      this.#retryAt = this.now() + OUTBOX_RETRY_MS;
-      await this.#armAlarm();
+      await this.#due.retry("transfer", this.now() + RETRY_MS);
       try {
         const granted = await this.#sibling(state, from).giveStock(id, state.shard, ask);
         this.engine.completeTransfer(id, granted, this.now());
@@ -409,7 +368,7 @@ export class SkuStock extends DurableObject<Env> {
       } catch (err) {
         failed = true;
         log("warn", "stock transfer failed", { transferId: id, error: String(err) });
-        this.#retryAt = this.now() + OUTBOX_RETRY_MS; // the alarm finishes it
+        await this.#due.retry("transfer", this.now() + RETRY_MS); // the alarm finishes it
       }
     }
     if (pulled > 0) this.#siblingsEmptyUntil = 0;
@@ -436,7 +395,7 @@ export class SkuStock extends DurableObject<Env> {
         finished++;
       } catch (err) {
         log("warn", "stock transfer retry failed", { transferId: transfer.id, error: String(err) });
-        this.#retryAt = this.now() + OUTBOX_RETRY_MS;
+        await this.#due.retry("transfer", this.now() + RETRY_MS);
       }
     }
     return finished;
@@ -471,42 +430,20 @@ export class SkuStock extends DurableObject<Env> {
    * Reconciliation's repairs, all idempotent: re-emit reservations D1 lacks, release holds no alarm
    * released (and re-arm the alarm), send a stuck outbox, finish interrupted transfers.
    */
-  async repair(actions: { reemit: string[]; sweep: boolean; flush: boolean; transfers: boolean }): Promise<RepairDone> {
+  async repair(actions: { reemit: string[]; sweep: boolean; transfers: boolean }): Promise<RepairDone> {
     const now = this.now();
     const reemitted = actions.reemit.length > 0 ? this.engine.reemit(actions.reemit, now) : 0;
     const released = actions.sweep ? this.engine.expireDue(now) : 0;
     const transfersCompleted = actions.transfers ? await this.#finishTransfers() : 0;
-    this.#armedAt = undefined; // read the alarm again: it may have been lost
-    this.#scheduleFlush();
-    await this.#flushing;
-    await this.#armAlarm();
+    this.#due.forget(); // read the alarm again: it may have been lost
+    await this.#outbox.send();
+    await this.#due.arm();
     return { reemitted, released, transfersCompleted, flushed: this.engine.pendingEvents(1).length === 0 };
   }
 
   /** Compares the mirror with this shard's state and rewrites it when it is missing or wrong. */
   async checkMirror(): Promise<MirrorCheck> {
-    const mirror = this.#mirror;
-    const state = this.engine.state();
-    if (!mirror || !state) return { status: "ok" };
-    await this.#publishing;
-    const expected = snapshotOf(state);
-    let stored: SkuState | null;
-    try {
-      stored = await mirror.readShard(state.sku, state.shard);
-    } catch (err) {
-      return { status: "unreachable", error: String(err) };
-    }
-    const actual = stored ? snapshotOf(stored) : null;
-    if (actual && JSON.stringify(actual) === JSON.stringify(expected)) return { status: "ok" };
-    let repaired = false;
-    try {
-      await mirror.replace(state, this.now());
-      this.#mirroredVersion = state.version;
-      repaired = true;
-    } catch (err) {
-      log("warn", "mirror repair failed", { error: String(err) });
-    }
-    return actual ? { status: "drift", expected, actual, repaired } : { status: "missing", expected, repaired };
+    return this.#mirror ? this.#mirror.check() : { status: "ok" };
   }
 
   async cancel(reservationId: string, userId: string, requestId?: string): Promise<Outcome<Reservation>> {
@@ -653,8 +590,7 @@ export class SkuStock extends DurableObject<Env> {
     this.#deciding ??= withLogContext(this.#where(), () => this.#decide())
       .catch(async (err: unknown) => {
         log("warn", "deciding the opening draw failed", { error: String(err) });
-        this.#retryAt = this.now() + OUTBOX_RETRY_MS;
-        await this.#armAlarm();
+        await this.#due.retry("draw", this.now() + RETRY_MS);
         throw err;
       })
       .finally(() => {
@@ -741,24 +677,24 @@ export class SkuStock extends DurableObject<Env> {
   }
 
   /**
-   * Releases holds past expiry, retries the outbox and the mirror. At-least-once: every step is
-   * idempotent.
+   * Releases holds past expiry, decides a due opening draw (shard 0), then retries whatever is
+   * pending: transfers, the line, the outbox, the mirror. At-least-once: every step is idempotent, and a step that fails again books its retry.
    */
   override async alarm(): Promise<void> {
-    this.#armedAt = null;
+    this.#due.fired();
     this.engine.expireDue(this.now());
-    this.#retryAt = null;
-    if (this.#drawNeedsWork()) await this.#decideDraw().catch(() => undefined); // failures re-arm it
+    if (this.#drawNeedsWork()) await this.#decideDraw().catch(() => undefined); // failures book a retry
     await this.#finishTransfers();
     const state = this.engine.state();
     this.engine.takeFreed();
-    if (this.engine.lineAhead && state && state.shards > 1) this.#noticeLine(state); // a lost notice too
-    if (state?.shard === 0 && this.engine.waitlistLength() > 0) this.#serveLine();
-    this.#scheduleFlush();
-    this.#mirrorRetryAt = null;
-    this.#schedulePublish();
-    await Promise.all([this.#flushing, this.#publishing, this.#serving, this.#noticing]);
-    await this.#armAlarm();
+    const line: Promise<void>[] = [];
+    if (this.engine.lineAhead && state && state.shards > 1) {
+      // a lost notice too
+      line.push(state.shard === 0 ? this.#serveLine() : this.#noticing.run());
+    }
+    if (state?.shard === 0 && this.engine.waitlistLength() > 0) line.push(this.#serveLine());
+    await Promise.all([...line, this.#outbox.send(), this.#mirror?.publish()]);
+    await this.#due.arm();
   }
 
   async #afterCommit(): Promise<void> {
@@ -767,108 +703,8 @@ export class SkuStock extends DurableObject<Env> {
       const state = this.engine.state();
       if (state && state.shards > 1) this.#noticeLine(state);
     }
-    this.#scheduleFlush();
-    this.#schedulePublish();
-    await this.#armAlarm();
-  }
-
-  /** Starts an outbox flush unless one is running; then that one goes round once more. */
-  #scheduleFlush(): void {
-    if (this.#flushing) {
-      this.#flushAgain = true;
-      return;
-    }
-    this.#flushing = this.#flush().finally(() => {
-      this.#flushing = null;
-      if (this.#flushAgain) {
-        this.#flushAgain = false;
-        this.#scheduleFlush();
-      }
-    });
-    this.ctx.waitUntil(this.#flushing);
-  }
-
-  /** Sends pending events oldest first and forgets each batch once the queue has it. */
-  async #flush(): Promise<void> {
-    for (;;) {
-      const pending = this.engine.pendingEvents(OUTBOX_BATCH);
-      if (pending.length === 0) return;
-      // Many events per message; each call's events are forgotten once the queue has them.
-      for (const batch of packOutbox(pending)) {
-        try {
-          await this.env.ORDER_EVENTS.sendBatch(batch.bodies.map((body) => ({ body, contentType: "json" })));
-        } catch (err) {
-          log("warn", "outbox flush failed", { error: String(err) });
-          this.#retryAt = this.now() + OUTBOX_RETRY_MS;
-          await this.#armAlarm();
-          return;
-        }
-        this.engine.markSent(batch.items.map((p) => p.seq));
-      }
-      if (pending.length < OUTBOX_BATCH) return;
-    }
-  }
-
-  /**
-   * Starts publishing the newest snapshot to the mirror unless one publish is running (then that one
-   * goes round once more) or a failed one is backing off (then the alarm publishes).
-   */
-  #schedulePublish(): void {
-    const mirror = this.#mirror;
-    if (!mirror) return;
-    if (this.#mirrorRetryAt !== null) {
-      if (this.now() < this.#mirrorRetryAt) return;
-      this.#mirrorRetryAt = null;
-    }
-    if (this.#publishing) {
-      this.#publishAgain = true;
-      return;
-    }
-    this.#publishing = this.#publish(mirror).finally(() => {
-      this.#publishing = null;
-      if (this.#publishAgain) {
-        this.#publishAgain = false;
-        this.#schedulePublish();
-      }
-    });
-    this.ctx.waitUntil(this.#publishing);
-  }
-
-  /** Writes the current snapshot if the mirror may lack it; on failure, arms the alarm to retry. */
-  async #publish(mirror: RedisMirror): Promise<void> {
-    const state = this.engine.state();
-    if (!state || state.version <= this.#mirroredVersion) return;
-    try {
-      const result = await mirror.publish(state, this.now());
-      if (!result.applied && result.version > state.version) {
-        // Only a stock object whose storage was reset can be behind its own mirror; reconciliation
-        // rewrites such a mirror. Publishing again would not help.
-        log("warn", "mirror is ahead of the stock object", { ...result });
-      }
-      this.#mirroredVersion = Math.max(this.#mirroredVersion, state.version);
-      if (this.#mirrorFailures > 0) {
-        log("info", "mirror caught up", { failures: this.#mirrorFailures });
-        this.#mirrorFailures = 0;
-      }
-    } catch (err) {
-      this.#mirrorFailures++;
-      const backoff = Math.min(MIRROR_RETRY_MIN_MS * 2 ** (this.#mirrorFailures - 1), MIRROR_RETRY_MAX_MS);
-      this.#mirrorRetryAt = this.now() + backoff;
-      log("warn", "mirror publish failed", { failures: this.#mirrorFailures, retryInMs: backoff, error: String(err) });
-      await this.#armAlarm();
-    }
-  }
-
-  /** Keeps the one alarm on the earliest due work: a hold expiry, an outbox or a mirror retry. */
-  async #armAlarm(): Promise<void> {
-    const due = [this.engine.nextExpiry(), this.#retryAt, this.#mirrorRetryAt, this.#drawDueAt()].filter(
-      (at) => at !== null,
-    );
-    const next = due.length === 0 ? null : Math.min(...due);
-    if (this.#armedAt === undefined) this.#armedAt = await this.ctx.storage.getAlarm();
-    if (next === this.#armedAt) return;
-    this.#armedAt = next;
-    if (next === null) await this.ctx.storage.deleteAlarm();
-    else await this.ctx.storage.setAlarm(next);
+    this.#background(this.#outbox.send());
+    if (this.#mirror) this.#background(this.#mirror.publish());
+    await this.#due.arm();
   }
 }

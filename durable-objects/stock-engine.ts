@@ -1,5 +1,5 @@
-import { eventTypeOf, type OrderEvent, type ReservationStatus } from "../src/orders/events";
 import { type DrawPlace, type Entrant, OpeningDraw, type RankedEntrant } from "./opening-draw";
+import { eventTypeOf, type OrderEvent, type ReservationStatus } from "./order-events";
 import { fnv1a } from "./shard-name";
 import { STOCK_SCHEMA } from "./stock-schema";
 
@@ -21,7 +21,7 @@ import { STOCK_SCHEMA } from "./stock-schema";
  * A rejected request writes nothing.
  */
 
-export type StockErrorCode =
+type StockErrorCode =
   | "SKU_NOT_FOUND"
   | "SALE_NOT_ACTIVE"
   | "IDEMPOTENCY_MISMATCH"
@@ -124,7 +124,7 @@ export interface WaitlistEntry {
   position: number;
 }
 
-export interface PendingTransfer {
+interface PendingTransfer {
   id: string;
   /** The shard asked to give stock. */
   from: number;
@@ -167,11 +167,12 @@ export interface ReserveAnswer {
 }
 
 /**
- * A reservation answer as the stock object sends it. An answer that shows the SKU sold out carries
- * the shard's spent-nonce digest, so the edge's sold-out cache can tell a replayed
- * token (which must get its reservation back) from a new one (see src/edge/sold-out-cache.ts).
+ * A reservation answer as the stock object sends it. `soldOut` says the answer shows the whole SKU
+ * sold out (the object decides it, see `showsSoldOut`), and such an answer carries the shard's
+ * spent-nonce digest, so the edge's sold-out cache can tell a replayed token (which must get its
+ * reservation back) from a new one (see src/edge/sold-out-cache.ts).
  */
-export type ReserveOutcome = Outcome<ReserveAnswer> & { spent?: SpentDigest };
+export type ReserveOutcome = Outcome<ReserveAnswer> & { soldOut?: true; spent?: SpentDigest };
 
 /** FNV-1a hashes of the nonces a shard has taken recently, read at the shard's `seq`. */
 export interface SpentDigest {
@@ -184,7 +185,7 @@ export interface SpentDigest {
  * `refund_required`: the money was taken by the provider but buys nothing here: wrong amount or
  * currency, the reservation already paid by another event, or too late to take the stock again.
  */
-export type PaymentOutcome = "applied" | "refund_required";
+type PaymentOutcome = "applied" | "refund_required";
 
 export interface PaymentAnswer {
   reservation: Reservation;
@@ -230,7 +231,7 @@ export interface Audit {
   rowsRead: number;
 }
 
-export interface PendingEvent {
+interface PendingEvent {
   seq: number;
   event: OrderEvent;
 }
@@ -241,15 +242,15 @@ export interface EngineStorage {
   transactionSync<T>(fn: () => T): T;
 }
 
-export const DEFAULTS = { perUserLimit: 1, holdSeconds: 900, status: "on_sale", currency: "usd" } as const;
+const DEFAULTS = { perUserLimit: 1, holdSeconds: 900, status: "on_sale", currency: "usd" } as const;
 
 /** How many overdue holds one request releases on its way in; the alarm takes the rest. */
 const LAZY_EXPIRY_BATCH = 64;
 
 /** How long a giver keeps a finished transfer's record, so a receiver's retry gets the same grant. */
-export const TRANSFER_RECORD_RETENTION_MS = 3600 * 1000;
+const TRANSFER_RECORD_RETENTION_MS = 3600 * 1000;
 /** How long payment event ids are remembered (Stripe retries an event for up to 3 days). */
-export const PAYMENT_EVENT_RETENTION_MS = 7 * 24 * 3600 * 1000;
+const PAYMENT_EVENT_RETENTION_MS = 7 * 24 * 3600 * 1000;
 
 /** What {@link StockEngine.pruneSettled} removed. */
 export interface Pruned {
@@ -1549,6 +1550,16 @@ export function isOnSale(sale: Pick<SkuState, "startsAt" | "endsAt"> & { status:
     (sale.startsAt === null || now >= sale.startsAt) &&
     (sale.endsAt === null || now < sale.endsAt)
   );
+}
+
+/**
+ * Whether a shard's reservation answer shows the whole SKU sold out. A shard's "available 0" speaks
+ * for the SKU only when it is the only shard; a sharded SKU answers SOLD_OUT only once its siblings
+ * had nothing to give either.
+ */
+export function showsSoldOut(answer: Outcome<ReserveAnswer>, shards: number): boolean {
+  if (shards === 1) return (answer.ok ? answer.value.available : answer.available) === 0;
+  return !answer.ok && answer.code === "SOLD_OUT";
 }
 
 /** Shard states summed into one SKU: the configuration of shard 0, the stock of all. */

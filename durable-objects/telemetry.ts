@@ -1,5 +1,11 @@
 import { DurableObject } from "cloudflare:workers";
-import type { Sample } from "../src/observability/metrics";
+
+/** One sample line: the series name (a metric, or a histogram's `_bucket`/`_sum`/`_count`), labels rendered, value. */
+export interface Sample {
+  name: string;
+  labels: string;
+  value: number;
+}
 
 /**
  * The totals of the Worker's counters and histograms, summed over every isolate

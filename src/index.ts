@@ -7,8 +7,7 @@ import { consumeDeadLetters } from "./orders/dead-letter-consumer";
 import { consumeOrderEvents } from "./orders/order-consumer";
 import { reconcile } from "./reconcile/reconcile";
 
-export { SkuStock } from "../durable-objects/sku-stock";
-export { Telemetry } from "../durable-objects/telemetry";
+export { SkuStock, Telemetry } from "../durable-objects/objects";
 
 const DEAD_LETTER_QUEUE = "order-events-dlq";
 

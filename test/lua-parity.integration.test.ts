@@ -3,12 +3,12 @@ import { env } from "cloudflare:workers";
 import { Redis } from "@upstash/redis/cloudflare";
 import fc from "fast-check";
 import { describe, expect, inject, it } from "vitest";
+import { LuaScript } from "../durable-objects/lua-script";
 import { type SaleStatus, type SkuSettings, StockEngine } from "../durable-objects/stock-engine";
 import configureLua from "../lua/configure.lua";
 import confirmLua from "../lua/confirm.lua";
 import releaseLua from "../lua/release.lua";
 import reserveLua from "../lua/reserve.lua";
-import { LuaScript } from "../src/mirror/lua-script";
 import { stockShard } from "./support/client";
 
 /**

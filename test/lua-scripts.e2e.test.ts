@@ -1,5 +1,6 @@
 import { createClient } from "redis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sha1Hex } from "../durable-objects/lua-script";
 import type {
   Outcome,
   PaymentAnswer,
@@ -10,7 +11,6 @@ import type {
   SkuState,
   StockCounts,
 } from "../durable-objects/stock-engine";
-import { sha1Hex } from "../src/mirror/lua-script";
 import {
   LUA_SCRIPT_NAMES,
   LUA_SHA1,

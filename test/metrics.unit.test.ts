@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { flushMetrics, increment, type Sample } from "../src/observability/metrics";
+import type { Sample } from "../durable-objects/telemetry";
+import { flushMetrics, increment } from "../src/observability/metrics";
 
 /** An Env whose Telemetry object records what it is sent, and holds its first answer until released. */
 function slowTelemetry() {

@@ -1,12 +1,12 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { MAX_EVENTS_PER_MESSAGE, type OrderEvent } from "../durable-objects/order-events";
+import { MAX_MESSAGE_BYTES, MAX_SEND_BATCH_BYTES, packOutbox } from "../durable-objects/outbox-messages";
 import { type ConsumerFault, withConsumerFault } from "../src/harness/consumer-fault";
 import { consumeDeadLetters } from "../src/orders/dead-letter-consumer";
-import { MAX_EVENTS_PER_MESSAGE, type OrderEvent } from "../src/orders/events";
 import { consumeOrderEvents } from "../src/orders/order-consumer";
 import { applyOrderEvents, D1_MAX_BOUND_PARAMETERS } from "../src/orders/order-store";
-import { MAX_MESSAGE_BYTES, MAX_SEND_BATCH_BYTES, packOutbox } from "../src/orders/outbox-messages";
 import { call, uniqueSku } from "./support/client";
 import { seededRandom, shuffle } from "./support/random";
 

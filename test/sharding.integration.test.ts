@@ -1,8 +1,8 @@
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { homeShard } from "../durable-objects/shard-name";
 import { forgetSoldOut } from "../src/edge/sold-out-cache";
-import { homeShard } from "../src/edge/stock-client";
 import { call, createSku, reserve, stockCallsTo, stockShard, tokenFor, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
 import { pay } from "./support/payments";
@@ -210,6 +210,23 @@ describe("sold out on a sharded SKU", () => {
     const before = await giverFacts(sku);
     for (let i = 0; i < 10; i++) expect((await ask(sku, `es-d${i}`))[0]).toMatchObject({ code: "SOLD_OUT" });
     expect(await giverFacts(sku)).toEqual(before);
+  });
+
+  it("the object's answer says when the whole SKU is sold out, so the edge need not work it out", async () => {
+    const sharded = uniqueSku("soldout2");
+    await createSku(sharded, { totalStock: 2, shards: 2 });
+    const a = (await ask(sharded, "so-a"))[0];
+    expect(a).toMatchObject({ ok: true, value: { available: 0 } }); // shard 0's last unit, not the SKU's
+    expect(a?.soldOut).toBeUndefined();
+    expect((await ask(sharded, "so-b"))[0]?.soldOut).toBeUndefined(); // held with shard 1's unit
+    const c = (await ask(sharded, "so-c"))[0];
+    expect(c).toMatchObject({ ok: false, code: "SOLD_OUT", soldOut: true });
+    expect(c?.spent?.nonces).toHaveLength(2);
+
+    const single = uniqueSku("soldout1");
+    await createSku(single, { totalStock: 1 });
+    const last = (await ask(single, "so-d"))[0];
+    expect(last).toMatchObject({ ok: true, value: { available: 0 }, soldOut: true }); // the only shard's last unit
   });
 
   it("answers 503 BUSY, not SOLD_OUT, when a sibling cannot answer", async () => {

@@ -1,5 +1,5 @@
+import { homeShard } from "../../durable-objects/shard-name";
 import { mintPurchaseToken, newNonce } from "../../src/edge/purchase-token";
-import { homeShard } from "../../src/edge/stock-client";
 import { SECRETS } from "../../tools/dev-vars";
 import { shopperJwt } from "../../tools/jwt";
 import type { WrkRequest } from "./wrk";

@@ -1,11 +1,10 @@
 import { drizzle } from "drizzle-orm/d1";
-import { type SkuSettings, type SkuState, sumShards } from "../../durable-objects/stock-engine";
+import { currentRequestId, type SkuSettings, type SkuState, sumShards } from "../../durable-objects/stock-model";
 import { skus } from "../db/schema";
 import { readShardStates } from "../edge/sku-state";
 import { callStock, stockShard, unwrap } from "../edge/stock-client";
 import { ApiError } from "../http/errors";
 import type { SkuSettingsRequest } from "../http/schemas";
-import { currentRequestId } from "../observability/log";
 
 /**
  * Creates or updates a SKU over its shards, then records it in the D1 catalog.

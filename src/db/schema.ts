@@ -1,5 +1,5 @@
 import { index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
-import { RESERVATION_STATUSES } from "../orders/events";
+import { RESERVATION_STATUSES } from "../../durable-objects/stock-model";
 
 /**
  * The SKU catalog: which SKUs exist and over how many shards. Stock itself lives in the stock

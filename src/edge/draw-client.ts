@@ -1,6 +1,5 @@
-import type { ReserveOutcome, ReserveRequest } from "../../durable-objects/stock-engine";
+import { log, type ReserveOutcome, type ReserveRequest } from "../../durable-objects/stock-model";
 import { ApiError } from "../http/errors";
-import { log } from "../observability/log";
 import { callStock, stockShard } from "./stock-client";
 
 /**

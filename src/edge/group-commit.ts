@@ -1,4 +1,4 @@
-import type { ReserveOutcome, ReserveRequest } from "../../durable-objects/stock-engine";
+import type { ReserveOutcome, ReserveRequest } from "../../durable-objects/stock-model";
 import { ApiError } from "../http/errors";
 
 /**
@@ -28,7 +28,7 @@ import { ApiError } from "../http/errors";
  */
 export const MAX_BATCH = 64;
 /** The longest a request waits for the batch it joined (then: 503 BUSY, retry the same token). */
-export const MAX_WAIT_MS = 10_000;
+const MAX_WAIT_MS = 10_000;
 
 type Send = (requests: ReserveRequest[]) => Promise<ReserveOutcome[]>;
 

@@ -7,7 +7,7 @@ import { hmacKey } from "../http/hmac";
  * The edge checks all of it without a round trip; the stock object consumes the nonce inside
  * its transaction, so a token creates at most one reservation (invariant 3).
  */
-export interface PurchaseClaims {
+interface PurchaseClaims {
   sku: string;
   userId: string;
   /** The stock shard the reservation goes to (the user's home shard). */

@@ -1,4 +1,4 @@
-import { type SkuState, sumShards } from "../../durable-objects/stock-engine";
+import { type SkuState, sumShards } from "../../durable-objects/stock-model";
 import { callStock, stockShard } from "./stock-client";
 
 /** The states of every shard of a SKU (shard 0 first), or null when the SKU does not exist. */

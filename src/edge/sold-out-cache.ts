@@ -1,5 +1,5 @@
-import { fnv1a } from "../../durable-objects/shard-name";
-import type { SpentDigest } from "../../durable-objects/stock-engine";
+import type { SpentDigest } from "../../durable-objects/stock-model";
+import { fnv1a } from "../../durable-objects/stock-model";
 
 /**
  * Isolate-local memory of sold-out SKUs, the edge's answer to a sold-out storm: once any stock

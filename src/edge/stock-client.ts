@@ -1,6 +1,5 @@
-import { fnv1a, shardName } from "../../durable-objects/shard-name";
-import type { SkuStock } from "../../durable-objects/sku-stock";
-import type { Outcome } from "../../durable-objects/stock-engine";
+import type { Outcome, SkuStock } from "../../durable-objects/stock-model";
+import { shardName } from "../../durable-objects/stock-model";
 import { ApiError } from "../http/errors";
 
 /** SKU ids: short, URL-safe, no dots (a dot separates the parts of a reservation id). */
@@ -12,11 +11,6 @@ const RESERVATION_ID = /^([A-Za-z0-9_-]{1,64})\.(\d{1,2})\.[0-9a-f]{32}$/;
 /** The stock object of one SKU shard, reached by typed RPC. */
 export function stockShard(env: Env, sku: string, shard: number): DurableObjectStub<SkuStock> {
   return env.SKU_STOCK.getByName(shardName(sku, shard));
-}
-
-/** A user's home shard: fixed per user, so the per-user limit is checked in one place. */
-export function homeShard(userId: string, shards: number): number {
-  return fnv1a(userId) % shards;
 }
 
 /** Where a reservation lives, or null for an id that cannot be one of ours. */

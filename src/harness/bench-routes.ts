@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import type { Outcome, ReserveAnswer, ReserveRequest } from "../../durable-objects/stock-engine";
+import type { Outcome, ReserveAnswer, ReserveRequest } from "../../durable-objects/stock-model";
 import { newNonce } from "../edge/purchase-token";
 import { SKU_ID, stockShard } from "../edge/stock-client";
 import { readJson } from "../http/body";

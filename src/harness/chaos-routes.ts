@@ -1,12 +1,12 @@
 import { Hono } from "hono";
 import { z } from "zod";
+import type { OrderEvent } from "../../durable-objects/stock-model";
 import { callStock, SKU_ID, stockShard } from "../edge/stock-client";
 import { adminAuth } from "../http/auth";
 import { readJson } from "../http/body";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import type { ConsumeOrders } from "../index";
-import type { OrderEvent } from "../orders/events";
 import { withConsumerFault } from "./consumer-fault";
 import type { SkuStock as ChaosSkuStock } from "./harness-stock";
 import { seededRandom } from "./seeded-random";

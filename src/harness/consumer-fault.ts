@@ -1,5 +1,5 @@
+import { eventsOfMessage, type OrderEvent } from "../../durable-objects/stock-model";
 import type { ConsumeOrders } from "../index";
-import { eventsOfMessage, type OrderEvent } from "../orders/events";
 import { retryMessage } from "../orders/order-consumer";
 
 /** Shown each event of each message before the consumer; throwing makes that message fail. */
@@ -7,7 +7,7 @@ export type ConsumerFault = (event: OrderEvent, attempts: number) => void;
 
 /**
  * The one way faults reach the order consumer, for the chaos harness and the tests: `fault` sees each
- * event of each message first (a message carries one or many, src/orders/events.ts), and a message it
+ * event of each message first (a message carries one or many, durable-objects/order-events.ts), and a message it
  * throws for, for any of its events, is retried whole as a failed write would be (the same backoff,
  * metric and log line), without reaching the consumer; the others go on as one batch. What is not a
  * valid event goes on untouched, for the consumer to refuse.

@@ -1,5 +1,5 @@
-import { SkuStock as ProductionSkuStock } from "../../durable-objects/sku-stock";
-import type { EngineStorage, ReserveRequest } from "../../durable-objects/stock-engine";
+import { SkuStock as ProductionSkuStock } from "../../durable-objects/objects";
+import type { EngineStorage, ReserveRequest } from "../../durable-objects/stock-model";
 
 /** What `GET /bench/stock/:sku/:shard/stats` answers: the object's storage as the soak watches it. */
 export interface StockStats {

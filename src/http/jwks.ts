@@ -1,5 +1,5 @@
 import { importJWK, type JWK } from "jose";
-import { log } from "../observability/log";
+import { log } from "../../durable-objects/stock-model";
 
 /**
  * Public keys of an identity provider (a JSON Web Key Set), indexed once so that verifying a
@@ -73,7 +73,7 @@ export function keyFor(index: KeyIndex, alg: JwksAlgorithm, kid: string | undefi
 }
 
 /** Keys are refetched after this long even when every `kid` is known (a revoked key drops out). */
-export const JWKS_MAX_AGE_MS = 10 * 60_000;
+const JWKS_MAX_AGE_MS = 10 * 60_000;
 /** At most one fetch from the IdP per this long per isolate, however many unknown `kid`s arrive. */
 export const JWKS_REFETCH_FLOOR_MS = 30_000;
 /** A fetch of the JWKS that takes longer than this is given up. */
@@ -84,7 +84,7 @@ const WAIT_STEP_MS = 10;
 const FETCHED_AT = "x-flashgate-jwks-fetched-at";
 
 /** Whether the set may be fetched again now (the caller then calls `refresh`). */
-export type RemoteVerdict = { key: CryptoKey } | "refresh" | "none";
+type RemoteVerdict = { key: CryptoKey } | "refresh" | "none";
 
 /**
  * A JWKS behind a URL, kept in isolate memory and in the Cache API (so a new isolate in the same

@@ -13,7 +13,7 @@ export const WaitlistRequest = z.object({ quantity: z.int().min(1).max(1_000_000
 const Time = z.iso.datetime({ offset: true });
 
 /** ISO 4217 currency code, lower case as payment providers send it (Stripe: "usd"). */
-export const Currency = z.string().regex(/^[a-z]{3}$/, "an ISO 4217 code in lower case, e.g. usd");
+const Currency = z.string().regex(/^[a-z]{3}$/, "an ISO 4217 code in lower case, e.g. usd");
 
 export const SkuSettingsRequest = z
   .object({

@@ -1,5 +1,5 @@
-import { log } from "../observability/log";
-import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "./redis-mirror";
+import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "../../durable-objects/objects";
+import { log } from "../../durable-objects/stock-model";
 
 export interface MirrorCounts {
   available: number;

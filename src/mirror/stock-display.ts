@@ -1,7 +1,7 @@
-import type { SkuState } from "../../durable-objects/stock-engine";
+import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "../../durable-objects/objects";
+import type { SkuState } from "../../durable-objects/stock-model";
+import { log } from "../../durable-objects/stock-model";
 import { readSkuState } from "../edge/sku-state";
-import { log } from "../observability/log";
-import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "./redis-mirror";
 
 /**
  * The read path of stock displays (`GET /api/skus/:sku`): the SKU as the Redis mirror sees it, kept a
@@ -20,7 +20,7 @@ function edgeCache(): Cache | undefined {
   return typeof caches === "undefined" ? undefined : (caches as CacheStorage & { default?: Cache }).default;
 }
 
-export async function mirroredSkuState(
+async function mirroredSkuState(
   env: Env,
   sku: string,
   waitUntil: (promise: Promise<unknown>) => void,
@@ -47,13 +47,13 @@ export async function mirroredSkuState(
 }
 
 /** A display and where it came from (the `X-Stock-Source` header). */
-export interface SkuDisplay {
+interface SkuDisplay {
   state: SkuState;
   source: "mirror" | "stock-object";
 }
 
 /** How long an isolate answers displays of a SKU (or its absence) from memory. */
-export const DISPLAY_MEMO_MS = 1_000;
+const DISPLAY_MEMO_MS = 1_000;
 /** SKU ids remembered per isolate; the oldest is forgotten first (unknown ids cannot grow it). */
 const DISPLAY_MEMO_MAX = 1_024;
 const memo = new Map<string, { at: number; display: Promise<SkuDisplay | null> }>();

@@ -1,4 +1,4 @@
-import { log } from "./log";
+import { CoalescedRunner, log, type Sample } from "../../durable-objects/stock-model";
 
 /**
  * Counters and histograms of the Worker, in the Prometheus text format.
@@ -9,10 +9,10 @@ import { log } from "./log";
  * whichever isolate serves it. An isolate evicted before its flush loses at most that second.
  */
 
-export type MetricType = "counter" | "gauge" | "histogram";
+type MetricType = "counter" | "gauge" | "histogram";
 
 /** Every metric `/metrics` exposes, with its help text; the order is the order of the output. */
-export const METRICS = {
+const METRICS = {
   flashgate_reservations_total: {
     type: "counter",
     help: "Answers to POST /api/skus/:sku/reservations by result: held, replayed, or the error code in lower case. sku is empty for answers about no known SKU.",
@@ -52,17 +52,10 @@ export const METRICS = {
   },
 } as const satisfies Record<string, { type: MetricType; help: string }>;
 
-export type MetricName = keyof typeof METRICS;
+type MetricName = keyof typeof METRICS;
 
 /** Upper bounds of the request duration buckets, in seconds. */
-export const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] as const;
-
-/** One sample line: the series name (a metric, or a histogram's `_bucket`/`_sum`/`_count`), labels rendered, value. */
-export interface Sample {
-  name: string;
-  labels: string;
-  value: number;
-}
+const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] as const;
 
 /** `{a="x",b="y"}` with the format's escaping, or "" without labels. */
 export function renderLabels(labels: Record<string, string | number>): string {
@@ -94,7 +87,6 @@ const histograms = new Map<string, Histogram>();
 /** A batch taken from the pending deltas whose send has not been confirmed; sent again, under the same id. */
 let unsent: { id: string; samples: Sample[] } | null = null;
 let lastFlushAt = 0;
-let flushScheduled = false;
 
 function seriesKey(name: string, labels: Record<string, string | number>): string {
   let key = name;
@@ -174,23 +166,27 @@ export async function flushMetrics(env: Env): Promise<void> {
   }
 }
 
+/** The environment the background flush sends with (the Telemetry binding is the same for every request). */
+let flushEnv: Env | null = null;
+/** The background flush: one at a time, and one more after it when counts came in meanwhile. */
+const background = new CoalescedRunner(async () => {
+  const env = flushEnv;
+  if (!env || (!hasPending() && !unsent)) return;
+  const wait = Math.max(0, lastFlushAt + Number(env.METRICS_FLUSH_INTERVAL_MS) - Date.now());
+  await new Promise((resolve) => setTimeout(resolve, wait));
+  await flushMetrics(env);
+});
+
 /**
- * Schedules a background flush (at most one at a time) that sends what this isolate counted, at
- * most once per `METRICS_FLUSH_INTERVAL_MS`: counts reach the Telemetry object within about that
- * long even if no other request comes. `0` turns the background flush off (a scrape still flushes
- * the isolate that serves it): for tests, which run in one isolate.
+ * Schedules a background flush that sends what this isolate counted, at most once per
+ * `METRICS_FLUSH_INTERVAL_MS`: counts reach the Telemetry object within about that long even if no
+ * other request comes. `0` turns the background flush off (a scrape still flushes the isolate that
+ * serves it): for tests, which run in one isolate.
  */
 export function flushMetricsSoon(env: Env, waitUntil: (promise: Promise<unknown>) => void): void {
-  const interval = Number(env.METRICS_FLUSH_INTERVAL_MS);
-  if (flushScheduled || !(interval > 0) || (!hasPending() && !unsent)) return;
-  flushScheduled = true;
-  const wait = Math.max(0, lastFlushAt + interval - Date.now());
-  const flush = new Promise((resolve) => setTimeout(resolve, wait))
-    .then(() => flushMetrics(env))
-    .finally(() => {
-      flushScheduled = false;
-    });
-  waitUntil(flush);
+  if (!(Number(env.METRICS_FLUSH_INTERVAL_MS) > 0) || (!hasPending() && !unsent)) return;
+  flushEnv = env;
+  waitUntil(background.run());
 }
 
 /** The exposition: `# HELP`, `# TYPE`, then the samples of each metric, in {@link METRICS} order. */

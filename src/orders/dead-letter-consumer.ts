@@ -1,9 +1,8 @@
 import { desc, eq, isNull } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
+import { eventsOfMessage, log } from "../../durable-objects/stock-model";
 import { deadLetters } from "../db/schema";
-import { log } from "../observability/log";
 import { increment } from "../observability/metrics";
-import { eventsOfMessage } from "./events";
 import { applyOrderEvents } from "./order-store";
 
 /**
@@ -25,7 +24,7 @@ export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env)
       })
       .onConflictDoNothing();
     message.ack();
-    // A message may carry many events (src/orders/events.ts): each is named, so is each request.
+    // A message may carry many events (durable-objects/order-events.ts): each is named, so is each request.
     const { events } = eventsOfMessage(message.body);
     increment("flashgate_queue_events_total", { result: "dead_lettered" }, Math.max(1, events.length));
     log("error", "order event dead-lettered", {
@@ -46,7 +45,7 @@ export async function listDeadLetters(db: D1Database, opts: { pendingOnly?: bool
   return filtered.orderBy(desc(deadLetters.receivedAt)).limit(opts.limit ?? 100);
 }
 
-export type ReplayResult = { found: false } | { found: true; replayedAt: number; applied: boolean; error?: string };
+type ReplayResult = { found: false } | { found: true; replayedAt: number; applied: boolean; error?: string };
 
 /**
  * Replays a dead letter (a message: one event, or many) through the same idempotent apply as the

@@ -1,12 +1,11 @@
-import { log } from "../observability/log";
+import { eventsOfMessage, log, type OrderEvent } from "../../durable-objects/stock-model";
 import { increment } from "../observability/metrics";
-import { eventsOfMessage, type OrderEvent } from "./events";
 import { applyOrderEvents } from "./order-store";
 
 /**
  * Consumer of `order-events`: the idempotent consumer of the classic design.
  *
- * A message carries one event or many (`{"events": [...]}`, src/orders/events.ts). The events of a
+ * A message carries one event or many (`{"events": [...]}`, durable-objects/order-events.ts). The events of a
  * whole delivery are applied together in one `db.batch` (multi-row statements, one transaction); if
  * that fails, each message's events are applied on their own and each message is acked or retried on
  * its own, so one poison message never holds back the rest of its batch. A message is acked when all
@@ -18,7 +17,7 @@ import { applyOrderEvents } from "./order-store";
 
 const MAX_BACKOFF_SECONDS = 60;
 
-export function backoffSeconds(attempts: number): number {
+function backoffSeconds(attempts: number): number {
   return Math.min(MAX_BACKOFF_SECONDS, 2 ** Math.max(0, attempts - 1));
 }
 

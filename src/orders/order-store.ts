@@ -1,7 +1,12 @@
 import { desc, eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
+import {
+  type OrderEvent,
+  RESERVATION_STATUSES,
+  type ReservationStatus,
+  statusOf,
+} from "../../durable-objects/stock-model";
 import { orderCounts as orderCountsTable, orders } from "../db/schema";
-import { type OrderEvent, RESERVATION_STATUSES, type ReservationStatus, statusOf } from "./events";
 
 /** D1 side of the order pipeline: applying events to `orders`, and reading orders back. */
 

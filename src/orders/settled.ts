@@ -1,4 +1,4 @@
-import type { Reservation } from "../../durable-objects/stock-engine";
+import type { Reservation } from "../../durable-objects/stock-model";
 import { findOrder, orderAsReservation } from "./order-store";
 
 /**

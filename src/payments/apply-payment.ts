@@ -1,6 +1,6 @@
-import type { PaymentAnswer, PaymentMoney, PaymentType, Reservation } from "../../durable-objects/stock-engine";
+import type { PaymentAnswer, PaymentMoney, PaymentType, Reservation } from "../../durable-objects/stock-model";
+import { currentRequestId } from "../../durable-objects/stock-model";
 import { callStock, locateReservation, stockShard } from "../edge/stock-client";
-import { currentRequestId } from "../observability/log";
 import { increment } from "../observability/metrics";
 import { settledReservation } from "../orders/settled";
 

@@ -1,6 +1,6 @@
-import type { PaymentTotals, Pricing, PricingChange, SkuState } from "../../durable-objects/stock-engine";
+import type { PaymentTotals, Pricing, PricingChange, SkuState } from "../../durable-objects/stock-model";
+import { currentRequestId } from "../../durable-objects/stock-model";
 import { callStock, stockShard, unwrap } from "../edge/stock-client";
-import { currentRequestId } from "../observability/log";
 
 /**
  * A SKU's price lives in each of its stock objects, next to the payments it checks: a payment is

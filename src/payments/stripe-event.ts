@@ -35,7 +35,7 @@ const PaymentIntent = z.object({
 });
 
 /** What an event means here: a payment command, or nothing (the reason is logged and counted). */
-export type StripeMapping =
+type StripeMapping =
   | { kind: "payment"; command: PaymentCommand }
   | { kind: "ignored"; reason: "type" | "unpaid" | "no_reservation" };
 

@@ -11,7 +11,7 @@ import { hmacKey } from "../http/hmac";
  * (Stripe's `v0` test scheme) are ignored. `t` must be within the tolerance of now, either way, so
  * a captured request cannot be replayed later or pre-signed for the future.
  */
-export const SIGNATURE_TOLERANCE_SECONDS = 300;
+const SIGNATURE_TOLERANCE_SECONDS = 300;
 /** `v1` entries a header may carry: one per live secret, and a rotation has two. */
 export const MAX_V1_SIGNATURES = 4;
 

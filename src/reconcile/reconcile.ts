@@ -1,9 +1,9 @@
 import { desc, eq, inArray, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import type { Audit, AuditedReservation } from "../../durable-objects/stock-engine";
+import type { Audit, AuditedReservation } from "../../durable-objects/stock-model";
+import { log } from "../../durable-objects/stock-model";
 import { orderCounts, orders, reconcileDifferences, reconcileRuns, reconcileWatermarks, skus } from "../db/schema";
 import { callStock, stockShard } from "../edge/stock-client";
-import { log } from "../observability/log";
 
 /**
  * Reconciliation: the check-back between the stock objects (the truth), D1 and the Redis mirror.
@@ -34,7 +34,7 @@ const D1_CHUNK = 90;
 /** A difference row binds 6 parameters. */
 const DIFFERENCES_PER_INSERT = 15;
 
-export type DifferenceKind =
+type DifferenceKind =
   | "order_missing"
   | "order_stale"
   | "hold_overdue"
@@ -63,7 +63,7 @@ export interface RunReport {
   rowsRead: number;
 }
 
-export interface ReconcileOptions {
+interface ReconcileOptions {
   trigger: "cron" | "admin";
   now?: number;
   graceMs?: number;
@@ -240,17 +240,14 @@ async function reconcileShard(
   }
   const audit = first;
 
-  const repair = {
-    reemit,
-    sweep: audit.overdueHolds > 0,
-    flush: audit.oldestUnsent !== null && audit.oldestUnsent.occurredAt <= now - graceMs,
-    transfers: audit.pendingTransfers > 0,
-  };
-  if (repair.reemit.length > 0 || repair.sweep || repair.flush || repair.transfers) {
+  const repair = { reemit, sweep: audit.overdueHolds > 0, transfers: audit.pendingTransfers > 0 };
+  // A repair always sends what the outbox holds; a stuck outbox alone is reason enough to ask for one.
+  const stuck = audit.oldestUnsent !== null && audit.oldestUnsent.occurredAt <= now - graceMs;
+  if (repair.reemit.length > 0 || repair.sweep || stuck || repair.transfers) {
     const done = await callStock(() => stub.repair(repair));
     if (repair.sweep)
       differ("hold_overdue", { overdueHolds: 0 }, { overdueHolds: audit.overdueHolds }, done.released > 0);
-    if (repair.flush) differ("outbox_stuck", { unsent: 0 }, { oldestUnsentSeq: audit.oldestUnsent?.seq }, done.flushed);
+    if (stuck) differ("outbox_stuck", { unsent: 0 }, { oldestUnsentSeq: audit.oldestUnsent?.seq }, done.flushed);
     if (repair.transfers)
       differ("transfer_pending", { pending: 0 }, { pending: audit.pendingTransfers }, done.transfersCompleted > 0);
   }

@@ -1,8 +1,8 @@
 import { z } from "zod";
+import { RESERVATION_STATUSES } from "../../durable-objects/stock-model";
 import { SKU_ID } from "../edge/stock-client";
 import { ERRORS, type ErrorCode } from "../http/errors";
 import { PaymentEvent, ReservationRequest, SkuSettingsRequest, WaitlistRequest } from "../http/schemas";
-import { RESERVATION_STATUSES } from "../orders/events";
 import { StripeEvent } from "../payments/stripe-event";
 
 /**

@@ -1,11 +1,12 @@
 import { count, desc, isNotNull, isNull, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { Hono } from "hono";
+import type { Sample } from "../../durable-objects/stock-model";
+import { log } from "../../durable-objects/stock-model";
 import { deadLetters, orderCounts, reconcileDifferenceCounts, reconcileRuns, skus } from "../db/schema";
 import { readSkuState, readWaitlist } from "../edge/sku-state";
 import type { AppEnv } from "../http/context";
-import { log } from "../observability/log";
-import { flushMetrics, renderLabels, renderMetrics, type Sample } from "../observability/metrics";
+import { flushMetrics, renderLabels, renderMetrics } from "../observability/metrics";
 import { ROUTES } from "./contract";
 import { register } from "./register";
 

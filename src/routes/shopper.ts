@@ -1,17 +1,22 @@
 import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
 import { z } from "zod";
-import { isOnSale, type ReserveRequest } from "../../durable-objects/stock-engine";
+import {
+  currentRequestId,
+  homeShard,
+  isOnSale,
+  type ReserveRequest,
+  shardName,
+} from "../../durable-objects/stock-model";
 import { awaitDraw } from "../edge/draw-client";
 import { reserveGrouped } from "../edge/group-commit";
 import { mintPurchaseToken, newNonce, verifyPurchaseToken } from "../edge/purchase-token";
 import { readSkuState } from "../edge/sku-state";
 import { forgetSoldOut, isSoldOut, markSoldOut, refusesReservation } from "../edge/sold-out-cache";
-import { callStock, homeShard, locateReservation, SKU_ID, stockShard, unwrap } from "../edge/stock-client";
+import { callStock, locateReservation, SKU_ID, stockShard, unwrap } from "../edge/stock-client";
 import type { AppEnv } from "../http/context";
 import { ApiError, type ErrorCode } from "../http/errors";
 import { DISPLAY_CACHE_SECONDS, skuDisplay } from "../mirror/stock-display";
-import { currentRequestId } from "../observability/log";
 import { increment } from "../observability/metrics";
 import { findOrder, orderAsReservation, ordersOfUser } from "../orders/order-store";
 import { settledReservation } from "../orders/settled";
@@ -152,20 +157,16 @@ register(
       callStock(() => stockShard(c.env, sku, claims.shard).reserve(requests));
     let outcome =
       c.env.GROUP_COMMIT === "on"
-        ? await reserveGrouped(`${sku}#${claims.shard}`, request, send)
+        ? await reserveGrouped(shardName(sku, claims.shard), request, send)
         : (await send([request]))[0];
     if (!outcome) throw new Error("stock object returned no answer");
     // Fair opening: not decided on arrival; the answer comes from the draw (or right after it).
     const drawn = !outcome.ok && outcome.code === "DRAW_PENDING";
     if (drawn) outcome = await awaitDraw(c.env, sku, claims.shard, request);
-    // A shard's "available 0" speaks for the whole SKU only when it is the only shard; a sharded
-    // SKU answers SOLD_OUT only once its siblings had nothing to give either.
-    const soldOut =
-      claims.shards === 1
-        ? (outcome.ok ? outcome.value.available : outcome.available) === 0
-        : !outcome.ok && outcome.code === "SOLD_OUT";
-    // A draw's answers carry no spent-nonce digest: they teach the sold-out cache nothing.
-    if (soldOut && !drawn) markSoldOut(sku, now, soldOutTtl(c.env), { shard: claims.shard, spent: outcome.spent });
+    // The object says whether its answer shows the SKU sold out (its rule: showsSoldOut). A draw's
+    // answers carry no spent-nonce digest: they teach the sold-out cache nothing.
+    if (outcome.soldOut && !drawn)
+      markSoldOut(sku, now, soldOutTtl(c.env), { shard: claims.shard, spent: outcome.spent });
     const answer = unwrap(outcome);
     if (answer.replayed) c.header("Idempotent-Replayed", "true");
     const view = reservationView(answer.reservation);

@@ -1,6 +1,5 @@
 import type { z } from "zod";
-import type { DrawInfo } from "../../durable-objects/opening-draw";
-import type { Reservation, SkuState } from "../../durable-objects/stock-engine";
+import type { DrawInfo, Reservation, SkuState } from "../../durable-objects/stock-model";
 import type { AdminSku, Draw, PublicSku, Reservation as ReservationBody } from "./contract";
 
 /**

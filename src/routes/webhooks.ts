@@ -1,7 +1,7 @@
 import { Hono } from "hono";
+import { log } from "../../durable-objects/stock-model";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
-import { log } from "../observability/log";
 import { increment } from "../observability/metrics";
 import { applyPaymentEvent, paymentAck } from "../payments/apply-payment";
 import { mapStripeEvent } from "../payments/stripe-event";

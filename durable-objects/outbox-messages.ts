@@ -1,4 +1,4 @@
-import { MAX_EVENTS_PER_MESSAGE, type OrderEvent } from "./events";
+import { MAX_EVENTS_PER_MESSAGE, type OrderEvent } from "./order-events";
 
 /**
  * How a stock object's outbox becomes queue messages: events, oldest first, packed into messages of

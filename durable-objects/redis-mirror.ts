@@ -1,7 +1,7 @@
 import { Redis } from "@upstash/redis/cloudflare";
-import { type SaleStatus, type SkuState, sumShards } from "../../durable-objects/stock-engine";
-import mirrorLua from "../../lua/mirror.lua";
+import mirrorLua from "../lua/mirror.lua";
 import { LuaScript, runScript, shardTag } from "./lua-script";
+import { type SaleStatus, type SkuState, sumShards } from "./stock-engine";
 
 /**
  * The Redis mirror of the stock objects (docs/ARCHITECTURE.md): one hash per SKU shard holding the shard's newest
@@ -23,13 +23,13 @@ export function mirrorKey(sku: string, shard: number): string {
   return `${shardTag(sku, shard)}:mirror`;
 }
 
-export interface MirrorConfig {
+interface MirrorConfig {
   url: string;
   token: string;
   timeoutMs: number;
 }
 
-export interface PublishResult {
+interface PublishResult {
   /** False when the mirror already held this version or a newer one. */
   applied: boolean;
   /** The version the mirror holds after the call. */
@@ -148,7 +148,7 @@ function parseSnapshot(reply: unknown): SkuState | null {
 }
 
 /** The mirror settings of an environment, or null when the mirror is off (either variable unset or empty). */
-export function mirrorConfig(env: Env, timeoutMs: number): MirrorConfig | null {
+function mirrorConfig(env: Env, timeoutMs: number): MirrorConfig | null {
   const url = env.UPSTASH_REDIS_REST_URL;
   const token = env.UPSTASH_REDIS_REST_TOKEN;
   return url && token ? { url, token, timeoutMs } : null;

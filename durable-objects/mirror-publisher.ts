@@ -1,0 +1,106 @@
+import { CoalescedRunner } from "./coalesced-runner";
+import type { DueWork } from "./due-work";
+import { log } from "./log";
+import type { RedisMirror } from "./redis-mirror";
+import type { SkuState, StockEngine } from "./stock-engine";
+
+/** First wait before the alarm retries a mirror publish that failed; it doubles up to the maximum. */
+const MIRROR_RETRY_MIN_MS = 250;
+const MIRROR_RETRY_MAX_MS = 5_000;
+
+type MirrorSnapshot = { version: number; total: number; available: number; held: number; sold: number; status: string };
+
+export type MirrorCheck =
+  | { status: "ok" }
+  | { status: "unreachable"; error: string }
+  | { status: "missing"; expected: MirrorSnapshot; repaired: boolean }
+  | { status: "drift"; expected: MirrorSnapshot; actual: MirrorSnapshot; repaired: boolean };
+
+function snapshotOf(state: SkuState): MirrorSnapshot {
+  return { version: state.version, ...state.stock, status: state.status };
+}
+
+/**
+ * Publishes a stock object's newest snapshot to the Redis mirror after commits: in the background,
+ * one write in flight, later commits folded into the next write (which reads the state then), never
+ * inside a transaction nor awaited by a sale. A failed write backs off (commits stop trying) and the
+ * alarm retries it until Redis answers; `lua/mirror.lua` keeps only the newest version, so late or
+ * repeated writes are harmless.
+ */
+export class MirrorPublisher {
+  readonly #mirror: RedisMirror;
+  readonly #engine: StockEngine;
+  readonly #due: DueWork;
+  readonly #now: () => number;
+  readonly #runner = new CoalescedRunner(() => this.#publish());
+  /** The newest version the mirror is known to hold (0 after a restart: publish once to be sure). */
+  #mirroredVersion = 0;
+  /** Publishes failed in a row (sets the backoff). */
+  #failures = 0;
+
+  constructor(mirror: RedisMirror, engine: StockEngine, due: DueWork, now: () => number) {
+    this.#mirror = mirror;
+    this.#engine = engine;
+    this.#due = due;
+    this.#now = now;
+  }
+
+  /** Starts a publish unless a failed one is backing off (then the alarm publishes); settles when done. */
+  async publish(): Promise<void> {
+    const retryAt = this.#due.retryAt("mirror");
+    if (retryAt !== undefined) {
+      if (this.#now() < retryAt) return;
+      this.#due.done("mirror");
+    }
+    await this.#runner.run();
+  }
+
+  /** Writes the current snapshot if the mirror may lack it; on failure, books the alarm to retry. */
+  async #publish(): Promise<void> {
+    const state = this.#engine.state();
+    if (!state || state.version <= this.#mirroredVersion) return;
+    try {
+      const result = await this.#mirror.publish(state, this.#now());
+      if (!result.applied && result.version > state.version) {
+        // Only a stock object whose storage was reset can be behind its own mirror; reconciliation
+        // rewrites such a mirror. Publishing again would not help.
+        log("warn", "mirror is ahead of the stock object", { ...result });
+      }
+      this.#mirroredVersion = Math.max(this.#mirroredVersion, state.version);
+      if (this.#failures > 0) {
+        log("info", "mirror caught up", { failures: this.#failures });
+        this.#failures = 0;
+      }
+    } catch (err) {
+      this.#failures++;
+      const backoff = Math.min(MIRROR_RETRY_MIN_MS * 2 ** (this.#failures - 1), MIRROR_RETRY_MAX_MS);
+      log("warn", "mirror publish failed", { failures: this.#failures, retryInMs: backoff, error: String(err) });
+      await this.#due.retry("mirror", this.#now() + backoff);
+    }
+  }
+
+  /** Compares the mirror with the shard's state and rewrites it when it is missing or wrong. */
+  async check(): Promise<MirrorCheck> {
+    const state = this.#engine.state();
+    if (!state) return { status: "ok" };
+    await this.#runner.settled();
+    const expected = snapshotOf(state);
+    let stored: SkuState | null;
+    try {
+      stored = await this.#mirror.readShard(state.sku, state.shard);
+    } catch (err) {
+      return { status: "unreachable", error: String(err) };
+    }
+    const actual = stored ? snapshotOf(stored) : null;
+    if (actual && JSON.stringify(actual) === JSON.stringify(expected)) return { status: "ok" };
+    let repaired = false;
+    try {
+      await this.#mirror.replace(state, this.#now());
+      this.#mirroredVersion = state.version;
+      repaired = true;
+    } catch (err) {
+      log("warn", "mirror repair failed", { error: String(err) });
+    }
+    return actual ? { status: "drift", expected, actual, repaired } : { status: "missing", expected, repaired };
+  }
+}

@@ -1,0 +1,56 @@
+import { CoalescedRunner } from "./coalesced-runner";
+import type { DueWork } from "./due-work";
+import { log } from "./log";
+import { packOutbox } from "./outbox-messages";
+import type { StockEngine } from "./stock-engine";
+
+/**
+ * Outbox events read per flush round: packed into multi-event messages and `sendBatch` calls within
+ * the Queues limits (outbox-messages.ts).
+ */
+const OUTBOX_BATCH = 1_000;
+/** How soon the alarm retries an outbox flush that failed. */
+const OUTBOX_RETRY_MS = 5_000;
+
+/**
+ * Sends a stock object's outbox to the `order-events` queue: pending events oldest first, many to a
+ * message, each `sendBatch` call's events forgotten once the queue has them. Runs in the background after commits (a sale never waits on the
+ * queue), one flush at a time; a failed flush is retried by the alarm.
+ */
+export class OutboxSender {
+  readonly #engine: StockEngine;
+  readonly #queue: Queue;
+  readonly #due: DueWork;
+  readonly #now: () => number;
+  readonly #runner = new CoalescedRunner(() => this.#flush());
+
+  constructor(engine: StockEngine, queue: Queue, due: DueWork, now: () => number) {
+    this.#engine = engine;
+    this.#queue = queue;
+    this.#due = due;
+    this.#now = now;
+  }
+
+  /** Starts a flush (or books one more after the one in flight); settles when it is done. */
+  send(): Promise<void> {
+    return this.#runner.run();
+  }
+
+  async #flush(): Promise<void> {
+    for (;;) {
+      const pending = this.#engine.pendingEvents(OUTBOX_BATCH);
+      if (pending.length === 0) return;
+      for (const batch of packOutbox(pending)) {
+        try {
+          await this.#queue.sendBatch(batch.bodies.map((body) => ({ body, contentType: "json" })));
+        } catch (err) {
+          log("warn", "outbox flush failed", { error: String(err) });
+          await this.#due.retry("outbox", this.#now() + OUTBOX_RETRY_MS);
+          return;
+        }
+        this.#engine.markSent(batch.items.map((p) => p.seq));
+      }
+      if (pending.length < OUTBOX_BATCH) return;
+    }
+  }
+}

@@ -1,0 +1,48 @@
+/**
+ * The stock model as the edge sees it: the one module of durable-objects/ that src/ imports for
+ * types and rules (biome.json's `noRestrictedImports` keeps it so). It loads anywhere, Node included
+ * (drizzle-kit, the bench and the tools load src/ modules that use it), so it re-exports only plain
+ * code: the engine's types and rules, shard names, the queue event format, the log and the
+ * coalesced runner (the Worker's metrics flush works like the objects' outbox). The classes
+ * that need the Workers runtime (the objects, the mirror client) are in ./objects.ts.
+ *
+ * The types are defined next to the engine that decides them (stock-engine.ts); this module is their
+ * public face, so src/ never depends on how durable-objects/ is laid out inside.
+ */
+export { CoalescedRunner } from "./coalesced-runner";
+export { currentRequestId, type LogContext, log, withLogContext } from "./log";
+export type { DrawInfo } from "./opening-draw";
+export {
+  eventsOfMessage,
+  ORDER_EVENT_TYPES,
+  type OrderEvent,
+  OrderEventSchema,
+  RESERVATION_STATUSES,
+  type ReservationStatus,
+  statusOf,
+} from "./order-events";
+export { fnv1a, homeShard, shardName } from "./shard-name";
+export type { MirrorCheck, RepairDone, SkuStock } from "./sku-stock";
+export {
+  type Audit,
+  type AuditedReservation,
+  type EngineStorage,
+  isOnSale,
+  type Outcome,
+  type PaymentAnswer,
+  type PaymentMoney,
+  type PaymentTotals,
+  type PaymentType,
+  type Pricing,
+  type PricingChange,
+  type Reservation,
+  type ReserveAnswer,
+  type ReserveOutcome,
+  type ReserveRequest,
+  type SaleStatus,
+  type SkuSettings,
+  type SkuState,
+  type SpentDigest,
+  sumShards,
+} from "./stock-engine";
+export type { Sample, Telemetry } from "./telemetry";
