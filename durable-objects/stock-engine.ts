@@ -242,6 +242,8 @@ export interface Pruned {
   quotas: number;
   transfers: number;
   payments: number;
+  /** Rows the deletes read (what "bounded" is measured in). */
+  rowsRead: number;
 }
 
 type SkuRow = {
@@ -537,23 +539,32 @@ export class StockEngine {
    */
   pruneSettled(settledSeq: number, replayableSince: number, now: number, limit: number): Pruned {
     return this.#storage.transactionSync(() => {
-      const reservations = this.#sql.exec(
-        `DELETE FROM reservations WHERE id IN (
-           SELECT id FROM reservations WHERE seq <= ? AND status != 'held' AND created_at < ? ORDER BY seq LIMIT ?)`,
-        settledSeq,
-        replayableSince,
-        limit,
-      ).rowsWritten;
-      const quotas = this.#sql.exec("DELETE FROM user_quota WHERE active = 0").rowsWritten;
-      const transfers = this.#sql.exec(
-        "DELETE FROM transfers WHERE granted IS NOT NULL AND (direction = 'in' OR created_at < ?)",
-        now - TRANSFER_RECORD_RETENTION_MS,
-      ).rowsWritten;
-      const payments = this.#sql.exec(
-        "DELETE FROM payment_events WHERE created_at < ?",
-        now - PAYMENT_EVENT_RETENTION_MS,
-      ).rowsWritten;
-      return { reservations, quotas, transfers, payments };
+      let rowsRead = 0;
+      const written = (cursor: SqlStorageCursor<Record<string, SqlStorageValue>>): number => {
+        cursor.toArray();
+        rowsRead += cursor.rowsRead;
+        return cursor.rowsWritten;
+      };
+      const reservations = written(
+        this.#sql.exec(
+          `DELETE FROM reservations WHERE id IN (
+             SELECT id FROM reservations WHERE seq <= ? AND status != 'held' AND created_at < ? ORDER BY seq LIMIT ?)`,
+          settledSeq,
+          replayableSince,
+          limit,
+        ),
+      );
+      const quotas = written(this.#sql.exec("DELETE FROM user_quota WHERE active = 0"));
+      const transfers = written(
+        this.#sql.exec(
+          "DELETE FROM transfers WHERE granted IS NOT NULL AND (direction = 'in' OR created_at < ?)",
+          now - TRANSFER_RECORD_RETENTION_MS,
+        ),
+      );
+      const payments = written(
+        this.#sql.exec("DELETE FROM payment_events WHERE created_at < ?", now - PAYMENT_EVENT_RETENTION_MS),
+      );
+      return { reservations, quotas, transfers, payments, rowsRead };
     });
   }
 
