@@ -545,13 +545,26 @@ export class StockEngine {
         rowsRead += cursor.rowsRead;
         return cursor.rowsWritten;
       };
-      const reservations = written(
+      // Found through the token-time index: what is read is what goes, plus the old rows that stay
+      // (open holds, rows changed after the watermark), not the rows of the token lifetime.
+      let reservations = written(
         this.#sql.exec(
           `DELETE FROM reservations WHERE id IN (
-             SELECT id FROM reservations WHERE seq <= ? AND status != 'held' AND created_at < ? ORDER BY seq LIMIT ?)`,
-          settledSeq,
+             SELECT id FROM reservations
+              WHERE nonce IS NOT NULL AND created_at < ? AND seq <= ? AND status != 'held'
+              ORDER BY created_at LIMIT ?)`,
           replayableSince,
+          settledSeq,
           limit,
+        ),
+      );
+      // Rows put back for a late payment (no nonce: no token to replay), through the nonce index.
+      reservations += written(
+        this.#sql.exec(
+          `DELETE FROM reservations WHERE id IN (
+             SELECT id FROM reservations WHERE nonce IS NULL AND seq <= ? AND status != 'held' LIMIT ?)`,
+          settledSeq,
+          Math.max(0, limit - reservations),
         ),
       );
       const quotas = written(this.#sql.exec("DELETE FROM user_quota WHERE active = 0"));
