@@ -13,7 +13,8 @@
 // finished rows become prunable a minute later (tokens + the clock margin), not six.
 import { readFileSync, writeFileSync } from "node:fs";
 import { sign } from "hono/jwt";
-import { type IsolateHeap, isolateHeaps, writeHeapSnapshot } from "../bench/lib/heap";
+import { collectGarbage, type IsolateHeap, isolateHeaps, writeHeapSnapshot } from "../bench/lib/heap";
+import { type NativeMemory, nativeMemory } from "../bench/lib/native-memory";
 import { rssBytes } from "../bench/lib/proc";
 import { SECRETS } from "../bench/lib/shoppers";
 import { startWorker, type WorkerServer } from "../bench/lib/worker";
@@ -30,6 +31,8 @@ const JSON_OUT = option("json", "");
 const INSPECT = args.includes("--inspect");
 /** `--snapshots <dir>`: a heap snapshot of the Worker's isolate per phase (implies --inspect). */
 const SNAPSHOTS = option("snapshots", "");
+/** With `--native`: each phase also reads workerd's tcmalloc and SQLite figures through gdb (bench/lib/native-memory.ts). */
+const NATIVE = args.includes("--native");
 /** `--var NAME=value` (repeatable): a var for the Worker, e.g. to switch a feature off while hunting memory. */
 const VARS = args.flatMap((a, i) => (a === "--var" && args[i + 1] ? [args[i + 1] as string] : []));
 const SAMPLE = 200;
@@ -61,6 +64,8 @@ interface Phase {
   tokenRetries: number;
   /** MiB of JavaScript heap per isolate (with --inspect). */
   heapsMiB?: Record<string, number>;
+  /** MiB of workerd's native heap (with --native). */
+  nativeMiB?: Record<keyof NativeMemory, number>;
 }
 
 const log = (line: string) => console.log(`[soak] ${line}`);
@@ -105,6 +110,23 @@ async function main(): Promise<void> {
         if (SNAPSHOTS)
           await writeHeapSnapshot(server.inspectorPort, "flashgate", `${SNAPSHOTS}/soak-${target}.heapsnapshot`);
       }
+      if (NATIVE) {
+        const native = await nativeMemory(server.pid);
+        phase.nativeMiB = Object.fromEntries(
+          Object.entries(native).map(([k, v]) => [k, Math.round((v / 2 ** 20) * 10) / 10]),
+        ) as Record<keyof NativeMemory, number>;
+        log(`native (MiB): ${JSON.stringify(phase.nativeMiB)}`);
+        if (server.inspectorPort !== undefined) {
+          // What a garbage collection gives back: C++ memory owned by JS objects nobody reaches any more.
+          await collectGarbage(server.inspectorPort);
+          const after = await nativeMemory(server.pid);
+          log(
+            `after GC: ${JSON.stringify(heapsMiB(await isolateHeaps(server.inspectorPort)))}, native allocated ` +
+              `${(after.allocatedBytes / 2 ** 20).toFixed(1)} MiB, workerd ${Math.round(rssBytes(server.pid) / 2 ** 20)} MiB ` +
+              `(${Math.round(statusKiB(server.pid, "RssAnon") / 1024)} anon)`,
+          );
+        }
+      }
       phases.push(phase);
       // Written after every phase: a long soak cut short still leaves its figures.
       if (JSON_OUT) writeFileSync(JSON_OUT, `${JSON.stringify({ phases }, null, 2)}\n`);
@@ -115,7 +137,7 @@ async function main(): Promise<void> {
           `${phase.reservationRows} reservation rows, workerd ${phase.workerdRssMiB} MiB (${phase.workerdAnonMiB} anon) (${phase.cyclesPerSecond.toFixed(0)} cycles/s)`,
       );
     }
-    console.table(phases.map(({ heapsMiB: _, ...figures }) => figures));
+    console.table(phases.map(({ heapsMiB: _h, nativeMiB: _n, ...figures }) => figures));
   } finally {
     await server.stop();
   }
@@ -209,11 +231,19 @@ async function http(
   text = false,
 ): Promise<AnyJson> {
   for (let attempt = 0; ; attempt++) {
-    const res = await fetch(`${server.url}${path}`, {
-      method,
-      headers: { ...headers, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
+    let res: Response;
+    try {
+      res = await fetch(`${server.url}${path}`, {
+        method,
+        headers: { ...headers, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+    } catch (err) {
+      // A connection reset (workerd stopped a moment, e.g. by a debugger): every call here is safe to
+      // send again (a reservation replays by its token's nonce, a cancel is idempotent).
+      if (attempt < 5) continue;
+      throw err;
+    }
     const answer = await res.text();
     if (res.status === 503 && attempt < 5) continue; // BUSY: the same request again
     if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${answer}\n${server.logTail()}`);
