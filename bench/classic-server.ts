@@ -8,11 +8,11 @@ import { serve } from "@hono/node-server";
 import { Hono } from "hono";
 import { verify } from "hono/jwt";
 import { createClient } from "redis";
-import { loadScripts, runScript, shardKeys } from "../scripts/lib/lua";
 import { verifyPurchaseToken } from "../src/edge/purchase-token";
 import { ApiError, type ErrorCode, errorResponse } from "../src/http/errors";
 import { ReservationRequest } from "../src/http/schemas";
-import { SECRETS } from "./lib/shoppers";
+import { SECRETS } from "../tools/dev-vars";
+import { loadScripts, runScript, shardKeys } from "../tools/lua";
 
 const [portArg, redisUrl] = process.argv.slice(2);
 const redis = createClient({ url: redisUrl ?? "" });

@@ -78,8 +78,6 @@ const PRUNE_ROUNDS = 40;
  */
 export class SkuStock extends DurableObject<Env> {
   readonly engine: StockEngine;
-  /** RPC calls served by this instance; lets tests prove that the edge answered on its own. */
-  rpcCalls = 0;
   /** The object's clock. A seam for tests, which move time forward instead of sleeping. */
   now: () => number = () => Date.now();
   /** The alarm time last set, so most requests skip the storage call (undefined: not read yet). */
@@ -130,7 +128,6 @@ export class SkuStock extends DurableObject<Env> {
   }
 
   state(): SkuState | null {
-    this.rpcCalls++;
     return this.engine.state();
   }
 
@@ -140,7 +137,6 @@ export class SkuStock extends DurableObject<Env> {
    * decided again, so `SOLD_OUT` means every shard is empty.
    */
   async reserve(requests: ReserveRequest[]): Promise<ReserveOutcome[]> {
-    this.rpcCalls++;
     return withLogContext(this.#where(), () => this.#reserve(requests));
   }
 
@@ -249,7 +245,6 @@ export class SkuStock extends DurableObject<Env> {
    * this shard is short (whatever they answered a moment ago: the line wants their units).
    */
   async holdForLine(entryId: string, userId: string, quantity: number): Promise<ReserveOutcome> {
-    this.rpcCalls++;
     let answer = this.engine.holdForLine(entryId, userId, quantity, this.now());
     const state = this.engine.state();
     if (!answer.ok && (answer.code === "SOLD_OUT" || answer.code === "INSUFFICIENT_STOCK") && state) {
@@ -346,7 +341,6 @@ export class SkuStock extends DurableObject<Env> {
 
   /** Giver side of a transfer to a sibling shard; idempotent by transfer id. */
   async giveStock(transferId: string, toShard: number, requested: number): Promise<number> {
-    this.rpcCalls++;
     const granted = this.engine.giveStock(transferId, toShard, requested, this.now());
     await this.#afterCommit();
     return granted;
@@ -359,7 +353,6 @@ export class SkuStock extends DurableObject<Env> {
    * pulled stay here, still counted). See {@link StockEngine.retarget}.
    */
   async setSkuTotal(total: number, assumed: number, requestId?: string): Promise<Outcome<SkuState>> {
-    this.rpcCalls++;
     return withLogContext({ requestId, ...this.#where() }, async () => {
       let missing = this.engine.retarget(total, this.now(), assumed);
       let failed = false;
@@ -535,7 +528,6 @@ export class SkuStock extends DurableObject<Env> {
    * it emits) carry the request id. Failed outcomes are logged with their code.
    */
   async #call<T>(requestId: string | undefined, decide: () => Outcome<T>): Promise<Outcome<T>> {
-    this.rpcCalls++;
     return withLogContext({ requestId, ...this.#where() }, async () => {
       const outcome = this.engine.onBehalfOf(requestId, decide);
       await this.#afterCommit();
@@ -550,7 +542,6 @@ export class SkuStock extends DurableObject<Env> {
   }
 
   reservation(reservationId: string): Reservation | null {
-    this.rpcCalls++;
     return this.engine.reservation(reservationId);
   }
 

@@ -10,7 +10,7 @@
 --      1 on creation and + 1 on every update; held and sold are never touched.
 -- Like the engine's configure, it runs no lazy expiry. It emits nothing.
 --
--- KEYS: the same six for every Flashgate script (scripts/lib/lua.ts `shardKeys`); only KEYS[1] is used.
+-- KEYS: the same six for every Flashgate script (tools/lua.ts `shardKeys`); only KEYS[1] is used.
 --   KEYS[1]  {fg:<sku>:<shard>}:sku       hash  sku shard shards name status per_user_limit hold_seconds
 --                                               starts_at ends_at (absent = no bound) total held sold seq
 --   KEYS[2..6]                                  unused here (holds, quota, nonces, payments, res: prefix)

@@ -25,7 +25,7 @@
 -- (The engine also checks a payment's amount and currency against the SKU's price; the Redis
 -- twin has no prices, like a SKU without one, whose payments the engine does not check either.)
 --
--- KEYS: the same six for every Flashgate script (scripts/lib/lua.ts `shardKeys`). One hash tag per
+-- KEYS: the same six for every Flashgate script (tools/lua.ts `shardKeys`). One hash tag per
 -- shard, `{fg:<sku>:<shard>}`, so they all live in one cluster slot.
 --   KEYS[1]  {fg:<sku>:<shard>}:sku       hash  sku shard shards name status per_user_limit hold_seconds
 --                                               starts_at ends_at (absent = no bound) total held sold seq

@@ -17,7 +17,7 @@
 -- mode "expire" (StockEngine.expireDue, the alarm's sweep): releases as "expired" every hold with
 -- expires_at <= now, oldest first (ties by id), at most `limit` of them when a limit is given.
 --
--- KEYS: the same six for every Flashgate script (scripts/lib/lua.ts `shardKeys`). One hash tag per
+-- KEYS: the same six for every Flashgate script (tools/lua.ts `shardKeys`). One hash tag per
 -- shard, `{fg:<sku>:<shard>}`, so they all live in one cluster slot.
 --   KEYS[1]  {fg:<sku>:<shard>}:sku       hash  sku shard shards name status per_user_limit hold_seconds
 --                                               starts_at ends_at (absent = no bound) total held sold seq

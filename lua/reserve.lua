@@ -16,7 +16,7 @@
 --   8. the hold is written: reservation hash, holds zset, held, the user's quota, nonce, version.
 -- A rejected request writes nothing beyond step 1 (the engine commits its lazy expiry too).
 --
--- KEYS: the same six for every Flashgate script (scripts/lib/lua.ts `shardKeys`). One hash tag per
+-- KEYS: the same six for every Flashgate script (tools/lua.ts `shardKeys`). One hash tag per
 -- shard, `{fg:<sku>:<shard>}`, so they all live in one cluster slot.
 --   KEYS[1]  {fg:<sku>:<shard>}:sku       hash  sku shard shards name status per_user_limit hold_seconds
 --                                               starts_at ends_at (absent = no bound) total held sold seq

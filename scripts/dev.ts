@@ -9,18 +9,18 @@
 //      through: `npm run dev -- --port 9000`;
 //   5. the cron trigger, which wrangler dev never fires by itself: once wrangler answers, a ticker runs the
 //      Worker's `scheduled` handler (reconciliation) every 60 s through `GET /__scheduled` (wrangler dev
-//      --test-scheduled; see test/support/dev-server.ts for why not /cdn-cgi/handler/scheduled) and logs
+//      --test-scheduled; see tools/dev-server.ts for why not /cdn-cgi/handler/scheduled) and logs
 //      one line per run. DEV_CRON_INTERVAL_MS changes the period; DEV_CRON_INTERVAL_MS=0 turns it off.
 // Once wrangler answers, one banner says where the storefront, the dashboard, the OpenAPI document, the
-// admin token and a shopper JWT are (scripts/lib/dev-output.ts, which also keeps wrangler's noise out).
+// admin token and a shopper JWT are (scripts/dev-output.ts, which also keeps wrangler's noise out).
 // Everything it starts stops with it (Ctrl-C).
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { banner, filterWranglerDev, quietWranglerEnv } from "./lib/dev-output";
-import { ensureDevVars, readDevVars } from "./lib/dev-vars";
-import { HARNESS_ENTRY } from "./lib/harness";
-import { hasRedisServer, type RedisServer, startRedis } from "./lib/redis-server";
-import { type Bridge, startBridge } from "./upstash-bridge";
+import { ensureDevVars, readDevVars } from "../tools/dev-vars";
+import { HARNESS_ENTRY } from "../tools/harness";
+import { hasRedisServer, type RedisServer, startRedis } from "../tools/redis-server";
+import { type Bridge, startBridge } from "../tools/upstash-bridge";
+import { banner, filterWranglerDev, quietWranglerEnv } from "./dev-output";
 
 const passThrough = process.argv.slice(2);
 const children: ChildProcess[] = [];

@@ -1,7 +1,7 @@
 // Mints a shopper JWT for local use: `npm run jwt -- <userId> [ttlSeconds]`.
 // Signed with AUTH_SECRET from the environment, else from .dev.vars (the local default).
-import { sign } from "hono/jwt";
-import { readDevVars } from "./lib/dev-vars";
+import { readDevVars } from "../tools/dev-vars";
+import { shopperJwt } from "../tools/jwt";
 
 const [userId, ttlArg] = process.argv.slice(2);
 if (!userId) {
@@ -18,5 +18,4 @@ if (!secret) {
   console.error("AUTH_SECRET is not set and .dev.vars has none");
   process.exit(2);
 }
-const now = Math.floor(Date.now() / 1000);
-console.log(await sign({ sub: userId, iat: now, exp: now + ttl }, secret, "HS256"));
+console.log(await shopperJwt(userId, secret, ttl));

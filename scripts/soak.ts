@@ -1,6 +1,6 @@
 // `npx tsx scripts/soak.ts [--phases 1000,10000,100000] [--concurrency 16]`: the long sale.
 //
-// Starts the Worker's harness bundle in workerd through Miniflare (bench/lib/worker.ts), creates one
+// Starts the Worker's harness bundle in workerd through Miniflare (tools/worker.ts), creates one
 // SKU and runs reserve → cancel cycles through the public API (token, reservation, cancel: distinct
 // shoppers), with reconciliation every 1,000 cycles as the cron would run it (it moves the watermark,
 // and its visit prunes what D1 has). At each phase boundary (finished reservations so far) it measures,
@@ -12,12 +12,12 @@
 // (and `--json <file>` writes the figures). Tokens live 5 s here (PURCHASE_TOKEN_TTL_SECONDS), so
 // finished rows become prunable a minute later (tokens + the clock margin), not six.
 import { readFileSync, writeFileSync } from "node:fs";
-import { sign } from "hono/jwt";
-import { collectGarbage, type IsolateHeap, isolateHeaps, writeHeapSnapshot } from "../bench/lib/heap";
-import { type NativeMemory, nativeMemory } from "../bench/lib/native-memory";
-import { rssBytes } from "../bench/lib/proc";
-import { SECRETS } from "../bench/lib/shoppers";
-import { startWorker, type WorkerServer } from "../bench/lib/worker";
+import { SECRETS } from "../tools/dev-vars";
+import { collectGarbage, type IsolateHeap, isolateHeaps, writeHeapSnapshot } from "../tools/heap";
+import { shopperJwt } from "../tools/jwt";
+import { type NativeMemory, nativeMemory } from "../tools/native-memory";
+import { rssBytes } from "../tools/proc";
+import { startWorker, type WorkerServer } from "../tools/worker";
 
 const args = process.argv.slice(2);
 const option = (name: string, fallback: string) => {
@@ -31,7 +31,7 @@ const JSON_OUT = option("json", "");
 const INSPECT = args.includes("--inspect");
 /** `--snapshots <dir>`: a heap snapshot of the Worker's isolate per phase (implies --inspect). */
 const SNAPSHOTS = option("snapshots", "");
-/** With `--native`: each phase also reads workerd's tcmalloc and SQLite figures through gdb (bench/lib/native-memory.ts). */
+/** With `--native`: each phase also reads workerd's tcmalloc and SQLite figures through gdb (tools/native-memory.ts). */
 const NATIVE = args.includes("--native");
 /** `--var NAME=value` (repeatable): a var for the Worker, e.g. to switch a feature off while hunting memory. */
 const VARS = args.flatMap((a, i) => (a === "--var" && args[i + 1] ? [args[i + 1] as string] : []));
@@ -214,8 +214,7 @@ function stats(server: WorkerServer): Promise<Stats> {
 
 /** A shopper's JWT, signed per use: each shopper runs one cycle, so a cache would only grow. */
 async function jwt(userId: string): Promise<string> {
-  const now = Math.floor(Date.now() / 1000);
-  return sign({ sub: userId, iat: now, exp: now + 3600 }, SECRETS.AUTH_SECRET, "HS256");
+  return shopperJwt(userId, SECRETS.AUTH_SECRET);
 }
 
 // The soak reads a few known fields of JSON answers.

@@ -3,16 +3,16 @@
 // `npm run dev` runs the Worker behind wrangler dev's ProxyWorker, which drops a POST now and then under
 // concurrent load with `503 Your worker restarted mid-request` (cloudflare/workers-sdk#14641): a local
 // load test would measure the proxy. This runs the Worker in workerd through Miniflare, exactly as the
-// benchmark does (bench/lib/worker.ts `startWorker`: wrangler.toml's bindings, wrangler's bundle, D1
+// benchmark does (tools/worker.ts `startWorker`: wrangler.toml's bindings, wrangler's bundle, D1
 // migrated in a fresh state directory), with the secrets of .dev.vars, the Redis mirror when
 // redis-server is installed, and reconciliation every 60 s (POST /admin/reconcile; the cron trigger
 // does not fire locally). State is temporary: it is deleted when the server stops (Ctrl-C).
 // START_RECONCILE_INTERVAL_MS changes the period; 0 turns it off.
 import { randomBytes } from "node:crypto";
-import { startWorker, type WorkerServer } from "../bench/lib/worker";
-import { ensureDevVars, readDevVars } from "./lib/dev-vars";
-import { hasRedisServer, type RedisServer, startRedis } from "./lib/redis-server";
-import { type Bridge, startBridge } from "./upstash-bridge";
+import { ensureDevVars, readDevVars } from "../tools/dev-vars";
+import { hasRedisServer, type RedisServer, startRedis } from "../tools/redis-server";
+import { type Bridge, startBridge } from "../tools/upstash-bridge";
+import { startWorker, type WorkerServer } from "../tools/worker";
 
 const log = (line: string) => console.log(`[start] ${line}`);
 const RECONCILE_PERIOD_MS = Number(process.env.START_RECONCILE_INTERVAL_MS ?? 60_000);

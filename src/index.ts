@@ -12,7 +12,7 @@ export { Telemetry } from "../durable-objects/telemetry";
 
 const DEAD_LETTER_QUEUE = "order-events-dlq";
 
-/** How a batch of `order-events` is consumed (the chaos harness wraps it with its fault hook). */
+/** How a batch of `order-events` is consumed (the chaos harness wraps it: src/harness/consumer-fault.ts). */
 export type ConsumeOrders = (batch: MessageBatch<unknown>, env: Env) => Promise<void>;
 
 /**
@@ -38,4 +38,4 @@ export function workerOf(routes: Hono<AppEnv>, consumeOrders: ConsumeOrders) {
   } satisfies ExportedHandler<Env>;
 }
 
-export default workerOf(app, (batch, env) => consumeOrderEvents(batch, env));
+export default workerOf(app, consumeOrderEvents);

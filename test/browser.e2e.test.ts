@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import { copyFileSync, existsSync, mkdirSync } from "node:fs";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DevServer, startDevServer } from "./support/dev-server";
+import { type DevServer, startDevServer } from "../tools/dev-server";
 
 /**
  * The demo storefront (/) and the operator dashboard (/dashboard) in a real headless Chromium

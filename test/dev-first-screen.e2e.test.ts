@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { afterAll, describe, expect, it } from "vitest";
-import { freePort } from "../scripts/lib/redis-server";
+import { freePort } from "../tools/redis-server";
 
 /**
  * `npm run dev` as a newcomer sees it (scripts/dev.ts), on a machine without internet access as

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
-import { HARNESS_ENTRY } from "../scripts/lib/harness";
+import { HARNESS_ENTRY } from "../tools/harness";
 
 /**
  * API.md: development helpers "are never reachable in a deployed Worker, whatever its vars say".

@@ -2,7 +2,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DevServer, startDevServer } from "./support/dev-server";
+import { type DevServer, startDevServer } from "../tools/dev-server";
 
 /**
  * Shopper JWTs from an identity provider, end to end: keys made with jose, the JWKS served by a

@@ -2,10 +2,10 @@ import { createExecutionContext, createMessageBatch, waitOnExecutionContext } fr
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import worker from "../src/index";
+import { Scrape } from "../tools/prometheus";
 import { call, createSku, reserve, stockOf, tokenFor, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
 import { pay } from "./support/payments";
-import { Scrape } from "./support/prometheus";
 import { reconcileNow } from "./support/reconcile";
 
 const RESERVATIONS = "/api/skus/:sku/reservations";

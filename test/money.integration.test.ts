@@ -3,9 +3,9 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { StockEngine } from "../durable-objects/stock-engine";
 import { forgetSoldOut } from "../src/edge/sold-out-cache";
+import { Scrape } from "../tools/prometheus";
 import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "./support/client";
 import { pay } from "./support/payments";
-import { Scrape } from "./support/prometheus";
 
 /** API.md "Money is checked": prices on SKUs, payments checked against them, refunds counted. */
 

@@ -1,9 +1,10 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { type ConsumerFault, withConsumerFault } from "../src/harness/consumer-fault";
 import { consumeDeadLetters } from "../src/orders/dead-letter-consumer";
 import type { OrderEvent } from "../src/orders/events";
-import { type ConsumerFault, consumeOrderEvents } from "../src/orders/order-consumer";
+import { consumeOrderEvents } from "../src/orders/order-consumer";
 import { call, uniqueSku } from "./support/client";
 import { seededRandom, shuffle } from "./support/random";
 
@@ -42,7 +43,7 @@ async function deliver(messages: Delivery[], fault?: ConsumerFault): Promise<{ d
       pending.map((m) => ({ id: m.id, timestamp: new Date(), attempts: m.attempts, body: m.body })),
     );
     const ctx = createExecutionContext();
-    await consumeOrderEvents(batch, env, fault);
+    await (fault ? withConsumerFault(consumeOrderEvents, fault) : consumeOrderEvents)(batch, env);
     const result = await getQueueResult(batch, ctx);
     const retried = new Set(result.retryMessages.map((m: { msgId: string }) => m.msgId));
     expect(result.explicitAcks.length + retried.size).toBe(pending.length);

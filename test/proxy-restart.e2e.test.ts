@@ -1,7 +1,7 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { fetchRetryingRestarts, proxyRestarts } from "../scripts/lib/proxy-restart";
+import { fetchRetryingRestarts, proxyRestarts } from "../tools/proxy-restart";
 
 /**
  * A stand-in for wrangler dev's proxy: it drops the first two POSTs of each body with

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DevServer, SCHEDULED_PATH, startDevServer } from "./support/dev-server";
+import { type DevServer, SCHEDULED_PATH, startDevServer } from "../tools/dev-server";
 
 /**
  * The cron trigger through `wrangler dev`, the way `npm run dev` fires it once a minute: a request to

@@ -2,7 +2,7 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { mintPurchaseToken } from "../src/edge/purchase-token";
-import { call, createSku, reserve, stockOf, stockShard, tokenFor, uniqueSku } from "./support/client";
+import { call, createSku, reserve, stockCallsTo, stockOf, stockShard, tokenFor, uniqueSku } from "./support/client";
 
 const TOKEN_SECRET = "test-token-secret";
 
@@ -166,8 +166,7 @@ describe("reservation path", () => {
     await createSku(sku, { totalStock: 2, perUserLimit: 2 });
     const tokens = await Promise.all(["h1", "h2", "h3"].map((u) => tokenFor(u, sku)));
     expect((await reserve("h1", sku, 2, tokens[0])).status).toBe(202); // this answer shows available == 0
-    const stub = stockShard(env, sku, 0);
-    const before = await runInDurableObject(stub, (object) => object.rpcCalls);
+    const before = stockCallsTo(sku);
     const storm = await Promise.all([
       reserve("h2", sku, 1, tokens[1]),
       reserve("h3", sku, 1, tokens[2]),
@@ -178,15 +177,15 @@ describe("reservation path", () => {
       [409, "SOLD_OUT"],
       [409, "SOLD_OUT"],
     ]);
-    expect(await runInDurableObject(stub, (object) => object.rpcCalls)).toBe(before);
+    expect(stockCallsTo(sku)).toBe(before);
 
     // The token that bought the units is still answered with its reservation (invariant 3): its
     // nonce is in the spent digest the sold-out answer carried, so it alone goes to the object.
     const replay = await reserve("h1", sku, 2, tokens[0]);
     expect([replay.status, replay.headers.get("Idempotent-Replayed")]).toEqual([202, "true"]);
-    expect(await runInDurableObject(stub, (object) => object.rpcCalls)).toBe(before + 1);
+    expect(stockCallsTo(sku)).toBe(before + 1);
     expect((await reserve("h2", sku, 1, tokens[1])).json.error.code).toBe("SOLD_OUT");
-    expect(await runInDurableObject(stub, (object) => object.rpcCalls)).toBe(before + 1);
+    expect(stockCallsTo(sku)).toBe(before + 1);
   });
 
   it("replays a token after the SKU sold out on its last unit, from any shard", async () => {

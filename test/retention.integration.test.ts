@@ -3,8 +3,8 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { PROCESSED_EVENTS_RETENTION_MS, RECONCILE_HISTORY_RETENTION_MS } from "../src/db/retention";
 import worker from "../src/index";
+import { Scrape } from "../tools/prometheus";
 import { call } from "./support/client";
-import { Scrape } from "./support/prometheus";
 
 /** D1 keeps idempotency keys and run history for a stated time; the cron prunes the rest. */
 

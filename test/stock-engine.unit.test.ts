@@ -7,7 +7,7 @@ import { stockShard } from "./support/client";
 
 /**
  * Random operation sequences against the synchronous engine, checking the invariants of
- * DESIGN.md after every step. Seeded, so a failure replays; fast-check shrinks it to the
+ * docs/ARCHITECTURE.md after every step. Seeded, so a failure replays; fast-check shrinks it to the
  * shortest failing sequence.
  */
 

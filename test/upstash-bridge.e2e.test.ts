@@ -2,10 +2,10 @@ import { createHash } from "node:crypto";
 import { request } from "node:http";
 import { Redis, type RedisConfigNodejs } from "@upstash/redis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { hasRedisServer, REDIS_MISSING, type RedisServer, startRedis } from "../scripts/lib/redis-server.ts";
-import { type Bridge, startBridge } from "../scripts/upstash-bridge.ts";
+import { hasRedisServer, REDIS_MISSING, type RedisServer, startRedis } from "../tools/redis-server.ts";
+import { type Bridge, startBridge } from "../tools/upstash-bridge.ts";
 
-// The real @upstash/redis client against scripts/upstash-bridge.ts against a real redis-server:
+// The real @upstash/redis client against tools/upstash-bridge.ts against a real redis-server:
 // if this passes, the Worker's Redis code can run locally exactly as it would against Upstash.
 
 const TOKEN = "bridge-test-token";

@@ -1,6 +1,6 @@
 import { Log, LogLevel, Miniflare } from "miniflare";
-import { freePort } from "../../scripts/lib/redis-server";
-import { childrenNamed } from "./proc";
+import { childrenNamed } from "../../tools/proc";
+import { freePort } from "../../tools/redis-server";
 
 /**
  * The ceiling: a bare Worker (`fetch() → new Response('{"ok":true}')`) in its own workerd, started

@@ -1,8 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import type { createClient } from "redis";
-import { runScript, shardKeys } from "../../scripts/lib/lua";
-import { freePort } from "../../scripts/lib/redis-server";
+import { runScript, shardKeys } from "../../tools/lua";
+import { freePort } from "../../tools/redis-server";
 
 export type Redis = ReturnType<typeof createClient>;
 

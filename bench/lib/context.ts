@@ -1,6 +1,6 @@
+import type { WorkerServer } from "../../tools/worker";
 import type { Point, Timing } from "./measure";
 import type { RedisBenchResult } from "./redis-benchmark";
-import type { WorkerServer } from "./worker";
 
 /** `--quick` (about two minutes) or the full default run. */
 export interface Mode {

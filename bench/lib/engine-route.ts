@@ -1,5 +1,5 @@
-import { SECRETS } from "./shoppers";
-import type { WorkerServer } from "./worker";
+import { SECRETS } from "../../tools/dev-vars";
+import type { WorkerServer } from "../../tools/worker";
 
 export interface EngineRun {
   elapsedMs: number;

@@ -1,6 +1,6 @@
 import { join } from "node:path";
+import { cpuMeter, rssBytes } from "../../tools/proc";
 import { log } from "./log";
-import { cpuMeter, rssBytes } from "./proc";
 import { runWrk, type WrkRequest, type WrkResult } from "./wrk";
 
 /** How long each load point runs: a warm-up (not reported), then the measured run. */

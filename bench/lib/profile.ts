@@ -3,7 +3,7 @@ import WebSocket from "ws";
 /**
  * A CPU profile of one workerd isolate through its inspector (Chrome DevTools protocol), to find
  * where the time goes before changing anything: `start()` begins sampling, `stop()` returns the
- * top functions by self time. The Worker must have been started with `inspect` (bench/lib/worker.ts).
+ * top functions by self time. The Worker must have been started with `inspect` (tools/worker.ts).
  */
 export interface ProfileLine {
   selfPct: number;

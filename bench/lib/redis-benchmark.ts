@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { cpuMeter } from "./proc";
+import { cpuMeter } from "../../tools/proc";
 
 /** One `redis-benchmark` run of a command: its throughput, latency and redis-server's CPU per call. */
 export interface RedisBenchResult {

@@ -1,23 +1,8 @@
-import { SignJWT } from "jose";
 import { mintPurchaseToken, newNonce } from "../../src/edge/purchase-token";
 import { homeShard } from "../../src/edge/stock-client";
+import { SECRETS } from "../../tools/dev-vars";
+import { shopperJwt } from "../../tools/jwt";
 import type { WrkRequest } from "./wrk";
-
-/** The dev secrets of .dev.vars.example; the bench passes them to the Worker as vars. */
-export const SECRETS = {
-  AUTH_SECRET: "dev-auth-secret",
-  TOKEN_SECRET: "dev-token-secret",
-  ADMIN_TOKEN: "dev-admin-token",
-} as const;
-
-/** Imported once: jose would import a raw secret again for every token. */
-const authKey = crypto.subtle.importKey(
-  "raw",
-  new TextEncoder().encode(SECRETS.AUTH_SECRET),
-  { name: "HMAC", hash: "SHA-256" },
-  false,
-  ["sign"],
-);
 
 /**
  * `count` reservation requests for a SKU, each from a distinct user with its own JWT and a fresh
@@ -33,14 +18,10 @@ export async function reservationRequests(
   quantity = 1,
 ): Promise<WrkRequest[]> {
   const now = Date.now();
-  const exp = Math.floor(now / 1000) + 3600;
+  const issuedAt = Math.floor(now / 1000);
   const one = async (i: number): Promise<WrkRequest> => {
     const userId = `${run}-${i}`;
-    const jwt = await new SignJWT({ sub: userId })
-      .setProtectedHeader({ alg: "HS256", typ: "JWT" })
-      .setIssuedAt(exp - 3600)
-      .setExpirationTime(exp)
-      .sign(await authKey);
+    const jwt = await shopperJwt(userId, SECRETS.AUTH_SECRET, 3600, issuedAt);
     const claims = {
       sku,
       userId,

@@ -1,5 +1,5 @@
+import { type AdminSku, admin } from "../../tools/worker";
 import type { Bench } from "./context";
-import { type AdminSku, admin } from "./worker";
 
 /**
  * Every reservation the bench made, checked afterwards through the admin view: per SKU, the stock

@@ -1,8 +1,8 @@
+import { createSku, type WorkerServer } from "../../tools/worker";
 import type { BareWorker } from "../lib/bare-worker";
 import { answered, type Bench, record } from "../lib/context";
 import { measure, type Point } from "../lib/measure";
 import { reservationRequests } from "../lib/shoppers";
-import { createSku, type WorkerServer } from "../lib/worker";
 import type { WrkRequest } from "../lib/wrk";
 
 /**
@@ -65,6 +65,27 @@ export async function soldOut(bench: Bench, server: WorkerServer, key = "sold_ou
   );
   bench.checks.push({ server, sku, total: 0, held: 0 });
   return point;
+}
+
+/**
+ * The same sold-out storm against the floor Worker (bench/lib/floor-worker.ts): only the work the
+ * contract requires before a sold-out answer, hand-written. Flashgate's storm ÷ this is the cost of
+ * its own structure (framework, logging, metrics) beyond that work.
+ */
+export function soldOutFloor(bench: Bench, floor: BareWorker): Promise<Point> {
+  const run = runId("fl");
+  const sku = `gone-${run}`;
+  return measure({
+    key: "sold_out_floor",
+    label: "sold-out floor (hand-written checks only)",
+    url: floor.url,
+    pids: [floor.pid],
+    requests: (n, phase) => reservationRequests(`${run}${phase}`, sku, 1, n),
+    fresh: true,
+    expected: [409],
+    timing: bench.mode.timing,
+    dir: bench.dir,
+  }).then((p) => record(bench, p));
 }
 
 export async function hotSku(

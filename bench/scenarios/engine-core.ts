@@ -1,8 +1,8 @@
+import { cpuMeter } from "../../tools/proc";
+import { createSku, type WorkerServer } from "../../tools/worker";
 import type { Bench } from "../lib/context";
 import { engineRun } from "../lib/engine-route";
 import { log } from "../lib/log";
-import { cpuMeter } from "../lib/proc";
-import { createSku, type WorkerServer } from "../lib/worker";
 
 const BATCH = 64; // the group commit's MAX_BATCH
 

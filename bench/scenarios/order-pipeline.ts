@@ -1,7 +1,7 @@
+import { SECRETS } from "../../tools/dev-vars";
+import { type AdminSku, admin, type WorkerServer } from "../../tools/worker";
 import type { Bench } from "../lib/context";
 import { log, percentile, sleep } from "../lib/log";
-import { SECRETS } from "../lib/shoppers";
-import { type AdminSku, admin, type WorkerServer } from "../lib/worker";
 
 /**
  * The order pipeline behind a hot-SKU run: how fast the holds it acknowledged reach D1 as order rows

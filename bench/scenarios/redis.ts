@@ -1,4 +1,4 @@
-import { LUA_SHA1, shardKeys } from "../../scripts/lib/lua";
+import { LUA_SHA1, shardKeys } from "../../tools/lua";
 import { configureRedisSku, type Redis } from "../lib/classic";
 import type { Bench } from "../lib/context";
 import { log } from "../lib/log";

@@ -5,7 +5,7 @@
  * late deliveries), restocks, and an operator changing totals, pausing and resizing while the sale runs.
  * Webhook replays/reordering and late payments are done by the shoppers.
  */
-import { type RedisServer, startRedis } from "../lib/redis-server";
+import { type RedisServer, startRedis } from "../../tools/redis-server";
 import { type Client, num, sleep } from "./http";
 import { describeFault, type Fault, type Scheduled, type SkuPlan } from "./schedule";
 

@@ -6,9 +6,9 @@
  * and order state must be the same afterwards.
  */
 import { request as httpRequest } from "node:http";
-import { sign } from "hono/jwt";
 import { signPayment } from "../../src/payments/webhook-signature";
-import { type Client, errorCode, jwtFor, str } from "./http";
+import { shopperJwt, signHs256 } from "../../tools/jwt";
+import { type Client, errorCode, str } from "./http";
 
 interface Case {
   name: string;
@@ -91,15 +91,15 @@ export async function fuzz(
   const now = Math.floor(Date.now() / 1000);
   let user = 0;
   const freshUser = () => `fuzz-user-${user++}`;
-  const valid = async () => `Bearer ${await jwtFor(freshUser(), secrets.authSecret)}`;
+  const valid = async () => `Bearer ${await shopperJwt(freshUser(), secrets.authSecret)}`;
   const forged = [
     ["no bearer", ""],
     ["not a JWT", "Bearer not-a-jwt"],
-    ["wrong secret", `Bearer ${await sign({ sub: "mallory", exp: now + 600 }, "wrong-secret", "HS256")}`],
-    ["expired", `Bearer ${await sign({ sub: "mallory", exp: now - 600 }, secrets.authSecret, "HS256")}`],
-    ["no exp", `Bearer ${await sign({ sub: "mallory" }, secrets.authSecret, "HS256")}`],
-    ["sub not a string", `Bearer ${await sign({ sub: 42, exp: now + 600 }, secrets.authSecret, "HS256")}`],
-    ["sub too long", `Bearer ${await sign({ sub: "u".repeat(500), exp: now + 600 }, secrets.authSecret, "HS256")}`],
+    ["wrong secret", `Bearer ${await signHs256({ sub: "mallory", exp: now + 600 }, "wrong-secret")}`],
+    ["expired", `Bearer ${await signHs256({ sub: "mallory", exp: now - 600 }, secrets.authSecret)}`],
+    ["no exp", `Bearer ${await signHs256({ sub: "mallory" }, secrets.authSecret)}`],
+    ["sub not a string", `Bearer ${await signHs256({ sub: 42, exp: now + 600 }, secrets.authSecret)}`],
+    ["sub too long", `Bearer ${await signHs256({ sub: "u".repeat(500), exp: now + 600 }, secrets.authSecret)}`],
     [
       "alg none",
       `Bearer ${Buffer.from('{"alg":"none","typ":"JWT"}').toString("base64url")}.${Buffer.from(JSON.stringify({ sub: "mallory", exp: now + 600 })).toString("base64url")}.`,
@@ -112,7 +112,7 @@ export async function fuzz(
     cases.push(body === undefined ? { name, method, path, headers } : { name, method, path, headers, body });
 
   // A real purchase token of another user (cross-user), a tampered one, and one for another SKU.
-  const owner = `Bearer ${await jwtFor(ownerId, secrets.authSecret)}`;
+  const owner = `Bearer ${await shopperJwt(ownerId, secrets.authSecret)}`;
   const minted = await client.request("POST", `/api/skus/${sku}/tokens`, { headers: { authorization: owner } });
   const realToken = minted.status === 201 ? (str(minted.json, "token") ?? "x.y") : "eyJmYWtlIjp0cnVlfQ.c2ln";
   const tampered = `${realToken.slice(0, -2)}${realToken.endsWith("A") ? "B" : "A"}A`;

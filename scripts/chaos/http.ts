@@ -1,6 +1,5 @@
 /** The harness's HTTP client: JSON in and out, a timeout on every call, retries only where asked. */
-import { sign } from "hono/jwt";
-import { fetchRetryingRestarts } from "../lib/proxy-restart";
+import { fetchRetryingRestarts } from "../../tools/proxy-restart";
 
 export interface Reply {
   status: number;
@@ -52,11 +51,6 @@ export class Client {
   admin(method: string, path: string, body?: unknown): Promise<Reply> {
     return this.request(method, path, { headers: { authorization: `Bearer ${this.secrets.adminToken}` }, body });
   }
-}
-
-export async function jwtFor(userId: string, secret: string, ttlSeconds = 3600): Promise<string> {
-  const now = Math.floor(Date.now() / 1000);
-  return sign({ sub: userId, iat: now, exp: now + ttlSeconds }, secret, "HS256");
 }
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

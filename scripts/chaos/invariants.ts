@@ -1,12 +1,13 @@
 /**
- * The invariants of DESIGN.md, checked by id after the system settled (8: the SKU's total is the last
+ * The invariants of docs/ARCHITECTURE.md, checked by id after the system settled (8: the SKU's total is the last
  * PUT's, against the operator faults' record). Sources: the admin SKU
  * views (stock objects, D1 order counts, the Redis mirror), `GET /api/reservations/:id` as the owner
  * (stock object status + D1 order status), and the D1 `orders` table read with `wrangler d1 execute`.
  */
 import { spawn } from "node:child_process";
-import { Scrape } from "../../test/support/prometheus";
-import { type Client, field, jwtFor, type Reply, sleep, str } from "./http";
+import { shopperJwt } from "../../tools/jwt";
+import { Scrape } from "../../tools/prometheus";
+import { type Client, field, type Reply, sleep, str } from "./http";
 import type { SkuPlan } from "./schedule";
 import type { Ledger } from "./shoppers";
 
@@ -125,7 +126,7 @@ export async function firstOrderMismatch(
 }
 
 async function readAsOwner(client: Client, id: string, userId: string): Promise<Reply> {
-  const jwt = await jwtFor(userId, client.secrets.authSecret);
+  const jwt = await shopperJwt(userId, client.secrets.authSecret);
   for (let attempt = 0; ; attempt++) {
     const reply = await client.request("GET", `/api/reservations/${id}`, {
       headers: { authorization: `Bearer ${jwt}` },

@@ -3,13 +3,13 @@
 // Starts the real system locally (redis-server + the Upstash bridge + wrangler dev with its queues, D1
 // and Durable Objects, `--var CHAOS:true` so the fault switches exist), runs hundreds of seeded
 // shoppers against it on 127.0.0.1 while faults are injected on a seeded schedule, stops the faults,
-// lets the system settle (dead-letter replays, reconciliation), checks the invariants of DESIGN.md by
+// lets the system settle (dead-letter replays, reconciliation), checks the invariants of docs/ARCHITECTURE.md by
 // id (the seven of the stock pipeline, and 8: the SKU's total is the last PUT that answered 200), then runs the bad-input pass. Prints a summary; exits 1 on any violation.
 import { randomBytes } from "node:crypto";
-import { startDevServer } from "../../test/support/dev-server";
-import { proxyRestarts } from "../lib/proxy-restart";
-import { startRedis } from "../lib/redis-server";
-import { startBridge } from "../upstash-bridge";
+import { startDevServer } from "../../tools/dev-server";
+import { proxyRestarts } from "../../tools/proxy-restart";
+import { startRedis } from "../../tools/redis-server";
+import { startBridge } from "../../tools/upstash-bridge";
 import { FaultInjector, RedisControl } from "./faults";
 import { fuzz } from "./fuzz";
 import { Client, type Secrets, sleep } from "./http";
@@ -171,7 +171,15 @@ try {
 
     // ---- invariants
     log("checking invariants");
-    ({ violations, checked } = await checkInvariants(client, server.stateDir, skus, shoppers.ledger, faults.lastPut));
+    // The D1 read and the stock objects' views are moments apart, and holds granted from a waitlist
+    // (10-s holds) may still lapse in between: a disagreement is read again after a pause, up to three
+    // times. A real violation stays; a snapshot that straddled an expiry does not.
+    for (let attempt = 1; ; attempt++) {
+      ({ violations, checked } = await checkInvariants(client, server.stateDir, skus, shoppers.ledger, faults.lastPut));
+      if (violations.length === 0 || attempt === 3) break;
+      log(`check ${attempt} found ${violations.length} violation(s), first: ${violations[0]?.message}; reading again`);
+      await sleep(3_000);
+    }
     if (pipelineViolation) violations.unshift(pipelineViolation);
     // The scrape and the D1 read are seconds apart, and waitlisted buyers' 10-s holds keep lapsing: a
     // disagreement is read again (a real one stays), up to three times.

@@ -4,7 +4,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { seededRandom } from "../../src/chaos/seeded-random";
+import { seededRandom } from "../../src/harness/seeded-random";
 
 export interface Options {
   seed: number;

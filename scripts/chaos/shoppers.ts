@@ -4,7 +4,8 @@
  * waitlists. Everything they were told is recorded in a {@link Ledger} for the invariant checks.
  */
 import { signPayment } from "../../src/payments/webhook-signature";
-import { type Client, errorCode, jwtFor, type Reply, sleep, str } from "./http";
+import { shopperJwt } from "../../tools/jwt";
+import { type Client, errorCode, type Reply, sleep, str } from "./http";
 import { between, derive, type Options, pick, prng, type SkuPlan } from "./schedule";
 
 export interface Acked {
@@ -129,7 +130,7 @@ export class Shoppers {
   async run(index: number): Promise<void> {
     const random = prng(derive(this.opts.seed, index));
     const userId = `shopper-${this.opts.seed}-${index}`;
-    this.ledger.users.set(userId, await jwtFor(userId, this.client.secrets.authSecret));
+    this.ledger.users.set(userId, await shopperJwt(userId, this.client.secrets.authSecret));
     const auth = this.#as(userId);
     const weights = this.skus.flatMap((s) => Array.from({ length: s.weight }, () => s));
     const plan = pick(random, weights);

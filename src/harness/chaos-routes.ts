@@ -1,14 +1,15 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import { seededRandom } from "../chaos/seeded-random";
 import { callStock, SKU_ID, stockShard } from "../edge/stock-client";
 import { adminAuth } from "../http/auth";
 import { readJson } from "../http/body";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
+import type { ConsumeOrders } from "../index";
 import type { OrderEvent } from "../orders/events";
-import type { ConsumerFault } from "../orders/order-consumer";
+import { withConsumerFault } from "./consumer-fault";
 import type { SkuStock as ChaosSkuStock } from "./harness-stock";
+import { seededRandom } from "./seeded-random";
 
 /**
  * Chaos-only fault switches for `npm run chaos` (scripts/chaos/). They exist only when the var
@@ -17,15 +18,6 @@ import type { SkuStock as ChaosSkuStock } from "./harness-stock";
  * `404 NOT_FOUND` for every method, and the queue handler runs without a fault hook.
  * The routes also require the admin token.
  */
-
-declare global {
-  namespace Cloudflare {
-    interface Env {
-      /** "true" only under the chaos harness: enables /chaos/* and the consumer fault hook. */
-      CHAOS?: string;
-    }
-  }
-}
 
 /** The isolate-global fault settings read by the queue handler (the isolate serves both). */
 interface ConsumerFaults {
@@ -64,30 +56,34 @@ const FaultRequest = z.object({
 });
 
 /**
- * Runs the order consumer with the chaos fault hook when `CHAOS` is "true", else without one.
- * The hook fails messages at `failRate` (the queue retries them, and dead-letters what keeps
- * failing); at `duplicateRate` a message's event is sent to the queue once more after the batch,
+ * The order consumer as the harness runs it: unchanged unless `CHAOS` is "true", else behind the
+ * chaos fault hook (through {@link withConsumerFault}). The hook fails messages at `failRate` (the
+ * queue retries them, and dead-letters what keeps failing) and every time for the ids `poisonRate`
+ * picks; at `duplicateRate` a message's event is sent to the queue once more after the batch,
  * delayed by up to `maxDelaySeconds`: a duplicate and late delivery of the same event id.
  */
-export async function withChaosFault(env: Env, run: (fault?: ConsumerFault) => Promise<void>): Promise<void> {
-  if (env.CHAOS !== "true") return run(undefined);
-  const resend: OrderEvent[] = [];
-  await run((event) => {
-    if (faults.duplicateRate > 0 && !duplicated.has(event.id) && faults.random() < faults.duplicateRate) {
-      duplicated.add(event.id);
-      resend.push(event);
+export function chaosConsumer(consume: ConsumeOrders): ConsumeOrders {
+  return async (batch, env) => {
+    if (env.CHAOS !== "true") return consume(batch, env);
+    const resend: OrderEvent[] = [];
+    const faulty = withConsumerFault(consume, (event) => {
+      if (faults.duplicateRate > 0 && !duplicated.has(event.id) && faults.random() < faults.duplicateRate) {
+        duplicated.add(event.id);
+        resend.push(event);
+      }
+      const poisoned = faults.poisonRate > 0 && idFraction(event.id) < faults.poisonRate;
+      if (poisoned || (faults.failRate > 0 && faults.random() < faults.failRate)) {
+        faults.failures++;
+        throw new Error("chaos: injected consumer failure");
+      }
+    });
+    await faulty(batch, env);
+    for (const event of resend) {
+      const delaySeconds = Math.floor(faults.random() * (faults.maxDelaySeconds + 1));
+      await env.ORDER_EVENTS.send(event, { contentType: "json", delaySeconds });
+      faults.duplicates++;
     }
-    const poisoned = faults.poisonRate > 0 && idFraction(event.id) < faults.poisonRate;
-    if (poisoned || (faults.failRate > 0 && faults.random() < faults.failRate)) {
-      faults.failures++;
-      throw new Error("chaos: injected consumer failure");
-    }
-  });
-  for (const event of resend) {
-    const delaySeconds = Math.floor(faults.random() * (faults.maxDelaySeconds + 1));
-    await env.ORDER_EVENTS.send(event, { contentType: "json", delaySeconds });
-    faults.duplicates++;
-  }
+  };
 }
 
 /** A stable fraction in [0, 1) of an event id (FNV-1a): poisoned ids fail on every attempt. */

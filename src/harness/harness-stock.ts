@@ -32,7 +32,7 @@ export class SkuStock extends ProductionSkuStock {
   protected override engineStorage(storage: DurableObjectStorage): EngineStorage {
     // Counting wraps every statement; only the soak asks for it, so the bench measures the object as
     // production runs it (the wrapper was the top self-time entry of a hot-SKU profile).
-    if ((this.env as { COUNT_ROWS_READ?: string }).COUNT_ROWS_READ !== "true") return storage;
+    if (this.env.COUNT_ROWS_READ !== "true") return storage;
     const counter: Counter = { rowsRead: 0, last: null };
     counters.set(storage, counter);
     const exec = (query: string, ...bindings: SqlStorageValue[]): Cursor => {

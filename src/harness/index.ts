@@ -4,7 +4,7 @@ import type { AppEnv } from "../http/context";
 import { workerOf } from "../index";
 import { consumeOrderEvents } from "../orders/order-consumer";
 import { bench } from "./bench-routes";
-import { chaos, withChaosFault } from "./chaos-routes";
+import { chaos, chaosConsumer } from "./chaos-routes";
 import { type Dispatch, devRoutes } from "./dev-routes";
 
 /**
@@ -28,6 +28,4 @@ const harnessApp: Hono<AppEnv> = buildApp((app) => {
   app.route("/", bench); // npm run bench only: 404 unless DEV_TOOLS is "true"
 });
 
-export default workerOf(harnessApp, (batch, env) =>
-  withChaosFault(env, (fault) => consumeOrderEvents(batch, env, fault)),
-); // no fault unless CHAOS
+export default workerOf(harnessApp, chaosConsumer(consumeOrderEvents)); // no fault unless CHAOS

@@ -44,3 +44,12 @@ export const SkuSettingsRequest = z
     path: ["endsAt"],
   });
 export type SkuSettingsRequest = z.infer<typeof SkuSettingsRequest>;
+
+/** Body of `POST /webhooks/payments` (the provider's event, signed). */
+export const PaymentEvent = z.object({
+  id: z.string().min(1).max(255),
+  type: z.enum(["payment.succeeded", "payment.failed"]),
+  reservationId: z.string().min(1).max(255),
+  amount: z.int().min(0).max(Number.MAX_SAFE_INTEGER),
+  currency: z.string().toLowerCase().pipe(Currency).optional(),
+});

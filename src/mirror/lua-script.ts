@@ -1,8 +1,17 @@
 /**
- * A Redis script for the Worker: its source (a `lua/*.lua` Text module), its SHA1 (the name Redis gives
- * it in SCRIPT LOAD / EVALSHA), and a runner that sends EVALSHA and falls back to EVAL only when Redis
- * answers NOSCRIPT. (scripts/lib/lua.ts is the Node twin, for node-redis.)
+ * A Redis script: its source (a `lua/*.lua` file), its SHA1 (the name Redis gives it in SCRIPT LOAD /
+ * EVALSHA), the one runner that sends EVALSHA and falls back to EVAL only when Redis answers NOSCRIPT,
+ * and the hash tag of a shard's keys. The Worker runs the mirror's script through @upstash/redis; the
+ * tools (tools/lua.ts) run the classic design's scripts through node-redis with this same runner.
  */
+
+/**
+ * The hash tag of one SKU shard's Redis keys (`{fg:<sku>:<shard>}`): every key a script touches for
+ * the shard carries it, so they all sit in one cluster slot, as a script's keys must.
+ */
+export function shardTag(sku: string, shard: number): string {
+  return `{fg:${sku}:${shard}}`;
+}
 
 /** The two calls the runner makes; @upstash/redis's `Redis` has them. */
 export interface ScriptClient {

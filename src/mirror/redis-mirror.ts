@@ -1,10 +1,10 @@
 import { Redis } from "@upstash/redis/cloudflare";
 import { type SaleStatus, type SkuState, sumShards } from "../../durable-objects/stock-engine";
 import mirrorLua from "../../lua/mirror.lua";
-import { LuaScript, runScript } from "./lua-script";
+import { LuaScript, runScript, shardTag } from "./lua-script";
 
 /**
- * The Redis mirror of the stock objects (DESIGN.md): one hash per SKU shard holding the shard's newest
+ * The Redis mirror of the stock objects (docs/ARCHITECTURE.md): one hash per SKU shard holding the shard's newest
  * snapshot, written by `lua/mirror.lua` (newer versions only) and read by stock displays. It is never
  * read to decide a sale, and it is optional: without `UPSTASH_REDIS_REST_URL`/`_TOKEN` it is off.
  *
@@ -20,7 +20,7 @@ export const MIRROR_READ_TIMEOUT_MS = 250;
 
 /** The mirror hash of one SKU shard; the hash tag keeps it in the shard's cluster slot. */
 export function mirrorKey(sku: string, shard: number): string {
-  return `{fg:${sku}:${shard}}:mirror`;
+  return `${shardTag(sku, shard)}:mirror`;
 }
 
 export interface MirrorConfig {

@@ -12,16 +12,13 @@ import { applyOrderEvent, applyOrderEvents } from "./order-store";
  * message to the dead-letter queue.
  */
 
-/** Test and chaos seam: called before each write; throwing makes that message fail. */
-export type ConsumerFault = (event: OrderEvent, attempts: number) => void;
-
 const MAX_BACKOFF_SECONDS = 60;
 
 export function backoffSeconds(attempts: number): number {
   return Math.min(MAX_BACKOFF_SECONDS, 2 ** Math.max(0, attempts - 1));
 }
 
-export async function consumeOrderEvents(batch: MessageBatch<unknown>, env: Env, fault?: ConsumerFault): Promise<void> {
+export async function consumeOrderEvents(batch: MessageBatch<unknown>, env: Env): Promise<void> {
   const now = Date.now();
   const ready: { message: Message; event: OrderEvent }[] = [];
   for (const message of batch.messages) {
@@ -33,12 +30,7 @@ export async function consumeOrderEvents(batch: MessageBatch<unknown>, env: Env,
       message.retry({ delaySeconds: 0 });
       continue;
     }
-    try {
-      fault?.(parsed.data, message.attempts);
-      ready.push({ message, event: parsed.data });
-    } catch (err) {
-      retryLater(message, parsed.data, err);
-    }
+    ready.push({ message, event: parsed.data });
   }
   // All events in one D1 batch (one round trip); if it fails, each on its own, so that only the
   // messages that really fail are retried.
@@ -77,7 +69,8 @@ export async function consumeOrderEvents(batch: MessageBatch<unknown>, env: Env,
   }
 }
 
-function retryLater(message: Message, event: OrderEvent, err: unknown): void {
+/** A message whose write failed: counted, logged, and retried after the backoff of its attempts. */
+export function retryLater(message: Message, event: OrderEvent, err: unknown): void {
   increment("flashgate_queue_events_total", { result: "retried" });
   log("warn", "order event failed, will retry", {
     requestId: event.requestId,

@@ -7,25 +7,22 @@ import { skus } from "../db/schema";
 import { readSkuState, readWaitlist } from "../edge/sku-state";
 import { forgetSoldOut } from "../edge/sold-out-cache";
 import { SKU_ID } from "../edge/stock-client";
-import { adminAuth } from "../http/auth";
-import { readJson } from "../http/body";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
-import { SkuSettingsRequest } from "../http/schemas";
 import { mirrorCounts } from "../mirror/admin-view";
 import { forgetDisplay } from "../mirror/stock-display";
 import { listDeadLetters, replayDeadLetter } from "../orders/dead-letter-consumer";
 import { orderCounts } from "../orders/order-store";
 import { applyPricing, readPaymentTotals } from "../payments/pricing";
 import { recentRuns, reconcile } from "../reconcile/reconcile";
+import { type AdminSku, ROUTES } from "./contract";
+import { register } from "./register";
 import { adminSkuView } from "./views";
 
 export const admin = new Hono<AppEnv>();
 
-admin.use("/admin/*", adminAuth);
-
 /** The admin SKU view: stock from the stock object, orders from D1, the mirror when on. */
-async function skuView(env: Env, sku: string) {
+async function skuView(env: Env, sku: string): Promise<z.infer<typeof AdminSku> | null> {
   const state = await readSkuState(env, sku);
   if (!state) return null;
   return {
@@ -38,10 +35,9 @@ async function skuView(env: Env, sku: string) {
 }
 
 /** Creates or updates a SKU (see {@link configureSku}); `200` with the admin view. */
-admin.put("/admin/skus/:sku", async (c) => {
+register(admin, ROUTES.putSku, async (c, body) => {
   const sku = c.req.param("sku");
   if (!SKU_ID.test(sku)) throw new ApiError("INVALID_REQUEST", "A SKU id is 1 to 64 of A-Z a-z 0-9 _ -.");
-  const body = await readJson(c, SkuSettingsRequest);
   const state = await configureSku(c.env, sku, body, Date.now());
   await applyPricing(c.env, state, body);
   forgetSoldOut(sku);
@@ -49,21 +45,21 @@ admin.put("/admin/skus/:sku", async (c) => {
   return c.json(await skuView(c.env, sku));
 });
 
-admin.get("/admin/skus/:sku", async (c) => {
+register(admin, ROUTES.getSku, async (c) => {
   const sku = c.req.param("sku");
   const view = SKU_ID.test(sku) ? await skuView(c.env, sku) : null;
   if (!view) throw new ApiError("SKU_NOT_FOUND");
   return c.json(view);
 });
 
-admin.get("/admin/skus", async (c) => {
+register(admin, ROUTES.listSkus, async (c) => {
   const rows = await drizzle(c.env.DB).select({ sku: skus.sku }).from(skus).orderBy(desc(skus.createdAt));
   const views = await Promise.all(rows.map((row) => skuView(c.env, row.sku)));
   return c.json({ skus: views.filter((view) => view !== null) });
 });
 
 /** Dead letters, newest first (`?pending=true`: only those not replayed yet). */
-admin.get("/admin/dead-letters", async (c) => {
+register(admin, ROUTES.deadLetters, async (c) => {
   const rows = await listDeadLetters(c.env.DB, { pendingOnly: c.req.query("pending") === "true" });
   return c.json({
     deadLetters: rows.map((row) => ({
@@ -78,7 +74,7 @@ admin.get("/admin/dead-letters", async (c) => {
 });
 
 /** Re-applies one dead letter through the idempotent consumer path; again is harmless. */
-admin.post("/admin/dead-letters/:id/replay", async (c) => {
+register(admin, ROUTES.replayDeadLetter, async (c) => {
   const result = await replayDeadLetter(c.env.DB, c.req.param("id"), Date.now());
   if (!result.found) throw new ApiError("NOT_FOUND", "No such dead letter.");
   if (!result.applied) throw new ApiError("INVALID_STATE", result.error);
@@ -88,7 +84,7 @@ admin.post("/admin/dead-letters/:id/replay", async (c) => {
 const RunsQuery = z.object({ limit: z.coerce.number().int().min(1).max(50).default(10) });
 
 /** Runs reconciliation now (`?full=true` rechecks every reservation, not only recent changes). */
-admin.post("/admin/reconcile", async (c) => {
+register(admin, ROUTES.reconcile, async (c) => {
   const report = await reconcile(c.env, { trigger: "admin", full: c.req.query("full") === "true" });
   return c.json({
     runId: report.runId,
@@ -98,7 +94,7 @@ admin.post("/admin/reconcile", async (c) => {
   });
 });
 
-admin.get("/admin/reconcile/runs", async (c) => {
+register(admin, ROUTES.reconcileRuns, async (c) => {
   const query = RunsQuery.safeParse({ limit: c.req.query("limit") ?? undefined });
   if (!query.success) throw new ApiError("INVALID_REQUEST", "limit must be an integer from 1 to 50.");
   return c.json({ runs: await recentRuns(c.env.DB, query.data.limit) });

@@ -1,10 +1,9 @@
 import { z } from "zod";
 import { SKU_ID } from "../edge/stock-client";
 import { ERRORS, type ErrorCode } from "../http/errors";
-import { ReservationRequest, SkuSettingsRequest, WaitlistRequest } from "../http/schemas";
+import { PaymentEvent, ReservationRequest, SkuSettingsRequest, WaitlistRequest } from "../http/schemas";
 import { RESERVATION_STATUSES } from "../orders/events";
 import { StripeEvent } from "../payments/stripe-event";
-import { PaymentEvent } from "./webhooks";
 
 /**
  * The HTTP contract of docs/API.md as data: every route, with the zod schemas its request is
@@ -168,11 +167,22 @@ export interface ContractRoute {
   /** What a client needs to know beyond the summary (the OpenAPI operation's description). */
   description: string;
   access: Access;
-  query?: Parameter[];
+  /** For `webhook` access: the header carrying the signature and the secret it is made with. */
+  signature?: {
+    header: "Payment-Signature" | "Stripe-Signature";
+    secret: "PAYMENT_WEBHOOK_SECRET" | "STRIPE_WEBHOOK_SECRET";
+  };
+  query?: readonly Parameter[];
   body?: SchemaName;
-  ok: { status: 200 | 201 | 202; description: string; schema?: SchemaName; text?: true; headers?: string[] };
+  ok: {
+    status: 200 | 201 | 202;
+    description: string;
+    schema?: SchemaName;
+    text?: true;
+    headers?: readonly string[];
+  };
   /** Error codes this route answers besides those its access and body imply. */
-  errors: ErrorCode[];
+  errors: readonly ErrorCode[];
 }
 
 export const PATH_PARAMETERS: Record<string, Parameter> = {
@@ -180,9 +190,13 @@ export const PATH_PARAMETERS: Record<string, Parameter> = {
   id: { name: "id", description: "Reservation or dead-letter id", schema: z.string().min(1) },
 };
 
-/** Every route of API.md, in its order (including the routes not built yet). */
-export const CONTRACT_ROUTES: ContractRoute[] = [
-  {
+/**
+ * Every route of API.md, in its order, by name. A route is registered from its entry
+ * (./register.ts): `access` decides who may call it, `body` how its body is parsed, so neither is
+ * repeated on the route, and the OpenAPI document is generated from the same entries.
+ */
+export const ROUTES = {
+  publicSku: {
     method: "get",
     path: "/api/skus/:sku",
     summary: "Public stock display (from the Redis mirror when configured, else the stock object)",
@@ -192,7 +206,7 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     ok: { status: 200, description: "The SKU", schema: "PublicSku" },
     errors: ["SKU_NOT_FOUND"],
   },
-  {
+  draw: {
     method: "get",
     path: "/api/skus/:sku/draw",
     summary: "The opening draw of a SKU with a fair-opening window",
@@ -202,7 +216,7 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     ok: { status: 200, description: "The draw", schema: "Draw" },
     errors: ["SKU_NOT_FOUND", "NOT_FOUND"],
   },
-  {
+  purchaseToken: {
     method: "post",
     path: "/api/skus/:sku/tokens",
     summary: "One-time purchase token for this user and SKU",
@@ -212,7 +226,7 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     ok: { status: 201, description: "The token", schema: "PurchaseToken" },
     errors: ["SKU_NOT_FOUND", "SALE_NOT_ACTIVE", "SOLD_OUT"],
   },
-  {
+  reserve: {
     method: "post",
     path: "/api/skus/:sku/reservations",
     summary: "Hold stock with a purchase token (replaying the token returns the same reservation)",
@@ -238,7 +252,7 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
       "BUSY",
     ],
   },
-  {
+  reservation: {
     method: "get",
     path: "/api/reservations/:id",
     summary: "The owner's view of a reservation and whether its order row is persisted",
@@ -248,7 +262,7 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     ok: { status: 200, description: "The reservation", schema: "ReservationDetail" },
     errors: ["RESERVATION_NOT_FOUND"],
   },
-  {
+  cancel: {
     method: "post",
     path: "/api/reservations/:id/cancel",
     summary: "Release a held reservation",
@@ -258,7 +272,7 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     ok: { status: 200, description: "The reservation, status cancelled", schema: "Reservation" },
     errors: ["RESERVATION_NOT_FOUND", "INVALID_STATE"],
   },
-  {
+  joinWaitlist: {
     method: "post",
     path: "/api/skus/:sku/waitlist",
     summary: "Join the waitlist of a sold-out SKU",
@@ -269,7 +283,7 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     ok: { status: 202, description: "On the waitlist", schema: "WaitlistEntry" },
     errors: ["SKU_NOT_FOUND", "STOCK_AVAILABLE"],
   },
-  {
+  myReservations: {
     method: "get",
     path: "/api/me/reservations",
     summary: "The user's reservations, newest first",
@@ -278,29 +292,31 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     ok: { status: 200, description: "The reservations", schema: "ReservationList" },
     errors: [],
   },
-  {
+  paymentWebhook: {
     method: "post",
     path: "/webhooks/payments",
     summary: "Payment provider webhook (signed; each event id takes effect once)",
     description:
       "Signed with PAYMENT_WEBHOOK_SECRET in the Payment-Signature header (300 s tolerance). `payment.succeeded` pays a held reservation, `payment.failed` releases it. The same event id again answers the same 200 with no second effect.",
     access: "webhook",
+    signature: { header: "Payment-Signature", secret: "PAYMENT_WEBHOOK_SECRET" },
     body: "PaymentEvent",
     ok: { status: 200, description: "Received", schema: "PaymentAck" },
     errors: ["SIGNATURE_INVALID", "RESERVATION_NOT_FOUND"],
   },
-  {
+  stripeWebhook: {
     method: "post",
     path: "/webhooks/stripe",
     summary: "Stripe webhook (Stripe-Signature; the same effects as /webhooks/payments)",
     description:
       "Signed by Stripe with STRIPE_WEBHOOK_SECRET in the Stripe-Signature header (300 s tolerance). `checkout.session.completed` (reservation id from `client_reference_id`, else `metadata.reservationId`) and `payment_intent.succeeded` pay, with the amount and currency checked against the SKU's price; `payment_intent.payment_failed` releases the hold. Other event types, and events whose reservation is missing or unknown, answer 200 with `ignored: true`.",
     access: "webhook",
+    signature: { header: "Stripe-Signature", secret: "STRIPE_WEBHOOK_SECRET" },
     body: "StripeEvent",
     ok: { status: 200, description: "Received (PaymentAck, or {received, ignored})", schema: "StripeAck" },
     errors: ["SIGNATURE_INVALID"],
   },
-  {
+  putSku: {
     method: "put",
     path: "/admin/skus/:sku",
     summary: "Create or update a SKU (fields left out keep their value)",
@@ -311,7 +327,7 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     ok: { status: 200, description: "The admin SKU view", schema: "AdminSku" },
     errors: ["INVALID_STATE"],
   },
-  {
+  getSku: {
     method: "get",
     path: "/admin/skus/:sku",
     summary: "Admin SKU view: stock, D1 order counts, waitlist, mirror",
@@ -321,7 +337,7 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     ok: { status: 200, description: "The admin SKU view", schema: "AdminSku" },
     errors: ["SKU_NOT_FOUND"],
   },
-  {
+  listSkus: {
     method: "get",
     path: "/admin/skus",
     summary: "Every SKU's admin view",
@@ -330,7 +346,7 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     ok: { status: 200, description: "The SKUs", schema: "AdminSkuList" },
     errors: [],
   },
-  {
+  reconcile: {
     method: "post",
     path: "/admin/reconcile",
     summary: "Run reconciliation now",
@@ -340,7 +356,7 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     ok: { status: 200, description: "The run", schema: "ReconcileResult" },
     errors: [],
   },
-  {
+  reconcileRuns: {
     method: "get",
     path: "/admin/reconcile/runs",
     summary: "Reconciliation run history",
@@ -350,7 +366,7 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     ok: { status: 200, description: "The runs", schema: "ReconcileRuns" },
     errors: [],
   },
-  {
+  deadLetters: {
     method: "get",
     path: "/admin/dead-letters",
     summary: "Stored dead letters, newest first",
@@ -360,7 +376,7 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     ok: { status: 200, description: "The dead letters", schema: "DeadLetterList" },
     errors: [],
   },
-  {
+  replayDeadLetter: {
     method: "post",
     path: "/admin/dead-letters/:id/replay",
     summary: "Replay one dead letter through the idempotent consumer (idempotent)",
@@ -370,7 +386,7 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     ok: { status: 200, description: "Replayed", schema: "ReplayAnswer" },
     errors: ["NOT_FOUND", "INVALID_STATE"],
   },
-  {
+  healthz: {
     method: "get",
     path: "/healthz",
     summary: "Liveness",
@@ -379,7 +395,7 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     ok: { status: 200, description: "Up", schema: "Health" },
     errors: [],
   },
-  {
+  metrics: {
     method: "get",
     path: "/metrics",
     summary: "Prometheus metrics (text exposition format)",
@@ -389,7 +405,7 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     ok: { status: 200, description: "Metrics", text: true },
     errors: [],
   },
-  {
+  openapi: {
     method: "get",
     path: "/openapi.json",
     summary: "This document",
@@ -398,7 +414,11 @@ export const CONTRACT_ROUTES: ContractRoute[] = [
     ok: { status: 200, description: "OpenAPI 3.1 document" },
     errors: [],
   },
-];
+} as const satisfies Record<string, ContractRoute>;
+
+export type RouteName = keyof typeof ROUTES;
+
+export const CONTRACT_ROUTES: readonly ContractRoute[] = Object.values(ROUTES);
 
 /** The error codes a route may answer: its own, plus those implied by its access and body. */
 export function errorCodesOf(route: ContractRoute): ErrorCode[] {

@@ -3,10 +3,11 @@ import { drizzle } from "drizzle-orm/d1";
 import { Hono } from "hono";
 import { deadLetters, orderCounts, reconcileDifferenceCounts, reconcileRuns, skus } from "../db/schema";
 import { readSkuState, readWaitlist } from "../edge/sku-state";
-import { adminAuth } from "../http/auth";
 import type { AppEnv } from "../http/context";
 import { log } from "../observability/log";
 import { flushMetrics, renderLabels, renderMetrics, type Sample } from "../observability/metrics";
+import { ROUTES } from "./contract";
+import { register } from "./register";
 
 export const metrics = new Hono<AppEnv>();
 
@@ -16,7 +17,7 @@ export const metrics = new Hono<AppEnv>();
  * one D1 batch (the catalog, order counts kept by triggers, two small aggregates, the last run),
  * and one state and one waitlist call per stock shard.
  */
-metrics.get("/metrics", adminAuth, async (c) => {
+register(metrics, ROUTES.metrics, async (c) => {
   await flushMetrics(c.env); // this isolate's own latest counts are in the answer
   const [counters, gauges] = await Promise.all([c.env.TELEMETRY.getByName("global").samples(), readGauges(c.env)]);
   return c.text(renderMetrics([...counters, ...gauges]), 200, {

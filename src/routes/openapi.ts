@@ -9,7 +9,9 @@ import {
   type ContractRoute,
   errorCodesOf,
   PATH_PARAMETERS,
+  ROUTES,
 } from "./contract";
+import { register } from "./register";
 
 /**
  * `GET /openapi.json`: the contract (docs/API.md) as an OpenAPI 3.1 document, generated with
@@ -168,7 +170,7 @@ export function buildOpenApiDocument(serverUrl: string): JsonObject {
 
 let cached: { origin: string; document: JsonObject } | undefined;
 
-openapi.get("/openapi.json", (c) => {
+register(openapi, ROUTES.openapi, (c) => {
   // A Worker is reached under several origins (workers.dev, custom domains, localhost): the
   // document names the one this request came to.
   const origin = new URL(c.req.url).origin;

@@ -1,6 +1,8 @@
 import { Hono } from "hono";
 import type { AppEnv } from "../http/context";
+import { ROUTES } from "./contract";
+import { register } from "./register";
 
 export const ops = new Hono<AppEnv>();
 
-ops.get("/healthz", (c) => c.json({ ok: true }));
+register(ops, ROUTES.healthz, (c) => c.json({ ok: true }));

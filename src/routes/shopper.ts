@@ -6,16 +6,15 @@ import { mintPurchaseToken, newNonce, verifyPurchaseToken } from "../edge/purcha
 import { readSkuState } from "../edge/sku-state";
 import { forgetSoldOut, isSoldOut, markSoldOut, refusesReservation } from "../edge/sold-out-cache";
 import { callStock, homeShard, locateReservation, SKU_ID, stockShard, unwrap } from "../edge/stock-client";
-import { shopperAuth, shopperRateLimit } from "../http/auth";
-import { readJson } from "../http/body";
 import type { AppEnv } from "../http/context";
 import { ApiError, type ErrorCode } from "../http/errors";
-import { ReservationRequest, WaitlistRequest } from "../http/schemas";
 import { DISPLAY_CACHE_SECONDS, skuDisplay } from "../mirror/stock-display";
 import { currentRequestId } from "../observability/log";
 import { increment } from "../observability/metrics";
 import { findOrder, orderAsReservation, ordersOfUser } from "../orders/order-store";
 import { settledReservation } from "../orders/settled";
+import { ROUTES } from "./contract";
+import { register } from "./register";
 import { publicSkuView, reservationView } from "./views";
 
 export const shopper = new Hono<AppEnv>();
@@ -59,7 +58,7 @@ const countReservation = createMiddleware<AppEnv>(async (c, next) => {
  * Public stock display: from the Redis mirror when it has the SKU (may lag a moment), else the stock
  * object; unknown ids from the D1 catalog. Remembered a second per isolate (see skuDisplay).
  */
-shopper.get("/api/skus/:sku", async (c) => {
+register(shopper, ROUTES.publicSku, async (c) => {
   const sku = skuParam(c.req.param("sku"));
   const display = await skuDisplay(c.env, sku, Date.now(), (promise) => c.executionCtx.waitUntil(promise));
   if (!display) throw new ApiError("SKU_NOT_FOUND");
@@ -72,7 +71,7 @@ shopper.get("/api/skus/:sku", async (c) => {
  * The opening draw (API.md "Fair opening"). No SKU has an opening window in this version (PUT
  * refuses one), so a known SKU answers `404 NOT_FOUND` and an unknown one `404 SKU_NOT_FOUND`.
  */
-shopper.get("/api/skus/:sku/draw", async (c) => {
+register(shopper, ROUTES.draw, async (c) => {
   const sku = skuParam(c.req.param("sku"));
   const display = await skuDisplay(c.env, sku, Date.now(), (promise) => c.executionCtx.waitUntil(promise));
   if (!display) throw new ApiError("SKU_NOT_FOUND");
@@ -80,7 +79,7 @@ shopper.get("/api/skus/:sku/draw", async (c) => {
 });
 
 /** A one-time purchase token for this user and SKU, bound to the user's home shard. */
-shopper.post("/api/skus/:sku/tokens", shopperAuth, shopperRateLimit, async (c) => {
+register(shopper, ROUTES.purchaseToken, async (c) => {
   const sku = skuParam(c.req.param("sku"));
   const now = Date.now();
   if (isSoldOut(sku, now)) throw soldOutAtEdge(sku);
@@ -103,47 +102,51 @@ shopper.post("/api/skus/:sku/tokens", shopperAuth, shopperRateLimit, async (c) =
   return c.json({ token, expiresAt: new Date(expiresAt).toISOString() }, 201);
 });
 
-/** Holds stock for the user: the reservation path of DESIGN.md. */
-shopper.post("/api/skus/:sku/reservations", countReservation, shopperAuth, shopperRateLimit, async (c) => {
-  const sku = skuParam(c.req.param("sku"));
-  const userId = c.get("userId");
-  const body = await readJson(c, ReservationRequest);
-  const now = Date.now();
-  const claims = await verifyPurchaseToken(body.token, { sku, userId }, c.env.TOKEN_SECRET, now);
-  if (refusesReservation(sku, claims.shard, claims.nonce, now, soldOutTtl(c.env))) throw soldOutAtEdge(sku);
+/** Holds stock for the user: the reservation path of docs/ARCHITECTURE.md ("A reservation, step by step"). */
+register(
+  shopper,
+  ROUTES.reserve,
+  async (c, body) => {
+    const sku = skuParam(c.req.param("sku"));
+    const userId = c.get("userId");
+    const now = Date.now();
+    const claims = await verifyPurchaseToken(body.token, { sku, userId }, c.env.TOKEN_SECRET, now);
+    if (refusesReservation(sku, claims.shard, claims.nonce, now, soldOutTtl(c.env))) throw soldOutAtEdge(sku);
 
-  const request: ReserveRequest = {
-    userId,
-    nonce: claims.nonce,
-    quantity: body.quantity,
-    shards: claims.shards, // a token minted before a change of `shards` may no longer hold
-    requestId: currentRequestId(),
-  };
-  const send = (requests: ReserveRequest[]) => callStock(() => stockShard(c.env, sku, claims.shard).reserve(requests));
-  const outcome =
-    c.env.GROUP_COMMIT === "on"
-      ? await reserveGrouped(`${sku}#${claims.shard}`, request, send)
-      : (await send([request]))[0];
-  if (!outcome) throw new Error("stock object returned no answer");
-  // A shard's "available 0" speaks for the whole SKU only when it is the only shard; a sharded
-  // SKU answers SOLD_OUT only once its siblings had nothing to give either.
-  const soldOut =
-    claims.shards === 1
-      ? (outcome.ok ? outcome.value.available : outcome.available) === 0
-      : !outcome.ok && outcome.code === "SOLD_OUT";
-  if (soldOut) markSoldOut(sku, now, soldOutTtl(c.env), { shard: claims.shard, spent: outcome.spent });
-  const answer = unwrap(outcome);
-  if (answer.replayed) c.header("Idempotent-Replayed", "true");
-  return c.json(reservationView(answer.reservation), 202);
-});
+    const request: ReserveRequest = {
+      userId,
+      nonce: claims.nonce,
+      quantity: body.quantity,
+      shards: claims.shards, // a token minted before a change of `shards` may no longer hold
+      requestId: currentRequestId(),
+    };
+    const send = (requests: ReserveRequest[]) =>
+      callStock(() => stockShard(c.env, sku, claims.shard).reserve(requests));
+    const outcome =
+      c.env.GROUP_COMMIT === "on"
+        ? await reserveGrouped(`${sku}#${claims.shard}`, request, send)
+        : (await send([request]))[0];
+    if (!outcome) throw new Error("stock object returned no answer");
+    // A shard's "available 0" speaks for the whole SKU only when it is the only shard; a sharded
+    // SKU answers SOLD_OUT only once its siblings had nothing to give either.
+    const soldOut =
+      claims.shards === 1
+        ? (outcome.ok ? outcome.value.available : outcome.available) === 0
+        : !outcome.ok && outcome.code === "SOLD_OUT";
+    if (soldOut) markSoldOut(sku, now, soldOutTtl(c.env), { shard: claims.shard, spent: outcome.spent });
+    const answer = unwrap(outcome);
+    if (answer.replayed) c.header("Idempotent-Replayed", "true");
+    return c.json(reservationView(answer.reservation), 202);
+  },
+  { before: [countReservation] },
+);
 
 /**
  * Joins the waitlist of a sold-out SKU. A sharded SKU has one line, on shard 0, served across shards
  * in FIFO order; shard 0 decides whether the SKU has units for newcomers (none while buyers wait).
  */
-shopper.post("/api/skus/:sku/waitlist", shopperAuth, shopperRateLimit, async (c) => {
+register(shopper, ROUTES.joinWaitlist, async (c, body) => {
   const sku = skuParam(c.req.param("sku"));
-  const body = await readJson(c, WaitlistRequest);
   const state = await readSkuState(c.env, sku);
   if (!state) throw new ApiError("SKU_NOT_FOUND");
   if (state.shards === 1 && state.stock.available > 0) throw new ApiError("STOCK_AVAILABLE");
@@ -161,7 +164,7 @@ function reservationStub(c: { env: Env }, id: string) {
 }
 
 /** The owner's view of a reservation; anyone else's id is simply not found. */
-shopper.get("/api/reservations/:id", shopperAuth, shopperRateLimit, async (c) => {
+register(shopper, ROUTES.reservation, async (c) => {
   const { stub } = reservationStub(c, c.req.param("id"));
   // A settled reservation the object has forgotten is read from D1 (src/orders/settled.ts).
   const reservation =
@@ -176,12 +179,12 @@ shopper.get("/api/reservations/:id", shopperAuth, shopperRateLimit, async (c) =>
 });
 
 /** The user's reservations as persisted in D1, newest first. */
-shopper.get("/api/me/reservations", shopperAuth, shopperRateLimit, async (c) => {
+register(shopper, ROUTES.myReservations, async (c) => {
   const rows = await ordersOfUser(c.env.DB, c.get("userId"));
   return c.json({ reservations: rows.map((row) => reservationView(orderAsReservation(row))) });
 });
 
-shopper.post("/api/reservations/:id/cancel", shopperAuth, shopperRateLimit, async (c) => {
+register(shopper, ROUTES.cancel, async (c) => {
   const { sku, stub } = reservationStub(c, c.req.param("id"));
   const outcome = await callStock(() => stub.cancel(c.req.param("id"), c.get("userId"), currentRequestId()));
   if (!outcome.ok && outcome.code === "RESERVATION_NOT_FOUND") {

@@ -1,10 +1,17 @@
+import type { z } from "zod";
 import type { Reservation, SkuState } from "../../durable-objects/stock-engine";
+import type { AdminSku, PublicSku, Reservation as ReservationBody } from "./contract";
 
-/** JSON shapes of the contract (API.md), built in one place so every route answers alike. */
+/**
+ * JSON shapes of the contract (API.md), built in one place so every route answers alike, and typed
+ * by the contract's answer schemas (./contract.ts), so the type checker catches a view that drifts.
+ */
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
-export function reservationView(r: Omit<Reservation, "expiresAt"> & { expiresAt: number | null }) {
+export function reservationView(
+  r: Omit<Reservation, "expiresAt"> & { expiresAt: number | null },
+): z.infer<typeof ReservationBody> {
   return {
     reservationId: r.id,
     sku: r.sku,
@@ -20,7 +27,7 @@ function pricingView(s: SkuState) {
   return { price: s.price ?? null, currency: s.currency ?? "usd" };
 }
 
-export function publicSkuView(s: SkuState) {
+export function publicSkuView(s: SkuState): z.infer<typeof PublicSku> {
   return {
     sku: s.sku,
     name: s.name,
@@ -33,7 +40,10 @@ export function publicSkuView(s: SkuState) {
   };
 }
 
-export function adminSkuView(s: SkuState) {
+/** The stock object's part of the admin view; the route adds orders, waitlist, payments and mirror. */
+export function adminSkuView(
+  s: SkuState,
+): Omit<z.infer<typeof AdminSku>, "orders" | "waitlist" | "payments" | "mirror"> {
   return {
     sku: s.sku,
     name: s.name,

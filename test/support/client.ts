@@ -1,7 +1,8 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { sign } from "hono/jwt";
+import { shardName } from "../../durable-objects/shard-name";
 import worker from "../../src/index";
+import { shopperJwt } from "../../tools/jwt";
 
 /**
  * Test-side client of the Worker: requests go through the Worker's real `fetch` handler, in
@@ -21,6 +22,47 @@ export interface Answer<T = AnyJson> {
   headers: Headers;
 }
 
+/** RPCs the Worker made to each stock object while serving `call`s, by object name. */
+const stockCalls = new Map<string, number>();
+
+/** A stock object stub that counts the RPCs made through it. */
+function countingStub<T extends object>(stub: T, name: string): T {
+  return new Proxy(stub, {
+    get(target, prop) {
+      const value: unknown = Reflect.get(target, prop);
+      if (typeof prop !== "string" || prop === "then" || typeof value !== "function") return value;
+      return (...args: unknown[]) => {
+        stockCalls.set(name, (stockCalls.get(name) ?? 0) + 1);
+        // Reflect.apply, not value.apply: on an RPC stub, `.apply` would be a remote method's name.
+        return Reflect.apply(value as (...a: unknown[]) => unknown, target, args);
+      };
+    },
+  });
+}
+
+/**
+ * The bindings `call` hands the Worker: the test's own, except that every stub the Worker gets from
+ * SKU_STOCK counts its RPCs, so tests can prove the edge answered without calling a stock object.
+ */
+const workerEnv: Env = {
+  ...env,
+  SKU_STOCK: new Proxy(env.SKU_STOCK, {
+    get(target, prop) {
+      if (prop === "getByName") {
+        return (name: string, options?: DurableObjectNamespaceGetDurableObjectOptions) =>
+          countingStub(target.getByName(name, options), name);
+      }
+      const value: unknown = Reflect.get(target, prop);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  }),
+};
+
+/** How many RPCs the Worker has made to a SKU shard's stock object so far (through `call`). */
+export function stockCallsTo(sku: string, shard = 0): number {
+  return stockCalls.get(shardName(sku, shard)) ?? 0;
+}
+
 let counter = 0;
 /** A SKU id no other test uses (storage is shared between tests of a file). */
 export function uniqueSku(prefix = "sku"): string {
@@ -29,8 +71,7 @@ export function uniqueSku(prefix = "sku"): string {
 }
 
 export async function jwtFor(userId: string, opts: { expiresIn?: number; secret?: string } = {}): Promise<string> {
-  const now = Math.floor(Date.now() / 1000);
-  return sign({ sub: userId, iat: now, exp: now + (opts.expiresIn ?? 600) }, opts.secret ?? AUTH_SECRET, "HS256");
+  return shopperJwt(userId, opts.secret ?? AUTH_SECRET, opts.expiresIn ?? 600);
 }
 
 export interface CallOptions {
@@ -49,7 +90,7 @@ export async function call<T = AnyJson>(method: string, path: string, opts: Call
   if (body !== undefined) headers.set("content-type", "application/json");
   const ctx = createExecutionContext();
   const request = new Request(`http://flashgate.test${path}`, { method, headers, body: body ?? null });
-  const response = await worker.fetch(request, env, ctx);
+  const response = await worker.fetch(request, workerEnv, ctx);
   await waitOnExecutionContext(ctx);
   const text = await response.text();
   let json: T;

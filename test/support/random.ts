@@ -1,4 +1,4 @@
-export { seededRandom } from "../../src/chaos/seeded-random";
+export { seededRandom } from "../../src/harness/seeded-random";
 
 /** Fisher–Yates shuffle with the given random source (returns a new array). */
 export function shuffle<T>(items: readonly T[], random: () => number): T[] {

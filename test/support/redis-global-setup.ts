@@ -3,8 +3,8 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TestProject } from "vitest/node";
-import { freePort, hasRedisServer, REDIS_MISSING, type RedisServer, startRedis } from "../../scripts/lib/redis-server";
-import { startBridge } from "../../scripts/upstash-bridge";
+import { freePort, hasRedisServer, REDIS_MISSING, type RedisServer, startRedis } from "../../tools/redis-server";
+import { startBridge } from "../../tools/upstash-bridge";
 
 /**
  * Vitest globalSetup of the workerd projects: a private redis-server, the Upstash REST bridge in front

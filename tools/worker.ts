@@ -7,11 +7,10 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { Log, LogLevel, Miniflare } from "miniflare";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
-import { ensureDevVars } from "../../scripts/lib/dev-vars";
-import { HARNESS_ENTRY } from "../../scripts/lib/harness";
-import { freePort } from "../../scripts/lib/redis-server";
+import { ensureDevVars, SECRETS } from "./dev-vars";
+import { HARNESS_ENTRY } from "./harness";
 import { childrenNamed } from "./proc";
-import { SECRETS } from "./shoppers";
+import { freePort } from "./redis-server";
 
 /**
  * The Worker in workerd through Miniflare, with wrangler.toml's bindings (wrangler's own
@@ -39,7 +38,7 @@ export interface WorkerServer {
 }
 
 const run = promisify(execFile);
-const HERE = fileURLToPath(new URL("../..", import.meta.url));
+const HERE = fileURLToPath(new URL("..", import.meta.url));
 
 /**
  * `root`: the checkout whose Worker to run (default this one); the bench runs an earlier commit's

@@ -1,5 +1,12 @@
 import { copyFileSync, existsSync, readFileSync } from "node:fs";
 
+/** The secrets of .dev.vars.example, which tools that start their own Worker pass to it as vars. */
+export const SECRETS = {
+  AUTH_SECRET: "dev-auth-secret",
+  TOKEN_SECRET: "dev-token-secret",
+  ADMIN_TOKEN: "dev-admin-token",
+} as const;
+
 /** Local secrets live in .dev.vars (git-ignored), created from .dev.vars.example when missing. */
 export function ensureDevVars(): boolean {
   if (existsSync(".dev.vars")) return false;

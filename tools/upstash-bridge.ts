@@ -330,7 +330,7 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
     const segments = path === "/" ? [] : path.slice(1).split("/");
 
     if (segments.length === 0 && method === "GET") {
-      sendJson(res, 200, { result: "upstash-bridge: POST a command array to / (see scripts/upstash-bridge.ts)" });
+      sendJson(res, 200, { result: "upstash-bridge: POST a command array to / (see tools/upstash-bridge.ts)" });
       return;
     }
     if (method !== "GET" && method !== "POST") throw new HttpError(405, `Method ${method} not allowed`);
@@ -441,7 +441,7 @@ async function main(): Promise<void> {
   process.once("SIGTERM", stop);
 }
 
-// Run as a CLI only when executed directly (npx tsx scripts/upstash-bridge.ts), not when imported by tests.
+// Run as a CLI only when executed directly (npx tsx tools/upstash-bridge.ts), not when imported by tests.
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   main().catch((error: unknown) => {
     console.error(`upstash-bridge: ${errorMessage(error)}`);

@@ -70,7 +70,7 @@ export async function nativeMemory(pid: number): Promise<NativeMemory> {
   };
 }
 
-// `npx tsx bench/lib/native-memory.ts <pid>`: the figures of a running workerd, in MiB.
+// `npx tsx tools/native-memory.ts <pid>`: the figures of a running workerd, in MiB.
 if (process.argv[1]?.endsWith("native-memory.ts")) {
   const m = await nativeMemory(Number(process.argv[2]));
   console.log(JSON.stringify(Object.fromEntries(Object.entries(m).map(([k, v]) => [k, +(v / 2 ** 20).toFixed(1)]))));

@@ -5,7 +5,7 @@ import WebSocket from "ws";
  * The JavaScript heaps of a workerd process through its inspector (Chrome DevTools protocol), to
  * tell what of its resident memory is JavaScript and in which isolate: the Worker's own (which also
  * runs its Durable Objects) or one of Miniflare's simulators (queue broker, D1, cache…).
- * The Worker must have been started with `inspect` (bench/lib/worker.ts). A target that does not
+ * The Worker must have been started with `inspect` (tools/worker.ts). A target that does not
  * answer within 5 s is left out (some of Miniflare's never do while busy).
  */
 export interface IsolateHeap {

@@ -2,9 +2,9 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ensureDevVars } from "../../scripts/lib/dev-vars";
-import { HARNESS_ENTRY } from "../../scripts/lib/harness";
-import { freePort } from "../../scripts/lib/redis-server";
+import { ensureDevVars } from "./dev-vars";
+import { HARNESS_ENTRY } from "./harness";
+import { freePort } from "./redis-server";
 
 /**
  * Where wrangler dev runs the Worker's `scheduled` handler on request (the cron trigger never fires by

@@ -1,0 +1,62 @@
+import type { Context, Hono, MiddlewareHandler } from "hono";
+import type { z } from "zod";
+import { adminAuth, shopperAuth, shopperRateLimit } from "../http/auth";
+import { parseJson } from "../http/body";
+import type { AppEnv } from "../http/context";
+import { ApiError } from "../http/errors";
+import { verifyPaymentSignature } from "../payments/webhook-signature";
+import { type Access, CONTRACT_SCHEMAS, type ContractRoute, type SchemaName } from "./contract";
+
+/** The parsed body a route's handler receives: the type of its contract schema, or nothing. */
+export type BodyOf<R extends ContractRoute> = R["body"] extends SchemaName
+  ? z.infer<(typeof CONTRACT_SCHEMAS)[R["body"]]>
+  : undefined;
+
+/** A route's own work, once its caller is admitted and its body parsed. */
+export type RouteHandler<R extends ContractRoute> = (
+  c: Context<AppEnv, R["path"]>,
+  body: BodyOf<R>,
+) => Response | Promise<Response>;
+
+/** Who may call a route, as middleware. A webhook's caller is proven by the signature over its body. */
+const ADMISSION: Record<Access, MiddlewareHandler<AppEnv>[]> = {
+  public: [],
+  shopper: [shopperAuth, shopperRateLimit],
+  admin: [adminAuth],
+  webhook: [],
+};
+
+/**
+ * Registers one route of the contract (./contract.ts) on `app`. The entry decides everything a
+ * route would otherwise repeat: the method and path, who may call it (`access`), and how its body
+ * is read (`body`: the raw text is signature-checked first for webhooks, then parsed and validated
+ * with the contract's schema: `400 INVALID_REQUEST` names the fields at fault). `before` runs ahead
+ * of all that (a counter that must see the `401`s too).
+ */
+export function register<const R extends ContractRoute>(
+  app: Hono<AppEnv>,
+  route: R,
+  handler: RouteHandler<R>,
+  opts: { before?: MiddlewareHandler<AppEnv>[] } = {},
+): void {
+  const schema: z.ZodType | undefined = route.body === undefined ? undefined : CONTRACT_SCHEMAS[route.body];
+  const signature = route.signature;
+  if (route.access === "webhook" && (!signature || !schema)) {
+    throw new Error(`${route.method} ${route.path}: a webhook route names its signature and body`);
+  }
+  const run: MiddlewareHandler<AppEnv> = async (c) => {
+    let body: unknown;
+    if (schema) {
+      const raw = await c.req.text();
+      if (signature) {
+        const secret = c.env[signature.secret];
+        if (!secret) throw new ApiError("SIGNATURE_INVALID", `No ${signature.secret} is configured.`);
+        await verifyPaymentSignature(c.req.header(signature.header), raw, secret, Date.now(), signature.header);
+      }
+      body = parseJson(raw, schema);
+    }
+    return handler(c as Context<AppEnv, R["path"]>, body as BodyOf<R>);
+  };
+  const handlers = [...(opts.before ?? []), ...ADMISSION[route.access], run];
+  app.on(route.method.toUpperCase(), route.path, ...(handlers as [MiddlewareHandler<AppEnv>]));
+}
