@@ -15,7 +15,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { SECRETS } from "../tools/dev-vars";
 import { collectGarbage, type IsolateHeap, isolateHeaps, writeHeapSnapshot } from "../tools/heap";
 import { shopperJwt } from "../tools/jwt";
-import { type NativeMemory, nativeMemory } from "../tools/native-memory";
+import { type NativeMemory, nativeMemory, releaseFreeMemory } from "../tools/native-memory";
 import { rssBytes } from "../tools/proc";
 import { startWorker, type WorkerServer } from "../tools/worker";
 
@@ -66,6 +66,8 @@ interface Phase {
   heapsMiB?: Record<string, number>;
   /** MiB of workerd's native heap (with --native). */
   nativeMiB?: Record<keyof NativeMemory, number>;
+  /** workerd's RSS once tcmalloc gave its free memory back (with --native). */
+  rssAfterReleaseMiB?: number;
 }
 
 const log = (line: string) => console.log(`[soak] ${line}`);
@@ -116,6 +118,9 @@ async function main(): Promise<void> {
           Object.entries(native).map(([k, v]) => [k, Math.round((v / 2 ** 20) * 10) / 10]),
         ) as Record<keyof NativeMemory, number>;
         log(`native (MiB): ${JSON.stringify(phase.nativeMiB)}`);
+        await releaseFreeMemory(server.pid);
+        phase.rssAfterReleaseMiB = Math.round(rssBytes(server.pid) / 2 ** 20);
+        log(`workerd after tcmalloc released its free memory: ${phase.rssAfterReleaseMiB} MiB`);
         if (server.inspectorPort !== undefined) {
           // What a garbage collection gives back: C++ memory owned by JS objects nobody reaches any more.
           await collectGarbage(server.inspectorPort);

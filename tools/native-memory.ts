@@ -70,6 +70,25 @@ export async function nativeMemory(pid: number): Promise<NativeMemory> {
   };
 }
 
+/**
+ * Asks workerd's tcmalloc to hand its free memory back to the OS (what a long-running allocator
+ * does on its own only slowly): the RSS it drops is freed memory, not live data.
+ */
+export async function releaseFreeMemory(pid: number): Promise<void> {
+  const script = join(tmpdir(), `native-release-${process.pid}.gdb`);
+  writeFileSync(
+    script,
+    [
+      "set pagination off",
+      "set confirm off",
+      "call ((void(*)(unsigned long)) MallocExtension_Internal_ReleaseMemoryToSystem)(~0UL)",
+      "detach",
+      "quit",
+    ].join("\n"),
+  );
+  await run("gdb", ["-q", "-batch", "-p", String(pid), "-x", script], { maxBuffer: 64 * 2 ** 20, timeout: 120_000 });
+}
+
 // `npx tsx tools/native-memory.ts <pid>`: the figures of a running workerd, in MiB.
 if (process.argv[1]?.endsWith("native-memory.ts")) {
   const m = await nativeMemory(Number(process.argv[2]));
