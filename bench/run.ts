@@ -27,6 +27,7 @@ import { startProfile } from "./lib/profile";
 import { verify } from "./lib/verify";
 import { writeReports } from "./report";
 import { classic } from "./scenarios/classic";
+import { drawDecide } from "./scenarios/draw";
 import { ceiling, healthz, hotSku, soldOut, soldOutFloor } from "./scenarios/edge";
 import { engineCore } from "./scenarios/engine-core";
 import { orderPipeline } from "./scenarios/order-pipeline";
@@ -127,6 +128,7 @@ try {
   if (wanted("classic")) await classic(bench, redis, luaServer.url, luaServer.process.pid ?? 0);
   if (wanted("redis")) await redisReserve(bench, redis, luaServer.port, luaServer.process.pid ?? 0);
   if (wanted("engine_core")) await engineCore(bench, on);
+  if (wanted("draw_decide")) await drawDecide(bench, on);
 
   for (const ref of baselineRefs) {
     const commit = sh("git", ["rev-parse", "--short", ref]);
@@ -197,7 +199,7 @@ try {
   };
   if (only.length > 0) {
     // A partial run is for measuring one change: it prints its figures and keeps the full report as it is.
-    console.log(JSON.stringify({ points: bench.points, baselines }, null, 2));
+    console.log(JSON.stringify({ points: bench.points, figures: bench.figures, baselines }, null, 2));
   } else {
     writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
     writeReports(results);

@@ -1,6 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { MIRROR_WRITE_TIMEOUT_MS, mirrorFromEnv, type RedisMirror } from "../src/mirror/redis-mirror";
 import { log, withLogContext } from "../src/observability/log";
+import { type DrawInfo, type DrawnEntry, type DrawPlace, type Entrant, rankEntrants } from "./opening-draw";
 import { fnv1a, shardName } from "./shard-name";
 import {
   type Audit,
@@ -60,6 +61,14 @@ const TOKEN_CLOCK_SKEW_MS = 60_000;
 /** Settled reservations forgotten per transaction, and transactions per reconciliation visit. */
 const PRUNE_BATCH = 500;
 const PRUNE_ROUNDS = 40;
+/**
+ * Fair opening: how long after the window closes a waiting request gives up on the decision (then
+ * 503 BUSY; the retry with the same token gets the draw's answer). A decision takes far less (the
+ * bench's 50,000-entrant draw: docs/PERFORMANCE.md); this only bounds a lost one.
+ */
+const DRAW_DECISION_MS = 10_000;
+/** A waiting request looks at the draw at least this often (it is also woken by each change). */
+const DRAW_POLL_MS = 1_000;
 
 /**
  * One SKU shard's stock: the RPC shell around the synchronous {@link StockEngine}.
@@ -106,6 +115,10 @@ export class SkuStock extends DurableObject<Env> {
   #noticeAgain = false;
   /** The last spent-nonce digest, reused while the shard's seq has not moved. */
   #digest: SpentDigest | null = null;
+  /** Fair opening: resolved (and replaced) whenever this shard's draw moves; waiting requests wake. */
+  #drawMoved = Promise.withResolvers<void>();
+  /** Shard 0: the decision of the draw under way, if any (one at a time). */
+  #deciding: Promise<void> | null = null;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -545,6 +558,189 @@ export class SkuStock extends DurableObject<Env> {
     return this.engine.reservation(reservationId);
   }
 
+  // ---- Fair opening (durable-objects/opening-draw.ts; docs/ARCHITECTURE.md "Fair opening") ----
+
+  /**
+   * The answer to a reservation that got `DRAW_PENDING` from {@link reserve}: waits (on the
+   * request's home shard) until its entry is decided, or, for a request that came after the window,
+   * until the draw is over and then decides it on arrival. Bounded: past the window's close plus
+   * {@link DRAW_DECISION_MS}, `BUSY` (retry with the same token).
+   */
+  async awaitDraw(request: ReserveRequest): Promise<ReserveOutcome> {
+    const deadline = (this.engine.draw.closesAt() ?? this.now()) + DRAW_DECISION_MS;
+    for (;;) {
+      if (this.#drawNeedsWork()) await this.#decideDraw().catch(() => undefined);
+      const moved = this.#drawMoved.promise;
+      const [answer] = await this.#reserve([request]);
+      if (!answer) throw new Error("stock object returned no answer");
+      if (answer.ok || answer.code !== "DRAW_PENDING") {
+        // This request waited for it: the first answer of its entry, not a replay.
+        return answer.ok && answer.value.draw ? { ...answer, value: { ...answer.value, replayed: false } } : answer;
+      }
+      const left = deadline - this.now();
+      if (left <= 0) return { ok: false, code: "BUSY" };
+      await Promise.race([moved, scheduler.wait(Math.min(left, DRAW_POLL_MS))]);
+    }
+  }
+
+  /** Shard 0: the SKU's draw as `GET /api/skus/:sku/draw` shows it, or null without a window. */
+  drawInfo(): DrawInfo | null {
+    return this.engine.draw.info();
+  }
+
+  /** Shard 0: decided entries in draw order (a page), for anyone checking the order. */
+  drawEntries(offset: number, limit: number): DrawnEntry[] {
+    return this.engine.draw.entries(offset, limit);
+  }
+
+  /** A sibling of a sharded SKU: entries close; shard 0 gets this shard's entrants. */
+  closeDraw(): Entrant[] {
+    return this.engine.closeDraw(this.now());
+  }
+
+  /**
+   * The home shard of an entry (sharded SKU), asked by shard 0 in draw order: holds for it, pulling
+   * units from siblings when this shard is short (they are all waiting for the draw: none sells).
+   * A sibling that could not answer: `BUSY`, nothing recorded, shard 0 asks again later.
+   */
+  async settleDrawEntry(userId: string, place: DrawPlace): Promise<ReserveOutcome> {
+    let answer = this.engine.settleDrawEntry(userId, place, this.now(), false);
+    const state = this.engine.state();
+    if (!answer.ok && (answer.code === "SOLD_OUT" || answer.code === "INSUFFICIENT_STOCK") && state) {
+      const wanted = (this.engine.draw.entrantOf(userId)?.quantity ?? 1) - state.stock.available;
+      const pull = await this.#pull(state, wanted);
+      if (pull.failed && pull.pulled === 0) answer = { ok: false, code: "BUSY" };
+      else answer = this.engine.settleDrawEntry(userId, place, this.now(), true);
+    }
+    this.engine.takeFreed();
+    this.#signalDraw();
+    await this.#afterCommit();
+    return answer;
+  }
+
+  /** A home shard records results shard 0 decided without asking it (the stock ran out first). */
+  recordDrawResults(results: { userId: string; place: DrawPlace; code: string }[]): void {
+    this.engine.recordDrawResults(results);
+    this.#signalDraw();
+  }
+
+  /** A sibling learns from shard 0 that the draw is over: reservations are decided on arrival again. */
+  drawOver(): void {
+    this.engine.finishDraw(this.now());
+    this.#signalDraw();
+  }
+
+  #signalDraw(): void {
+    this.#drawMoved.resolve();
+    this.#drawMoved = Promise.withResolvers<void>();
+  }
+
+  /** Shard 0: the draw is due (window closed, undecided) or its siblings were not all told yet. */
+  #drawNeedsWork(): boolean {
+    const state = this.engine.state();
+    if (state?.shard !== 0) return false;
+    const draw = this.engine.draw;
+    return this.engine.drawDue(this.now()) || (draw.decided() && state.shards > 1 && !draw.told());
+  }
+
+  /** When shard 0's alarm must decide the draw: the window's close, while undecided. */
+  #drawDueAt(): number | null {
+    const draw = this.engine.draw;
+    return draw.windowMs > 0 && !draw.decided() && this.engine.state()?.shard === 0 ? draw.closesAt() : null;
+  }
+
+  /** Shard 0: decides the draw, once at a time; a failure leaves it to the alarm (retried). */
+  #decideDraw(): Promise<void> {
+    this.#deciding ??= withLogContext(this.#where(), () => this.#decide())
+      .catch(async (err: unknown) => {
+        log("warn", "deciding the opening draw failed", { error: String(err) });
+        this.#retryAt = this.now() + OUTBOX_RETRY_MS;
+        await this.#armAlarm();
+        throw err;
+      })
+      .finally(() => {
+        this.#deciding = null;
+      });
+    return this.#deciding;
+  }
+
+  async #decide(): Promise<void> {
+    const state = this.engine.state();
+    if (state?.shard !== 0) return;
+    if (!this.engine.draw.decided()) {
+      const started = this.now();
+      if (state.shards === 1) {
+        const ranked = await this.#rank(state, this.engine.closeDraw(started));
+        this.engine.decideDraw(ranked, this.now());
+      } else {
+        await this.#decideSharded(state);
+      }
+      const info = this.engine.draw.info();
+      log("info", "opening draw decided", { entrants: info?.entrants, ms: this.now() - started });
+    }
+    this.#signalDraw();
+    await this.#afterCommit();
+    if (state.shards > 1 && !this.engine.draw.told()) {
+      const others = Array.from({ length: state.shards - 1 }, (_, i) => i + 1);
+      await Promise.all(others.map((shard) => this.#sibling(state, shard).drawOver()));
+      this.engine.draw.markTold();
+    }
+  }
+
+  /**
+   * One draw over a sharded SKU: entries close on every shard and come to shard 0, which orders
+   * them with the seed; then each entry, in order, is held on its home shard (where its user's limit
+   * is kept), which pulls units from the other shards when it lacks them. Once the SKU has nothing
+   * left, the rest are SOLD_OUT, one call per shard. Every step is idempotent (results are recorded
+   * on both sides, a hold is keyed by the entry's nonce), so a retry after a crash or a failed call
+   * finishes the same draw.
+   */
+  /** The SKU's entrants in draw order: hashes with WebCrypto, outside any transaction. */
+  async #rank(state: SkuState, entrants: Entrant[]) {
+    const seed = this.engine.draw.seedForDecision();
+    if (!seed) throw new Error("shard 0 has no seed for its draw");
+    return rankEntrants(seed, state.sku, entrants);
+  }
+
+  async #decideSharded(state: SkuState): Promise<void> {
+    const others = Array.from({ length: state.shards - 1 }, (_, i) => i + 1);
+    const lists = await Promise.all(others.map((shard) => this.#sibling(state, shard).closeDraw()));
+    const ranked = await this.#rank(state, [...this.engine.closeDraw(this.now()), ...lists.flat()]);
+    const order = this.engine.placeDraw(ranked, this.now());
+    const entrants = order.length;
+    let soldOut = false;
+    const rest = new Map<number, { userId: string; place: DrawPlace; code: string }[]>();
+    for (const e of order) {
+      const place = { entryId: e.entryId, position: e.position, entrants };
+      if (e.code !== null) {
+        soldOut ||= e.code === "SOLD_OUT";
+        continue;
+      }
+      if (soldOut) {
+        const list = rest.get(e.home) ?? [];
+        list.push({ userId: e.userId, place, code: "SOLD_OUT" });
+        rest.set(e.home, list);
+        continue;
+      }
+      const answer =
+        e.home === 0
+          ? await this.settleDrawEntry(e.userId, place)
+          : await this.#sibling(state, e.home).settleDrawEntry(e.userId, place);
+      if (!answer.ok && answer.code === "BUSY") throw new Error(`shard ${e.home} could not settle a draw entry`);
+      const code = answer.ok ? "HELD" : answer.code;
+      if (e.home !== 0) this.engine.recordDrawResults([{ userId: e.userId, place, code }]);
+      soldOut = code === "SOLD_OUT";
+    }
+    await Promise.all(
+      [...rest].map(async ([home, results]) => {
+        if (home === 0) this.engine.recordDrawResults(results);
+        else await this.#sibling(state, home).recordDrawResults(results);
+        if (home !== 0) this.engine.recordDrawResults(results);
+      }),
+    );
+    this.engine.finishDraw(this.now());
+  }
+
   /**
    * Releases holds past expiry, retries the outbox and the mirror. At-least-once: every step is
    * idempotent.
@@ -553,6 +749,7 @@ export class SkuStock extends DurableObject<Env> {
     this.#armedAt = null;
     this.engine.expireDue(this.now());
     this.#retryAt = null;
+    if (this.#drawNeedsWork()) await this.#decideDraw().catch(() => undefined); // failures re-arm it
     await this.#finishTransfers();
     const state = this.engine.state();
     this.engine.takeFreed();
@@ -662,7 +859,9 @@ export class SkuStock extends DurableObject<Env> {
 
   /** Keeps the one alarm on the earliest due work: a hold expiry, an outbox or a mirror retry. */
   async #armAlarm(): Promise<void> {
-    const due = [this.engine.nextExpiry(), this.#retryAt, this.#mirrorRetryAt].filter((at) => at !== null);
+    const due = [this.engine.nextExpiry(), this.#retryAt, this.#mirrorRetryAt, this.#drawDueAt()].filter(
+      (at) => at !== null,
+    );
     const next = due.length === 0 ? null : Math.min(...due);
     if (this.#armedAt === undefined) this.#armedAt = await this.ctx.storage.getAlarm();
     if (next === this.#armedAt) return;

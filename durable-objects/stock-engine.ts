@@ -1,4 +1,5 @@
 import { eventTypeOf, type OrderEvent, type ReservationStatus } from "../src/orders/events";
+import { type DrawPlace, type Entrant, OpeningDraw, type RankedEntrant } from "./opening-draw";
 import { fnv1a } from "./shard-name";
 import { STOCK_SCHEMA } from "./stock-schema";
 
@@ -33,9 +34,17 @@ export type StockErrorCode =
   /** A purchase token minted for another shard layout (before `shards` changed). */
   | "TOKEN_INVALID"
   /** A sibling shard that could not answer: the outcome is unknown, retry (503). */
-  | "BUSY";
+  | "BUSY"
+  /**
+   * Fair opening: not decided on arrival. The request is an entry of the draw (or came after the
+   * window, before the decision); the edge waits for its answer (`SkuStock.awaitDraw`). Never sent
+   * to a client.
+   */
+  | "DRAW_PENDING";
 
-export type Outcome<T> = { ok: true; value: T } | { ok: false; code: StockErrorCode; available?: number };
+export type Outcome<T> =
+  | { ok: true; value: T }
+  | { ok: false; code: StockErrorCode; available?: number; draw?: DrawPlace | undefined };
 
 export type SaleStatus = "on_sale" | "paused";
 
@@ -57,6 +66,8 @@ export interface SkuSettings {
    * {@link StockEngine.retarget}). Given when every shard's total is set at once (create, reshard).
    */
   skuTotal?: number | undefined;
+  /** Fair opening window in ms (0: off); `undefined` keeps the current value. See opening-draw.ts. */
+  openingWindowMs?: number | undefined;
 }
 
 export interface StockCounts {
@@ -83,6 +94,8 @@ export interface SkuState {
   price: number | null;
   /** ISO 4217, lower case. */
   currency: string;
+  /** Fair opening window in ms after `startsAt` (0: none). */
+  openingWindowMs?: number;
 }
 
 /** What a SKU costs (see {@link StockEngine.setPricing}). */
@@ -149,6 +162,8 @@ export interface ReserveAnswer {
   replayed: boolean;
   /** Units still available after this request, so the edge can learn "sold out" at once. */
   available: number;
+  /** Fair opening: where this reservation came in the draw that decided it. */
+  draw?: DrawPlace | undefined;
 }
 
 /**
@@ -295,6 +310,8 @@ export class StockEngine {
   #freed = 0;
   /** The SKU's pricing, read once and kept: it changes only through {@link setPricing}. */
   #pricing: Pricing | undefined;
+  /** Fair opening: this shard's part of the SKU's draw (see opening-draw.ts). */
+  readonly draw: OpeningDraw;
 
   /** `newId` returns a fresh UUID (reservation and event ids); tests pass a seeded one. */
   constructor(storage: EngineStorage, newId: () => string) {
@@ -312,12 +329,13 @@ export class StockEngine {
     }
     this.#lineAhead =
       this.#sql.exec<{ on_: number }>("SELECT on_ FROM line_ahead WHERE id = 1").toArray()[0]?.on_ === 1;
+    this.draw = new OpeningDraw(this.#sql);
   }
 
   /** The SKU's configuration and counts, or null before the first `configure`. */
   state(): SkuState | null {
     const row = this.#row();
-    return row ? toState(row, this.#pricingNow()) : null;
+    return row ? { ...toState(row, this.#pricingNow()), openingWindowMs: this.draw.windowMs } : null;
   }
 
   /**
@@ -365,12 +383,22 @@ export class StockEngine {
       if (current && total < current.held + current.sold) {
         return fail<SkuState>("INVALID_STATE");
       }
-      // A new shard count moves users between shards: only while this shard holds and sells nothing.
+      // A new shard count moves users between shards: only while this shard holds and sells nothing
+      // (nor keeps entries of an opening draw that is not decided yet: they wait on their home shard).
       if (current && settings.shards !== current.shards && current.held + current.sold > 0) {
+        return fail<SkuState>("INVALID_STATE");
+      }
+      if (current && settings.shards !== current.shards && this.draw.pending(now ?? 0)) {
         return fail<SkuState>("INVALID_STATE");
       }
       const keep = <T>(next: T | undefined, prior: T | undefined, fallback: T): T =>
         next !== undefined ? next : prior !== undefined ? prior : fallback;
+      // Fair opening: a window is set before it opens and never moved once open (opening-draw.ts).
+      const startsAt = keep(settings.startsAt, current?.starts_at, null);
+      const newSeed = settings.shard === 0 ? () => `${this.#newId()}${this.#newId()}`.replaceAll("-", "") : null;
+      if (!this.draw.configure(settings.openingWindowMs, startsAt, now ?? 0, newSeed)) {
+        return fail<SkuState>("INVALID_STATE");
+      }
       this.#sql.exec(
         `INSERT INTO sku (id, sku, shard, shards, name, status, per_user_limit, hold_seconds, starts_at, ends_at, total, seq)
          VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
@@ -880,8 +908,11 @@ export class StockEngine {
       if (prior.quantity !== request.quantity || prior.user_id !== request.userId) {
         return fail("IDEMPOTENCY_MISMATCH", available);
       }
-      return ok({ reservation: this.#toReservation(prior), replayed: true, available });
+      const draw = this.draw.placeOfNonce(request.nonce) ?? undefined;
+      return ok({ reservation: this.#toReservation(prior), replayed: true, available, ...(draw ? { draw } : {}) });
     }
+    const drawn = this.#drawAnswer(request, available);
+    if (drawn) return drawn;
     if (request.shards !== undefined && request.shards !== sku.shards) return fail("TOKEN_INVALID");
 
     if (!isOnSale({ status: sku.status, startsAt: sku.starts_at, endsAt: sku.ends_at }, now)) {
@@ -890,6 +921,7 @@ export class StockEngine {
     if (this.#quota(request.userId) + request.quantity > sku.per_user_limit) {
       return fail("LIMIT_EXCEEDED", available);
     }
+    if (this.draw.pending(now)) return this.#enterDraw(request, sku, now);
     // Buyers are waiting for this SKU: its units are theirs, a newcomer joins the line.
     if (this.#lineAhead && !forLine) return fail("SOLD_OUT", 0);
     if (available === 0) return fail("SOLD_OUT", 0);
@@ -1098,6 +1130,140 @@ export class StockEngine {
       .map((r) => ({ id: r.id, userId: r.user_id, quantity: r.quantity }));
   }
 
+  /**
+   * Fair opening, on the reservation path: a token that joined an entry of the draw gets the
+   * entry's answer once it is decided, and waits until then (never decided on arrival).
+   */
+  #drawAnswer(request: ReserveRequest, available: number): Outcome<ReserveAnswer> | undefined {
+    if (this.draw.deciding) return undefined;
+    const entry = this.draw.entryOfToken(request.nonce);
+    if (!entry) return undefined;
+    if (entry.quantity !== request.quantity || entry.user_id !== request.userId) {
+      return fail("IDEMPOTENCY_MISMATCH", available);
+    }
+    if (entry.code === null || entry.position === null || entry.entry_id === null) return fail("DRAW_PENDING");
+    return this.#drawnOutcome(entry, { entryId: entry.entry_id, position: entry.position }, available);
+  }
+
+  #drawnOutcome(
+    entry: { code: string | null; answer: string | null },
+    at: { entryId: string; position: number },
+    available: number,
+  ): Outcome<ReserveAnswer> {
+    const draw: DrawPlace = { ...at, entrants: this.draw.entrantCount() };
+    if (entry.code === "HELD" && entry.answer) {
+      const stored = JSON.parse(entry.answer) as Reservation;
+      const row = this.#reservationRow(stored.id);
+      return ok({ reservation: row ? this.#toReservation(row) : stored, replayed: true, available, draw });
+    }
+    return { ok: false, code: (entry.code ?? "BUSY") as StockErrorCode, available, draw };
+  }
+
+  /**
+   * A reservation while the draw is pending: inside the window, an entry (one per user; a user's
+   * other tokens join it); after the window, before the decision, it waits and is then decided on
+   * arrival. Either way the edge waits (`DRAW_PENDING`).
+   */
+  #enterDraw(request: ReserveRequest, sku: SkuRow, now: number): Outcome<ReserveAnswer> {
+    if (!this.draw.open(now)) return fail("DRAW_PENDING");
+    const entered = this.draw.enter(request.userId, request.nonce, request.quantity, sku.shard, now);
+    return entered === "mismatch" ? fail("IDEMPOTENCY_MISMATCH") : fail("DRAW_PENDING");
+  }
+
+  /** Whether shard 0 must decide its draw now (the window closed, no decision yet). */
+  drawDue(now: number): boolean {
+    const closesAt = this.draw.closesAt();
+    return closesAt !== null && !this.draw.decided() && now >= closesAt;
+  }
+
+  /**
+   * Closes this shard's entries (idempotent: nobody enters after) and returns them. Shard 0 then
+   * ranks all of the SKU's entrants with its seed ({@link rankEntrants}, outside any transaction).
+   */
+  closeDraw(now: number): Entrant[] {
+    return this.#storage.transactionSync(() => this.draw.close(now, this.#requireRow().shard));
+  }
+
+  /**
+   * Decides a one-shard SKU's draw in one transaction, given its entrants ranked by the seed: each
+   * is decided in that order as a reservation of its first token (limit, stock, first fit), and the
+   * seed is revealed. Once nothing is left, the rest are SOLD_OUT in one statement. Exactly once:
+   * a decided draw is not decided again. Returns the number of entrants decided now.
+   */
+  decideDraw(ranked: readonly RankedEntrant[], now: number): number {
+    return this.#storage.transactionSync(() => {
+      if (this.draw.decided()) return 0;
+      this.#expireDue(now, LAZY_EXPIRY_BATCH);
+      const order = this.draw.place(ranked, now);
+      const current = { sku: this.#row() };
+      this.draw.deciding = true;
+      try {
+        for (const e of order) {
+          const left = current.sku ? current.sku.total - current.sku.held - current.sku.sold : 0;
+          if (left === 0) break;
+          if (e.code !== null) continue;
+          const outcome = this.#reserveOne(e, now, current, true);
+          this.#recordDrawn(e.userId, { entryId: e.entryId, position: e.position, entrants: order.length }, outcome);
+        }
+        this.draw.settleRest("SOLD_OUT");
+        this.draw.finish(now);
+      } finally {
+        this.draw.deciding = false;
+      }
+      return order.length;
+    });
+  }
+
+  #recordDrawn(userId: string, place: DrawPlace, outcome: Outcome<ReserveAnswer>): void {
+    const answer = outcome.ok ? { ...outcome.value.reservation } : null;
+    this.draw.settle(userId, outcome.ok ? "HELD" : outcome.code, place, answer);
+  }
+
+  /** Shard 0 of a sharded SKU: writes the order of all shards' entrants (idempotent). */
+  placeDraw(ranked: readonly RankedEntrant[], now: number): ReturnType<OpeningDraw["place"]> {
+    return this.#storage.transactionSync(() => this.draw.place(ranked, now));
+  }
+
+  /**
+   * The home shard of an entry of a sharded SKU's draw, asked by shard 0 in draw order: reserves
+   * for the entry (its first token's nonce, its quantity, the user's limit here). A short answer is
+   * recorded only when `record` (the caller first pulls stock from siblings and asks again); an
+   * entry already settled answers what it got.
+   */
+  settleDrawEntry(userId: string, place: DrawPlace, now: number, record: boolean): Outcome<ReserveAnswer> {
+    return this.#storage.transactionSync(() => {
+      const e = this.draw.entrantOf(userId);
+      if (!e) return fail<ReserveAnswer>("RESERVATION_NOT_FOUND");
+      const sku = this.#requireRow();
+      const available = sku.total - sku.held - sku.sold;
+      if (e.code !== null) return this.#drawnOutcome(e, place, available);
+      this.#expireDue(now, LAZY_EXPIRY_BATCH);
+      this.draw.deciding = true;
+      let outcome: Outcome<ReserveAnswer>;
+      try {
+        const request = { userId, nonce: e.nonce, quantity: e.quantity };
+        outcome = this.#reserveOne(request, now, { sku: this.#row() }, true);
+      } finally {
+        this.draw.deciding = false;
+      }
+      const short = !outcome.ok && (outcome.code === "SOLD_OUT" || outcome.code === "INSUFFICIENT_STOCK");
+      if (!short || record) this.#recordDrawn(userId, place, outcome);
+      return outcome.ok ? ok({ ...outcome.value, draw: place }) : { ...outcome, draw: place };
+    });
+  }
+
+  /** Records results decided elsewhere (shard 0's copies; a home shard's entries left SOLD_OUT). */
+  recordDrawResults(results: readonly { userId: string; place: DrawPlace; code: string }[]): void {
+    this.#storage.transactionSync(() => {
+      for (const r of results) this.draw.settle(r.userId, r.code, r.place, null, true);
+    });
+  }
+
+  /** The draw is decided (shard 0: the seed is revealed) or, on a sibling, over. */
+  finishDraw(now: number): void {
+    this.#storage.transactionSync(() => this.draw.finish(now));
+  }
+
   /** An entry served (its hold made): out of the line. */
   leaveLine(entryId: string): void {
     this.#sql.exec("DELETE FROM waitlist WHERE id = ?", entryId);
@@ -1129,7 +1295,7 @@ export class StockEngine {
   }
 
   #stateNow(): SkuState {
-    return toState(this.#requireRow(), this.#pricingNow());
+    return { ...toState(this.#requireRow(), this.#pricingNow()), openingWindowMs: this.draw.windowMs };
   }
 
   #bumpSeq(): number {

@@ -100,7 +100,8 @@ describe("demo storefront", () => {
       totalStock: 20,
       perUserLimit: 2,
       holdSeconds: 600,
-      startsAt: new Date(Date.now() + 4000).toISOString(),
+      // 8 s ahead: the page must load and sign in before the sale opens, on a loaded machine too.
+      startsAt: new Date(Date.now() + 8000).toISOString(),
       endsAt: new Date(Date.now() + 3_600_000).toISOString(),
     });
     const page = await newPage(1000, 1200);
@@ -303,6 +304,73 @@ describe("operator dashboard", () => {
     expect(await overflow(page)).toBe(0);
     await screenshot(page, "dashboard-3-phone", "dashboard-phone.png", false);
     await page.close();
+  });
+});
+
+describe("fair opening", () => {
+  it("counts down to the opening, shows a drawn reservation's position, and the dashboard shows the draw", async () => {
+    const sku = `drop-${randomUUID().slice(0, 6)}`;
+    const opensAt = Date.now() + 7_000;
+    await putSku(sku, {
+      name: "Sneaker drop",
+      totalStock: 2,
+      perUserLimit: 1,
+      holdSeconds: 600,
+      startsAt: new Date(opensAt).toISOString(),
+      openingWindowMs: 4_000,
+    });
+    const before = (await (await fetch(`${server.url}/api/skus/${sku}/draw`)).json()) as { seedHash: string };
+    const page = await newPage(1000, 1200);
+    await page.goto(`${server.url}/?sku=${sku}`);
+    await page.fill("#user", "gina");
+    await page.click("#user-form button");
+    await expect.poll(() => page.textContent("#who")).toContain("Signed in as gina");
+    // Before the opening: a countdown to it, and the committed seed hash.
+    await expect
+      .poll(() => page.textContent("#opening"))
+      .toMatch(/^Fair opening in 0:0\d: every request in the first 4 s/);
+    expect(await page.textContent("#opening")).toContain(before.seedHash.slice(0, 16));
+    expect(await page.isDisabled("#buy")).toBe(true);
+    await screenshot(page, "storefront-5-opening");
+
+    // Another shopper enters the same window through the API (2 units, 2 entrants: both are held).
+    const hal = await shopper("hal");
+    await page.waitForSelector("#buy:not([disabled])", { timeout: 15_000 });
+    const theirs = (async () => {
+      const token = (await (await post(`/api/skus/${sku}/tokens`, undefined, hal)).json()) as { token: string };
+      return post(`/api/skus/${sku}/reservations`, { token: token.token, quantity: 1 }, hal);
+    })();
+    await page.click("#buy");
+    await expect.poll(() => page.textContent("#message")).toContain("Entered the opening draw");
+    const halAnswer = await theirs;
+    expect(halAnswer.status).toBe(202);
+    const halPosition = ((await halAnswer.json()) as { draw: { position: number } }).draw.position;
+    // The page's request was answered by the draw: held, with its place in it (the other one).
+    await expect.poll(() => page.textContent("#message"), { timeout: 20_000 }).toMatch(/^Reserved 1/);
+    await expect
+      .poll(() => page.textContent("#res-draw"))
+      .toMatch(new RegExp(`^position ${3 - halPosition} of 2 \\(entry [0-9a-f]{12}…\\)$`));
+    await expect
+      .poll(() => page.textContent("#opening"), DISPLAY)
+      .toMatch(/^Opening draw decided: 2 entrants\. Seed [0-9a-f]{16}…/);
+    await screenshot(page, "storefront-6-drawn", "storefront-draw.png");
+    expect(unexpectedProblems(page)).toEqual([]);
+    await page.close();
+
+    // The dashboard shows the draw: window, entrants, the seed hash and the revealed seed.
+    const board = await newPage(1280, 1000);
+    await board.goto(`${server.url}/dashboard`);
+    await board.waitForSelector("#login:not([hidden])");
+    await board.fill("#token", "dev-admin-token");
+    await board.click("#login button");
+    const draw = `article[data-sku="${sku}"] [data-field="draw"]`;
+    await board.waitForSelector(`${draw}:not([hidden])`);
+    const text = (await board.textContent(draw)) ?? "";
+    expect(text).toMatch(/^4000 ms window · 2 entrants · decided /);
+    expect(text).toContain(`seed hash ${before.seedHash}`);
+    expect(text).toMatch(/ · seed [0-9a-f]{64}$/);
+    expect(unexpectedProblems(board)).toEqual([]);
+    await board.close();
   });
 });
 

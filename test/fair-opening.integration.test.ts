@@ -1,32 +1,279 @@
+import { abortAllDurableObjects, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, createSku, stockOf, uniqueSku } from "./support/client";
+import { drawOrder, entryIdOf, sha256Hex } from "../durable-objects/opening-draw";
+import { type Answer, call, createSku, stockOf, stockShard, tokenFor, uniqueSku } from "./support/client";
+import { eventually } from "./support/eventually";
+import { differencesOf, ordersOf, reconcileNow } from "./support/reconcile";
 
 /**
- * Fair opening (API.md) is not built in this version: a window is refused, never ignored in
- * silence, and the draw route answers as the contract says for SKUs without a window.
+ * Fair opening (API.md "Fair opening") through the Worker: a window's reservations wait for one
+ * draw, which is decided once, verifiably, over the whole SKU. The statistics (uniform winners over
+ * many seeded draws) are in test/opening-draw.unit.test.ts.
  */
-describe("fair opening, not yet available", () => {
-  it("refuses a PUT asking for a window and changes nothing; 0 (off) is accepted", async () => {
-    const sku = uniqueSku("draw");
+
+const HOLD = 600;
+
+/** A SKU whose window opens `leadMs` from now. */
+async function saleWithWindow(
+  sku: string,
+  opts: { total: number; windowMs: number; leadMs?: number; shards?: number; perUserLimit?: number },
+) {
+  const startsAt = Date.now() + (opts.leadMs ?? 800);
+  const created = await createSku(sku, {
+    totalStock: opts.total,
+    perUserLimit: opts.perUserLimit ?? 1,
+    holdSeconds: HOLD,
+    shards: opts.shards ?? 1,
+    startsAt: new Date(startsAt).toISOString(),
+    openingWindowMs: opts.windowMs,
+  });
+  expect(created.json.openingWindowMs).toBe(opts.windowMs);
+  return startsAt;
+}
+
+async function untilOpen(startsAt: number): Promise<void> {
+  await eventually(() => {
+    if (Date.now() < startsAt) throw new Error("not open yet");
+  }, 30_000);
+}
+
+function reserveWith(user: string, sku: string, token: string, quantity = 1): Promise<Answer> {
+  return call("POST", `/api/skus/${sku}/reservations`, { user, body: { token, quantity } });
+}
+
+async function allEntries(sku: string) {
+  const entries: { entryId: string; position: number; quantity: number; result: string }[] = [];
+  for (;;) {
+    const page = await call("GET", `/api/skus/${sku}/draw/entries?offset=${entries.length}&limit=50`);
+    expect(page.status).toBe(200);
+    entries.push(...page.json.entries);
+    if (page.json.entries.length < 50) return entries;
+  }
+}
+
+/** Recomputes the draw from the revealed seed: every position must match. */
+async function verifyDraw(sku: string, seedHashBefore: string) {
+  const draw = await call("GET", `/api/skus/${sku}/draw`);
+  expect(draw.status).toBe(200);
+  expect(draw.json.seed).toMatch(/^[0-9a-f]{64}$/);
+  expect(await sha256Hex(draw.json.seed)).toBe(seedHashBefore);
+  expect(draw.json.seedHash).toBe(seedHashBefore);
+  const entries = await allEntries(sku);
+  expect(entries).toHaveLength(draw.json.entrants);
+  const recomputed = await drawOrder(
+    draw.json.seed,
+    entries.map((e) => e.entryId),
+  );
+  expect(entries.map((e) => e.entryId)).toEqual(recomputed);
+  expect(entries.map((e) => e.position)).toEqual(entries.map((_, i) => i + 1));
+  return { draw: draw.json, entries };
+}
+
+describe("fair opening: configuration", () => {
+  it("publishes the seed hash before the window opens; refuses windows it cannot honour, changing nothing", async () => {
+    const sku = uniqueSku("drawcfg");
     expect((await createSku(sku, { totalStock: 5 })).status).toBe(200);
-    const refused = await call("PUT", `/admin/skus/${sku}`, {
+    const noStart = await call("PUT", `/admin/skus/${sku}`, {
       admin: true,
       body: { totalStock: 9, openingWindowMs: 2_000 },
     });
-    expect([refused.status, refused.json.error?.code]).toEqual([400, "INVALID_REQUEST"]);
-    expect(refused.json.error?.message).toContain("openingWindowMs");
+    expect([noStart.status, noStart.json.error?.code]).toEqual([400, "INVALID_REQUEST"]);
+    const past = new Date(Date.now() - 1_000).toISOString();
+    const late = await call("PUT", `/admin/skus/${sku}`, {
+      admin: true,
+      body: { totalStock: 9, openingWindowMs: 2_000, startsAt: past },
+    });
+    expect([late.status, late.json.error?.code]).toEqual([409, "INVALID_STATE"]);
     expect((await stockOf(sku)).total).toBe(5);
-    const off = await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { totalStock: 6, openingWindowMs: 0 } });
+    expect((await call("GET", `/api/skus/${sku}/draw`)).json.error?.code).toBe("NOT_FOUND");
+
+    const startsAt = new Date(Date.now() + 60_000).toISOString();
+    const set = await call("PUT", `/admin/skus/${sku}`, {
+      admin: true,
+      body: { totalStock: 9, openingWindowMs: 2_000, startsAt },
+    });
+    expect(set.status).toBe(200);
+    const draw = await call("GET", `/api/skus/${sku}/draw`);
+    expect(draw.status).toBe(200);
+    expect(draw.json).toMatchObject({ sku, openingWindowMs: 2_000, seed: null, entrants: 0, decidedAt: null });
+    expect(draw.json.seedHash).toMatch(/^[0-9a-f]{64}$/);
+    expect((await call("GET", `/api/skus/${sku}`)).json.openingWindowMs).toBe(2_000);
+    // Moving the opening before it opens keeps the committed seed.
+    const moved = await call("PUT", `/admin/skus/${sku}`, {
+      admin: true,
+      body: { totalStock: 9, startsAt: new Date(Date.now() + 90_000).toISOString() },
+    });
+    expect(moved.status).toBe(200);
+    expect((await call("GET", `/api/skus/${sku}/draw`)).json.seedHash).toBe(draw.json.seedHash);
+    // 0 turns it off before it opens.
+    const off = await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { totalStock: 9, openingWindowMs: 0 } });
     expect(off.status).toBe(200);
-    expect((await stockOf(sku)).total).toBe(6);
+    expect((await call("GET", `/api/skus/${sku}/draw`)).json.error?.code).toBe("NOT_FOUND");
   });
 
-  it("GET /api/skus/:sku/draw: 404 NOT_FOUND for a SKU without a window, SKU_NOT_FOUND for an unknown one", async () => {
-    const sku = uniqueSku("draw");
-    await createSku(sku, { totalStock: 1 });
-    const known = await call("GET", `/api/skus/${sku}/draw`);
-    expect([known.status, known.json.error?.code]).toEqual([404, "NOT_FOUND"]);
+  it("GET /api/skus/:sku/draw: SKU_NOT_FOUND for an unknown SKU", async () => {
     const unknown = await call("GET", `/api/skus/${uniqueSku("nosuch")}/draw`);
     expect([unknown.status, unknown.json.error?.code]).toEqual([404, "SKU_NOT_FOUND"]);
+  });
+});
+
+describe("fair opening: a sale through the Worker", () => {
+  it("decides a window's entries in one verifiable draw; a bot's many tokens are one entry", async () => {
+    const sku = uniqueSku("drawsale");
+    const units = 8;
+    const startsAt = await saleWithWindow(sku, { total: units, windowMs: 1_500 });
+    const seedHash = (await call("GET", `/api/skus/${sku}/draw`)).json.seedHash as string;
+    await untilOpen(startsAt);
+
+    const shoppers = Array.from({ length: 30 }, (_, i) => `fair-${sku}-${i}`);
+    const bots = [`bot-${sku}-a`, `bot-${sku}-b`];
+    // Bots take many tokens each and fire them all, first.
+    const botTokens = await Promise.all(
+      bots.flatMap((bot) => Array.from({ length: 5 }, async () => ({ user: bot, token: await tokenFor(bot, sku) }))),
+    );
+    const shopperTokens = await Promise.all(shoppers.map(async (user) => ({ user, token: await tokenFor(user, sku) })));
+    const requests = [...botTokens, ...shopperTokens].map(async (t) => ({
+      ...t,
+      answer: await reserveWith(t.user, sku, t.token),
+    }));
+    const answers = await Promise.all(requests);
+    const entered = Date.now();
+
+    const { draw, entries } = await verifyDraw(sku, seedHash);
+    expect(draw.entrants).toBe(shoppers.length + bots.length); // one entry per user
+    expect(Date.parse(draw.decidedAt)).toBeGreaterThanOrEqual(startsAt + 1_500);
+    expect(Date.parse(draw.decidedAt)).toBeLessThanOrEqual(entered);
+
+    const held = answers.filter((a) => a.answer.status === 202);
+    const heldUsers = new Set(held.map((a) => a.user));
+    expect(heldUsers.size).toBe(units);
+    // The winners are the first `units` entries of the recomputed order (quantity 1, limit 1).
+    const winners = new Set(entries.slice(0, units).map((e) => e.entryId));
+    const ids = new Map(
+      await Promise.all([...bots, ...shoppers].map(async (u) => [u, await entryIdOf(sku, u)] as const)),
+    );
+    expect(new Set([...heldUsers].map((u) => ids.get(u)))).toEqual(winners);
+    expect(entries.slice(units).every((e) => e.result === "SOLD_OUT")).toBe(true);
+    for (const a of answers) {
+      const position = entries.findIndex((e) => e.entryId === ids.get(a.user)) + 1;
+      if (a.answer.status === 202) {
+        expect(a.answer.json.draw).toEqual({ entryId: ids.get(a.user), position, entrants: draw.entrants });
+      } else {
+        expect([a.answer.status, a.answer.json.error?.code]).toEqual([409, "SOLD_OUT"]);
+      }
+    }
+    // A bot's tokens share its one entry: all the same answer, at most one reservation.
+    for (const bot of bots) {
+      const mine = answers.filter((a) => a.user === bot);
+      expect(new Set(mine.map((a) => a.answer.status)).size).toBe(1);
+      expect(new Set(mine.map((a) => a.answer.json.reservationId ?? null)).size).toBe(1);
+    }
+    // No oversell; every hold persisted in D1 through the outbox; the books agree.
+    expect(await stockOf(sku)).toEqual({ total: units, available: 0, held: units, sold: 0 });
+    await eventually(async () => expect((await ordersOf(sku)).filter((o) => o.status === "held")).toHaveLength(units));
+    expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
+
+    // A retried token gets its draw answer again; after the window, arrivals are decided on arrival.
+    const first = held[0];
+    if (!first) throw new Error("no holder");
+    const again = await reserveWith(first.user, sku, first.token);
+    expect(again.status).toBe(202);
+    expect(again.headers.get("Idempotent-Replayed")).toBe("true");
+    expect(again.json.reservationId).toBe(first.answer.json.reservationId);
+    expect(again.json.draw.position).toBe(first.answer.json.draw.position);
+    const loser = answers.find((a) => a.answer.status === 409 && !bots.includes(a.user));
+    if (!loser) throw new Error("no loser");
+    expect((await reserveWith(loser.user, sku, loser.token)).json.error?.code).toBe("SOLD_OUT");
+    const late = `late-${sku}`;
+    const lateAnswer = await reserveWith(late, sku, await tokenFor(late, sku).catch(() => "x"));
+    expect(lateAnswer.status).not.toBe(202);
+    expect(lateAnswer.json.draw).toBeUndefined();
+  });
+
+  it("decides exactly once when the stock object restarts mid-window: waiting requests fail, retries get the draw's answer", async () => {
+    const sku = uniqueSku("drawrestart");
+    const units = 4;
+    const startsAt = await saleWithWindow(sku, { total: units, windowMs: 2_000 });
+    const seedHash = (await call("GET", `/api/skus/${sku}/draw`)).json.seedHash as string;
+    await untilOpen(startsAt);
+    const users = Array.from({ length: 12 }, (_, i) => `restart-${sku}-${i}`);
+    const tokens = await Promise.all(users.map(async (user) => ({ user, token: await tokenFor(user, sku) })));
+    const waiting = tokens.map((t) => reserveWith(t.user, sku, t.token).catch((err: unknown) => String(err)));
+    await eventually(async () => expect((await call("GET", `/api/skus/${sku}/draw`)).json.entrants).toBe(users.length));
+    await abortAllDurableObjects(); // the object restarts mid-window: its waiting requests fail
+    const failed = await Promise.all(waiting);
+    for (const f of failed) {
+      if (typeof f !== "string") expect([f.status, f.json.error?.code]).toEqual([503, "BUSY"]);
+    }
+    // Retries with the same tokens: entries were persisted, each gets the one draw's answer.
+    const retried = await Promise.all(
+      tokens.map(async (t) => ({ ...t, answer: await reserveWith(t.user, sku, t.token) })),
+    );
+    const { draw, entries } = await verifyDraw(sku, seedHash);
+    expect(draw.entrants).toBe(users.length);
+    const winners = new Set(entries.slice(0, units).map((e) => e.entryId));
+    for (const r of retried) {
+      const won = winners.has(await entryIdOf(sku, r.user));
+      expect(r.answer.status).toBe(won ? 202 : 409);
+    }
+    const again = await Promise.all(tokens.map((t) => reserveWith(t.user, sku, t.token)));
+    expect(again.map((a) => a.json.reservationId ?? a.json.error?.code)).toEqual(
+      retried.map((r) => r.answer.json.reservationId ?? r.answer.json.error?.code),
+    );
+    expect(await stockOf(sku)).toEqual({ total: units, available: 0, held: units, sold: 0 });
+    const holds = await runInDurableObject(
+      stockShard(env, sku, 0),
+      (_object, state) => state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM reservations").one().n,
+    );
+    expect(holds).toBe(units);
+    await eventually(async () => expect(await ordersOf(sku)).toHaveLength(units));
+  });
+
+  it("a sharded SKU has one draw over all its shards' entries and stock", async () => {
+    const sku = uniqueSku("drawshards");
+    const units = 7;
+    const shards = 3;
+    const startsAt = await saleWithWindow(sku, { total: units, windowMs: 1_500, shards, perUserLimit: 2 });
+    const seedHash = (await call("GET", `/api/skus/${sku}/draw`)).json.seedHash as string;
+    await untilOpen(startsAt);
+    const users = Array.from({ length: 24 }, (_, i) => `shd-${sku}-${i}`);
+    const tokens = await Promise.all(users.map(async (user) => ({ user, token: await tokenFor(user, sku) })));
+    // Some ask for 2: first fit in draw order (a 2 that does not fit is INSUFFICIENT_STOCK, a 1 behind it may fit).
+    const quantity = (i: number) => (i % 3 === 0 ? 2 : 1);
+    const answers = await Promise.all(
+      tokens.map(async (t, i) => ({
+        ...t,
+        q: quantity(i),
+        answer: await reserveWith(t.user, sku, t.token, quantity(i)),
+      })),
+    );
+    const { draw, entries } = await verifyDraw(sku, seedHash);
+    expect(draw.entrants).toBe(users.length);
+    // Replay the rule over the recomputed order: the SKU's units, whichever shard held them.
+    let left = units;
+    const expected = new Map<string, string>();
+    for (const e of entries) {
+      const result = left === 0 ? "SOLD_OUT" : e.quantity > left ? "INSUFFICIENT_STOCK" : "HELD";
+      if (result === "HELD") left -= e.quantity;
+      expected.set(e.entryId, result);
+    }
+    expect(entries.map((e) => e.result)).toEqual(entries.map((e) => expected.get(e.entryId)));
+    for (const a of answers) {
+      const result = expected.get(await entryIdOf(sku, a.user));
+      if (result === "HELD") expect(a.answer.status).toBe(202);
+      else expect(a.answer.json.error?.code).toBe(result);
+    }
+    const stock = await stockOf(sku);
+    expect(stock.total).toBe(units);
+    expect(stock.held).toBe(units - left);
+    await eventually(async () =>
+      expect((await ordersOf(sku)).length).toBe(answers.filter((a) => a.answer.status === 202).length),
+    );
+    expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
+    // Every shard was told: a new arrival is decided at once.
+    const late = `late-${sku}`;
+    const token = await tokenFor(late, sku).catch(() => null);
+    if (token) expect((await reserveWith(late, sku, token)).status).not.toBe(503);
   });
 });

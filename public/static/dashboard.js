@@ -107,6 +107,21 @@ function mirrorText(view) {
   return `${counts} · ${same ? "in sync" : "differs from the stock object"}`;
 }
 
+/** The SKU's opening draw: window, entrants, the committed seed hash, then the revealed seed. */
+function drawText(draw, now) {
+  const opens = Date.parse(draw.opensAt);
+  const closes = Date.parse(draw.closesAt);
+  const phase = draw.decidedAt
+    ? `decided ${new Date(draw.decidedAt).toLocaleTimeString()}`
+    : now < opens
+      ? `opens in ${Math.ceil((opens - now) / 1000)} s`
+      : now < closes
+        ? "window open"
+        : "deciding…";
+  const seed = draw.seed ? ` · seed ${draw.seed}` : " · seed secret until decided";
+  return `${draw.openingWindowMs} ms window · ${draw.entrants} entrants · ${phase} · seed hash ${draw.seedHash}${seed}`;
+}
+
 function renderSku(view, now) {
   const card = cardFor(view.sku);
   const { stock, orders } = view;
@@ -135,6 +150,10 @@ function renderSku(view, now) {
     `${orders.expired} expired · ${orders.cancelled} cancelled · ${orders.refund_required} refund required`;
   field(card, "consistency").textContent = consistencyText(view.sku);
   field(card, "waitlist").textContent = `${view.waitlist} waiting`;
+  const draw = view.draw ?? null;
+  field(card, "draw-label").hidden = draw === null;
+  field(card, "draw").hidden = draw === null;
+  if (draw) field(card, "draw").textContent = drawText(draw, now);
   field(card, "mirror").textContent = mirrorText(view);
   const values = rates(view.sku, stock, now);
   drawSpark(field(card, "spark"), values);

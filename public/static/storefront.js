@@ -17,6 +17,10 @@ const state = {
   waitlistTimer: 0,
   /** Reservation id of a hold that came from the waitlist. */
   grantedId: null,
+  /** The SKU's opening draw (GET /api/skus/:sku/draw), when it has a window. */
+  draw: null,
+  /** Where the last reservation came in the opening draw: { id, entryId, position, entrants }. */
+  drawn: null,
   /** 503 answers retried so far (wrangler dev's proxy, or BUSY): the page says how many. */
   retried503: 0,
 };
@@ -111,7 +115,30 @@ async function pollSku() {
   } else if (answer.ok) {
     state.view = answer.json;
   }
+  // Fair opening: the draw's committed seed hash (and, once decided, its seed).
+  state.draw = null;
+  if (state.view?.openingWindowMs > 0) {
+    const draw = await api("GET", `/api/skus/${encodeURIComponent(state.sku)}/draw`);
+    if (draw.ok) state.draw = draw.json;
+  }
   renderSku();
+}
+
+/** The fair opening's line: a countdown to the opening, then the window, then the draw. */
+function openingText(draw, now) {
+  if (!draw) return null;
+  const opens = Date.parse(draw.opensAt);
+  const closes = Date.parse(draw.closesAt);
+  const seconds = (draw.openingWindowMs / 1000).toFixed(draw.openingWindowMs % 1000 === 0 ? 0 : 1);
+  if (now < opens) {
+    return `Fair opening in ${duration(opens - now)}: every request in the first ${seconds} s takes part in one draw, in random order (seed hash ${draw.seedHash.slice(0, 16)}…). Arriving first gives no advantage.`;
+  }
+  if (!draw.decidedAt) {
+    return now < closes
+      ? `Opening window: requests now enter the draw (closes in ${duration(closes - now)}).`
+      : "The opening draw is being decided…";
+  }
+  return `Opening draw decided: ${draw.entrants} entrants. Seed ${draw.seed.slice(0, 16)}… (check it against the hash published before).`;
 }
 
 function saleWindow(view, now) {
@@ -140,6 +167,9 @@ function renderSku() {
   $("available").textContent = String(view.available);
   $("available").classList.toggle("gone", view.available === 0);
   $("countdown").textContent = view.available === 0 && sale.open ? "Sold out." : sale.text;
+  const opening = openingText(state.draw, Date.now());
+  $("opening").hidden = opening === null;
+  $("opening").textContent = opening ?? "";
   $("sku-meta").textContent = `At most ${view.perUserLimit} per shopper.`;
   $("quantity").max = String(view.perUserLimit);
   $("buy").disabled = state.busy || !state.jwt || !sale.open || view.available === 0;
@@ -242,7 +272,9 @@ async function reserve(quantity) {
     say(`No token: ${errorText(token)}`, "error");
     return;
   }
-  say("Reserving…");
+  const draw = state.draw;
+  const inWindow = draw && !draw.decidedAt && Date.now() >= Date.parse(draw.opensAt);
+  say(inWindow ? "Entered the opening draw: your answer comes when the window closes…" : "Reserving…");
   const answer = await api("POST", `/api/skus/${encodeURIComponent(state.sku)}/reservations`, {
     auth: true,
     body: { token: token.json.token, quantity },
@@ -253,6 +285,8 @@ async function reserve(quantity) {
   }
   state.reservation = { ...answer.json, order: { persisted: false, status: null } };
   state.grantedId = null;
+  // A reservation decided by the opening draw says where it came (GET of it does not repeat it).
+  state.drawn = answer.json.draw ? { id: answer.json.reservationId, ...answer.json.draw } : null;
   const retried = state.retried503 > 0 ? ` (${state.retried503} answers 503 retried with the same token)` : "";
   say(`Reserved ${quantity}: the stock is held for you. Waiting for the order row…${retried}`, "ok");
   renderReservation();
@@ -308,6 +342,12 @@ function renderReservation() {
   $("res-status").textContent = r.status;
   $("res-status").dataset.status = r.status;
   $("res-quantity").textContent = String(r.quantity);
+  const drawn = state.drawn?.id === r.reservationId ? state.drawn : null;
+  $("res-draw-label").hidden = drawn === null;
+  $("res-draw").hidden = drawn === null;
+  $("res-draw").textContent = drawn
+    ? `position ${drawn.position} of ${drawn.entrants} (entry ${drawn.entryId.slice(0, 12)}…)`
+    : "";
   $("res-order").textContent = r.order.persisted
     ? `persisted · status ${r.order.status}`
     : "waiting for the queue consumer…";

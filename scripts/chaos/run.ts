@@ -80,13 +80,17 @@ process.on("SIGINT", () => void stopAll().then(() => process.exit(130)));
 
 try {
   for (const plan of skus) {
-    const { sku, totalStock, perUserLimit, holdSeconds, shards } = plan;
+    const { sku, totalStock, perUserLimit, holdSeconds, shards, opening } = plan;
     const reply = await client.admin("PUT", `/admin/skus/${sku}`, {
       name: sku,
       totalStock,
       perUserLimit,
       holdSeconds,
       shards,
+      // Fair opening: shoppers who come before the start are refused a token; those in the window enter the draw.
+      ...(opening
+        ? { startsAt: new Date(Date.now() + opening.leadMs).toISOString(), openingWindowMs: opening.windowMs }
+        : {}),
     });
     if (reply.status !== 200) throw new Error(`configuring ${sku} answered ${reply.status}: ${reply.text}`);
     log(`SKU ${sku}: total ${totalStock}, perUserLimit ${perUserLimit}, holdSeconds ${holdSeconds}, shards ${shards}`);

@@ -72,6 +72,8 @@ export interface SkuPlan {
   shards: number;
   /** Relative share of shoppers. */
   weight: number;
+  /** Fair opening: the sale starts `leadMs` after configuration; its first `windowMs` are one draw. */
+  opening?: { leadMs: number; windowMs: number };
 }
 
 export function skuPlans(opts: Options): SkuPlan[] {
@@ -82,6 +84,16 @@ export function skuPlans(opts: Options): SkuPlan[] {
     { sku: `${prefix}-short`, totalStock: 40 * scale, perUserLimit: 2, holdSeconds: 10, shards: 1, weight: 3 },
     { sku: `${prefix}-sharded`, totalStock: 90 * scale, perUserLimit: 3, holdSeconds: 900, shards: 4, weight: 3 },
     { sku: `${prefix}-hot`, totalStock: 12 * scale, perUserLimit: 1, holdSeconds: 10, shards: 2, weight: 2 },
+    // A sale with a fair opening: the first 3 s after its start are decided by one draw (over 2 shards).
+    {
+      sku: `${prefix}-drawn`,
+      totalStock: 30 * scale,
+      perUserLimit: 2,
+      holdSeconds: 900,
+      shards: 2,
+      weight: 3,
+      opening: { leadMs: 4_000, windowMs: 3_000 },
+    },
   ];
 }
 

@@ -32,6 +32,7 @@ export async function configureSku(env: Env, sku: string, body: SkuSettingsReque
     startsAt: time(body.startsAt),
     endsAt: time(body.endsAt),
     status: body.status,
+    openingWindowMs: body.openingWindowMs,
   };
   const configure = (shard: number, shards: number, totalStock: number | undefined) => {
     const settings: SkuSettings = { ...common, shard, shards, totalStock };
@@ -40,6 +41,7 @@ export async function configureSku(env: Env, sku: string, body: SkuSettingsReque
   };
 
   const current = await readShardStates(env, sku);
+  checkOpeningWindow(body, current?.[0] ?? null, common.startsAt, now);
   const shards = body.shards ?? current?.[0]?.shards ?? 1;
   if (!current || shards !== current[0]?.shards) {
     if (current) await assertIdle(env, sku, current);
@@ -80,6 +82,37 @@ export async function configureSku(env: Env, sku: string, body: SkuSettingsReque
 /** Shard i's part of `total` over `shards` shards (the first ones take the remainder). */
 export function share(total: number, shards: number, i: number): number {
   return Math.floor(total / shards) + (i < total % shards ? 1 : 0);
+}
+
+/**
+ * Fair opening: a window opens at `startsAt`, in the future (its seed hash is published before it
+ * opens), and does not move once open. The stock objects check the same in their transaction (two
+ * PUTs racing); this gives the clear error first, before any shard changes.
+ */
+function checkOpeningWindow(
+  body: SkuSettingsRequest,
+  current: SkuState | null,
+  startsAt: number | null | undefined,
+  now: number,
+): void {
+  const windowBefore = current?.openingWindowMs ?? 0;
+  const startsBefore = current?.startsAt ?? null;
+  const windowMs = body.openingWindowMs ?? windowBefore;
+  const starts = startsAt === undefined ? startsBefore : startsAt;
+  const changed = windowMs !== windowBefore || starts !== startsBefore;
+  if (windowBefore > 0 && startsBefore !== null && now >= startsBefore) {
+    if (changed)
+      throw new ApiError("INVALID_STATE", "The opening window has opened: openingWindowMs and startsAt stay.");
+    return;
+  }
+  if (windowMs === 0 || !changed) return;
+  if (starts === null) throw new ApiError("INVALID_REQUEST", "openingWindowMs > 0 needs a startsAt.");
+  if (now >= starts) {
+    throw new ApiError(
+      "INVALID_STATE",
+      "An opening window must open in the future (its seed hash is published first).",
+    );
+  }
 }
 
 async function assertIdle(env: Env, sku: string, states: SkuState[]): Promise<void> {

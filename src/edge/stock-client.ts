@@ -33,6 +33,9 @@ export function unwrap<T>(outcome: Outcome<T>): T {
   if (!outcome.ok) {
     if (outcome.code === "BUSY") throw new ApiError("BUSY", undefined, { "Retry-After": "1" });
     if (outcome.code === "TOKEN_INVALID") throw new ApiError("TOKEN_INVALID", STALE_TOKEN);
+    // An undecided draw's answer is waited for by the edge (src/edge/draw-client.ts), never sent.
+    if (outcome.code === "DRAW_PENDING")
+      throw new ApiError("BUSY", "The opening draw is not decided yet.", { "Retry-After": "1" });
     throw new ApiError(outcome.code);
   }
   return outcome.value;

@@ -70,6 +70,28 @@ bench.post("/bench/engine", async (c) => {
   return c.json({ elapsedMs, ok, rejected: codes, rpcs: batches.length, rpcMs });
 });
 
+const DrawRequest = z.object({
+  sku: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/),
+  phase: z.enum(["enter", "decide"]),
+  count: z.int().min(1).max(200_000).default(1),
+  run: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,32}$/)
+    .default("draw"),
+});
+
+/**
+ * Bench point `draw_decide` (bench/scenarios/draw.ts): `enter` fills a SKU's opening window with
+ * `count` entrants, `decide` decides its draw as the alarm would; the driver times each call and
+ * reads workerd's CPU and memory around it.
+ */
+bench.post("/bench/draw", async (c) => {
+  const body = await readJson(c, DrawRequest);
+  const stub = stockShard(c.env, body.sku, 0) as unknown as DurableObjectStub<HarnessSkuStock>;
+  if (body.phase === "enter") return c.json({ entered: await stub.benchDrawEnter(body.run, body.count) });
+  return c.json(await stub.benchDrawDecide());
+});
+
 bench.get("/bench/orders/:sku", async (c) => {
   const sku = c.req.param("sku");
   const { results } = await c.env.DB.prepare(

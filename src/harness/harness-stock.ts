@@ -1,5 +1,5 @@
 import { SkuStock as ProductionSkuStock } from "../../durable-objects/sku-stock";
-import type { EngineStorage } from "../../durable-objects/stock-engine";
+import type { EngineStorage, ReserveRequest } from "../../durable-objects/stock-engine";
 
 /** What `GET /bench/stock/:sku/:shard/stats` answers: the object's storage as the soak watches it. */
 export interface StockStats {
@@ -61,6 +61,44 @@ export class SkuStock extends ProductionSkuStock {
     const rows: Record<string, number> = {};
     for (const table of TABLES) rows[table] = sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table}`).one().n;
     return { rowsRead: counter?.rowsRead ?? 0, databaseSize: sql.databaseSize, rows };
+  }
+
+  /**
+   * Bench (`POST /bench/draw`, bench point `draw_decide`): puts `count` entrants (fresh users, one
+   * token each) into this shard's opening window, as batches of 64 through the engine's `reserve`,
+   * at a clock set inside the window (the object's `now` seam: the bench's window opens an hour
+   * ahead, so the real alarm stays out of the measurement). Returns how many became entries.
+   */
+  benchDrawEnter(run: string, count: number): number {
+    const closesAt = this.engine.draw.closesAt();
+    if (closesAt === null) throw new Error("this SKU has no opening window");
+    const inside = closesAt - 1;
+    this.now = () => inside;
+    let entered = 0;
+    for (let i = 0; i < count; i += 64) {
+      const batch: ReserveRequest[] = Array.from({ length: Math.min(64, count - i) }, (_, k) => ({
+        userId: `${run}-${i + k}`,
+        nonce: `${run}-n-${i + k}`,
+        quantity: 1,
+      }));
+      for (const answer of this.engine.reserve(batch, inside))
+        if (!answer.ok && answer.code === "DRAW_PENDING") entered++;
+    }
+    return entered;
+  }
+
+  /** Bench: the window's close, then what the alarm does there (decide the draw); the draw after. */
+  async benchDrawDecide(): Promise<{ entrants: number; held: number; seedRevealed: boolean }> {
+    const closesAt = this.engine.draw.closesAt();
+    if (closesAt === null) throw new Error("this SKU has no opening window");
+    this.now = () => closesAt;
+    await this.alarm();
+    const info = this.engine.draw.info();
+    return {
+      entrants: info?.entrants ?? 0,
+      held: this.engine.state()?.stock.held ?? 0,
+      seedRevealed: info?.seed != null,
+    };
   }
 
   /**

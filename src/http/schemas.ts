@@ -29,15 +29,10 @@ export const SkuSettingsRequest = z
     price: z.int().min(0).max(1_000_000_000).nullable().optional(),
     currency: Currency.optional(),
     /**
-     * API.md "Fair opening". 0 (off) is the only value this version takes: the draw is not built yet,
-     * and a window asked for must not be ignored in silence.
+     * API.md "Fair opening": reservations in the first `openingWindowMs` after `startsAt` are decided
+     * by a draw (0: off). Set before the window opens; it needs a `startsAt`.
      */
-    openingWindowMs: z
-      .int()
-      .min(0)
-      .max(10_000)
-      .refine((ms) => ms === 0, "fair opening (openingWindowMs > 0) is not available in this version")
-      .optional(),
+    openingWindowMs: z.int().min(0).max(10_000).optional(),
   })
   .refine((b) => !b.startsAt || !b.endsAt || Date.parse(b.startsAt) < Date.parse(b.endsAt), {
     message: "startsAt must be before endsAt",

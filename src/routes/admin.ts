@@ -6,7 +6,7 @@ import { configureSku } from "../catalog/configure-sku";
 import { skus } from "../db/schema";
 import { readSkuState, readWaitlist } from "../edge/sku-state";
 import { forgetSoldOut } from "../edge/sold-out-cache";
-import { SKU_ID } from "../edge/stock-client";
+import { callStock, SKU_ID, stockShard } from "../edge/stock-client";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import { mirrorCounts } from "../mirror/admin-view";
@@ -17,7 +17,7 @@ import { applyPricing, readPaymentTotals } from "../payments/pricing";
 import { recentRuns, reconcile } from "../reconcile/reconcile";
 import { type AdminSku, ROUTES } from "./contract";
 import { register } from "./register";
-import { adminSkuView } from "./views";
+import { adminSkuView, drawView } from "./views";
 
 export const admin = new Hono<AppEnv>();
 
@@ -31,6 +31,8 @@ async function skuView(env: Env, sku: string): Promise<z.infer<typeof AdminSku> 
     waitlist: await readWaitlist(env, sku, state.shards),
     payments: await readPaymentTotals(env, sku, state.shards),
     mirror: await mirrorCounts(env, sku),
+    // Fair opening: the draw of a SKU with a window (entrants, seed hash, revealed seed), else null.
+    draw: await callStock(() => stockShard(env, sku, 0).drawInfo()).then((d) => (d ? drawView(sku, d) : null)),
   };
 }
 

@@ -33,6 +33,8 @@ export const PublicSku = z.object({
   perUserLimit: z.int().min(1),
   price: Count.nullable(),
   currency: z.string(),
+  /** Added: the fair-opening window (0: none). */
+  openingWindowMs: Count.optional(),
 });
 
 export const PurchaseToken = z.object({ token: z.string(), expiresAt: Time });
@@ -45,6 +47,8 @@ export const Reservation = z.object({
   /** Null only for an order recorded by an older producer that did not send it. */
   expiresAt: Time.nullable(),
   links: z.object({ self: z.string() }),
+  /** A reservation decided by the opening draw: where it came (API.md "Fair opening"). */
+  draw: z.object({ entryId: z.string(), position: z.int().min(1), entrants: z.int().min(1) }).optional(),
 });
 
 export const ReservationDetail = Reservation.extend({
@@ -68,6 +72,29 @@ const StockCounts = z.object({ total: Count, available: Count, held: Count, sold
 const OrderCounts = z.object({ held: Count, paid: Count, expired: Count, cancelled: Count, refund_required: Count });
 const MirrorCounts = z.object({ available: Count, held: Count, sold: Count, version: z.int() });
 
+/** `GET /api/skus/:sku/draw` (API.md "Fair opening"), plus when the window opens and closes. */
+export const Draw = z.object({
+  sku: z.string(),
+  openingWindowMs: Count,
+  seedHash: z.string(),
+  seed: z.string().nullable(),
+  entrants: Count,
+  decidedAt: Time.nullable(),
+  opensAt: Time,
+  closesAt: Time,
+});
+
+/** `GET /api/skus/:sku/draw/entries`: decided entries in draw order, to recompute the order. */
+export const DrawEntries = z.object({
+  sku: z.string(),
+  seed: z.string().nullable(),
+  entrants: Count,
+  offset: Count,
+  entries: z.array(
+    z.object({ entryId: z.string(), position: z.int().min(1), quantity: z.int().min(1), result: z.string() }),
+  ),
+});
+
 export const AdminSku = z.object({
   sku: z.string(),
   name: z.string(),
@@ -85,6 +112,8 @@ export const AdminSku = z.object({
   payments: z.object({ refund_required: Count }),
   mirror: MirrorCounts.nullable(),
   version: z.int(),
+  openingWindowMs: Count.optional(),
+  draw: Draw.nullable().optional(),
 });
 
 export const AdminSkuList = z.object({ skus: z.array(AdminSku) });
@@ -113,16 +142,6 @@ export const ReplayAnswer = z.object({ id: z.string(), replayed: z.literal(true)
 
 export const Health = z.object({ ok: z.literal(true) });
 
-/** `GET /api/skus/:sku/draw` (API.md "Fair opening"). */
-export const Draw = z.object({
-  sku: z.string(),
-  openingWindowMs: Count,
-  seedHash: z.string(),
-  seed: z.string().nullable(),
-  entrants: Count,
-  decidedAt: Time.nullable(),
-});
-
 /** Named schemas: the document's `components.schemas`. */
 export const CONTRACT_SCHEMAS = {
   ErrorBody,
@@ -148,6 +167,7 @@ export const CONTRACT_SCHEMAS = {
   ReplayAnswer,
   Health,
   Draw,
+  DrawEntries,
 } as const;
 export type SchemaName = keyof typeof CONTRACT_SCHEMAS;
 
@@ -211,10 +231,24 @@ export const ROUTES = {
     path: "/api/skus/:sku/draw",
     summary: "The opening draw of a SKU with a fair-opening window",
     description:
-      "No credentials. For a SKU configured with `openingWindowMs` > 0: the committed seed hash, then the revealed seed, the entrants and when the draw was decided. A SKU without a window answers 404 NOT_FOUND. This version configures no windows yet (PUT refuses `openingWindowMs` > 0), so every known SKU answers NOT_FOUND.",
+      "No credentials. For a SKU configured with `openingWindowMs` > 0: the committed seed hash (from the moment the window is set), then the revealed seed, the entrants and when the draw was decided. The order: entries sorted by hex HMAC-SHA256(key = seed, message = entryId), entryId = hex SHA-256 of `<sku>:<userId>` (docs/API.md). A SKU without a window answers 404 NOT_FOUND.",
     access: "public",
     ok: { status: 200, description: "The draw", schema: "Draw" },
     errors: ["SKU_NOT_FOUND", "NOT_FOUND"],
+  },
+  drawEntries: {
+    method: "get",
+    path: "/api/skus/:sku/draw/entries",
+    summary: "The decided entries of the opening draw, in draw order (a page)",
+    description:
+      "No credentials. With the revealed seed, anyone can recompute the order and check every position and result (`HELD` or the refusal code). Empty until the draw is decided.",
+    access: "public",
+    query: [
+      { name: "offset", description: "Entries to skip (default 0)", schema: z.string().regex(/^\d+$/) },
+      { name: "limit", description: "Page size, 1..5000 (default 1000)", schema: z.string().regex(/^\d+$/) },
+    ],
+    ok: { status: 200, description: "A page of entries", schema: "DrawEntries" },
+    errors: ["SKU_NOT_FOUND", "NOT_FOUND", "INVALID_REQUEST"],
   },
   purchaseToken: {
     method: "post",

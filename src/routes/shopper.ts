@@ -1,6 +1,8 @@
 import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
+import { z } from "zod";
 import { isOnSale, type ReserveRequest } from "../../durable-objects/stock-engine";
+import { awaitDraw } from "../edge/draw-client";
 import { reserveGrouped } from "../edge/group-commit";
 import { mintPurchaseToken, newNonce, verifyPurchaseToken } from "../edge/purchase-token";
 import { readSkuState } from "../edge/sku-state";
@@ -15,7 +17,7 @@ import { findOrder, orderAsReservation, ordersOfUser } from "../orders/order-sto
 import { settledReservation } from "../orders/settled";
 import { ROUTES } from "./contract";
 import { register } from "./register";
-import { publicSkuView, reservationView } from "./views";
+import { drawView, publicSkuView, reservationView } from "./views";
 
 export const shopper = new Hono<AppEnv>();
 
@@ -67,15 +69,41 @@ register(shopper, ROUTES.publicSku, async (c) => {
   return c.json(publicSkuView(display.state));
 });
 
+/** The draw of a SKU with an opening window, from shard 0 (SKU not found vs. no window). */
+async function readDraw(env: Env, sku: string) {
+  const info = await callStock(() => stockShard(env, sku, 0).drawInfo());
+  if (info) return info;
+  const state = await callStock(() => stockShard(env, sku, 0).state());
+  if (!state) throw new ApiError("SKU_NOT_FOUND");
+  throw new ApiError("NOT_FOUND", "This SKU has no opening window.");
+}
+
 /**
- * The opening draw (API.md "Fair opening"). No SKU has an opening window in this version (PUT
- * refuses one), so a known SKU answers `404 NOT_FOUND` and an unknown one `404 SKU_NOT_FOUND`.
+ * The opening draw (API.md "Fair opening"): the seed hash from the moment the window is set, the
+ * seed once the draw is decided. Not cached: the seed appears at the decision.
  */
 register(shopper, ROUTES.draw, async (c) => {
   const sku = skuParam(c.req.param("sku"));
-  const display = await skuDisplay(c.env, sku, Date.now(), (promise) => c.executionCtx.waitUntil(promise));
-  if (!display) throw new ApiError("SKU_NOT_FOUND");
-  throw new ApiError("NOT_FOUND", "This SKU has no opening window.");
+  return c.json(drawView(sku, await readDraw(c.env, sku)));
+});
+
+const EntriesQuery = z.object({
+  offset: z.coerce.number().int().min(0).default(0),
+  limit: z.coerce.number().int().min(1).max(5_000).default(1_000),
+});
+
+/**
+ * The decided entries in draw order, a page at a time: with the revealed seed, anyone can recompute
+ * the order (docs/API.md "Fair opening") and check every position. Empty until the decision.
+ */
+register(shopper, ROUTES.drawEntries, async (c) => {
+  const sku = skuParam(c.req.param("sku"));
+  const query = EntriesQuery.safeParse({ offset: c.req.query("offset"), limit: c.req.query("limit") });
+  if (!query.success) throw new ApiError("INVALID_REQUEST", "offset >= 0 and limit 1..5000 are integers.");
+  const info = await readDraw(c.env, sku);
+  const { offset, limit } = query.data;
+  const entries = await callStock(() => stockShard(c.env, sku, 0).drawEntries(offset, limit));
+  return c.json({ sku, seed: info.seed, entrants: info.entrants, offset, entries });
 });
 
 /** A one-time purchase token for this user and SKU, bound to the user's home shard. */
@@ -122,21 +150,26 @@ register(
     };
     const send = (requests: ReserveRequest[]) =>
       callStock(() => stockShard(c.env, sku, claims.shard).reserve(requests));
-    const outcome =
+    let outcome =
       c.env.GROUP_COMMIT === "on"
         ? await reserveGrouped(`${sku}#${claims.shard}`, request, send)
         : (await send([request]))[0];
     if (!outcome) throw new Error("stock object returned no answer");
+    // Fair opening: not decided on arrival; the answer comes from the draw (or right after it).
+    const drawn = !outcome.ok && outcome.code === "DRAW_PENDING";
+    if (drawn) outcome = await awaitDraw(c.env, sku, claims.shard, request);
     // A shard's "available 0" speaks for the whole SKU only when it is the only shard; a sharded
     // SKU answers SOLD_OUT only once its siblings had nothing to give either.
     const soldOut =
       claims.shards === 1
         ? (outcome.ok ? outcome.value.available : outcome.available) === 0
         : !outcome.ok && outcome.code === "SOLD_OUT";
-    if (soldOut) markSoldOut(sku, now, soldOutTtl(c.env), { shard: claims.shard, spent: outcome.spent });
+    // A draw's answers carry no spent-nonce digest: they teach the sold-out cache nothing.
+    if (soldOut && !drawn) markSoldOut(sku, now, soldOutTtl(c.env), { shard: claims.shard, spent: outcome.spent });
     const answer = unwrap(outcome);
     if (answer.replayed) c.header("Idempotent-Replayed", "true");
-    return c.json(reservationView(answer.reservation), 202);
+    const view = reservationView(answer.reservation);
+    return c.json(answer.draw ? { ...view, draw: answer.draw } : view, 202);
   },
   { before: [countReservation] },
 );

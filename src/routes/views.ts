@@ -1,6 +1,7 @@
 import type { z } from "zod";
+import type { DrawInfo } from "../../durable-objects/opening-draw";
 import type { Reservation, SkuState } from "../../durable-objects/stock-engine";
-import type { AdminSku, PublicSku, Reservation as ReservationBody } from "./contract";
+import type { AdminSku, Draw, PublicSku, Reservation as ReservationBody } from "./contract";
 
 /**
  * JSON shapes of the contract (API.md), built in one place so every route answers alike, and typed
@@ -37,6 +38,22 @@ export function publicSkuView(s: SkuState): z.infer<typeof PublicSku> {
     endsAt: iso(s.endsAt),
     perUserLimit: s.perUserLimit,
     ...pricingView(s),
+    openingWindowMs: s.openingWindowMs ?? 0,
+  };
+}
+
+/** `GET /api/skus/:sku/draw` (API.md "Fair opening"), plus when the window opens and closes. */
+export function drawView(sku: string, d: DrawInfo): z.infer<typeof Draw> {
+  return {
+    sku,
+    openingWindowMs: d.openingWindowMs,
+    // Only shard 0 commits a seed, and the draw is always read there.
+    seedHash: d.seedHash ?? "",
+    seed: d.seed,
+    entrants: d.entrants,
+    decidedAt: iso(d.decidedAt),
+    opensAt: new Date(d.opensAt).toISOString(),
+    closesAt: new Date(d.closesAt).toISOString(),
   };
 }
 
@@ -54,6 +71,7 @@ export function adminSkuView(
     endsAt: iso(s.endsAt),
     shards: s.shards,
     ...pricingView(s),
+    openingWindowMs: s.openingWindowMs ?? 0,
     stock: s.stock,
     version: s.version,
   };
