@@ -4,6 +4,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import type { Capacity } from "./lib/capacity";
 import type { Point } from "./lib/measure";
 import type { ProfileLine } from "./lib/profile";
 import type { RedisBenchResult } from "./lib/redis-benchmark";
@@ -23,12 +24,48 @@ export interface Results {
   points: Record<string, Point>;
   redis: Record<string, RedisBenchResult>;
   figures: {
-    engine_core?: { perSec: number; cpuUsPerReservation: number; batch: number; reservations: number };
-    order_pipeline?: { ordersPerSec: number; lagP50Ms: number; lagP99Ms: number; rows: number };
+    engine_core?: EngineFigure;
+    engine_core_no_fsync?: EngineFigure;
+    memory?: {
+      liveHolds?: {
+        holds: number;
+        heapUsedMiB: number;
+        heapDeltaMiB: number;
+        rssDeltaMiB: number;
+        databaseMiB: number;
+      };
+      userQuotas?: {
+        users: number;
+        heapUsedMiB: number;
+        heapDeltaMiB: number;
+        rssDeltaMiB: number;
+        databaseMiB: number;
+      };
+    };
+    order_pipeline?: {
+      ordersPerSec: number;
+      lagP50Ms: number;
+      lagP99Ms: number;
+      rows: number;
+      persistPerSec?: number;
+      cpuUsPerOrder?: number;
+      pipelineCpuUsPerOrder?: number;
+    };
+    hot_sku_orders?: { ordersPerSec: number; lagP50Ms: number; lagP99Ms: number; rows: number };
     hot_sku_profile?: ProfileLine[];
   };
+  /** The capacity model (bench/lib/capacity.ts); absent in results of runs before it existed. */
+  capacity?: Capacity;
   baselines: { ref: string; commit: string; subject: string; keys: Record<string, string> }[];
   problems: string[];
+}
+
+interface EngineFigure {
+  perSec: number;
+  cpuUsPerReservation: number;
+  batch: number;
+  reservations: number;
+  sqlStatementsPerReservation?: number;
 }
 
 const n0 = (v: number | undefined) =>
@@ -154,6 +191,7 @@ function performanceDoc(r: Results): string {
   const lua16 = r.redis.reserve_lua_p16;
   const engine = r.figures.engine_core;
   const pipe = r.figures.order_pipeline;
+  const hotOrders = r.figures.hot_sku_orders;
   const out: string[] = [
     "# Performance",
     "",
@@ -182,6 +220,13 @@ function performanceDoc(r: Results): string {
           n0(engine?.cpuUsPerReservation),
         ],
         [
+          "the same, the Worker's state on tmpfs (SQLite's commit does not wait for the disk)",
+          n0(r.figures.engine_core_no_fsync?.perSec),
+          "",
+          "",
+          n0(r.figures.engine_core_no_fsync?.cpuUsPerReservation),
+        ],
+        [
           "redis-benchmark EVALSHA reserve.lua, c50, unpipelined",
           n0(lua1?.perSec),
           n1(lua1?.p50Ms),
@@ -196,16 +241,71 @@ function performanceDoc(r: Results): string {
           n1(lua16?.cpuUsPerCall),
         ],
         [
-          `orders persisted in D1 after the hot-SKU run (${pipe?.rows ?? 0} rows; lag hold → row)`,
+          "the same, unpipelined, redis-server with appendfsync always",
+          n0(r.redis.reserve_lua_p1_fsync_always?.perSec),
+          n1(r.redis.reserve_lua_p1_fsync_always?.p50Ms),
+          n1(r.redis.reserve_lua_p1_fsync_always?.p99Ms),
+          n1(r.redis.reserve_lua_p1_fsync_always?.cpuUsPerCall),
+        ],
+        [
+          `orders persisted in D1, a sale of ${n0(pipe?.rows)} through the reserve RPC (first hold → last row; lag hold → row)`,
           n0(pipe?.ordersPerSec),
           n0(pipe?.lagP50Ms),
           n0(pipe?.lagP99Ms),
+          n0(pipe?.cpuUsPerOrder),
+        ],
+        [
+          "the same orders, the consumer's rate once it started (CPU: broker + consumer + D1, after the sale)",
+          n0(pipe?.persistPerSec),
+          "",
+          "",
+          n0(pipe?.pipelineCpuUsPerOrder),
+        ],
+        [
+          `orders of the hot-SKU run (${n0(hotOrders?.rows)} rows, HTTP load)`,
+          n0(hotOrders?.ordersPerSec),
+          n0(hotOrders?.lagP50Ms),
+          n0(hotOrders?.lagP99Ms),
           "",
         ],
       ],
     ),
     "",
   ];
+  const mem = r.figures.memory;
+  out.push(
+    `SQL statements per reservation in the engine core (each a call from JS into SQLite, outbox flushes included): ${engine?.sqlStatementsPerReservation?.toFixed(2) ?? "–"}.`,
+    "",
+  );
+  if (mem) {
+    out.push(
+      "## Stock object memory",
+      "",
+      "The isolate's JS heap after a full GC (the inspector's `Runtime.getHeapUsage`; the 128 MB limit is on it) and workerd's RSS, after one object was filled and then decided reserve batches over what it holds.",
+      "",
+      table(
+        ["one object with", "heap MiB", "heap Δ MiB", "RSS Δ MiB", "SQLite MiB"],
+        [
+          [
+            `${n0(mem.liveHolds?.holds)} live holds`,
+            n1(mem.liveHolds?.heapUsedMiB),
+            n1(mem.liveHolds?.heapDeltaMiB),
+            n1(mem.liveHolds?.rssDeltaMiB),
+            n1(mem.liveHolds?.databaseMiB),
+          ],
+          [
+            `${n0(mem.userQuotas?.users)} users' quotas`,
+            n1(mem.userQuotas?.heapUsedMiB),
+            n1(mem.userQuotas?.heapDeltaMiB),
+            n1(mem.userQuotas?.rssDeltaMiB),
+            n1(mem.userQuotas?.databaseMiB),
+          ],
+        ],
+      ),
+      "",
+    );
+  }
+  if (r.capacity) out.push(...capacitySection(r.capacity));
   if (r.baselines.length > 0) {
     out.push(
       "## Before → after",
@@ -232,6 +332,60 @@ function performanceDoc(r: Results): string {
   }
   if (r.problems.length > 0) out.push("## Problems in this run", "", ...r.problems.map((p) => `- ${p}`), "");
   return `${out.join("\n")}\n`;
+}
+
+/** "Capacity on Cloudflare": the model of bench/lib/capacity.ts, its inputs and the limits it rests on. */
+function capacitySection(c: Capacity): string[] {
+  const engine = c.inputs.engine;
+  const out = [
+    "## Capacity on Cloudflare (model)",
+    "",
+    `From this run's measured figures (engine core${engine ? `: ${n0(engine.cpuUsPerReservation)} µs workerd CPU per reservation in batches of ${engine.batch}, ${n0(engine.perSec)}/s wall-clock here` : ": not measured"}; order pipeline${c.d1 ? `: ${n0(c.d1.cpuUsPerOrder)} µs workerd CPU per order for queue broker, consumer and D1 together, ${n0(c.d1.measuredOrdersPerSec)}/s wall-clock here` : ": not measured"}) and the documented limits below (bench/lib/capacity.ts). An object and a D1 database each run on one thread, so the model takes what their CPU per unit allows with a thread to themselves (1e6 ÷ µs), not this shared machine's wall-clock rates. A stock object sustains the lower of that and the documented requests/s times the reservations each RPC carries (the edge's group commit coalesces up to 64 from one isolate; reservations arriving at different isolates come one per RPC).`,
+    "",
+  ];
+  if (c.object) {
+    out.push(
+      table(
+        ["reservations per RPC", "one object, reservations/s", "bound by", `shards for ${n0(c.target)}/s per SKU`],
+        c.object.map((o) => [String(o.perRequest), n0(o.reservationsPerSec), o.boundBy, n0(o.shardsForTarget)]),
+      ),
+      "",
+    );
+  }
+  if (c.sku) {
+    const perRequest = [...new Set(c.sku.map((s) => s.perRequest))];
+    const shards = [...new Set(c.sku.map((s) => s.shards))];
+    out.push(
+      table(
+        ["one SKU of N shards", ...perRequest.map((p) => `${p} per RPC, reservations/s`)],
+        shards.map((n) => [
+          String(n),
+          ...perRequest.map((p) => n0(c.sku?.find((s) => s.shards === n && s.perRequest === p)?.reservationsPerSec)),
+        ]),
+      ),
+      "",
+    );
+  }
+  out.push(
+    `One queue: ${n0(c.queue.messagesPerSec)} messages/s × ${c.queue.eventsPerMessage} events per message = ${n0(c.queue.eventsPerSec)} events/s (with one event per message, as before: ${n0(c.queue.eventsPerSecOneEventPerMessage)}). ${n0(c.target)} holds/s need ${n0(c.queue.messagesForTarget)} messages/s: ${c.queue.oneQueueCarriesTarget ? "one queue carries them" : "more than one queue"}. A delivery is at most ${c.inputs.consumer.maxBatchSize} messages = ${n0(c.queue.eventsPerDelivery)} events${c.inputs.consumer.maxConcurrency ? `, at most ${c.inputs.consumer.maxConcurrency} deliveries at once` : ""}.`,
+    "",
+  );
+  if (c.d1) {
+    out.push(
+      `One D1 database is single-threaded: at the pipeline's CPU per order it takes about ${n0(c.d1.ordersPerSec)} orders/s (an estimate: local SQLite without D1's network and replication, but with the broker's and consumer's CPU counted in; ${c.d1.statementsPerDelivery} statements for a full delivery, each within 100 bound parameters). It is the pipeline's ceiling, not the sale's: the queue holds the backlog, so one second at ${n0(c.target)} holds/s takes about ${c.d1.secondsToPersistOneSecondAtTarget.toFixed(1)} s to persist, and the order lag grows by that while the burst lasts.`,
+      "",
+    );
+  }
+  out.push(
+    "Documented limits the model rests on:",
+    "",
+    table(
+      ["limit", "value", "source"],
+      Object.values(c.limits).map((l) => [l.what, `${n0(l.value)} ${l.unit}`, l.source]),
+    ),
+    "",
+  );
+  return out;
 }
 
 export function writeReports(results: Results): void {

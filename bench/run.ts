@@ -20,6 +20,7 @@ import { startRedis } from "../tools/redis-server";
 import { startBridge } from "../tools/upstash-bridge";
 import { startWorker, type WorkerServer } from "../tools/worker";
 import { startBareWorker } from "./lib/bare-worker";
+import { capacityModel, printCapacity } from "./lib/capacity";
 import { type Bench, FULL, QUICK } from "./lib/context";
 import { startFloorWorker } from "./lib/floor-worker";
 import { log } from "./lib/log";
@@ -30,7 +31,8 @@ import { classic } from "./scenarios/classic";
 import { drawDecide } from "./scenarios/draw";
 import { ceiling, healthz, hotSku, soldOut, soldOutFloor } from "./scenarios/edge";
 import { engineCore } from "./scenarios/engine-core";
-import { orderPipeline } from "./scenarios/order-pipeline";
+import { memory } from "./scenarios/memory";
+import { hotSkuOrders, orderPipeline } from "./scenarios/order-pipeline";
 import { redisReserve } from "./scenarios/redis";
 
 const argv = process.argv.slice(2);
@@ -100,11 +102,20 @@ try {
     vars: Record<string, string>,
     root?: string,
     profiled = false,
+    stateRoot?: string,
   ): Promise<WorkerServer> => {
     // No inspector on a measured Worker: with the inspector on, workerd serves the same requests with
     // 20-25% more CPU per sold-out answer here, which once made this run's own Worker look worse than
     // identical code started as a baseline.
-    const server = await startWorker(label, { ...mirror, ...vars }, { ...(root ? { root } : {}), inspect: profiled });
+    const server = await startWorker(
+      label,
+      { ...mirror, ...vars },
+      {
+        ...(root ? { root } : {}),
+        ...(stateRoot ? { stateRoot } : {}),
+        inspect: profiled,
+      },
+    );
     stack.push(() => server.stop());
     return server;
   };
@@ -121,13 +132,51 @@ try {
   }
   if (wanted("hot_sku")) {
     const hot = await hotSku(bench, on, { key: "hot_sku" });
-    await orderPipeline(bench, on, hot.sku);
+    await hotSkuOrders(bench, on, hot.sku);
   }
   if (wanted("hot_sku_gc_off")) await hotSku(bench, off, { key: "hot_sku_gc_off" });
   if (wanted("hot_sku_4_shards")) await hotSku(bench, on, { key: "hot_sku_4_shards", shards: 4 });
   if (wanted("classic")) await classic(bench, redis, luaServer.url, luaServer.process.pid ?? 0);
-  if (wanted("redis")) await redisReserve(bench, redis, luaServer.port, luaServer.process.pid ?? 0);
-  if (wanted("engine_core")) await engineCore(bench, on);
+  if (wanted("redis")) {
+    await redisReserve(bench, redis, luaServer.port, luaServer.process.pid ?? 0);
+    // The classic design made as durable as a committed SQLite transaction: the append-only file
+    // fsynced before every answer (its directory on disk, like the Worker's state).
+    const durable = await startRedis({ appendfsync: "always" });
+    const client = createClient({ url: durable.url });
+    try {
+      await client.connect();
+      await loadScripts(client);
+      await redisReserve(bench, client, durable.port, durable.process.pid ?? 0, { suffix: "_fsync_always" });
+    } finally {
+      await client.close();
+      await durable.stop();
+    }
+  }
+  if (wanted("engine_core")) {
+    await engineCore(bench, on);
+    // The same with the Worker's state on a tmpfs, where SQLite's commit does not wait for the disk
+    // (fsync is a no-op): how much of a reservation's cost is the local commit.
+    if (existsSync("/dev/shm")) {
+      const shm = await start("GROUP_COMMIT=on, state on tmpfs", { GROUP_COMMIT: "on" }, undefined, false, "/dev/shm");
+      await engineCore(bench, shm, "engine_core_no_fsync");
+    }
+  }
+  if (wanted("engine_core") && argv.includes("--profile")) {
+    // `--profile`: where the engine core's time goes, on a Worker of its own started with the inspector.
+    log("profiling the engine core (CPU profile of the Worker's isolate)");
+    const inspected = await start("profiled engine", { GROUP_COMMIT: "on" }, undefined, true);
+    const profile = await startProfile(inspected.inspectorPort ?? 0);
+    await engineCore(bench, inspected, "profiled_engine_core");
+    bench.figures.engine_core_profile = await profile.stop(30);
+    delete bench.figures.profiled_engine_core;
+  }
+
+  if (wanted("memory")) {
+    // The object's heap with many holds and many users (a Worker of its own, with the inspector).
+    const inspected = await start("memory", { GROUP_COMMIT: "on" }, undefined, true);
+    await memory(bench, inspected, { holds: 100_000, paidUsers: 1_000_000 });
+  }
+  if (wanted("order_pipeline")) await orderPipeline(bench, on);
   if (wanted("draw_decide")) await drawDecide(bench, on);
 
   for (const ref of baselineRefs) {
@@ -145,10 +194,14 @@ try {
       healthz: `base_${commit}_healthz`,
       sold_out: `base_${commit}_sold_out`,
       hot_sku: `base_${commit}_hot_sku`,
+      engine_core: `base_${commit}_engine_core`,
     };
     if (wanted("healthz")) await healthz(bench, server, keys.healthz);
     if (wanted("sold_out")) await soldOut(bench, server, keys.sold_out);
     if (wanted("hot_sku")) await hotSku(bench, server, { key: keys.hot_sku });
+    // The engine core before → after; its figure is under `figures` (a baseline from before the
+    // harness counted SQL statements reports them as NaN).
+    if (wanted("engine_core")) await engineCore(bench, server, keys.engine_core);
     baselines.push({ ref, commit, subject, keys });
   }
 
@@ -165,6 +218,8 @@ try {
 
   log("checking every reservation the bench made (admin views, D1 rows)");
   await verify(bench);
+  const capacity = capacityModel(bench.figures);
+  printCapacity(capacity);
 
   const results = {
     date: started.toISOString(),
@@ -193,13 +248,20 @@ try {
     points: bench.points,
     redis: bench.redis,
     figures: bench.figures,
+    capacity,
     baselines,
     problems: bench.problems,
     ok: bench.problems.length === 0,
   };
   if (only.length > 0) {
     // A partial run is for measuring one change: it prints its figures and keeps the full report as it is.
-    console.log(JSON.stringify({ points: bench.points, figures: bench.figures, baselines }, null, 2));
+    console.log(
+      JSON.stringify(
+        { points: bench.points, redis: bench.redis, figures: bench.figures, capacity, baselines },
+        null,
+        2,
+      ),
+    );
   } else {
     writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
     writeReports(results);

@@ -1,6 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { MIRROR_WRITE_TIMEOUT_MS, mirrorFromEnv, type RedisMirror } from "../src/mirror/redis-mirror";
 import { log, withLogContext } from "../src/observability/log";
+import { packOutbox } from "../src/orders/outbox-messages";
 import { type DrawInfo, type DrawnEntry, type DrawPlace, type Entrant, rankEntrants } from "./opening-draw";
 import { fnv1a, shardName } from "./shard-name";
 import {
@@ -42,8 +43,11 @@ function snapshotOf(state: SkuState): MirrorSnapshot {
   return { version: state.version, ...state.stock, status: state.status };
 }
 
-/** Outbox events sent per `sendBatch` (the Queues limit is 100 messages). */
-const OUTBOX_BATCH = 100;
+/**
+ * Outbox events read per flush round: packed into multi-event messages and `sendBatch` calls within
+ * the Queues limits (src/orders/outbox-messages.ts).
+ */
+const OUTBOX_BATCH = 1_000;
 /** Units a shard pulls from a sibling beyond what it needs right now, to spare the next transfer. */
 const PULL_SLACK = 8;
 /** How soon the alarm retries an outbox flush (or a stock transfer) that failed. */
@@ -794,15 +798,18 @@ export class SkuStock extends DurableObject<Env> {
     for (;;) {
       const pending = this.engine.pendingEvents(OUTBOX_BATCH);
       if (pending.length === 0) return;
-      try {
-        await this.env.ORDER_EVENTS.sendBatch(pending.map((p) => ({ body: p.event, contentType: "json" })));
-      } catch (err) {
-        log("warn", "outbox flush failed", { error: String(err) });
-        this.#retryAt = this.now() + OUTBOX_RETRY_MS;
-        await this.#armAlarm();
-        return;
+      // Many events per message; each call's events are forgotten once the queue has them.
+      for (const batch of packOutbox(pending)) {
+        try {
+          await this.env.ORDER_EVENTS.sendBatch(batch.bodies.map((body) => ({ body, contentType: "json" })));
+        } catch (err) {
+          log("warn", "outbox flush failed", { error: String(err) });
+          this.#retryAt = this.now() + OUTBOX_RETRY_MS;
+          await this.#armAlarm();
+          return;
+        }
+        this.engine.markSent(batch.items.map((p) => p.seq));
       }
-      this.engine.markSent(pending.map((p) => p.seq));
       if (pending.length < OUTBOX_BATCH) return;
     }
   }

@@ -290,6 +290,33 @@ type ReservationRow = {
   updated_at: number;
 };
 
+/**
+ * A transaction's working set: the quotas it read or changed (by user; `dirtyQuotas` to write), the
+ * nonces it looked up (null: no reservation has it), and the holds and events it has not written yet.
+ */
+interface TxWork {
+  quotas: Map<string, number>;
+  dirtyQuotas: Set<string>;
+  nonces: Map<string, ReservationRow | null>;
+  holds: (ReservationRow & { seq: number })[];
+  events: [number, OrderEvent][];
+}
+
+/**
+ * Rows per multi-row statement (and per read of a batch's nonces or users): a batch of the group
+ * commit (64) is one statement; a larger one (an alarm releasing thousands, a test's batch of
+ * 10,000) is several, each far below SQLite's limit on a bound value.
+ */
+const WRITE_CHUNK = 256;
+
+function chunks<T>(items: readonly T[]): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += WRITE_CHUNK) out.push(items.slice(i, i + WRITE_CHUNK));
+  return out;
+}
+
+const newWork = (): TxWork => ({ quotas: new Map(), dirtyQuotas: new Set(), nonces: new Map(), holds: [], events: [] });
+
 const ok = <T>(value: T): Outcome<T> => ({ ok: true, value });
 const fail = <T>(code: StockErrorCode, available?: number): Outcome<T> =>
   available === undefined ? { ok: false, code } : { ok: false, code, available };
@@ -310,6 +337,17 @@ export class StockEngine {
   #freed = 0;
   /** The SKU's pricing, read once and kept: it changes only through {@link setPricing}. */
   #pricing: Pricing | undefined;
+  /**
+   * The SKU row, kept in memory (undefined: not read yet; null: no row). Decisions read and change
+   * this copy; {@link #transaction} writes it back with one UPDATE before its commit, and forgets it
+   * when a transaction throws (the rollback undid what it described), so it is read again.
+   */
+  #skuRow: SkuRow | null | undefined;
+  #skuDirty = false;
+  /** The earliest expiry among live holds (null: none; undefined: not known, read it again). */
+  #earliest: number | null | undefined;
+  /** What the current transaction decided and writes before its commit (see {@link #writeBack}). */
+  #work: TxWork = newWork();
   /** Fair opening: this shard's part of the SKU's draw (see opening-draw.ts). */
   readonly draw: OpeningDraw;
 
@@ -339,11 +377,100 @@ export class StockEngine {
   }
 
   /**
+   * Forgets what memory keeps of SQLite (the SKU row, the earliest expiry), to read it again: for
+   * whatever changes the object's SQLite behind the engine (tests that play a bug or a lost row).
+   */
+  forget(): void {
+    this.#skuRow = undefined;
+    this.#skuDirty = false;
+    this.#earliest = undefined;
+    this.#pricing = undefined;
+  }
+
+  /**
+   * One transaction: `fn` decides on the in-memory SKU row and the transaction's working set, then
+   * what it decided is written in a few statements (new holds and events as one multi-row INSERT
+   * each, the SKU row as one UPDATE, the quotas touched as one upsert), all before the commit. A
+   * throw rolls SQLite back and makes memory forget what it kept, so both read the same again.
+   */
+  #transaction<T>(fn: () => T): T {
+    try {
+      return this.#storage.transactionSync(() => {
+        const result = fn();
+        this.#writeBack();
+        return result;
+      });
+    } catch (err) {
+      this.forget();
+      throw err;
+    } finally {
+      this.#work = newWork();
+    }
+  }
+
+  /** Writes the transaction's decisions: the SKU row and the quotas it changed, its holds and events. */
+  #writeBack(): void {
+    this.#writePending();
+    const work = this.#work;
+    if (work.dirtyQuotas.size > 0) {
+      const quotas = [...work.dirtyQuotas].map((user) => [user, work.quotas.get(user) ?? 0]);
+      for (const chunk of chunks(quotas)) {
+        this.#sql.exec(
+          `INSERT INTO user_quota (user_id, active) SELECT value ->> 0, value ->> 1 FROM json_each(?) WHERE true
+           ON CONFLICT (user_id) DO UPDATE SET active = excluded.active`,
+          JSON.stringify(chunk),
+        );
+      }
+      work.dirtyQuotas.clear();
+    }
+    const sku = this.#skuRow;
+    if (this.#skuDirty && sku) {
+      this.#sql.exec(
+        "UPDATE sku SET total = ?, held = ?, sold = ?, seq = ?, created = ? WHERE id = 1",
+        sku.total,
+        sku.held,
+        sku.sold,
+        sku.seq,
+        sku.created,
+      );
+      this.#skuDirty = false;
+    }
+  }
+
+  /**
+   * Writes the holds and outbox events decided so far in this transaction (one statement each):
+   * at its end, before any read of the tables they go to, and whenever {@link WRITE_CHUNK} are
+   * waiting (a statement's JSON stays far below SQLite's limit on a bound value, and memory bounded).
+   */
+  #writePending(): void {
+    const work = this.#work;
+    if (work.holds.length > 0) {
+      this.#sql.exec(
+        `INSERT INTO reservations (id, user_id, quantity, status, nonce, created_at, expires_at, updated_at, seq)
+         SELECT value ->> 0, value ->> 1, value ->> 2, 'held', value ->> 3, value ->> 4, value ->> 5, value ->> 4, value ->> 6
+           FROM json_each(?)`,
+        JSON.stringify(
+          work.holds.map((r) => [r.id, r.user_id, r.quantity, r.nonce, r.created_at, r.expires_at, r.seq]),
+        ),
+      );
+      work.holds = [];
+    }
+    if (work.events.length > 0) {
+      // `->` keeps each event as JSON text: the batch is serialized once, not an event string in a string.
+      this.#sql.exec(
+        "INSERT INTO outbox (seq, event) SELECT value ->> 0, value -> 1 FROM json_each(?)",
+        JSON.stringify(work.events),
+      );
+      work.events = [];
+    }
+  }
+
+  /**
    * Sets the SKU's price and currency (fields left out keep their value). A change takes a new
    * version, so the mirror and displays show it. Checked against payments from then on.
    */
   setPricing(pricing: PricingChange): Outcome<SkuState> {
-    return this.#storage.transactionSync(() => {
+    return this.#transaction(() => {
       if (!this.#row()) return fail<SkuState>("SKU_NOT_FOUND");
       const current = this.#pricingNow();
       const next: Pricing = {
@@ -377,7 +504,7 @@ export class StockEngine {
    * that become available go to the waitlist first.
    */
   configure(settings: SkuSettings, now?: number): Outcome<SkuState> {
-    return this.#storage.transactionSync(() => {
+    return this.#transaction(() => {
       const current = this.#row();
       const total = settings.totalStock ?? current?.total ?? 0;
       if (current && total < current.held + current.sold) {
@@ -399,14 +526,16 @@ export class StockEngine {
       if (!this.draw.configure(settings.openingWindowMs, startsAt, now ?? 0, newSeed)) {
         return fail<SkuState>("INVALID_STATE");
       }
-      this.#sql.exec(
+      // Nothing is dirty at a transaction's start: SQLite's row is memory's, and this writes both.
+      const written = this.#sql.exec<SkuRow>(
         `INSERT INTO sku (id, sku, shard, shards, name, status, per_user_limit, hold_seconds, starts_at, ends_at, total, seq)
          VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
          ON CONFLICT (id) DO UPDATE SET
            shards = excluded.shards, name = excluded.name, status = excluded.status,
            per_user_limit = excluded.per_user_limit, hold_seconds = excluded.hold_seconds,
            starts_at = excluded.starts_at, ends_at = excluded.ends_at, total = excluded.total,
-           seq = sku.seq + 1`,
+           seq = sku.seq + 1
+         RETURNING *`,
         settings.sku,
         settings.shard,
         settings.shards,
@@ -418,6 +547,7 @@ export class StockEngine {
         keep(settings.endsAt, current?.ends_at, null),
         total,
       );
+      this.#skuRow = written.one();
       if (settings.skuTotal !== undefined) this.#setTarget(settings.skuTotal);
       if (now !== undefined) this.#fillWaitlist(now);
       return ok(this.#stateNow());
@@ -426,14 +556,10 @@ export class StockEngine {
 
   /** Decides a batch of reservations in one transaction, in arrival order, one answer each. */
   reserve(requests: readonly ReserveRequest[], now: number): Outcome<ReserveAnswer>[] {
-    return this.#storage.transactionSync(() => {
+    return this.#transaction(() => {
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
-      // The SKU row is read once per batch and then taken from each hold's own UPDATE … RETURNING:
-      // nothing else in a batch writes it.
-      const current = { sku: this.#row() };
-      return requests.map((request) =>
-        this.onBehalfOf(request.requestId, () => this.#reserveOne(request, now, current)),
-      );
+      if (this.#row()) this.#prefetch(requests);
+      return requests.map((request) => this.onBehalfOf(request.requestId, () => this.#reserveOne(request, now)));
     });
   }
 
@@ -465,7 +591,7 @@ export class StockEngine {
 
   /** Releases a held reservation of `userId`. Cancelling a cancelled one again changes nothing. */
   cancel(reservationId: string, userId: string, now: number): Outcome<Reservation> {
-    return this.#storage.transactionSync(() => {
+    return this.#transaction(() => {
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
       const row = this.#reservationRow(reservationId);
       if (!row || row.user_id !== userId) return fail<Reservation>("RESERVATION_NOT_FOUND");
@@ -494,7 +620,7 @@ export class StockEngine {
     money?: PaymentMoney,
     settled?: Reservation,
   ): Outcome<PaymentAnswer> {
-    return this.#storage.transactionSync(() => {
+    return this.#transaction(() => {
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
       if (settled && settled.id === reservationId) this.#restoreSettled(settled);
       const row = this.#reservationRow(reservationId);
@@ -521,14 +647,19 @@ export class StockEngine {
       } else if (money && !this.#moneyMatches(row.quantity, money)) {
         outcome = "refund_required";
       } else if (row.status === "held") {
-        this.#sql.exec("UPDATE sku SET held = held - ?, sold = sold + ? WHERE id = 1", row.quantity, row.quantity);
+        const sku = this.#requireRow();
+        sku.held -= row.quantity;
+        sku.sold += row.quantity;
+        this.#skuDirty = true;
+        this.#leftHeld(row);
         reservation = this.#setStatus(row, "paid", now);
       } else if (row.status === "expired" || row.status === "cancelled") {
         const sku = this.#requireRow();
         const available = sku.total - sku.held - sku.sold;
         const withinLimit = this.#quota(row.user_id) + row.quantity <= sku.per_user_limit;
         if (available >= row.quantity && withinLimit) {
-          this.#sql.exec("UPDATE sku SET sold = sold + ? WHERE id = 1", row.quantity);
+          sku.sold += row.quantity;
+          this.#skuDirty = true;
           this.#addQuota(row.user_id, row.quantity);
           reservation = this.#setStatus(row, "paid", now);
         } else {
@@ -566,7 +697,7 @@ export class StockEngine {
    * Open holds, quotas, nonces within the token lifetime and unfinished transfers stay.
    */
   pruneSettled(settledSeq: number, replayableSince: number, now: number, limit: number): Pruned {
-    return this.#storage.transactionSync(() => {
+    return this.#transaction(() => {
       let rowsRead = 0;
       const written = (cursor: SqlStorageCursor<Record<string, SqlStorageValue>>): number => {
         cursor.toArray();
@@ -649,7 +780,7 @@ export class StockEngine {
 
   /** Releases every hold whose expiry is at or before `now`. Idempotent: alarms are at-least-once. */
   expireDue(now: number, limit = Number.MAX_SAFE_INTEGER): number {
-    return this.#storage.transactionSync(() => this.#expireDue(now, limit));
+    return this.#transaction(() => this.#expireDue(now, limit));
   }
 
   /**
@@ -657,7 +788,7 @@ export class StockEngine {
    * (else `STOCK_AVAILABLE`), only within the per-user limit; joining twice keeps the first place.
    */
   joinWaitlist(userId: string, quantity: number, now: number, skuAvailable?: number): Outcome<WaitlistEntry> {
-    return this.#storage.transactionSync(() => {
+    return this.#transaction(() => {
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
       const sku = this.#row();
       if (!sku) return fail<WaitlistEntry>("SKU_NOT_FOUND");
@@ -694,7 +825,7 @@ export class StockEngine {
    * granted nothing leaves no trace).
    */
   giveStock(transferId: string, toShard: number, requested: number, now: number): number {
-    return this.#storage.transactionSync(() => {
+    return this.#transaction(() => {
       const done = this.#sql
         .exec<{ granted: number }>("SELECT granted FROM transfers WHERE id = ? AND direction = 'out'", transferId)
         .toArray()[0];
@@ -705,7 +836,8 @@ export class StockEngine {
       // Nothing to give changes nothing: no row, no new seq, no mirror publish. A retry of this
       // id may then grant units; the receiver records whichever answer reached it first.
       if (granted === 0) return 0;
-      this.#sql.exec("UPDATE sku SET total = total - ? WHERE id = 1", granted);
+      sku.total -= granted;
+      this.#skuDirty = true;
       this.#sql.exec(
         "INSERT INTO transfers (id, direction, peer, requested, granted, created_at) VALUES (?, 'out', ?, ?, ?, ?)",
         transferId,
@@ -733,14 +865,16 @@ export class StockEngine {
 
   /** Receiver side, step 2: adds what the giver granted, once; waiting buyers are served first. */
   completeTransfer(transferId: string, granted: number, now: number): void {
-    this.#storage.transactionSync(() => {
+    this.#transaction(() => {
       const pending = this.#sql
         .exec("SELECT 1 FROM transfers WHERE id = ? AND direction = 'in' AND granted IS NULL", transferId)
         .toArray();
       if (pending.length === 0) return;
       this.#sql.exec("UPDATE transfers SET granted = ? WHERE id = ?", granted, transferId);
       if (granted === 0) return;
-      this.#sql.exec("UPDATE sku SET total = total + ? WHERE id = 1", granted);
+      const sku = this.#requireRow();
+      sku.total += granted;
+      this.#skuDirty = true;
       this.#bumpSeq();
       this.#fillWaitlist(now);
     });
@@ -769,7 +903,7 @@ export class StockEngine {
    * `assumed` stands for the target of a SKU configured before targets were recorded.
    */
   retarget(total: number, now: number, assumed: number): number {
-    return this.#storage.transactionSync(() => {
+    return this.#transaction(() => {
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
       const sku = this.#requireRow();
       const recorded = this.#sql.exec<{ total: number }>("SELECT total FROM sku_target WHERE id = 1").toArray()[0];
@@ -778,7 +912,8 @@ export class StockEngine {
       if (change < 0 && available < -change) return -change - available;
       this.#setTarget(total);
       if (change === 0) return 0;
-      this.#sql.exec("UPDATE sku SET total = total + ? WHERE id = 1", change);
+      sku.total += change;
+      this.#skuDirty = true;
       this.#bumpSeq();
       if (change > 0) {
         this.#freed += change;
@@ -852,7 +987,7 @@ export class StockEngine {
    * (a higher seq, so the consumer applies it over whatever D1 holds). Returns how many.
    */
   reemit(reservationIds: readonly string[], now: number): number {
-    return this.#storage.transactionSync(() => {
+    return this.#transaction(() => {
       let count = 0;
       for (const id of reservationIds) {
         const row = this.#reservationRow(id);
@@ -871,14 +1006,19 @@ export class StockEngine {
 
   /** The earliest expiry among live holds: when the alarm must fire next. */
   nextExpiry(): number | null {
-    const row = this.#sql
-      .exec<{ at: number | null }>("SELECT MIN(expires_at) AS at FROM reservations WHERE status = 'held'")
-      .toArray()[0];
-    return row?.at ?? null;
+    if (this.#earliest === undefined) {
+      this.#writePending();
+      const row = this.#sql
+        .exec<{ at: number | null }>("SELECT MIN(expires_at) AS at FROM reservations WHERE status = 'held'")
+        .toArray()[0];
+      this.#earliest = row?.at ?? null;
+    }
+    return this.#earliest;
   }
 
   /** Outbox events not yet sent, oldest first. */
   pendingEvents(limit: number): PendingEvent[] {
+    this.#writePending();
     return this.#sql
       .exec<{ seq: number; event: string }>("SELECT seq, event FROM outbox ORDER BY seq LIMIT ?", limit)
       .toArray()
@@ -891,19 +1031,53 @@ export class StockEngine {
     this.#sql.exec("DELETE FROM outbox WHERE seq IN (SELECT value FROM json_each(?))", JSON.stringify(seqs));
   }
 
-  #reserveOne(
-    request: ReserveRequest,
-    now: number,
-    current: { sku: SkuRow | undefined },
-    forLine = false,
-  ): Outcome<ReserveAnswer> {
-    const sku = current.sku;
+  /**
+   * Reads what a batch's decisions need in two statements, not two per request: the reservations of
+   * its nonces (replays) and its users' quotas. Users absent from `user_quota` hold nothing (0).
+   */
+  #prefetch(requests: readonly ReserveRequest[]): void {
+    const work = this.#work;
+    this.#writePending();
+    const nonces = requests.map((r) => r.nonce);
+    for (const nonce of nonces) work.nonces.set(nonce, null);
+    for (const chunk of chunks(nonces)) {
+      const priors = this.#sql
+        .exec<ReservationRow>(
+          "SELECT * FROM reservations WHERE nonce IN (SELECT value FROM json_each(?))",
+          JSON.stringify(chunk),
+        )
+        .toArray();
+      for (const row of priors) if (row.nonce !== null) work.nonces.set(row.nonce, row);
+    }
+    const users = [...new Set(requests.flatMap((r) => (work.quotas.has(r.userId) ? [] : [r.userId])))];
+    for (const user of users) work.quotas.set(user, 0);
+    for (const chunk of chunks(users)) {
+      const quotas = this.#sql
+        .exec<{ user_id: string; active: number }>(
+          "SELECT user_id, active FROM user_quota WHERE user_id IN (SELECT value FROM json_each(?))",
+          JSON.stringify(chunk),
+        )
+        .toArray();
+      for (const q of quotas) work.quotas.set(q.user_id, q.active);
+    }
+  }
+
+  /** The reservation made with `nonce`, if any: from this transaction's working set, else SQLite. */
+  #priorOf(nonce: string): ReservationRow | null {
+    const known = this.#work.nonces.get(nonce);
+    if (known !== undefined) return known;
+    this.#writePending();
+    const row = this.#sql.exec<ReservationRow>("SELECT * FROM reservations WHERE nonce = ?", nonce).toArray()[0];
+    this.#work.nonces.set(nonce, row ?? null);
+    return row ?? null;
+  }
+
+  #reserveOne(request: ReserveRequest, now: number, forLine = false): Outcome<ReserveAnswer> {
+    const sku = this.#row();
     if (!sku) return fail("SKU_NOT_FOUND");
     const available = sku.total - sku.held - sku.sold;
 
-    const prior = this.#sql
-      .exec<ReservationRow>("SELECT * FROM reservations WHERE nonce = ?", request.nonce)
-      .toArray()[0];
+    const prior = this.#priorOf(request.nonce);
     if (prior) {
       if (prior.quantity !== request.quantity || prior.user_id !== request.userId) {
         return fail("IDEMPOTENCY_MISMATCH", available);
@@ -927,23 +1101,21 @@ export class StockEngine {
     if (available === 0) return fail("SOLD_OUT", 0);
     if (available < request.quantity) return fail("INSUFFICIENT_STOCK", available);
 
-    const hold = this.#hold(sku, request.userId, request.quantity, request.nonce, now);
-    current.sku = hold.sku;
-    return ok({ reservation: hold.reservation, replayed: false, available: available - request.quantity });
+    const reservation = this.#hold(sku, request.userId, request.quantity, request.nonce, now);
+    return ok({ reservation, replayed: false, available: available - request.quantity });
   }
 
   /**
-   * Writes a hold: the held count and the seq (one UPDATE), the reservation with its seq, the user's
-   * quota and the outbox event. Returns the reservation and the SKU row as it now is.
+   * Takes a hold: the held count and the seq in the memory row, the reservation (with its seq), its
+   * nonce and its outbox event into the transaction's working set, the user's quota; all written
+   * before the commit (see {@link #writeBack}). Returns the reservation.
    */
-  #hold(
-    sku: SkuRow,
-    userId: string,
-    quantity: number,
-    nonce: string | null,
-    now: number,
-  ): { reservation: Reservation; sku: SkuRow } {
-    const row: ReservationRow = {
+  #hold(sku: SkuRow, userId: string, quantity: number, nonce: string | null, now: number): Reservation {
+    sku.held += quantity;
+    sku.seq += 1;
+    sku.created += 1;
+    this.#skuDirty = true;
+    const row: ReservationRow & { seq: number } = {
       id: `${sku.sku}.${sku.shard}.${this.#newId().replaceAll("-", "")}`,
       user_id: userId,
       quantity,
@@ -952,31 +1124,17 @@ export class StockEngine {
       created_at: now,
       expires_at: now + sku.hold_seconds * 1000,
       updated_at: now,
+      seq: sku.seq,
     };
-    const updated = this.#sql
-      .exec<SkuRow>(
-        "UPDATE sku SET held = held + ?, seq = seq + 1, created = created + 1 WHERE id = 1 RETURNING *",
-        quantity,
-      )
-      .toArray()[0];
-    if (!updated) throw new Error("stock object is not configured");
-    this.#sql.exec(
-      `INSERT INTO reservations (id, user_id, quantity, status, nonce, created_at, expires_at, updated_at, seq)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      row.id,
-      row.user_id,
-      row.quantity,
-      row.status,
-      row.nonce,
-      row.created_at,
-      row.expires_at,
-      row.updated_at,
-      updated.seq,
-    );
+    if (this.#work.holds.push(row) >= WRITE_CHUNK) this.#writePending();
+    if (nonce !== null) this.#work.nonces.set(nonce, row);
+    if (this.#earliest !== undefined) {
+      this.#earliest = this.#earliest === null ? row.expires_at : Math.min(this.#earliest, row.expires_at);
+    }
     this.#addQuota(userId, quantity);
     const reservation = this.#toReservation(row);
-    this.#emit(reservation, now, updated.seq);
-    return { reservation, sku: updated };
+    this.#emit(reservation, now, row.seq);
+    return reservation;
   }
 
   /**
@@ -1005,7 +1163,7 @@ export class StockEngine {
         continue;
       }
       this.#sql.exec("DELETE FROM waitlist WHERE id = ?", entry.id);
-      this.#hold(sku, entry.user_id, entry.quantity, null, now);
+      this.#hold(this.#requireRow(), entry.user_id, entry.quantity, null, now);
       available -= entry.quantity;
     }
   }
@@ -1042,6 +1200,10 @@ export class StockEngine {
   }
 
   #expireDue(now: number, limit: number): number {
+    // The earliest expiry is known most of the time: a request then reads nothing to learn that
+    // no hold is due.
+    if (this.#earliest === null || (this.#earliest !== undefined && now < this.#earliest)) return 0;
+    this.#writePending();
     const due = this.#sql
       .exec<ReservationRow>(
         "SELECT * FROM reservations WHERE status = 'held' AND expires_at <= ? ORDER BY expires_at LIMIT ?",
@@ -1062,7 +1224,10 @@ export class StockEngine {
 
   /** Gives a hold's units back: the one place stock returns to `available` (invariant 5). */
   #release(row: ReservationRow, status: "expired" | "cancelled", now: number): Reservation {
-    this.#sql.exec("UPDATE sku SET held = held - ? WHERE id = 1", row.quantity);
+    const sku = this.#requireRow();
+    sku.held -= row.quantity;
+    this.#skuDirty = true;
+    this.#leftHeld(row);
     this.#freed += row.quantity;
     this.#addQuota(row.user_id, -row.quantity);
     const reservation = this.#setStatus(row, status, now);
@@ -1070,16 +1235,28 @@ export class StockEngine {
     return reservation;
   }
 
+  /** A live hold ends (released or paid): the earliest expiry may have been its own. */
+  #leftHeld(row: ReservationRow): void {
+    if (this.#earliest === row.expires_at) this.#earliest = undefined;
+  }
+
   #setStatus(row: ReservationRow, status: ReservationStatus, now: number): Reservation {
-    this.#sql.exec("UPDATE reservations SET status = ?, updated_at = ? WHERE id = ?", status, now, row.id);
+    const seq = this.#bumpSeq();
+    this.#sql.exec(
+      "UPDATE reservations SET status = ?, updated_at = ?, seq = ? WHERE id = ?",
+      status,
+      now,
+      seq,
+      row.id,
+    );
     const reservation = this.#toReservation({ ...row, status, updated_at: now });
-    this.#emit(reservation, now);
+    this.#emit(reservation, now, seq);
     return reservation;
   }
 
   /**
-   * Writes the event of a state change into the outbox, in the caller's transaction. `taken`: the seq
-   * the caller already took and wrote into the reservation row (a new hold).
+   * Puts the event of a state change into the outbox, in the caller's transaction (written before its
+   * commit). `taken`: the seq the caller already took and wrote into the reservation row.
    */
   #emit(reservation: Reservation, now: number, taken?: number): void {
     const seq = taken ?? this.#bumpSeq();
@@ -1095,7 +1272,7 @@ export class StockEngine {
       seq,
     };
     if (this.#requestId !== undefined) event.requestId = this.#requestId;
-    this.#sql.exec("INSERT INTO outbox (seq, event) VALUES (?, ?)", seq, JSON.stringify(event));
+    if (this.#work.events.push([seq, event]) >= WRITE_CHUNK) this.#writePending();
     if (taken === undefined) this.#sql.exec("UPDATE reservations SET seq = ? WHERE id = ?", seq, reservation.id);
   }
 
@@ -1112,9 +1289,9 @@ export class StockEngine {
    * (after a crash) replays its hold: a buyer is served exactly once.
    */
   holdForLine(entryId: string, userId: string, quantity: number, now: number): Outcome<ReserveAnswer> {
-    return this.#storage.transactionSync(() => {
+    return this.#transaction(() => {
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
-      return this.#reserveOne({ userId, nonce: entryId, quantity }, now, { sku: this.#row() }, true);
+      return this.#reserveOne({ userId, nonce: entryId, quantity }, now, true);
     });
   }
 
@@ -1181,7 +1358,7 @@ export class StockEngine {
    * ranks all of the SKU's entrants with its seed ({@link rankEntrants}, outside any transaction).
    */
   closeDraw(now: number): Entrant[] {
-    return this.#storage.transactionSync(() => this.draw.close(now, this.#requireRow().shard));
+    return this.#transaction(() => this.draw.close(now, this.#requireRow().shard));
   }
 
   /**
@@ -1191,18 +1368,18 @@ export class StockEngine {
    * a decided draw is not decided again. Returns the number of entrants decided now.
    */
   decideDraw(ranked: readonly RankedEntrant[], now: number): number {
-    return this.#storage.transactionSync(() => {
+    return this.#transaction(() => {
       if (this.draw.decided()) return 0;
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
       const order = this.draw.place(ranked, now);
-      const current = { sku: this.#row() };
       this.draw.deciding = true;
       try {
         for (const e of order) {
-          const left = current.sku ? current.sku.total - current.sku.held - current.sku.sold : 0;
+          const sku = this.#row(); // the memory row: each hold below changes it
+          const left = sku ? sku.total - sku.held - sku.sold : 0;
           if (left === 0) break;
           if (e.code !== null) continue;
-          const outcome = this.#reserveOne(e, now, current, true);
+          const outcome = this.#reserveOne(e, now, true);
           this.#recordDrawn(e.userId, { entryId: e.entryId, position: e.position, entrants: order.length }, outcome);
         }
         this.draw.settleRest("SOLD_OUT");
@@ -1221,7 +1398,7 @@ export class StockEngine {
 
   /** Shard 0 of a sharded SKU: writes the order of all shards' entrants (idempotent). */
   placeDraw(ranked: readonly RankedEntrant[], now: number): ReturnType<OpeningDraw["place"]> {
-    return this.#storage.transactionSync(() => this.draw.place(ranked, now));
+    return this.#transaction(() => this.draw.place(ranked, now));
   }
 
   /**
@@ -1231,7 +1408,7 @@ export class StockEngine {
    * entry already settled answers what it got.
    */
   settleDrawEntry(userId: string, place: DrawPlace, now: number, record: boolean): Outcome<ReserveAnswer> {
-    return this.#storage.transactionSync(() => {
+    return this.#transaction(() => {
       const e = this.draw.entrantOf(userId);
       if (!e) return fail<ReserveAnswer>("RESERVATION_NOT_FOUND");
       const sku = this.#requireRow();
@@ -1242,7 +1419,7 @@ export class StockEngine {
       let outcome: Outcome<ReserveAnswer>;
       try {
         const request = { userId, nonce: e.nonce, quantity: e.quantity };
-        outcome = this.#reserveOne(request, now, { sku: this.#row() }, true);
+        outcome = this.#reserveOne(request, now, true);
       } finally {
         this.draw.deciding = false;
       }
@@ -1254,14 +1431,14 @@ export class StockEngine {
 
   /** Records results decided elsewhere (shard 0's copies; a home shard's entries left SOLD_OUT). */
   recordDrawResults(results: readonly { userId: string; place: DrawPlace; code: string }[]): void {
-    this.#storage.transactionSync(() => {
+    this.#transaction(() => {
       for (const r of results) this.draw.settle(r.userId, r.code, r.place, null, true);
     });
   }
 
   /** The draw is decided (shard 0: the seed is revealed) or, on a sibling, over. */
   finishDraw(now: number): void {
-    this.#storage.transactionSync(() => this.draw.finish(now));
+    this.#transaction(() => this.draw.finish(now));
   }
 
   /** An entry served (its hold made): out of the line. */
@@ -1299,34 +1476,38 @@ export class StockEngine {
   }
 
   #bumpSeq(): number {
-    const row = this.#sql.exec<{ seq: number }>("UPDATE sku SET seq = seq + 1 WHERE id = 1 RETURNING seq").toArray()[0];
-    if (!row) throw new Error("stock object is not configured");
-    return row.seq;
+    const sku = this.#requireRow();
+    sku.seq += 1;
+    this.#skuDirty = true;
+    return sku.seq;
   }
 
+  /**
+   * A user's active quantity (held + sold). Kept for the transaction only: the working set of a batch
+   * is its users (read in one statement, {@link #prefetch}), so memory never holds every user's quota.
+   */
   #quota(userId: string): number {
+    const known = this.#work.quotas.get(userId);
+    if (known !== undefined) return known;
     const row = this.#sql
       .exec<{ active: number }>("SELECT active FROM user_quota WHERE user_id = ?", userId)
       .toArray()[0];
+    this.#work.quotas.set(userId, row?.active ?? 0);
     return row?.active ?? 0;
   }
 
+  /** Changes a user's quota in the working set; written (absolute, CHECK active >= 0) before the commit. */
   #addQuota(userId: string, delta: number): void {
-    if (delta < 0) {
-      // An upsert would check the inserted candidate row (negative) against the CHECK first.
-      this.#sql.exec("UPDATE user_quota SET active = active + ? WHERE user_id = ?", delta, userId);
-      return;
-    }
-    this.#sql.exec(
-      `INSERT INTO user_quota (user_id, active) VALUES (?, ?)
-       ON CONFLICT (user_id) DO UPDATE SET active = active + excluded.active`,
-      userId,
-      delta,
-    );
+    this.#work.quotas.set(userId, this.#quota(userId) + delta);
+    this.#work.dirtyQuotas.add(userId);
   }
 
+  /** The SKU row in memory (read from SQLite once, and again after a transaction threw). */
   #row(): SkuRow | undefined {
-    return this.#sql.exec<SkuRow>("SELECT * FROM sku WHERE id = 1").toArray()[0];
+    if (this.#skuRow === undefined) {
+      this.#skuRow = this.#sql.exec<SkuRow>("SELECT * FROM sku WHERE id = 1").toArray()[0] ?? null;
+    }
+    return this.#skuRow ?? undefined;
   }
 
   #requireRow(): SkuRow {
@@ -1341,6 +1522,7 @@ export class StockEngine {
   }
 
   #reservationRow(id: string): ReservationRow | undefined {
+    this.#writePending();
     return this.#sql.exec<ReservationRow>("SELECT * FROM reservations WHERE id = ?", id).toArray()[0];
   }
 

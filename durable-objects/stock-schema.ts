@@ -35,7 +35,6 @@ export const STOCK_SCHEMA: readonly string[] = [
    )`,
   // Only live holds are indexed by expiry: the alarm and the lazy expiry read the head of it.
   `CREATE INDEX IF NOT EXISTS reservations_held_by_expiry ON reservations (expires_at) WHERE status = 'held'`,
-  `CREATE INDEX IF NOT EXISTS reservations_by_user ON reservations (user_id)`,
   // The seq of each reservation's latest event: reconciliation reads what changed since a watermark.
   `CREATE INDEX IF NOT EXISTS reservations_by_seq ON reservations (seq)`,
   // A user's active quantity (held + sold), the per-user limit's counter.
@@ -122,4 +121,7 @@ export const STOCK_SCHEMA: readonly string[] = [
   `CREATE INDEX IF NOT EXISTS payment_events_by_time ON payment_events (created_at)`,
   // Quotas back at 0 are forgotten at every reconciliation visit: found without reading the buyers'.
   `CREATE INDEX IF NOT EXISTS user_quota_idle ON user_quota (user_id) WHERE active = 0`,
+  // Nothing reads reservations by user (quotas are in `user_quota`): the index only cost every hold
+  // one more b-tree insert. Objects from before drop it.
+  `DROP INDEX IF EXISTS reservations_by_user`,
 ];

@@ -3,8 +3,10 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { type ConsumerFault, withConsumerFault } from "../src/harness/consumer-fault";
 import { consumeDeadLetters } from "../src/orders/dead-letter-consumer";
-import type { OrderEvent } from "../src/orders/events";
+import { MAX_EVENTS_PER_MESSAGE, type OrderEvent } from "../src/orders/events";
 import { consumeOrderEvents } from "../src/orders/order-consumer";
+import { applyOrderEvents, D1_MAX_BOUND_PARAMETERS } from "../src/orders/order-store";
+import { MAX_MESSAGE_BYTES, MAX_SEND_BATCH_BYTES, packOutbox } from "../src/orders/outbox-messages";
 import { call, uniqueSku } from "./support/client";
 import { seededRandom, shuffle } from "./support/random";
 
@@ -152,5 +154,143 @@ describe("order consumer", () => {
   it("retries a message that is not an event at all, so the queue dead-letters it", async () => {
     const { deadLettered } = await deliver([{ id: "junk-1", body: { hello: "world" }, attempts: 1 }]);
     expect(deadLettered.map((m) => m.id)).toEqual(["junk-1"]);
+  });
+
+  it("applies a multi-event message with duplicates and out-of-order seqs, beside single-event messages", async () => {
+    const sku = uniqueSku("multi");
+    const held1 = event(sku, 1, "reservation.held", 1);
+    const paid1 = { ...event(sku, 1, "reservation.paid", 2), userId: held1.userId, quantity: held1.quantity };
+    const held2 = event(sku, 2, "reservation.held", 3);
+    const cancelled2 = { ...event(sku, 2, "reservation.cancelled", 4), userId: held2.userId, quantity: held2.quantity };
+    const held3 = event(sku, 3, "reservation.held", 5);
+    // Newer before older, a duplicate inside the message, the same event again in an old-format message.
+    const multi = { events: [paid1, held1, cancelled2, held2, held2] };
+    await deliver([{ id: crypto.randomUUID(), body: multi, attempts: 1 }, asDelivery(held3), asDelivery(held2)]);
+    expect(await ordersOf(sku)).toEqual([
+      { reservation_id: held1.reservationId, status: "paid", last_seq: 2 },
+      { reservation_id: held2.reservationId, status: "cancelled", last_seq: 4 },
+      { reservation_id: held3.reservationId, status: "held", last_seq: 5 },
+    ]);
+    const ids = [held1, paid1, held2, cancelled2, held3].map((e) => e.id);
+    const { results } = await env.DB.prepare(
+      `SELECT event_id, COUNT(*) AS n FROM processed_events WHERE event_id IN (${ids.map(() => "?").join(",")}) GROUP BY event_id`,
+    )
+      .bind(...ids)
+      .all<{ event_id: string; n: number }>();
+    expect(results.map((r) => r.n)).toEqual([1, 1, 1, 1, 1]);
+  });
+
+  it("reports per event whether it changed its row (duplicates and overtaken events do not)", async () => {
+    const sku = uniqueSku("changed");
+    const held = event(sku, 1, "reservation.held", 1);
+    const paid = { ...event(sku, 1, "reservation.paid", 2), userId: held.userId, quantity: held.quantity };
+    expect(await applyOrderEvents(env.DB, [held, held, paid], Date.now())).toEqual([true, false, true]);
+    expect(await applyOrderEvents(env.DB, [held, paid], Date.now())).toEqual([false, false]);
+  });
+
+  it("writes a delivery of many events in statements of at most 100 bound parameters", async () => {
+    const sku = uniqueSku("chunks");
+    const events = Array.from({ length: 250 }, (_, r) => event(sku, r, "reservation.held", r + 1));
+    // Every statement the apply prepares, with what it binds.
+    const bound: number[] = [];
+    const spy = new Proxy(env.DB, {
+      get(target, prop, receiver) {
+        if (prop !== "prepare") return Reflect.get(target, prop, receiver);
+        return (query: string) => {
+          const statement = target.prepare(query);
+          return new Proxy(statement, {
+            get(s, p, r) {
+              if (p !== "bind") return Reflect.get(s, p, r);
+              return (...values: unknown[]) => {
+                bound.push(values.length);
+                return s.bind(...values);
+              };
+            },
+          });
+        };
+      },
+    });
+    await applyOrderEvents(spy, events, Date.now());
+    // 250 ids in statements of 33 (3 columns), 250 orders in statements of 11 (9 columns).
+    expect(bound.length).toBe(Math.ceil(250 / 33) + Math.ceil(250 / 11));
+    expect(Math.max(...bound)).toBeLessThanOrEqual(D1_MAX_BOUND_PARAMETERS);
+    expect(bound.reduce((a, b) => a + b, 0)).toBe(250 * 3 + 250 * 9);
+    const rows = await ordersOf(sku);
+    expect(rows).toHaveLength(250);
+    expect(rows.every((row) => row.status === "held")).toBe(true);
+  });
+
+  it("dead-letters a multi-event message whose one event always fails, whole, and replays all its events", async () => {
+    const sku = uniqueSku("dlqmulti");
+    const good = event(sku, 1, "reservation.held", 1);
+    const poison = event(sku, 2, "reservation.held", 2);
+    const alwaysFails: ConsumerFault = (e) => {
+      if (e.id === poison.id) throw new Error("downstream is broken");
+    };
+    const message = { id: crypto.randomUUID(), body: { events: [good, poison] }, attempts: 1 };
+    const { deadLettered } = await deliver([message], alwaysFails);
+    expect(deadLettered.map((m) => m.id)).toEqual([message.id]);
+    // The fault fails the message before the consumer, as a failed write of the whole message would.
+    expect(await ordersOf(sku)).toEqual([]);
+
+    await consumeDeadLetters(
+      createMessageBatch("order-events-dlq", [
+        { ...deadLettered[0], timestamp: new Date() } as Delivery & { timestamp: Date },
+      ]),
+      env,
+    );
+    const listed = await call("GET", "/admin/dead-letters?pending=true", { admin: true });
+    const mine = listed.json.deadLetters.filter((d: { id: string }) => d.id === message.id);
+    expect(mine).toHaveLength(1);
+    expect(mine[0].body).toEqual({ events: [good, poison] });
+    const replay = await call("POST", `/admin/dead-letters/${message.id}/replay`, { admin: true });
+    expect(replay.status).toBe(200);
+    expect(await ordersOf(sku)).toEqual([
+      { reservation_id: good.reservationId, status: "held", last_seq: 1 },
+      { reservation_id: poison.reservationId, status: "held", last_seq: 2 },
+    ]);
+  });
+
+  it("retries a multi-event message with an invalid event, still applying its valid ones", async () => {
+    const sku = uniqueSku("invalid");
+    const good = event(sku, 1, "reservation.held", 1);
+    const { deadLettered } = await deliver([
+      { id: "mixed-1", body: { events: [good, { ...good, id: "not-a-uuid" }] }, attempts: 1 },
+    ]);
+    expect(deadLettered.map((m) => m.id)).toEqual(["mixed-1"]);
+    expect(await ordersOf(sku)).toEqual([{ reservation_id: good.reservationId, status: "held", last_seq: 1 }]);
+  });
+});
+
+describe("outbox packing", () => {
+  const item = (sku: string, r: number, userId?: string) => {
+    const e = event(sku, r, "reservation.held", r + 1);
+    return { seq: r + 1, event: userId ? { ...e, userId } : e };
+  };
+
+  it("packs events in order into messages of at most MAX_EVENTS_PER_MESSAGE, in one sendBatch", () => {
+    const items = Array.from({ length: 100 }, (_, r) => item("pack", r));
+    const batches = packOutbox(items);
+    expect(batches).toHaveLength(1);
+    const sizes = batches[0]?.bodies.map((b) => b.events.length);
+    expect(MAX_EVENTS_PER_MESSAGE).toBe(32);
+    expect(sizes).toEqual([32, 32, 32, 4]);
+    expect(batches.flatMap((b) => b.bodies.flatMap((m) => m.events.map((e) => e.seq)))).toEqual(
+      items.map((i) => i.seq),
+    );
+    expect(batches[0]?.items.map((i) => i.seq)).toEqual(items.map((i) => i.seq));
+  });
+
+  it("keeps each message and each sendBatch within the Queues byte limits", () => {
+    // About 10 KB per event: 12 fit a message, 2 messages (24 events) a sendBatch.
+    const items = Array.from({ length: 60 }, (_, r) => item("big", r, `u${r}-${"x".repeat(10_000)}`));
+    const batches = packOutbox(items);
+    const bytes = (v: unknown) => new TextEncoder().encode(JSON.stringify(v)).byteLength;
+    for (const batch of batches) {
+      for (const body of batch.bodies) expect(bytes(body)).toBeLessThanOrEqual(MAX_MESSAGE_BYTES);
+      expect(bytes(batch.bodies)).toBeLessThanOrEqual(MAX_SEND_BATCH_BYTES);
+    }
+    expect(batches.length).toBeGreaterThan(1);
+    expect(batches.flatMap((b) => b.items.map((i) => i.seq))).toEqual(items.map((i) => i.seq));
   });
 });

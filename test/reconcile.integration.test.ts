@@ -6,7 +6,6 @@ import {
 } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { StockEngine } from "../durable-objects/stock-engine";
 import worker from "../src/index";
 import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
@@ -98,8 +97,8 @@ describe("reconciliation", () => {
     await createSku(sku, { totalStock: 3 });
     const stub = stockShard(env, sku, 0);
     // Straight into the engine: the shell's after-commit flush never runs (as if it crashed there).
-    const id = await runInDurableObject(stub, (_object, state) => {
-      const engine = new StockEngine(state.storage, () => crypto.randomUUID());
+    const id = await runInDurableObject(stub, (object) => {
+      const engine = object.engine; // the object's own (it keeps the SKU row in memory)
       const [answer] = engine.reserve([{ userId: "ghost", nonce: "stuck-1", quantity: 1 }], Date.now());
       return answer?.ok ? answer.value.reservation.id : null;
     });
@@ -116,8 +115,8 @@ describe("reconciliation", () => {
     const stub = stockShard(env, sku, 0);
     // 10,000 reservations bought and paid straight through the engine, their events sent, and their
     // rows put into D1 as the consumer would have written them.
-    const rows = await runInDurableObject(stub, (_object, state) => {
-      const engine = new StockEngine(state.storage, () => crypto.randomUUID());
+    const rows = await runInDurableObject(stub, (object) => {
+      const engine = object.engine; // the object's own (it keeps the SKU row in memory)
       const at = Date.now() - 3_600_000;
       const answers = engine.reserve(
         Array.from({ length: 10_000 }, (_, i) => ({ userId: `h${i}`, nonce: `h${i}`, quantity: 1 })),

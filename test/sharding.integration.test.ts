@@ -221,8 +221,9 @@ describe("sold out on a sharded SKU", () => {
     const tokens = [await tokenFor(first, sku), await tokenFor(second, sku)];
     expect((await reserve(first, sku, 1, tokens[0])).status).toBe(202); // shard 0 is now empty
     // Shard 1 (which still has its unit) cannot answer: its configuration is gone.
-    await runInDurableObject(stockShard(env, sku, 1), (_, state) => {
+    await runInDurableObject(stockShard(env, sku, 1), (object, state) => {
       state.storage.sql.exec("DELETE FROM sku");
+      object.engine.forget(); // the engine keeps the SKU row in memory: it reads SQLite's again
     });
     const answer = await reserve(second, sku, 1, tokens[1]);
     expect([answer.status, answer.json.error.code, answer.headers.get("retry-after")]).toEqual([503, "BUSY", "1"]);
@@ -416,8 +417,9 @@ describe("reconciliation over shards", () => {
     await eventually(async () => expect(await ordersOf(sku)).toHaveLength(1)); // the queue has delivered
     expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
     // Stock appears on one shard out of nowhere (as a bug would make it): reported, not "repaired".
-    await runInDurableObject(stockShard(env, sku, 2), (_, state) => {
+    await runInDurableObject(stockShard(env, sku, 2), (object, state) => {
       state.storage.sql.exec("UPDATE sku SET total = total + 5 WHERE id = 1");
+      object.engine.forget(); // the engine keeps the SKU row in memory: it reads SQLite's again
     });
     const found = differencesOf(await reconcileNow(), sku);
     expect(found.map((d) => [d.kind, d.expected, d.actual, d.repaired])).toEqual([

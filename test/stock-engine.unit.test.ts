@@ -14,14 +14,26 @@ import { stockShard } from "./support/client";
 const USERS = ["u0", "u1", "u2", "u3", "u4"];
 const T0 = 1_900_000_000_000;
 
+type Ask = { user: number; nonce: number; quantity: number };
 type Op =
   | { kind: "reserve"; user: number; nonce: number; quantity: number }
+  | { kind: "batch"; asks: Ask[] }
   | { kind: "cancel"; pick: number; asOwner: boolean }
   | { kind: "advance"; ms: number }
   | { kind: "reconfigure"; total: number; status: "on_sale" | "paused"; window: "open" | "ended" | "later" }
   | { kind: "pay"; pick: number; succeeded: boolean; eventId: number };
 
+const askArb = fc.record({ user: fc.nat(4), nonce: fc.nat(9), quantity: fc.integer({ min: 1, max: 3 }) });
+
 const opArb: fc.Arbitrary<Op> = fc.oneof(
+  // Several requests in one transaction (the group commit's batches), nonces repeated within one too.
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant("batch" as const),
+      asks: fc.array(askArb, { minLength: 2, maxLength: 6 }),
+    }),
+  },
   {
     weight: 5,
     arbitrary: fc.record({
@@ -112,13 +124,21 @@ function checkInvariants(engine: StockEngine, sql: SqlStorage, limit: number): v
   }
 }
 
+/**
+ * Runs a scenario, checking the invariants after every step; returns every answer in order. With
+ * `restarts`, a new engine is made from the storage before every step, as an object restarted
+ * between any two requests would be: its memory is read again from SQLite.
+ */
 async function runScenario(
   storage: DurableObjectStorage,
   scenario: { total: number; perUserLimit: number; holdSeconds: number; ops: Op[] },
-): Promise<void> {
+  restarts = false,
+): Promise<unknown[]> {
   await storage.deleteAll();
   let ids = 0;
-  const engine = new StockEngine(storage, () => `00000000-0000-4000-8000-${String(++ids).padStart(12, "0")}`);
+  const newId = () => `00000000-0000-4000-8000-${String(++ids).padStart(12, "0")}`;
+  let engine = new StockEngine(storage, newId);
+  const transcript: unknown[] = [];
   let now = T0;
   const configure = (total: number, status: "on_sale" | "paused", window: "open" | "ended" | "later") =>
     engine.configure({
@@ -137,48 +157,70 @@ async function runScenario(
   const firstAnswerOfNonce = new Map<string, Reservation>();
   const paymentEvents = new Set<string>();
 
+  const checkAnswer = (
+    answer: Outcome<{ reservation: Reservation; replayed: boolean }>,
+    ask: Ask,
+    available: number,
+  ) => {
+    const nonce = `n${ask.nonce}`;
+    const first = firstAnswerOfNonce.get(nonce);
+    if (first) {
+      // 3. A used nonce never holds again: replay or mismatch.
+      if (answer.ok) {
+        expect(answer.value.replayed).toBe(true);
+        expect(answer.value.reservation.id).toBe(first.id);
+      } else {
+        expect(answer.code).toBe("IDEMPOTENCY_MISMATCH");
+      }
+    } else if (answer.ok) {
+      expect(answer.value.replayed).toBe(false);
+      firstAnswerOfNonce.set(nonce, answer.value.reservation);
+      reservations.push(answer.value.reservation);
+    } else {
+      checkRefusal(answer, available, ask.quantity);
+    }
+  };
+
   for (const op of scenario.ops) {
+    if (restarts) engine = new StockEngine(storage, newId);
     const before = engine.state()?.stock;
     if (!before) throw new Error("not configured");
-    if (op.kind === "reserve") {
-      const user = USERS[op.user] ?? "u0";
-      const nonce = `n${op.nonce}`;
-      const [answer] = engine.reserve([{ userId: user, nonce, quantity: op.quantity }], now);
-      const first = firstAnswerOfNonce.get(nonce);
-      if (!answer) throw new Error("no answer");
-      if (first) {
-        // 3. A used nonce never holds again: replay or mismatch.
-        if (answer.ok) {
-          expect(answer.value.replayed).toBe(true);
-          expect(answer.value.reservation.id).toBe(first.id);
-        } else {
-          expect(answer.code).toBe("IDEMPOTENCY_MISMATCH");
-        }
-      } else if (answer.ok) {
-        expect(answer.value.replayed).toBe(false);
-        firstAnswerOfNonce.set(nonce, answer.value.reservation);
-        reservations.push(answer.value.reservation);
-      } else {
-        checkRefusal(answer, before.available, op.quantity);
-      }
+    if (op.kind === "reserve" || op.kind === "batch") {
+      const asks = op.kind === "batch" ? op.asks : [op];
+      const answers = engine.reserve(
+        asks.map((a) => ({ userId: USERS[a.user] ?? "u0", nonce: `n${a.nonce}`, quantity: a.quantity })),
+        now,
+      );
+      expect(answers).toHaveLength(asks.length);
+      let available = before.available;
+      asks.forEach((ask, i) => {
+        const answer = answers[i];
+        if (!answer) throw new Error("no answer");
+        checkAnswer(answer, ask, available);
+        if (answer.ok && !answer.value.replayed) available -= ask.quantity;
+      });
+      transcript.push(answers);
     } else if (op.kind === "cancel" && reservations.length > 0) {
       const target = reservations[op.pick % reservations.length] as Reservation;
       const prior = engine.reservation(target.id)?.status;
       const answer = engine.cancel(target.id, op.asOwner ? target.userId : "stranger", now);
+      transcript.push(answer);
       if (!op.asOwner) expect(answer.ok ? "ok" : answer.code).toBe("RESERVATION_NOT_FOUND");
       else if (prior === "held" && target.expiresAt > now) expect(answer.ok).toBe(true);
     } else if (op.kind === "advance") {
       now += op.ms;
-      engine.expireDue(now);
+      transcript.push(engine.expireDue(now));
       expect(engine.nextExpiry() ?? Number.POSITIVE_INFINITY).toBeGreaterThan(now);
     } else if (op.kind === "reconfigure") {
       const answer = configure(op.total, op.status, op.window);
+      transcript.push(answer);
       expect(answer.ok).toBe(op.total >= before.held + before.sold);
     } else if (op.kind === "pay" && reservations.length > 0) {
       const target = reservations[op.pick % reservations.length] as Reservation;
       const eventId = `evt_${op.eventId}`;
       const type = op.succeeded ? "payment.succeeded" : "payment.failed";
       const answer = engine.applyPayment(eventId, type, target.id, now);
+      transcript.push(answer);
       expect(answer.ok).toBe(true);
       // 6. A payment event id takes effect once.
       if (answer.ok) expect(answer.value.replayed).toBe(paymentEvents.has(eventId));
@@ -186,7 +228,9 @@ async function runScenario(
       paymentEvents.add(eventId);
     }
     checkInvariants(engine, storage.sql, scenario.perUserLimit);
+    transcript.push(engine.state(), engine.nextExpiry());
   }
+  return transcript;
 }
 
 /** A refusal must be justified by the state before the request. */
@@ -202,9 +246,83 @@ describe("stock engine, random operation sequences", () => {
     const stub = stockShard(env, "engine-property", 0);
     await runInDurableObject(stub, async (_object, state) => {
       await fc.assert(
-        fc.asyncProperty(scenarioArb, (scenario) => runScenario(state.storage, scenario)),
+        fc.asyncProperty(scenarioArb, async (scenario) => void (await runScenario(state.storage, scenario))),
         { numRuns: 1_000, seed: 20261129, endOnFailure: false },
       );
     });
   }, 120_000);
+
+  it("decides the same when its memory is read again from SQLite before every step (a restart)", async () => {
+    const stub = stockShard(env, "engine-restarts", 0);
+    await runInDurableObject(stub, async (_object, state) => {
+      await fc.assert(
+        fc.asyncProperty(scenarioArb, async (scenario) => {
+          const kept = await runScenario(state.storage, scenario);
+          const restarted = await runScenario(state.storage, scenario, true);
+          expect(restarted).toEqual(kept);
+        }),
+        { numRuns: 300, seed: 20261130, endOnFailure: false },
+      );
+    });
+  }, 120_000);
+});
+
+describe("stock engine memory", () => {
+  it("forgets what a transaction that threw had decided: memory stays what SQLite holds", async () => {
+    const stub = stockShard(env, "engine-rollback", 0);
+    await runInDurableObject(stub, async (_object, state) => {
+      await state.storage.deleteAll();
+      let ids = 0;
+      const newId = () => `00000000-0000-4000-8000-${String(++ids).padStart(12, "0")}`;
+      const engine = new StockEngine(state.storage, newId);
+      engine.configure({ sku: "rb", shard: 0, shards: 1, totalStock: 5, perUserLimit: 1 });
+      expect(engine.reserve([{ userId: "a", nonce: "na", quantity: 1 }], T0)[0]?.ok).toBe(true);
+      const before = engine.state();
+      // The next hold's id is taken already (as a bug would make it): its INSERT fails at the commit.
+      const next = `rb.0.00000000000040008000${String(ids + 1).padStart(12, "0")}`;
+      state.storage.sql.exec(
+        "INSERT INTO reservations (id, user_id, quantity, status, nonce, created_at, expires_at, updated_at, seq) VALUES (?, 'x', 1, 'paid', NULL, 0, 0, 0, 0)",
+        next,
+      );
+      expect(() => engine.reserve([{ userId: "b", nonce: "nb", quantity: 1 }], T0)).toThrow();
+      // Nothing of the failed batch stays in memory: counts, seq, quota, nonce and expiry as before.
+      expect(engine.state()).toEqual(before);
+      expect(engine.state()).toEqual(new StockEngine(state.storage, newId).state());
+      const quota = state.storage.sql.exec("SELECT COUNT(*) AS n FROM user_quota WHERE user_id = 'b'").one().n;
+      expect(quota).toBe(0);
+      state.storage.sql.exec("DELETE FROM reservations WHERE id = ?", next);
+      // The same request is decided afresh: held once, and user b's limit counts that one hold only.
+      const again = engine.reserve([{ userId: "b", nonce: "nb", quantity: 1 }], T0)[0];
+      expect(again).toMatchObject({ ok: true, value: { replayed: false } });
+      expect(engine.reserve([{ userId: "b", nonce: "nb2", quantity: 1 }], T0)[0]).toMatchObject({
+        ok: false,
+        code: "LIMIT_EXCEEDED",
+      });
+      expect(engine.state()?.stock).toMatchObject({ held: 2, available: 3 });
+      expect(engine.nextExpiry()).toBe(T0 + 900_000);
+    });
+  });
+});
+
+describe("stock engine quotas", () => {
+  it("reads each batch's users' quotas from SQLite: a user who bought before is over the limit", async () => {
+    const stub = stockShard(env, "engine-quotas", 0);
+    await runInDurableObject(stub, async (_object, state) => {
+      await state.storage.deleteAll();
+      const engine = new StockEngine(state.storage, () => crypto.randomUUID());
+      engine.configure({ sku: "q", shard: 0, shards: 1, totalStock: 10, perUserLimit: 1 });
+      // As a pruned sale leaves a buyer: no reservation row, a quota row (and the unit sold).
+      state.storage.sql.exec("INSERT INTO user_quota (user_id, active) VALUES ('buyer-1', 1)");
+      state.storage.sql.exec("UPDATE sku SET sold = 1 WHERE id = 1");
+      engine.forget();
+      const answers = engine.reserve(
+        [
+          { userId: "buyer-1", nonce: "q1", quantity: 1 },
+          { userId: "new-1", nonce: "q2", quantity: 1 },
+        ],
+        T0,
+      );
+      expect(answers.map((a) => (a.ok ? "ok" : a.code))).toEqual(["LIMIT_EXCEEDED", "ok"]);
+    });
+  });
 });

@@ -39,12 +39,19 @@ export interface RedisServer {
 }
 
 /** Starts redis-server and resolves once it accepts connections. */
-export async function startRedis(opts: { port?: number; dir?: string; persist?: boolean } = {}): Promise<RedisServer> {
+/**
+ * `appendfsync`: an append-only file fsynced as Redis's option says ("always": every write is on
+ * disk before its answer, the durability of a committed SQLite transaction); implies `persist`.
+ */
+export async function startRedis(
+  opts: { port?: number; dir?: string; persist?: boolean; appendfsync?: "always" | "everysec" | "no" } = {},
+): Promise<RedisServer> {
   if (!hasRedisServer()) throw new Error(REDIS_MISSING);
   const port = opts.port ?? (await freePort());
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), "flashgate-redis-"));
   const args = ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--protected-mode", "yes"];
-  args.push("--appendonly", opts.persist ? "yes" : "no");
+  args.push("--appendonly", opts.persist || opts.appendfsync ? "yes" : "no");
+  if (opts.appendfsync) args.push("--appendfsync", opts.appendfsync);
   const child = spawn("redis-server", args, { stdio: ["ignore", "pipe", "pipe"] });
   let log = "";
   await new Promise<void>((resolve, reject) => {

@@ -43,18 +43,21 @@ const HERE = fileURLToPath(new URL("..", import.meta.url));
 /**
  * `root`: the checkout whose Worker to run (default this one); the bench runs an earlier commit's
  * Worker from a worktree of it beside today's, to measure a change before and after in one run.
+ * `stateRoot`: where its state directory (D1, the Durable Objects' SQLite files) is made; the OS's
+ * temporary directory by default.
  */
 export async function startWorker(
   label: string,
   vars: Record<string, string>,
-  opts: { inspect?: boolean; root?: string } = {},
+  opts: { inspect?: boolean; root?: string; stateRoot?: string } = {},
 ): Promise<WorkerServer> {
   const ROOT = opts.root ?? HERE;
   const CONFIG = join(ROOT, "wrangler.toml");
   ensureDevVars();
   const port = await freePort();
   const inspectorPort = opts.inspect ? await freePort() : undefined;
-  const state = mkdtempSync(join(tmpdir(), "flashgate-bench-"));
+  // `stateRoot` on a tmpfs (/dev/shm) makes every fsync of the local SQLite databases a no-op.
+  const state = mkdtempSync(join(opts.stateRoot ?? tmpdir(), "flashgate-bench-"));
   const bundle = join(state, "bundle");
   const env = { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" };
   await Promise.all([

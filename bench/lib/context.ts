@@ -10,6 +10,8 @@ export interface Mode {
   engineReservations: number;
   /** EVALSHA calls per redis-benchmark run. */
   redisCalls: number;
+  /** Reservations in the order-pipeline scenario's sale (issue 15 asks for at least 20,000). */
+  orderReservations: number;
 }
 
 export const QUICK: Mode = {
@@ -17,6 +19,7 @@ export const QUICK: Mode = {
   timing: { warmSeconds: 1, seconds: 4, connections: 50 },
   engineReservations: 10_000,
   redisCalls: 100_000,
+  orderReservations: 20_000,
 };
 
 export const FULL: Mode = {
@@ -24,6 +27,7 @@ export const FULL: Mode = {
   timing: { warmSeconds: 3, seconds: 8, connections: 50 },
   engineReservations: 40_000,
   redisCalls: 400_000,
+  orderReservations: 40_000,
 };
 
 /** A stock check made after every scenario ran: what the admin view must say. */

@@ -17,7 +17,8 @@ interface Node {
   hitCount?: number;
 }
 
-export async function startProfile(inspectorPort: number, target = "flashgate") {
+/** A Chrome DevTools protocol session with one isolate of workerd (the Worker's, by title). */
+async function connectInspector(inspectorPort: number, target: string) {
   const list = (await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json()) as {
     id: string;
     title?: string;
@@ -42,13 +43,37 @@ export async function startProfile(inspectorPort: number, target = "flashgate") 
       pending.set(id, resolve);
       ws.send(JSON.stringify({ id, method, params }));
     });
+  return { send, close: () => ws.close() };
+}
+
+/**
+ * The isolate's JS heap after a full garbage collection (the inspector's `Runtime.getHeapUsage`):
+ * Workers expose no memory figure to the code itself, and the 128 MB limit is on this heap.
+ */
+export async function heapUsage(
+  inspectorPort: number,
+  target = "flashgate",
+): Promise<{ usedBytes: number; totalBytes: number }> {
+  const { send, close } = await connectInspector(inspectorPort, target);
+  try {
+    await send("HeapProfiler.enable");
+    await send("HeapProfiler.collectGarbage");
+    const heap = (await send("Runtime.getHeapUsage")) as { usedSize: number; totalSize: number };
+    return { usedBytes: heap.usedSize, totalBytes: heap.totalSize };
+  } finally {
+    close();
+  }
+}
+
+export async function startProfile(inspectorPort: number, target = "flashgate") {
+  const { send, close } = await connectInspector(inspectorPort, target);
   await send("Profiler.enable");
   await send("Profiler.setSamplingInterval", { interval: 100 });
   await send("Profiler.start");
   return {
     async stop(top = 25): Promise<ProfileLine[]> {
       const { profile } = (await send("Profiler.stop")) as { profile: { nodes: Node[] } };
-      ws.close();
+      close();
       const total = profile.nodes.reduce((n, node) => n + (node.hitCount ?? 0), 0);
       const bySelf = new Map<string, ProfileLine>();
       for (const node of profile.nodes) {

@@ -1,3 +1,5 @@
+import type { StockStats } from "../../src/harness/harness-stock";
+import { SECRETS } from "../../tools/dev-vars";
 import { cpuMeter } from "../../tools/proc";
 import { createSku, type WorkerServer } from "../../tools/worker";
 import type { Bench } from "../lib/context";
@@ -6,16 +8,28 @@ import { log } from "../lib/log";
 
 const BATCH = 64; // the group commit's MAX_BATCH
 
+/** The stock object's storage figures (src/harness/bench-routes.ts), read outside the engine's statements. */
+export async function stockStats(server: WorkerServer, sku: string, shard = 0): Promise<StockStats> {
+  const res = await fetch(`${server.url}/bench/stock/${sku}/${shard}/stats`, {
+    headers: { authorization: `Bearer ${SECRETS.ADMIN_TOKEN}` },
+  });
+  if (!res.ok) throw new Error(`/bench/stock/${sku}/${shard}/stats: ${res.status} ${await res.text()}`);
+  return (await res.json()) as StockStats;
+}
+
 /**
  * The engine core, no HTTP on the measured path: the stock object's `reserve(requests[])` RPC driven
  * from inside workerd (the bench route), batches of 64, one in flight (the object is serial anyway),
- * every reservation a fresh user. Beside its rate: workerd's CPU µs per reservation.
+ * every reservation a fresh user. Beside its rate: workerd's CPU µs per reservation, and the SQL
+ * statements the engine ran per reservation (the harness storage counts them), outbox flushes included:
+ * the count is read once the outbox is empty.
  */
-export async function engineCore(bench: Bench, server: WorkerServer) {
+export async function engineCore(bench: Bench, server: WorkerServer, key = "engine_core") {
   const n = bench.mode.engineReservations;
   const run = `e${Date.now().toString(36)}`;
   const sku = `eng-${run}`;
   await createSku(server, sku, n * 2);
+  const before = await stockStats(server, sku);
   log(`engine core: ${n} reservations through reserve RPC batches of ${BATCH} (in workerd, no HTTP)`);
   const meter = cpuMeter([server.pid]);
   const r = await engineRun(server, { sku, count: n, batch: BATCH, concurrency: 1, run });
@@ -23,14 +37,24 @@ export async function engineCore(bench: Bench, server: WorkerServer) {
   if (r.ok !== n || Object.keys(r.rejected).length > 0)
     bench.problems.push(`engine core: ${r.ok}/${n} ok, rejected ${JSON.stringify(r.rejected)}`);
   bench.checks.push({ server, sku, total: n * 2, held: r.ok });
+  let after = await stockStats(server, sku);
+  for (let i = 0; i < 100 && (after.rows.outbox ?? 0) > 0; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 100)); // the last batches' outbox flush, in the background
+    after = await stockStats(server, sku);
+  }
   const fig = {
     reservations: n,
     batch: BATCH,
     elapsedMs: r.elapsedMs,
     perSec: (n * 1000) / r.elapsedMs,
     cpuUsPerReservation: cpu / n,
+    sqlStatementsPerReservation: (after.statements - before.statements) / n,
+    databaseBytesPerReservation: (after.databaseSize - before.databaseSize) / n,
   };
-  log(`  ${fig.perSec.toFixed(0)} reservations/s, ${fig.cpuUsPerReservation.toFixed(0)} µs workerd CPU each`);
-  bench.figures.engine_core = fig;
+  log(
+    `  ${fig.perSec.toFixed(0)} reservations/s, ${fig.cpuUsPerReservation.toFixed(0)} µs workerd CPU and ` +
+      `${fig.sqlStatementsPerReservation.toFixed(2)} SQL statements each`,
+  );
+  bench.figures[key] = fig;
   return fig;
 }

@@ -8,9 +8,16 @@ import { type RedisBenchResult, redisBenchmark } from "../lib/redis-benchmark";
  * Redis's own figures for the script the stock object twins: `redis-benchmark` sends EVALSHA of
  * lua/reserve.lua, 50 connections, unpipelined and with `-P 16`, every call a fresh user, id and nonce.
  */
-export async function redisReserve(bench: Bench, redis: Redis, port: number, pid: number) {
+export async function redisReserve(
+  bench: Bench,
+  redis: Redis,
+  port: number,
+  pid: number,
+  opts: { suffix?: string; pipelines?: number[] } = {},
+) {
   const out: Record<string, RedisBenchResult> = {};
-  for (const pipeline of [1, 16]) {
+  const suffix = opts.suffix ?? "";
+  for (const pipeline of opts.pipelines ?? [1, 16]) {
     // A SKU per run: ids, users and nonces are random numbers, and a second run on the same SKU
     // met ids of the first (reserve.lua refuses a reservation id that exists).
     const sku = `rb-${Date.now().toString(36)}-p${pipeline}`;
@@ -32,7 +39,7 @@ export async function redisReserve(bench: Bench, redis: Redis, port: number, pid
     log(`redis-benchmark: EVALSHA reserve.lua, ${calls} calls, c50, pipeline ${pipeline}`);
     try {
       const r = await redisBenchmark({
-        label: `EVALSHA reserve.lua -P ${pipeline}`,
+        label: `EVALSHA reserve.lua -P ${pipeline}${suffix ? ` (${suffix.replaceAll("_", " ").trim()})` : ""}`,
         port,
         pid,
         command,
@@ -41,8 +48,8 @@ export async function redisReserve(bench: Bench, redis: Redis, port: number, pid
         pipeline,
       });
       log(`  ${r.perSec.toFixed(0)} calls/s, ${r.cpuUsPerCall.toFixed(1)} µs redis-server CPU per call`);
-      out[`reserve_lua_p${pipeline}`] = r;
-      bench.redis[`reserve_lua_p${pipeline}`] = r;
+      out[`reserve_lua_p${pipeline}${suffix}`] = r;
+      bench.redis[`reserve_lua_p${pipeline}${suffix}`] = r;
     } catch (err) {
       bench.problems.push(`redis-benchmark -P ${pipeline}: ${String(err).split("\n")[0]}`);
     }

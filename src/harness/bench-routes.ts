@@ -18,8 +18,10 @@ import type { SkuStock as HarnessSkuStock } from "./harness-stock";
  *   HTTP in between, and returns the elapsed time and every RPC's duration.
  * - `GET /bench/orders/:sku`: when each D1 order row of a SKU was first written (the consumer's
  *   `processed_events.processed_at`) and when its hold was created, to measure the lag from hold to row.
- * - `GET /bench/stock/:sku/:shard/stats`: a stock object's rows read so far, database size and rows
- *   per table (scripts/soak.ts).
+ * - `GET /bench/stock/:sku/:shard/stats`: a stock object's rows read and SQL statements so far, database
+ *   size and rows per table (scripts/soak.ts, the engine core).
+ * - `POST /bench/stock/:sku/:shard/fill`: fills a stock object with live holds or paid users' quotas
+ *   (the bench's memory figures; see `harnessFill` in harness-stock.ts).
  */
 export const bench = new Hono<AppEnv>();
 
@@ -58,6 +60,10 @@ bench.post("/bench/engine", async (c) => {
       const t0 = performance.now();
       const answers: Outcome<ReserveAnswer>[] = await stub.reserve(requests);
       rpcMs.push(performance.now() - t0);
+      // Let workerd's event loop go idle once per batch: its timers fire only then, and Miniflare's
+      // queue broker sets one per message sent (its limit is 10,000 active), so a loop of RPCs that
+      // never idles fills it with the outbox's messages and the broker fails every send after.
+      await scheduler.wait(0);
       for (const answer of answers) {
         if (answer.ok) ok++;
         else codes[answer.code] = (codes[answer.code] ?? 0) + 1;
@@ -102,6 +108,22 @@ bench.get("/bench/orders/:sku", async (c) => {
     .bind(sku)
     .all<{ id: string; at: number; created: number }>();
   return c.json({ rows: results });
+});
+
+const FillRequest = z.object({
+  run: z.string().regex(/^[A-Za-z0-9_-]{1,32}$/),
+  holds: z.int().min(0).max(200_000).default(0),
+  paidUsers: z.int().min(0).max(2_000_000).default(0),
+  from: z.int().min(0).max(10_000_000).default(0),
+});
+
+bench.post("/bench/stock/:sku/:shard/fill", async (c) => {
+  const sku = c.req.param("sku");
+  const shard = Number(c.req.param("shard"));
+  if (!SKU_ID.test(sku) || !Number.isInteger(shard) || shard < 0 || shard > 63) throw new ApiError("NOT_FOUND");
+  const body = await readJson(c, FillRequest);
+  const stub = stockShard(c.env, sku, shard) as unknown as DurableObjectStub<HarnessSkuStock>;
+  return c.json(await stub.harnessFill(body));
 });
 
 bench.get("/bench/stock/:sku/:shard/stats", async (c) => {

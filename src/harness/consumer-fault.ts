@@ -1,26 +1,27 @@
 import type { ConsumeOrders } from "../index";
-import { type OrderEvent, OrderEventSchema } from "../orders/events";
-import { retryLater } from "../orders/order-consumer";
+import { eventsOfMessage, type OrderEvent } from "../orders/events";
+import { retryMessage } from "../orders/order-consumer";
 
-/** Shown each message's event before the consumer; throwing makes that message fail. */
+/** Shown each event of each message before the consumer; throwing makes that message fail. */
 export type ConsumerFault = (event: OrderEvent, attempts: number) => void;
 
 /**
  * The one way faults reach the order consumer, for the chaos harness and the tests: `fault` sees each
- * message's event first, and a message it throws for is retried as a failed write would be (the same
- * backoff, metric and log line), without reaching the consumer; the others go on as one batch.
- * A message that is no event at all goes on untouched, for the consumer to refuse.
+ * event of each message first (a message carries one or many, src/orders/events.ts), and a message it
+ * throws for, for any of its events, is retried whole as a failed write would be (the same backoff,
+ * metric and log line), without reaching the consumer; the others go on as one batch. What is not a
+ * valid event goes on untouched, for the consumer to refuse.
  */
 export function withConsumerFault(consume: ConsumeOrders, fault: ConsumerFault): ConsumeOrders {
   return async (batch, env) => {
     const passed: Message<unknown>[] = [];
     for (const message of batch.messages) {
-      const parsed = OrderEventSchema.safeParse(message.body);
+      const { events } = eventsOfMessage(message.body);
       try {
-        if (parsed.success) fault(parsed.data, message.attempts);
+        for (const event of events) fault(event, message.attempts);
         passed.push(message);
       } catch (err) {
-        if (parsed.success) retryLater(message, parsed.data, err);
+        retryMessage(message, events, err);
       }
     }
     await consume(

@@ -3,8 +3,10 @@ import type { EngineStorage, ReserveRequest } from "../../durable-objects/stock-
 
 /** What `GET /bench/stock/:sku/:shard/stats` answers: the object's storage as the soak watches it. */
 export interface StockStats {
-  /** Rows read by the engine's SQL statements since this instance started. */
+  /** Rows read by the engine's SQL statements since this instance started (with COUNT_ROWS_READ). */
   rowsRead: number;
+  /** SQL statements the engine ran since this instance started (each one a call from JS into SQLite). */
+  statements: number;
   /** The object's SQLite database, in bytes. */
   databaseSize: number;
   /** Rows per table. */
@@ -15,6 +17,7 @@ const TABLES = ["reservations", "user_quota", "payment_events", "waitlist", "tra
 
 type Cursor = SqlStorageCursor<Record<string, SqlStorageValue>>;
 interface Counter {
+  statements: number;
   rowsRead: number;
   /** The last cursor: its count is final once consumed, which the engine does before its next statement. */
   last: Cursor | null;
@@ -30,12 +33,24 @@ const counters = new WeakMap<DurableObjectStorage, Counter>();
  */
 export class SkuStock extends ProductionSkuStock {
   protected override engineStorage(storage: DurableObjectStorage): EngineStorage {
-    // Counting wraps every statement; only the soak asks for it, so the bench measures the object as
-    // production runs it (the wrapper was the top self-time entry of a hot-SKU profile).
-    if (this.env.COUNT_ROWS_READ !== "true") return storage;
-    const counter: Counter = { rowsRead: 0, last: null };
+    const counter: Counter = { statements: 0, rowsRead: 0, last: null };
     counters.set(storage, counter);
+    // Statements are always counted (the bench reports SQL statements per reservation): a plain
+    // closure and an increment, no Proxy, so the measured object costs what production's does.
+    // Rows read need the cursor of every statement kept: a Proxy, only when the soak asks for it
+    // (that wrapper was the top self-time entry of a hot-SKU profile).
+    if (this.env.COUNT_ROWS_READ !== "true") {
+      const sql = storage.sql;
+      const counted = {
+        exec: (query: string, ...bindings: SqlStorageValue[]): Cursor => {
+          counter.statements++;
+          return sql.exec(query, ...bindings);
+        },
+      } as unknown as SqlStorage;
+      return { sql: counted, transactionSync: (fn) => storage.transactionSync(fn) };
+    }
     const exec = (query: string, ...bindings: SqlStorageValue[]): Cursor => {
+      counter.statements++;
       if (counter.last) counter.rowsRead += counter.last.rowsRead;
       counter.last = storage.sql.exec(query, ...bindings);
       return counter.last;
@@ -60,7 +75,57 @@ export class SkuStock extends ProductionSkuStock {
     const { sql } = this.ctx.storage;
     const rows: Record<string, number> = {};
     for (const table of TABLES) rows[table] = sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table}`).one().n;
-    return { rowsRead: counter?.rowsRead ?? 0, databaseSize: sql.databaseSize, rows };
+    return {
+      rowsRead: counter?.rowsRead ?? 0,
+      statements: counter?.statements ?? 0,
+      databaseSize: sql.databaseSize,
+      rows,
+    };
+  }
+
+  /**
+   * Fills this stock object for the bench's memory figures (`POST /bench/stock/:sku/:shard/fill`):
+   * - `holds` live holds, each a fresh user, made by the engine itself in batches of 64 (one
+   *   transaction each, as the reserve RPC makes them);
+   * - `paidUsers` users who each bought one unit, as a long sale leaves them once settled rows are
+   *   pruned: a quota row per user (`<run>-<i>` from `from`, so the engine route's users of that run
+   *   meet them; bound numbers arrive as REAL, hence the CAST),
+   *   and the SKU's total and sold raised by as many.
+   * The synthetic holds' events are dropped from the outbox (the queue is not what is measured). The
+   * engine then forgets its memory, as a restarted object would, and decides on what SQLite holds.
+   */
+  harnessFill(opts: { run: string; holds?: number; paidUsers?: number; from?: number }): {
+    holds: number;
+    paidUsers: number;
+  } {
+    const now = this.now();
+    let holds = 0;
+    for (let i = 0; i < (opts.holds ?? 0); i += 64) {
+      const size = Math.min(64, (opts.holds ?? 0) - i);
+      const requests = Array.from({ length: size }, (_, k) => ({
+        userId: `${opts.run}-h${i + k}`,
+        nonce: crypto.randomUUID(),
+        quantity: 1,
+      }));
+      holds += this.engine.reserve(requests, now).filter((a) => a.ok).length;
+    }
+    const { sql } = this.ctx.storage;
+    const paidUsers = opts.paidUsers ?? 0;
+    if (paidUsers > 0) {
+      this.ctx.storage.transactionSync(() => {
+        sql.exec(
+          `WITH RECURSIVE n(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?)
+           INSERT INTO user_quota (user_id, active) SELECT ? || '-' || CAST(i AS INTEGER), 1 FROM n`,
+          opts.from ?? 0,
+          (opts.from ?? 0) + paidUsers,
+          opts.run,
+        );
+        sql.exec("UPDATE sku SET total = total + ?, sold = sold + ?, seq = seq + 1 WHERE id = 1", paidUsers, paidUsers);
+      });
+    }
+    sql.exec("DELETE FROM outbox");
+    this.engine.forget();
+    return { holds, paidUsers };
   }
 
   /**

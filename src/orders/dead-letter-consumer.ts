@@ -3,8 +3,8 @@ import { drizzle } from "drizzle-orm/d1";
 import { deadLetters } from "../db/schema";
 import { log } from "../observability/log";
 import { increment } from "../observability/metrics";
-import { OrderEventSchema } from "./events";
-import { applyOrderEvent } from "./order-store";
+import { eventsOfMessage } from "./events";
+import { applyOrderEvents } from "./order-store";
 
 /**
  * Consumer of the dead-letter queue: stores what the order consumer gave up on, so nothing is
@@ -25,13 +25,14 @@ export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env)
       })
       .onConflictDoNothing();
     message.ack();
-    increment("flashgate_queue_events_total", { result: "dead_lettered" });
-    const body = message.body as { requestId?: unknown; id?: unknown } | null;
+    // A message may carry many events (src/orders/events.ts): each is named, so is each request.
+    const { events } = eventsOfMessage(message.body);
+    increment("flashgate_queue_events_total", { result: "dead_lettered" }, Math.max(1, events.length));
     log("error", "order event dead-lettered", {
       messageId: message.id,
       attempts: message.attempts,
-      eventId: body?.id,
-      requestId: typeof body?.requestId === "string" ? body.requestId : undefined,
+      eventIds: events.map((e) => e.id),
+      requestIds: events.flatMap((e) => (e.requestId ? [e.requestId] : [])),
     });
   }
 }
@@ -48,18 +49,21 @@ export async function listDeadLetters(db: D1Database, opts: { pendingOnly?: bool
 export type ReplayResult = { found: false } | { found: true; replayedAt: number; applied: boolean; error?: string };
 
 /**
- * Replays a dead letter through the same idempotent apply as the consumer. Replaying twice is
- * harmless: the event id is recorded, and the order only moves to a higher seq.
+ * Replays a dead letter (a message: one event, or many) through the same idempotent apply as the
+ * consumer, all its events in one transaction. Replaying twice is harmless: the event ids are
+ * recorded, and an order only moves to a higher seq. A letter with an event that is not valid is
+ * refused whole (the consumer already applied its valid events when it first received it).
  */
 export async function replayDeadLetter(db: D1Database, id: string, now: number): Promise<ReplayResult> {
   const d1 = drizzle(db);
   const letter = await d1.select().from(deadLetters).where(eq(deadLetters.id, id)).get();
   if (!letter) return { found: false };
-  const parsed = OrderEventSchema.safeParse(JSON.parse(letter.body));
-  if (!parsed.success) return { found: true, replayedAt: 0, applied: false, error: "not a valid order event" };
-  await applyOrderEvent(db, parsed.data, now);
-  increment("flashgate_queue_events_total", { result: "replayed" });
-  log("info", "dead letter replayed", { deadLetterId: id, eventId: parsed.data.id });
+  const { events, invalid } = eventsOfMessage(JSON.parse(letter.body));
+  if (invalid !== null || events.length === 0)
+    return { found: true, replayedAt: 0, applied: false, error: "not a valid order event" };
+  await applyOrderEvents(db, events, now);
+  increment("flashgate_queue_events_total", { result: "replayed" }, events.length);
+  log("info", "dead letter replayed", { deadLetterId: id, eventIds: events.map((e) => e.id) });
   const replayedAt = letter.replayedAt ?? now;
   if (letter.replayedAt === null) await d1.update(deadLetters).set({ replayedAt }).where(eq(deadLetters.id, id));
   return { found: true, replayedAt, applied: true };

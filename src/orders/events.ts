@@ -42,3 +42,32 @@ export function statusOf(type: OrderEvent["type"]): ReservationStatus {
 export function eventTypeOf(status: ReservationStatus): OrderEvent["type"] {
   return `reservation.${status}`;
 }
+
+/**
+ * A queue message carries many events: `{"events": [event, …]}`, oldest first (the stock objects'
+ * outbox packs them, src/orders/outbox-messages.ts). Queues bills, limits (5,000 messages/s per
+ * queue) and delivers per message, so a message of 32 events moves 32 orders for the price of one.
+ * The consumer also accepts a message that is one bare event (the format before, and what chaos
+ * and older producers send).
+ */
+export const MAX_EVENTS_PER_MESSAGE = 32;
+
+const MultiEventBody = z.object({ events: z.array(z.unknown()).min(1).max(MAX_EVENTS_PER_MESSAGE) });
+
+/**
+ * The events of a message body, either format. `invalid`: why the body, or one of its events, is not
+ * a valid event (the valid ones are still returned: they apply, and the message is retried towards
+ * the dead-letter queue for the rest).
+ */
+export function eventsOfMessage(body: unknown): { events: OrderEvent[]; invalid: string | null } {
+  const multi = MultiEventBody.safeParse(body);
+  const items = multi.success ? multi.data.events : [body];
+  const events: OrderEvent[] = [];
+  let invalid: string | null = null;
+  for (const item of items) {
+    const parsed = OrderEventSchema.safeParse(item);
+    if (parsed.success) events.push(parsed.data);
+    else invalid ??= parsed.error.message;
+  }
+  return { events, invalid };
+}

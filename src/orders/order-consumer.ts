@@ -1,15 +1,19 @@
 import { log } from "../observability/log";
 import { increment } from "../observability/metrics";
-import { type OrderEvent, OrderEventSchema } from "./events";
-import { applyOrderEvent, applyOrderEvents } from "./order-store";
+import { eventsOfMessage, type OrderEvent } from "./events";
+import { applyOrderEvents } from "./order-store";
 
 /**
  * Consumer of `order-events`: the idempotent consumer of the classic design.
  *
- * The messages of a delivery are applied together in one `db.batch`; if that fails, each is applied
- * on its own and acked or retried on its own, so one poison message never holds back the rest of its
- * batch. Retries back off exponentially; after `max_retries` (wrangler.toml) the queue moves a
- * message to the dead-letter queue.
+ * A message carries one event or many (`{"events": [...]}`, src/orders/events.ts). The events of a
+ * whole delivery are applied together in one `db.batch` (multi-row statements, one transaction); if
+ * that fails, each message's events are applied on their own and each message is acked or retried on
+ * its own, so one poison message never holds back the rest of its batch. A message is acked when all
+ * its events were written and retried whole otherwise; applying an event again is harmless (the event
+ * ids are recorded and an order only moves to a higher seq). Retries back off exponentially; after
+ * `max_retries` (wrangler.toml) the queue moves a message to the dead-letter queue, whose replay
+ * applies its events again.
  */
 
 const MAX_BACKOFF_SECONDS = 60;
@@ -20,47 +24,58 @@ export function backoffSeconds(attempts: number): number {
 
 export async function consumeOrderEvents(batch: MessageBatch<unknown>, env: Env): Promise<void> {
   const now = Date.now();
-  const ready: { message: Message; event: OrderEvent }[] = [];
-  for (const message of batch.messages) {
-    const parsed = OrderEventSchema.safeParse(message.body);
-    if (!parsed.success) {
-      // Not an event at all: retrying cannot help; let the queue dead-letter it quickly.
-      log("warn", "order event failed validation", { messageId: message.id, error: parsed.error.message });
+  const deliveries = batch.messages.map((message) => {
+    const { events, invalid } = eventsOfMessage(message.body);
+    if (invalid !== null) {
+      log("warn", "order event failed validation", { messageId: message.id, error: invalid });
       increment("flashgate_queue_events_total", { result: "invalid" });
-      message.retry({ delaySeconds: 0 });
-      continue;
     }
-    ready.push({ message, event: parsed.data });
-  }
-  // All events in one D1 batch (one round trip); if it fails, each on its own, so that only the
-  // messages that really fail are retried.
+    return { message, events, invalid };
+  });
+
+  // All events in one D1 batch (one round trip); if it fails, each message's on their own, so that
+  // only the messages that really fail are retried.
   let changed: boolean[] | null = null;
+  const all = deliveries.flatMap((d) => d.events);
   try {
-    changed = await applyOrderEvents(
-      env.DB,
-      ready.map((r) => r.event),
-      now,
-    );
+    changed = await applyOrderEvents(env.DB, all, now);
   } catch (err) {
-    log("warn", "order events batch failed, applying one by one", { events: ready.length, error: String(err) });
+    log("warn", "order events batch failed, applying message by message", {
+      messages: deliveries.length,
+      events: all.length,
+      error: String(err),
+    });
   }
   const applied: { requestId: string | undefined; eventId: string; type: string; seq: number }[] = [];
   let unchanged = 0;
-  for (const [i, { message, event }] of ready.entries()) {
+  let offset = 0;
+  for (const { message, events, invalid } of deliveries) {
+    let rows: boolean[];
     try {
-      const changedRow = changed ? changed[i] === true : await applyOrderEvent(env.DB, event, now);
-      message.ack();
-      increment("flashgate_queue_events_total", { result: changedRow ? "applied" : "duplicate" });
-      if (changedRow) applied.push({ requestId: event.requestId, eventId: event.id, type: event.type, seq: event.seq });
-      else unchanged++;
+      rows = changed ? changed.slice(offset, offset + events.length) : await applyOrderEvents(env.DB, events, now);
     } catch (err) {
-      retryLater(message, event, err);
+      retryMessage(message, events, err);
+      continue;
+    } finally {
+      offset += events.length;
     }
+    for (const [i, event] of events.entries()) {
+      if (rows[i]) applied.push({ requestId: event.requestId, eventId: event.id, type: event.type, seq: event.seq });
+      else unchanged++;
+    }
+    // Not valid (in part): retrying cannot help; let the queue dead-letter it quickly. Its valid
+    // events are written above all the same.
+    if (invalid !== null) message.retry({ delaySeconds: 0 });
+    else message.ack();
   }
+  // Counted per delivery: a series key is built per call, and a delivery holds thousands of events.
+  if (applied.length > 0) increment("flashgate_queue_events_total", { result: "applied" }, applied.length);
+  if (unchanged > 0) increment("flashgate_queue_events_total", { result: "duplicate" }, unchanged);
   // One line per delivery, not per event: it names every request id it carried, so a purchase is
   // still followed from the edge to D1, at the cost of one log write per batch.
   if (applied.length > 0 || unchanged > 0) {
     log("info", "order events applied", {
+      messages: deliveries.length,
       applied: applied.length,
       unchanged,
       requestIds: applied.flatMap((e) => (e.requestId ? [e.requestId] : [])),
@@ -69,12 +84,16 @@ export async function consumeOrderEvents(batch: MessageBatch<unknown>, env: Env)
   }
 }
 
-/** A message whose write failed: counted, logged, and retried after the backoff of its attempts. */
-export function retryLater(message: Message, event: OrderEvent, err: unknown): void {
-  increment("flashgate_queue_events_total", { result: "retried" });
+/**
+ * A message whose write failed: counted (its events), logged (their ids and request ids), and retried
+ * whole after the backoff of its attempts.
+ */
+export function retryMessage(message: Message, events: readonly OrderEvent[], err: unknown): void {
+  increment("flashgate_queue_events_total", { result: "retried" }, Math.max(1, events.length));
   log("warn", "order event failed, will retry", {
-    requestId: event.requestId,
-    eventId: event.id,
+    messageId: message.id,
+    requestIds: events.flatMap((e) => (e.requestId ? [e.requestId] : [])),
+    eventIds: events.map((e) => e.id),
     attempts: message.attempts,
     error: String(err),
   });

@@ -1,66 +1,136 @@
-import { desc, eq, sql } from "drizzle-orm";
-import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
-import { orderCounts as orderCountsTable, orders, processedEvents } from "../db/schema";
+import { desc, eq } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { orderCounts as orderCountsTable, orders } from "../db/schema";
 import { type OrderEvent, RESERVATION_STATUSES, type ReservationStatus, statusOf } from "./events";
 
 /** D1 side of the order pipeline: applying events to `orders`, and reading orders back. */
 
-/**
- * Applies one event in one `db.batch` (one transaction): record its id, upsert its order.
- * The upsert only moves a row to a higher `seq`, so a duplicate, a replay or an event that
- * arrives after a newer one changes nothing. Returns whether the order row changed.
- */
-export async function applyOrderEvent(db: D1Database, event: OrderEvent, now: number): Promise<boolean> {
-  const [changed] = await applyOrderEvents(db, [event], now);
-  return changed === true;
+/** D1 binds at most 100 parameters per statement (https://developers.cloudflare.com/d1/platform/limits/). */
+export const D1_MAX_BOUND_PARAMETERS = 100;
+
+const PROCESSED_COLUMNS = ["event_id", "reservation_id", "processed_at"] as const;
+const ORDER_COLUMNS = [
+  "reservation_id",
+  "sku",
+  "user_id",
+  "quantity",
+  "status",
+  "expires_at",
+  "created_at",
+  "updated_at",
+  "last_seq",
+] as const;
+
+/** Rows per multi-row statement so that it binds at most {@link D1_MAX_BOUND_PARAMETERS}. */
+export function rowsPerStatement(columns: number): number {
+  return Math.floor(D1_MAX_BOUND_PARAMETERS / columns);
+}
+
+/** `(?, ?, ?), (?, ?, ?)`: the VALUES list of `rows` rows of `columns` parameters. */
+function valuesList(rows: number, columns: number): string {
+  const row = `(${Array(columns).fill("?").join(", ")})`;
+  return Array(rows).fill(row).join(", ");
+}
+
+/** Splits `items` into runs of at most `size`. */
+function chunks<T>(items: readonly T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
 }
 
 /**
- * Applies events in the order given, each as {@link applyOrderEvent} does, in one `db.batch`: one
- * round trip and one transaction for all of them, which either applies all or none. Returns, per
- * event, whether its order row changed.
+ * Record the event ids (idempotency, kept for retention's window); a duplicate id changes nothing.
+ * SQL text per row count is built once (at most two shapes in use: full chunks and one remainder).
+ */
+const processedSql = (rows: number) =>
+  `INSERT INTO processed_events (${PROCESSED_COLUMNS.join(", ")}) VALUES ${valuesList(rows, PROCESSED_COLUMNS.length)}
+   ON CONFLICT (event_id) DO NOTHING`;
+
+/**
+ * The seq guard: a row only moves to a higher `last_seq`, so a duplicate, a replay or an event that
+ * arrives after a newer one changes nothing, whatever the order of rows within one statement (SQLite
+ * applies them one after another). RETURNING names the rows that changed, to tell applied from duplicate.
+ */
+const ordersSql = (rows: number) =>
+  `INSERT INTO orders (${ORDER_COLUMNS.join(", ")}) VALUES ${valuesList(rows, ORDER_COLUMNS.length)}
+   ON CONFLICT (reservation_id) DO UPDATE SET
+     status = excluded.status,
+     expires_at = coalesce(excluded.expires_at, orders.expires_at),
+     updated_at = excluded.updated_at,
+     last_seq = excluded.last_seq,
+     created_at = min(orders.created_at, excluded.created_at)
+   WHERE excluded.last_seq > orders.last_seq
+   RETURNING reservation_id, last_seq`;
+
+const sqlCache = new Map<string, string>();
+function cachedSql(kind: "processed" | "orders", rows: number): string {
+  const key = `${kind}:${rows}`;
+  let text = sqlCache.get(key);
+  if (text === undefined) {
+    text = kind === "processed" ? processedSql(rows) : ordersSql(rows);
+    sqlCache.set(key, text);
+  }
+  return text;
+}
+
+/**
+ * The statements that apply `events` (in the order given): multi-row inserts of their ids into
+ * `processed_events`, then multi-row upserts of their orders, each statement within D1's bound
+ * parameter limit (33 ids or 11 orders per statement). Built on D1's own prepared statements rather
+ * than drizzle's query builder: on this path the builder cost more CPU than D1 itself (profile in
+ * docs/ARCHITECTURE.md, "Order pipeline").
+ */
+export function applyStatements(db: D1Database, events: readonly OrderEvent[], now: number) {
+  const processed = chunks(events, rowsPerStatement(PROCESSED_COLUMNS.length)).map((run) =>
+    db.prepare(cachedSql("processed", run.length)).bind(...run.flatMap((e) => [e.id, e.reservationId, now])),
+  );
+  const upserts = chunks(events, rowsPerStatement(ORDER_COLUMNS.length)).map((run) =>
+    db.prepare(cachedSql("orders", run.length)).bind(
+      ...run.flatMap((e) => {
+        const occurredAt = Date.parse(e.occurredAt);
+        return [
+          e.reservationId,
+          e.sku,
+          e.userId,
+          e.quantity,
+          statusOf(e.type),
+          e.expiresAt === undefined ? null : Date.parse(e.expiresAt),
+          occurredAt,
+          occurredAt,
+          e.seq,
+        ];
+      }),
+    ),
+  );
+  return { processed, upserts };
+}
+
+/**
+ * Applies events in the order given in one `db.batch`: one round trip and one transaction for all of
+ * them, which either applies all or none. Returns, per event, whether it changed its order row (an
+ * event that a later one in the same call overtook still counts as applied: it was, then the later
+ * one moved the row on).
  */
 export async function applyOrderEvents(db: D1Database, events: readonly OrderEvent[], now: number): Promise<boolean[]> {
-  const d1 = drizzle(db);
-  const [first, ...rest] = events.flatMap((event) => eventStatements(d1, event, now));
-  if (!first) return [];
-  const results = await d1.batch([first, ...rest]);
-  return events.map((_, i) => (results[2 * i + 1]?.meta.changes ?? 0) > 0);
-}
-
-/** One event's two statements: record its id, upsert its order (only to a higher `seq`). */
-function eventStatements(d1: DrizzleD1Database, event: OrderEvent, now: number) {
-  const occurredAt = Date.parse(event.occurredAt);
-  return [
-    d1
-      .insert(processedEvents)
-      .values({ eventId: event.id, reservationId: event.reservationId, processedAt: now })
-      .onConflictDoNothing(),
-    d1
-      .insert(orders)
-      .values({
-        reservationId: event.reservationId,
-        sku: event.sku,
-        userId: event.userId,
-        quantity: event.quantity,
-        status: statusOf(event.type),
-        expiresAt: event.expiresAt === undefined ? null : Date.parse(event.expiresAt),
-        createdAt: occurredAt,
-        updatedAt: occurredAt,
-        lastSeq: event.seq,
-      })
-      .onConflictDoUpdate({
-        target: orders.reservationId,
-        set: {
-          status: sql`excluded.status`,
-          expiresAt: sql`coalesce(excluded.expires_at, ${orders.expiresAt})`,
-          updatedAt: sql`excluded.updated_at`,
-          lastSeq: sql`excluded.last_seq`,
-          createdAt: sql`min(${orders.createdAt}, excluded.created_at)`,
-        },
-        setWhere: sql`excluded.last_seq > ${orders.lastSeq}`,
-      }),
-  ] as const;
+  if (events.length === 0) return [];
+  const { processed, upserts } = applyStatements(db, events, now);
+  const results = await db.batch<{ reservation_id: string; last_seq: number }>([...processed, ...upserts]);
+  // Each row the upserts inserted or moved, once per time it did: (reservation, seq) names one event.
+  const changed = new Map<string, number>();
+  for (const result of results.slice(processed.length)) {
+    for (const row of result.results) {
+      const key = `${row.reservation_id}\u0000${row.last_seq}`;
+      changed.set(key, (changed.get(key) ?? 0) + 1);
+    }
+  }
+  return events.map((e) => {
+    const key = `${e.reservationId}\u0000${e.seq}`;
+    const left = changed.get(key) ?? 0;
+    if (left === 0) return false;
+    changed.set(key, left - 1);
+    return true;
+  });
 }
 
 export type OrderRow = typeof orders.$inferSelect;
