@@ -17,6 +17,7 @@ import {
   type PaymentTotals,
   type PaymentType,
   type PricingChange,
+  type Pruned,
   type Reservation,
   type ReserveOutcome,
   type ReserveRequest,
@@ -401,19 +402,22 @@ export class SkuStock extends DurableObject<Env> {
     return finished;
   }
 
-  /**
-   * What reconciliation compares (see {@link StockEngine.audit}). `afterSeq` is the shard's
-   * watermark: everything at or below it was found in D1, so finished rows there are pruned first,
-   * in small transactions with a pause between them so that sales are never held up for long.
-   */
-  async audit(afterSeq: number, limit: number): Promise<Audit | null> {
-    if (afterSeq > 0) await this.#pruneSettled(afterSeq);
+  /** What reconciliation compares (see {@link StockEngine.audit}); it only reads. */
+  audit(afterSeq: number, limit: number): Audit | null {
     return this.engine.audit(afterSeq, limit, this.now());
   }
 
-  async #pruneSettled(settledSeq: number): Promise<void> {
+  /**
+   * Reconciliation stored `settledSeq` as this shard's watermark: everything at or below it is in D1
+   * (what it found missing was re-emitted first, with a newer seq). Finished rows there whose tokens
+   * can no longer be replayed are forgotten, in small transactions with a pause between them so that
+   * sales are never held up for long. Returns what went, with the rows the deletes read.
+   */
+  async settle(settledSeq: number): Promise<Pruned> {
     const tokenLifetimeMs = Number(this.env.PURCHASE_TOKEN_TTL_SECONDS) * 1000;
+    const total: Pruned = { reservations: 0, quotas: 0, transfers: 0, payments: 0, rowsRead: 0 };
     for (let round = 0; round < PRUNE_ROUNDS; round++) {
+      if (round > 0) await scheduler.wait(0); // let waiting requests in between two batches
       const now = this.now();
       const pruned = this.engine.pruneSettled(
         settledSeq,
@@ -421,9 +425,10 @@ export class SkuStock extends DurableObject<Env> {
         now,
         PRUNE_BATCH,
       );
-      if (pruned.reservations < PRUNE_BATCH) return;
-      await scheduler.wait(0); // let waiting requests in between two batches
+      for (const key of Object.keys(total) as (keyof Pruned)[]) total[key] += pruned[key];
+      if (pruned.reservations < PRUNE_BATCH) break;
     }
+    return total;
   }
 
   /**

@@ -258,6 +258,8 @@ export interface Pruned {
   quotas: number;
   transfers: number;
   payments: number;
+  /** Rows the deletes read (what "bounded" is measured in). */
+  rowsRead: number;
 }
 
 type SkuRow = {
@@ -697,23 +699,45 @@ export class StockEngine {
    */
   pruneSettled(settledSeq: number, replayableSince: number, now: number, limit: number): Pruned {
     return this.#transaction(() => {
-      const reservations = this.#sql.exec(
-        `DELETE FROM reservations WHERE id IN (
-           SELECT id FROM reservations WHERE seq <= ? AND status != 'held' AND created_at < ? ORDER BY seq LIMIT ?)`,
-        settledSeq,
-        replayableSince,
-        limit,
-      ).rowsWritten;
-      const quotas = this.#sql.exec("DELETE FROM user_quota WHERE active = 0").rowsWritten;
-      const transfers = this.#sql.exec(
-        "DELETE FROM transfers WHERE granted IS NOT NULL AND (direction = 'in' OR created_at < ?)",
-        now - TRANSFER_RECORD_RETENTION_MS,
-      ).rowsWritten;
-      const payments = this.#sql.exec(
-        "DELETE FROM payment_events WHERE created_at < ?",
-        now - PAYMENT_EVENT_RETENTION_MS,
-      ).rowsWritten;
-      return { reservations, quotas, transfers, payments };
+      let rowsRead = 0;
+      const written = (cursor: SqlStorageCursor<Record<string, SqlStorageValue>>): number => {
+        cursor.toArray();
+        rowsRead += cursor.rowsRead;
+        return cursor.rowsWritten;
+      };
+      // Found through the token-time index: what is read is what goes, plus the old rows that stay
+      // (open holds, rows changed after the watermark), not the rows of the token lifetime.
+      let reservations = written(
+        this.#sql.exec(
+          `DELETE FROM reservations WHERE id IN (
+             SELECT id FROM reservations
+              WHERE nonce IS NOT NULL AND created_at < ? AND seq <= ? AND status != 'held'
+              ORDER BY created_at LIMIT ?)`,
+          replayableSince,
+          settledSeq,
+          limit,
+        ),
+      );
+      // Rows put back for a late payment (no nonce: no token to replay), through the nonce index.
+      reservations += written(
+        this.#sql.exec(
+          `DELETE FROM reservations WHERE id IN (
+             SELECT id FROM reservations WHERE nonce IS NULL AND seq <= ? AND status != 'held' LIMIT ?)`,
+          settledSeq,
+          Math.max(0, limit - reservations),
+        ),
+      );
+      const quotas = written(this.#sql.exec("DELETE FROM user_quota WHERE active = 0"));
+      const transfers = written(
+        this.#sql.exec(
+          "DELETE FROM transfers WHERE granted IS NOT NULL AND (direction = 'in' OR created_at < ?)",
+          now - TRANSFER_RECORD_RETENTION_MS,
+        ),
+      );
+      const payments = written(
+        this.#sql.exec("DELETE FROM payment_events WHERE created_at < ?", now - PAYMENT_EVENT_RETENTION_MS),
+      );
+      return { reservations, quotas, transfers, payments, rowsRead };
     });
   }
 

@@ -119,6 +119,8 @@ export const STOCK_SCHEMA: readonly string[] = [
   `CREATE INDEX IF NOT EXISTS waitlist_by_quantity ON waitlist (quantity, position)`,
   // Payment event ids are forgotten after their retention, oldest first.
   `CREATE INDEX IF NOT EXISTS payment_events_by_time ON payment_events (created_at)`,
+  // Quotas back at 0 are forgotten at every reconciliation visit: found without reading the buyers'.
+  `CREATE INDEX IF NOT EXISTS user_quota_idle ON user_quota (user_id) WHERE active = 0`,
   // Nothing reads reservations by user (quotas are in `user_quota`): the index only cost every hold
   // one more b-tree insert. Objects from before drop it.
   `DROP INDEX IF EXISTS reservations_by_user`,

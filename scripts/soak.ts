@@ -11,10 +11,12 @@
 // Flat figures from the first phase to the last are the claim of issue 16; the script prints a table
 // (and `--json <file>` writes the figures). Tokens live 5 s here (PURCHASE_TOKEN_TTL_SECONDS), so
 // finished rows become prunable a minute later (tokens + the clock margin), not six.
-import { execFileSync } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { SECRETS } from "../tools/dev-vars";
+import { collectGarbage, type IsolateHeap, isolateHeaps, writeHeapSnapshot } from "../tools/heap";
 import { shopperJwt } from "../tools/jwt";
+import { type NativeMemory, nativeMemory, releaseFreeMemory } from "../tools/native-memory";
+import { rssBytes } from "../tools/proc";
 import { startWorker, type WorkerServer } from "../tools/worker";
 
 const args = process.argv.slice(2);
@@ -25,7 +27,17 @@ const option = (name: string, fallback: string) => {
 const PHASES = option("phases", "1000,10000,100000").split(",").map(Number);
 const CONCURRENCY = Number(option("concurrency", "16"));
 const JSON_OUT = option("json", "");
+/** With `--inspect`: each phase also reports every isolate's JavaScript heap (after a collection). */
+const INSPECT = args.includes("--inspect");
+/** `--snapshots <dir>`: a heap snapshot of the Worker's isolate per phase (implies --inspect). */
+const SNAPSHOTS = option("snapshots", "");
+/** With `--native`: each phase also reads workerd's tcmalloc and SQLite figures through gdb (tools/native-memory.ts). */
+const NATIVE = args.includes("--native");
+/** `--var NAME=value` (repeatable): a var for the Worker, e.g. to switch a feature off while hunting memory. */
+const VARS = args.flatMap((a, i) => (a === "--var" && args[i + 1] ? [args[i + 1] as string] : []));
 const SAMPLE = 200;
+/** Reservations measured per batch of tokens (minted together, used within their 5 s). */
+const MEASURE_BATCH = 20;
 const RECONCILE_EVERY = 1_000;
 const SKU = "soak";
 
@@ -45,19 +57,34 @@ interface Phase {
   databaseBytes: number;
   reservationRows: number;
   workerdRssMiB: number;
+  /** Of which anonymous memory (heaps: V8's, SQLite's page caches, workerd's own), not mapped files. */
+  workerdAnonMiB: number;
   cyclesPerSecond: number;
+  /** Cycles so far whose token lapsed before use (they minted another). */
+  tokenRetries: number;
+  /** MiB of JavaScript heap per isolate (with --inspect). */
+  heapsMiB?: Record<string, number>;
+  /** MiB of workerd's native heap (with --native). */
+  nativeMiB?: Record<keyof NativeMemory, number>;
+  /** workerd's RSS once tcmalloc gave its free memory back (with --native). */
+  rssAfterReleaseMiB?: number;
 }
 
 const log = (line: string) => console.log(`[soak] ${line}`);
 
 async function main(): Promise<void> {
   log(`phases ${PHASES.join(" → ")} finished reservations, ${CONCURRENCY} concurrent shoppers`);
-  const server = await startWorker("soak", {
-    RECONCILE_GRACE_MS: "0",
-    PURCHASE_TOKEN_TTL_SECONDS: "5",
-    GROUP_COMMIT: "on",
-    COUNT_ROWS_READ: "true", // the harness stock object counts its engine's rows read (src/harness/harness-stock.ts)
-  });
+  const server = await startWorker(
+    "soak",
+    {
+      RECONCILE_GRACE_MS: "0",
+      PURCHASE_TOKEN_TTL_SECONDS: "5",
+      GROUP_COMMIT: "on",
+      COUNT_ROWS_READ: "true", // the harness stock object counts its engine's rows read (src/harness/harness-stock.ts)
+      ...Object.fromEntries(VARS.map((v) => v.split("=") as [string, string])),
+    },
+    { inspect: INSPECT || SNAPSHOTS !== "" },
+  );
   try {
     await admin(server, "PUT", `/admin/skus/${SKU}`, { totalStock: 10_000, perUserLimit: 1, holdSeconds: 600 });
     const phases: Phase[] = [];
@@ -79,16 +106,43 @@ async function main(): Promise<void> {
       finished = target;
       await admin(server, "POST", "/admin/reconcile");
       const phase = await measure(server, `soak-m${target}`, finished, cycles / seconds);
+      if (server.inspectorPort !== undefined) {
+        phase.heapsMiB = heapsMiB(await isolateHeaps(server.inspectorPort));
+        log(`heaps (MiB, after GC): ${JSON.stringify(phase.heapsMiB)}`);
+        if (SNAPSHOTS)
+          await writeHeapSnapshot(server.inspectorPort, "flashgate", `${SNAPSHOTS}/soak-${target}.heapsnapshot`);
+      }
+      if (NATIVE) {
+        const native = await nativeMemory(server.pid);
+        phase.nativeMiB = Object.fromEntries(
+          Object.entries(native).map(([k, v]) => [k, Math.round((v / 2 ** 20) * 10) / 10]),
+        ) as Record<keyof NativeMemory, number>;
+        log(`native (MiB): ${JSON.stringify(phase.nativeMiB)}`);
+        await releaseFreeMemory(server.pid);
+        phase.rssAfterReleaseMiB = Math.round(rssBytes(server.pid) / 2 ** 20);
+        log(`workerd after tcmalloc released its free memory: ${phase.rssAfterReleaseMiB} MiB`);
+        if (server.inspectorPort !== undefined) {
+          // What a garbage collection gives back: C++ memory owned by JS objects nobody reaches any more.
+          await collectGarbage(server.inspectorPort);
+          const after = await nativeMemory(server.pid);
+          log(
+            `after GC: ${JSON.stringify(heapsMiB(await isolateHeaps(server.inspectorPort)))}, native allocated ` +
+              `${(after.allocatedBytes / 2 ** 20).toFixed(1)} MiB, workerd ${Math.round(rssBytes(server.pid) / 2 ** 20)} MiB ` +
+              `(${Math.round(statusKiB(server.pid, "RssAnon") / 1024)} anon)`,
+          );
+        }
+      }
       phases.push(phase);
+      // Written after every phase: a long soak cut short still leaves its figures.
+      if (JSON_OUT) writeFileSync(JSON_OUT, `${JSON.stringify({ phases }, null, 2)}\n`);
       log(
         `${finished} finished: ${phase.rowsPerReservation.toFixed(1)} rows/reservation, ` +
           `${phase.rowsPerRelease.toFixed(1)} rows/release, ${phase.rowsPerReconciliation} rows/reconciliation, ` +
           `${phase.objectRowsPerScrape} object rows/scrape, db ${(phase.databaseBytes / 1024).toFixed(0)} KiB, ` +
-          `${phase.reservationRows} reservation rows, workerd ${phase.workerdRssMiB} MiB (${phase.cyclesPerSecond.toFixed(0)} cycles/s)`,
+          `${phase.reservationRows} reservation rows, workerd ${phase.workerdRssMiB} MiB (${phase.workerdAnonMiB} anon) (${phase.cyclesPerSecond.toFixed(0)} cycles/s)`,
       );
     }
-    console.table(phases);
-    if (JSON_OUT) writeFileSync(JSON_OUT, `${JSON.stringify({ phases }, null, 2)}\n`);
+    console.table(phases.map(({ heapsMiB: _h, nativeMiB: _n, ...figures }) => figures));
   } finally {
     await server.stop();
   }
@@ -97,25 +151,44 @@ async function main(): Promise<void> {
 /** One shopper's reserve → cancel. */
 async function cycle(server: WorkerServer, userId: string): Promise<void> {
   const auth = { authorization: `Bearer ${await jwt(userId)}` };
-  const token = await http(server, "POST", `/api/skus/${SKU}/tokens`, auth);
-  const held = await http(server, "POST", `/api/skus/${SKU}/reservations`, auth, { token: token.token, quantity: 1 });
-  await http(server, "POST", `/api/reservations/${held.reservationId}/cancel`, auth);
+  for (let attempt = 1; ; attempt++) {
+    const token = await http(server, "POST", `/api/skus/${SKU}/tokens`, auth);
+    try {
+      const body = { token: token.token, quantity: 1 };
+      const held = await http(server, "POST", `/api/skus/${SKU}/reservations`, auth, body);
+      await http(server, "POST", `/api/reservations/${held.reservationId}/cancel`, auth);
+      return;
+    } catch (err) {
+      // A 5-s token can lapse on a loaded machine between minting and use: a new one, as a shopper would.
+      if (attempt >= 5 || !String(err).includes("TOKEN_EXPIRED")) throw err;
+      tokenRetries++;
+    }
+  }
 }
+
+/** Tokens that lapsed before their reservation (the cycle minted another). */
+let tokenRetries = 0;
 
 /** The figures of one phase, from fresh shoppers on the same SKU. */
 async function measure(server: WorkerServer, prefix: string, finished: number, rate: number): Promise<Phase> {
   const users = Array.from({ length: SAMPLE }, (_, i) => `${prefix}-${i}`);
   const auths = await Promise.all(users.map(async (u) => ({ authorization: `Bearer ${await jwt(u)}` })));
-  const tokens = [];
-  for (const auth of auths) tokens.push((await http(server, "POST", `/api/skus/${SKU}/tokens`, auth)).token);
-
-  const s0 = await stats(server);
+  // Tokens live 5 s: they are minted a batch at a time just before their reservations, outside the
+  // counted window (minting reads the SKU's state from the object).
+  let reserveRows = 0;
   const ids: string[] = [];
-  for (const [i, auth] of auths.entries()) {
-    ids.push(
-      (await http(server, "POST", `/api/skus/${SKU}/reservations`, auth, { token: tokens[i], quantity: 1 }))
-        .reservationId,
-    );
+  for (let start = 0; start < SAMPLE; start += MEASURE_BATCH) {
+    const batch = auths.slice(start, start + MEASURE_BATCH);
+    const tokens: string[] = [];
+    for (const auth of batch) tokens.push((await http(server, "POST", `/api/skus/${SKU}/tokens`, auth)).token);
+    const before = await stats(server);
+    for (const [i, auth] of batch.entries()) {
+      ids.push(
+        (await http(server, "POST", `/api/skus/${SKU}/reservations`, auth, { token: tokens[i], quantity: 1 }))
+          .reservationId,
+      );
+    }
+    reserveRows += (await stats(server)).rowsRead - before.rowsRead;
   }
   const s1 = await stats(server);
   for (const [i, auth] of auths.entries()) await http(server, "POST", `/api/reservations/${ids[i]}/cancel`, auth);
@@ -126,15 +199,17 @@ async function measure(server: WorkerServer, prefix: string, finished: number, r
   const s4 = await stats(server);
   return {
     finished,
-    rowsPerReservation: (s1.rowsRead - s0.rowsRead) / SAMPLE,
+    rowsPerReservation: reserveRows / SAMPLE,
     rowsPerRelease: (s2.rowsRead - s1.rowsRead) / SAMPLE,
     rowsPerReconciliation: report.rowsRead,
     objectRowsPerReconciliation: s3.rowsRead - s2.rowsRead,
     objectRowsPerScrape: s4.rowsRead - s3.rowsRead,
     databaseBytes: s4.databaseSize,
     reservationRows: s4.rows.reservations ?? 0,
-    workerdRssMiB: workerdRssMiB(),
+    workerdRssMiB: Math.round(rssBytes(server.pid) / 2 ** 20),
+    workerdAnonMiB: Math.round(statusKiB(server.pid, "RssAnon") / 1024),
     cyclesPerSecond: rate,
+    tokenRetries,
   };
 }
 
@@ -142,14 +217,9 @@ function stats(server: WorkerServer): Promise<Stats> {
   return http(server, "GET", `/bench/stock/${SKU}/0/stats`, {});
 }
 
-const jwts = new Map<string, string>();
+/** A shopper's JWT, signed per use: each shopper runs one cycle, so a cache would only grow. */
 async function jwt(userId: string): Promise<string> {
-  let token = jwts.get(userId);
-  if (!token) {
-    token = await shopperJwt(userId, SECRETS.AUTH_SECRET);
-    jwts.set(userId, token);
-  }
-  return token;
+  return shopperJwt(userId, SECRETS.AUTH_SECRET);
 }
 
 // The soak reads a few known fields of JSON answers.
@@ -165,11 +235,19 @@ async function http(
   text = false,
 ): Promise<AnyJson> {
   for (let attempt = 0; ; attempt++) {
-    const res = await fetch(`${server.url}${path}`, {
-      method,
-      headers: { ...headers, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
+    let res: Response;
+    try {
+      res = await fetch(`${server.url}${path}`, {
+        method,
+        headers: { ...headers, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+    } catch (err) {
+      // A connection reset (workerd stopped a moment, e.g. by a debugger): every call here is safe to
+      // send again (a reservation replays by its token's nonce, a cancel is idempotent).
+      if (attempt < 5) continue;
+      throw err;
+    }
     const answer = await res.text();
     if (res.status === 503 && attempt < 5) continue; // BUSY: the same request again
     if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${answer}\n${server.logTail()}`);
@@ -181,26 +259,14 @@ function admin<T = unknown>(server: WorkerServer, method: string, path: string, 
   return http(server, method, path, { authorization: `Bearer ${SECRETS.ADMIN_TOKEN}` }, body);
 }
 
-/** The resident memory of the workerd processes this script started, in MiB. */
-function workerdRssMiB(): number {
-  const table = execFileSync("ps", ["-eo", "pid=,ppid=,rss=,comm="], { encoding: "utf8" });
-  const procs = table
-    .trim()
-    .split("\n")
-    .map((line) => line.trim().split(/\s+/))
-    .map(([pid, ppid, rss, comm]) => ({ pid: Number(pid), ppid: Number(ppid), rss: Number(rss), comm: comm ?? "" }));
-  const mine = new Set([process.pid]);
-  for (let grew = true; grew; ) {
-    grew = false;
-    for (const p of procs) {
-      if (mine.has(p.ppid) && !mine.has(p.pid)) {
-        mine.add(p.pid);
-        grew = true;
-      }
-    }
-  }
-  const kib = procs.filter((p) => mine.has(p.pid) && p.comm.includes("workerd")).reduce((n, p) => n + p.rss, 0);
-  return Math.round(kib / 1024);
+/** A `/proc/<pid>/status` figure in KiB (VmRSS, RssAnon, RssFile…). */
+function statusKiB(pid: number, field: string): number {
+  const m = new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) : Number.NaN;
+}
+
+function heapsMiB(heaps: IsolateHeap[]): Record<string, number> {
+  return Object.fromEntries(heaps.map((h) => [h.target, Math.round((h.usedBytes / 2 ** 20) * 10) / 10]));
 }
 
 await main();

@@ -144,7 +144,8 @@ describe("reconciliation", () => {
     for (let i = 0; i < rows.length; i += 500) {
       await env.DB.batch(rows.slice(i, i + 500).map(([id, user, seq, at]) => insert.bind(id, sku, user, at, at, seq)));
     }
-    // Catch up: each run reads one page per shard, and finds every row in agreement.
+    // Catch up: each run reads the pages since its watermark (up to PAGES_PER_RUN), and finds every
+    // row in agreement.
     let runs = 0;
     let last = await reconcileNow();
     while (runs++ < 100) {
