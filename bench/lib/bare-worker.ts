@@ -19,7 +19,19 @@ const SCRIPT = `export default {
   },
 };`;
 
-export async function startBareWorker(): Promise<BareWorker> {
+export function startBareWorker(): Promise<BareWorker> {
+  return startScriptWorker("bare", SCRIPT);
+}
+
+/** A one-module Worker in a workerd of its own, found as the new child process (for /proc). */
+export async function startScriptWorker(
+  label: string,
+  script: string,
+  extra: {
+    bindings?: Record<string, string>;
+    ratelimits?: Record<string, { simple: { limit: number; period: number } }>;
+  } = {},
+): Promise<BareWorker> {
   const port = await freePort();
   const before = new Set(childrenNamed(process.pid, "workerd"));
   const mf = new Miniflare({
@@ -28,11 +40,12 @@ export async function startBareWorker(): Promise<BareWorker> {
     cf: false,
     log: new Log(LogLevel.WARN),
     modules: true,
-    script: SCRIPT,
+    script,
     compatibilityDate: "2026-04-20",
+    ...extra,
   });
   await mf.ready;
   const pid = childrenNamed(process.pid, "workerd").find((p) => !before.has(p));
-  if (pid === undefined) throw new Error("could not find the bare Worker's workerd process");
+  if (pid === undefined) throw new Error(`could not find the ${label} Worker's workerd process`);
   return { url: `http://127.0.0.1:${port}`, pid, stop: () => mf.dispose() };
 }

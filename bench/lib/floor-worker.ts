@@ -1,8 +1,5 @@
-import { Log, LogLevel, Miniflare } from "miniflare";
 import { SECRETS } from "../../tools/dev-vars";
-import { childrenNamed } from "../../tools/proc";
-import { freePort } from "../../tools/redis-server";
-import type { BareWorker } from "./bare-worker";
+import { type BareWorker, startScriptWorker } from "./bare-worker";
 
 /**
  * The floor of a sold-out answer: a Worker, in its own workerd, that does only the work the contract
@@ -48,23 +45,10 @@ export default {
   },
 };`;
 
-export async function startFloorWorker(): Promise<BareWorker> {
-  const port = await freePort();
-  const before = new Set(childrenNamed(process.pid, "workerd"));
-  const mf = new Miniflare({
-    host: "127.0.0.1",
-    port,
-    cf: false,
-    log: new Log(LogLevel.WARN),
-    modules: true,
-    script: SCRIPT,
-    compatibilityDate: "2026-04-20",
+export function startFloorWorker(): Promise<BareWorker> {
+  return startScriptWorker("floor", SCRIPT, {
     bindings: { AUTH_SECRET: SECRETS.AUTH_SECRET, TOKEN_SECRET: SECRETS.TOKEN_SECRET },
     // wrangler.toml's shopper limit, so the binding does the same work as Flashgate's.
     ratelimits: { LIMITER: { simple: { limit: 20, period: 10 } } },
   });
-  await mf.ready;
-  const pid = childrenNamed(process.pid, "workerd").find((p) => !before.has(p));
-  if (pid === undefined) throw new Error("could not find the floor Worker's workerd process");
-  return { url: `http://127.0.0.1:${port}`, pid, stop: () => mf.dispose() };
 }
