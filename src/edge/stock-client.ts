@@ -36,16 +36,26 @@ export function unwrap<T>(outcome: Outcome<T>): T {
 }
 
 /**
- * Calls a stock object. An overloaded object (its queue of waiting requests is full) becomes
- * `503 BUSY` with `Retry-After`, as the contract says; anything else is a real failure.
+ * Calls a stock object. An overloaded object (its queue of waiting requests is full) or one the
+ * runtime is restarting becomes `503 BUSY` with `Retry-After`, as the contract says; anything else is
+ * a real failure.
  */
 export async function callStock<P>(call: () => P): Promise<Awaited<P>> {
   try {
     return await call();
   } catch (err) {
-    if (err instanceof Error && (err as { overloaded?: boolean }).overloaded) {
-      throw new ApiError("BUSY", undefined, { "Retry-After": "1" });
-    }
+    if (err instanceof Error && isTransient(err)) throw new ApiError("BUSY", undefined, { "Retry-After": "1" });
     throw err;
   }
+}
+
+/**
+ * Overloaded, or a transient failure of the runtime rather than of our code (the object restarting or
+ * moving: `.retryable` and not `.remote`, see Cloudflare's "Durable Objects error handling"). Every
+ * stock RPC is idempotent (a reservation by its token's nonce, a payment by its event id), so the
+ * client's retry with the same request is safe: the answer is `503 BUSY`, never a `500`.
+ */
+function isTransient(err: Error): boolean {
+  const flags = err as { overloaded?: boolean; retryable?: boolean; remote?: boolean };
+  return flags.overloaded === true || (flags.retryable === true && flags.remote !== true);
 }
