@@ -30,6 +30,11 @@ export class CoalescedRunner {
     return this.#next;
   }
 
+  /** Whether one more run is already booked after the one in flight: asking again adds nothing. */
+  get booked(): boolean {
+    return this.#next !== null;
+  }
+
   /** The run in flight (and the one booked after it), or nothing: for callers that must wait it out. */
   async settled(): Promise<void> {
     while (this.#running || this.#next) await (this.#next ?? this.#running);
