@@ -1,7 +1,7 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { mintPurchaseToken } from "../src/edge/purchase-token";
+import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
 import { call, createSku, reserve, stockCallsTo, stockOf, stockShard, tokenFor, uniqueSku } from "./support/client";
 
 const TOKEN_SECRET = "test-token-secret";
@@ -186,6 +186,44 @@ describe("reservation path", () => {
     expect(stockCallsTo(sku)).toBe(before + 1);
     expect((await reserve("h2", sku, 1, tokens[1])).json.error.code).toBe("SOLD_OUT");
     expect(stockCallsTo(sku)).toBe(before + 1);
+  });
+
+  it("limits a shopper to 20 requests per 10 s; the edge's own SOLD_OUT answers spend none of it", async () => {
+    // Tokens minted here, so that only the reservations themselves meet the limit.
+    const tokens = (user: string, sku: string, n: number) =>
+      Promise.all(
+        Array.from({ length: n }, () =>
+          mintPurchaseToken(
+            { sku, userId: user, shard: 0, shards: 1, nonce: newNonce(), expiresAt: Date.now() + 60_000 },
+            TOKEN_SECRET,
+          ),
+        ),
+      );
+    const burst = (user: string, sku: string, list: string[]) =>
+      Promise.all(
+        list.map((token) => call("POST", `/api/skus/${sku}/reservations`, { user, body: { token, quantity: 1 } })),
+      );
+    // 60 requests at once span at most two of the limiter's 10-s windows: at most 40 pass.
+    const open = uniqueSku("limit-open");
+    await createSku(open, { totalStock: 100, perUserLimit: 100 });
+    const limited = await burst("rl-1", open, await tokens("rl-1", open, 60));
+    const refused = limited.filter((a) => a.status === 429);
+    expect(refused.length).toBeGreaterThanOrEqual(20);
+    for (const a of refused) {
+      expect([a.json.error.code, a.headers.get("Retry-After")]).toEqual(["RATE_LIMITED", "10"]);
+    }
+    const held = limited.filter((a) => a.status === 202).length;
+    expect(held + refused.length).toBe(60);
+    expect(await stockOf(open)).toEqual({ total: 100, available: 100 - held, held, sold: 0 });
+
+    // Once this isolate knows a SKU is sold out, it answers on its own, before the limiter.
+    const gone = uniqueSku("limit-gone");
+    await createSku(gone, { totalStock: 1, perUserLimit: 1 });
+    expect((await reserve("rl-buyer", gone)).status).toBe(202);
+    const before = stockCallsTo(gone);
+    const storm = await burst("rl-2", gone, await tokens("rl-2", gone, 60));
+    expect(storm.map((a) => a.json.error.code)).toEqual(Array(60).fill("SOLD_OUT"));
+    expect(stockCallsTo(gone)).toBe(before);
   });
 
   it("replays a token after the SKU sold out on its last unit, from any shard", async () => {

@@ -177,9 +177,17 @@ export const adminAuth = createMiddleware<AppEnv>(async (c, next) => {
   await next();
 });
 
-/** Per-shopper rate limit through the Workers rate-limit binding (limit set in wrangler.toml). */
-export const shopperRateLimit = createMiddleware<AppEnv>(async (c, next) => {
+/**
+ * Per-shopper rate limit through the Workers rate-limit binding (limit set in wrangler.toml):
+ * `429 RATE_LIMITED` with `Retry-After` once the shopper is over it.
+ */
+export async function limitShopper(c: Context<AppEnv>): Promise<void> {
   const { success } = await c.env.SHOPPER_RATE_LIMITER.limit({ key: c.get("userId") });
   if (!success) throw new ApiError("RATE_LIMITED", undefined, { "Retry-After": "10" });
+}
+
+/** {@link limitShopper} as middleware: the shopper routes run it right after authentication. */
+export const shopperRateLimit = createMiddleware<AppEnv>(async (c, next) => {
+  await limitShopper(c);
   await next();
 });

@@ -26,18 +26,28 @@ const ADMISSION: Record<Access, MiddlewareHandler<AppEnv>[]> = {
   webhook: [],
 };
 
+/** Options of {@link register}. */
+export interface RegisterOptions {
+  /** Middleware ahead of everything else (a counter that must see the `401`s too). */
+  before?: MiddlewareHandler<AppEnv>[];
+  /**
+   * `"handler"`: a shopper route whose handler calls `limitShopper` itself, after the answers that
+   * cost less than the rate-limit binding (the reservation's isolate-local `SOLD_OUT`).
+   */
+  rateLimit?: "handler";
+}
+
 /**
  * Registers one route of the contract (./contract.ts) on `app`. The entry decides everything a
  * route would otherwise repeat: the method and path, who may call it (`access`), and how its body
  * is read (`body`: the raw text is signature-checked first for webhooks, then parsed and validated
- * with the contract's schema: `400 INVALID_REQUEST` names the fields at fault). `before` runs ahead
- * of all that (a counter that must see the `401`s too).
+ * with the contract's schema: `400 INVALID_REQUEST` names the fields at fault).
  */
 export function register<const R extends ContractRoute>(
   app: Hono<AppEnv>,
   route: R,
   handler: RouteHandler<R>,
-  opts: { before?: MiddlewareHandler<AppEnv>[] } = {},
+  opts: RegisterOptions = {},
 ): void {
   const schema: z.ZodType | undefined = route.body === undefined ? undefined : CONTRACT_SCHEMAS[route.body];
   const signature = route.signature;
@@ -57,6 +67,10 @@ export function register<const R extends ContractRoute>(
     }
     return handler(c as Context<AppEnv, R["path"]>, body as BodyOf<R>);
   };
-  const handlers = [...(opts.before ?? []), ...ADMISSION[route.access], run];
+  const admission = opts.rateLimit === "handler" ? [shopperAuth] : ADMISSION[route.access];
+  if (opts.rateLimit === "handler" && route.access !== "shopper") {
+    throw new Error(`${route.method} ${route.path}: only a shopper route is rate limited`);
+  }
+  const handlers = [...(opts.before ?? []), ...admission, run];
   app.on(route.method.toUpperCase(), route.path, ...(handlers as [MiddlewareHandler<AppEnv>]));
 }

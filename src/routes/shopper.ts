@@ -14,6 +14,7 @@ import { mintPurchaseToken, newNonce, verifyPurchaseToken } from "../edge/purcha
 import { readSkuState } from "../edge/sku-state";
 import { forgetSoldOut, isSoldOut, markSoldOut, refusesReservation } from "../edge/sold-out-cache";
 import { callStock, locateReservation, SKU_ID, stockShard, unwrap } from "../edge/stock-client";
+import { limitShopper } from "../http/auth";
 import type { AppEnv } from "../http/context";
 import { ApiError, type ErrorCode } from "../http/errors";
 import { DISPLAY_CACHE_SECONDS, skuDisplay } from "../mirror/stock-display";
@@ -145,6 +146,9 @@ register(
     const now = Date.now();
     const claims = await verifyPurchaseToken(body.token, { sku, userId }, c.env.TOKEN_SECRET, now);
     if (refusesReservation(sku, claims.shard, claims.nonce, now, soldOutTtl(c.env))) throw soldOutAtEdge(sku);
+    // The rate limit guards the stock objects: an answer this isolate gives on its own does not
+    // spend the shopper's allowance, and costs less than asking the binding (bench: sold-out storm).
+    await limitShopper(c);
 
     const request: ReserveRequest = {
       userId,
@@ -172,7 +176,7 @@ register(
     const view = reservationView(answer.reservation);
     return c.json(answer.draw ? { ...view, draw: answer.draw } : view, 202);
   },
-  { before: [countReservation] },
+  { before: [countReservation], rateLimit: "handler" },
 );
 
 /**
