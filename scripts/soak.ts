@@ -1,17 +1,22 @@
-// `npx tsx scripts/soak.ts [--phases 1000,10000,100000] [--concurrency 16]`: the long sale.
+// `npx tsx scripts/soak.ts [--phases 1000,20000,50000,100000] [--rate 200] [--concurrency 16]`: the long sale.
 //
 // Starts the Worker's harness bundle in workerd through Miniflare (tools/worker.ts), creates one
 // SKU and runs reserve → cancel cycles through the public API (token, reservation, cancel: distinct
-// shoppers), with reconciliation every 1,000 cycles as the cron would run it (it moves the watermark,
-// and its visit prunes what D1 has). At each phase boundary (finished reservations so far) it measures,
-// on the same SKU:
+// shoppers) at a steady `--rate` (cycles per second; 0 = as fast as it goes), with reconciliation
+// every 1,000 cycles as the cron would run it (it moves the watermark, and its visit prunes what D1
+// has). At each phase boundary (finished reservations so far) it measures, on the same SKU:
 //   rows read per reservation and per release (the stock object's SQL, over 200 of each),
 //   rows read per reconciliation (its own report: D1 and the objects) and per /metrics scrape,
-//   the object's database size and rows per table, and workerd's resident memory.
-// Flat figures from the first phase to the last are the claim of issue 16; the script prints a table
-// (and `--json <file>` writes the figures). Tokens live 5 s here (PURCHASE_TOKEN_TTL_SECONDS), so
-// finished rows become prunable a minute later (tokens + the clock margin), not six.
+//   the object's database size and rows per table (and rows ÷ rate: the seconds of sale it holds),
+//   and workerd's resident memory, beside a control: a bare Worker (`fetch() → new Response(…)`) in a
+//   workerd of its own, sent as many requests at the same concurrency, whose memory is the runtime's
+//   own under that traffic (`--no-control` skips it).
+// Flat figures after the first phase are the claim of issue 16; the script prints a table (and
+// `--json <file>` writes the figures). Tokens live 5 s here (PURCHASE_TOKEN_TTL_SECONDS), so finished
+// rows become prunable a minute later (tokens + the clock margin), not six: the object holds about
+// 65 s of the sale, which the first phase must outlast for its storage to be at its plateau.
 import { readFileSync, writeFileSync } from "node:fs";
+import { startBareWorker } from "../bench/lib/bare-worker";
 import { SECRETS } from "../tools/dev-vars";
 import { collectGarbage, type IsolateHeap, isolateHeaps, writeHeapSnapshot } from "../tools/heap";
 import { shopperJwt } from "../tools/jwt";
@@ -24,8 +29,12 @@ const option = (name: string, fallback: string) => {
   const i = args.indexOf(`--${name}`);
   return i >= 0 && args[i + 1] ? (args[i + 1] as string) : fallback;
 };
-const PHASES = option("phases", "1000,10000,100000").split(",").map(Number);
+const PHASES = option("phases", "1000,20000,50000,100000").split(",").map(Number);
 const CONCURRENCY = Number(option("concurrency", "16"));
+/** Cycles started per second at most (0: no pacing). Steady, so the object's window of rows is too. */
+const RATE = Number(option("rate", "200"));
+/** Without `--no-control`: a bare Worker gets as many requests per phase, for the runtime's own memory. */
+const CONTROL = !args.includes("--no-control");
 const JSON_OUT = option("json", "");
 /** With `--inspect`: each phase also reports every isolate's JavaScript heap (after a collection). */
 const INSPECT = args.includes("--inspect");
@@ -60,6 +69,10 @@ interface Phase {
   /** Of which anonymous memory (heaps: V8's, SQLite's page caches, workerd's own), not mapped files. */
   workerdAnonMiB: number;
   cyclesPerSecond: number;
+  /** Reservation rows ÷ cycles per second: how many seconds of the sale the object holds. */
+  secondsHeld: number;
+  /** The control's workerd RSS after as many requests as the soak has sent so far (MiB). */
+  bareWorkerRssMiB?: number;
   /** Cycles so far whose token lapsed before use (they minted another). */
   tokenRetries: number;
   /** MiB of JavaScript heap per isolate (with --inspect). */
@@ -73,7 +86,17 @@ interface Phase {
 const log = (line: string) => console.log(`[soak] ${line}`);
 
 async function main(): Promise<void> {
-  log(`phases ${PHASES.join(" → ")} finished reservations, ${CONCURRENCY} concurrent shoppers`);
+  for (const [i, n] of PHASES.entries()) {
+    if (!Number.isInteger(n) || n <= (PHASES[i - 1] ?? 0))
+      throw new Error("--phases: rising whole numbers, e.g. 1000,20000");
+  }
+  if (!(RATE >= 0)) throw new Error("--rate: cycles per second, 0 for no pacing");
+  log(
+    `phases ${PHASES.join(" → ")} finished reservations, ${CONCURRENCY} concurrent shoppers, ` +
+      `${RATE > 0 ? `${RATE} cycles/s` : "unpaced"}${CONTROL ? ", bare Worker control" : ""}`,
+  );
+  const control = CONTROL ? await startBareWorker() : undefined;
+  let controlSent = 0;
   const server = await startWorker(
     "soak",
     {
@@ -96,6 +119,9 @@ async function main(): Promise<void> {
       let next = 0;
       const lane = async () => {
         for (let i = next++; i < cycles; i = next++) {
+          const due = started + (RATE > 0 ? (i * 1000) / RATE : 0);
+          const early = due - performance.now();
+          if (early > 0) await new Promise((resolve) => setTimeout(resolve, early)); // pacing, not waiting on the system
           await cycle(server, `soak-${user + i}`);
           if ((finished + i + 1) % RECONCILE_EVERY === 0) await admin(server, "POST", "/admin/reconcile");
         }
@@ -106,6 +132,13 @@ async function main(): Promise<void> {
       finished = target;
       await admin(server, "POST", "/admin/reconcile");
       const phase = await measure(server, `soak-m${target}`, finished, cycles / seconds);
+      if (control) {
+        // The same number of requests as the soak sent so far (three a cycle), at the same concurrency.
+        const due = requestsSent - controlSent;
+        await loadBare(control.url, due);
+        controlSent += due;
+        phase.bareWorkerRssMiB = Math.round(rssBytes(control.pid) / 2 ** 20);
+      }
       if (server.inspectorPort !== undefined) {
         phase.heapsMiB = heapsMiB(await isolateHeaps(server.inspectorPort));
         log(`heaps (MiB, after GC): ${JSON.stringify(phase.heapsMiB)}`);
@@ -139,13 +172,33 @@ async function main(): Promise<void> {
         `${finished} finished: ${phase.rowsPerReservation.toFixed(1)} rows/reservation, ` +
           `${phase.rowsPerRelease.toFixed(1)} rows/release, ${phase.rowsPerReconciliation} rows/reconciliation, ` +
           `${phase.objectRowsPerScrape} object rows/scrape, db ${(phase.databaseBytes / 1024).toFixed(0)} KiB, ` +
-          `${phase.reservationRows} reservation rows, workerd ${phase.workerdRssMiB} MiB (${phase.workerdAnonMiB} anon) (${phase.cyclesPerSecond.toFixed(0)} cycles/s)`,
+          `${phase.reservationRows} reservation rows (${phase.secondsHeld.toFixed(0)} s of sale), ` +
+          `workerd ${phase.workerdRssMiB} MiB (${phase.workerdAnonMiB} anon)` +
+          `${phase.bareWorkerRssMiB === undefined ? "" : `, bare Worker ${phase.bareWorkerRssMiB} MiB`} ` +
+          `(${phase.cyclesPerSecond.toFixed(0)} cycles/s)`,
       );
     }
     console.table(phases.map(({ heapsMiB: _h, nativeMiB: _n, ...figures }) => figures));
   } finally {
     await server.stop();
+    await control?.stop();
   }
+}
+
+/** `count` small JSON POSTs to the control Worker, CONCURRENCY at a time (Node's fetch, like the soak). */
+async function loadBare(url: string, count: number): Promise<void> {
+  let next = 0;
+  const lane = async () => {
+    for (let i = next++; i < count; i = next++) {
+      const res = await fetch(url, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: '{"quantity":1}',
+      });
+      await res.text();
+    }
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, lane));
 }
 
 /** One shopper's reserve → cancel. */
@@ -168,6 +221,8 @@ async function cycle(server: WorkerServer, userId: string): Promise<void> {
 
 /** Tokens that lapsed before their reservation (the cycle minted another). */
 let tokenRetries = 0;
+/** HTTP requests sent to the Worker so far (the control gets as many). */
+let requestsSent = 0;
 
 /** The figures of one phase, from fresh shoppers on the same SKU. */
 async function measure(server: WorkerServer, prefix: string, finished: number, rate: number): Promise<Phase> {
@@ -209,6 +264,7 @@ async function measure(server: WorkerServer, prefix: string, finished: number, r
     workerdRssMiB: Math.round(rssBytes(server.pid) / 2 ** 20),
     workerdAnonMiB: Math.round(statusKiB(server.pid, "RssAnon") / 1024),
     cyclesPerSecond: rate,
+    secondsHeld: (s4.rows.reservations ?? 0) / rate,
     tokenRetries,
   };
 }
@@ -236,6 +292,7 @@ async function http(
 ): Promise<AnyJson> {
   for (let attempt = 0; ; attempt++) {
     let res: Response;
+    requestsSent++;
     try {
       res = await fetch(`${server.url}${path}`, {
         method,
