@@ -457,9 +457,13 @@ export class StockEngine {
       work.holds = [];
     }
     if (work.events.length > 0) {
-      // `->` keeps each event as JSON text: the batch is serialized once, not an event string in a string.
+      // One outbox row for these events, their JSON as serialized here: SQLite stores the text as is.
+      const first = work.events[0]?.[0] as number;
+      const last = work.events[work.events.length - 1]?.[0] as number;
       this.#sql.exec(
-        "INSERT INTO outbox (seq, event) SELECT value ->> 0, value -> 1 FROM json_each(?)",
+        "INSERT INTO outbox_batch (first_seq, last_seq, events) VALUES (?, ?, ?)",
+        first,
+        last,
         JSON.stringify(work.events),
       );
       work.events = [];
@@ -956,9 +960,12 @@ export class StockEngine {
         limit,
       ),
     ).map((r) => ({ id: r.id, status: r.status as ReservationStatus, seq: r.seq, updatedAt: r.updated_at }));
-    const unsent = read(
-      this.#sql.exec<{ seq: number; event: string }>("SELECT seq, event FROM outbox ORDER BY seq LIMIT 1"),
+    const unsentRow = read(
+      this.#sql.exec<{ events: string }>("SELECT events FROM outbox_batch ORDER BY first_seq LIMIT 1"),
     )[0];
+    const [unsentSeq, unsentEvent] = unsentRow
+      ? ((JSON.parse(unsentRow.events) as [number, OrderEvent][])[0] ?? [])
+      : [];
     const overdue = read(
       this.#sql.exec<{ n: number }>(
         "SELECT COUNT(*) AS n FROM reservations WHERE status = 'held' AND expires_at <= ?",
@@ -972,9 +979,10 @@ export class StockEngine {
     return {
       state: toState(sku, this.#pricingNow()),
       changed,
-      oldestUnsent: unsent
-        ? { seq: unsent.seq, occurredAt: Date.parse((JSON.parse(unsent.event) as OrderEvent).occurredAt) }
-        : null,
+      oldestUnsent:
+        unsentSeq !== undefined && unsentEvent
+          ? { seq: unsentSeq, occurredAt: Date.parse(unsentEvent.occurredAt) }
+          : null,
       overdueHolds: overdue?.n ?? 0,
       pendingTransfers: transfers?.n ?? 0,
       created: sku.created,
@@ -1017,19 +1025,38 @@ export class StockEngine {
     return this.#earliest;
   }
 
-  /** Outbox events not yet sent, oldest first. */
+  /**
+   * Outbox events not yet sent, oldest first: whole rows (a transaction's events each) until at
+   * least `limit` events, so one more row's worth at most.
+   */
   pendingEvents(limit: number): PendingEvent[] {
     this.#writePending();
-    return this.#sql
-      .exec<{ seq: number; event: string }>("SELECT seq, event FROM outbox ORDER BY seq LIMIT ?", limit)
-      .toArray()
-      .map((row) => ({ seq: row.seq, event: JSON.parse(row.event) as OrderEvent }));
+    const out: PendingEvent[] = [];
+    for (let after = -1; out.length < limit; ) {
+      const rows = this.#sql
+        .exec<{ last_seq: number; events: string }>(
+          "SELECT last_seq, events FROM outbox_batch WHERE first_seq > ? ORDER BY first_seq LIMIT 8",
+          after,
+        )
+        .toArray();
+      for (const row of rows) {
+        if (out.length >= limit) return out;
+        for (const [seq, event] of JSON.parse(row.events) as [number, OrderEvent][]) out.push({ seq, event });
+        after = row.last_seq;
+      }
+      if (rows.length < 8) break;
+    }
+    return out;
   }
 
-  /** Forgets outbox events once the queue has them: the table holds only what is in flight. */
+  /**
+   * Forgets outbox rows once the queue has all their events: the sender sends oldest first and stops
+   * at a failure, so `seqs` ends a prefix. A row the queue has only part of stays and is sent whole
+   * again (events are delivered at least once; the consumer keeps each event id's effect once).
+   */
   markSent(seqs: readonly number[]): void {
     if (seqs.length === 0) return;
-    this.#sql.exec("DELETE FROM outbox WHERE seq IN (SELECT value FROM json_each(?))", JSON.stringify(seqs));
+    this.#sql.exec("DELETE FROM outbox_batch WHERE last_seq <= ?", Math.max(...seqs));
   }
 
   /**

@@ -67,7 +67,8 @@ export const STOCK_SCHEMA: readonly string[] = [
      granted    INTEGER,
      created_at INTEGER NOT NULL
    )`,
-  // Transactional outbox: events written in the same transaction as the change they describe.
+  // Transactional outbox (first form, one row per event; replaced by `outbox_batch` below): events
+  // written in the same transaction as the change they describe.
   `CREATE TABLE IF NOT EXISTS outbox (
      seq   INTEGER PRIMARY KEY,
      event TEXT    NOT NULL
@@ -124,4 +125,17 @@ export const STOCK_SCHEMA: readonly string[] = [
   // Nothing reads reservations by user (quotas are in `user_quota`): the index only cost every hold
   // one more b-tree insert. Objects from before drop it.
   `DROP INDEX IF EXISTS reservations_by_user`,
+  // The outbox, a row per transaction: its events as one JSON array of [seq, event], written as the
+  // engine already serialized it (one insert per transaction, not one row per event re-parsed from
+  // JSON by SQLite) and deleted once the queue has all of them. Rows of the per-event table
+  // `outbox` (objects from before) move over as one row.
+  `CREATE TABLE IF NOT EXISTS outbox_batch (
+     first_seq INTEGER PRIMARY KEY,
+     last_seq  INTEGER NOT NULL CHECK (last_seq >= first_seq),
+     events    TEXT    NOT NULL
+   )`,
+  `INSERT OR IGNORE INTO outbox_batch (first_seq, last_seq, events)
+     SELECT MIN(seq), MAX(seq), json_group_array(json_array(seq, json(event)))
+       FROM (SELECT seq, event FROM outbox ORDER BY seq) HAVING COUNT(*) > 0`,
+  `DROP TABLE IF EXISTS outbox`,
 ];

@@ -326,3 +326,58 @@ describe("stock engine quotas", () => {
     });
   });
 });
+
+describe("stock engine outbox", () => {
+  it("keeps a transaction's events in one row, sends them in order, and forgets a row once all of it is sent", async () => {
+    const stub = stockShard(env, "engine-outbox", 0);
+    await runInDurableObject(stub, async (_object, state) => {
+      await state.storage.deleteAll();
+      const engine = new StockEngine(state.storage, () => crypto.randomUUID());
+      engine.configure({ sku: "ob", shard: 0, shards: 1, totalStock: 10, perUserLimit: 5 });
+      engine.markSent(engine.pendingEvents(100).map((e) => e.seq)); // the configuration's own event
+      const ask = (user: string, nonce: string) => ({ userId: user, nonce, quantity: 1 });
+      engine.reserve([ask("a", "n1"), ask("b", "n2"), ask("c", "n3")], T0);
+      engine.reserve([ask("d", "n4"), ask("e", "n5")], T0);
+      const rows = () => state.storage.sql.exec("SELECT COUNT(*) AS n FROM outbox_batch").one().n;
+      expect(rows()).toBe(2);
+      const all = engine.pendingEvents(100);
+      expect(all.map((e) => e.event.userId)).toEqual(["a", "b", "c", "d", "e"]);
+      expect(all.map((e) => e.seq)).toEqual([...all.map((e) => e.seq)].sort((x, y) => x - y));
+      // Whole rows: asking for one event gives the first transaction's three.
+      expect(engine.pendingEvents(1).map((e) => e.event.userId)).toEqual(["a", "b", "c"]);
+      // Part of a row sent: the row stays, to be sent whole again (at least once).
+      engine.markSent(all.slice(0, 2).map((e) => e.seq));
+      expect(engine.pendingEvents(100)).toHaveLength(5);
+      engine.markSent(all.slice(0, 3).map((e) => e.seq));
+      expect(engine.pendingEvents(100).map((e) => e.event.userId)).toEqual(["d", "e"]);
+      engine.markSent(all.map((e) => e.seq));
+      expect([engine.pendingEvents(100), rows()]).toEqual([[], 0]);
+    });
+  });
+
+  it("moves events of the per-event outbox (objects from before) into one row, in order", async () => {
+    const stub = stockShard(env, "engine-outbox-migration", 0);
+    await runInDurableObject(stub, async (_object, state) => {
+      await state.storage.deleteAll();
+      new StockEngine(state.storage, () => crypto.randomUUID()).configure({
+        sku: "om",
+        shard: 0,
+        shards: 1,
+        totalStock: 10,
+        perUserLimit: 5,
+      });
+      const sql = state.storage.sql;
+      sql.exec("DELETE FROM outbox_batch");
+      sql.exec("CREATE TABLE outbox (seq INTEGER PRIMARY KEY, event TEXT NOT NULL)");
+      for (const seq of [7, 5, 6])
+        sql.exec("INSERT INTO outbox (seq, event) VALUES (?, ?)", seq, JSON.stringify({ seq }));
+      const engine = new StockEngine(state.storage, () => crypto.randomUUID());
+      expect(engine.pendingEvents(100).map((e) => [e.seq, e.event.seq])).toEqual([
+        [5, 5],
+        [6, 6],
+        [7, 7],
+      ]);
+      expect(sql.exec("SELECT COUNT(*) AS n FROM sqlite_master WHERE name = 'outbox'").one().n).toBe(0);
+    });
+  });
+});
