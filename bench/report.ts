@@ -26,6 +26,7 @@ export interface Results {
   figures: {
     engine_core?: EngineFigure;
     engine_core_no_fsync?: EngineFigure;
+    engine_core_alone?: EngineFigure;
     memory?: {
       liveHolds?: {
         holds: number;
@@ -227,6 +228,13 @@ function performanceDoc(r: Results): string {
           n0(r.figures.engine_core_no_fsync?.cpuUsPerReservation),
         ],
         [
+          "the same, no queue consumer in the Worker's workerd (the object alone: its outbox is still written and sent, but the consumer and D1, elsewhere on Cloudflare, do not share its process)",
+          n0(r.figures.engine_core_alone?.perSec),
+          "",
+          "",
+          n0(r.figures.engine_core_alone?.cpuUsPerReservation),
+        ],
+        [
           "redis-benchmark EVALSHA reserve.lua, c50, unpipelined",
           n0(lua1?.perSec),
           n1(lua1?.p50Ms),
@@ -340,7 +348,7 @@ function capacitySection(c: Capacity): string[] {
   const out = [
     "## Capacity on Cloudflare (model)",
     "",
-    `From this run's measured figures (engine core${engine ? `: ${n0(engine.cpuUsPerReservation)} µs workerd CPU per reservation in batches of ${engine.batch}, ${n0(engine.perSec)}/s wall-clock here` : ": not measured"}; order pipeline${c.d1 ? `: ${n0(c.d1.cpuUsPerOrder)} µs workerd CPU per order for queue broker, consumer and D1 together, ${n0(c.d1.measuredOrdersPerSec)}/s wall-clock here` : ": not measured"}) and the documented limits below (bench/lib/capacity.ts). An object and a D1 database each run on one thread, so the model takes what their CPU per unit allows with a thread to themselves (1e6 ÷ µs), not this shared machine's wall-clock rates. A stock object sustains the lower of that and the documented requests/s times the reservations each RPC carries (the edge's group commit coalesces up to 64 from one isolate; reservations arriving at different isolates come one per RPC).`,
+    `From this run's measured figures (engine core, the object alone when measured${engine ? `: ${n0(engine.cpuUsPerReservation)} µs workerd CPU per reservation in batches of ${engine.batch}, ${n0(engine.perSec)}/s wall-clock here` : ": not measured"}; order pipeline${c.d1 ? `: ${n0(c.d1.cpuUsPerOrder)} µs workerd CPU per order for queue broker, consumer and D1 together, ${n0(c.d1.measuredOrdersPerSec)}/s wall-clock here` : ": not measured"}) and the documented limits below (bench/lib/capacity.ts). An object and a D1 database each run on one thread, so the model takes what their CPU per unit allows with a thread to themselves (1e6 ÷ µs), not this shared machine's wall-clock rates. A stock object sustains the lower of that and the documented requests/s times the reservations each RPC carries (the edge's group commit coalesces up to 64 from one isolate; reservations arriving at different isolates come one per RPC).`,
     "",
   ];
   if (c.object) {

@@ -103,6 +103,7 @@ try {
     root?: string,
     profiled = false,
     stateRoot?: string,
+    queueConsumers?: boolean,
   ): Promise<WorkerServer> => {
     // No inspector on a measured Worker: with the inspector on, workerd serves the same requests with
     // 20-25% more CPU per sold-out answer here, which once made this run's own Worker look worse than
@@ -113,6 +114,7 @@ try {
       {
         ...(root ? { root } : {}),
         ...(stateRoot ? { stateRoot } : {}),
+        ...(queueConsumers === false ? { queueConsumers } : {}),
         inspect: profiled,
       },
     );
@@ -160,6 +162,18 @@ try {
       const shm = await start("GROUP_COMMIT=on, state on tmpfs", { GROUP_COMMIT: "on" }, undefined, false, "/dev/shm");
       await engineCore(bench, shm, "engine_core_no_fsync");
     }
+    // The object alone: no queue consumer in its workerd, so the consumer's and D1's work (another
+    // Worker invocation and another database on Cloudflare) does not share its process and thread.
+    // The object still writes and flushes its outbox; the queue drops what it gets.
+    const alone = await start(
+      "GROUP_COMMIT=on, no queue consumer",
+      { GROUP_COMMIT: "on" },
+      undefined,
+      false,
+      undefined,
+      false,
+    );
+    await engineCore(bench, alone, "engine_core_alone");
   }
   if (wanted("engine_core") && argv.includes("--profile")) {
     // `--profile`: where the engine core's time goes, on a Worker of its own started with the inspector.

@@ -44,12 +44,14 @@ const HERE = fileURLToPath(new URL("..", import.meta.url));
  * `root`: the checkout whose Worker to run (default this one); the bench runs an earlier commit's
  * Worker from a worktree of it beside today's, to measure a change before and after in one run.
  * `stateRoot`: where its state directory (D1, the Durable Objects' SQLite files) is made; the OS's
- * temporary directory by default.
+ * temporary directory by default. `queueConsumers: false`: no queue consumer in this workerd (the
+ * queues drop what is sent to them), to measure a stock object without the order pipeline that
+ * shares its process here and runs elsewhere on Cloudflare.
  */
 export async function startWorker(
   label: string,
   vars: Record<string, string>,
-  opts: { inspect?: boolean; root?: string; stateRoot?: string } = {},
+  opts: { inspect?: boolean; root?: string; stateRoot?: string; queueConsumers?: boolean } = {},
 ): Promise<WorkerServer> {
   const ROOT = opts.root ?? HERE;
   const CONFIG = join(ROOT, "wrangler.toml");
@@ -80,6 +82,7 @@ export async function startWorker(
     ),
   ]);
   const { workerOptions } = unstable_getMiniflareWorkerOptions(CONFIG);
+  if (opts.queueConsumers === false) delete workerOptions.queueConsumers;
   const before = new Set(childrenNamed(process.pid, "workerd"));
   const output: string[] = []; // the last chunks of the Worker's output (it logs a line per request)
   const keep = (d: Buffer) => {
