@@ -159,10 +159,18 @@ function edgeTable(r: Results): string {
 }
 
 function targetTable(r: Results): string {
-  return table(
-    ["target", "this run", "wanted", "met"],
-    targets(r).map((t) => [t.what, t.shown, t.target, t.met ? "yes" : "**no**"]),
-  );
+  const bare = r.points.bare_worker;
+  const tail = bare ? bare.p99Ms / bare.p50Ms : Number.NaN;
+  return [
+    table(
+      ["target", "this run", "wanted", "met"],
+      targets(r).map((t) => [t.what, t.shown, t.target, t.met ? "yes" : "**no**"]),
+    ),
+    "",
+    `For the latency target, the same ratio of the bare Worker in this run: p99 ÷ p50 = ${x2(tail)} ` +
+      "(its p50 and p99 in the table above). Under a closed loop of 50 connections on 2 cores the tail is " +
+      "the runtime's and the machine's, not the gateway's: a Worker that does nothing has it too.",
+  ].join("\n");
 }
 
 function baselineTable(r: Results): string {
