@@ -82,8 +82,13 @@ describe("reservation path", () => {
       { sku, userId: "cat", shard: 0, shards: 1, nonce: "n-forged", expiresAt: now + 60_000 },
       "not-the-secret",
     );
+    // The same signature bytes spelled differently: the last character's unused low bits set.
+    const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const last = alphabet.indexOf(signature?.at(-1) ?? "");
+    const alias = `${signature?.slice(0, -1)}${alphabet[last | 1]}`;
     const cases: [string, string, string, string][] = [
       ["cat", sku, `${payload}.${signature?.slice(0, -2)}xx`, "TOKEN_INVALID"],
+      ["cat", sku, `${payload}.${alias}`, "TOKEN_INVALID"],
       ["cat", sku, `${payload}x.${signature}`, "TOKEN_INVALID"],
       ["cat", sku, "garbage", "TOKEN_INVALID"],
       ["cat", sku, forgedKey, "TOKEN_INVALID"],
