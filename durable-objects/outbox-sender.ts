@@ -11,6 +11,12 @@ import type { StockEngine } from "./stock-engine";
 const OUTBOX_BATCH = 1_000;
 /** How soon the alarm retries an outbox flush that failed. */
 const OUTBOX_RETRY_MS = 5_000;
+/**
+ * The least time between two flushes. An idle object sends at once; under load, the commits of the
+ * next few milliseconds go out together, so a hot SKU makes one `sendBatch` (and one read and one
+ * delete of its outbox) per interval, not per transaction.
+ */
+export const OUTBOX_MIN_INTERVAL_MS = 20;
 
 /**
  * Sends a stock object's outbox to the `order-events` queue: pending events oldest first, many to a
@@ -23,6 +29,7 @@ export class OutboxSender {
   readonly #due: DueWork;
   readonly #now: () => number;
   readonly #runner = new CoalescedRunner(() => this.#flush());
+  #lastFlushAt = 0;
 
   constructor(engine: StockEngine, queue: Queue, due: DueWork, now: () => number) {
     this.#engine = engine;
@@ -37,6 +44,10 @@ export class OutboxSender {
   }
 
   async #flush(): Promise<void> {
+    // Wall-clock time (not the object's decision clock, which tests move): it only paces the sends.
+    const wait = this.#lastFlushAt + OUTBOX_MIN_INTERVAL_MS - Date.now();
+    if (wait > 0) await scheduler.wait(wait);
+    this.#lastFlushAt = Date.now();
     for (;;) {
       const pending = this.#engine.pendingEvents(OUTBOX_BATCH);
       if (pending.length === 0) return;
