@@ -29,7 +29,7 @@ export class OutboxSender {
   readonly #due: DueWork;
   readonly #now: () => number;
   readonly #runner = new CoalescedRunner(() => this.#flush());
-  #lastFlushAt = 0;
+  #lastSentAt = 0;
 
   constructor(engine: StockEngine, queue: Queue, due: DueWork, now: () => number) {
     this.#engine = engine;
@@ -45,12 +45,15 @@ export class OutboxSender {
 
   async #flush(): Promise<void> {
     // Wall-clock time (not the object's decision clock, which tests move): it only paces the sends.
-    const wait = this.#lastFlushAt + OUTBOX_MIN_INTERVAL_MS - Date.now();
+    // Only a flush that sent something starts the interval: one that found the outbox empty does not
+    // hold back the next (a reconciliation's repair, say) for events written since.
+    if (this.#engine.pendingEvents(1).length === 0) return;
+    const wait = this.#lastSentAt + OUTBOX_MIN_INTERVAL_MS - Date.now();
     if (wait > 0) await scheduler.wait(wait);
-    this.#lastFlushAt = Date.now();
     for (;;) {
       const pending = this.#engine.pendingEvents(OUTBOX_BATCH);
       if (pending.length === 0) return;
+      this.#lastSentAt = Date.now();
       for (const batch of packOutbox(pending)) {
         try {
           await this.#queue.sendBatch(batch.bodies.map((body) => ({ body, contentType: "json" })));
