@@ -47,7 +47,7 @@ export class OutboxSender {
     // Wall-clock time (not the object's decision clock, which tests move): it only paces the sends.
     // Only a flush that sent something starts the interval: one that found the outbox empty does not
     // hold back the next (a reconciliation's repair, say) for events written since.
-    if (this.#engine.pendingEvents(1).length === 0) return;
+    if (!this.#engine.hasPendingEvents()) return;
     const wait = this.#lastSentAt + OUTBOX_MIN_INTERVAL_MS - Date.now();
     if (wait > 0) await scheduler.wait(wait);
     for (;;) {

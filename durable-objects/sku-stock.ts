@@ -104,7 +104,7 @@ export class SkuStock extends DurableObject<Env> {
     const mirror = mirrorFromEnv(env, MIRROR_WRITE_TIMEOUT_MS);
     this.#mirror = mirror && new MirrorPublisher(mirror, this.engine, this.#due, now);
     // Events committed before a restart but never sent go out now.
-    if (this.engine.pendingEvents(1).length > 0) this.#background(this.#outbox.send());
+    if (this.engine.hasPendingEvents()) this.#background(this.#outbox.send());
     // A transfer interrupted by a restart is finished by the alarm, which its intent armed.
     // The mirror may have missed the last commits before a restart: publish the current snapshot.
     if (this.#mirror) this.#background(this.#mirror.publish());
@@ -443,7 +443,7 @@ export class SkuStock extends DurableObject<Env> {
     this.#due.forget(); // read the alarm again: it may have been lost
     await this.#outbox.send();
     await this.#due.arm();
-    return { reemitted, released, transfersCompleted, flushed: this.engine.pendingEvents(1).length === 0 };
+    return { reemitted, released, transfersCompleted, flushed: !this.engine.hasPendingEvents() };
   }
 
   /** Compares the mirror with this shard's state and rewrites it when it is missing or wrong. */

@@ -1025,6 +1025,12 @@ export class StockEngine {
     return this.#earliest;
   }
 
+  /** Whether the outbox holds events not yet sent (one row read, nothing parsed). */
+  hasPendingEvents(): boolean {
+    this.#writePending();
+    return this.#sql.exec("SELECT 1 FROM outbox_batch LIMIT 1").toArray().length > 0;
+  }
+
   /**
    * Outbox events not yet sent, oldest first: whole rows (a transaction's events each) until at
    * least `limit` events, so one more row's worth at most.
