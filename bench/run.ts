@@ -100,24 +100,12 @@ try {
   const start = async (
     label: string,
     vars: Record<string, string>,
-    root?: string,
-    profiled = false,
-    stateRoot?: string,
-    queueConsumers?: boolean,
+    opts: Parameters<typeof startWorker>[2] = {},
   ): Promise<WorkerServer> => {
-    // No inspector on a measured Worker: with the inspector on, workerd serves the same requests with
-    // 20-25% more CPU per sold-out answer here, which once made this run's own Worker look worse than
-    // identical code started as a baseline.
-    const server = await startWorker(
-      label,
-      { ...mirror, ...vars },
-      {
-        ...(root ? { root } : {}),
-        ...(stateRoot ? { stateRoot } : {}),
-        ...(queueConsumers === false ? { queueConsumers } : {}),
-        inspect: profiled,
-      },
-    );
+    // No inspector on a measured Worker (`inspect` only for profiles and heaps): with the inspector
+    // on, workerd serves the same requests with 20-25% more CPU per sold-out answer here, which once
+    // made this run's own Worker look worse than identical code started as a baseline.
+    const server = await startWorker(label, { ...mirror, ...vars }, opts);
     stack.push(() => server.stop());
     return server;
   };
@@ -159,26 +147,19 @@ try {
     // The same with the Worker's state on a tmpfs, where SQLite's commit does not wait for the disk
     // (fsync is a no-op): how much of a reservation's cost is the local commit.
     if (existsSync("/dev/shm")) {
-      const shm = await start("GROUP_COMMIT=on, state on tmpfs", { GROUP_COMMIT: "on" }, undefined, false, "/dev/shm");
+      const shm = await start("GROUP_COMMIT=on, state on tmpfs", { GROUP_COMMIT: "on" }, { stateRoot: "/dev/shm" });
       await engineCore(bench, shm, "engine_core_no_fsync");
     }
     // The object alone: no queue consumer in its workerd, so the consumer's and D1's work (another
     // Worker invocation and another database on Cloudflare) does not share its process and thread.
     // The object still writes and flushes its outbox; the queue drops what it gets.
-    const alone = await start(
-      "GROUP_COMMIT=on, no queue consumer",
-      { GROUP_COMMIT: "on" },
-      undefined,
-      false,
-      undefined,
-      false,
-    );
+    const alone = await start("GROUP_COMMIT=on, no queue consumer", { GROUP_COMMIT: "on" }, { queueConsumers: false });
     await engineCore(bench, alone, "engine_core_alone");
   }
   if (wanted("engine_core") && argv.includes("--profile")) {
     // `--profile`: where the engine core's time goes, on a Worker of its own started with the inspector.
     log("profiling the engine core (CPU profile of the Worker's isolate)");
-    const inspected = await start("profiled engine", { GROUP_COMMIT: "on" }, undefined, true);
+    const inspected = await start("profiled engine", { GROUP_COMMIT: "on" }, { inspect: true });
     const profile = await startProfile(inspected.inspectorPort ?? 0);
     await engineCore(bench, inspected, "profiled_engine_core");
     bench.figures.engine_core_profile = await profile.stop(30);
@@ -187,7 +168,7 @@ try {
 
   if (wanted("memory")) {
     // The object's heap with many holds and many users (a Worker of its own, with the inspector).
-    const inspected = await start("memory", { GROUP_COMMIT: "on" }, undefined, true);
+    const inspected = await start("memory", { GROUP_COMMIT: "on" }, { inspect: true });
     await memory(bench, inspected, { holds: 100_000, paidUsers: 1_000_000 });
   }
   if (wanted("order_pipeline")) await orderPipeline(bench, on);
@@ -203,7 +184,7 @@ try {
     });
     if (!existsSync(join(tree, "node_modules"))) symlinkSync(join(ROOT, "node_modules"), join(tree, "node_modules"));
     log(`baseline ${commit} (${subject})`);
-    const server = await start(`baseline ${commit}`, { GROUP_COMMIT: "on" }, tree);
+    const server = await start(`baseline ${commit}`, { GROUP_COMMIT: "on" }, { root: tree });
     const keys = {
       healthz: `base_${commit}_healthz`,
       sold_out: `base_${commit}_sold_out`,
@@ -234,7 +215,7 @@ try {
     // Where the time goes, named: a CPU profile of the hot-SKU path, on a Worker of its own started
     // with the inspector (not one of the measured runs).
     log("profiling the hot-SKU path (CPU profile of the Worker's isolate)");
-    const inspected = await start("profiled", { GROUP_COMMIT: "on" }, undefined, true);
+    const inspected = await start("profiled", { GROUP_COMMIT: "on" }, { inspect: true });
     const profile = await startProfile(inspected.inspectorPort ?? 0);
     await hotSku(bench, inspected, { key: "profiled_hot_sku", label: "hot SKU under the profiler" });
     bench.figures.hot_sku_profile = await profile.stop(15);
