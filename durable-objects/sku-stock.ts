@@ -1,4 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
+import { v7 as uuidv7 } from "uuid";
 import { CoalescedRunner } from "./coalesced-runner";
 import { DueWork } from "./due-work";
 import { log, withLogContext } from "./log";
@@ -93,7 +94,10 @@ export class SkuStock extends DurableObject<Env> {
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    this.engine = new StockEngine(this.engineStorage(ctx.storage), () => crypto.randomUUID());
+    // Time-ordered ids (UUIDv7) for reservations and events: each lands at the right edge of the
+    // b-trees keyed by it (the object's reservations, D1's orders and processed events), where a
+    // random UUID touched a page anywhere in them and the commit wrote each such page again.
+    this.engine = new StockEngine(this.engineStorage(ctx.storage), () => uuidv7());
     const now = () => this.now();
     this.#due = new DueWork(
       ctx.storage,

@@ -24,6 +24,21 @@ describe("reservation path", () => {
     expect(await stockOf(sku)).toEqual({ total: 50, available: 0, held: 50, sold: 0 });
   });
 
+  it("keys holds and nonces in the order they were made (the stock object's b-trees grow at one edge)", async () => {
+    const sku = uniqueSku("order");
+    await createSku(sku, { totalStock: 20, perUserLimit: 1 });
+    const ids: string[] = [];
+    for (let i = 0; i < 12; i++) {
+      const answer = await reserve(`ord${i}`, sku, 1);
+      expect(answer.status).toBe(202);
+      ids.push(answer.json.reservationId);
+    }
+    expect([...ids].sort()).toEqual(ids);
+    const nonces = Array.from({ length: 200 }, () => newNonce());
+    expect([...nonces].sort()).toEqual(nonces);
+    expect(new Set(nonces).size).toBe(200);
+  });
+
   it("holds the per-user limit over any mix of quantities and tokens", async () => {
     const sku = uniqueSku("limit");
     await createSku(sku, { totalStock: 100, perUserLimit: 2 });

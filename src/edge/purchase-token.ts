@@ -1,9 +1,10 @@
+import { v7 as uuidv7 } from "uuid";
 import { ApiError } from "../http/errors";
 import { hmacKey } from "../http/hmac";
 
 /**
  * One-time purchase tokens: `<payload>.<signature>`, both base64url, where the payload binds
- * the token to one SKU, one user, one home shard and an expiry, and carries a random nonce.
+ * the token to one SKU, one user, one home shard and an expiry, and carries a unique nonce.
  * The edge checks all of it without a round trip; the stock object consumes the nonce inside
  * its transaction, so a token creates at most one reservation (invariant 3).
  */
@@ -56,8 +57,13 @@ function fromBase64Url(text: string): Uint8Array<ArrayBuffer> | null {
   }
 }
 
+/**
+ * A fresh nonce: a UUIDv7 in hex, so nonces sort by the time they were minted and the stock
+ * object's nonce index grows at its right edge instead of at a random page (its uniqueness is
+ * what counts; the token's signature, not the nonce, makes a token unforgeable).
+ */
 export function newNonce(): string {
-  return toBase64Url(crypto.getRandomValues(new Uint8Array(16)));
+  return uuidv7().replaceAll("-", "");
 }
 
 export async function mintPurchaseToken(claims: PurchaseClaims, secret: string): Promise<string> {
