@@ -45,7 +45,7 @@ export function eventTypeOf(status: ReservationStatus): OrderEvent["type"] {
 
 /**
  * A queue message carries many events: `{"events": [event, …]}`, oldest first (the stock objects'
- * outbox packs them, durable-objects/outbox-messages.ts). Queues bills, limits (5,000 messages/s per
+ * outbox packs them, durable-objects/outbox-messages.ts, and sends that JSON as text). Queues bills, limits (5,000 messages/s per
  * queue) and delivers per message, so a message of 32 events moves 32 orders for the price of one.
  * The consumer also accepts a message that is one bare event (the format before, and what chaos
  * and older producers send).
@@ -60,6 +60,14 @@ const MultiEventBody = z.object({ events: z.array(z.unknown()).min(1).max(MAX_EV
  * the dead-letter queue for the rest).
  */
 export function eventsOfMessage(body: unknown): { events: OrderEvent[]; invalid: string | null } {
+  // The stock objects send the body as JSON text (content type `text`, outbox-messages.ts).
+  if (typeof body === "string") {
+    try {
+      body = JSON.parse(body);
+    } catch {
+      return { events: [], invalid: "the message body is not JSON" };
+    }
+  }
   const multi = MultiEventBody.safeParse(body);
   const items = multi.success ? multi.data.events : [body];
   const events: OrderEvent[] = [];

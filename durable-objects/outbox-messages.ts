@@ -1,58 +1,65 @@
-import { MAX_EVENTS_PER_MESSAGE, type OrderEvent } from "./order-events";
+import { MAX_EVENTS_PER_MESSAGE } from "./order-events";
+import type { OutboxRow } from "./stock-engine";
 
 /**
- * How a stock object's outbox becomes queue messages: events, oldest first, packed into messages of
- * at most {@link MAX_EVENTS_PER_MESSAGE} events, and messages into `sendBatch` calls, each within the
- * Queues limits (https://developers.cloudflare.com/queues/platform/limits/): 128 KB per message,
- * 100 messages or 256 KB per `sendBatch`. The margins leave room for the ~100 bytes of metadata per
- * message that count towards those limits.
+ * How a stock object's outbox becomes queue messages: its rows (each up to a message's events of one
+ * transaction, stored as JSON text), oldest first, joined whole into message bodies
+ * `{"events":[…]}` of at most {@link MAX_EVENTS_PER_MESSAGE} events, and messages into `sendBatch`
+ * calls, each within the Queues limits (https://developers.cloudflare.com/queues/platform/limits/):
+ * 128 KB per message, 100 messages or 256 KB per `sendBatch`. The margins leave room for the ~100
+ * bytes of metadata per message that count towards those limits. The text goes out as it was
+ * stored (content type `text`): a flush parses and serializes nothing.
  */
 export const MAX_MESSAGE_BYTES = 120_000;
 export const MAX_SEND_BATCH_BYTES = 250_000;
 export const MAX_SEND_BATCH_MESSAGES = 100;
 
 const encoder = new TextEncoder();
-const EMPTY_BODY_BYTES = '{"events":[]}'.length;
+const PREFIX = '{"events":[';
+const SUFFIX = "]}";
 
-/** One queue message: its body and the outbox items it carries. */
-interface Message<T> {
-  body: { events: OrderEvent[] };
-  items: T[];
-  bytes: number;
+/** One `sendBatch` call: its message bodies (JSON text) and the last seq of the rows they carry. */
+export interface SendBatch {
+  bodies: string[];
+  lastSeq: number;
 }
 
-/** One `sendBatch` call: its message bodies and the outbox items they carry. */
-export interface SendBatch<T> {
-  bodies: { events: OrderEvent[] }[];
-  items: T[];
+/** UTF-8 bytes of `text`: its length when it is ASCII (nearly always: ids, ISO dates, numbers). */
+function utf8Bytes(text: string): number {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the ASCII range, control characters included
+  return /^[\u0000-\u007f]*$/.test(text) ? text.length : encoder.encode(text).byteLength;
 }
 
-/** Packs outbox items (oldest first) into `sendBatch` calls of multi-event messages, order kept. */
-export function packOutbox<T extends { event: OrderEvent }>(items: readonly T[]): SendBatch<T>[] {
-  const messages: Message<T>[] = [];
-  let message: Message<T> | undefined;
-  for (const item of items) {
-    const bytes = encoder.encode(JSON.stringify(item.event)).byteLength + 1; // + the comma
-    if (!message || message.items.length >= MAX_EVENTS_PER_MESSAGE || message.bytes + bytes > MAX_MESSAGE_BYTES) {
-      message = { body: { events: [] }, items: [], bytes: EMPTY_BODY_BYTES };
-      messages.push(message);
-    }
-    message.body.events.push(item.event);
-    message.items.push(item);
-    message.bytes += bytes;
-  }
-  const batches: SendBatch<T>[] = [];
-  let batch: SendBatch<T> | undefined;
-  let batchBytes = 0;
-  for (const m of messages) {
-    if (!batch || batch.bodies.length >= MAX_SEND_BATCH_MESSAGES || batchBytes + m.bytes > MAX_SEND_BATCH_BYTES) {
-      batch = { bodies: [], items: [] };
-      batchBytes = 0;
+/** Packs outbox rows (oldest first) into `sendBatch` calls of multi-event messages, order kept. */
+export function packOutbox(rows: readonly OutboxRow[]): SendBatch[] {
+  const batches: SendBatch[] = [];
+  let batch: (SendBatch & { bytes: number }) | undefined;
+  let parts: string[] = [];
+  let events = 0;
+  let bytes = 0;
+  let lastSeq = 0;
+  const endMessage = () => {
+    if (parts.length === 0) return;
+    const body = `${PREFIX}${parts.join(",")}${SUFFIX}`;
+    if (!batch || batch.bodies.length >= MAX_SEND_BATCH_MESSAGES || batch.bytes + bytes > MAX_SEND_BATCH_BYTES) {
+      batch = { bodies: [], lastSeq, bytes: 0 };
       batches.push(batch);
     }
-    batch.bodies.push(m.body);
-    batch.items.push(...m.items);
-    batchBytes += m.bytes;
+    batch.bodies.push(body);
+    batch.bytes += bytes;
+    batch.lastSeq = lastSeq;
+    parts = [];
+    events = 0;
+  };
+  for (const row of rows) {
+    const rowBytes = utf8Bytes(row.events) + 1; // + the comma
+    if (events + row.count > MAX_EVENTS_PER_MESSAGE || bytes + rowBytes > MAX_MESSAGE_BYTES) endMessage();
+    if (parts.length === 0) bytes = PREFIX.length + SUFFIX.length;
+    parts.push(row.events);
+    events += row.count;
+    bytes += rowBytes;
+    lastSeq = row.lastSeq;
   }
-  return batches;
+  endMessage();
+  return batches.map(({ bodies, lastSeq }) => ({ bodies, lastSeq }));
 }

@@ -51,20 +51,20 @@ export class OutboxSender {
     const wait = this.#lastSentAt + OUTBOX_MIN_INTERVAL_MS - Date.now();
     if (wait > 0) await scheduler.wait(wait);
     for (;;) {
-      const pending = this.#engine.pendingEvents(OUTBOX_BATCH);
-      if (pending.length === 0) return;
+      const rows = this.#engine.pendingRows(OUTBOX_BATCH);
+      if (rows.length === 0) return;
       this.#lastSentAt = Date.now();
-      for (const batch of packOutbox(pending)) {
+      for (const batch of packOutbox(rows)) {
         try {
-          await this.#queue.sendBatch(batch.bodies.map((body) => ({ body, contentType: "json" })));
+          await this.#queue.sendBatch(batch.bodies.map((body) => ({ body, contentType: "text" })));
         } catch (err) {
           log("warn", "outbox flush failed", { error: String(err) });
           await this.#due.retry("outbox", this.#now() + OUTBOX_RETRY_MS);
           return;
         }
-        this.#engine.markSent(batch.items.map((p) => p.seq));
+        this.#engine.markSent(batch.lastSeq);
       }
-      if (pending.length < OUTBOX_BATCH) return;
+      if (rows.reduce((n, row) => n + row.count, 0) < OUTBOX_BATCH) return;
     }
   }
 }

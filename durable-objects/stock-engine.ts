@@ -1,5 +1,5 @@
 import { type DrawPlace, type Entrant, OpeningDraw, type RankedEntrant } from "./opening-draw";
-import { eventTypeOf, type OrderEvent, type ReservationStatus } from "./order-events";
+import { eventTypeOf, MAX_EVENTS_PER_MESSAGE, type OrderEvent, type ReservationStatus } from "./order-events";
 import { fnv1a } from "./shard-name";
 import { STOCK_SCHEMA } from "./stock-schema";
 
@@ -236,6 +236,16 @@ interface PendingEvent {
   event: OrderEvent;
 }
 
+/**
+ * Unsent outbox events as stored: up to {@link MAX_EVENTS_PER_MESSAGE} events of one transaction,
+ * their JSON comma-separated (a JSON array's inside), ready to be joined into a message body.
+ */
+export interface OutboxRow {
+  lastSeq: number;
+  count: number;
+  events: string;
+}
+
 /** The part of `DurableObjectStorage` the engine needs (kept narrow so the contract is clear). */
 export interface EngineStorage {
   sql: SqlStorage;
@@ -457,14 +467,19 @@ export class StockEngine {
       work.holds = [];
     }
     if (work.events.length > 0) {
-      // One outbox row for these events, their JSON as serialized here: SQLite stores the text as is.
-      const first = work.events[0]?.[0] as number;
-      const last = work.events[work.events.length - 1]?.[0] as number;
+      // Outbox rows of up to a message's events each, in one statement: each event serialized once,
+      // here, as the queue message will carry it.
+      const values: (number | string)[] = [];
+      for (let i = 0; i < work.events.length; i += MAX_EVENTS_PER_MESSAGE) {
+        const part = work.events.slice(i, i + MAX_EVENTS_PER_MESSAGE);
+        const text = part.map(([, event]) => JSON.stringify(event)).join(",");
+        values.push(part[0]?.[0] as number, part[part.length - 1]?.[0] as number, part.length, text);
+      }
       this.#sql.exec(
-        "INSERT INTO outbox_batch (first_seq, last_seq, events) VALUES (?, ?, ?)",
-        first,
-        last,
-        JSON.stringify(work.events),
+        `INSERT INTO outbox_events (first_seq, last_seq, count, events) VALUES ${Array(values.length / 4)
+          .fill("(?, ?, ?, ?)")
+          .join(", ")}`,
+        ...values,
       );
       work.events = [];
     }
@@ -961,11 +976,10 @@ export class StockEngine {
       ),
     ).map((r) => ({ id: r.id, status: r.status as ReservationStatus, seq: r.seq, updatedAt: r.updated_at }));
     const unsentRow = read(
-      this.#sql.exec<{ events: string }>("SELECT events FROM outbox_batch ORDER BY first_seq LIMIT 1"),
+      this.#sql.exec<{ events: string }>("SELECT events FROM outbox_events ORDER BY first_seq LIMIT 1"),
     )[0];
-    const [unsentSeq, unsentEvent] = unsentRow
-      ? ((JSON.parse(unsentRow.events) as [number, OrderEvent][])[0] ?? [])
-      : [];
+    const unsentEvent = unsentRow ? (JSON.parse(`[${unsentRow.events}]`) as OrderEvent[])[0] : undefined;
+    const unsentSeq = unsentEvent?.seq;
     const overdue = read(
       this.#sql.exec<{ n: number }>(
         "SELECT COUNT(*) AS n FROM reservations WHERE status = 'held' AND expires_at <= ?",
@@ -1028,41 +1042,48 @@ export class StockEngine {
   /** Whether the outbox holds events not yet sent (one row read, nothing parsed). */
   hasPendingEvents(): boolean {
     this.#writePending();
-    return this.#sql.exec("SELECT 1 FROM outbox_batch LIMIT 1").toArray().length > 0;
+    return this.#sql.exec("SELECT 1 FROM outbox_events LIMIT 1").toArray().length > 0;
   }
 
   /**
-   * Outbox events not yet sent, oldest first: whole rows (a transaction's events each) until at
-   * least `limit` events, so one more row's worth at most.
+   * Outbox rows not yet sent, oldest first, until they hold at least `limit` events (one more row's
+   * worth at most), their text as stored: the sender joins it into message bodies unparsed.
    */
-  pendingEvents(limit: number): PendingEvent[] {
+  pendingRows(limit: number): OutboxRow[] {
     this.#writePending();
-    const out: PendingEvent[] = [];
-    for (let after = -1; out.length < limit; ) {
+    const out: OutboxRow[] = [];
+    let events = 0;
+    for (let after = -1; events < limit; ) {
       const rows = this.#sql
-        .exec<{ last_seq: number; events: string }>(
-          "SELECT last_seq, events FROM outbox_batch WHERE first_seq > ? ORDER BY first_seq LIMIT 8",
+        .exec<{ last_seq: number; count: number; events: string }>(
+          "SELECT last_seq, count, events FROM outbox_events WHERE first_seq > ? ORDER BY first_seq LIMIT 32",
           after,
         )
         .toArray();
       for (const row of rows) {
-        if (out.length >= limit) return out;
-        for (const [seq, event] of JSON.parse(row.events) as [number, OrderEvent][]) out.push({ seq, event });
+        if (events >= limit) return out;
+        out.push({ lastSeq: row.last_seq, count: row.count, events: row.events });
+        events += row.count;
         after = row.last_seq;
       }
-      if (rows.length < 8) break;
+      if (rows.length < 32) break;
     }
     return out;
   }
 
+  /** The events of {@link pendingRows}, parsed (the reconciliation's repairs and tests read them). */
+  pendingEvents(limit: number): PendingEvent[] {
+    return this.pendingRows(limit).flatMap((row) =>
+      (JSON.parse(`[${row.events}]`) as OrderEvent[]).map((event) => ({ seq: event.seq, event })),
+    );
+  }
+
   /**
-   * Forgets outbox rows once the queue has all their events: the sender sends oldest first and stops
-   * at a failure, so `seqs` ends a prefix. A row the queue has only part of stays and is sent whole
-   * again (events are delivered at least once; the consumer keeps each event id's effect once).
+   * Forgets outbox rows once the queue has their events: the sender sends oldest first and stops at
+   * a failure, so what it confirms is a prefix, up to and including the row ending at `lastSeq`.
    */
-  markSent(seqs: readonly number[]): void {
-    if (seqs.length === 0) return;
-    this.#sql.exec("DELETE FROM outbox_batch WHERE last_seq <= ?", Math.max(...seqs));
+  markSent(lastSeq: number): void {
+    this.#sql.exec("DELETE FROM outbox_events WHERE last_seq <= ?", lastSeq);
   }
 
   /**

@@ -138,4 +138,19 @@ export const STOCK_SCHEMA: readonly string[] = [
      SELECT MIN(seq), MAX(seq), json_group_array(json_array(seq, json(event)))
        FROM (SELECT seq, event FROM outbox ORDER BY seq) HAVING COUNT(*) > 0`,
   `DROP TABLE IF EXISTS outbox`,
+  // The outbox as queue messages' text: each row is the JSON of up to MAX_EVENTS_PER_MESSAGE (32)
+  // events of one transaction, comma-separated (the inside of a JSON array), so a flush joins rows
+  // into message bodies as they are, with nothing parsed or serialized again. `count`: its events.
+  // Rows of `outbox_batch` (objects from before) move over, split into rows of 32 events at most.
+  `CREATE TABLE IF NOT EXISTS outbox_events (
+     first_seq INTEGER PRIMARY KEY,
+     last_seq  INTEGER NOT NULL CHECK (last_seq >= first_seq),
+     count     INTEGER NOT NULL CHECK (count BETWEEN 1 AND 32),
+     events    TEXT    NOT NULL
+   )`,
+  `INSERT OR IGNORE INTO outbox_events (first_seq, last_seq, count, events)
+     SELECT MIN(e.value ->> 0), MAX(e.value ->> 0), COUNT(*), group_concat(e.value -> 1, ',' ORDER BY e.key)
+       FROM outbox_batch b, json_each(b.events) e
+      GROUP BY b.first_seq, e.key / 32`,
+  `DROP TABLE IF EXISTS outbox_batch`,
 ];

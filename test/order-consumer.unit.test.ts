@@ -1,8 +1,9 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { MAX_EVENTS_PER_MESSAGE, type OrderEvent } from "../durable-objects/order-events";
+import { eventsOfMessage, MAX_EVENTS_PER_MESSAGE, type OrderEvent } from "../durable-objects/order-events";
 import { MAX_MESSAGE_BYTES, MAX_SEND_BATCH_BYTES, packOutbox } from "../durable-objects/outbox-messages";
+import type { OutboxRow } from "../durable-objects/stock-engine";
 import { type ConsumerFault, withConsumerFault } from "../src/harness/consumer-fault";
 import { consumeDeadLetters } from "../src/orders/dead-letter-consumer";
 import { consumeOrderEvents } from "../src/orders/order-consumer";
@@ -227,7 +228,8 @@ describe("order consumer", () => {
     const alwaysFails: ConsumerFault = (e) => {
       if (e.id === poison.id) throw new Error("downstream is broken");
     };
-    const message = { id: crypto.randomUUID(), body: { events: [good, poison] }, attempts: 1 };
+    // As the stock objects send it: the body as JSON text.
+    const message = { id: crypto.randomUUID(), body: JSON.stringify({ events: [good, poison] }), attempts: 1 };
     const { deadLettered } = await deliver([message], alwaysFails);
     expect(deadLettered.map((m) => m.id)).toEqual([message.id]);
     // The fault fails the message before the consumer, as a failed write of the whole message would.
@@ -256,41 +258,62 @@ describe("order consumer", () => {
     const good = event(sku, 1, "reservation.held", 1);
     const { deadLettered } = await deliver([
       { id: "mixed-1", body: { events: [good, { ...good, id: "not-a-uuid" }] }, attempts: 1 },
+      { id: "not-json-1", body: '{"events":[{"id"', attempts: 1 },
     ]);
-    expect(deadLettered.map((m) => m.id)).toEqual(["mixed-1"]);
+    expect(deadLettered.map((m) => m.id).sort()).toEqual(["mixed-1", "not-json-1"]);
     expect(await ordersOf(sku)).toEqual([{ reservation_id: good.reservationId, status: "held", last_seq: 1 }]);
   });
 });
 
 describe("outbox packing", () => {
-  const item = (sku: string, r: number, userId?: string) => {
-    const e = event(sku, r, "reservation.held", r + 1);
-    return { seq: r + 1, event: userId ? { ...e, userId } : e };
+  /** Outbox rows as the engine writes them: `perRow` events of one transaction each, as JSON text. */
+  const rowsOf = (events: OrderEvent[], perRow: number): OutboxRow[] => {
+    const rows: OutboxRow[] = [];
+    for (let i = 0; i < events.length; i += perRow) {
+      const part = events.slice(i, i + perRow);
+      rows.push({
+        lastSeq: part.at(-1)?.seq ?? 0,
+        count: part.length,
+        events: part.map((e) => JSON.stringify(e)).join(","),
+      });
+    }
+    return rows;
   };
+  const eventsOf = (sku: string, n: number, userId?: (r: number) => string) =>
+    Array.from({ length: n }, (_, r) => {
+      const e = event(sku, r, "reservation.held", r + 1);
+      return userId ? { ...e, userId: userId(r) } : e;
+    });
+  const bytes = (text: string) => new TextEncoder().encode(text).byteLength;
 
-  it("packs events in order into messages of at most MAX_EVENTS_PER_MESSAGE, in one sendBatch", () => {
-    const items = Array.from({ length: 100 }, (_, r) => item("pack", r));
-    const batches = packOutbox(items);
+  it("joins whole rows in order into messages of at most MAX_EVENTS_PER_MESSAGE, in one sendBatch", () => {
+    const events = eventsOf("pack", 100);
+    const batches = packOutbox(rowsOf(events, 10));
     expect(batches).toHaveLength(1);
-    const sizes = batches[0]?.bodies.map((b) => b.events.length);
+    const bodies = batches[0]?.bodies.map((b) => eventsOfMessage(b)) ?? [];
     expect(MAX_EVENTS_PER_MESSAGE).toBe(32);
-    expect(sizes).toEqual([32, 32, 32, 4]);
-    expect(batches.flatMap((b) => b.bodies.flatMap((m) => m.events.map((e) => e.seq)))).toEqual(
-      items.map((i) => i.seq),
-    );
-    expect(batches[0]?.items.map((i) => i.seq)).toEqual(items.map((i) => i.seq));
+    // Rows of 10 stay whole: three to a message (a fourth would make 40).
+    expect(bodies.map((b) => [b.events.length, b.invalid])).toEqual([
+      [30, null],
+      [30, null],
+      [30, null],
+      [10, null],
+    ]);
+    expect(bodies.flatMap((b) => b.events)).toEqual(events);
+    expect(batches[0]?.lastSeq).toBe(100);
   });
 
-  it("keeps each message and each sendBatch within the Queues byte limits", () => {
-    // About 10 KB per event: 12 fit a message, 2 messages (24 events) a sendBatch.
-    const items = Array.from({ length: 60 }, (_, r) => item("big", r, `u${r}-${"x".repeat(10_000)}`));
-    const batches = packOutbox(items);
-    const bytes = (v: unknown) => new TextEncoder().encode(JSON.stringify(v)).byteLength;
+  it("keeps each message and each sendBatch within the Queues byte limits, counting UTF-8 bytes", () => {
+    // About 10 KB (ASCII) or 20 KB (two bytes a character) per event, a row each.
+    const events = eventsOf("big", 60, (r) => `u${r}-${(r % 2 ? "é" : "x").repeat(10_000)}`);
+    const batches = packOutbox(rowsOf(events, 1));
     for (const batch of batches) {
       for (const body of batch.bodies) expect(bytes(body)).toBeLessThanOrEqual(MAX_MESSAGE_BYTES);
-      expect(bytes(batch.bodies)).toBeLessThanOrEqual(MAX_SEND_BATCH_BYTES);
+      expect(batch.bodies.reduce((n, body) => n + bytes(body), 0)).toBeLessThanOrEqual(MAX_SEND_BATCH_BYTES);
     }
     expect(batches.length).toBeGreaterThan(1);
-    expect(batches.flatMap((b) => b.items.map((i) => i.seq))).toEqual(items.map((i) => i.seq));
+    expect(batches.flatMap((b) => b.bodies.flatMap((body) => eventsOfMessage(body).events))).toEqual(events);
+    expect(batches.map((b) => b.lastSeq)).toEqual([...batches.map((b) => b.lastSeq)].sort((x, y) => x - y));
+    expect(batches.at(-1)?.lastSeq).toBe(60);
   });
 });

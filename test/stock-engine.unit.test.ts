@@ -328,17 +328,17 @@ describe("stock engine quotas", () => {
 });
 
 describe("stock engine outbox", () => {
-  it("keeps a transaction's events in one row, sends them in order, and forgets a row once all of it is sent", async () => {
+  it("keeps a transaction's events in one row (up to a message's 32), sends them in order, and forgets a row once all of it is sent", async () => {
     const stub = stockShard(env, "engine-outbox", 0);
     await runInDurableObject(stub, async (_object, state) => {
       await state.storage.deleteAll();
       const engine = new StockEngine(state.storage, () => crypto.randomUUID());
       engine.configure({ sku: "ob", shard: 0, shards: 1, totalStock: 10, perUserLimit: 5 });
-      engine.markSent(engine.pendingEvents(100).map((e) => e.seq)); // the configuration's own event
+      engine.markSent(engine.pendingEvents(100).at(-1)?.seq ?? 0); // the configuration's own event
       const ask = (user: string, nonce: string) => ({ userId: user, nonce, quantity: 1 });
       engine.reserve([ask("a", "n1"), ask("b", "n2"), ask("c", "n3")], T0);
       engine.reserve([ask("d", "n4"), ask("e", "n5")], T0);
-      const rows = () => state.storage.sql.exec("SELECT COUNT(*) AS n FROM outbox_batch").one().n;
+      const rows = () => state.storage.sql.exec("SELECT COUNT(*) AS n FROM outbox_events").one().n;
       expect(rows()).toBe(2);
       const all = engine.pendingEvents(100);
       expect(all.map((e) => e.event.userId)).toEqual(["a", "b", "c", "d", "e"]);
@@ -346,11 +346,12 @@ describe("stock engine outbox", () => {
       // Whole rows: asking for one event gives the first transaction's three.
       expect(engine.pendingEvents(1).map((e) => e.event.userId)).toEqual(["a", "b", "c"]);
       // Part of a row sent: the row stays, to be sent whole again (at least once).
-      engine.markSent(all.slice(0, 2).map((e) => e.seq));
+      const seqOf = (i: number) => all[i]?.seq ?? 0;
+      engine.markSent(seqOf(1));
       expect(engine.pendingEvents(100)).toHaveLength(5);
-      engine.markSent(all.slice(0, 3).map((e) => e.seq));
+      engine.markSent(seqOf(2));
       expect(engine.pendingEvents(100).map((e) => e.event.userId)).toEqual(["d", "e"]);
-      engine.markSent(all.map((e) => e.seq));
+      engine.markSent(seqOf(4));
       expect([engine.pendingEvents(100), rows()]).toEqual([[], 0]);
     });
   });
@@ -367,7 +368,7 @@ describe("stock engine outbox", () => {
         perUserLimit: 5,
       });
       const sql = state.storage.sql;
-      sql.exec("DELETE FROM outbox_batch");
+      sql.exec("DELETE FROM outbox_events");
       sql.exec("CREATE TABLE outbox (seq INTEGER PRIMARY KEY, event TEXT NOT NULL)");
       for (const seq of [7, 5, 6])
         sql.exec("INSERT INTO outbox (seq, event) VALUES (?, ?)", seq, JSON.stringify({ seq }));
@@ -378,6 +379,38 @@ describe("stock engine outbox", () => {
         [7, 7],
       ]);
       expect(sql.exec("SELECT COUNT(*) AS n FROM sqlite_master WHERE name = 'outbox'").one().n).toBe(0);
+    });
+  });
+
+  it("splits rows of the per-transaction outbox (objects from before) into rows of a message's events, in order", async () => {
+    const stub = stockShard(env, "engine-outbox-batch-migration", 0);
+    await runInDurableObject(stub, async (_object, state) => {
+      await state.storage.deleteAll();
+      new StockEngine(state.storage, () => crypto.randomUUID()).configure({
+        sku: "ob2",
+        shard: 0,
+        shards: 1,
+        totalStock: 10,
+        perUserLimit: 5,
+      });
+      const sql = state.storage.sql;
+      sql.exec("DELETE FROM outbox_events");
+      sql.exec(
+        "CREATE TABLE outbox_batch (first_seq INTEGER PRIMARY KEY, last_seq INTEGER NOT NULL, events TEXT NOT NULL)",
+      );
+      // Two transactions: seqs 1–70 (more than two messages' worth) and 71–72.
+      const row = (from: number, to: number) =>
+        JSON.stringify(Array.from({ length: to - from + 1 }, (_, i) => [from + i, { seq: from + i }]));
+      sql.exec("INSERT INTO outbox_batch VALUES (1, 70, ?), (71, 72, ?)", row(1, 70), row(71, 72));
+      const engine = new StockEngine(state.storage, () => crypto.randomUUID());
+      expect(engine.pendingEvents(1000).map((e) => e.seq)).toEqual(Array.from({ length: 72 }, (_, i) => i + 1));
+      expect(engine.pendingRows(1000).map((r) => [r.count, r.lastSeq])).toEqual([
+        [32, 32],
+        [32, 64],
+        [6, 70],
+        [2, 72],
+      ]);
+      expect(sql.exec("SELECT COUNT(*) AS n FROM sqlite_master WHERE name = 'outbox_batch'").one().n).toBe(0);
     });
   });
 });

@@ -13,7 +13,7 @@ export interface StockStats {
   rows: Record<string, number>;
 }
 
-const TABLES = ["reservations", "user_quota", "payment_events", "waitlist", "transfers", "outbox_batch"] as const;
+const TABLES = ["reservations", "user_quota", "payment_events", "waitlist", "transfers", "outbox_events"] as const;
 
 type Cursor = SqlStorageCursor<Record<string, SqlStorageValue>>;
 interface Counter {
@@ -123,7 +123,7 @@ export class SkuStock extends ProductionSkuStock {
         sql.exec("UPDATE sku SET total = total + ?, sold = sold + ?, seq = seq + 1 WHERE id = 1", paidUsers, paidUsers);
       });
     }
-    sql.exec("DELETE FROM outbox_batch");
+    sql.exec("DELETE FROM outbox_events");
     this.engine.forget();
     return { holds, paidUsers };
   }

@@ -18,7 +18,7 @@ export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env)
       .values({
         id: message.id,
         queue: batch.queue,
-        body: JSON.stringify(message.body),
+        body: storedBody(message.body),
         attempts: message.attempts,
         receivedAt: now,
       })
@@ -34,6 +34,22 @@ export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env)
       requestIds: events.flatMap((e) => (e.requestId ? [e.requestId] : [])),
     });
   }
+}
+
+/**
+ * A letter's body as stored: always JSON. The stock objects send JSON text (kept as it came, so the
+ * operator sees the events); any other body is serialized, a text that is not JSON as a string.
+ */
+function storedBody(body: unknown): string {
+  if (typeof body === "string") {
+    try {
+      JSON.parse(body);
+      return body;
+    } catch {
+      return JSON.stringify(body);
+    }
+  }
+  return JSON.stringify(body);
 }
 
 export type DeadLetter = typeof deadLetters.$inferSelect;
