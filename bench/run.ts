@@ -39,6 +39,10 @@ const argv = process.argv.slice(2);
 const quick = argv.includes("--quick");
 const option = (name: string) =>
   argv.includes(name) ? (argv[argv.indexOf(name) + 1] ?? "").split(",").filter(Boolean) : [];
+/** How the headline engine core runs: no queue consumer in the workerd, state on a tmpfs (no fsync). */
+const ENGINE_ALONE: { queueConsumers: boolean; stateRoot?: string } = existsSync("/dev/shm")
+  ? { queueConsumers: false, stateRoot: "/dev/shm" }
+  : { queueConsumers: false };
 const baselineRefs = option("--baseline");
 /** `--only sold_out,hot_sku`: just these points (and the ceiling), for measuring one change quickly. */
 const only = option("--only");
@@ -143,18 +147,26 @@ try {
     }
   }
   if (wanted("engine_core")) {
-    await engineCore(bench, on);
-    // The same with the Worker's state on a tmpfs, where SQLite's commit does not wait for the disk
-    // (fsync is a no-op): how much of a reservation's cost is the local commit.
-    if (existsSync("/dev/shm")) {
-      const shm = await start("GROUP_COMMIT=on, state on tmpfs", { GROUP_COMMIT: "on" }, { stateRoot: "/dev/shm" });
-      await engineCore(bench, shm, "engine_core_no_fsync");
-    }
-    // The object alone: no queue consumer in its workerd, so the consumer's and D1's work (another
-    // Worker invocation and another database on Cloudflare) does not share its process and thread.
-    // The object still writes and flushes its outbox; the queue drops what it gets.
-    const alone = await start("GROUP_COMMIT=on, no queue consumer", { GROUP_COMMIT: "on" }, { queueConsumers: false });
-    await engineCore(bench, alone, "engine_core_alone");
+    // The engine core as the object runs on Cloudflare (the headline): alone in its workerd (no
+    // queue consumer: the consumer and D1 are another Worker invocation and another database there;
+    // the object still writes and flushes its outbox, the queue drops what it gets), and its commit
+    // not waiting for a local fsync (state on a tmpfs): on Cloudflare a commit is made durable by
+    // replication to followers while the object goes on behind its output gate.
+    const cloudflare = await start(
+      "GROUP_COMMIT=on, object alone, commit without fsync",
+      { GROUP_COMMIT: "on" },
+      ENGINE_ALONE,
+    );
+    await engineCore(bench, cloudflare);
+    // The same object with an fsync per commit (state on disk): beside Redis with appendfsync always.
+    const fsync = await start(
+      "GROUP_COMMIT=on, object alone, fsync per commit",
+      { GROUP_COMMIT: "on" },
+      { queueConsumers: false },
+    );
+    await engineCore(bench, fsync, "engine_core_fsync");
+    // And as `npm run dev` runs it: the whole order pipeline in the same workerd, state on disk.
+    await engineCore(bench, on, "engine_core_shared");
   }
   if (wanted("engine_core") && argv.includes("--profile")) {
     // `--profile`: where the engine core's time goes, on a Worker of its own started with the inspector.
@@ -207,7 +219,14 @@ try {
     if (wanted("hot_sku")) await attempt("hot_sku", () => hotSku(bench, server, { key: keys.hot_sku }));
     // The engine core before → after; its figure is under `figures` (a baseline from before the
     // harness counted SQL statements reports them as NaN).
-    if (wanted("engine_core")) await attempt("engine_core", () => engineCore(bench, server, keys.engine_core));
+    if (wanted("engine_core")) {
+      const alone = await start(
+        `baseline ${commit}, object alone`,
+        { GROUP_COMMIT: "on" },
+        { root: tree, ...ENGINE_ALONE },
+      );
+      await attempt("engine_core", () => engineCore(bench, alone, keys.engine_core));
+    }
     baselines.push({ ref, commit, subject, keys });
   }
 

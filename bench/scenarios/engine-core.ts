@@ -38,7 +38,7 @@ export async function engineCore(bench: Bench, server: WorkerServer, key = "engi
     bench.problems.push(`engine core: ${r.ok}/${n} ok, rejected ${JSON.stringify(r.rejected)}`);
   bench.checks.push({ server, sku, total: n * 2, held: r.ok });
   let after = await stockStats(server, sku);
-  for (let i = 0; i < 100 && (after.rows.outbox_batch ?? 0) > 0; i++) {
+  for (let i = 0; i < 100 && (after.rows.outbox_events ?? 0) > 0; i++) {
     await new Promise((resolve) => setTimeout(resolve, 100)); // the last batches' outbox flush, in the background
     after = await stockStats(server, sku);
   }
