@@ -328,6 +328,22 @@ function chunks<T>(items: readonly T[]): T[][] {
 
 const newWork = (): TxWork => ({ quotas: new Map(), dirtyQuotas: new Set(), nonces: new Map(), holds: [], events: [] });
 
+/**
+ * `new Date(ms).toISOString()`, remembering the last two: a batch's events share their time and
+ * their holds' expiry, so a batch of 64 formats two dates, not 128.
+ */
+const isoCache: [number, string][] = [
+  [Number.NaN, ""],
+  [Number.NaN, ""],
+];
+function isoTime(ms: number): string {
+  for (const [at, text] of isoCache) if (at === ms) return text;
+  const text = new Date(ms).toISOString();
+  isoCache.pop();
+  isoCache.unshift([ms, text]);
+  return text;
+}
+
 const ok = <T>(value: T): Outcome<T> => ({ ok: true, value });
 const fail = <T>(code: StockErrorCode, available?: number): Outcome<T> =>
   available === undefined ? { ok: false, code } : { ok: false, code, available };
@@ -472,7 +488,7 @@ export class StockEngine {
       const values: (number | string)[] = [];
       for (let i = 0; i < work.events.length; i += MAX_EVENTS_PER_MESSAGE) {
         const part = work.events.slice(i, i + MAX_EVENTS_PER_MESSAGE);
-        const text = part.map(([, event]) => JSON.stringify(event)).join(",");
+        const text = JSON.stringify(part.map(([, event]) => event)).slice(1, -1); // the array's inside
         values.push(part[0]?.[0] as number, part[part.length - 1]?.[0] as number, part.length, text);
       }
       this.#sql.exec(
@@ -1104,8 +1120,12 @@ export class StockEngine {
         .toArray();
       for (const row of priors) if (row.nonce !== null) work.nonces.set(row.nonce, row);
     }
-    const users = [...new Set(requests.flatMap((r) => (work.quotas.has(r.userId) ? [] : [r.userId])))];
-    for (const user of users) work.quotas.set(user, 0);
+    const users: string[] = [];
+    for (const { userId } of requests) {
+      if (work.quotas.has(userId)) continue;
+      work.quotas.set(userId, 0);
+      users.push(userId);
+    }
     for (const chunk of chunks(users)) {
       const quotas = this.#sql
         .exec<{ user_id: string; active: number }>(
@@ -1322,8 +1342,8 @@ export class StockEngine {
       sku: reservation.sku,
       userId: reservation.userId,
       quantity: reservation.quantity,
-      occurredAt: new Date(now).toISOString(),
-      expiresAt: new Date(reservation.expiresAt).toISOString(),
+      occurredAt: isoTime(now),
+      expiresAt: isoTime(reservation.expiresAt),
       seq,
     };
     if (this.#requestId !== undefined) event.requestId = this.#requestId;
