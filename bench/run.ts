@@ -40,9 +40,9 @@ const quick = argv.includes("--quick");
 const option = (name: string) =>
   argv.includes(name) ? (argv[argv.indexOf(name) + 1] ?? "").split(",").filter(Boolean) : [];
 /** How the headline engine core runs: no queue consumer in the workerd, state on a tmpfs (no fsync). */
-const ENGINE_ALONE: { queueConsumers: boolean; stateRoot?: string } = existsSync("/dev/shm")
-  ? { queueConsumers: false, stateRoot: "/dev/shm" }
-  : { queueConsumers: false };
+const ENGINE_ALONE: { objectAlone: boolean; stateRoot?: string } = existsSync("/dev/shm")
+  ? { objectAlone: true, stateRoot: "/dev/shm" }
+  : { objectAlone: true };
 const baselineRefs = option("--baseline");
 /** `--only sold_out,hot_sku`: just these points (and the ceiling), for measuring one change quickly. */
 const only = option("--only");
@@ -162,7 +162,7 @@ try {
     const fsync = await start(
       "GROUP_COMMIT=on, object alone, fsync per commit",
       { GROUP_COMMIT: "on" },
-      { queueConsumers: false },
+      { objectAlone: true },
     );
     await engineCore(bench, fsync, "engine_core_fsync");
     // And as `npm run dev` runs it: the whole order pipeline in the same workerd, state on disk.

@@ -38,20 +38,31 @@ export interface WorkerServer {
 }
 
 const run = promisify(execFile);
+
+/** The queue in `objectAlone` mode: takes `send`/`sendBatch` over RPC and drops the messages. */
+const QUEUE_SINK = `import { WorkerEntrypoint } from "cloudflare:workers";
+export class QueueSink extends WorkerEntrypoint {
+  async send(body) {}
+  async sendBatch(messages) {}
+}
+export default { fetch: () => new Response(null, { status: 404 }) };
+`;
 const HERE = fileURLToPath(new URL("..", import.meta.url));
 
 /**
  * `root`: the checkout whose Worker to run (default this one); the bench runs an earlier commit's
  * Worker from a worktree of it beside today's, to measure a change before and after in one run.
  * `stateRoot`: where its state directory (D1, the Durable Objects' SQLite files) is made; the OS's
- * temporary directory by default. `queueConsumers: false`: no queue consumer in this workerd (the
- * queues drop what is sent to them), to measure a stock object without the order pipeline that
- * shares its process here and runs elsewhere on Cloudflare.
+ * temporary directory by default. `objectAlone`: the stock objects without the order pipeline that
+ * shares their process and thread here and runs elsewhere on Cloudflare: no queue consumer, and the
+ * `order-events` producer bound to a sink (an RPC entrypoint in the same workerd that drops what it
+ * gets, {@link QUEUE_SINK}) instead of Miniflare's queue broker, whose bookkeeping per message would
+ * run on the objects' thread; the object still pays its `sendBatch` calls.
  */
 export async function startWorker(
   label: string,
   vars: Record<string, string>,
-  opts: { inspect?: boolean; root?: string; stateRoot?: string; queueConsumers?: boolean } = {},
+  opts: { inspect?: boolean; root?: string; stateRoot?: string; objectAlone?: boolean } = {},
 ): Promise<WorkerServer> {
   const ROOT = opts.root ?? HERE;
   const CONFIG = join(ROOT, "wrangler.toml");
@@ -82,7 +93,12 @@ export async function startWorker(
     ),
   ]);
   const { workerOptions } = unstable_getMiniflareWorkerOptions(CONFIG);
-  if (opts.queueConsumers === false) delete workerOptions.queueConsumers;
+  const sink = opts.objectAlone === true;
+  if (sink) {
+    delete workerOptions.queueConsumers;
+    const producers = workerOptions.queueProducers as Record<string, unknown> | undefined;
+    if (producers) delete producers.ORDER_EVENTS;
+  }
   const before = new Set(childrenNamed(process.pid, "workerd"));
   const output: string[] = []; // the last chunks of the Worker's output (it logs a line per request)
   const keep = (d: Buffer) => {
@@ -107,7 +123,18 @@ export async function startWorker(
         scriptPath: join(bundle, "index.js"),
         modulesRoot: bundle,
         bindings: { ...workerOptions.bindings, ...SECRETS, DEV_TOOLS: "true", ...vars },
+        ...(sink
+          ? {
+              serviceBindings: {
+                ...(workerOptions.serviceBindings as Record<string, unknown> | undefined),
+                ORDER_EVENTS: { name: "queue-sink", entrypoint: "QueueSink" },
+              },
+            }
+          : {}),
       },
+      ...(sink
+        ? [{ name: "queue-sink", modules: [{ type: "ESModule" as const, path: "sink.mjs", contents: QUEUE_SINK }] }]
+        : []),
     ],
   });
   try {
