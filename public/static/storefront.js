@@ -321,11 +321,13 @@ async function pollReservation() {
     schedulePoll(3000);
     return;
   }
-  const wasConverged = converged(current);
+  // The status the order list last agreed on: a payment whose row D1 had written before this poll
+  // converges again, on a new status, and the list must show it.
+  const agreed = converged(current) ? current.status : null;
   state.reservation = answer.json;
   renderReservation();
   const r = state.reservation;
-  if (converged(r) && !wasConverged) {
+  if (converged(r) && r.status !== agreed) {
     if (r.status === "held") say("The order is persisted in D1: pay or cancel before the hold lapses.", "ok");
     await refreshOrders();
   }
