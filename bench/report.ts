@@ -279,7 +279,7 @@ function performanceDoc(r: Results): string {
           n0(pipe?.cpuUsPerOrder),
         ],
         [
-          "the same orders, the consumer's rate once it started (CPU: broker + consumer + D1, after the sale)",
+          "the same orders, the consumer's rate once it started (CPU: the above less the stock object's share, the engine core on disk: broker + consumer + D1)",
           n0(pipe?.persistPerSec),
           "",
           "",

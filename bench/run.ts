@@ -183,7 +183,12 @@ try {
     const inspected = await start("memory", { GROUP_COMMIT: "on" }, { inspect: true });
     await memory(bench, inspected, { holds: 100_000, paidUsers: 1_000_000 });
   }
-  if (wanted("order_pipeline")) await orderPipeline(bench, on);
+  if (wanted("order_pipeline"))
+    await orderPipeline(
+      bench,
+      on,
+      (bench.figures.engine_core_fsync as { cpuUsPerReservation?: number } | undefined)?.cpuUsPerReservation,
+    );
   if (wanted("draw_decide")) await drawDecide(bench, on);
 
   for (const ref of baselineRefs) {

@@ -149,7 +149,9 @@ export function capacityModel(figures: Record<string, unknown>): Capacity {
   // The engine core as the object runs on Cloudflare: alone in its workerd, its commit not waiting
   // for a local fsync (bench/run.ts).
   const engine = (figures.engine_core as EngineFigures | undefined) ?? null;
-  const pipeline = (figures.order_pipeline as PipelineFigures | undefined) ?? null;
+  // The pipeline's CPU per order needs the object's share measured in the same run (the engine core).
+  const measured = figures.order_pipeline as PipelineFigures | undefined;
+  const pipeline = measured && Number.isFinite(measured.pipelineCpuUsPerOrder) ? measured : null;
   const consumer = consumerSettings();
   const eventsPerMessage = MAX_EVENTS_PER_MESSAGE;
 
