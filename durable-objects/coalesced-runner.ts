@@ -35,6 +35,11 @@ export class CoalescedRunner {
     return this.#next !== null;
   }
 
+  /** Whether no run is in flight nor booked. */
+  get idle(): boolean {
+    return this.#running === null && this.#next === null;
+  }
+
   /** The run in flight (and the one booked after it), or nothing: for callers that must wait it out. */
   async settled(): Promise<void> {
     while (this.#running || this.#next) await (this.#next ?? this.#running);

@@ -71,6 +71,11 @@ const DRAW_POLL_MS = 1_000;
  * kept on the earliest due work ({@link DueWork}). Durable Objects run one request's synchronous
  * code at a time and the engine never awaits, so decisions are serial, like a Redis script.
  */
+/** An opening draw's secret seed: 32 random bytes in hex. */
+function randomSeed(): string {
+  return Array.from(crypto.getRandomValues(new Uint8Array(32)), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 export class SkuStock extends DurableObject<Env> {
   readonly engine: StockEngine;
   /** The object's clock. A seam for tests, which move time forward instead of sleeping. */
@@ -97,7 +102,8 @@ export class SkuStock extends DurableObject<Env> {
     // Time-ordered ids (UUIDv7) for reservations and events: each lands at the right edge of the
     // b-trees keyed by it (the object's reservations, D1's orders and processed events), where a
     // random UUID touched a page anywhere in them and the commit wrote each such page again.
-    this.engine = new StockEngine(this.engineStorage(ctx.storage), () => uuidv7());
+    // The draw's seed is secret: 32 random bytes, not time-ordered ids.
+    this.engine = new StockEngine(this.engineStorage(ctx.storage), () => uuidv7(), randomSeed);
     const now = () => this.now();
     this.#due = new DueWork(
       ctx.storage,

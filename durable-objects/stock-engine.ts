@@ -352,6 +352,7 @@ export class StockEngine {
   readonly #storage: EngineStorage;
   readonly #sql: SqlStorage;
   readonly #newId: () => string;
+  readonly #newSeed: () => string;
   #sku: string | undefined;
   /** The request being decided (see {@link onBehalfOf}), written into the events it causes. */
   #requestId: string | undefined;
@@ -378,11 +379,19 @@ export class StockEngine {
   /** Fair opening: this shard's part of the SKU's draw (see opening-draw.ts). */
   readonly draw: OpeningDraw;
 
-  /** `newId` returns a fresh UUID (reservation and event ids); tests pass a seeded one. */
-  constructor(storage: EngineStorage, newId: () => string) {
+  /**
+   * `newId` returns a fresh UUID (reservation and event ids); `newSeed` an opening draw's secret seed,
+   * 64 hex digits (by default two of `newId`'s, without dashes). Tests pass seeded ones.
+   */
+  constructor(
+    storage: EngineStorage,
+    newId: () => string,
+    newSeed: () => string = () => `${newId()}${newId()}`.replaceAll("-", ""),
+  ) {
     this.#storage = storage;
     this.#sql = storage.sql;
     this.#newId = newId;
+    this.#newSeed = newSeed;
     for (const statement of STOCK_SCHEMA) this.#sql.exec(statement);
     // `sku.created` came after the table: an object from before gets it, counted from its rows (none
     // were pruned then, so the largest rowid is the count). Settled rows are pruned since, so the
@@ -558,7 +567,7 @@ export class StockEngine {
         next !== undefined ? next : prior !== undefined ? prior : fallback;
       // Fair opening: a window is set before it opens and never moved once open (opening-draw.ts).
       const startsAt = keep(settings.startsAt, current?.starts_at, null);
-      const newSeed = settings.shard === 0 ? () => `${this.#newId()}${this.#newId()}`.replaceAll("-", "") : null;
+      const newSeed = settings.shard === 0 ? this.#newSeed : null;
       if (!this.draw.configure(settings.openingWindowMs, startsAt, now ?? 0, newSeed)) {
         return fail<SkuState>("INVALID_STATE");
       }

@@ -8,16 +8,36 @@ import type { StockEngine } from "../durable-objects/stock-engine";
 function harness() {
   let version = 1;
   const writes: number[] = [];
-  const engine = { state: () => ({ version }) } as unknown as StockEngine;
+  const replaced: number[] = [];
+  const stateAt = (v: number) => ({
+    sku: "mp",
+    shard: 0,
+    version: v,
+    status: "on_sale",
+    stock: { total: 1000, available: 1000 - v, held: v, sold: 0 },
+  });
+  const engine = { state: () => stateAt(version) } as unknown as StockEngine;
+  // Like lua/mirror.lua: the mirror keeps the newest version written.
+  let stored: number | null = null;
   const mirror = {
     publish: async (state: { version: number }) => {
+      await scheduler.wait(1); // a round trip
       writes.push(state.version);
+      stored = Math.max(stored ?? 0, state.version);
       return { applied: true, version: state.version };
+    },
+    readShard: async () => (stored === null ? null : stateAt(stored)),
+    replace: async (state: { version: number }) => {
+      replaced.push(state.version);
+      stored = state.version;
     },
   } as unknown as RedisMirror;
   const due = { retryAt: () => undefined, done: () => {}, retry: async () => {} } as unknown as DueWork;
   const publisher = new MirrorPublisher(mirror, engine, due, () => Date.now());
-  return { publisher, writes, commit: () => version++, version: () => version };
+  const lose = () => {
+    stored = null;
+  };
+  return { publisher, writes, replaced, lose, commit: () => version++, version: () => version };
 }
 
 describe("mirror publisher", () => {
@@ -39,6 +59,39 @@ describe("mirror publisher", () => {
     // At most one write per interval (plus the first, made at once), never one per commit.
     expect(writes.length).toBeLessThanOrEqual(Math.ceil(elapsed / MIRROR_MIN_INTERVAL_MS) + 1);
     expect(writes.length).toBeLessThan(20);
+  });
+
+  it("checks the mirror during a burst of commits without waiting for it to end or calling the lag drift", async () => {
+    const { publisher, replaced, commit } = harness();
+    let burning = true;
+    const burst = (async () => {
+      while (burning) {
+        commit();
+        publisher.publish();
+        await scheduler.wait(1);
+      }
+    })();
+    await scheduler.wait(30);
+    const started = Date.now();
+    const checks = [];
+    for (let i = 0; i < 5; i++) checks.push((await publisher.check()).status);
+    const elapsed = Date.now() - started;
+    burning = false;
+    await burst;
+    expect(checks).toEqual(["ok", "ok", "ok", "ok", "ok"]);
+    expect(replaced).toEqual([]);
+    expect(elapsed).toBeLessThan(5 * 5 * MIRROR_MIN_INTERVAL_MS);
+  });
+
+  it("repairs a mirror that lost the shard's hash, once no write is under way", async () => {
+    const { publisher, replaced, commit, version, lose } = harness();
+    commit();
+    await publisher.publish();
+    lose(); // Redis lost the hash; the publisher believes the mirror is current
+    const check = await publisher.check();
+    expect(check).toMatchObject({ status: "missing", repaired: true });
+    expect(replaced).toEqual([version()]);
+    expect((await publisher.check()).status).toBe("ok");
   });
 
   it("writes at once when idle", async () => {
