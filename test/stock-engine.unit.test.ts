@@ -356,19 +356,24 @@ describe("stock engine outbox", () => {
     });
   });
 
-  it("moves events of the per-event outbox (objects from before) into one row, in order", async () => {
-    const stub = stockShard(env, "engine-outbox-migration", 0);
-    await runInDurableObject(stub, async (_object, state) => {
+  /** A configured object with an empty outbox, for planting the outbox tables of objects from before. */
+  const withEmptyOutbox = (name: string, fn: (state: DurableObjectState) => void) =>
+    runInDurableObject(stockShard(env, name, 0), async (_object, state) => {
       await state.storage.deleteAll();
       new StockEngine(state.storage, () => crypto.randomUUID()).configure({
-        sku: "om",
+        sku: name,
         shard: 0,
         shards: 1,
         totalStock: 10,
         perUserLimit: 5,
       });
+      state.storage.sql.exec("DELETE FROM outbox_events");
+      fn(state);
+    });
+
+  it("moves events of the per-event outbox (objects from before) into one row, in order", async () => {
+    await withEmptyOutbox("engine-outbox-migration", (state) => {
       const sql = state.storage.sql;
-      sql.exec("DELETE FROM outbox_events");
       sql.exec("CREATE TABLE outbox (seq INTEGER PRIMARY KEY, event TEXT NOT NULL)");
       for (const seq of [7, 5, 6])
         sql.exec("INSERT INTO outbox (seq, event) VALUES (?, ?)", seq, JSON.stringify({ seq }));
@@ -383,18 +388,8 @@ describe("stock engine outbox", () => {
   });
 
   it("splits rows of the per-transaction outbox (objects from before) into rows of a message's events, in order", async () => {
-    const stub = stockShard(env, "engine-outbox-batch-migration", 0);
-    await runInDurableObject(stub, async (_object, state) => {
-      await state.storage.deleteAll();
-      new StockEngine(state.storage, () => crypto.randomUUID()).configure({
-        sku: "ob2",
-        shard: 0,
-        shards: 1,
-        totalStock: 10,
-        perUserLimit: 5,
-      });
+    await withEmptyOutbox("engine-outbox-batch-migration", (state) => {
       const sql = state.storage.sql;
-      sql.exec("DELETE FROM outbox_events");
       sql.exec(
         "CREATE TABLE outbox_batch (first_seq INTEGER PRIMARY KEY, last_seq INTEGER NOT NULL, events TEXT NOT NULL)",
       );
