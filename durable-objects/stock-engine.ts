@@ -1096,7 +1096,7 @@ export class StockEngine {
     return out;
   }
 
-  /** The events of {@link pendingRows}, parsed (the reconciliation's repairs and tests read them). */
+  /** The events of {@link pendingRows}, parsed: what the outbox holds, as the tests read it. */
   pendingEvents(limit: number): PendingEvent[] {
     return this.pendingRows(limit).flatMap((row) =>
       (JSON.parse(`[${row.events}]`) as OrderEvent[]).map((event) => ({ seq: event.seq, event })),
