@@ -62,6 +62,11 @@ const DRAW_DECISION_MS = 10_000;
 /** A waiting request looks at the draw at least this often (it is also woken by each change). */
 const DRAW_POLL_MS = 1_000;
 
+/** An opening draw's secret seed: 32 random bytes in hex. */
+function randomSeed(): string {
+  return Array.from(crypto.getRandomValues(new Uint8Array(32)), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 /**
  * One SKU shard's stock: the RPC shell around the synchronous {@link StockEngine}.
  *
@@ -71,11 +76,6 @@ const DRAW_POLL_MS = 1_000;
  * kept on the earliest due work ({@link DueWork}). Durable Objects run one request's synchronous
  * code at a time and the engine never awaits, so decisions are serial, like a Redis script.
  */
-/** An opening draw's secret seed: 32 random bytes in hex. */
-function randomSeed(): string {
-  return Array.from(crypto.getRandomValues(new Uint8Array(32)), (b) => b.toString(16).padStart(2, "0")).join("");
-}
-
 export class SkuStock extends DurableObject<Env> {
   readonly engine: StockEngine;
   /** The object's clock. A seam for tests, which move time forward instead of sleeping. */
