@@ -17,10 +17,13 @@ const get = (path: string) => async (): Promise<WrkRequest[]> => [{ method: "GET
 let runs = 0;
 const runId = (prefix: string) => `${prefix}${Date.now().toString(36)}${runs++}`;
 
-export function ceiling(bench: Bench, bare: BareWorker): Promise<Point> {
+export function ceiling(bench: Bench, bare: BareWorker, key = "bare_worker"): Promise<Point> {
   return measure({
-    key: "bare_worker",
-    label: "bare Worker (ceiling)",
+    key,
+    label:
+      key === "bare_worker"
+        ? "bare Worker (ceiling)"
+        : `bare Worker (ceiling, ${key.replace("bare_worker_after_", "after ")})`,
     url: bare.url,
     pids: [bare.pid],
     requests: get("/"),
@@ -29,6 +32,18 @@ export function ceiling(bench: Bench, bare: BareWorker): Promise<Point> {
     timing: bench.mode.timing,
     dir: bench.dir,
   }).then((p) => record(bench, p));
+}
+
+/** The ceiling a point is divided by: the mean of the bare Worker's runs just before and after it. */
+export interface Ceiling {
+  runs: string[];
+  rps: number;
+  cpuUsPerRequest: number;
+}
+
+export function ceilingOf(runs: Point[]): Ceiling {
+  const mean = (f: (p: Point) => number) => runs.reduce((sum, p) => sum + f(p), 0) / runs.length;
+  return { runs: runs.map((p) => p.key), rps: mean((p) => p.rps), cpuUsPerRequest: mean((p) => p.cpuUsPerRequest) };
 }
 
 export function healthz(bench: Bench, server: WorkerServer, key = "healthz"): Promise<Point> {
