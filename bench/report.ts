@@ -95,6 +95,39 @@ function ceilingFor(r: Results, key: string): { rps: number; cpuUsPerRequest: nu
   return r.figures.ceilings?.[key] ?? r.points.bare_worker;
 }
 
+/**
+ * The best any implementation of the contract could reach on this run's runtime, from the floors
+ * measured beside the points. The sold-out floor (bench/lib/floor-worker.ts) does only the checks a
+ * reservation needs before any answer (JWT, rate limit, body, purchase token) with no framework; a
+ * hot-SKU reservation does all of that and then the stock object's transaction and the order
+ * pipeline, whose CPU this run measured too (engine core as `npm run dev` runs it, pipeline per
+ * order). A target beyond its bound cannot be met by changing Flashgate's code on this runtime.
+ */
+function bounds(r: Results): Record<string, number> {
+  const p = r.points;
+  const floor = p.sold_out_floor;
+  const floorCeiling = ceilingFor(r, "sold_out_floor");
+  const engine = r.figures.engine_core_shared?.cpuUsPerReservation;
+  const pipeline = r.figures.order_pipeline?.pipelineCpuUsPerOrder;
+  const nan = Number.NaN;
+  // A hot reservation costs at least the floor's checks, the object's work and the pipeline's.
+  const hotCpu =
+    floor && engine !== undefined && pipeline !== undefined ? floor.cpuUsPerRequest + engine + pipeline : nan;
+  const bareTails = Object.entries(p)
+    .filter(([key]) => key.startsWith("bare_worker"))
+    .map(([, bare]) => bare.p99Ms / bare.p50Ms);
+  return {
+    sold_out: floor && floorCeiling ? floor.rps / floorCeiling.rps : nan,
+    // No answer has a shorter tail than a Worker that does nothing.
+    tail: bareTails.length > 0 ? Math.min(...bareTails) : nan,
+    // Throughput bound by CPU (workerd's one thread runs every isolate): the bare request's CPU ÷ the least a hot reservation costs.
+    hot_sku: floorCeiling ? floorCeiling.cpuUsPerRequest / hotCpu : nan,
+    // A hot reservation does more than the floor, so it is no faster than the floor.
+    hot_vs_classic: floor && p.classic ? floor.rps / p.classic.rps : nan,
+    hot_cpu: floorCeiling ? hotCpu / floorCeiling.cpuUsPerRequest : nan,
+  };
+}
+
 /** The targets of the open speed issues, each a ratio or a figure from this run. */
 function targets(r: Results) {
   const p = r.points;
@@ -103,19 +136,63 @@ function targets(r: Results) {
   const lua = r.redis.reserve_lua_p1;
   const engine = r.figures.engine_core;
   const pipe = r.figures.order_pipeline;
-  const rows: { what: string; value: number; shown: string; target: string; met: boolean }[] = [];
-  const at = (what: string, value: number, target: string, met: (v: number) => boolean, shown = x2(value)) =>
-    rows.push({ what, value, shown, target, met: Number.isFinite(value) && met(value) });
+  const best = bounds(r);
+  const rows: {
+    what: string;
+    value: number;
+    shown: string;
+    target: string;
+    met: boolean;
+    bound?: number | undefined;
+  }[] = [];
+  const at = (
+    what: string,
+    value: number,
+    target: string,
+    met: (v: number) => boolean,
+    shown = x2(value),
+    bound?: number,
+  ) => rows.push({ what, value, shown, target, met: Number.isFinite(value) && met(value), bound });
   at("GET /healthz ÷ bare Worker (req/s)", ratio(p.healthz?.rps, bare("healthz")?.rps), "≥ 0.9×", (v) => v >= 0.9);
-  at("sold-out storm ÷ bare Worker (req/s)", ratio(p.sold_out?.rps, bare("sold_out")?.rps), "≥ 0.9×", (v) => v >= 0.9);
-  at("sold-out storm p99 ÷ its p50", ratio(p.sold_out?.p99Ms, p.sold_out?.p50Ms), "≤ 3×", (v) => v <= 3);
-  at("hot SKU ÷ bare Worker (req/s)", ratio(p.hot_sku?.rps, bare("hot_sku")?.rps), "≥ 0.5×", (v) => v >= 0.5);
-  at("hot SKU ÷ classic design (req/s)", ratio(p.hot_sku?.rps, p.classic?.rps), "≥ 1.0×", (v) => v >= 1);
+  at(
+    "sold-out storm ÷ bare Worker (req/s)",
+    ratio(p.sold_out?.rps, bare("sold_out")?.rps),
+    "≥ 0.9×",
+    (v) => v >= 0.9,
+    undefined,
+    best.sold_out,
+  );
+  at(
+    "sold-out storm p99 ÷ its p50",
+    ratio(p.sold_out?.p99Ms, p.sold_out?.p50Ms),
+    "≤ 3×",
+    (v) => v <= 3,
+    undefined,
+    best.tail,
+  );
+  at(
+    "hot SKU ÷ bare Worker (req/s)",
+    ratio(p.hot_sku?.rps, bare("hot_sku")?.rps),
+    "≥ 0.5×",
+    (v) => v >= 0.5,
+    undefined,
+    best.hot_sku,
+  );
+  at(
+    "hot SKU ÷ classic design (req/s)",
+    ratio(p.hot_sku?.rps, p.classic?.rps),
+    "≥ 1.0×",
+    (v) => v >= 1,
+    undefined,
+    best.hot_vs_classic,
+  );
   at(
     "CPU per hot-SKU reservation ÷ CPU per bare request",
     ratio(p.hot_sku?.cpuUsPerRequest, bare("hot_sku")?.cpuUsPerRequest),
     "≤ 2×",
     (v) => v <= 2,
+    undefined,
+    best.hot_cpu,
   );
   at(
     "engine core, reservations/s per stock object (as on Cloudflare: alone, no local fsync)",
@@ -183,9 +260,17 @@ function targetTable(r: Results): string {
   const tail = bare ? bare.p99Ms / bare.p50Ms : Number.NaN;
   return [
     table(
-      ["target", "this run", "wanted", "met"],
-      targets(r).map((t) => [t.what, t.shown, t.target, t.met ? "yes" : "**no**"]),
+      ["target", "this run", "wanted", "met", "best any code reaches here"],
+      targets(r).map((t) => [t.what, t.shown, t.target, t.met ? "yes" : "**no**", x2(t.bound)]),
     ),
+    "",
+    "The last column is the bound this run's floors put on a target, whatever the gateway's code: the sold-out " +
+      "floor (bench/lib/floor-worker.ts: JWT, rate limit, body and purchase token checked by hand, no framework) " +
+      "for the sold-out storm; the bare Worker's own tail for the tail; for the hot SKU, the floor's checks plus " +
+      "the stock object's CPU per reservation and the order pipeline's per order (both measured in this run, in " +
+      "the same workerd as locally), as a throughput if CPU is all that bounds it. A target past its bound cannot " +
+      "be met here by any change to Flashgate: the cost is in the local runtime (Miniflare's entry worker in front " +
+      "of every request, the body pumped between the two, the queue and D1 on the objects' thread).",
     "",
     `For the latency target, the same ratio of the bare Worker in this run: p99 ÷ p50 = ${x2(tail)} ` +
       "(its p50 and p99 in the table above). Under a closed loop of 50 connections on 2 cores the tail is " +
