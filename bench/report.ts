@@ -137,7 +137,6 @@ function bounds(r: Results): {
 /** The targets of the open speed issues, each a ratio or a figure from this run. */
 function targets(r: Results) {
   const p = r.points;
-  const bare = (key: string) => ceilingFor(r, key);
   const ratio = (a?: number, b?: number) => (a === undefined || b === undefined ? Number.NaN : a / b);
   const lua = r.redis.reserve_lua_p1;
   const engine = r.figures.engine_core;
@@ -167,14 +166,25 @@ function targets(r: Results) {
       met: Number.isFinite(value) && met(value),
       bound: opts.bound,
     });
-  at("GET /healthz ÷ bare Worker (req/s)", ratio(p.healthz?.rps, bare("healthz")?.rps), "≥ 0.9×", (v) => v >= 0.9);
-  at("sold-out storm ÷ bare Worker (req/s)", ratio(p.sold_out?.rps, bare("sold_out")?.rps), "≥ 0.9×", (v) => v >= 0.9, {
-    bound: best.sold_out,
-  });
+  at(
+    "GET /healthz ÷ bare Worker (req/s)",
+    ratio(p.healthz?.rps, ceilingFor(r, "healthz")?.rps),
+    "≥ 0.9×",
+    (v) => v >= 0.9,
+  );
+  at(
+    "sold-out storm ÷ bare Worker (req/s)",
+    ratio(p.sold_out?.rps, ceilingFor(r, "sold_out")?.rps),
+    "≥ 0.9×",
+    (v) => v >= 0.9,
+    {
+      bound: best.sold_out,
+    },
+  );
   at("sold-out storm p99 ÷ its p50", ratio(p.sold_out?.p99Ms, p.sold_out?.p50Ms), "≤ 3×", (v) => v <= 3, {
     bound: best.tail,
   });
-  at("hot SKU ÷ bare Worker (req/s)", ratio(p.hot_sku?.rps, bare("hot_sku")?.rps), "≥ 0.5×", (v) => v >= 0.5, {
+  at("hot SKU ÷ bare Worker (req/s)", ratio(p.hot_sku?.rps, ceilingFor(r, "hot_sku")?.rps), "≥ 0.5×", (v) => v >= 0.5, {
     bound: best.hot_sku,
   });
   at("hot SKU ÷ classic design (req/s)", ratio(p.hot_sku?.rps, p.classic?.rps), "≥ 1.0×", (v) => v >= 1, {
@@ -182,7 +192,7 @@ function targets(r: Results) {
   });
   at(
     "CPU per hot-SKU reservation ÷ CPU per bare request",
-    ratio(p.hot_sku?.cpuUsPerRequest, bare("hot_sku")?.cpuUsPerRequest),
+    ratio(p.hot_sku?.cpuUsPerRequest, ceilingFor(r, "hot_sku")?.cpuUsPerRequest),
     "≤ 2×",
     (v) => v <= 2,
     { bound: best.hot_cpu },
