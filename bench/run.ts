@@ -1,7 +1,8 @@
 // `npm run bench [-- --quick] [-- --baseline <ref>[,<ref>…]]`: every part of the system on 127.0.0.1,
 // load from other processes (wrk, redis-benchmark), figures side by side in one run:
-//   the ceiling (a bare Worker in its own workerd), GET /healthz, the sold-out storm, the hot SKU
-//   (group commit on and off, 1 and 4 shards), the classic design (Node + Redis Lua) under the same
+//   the ceiling (a bare Worker in its own workerd), GET /healthz, the sold-out storm and its floor,
+//   the hot SKU, each through Miniflare's entry worker and directly (edge.ts `Via`); the hot SKU with
+//   group commit off and with 4 shards, the classic design (Node + Redis Lua) under the same
 //   wrk, Redis's own EVALSHA of lua/reserve.lua, the stock object's engine core, the order pipeline;
 //   with --baseline, the same edge points on earlier commits' Workers (before → after in one run).
 // Beside each throughput: the CPU µs per request of the processes under test, from /proc.
@@ -29,7 +30,18 @@ import { verify } from "./lib/verify";
 import { writeReports } from "./report";
 import { classic } from "./scenarios/classic";
 import { drawDecide } from "./scenarios/draw";
-import { type Ceiling, ceiling, ceilingOf, healthz, hotSku, soldOut, soldOutFloor } from "./scenarios/edge";
+import {
+  type Ceiling,
+  ceiling,
+  ceilingOf,
+  healthz,
+  hotSku,
+  soldOut,
+  soldOutFloor,
+  through,
+  VIAS,
+  viaKey,
+} from "./scenarios/edge";
 import { engineCore } from "./scenarios/engine-core";
 import { memory } from "./scenarios/memory";
 import { hotSkuOrders, orderPipeline } from "./scenarios/order-pipeline";
@@ -120,27 +132,29 @@ try {
   // divided by the mean of those two runs. A ratio of two runs minutes apart on a shared machine
   // measures the machine's drift as much as the gateway: the five bare runs of one full bench here
   // ranged from 1,511 to 2,025 req/s, and the same Worker code did /healthz at 1,454 and 1,888.
-  let lastBare = await ceiling(bench, bare);
+  // Every edge point runs twice: through Miniflare's entry worker, then directly (edge.ts `Via`).
   const ceilings: Record<string, Ceiling> = {};
-  const besideCeiling = async (key: string, point: () => Promise<unknown>) => {
-    const before = lastBare;
-    await point();
-    lastBare = await ceiling(bench, bare, `bare_worker_after_${key}`);
-    ceilings[key] = ceilingOf([before, lastBare]);
-  };
-  if (wanted("healthz")) await besideCeiling("healthz", () => healthz(bench, on));
-  if (wanted("sold_out")) await besideCeiling("sold_out", () => soldOut(bench, on));
-  if (wanted("sold_out_floor")) {
-    const floor = await startFloorWorker();
-    stack.push(() => floor.stop());
-    await besideCeiling("sold_out_floor", () => soldOutFloor(bench, floor));
-  }
-  if (wanted("hot_sku")) {
-    await besideCeiling("hot_sku", async () => {
-      const hot = await hotSku(bench, on, { key: "hot_sku" });
-      // The pipeline catches up before the next bare run, so that run has the machine to itself.
-      await hotSkuOrders(bench, on, hot.sku);
-    });
+  const floor = wanted("sold_out_floor") ? await startFloorWorker() : undefined;
+  if (floor) stack.push(() => floor.stop());
+  for (const via of VIAS) {
+    let lastBare = await ceiling(bench, bare, "bare_worker", via);
+    const besideCeiling = async (key: string, point: () => Promise<unknown>) => {
+      const before = lastBare;
+      await point();
+      lastBare = await ceiling(bench, bare, `bare_worker_after_${key}`, via);
+      ceilings[viaKey(key, via)] = ceilingOf([before, lastBare]);
+    };
+    const gateway = through(on, via);
+    if (wanted("healthz")) await besideCeiling("healthz", () => healthz(bench, gateway, viaKey("healthz", via)));
+    if (wanted("sold_out")) await besideCeiling("sold_out", () => soldOut(bench, gateway, viaKey("sold_out", via)));
+    if (floor) await besideCeiling("sold_out_floor", () => soldOutFloor(bench, floor, via));
+    if (wanted("hot_sku")) {
+      await besideCeiling("hot_sku", async () => {
+        const hot = await hotSku(bench, gateway, { key: viaKey("hot_sku", via) });
+        // The pipeline catches up before the next bare run, so that run has the machine to itself.
+        await hotSkuOrders(bench, on, hot.sku, viaKey("hot_sku_orders", via));
+      });
+    }
   }
   bench.figures.ceilings = ceilings;
   if (wanted("hot_sku_gc_off")) await hotSku(bench, off, { key: "hot_sku_gc_off" });

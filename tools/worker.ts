@@ -28,6 +28,11 @@ import { freePort } from "./redis-server";
 export interface WorkerServer {
   label: string;
   url: string;
+  /**
+   * The same Worker on its own socket in the same workerd, with no Miniflare entry worker in front
+   * (the bench measures both ways in: bench/scenarios/edge.ts `Via`).
+   */
+  directUrl: string;
   /** The workerd process serving it (for CPU time and memory from /proc). */
   pid: number;
   /** The workerd inspector's port (Chrome DevTools protocol), when started with `inspect`. */
@@ -119,6 +124,7 @@ export async function startWorker(
       {
         ...workerOptions,
         name: "flashgate",
+        unsafeDirectSockets: [{ host: "127.0.0.1" }], // directUrl
         modules: true,
         scriptPath: join(bundle, "index.js"),
         modulesRoot: bundle,
@@ -146,9 +152,11 @@ export async function startWorker(
   }
   const pid = childrenNamed(process.pid, "workerd").find((p) => !before.has(p));
   if (pid === undefined) throw new Error(`the Worker (${label}): no workerd process found`);
+  const directUrl = (await mf.unsafeGetDirectURL("flashgate")).origin;
   return {
     label,
     url: `http://127.0.0.1:${port}`,
+    directUrl,
     pid,
     ...(inspectorPort === undefined ? {} : { inspectorPort }),
     logTail: () => output.join("").slice(-4000),

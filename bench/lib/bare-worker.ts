@@ -4,11 +4,14 @@ import { freePort } from "../../tools/redis-server";
 
 /**
  * The ceiling: a bare Worker (`fetch() → new Response('{"ok":true}')`) in its own workerd, started
- * through Miniflare exactly like Flashgate's (same entry worker in front), so the ratio to it is
- * what Flashgate's own code costs.
+ * through Miniflare exactly like Flashgate's and reached the same two ways (through Miniflare's entry
+ * worker, and directly), so the ratio to it is what Flashgate's own code costs.
  */
 export interface BareWorker {
+  /** Through Miniflare's entry worker. */
   url: string;
+  /** The Worker's own socket in the same workerd (bench/scenarios/edge.ts `Via`). */
+  directUrl: string;
   pid: number;
   stop(): Promise<void>;
 }
@@ -40,6 +43,7 @@ export async function startScriptWorker(
     cf: false,
     log: new Log(LogLevel.WARN),
     modules: true,
+    unsafeDirectSockets: [{ host: "127.0.0.1" }],
     script,
     compatibilityDate: "2026-04-20",
     ...extra,
@@ -47,5 +51,6 @@ export async function startScriptWorker(
   await mf.ready;
   const pid = childrenNamed(process.pid, "workerd").find((p) => !before.has(p));
   if (pid === undefined) throw new Error(`could not find the ${label} Worker's workerd process`);
-  return { url: `http://127.0.0.1:${port}`, pid, stop: () => mf.dispose() };
+  const directUrl = (await mf.unsafeGetDirectURL()).origin;
+  return { url: `http://127.0.0.1:${port}`, directUrl, pid, stop: () => mf.dispose() };
 }

@@ -17,14 +17,40 @@ const get = (path: string) => async (): Promise<WrkRequest[]> => [{ method: "GET
 let runs = 0;
 const runId = (prefix: string) => `${prefix}${Date.now().toString(36)}${runs++}`;
 
-export function ceiling(bench: Bench, bare: BareWorker, key = "bare_worker"): Promise<Point> {
+/**
+ * The two ways into a Worker's workerd here:
+ * - `entry`: through Miniflare's entry worker, as `wrangler dev` serves it. That worker runs in front
+ *   of every request, exists only locally, and costs about twice a bare Worker's own CPU (bench
+ *   "What the code costs"), so every ratio to a bare Worker served this way is squeezed toward 1.
+ * - `direct`: the Worker's own socket in the same workerd (Miniflare's `unsafeDirectSockets`), nothing
+ *   in front: the nearest this machine comes to Cloudflare, where no entry worker runs or is billed.
+ * Every edge point runs both ways; a point's key ends in `_direct` when it came in directly.
+ */
+export type Via = "entry" | "direct";
+export const VIAS: readonly Via[] = ["entry", "direct"];
+
+export function viaKey(key: string, via: Via): string {
+  return via === "direct" ? `${key}_direct` : key;
+}
+
+/** The server as `via` reaches it: its URL and, for a Worker, its label. */
+export function through<S extends { url: string; directUrl: string; label?: string }>(server: S, via: Via): S {
+  if (via === "entry") return server;
+  return {
+    ...server,
+    url: server.directUrl,
+    ...(server.label === undefined ? {} : { label: `${server.label}, direct` }),
+  };
+}
+
+/** The bare Worker's run `key` (`bare_worker…`), its label naming the point it follows and how it was reached. */
+export function ceiling(bench: Bench, bare: BareWorker, key = "bare_worker", via: Via = "entry"): Promise<Point> {
+  const after = key.startsWith("bare_worker_after_") ? `after ${key.slice("bare_worker_after_".length)}` : "";
+  const how = [after, via === "direct" ? "direct" : ""].filter(Boolean).join(", ");
   return measure({
-    key,
-    label:
-      key === "bare_worker"
-        ? "bare Worker (ceiling)"
-        : `bare Worker (ceiling, ${key.replace("bare_worker_after_", "after ")})`,
-    url: bare.url,
+    key: viaKey(key, via),
+    label: `bare Worker (ceiling${how ? `, ${how}` : ""})`,
+    url: through(bare, via).url,
     pids: [bare.pid],
     requests: get("/"),
     fresh: false,
@@ -87,13 +113,13 @@ export async function soldOut(bench: Bench, server: WorkerServer, key = "sold_ou
  * contract requires before a sold-out answer, hand-written. Flashgate's storm ÷ this is the cost of
  * its own structure (framework, logging, metrics) beyond that work.
  */
-export function soldOutFloor(bench: Bench, floor: BareWorker): Promise<Point> {
+export function soldOutFloor(bench: Bench, floor: BareWorker, via: Via = "entry"): Promise<Point> {
   const run = runId("fl");
   const sku = `gone-${run}`;
   return measure({
-    key: "sold_out_floor",
-    label: "sold-out floor (hand-written checks only)",
-    url: floor.url,
+    key: viaKey("sold_out_floor", via),
+    label: `sold-out floor (hand-written checks only${via === "direct" ? ", direct" : ""})`,
+    url: through(floor, via).url,
     pids: [floor.pid],
     requests: (n, phase) => reservationRequests(`${run}${phase}`, sku, 1, n),
     fresh: true,

@@ -78,10 +78,10 @@ export async function awaitOrders(bench: Bench, server: WorkerServer, sku: strin
 }
 
 /** The order pipeline behind the hot-SKU run (HTTP load, wrk): its holds reach D1, and how late. */
-export async function hotSkuOrders(bench: Bench, server: WorkerServer, sku: string) {
+export async function hotSkuOrders(bench: Bench, server: WorkerServer, sku: string, key = "hot_sku_orders") {
   const fig = await awaitOrders(bench, server, sku);
   log(`hot-SKU orders: ${fig.rows} rows, ${fig.ordersPerSec.toFixed(0)} orders/s, lag p99 ${fig.lagP99Ms} ms`);
-  bench.figures.hot_sku_orders = fig;
+  bench.figures[key] = fig;
   return fig;
 }
 
