@@ -10,7 +10,7 @@
  * public face, so src/ never depends on how durable-objects/ is laid out inside.
  */
 export { CoalescedRunner } from "./coalesced-runner";
-export { currentRequestId, type LogContext, log, withLogContext } from "./log";
+export { type LogContext, log, withLogContext } from "./log";
 export type { DrawInfo } from "./opening-draw";
 export {
   eventsOfMessage,

@@ -1,9 +1,7 @@
 import { Hono } from "hono";
-import { bodyLimit } from "hono/body-limit";
-import { methodNotAllowed } from "hono/method-not-allowed";
-import { requestId } from "hono/request-id";
+import { TrieRouter } from "hono/router/trie-router";
 import type { AppEnv } from "./http/context";
-import { ApiError, errorBody, errorResponse } from "./http/errors";
+import { errorBody, errorResponse } from "./http/errors";
 import { observe } from "./http/observe";
 import { admin } from "./routes/admin";
 import { metrics } from "./routes/metrics";
@@ -13,8 +11,30 @@ import { pages } from "./routes/pages";
 import { shopper } from "./routes/shopper";
 import { webhooks } from "./routes/webhooks";
 
-/** Bodies over 16 KiB are refused before anything reads them (API.md). */
-const MAX_BODY_BYTES = 16 * 1024;
+/**
+ * The methods each path of `app` answers (GET implies HEAD), looked up by request path. Built on
+ * the first miss, once every route is registered; only requests no route matched pay for it.
+ */
+function allowedMethods(app: Hono<AppEnv>): (path: string) => string[] {
+  let router: TrieRouter<string[]> | undefined;
+  return (path) => {
+    if (!router) {
+      const byPath = new Map<string, Set<string>>();
+      for (const route of app.routes) {
+        if (route.method === "ALL") continue; // middleware
+        const methods = byPath.get(route.path) ?? new Set<string>();
+        methods.add(route.method);
+        if (route.method === "GET") methods.add("HEAD");
+        byPath.set(route.path, methods);
+      }
+      router = new TrieRouter();
+      for (const [routePath, methods] of byPath) router.add("ALL", routePath, [...methods]);
+    }
+    const methods = new Set<string>();
+    for (const [found] of router.match("ALL", path)[0]) for (const method of found) methods.add(method);
+    return [...methods];
+  };
+}
 
 /**
  * The Worker's routes. `mount` adds routes before the fallbacks: the harness entry
@@ -24,21 +44,9 @@ const MAX_BODY_BYTES = 16 * 1024;
 export function buildApp(mount?: (app: Hono<AppEnv>) => void): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
-  app.use(requestId({ limitLength: 128 }), observe);
-  app.use(
-    methodNotAllowed({
-      app,
-      onMethodNotAllowed: (c, allowed) => c.json(errorBody("METHOD_NOT_ALLOWED"), 405, { Allow: allowed.join(", ") }),
-    }),
-  );
-  app.use(
-    bodyLimit({
-      maxSize: MAX_BODY_BYTES,
-      onError: () => {
-        throw new ApiError("PAYLOAD_TOO_LARGE");
-      },
-    }),
-  );
+  // One middleware for every request; the rest is per route (admission and the body limit, in
+  // register.ts), so a request passes only the layers its route needs.
+  app.use(observe);
 
   app.route("/", ops);
   app.route("/", metrics);
@@ -49,8 +57,13 @@ export function buildApp(mount?: (app: Hono<AppEnv>) => void): Hono<AppEnv> {
   app.route("/", pages);
   mount?.(app);
 
-  // A plain 404 answer (not a thrown error), so that methodNotAllowed can turn it into a 405.
-  app.notFound((c) => c.json(errorBody("NOT_FOUND"), 404));
+  // No route matched: 405 with `Allow` when the path has routes for other methods, else 404.
+  const allowed = allowedMethods(app);
+  app.notFound((c) => {
+    const methods = allowed(c.req.path);
+    if (methods.length === 0) return c.json(errorBody("NOT_FOUND"), 404);
+    return c.json(errorBody("METHOD_NOT_ALLOWED"), 405, { Allow: methods.join(", ") });
+  });
   app.onError(errorResponse);
   return app;
 }

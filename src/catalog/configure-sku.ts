@@ -1,5 +1,5 @@
 import { drizzle } from "drizzle-orm/d1";
-import { currentRequestId, type SkuSettings, type SkuState, sumShards } from "../../durable-objects/stock-model";
+import { type SkuSettings, type SkuState, sumShards } from "../../durable-objects/stock-model";
 import { skus } from "../db/schema";
 import { readShardStates } from "../edge/sku-state";
 import { callStock, stockShard, unwrap } from "../edge/stock-client";
@@ -21,7 +21,13 @@ import type { SkuSettingsRequest } from "../http/schemas";
  *   total is the `totalStock` of the last PUT shard 0 applied. Stock is never created or lost.
  * Fields left out keep their value.
  */
-export async function configureSku(env: Env, sku: string, body: SkuSettingsRequest, now: number): Promise<SkuState> {
+export async function configureSku(
+  env: Env,
+  sku: string,
+  body: SkuSettingsRequest,
+  now: number,
+  requestId?: string,
+): Promise<SkuState> {
   const time = (value: string | null | undefined) => (value == null ? value : Date.parse(value));
   const common = {
     sku,
@@ -36,7 +42,7 @@ export async function configureSku(env: Env, sku: string, body: SkuSettingsReque
   const configure = (shard: number, shards: number, totalStock: number | undefined) => {
     const settings: SkuSettings = { ...common, shard, shards, totalStock };
     if (shard === 0 && totalStock !== undefined) settings.skuTotal = body.totalStock;
-    return callStock(() => stockShard(env, sku, shard).configure(settings, currentRequestId())).then(unwrap);
+    return callStock(() => stockShard(env, sku, shard).configure(settings, requestId)).then(unwrap);
   };
 
   const current = await readShardStates(env, sku);
@@ -60,9 +66,7 @@ export async function configureSku(env: Env, sku: string, body: SkuSettingsReque
     await Promise.all(current.map((s) => configure(s.shard, shards, undefined)));
     // Only for a SKU whose shard 0 never recorded its total (configured before it did so).
     const assumed = sumShards(current).stock.total;
-    await callStock(() => stockShard(env, sku, 0).setSkuTotal(body.totalStock, assumed, currentRequestId())).then(
-      unwrap,
-    );
+    await callStock(() => stockShard(env, sku, 0).setSkuTotal(body.totalStock, assumed, requestId)).then(unwrap);
   }
 
   const states = await readShardStates(env, sku);

@@ -20,7 +20,7 @@ export async function awaitDraw(
     return await callStock(() => stockShard(env, sku, shard).awaitDraw(request));
   } catch (err) {
     if (err instanceof ApiError) throw err;
-    log("warn", "waiting for the opening draw failed", { sku, error: String(err) });
+    log("warn", "waiting for the opening draw failed", { requestId: request.requestId, sku, error: String(err) });
     throw new ApiError("BUSY", "The opening draw is being decided; retry with the same token.", { "Retry-After": "1" });
   }
 }

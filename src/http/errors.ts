@@ -70,6 +70,11 @@ export function errorResponse(err: Error, c: Context): Response {
     const code = CODE_BY_STATUS[err.status] ?? (err.status >= 500 ? "INTERNAL" : "INVALID_REQUEST");
     return c.json(errorBody(code), ERRORS[code][0]);
   }
-  log("error", "unhandled error", { path: c.req.path, error: String(err), stack: err.stack });
+  log("error", "unhandled error", {
+    requestId: (c.var as { requestId?: string }).requestId,
+    path: c.req.path,
+    error: String(err),
+    stack: err.stack,
+  });
   return c.json(errorBody("INTERNAL"), 500);
 }

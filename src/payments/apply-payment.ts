@@ -1,5 +1,4 @@
 import type { PaymentAnswer, PaymentMoney, PaymentType, Reservation } from "../../durable-objects/stock-model";
-import { currentRequestId } from "../../durable-objects/stock-model";
 import { callStock, locateReservation, stockShard } from "../edge/stock-client";
 import { increment } from "../observability/metrics";
 import { settledReservation } from "../orders/settled";
@@ -17,6 +16,8 @@ export interface PaymentCommand {
   reservationId: string;
   /** Checked against the SKU's price; absent for a failure. */
   money?: PaymentMoney | undefined;
+  /** The id of the webhook request that carries it, for the object's log lines and queue events. */
+  requestId?: string | undefined;
 }
 
 /** The answer of a handled payment, or null when no reservation has this id. */
@@ -31,7 +32,7 @@ export async function applyPaymentEvent(env: Env, command: PaymentCommand): Prom
         command.type,
         command.reservationId,
         command.money,
-        currentRequestId(),
+        command.requestId,
         settled,
       ),
     );

@@ -1,5 +1,4 @@
 import type { PaymentTotals, Pricing, PricingChange, SkuState } from "../../durable-objects/stock-model";
-import { currentRequestId } from "../../durable-objects/stock-model";
 import { callStock, stockShard, unwrap } from "../edge/stock-client";
 
 /**
@@ -11,14 +10,14 @@ import { callStock, stockShard, unwrap } from "../edge/stock-client";
  * Writes the price and currency of a PUT to every shard of the SKU just configured (`state`, whose
  * pricing is shard 0's). Fields left out keep shard 0's value, so shards a resize added get it too.
  */
-export async function applyPricing(env: Env, state: SkuState, body: PricingChange): Promise<void> {
+export async function applyPricing(env: Env, state: SkuState, body: PricingChange, requestId?: string): Promise<void> {
   const pricing: Pricing = {
     price: body.price !== undefined ? body.price : state.price,
     currency: body.currency ?? state.currency,
   };
   await Promise.all(
     Array.from({ length: state.shards }, (_, shard) =>
-      callStock(() => stockShard(env, state.sku, shard).setPricing(pricing, currentRequestId())).then(unwrap),
+      callStock(() => stockShard(env, state.sku, shard).setPricing(pricing, requestId)).then(unwrap),
     ),
   );
 }

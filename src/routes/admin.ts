@@ -40,8 +40,8 @@ async function skuView(env: Env, sku: string): Promise<z.infer<typeof AdminSku> 
 register(admin, ROUTES.putSku, async (c, body) => {
   const sku = c.req.param("sku");
   if (!SKU_ID.test(sku)) throw new ApiError("INVALID_REQUEST", "A SKU id is 1 to 64 of A-Z a-z 0-9 _ -.");
-  const state = await configureSku(c.env, sku, body, Date.now());
-  await applyPricing(c.env, state, body);
+  const state = await configureSku(c.env, sku, body, Date.now(), c.get("requestId"));
+  await applyPricing(c.env, state, body, c.get("requestId"));
   forgetSoldOut(sku);
   forgetDisplay(sku);
   return c.json(await skuView(c.env, sku));

@@ -1,13 +1,7 @@
 import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
 import { z } from "zod";
-import {
-  currentRequestId,
-  homeShard,
-  isOnSale,
-  type ReserveRequest,
-  shardName,
-} from "../../durable-objects/stock-model";
+import { homeShard, isOnSale, type ReserveRequest, shardName } from "../../durable-objects/stock-model";
 import { awaitDraw } from "../edge/draw-client";
 import { reserveGrouped } from "../edge/group-commit";
 import { mintPurchaseToken, newNonce, verifyPurchaseToken } from "../edge/purchase-token";
@@ -155,7 +149,7 @@ register(
       nonce: claims.nonce,
       quantity: body.quantity,
       shards: claims.shards, // a token minted before a change of `shards` may no longer hold
-      requestId: currentRequestId(),
+      requestId: c.get("requestId"),
     };
     const send = (requests: ReserveRequest[]) =>
       callStock(() => stockShard(c.env, sku, claims.shard).reserve(requests));
@@ -191,7 +185,7 @@ register(shopper, ROUTES.joinWaitlist, async (c, body) => {
   const userId = c.get("userId");
   const available = state.stock.available;
   const stub = stockShard(c.env, sku, 0);
-  const entry = unwrap(await callStock(() => stub.joinWaitlist(userId, body.quantity, currentRequestId(), available)));
+  const entry = unwrap(await callStock(() => stub.joinWaitlist(userId, body.quantity, c.get("requestId"), available)));
   return c.json(entry, 202);
 });
 
@@ -224,7 +218,7 @@ register(shopper, ROUTES.myReservations, async (c) => {
 
 register(shopper, ROUTES.cancel, async (c) => {
   const { sku, stub } = reservationStub(c, c.req.param("id"));
-  const outcome = await callStock(() => stub.cancel(c.req.param("id"), c.get("userId"), currentRequestId()));
+  const outcome = await callStock(() => stub.cancel(c.req.param("id"), c.get("userId"), c.get("requestId")));
   if (!outcome.ok && outcome.code === "RESERVATION_NOT_FOUND") {
     // Settled and forgotten by the object: D1 answers (cancelled again is 200, anything else 409).
     const settled = await settledReservation(c.env.DB, c.req.param("id"));

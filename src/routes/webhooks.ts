@@ -21,6 +21,7 @@ register(webhooks, ROUTES.paymentWebhook, async (c, event) => {
     type: event.type,
     reservationId: event.reservationId,
     money: event.type === "payment.succeeded" ? { amount: event.amount, currency: event.currency } : undefined,
+    requestId: c.get("requestId"),
   });
   if (!answer) throw new ApiError("RESERVATION_NOT_FOUND");
   return c.json(paymentAck(answer));
@@ -33,12 +34,15 @@ register(webhooks, ROUTES.paymentWebhook, async (c, event) => {
  */
 register(webhooks, ROUTES.stripeWebhook, async (c, event) => {
   const mapped = mapStripeEvent(event);
-  const answer = mapped.kind === "payment" ? await applyPaymentEvent(c.env, mapped.command) : null;
+  const answer =
+    mapped.kind === "payment"
+      ? await applyPaymentEvent(c.env, { ...mapped.command, requestId: c.get("requestId") })
+      : null;
   if (answer) return c.json(paymentAck(answer));
   const reason = mapped.kind === "ignored" ? mapped.reason : "unknown_reservation";
   if (reason !== "type") {
     increment("flashgate_payments_total", { outcome: "ignored" });
-    log("warn", "stripe event ignored", { eventId: event.id, type: event.type, reason });
+    log("warn", "stripe event ignored", { requestId: c.get("requestId"), eventId: event.id, type: event.type, reason });
   }
   return c.json({ received: true, ignored: true });
 });
