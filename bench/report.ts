@@ -337,22 +337,24 @@ function targetTable(r: Results): string {
   ].join("\n");
 }
 
-function baselineTable(r: Results): string {
-  const row = (label: string, keys: Record<string, string>) => {
-    const cells = ["healthz", "sold_out", "hot_sku"].flatMap((k) => {
-      const p = r.points[keys[k] ?? ""];
+/**
+ * Before → after as `via` reached the Workers: each earlier commit's Worker, then this run's measured
+ * right after it (`now_…`; a results file from before those pairs has only this run's main points).
+ */
+function baselineTable(r: Results, via: Via): string {
+  const points = ["healthz", "sold_out", "hot_sku"];
+  const row = (label: string, key: (point: string) => string | undefined) => [
+    label,
+    ...points.flatMap((point) => {
+      const p = r.points[key(point) ?? ""];
       return [n0(p?.rps), n0(p?.cpuUsPerRequest)];
-    });
-    return [label, ...cells];
-  };
-  const rows = r.baselines.map((b) => row(`\`${b.commit}\` ${b.subject}`, b.keys));
-  rows.push(
-    row(`\`${r.commit}\`${r.dirty ? " (with uncommitted changes)" : ""} this run`, {
-      healthz: "healthz",
-      sold_out: "sold_out",
-      hot_sku: "hot_sku",
     }),
-  );
+  ];
+  const now = `\`${r.commit}\`${r.dirty ? " (with uncommitted changes)" : ""} this run`;
+  const rows = r.baselines.flatMap((b) => [
+    row(`\`${b.commit}\` ${b.subject}`, (point) => b.keys[viaKey(point, via)]),
+    row(`${now}, right after it`, (point) => b.keys[viaKey(`now_${point}`, via)] ?? viaKey(point, via)),
+  ]);
   return table(
     ["Worker at commit", "/healthz req/s", "µs/req", "sold-out req/s", "µs/req", "hot SKU req/s", "µs/req"],
     rows,
@@ -503,9 +505,15 @@ function performanceDoc(r: Results): string {
     out.push(
       "## Before → after",
       "",
-      "Each earlier commit's Worker was started from a worktree of it and measured in this same run (`npm run bench -- --baseline <ref>,…`), so every row below shares the machine's conditions.",
+      "Each earlier commit's Worker was started from a worktree of it and measured in this same run (`npm run bench -- --baseline <ref>,…`), each point followed at once by this run's Worker on the same point, so each pair of rows shares the machine's conditions.",
       "",
-      baselineTable(r),
+      "Through Miniflare's entry worker:",
+      "",
+      baselineTable(r, "entry"),
+      "",
+      "Direct (the Worker's own socket; where a change to the gateway's code shows):",
+      "",
+      baselineTable(r, "direct"),
       "",
     );
   }

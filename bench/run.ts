@@ -231,12 +231,7 @@ try {
     if (!existsSync(join(tree, "node_modules"))) symlinkSync(join(ROOT, "node_modules"), join(tree, "node_modules"));
     log(`baseline ${commit} (${subject})`);
     const server = await start(`baseline ${commit}`, { GROUP_COMMIT: "on" }, { root: tree });
-    const keys = {
-      healthz: `base_${commit}_healthz`,
-      sold_out: `base_${commit}_sold_out`,
-      hot_sku: `base_${commit}_hot_sku`,
-      engine_core: `base_${commit}_engine_core`,
-    };
+    const keys: Record<string, string> = { engine_core: `base_${commit}_engine_core` };
     // An earlier commit may fail where today's does not (1995b50's engine core overran Miniflare's
     // queue broker, 10,000 timers, and took its workerd down): that is recorded as a problem of the
     // run, its reservations are not checked, and the bench goes on.
@@ -248,9 +243,26 @@ try {
         bench.checks = bench.checks.filter((check) => check.server !== server);
       }
     };
-    if (wanted("healthz")) await attempt("healthz", () => healthz(bench, server, keys.healthz));
-    if (wanted("sold_out")) await attempt("sold_out", () => soldOut(bench, server, keys.sold_out));
-    if (wanted("hot_sku")) await attempt("hot_sku", () => hotSku(bench, server, { key: keys.hot_sku }));
+    // Each edge point both ways in: the earlier Worker, then this run's again right after it, so each
+    // pair shares the machine's state of that minute (the main points ran minutes earlier).
+    const points = {
+      healthz: (gateway: WorkerServer, key: string) => healthz(bench, gateway, key),
+      sold_out: (gateway: WorkerServer, key: string) => soldOut(bench, gateway, key),
+      hot_sku: (gateway: WorkerServer, key: string) => hotSku(bench, gateway, { key }),
+    };
+    for (const via of VIAS) {
+      for (const [point, measurePoint] of Object.entries(points)) {
+        if (!wanted(point)) continue;
+        for (const [who, worker] of [
+          ["base", server],
+          ["now", on],
+        ] as const) {
+          const key = viaKey(`${who}_${commit}_${point}`, via);
+          keys[viaKey(who === "base" ? point : `now_${point}`, via)] = key;
+          await attempt(point, () => measurePoint(through(worker, via), key));
+        }
+      }
+    }
     // The engine core before → after; its figure is under `figures` (a baseline from before the
     // harness counted SQL statements reports them as NaN).
     if (wanted("engine_core")) {
