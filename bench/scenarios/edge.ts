@@ -20,7 +20,7 @@ const runId = (prefix: string) => `${prefix}${Date.now().toString(36)}${runs++}`
 /**
  * The two ways into a Worker's workerd here:
  * - `entry`: through Miniflare's entry worker, as `wrangler dev` serves it. That worker runs in front
- *   of every request, exists only locally, and costs about twice a bare Worker's own CPU (bench
+ *   of every request, exists only locally, and costs two to three times a bare Worker's own CPU (bench
  *   "What the code costs"), so every ratio to a bare Worker served this way is squeezed toward 1.
  * - `direct`: the Worker's own socket in the same workerd (Miniflare's `unsafeDirectSockets`), nothing
  *   in front: the nearest this machine comes to Cloudflare, where no entry worker runs or is billed.
