@@ -62,7 +62,15 @@ export interface Results {
   };
   /** The capacity model (bench/lib/capacity.ts); absent in results of runs before it existed. */
   capacity?: Capacity;
-  baselines: { ref: string; commit: string; subject: string; keys: Record<string, string> }[];
+  baselines: {
+    ref: string;
+    commit: string;
+    subject: string;
+    /** Each point's first round, by name (`healthz`, `now_healthz_direct`, …). */
+    keys: Record<string, string>;
+    /** Every round's key by name (absent in results from before rounds). */
+    rounds?: Record<string, string[]>;
+  }[];
   problems: string[];
 }
 
@@ -346,17 +354,25 @@ function targetTable(r: Results): string {
  */
 function baselineTable(r: Results, via: Via): string {
   const points = ["healthz", "sold_out", "hot_sku"];
-  const row = (label: string, key: (point: string) => string | undefined) => [
-    label,
-    ...points.flatMap((point) => {
-      const p = r.points[key(point) ?? ""];
-      return [n0(p?.rps), n0(p?.cpuUsPerRequest)];
-    }),
-  ];
+  const median = (xs: number[]) => {
+    const sorted = [...xs].sort((a, b) => a - b);
+    const mid = sorted.length / 2;
+    return sorted.length % 2 ? (sorted[Math.floor(mid)] as number) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
+  };
+  type Baseline = Results["baselines"][number];
+  /** Median req/s and CPU of a name's rounds; with more than one, each round's CPU too. */
+  const cells = (b: Baseline, name: string, fallback?: string) => {
+    const keys = b.rounds?.[name] ?? [b.keys[name] ?? fallback ?? ""];
+    const runs = keys.map((k) => r.points[k]).filter((p): p is Point => p !== undefined);
+    if (runs.length === 0) return ["–", "–"];
+    const cpu = runs.map((p) => p.cpuUsPerRequest);
+    const each = runs.length > 1 ? ` (${cpu.map(n0).join(", ")})` : "";
+    return [n0(median(runs.map((p) => p.rps))), `${n0(median(cpu))}${each}`];
+  };
   const now = `\`${r.commit}\`${r.dirty ? " (with uncommitted changes)" : ""} this run`;
   const rows = r.baselines.flatMap((b) => [
-    row(`\`${b.commit}\` ${b.subject}`, (point) => b.keys[viaKey(point, via)]),
-    row(`${now}, right after it`, (point) => b.keys[viaKey(`now_${point}`, via)] ?? viaKey(point, via)),
+    [`\`${b.commit}\` ${b.subject}`, ...points.flatMap((point) => cells(b, viaKey(point, via)))],
+    [`${now}, beside it`, ...points.flatMap((point) => cells(b, viaKey(`now_${point}`, via), viaKey(point, via)))],
   ]);
   return table(
     ["Worker at commit", "/healthz req/s", "µs/req", "sold-out req/s", "µs/req", "hot SKU req/s", "µs/req"],
@@ -508,7 +524,7 @@ function performanceDoc(r: Results): string {
     out.push(
       "## Before → after",
       "",
-      "Each earlier commit's Worker was started from a worktree of it and measured in this same run (`npm run bench -- --baseline <ref>,…`), each point followed at once by this run's Worker on the same point, so each pair of rows shares the machine's conditions.",
+      "Each earlier commit's Worker was started from a worktree of it and measured in this same run (`npm run bench -- --baseline <ref>,…`), each point paired with this run's Worker on the same point, back to back (which one goes first alternating over `--rounds`, 3 by default), so each pair shares the machine's conditions. Each cell is the median of the rounds; the CPU of each round follows in parentheses.",
       "",
       "Through Miniflare's entry worker:",
       "",

@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --baseline <ref>[,<ref>…]]`: every part of the system on 127.0.0.1,
+// `npm run bench [-- --quick] [-- --baseline <ref>[,<ref>…] [--rounds N]]`: every part of the system on 127.0.0.1,
 // load from other processes (wrk, redis-benchmark), figures side by side in one run:
 //   the ceiling (a bare Worker in its own workerd), GET /healthz, the sold-out storm and its floor,
 //   the hot SKU, each through Miniflare's entry worker and directly (edge.ts `Via`); the hot SKU with
@@ -56,6 +56,12 @@ const ENGINE_ALONE: { objectAlone: boolean; stateRoot?: string } = existsSync("/
   ? { objectAlone: true, stateRoot: "/dev/shm" }
   : { objectAlone: true };
 const baselineRefs = option("--baseline");
+/** `--rounds N`: pairs per baseline point, which Worker goes first alternating (default 3; 1 with --quick). */
+const rounds = Number(option("--rounds")[0] ?? (quick ? 1 : 3));
+if (!Number.isInteger(rounds) || rounds < 1) {
+  console.error("--rounds takes a whole number of rounds, 1 or more (for example --rounds 3)");
+  process.exit(2);
+}
 /** `--only sold_out,hot_sku`: just these points (and the ceiling), for measuring one change quickly. */
 const only = option("--only");
 const wanted = (key: string) => only.length === 0 || only.includes(key);
@@ -92,7 +98,13 @@ const bench: Bench = {
 };
 stack.push(async () => rmSync(bench.dir, { recursive: true, force: true }));
 const started = new Date();
-const baselines: { ref: string; commit: string; subject: string; keys: Record<string, string> }[] = [];
+const baselines: {
+  ref: string;
+  commit: string;
+  subject: string;
+  keys: Record<string, string>;
+  rounds: Record<string, string[]>;
+}[] = [];
 let exitCode = 0;
 try {
   log(`mode: ${quick ? "quick" : "full"}; starting redis-server ×2, the Upstash bridge, the bare Worker and Flashgate`);
@@ -243,23 +255,26 @@ try {
         bench.checks = bench.checks.filter((check) => check.server !== server);
       }
     };
-    // Each edge point both ways in: the earlier Worker, then this run's again right after it, so each
-    // pair shares the machine's state of that minute (the main points ran minutes earlier).
+    // Each edge point both ways in: the earlier Worker and this run's back to back, so each pair shares
+    // the machine's state of that minute (the main points ran minutes earlier), `rounds` times, which
+    // one goes first alternating; the report takes the median of each side's rounds.
     const points = {
       healthz: (gateway: WorkerServer, key: string) => healthz(bench, gateway, key),
       sold_out: (gateway: WorkerServer, key: string) => soldOut(bench, gateway, key),
       hot_sku: (gateway: WorkerServer, key: string) => hotSku(bench, gateway, { key }),
     };
+    const roundKeys: Record<string, string[]> = {};
     for (const via of VIAS) {
       for (const [point, measurePoint] of Object.entries(points)) {
         if (!wanted(point)) continue;
-        for (const [who, worker] of [
-          ["base", server],
-          ["now", on],
-        ] as const) {
-          const key = viaKey(`${who}_${commit}_${point}`, via);
-          keys[viaKey(who === "base" ? point : `now_${point}`, via)] = key;
-          await attempt(point, () => measurePoint(through(worker, via), key));
+        for (let round = 0; round < rounds; round++) {
+          for (const who of round % 2 === 0 ? (["base", "now"] as const) : (["now", "base"] as const)) {
+            const name = viaKey(who === "base" ? point : `now_${point}`, via);
+            const key = viaKey(`${who}_${commit}_${point}${round > 0 ? `_r${round}` : ""}`, via);
+            keys[name] ??= key;
+            roundKeys[name] = [...(roundKeys[name] ?? []), key];
+            await attempt(point, () => measurePoint(through(who === "base" ? server : on, via), key));
+          }
         }
       }
     }
@@ -273,7 +288,7 @@ try {
       );
       await attempt("engine_core", () => engineCore(bench, alone, keys.engine_core));
     }
-    baselines.push({ ref, commit, subject, keys });
+    baselines.push({ ref, commit, subject, keys, rounds: roundKeys });
   }
 
   if (!quick && only.length === 0) {
