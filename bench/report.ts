@@ -8,7 +8,8 @@ import type { Capacity } from "./lib/capacity";
 import type { Point } from "./lib/measure";
 import type { ProfileLine } from "./lib/profile";
 import type { RedisBenchResult } from "./lib/redis-benchmark";
-import type { Ceiling, Via } from "./scenarios/edge";
+import { type Via, viaKey } from "./lib/via";
+import type { Ceiling } from "./scenarios/edge";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
@@ -103,8 +104,12 @@ function ceilingFor(r: Results, key: string): { rps: number; cpuUsPerRequest: nu
   return r.figures.ceilings?.[key] ?? r.points[key.endsWith("_direct") ? "bare_worker_direct" : "bare_worker"];
 }
 
-/** A point's key as `via` reached it (bench/scenarios/edge.ts `viaKey`). */
-const viaKey = (key: string, via: Via) => (via === "direct" ? `${key}_direct` : key);
+/** The bare Worker's runs reached `via` (`bare_worker…`, ending in `_direct` when direct), by key. */
+function bareRuns(r: Results, via: Via): [string, Point][] {
+  return Object.entries(r.points).filter(
+    ([key]) => key.startsWith("bare_worker") && key.endsWith("_direct") === (via === "direct"),
+  );
+}
 
 /**
  * The best any implementation of the contract could reach on this run's runtime, from the floors
@@ -250,12 +255,12 @@ function targets(r: Results) {
 /** The edge's points as `via` reached them, each beside the bare Worker's runs reached the same way. */
 function edgeTable(r: Results, via: Via): string {
   const bareKey = viaKey("bare_worker", via);
-  const bareRuns = Object.keys(r.points).filter(
-    (k) => k.startsWith("bare_worker_after_") && k.endsWith("_direct") === (via === "direct"),
-  );
+  const after = bareRuns(r, via)
+    .map(([key]) => key)
+    .filter((key) => key.startsWith("bare_worker_after_"));
   const points = ["healthz", "sold_out", "sold_out_floor", "hot_sku"].map((k) => viaKey(k, via));
   const others = via === "entry" ? ["hot_sku_gc_off", "hot_sku_4_shards", "classic"] : [];
-  const keys = [bareKey, ...bareRuns, ...points, ...others];
+  const keys = [bareKey, ...after, ...points, ...others];
   const rows = keys.flatMap((k) => {
     const p = r.points[k];
     if (!p) return [];
@@ -289,13 +294,12 @@ function costTable(r: Results): string {
     ["sold_out_floor", "sold-out floor (hand-written checks only)"],
     ["hot_sku", "hot SKU reservation (1 shard, group commit on)"],
   ];
-  const bareRuns = (direct: boolean) =>
-    Object.entries(r.points)
-      .filter(([k]) => k.startsWith("bare_worker") && k.endsWith("_direct") === direct)
-      .map(([, p]) => p.cpuUsPerRequest);
-  const mean = (xs: number[]) => (xs.length === 0 ? Number.NaN : xs.reduce((a, b) => a + b, 0) / xs.length);
-  const bareEntry = mean(bareRuns(false));
-  const bareDirect = mean(bareRuns(true));
+  const bareCpu = (via: Via) => {
+    const cpu = bareRuns(r, via).map(([, p]) => p.cpuUsPerRequest);
+    return cpu.length === 0 ? Number.NaN : cpu.reduce((a, b) => a + b, 0) / cpu.length;
+  };
+  const bareEntry = bareCpu("entry");
+  const bareDirect = bareCpu("direct");
   return [
     table(
       ["CPU µs per request beyond a bare Worker's", "through the entry worker", "direct"],
@@ -311,9 +315,7 @@ function costTable(r: Results): string {
 
 /** The bare Worker's own p99 ÷ p50 over its runs reached `via`: "lowest–highest". */
 function bareTails(r: Results, via: Via): string {
-  const tails = Object.entries(r.points)
-    .filter(([key]) => key.startsWith("bare_worker") && key.endsWith("_direct") === (via === "direct"))
-    .map(([, bare]) => bare.p99Ms / bare.p50Ms);
+  const tails = bareRuns(r, via).map(([, bare]) => bare.p99Ms / bare.p50Ms);
   return tails.length === 0 ? "–" : `${x2(Math.min(...tails))}–${x2(Math.max(...tails))}`;
 }
 
@@ -349,8 +351,9 @@ function targetTable(r: Results): string {
 }
 
 /**
- * Before → after as `via` reached the Workers: each earlier commit's Worker, then this run's measured
- * right after it (`now_…`; a results file from before those pairs has only this run's main points).
+ * Before → after as `via` reached the Workers: each earlier commit's Worker and this run's measured
+ * back to back (`now_…`, over `rounds`; a results file from before those pairs has only this run's
+ * main points).
  */
 function baselineTable(r: Results, via: Via): string {
   const points = ["healthz", "sold_out", "hot_sku"];

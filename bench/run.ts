@@ -1,7 +1,7 @@
 // `npm run bench [-- --quick] [-- --baseline <ref>[,<ref>…] [--rounds N]]`: every part of the system on 127.0.0.1,
 // load from other processes (wrk, redis-benchmark), figures side by side in one run:
 //   the ceiling (a bare Worker in its own workerd), GET /healthz, the sold-out storm and its floor,
-//   the hot SKU, each through Miniflare's entry worker and directly (edge.ts `Via`); the hot SKU with
+//   the hot SKU, each through Miniflare's entry worker and directly (bench/lib/via.ts); the hot SKU with
 //   group commit off and with 4 shards, the classic design (Node + Redis Lua) under the same
 //   wrk, Redis's own EVALSHA of lua/reserve.lua, the stock object's engine core, the order pipeline;
 //   with --baseline, the same edge points on earlier commits' Workers (before → after in one run).
@@ -27,21 +27,11 @@ import { startFloorWorker } from "./lib/floor-worker";
 import { log } from "./lib/log";
 import { startProfile } from "./lib/profile";
 import { verify } from "./lib/verify";
+import { through, VIAS, viaKey } from "./lib/via";
 import { writeReports } from "./report";
 import { classic } from "./scenarios/classic";
 import { drawDecide } from "./scenarios/draw";
-import {
-  type Ceiling,
-  ceiling,
-  ceilingOf,
-  healthz,
-  hotSku,
-  soldOut,
-  soldOutFloor,
-  through,
-  VIAS,
-  viaKey,
-} from "./scenarios/edge";
+import { type Ceiling, ceiling, ceilingOf, healthz, hotSku, soldOut, soldOutFloor } from "./scenarios/edge";
 import { engineCore } from "./scenarios/engine-core";
 import { memory } from "./scenarios/memory";
 import { hotSkuOrders, orderPipeline } from "./scenarios/order-pipeline";
@@ -144,7 +134,7 @@ try {
   // divided by the mean of those two runs. A ratio of two runs minutes apart on a shared machine
   // measures the machine's drift as much as the gateway: the five bare runs of one full bench here
   // ranged from 1,511 to 2,025 req/s, and the same Worker code did /healthz at 1,454 and 1,888.
-  // Every edge point runs twice: through Miniflare's entry worker, then directly (edge.ts `Via`).
+  // Every edge point runs twice: through Miniflare's entry worker, then directly (bench/lib/via.ts).
   const ceilings: Record<string, Ceiling> = {};
   const floor = wanted("sold_out_floor") ? await startFloorWorker() : undefined;
   if (floor) stack.push(() => floor.stop());

@@ -30,7 +30,7 @@ export interface WorkerServer {
   url: string;
   /**
    * The same Worker on its own socket in the same workerd, with no Miniflare entry worker in front
-   * (the bench measures both ways in: bench/scenarios/edge.ts `Via`).
+   * (the bench measures both ways in: bench/lib/via.ts).
    */
   directUrl: string;
   /** The workerd process serving it (for CPU time and memory from /proc). */

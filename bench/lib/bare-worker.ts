@@ -10,7 +10,7 @@ import { freePort } from "../../tools/redis-server";
 export interface BareWorker {
   /** Through Miniflare's entry worker. */
   url: string;
-  /** The Worker's own socket in the same workerd (bench/scenarios/edge.ts `Via`). */
+  /** The Worker's own socket in the same workerd (bench/lib/via.ts). */
   directUrl: string;
   pid: number;
   stop(): Promise<void>;
