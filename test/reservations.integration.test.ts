@@ -294,3 +294,19 @@ describe("reservation path", () => {
     expect(shrunk.json.perUserLimit).toBe(5); // fields left out keep their value
   });
 });
+
+describe("the shopper's user id", () => {
+  it("refuses a JWT whose sub is not well-formed Unicode: its holds could not be found under it", async () => {
+    const sku = uniqueSku("surrogate");
+    await createSku(sku, { totalStock: 5, perUserLimit: 1 });
+    const user = "\ud800x"; // a lone surrogate has no UTF-8 form
+    const answers = await Promise.all([1, 2, 3].map(() => call("POST", `/api/skus/${sku}/tokens`, { user })));
+    for (const answer of answers) {
+      expect([answer.status, answer.json.error?.code]).toEqual([401, "UNAUTHENTICATED"]);
+      expect(answer.json.error.message).toMatch(/well-formed Unicode/);
+    }
+    expect((await stockOf(sku)).held).toBe(0);
+    // A well-formed id beyond the BMP is fine.
+    expect((await reserve("\ud83d\ude00-shopper", sku)).status).toBe(202);
+  });
+});

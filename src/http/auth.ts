@@ -158,10 +158,12 @@ export const shopperAuth = createMiddleware<AppEnv>(async (c, next) => {
   if (typeof iat === "number" && iat > Date.now() / 1000 + verifier.skewSeconds) {
     throw new ApiError("UNAUTHENTICATED", "The JWT is invalid or expired.");
   }
-  if (typeof sub !== "string" || sub.length === 0 || sub.length > MAX_USER_ID_LENGTH) {
+  // A lone surrogate has no UTF-8 form: the id would change on its way into SQLite (as U+FFFD), and
+  // the user's quota, holds and cancels would each be looked up under another id.
+  if (typeof sub !== "string" || sub.length === 0 || sub.length > MAX_USER_ID_LENGTH || !sub.isWellFormed()) {
     throw new ApiError(
       "UNAUTHENTICATED",
-      `The JWT's \`sub\` must be a user id of 1 to ${MAX_USER_ID_LENGTH} characters.`,
+      `The JWT's \`sub\` must be a user id of 1 to ${MAX_USER_ID_LENGTH} characters of well-formed Unicode.`,
     );
   }
   c.set("userId", sub);

@@ -10,13 +10,23 @@ export const ReservationRequest = z.object({
 /** Body of `POST /api/skus/:sku/waitlist`. */
 export const WaitlistRequest = z.object({ quantity: z.int().min(1).max(1_000_000) });
 
-const Time = z.iso.datetime({ offset: true });
+/** Times the contract accepts (API.md): alarms and dates stay within what the runtime represents. */
+const EARLIEST_TIME = Date.parse("2000-01-01T00:00:00Z");
+const LATEST_TIME = Date.parse("2100-01-01T00:00:00Z");
+const Time = z.iso.datetime({ offset: true }).refine(
+  (text) => {
+    const at = Date.parse(text);
+    return at >= EARLIEST_TIME && at <= LATEST_TIME;
+  },
+  { message: "a time from 2000-01-01T00:00:00Z to 2100-01-01T00:00:00Z" },
+);
 
 /** ISO 4217 currency code, lower case as payment providers send it (Stripe: "usd"). */
 const Currency = z.string().regex(/^[a-z]{3}$/, "an ISO 4217 code in lower case, e.g. usd");
 
+// Strict: an operator's typo ("perUserLimt") is an unknown field, answered 400 naming it, never dropped.
 export const SkuSettingsRequest = z
-  .object({
+  .strictObject({
     name: z.string().min(1).max(200).optional(),
     totalStock: z.int().min(0).max(1_000_000_000),
     perUserLimit: z.int().min(1).max(1_000_000).optional(),
