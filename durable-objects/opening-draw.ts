@@ -177,13 +177,32 @@ export type StoredAnswer = Record<string, unknown>;
 export class OpeningDraw {
   readonly #sql: SqlStorage;
   #row: DrawRow | null;
+  #installed = false;
   /** True while shard 0 decides: reservations it makes for entrants are not entries again. */
   deciding = false;
 
+  /** Reads nothing: an unconfigured stock object has no tables. The engine calls {@link install}. */
   constructor(sql: SqlStorage) {
     this.#sql = sql;
-    for (const statement of DRAW_SCHEMA) sql.exec(statement);
+    this.#row = null;
+  }
+
+  /** Makes the draw's tables (idempotent) and reads the draw: at every start of a configured object. */
+  install(): void {
+    for (const statement of DRAW_SCHEMA) this.#sql.exec(statement);
+    this.#installed = true;
     this.#row = this.#read();
+  }
+
+  /** Reads the draw again (after a transaction that changed it was rolled back). */
+  reload(): void {
+    if (this.#row !== null || this.#installed) this.#row = this.#read();
+  }
+
+  /** The tables went with a rolled-back first configure: the object is blank again. */
+  uninstall(): void {
+    this.#installed = false;
+    this.#row = null;
   }
 
   #read(): DrawRow | null {
@@ -400,14 +419,18 @@ export class OpeningDraw {
     };
   }
 
-  /** Decided entries in draw order, a page at a time (shard 0, after the decision). */
-  entries(offset: number, limit: number): DrawnEntry[] {
+  /**
+   * Decided entries in draw order after position `after`, a page at a time (shard 0, after the
+   * decision). A keyset page through the position index: a page deep in the draw reads what the
+   * first page reads (an OFFSET would read every row it skips).
+   */
+  entries(after: number, limit: number): DrawnEntry[] {
     if (!this.decided()) return [];
     return this.#sql
       .exec<{ entry_id: string; position: number; quantity: number; code: string | null }>(
-        "SELECT entry_id, position, quantity, code FROM draw_entrants WHERE position IS NOT NULL ORDER BY position LIMIT ? OFFSET ?",
+        "SELECT entry_id, position, quantity, code FROM draw_entrants WHERE position > ? ORDER BY position LIMIT ?",
+        after,
         limit,
-        offset,
       )
       .toArray()
       .map((r) => ({ entryId: r.entry_id, position: r.position, quantity: r.quantity, result: r.code ?? "PENDING" }));
@@ -426,9 +449,13 @@ export class OpeningDraw {
     return { entryId: row.entry_id, position: row.position, entrants: this.entrantCount() };
   }
 
-  /** The SKU's entrants: as ordered once entries closed, else those this shard has so far. */
+  /**
+   * The SKU's entrants: as ordered once entries closed, else those this shard has so far. Those are
+   * counted by the largest rowid (one row read, where COUNT(*) reads them all, on every GET of the
+   * draw): until entries close, rows are only ever inserted here, one per entrant, and never deleted.
+   */
   entrantCount(): number {
     if (this.#row?.entrants != null) return this.#row.entrants;
-    return this.#sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM draw_entrants").one().n;
+    return this.#sql.exec<{ n: number }>("SELECT coalesce(MAX(rowid), 0) AS n FROM draw_entrants").one().n;
   }
 }

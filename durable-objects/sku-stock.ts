@@ -1,6 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { v7 as uuidv7 } from "uuid";
 import { CoalescedRunner } from "./coalesced-runner";
+import { DrawWaiters } from "./draw-waiters";
 import { DueWork } from "./due-work";
 import { log, withLogContext } from "./log";
 import type { MirrorCheck } from "./mirror-publisher";
@@ -10,8 +11,20 @@ import { OutboxSender } from "./outbox-sender";
 import { MIRROR_WRITE_TIMEOUT_MS, mirrorFromEnv } from "./redis-mirror";
 import { homeShard, shardName } from "./shard-name";
 import {
+  type ChangePlan,
+  followerSettings,
+  isFollowPlan,
+  leadSettings,
+  type ResizePlan,
+  reachOf,
+  resizeSettings,
+  type SkuChange,
+  soleSettings,
+} from "./sku-change";
+import {
   type Audit,
   type EngineStorage,
+  type LineMode,
   type Outcome,
   type PaymentAnswer,
   type PaymentMoney,
@@ -59,8 +72,16 @@ const PRUNE_ROUNDS = 40;
  * bench's 50,000-entrant draw: docs/PERFORMANCE.md); this only bounds a lost one.
  */
 const DRAW_DECISION_MS = 10_000;
-/** A waiting request looks at the draw at least this often (it is also woken by each change). */
+/**
+ * While requests wait for the draw, how often the object checks their deadlines and whether its draw
+ * is due (should the alarm be lost). A request is woken when its own entry is settled, not by this.
+ */
 const DRAW_POLL_MS = 1_000;
+
+/** A waiting request's answer: the first of its entry (this request waited for it), not a replay. */
+function firstDrawAnswer(answer: ReserveOutcome): ReserveOutcome {
+  return answer.ok && answer.value.draw ? { ...answer, value: { ...answer.value, replayed: false } } : answer;
+}
 
 /** An opening draw's secret seed: 32 random bytes in hex. */
 function randomSeed(): string {
@@ -92,10 +113,18 @@ export class SkuStock extends DurableObject<Env> {
   #siblingsEmptyUntil = 0;
   /** The last spent-nonce digest, reused while the shard's seq has not moved. */
   #digest: SpentDigest | null = null;
-  /** Fair opening: resolved (and replaced) whenever this shard's draw moves; waiting requests wake. */
-  #drawMoved = Promise.withResolvers<void>();
+  /** Fair opening: the requests waiting here for the draw, each woken when its own entry is settled. */
+  readonly #drawWaiters = new DrawWaiters(
+    DRAW_POLL_MS,
+    () => this.now(),
+    () => this.#drawTick(),
+  );
   /** Shard 0: the decision of the draw under way, if any (one at a time). */
   #deciding: Promise<void> | null = null;
+  /** Shard 0: the changes of the SKU (PUTs), one after another. */
+  #changes: Promise<unknown> = Promise.resolve();
+  /** Shard 0: a change is being applied now (the alarm leaves its plan alone). */
+  #changing = false;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -118,6 +147,8 @@ export class SkuStock extends DurableObject<Env> {
     // A transfer interrupted by a restart is finished by the alarm, which its intent armed.
     // The mirror may have missed the last commits before a restart: publish the current snapshot.
     if (this.#mirror) this.#background(this.#mirror.publish());
+    // A change of the SKU left half done by a restart: the alarm undoes or finishes it.
+    if (this.engine.resizePlan()) this.#background(this.#due.retry("config", this.now()));
   }
 
   /** Keeps the object alive until `work` is done, without making the caller wait. */
@@ -198,14 +229,16 @@ export class SkuStock extends DurableObject<Env> {
   }
 
   /**
-   * The spent-nonce digest of the tokens that can still be replayed (minted within one token
-   * lifetime), read again only after the shard changed: a sold-out storm costs one read per change.
+   * The spent-nonce digest of the tokens that can still be replayed (not expired by their own expiry,
+   * or for rows without one, minted within one token lifetime of now), read again only after the
+   * shard changed: a sold-out storm costs one read per change.
    */
   #spentDigest(): SpentDigest {
     const seq = this.engine.state()?.version ?? 0;
     if (this.#digest?.seq !== seq) {
       const tokenLifetimeMs = Number(this.env.PURCHASE_TOKEN_TTL_SECONDS) * 1000;
-      this.#digest = this.engine.spentNonces(this.now() - tokenLifetimeMs - TOKEN_CLOCK_SKEW_MS);
+      const now = this.now();
+      this.#digest = this.engine.spentNonces(now - tokenLifetimeMs - TOKEN_CLOCK_SKEW_MS, now - TOKEN_CLOCK_SKEW_MS);
     }
     return this.#digest;
   }
@@ -222,20 +255,29 @@ export class SkuStock extends DurableObject<Env> {
     requestId?: string,
     skuAvailable?: number,
   ): Promise<Outcome<WaitlistEntry>> {
+    let state = this.engine.state();
+    // The limit is kept on the buyer's home shard: a buyer already at it never joins the line.
+    const home = state && state.shards > 1 ? homeShard(userId, state.shards) : 0;
+    const homeQuota = state && home !== 0 ? await this.#sibling(state, home).quotaOf(userId) : undefined;
     const outcome = await this.#call(requestId, () =>
-      this.engine.joinWaitlist(userId, quantity, this.now(), skuAvailable),
+      this.engine.joinWaitlist(userId, quantity, this.now(), skuAvailable, homeQuota),
     );
-    const state = this.engine.state();
+    state = this.engine.state();
     if (outcome.ok && state && state.shards > 1) {
-      if (!this.engine.lineAhead) await this.#tellLine(state, true);
+      if (!this.engine.lineAhead) await this.#tellLine(state, 1);
       this.#serveLine();
     }
     return outcome;
   }
 
-  /** Shard 0 tells this shard whether the SKU's line has buyers. */
-  setLineAhead(on: boolean): void {
-    this.engine.setLineAhead(on);
+  /** Shard 0 tells this shard what the SKU's line is now (see {@link LineMode}). */
+  setLine(mode: LineMode): void {
+    this.engine.setLine(mode);
+  }
+
+  /** A user's held + sold on this shard (their home shard: where their limit is kept). */
+  quotaOf(userId: string): number {
+    return this.engine.quotaOf(userId);
   }
 
   /** Shard 0: serves the SKU's line now (a sibling freed units for it). */
@@ -260,11 +302,11 @@ export class SkuStock extends DurableObject<Env> {
     return answer;
   }
 
-  /** Sets every shard's "line ahead" flag, this one's last (the record that all were told). */
-  async #tellLine(state: SkuState, on: boolean): Promise<void> {
+  /** Tells every shard what the SKU's line is, this one last (the record that all were told). */
+  async #tellLine(state: SkuState, mode: LineMode): Promise<void> {
     const others = Array.from({ length: state.shards - 1 }, (_, i) => i + 1);
-    await Promise.all(others.map((shard) => this.#sibling(state, shard).setLineAhead(on)));
-    this.engine.setLineAhead(on);
+    await Promise.all(others.map((shard) => this.#sibling(state, shard).setLine(mode)));
+    this.engine.setLine(mode);
   }
 
   /** Starts a pass over the line unless one is running; then that one goes round once more. */
@@ -277,8 +319,10 @@ export class SkuStock extends DurableObject<Env> {
   /**
    * Shard 0: hands units to the SKU's line first-fit in FIFO order, each buyer held on their home
    * shard (where their limit is kept), which pulls the units from wherever they are. A pass stops
-   * when the SKU has nothing left (SOLD_OUT) or the sale is not on; once the line is empty every
-   * shard learns its units are for newcomers again.
+   * when the SKU has nothing left (SOLD_OUT) or the sale is not on. An entry its home shard answers
+   * `LIMIT_EXCEEDED` can never be served as it stands (the buyer holds their limit): it leaves the
+   * line. Then every shard learns what the line is: empty (units for newcomers), waiting for the units
+   * (newcomers refused), or waiting for more than the SKU has (newcomers may buy what there is).
    */
   async #serveLinePass(): Promise<void> {
     try {
@@ -292,17 +336,31 @@ export class SkuStock extends DurableObject<Env> {
   async #serveLineOnce(): Promise<void> {
     const state = this.engine.state();
     if (!state || state.shards <= 1 || state.shard !== 0) return;
+    let stopped: string | null = null;
     for (const entry of this.engine.lineEntries(this.now())) {
       const home = homeShard(entry.userId, state.shards);
       const answer =
         home === state.shard
           ? await this.holdForLine(entry.id, entry.userId, entry.quantity)
           : await this.#sibling(state, home).holdForLine(entry.id, entry.userId, entry.quantity);
-      if (answer.ok) this.engine.leaveLine(entry.id);
-      else if (answer.code !== "INSUFFICIENT_STOCK" && answer.code !== "LIMIT_EXCEEDED") break; // first fit
+      if (answer.ok || answer.code === "LIMIT_EXCEEDED") this.engine.leaveLine(entry.id);
+      else if (answer.code !== "INSUFFICIENT_STOCK") {
+        stopped = answer.code; // first fit: nothing left (SOLD_OUT), or the sale is not on
+        break;
+      }
     }
-    const empty = this.engine.waitlistLength() === 0;
-    if (empty === this.engine.lineAhead) await this.#tellLine(state, !empty);
+    let mode: LineMode;
+    if (this.engine.waitlistLength() === 0) mode = 0;
+    else if (stopped !== null) mode = stopped === "SOLD_OUT" ? 1 : this.engine.line;
+    else mode = (await this.#skuAvailable(state)) === 0 ? 1 : 2; // every entry wants more than there is
+    if (mode !== this.engine.line) await this.#tellLine(state, mode);
+  }
+
+  /** The units available over all of the SKU's shards. */
+  async #skuAvailable(state: SkuState): Promise<number> {
+    const others = Array.from({ length: state.shards - 1 }, (_, i) => i + 1);
+    const states = await Promise.all(others.map((shard) => this.#sibling(state, shard).state()));
+    return states.reduce((n, s) => n + (s?.stock.available ?? 0), this.engine.state()?.stock.available ?? 0);
   }
 
   /** Units were freed here while buyers wait: shard 0 serves its line (coalesced, in the background). */
@@ -334,26 +392,156 @@ export class SkuStock extends DurableObject<Env> {
   }
 
   /**
-   * Shard 0: sets the SKU's total over all shards to `total` (PUT /admin/skus on a sharded SKU).
-   * A cut that this shard's available units cannot cover pulls the rest from siblings first, with
-   * the usual exactly-once transfers; if the SKU has not enough available, `INVALID_STATE` (units
-   * pulled stay here, still counted). See {@link StockEngine.retarget}.
+   * Shard 0: applies `PUT /admin/skus/:sku`, all or nothing (see durable-objects/sku-change.ts). A cut
+   * of a sharded SKU that shard 0's available units cannot cover pulls the rest from siblings first,
+   * with the usual exactly-once transfers (units pulled stay here, still counted); if the SKU has not
+   * enough available, `INVALID_STATE` and nothing changed.
    */
-  async setSkuTotal(total: number, assumed: number, requestId?: string): Promise<Outcome<SkuState>> {
+  async putSku(change: SkuChange, requestId?: string): Promise<Outcome<SkuState>> {
     return withLogContext({ requestId, ...this.#where() }, async () => {
-      let missing = this.engine.retarget(total, this.now(), assumed);
-      let failed = false;
-      const state = this.engine.state();
-      if (missing > 0 && state && state.shards > 1) {
-        failed = (await this.#pull(state, missing)).failed;
-        missing = this.engine.retarget(total, this.now(), assumed);
-      }
+      // One change of the SKU at a time, in arrival order: each starts from what the last one left.
+      const run = this.#changes.then(() => this.#change(change));
+      this.#changes = run.catch(() => undefined);
+      const outcome = await run;
       await this.#afterCommit();
-      const after = this.engine.state();
-      // A sibling that could not answer may have had the units: BUSY (retry), not a refusal.
-      if (missing > 0 || !after) return { ok: false, code: failed ? "BUSY" : "INVALID_STATE" };
-      return { ok: true, value: after };
+      return outcome;
     });
+  }
+
+  async #change(change: SkuChange): Promise<Outcome<SkuState>> {
+    this.#changing = true;
+    try {
+      // A change left half done by a restart is finished (or undone) before the next one starts.
+      if (this.engine.resizePlan()) await this.#recoverPlan(true);
+      if (this.engine.resizePlan()) return { ok: false, code: "BUSY" };
+      return await this.#changeNow(change);
+    } finally {
+      this.#changing = false;
+    }
+  }
+
+  async #changeNow(change: SkuChange): Promise<Outcome<SkuState>> {
+    const state = this.engine.state();
+    if (!state && change.shards === 1) return this.engine.configure(soleSettings(change), this.now());
+    if (!state || state.shards !== change.shards) {
+      return this.#resize({ changeId: crypto.randomUUID(), from: state?.shards ?? 0, to: change.shards, change });
+    }
+    if (state.shards === 1) return this.engine.configure(soleSettings(change), this.now());
+    let pullFailed = false;
+    const changeId = crypto.randomUUID();
+    for (let attempt = 0; ; attempt++) {
+      const outcome = this.engine.configure(leadSettings(change, changeId), this.now());
+      if (outcome.ok) {
+        await this.#lead(outcome.value);
+        return outcome;
+      }
+      if (outcome.missing === undefined || attempt > 0) {
+        // A sibling that could not answer may have had the units: BUSY (retry), not a refusal.
+        return outcome.missing !== undefined && pullFailed ? { ok: false, code: "BUSY" } : outcome;
+      }
+      pullFailed = (await this.#pull(state, outcome.missing)).failed;
+    }
+  }
+
+  /**
+   * Hands shard 0's settings to every sibling (idempotent by version), then ends the plan the lead
+   * transaction recorded; a failure leaves it to the alarm, which hands them again.
+   */
+  async #lead(lead: SkuState): Promise<void> {
+    const siblings = Array.from({ length: lead.shards - 1 }, (_, i) => i + 1);
+    const answers = await Promise.allSettled(
+      siblings.map((shard) => this.#sibling(lead, shard).configure(followerSettings(lead, shard))),
+    );
+    if (answers.every((a) => a.status === "fulfilled" && a.value.ok)) this.engine.endPlan();
+    else {
+      log("warn", "a sibling did not take the SKU's settings", { version: lead.version });
+      await this.#due.retry("config", this.now() + RETRY_MS);
+    }
+  }
+
+  /**
+   * A new shard count in two phases (see sku-change.ts): fence every shard it reaches, each only if
+   * idle; then shard 0 commits with the plan recorded, every sibling commits, and the plan ends. A
+   * refusal in the first phase lifts every fence and is the answer.
+   */
+  async #resize(plan: ResizePlan): Promise<Outcome<SkuState>> {
+    const reach = reachOf(plan);
+    if (plan.from > 0) {
+      const own = this.engine.fence(plan.changeId, this.now(), JSON.stringify(plan));
+      if (!own.ok) return own;
+      // Durably armed first: if this object dies mid-way, the alarm lifts the fences.
+      await this.#due.retry("config", this.now() + RETRY_MS);
+      const fenced = await Promise.all(
+        reach.slice(1).map((shard) =>
+          this.#shardOf(plan.change.sku, shard)
+            .fence(plan.changeId)
+            .catch((err: unknown): Outcome<null> => {
+              log("warn", "fencing a shard for a resize failed", { shard, error: String(err) });
+              return { ok: false, code: "BUSY" };
+            }),
+        ),
+      );
+      const refused = fenced.find((f) => !f.ok);
+      if (refused && !refused.ok) {
+        await this.#liftFences(plan);
+        return { ok: false, code: refused.code };
+      }
+    }
+    const committed = this.engine.configure(resizeSettings(plan, 0), this.now());
+    if (!committed.ok) {
+      await this.#liftFences(plan);
+      return committed;
+    }
+    await this.#due.retry("config", this.now() + RETRY_MS);
+    await this.#commitSiblings(plan);
+    return { ok: true, value: this.engine.state() ?? committed.value };
+  }
+
+  /** Every sibling a resize reaches commits it (a repeat changes nothing); then the plan ends. */
+  async #commitSiblings(plan: ResizePlan): Promise<void> {
+    const lead = this.engine.state();
+    if (!lead) throw new Error("shard 0 commits a resize before its siblings");
+    const answers = await Promise.allSettled(
+      reachOf(plan)
+        .slice(1)
+        .map((shard) => this.#shardOf(plan.change.sku, shard).configure(resizeSettings(plan, shard, lead))),
+    );
+    if (answers.every((a) => a.status === "fulfilled" && a.value.ok)) this.engine.endPlan();
+    else log("warn", "a sibling did not commit a resize yet", { changeId: plan.changeId }); // the alarm again
+  }
+
+  /** A resize that will not commit: every fence it set goes, shard 0's plan last. */
+  async #liftFences(plan: ResizePlan): Promise<void> {
+    const lifted = await Promise.allSettled(
+      reachOf(plan)
+        .slice(1)
+        .map((shard) => this.#shardOf(plan.change.sku, shard).unfence(plan.changeId)),
+    );
+    if (lifted.every((a) => a.status === "fulfilled")) this.engine.unfence(plan.changeId);
+    else log("warn", "lifting a resize's fences failed", { changeId: plan.changeId }); // the alarm again
+  }
+
+  /** Shard 0's alarm: a resize left half done by a restart is undone (preparing) or finished. */
+  async #recoverPlan(byChange = false): Promise<void> {
+    const row = this.engine.resizePlan();
+    if (!row || (this.#changing && !byChange)) return;
+    const plan = JSON.parse(row.plan) as ChangePlan;
+    const state = this.engine.state();
+    if (isFollowPlan(plan)) {
+      if (state) await this.#lead(state);
+    } else if (row.phase === "preparing") await this.#liftFences(plan);
+    else await this.#commitSiblings(plan);
+    if (this.engine.resizePlan()) await this.#due.retry("config", this.now() + RETRY_MS);
+  }
+
+  /** Resize, phase 1 on a sibling (see {@link StockEngine.fence}). */
+  fence(changeId: string): Outcome<null> {
+    return this.engine.fence(changeId, this.now());
+  }
+
+  /** A resize that will not commit lifts its fence here. */
+  unfence(changeId: string): void {
+    this.engine.unfence(changeId);
   }
 
   /**
@@ -387,7 +575,11 @@ export class SkuStock extends DurableObject<Env> {
   }
 
   #sibling(state: SkuState, shard: number): DurableObjectStub<SkuStock> {
-    return this.env.SKU_STOCK.getByName(shardName(state.sku, shard));
+    return this.#shardOf(state.sku, shard);
+  }
+
+  #shardOf(sku: string, shard: number): DurableObjectStub<SkuStock> {
+    return this.env.SKU_STOCK.getByName(shardName(sku, shard));
   }
 
   /** Finishes transfers whose answer was never recorded: asking again returns the first grant. */
@@ -429,9 +621,12 @@ export class SkuStock extends DurableObject<Env> {
     for (let round = 0; round < PRUNE_ROUNDS; round++) {
       if (round > 0) await scheduler.wait(0); // let waiting requests in between two batches
       const now = this.now();
+      // A token is replayable until its own expiry (the one its reservation recorded, else the
+      // lifetime of now), plus the clock margin: the edge judges expiry by its own clock.
       const pruned = this.engine.pruneSettled(
         settledSeq,
         now - tokenLifetimeMs - TOKEN_CLOCK_SKEW_MS,
+        now - TOKEN_CLOCK_SKEW_MS,
         now,
         PRUNE_BATCH,
       );
@@ -516,22 +711,42 @@ export class SkuStock extends DurableObject<Env> {
    * request's home shard) until its entry is decided, or, for a request that came after the window,
    * until the draw is over and then decides it on arrival. Bounded: past the window's close plus
    * {@link DRAW_DECISION_MS}, `BUSY` (retry with the same token).
+   *
+   * An entry's request is woken only when that entry is settled (or the draw is over), and reads its
+   * recorded answer without a transaction: a draw of N entrants costs N wakes, not N per settlement.
    */
   async awaitDraw(request: ReserveRequest): Promise<ReserveOutcome> {
     const deadline = (this.engine.draw.closesAt() ?? this.now()) + DRAW_DECISION_MS;
     for (;;) {
-      if (this.#drawNeedsWork()) await this.#decideDraw().catch(() => undefined);
-      const moved = this.#drawMoved.promise;
-      const [answer] = await this.#reserve([request]);
-      if (!answer) throw new Error("stock object returned no answer");
-      if (answer.ok || answer.code !== "DRAW_PENDING") {
-        // This request waited for it: the first answer of its entry, not a replay.
-        return answer.ok && answer.value.draw ? { ...answer, value: { ...answer.value, replayed: false } } : answer;
+      this.#kickDraw();
+      // Read and registered below with no await in between: a settlement cannot slip past unseen.
+      const drawn = this.engine.drawAnswerOf(request);
+      if (drawn && (drawn.ok || drawn.code !== "DRAW_PENDING")) return firstDrawAnswer(drawn);
+      if (!drawn && !this.engine.draw.pending(this.now())) {
+        // No entry, and the draw is over here: decided on arrival, as any reservation.
+        const [answer] = await this.#reserve([request]);
+        if (!answer) throw new Error("stock object returned no answer");
+        if (answer.ok || answer.code !== "DRAW_PENDING") return firstDrawAnswer(answer);
+        continue;
       }
-      const left = deadline - this.now();
-      if (left <= 0) return { ok: false, code: "BUSY" };
-      await Promise.race([moved, scheduler.wait(Math.min(left, DRAW_POLL_MS))]);
+      if (this.now() >= deadline) return { ok: false, code: "BUSY" };
+      await this.#drawWaiters.wait(drawn ? request.userId : null, deadline);
     }
+  }
+
+  /**
+   * Once a second while requests wait for the draw. An object that can no longer commit (aborted or
+   * reset while its code runs on) throws here, which fails its waiting requests at once (the edge
+   * answers BUSY): their retries reach the object that replaced it.
+   */
+  #drawTick(): void {
+    this.ctx.storage.transactionSync(() => undefined);
+    this.#kickDraw();
+  }
+
+  /** Shard 0: starts the draw's decision (or the telling of siblings) when due, without waiting for it. */
+  #kickDraw(): void {
+    if (this.#drawNeedsWork()) this.#background(this.#decideDraw().catch(() => undefined)); // failures book a retry
   }
 
   /** Shard 0: the SKU's draw as `GET /api/skus/:sku/draw` shows it, or null without a window. */
@@ -539,9 +754,12 @@ export class SkuStock extends DurableObject<Env> {
     return this.engine.draw.info();
   }
 
-  /** Shard 0: decided entries in draw order (a page), for anyone checking the order. */
-  drawEntries(offset: number, limit: number): DrawnEntry[] {
-    return this.engine.draw.entries(offset, limit);
+  /**
+   * Shard 0: decided entries in draw order after position `after` (a page), for anyone checking the
+   * order. Positions are 1..N, so `after` k skips the first k entries.
+   */
+  drawEntries(after: number, limit: number): DrawnEntry[] {
+    return this.engine.draw.entries(after, limit);
   }
 
   /** A sibling of a sharded SKU: entries close; shard 0 gets this shard's entrants. */
@@ -564,7 +782,7 @@ export class SkuStock extends DurableObject<Env> {
       else answer = this.engine.settleDrawEntry(userId, place, this.now(), true);
     }
     this.engine.takeFreed();
-    this.#signalDraw();
+    this.#drawWaiters.settled([userId]);
     await this.#afterCommit();
     return answer;
   }
@@ -572,18 +790,13 @@ export class SkuStock extends DurableObject<Env> {
   /** A home shard records results shard 0 decided without asking it (the stock ran out first). */
   recordDrawResults(results: { userId: string; place: DrawPlace; code: string }[]): void {
     this.engine.recordDrawResults(results);
-    this.#signalDraw();
+    this.#drawWaiters.settled(results.map((r) => r.userId));
   }
 
   /** A sibling learns from shard 0 that the draw is over: reservations are decided on arrival again. */
   drawOver(): void {
     this.engine.finishDraw(this.now());
-    this.#signalDraw();
-  }
-
-  #signalDraw(): void {
-    this.#drawMoved.resolve();
-    this.#drawMoved = Promise.withResolvers<void>();
+    this.#drawWaiters.over();
   }
 
   /** Shard 0: the draw is due (window closed, undecided) or its siblings were not all told yet. */
@@ -628,7 +841,7 @@ export class SkuStock extends DurableObject<Env> {
       const info = this.engine.draw.info();
       log("info", "opening draw decided", { entrants: info?.entrants, ms: this.now() - started });
     }
-    this.#signalDraw();
+    this.#drawWaiters.over();
     await this.#afterCommit();
     if (state.shards > 1 && !this.engine.draw.told()) {
       const others = Array.from({ length: state.shards - 1 }, (_, i) => i + 1);
@@ -698,12 +911,13 @@ export class SkuStock extends DurableObject<Env> {
   override async alarm(): Promise<void> {
     this.#due.fired();
     this.engine.expireDue(this.now());
+    await this.#recoverPlan();
     if (this.#drawNeedsWork()) await this.#decideDraw().catch(() => undefined); // failures book a retry
     await this.#finishTransfers();
     const state = this.engine.state();
     this.engine.takeFreed();
     const line: Promise<void>[] = [];
-    if (this.engine.lineAhead && state && state.shards > 1) {
+    if (this.engine.lineWaiting && state && state.shards > 1) {
       // a lost notice too
       line.push(state.shard === 0 ? this.#serveLine() : this.#noticing.run());
     }
@@ -714,7 +928,7 @@ export class SkuStock extends DurableObject<Env> {
 
   async #afterCommit(): Promise<void> {
     // Units released (or added) on a sharded SKU whose line has buyers are for that line.
-    if (this.engine.takeFreed() > 0 && this.engine.lineAhead) {
+    if (this.engine.takeFreed() > 0 && this.engine.lineWaiting) {
       const state = this.engine.state();
       if (state && state.shards > 1) this.#noticeLine(state);
     }

@@ -1,7 +1,7 @@
 import { type DrawPlace, type Entrant, OpeningDraw, type RankedEntrant } from "./opening-draw";
 import { eventTypeOf, MAX_EVENTS_PER_MESSAGE, type OrderEvent, type ReservationStatus } from "./order-events";
 import { fnv1a } from "./shard-name";
-import { STOCK_SCHEMA } from "./stock-schema";
+import { migrateColumns, STOCK_SCHEMA } from "./stock-schema";
 
 /**
  * The stock engine of one SKU shard: the Durable Object equivalent of `lua/reserve.lua`,
@@ -44,7 +44,14 @@ type StockErrorCode =
 
 export type Outcome<T> =
   | { ok: true; value: T }
-  | { ok: false; code: StockErrorCode; available?: number; draw?: DrawPlace | undefined };
+  | {
+      ok: false;
+      code: StockErrorCode;
+      available?: number;
+      draw?: DrawPlace | undefined;
+      /** A cut of a sharded SKU's total: the units shard 0 lacks (it pulls them, then asks again). */
+      missing?: number;
+    };
 
 export type SaleStatus = "on_sale" | "paused";
 
@@ -68,7 +75,40 @@ export interface SkuSettings {
   skuTotal?: number | undefined;
   /** Fair opening window in ms (0: off); `undefined` keeps the current value. See opening-draw.ts. */
   openingWindowMs?: number | undefined;
+  /** Price and currency, applied in the same transaction (left out: kept). */
+  price?: number | null | undefined;
+  currency?: string | undefined;
+  /**
+   * Shard 0 of a sharded SKU: set the SKU's total to `total` as the difference from the total it
+   * recorded for the last PUT (see {@link StockEngine.retarget}); `assumed` stands for that record on
+   * a SKU configured before it was kept. A cut this shard cannot cover answers `missing`.
+   */
+  retarget?: { total: number; assumed: number } | undefined;
+  /**
+   * A resize's commit (durable-objects/sku-change.ts): applied only by a shard that this change
+   * fenced, or one never configured; a shard that already applied it answers its state.
+   */
+  changeId?: string | undefined;
+  /** Shard 0: the resize plan it commits, kept until every sibling has applied it. */
+  plan?: string | undefined;
+  /** A follower: shard 0's version of these settings; an older or equal one changes nothing. */
+  version?: number | undefined;
 }
+
+/**
+ * The SKU's line as a shard knows it: 0 nobody waits; 1 buyers wait and the SKU's units are theirs
+ * (newcomers are refused, they join the line); 2 buyers wait but want more than the SKU has, so
+ * newcomers may buy what there is, and freed units are still offered to the line first.
+ */
+export type LineMode = 0 | 1 | 2;
+
+/** A resize shard 0 runs: phase `preparing` (fences being set) or `committing` (being applied). */
+export interface ResizePlanRow {
+  plan: string;
+  phase: "preparing" | "committing";
+}
+
+type ConfigRow = { version: number; fence: string | null; plan: string | null; phase: ResizePlanRow["phase"] | null };
 
 export interface StockCounts {
   total: number;
@@ -96,6 +136,11 @@ export interface SkuState {
   currency: string;
   /** Fair opening window in ms after `startsAt` (0: none). */
   openingWindowMs?: number;
+  /**
+   * Shard 0: a change of the SKU's shards is being applied (for moments): no purchase token is minted
+   * until every shard has it, so none routes a buyer to a shard that has not.
+   */
+  reconfiguring?: true;
 }
 
 /** What a SKU costs (see {@link StockEngine.setPricing}). */
@@ -152,6 +197,12 @@ export interface ReserveRequest {
    * needs the current count (replays of the token's own reservation still answer).
    */
   shards?: number | undefined;
+  /**
+   * When the purchase token expires (epoch ms). Its reservation and its nonce in the spent-nonce
+   * digest are kept until then (plus a clock margin), whatever the token lifetime is now. Left out
+   * (holds of the line, tokens from before), the token lifetime of now is assumed.
+   */
+  tokenExpiresAt?: number | undefined;
   /** The edge request asking (for logs and the events it causes). */
   requestId?: string | undefined;
 }
@@ -299,6 +350,8 @@ type ReservationRow = {
   created_at: number;
   expires_at: number;
   updated_at: number;
+  /** The purchase token's own expiry, when the request said it (see {@link ReserveRequest}). */
+  token_expires_at: number | null;
 };
 
 /**
@@ -345,6 +398,13 @@ function isoTime(ms: number): string {
 }
 
 const ok = <T>(value: T): Outcome<T> => ({ ok: true, value });
+
+/** Thrown inside a transaction to roll it back whole and answer its refusal (see `configure`). */
+class Refusal extends Error {
+  constructor(readonly outcome: Outcome<unknown>) {
+    super("refused");
+  }
+}
 const fail = <T>(code: StockErrorCode, available?: number): Outcome<T> =>
   available === undefined ? { ok: false, code } : { ok: false, code, available };
 
@@ -354,13 +414,20 @@ export class StockEngine {
   readonly #newId: () => string;
   readonly #newSeed: () => string;
   #sku: string | undefined;
+  /** False until the first `configure` makes the tables (see the constructor). */
+  #configured: boolean;
+  /**
+   * The `config` row (settings version, resize fence and plan), kept in memory: the reservation path
+   * reads the fence (undefined: read it again).
+   */
+  #configRow: ConfigRow | undefined;
   /** The request being decided (see {@link onBehalfOf}), written into the events it causes. */
   #requestId: string | undefined;
   /**
-   * Sharded SKU: buyers wait in the SKU's line (on shard 0), so units here go to them, not to
-   * newcomers. Kept in memory (read on the reservation path) and in `line_ahead`.
+   * Sharded SKU: the SKU's line (on shard 0) as shard 0 last told this shard ({@link LineMode}). Kept
+   * in memory (read on the reservation path) and in `line_state`.
    */
-  #lineAhead: boolean;
+  #line: LineMode = 0;
   /** Units released or added since the last {@link takeFreed} (the shell tells the line). */
   #freed = 0;
   /** The SKU's pricing, read once and kept: it changes only through {@link setPricing}. */
@@ -392,6 +459,29 @@ export class StockEngine {
     this.#sql = storage.sql;
     this.#newId = newId;
     this.#newSeed = newSeed;
+    // An object nobody configured writes nothing (API.md: requests about unknown SKUs store nothing):
+    // its tables are made by its first `configure`, and until then every read answers "unknown".
+    this.#configured =
+      this.#sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sku'").toArray().length > 0;
+    this.draw = new OpeningDraw(this.#sql);
+    if (this.#configured) this.#migrate();
+    else {
+      this.#skuRow = null;
+      this.#earliest = null;
+    }
+    if (this.#configured) {
+      this.#line = (this.#sql.exec<{ mode: LineMode }>("SELECT mode FROM line_state WHERE id = 1").toArray()[0]?.mode ??
+        0) as LineMode;
+    }
+  }
+
+  /** Whether this object was ever configured (it has tables); before that it stores nothing. */
+  get configured(): boolean {
+    return this.#configured;
+  }
+
+  /** Makes or brings up to date the object's tables (each step idempotent: this runs at every start). */
+  #migrate(): void {
     for (const statement of STOCK_SCHEMA) this.#sql.exec(statement);
     // `sku.created` came after the table: an object from before gets it, counted from its rows (none
     // were pruned then, so the largest rowid is the count). Settled rows are pruned since, so the
@@ -401,15 +491,22 @@ export class StockEngine {
       this.#sql.exec("ALTER TABLE sku ADD COLUMN created INTEGER NOT NULL DEFAULT 0");
       this.#sql.exec("UPDATE sku SET created = (SELECT coalesce(MAX(rowid), 0) FROM reservations)");
     }
-    this.#lineAhead =
-      this.#sql.exec<{ on_: number }>("SELECT on_ FROM line_ahead WHERE id = 1").toArray()[0]?.on_ === 1;
-    this.draw = new OpeningDraw(this.#sql);
+    migrateColumns(this.#sql); // columns added since (token expiry, payment content), and their indexes
+    this.draw.install();
+    this.#configured = true;
+    this.#configRow = undefined;
   }
 
   /** The SKU's configuration and counts, or null before the first `configure`. */
   state(): SkuState | null {
     const row = this.#row();
-    return row ? { ...toState(row, this.#pricingNow()), ...this.#windowOf() } : null;
+    return row ? this.#stateOf(row) : null;
+  }
+
+  #stateOf(row: SkuRow): SkuState {
+    const state: SkuState = { ...toState(row, this.#pricingNow()), ...this.#windowOf() };
+    if (this.#config().plan !== null) state.reconfiguring = true;
+    return state;
   }
 
   /**
@@ -417,6 +514,7 @@ export class StockEngine {
    * whatever changes the object's SQLite behind the engine (tests that play a bug or a lost row).
    */
   forget(): void {
+    this.#configRow = undefined;
     this.#skuRow = undefined;
     this.#skuDirty = false;
     this.#earliest = undefined;
@@ -482,11 +580,22 @@ export class StockEngine {
     const work = this.#work;
     if (work.holds.length > 0) {
       this.#sql.exec(
-        `INSERT INTO reservations (id, user_id, quantity, status, nonce, created_at, expires_at, updated_at, seq)
-         SELECT value ->> 0, value ->> 1, value ->> 2, 'held', value ->> 3, value ->> 4, value ->> 5, value ->> 4, value ->> 6
+        `INSERT INTO reservations
+           (id, user_id, quantity, status, nonce, created_at, expires_at, updated_at, seq, token_expires_at)
+         SELECT value ->> 0, value ->> 1, value ->> 2, 'held', value ->> 3, value ->> 4, value ->> 5, value ->> 4,
+                value ->> 6, value ->> 7
            FROM json_each(?)`,
         JSON.stringify(
-          work.holds.map((r) => [r.id, r.user_id, r.quantity, r.nonce, r.created_at, r.expires_at, r.seq]),
+          work.holds.map((r) => [
+            r.id,
+            r.user_id,
+            r.quantity,
+            r.nonce,
+            r.created_at,
+            r.expires_at,
+            r.seq,
+            r.token_expires_at,
+          ]),
         ),
       );
       work.holds = [];
@@ -517,27 +626,14 @@ export class StockEngine {
   setPricing(pricing: PricingChange): Outcome<SkuState> {
     return this.#transaction(() => {
       if (!this.#row()) return fail<SkuState>("SKU_NOT_FOUND");
-      const current = this.#pricingNow();
-      const next: Pricing = {
-        price: pricing.price !== undefined ? pricing.price : current.price,
-        currency: pricing.currency ?? current.currency,
-      };
-      if (next.price !== current.price || next.currency !== current.currency) {
-        this.#sql.exec(
-          `INSERT INTO sku_pricing (id, price, currency) VALUES (1, ?, ?)
-           ON CONFLICT (id) DO UPDATE SET price = excluded.price, currency = excluded.currency`,
-          next.price,
-          next.currency,
-        );
-        this.#pricing = next;
-        this.#bumpSeq();
-      }
+      this.#applyPricing(pricing);
       return ok(this.#stateNow());
     });
   }
 
   /** Payment events answered `refund_required` on this shard, each counted once. */
   paymentTotals(): PaymentTotals {
+    if (!this.#configured) return { refund_required: 0 };
     const row = this.#sql
       .exec<{ count: number }>("SELECT count FROM payment_totals WHERE outcome = 'refund_required'")
       .toArray()[0];
@@ -545,58 +641,194 @@ export class StockEngine {
   }
 
   /**
-   * Creates or updates the SKU. Refuses to drop `totalStock` below held + sold. Given `now`, units
-   * that become available go to the waitlist first.
+   * Creates or updates the SKU in one transaction: settings, this shard's total (absolute, or on
+   * shard 0 of a sharded SKU `retarget`), price and currency. Refuses to drop the total below
+   * held + sold. A refusal rolls the whole transaction back: a refused change writes nothing, and an
+   * object never configured stays without tables. Given `now`, units that become available go to
+   * the waitlist first.
    */
   configure(settings: SkuSettings, now?: number): Outcome<SkuState> {
-    return this.#transaction(() => {
-      const current = this.#row();
-      const total = settings.totalStock ?? current?.total ?? 0;
-      if (current && total < current.held + current.sold) {
-        return fail<SkuState>("INVALID_STATE");
-      }
-      // A new shard count moves users between shards: only while this shard holds and sells nothing
-      // (nor keeps entries of an opening draw that is not decided yet: they wait on their home shard).
-      if (current && settings.shards !== current.shards && current.held + current.sold > 0) {
-        return fail<SkuState>("INVALID_STATE");
-      }
-      if (current && settings.shards !== current.shards && this.draw.pending(now ?? 0)) {
-        return fail<SkuState>("INVALID_STATE");
-      }
-      const keep = <T>(next: T | undefined, prior: T | undefined, fallback: T): T =>
-        next !== undefined ? next : prior !== undefined ? prior : fallback;
-      // Fair opening: a window is set before it opens and never moved once open (opening-draw.ts).
-      const startsAt = keep(settings.startsAt, current?.starts_at, null);
-      const newSeed = settings.shard === 0 ? this.#newSeed : null;
-      if (!this.draw.configure(settings.openingWindowMs, startsAt, now ?? 0, newSeed)) {
-        return fail<SkuState>("INVALID_STATE");
-      }
-      // Nothing is dirty at a transaction's start: SQLite's row is memory's, and this writes both.
-      const written = this.#sql.exec<SkuRow>(
-        `INSERT INTO sku (id, sku, shard, shards, name, status, per_user_limit, hold_seconds, starts_at, ends_at, total, seq)
-         VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
-         ON CONFLICT (id) DO UPDATE SET
-           shards = excluded.shards, name = excluded.name, status = excluded.status,
-           per_user_limit = excluded.per_user_limit, hold_seconds = excluded.hold_seconds,
-           starts_at = excluded.starts_at, ends_at = excluded.ends_at, total = excluded.total,
-           seq = sku.seq + 1
-         RETURNING *`,
-        settings.sku,
-        settings.shard,
-        settings.shards,
-        keep(settings.name, current?.name, settings.sku),
-        keep(settings.status, current?.status as SaleStatus | undefined, DEFAULTS.status),
-        keep(settings.perUserLimit, current?.per_user_limit, DEFAULTS.perUserLimit),
-        keep(settings.holdSeconds, current?.hold_seconds, DEFAULTS.holdSeconds),
-        keep(settings.startsAt, current?.starts_at, null),
-        keep(settings.endsAt, current?.ends_at, null),
-        total,
-      );
-      this.#skuRow = written.one();
-      if (settings.skuTotal !== undefined) this.#setTarget(settings.skuTotal);
-      if (now !== undefined) this.#fillWaitlist(now);
-      return ok(this.#stateNow());
+    const installing = !this.#configured;
+    try {
+      return this.#transaction(() => {
+        if (installing) this.#migrate();
+        const outcome = this.#configureNow(settings, now);
+        if (!outcome.ok) throw new Refusal(outcome);
+        return outcome;
+      });
+    } catch (err) {
+      if (installing) this.#unconfigure();
+      else this.draw.reload(); // the draw's row in memory may be the rolled-back one
+      if (err instanceof Refusal) return err.outcome as Outcome<SkuState>;
+      throw err;
+    }
+  }
+
+  #configureNow(settings: SkuSettings, now: number | undefined): Outcome<SkuState> {
+    const current = this.#row();
+    const config = this.#config();
+    if (settings.version !== undefined && current && settings.version <= config.version) return ok(this.#stateNow());
+    if (config.fence !== null && settings.changeId !== config.fence) return fail("BUSY");
+    // A resize's commit that this shard applied already (it is no longer fenced): a repeat.
+    if (settings.changeId !== undefined && config.fence === null && current) return ok(this.#stateNow());
+    let total = settings.totalStock ?? current?.total ?? 0;
+    if (settings.retarget && current) {
+      const recorded = this.skuTarget() ?? settings.retarget.assumed;
+      const change = settings.retarget.total - recorded;
+      const available = current.total - current.held - current.sold;
+      if (change < 0 && available < -change) return { ok: false, code: "INVALID_STATE", missing: -change - available };
+      total = current.total + change;
+    }
+    if (current && total < current.held + current.sold) {
+      return fail<SkuState>("INVALID_STATE");
+    }
+    // A new shard count moves users between shards: only while this shard holds and sells nothing
+    // (nor keeps entries of an opening draw that is not decided yet: they wait on their home shard).
+    if (current && settings.shards !== current.shards && current.held + current.sold > 0) {
+      return fail<SkuState>("INVALID_STATE");
+    }
+    if (current && settings.shards !== current.shards && this.draw.pending(now ?? 0)) {
+      return fail<SkuState>("INVALID_STATE");
+    }
+    const keep = <T>(next: T | undefined, prior: T | undefined, fallback: T): T =>
+      next !== undefined ? next : prior !== undefined ? prior : fallback;
+    // Fair opening: a window is set before it opens and never moved once open (opening-draw.ts).
+    const startsAt = keep(settings.startsAt, current?.starts_at, null);
+    const newSeed = settings.shard === 0 ? this.#newSeed : null;
+    if (!this.draw.configure(settings.openingWindowMs, startsAt, now ?? 0, newSeed)) {
+      return fail<SkuState>("INVALID_STATE");
+    }
+    // Nothing is dirty at a transaction's start: SQLite's row is memory's, and this writes both.
+    const written = this.#sql.exec<SkuRow>(
+      `INSERT INTO sku (id, sku, shard, shards, name, status, per_user_limit, hold_seconds, starts_at, ends_at, total, seq)
+       VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+       ON CONFLICT (id) DO UPDATE SET
+         shards = excluded.shards, name = excluded.name, status = excluded.status,
+         per_user_limit = excluded.per_user_limit, hold_seconds = excluded.hold_seconds,
+         starts_at = excluded.starts_at, ends_at = excluded.ends_at, total = excluded.total,
+         seq = sku.seq + 1
+       RETURNING *`,
+      settings.sku,
+      settings.shard,
+      settings.shards,
+      keep(settings.name, current?.name, settings.sku),
+      keep(settings.status, current?.status as SaleStatus | undefined, DEFAULTS.status),
+      keep(settings.perUserLimit, current?.per_user_limit, DEFAULTS.perUserLimit),
+      keep(settings.holdSeconds, current?.hold_seconds, DEFAULTS.holdSeconds),
+      startsAt,
+      keep(settings.endsAt, current?.ends_at, null),
+      total,
+    );
+    this.#skuRow = written.one();
+    if (settings.retarget) this.#setTarget(settings.retarget.total);
+    else if (settings.skuTotal !== undefined) this.#setTarget(settings.skuTotal);
+    this.#applyPricing(settings);
+    this.#writeConfig({
+      version: settings.version ?? config.version,
+      fence: settings.changeId === config.fence ? null : config.fence,
+      plan: settings.plan ?? config.plan,
+      phase: settings.plan !== undefined ? "committing" : config.phase,
     });
+    if (current && total > current.total) this.#freed += total - current.total;
+    if (now !== undefined) this.#fillWaitlist(now);
+    return ok(this.#stateNow());
+  }
+
+  #fenced(): boolean {
+    return this.#configured && this.#config().fence !== null;
+  }
+
+  /** Forgets the tables a configure that was rolled back had made: the object is blank again. */
+  #unconfigure(): void {
+    this.#configured = false;
+    this.#skuRow = null;
+    this.#earliest = null;
+    this.#configRow = undefined;
+    this.draw.uninstall();
+  }
+
+  #config(): ConfigRow {
+    this.#configRow ??= this.#sql.exec<ConfigRow>("SELECT version, fence, plan, phase FROM config WHERE id = 1").one();
+    return this.#configRow;
+  }
+
+  #writeConfig(config: ConfigRow): void {
+    this.#sql.exec(
+      "UPDATE config SET version = ?, fence = ?, plan = ?, phase = ? WHERE id = 1",
+      config.version,
+      config.fence,
+      config.plan,
+      config.phase,
+    );
+    this.#configRow = { ...config };
+  }
+
+  /**
+   * A resize, step 1 on each shard it reaches: stages this shard for change `changeId` if it is idle
+   * (nothing held or sold, nobody waiting, no undecided draw, no transfer in flight): from then on
+   * it takes no new hold or waitlist entry (`BUSY`) until the change commits or is lifted. `plan`:
+   * shard 0 records the resize it runs (phase `preparing`). A shard never configured is idle and
+   * stays blank. Again with the same id: the same answer.
+   */
+  fence(changeId: string, now: number, plan?: string): Outcome<null> {
+    if (!this.#configured) return ok(null);
+    return this.#transaction(() => {
+      this.#expireDue(now, LAZY_EXPIRY_BATCH);
+      const config = this.#config();
+      if (config.fence === changeId) return ok(null);
+      if (config.fence !== null || config.plan !== null) return fail<null>("BUSY");
+      const sku = this.#row();
+      if (sku && (sku.held + sku.sold > 0 || this.waitlistLength() > 0 || this.draw.pending(now))) {
+        return fail<null>("INVALID_STATE");
+      }
+      if (this.pendingTransfers().length > 0) return fail<null>("BUSY"); // units in flight: retry
+      this.#writeConfig({ ...config, fence: changeId, plan: plan ?? null, phase: plan ? "preparing" : null });
+      return ok(null);
+    });
+  }
+
+  /** Lifts the fence of a change that will not commit (and, on shard 0, its plan). */
+  unfence(changeId: string): void {
+    if (!this.#configured) return;
+    this.#transaction(() => {
+      const config = this.#config();
+      if (config.fence !== changeId) return;
+      this.#writeConfig({ ...config, fence: null, plan: null, phase: null });
+    });
+  }
+
+  /** Shard 0: the resize it runs, if one is left (its alarm finishes or undoes it). */
+  resizePlan(): ResizePlanRow | null {
+    if (!this.#configured) return null;
+    const config = this.#config();
+    return config.plan !== null && config.phase !== null ? { plan: config.plan, phase: config.phase } : null;
+  }
+
+  /** Shard 0: every sibling applied the resize: it is over. */
+  endPlan(): void {
+    if (!this.#configured) return;
+    this.#transaction(() => {
+      const config = this.#config();
+      if (config.phase === "committing") this.#writeConfig({ ...config, plan: null, phase: null });
+    });
+  }
+
+  /** Applies a price and currency in the caller's transaction (fields left out keep their value). */
+  #applyPricing(change: PricingChange): void {
+    const current = this.#pricingNow();
+    const next: Pricing = {
+      price: change.price !== undefined ? change.price : current.price,
+      currency: change.currency ?? current.currency,
+    };
+    if (next.price === current.price && next.currency === current.currency) return;
+    this.#sql.exec(
+      `INSERT INTO sku_pricing (id, price, currency) VALUES (1, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET price = excluded.price, currency = excluded.currency`,
+      next.price,
+      next.currency,
+    );
+    this.#pricing = next;
+    this.#bumpSeq();
   }
 
   /** Decides a batch of reservations in one transaction, in arrival order, one answer each. */
@@ -622,13 +854,23 @@ export class StockEngine {
   }
 
   /**
-   * The shard's spent-nonce digest: FNV-1a hashes of the nonces of reservations made since `since`
-   * (older tokens have expired, so they can no longer be replayed), and the seq it was read at.
+   * The shard's spent-nonce digest: FNV-1a hashes of the nonces whose token can still be replayed,
+   * and the seq it was read at. A token whose expiry its reservation recorded counts until it expired
+   * before `expiredBefore`; one without, when its reservation was made since `since` (older tokens of
+   * the lifetime of now have expired). Each half reads its own index: the tokens it returns.
    */
-  spentNonces(since: number): SpentDigest {
+  spentNonces(since: number, expiredBefore: number): SpentDigest {
     const row = this.#row();
+    if (!row) return { seq: 0, nonces: [] };
     const nonces = this.#sql
-      .exec<{ nonce: string }>("SELECT nonce FROM reservations WHERE nonce IS NOT NULL AND created_at >= ?", since)
+      .exec<{ nonce: string }>(
+        `SELECT nonce FROM reservations
+          WHERE nonce IS NOT NULL AND token_expires_at IS NOT NULL AND token_expires_at >= ?
+         UNION ALL
+         SELECT nonce FROM reservations WHERE nonce IS NOT NULL AND token_expires_at IS NULL AND created_at >= ?`,
+        expiredBefore,
+        since,
+      )
       .toArray()
       .map((r) => fnv1a(r.nonce));
     return { seq: row?.seq ?? 0, nonces };
@@ -636,6 +878,7 @@ export class StockEngine {
 
   /** Releases a held reservation of `userId`. Cancelling a cancelled one again changes nothing. */
   cancel(reservationId: string, userId: string, now: number): Outcome<Reservation> {
+    if (!this.#configured) return fail("RESERVATION_NOT_FOUND");
     return this.#transaction(() => {
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
       const row = this.#reservationRow(reservationId);
@@ -648,6 +891,8 @@ export class StockEngine {
 
   /**
    * Applies a payment event once per event id (invariant 6); a replay gets the first answer again.
+   * One id is one event: the same id naming another reservation, type, amount or currency is
+   * `IDEMPOTENCY_MISMATCH` and changes nothing (the edge checks it first for all objects, in D1).
    *
    * - Failure releases a hold and leaves any other status as it is.
    * - Success is checked first: with a price set, `money` must be exactly quantity × price in the
@@ -665,17 +910,32 @@ export class StockEngine {
     money?: PaymentMoney,
     settled?: Reservation,
   ): Outcome<PaymentAnswer> {
+    if (!this.#configured) return fail("RESERVATION_NOT_FOUND");
+    const amount = money?.amount ?? null;
+    const currency = money?.currency?.toLowerCase() ?? null;
     return this.#transaction(() => {
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
-      if (settled && settled.id === reservationId) this.#restoreSettled(settled);
-      const row = this.#reservationRow(reservationId);
-      if (!row) return fail<PaymentAnswer>("RESERVATION_NOT_FOUND");
       const seen = this.#sql
-        .exec<{ status: string; outcome: string }>(
-          "SELECT status, outcome FROM payment_events WHERE event_id = ?",
+        .exec<{
+          reservation_id: string;
+          status: string;
+          outcome: string;
+          type: string | null;
+          amount: number | null;
+          currency: string | null;
+        }>(
+          "SELECT reservation_id, status, outcome, type, amount, currency FROM payment_events WHERE event_id = ?",
           eventId,
         )
         .toArray()[0];
+      // Rows from before the content was recorded (type NULL) can only be compared by reservation.
+      const sameEvent =
+        seen?.reservation_id === reservationId &&
+        (seen.type === null || (seen.type === type && seen.amount === amount && seen.currency === currency));
+      if (seen && !sameEvent) return fail<PaymentAnswer>("IDEMPOTENCY_MISMATCH");
+      if (settled && settled.id === reservationId) this.#restoreSettled(settled);
+      const row = this.#reservationRow(reservationId);
+      if (!row) return fail<PaymentAnswer>("RESERVATION_NOT_FOUND");
       if (seen) {
         return ok({
           reservation: this.#toReservation(row),
@@ -715,12 +975,16 @@ export class StockEngine {
         outcome = "refund_required"; // paid already, or refunded already: never paid twice
       }
       this.#sql.exec(
-        "INSERT INTO payment_events (event_id, reservation_id, status, outcome, created_at) VALUES (?, ?, ?, ?, ?)",
+        `INSERT INTO payment_events (event_id, reservation_id, status, outcome, created_at, type, amount, currency)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
         eventId,
         reservationId,
         reservation.status,
         outcome,
         now,
+        type,
+        amount,
+        currency,
       );
       if (outcome === "refund_required") {
         this.#sql.exec(
@@ -735,13 +999,15 @@ export class StockEngine {
   /**
    * Forgets what no decision needs any more, at most `limit` reservations per call:
    * - finished reservations (not held) whose latest event reconciliation found in D1 (`seq` at or
-   *   below `settledSeq`, its watermark) and whose token can no longer be replayed (made before
-   *   `replayableSince`): D1 keeps them, and the edge reads them there (see src/orders/settled.ts);
+   *   below `settledSeq`, its watermark) and whose token can no longer be replayed (its own expiry,
+   *   when the reservation recorded it, before `expiredBefore`; else made before `replayableSince`):
+   *   D1 keeps them, and the edge reads them there (see src/orders/settled.ts);
    * - quota rows at 0, finished transfers (a giver's record after {@link TRANSFER_RECORD_RETENTION_MS}),
    *   payment event ids after {@link PAYMENT_EVENT_RETENTION_MS}.
-   * Open holds, quotas, nonces within the token lifetime and unfinished transfers stay.
+   * Open holds, quotas, nonces of tokens not expired and unfinished transfers stay.
    */
-  pruneSettled(settledSeq: number, replayableSince: number, now: number, limit: number): Pruned {
+  pruneSettled(settledSeq: number, replayableSince: number, expiredBefore: number, now: number, limit: number): Pruned {
+    if (!this.#configured) return { reservations: 0, quotas: 0, transfers: 0, payments: 0, rowsRead: 0 };
     return this.#transaction(() => {
       let rowsRead = 0;
       const written = (cursor: SqlStorageCursor<Record<string, SqlStorageValue>>): number => {
@@ -749,17 +1015,31 @@ export class StockEngine {
         rowsRead += cursor.rowsRead;
         return cursor.rowsWritten;
       };
-      // Found through the token-time index: what is read is what goes, plus the old rows that stay
-      // (open holds, rows changed after the watermark), not the rows of the token lifetime.
+      // Found through the token indexes: what is read is what goes, plus the expired rows that stay
+      // (open holds, rows changed after the watermark), not the rows of tokens still replayable.
       let reservations = written(
         this.#sql.exec(
           `DELETE FROM reservations WHERE id IN (
              SELECT id FROM reservations
-              WHERE nonce IS NOT NULL AND created_at < ? AND seq <= ? AND status != 'held'
+              WHERE nonce IS NOT NULL AND token_expires_at IS NOT NULL AND token_expires_at < ?
+                AND seq <= ? AND status != 'held'
+              ORDER BY token_expires_at LIMIT ?)`,
+          expiredBefore,
+          settledSeq,
+          limit,
+        ),
+      );
+      // Tokens whose expiry is not known (rows from before, holds of the draw and of a sharded line):
+      // by the token lifetime of now, as before.
+      reservations += written(
+        this.#sql.exec(
+          `DELETE FROM reservations WHERE id IN (
+             SELECT id FROM reservations
+              WHERE nonce IS NOT NULL AND token_expires_at IS NULL AND created_at < ? AND seq <= ? AND status != 'held'
               ORDER BY created_at LIMIT ?)`,
           replayableSince,
           settledSeq,
-          limit,
+          Math.max(0, limit - reservations),
         ),
       );
       // Rows put back for a late payment (no nonce: no token to replay), through the nonce index.
@@ -832,7 +1112,13 @@ export class StockEngine {
    * Puts a buyer in line for released units. Only while nothing is available on this shard
    * (else `STOCK_AVAILABLE`), only within the per-user limit; joining twice keeps the first place.
    */
-  joinWaitlist(userId: string, quantity: number, now: number, skuAvailable?: number): Outcome<WaitlistEntry> {
+  joinWaitlist(
+    userId: string,
+    quantity: number,
+    now: number,
+    skuAvailable?: number,
+    homeQuota?: number,
+  ): Outcome<WaitlistEntry> {
     return this.#transaction(() => {
       this.#expireDue(now, LAZY_EXPIRY_BATCH);
       const sku = this.#row();
@@ -842,14 +1128,16 @@ export class StockEngine {
       }
       // A sharded SKU's line (on shard 0) is joined while the whole SKU has nothing for newcomers:
       // nothing available, or buyers already waiting for what is.
-      const available =
-        sku.shards > 1 ? (this.waitlistLength() > 0 ? 0 : (skuAvailable ?? 0)) : sku.total - sku.held - sku.sold;
+      const available = sku.shards > 1 ? (this.#line === 1 ? 0 : (skuAvailable ?? 0)) : sku.total - sku.held - sku.sold;
+      if (this.#fenced()) return fail<WaitlistEntry>("BUSY");
       if (available > 0) return fail<WaitlistEntry>("STOCK_AVAILABLE");
       const existing = this.#sql
         .exec<{ id: string; position: number }>("SELECT id, position FROM waitlist WHERE user_id = ?", userId)
         .toArray()[0];
       if (existing) return ok({ waitlistId: existing.id, position: this.#positionOf(existing.position) });
-      if (this.#quota(userId) + quantity > sku.per_user_limit) return fail<WaitlistEntry>("LIMIT_EXCEEDED");
+      // A sharded SKU's line is here, the buyer's count on their home shard (`homeQuota`, read there).
+      if ((homeQuota ?? this.#quota(userId)) + quantity > sku.per_user_limit)
+        return fail<WaitlistEntry>("LIMIT_EXCEEDED");
       const row = this.#sql
         .exec<{ id: string; position: number }>(
           "INSERT INTO waitlist (id, user_id, quantity, created_at) VALUES (?, ?, ?, ?) RETURNING id, position",
@@ -870,6 +1158,7 @@ export class StockEngine {
    * granted nothing leaves no trace).
    */
   giveStock(transferId: string, toShard: number, requested: number, now: number): number {
+    if (!this.#configured) return 0;
     return this.#transaction(() => {
       const done = this.#sql
         .exec<{ granted: number }>("SELECT granted FROM transfers WHERE id = ? AND direction = 'out'", transferId)
@@ -927,6 +1216,7 @@ export class StockEngine {
 
   /** Transfers this shard asked for whose answer it never recorded (the alarm finishes them). */
   pendingTransfers(): PendingTransfer[] {
+    if (!this.#configured) return [];
     return this.#sql
       .exec<{ id: string; peer: number; requested: number }>(
         "SELECT id, peer, requested FROM transfers WHERE direction = 'in' AND granted IS NULL ORDER BY created_at",
@@ -935,41 +1225,9 @@ export class StockEngine {
       .map((row) => ({ id: row.id, from: row.peer, requested: row.requested }));
   }
 
-  /**
-   * Shard 0 of a SKU: sets the SKU's total over all its shards to `total`, absolutely. The change
-   * is taken from the total last set, recorded here (`sku_target`), never from a sum of the live
-   * shards, which a transfer in flight (given, not yet received) or a concurrent PUT would skew.
-   * Transfers move units between shards and never change the SKU's total, so applying the change
-   * to this shard alone keeps Σ shard totals (+ units in flight) equal to the recorded target.
-   *
-   * A rise adds units here (waiting buyers first). A cut removes this shard's available units;
-   * when it has fewer than the cut needs, nothing changes and the answer is how many it lacks:
-   * the caller pulls them from siblings (which conserves stock) and asks again. 0: done.
-   * `assumed` stands for the target of a SKU configured before targets were recorded.
-   */
-  retarget(total: number, now: number, assumed: number): number {
-    return this.#transaction(() => {
-      this.#expireDue(now, LAZY_EXPIRY_BATCH);
-      const sku = this.#requireRow();
-      const recorded = this.#sql.exec<{ total: number }>("SELECT total FROM sku_target WHERE id = 1").toArray()[0];
-      const change = total - (recorded?.total ?? assumed);
-      const available = sku.total - sku.held - sku.sold;
-      if (change < 0 && available < -change) return -change - available;
-      this.#setTarget(total);
-      if (change === 0) return 0;
-      sku.total += change;
-      this.#skuDirty = true;
-      this.#bumpSeq();
-      if (change > 0) {
-        this.#freed += change;
-        this.#fillWaitlist(now);
-      }
-      return 0;
-    });
-  }
-
   /** The SKU's total as the operator last set it (shard 0 only), or null if never recorded. */
   skuTarget(): number | null {
+    if (!this.#configured) return null;
     return this.#sql.exec<{ total: number }>("SELECT total FROM sku_target WHERE id = 1").toArray()[0]?.total ?? null;
   }
 
@@ -1035,6 +1293,7 @@ export class StockEngine {
    * (a higher seq, so the consumer applies it over whatever D1 holds). Returns how many.
    */
   reemit(reservationIds: readonly string[], now: number): number {
+    if (!this.#configured) return 0;
     return this.#transaction(() => {
       let count = 0;
       for (const id of reservationIds) {
@@ -1048,6 +1307,7 @@ export class StockEngine {
   }
 
   reservation(reservationId: string): Reservation | null {
+    if (!this.#configured) return null;
     const row = this.#reservationRow(reservationId);
     return row ? this.#toReservation(row) : null;
   }
@@ -1066,6 +1326,7 @@ export class StockEngine {
 
   /** Whether the outbox holds events not yet sent (one row read, nothing parsed). */
   hasPendingEvents(): boolean {
+    if (!this.#configured) return false;
     this.#writePending();
     return this.#sql.exec("SELECT 1 FROM outbox_events LIMIT 1").toArray().length > 0;
   }
@@ -1075,6 +1336,7 @@ export class StockEngine {
    * worth at most), their text as stored: the sender joins it into message bodies unparsed.
    */
   pendingRows(limit: number): OutboxRow[] {
+    if (!this.#configured) return [];
     this.#writePending();
     const out: OutboxRow[] = [];
     let events = 0;
@@ -1171,6 +1433,8 @@ export class StockEngine {
     }
     const drawn = this.#drawAnswer(request, available);
     if (drawn) return drawn;
+    // A resize has staged this shard: no new hold until it commits or is lifted (moments).
+    if (this.#fenced()) return fail("BUSY", available);
     if (request.shards !== undefined && request.shards !== sku.shards) return fail("TOKEN_INVALID");
 
     if (!isOnSale({ status: sku.status, startsAt: sku.starts_at, endsAt: sku.ends_at }, now)) {
@@ -1181,11 +1445,11 @@ export class StockEngine {
     }
     if (this.draw.pending(now)) return this.#enterDraw(request, sku, now);
     // Buyers are waiting for this SKU: its units are theirs, a newcomer joins the line.
-    if (this.#lineAhead && !forLine) return fail("SOLD_OUT", 0);
+    if (this.#line === 1 && !forLine) return fail("SOLD_OUT", 0);
     if (available === 0) return fail("SOLD_OUT", 0);
     if (available < request.quantity) return fail("INSUFFICIENT_STOCK", available);
 
-    const reservation = this.#hold(sku, request.userId, request.quantity, request.nonce, now);
+    const reservation = this.#hold(sku, request.userId, request.quantity, request.nonce, now, request.tokenExpiresAt);
     return ok({ reservation, replayed: false, available: available - request.quantity });
   }
 
@@ -1194,7 +1458,14 @@ export class StockEngine {
    * nonce and its outbox event into the transaction's working set, the user's quota; all written
    * before the commit (see {@link #writeBack}). Returns the reservation.
    */
-  #hold(sku: SkuRow, userId: string, quantity: number, nonce: string | null, now: number): Reservation {
+  #hold(
+    sku: SkuRow,
+    userId: string,
+    quantity: number,
+    nonce: string | null,
+    now: number,
+    tokenExpiresAt?: number,
+  ): Reservation {
     sku.held += quantity;
     sku.seq += 1;
     sku.created += 1;
@@ -1208,6 +1479,7 @@ export class StockEngine {
       created_at: now,
       expires_at: now + sku.hold_seconds * 1000,
       updated_at: now,
+      token_expires_at: nonce === null ? null : (tokenExpiresAt ?? null),
       seq: sku.seq,
     };
     if (this.#work.holds.push(row) >= WRITE_CHUNK) this.#writePending();
@@ -1382,6 +1654,7 @@ export class StockEngine {
   /** The line, first in line first (shard 0 of a sharded SKU). Lapses it when the sale has ended. */
   lineEntries(now: number): { id: string; userId: string; quantity: number }[] {
     const sku = this.#row();
+    if (!sku) return [];
     if (sku?.ends_at != null && now >= sku.ends_at) this.#sql.exec("DELETE FROM waitlist");
     return this.#sql
       .exec<{ id: string; user_id: string; quantity: number }>(
@@ -1404,6 +1677,16 @@ export class StockEngine {
     }
     if (entry.code === null || entry.position === null || entry.entry_id === null) return fail("DRAW_PENDING");
     return this.#drawnOutcome(entry, { entryId: entry.entry_id, position: entry.position }, available);
+  }
+
+  /**
+   * A waiting request's draw answer, read without a transaction (SkuStock.awaitDraw): its entry's
+   * recorded answer, `DRAW_PENDING` until there is one, or undefined when its token joined no entry.
+   * It only reads, so a woken request costs a read, not a transaction.
+   */
+  drawAnswerOf(request: ReserveRequest): Outcome<ReserveAnswer> | undefined {
+    const sku = this.#row();
+    return sku ? this.#drawAnswer(request, sku.total - sku.held - sku.sold) : undefined;
   }
 
   #drawnOutcome(
@@ -1530,17 +1813,33 @@ export class StockEngine {
     this.#sql.exec("DELETE FROM waitlist WHERE id = ?", entryId);
   }
 
+  /** Buyers wait in the SKU's line and its units are theirs: newcomers are answered SOLD_OUT. */
   get lineAhead(): boolean {
-    return this.#lineAhead;
+    return this.#line === 1;
   }
 
-  /** Shard 0 tells every shard whether the SKU's line has buyers (see {@link lineAhead}). */
-  setLineAhead(on: boolean): void {
+  /** Buyers wait in the SKU's line: units freed here are offered to it (shard 0 serves it). */
+  get lineWaiting(): boolean {
+    return this.#line !== 0;
+  }
+
+  /** Shard 0 tells every shard what the SKU's line is now (see {@link LineMode}). */
+  setLine(mode: LineMode): void {
     this.#sql.exec(
-      "INSERT INTO line_ahead (id, on_) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET on_ = excluded.on_",
-      on ? 1 : 0,
+      "INSERT INTO line_state (id, mode) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET mode = excluded.mode",
+      mode,
     );
-    this.#lineAhead = on;
+    this.#line = mode;
+  }
+
+  get line(): LineMode {
+    return this.#line;
+  }
+
+  /** A user's active quantity (held + sold) on this shard: the per-user limit's count. */
+  quotaOf(userId: string): number {
+    if (!this.#configured) return 0;
+    return this.#quota(userId);
   }
 
   /** Units released or added since the last call (0 when nothing was). */
@@ -1552,6 +1851,7 @@ export class StockEngine {
 
   /** Buyers waiting for released units on this shard. */
   waitlistLength(): number {
+    if (!this.#configured) return 0;
     return this.#sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM waitlist").toArray()[0]?.n ?? 0;
   }
 
@@ -1564,7 +1864,7 @@ export class StockEngine {
   }
 
   #stateNow(): SkuState {
-    return { ...toState(this.#requireRow(), this.#pricingNow()), ...this.#windowOf() };
+    return this.#stateOf(this.#requireRow());
   }
 
   #bumpSeq(): number {

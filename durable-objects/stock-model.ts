@@ -22,6 +22,7 @@ export {
   statusOf,
 } from "./order-events";
 export { fnv1a, homeShard, shardName } from "./shard-name";
+export type { SkuChange } from "./sku-change";
 export type { MirrorCheck, RepairDone, SkuStock } from "./sku-stock";
 export {
   type Audit,

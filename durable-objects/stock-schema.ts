@@ -113,9 +113,8 @@ export const STOCK_SCHEMA: readonly string[] = [
      outcome TEXT    PRIMARY KEY,
      count   INTEGER NOT NULL
    )`,
-  // The spent-nonce digest reads the nonces of the token lifetime (a range of created_at) without
-  // scanning every reservation.
-  `CREATE INDEX IF NOT EXISTS reservations_nonce_by_time ON reservations (created_at) WHERE nonce IS NOT NULL`,
+  // (Here the index `reservations_nonce_by_time` was made: replaced by the two token indexes of
+  // STOCK_COLUMN_STEPS, which drop it.)
   // Filling the waitlist finds the first entry in line that fits by quantity, not by reading the line.
   `CREATE INDEX IF NOT EXISTS waitlist_by_quantity ON waitlist (quantity, position)`,
   // Payment event ids are forgotten after their retention, oldest first.
@@ -153,4 +152,61 @@ export const STOCK_SCHEMA: readonly string[] = [
        FROM outbox_batch b, json_each(b.events) e
       GROUP BY b.first_seq, e.key / 32`,
   `DROP TABLE IF EXISTS outbox_batch`,
+  // The SKU's configuration as a unit (durable-objects/sku-change.ts): `version`, the shard 0 version
+  // this shard's settings came from (a follower applies only newer ones); `fence`, the resize that
+  // has staged this shard (no new hold until it commits or is lifted); `plan` and `phase`, on
+  // shard 0, the resize it runs, so its alarm finishes or undoes one left half done.
+  `CREATE TABLE IF NOT EXISTS config (
+     id      INTEGER PRIMARY KEY CHECK (id = 1),
+     version INTEGER NOT NULL DEFAULT 0,
+     fence   TEXT,
+     plan    TEXT,
+     phase   TEXT CHECK (phase IS NULL OR phase IN ('preparing', 'committing'))
+   )`,
+  `INSERT OR IGNORE INTO config (id, version) VALUES (1, 0)`,
+  // The SKU's line as shard 0 last told this shard (replaces `line_ahead`): 0 nobody waits; 1 buyers
+  // wait and the units are theirs (newcomers are refused); 2 buyers wait but want more than the SKU
+  // has, so newcomers may buy what is there, and freed units are still offered to the line.
+  `CREATE TABLE IF NOT EXISTS line_state (
+     id   INTEGER PRIMARY KEY CHECK (id = 1),
+     mode INTEGER NOT NULL CHECK (mode IN (0, 1, 2))
+   )`,
+  `INSERT OR IGNORE INTO line_state (id, mode) SELECT 1, on_ FROM line_ahead WHERE id = 1`,
 ];
+
+/**
+ * Columns added to tables after they were made. SQLite has no `ADD COLUMN IF NOT EXISTS`, so
+ * {@link migrateColumns} adds each one only where `pragma_table_info` lacks it, after STOCK_SCHEMA.
+ */
+const STOCK_COLUMNS: readonly { table: string; column: string; type: string }[] = [
+  // The purchase token's own expiry (epoch ms): its reservation is kept until then, whatever the
+  // token lifetime is today. NULL: not known (rows from before, holds of the line and the draw).
+  { table: "reservations", column: "token_expires_at", type: "INTEGER" },
+  // What each payment event said, so the same id saying something else is refused. NULL on rows
+  // from before: only their reservation is compared.
+  { table: "payment_events", column: "type", type: "TEXT" },
+  { table: "payment_events", column: "amount", type: "INTEGER" },
+  { table: "payment_events", column: "currency", type: "TEXT" },
+];
+
+/** Migration steps that read the columns above, appended in order; each idempotent. */
+const STOCK_COLUMN_STEPS: readonly string[] = [
+  // Pruning and the spent-nonce digest read tokens by their own expiry: a prune visit reads what it
+  // deletes, the digest the tokens not expired.
+  `CREATE INDEX IF NOT EXISTS reservations_token_expiry ON reservations (token_expires_at)
+     WHERE nonce IS NOT NULL AND token_expires_at IS NOT NULL`,
+  // Nonces whose token expiry is not known, by the time they were taken (the rule of before). A hold
+  // goes into one of the two indexes, not both: the index they replace is dropped.
+  `CREATE INDEX IF NOT EXISTS reservations_untimed_nonce_by_time ON reservations (created_at)
+     WHERE nonce IS NOT NULL AND token_expires_at IS NULL`,
+  `DROP INDEX IF EXISTS reservations_nonce_by_time`,
+];
+
+/** Adds the columns of STOCK_COLUMNS an object lacks, then runs the steps that read them. */
+export function migrateColumns(sql: SqlStorage): void {
+  for (const { table, column, type } of STOCK_COLUMNS) {
+    const present = sql.exec("SELECT 1 FROM pragma_table_info(?) WHERE name = ?", table, column).toArray();
+    if (present.length === 0) sql.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${type}`);
+  }
+  for (const statement of STOCK_COLUMN_STEPS) sql.exec(statement);
+}

@@ -5,8 +5,10 @@
 --
 --   0. bad arguments ............................................ error reply, nothing written
 --   1. holds with expires_at <= now are released, oldest first, at most 64 (lazy expiry)
---   2. the reservation exists ................................... else RESERVATION_NOT_FOUND
---   3. the event id was applied before .......................... ok, the reservation as it is
+--   2. the event id was applied to another reservation or type .. IDEMPOTENCY_MISMATCH (one event
+--                                                                 id is one event), nothing written
+--   3. the reservation exists ................................... else RESERVATION_NOT_FOUND
+--      the event id was applied before .......................... ok, the reservation as it is
 --                                                                 now, the status and outcome
 --                                                                 recorded for the event,
 --                                                                 replayed = true
@@ -19,7 +21,8 @@
 --                           reservation is never paid twice)
 --      outcome "applied" unless said otherwise; a refund_required outcome is counted in the sku
 --      hash's `payments_refund_required`.
---   5. the event id is recorded with the resulting status and the outcome, whatever happened in 4
+--   5. the event id is recorded with its reservation and type, the resulting status and the outcome,
+--      whatever happened in 4
 --      (the same answer on every replay of the event).
 --
 -- (The engine also checks a payment's amount and currency against the SKU's price; the Redis
@@ -32,7 +35,7 @@
 --   KEYS[2]  {fg:<sku>:<shard>}:holds     zset  id of every live hold, scored by its expires_at
 --   KEYS[3]  {fg:<sku>:<shard>}:quota     hash  userId -> active quantity (held + sold); 0 is deleted
 --   KEYS[4]  {fg:<sku>:<shard>}:nonces    hash  purchase-token nonce -> reservation id (unused here)
---   KEYS[5]  {fg:<sku>:<shard>}:payments  hash  payment event id -> {"reservationId","status","outcome"}
+--   KEYS[5]  {fg:<sku>:<shard>}:payments  hash  payment event id -> {"reservationId","type","status","outcome"}
 --   KEYS[6]  {fg:<sku>:<shard>}:res:      prefix of the reservation hashes `<prefix><id>`: id sku user_id
 --                                               quantity status nonce created_at expires_at updated_at
 --                                               (not a key itself; reservation keys share its hash tag)
@@ -47,7 +50,7 @@
 --   {"ok":true,"value":{"reservation":{"id","sku","userId","quantity","status","createdAt",
 --                                      "expiresAt","updatedAt"},"status":"paid","outcome":"applied",
 --                                      "replayed":false}}
---   {"ok":false,"code":"RESERVATION_NOT_FOUND"}
+--   {"ok":false,"code":"RESERVATION_NOT_FOUND"} | {"ok":false,"code":"IDEMPOTENCY_MISMATCH"}
 
 local skuKey        = KEYS[1]              -- config and counters of the shard
 local holdsKey      = KEYS[2]              -- live holds by expiry
@@ -134,18 +137,22 @@ end
 
 expireDue(LAZY_EXPIRY)
 
--- 2. The reservation -------------------------------------------------------------------------------
+-- 2. One event id is one event (records from before the type was kept compare by reservation) ------
+
+local seen = redis.call("HGET", paymentsKey, eventId)
+local recorded = seen and cjson.decode(seen)
+if recorded and (recorded.reservationId ~= reservationId or (recorded.type and recorded.type ~= paymentType)) then
+  return reject("IDEMPOTENCY_MISMATCH")
+end
+
+-- 3. The reservation, and an event already applied -------------------------------------------------
 
 local resKey = resPrefix .. reservationId
 local owner, quantity, status = unpack(redis.call("HMGET", resKey, "user_id", "quantity", "status"))
 if not owner then return reject("RESERVATION_NOT_FOUND") end
 quantity = tonumber(quantity)
 
--- 3. Event already applied -------------------------------------------------------------------------
-
-local seen = redis.call("HGET", paymentsKey, eventId)
-if seen then
-  local recorded = cjson.decode(seen)
+if recorded then
   return answer({
     reservation = reservation(reservationId), status = recorded.status, outcome = recorded.outcome, replayed = true,
   })
@@ -183,5 +190,5 @@ if outcome == "refund_required" then redis.call("HINCRBY", skuKey, "payments_ref
 
 local result = reservation(reservationId)
 redis.call("HSET", paymentsKey, eventId,
-  cjson.encode({ reservationId = reservationId, status = result.status, outcome = outcome }))
+  cjson.encode({ reservationId = reservationId, type = paymentType, status = result.status, outcome = outcome }))
 return answer({ reservation = result, status = result.status, outcome = outcome, replayed = false })

@@ -133,7 +133,7 @@ describe("lua scripts: loading", () => {
     const pinned: Record<LuaScriptName, string> = {
       reserve: "fab361ac96c6dee8a72b754eaf7310a26b7f5995",
       release: "d651017387006734a75d6557c7e64f07000d5768",
-      confirm: "8b9ba5732c4b33721d26a8016cb526fe0ddddcfb",
+      confirm: "1c06d6b390aef1aaf368b3ab778c5f90ca4f00fd",
       configure: "cc2b70f5e0d85d0225b2fd678cdef520cb635092",
     };
     expect(LUA_SHA1).toEqual(pinned);
@@ -548,10 +548,10 @@ describe("lua scripts: confirm", () => {
 
     const outcomes = await db().hGetAll(shop.keys[4] ?? "");
     expect(Object.fromEntries(Object.entries(outcomes).map(([k, v]) => [k, JSON.parse(String(v))]))).toEqual({
-      "ev-a": { reservationId: a.id, status: "paid", outcome: "applied" },
-      "ev-b": { reservationId: b.id, status: "cancelled", outcome: "applied" },
-      "ev-a-fail": { reservationId: a.id, status: "paid", outcome: "applied" },
-      "ev-a-again": { reservationId: a.id, status: "paid", outcome: "refund_required" },
+      "ev-a": { reservationId: a.id, type: "payment.succeeded", status: "paid", outcome: "applied" },
+      "ev-b": { reservationId: b.id, type: "payment.failed", status: "cancelled", outcome: "applied" },
+      "ev-a-fail": { reservationId: a.id, type: "payment.failed", status: "paid", outcome: "applied" },
+      "ev-a-again": { reservationId: a.id, type: "payment.succeeded", status: "paid", outcome: "refund_required" },
     });
     await shop.checkInvariants();
   });
@@ -631,24 +631,21 @@ describe("lua scripts: confirm", () => {
       ok: true,
       value: { reservation: paid, status: "paid", outcome: "applied", replayed: true },
     });
-    // the same event id is not applied again, whatever type it now claims
-    expect(await shop.pay(T0 + 3, "ev1", "payment.failed", a.id)).toEqual({
-      ok: true,
-      value: { reservation: paid, status: "paid", outcome: "applied", replayed: true },
-    });
+    // one event id is one event: the same id claiming another type changes nothing
+    expect(await shop.pay(T0 + 3, "ev1", "payment.failed", a.id)).toEqual({ ok: false, code: "IDEMPOTENCY_MISMATCH" });
     expect(await db().hGet(shop.keys[0] ?? "", "seq")).toBe(version);
     expect(await shop.stock()).toEqual({ total: 3, available: 2, held: 0, sold: 1 });
 
-    // the reservation is looked up before the event: an unknown reservation is not found
-    expect(await shop.pay(T0 + 4, "ev1", "payment.succeeded", shop.id("nope"))).toEqual({
+    // a new event id for an unknown reservation is not found
+    expect(await shop.pay(T0 + 4, "ev2", "payment.succeeded", shop.id("nope"))).toEqual({
       ok: false,
       code: "RESERVATION_NOT_FOUND",
     });
-    // a known event id on another reservation answers that reservation as it is, replayed
+    // a known event id naming another reservation is refused, and that reservation stays held
     const b = okValue(await shop.reserve(T0 + 5, shop.id(2), "u2", "n2")).reservation;
     expect(await shop.pay(T0 + 6, "ev1", "payment.succeeded", b.id)).toEqual({
-      ok: true,
-      value: { reservation: b, status: "paid", outcome: "applied", replayed: true },
+      ok: false,
+      code: "IDEMPOTENCY_MISMATCH",
     });
     expect(await shop.status(b.id)).toBe("held");
     await shop.checkInvariants();

@@ -65,6 +65,55 @@ describe("payment webhook", () => {
     expect(await stockOf(sku)).toEqual({ total: 5, available: 2, held: 0, sold: 3 });
   });
 
+  it("one event id is one event: the same id naming another reservation, type or amount is 422 and changes nothing", async () => {
+    // Two SKUs: the reservations live in different stock objects, as they do for any two SKUs or shards.
+    const skuA = uniqueSku("evt-one-a");
+    const skuB = uniqueSku("evt-one-b");
+    await createSku(skuA, { totalStock: 3, perUserLimit: 2 });
+    await createSku(skuB, { totalStock: 3, perUserLimit: 2 });
+    const a = (await reserve("ona", skuA, 1)).json.reservationId as string;
+    const b = (await reserve("onb", skuB, 1)).json.reservationId as string;
+    const a2 = (await reserve("ona2", skuA, 1)).json.reservationId as string;
+    const eventId = `evt_${crypto.randomUUID()}`;
+    const paid = await pay(a, "payment.succeeded", eventId);
+    expect([paid.status, paid.json]).toEqual([200, { received: true, reservationStatus: "paid", outcome: "applied" }]);
+
+    const others = [
+      await pay(b, "payment.succeeded", eventId), // another reservation, another stock object
+      await pay(a2, "payment.succeeded", eventId), // another reservation, the same stock object
+      await pay(a, "payment.failed", eventId), // another type
+      await pay(a, "payment.succeeded", eventId, { amount: 1 }), // another amount
+      await pay(a, "payment.succeeded", eventId, { currency: "eur" }), // another currency
+    ];
+    for (const answer of others)
+      expect([answer.status, answer.json.error?.code]).toEqual([422, "IDEMPOTENCY_MISMATCH"]);
+    // The stock object that saw the id refuses it on its own too (what it recorded is what the event said).
+    const direct = await stockShard(env, skuA, 0).applyPayment(eventId, "payment.succeeded", a2, { amount: 1999 });
+    expect(direct).toEqual({ ok: false, code: "IDEMPOTENCY_MISMATCH" });
+    expect(await stockOf(skuA)).toEqual({ total: 3, available: 1, held: 1, sold: 1 });
+    expect(await stockOf(skuB)).toEqual({ total: 3, available: 2, held: 1, sold: 0 });
+    expect((await call("GET", `/api/reservations/${b}`, { user: "onb" })).json.status).toBe("held");
+    // The same content again is the first answer again.
+    const again = await pay(a, "payment.succeeded", eventId);
+    expect([again.status, again.json]).toEqual([200, paid.json]);
+    // B is paid by its own event, as if the mismatch had never been sent.
+    expect((await pay(b, "payment.succeeded")).json.reservationStatus).toBe("paid");
+  });
+
+  it("two deliveries of one event id naming different reservations at once: one applies, the other is 422", async () => {
+    const skuA = uniqueSku("evt-race-a");
+    const skuB = uniqueSku("evt-race-b");
+    await createSku(skuA, { totalStock: 2 });
+    await createSku(skuB, { totalStock: 2 });
+    const a = (await reserve("rca", skuA, 1)).json.reservationId as string;
+    const b = (await reserve("rcb", skuB, 1)).json.reservationId as string;
+    const eventId = `evt_${crypto.randomUUID()}`;
+    const answers = await Promise.all([pay(a, "payment.succeeded", eventId), pay(b, "payment.succeeded", eventId)]);
+    expect(answers.map((x) => x.status).sort()).toEqual([200, 422]);
+    const sold = [(await stockOf(skuA)).sold, (await stockOf(skuB)).sold];
+    expect(sold.sort()).toEqual([0, 1]);
+  });
+
   it("late payment re-takes stock when it can, else the order becomes refund_required", async () => {
     const sku = uniqueSku("late");
     await createSku(sku, { totalStock: 2, perUserLimit: 2, holdSeconds: 60 });

@@ -1,7 +1,11 @@
 import { createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { PROCESSED_EVENTS_RETENTION_MS, RECONCILE_HISTORY_RETENTION_MS } from "../src/db/retention";
+import {
+  PAYMENT_EVENT_IDS_RETENTION_MS,
+  PROCESSED_EVENTS_RETENTION_MS,
+  RECONCILE_HISTORY_RETENTION_MS,
+} from "../src/db/retention";
 import worker from "../src/index";
 import { Scrape } from "../tools/prometheus";
 import { call } from "./support/client";
@@ -23,10 +27,15 @@ const countOf = async (sql: string, ...binds: unknown[]) =>
   )?.n ?? 0;
 
 describe("D1 retention", () => {
-  it("the cron prunes processed_events and run history past retention; difference totals never go down", async () => {
+  it("the cron prunes processed_events, payment event ids and run history past retention; difference totals never go down", async () => {
     const now = Date.now();
     const tag = crypto.randomUUID().slice(0, 8);
-    const old = now - Math.max(PROCESSED_EVENTS_RETENTION_MS, RECONCILE_HISTORY_RETENTION_MS) - DAY;
+    const retention = Math.max(
+      PROCESSED_EVENTS_RETENTION_MS,
+      RECONCILE_HISTORY_RETENTION_MS,
+      PAYMENT_EVENT_IDS_RETENTION_MS,
+    );
+    const old = now - retention - DAY;
     const kind = `test_kind_${tag}`;
     const statements: D1PreparedStatement[] = [];
     for (let i = 0; i < 30; i++) {
@@ -43,6 +52,9 @@ describe("D1 retention", () => {
         env.DB.prepare(
           "INSERT INTO reconcile_differences (run_id, sku, kind, expected, actual, repaired) VALUES (?, 's', ?, 'a', 'b', 1)",
         ).bind(`${tag}-run-${i}`, kind),
+        env.DB.prepare(
+          "INSERT INTO payment_event_ids (event_id, reservation_id, type, amount, currency, received_at) VALUES (?, ?, 'payment.succeeded', 100, NULL, ?)",
+        ).bind(`${tag}-pay-${i}`, `${tag}-res-${i}`, at),
       );
     }
     await env.DB.batch(statements);
@@ -51,6 +63,7 @@ describe("D1 retention", () => {
     await worker.scheduled(createScheduledController({ scheduledTime: now, cron: "* * * * *" }), env);
 
     expect(await countOf("SELECT COUNT(*) AS n FROM processed_events WHERE event_id LIKE ?", `${tag}-%`)).toBe(10);
+    expect(await countOf("SELECT COUNT(*) AS n FROM payment_event_ids WHERE event_id LIKE ?", `${tag}-%`)).toBe(10);
     expect(await countOf("SELECT COUNT(*) AS n FROM reconcile_runs WHERE id LIKE ?", `${tag}-%`)).toBe(10);
     expect(await countOf("SELECT COUNT(*) AS n FROM reconcile_differences WHERE kind = ?", kind)).toBe(10);
     // The counter is a counter: pruning old runs does not lower it.

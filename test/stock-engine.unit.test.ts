@@ -155,7 +155,8 @@ async function runScenario(
   expect(configure(scenario.total, "on_sale", "open").ok).toBe(true);
   const reservations: Reservation[] = [];
   const firstAnswerOfNonce = new Map<string, Reservation>();
-  const paymentEvents = new Set<string>();
+  /** What each payment event id said first: its reservation and type. */
+  const paymentEvents = new Map<string, string>();
 
   const checkAnswer = (
     answer: Outcome<{ reservation: Reservation; replayed: boolean }>,
@@ -221,11 +222,17 @@ async function runScenario(
       const type = op.succeeded ? "payment.succeeded" : "payment.failed";
       const answer = engine.applyPayment(eventId, type, target.id, now);
       transcript.push(answer);
-      expect(answer.ok).toBe(true);
-      // 6. A payment event id takes effect once.
-      if (answer.ok) expect(answer.value.replayed).toBe(paymentEvents.has(eventId));
-      if (answer.ok && answer.value.replayed) expect(engine.state()?.stock).toEqual(before);
-      paymentEvents.add(eventId);
+      // 6. A payment event id takes effect once, and is one event: saying something else, it is refused.
+      const said = `${target.id} ${type}`;
+      const first = paymentEvents.get(eventId);
+      if (first !== undefined && first !== said) {
+        expect(answer.ok ? "ok" : answer.code).toBe("IDEMPOTENCY_MISMATCH");
+      } else {
+        expect(answer.ok).toBe(true);
+        if (answer.ok) expect(answer.value.replayed).toBe(first !== undefined);
+      }
+      if (!answer.ok || answer.value.replayed) expect(engine.state()?.stock).toEqual(before);
+      if (first === undefined) paymentEvents.set(eventId, said);
     }
     checkInvariants(engine, storage.sql, scenario.perUserLimit);
     transcript.push(engine.state(), engine.nextExpiry());

@@ -1,6 +1,9 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { fnv1a } from "../durable-objects/shard-name";
+import { StockEngine } from "../durable-objects/stock-engine";
+import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
 import { forgetSoldOut } from "../src/edge/sold-out-cache";
 import { reconcile } from "../src/reconcile/reconcile";
 import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "./support/client";
@@ -20,6 +23,13 @@ const rowsOf = (sku: string) =>
     reservations: state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM reservations").one().n,
     quotas: state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM user_quota").one().n,
   }));
+
+/** A purchase token of `userId` for shard 0 of a one-shard SKU, valid for `ttlMs` (signed as the edge does). */
+async function longToken(sku: string, userId: string, ttlMs: number): Promise<{ token: string; nonce: string }> {
+  const nonce = newNonce();
+  const claims = { sku, userId, shard: 0, shards: 1, nonce, expiresAt: Date.now() + ttlMs };
+  return { token: await mintPurchaseToken(claims, "test-token-secret"), nonce };
+}
 
 /** Moves the object's clock `ms` ahead of the wall clock. */
 const shiftClock = (sku: string, ms: number) =>
@@ -149,5 +159,95 @@ describe("stock object storage", () => {
     expect((await call("GET", `/api/reservations/${held.json.reservationId}`, { user: "keeper" })).json.status).toBe(
       "held",
     );
+  });
+
+  it("keeps a reservation as long as its own token can be replayed, whatever today's token lifetime", async () => {
+    const sku = uniqueSku("longtoken");
+    await createSku(sku, { totalStock: 5, perUserLimit: 1, holdSeconds: 60 });
+    // Minted under a longer PURCHASE_TOKEN_TTL_SECONDS than today's (an hour, not 300 s).
+    const HOUR = 3600_000;
+    const { token } = await longToken(sku, "patient", HOUR);
+    const held = await reserve("patient", sku, 1, token);
+    expect(held.status).toBe(202);
+    const id = held.json.reservationId as string;
+    expect((await call("POST", `/api/reservations/${id}/cancel`, { user: "patient" })).status).toBe(200);
+    await eventually(async () => expect(await ordersOf(sku)).toEqual([{ reservation_id: id, status: "cancelled" }]));
+
+    // Past today's token lifetime, inside the token's own: reconciliation settles it, and it stays.
+    const shift = TOKEN_LIFETIME_MS + 1_000;
+    await shiftClock(sku, shift);
+    await reconcile(env, { trigger: "admin", now: Date.now() + shift });
+    await reconcile(env, { trigger: "admin", now: Date.now() + shift });
+    expect((await rowsOf(sku)).reservations).toBe(1);
+    // The replay is the same reservation, not a second hold.
+    const replay = await reserve("patient", sku, 1, token);
+    expect([replay.status, replay.headers.get("Idempotent-Replayed"), replay.json.reservationId]).toEqual([
+      202,
+      "true",
+      id,
+    ]);
+    expect(await stockOf(sku)).toEqual({ total: 5, available: 5, held: 0, sold: 0 });
+
+    // Once its own token has expired (plus the clock margin), it goes like any other.
+    const later = HOUR + 61_000;
+    await shiftClock(sku, later);
+    await reconcile(env, { trigger: "admin", now: Date.now() + later });
+    expect((await rowsOf(sku)).reservations).toBe(0);
+  });
+
+  it("the spent-nonce digest of a sold-out SKU holds every token that has not expired", async () => {
+    const sku = uniqueSku("longdigest");
+    await createSku(sku, { totalStock: 1, perUserLimit: 1, holdSeconds: 3600 });
+    const { token, nonce } = await longToken(sku, "early", 3600_000);
+    const id = (await reserve("early", sku, 1, token)).json.reservationId as string;
+    expect((await pay(id)).json.reservationStatus).toBe("paid");
+    await shiftClock(sku, TOKEN_LIFETIME_MS + 1_000); // past today's token lifetime, inside its own
+    // A newcomer's sold-out answer carries the digest the edge's sold-out cache refuses by.
+    const [late] = await stockShard(env, sku, 0).reserve([{ userId: "late", nonce: newNonce(), quantity: 1 }]);
+    expect(late?.soldOut).toBe(true);
+    expect(late?.spent?.nonces).toContain(fnv1a(nonce));
+    // So a replay of the early token is answered with its reservation, not SOLD_OUT.
+    forgetSoldOut(sku);
+    const newcomer = await longToken(sku, "late", 3600_000);
+    expect((await reserve("late", sku, 1, newcomer.token)).json.error?.code).toBe("SOLD_OUT");
+    const replay = await reserve("early", sku, 1, token);
+    expect([replay.status, replay.headers.get("Idempotent-Replayed"), replay.json.reservationId]).toEqual([
+      202,
+      "true",
+      id,
+    ]);
+  });
+
+  it("an object from before gets the token expiry column; its rows keep the rule of before", async () => {
+    const sku = uniqueSku("oldrows");
+    await createSku(sku, { totalStock: 2, holdSeconds: 3600 });
+    const held = await reserve("elder", sku, 1);
+    expect((await call("POST", `/api/reservations/${held.json.reservationId}/cancel`, { user: "elder" })).status).toBe(
+      200,
+    );
+    await runInDurableObject(stockShard(env, sku, 0), (_object, state) => {
+      const sql = state.storage.sql;
+      // As an object written before the column would hold it: no column, the old nonce index.
+      sql.exec("DROP INDEX reservations_token_expiry");
+      sql.exec("DROP INDEX reservations_untimed_nonce_by_time");
+      sql.exec("ALTER TABLE reservations DROP COLUMN token_expires_at");
+      for (const column of ["type", "amount", "currency"]) sql.exec(`ALTER TABLE payment_events DROP COLUMN ${column}`);
+      sql.exec("CREATE INDEX reservations_nonce_by_time ON reservations (created_at) WHERE nonce IS NOT NULL");
+
+      const restarted = new StockEngine(state.storage, () => crypto.randomUUID());
+      const indexes = sql
+        .exec<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'reservations'")
+        .toArray()
+        .map((r) => r.name);
+      expect(indexes).toContain("reservations_token_expiry");
+      expect(indexes).not.toContain("reservations_nonce_by_time");
+      expect(sql.exec("SELECT token_expires_at FROM reservations").toArray()).toEqual([{ token_expires_at: null }]);
+      const createdAt = sql.exec<{ t: number }>("SELECT created_at AS t FROM reservations").one().t;
+      // Without its token's expiry, a row stays while it was made within the lifetime of now…
+      const settled = Number.MAX_SAFE_INTEGER;
+      expect(restarted.pruneSettled(settled, createdAt, createdAt + 3600_000, createdAt, 10).reservations).toBe(0);
+      // …and goes after it, as before.
+      expect(restarted.pruneSettled(settled, createdAt + 1, 0, createdAt, 10).reservations).toBe(1);
+    });
   });
 });

@@ -78,6 +78,83 @@ describe("Stripe webhook", () => {
     expect(await stockOf(sku)).toEqual({ total: 2, available: 2, held: 0, sold: 0 });
   });
 
+  it("delayed payment methods: an unpaid completed session is ignored, async_payment_succeeded pays once", async () => {
+    const sku = uniqueSku("stripe-async");
+    await createSku(sku, { totalStock: 3, perUserLimit: 2, price: 400, currency: "eur" });
+    const id = (await reserve("ada", sku, 2)).json.reservationId as string;
+    const intent = `pi_test_async_${crypto.randomUUID().slice(0, 8)}`;
+    const session = (paymentStatus: string) =>
+      checkoutSession(id, 800, { currency: "eur", paymentStatus, paymentIntent: intent });
+
+    const unpaid = await sendStripe(stripeEvent("checkout.session.completed", session("unpaid")));
+    expect([unpaid.status, unpaid.json]).toEqual([200, IGNORED]);
+    expect(await stockOf(sku)).toEqual({ total: 3, available: 1, held: 2, sold: 0 });
+
+    const succeeded = stripeEvent("checkout.session.async_payment_succeeded", session("paid"));
+    const paid = await sendStripe(succeeded);
+    expect([paid.status, paid.json]).toEqual([200, { received: true, reservationStatus: "paid", outcome: "applied" }]);
+    expect((await sendStripe(succeeded)).json).toEqual(paid.json); // Stripe's retry
+    // The same money announced by the PaymentIntent is the same payment, not a second one.
+    const sameMoney = paymentIntent(id, 800, { id: intent, currency: "eur" });
+    expect((await sendStripe(stripeEvent("payment_intent.succeeded", sameMoney))).json).toEqual(paid.json);
+    expect(await stockOf(sku)).toEqual({ total: 3, available: 1, held: 0, sold: 2 });
+    expect((await call("GET", `/admin/skus/${sku}`, { admin: true })).json.payments).toEqual({ refund_required: 0 });
+
+    // Its money is checked like a completed session's.
+    const other = (await reserve("ben", sku, 1)).json.reservationId as string;
+    const short = checkoutSession(other, 100, { currency: "eur" });
+    expect((await sendStripe(stripeEvent("checkout.session.async_payment_succeeded", short))).json).toEqual({
+      received: true,
+      reservationStatus: "held",
+      outcome: "refund_required",
+    });
+  });
+
+  it("checkout.session.async_payment_failed releases the hold", async () => {
+    const sku = uniqueSku("stripe-async-fail");
+    await createSku(sku, { totalStock: 2, price: 300 });
+    const id = (await reserve("cyd", sku, 1)).json.reservationId as string;
+    const failed = stripeEvent(
+      "checkout.session.async_payment_failed",
+      checkoutSession(id, 300, { paymentStatus: "unpaid" }),
+    );
+    const answer = await sendStripe(failed);
+    expect([answer.status, answer.json]).toEqual([
+      200,
+      { received: true, reservationStatus: "cancelled", outcome: "applied" },
+    ]);
+    expect(await stockOf(sku)).toEqual({ total: 2, available: 2, held: 0, sold: 0 });
+    // Through metadata.reservationId too.
+    const viaMetadata = (await reserve("dov", sku, 1)).json.reservationId as string;
+    const byMetadata = checkoutSession(null, 300, {
+      paymentStatus: "unpaid",
+      metadata: { reservationId: viaMetadata },
+    });
+    expect((await sendStripe(stripeEvent("checkout.session.async_payment_failed", byMetadata))).json).toEqual({
+      received: true,
+      reservationStatus: "cancelled",
+      outcome: "applied",
+    });
+  });
+
+  it("one PaymentIntent is one payment: its money naming another reservation is 422 and pays nothing", async () => {
+    const skuA = uniqueSku("stripe-pi-a");
+    const skuB = uniqueSku("stripe-pi-b");
+    await createSku(skuA, { totalStock: 2, price: 500 });
+    await createSku(skuB, { totalStock: 2, price: 500 });
+    const a = (await reserve("eli", skuA, 1)).json.reservationId as string;
+    const b = (await reserve("fay", skuB, 1)).json.reservationId as string;
+    const intent = `pi_test_one_${crypto.randomUUID().slice(0, 8)}`;
+    const paid = await sendStripe(
+      stripeEvent("checkout.session.completed", checkoutSession(a, 500, { paymentIntent: intent })),
+    );
+    expect(paid.json).toEqual({ received: true, reservationStatus: "paid", outcome: "applied" });
+    const elsewhere = await sendStripe(stripeEvent("payment_intent.succeeded", paymentIntent(b, 500, { id: intent })));
+    expect([elsewhere.status, elsewhere.json.error?.code]).toEqual([422, "IDEMPOTENCY_MISMATCH"]);
+    expect(await stockOf(skuB)).toEqual({ total: 2, available: 1, held: 1, sold: 0 });
+    expect(await stockOf(skuA)).toEqual({ total: 2, available: 1, held: 0, sold: 1 });
+  });
+
   it("other types, missing and unknown reservations and unpaid sessions answer 200 ignored; the latter are counted", async () => {
     const sku = uniqueSku("stripe-ign");
     await createSku(sku, { totalStock: 2, price: 100 });

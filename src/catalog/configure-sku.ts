@@ -1,24 +1,26 @@
 import { drizzle } from "drizzle-orm/d1";
-import { type SkuSettings, type SkuState, sumShards } from "../../durable-objects/stock-model";
+import { type SkuChange, type SkuState, sumShards } from "../../durable-objects/stock-model";
 import { skus } from "../db/schema";
+import { rememberSku } from "../edge/sku-catalog";
 import { readShardStates } from "../edge/sku-state";
 import { callStock, stockShard, unwrap } from "../edge/stock-client";
 import { ApiError } from "../http/errors";
 import type { SkuSettingsRequest } from "../http/schemas";
 
 /**
- * Creates or updates a SKU over its shards, then records it in the D1 catalog.
+ * Creates or updates a SKU, then records it in the D1 catalog. Shard 0 applies the whole change,
+ * all or nothing, on every shard (durable-objects/sku-change.ts): a PUT that answers an error has
+ * changed nothing.
  *
  * - A new SKU's stock is split evenly over its shards, and shard 0 records the SKU's total.
  * - `shards` can change only while nothing is held or sold and nobody waits (users are routed by
  *   `hash(user) % shards`: moving them while they hold stock would split their per-user count).
  * - `totalStock` is absolute. On one shard it is that shard's total. On a sharded SKU, shard 0
- *   applies it in one transaction as the difference from the total it recorded for the last PUT
- *   (`setSkuTotal`): a rise lands on shard 0 (transfers spread it on demand), a cut takes available
- *   units, pulling them from siblings first when shard 0 lacks them; if the SKU has not enough,
- *   `409 INVALID_STATE` and the total stays as it was. Because the base is the recorded total, not a
- *   sum read from live shards, concurrent PUTs and transfers in flight cannot skew it: the SKU's
- *   total is the `totalStock` of the last PUT shard 0 applied. Stock is never created or lost.
+ *   applies it as the difference from the total it recorded for the last PUT: a rise lands on
+ *   shard 0 (transfers spread it on demand), a cut takes available units, pulling them from
+ *   siblings first when shard 0 lacks them; if the SKU has not enough, `409 INVALID_STATE`. Because
+ *   the base is the recorded total, not a sum read from live shards, concurrent PUTs and transfers
+ *   in flight cannot skew it: the SKU's total is the `totalStock` of the last PUT that answered 200.
  * Fields left out keep their value.
  */
 export async function configureSku(
@@ -29,47 +31,29 @@ export async function configureSku(
   requestId?: string,
 ): Promise<SkuState> {
   const time = (value: string | null | undefined) => (value == null ? value : Date.parse(value));
-  const common = {
+  const current = await readShardStates(env, sku, { anyId: true });
+  const startsAt = time(body.startsAt);
+  checkOpeningWindow(body, current?.[0] ?? null, startsAt, now);
+  const shards = body.shards ?? current?.[0]?.shards ?? 1;
+  const change: SkuChange = {
     sku,
+    shards,
+    totalStock: body.totalStock,
+    // Only for a SKU whose shard 0 never recorded its total (configured before it did so).
+    assumedTotal: current ? sumShards(current).stock.total : 0,
     name: body.name,
     perUserLimit: body.perUserLimit,
     holdSeconds: body.holdSeconds,
-    startsAt: time(body.startsAt),
+    startsAt,
     endsAt: time(body.endsAt),
     status: body.status,
     openingWindowMs: body.openingWindowMs,
+    price: body.price,
+    currency: body.currency,
   };
-  const configure = (shard: number, shards: number, totalStock: number | undefined) => {
-    const settings: SkuSettings = { ...common, shard, shards, totalStock };
-    if (shard === 0 && totalStock !== undefined) settings.skuTotal = body.totalStock;
-    return callStock(() => stockShard(env, sku, shard).configure(settings, requestId)).then(unwrap);
-  };
+  unwrap(await callStock(() => stockShard(env, sku, 0).putSku(change, requestId)));
 
-  const current = await readShardStates(env, sku);
-  checkOpeningWindow(body, current?.[0] ?? null, common.startsAt, now);
-  const shards = body.shards ?? current?.[0]?.shards ?? 1;
-  if (!current || shards !== current[0]?.shards) {
-    if (current) await assertIdle(env, sku, current);
-    const reach = Math.max(shards, current?.length ?? 0);
-    // Shards beyond the new count keep nothing (no user is routed there any more). Each shard
-    // refuses a new count once it holds or sells anything (a hold taken since `assertIdle` read it);
-    // shard 0, whose count tokens are minted with, changes last, so a refused resize is retried whole.
-    await Promise.all(
-      Array.from({ length: reach - 1 }, (_, k) => k + 1).map((i) =>
-        configure(i, shards, i < shards ? share(body.totalStock, shards, i) : 0),
-      ),
-    );
-    await configure(0, shards, share(body.totalStock, shards, 0));
-  } else if (shards === 1) {
-    await configure(0, 1, body.totalStock); // the object refuses a total below held + sold
-  } else {
-    await Promise.all(current.map((s) => configure(s.shard, shards, undefined)));
-    // Only for a SKU whose shard 0 never recorded its total (configured before it did so).
-    const assumed = sumShards(current).stock.total;
-    await callStock(() => stockShard(env, sku, 0).setSkuTotal(body.totalStock, assumed, requestId)).then(unwrap);
-  }
-
-  const states = await readShardStates(env, sku);
+  const states = await readShardStates(env, sku, { anyId: true });
   if (!states) throw new Error(`SKU ${sku} vanished while being configured`);
   const state = sumShards(states);
   await drizzle(env.DB)
@@ -79,12 +63,8 @@ export async function configureSku(
       target: skus.sku,
       set: { name: state.name, shards, totalStock: body.totalStock, updatedAt: now },
     });
+  rememberSku(sku, shards);
   return state;
-}
-
-/** Shard i's part of `total` over `shards` shards (the first ones take the remainder). */
-export function share(total: number, shards: number, i: number): number {
-  return Math.floor(total / shards) + (i < total % shards ? 1 : 0);
 }
 
 /**
@@ -115,13 +95,5 @@ function checkOpeningWindow(
       "INVALID_STATE",
       "An opening window must open in the future (its seed hash is published first).",
     );
-  }
-}
-
-async function assertIdle(env: Env, sku: string, states: SkuState[]): Promise<void> {
-  const busy = states.some((s) => s.stock.held + s.stock.sold > 0);
-  const waiting = await Promise.all(states.map((s) => callStock(() => stockShard(env, sku, s.shard).waitlistLength())));
-  if (busy || waiting.some((n) => n > 0)) {
-    throw new ApiError("INVALID_STATE", "shards can change only while nothing is held or sold and nobody waits.");
   }
 }

@@ -5,6 +5,8 @@
  * - `processed_events`, the consumer's idempotency keys: 7 days. A queue redelivers within minutes
  *   (5 retries, then the DLQ); a replay of an older dead letter is still applied once, because an
  *   event changes an order only when its `seq` is above the row's `last_seq`.
+ * - `payment_event_ids`, what each payment event id said: 7 days, as long as the stock objects keep
+ *   their answers (Stripe retries an event for up to 3 days).
  * - `reconcile_runs` and their `reconcile_differences`: 7 days of run history (the admin route and
  *   the dashboard read the latest runs). `flashgate_reconcile_differences_total` counts from
  *   `reconcile_difference_counts`, which pruning never lowers.
@@ -14,17 +16,19 @@
  */
 export const PROCESSED_EVENTS_RETENTION_MS = 7 * 24 * 3600 * 1000;
 export const RECONCILE_HISTORY_RETENTION_MS = 7 * 24 * 3600 * 1000;
+export const PAYMENT_EVENT_IDS_RETENTION_MS = 7 * 24 * 3600 * 1000;
 const PRUNE_BATCH = 2_000;
 const PRUNE_ROUNDS = 10;
 
 export interface Pruned {
   processedEvents: number;
+  paymentEventIds: number;
   reconcileRuns: number;
   reconcileDifferences: number;
 }
 
 export async function pruneHistory(db: D1Database, now: number): Promise<Pruned> {
-  const pruned: Pruned = { processedEvents: 0, reconcileRuns: 0, reconcileDifferences: 0 };
+  const pruned: Pruned = { processedEvents: 0, paymentEventIds: 0, reconcileRuns: 0, reconcileDifferences: 0 };
   const eventsBefore = now - PROCESSED_EVENTS_RETENTION_MS;
   const runsBefore = now - RECONCILE_HISTORY_RETENTION_MS;
   for (let round = 0; round < PRUNE_ROUNDS; round++) {
@@ -36,6 +40,17 @@ export async function pruneHistory(db: D1Database, now: number): Promise<Pruned>
       .bind(eventsBefore, PRUNE_BATCH)
       .run();
     pruned.processedEvents += result.meta.changes;
+    if (result.meta.changes < PRUNE_BATCH) break;
+  }
+  for (let round = 0; round < PRUNE_ROUNDS; round++) {
+    const result = await db
+      .prepare(
+        `DELETE FROM payment_event_ids WHERE rowid IN
+           (SELECT rowid FROM payment_event_ids WHERE received_at < ?1 ORDER BY received_at LIMIT ?2)`,
+      )
+      .bind(now - PAYMENT_EVENT_IDS_RETENTION_MS, PRUNE_BATCH)
+      .run();
+    pruned.paymentEventIds += result.meta.changes;
     if (result.meta.changes < PRUNE_BATCH) break;
   }
   for (let round = 0; round < PRUNE_ROUNDS; round++) {

@@ -133,3 +133,24 @@ export const reconcileWatermarks = sqliteTable(
   },
   (t) => [primaryKey({ columns: [t.sku, t.shard] })],
 );
+
+/**
+ * What each payment event id said (reservation, type, money), recorded by the edge before the event
+ * is applied: one record for every stock object, so the same id naming another reservation (on any
+ * shard), type, amount or currency is refused. Kept for `PAYMENT_EVENT_IDS_RETENTION_MS`
+ * (src/db/retention.ts), as long as the stock objects keep their answers.
+ */
+export const paymentEventIds = sqliteTable(
+  "payment_event_ids",
+  {
+    eventId: text("event_id").primaryKey(),
+    reservationId: text("reservation_id").notNull(),
+    type: text("type", { enum: ["payment.succeeded", "payment.failed"] }).notNull(),
+    /** Minor units; null when the event carries no amount (a Stripe failure). */
+    amount: integer("amount"),
+    /** Lower case; null when the event names none. */
+    currency: text("currency"),
+    receivedAt: integer("received_at").notNull(),
+  },
+  (t) => [index("payment_event_ids_by_time").on(t.receivedAt)],
+);

@@ -1,8 +1,17 @@
 import { type SkuState, sumShards } from "../../durable-objects/stock-model";
+import { catalogShards } from "./sku-catalog";
 import { callStock, stockShard } from "./stock-client";
 
-/** The states of every shard of a SKU (shard 0 first), or null when the SKU does not exist. */
-export async function readShardStates(env: Env, sku: string): Promise<SkuState[] | null> {
+/**
+ * The states of every shard of a SKU (shard 0 first), or null when the SKU does not exist. A SKU the
+ * catalog does not know reaches no stock object (`anyId`: the PUT that is creating it does).
+ */
+export async function readShardStates(
+  env: Env,
+  sku: string,
+  opts: { anyId?: boolean } = {},
+): Promise<SkuState[] | null> {
+  if (!opts.anyId && (await catalogShards(env, sku)) === null) return null;
   const first: SkuState | null = await callStock(() => stockShard(env, sku, 0).state());
   if (!first) return null;
   const rest: (SkuState | null)[] = await Promise.all(

@@ -1,6 +1,7 @@
 import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "../../durable-objects/objects";
 import type { SkuState } from "../../durable-objects/stock-model";
 import { log } from "../../durable-objects/stock-model";
+import { catalogShards } from "../edge/sku-catalog";
 import { readSkuState } from "../edge/sku-state";
 
 /**
@@ -62,8 +63,8 @@ const memo = new Map<string, { at: number; display: Promise<SkuDisplay | null> }
  * The public display of a SKU, or null when the catalog has no such SKU. Within
  * {@link DISPLAY_MEMO_MS} an isolate answers a SKU from memory, and concurrent misses share one
  * read, so a GET storm reaches Redis or the stock objects about once a second per isolate and never
- * competes with reservations. An id the mirror does not know is looked up in the D1 catalog first:
- * an unknown id never reaches (nor creates) a stock object.
+ * competes with reservations. An id the isolate's catalog does not know (src/edge/sku-catalog.ts)
+ * is answered "not found" before Redis or a stock object is asked.
  */
 export function skuDisplay(
   env: Env,
@@ -94,10 +95,10 @@ async function readDisplay(
   sku: string,
   waitUntil: (promise: Promise<unknown>) => void,
 ): Promise<SkuDisplay | null> {
+  // An id the catalog does not know costs neither Redis nor a stock object (nor a D1 query of its own).
+  if ((await catalogShards(env, sku)) === null) return null;
   const mirrored = await mirroredSkuState(env, sku, waitUntil);
   if (mirrored) return { state: mirrored, source: "mirror" };
-  const known = await env.DB.prepare("SELECT 1 AS known FROM skus WHERE sku = ?").bind(sku).first<{ known: number }>();
-  if (!known) return null;
   const state = await readSkuState(env, sku);
   return state ? { state, source: "stock-object" } : null;
 }

@@ -1,5 +1,7 @@
 import type { PaymentAnswer, PaymentMoney, PaymentType, Reservation } from "../../durable-objects/stock-model";
+import { catalogHasShard } from "../edge/sku-catalog";
 import { callStock, locateReservation, stockShard } from "../edge/stock-client";
+import { ApiError } from "../http/errors";
 import { increment } from "../observability/metrics";
 import { settledReservation } from "../orders/settled";
 
@@ -7,6 +9,10 @@ import { settledReservation } from "../orders/settled";
  * What both webhooks do once a provider's event is verified and read: the payment, applied by the
  * stock object that holds the reservation, once per event id, its money checked there (see
  * StockEngine.applyPayment). Each first answer is counted in `flashgate_payments_total{outcome}`.
+ *
+ * One event id is one event: what an id says is recorded in D1 before it is applied, so the same id
+ * naming another reservation (whichever stock object has it), type or money is refused everywhere,
+ * not only by the object that saw it first.
  */
 
 export interface PaymentCommand {
@@ -14,16 +20,22 @@ export interface PaymentCommand {
   eventId: string;
   type: PaymentType;
   reservationId: string;
-  /** Checked against the SKU's price; absent for a failure. */
+  /** Checked against the SKU's price for a success; part of what the event says either way. */
   money?: PaymentMoney | undefined;
   /** The id of the webhook request that carries it, for the object's log lines and queue events. */
   requestId?: string | undefined;
 }
 
-/** The answer of a handled payment, or null when no reservation has this id. */
+/**
+ * The answer of a handled payment, or null when no reservation has this id. The same event id
+ * saying something else than it first did: `422 IDEMPOTENCY_MISMATCH`, nothing changed.
+ */
 export async function applyPaymentEvent(env: Env, command: PaymentCommand): Promise<PaymentAnswer | null> {
   const where = locateReservation(command.reservationId);
-  if (!where) return null;
+  // A SKU nobody configured has no reservations, and its stock object is not made to say so.
+  if (!where || !(await catalogHasShard(env, where.sku, where.shard))) return null;
+  const content = contentOf(command);
+  if (!(await claimEventId(env.DB, command.eventId, content, Date.now()))) throw mismatch();
   const stub = stockShard(env, where.sku, where.shard);
   const apply = (settled?: Reservation) =>
     callStock(() =>
@@ -40,11 +52,15 @@ export async function applyPaymentEvent(env: Env, command: PaymentCommand): Prom
   if (!outcome.ok && outcome.code === "RESERVATION_NOT_FOUND") {
     // The object forgets settled reservations; D1 has them, and the object decides with the row put back.
     const settled = await settledReservation(env.DB, command.reservationId);
-    if (!settled) return null;
-    outcome = await apply(settled);
+    if (settled) outcome = await apply(settled);
   }
   if (!outcome.ok) {
-    if (outcome.code === "RESERVATION_NOT_FOUND") return null;
+    if (outcome.code === "RESERVATION_NOT_FOUND") {
+      // It named no reservation and changed nothing: its id is not spent (and nothing is stored).
+      await releaseEventId(env.DB, command.eventId, content);
+      return null;
+    }
+    if (outcome.code === "IDEMPOTENCY_MISMATCH") throw mismatch();
     throw new Error(`stock object refused a payment: ${outcome.code}`);
   }
   if (!outcome.value.replayed) increment("flashgate_payments_total", { outcome: outcome.value.outcome });
@@ -54,4 +70,65 @@ export async function applyPaymentEvent(env: Env, command: PaymentCommand): Prom
 /** The acknowledgement both webhooks send for a handled event. */
 export function paymentAck(answer: PaymentAnswer) {
   return { received: true as const, reservationStatus: answer.status, outcome: answer.outcome };
+}
+
+/** What a payment event says, as `payment_event_ids` records it under its id. */
+interface EventContent {
+  reservationId: string;
+  type: PaymentType;
+  amount: number | null;
+  currency: string | null;
+}
+
+function contentOf(command: PaymentCommand): EventContent {
+  return {
+    reservationId: command.reservationId,
+    type: command.type,
+    amount: command.money?.amount ?? null,
+    currency: command.money?.currency?.toLowerCase() ?? null,
+  };
+}
+
+type StoredContent = { reservation_id: string; type: string; amount: number | null; currency: string | null };
+
+/**
+ * Records what `eventId` says unless it is recorded already, and tells whether the record is this
+ * content (a first delivery, or a replay of it). The batch is one D1 transaction and D1 applies
+ * writes one at a time, so of two deliveries of one id at once, only one content is ever recorded.
+ */
+async function claimEventId(db: D1Database, eventId: string, content: EventContent, now: number): Promise<boolean> {
+  const [, read] = await db.batch<StoredContent>([
+    db
+      .prepare(
+        `INSERT INTO payment_event_ids (event_id, reservation_id, type, amount, currency, received_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (event_id) DO NOTHING`,
+      )
+      .bind(eventId, content.reservationId, content.type, content.amount, content.currency, now),
+    db
+      .prepare("SELECT reservation_id, type, amount, currency FROM payment_event_ids WHERE event_id = ?1")
+      .bind(eventId),
+  ]);
+  const stored = read?.results[0];
+  return (
+    stored !== undefined &&
+    stored.reservation_id === content.reservationId &&
+    stored.type === content.type &&
+    stored.amount === content.amount &&
+    stored.currency === content.currency
+  );
+}
+
+/** Forgets the record of an event that named no reservation (only if it is still this content). */
+async function releaseEventId(db: D1Database, eventId: string, content: EventContent): Promise<void> {
+  await db
+    .prepare("DELETE FROM payment_event_ids WHERE event_id = ?1 AND reservation_id = ?2")
+    .bind(eventId, content.reservationId)
+    .run();
+}
+
+function mismatch(): ApiError {
+  return new ApiError(
+    "IDEMPOTENCY_MISMATCH",
+    "This payment event id was already received with another reservation, type or amount.",
+  );
 }

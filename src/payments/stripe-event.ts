@@ -40,19 +40,29 @@ type StripeMapping =
   | { kind: "ignored"; reason: "type" | "unpaid" | "no_reservation" };
 
 /**
- * Maps a verified Stripe event. The idempotency key is the PaymentIntent when there is one, so
- * Stripe's `checkout.session.completed` and `payment_intent.succeeded` for the same money (both
- * are sent when an integration listens to both) pay once and are not taken for a second payment.
+ * Maps a verified Stripe event. The idempotency key of a success is the PaymentIntent when there is
+ * one, so Stripe's `checkout.session.completed` (or, for a delayed payment method,
+ * `checkout.session.async_payment_succeeded`) and `payment_intent.succeeded` for the same money
+ * (both are sent when an integration listens to both) pay once and are not taken for a second
+ * payment. A failure's key is its event: a PaymentIntent may fail several times, then succeed.
  */
 export function mapStripeEvent(event: StripeEvent): StripeMapping {
   const object = event.data.object;
   switch (event.type) {
-    case "checkout.session.completed": {
+    case "checkout.session.completed":
+    case "checkout.session.async_payment_succeeded":
+    case "checkout.session.async_payment_failed": {
       const session = read(CheckoutSession, object);
-      // A delayed payment method completes the session before the money arrives ("unpaid").
-      if (session.payment_status === "unpaid") return { kind: "ignored", reason: "unpaid" };
+      // A delayed payment method completes the session before the money arrives ("unpaid"); the
+      // money comes with async_payment_succeeded (or never: async_payment_failed).
+      if (event.type === "checkout.session.completed" && session.payment_status === "unpaid") {
+        return { kind: "ignored", reason: "unpaid" };
+      }
       const reservationId = session.client_reference_id || session.metadata?.reservationId;
       if (!reservationId) return { kind: "ignored", reason: "no_reservation" };
+      if (event.type === "checkout.session.async_payment_failed") {
+        return { kind: "payment", command: { eventId: `stripe:${event.id}`, type: "payment.failed", reservationId } };
+      }
       return {
         kind: "payment",
         command: {

@@ -4,6 +4,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { configureSku } from "../catalog/configure-sku";
 import { skus } from "../db/schema";
+import { forgetDraw } from "../edge/draw-cache";
 import { readSkuState, readWaitlist } from "../edge/sku-state";
 import { forgetSoldOut } from "../edge/sold-out-cache";
 import { callStock, SKU_ID, stockShard } from "../edge/stock-client";
@@ -13,7 +14,7 @@ import { mirrorCounts } from "../mirror/admin-view";
 import { forgetDisplay } from "../mirror/stock-display";
 import { listDeadLetters, replayDeadLetter } from "../orders/dead-letter-consumer";
 import { orderCounts } from "../orders/order-store";
-import { applyPricing, readPaymentTotals } from "../payments/pricing";
+import { readPaymentTotals } from "../payments/pricing";
 import { recentRuns, reconcile } from "../reconcile/reconcile";
 import { type AdminSku, ROUTES } from "./contract";
 import { register } from "./register";
@@ -40,10 +41,10 @@ async function skuView(env: Env, sku: string): Promise<z.infer<typeof AdminSku> 
 register(admin, ROUTES.putSku, async (c, body) => {
   const sku = c.req.param("sku");
   if (!SKU_ID.test(sku)) throw new ApiError("INVALID_REQUEST", "A SKU id is 1 to 64 of A-Z a-z 0-9 _ -.");
-  const state = await configureSku(c.env, sku, body, Date.now(), c.get("requestId"));
-  await applyPricing(c.env, state, body, c.get("requestId"));
+  await configureSku(c.env, sku, body, Date.now(), c.get("requestId"));
   forgetSoldOut(sku);
   forgetDisplay(sku);
+  forgetDraw(sku); // its window may have been set, moved or removed
   return c.json(await skuView(c.env, sku));
 });
 

@@ -331,24 +331,24 @@ export const ROUTES = {
     path: "/webhooks/payments",
     summary: "Payment provider webhook (signed; each event id takes effect once)",
     description:
-      "Signed with PAYMENT_WEBHOOK_SECRET in the Payment-Signature header (300 s tolerance). `payment.succeeded` pays a held reservation, `payment.failed` releases it. The same event id again answers the same 200 with no second effect.",
+      "Signed with PAYMENT_WEBHOOK_SECRET in the Payment-Signature header (300 s tolerance). `payment.succeeded` pays a held reservation, `payment.failed` releases it. The same event id again answers the same 200 with no second effect; the same id naming another reservation, type, amount or currency is 422 IDEMPOTENCY_MISMATCH and changes nothing.",
     access: "webhook",
     signature: { header: "Payment-Signature", secret: "PAYMENT_WEBHOOK_SECRET" },
     body: "PaymentEvent",
     ok: { status: 200, description: "Received", schema: "PaymentAck" },
-    errors: ["SIGNATURE_INVALID", "RESERVATION_NOT_FOUND"],
+    errors: ["SIGNATURE_INVALID", "RESERVATION_NOT_FOUND", "IDEMPOTENCY_MISMATCH"],
   },
   stripeWebhook: {
     method: "post",
     path: "/webhooks/stripe",
     summary: "Stripe webhook (Stripe-Signature; the same effects as /webhooks/payments)",
     description:
-      "Signed by Stripe with STRIPE_WEBHOOK_SECRET in the Stripe-Signature header (300 s tolerance). `checkout.session.completed` (reservation id from `client_reference_id`, else `metadata.reservationId`) and `payment_intent.succeeded` pay, with the amount and currency checked against the SKU's price; `payment_intent.payment_failed` releases the hold. Other event types, and events whose reservation is missing or unknown, answer 200 with `ignored: true`.",
+      "Signed by Stripe with STRIPE_WEBHOOK_SECRET in the Stripe-Signature header (300 s tolerance). `checkout.session.completed` (reservation id from `client_reference_id`, else `metadata.reservationId`; an `unpaid` session is ignored), `checkout.session.async_payment_succeeded` and `payment_intent.succeeded` pay, with the amount and currency checked against the SKU's price; `payment_intent.payment_failed` and `checkout.session.async_payment_failed` release the hold. A PaymentIntent's money is one event whichever event announces it: announced for another reservation or amount, it is 422 IDEMPOTENCY_MISMATCH and changes nothing. Other event types, and events whose reservation is missing or unknown, answer 200 with `ignored: true`.",
     access: "webhook",
     signature: { header: "Stripe-Signature", secret: "STRIPE_WEBHOOK_SECRET" },
     body: "StripeEvent",
     ok: { status: 200, description: "Received (PaymentAck, or {received, ignored})", schema: "StripeAck" },
-    errors: ["SIGNATURE_INVALID"],
+    errors: ["SIGNATURE_INVALID", "IDEMPOTENCY_MISMATCH"],
   },
   putSku: {
     method: "put",

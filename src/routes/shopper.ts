@@ -1,10 +1,19 @@
 import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
 import { z } from "zod";
-import { homeShard, isOnSale, type ReserveRequest, shardName } from "../../durable-objects/stock-model";
+import {
+  homeShard,
+  isOnSale,
+  type Outcome,
+  type Reservation,
+  type ReserveRequest,
+  shardName,
+} from "../../durable-objects/stock-model";
+import { cachedDraw, type DrawRead } from "../edge/draw-cache";
 import { awaitDraw } from "../edge/draw-client";
 import { reserveGrouped } from "../edge/group-commit";
 import { mintPurchaseToken, newNonce, verifyPurchaseToken } from "../edge/purchase-token";
+import { catalogHasShard, catalogShards } from "../edge/sku-catalog";
 import { readSkuState } from "../edge/sku-state";
 import { forgetSoldOut, isSoldOut, markSoldOut, refusesReservation } from "../edge/sold-out-cache";
 import { callStock, locateReservation, SKU_ID, stockShard, unwrap } from "../edge/stock-client";
@@ -69,18 +78,28 @@ register(shopper, ROUTES.publicSku, async (c) => {
   return c.json(publicSkuView(display.state));
 });
 
-/** The draw of a SKU with an opening window, from shard 0 (SKU not found vs. no window). */
-async function readDraw(env: Env, sku: string) {
+/** What shard 0 says about a SKU's draw (SKU not found vs. no window). */
+async function fetchDraw(env: Env, sku: string): Promise<DrawRead> {
   const info = await callStock(() => stockShard(env, sku, 0).drawInfo());
-  if (info) return info;
+  if (info) return { draw: info };
   const state = await callStock(() => stockShard(env, sku, 0).state());
-  if (!state) throw new ApiError("SKU_NOT_FOUND");
+  return { missing: state ? "NOT_FOUND" : "SKU_NOT_FOUND" };
+}
+
+/** The draw of a SKU with an opening window, as this isolate remembers it (src/edge/draw-cache.ts). */
+async function readDraw(env: Env, sku: string) {
+  // An id the catalog does not know reaches no stock object, nor takes a place in the cache.
+  if ((await catalogShards(env, sku)) === null) throw new ApiError("SKU_NOT_FOUND");
+  const read = await cachedDraw(sku, Date.now(), () => fetchDraw(env, sku));
+  if ("draw" in read) return read.draw;
+  if (read.missing === "SKU_NOT_FOUND") throw new ApiError("SKU_NOT_FOUND");
   throw new ApiError("NOT_FOUND", "This SKU has no opening window.");
 }
 
 /**
  * The opening draw (API.md "Fair opening"): the seed hash from the moment the window is set, the
- * seed once the draw is decided. Not cached: the seed appears at the decision.
+ * seed once the draw is decided. Remembered per isolate: a decided draw for good, an undecided one
+ * for about a second (so the seed shows here up to a second after the decision).
  */
 register(shopper, ROUTES.draw, async (c) => {
   const sku = skuParam(c.req.param("sku"));
@@ -94,7 +113,9 @@ const EntriesQuery = z.object({
 
 /**
  * The decided entries in draw order, a page at a time: with the revealed seed, anyone can recompute
- * the order (docs/API.md "Fair opening") and check every position. Empty until the decision.
+ * the order (docs/API.md "Fair opening") and check every position. Empty until the decision (then
+ * shard 0 is not asked). Positions are 1..N, so `offset` k is the page after position k: a keyset
+ * page, as cheap deep in the draw as at its start.
  */
 register(shopper, ROUTES.drawEntries, async (c) => {
   const sku = skuParam(c.req.param("sku"));
@@ -102,7 +123,8 @@ register(shopper, ROUTES.drawEntries, async (c) => {
   if (!query.success) throw new ApiError("INVALID_REQUEST", "offset >= 0 and limit 1..5000 are integers.");
   const info = await readDraw(c.env, sku);
   const { offset, limit } = query.data;
-  const entries = await callStock(() => stockShard(c.env, sku, 0).drawEntries(offset, limit));
+  const entries =
+    info.decidedAt === null ? [] : await callStock(() => stockShard(c.env, sku, 0).drawEntries(offset, limit));
   return c.json({ sku, seed: info.seed, entrants: info.entrants, offset, entries });
 });
 
@@ -111,8 +133,11 @@ register(shopper, ROUTES.purchaseToken, async (c) => {
   const sku = skuParam(c.req.param("sku"));
   const now = Date.now();
   if (isSoldOut(sku, now)) throw soldOutAtEdge(sku);
+  if ((await catalogShards(c.env, sku)) === null) throw new ApiError("SKU_NOT_FOUND");
   const first = await callStock(() => stockShard(c.env, sku, 0).state());
   if (!first) throw new ApiError("SKU_NOT_FOUND");
+  // Its shards are changing: a token minted now could route its buyer to a shard not yet moved.
+  if (first.reconfiguring) throw new ApiError("BUSY", "The SKU is being reconfigured.", { "Retry-After": "1" });
   if (!isOnSale(first, now)) throw new ApiError("SALE_NOT_ACTIVE");
   const userId = c.get("userId");
   const shard = homeShard(userId, first.shards);
@@ -149,6 +174,7 @@ register(
       nonce: claims.nonce,
       quantity: body.quantity,
       shards: claims.shards, // a token minted before a change of `shards` may no longer hold
+      tokenExpiresAt: claims.expiresAt, // the object keeps its reservation while the token can replay
       requestId: c.get("requestId"),
     };
     const send = (requests: ReserveRequest[]) =>
@@ -189,18 +215,23 @@ register(shopper, ROUTES.joinWaitlist, async (c, body) => {
   return c.json(entry, 202);
 });
 
-function reservationStub(c: { env: Env }, id: string) {
+/**
+ * The stock object a reservation id names, or null when no configured SKU has that shard (the id is
+ * then looked for in D1 only: an unknown SKU's id reaches, and creates, no object).
+ */
+async function reservationStub(c: { env: Env }, id: string) {
   const where = locateReservation(id);
   if (!where) throw new ApiError("RESERVATION_NOT_FOUND");
+  if (!(await catalogHasShard(c.env, where.sku, where.shard))) return { sku: where.sku, stub: null };
   return { sku: where.sku, stub: stockShard(c.env, where.sku, where.shard) };
 }
 
 /** The owner's view of a reservation; anyone else's id is simply not found. */
 register(shopper, ROUTES.reservation, async (c) => {
-  const { stub } = reservationStub(c, c.req.param("id"));
+  const { stub } = await reservationStub(c, c.req.param("id"));
   // A settled reservation the object has forgotten is read from D1 (src/orders/settled.ts).
   const reservation =
-    (await callStock(() => stub.reservation(c.req.param("id")))) ??
+    (stub && (await callStock(() => stub.reservation(c.req.param("id"))))) ??
     (await settledReservation(c.env.DB, c.req.param("id")));
   if (!reservation || reservation.userId !== c.get("userId")) throw new ApiError("RESERVATION_NOT_FOUND");
   const order = await findOrder(c.env.DB, reservation.id);
@@ -217,8 +248,10 @@ register(shopper, ROUTES.myReservations, async (c) => {
 });
 
 register(shopper, ROUTES.cancel, async (c) => {
-  const { sku, stub } = reservationStub(c, c.req.param("id"));
-  const outcome = await callStock(() => stub.cancel(c.req.param("id"), c.get("userId"), c.get("requestId")));
+  const { sku, stub } = await reservationStub(c, c.req.param("id"));
+  const outcome: Outcome<Reservation> = stub
+    ? await callStock(() => stub.cancel(c.req.param("id"), c.get("userId"), c.get("requestId")))
+    : { ok: false, code: "RESERVATION_NOT_FOUND" };
   if (!outcome.ok && outcome.code === "RESERVATION_NOT_FOUND") {
     // Settled and forgotten by the object: D1 answers (cancelled again is 200, anything else 409).
     const settled = await settledReservation(c.env.DB, c.req.param("id"));

@@ -13,14 +13,15 @@ export const webhooks = new Hono<AppEnv>();
 /**
  * Payment provider webhook. The signature is checked over the raw body before anything is
  * parsed (./register.ts); the stock object applies each event id once (concurrent duplicates
- * serialise there).
+ * serialise there), and D1 keeps what each id said (the same id saying something else is a 422).
  */
 register(webhooks, ROUTES.paymentWebhook, async (c, event) => {
   const answer = await applyPaymentEvent(c.env, {
     eventId: event.id,
     type: event.type,
     reservationId: event.reservationId,
-    money: event.type === "payment.succeeded" ? { amount: event.amount, currency: event.currency } : undefined,
+    // A failure's money is not checked, but it is part of what the event says (one id, one event).
+    money: { amount: event.amount, currency: event.currency },
     requestId: c.get("requestId"),
   });
   if (!answer) throw new ApiError("RESERVATION_NOT_FOUND");

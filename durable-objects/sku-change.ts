@@ -1,0 +1,139 @@
+import type { SaleStatus, SkuSettings, SkuState } from "./stock-engine";
+
+/**
+ * An operator's change of a SKU (`PUT /admin/skus/:sku`) as its shard 0 applies it, all or nothing
+ * (API.md: a PUT that answers an error has changed nothing, on any shard):
+ *
+ * - one shard: one transaction (settings, total, price);
+ * - the same shard count: shard 0 decides it in one transaction (the total as a difference from the
+ *   total it recorded, see `retarget`), then hands its settings to the siblings, which cannot refuse
+ *   them and apply only a newer version than they have;
+ * - a new shard count (a resize, or a new sharded SKU): two phases. Every shard it reaches is fenced
+ *   first, each only if it is idle (no new hold meanwhile); one refusal lifts every fence and the
+ *   PUT answers it. Then shard 0 commits (recording the plan), every sibling commits, and the plan is
+ *   ended. Shard 0's alarm undoes a plan left `preparing` and finishes one left `committing`.
+ */
+export interface SkuChange {
+  sku: string;
+  shards: number;
+  /** The SKU's total over all shards. */
+  totalStock: number;
+  /** Shard 0's record of the total is missing (a SKU configured before it kept one): the shards' sum. */
+  assumedTotal: number;
+  name?: string | undefined;
+  perUserLimit?: number | undefined;
+  holdSeconds?: number | undefined;
+  startsAt?: number | null | undefined;
+  endsAt?: number | null | undefined;
+  status?: SaleStatus | undefined;
+  openingWindowMs?: number | undefined;
+  price?: number | null | undefined;
+  currency?: string | undefined;
+}
+
+/** A resize as shard 0 records it: from `from` shards (0: a new SKU) to `to`. */
+export interface ResizePlan {
+  changeId: string;
+  from: number;
+  to: number;
+  change: SkuChange;
+}
+
+/** A change of settings shard 0 decided and its siblings have not all taken yet. */
+export interface FollowPlan {
+  changeId: string;
+  follow: true;
+}
+
+/** What shard 0 records while a change is being applied (`StockEngine.resizePlan`). */
+export type ChangePlan = ResizePlan | FollowPlan;
+
+export function isFollowPlan(plan: ChangePlan): plan is FollowPlan {
+  return "follow" in plan;
+}
+
+/** Shard i's part of `total` over `shards` shards (the first ones take the remainder). */
+export function share(total: number, shards: number, i: number): number {
+  return Math.floor(total / shards) + (i < total % shards ? 1 : 0);
+}
+
+/** The shards a resize reaches: every shard of the old layout and of the new. */
+export function reachOf(plan: ResizePlan): number[] {
+  return Array.from({ length: Math.max(plan.from, plan.to) }, (_, i) => i);
+}
+
+/** The settings of a change that every shard gets alike (fields left out keep their value). */
+function common(change: SkuChange): Omit<SkuSettings, "shard" | "shards"> {
+  return {
+    sku: change.sku,
+    name: change.name,
+    perUserLimit: change.perUserLimit,
+    holdSeconds: change.holdSeconds,
+    startsAt: change.startsAt,
+    endsAt: change.endsAt,
+    status: change.status,
+    openingWindowMs: change.openingWindowMs,
+    price: change.price,
+    currency: change.currency,
+  };
+}
+
+/** A change on a one-shard SKU: everything in shard 0's one transaction. */
+export function soleSettings(change: SkuChange): SkuSettings {
+  return { ...common(change), shard: 0, shards: 1, totalStock: change.totalStock };
+}
+
+/** A change of a sharded SKU that keeps its shard count, as shard 0 decides it. */
+export function leadSettings(change: SkuChange, changeId: string): SkuSettings {
+  const plan: FollowPlan = { changeId, follow: true };
+  return {
+    ...common(change),
+    shard: 0,
+    shards: change.shards,
+    retarget: { total: change.totalStock, assumed: change.assumedTotal },
+    plan: JSON.stringify(plan),
+  };
+}
+
+/** What a sibling gets once shard 0 decided: shard 0's settings, absolute, with their version. */
+export function followerSettings(lead: SkuState, shard: number): SkuSettings {
+  return {
+    sku: lead.sku,
+    shard,
+    shards: lead.shards,
+    name: lead.name,
+    perUserLimit: lead.perUserLimit,
+    holdSeconds: lead.holdSeconds,
+    startsAt: lead.startsAt,
+    endsAt: lead.endsAt,
+    status: lead.status,
+    openingWindowMs: lead.openingWindowMs ?? 0,
+    price: lead.price,
+    currency: lead.currency,
+    version: lead.version,
+  };
+}
+
+/**
+ * What shard `shard` commits for a resize: the new count, its even share of the total. Shard 0
+ * commits the change itself (fields left out keep its values); a sibling commits shard 0's settings
+ * as committed (`lead`), whatever it had before (a new shard has nothing to keep).
+ */
+export function resizeSettings(plan: ResizePlan, shard: number, lead?: SkuState): SkuSettings {
+  const { change, to } = plan;
+  const totalStock = shard < to ? share(change.totalStock, to, shard) : 0;
+  if (shard === 0) {
+    return {
+      ...common(change),
+      shard,
+      shards: to,
+      totalStock,
+      changeId: plan.changeId,
+      skuTotal: change.totalStock,
+      plan: JSON.stringify(plan),
+    };
+  }
+  if (!lead) throw new Error("a sibling commits shard 0's settings");
+  const { version: _version, ...settings } = followerSettings(lead, shard);
+  return { ...settings, shards: to, totalStock, changeId: plan.changeId };
+}
