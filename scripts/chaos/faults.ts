@@ -3,11 +3,15 @@
  * chaos-only routes (src/harness/chaos-routes.ts), the redis-server killed and restarted on its port (the bridge
  * stays up and reconnects), reconciliation re-emits and dead-letter replays mid-traffic (duplicate and
  * late deliveries), restocks, and an operator changing totals, pausing and resizing while the sale runs.
- * Webhook replays/reordering and late payments are done by the shoppers.
+ * The actors of ./actors.ts play the rest: resizes raced by reservations, refused PUTs, buyers at
+ * their limit in a waitlist, a stranger asking about SKUs never configured.
+ * Webhook replays/reordering, late payments and Stripe's delayed payments are done by the shoppers.
  */
 import { type RedisServer, startRedis } from "../../tools/redis-server";
+import { Actors } from "./actors";
 import { type Client, num, sleep } from "./http";
 import { describeFault, type Fault, type Scheduled, type SkuPlan } from "./schedule";
+import { type Ledger, newLedger } from "./shoppers";
 
 export class RedisControl {
   constructor(public server: RedisServer) {}
@@ -40,6 +44,7 @@ export class FaultInjector {
   readonly lastPut = new Map<string, number | null>();
   #operators = new Map<string, Promise<unknown>>();
   #pending: Promise<void>[] = [];
+  readonly actors: Actors;
 
   constructor(
     readonly client: Client,
@@ -47,11 +52,16 @@ export class FaultInjector {
     readonly log: (line: string) => void,
     /** The SKUs as configured; a successful resize updates its plan's `shards`. */
     readonly skus: SkuPlan[] = [],
+    /** Where the actors record what they were told (the shoppers' ledger, for the invariants). */
+    ledger: Ledger = newLedger(),
+    seed = 1,
   ) {
     for (const plan of skus) this.lastPut.set(plan.sku, plan.totalStock);
+    this.actors = new Actors(this, ledger, seed);
   }
 
-  #count(kind: string, n = 1): void {
+  /** Counts `n` of a kind of fault for the summary. */
+  count(kind: string, n = 1): void {
     this.injected.set(kind, (this.injected.get(kind) ?? 0) + n);
   }
 
@@ -77,7 +87,7 @@ export class FaultInjector {
         await this.#expectOk(
           this.client.admin("PUT", "/chaos/consumer-faults", { failRate, duplicateRate, maxDelaySeconds, seed }),
         );
-        this.#count("consumer fault windows");
+        this.count("consumer fault windows");
         return;
       }
       case "consumer-off":
@@ -86,33 +96,45 @@ export class FaultInjector {
       case "redis-kill":
         if (this.redis.down) return;
         await this.redis.kill();
-        this.#count("redis kills");
+        this.count("redis kills");
         await sleep(fault.downMs);
         await this.redis.restart();
         this.log(`redis-server restarted on port ${this.redis.server.port}`);
         return;
       case "abort":
         await this.#expectOk(this.client.admin("POST", `/chaos/stock/${fault.sku}/${fault.shard}/abort`));
-        this.#count("stock object aborts");
+        this.count("stock object aborts");
         return;
       case "reconcile": {
         const reply = await this.client.admin("POST", "/admin/reconcile");
-        this.#count("mid-traffic reconciliations");
+        this.count("mid-traffic reconciliations");
         const differences = (reply.json as { differences?: unknown[] } | null)?.differences?.length ?? 0;
-        this.#count("mid-traffic reconcile differences", differences);
+        this.count("mid-traffic reconcile differences", differences);
         return;
       }
       case "dead-letter-replay":
-        this.#count("dead letters replayed mid-traffic", await this.replayDeadLetters());
+        this.count("dead letters replayed mid-traffic", await this.replayDeadLetters());
         return;
       case "restock": {
         const reply = await this.put(fault.sku, (total) => ({ totalStock: total + fault.add }));
         if (reply !== 200) throw new Error(`restock answered ${reply}`);
-        this.#count("restocks");
+        this.count("restocks");
         return;
       }
       case "operator":
         await this.#operator(fault);
+        return;
+      case "resize-race":
+        await this.actors.resizeRace(fault);
+        return;
+      case "refused-put":
+        await this.actors.refusedPut(fault);
+        return;
+      case "line":
+        await this.actors.line(fault);
+        return;
+      case "stranger":
+        await this.actors.stranger(fault);
         return;
     }
   }
@@ -121,22 +143,36 @@ export class FaultInjector {
     const { sku } = fault;
     if (fault.action === "total") {
       const status = await this.put(sku, (total) => ({ totalStock: Math.max(0, total + fault.delta) }));
-      this.#count(`operator totals answered ${status}`);
+      this.count(`operator totals answered ${status}`);
       return;
     }
     if (fault.action === "pause") {
       const paused = await this.put(sku, (total) => ({ totalStock: total, status: "paused" }));
       await sleep(fault.pauseMs);
       const resumed = await this.put(sku, (total) => ({ totalStock: total, status: "on_sale" }));
-      this.#count(`operator pause/resume answered ${paused}/${resumed}`);
+      this.count(`operator pause/resume answered ${paused}/${resumed}`);
       return;
     }
     const status = await this.put(sku, (total) => ({ totalStock: total, shards: fault.shards }));
-    this.#count(`operator resizes answered ${status}`);
+    this.count(`operator resizes answered ${status}`);
     if (status === 200) {
       const plan = this.skus.find((p) => p.sku === sku);
       if (plan) plan.shards = fault.shards; // the harness reads every shard of the new count
     }
+  }
+
+  /**
+   * Runs `work` in the SKU's operator turn: after every PUT of that SKU sent before has answered, and
+   * before any sent later, so that nothing but shoppers changes the SKU meanwhile.
+   */
+  exclusive<T>(sku: string, work: () => Promise<T>): Promise<T> {
+    const previous = this.#operators.get(sku) ?? Promise.resolve();
+    const next = previous.then(work);
+    this.#operators.set(
+      sku,
+      next.catch(() => undefined),
+    );
+    return next;
   }
 
   /**
@@ -145,27 +181,31 @@ export class FaultInjector {
    * until it answers 200 or 4xx. Returns the final status (0: never answered).
    */
   put(sku: string, body: (lastTotal: number) => Record<string, unknown>): Promise<number> {
-    const previous = this.#operators.get(sku) ?? Promise.resolve();
-    const next = previous.then(async () => {
-      const last = this.lastPut.get(sku);
-      if (last === null || last === undefined) return 0; // unknown: leave the SKU alone
-      const sent = body(last);
-      for (let attempt = 0; attempt < 8; attempt++) {
-        const reply = await this.client.admin("PUT", `/admin/skus/${sku}`, sent).catch(() => null);
-        if (reply && reply.status < 500) {
-          if (reply.status === 200) this.lastPut.set(sku, num(sent, "totalStock") ?? last);
-          return reply.status;
-        }
-        await sleep(500 * (attempt + 1));
+    return this.exclusive(sku, () => this.putNow(sku, body).then((reply) => reply.status));
+  }
+
+  /**
+   * The PUT of {@link put} at once: only inside {@link exclusive} of the same SKU. Answers the final
+   * reply (status 0 when it never answered, or when the last total is unknown and nothing was sent);
+   * a 200 records the body's `totalStock` as the SKU's last total (invariant 8).
+   */
+  async putNow(
+    sku: string,
+    body: (lastTotal: number) => Record<string, unknown>,
+  ): Promise<{ status: number; text: string; json: unknown }> {
+    const last = this.lastPut.get(sku);
+    if (last === null || last === undefined) return { status: 0, text: "", json: null }; // unknown: leave it alone
+    const sent = body(last);
+    for (let attempt = 0; attempt < 8; attempt++) {
+      const reply = await this.client.admin("PUT", `/admin/skus/${sku}`, sent).catch(() => null);
+      if (reply && reply.status < 500) {
+        if (reply.status === 200) this.lastPut.set(sku, num(sent, "totalStock") ?? last);
+        return reply;
       }
-      this.lastPut.set(sku, null);
-      return 0;
-    });
-    this.#operators.set(
-      sku,
-      next.catch(() => undefined),
-    );
-    return next;
+      await sleep(500 * (attempt + 1));
+    }
+    this.lastPut.set(sku, null);
+    return { status: 0, text: "", json: null };
   }
 
   async consumerOff(): Promise<void> {

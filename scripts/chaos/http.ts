@@ -13,6 +13,8 @@ export interface Secrets {
   authSecret: string;
   adminToken: string;
   webhookSecret: string;
+  /** STRIPE_WEBHOOK_SECRET of the dev server (`/webhooks/stripe`). */
+  stripeSecret: string;
 }
 
 export class Client {

@@ -3,13 +3,19 @@
  * PUT's, against the operator faults' record). Sources: the admin SKU
  * views (stock objects, D1 order counts, the Redis mirror), `GET /api/reservations/:id` as the owner
  * (stock object status + D1 order status), and the D1 `orders` table read with `wrangler d1 execute`.
+ * 9 (no unit stranded while buyers are told SOLD_OUT or a line waits) is probed by a fresh shopper
+ * per SKU after settling ({@link checkNoStrandedStock}); 10 (a refused change changed nothing, a
+ * resize is all or nothing) is checked on line by the actors (actors.ts); 11 (nothing stored for a
+ * SKU never configured) reads the dev server's state directory and D1 ({@link checkNothingStored}).
  */
 import { spawn } from "node:child_process";
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
 import { shopperJwt } from "../../tools/jwt";
 import { Scrape } from "../../tools/prometheus";
-import { type Client, field, type Reply, sleep, str } from "./http";
+import { type Client, errorCode, field, type Reply, sleep, str } from "./http";
 import type { SkuPlan } from "./schedule";
-import type { Ledger } from "./shoppers";
+import { type Acked, call, type Ledger } from "./shoppers";
 
 export interface Violation {
   invariant: number;
@@ -51,7 +57,15 @@ export function d1Query<T>(stateDir: string, sql: string): Promise<T[]> {
 
 export interface SkuView {
   sku: string;
+  name: string;
+  status: string;
   perUserLimit: number;
+  holdSeconds: number;
+  startsAt: string | null;
+  endsAt: string | null;
+  shards: number;
+  price: number | null;
+  currency: string;
   stock: { total: number; available: number; held: number; sold: number };
   orders: Record<string, number>;
   mirror: { available: number; held: number; sold: number; version: number } | null;
@@ -307,4 +321,188 @@ export async function checkMetrics(client: Client, stateDir: string, skus: SkuPl
     }
   }
   return failures;
+}
+
+/**
+ * 9. No unit stays available while every buyer is answered SOLD_OUT, and no line waits on units that
+ * are there. After settling, for every SKU on sale with units available: a waitlist may not remain
+ * once the units available reach perUserLimit (every entry's quantity is within the limit, so each
+ * one fits: what remains can never be served), and a fresh shopper's purchase token and reservation
+ * of one unit may not answer SOLD_OUT (tried a few times, past the isolates' 1-s sold-out cache).
+ * The probe's hold is cancelled at once and recorded like any reservation.
+ */
+export async function checkNoStrandedStock(
+  client: Client,
+  skus: SkuPlan[],
+  ledger: Ledger,
+  seed: number,
+): Promise<{ violations: Violation[]; summary: string }> {
+  const violations: Violation[] = [];
+  const fail = (message: string) => violations.push({ invariant: 9, message });
+  const answers = new Map<string, number>();
+  let probed = 0;
+  for (const plan of skus) {
+    const view = await skuView(client, plan.sku);
+    const now = Date.now();
+    const onSale =
+      view.status === "on_sale" &&
+      (view.startsAt === null || Date.parse(view.startsAt) <= now) &&
+      (view.endsAt === null || Date.parse(view.endsAt) > now);
+    const { available } = view.stock;
+    if (!onSale || available <= 0) continue;
+    probed++;
+    if (view.waitlist > 0 && available >= view.perUserLimit) {
+      fail(
+        `${plan.sku}: ${available} units available (perUserLimit ${view.perUserLimit}, so any entry fits) while ${view.waitlist} buyer(s) still wait after settling: the line keeps an entry that can never be served`,
+      );
+    }
+    const userId = `probe-${seed}-${plan.sku}`;
+    const jwt = await shopperJwt(userId, client.secrets.authSecret);
+    ledger.users.set(userId, jwt);
+    const headers = { authorization: `Bearer ${jwt}` };
+    const retried = async (op: string, send: () => Promise<Reply>, ok: number): Promise<Reply | null> => {
+      let reply: Reply | null = null;
+      for (let attempt = 0; attempt < 4; attempt++) {
+        reply = await call(ledger, op, send);
+        if (reply?.status === ok || errorCode(reply?.json) !== "SOLD_OUT") return reply;
+        await sleep(1_500); // past the isolates' sold-out cache (SOLD_OUT_CACHE_TTL_MS, 1 s)
+      }
+      return reply;
+    };
+    const minted = await retried(
+      "probe token",
+      () => client.request("POST", `/api/skus/${plan.sku}/tokens`, { headers }),
+      201,
+    );
+    const token = minted?.status === 201 ? str(minted.json, "token") : undefined;
+    const key = (reply: Reply | null) =>
+      `${reply?.status ?? 0}${errorCode(reply?.json) ? ` ${errorCode(reply?.json)}` : ""}`;
+    if (!token) {
+      answers.set(`token ${key(minted)}`, (answers.get(`token ${key(minted)}`) ?? 0) + 1);
+      if (errorCode(minted?.json) === "SOLD_OUT")
+        fail(`${plan.sku}: ${available} units available, yet a fresh shopper's purchase token answered SOLD_OUT`);
+      continue;
+    }
+    ledger.unanswered.add(userId); // until answered: a reservation without an answer may have committed
+    const reply = await retried(
+      "probe reserve",
+      () => client.request("POST", `/api/skus/${plan.sku}/reservations`, { headers, body: { token, quantity: 1 } }),
+      202,
+    );
+    answers.set(key(reply), (answers.get(key(reply)) ?? 0) + 1);
+    if (errorCode(reply?.json) === "SOLD_OUT") {
+      fail(
+        `${plan.sku}: ${available} units available (waitlist ${view.waitlist}), yet a fresh shopper's reservation of 1 answered SOLD_OUT, four times over 6 s`,
+      );
+    }
+    const id = reply?.status === 202 ? str(reply.json, "reservationId") : undefined;
+    if (reply && id) {
+      const acked: Acked = {
+        id,
+        sku: plan.sku,
+        userId,
+        quantity: 1,
+        expiresAt: Date.parse(str(reply.json, "expiresAt") ?? ""),
+        lastKnown: "held",
+        finalBy: null,
+        origin: "reservation",
+      };
+      ledger.acked.set(id, acked);
+      const cancelled = await call(ledger, "probe cancel", () =>
+        client.request("POST", `/api/reservations/${id}/cancel`, { headers }),
+      );
+      if (cancelled?.status === 200) acked.lastKnown = str(cancelled.json, "status") ?? acked.lastKnown;
+    }
+  }
+  const told = [...answers].map(([k, n]) => `${k}×${n}`).join(" ");
+  return {
+    violations,
+    summary: `${probed} SKUs on sale with units available: no line left waiting on them, a fresh shopper answered ${told || "nothing"}`,
+  };
+}
+
+/** The directory of the stock objects' SQLite files under the dev server's state (`v3/do/<script>-SkuStock`). */
+export function stockObjectDir(stateDir: string): string | null {
+  const root = join(stateDir, "v3", "do");
+  if (!existsSync(root)) return null;
+  const dirs = readdirSync(root).filter((d) => d.endsWith("-SkuStock"));
+  return dirs.length === 1 && dirs[0] ? join(root, dirs[0]) : null;
+}
+
+/** Shards a request can name: a reservation id carries up to two digits (`<sku>.<n>.<hex>`). */
+const NAMEABLE_SHARDS = 100;
+
+/**
+ * 11. Nothing is stored for a SKU that was never configured. Every stock object that ever ran has a
+ * SQLite file `<id>.sqlite` in the state directory (the object creates its tables when it starts),
+ * named by the hex id that `idFromName("<sku>#<shard>")` gives (computed by the harness route
+ * `POST /chaos/stock-ids`); every file must be a shard of a configured SKU. `asked` names the ids
+ * never configured that requests were about, so their files are named in the message. D1 may hold
+ * no catalog, order, count or watermark row for other SKUs either. `known` files are not reported
+ * again (a second check after the bad-input pass reports only what that pass stored).
+ */
+export async function checkNothingStored(
+  client: Client,
+  stateDir: string,
+  configured: string[],
+  asked: Iterable<string>,
+  known: ReadonlySet<string> = new Set(),
+): Promise<{ violations: Violation[]; summary: string; stray: Set<string> }> {
+  const violations: Violation[] = [];
+  const fail = (message: string) => violations.push({ invariant: 11, message });
+  const stray = new Set<string>(known);
+  const dir = stockObjectDir(stateDir);
+  if (!dir) {
+    fail(`no stock object directory (v3/do/*-SkuStock) under ${stateDir}: the check cannot read what is stored`);
+    return { violations, summary: "", stray };
+  }
+  const files = readdirSync(dir)
+    .filter((f) => /^[0-9a-f]{64}\.sqlite$/.test(f))
+    .map((f) => f.slice(0, 64));
+  const others = [...new Set(asked)].filter((sku) => !configured.includes(sku));
+  const reply = await client.admin("POST", "/chaos/stock-ids", {
+    skus: [...configured, ...others],
+    shards: NAMEABLE_SHARDS,
+  });
+  const answer = reply.json as { names?: string[]; ids?: string[] } | null;
+  const ids = answer?.ids;
+  const all = answer?.names ?? [];
+  if (reply.status !== 200 || !ids || ids.length !== (configured.length + others.length) * NAMEABLE_SHARDS) {
+    fail(`POST /chaos/stock-ids answered ${reply.status}: ${reply.text.slice(0, 160)}`);
+    return { violations, summary: "", stray };
+  }
+  const byId = new Map(ids.map((id, i) => [id, all[i] ?? "?"]));
+  const allowed = new Set(ids.slice(0, configured.length * NAMEABLE_SHARDS));
+  const present = new Set(files);
+  // The layout is what this check assumes only if every configured SKU's shard 0 has its file.
+  const missing = configured.filter((sku) => !present.has(ids[configured.indexOf(sku) * NAMEABLE_SHARDS] ?? ""));
+  if (missing.length > 0)
+    fail(
+      `no SQLite file in ${dir} for shard 0 of ${missing.join(", ")}: the state layout is not what the check assumes`,
+    );
+  const fresh = files.filter((id) => !allowed.has(id) && !known.has(id));
+  for (const id of fresh) stray.add(id);
+  for (const id of fresh.slice(0, 10)) {
+    const name = byId.get(id);
+    fail(
+      name
+        ? `stock object ${name} has state (${id.slice(0, 12)}….sqlite) though SKU ${name.split("#")[0]} was never configured`
+        : `stock object file ${id.slice(0, 12)}….sqlite is no shard of a configured SKU`,
+    );
+  }
+  if (fresh.length > 10) fail(`… and ${fresh.length - 10} more stock object files of SKUs never configured`);
+  const list = configured.map((sku) => `'${sku.replaceAll("'", "''")}'`).join(",");
+  const rows = await d1Query<{ t: string; sku: string; n: number }>(
+    stateDir,
+    `SELECT 'skus' AS t, sku, COUNT(*) AS n FROM skus WHERE sku NOT IN (${list}) GROUP BY sku
+     UNION ALL SELECT 'orders', sku, COUNT(*) FROM orders WHERE sku NOT IN (${list}) GROUP BY sku
+     UNION ALL SELECT 'order_counts', sku, COUNT(*) FROM order_counts WHERE sku NOT IN (${list}) GROUP BY sku
+     UNION ALL SELECT 'reconcile_watermarks', sku, COUNT(*) FROM reconcile_watermarks WHERE sku NOT IN (${list}) GROUP BY sku`,
+  );
+  for (const row of rows.slice(0, 10)) fail(`D1 ${row.t} holds ${row.n} row(s) for ${row.sku}, a SKU never configured`);
+  return {
+    violations,
+    stray,
+    summary: `${files.length} stock object files, each a shard of the ${configured.length} configured SKUs; no D1 row for another SKU (${others.length} never-configured ids asked about)`,
+  };
 }

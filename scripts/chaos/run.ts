@@ -4,18 +4,23 @@
 // and Durable Objects, `--var CHAOS:true` so the fault switches exist), runs hundreds of seeded
 // shoppers against it on 127.0.0.1 while faults are injected on a seeded schedule, stops the faults,
 // lets the system settle (dead-letter replays, reconciliation), checks the invariants of docs/ARCHITECTURE.md by
-// id (the seven of the stock pipeline, and 8: the SKU's total is the last PUT that answered 200), then runs the bad-input pass. Prints a summary; exits 1 on any violation.
+// id (the seven of the stock pipeline; 8: the SKU's total is the last PUT that answered 200; 9: no unit left
+// available while buyers are told SOLD_OUT or a line waits; 10: a refused PUT changed nothing, a resize is all or
+// nothing; 11: nothing stored for SKUs never configured), then runs the bad-input pass (and 11 again after it).
+// Prints a summary; exits 1 on any violation.
 import { randomBytes } from "node:crypto";
 import { startDevServer } from "../../tools/dev-server";
 import { proxyRestarts } from "../../tools/proxy-restart";
 import { startRedis } from "../../tools/redis-server";
 import { startBridge } from "../../tools/upstash-bridge";
 import { FaultInjector, RedisControl } from "./faults";
-import { fuzz } from "./fuzz";
+import { FUZZ_GHOSTS, fuzz } from "./fuzz";
 import { Client, type Secrets, sleep } from "./http";
 import {
   checkInvariants,
   checkMetrics,
+  checkNoStrandedStock,
+  checkNothingStored,
   converged,
   d1Query,
   firstOrderMismatch,
@@ -50,6 +55,7 @@ const secrets: Secrets = {
   authSecret: `chaos-auth-${randomBytes(8).toString("hex")}`,
   adminToken: `chaos-admin-${randomBytes(8).toString("hex")}`,
   webhookSecret: `chaos-webhook-${randomBytes(8).toString("hex")}`,
+  stripeSecret: `whsec_chaos${randomBytes(12).toString("hex")}`,
 };
 
 const redis = new RedisControl(await startRedis());
@@ -63,6 +69,7 @@ const server = await startDevServer({
     AUTH_SECRET: secrets.authSecret,
     ADMIN_TOKEN: secrets.adminToken,
     PAYMENT_WEBHOOK_SECRET: secrets.webhookSecret,
+    STRIPE_WEBHOOK_SECRET: secrets.stripeSecret,
     UPSTASH_REDIS_REST_URL: bridge.url,
     UPSTASH_REDIS_REST_TOKEN: bridgeToken,
   },
@@ -97,7 +104,9 @@ try {
   }
 
   const shoppers = new Shoppers(client, opts, skus);
-  const faults = new FaultInjector(client, redis, log, skus);
+  const faults = new FaultInjector(client, redis, log, skus, shoppers.ledger, opts.seed);
+  const configured = skus.map((plan) => plan.sku);
+  let strayFiles = new Set<string>();
   let violations: { invariant: number; message: string }[] = [];
   let checked: Record<number, string> = {};
   let pipelineViolation: { invariant: number; message: string } | null = null;
@@ -178,10 +187,13 @@ try {
     // The D1 read and the stock objects' views are moments apart, and holds granted from a waitlist
     // (10-s holds) may still lapse in between: a disagreement is read again after a pause, up to three
     // times. A real violation stays; a snapshot that straddled an expiry does not.
+    // Violations recorded on line (the ledger's) stay whatever is read: only the others are read again.
+    const onLine = new Set(shoppers.ledger.violations);
     for (let attempt = 1; ; attempt++) {
       ({ violations, checked } = await checkInvariants(client, server.stateDir, skus, shoppers.ledger, faults.lastPut));
-      if (violations.length === 0 || attempt === 3) break;
-      log(`check ${attempt} found ${violations.length} violation(s), first: ${violations[0]?.message}; reading again`);
+      const read = violations.filter((v) => !onLine.has(v));
+      if (read.length === 0 || attempt === 3) break;
+      log(`check ${attempt} found ${read.length} violation(s), first: ${read[0]?.message}; reading again`);
       await sleep(3_000);
     }
     if (pipelineViolation) violations.unshift(pipelineViolation);
@@ -193,6 +205,18 @@ try {
       log(`metrics disagree (${metricFailures[0]}); reading again`);
       await sleep(3_000);
     }
+    // 11: no stock object file, no D1 row for a SKU never configured (the stranger's included).
+    const stored = await checkNothingStored(client, server.stateDir, configured, faults.actors.ghosts);
+    violations.push(...stored.violations);
+    strayFiles = stored.stray;
+    checked[11] = stored.summary;
+    // 9: a fresh shopper per SKU with units available (after 11: its holds are on configured SKUs).
+    const stranded = await checkNoStrandedStock(client, skus, shoppers.ledger, opts.seed);
+    violations.push(...stranded.violations);
+    checked[9] = stranded.summary;
+    checked[10] = faults.actors.summary10();
+    for (const v of [...stored.violations, ...stranded.violations])
+      log(`VIOLATION (invariant ${v.invariant}): ${v.message}`);
   }
 
   // ---- bad-input pass: every answer a contract 4xx, state unchanged
@@ -248,6 +272,21 @@ try {
     fuzzFailures = result.failures;
     if (before !== after)
       fuzzFailures.push(`state changed by the bad-input pass:\n  before ${before}\n  after  ${after}`);
+    // 11 again: the pass asks about ids never configured too; only files it added are reported.
+    const stored = await checkNothingStored(
+      client,
+      server.stateDir,
+      configured,
+      [...faults.actors.ghosts, ...FUZZ_GHOSTS],
+      strayFiles,
+    );
+    for (const v of stored.violations) {
+      const message = `after the bad-input pass: ${v.message}`;
+      if (opts.chaos) violations.push({ invariant: v.invariant, message });
+      else fuzzFailures.push(`invariant ${v.invariant}: ${message}`);
+    }
+    if (stored.violations.length > 0)
+      log(`VIOLATION (invariant 11) after the bad-input pass: ${stored.violations[0]?.message}`);
     fuzzSummary = `${result.cases} bad requests, answers ${[...result.byStatus]
       .sort((a, b) => a[0] - b[0])
       .map(([s, n]) => `${s}×${n}`)
@@ -267,6 +306,11 @@ try {
     );
     console.log("faults injected:");
     for (const [key, n] of faults.injected) console.log(`  ${key.padEnd(42)} ${n}`);
+    for (const [ending, n] of [...shoppers.stripeFlows].sort())
+      console.log(`  ${`Stripe delayed payments (unpaid, then ${ending})`.padEnd(42)} ${n}`);
+    console.log(
+      `  ${"never-configured SKU ids asked about".padEnd(42)} ${faults.actors.ghosts.size} (${[...faults.actors.ghosts].join(", ")})`,
+    );
     console.log(`  ${"mirror commands refused while redis was down".padEnd(42)} ${bridgeErrors}`);
     console.log(
       `  worker-side consumer faults               ${(await client.admin("GET", "/chaos/consumer-faults")).text}`,
@@ -287,7 +331,7 @@ try {
       );
     }
     console.log("invariants:");
-    for (let id = 1; id <= 8; id++) {
+    for (let id = 1; id <= 11; id++) {
       const first = violations.find((v) => v.invariant === id);
       const n = violations.filter((v) => v.invariant === id).length;
       console.log(first ? `  ${id}: VIOLATED (${n}): ${first.message}` : `  ${id}: held — ${checked[id] ?? ""}`);

@@ -74,6 +74,18 @@ export interface SkuPlan {
   weight: number;
   /** Fair opening: the sale starts `leadMs` after configuration; its first `windowMs` are one draw. */
   opening?: { leadMs: number; windowMs: number };
+  /**
+   * A SKU no random shopper buys (weight 0), played by one actor of scripts/chaos/actors.ts:
+   * `resize`, an operator resizing it while the actor's shoppers reserve; `line`, a sold-out sharded
+   * SKU whose waitlist buyers at their perUserLimit join before others cancel. The seeded faults of
+   * the shopper SKUs (aborts, operators, restocks) never pick these.
+   */
+  role?: "resize" | "line";
+}
+
+/** How many `line` SKUs (one waitlist scene each): 1 for a quick or default run, up to 3. */
+export function lineScenes(opts: Options): number {
+  return Math.min(3, Math.max(1, Math.ceil(opts.trafficMs / 180_000)));
 }
 
 export function skuPlans(opts: Options): SkuPlan[] {
@@ -94,6 +106,26 @@ export function skuPlans(opts: Options): SkuPlan[] {
       weight: 3,
       opening: { leadMs: 4_000, windowMs: 3_000 },
     },
+    // Resized between 2, 3 and 4 shards by an operator while the actor's shoppers reserve on it.
+    {
+      sku: `${prefix}-resize`,
+      totalStock: 40,
+      perUserLimit: 2,
+      holdSeconds: 900,
+      shards: 2,
+      weight: 0,
+      role: "resize",
+    },
+    // Sold out by four buyers at their limit of 2, then waited for (see actors.ts, `line`).
+    ...Array.from({ length: lineScenes(opts) }, (_, i) => ({
+      sku: `${prefix}-line${i + 1}`,
+      totalStock: 8,
+      perUserLimit: 2,
+      holdSeconds: 900,
+      shards: 2,
+      weight: 0,
+      role: "line" as const,
+    })),
   ];
 }
 
@@ -125,7 +157,19 @@ export type Fault =
       delta: number;
       pauseMs: number;
       shards: number;
-    };
+    }
+  /**
+   * The actors of actors.ts. `resize-race`: the `resize` SKU resized to `shards` (2..4, another count
+   * than its own) while a burst of its shoppers reserve, tokens minted before kept to try after.
+   * `refused-put`: a `PUT` mid-sale that must be refused (`totalStock` below what is sold), carrying
+   * other changes too (name, status, perUserLimit, holdSeconds, endsAt); `sku` is the first choice,
+   * the next shopper SKU with units sold is taken when it has none. `line`: one waitlist scene on a
+   * `line` SKU. `stranger`: requests about SKU ids never configured, on every route that names one.
+   */
+  | { kind: "resize-race"; sku: string; shards: number; round: number }
+  | { kind: "refused-put"; sku: string; round: number }
+  | { kind: "line"; sku: string; round: number }
+  | { kind: "stranger"; ghosts: string[]; round: number };
 
 export interface Scheduled {
   atMs: number;
@@ -133,8 +177,10 @@ export interface Scheduled {
 }
 
 /** The fault schedule: every fault at a seeded offset from the start of traffic, in time order. */
-export function faultSchedule(opts: Options, skus: SkuPlan[]): Scheduled[] {
+export function faultSchedule(opts: Options, all: SkuPlan[]): Scheduled[] {
   const random = prng(derive(opts.seed, 1_000_000));
+  // The seeded faults of the shopper SKUs (the same schedule as before the actors' SKUs existed).
+  const skus = all.filter((plan) => plan.role === undefined);
   const end = opts.trafficMs;
   const out: Scheduled[] = [];
   // Consumer failure windows: on for a while, then off, over the whole traffic period.
@@ -198,7 +244,57 @@ export function faultSchedule(opts: Options, skus: SkuPlan[]): Scheduled[] {
       },
     });
   }
+  out.push(...actorSchedule(opts, all, perMinute));
   return out.sort((a, b) => a.atMs - b.atMs);
+}
+
+/** The actors' faults (actors.ts), from their own seeded stream so the others keep their times. */
+function actorSchedule(opts: Options, all: SkuPlan[], perMinute: (n: number) => number): Scheduled[] {
+  const random = prng(derive(opts.seed, 2_000_000));
+  const end = opts.trafficMs;
+  const out: Scheduled[] = [];
+  const shopperSkus = all.filter((plan) => plan.role === undefined);
+  const resize = all.find((plan) => plan.role === "resize");
+  if (resize) {
+    // About every 5 s: each round needs the SKU idle (its holds cancelled), which a round leaves it.
+    const rounds = perMinute(11);
+    for (let i = 0; i < rounds; i++) {
+      out.push({
+        atMs: Math.round(3_000 + ((end - 6_000) * i) / rounds) + between(random, 0, 1_500),
+        fault: { kind: "resize-race", sku: resize.sku, shards: between(random, 2, 4), round: i + 1 },
+      });
+    }
+  }
+  // Refused PUTs once units are sold; the first one on a sharded SKU (several shards to leave as they were).
+  const sharded = shopperSkus.filter((plan) => plan.shards > 1);
+  for (let i = 0; i < perMinute(3); i++) {
+    const sku = pick(random, i === 0 && sharded.length > 0 ? sharded : shopperSkus);
+    out.push({
+      atMs: between(random, Math.min(15_000, end / 4), end - 2_000),
+      fault: { kind: "refused-put", sku: sku.sku, round: i + 1 },
+    });
+  }
+  // Waitlist scenes early enough for their cancels and the line's service to finish inside traffic.
+  const lines = all.filter((plan) => plan.role === "line");
+  lines.forEach((plan, i) => {
+    const slot = (end - 25_000) / lines.length;
+    out.push({
+      atMs: Math.max(5_000, Math.round(8_000 + slot * i + between(random, 0, Math.max(0, Math.floor(slot / 2))))),
+      fault: { kind: "line", sku: plan.sku, round: i + 1 },
+    });
+  });
+  const hex = () => between(random, 0, 2 ** 31 - 1).toString(16);
+  for (let i = 0; i < perMinute(1); i++) {
+    out.push({
+      atMs: between(random, 5_000, end - 5_000),
+      fault: {
+        kind: "stranger",
+        ghosts: [`chaos${opts.seed}-ghost${i + 1}`, `never-configured-${hex()}`, `${shopperSkus[0]?.sku ?? "sku"}x`],
+        round: i + 1,
+      },
+    });
+  }
+  return out;
 }
 
 export function describeFault(fault: Fault): string {
@@ -223,5 +319,13 @@ export function describeFault(fault: Fault): string {
         : fault.action === "pause"
           ? `operator pauses ${fault.sku} for ${fault.pauseMs} ms`
           : `operator resizes ${fault.sku} to ${fault.shards} shards`;
+    case "resize-race":
+      return `operator resizes ${fault.sku} to ${fault.shards} shards while its shoppers reserve (round ${fault.round})`;
+    case "refused-put":
+      return `operator PUT refused mid-sale (totalStock below sold, other fields changed too) on ${fault.sku} or a SKU with sales`;
+    case "line":
+      return `waitlist scene on ${fault.sku}: buyers at their perUserLimit join the line, others cancel`;
+    case "stranger":
+      return `a stranger asks about never-configured SKUs ${fault.ghosts.join(", ")} on every route`;
   }
 }

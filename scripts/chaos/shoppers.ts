@@ -5,8 +5,9 @@
  */
 import { signPayment } from "../../src/payments/webhook-signature";
 import { shopperJwt } from "../../tools/jwt";
-import { type Client, errorCode, type Reply, sleep, str } from "./http";
+import { type Client, errorCode, field, type Reply, sleep, str } from "./http";
 import { between, derive, type Options, pick, prng, type SkuPlan } from "./schedule";
+import { checkoutSession, sendStripe, stripeEvent, stripeId } from "./stripe";
 
 export interface Acked {
   id: string;
@@ -50,7 +51,7 @@ export function newLedger(): Ledger {
   };
 }
 
-function count(ledger: Ledger, op: string, reply: Reply | null): void {
+export function count(ledger: Ledger, op: string, reply: Reply | null): void {
   const key =
     reply === null
       ? `${op} network-error`
@@ -62,7 +63,7 @@ function count(ledger: Ledger, op: string, reply: Reply | null): void {
 }
 
 /** Calls with retries on 429/503/5xx/network errors (all our mutations are idempotent to repeat). */
-async function call(ledger: Ledger, op: string, send: () => Promise<Reply>, retries = 6): Promise<Reply | null> {
+export async function call(ledger: Ledger, op: string, send: () => Promise<Reply>, retries = 6): Promise<Reply | null> {
   for (let attempt = 0; ; attempt++) {
     let reply: Reply | null = null;
     try {
@@ -79,6 +80,8 @@ async function call(ledger: Ledger, op: string, send: () => Promise<Reply>, retr
 
 export class Shoppers {
   readonly ledger = newLedger();
+  /** Stripe delayed payments by ending (`async_payment_succeeded` / `_failed`), for the summary. */
+  readonly stripeFlows = new Map<string, number>();
   #nextPaymentId = 0;
 
   constructor(
@@ -228,10 +231,14 @@ export class Shoppers {
         await Promise.all(pair.map((f) => f()));
         await this.#read(acked);
         acked.finalBy = acked.lastKnown === "paid" || acked.lastKnown === "refund_required" ? acked.lastKnown : null;
+      } else if (style < 0.55) {
+        // A delayed payment method through Stripe: the session completes unpaid, the money comes later (or not).
+        await this.#stripeDelayed(random, acked, random() < 0.65 ? "succeeded" : "failed");
       } else {
         await this.#pay(id, "payment.succeeded", eventId);
       }
-      if (random() < 0.3) {
+      // (The Stripe flow replays its own event; `eventId` was never sent there.)
+      if (!(style >= 0.35 && style < 0.55) && random() < 0.3) {
         // A late replay of the same event: same answer, no second effect.
         await sleep(between(random, 500, 4_000));
         await this.#pay(id, "payment.succeeded", eventId);
@@ -249,6 +256,91 @@ export class Shoppers {
       }
     }
     if (random() < 0.3) await this.#read(acked);
+  }
+
+  /**
+   * Stripe's delayed payment methods (API.md, `POST /webhooks/stripe`): `checkout.session.completed`
+   * with `payment_status: "unpaid"` must change nothing (answered `ignored`, the hold still held),
+   * then `checkout.session.async_payment_succeeded` pays (answered with a `reservationStatus`, never
+   * `ignored`) or `checkout.session.async_payment_failed` releases the hold. Sometimes the final
+   * event comes twice (same id: same answer). What is wrong is recorded on line (invariants 5, 6).
+   */
+  async #stripeDelayed(random: () => number, acked: Acked, ending: "succeeded" | "failed"): Promise<void> {
+    const { ledger, client } = this;
+    const seed = this.opts.seed;
+    const intent = stripeId("pi", seed);
+    const flow = `async_payment_${ending}`;
+    this.stripeFlows.set(flow, (this.stripeFlows.get(flow) ?? 0) + 1);
+    const note = (key: string) => ledger.outcomes.set(key, (ledger.outcomes.get(key) ?? 0) + 1);
+    const answerOf = (reply: Reply | null) =>
+      reply?.status !== 200
+        ? `${reply?.status ?? "network-error"}`
+        : field(reply.json, "ignored") === true
+          ? "ignored"
+          : (str(reply.json, "reservationStatus") ?? "no status");
+
+    const unpaid = stripeEvent(stripeId("evt", seed), "checkout.session.completed", {
+      ...checkoutSession(acked.id, 1999 * acked.quantity, intent, "unpaid"),
+    });
+    const first = await call(ledger, "stripe completed unpaid", () => sendStripe(client, unpaid));
+    note(`stripe completed unpaid answered ${answerOf(first)}`);
+    if (first?.status === 200 && field(first.json, "ignored") !== true) {
+      ledger.violations.push({
+        invariant: 6,
+        message: `checkout.session.completed with payment_status "unpaid" for ${acked.id} took effect (answered ${answerOf(first)}): no money has arrived`,
+      });
+    }
+    await this.#read(acked);
+    if (acked.lastKnown === "paid" || acked.lastKnown === "cancelled") {
+      ledger.violations.push({
+        invariant: 6,
+        message: `reservation ${acked.id} is ${acked.lastKnown} after an unpaid checkout.session.completed (it must change nothing)`,
+      });
+    }
+
+    await sleep(between(random, 300, 2_500));
+    const type = `checkout.session.${flow}`;
+    const event = stripeEvent(
+      stripeId("evt", seed),
+      type,
+      checkoutSession(acked.id, 1999 * acked.quantity, intent, "paid"),
+    );
+    const eventId = String(event.id);
+    const copies = random() < 0.3 ? 2 : 1;
+    for (let copy = 0; copy < copies; copy++) {
+      if (copy > 0) await sleep(between(random, 200, 1_500));
+      const reply = await call(ledger, `stripe ${ending === "succeeded" ? "async ok" : "async failed"}`, () =>
+        sendStripe(client, event),
+      );
+      const answer = answerOf(reply);
+      note(`stripe ${type.slice(17)} answered ${answer}`);
+      if (reply?.status !== 200) continue;
+      if (answer === "ignored") {
+        ledger.violations.push(
+          ending === "succeeded"
+            ? {
+                invariant: 6,
+                message: `${type} for reservation ${acked.id} (${acked.lastKnown}) was answered ignored: the money that arrived took no effect`,
+              }
+            : {
+                invariant: 5,
+                message: `${type} for reservation ${acked.id} (${acked.lastKnown}) was answered ignored: the failed payment did not release the hold`,
+              },
+        );
+        continue;
+      }
+      const record = ledger.payments.get(eventId) ?? { reservationId: acked.id, answers: [] };
+      record.answers.push(answer);
+      ledger.payments.set(eventId, record);
+      acked.lastKnown = answer;
+      if (ending === "succeeded" && (answer === "paid" || answer === "refund_required")) acked.finalBy = answer;
+      if (ending === "failed" && answer === "held") {
+        ledger.violations.push({
+          invariant: 5,
+          message: `${type} for reservation ${acked.id} answered held: the failed payment did not release the hold`,
+        });
+      }
+    }
   }
 
   async #cancel(acked: Acked, auth: Record<string, string>): Promise<void> {

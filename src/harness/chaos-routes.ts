@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import type { OrderEvent } from "../../durable-objects/stock-model";
+import { type OrderEvent, shardName } from "../../durable-objects/stock-model";
 import { callStock, SKU_ID, stockShard } from "../edge/stock-client";
 import { adminAuth } from "../http/auth";
 import { readJson } from "../http/body";
@@ -135,4 +135,35 @@ chaos.post("/chaos/stock/:sku/:shard/abort", async (c) => {
     error = String(err); // the abort rejects the very call that caused it
   }
   return c.json({ sku, shard, aborted: true, error });
+});
+
+/**
+ * Every shard's own state, shards 0 to `count` - 1 (null where a shard has none): what a resize or a
+ * refused PUT left on each shard, which the admin view (a sum over the shards shard 0 counts) hides.
+ * Reading a shard wakes its object, so the harness asks only for shards a PUT of the SKU reached.
+ */
+chaos.get("/chaos/stock/:sku/shards", async (c) => {
+  const sku = c.req.param("sku");
+  const count = Number(c.req.query("count") ?? "1");
+  if (!SKU_ID.test(sku) || !Number.isInteger(count) || count < 1 || count > 64) throw new ApiError("NOT_FOUND");
+  const shards = await Promise.all(
+    Array.from({ length: count }, (_, shard) => callStock(() => stockShard(c.env, sku, shard).state())),
+  );
+  return c.json({ sku, shards });
+});
+
+const StockIdsRequest = z.object({
+  skus: z.array(z.string().regex(SKU_ID)).min(1).max(200),
+  shards: z.int().min(1).max(100),
+});
+
+/**
+ * The Durable Object ids (hex, as wrangler dev names their SQLite files) of shards 0 to `shards` - 1
+ * of each SKU, in that order: `idFromName(<sku>#<shard>)` only computes an id, no object is created
+ * or woken.
+ */
+chaos.post("/chaos/stock-ids", async (c) => {
+  const { skus, shards } = await readJson(c, StockIdsRequest);
+  const names = skus.flatMap((sku) => Array.from({ length: shards }, (_, shard) => shardName(sku, shard)));
+  return c.json({ names, ids: names.map((name) => c.env.SKU_STOCK.idFromName(name).toString()) });
 });
