@@ -59,6 +59,19 @@ export interface Results {
       pipelineCpuUsPerOrder?: number;
     };
     hot_sku_orders?: { ordersPerSec: number; lagP50Ms: number; lagP99Ms: number; rows: number };
+    /** Fair opening, one shard: the alarm's decision of a full window (bench/scenarios/draw.ts). */
+    draw_decide?: { entrants: number; units: number; decideMs: number; decideCpuMs: number; rssAfterMiB: number };
+    /** Fair opening, sharded: the decision with a request waiting per entrant, until all are answered. */
+    draw_decide_sharded?: {
+      entrants: number;
+      units: number;
+      shards: number;
+      decideMs: number;
+      decideCpuMs: number;
+      transactionsPerEntrant: number;
+      /** Set when the figure was measured in another (partial) run than the rest of the file. */
+      measuredIn?: string;
+    };
     hot_sku_profile?: ProfileLine[];
   };
   /** The capacity model (bench/lib/capacity.ts); absent in results of runs before it existed. */
@@ -522,6 +535,7 @@ function performanceDoc(r: Results): string {
       "",
     );
   }
+  out.push(...drawSection(r));
   if (r.capacity) out.push(...capacitySection(r.capacity));
   if (r.baselines.length > 0) {
     out.push(
@@ -555,6 +569,39 @@ function performanceDoc(r: Results): string {
   }
   if (r.problems.length > 0) out.push("## Problems in this run", "", ...r.problems.map((p) => `- ${p}`), "");
   return `${out.join("\n")}\n`;
+}
+
+/** "Fair opening": the decision of a draw, one shard and sharded (absent from runs without them). */
+function drawSection(r: Results): string[] {
+  const one = r.figures.draw_decide;
+  const sharded = r.figures.draw_decide_sharded;
+  if (!one && !sharded) return [];
+  const rows: string[][] = [];
+  if (one)
+    rows.push([
+      `1 shard, the alarm alone (${n0(one.units)} units)`,
+      n0(one.entrants),
+      n0(one.decideMs),
+      n0(one.decideCpuMs),
+      "–",
+    ]);
+  if (sharded)
+    rows.push([
+      `${sharded.shards} shards, a request waiting per entrant, until all answered (${n0(sharded.units)} units)`,
+      n0(sharded.entrants),
+      n0(sharded.decideMs),
+      n0(sharded.decideCpuMs),
+      sharded.transactionsPerEntrant.toFixed(2),
+    ]);
+  return [
+    "## Fair opening",
+    "",
+    "The decision of an opening draw at the window's close (bench/scenarios/draw.ts): entries go in first, inside workerd, then the decision is timed from the driver, with workerd's CPU around it. Transactions are the engine's on every shard over that time (the harness's storage counts them).",
+    "",
+    table(["draw", "entrants", "decision ms", "workerd CPU ms", "transactions per entrant"], rows),
+    "",
+    ...(sharded?.measuredIn ? [`The sharded row comes from another run: ${sharded.measuredIn}.`, ""] : []),
+  ];
 }
 
 /** "Capacity on Cloudflare": the model of bench/lib/capacity.ts, its inputs and the limits it rests on. */

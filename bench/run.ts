@@ -30,7 +30,7 @@ import { verify } from "./lib/verify";
 import { through, VIAS, viaKey } from "./lib/via";
 import { writeReports } from "./report";
 import { classic } from "./scenarios/classic";
-import { drawDecide } from "./scenarios/draw";
+import { drawDecide, drawDecideSharded, SHARDED_ENTRANTS } from "./scenarios/draw";
 import { type Ceiling, ceiling, ceilingOf, healthz, hotSku, soldOut, soldOutFloor } from "./scenarios/edge";
 import { engineCore } from "./scenarios/engine-core";
 import { memory } from "./scenarios/memory";
@@ -50,6 +50,12 @@ const baselineRefs = option("--baseline");
 const rounds = Number(option("--rounds")[0] ?? (quick ? 1 : 3));
 if (!Number.isInteger(rounds) || rounds < 1) {
   console.error("--rounds takes a whole number of rounds, 1 or more (for example --rounds 3)");
+  process.exit(2);
+}
+/** `--draw-entrants N`: entrants of the sharded draw point `draw_decide_sharded` (default 10,000). */
+const drawEntrants = Number(option("--draw-entrants")[0] ?? SHARDED_ENTRANTS);
+if (!Number.isInteger(drawEntrants) || drawEntrants < 8) {
+  console.error("--draw-entrants takes a whole number of entrants, 8 or more (for example --draw-entrants 10000)");
   process.exit(2);
 }
 /** `--only sold_out,hot_sku`: just these points (and the ceiling), for measuring one change quickly. */
@@ -221,6 +227,7 @@ try {
       (bench.figures.engine_core_fsync as { cpuUsPerReservation?: number } | undefined)?.cpuUsPerReservation,
     );
   if (wanted("draw_decide")) await drawDecide(bench, on);
+  if (wanted("draw_decide_sharded")) await drawDecideSharded(bench, on, drawEntrants);
 
   for (const ref of baselineRefs) {
     const commit = sh("git", ["rev-parse", "--short", ref]);

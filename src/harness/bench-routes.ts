@@ -78,7 +78,8 @@ bench.post("/bench/engine", async (c) => {
 
 const DrawRequest = z.object({
   sku: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/),
-  phase: z.enum(["enter", "decide"]),
+  shard: z.int().min(0).max(63).default(0),
+  phase: z.enum(["enter", "decide", "wait", "close", "start", "answers"]),
   count: z.int().min(1).max(200_000).default(1),
   run: z
     .string()
@@ -87,15 +88,31 @@ const DrawRequest = z.object({
 });
 
 /**
- * Bench point `draw_decide` (bench/scenarios/draw.ts): `enter` fills a SKU's opening window with
- * `count` entrants, `decide` decides its draw as the alarm would; the driver times each call and
- * reads workerd's CPU and memory around it.
+ * Bench points `draw_decide` and `draw_decide_sharded` (bench/scenarios/draw.ts), on shard `shard`:
+ * `enter` fills a SKU's opening window with `count` entrants, `decide` decides its draw as the alarm
+ * would; the driver times each call and reads workerd's CPU and memory around it. For a sharded
+ * draw with waiting requests: `wait` starts one per entrant of a run, `close` sets a sibling's clock
+ * to the close, `start` starts shard 0's alarm without waiting for it, `answers` counts the answers.
  */
 bench.post("/bench/draw", async (c) => {
   const body = await readJson(c, DrawRequest);
-  const stub = stockShard(c.env, body.sku, 0) as unknown as DurableObjectStub<HarnessSkuStock>;
-  if (body.phase === "enter") return c.json({ entered: await stub.benchDrawEnter(body.run, body.count) });
-  return c.json(await stub.benchDrawDecide());
+  const stub = stockShard(c.env, body.sku, body.shard) as unknown as DurableObjectStub<HarnessSkuStock>;
+  switch (body.phase) {
+    case "enter":
+      return c.json({ entered: await stub.benchDrawEnter(body.run, body.count) });
+    case "wait":
+      return c.json({ waiting: await stub.benchDrawWait(body.run, body.count) });
+    case "close":
+      await stub.benchDrawClose();
+      return c.json({ closed: true });
+    case "start":
+      await stub.benchDrawStart();
+      return c.json({ started: true });
+    case "answers":
+      return c.json(await stub.benchDrawAnswers());
+    case "decide":
+      return c.json(await stub.benchDrawDecide());
+  }
 });
 
 bench.get("/bench/orders/:sku", async (c) => {

@@ -1,5 +1,5 @@
 import { SkuStock as ProductionSkuStock } from "../../durable-objects/objects";
-import type { EngineStorage, ReserveRequest } from "../../durable-objects/stock-model";
+import type { EngineStorage, ReserveOutcome, ReserveRequest } from "../../durable-objects/stock-model";
 
 /** What `GET /bench/stock/:sku/:shard/stats` answers: the object's storage as the soak watches it. */
 export interface StockStats {
@@ -7,6 +7,8 @@ export interface StockStats {
   rowsRead: number;
   /** SQL statements the engine ran since this instance started (each one a call from JS into SQLite). */
   statements: number;
+  /** Engine transactions (`transactionSync` calls) since this instance started. */
+  transactions: number;
   /** The object's SQLite database, in bytes. */
   databaseSize: number;
   /** Rows per table. */
@@ -18,6 +20,7 @@ const TABLES = ["reservations", "user_quota", "payment_events", "waitlist", "tra
 type Cursor = SqlStorageCursor<Record<string, SqlStorageValue>>;
 interface Counter {
   statements: number;
+  transactions: number;
   rowsRead: number;
   /** The last cursor: its count is final once consumed, which the engine does before its next statement. */
   last: Cursor | null;
@@ -33,12 +36,16 @@ const counters = new WeakMap<DurableObjectStorage, Counter>();
  */
 export class SkuStock extends ProductionSkuStock {
   protected override engineStorage(storage: DurableObjectStorage): EngineStorage {
-    const counter: Counter = { statements: 0, rowsRead: 0, last: null };
+    const counter: Counter = { statements: 0, transactions: 0, rowsRead: 0, last: null };
     counters.set(storage, counter);
     // Statements are always counted (the bench reports SQL statements per reservation): a plain
     // closure and an increment, no Proxy, so the measured object costs what production's does.
     // Rows read need the cursor of every statement kept: a Proxy, only when the soak asks for it
-    // (that wrapper was the top self-time entry of a hot-SKU profile).
+    // (that wrapper was the top self-time entry of a hot-SKU profile). Transactions are always counted.
+    const transactionSync = <T>(fn: () => T): T => {
+      counter.transactions++;
+      return storage.transactionSync(fn);
+    };
     if (this.env.COUNT_ROWS_READ !== "true") {
       const sql = storage.sql;
       const counted = {
@@ -47,7 +54,7 @@ export class SkuStock extends ProductionSkuStock {
           return sql.exec(query, ...bindings);
         },
       } as unknown as SqlStorage;
-      return { sql: counted, transactionSync: (fn) => storage.transactionSync(fn) };
+      return { sql: counted, transactionSync };
     }
     const exec = (query: string, ...bindings: SqlStorageValue[]): Cursor => {
       counter.statements++;
@@ -62,7 +69,7 @@ export class SkuStock extends ProductionSkuStock {
         return typeof value === "function" ? value.bind(target) : value;
       },
     });
-    return { sql, transactionSync: (fn) => storage.transactionSync(fn) };
+    return { sql, transactionSync };
   }
 
   /** Storage figures, read outside the engine (so not counted in `rowsRead`). */
@@ -78,6 +85,7 @@ export class SkuStock extends ProductionSkuStock {
     return {
       rowsRead: counter?.rowsRead ?? 0,
       statements: counter?.statements ?? 0,
+      transactions: counter?.transactions ?? 0,
       databaseSize: sql.databaseSize,
       rows,
     };
@@ -150,6 +158,50 @@ export class SkuStock extends ProductionSkuStock {
         if (!answer.ok && answer.code === "DRAW_PENDING") entered++;
     }
     return entered;
+  }
+
+  /** Bench `draw_decide_sharded`: the answers of the requests {@link benchDrawWait} started, as they come. */
+  readonly #benchAnswers: ReserveOutcome[] = [];
+
+  /**
+   * Bench `draw_decide_sharded`: the entrants `benchDrawEnter(run, count)` made here each get a
+   * request waiting for the draw's answer (`awaitDraw`, as the edge's after `DRAW_PENDING`), left
+   * running; {@link benchDrawAnswers} counts the answers.
+   */
+  benchDrawWait(run: string, count: number): number {
+    for (let i = 0; i < count; i++) {
+      const request: ReserveRequest = { userId: `${run}-${i}`, nonce: `${run}-n-${i}`, quantity: 1 };
+      const answered = this.awaitDraw(request).then(
+        (answer) => void this.#benchAnswers.push(answer),
+        () => void this.#benchAnswers.push({ ok: false, code: "BUSY" }),
+      );
+      this.ctx.waitUntil(answered);
+    }
+    return count;
+  }
+
+  /** Bench: the waiting requests answered so far, held or by code. */
+  benchDrawAnswers(): { answered: number; held: number; codes: Record<string, number> } {
+    const codes: Record<string, number> = {};
+    let held = 0;
+    for (const answer of this.#benchAnswers) {
+      if (answer.ok) held++;
+      else codes[answer.code] = (codes[answer.code] ?? 0) + 1;
+    }
+    return { answered: this.#benchAnswers.length, held, codes };
+  }
+
+  /** Bench: this shard's clock at the window's close (a sibling, before shard 0 decides). */
+  benchDrawClose(): void {
+    const closesAt = this.engine.draw.closesAt();
+    if (closesAt === null) throw new Error("this SKU has no opening window");
+    this.now = () => closesAt;
+  }
+
+  /** Bench: shard 0's clock at the window's close and its alarm started, not awaited (the driver polls answers). */
+  benchDrawStart(): void {
+    this.benchDrawClose();
+    this.ctx.waitUntil(this.alarm());
   }
 
   /** Bench: the window's close, then what the alarm does there (decide the draw); the draw after. */
