@@ -5,6 +5,7 @@
  * `t=…,v1=hex(HMAC-SHA256(secret, t + "." + body))`), as test/support/stripe.ts does for the tests.
  */
 import Stripe from "stripe";
+import { stripeEnvelope } from "../../tools/stripe-event";
 import type { Client, Reply } from "./http";
 
 const stripe = new Stripe("sk_test_flashgate_chaos");
@@ -39,19 +40,7 @@ export function checkoutSession(
 }
 
 /** A Stripe event envelope around `object`. */
-export function stripeEvent(id: string, type: string, object: Record<string, unknown>): Record<string, unknown> {
-  return {
-    id,
-    object: "event",
-    api_version: "2025-06-30.basil",
-    created: Math.floor(Date.now() / 1000),
-    data: { object },
-    livemode: false,
-    pending_webhooks: 1,
-    request: { id: null, idempotency_key: null },
-    type,
-  };
-}
+export const stripeEvent = stripeEnvelope;
 
 /** Posts a Stripe event, signed now (the same event again is signed afresh, as Stripe's retries are). */
 export async function sendStripe(client: Client, event: Record<string, unknown>): Promise<Reply> {

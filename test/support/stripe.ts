@@ -1,4 +1,5 @@
 import Stripe from "stripe";
+import { stripeEnvelope } from "../../tools/stripe-event";
 import { type Answer, call } from "./client";
 
 /**
@@ -15,19 +16,9 @@ const stripe = new Stripe("sk_test_flashgate");
 let counter = 0;
 const stripeId = (prefix: string) => `${prefix}_test${Date.now().toString(36)}${(++counter).toString(36)}`;
 
-/** A Stripe event envelope around `object`. */
+/** A Stripe event envelope around `object`, with a fresh event id. */
 export function stripeEvent(type: string, object: Record<string, unknown>): Record<string, unknown> {
-  return {
-    id: stripeId("evt"),
-    object: "event",
-    api_version: "2025-06-30.basil",
-    created: Math.floor(Date.now() / 1000),
-    data: { object },
-    livemode: false,
-    pending_webhooks: 1,
-    request: { id: null, idempotency_key: null },
-    type,
-  };
+  return stripeEnvelope(stripeId("evt"), type, object);
 }
 
 /** A completed Checkout Session paying `amount` (minor units) for a reservation. */
