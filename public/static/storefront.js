@@ -115,11 +115,13 @@ async function pollSku() {
   } else if (answer.ok) {
     state.view = answer.json;
   }
-  // Fair opening: the draw's committed seed hash (and, once decided, its seed).
-  state.draw = null;
+  // Fair opening: the draw's committed seed hash (and, once decided, its seed). The last one read
+  // stays until a new one arrives: a Buy clicked while this read is under way still sees the window.
   if (state.view?.openingWindowMs > 0) {
     const draw = await api("GET", `/api/skus/${encodeURIComponent(state.sku)}/draw`);
     if (draw.ok) state.draw = draw.json;
+  } else {
+    state.draw = null;
   }
   renderSku();
 }
@@ -443,6 +445,7 @@ function showSku(sku) {
   if (state.waitlist?.sku !== sku) stopWaitlist();
   state.sku = sku;
   state.view = null;
+  state.draw = null;
   const url = new URL(location.href);
   url.searchParams.set("sku", sku);
   history.replaceState(null, "", url);
