@@ -30,7 +30,6 @@ import {
   type PaymentMoney,
   type PaymentTotals,
   type PaymentType,
-  type PricingChange,
   type Pruned,
   type Reservation,
   type ReserveOutcome,
@@ -671,11 +670,6 @@ export class SkuStock extends DurableObject<Env> {
     return this.#call(requestId, () =>
       this.engine.applyPayment(eventId, type, reservationId, this.now(), money, settled),
     );
-  }
-
-  /** Sets the SKU's price and currency on this shard (see {@link StockEngine.setPricing}). */
-  async setPricing(pricing: PricingChange, requestId?: string): Promise<Outcome<SkuState>> {
-    return this.#call(requestId, () => this.engine.setPricing(pricing));
   }
 
   paymentTotals(): PaymentTotals {

@@ -143,7 +143,7 @@ export interface SkuState {
   reconfiguring?: true;
 }
 
-/** What a SKU costs (see {@link StockEngine.setPricing}). */
+/** What a SKU costs (set by {@link StockEngine.configure}). */
 export interface Pricing {
   price: number | null;
   currency: string;
@@ -430,7 +430,7 @@ export class StockEngine {
   #line: LineMode = 0;
   /** Units released or added since the last {@link takeFreed} (the shell tells the line). */
   #freed = 0;
-  /** The SKU's pricing, read once and kept: it changes only through {@link setPricing}. */
+  /** The SKU's pricing, read once and kept: it changes only through {@link configure}. */
   #pricing: Pricing | undefined;
   /**
    * The SKU row, kept in memory (undefined: not read yet; null: no row). Decisions read and change
@@ -619,18 +619,6 @@ export class StockEngine {
     }
   }
 
-  /**
-   * Sets the SKU's price and currency (fields left out keep their value). A change takes a new
-   * version, so the mirror and displays show it. Checked against payments from then on.
-   */
-  setPricing(pricing: PricingChange): Outcome<SkuState> {
-    return this.#transaction(() => {
-      if (!this.#row()) return fail<SkuState>("SKU_NOT_FOUND");
-      this.#applyPricing(pricing);
-      return ok(this.#stateNow());
-    });
-  }
-
   /** Payment events answered `refund_required` on this shard, each counted once. */
   paymentTotals(): PaymentTotals {
     if (!this.#configured) return { refund_required: 0 };
@@ -813,7 +801,10 @@ export class StockEngine {
     });
   }
 
-  /** Applies a price and currency in the caller's transaction (fields left out keep their value). */
+  /**
+   * Applies a price and currency in the caller's transaction (fields left out keep their value). A
+   * change takes a new version, so the mirror and displays show it.
+   */
   #applyPricing(change: PricingChange): void {
     const current = this.#pricingNow();
     const next: Pricing = {

@@ -23,13 +23,10 @@ const SANE_REQUEST_ID = /^[\w\-=]+$/;
  * lines carry it too and a purchase can be followed end to end. At the edge it is passed, not held
  * in an async context: without an `AsyncLocalStorage` frame per request, and with this one middleware
  * in place of four (Hono's request id, 405 and body limit; the 405 is now the not-found handler's,
- * the body limit the routes' that take a body), a request costs less: measured on the Worker's own
- * socket (bench "What the code costs"), 4 alternating rounds, median workerd CPU per request
- * GET /healthz 81.5 → 75.1 µs and the sold-out answer 170.7 → 146.6 µs, with a bare Worker at 55 µs.
+ * the body limit the routes' that take a body), a request costs less (docs/PERFORMANCE.md).
  *
  * Not a line per request: a sold-out storm is thousands of identical 409s a second, and writing
- * each one cost more CPU than answering it (bench: /healthz 0.30× → 0.40× of a bare Worker without
- * it). Every response is still counted in /metrics.
+ * each one cost more CPU than answering it. Every response is still counted in /metrics.
  */
 export const observe = createMiddleware<AppEnv>(async (c, next) => {
   const started = performance.now();
