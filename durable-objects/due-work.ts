@@ -1,5 +1,5 @@
 /** Work a stock object retries from its alarm when the first attempt failed. */
-export type Retry = "outbox" | "mirror" | "transfer" | "line" | "draw" | "config";
+export type Retry = "outbox" | "mirror" | "transfer" | "waitlist" | "draw" | "config";
 
 /**
  * The one alarm of a stock object, kept on the earliest due work: what the engine has scheduled (the

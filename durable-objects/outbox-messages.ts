@@ -1,5 +1,5 @@
+import type { OutboxRow } from "./engine/outbox";
 import { MAX_EVENTS_PER_MESSAGE } from "./order-events";
-import type { OutboxRow } from "./stock-engine";
 
 /**
  * How a stock object's outbox becomes queue messages: its rows (each up to a message's events of one
@@ -14,14 +14,14 @@ import type { OutboxRow } from "./stock-engine";
  */
 export const MAX_MESSAGE_BYTES = 120_000;
 export const MAX_SEND_BATCH_BYTES = 250_000;
-export const MAX_SEND_BATCH_MESSAGES = 100;
+const MAX_SEND_BATCH_MESSAGES = 100;
 
 const encoder = new TextEncoder();
 const PREFIX = '{"events":[';
 const SUFFIX = "]}";
 
 /** One `sendBatch` call: its message bodies (JSON text) and the last seq of the rows they carry. */
-export interface SendBatch {
+interface SendBatch {
   bodies: string[];
   lastSeq: number;
 }

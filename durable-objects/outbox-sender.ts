@@ -1,8 +1,8 @@
 import { CoalescedRunner } from "./coalesced-runner";
 import type { DueWork } from "./due-work";
+import type { Outbox } from "./engine/outbox";
 import { log } from "./log";
 import { packOutbox } from "./outbox-messages";
-import type { StockEngine } from "./stock-engine";
 
 /**
  * Outbox events read per flush round: packed into multi-event messages and `sendBatch` calls within
@@ -16,7 +16,7 @@ const OUTBOX_RETRY_MS = 5_000;
  * next few milliseconds go out together, so a hot SKU makes one `sendBatch` (and one read and one
  * delete of its outbox) per interval, not per transaction.
  */
-export const OUTBOX_MIN_INTERVAL_MS = 20;
+const OUTBOX_MIN_INTERVAL_MS = 20;
 
 /**
  * Sends a stock object's outbox to the `order-events` queue: pending events oldest first, many to a
@@ -24,15 +24,15 @@ export const OUTBOX_MIN_INTERVAL_MS = 20;
  * queue), one flush at a time; a failed flush is retried by the alarm.
  */
 export class OutboxSender {
-  readonly #engine: StockEngine;
+  readonly #outbox: Outbox;
   readonly #queue: Queue;
   readonly #due: DueWork;
   readonly #now: () => number;
   readonly #runner = new CoalescedRunner(() => this.#flush());
   #lastSentAt = 0;
 
-  constructor(engine: StockEngine, queue: Queue, due: DueWork, now: () => number) {
-    this.#engine = engine;
+  constructor(outbox: Outbox, queue: Queue, due: DueWork, now: () => number) {
+    this.#outbox = outbox;
     this.#queue = queue;
     this.#due = due;
     this.#now = now;
@@ -47,11 +47,11 @@ export class OutboxSender {
     // Wall-clock time (not the object's decision clock, which tests move): it only paces the sends.
     // Only a flush that sent something starts the interval: one that found the outbox empty does not
     // hold back the next (a reconciliation's repair, say) for events written since.
-    if (!this.#engine.hasPendingEvents()) return;
+    if (!this.#outbox.hasPending()) return;
     const wait = this.#lastSentAt + OUTBOX_MIN_INTERVAL_MS - Date.now();
     if (wait > 0) await scheduler.wait(wait);
     for (;;) {
-      const rows = this.#engine.pendingRows(OUTBOX_BATCH);
+      const rows = this.#outbox.pendingRows(OUTBOX_BATCH);
       if (rows.length === 0) return;
       this.#lastSentAt = Date.now();
       for (const batch of packOutbox(rows)) {
@@ -62,7 +62,7 @@ export class OutboxSender {
           await this.#due.retry("outbox", this.#now() + OUTBOX_RETRY_MS);
           return;
         }
-        this.#engine.markSent(batch.lastSeq);
+        this.#outbox.markSent(batch.lastSeq);
       }
       if (rows.reduce((n, row) => n + row.count, 0) < OUTBOX_BATCH) return;
     }

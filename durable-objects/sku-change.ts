@@ -40,7 +40,7 @@ export interface ResizePlan {
 }
 
 /** A change of settings shard 0 decided and its siblings have not all taken yet. */
-export interface FollowPlan {
+interface FollowPlan {
   changeId: string;
   follow: true;
 }

@@ -10,8 +10,8 @@
  * public face, so src/ never depends on how durable-objects/ is laid out inside.
  */
 export { CoalescedRunner } from "./coalesced-runner";
+export type { DrawInfo } from "./engine/opening-draw";
 export { type LogContext, log, withLogContext } from "./log";
-export type { DrawInfo } from "./opening-draw";
 export {
   eventsOfMessage,
   ORDER_EVENT_TYPES,
@@ -31,11 +31,11 @@ export {
   isOnSale,
   type Outcome,
   type PaymentAnswer,
+  type PaymentCommand,
   type PaymentMoney,
   type PaymentTotals,
   type PaymentType,
   type Pricing,
-  type PricingChange,
   type Reservation,
   type ReserveAnswer,
   type ReserveOutcome,

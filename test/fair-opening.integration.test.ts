@@ -1,7 +1,7 @@
 import { abortAllDurableObjects, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { drawOrder, entryIdOf, sha256Hex } from "../durable-objects/opening-draw";
+import { drawOrder, entryIdOf, sha256Hex } from "../durable-objects/engine/opening-draw";
 import { type Answer, call, createSku, stockOf, stockShard, tokenFor, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
 import { differencesOf, ordersOf, reconcileNow } from "./support/reconcile";

@@ -167,7 +167,7 @@ async function runScenario(storage: DurableObjectStorage, scenario: Scenario): P
       const id = pick(op.pick);
       const type = op.succeeded ? "payment.succeeded" : "payment.failed";
       const eventId = `evt_${op.eventId}`;
-      const answer = engine.applyPayment(eventId, type, id, now);
+      const answer = engine.payments.apply({ eventId, type, reservationId: id }, now);
       steps.push({ label, engine: answer, script: "confirm", args: [now, eventId, type, id] });
     } else {
       // Time passes; with `sweep` the alarm's expiry runs, else the next calls' lazy expiry does it.

@@ -113,12 +113,16 @@ describe("payment ids recorded before prices existed", () => {
     // As an object written by the previous version would hold it: the id in `payments` only.
     await runInDurableObject(stockShard(env, sku, 0), (_object, state) => {
       state.storage.sql.exec("DELETE FROM payment_events");
+      state.storage.sql.exec("DROP TABLE schema_version"); // objects from before numbered steps have none
       state.storage.sql.exec(
         "INSERT INTO payments (event_id, reservation_id, outcome) VALUES ('evt_legacy', ?, 'paid')",
         id,
       );
       const restarted = new StockEngine(state.storage, () => crypto.randomUUID());
-      const replay = restarted.applyPayment("evt_legacy", "payment.succeeded", id, Date.now());
+      const replay = restarted.payments.apply(
+        { eventId: "evt_legacy", type: "payment.succeeded", reservationId: id },
+        Date.now(),
+      );
       expect(replay).toMatchObject({ ok: true, value: { status: "paid", outcome: "applied", replayed: true } });
       expect(state.storage.sql.exec("SELECT COUNT(*) AS n FROM payments").one().n).toBe(0);
     });

@@ -1,7 +1,7 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { drawOrder, entryIdOf, rankEntrants, sha256Hex } from "../durable-objects/opening-draw";
+import { drawOrder, entryIdOf, rankEntrants, sha256Hex } from "../durable-objects/engine/opening-draw";
 import { type ReserveRequest, StockEngine } from "../durable-objects/stock-engine";
 import { seededRandom } from "../src/harness/seeded-random";
 import { stockShard, uniqueSku } from "./support/client";
@@ -72,7 +72,10 @@ async function sale(run: number, windowMs: number): Promise<Run> {
     }
     if (windowMs > 0) {
       const seed = engine.draw.seedForDecision() ?? "";
-      engine.decideDraw(await rankEntrants(seed, sku, engine.closeDraw(T0 + windowMs)), T0 + windowMs);
+      engine.drawDecision.decide(
+        await rankEntrants(seed, sku, engine.drawDecision.close(T0 + windowMs)),
+        T0 + windowMs,
+      );
     }
     const holders = state.storage.sql
       .exec<{ user_id: string; n: number }>("SELECT user_id, COUNT(*) AS n FROM reservations GROUP BY user_id")

@@ -88,7 +88,12 @@ describe("payment webhook", () => {
     for (const answer of others)
       expect([answer.status, answer.json.error?.code]).toEqual([422, "IDEMPOTENCY_MISMATCH"]);
     // The stock object that saw the id refuses it on its own too (what it recorded is what the event said).
-    const direct = await stockShard(env, skuA, 0).applyPayment(eventId, "payment.succeeded", a2, { amount: 1999 });
+    const direct = await stockShard(env, skuA, 0).applyPayment({
+      eventId,
+      type: "payment.succeeded",
+      reservationId: a2,
+      money: { amount: 1999 },
+    });
     expect(direct).toEqual({ ok: false, code: "IDEMPOTENCY_MISMATCH" });
     expect(await stockOf(skuA)).toEqual({ total: 3, available: 1, held: 1, sold: 1 });
     expect(await stockOf(skuB)).toEqual({ total: 3, available: 2, held: 1, sold: 0 });

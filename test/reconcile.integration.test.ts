@@ -124,15 +124,17 @@ describe("reconciliation", () => {
       );
       for (const answer of answers) {
         if (answer.ok)
-          engine.applyPayment(
-            `evt-${answer.value.reservation.id}`,
-            "payment.succeeded",
-            answer.value.reservation.id,
+          engine.payments.apply(
+            {
+              eventId: `evt-${answer.value.reservation.id}`,
+              type: "payment.succeeded",
+              reservationId: answer.value.reservation.id,
+            },
             at,
           );
       }
-      const events = engine.pendingEvents(30_000);
-      engine.markSent(events.at(-1)?.seq ?? 0);
+      const events = engine.outbox.pendingEvents(30_000);
+      engine.outbox.markSent(events.at(-1)?.seq ?? 0);
       return events
         .filter((e) => e.event.type === "reservation.paid")
         .map((e) => [e.event.reservationId, e.event.userId, e.event.seq, at] as const);

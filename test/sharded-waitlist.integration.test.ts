@@ -26,7 +26,7 @@ describe("the waitlist of a sharded SKU and per-user limits", () => {
     const held = await reserve(v, sku);
     expect(held.status).toBe(202);
 
-    // U holds its limit on shard 1; the line is kept on shard 0.
+    // U holds its limit on shard 1; the waitlist is kept on shard 0.
     const joined = await join(u, sku);
     expect([joined.status, joined.json.error?.code]).toEqual([409, "LIMIT_EXCEEDED"]);
 

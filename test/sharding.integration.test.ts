@@ -35,7 +35,7 @@ async function shardFacts(sku: string, shard: number): Promise<ShardFacts> {
         .exec<{ id: string }>("SELECT id FROM reservations")
         .toArray()
         .map((r) => r.id),
-      pendingTransfers: object.engine.pendingTransfers().length,
+      pendingTransfers: object.engine.transfers.pending().length,
     };
   });
 }
@@ -149,7 +149,7 @@ describe("stock transfers between shards", () => {
     const giver = stockShard(env, sku, 1);
     // The receiver records its intent and arms its alarm (what #pull does first)...
     await runInDurableObject(receiver, async (object, state) => {
-      object.engine.beginTransfer("t-abort", 1, 3, Date.now());
+      object.engine.transfers.begin("t-abort", 1, 3, Date.now());
       await state.storage.setAlarm(Date.now() + 60_000);
     });
     // ...the giver gives, and the receiver dies before it records the answer.
@@ -259,7 +259,7 @@ describe("totalStock is absolute on a sharded SKU", () => {
     await createSku(sku, { totalStock: 10, shards: 2 });
     // Shard 0 pulls 3 units from shard 1: the giver has given, the receiver has not added them yet.
     await runInDurableObject(stockShard(env, sku, 0), async (object, state) => {
-      object.engine.beginTransfer("t-inflight", 1, 3, Date.now());
+      object.engine.transfers.begin("t-inflight", 1, 3, Date.now());
       await state.storage.setAlarm(Date.now() + 60_000);
     });
     expect(await stockShard(env, sku, 1).giveStock("t-inflight", 0, 3)).toBe(3);
@@ -412,7 +412,7 @@ describe("the waitlist of a sharded SKU", () => {
     expect(facts.map((f) => f.perUser.map((q) => q.user_id))).toEqual([[], [], [w1], [w2]]);
   });
 
-  it("lets newcomers buy again once the line is empty", async () => {
+  it("lets newcomers buy again once the waitlist is empty", async () => {
     const sku = uniqueSku("lineopen");
     await createSku(sku, { totalStock: 1, shards: 2, perUserLimit: 1 });
     const [a, w, n] = ["open-a", "open-w", "open-n"];

@@ -107,7 +107,7 @@ function checkInvariants(engine: StockEngine, sql: SqlStorage, limit: number): v
     expect(active).toBeLessThanOrEqual(limit);
   }
   // 5. Every reservation's events follow the state machine; its status is its last event's.
-  const events = engine.pendingEvents(10_000);
+  const events = engine.outbox.pendingEvents(10_000);
   const byReservation = new Map<string, string[]>();
   let lastSeq = 0;
   for (const { event } of events) {
@@ -220,7 +220,7 @@ async function runScenario(
       const target = reservations[op.pick % reservations.length] as Reservation;
       const eventId = `evt_${op.eventId}`;
       const type = op.succeeded ? "payment.succeeded" : "payment.failed";
-      const answer = engine.applyPayment(eventId, type, target.id, now);
+      const answer = engine.payments.apply({ eventId, type, reservationId: target.id }, now);
       transcript.push(answer);
       // 6. A payment event id takes effect once, and is one event: saying something else, it is refused.
       const said = `${target.id} ${type}`;
@@ -341,25 +341,25 @@ describe("stock engine outbox", () => {
       await state.storage.deleteAll();
       const engine = new StockEngine(state.storage, () => crypto.randomUUID());
       engine.configure({ sku: "ob", shard: 0, shards: 1, totalStock: 10, perUserLimit: 5 });
-      engine.markSent(engine.pendingEvents(100).at(-1)?.seq ?? 0); // the configuration's own event
+      engine.outbox.markSent(engine.outbox.pendingEvents(100).at(-1)?.seq ?? 0); // the configuration's own event
       const ask = (user: string, nonce: string) => ({ userId: user, nonce, quantity: 1 });
       engine.reserve([ask("a", "n1"), ask("b", "n2"), ask("c", "n3")], T0);
       engine.reserve([ask("d", "n4"), ask("e", "n5")], T0);
       const rows = () => state.storage.sql.exec("SELECT COUNT(*) AS n FROM outbox_events").one().n;
       expect(rows()).toBe(2);
-      const all = engine.pendingEvents(100);
+      const all = engine.outbox.pendingEvents(100);
       expect(all.map((e) => e.event.userId)).toEqual(["a", "b", "c", "d", "e"]);
       expect(all.map((e) => e.seq)).toEqual([...all.map((e) => e.seq)].sort((x, y) => x - y));
       // Whole rows: asking for one event gives the first transaction's three.
-      expect(engine.pendingEvents(1).map((e) => e.event.userId)).toEqual(["a", "b", "c"]);
+      expect(engine.outbox.pendingEvents(1).map((e) => e.event.userId)).toEqual(["a", "b", "c"]);
       // Part of a row sent: the row stays, to be sent whole again (at least once).
       const seqOf = (i: number) => all[i]?.seq ?? 0;
-      engine.markSent(seqOf(1));
-      expect(engine.pendingEvents(100)).toHaveLength(5);
-      engine.markSent(seqOf(2));
-      expect(engine.pendingEvents(100).map((e) => e.event.userId)).toEqual(["d", "e"]);
-      engine.markSent(seqOf(4));
-      expect([engine.pendingEvents(100), rows()]).toEqual([[], 0]);
+      engine.outbox.markSent(seqOf(1));
+      expect(engine.outbox.pendingEvents(100)).toHaveLength(5);
+      engine.outbox.markSent(seqOf(2));
+      expect(engine.outbox.pendingEvents(100).map((e) => e.event.userId)).toEqual(["d", "e"]);
+      engine.outbox.markSent(seqOf(4));
+      expect([engine.outbox.pendingEvents(100), rows()]).toEqual([[], 0]);
     });
   });
 
@@ -375,6 +375,7 @@ describe("stock engine outbox", () => {
         perUserLimit: 5,
       });
       state.storage.sql.exec("DELETE FROM outbox_events");
+      state.storage.sql.exec("DROP TABLE schema_version"); // objects from before numbered steps have none
       fn(state);
     });
 
@@ -385,7 +386,7 @@ describe("stock engine outbox", () => {
       for (const seq of [7, 5, 6])
         sql.exec("INSERT INTO outbox (seq, event) VALUES (?, ?)", seq, JSON.stringify({ seq }));
       const engine = new StockEngine(state.storage, () => crypto.randomUUID());
-      expect(engine.pendingEvents(100).map((e) => [e.seq, e.event.seq])).toEqual([
+      expect(engine.outbox.pendingEvents(100).map((e) => [e.seq, e.event.seq])).toEqual([
         [5, 5],
         [6, 6],
         [7, 7],
@@ -405,8 +406,8 @@ describe("stock engine outbox", () => {
         JSON.stringify(Array.from({ length: to - from + 1 }, (_, i) => [from + i, { seq: from + i }]));
       sql.exec("INSERT INTO outbox_batch VALUES (1, 70, ?), (71, 72, ?)", row(1, 70), row(71, 72));
       const engine = new StockEngine(state.storage, () => crypto.randomUUID());
-      expect(engine.pendingEvents(1000).map((e) => e.seq)).toEqual(Array.from({ length: 72 }, (_, i) => i + 1));
-      expect(engine.pendingRows(1000).map((r) => [r.count, r.lastSeq])).toEqual([
+      expect(engine.outbox.pendingEvents(1000).map((e) => e.seq)).toEqual(Array.from({ length: 72 }, (_, i) => i + 1));
+      expect(engine.outbox.pendingRows(1000).map((r) => [r.count, r.lastSeq])).toEqual([
         [32, 32],
         [32, 64],
         [6, 70],

@@ -233,6 +233,7 @@ describe("stock object storage", () => {
       sql.exec("ALTER TABLE reservations DROP COLUMN token_expires_at");
       for (const column of ["type", "amount", "currency"]) sql.exec(`ALTER TABLE payment_events DROP COLUMN ${column}`);
       sql.exec("CREATE INDEX reservations_nonce_by_time ON reservations (created_at) WHERE nonce IS NOT NULL");
+      sql.exec("DROP TABLE schema_version"); // objects from before numbered steps have none
 
       const restarted = new StockEngine(state.storage, () => crypto.randomUUID());
       const indexes = sql
@@ -245,9 +246,25 @@ describe("stock object storage", () => {
       const createdAt = sql.exec<{ t: number }>("SELECT created_at AS t FROM reservations").one().t;
       // Without its token's expiry, a row stays while it was made within the lifetime of now…
       const settled = Number.MAX_SAFE_INTEGER;
-      expect(restarted.pruneSettled(settled, createdAt, createdAt + 3600_000, createdAt, 10).reservations).toBe(0);
+      expect(
+        restarted.retention.prune({
+          settledSeq: settled,
+          replayableSince: createdAt,
+          expiredBefore: createdAt + 3600_000,
+          now: createdAt,
+          limit: 10,
+        }).reservations,
+      ).toBe(0);
       // …and goes after it, as before.
-      expect(restarted.pruneSettled(settled, createdAt + 1, 0, createdAt, 10).reservations).toBe(1);
+      expect(
+        restarted.retention.prune({
+          settledSeq: settled,
+          replayableSince: createdAt + 1,
+          expiredBefore: 0,
+          now: createdAt,
+          limit: 10,
+        }).reservations,
+      ).toBe(1);
     });
   });
 });

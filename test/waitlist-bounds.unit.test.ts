@@ -41,14 +41,14 @@ describe("waitlist fill", () => {
         return answer.value.reservation;
       });
       // 2,000 buyers wait for 2 units each; then one who wants 1.
-      for (let i = 0; i < 2_000; i++) expect(engine.joinWaitlist(`waiter-${i}`, 2, T0).ok).toBe(true);
-      expect(engine.joinWaitlist("single", 1, T0).ok).toBe(true);
+      for (let i = 0; i < 2_000; i++) expect(engine.waitlist.join(`waiter-${i}`, 2, T0).ok).toBe(true);
+      expect(engine.waitlist.join("single", 1, T0).ok).toBe(true);
 
       // A release of 1 unit: nobody but the last in line fits, and it is served.
       const before = rowsRead();
       expect(engine.cancel(holds[0]?.id ?? "", "holder-0", T0 + 1).ok).toBe(true);
       const perRelease = rowsRead() - before;
-      expect(engine.pendingEvents(10_000).some((e) => e.event.userId === "single")).toBe(true);
+      expect(engine.outbox.pendingEvents(10_000).some((e) => e.event.userId === "single")).toBe(true);
       // A release of 2 units serves the first in line; and so on, each release reading about as much.
       const reads: number[] = [];
       for (let i = 1; i < 21; i += 2) {
@@ -57,8 +57,8 @@ describe("waitlist fill", () => {
         engine.cancel(holds[i + 1]?.id ?? "", `holder-${i + 1}`, T0 + 2);
         reads.push(rowsRead() - start);
       }
-      expect(engine.pendingEvents(10_000).filter((e) => e.event.userId.startsWith("waiter-"))).toHaveLength(10);
-      expect(engine.waitlistLength()).toBe(1_990);
+      expect(engine.outbox.pendingEvents(10_000).filter((e) => e.event.userId.startsWith("waiter-"))).toHaveLength(10);
+      expect(engine.waitlist.length()).toBe(1_990);
       console.log(`waitlist fill: ${perRelease} rows for the first release, ${reads.join(", ")} per pair after`);
       expect(perRelease).toBeLessThan(100);
       for (const n of reads) expect(n).toBeLessThan(100);

@@ -12,7 +12,7 @@
  *   every shard's own state read just before and just after (in the SKU's operator turn, so no
  *   other PUT runs between) agree on every field only an operator changes, and a token minted
  *   before still works. A change found is undone by a PUT of the old values (counted).
- * - `line`: on a sold-out `line` SKU (2 shards), buyers at their perUserLimit, one homed on each
+ * - `waitlist`: on a sold-out `waitlist` SKU (2 shards), buyers at their perUserLimit, one homed on each
  *   shard, join the waitlist, buyers within their limit join after them, then other buyers cancel.
  *   Invariant 9 is checked after settling (invariants.ts, `checkNoStrandedStock`): no unit stays
  *   available while newcomers are answered SOLD_OUT or a line waits.
@@ -394,28 +394,28 @@ export class Actors {
 
   // ---- (c) a waitlist joined by buyers at their limit, then cancels by others
 
-  async line(fault: Extract<Fault, { kind: "line" }>): Promise<void> {
+  async waitlistScene(fault: Extract<Fault, { kind: "waitlist" }>): Promise<void> {
     const { sku } = fault;
     const plan = this.faults.skus.find((p) => p.sku === sku);
     if (!plan) return;
     this.checked.lineScenes++;
     const limit = plan.perUserLimit;
-    const prefix = `line-${this.seed}-${fault.round}`;
+    const prefix = `waitlist-${this.seed}-${fault.round}`;
     // Four buyers take everything, each their whole limit: two of them, one homed on each shard, then
     // ask to wait for one more unit (at their limit), the other two cancel later.
     const atLimit = usersHomed(`${prefix}-w`, plan.shards);
     const buyers = Math.floor(plan.totalStock / limit);
     const cancellers = Array.from({ length: Math.max(1, buyers - atLimit.length) }, (_, k) => `${prefix}-c${k}`);
     for (const user of [...atLimit, ...cancellers]) {
-      const token = await this.#mint(user, sku, "line");
-      if (token) await this.#reserve(user, sku, token, limit, "line reserve");
+      const token = await this.#mint(user, sku, "waitlist scene");
+      if (token) await this.#reserve(user, sku, token, limit, "waitlist scene reserve");
     }
     const soldOut = await skuView(this.#client, sku);
-    this.faults.count(`line scenes (sold out: ${soldOut.stock.available === 0 ? "yes" : "no"})`);
+    this.faults.count(`waitlist scenes (sold out: ${soldOut.stock.available === 0 ? "yes" : "no"})`);
     const join = async (user: string, kind: string) => {
-      this.ledger.waitlisted.add(user); // a join that got no answer may still have put them in line
+      this.ledger.waitlisted.add(user); // a join that got no answer may still have put them on the waitlist
       const headers = await this.#auth(user);
-      const reply = await call(this.ledger, "line waitlist", () =>
+      const reply = await call(this.ledger, "waitlist scene join", () =>
         this.#client.request("POST", `/api/skus/${sku}/waitlist`, { headers, body: { quantity: 1 } }),
       );
       this.faults.count(`waitlist joins ${kind} answered ${reply?.status ?? 0} ${errorCode(reply?.json) ?? ""}`.trim());
@@ -427,13 +427,13 @@ export class Actors {
       await sleep(800);
       this.faults.count(
         "cancels releasing units to a line",
-        await this.#cancelHolds(sku, new Set([user]), "line cancel"),
+        await this.#cancelHolds(sku, new Set([user]), "waitlist scene cancel"),
       );
     }
     await sleep(3_000);
     const after = await skuView(this.#client, sku);
     this.faults.log(
-      `line scene ${sku}: after the cancels available ${after.stock.available}, held ${after.stock.held}, waitlist ${after.waitlist}`,
+      `waitlist scene ${sku}: after the cancels available ${after.stock.available}, held ${after.stock.held}, waitlist ${after.waitlist}`,
     );
   }
 

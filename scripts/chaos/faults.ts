@@ -130,8 +130,8 @@ export class FaultInjector {
       case "refused-put":
         await this.actors.refusedPut(fault);
         return;
-      case "line":
-        await this.actors.line(fault);
+      case "waitlist":
+        await this.actors.waitlistScene(fault);
         return;
       case "stranger":
         await this.actors.stranger(fault);

@@ -324,7 +324,7 @@ export async function checkMetrics(client: Client, stateDir: string, skus: SkuPl
 }
 
 /**
- * 9. No unit stays available while every buyer is answered SOLD_OUT, and no line waits on units that
+ * 9. No unit stays available while every buyer is answered SOLD_OUT, and no waitlist waits on units that
  * are there. After settling, for every SKU on sale with units available: a waitlist may not remain
  * once the units available reach perUserLimit (every entry's quantity is within the limit, so each
  * one fits: what remains can never be served), and a fresh shopper's purchase token and reservation
@@ -353,7 +353,7 @@ export async function checkNoStrandedStock(
     probed++;
     if (view.waitlist > 0 && available >= view.perUserLimit) {
       fail(
-        `${plan.sku}: ${available} units available (perUserLimit ${view.perUserLimit}, so any entry fits) while ${view.waitlist} buyer(s) still wait after settling: the line keeps an entry that can never be served`,
+        `${plan.sku}: ${available} units available (perUserLimit ${view.perUserLimit}, so any entry fits) while ${view.waitlist} buyer(s) still wait after settling: the waitlist keeps an entry that can never be served`,
       );
     }
     const userId = `probe-${seed}-${plan.sku}`;
@@ -417,7 +417,7 @@ export async function checkNoStrandedStock(
   const told = [...answers].map(([k, n]) => `${k}×${n}`).join(" ");
   return {
     violations,
-    summary: `${probed} SKUs on sale with units available: no line left waiting on them, a fresh shopper answered ${told || "nothing"}`,
+    summary: `${probed} SKUs on sale with units available: no waitlist left waiting on them, a fresh shopper answered ${told || "nothing"}`,
   };
 }
 

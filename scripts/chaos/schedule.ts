@@ -80,7 +80,7 @@ export interface SkuPlan {
    * SKU whose waitlist buyers at their perUserLimit join before others cancel. The seeded faults of
    * the shopper SKUs (aborts, operators, restocks) never pick these.
    */
-  role?: "resize" | "line";
+  role?: "resize" | "waitlist";
 }
 
 /** How many `line` SKUs (one waitlist scene each): 1 for a quick or default run, up to 3. */
@@ -124,7 +124,7 @@ export function skuPlans(opts: Options): SkuPlan[] {
       holdSeconds: 900,
       shards: 2,
       weight: 0,
-      role: "line" as const,
+      role: "waitlist" as const,
     })),
   ];
 }
@@ -168,7 +168,7 @@ export type Fault =
    */
   | { kind: "resize-race"; sku: string; shards: number; round: number }
   | { kind: "refused-put"; sku: string; round: number }
-  | { kind: "line"; sku: string; round: number }
+  | { kind: "waitlist"; sku: string; round: number }
   | { kind: "stranger"; ghosts: string[]; round: number };
 
 export interface Scheduled {
@@ -274,13 +274,13 @@ function actorSchedule(opts: Options, all: SkuPlan[], perMinute: (n: number) => 
       fault: { kind: "refused-put", sku: sku.sku, round: i + 1 },
     });
   }
-  // Waitlist scenes early enough for their cancels and the line's service to finish inside traffic.
-  const lines = all.filter((plan) => plan.role === "line");
-  lines.forEach((plan, i) => {
-    const slot = (end - 25_000) / lines.length;
+  // Waitlist scenes early enough for their cancels and the waitlist's service to finish inside traffic.
+  const scenes = all.filter((plan) => plan.role === "waitlist");
+  scenes.forEach((plan, i) => {
+    const slot = (end - 25_000) / scenes.length;
     out.push({
       atMs: Math.max(5_000, Math.round(8_000 + slot * i + between(random, 0, Math.max(0, Math.floor(slot / 2))))),
-      fault: { kind: "line", sku: plan.sku, round: i + 1 },
+      fault: { kind: "waitlist", sku: plan.sku, round: i + 1 },
     });
   });
   const hex = () => between(random, 0, 2 ** 31 - 1).toString(16);
@@ -323,8 +323,8 @@ export function describeFault(fault: Fault): string {
       return `operator resizes ${fault.sku} to ${fault.shards} shards while its shoppers reserve (round ${fault.round})`;
     case "refused-put":
       return `operator PUT refused mid-sale (totalStock below sold, other fields changed too) on ${fault.sku} or a SKU with sales`;
-    case "line":
-      return `waitlist scene on ${fault.sku}: buyers at their perUserLimit join the line, others cancel`;
+    case "waitlist":
+      return `waitlist scene on ${fault.sku}: buyers at their perUserLimit join the waitlist, others cancel`;
     case "stranger":
       return `a stranger asks about never-configured SKUs ${fault.ghosts.join(", ")} on every route`;
   }

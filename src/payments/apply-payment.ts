@@ -1,4 +1,4 @@
-import type { PaymentAnswer, PaymentMoney, PaymentType, Reservation } from "../../durable-objects/stock-model";
+import type { PaymentAnswer, PaymentCommand, PaymentType, Reservation } from "../../durable-objects/stock-model";
 import { catalogHasShard } from "../edge/sku-catalog";
 import { callStock, locateReservation, stockShard } from "../edge/stock-client";
 import { ApiError } from "../http/errors";
@@ -8,23 +8,12 @@ import { settledReservation } from "../orders/settled";
 /**
  * What both webhooks do once a provider's event is verified and read: the payment, applied by the
  * stock object that holds the reservation, once per event id, its money checked there (see
- * StockEngine.applyPayment). Each first answer is counted in `flashgate_payments_total{outcome}`.
+ * durable-objects/engine/payments.ts). Each first answer is counted in `flashgate_payments_total{outcome}`.
  *
  * One event id is one event: what an id says is recorded in D1 before it is applied, so the same id
  * naming another reservation (whichever stock object has it), type or money is refused everywhere,
  * not only by the object that saw it first.
  */
-
-export interface PaymentCommand {
-  /** The idempotency key: a second command with the same key gets the first answer. */
-  eventId: string;
-  type: PaymentType;
-  reservationId: string;
-  /** Checked against the SKU's price for a success; part of what the event says either way. */
-  money?: PaymentMoney | undefined;
-  /** The id of the webhook request that carries it, for the object's log lines and queue events. */
-  requestId?: string | undefined;
-}
 
 /**
  * The answer of a handled payment, or null when no reservation has this id. The same event id
@@ -37,17 +26,7 @@ export async function applyPaymentEvent(env: Env, command: PaymentCommand): Prom
   const content = contentOf(command);
   if (!(await claimEventId(env.DB, command.eventId, content, Date.now()))) throw mismatch();
   const stub = stockShard(env, where.sku, where.shard);
-  const apply = (settled?: Reservation) =>
-    callStock(() =>
-      stub.applyPayment(
-        command.eventId,
-        command.type,
-        command.reservationId,
-        command.money,
-        command.requestId,
-        settled,
-      ),
-    );
+  const apply = (settled?: Reservation) => callStock(() => stub.applyPayment(command, settled));
   let outcome = await apply();
   if (!outcome.ok && outcome.code === "RESERVATION_NOT_FOUND") {
     // The object forgets settled reservations; D1 has them, and the object decides with the row put back.

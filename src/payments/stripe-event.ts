@@ -1,6 +1,6 @@
 import { z } from "zod";
+import type { PaymentCommand } from "../../durable-objects/stock-model";
 import { ApiError } from "../http/errors";
-import type { PaymentCommand } from "./apply-payment";
 
 /**
  * Stripe events (`POST /webhooks/stripe`) as payment commands, per API.md's table. Only the

@@ -1,10 +1,17 @@
 /**
- * Tables of one stock object (one SKU shard), in the object's own SQLite database.
+ * The tables of one stock object (one SKU shard), in the object's own SQLite database, made and
+ * changed by numbered steps, the way D1's migrations are: {@link migrate} applies each step once,
+ * in order, and records the last one in `schema_version`, all in one transaction. Steps are only
+ * ever appended. Step 1 is the schema as it was before steps were numbered, written so that it
+ * brings an object of any earlier shape up to it (each statement idempotent), since such objects
+ * carry no version.
  *
  * The CHECK constraints are the last line of defence: a bug that would oversell or drive a
  * counter negative throws inside the transaction, which then rolls back whole.
  */
-export const STOCK_SCHEMA: readonly string[] = [
+
+/** Step 1, part 1: the tables and the changes made to them in place over time, in that order. */
+const BASELINE: readonly string[] = [
   `CREATE TABLE IF NOT EXISTS sku (
      id             INTEGER PRIMARY KEY CHECK (id = 1),
      sku            TEXT    NOT NULL,
@@ -80,13 +87,11 @@ export const STOCK_SCHEMA: readonly string[] = [
      total INTEGER NOT NULL CHECK (total >= 0)
    )`,
   // Whether the SKU's waitlist (kept on shard 0 of a sharded SKU) has buyers: while it does, this
-  // shard's units are for the line, not for newcomers. Set by shard 0 on every shard.
+  // shard's units are for the waitlist, not for newcomers. Set by shard 0 on every shard.
   `CREATE TABLE IF NOT EXISTS line_ahead (
      id INTEGER PRIMARY KEY CHECK (id = 1),
      on_ INTEGER NOT NULL CHECK (on_ IN (0, 1))
    )`,
-  // Migration steps, appended in order; each is idempotent (they run at every start of the object).
-  //
   // The SKU's price (minor units, NULL: no price) and currency; no row: no price, "usd".
   `CREATE TABLE IF NOT EXISTS sku_pricing (
      id       INTEGER PRIMARY KEY CHECK (id = 1),
@@ -114,8 +119,8 @@ export const STOCK_SCHEMA: readonly string[] = [
      count   INTEGER NOT NULL
    )`,
   // (Here the index `reservations_nonce_by_time` was made: replaced by the two token indexes of
-  // STOCK_COLUMN_STEPS, which drop it.)
-  // Filling the waitlist finds the first entry in line that fits by quantity, not by reading the line.
+  // COLUMN_STATEMENTS, which drop it.)
+  // Filling the waitlist finds the first entry that fits by quantity, not by reading the waitlist.
   `CREATE INDEX IF NOT EXISTS waitlist_by_quantity ON waitlist (quantity, position)`,
   // Payment event ids are forgotten after their retention, oldest first.
   `CREATE INDEX IF NOT EXISTS payment_events_by_time ON payment_events (created_at)`,
@@ -137,7 +142,7 @@ export const STOCK_SCHEMA: readonly string[] = [
      SELECT MIN(seq), MAX(seq), json_group_array(json_array(seq, json(event)))
        FROM (SELECT seq, event FROM outbox ORDER BY seq) HAVING COUNT(*) > 0`,
   `DROP TABLE IF EXISTS outbox`,
-  // The outbox as queue messages' text: each row is the JSON of up to MAX_EVENTS_PER_MESSAGE (32)
+  // The outbox as queue messages' text: each row is the JSON of up to MAX_EVENTS_PER_MESSAGE
   // events of one transaction, comma-separated (the inside of a JSON array), so a flush joins rows
   // into message bodies as they are, with nothing parsed or serialized again. `count`: its events.
   // Rows of `outbox_batch` (objects from before) move over, split into rows of 32 events at most.
@@ -164,9 +169,9 @@ export const STOCK_SCHEMA: readonly string[] = [
      phase   TEXT CHECK (phase IS NULL OR phase IN ('preparing', 'committing'))
    )`,
   `INSERT OR IGNORE INTO config (id, version) VALUES (1, 0)`,
-  // The SKU's line as shard 0 last told this shard (replaces `line_ahead`): 0 nobody waits; 1 buyers
+  // The SKU's waitlist as shard 0 last told this shard (replaces `line_ahead`): 0 nobody waits; 1 buyers
   // wait and the units are theirs (newcomers are refused); 2 buyers wait but want more than the SKU
-  // has, so newcomers may buy what is there, and freed units are still offered to the line.
+  // has, so newcomers may buy what is there, and freed units are still offered to the waitlist.
   `CREATE TABLE IF NOT EXISTS line_state (
      id   INTEGER PRIMARY KEY CHECK (id = 1),
      mode INTEGER NOT NULL CHECK (mode IN (0, 1, 2))
@@ -175,12 +180,15 @@ export const STOCK_SCHEMA: readonly string[] = [
 ];
 
 /**
- * Columns added to tables after they were made. SQLite has no `ADD COLUMN IF NOT EXISTS`, so
- * {@link migrateColumns} adds each one only where `pragma_table_info` lacks it, after STOCK_SCHEMA.
+ * Step 1, part 2: columns added to tables after they were made. SQLite has no `ADD COLUMN IF NOT
+ * EXISTS`, so each is added only where `pragma_table_info` lacks it.
  */
-const STOCK_COLUMNS: readonly { table: string; column: string; type: string }[] = [
+const COLUMNS: readonly { table: string; column: string; type: string }[] = [
+  // Reservations this shard ever created, kept in the row every hold updates (settled rows are
+  // pruned, so the table cannot count them). An object from before counts its rows once.
+  { table: "sku", column: "created", type: "INTEGER NOT NULL DEFAULT 0" },
   // The purchase token's own expiry (epoch ms): its reservation is kept until then, whatever the
-  // token lifetime is today. NULL: not known (rows from before, holds of the line and the draw).
+  // token lifetime is today. NULL: not known (rows from before, holds of the waitlist and the draw).
   { table: "reservations", column: "token_expires_at", type: "INTEGER" },
   // What each payment event said, so the same id saying something else is refused. NULL on rows
   // from before: only their reservation is compared.
@@ -189,8 +197,8 @@ const STOCK_COLUMNS: readonly { table: string; column: string; type: string }[] 
   { table: "payment_events", column: "currency", type: "TEXT" },
 ];
 
-/** Migration steps that read the columns above, appended in order; each idempotent. */
-const STOCK_COLUMN_STEPS: readonly string[] = [
+/** Step 1, part 3: what reads the columns above. */
+const COLUMN_STATEMENTS: readonly string[] = [
   // Pruning and the spent-nonce digest read tokens by their own expiry: a prune visit reads what it
   // deletes, the digest the tokens not expired.
   `CREATE INDEX IF NOT EXISTS reservations_token_expiry ON reservations (token_expires_at)
@@ -202,11 +210,92 @@ const STOCK_COLUMN_STEPS: readonly string[] = [
   `DROP INDEX IF EXISTS reservations_nonce_by_time`,
 ];
 
-/** Adds the columns of STOCK_COLUMNS an object lacks, then runs the steps that read them. */
-export function migrateColumns(sql: SqlStorage): void {
-  for (const { table, column, type } of STOCK_COLUMNS) {
+/** Step 1, part 4: the fair opening's draw (engine/opening-draw.ts). */
+const DRAW: readonly string[] = [
+  `CREATE TABLE IF NOT EXISTS draw (
+     id         INTEGER PRIMARY KEY CHECK (id = 1),
+     window_ms  INTEGER NOT NULL CHECK (window_ms >= 1),
+     opens_at   INTEGER NOT NULL,
+     seed       TEXT,
+     seed_hash  TEXT,
+     closed_at  INTEGER,
+     decided_at INTEGER,
+     told       INTEGER NOT NULL DEFAULT 0,
+     entrants   INTEGER
+   )`,
+  `CREATE TABLE IF NOT EXISTS draw_entrants (
+     user_id    TEXT    PRIMARY KEY,
+     entry_id   TEXT    UNIQUE,
+     nonce      TEXT    NOT NULL,
+     quantity   INTEGER NOT NULL CHECK (quantity >= 1),
+     home       INTEGER NOT NULL,
+     entered_at INTEGER NOT NULL,
+     position   INTEGER,
+     code       TEXT,
+     answer     TEXT
+   )`,
+  `CREATE INDEX IF NOT EXISTS draw_entrants_by_position ON draw_entrants (position) WHERE position IS NOT NULL`,
+  `CREATE TABLE IF NOT EXISTS draw_tokens (
+     nonce   TEXT PRIMARY KEY,
+     user_id TEXT NOT NULL
+   )`,
+];
+
+function baseline(sql: SqlStorage): void {
+  for (const statement of BASELINE) sql.exec(statement);
+  for (const { table, column, type } of COLUMNS) {
     const present = sql.exec("SELECT 1 FROM pragma_table_info(?) WHERE name = ?", table, column).toArray();
-    if (present.length === 0) sql.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${type}`);
+    if (present.length > 0) continue;
+    sql.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${type}`);
+    // No row was pruned before the count was kept: the largest rowid is the count.
+    if (column === "created") sql.exec("UPDATE sku SET created = (SELECT coalesce(MAX(rowid), 0) FROM reservations)");
   }
-  for (const statement of STOCK_COLUMN_STEPS) sql.exec(statement);
+  for (const statement of COLUMN_STATEMENTS) sql.exec(statement);
+  for (const statement of DRAW) sql.exec(statement);
+}
+
+/** The steps, numbered from 1 by their place here. Append only; never change a step once deployed. */
+const STEPS: readonly ((sql: SqlStorage) => void)[] = [
+  baseline,
+  // 2. One word for one concept: the state of the SKU's waitlist (it was "the line").
+  (sql) => {
+    sql.exec(`CREATE TABLE IF NOT EXISTS waitlist_state (
+       id   INTEGER PRIMARY KEY CHECK (id = 1),
+       mode INTEGER NOT NULL CHECK (mode IN (0, 1, 2))
+     )`);
+    sql.exec("INSERT OR IGNORE INTO waitlist_state (id, mode) SELECT id, mode FROM line_state");
+    sql.exec("DROP TABLE line_state");
+  },
+];
+
+/** The number of the last step: what a migrated object's `schema_version` reads. */
+export const SCHEMA_VERSION = STEPS.length;
+
+/**
+ * Applies the steps an object lacks, in order, and records the last one; returns how many ran. Runs
+ * in the caller's transaction (a configure's, or the object's first start under newer code), so a
+ * failed step leaves the schema as it was.
+ */
+export function migrate(sql: SqlStorage): number {
+  sql.exec(
+    "CREATE TABLE IF NOT EXISTS schema_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)",
+  );
+  const current = sql.exec<{ version: number }>("SELECT version FROM schema_version WHERE id = 1").toArray()[0];
+  const from = current?.version ?? 0;
+  for (let step = from; step < STEPS.length; step++) STEPS[step]?.(sql);
+  if (from < STEPS.length) {
+    sql.exec(
+      "INSERT INTO schema_version (id, version) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET version = excluded.version",
+      STEPS.length,
+    );
+  }
+  return STEPS.length - from;
+}
+
+/** Whether the object's schema is up to date (one row read: what a start of a migrated object costs). */
+export function schemaCurrent(sql: SqlStorage): boolean {
+  const table = sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'").toArray();
+  if (table.length === 0) return false;
+  const row = sql.exec<{ version: number }>("SELECT version FROM schema_version WHERE id = 1").toArray()[0];
+  return row?.version === STEPS.length;
 }

@@ -22,39 +22,9 @@ import { createHash } from "node:crypto";
  *
  * The storage side is synchronous (it runs inside the engine's transactions). The hashes of the
  * order are computed with WebCrypto before the deciding transaction, once entries have closed (the
- * set is fixed then): some tens of µs per entrant, too slow to spend in a transaction or on the
- * entry path (bench point `draw-decide`).
+ * set is fixed then): too slow to spend in a transaction or on the entry path (bench point
+ * `draw_decide`, docs/PERFORMANCE.md).
  */
-
-export const DRAW_SCHEMA: readonly string[] = [
-  `CREATE TABLE IF NOT EXISTS draw (
-     id         INTEGER PRIMARY KEY CHECK (id = 1),
-     window_ms  INTEGER NOT NULL CHECK (window_ms >= 1),
-     opens_at   INTEGER NOT NULL,
-     seed       TEXT,
-     seed_hash  TEXT,
-     closed_at  INTEGER,
-     decided_at INTEGER,
-     told       INTEGER NOT NULL DEFAULT 0,
-     entrants   INTEGER
-   )`,
-  `CREATE TABLE IF NOT EXISTS draw_entrants (
-     user_id    TEXT    PRIMARY KEY,
-     entry_id   TEXT    UNIQUE,
-     nonce      TEXT    NOT NULL,
-     quantity   INTEGER NOT NULL CHECK (quantity >= 1),
-     home       INTEGER NOT NULL,
-     entered_at INTEGER NOT NULL,
-     position   INTEGER,
-     code       TEXT,
-     answer     TEXT
-   )`,
-  `CREATE INDEX IF NOT EXISTS draw_entrants_by_position ON draw_entrants (position) WHERE position IS NOT NULL`,
-  `CREATE TABLE IF NOT EXISTS draw_tokens (
-     nonce   TEXT PRIMARY KEY,
-     user_id TEXT NOT NULL
-   )`,
-];
 
 /** Where a drawn reservation (or a refused entry) came in the draw. */
 export interface DrawPlace {
@@ -118,7 +88,7 @@ const utf8 = new TextEncoder();
 const hex = (bytes: ArrayBuffer) => Array.from(new Uint8Array(bytes), (b) => b.toString(16).padStart(2, "0")).join("");
 
 /** Hex SHA-256 of UTF-8 text, synchronously (the seed hash, once, inside a transaction). */
-export function seedHashOf(seed: string): string {
+function seedHashOf(seed: string): string {
   return createHash("sha256").update(seed, "utf8").digest("hex");
 }
 
@@ -168,7 +138,7 @@ export async function rankEntrants(seed: string, sku: string, entrants: readonly
 }
 
 /** The result of a settled entry as stored: an answer object the engine built, opaque here. */
-export type StoredAnswer = Record<string, unknown>;
+type StoredAnswer = Record<string, unknown>;
 
 /**
  * One stock object's draw state. The settings row is cached in memory (it is read on the
@@ -181,15 +151,14 @@ export class OpeningDraw {
   /** True while shard 0 decides: reservations it makes for entrants are not entries again. */
   deciding = false;
 
-  /** Reads nothing: an unconfigured stock object has no tables. The engine calls {@link install}. */
+  /** Reads nothing: an unconfigured stock object has no tables (engine/schema.ts makes them). */
   constructor(sql: SqlStorage) {
     this.#sql = sql;
     this.#row = null;
   }
 
-  /** Makes the draw's tables (idempotent) and reads the draw: at every start of a configured object. */
+  /** Reads the draw: at every start of a configured object, and once its tables are made. */
   install(): void {
-    for (const statement of DRAW_SCHEMA) this.#sql.exec(statement);
     this.#installed = true;
     this.#row = this.#read();
   }

@@ -1,0 +1,232 @@
+import { DrawWaiters } from "./draw-waiters";
+import { type DrawPlace, type Entrant, rankEntrants } from "./engine/opening-draw";
+import { isShort } from "./engine/types";
+import { log, withLogContext } from "./log";
+import type { ShardPulls } from "./shard-pulls";
+import type { ReserveOutcome, ReserveRequest, SkuState } from "./stock-engine";
+import { RETRY_MS, type StockHost, siblingsOf } from "./stock-host";
+
+/**
+ * Fair opening: how long after the window closes a waiting request gives up on the decision (then
+ * 503 BUSY; the retry with the same token gets the draw's answer). A decision takes far less
+ * (bench point `draw_decide`, docs/PERFORMANCE.md); this only bounds a lost one.
+ */
+const DRAW_DECISION_MS = 10_000;
+/**
+ * While requests wait for the draw, how often the object checks their deadlines and whether its draw
+ * is due (should the alarm be lost). A request is woken when its own entry is settled, not by this.
+ */
+const DRAW_POLL_MS = 1_000;
+
+type DrawResult = { userId: string; place: DrawPlace; code: string };
+
+/** A waiting request's answer: the first of its entry (this request waited for it), not a replay. */
+function firstDrawAnswer(answer: ReserveOutcome): ReserveOutcome {
+  return answer.ok && answer.value.draw ? { ...answer, value: { ...answer.value, replayed: false } } : answer;
+}
+
+/**
+ * The fair opening across a stock object's life (docs/ARCHITECTURE.md "Fair opening"): requests that
+ * wait for the draw, shard 0's decision once the window closes (one shard in one transaction; a
+ * sharded SKU entry by entry on each entry's home shard), and telling the siblings it is over. The
+ * steps inside the engine are engine/draw-decision.ts.
+ */
+export class DrawRunner {
+  readonly #host: StockHost;
+  readonly #pulls: ShardPulls;
+  /** Decides a request on arrival (the stock object's reserve path). */
+  readonly #reserve: (request: ReserveRequest) => Promise<ReserveOutcome>;
+  /** The requests waiting here for the draw, each woken when its own entry is settled. */
+  readonly #waiters: DrawWaiters;
+  /** Shard 0: the decision under way, if any (one at a time). */
+  #deciding: Promise<void> | null = null;
+
+  constructor(host: StockHost, pulls: ShardPulls, reserve: (request: ReserveRequest) => Promise<ReserveOutcome>) {
+    this.#host = host;
+    this.#pulls = pulls;
+    this.#reserve = reserve;
+    this.#waiters = new DrawWaiters(
+      DRAW_POLL_MS,
+      () => host.now(),
+      () => this.#tick(),
+    );
+  }
+
+  /**
+   * The answer to a reservation that got `DRAW_PENDING`: waits (on the request's home shard) until
+   * its entry is decided, or, for a request that came after the window, until the draw is over and
+   * then decides it on arrival. Bounded: past the window's close plus {@link DRAW_DECISION_MS},
+   * `BUSY` (retry with the same token). A request is woken only when its own entry is settled (or
+   * the draw is over), and reads its answer without a transaction: N entrants cost N wakes.
+   */
+  async await(request: ReserveRequest): Promise<ReserveOutcome> {
+    const { engine } = this.#host;
+    const deadline = (engine.draw.closesAt() ?? this.#host.now()) + DRAW_DECISION_MS;
+    for (;;) {
+      this.kick();
+      // Read and registered below with no await in between: a settlement cannot slip past unseen.
+      const drawn = engine.drawDecision.answerOf(request);
+      if (drawn && (drawn.ok || drawn.code !== "DRAW_PENDING")) return firstDrawAnswer(drawn);
+      if (!drawn && !engine.draw.pending(this.#host.now())) {
+        // No entry, and the draw is over here: decided on arrival, as any reservation.
+        const answer = await this.#reserve(request);
+        if (answer.ok || answer.code !== "DRAW_PENDING") return firstDrawAnswer(answer);
+        continue;
+      }
+      if (this.#host.now() >= deadline) return { ok: false, code: "BUSY" };
+      await this.#waiters.wait(drawn ? request.userId : null, deadline);
+    }
+  }
+
+  /**
+   * The home shard of an entry (sharded SKU), asked by shard 0 in draw order: holds for it, pulling
+   * units from siblings when this shard is short (they are all waiting for the draw: none sells).
+   * A sibling that could not answer: `BUSY`, nothing recorded, shard 0 asks again later.
+   */
+  async settleEntry(userId: string, place: DrawPlace): Promise<ReserveOutcome> {
+    const { engine } = this.#host;
+    let answer = engine.drawDecision.settleEntry(userId, place, this.#host.now(), false);
+    const state = engine.state();
+    if (isShort(answer) && state) {
+      const wanted = (engine.draw.entrantOf(userId)?.quantity ?? 1) - state.stock.available;
+      const pull = await this.#pulls.pull(state, wanted);
+      if (pull.failed && pull.pulled === 0) answer = { ok: false, code: "BUSY" };
+      else answer = engine.drawDecision.settleEntry(userId, place, this.#host.now(), true);
+    }
+    engine.takeFreed();
+    this.#waiters.settled([userId]);
+    await this.#host.afterCommit();
+    return answer;
+  }
+
+  /** A home shard records results shard 0 decided without asking it (the stock ran out first). */
+  record(results: DrawResult[]): void {
+    this.#host.engine.drawDecision.record(results);
+    this.#waiters.settled(results.map((r) => r.userId));
+  }
+
+  /** A sibling learns from shard 0 that the draw is over: reservations are decided on arrival again. */
+  over(): void {
+    this.#host.engine.drawDecision.finish(this.#host.now());
+    this.#waiters.over();
+  }
+
+  /** Shard 0: starts the decision (or the telling of siblings) when due, without waiting for it. */
+  kick(): void {
+    if (this.needsWork()) this.#host.background(this.decide().catch(() => undefined)); // failures book a retry
+  }
+
+  /** Shard 0: the draw is due (window closed, undecided) or its siblings were not all told yet. */
+  needsWork(): boolean {
+    const { engine } = this.#host;
+    const state = engine.state();
+    if (state?.shard !== 0) return false;
+    const draw = engine.draw;
+    return engine.drawDecision.due(this.#host.now()) || (draw.decided() && state.shards > 1 && !draw.told());
+  }
+
+  /** When shard 0's alarm must decide the draw: the window's close, while undecided. */
+  dueAt(): number | null {
+    const { engine } = this.#host;
+    const draw = engine.draw;
+    return draw.windowMs > 0 && !draw.decided() && engine.state()?.shard === 0 ? draw.closesAt() : null;
+  }
+
+  /** Shard 0: decides the draw, once at a time; a failure leaves it to the alarm (retried). */
+  decide(): Promise<void> {
+    this.#deciding ??= withLogContext(this.#host.where(), () => this.#decide())
+      .catch(async (err: unknown) => {
+        log("warn", "deciding the opening draw failed", { error: String(err) });
+        await this.#host.due.retry("draw", this.#host.now() + RETRY_MS);
+        throw err;
+      })
+      .finally(() => {
+        this.#deciding = null;
+      });
+    return this.#deciding;
+  }
+
+  /**
+   * Once a second while requests wait for the draw. An object that can no longer commit (aborted or
+   * reset while its code runs on) throws here, which fails its waiting requests at once (the edge
+   * answers BUSY): their retries reach the object that replaced it.
+   */
+  #tick(): void {
+    this.#host.assertAlive();
+    this.kick();
+  }
+
+  async #decide(): Promise<void> {
+    const { engine } = this.#host;
+    const state = engine.state();
+    if (state?.shard !== 0) return;
+    if (!engine.draw.decided()) {
+      const started = this.#host.now();
+      if (state.shards === 1) {
+        const ranked = await this.#rank(state, engine.drawDecision.close(started));
+        engine.drawDecision.decide(ranked, this.#host.now());
+      } else {
+        await this.#decideSharded(state);
+      }
+      log("info", "opening draw decided", { entrants: engine.draw.info()?.entrants, ms: this.#host.now() - started });
+    }
+    this.#waiters.over();
+    await this.#host.afterCommit();
+    if (state.shards > 1 && !engine.draw.told()) {
+      await Promise.all(siblingsOf(state.shards).map((shard) => this.#host.shardOf(state.sku, shard).drawOver()));
+      engine.draw.markTold();
+    }
+  }
+
+  /** The SKU's entrants in draw order: hashes with WebCrypto, outside any transaction. */
+  async #rank(state: SkuState, entrants: Entrant[]) {
+    const seed = this.#host.engine.draw.seedForDecision();
+    if (!seed) throw new Error("shard 0 has no seed for its draw");
+    return rankEntrants(seed, state.sku, entrants);
+  }
+
+  /**
+   * One draw over a sharded SKU: entries close on every shard and come to shard 0, which orders
+   * them with the seed; then each entry, in order, is held on its home shard (where its user's limit
+   * is kept), which pulls units from the other shards when it lacks them. Once the SKU has nothing
+   * left, the rest are SOLD_OUT, one call per shard. Every step is idempotent (results are recorded
+   * on both sides, a hold is keyed by the entry's nonce), so a retry after a crash or a failed call
+   * finishes the same draw.
+   */
+  async #decideSharded(state: SkuState): Promise<void> {
+    const { engine } = this.#host;
+    const shardOf = (shard: number) => this.#host.shardOf(state.sku, shard);
+    const lists = await Promise.all(siblingsOf(state.shards).map((shard) => shardOf(shard).closeDraw()));
+    const ranked = await this.#rank(state, [...engine.drawDecision.close(this.#host.now()), ...lists.flat()]);
+    const order = engine.drawDecision.place(ranked, this.#host.now());
+    const entrants = order.length;
+    let soldOut = false;
+    const rest = new Map<number, DrawResult[]>();
+    for (const e of order) {
+      const place = { entryId: e.entryId, position: e.position, entrants };
+      if (e.code !== null) {
+        soldOut ||= e.code === "SOLD_OUT";
+        continue;
+      }
+      if (soldOut) {
+        const list = rest.get(e.home) ?? [];
+        list.push({ userId: e.userId, place, code: "SOLD_OUT" });
+        rest.set(e.home, list);
+        continue;
+      }
+      const answer =
+        e.home === 0 ? await this.settleEntry(e.userId, place) : await shardOf(e.home).settleDrawEntry(e.userId, place);
+      if (!answer.ok && answer.code === "BUSY") throw new Error(`shard ${e.home} could not settle a draw entry`);
+      const code = answer.ok ? "HELD" : answer.code;
+      if (e.home !== 0) engine.drawDecision.record([{ userId: e.userId, place, code }]);
+      soldOut = code === "SOLD_OUT";
+    }
+    await Promise.all(
+      [...rest].map(async ([home, results]) => {
+        if (home !== 0) await shardOf(home).recordDrawResults(results);
+        engine.drawDecision.record(results);
+      }),
+    );
+    engine.drawDecision.finish(this.#host.now());
+  }
+}

@@ -1,0 +1,283 @@
+import { LAZY_EXPIRY_BATCH, type Ledger, type ResizePhase } from "./ledger";
+import type { OpeningDraw } from "./opening-draw";
+import type { Transfers } from "./transfers";
+import { availableOf, fail, type Outcome, ok, type SaleStatus, type SkuRow, type SkuState } from "./types";
+import type { Waitlist } from "./waitlist";
+
+/**
+ * A shard's configuration: its settings, total, price and fair-opening window, set all at once by a
+ * configure, and the steps of a resize that shard 0 runs across shards (durable-objects/sku-change.ts
+ * plans them; durable-objects/sku-change-runner.ts runs them). A refused configure writes nothing, and an
+ * object never configured stays without tables.
+ */
+
+export interface SkuSettings {
+  sku: string;
+  shard: number;
+  shards: number;
+  name?: string | undefined;
+  /** This shard's stock; `undefined` keeps the current value (0 on create). */
+  totalStock?: number | undefined;
+  perUserLimit?: number | undefined;
+  holdSeconds?: number | undefined;
+  /** Epoch ms; `null` clears it, `undefined` keeps the current value. */
+  startsAt?: number | null | undefined;
+  endsAt?: number | null | undefined;
+  status?: SaleStatus | undefined;
+  /**
+   * Shard 0 only: the SKU's total over all shards, recorded as the base of later PUTs (see
+   * `retarget`). Given when every shard's total is set at once (create, reshard).
+   */
+  skuTotal?: number | undefined;
+  /** Fair opening window in ms (0: off); `undefined` keeps the current value. See opening-draw.ts. */
+  openingWindowMs?: number | undefined;
+  /** Price and currency, applied in the same transaction (left out: kept). */
+  price?: number | null | undefined;
+  currency?: string | undefined;
+  /**
+   * Shard 0 of a sharded SKU: set the SKU's total to `total` as the difference from the total it
+   * recorded for the last PUT; `assumed` stands for that record on a SKU configured before it was
+   * kept. A cut this shard cannot cover answers `missing`.
+   */
+  retarget?: { total: number; assumed: number } | undefined;
+  /**
+   * A resize's commit: applied only by a shard that this change fenced, or one never configured; a
+   * shard that already applied it answers its state.
+   */
+  changeId?: string | undefined;
+  /** Shard 0: the resize plan it commits, kept until every sibling has applied it. */
+  plan?: string | undefined;
+  /** A follower: shard 0's version of these settings; an older or equal one changes nothing. */
+  version?: number | undefined;
+}
+
+/** A resize shard 0 runs: phase `preparing` (fences being set) or `committing` (being applied). */
+export interface ResizePlanRow {
+  plan: string;
+  phase: ResizePhase;
+}
+
+const DEFAULTS = { perUserLimit: 1, holdSeconds: 900, status: "on_sale" } as const;
+
+/** Thrown inside a transaction to roll it back whole and answer its refusal. */
+class Refusal extends Error {
+  constructor(readonly outcome: Outcome<SkuState>) {
+    super("refused");
+  }
+}
+
+const keep = <T>(next: T | undefined, prior: T | undefined, fallback: T): T =>
+  next !== undefined ? next : prior !== undefined ? prior : fallback;
+
+export class Configuration {
+  readonly #ledger: Ledger;
+  readonly #draw: OpeningDraw;
+  readonly #waitlist: Waitlist;
+  readonly #transfers: Transfers;
+  readonly #newSeed: () => string;
+  /** The shard's state as the engine shows it (the facade adds the draw's window). */
+  readonly #stateOf: (row: SkuRow) => SkuState;
+
+  constructor(
+    ledger: Ledger,
+    units: { draw: OpeningDraw; waitlist: Waitlist; transfers: Transfers },
+    newSeed: () => string,
+    stateOf: (row: SkuRow) => SkuState,
+  ) {
+    this.#ledger = ledger;
+    this.#draw = units.draw;
+    this.#waitlist = units.waitlist;
+    this.#transfers = units.transfers;
+    this.#newSeed = newSeed;
+    this.#stateOf = stateOf;
+  }
+
+  /**
+   * Creates or updates the SKU in one transaction: settings, this shard's total (absolute, or on
+   * shard 0 of a sharded SKU `retarget`), price and currency. Refuses to drop the total below
+   * held + sold. A refusal rolls the whole transaction back. Given `now`, units that become
+   * available go to the waitlist first.
+   */
+  configure(settings: SkuSettings, now?: number): Outcome<SkuState> {
+    const ledger = this.#ledger;
+    const installing = !ledger.configured;
+    try {
+      return ledger.run(() => {
+        if (installing) {
+          ledger.install();
+          this.#draw.install();
+          this.#waitlist.load();
+        }
+        const outcome = this.#configure(settings, now);
+        if (!outcome.ok) throw new Refusal(outcome);
+        return outcome;
+      });
+    } catch (err) {
+      if (installing) {
+        ledger.uninstall();
+        this.#draw.uninstall();
+      } else this.#draw.reload(); // the draw's row in memory may be the rolled-back one
+      if (err instanceof Refusal) return err.outcome;
+      throw err;
+    }
+  }
+
+  #configure(settings: SkuSettings, now: number | undefined): Outcome<SkuState> {
+    const ledger = this.#ledger;
+    const current = ledger.row();
+    const config = ledger.config();
+    if (settings.version !== undefined && current && settings.version <= config.version) return ok(this.#state());
+    if (config.fence !== null && settings.changeId !== config.fence) return fail("BUSY");
+    // A resize's commit that this shard applied already (it is no longer fenced): a repeat.
+    if (settings.changeId !== undefined && config.fence === null && current) return ok(this.#state());
+    const total = this.#totalOf(settings, current);
+    if (typeof total !== "number") return total;
+    const refused = this.#refusal(settings, current, total, now ?? 0);
+    if (refused) return refused;
+    // Fair opening: a window is set before it opens and never moved once open (opening-draw.ts).
+    const startsAt = keep(settings.startsAt, current?.starts_at, null);
+    const newSeed = settings.shard === 0 ? this.#newSeed : null;
+    if (!this.#draw.configure(settings.openingWindowMs, startsAt, now ?? 0, newSeed)) return fail("INVALID_STATE");
+
+    this.#write(settings, current, total, startsAt);
+    ledger.writeConfig({
+      version: settings.version ?? config.version,
+      fence: settings.changeId === config.fence ? null : config.fence,
+      plan: settings.plan ?? config.plan,
+      phase: settings.plan !== undefined ? "committing" : config.phase,
+    });
+    if (current && total > current.total) ledger.freed += total - current.total;
+    if (now !== undefined) this.#waitlist.fill(now);
+    return ok(this.#state());
+  }
+
+  /** This shard's new total: as given, kept, or shard 0's share of a new SKU total (`retarget`). */
+  #totalOf(settings: SkuSettings, current: SkuRow | undefined): number | Outcome<SkuState> {
+    const total = settings.totalStock ?? current?.total ?? 0;
+    if (!settings.retarget || !current) return total;
+    const change = settings.retarget.total - (this.skuTarget() ?? settings.retarget.assumed);
+    const available = availableOf(current);
+    if (change < 0 && available < -change) return { ok: false, code: "INVALID_STATE", missing: -change - available };
+    return current.total + change;
+  }
+
+  /** Why the change cannot be made as it stands, if it cannot. */
+  #refusal(
+    settings: SkuSettings,
+    current: SkuRow | undefined,
+    total: number,
+    now: number,
+  ): Outcome<SkuState> | undefined {
+    if (!current) return undefined;
+    if (total < current.held + current.sold) return fail("INVALID_STATE");
+    // A new shard count moves users between shards: only while this shard holds and sells nothing
+    // (nor keeps entries of an opening draw that is not decided yet: they wait on their home shard).
+    if (settings.shards !== current.shards && (current.held + current.sold > 0 || this.#draw.pending(now))) {
+      return fail("INVALID_STATE");
+    }
+    return undefined;
+  }
+
+  /** Writes the SKU row, the SKU's total record and the price (nothing is dirty at a transaction's start). */
+  #write(settings: SkuSettings, current: SkuRow | undefined, total: number, startsAt: number | null): void {
+    const ledger = this.#ledger;
+    const written = ledger.sql.exec<SkuRow>(
+      `INSERT INTO sku (id, sku, shard, shards, name, status, per_user_limit, hold_seconds, starts_at, ends_at, total, seq)
+       VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+       ON CONFLICT (id) DO UPDATE SET
+         shards = excluded.shards, name = excluded.name, status = excluded.status,
+         per_user_limit = excluded.per_user_limit, hold_seconds = excluded.hold_seconds,
+         starts_at = excluded.starts_at, ends_at = excluded.ends_at, total = excluded.total,
+         seq = sku.seq + 1
+       RETURNING *`,
+      settings.sku,
+      settings.shard,
+      settings.shards,
+      keep(settings.name, current?.name, settings.sku),
+      keep(settings.status, current?.status as SaleStatus | undefined, DEFAULTS.status),
+      keep(settings.perUserLimit, current?.per_user_limit, DEFAULTS.perUserLimit),
+      keep(settings.holdSeconds, current?.hold_seconds, DEFAULTS.holdSeconds),
+      startsAt,
+      keep(settings.endsAt, current?.ends_at, null),
+      total,
+    );
+    ledger.setRow(written.one());
+    const skuTotal = settings.retarget?.total ?? settings.skuTotal;
+    if (skuTotal !== undefined) {
+      ledger.sql.exec(
+        "INSERT INTO sku_target (id, total) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET total = excluded.total",
+        skuTotal,
+      );
+    }
+    const pricing = ledger.pricing();
+    const next = {
+      price: settings.price !== undefined ? settings.price : pricing.price,
+      currency: settings.currency ?? pricing.currency,
+    };
+    if (next.price !== pricing.price || next.currency !== pricing.currency) ledger.setPricing(next);
+  }
+
+  #state(): SkuState {
+    return this.#stateOf(this.#ledger.requireRow());
+  }
+
+  /** The SKU's total as the operator last set it (shard 0 only), or null if never recorded. */
+  skuTarget(): number | null {
+    if (!this.#ledger.configured) return null;
+    return (
+      this.#ledger.sql.exec<{ total: number }>("SELECT total FROM sku_target WHERE id = 1").toArray()[0]?.total ?? null
+    );
+  }
+
+  /**
+   * A resize, step 1 on each shard it reaches: stages this shard for change `changeId` if it is idle
+   * (nothing held or sold, nobody waiting, no undecided draw, no transfer in flight): from then on
+   * it takes no new hold or waitlist entry (`BUSY`) until the change commits or is lifted. `plan`:
+   * shard 0 records the resize it runs (phase `preparing`). A shard never configured is idle and
+   * stays blank. Again with the same id: the same answer.
+   */
+  fence(changeId: string, now: number, plan?: string): Outcome<null> {
+    const ledger = this.#ledger;
+    if (!ledger.configured) return ok(null);
+    return ledger.run(() => {
+      ledger.expireDue(now, LAZY_EXPIRY_BATCH);
+      const config = ledger.config();
+      if (config.fence === changeId) return ok(null);
+      if (config.fence !== null || config.plan !== null) return fail<null>("BUSY");
+      const sku = ledger.row();
+      if (sku && (sku.held + sku.sold > 0 || this.#waitlist.length() > 0 || this.#draw.pending(now))) {
+        return fail<null>("INVALID_STATE");
+      }
+      if (this.#transfers.pending().length > 0) return fail<null>("BUSY"); // units in flight: retry
+      ledger.writeConfig({ ...config, fence: changeId, plan: plan ?? null, phase: plan ? "preparing" : null });
+      return ok(null);
+    });
+  }
+
+  /** Lifts the fence of a change that will not commit (and, on shard 0, its plan). */
+  unfence(changeId: string): void {
+    const ledger = this.#ledger;
+    if (!ledger.configured) return;
+    ledger.run(() => {
+      const config = ledger.config();
+      if (config.fence === changeId) ledger.writeConfig({ ...config, fence: null, plan: null, phase: null });
+    });
+  }
+
+  /** Shard 0: the resize it runs, if one is left (its alarm finishes or undoes it). */
+  resizePlan(): ResizePlanRow | null {
+    if (!this.#ledger.configured) return null;
+    const config = this.#ledger.config();
+    return config.plan !== null && config.phase !== null ? { plan: config.plan, phase: config.phase } : null;
+  }
+
+  /** Shard 0: every sibling applied the resize: it is over. */
+  endPlan(): void {
+    const ledger = this.#ledger;
+    if (!ledger.configured) return;
+    ledger.run(() => {
+      const config = ledger.config();
+      if (config.phase === "committing") ledger.writeConfig({ ...config, plan: null, phase: null });
+    });
+  }
+}

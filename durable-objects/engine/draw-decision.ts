@@ -1,0 +1,127 @@
+import { LAZY_EXPIRY_BATCH, type Ledger } from "./ledger";
+import type { DrawPlace, Entrant, OpeningDraw, RankedEntrant } from "./opening-draw";
+import type { Reserver } from "./reserve";
+import { availableOf, fail, isShort, type Outcome, ok, type ReserveAnswer, type ReserveRequest } from "./types";
+
+/**
+ * The fair opening's decision, on the engine's transaction: the draw (opening-draw.ts) stores entries
+ * and their order; this unit closes it, decides each entry in draw order as a reservation of its
+ * first token, and records the answers. Shard 0 ranks the entrants with its seed outside any
+ * transaction (durable-objects/draw-runner.ts), then calls these steps; every step is idempotent.
+ */
+export class DrawDecision {
+  readonly #ledger: Ledger;
+  readonly #draw: OpeningDraw;
+  readonly #reserver: Reserver;
+
+  constructor(ledger: Ledger, draw: OpeningDraw, reserver: Reserver) {
+    this.#ledger = ledger;
+    this.#draw = draw;
+    this.#reserver = reserver;
+  }
+
+  /**
+   * A waiting request's draw answer, read without a transaction (SkuStock.awaitDraw): its entry's
+   * recorded answer, `DRAW_PENDING` until there is one, or undefined when its token joined no entry.
+   * It only reads, so a woken request costs a read, not a transaction.
+   */
+  answerOf(request: ReserveRequest): Outcome<ReserveAnswer> | undefined {
+    const sku = this.#ledger.row();
+    return sku ? this.#reserver.drawAnswer(request, availableOf(sku)) : undefined;
+  }
+
+  /** Whether shard 0 must decide its draw now (the window closed, no decision yet). */
+  due(now: number): boolean {
+    const closesAt = this.#draw.closesAt();
+    return closesAt !== null && !this.#draw.decided() && now >= closesAt;
+  }
+
+  /**
+   * Closes this shard's entries (idempotent: nobody enters after) and returns them. Shard 0 then
+   * ranks all of the SKU's entrants with its seed (`rankEntrants`, outside any transaction).
+   */
+  close(now: number): Entrant[] {
+    return this.#ledger.run(() => this.#draw.close(now, this.#ledger.requireRow().shard));
+  }
+
+  /**
+   * Decides a one-shard SKU's draw in one transaction, given its entrants ranked by the seed: each
+   * is decided in that order as a reservation of its first token (limit, stock, first fit), and the
+   * seed is revealed. Once nothing is left, the rest are SOLD_OUT in one statement. Exactly once:
+   * a decided draw is not decided again. Returns the number of entrants decided now.
+   */
+  decide(ranked: readonly RankedEntrant[], now: number): number {
+    const ledger = this.#ledger;
+    return ledger.run(() => {
+      if (this.#draw.decided()) return 0;
+      ledger.expireDue(now, LAZY_EXPIRY_BATCH);
+      const order = this.#draw.place(ranked, now);
+      this.#deciding(() => {
+        for (const e of order) {
+          const sku = ledger.row(); // the memory row: each hold below changes it
+          if (!sku || availableOf(sku) === 0) break;
+          if (e.code !== null) continue;
+          const outcome = this.#reserver.one(e, now, true);
+          this.#record(e.userId, { entryId: e.entryId, position: e.position, entrants: order.length }, outcome);
+        }
+        this.#draw.settleRest("SOLD_OUT");
+        this.#draw.finish(now);
+      });
+      return order.length;
+    });
+  }
+
+  /** Shard 0 of a sharded SKU: writes the order of all shards' entrants (idempotent). */
+  place(ranked: readonly RankedEntrant[], now: number): ReturnType<OpeningDraw["place"]> {
+    return this.#ledger.run(() => this.#draw.place(ranked, now));
+  }
+
+  /**
+   * The home shard of an entry of a sharded SKU's draw, asked by shard 0 in draw order: reserves
+   * for the entry (its first token's nonce, its quantity, the user's limit here). A short answer is
+   * recorded only when `record` (the caller first pulls stock from siblings and asks again); an
+   * entry already settled answers what it got.
+   */
+  settleEntry(userId: string, place: DrawPlace, now: number, record: boolean): Outcome<ReserveAnswer> {
+    const ledger = this.#ledger;
+    return ledger.run(() => {
+      const e = this.#draw.entrantOf(userId);
+      if (!e) return fail<ReserveAnswer>("RESERVATION_NOT_FOUND");
+      const available = availableOf(ledger.requireRow());
+      if (e.code !== null) return this.#reserver.drawnOutcome(e, place, available);
+      ledger.expireDue(now, LAZY_EXPIRY_BATCH);
+      const outcome = this.#deciding(() =>
+        this.#reserver.one({ userId, nonce: e.nonce, quantity: e.quantity }, now, true),
+      );
+      if (!isShort(outcome) || record) this.#record(userId, place, outcome);
+      return outcome.ok ? ok({ ...outcome.value, draw: place }) : { ...outcome, draw: place };
+    });
+  }
+
+  /** Records results decided elsewhere (shard 0's copies; a home shard's entries left SOLD_OUT). */
+  record(results: readonly { userId: string; place: DrawPlace; code: string }[]): void {
+    this.#ledger.run(() => {
+      for (const r of results) this.#draw.settle(r.userId, r.code, r.place, null, true);
+    });
+  }
+
+  /** The draw is decided (shard 0: the seed is revealed) or, on a sibling, over. */
+  finish(now: number): void {
+    this.#ledger.run(() => this.#draw.finish(now));
+  }
+
+  /** Reservations made while deciding are the draw's own, not new entries of it. */
+  #deciding<T>(decide: () => T): T {
+    this.#draw.deciding = true;
+    try {
+      return decide();
+    } finally {
+      this.#draw.deciding = false;
+    }
+  }
+
+  #record(userId: string, place: DrawPlace, outcome: Outcome<ReserveAnswer>): void {
+    const answer = outcome.ok ? { ...outcome.value.reservation } : null;
+    this.#draw.settle(userId, outcome.ok ? "HELD" : outcome.code, place, answer);
+  }
+}

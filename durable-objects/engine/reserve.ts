@@ -1,0 +1,186 @@
+import { chunks, LAZY_EXPIRY_BATCH, type Ledger } from "./ledger";
+import type { DrawPlace, OpeningDraw } from "./opening-draw";
+import {
+  availableOf,
+  fail,
+  type Outcome,
+  ok,
+  type Reservation,
+  type ReservationRow,
+  type ReserveAnswer,
+  type ReserveRequest,
+  rowOnSale,
+  type SkuRow,
+  type StockErrorCode,
+} from "./types";
+import type { Waitlist } from "./waitlist";
+
+/**
+ * Reservations: the Durable Object equivalent of `lua/reserve.lua`. Order of checks, the same as
+ * the Lua script:
+ *   1. holds past their expiry are released first (so a late alarm never under-sells);
+ *   2. a token nonce already used replays its reservation (same quantity) or is a mismatch;
+ *   3. the sale is on and inside its window;
+ *   4. the user's held + sold plus the quantity stays within the per-user limit;
+ *   5. enough stock is available;
+ *   6. the hold is written, with the user's quota, the nonce and an outbox event.
+ * A rejected request writes nothing. Between 2 and 3 the fair opening and a resize's fence have
+ * their say (a pending draw takes entries; a fenced shard answers BUSY).
+ */
+export class Reserver {
+  readonly #ledger: Ledger;
+  readonly #draw: OpeningDraw;
+  readonly #waitlist: Waitlist;
+
+  constructor(ledger: Ledger, draw: OpeningDraw, waitlist: Waitlist) {
+    this.#ledger = ledger;
+    this.#draw = draw;
+    this.#waitlist = waitlist;
+  }
+
+  /** Decides a batch of reservations in one transaction, in arrival order, one answer each. */
+  batch(requests: readonly ReserveRequest[], now: number): Outcome<ReserveAnswer>[] {
+    const ledger = this.#ledger;
+    return ledger.run(() => {
+      ledger.expireDue(now, LAZY_EXPIRY_BATCH);
+      if (ledger.row()) this.#prefetch(requests);
+      return requests.map((request) => ledger.onBehalfOf(request.requestId, () => this.one(request, now)));
+    });
+  }
+
+  /**
+   * Shard 0 of a sharded SKU serving its waitlist: holds for a waiting buyer on the buyer's home
+   * shard (this one), ignoring the waitlist itself. The entry id is the nonce, so serving an entry
+   * again (after a crash) replays its hold: a buyer is served exactly once.
+   */
+  forWaitlist(entryId: string, userId: string, quantity: number, now: number): Outcome<ReserveAnswer> {
+    return this.#ledger.run(() => {
+      this.#ledger.expireDue(now, LAZY_EXPIRY_BATCH);
+      return this.one({ userId, nonce: entryId, quantity }, now, true);
+    });
+  }
+
+  /**
+   * One reservation, in the caller's transaction. `served`: for a buyer the waitlist or the draw
+   * serves, so buyers waiting ahead do not turn it away.
+   */
+  one(request: ReserveRequest, now: number, served = false): Outcome<ReserveAnswer> {
+    const ledger = this.#ledger;
+    const sku = ledger.row();
+    if (!sku) return fail("SKU_NOT_FOUND");
+    const available = availableOf(sku);
+
+    const prior = this.#priorOf(request.nonce);
+    if (prior) {
+      if (prior.quantity !== request.quantity || prior.user_id !== request.userId) {
+        return fail("IDEMPOTENCY_MISMATCH", available);
+      }
+      const draw = this.#draw.placeOfNonce(request.nonce) ?? undefined;
+      return ok({ reservation: ledger.toReservation(prior), replayed: true, available, ...(draw ? { draw } : {}) });
+    }
+    const drawn = this.drawAnswer(request, available);
+    if (drawn) return drawn;
+    if (ledger.fenced()) return fail("BUSY", available);
+    if (request.shards !== undefined && request.shards !== sku.shards) return fail("TOKEN_INVALID");
+
+    if (!rowOnSale(sku, now)) return fail("SALE_NOT_ACTIVE", available);
+    if (ledger.quota(request.userId) + request.quantity > sku.per_user_limit) {
+      return fail("LIMIT_EXCEEDED", available);
+    }
+    if (this.#draw.pending(now)) return this.#enterDraw(request, sku, now);
+    if (this.#waitlist.ahead && !served) return fail("SOLD_OUT", 0); // the units are the waitlist's
+    if (available === 0) return fail("SOLD_OUT", 0);
+    if (available < request.quantity) return fail("INSUFFICIENT_STOCK", available);
+
+    const reservation = ledger.hold(sku, request.userId, request.quantity, request.nonce, now, request.tokenExpiresAt);
+    return ok({ reservation, replayed: false, available: available - request.quantity });
+  }
+
+  /**
+   * Fair opening, on the reservation path: a token that joined an entry of the draw gets the
+   * entry's answer once it is decided, and waits until then (never decided on arrival).
+   */
+  drawAnswer(request: ReserveRequest, available: number): Outcome<ReserveAnswer> | undefined {
+    if (this.#draw.deciding) return undefined;
+    const entry = this.#draw.entryOfToken(request.nonce);
+    if (!entry) return undefined;
+    if (entry.quantity !== request.quantity || entry.user_id !== request.userId) {
+      return fail("IDEMPOTENCY_MISMATCH", available);
+    }
+    if (entry.code === null || entry.position === null || entry.entry_id === null) return fail("DRAW_PENDING");
+    return this.drawnOutcome(entry, { entryId: entry.entry_id, position: entry.position }, available);
+  }
+
+  /** A settled entry's answer: its hold (as it is now), or the code it was refused with. */
+  drawnOutcome(
+    entry: { code: string | null; answer: string | null },
+    at: { entryId: string; position: number },
+    available: number,
+  ): Outcome<ReserveAnswer> {
+    const draw: DrawPlace = { ...at, entrants: this.#draw.entrantCount() };
+    if (entry.code === "HELD" && entry.answer) {
+      const stored = JSON.parse(entry.answer) as Reservation;
+      const row = this.#ledger.reservationRow(stored.id);
+      return ok({ reservation: row ? this.#ledger.toReservation(row) : stored, replayed: true, available, draw });
+    }
+    return { ok: false, code: (entry.code ?? "BUSY") as StockErrorCode, available, draw };
+  }
+
+  /**
+   * A reservation while the draw is pending: inside the window, an entry (one per user; a user's
+   * other tokens join it); after the window, before the decision, it waits and is then decided on
+   * arrival. Either way the edge waits (`DRAW_PENDING`).
+   */
+  #enterDraw(request: ReserveRequest, sku: SkuRow, now: number): Outcome<ReserveAnswer> {
+    if (!this.#draw.open(now)) return fail("DRAW_PENDING");
+    const entered = this.#draw.enter(request.userId, request.nonce, request.quantity, sku.shard, now);
+    return entered === "mismatch" ? fail("IDEMPOTENCY_MISMATCH") : fail("DRAW_PENDING");
+  }
+
+  /**
+   * Reads what a batch's decisions need in two statements, not two per request: the reservations of
+   * its nonces (replays) and its users' quotas. Users absent from `user_quota` hold nothing (0).
+   */
+  #prefetch(requests: readonly ReserveRequest[]): void {
+    const ledger = this.#ledger;
+    const work = ledger.work;
+    ledger.writePending();
+    const nonces = requests.map((r) => r.nonce);
+    for (const nonce of nonces) work.nonces.set(nonce, null);
+    for (const chunk of chunks(nonces)) {
+      const priors = ledger.sql
+        .exec<ReservationRow>(
+          "SELECT * FROM reservations WHERE nonce IN (SELECT value FROM json_each(?))",
+          JSON.stringify(chunk),
+        )
+        .toArray();
+      for (const row of priors) if (row.nonce !== null) work.nonces.set(row.nonce, row);
+    }
+    const users: string[] = [];
+    for (const { userId } of requests) {
+      if (work.quotas.has(userId)) continue;
+      work.quotas.set(userId, 0);
+      users.push(userId);
+    }
+    for (const chunk of chunks(users)) {
+      const quotas = ledger.sql
+        .exec<{ user_id: string; active: number }>(
+          "SELECT user_id, active FROM user_quota WHERE user_id IN (SELECT value FROM json_each(?))",
+          JSON.stringify(chunk),
+        )
+        .toArray();
+      for (const q of quotas) work.quotas.set(q.user_id, q.active);
+    }
+  }
+
+  /** The reservation made with `nonce`, if any: from this transaction's working set, else SQLite. */
+  #priorOf(nonce: string): ReservationRow | null {
+    const work = this.#ledger.work;
+    const known = work.nonces.get(nonce);
+    if (known !== undefined) return known;
+    this.#ledger.writePending();
+    const row = this.#ledger.sql.exec<ReservationRow>("SELECT * FROM reservations WHERE nonce = ?", nonce).toArray()[0];
+    work.nonces.set(nonce, row ?? null);
+    return row ?? null;
+  }
+}

@@ -1,0 +1,102 @@
+import { LAZY_EXPIRY_BATCH, type Ledger } from "./ledger";
+import { availableOf } from "./types";
+import type { Waitlist } from "./waitlist";
+
+/**
+ * Stock moved between the shards of one SKU, exactly once per transfer id. The receiver records its
+ * intent before it asks ('in', granted NULL), the giver records what it granted ('out'), and the
+ * receiver adds the grant once; a receiver that died in between finishes from its alarm, asking
+ * again with the same id and getting the same grant. The shell runs the steps
+ * (durable-objects/shard-pulls.ts).
+ */
+
+interface PendingTransfer {
+  id: string;
+  /** The shard asked to give stock. */
+  from: number;
+  requested: number;
+}
+
+export class Transfers {
+  readonly #ledger: Ledger;
+  readonly #waitlist: Waitlist;
+
+  constructor(ledger: Ledger, waitlist: Waitlist) {
+    this.#ledger = ledger;
+    this.#waitlist = waitlist;
+  }
+
+  /**
+   * Giver side: takes up to `requested` available units out of this shard's total, once per
+   * transfer id (a retry returns what the first call granted; a call that granted nothing leaves no
+   * trace).
+   */
+  give(transferId: string, toShard: number, requested: number, now: number): number {
+    const ledger = this.#ledger;
+    if (!ledger.configured) return 0;
+    return ledger.run(() => {
+      const done = ledger.sql
+        .exec<{ granted: number }>("SELECT granted FROM transfers WHERE id = ? AND direction = 'out'", transferId)
+        .toArray()[0];
+      if (done) return done.granted;
+      ledger.expireDue(now, LAZY_EXPIRY_BATCH);
+      const sku = ledger.requireRow();
+      const granted = Math.max(0, Math.min(requested, availableOf(sku)));
+      // Nothing to give changes nothing: no row, no new seq, no mirror publish. A retry of this
+      // id may then grant units; the receiver records whichever answer reached it first.
+      if (granted === 0) return 0;
+      sku.total -= granted;
+      ledger.touch();
+      ledger.sql.exec(
+        "INSERT INTO transfers (id, direction, peer, requested, granted, created_at) VALUES (?, 'out', ?, ?, ?, ?)",
+        transferId,
+        toShard,
+        requested,
+        granted,
+        now,
+      );
+      ledger.bumpSeq();
+      return granted;
+    });
+  }
+
+  /** Receiver side, step 1: the intent, recorded before the giver is asked. */
+  begin(transferId: string, fromShard: number, requested: number, now: number): void {
+    this.#ledger.sql.exec(
+      `INSERT INTO transfers (id, direction, peer, requested, granted, created_at) VALUES (?, 'in', ?, ?, NULL, ?)
+       ON CONFLICT (id) DO NOTHING`,
+      transferId,
+      fromShard,
+      requested,
+      now,
+    );
+  }
+
+  /** Receiver side, step 2: adds what the giver granted, once; waiting buyers are served first. */
+  complete(transferId: string, granted: number, now: number): void {
+    const ledger = this.#ledger;
+    ledger.run(() => {
+      const pending = ledger.sql
+        .exec("SELECT 1 FROM transfers WHERE id = ? AND direction = 'in' AND granted IS NULL", transferId)
+        .toArray();
+      if (pending.length === 0) return;
+      ledger.sql.exec("UPDATE transfers SET granted = ? WHERE id = ?", granted, transferId);
+      if (granted === 0) return;
+      ledger.requireRow().total += granted;
+      ledger.touch();
+      ledger.bumpSeq();
+      this.#waitlist.fill(now);
+    });
+  }
+
+  /** Transfers this shard asked for whose answer it never recorded (the alarm finishes them). */
+  pending(): PendingTransfer[] {
+    if (!this.#ledger.configured) return [];
+    return this.#ledger.sql
+      .exec<{ id: string; peer: number; requested: number }>(
+        "SELECT id, peer, requested FROM transfers WHERE direction = 'in' AND granted IS NULL ORDER BY created_at",
+      )
+      .toArray()
+      .map((row) => ({ id: row.id, from: row.peer, requested: row.requested }));
+  }
+}

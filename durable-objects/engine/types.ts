@@ -1,0 +1,247 @@
+import type { ReservationStatus } from "../order-events";
+import type { DrawPlace } from "./opening-draw";
+
+/**
+ * What every unit of the stock engine speaks: answers (`Outcome`), the SKU's state, reservations and
+ * the rows they are stored in. A unit's own types live beside it (payments.ts, waitlist.ts, …).
+ */
+
+export type StockErrorCode =
+  | "SKU_NOT_FOUND"
+  | "SALE_NOT_ACTIVE"
+  | "IDEMPOTENCY_MISMATCH"
+  | "LIMIT_EXCEEDED"
+  | "SOLD_OUT"
+  | "INSUFFICIENT_STOCK"
+  | "RESERVATION_NOT_FOUND"
+  | "INVALID_STATE"
+  | "STOCK_AVAILABLE"
+  /** A purchase token minted for another shard layout (before `shards` changed). */
+  | "TOKEN_INVALID"
+  /** A sibling shard that could not answer: the outcome is unknown, retry (503). */
+  | "BUSY"
+  /**
+   * Fair opening: not decided on arrival. The request is an entry of the draw (or came after the
+   * window, before the decision); the edge waits for its answer (`SkuStock.awaitDraw`). Never sent
+   * to a client.
+   */
+  | "DRAW_PENDING";
+
+export type Outcome<T> =
+  | { ok: true; value: T }
+  | {
+      ok: false;
+      code: StockErrorCode;
+      available?: number;
+      draw?: DrawPlace | undefined;
+      /** A cut of a sharded SKU's total: the units shard 0 lacks (it pulls them, then asks again). */
+      missing?: number;
+    };
+
+export const ok = <T>(value: T): Outcome<T> => ({ ok: true, value });
+
+export const fail = <T>(code: StockErrorCode, available?: number): Outcome<T> =>
+  available === undefined ? { ok: false, code } : { ok: false, code, available };
+
+/** A short answer: the shard lacks the units (a sharded SKU then pulls from its siblings). */
+export function isShort(outcome: Outcome<unknown>): boolean {
+  return !outcome.ok && (outcome.code === "SOLD_OUT" || outcome.code === "INSUFFICIENT_STOCK");
+}
+
+export type SaleStatus = "on_sale" | "paused";
+
+export interface StockCounts {
+  total: number;
+  available: number;
+  held: number;
+  sold: number;
+}
+
+export interface SkuState {
+  sku: string;
+  shard: number;
+  shards: number;
+  name: string;
+  status: SaleStatus;
+  perUserLimit: number;
+  holdSeconds: number;
+  startsAt: number | null;
+  endsAt: number | null;
+  stock: StockCounts;
+  /** Grows with every change; the Redis mirror keeps the newest snapshot by it. */
+  version: number;
+  /** Price of one unit in minor units of `currency`; null: no price, payment amounts are not checked. */
+  price: number | null;
+  /** ISO 4217, lower case. */
+  currency: string;
+  /** Fair opening window in ms after `startsAt` (0: none). */
+  openingWindowMs?: number;
+  /**
+   * Shard 0: a change of the SKU's shards is being applied (for moments): no purchase token is minted
+   * until every shard has it, so none routes a buyer to a shard that has not.
+   */
+  reconfiguring?: true;
+}
+
+/** What a SKU costs (set by `configure`). */
+export interface Pricing {
+  price: number | null;
+  currency: string;
+}
+
+export interface Reservation {
+  id: string;
+  sku: string;
+  userId: string;
+  quantity: number;
+  status: ReservationStatus;
+  createdAt: number;
+  expiresAt: number;
+  updatedAt: number;
+}
+
+export interface ReserveRequest {
+  userId: string;
+  nonce: string;
+  quantity: number;
+  /**
+   * The SKU's shard count the purchase token was minted for. A token from before a change of
+   * `shards` routes its user by the old count and would let them hold on two shards, so a new hold
+   * needs the current count (replays of the token's own reservation still answer).
+   */
+  shards?: number | undefined;
+  /**
+   * When the purchase token expires (epoch ms). Its reservation and its nonce in the spent-nonce
+   * digest are kept until then (plus a clock margin), whatever the token lifetime is now. Left out
+   * (holds of the waitlist, tokens from before), the token lifetime of now is assumed.
+   */
+  tokenExpiresAt?: number | undefined;
+  /** The edge request asking (for logs and the events it causes). */
+  requestId?: string | undefined;
+}
+
+export interface ReserveAnswer {
+  reservation: Reservation;
+  /** True when the nonce had been used: this is the first answer again, nothing new was held. */
+  replayed: boolean;
+  /** Units still available after this request, so the edge can learn "sold out" at once. */
+  available: number;
+  /** Fair opening: where this reservation came in the draw that decided it. */
+  draw?: DrawPlace | undefined;
+}
+
+/**
+ * A reservation answer as the stock object sends it. `soldOut` says the answer shows the whole SKU
+ * sold out (the object decides it, see `showsSoldOut`), and such an answer carries the shard's
+ * spent-nonce digest, so the edge's sold-out cache can tell a replayed token (which must get its
+ * reservation back) from a new one (see src/edge/sold-out-cache.ts).
+ */
+export type ReserveOutcome = Outcome<ReserveAnswer> & { soldOut?: true; spent?: SpentDigest };
+
+/** FNV-1a hashes of the nonces a shard has taken recently, read at the shard's `seq`. */
+export interface SpentDigest {
+  seq: number;
+  nonces: readonly number[];
+}
+
+/** The part of `DurableObjectStorage` the engine needs (kept narrow so the contract is clear). */
+export interface EngineStorage {
+  sql: SqlStorage;
+  transactionSync<T>(fn: () => T): T;
+}
+
+export const DEFAULT_CURRENCY = "usd";
+
+export type SkuRow = {
+  sku: string;
+  shard: number;
+  shards: number;
+  name: string;
+  status: string;
+  per_user_limit: number;
+  hold_seconds: number;
+  starts_at: number | null;
+  ends_at: number | null;
+  total: number;
+  held: number;
+  sold: number;
+  seq: number;
+  /** Reservations this shard ever created (rows may be pruned since; see retention.ts). */
+  created: number;
+};
+
+export type ReservationRow = {
+  id: string;
+  user_id: string;
+  quantity: number;
+  status: string;
+  nonce: string | null;
+  created_at: number;
+  expires_at: number;
+  updated_at: number;
+  /** The purchase token's own expiry, when the request said it (see {@link ReserveRequest}). */
+  token_expires_at: number | null;
+};
+
+/** Units a shard can still hold or give: its total less what is held and sold. */
+export function availableOf(row: SkuRow): number {
+  return row.total - row.held - row.sold;
+}
+
+/** Whether the sale takes reservations at `now`: on sale and inside its window (end excluded). */
+export function isOnSale(sale: Pick<SkuState, "startsAt" | "endsAt"> & { status: string }, now: number): boolean {
+  return (
+    sale.status === "on_sale" &&
+    (sale.startsAt === null || now >= sale.startsAt) &&
+    (sale.endsAt === null || now < sale.endsAt)
+  );
+}
+
+/** {@link isOnSale} of a SKU row. */
+export function rowOnSale(row: SkuRow, now: number): boolean {
+  return isOnSale({ status: row.status, startsAt: row.starts_at, endsAt: row.ends_at }, now);
+}
+
+export function toState(row: SkuRow, pricing: Pricing): SkuState {
+  return {
+    sku: row.sku,
+    shard: row.shard,
+    shards: row.shards,
+    name: row.name,
+    status: row.status as SaleStatus,
+    perUserLimit: row.per_user_limit,
+    holdSeconds: row.hold_seconds,
+    startsAt: row.starts_at,
+    endsAt: row.ends_at,
+    stock: { total: row.total, available: availableOf(row), held: row.held, sold: row.sold },
+    version: row.seq,
+    price: pricing.price,
+    currency: pricing.currency,
+  };
+}
+
+/**
+ * Whether a shard's reservation answer shows the whole SKU sold out. A shard's "available 0" speaks
+ * for the SKU only when it is the only shard; a sharded SKU answers SOLD_OUT only once its siblings
+ * had nothing to give either.
+ */
+export function showsSoldOut(answer: Outcome<ReserveAnswer>, shards: number): boolean {
+  if (shards === 1) return (answer.ok ? answer.value.available : answer.available) === 0;
+  return !answer.ok && answer.code === "SOLD_OUT";
+}
+
+/** Shard states summed into one SKU: the configuration of shard 0, the stock of all. */
+export function sumShards(states: readonly SkuState[]): SkuState {
+  const [first, ...rest] = states;
+  if (!first) throw new Error("a SKU has at least one shard");
+  const stock = { ...first.stock };
+  let version = first.version;
+  for (const shard of rest) {
+    stock.total += shard.stock.total;
+    stock.available += shard.stock.available;
+    stock.held += shard.stock.held;
+    stock.sold += shard.stock.sold;
+    version += shard.version;
+  }
+  return { ...first, stock, version };
+}

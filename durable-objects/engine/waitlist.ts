@@ -1,0 +1,206 @@
+import { LAZY_EXPIRY_BATCH, type Ledger } from "./ledger";
+import { availableOf, fail, type Outcome, ok, rowOnSale } from "./types";
+
+/**
+ * The waitlist: buyers waiting for released units, served first-fit in FIFO order, each within the
+ * per-user limit, in the same transaction that released the units (a 1-shard SKU). A sharded SKU
+ * keeps its waitlist on shard 0, which serves it across shards (durable-objects/waitlist-server.ts);
+ * every shard keeps the waitlist's {@link WaitlistMode} as shard 0 last told it.
+ */
+
+export interface WaitlistEntry {
+  waitlistId: string;
+  /** 1 for the first in line. */
+  position: number;
+}
+
+/** An entry as shard 0 serves it. */
+interface WaitingBuyer {
+  id: string;
+  userId: string;
+  quantity: number;
+}
+
+/**
+ * The SKU's waitlist as a shard knows it: 0 nobody waits; 1 buyers wait and the SKU's units are
+ * theirs (newcomers are refused, they join the waitlist); 2 buyers wait but want more than the SKU
+ * has, so newcomers may buy what there is, and freed units are still offered to the waitlist first.
+ */
+export type WaitlistMode = 0 | 1 | 2;
+
+type EntryRow = { id: string; user_id: string; quantity: number; position: number };
+
+export class Waitlist {
+  readonly #ledger: Ledger;
+  readonly #sql: SqlStorage;
+  /** Kept in memory (read on the reservation path) and in `waitlist_state`. */
+  #mode: WaitlistMode = 0;
+
+  constructor(ledger: Ledger) {
+    this.#ledger = ledger;
+    this.#sql = ledger.sql;
+    if (ledger.configured) this.load();
+  }
+
+  /** Reads the mode shard 0 last told this shard. */
+  load(): void {
+    const row = this.#sql.exec<{ mode: WaitlistMode }>("SELECT mode FROM waitlist_state WHERE id = 1").toArray()[0];
+    this.#mode = row?.mode ?? 0;
+  }
+
+  get mode(): WaitlistMode {
+    return this.#mode;
+  }
+
+  /** Buyers wait and the SKU's units are theirs: newcomers are answered SOLD_OUT. */
+  get ahead(): boolean {
+    return this.#mode === 1;
+  }
+
+  /** Buyers wait: units freed here are offered to the waitlist (shard 0 serves it). */
+  get waiting(): boolean {
+    return this.#mode !== 0;
+  }
+
+  /** Shard 0 tells every shard what the SKU's waitlist is now. */
+  setMode(mode: WaitlistMode): void {
+    this.#sql.exec(
+      "INSERT INTO waitlist_state (id, mode) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET mode = excluded.mode",
+      mode,
+    );
+    this.#mode = mode;
+  }
+
+  /**
+   * Puts a buyer on the waitlist, in a transaction of its own. Only while nothing is available for
+   * newcomers (else `STOCK_AVAILABLE`), only within the per-user limit; joining twice keeps the first
+   * place. A sharded SKU's waitlist (on shard 0) is joined given the SKU's available units and the
+   * buyer's count on their home shard (`homeQuota`, read there).
+   */
+  join(
+    userId: string,
+    quantity: number,
+    now: number,
+    skuAvailable?: number,
+    homeQuota?: number,
+  ): Outcome<WaitlistEntry> {
+    return this.#ledger.run(() => {
+      this.#ledger.expireDue(now, LAZY_EXPIRY_BATCH);
+      return this.#join(userId, quantity, now, skuAvailable, homeQuota);
+    });
+  }
+
+  #join(userId: string, quantity: number, now: number, skuAvailable?: number, homeQuota?: number) {
+    const ledger = this.#ledger;
+    const sku = ledger.row();
+    if (!sku) return fail<WaitlistEntry>("SKU_NOT_FOUND");
+    if (!rowOnSale(sku, now)) return fail<WaitlistEntry>("SALE_NOT_ACTIVE");
+    const available = sku.shards > 1 ? (this.#mode === 1 ? 0 : (skuAvailable ?? 0)) : availableOf(sku);
+    if (ledger.fenced()) return fail<WaitlistEntry>("BUSY");
+    if (available > 0) return fail<WaitlistEntry>("STOCK_AVAILABLE");
+    const existing = this.#sql
+      .exec<{ id: string; position: number }>("SELECT id, position FROM waitlist WHERE user_id = ?", userId)
+      .toArray()[0];
+    if (existing) return ok({ waitlistId: existing.id, position: this.#positionOf(existing.position) });
+    if ((homeQuota ?? ledger.quota(userId)) + quantity > sku.per_user_limit) {
+      return fail<WaitlistEntry>("LIMIT_EXCEEDED");
+    }
+    const row = this.#sql
+      .exec<{ id: string; position: number }>(
+        "INSERT INTO waitlist (id, user_id, quantity, created_at) VALUES (?, ?, ?, ?) RETURNING id, position",
+        `w.${ledger.newId().replaceAll("-", "")}`,
+        userId,
+        quantity,
+        now,
+      )
+      .one();
+    return ok({ waitlistId: row.id, position: this.#positionOf(row.position) });
+  }
+
+  /**
+   * Hands available units to waiting buyers, first fit in FIFO order, each within the per-user
+   * limit, in the caller's transaction (the one that released the units). Entries lapse with the
+   * sale; while the sale is paused or not started they wait.
+   */
+  fill(now: number): void {
+    const ledger = this.#ledger;
+    const sku = ledger.row();
+    if (!sku) return;
+    if (sku.ends_at !== null && now >= sku.ends_at) {
+      this.#sql.exec("DELETE FROM waitlist");
+      return;
+    }
+    if (sku.shards > 1) return; // shard 0 serves a sharded SKU's waitlist across shards
+    if (!rowOnSale(sku, now)) return;
+    let available = availableOf(sku);
+    // Per quantity, the position up to which entries were found over their limit (skipped this time).
+    const skipped = new Map<number, number>();
+    while (available > 0) {
+      const entry = this.#firstThatFits(available, skipped);
+      if (!entry) return;
+      if (ledger.quota(entry.user_id) + entry.quantity > sku.per_user_limit) {
+        skipped.set(entry.quantity, entry.position);
+        continue;
+      }
+      this.leave(entry.id);
+      ledger.hold(ledger.requireRow(), entry.user_id, entry.quantity, null, now);
+      available -= entry.quantity;
+    }
+  }
+
+  /**
+   * The longest-waiting entry whose quantity fits in `available`, read through the (quantity,
+   * position) index: one seek per distinct quantity that fits (bounded by the per-user limit), never
+   * the whole waitlist, so entries that cannot fit cost nothing however many wait.
+   */
+  #firstThatFits(available: number, skipped: ReadonlyMap<number, number>): EntryRow | undefined {
+    let first: EntryRow | undefined;
+    for (let quantity = 0; ; ) {
+      const next = this.#sql
+        .exec<{ q: number | null }>(
+          "SELECT MIN(quantity) AS q FROM waitlist WHERE quantity > ? AND quantity <= ?",
+          quantity,
+          available,
+        )
+        .one().q;
+      if (next === null) return first;
+      quantity = next;
+      const head = this.#sql
+        .exec<EntryRow>(
+          "SELECT id, user_id, quantity, position FROM waitlist WHERE quantity = ? AND position > ? ORDER BY position LIMIT 1",
+          quantity,
+          skipped.get(quantity) ?? 0,
+        )
+        .toArray()[0];
+      if (head && (!first || head.position < first.position)) first = head;
+    }
+  }
+
+  /** The waitlist, first in line first (shard 0 of a sharded SKU). Lapses it when the sale has ended. */
+  entries(now: number): WaitingBuyer[] {
+    const sku = this.#ledger.row();
+    if (!sku) return [];
+    if (sku.ends_at !== null && now >= sku.ends_at) this.#sql.exec("DELETE FROM waitlist");
+    return this.#sql
+      .exec<{ id: string; user_id: string; quantity: number }>(
+        "SELECT id, user_id, quantity FROM waitlist ORDER BY position",
+      )
+      .toArray()
+      .map((r) => ({ id: r.id, userId: r.user_id, quantity: r.quantity }));
+  }
+
+  /** An entry served (its hold made), or one that can never be: off the waitlist. */
+  leave(entryId: string): void {
+    this.#sql.exec("DELETE FROM waitlist WHERE id = ?", entryId);
+  }
+
+  /** Buyers waiting on this shard. */
+  length(): number {
+    if (!this.#ledger.configured) return 0;
+    return this.#sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM waitlist").one().n;
+  }
+
+  #positionOf(position: number): number {
+    return this.#sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM waitlist WHERE position <= ?", position).one().n;
+  }
+}

@@ -1,0 +1,86 @@
+import { log } from "./log";
+import type { SkuState } from "./stock-engine";
+import { RETRY_MS, type StockHost } from "./stock-host";
+
+/** Units a shard pulls from a sibling beyond what it needs right now, to spare the next transfer. */
+const PULL_SLACK = 8;
+/**
+ * How long siblings that all gave nothing are not asked again: a sharded SKU answers SOLD_OUT
+ * from this shard alone meanwhile (the edge caches a SOLD_OUT for about as long anyway).
+ */
+const SIBLINGS_EMPTY_MS = 500;
+
+/**
+ * A shard of a sharded SKU taking units from its siblings when it is short, with the engine's
+ * exactly-once transfers (engine/transfers.ts): each transfer's intent is recorded before the
+ * sibling is asked, so an interrupted one is finished by the alarm (or reconciliation) exactly once.
+ */
+export class ShardPulls {
+  readonly #host: StockHost;
+  /** Until when this shard's siblings count as empty (they were all asked and gave nothing). */
+  #emptyUntil = 0;
+
+  constructor(host: StockHost) {
+    this.#host = host;
+  }
+
+  /** Whether the siblings were asked a moment ago and had nothing (each ask writes on both sides). */
+  get siblingsEmpty(): boolean {
+    return this.#host.now() < this.#emptyUntil;
+  }
+
+  /**
+   * Pulls up to `wanted` (at least one) units from sibling shards, asking each in turn from the next
+   * one on. Returns the units added, and whether some sibling could not be asked (its stock unknown).
+   */
+  async pull(state: SkuState, wanted: number): Promise<{ pulled: number; failed: boolean }> {
+    const host = this.#host;
+    let pulled = 0;
+    let failed = false;
+    for (let step = 1; step < state.shards && pulled < Math.max(1, wanted); step++) {
+      const from = (state.shard + step) % state.shards;
+      const ask = Math.max(1, wanted - pulled) + PULL_SLACK;
+      const id = crypto.randomUUID();
+      host.engine.transfers.begin(id, from, ask, host.now());
+      // Durably armed before the sibling is asked: if this object dies now, the alarm finishes it.
+      await host.due.retry("transfer", host.now() + RETRY_MS);
+      try {
+        const granted = await host.shardOf(state.sku, from).giveStock(id, state.shard, ask);
+        host.engine.transfers.complete(id, granted, host.now());
+        pulled += granted;
+      } catch (err) {
+        failed = true;
+        log("warn", "stock transfer failed", { transferId: id, error: String(err) });
+        await host.due.retry("transfer", host.now() + RETRY_MS); // the alarm finishes it
+      }
+    }
+    if (pulled > 0) this.#emptyUntil = 0;
+    return { pulled, failed };
+  }
+
+  /** Every sibling answered and none had units: newcomers are not asked to wait for another ask. */
+  noteEmpty(): void {
+    this.#emptyUntil = this.#host.now() + SIBLINGS_EMPTY_MS;
+  }
+
+  /** Finishes transfers whose answer was never recorded: asking again returns the first grant. */
+  async finish(): Promise<number> {
+    const host = this.#host;
+    const state = host.engine.state();
+    let finished = 0;
+    if (!state) return finished;
+    for (const transfer of host.engine.transfers.pending()) {
+      try {
+        const granted = await host
+          .shardOf(state.sku, transfer.from)
+          .giveStock(transfer.id, state.shard, transfer.requested);
+        host.engine.transfers.complete(transfer.id, granted, host.now());
+        finished++;
+      } catch (err) {
+        log("warn", "stock transfer retry failed", { transferId: transfer.id, error: String(err) });
+        await host.due.retry("transfer", host.now() + RETRY_MS);
+      }
+    }
+    return finished;
+  }
+}

@@ -1,0 +1,181 @@
+import { log } from "./log";
+import type { ShardPulls } from "./shard-pulls";
+import {
+  type ChangePlan,
+  followerSettings,
+  isFollowPlan,
+  leadSettings,
+  type ResizePlan,
+  reachOf,
+  resizeSettings,
+  type SkuChange,
+  soleSettings,
+} from "./sku-change";
+import type { Outcome, SkuState } from "./stock-engine";
+import { RETRY_MS, type StockHost, siblingsOf } from "./stock-host";
+
+/**
+ * Shard 0 running `PUT /admin/skus/:sku`, all or nothing (the plans are sku-change.ts's): one change
+ * at a time, in arrival order. A 1-shard SKU changes in one transaction; a sharded one with the same
+ * shard count in shard 0's transaction, then its settings handed to every sibling by version; a new
+ * shard count in two phases with fences. A change left half done by a restart is finished or undone
+ * by the alarm ({@link recover}), from the plan shard 0 recorded.
+ */
+export class SkuChanges {
+  readonly #host: StockHost;
+  readonly #pulls: ShardPulls;
+  /** The changes of the SKU, one after another. */
+  #queue: Promise<unknown> = Promise.resolve();
+  /** A change is being applied now (the alarm leaves its plan alone). */
+  #changing = false;
+
+  constructor(host: StockHost, pulls: ShardPulls) {
+    this.#host = host;
+    this.#pulls = pulls;
+  }
+
+  /**
+   * A cut of a sharded SKU that shard 0's available units cannot cover pulls the rest from siblings
+   * first, with the usual exactly-once transfers (units pulled stay here, still counted); if the SKU
+   * has not enough available, `INVALID_STATE` and nothing changed.
+   */
+  put(change: SkuChange): Promise<Outcome<SkuState>> {
+    const run = this.#queue.then(() => this.#change(change));
+    this.#queue = run.catch(() => undefined);
+    return run;
+  }
+
+  async #change(change: SkuChange): Promise<Outcome<SkuState>> {
+    const configuration = this.#host.engine.configuration;
+    this.#changing = true;
+    try {
+      // A change left half done by a restart is finished (or undone) before the next one starts.
+      if (configuration.resizePlan()) await this.recover(true);
+      if (configuration.resizePlan()) return { ok: false, code: "BUSY" };
+      return await this.#changeNow(change);
+    } finally {
+      this.#changing = false;
+    }
+  }
+
+  async #changeNow(change: SkuChange): Promise<Outcome<SkuState>> {
+    const { engine } = this.#host;
+    const state = engine.state();
+    if (!state && change.shards === 1) return engine.configure(soleSettings(change), this.#host.now());
+    if (!state || state.shards !== change.shards) {
+      return this.#resize({ changeId: crypto.randomUUID(), from: state?.shards ?? 0, to: change.shards, change });
+    }
+    if (state.shards === 1) return engine.configure(soleSettings(change), this.#host.now());
+    let pullFailed = false;
+    const changeId = crypto.randomUUID();
+    for (let attempt = 0; ; attempt++) {
+      const outcome = engine.configure(leadSettings(change, changeId), this.#host.now());
+      if (outcome.ok) {
+        await this.#lead(outcome.value);
+        return outcome;
+      }
+      if (outcome.missing === undefined || attempt > 0) {
+        // A sibling that could not answer may have had the units: BUSY (retry), not a refusal.
+        return outcome.missing !== undefined && pullFailed ? { ok: false, code: "BUSY" } : outcome;
+      }
+      pullFailed = (await this.#pulls.pull(state, outcome.missing)).failed;
+    }
+  }
+
+  /**
+   * Hands shard 0's settings to every sibling (idempotent by version), then ends the plan the lead
+   * transaction recorded; a failure leaves it to the alarm, which hands them again.
+   */
+  async #lead(lead: SkuState): Promise<void> {
+    const answers = await Promise.allSettled(
+      siblingsOf(lead.shards).map((shard) =>
+        this.#host.shardOf(lead.sku, shard).configure(followerSettings(lead, shard)),
+      ),
+    );
+    if (answers.every((a) => a.status === "fulfilled" && a.value.ok)) this.#host.engine.configuration.endPlan();
+    else {
+      log("warn", "a sibling did not take the SKU's settings", { version: lead.version });
+      await this.#host.due.retry("config", this.#host.now() + RETRY_MS);
+    }
+  }
+
+  /**
+   * A new shard count in two phases: fence every shard it reaches, each only if idle; then shard 0
+   * commits with the plan recorded, every sibling commits, and the plan ends. A refusal in the first
+   * phase lifts every fence and is the answer.
+   */
+  async #resize(plan: ResizePlan): Promise<Outcome<SkuState>> {
+    const host = this.#host;
+    const { engine } = host;
+    if (plan.from > 0) {
+      const own = engine.configuration.fence(plan.changeId, host.now(), JSON.stringify(plan));
+      if (!own.ok) return own;
+      // Durably armed first: if this object dies mid-way, the alarm lifts the fences.
+      await host.due.retry("config", host.now() + RETRY_MS);
+      const fenced = await Promise.all(
+        reachOf(plan)
+          .slice(1)
+          .map((shard) =>
+            host
+              .shardOf(plan.change.sku, shard)
+              .fence(plan.changeId)
+              .catch((err: unknown): Outcome<null> => {
+                log("warn", "fencing a shard for a resize failed", { shard, error: String(err) });
+                return { ok: false, code: "BUSY" };
+              }),
+          ),
+      );
+      const refused = fenced.find((f) => !f.ok);
+      if (refused && !refused.ok) {
+        await this.#liftFences(plan);
+        return { ok: false, code: refused.code };
+      }
+    }
+    const committed = engine.configure(resizeSettings(plan, 0), host.now());
+    if (!committed.ok) {
+      await this.#liftFences(plan);
+      return committed;
+    }
+    await host.due.retry("config", host.now() + RETRY_MS);
+    await this.#commitSiblings(plan);
+    return { ok: true, value: engine.state() ?? committed.value };
+  }
+
+  /** Every sibling a resize reaches commits it (a repeat changes nothing); then the plan ends. */
+  async #commitSiblings(plan: ResizePlan): Promise<void> {
+    const lead = this.#host.engine.state();
+    if (!lead) throw new Error("shard 0 commits a resize before its siblings");
+    const answers = await Promise.allSettled(
+      reachOf(plan)
+        .slice(1)
+        .map((shard) => this.#host.shardOf(plan.change.sku, shard).configure(resizeSettings(plan, shard, lead))),
+    );
+    if (answers.every((a) => a.status === "fulfilled" && a.value.ok)) this.#host.engine.configuration.endPlan();
+    else log("warn", "a sibling did not commit a resize yet", { changeId: plan.changeId }); // the alarm again
+  }
+
+  /** A resize that will not commit: every fence it set goes, shard 0's plan last. */
+  async #liftFences(plan: ResizePlan): Promise<void> {
+    const lifted = await Promise.allSettled(
+      reachOf(plan)
+        .slice(1)
+        .map((shard) => this.#host.shardOf(plan.change.sku, shard).unfence(plan.changeId)),
+    );
+    if (lifted.every((a) => a.status === "fulfilled")) this.#host.engine.configuration.unfence(plan.changeId);
+    else log("warn", "lifting a resize's fences failed", { changeId: plan.changeId }); // the alarm again
+  }
+
+  /** Shard 0's alarm: a change left half done by a restart is undone (preparing) or finished. */
+  async recover(byChange = false): Promise<void> {
+    const { engine } = this.#host;
+    const row = engine.configuration.resizePlan();
+    if (!row || (this.#changing && !byChange)) return;
+    const plan = JSON.parse(row.plan) as ChangePlan;
+    const state = engine.state();
+    if (isFollowPlan(plan)) {
+      if (state) await this.#lead(state);
+    } else if (row.phase === "preparing") await this.#liftFences(plan);
+    else await this.#commitSiblings(plan);
+    if (engine.configuration.resizePlan()) await this.#host.due.retry("config", this.#host.now() + RETRY_MS);
+  }
+}

@@ -1,0 +1,32 @@
+import type { DueWork } from "./due-work";
+import type { SkuStock } from "./sku-stock";
+import type { StockEngine } from "./stock-engine";
+
+/**
+ * A stock object as its parts see it (shard-pulls.ts, waitlist-server.ts, draw-runner.ts,
+ * sku-change-runner.ts): the engine, the alarm's due work, the clock, its siblings, and the follow-up
+ * every RPC runs after its transaction. `SkuStock` is the one implementation.
+ */
+export interface StockHost {
+  readonly engine: StockEngine;
+  readonly due: DueWork;
+  now(): number;
+  /** Shard `shard` of `sku`'s stock object. */
+  shardOf(sku: string, shard: number): DurableObjectStub<SkuStock>;
+  /** Keeps the object alive until `work` is done, without making the caller wait. */
+  background(work: Promise<void>): void;
+  /** The outbox flush, the mirror publish, the alarm, and a notice to the waitlist of freed units. */
+  afterCommit(): Promise<void>;
+  /** Throws when this object can no longer commit (aborted or reset while its code runs on). */
+  assertAlive(): void;
+  /** This object's name, for log lines. */
+  where(): { object: string | undefined };
+}
+
+/** How soon the alarm retries work that failed (a transfer, a waitlist notice, a draw, a change). */
+export const RETRY_MS = 5_000;
+
+/** The shards of a SKU other than 0, in order. */
+export function siblingsOf(shards: number): number[] {
+  return Array.from({ length: shards - 1 }, (_, i) => i + 1);
+}

@@ -1,0 +1,163 @@
+import { CoalescedRunner } from "./coalesced-runner";
+import { isShort } from "./engine/types";
+import { log } from "./log";
+import { homeShard } from "./shard-name";
+import type { ShardPulls } from "./shard-pulls";
+import type { Outcome, ReserveOutcome, SkuState, WaitlistEntry, WaitlistMode } from "./stock-engine";
+import { RETRY_MS, type StockHost, siblingsOf } from "./stock-host";
+
+/**
+ * A sharded SKU's waitlist, served across shards. It is kept on shard 0; each buyer is held on
+ * their home shard (where their per-user limit is kept), which pulls the units from wherever they
+ * are. Every shard keeps the waitlist's mode (engine/waitlist.ts) as shard 0 last told it, so units
+ * a shard frees while buyers wait are offered to the waitlist first: the shard notices shard 0,
+ * which serves. A 1-shard SKU's waitlist is served inside the engine's own transactions.
+ */
+export class WaitlistServer {
+  readonly #host: StockHost;
+  readonly #pulls: ShardPulls;
+  /** Shard 0: passes serving the waitlist. */
+  readonly #serving = new CoalescedRunner(() => this.#pass());
+  /** A non-zero shard: notices to shard 0 that units were freed for the waitlist. */
+  readonly #noticing = new CoalescedRunner(() => this.#noticeShardZero());
+
+  constructor(host: StockHost, pulls: ShardPulls) {
+    this.#host = host;
+    this.#pulls = pulls;
+  }
+
+  /**
+   * Puts a buyer on the waitlist: a 1-shard SKU's own, or on shard 0 the waitlist of a sharded SKU,
+   * given the SKU's available units. Before a sharded waitlist's first buyer is answered, every shard
+   * learns that its units are for the waitlist, so no newcomer takes a unit released after the answer;
+   * then the waitlist is served in the background.
+   */
+  async join(
+    userId: string,
+    quantity: number,
+    skuAvailable: number | undefined,
+    call: (decide: () => Outcome<WaitlistEntry>) => Promise<Outcome<WaitlistEntry>>,
+  ): Promise<Outcome<WaitlistEntry>> {
+    const engine = this.#host.engine;
+    let state = engine.state();
+    // The limit is kept on the buyer's home shard: a buyer already at it never joins.
+    const home = state && state.shards > 1 ? homeShard(userId, state.shards) : 0;
+    const homeQuota = state && home !== 0 ? await this.#host.shardOf(state.sku, home).quotaOf(userId) : undefined;
+    const outcome = await call(() => engine.waitlist.join(userId, quantity, this.#host.now(), skuAvailable, homeQuota));
+    state = engine.state();
+    if (outcome.ok && state && state.shards > 1) {
+      if (!engine.waitlist.ahead) await this.#tell(state, 1);
+      this.serve();
+    }
+    return outcome;
+  }
+
+  /**
+   * The buyer's home shard, asked by shard 0 to hold for a waiting buyer: pulls from siblings when
+   * this shard is short (whatever they answered a moment ago: the waitlist wants their units).
+   */
+  async holdFor(entryId: string, userId: string, quantity: number): Promise<ReserveOutcome> {
+    const { engine } = this.#host;
+    let answer = engine.holdForWaitlist(entryId, userId, quantity, this.#host.now());
+    const state = engine.state();
+    if (isShort(answer) && state) {
+      const pull = await this.#pulls.pull(state, quantity - state.stock.available);
+      if (pull.pulled > 0) answer = engine.holdForWaitlist(entryId, userId, quantity, this.#host.now());
+      else if (pull.failed) answer = { ok: false, code: "BUSY" };
+    }
+    engine.takeFreed(); // what this shard had was for this buyer: nothing to tell the waitlist
+    await this.#host.afterCommit();
+    return answer;
+  }
+
+  /** Starts a pass over the waitlist unless one is running; then that one goes round once more. */
+  serve(): Promise<void> {
+    const pass = this.#serving.run();
+    this.#host.background(pass);
+    return pass;
+  }
+
+  /** Units were freed here while buyers wait: shard 0 serves its waitlist (coalesced, in the background). */
+  notice(state: SkuState): void {
+    if (state.shard === 0) this.serve();
+    else this.#host.background(this.#noticing.run());
+  }
+
+  /** The alarm: a pass or a notice that failed, or units freed that nobody was told of. */
+  retry(state: SkuState): Promise<void>[] {
+    const engine = this.#host.engine;
+    const work: Promise<void>[] = [];
+    if (engine.waitlist.waiting && state.shards > 1) {
+      work.push(state.shard === 0 ? this.serve() : this.#noticing.run());
+    }
+    if (state.shard === 0 && engine.waitlist.length() > 0) work.push(this.serve());
+    return work;
+  }
+
+  async #pass(): Promise<void> {
+    try {
+      await this.#serveOnce();
+    } catch (err) {
+      log("warn", "serving the waitlist failed", { error: String(err) });
+      await this.#host.due.retry("waitlist", this.#host.now() + RETRY_MS); // the alarm serves again
+    }
+  }
+
+  /**
+   * Shard 0: hands units to the waitlist first-fit in FIFO order. A pass stops when the SKU has
+   * nothing left (SOLD_OUT) or the sale is not on. An entry its home shard answers `LIMIT_EXCEEDED`
+   * can never be served as it stands (the buyer holds their limit): it leaves the waitlist. Then every
+   * shard learns what the waitlist is: empty (units for newcomers), waiting for the units (newcomers
+   * refused), or waiting for more than the SKU has (newcomers may buy what there is).
+   */
+  async #serveOnce(): Promise<void> {
+    const { engine } = this.#host;
+    const state = engine.state();
+    if (!state || state.shards <= 1 || state.shard !== 0) return;
+    let stopped: string | null = null;
+    for (const entry of engine.waitlist.entries(this.#host.now())) {
+      const home = homeShard(entry.userId, state.shards);
+      const answer =
+        home === state.shard
+          ? await this.holdFor(entry.id, entry.userId, entry.quantity)
+          : await this.#host.shardOf(state.sku, home).holdForWaitlist(entry.id, entry.userId, entry.quantity);
+      if (answer.ok || answer.code === "LIMIT_EXCEEDED") engine.waitlist.leave(entry.id);
+      else if (answer.code !== "INSUFFICIENT_STOCK") {
+        stopped = answer.code; // first fit: nothing left (SOLD_OUT), or the sale is not on
+        break;
+      }
+    }
+    let mode: WaitlistMode;
+    if (engine.waitlist.length() === 0) mode = 0;
+    else if (stopped !== null) mode = stopped === "SOLD_OUT" ? 1 : engine.waitlist.mode;
+    else mode = (await this.#skuAvailable(state)) === 0 ? 1 : 2; // every entry wants more than there is
+    if (mode !== engine.waitlist.mode) await this.#tell(state, mode);
+  }
+
+  /** The units available over all of the SKU's shards. */
+  async #skuAvailable(state: SkuState): Promise<number> {
+    const states = await Promise.all(
+      siblingsOf(state.shards).map((shard) => this.#host.shardOf(state.sku, shard).state()),
+    );
+    return states.reduce((n, s) => n + (s?.stock.available ?? 0), this.#host.engine.state()?.stock.available ?? 0);
+  }
+
+  /** Tells every shard what the SKU's waitlist is, this one last (the record that all were told). */
+  async #tell(state: SkuState, mode: WaitlistMode): Promise<void> {
+    await Promise.all(
+      siblingsOf(state.shards).map((shard) => this.#host.shardOf(state.sku, shard).setWaitlistMode(mode)),
+    );
+    this.#host.engine.waitlist.setMode(mode);
+  }
+
+  async #noticeShardZero(): Promise<void> {
+    const state = this.#host.engine.state();
+    if (!state) return;
+    try {
+      await this.#host.shardOf(state.sku, 0).serveWaitlist();
+    } catch (err) {
+      log("warn", "waitlist notice failed", { error: String(err) });
+      await this.#host.due.retry("waitlist", this.#host.now() + RETRY_MS); // the alarm tells shard 0 again
+    }
+  }
+}

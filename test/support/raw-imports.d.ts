@@ -1,0 +1,5 @@
+// Vite's `?raw` import of a text fixture (test/fixtures/): the file's text.
+declare module "*.sql?raw" {
+  const text: string;
+  export default text;
+}
