@@ -4,6 +4,6 @@
  * Workers runtime (`cloudflare:workers`, Text modules), so they are kept out of ./stock-model.ts,
  * which Node loads too.
  */
+export { MetricsTotals } from "./metrics-totals";
 export { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "./redis-mirror";
 export { SkuStock } from "./sku-stock";
-export { Telemetry } from "./telemetry";

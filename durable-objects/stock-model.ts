@@ -11,6 +11,7 @@
  */
 export { CoalescedRunner } from "./coalesced-runner";
 export { type LogContext, log, withLogContext } from "./log";
+export type { MetricsTotals, Sample } from "./metrics-totals";
 export type { DrawInfo } from "./opening-draw";
 export {
   eventsOfMessage,
@@ -46,4 +47,3 @@ export {
   type SpentDigest,
   sumShards,
 } from "./stock-engine";
-export type { Sample, Telemetry } from "./telemetry";
