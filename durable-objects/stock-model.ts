@@ -10,6 +10,7 @@
  * public face, so src/ never depends on how durable-objects/ is laid out inside.
  */
 export { CoalescedRunner } from "./coalesced-runner";
+export { fnv1a } from "./fnv1a";
 export { type LogContext, log, withLogContext } from "./log";
 export type { MetricsTotals, Sample } from "./metrics-totals";
 export type { DrawInfo } from "./opening-draw";
@@ -22,7 +23,7 @@ export {
   type ReservationStatus,
   statusOf,
 } from "./order-events";
-export { fnv1a, homeShard, shardName } from "./shard-name";
+export { homeShard, shardName } from "./shard-name";
 export type { SkuChange } from "./sku-change";
 export type { MirrorCheck, RepairDone, SkuStock } from "./sku-stock";
 export {
