@@ -1,4 +1,5 @@
-import { log, type ReserveOutcome, type ReserveRequest } from "../../durable-objects/stock-model";
+import type { ReserveOutcome, ReserveRequest } from "../../durable-objects/stock-model";
+import { log } from "../../durable-objects/support";
 import { ApiError } from "../http/errors";
 import { callStock, stockShard } from "./stock-client";
 

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { log } from "../../durable-objects/stock-model";
+import { log } from "../../durable-objects/support";
 
 /** Every error code of the contract (API.md) with its HTTP status and a default message. */
 export const ERRORS = {

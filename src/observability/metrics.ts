@@ -1,4 +1,5 @@
-import { CoalescedRunner, log, type Sample } from "../../durable-objects/stock-model";
+import type { Sample } from "../../durable-objects/objects";
+import { CoalescedRunner, log } from "../../durable-objects/support";
 
 /**
  * Counters and histograms of the Worker, in the Prometheus text format.

@@ -1,7 +1,7 @@
 import { desc, eq, inArray, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import type { Audit, AuditedReservation } from "../../durable-objects/stock-model";
-import { log } from "../../durable-objects/stock-model";
+import { log } from "../../durable-objects/support";
 import { orderCounts, orders, reconcileDifferences, reconcileRuns, reconcileWatermarks, skus } from "../db/schema";
 import { callStock, stockShard } from "../edge/stock-client";
 

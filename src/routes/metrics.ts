@@ -1,8 +1,8 @@
 import { count, desc, isNotNull, isNull, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { Hono } from "hono";
-import type { Sample } from "../../durable-objects/stock-model";
-import { log } from "../../durable-objects/stock-model";
+import type { Sample } from "../../durable-objects/objects";
+import { log } from "../../durable-objects/support";
 import { deadLetters, orderCounts, reconcileDifferenceCounts, reconcileRuns, skus } from "../db/schema";
 import { readSkuState, readWaitlist } from "../edge/sku-state";
 import type { AppEnv } from "../http/context";

@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { fnv1a } from "../../durable-objects/stock-model";
+import { fnv1a } from "../../durable-objects/support";
 import dashboardHtml from "../../public/dashboard.html";
 import indexHtml from "../../public/index.html";
 import dashboardJs from "../../public/static/dashboard.js";
