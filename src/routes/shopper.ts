@@ -166,7 +166,7 @@ register(
     const claims = await verifyPurchaseToken(body.token, { sku, userId }, c.env.TOKEN_SECRET, now);
     if (refusesReservation(sku, claims.shard, claims.nonce, now, soldOutTtl(c.env))) throw soldOutAtEdge(sku);
     // The rate limit guards the stock objects: an answer this isolate gives on its own does not
-    // spend the shopper's allowance, and costs less than asking the binding (bench: sold-out storm).
+    // spend the shopper's allowance, and costs less than asking the binding (commit 332e317).
     await limitShopper(c);
 
     const request: ReserveRequest = {
