@@ -51,6 +51,11 @@ export class ApiError extends HTTPException {
   }
 }
 
+/** `503 BUSY` with `Retry-After: 1`: nothing was decided, and the same request may come again in a second. */
+export function busy(message?: string): ApiError {
+  return new ApiError("BUSY", message, { "Retry-After": "1" });
+}
+
 /** Codes for the statuses Hono's own middleware may throw. */
 const CODE_BY_STATUS: Partial<Record<number, ErrorCode>> = {
   400: "INVALID_REQUEST",
