@@ -11,8 +11,8 @@ const MIRROR_RETRY_MAX_MS = 5_000;
  * The least time between two writes. An idle object writes at once; under load, the commits of the
  * next few milliseconds go in one write of the newest snapshot. The mirror is a display (API.md: it
  * may lag up to a second), and each write is a subrequest and an Upstash command: a write per
- * group-commit batch cost the stock object about a fifth of its CPU per reservation in the engine
- * core (bench), and would bill hundreds of commands a second per hot shard.
+ * group-commit batch was a sizeable part of the stock object's CPU per reservation (commit c48b63e),
+ * and would bill hundreds of commands a second per hot shard.
  */
 export const MIRROR_MIN_INTERVAL_MS = 50;
 /** How long a check waits for the write in flight before it compares. */

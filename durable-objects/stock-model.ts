@@ -1,17 +1,16 @@
 /**
- * The stock model as the edge sees it: the one module of durable-objects/ that src/ imports for
- * types and rules (biome.json's `noRestrictedImports` keeps it so). It loads anywhere, Node included
- * (drizzle-kit, the bench and the tools load src/ modules that use it), so it re-exports only plain
- * code: the engine's types and rules, shard names, the queue event format, the log and the
- * coalesced runner (the Worker's metrics flush works like the objects' outbox). The classes
- * that need the Workers runtime (the objects, the mirror client) are in ./objects.ts.
+ * The stock model as the edge sees it: the module of durable-objects/ that src/ imports for the
+ * model's types and rules (biome.json's `noRestrictedImports` keeps src/ to this, ./support.ts and
+ * ./objects.ts). It loads anywhere, Node included (drizzle-kit, the bench and the tools load src/
+ * modules that use it), so it re-exports only plain code: the engine's types and rules, the draw's
+ * and the stock object's answers, shard names and the queue event format. The tools src/ shares
+ * with the objects (the log, the coalesced runner, the hash) are in ./support.ts; the classes that
+ * need the Workers runtime (the objects, the mirror client) are in ./objects.ts.
  *
  * The types are defined next to the engine that decides them (stock-engine.ts); this module is their
  * public face, so src/ never depends on how durable-objects/ is laid out inside.
  */
-export { CoalescedRunner } from "./coalesced-runner";
 export type { DrawInfo } from "./engine/opening-draw";
-export { type LogContext, log, withLogContext } from "./log";
 export {
   eventsOfMessage,
   ORDER_EVENT_TYPES,
@@ -21,7 +20,7 @@ export {
   type ReservationStatus,
   statusOf,
 } from "./order-events";
-export { fnv1a, homeShard, shardName } from "./shard-name";
+export { homeShard, shardName } from "./shard-name";
 export type { SkuChange } from "./sku-change";
 export type { MirrorCheck, RepairDone, SkuStock } from "./sku-stock";
 export {
@@ -46,4 +45,3 @@ export {
   type SpentDigest,
   sumShards,
 } from "./stock-engine";
-export type { Sample, Telemetry } from "./telemetry";

@@ -7,7 +7,7 @@ import { consumeDeadLetters } from "./orders/dead-letter-consumer";
 import { consumeOrderEvents } from "./orders/order-consumer";
 import { reconcile } from "./reconcile/reconcile";
 
-export { SkuStock, Telemetry } from "../durable-objects/objects";
+export { MetricsTotals, SkuStock } from "../durable-objects/objects";
 
 const DEAD_LETTER_QUEUE = "order-events-dlq";
 

@@ -23,7 +23,7 @@ describe("deploying", () => {
     const output = `${run.stdout}${run.stderr}`;
     expect(run.status, output).toBe(0);
     expect(statSync(join(outdir, "index.js")).size).toBeGreaterThan(100_000);
-    for (const binding of ["SKU_STOCK (SkuStock)", "TELEMETRY (Telemetry)", "ORDER_EVENTS (order-events)"]) {
+    for (const binding of ["SKU_STOCK (SkuStock)", "METRICS_TOTALS (MetricsTotals)", "ORDER_EVENTS (order-events)"]) {
       expect(output).toContain(`env.${binding}`);
     }
     expect(output).toContain("env.DB (flashgate)");

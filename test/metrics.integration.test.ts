@@ -146,15 +146,15 @@ describe("GET /metrics", () => {
   });
 });
 
-describe("Telemetry object", () => {
+describe("MetricsTotals object", () => {
   it("applies a batch of deltas once, however often it is sent", async () => {
-    const stub = env.TELEMETRY.getByName("global");
-    const batch = [{ name: "flashgate_sold_out_cache_hits_total", labels: '{sku="telemetry-once"}', value: 3 }];
+    const stub = env.METRICS_TOTALS.getByName("global");
+    const batch = [{ name: "flashgate_sold_out_cache_hits_total", labels: '{sku="totals-once"}', value: 3 }];
     const id = crypto.randomUUID();
     await stub.add(id, batch);
     await stub.add(id, batch); // the first answer was lost: the isolate sends the same batch again
     await stub.add(crypto.randomUUID(), batch);
-    const mine = (await stub.samples()).filter((s) => s.labels === '{sku="telemetry-once"}');
+    const mine = (await stub.samples()).filter((s) => s.labels === '{sku="totals-once"}');
     expect(mine.map((s) => s.value)).toEqual([6]);
   });
 });

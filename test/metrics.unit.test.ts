@@ -1,16 +1,16 @@
 import { describe, expect, it } from "vitest";
-import type { Sample } from "../durable-objects/telemetry";
+import type { Sample } from "../durable-objects/metrics-totals";
 import { flushMetrics, increment } from "../src/observability/metrics";
 
-/** An Env whose Telemetry object records what it is sent, and holds its first answer until released. */
-function slowTelemetry() {
+/** An Env whose MetricsTotals object records what it is sent, and holds its first answer until released. */
+function slowMetricsTotals() {
   const received: { id: string; samples: Sample[] }[] = [];
   let release = () => {};
   const firstAnswer = new Promise<void>((resolve) => {
     release = resolve;
   });
   const env = {
-    TELEMETRY: {
+    METRICS_TOTALS: {
       getByName: () => ({
         add: async (id: string, samples: Sample[]) => {
           received.push({ id, samples: structuredClone(samples) });
@@ -28,7 +28,7 @@ const sent = (received: { samples: Sample[] }[], sku: string) =>
 
 describe("flushMetrics", () => {
   it("sends what was counted while another flush was in flight, not only that flush's batch", async () => {
-    const { env, received, release } = slowTelemetry();
+    const { env, received, release } = slowMetricsTotals();
     increment("flashgate_sold_out_cache_hits_total", { sku: "early" });
     const first = flushMetrics(env); // in flight: its answer is held back
     increment("flashgate_sold_out_cache_hits_total", { sku: "late" });
@@ -36,7 +36,7 @@ describe("flushMetrics", () => {
     release();
     await Promise.all([first, second]);
 
-    // The in-flight batch may go twice under one id (the Telemetry object applies it once) ...
+    // The in-flight batch may go twice under one id (the MetricsTotals object applies it once) ...
     const earlyIds = new Set(received.filter((b) => sent([b], "early").length > 0).map((b) => b.id));
     expect(earlyIds.size).toBe(1);
     // ... and what was counted meanwhile goes too.
@@ -47,7 +47,7 @@ describe("flushMetrics", () => {
     const received: string[] = [];
     let fail = true;
     const env = {
-      TELEMETRY: {
+      METRICS_TOTALS: {
         getByName: () => ({
           add: async (id: string) => {
             received.push(id);

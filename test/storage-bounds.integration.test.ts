@@ -1,7 +1,7 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { fnv1a } from "../durable-objects/shard-name";
+import { fnv1a } from "../durable-objects/fnv1a";
 import { StockEngine } from "../durable-objects/stock-engine";
 import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
 import { forgetSoldOut } from "../src/edge/sold-out-cache";

@@ -1,5 +1,6 @@
-import { log, type ReserveOutcome, type ReserveRequest } from "../../durable-objects/stock-model";
-import { ApiError } from "../http/errors";
+import type { ReserveOutcome, ReserveRequest } from "../../durable-objects/stock-model";
+import { log } from "../../durable-objects/support";
+import { ApiError, busy } from "../http/errors";
 import { callStock, stockShard } from "./stock-client";
 
 /**
@@ -21,6 +22,6 @@ export async function awaitDraw(
   } catch (err) {
     if (err instanceof ApiError) throw err;
     log("warn", "waiting for the opening draw failed", { requestId: request.requestId, sku, error: String(err) });
-    throw new ApiError("BUSY", "The opening draw is being decided; retry with the same token.", { "Retry-After": "1" });
+    throw busy("The opening draw is being decided; retry with the same token.");
   }
 }

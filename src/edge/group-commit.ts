@@ -1,5 +1,5 @@
 import type { ReserveOutcome, ReserveRequest } from "../../durable-objects/stock-model";
-import { ApiError } from "../http/errors";
+import { busy } from "../http/errors";
 
 /**
  * Group commit at the edge: reservations for one stock shard that arrive in this isolate while
@@ -65,7 +65,7 @@ class ShardQueue {
       if (role === "lead") await this.#sendBatch(send);
       else if (role === "timeout") {
         this.#leave(me);
-        throw new ApiError("BUSY", undefined, { "Retry-After": "1" });
+        throw busy();
       }
       return await me.answer.promise;
     } finally {

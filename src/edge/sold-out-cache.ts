@@ -1,5 +1,5 @@
 import type { SpentDigest } from "../../durable-objects/stock-model";
-import { fnv1a } from "../../durable-objects/stock-model";
+import { fnv1a } from "../../durable-objects/support";
 
 /**
  * Isolate-local memory of sold-out SKUs, the edge's answer to a sold-out storm: once any stock

@@ -1,6 +1,6 @@
 import type { Outcome, SkuStock } from "../../durable-objects/stock-model";
 import { shardName } from "../../durable-objects/stock-model";
-import { ApiError } from "../http/errors";
+import { ApiError, busy } from "../http/errors";
 
 /** SKU ids: short, URL-safe, no dots (a dot separates the parts of a reservation id). */
 export const SKU_ID = /^[A-Za-z0-9_-]{1,64}$/;
@@ -25,11 +25,10 @@ const STALE_TOKEN = "The purchase token was minted before the SKU's shards chang
 /** The value of a stock outcome, or the contract error it stands for. */
 export function unwrap<T>(outcome: Outcome<T>): T {
   if (!outcome.ok) {
-    if (outcome.code === "BUSY") throw new ApiError("BUSY", undefined, { "Retry-After": "1" });
+    if (outcome.code === "BUSY") throw busy();
     if (outcome.code === "TOKEN_INVALID") throw new ApiError("TOKEN_INVALID", STALE_TOKEN);
     // An undecided draw's answer is waited for by the edge (src/edge/draw-client.ts), never sent.
-    if (outcome.code === "DRAW_PENDING")
-      throw new ApiError("BUSY", "The opening draw is not decided yet.", { "Retry-After": "1" });
+    if (outcome.code === "DRAW_PENDING") throw busy("The opening draw is not decided yet.");
     throw new ApiError(outcome.code);
   }
   return outcome.value;
@@ -44,7 +43,7 @@ export async function callStock<P>(call: () => P): Promise<Awaited<P>> {
   try {
     return await call();
   } catch (err) {
-    if (err instanceof Error && isTransient(err)) throw new ApiError("BUSY", undefined, { "Retry-After": "1" });
+    if (err instanceof Error && isTransient(err)) throw busy();
     throw err;
   }
 }

@@ -17,7 +17,7 @@ import { type Dispatch, devRoutes } from "./dev-routes";
  * (DEV_TOOLS, CHAOS), so one tool's switches stay off under another.
  */
 
-export { Telemetry } from "../../durable-objects/objects";
+export { MetricsTotals } from "../../durable-objects/objects";
 export { SkuStock } from "./harness-stock";
 
 const harnessApp: Hono<AppEnv> = buildApp((app) => {

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { type JWTHeaderParameters, type JWTPayload, type JWTVerifyOptions, jwtVerify } from "jose";
-import { log } from "../../durable-objects/stock-model";
+import { log } from "../../durable-objects/support";
 import type { AppEnv } from "./context";
 import { ApiError } from "./errors";
 import { hmacKey } from "./hmac";

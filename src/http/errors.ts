@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { log } from "../../durable-objects/stock-model";
+import { log } from "../../durable-objects/support";
 
 /** Every error code of the contract (API.md) with its HTTP status and a default message. */
 export const ERRORS = {
@@ -40,9 +40,8 @@ export class ApiError extends HTTPException {
   readonly headers: Record<string, string>;
 
   constructor(code: ErrorCode, message: string = ERRORS[code][1], headers: Record<string, string> = {}) {
-    // An ApiError is an answer, not a fault: nobody reads its stack, and capturing one cost more than
-    // the rest of a sold-out answer (CPU profile of the sold-out storm: 6% self time in the Error
-    // constructor). V8 captures no frames while `stackTraceLimit` is 0.
+    // An ApiError is an answer, not a fault: nobody reads its stack, and capturing one showed high in
+    // the sold-out storm's CPU profile (commit 5c56499). V8 captures no frames while `stackTraceLimit` is 0.
     const limit = Error.stackTraceLimit;
     Error.stackTraceLimit = 0;
     super(ERRORS[code][0], { message });
@@ -50,6 +49,11 @@ export class ApiError extends HTTPException {
     this.code = code;
     this.headers = headers;
   }
+}
+
+/** `503 BUSY` with `Retry-After: 1`: nothing was decided, and the same request may come again in a second. */
+export function busy(message?: string): ApiError {
+  return new ApiError("BUSY", message, { "Retry-After": "1" });
 }
 
 /** Codes for the statuses Hono's own middleware may throw. */

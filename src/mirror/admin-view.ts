@@ -1,5 +1,5 @@
 import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "../../durable-objects/objects";
-import { log } from "../../durable-objects/stock-model";
+import { log } from "../../durable-objects/support";
 
 export interface MirrorCounts {
   available: number;

@@ -1,6 +1,6 @@
 import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "../../durable-objects/objects";
 import type { SkuState } from "../../durable-objects/stock-model";
-import { log } from "../../durable-objects/stock-model";
+import { log } from "../../durable-objects/support";
 import { catalogShards } from "../edge/sku-catalog";
 import { readSkuState } from "../edge/sku-state";
 

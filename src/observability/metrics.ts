@@ -1,12 +1,14 @@
-import { CoalescedRunner, log, type Sample } from "../../durable-objects/stock-model";
+import type { Sample } from "../../durable-objects/objects";
+import { CoalescedRunner, log } from "../../durable-objects/support";
 
 /**
  * Counters and histograms of the Worker, in the Prometheus text format.
  *
  * An isolate only adds to its own pending deltas (a map update, no I/O). At most once per
- * `METRICS_FLUSH_INTERVAL_MS` (a second) it sends them, in the background, to the one `Telemetry`
- * object, which keeps the totals of every isolate, so a scrape sees one coherent set of counters
- * whichever isolate serves it. An isolate evicted before its flush loses at most that second.
+ * `METRICS_FLUSH_INTERVAL_MS` (a second) it sends them, in the background, to the one
+ * `MetricsTotals` object, which keeps the totals of every isolate, so a scrape sees one coherent
+ * set of counters whichever isolate serves it. An isolate evicted before its flush loses at most
+ * that second.
  */
 
 type MetricType = "counter" | "gauge" | "histogram";
@@ -142,7 +144,7 @@ function takePending(): Sample[] {
 }
 
 /**
- * Sends this isolate's deltas to the Telemetry object. A batch is sent under an id the object
+ * Sends this isolate's deltas to the MetricsTotals object. A batch is sent under an id the object
  * remembers, and kept until the object confirmed it: a send that failed after the object applied
  * it is applied once when it is sent again. A batch still unconfirmed (another flush may have it in
  * flight) goes first, then whatever was counted since, so a scrape always carries this isolate's
@@ -157,7 +159,7 @@ export async function flushMetrics(env: Env): Promise<void> {
     const batch = unsent;
     lastFlushAt = Date.now();
     try {
-      await env.TELEMETRY.getByName("global").add(batch.id, batch.samples);
+      await env.METRICS_TOTALS.getByName("global").add(batch.id, batch.samples);
       if (unsent === batch) unsent = null;
     } catch (err) {
       log("warn", "metrics flush failed", { series: batch.samples.length, error: String(err) });
@@ -166,7 +168,7 @@ export async function flushMetrics(env: Env): Promise<void> {
   }
 }
 
-/** The environment the background flush sends with (the Telemetry binding is the same for every request). */
+/** The environment the background flush sends with (the METRICS_TOTALS binding is the same for every request). */
 let flushEnv: Env | null = null;
 /** The background flush: one at a time, and one more after it when counts came in meanwhile. */
 const background = new CoalescedRunner(async () => {
@@ -179,7 +181,7 @@ const background = new CoalescedRunner(async () => {
 
 /**
  * Schedules a background flush that sends what this isolate counted, at most once per
- * `METRICS_FLUSH_INTERVAL_MS`: counts reach the Telemetry object within about that long even if no
+ * `METRICS_FLUSH_INTERVAL_MS`: counts reach the MetricsTotals object within about that long even if no
  * other request comes. `0` turns the background flush off (a scrape still flushes the isolate that
  * serves it): for tests, which run in one isolate.
  */
@@ -187,8 +189,8 @@ export function flushMetricsSoon(env: Env, waitUntil: (promise: Promise<unknown>
   if (!(Number(env.METRICS_FLUSH_INTERVAL_MS) > 0) || (!hasPending() && !unsent)) return;
   flushEnv = env;
   // Only the request that starts or books a run waits for it: handing the same flush to every request's
-  // waitUntil kept each request open until the next flush, up to a second (bench: GET /healthz went from
-  // 208 to 354 µs of workerd CPU per request).
+  // waitUntil kept each request open until the next flush, up to a second, and cost every request CPU
+  // (commit f0416df).
   if (background.booked) return;
   waitUntil(background.run());
 }

@@ -1,6 +1,7 @@
 import { desc, eq, isNull } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import { eventsOfMessage, log } from "../../durable-objects/stock-model";
+import { eventsOfMessage } from "../../durable-objects/stock-model";
+import { log } from "../../durable-objects/support";
 import { deadLetters } from "../db/schema";
 import { increment } from "../observability/metrics";
 import { applyOrderEvents } from "./order-store";

@@ -1,4 +1,5 @@
-import { eventsOfMessage, log, type OrderEvent } from "../../durable-objects/stock-model";
+import { eventsOfMessage, type OrderEvent } from "../../durable-objects/stock-model";
+import { log } from "../../durable-objects/support";
 import { increment } from "../observability/metrics";
 import { applyOrderEvents } from "./order-store";
 

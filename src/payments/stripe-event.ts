@@ -60,36 +60,18 @@ export function mapStripeEvent(event: StripeEvent): StripeMapping {
       }
       const reservationId = session.client_reference_id || session.metadata?.reservationId;
       if (!reservationId) return { kind: "ignored", reason: "no_reservation" };
-      if (event.type === "checkout.session.async_payment_failed") {
-        return { kind: "payment", command: { eventId: `stripe:${event.id}`, type: "payment.failed", reservationId } };
-      }
-      return {
-        kind: "payment",
-        command: {
-          eventId: session.payment_intent ? `stripe:paid:${session.payment_intent}` : `stripe:${event.id}`,
-          type: "payment.succeeded",
-          reservationId,
-          money: { amount: session.amount_total ?? 0, currency: session.currency ?? undefined },
-        },
-      };
+      if (event.type === "checkout.session.async_payment_failed") return failed(event, reservationId);
+      const paid = { intent: session.payment_intent, amount: session.amount_total, currency: session.currency };
+      return succeeded(event, reservationId, paid);
     }
     case "payment_intent.succeeded":
     case "payment_intent.payment_failed": {
       const intent = read(PaymentIntent, object);
       const reservationId = intent.metadata?.reservationId;
       if (!reservationId) return { kind: "ignored", reason: "no_reservation" };
-      if (event.type === "payment_intent.payment_failed") {
-        return { kind: "payment", command: { eventId: `stripe:${event.id}`, type: "payment.failed", reservationId } };
-      }
-      return {
-        kind: "payment",
-        command: {
-          eventId: `stripe:paid:${intent.id}`,
-          type: "payment.succeeded",
-          reservationId,
-          money: { amount: intent.amount_received ?? 0, currency: intent.currency ?? undefined },
-        },
-      };
+      if (event.type === "payment_intent.payment_failed") return failed(event, reservationId);
+      const paid = { intent: intent.id, amount: intent.amount_received, currency: intent.currency };
+      return succeeded(event, reservationId, paid);
     }
     default:
       return { kind: "ignored", reason: "type" };
@@ -102,4 +84,29 @@ function read<S extends z.ZodType>(schema: S, object: unknown): z.infer<S> {
   if (parsed.success) return parsed.data;
   const issue = parsed.error.issues[0];
   throw new ApiError("INVALID_REQUEST", `data.object.${issue?.path.join(".") ?? ""}: ${issue?.message ?? "invalid"}`);
+}
+
+/** A failure, keyed by its event. */
+function failed(event: StripeEvent, reservationId: string): StripeMapping {
+  return { kind: "payment", command: { eventId: `stripe:${event.id}`, type: "payment.failed", reservationId } };
+}
+
+/** What a success says was received. */
+interface Paid {
+  intent: string | null | undefined;
+  amount: number | null | undefined;
+  currency: string | null | undefined;
+}
+
+/** A success, keyed by its PaymentIntent when there is one (else by its event). */
+function succeeded(event: StripeEvent, reservationId: string, paid: Paid): StripeMapping {
+  return {
+    kind: "payment",
+    command: {
+      eventId: paid.intent ? `stripe:paid:${paid.intent}` : `stripe:${event.id}`,
+      type: "payment.succeeded",
+      reservationId,
+      money: { amount: paid.amount ?? 0, currency: paid.currency ?? undefined },
+    },
+  };
 }

@@ -1,7 +1,7 @@
 import { desc, eq, inArray, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import type { Audit, AuditedReservation } from "../../durable-objects/stock-model";
-import { log } from "../../durable-objects/stock-model";
+import type { Audit, AuditedReservation, SkuStock } from "../../durable-objects/stock-model";
+import { log } from "../../durable-objects/support";
 import { orderCounts, orders, reconcileDifferences, reconcileRuns, reconcileWatermarks, skus } from "../db/schema";
 import { callStock, stockShard } from "../edge/stock-client";
 
@@ -85,6 +85,36 @@ interface ReconcileOptions {
   page?: number;
 }
 
+/** One run: its environment, options and clock, and the report every check adds to. */
+interface Run {
+  env: Env;
+  options: ReconcileOptions;
+  now: number;
+  /** Changes younger than this may still be in the queue: a later run judges them. */
+  graceMs: number;
+  report: RunReport;
+}
+
+type CatalogEntry = { sku: string; shards: number; totalStock: number };
+
+/** One shard's check within a run. */
+interface ShardCheck extends Run {
+  sku: string;
+  shard: number;
+  /** The shard's watermark: only reservations changed after it are compared (0 on a full pass). */
+  from: number;
+  stub: DurableObjectStub<SkuStock>;
+}
+
+/** What the SKU check sums over its shards. */
+interface ShardSummary {
+  total: number;
+  pendingTransfers: number;
+  created: number;
+  skuTotal: number | null;
+  quiet: boolean;
+}
+
 export async function reconcile(env: Env, options: ReconcileOptions): Promise<RunReport> {
   const d1 = drizzle(env.DB);
   const now = options.now ?? Date.now();
@@ -92,10 +122,11 @@ export async function reconcile(env: Env, options: ReconcileOptions): Promise<Ru
   await d1.insert(reconcileRuns).values({ id: runId, trigger: options.trigger, startedAt: now });
   const catalog = await d1.select({ sku: skus.sku, shards: skus.shards, totalStock: skus.totalStock }).from(skus);
   const report: RunReport = { runId, skusChecked: 0, differences: [], rowsRead: catalog.length };
+  const run: Run = { env, options, now, graceMs: options.graceMs ?? Number(env.RECONCILE_GRACE_MS), report };
   let errors = 0;
   for (const entry of catalog) {
     try {
-      await reconcileSku(env, entry, options, now, report);
+      await reconcileSku(run, entry);
       report.skusChecked++;
     } catch (err) {
       // One failing SKU must not stop the others; the failure is recorded as a difference.
@@ -130,13 +161,8 @@ export async function reconcile(env: Env, options: ReconcileOptions): Promise<Ru
   return report;
 }
 
-async function reconcileSku(
-  env: Env,
-  entry: { sku: string; shards: number; totalStock: number },
-  options: ReconcileOptions,
-  now: number,
-  report: RunReport,
-): Promise<void> {
+async function reconcileSku(run: Run, entry: CatalogEntry): Promise<void> {
+  const { env, options, report } = run;
   const d1 = drizzle(env.DB);
   const watermarks = await d1
     .select({ shard: reconcileWatermarks.shard, seq: reconcileWatermarks.seq })
@@ -152,7 +178,8 @@ async function reconcileSku(
   let expectedTotal = entry.totalStock;
   for (let shard = 0; shard < entry.shards; shard++) {
     const from = options.full ? 0 : (watermarks.find((w) => w.shard === shard)?.seq ?? 0);
-    const checked = await reconcileShard(env, entry.sku, shard, from, options, now, report);
+    const stub = stockShard(env, entry.sku, shard);
+    const checked = await reconcileShard({ ...run, sku: entry.sku, shard, from, stub });
     if (!checked) continue;
     totals += checked.total;
     pendingTransfers += checked.pendingTransfers;
@@ -169,61 +196,79 @@ async function reconcileSku(
       repaired: false,
     });
   }
-  // The watermark sees only what changed in the stock objects: an order row deleted from D1 below
-  // it changes nothing there. Two counts kept current for free (each object's count of reservations it created, D1's
-  // trigger-kept order_counts) catch it; when nothing is in flight they must agree, and if they do
-  // not, the SKU is rechecked from seq 0 at once, which re-emits whatever D1 lacks.
-  if (quiet && !options.full) {
-    const [row] = await d1
-      .select({ n: sql<number>`coalesce(sum(${orderCounts.count}), 0)` })
-      .from(orderCounts)
-      .where(eq(orderCounts.sku, entry.sku));
-    report.rowsRead += 1;
-    const inD1 = row?.n ?? 0;
-    if (inD1 !== created) {
-      const before = report.differences.length;
-      await reconcileSku(env, entry, { ...options, full: true }, now, report);
-      const repaired = report.differences.slice(before).some((d) => d.kind === "order_missing" && d.repaired);
-      report.differences.push({
-        sku: entry.sku,
-        kind: "order_count",
-        expected: show({ orders: created }),
-        actual: show({ orders: inD1 }),
-        repaired,
-      });
-    }
-  }
+  if (quiet && !options.full) await checkOrderCount(run, entry, created);
 }
 
 /**
- * One shard: its reservations changed after `from` (every page of them on a full pass, one page
- * otherwise) compared with D1, then the object's own repairs and the mirror. Returns what the SKU
- * check sums, or null for a shard that was never configured.
+ * The watermark sees only what changed in the stock objects: an order row deleted from D1 below
+ * it changes nothing there. Two counts kept current for free (each object's count of reservations it
+ * created, D1's trigger-kept order_counts) catch it; when nothing is in flight they must agree, and if
+ * they do not, the SKU is rechecked from seq 0 at once, which re-emits whatever D1 lacks.
  */
-async function reconcileShard(
-  env: Env,
-  sku: string,
-  shard: number,
-  from: number,
-  options: ReconcileOptions,
-  now: number,
-  report: RunReport,
-): Promise<{
-  total: number;
-  pendingTransfers: number;
-  created: number;
-  skuTotal: number | null;
+async function checkOrderCount(run: Run, entry: CatalogEntry, created: number): Promise<void> {
+  const { env, report } = run;
+  const [row] = await drizzle(env.DB)
+    .select({ n: sql<number>`coalesce(sum(${orderCounts.count}), 0)` })
+    .from(orderCounts)
+    .where(eq(orderCounts.sku, entry.sku));
+  report.rowsRead += 1;
+  const inD1 = row?.n ?? 0;
+  if (inD1 === created) return;
+  const before = report.differences.length;
+  await reconcileSku({ ...run, options: { ...run.options, full: true } }, entry);
+  const repaired = report.differences.slice(before).some((d) => d.kind === "order_missing" && d.repaired);
+  report.differences.push({
+    sku: entry.sku,
+    kind: "order_count",
+    expected: show({ orders: created }),
+    actual: show({ orders: inD1 }),
+    repaired,
+  });
+}
+
+/**
+ * One shard, in four phases: its reservations changed after the watermark compared with D1, the
+ * object's own repairs, the mirror, then the watermark and what the shard may forget. Returns what
+ * the SKU check sums, or null for a shard that was never configured.
+ */
+async function reconcileShard(check: ShardCheck): Promise<ShardSummary | null> {
+  const compared = await compareChanges(check);
+  if (!compared) return null;
+  const { audit } = compared;
+  await repairShard(check, audit, compared.reemit);
+  await checkShardMirror(check);
+  await settleShard(check, compared.last);
+  return {
+    total: audit.state.stock.total,
+    pendingTransfers: audit.pendingTransfers,
+    created: audit.created,
+    skuTotal: audit.skuTotal,
+    quiet: compared.quiet,
+  };
+}
+
+/** Adds a difference found on this shard's SKU to the run's report. */
+function differ(check: ShardCheck, kind: DifferenceKind, expected: unknown, actual: unknown, repaired: boolean) {
+  check.report.differences.push({ sku: check.sku, kind, expected: show(expected), actual: show(actual), repaired });
+}
+
+/**
+ * Compare: the shard's reservations changed after `from` (every page of them on a full pass, up to
+ * PAGES_PER_RUN otherwise) against their D1 rows; a missing or older row is a difference and its
+ * reservation is re-emitted. Null for a shard that was never configured.
+ */
+async function compareChanges(check: ShardCheck): Promise<{
+  /** The first page's audit: the shard's counts and what its object has to repair. */
+  audit: Audit;
+  reemit: string[];
+  /** The last reservation judged: the watermark moves past it. */
+  last: AuditedReservation | undefined;
+  /** Everything this shard did is judged and nothing is on its way. */
   quiet: boolean;
 } | null> {
-  const d1 = drizzle(env.DB);
-  // Changes younger than the grace period may still be in the queue: a later run judges them.
-  const graceMs = options.graceMs ?? Number(env.RECONCILE_GRACE_MS);
-  const stub = stockShard(env, sku, shard);
-  const differ = (kind: DifferenceKind, expected: unknown, actual: unknown, repaired: boolean) =>
-    report.differences.push({ sku, kind, expected: show(expected), actual: show(actual), repaired });
-
+  const { env, options, now, graceMs, report, stub } = check;
   let first: Audit | null = null;
-  let after = from;
+  let after = check.from;
   let last: AuditedReservation | undefined;
   let quiet = false;
   let pages = 0;
@@ -243,8 +288,15 @@ async function reconcileShard(
     }
     const stale = await compareWithOrders(env.DB, judged, report);
     for (const { reservation, row } of stale) {
-      if (!row) differ("order_missing", { id: reservation.id, status: reservation.status }, null, true);
-      else differ("order_stale", { id: reservation.id, status: reservation.status, seq: reservation.seq }, row, true);
+      if (!row) differ(check, "order_missing", { id: reservation.id, status: reservation.status }, null, true);
+      else
+        differ(
+          check,
+          "order_stale",
+          { id: reservation.id, status: reservation.status, seq: reservation.seq },
+          row,
+          true,
+        );
       reemit.push(reservation.id);
     }
     last = judged.at(-1) ?? last;
@@ -255,30 +307,39 @@ async function reconcileShard(
     if (judged.length < page || (!options.full && pages >= PAGES_PER_RUN)) break;
     after = judged.at(-1)?.seq ?? after;
   }
-  const audit = first;
+  return { audit: first, reemit, last, quiet };
+}
 
+/** Repair: the object re-emits, releases overdue holds, finishes transfers and sends its outbox. */
+async function repairShard(check: ShardCheck, audit: Audit, reemit: string[]): Promise<void> {
   const repair = { reemit, sweep: audit.overdueHolds > 0, transfers: audit.pendingTransfers > 0 };
   // A repair always sends what the outbox holds; a stuck outbox alone is reason enough to ask for one.
-  const stuck = audit.oldestUnsent !== null && audit.oldestUnsent.occurredAt <= now - graceMs;
-  if (repair.reemit.length > 0 || repair.sweep || stuck || repair.transfers) {
-    const done = await callStock(() => stub.repair(repair));
-    if (repair.sweep)
-      differ("hold_overdue", { overdueHolds: 0 }, { overdueHolds: audit.overdueHolds }, done.released > 0);
-    if (stuck) differ("outbox_stuck", { unsent: 0 }, { oldestUnsentSeq: audit.oldestUnsent?.seq }, done.flushed);
-    if (repair.transfers)
-      differ("transfer_pending", { pending: 0 }, { pending: audit.pendingTransfers }, done.transfersCompleted > 0);
-  }
+  const stuck = audit.oldestUnsent !== null && audit.oldestUnsent.occurredAt <= check.now - check.graceMs;
+  if (repair.reemit.length === 0 && !repair.sweep && !stuck && !repair.transfers) return;
+  const done = await callStock(() => check.stub.repair(repair));
+  if (repair.sweep)
+    differ(check, "hold_overdue", { overdueHolds: 0 }, { overdueHolds: audit.overdueHolds }, done.released > 0);
+  if (stuck) differ(check, "outbox_stuck", { unsent: 0 }, { oldestUnsentSeq: audit.oldestUnsent?.seq }, done.flushed);
+  if (repair.transfers)
+    differ(check, "transfer_pending", { pending: 0 }, { pending: audit.pendingTransfers }, done.transfersCompleted > 0);
+}
 
-  const mirror = await callStock(() => stub.checkMirror());
-  if (mirror.status === "missing") differ("mirror_missing", mirror.expected, null, mirror.repaired);
-  if (mirror.status === "drift") differ("mirror_drift", mirror.expected, mirror.actual, mirror.repaired);
+/** Mirror: the object compares its snapshot with Redis and rewrites it when it is missing or drifted. */
+async function checkShardMirror(check: ShardCheck): Promise<void> {
+  const mirror = await callStock(() => check.stub.checkMirror());
+  if (mirror.status === "missing") differ(check, "mirror_missing", mirror.expected, null, mirror.repaired);
+  if (mirror.status === "drift") differ(check, "mirror_drift", mirror.expected, mirror.actual, mirror.repaired);
   // Not drift, but the operator must see that the mirror went unchecked.
-  if (mirror.status === "unreachable") differ("mirror_unreachable", "reachable", mirror.error, false);
+  if (mirror.status === "unreachable") differ(check, "mirror_unreachable", "reachable", mirror.error, false);
+}
 
-  // The watermark moves past everything judged: a repaired reservation has a newer seq now.
+/** Settle: the watermark moves past everything judged, then the shard forgets what is below it. */
+async function settleShard(check: ShardCheck, last: AuditedReservation | undefined): Promise<void> {
+  const { env, sku, shard, from, now } = check;
+  // A repaired reservation has a newer seq now, so moving past it loses nothing.
   let settled = from;
   if (last && last.seq > from) {
-    await d1
+    await drizzle(env.DB)
       .insert(reconcileWatermarks)
       .values({ sku, shard, seq: last.seq, updatedAt: now })
       .onConflictDoUpdate({
@@ -291,14 +352,7 @@ async function reconcileShard(
   // Only now, with the re-emits done and the watermark stored, may the shard forget what is below it
   // (every run, not only one that moved it: rows judged while their tokens could still be replayed
   // are forgotten by a later run). A full pass from 0 settles at the watermark it reached.
-  if (settled > 0) report.rowsRead += (await callStock(() => stub.settle(settled))).rowsRead;
-  return {
-    total: audit.state.stock.total,
-    pendingTransfers: audit.pendingTransfers,
-    created: audit.created,
-    skuTotal: audit.skuTotal,
-    quiet,
-  };
+  if (settled > 0) check.report.rowsRead += (await callStock(() => check.stub.settle(settled))).rowsRead;
 }
 
 type OrderSnapshot = { reservationId: string; status: string; lastSeq: number };

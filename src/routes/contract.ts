@@ -434,7 +434,7 @@ export const ROUTES = {
     path: "/metrics",
     summary: "Prometheus metrics (text exposition format)",
     description:
-      "Prometheus text exposition of the counters and histograms of every isolate (totalled by the Telemetry object), plus stock and order gauges.",
+      "Prometheus text exposition of the counters and histograms of every isolate (totalled by the MetricsTotals object), plus stock and order gauges.",
     access: "admin",
     ok: { status: 200, description: "Metrics", text: true },
     errors: [],

@@ -1,8 +1,8 @@
 import { count, desc, isNotNull, isNull, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { Hono } from "hono";
-import type { Sample } from "../../durable-objects/stock-model";
-import { log } from "../../durable-objects/stock-model";
+import type { Sample } from "../../durable-objects/objects";
+import { log } from "../../durable-objects/support";
 import { deadLetters, orderCounts, reconcileDifferenceCounts, reconcileRuns, skus } from "../db/schema";
 import { readSkuState, readWaitlist } from "../edge/sku-state";
 import type { AppEnv } from "../http/context";
@@ -14,13 +14,13 @@ export const metrics = new Hono<AppEnv>();
 
 /**
  * `GET /metrics` (admin token), Prometheus text format. What it reads per scrape is bounded by
- * the catalog, never by the orders: the counters of every isolate from the Telemetry object,
+ * the catalog, never by the orders: the counters of every isolate from the MetricsTotals object,
  * one D1 batch (the catalog, order counts kept by triggers, two small aggregates, the last run),
  * and one state and one waitlist call per stock shard.
  */
 register(metrics, ROUTES.metrics, async (c) => {
   await flushMetrics(c.env); // this isolate's own latest counts are in the answer
-  const [counters, gauges] = await Promise.all([c.env.TELEMETRY.getByName("global").samples(), readGauges(c.env)]);
+  const [counters, gauges] = await Promise.all([c.env.METRICS_TOTALS.getByName("global").samples(), readGauges(c.env)]);
   return c.text(renderMetrics([...counters, ...gauges]), 200, {
     "Content-Type": "text/plain; version=0.0.4; charset=utf-8",
     "Cache-Control": "no-store",

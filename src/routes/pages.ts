@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { fnv1a } from "../../durable-objects/stock-model";
+import { fnv1a } from "../../durable-objects/support";
 import dashboardHtml from "../../public/dashboard.html";
 import indexHtml from "../../public/index.html";
 import dashboardJs from "../../public/static/dashboard.js";
@@ -13,10 +13,10 @@ import type { AppEnv } from "../http/context";
  *
  * Not an `[assets]` binding: with `run_worker_first` (needed so /api/* and unknown paths keep the
  * contract's JSON 404/405), every request, API calls included, first passed the asset router, and
- * locally that router is a worker of its own in workerd. Measured with the bench: it cost /healthz
- * about half its throughput. Served from the bundle, a page is one more route and an API request
- * pays nothing for the pages. On Cloudflare the asset router is not billed, but neither is this:
- * a page view is one Worker invocation of a few hundred µs, and the bundle grows by the pages' size.
+ * locally that router is a worker of its own in workerd, which every API request paid for (commit
+ * e7dcb88). Served from the bundle, a page is one more route and an API request pays nothing for
+ * the pages. On Cloudflare the asset router is not billed, but this costs little either: a page view
+ * is one short Worker invocation, and the bundle grows by the pages' size.
  */
 export const pages = new Hono<AppEnv>();
 

@@ -19,7 +19,7 @@ import { forgetSoldOut, isSoldOut, markSoldOut, refusesReservation } from "../ed
 import { callStock, locateReservation, SKU_ID, stockShard, unwrap } from "../edge/stock-client";
 import { limitShopper } from "../http/auth";
 import type { AppEnv } from "../http/context";
-import { ApiError, type ErrorCode } from "../http/errors";
+import { ApiError, busy, type ErrorCode } from "../http/errors";
 import { DISPLAY_CACHE_SECONDS, skuDisplay } from "../mirror/stock-display";
 import { increment } from "../observability/metrics";
 import { findOrder, orderAsReservation, ordersOfUser } from "../orders/order-store";
@@ -137,7 +137,7 @@ register(shopper, ROUTES.purchaseToken, async (c) => {
   const first = await callStock(() => stockShard(c.env, sku, 0).state());
   if (!first) throw new ApiError("SKU_NOT_FOUND");
   // Its shards are changing: a token minted now could route its buyer to a shard not yet moved.
-  if (first.reconfiguring) throw new ApiError("BUSY", "The SKU is being reconfigured.", { "Retry-After": "1" });
+  if (first.reconfiguring) throw busy("The SKU is being reconfigured.");
   if (!isOnSale(first, now)) throw new ApiError("SALE_NOT_ACTIVE");
   const userId = c.get("userId");
   const shard = homeShard(userId, first.shards);
@@ -166,7 +166,7 @@ register(
     const claims = await verifyPurchaseToken(body.token, { sku, userId }, c.env.TOKEN_SECRET, now);
     if (refusesReservation(sku, claims.shard, claims.nonce, now, soldOutTtl(c.env))) throw soldOutAtEdge(sku);
     // The rate limit guards the stock objects: an answer this isolate gives on its own does not
-    // spend the shopper's allowance, and costs less than asking the binding (bench: sold-out storm).
+    // spend the shopper's allowance, and costs less than asking the binding (commit 332e317).
     await limitShopper(c);
 
     const request: ReserveRequest = {

@@ -14,7 +14,7 @@ export interface Sample {
  */
 const BATCH_MEMORY_MS = 60 * 60 * 1000;
 
-export class Telemetry extends DurableObject<Env> {
+export class MetricsTotals extends DurableObject<Env> {
   readonly #sql: SqlStorage;
 
   constructor(ctx: DurableObjectState, env: Env) {
