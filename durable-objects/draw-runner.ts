@@ -1,9 +1,9 @@
 import { DrawWaiters } from "./draw-waiters";
 import { type DrawPlace, type Entrant, rankEntrants } from "./engine/opening-draw";
+import type { ReserveOutcome, ReserveRequest, SkuState } from "./engine/types";
 import { isShort } from "./engine/types";
 import { log, withLogContext } from "./log";
 import type { ShardPulls } from "./shard-pulls";
-import type { ReserveOutcome, ReserveRequest, SkuState } from "./stock-engine";
 import { RETRY_MS, type StockHost, siblingsOf } from "./stock-host";
 
 /**

@@ -13,7 +13,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
  */
 export type LogLevel = "debug" | "info" | "warn" | "error";
 
-export interface LogContext {
+interface LogContext {
   requestId?: string | undefined;
   [field: string]: unknown;
 }

@@ -1,8 +1,9 @@
 import { CoalescedRunner } from "./coalesced-runner";
 import type { DueWork } from "./due-work";
+import type { SkuState } from "./engine/types";
 import { log } from "./log";
 import type { RedisMirror } from "./redis-mirror";
-import type { SkuState, StockEngine } from "./stock-engine";
+import type { StockEngine } from "./stock-engine";
 
 /** First wait before the alarm retries a mirror publish that failed; it doubles up to the maximum. */
 const MIRROR_RETRY_MIN_MS = 250;

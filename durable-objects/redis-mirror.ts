@@ -1,7 +1,7 @@
 import { Redis } from "@upstash/redis/cloudflare";
 import mirrorLua from "../lua/mirror.lua";
+import { type SaleStatus, type SkuState, sumShards } from "./engine/types";
 import { LuaScript, runScript, shardTag } from "./lua-script";
-import { type SaleStatus, type SkuState, sumShards } from "./stock-engine";
 
 /**
  * The Redis mirror of the stock objects (docs/ARCHITECTURE.md): one hash per SKU shard holding the shard's newest

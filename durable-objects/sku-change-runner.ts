@@ -1,3 +1,4 @@
+import type { Outcome, SkuState } from "./engine/types";
 import { log } from "./log";
 import type { ShardPulls } from "./shard-pulls";
 import {
@@ -11,7 +12,6 @@ import {
   type SkuChange,
   soleSettings,
 } from "./sku-change";
-import type { Outcome, SkuState } from "./stock-engine";
 import { RETRY_MS, type StockHost, siblingsOf } from "./stock-host";
 
 /**

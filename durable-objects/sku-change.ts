@@ -1,4 +1,5 @@
-import type { SaleStatus, SkuSettings, SkuState } from "./stock-engine";
+import type { SkuSettings } from "./engine/configuration";
+import type { SaleStatus, SkuState } from "./engine/types";
 
 /**
  * An operator's change of a SKU (`PUT /admin/skus/:sku`) as its shard 0 applies it, all or nothing

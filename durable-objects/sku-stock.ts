@@ -2,9 +2,23 @@ import { DurableObject } from "cloudflare:workers";
 import { v7 as uuidv7 } from "uuid";
 import { DrawRunner } from "./draw-runner";
 import { DueWork } from "./due-work";
+import type { Audit } from "./engine/audit";
+import type { SkuSettings } from "./engine/configuration";
 import type { DrawInfo, DrawnEntry, DrawPlace, Entrant } from "./engine/opening-draw";
-import { NOTHING_PRUNED } from "./engine/retention";
-import { isShort } from "./engine/types";
+import type { PaymentAnswer, PaymentCommand, PaymentTotals } from "./engine/payments";
+import { NOTHING_PRUNED, type Pruned } from "./engine/retention";
+import {
+  type EngineStorage,
+  isShort,
+  type Outcome,
+  type Reservation,
+  type ReserveOutcome,
+  type ReserveRequest,
+  type SkuState,
+  type SpentDigest,
+  showsSoldOut,
+} from "./engine/types";
+import type { WaitlistEntry, WaitlistMode } from "./engine/waitlist";
 import { log, withLogContext } from "./log";
 import { type MirrorCheck, MirrorPublisher } from "./mirror-publisher";
 import { OutboxSender } from "./outbox-sender";
@@ -13,25 +27,7 @@ import { shardName } from "./shard-name";
 import { ShardPulls } from "./shard-pulls";
 import type { SkuChange } from "./sku-change";
 import { SkuChanges } from "./sku-change-runner";
-import {
-  type Audit,
-  type EngineStorage,
-  type Outcome,
-  type PaymentAnswer,
-  type PaymentCommand,
-  type PaymentTotals,
-  type Pruned,
-  type Reservation,
-  type ReserveOutcome,
-  type ReserveRequest,
-  type SkuSettings,
-  type SkuState,
-  type SpentDigest,
-  StockEngine,
-  showsSoldOut,
-  type WaitlistEntry,
-  type WaitlistMode,
-} from "./stock-engine";
+import { StockEngine } from "./stock-engine";
 import type { StockHost } from "./stock-host";
 import { WaitlistServer } from "./waitlist-server";
 

@@ -22,29 +22,6 @@ import {
 } from "./engine/types";
 import { Waitlist } from "./engine/waitlist";
 
-export type { Audit, AuditedReservation } from "./engine/audit";
-export type { ResizePlanRow, SkuSettings } from "./engine/configuration";
-export type { OutboxRow } from "./engine/outbox";
-export type { PaymentAnswer, PaymentCommand, PaymentMoney, PaymentTotals, PaymentType } from "./engine/payments";
-export type { Pruned, PruneWindow } from "./engine/retention";
-export {
-  type EngineStorage,
-  isOnSale,
-  type Outcome,
-  type Pricing,
-  type Reservation,
-  type ReserveAnswer,
-  type ReserveOutcome,
-  type ReserveRequest,
-  type SaleStatus,
-  type SkuState,
-  type SpentDigest,
-  type StockCounts,
-  showsSoldOut,
-  sumShards,
-} from "./engine/types";
-export type { WaitlistEntry, WaitlistMode } from "./engine/waitlist";
-
 /**
  * The stock engine of one SKU shard: the Durable Object equivalent of `lua/reserve.lua`,
  * `lua/release.lua` and `lua/confirm.lua`, as a facade over its units in `engine/`:

@@ -7,10 +7,28 @@
  * with the objects (the log, the coalesced runner, the hash) are in ./support.ts; the classes that
  * need the Workers runtime (the objects, the mirror client) are in ./objects.ts.
  *
- * The types are defined next to the engine that decides them (stock-engine.ts); this module is their
+ * The types are defined next to the engine units that decide them (engine/); this module is their
  * public face, so src/ never depends on how durable-objects/ is laid out inside.
  */
+
+export type { Audit, AuditedReservation } from "./engine/audit";
+export type { SkuSettings } from "./engine/configuration";
 export type { DrawInfo } from "./engine/opening-draw";
+export type { PaymentAnswer, PaymentCommand, PaymentMoney, PaymentTotals, PaymentType } from "./engine/payments";
+export {
+  type EngineStorage,
+  isOnSale,
+  type Outcome,
+  type Pricing,
+  type Reservation,
+  type ReserveAnswer,
+  type ReserveOutcome,
+  type ReserveRequest,
+  type SaleStatus,
+  type SkuState,
+  type SpentDigest,
+  sumShards,
+} from "./engine/types";
 export {
   eventsOfMessage,
   ORDER_EVENT_TYPES,
@@ -23,25 +41,3 @@ export {
 export { homeShard, shardName } from "./shard-name";
 export type { SkuChange } from "./sku-change";
 export type { MirrorCheck, RepairDone, SkuStock } from "./sku-stock";
-export {
-  type Audit,
-  type AuditedReservation,
-  type EngineStorage,
-  isOnSale,
-  type Outcome,
-  type PaymentAnswer,
-  type PaymentCommand,
-  type PaymentMoney,
-  type PaymentTotals,
-  type PaymentType,
-  type Pricing,
-  type Reservation,
-  type ReserveAnswer,
-  type ReserveOutcome,
-  type ReserveRequest,
-  type SaleStatus,
-  type SkuSettings,
-  type SkuState,
-  type SpentDigest,
-  sumShards,
-} from "./stock-engine";

@@ -1,9 +1,10 @@
 import { CoalescedRunner } from "./coalesced-runner";
+import type { Outcome, ReserveOutcome, SkuState } from "./engine/types";
 import { isShort } from "./engine/types";
+import type { WaitlistEntry, WaitlistMode } from "./engine/waitlist";
 import { log } from "./log";
 import { homeShard } from "./shard-name";
 import type { ShardPulls } from "./shard-pulls";
-import type { Outcome, ReserveOutcome, SkuState, WaitlistEntry, WaitlistMode } from "./stock-engine";
 import { RETRY_MS, type StockHost, siblingsOf } from "./stock-host";
 
 /**

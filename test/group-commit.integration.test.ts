@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import type { ReserveOutcome, ReserveRequest } from "../durable-objects/stock-engine";
+import type { ReserveOutcome, ReserveRequest } from "../durable-objects/engine/types";
 import { reserveGrouped } from "../src/edge/group-commit";
 import { callStock } from "../src/edge/stock-client";
 import { ApiError } from "../src/http/errors";

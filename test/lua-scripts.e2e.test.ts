@@ -1,16 +1,9 @@
 import { createClient } from "redis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { SkuSettings } from "../durable-objects/engine/configuration";
+import type { PaymentAnswer, PaymentType } from "../durable-objects/engine/payments";
+import type { Outcome, Reservation, ReserveAnswer, SkuState, StockCounts } from "../durable-objects/engine/types";
 import { sha1Hex } from "../durable-objects/lua-script";
-import type {
-  Outcome,
-  PaymentAnswer,
-  PaymentType,
-  Reservation,
-  ReserveAnswer,
-  SkuSettings,
-  SkuState,
-  StockCounts,
-} from "../durable-objects/stock-engine";
 import {
   LUA_SCRIPT_NAMES,
   LUA_SHA1,

@@ -2,7 +2,8 @@ import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { drawOrder, entryIdOf, rankEntrants, sha256Hex } from "../durable-objects/engine/opening-draw";
-import { type ReserveRequest, StockEngine } from "../durable-objects/stock-engine";
+import type { ReserveRequest } from "../durable-objects/engine/types";
+import { StockEngine } from "../durable-objects/stock-engine";
 import { seededRandom } from "../src/harness/seeded-random";
 import { stockShard, uniqueSku } from "./support/client";
 

@@ -1,9 +1,9 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import type { OutboxRow } from "../durable-objects/engine/outbox";
 import { eventsOfMessage, MAX_EVENTS_PER_MESSAGE, type OrderEvent } from "../durable-objects/order-events";
 import { MAX_MESSAGE_BYTES, MAX_SEND_BATCH_BYTES, packOutbox } from "../durable-objects/outbox-messages";
-import type { OutboxRow } from "../durable-objects/stock-engine";
 import { type ConsumerFault, withConsumerFault } from "../src/harness/consumer-fault";
 import { consumeDeadLetters } from "../src/orders/dead-letter-consumer";
 import { consumeOrderEvents } from "../src/orders/order-consumer";

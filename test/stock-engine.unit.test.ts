@@ -2,7 +2,8 @@ import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type Outcome, type Reservation, StockEngine } from "../durable-objects/stock-engine";
+import type { Outcome, Reservation } from "../durable-objects/engine/types";
+import { StockEngine } from "../durable-objects/stock-engine";
 import { stockShard } from "./support/client";
 
 /**

@@ -3,13 +3,14 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { migrate, SCHEMA_VERSION } from "../durable-objects/engine/schema";
 import { StockEngine } from "../durable-objects/stock-engine";
-import deployed from "./fixtures/stock-schema-3b25bd4.sql?raw";
+import deployed from "./fixtures/stock-schema-3b25bd4.json?raw";
 import { stockShard } from "./support/client";
 
 /**
  * The stock object's schema is numbered steps (durable-objects/engine/schema.ts), applied once each:
  * from an empty object, and from an object of the schema deployed before steps were numbered (the
- * fixture is its sqlite_master), which must end with the same schema and keep its rows.
+ * fixture is the sqlite_master of an object configured at 3b25bd4), which must end with the same
+ * schema and keep its rows.
  */
 
 const T0 = 1_900_000_000_000;
@@ -60,9 +61,8 @@ describe("the stock object's schema steps", () => {
     const expected = await inFreshObject("schema-expected", emptyConfigured);
     await inFreshObject("schema-deployed", (state) => {
       const sql = state.storage.sql;
-      for (const statement of deployed.split(/;\s*$/m)) {
-        const text = statement.replace(/^--.*$/gm, "").trim();
-        if (text) sql.exec(text);
+      for (const { sql: statement } of JSON.parse(deployed) as { sql: string | null }[]) {
+        if (statement) sql.exec(statement);
       }
       // A shard as the code of then left it: one hold, one buyer waiting, the waitlist's mode.
       sql.exec(

@@ -1,7 +1,8 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { type Outcome, type ReserveAnswer, StockEngine } from "../durable-objects/stock-engine";
+import type { Outcome, ReserveAnswer } from "../durable-objects/engine/types";
+import { StockEngine } from "../durable-objects/stock-engine";
 import { stockShard, uniqueSku } from "./support/client";
 
 /** The waitlist inside the engine: filled in the same transaction as the release. */

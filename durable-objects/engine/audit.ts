@@ -39,22 +39,18 @@ export interface Audit {
 }
 
 export class Audits {
-  readonly #ledger: Ledger;
-  readonly #outbox: Outbox;
-  readonly #configuration: Configuration;
-
-  constructor(ledger: Ledger, outbox: Outbox, configuration: Configuration) {
-    this.#ledger = ledger;
-    this.#outbox = outbox;
-    this.#configuration = configuration;
-  }
+  constructor(
+    private readonly ledger: Ledger,
+    private readonly outbox: Outbox,
+    private readonly configuration: Configuration,
+  ) {}
 
   /**
    * One page of what changed after `afterSeq`, read through the seq index (its cost follows the
    * changes, not the history), and the shard's open work. Only reads.
    */
   audit(afterSeq: number, limit: number, now: number): Audit | null {
-    const ledger = this.#ledger;
+    const ledger = this.ledger;
     const sku = ledger.row();
     if (!sku) return null;
     let rowsRead = 1;
@@ -70,7 +66,7 @@ export class Audits {
         limit,
       ),
     ).map((r) => ({ id: r.id, status: r.status as ReservationStatus, seq: r.seq, updatedAt: r.updated_at }));
-    const unsent = this.#outbox.oldestUnsent();
+    const unsent = this.outbox.oldestUnsent();
     rowsRead += unsent.rowsRead;
     const [overdue] = read(
       ledger.sql.exec<{ n: number }>(
@@ -88,7 +84,7 @@ export class Audits {
       overdueHolds: overdue?.n ?? 0,
       pendingTransfers: transfers?.n ?? 0,
       created: sku.created,
-      skuTotal: this.#configuration.skuTarget(),
+      skuTotal: this.configuration.skuTarget(),
       rowsRead,
     };
   }
@@ -98,7 +94,7 @@ export class Audits {
    * (a higher seq, so the consumer applies it over whatever D1 holds). Returns how many.
    */
   reemit(reservationIds: readonly string[], now: number): number {
-    const ledger = this.#ledger;
+    const ledger = this.ledger;
     if (!ledger.configured) return 0;
     return ledger.run(() => {
       let count = 0;

@@ -52,7 +52,7 @@ export interface SkuSettings {
 }
 
 /** A resize shard 0 runs: phase `preparing` (fences being set) or `committing` (being applied). */
-export interface ResizePlanRow {
+interface ResizePlanRow {
   plan: string;
   phase: ResizePhase;
 }

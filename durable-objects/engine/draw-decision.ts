@@ -10,15 +10,11 @@ import { availableOf, fail, isShort, type Outcome, ok, type ReserveAnswer, type 
  * transaction (durable-objects/draw-runner.ts), then calls these steps; every step is idempotent.
  */
 export class DrawDecision {
-  readonly #ledger: Ledger;
-  readonly #draw: OpeningDraw;
-  readonly #reserver: Reserver;
-
-  constructor(ledger: Ledger, draw: OpeningDraw, reserver: Reserver) {
-    this.#ledger = ledger;
-    this.#draw = draw;
-    this.#reserver = reserver;
-  }
+  constructor(
+    private readonly ledger: Ledger,
+    private readonly draw: OpeningDraw,
+    private readonly reserver: Reserver,
+  ) {}
 
   /**
    * A waiting request's draw answer, read without a transaction (SkuStock.awaitDraw): its entry's
@@ -26,14 +22,14 @@ export class DrawDecision {
    * It only reads, so a woken request costs a read, not a transaction.
    */
   answerOf(request: ReserveRequest): Outcome<ReserveAnswer> | undefined {
-    const sku = this.#ledger.row();
-    return sku ? this.#reserver.drawAnswer(request, availableOf(sku)) : undefined;
+    const sku = this.ledger.row();
+    return sku ? this.reserver.drawAnswer(request, availableOf(sku)) : undefined;
   }
 
   /** Whether shard 0 must decide its draw now (the window closed, no decision yet). */
   due(now: number): boolean {
-    const closesAt = this.#draw.closesAt();
-    return closesAt !== null && !this.#draw.decided() && now >= closesAt;
+    const closesAt = this.draw.closesAt();
+    return closesAt !== null && !this.draw.decided() && now >= closesAt;
   }
 
   /**
@@ -41,7 +37,7 @@ export class DrawDecision {
    * ranks all of the SKU's entrants with its seed (`rankEntrants`, outside any transaction).
    */
   close(now: number): Entrant[] {
-    return this.#ledger.run(() => this.#draw.close(now, this.#ledger.requireRow().shard));
+    return this.ledger.run(() => this.draw.close(now, this.ledger.requireRow().shard));
   }
 
   /**
@@ -51,21 +47,21 @@ export class DrawDecision {
    * a decided draw is not decided again. Returns the number of entrants decided now.
    */
   decide(ranked: readonly RankedEntrant[], now: number): number {
-    const ledger = this.#ledger;
+    const ledger = this.ledger;
     return ledger.run(() => {
-      if (this.#draw.decided()) return 0;
+      if (this.draw.decided()) return 0;
       ledger.expireDue(now, LAZY_EXPIRY_BATCH);
-      const order = this.#draw.place(ranked, now);
+      const order = this.draw.place(ranked, now);
       this.#deciding(() => {
         for (const e of order) {
           const sku = ledger.row(); // the memory row: each hold below changes it
           if (!sku || availableOf(sku) === 0) break;
           if (e.code !== null) continue;
-          const outcome = this.#reserver.one(e, now, true);
+          const outcome = this.reserver.one(e, now, true);
           this.#record(e.userId, { entryId: e.entryId, position: e.position, entrants: order.length }, outcome);
         }
-        this.#draw.settleRest("SOLD_OUT");
-        this.#draw.finish(now);
+        this.draw.settleRest("SOLD_OUT");
+        this.draw.finish(now);
       });
       return order.length;
     });
@@ -73,7 +69,7 @@ export class DrawDecision {
 
   /** Shard 0 of a sharded SKU: writes the order of all shards' entrants (idempotent). */
   place(ranked: readonly RankedEntrant[], now: number): ReturnType<OpeningDraw["place"]> {
-    return this.#ledger.run(() => this.#draw.place(ranked, now));
+    return this.ledger.run(() => this.draw.place(ranked, now));
   }
 
   /**
@@ -83,15 +79,15 @@ export class DrawDecision {
    * entry already settled answers what it got.
    */
   settleEntry(userId: string, place: DrawPlace, now: number, record: boolean): Outcome<ReserveAnswer> {
-    const ledger = this.#ledger;
+    const ledger = this.ledger;
     return ledger.run(() => {
-      const e = this.#draw.entrantOf(userId);
+      const e = this.draw.entrantOf(userId);
       if (!e) return fail<ReserveAnswer>("RESERVATION_NOT_FOUND");
       const available = availableOf(ledger.requireRow());
-      if (e.code !== null) return this.#reserver.drawnOutcome(e, place, available);
+      if (e.code !== null) return this.reserver.drawnOutcome(e, place, available);
       ledger.expireDue(now, LAZY_EXPIRY_BATCH);
       const outcome = this.#deciding(() =>
-        this.#reserver.one({ userId, nonce: e.nonce, quantity: e.quantity }, now, true),
+        this.reserver.one({ userId, nonce: e.nonce, quantity: e.quantity }, now, true),
       );
       if (!isShort(outcome) || record) this.#record(userId, place, outcome);
       return outcome.ok ? ok({ ...outcome.value, draw: place }) : { ...outcome, draw: place };
@@ -100,28 +96,28 @@ export class DrawDecision {
 
   /** Records results decided elsewhere (shard 0's copies; a home shard's entries left SOLD_OUT). */
   record(results: readonly { userId: string; place: DrawPlace; code: string }[]): void {
-    this.#ledger.run(() => {
-      for (const r of results) this.#draw.settle(r.userId, r.code, r.place, null, true);
+    this.ledger.run(() => {
+      for (const r of results) this.draw.settle(r.userId, r.code, r.place, null, true);
     });
   }
 
   /** The draw is decided (shard 0: the seed is revealed) or, on a sibling, over. */
   finish(now: number): void {
-    this.#ledger.run(() => this.#draw.finish(now));
+    this.ledger.run(() => this.draw.finish(now));
   }
 
   /** Reservations made while deciding are the draw's own, not new entries of it. */
   #deciding<T>(decide: () => T): T {
-    this.#draw.deciding = true;
+    this.draw.deciding = true;
     try {
       return decide();
     } finally {
-      this.#draw.deciding = false;
+      this.draw.deciding = false;
     }
   }
 
   #record(userId: string, place: DrawPlace, outcome: Outcome<ReserveAnswer>): void {
     const answer = outcome.ok ? { ...outcome.value.reservation } : null;
-    this.#draw.settle(userId, outcome.ok ? "HELD" : outcome.code, place, answer);
+    this.draw.settle(userId, outcome.ok ? "HELD" : outcome.code, place, answer);
   }
 }

@@ -23,17 +23,13 @@ interface PendingEvent {
 }
 
 export class Outbox {
-  readonly #ledger: Ledger;
-
-  constructor(ledger: Ledger) {
-    this.#ledger = ledger;
-  }
+  constructor(private readonly ledger: Ledger) {}
 
   /** Whether events wait to be sent (one row read, nothing parsed). */
   hasPending(): boolean {
-    if (!this.#ledger.configured) return false;
-    this.#ledger.writePending();
-    return this.#ledger.sql.exec("SELECT 1 FROM outbox_events LIMIT 1").toArray().length > 0;
+    if (!this.ledger.configured) return false;
+    this.ledger.writePending();
+    return this.ledger.sql.exec("SELECT 1 FROM outbox_events LIMIT 1").toArray().length > 0;
   }
 
   /**
@@ -41,12 +37,12 @@ export class Outbox {
    * at most), their text as stored: the sender joins it into message bodies unparsed.
    */
   pendingRows(limit: number): OutboxRow[] {
-    if (!this.#ledger.configured) return [];
-    this.#ledger.writePending();
+    if (!this.ledger.configured) return [];
+    this.ledger.writePending();
     const out: OutboxRow[] = [];
     let events = 0;
     for (let after = -1; events < limit; ) {
-      const rows = this.#ledger.sql
+      const rows = this.ledger.sql
         .exec<{ last_seq: number; count: number; events: string }>(
           "SELECT last_seq, count, events FROM outbox_events WHERE first_seq > ? ORDER BY first_seq LIMIT 32",
           after,
@@ -72,7 +68,7 @@ export class Outbox {
 
   /** The oldest event not sent yet, with the rows read to find it (reconciliation's lag). */
   oldestUnsent(): { event: OrderEvent | undefined; rowsRead: number } {
-    const cursor = this.#ledger.sql.exec<{ events: string }>(
+    const cursor = this.ledger.sql.exec<{ events: string }>(
       "SELECT events FROM outbox_events ORDER BY first_seq LIMIT 1",
     );
     const row = cursor.toArray()[0];
@@ -85,6 +81,6 @@ export class Outbox {
    * failure, so what it confirms is a prefix, up to and including the row ending at `lastSeq`.
    */
   markSent(lastSeq: number): void {
-    this.#ledger.sql.exec("DELETE FROM outbox_events WHERE last_seq <= ?", lastSeq);
+    this.ledger.sql.exec("DELETE FROM outbox_events WHERE last_seq <= ?", lastSeq);
   }
 }

@@ -69,18 +69,14 @@ type SeenEvent = {
 };
 
 export class Payments {
-  readonly #ledger: Ledger;
-
-  constructor(ledger: Ledger) {
-    this.#ledger = ledger;
-  }
+  constructor(private readonly ledger: Ledger) {}
 
   /**
    * Applies a payment event in a transaction of its own. `settled`: the reservation as D1 has it,
    * for one this shard has pruned (see {@link #restoreSettled}).
    */
   apply(command: PaymentCommand, now: number, settled?: Reservation): Outcome<PaymentAnswer> {
-    const ledger = this.#ledger;
+    const ledger = this.ledger;
     if (!ledger.configured) return fail("RESERVATION_NOT_FOUND");
     return ledger.run(() =>
       ledger.onBehalfOf(command.requestId, () => {
@@ -91,7 +87,7 @@ export class Payments {
   }
 
   #apply(command: PaymentCommand, now: number, settled: Reservation | undefined): Outcome<PaymentAnswer> {
-    const ledger = this.#ledger;
+    const ledger = this.ledger;
     const { eventId, type, reservationId, money } = command;
     const amount = money?.amount ?? null;
     const currency = money?.currency?.toLowerCase() ?? null;
@@ -145,7 +141,7 @@ export class Payments {
     row: ReservationRow,
     now: number,
   ): { reservation: Reservation; outcome: PaymentOutcome } {
-    const ledger = this.#ledger;
+    const ledger = this.ledger;
     const unchanged = ledger.toReservation(row);
     if (command.type === "payment.failed") {
       const reservation = row.status === "held" ? ledger.release(row, "cancelled", now) : unchanged;
@@ -177,8 +173,8 @@ export class Payments {
 
   /** Payment events answered `refund_required` on this shard, each counted once. */
   totals(): PaymentTotals {
-    if (!this.#ledger.configured) return { refund_required: 0 };
-    const row = this.#ledger.sql
+    if (!this.ledger.configured) return { refund_required: 0 };
+    const row = this.ledger.sql
       .exec<{ count: number }>("SELECT count FROM payment_totals WHERE outcome = 'refund_required'")
       .toArray()[0];
     return { refund_required: row?.count ?? 0 };
@@ -191,7 +187,7 @@ export class Payments {
    */
   #restoreSettled(r: Reservation): void {
     if (r.status === "held") return; // holds are never pruned: a held D1 row lags the object
-    this.#ledger.sql.exec(
+    this.ledger.sql.exec(
       `INSERT INTO reservations (id, user_id, quantity, status, nonce, created_at, expires_at, updated_at, seq)
        VALUES (?, ?, ?, ?, NULL, ?, ?, ?, 0) ON CONFLICT (id) DO NOTHING`,
       r.id,
@@ -206,7 +202,7 @@ export class Payments {
 
   /** Whether a payment pays `quantity` units at the SKU's price; anything goes without a price. */
   #moneyMatches(quantity: number, money: PaymentMoney): boolean {
-    const { price, currency } = this.#ledger.pricing();
+    const { price, currency } = this.ledger.pricing();
     if (price === null) return true;
     if (money.currency !== undefined && money.currency.toLowerCase() !== currency) return false;
     return money.amount === quantity * price;

@@ -28,19 +28,15 @@ import type { Waitlist } from "./waitlist";
  * their say (a pending draw takes entries; a fenced shard answers BUSY).
  */
 export class Reserver {
-  readonly #ledger: Ledger;
-  readonly #draw: OpeningDraw;
-  readonly #waitlist: Waitlist;
-
-  constructor(ledger: Ledger, draw: OpeningDraw, waitlist: Waitlist) {
-    this.#ledger = ledger;
-    this.#draw = draw;
-    this.#waitlist = waitlist;
-  }
+  constructor(
+    private readonly ledger: Ledger,
+    private readonly draw: OpeningDraw,
+    private readonly waitlist: Waitlist,
+  ) {}
 
   /** Decides a batch of reservations in one transaction, in arrival order, one answer each. */
   batch(requests: readonly ReserveRequest[], now: number): Outcome<ReserveAnswer>[] {
-    const ledger = this.#ledger;
+    const ledger = this.ledger;
     return ledger.run(() => {
       ledger.expireDue(now, LAZY_EXPIRY_BATCH);
       if (ledger.row()) this.#prefetch(requests);
@@ -54,8 +50,8 @@ export class Reserver {
    * again (after a crash) replays its hold: a buyer is served exactly once.
    */
   forWaitlist(entryId: string, userId: string, quantity: number, now: number): Outcome<ReserveAnswer> {
-    return this.#ledger.run(() => {
-      this.#ledger.expireDue(now, LAZY_EXPIRY_BATCH);
+    return this.ledger.run(() => {
+      this.ledger.expireDue(now, LAZY_EXPIRY_BATCH);
       return this.one({ userId, nonce: entryId, quantity }, now, true);
     });
   }
@@ -65,7 +61,7 @@ export class Reserver {
    * serves, so buyers waiting ahead do not turn it away.
    */
   one(request: ReserveRequest, now: number, served = false): Outcome<ReserveAnswer> {
-    const ledger = this.#ledger;
+    const ledger = this.ledger;
     const sku = ledger.row();
     if (!sku) return fail("SKU_NOT_FOUND");
     const available = availableOf(sku);
@@ -75,7 +71,7 @@ export class Reserver {
       if (prior.quantity !== request.quantity || prior.user_id !== request.userId) {
         return fail("IDEMPOTENCY_MISMATCH", available);
       }
-      const draw = this.#draw.placeOfNonce(request.nonce) ?? undefined;
+      const draw = this.draw.placeOfNonce(request.nonce) ?? undefined;
       return ok({ reservation: ledger.toReservation(prior), replayed: true, available, ...(draw ? { draw } : {}) });
     }
     const drawn = this.drawAnswer(request, available);
@@ -87,8 +83,8 @@ export class Reserver {
     if (ledger.quota(request.userId) + request.quantity > sku.per_user_limit) {
       return fail("LIMIT_EXCEEDED", available);
     }
-    if (this.#draw.pending(now)) return this.#enterDraw(request, sku, now);
-    if (this.#waitlist.ahead && !served) return fail("SOLD_OUT", 0); // the units are the waitlist's
+    if (this.draw.pending(now)) return this.#enterDraw(request, sku, now);
+    if (this.waitlist.ahead && !served) return fail("SOLD_OUT", 0); // the units are the waitlist's
     if (available === 0) return fail("SOLD_OUT", 0);
     if (available < request.quantity) return fail("INSUFFICIENT_STOCK", available);
 
@@ -101,8 +97,8 @@ export class Reserver {
    * entry's answer once it is decided, and waits until then (never decided on arrival).
    */
   drawAnswer(request: ReserveRequest, available: number): Outcome<ReserveAnswer> | undefined {
-    if (this.#draw.deciding) return undefined;
-    const entry = this.#draw.entryOfToken(request.nonce);
+    if (this.draw.deciding) return undefined;
+    const entry = this.draw.entryOfToken(request.nonce);
     if (!entry) return undefined;
     if (entry.quantity !== request.quantity || entry.user_id !== request.userId) {
       return fail("IDEMPOTENCY_MISMATCH", available);
@@ -117,11 +113,11 @@ export class Reserver {
     at: { entryId: string; position: number },
     available: number,
   ): Outcome<ReserveAnswer> {
-    const draw: DrawPlace = { ...at, entrants: this.#draw.entrantCount() };
+    const draw: DrawPlace = { ...at, entrants: this.draw.entrantCount() };
     if (entry.code === "HELD" && entry.answer) {
       const stored = JSON.parse(entry.answer) as Reservation;
-      const row = this.#ledger.reservationRow(stored.id);
-      return ok({ reservation: row ? this.#ledger.toReservation(row) : stored, replayed: true, available, draw });
+      const row = this.ledger.reservationRow(stored.id);
+      return ok({ reservation: row ? this.ledger.toReservation(row) : stored, replayed: true, available, draw });
     }
     return { ok: false, code: (entry.code ?? "BUSY") as StockErrorCode, available, draw };
   }
@@ -132,8 +128,8 @@ export class Reserver {
    * arrival. Either way the edge waits (`DRAW_PENDING`).
    */
   #enterDraw(request: ReserveRequest, sku: SkuRow, now: number): Outcome<ReserveAnswer> {
-    if (!this.#draw.open(now)) return fail("DRAW_PENDING");
-    const entered = this.#draw.enter(request.userId, request.nonce, request.quantity, sku.shard, now);
+    if (!this.draw.open(now)) return fail("DRAW_PENDING");
+    const entered = this.draw.enter(request.userId, request.nonce, request.quantity, sku.shard, now);
     return entered === "mismatch" ? fail("IDEMPOTENCY_MISMATCH") : fail("DRAW_PENDING");
   }
 
@@ -142,7 +138,7 @@ export class Reserver {
    * its nonces (replays) and its users' quotas. Users absent from `user_quota` hold nothing (0).
    */
   #prefetch(requests: readonly ReserveRequest[]): void {
-    const ledger = this.#ledger;
+    const ledger = this.ledger;
     const work = ledger.work;
     ledger.writePending();
     const nonces = requests.map((r) => r.nonce);
@@ -175,11 +171,11 @@ export class Reserver {
 
   /** The reservation made with `nonce`, if any: from this transaction's working set, else SQLite. */
   #priorOf(nonce: string): ReservationRow | null {
-    const work = this.#ledger.work;
+    const work = this.ledger.work;
     const known = work.nonces.get(nonce);
     if (known !== undefined) return known;
-    this.#ledger.writePending();
-    const row = this.#ledger.sql.exec<ReservationRow>("SELECT * FROM reservations WHERE nonce = ?", nonce).toArray()[0];
+    this.ledger.writePending();
+    const row = this.ledger.sql.exec<ReservationRow>("SELECT * FROM reservations WHERE nonce = ?", nonce).toArray()[0];
     work.nonces.set(nonce, row ?? null);
     return row ?? null;
   }

@@ -16,7 +16,7 @@ const TRANSFER_RECORD_RETENTION_MS = 3600 * 1000;
 const PAYMENT_EVENT_RETENTION_MS = 7 * 24 * 3600 * 1000;
 
 /** Which tokens can still be replayed, and what reconciliation found in D1. */
-export interface PruneWindow {
+interface PruneWindow {
   /** Reconciliation's watermark: every event at or below it is in D1. */
   settledSeq: number;
   /** A token without a recorded expiry counts as replayable when its reservation was made since. */
@@ -41,21 +41,18 @@ export interface Pruned {
 export const NOTHING_PRUNED: Readonly<Pruned> = { reservations: 0, quotas: 0, transfers: 0, payments: 0, rowsRead: 0 };
 
 export class Retention {
-  readonly #ledger: Ledger;
   #rowsRead = 0;
 
-  constructor(ledger: Ledger) {
-    this.#ledger = ledger;
-  }
+  constructor(private readonly ledger: Ledger) {}
 
   /**
    * The shard's spent-nonce digest: FNV-1a hashes of the nonces whose token can still be replayed,
    * and the seq it was read at. Each half reads its own index: the tokens it returns.
    */
   spentNonces(since: number, expiredBefore: number): SpentDigest {
-    const row = this.#ledger.row();
+    const row = this.ledger.row();
     if (!row) return { seq: 0, nonces: [] };
-    const nonces = this.#ledger.sql
+    const nonces = this.ledger.sql
       .exec<{ nonce: string }>(
         `SELECT nonce FROM reservations
           WHERE nonce IS NOT NULL AND token_expires_at IS NOT NULL AND token_expires_at >= ?
@@ -76,7 +73,7 @@ export class Retention {
    * expired and unfinished transfers stay.
    */
   prune(window: PruneWindow): Pruned {
-    const ledger = this.#ledger;
+    const ledger = this.ledger;
     if (!ledger.configured) return { ...NOTHING_PRUNED };
     return ledger.run(() => {
       this.#rowsRead = 0;
@@ -100,7 +97,7 @@ export class Retention {
    * (open holds, rows changed after the watermark), not the rows of tokens still replayable.
    */
   #pruneReservations({ settledSeq, replayableSince, expiredBefore, limit }: PruneWindow): number {
-    const sql = this.#ledger.sql;
+    const sql = this.ledger.sql;
     let pruned = this.#delete(
       sql.exec(
         `DELETE FROM reservations WHERE id IN (

@@ -18,13 +18,10 @@ interface PendingTransfer {
 }
 
 export class Transfers {
-  readonly #ledger: Ledger;
-  readonly #waitlist: Waitlist;
-
-  constructor(ledger: Ledger, waitlist: Waitlist) {
-    this.#ledger = ledger;
-    this.#waitlist = waitlist;
-  }
+  constructor(
+    private readonly ledger: Ledger,
+    private readonly waitlist: Waitlist,
+  ) {}
 
   /**
    * Giver side: takes up to `requested` available units out of this shard's total, once per
@@ -32,7 +29,7 @@ export class Transfers {
    * trace).
    */
   give(transferId: string, toShard: number, requested: number, now: number): number {
-    const ledger = this.#ledger;
+    const ledger = this.ledger;
     if (!ledger.configured) return 0;
     return ledger.run(() => {
       const done = ledger.sql
@@ -62,7 +59,7 @@ export class Transfers {
 
   /** Receiver side, step 1: the intent, recorded before the giver is asked. */
   begin(transferId: string, fromShard: number, requested: number, now: number): void {
-    this.#ledger.sql.exec(
+    this.ledger.sql.exec(
       `INSERT INTO transfers (id, direction, peer, requested, granted, created_at) VALUES (?, 'in', ?, ?, NULL, ?)
        ON CONFLICT (id) DO NOTHING`,
       transferId,
@@ -74,7 +71,7 @@ export class Transfers {
 
   /** Receiver side, step 2: adds what the giver granted, once; waiting buyers are served first. */
   complete(transferId: string, granted: number, now: number): void {
-    const ledger = this.#ledger;
+    const ledger = this.ledger;
     ledger.run(() => {
       const pending = ledger.sql
         .exec("SELECT 1 FROM transfers WHERE id = ? AND direction = 'in' AND granted IS NULL", transferId)
@@ -85,14 +82,14 @@ export class Transfers {
       ledger.requireRow().total += granted;
       ledger.touch();
       ledger.bumpSeq();
-      this.#waitlist.fill(now);
+      this.waitlist.fill(now);
     });
   }
 
   /** Transfers this shard asked for whose answer it never recorded (the alarm finishes them). */
   pending(): PendingTransfer[] {
-    if (!this.#ledger.configured) return [];
-    return this.#ledger.sql
+    if (!this.ledger.configured) return [];
+    return this.ledger.sql
       .exec<{ id: string; peer: number; requested: number }>(
         "SELECT id, peer, requested FROM transfers WHERE direction = 'in' AND granted IS NULL ORDER BY created_at",
       )

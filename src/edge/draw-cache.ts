@@ -12,7 +12,7 @@ import type { DrawInfo } from "../../durable-objects/stock-model";
 export type DrawRead = { draw: DrawInfo } | { missing: "SKU_NOT_FOUND" | "NOT_FOUND" };
 
 /** How long an undecided draw (its entrant count moves, its seed comes at the decision) is reused. */
-export const UNDECIDED_DRAW_TTL_MS = 1_000;
+const UNDECIDED_DRAW_TTL_MS = 1_000;
 /** SKUs remembered at most (the oldest goes first): ids of unknown SKUs must not fill the isolate. */
 const MAX_SKUS = 1_000;
 

@@ -4,7 +4,7 @@ import type { z } from "zod";
 import { ApiError } from "./errors";
 
 /** Bodies over 16 KiB are refused before anything reads them (API.md). */
-export const MAX_BODY_BYTES = 16 * 1024;
+const MAX_BODY_BYTES = 16 * 1024;
 
 /**
  * `413 PAYLOAD_TOO_LARGE` for a body over {@link MAX_BODY_BYTES}: from `Content-Length` before the

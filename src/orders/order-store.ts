@@ -27,7 +27,7 @@ const ORDER_COLUMNS = [
 ] as const;
 
 /** Rows per multi-row statement so that it binds at most {@link D1_MAX_BOUND_PARAMETERS}. */
-export function rowsPerStatement(columns: number): number {
+function rowsPerStatement(columns: number): number {
   return Math.floor(D1_MAX_BOUND_PARAMETERS / columns);
 }
 
@@ -86,7 +86,7 @@ function cachedSql(kind: "processed" | "orders", rows: number): string {
  * than drizzle's query builder: on this path the builder cost more CPU than D1 itself (profile in
  * docs/ARCHITECTURE.md, "Order pipeline").
  */
-export function applyStatements(db: D1Database, events: readonly OrderEvent[], now: number) {
+function applyStatements(db: D1Database, events: readonly OrderEvent[], now: number) {
   const processed = chunks(events, rowsPerStatement(PROCESSED_COLUMNS.length)).map((run) =>
     db.prepare(cachedSql("processed", run.length)).bind(...run.flatMap((e) => [e.id, e.reservationId, now])),
   );

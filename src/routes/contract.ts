@@ -66,7 +66,7 @@ export const PaymentAck = z.object({
 });
 
 /** What `/webhooks/stripe` answers: a handled event's PaymentAck, or an ignored event's acknowledgement. */
-export const StripeAck = z.union([PaymentAck, z.object({ received: z.literal(true), ignored: z.literal(true) })]);
+const StripeAck = z.union([PaymentAck, z.object({ received: z.literal(true), ignored: z.literal(true) })]);
 
 const StockCounts = z.object({ total: Count, available: Count, held: Count, sold: Count });
 const OrderCounts = z.object({ held: Count, paid: Count, expired: Count, cancelled: Count, refund_required: Count });
@@ -85,7 +85,7 @@ export const Draw = z.object({
 });
 
 /** `GET /api/skus/:sku/draw/entries`: decided entries in draw order, to recompute the order. */
-export const DrawEntries = z.object({
+const DrawEntries = z.object({
   sku: z.string(),
   seed: z.string().nullable(),
   entrants: Count,
@@ -118,7 +118,7 @@ export const AdminSku = z.object({
 
 export const AdminSkuList = z.object({ skus: z.array(AdminSku) });
 
-export const ReconcileResult = z.object({
+const ReconcileResult = z.object({
   runId: z.string(),
   skusChecked: Count,
   differences: z.array(
@@ -127,7 +127,7 @@ export const ReconcileResult = z.object({
 });
 
 /** API.md says "run history" and fixes no fields; the document says no more than that. */
-export const ReconcileRuns = z.record(z.string(), z.unknown());
+const ReconcileRuns = z.record(z.string(), z.unknown());
 
 export const DeadLetter = z.object({
   id: z.string(),
@@ -138,7 +138,7 @@ export const DeadLetter = z.object({
   replayedAt: Time.nullable(),
 });
 export const DeadLetterList = z.object({ deadLetters: z.array(DeadLetter) });
-export const ReplayAnswer = z.object({ id: z.string(), replayed: z.literal(true), replayedAt: Time });
+const ReplayAnswer = z.object({ id: z.string(), replayed: z.literal(true), replayedAt: Time });
 
 export const Health = z.object({ ok: z.literal(true) });
 
@@ -173,7 +173,7 @@ export type SchemaName = keyof typeof CONTRACT_SCHEMAS;
 
 export type Access = "public" | "shopper" | "admin" | "webhook";
 
-export interface Parameter {
+interface Parameter {
   name: string;
   description: string;
   schema: z.ZodType;
@@ -449,8 +449,6 @@ export const ROUTES = {
     errors: [],
   },
 } as const satisfies Record<string, ContractRoute>;
-
-export type RouteName = keyof typeof ROUTES;
 
 export const CONTRACT_ROUTES: readonly ContractRoute[] = Object.values(ROUTES);
 

@@ -8,12 +8,12 @@ import { verifyPaymentSignature } from "../payments/webhook-signature";
 import { type Access, CONTRACT_SCHEMAS, type ContractRoute, type SchemaName } from "./contract";
 
 /** The parsed body a route's handler receives: the type of its contract schema, or nothing. */
-export type BodyOf<R extends ContractRoute> = R["body"] extends SchemaName
+type BodyOf<R extends ContractRoute> = R["body"] extends SchemaName
   ? z.infer<(typeof CONTRACT_SCHEMAS)[R["body"]]>
   : undefined;
 
 /** A route's own work, once its caller is admitted and its body parsed. */
-export type RouteHandler<R extends ContractRoute> = (
+type RouteHandler<R extends ContractRoute> = (
   c: Context<AppEnv, R["path"]>,
   body: BodyOf<R>,
 ) => Response | Promise<Response>;
@@ -27,7 +27,7 @@ const ADMISSION: Record<Access, MiddlewareHandler<AppEnv>[]> = {
 };
 
 /** Options of {@link register}. */
-export interface RegisterOptions {
+interface RegisterOptions {
   /** Middleware ahead of everything else (a counter that must see the `401`s too). */
   before?: MiddlewareHandler<AppEnv>[];
   /**

@@ -1,5 +1,5 @@
 // Vite's `?raw` import of a text fixture (test/fixtures/): the file's text.
-declare module "*.sql?raw" {
+declare module "*.json?raw" {
   const text: string;
   export default text;
 }
