@@ -65,7 +65,9 @@ describe("GET /metrics", () => {
     expect(held.map((a) => a.status)).toEqual([202, 202, 202]);
     expect((await reserve("m1", sku, 1, tokens[0])).headers.get("Idempotent-Replayed")).toBe("true");
     expect((await reserve("m4", sku, 1, tokens[3])).json.error.code).toBe("SOLD_OUT"); // from the edge cache
-    expect((await reserve("m4", sku, 1, "forged")).json.error.code).toBe("TOKEN_INVALID");
+    // A forged token is refused as such where the SKU is not known sold out (on this one, sold out
+    // comes first: API.md v1.2).
+    expect((await reserve("m4", uniqueSku("metrics-open"), 1, "forged")).json.error.code).toBe("TOKEN_INVALID");
     expect((await pay(held[0]?.json.reservationId)).json.reservationStatus).toBe("paid");
     const cancelled = await call("POST", `/api/reservations/${held[1]?.json.reservationId}/cancel`, { user: "m2" });
     expect(cancelled.status).toBe(200);

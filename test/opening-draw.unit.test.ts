@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import { drawOrder, entryIdOf, rankEntrants, sha256Hex } from "../durable-objects/engine/opening-draw";
 import type { ReserveRequest } from "../durable-objects/engine/types";
 import { StockEngine } from "../durable-objects/stock-engine";
+import { checkProofOfWork, issueChallenge, leadingZeroBits } from "../src/edge/proof-of-work";
 import { seededRandom } from "../src/harness/seeded-random";
 import { stockShard, uniqueSku } from "./support/client";
 
@@ -15,6 +16,10 @@ import { stockShard, uniqueSku } from "./support/client";
  * fire many tokens each; 100 units, one per user. With a window, the arrival ranks of the winning
  * shoppers over many seeded draws must be uniform on 1..1000 (Kolmogorov–Smirnov, alpha = 0.001),
  * and a bot must win no more often than a shopper; without a window, the same test must fail.
+ *
+ * With bot challenges (issue 29), the token route admits only requests with a solved proof of work
+ * (the Worker's own check, `checkProofOfWork`): bots that skip it get no token, so no entry; a farm
+ * of accounts pays one solve per account and gets one entry per account, like any shopper.
  */
 
 const SHOPPERS = 1_000;
@@ -24,6 +29,13 @@ const UNITS = 100;
 const RUNS = 40;
 const T0 = 1_900_000_000_000;
 const WINDOW_MS = 2_000;
+/** Bots that never solve the challenge, each firing as many tokens as the other bots. */
+const SKIPPERS = 5;
+/** A farm's accounts: each solves its own challenge once and fires two tokens. */
+const FARM = 20;
+/** The test's difficulty: the check is the same at any, and shoppers solve here too. */
+const POW_TEST_BITS = 4;
+const TOKEN_SECRET = "test-token-secret";
 /** The first of six entries under a fixed seed, computed with Node's crypto (test below). */
 const KNOWN_FIRST = "252c7b27e8172d55348ebf0f4e6c80a3b63b3402581807b44b3bf22d42b6a77c";
 
@@ -43,6 +55,11 @@ interface Run {
   /** Arrival ranks (1..SHOPPERS) of the shoppers who got a unit. */
   shopperRanks: number[];
   botWins: number;
+  farmWins: number;
+  /** Token requests refused for want of a proof of work (the skipping bots'). */
+  refused: number;
+  /** Proofs of work the farm solved. */
+  farmSolves: number;
   /** Reservations per bot (a bot's tokens must never make two). */
   perBot: number[];
   entrants: number;
@@ -59,12 +76,37 @@ async function sale(run: number, windowMs: number): Promise<Run> {
       { sku, shard: 0, shards: 1, totalStock: UNITS, perUserLimit: 1, startsAt: T0, openingWindowMs: windowMs },
       T0 - 60_000,
     );
-    // Bots first (they fire the moment the sale opens), then the shoppers in their arrival order.
-    const arrivals: ReserveRequest[] = [];
+    // The token route's gate: a token only for a request with this user's solved proof of work.
+    const proofs = new Map<string, string>();
+    let farmSolves = 0;
+    const solveFor = async (userId: string) => {
+      const { challenge } = await issueChallenge(TOKEN_SECRET, userId, sku, POW_TEST_BITS, T0 - 60_000);
+      if (userId.startsWith("farm-")) farmSolves++;
+      proofs.set(userId, await solve(challenge, POW_TEST_BITS));
+    };
+    const expected = { sku, bits: POW_TEST_BITS };
+    const admitted = async (userId: string) => {
+      const proof = proofs.get(userId);
+      return proof !== undefined && (await checkProofOfWork(proof, TOKEN_SECRET, { ...expected, userId }, T0));
+    };
+    // Bots first (they fire the moment the sale opens), the farm next, then the shoppers in their
+    // arrival order. Skipping bots never solve; everyone else solves once per account.
+    const wanted: ReserveRequest[] = [];
     for (let t = 0; t < BOT_TOKENS; t++) {
-      for (let b = 0; b < BOTS; b++) arrivals.push({ userId: `bot-${b}`, nonce: `bot-${b}-${t}`, quantity: 1 });
+      for (let b = 0; b < BOTS; b++) wanted.push({ userId: `bot-${b}`, nonce: `bot-${b}-${t}`, quantity: 1 });
+      for (let b = 0; b < SKIPPERS; b++) wanted.push({ userId: `skip-${b}`, nonce: `skip-${b}-${t}`, quantity: 1 });
     }
-    for (let i = 0; i < SHOPPERS; i++) arrivals.push({ userId: `shopper-${i}`, nonce: `shopper-${i}`, quantity: 1 });
+    for (let f = 0; f < FARM; f++) {
+      for (let t = 0; t < 2; t++) wanted.push({ userId: `farm-${f}`, nonce: `farm-${f}-${t}`, quantity: 1 });
+    }
+    for (let i = 0; i < SHOPPERS; i++) wanted.push({ userId: `shopper-${i}`, nonce: `shopper-${i}`, quantity: 1 });
+    for (const userId of new Set(wanted.map((r) => r.userId))) if (!userId.startsWith("skip-")) await solveFor(userId);
+    const arrivals: ReserveRequest[] = [];
+    let refused = 0;
+    for (const request of wanted) {
+      if (await admitted(request.userId)) arrivals.push(request);
+      else refused++;
+    }
     // Batches of 64 as the group commit sends them, all inside the window.
     for (let i = 0; i < arrivals.length; i += 64) {
       const now = T0 + Math.floor((i / arrivals.length) * (windowMs > 0 ? windowMs - 1 : 500));
@@ -98,13 +140,25 @@ async function sale(run: number, windowMs: number): Promise<Run> {
     }
     return {
       shopperRanks: holders.filter((h) => h.user_id.startsWith("shopper-")).map((h) => Number(h.user_id.slice(8)) + 1),
-      botWins: holders.filter((h) => h.user_id.startsWith("bot-")).length,
+      botWins: holders.filter((h) => h.user_id.startsWith("bot-") || h.user_id.startsWith("skip-")).length,
+      farmWins: holders.filter((h) => h.user_id.startsWith("farm-")).length,
+      refused,
+      farmSolves,
       perBot: Array.from({ length: BOTS }, (_, b) => holders.find((h) => h.user_id === `bot-${b}`)?.n ?? 0),
       entrants: info?.entrants ?? 0,
       held: engine.state()?.stock.held ?? 0,
       verified,
     };
   });
+}
+
+/** `<challenge>:<nonce>` whose SHA-256 begins with `bits` zero bits: what a browser's solver finds. */
+async function solve(challenge: string, bits: number): Promise<string> {
+  for (let nonce = 0; ; nonce++) {
+    const answer = `${challenge}:${nonce}`;
+    const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(answer)));
+    if (leadingZeroBits(digest) >= bits) return answer;
+  }
 }
 
 /** One-sample Kolmogorov–Smirnov statistic of ranks 1..n against the discrete uniform on 1..n. */
@@ -133,26 +187,32 @@ describe("fair opening: the draw's statistics", () => {
   }, async () => {
     const results = await runs(WINDOW_MS, RUNS);
     for (const r of results) {
-      expect(r.entrants).toBe(SHOPPERS + BOTS); // a bot's 40 tokens are one entry
-      expect(r.held).toBe(UNITS); // no oversell, nothing left unsold with 1,005 entrants
+      expect(r.entrants).toBe(SHOPPERS + BOTS + FARM); // a bot's 40 tokens are one entry; skippers none
+      expect(r.refused).toBe(SKIPPERS * BOT_TOKENS); // every token a skipping bot asked for
+      expect(r.farmSolves).toBe(FARM); // one solve per account
+      expect(r.held).toBe(UNITS); // no oversell, nothing left unsold with 1,025 entrants
       expect(Math.max(...r.perBot)).toBeLessThanOrEqual(1);
       expect(r.verified).toBe(true);
     }
     const ranks = results.flatMap((r) => r.shopperRanks);
     const d = ksStatistic(ranks, SHOPPERS);
     expect(d).toBeLessThan(ksCritical(ranks.length));
-    // Each of the 5 bots is one entrant of 1,005: expected wins over 40 runs = 200 × 100/1005 ≈ 19.9
+    // Each of the 5 bots is one entrant of 1,025: expected wins over 40 runs = 200 × 100/1025 ≈ 19.5
     // (sd ≈ 4.2). 40 bot wins would be ~5 sd above; a bot with 40 entries would win every run.
     const botWins = results.reduce((n, r) => n + r.botWins, 0);
     expect(botWins).toBeLessThan(40);
+    // The farm's 20 accounts are 20 entrants: about 40 × 100 × 20/1025 ≈ 78 wins (sd ≈ 8.5), what 20
+    // shoppers get; had its 40 tokens been 40 entries, about 156.
+    const farmWins = results.reduce((n, r) => n + r.farmWins, 0);
+    expect(farmWins).toBeLessThan(117);
   });
 
   it("without a window the same test fails: arrival order (and the bots) decide", { timeout: 60_000 }, async () => {
     const results = await runs(0, 5);
     const ranks = results.flatMap((r) => r.shopperRanks);
     expect(ksStatistic(ranks, SHOPPERS)).toBeGreaterThan(ksCritical(ranks.length));
-    expect(results.every((r) => r.botWins === BOTS)).toBe(true);
-    expect(Math.max(...ranks)).toBe(UNITS - BOTS);
+    expect(results.every((r) => r.botWins === BOTS && r.farmWins === FARM)).toBe(true);
+    expect(Math.max(...ranks)).toBe(UNITS - BOTS - FARM);
   });
 
   it("the order is HMAC-SHA256(seed, entryId) ascending, reproducible by anyone", async () => {

@@ -11,6 +11,8 @@ export const ERRORS = {
   TOKEN_EXPIRED: [401, "The purchase token has expired."],
   SIGNATURE_INVALID: [401, "The webhook signature is missing, wrong or stale."],
   SALE_NOT_ACTIVE: [403, "The sale is not active."],
+  CHALLENGE_REQUIRED: [403, "A bot challenge must be answered before a purchase token is issued."],
+  CHALLENGE_FAILED: [403, "The bot challenge's answer was not accepted."],
   NOT_FOUND: [404, "No such route."],
   SKU_NOT_FOUND: [404, "No such SKU."],
   RESERVATION_NOT_FOUND: [404, "No such reservation."],

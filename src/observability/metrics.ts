@@ -23,6 +23,10 @@ const METRICS = {
     type: "counter",
     help: "SOLD_OUT answers the edge gave from its isolate-local cache, without calling a stock object.",
   },
+  flashgate_challenges_total: {
+    type: "counter",
+    help: "Bot challenges checked at POST /api/skus/:sku/tokens, by kind (turnstile, pow) and result: passed, failed, missing (no answer sent), unavailable (siteverify gave no verdict).",
+  },
   flashgate_stock: {
     type: "gauge",
     help: "Units of a SKU by state (total, available, held, sold), summed over its shards.",

@@ -57,6 +57,8 @@ export const ReservationDetail = Reservation.extend({
 
 export const ReservationList = z.object({ reservations: z.array(Reservation) });
 
+export const PowChallenge = z.object({ challenge: z.string(), bits: z.int().min(1).max(28), expiresAt: Time });
+
 export const WaitlistEntry = z.object({ waitlistId: z.string(), position: z.int().min(0) });
 
 export const PaymentAck = z.object({
@@ -168,6 +170,7 @@ export const CONTRACT_SCHEMAS = {
   Health,
   Draw,
   DrawEntries,
+  PowChallenge,
 } as const;
 export type SchemaName = keyof typeof CONTRACT_SCHEMAS;
 
@@ -250,15 +253,25 @@ export const ROUTES = {
     ok: { status: 200, description: "A page of entries", schema: "DrawEntries" },
     errors: ["SKU_NOT_FOUND", "NOT_FOUND", "INVALID_REQUEST"],
   },
+  challenge: {
+    method: "get",
+    path: "/api/skus/:sku/challenge",
+    summary: "A proof-of-work challenge for this user and SKU (when POW_BITS > 0)",
+    description:
+      "Stateless: bound to the user, the SKU and its expiry (10 minutes), and signed. Find a `nonce` (up to 32 characters) such that SHA-256 of the UTF-8 text `<challenge>:<nonce>` begins with `bits` zero bits, then send `Proof-Of-Work: <challenge>:<nonce>` with POST /api/skus/:sku/tokens. With POW_BITS 0 the route answers 404 NOT_FOUND.",
+    access: "shopper",
+    ok: { status: 200, description: "The challenge", schema: "PowChallenge" },
+    errors: ["SKU_NOT_FOUND", "NOT_FOUND"],
+  },
   purchaseToken: {
     method: "post",
     path: "/api/skus/:sku/tokens",
     summary: "One-time purchase token for this user and SKU",
     description:
-      "Step one of a purchase: the token binds this user to this SKU for a few minutes (PURCHASE_TOKEN_TTL_SECONDS) and is spent by one reservation. Refused when the sale is paused, outside startsAt..endsAt, or sold out.",
+      'Step one of a purchase: the token binds this user to this SKU for a few minutes (PURCHASE_TOKEN_TTL_SECONDS) and is spent by one reservation. Refused when the sale is paused, outside startsAt..endsAt, or sold out. A SKU this isolate knows is sold out is answered 409 SOLD_OUT before the JWT or any challenge is checked. With bot challenges on (API.md "Bots"), the request carries `Proof-Of-Work` and/or `CF-Turnstile-Response`: missing 403 CHALLENGE_REQUIRED, refused 403 CHALLENGE_FAILED, no verdict from Turnstile 503 BUSY with Retry-After.',
     access: "shopper",
     ok: { status: 201, description: "The token", schema: "PurchaseToken" },
-    errors: ["SKU_NOT_FOUND", "SALE_NOT_ACTIVE", "SOLD_OUT"],
+    errors: ["SKU_NOT_FOUND", "SALE_NOT_ACTIVE", "SOLD_OUT", "CHALLENGE_REQUIRED", "CHALLENGE_FAILED", "BUSY"],
   },
   reserve: {
     method: "post",

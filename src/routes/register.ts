@@ -35,6 +35,11 @@ interface RegisterOptions {
    * cost less than the rate-limit binding (the reservation's isolate-local `SOLD_OUT`).
    */
   rateLimit?: "handler";
+  /**
+   * Middleware between the body's size check and admission: answers that need no credentials
+   * (API.md "Sold out comes first": a SKU the isolate knows is sold out).
+   */
+  first?: MiddlewareHandler<AppEnv>[];
 }
 
 /**
@@ -71,6 +76,6 @@ export function register<const R extends ContractRoute>(
   if (opts.rateLimit === "handler" && route.access !== "shopper") {
     throw new Error(`${route.method} ${route.path}: only a shopper route is rate limited`);
   }
-  const handlers = [...(opts.before ?? []), ...(schema ? [limitBody] : []), ...admission, run];
+  const handlers = [...(opts.before ?? []), ...(schema ? [limitBody] : []), ...(opts.first ?? []), ...admission, run];
   app.on(route.method.toUpperCase(), route.path, ...(handlers as [MiddlewareHandler<AppEnv>]));
 }

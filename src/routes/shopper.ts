@@ -9,10 +9,12 @@ import {
   type ReserveRequest,
   shardName,
 } from "../../durable-objects/stock-model";
+import { checkChallenges, powBits } from "../edge/challenges";
 import { cachedDraw, type DrawRead } from "../edge/draw-cache";
 import { awaitDraw } from "../edge/draw-client";
 import { reserveGrouped } from "../edge/group-commit";
-import { mintPurchaseToken, newNonce, verifyPurchaseToken } from "../edge/purchase-token";
+import { issueChallenge } from "../edge/proof-of-work";
+import { mintPurchaseToken, newNonce, peekPurchaseToken, verifyPurchaseToken } from "../edge/purchase-token";
 import { catalogHasShard, catalogShards } from "../edge/sku-catalog";
 import { readSkuState } from "../edge/sku-state";
 import { forgetSoldOut, isSoldOut, markSoldOut, refusesReservation } from "../edge/sold-out-cache";
@@ -43,6 +45,37 @@ function soldOutTtl(env: Env): number {
 function soldOutAtEdge(sku: string): ApiError {
   increment("flashgate_sold_out_cache_hits_total", { sku });
   return new ApiError("SOLD_OUT");
+}
+
+/** Sold out comes first (API.md): a token request for a SKU this isolate knows is sold out. */
+const soldOutToken = createMiddleware<AppEnv>(async (c, next) => {
+  const sku = c.req.param("sku");
+  if (sku && isSoldOut(sku, Date.now())) throw soldOutAtEdge(sku);
+  await next();
+});
+
+/**
+ * Sold out comes first for reservations too, before the JWT and the token's signature: refused
+ * unless the token's nonce is one its shard has spent (a replay, which goes the full way to its
+ * reservation). A body that names no token cannot hold a reservation either.
+ */
+const soldOutReservation = createMiddleware<AppEnv>(async (c, next) => {
+  const sku = c.req.param("sku");
+  const now = Date.now();
+  if (sku && isSoldOut(sku, now)) {
+    const peek = peekPurchaseToken(tokenOfBody(await c.req.text()));
+    if (!peek || refusesReservation(sku, peek.shard, peek.nonce, now, soldOutTtl(c.env))) throw soldOutAtEdge(sku);
+  }
+  await next();
+});
+
+function tokenOfBody(text: string): string {
+  try {
+    const token = (JSON.parse(text) as { token?: unknown } | null)?.token;
+    return typeof token === "string" ? token : "";
+  } catch {
+    return "";
+  }
 }
 
 /** Answers that say something about a SKU that exists; other answers are counted with `sku=""`. */
@@ -128,32 +161,51 @@ register(shopper, ROUTES.drawEntries, async (c) => {
   return c.json({ sku, seed: info.seed, entrants: info.entrants, offset, entries });
 });
 
-/** A one-time purchase token for this user and SKU, bound to the user's home shard. */
-register(shopper, ROUTES.purchaseToken, async (c) => {
+/** A proof-of-work challenge bound to this user and SKU (API.md "Bots"); stores nothing. */
+register(shopper, ROUTES.challenge, async (c) => {
   const sku = skuParam(c.req.param("sku"));
-  const now = Date.now();
-  if (isSoldOut(sku, now)) throw soldOutAtEdge(sku);
+  const bits = powBits(c.env);
+  if (bits === 0) throw new ApiError("NOT_FOUND", "Proof of work is off here (POW_BITS is 0).");
   if ((await catalogShards(c.env, sku)) === null) throw new ApiError("SKU_NOT_FOUND");
-  const first = await callStock(() => stockShard(c.env, sku, 0).state());
-  if (!first) throw new ApiError("SKU_NOT_FOUND");
-  // Its shards are changing: a token minted now could route its buyer to a shard not yet moved.
-  if (first.reconfiguring) throw busy("The SKU is being reconfigured.");
-  if (!isOnSale(first, now)) throw new ApiError("SALE_NOT_ACTIVE");
-  const userId = c.get("userId");
-  const shard = homeShard(userId, first.shards);
-  // The home shard is asked first; only when it is empty does the whole SKU have to be summed.
-  const home = shard === 0 ? first : await callStock(() => stockShard(c.env, sku, shard).state());
-  let available = home?.stock.available ?? 0;
-  if (available === 0 && first.shards > 1) available = (await readSkuState(c.env, sku))?.stock.available ?? 0;
-  if (available === 0) {
-    markSoldOut(sku, now, soldOutTtl(c.env));
-    throw new ApiError("SOLD_OUT");
-  }
-  const expiresAt = now + Number(c.env.PURCHASE_TOKEN_TTL_SECONDS) * 1000;
-  const claims = { sku, userId, shard, shards: first.shards, nonce: newNonce(), expiresAt };
-  const token = await mintPurchaseToken(claims, c.env.TOKEN_SECRET);
-  return c.json({ token, expiresAt: new Date(expiresAt).toISOString() }, 201);
+  const issued = await issueChallenge(c.env.TOKEN_SECRET, c.get("userId"), sku, bits, Date.now());
+  return c.json({ ...issued, expiresAt: new Date(issued.expiresAt).toISOString() });
 });
+
+/**
+ * A one-time purchase token for this user and SKU, bound to the user's home shard. Sold out is
+ * answered first (soldOutToken), then the JWT, the rate limit and the bot challenges, before any
+ * stock object is asked.
+ */
+register(
+  shopper,
+  ROUTES.purchaseToken,
+  async (c) => {
+    const sku = skuParam(c.req.param("sku"));
+    await checkChallenges(c, sku);
+    const now = Date.now();
+    if ((await catalogShards(c.env, sku)) === null) throw new ApiError("SKU_NOT_FOUND");
+    const first = await callStock(() => stockShard(c.env, sku, 0).state());
+    if (!first) throw new ApiError("SKU_NOT_FOUND");
+    // Its shards are changing: a token minted now could route its buyer to a shard not yet moved.
+    if (first.reconfiguring) throw busy("The SKU is being reconfigured.");
+    if (!isOnSale(first, now)) throw new ApiError("SALE_NOT_ACTIVE");
+    const userId = c.get("userId");
+    const shard = homeShard(userId, first.shards);
+    // The home shard is asked first; only when it is empty does the whole SKU have to be summed.
+    const home = shard === 0 ? first : await callStock(() => stockShard(c.env, sku, shard).state());
+    let available = home?.stock.available ?? 0;
+    if (available === 0 && first.shards > 1) available = (await readSkuState(c.env, sku))?.stock.available ?? 0;
+    if (available === 0) {
+      markSoldOut(sku, now, soldOutTtl(c.env));
+      throw new ApiError("SOLD_OUT");
+    }
+    const expiresAt = now + Number(c.env.PURCHASE_TOKEN_TTL_SECONDS) * 1000;
+    const claims = { sku, userId, shard, shards: first.shards, nonce: newNonce(), expiresAt };
+    const token = await mintPurchaseToken(claims, c.env.TOKEN_SECRET);
+    return c.json({ token, expiresAt: new Date(expiresAt).toISOString() }, 201);
+  },
+  { first: [soldOutToken] },
+);
 
 /** Holds stock for the user: the reservation path of docs/ARCHITECTURE.md ("A reservation, step by step"). */
 register(
@@ -164,7 +216,6 @@ register(
     const userId = c.get("userId");
     const now = Date.now();
     const claims = await verifyPurchaseToken(body.token, { sku, userId }, c.env.TOKEN_SECRET, now);
-    if (refusesReservation(sku, claims.shard, claims.nonce, now, soldOutTtl(c.env))) throw soldOutAtEdge(sku);
     // The rate limit guards the stock objects: an answer this isolate gives on its own does not
     // spend the shopper's allowance, and costs less than asking the binding (commit 332e317).
     await limitShopper(c);
@@ -196,7 +247,7 @@ register(
     const view = reservationView(answer.reservation);
     return c.json(answer.draw ? { ...view, draw: answer.draw } : view, 202);
   },
-  { before: [countReservation], rateLimit: "handler" },
+  { before: [countReservation], first: [soldOutReservation], rateLimit: "handler" },
 );
 
 /**

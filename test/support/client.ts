@@ -80,6 +80,8 @@ export interface CallOptions {
   body?: unknown;
   raw?: BodyInit;
   headers?: Record<string, string>;
+  /** Bindings to hand the Worker instead of the test's own (a var or secret set for one test). */
+  env?: Partial<Env>;
 }
 
 export async function call<T = AnyJson>(method: string, path: string, opts: CallOptions = {}): Promise<Answer<T>> {
@@ -90,7 +92,7 @@ export async function call<T = AnyJson>(method: string, path: string, opts: Call
   if (body !== undefined) headers.set("content-type", "application/json");
   const ctx = createExecutionContext();
   const request = new Request(`http://flashgate.test${path}`, { method, headers, body: body ?? null });
-  const response = await worker.fetch(request, workerEnv, ctx);
+  const response = await worker.fetch(request, opts.env ? { ...workerEnv, ...opts.env } : workerEnv, ctx);
   await waitOnExecutionContext(ctx);
   const text = await response.text();
   let json: T;

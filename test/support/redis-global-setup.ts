@@ -4,11 +4,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TestProject } from "vitest/node";
 import { freePort, hasRedisServer, REDIS_MISSING, type RedisServer, startRedis } from "../../tools/redis-server";
+import { startSiteverify } from "../../tools/turnstile-siteverify";
 import { startBridge } from "../../tools/upstash-bridge";
 
 /**
  * Vitest globalSetup of the workerd projects: a private redis-server, the Upstash REST bridge in front
- * of it, and a small control server, all in Node (workerd cannot start processes). Tests read the URLs
+ * of it, the Turnstile siteverify stand-in, and a small control server, all in Node (workerd cannot start processes). Tests read the URLs
  * with `inject("redis")` and reach them with fetch from inside workerd; the workers-mirror project also
  * binds the bridge as the Worker's UPSTASH_REDIS_REST_URL/_TOKEN (vitest.config.ts).
  *
@@ -25,9 +26,16 @@ export interface RedisFixture {
   controlUrl: string;
 }
 
+/** The Turnstile siteverify stand-in (tools/turnstile-siteverify.ts) the challenge tests verify against. */
+export interface TurnstileFixture {
+  verifyUrl: string;
+  widgetUrl: string;
+}
+
 declare module "vitest" {
   export interface ProvidedContext {
     redis: RedisFixture;
+    turnstile: TurnstileFixture;
   }
 }
 
@@ -91,8 +99,11 @@ export default async function setup(project: TestProject): Promise<() => Promise
   await new Promise<void>((resolve) => control.listen(controlPort, "127.0.0.1", resolve));
 
   project.provide("redis", { bridgeUrl: bridge.url, token, controlUrl: `http://127.0.0.1:${controlPort}` });
+  const siteverify = await startSiteverify({ hostname: "flashgate.test" });
+  project.provide("turnstile", { verifyUrl: siteverify.url, widgetUrl: siteverify.widgetUrl });
 
   return async () => {
+    await siteverify.close();
     for (const res of hanging) res.destroy();
     control.closeAllConnections();
     await new Promise<void>((resolve) => control.close(() => resolve()));
