@@ -34,8 +34,8 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
  * object answers 503 BUSY when overloaded; a reservation is idempotent by its purchase token, so
  * sending the same token again returns the same hold, never a second one.
  */
-async function api(method, path, { body, auth = false } = {}) {
-  const headers = {};
+async function api(method, path, { body, auth = false, extra = {} } = {}) {
+  const headers = { ...extra };
   if (body !== undefined) headers["content-type"] = "application/json";
   if (auth && state.jwt) headers.authorization = `Bearer ${state.jwt}`;
   const init = { method, headers, body: body === undefined ? undefined : JSON.stringify(body) };
@@ -268,8 +268,14 @@ async function buy(quantity) {
 }
 
 async function reserve(quantity) {
+  const challenges = await passChallenges();
+  if (!challenges) return;
   say("Getting a purchase token…");
-  const token = await api("POST", `/api/skus/${encodeURIComponent(state.sku)}/tokens`, { auth: true });
+  const token = await api("POST", `/api/skus/${encodeURIComponent(state.sku)}/tokens`, {
+    auth: true,
+    extra: challenges,
+  });
+  if (window.turnstile && document.body.dataset.turnstileSiteKey) window.turnstile.reset("#turnstile"); // spent
   if (token.status !== 201) {
     say(`No token: ${errorText(token)}`, "error");
     return;
@@ -294,6 +300,86 @@ async function reserve(quantity) {
   renderReservation();
   schedulePoll(0);
   pollSku();
+}
+
+// Bot challenges (API.md "Bots") --------------------------------------------------------------
+
+/**
+ * The answers the token request needs: a proof of work when the SKU offers a challenge (solved in
+ * a Web Worker, with its progress shown and a Cancel button), and the Turnstile widget's answer when
+ * the page has a site key. Null when the shopper cancelled or an answer is missing.
+ */
+async function passChallenges() {
+  const headers = {};
+  const pow = await api("GET", `/api/skus/${encodeURIComponent(state.sku)}/challenge`, { auth: true });
+  if (pow.status === 200) {
+    const answer = await solveProofOfWork(pow.json);
+    if (!answer) return null;
+    headers["Proof-Of-Work"] = answer;
+  }
+  if (document.body.dataset.turnstileSiteKey) {
+    const answer = window.turnstile?.getResponse("#turnstile");
+    if (!answer) {
+      say("Complete the check above first: the shop asks every buyer to, against bots.", "error");
+      return null;
+    }
+    headers["CF-Turnstile-Response"] = answer;
+  }
+  return headers;
+}
+
+function solveProofOfWork({ challenge, bits }) {
+  return new Promise((resolve) => {
+    const worker = new Worker("/static/pow-worker.js");
+    const started = performance.now();
+    const expected = (2 ** bits).toLocaleString("en");
+    $("pow").hidden = false;
+    $("pow-status").textContent = `Checking you are not a bot (about ${expected} tries)…`;
+    say("Proving this is a person's browser: a moment of work, once per sale.");
+    const finish = (answer) => {
+      worker.terminate();
+      $("pow").hidden = true;
+      $("pow-cancel").onclick = null;
+      resolve(answer);
+    };
+    $("pow-cancel").onclick = () => {
+      finish(null);
+      say("Cancelled. Buying needs this check; press Buy to start it again.", "error");
+    };
+    worker.onmessage = ({ data }) => {
+      if (data.answer) {
+        document.body.dataset.powMs = String(Math.round(performance.now() - started));
+        finish(data.answer);
+      } else {
+        $("pow-status").textContent =
+          `Checking you are not a bot: ${data.progress.toLocaleString("en")} of about ${expected} tries…`;
+      }
+    };
+    worker.onerror = () => {
+      finish(null);
+      say("This browser could not run the bot check (Web Workers are off?).", "error");
+    };
+    worker.postMessage({ challenge, bits });
+  });
+}
+
+/** Renders the Turnstile widget when the page has a site key; its script comes from Cloudflare. */
+function loadTurnstile() {
+  const siteKey = document.body.dataset.turnstileSiteKey;
+  if (!siteKey) return;
+  $("turnstile").hidden = false;
+  const script = document.createElement("script");
+  script.src = "https://challenges.cloudflare.com/turnstile/v0/api.js?render=explicit";
+  script.async = true;
+  script.onload = () => window.turnstile.render("#turnstile", { sitekey: siteKey });
+  script.onerror = () => {
+    const status = $("turnstile-status");
+    status.hidden = false;
+    status.textContent =
+      "The bot check (Cloudflare Turnstile) could not load from challenges.cloudflare.com, so buying is not possible here. Check the connection and reload.";
+    document.body.dataset.turnstile = "unavailable";
+  };
+  document.head.append(script);
 }
 
 // 3. The reservation ---------------------------------------------------------------------------
@@ -469,6 +555,7 @@ $("pay-fail").addEventListener("click", () => pay("failed"));
 $("cancel").addEventListener("click", () => cancel());
 $("join-waitlist").addEventListener("click", () => joinWaitlist(Number($("quantity").value)));
 
+loadTurnstile();
 const params = new URLSearchParams(location.search);
 $("sku").value = params.get("sku") ?? $("sku").value;
 showSku($("sku").value);
