@@ -31,7 +31,8 @@ import { through, VIAS, viaKey } from "./lib/via";
 import { writeReports } from "./report";
 import { classic } from "./scenarios/classic";
 import { drawDecide, drawDecideSharded, SHARDED_ENTRANTS } from "./scenarios/draw";
-import { type Ceiling, ceiling, ceilingOf, healthz, hotSku, soldOut, soldOutFloor } from "./scenarios/edge";
+import { powBrowser } from "./scenarios/pow-browser";
+import { type Ceiling, ceiling, ceilingOf, healthz, hotSku, soldOut, soldOutFloor, tokens } from "./scenarios/edge";
 import { engineCore } from "./scenarios/engine-core";
 import { memory } from "./scenarios/memory";
 import { hotSkuOrders, orderPipeline } from "./scenarios/order-pipeline";
@@ -59,6 +60,8 @@ if (!Number.isInteger(drawEntrants) || drawEntrants < 8) {
   process.exit(2);
 }
 /** `--only sold_out,hot_sku`: just these points (and the ceiling), for measuring one change quickly. */
+/** The difficulty the token point's Worker checks: its cost does not depend on it, so an easy one. */
+const POW_BENCH_BITS = 4;
 const only = option("--only");
 const wanted = (key: string) => only.length === 0 || only.includes(key);
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -135,6 +138,9 @@ try {
   };
   const on = await start("GROUP_COMMIT=on", { GROUP_COMMIT: "on" });
   const off = wanted("hot_sku_gc_off") ? await start("GROUP_COMMIT=off", { GROUP_COMMIT: "off" }) : on;
+  const pow = wanted("tokens_pow")
+    ? await start(`POW_BITS=${POW_BENCH_BITS}`, { GROUP_COMMIT: "on", POW_BITS: String(POW_BENCH_BITS) })
+    : undefined;
 
   // The ceiling beside each edge point: the bare Worker runs before and after it, and the point is
   // divided by the mean of those two runs. A ratio of two runs minutes apart on a shared machine
@@ -156,6 +162,11 @@ try {
     if (wanted("healthz")) await besideCeiling("healthz", () => healthz(bench, gateway, viaKey("healthz", via)));
     if (wanted("sold_out")) await besideCeiling("sold_out", () => soldOut(bench, gateway, viaKey("sold_out", via)));
     if (floor) await besideCeiling("sold_out_floor", () => soldOutFloor(bench, floor, via));
+    if (wanted("tokens")) await besideCeiling("tokens", () => tokens(bench, gateway, { key: viaKey("tokens", via) }));
+    if (pow) {
+      const key = viaKey("tokens_pow", via);
+      await besideCeiling("tokens_pow", () => tokens(bench, through(pow, via), { key, powBits: POW_BENCH_BITS }));
+    }
     if (wanted("hot_sku")) {
       await besideCeiling("hot_sku", async () => {
         const hot = await hotSku(bench, gateway, { key: viaKey("hot_sku", via) });
@@ -228,6 +239,7 @@ try {
     );
   if (wanted("draw_decide")) await drawDecide(bench, on);
   if (wanted("draw_decide_sharded")) await drawDecideSharded(bench, on, drawEntrants);
+  if (wanted("pow_browser")) await powBrowser(bench, on);
 
   for (const ref of baselineRefs) {
     const commit = sh("git", ["rev-parse", "--short", ref]);

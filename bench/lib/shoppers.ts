@@ -1,7 +1,9 @@
 import { homeShard } from "../../durable-objects/shard-name";
+import { issueChallenge } from "../../src/edge/proof-of-work";
 import { mintPurchaseToken, newNonce } from "../../src/edge/purchase-token";
 import { SECRETS } from "../../tools/dev-vars";
 import { shopperJwt } from "../../tools/jwt";
+import { solveProofOfWork } from "../../tools/proof-of-work";
 import type { WrkRequest } from "./wrk";
 
 /**
@@ -39,6 +41,32 @@ export async function reservationRequests(
     };
   };
   // WebCrypto in Node signs on libuv's thread pool: many in flight at once mint several times faster.
+  const out: WrkRequest[] = [];
+  for (let i = 0; i < count; i += 512) {
+    const slice = Array.from({ length: Math.min(512, count - i) }, (_, k) => one(i + k));
+    out.push(...(await Promise.all(slice)));
+  }
+  return out;
+}
+
+/**
+ * `count` token requests for a SKU, each from a distinct user (the rate limit never applies); with
+ * `powBits`, each carries its user's solved proof of work, made with the dev TOKEN_SECRET as the
+ * challenge route makes it.
+ */
+export async function tokenRequests(run: string, sku: string, count: number, powBits = 0): Promise<WrkRequest[]> {
+  const now = Date.now();
+  const issuedAt = Math.floor(now / 1000);
+  const one = async (i: number): Promise<WrkRequest> => {
+    const userId = `${run}-${i}`;
+    const jwt = await shopperJwt(userId, SECRETS.AUTH_SECRET, 3600, issuedAt);
+    const request: WrkRequest = { method: "POST", path: `/api/skus/${sku}/tokens`, authorization: `Bearer ${jwt}` };
+    if (powBits > 0) {
+      const { challenge } = await issueChallenge(SECRETS.TOKEN_SECRET, userId, sku, powBits, now);
+      request.header = `Proof-Of-Work: ${solveProofOfWork(challenge, powBits)}`;
+    }
+    return request;
+  };
   const out: WrkRequest[] = [];
   for (let i = 0; i < count; i += 512) {
     const slice = Array.from({ length: Math.min(512, count - i) }, (_, k) => one(i + k));

@@ -1,5 +1,6 @@
 -- wrk script of the bench (bench/lib/wrk.ts): every request comes from a file prepared by the harness,
--- one request a line: METHOD <TAB> path <TAB> Authorization header or "-" <TAB> body or "-".
+-- one request a line: METHOD <TAB> path <TAB> Authorization header or "-" <TAB> body or "-"
+-- <TAB> one more "Name: value" header or "-".
 -- Each thread takes every n-th line from its own offset, so no two requests are the same (fresh
 -- users and tokens); a thread that runs out starts its lines again and counts the wrap, which the
 -- harness reports (a replayed token is not a fresh request). Responses are counted by status, and
@@ -33,6 +34,10 @@ function init(args)
       local f = split(line)
       local headers = { ["Content-Type"] = "application/json" }
       if f[3] ~= "-" then headers["Authorization"] = f[3] end
+      if f[5] and f[5] ~= "-" then
+        local name, value = string.match(f[5], "^([^:]+): (.*)$")
+        headers[name] = value
+      end
       local body = nil
       if f[4] ~= "-" then body = f[4] end
       table.insert(lines, wrk.format(f[1], f[2], headers, body))

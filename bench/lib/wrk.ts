@@ -15,6 +15,8 @@ export interface WrkRequest {
   path: string;
   authorization?: string;
   body?: string;
+  /** One more header, `Name: value` (a bot challenge's answer). */
+  header?: string;
 }
 
 export interface WrkResult {
@@ -41,10 +43,10 @@ export interface WrkRun {
 }
 
 function line(r: WrkRequest): string {
-  for (const v of [r.path, r.authorization ?? "", r.body ?? ""]) {
+  for (const v of [r.path, r.authorization ?? "", r.body ?? "", r.header ?? ""]) {
     if (/[\t\n]/.test(v)) throw new Error("a wrk request field holds a tab or newline");
   }
-  return `${r.method}\t${r.path}\t${r.authorization ?? "-"}\t${r.body ?? "-"}`;
+  return `${r.method}\t${r.path}\t${r.authorization ?? "-"}\t${r.body ?? "-"}\t${r.header ?? "-"}`;
 }
 
 /** Runs wrk for `seconds` against 127.0.0.1 (bounded in time), returning what it counted. */

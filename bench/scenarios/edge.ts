@@ -2,7 +2,7 @@ import { createSku, type WorkerServer } from "../../tools/worker";
 import type { BareWorker } from "../lib/bare-worker";
 import { answered, type Bench, record } from "../lib/context";
 import { measure, type Point } from "../lib/measure";
-import { reservationRequests } from "../lib/shoppers";
+import { reservationRequests, tokenRequests } from "../lib/shoppers";
 import { through, type Via, viaKey } from "../lib/via";
 import type { WrkRequest } from "../lib/wrk";
 
@@ -11,7 +11,8 @@ import type { WrkRequest } from "../lib/wrk";
  * - the ceiling: a bare Worker in its own workerd;
  * - `GET /healthz`, measured like any other path;
  * - the sold-out storm: a SKU with no stock, every request a fresh user and token (409 SOLD_OUT);
- * - the hot SKU: one SKU with far more stock than the run can take, fresh users and tokens (202).
+ * - the hot SKU: one SKU with far more stock than the run can take, fresh users and tokens (202);
+ * - purchase tokens, fresh users, with and without a proof of work to check (201).
  */
 const get = (path: string) => async (): Promise<WrkRequest[]> => [{ method: "GET", path }];
 
@@ -130,4 +131,35 @@ export async function hotSku(
   );
   bench.checks.push({ server, sku, total, held: answered(point, 202), unseen: 2 * point.connections });
   return { ...point, sku };
+}
+
+/**
+ * Purchase tokens for a SKU with stock, every request a fresh user; with `powBits` (the Worker
+ * started with that POW_BITS), each carries its user's solved proof of work. The difference in CPU
+ * per token between the two is what checking a proof of work costs the Worker (one HMAC, one hash:
+ * the same at any difficulty, so the bench solves an easy one).
+ */
+export async function tokens(
+  bench: Bench,
+  server: WorkerServer,
+  opts: { key: string; powBits?: number },
+): Promise<Point> {
+  const run = runId("t");
+  const sku = `tok-${run}`;
+  await createSku(server, sku, 1_000);
+  const bits = opts.powBits ?? 0;
+  return record(
+    bench,
+    await measure({
+      key: opts.key,
+      label: `purchase tokens${bits > 0 ? `, proof of work checked (POW_BITS ${bits})` : ""} (${server.label})`,
+      url: server.url,
+      pids: [server.pid],
+      requests: (n, phase) => tokenRequests(`${run}${phase}`, sku, n, bits),
+      fresh: true,
+      expected: [201],
+      timing: bench.mode.timing,
+      dir: bench.dir,
+    }),
+  );
 }

@@ -110,9 +110,7 @@ export class Actors {
   /** A purchase token for the user, or null (sold out, paused, no answer). */
   async #mint(userId: string, sku: string, op: string): Promise<string | null> {
     const headers = await this.#auth(userId);
-    const reply = await call(this.ledger, `${op} token`, () =>
-      this.#client.request("POST", `/api/skus/${sku}/tokens`, { headers }),
-    );
+    const reply = await call(this.ledger, `${op} token`, () => this.#client.mint(sku, headers));
     return reply?.status === 201 ? (str(reply.json, "token") ?? null) : null;
   }
 

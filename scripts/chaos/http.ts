@@ -1,3 +1,4 @@
+import { solveProofOfWork } from "../../tools/proof-of-work";
 /** The harness's HTTP client: JSON in and out, a timeout on every call, retries only where asked. */
 import { fetchRetryingRestarts } from "../../tools/proxy-restart";
 
@@ -21,7 +22,25 @@ export class Client {
   constructor(
     readonly base: string,
     readonly secrets: Secrets,
+    /** The Worker's POW_BITS: above 0, shoppers solve a proof of work before each token. */
+    readonly powBits = 0,
   ) {}
+
+  /**
+   * `POST /api/skus/:sku/tokens` as a shopper's page asks for it: with the proof of work solved when
+   * the Worker asks for one (a challenge of this user and SKU, from `GET /api/skus/:sku/challenge`).
+   */
+  async mint(sku: string, headers: Record<string, string>): Promise<Reply> {
+    const answer: Record<string, string> = {};
+    if (this.powBits > 0) {
+      const offered = await this.request("GET", `/api/skus/${sku}/challenge`, { headers });
+      const { challenge, bits } = (offered.json ?? {}) as { challenge?: unknown; bits?: unknown };
+      if (offered.status === 200 && typeof challenge === "string" && typeof bits === "number") {
+        answer["Proof-Of-Work"] = solveProofOfWork(challenge, bits);
+      }
+    }
+    return this.request("POST", `/api/skus/${sku}/tokens`, { headers: { ...headers, ...answer } });
+  }
 
   async request(
     method: string,

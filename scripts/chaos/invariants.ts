@@ -369,11 +369,7 @@ export async function checkNoStrandedStock(
       }
       return reply;
     };
-    const minted = await retried(
-      "probe token",
-      () => client.request("POST", `/api/skus/${plan.sku}/tokens`, { headers }),
-      201,
-    );
+    const minted = await retried("probe token", () => client.mint(plan.sku, headers), 201);
     const token = minted?.status === 201 ? str(minted.json, "token") : undefined;
     const key = (reply: Reply | null) =>
       `${reply?.status ?? 0}${errorCode(reply?.json) ? ` ${errorCode(reply?.json)}` : ""}`;

@@ -45,6 +45,7 @@ const skus = skuPlans(opts);
 const schedule = faultSchedule(opts, skus);
 log(
   `seed ${opts.seed}, traffic ${opts.trafficMs / 1000} s, ${opts.shoppers} shoppers (${opts.concurrency} at once), ` +
+    `proof of work ${opts.powBits > 0 ? `${opts.powBits} bits` : "off"}, ` +
     `${skus.length} SKUs, ${schedule.length} scheduled faults`,
 );
 for (const item of schedule.slice(0, 6))
@@ -72,10 +73,11 @@ const server = await startDevServer({
     STRIPE_WEBHOOK_SECRET: secrets.stripeSecret,
     UPSTASH_REDIS_REST_URL: bridge.url,
     UPSTASH_REDIS_REST_TOKEN: bridgeToken,
+    POW_BITS: String(opts.powBits),
   },
 });
 log(`wrangler dev on ${server.url} (state in ${server.stateDir})`);
-const client = new Client(server.url, secrets);
+const client = new Client(server.url, secrets, opts.powBits);
 
 let exitCode = 1;
 const stopAll = async () => {

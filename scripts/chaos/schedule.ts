@@ -8,6 +8,8 @@ import { seededRandom } from "../../src/harness/seeded-random";
 
 export interface Options {
   seed: number;
+  /** POW_BITS of the Worker (`--pow-bits`, default 0): above 0 every token costs a proof of work. */
+  powBits: number;
   quick: boolean;
   /** How long shoppers arrive, in ms. */
   trafficMs: number;
@@ -27,6 +29,7 @@ export function parseOptions(argv: string[]): Options {
       minutes: { type: "string" },
       "fuzz-only": { type: "boolean", default: false },
       "no-fuzz": { type: "boolean", default: false },
+      "pow-bits": { type: "string" },
     },
     strict: true,
   });
@@ -37,8 +40,11 @@ export function parseOptions(argv: string[]): Options {
   if (minutes !== undefined && !(minutes > 0 && minutes <= 120)) throw new Error(`--minutes must be in (0, 120]`);
   const trafficMs = minutes !== undefined ? minutes * 60_000 : values.quick ? 60_000 : 180_000;
   const shoppers = Math.round((values.quick && minutes === undefined ? 260 : 200) * (trafficMs / 60_000));
+  const powBits = Number(values["pow-bits"] ?? 0);
+  if (!Number.isInteger(powBits) || powBits < 0 || powBits > 20) throw new Error("--pow-bits must be 0 to 20");
   return {
     seed,
+    powBits,
     quick: values.quick,
     trafficMs,
     shoppers: Math.max(50, shoppers),

@@ -140,9 +140,7 @@ export class Shoppers {
     const sku = plan.sku;
     const { ledger, client } = this;
 
-    const minted = await call(ledger, "token", () =>
-      client.request("POST", `/api/skus/${sku}/tokens`, { headers: auth }),
-    );
+    const minted = await call(ledger, "token", () => client.mint(sku, auth));
     if (!minted) return;
     if (minted.status === 409 && errorCode(minted.json) === "SOLD_OUT") {
       if (random() < 0.6) await this.#waitlist(random, userId, sku, plan);
