@@ -31,11 +31,12 @@ import { through, VIAS, viaKey } from "./lib/via";
 import { writeReports } from "./report";
 import { classic } from "./scenarios/classic";
 import { drawDecide, drawDecideSharded, SHARDED_ENTRANTS } from "./scenarios/draw";
-import { powBrowser } from "./scenarios/pow-browser";
 import { type Ceiling, ceiling, ceilingOf, healthz, hotSku, soldOut, soldOutFloor, tokens } from "./scenarios/edge";
 import { engineCore } from "./scenarios/engine-core";
 import { memory } from "./scenarios/memory";
 import { hotSkuOrders, orderPipeline } from "./scenarios/order-pipeline";
+import { powBrowser } from "./scenarios/pow-browser";
+import { powCheck } from "./scenarios/pow-check";
 import { redisReserve } from "./scenarios/redis";
 
 const argv = process.argv.slice(2);
@@ -239,6 +240,7 @@ try {
     );
   if (wanted("draw_decide")) await drawDecide(bench, on);
   if (wanted("draw_decide_sharded")) await drawDecideSharded(bench, on, drawEntrants);
+  if (wanted("pow_check")) await powCheck(bench, on);
   if (wanted("pow_browser")) await powBrowser(bench, on);
 
   for (const ref of baselineRefs) {

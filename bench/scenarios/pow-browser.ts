@@ -65,7 +65,12 @@ export async function powBrowser(bench: Bench, server: WorkerServer): Promise<vo
       const ms = runs.map((r) => r.ms).sort((a, b) => a - b);
       const tried = runs.reduce((n, r) => n + r.tried, 0);
       const usPerHash = (runs.reduce((n, r) => n + r.ms, 0) * 1000) / tried;
-      figure[`bits${bits}`] = { solves: runs.length, medianMs: ms[Math.floor(ms.length / 2)], maxMs: ms.at(-1), usPerHash };
+      figure[`bits${bits}`] = {
+        solves: runs.length,
+        medianMs: ms[Math.floor(ms.length / 2)],
+        maxMs: ms.at(-1),
+        usPerHash,
+      };
       log(
         `proof of work in Chromium, ${bits} bits: median ${ms[Math.floor(ms.length / 2)]?.toFixed(0)} ms over ${runs.length} solves ` +
           `(${usPerHash.toFixed(2)} µs a hash; WebCrypto ${webcrypto.toFixed(2)} µs a hash, so about ${((2 ** bits * webcrypto) / 1000).toFixed(0)} ms)`,

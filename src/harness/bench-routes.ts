@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import type { Outcome, ReserveAnswer, ReserveRequest } from "../../durable-objects/stock-model";
+import { checkProofOfWork } from "../edge/proof-of-work";
 import { newNonce } from "../edge/purchase-token";
 import { SKU_ID, stockShard } from "../edge/stock-client";
 import { readJson } from "../http/body";
@@ -20,6 +21,8 @@ import type { SkuStock as HarnessSkuStock } from "./harness-stock";
  *   `processed_events.processed_at`) and when its hold was created, to measure the lag from hold to row.
  * - `GET /bench/stock/:sku/:shard/stats`: a stock object's rows read and SQL statements so far, database
  *   size and rows per table (scripts/soak.ts, the engine core).
+ * - `POST /bench/pow-check`: checks one solved proof of work `count` times (and, with `floor`, only
+ *   parses the header as many times), so the bench reads the Worker's CPU per check from /proc.
  * - `POST /bench/stock/:sku/:shard/fill`: fills a stock object with live holds or paid users' quotas
  *   (the bench's memory figures; see `harnessFill` in harness-stock.ts).
  */
@@ -38,6 +41,28 @@ const EngineRequest = z.object({
 bench.use("/bench/*", async (c, next) => {
   if (c.env.DEV_TOOLS !== "true") throw new ApiError("NOT_FOUND");
   await next();
+});
+
+const PowCheckRequest = z.object({
+  header: z.string().max(1024),
+  userId: z.string().max(128),
+  sku: z.string().max(64),
+  bits: z.int().min(0).max(28),
+  count: z.int().min(1).max(1_000_000),
+  /** Only split the header as the check does first: the loop's own cost. */
+  floor: z.boolean().default(false),
+});
+
+bench.post("/bench/pow-check", async (c) => {
+  const body = await readJson(c, PowCheckRequest);
+  const expected = { userId: body.userId, sku: body.sku, bits: body.bits };
+  const now = Date.now();
+  let passed = 0;
+  for (let i = 0; i < body.count; i++) {
+    if (body.floor) passed += body.header.lastIndexOf(":") > 0 ? 1 : 0;
+    else if (checkProofOfWork(body.header, c.env.TOKEN_SECRET, expected, now)) passed++;
+  }
+  return c.json({ passed });
 });
 
 bench.post("/bench/engine", async (c) => {
