@@ -87,7 +87,7 @@ async function sale(run: number, windowMs: number): Promise<Run> {
     const expected = { sku, bits: POW_TEST_BITS };
     const admitted = async (userId: string) => {
       const proof = proofs.get(userId);
-      return proof !== undefined && checkProofOfWork(proof, TOKEN_SECRET, { ...expected, userId }, T0);
+      return proof !== undefined && (await checkProofOfWork(proof, TOKEN_SECRET, { ...expected, userId }, T0));
     };
     // Bots first (they fire the moment the sale opens), the farm next, then the shoppers in their
     // arrival order. Skipping bots never solve; everyone else solves once per account.

@@ -42,7 +42,7 @@ export async function checkChallenges(c: Context<AppEnv>, sku: string): Promise<
       "pow",
       header === undefined
         ? "missing"
-        : checkProofOfWork(header, c.env.TOKEN_SECRET, { userId: c.get("userId"), sku, bits }, Date.now())
+        : (await checkProofOfWork(header, c.env.TOKEN_SECRET, { userId: c.get("userId"), sku, bits }, Date.now()))
           ? "passed"
           : "failed",
     );

@@ -1,4 +1,3 @@
-import { createHash, createHmac, createSecretKey, type KeyObject, timingSafeEqual } from "node:crypto";
 import { hmacKey } from "../http/hmac";
 import { fromBase64Url, toBase64Url } from "./base64url";
 
@@ -20,17 +19,6 @@ const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
 type Wire = { u: string; s: string; b: number; e: number };
-
-/** The HMAC key of a secret, made once per isolate (the same secret signs every challenge). */
-const keys = new Map<string, KeyObject>();
-function keyOf(secret: string): KeyObject {
-  let key = keys.get(secret);
-  if (!key) {
-    key = createSecretKey(Buffer.from(secret, "utf8"));
-    keys.set(secret, key);
-  }
-  return key;
-}
 
 export interface Challenge {
   challenge: string;
@@ -56,12 +44,12 @@ export async function issueChallenge(
  * Whether `header` is a solved challenge of this user and SKU, still valid, of at least `bits`
  * (a challenge issued before the difficulty was raised is refused).
  */
-export function checkProofOfWork(
+export async function checkProofOfWork(
   header: string,
   secret: string,
   expected: { userId: string; sku: string; bits: number },
   now: number,
-): boolean {
+): Promise<boolean> {
   const colon = header.lastIndexOf(":");
   const challenge = header.slice(0, colon);
   const nonce = header.slice(colon + 1);
@@ -74,13 +62,11 @@ export function checkProofOfWork(
   if (!wire || wire.u !== expected.userId || wire.s !== expected.sku || wire.e <= now || wire.b < expected.bits) {
     return false;
   }
-  // node:crypto, synchronous: on the token path two WebCrypto promises cost more than the hashes
-  // (bench points tokens_pow and pow_check, in the commit that made this change).
-  const genuine = createHmac("sha256", keyOf(secret))
-    .update(LABEL + payload)
-    .digest();
-  if (genuine.length !== signatureBytes.length || !timingSafeEqual(genuine, signatureBytes)) return false;
-  return leadingZeroBits(createHash("sha256").update(header).digest()) >= wire.b;
+  // crypto.subtle.verify compares in constant time.
+  const key = await hmacKey(secret);
+  if (!(await crypto.subtle.verify("HMAC", key, signatureBytes, encoder.encode(LABEL + payload)))) return false;
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(header)));
+  return leadingZeroBits(digest) >= wire.b;
 }
 
 function parseWire(bytes: Uint8Array): Wire | null {

@@ -60,7 +60,7 @@ bench.post("/bench/pow-check", async (c) => {
   let passed = 0;
   for (let i = 0; i < body.count; i++) {
     if (body.floor) passed += body.header.lastIndexOf(":") > 0 ? 1 : 0;
-    else if (checkProofOfWork(body.header, c.env.TOKEN_SECRET, expected, now)) passed++;
+    else if (await checkProofOfWork(body.header, c.env.TOKEN_SECRET, expected, now)) passed++;
   }
   return c.json({ passed });
 });
