@@ -31,3 +31,20 @@ export function fromBase64Url(text: string): Uint8Array<ArrayBuffer> | null {
     return null;
   }
 }
+
+const decoder = new TextDecoder();
+
+/**
+ * The JSON object a signed payload carries (base64url of UTF-8 JSON), its fields checked by
+ * `wellFormed`; null for anything else.
+ */
+export function payloadOf<T>(payload: string, wellFormed: (value: Partial<T>) => boolean): T | null {
+  const bytes = fromBase64Url(payload);
+  if (!bytes) return null;
+  try {
+    const value = JSON.parse(decoder.decode(bytes)) as Partial<T> | null;
+    return value !== null && typeof value === "object" && wellFormed(value) ? (value as T) : null;
+  } catch {
+    return null;
+  }
+}

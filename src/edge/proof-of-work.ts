@@ -1,5 +1,5 @@
 import { hmacKey } from "../http/hmac";
-import { fromBase64Url, toBase64Url } from "./base64url";
+import { fromBase64Url, payloadOf, toBase64Url } from "./base64url";
 
 /**
  * Proof of work before a purchase token (API.md "Bots"). A challenge is `<payload>.<signature>`,
@@ -16,7 +16,6 @@ const MAX_NONCE_LENGTH = 32;
 const LABEL = "flashgate-pow.";
 
 const encoder = new TextEncoder();
-const decoder = new TextDecoder();
 
 type Wire = { u: string; s: string; b: number; e: number };
 
@@ -56,9 +55,8 @@ export async function checkProofOfWork(
   if (colon < 0 || nonce.length === 0 || nonce.length > MAX_NONCE_LENGTH) return false;
   const [payload, signature, extra] = challenge.split(".");
   const signatureBytes = signature === undefined ? null : fromBase64Url(signature);
-  const payloadBytes = payload === undefined ? null : fromBase64Url(payload);
-  if (!payload || !payloadBytes || !signatureBytes || extra !== undefined) return false;
-  const wire = parseWire(payloadBytes);
+  if (!payload || !signatureBytes || extra !== undefined) return false;
+  const wire = parseWire(payload);
   if (!wire || wire.u !== expected.userId || wire.s !== expected.sku || wire.e <= now || wire.b < expected.bits) {
     return false;
   }
@@ -69,18 +67,15 @@ export async function checkProofOfWork(
   return leadingZeroBits(digest) >= wire.b;
 }
 
-function parseWire(bytes: Uint8Array): Wire | null {
-  try {
-    const wire = JSON.parse(decoder.decode(bytes)) as Partial<Wire>;
-    const wellFormed =
+function parseWire(payload: string): Wire | null {
+  return payloadOf<Wire>(
+    payload,
+    (wire) =>
       typeof wire.u === "string" &&
       typeof wire.s === "string" &&
       Number.isSafeInteger(wire.b) &&
-      Number.isSafeInteger(wire.e);
-    return wellFormed ? (wire as Wire) : null;
-  } catch {
-    return null;
-  }
+      Number.isSafeInteger(wire.e),
+  );
 }
 
 /** How many zero bits the digest begins with. */

@@ -1,7 +1,7 @@
 import { v7 as uuidv7 } from "uuid";
 import { ApiError } from "../http/errors";
 import { hmacKey } from "../http/hmac";
-import { fromBase64Url, toBase64Url } from "./base64url";
+import { fromBase64Url, payloadOf, toBase64Url } from "./base64url";
 
 /**
  * One-time purchase tokens: `<payload>.<signature>`, both base64url, where the payload binds
@@ -24,7 +24,6 @@ interface PurchaseClaims {
 type Wire = { s: string; u: string; h: number; k: number; n: string; e: number };
 
 const encoder = new TextEncoder();
-const decoder = new TextDecoder();
 
 /**
  * A fresh nonce: a UUIDv7 in hex, so nonces sort by the time they were minted and the stock
@@ -81,19 +80,14 @@ export function peekPurchaseToken(token: string): { shard: number; nonce: string
 }
 
 function decodeWire(payload: string): Wire | null {
-  const bytes = fromBase64Url(payload);
-  if (!bytes) return null;
-  try {
-    const wire = JSON.parse(decoder.decode(bytes)) as Partial<Wire>;
-    const wellFormed =
+  return payloadOf<Wire>(
+    payload,
+    (wire) =>
       typeof wire.s === "string" &&
       typeof wire.u === "string" &&
       Number.isSafeInteger(wire.h) &&
       Number.isSafeInteger(wire.k) &&
       typeof wire.n === "string" &&
-      Number.isSafeInteger(wire.e);
-    return wellFormed ? (wire as Wire) : null;
-  } catch {
-    return null;
-  }
+      Number.isSafeInteger(wire.e),
+  );
 }
