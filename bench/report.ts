@@ -72,6 +72,14 @@ export interface Results {
       /** Set when the figure was measured in another (partial) run than the rest of the file. */
       measuredIn?: string;
     };
+    /** A proof of work checked in workerd, less the loop (bench/scenarios/pow-check.ts). */
+    pow_check?: { checks: number; rounds: { checkUs: number; floorUs: number }[]; medianUsPerCheck: number };
+    /** Solving in headless Chromium with the storefront's solver (bench/scenarios/pow-browser.ts). */
+    pow_browser?: {
+      webcryptoUsPerHash: number;
+      bits16?: { solves: number; medianMs: number; maxMs: number; usPerHash: number };
+      bits20?: { solves: number; medianMs: number; maxMs: number; usPerHash: number };
+    };
     hot_sku_profile?: ProfileLine[];
   };
   /** The capacity model (bench/lib/capacity.ts); absent in results of runs before it existed. */
@@ -271,7 +279,9 @@ function edgeTable(r: Results, via: Via): string {
   const after = bareRuns(r, via)
     .map(([key]) => key)
     .filter((key) => key.startsWith("bare_worker_after_"));
-  const points = ["healthz", "sold_out", "sold_out_floor", "hot_sku"].map((k) => viaKey(k, via));
+  const points = ["healthz", "sold_out", "sold_out_floor", "tokens", "tokens_pow", "hot_sku"].map((k) =>
+    viaKey(k, via),
+  );
   const others = via === "entry" ? ["hot_sku_gc_off", "hot_sku_4_shards", "classic"] : [];
   const keys = [bareKey, ...after, ...points, ...others];
   const rows = keys.flatMap((k) => {
@@ -536,6 +546,7 @@ function performanceDoc(r: Results): string {
     );
   }
   out.push(...drawSection(r));
+  out.push(...challengeSection(r));
   if (r.capacity) out.push(...capacitySection(r.capacity));
   if (r.baselines.length > 0) {
     out.push(
@@ -602,6 +613,35 @@ function drawSection(r: Results): string[] {
     "",
     ...(sharded?.measuredIn ? [`The sharded row comes from another run: ${sharded.measuredIn}.`, ""] : []),
   ];
+}
+
+/** "Bot challenges": what a proof of work costs the Worker and an honest shopper's browser. */
+function challengeSection(r: Results): string[] {
+  const check = r.figures.pow_check;
+  const browser = r.figures.pow_browser;
+  if (!check && !browser) return [];
+  const out = ["## Bot challenges", ""];
+  if (check) {
+    out.push(
+      `Checking a proof of work (bench/scenarios/pow-check.ts): one solved challenge checked ${n0(check.checks)} times inside workerd (one HMAC verify and one SHA-256 digest, WebCrypto), workerd's CPU from /proc less the same loop that only splits the header: ${check.rounds.map((x) => (x.checkUs - x.floorUs).toFixed(2)).join(", ")} µs a check over ${check.rounds.length} rounds, median ${check.medianUsPerCheck.toFixed(2)} µs. The edge tables' \`tokens_pow\` row is a second workerd with POW_BITS 4 beside the \`tokens\` row's; their difference mixes two processes' drift and is not the check's cost.`,
+      "",
+    );
+  }
+  if (browser) {
+    const rows = (["bits16", "bits20"] as const).flatMap((k) => {
+      const b = browser[k];
+      return b ? [[k.slice(4), String(b.solves), n0(b.medianMs), n0(b.maxMs), b.usPerHash.toFixed(2)]] : [];
+    });
+    out.push(
+      "Solving in headless Chromium on this machine with the storefront's solver (public/static/pow-worker.js: SHA-256 written out, in a Web Worker), each difficulty solved five times:",
+      "",
+      table(["bits", "solves", "median ms", "max ms", "µs a hash"], rows),
+      "",
+      `WebCrypto's \`crypto.subtle.digest\` on the same page: ${browser.webcryptoUsPerHash.toFixed(2)} µs a hash (a promise per hash), which is why the solver hashes by hand.`,
+      "",
+    );
+  }
+  return out;
 }
 
 /** "Capacity on Cloudflare": the model of bench/lib/capacity.ts, its inputs and the limits it rests on. */
