@@ -4,8 +4,9 @@ import { describe, expect, it } from "vitest";
 import { drawOrder, entryIdOf, rankEntrants, sha256Hex } from "../durable-objects/engine/opening-draw";
 import type { ReserveRequest } from "../durable-objects/engine/types";
 import { StockEngine } from "../durable-objects/stock-engine";
-import { checkProofOfWork, issueChallenge, leadingZeroBits } from "../src/edge/proof-of-work";
+import { checkProofOfWork, issueChallenge } from "../src/edge/proof-of-work";
 import { seededRandom } from "../src/harness/seeded-random";
+import { solveProofOfWork } from "../tools/proof-of-work";
 import { stockShard, uniqueSku } from "./support/client";
 
 /**
@@ -82,7 +83,7 @@ async function sale(run: number, windowMs: number): Promise<Run> {
     const solveFor = async (userId: string) => {
       const { challenge } = await issueChallenge(TOKEN_SECRET, userId, sku, POW_TEST_BITS, T0 - 60_000);
       if (userId.startsWith("farm-")) farmSolves++;
-      proofs.set(userId, await solve(challenge, POW_TEST_BITS));
+      proofs.set(userId, solveProofOfWork(challenge, POW_TEST_BITS));
     };
     const expected = { sku, bits: POW_TEST_BITS };
     const admitted = async (userId: string) => {
@@ -150,15 +151,6 @@ async function sale(run: number, windowMs: number): Promise<Run> {
       verified,
     };
   });
-}
-
-/** `<challenge>:<nonce>` whose SHA-256 begins with `bits` zero bits: what a browser's solver finds. */
-async function solve(challenge: string, bits: number): Promise<string> {
-  for (let nonce = 0; ; nonce++) {
-    const answer = `${challenge}:${nonce}`;
-    const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(answer)));
-    if (leadingZeroBits(digest) >= bits) return answer;
-  }
 }
 
 /** One-sample Kolmogorov–Smirnov statistic of ranks 1..n against the discrete uniform on 1..n. */

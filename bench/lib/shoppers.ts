@@ -40,13 +40,7 @@ export async function reservationRequests(
       body: JSON.stringify({ token, quantity }),
     };
   };
-  // WebCrypto in Node signs on libuv's thread pool: many in flight at once mint several times faster.
-  const out: WrkRequest[] = [];
-  for (let i = 0; i < count; i += 512) {
-    const slice = Array.from({ length: Math.min(512, count - i) }, (_, k) => one(i + k));
-    out.push(...(await Promise.all(slice)));
-  }
-  return out;
+  return prepared(count, one);
 }
 
 /**
@@ -67,6 +61,11 @@ export async function tokenRequests(run: string, sku: string, count: number, pow
     }
     return request;
   };
+  return prepared(count, one);
+}
+
+/** `count` requests made by `one`, 512 at a time: WebCrypto in Node signs on libuv's thread pool, so many in flight at once mint several times faster. */
+async function prepared(count: number, one: (i: number) => Promise<WrkRequest>): Promise<WrkRequest[]> {
   const out: WrkRequest[] = [];
   for (let i = 0; i < count; i += 512) {
     const slice = Array.from({ length: Math.min(512, count - i) }, (_, k) => one(i + k));

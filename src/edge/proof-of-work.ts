@@ -67,15 +67,15 @@ export async function checkProofOfWork(
   return leadingZeroBits(digest) >= wire.b;
 }
 
+/** A challenge's claims are all there, of their types. */
+const isWire = (wire: Partial<Wire>): boolean =>
+  typeof wire.u === "string" &&
+  typeof wire.s === "string" &&
+  Number.isSafeInteger(wire.b) &&
+  Number.isSafeInteger(wire.e);
+
 function parseWire(payload: string): Wire | null {
-  return payloadOf<Wire>(
-    payload,
-    (wire) =>
-      typeof wire.u === "string" &&
-      typeof wire.s === "string" &&
-      Number.isSafeInteger(wire.b) &&
-      Number.isSafeInteger(wire.e),
-  );
+  return payloadOf<Wire>(payload, isWire);
 }
 
 /** How many zero bits the digest begins with. */
