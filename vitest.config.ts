@@ -28,6 +28,9 @@ const workerBindings = async () => ({
   METRICS_FLUSH_INTERVAL_MS: "0",
   // Every request line is written, so the log tests can follow any request (production samples 1%).
   REQUEST_LOG_SAMPLE_RATE: "1",
+  // Webhook endpoints are the test receiver on 127.0.0.1; retries after 1 s and 2 s, then failed.
+  WEBHOOK_ALLOW_HTTP_LOCALHOST: "true",
+  WEBHOOK_RETRY_SCHEDULE: "1,2",
 });
 
 export default defineConfig({

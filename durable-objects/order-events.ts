@@ -28,6 +28,16 @@ export const OrderEventSchema = z.object({
   expiresAt: z.iso.datetime().optional(),
   /** Grows per stock object; the consumer keeps the highest it applied per order. */
   seq: z.int().min(1),
+  /**
+   * The money of the order, `quantity × price` in minor units of `currency` (null: the SKU has no
+   * price), as the SKU is priced when the event is made. Optional like `expiresAt`: an order whose
+   * events lack it keeps what it had.
+   */
+  amount: z.int().min(0).nullable().optional(),
+  currency: z
+    .string()
+    .regex(/^[a-z]{3}$/)
+    .optional(),
   /** The request that caused this change (absent for expiries and repairs), so logs can be followed. */
   requestId: z.string().max(200).optional(),
 });

@@ -4,6 +4,7 @@ import type { AppEnv } from "./http/context";
 import { errorBody, errorResponse } from "./http/errors";
 import { observe } from "./http/observe";
 import { admin } from "./routes/admin";
+import { handoff } from "./routes/handoff";
 import { metrics } from "./routes/metrics";
 import { openapi } from "./routes/openapi";
 import { ops } from "./routes/ops";
@@ -52,6 +53,7 @@ export function buildApp(mount?: (app: Hono<AppEnv>) => void): Hono<AppEnv> {
   app.route("/", metrics);
   app.route("/", shopper);
   app.route("/", admin);
+  app.route("/", handoff);
   app.route("/", webhooks);
   app.route("/", openapi);
   app.route("/", pages);

@@ -1,6 +1,8 @@
 import type { Hono } from "hono";
 import { app } from "./app";
 import { pruneHistory } from "./db/retention";
+import { checkBackDeliveries } from "./handoff/check-back";
+import { consumeDeliveries } from "./handoff/delivery-consumer";
 import type { AppEnv } from "./http/context";
 import { flushMetrics } from "./observability/metrics";
 import { consumeDeadLetters } from "./orders/dead-letter-consumer";
@@ -10,6 +12,7 @@ import { reconcile } from "./reconcile/reconcile";
 export { MetricsTotals, SkuStock } from "../durable-objects/objects";
 
 const DEAD_LETTER_QUEUE = "order-events-dlq";
+const DELIVERY_QUEUE = "webhook-deliveries";
 
 /** How a batch of `order-events` is consumed (the chaos harness wraps it: src/harness/consumer-fault.ts). */
 export type ConsumeOrders = (batch: MessageBatch<unknown>, env: Env) => Promise<void>;
@@ -23,15 +26,18 @@ export function workerOf(routes: Hono<AppEnv>, consumeOrders: ConsumeOrders) {
     fetch: routes.fetch,
     async queue(batch, env, ctx) {
       if (batch.queue === DEAD_LETTER_QUEUE) await consumeDeadLetters(batch, env);
+      else if (batch.queue === DELIVERY_QUEUE) await consumeDeliveries(batch, env);
       else await consumeOrders(batch, env);
       ctx.waitUntil(flushMetrics(env));
     },
     /**
      * The cron trigger (every minute, wrangler.toml) runs the same reconciliation as the admin route,
-     * then prunes D1's short-lived history (src/db/retention.ts).
+     * wakes the webhook sender if deliveries are due, then prunes D1's short-lived history
+     * (src/db/retention.ts).
      */
     async scheduled(_controller, env) {
       await reconcile(env, { trigger: "cron" });
+      await checkBackDeliveries(env);
       await pruneHistory(env.DB, Date.now());
     },
   } satisfies ExportedHandler<Env>;

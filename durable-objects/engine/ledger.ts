@@ -423,6 +423,7 @@ export class Ledger {
    */
   emit(reservation: Reservation, now: number, taken?: number): void {
     const seq = taken ?? this.bumpSeq();
+    const { price, currency } = this.pricing();
     const event: OrderEvent = {
       id: this.newId(),
       type: eventTypeOf(reservation.status),
@@ -432,6 +433,8 @@ export class Ledger {
       quantity: reservation.quantity,
       occurredAt: isoTime(now),
       expiresAt: isoTime(reservation.expiresAt),
+      amount: price === null ? null : price * reservation.quantity,
+      currency,
       seq,
     };
     if (this.requestId !== undefined) event.requestId = this.requestId;

@@ -1,3 +1,4 @@
+import { sql } from "drizzle-orm";
 import { index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import { RESERVATION_STATUSES } from "../../durable-objects/stock-model";
 
@@ -32,6 +33,10 @@ export const orders = sqliteTable(
     createdAt: integer("created_at").notNull(),
     updatedAt: integer("updated_at").notNull(),
     lastSeq: integer("last_seq").notNull(),
+    /** `quantity × price` in minor units as the stock object last announced it; null: no price. */
+    amount: integer("amount"),
+    /** ISO 4217, lower case; null only for rows written before events carried money. */
+    currency: text("currency"),
   },
   (t) => [index("orders_by_sku_status").on(t.sku, t.status), index("orders_by_user").on(t.userId, t.createdAt)],
 );
@@ -153,4 +158,67 @@ export const paymentEventIds = sqliteTable(
     receivedAt: integer("received_at").notNull(),
   },
   (t) => [index("payment_event_ids_by_time").on(t.receivedAt)],
+);
+
+/**
+ * The order change feed (API.md "Order hand-off"): one row per change of an order's status, written by
+ * triggers on `orders` (migration 0006) in the same statement as the change. `position` is the one
+ * sequence every change takes (AUTOINCREMENT: never reused), so a page after a cursor is a range
+ * read of the primary key, as cheap at the end of the feed as at its start.
+ */
+export const orderChanges = sqliteTable("order_changes", {
+  position: integer("position").primaryKey({ autoIncrement: true }),
+  reservationId: text("reservation_id").notNull(),
+  status: text("status", { enum: RESERVATION_STATUSES }).notNull(),
+  changedAt: integer("changed_at").notNull(),
+});
+
+export const WEBHOOK_EVENT_TYPES = RESERVATION_STATUSES.map((s) => `order.${s}` as const);
+export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+
+/** The shop's webhook endpoints; `events` is a JSON array of event types. */
+export const webhookEndpoints = sqliteTable("webhook_endpoints", {
+  id: text("id").primaryKey(),
+  url: text("url").notNull(),
+  events: text("events", { mode: "json" }).$type<WebhookEventType[]>().notNull(),
+  enabled: integer("enabled", { mode: "boolean" }).notNull(),
+  /** `whsec_` + base64 of 32 random bytes, made when the endpoint is created. */
+  secret: text("secret").notNull(),
+  createdAt: integer("created_at").notNull(),
+  updatedAt: integer("updated_at").notNull(),
+});
+
+export const DELIVERY_STATUSES = ["pending", "delivered", "failed"] as const;
+export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+
+/**
+ * One row per order change and subscribed endpoint, written by a trigger on `order_changes` in the
+ * order's own transaction, so no change can be written without its deliveries. `id` is the
+ * `webhook-id`, the same on every attempt. A pending row is due at `next_attempt_at`; a sender that
+ * takes it moves that time past its own attempt and marks the row with its `lease`, so a row is
+ * sent by one sender at a time and, if that sender dies, is due again when the lease lapses.
+ */
+export const webhookDeliveries = sqliteTable(
+  "webhook_deliveries",
+  {
+    id: text("id").primaryKey(),
+    endpointId: text("endpoint_id").notNull(),
+    position: integer("position").notNull(),
+    type: text("type").$type<WebhookEventType>().notNull(),
+    reservationId: text("reservation_id").notNull(),
+    status: text("status", { enum: DELIVERY_STATUSES }).notNull(),
+    attempts: integer("attempts").notNull().default(0),
+    lastStatusCode: integer("last_status_code"),
+    /** The last answer's body or the error, at most 1 KB. */
+    lastResponse: text("last_response"),
+    nextAttemptAt: integer("next_attempt_at"),
+    lease: text("lease"),
+    createdAt: integer("created_at").notNull(),
+    updatedAt: integer("updated_at").notNull(),
+  },
+  (t) => [
+    index("webhook_deliveries_due").on(t.nextAttemptAt).where(sql`status = 'pending'`),
+    index("webhook_deliveries_by_endpoint").on(t.endpointId, t.status, t.position),
+    index("webhook_deliveries_by_lease").on(t.lease).where(sql`lease IS NOT NULL`),
+  ],
 );

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { WEBHOOK_EVENT_TYPES } from "../db/schema";
 
 /** Request bodies of the contract (API.md). Routes validate with these; types are inferred. */
 
@@ -57,4 +58,19 @@ export const PaymentEvent = z.object({
   reservationId: z.string().min(1).max(255),
   amount: z.int().min(0).max(Number.MAX_SAFE_INTEGER),
   currency: z.string().toLowerCase().pipe(Currency).optional(),
+});
+
+/**
+ * Body of `PUT /admin/webhooks/:id` (strict, as every admin body). Whether `url` may be used depends
+ * on WEBHOOK_ALLOW_HTTP_LOCALHOST, so the route checks it (src/handoff/endpoints.ts).
+ */
+export const WebhookEndpointRequest = z.strictObject({
+  url: z.string().min(1).max(2048),
+  events: z
+    .array(z.enum(WEBHOOK_EVENT_TYPES))
+    .min(1)
+    .max(WEBHOOK_EVENT_TYPES.length)
+    .refine((events) => new Set(events).size === events.length, "each event type at most once")
+    .optional(),
+  enabled: z.boolean().optional(),
 });

@@ -46,6 +46,10 @@ const METRICS = {
     type: "counter",
     help: "Payment webhook events by outcome: applied, refund_required (money kept by the provider, nothing bought: refund it), ignored (a Stripe event naming no known reservation).",
   },
+  flashgate_webhook_deliveries_total: {
+    type: "counter",
+    help: "Webhook delivery attempts by result: delivered (answered 2xx), retried (not delivered, due again later), failed (not delivered and no attempt left; the delivery log keeps it for a manual retry).",
+  },
   flashgate_reconcile_last_run_timestamp_seconds: { type: "gauge", help: "When the last reconciliation run finished." },
   flashgate_http_responses_total: { type: "counter", help: "HTTP responses by route and status." },
   flashgate_scrape_errors: {

@@ -62,7 +62,9 @@ export async function listDeadLetters(db: D1Database, opts: { pendingOnly?: bool
   return filtered.orderBy(desc(deadLetters.receivedAt)).limit(opts.limit ?? 100);
 }
 
-type ReplayResult = { found: false } | { found: true; replayedAt: number; applied: boolean; error?: string };
+type ReplayResult =
+  | { found: false }
+  | { found: true; replayedAt: number; applied: boolean; error?: string; deliveriesDue?: boolean };
 
 /**
  * Replays a dead letter (a message: one event, or many) through the same idempotent apply as the
@@ -77,10 +79,10 @@ export async function replayDeadLetter(db: D1Database, id: string, now: number):
   const { events, invalid } = eventsOfMessage(JSON.parse(letter.body));
   if (invalid !== null || events.length === 0)
     return { found: true, replayedAt: 0, applied: false, error: "not a valid order event" };
-  await applyOrderEvents(db, events, now);
+  const { deliveriesDue } = await applyOrderEvents(db, events, now);
   increment("flashgate_queue_events_total", { result: "replayed" }, events.length);
   log("info", "dead letter replayed", { deadLetterId: id, eventIds: events.map((e) => e.id) });
   const replayedAt = letter.replayedAt ?? now;
   if (letter.replayedAt === null) await d1.update(deadLetters).set({ replayedAt }).where(eq(deadLetters.id, id));
-  return { found: true, replayedAt, applied: true };
+  return { found: true, replayedAt, applied: true, deliveriesDue };
 }

@@ -1,5 +1,6 @@
 import { eventsOfMessage, type OrderEvent } from "../../durable-objects/stock-model";
 import { log } from "../../durable-objects/support";
+import { wakeSender } from "../handoff/delivery-consumer";
 import { increment } from "../observability/metrics";
 import { applyOrderEvents } from "./order-store";
 
@@ -36,9 +37,10 @@ export async function consumeOrderEvents(batch: MessageBatch<unknown>, env: Env)
   // All events in one D1 batch (one round trip); if it fails, each message's on their own, so that
   // only the messages that really fail are retried.
   let changed: boolean[] | null = null;
+  let deliveriesDue = false;
   const all = deliveries.flatMap((d) => d.events);
   try {
-    changed = await applyOrderEvents(env.DB, all, now);
+    ({ changed, deliveriesDue } = await applyOrderEvents(env.DB, all, now));
   } catch (err) {
     log("warn", "order events batch failed, applying message by message", {
       messages: deliveries.length,
@@ -52,7 +54,12 @@ export async function consumeOrderEvents(batch: MessageBatch<unknown>, env: Env)
   for (const { message, events, invalid } of deliveries) {
     let rows: boolean[];
     try {
-      rows = changed ? changed.slice(offset, offset + events.length) : await applyOrderEvents(env.DB, events, now);
+      if (changed) rows = changed.slice(offset, offset + events.length);
+      else {
+        const applied = await applyOrderEvents(env.DB, events, now);
+        rows = applied.changed;
+        deliveriesDue ||= applied.deliveriesDue;
+      }
     } catch (err) {
       retryMessage(message, events, err);
       continue;
@@ -68,6 +75,10 @@ export async function consumeOrderEvents(batch: MessageBatch<unknown>, env: Env)
     if (invalid !== null) message.retry({ delaySeconds: 0 });
     else message.ack();
   }
+  // The changes' webhook deliveries were written with them; a wake-up lost here is sent again by the
+  // cron's check-back (src/handoff/check-back.ts), so it never holds the acks back.
+  if (deliveriesDue)
+    await wakeSender(env).catch((err) => log("warn", "could not wake the webhook sender", { error: String(err) }));
   // Counted per delivery: a series key is built per call, and a delivery holds thousands of events.
   if (applied.length > 0) increment("flashgate_queue_events_total", { result: "applied" }, applied.length);
   if (unchanged > 0) increment("flashgate_queue_events_total", { result: "duplicate" }, unchanged);

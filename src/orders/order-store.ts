@@ -7,6 +7,7 @@ import {
   statusOf,
 } from "../../durable-objects/stock-model";
 import { orderCounts as orderCountsTable, orders } from "../db/schema";
+import { DUE_DELIVERIES_SQL } from "../handoff/deliveries";
 
 /** D1 side of the order pipeline: applying events to `orders`, and reading orders back. */
 
@@ -24,6 +25,8 @@ const ORDER_COLUMNS = [
   "created_at",
   "updated_at",
   "last_seq",
+  "amount",
+  "currency",
 ] as const;
 
 /** Rows per multi-row statement so that it binds at most {@link D1_MAX_BOUND_PARAMETERS}. */
@@ -64,7 +67,9 @@ const ordersSql = (rows: number) =>
      expires_at = coalesce(excluded.expires_at, orders.expires_at),
      updated_at = excluded.updated_at,
      last_seq = excluded.last_seq,
-     created_at = min(orders.created_at, excluded.created_at)
+     created_at = min(orders.created_at, excluded.created_at),
+     amount = CASE WHEN excluded.currency IS NULL THEN orders.amount ELSE excluded.amount END,
+     currency = coalesce(excluded.currency, orders.currency)
    WHERE excluded.last_seq > orders.last_seq
    RETURNING reservation_id, last_seq`;
 
@@ -82,7 +87,7 @@ function cachedSql(kind: "processed" | "orders", rows: number): string {
 /**
  * The statements that apply `events` (in the order given): multi-row inserts of their ids into
  * `processed_events`, then multi-row upserts of their orders, each statement within D1's bound
- * parameter limit (33 ids or 11 orders per statement). Built on D1's own prepared statements rather
+ * parameter limit (33 ids or 9 orders per statement). Built on D1's own prepared statements rather
  * than drizzle's query builder: on this path the builder cost more CPU than D1 itself (profile in
  * docs/ARCHITECTURE.md, "Order pipeline").
  */
@@ -104,6 +109,8 @@ function applyStatements(db: D1Database, events: readonly OrderEvent[], now: num
           occurredAt,
           occurredAt,
           e.seq,
+          e.amount ?? null,
+          e.currency ?? null,
         ];
       }),
     ),
@@ -111,31 +118,50 @@ function applyStatements(db: D1Database, events: readonly OrderEvent[], now: num
   return { processed, upserts };
 }
 
+/** What {@link applyOrderEvents} did. */
+export interface Applied {
+  /**
+   * Per event, whether it changed its order row (an event that a later one in the same call
+   * overtook still counts as applied: it was, then the later one moved the row on).
+   */
+  changed: boolean[];
+  /** Whether webhook deliveries are due (its changes' among them): the sender is to be woken. */
+  deliveriesDue: boolean;
+}
+
 /**
  * Applies events in the order given in one `db.batch`: one round trip and one transaction for all of
- * them, which either applies all or none. Returns, per event, whether it changed its order row (an
- * event that a later one in the same call overtook still counts as applied: it was, then the later
- * one moved the row on).
+ * them, which either applies all or none. The triggers of `orders` give each change its feed
+ * position and its webhook deliveries in the same transaction (migration 0006); the batch's last
+ * statement asks whether deliveries are due, so waking the sender costs no round trip.
  */
-export async function applyOrderEvents(db: D1Database, events: readonly OrderEvent[], now: number): Promise<boolean[]> {
-  if (events.length === 0) return [];
+export async function applyOrderEvents(db: D1Database, events: readonly OrderEvent[], now: number): Promise<Applied> {
+  if (events.length === 0) return { changed: [], deliveriesDue: false };
   const { processed, upserts } = applyStatements(db, events, now);
-  const results = await db.batch<{ reservation_id: string; last_seq: number }>([...processed, ...upserts]);
+  const due = db.prepare(DUE_DELIVERIES_SQL);
+  const results = await db.batch<{ reservation_id: string; last_seq: number; due?: number }>([
+    ...processed,
+    ...upserts,
+    due,
+  ]);
   // Each row the upserts inserted or moved, once per time it did: (reservation, seq) names one event.
   const changed = new Map<string, number>();
-  for (const result of results.slice(processed.length)) {
+  for (const result of results.slice(processed.length, processed.length + upserts.length)) {
     for (const row of result.results) {
       const key = `${row.reservation_id}\u0000${row.last_seq}`;
       changed.set(key, (changed.get(key) ?? 0) + 1);
     }
   }
-  return events.map((e) => {
-    const key = `${e.reservationId}\u0000${e.seq}`;
-    const left = changed.get(key) ?? 0;
-    if (left === 0) return false;
-    changed.set(key, left - 1);
-    return true;
-  });
+  return {
+    changed: events.map((e) => {
+      const key = `${e.reservationId}\u0000${e.seq}`;
+      const left = changed.get(key) ?? 0;
+      if (left === 0) return false;
+      changed.set(key, left - 1);
+      return true;
+    }),
+    deliveriesDue: results.at(-1)?.results[0]?.due === 1,
+  };
 }
 
 export type OrderRow = typeof orders.$inferSelect;

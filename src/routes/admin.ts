@@ -8,6 +8,7 @@ import { forgetDraw } from "../edge/draw-cache";
 import { readSkuState, readWaitlist } from "../edge/sku-state";
 import { forgetSoldOut } from "../edge/sold-out-cache";
 import { callStock, SKU_ID, stockShard } from "../edge/stock-client";
+import { wakeSender } from "../handoff/delivery-consumer";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import { mirrorCounts } from "../mirror/admin-view";
@@ -81,6 +82,7 @@ register(admin, ROUTES.replayDeadLetter, async (c) => {
   const result = await replayDeadLetter(c.env.DB, c.req.param("id"), Date.now());
   if (!result.found) throw new ApiError("NOT_FOUND", "No such dead letter.");
   if (!result.applied) throw new ApiError("INVALID_STATE", result.error);
+  if (result.deliveriesDue) await wakeSender(c.env);
   return c.json({ id: c.req.param("id"), replayed: true, replayedAt: new Date(result.replayedAt).toISOString() });
 });
 

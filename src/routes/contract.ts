@@ -1,8 +1,15 @@
 import { z } from "zod";
 import { RESERVATION_STATUSES } from "../../durable-objects/stock-model";
+import { DELIVERY_STATUSES, WEBHOOK_EVENT_TYPES } from "../db/schema";
 import { SKU_ID } from "../edge/stock-client";
 import { ERRORS, type ErrorCode } from "../http/errors";
-import { PaymentEvent, ReservationRequest, SkuSettingsRequest, WaitlistRequest } from "../http/schemas";
+import {
+  PaymentEvent,
+  ReservationRequest,
+  SkuSettingsRequest,
+  WaitlistRequest,
+  WebhookEndpointRequest,
+} from "../http/schemas";
 import { StripeEvent } from "../payments/stripe-event";
 
 /**
@@ -144,6 +151,54 @@ const ReplayAnswer = z.object({ id: z.string(), replayed: z.literal(true), repla
 
 export const Health = z.object({ ok: z.literal(true) });
 
+/** API.md "Order hand-off": what both the webhooks and the change feed carry. */
+const OrderObject = z.object({
+  reservationId: z.string(),
+  sku: z.string(),
+  userId: z.string(),
+  quantity: z.int().min(1),
+  status: ReservationStatus,
+  /** `quantity × price` in minor units; null for a SKU without a price. */
+  amount: Count.nullable(),
+  /** Null only for an order recorded before events carried money. */
+  currency: z.string().nullable(),
+  createdAt: Time,
+  updatedAt: Time,
+});
+const WebhookEventType = z.enum(WEBHOOK_EVENT_TYPES);
+
+export const WebhookEndpoint = z.object({
+  id: z.string(),
+  url: z.string(),
+  events: z.array(WebhookEventType),
+  enabled: z.boolean(),
+  secret: z.string().startsWith("whsec_"),
+  createdAt: Time,
+  updatedAt: Time,
+});
+const WebhookEndpointList = z.object({ webhooks: z.array(WebhookEndpoint) });
+const Deleted = z.object({ id: z.string(), deleted: z.literal(true) });
+
+const WebhookDelivery = z.object({
+  id: z.string(),
+  type: WebhookEventType,
+  reservationId: z.string(),
+  status: z.enum(DELIVERY_STATUSES),
+  attempts: Count,
+  lastStatusCode: z.int().nullable(),
+  lastResponse: z.string().nullable(),
+  nextAttemptAt: Time.nullable(),
+  createdAt: Time,
+  updatedAt: Time,
+});
+const WebhookDeliveryList = z.object({ deliveries: z.array(WebhookDelivery) });
+const RetryAnswer = z.object({ id: z.string(), status: z.literal("pending") });
+
+/** `POST` to an endpoint: the body every delivery carries (Standard Webhooks' `type`, `timestamp`, `data`). */
+export const WebhookEvent = z.object({ type: WebhookEventType, timestamp: Time, data: OrderObject });
+
+const OrderFeed = z.object({ orders: z.array(OrderObject), next: z.string() });
+
 /** Named schemas: the document's `components.schemas`. */
 export const CONTRACT_SCHEMAS = {
   ErrorBody,
@@ -171,6 +226,15 @@ export const CONTRACT_SCHEMAS = {
   Draw,
   DrawEntries,
   PowChallenge,
+  WebhookEndpointRequest,
+  WebhookEndpoint,
+  WebhookEndpointList,
+  Deleted,
+  WebhookDelivery,
+  WebhookDeliveryList,
+  RetryAnswer,
+  WebhookEvent,
+  OrderFeed,
 } as const;
 export type SchemaName = keyof typeof CONTRACT_SCHEMAS;
 
@@ -183,7 +247,7 @@ interface Parameter {
 }
 
 export interface ContractRoute {
-  method: "get" | "post" | "put";
+  method: "get" | "post" | "put" | "delete";
   /** Hono-style path, as the routes register it (`/api/skus/:sku`). */
   path: string;
   summary: string;
@@ -210,7 +274,8 @@ export interface ContractRoute {
 
 export const PATH_PARAMETERS: Record<string, Parameter> = {
   sku: { name: "sku", description: "SKU id: 1 to 64 of A-Z a-z 0-9 _ -", schema: z.string().regex(SKU_ID) },
-  id: { name: "id", description: "Reservation or dead-letter id", schema: z.string().min(1) },
+  id: { name: "id", description: "Reservation, dead-letter or webhook endpoint id", schema: z.string().min(1) },
+  deliveryId: { name: "deliveryId", description: "Webhook delivery id (its `webhook-id`)", schema: z.string().min(1) },
 };
 
 /**
@@ -432,6 +497,82 @@ export const ROUTES = {
     access: "admin",
     ok: { status: 200, description: "Replayed", schema: "ReplayAnswer" },
     errors: ["NOT_FOUND", "INVALID_STATE"],
+  },
+  putWebhook: {
+    method: "put",
+    path: "/admin/webhooks/:id",
+    summary: "Create or update a webhook endpoint (order hand-off)",
+    description:
+      "`:id` is 1 to 64 of A-Z a-z 0-9 _ -. Creates the endpoint with a new signing `secret` (`whsec_…`) or updates it; fields left out keep their value (on creation: every event type, enabled), and the secret is kept. `url` is https://; http:// only to localhost or 127.0.0.1 where WEBHOOK_ALLOW_HTTP_LOCALHOST is true. Every order change after this is POSTed to it, signed the Standard Webhooks way (`webhook-id`, `webhook-timestamp`, `webhook-signature`).",
+    access: "admin",
+    body: "WebhookEndpointRequest",
+    ok: { status: 200, description: "The endpoint", schema: "WebhookEndpoint" },
+    errors: [],
+  },
+  listWebhooks: {
+    method: "get",
+    path: "/admin/webhooks",
+    summary: "Every webhook endpoint",
+    description: "The endpoints, oldest first, with their secrets.",
+    access: "admin",
+    ok: { status: 200, description: "The endpoints", schema: "WebhookEndpointList" },
+    errors: [],
+  },
+  getWebhook: {
+    method: "get",
+    path: "/admin/webhooks/:id",
+    summary: "One webhook endpoint",
+    description: "The endpoint as PUT answered it.",
+    access: "admin",
+    ok: { status: 200, description: "The endpoint", schema: "WebhookEndpoint" },
+    errors: ["NOT_FOUND"],
+  },
+  deleteWebhook: {
+    method: "delete",
+    path: "/admin/webhooks/:id",
+    summary: "Delete a webhook endpoint and drop its pending deliveries",
+    description: "Nothing more is sent to it; its delivery log goes with it.",
+    access: "admin",
+    ok: { status: 200, description: "Deleted", schema: "Deleted" },
+    errors: ["NOT_FOUND"],
+  },
+  webhookDeliveries: {
+    method: "get",
+    path: "/admin/webhooks/:id/deliveries",
+    summary: "The delivery log of an endpoint, newest change first",
+    description:
+      "Every delivery owed to the endpoint: `pending` (due at `nextAttemptAt`), `delivered` (answered 2xx within 10 s) or `failed` (every attempt of WEBHOOK_RETRY_SCHEDULE refused; retry it by hand). `lastResponse` keeps at most 1 KB of the last answer.",
+    access: "admin",
+    query: [
+      { name: "status", description: "Only deliveries in this status", schema: z.enum(DELIVERY_STATUSES) },
+      { name: "limit", description: "How many, 1..1000 (default 100)", schema: z.string().regex(/^\d+$/) },
+    ],
+    ok: { status: 200, description: "The deliveries", schema: "WebhookDeliveryList" },
+    errors: ["NOT_FOUND", "INVALID_REQUEST"],
+  },
+  retryDelivery: {
+    method: "post",
+    path: "/admin/webhooks/:id/deliveries/:deliveryId/retry",
+    summary: "Try one delivery again now",
+    description:
+      "Makes the delivery due now, whatever its status, with the same `webhook-id`: a failed one gets one more attempt, a delivered one is sent again.",
+    access: "admin",
+    ok: { status: 202, description: "Due now", schema: "RetryAnswer" },
+    errors: ["NOT_FOUND"],
+  },
+  orderFeed: {
+    method: "get",
+    path: "/admin/orders",
+    summary: "The order change feed: orders whose row changed after a cursor",
+    description:
+      "In the order the changes were written; an order that changes again appears again, later, each time as that change left it. `next` is always given (also for an empty page): keep it and ask again. A cursor this route did not make is 400 INVALID_REQUEST. A page costs the same at the end of the feed as at its start.",
+    access: "admin",
+    query: [
+      { name: "after", description: "A `next` this route gave (none: from the beginning)", schema: z.string() },
+      { name: "limit", description: "How many, 1..1000 (default 100)", schema: z.string().regex(/^\d+$/) },
+    ],
+    ok: { status: 200, description: "A page of changes", schema: "OrderFeed" },
+    errors: ["INVALID_REQUEST"],
   },
   healthz: {
     method: "get",

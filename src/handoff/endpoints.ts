@@ -1,0 +1,109 @@
+import { asc, eq } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { WEBHOOK_EVENT_TYPES, type WebhookEventType, webhookDeliveries, webhookEndpoints } from "../db/schema";
+import { newSecret } from "./signature";
+
+/** The shop's webhook endpoints in D1: what `PUT/GET/DELETE /admin/webhooks/:id` manage. */
+
+export const ENDPOINT_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
+export interface EndpointView {
+  id: string;
+  url: string;
+  events: WebhookEventType[];
+  enabled: boolean;
+  secret: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface EndpointSettings {
+  url: string;
+  events?: WebhookEventType[] | undefined;
+  enabled?: boolean | undefined;
+}
+
+/**
+ * Why `url` may not receive deliveries (null: it may). `https://` anywhere; `http://` only to this
+ * machine and only where the operator allowed it (the local default), so a deployed Worker never
+ * sends signed orders in clear text. No user or password in the URL: it is shown and logged.
+ */
+export function urlProblem(url: string, allowHttpLocalhost: boolean): string | null {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return "url is not a URL";
+  }
+  if (parsed.username || parsed.password) return "url must not carry a user or password";
+  if (parsed.protocol === "https:") return null;
+  if (parsed.protocol !== "http:") return "url must be https://";
+  const local = parsed.hostname === "localhost" || parsed.hostname === "127.0.0.1";
+  if (!local) return "url must be https:// (http:// only to localhost or 127.0.0.1)";
+  if (!allowHttpLocalhost) return "url must be https:// (http://localhost needs WEBHOOK_ALLOW_HTTP_LOCALHOST=true)";
+  return null;
+}
+
+type EndpointRow = typeof webhookEndpoints.$inferSelect;
+
+function viewOf(row: EndpointRow): EndpointView {
+  return {
+    id: row.id,
+    url: row.url,
+    events: row.events,
+    enabled: row.enabled,
+    secret: row.secret,
+    createdAt: new Date(row.createdAt).toISOString(),
+    updatedAt: new Date(row.updatedAt).toISOString(),
+  };
+}
+
+/**
+ * Creates an endpoint (all event types and enabled unless said otherwise, a new secret) or updates
+ * one: fields left out keep their value, and the secret is kept.
+ */
+export async function putEndpoint(db: D1Database, id: string, settings: EndpointSettings, now: number) {
+  const [row] = await drizzle(db)
+    .insert(webhookEndpoints)
+    .values({
+      id,
+      url: settings.url,
+      events: settings.events ?? [...WEBHOOK_EVENT_TYPES],
+      enabled: settings.enabled ?? true,
+      secret: newSecret(),
+      createdAt: now,
+      updatedAt: now,
+    })
+    .onConflictDoUpdate({
+      target: webhookEndpoints.id,
+      set: {
+        url: settings.url,
+        ...(settings.events ? { events: settings.events } : {}),
+        ...(settings.enabled === undefined ? {} : { enabled: settings.enabled }),
+        updatedAt: now,
+      },
+    })
+    .returning();
+  if (!row) throw new Error("the endpoint upsert returned no row");
+  return viewOf(row);
+}
+
+export async function getEndpoint(db: D1Database, id: string): Promise<EndpointView | null> {
+  const row = await drizzle(db).select().from(webhookEndpoints).where(eq(webhookEndpoints.id, id)).get();
+  return row ? viewOf(row) : null;
+}
+
+export async function listEndpoints(db: D1Database): Promise<EndpointView[]> {
+  const rows = await drizzle(db).select().from(webhookEndpoints).orderBy(asc(webhookEndpoints.createdAt));
+  return rows.map(viewOf);
+}
+
+/** Deletes an endpoint and its deliveries (pending ones are dropped); false when there was none. */
+export async function deleteEndpoint(db: D1Database, id: string): Promise<boolean> {
+  const orm = drizzle(db);
+  const [, deleted] = await orm.batch([
+    orm.delete(webhookDeliveries).where(eq(webhookDeliveries.endpointId, id)),
+    orm.delete(webhookEndpoints).where(eq(webhookEndpoints.id, id)).returning({ id: webhookEndpoints.id }),
+  ]);
+  return deleted.length > 0;
+}

@@ -1,0 +1,50 @@
+import type { ReservationStatus } from "../../durable-objects/stock-model";
+
+/**
+ * The order object both hand-offs carry (API.md "Order hand-off"): the order as one change left it.
+ * `status` and `updatedAt` are the change's, the rest is the order's and never changes, so a
+ * webhook's body is the same on every attempt and a feed entry says what that change said.
+ */
+export interface OrderObject {
+  reservationId: string;
+  sku: string;
+  userId: string;
+  quantity: number;
+  status: ReservationStatus;
+  amount: number | null;
+  currency: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** A row of `order_changes` joined with its `orders` row (the columns both readers select). */
+export interface ChangeRow {
+  position: number;
+  status: ReservationStatus;
+  changed_at: number;
+  reservation_id: string;
+  sku: string;
+  user_id: string;
+  quantity: number;
+  amount: number | null;
+  currency: string | null;
+  created_at: number;
+}
+
+/** The SELECT list of {@link ChangeRow}, for `order_changes c JOIN orders o`. */
+export const CHANGE_COLUMNS =
+  "c.position, c.status, c.changed_at, o.reservation_id, o.sku, o.user_id, o.quantity, o.amount, o.currency, o.created_at";
+
+export function orderObjectOf(row: ChangeRow): OrderObject {
+  return {
+    reservationId: row.reservation_id,
+    sku: row.sku,
+    userId: row.user_id,
+    quantity: row.quantity,
+    status: row.status,
+    amount: row.amount,
+    currency: row.currency,
+    createdAt: new Date(row.created_at).toISOString(),
+    updatedAt: new Date(row.changed_at).toISOString(),
+  };
+}

@@ -1,0 +1,87 @@
+import type { Taken } from "./deliveries";
+import { type OrderObject, orderObjectOf } from "./order-object";
+import { sign } from "./signature";
+
+/** One attempt of one delivery: the signed POST and what came back. */
+
+/** API.md: an answer 2xx within 10 s is delivered. */
+export const DELIVERY_TIMEOUT_MS = 10_000;
+/** What is kept of an answer's body (or an error's text). */
+export const RESPONSE_BYTES = 1024;
+
+export interface Answer {
+  ok: boolean;
+  code: number | null;
+  response: string;
+}
+
+export interface WebhookBody {
+  type: Taken["type"];
+  timestamp: string;
+  data: OrderObject;
+}
+
+/** The body of a delivery: the same on every attempt (only the headers' timestamp moves). */
+export function bodyOf(delivery: Taken): string {
+  const data = orderObjectOf(delivery);
+  const body: WebhookBody = { type: delivery.type, timestamp: data.updatedAt, data };
+  return JSON.stringify(body);
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** Up to {@link RESPONSE_BYTES} of a body, read no further (a receiver may answer with megabytes). */
+async function head(body: ReadableStream<Uint8Array> | null): Promise<string> {
+  if (!body) return "";
+  const reader = body.getReader();
+  const bytes = new Uint8Array(RESPONSE_BYTES);
+  let filled = 0;
+  try {
+    while (filled < RESPONSE_BYTES) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      const part = value.subarray(0, RESPONSE_BYTES - filled);
+      bytes.set(part, filled);
+      filled += part.length;
+    }
+  } finally {
+    reader.cancel().catch(() => {});
+  }
+  return clip(decoder.decode(bytes.subarray(0, filled)));
+}
+
+/** `text` cut to at most {@link RESPONSE_BYTES} of UTF-8 (a cut character decodes wider). */
+export function clip(text: string): string {
+  let out = text.length > RESPONSE_BYTES ? text.slice(0, RESPONSE_BYTES) : text;
+  while (encoder.encode(out).length > RESPONSE_BYTES) out = out.slice(0, -1);
+  return out;
+}
+
+/**
+ * POSTs a delivery, signed for this attempt. Redirects are not followed (a 3xx is an answer that
+ * is not 2xx: the endpoint's URL is what the operator set, nowhere else).
+ */
+export async function attempt(delivery: Taken, body: string, now: number): Promise<Answer> {
+  const timestamp = Math.floor(now / 1000);
+  try {
+    const response = await fetch(delivery.url, {
+      method: "POST",
+      redirect: "manual",
+      signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS),
+      headers: {
+        "content-type": "application/json",
+        "user-agent": "Flashgate-Webhooks/1",
+        "webhook-id": delivery.id,
+        "webhook-timestamp": String(timestamp),
+        "webhook-signature": await sign(delivery.secret, delivery.id, timestamp, body),
+      },
+      body,
+    });
+    const ok = response.status >= 200 && response.status < 300;
+    return { ok, code: response.status, response: await head(response.body).catch(() => "") };
+  } catch (err) {
+    const timedOut = err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError");
+    return { ok: false, code: null, response: clip(timedOut ? "no answer within 10 s" : String(err)) };
+  }
+}

@@ -1,0 +1,88 @@
+import { Hono } from "hono";
+import { z } from "zod";
+import { DELIVERY_STATUSES } from "../db/schema";
+import { cursorOf, feedPage, positionOf } from "../handoff/change-feed";
+import { listDeliveries, retryNow } from "../handoff/deliveries";
+import { wakeSender } from "../handoff/delivery-consumer";
+import { deleteEndpoint, ENDPOINT_ID, getEndpoint, listEndpoints, putEndpoint, urlProblem } from "../handoff/endpoints";
+import type { AppEnv } from "../http/context";
+import { ApiError } from "../http/errors";
+import { ROUTES } from "./contract";
+import { register } from "./register";
+
+/** API.md "Order hand-off": the webhook endpoints, their delivery logs, and the order change feed. */
+export const handoff = new Hono<AppEnv>();
+
+const Limit = z.coerce.number().int().min(1).max(1000).default(100);
+
+function limitOf(text: string | undefined): number {
+  const limit = Limit.safeParse(text ?? undefined);
+  if (!limit.success) throw new ApiError("INVALID_REQUEST", "limit must be an integer from 1 to 1000.");
+  return limit.data;
+}
+
+function endpointId(id: string): string {
+  if (!ENDPOINT_ID.test(id)) throw new ApiError("NOT_FOUND", "No such webhook endpoint.");
+  return id;
+}
+
+register(handoff, ROUTES.putWebhook, async (c, body) => {
+  const id = c.req.param("id");
+  if (!ENDPOINT_ID.test(id))
+    throw new ApiError("INVALID_REQUEST", "A webhook endpoint id is 1 to 64 of A-Z a-z 0-9 _ -.");
+  const problem = urlProblem(body.url, c.env.WEBHOOK_ALLOW_HTTP_LOCALHOST === "true");
+  if (problem) throw new ApiError("INVALID_REQUEST", `${problem}.`);
+  const endpoint = await putEndpoint(c.env.DB, id, body, Date.now());
+  // Deliveries left pending while it was disabled are due again.
+  if (endpoint.enabled) await wakeSender(c.env);
+  return c.json(endpoint);
+});
+
+register(handoff, ROUTES.listWebhooks, async (c) => c.json({ webhooks: await listEndpoints(c.env.DB) }));
+
+register(handoff, ROUTES.getWebhook, async (c) => {
+  const endpoint = await getEndpoint(c.env.DB, endpointId(c.req.param("id")));
+  if (!endpoint) throw new ApiError("NOT_FOUND", "No such webhook endpoint.");
+  return c.json(endpoint);
+});
+
+register(handoff, ROUTES.deleteWebhook, async (c) => {
+  const id = endpointId(c.req.param("id"));
+  if (!(await deleteEndpoint(c.env.DB, id))) throw new ApiError("NOT_FOUND", "No such webhook endpoint.");
+  return c.json({ id, deleted: true });
+});
+
+register(handoff, ROUTES.webhookDeliveries, async (c) => {
+  const id = endpointId(c.req.param("id"));
+  const status = c.req.query("status");
+  if (status !== undefined && !(DELIVERY_STATUSES as readonly string[]).includes(status)) {
+    throw new ApiError("INVALID_REQUEST", `status must be one of ${DELIVERY_STATUSES.join(", ")}.`);
+  }
+  const limit = limitOf(c.req.query("limit"));
+  if (!(await getEndpoint(c.env.DB, id))) throw new ApiError("NOT_FOUND", "No such webhook endpoint.");
+  const deliveries = await listDeliveries(
+    c.env.DB,
+    id,
+    status as (typeof DELIVERY_STATUSES)[number] | undefined,
+    limit,
+  );
+  return c.json({ deliveries });
+});
+
+register(handoff, ROUTES.retryDelivery, async (c) => {
+  const deliveryId = c.req.param("deliveryId");
+  if (!(await retryNow(c.env.DB, endpointId(c.req.param("id")), deliveryId))) {
+    throw new ApiError("NOT_FOUND", "No such delivery of this webhook endpoint.");
+  }
+  await wakeSender(c.env);
+  return c.json({ id: deliveryId, status: "pending" as const }, 202);
+});
+
+register(handoff, ROUTES.orderFeed, async (c) => {
+  const limit = limitOf(c.req.query("limit"));
+  const after = c.req.query("after");
+  const position = after === undefined ? 0 : await positionOf(c.env.ADMIN_TOKEN, after);
+  if (position === null) throw new ApiError("INVALID_REQUEST", "after is not a cursor this route gave.");
+  const page = await feedPage(c.env.DB, position, limit);
+  return c.json({ orders: page.orders, next: await cursorOf(c.env.ADMIN_TOKEN, page.last) });
+});

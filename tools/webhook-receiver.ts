@@ -1,0 +1,159 @@
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Webhook } from "standardwebhooks";
+
+/**
+ * A shop's webhook receiver, for tests, chaos and the bench: a Node HTTP server that checks every
+ * delivery with `standardwebhooks`, the scheme's reference library, as a shop's own receiver would.
+ * Each endpoint is a path, `/hooks/<name>`, with its own behaviour, set over a control route:
+ *
+ *   PUT /control/<name>  {"secret": "whsec_…", "fail"?: n, "drop"?: n, "delayMs"?: ms, "status"?: code,
+ *                         "keep"?: boolean}   (resets what was received)
+ *     fail: the first n requests answer 500; drop: the next n are read and recorded, then the
+ *     connection is cut without an answer (a receiver that processed it but whose answer was lost:
+ *     it will see it again); delayMs: every answer waits that long; status: the answer otherwise
+ *     (default 204); keep: false keeps counts and lags only, not each request (the bench's setting);
+ *     location, answerBody: sent with every answer (a redirect, an oversized body).
+ *   GET /control/<name>  {"received": [...], "count", "verified", "unverified", "lagsMs": [...]}
+ *
+ * A request is recorded with its `webhook-id`, whether its signature verified, its body and when it
+ * came; `lagsMs` are the times from the change (`data.updatedAt`) to its arrival.
+ */
+
+export interface Received {
+  webhookId: string;
+  timestamp: number;
+  verified: boolean;
+  receivedAt: number;
+  answered: number | "dropped";
+  body: { type: string; timestamp: string; data: { reservationId: string; status: string; updatedAt: string } } | null;
+}
+
+export interface Behaviour {
+  secret: string;
+  fail?: number;
+  drop?: number;
+  delayMs?: number;
+  status?: number;
+  keep?: boolean;
+  /** Sent with every answer: a `location` (to show redirects are not followed) and a body. */
+  location?: string;
+  answerBody?: string;
+}
+
+interface Endpoint {
+  behaviour: Behaviour;
+  verifier: Webhook;
+  requests: number;
+  received: Received[];
+  verified: number;
+  unverified: number;
+  lagsMs: number[];
+}
+
+export interface WebhookReceiver {
+  /** http://127.0.0.1:<port>: endpoints are `${url}/hooks/<name>`. */
+  url: string;
+  close(): Promise<void>;
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    req.on("error", reject);
+  });
+}
+
+function json(res: ServerResponse, status: number, value: unknown): void {
+  res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(value));
+}
+
+export async function startWebhookReceiver(opts: { port?: number } = {}): Promise<WebhookReceiver> {
+  const endpoints = new Map<string, Endpoint>();
+
+  async function control(name: string, req: IncomingMessage, res: ServerResponse) {
+    if (req.method === "PUT") {
+      const behaviour = JSON.parse(await readBody(req)) as Behaviour;
+      endpoints.set(name, {
+        behaviour,
+        verifier: new Webhook(behaviour.secret),
+        requests: 0,
+        received: [],
+        verified: 0,
+        unverified: 0,
+        lagsMs: [],
+      });
+      return json(res, 200, { ok: true });
+    }
+    const endpoint = endpoints.get(name);
+    if (!endpoint) return json(res, 404, { error: "no such endpoint" });
+    const { received, verified, unverified, lagsMs, requests } = endpoint;
+    return json(res, 200, { received, count: requests, verified, unverified, lagsMs });
+  }
+
+  async function hook(name: string, req: IncomingMessage, res: ServerResponse) {
+    const endpoint = endpoints.get(name);
+    const body = await readBody(req);
+    if (!endpoint) return json(res, 404, { error: "no such endpoint" });
+    const receivedAt = Date.now();
+    const headers = {
+      "webhook-id": String(req.headers["webhook-id"] ?? ""),
+      "webhook-timestamp": String(req.headers["webhook-timestamp"] ?? ""),
+      "webhook-signature": String(req.headers["webhook-signature"] ?? ""),
+    };
+    let parsed: Received["body"] = null;
+    let verified = false;
+    try {
+      parsed = endpoint.verifier.verify(body, headers) as Received["body"];
+      verified = true;
+    } catch {
+      // recorded as unverified below
+    }
+    const n = endpoint.requests++;
+    const { fail = 0, drop = 0, delayMs = 0, status = 204, keep = true } = endpoint.behaviour;
+    const answered = n < fail ? 500 : n < fail + drop ? "dropped" : verified ? status : 401;
+    if (verified) endpoint.verified++;
+    else endpoint.unverified++;
+    if (parsed?.data?.updatedAt) endpoint.lagsMs.push(receivedAt - Date.parse(parsed.data.updatedAt));
+    if (keep) {
+      endpoint.received.push({
+        webhookId: headers["webhook-id"],
+        timestamp: Number(headers["webhook-timestamp"]),
+        verified,
+        receivedAt,
+        answered,
+        body: parsed,
+      });
+    }
+    if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
+    if (answered === "dropped") {
+      req.socket.destroy();
+      return;
+    }
+    const { location, answerBody } = endpoint.behaviour;
+    res
+      .writeHead(answered, { "content-type": "text/plain", ...(location ? { location } : {}) })
+      .end(answerBody ?? (answered === 500 ? "receiver failing on purpose" : ""));
+  }
+
+  const server = createServer((req, res) => {
+    const path = new URL(req.url ?? "/", "http://receiver").pathname;
+    const [, kind, name] = path.split("/");
+    const handle = kind === "control" && name ? control : kind === "hooks" && name ? hook : null;
+    if (!handle || !name) return json(res, 404, { error: "no such route" });
+    handle(name, req, res).catch((err: unknown) => json(res, 500, { error: String(err) }));
+  });
+  server.keepAliveTimeout = 60_000;
+  await new Promise<void>((resolve) => server.listen(opts.port ?? 0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
