@@ -4,11 +4,11 @@ import type { AppEnv } from "./http/context";
 import { errorBody, errorResponse } from "./http/errors";
 import { observe } from "./http/observe";
 import { admin } from "./routes/admin";
+import { operatorPages } from "./routes/dashboard";
 import { handoff } from "./routes/handoff";
 import { metrics } from "./routes/metrics";
 import { openapi } from "./routes/openapi";
 import { ops } from "./routes/ops";
-import { pages } from "./routes/pages";
 import { shopper } from "./routes/shopper";
 import { webhooks } from "./routes/webhooks";
 
@@ -38,11 +38,12 @@ function allowedMethods(app: Hono<AppEnv>): (path: string) => string[] {
 }
 
 /**
- * The Worker's routes. `mount` adds routes before the fallbacks: the harness entry
- * (src/harness/index.ts) mounts the dev, bench and chaos routes that way; production mounts none,
- * so they are not in the bundle `wrangler deploy` builds from src/index.ts.
+ * The Worker's routes: the contract's, then `pages`, then whatever `mount` adds before the
+ * fallbacks. Production passes the operator dashboard and mounts nothing; the harness entry
+ * (src/harness/index.ts) passes the demo storefront beside the dashboard and mounts the dev, bench
+ * and chaos routes, so none of those is in the bundle `wrangler deploy` builds from src/index.ts.
  */
-export function buildApp(mount?: (app: Hono<AppEnv>) => void): Hono<AppEnv> {
+export function buildApp(pages: Hono<AppEnv>, mount?: (app: Hono<AppEnv>) => void): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
   // One middleware for every request; the rest is per route (admission and the body limit, in
@@ -70,5 +71,5 @@ export function buildApp(mount?: (app: Hono<AppEnv>) => void): Hono<AppEnv> {
   return app;
 }
 
-/** The production app: the contract's routes and nothing else. */
-export const app = buildApp();
+/** The production app: the contract's routes and the operator dashboard, nothing else. */
+export const app = buildApp(operatorPages);

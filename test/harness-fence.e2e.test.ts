@@ -3,49 +3,78 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HARNESS_ENTRY } from "../tools/harness";
 
 /**
- * API.md: development helpers "are never reachable in a deployed Worker, whatever its vars say".
- * The proof is the bundle itself: what `wrangler deploy` would upload (its `--dry-run --outdir`
- * output, from wrangler.toml) holds no dev, bench or chaos route, while the harness bundle the
- * local tooling builds from src/harness/index.ts holds all three.
+ * API.md: development helpers "are never reachable in a deployed Worker, whatever its vars say;
+ * nor is any page that needs them". The proof is the bundle itself: what `wrangler deploy` would
+ * upload (its `--dry-run --outdir` output, from wrangler.toml) holds no dev, bench or chaos route
+ * and no file of the demo storefront, while the harness bundle the local tooling builds from
+ * src/harness/index.ts holds them all.
  */
 
 const run = promisify(execFile);
 const HARNESS_ONLY = ["/dev/jwt", "/dev/pay", "/bench/engine", "/bench/orders", "/chaos/consumer-faults", "chaosAbort"];
+/** A line found only in each file of the demo storefront, which buys through /dev/*. */
+const STOREFRONT = {
+  "public/index.html": "<title>Flashgate · demo storefront</title>",
+  "public/static/storefront.js": "// Demo storefront: a shopper buys through the public API",
+  "public/static/pow-worker.js": "// Proof-of-work solver, run in a Web Worker",
+};
 
 const dirs: string[] = [];
 afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
-/** The Worker code `wrangler deploy --dry-run` writes (index.js). */
-async function bundle(entry?: string): Promise<string> {
+/**
+ * What `wrangler deploy --dry-run` writes: the Worker's code (index.js), and everything it uploads,
+ * the text modules beside the code included (the pages of public/, the Lua scripts).
+ */
+async function bundle(entry?: string): Promise<{ code: string; uploaded: string }> {
   const out = mkdtempSync(join(tmpdir(), "flashgate-bundle-"));
   dirs.push(out);
   const args = ["wrangler", "deploy", "--dry-run", ...(entry ? [entry] : []), "--outdir", out];
   await run("npx", args, { env: { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" } });
-  // The Worker's code only: the storefront's own script is bundled beside it as a text module (it names
-  // /dev/jwt as a URL it may call), which is page content, not a route.
-  const files = readdirSync(out, { recursive: true, encoding: "utf8" }).filter((f) => /^index\.m?js$/.test(f));
-  expect(files.length).toBeGreaterThan(0);
-  return files.map((f) => readFileSync(join(out, f), "utf8")).join("\n");
+  const files = readdirSync(out, { recursive: true, encoding: "utf8" }).filter((f) => !/\.(map|md)$/.test(f));
+  const read = (names: string[]) => names.map((f) => readFileSync(join(out, f), "utf8")).join("\n");
+  const code = files.filter((f) => /^index\.m?js$/.test(f));
+  expect(code.length).toBeGreaterThan(0);
+  return { code: read(code), uploaded: read(files) };
 }
 
+type Bundle = Awaited<ReturnType<typeof bundle>>;
+let production: Bundle;
+let harness: Bundle;
+beforeAll(async () => {
+  [production, harness] = await Promise.all([bundle(), bundle(HARNESS_ENTRY)]);
+});
+
 describe("the harness fence", () => {
-  it("the production bundle has no dev, bench or chaos route; the harness bundle has them all", async () => {
-    const [production, harness] = await Promise.all([bundle(), bundle(HARNESS_ENTRY)]);
+  it("the production bundle has no dev, bench or chaos route; the harness bundle has them all", () => {
     for (const marker of HARNESS_ONLY) {
-      expect(production.includes(marker), `production bundle contains ${marker}`).toBe(false);
-      expect(harness.includes(marker), `harness bundle lacks ${marker}`).toBe(true);
+      expect(production.uploaded.includes(marker), `production bundle contains ${marker}`).toBe(false);
+      // The harness's code, not its pages: the storefront's script names /dev/jwt as a URL it calls.
+      expect(harness.code.includes(marker), `harness bundle lacks ${marker}`).toBe(true);
     }
-    for (const prefix of ["/dev/", "/bench/", "/chaos/"]) expect(production).not.toContain(prefix);
+    for (const prefix of ["/dev/", "/bench/", "/chaos/"]) expect(production.uploaded).not.toContain(prefix);
     // Both are the same Worker otherwise.
     for (const route of ["/webhooks/stripe", "/api/skus/:sku/reservations", "/admin/reconcile"]) {
-      expect(production).toContain(route);
-      expect(harness).toContain(route);
+      expect(production.code).toContain(route);
+      expect(harness.code).toContain(route);
     }
+  });
+
+  it("the production bundle has no file of the demo storefront; the harness bundle has them all", () => {
+    for (const [file, marker] of Object.entries(STOREFRONT)) {
+      expect(readFileSync(new URL(`../${file}`, import.meta.url), "utf8"), `${file} lacks its marker`).toContain(
+        marker,
+      );
+      expect(production.uploaded.includes(marker), `production bundle contains ${file}`).toBe(false);
+      expect(harness.uploaded.includes(marker), `harness bundle lacks ${file}`).toBe(true);
+    }
+    // The operator dashboard is in both.
+    for (const bundled of [production, harness]) expect(bundled.uploaded).toContain("Flashgate · operator dashboard");
   });
 });

@@ -6,10 +6,12 @@ import { consumeOrderEvents } from "../orders/order-consumer";
 import { bench } from "./bench-routes";
 import { chaos, chaosConsumer } from "./chaos-routes";
 import { type Dispatch, devRoutes } from "./dev-routes";
+import { harnessPages } from "./storefront";
 
 /**
- * The harness entry: the production Worker plus the routes only local tooling may reach, the demo
- * storefront's `/dev/*` (npm run dev), `/bench/*` (npm run bench) and `/chaos/*` (npm run chaos).
+ * The harness entry: the production Worker plus what only local tooling may reach: the demo
+ * storefront at `/` in place of production's redirect to the dashboard (./storefront.ts), its
+ * `/dev/*` (npm run dev), `/bench/*` (npm run bench) and `/chaos/*` (npm run chaos).
  * `wrangler deploy` bundles src/index.ts (wrangler.toml's `main`), which imports nothing from
  * here, so a deployed Worker has none of these routes whatever its vars say. The tooling selects
  * this file instead: `wrangler dev src/harness/index.ts`, `wrangler deploy --dry-run
@@ -20,7 +22,7 @@ import { type Dispatch, devRoutes } from "./dev-routes";
 export { MetricsTotals } from "../../durable-objects/objects";
 export { SkuStock } from "./harness-stock";
 
-const harnessApp: Hono<AppEnv> = buildApp((app) => {
+const harnessApp: Hono<AppEnv> = buildApp(harnessPages, (app) => {
   app.route("/", chaos); // chaos harness only: 404 unless the var CHAOS is "true" (scripts/chaos/)
   // The simulated payment goes through this app, so the real webhook route and middleware answer it.
   const dispatch: Dispatch = (request, env, ctx) => harnessApp.fetch(request, env, ctx);

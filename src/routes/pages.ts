@@ -1,16 +1,13 @@
 import { Hono } from "hono";
 import { fnv1a } from "../../durable-objects/support";
-import dashboardHtml from "../../public/dashboard.html";
-import indexHtml from "../../public/index.html";
-import dashboardJs from "../../public/static/dashboard.js";
-import powWorkerJs from "../../public/static/pow-worker.js";
-import storefrontJs from "../../public/static/storefront.js";
-import styleCss from "../../public/static/style.css";
 import type { AppEnv } from "../http/context";
 
 /**
- * The demo storefront (`/`) and the operator dashboard (`/dashboard`), with their script and style,
- * served from the Worker's own bundle: wrangler.toml imports the files of public/ as text.
+ * How a Worker serves its pages: a table of files, each answered at its path from the Worker's own
+ * bundle (wrangler.toml imports the files of public/ as text), with an ETag, a Content-Security-Policy
+ * and revalidation on every load. Which files go in the table is the entry's choice: production
+ * serves the operator dashboard (src/routes/dashboard.ts), the harness entry the demo storefront
+ * beside it (src/harness/storefront.ts).
  *
  * Not an `[assets]` binding: with `run_worker_first` (needed so /api/* and unknown paths keep the
  * contract's JSON 404/405), every request, API calls included, first passed the asset router, and
@@ -19,14 +16,31 @@ import type { AppEnv } from "../http/context";
  * the pages. On Cloudflare the asset router is not billed, but this costs little either: a page view
  * is one short Worker invocation, and the bundle grows by the pages' size.
  */
-export const pages = new Hono<AppEnv>();
 
-/** Where the Turnstile widget's script and frame come from, when the storefront renders it. */
+/** One file of a page table. */
+export interface PageFile {
+  body: string;
+  type: string;
+  /**
+   * The page renders the Turnstile widget: its `data-turnstile-site-key=""` is filled with the var
+   * TURNSTILE_SITE_KEY, and while that is set its policy lets the widget load from Cloudflare.
+   */
+  turnstile?: true;
+}
+
+/** Files by the path they are served at. */
+export type PageFiles = Record<string, PageFile>;
+
+export const HTML = "text/html; charset=utf-8";
+export const JAVASCRIPT = "text/javascript; charset=utf-8";
+export const CSS = "text/css; charset=utf-8";
+
+/** Where the Turnstile widget's script and frame come from, when a page renders it. */
 const TURNSTILE_ORIGIN = "https://challenges.cloudflare.com";
 
 /**
  * The pages load their own scripts (the proof-of-work solver in a Web Worker) and style and talk
- * only to this origin; with a Turnstile site key, the storefront also loads the widget from Cloudflare.
+ * only to this origin; with a Turnstile site key, a page that renders the widget also loads it from Cloudflare.
  */
 function contentSecurityPolicy(turnstile: boolean): string {
   const widget = turnstile ? ` ${TURNSTILE_ORIGIN}` : "";
@@ -44,48 +58,44 @@ const PAGE_HEADERS: Record<string, string> = {
   "Cache-Control": "no-cache",
 };
 
-const FILES: Record<string, { body: string; type: string }> = {
-  "/": { body: indexHtml, type: "text/html; charset=utf-8" },
-  "/dashboard": { body: dashboardHtml, type: "text/html; charset=utf-8" },
-  "/static/storefront.js": { body: storefrontJs, type: "text/javascript; charset=utf-8" },
-  "/static/dashboard.js": { body: dashboardJs, type: "text/javascript; charset=utf-8" },
-  "/static/pow-worker.js": { body: powWorkerJs, type: "text/javascript; charset=utf-8" },
-  "/static/style.css": { body: styleCss, type: "text/css; charset=utf-8" },
-};
-
-/** A page as served under one site key (the storefront carries it for its Turnstile widget). */
+/** A page as served under one site key (a page with the Turnstile widget carries it). */
 interface Served {
   body: string;
   etag: string;
   csp: string;
 }
 
-for (const [path, file] of Object.entries(FILES)) {
-  // Made on first use and again only when the site key changes: once per isolate, not per request.
-  let served: (Served & { siteKey: string }) | undefined;
-  pages.get(path, (c) => {
-    const siteKey = path === "/" ? (c.env.TURNSTILE_SITE_KEY ?? "") : "";
-    if (served?.siteKey !== siteKey) {
-      const body = siteKey
-        ? file.body.replace('data-turnstile-site-key=""', `data-turnstile-site-key="${escapeAttribute(siteKey)}"`)
-        : file.body;
-      // FNV-1a of the text and its length.
-      served = {
-        siteKey,
-        body,
-        etag: `"${fnv1a(body).toString(16)}-${body.length.toString(16)}"`,
-        csp: contentSecurityPolicy(siteKey !== ""),
+/** The routes that serve `files`, one GET (and so HEAD) route per path. */
+export function servePages(files: PageFiles): Hono<AppEnv> {
+  const pages = new Hono<AppEnv>();
+  for (const [path, file] of Object.entries(files)) {
+    // Made on first use and again only when the site key changes: once per isolate, not per request.
+    let served: (Served & { siteKey: string }) | undefined;
+    pages.get(path, (c) => {
+      const siteKey = file.turnstile ? (c.env.TURNSTILE_SITE_KEY ?? "") : "";
+      if (served?.siteKey !== siteKey) {
+        const body = siteKey
+          ? file.body.replace('data-turnstile-site-key=""', `data-turnstile-site-key="${escapeAttribute(siteKey)}"`)
+          : file.body;
+        // FNV-1a of the text and its length.
+        served = {
+          siteKey,
+          body,
+          etag: `"${fnv1a(body).toString(16)}-${body.length.toString(16)}"`,
+          csp: contentSecurityPolicy(siteKey !== ""),
+        };
+      }
+      const headers = {
+        ...PAGE_HEADERS,
+        "Content-Security-Policy": served.csp,
+        ETag: served.etag,
+        "Content-Type": file.type,
       };
-    }
-    const headers = {
-      ...PAGE_HEADERS,
-      "Content-Security-Policy": served.csp,
-      ETag: served.etag,
-      "Content-Type": file.type,
-    };
-    if (c.req.header("if-none-match") === served.etag) return c.body(null, 304, headers);
-    return c.body(served.body, 200, headers);
-  });
+      if (c.req.header("if-none-match") === served.etag) return c.body(null, 304, headers);
+      return c.body(served.body, 200, headers);
+    });
+  }
+  return pages;
 }
 
 function escapeAttribute(text: string): string {
