@@ -3,6 +3,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, inject, it, vi } from "vitest";
 import { feedPage, positionOf } from "../src/handoff/change-feed";
 import worker from "../src/index";
+import { CONTRACT_SCHEMAS } from "../src/routes/contract";
 import type { Behaviour, Received } from "../tools/webhook-receiver";
 import { ADMIN_TOKEN, call, createSku, reserve, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
@@ -49,9 +50,16 @@ async function logOf(id: string): Promise<Log> {
   return (await fetch(`${receiver.url}/control/${id}`)).json();
 }
 
+/** The answer parses with its contract schema (what /openapi.json documents). */
+function conforms(schema: keyof typeof CONTRACT_SCHEMAS, value: unknown) {
+  const parsed = CONTRACT_SCHEMAS[schema].safeParse(value);
+  expect(parsed.success ? [] : parsed.error.issues).toEqual([]);
+}
+
 async function deliveries(id: string, query = "") {
   const answer = await call("GET", `/admin/webhooks/${id}/deliveries${query}`, { admin: true });
   expect(answer.status).toBe(200);
+  conforms("WebhookDeliveryList", answer.json);
   return answer.json.deliveries as {
     id: string;
     status: string;
@@ -83,6 +91,7 @@ describe("order hand-off: signed webhooks", () => {
       return log;
     });
     expect(log.unverified).toBe(0);
+    for (const request of log.received) conforms("WebhookEvent", request.body);
     const seen = log.received.map((r) => `${r.body?.data.reservationId}:${r.body?.type}`).sort();
     expect(seen).toEqual(
       [
@@ -224,6 +233,7 @@ describe("order hand-off: managing endpoints", () => {
     const created = await call("PUT", `/admin/webhooks/${id}`, { admin: true, body: { url } });
     expect(created.status).toBe(200);
     endpoints.push(id);
+    conforms("WebhookEndpoint", created.json);
     expect(created.json).toMatchObject({
       id,
       url,
@@ -244,6 +254,7 @@ describe("order hand-off: managing endpoints", () => {
     });
     expect((await call("GET", `/admin/webhooks/${id}`, { admin: true })).json).toEqual(updated.json);
     const list = await call("GET", "/admin/webhooks", { admin: true });
+    conforms("WebhookEndpointList", list.json);
     expect(list.json.webhooks.map((w: { id: string }) => w.id)).toContain(id);
     expect((await call("DELETE", `/admin/webhooks/${id}`, { admin: true })).status).toBe(200);
     expect((await call("GET", `/admin/webhooks/${id}`, { admin: true })).status).toBe(404);
@@ -321,6 +332,7 @@ describe("order hand-off: the change feed", () => {
       const answer = await call("GET", `/admin/orders?limit=100&after=${cursor}`, { admin: true });
       expect(answer.status).toBe(200);
       expect(answer.json.orders).toHaveLength(100);
+      if (page === 0) conforms("OrderFeed", answer.json);
       seen.push(...answer.json.orders);
       if (page === 0 || page === 99) {
         const position = (await positionOf(ADMIN_TOKEN, cursor)) as number;

@@ -145,6 +145,30 @@ export function buildOpenApiDocument(serverUrl: string): JsonObject {
       { name: "admin", description: "Authorization: Bearer <ADMIN_TOKEN>" },
     ],
     paths,
+    // What Flashgate sends: the order hand-off's deliveries to the shop's endpoints (API.md "Order hand-off").
+    webhooks: {
+      orderChange: {
+        post: {
+          operationId: "orderChange",
+          summary: "An order changed (sent to every enabled endpoint subscribed to its type)",
+          description:
+            "Signed the Standard Webhooks way: `webhook-id` (the same on every retry), `webhook-timestamp` (unix seconds of this attempt), `webhook-signature: v1,<base64 HMAC-SHA256(secret bytes after whsec_, id.timestamp.body)>`. Answer 2xx within 10 s; anything else is retried on WEBHOOK_RETRY_SCHEDULE. At least once, possibly out of order: dedupe by `webhook-id`, order by `data.updatedAt`.",
+          tags: ["admin"],
+          security: [{ standardWebhooks: [] }],
+          parameters: ["webhook-id", "webhook-timestamp"].map((name) => ({
+            in: "header",
+            name,
+            required: true,
+            schema: { type: "string" },
+          })),
+          requestBody: {
+            required: true,
+            content: { "application/json": { schema: { $ref: "#/components/schemas/WebhookEvent" } } },
+          },
+          responses: { "204": { description: "Received (any 2xx is)" } },
+        },
+      },
+    },
     components: {
       schemas: componentSchemas(),
       securitySchemes: {
@@ -156,6 +180,13 @@ export function buildOpenApiDocument(serverUrl: string): JsonObject {
             "JWT whose `sub` is the user id, `exp` required: HS256 signed with AUTH_SECRET, or RS256/ES256 by a key of the identity provider's JWKS (AUTH_JWKS_URL or AUTH_JWKS, chosen by `kid`); `iss`/`aud` checked when AUTH_ISSUER/AUTH_AUDIENCE are set",
         },
         adminToken: { type: "http", scheme: "bearer", description: "ADMIN_TOKEN" },
+        standardWebhooks: {
+          type: "apiKey",
+          in: "header",
+          name: "webhook-signature",
+          description:
+            'Sent by Flashgate to the shop: v1,<base64 HMAC-SHA256(the endpoint secret\'s bytes after "whsec_", webhook-id + "." + webhook-timestamp + "." + raw body)>',
+        },
         paymentSignature: {
           type: "apiKey",
           in: "header",
