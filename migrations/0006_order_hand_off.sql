@@ -21,7 +21,7 @@ CREATE TABLE `webhook_deliveries` (
 	`updated_at` integer NOT NULL
 );
 --> statement-breakpoint
-CREATE INDEX `webhook_deliveries_due` ON `webhook_deliveries` (`next_attempt_at`) WHERE status = 'pending';--> statement-breakpoint
+CREATE INDEX `webhook_deliveries_due` ON `webhook_deliveries` (`endpoint_id`,`next_attempt_at`) WHERE status = 'pending';--> statement-breakpoint
 CREATE INDEX `webhook_deliveries_by_endpoint` ON `webhook_deliveries` (`endpoint_id`,`status`,`position`);--> statement-breakpoint
 CREATE INDEX `webhook_deliveries_by_lease` ON `webhook_deliveries` (`lease`) WHERE lease IS NOT NULL;--> statement-breakpoint
 CREATE TABLE `webhook_endpoints` (

@@ -224,6 +224,21 @@ describe("order hand-off: signed webhooks", () => {
       vi.restoreAllMocks();
     }
   });
+  // Last of the deliveries: the hanging attempts keep their sender busy for 20 s after the test.
+  it("an endpoint that hangs delays only its own deliveries", async () => {
+    const hanging = await endpoint({ delayMs: 15_000, keep: false });
+    const healthy = await endpoint({ keep: false });
+    const sku = uniqueSku("hang");
+    await createSku(sku, { totalStock: 100 });
+    // 100 changes owed to each: more than a sender takes at once, so the hanging endpoint's rows
+    // would fill the pages of a sender that did not keep endpoints apart.
+    const answers = await Promise.all(Array.from({ length: 100 }, (_, i) => reserve(`g${i}`, sku)));
+    expect(answers.filter((a) => a.status === 202)).toHaveLength(100);
+    await eventually(async () => expect((await logOf(healthy.id)).count).toBe(100));
+    // None of the hanging endpoint's attempts has been answered yet (each waits 15 s, past the 10 s timeout).
+    expect((await deliveries(hanging.id, "?status=delivered")).length).toBe(0);
+    expect((await deliveries(healthy.id, "?status=delivered&limit=1000")).length).toBe(100);
+  });
 });
 
 describe("order hand-off: managing endpoints", () => {

@@ -127,7 +127,8 @@ export async function startWebhookReceiver(opts: { port?: number } = {}): Promis
         body: parsed,
       });
     }
-    if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
+    // Unref'd: a receiver holding an answer back never keeps its process alive.
+    if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs).unref());
     if (answered === "dropped") {
       req.socket.destroy();
       return;

@@ -217,7 +217,8 @@ export const webhookDeliveries = sqliteTable(
     updatedAt: integer("updated_at").notNull(),
   },
   (t) => [
-    index("webhook_deliveries_due").on(t.nextAttemptAt).where(sql`status = 'pending'`),
+    // A sender takes an endpoint's due rows, oldest due first; "is anything due?" probes it per endpoint.
+    index("webhook_deliveries_due").on(t.endpointId, t.nextAttemptAt).where(sql`status = 'pending'`),
     index("webhook_deliveries_by_endpoint").on(t.endpointId, t.status, t.position),
     index("webhook_deliveries_by_lease").on(t.lease).where(sql`lease IS NOT NULL`),
   ],

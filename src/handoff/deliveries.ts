@@ -17,8 +17,9 @@ const D1_NOW = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
 
 /** Whether a delivery is due now at an enabled endpoint. */
 export const DUE_DELIVERIES_SQL = `SELECT EXISTS (
-  SELECT 1 FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-  WHERE d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW} AND e.enabled = 1) AS due`;
+  SELECT 1 FROM webhook_endpoints e WHERE e.enabled = 1 AND EXISTS (
+    SELECT 1 FROM webhook_deliveries d
+    WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW})) AS due`;
 
 export async function deliveriesDue(db: D1Database): Promise<boolean> {
   return (await db.prepare(DUE_DELIVERIES_SQL).first<{ due: number }>())?.due === 1;
@@ -35,22 +36,28 @@ export interface Taken extends ChangeRow {
   secret: string;
 }
 
+/** The endpoints deliveries are sent to now. */
+export async function enabledEndpointIds(db: D1Database): Promise<string[]> {
+  const { results } = await db.prepare("SELECT id FROM webhook_endpoints WHERE enabled = 1").all<{ id: string }>();
+  return results.map((row) => row.id);
+}
+
 /**
- * Takes up to `limit` due deliveries of enabled endpoints, oldest due first: marks them with
+ * Takes up to `limit` due deliveries of one endpoint, oldest due first: marks them with
  * `lease`, counts the attempt, and moves their due time past it (`leaseMs`), so no other sender
  * takes them meanwhile and they are due again if this one never reports. One round trip.
  */
-export async function takeDue(db: D1Database, limit: number, lease: string, leaseMs: number) {
+export async function takeDue(db: D1Database, endpointId: string, limit: number, lease: string, leaseMs: number) {
   const [, taken] = await db.batch<Taken>([
     db
       .prepare(
         `UPDATE webhook_deliveries SET lease = ?1, next_attempt_at = ${D1_NOW} + ?2, attempts = attempts + 1,
            updated_at = ${D1_NOW}
-         WHERE id IN (SELECT d.id FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-                      WHERE d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW} AND e.enabled = 1
-                      ORDER BY d.next_attempt_at LIMIT ?3)`,
+         WHERE id IN (SELECT id FROM webhook_deliveries
+                      WHERE endpoint_id = ?4 AND status = 'pending' AND next_attempt_at <= ${D1_NOW}
+                      ORDER BY next_attempt_at LIMIT ?3)`,
       )
-      .bind(lease, leaseMs, limit),
+      .bind(lease, leaseMs, limit, endpointId),
     db
       .prepare(
         `SELECT d.id, d.endpoint_id, d.type, d.attempts, e.url, e.secret, ${CHANGE_COLUMNS}

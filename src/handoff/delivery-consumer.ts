@@ -1,27 +1,30 @@
 import { log } from "../../durable-objects/support";
 import { increment } from "../observability/metrics";
-import { type Outcome, recordOutcomes, type Taken, takeDue } from "./deliveries";
+import { enabledEndpointIds, type Outcome, recordOutcomes, type Taken, takeDue } from "./deliveries";
 import { type Answer, attempt, bodyOf, DELIVERY_TIMEOUT_MS } from "./sender";
 
 /**
  * The sender: consumer of `webhook-deliveries`, off the order consumer's path. A message there
  * says only "deliveries are due" (sent by the order consumer after it wrote changes, by a failed
  * attempt for its retry time, by a manual retry, and by the cron's check-back); the sender takes
- * what is due from D1, page by page, attempts each, and records the outcomes. A slow or dead
- * receiver holds at most its own attempts (10 s each), never the orders or the stock objects.
+ * what is due from D1, each endpoint in its own lane, page by page, attempts each, and records the
+ * outcomes. A slow or dead receiver holds only its own lane (10 s an attempt), never another
+ * endpoint's deliveries, the orders or the stock objects.
  */
 
 /** API.md's backoff, seconds after each failed attempt; then the delivery is `failed`. */
 export const DEFAULT_RETRY_SCHEDULE = [5, 300, 1800, 7200, 18_000, 36_000, 36_000] as const;
 /** A queue message's longest delay (Cloudflare Queues: 12 hours). */
 const MAX_DELAY_SECONDS = 43_200;
-const PAGE = 100;
-/** Attempts in flight at once within one page. */
+/** Deliveries one endpoint's lane takes at a time, and how many of them are in flight at once. */
+const PAGE = 64;
 const CONCURRENCY = 32;
 /** Long enough for a page's attempts (each at most the timeout) and the write of their outcomes. */
-const LEASE_MS = DELIVERY_TIMEOUT_MS * 3;
+const LEASE_MS = Math.ceil(PAGE / CONCURRENCY) * DELIVERY_TIMEOUT_MS + 10_000;
 /** How long one invocation keeps taking pages before it hands over to a fresh message. */
 const BUDGET_MS = 20_000;
+/** How often an idle lane looks for new due rows while another lane is still sending. */
+const IDLE_POLL_MS = 250;
 
 /** `WEBHOOK_RETRY_SCHEDULE` (seconds, comma-separated), or the default when unset or malformed. */
 export function retrySchedule(text: string | undefined): readonly number[] {
@@ -57,26 +60,53 @@ async function eachLimited<T>(items: readonly T[], limit: number, work: (item: T
   await Promise.all(lanes);
 }
 
-export async function consumeDeliveries(batch: MessageBatch<unknown>, env: Env): Promise<void> {
-  const schedule = retrySchedule(env.WEBHOOK_RETRY_SCHEDULE);
+/** One invocation's lanes: when they stop, and how many are sending a page now. */
+interface Run {
+  until: number;
+  sending: number;
+}
+
+/** What one endpoint's lane did in an invocation. */
+interface Lane {
+  /** A full page was taken last: more may be due. */
+  more: boolean;
+  /** The delays (seconds) its retries are due after. */
+  retryDelays: number[];
+}
+
+/**
+ * Delivers one endpoint's due rows, page by page, until none is left or the budget is spent. Each
+ * endpoint has its own lane, so one that hangs for its 10 s per attempt delays only itself: while
+ * any lane is still sending, the others keep taking what comes due (new orders) every
+ * {@link IDLE_POLL_MS}, rather than wait for the slow lane's invocation to end.
+ */
+async function deliverEndpoint(env: Env, endpointId: string, schedule: readonly number[], run: Run) {
   const lease = crypto.randomUUID();
-  const started = Date.now();
-  const retryDelays = new Set<number>();
-  let more = true;
-  while (more && Date.now() - started < BUDGET_MS) {
-    const taken = await takeDue(env.DB, PAGE, lease, LEASE_MS);
-    more = taken.length === PAGE;
+  const lane: Lane = { more: false, retryDelays: [] };
+  while (Date.now() < run.until) {
+    const taken = await takeDue(env.DB, endpointId, PAGE, lease, LEASE_MS);
+    lane.more = taken.length === PAGE;
+    if (taken.length === 0) {
+      if (run.sending === 0) break;
+      await new Promise((resolve) => setTimeout(resolve, IDLE_POLL_MS));
+      continue;
+    }
     const outcomes: Outcome[] = [];
-    await eachLimited(taken, CONCURRENCY, async (delivery) => {
-      const answer = await attempt(delivery, bodyOf(delivery), Date.now());
-      outcomes.push(outcomeOf(delivery, answer, schedule));
-    });
-    await recordOutcomes(env.DB, outcomes, lease);
+    run.sending++;
+    try {
+      await eachLimited(taken, CONCURRENCY, async (delivery) => {
+        const answer = await attempt(delivery, bodyOf(delivery), Date.now());
+        outcomes.push(outcomeOf(delivery, answer, schedule));
+      });
+      await recordOutcomes(env.DB, outcomes, lease);
+    } finally {
+      run.sending--;
+    }
     const counts = { delivered: 0, retried: 0, failed: 0 };
     for (const outcome of outcomes) {
       const result = outcome.status === "delivered" ? "delivered" : outcome.status === "failed" ? "failed" : "retried";
       counts[result]++;
-      if (outcome.delayMs !== null) retryDelays.add(outcome.delayMs / 1000);
+      if (outcome.delayMs !== null) lane.retryDelays.push(outcome.delayMs / 1000);
     }
     for (const [result, n] of Object.entries(counts)) {
       if (n > 0) increment("flashgate_webhook_deliveries_total", { result }, n);
@@ -84,6 +114,7 @@ export async function consumeDeliveries(batch: MessageBatch<unknown>, env: Env):
     if (counts.retried + counts.failed > 0) {
       // Ids and answers only: never a secret, a signature or a body.
       log("warn", "webhook deliveries not delivered", {
+        endpointId,
         ...counts,
         failures: outcomes
           .filter((o) => o.status !== "delivered")
@@ -92,9 +123,18 @@ export async function consumeDeliveries(batch: MessageBatch<unknown>, env: Env):
       });
     }
   }
+  return lane;
+}
+
+export async function consumeDeliveries(batch: MessageBatch<unknown>, env: Env): Promise<void> {
+  const schedule = retrySchedule(env.WEBHOOK_RETRY_SCHEDULE);
+  const run: Run = { until: Date.now() + BUDGET_MS, sending: 0 };
+  const lanes = await Promise.all(
+    (await enabledEndpointIds(env.DB)).map((id) => deliverEndpoint(env, id, schedule, run)),
+  );
   // Still more due: a fresh invocation goes on. Retries: one wake-up per distinct delay, a second
   // late so that it never comes before the rows it is for are due.
-  if (more) await wakeSender(env);
-  for (const delay of retryDelays) await wakeSender(env, delay + 1);
+  if (lanes.some((lane) => lane.more)) await wakeSender(env);
+  for (const delay of new Set(lanes.flatMap((lane) => lane.retryDelays))) await wakeSender(env, delay + 1);
   batch.ackAll();
 }
