@@ -2,6 +2,7 @@ import { createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, inject, it, vi } from "vitest";
 import { feedPage, positionOf } from "../src/handoff/change-feed";
+import { newSecret } from "../src/handoff/signature";
 import worker from "../src/index";
 import { CONTRACT_SCHEMAS } from "../src/routes/contract";
 import type { Behaviour, Received } from "../tools/webhook-receiver";
@@ -134,6 +135,37 @@ describe("order hand-off: signed webhooks", () => {
     });
     expect(after.received.filter((r) => r.body?.data.reservationId === third.json.reservationId)).toHaveLength(1);
     expect(new Set(after.received.map((r) => r.webhookId)).size).toBe(5);
+  });
+
+  it("a change whose wake-up was lost (the consumer died after its D1 write) is delivered by the cron's check-back", async () => {
+    // Stored directly, so that no wake-up is in flight (PUT sends one): only the check-back can wake a sender.
+    const hook = { id: uniqueSku("hook"), secret: newSecret() };
+    const now = Date.now();
+    await env.DB.prepare(
+      "INSERT INTO webhook_endpoints (id, url, events, enabled, secret, created_at, updated_at) VALUES (?1, ?2, ?3, 1, ?4, ?5, ?5)",
+    )
+      .bind(hook.id, `${receiver.url}/hooks/${hook.id}`, JSON.stringify(["order.held"]), hook.secret, now)
+      .run();
+    endpoints.push(hook.id);
+    await configure(hook.id, { secret: hook.secret });
+    const sku = uniqueSku("lost");
+    // The row as the consumer writes it, but no wake-up follows: the consumer "crashed" after its batch.
+    await env.DB.prepare(
+      `INSERT INTO orders (reservation_id, sku, user_id, quantity, status, expires_at, created_at, updated_at, last_seq, amount, currency)
+       VALUES (?1, ?2, 'l1', 1, 'held', NULL, ?3, ?3, 1, NULL, 'usd')`,
+    )
+      .bind(`${sku}.0.lost`, sku, now)
+      .run();
+    const [owed] = await deliveries(hook.id);
+    expect(owed).toMatchObject({ status: "pending", attempts: 0, reservationId: `${sku}.0.lost` });
+    expect((await logOf(hook.id)).count).toBe(0);
+    await worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), env);
+    const log = await eventually(async () => {
+      const log = await logOf(hook.id);
+      expect(log.count).toBe(1);
+      return log;
+    });
+    expect(log.received[0]).toMatchObject({ webhookId: owed?.id, verified: true });
   });
 
   it("a receiver that fails gets the same webhook-id again after each backoff, until it answers 2xx", async () => {
