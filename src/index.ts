@@ -1,4 +1,5 @@
 import type { Hono } from "hono";
+import { log } from "../durable-objects/support";
 import { app } from "./app";
 import { pruneHistory } from "./db/retention";
 import { checkBackDeliveries } from "./handoff/check-back";
@@ -31,13 +32,14 @@ export function workerOf(routes: Hono<AppEnv>, consumeOrders: ConsumeOrders) {
       ctx.waitUntil(flushMetrics(env));
     },
     /**
-     * The cron trigger (every minute, wrangler.toml) runs the same reconciliation as the admin route,
-     * wakes the webhook sender if deliveries are due, then prunes D1's short-lived history
+     * The cron trigger (every minute, wrangler.toml) wakes the webhook sender if deliveries are due,
+     * runs the same reconciliation as the admin route, then prunes D1's short-lived history
      * (src/db/retention.ts).
      */
     async scheduled(_controller, env) {
+      // First and on its own: a reconciliation that throws must not keep owed deliveries asleep.
+      await checkBackDeliveries(env).catch((err) => log("error", "webhook check-back failed", { error: String(err) }));
       await reconcile(env, { trigger: "cron" });
-      await checkBackDeliveries(env);
       await pruneHistory(env.DB, Date.now());
     },
   } satisfies ExportedHandler<Env>;

@@ -2,6 +2,7 @@ import { createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, inject, it, vi } from "vitest";
 import { feedPage, positionOf } from "../src/handoff/change-feed";
+import { takeDue } from "../src/handoff/deliveries";
 import { newSecret } from "../src/handoff/signature";
 import worker from "../src/index";
 import { CONTRACT_SCHEMAS } from "../src/routes/contract";
@@ -256,21 +257,6 @@ describe("order hand-off: signed webhooks", () => {
       vi.restoreAllMocks();
     }
   });
-  // Last of the deliveries: the hanging attempts keep their sender busy for 20 s after the test.
-  it("an endpoint that hangs delays only its own deliveries", async () => {
-    const hanging = await endpoint({ delayMs: 15_000, keep: false });
-    const healthy = await endpoint({ keep: false });
-    const sku = uniqueSku("hang");
-    await createSku(sku, { totalStock: 100 });
-    // 100 changes owed to each: more than a sender takes at once, so the hanging endpoint's rows
-    // would fill the pages of a sender that did not keep endpoints apart.
-    const answers = await Promise.all(Array.from({ length: 100 }, (_, i) => reserve(`g${i}`, sku)));
-    expect(answers.filter((a) => a.status === 202)).toHaveLength(100);
-    await eventually(async () => expect((await logOf(healthy.id)).count).toBe(100));
-    // None of the hanging endpoint's attempts has been answered yet (each waits 15 s, past the 10 s timeout).
-    expect((await deliveries(hanging.id, "?status=delivered")).length).toBe(0);
-    expect((await deliveries(healthy.id, "?status=delivered&limit=1000")).length).toBe(100);
-  });
 });
 
 describe("order hand-off: managing endpoints", () => {
@@ -339,6 +325,75 @@ describe("order hand-off: managing endpoints", () => {
     expect(await env.DB.prepare("SELECT count(*) AS n FROM webhook_endpoints WHERE id = ?").bind(id).first("n")).toBe(
       0,
     );
+  });
+});
+
+describe("order hand-off: what an operator changes while deliveries are owed", () => {
+  /** An endpoint stored directly (no wake-up in flight), owed one pending delivery of `order.held`. */
+  async function owing(events: string[]) {
+    const hook = { id: uniqueSku("hook"), secret: newSecret() };
+    const now = Date.now();
+    await env.DB.batch([
+      env.DB.prepare(
+        "INSERT INTO webhook_endpoints (id, url, events, enabled, secret, created_at, updated_at) VALUES (?1, ?2, ?3, 1, ?4, ?5, ?5)",
+      ).bind(hook.id, `${receiver.url}/hooks/${hook.id}`, JSON.stringify(events), hook.secret, now),
+      env.DB.prepare(
+        `INSERT INTO orders (reservation_id, sku, user_id, quantity, status, expires_at, created_at, updated_at, last_seq, amount, currency)
+         VALUES (?1, 'owed', 'o1', 1, 'held', NULL, ?2, ?2, 1, NULL, 'usd')`,
+      ).bind(`${hook.id}.0.r`, now),
+    ]);
+    endpoints.push(hook.id);
+    await configure(hook.id, { secret: hook.secret });
+    const [owed] = await deliveries(hook.id);
+    expect(owed).toMatchObject({ status: "pending", type: "order.held" });
+    return { ...hook, owed: owed as { id: string } };
+  }
+
+  it("a PUT that unsubscribes a type drops its pending deliveries; one that disables stops them, and a retry says so", async () => {
+    const hook = await owing(["order.held", "order.paid"]);
+    const url = `${receiver.url}/hooks/${hook.id}`;
+    const disabled = await call("PUT", `/admin/webhooks/${hook.id}`, { admin: true, body: { url, enabled: false } });
+    expect(disabled.status).toBe(200);
+    const retry = await call("POST", `/admin/webhooks/${hook.id}/deliveries/${hook.owed.id}/retry`, { admin: true });
+    expect(retry.status).toBe(409);
+    expect(retry.json.error.code).toBe("INVALID_STATE");
+    expect(await deliveries(hook.id, "?status=pending")).toHaveLength(1); // kept for when it is enabled
+    const narrowed = await call("PUT", `/admin/webhooks/${hook.id}`, {
+      admin: true,
+      body: { url, enabled: true, events: ["order.paid"] },
+    });
+    expect(narrowed.status).toBe(200);
+    expect(await deliveries(hook.id)).toEqual([]);
+    await worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), env);
+    expect((await logOf(hook.id)).count).toBe(0);
+  });
+
+  it("a sender that took a delivery and died counts no attempt; the lease lapses and it is sent", async () => {
+    const hook = await owing(["order.held"]);
+    // Three senders take it and die at once (their leases lapse immediately).
+    for (let i = 0; i < 3; i++) expect(await takeDue(env.DB, hook.id, 10, `dead-${i}`, 0)).toHaveLength(1);
+    expect((await deliveries(hook.id))[0]).toMatchObject({ status: "pending", attempts: 0 });
+    await worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), env);
+    await eventually(async () => expect((await deliveries(hook.id, "?status=delivered"))[0]?.attempts).toBe(1));
+    expect((await logOf(hook.id)).count).toBe(1);
+  });
+
+  it("stores the URL as it is fetched, and reads limit as digits only", async () => {
+    const id = uniqueSku("norm");
+    const put = await call("PUT", `/admin/webhooks/${id}`, {
+      admin: true,
+      body: { url: " HTTPS://Shop.Example/Hooks/../flashgate " },
+    });
+    expect(put.status).toBe(200);
+    endpoints.push(id);
+    expect(put.json.url).toBe("https://shop.example/flashgate");
+    for (const limit of ["1e2", "0x10", "+5", "1.0", " 5", "0", "1001", ""]) {
+      const answer = await call("GET", `/admin/webhooks/${id}/deliveries?limit=${encodeURIComponent(limit)}`, {
+        admin: true,
+      });
+      expect(answer.status, limit).toBe(400);
+      expect((await call("GET", `/admin/orders?limit=${encodeURIComponent(limit)}`, { admin: true })).status).toBe(400);
+    }
   });
 });
 
@@ -435,5 +490,23 @@ describe("order hand-off: the change feed", () => {
     });
     expect(other.status).toBe(400); // signed under another admin token
     expect((await call("GET", "/admin/orders")).status).toBe(401);
+  });
+});
+
+// Last in the file: its hanging attempts keep a sender busy for up to 10 s after it.
+describe("order hand-off: an endpoint that hangs", () => {
+  it("an endpoint that hangs delays only its own deliveries", async () => {
+    const hanging = await endpoint({ delayMs: 11_000, keep: false });
+    const healthy = await endpoint({ keep: false });
+    const sku = uniqueSku("hang");
+    await createSku(sku, { totalStock: 100 });
+    // 100 changes owed to each: more than a sender takes at once, so the hanging endpoint's rows
+    // would fill the pages of a sender that did not keep endpoints apart.
+    const answers = await Promise.all(Array.from({ length: 100 }, (_, i) => reserve(`g${i}`, sku)));
+    expect(answers.filter((a) => a.status === 202)).toHaveLength(100);
+    await eventually(async () => expect((await logOf(healthy.id)).count).toBe(100));
+    // None of the hanging endpoint's attempts has been answered yet (each waits 11 s, past the 10 s timeout).
+    expect((await deliveries(hanging.id, "?status=delivered")).length).toBe(0);
+    expect((await deliveries(healthy.id, "?status=delivered&limit=1000")).length).toBe(100);
   });
 });

@@ -162,7 +162,8 @@ export const paymentEventIds = sqliteTable(
 
 /**
  * The order change feed (API.md "Order hand-off"): one row per change of an order's status, written by
- * triggers on `orders` (migration 0006) in the same statement as the change. `position` is the one
+ * triggers on `orders` (migration 0006) in the same statement as the change, with the money as it
+ * stood then, so a change reads the same however late it is delivered. `position` is the one
  * sequence every change takes (AUTOINCREMENT: never reused), so a page after a cursor is a range
  * read of the primary key, as cheap at the end of the feed as at its start.
  */
@@ -170,6 +171,8 @@ export const orderChanges = sqliteTable("order_changes", {
   position: integer("position").primaryKey({ autoIncrement: true }),
   reservationId: text("reservation_id").notNull(),
   status: text("status", { enum: RESERVATION_STATUSES }).notNull(),
+  amount: integer("amount"),
+  currency: text("currency"),
   changedAt: integer("changed_at").notNull(),
 });
 
@@ -193,20 +196,23 @@ export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 
 /**
  * One row per order change and subscribed endpoint, written by a trigger on `order_changes` in the
- * order's own transaction, so no change can be written without its deliveries. `id` is the
- * `webhook-id`, the same on every attempt. A pending row is due at `next_attempt_at`; a sender that
- * takes it moves that time past its own attempt and marks the row with its `lease`, so a row is
- * sent by one sender at a time and, if that sender dies, is due again when the lease lapses.
+ * order's own transaction, so no change can be written without its deliveries. Its key is the
+ * endpoint and the change's position (the `webhook-id` is `msg_<position>_<endpoint>`, the same
+ * on every attempt); the table is WITHOUT ROWID (hand-written in migration 0006: drizzle does not
+ * model it), so that key is the table itself and a delivery costs one B-tree entry and, while
+ * pending, one in the due index. A pending row is due at `next_attempt_at`; a sender that takes it
+ * moves that time past its own attempt and marks the row with its `lease`, so a row is sent by one
+ * sender at a time and, if that sender dies, is due again when the lease lapses.
  */
 export const webhookDeliveries = sqliteTable(
   "webhook_deliveries",
   {
-    id: text("id").primaryKey(),
     endpointId: text("endpoint_id").notNull(),
     position: integer("position").notNull(),
     type: text("type").$type<WebhookEventType>().notNull(),
     reservationId: text("reservation_id").notNull(),
     status: text("status", { enum: DELIVERY_STATUSES }).notNull(),
+    /** Attempts answered (or timed out); a sender that died holding the row counts none. */
     attempts: integer("attempts").notNull().default(0),
     lastStatusCode: integer("last_status_code"),
     /** The last answer's body or the error, at most 1 KB. */
@@ -217,9 +223,11 @@ export const webhookDeliveries = sqliteTable(
     updatedAt: integer("updated_at").notNull(),
   },
   (t) => [
+    primaryKey({ columns: [t.endpointId, t.position] }),
     // A sender takes an endpoint's due rows, oldest due first; "is anything due?" probes it per endpoint.
     index("webhook_deliveries_due").on(t.endpointId, t.nextAttemptAt).where(sql`status = 'pending'`),
-    index("webhook_deliveries_by_endpoint").on(t.endpointId, t.status, t.position),
     index("webhook_deliveries_by_lease").on(t.lease).where(sql`lease IS NOT NULL`),
+    // The delivery log's failed ones (few), without reading the delivered.
+    index("webhook_deliveries_failed").on(t.endpointId, t.position).where(sql`status = 'failed'`),
   ],
 );

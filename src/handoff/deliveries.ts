@@ -25,12 +25,20 @@ export async function deliveriesDue(db: D1Database): Promise<boolean> {
   return (await db.prepare(DUE_DELIVERIES_SQL).first<{ due: number }>())?.due === 1;
 }
 
+/** A delivery's `webhook-id`, from its key. */
+export const deliveryId = (endpointId: string, position: number) => `msg_${position}_${endpointId}`;
+
+/** The key a `webhook-id` names (null for anything {@link deliveryId} did not make). */
+export function keyOf(id: string): { position: number; endpointId: string } | null {
+  const match = /^msg_([1-9]\d{0,14})_([A-Za-z0-9_-]{1,64})$/.exec(id);
+  return match ? { position: Number(match[1]), endpointId: match[2] as string } : null;
+}
+
 /** A delivery a sender took: where it goes, with what key, and the change it carries. */
 export interface Taken extends ChangeRow {
-  id: string;
   endpoint_id: string;
   type: WebhookEventType;
-  /** This attempt's number (1 for the first). */
+  /** Attempts answered before this one. */
   attempts: number;
   url: string;
   secret: string;
@@ -43,24 +51,26 @@ export async function enabledEndpointIds(db: D1Database): Promise<string[]> {
 }
 
 /**
- * Takes up to `limit` due deliveries of one endpoint, oldest due first: marks them with
- * `lease`, counts the attempt, and moves their due time past it (`leaseMs`), so no other sender
- * takes them meanwhile and they are due again if this one never reports. One round trip.
+ * Takes up to `limit` due deliveries of one endpoint, oldest due first, while the endpoint is
+ * enabled and subscribed to their type: marks them with `lease` and moves their due time past the
+ * attempt (`leaseMs`), so no other sender takes them meanwhile and they are due again if this one
+ * never reports. One round trip.
  */
 export async function takeDue(db: D1Database, endpointId: string, limit: number, lease: string, leaseMs: number) {
   const [, taken] = await db.batch<Taken>([
     db
       .prepare(
-        `UPDATE webhook_deliveries SET lease = ?1, next_attempt_at = ${D1_NOW} + ?2, attempts = attempts + 1,
-           updated_at = ${D1_NOW}
-         WHERE id IN (SELECT id FROM webhook_deliveries
-                      WHERE endpoint_id = ?4 AND status = 'pending' AND next_attempt_at <= ${D1_NOW}
-                      ORDER BY next_attempt_at LIMIT ?3)`,
+        `UPDATE webhook_deliveries SET lease = ?1, next_attempt_at = ${D1_NOW} + ?2, updated_at = ${D1_NOW}
+         WHERE endpoint_id = ?4 AND position IN (
+           SELECT d.position FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+           WHERE d.endpoint_id = ?4 AND d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW} AND e.enabled = 1
+             AND EXISTS (SELECT 1 FROM json_each(e.events) WHERE value = d.type)
+           ORDER BY d.next_attempt_at LIMIT ?3)`,
       )
       .bind(lease, leaseMs, limit, endpointId),
     db
       .prepare(
-        `SELECT d.id, d.endpoint_id, d.type, d.attempts, e.url, e.secret, ${CHANGE_COLUMNS}
+        `SELECT d.endpoint_id, d.type, d.attempts, e.url, e.secret, ${CHANGE_COLUMNS}
          FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
            JOIN order_changes c ON c.position = d.position JOIN orders o ON o.reservation_id = c.reservation_id
          WHERE d.lease = ?1`,
@@ -72,7 +82,7 @@ export async function takeDue(db: D1Database, endpointId: string, limit: number,
 
 /** What one attempt of a taken delivery leaves in its row. */
 export interface Outcome {
-  id: string;
+  position: number;
   status: DeliveryStatus;
   /** The HTTP status answered, null when none was (timeout, refused connection). */
   code: number | null;
@@ -83,25 +93,27 @@ export interface Outcome {
 }
 
 /**
- * Records the outcomes of one sender's attempts in one statement (the outcomes travel as one JSON
- * parameter). Only rows still under `lease` change: a sender whose lease lapsed and whose
- * deliveries another took leaves that one's record alone.
+ * Records the outcomes of one lane's attempts at one endpoint in one statement (the outcomes
+ * travel as one JSON parameter), each an attempt counted. Only rows still under `lease` change: a
+ * sender whose lease lapsed and whose deliveries another took leaves that one's record alone.
  */
-export async function recordOutcomes(db: D1Database, outcomes: readonly Outcome[], lease: string) {
+export async function recordOutcomes(db: D1Database, endpointId: string, outcomes: readonly Outcome[], lease: string) {
   if (outcomes.length === 0) return;
   await db
     .prepare(
       `UPDATE webhook_deliveries SET
          status = json_extract(j.value, '$.status'),
+         attempts = attempts + 1,
          last_status_code = json_extract(j.value, '$.code'),
          last_response = json_extract(j.value, '$.response'),
          next_attempt_at = ${D1_NOW} + json_extract(j.value, '$.delayMs'),
          lease = NULL,
          updated_at = ${D1_NOW}
        FROM json_each(?1) AS j
-       WHERE webhook_deliveries.id = json_extract(j.value, '$.id') AND webhook_deliveries.lease = ?2`,
+       WHERE webhook_deliveries.endpoint_id = ?3 AND webhook_deliveries.position = json_extract(j.value, '$.position')
+         AND webhook_deliveries.lease = ?2`,
     )
-    .bind(JSON.stringify(outcomes), lease)
+    .bind(JSON.stringify(outcomes), lease, endpointId)
     .run();
 }
 
@@ -120,7 +132,7 @@ export interface DeliveryView {
 }
 
 interface DeliveryRow {
-  id: string;
+  endpoint_id: string;
   position: number;
   type: WebhookEventType;
   reservation_id: string;
@@ -136,30 +148,33 @@ interface DeliveryRow {
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 /**
- * An endpoint's deliveries, newest change first, of one status or all. Each status is one range
- * of the (endpoint, status, position) index; all three are read and merged for "all".
+ * Each listing is one range of an index: all and `delivered` the table's key backwards (newest
+ * change first), `failed` its own partial index (newest first), `pending` the due index (the next
+ * to go out first).
  */
+const LISTINGS: Record<DeliveryStatus | "all", string> = {
+  all: "endpoint_id = ?1 ORDER BY position DESC",
+  delivered: "endpoint_id = ?1 AND status = 'delivered' ORDER BY position DESC",
+  failed: "endpoint_id = ?1 AND status = 'failed' ORDER BY position DESC",
+  pending: "endpoint_id = ?1 AND status = 'pending' ORDER BY next_attempt_at",
+};
+
 export async function listDeliveries(
   db: D1Database,
   endpointId: string,
   status: DeliveryStatus | undefined,
   limit: number,
 ): Promise<DeliveryView[]> {
-  const statuses: DeliveryStatus[] = status ? [status] : ["pending", "delivered", "failed"];
-  const pages = await db.batch<DeliveryRow>(
-    statuses.map((s) =>
-      db
-        .prepare(
-          `SELECT id, position, type, reservation_id, status, attempts, last_status_code, last_response,
-                  next_attempt_at, created_at, updated_at
-           FROM webhook_deliveries WHERE endpoint_id = ?1 AND status = ?2 ORDER BY position DESC LIMIT ?3`,
-        )
-        .bind(endpointId, s, limit),
-    ),
-  );
-  const rows = pages.flatMap((p) => p.results).sort((a, b) => b.position - a.position || a.id.localeCompare(b.id));
-  return rows.slice(0, limit).map((row) => ({
-    id: row.id,
+  const { results } = await db
+    .prepare(
+      `SELECT endpoint_id, position, type, reservation_id, status, attempts, last_status_code, last_response,
+              next_attempt_at, created_at, updated_at
+       FROM webhook_deliveries WHERE ${LISTINGS[status ?? "all"]} LIMIT ?2`,
+    )
+    .bind(endpointId, limit)
+    .all<DeliveryRow>();
+  return results.map((row) => ({
+    id: deliveryId(row.endpoint_id, row.position),
     type: row.type,
     reservationId: row.reservation_id,
     status: row.status,
@@ -174,16 +189,18 @@ export async function listDeliveries(
 }
 
 /**
- * Makes one delivery due now, whatever its status (a failed one gets one more attempt; a delivered
- * one is sent again, with its webhook-id). False when the endpoint has no such delivery.
+ * Makes one delivery of an endpoint due now, whatever its status (a failed one gets one more
+ * attempt; a delivered one is sent again, with its webhook-id). False when it has no such delivery.
  */
-export async function retryNow(db: D1Database, endpointId: string, deliveryId: string) {
+export async function retryNow(db: D1Database, endpointId: string, id: string): Promise<boolean> {
+  const key = keyOf(id);
+  if (!key || key.endpointId !== endpointId) return false;
   const row = await db
     .prepare(
       `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ${D1_NOW}, lease = NULL, updated_at = ${D1_NOW}
-       WHERE id = ?2 AND endpoint_id = ?1 RETURNING id`,
+       WHERE endpoint_id = ?1 AND position = ?2 RETURNING position`,
     )
-    .bind(endpointId, deliveryId)
+    .bind(endpointId, key.position)
     .first();
   return row !== null;
 }

@@ -1,6 +1,6 @@
 import { log } from "../../durable-objects/support";
 import { increment } from "../observability/metrics";
-import { enabledEndpointIds, type Outcome, recordOutcomes, type Taken, takeDue } from "./deliveries";
+import { deliveryId, enabledEndpointIds, type Outcome, recordOutcomes, type Taken, takeDue } from "./deliveries";
 import { type Answer, attempt, bodyOf, DELIVERY_TIMEOUT_MS } from "./sender";
 
 /**
@@ -16,13 +16,16 @@ import { type Answer, attempt, bodyOf, DELIVERY_TIMEOUT_MS } from "./sender";
 export const DEFAULT_RETRY_SCHEDULE = [5, 300, 1800, 7200, 18_000, 36_000, 36_000] as const;
 /** A queue message's longest delay (Cloudflare Queues: 12 hours). */
 const MAX_DELAY_SECONDS = 43_200;
-/** Deliveries one endpoint's lane takes at a time, and how many of them are in flight at once. */
+/** The most deliveries one endpoint's lane takes at a time. */
 const PAGE = 64;
-const CONCURRENCY = 32;
-/** Long enough for a page's attempts (each at most the timeout) and the write of their outcomes. */
-const LEASE_MS = Math.ceil(PAGE / CONCURRENCY) * DELIVERY_TIMEOUT_MS + 10_000;
+/**
+ * Attempts in flight at once in one invocation: a Worker invocation has at most six connections
+ * waiting for response headers, and a seventh fetch would wait in a queue with its timeout running
+ * (https://developers.cloudflare.com/workers/platform/limits/). Lanes share them fairly.
+ */
+const CONNECTIONS = 6;
 /** How long one invocation keeps taking pages before it hands over to a fresh message. */
-const BUDGET_MS = 20_000;
+const BUDGET_MS = 10_000;
 /** How often an idle lane looks for new due rows while another lane is still sending. */
 const IDLE_POLL_MS = 250;
 
@@ -45,10 +48,12 @@ export async function wakeSender(env: Env, delaySeconds = 0): Promise<void> {
 /** What an attempt's answer leaves: delivered, due again after the schedule's next delay, or failed. */
 function outcomeOf(delivery: Taken, answer: Answer, schedule: readonly number[]): Outcome {
   const { code, response } = answer;
-  if (answer.ok) return { id: delivery.id, status: "delivered", code, response, delayMs: null };
-  const delay = schedule[delivery.attempts - 1];
-  if (delay === undefined) return { id: delivery.id, status: "failed", code, response, delayMs: null };
-  return { id: delivery.id, status: "pending", code, response, delayMs: delay * 1000 };
+  const position = delivery.position;
+  if (answer.ok) return { position, status: "delivered", code, response, delayMs: null };
+  // The schedule's delay after this attempt, the (attempts + 1)th; none left: failed.
+  const delay = schedule[delivery.attempts];
+  if (delay === undefined) return { position, status: "failed", code, response, delayMs: null };
+  return { position, status: "pending", code, response, delayMs: delay * 1000 };
 }
 
 /** Runs `work` over `items` with at most `limit` in flight. */
@@ -60,10 +65,31 @@ async function eachLimited<T>(items: readonly T[], limit: number, work: (item: T
   await Promise.all(lanes);
 }
 
-/** One invocation's lanes: when they stop, and how many are sending a page now. */
+/** One invocation's lanes: when they stop, how many are sending a page now, its free connections. */
 interface Run {
   until: number;
   sending: number;
+  /** Attempts in flight per lane: a fair share of {@link CONNECTIONS}. */
+  perLane: number;
+  slots: Slots;
+}
+
+/** At most `free` holders at once, the others waiting in arrival order. */
+class Slots {
+  #waiting: (() => void)[] = [];
+  constructor(private free: number) {}
+  async take(): Promise<void> {
+    if (this.free > 0) {
+      this.free--;
+      return;
+    }
+    await new Promise<void>((resolve) => this.#waiting.push(resolve));
+  }
+  give(): void {
+    const next = this.#waiting.shift();
+    if (next) next();
+    else this.free++;
+  }
 }
 
 /** What one endpoint's lane did in an invocation. */
@@ -82,10 +108,15 @@ interface Lane {
  */
 async function deliverEndpoint(env: Env, endpointId: string, schedule: readonly number[], run: Run) {
   const lease = crypto.randomUUID();
+  // A page starts at one round of attempts and doubles while every attempt is delivered, so an
+  // endpoint that fails or hangs holds its lane for one round (10 s at most), not a full page.
+  let page = run.perLane;
   const lane: Lane = { more: false, retryDelays: [] };
   while (Date.now() < run.until) {
-    const taken = await takeDue(env.DB, endpointId, PAGE, lease, LEASE_MS);
-    lane.more = taken.length === PAGE;
+    // Long enough for the page's attempts, each at most the timeout, and the write of their outcomes.
+    const leaseMs = Math.ceil(page / run.perLane) * DELIVERY_TIMEOUT_MS + 10_000;
+    const taken = await takeDue(env.DB, endpointId, page, lease, leaseMs);
+    lane.more = taken.length === page;
     if (taken.length === 0) {
       if (run.sending === 0) break;
       await new Promise((resolve) => setTimeout(resolve, IDLE_POLL_MS));
@@ -94,14 +125,21 @@ async function deliverEndpoint(env: Env, endpointId: string, schedule: readonly 
     const outcomes: Outcome[] = [];
     run.sending++;
     try {
-      await eachLimited(taken, CONCURRENCY, async (delivery) => {
-        const answer = await attempt(delivery, bodyOf(delivery), Date.now());
-        outcomes.push(outcomeOf(delivery, answer, schedule));
+      await eachLimited(taken, run.perLane, async (delivery) => {
+        // The attempt's timeout starts once it has a connection, never while it waits for one.
+        await run.slots.take();
+        try {
+          const answer = await attempt(delivery, bodyOf(delivery), Date.now());
+          outcomes.push(outcomeOf(delivery, answer, schedule));
+        } finally {
+          run.slots.give();
+        }
       });
-      await recordOutcomes(env.DB, outcomes, lease);
+      await recordOutcomes(env.DB, endpointId, outcomes, lease);
     } finally {
       run.sending--;
     }
+    page = outcomes.every((o) => o.status === "delivered") ? Math.min(PAGE, page * 2) : run.perLane;
     const counts = { delivered: 0, retried: 0, failed: 0 };
     for (const outcome of outcomes) {
       const result = outcome.status === "delivered" ? "delivered" : outcome.status === "failed" ? "failed" : "retried";
@@ -119,7 +157,12 @@ async function deliverEndpoint(env: Env, endpointId: string, schedule: readonly 
         failures: outcomes
           .filter((o) => o.status !== "delivered")
           .slice(0, 20)
-          .map((o) => ({ deliveryId: o.id, status: o.status, code: o.code, response: o.response.slice(0, 200) })),
+          .map((o) => ({
+            deliveryId: deliveryId(endpointId, o.position),
+            status: o.status,
+            code: o.code,
+            response: o.response.slice(0, 200),
+          })),
       });
     }
   }
@@ -128,10 +171,14 @@ async function deliverEndpoint(env: Env, endpointId: string, schedule: readonly 
 
 export async function consumeDeliveries(batch: MessageBatch<unknown>, env: Env): Promise<void> {
   const schedule = retrySchedule(env.WEBHOOK_RETRY_SCHEDULE);
-  const run: Run = { until: Date.now() + BUDGET_MS, sending: 0 };
-  const lanes = await Promise.all(
-    (await enabledEndpointIds(env.DB)).map((id) => deliverEndpoint(env, id, schedule, run)),
-  );
+  const endpoints = await enabledEndpointIds(env.DB);
+  const run: Run = {
+    until: Date.now() + BUDGET_MS,
+    sending: 0,
+    perLane: Math.max(1, Math.floor(CONNECTIONS / Math.max(1, endpoints.length))),
+    slots: new Slots(CONNECTIONS),
+  };
+  const lanes = await Promise.all(endpoints.map((id) => deliverEndpoint(env, id, schedule, run)));
   // Still more due: a fresh invocation goes on. Retries: one wake-up per distinct delay, a second
   // late so that it never comes before the rows it is for are due.
   if (lanes.some((lane) => lane.more)) await wakeSender(env);

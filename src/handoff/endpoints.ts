@@ -1,4 +1,4 @@
-import { asc, eq } from "drizzle-orm";
+import { and, asc, eq, notInArray } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import { newSecret } from "./signature";
@@ -24,24 +24,27 @@ export interface EndpointSettings {
 }
 
 /**
- * Why `url` may not receive deliveries (null: it may). `https://` anywhere; `http://` only to this
- * machine and only where the operator allowed it (the local default), so a deployed Worker never
- * sends signed orders in clear text. No user or password in the URL: it is shown and logged.
+ * The URL deliveries go to, as the WHATWG parser writes it (what is stored and shown is what is
+ * fetched), or why `url` may not receive them. `https://` anywhere; `http://` only to this machine
+ * and only where the operator allowed it (the local default), so a deployed Worker never sends
+ * signed orders in clear text. No user or password in the URL: it is shown and logged.
  */
-export function urlProblem(url: string, allowHttpLocalhost: boolean): string | null {
+export function endpointUrl(url: string, allowHttpLocalhost: boolean): { href: string } | { problem: string } {
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch {
-    return "url is not a URL";
+    return { problem: "url is not a URL" };
   }
-  if (parsed.username || parsed.password) return "url must not carry a user or password";
-  if (parsed.protocol === "https:") return null;
-  if (parsed.protocol !== "http:") return "url must be https://";
+  if (parsed.username || parsed.password) return { problem: "url must not carry a user or password" };
+  if (parsed.protocol === "https:") return { href: parsed.href };
+  if (parsed.protocol !== "http:") return { problem: "url must be https://" };
   const local = parsed.hostname === "localhost" || parsed.hostname === "127.0.0.1";
-  if (!local) return "url must be https:// (http:// only to localhost or 127.0.0.1)";
-  if (!allowHttpLocalhost) return "url must be https:// (http://localhost needs WEBHOOK_ALLOW_HTTP_LOCALHOST=true)";
-  return null;
+  if (!local) return { problem: "url must be https:// (http:// only to localhost or 127.0.0.1)" };
+  if (!allowHttpLocalhost) {
+    return { problem: "url must be https:// (http://localhost needs WEBHOOK_ALLOW_HTTP_LOCALHOST=true)" };
+  }
+  return { href: parsed.href };
 }
 
 type EndpointRow = typeof webhookEndpoints.$inferSelect;
@@ -60,10 +63,12 @@ function viewOf(row: EndpointRow): EndpointView {
 
 /**
  * Creates an endpoint (all event types and enabled unless said otherwise, a new secret) or updates
- * one: fields left out keep their value, and the secret is kept.
+ * one: fields left out keep their value, and the secret is kept. Pending deliveries of event types
+ * it no longer subscribes to are dropped with the change (one transaction).
  */
 export async function putEndpoint(db: D1Database, id: string, settings: EndpointSettings, now: number) {
-  const [row] = await drizzle(db)
+  const orm = drizzle(db);
+  const upsert = orm
     .insert(webhookEndpoints)
     .values({
       id,
@@ -84,6 +89,21 @@ export async function putEndpoint(db: D1Database, id: string, settings: Endpoint
       },
     })
     .returning();
+  const events = settings.events;
+  const [[row]] = events
+    ? await orm.batch([
+        upsert,
+        orm
+          .delete(webhookDeliveries)
+          .where(
+            and(
+              eq(webhookDeliveries.endpointId, id),
+              eq(webhookDeliveries.status, "pending"),
+              notInArray(webhookDeliveries.type, events),
+            ),
+          ),
+      ])
+    : [await upsert];
   if (!row) throw new Error("the endpoint upsert returned no row");
   return viewOf(row);
 }

@@ -2,8 +2,9 @@ import type { ReservationStatus } from "../../durable-objects/stock-model";
 
 /**
  * The order object both hand-offs carry (API.md "Order hand-off"): the order as one change left it.
- * `status` and `updatedAt` are the change's, the rest is the order's and never changes, so a
- * webhook's body is the same on every attempt and a feed entry says what that change said.
+ * `status`, `updatedAt` and the money are the change's (order_changes), the rest is the order's and
+ * never changes, so a webhook's body is the same on every attempt and a feed entry says what that
+ * change said.
  */
 export interface OrderObject {
   reservationId: string;
@@ -33,7 +34,7 @@ export interface ChangeRow {
 
 /** The SELECT list of {@link ChangeRow}, for `order_changes c JOIN orders o`. */
 export const CHANGE_COLUMNS =
-  "c.position, c.status, c.changed_at, o.reservation_id, o.sku, o.user_id, o.quantity, o.amount, o.currency, o.created_at";
+  "c.position, c.status, c.changed_at, c.amount, c.currency, o.reservation_id, o.sku, o.user_id, o.quantity, o.created_at";
 
 export function orderObjectOf(row: ChangeRow): OrderObject {
   return {

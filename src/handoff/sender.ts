@@ -1,4 +1,4 @@
-import type { Taken } from "./deliveries";
+import { deliveryId, type Taken } from "./deliveries";
 import { type OrderObject, orderObjectOf } from "./order-object";
 import { sign } from "./signature";
 
@@ -64,6 +64,7 @@ export function clip(text: string): string {
  */
 export async function attempt(delivery: Taken, body: string, now: number): Promise<Answer> {
   const timestamp = Math.floor(now / 1000);
+  const id = deliveryId(delivery.endpoint_id, delivery.position);
   try {
     const response = await fetch(delivery.url, {
       method: "POST",
@@ -72,9 +73,9 @@ export async function attempt(delivery: Taken, body: string, now: number): Promi
       headers: {
         "content-type": "application/json",
         "user-agent": "Flashgate-Webhooks/1",
-        "webhook-id": delivery.id,
+        "webhook-id": id,
         "webhook-timestamp": String(timestamp),
-        "webhook-signature": await sign(delivery.secret, delivery.id, timestamp, body),
+        "webhook-signature": await sign(delivery.secret, id, timestamp, body),
       },
       body,
     });

@@ -541,7 +541,7 @@ export const ROUTES = {
     path: "/admin/webhooks/:id/deliveries",
     summary: "The delivery log of an endpoint, newest change first",
     description:
-      "Every delivery owed to the endpoint: `pending` (due at `nextAttemptAt`), `delivered` (answered 2xx within 10 s) or `failed` (every attempt of WEBHOOK_RETRY_SCHEDULE refused; retry it by hand). `lastResponse` keeps at most 1 KB of the last answer.",
+      "Every delivery owed to the endpoint: `pending` (due at `nextAttemptAt`), `delivered` (answered 2xx within 10 s) or `failed` (every attempt of WEBHOOK_RETRY_SCHEDULE refused; retry it by hand). Newest change first; `status=pending` lists the next to go out first. `lastResponse` keeps at most 1 KB of the last answer.",
     access: "admin",
     query: [
       { name: "status", description: "Only deliveries in this status", schema: z.enum(DELIVERY_STATUSES) },
@@ -555,10 +555,10 @@ export const ROUTES = {
     path: "/admin/webhooks/:id/deliveries/:deliveryId/retry",
     summary: "Try one delivery again now",
     description:
-      "Makes the delivery due now, whatever its status, with the same `webhook-id`: a failed one gets one more attempt, a delivered one is sent again.",
+      "Makes the delivery due now, whatever its status, with the same `webhook-id`: a failed one gets one more attempt, a delivered one is sent again. A disabled endpoint's delivery is 409 INVALID_STATE (enable the endpoint first).",
     access: "admin",
     ok: { status: 202, description: "Due now", schema: "RetryAnswer" },
-    errors: ["NOT_FOUND"],
+    errors: ["NOT_FOUND", "INVALID_STATE"],
   },
   orderFeed: {
     method: "get",

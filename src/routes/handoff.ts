@@ -1,10 +1,16 @@
 import { Hono } from "hono";
-import { z } from "zod";
 import { DELIVERY_STATUSES } from "../db/schema";
 import { cursorOf, feedPage, positionOf } from "../handoff/change-feed";
 import { listDeliveries, retryNow } from "../handoff/deliveries";
 import { wakeSender } from "../handoff/delivery-consumer";
-import { deleteEndpoint, ENDPOINT_ID, getEndpoint, listEndpoints, putEndpoint, urlProblem } from "../handoff/endpoints";
+import {
+  deleteEndpoint,
+  ENDPOINT_ID,
+  endpointUrl,
+  getEndpoint,
+  listEndpoints,
+  putEndpoint,
+} from "../handoff/endpoints";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import { ROUTES } from "./contract";
@@ -13,12 +19,12 @@ import { register } from "./register";
 /** API.md "Order hand-off": the webhook endpoints, their delivery logs, and the order change feed. */
 export const handoff = new Hono<AppEnv>();
 
-const Limit = z.coerce.number().int().min(1).max(1000).default(100);
-
+/** `limit`: digits only (what /openapi.json documents), 1 to 1000, 100 when left out. */
 function limitOf(text: string | undefined): number {
-  const limit = Limit.safeParse(text ?? undefined);
-  if (!limit.success) throw new ApiError("INVALID_REQUEST", "limit must be an integer from 1 to 1000.");
-  return limit.data;
+  if (text === undefined) return 100;
+  const limit = /^\d{1,4}$/.test(text) ? Number(text) : 0;
+  if (limit < 1 || limit > 1000) throw new ApiError("INVALID_REQUEST", "limit must be an integer from 1 to 1000.");
+  return limit;
 }
 
 function endpointId(id: string): string {
@@ -30,9 +36,9 @@ register(handoff, ROUTES.putWebhook, async (c, body) => {
   const id = c.req.param("id");
   if (!ENDPOINT_ID.test(id))
     throw new ApiError("INVALID_REQUEST", "A webhook endpoint id is 1 to 64 of A-Z a-z 0-9 _ -.");
-  const problem = urlProblem(body.url, c.env.WEBHOOK_ALLOW_HTTP_LOCALHOST === "true");
-  if (problem) throw new ApiError("INVALID_REQUEST", `${problem}.`);
-  const endpoint = await putEndpoint(c.env.DB, id, body, Date.now());
+  const url = endpointUrl(body.url, c.env.WEBHOOK_ALLOW_HTTP_LOCALHOST === "true");
+  if ("problem" in url) throw new ApiError("INVALID_REQUEST", `${url.problem}.`);
+  const endpoint = await putEndpoint(c.env.DB, id, { ...body, url: url.href }, Date.now());
   // Deliveries left pending while it was disabled are due again.
   if (endpoint.enabled) await wakeSender(c.env);
   return c.json(endpoint);
@@ -70,8 +76,14 @@ register(handoff, ROUTES.webhookDeliveries, async (c) => {
 });
 
 register(handoff, ROUTES.retryDelivery, async (c) => {
+  const id = endpointId(c.req.param("id"));
   const deliveryId = c.req.param("deliveryId");
-  if (!(await retryNow(c.env.DB, endpointId(c.req.param("id")), deliveryId))) {
+  const endpoint = await getEndpoint(c.env.DB, id);
+  if (!endpoint) throw new ApiError("NOT_FOUND", "No such webhook endpoint.");
+  if (!endpoint.enabled) {
+    throw new ApiError("INVALID_STATE", "The endpoint is disabled: enable it (PUT with enabled true), then retry.");
+  }
+  if (!(await retryNow(c.env.DB, id, deliveryId))) {
     throw new ApiError("NOT_FOUND", "No such delivery of this webhook endpoint.");
   }
   await wakeSender(c.env);
