@@ -239,6 +239,8 @@ export class ShopHooks {
    * hold nothing pending or failed (and at the deadline).
    */
   async settle(stateDir: string, deadline: number, log: (line: string) => void): Promise<HookCheck> {
+    let same = 0;
+    let previous: string | undefined;
     for (let round = 1; ; round++) {
       const { failed, pending, overdue } = await this.retryFailed();
       const late = Date.now() > deadline;
@@ -249,8 +251,12 @@ export class ShopHooks {
         continue;
       }
       const check = await this.check(stateDir, failed + pending);
-      log(`${said}; ${check.violations[0]?.message ?? "every change delivered"}`);
-      if (check.violations.length === 0 || late) return check;
+      const first = check.violations[0]?.message;
+      log(`${said}; ${first ?? "every change delivered"}`);
+      // Nothing left to send and the same gap three times over: nothing will close it.
+      same = first === previous ? same + 1 : 0;
+      previous = first;
+      if (first === undefined || late || same >= 2) return check;
       await sleep(1_000);
     }
   }
