@@ -7,13 +7,18 @@ import { Webhook } from "standardwebhooks";
  * delivery with `standardwebhooks`, the scheme's reference library, as a shop's own receiver would.
  * Each endpoint is a path, `/hooks/<name>`, with its own behaviour, set over a control route:
  *
- *   PUT /control/<name>  {"secret": "whsec_…", "fail"?: n, "drop"?: n, "delayMs"?: ms, "status"?: code,
- *                         "keep"?: boolean}   (resets what was received)
+ *   PUT /control/<name>  {"secret": "whsec_…", "fail"?: n, "drop"?: n, "delayMs"?: ms, "delayMaxMs"?: ms,
+ *                         "status"?: code, "keep"?: boolean}   (resets what was received)
  *     fail: the first n requests answer 500; drop: the next n are read and recorded, then the
  *     connection is cut without an answer (a receiver that processed it but whose answer was lost:
- *     it will see it again); delayMs: every answer waits that long; status: the answer otherwise
- *     (default 204); keep: false keeps counts and lags only, not each request (the bench's setting);
- *     location, answerBody: sent with every answer (a redirect, an oversized body).
+ *     it will see it again); delayMs: every answer waits that long (delayMaxMs: a time drawn
+ *     between the two, for each answer); status: the answer otherwise (default 204); keep: false
+ *     keeps counts and lags only, not each request (the bench's setting); location, answerBody:
+ *     sent with every answer (a redirect, an oversized body).
+ *   PATCH /control/<name>  any of "fail", "drop", "delayMs", "delayMaxMs", "status", "location",
+ *                         "answerBody"   (keeps what was received)
+ *     changes the behaviour from the next request on. With fail or drop (either left out: 0), the
+ *     window starts again there: the next `fail` requests answer 500, the `drop` after them are cut.
  *   GET /control/<name>  {"received": [...], "count", "verified", "unverified", "lagsMs": [...]}
  *
  * A request is recorded with its `webhook-id`, whether its signature verified, its body and when it
@@ -34,6 +39,8 @@ export interface Behaviour {
   fail?: number;
   drop?: number;
   delayMs?: number;
+  /** When above delayMs, each answer waits a time drawn between delayMs and this. */
+  delayMaxMs?: number;
   status?: number;
   keep?: boolean;
   /** Sent with every answer: a `location` (to show redirects are not followed) and a body. */
@@ -45,6 +52,8 @@ interface Endpoint {
   behaviour: Behaviour;
   verifier: Webhook;
   requests: number;
+  /** The request count at which the fail and drop windows start (0, or where a PATCH set them). */
+  windowStart: number;
   received: Received[];
   verified: number;
   unverified: number;
@@ -80,6 +89,7 @@ export async function startWebhookReceiver(opts: { port?: number } = {}): Promis
         behaviour,
         verifier: new Webhook(behaviour.secret),
         requests: 0,
+        windowStart: 0,
         received: [],
         verified: 0,
         unverified: 0,
@@ -89,6 +99,16 @@ export async function startWebhookReceiver(opts: { port?: number } = {}): Promis
     }
     const endpoint = endpoints.get(name);
     if (!endpoint) return json(res, 404, { error: "no such endpoint" });
+    if (req.method === "PATCH") {
+      const { secret: _secret, keep: _keep, ...changes } = JSON.parse(await readBody(req)) as Partial<Behaviour>;
+      if (changes.fail !== undefined || changes.drop !== undefined) {
+        endpoint.windowStart = endpoint.requests;
+        changes.fail ??= 0;
+        changes.drop ??= 0;
+      }
+      endpoint.behaviour = { ...endpoint.behaviour, ...changes };
+      return json(res, 200, { ok: true });
+    }
     const { received, verified, unverified, lagsMs, requests } = endpoint;
     return json(res, 200, { received, count: requests, verified, unverified, lagsMs });
   }
@@ -111,8 +131,8 @@ export async function startWebhookReceiver(opts: { port?: number } = {}): Promis
     } catch {
       // recorded as unverified below
     }
-    const n = endpoint.requests++;
-    const { fail = 0, drop = 0, delayMs = 0, status = 204, keep = true } = endpoint.behaviour;
+    const n = endpoint.requests++ - endpoint.windowStart;
+    const { fail = 0, drop = 0, delayMs = 0, delayMaxMs = 0, status = 204, keep = true } = endpoint.behaviour;
     const answered = n < fail ? 500 : n < fail + drop ? "dropped" : verified ? status : 401;
     if (verified) endpoint.verified++;
     else endpoint.unverified++;
@@ -127,8 +147,9 @@ export async function startWebhookReceiver(opts: { port?: number } = {}): Promis
         body: parsed,
       });
     }
+    const wait = delayMaxMs > delayMs ? delayMs + Math.random() * (delayMaxMs - delayMs) : delayMs;
     // Unref'd: a receiver holding an answer back never keeps its process alive.
-    if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs).unref());
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait).unref());
     if (answered === "dropped") {
       req.socket.destroy();
       return;

@@ -6,9 +6,11 @@
  * The actors of ./actors.ts play the rest: resizes raced by reservations, refused PUTs, buyers at
  * their limit in a waitlist, a stranger asking about SKUs never configured.
  * Webhook replays/reordering, late payments and Stripe's delayed payments are done by the shoppers.
+ * The shop's webhook receiver fails, drops, goes down and stalls through ./hooks.ts.
  */
 import { type RedisServer, startRedis } from "../../tools/redis-server";
 import { Actors } from "./actors";
+import type { ShopHooks } from "./hooks";
 import { type Client, num, sleep } from "./http";
 import { describeFault, type Fault, type Scheduled, type SkuPlan } from "./schedule";
 import { type Ledger, newLedger } from "./shoppers";
@@ -45,6 +47,8 @@ export class FaultInjector {
   #operators = new Map<string, Promise<unknown>>();
   #pending: Promise<void>[] = [];
   readonly actors: Actors;
+  /** The shop's webhook receiver, which the `receiver-*` faults reach. */
+  hooks: ShopHooks | null = null;
 
   constructor(
     readonly client: Client,
@@ -135,6 +139,19 @@ export class FaultInjector {
         return;
       case "stranger":
         await this.actors.stranger(fault);
+        return;
+      case "receiver-window":
+      case "receiver-outage":
+      case "receiver-stall":
+        if (!this.hooks) throw new Error("no shop webhook receiver");
+        await this.hooks.apply(fault);
+        this.count(
+          fault.kind === "receiver-window"
+            ? "webhook receiver fail/drop windows"
+            : fault.kind === "receiver-outage"
+              ? "webhook receiver outages (503 past the retry schedule)"
+              : "webhook receiver stalls (answers past the 10-s timeout)",
+        );
         return;
     }
   }

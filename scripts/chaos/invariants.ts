@@ -6,7 +6,8 @@
  * 9 (no unit stranded while buyers are told SOLD_OUT or a line waits) is probed by a fresh shopper
  * per SKU after settling ({@link checkNoStrandedStock}); 10 (a refused change changed nothing, a
  * resize is all or nothing) is checked on line by the actors (actors.ts); 11 (nothing stored for a
- * SKU never configured) reads the dev server's state directory and D1 ({@link checkNothingStored}).
+ * SKU never configured) reads the dev server's state directory and D1 ({@link checkNothingStored});
+ * 12 (every order change delivered to every webhook endpoint subscribed to it) is hooks.ts's.
  */
 import { spawn } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";

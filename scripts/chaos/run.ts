@@ -6,7 +6,9 @@
 // lets the system settle (dead-letter replays, reconciliation), checks the invariants of docs/ARCHITECTURE.md by
 // id (the seven of the stock pipeline; 8: the SKU's total is the last PUT that answered 200; 9: no unit left
 // available while buyers are told SOLD_OUT or a line waits; 10: a refused PUT changed nothing, a resize is all or
-// nothing; 11: nothing stored for SKUs never configured), then runs the bad-input pass (and 11 again after it).
+// nothing; 11: nothing stored for SKUs never configured; 12: every order change delivered to every webhook endpoint
+// subscribed to it, by its webhook-id, once the shop's receiver is healthy again), then runs the bad-input pass (and
+// 11 again after it).
 // Prints a summary; exits 1 on any violation.
 import { randomBytes } from "node:crypto";
 import { startDevServer } from "../../tools/dev-server";
@@ -15,6 +17,7 @@ import { startRedis } from "../../tools/redis-server";
 import { startBridge } from "../../tools/upstash-bridge";
 import { FaultInjector, RedisControl } from "./faults";
 import { FUZZ_GHOSTS, fuzz } from "./fuzz";
+import { CHAOS_RETRY_SCHEDULE, type HookCheck, ShopHooks } from "./hooks";
 import { Client, type Secrets, sleep } from "./http";
 import {
   checkInvariants,
@@ -74,13 +77,18 @@ const server = await startDevServer({
     UPSTASH_REDIS_REST_URL: bridge.url,
     UPSTASH_REDIS_REST_TOKEN: bridgeToken,
     POW_BITS: String(opts.powBits),
+    // The shop's webhook receiver runs in this process, on http://127.0.0.1 (hooks.ts).
+    WEBHOOK_ALLOW_HTTP_LOCALHOST: "true",
+    WEBHOOK_RETRY_SCHEDULE: CHAOS_RETRY_SCHEDULE,
   },
 });
 log(`wrangler dev on ${server.url} (state in ${server.stateDir})`);
 const client = new Client(server.url, secrets, opts.powBits);
 
 let exitCode = 1;
+let hooks: ShopHooks | null = null;
 const stopAll = async () => {
+  await hooks?.close().catch(() => undefined);
   await server.stop().catch(() => undefined);
   await bridge.close().catch(() => undefined);
   await redis.server.stop().catch(() => undefined);
@@ -88,6 +96,10 @@ const stopAll = async () => {
 process.on("SIGINT", () => void stopAll().then(() => process.exit(130)));
 
 try {
+  if (opts.chaos) {
+    hooks = await ShopHooks.start(client, opts.seed);
+    log(`shop webhook receiver on ${hooks.receiver.url}: ${hooks.describe()}`);
+  }
   for (const plan of skus) {
     const { sku, totalStock, perUserLimit, holdSeconds, shards, opening } = plan;
     const reply = await client.admin("PUT", `/admin/skus/${sku}`, {
@@ -107,12 +119,14 @@ try {
 
   const shoppers = new Shoppers(client, opts, skus);
   const faults = new FaultInjector(client, redis, log, skus, shoppers.ledger, opts.seed);
+  faults.hooks = hooks;
   const configured = skus.map((plan) => plan.sku);
   let strayFiles = new Set<string>();
   let violations: { invariant: number; message: string }[] = [];
   let checked: Record<number, string> = {};
   let pipelineViolation: { invariant: number; message: string } | null = null;
   let metricFailures: string[] = [];
+  let hookCheck: HookCheck | null = null;
 
   if (opts.chaos) {
     // ---- traffic under faults
@@ -123,9 +137,14 @@ try {
       `traffic done in ${((Date.now() - start) / 1000).toFixed(0)} s: ${shoppers.ledger.acked.size} reservations acknowledged`,
     );
 
-    // ---- settle: faults off, redis up, holds lapse, dead letters replayed, reconciliation
+    // ---- settle: faults off, redis up, the shop's receiver healthy, holds lapse, dead letters replayed, reconciliation
     await faults.consumerOff();
     if (redis.down) await redis.restart();
+    if (hooks) {
+      await hooks.healthy();
+      const { failed, pending } = await hooks.retryFailed();
+      log(`shop webhook receiver healthy; ${failed} failed deliveries retried by the operator, ${pending} pending`);
+    }
     const consumer = await client.admin("GET", "/chaos/consumer-faults");
     log(`faults stopped; consumer faults injected by the Worker: ${consumer.text}`);
     const lastShortExpiry = Math.max(
@@ -219,6 +238,13 @@ try {
     checked[10] = faults.actors.summary10();
     for (const v of [...stored.violations, ...stranded.violations])
       log(`VIOLATION (invariant ${v.invariant}): ${v.message}`);
+    // 12: after the checks above (9's probes make changes too), every change delivered to its endpoints.
+    if (hooks) {
+      hookCheck = await hooks.settle(server.stateDir, Date.now() + (opts.quick ? 60_000 : 120_000), log);
+      violations.push(...hookCheck.violations);
+      checked[12] = hookCheck.summary;
+      for (const v of hookCheck.violations.slice(0, 5)) log(`VIOLATION (invariant 12): ${v.message}`);
+    }
   }
 
   // ---- bad-input pass: every answer a contract 4xx, state unchanged
@@ -332,8 +358,22 @@ try {
         `  ${plan.sku.padEnd(20)} stock ${JSON.stringify(v.stock)} orders ${JSON.stringify(v.orders)} mirror ${JSON.stringify(v.mirror)}`,
       );
     }
+    if (hookCheck) {
+      console.log("webhook endpoints (the shop's receiver):");
+      for (const e of hookCheck.endpoints) {
+        const answers = Object.entries(e.answers)
+          .sort()
+          .map(([answer, n]) => `${answer}×${n}`)
+          .join(" ");
+        console.log(
+          `  ${e.id.padEnd(20)} ${e.events.length === 5 ? "all events" : e.events.join(",")}: ${e.delivered}/${e.owed} delivered, ` +
+            `${e.requests} requests (${answers}), ${e.seenTwice} webhook-ids seen twice or more, ${e.processedTwice} processed twice, ` +
+            `${e.unverified} unverified, change to arrival p50 ${e.lagP50Ms} ms max ${e.lagMaxMs} ms`,
+        );
+      }
+    }
     console.log("invariants:");
-    for (let id = 1; id <= 11; id++) {
+    for (let id = 1; id <= 12; id++) {
       const first = violations.find((v) => v.invariant === id);
       const n = violations.filter((v) => v.invariant === id).length;
       console.log(first ? `  ${id}: VIOLATED (${n}): ${first.message}` : `  ${id}: held — ${checked[id] ?? ""}`);

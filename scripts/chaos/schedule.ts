@@ -175,7 +175,21 @@ export type Fault =
   | { kind: "resize-race"; sku: string; shards: number; round: number }
   | { kind: "refused-put"; sku: string; round: number }
   | { kind: "waitlist"; sku: string; round: number }
-  | { kind: "stranger"; ghosts: string[]; round: number };
+  | { kind: "stranger"; ghosts: string[]; round: number }
+  /**
+   * The shop's webhook receiver (hooks.ts), by endpoint role. `receiver-window`: its next `fail`
+   * requests answer 500, the `drop` after them are recorded, then cut unanswered (it processed them,
+   * Flashgate sees a failure and sends them again). `receiver-outage`: every request answered 503 at
+   * once for `downMs`, longer than the whole retry schedule, so some deliveries end `failed` (the
+   * operator retries them after the faults). `receiver-stall`: for `stallMs` its answers take 11–12 s,
+   * past the sender's 10-s timeout (processed, yet sent again).
+   */
+  | { kind: "receiver-window"; endpoint: HookRole; fail: number; drop: number }
+  | { kind: "receiver-outage"; endpoint: HookRole; downMs: number }
+  | { kind: "receiver-stall"; endpoint: HookRole; stallMs: number };
+
+/** The shop's webhook endpoints that faults reach (hooks.ts); the third, `paid`, stays healthy. */
+export type HookRole = "shop" | "refunds";
 
 export interface Scheduled {
   atMs: number;
@@ -251,6 +265,7 @@ export function faultSchedule(opts: Options, all: SkuPlan[]): Scheduled[] {
     });
   }
   out.push(...actorSchedule(opts, all, perMinute));
+  out.push(...receiverSchedule(opts, perMinute));
   return out.sort((a, b) => a.atMs - b.atMs);
 }
 
@@ -303,6 +318,45 @@ function actorSchedule(opts: Options, all: SkuPlan[], perMinute: (n: number) => 
   return out;
 }
 
+/**
+ * The shop receiver's faults (hooks.ts), from their own seeded stream so the others keep their times.
+ * Traffic is cut into 30-s slots, each with an outage (even slots) or a stall (odd ones), which never
+ * overlap; fail and drop windows come at random times throughout.
+ */
+function receiverSchedule(opts: Options, perMinute: (n: number) => number): Scheduled[] {
+  const random = prng(derive(opts.seed, 3_000_000));
+  const end = opts.trafficMs;
+  const out: Scheduled[] = [];
+  const slots = Math.max(1, Math.floor(end / 30_000));
+  for (let slot = 0; slot < slots; slot++) {
+    const start = slot * 30_000;
+    out.push(
+      slot % 2 === 0
+        ? {
+            atMs: start + between(random, 4_000, 8_000),
+            fault: { kind: "receiver-outage", endpoint: "shop", downMs: between(random, 16_000, 20_000) },
+          }
+        : {
+            atMs: start + between(random, 4_000, 20_000),
+            fault: { kind: "receiver-stall", endpoint: "shop", stallMs: between(random, 2_000, 4_000) },
+          },
+    );
+  }
+  for (let i = 0; i < perMinute(4); i++) {
+    out.push({
+      atMs: between(random, 2_000, end - 5_000),
+      fault: { kind: "receiver-window", endpoint: "shop", fail: between(random, 3, 12), drop: between(random, 2, 6) },
+    });
+  }
+  for (let i = 0; i < perMinute(3); i++) {
+    out.push({
+      atMs: between(random, 2_000, end - 5_000),
+      fault: { kind: "receiver-window", endpoint: "refunds", fail: 0, drop: between(random, 1, 4) },
+    });
+  }
+  return out;
+}
+
 export function describeFault(fault: Fault): string {
   switch (fault.kind) {
     case "consumer":
@@ -333,5 +387,11 @@ export function describeFault(fault: Fault): string {
       return `waitlist scene on ${fault.sku}: buyers at their perUserLimit join the waitlist, others cancel`;
     case "stranger":
       return `a stranger asks about never-configured SKUs ${fault.ghosts.join(", ")} on every route`;
+    case "receiver-window":
+      return `the shop's ${fault.endpoint} webhook receiver fails its next ${fault.fail} requests (500), then drops ${fault.drop} (processed, unanswered)`;
+    case "receiver-outage":
+      return `the shop's ${fault.endpoint} webhook receiver answers 503 for ${fault.downMs} ms (past the retry schedule)`;
+    case "receiver-stall":
+      return `the shop's ${fault.endpoint} webhook receiver answers after 11–12 s (past the 10-s timeout) for ${fault.stallMs} ms`;
   }
 }
