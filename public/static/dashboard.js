@@ -1,15 +1,26 @@
-// Operator dashboard: polls the admin API every 2 s. The admin token lives in sessionStorage only
-// (this tab), and goes only to this origin's /admin/* routes.
+// Operator dashboard: polls the admin API every 2 s, the shop hand-off's webhooks every 10 s. The admin
+// token lives in sessionStorage only (this tab), and goes only to this origin's /admin/* routes.
 
 const $ = (id) => document.getElementById(id);
 const TOKEN_KEY = "flashgate.adminToken";
 const REFRESH_MS = 2000;
 const HISTORY = 60; // samples kept per SKU for the sparkline (two minutes)
+// The webhook panel costs one request for the endpoints and two per endpoint (its pending and its failed
+// deliveries, up to LOG_LIMIT each): asked every 10 s, and every 2 s for a while after a retry, whose
+// outcome the operator waits for.
+const WEBHOOKS_MS = 10_000;
+const AFTER_RETRY_MS = 30_000;
+const LOG_LIMIT = 100;
+const FAILING_SHOWN = 20; // failing deliveries listed per endpoint
+const RESPONSE_SHOWN = 120; // characters of an answer's body shown (the log keeps up to 1 KB)
 
 const cards = new Map(); // sku -> card element
 const snapshots = new Map(); // sku -> [{ t, reserved }]
 let timer = 0;
 let lastLetters = "";
+const hooks = new Map(); // endpoint id -> { card, secret, revealed, failingKey, retries }
+let webhooksAt = 0; // when the webhook panel is asked again
+let fastWebhooksUntil = 0; // after a retry: asked on every refresh until then
 
 async function admin(method, path) {
   const token = sessionStorage.getItem(TOKEN_KEY);
@@ -218,6 +229,252 @@ async function replay(id, button) {
   await refresh();
 }
 
+// Shop hand-off (webhooks) ---------------------------------------------------------------------
+
+/** The endpoints, and for each its pending and its failed deliveries (null where the list failed). */
+async function loadWebhooks() {
+  const list = await admin("GET", "/admin/webhooks");
+  if (!list.ok) return { list, logs: [] };
+  const logs = await Promise.all(
+    list.json.webhooks.map(async (endpoint) => {
+      const path = `/admin/webhooks/${encodeURIComponent(endpoint.id)}/deliveries?limit=${LOG_LIMIT}&status=`;
+      const [pending, failed] = await Promise.all([admin("GET", `${path}pending`), admin("GET", `${path}failed`)]);
+      return { pending, failed };
+    }),
+  );
+  return { list, logs };
+}
+
+const answered2xx = (code) => code !== null && code >= 200 && code < 300;
+
+/**
+ * A pending delivery being retried: an attempt of it was made and not accepted (a redelivery by hand of
+ * an accepted one is pending too, after a 2xx). One never tried yet, or on its first try, is not.
+ */
+function beingRetried(delivery) {
+  if (delivery.status !== "pending" || answered2xx(delivery.lastStatusCode)) return false;
+  return delivery.attempts > 1 || (delivery.attempts > 0 && delivery.lastResponse !== null);
+}
+
+/** "12", or "100+" when the log gave as many as it was asked for. */
+const countOf = (list) => (list.length >= LOG_LIMIT ? `${LOG_LIMIT}+` : String(list.length));
+
+function hookFor(id) {
+  let hook = hooks.get(id);
+  if (!hook) {
+    const card = $("webhook-card").content.firstElementChild.cloneNode(true);
+    card.dataset.endpoint = id;
+    // retries: delivery id -> { what, attempts } of the retries asked here whose outcome is not known yet.
+    hook = { id, card, secret: "", revealed: false, failingKey: "", retries: new Map() };
+    field(card, "id").textContent = id;
+    card.querySelector('[data-action="reveal"]').addEventListener("click", () => reveal(hook, !hook.revealed));
+    card.querySelector('[data-action="copy"]').addEventListener("click", () => copySecret(hook));
+    hooks.set(id, hook);
+    showSecret(hook);
+  }
+  return hook;
+}
+
+/** The secret is on screen only while the operator asked for it (Show), never by default. */
+function showSecret(hook) {
+  const code = field(hook.card, "secret");
+  code.textContent = hook.revealed ? hook.secret : "hidden";
+  code.classList.toggle("muted", !hook.revealed);
+  const button = hook.card.querySelector('[data-action="reveal"]');
+  button.textContent = hook.revealed ? "Hide" : "Show";
+  button.setAttribute("aria-label", `${hook.revealed ? "Hide" : "Show"} the signing secret of ${hook.id}`);
+  hook.card.querySelector('[data-action="copy"]').setAttribute("aria-label", `Copy the signing secret of ${hook.id}`);
+}
+
+function reveal(hook, revealed) {
+  hook.revealed = revealed;
+  showSecret(hook);
+}
+
+async function copySecret(hook) {
+  try {
+    await navigator.clipboard.writeText(hook.secret);
+    say(hook, "ok", `The signing secret of ${hook.id} is on the clipboard.`);
+  } catch {
+    reveal(hook, true);
+    say(hook, "error", "This browser refused the clipboard: the secret is shown above, select and copy it.");
+  }
+}
+
+/** A result in the endpoint's status line: scrolled into view when it answers a click, not when a poll brings it. */
+function say(hook, kind, text, { scroll = true } = {}) {
+  const message = field(hook.card, "message");
+  message.dataset.kind = kind;
+  message.textContent = text;
+  if (scroll) message.scrollIntoView({ block: "nearest" });
+}
+
+/**
+ * What became of the retries asked here: one that left the pending and failed lists was accepted; one
+ * failed again after more attempts says so. Until then (an attempt in flight, or refused with retries
+ * left, which the log does not tell apart) the status line keeps "Retry queued".
+ */
+function followRetries(hook, pending, failed, complete) {
+  for (const [id, retry] of hook.retries) {
+    const now = pending.find((d) => d.id === id) ?? failed.find((d) => d.id === id);
+    if (!now) {
+      if (complete) say(hook, "ok", `${retry.what} was accepted on retry.`, { scroll: false });
+      hook.retries.delete(id);
+    } else if (now.status === "failed" && now.attempts > retry.attempts) {
+      const code = now.lastStatusCode === null ? "no answer" : `HTTP ${now.lastStatusCode}`;
+      say(hook, "error", `${retry.what} was refused again (${code}).`, { scroll: false });
+      hook.retries.delete(id);
+    }
+  }
+}
+
+function deliveryItem(hook, endpoint, delivery) {
+  const li = document.createElement("li");
+  li.className = "delivery";
+  li.dataset.id = delivery.id;
+  const text = document.createElement("div");
+  const what = document.createElement("p");
+  what.className = "what";
+  const type = document.createElement("b");
+  type.textContent = delivery.type;
+  const reservation = document.createElement("code");
+  reservation.className = "wrap";
+  reservation.textContent = delivery.reservationId;
+  const badge = document.createElement("span");
+  badge.className = "badge";
+  const state = delivery.status === "failed" ? "failed" : "retrying";
+  badge.dataset.status = state;
+  badge.textContent = state;
+  what.append(type, reservation, badge);
+
+  const why = document.createElement("p");
+  why.className = "why";
+  const code = delivery.lastStatusCode === null ? "no answer" : `HTTP ${delivery.lastStatusCode}`;
+  const attempts = `${delivery.attempts} ${delivery.attempts === 1 ? "attempt" : "attempts"}`;
+  const body = (delivery.lastResponse ?? "").replace(/\s+/g, " ").trim();
+  const short = body.length > RESPONSE_SHOWN ? `${body.slice(0, RESPONSE_SHOWN)}…` : body;
+  why.textContent = `${attempts} · last answer ${code}${short ? `: ${short}` : " (empty body)"}`;
+  if (delivery.lastResponse) why.title = delivery.lastResponse;
+
+  const when = document.createElement("p");
+  when.className = "muted";
+  if (delivery.status === "failed") when.textContent = "no attempt left: retry it by hand";
+  else if (!endpoint.enabled) when.textContent = "the endpoint is disabled: tried again once it is enabled";
+  else if (delivery.nextAttemptAt) {
+    when.textContent = `next attempt ${new Date(delivery.nextAttemptAt).toLocaleTimeString()}`;
+  }
+  text.append(what, why, when);
+
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "secondary small";
+  button.dataset.retry = delivery.id;
+  button.textContent = "Retry";
+  button.setAttribute("aria-label", `Retry ${delivery.type} of ${delivery.reservationId} now`);
+  button.addEventListener("click", () => retryDelivery(hook, endpoint, delivery, button));
+  li.append(text, button);
+  return li;
+}
+
+function renderWebhook(hook, endpoint, log) {
+  const { card } = hook;
+  hook.secret = endpoint.secret;
+  showSecret(hook);
+  field(card, "url").textContent = endpoint.url;
+  field(card, "events").textContent = endpoint.events.join(", ");
+  const enabled = endpoint.enabled ? "enabled" : "disabled";
+  field(card, "enabled").textContent = enabled;
+  field(card, "enabled").dataset.status = enabled;
+  const refused = [log.pending, log.failed].find((answer) => !answer.ok);
+  if (refused) {
+    field(card, "counts").textContent = `unavailable: ${errorText(refused)}`;
+    return 0;
+  }
+  const pending = log.pending.json.deliveries;
+  const failed = log.failed.json.deliveries;
+  const retrying = pending.filter(beingRetried);
+  field(card, "counts").textContent =
+    `${countOf(pending)} pending (${retrying.length} being retried) · ${countOf(failed)} failed`;
+  const failing = [...failed, ...retrying];
+  const capped = failed.length >= LOG_LIMIT || pending.length >= LOG_LIMIT;
+  followRetries(hook, pending, failed, !capped);
+  field(card, "failing-count").textContent = `(${failing.length}${capped ? "+" : ""})`;
+  field(card, "no-failing").hidden = failing.length > 0;
+
+  const shown = failing.slice(0, FAILING_SHOWN);
+  const key = JSON.stringify([endpoint.enabled, failing.length, shown]);
+  if (key === hook.failingKey) return failing.length;
+  hook.failingKey = key;
+  // A re-render keeps the keyboard where it was: on the same delivery's Retry button.
+  const focused = document.activeElement?.dataset?.retry;
+  const items = shown.map((delivery) => deliveryItem(hook, endpoint, delivery));
+  if (failing.length > shown.length) {
+    const more = document.createElement("li");
+    more.className = "muted";
+    more.textContent = `and ${failing.length - shown.length} more: GET /admin/webhooks/${endpoint.id}/deliveries?status=failed`;
+    items.push(more);
+  }
+  field(card, "failing").replaceChildren(...items);
+  if (focused) card.querySelector(`[data-retry="${CSS.escape(focused)}"]`)?.focus();
+  return failing.length;
+}
+
+function renderWebhooks({ list, logs }) {
+  const error = $("wh-error");
+  if (list.status === 404) {
+    error.textContent = "not available: this gateway has no webhook routes (contract v1.2)";
+    return;
+  }
+  if (!list.ok) {
+    error.textContent = `GET /admin/webhooks: ${errorText(list)}`;
+    return;
+  }
+  error.textContent = "";
+  const endpoints = list.json.webhooks;
+  $("wh-empty").hidden = endpoints.length > 0;
+  const ids = new Set(endpoints.map((endpoint) => endpoint.id));
+  for (const [id, hook] of hooks) {
+    if (!ids.has(id)) {
+      hook.card.remove();
+      hooks.delete(id);
+    }
+  }
+  const container = $("webhooks");
+  let failing = 0;
+  endpoints.forEach((endpoint, i) => {
+    const hook = hookFor(endpoint.id);
+    // Moved only when out of place: moving a node would take the focus off a button in it.
+    if (container.children[i] !== hook.card) container.insertBefore(hook.card, container.children[i] ?? null);
+    failing += renderWebhook(hook, endpoint, logs[i]);
+  });
+  $("wh-count").textContent =
+    endpoints.length === 0
+      ? ""
+      : `(${endpoints.length} ${endpoints.length === 1 ? "endpoint" : "endpoints"}, ${failing} failing)`;
+}
+
+async function retryDelivery(hook, endpoint, delivery, button) {
+  button.disabled = true;
+  const what = `${delivery.type} of ${delivery.reservationId}`;
+  try {
+    const path = `/admin/webhooks/${encodeURIComponent(endpoint.id)}/deliveries/${encodeURIComponent(delivery.id)}/retry`;
+    const answer = await admin("POST", path);
+    if (answer.ok) {
+      const when = endpoint.enabled ? "it is tried now" : "it waits until the endpoint is enabled";
+      say(hook, "ok", `Retry queued: ${what}, ${when}.`);
+      hook.retries.set(delivery.id, { what, attempts: delivery.attempts });
+    } else {
+      say(hook, "error", `Retry of ${what} refused: ${errorText(answer)}`);
+    }
+  } catch (error) {
+    say(hook, "error", `Retry of ${what} not sent: ${error}`);
+  }
+  button.disabled = false;
+  fastWebhooksUntil = Date.now() + AFTER_RETRY_MS;
+  webhooksAt = 0;
+  await refresh();
+}
+
 // Reconciliation -------------------------------------------------------------------------------
 
 function renderReconcile(answer) {
@@ -254,10 +511,13 @@ function renderReconcile(answer) {
 async function refresh() {
   clearTimeout(timer);
   try {
-    const [skus, letters, runs] = await Promise.all([
+    const started = Date.now();
+    const askWebhooks = started >= webhooksAt || started < fastWebhooksUntil;
+    const [skus, letters, runs, webhooks] = await Promise.all([
       admin("GET", "/admin/skus"),
       admin("GET", "/admin/dead-letters"),
       admin("GET", "/admin/reconcile/runs?limit=1"),
+      askWebhooks ? loadWebhooks() : null,
     ]);
     if (skus.status === 401) {
       sessionStorage.removeItem(TOKEN_KEY);
@@ -273,6 +533,10 @@ async function refresh() {
       $("no-skus").hidden = skus.json.skus.length > 0;
     }
     if (letters.ok) renderLetters(letters.json.deadLetters);
+    if (webhooks) {
+      renderWebhooks(webhooks);
+      webhooksAt = started + WEBHOOKS_MS;
+    }
     $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (error) {
     $("board-error").textContent = `Gateway unreachable: ${error}`;
@@ -292,8 +556,14 @@ $("sign-out").addEventListener("click", () => {
   snapshots.clear();
   lastLetters = "";
   $("skus").replaceChildren();
+  hooks.clear();
+  webhooksAt = 0;
+  fastWebhooksUntil = 0;
+  $("webhooks").replaceChildren();
   showLogin();
 });
+
+$("wh-origin").textContent = location.origin;
 
 if (sessionStorage.getItem(TOKEN_KEY)) refresh();
 else showLogin();

@@ -1,0 +1,292 @@
+import { randomUUID } from "node:crypto";
+import { copyFileSync, existsSync, mkdirSync } from "node:fs";
+import { type Browser, chromium, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type DevServer, startDevServer } from "../tools/dev-server";
+import { type Received, startWebhookReceiver, type WebhookReceiver } from "../tools/webhook-receiver";
+
+/**
+ * The operator dashboard's shop hand-off panel (API.md "Order hand-off") in a real headless
+ * Chromium against `wrangler dev`: a webhook endpoint whose receiver (tools/webhook-receiver.ts, in
+ * this process) refuses everything, an order whose delivery fails after its retries, and the
+ * dashboard's Retry once the receiver is healthy again. Its own Worker: http://127.0.0.1 receivers
+ * allowed and one retry after 1 s (WEBHOOK_RETRY_SCHEDULE "1"), so a delivery fails within seconds,
+ * and no other test's orders are owed to its endpoints. Screenshots: test-results/, and the final
+ * desktop and phone ones in docs/screenshots/.
+ */
+
+const CHROMIUM = "/usr/bin/chromium";
+const CHROMIUM_ARGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+const ADMIN = { authorization: "Bearer dev-admin-token", "content-type": "application/json" };
+const PHONE = { width: 420, height: 900 };
+const RESULTS = new URL("../test-results/", import.meta.url);
+const DOCS_SCREENSHOTS = new URL("../docs/screenshots/", import.meta.url);
+/** The panel asks every 10 s; a delivery fails after two attempts a second or two apart. */
+const PANEL = { timeout: 30_000, interval: 250 };
+
+let server: DevServer;
+let browser: Browser;
+let receiver: WebhookReceiver;
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)`);
+  }
+  mkdirSync(RESULTS, { recursive: true });
+  mkdirSync(DOCS_SCREENSHOTS, { recursive: true });
+  [server, browser, receiver] = await Promise.all([
+    startDevServer({
+      vars: { DEV_TOOLS: "true", WEBHOOK_ALLOW_HTTP_LOCALHOST: "true", WEBHOOK_RETRY_SCHEDULE: "1" },
+    }),
+    chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true }),
+    startWebhookReceiver(),
+  ]);
+});
+afterAll(async () => {
+  await browser?.close();
+  await server?.stop();
+  await receiver?.close();
+});
+
+async function call(method: string, path: string, body?: unknown, headers: Record<string, string> = ADMIN) {
+  const response = await fetch(`${server.url}${path}`, {
+    method,
+    headers,
+    body: body === undefined ? null : JSON.stringify(body),
+  });
+  return { status: response.status, json: (await response.json()) as Record<string, unknown> };
+}
+
+/** Sets how the receiver's endpoint `name` answers (and forgets what it received). */
+async function receiverBehaves(name: string, behaviour: { secret: string; fail?: number; delayMs?: number }) {
+  const response = await fetch(`${receiver.url}/control/${name}`, { method: "PUT", body: JSON.stringify(behaviour) });
+  expect(response.status).toBe(200);
+}
+
+async function receivedBy(name: string): Promise<Received[]> {
+  const answer = (await (await fetch(`${receiver.url}/control/${name}`)).json()) as { received: Received[] };
+  return answer.received;
+}
+
+const problems = new Map<Page, string[]>();
+
+/** A page that records uncaught errors and console errors (CSP violations among them). */
+async function newPage(width: number, height: number): Promise<Page> {
+  const page = await browser.newPage({
+    viewport: { width, height },
+    permissions: ["clipboard-read", "clipboard-write"],
+  });
+  const seen: string[] = [];
+  problems.set(page, seen);
+  page.on("pageerror", (error) => seen.push(String(error)));
+  page.on("console", (message) => {
+    if (message.type() === "error") seen.push(message.text());
+  });
+  return page;
+}
+
+/** What went wrong in the page, less the 4xx answers it asked for and handles. */
+function unexpectedProblems(page: Page): string[] {
+  return (problems.get(page) ?? []).filter((p) => !/status of 4\d\d/.test(p));
+}
+
+/** How far the page is wider than its viewport (0 when it lays out within it). */
+function overflow(page: Page): Promise<number> {
+  return page.evaluate(
+    "document.documentElement.scrollWidth - document.documentElement.clientWidth",
+  ) as Promise<number>;
+}
+
+async function screenshot(page: Page, name: string, docsName?: string, fullPage = true) {
+  const file = new URL(`${name}.png`, RESULTS);
+  await page.screenshot({ path: file.pathname, fullPage });
+  if (docsName) copyFileSync(file, new URL(docsName, DOCS_SCREENSHOTS));
+}
+
+/** Whether the element is on screen: within the viewport, not only in the page. */
+async function inView(page: Page, selector: string): Promise<boolean> {
+  const box = await page.locator(selector).boundingBox();
+  const viewport = page.viewportSize();
+  if (!box || !viewport) return false;
+  return box.y >= 0 && box.x >= 0 && box.y + box.height <= viewport.height && box.x + box.width <= viewport.width;
+}
+
+/**
+ * The visible text under `selector` whose contrast with its background is below 4.5:1 (WCAG AA), as
+ * the browser computes both (the background is the nearest one that is not transparent).
+ */
+function lowContrast(page: Page, selector: string) {
+  return page.evaluate(`(() => {
+    const rgb = (text) => text.match(/[\\d.]+/g).map(Number);
+    const channel = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+    const luminance = ([r, g, b]) => 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b);
+    const background = (el) => {
+      for (let e = el; e; e = e.parentElement) {
+        const c = rgb(getComputedStyle(e).backgroundColor);
+        if (c.length < 4 || c[3] > 0) return c;
+      }
+      return [255, 255, 255];
+    };
+    const low = [];
+    for (const el of document.querySelectorAll(${JSON.stringify(selector)} + " *")) {
+      const text = [...el.childNodes].filter((n) => n.nodeType === 3).map((n) => n.textContent.trim()).join("");
+      if (!text || el.getClientRects().length === 0 || el.closest("[hidden]")) continue;
+      const fg = luminance(rgb(getComputedStyle(el).color));
+      const bg = luminance(background(el));
+      const ratio = (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
+      if (ratio < 4.5) low.push({ text: text.slice(0, 40), ratio: Math.round(ratio * 100) / 100 });
+    }
+    return low;
+  })()`) as Promise<{ text: string; ratio: number }[]>;
+}
+
+describe("operator dashboard: shop hand-off", () => {
+  it("shows an endpoint's failing delivery and retries it from the dashboard", async () => {
+    const page = await newPage(1280, 1000);
+    await page.goto(`${server.url}/dashboard`);
+    await page.waitForSelector("#login:not([hidden])");
+    await page.fill("#token", "dev-admin-token");
+    await page.click("#login button");
+
+    // No endpoint yet: the panel says how to add one, with this gateway's own URL.
+    await page.waitForSelector("#wh-empty:not([hidden])");
+    const empty = (await page.textContent("#wh-empty")) ?? "";
+    expect(empty).toContain(`curl -X PUT ${server.url}/admin/webhooks/shop`);
+    expect(empty).toContain("docs/CONNECTING.md");
+    expect(await overflow(page)).toBe(0);
+    await screenshot(page, "dashboard-handoff-1-empty");
+    await page.setViewportSize(PHONE);
+    expect(await overflow(page)).toBe(0);
+    await page.evaluate(`document.querySelector("#handoff").scrollIntoView({ block: "start" })`);
+    await screenshot(page, "dashboard-handoff-1-empty-phone", undefined, false);
+    await page.setViewportSize({ width: 1280, height: 1000 });
+
+    // The shop's endpoint, at a receiver that refuses everything, with a long URL (it must wrap); and
+    // a disabled one for paid orders only.
+    const path = `/hooks/shop/${"flashgate-order-hand-off".repeat(4)}?tenant=launch-week&region=eu-west`;
+    const created = await call("PUT", "/admin/webhooks/shop", { url: `${receiver.url}${path}` });
+    expect(created.status).toBe(200);
+    const secret = String(created.json.secret);
+    await receiverBehaves("shop", { secret, fail: 1000 });
+    const erp = { url: "https://erp.example.com/flashgate/orders", events: ["order.paid"], enabled: false };
+    expect((await call("PUT", "/admin/webhooks/erp", erp)).status).toBe(200);
+
+    const shop = 'article[data-endpoint="shop"]';
+    await page.waitForSelector(shop, PANEL);
+    await page.waitForSelector('article[data-endpoint="erp"]');
+    expect(await page.isHidden("#wh-empty")).toBe(true);
+    expect(await page.textContent(`${shop} [data-field="url"]`)).toBe(`${receiver.url}${path}`);
+    expect(await page.textContent(`${shop} [data-field="events"]`)).toBe(
+      "order.held, order.paid, order.expired, order.cancelled, order.refund_required",
+    );
+    expect(await page.textContent(`${shop} [data-field="enabled"]`)).toBe("enabled");
+    expect(await page.textContent('article[data-endpoint="erp"] [data-field="enabled"]')).toBe("disabled");
+
+    // The secret is not on screen, nor anywhere in the page, until the operator asks for it.
+    expect(await page.content()).not.toContain(secret);
+    expect(await page.textContent(`${shop} [data-field="secret"]`)).toBe("hidden");
+
+    // An order: its order.held delivery is refused twice (the schedule's one retry), then failed.
+    const sku = `hook-${randomUUID().slice(0, 6)}`;
+    expect((await call("PUT", `/admin/skus/${sku}`, { name: "Hand-off tee", totalStock: 5 })).status).toBe(200);
+    const jwt = (await call("POST", "/dev/jwt", { userId: "ivy" }, { "content-type": "application/json" })).json;
+    const shopper = { authorization: `Bearer ${jwt.token}`, "content-type": "application/json" };
+    const token = (await call("POST", `/api/skus/${sku}/tokens`, undefined, shopper)).json;
+    const reserved = await call("POST", `/api/skus/${sku}/reservations`, { token: token.token, quantity: 1 }, shopper);
+    expect(reserved.status).toBe(202);
+    const reservationId = String(reserved.json.reservationId);
+
+    const item = `${shop} li.delivery`;
+    await expect.poll(() => page.textContent(`${item} .badge`), PANEL).toBe("failed");
+    expect(await page.locator(item).count()).toBe(1);
+    const deliveryId = (await page.getAttribute(item, "data-id")) ?? "";
+    expect(deliveryId).not.toBe("");
+    const text = (await page.textContent(item)) ?? "";
+    expect(text).toContain(`order.held${reservationId}`);
+    expect(text).toContain("2 attempts · last answer HTTP 500: receiver failing on purpose");
+    expect(text).toContain("no attempt left: retry it by hand");
+    expect(await page.textContent(`${shop} [data-field="counts"]`)).toBe("0 pending (0 being retried) · 1 failed");
+    expect(await page.textContent("#wh-count")).toBe("(2 endpoints, 1 failing)");
+    expect(await page.getAttribute(`${item} button`, "aria-label")).toBe(`Retry order.held of ${reservationId} now`);
+    expect(await lowContrast(page, "#handoff")).toEqual([]);
+    expect(await overflow(page)).toBe(0);
+    await screenshot(page, "dashboard-handoff-2-failed", "dashboard-handoff.png");
+
+    // The same on a phone: nothing wider than the screen, the long URL wrapped.
+    await page.setViewportSize(PHONE);
+    expect(await overflow(page)).toBe(0);
+    await page.evaluate(`document.querySelector("#handoff").scrollIntoView({ block: "start" })`);
+    await screenshot(page, "dashboard-handoff-3-phone", "dashboard-handoff-phone.png", false);
+
+    // Show puts the secret on screen and Hide takes it off; Copy puts it on the clipboard without showing it.
+    const reveal = `${shop} [data-action="reveal"]`;
+    expect(await page.getAttribute(reveal, "aria-label")).toBe("Show the signing secret of shop");
+    await page.click(reveal);
+    expect(await page.textContent(`${shop} [data-field="secret"]`)).toBe(secret);
+    expect(await page.getAttribute(reveal, "aria-label")).toBe("Hide the signing secret of shop");
+    await page.click(reveal);
+    expect(await page.content()).not.toContain(secret);
+    await page.click(`${shop} [data-action="copy"]`);
+    await expect.poll(() => page.textContent(`${shop} [data-field="message"]`)).toContain("is on the clipboard");
+    expect(await page.evaluate("navigator.clipboard.readText()")).toBe(secret);
+    expect(await page.content()).not.toContain(secret);
+
+    // A refused retry says why, where the button is.
+    const retryRoute = `**/admin/webhooks/shop/deliveries/${deliveryId}/retry`;
+    await page.route(retryRoute, (route) =>
+      route.fulfill({
+        status: 404,
+        contentType: "application/json",
+        body: JSON.stringify({ error: { code: "NOT_FOUND", message: "No such delivery of this webhook endpoint." } }),
+      }),
+    );
+    await page.click(`${item} button`);
+    const message = `${shop} [data-field="message"]`;
+    await expect
+      .poll(() => page.textContent(message))
+      .toBe(`Retry of order.held of ${reservationId} refused: NOT_FOUND: No such delivery of this webhook endpoint.`);
+    expect(await page.getAttribute(message, "data-kind")).toBe("error");
+    expect(await inView(page, message)).toBe(true);
+    expect(await lowContrast(page, "#handoff")).toEqual([]);
+    await page.unroute(retryRoute);
+
+    // The receiver is healthy again (and answers after 2 s, so the retry is seen queued first): Retry
+    // delivers it, with the same webhook-id, and nothing fails any more.
+    await receiverBehaves("shop", { secret, delayMs: 2_000 });
+    await page.click(`${item} button`);
+    await expect
+      .poll(() => page.textContent(message))
+      .toBe(`Retry queued: order.held of ${reservationId}, it is tried now.`);
+    expect(await page.getAttribute(message, "data-kind")).toBe("ok");
+    expect(await inView(page, message)).toBe(true);
+    await expect.poll(() => page.locator(item).count(), PANEL).toBe(0);
+    await expect.poll(() => page.textContent(message)).toBe(`order.held of ${reservationId} was accepted on retry.`);
+    expect(await page.isVisible(`${shop} [data-field="no-failing"]`)).toBe(true);
+    expect(await lowContrast(page, "#handoff")).toEqual([]);
+    await expect
+      .poll(() => page.textContent(`${shop} [data-field="counts"]`))
+      .toBe("0 pending (0 being retried) · 0 failed");
+    expect(await page.textContent("#wh-count")).toBe("(2 endpoints, 0 failing)");
+    const received = await receivedBy("shop");
+    expect(received.map((r) => [r.webhookId, r.verified, r.answered])).toEqual([[deliveryId, true, 204]]);
+    expect(received[0]?.body?.data.reservationId).toBe(reservationId);
+    const delivered = await call("GET", "/admin/webhooks/shop/deliveries?status=delivered");
+    expect((delivered.json.deliveries as { id: string }[]).map((d) => d.id)).toEqual([deliveryId]);
+    expect(await overflow(page)).toBe(0);
+    await screenshot(page, "dashboard-handoff-4-retried-phone", undefined, false);
+    await page.setViewportSize({ width: 1280, height: 1000 });
+    expect(await overflow(page)).toBe(0);
+    await screenshot(page, "dashboard-handoff-5-retried");
+    expect(unexpectedProblems(page)).toEqual([]);
+    await page.close();
+  });
+});
