@@ -359,7 +359,7 @@ function deliveryItem(hook, endpoint, delivery) {
   const when = document.createElement("p");
   when.className = "muted";
   if (delivery.status === "failed") when.textContent = "no attempt left: retry it by hand";
-  else if (!endpoint.enabled) when.textContent = "the endpoint is disabled: tried again once it is enabled";
+  else if (!endpoint.enabled) when.textContent = "the endpoint is disabled: enable it to retry";
   else if (delivery.nextAttemptAt) {
     when.textContent = `next attempt ${new Date(delivery.nextAttemptAt).toLocaleTimeString()}`;
   }
@@ -371,6 +371,8 @@ function deliveryItem(hook, endpoint, delivery) {
   button.dataset.retry = delivery.id;
   button.textContent = "Retry";
   button.setAttribute("aria-label", `Retry ${delivery.type} of ${delivery.reservationId} now`);
+  // The API refuses a disabled endpoint's retry (409): nothing could be sent.
+  button.disabled = !endpoint.enabled;
   button.addEventListener("click", () => retryDelivery(hook, endpoint, delivery, button));
   li.append(text, button);
   return li;
@@ -460,8 +462,7 @@ async function retryDelivery(hook, endpoint, delivery, button) {
     const path = `/admin/webhooks/${encodeURIComponent(endpoint.id)}/deliveries/${encodeURIComponent(delivery.id)}/retry`;
     const answer = await admin("POST", path);
     if (answer.ok) {
-      const when = endpoint.enabled ? "it is tried now" : "it waits until the endpoint is enabled";
-      say(hook, "ok", `Retry queued: ${what}, ${when}.`);
+      say(hook, "ok", `Retry queued: ${what}, it is tried now.`);
       hook.retries.set(delivery.id, { what, attempts: delivery.attempts });
     } else {
       say(hook, "error", `Retry of ${what} refused: ${errorText(answer)}`);
