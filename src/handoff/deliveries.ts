@@ -95,23 +95,31 @@ export interface Outcome {
 /**
  * Records the outcomes of one lane's attempts at one endpoint in one statement (the outcomes
  * travel as one JSON parameter), each an attempt counted. Only rows still under `lease` change: a
- * sender whose lease lapsed and whose deliveries another took leaves that one's record alone.
+ * sender whose lease lapsed and whose deliveries another took leaves that one's record alone. The
+ * outcomes are materialized first and the lease compared as `+lease`, so that the plan reads each
+ * outcome once and finds its row by key; otherwise SQLite walked the endpoint's rows (or the leased
+ * ones) and scanned the whole array for each, on D1's one thread (commit 59f56b9).
  */
 export async function recordOutcomes(db: D1Database, endpointId: string, outcomes: readonly Outcome[], lease: string) {
   if (outcomes.length === 0) return;
   await db
     .prepare(
-      `UPDATE webhook_deliveries SET
-         status = json_extract(j.value, '$.status'),
+      `WITH j AS MATERIALIZED (
+         SELECT json_extract(value, '$.position') AS position, json_extract(value, '$.status') AS status,
+                json_extract(value, '$.code') AS code, json_extract(value, '$.response') AS response,
+                json_extract(value, '$.delayMs') AS delay_ms
+         FROM json_each(?1))
+       UPDATE webhook_deliveries SET
+         status = j.status,
          attempts = attempts + 1,
-         last_status_code = json_extract(j.value, '$.code'),
-         last_response = json_extract(j.value, '$.response'),
-         next_attempt_at = ${D1_NOW} + json_extract(j.value, '$.delayMs'),
+         last_status_code = j.code,
+         last_response = j.response,
+         next_attempt_at = ${D1_NOW} + j.delay_ms,
          lease = NULL,
          updated_at = ${D1_NOW}
-       FROM json_each(?1) AS j
-       WHERE webhook_deliveries.endpoint_id = ?3 AND webhook_deliveries.position = json_extract(j.value, '$.position')
-         AND webhook_deliveries.lease = ?2`,
+       FROM j
+       WHERE webhook_deliveries.endpoint_id = ?3 AND webhook_deliveries.position = j.position
+         AND +webhook_deliveries.lease = ?2`,
     )
     .bind(JSON.stringify(outcomes), lease, endpointId)
     .run();
@@ -153,10 +161,12 @@ const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOStrin
  * to go out first).
  */
 const LISTINGS: Record<DeliveryStatus | "all", string> = {
-  all: "endpoint_id = ?1 ORDER BY position DESC",
-  delivered: "endpoint_id = ?1 AND status = 'delivered' ORDER BY position DESC",
-  failed: "endpoint_id = ?1 AND status = 'failed' ORDER BY position DESC",
-  pending: "endpoint_id = ?1 AND status = 'pending' ORDER BY next_attempt_at",
+  all: "webhook_deliveries WHERE endpoint_id = ?1 ORDER BY position DESC",
+  delivered: "webhook_deliveries WHERE endpoint_id = ?1 AND status = 'delivered' ORDER BY position DESC",
+  // Named: the key's order fits ORDER BY too, and SQLite would walk every delivered row to find these.
+  failed:
+    "webhook_deliveries INDEXED BY webhook_deliveries_failed WHERE endpoint_id = ?1 AND status = 'failed' ORDER BY position DESC",
+  pending: "webhook_deliveries WHERE endpoint_id = ?1 AND status = 'pending' ORDER BY next_attempt_at",
 };
 
 export async function listDeliveries(
@@ -169,7 +179,7 @@ export async function listDeliveries(
     .prepare(
       `SELECT endpoint_id, position, type, reservation_id, status, attempts, last_status_code, last_response,
               next_attempt_at, created_at, updated_at
-       FROM webhook_deliveries WHERE ${LISTINGS[status ?? "all"]} LIMIT ?2`,
+       FROM ${LISTINGS[status ?? "all"]} LIMIT ?2`,
     )
     .bind(endpointId, limit)
     .all<DeliveryRow>();
