@@ -60,15 +60,20 @@ export function clip(text: string): string {
 
 /**
  * POSTs a delivery, signed for this attempt. Redirects are not followed (a 3xx is an answer that
- * is not 2xx: the endpoint's URL is what the operator set, nowhere else).
+ * is not 2xx: the endpoint's URL is what the operator set, nowhere else). The timeout is a timer
+ * cleared once the answer is read, not `AbortSignal.timeout`: that one's timer stays set for the
+ * full 10 s after the answer came, and one invocation may hold at most 10,000 timers, so a sender
+ * past 1,000 attempts a second had the rest fail with QuotaExceededError, never sent.
  */
 export async function attempt(delivery: Taken, body: string, now: number): Promise<Answer> {
   const timestamp = Math.floor(now / 1000);
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), DELIVERY_TIMEOUT_MS);
   try {
     const response = await fetch(delivery.url, {
       method: "POST",
       redirect: "manual",
-      signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS),
+      signal: controller.signal,
       headers: {
         "content-type": "application/json",
         "user-agent": "Flashgate-Webhooks/1",
@@ -81,7 +86,9 @@ export async function attempt(delivery: Taken, body: string, now: number): Promi
     const ok = response.status >= 200 && response.status < 300;
     return { ok, code: response.status, response: await head(response.body).catch(() => "") };
   } catch (err) {
-    const timedOut = err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError");
+    const timedOut = controller.signal.aborted || (err instanceof Error && err.name === "TimeoutError");
     return { ok: false, code: null, response: clip(timedOut ? "no answer within 10 s" : String(err)) };
+  } finally {
+    clearTimeout(timer);
   }
 }
