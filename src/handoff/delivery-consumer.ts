@@ -18,8 +18,12 @@ const MAX_DELAY_SECONDS = 43_200;
 const PAGE = 100;
 /** Attempts in flight at once within one page. */
 const CONCURRENCY = 32;
-/** Long enough for a page's attempts (each at most the timeout) and the write of their outcomes. */
-const LEASE_MS = DELIVERY_TIMEOUT_MS * 3;
+/**
+ * Long enough for a page's attempts and the write of their outcomes: each lane makes up to
+ * PAGE / CONCURRENCY attempts one after another, each at most the timeout, then one more timeout's
+ * worth for the write.
+ */
+const LEASE_MS = DELIVERY_TIMEOUT_MS * (Math.ceil(PAGE / CONCURRENCY) + 1);
 /** How long one invocation keeps taking pages before it hands over to a fresh message. */
 const BUDGET_MS = 20_000;
 
