@@ -3,7 +3,8 @@
 //   the ceiling (a bare Worker in its own workerd), GET /healthz, the sold-out storm and its floor,
 //   the hot SKU, each through Miniflare's entry worker and directly (bench/lib/via.ts); the hot SKU with
 //   group commit off and with 4 shards, the classic design (Node + Redis Lua) under the same
-//   wrk, Redis's own EVALSHA of lua/reserve.lua, the stock object's engine core, the order pipeline;
+//   wrk, Redis's own EVALSHA of lua/reserve.lua, the stock object's engine core, the order pipeline
+//   (and beside it, the same with one webhook endpoint subscribed to every order change);
 //   with --baseline, the same edge points on earlier commits' Workers (before → after in one run).
 // Beside each throughput: the CPU µs per request of the processes under test, from /proc.
 // Checks every reservation it made; writes bench/results.json, then docs/PERFORMANCE.md from it
@@ -26,6 +27,7 @@ import { type Bench, FULL, QUICK } from "./lib/context";
 import { startFloorWorker } from "./lib/floor-worker";
 import { log } from "./lib/log";
 import { startProfile } from "./lib/profile";
+import { startReceiverProcess } from "./lib/receiver";
 import { verify } from "./lib/verify";
 import { through, VIAS, viaKey } from "./lib/via";
 import { writeReports } from "./report";
@@ -34,6 +36,7 @@ import { drawDecide, drawDecideSharded, SHARDED_ENTRANTS } from "./scenarios/dra
 import { type Ceiling, ceiling, ceilingOf, healthz, hotSku, soldOut, soldOutFloor, tokens } from "./scenarios/edge";
 import { engineCore } from "./scenarios/engine-core";
 import { memory } from "./scenarios/memory";
+import { orderPipelineWebhooks } from "./scenarios/order-hand-off";
 import { hotSkuOrders, orderPipeline } from "./scenarios/order-pipeline";
 import { powBrowser } from "./scenarios/pow-browser";
 import { powCheck } from "./scenarios/pow-check";
@@ -48,7 +51,10 @@ const ENGINE_ALONE: { objectAlone: boolean; stateRoot?: string } = existsSync("/
   ? { objectAlone: true, stateRoot: "/dev/shm" }
   : { objectAlone: true };
 const baselineRefs = option("--baseline");
-/** `--rounds N`: pairs per baseline point, which Worker goes first alternating (default 3; 1 with --quick). */
+/**
+ * `--rounds N`: pairs per baseline point, which Worker goes first alternating, and pairs of the order
+ * hand-off point (endpoint off / on), which goes first alternating (default 3; 1 with --quick).
+ */
 const rounds = Number(option("--rounds")[0] ?? (quick ? 1 : 3));
 if (!Number.isInteger(rounds) || rounds < 1) {
   console.error("--rounds takes a whole number of rounds, 1 or more (for example --rounds 3)");
@@ -238,6 +244,18 @@ try {
       on,
       (bench.figures.engine_core_fsync as { cpuUsPerReservation?: number } | undefined)?.cpuUsPerReservation,
     );
+  if (wanted("order_pipeline_webhooks")) {
+    // The order hand-off at work: one endpoint subscribed to every type, at a receiver in a process
+    // of its own (its CPU stays off this process's event loop, which hosts Miniflare), on a Worker
+    // of its own that may deliver to http://127.0.0.1; the plain pipeline beside it on that Worker.
+    const receiver = await startReceiverProcess();
+    stack.push(() => receiver.stop());
+    const hooks = await start("GROUP_COMMIT=on, webhooks to 127.0.0.1", {
+      GROUP_COMMIT: "on",
+      WEBHOOK_ALLOW_HTTP_LOCALHOST: "true",
+    });
+    await orderPipelineWebhooks(bench, hooks, receiver, rounds);
+  }
   if (wanted("draw_decide")) await drawDecide(bench, on);
   if (wanted("draw_decide_sharded")) await drawDecideSharded(bench, on, drawEntrants);
   if (wanted("pow_check")) await powCheck(bench, on);

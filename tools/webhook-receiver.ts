@@ -19,7 +19,9 @@ import { Webhook } from "standardwebhooks";
  *                         "answerBody"   (keeps what was received)
  *     changes the behaviour from the next request on. With fail or drop (either left out: 0), the
  *     window starts again there: the next `fail` requests answer 500, the `drop` after them are cut.
- *   GET /control/<name>  {"received": [...], "count", "verified", "unverified", "lagsMs": [...]}
+ *   GET /control/<name>  {"received": [...], "count", "verified", "unverified", "lagsMs": [...], "firstAt", "lastAt"}
+ *     (`?counts`: without `received` and `lagsMs`, for polling while thousands arrive); firstAt and
+ *     lastAt: when the first and the latest request came (ms since the epoch, null before any).
  *
  * A request is recorded with its `webhook-id`, whether its signature verified, its body and when it
  * came; `lagsMs` are the times from the change (`data.updatedAt`) to its arrival.
@@ -58,6 +60,8 @@ interface Endpoint {
   verified: number;
   unverified: number;
   lagsMs: number[];
+  firstAt: number | null;
+  lastAt: number | null;
 }
 
 export interface WebhookReceiver {
@@ -82,7 +86,7 @@ function json(res: ServerResponse, status: number, value: unknown): void {
 export async function startWebhookReceiver(opts: { port?: number } = {}): Promise<WebhookReceiver> {
   const endpoints = new Map<string, Endpoint>();
 
-  async function control(name: string, req: IncomingMessage, res: ServerResponse) {
+  async function control(name: string, req: IncomingMessage, res: ServerResponse, countsOnly: boolean) {
     if (req.method === "PUT") {
       const behaviour = JSON.parse(await readBody(req)) as Behaviour;
       endpoints.set(name, {
@@ -94,6 +98,8 @@ export async function startWebhookReceiver(opts: { port?: number } = {}): Promis
         verified: 0,
         unverified: 0,
         lagsMs: [],
+        firstAt: null,
+        lastAt: null,
       });
       return json(res, 200, { ok: true });
     }
@@ -109,8 +115,9 @@ export async function startWebhookReceiver(opts: { port?: number } = {}): Promis
       endpoint.behaviour = { ...endpoint.behaviour, ...changes };
       return json(res, 200, { ok: true });
     }
-    const { received, verified, unverified, lagsMs, requests } = endpoint;
-    return json(res, 200, { received, count: requests, verified, unverified, lagsMs });
+    const { received, verified, unverified, lagsMs, requests, firstAt, lastAt } = endpoint;
+    if (countsOnly) return json(res, 200, { count: requests, verified, unverified, firstAt, lastAt });
+    return json(res, 200, { received, count: requests, verified, unverified, lagsMs, firstAt, lastAt });
   }
 
   async function hook(name: string, req: IncomingMessage, res: ServerResponse) {
@@ -132,6 +139,8 @@ export async function startWebhookReceiver(opts: { port?: number } = {}): Promis
       // recorded as unverified below
     }
     const n = endpoint.requests++ - endpoint.windowStart;
+    endpoint.firstAt ??= receivedAt;
+    endpoint.lastAt = receivedAt;
     const { fail = 0, drop = 0, delayMs = 0, delayMaxMs = 0, status = 204, keep = true } = endpoint.behaviour;
     const answered = n < fail ? 500 : n < fail + drop ? "dropped" : verified ? status : 401;
     if (verified) endpoint.verified++;
@@ -161,11 +170,16 @@ export async function startWebhookReceiver(opts: { port?: number } = {}): Promis
   }
 
   const server = createServer((req, res) => {
-    const path = new URL(req.url ?? "/", "http://receiver").pathname;
-    const [, kind, name] = path.split("/");
-    const handle = kind === "control" && name ? control : kind === "hooks" && name ? hook : null;
-    if (!handle || !name) return json(res, 404, { error: "no such route" });
-    handle(name, req, res).catch((err: unknown) => json(res, 500, { error: String(err) }));
+    const url = new URL(req.url ?? "/", "http://receiver");
+    const [, kind, name] = url.pathname.split("/");
+    const handled =
+      kind === "control" && name
+        ? control(name, req, res, url.searchParams.has("counts"))
+        : kind === "hooks" && name
+          ? hook(name, req, res)
+          : null;
+    if (!handled) return json(res, 404, { error: "no such route" });
+    handled.catch((err: unknown) => json(res, 500, { error: String(err) }));
   });
   server.keepAliveTimeout = 60_000;
   await new Promise<void>((resolve) => server.listen(opts.port ?? 0, "127.0.0.1", resolve));

@@ -17,13 +17,16 @@ export interface PipelineFigures {
   lagP50Ms: number;
   lagP99Ms: number;
   lagMaxMs: number;
+  /** The first hold's creation and the last row's first write (the Worker's clock, ms since the epoch). */
+  firstHoldAt: number;
+  lastRowAt: number;
 }
 
 /**
  * A GET that may meet a keep-alive connection workerd closed while the sale ran (kj closes idle
  * connections after about 5 s, and undici reuses the pooled one): tried once more on a socket error.
  */
-async function get<T>(read: () => Promise<T>): Promise<T> {
+export async function get<T>(read: () => Promise<T>): Promise<T> {
   try {
     return await read();
   } catch (err) {
@@ -74,6 +77,8 @@ export async function awaitOrders(bench: Bench, server: WorkerServer, sku: strin
     lagP50Ms: percentile(lags, 50),
     lagP99Ms: percentile(lags, 99),
     lagMaxMs: percentile(lags, 100),
+    firstHoldAt: firstHold,
+    lastRowAt: lastRow,
   };
 }
 
@@ -113,15 +118,10 @@ async function pacedSale(server: WorkerServer, sku: string, n: number, run: stri
 }
 
 /**
- * The order pipeline at full tilt: a sale of `bench.mode.orderReservations` holds (≥ 20,000) made
- * through the stock object's reserve RPC inside workerd (batches of 64, as the engine core), so the
- * sale outpaces the pipeline and what is measured is the outbox → queue → consumer → D1 path, not the
- * HTTP edge. Figures: orders persisted per second (first hold → last row), the lag of each row
- * (hold → first write), and workerd's CPU µs per order over the whole sale and drain; less the stock
- * object's own share (`objectCpuUsPerReservation`: the engine core on disk, measured in the same run),
- * what the pipeline itself costs per order (queue broker, consumer, D1), which the capacity model uses.
+ * One sale through the order pipeline ({@link orderPipeline}): its figures, workerd's CPU until the
+ * last row, and the meter still running (a caller may read it again later).
  */
-export async function orderPipeline(bench: Bench, server: WorkerServer, objectCpuUsPerReservation?: number) {
+export async function pipelineRun(bench: Bench, server: WorkerServer, objectCpuUsPerReservation?: number) {
   const n = bench.mode.orderReservations;
   const run = `o${Date.now().toString(36)}`;
   const sku = `orders-${run}`;
@@ -156,6 +156,20 @@ export async function orderPipeline(bench: Bench, server: WorkerServer, objectCp
   log(
     `order pipeline: ${fig.rows} rows, ${fig.ordersPerSec.toFixed(0)} orders/s (consumer ${fig.persistPerSec.toFixed(0)}/s), lag p50 ${fig.lagP50Ms} ms p99 ${fig.lagP99Ms} ms, ${result.cpuUsPerOrder.toFixed(0)} µs workerd CPU per order (sale included), ${result.pipelineCpuUsPerOrder.toFixed(0)} µs of it the pipeline's (${rowsAtSaleEnd} rows written during the sale)`,
   );
+  return { result, meter };
+}
+
+/**
+ * The order pipeline at full tilt: a sale of `bench.mode.orderReservations` holds (≥ 20,000) made
+ * through the stock object's reserve RPC inside workerd (batches of 64, as the engine core), so the
+ * sale outpaces the pipeline and what is measured is the outbox → queue → consumer → D1 path, not the
+ * HTTP edge. Figures: orders persisted per second (first hold → last row), the lag of each row
+ * (hold → first write), and workerd's CPU µs per order over the whole sale and drain; less the stock
+ * object's own share (`objectCpuUsPerReservation`: the engine core on disk, measured in the same run),
+ * what the pipeline itself costs per order (queue broker, consumer, D1), which the capacity model uses.
+ */
+export async function orderPipeline(bench: Bench, server: WorkerServer, objectCpuUsPerReservation?: number) {
+  const { result } = await pipelineRun(bench, server, objectCpuUsPerReservation);
   bench.figures.order_pipeline = result;
   return result;
 }

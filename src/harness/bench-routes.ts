@@ -19,6 +19,9 @@ import type { SkuStock as HarnessSkuStock } from "./harness-stock";
  *   HTTP in between, and returns the elapsed time and every RPC's duration.
  * - `GET /bench/orders/:sku`: when each D1 order row of a SKU was first written (the consumer's
  *   `processed_events.processed_at`) and when its hold was created, to measure the lag from hold to row.
+ * - `GET /bench/deliveries/:sku`: the order changes of a SKU's orders in D1 and their webhook deliveries
+ *   by status (with attempts made and the first row's and last outcome's time), to check that every
+ *   change was delivered once (bench/scenarios/order-pipeline.ts).
  * - `GET /bench/stock/:sku/:shard/stats`: a stock object's rows read and SQL statements so far, database
  *   size and rows per table (scripts/soak.ts, the engine core).
  * - `POST /bench/pow-check`: checks one solved proof of work `count` times (and, with `floor`, only
@@ -150,6 +153,29 @@ bench.get("/bench/orders/:sku", async (c) => {
     .bind(sku)
     .all<{ id: string; at: number; created: number }>();
   return c.json({ rows: results });
+});
+
+bench.get("/bench/deliveries/:sku", async (c) => {
+  const sku = c.req.param("sku");
+  const [changes, deliveries] = await c.env.DB.batch<Record<string, number | string>>([
+    c.env.DB.prepare(
+      `SELECT COUNT(*) AS n FROM order_changes c JOIN orders o ON o.reservation_id = c.reservation_id WHERE o.sku = ?1`,
+    ).bind(sku),
+    c.env.DB.prepare(
+      `SELECT d.status, COUNT(*) AS n, SUM(d.attempts) AS attempts, MIN(d.created_at) AS first, MAX(d.updated_at) AS last
+         FROM webhook_deliveries d JOIN orders o ON o.reservation_id = d.reservation_id
+        WHERE o.sku = ?1 GROUP BY d.status`,
+    ).bind(sku),
+  ]);
+  return c.json({
+    changes: Number(changes?.results[0]?.n ?? 0),
+    deliveries: Object.fromEntries(
+      (deliveries?.results ?? []).map((row) => [
+        String(row.status),
+        { count: Number(row.n), attempts: Number(row.attempts), first: Number(row.first), last: Number(row.last) },
+      ]),
+    ),
+  });
 });
 
 const FillRequest = z.object({
