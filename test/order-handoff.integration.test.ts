@@ -1,14 +1,21 @@
 import { createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { afterEach, describe, expect, inject, it, vi } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { feedPage, positionOf } from "../src/handoff/change-feed";
-import { takeDue } from "../src/handoff/deliveries";
-import { newSecret } from "../src/handoff/signature";
 import worker from "../src/index";
-import { CONTRACT_SCHEMAS } from "../src/routes/contract";
-import type { Behaviour, Received } from "../tools/webhook-receiver";
+import type { Received } from "../tools/webhook-receiver";
 import { ADMIN_TOKEN, call, createSku, reserve, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
+import {
+  configure,
+  conforms,
+  deliveries,
+  endpoint,
+  endpoints,
+  forgetEndpoints,
+  logOf,
+  receiver,
+} from "./support/handoff";
 import { pay } from "./support/payments";
 
 /**
@@ -18,60 +25,7 @@ import { pay } from "./support/payments";
  * Retries: WEBHOOK_RETRY_SCHEDULE "1,2" (vitest.config.ts), so three attempts, then failed.
  */
 
-const receiver = inject("receiver");
-const endpoints: string[] = [];
-
-afterEach(async () => {
-  for (const id of endpoints.splice(0)) await call("DELETE", `/admin/webhooks/${id}`, { admin: true });
-});
-
-interface Log {
-  received: Received[];
-  count: number;
-  verified: number;
-  unverified: number;
-}
-
-/** An endpoint at the receiver, subscribed as asked, the receiver told its secret and behaviour. */
-async function endpoint(behaviour: Omit<Behaviour, "secret"> = {}, body: Record<string, unknown> = {}) {
-  const id = uniqueSku("hook");
-  const url = `${receiver.url}/hooks/${id}`;
-  const answer = await call("PUT", `/admin/webhooks/${id}`, { admin: true, body: { url, ...body } });
-  expect(answer.status, JSON.stringify(answer.json)).toBe(200);
-  endpoints.push(id);
-  await configure(id, { ...behaviour, secret: answer.json.secret });
-  return { id, secret: answer.json.secret as string, url };
-}
-
-async function configure(id: string, behaviour: Behaviour) {
-  const res = await fetch(`${receiver.url}/control/${id}`, { method: "PUT", body: JSON.stringify(behaviour) });
-  expect(res.status).toBe(200);
-}
-
-async function logOf(id: string): Promise<Log> {
-  return (await fetch(`${receiver.url}/control/${id}`)).json();
-}
-
-/** The answer parses with its contract schema (what /openapi.json documents). */
-function conforms(schema: keyof typeof CONTRACT_SCHEMAS, value: unknown) {
-  const parsed = CONTRACT_SCHEMAS[schema].safeParse(value);
-  expect(parsed.success ? [] : parsed.error.issues).toEqual([]);
-}
-
-async function deliveries(id: string, query = "") {
-  const answer = await call("GET", `/admin/webhooks/${id}/deliveries${query}`, { admin: true });
-  expect(answer.status).toBe(200);
-  conforms("WebhookDeliveryList", answer.json);
-  return answer.json.deliveries as {
-    id: string;
-    status: string;
-    attempts: number;
-    lastStatusCode: number | null;
-    lastResponse: string | null;
-    type: string;
-    reservationId: string;
-  }[];
-}
+afterEach(forgetEndpoints);
 
 describe("order hand-off: signed webhooks", () => {
   it("POSTs every order change, signed, to each endpoint subscribed to its type, once", async () => {
@@ -136,37 +90,6 @@ describe("order hand-off: signed webhooks", () => {
     });
     expect(after.received.filter((r) => r.body?.data.reservationId === third.json.reservationId)).toHaveLength(1);
     expect(new Set(after.received.map((r) => r.webhookId)).size).toBe(5);
-  });
-
-  it("a change whose wake-up was lost (the consumer died after its D1 write) is delivered by the cron's check-back", async () => {
-    // Stored directly, so that no wake-up is in flight (PUT sends one): only the check-back can wake a sender.
-    const hook = { id: uniqueSku("hook"), secret: newSecret() };
-    const now = Date.now();
-    await env.DB.prepare(
-      "INSERT INTO webhook_endpoints (id, url, events, enabled, secret, created_at, updated_at) VALUES (?1, ?2, ?3, 1, ?4, ?5, ?5)",
-    )
-      .bind(hook.id, `${receiver.url}/hooks/${hook.id}`, JSON.stringify(["order.held"]), hook.secret, now)
-      .run();
-    endpoints.push(hook.id);
-    await configure(hook.id, { secret: hook.secret });
-    const sku = uniqueSku("lost");
-    // The row as the consumer writes it, but no wake-up follows: the consumer "crashed" after its batch.
-    await env.DB.prepare(
-      `INSERT INTO orders (reservation_id, sku, user_id, quantity, status, expires_at, created_at, updated_at, last_seq, amount, currency)
-       VALUES (?1, ?2, 'l1', 1, 'held', NULL, ?3, ?3, 1, NULL, 'usd')`,
-    )
-      .bind(`${sku}.0.lost`, sku, now)
-      .run();
-    const [owed] = await deliveries(hook.id);
-    expect(owed).toMatchObject({ status: "pending", attempts: 0, reservationId: `${sku}.0.lost` });
-    expect((await logOf(hook.id)).count).toBe(0);
-    await worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), env);
-    const log = await eventually(async () => {
-      const log = await logOf(hook.id);
-      expect(log.count).toBe(1);
-      return log;
-    });
-    expect(log.received[0]).toMatchObject({ webhookId: owed?.id, verified: true });
   });
 
   it("a receiver that fails gets the same webhook-id again after each backoff, until it answers 2xx", async () => {
@@ -325,75 +248,6 @@ describe("order hand-off: managing endpoints", () => {
     expect(await env.DB.prepare("SELECT count(*) AS n FROM webhook_endpoints WHERE id = ?").bind(id).first("n")).toBe(
       0,
     );
-  });
-});
-
-describe("order hand-off: what an operator changes while deliveries are owed", () => {
-  /** An endpoint stored directly (no wake-up in flight), owed one pending delivery of `order.held`. */
-  async function owing(events: string[]) {
-    const hook = { id: uniqueSku("hook"), secret: newSecret() };
-    const now = Date.now();
-    await env.DB.batch([
-      env.DB.prepare(
-        "INSERT INTO webhook_endpoints (id, url, events, enabled, secret, created_at, updated_at) VALUES (?1, ?2, ?3, 1, ?4, ?5, ?5)",
-      ).bind(hook.id, `${receiver.url}/hooks/${hook.id}`, JSON.stringify(events), hook.secret, now),
-      env.DB.prepare(
-        `INSERT INTO orders (reservation_id, sku, user_id, quantity, status, expires_at, created_at, updated_at, last_seq, amount, currency)
-         VALUES (?1, 'owed', 'o1', 1, 'held', NULL, ?2, ?2, 1, NULL, 'usd')`,
-      ).bind(`${hook.id}.0.r`, now),
-    ]);
-    endpoints.push(hook.id);
-    await configure(hook.id, { secret: hook.secret });
-    const [owed] = await deliveries(hook.id);
-    expect(owed).toMatchObject({ status: "pending", type: "order.held" });
-    return { ...hook, owed: owed as { id: string } };
-  }
-
-  it("a PUT that unsubscribes a type drops its pending deliveries; one that disables stops them, and a retry says so", async () => {
-    const hook = await owing(["order.held", "order.paid"]);
-    const url = `${receiver.url}/hooks/${hook.id}`;
-    const disabled = await call("PUT", `/admin/webhooks/${hook.id}`, { admin: true, body: { url, enabled: false } });
-    expect(disabled.status).toBe(200);
-    const retry = await call("POST", `/admin/webhooks/${hook.id}/deliveries/${hook.owed.id}/retry`, { admin: true });
-    expect(retry.status).toBe(409);
-    expect(retry.json.error.code).toBe("INVALID_STATE");
-    expect(await deliveries(hook.id, "?status=pending")).toHaveLength(1); // kept for when it is enabled
-    const narrowed = await call("PUT", `/admin/webhooks/${hook.id}`, {
-      admin: true,
-      body: { url, enabled: true, events: ["order.paid"] },
-    });
-    expect(narrowed.status).toBe(200);
-    expect(await deliveries(hook.id)).toEqual([]);
-    await worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), env);
-    expect((await logOf(hook.id)).count).toBe(0);
-  });
-
-  it("a sender that took a delivery and died counts no attempt; the lease lapses and it is sent", async () => {
-    const hook = await owing(["order.held"]);
-    // Three senders take it and die at once (their leases lapse immediately).
-    for (let i = 0; i < 3; i++) expect(await takeDue(env.DB, hook.id, 10, `dead-${i}`, 0)).toHaveLength(1);
-    expect((await deliveries(hook.id))[0]).toMatchObject({ status: "pending", attempts: 0 });
-    await worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), env);
-    await eventually(async () => expect((await deliveries(hook.id, "?status=delivered"))[0]?.attempts).toBe(1));
-    expect((await logOf(hook.id)).count).toBe(1);
-  });
-
-  it("stores the URL as it is fetched, and reads limit as digits only", async () => {
-    const id = uniqueSku("norm");
-    const put = await call("PUT", `/admin/webhooks/${id}`, {
-      admin: true,
-      body: { url: " HTTPS://Shop.Example/Hooks/../flashgate " },
-    });
-    expect(put.status).toBe(200);
-    endpoints.push(id);
-    expect(put.json.url).toBe("https://shop.example/flashgate");
-    for (const limit of ["1e2", "0x10", "+5", "1.0", " 5", "0", "1001", ""]) {
-      const answer = await call("GET", `/admin/webhooks/${id}/deliveries?limit=${encodeURIComponent(limit)}`, {
-        admin: true,
-      });
-      expect(answer.status, limit).toBe(400);
-      expect((await call("GET", `/admin/orders?limit=${encodeURIComponent(limit)}`, { admin: true })).status).toBe(400);
-    }
   });
 });
 

@@ -1,0 +1,111 @@
+import { createScheduledController } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { afterEach, describe, expect, it } from "vitest";
+import { takeDue } from "../src/handoff/deliveries";
+import { newSecret } from "../src/handoff/signature";
+import worker from "../src/index";
+import { call, uniqueSku } from "./support/client";
+import { eventually } from "./support/eventually";
+import { configure, deliveries, endpoints, forgetEndpoints, logOf, receiver } from "./support/handoff";
+
+/**
+ * Deliveries an endpoint is owed when the operator changes it, or when a sender dies holding them.
+ * A file of its own (its own workerd), its tests in this order: no sender woken by another file's
+ * deliveries runs here, and a sender lists the endpoints it serves when it starts. So the first
+ * test's delivery is taken by no one but the senders it names; the second's only by the sender its
+ * cron wakes; the third's is not due until the test makes it so.
+ */
+
+afterEach(forgetEndpoints);
+
+describe("order hand-off: what an operator changes while deliveries are owed", () => {
+  /**
+   * An endpoint stored directly (no wake-up in flight), owed one pending delivery of `order.held`:
+   * due now, or (`later`) not for a day, so that no sender still running from an earlier test takes it.
+   */
+  async function owing(events: string[], when: "now" | "later") {
+    const hook = { id: uniqueSku("hook"), secret: newSecret() };
+    const now = Date.now();
+    await env.DB.batch([
+      env.DB.prepare(
+        "INSERT INTO webhook_endpoints (id, url, events, enabled, secret, created_at, updated_at) VALUES (?1, ?2, ?3, 1, ?4, ?5, ?5)",
+      ).bind(hook.id, `${receiver.url}/hooks/${hook.id}`, JSON.stringify(events), hook.secret, now),
+      env.DB.prepare(
+        `INSERT INTO orders (reservation_id, sku, user_id, quantity, status, expires_at, created_at, updated_at, last_seq, amount, currency)
+         VALUES (?1, 'owed', 'o1', 1, 'held', NULL, ?2, ?2, 1, NULL, 'usd')`,
+      ).bind(`${hook.id}.0.r`, now),
+      env.DB.prepare(
+        "UPDATE webhook_deliveries SET next_attempt_at = next_attempt_at + ?2 WHERE endpoint_id = ?1",
+      ).bind(hook.id, when === "later" ? 86_400_000 : 0),
+    ]);
+    endpoints.push(hook.id);
+    await configure(hook.id, { secret: hook.secret });
+    const [owed] = await deliveries(hook.id);
+    expect(owed).toMatchObject({ status: "pending", type: "order.held" });
+    return { ...hook, owed: owed as { id: string } };
+  }
+
+  it("a sender that took a delivery and died counts no attempt; the lease lapses and it is sent", async () => {
+    // First in this file: no sender has been woken here yet, so only the three below take it.
+    const hook = await owing(["order.held"], "now");
+    // Three senders take it and die at once (their leases lapse immediately).
+    for (let i = 0; i < 3; i++) expect(await takeDue(env.DB, hook.id, 10, `dead-${i}`, 0)).toHaveLength(1);
+    expect((await deliveries(hook.id))[0]).toMatchObject({ status: "pending", attempts: 0 });
+    await worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), env);
+    await eventually(async () => expect((await deliveries(hook.id, "?status=delivered"))[0]?.attempts).toBe(1));
+    expect((await logOf(hook.id)).count).toBe(1);
+  });
+
+  it("a change whose wake-up was lost (the consumer died after its D1 write) is delivered by the cron's check-back", async () => {
+    // Second: the one sender the first test woke listed its endpoints before this one existed.
+    const hook = await owing(["order.held"], "now");
+    expect((await logOf(hook.id)).count).toBe(0);
+    await worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), env);
+    const log = await eventually(async () => {
+      const log = await logOf(hook.id);
+      expect(log.count).toBe(1);
+      return log;
+    });
+    expect(log.received[0]).toMatchObject({ webhookId: hook.owed.id, verified: true });
+  });
+
+  it("a PUT that unsubscribes a type drops its pending deliveries; one that disables stops them, and a retry says so", async () => {
+    const hook = await owing(["order.held", "order.paid"], "later");
+    const url = `${receiver.url}/hooks/${hook.id}`;
+    const disabled = await call("PUT", `/admin/webhooks/${hook.id}`, { admin: true, body: { url, enabled: false } });
+    expect(disabled.status).toBe(200);
+    await env.DB.prepare("UPDATE webhook_deliveries SET next_attempt_at = 0 WHERE endpoint_id = ?1")
+      .bind(hook.id)
+      .run();
+    const retry = await call("POST", `/admin/webhooks/${hook.id}/deliveries/${hook.owed.id}/retry`, { admin: true });
+    expect(retry.status).toBe(409);
+    expect(retry.json.error.code).toBe("INVALID_STATE");
+    expect(await deliveries(hook.id, "?status=pending")).toHaveLength(1); // kept for when it is enabled
+    const narrowed = await call("PUT", `/admin/webhooks/${hook.id}`, {
+      admin: true,
+      body: { url, enabled: true, events: ["order.paid"] },
+    });
+    expect(narrowed.status).toBe(200);
+    expect(await deliveries(hook.id)).toEqual([]);
+    await worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), env);
+    expect((await logOf(hook.id)).count).toBe(0);
+  });
+
+  it("stores the URL as it is fetched, and reads limit as digits only", async () => {
+    const id = uniqueSku("norm");
+    const put = await call("PUT", `/admin/webhooks/${id}`, {
+      admin: true,
+      body: { url: " HTTPS://Shop.Example/Hooks/../flashgate " },
+    });
+    expect(put.status).toBe(200);
+    endpoints.push(id);
+    expect(put.json.url).toBe("https://shop.example/flashgate");
+    for (const limit of ["1e2", "0x10", "+5", "1.0", " 5", "0", "1001", ""]) {
+      const answer = await call("GET", `/admin/webhooks/${id}/deliveries?limit=${encodeURIComponent(limit)}`, {
+        admin: true,
+      });
+      expect(answer.status, limit).toBe(400);
+      expect((await call("GET", `/admin/orders?limit=${encodeURIComponent(limit)}`, { admin: true })).status).toBe(400);
+    }
+  });
+});
