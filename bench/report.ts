@@ -4,6 +4,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { type FloorFigures, floorSection } from "./floor-targets";
 import type { Capacity } from "./lib/capacity";
 import type { Point } from "./lib/measure";
 import type { ProfileLine } from "./lib/profile";
@@ -34,6 +35,12 @@ export interface Results {
     engine_core_fsync?: EngineFigure;
     /** The whole order pipeline in the object's workerd, state on disk (as `npm run dev` runs it). */
     engine_core_shared?: EngineFigure;
+    /** The object alone on tmpfs, one reservation per call: its fixed cost per call. */
+    engine_core_batch1?: EngineFigure;
+    floor_rpc_noop?: FloorFigures["floor_rpc_noop"];
+    floor_rpc_row_tmpfs?: FloorFigures["floor_rpc_row_tmpfs"];
+    floor_rpc_row_disk?: FloorFigures["floor_rpc_row_disk"];
+    hot_sku_direct_batch?: FloorFigures["hot_sku_direct_batch"];
     memory?: {
       liveHolds?: {
         holds: number;
@@ -456,6 +463,7 @@ function performanceDoc(r: Results): string {
     "",
     costTable(r),
     "",
+    ...floorSection({ ...r.figures, points: r.points, pipelineCpuUsPerOrder: pipe?.pipelineCpuUsPerOrder }),
     "## Targets",
     "",
     targetTable(r),

@@ -25,6 +25,7 @@ import { startBareWorker } from "./lib/bare-worker";
 import { capacityModel, printCapacity } from "./lib/capacity";
 import { type Bench, FULL, QUICK } from "./lib/context";
 import { startFloorWorker } from "./lib/floor-worker";
+import { FLOOR_STATE, objectFloor, startBodyWorker, startFloorObjects } from "./lib/floors";
 import { log } from "./lib/log";
 import { startProfile } from "./lib/profile";
 import { startReceiverProcess } from "./lib/receiver";
@@ -33,7 +34,18 @@ import { through, VIAS, viaKey } from "./lib/via";
 import { writeReports } from "./report";
 import { classic } from "./scenarios/classic";
 import { drawDecide, drawDecideSharded, SHARDED_ENTRANTS } from "./scenarios/draw";
-import { type Ceiling, ceiling, ceilingOf, healthz, hotSku, soldOut, soldOutFloor, tokens } from "./scenarios/edge";
+import {
+  bodyFloor,
+  type Ceiling,
+  ceiling,
+  ceilingOf,
+  healthz,
+  hotSku,
+  skuView,
+  soldOut,
+  soldOutFloor,
+  tokens,
+} from "./scenarios/edge";
 import { engineCore } from "./scenarios/engine-core";
 import { memory } from "./scenarios/memory";
 import { orderPipelineWebhooks } from "./scenarios/order-hand-off";
@@ -157,6 +169,8 @@ try {
   const ceilings: Record<string, Ceiling> = {};
   const floor = wanted("sold_out_floor") ? await startFloorWorker() : undefined;
   if (floor) stack.push(() => floor.stop());
+  const bodyReader = wanted("body_floor") ? await startBodyWorker() : undefined;
+  if (bodyReader) stack.push(() => bodyReader.stop());
   for (const via of VIAS) {
     let lastBare = await ceiling(bench, bare, "bare_worker", via);
     const besideCeiling = async (key: string, point: () => Promise<unknown>) => {
@@ -166,7 +180,9 @@ try {
       ceilings[viaKey(key, via)] = ceilingOf([before, lastBare]);
     };
     const gateway = through(on, via);
+    if (bodyReader) await besideCeiling("body_floor", () => bodyFloor(bench, bodyReader, via));
     if (wanted("healthz")) await besideCeiling("healthz", () => healthz(bench, gateway, viaKey("healthz", via)));
+    if (wanted("sku_view")) await besideCeiling("sku_view", () => skuView(bench, gateway, viaKey("sku_view", via)));
     if (wanted("sold_out")) await besideCeiling("sold_out", () => soldOut(bench, gateway, viaKey("sold_out", via)));
     if (floor) await besideCeiling("sold_out_floor", () => soldOutFloor(bench, floor, via));
     if (wanted("tokens")) await besideCeiling("tokens", () => tokens(bench, gateway, { key: viaKey("tokens", via) }));
@@ -213,6 +229,8 @@ try {
       ENGINE_ALONE,
     );
     await engineCore(bench, cloudflare);
+    // Its fixed cost per call: the same object called with one reservation per call.
+    await engineCore(bench, cloudflare, "engine_core_batch1", 1);
     // The same object with an fsync per commit (state on disk): beside Redis with appendfsync always.
     const fsync = await start(
       "GROUP_COMMIT=on, object alone, fsync per commit",
@@ -222,6 +240,27 @@ try {
     await engineCore(bench, fsync, "engine_core_fsync");
     // And as `npm run dev` runs it: the whole order pipeline in the same workerd, state on disk.
     await engineCore(bench, on, "engine_core_shared");
+  }
+  if (wanted("floor_objects")) {
+    // The floors of a stock object's call, called as the engine core is (one in flight, from the
+    // Worker in the same workerd): an RPC that does nothing, and one that commits one row.
+    const calls = bench.mode.engineReservations / 8;
+    log(`floor objects: ${calls} calls each, one in flight`);
+    for (const [where, root] of Object.entries(FLOOR_STATE)) {
+      const objects = await startFloorObjects(root);
+      try {
+        if (where === "tmpfs")
+          bench.figures.floor_rpc_noop = await objectFloor(objects, "noop", calls, "RPC doing nothing");
+        bench.figures[`floor_rpc_row_${where}`] = await objectFloor(
+          objects,
+          "row",
+          calls,
+          `RPC committing one row (${where})`,
+        );
+      } finally {
+        await objects.stop();
+      }
+    }
   }
   if (wanted("engine_core") && argv.includes("--profile")) {
     // `--profile`: where the engine core's time goes, on a Worker of its own started with the inspector.

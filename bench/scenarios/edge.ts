@@ -5,6 +5,7 @@ import { measure, type Point } from "../lib/measure";
 import { reservationRequests, tokenRequests } from "../lib/shoppers";
 import { through, type Via, viaKey } from "../lib/via";
 import type { WrkRequest } from "../lib/wrk";
+import { stockStats } from "./engine-core";
 
 /**
  * The edge's load points, each a wrk run from its own process against one workerd:
@@ -56,6 +57,42 @@ export function healthz(bench: Bench, server: WorkerServer, key = "healthz"): Pr
     pids: [server.pid],
     requests: get("/healthz"),
     fresh: false,
+    expected: [200],
+    timing: bench.mode.timing,
+    dir: bench.dir,
+  }).then((p) => record(bench, p));
+}
+
+/** The public SKU view (`GET /api/skus/:sku`, no JWT) of a SKU with stock: what a storefront polls. */
+export async function skuView(bench: Bench, server: WorkerServer, key = "sku_view"): Promise<Point> {
+  const sku = `view-${runId("v")}`;
+  await createSku(server, sku, 1_000);
+  return measure({
+    key,
+    label: `public SKU view (${server.label})`,
+    url: server.url,
+    pids: [server.pid],
+    requests: get(`/api/skus/${sku}`),
+    fresh: false,
+    expected: [200],
+    timing: bench.mode.timing,
+    dir: bench.dir,
+  }).then((p) => record(bench, p));
+}
+
+/**
+ * The body floor (bench/lib/floors.ts) under the sold-out storm's requests: a Worker that reads the
+ * same JSON POST bodies and answers, nothing else.
+ */
+export function bodyFloor(bench: Bench, floor: BareWorker, via: Via = "entry"): Promise<Point> {
+  const run = runId("bf");
+  return measure({
+    key: viaKey("body_floor", via),
+    label: `body floor (reads the JSON body${via === "direct" ? ", direct" : ""})`,
+    url: through(floor, via).url,
+    pids: [floor.pid],
+    requests: (n, phase) => reservationRequests(`${run}${phase}`, `gone-${run}`, 1, n),
+    fresh: true,
     expected: [200],
     timing: bench.mode.timing,
     dir: bench.dir,
@@ -130,6 +167,18 @@ export async function hotSku(
     }),
   );
   bench.checks.push({ server, sku, total, held: answered(point, 202), unseen: 2 * point.connections });
+  // The group commit's mean batch over the run: reservations ÷ reserve RPCs, every shard (a
+  // baseline from before the harness counted them has none).
+  let calls = 0;
+  let requests = 0;
+  for (let shard = 0; shard < shards; shard++) {
+    const stats = await stockStats(server, sku, shard).catch(() => undefined);
+    calls += stats?.reserveCalls ?? 0;
+    requests += stats?.reserveRequests ?? 0;
+  }
+  if (calls > 0) {
+    bench.figures[`${opts.key}_batch`] = { reserveCalls: calls, reservations: requests, meanBatch: requests / calls };
+  }
   return { ...point, sku };
 }
 

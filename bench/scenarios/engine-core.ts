@@ -7,6 +7,8 @@ import { engineRun } from "../lib/engine-route";
 import { log } from "../lib/log";
 
 const BATCH = 64; // the group commit's MAX_BATCH
+/** Batches of 1 cost a call each: an eighth as many reservations keeps the point as long. */
+const ONE_BY_ONE_SHARE = 8;
 
 /** The stock object's storage figures (src/harness/bench-routes.ts), read outside the engine's statements. */
 export async function stockStats(server: WorkerServer, sku: string, shard = 0): Promise<StockStats> {
@@ -19,23 +21,23 @@ export async function stockStats(server: WorkerServer, sku: string, shard = 0): 
 
 /**
  * The engine core, no HTTP on the measured path: the stock object's `reserve(requests[])` RPC driven
- * from inside workerd (the bench route), batches of 64, one in flight (the object is serial anyway),
+ * from inside workerd (the bench route), batches of 64 (or `batch`), one in flight (the object is serial anyway),
  * every reservation a fresh user, after a warm-up of a quarter as many on the same object (its JIT and
  * SQLite page cache warm, as in a sale under way). Beside its rate: workerd's CPU µs per reservation, and the SQL
  * statements the engine ran per reservation (the harness storage counts them), outbox flushes included:
  * the count is read once the outbox is empty.
  */
-export async function engineCore(bench: Bench, server: WorkerServer, key = "engine_core") {
-  const n = bench.mode.engineReservations;
+export async function engineCore(bench: Bench, server: WorkerServer, key = "engine_core", batch = BATCH) {
+  const n = batch === 1 ? bench.mode.engineReservations / ONE_BY_ONE_SHARE : bench.mode.engineReservations;
   const run = `e${Date.now().toString(36)}`;
   const sku = `eng-${run}`;
   await createSku(server, sku, n * 2);
   const warm = Math.ceil(n / 4);
-  const warmed = await engineRun(server, { sku, count: warm, batch: BATCH, concurrency: 1, run: `${run}w` });
+  const warmed = await engineRun(server, { sku, count: warm, batch, concurrency: 1, run: `${run}w` });
   const before = await stockStats(server, sku);
-  log(`engine core: ${n} reservations through reserve RPC batches of ${BATCH} (in workerd, no HTTP), after ${warm}`);
+  log(`engine core: ${n} reservations through reserve RPC batches of ${batch} (in workerd, no HTTP), after ${warm}`);
   const meter = cpuMeter([server.pid]);
-  const r = await engineRun(server, { sku, count: n, batch: BATCH, concurrency: 1, run });
+  const r = await engineRun(server, { sku, count: n, batch, concurrency: 1, run });
   const cpu = meter.stop();
   if (r.ok !== n || Object.keys(r.rejected).length > 0)
     bench.problems.push(`engine core: ${r.ok}/${n} ok, rejected ${JSON.stringify(r.rejected)}`);
@@ -51,7 +53,7 @@ export async function engineCore(bench: Bench, server: WorkerServer, key = "engi
   if (unsent(after) > 0) bench.problems.push(`${key}: ${unsent(after)} outbox rows still unsent 10 s after the run`);
   const fig = {
     reservations: n,
-    batch: BATCH,
+    batch,
     elapsedMs: r.elapsedMs,
     perSec: (n * 1000) / r.elapsedMs,
     cpuUsPerReservation: cpu / n,

@@ -9,6 +9,9 @@ export interface StockStats {
   statements: number;
   /** Engine transactions (`transactionSync` calls) since this instance started. */
   transactions: number;
+  /** Reserve RPCs since this instance started, and the requests they carried (their mean batch). */
+  reserveCalls: number;
+  reserveRequests: number;
   /** The object's SQLite database, in bytes. */
   databaseSize: number;
   /** Rows per table. */
@@ -73,6 +76,15 @@ export class SkuStock extends ProductionSkuStock {
   }
 
   /** Storage figures, read outside the engine (so not counted in `rowsRead`). */
+  #reserveCalls = 0;
+  #reserveRequests = 0;
+
+  override reserve(requests: ReserveRequest[]): Promise<ReserveOutcome[]> {
+    this.#reserveCalls++;
+    this.#reserveRequests += requests.length;
+    return super.reserve(requests);
+  }
+
   harnessStats(): StockStats {
     const counter = counters.get(this.ctx.storage);
     if (counter?.last) {
@@ -86,6 +98,8 @@ export class SkuStock extends ProductionSkuStock {
       rowsRead: counter?.rowsRead ?? 0,
       statements: counter?.statements ?? 0,
       transactions: counter?.transactions ?? 0,
+      reserveCalls: this.#reserveCalls,
+      reserveRequests: this.#reserveRequests,
       databaseSize: sql.databaseSize,
       rows,
     };

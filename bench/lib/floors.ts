@@ -1,0 +1,125 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Log, LogLevel, Miniflare } from "miniflare";
+import { childrenNamed, cpuMeter } from "../../tools/proc";
+import { freePort } from "../../tools/redis-server";
+import { type BareWorker, startScriptWorker } from "./bare-worker";
+import { log } from "./log";
+
+/**
+ * The floors the targets are ratios to: what the runtime itself charges for the work a request
+ * needs, each in a workerd of its own started like Flashgate's, measured in the same run.
+ * - the body floor: a Worker that reads the JSON POST body (the reservation's) and answers;
+ * - floor objects: a Durable Object whose RPC does nothing, and one whose RPC inserts one row in
+ *   `transactionSync`, its SQLite state on a tmpfs (no fsync) or on disk, called from the Worker one
+ *   call in flight at a time, as the bench route calls the stock object's reserve RPC.
+ */
+
+const BODY_SCRIPT = `export default {
+  async fetch(request) {
+    const body = await request.json();
+    return new Response(JSON.stringify({ ok: typeof body === "object" }), { headers: { "content-type": "application/json" } });
+  },
+};`;
+
+export function startBodyWorker(): Promise<BareWorker> {
+  return startScriptWorker("body floor", BODY_SCRIPT);
+}
+
+const OBJECT_SCRIPT = `import { DurableObject } from "cloudflare:workers";
+export class Floor extends DurableObject {
+  constructor(ctx, env) {
+    super(ctx, env);
+    ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS r (id INTEGER PRIMARY KEY, user TEXT NOT NULL, at INTEGER NOT NULL)");
+  }
+  noop() {
+    return null;
+  }
+  row(user) {
+    this.ctx.storage.transactionSync(() => {
+      this.ctx.storage.sql.exec("INSERT INTO r (user, at) VALUES (?, ?)", user, Date.now());
+    });
+    return null;
+  }
+}
+export default {
+  async fetch(request, env) {
+    const { method, count, name } = await request.json();
+    const stub = env.FLOOR.get(env.FLOOR.idFromName(name));
+    await stub.noop();
+    const started = Date.now();
+    for (let i = 0; i < count; i++) {
+      if (method === "row") await stub.row("u" + i);
+      else await stub.noop();
+    }
+    return Response.json({ calls: count, elapsedMs: Date.now() - started });
+  },
+};`;
+
+export interface FloorObjects {
+  url: string;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+/** The floor objects in a workerd of their own, their SQLite state under `stateRoot`. */
+export async function startFloorObjects(stateRoot: string): Promise<FloorObjects> {
+  const state = mkdtempSync(join(stateRoot, "flashgate-floor-"));
+  const port = await freePort();
+  const before = new Set(childrenNamed(process.pid, "workerd"));
+  const mf = new Miniflare({
+    host: "127.0.0.1",
+    port,
+    cf: false,
+    log: new Log(LogLevel.WARN),
+    modules: true,
+    script: OBJECT_SCRIPT,
+    compatibilityDate: "2026-04-20",
+    durableObjects: { FLOOR: { className: "Floor", useSQLite: true } },
+    durableObjectsPersist: state,
+  });
+  await mf.ready;
+  const pid = childrenNamed(process.pid, "workerd").find((p) => !before.has(p));
+  if (pid === undefined) throw new Error("could not find the floor objects' workerd process");
+  return {
+    url: `http://127.0.0.1:${port}`,
+    pid,
+    stop: async () => {
+      await mf.dispose();
+      rmSync(state, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface ObjectFloor {
+  calls: number;
+  perSec: number;
+  /** workerd CPU per call: the caller's side and the object's, one process. */
+  cpuUsPerCall: number;
+}
+
+/** `count` calls of `method`, one in flight, after a warm-up of a quarter as many on the same object. */
+export async function objectFloor(
+  objects: FloorObjects,
+  method: "noop" | "row",
+  count: number,
+  label: string,
+): Promise<ObjectFloor> {
+  const name = `${method}-${Date.now().toString(36)}`;
+  const drive = async (calls: number) => {
+    const res = await fetch(objects.url, { method: "POST", body: JSON.stringify({ method, count: calls, name }) });
+    if (!res.ok) throw new Error(`floor object ${method}: ${res.status} ${await res.text()}`);
+    return (await res.json()) as { calls: number; elapsedMs: number };
+  };
+  await drive(Math.ceil(count / 4));
+  const meter = cpuMeter([objects.pid]);
+  const r = await drive(count);
+  const cpu = meter.stop();
+  const fig = { calls: count, perSec: (count * 1000) / Math.max(1, r.elapsedMs), cpuUsPerCall: cpu / count };
+  log(`  ${label}: ${fig.perSec.toFixed(0)} calls/s, ${fig.cpuUsPerCall.toFixed(0)} µs workerd CPU each`);
+  return fig;
+}
+
+/** Where the floor objects' state goes: a tmpfs when the machine has one, and the disk. */
+export const FLOOR_STATE = { tmpfs: "/dev/shm", disk: tmpdir() } as const;
