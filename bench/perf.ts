@@ -2,26 +2,43 @@
 // as a whole (C++ and JIT code alike), while wrk loads it directly: `perf record` (software clock, the
 // kernel's sampling; no hardware counters needed) on the Worker's workerd, then the top symbols by
 // self time. `--js` adds the inspector's CPU profile of the isolate (the JavaScript side by function).
-// Points: healthz, sku_view, sold_out, hot_sku, bare, body_floor, floor.
+// Points: healthz, sku_view, sold_out, hot_sku, bare, body_floor, floor; engine1 and engine64 (the
+// engine core's reserve RPC in batches of 1 or 64, the object alone on tmpfs, as the bench runs it)
+// and row (the floor object committing one row per call, tmpfs).
 import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { startRedis } from "../tools/redis-server";
+import { startBridge } from "../tools/upstash-bridge";
 import { startWorker } from "../tools/worker";
 import { startBareWorker } from "./lib/bare-worker";
 import { FULL } from "./lib/context";
 import { startFloorWorker } from "./lib/floor-worker";
-import { startBodyWorker } from "./lib/floors";
+import { objectFloor, startBodyWorker, startFloorObjects } from "./lib/floors";
 import { log } from "./lib/log";
 import { startProfile } from "./lib/profile";
 import { through } from "./lib/via";
 import { bodyFloor, ceiling, healthz, hotSku, skuView, soldOut, soldOutFloor } from "./scenarios/edge";
+import { engineCore } from "./scenarios/engine-core";
 
 const argv = process.argv.slice(2);
 const point = argv[0] ?? "";
 const seconds = Number(argv.includes("--seconds") ? argv[argv.indexOf("--seconds") + 1] : 8);
 const js = argv.includes("--js");
-const POINTS = ["healthz", "sku_view", "sold_out", "hot_sku", "bare", "body_floor", "floor"];
+const POINTS = [
+  "healthz",
+  "sku_view",
+  "sold_out",
+  "hot_sku",
+  "bare",
+  "body_floor",
+  "floor",
+  "engine1",
+  "engine64",
+  "row",
+];
 if (!POINTS.includes(point)) {
   console.error(`usage: npm run bench:perf -- <${POINTS.join("|")}> [--seconds N] [--js]`);
   process.exit(2);
@@ -117,7 +134,12 @@ const stops: (() => Promise<void>)[] = [];
 try {
   let server: { url: string; directUrl: string; pid: number; inspectorPort?: number };
   let load: (s: typeof server) => Promise<unknown>;
-  if (point === "bare" || point === "body_floor" || point === "floor") {
+  if (point === "row") {
+    const objects = await startFloorObjects("/dev/shm");
+    stops.push(() => objects.stop());
+    server = { url: objects.url, directUrl: objects.url, pid: objects.pid };
+    load = () => objectFloor(objects, "row", 40_000, "RPC committing one row (tmpfs)");
+  } else if (point === "bare" || point === "body_floor" || point === "floor") {
     const worker =
       point === "bare"
         ? await startBareWorker()
@@ -133,7 +155,18 @@ try {
           ? soldOutFloor(bench, worker, "direct")
           : bodyFloor(bench, worker, "direct");
   } else {
-    const worker = await startWorker("perf", { GROUP_COMMIT: "on" }, { inspect: js });
+    // As the bench runs Flashgate: its Redis mirror on, through the Upstash bridge.
+    const redis = await startRedis();
+    stops.push(() => redis.stop());
+    const token = randomBytes(24).toString("hex");
+    const bridge = await startBridge({ redisUrl: redis.url, token });
+    stops.push(() => bridge.close());
+    const engine = point.startsWith("engine");
+    const worker = await startWorker(
+      "perf",
+      { GROUP_COMMIT: "on", UPSTASH_REDIS_REST_URL: bridge.url, UPSTASH_REDIS_REST_TOKEN: token },
+      { inspect: js, ...(engine ? { objectAlone: true, stateRoot: "/dev/shm" } : {}) },
+    );
     stops.push(() => worker.stop());
     server = worker;
     const direct = through(worker, "direct");
@@ -141,6 +174,8 @@ try {
       if (point === "healthz") return healthz(bench, direct, point);
       if (point === "sku_view") return skuView(bench, direct, point);
       if (point === "sold_out") return soldOut(bench, direct, point);
+      if (point === "engine1") return engineCore(bench, worker, point, 1);
+      if (point === "engine64") return engineCore(bench, worker, point);
       return hotSku(bench, direct, { key: point });
     };
   }
@@ -149,10 +184,13 @@ try {
   const loaded = load(server);
   await new Promise((resolve) => setTimeout(resolve, 2_500));
   const report = await perfRecord(server.pid, seconds - 1);
-  await loaded;
   log(`${point}: perf report of workerd (pid ${server.pid}), self time, direct`);
-  const measured = Object.values(bench.points as Record<string, { cpuUsPerRequest: number }>)[0];
-  console.log(summarize(report, measured?.cpuUsPerRequest ?? 0));
+  const measured = Object.values(bench.points as Record<string, { cpuUsPerRequest: number }>)[0]?.cpuUsPerRequest;
+  const figure = Object.values(
+    bench.figures as Record<string, { cpuUsPerReservation?: number; cpuUsPerCall?: number }>,
+  )[0];
+  const row = (await loaded) as { cpuUsPerCall?: number } | undefined;
+  console.log(summarize(report, measured ?? figure?.cpuUsPerReservation ?? row?.cpuUsPerCall ?? 0));
   if (profile) {
     console.log("\nJavaScript, by self time (inspector):");
     for (const line of await profile.stop(30))

@@ -52,6 +52,8 @@ export default {
     for (let i = 0; i < count; i++) {
       if (method === "row") await stub.row("u" + i);
       else await stub.noop();
+      // As the engine route does after each call (src/harness/bench-routes.ts): the event loop idles once.
+      await scheduler.wait(0);
     }
     return Response.json({ calls: count, elapsedMs: Date.now() - started });
   },
