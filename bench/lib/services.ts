@@ -73,7 +73,7 @@ export async function ensureService(service: Service, waitMs = 60_000): Promise<
     log(`${service.name}: nothing on 127.0.0.1:${service.port}; starting it: ${service.start}`);
     const failed = await new Promise<string | undefined>((resolve) =>
       execFile("sh", ["-c", service.start], { timeout: waitMs }, (err, _out, stderr) =>
-        resolve(err ? `${err.message.split("\n")[0]} ${stderr.trim().slice(0, 200)}`.trim() : undefined),
+        resolve(err ? `exit ${err.code ?? err.signal}: ${stderr.trim().slice(0, 200)}` : undefined),
       ),
     );
     const deadline = Date.now() + waitMs;
