@@ -10,6 +10,7 @@ import type { Point } from "./lib/measure";
 import type { ProfileLine } from "./lib/profile";
 import type { RedisBenchResult } from "./lib/redis-benchmark";
 import { type Via, viaKey } from "./lib/via";
+import type { ClassicPipelineFigures } from "./scenarios/classic-pipeline";
 import type { Ceiling } from "./scenarios/edge";
 import type { HandOffFigures } from "./scenarios/order-hand-off";
 
@@ -69,6 +70,8 @@ export interface Results {
     hot_sku_orders?: { ordersPerSec: number; lagP50Ms: number; lagP99Ms: number; rows: number };
     /** The order pipeline with one webhook endpoint subscribed to every type, beside it off (bench/scenarios/order-hand-off.ts). */
     order_pipeline_webhooks?: HandOffFigures;
+    /** The classic design's whole pipeline: Redis Lua + outbox → RabbitMQ → MariaDB (bench/scenarios/classic-pipeline.ts). */
+    classic_pipeline?: ClassicPipelineFigures;
     /** Fair opening, one shard: the alarm's decision of a full window (bench/scenarios/draw.ts). */
     draw_decide?: { entrants: number; units: number; decideMs: number; decideCpuMs: number; rssAfterMiB: number };
     /** Fair opening, sharded: the decision with a request waiting per entrant, until all are answered. */
@@ -541,6 +544,7 @@ function performanceDoc(r: Results): string {
     "",
   ];
   out.push(...handOffSection(r));
+  out.push(...classicPipelineSection(r));
   const mem = r.figures.memory;
   out.push(
     `SQL statements per reservation in the engine core (each a call from JS into SQLite, outbox flushes included): ${engine?.sqlStatementsPerReservation?.toFixed(2) ?? "–"}.`,
@@ -665,6 +669,56 @@ function handOffSection(r: Results): string[] {
     ),
     "",
     `Checked against D1 (\`GET /bench/deliveries/:sku\`) in every round: ${n0(sum((x) => x.delivered))} deliveries verified by the receiver for ${n0(sum((x) => x.changes))} order changes, ${n0(sum((x) => x.unverified))} that did not verify, ${n0(sum((x) => x.duplicates))} sent twice. What a delivery costs workerd here (the medians' difference in CPU per order): ${n0(perDelivery)} µs, on the one thread that also runs the stock object and the order consumer; on Cloudflare the sender is an invocation of its own, and what the deliveries share with the orders is D1.`,
+    "",
+  ];
+}
+
+/** "Orders, Flashgate beside the classic pipeline" (absent from runs without the classic pipeline point). */
+function classicPipelineSection(r: Results): string[] {
+  const c = r.figures.classic_pipeline;
+  if (!c) return [];
+  const head = ["## Orders: Flashgate beside the classic pipeline", ""];
+  if (c.skipped !== undefined) return [...head, `The classic pipeline point did not run: ${c.skipped}.`, ""];
+  const f = r.figures.order_pipeline;
+  const split = Object.entries(c.cpuUsPerOrderBy)
+    .map(([name, us]) => `${name} ${n0(us)}`)
+    .join(", ");
+  const met = f?.cpuUsPerOrder !== undefined && f.cpuUsPerOrder <= c.cpuUsPerOrder;
+  return [
+    ...head,
+    `The seeds' design end to end on this machine's own services (bench/scenarios/classic-pipeline.ts): a producer process holds each unit with lua/reserve.lua in redis-server (the bench's own, as for the classic design above: no persistence), the same script also appending the order message to the shard's outbox stream (hold and message record are one atomic script: the seeds' "local transaction" and the transactionId record their broker checks back), then publishes it to RabbitMQ ${c.versions.rabbitmq} on a confirm channel (persistent, durable queue) and deletes the outbox entry on the broker's confirm; a check-back publishes again any entry older than 5 s (the seeds' RocketMQ half message and \`checkLocalTransaction\`). A consumer process writes the orders into MariaDB ${c.versions.mariadb} (InnoDB, a log flush per commit) in multi-row INSERTs, idempotent by the order id's primary key (ON DUPLICATE KEY), and acks each batch after its commit. The sale is Flashgate's order pipeline's: ${n0(c.reservations)} holds paced at 10,000/s at most, in groups of 64. The lag is each row's INSERT time (MariaDB's clock, a column default) less the hold's time carried in the message, read after the run. CPU: utime + stime of every process of each pipeline (/proc), from the sale's start to the last row, ÷ rows; Flashgate's is its one workerd (stock object, queue, consumer, D1).`,
+    "",
+    table(
+      ["", "Flashgate (order_pipeline)", "classic pipeline"],
+      [
+        ["orders persisted/s (first hold → last row)", n0(f?.ordersPerSec), n0(c.ordersPerSec)],
+        ["the consumer's rate once it started, /s", n0(f?.persistPerSec), n0(c.persistPerSec)],
+        ["CPU µs per persisted order, all processes", n0(f?.cpuUsPerOrder), n0(c.cpuUsPerOrder)],
+        ["of which, by process", "workerd (all of it)", split],
+        ["lag hold → row p50 ms", n0(f?.lagP50Ms), n0(c.lagP50Ms)],
+        ["lag hold → row p99 ms", n0(f?.lagP99Ms), n0(c.lagP99Ms)],
+        ["rows", n0(f?.rows), n0(c.rows)],
+      ],
+    ),
+    "",
+    table(
+      ["goal", "Flashgate", "classic", "met"],
+      [
+        [
+          "Flashgate's CPU per persisted order ≤ the classic pipeline's (µs)",
+          n0(f?.cpuUsPerOrder),
+          n0(c.cpuUsPerOrder),
+          met ? "yes" : "**no**",
+        ],
+      ],
+    ),
+    "",
+    `Checked after the run: ${n0(c.rows)} rows in MariaDB for ${n0(c.held)} holds in Redis, no order twice; ${n0(c.producer.confirmed)} confirms, ${n0(c.producer.nacked)} nacks, ${n0(c.producer.republished)} messages published again by the check-back, ${n0(c.consumer.duplicates)} repeats absorbed by the unique key; the consumer's mean batch ${n1(c.consumer.meanBatch)} rows. The services are the machine's, running before the bench${c.started.length > 0 ? ` (the bench started ${c.started.join(", ")})` : ""}; idle, just before the sale, they used ${
+      Object.entries(c.idleCpuUsPerSec)
+        .filter(([, us]) => us > 0)
+        .map(([name, us]) => `${name} ${n0(us / 1000)} ms/s`)
+        .join(", ") || "no CPU"
+    } (included above).`,
     "",
   ];
 }

@@ -33,6 +33,7 @@ import { verify } from "./lib/verify";
 import { through, VIAS, viaKey } from "./lib/via";
 import { writeReports } from "./report";
 import { classic } from "./scenarios/classic";
+import { classicPipeline } from "./scenarios/classic-pipeline";
 import { drawDecide, drawDecideSharded, SHARDED_ENTRANTS } from "./scenarios/draw";
 import {
   bodyFloor,
@@ -283,6 +284,9 @@ try {
       on,
       (bench.figures.engine_core_fsync as { cpuUsPerReservation?: number } | undefined)?.cpuUsPerReservation,
     );
+  // The classic design's whole pipeline beside it (Redis Lua + outbox → RabbitMQ with confirms → MariaDB),
+  // the producer and consumer in processes of their own; skipped, with the reason, if a service is missing.
+  if (wanted("classic_pipeline")) await classicPipeline(bench, redis, luaServer.url, luaServer.process.pid ?? 0);
   if (wanted("order_pipeline_webhooks")) {
     // The order hand-off at work: one endpoint subscribed to every type, at a receiver in a process
     // of its own (its CPU stays off this process's event loop, which hosts Miniflare), on a Worker
