@@ -5,7 +5,6 @@
 // Points: healthz, sku_view, sold_out, hot_sku, bare, body_floor, floor; engine1 and engine64 (the
 // engine core's reserve RPC in batches of 1 or 64, the object alone on tmpfs, as the bench runs it)
 // and row (the floor object committing one row per call, tmpfs).
-import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -18,6 +17,7 @@ import { FULL } from "./lib/context";
 import { startFloorWorker } from "./lib/floor-worker";
 import { objectFloor, startBodyWorker, startFloorObjects } from "./lib/floors";
 import { log } from "./lib/log";
+import { perfProfile, printPerf } from "./lib/perf-record";
 import { startProfile } from "./lib/profile";
 import { through } from "./lib/via";
 import { bodyFloor, ceiling, healthz, hotSku, skuView, soldOut, soldOutFloor } from "./scenarios/edge";
@@ -54,80 +54,6 @@ const bench = {
   checks: [],
   problems: [],
 };
-
-/** `perf record` of `pid` for `s` seconds, then its report's top lines by self time. */
-function perfRecord(pid: number, s: number): Promise<string> {
-  const data = join(dir, "perf.data");
-  return new Promise((resolve, reject) => {
-    const rec = spawn(
-      "perf",
-      ["record", "-q", "-e", "cpu-clock", "-F", "4000", "-p", String(pid), "-o", data, "--", "sleep", String(s)],
-      {
-        stdio: "ignore",
-      },
-    );
-    rec.on("error", reject);
-    rec.on("exit", () => {
-      const report = spawn(
-        "perf",
-        ["report", "-i", data, "--no-children", "--percent-limit", "0.01", "--stdio", "--sort", "dso,symbol"],
-        {
-          stdio: ["ignore", "pipe", "ignore"],
-        },
-      );
-      let out = "";
-      report.stdout.on("data", (d: Buffer) => {
-        out += d.toString();
-      });
-      report.on("exit", () => resolve(out));
-    });
-  });
-}
-
-/** Where a symbol's time belongs, first match wins. */
-const GROUPS: [string, RegExp][] = [
-  ["kernel (syscalls, network, scheduling)", /^\[kernel/],
-  ["tcmalloc (C++ allocation)", /tcmalloc|TCMalloc/],
-  [
-    "V8 garbage collection",
-    /v8::internal::(Heap|Scaveng|MarkCompact|Sweeper|Marking|MinorMS|ConcurrentMarking|.*GC)|cppgc/,
-  ],
-  [
-    "V8 handles and API (bindings' glue)",
-    /v8::internal::GlobalHandles|v8::(Object|Function|Value|String|Isolate|Local|HandleScope|Context)|v8::internal::(HandleScope|Builtins|Runtime_|Factory|LookupIterator|JSObject|Object::)/,
-  ],
-  ["V8 other", /v8::|Builtins_|^v8/],
-  ["JavaScript (JIT code)", /^\[(unknown|JIT)|perf-\d+\.map/],
-  ["workerd jsg (JS ⇄ C++ bindings)", /workerd::jsg/],
-  ["workerd api (Request, Response, headers, streams)", /workerd::api/],
-  ["workerd io and server (HTTP, isolate entry)", /workerd::/],
-  ["kj (event loop, async, HTTP parser)", /kj::/],
-  ["capnp (RPC between isolates)", /capnp::/],
-  ["SQLite", /sqlite/i],
-  ["libc", /libc|memcpy|memmove|memset|__/],
-];
-
-/** The report's lines as "pct  dso  symbol" (symbols cut to a line), and the share per group. */
-function summarize(report: string, cpuUsPerRequest: number): string {
-  const rows = report
-    .split("\n")
-    .map((line) => /^\s*([\d.]+)%\s+(\S+)\s+\[.\]\s+(.*?)\s*(?:-\s+-\s*)?$/.exec(line))
-    .filter((m): m is RegExpExecArray => m !== null)
-    .map((m) => ({ pct: Number(m[1]), dso: m[2] ?? "", symbol: (m[3] ?? "").replace(/<.*>/g, "<…>").slice(0, 110) }));
-  const byGroup = new Map<string, number>();
-  for (const r of rows) {
-    const where = `${r.dso} ${r.symbol}`;
-    const group =
-      GROUPS.find(([, re]) => re.test(r.dso.startsWith("[kernel") ? r.dso : r.symbol) || re.test(where))?.[0] ??
-      "other";
-    byGroup.set(group, (byGroup.get(group) ?? 0) + r.pct);
-  }
-  const lines = rows.slice(0, 30).map((r) => `${r.pct.toFixed(2).padStart(6)}%  ${r.dso.padEnd(18)} ${r.symbol}`);
-  const groups = [...byGroup]
-    .sort((a, b) => b[1] - a[1])
-    .map(([g, p]) => `${p.toFixed(1).padStart(6)}%  ${((p * cpuUsPerRequest) / 100).toFixed(1).padStart(6)} µs  ${g}`);
-  return `${lines.join("\n")}\n\nBy group (share of workerd's samples, and of the point's CPU µs per request):\n${groups.join("\n")}`;
-}
 
 let exitCode = 0;
 const stops: (() => Promise<void>)[] = [];
@@ -183,14 +109,12 @@ try {
   // The warm-up runs first (2 s), then perf samples the measured run.
   const loaded = load(server);
   await new Promise((resolve) => setTimeout(resolve, 2_500));
-  const report = await perfRecord(server.pid, seconds - 1);
+  const perf = await perfProfile(server.pid, seconds - 1, dir);
   log(`${point}: perf report of workerd (pid ${server.pid}), self time, direct`);
   const measured = Object.values(bench.points as Record<string, { cpuUsPerRequest: number }>)[0]?.cpuUsPerRequest;
-  const figure = Object.values(
-    bench.figures as Record<string, { cpuUsPerReservation?: number; cpuUsPerCall?: number }>,
-  )[0];
-  const row = (await loaded) as { cpuUsPerCall?: number } | undefined;
-  console.log(summarize(report, measured ?? figure?.cpuUsPerReservation ?? row?.cpuUsPerCall ?? 0));
+  // An engine point's figure is per reservation (per call in batches of 1); the floor object's per call.
+  const fig = (await loaded) as { cpuUsPerCall?: number; cpuUsPerReservation?: number } | undefined;
+  console.log(printPerf(perf, measured ?? fig?.cpuUsPerReservation ?? fig?.cpuUsPerCall ?? 0));
   if (profile) {
     console.log("\nJavaScript, by self time (inspector):");
     for (const line of await profile.stop(30))
