@@ -706,3 +706,36 @@ export function capacitySimulation(
     validation,
   };
 }
+
+const n0 = (v: number | null | undefined) =>
+  v === null || v === undefined || !Number.isFinite(v) ? "∞" : Math.round(v).toLocaleString("en-US");
+const n1 = (v: number | null | undefined) =>
+  v === null || v === undefined || !Number.isFinite(v) ? "∞" : v.toFixed(1);
+
+/** The simulation as plain lines: for the bench's output and `npm run capacity`. */
+export function simulationLines(sim: CapacitySimulation): string[] {
+  const { inputs: i, spread, rtt } = sim;
+  const lines = [
+    `simulated spike on one SKU: ${n0(sim.target.perSec)} shoppers/s (Poisson) for ${spread.seconds} s at ${spread.isolates} isolates over ${spread.colos} colos; colo-to-object RTT lognormal, median ${rtt.medianMs} ms, p99 ${rtt.p99Ms} ms (${rtt.source})`,
+    `  each isolate: one call in flight per shard, the next batch takes what queued (≤ ${sim.maxBatch}); 503 after ${sim.maxWaitMs / 1000} s`,
+    `  each object: serial, a + b·batch = ${n0(i.aUs)} + ${n1(i.bUs)}·batch µs (${i.from.map((f) => `${n1(f.cpuUsPerReservation)} µs/reservation at batch ${f.batch}: ${f.figure}`).join("; ")}), at most ${n0(i.maxCallsPerSec)} calls/s; edge ${n0(i.edgeUs)} µs per reservation`,
+    ...i.notes.map((n) => `  note: ${n}`),
+    "  shards  sustained/s  hold p50 ms  hold p99 ms  503s  batch mean/p50/p99/max  busiest object",
+    ...sim.rows.map(
+      (r) =>
+        `  ${String(r.shards).padStart(6)}  ${n0(r.sustainedPerSec).padStart(11)}  ${n0(r.holdP50Ms).padStart(11)}  ${n0(r.holdP99Ms).padStart(11)}  ${n0(r.busy).padStart(4)}  ${`${n1(r.batch.mean)}/${r.batch.p50}/${r.batch.p99}/${r.batch.max}`.padStart(22)}  ${n0(r.objectBusyMaxPct)}%`,
+    ),
+    `  shards for ${n0(sim.target.perSec)}/s with p99 < ${n0(sim.target.p99Ms)} ms: ${sim.shardsForTarget ?? "none up to 256"}`,
+    ...sim.sensitivity.map(
+      (s) =>
+        `    ${s.label} (${n0(s.isolates)} isolates${s.capped ? "" : ", no calls/s cap"}, RTT median ${s.rttMedianMs} ms, p99 ${s.rttP99Ms} ms): ${s.shards ?? "none up to 256"}`,
+    ),
+  ];
+  const v = sim.validation;
+  lines.push(
+    v
+      ? `  check on this machine (${v.point}: 1 isolate sharing workerd's thread with the object, RTT 0, ${v.connections} closed-loop connections): predicted ${n0(v.predicted.perSec)}/s (hold p50 ${n1(v.predicted.holdP50Ms)} ms, p99 ${n1(v.predicted.holdP99Ms)} ms, batch mean ${n1(v.predicted.batch.mean)}), measured ${n0(v.measuredPerSec)}/s (p50 ${n1(v.measuredP50Ms)} ms, p99 ${n1(v.measuredP99Ms)} ms): ratio ${v.ratio.toFixed(2)}, ${v.within25Pct ? "within" : "NOT within"} 25%`
+      : "  check on this machine: no hot-SKU point in this run",
+  );
+  return lines;
+}
