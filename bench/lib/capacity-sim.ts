@@ -580,12 +580,14 @@ function spikeAt(shards: number, over: Partial<Spike> = {}): Spike {
 
 /**
  * The fewest shards that pass: doubling from `from` (a bound no fewer shards can beat) up to 256
- * until one passes, then bisection below it (`known` are results already simulated with these settings).
+ * until one passes, then bisection below it, to within `tolerance` × the answer (`known` are results
+ * already simulated with these settings).
  */
 function shardsNeeded(
   run: (shards: number) => SpikeResult,
   from: number,
   known: Map<number, SpikeResult> = new Map(),
+  tolerance = 0,
 ): number | null {
   const at = (s: number) => {
     let r = known.get(s);
@@ -599,7 +601,7 @@ function shardsNeeded(
   for (let s = from; s <= 256; s *= 2) {
     if (passes(at(s))) {
       let hi = s;
-      while (hi - lo > 1) {
+      while (hi - lo > Math.max(1, tolerance * hi)) {
         const mid = (lo + hi) >> 1;
         if (passes(at(mid))) hi = mid;
         else lo = mid;
