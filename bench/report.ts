@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type FloorFigures, floorSection } from "./floor-targets";
 import type { Capacity } from "./lib/capacity";
+import type { CapacitySimulation } from "./lib/capacity-sim";
 import type { Point } from "./lib/measure";
 import type { ProfileLine } from "./lib/profile";
 import type { RedisBenchResult } from "./lib/redis-benchmark";
@@ -785,38 +786,16 @@ function challengeSection(r: Results): string[] {
   return out;
 }
 
-/** "Capacity on Cloudflare": the model of bench/lib/capacity.ts, its inputs and the limits it rests on. */
+/** "Capacity on Cloudflare": the simulation (bench/lib/capacity-sim.ts), the queue and D1, and the limits they rest on. */
 function capacitySection(c: Capacity): string[] {
-  const engine = c.inputs.engine;
-  const out = [
-    "## Capacity on Cloudflare (model)",
-    "",
-    `From this run's measured figures (engine core, the object as on Cloudflare${engine ? `: ${n0(engine.cpuUsPerReservation)} µs workerd CPU per reservation in batches of ${engine.batch}, ${n0(engine.perSec)}/s wall-clock here` : ": not measured"}; order pipeline${c.d1 ? `: ${n0(c.d1.cpuUsPerOrder)} µs workerd CPU per order for queue broker, consumer and D1 together, ${n0(c.d1.measuredOrdersPerSec)}/s wall-clock here` : ": not measured"}) and the documented limits below (bench/lib/capacity.ts). An object and a D1 database each run on one thread, so the model takes what their CPU per unit allows with a thread to themselves (1e6 ÷ µs), not this shared machine's wall-clock rates. A stock object sustains the lower of that and the documented requests/s times the reservations each RPC carries (the edge's group commit coalesces up to 64 from one isolate; reservations arriving at different isolates come one per RPC).`,
-    "",
-  ];
-  if (c.object) {
+  const sim = c.simulation;
+  const out = ["## Capacity on Cloudflare (model)", ""];
+  if (sim) out.push(...simulationSection(sim));
+  else
     out.push(
-      table(
-        ["reservations per RPC", "one object, reservations/s", "bound by", `shards for ${n0(c.target)}/s per SKU`],
-        c.object.map((o) => [String(o.perRequest), n0(o.reservationsPerSec), o.boundBy, n0(o.shardsForTarget)]),
-      ),
+      "The results of this run predate the simulation (`npm run capacity -- --write` adds it from the file's figures).",
       "",
     );
-  }
-  if (c.sku) {
-    const perRequest = [...new Set(c.sku.map((s) => s.perRequest))];
-    const shards = [...new Set(c.sku.map((s) => s.shards))];
-    out.push(
-      table(
-        ["one SKU of N shards", ...perRequest.map((p) => `${p} per RPC, reservations/s`)],
-        shards.map((n) => [
-          String(n),
-          ...perRequest.map((p) => n0(c.sku?.find((s) => s.shards === n && s.perRequest === p)?.reservationsPerSec)),
-        ]),
-      ),
-      "",
-    );
-  }
   out.push(
     `One queue: ${n0(c.queue.messagesPerSec)} messages/s × ${c.queue.eventsPerMessage} events per message = ${n0(c.queue.eventsPerSec)} events/s (with one event per message, as before: ${n0(c.queue.eventsPerSecOneEventPerMessage)}). ${n0(c.target)} holds/s need ${n0(c.queue.messagesForTarget)} messages/s: ${c.queue.oneQueueCarriesTarget ? "one queue carries them" : "more than one queue"}. A delivery is at most ${c.inputs.consumer.maxBatchSize} messages = ${n0(c.queue.eventsPerDelivery)} events${c.inputs.consumer.maxConcurrency ? `, at most ${c.inputs.consumer.maxConcurrency} deliveries at once` : ""}.`,
     "",
@@ -837,6 +816,89 @@ function capacitySection(c: Capacity): string[] {
     "",
   );
   return out;
+}
+
+/** ∞ for a hold that never came (more than 1% answered 503) or a figure that is not a number. */
+const ms0 = (v: number | null | undefined) => (v === null || v === undefined ? "∞" : n0(v));
+
+/** The simulated spike: its assumptions, the table for 1–64 shards, the shards the target needs, the check. */
+function simulationSection(sim: CapacitySimulation): string[] {
+  const i = sim.inputs;
+  const v = sim.validation;
+  const fromFigures = i.from
+    .map((f) => `${n1(f.cpuUsPerReservation)} µs per reservation in batches of ${f.batch} (${f.figure})`)
+    .join(" and ");
+  return [
+    `A discrete-event simulation (bench/lib/capacity-sim.ts, seed ${sim.seed}; \`npm run capacity\` prints it from bench/results.json): ${n0(sim.target.perSec)} shoppers/s, Poisson, for ${sim.spread.seconds} s, each at one of ${n0(sim.spread.isolates)} isolates over ${sim.spread.colos} colos, picked at random, and to its home shard (fnv1a of the user id modulo the shards, as the edge picks it). Each isolate coalesces per shard as src/edge/group-commit.ts does: one call in flight per shard, and when it answers the next batch takes whatever queued, up to ${sim.maxBatch}; a reservation unanswered after ${sim.maxWaitMs / 1000} s answers 503. Each colo's round trip to the objects is drawn from a lognormal of median ${sim.rtt.medianMs} ms and p99 ${sim.rtt.p99Ms} ms (times a per-call jitter of σ ${sim.rtt.jitterSigma}): ${sim.rtt.source}. Each object serves its calls one at a time, in arrival order, for a + b·batch = ${n0(i.aUs)} + ${n1(i.bUs)}·batch µs, from ${fromFigures} (a call of n costs n × its CPU per reservation), and never more than ${n0(i.maxCallsPerSec)} calls/s (the documented requests/s per object, taken as a floor of ${n1(1000 / i.maxCallsPerSec)} ms per call). The edge's ${n0(i.edgeUs)} µs per reservation (below) is latency only: an isolate's own thread is taken as never the bottleneck.`,
+    "",
+    ...i.notes.map((n) => `Note: ${n}.`),
+    ...(i.notes.length > 0 ? [""] : []),
+    "Sustained is holds answered per second in the spike's second half; time-to-hold runs from the request reaching the edge to its hold there (503s count as never). The busiest object's share of that half spent serving calls is shown: one call in flight per isolate keeps an object busy whenever enough isolates have something queued, and batches grow until it keeps up.",
+    "",
+    table(
+      [
+        "shards",
+        "sustained/s",
+        "hold p50 ms",
+        "hold p99 ms",
+        "503s",
+        "calls",
+        "batch mean",
+        "p50",
+        "p99",
+        "max",
+        "busiest object",
+      ],
+      sim.rows.map((r) => [
+        String(r.shards),
+        n0(r.sustainedPerSec),
+        ms0(r.holdP50Ms),
+        ms0(r.holdP99Ms),
+        n0(r.busy),
+        n0(r.batch.calls),
+        n1(r.batch.mean),
+        String(r.batch.p50),
+        String(r.batch.p99),
+        String(r.batch.max),
+        `${n0(r.objectBusyMaxPct)}%`,
+      ]),
+    ),
+    "",
+    "Calls by batch size:",
+    "",
+    table(
+      ["shards", ...(sim.rows[0]?.batch.histogram.map((h) => h.bucket) ?? [])],
+      sim.rows.map((r) => [String(r.shards), ...r.batch.histogram.map((h) => n0(h.calls))]),
+    ),
+    "",
+    `**Shards for ${n0(sim.target.perSec)} reservations/s on one SKU with time-to-hold p99 < ${n0(sim.target.p99Ms)} ms** (no 503s, and ≥ 98% of the offered rate sustained): **${sim.shardsForTarget ?? "none up to 256"}**. How that moves with the assumptions:`,
+    "",
+    table(
+      ["variant", "isolates", "calls/s cap", "RTT median / p99 ms", "shards for the target"],
+      [
+        {
+          label: "as above",
+          isolates: sim.spread.isolates,
+          capped: true,
+          rttMedianMs: sim.rtt.medianMs,
+          rttP99Ms: sim.rtt.p99Ms,
+          shards: sim.shardsForTarget,
+        },
+        ...sim.sensitivity,
+      ].map((s) => [
+        s.label,
+        n0(s.isolates),
+        s.capped ? n0(i.maxCallsPerSec) : "none",
+        `${s.rttMedianMs} / ${s.rttP99Ms}`,
+        s.shards === null ? "none up to 256" : String(s.shards),
+      ]),
+    ),
+    "",
+    v
+      ? `Checked once against this machine, in a closed-loop mode with local parameters: one isolate, RTT 0, ${v.connections} connections each sending its next reservation when the last one answers (as wrk does), and the Worker and the object sharing workerd's one thread in FIFO order (locally they run in one process). The edge's cost per reservation is the \`${v.point}\` point's ${n0(v.measuredCpuUsPerRequest)} µs of workerd CPU per request less the object's share at the batch the loop runs with (a ÷ mean batch + b), solved together: ${n0(i.edgeUs)} µs. Predicted ${n0(v.predicted.perSec)} reservations/s (time-to-hold p50 ${n1(v.predicted.holdP50Ms)} ms, p99 ${n1(v.predicted.holdP99Ms)} ms; batch mean ${n1(v.predicted.batch.mean)}, p50 ${v.predicted.batch.p50}, p99 ${v.predicted.batch.p99}), measured ${n0(v.measuredPerSec)}/s (p50 ${n1(v.measuredP50Ms)} ms, p99 ${n1(v.measuredP99Ms)} ms): **ratio ${v.ratio.toFixed(2)}, ${v.within25Pct ? "within" : "not within"} 25%**. With the thread the only server, the loop predicts 1e6 ÷ the CPU per request; what it adds is the batch the loop settles at, and the measured rate falls short of it by the share of the thread workerd did not get on this shared 2-core machine.`
+      : "No hot-SKU point in this run: the simulation is not checked against this machine.",
+    "",
+  ];
 }
 
 export function writeReports(results: Results): void {

@@ -376,7 +376,7 @@ try {
 
   log("checking every reservation the bench made (admin views, D1 rows)");
   await verify(bench);
-  const capacity = capacityModel(bench.figures);
+  const capacity = capacityModel(bench.figures, bench.points);
   printCapacity(capacity);
 
   const results = {

@@ -1,12 +1,13 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { MAX_EVENTS_PER_MESSAGE } from "../../durable-objects/order-events";
+import { type CapacitySimulation, capacitySimulation, simulationLines } from "./capacity-sim";
 import { log } from "./log";
 
 /**
- * The capacity model: what one stock object, one SKU of N shards, one queue and one D1 database
- * sustain on Cloudflare, from this run's measured figures (engine core, order pipeline) and the
- * documented platform limits below. Printed by the bench, kept in bench/results.json (`capacity`),
+ * The capacity model: what one SKU of N shards (by simulation, bench/lib/capacity-sim.ts), one queue
+ * and one D1 database sustain on Cloudflare, from this run's measured figures (engine core, the
+ * hot-SKU point, order pipeline) and the documented platform limits below. Printed by the bench, kept in bench/results.json (`capacity`),
  * rendered into docs/PERFORMANCE.md by bench/report.ts.
  */
 
@@ -99,16 +100,6 @@ interface PipelineFigures {
   rows: number;
 }
 
-export interface ObjectCase {
-  /** Reservations per RPC (group commit coalesces up to 64 from one isolate). */
-  perRequest: number;
-  /** min(1e6 ÷ measured CPU µs per reservation, documented requests/s × reservations per request). */
-  reservationsPerSec: number;
-  boundBy: "engine CPU (measured)" | "requests/s per object (documented)";
-  /** Shards for {@link TARGET_PER_SKU} reservations/s on one SKU. */
-  shardsForTarget: number;
-}
-
 export interface Capacity {
   target: number;
   limits: typeof LIMITS;
@@ -118,9 +109,8 @@ export interface Capacity {
     eventsPerMessage: number;
     consumer: { maxBatchSize: number; maxConcurrency: number | null };
   };
-  object: ObjectCase[] | null;
-  /** Reservations/s of a SKU of N shards, per case (N × one object). */
-  sku: { shards: number; perRequest: number; reservationsPerSec: number }[] | null;
+  /** A spike on one SKU of 1–64 shards, simulated (replaces the static one-object table). */
+  simulation: CapacitySimulation;
   queue: {
     messagesPerSec: number;
     eventsPerMessage: number;
@@ -145,7 +135,7 @@ export interface Capacity {
   } | null;
 }
 
-export function capacityModel(figures: Record<string, unknown>): Capacity {
+export function capacityModel(figures: Record<string, unknown>, points: Record<string, unknown> = {}): Capacity {
   // The engine core as the object runs on Cloudflare: alone in its workerd, its commit not waiting
   // for a local fsync (bench/run.ts).
   const engine = (figures.engine_core as EngineFigures | undefined) ?? null;
@@ -155,26 +145,7 @@ export function capacityModel(figures: Record<string, unknown>): Capacity {
   const consumer = consumerSettings();
   const eventsPerMessage = MAX_EVENTS_PER_MESSAGE;
 
-  // One object runs on one thread: what its CPU per reservation allows with that thread to itself.
-  // (Wall-clock rates on this shared machine swing with the other load; CPU per reservation does not.)
-  const engineCpuRate = engine ? 1e6 / engine.cpuUsPerReservation : Number.NaN;
-  const object = engine
-    ? [1, 8, engine.batch].map((perRequest): ObjectCase => {
-        const byRequests = LIMITS.objectRequestsPerSec.value * perRequest;
-        const reservationsPerSec = Math.min(engineCpuRate, byRequests);
-        return {
-          perRequest,
-          reservationsPerSec,
-          boundBy: engineCpuRate <= byRequests ? "engine CPU (measured)" : "requests/s per object (documented)",
-          shardsForTarget: Math.ceil(TARGET_PER_SKU / reservationsPerSec),
-        };
-      })
-    : null;
-  const sku = object
-    ? [1, 4, 16, 64].flatMap((shards) =>
-        object.map((o) => ({ shards, perRequest: o.perRequest, reservationsPerSec: shards * o.reservationsPerSec })),
-      )
-    : null;
+  const simulation = capacitySimulation(figures, points, LIMITS.objectRequestsPerSec.value);
 
   const eventsPerDelivery = consumer.maxBatchSize * eventsPerMessage;
   const queue = {
@@ -202,8 +173,7 @@ export function capacityModel(figures: Record<string, unknown>): Capacity {
     target: TARGET_PER_SKU,
     limits: LIMITS,
     inputs: { engine, pipeline, eventsPerMessage, consumer },
-    object,
-    sku,
+    simulation,
     queue,
     d1,
   };
@@ -214,12 +184,7 @@ const n0 = (v: number) => Math.round(v).toLocaleString("en-US");
 /** The model as lines for the bench's output. */
 export function printCapacity(c: Capacity): void {
   log("capacity model (Cloudflare), from this run's figures and the documented limits:");
-  if (c.object && c.inputs.engine) {
-    for (const o of c.object)
-      log(
-        `  one stock object, ${o.perRequest} reservation(s) per RPC: ${n0(o.reservationsPerSec)} reservations/s (${o.boundBy}); ${o.shardsForTarget} shards for ${n0(c.target)}/s per SKU`,
-      );
-  } else log("  stock object: engine_core not measured in this run");
+  for (const line of simulationLines(c.simulation)) log(`  ${line}`);
   log(
     `  one queue: ${n0(c.queue.messagesPerSec)} messages/s × ${c.queue.eventsPerMessage} events = ${n0(c.queue.eventsPerSec)} events/s (one event per message: ${n0(c.queue.eventsPerSecOneEventPerMessage)}); ${n0(c.target)} holds/s need ${n0(c.queue.messagesForTarget)} messages/s`,
   );
