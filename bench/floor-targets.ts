@@ -1,5 +1,6 @@
 import type { ObjectFloor } from "./lib/floors";
 import type { Point } from "./lib/measure";
+import type { PerfPoint } from "./lib/perf-record";
 
 /**
  * Issue 31's targets: each point's CPU µs per request, direct (the Worker's own socket), divided by
@@ -155,5 +156,33 @@ export function floorSection(f: FloorFigures): string[] {
           "",
         ]
       : []),
+  ];
+}
+
+/**
+ * Where workerd's CPU went for each profiled point (bench/lib/perf-record.ts): µs per request (per
+ * call for the engine and the floor object) by what the code is, each group's share of perf's samples
+ * times the point's CPU per request measured in that same profiled run.
+ */
+export function perfSection(perf: Record<string, PerfPoint> | undefined): string[] {
+  if (!perf || Object.keys(perf).length === 0) return [];
+  const points = Object.values(perf);
+  const groups = [...new Set(points.flatMap((p) => p.profile.groups.map(([g]) => g)))];
+  const share = (p: PerfPoint, g: string) => p.profile.groups.find(([name]) => name === g)?.[1] ?? 0;
+  const total = (g: string) => points.reduce((sum, p) => sum + (share(p, g) * p.cpuUs) / 100, 0);
+  groups.sort((a, b) => total(b) - total(a));
+  const cell = (p: PerfPoint, g: string) => {
+    const pct = share(p, g);
+    return pct === 0 ? "–" : `${Math.round((pct * p.cpuUs) / 100)} (${pct.toFixed(0)}%)`;
+  };
+  return [
+    "## Where workerd's CPU goes (perf)",
+    "",
+    "Each point measured again, directly, while `perf record` sampled its workerd (software clock, 4 kHz; C++ and JavaScript alike, by symbol, grouped by what the code is: bench/lib/perf-record.ts). Cells: µs per request (per call for the last two) and the group's share of the samples. JavaScript runs in V8's interpreter and baseline code, whose handlers are V8 builtins; the time of a binding (SQL, RPC, headers) is in its workerd group.",
+    "",
+    `| group | ${points.map((p) => `${p.label} (${Math.round(p.cpuUs)} µs)`).join(" | ")} |`,
+    `|${[0, ...points].map(() => " --- ").join("|")}|`,
+    ...groups.map((g) => `| ${g} | ${points.map((p) => cell(p, g)).join(" | ")} |`),
+    "",
   ];
 }

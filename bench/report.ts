@@ -4,10 +4,11 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { type FloorFigures, floorSection } from "./floor-targets";
+import { type FloorFigures, floorSection, perfSection } from "./floor-targets";
 import type { Capacity } from "./lib/capacity";
 import type { CapacitySimulation } from "./lib/capacity-sim";
 import type { Point } from "./lib/measure";
+import type { PerfPoint } from "./lib/perf-record";
 import type { ProfileLine } from "./lib/profile";
 import type { RedisBenchResult } from "./lib/redis-benchmark";
 import { type Via, viaKey } from "./lib/via";
@@ -43,6 +44,8 @@ export interface Results {
     floor_rpc_row_tmpfs?: FloorFigures["floor_rpc_row_tmpfs"];
     floor_rpc_row_disk?: FloorFigures["floor_rpc_row_disk"];
     hot_sku_direct_batch?: FloorFigures["hot_sku_direct_batch"];
+    /** perf profiles of workerd per point (bench/lib/perf-record.ts). */
+    perf?: Record<string, PerfPoint>;
     memory?: {
       liveHolds?: {
         holds: number;
@@ -468,6 +471,7 @@ function performanceDoc(r: Results): string {
     costTable(r),
     "",
     ...floorSection({ ...r.figures, points: r.points, pipelineCpuUsPerOrder: pipe?.pipelineCpuUsPerOrder }),
+    ...perfSection(r.figures.perf),
     "## Targets",
     "",
     targetTable(r),

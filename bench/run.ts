@@ -27,6 +27,7 @@ import { type Bench, FULL, QUICK } from "./lib/context";
 import { startFloorWorker } from "./lib/floor-worker";
 import { FLOOR_STATE, objectFloor, startBodyWorker, startFloorObjects } from "./lib/floors";
 import { log } from "./lib/log";
+import { type PerfPoint, profiled } from "./lib/perf-record";
 import { startProfile } from "./lib/profile";
 import { startReceiverProcess } from "./lib/receiver";
 import { verify } from "./lib/verify";
@@ -372,6 +373,75 @@ try {
     await hotSku(bench, inspected, { key: "profiled_hot_sku", label: "hot SKU under the profiler" });
     bench.figures.hot_sku_profile = await profile.stop(15);
     delete bench.points.profiled_hot_sku;
+  }
+
+  if ((!quick && only.length === 0) || argv.includes("--perf")) {
+    // Where workerd's CPU goes, C++ and JavaScript alike (`perf record`, bench/lib/perf-record.ts):
+    // the bare Worker, three edge points direct, the engine core one reservation per call and the
+    // one-row floor object, each measured again while perf samples it.
+    if (sh("sh", ["-c", "command -v perf"]) === "unknown") {
+      bench.problems.push("perf is not installed (apt-get install -y linux-perf): no profile of workerd");
+    } else {
+      log("perf profiles of workerd (bare, /healthz, sold-out, hot SKU, engine core ×1, one-row floor)");
+      const perRequest = (p: { cpuUsPerRequest: number }) => p.cpuUsPerRequest;
+      const profiles: Record<string, PerfPoint> = {};
+      const direct = through(on, "direct");
+      profiles.bare = await profiled(
+        "bare Worker",
+        bare.pid,
+        bench.dir,
+        () => ceiling(bench, bare, "perf_bare", "direct"),
+        perRequest,
+      );
+      profiles.healthz = await profiled(
+        "GET /healthz",
+        on.pid,
+        bench.dir,
+        () => healthz(bench, direct, "perf_healthz"),
+        perRequest,
+      );
+      profiles.sold_out = await profiled(
+        "sold-out storm",
+        on.pid,
+        bench.dir,
+        () => soldOut(bench, direct, "perf_sold_out"),
+        perRequest,
+      );
+      profiles.hot_sku = await profiled(
+        "hot SKU",
+        on.pid,
+        bench.dir,
+        () => hotSku(bench, direct, { key: "perf_hot_sku" }),
+        perRequest,
+      );
+      const alone = await start("perf: object alone, tmpfs", { GROUP_COMMIT: "on" }, ENGINE_ALONE);
+      profiles.engine_batch1 = await profiled(
+        "engine core, batches of 1",
+        alone.pid,
+        bench.dir,
+        () => engineCore(bench, alone, "perf_engine_batch1", 1),
+        (f) => f.cpuUsPerReservation,
+      );
+      const objects = await startFloorObjects(FLOOR_STATE.tmpfs);
+      try {
+        profiles.row_floor = await profiled(
+          "one-row floor object",
+          objects.pid,
+          bench.dir,
+          () =>
+            objectFloor(objects, "row", bench.mode.engineReservations / 4, "RPC committing one row (tmpfs, profiled)"),
+          (f) => f.cpuUsPerCall,
+        );
+      } finally {
+        await objects.stop();
+      }
+      for (const key of Object.keys(bench.points))
+        if (key.startsWith("perf_") || key.endsWith("perf_bare_direct")) delete bench.points[key];
+      delete bench.figures.perf_engine_batch1;
+      delete bench.figures.perf_hot_sku_direct_batch;
+      delete bench.figures.perf_hot_sku_batch;
+      bench.figures.perf = profiles;
+    }
   }
 
   log("checking every reservation the bench made (admin views, D1 rows)");

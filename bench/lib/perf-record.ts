@@ -35,31 +35,48 @@ const GROUPS: [string, RegExp][] = [
   ["libc (copies, locks, syscalls' wrappers)", /^libc|memcpy|memmove|memset/],
 ];
 
-/** `perf record` of `pid` for `seconds`, scratch files in `dir`, then the profile by group. */
-export function perfProfile(pid: number, seconds: number, dir: string): Promise<PerfProfile> {
+/** Starts `perf record` on `pid` (scratch files in `dir`); `stop()` ends it and reads the profile. */
+export function startPerf(pid: number, dir: string): { stop(): Promise<PerfProfile> } {
   const data = join(dir, `perf-${pid}-${Date.now()}.data`);
-  const args = ["record", "-q", "-e", "cpu-clock", "-F", "4000", "-p", String(pid), "-o", data];
-  return new Promise((resolve, reject) => {
-    const rec = spawn("perf", [...args, "--", "sleep", String(seconds)], { stdio: "ignore" });
-    rec.on("error", reject);
-    rec.on("exit", () => {
-      const report = spawn(
-        "perf",
-        ["report", "-i", data, "--no-children", "--percent-limit", "0.01", "--stdio", "--sort", "dso,symbol"],
-        { stdio: ["ignore", "pipe", "ignore"] },
-      );
-      let out = "";
-      report.stdout.on("data", (d: Buffer) => {
-        out += d.toString();
-      });
-      report.on("error", reject);
-      report.on("exit", () => resolve(parse(out)));
-    });
+  const rec = spawn("perf", ["record", "-q", "-e", "cpu-clock", "-F", "4000", "-p", String(pid), "-o", data], {
+    stdio: "ignore",
   });
+  const ended = new Promise<void>((resolve, reject) => {
+    rec.on("error", reject);
+    rec.on("exit", () => resolve());
+  });
+  return {
+    async stop() {
+      rec.kill("SIGINT");
+      await ended;
+      return new Promise((resolve, reject) => {
+        const report = spawn(
+          "perf",
+          ["report", "-i", data, "--no-children", "--percent-limit", "0.01", "--stdio", "--sort", "dso,symbol"],
+          { stdio: ["ignore", "pipe", "ignore"] },
+        );
+        let out = "";
+        report.stdout.on("data", (d: Buffer) => {
+          out += d.toString();
+        });
+        report.on("error", reject);
+        report.on("exit", () => resolve(parse(out)));
+      });
+    },
+  };
+}
+
+/** `perf record` of `pid` for `seconds`, then the profile. */
+export async function perfProfile(pid: number, seconds: number, dir: string): Promise<PerfProfile> {
+  const perf = startPerf(pid, dir);
+  await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+  return perf.stop();
 }
 
 function parse(report: string): PerfProfile {
-  const samples = Number(/# Samples: (\d+)/.exec(report)?.[1] ?? 0);
+  // "# Samples: 34K of event 'cpu-clock'"
+  const count = /# Samples: ([\d.]+)([KM]?)/.exec(report);
+  const samples = Math.round(Number(count?.[1] ?? 0) * (count?.[2] === "M" ? 1e6 : count?.[2] === "K" ? 1e3 : 1));
   const rows = report
     .split("\n")
     .map((line) => /^\s*([\d.]+)%\s+(\S+)\s+\[.\]\s+(.*?)\s*(?:-\s+-\s*)?$/.exec(line))
@@ -84,4 +101,28 @@ export function printPerf(profile: PerfProfile, cpuUs: number): string {
     ([g, p]) => `${p.toFixed(1).padStart(6)}%  ${((p * cpuUs) / 100).toFixed(1).padStart(6)} µs  ${g}`,
   );
   return `${top.join("\n")}\n\nBy group (${profile.samples} samples; share, and µs of ${cpuUs.toFixed(0)} µs per request):\n${groups.join("\n")}`;
+}
+
+/** A point's profile beside its CPU per request (or per call, per reservation) in the same run. */
+export interface PerfPoint {
+  label: string;
+  cpuUs: number;
+  profile: PerfProfile;
+}
+
+/**
+ * Runs `load` (a point, warm-up included) with `perf` sampling `pid` throughout: a workerd waiting
+ * for the bench to prepare its requests is idle and adds no samples. `cpuUs(result)` is the point's
+ * CPU per request (or per call) from its own meter.
+ */
+export async function profiled<T>(
+  label: string,
+  pid: number,
+  dir: string,
+  load: () => Promise<T>,
+  cpuUs: (result: T) => number,
+): Promise<PerfPoint> {
+  const perf = startPerf(pid, dir);
+  const result = await load();
+  return { label, cpuUs: cpuUs(result), profile: await perf.stop() };
 }
