@@ -181,7 +181,9 @@ describe("fair opening: a sale through the Worker", () => {
     const botTokens = await Promise.all(
       bots.flatMap((bot) => Array.from({ length: 5 }, async () => ({ user: bot, token: await tokenAt(bot, sku, 1) }))),
     );
-    const shopperTokens = await Promise.all(shoppers.map(async (user) => ({ user, token: await tokenAt(user, sku, 1) })));
+    const shopperTokens = await Promise.all(
+      shoppers.map(async (user) => ({ user, token: await tokenAt(user, sku, 1) })),
+    );
     const all = [...botTokens, ...shopperTokens];
     let answeredEarly = 0;
     const requests = all.map(async (t) => {
