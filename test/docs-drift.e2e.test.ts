@@ -1,7 +1,11 @@
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { docFigures, FIGURE_DOCS, fillFigures, performanceDoc, type Results } from "../bench/report";
 
 /**
+ * The bench's figures in the docs are bench/results.json's: docs/PERFORMANCE.md is exactly what
+ * bench/report.ts makes of it, and the figures other documents quote are marked and filled by it.
+ *
  * docs/CONFIGURATION.md and README.md name only what the code has: every var, secret and binding
  * they name exists (wrangler.toml, .dev.vars.example, env.d.ts, or read by the code), every var's
  * value is wrangler.toml's, the queue figures are wrangler.toml's, every route is registered and
@@ -167,5 +171,19 @@ describe("docs/CONFIGURATION.md", () => {
     });
     expect(checked.length).toBeGreaterThan(0);
     expect(checked.filter((c) => !c.inCode)).toEqual([]);
+  });
+});
+
+describe("bench figures in the docs", () => {
+  const results = JSON.parse(read("bench/results.json")) as Results;
+
+  it("docs/PERFORMANCE.md is what npm run bench:report makes of bench/results.json, byte for byte", () => {
+    expect(read("docs/PERFORMANCE.md")).toBe(performanceDoc(results));
+  });
+
+  it.each(FIGURE_DOCS)("%s quotes the bench only through marks filled from bench/results.json", (doc) => {
+    const markdown = read(doc);
+    expect(markdown).toMatch(/<!-- bench:[a-z0-9-]+ -->/);
+    expect(markdown).toBe(fillFigures(markdown, docFigures(results)));
   });
 });
