@@ -14,6 +14,7 @@ type Response = { content?: Record<string, { schema?: Schema & { allOf?: unknown
 type Operation = { responses: Record<string, unknown>; requestBody?: unknown };
 type Document = {
   openapi: string;
+  info: { version: string };
   paths: Record<string, Record<string, Operation>>;
   components: { schemas: Record<string, Schema> };
 };
@@ -175,6 +176,7 @@ describe("GET /openapi.json", () => {
 
   it("serves exactly the routes of docs/API.md's route index, and the prose names no other", () => {
     const markdown = readFileSync(CONTRACT, "utf8");
+    expect(markdown.split("\n")[0]).toContain(`(contract v${document.info.version},`);
     const index = routeIndex(markdown).map((row) => row.route);
     expect(index.length).toBeGreaterThanOrEqual(29);
     expect(new Set(index).size).toBe(index.length);
