@@ -1,6 +1,6 @@
 // The bench's report, generated from bench/results.json and never typed by hand: docs/PERFORMANCE.md
-// (every figure; the README links it). `npm run bench` writes it after a run; `npm run bench:report`
-// writes it again from the file.
+// (every figure; the README links it), and the figures other documents quote (marked in them, see
+// docFigures). `npm run bench` writes them after a run; `npm run bench:report` again from the file.
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -149,44 +149,82 @@ function bareRuns(r: Results, via: Via): [string, Point][] {
   );
 }
 
+/** An estimate from one run, and its spread: the lowest and highest it came out over the bare runs used. */
+export interface Estimate {
+  value: number;
+  low: number;
+  high: number;
+}
+
+const estimateOf = (values: number[]): Estimate => {
+  const finite = values.filter(Number.isFinite);
+  if (finite.length === 0) return { value: Number.NaN, low: Number.NaN, high: Number.NaN };
+  return {
+    value: finite.reduce((a, b) => a + b, 0) / finite.length,
+    low: Math.min(...finite),
+    high: Math.max(...finite),
+  };
+};
+
 /**
- * The best any implementation of the contract could reach on this run's runtime, from the floors
- * measured beside the points. The sold-out floor (bench/lib/floor-worker.ts) does only the checks a
- * reservation needs before any answer (JWT, rate limit, body, purchase token) with no framework; a
- * hot-SKU reservation does all of that and then the stock object's transaction and the order
- * pipeline, whose CPU this run measured too (engine core as `npm run dev` runs it, pipeline per
- * order). A target beyond its bound cannot be met by changing Flashgate's code on this runtime.
+ * An estimate of the most any implementation of the contract could reach on this run's runtime,
+ * from the floors measured beside the points. The sold-out floor (bench/lib/floor-worker.ts) does
+ * only the checks a reservation needs before any answer (JWT, rate limit, body, purchase token)
+ * with no framework; a hot-SKU reservation does all of that and then the stock object's transaction
+ * and the order pipeline, whose CPU this run measured too (engine core as `npm run dev` runs it,
+ * pipeline per order). Each is an estimate from one run: its value uses the mean of the bare
+ * Worker's runs beside the floor, its spread each of those runs alone. A measured ratio at or past
+ * it says the estimate is loose, not that the code beat a limit; it never proves a target unreachable.
  */
 function bounds(
   r: Results,
   via: Via,
 ): {
-  sold_out: number;
-  hot_sku: number;
-  hot_vs_classic: number;
-  hot_cpu: number;
+  sold_out: Estimate;
+  hot_sku: Estimate;
+  hot_vs_classic: Estimate;
+  hot_cpu: Estimate;
 } {
   const p = r.points;
   const floorKey = viaKey("sold_out_floor", via);
   const floor = p[floorKey];
   const floorCeiling = ceilingFor(r, floorKey);
+  // The bare runs beside the floor, one by one (an older results file has only the mean).
+  const bareRunsBeside = (r.figures.ceilings?.[floorKey]?.runs ?? [])
+    .map((key) => p[key])
+    .filter((point): point is Point => point !== undefined);
+  const bares = bareRunsBeside.length > 0 ? bareRunsBeside : floorCeiling ? [floorCeiling] : [];
   const engine = r.figures.engine_core_shared?.cpuUsPerReservation;
   const pipeline = r.figures.order_pipeline?.pipelineCpuUsPerOrder;
   const nan = Number.NaN;
   // A hot reservation costs at least the floor's checks, the object's work and the pipeline's.
   const hotCpu =
     floor && engine !== undefined && pipeline !== undefined ? floor.cpuUsPerRequest + engine + pipeline : nan;
+  /** The estimate from the mean of the bare runs, its spread from each run alone. */
+  const over = (f: (bare: { rps: number; cpuUsPerRequest: number }) => number): Estimate => {
+    if (!floorCeiling) return estimateOf([]);
+    const each = estimateOf(bares.map(f));
+    return { ...each, value: f(floorCeiling) };
+  };
+  // A hot reservation does more than the floor, so it is no faster than the floor, nor than workerd's
+  // one thread allows at the least CPU a reservation costs (1e6 µs ÷ that: req/s × CPU µs per
+  // request was 0.96 to 1.07 s per second for every edge point of the committed run).
+  const vsClassic = floor && p.classic ? Math.min(floor.rps, 1e6 / hotCpu) / p.classic.rps : nan;
   return {
-    sold_out: floor && floorCeiling ? floor.rps / floorCeiling.rps : nan,
+    sold_out: floor ? over((bare) => floor.rps / bare.rps) : estimateOf([]),
     // Throughput bound by CPU (workerd's one thread runs every isolate): the bare request's CPU ÷ the least a hot reservation costs.
-    hot_sku: floorCeiling ? floorCeiling.cpuUsPerRequest / hotCpu : nan,
-    // A hot reservation does more than the floor, so it is no faster than the floor, nor than workerd's
-    // one thread allows at the least CPU a reservation costs (1e6 µs ÷ that: req/s × CPU µs per
-    // request was 0.96 to 1.07 s per second for every edge point of the committed run).
-    hot_vs_classic: floor && p.classic ? Math.min(floor.rps, 1e6 / hotCpu) / p.classic.rps : nan,
-    hot_cpu: floorCeiling ? hotCpu / floorCeiling.cpuUsPerRequest : nan,
+    hot_sku: over((bare) => bare.cpuUsPerRequest / hotCpu),
+    hot_vs_classic: { value: vsClassic, low: vsClassic, high: vsClassic },
+    hot_cpu: over((bare) => hotCpu / bare.cpuUsPerRequest),
   };
 }
+
+/** `0.64× (0.62–0.65×)`: an estimate and its spread (just the value when it has none). */
+const xSpread = (e: Estimate | undefined) => {
+  if (!e || !Number.isFinite(e.value)) return "–";
+  if (!(e.high > e.low)) return x2(e.value);
+  return `${x2(e.value)} (${e.low.toFixed(2)}–${x2(e.high)})`;
+};
 
 const ratio = (a?: number, b?: number) => (a === undefined || b === undefined ? Number.NaN : a / b);
 
@@ -222,8 +260,8 @@ function targets(r: Results) {
     shown: string;
     target: string;
     met: boolean;
-    bound?: number | undefined;
-    direct?: { value: number; bound: number } | undefined;
+    bound?: Estimate | undefined;
+    direct?: { value: number; bound: Estimate } | undefined;
   }[] = [];
   /** One target: `shown` when the figure is not a ratio. */
   const at = (
@@ -231,7 +269,7 @@ function targets(r: Results) {
     value: number,
     target: string,
     met: (v: number) => boolean,
-    opts: { shown?: string; bound?: number; direct?: { value: number; bound: number } } = {},
+    opts: { shown?: string; bound?: Estimate; direct?: { value: number; bound: Estimate } } = {},
   ) =>
     rows.push({
       what,
@@ -250,7 +288,7 @@ function targets(r: Results) {
     met: (v: number) => boolean,
   ) => {
     // /healthz has no bound: no floor does less than the bare Worker.
-    const bound = (b: ReturnType<typeof bounds>) => (key in b ? b[key as keyof typeof b] : Number.NaN);
+    const bound = (b: ReturnType<typeof bounds>) => (key in b ? b[key as keyof typeof b] : estimateOf([]));
     at(what, entry.ratios[key], target, met, {
       bound: bound(entry.bounds),
       direct: { value: direct.ratios[key], bound: bound(direct.bounds) },
@@ -379,26 +417,31 @@ function bareTails(r: Results, via: Via): string {
 function targetTable(r: Results): string {
   return [
     table(
-      ["target", "this run", "wanted", "met", "best any code reaches here", "direct (best)"],
+      ["target", "this run", "wanted", "met", "estimated bound (spread)", "direct; its estimated bound"],
       targets(r).map((t) => [
         t.what,
         t.shown,
         t.target,
         t.met ? "yes" : "**no**",
-        x2(t.bound),
-        t.direct ? `${x2(t.direct.value)} (${x2(t.direct.bound)})` : "–",
+        xSpread(t.bound),
+        t.direct
+          ? `${x2(t.direct.value)}${Number.isFinite(t.direct.bound.value) ? `; bound ${xSpread(t.direct.bound)}` : ""}`
+          : "–",
       ]),
     ),
     "",
-    "\"Best any code reaches here\" is the bound this run's floors put on a target, whatever the gateway's code: the sold-out " +
+    '"Estimated bound" is an estimate, from this one run, of the most any code could reach on a target here: the sold-out ' +
       "floor (bench/lib/floor-worker.ts: JWT, rate limit, body and purchase token checked by hand, no framework) " +
       "for the sold-out storm; for the hot SKU, the floor's checks plus " +
       "the stock object's CPU per reservation and the order pipeline's per order (both measured in this run, in " +
-      "the same workerd as locally), as a throughput if CPU is all that bounds it. A target past its bound cannot " +
-      "be met here by any change to Flashgate: the cost is in the local runtime (Miniflare's entry worker in front " +
-      'of every request, the body pumped between the two, the queue and D1 on the objects\' thread). "Direct (best)" ' +
-      "is the same ratio and its bound with the Worker reached directly (no entry worker in front of either " +
-      "side), where the gateway's own cost is a larger part of each request.",
+      "the same workerd as locally), as a throughput if CPU is all that bounds it. The figure uses the mean of the " +
+      "bare Worker's runs beside the floor; in brackets, the lowest and highest it comes out with each of those runs " +
+      "alone, which is how much the runtime moved within the run. It is not a proof: a measured ratio at or past it " +
+      "(as can happen within the spread) means the estimate is loose, and one run cannot show that a target is out " +
+      "of reach. What it does say: the part of each request spent in the local runtime (Miniflare's entry worker in " +
+      "front of every request, the body pumped between the two, the queue and D1 on the objects' thread) is not " +
+      'Flashgate\'s to remove. "Direct" is the same ratio and its estimate with the Worker reached ' +
+      "directly (no entry worker in front of either side), where the gateway's own cost is a larger part of each request.",
     "",
     `The latency target has no bound: the same ratio of the bare Worker's runs in this run was ${bareTails(r, "entry")} ` +
       `through the entry worker and ${bareTails(r, "direct")} directly (their p50 and p99 in the tables above). ` +
@@ -440,7 +483,7 @@ function baselineTable(r: Results, via: Via): string {
   );
 }
 
-function performanceDoc(r: Results): string {
+export function performanceDoc(r: Results): string {
   const lua1 = r.redis.reserve_lua_p1;
   const lua16 = r.redis.reserve_lua_p16;
   const engine = r.figures.engine_core;
@@ -905,11 +948,52 @@ function simulationSection(sim: CapacitySimulation): string[] {
   ];
 }
 
+/**
+ * The figures other documents quote, by name. A document marks each as
+ * `<!-- bench:name -->…<!-- /bench -->`; {@link fillFigures} writes the figure between the marks,
+ * so the text around it stays the author's and the figure is this file's.
+ */
+export function docFigures(r: Results): Record<string, string> {
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const bareCpu = (via: Via) => mean(bareRuns(r, via).map(([, p]) => p.cpuUsPerRequest));
+  const [entryCpu, directCpu] = [bareCpu("entry"), bareCpu("direct")];
+  const pipe = r.figures.order_pipeline;
+  const engine = r.figures.engine_core;
+  return {
+    "entry-worker-cpu": `${n0(entryCpu - directCpu)} of ${n0(entryCpu)} µs`,
+    "entry-worker-share": `${n0((100 * (entryCpu - directCpu)) / entryCpu)}%`,
+    "healthz-ratio": x2(edgeRatios(r, "entry").healthz),
+    "engine-core": `${n0(engine?.perSec)} reservations/s`,
+    "pipeline-cpu-per-order": `${n0(pipe?.cpuUsPerOrder)} µs`,
+    "pipeline-only-cpu-per-order": `${n0(pipe?.pipelineCpuUsPerOrder)} µs`,
+    pipeline: `${n0(pipe?.ordersPerSec)} orders/s persisted, lag p99 ${n0(pipe?.lagP99Ms)} ms, for ${n0(pipe?.rows)} holds`,
+  };
+}
+
+/** Documents with figures of {@link docFigures} marked in them. */
+export const FIGURE_DOCS = ["docs/ARCHITECTURE.md", "docs/DEVELOPMENT.md"] as const;
+
+const MARK = /<!-- bench:([a-z0-9-]+) -->([\s\S]*?)<!-- \/bench -->/g;
+
+/** `markdown` with every marked figure written from `figures`; a mark naming no figure throws. */
+export function fillFigures(markdown: string, figures: Record<string, string>): string {
+  return markdown.replace(MARK, (_, name: string) => {
+    const figure = figures[name];
+    if (figure === undefined) throw new Error(`no bench figure named ${name}`);
+    return `<!-- bench:${name} -->${figure}<!-- /bench -->`;
+  });
+}
+
 export function writeReports(results: Results): void {
   writeFileSync(join(ROOT, "docs/PERFORMANCE.md"), performanceDoc(results));
+  const figures = docFigures(results);
+  for (const doc of FIGURE_DOCS) {
+    const path = join(ROOT, doc);
+    writeFileSync(path, fillFigures(readFileSync(path, "utf8"), figures));
+  }
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   writeReports(JSON.parse(readFileSync(join(ROOT, "bench/results.json"), "utf8")) as Results);
-  console.log("wrote docs/PERFORMANCE.md from bench/results.json");
+  console.log(`wrote docs/PERFORMANCE.md and the figures of ${FIGURE_DOCS.join(", ")} from bench/results.json`);
 }

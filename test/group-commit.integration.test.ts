@@ -53,22 +53,27 @@ describe("group commit at the edge", () => {
 
   describe("a stock object slower than the wait", () => {
     const WAIT_MS = 150;
-    const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
     /**
-     * Sends to the real stock object after `delays[n]` ms for the n-th batch (0 after the list);
-     * `left(n)` resolves once the n-th batch has left the queue.
+     * A sender to the real stock object whose n-th batch (for n < `gated`) keeps its answers until
+     * the test calls `release(n)`: the test, not a sleep, decides when a batch comes back.
+     * `answered(n)` resolves once the n-th batch has its answers (and is waiting for release).
      */
-    const slowSender = (sku: string, delays: number[]) => {
-      const departures = delays.map(() => Promise.withResolvers<void>());
+    const gatedSender = (sku: string, gated: number) => {
+      const gates = Array.from({ length: gated }, () => ({
+        answered: Promise.withResolvers<void>(),
+        release: Promise.withResolvers<void>(),
+      }));
       let n = 0;
       const send = async (batch: ReserveRequest[]) => {
-        const i = n++;
-        departures[i]?.resolve();
-        await delay(delays[i] ?? 0);
-        return callStock(() => stockShard(env, sku, 0).reserve(batch));
+        const gate = gates[n++];
+        const answers = await callStock(() => stockShard(env, sku, 0).reserve(batch));
+        gate?.answered.resolve();
+        await gate?.release.promise;
+        return answers;
       };
-      const left = (i: number) => departures[i]?.promise;
-      return { send, left };
+      const answered = (i: number) => gates[i]?.answered.promise;
+      const release = (i: number) => gates[i]?.release.resolve();
+      return { send, answered, release };
     };
     type Settled = { value?: ReserveOutcome; error?: unknown };
     const settle = (p: Promise<ReserveOutcome>): Promise<Settled> =>
@@ -81,38 +86,42 @@ describe("group commit at the edge", () => {
     it("a waiter answered 503 before its batch left holds nothing, and the queue goes on", async () => {
       const sku = uniqueSku("wedge");
       await createSku(sku, { totalStock: 10, perUserLimit: 2 });
-      const { send, left } = slowSender(sku, [WAIT_MS * 3]);
+      const { send, answered, release } = gatedSender(sku, 1);
       const key = `${sku}#0`;
       const a = reserveGrouped(key, { userId: "wa", nonce: "wa-1", quantity: 1 }, send, WAIT_MS);
-      await left(0);
+      await answered(0); // A's batch is out and stays out until released
       const b = settle(reserveGrouped(key, { userId: "wb", nonce: "wb-1", quantity: 1 }, send, WAIT_MS));
       expect(busy(await b)).toBe(true); // its wait ran out while A's batch was still out
-      expect((await a).ok).toBe(true);
+      release(0);
+      expect(await a).toMatchObject({ ok: true, value: { replayed: false } });
       // Today's shard queue gave the lead to B, who had gone: C would wait out its timer and get 503.
       const c = await settle(reserveGrouped(key, { userId: "wc", nonce: "wc-1", quantity: 1 }, send, WAIT_MS));
-      expect(c.value?.ok).toBe(true);
+      expect(c.value).toMatchObject({ ok: true, value: { replayed: false } });
       expect(await stockOf(sku)).toMatchObject({ available: 8, held: 2 });
       // B holds nothing: its retry with the same token makes its first hold, not a replay.
       const retry = await reserveGrouped(key, { userId: "wb", nonce: "wb-1", quantity: 1 }, send, WAIT_MS);
-      expect(retry.ok && retry.value.replayed).toBe(false);
+      expect(retry).toMatchObject({ ok: true, value: { replayed: false } });
       expect(await stockOf(sku)).toMatchObject({ available: 7, held: 3 });
     });
 
     it("a waiter answered 503 after its batch left gets the same hold on retry with the same token", async () => {
       const sku = uniqueSku("late");
       await createSku(sku, { totalStock: 10, perUserLimit: 2 });
-      const { send, left } = slowSender(sku, [WAIT_MS / 3, WAIT_MS * 3]);
+      const { send, answered, release } = gatedSender(sku, 2);
       const key = `${sku}#0`;
       const a = reserveGrouped(key, { userId: "la", nonce: "la-1", quantity: 1 }, send, WAIT_MS);
-      await left(0); // B and C queue behind A's batch and leave together as the next, slow one
+      await answered(0); // B and C queue behind A's batch and leave together as the next one
       const b = reserveGrouped(key, { userId: "lb", nonce: "lb-1", quantity: 1 }, send, WAIT_MS);
       const c = settle(reserveGrouped(key, { userId: "lc", nonce: "lc-1", quantity: 1 }, send, WAIT_MS));
+      release(0);
+      expect(await a).toMatchObject({ ok: true, value: { replayed: false } });
+      await answered(1); // B's batch, with C in it, has been decided; its answers are held back
       expect(busy(await c)).toBe(true); // C left with B's batch, which took longer than C's wait
-      const [first, second] = [await a, await b];
-      expect(first.ok && second.ok).toBe(true);
+      release(1);
+      expect(await b).toMatchObject({ ok: true, value: { replayed: false } });
       expect(await stockOf(sku)).toMatchObject({ available: 7, held: 3 }); // C's hold was made
       const retry = await reserveGrouped(key, { userId: "lc", nonce: "lc-1", quantity: 1 }, send, WAIT_MS);
-      expect(retry.ok && retry.value.replayed).toBe(true);
+      expect(retry).toMatchObject({ ok: true, value: { replayed: true } });
       expect(await stockOf(sku)).toMatchObject({ available: 7, held: 3 });
     });
 
@@ -130,7 +139,7 @@ describe("group commit at the edge", () => {
       const b = await settle(reserveGrouped(key, { userId: "nb", nonce: "nb-1", quantity: 1 }, send, WAIT_MS));
       expect(busy(b)).toBe(true);
       const c = await reserveGrouped(key, { userId: "nc", nonce: "nc-1", quantity: 1 }, send, WAIT_MS);
-      expect(c.ok).toBe(true);
+      expect(c).toMatchObject({ ok: true, value: { replayed: false } });
     });
   });
 });

@@ -16,6 +16,15 @@ async function scrape(): Promise<Scrape> {
   return new Scrape((answer.json as { text: string }).text);
 }
 
+/**
+ * The value of a series that must be there: `Scrape.value` reads a missing series as 0, which
+ * cannot tell "no such series" from "zero".
+ */
+function present(scrape: Scrape, name: string, labels: Record<string, string> = {}): number {
+  expect(scrape.find(name, labels).length, `${name} ${JSON.stringify(labels)} is exposed`).toBeGreaterThan(0);
+  return scrape.value(name, labels);
+}
+
 /** No counter sample of `after` is below its value in `before` (counters never go back). */
 function expectMonotonic(before: Scrape, after: Scrape): void {
   const counters = new Set(
@@ -51,6 +60,7 @@ describe("GET /metrics", () => {
       flashgate_dead_letters: "GAUGE",
       flashgate_reconcile_differences_total: "COUNTER",
       flashgate_request_duration_seconds: "HISTOGRAM",
+      flashgate_payments_total: "COUNTER",
     });
   });
 
@@ -76,9 +86,9 @@ describe("GET /metrics", () => {
     // written: wait for the rows and the counts, not a time.
     const after = await eventually(async () => {
       const now = await scrape();
-      expect(now.value("flashgate_orders", { sku, status: "paid" })).toBe(1);
-      expect(now.value("flashgate_orders", { sku, status: "cancelled" })).toBe(1);
-      expect(now.value("flashgate_orders", { sku, status: "held" })).toBe(1);
+      expect(present(now, "flashgate_orders", { sku, status: "paid" })).toBe(1);
+      expect(present(now, "flashgate_orders", { sku, status: "cancelled" })).toBe(1);
+      expect(present(now, "flashgate_orders", { sku, status: "held" })).toBe(1);
       const applied = (s: Scrape) => s.value("flashgate_queue_events_total", { result: "applied" });
       expect(applied(now) - applied(before)).toBeGreaterThanOrEqual(5);
       return now;
@@ -91,12 +101,16 @@ describe("GET /metrics", () => {
     expect(delta("flashgate_reservations_total", { sku, result: "sold_out" })).toBe(1);
     expect(delta("flashgate_sold_out_cache_hits_total", { sku })).toBe(1);
     expect(delta("flashgate_reservations_total", { sku: "", result: "token_invalid" })).toBeGreaterThanOrEqual(1);
+    // The payment is counted once, as applied.
+    expect(present(after, "flashgate_payments_total", { outcome: "applied" })).toBe(
+      before.value("flashgate_payments_total", { outcome: "applied" }) + 1,
+    );
 
     const stock = await stockOf(sku);
     expect(stock).toEqual({ total: 3, available: 1, held: 1, sold: 1 });
     for (const [state, value] of Object.entries(stock))
-      expect(after.value("flashgate_stock", { sku, state })).toBe(value);
-    expect(after.value("flashgate_waitlist", { sku })).toBe(0);
+      expect(present(after, "flashgate_stock", { sku, state })).toBe(value);
+    expect(present(after, "flashgate_waitlist", { sku })).toBe(0);
 
     const series = { route: RESERVATIONS, method: "POST" };
     const hist = after.histogram("flashgate_request_duration_seconds", series);
@@ -131,7 +145,7 @@ describe("GET /metrics", () => {
     await env.DB.prepare("DELETE FROM orders WHERE reservation_id = ?").bind(id).run();
     // The trigger-kept order count follows the deletion (read before the repair, which the queue
     // delivers at once)…
-    expect((await scrape()).value("flashgate_orders", { sku, status: "held" })).toBe(0);
+    expect(present(await scrape(), "flashgate_orders", { sku, status: "held" })).toBe(0);
     await reconcileNow();
 
     const after = await scrape();

@@ -23,19 +23,20 @@ describe("order pipeline through the real queue", () => {
     // Settle some of them concurrently: a third paid, a third cancelled, the rest left held.
     const owners = new Map(answers.map((a, i) => [a.json.reservationId as string, users[i] as string]));
     const expected = new Map<string, string>();
-    await Promise.all(
+    const settled = await Promise.all(
       accepted.map(async (id, i) => {
-        if (i % 3 === 0) {
-          expect((await pay(id)).json.reservationStatus).toBe("paid");
-          expected.set(id, "paid");
-        } else if (i % 3 === 1) {
-          expect((await call("POST", `/api/reservations/${id}/cancel`, { user: owners.get(id) })).status).toBe(200);
-          expected.set(id, "cancelled");
-        } else {
-          expected.set(id, "held");
-        }
+        const want = (["paid", "cancelled", "held"] as const)[i % 3] ?? "held";
+        expected.set(id, want);
+        const got =
+          want === "paid"
+            ? (await pay(id)).json.reservationStatus
+            : want === "cancelled"
+              ? (await call("POST", `/api/reservations/${id}/cancel`, { user: owners.get(id) })).json.status
+              : "held";
+        return [id, got];
       }),
     );
+    expect(Object.fromEntries(settled)).toEqual(Object.fromEntries(expected));
 
     const stock = await stockOf(sku);
     // Poll D1 (no fixed sleeps) until the queue has delivered everything.

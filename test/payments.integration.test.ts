@@ -44,8 +44,13 @@ describe("payment webhook", () => {
     for (const answer of attempts) expect([answer.status, answer.json.error?.code]).toEqual([401, "SIGNATURE_INVALID"]);
     expect(await versionOf(sku)).toBe(before);
     expect(await stockOf(sku)).toEqual({ total: 5, available: 4, held: 1, sold: 0 });
-    // Inside the tolerance both ways is accepted.
-    expect((await pay(id, "payment.succeeded", "evt_5", { at: now - 290 })).status).toBe(200);
+    // Inside the tolerance both ways is accepted: 290 s old pays this hold, 290 s ahead another.
+    const early = await pay(id, "payment.succeeded", "evt_5", { at: now - 290 });
+    expect([early.status, early.json.outcome]).toEqual([200, "applied"]);
+    const other = (await reserve("rex-2", sku, 1)).json.reservationId as string;
+    const ahead = await pay(other, "payment.succeeded", "evt_6", { at: now + 290 });
+    expect([ahead.status, ahead.json.outcome]).toEqual([200, "applied"]);
+    expect(await stockOf(sku)).toEqual({ total: 5, available: 3, held: 0, sold: 2 });
   });
 
   it("applies the same event sent 5 times concurrently once", async () => {
@@ -155,7 +160,27 @@ describe("payment webhook", () => {
     const unknown = await pay(`nosuch.0.${"a".repeat(32)}`);
     expect([unknown.status, unknown.json.error.code]).toEqual([404, "RESERVATION_NOT_FOUND"]);
     const garbage = await pay("not-an-id");
-    expect(garbage.status).toBe(404);
+    expect([garbage.status, garbage.json.error.code]).toEqual([404, "RESERVATION_NOT_FOUND"]);
+    // Well signed, but not an event: malformed JSON, a body without the fields, a wrong type or amount.
+    const sku = uniqueSku("badbody");
+    await createSku(sku, { totalStock: 2 });
+    const id = (await reserve("bea", sku, 1)).json.reservationId as string;
+    const event = { id: "evt_bad", type: "payment.succeeded", reservationId: id, amount: 1999 };
+    const bodies = [
+      "{not json",
+      JSON.stringify({ id: "evt_bad" }),
+      JSON.stringify({ ...event, type: "payment.refunded" }),
+      JSON.stringify({ ...event, amount: "1999" }),
+      JSON.stringify({ ...event, reservationId: 7 }),
+      JSON.stringify([event]),
+    ];
+    const at = Math.floor(Date.now() / 1000);
+    for (const raw of bodies) {
+      const headers = { "payment-signature": await signPayment(raw, WEBHOOK_SECRET, at) };
+      const answer = await call("POST", "/webhooks/payments", { raw, headers });
+      expect([answer.status, answer.json.error?.code], raw).toEqual([400, "INVALID_REQUEST"]);
+    }
+    expect(await stockOf(sku)).toEqual({ total: 2, available: 1, held: 1, sold: 0 });
   });
 
   it(`verifies at most ${MAX_V1_SIGNATURES} v1 signatures: a header with more is refused before any is checked`, async () => {

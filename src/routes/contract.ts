@@ -127,16 +127,36 @@ export const AdminSku = z.object({
 
 export const AdminSkuList = z.object({ skus: z.array(AdminSku) });
 
+const Difference = z.object({
+  sku: z.string(),
+  kind: z.string(),
+  expected: z.unknown(),
+  actual: z.unknown(),
+  repaired: z.boolean(),
+});
+
 const ReconcileResult = z.object({
   runId: z.string(),
   skusChecked: Count,
-  differences: z.array(
-    z.object({ sku: z.string(), kind: z.string(), expected: z.unknown(), actual: z.unknown(), repaired: z.boolean() }),
-  ),
+  differences: z.array(Difference),
+  /** Added: rows the run read from D1 and the stock objects (its cost). */
+  rowsRead: Count,
 });
 
-/** API.md says "run history" and fixes no fields; the document says no more than that. */
-const ReconcileRuns = z.record(z.string(), z.unknown());
+/** API.md "Additions": the latest runs, newest first. */
+const ReconcileRuns = z.object({
+  runs: z.array(
+    z.object({
+      runId: z.string(),
+      trigger: z.enum(["cron", "admin"]),
+      startedAt: Time,
+      finishedAt: Time.nullable(),
+      skusChecked: Count,
+      errors: Count,
+      differences: z.array(Difference),
+    }),
+  ),
+});
 
 export const DeadLetter = z.object({
   id: z.string(),
@@ -389,11 +409,11 @@ export const ROUTES = {
     path: "/api/skus/:sku/waitlist",
     summary: "Join the waitlist of a sold-out SKU",
     description:
-      "Only while the SKU is sold out (else 409 STOCK_AVAILABLE). When stock is released, waitlisted users receive holds in FIFO order (first fit); those holds show in GET /api/me/reservations.",
+      "Only while the SKU is sold out (else 409 STOCK_AVAILABLE). When stock is released, waitlisted users receive holds in FIFO order (first fit); those holds show in GET /api/me/reservations. A buyer who already holds perUserLimit (with the quantity asked) is refused 409 LIMIT_EXCEEDED; 503 BUSY with Retry-After while a change of shards is staged.",
     access: "shopper",
     body: "WaitlistRequest",
     ok: { status: 202, description: "On the waitlist", schema: "WaitlistEntry" },
-    errors: ["SKU_NOT_FOUND", "STOCK_AVAILABLE"],
+    errors: ["SKU_NOT_FOUND", "STOCK_AVAILABLE", "LIMIT_EXCEEDED", "BUSY"],
   },
   myReservations: {
     method: "get",
@@ -474,9 +494,9 @@ export const ROUTES = {
     summary: "Reconciliation run history",
     description: "The latest reconciliation runs, cron and manual, newest first.",
     access: "admin",
-    query: [{ name: "limit", description: "How many runs", schema: z.string().regex(/^\d+$/) }],
+    query: [{ name: "limit", description: "How many runs, 1..50 (default 10)", schema: z.string().regex(/^\d+$/) }],
     ok: { status: 200, description: "The runs", schema: "ReconcileRuns" },
-    errors: [],
+    errors: ["INVALID_REQUEST"],
   },
   deadLetters: {
     method: "get",

@@ -1,0 +1,189 @@
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { docFigures, FIGURE_DOCS, fillFigures, performanceDoc, type Results } from "../bench/report";
+
+/**
+ * The bench's figures in the docs are bench/results.json's: docs/PERFORMANCE.md is exactly what
+ * bench/report.ts makes of it, and the figures other documents quote are marked and filled by it.
+ *
+ * docs/CONFIGURATION.md and README.md name only what the code has: every var, secret and binding
+ * they name exists (wrangler.toml, .dev.vars.example, env.d.ts, or read by the code), every var's
+ * value is wrangler.toml's, the queue figures are wrangler.toml's, every route is registered and
+ * every file is in the repo. An operator who tunes what the docs say tunes the real thing.
+ */
+
+const root = new URL("../", import.meta.url);
+const read = (path: string) => readFileSync(new URL(path, root), "utf8");
+
+const DOCS = ["docs/CONFIGURATION.md", "README.md"] as const;
+
+/** Every file under these folders (the code that may read a name or register a route). */
+function sources(...dirs: string[]): string[] {
+  const out: string[] = [];
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(new URL(dir, root))) {
+      const path = `${dir}/${entry}`;
+      if (statSync(new URL(path, root)).isDirectory()) walk(path);
+      else if (/\.(ts|mjs|js)$/.test(entry)) out.push(path);
+    }
+  };
+  for (const dir of dirs) walk(dir);
+  return out;
+}
+const CODE = sources("src", "durable-objects", "scripts", "tools", "bench").map((path) => ({ path, text: read(path) }));
+
+/** `[vars]` of wrangler.toml, and every name the file binds. */
+const TOML = read("wrangler.toml");
+const VARS = new Map(
+  [...(TOML.split(/^\[vars\]$/m)[1]?.split(/^\[/m)[0] ?? "").matchAll(/^([A-Z][A-Z0-9_]+) = "(.*)"$/gm)].map(
+    ([, name = "", value = ""]) => [name, value],
+  ),
+);
+const BOUND = new Set([...TOML.matchAll(/^\s*(?:binding|name) = "([A-Z][A-Z0-9_]+)"/gm)].map(([, name]) => name));
+
+/** Names the Worker's environment or the tools can have. */
+function known(name: string): boolean {
+  if (VARS.has(name) || BOUND.has(name)) return true;
+  if (new RegExp(`^${name}=`, "m").test(read(".dev.vars.example"))) return true;
+  if (new RegExp(`\\b${name}\\b`).test(read("env.d.ts"))) return true;
+  return CODE.some((file) => new RegExp(`\\b${name}\\b`).test(file.text));
+}
+
+/** Code spans of a markdown text (fenced blocks left out). */
+const spans = (markdown: string) =>
+  [...markdown.replace(/```[\s\S]*?```/g, "").matchAll(/`([^`\n]+)`/g)].map(([, span = ""]) => span);
+
+/** Table rows of the section under `heading`: their cells. */
+function tableOf(markdown: string, heading: string): string[][] {
+  const section = markdown.split(heading)[1]?.split(/^## /m)[0] ?? "";
+  return section
+    .split("\n")
+    .filter((line) => line.startsWith("| ") && !line.startsWith("| ---") && !line.startsWith("| name"))
+    .map((line) =>
+      line
+        .slice(1, -1)
+        .split(" | ")
+        .map((cell) => cell.trim()),
+    );
+}
+
+/** Routes the code registers: the contract's, and the harness's /dev, /bench and /chaos helpers. */
+const ROUTES = new Set<string>();
+{
+  const contract = read("src/routes/contract.ts");
+  for (const [, method = "", path = ""] of contract.matchAll(/method: "(get|post|put|delete)",\s*path: "([^"]+)"/g)) {
+    ROUTES.add(`${method.toUpperCase()} ${path}`);
+  }
+  for (const file of CODE.filter((f) => f.path.startsWith("src/"))) {
+    for (const [, method = "", path = ""] of file.text.matchAll(/\.(get|post|put|delete)\(\s*"(\/[^"]*)"/g)) {
+      ROUTES.add(`${method.toUpperCase()} ${path}`);
+    }
+  }
+}
+
+describe.each(DOCS)("%s names only what the code has", (doc) => {
+  const markdown = read(doc);
+
+  it("every var, secret and binding it names exists", () => {
+    const names = new Set(spans(markdown).flatMap((span) => span.match(/\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b/g) ?? []));
+    // Error codes are not settings.
+    const codes = new Set(
+      read("src/http/errors.ts")
+        .match(/^\s+([A-Z_]+): \[/gm)
+        ?.map((m) => m.trim().split(":")[0]),
+    );
+    const settings = [...names].filter((name) => !codes.has(name));
+    expect(settings.length).toBeGreaterThan(0);
+    expect(settings.filter((name) => !known(name))).toEqual([]);
+  });
+
+  it("every route it names is registered", () => {
+    const routes = spans(markdown).flatMap((span) => {
+      const match = /^(GET|POST|PUT|DELETE) (\/[^\s?]*)/.exec(span);
+      return match ? [`${match[1]} ${match[2]}`] : [];
+    });
+    expect(routes.filter((route) => !ROUTES.has(route))).toEqual([]);
+  });
+
+  it("every file and folder it names is in the repo", () => {
+    const here = new URL(doc, root);
+    const linked = [...markdown.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)]
+      .map(([, target = ""]) => target)
+      .filter((target) => !/^[a-z]+:/.test(target))
+      .map((target) => new URL(target, here));
+    const named = [...spans(markdown), ...[...markdown.matchAll(/^([.\w/-]+\/[\w./-]*)\s{2,}/gm)].map(([, p]) => p)]
+      .filter((span): span is string => span !== undefined)
+      .filter((span) => /^\.?[\w-]+\/[\w./-]*$|^[\w.-]+\.(ts|md|toml|json|lua|example)$/.test(span))
+      .filter((span) => !span.includes("*") && !span.startsWith("/"))
+      .map((span) => new URL(span, root));
+    const missing = [...linked, ...named].filter((url) => !existsSync(url)).map((url) => url.pathname);
+    expect(named.length).toBeGreaterThan(0);
+    expect(missing).toEqual([]);
+  });
+});
+
+describe("docs/CONFIGURATION.md", () => {
+  const markdown = read("docs/CONFIGURATION.md");
+
+  it("lists exactly wrangler.toml's [vars], each with wrangler.toml's value", () => {
+    const rows = tableOf(markdown, "## Vars (`wrangler.toml` `[vars]`)");
+    const listed = new Map(rows.map(([name = "", , value = ""]) => [name.replaceAll("`", ""), value]));
+    expect([...listed.keys()].sort()).toEqual([...VARS.keys()].sort());
+    const wrong = [...VARS].filter(([name, value]) => {
+      const doc = listed.get(name) ?? "";
+      return value === "" ? !doc.startsWith("empty") : !doc.replaceAll("`", "").startsWith(value);
+    });
+    expect(wrong).toEqual([]);
+  });
+
+  it("gives the queues' batch sizes, timeouts and retries as wrangler.toml sets them", () => {
+    const consumers = TOML.split(/^\[\[queues\.consumers\]\]$/m)
+      .slice(1)
+      .map((block) => ({
+        queue: /^queue = "([^"]+)"/m.exec(block)?.[1],
+        batch: /^max_batch_size = (\d+)/m.exec(block)?.[1],
+        timeout: /^max_batch_timeout = (\d+)/m.exec(block)?.[1],
+        retries: /^max_retries = (\d+)/m.exec(block)?.[1],
+      }));
+    const row = tableOf(markdown, "## Bindings and other settings in `wrangler.toml`").find(
+      ([what]) => what === "queue",
+    );
+    const text = row?.[1] ?? "";
+    const [main, dlq] = text.split("DLQ");
+    const events = consumers.find((c) => c.queue === "order-events");
+    const letters = consumers.find((c) => c.queue === "order-events-dlq");
+    expect(main).toContain(`up to ${events?.batch} messages`);
+    expect(main).toContain(events?.timeout === "0" ? "no batch timeout" : `${events?.timeout} s timeout`);
+    expect(main).toContain(`${events?.retries} retries`);
+    expect(dlq).toContain(`batches of ${letters?.batch}, ${letters?.timeout} s timeout`);
+    expect(dlq).toContain(`${letters?.retries} retries`);
+  });
+
+  it("gives the defaults of the local tooling's settings as the code that reads them has them", () => {
+    const rows = tableOf(markdown, "## Local tooling only");
+    const checked = rows.flatMap(([names = "", , what = ""]) => {
+      const fallback = /\(default (\d+)/.exec(what)?.[1];
+      if (!fallback) return [];
+      const name = names.replaceAll("`", "").split(",")[0]?.trim() ?? "";
+      const readers = CODE.filter((file) => file.text.includes(name));
+      const digits = new RegExp(`\\b${fallback.replace(/\B(?=(\d{3})+$)/g, "_?")}\\b`);
+      return [{ name, fallback, inCode: readers.some((file) => digits.test(file.text)) }];
+    });
+    expect(checked.length).toBeGreaterThan(0);
+    expect(checked.filter((c) => !c.inCode)).toEqual([]);
+  });
+});
+
+describe("bench figures in the docs", () => {
+  const results = JSON.parse(read("bench/results.json")) as Results;
+
+  it("docs/PERFORMANCE.md is what npm run bench:report makes of bench/results.json, byte for byte", () => {
+    expect(read("docs/PERFORMANCE.md")).toBe(performanceDoc(results));
+  });
+
+  it.each(FIGURE_DOCS)("%s quotes the bench only through marks filled from bench/results.json", (doc) => {
+    const markdown = read(doc);
+    expect(markdown).toMatch(/<!-- bench:[a-z0-9-]+ -->/);
+    expect(markdown).toBe(fillFigures(markdown, docFigures(results)));
+  });
+});
