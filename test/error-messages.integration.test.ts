@@ -61,7 +61,10 @@ describe("which bodies are strict", () => {
     expect(error.details?.unknownFields).toEqual(["enabeld"]);
     expect(error.message).toContain('did you mean "enabled"');
     expect((await call("GET", "/admin/webhooks/strict-hook", { admin: true })).status).toBe(404);
-    for (const body of [{ totalStock: 5, shard: 4 }, { totalStock: 5, stauts: "paused" }]) {
+    for (const body of [
+      { totalStock: 5, shard: 4 },
+      { totalStock: 5, stauts: "paused" },
+    ]) {
       const answer = await call("PUT", `/admin/skus/${uniqueSku("resize")}`, { admin: true, body });
       expect(refusal(answer, 400, "INVALID_REQUEST").details?.unknownFields).toEqual(Object.keys(body).slice(1));
     }

@@ -25,7 +25,9 @@ describe("waits are given as figures", () => {
   it("429 and 503 say how long to wait, in the message, the header and error.details", () => {
     const limited = rateLimited(10);
     expect(limited.headers).toEqual({ "Retry-After": "10" });
-    expect(limited.message).toBe("Too many requests from you in a short time: wait 10 s, then send the same request again.");
+    expect(limited.message).toBe(
+      "Too many requests from you in a short time: wait 10 s, then send the same request again.",
+    );
     expect(limited.details).toEqual({ retryAfterSeconds: 10 });
     const stalled = busy("The opening draw is being decided (your token keeps its place)");
     expect(stalled.headers).toEqual({ "Retry-After": "1" });
