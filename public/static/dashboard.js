@@ -129,6 +129,15 @@ function drawSpark(svg, values) {
   line.setAttribute("points", points.join(" "));
 }
 
+/** "45 s", "12:05", "1:02:03": a wait in seconds, as a clock reads it. */
+function countdown(seconds) {
+  if (seconds < 60) return `${seconds} s`;
+  const h = Math.floor(seconds / 3600);
+  const m = Math.floor((seconds % 3600) / 60);
+  const s = String(seconds % 60).padStart(2, "0");
+  return h > 0 ? `${h}:${String(m).padStart(2, "0")}:${s}` : `${m}:${s}`;
+}
+
 /** The last reconciliation run (set by renderReconcile), for each card's stock ↔ D1 line. */
 let lastRun = null;
 
@@ -242,7 +251,9 @@ function renderSku(view, now) {
   const phase = view.phase === "scheduled" || view.phase === "ended" ? view.phase : null;
   const status = view.status === "on_sale" && stock.available === 0 ? "sold_out" : (phase ?? view.status);
   field(card, "status").textContent =
-    status === "scheduled" && view.opensInSeconds ? `opens in ${view.opensInSeconds} s` : status.replace("_", " ");
+    status === "scheduled" && view.opensInSeconds
+      ? `opens in ${countdown(view.opensInSeconds)}`
+      : status.replace("_", " ");
   field(card, "status").dataset.status = status;
   for (const part of ["sold", "held", "available"]) {
     const share = stock.total > 0 ? (stock[part] / stock.total) * 100 : 0;
