@@ -110,10 +110,10 @@ async function screenshot(page: Page, name: string, docsName?: string, fullPage 
 
 /** Whether an element lies wholly within the screen as it is scrolled now. */
 function inView(page: Page, selector: string): Promise<boolean> {
-  return page.$eval(selector, (el) => {
-    const box = el.getBoundingClientRect();
+  return page.evaluate(`(() => {
+    const box = document.querySelector(${JSON.stringify(selector)}).getBoundingClientRect();
     return box.height > 0 && box.top >= 0 && box.bottom <= window.innerHeight;
-  });
+  })()`) as Promise<boolean>;
 }
 
 /** The page fits its screen and every card its content; axe-core finds nothing serious. */
@@ -144,7 +144,7 @@ describe("the storefront on a sale day", () => {
     // A first hold: its Pay and Cancel, and what happened, are on the screen without scrolling.
     await page.click("#buy");
     await expect.poll(() => page.getAttribute("#res-status", "data-status"), WAIT).toBe("held");
-    expect(await page.evaluate(() => window.scrollY)).toBe(0);
+    expect(await page.evaluate("window.scrollY")).toBe(0);
     expect(await inView(page, "#pay")).toBe(true);
     expect(await inView(page, "#cancel")).toBe(true);
     expect(await inView(page, "#message")).toBe(true);
@@ -204,7 +204,7 @@ describe("the storefront on a sale day", () => {
     await page.setViewportSize(PHONE);
     await page.evaluate("window.scrollTo(0, 0)");
     await expectSound(page, "storefront at 420 px");
-    await page.evaluate(() => document.querySelector("#orders")?.scrollIntoView());
+    await page.evaluate('document.querySelector("#orders").scrollIntoView()');
     await screenshot(page, "sale-day-2-storefront-phone", "storefront-holds-phone.png", false);
     await page.close();
   });
@@ -286,7 +286,7 @@ describe("the dashboard on a sale day", () => {
     expect(seedHash).toMatch(/^[0-9a-f]{64}$/);
     expect(await page.getAttribute(`${drawCard} [data-hash="seedHash"] code`, "title")).toBe(seedHash);
     await page.click(`${drawCard} [data-hash="seedHash"] button`);
-    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(seedHash);
+    expect(await page.evaluate("navigator.clipboard.readText()")).toBe(seedHash);
 
     // Failing deliveries on the shop's endpoint.
     await page.waitForSelector('article[data-endpoint="shop"] li.delivery', { timeout: 40_000 });
@@ -297,7 +297,7 @@ describe("the dashboard on a sale day", () => {
     await page.setViewportSize(PHONE);
     await page.evaluate("window.scrollTo(0, 0)");
     await expectSound(page, "dashboard at 420 px");
-    await page.evaluate((sku) => document.querySelector(`article[data-sku="${sku}"]`)?.scrollIntoView(), draw);
+    await page.evaluate(`document.querySelector('article[data-sku="${draw}"]').scrollIntoView()`);
     await screenshot(page, "sale-day-4-dashboard-phone", "dashboard-draw-phone.png", false);
     expect(unexpectedProblems(page)).toEqual([]);
     await page.close();

@@ -21,17 +21,9 @@ export interface AxeFinding {
 export async function axeViolations(page: Page): Promise<AxeFinding[]> {
   // Evaluated through the DevTools protocol: the page's Content-Security-Policy does not apply.
   await page.evaluate(AXE_SOURCE);
-  return page.evaluate(async () => {
-    const axe = (window as unknown as { axe: { run: (c: unknown, o: unknown) => Promise<AxeRun> } }).axe;
-    type AxeRun = {
-      violations: {
-        id: string;
-        impact: string | null;
-        help: string;
-        nodes: { target: unknown[]; failureSummary?: string }[];
-      }[];
-    };
-    const result = await axe.run(document, {
+  // A string, as every page script of the tests is: this project's types have no DOM.
+  return page.evaluate(`(async () => {
+    const result = await window.axe.run(document, {
       runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"] },
       resultTypes: ["violations"],
     });
@@ -41,7 +33,7 @@ export async function axeViolations(page: Page): Promise<AxeFinding[]> {
       help: v.help,
       nodes: v.nodes.map((n) => ({ target: n.target.join(" "), summary: n.failureSummary ?? "" })),
     }));
-  });
+  })()`) as Promise<AxeFinding[]>;
 }
 
 /** The serious and critical violations (what the pages must not have), for an assertion's message. */
@@ -53,7 +45,7 @@ export function serious(findings: AxeFinding[]): string[] {
 
 /** How far the page is wider than the viewport (0 when it lays out within it). */
 export function pageOverflow(page: Page): Promise<number> {
-  return page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  return page.evaluate("document.documentElement.scrollWidth - window.innerWidth") as Promise<number>;
 }
 
 /**
@@ -61,13 +53,10 @@ export function pageOverflow(page: Page): Promise<number> {
  * how much: a long id or hash that neither wraps nor is cut would show here.
  */
 export function cardOverflows(page: Page): Promise<string[]> {
-  return page.evaluate(() =>
-    [...document.querySelectorAll<HTMLElement>(".card, .webhook, .delivery, .hold")]
-      .filter((el) => el.offsetParent !== null)
-      .filter((el) => el.scrollWidth > el.clientWidth + 1)
-      .map((el) => {
-        const name = el.id || el.dataset.sku || el.dataset.endpoint || el.dataset.id || el.className;
-        return `${name}: content ${el.scrollWidth} px in ${el.clientWidth} px`;
-      }),
-  );
+  return page.evaluate(`[...document.querySelectorAll(".card, .webhook, .delivery, .hold")]
+    .filter((el) => el.offsetParent !== null && el.scrollWidth > el.clientWidth + 1)
+    .map((el) => {
+      const name = el.id || el.dataset.sku || el.dataset.endpoint || el.dataset.id || el.className;
+      return name + ": content " + el.scrollWidth + " px in " + el.clientWidth + " px";
+    })`) as Promise<string[]>;
 }
