@@ -22,7 +22,7 @@ function promtool(...args: string[]) {
   return { status: run.status, output: `${run.stdout}${run.stderr}` };
 }
 
-const names = (text: string, pattern: RegExp) => [...text.matchAll(pattern)].map((m) => m[1]);
+const names = (text: string, pattern: RegExp) => [...text.matchAll(pattern)].map((m) => m[1] ?? "");
 
 describe("alerting rules", () => {
   it("are valid Prometheus rules", () => {
