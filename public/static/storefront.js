@@ -255,6 +255,8 @@ function renderSku() {
   $("buy").disabled = state.busy || !state.jwt || !sale.open || view.available === 0 || atLimit;
   let note = "";
   if (!state.jwt) note = "Sign in first (step 1) to buy.";
+  else if (atLimit && holdingOf(view.sku, "held") === 0)
+    note = `You have bought the ${view.perUserLimit} allowed per shopper.`;
   else if (atLimit)
     note = `You have the ${view.perUserLimit} allowed per shopper (held or paid). To buy again, cancel a hold in "Your holds and orders".`;
   else if (mine > 0) note = `You have ${mine} of the ${view.perUserLimit} allowed: you can add ${room} more.`;
@@ -265,10 +267,11 @@ function renderSku() {
 }
 
 /** Units of `sku` this shopper holds or bought (held + paid), as the per-user limit counts them. */
-function holdingOf(sku) {
+function holdingOf(sku, only = null) {
   let units = 0;
   for (const r of state.holds.values()) {
-    if (r.sku === sku && (r.status === "held" || r.status === "paid")) units += r.quantity;
+    const counted = only ? r.status === only : r.status === "held" || r.status === "paid";
+    if (r.sku === sku && counted) units += r.quantity;
   }
   return units;
 }
