@@ -90,7 +90,7 @@ function errorText(answer) {
       const room = Math.max(0, d.perUserLimit - d.held);
       return room > 0
         ? `You already have ${d.held} of the ${d.perUserLimit} allowed per shopper: you can add ${room} more, not ${d.requested}.`
-        : `You already have the ${d.perUserLimit} allowed per shopper. Cancel a hold below to choose again.`;
+        : `You already have the ${d.perUserLimit} allowed per shopper. Cancel a hold in "Your holds and orders" to choose again.`;
     }
     case "SOLD_OUT":
       return "Sold out: every unit is taken. Join the waitlist to get one that comes back.";
