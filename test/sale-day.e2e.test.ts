@@ -189,13 +189,13 @@ describe("the storefront on a sale day", () => {
     await expectSound(page, "storefront at 1280 px");
 
     // Pay the oldest from the list, cancel another: said as a shopper would say it.
-    const [, , oldest] = await holds(page);
-    await (await oldest?.$('button[data-action="pay"]'))?.click();
+    // (Locators, found again at each click: the list is re-rendered as the holds change.)
+    const held = page.locator('#orders li.hold[data-status="held"]');
+    await held.nth(2).locator('button[data-action="pay"]').click();
     await expect.poll(() => page.textContent("#message"), WAIT).toBe(`Paid: the 1 unit of ${sku} is yours.`);
     await expect.poll(async () => (await holds(page, "paid")).length, WAIT).toBe(1);
     expect(await page.textContent("#message")).not.toContain("webhook");
-    const [newest] = await holds(page);
-    await (await newest?.$('button[data-action="cancel"]'))?.click();
+    await held.first().locator('button[data-action="cancel"]').click();
     await expect.poll(() => page.textContent("#message"), WAIT).toBe(`Cancelled: the 1 of ${sku} went back on sale.`);
     await expect.poll(async () => (await holds(page)).length, WAIT).toBe(1);
     await expect.poll(() => page.isDisabled("#buy")).toBe(false);

@@ -168,6 +168,7 @@ async function signIn(userId) {
   state.reservation = null;
   state.grantedId = null;
   state.holds.clear();
+  holdsKey = "";
   stopWaitlist();
   $("reservation").hidden = true;
   $("who").textContent =
@@ -675,10 +676,19 @@ function holdList() {
   return [...all.filter((r) => r.local).reverse(), ...all.filter((r) => !r.local)];
 }
 
+/** What the list last showed: it is built again only when a hold changed (the focus stays put). */
+let holdsKey = "";
+
 function renderHolds() {
   const list = $("orders");
   const holds = holdList();
   if (!state.jwt) return;
+  const key = JSON.stringify(holds.map((r) => [r.reservationId, r.status, r.quantity, r.expiresAt]));
+  if (key === holdsKey) {
+    tickHolds();
+    return;
+  }
+  holdsKey = key;
   const items = holds.map((r) => {
     const li = document.createElement("li");
     li.className = "hold";
