@@ -28,14 +28,41 @@ const DROPPED = [
   /^Using secrets defined in /,
   /^⎔ Starting local server/,
   /^\[wrangler:info\] Ready on /,
+  // worker-configuration.d.ts is generated from .dev.vars.example (npm run types), not .dev.vars, so
+  // wrangler always finds it "out of date" here; `npm run check` checks the types for real.
+  /Your types might be out of date/,
 ];
+
+/** wrangler's own line per request: `[wrangler:info] GET /admin/skus 200 OK (12ms)`. */
+const WRANGLER_REQUEST = /^\[wrangler:info\] [A-Z]+ \S+ (\d{3})\b.*\((\d+)ms\)\s*$/;
+/** The Worker's JSON line per request (src/http/observe.ts). */
+const WORKER_REQUEST = /^\{"time":"[^"]*","level":"(\w+)","msg":"request",.*"status":(\d{3}),.*"ms":([\d.]+)/;
+
+/** A request taking this long or more is shown in the quiet request log (as the Worker logs it). */
+export const SLOW_REQUEST_MS = 1_000;
+
+/**
+ * Request lines: `quiet` (the default of `npm run dev`) shows only errors (5xx) and slow requests
+ * (1 s or more), `all` every line, as wrangler and the Worker write them.
+ */
+export type RequestLog = "quiet" | "all";
+
+/** Whether a line is a request line the quiet log leaves out (a request answered below 500, quickly). */
+export function isQuietRequest(plain: string): boolean {
+  const wrangler = WRANGLER_REQUEST.exec(plain);
+  // wrangler's time includes the Worker's start-up on the first request: its own line says if it was slow.
+  if (wrangler) return Number(wrangler[1]) < 500;
+  const worker = WORKER_REQUEST.exec(plain);
+  if (worker) return Number(worker[2]) < 500 && Number(worker[3]) < SLOW_REQUEST_MS;
+  return false;
+}
 const BINDINGS_TABLE = /^Your Worker has access to the following bindings:/;
 
 /**
  * Copies `wrangler dev`'s output to `out`, line by line, without its banner, its table of
  * bindings (every var of .dev.vars, one per line) and its "Ready on" line; blank lines collapse.
  */
-export function filterWranglerDev(from: Readable, out: Writable): void {
+export function filterWranglerDev(from: Readable, out: Writable, requests: RequestLog = "quiet"): void {
   let buffered = "";
   let inTable = false;
   let lastBlank = true;
@@ -50,6 +77,7 @@ export function filterWranglerDev(from: Readable, out: Writable): void {
       return;
     }
     if (DROPPED.some((pattern) => pattern.test(plain))) return;
+    if (requests === "quiet" && isQuietRequest(plain)) return;
     if (plain === "") {
       if (lastBlank) return;
       lastBlank = true;
@@ -72,6 +100,11 @@ export function filterWranglerDev(from: Readable, out: Writable): void {
 
 export interface BannerFacts {
   base: string;
+  /** The admin token as the next steps may show it: the value when it is .dev.vars.example's, else null. */
+  adminToken: string | null;
+  requests: RequestLog;
+  /** Said once at the end of the banner, e.g. that .dev.vars was just created. */
+  notes?: string[];
   /** Where the admin token comes from, e.g. "ADMIN_TOKEN in .dev.vars". */
   adminTokenSource: string;
   mirror: string;
@@ -91,10 +124,19 @@ export function banner(facts: BannerFacts): string {
   ];
   const width = Math.max(...rows.map(([name]) => name.length));
   const rule = "─".repeat(72);
+  const token = facts.adminToken ?? "$ADMIN_TOKEN";
   return [
     rule,
     `Flashgate is up on ${base}`,
     ...rows.map(([name, value]) => `  ${name.padEnd(width)}  ${value}`),
+    'Next: create a SKU, then open the storefront on it (README.md, "A two-minute walkthrough"):',
+    `  curl -X PUT ${base}/admin/skus/tee-shirt -H 'Authorization: Bearer ${token}' \\`,
+    `    -H 'content-type: application/json' -d '{"name":"Limited tee","totalStock":100,"perUserLimit":2}'`,
+    `  ${base}/?sku=tee-shirt`,
+    facts.requests === "quiet"
+      ? `Request log: errors and requests of ${SLOW_REQUEST_MS / 1000} s or more only; every request: npm run dev -- --log-requests=all`
+      : "Request log: every request (--log-requests=all); the default shows only errors and slow requests.",
+    ...(facts.notes ?? []),
     "Ctrl-C stops everything (wrangler, redis-server, the bridge).",
     rule,
   ].join("\n");

@@ -12,7 +12,10 @@
 //      --test-scheduled; see tools/dev-server.ts for why not /cdn-cgi/handler/scheduled) and logs
 //      one line per run. DEV_CRON_INTERVAL_MS changes the period; DEV_CRON_INTERVAL_MS=0 turns it off.
 // Once wrangler answers, one banner says where the storefront, the dashboard, the OpenAPI document, the
-// admin token and a shopper JWT are (scripts/dev-output.ts, which also keeps wrangler's noise out).
+// admin token and a shopper JWT are, and that the first step is to create a SKU (scripts/dev-output.ts,
+// which also keeps wrangler's noise out). Nothing is printed before it unless something fails.
+// Request logs are quiet: errors (5xx) and requests of a second or more only; `--log-requests=all`
+// (or DEV_LOG_REQUESTS=all) shows every request, the Worker's line and wrangler's.
 // Everything it starts stops with it (Ctrl-C).
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -20,9 +23,16 @@ import { ensureDevVars, readDevVars } from "../tools/dev-vars";
 import { HARNESS_ENTRY } from "../tools/harness";
 import { hasRedisServer, type RedisServer, startRedis } from "../tools/redis-server";
 import { type Bridge, startBridge } from "../tools/upstash-bridge";
-import { banner, filterWranglerDev, quietWranglerEnv } from "./dev-output";
+import { banner, filterWranglerDev, quietWranglerEnv, type RequestLog } from "./dev-output";
 
-const passThrough = process.argv.slice(2);
+/** `--log-requests=all|quiet` is dev.ts's own; everything else goes to wrangler dev. */
+const REQUESTS_FLAG = "--log-requests";
+const ownFlag = process.argv.slice(2).find((arg) => arg.startsWith(`${REQUESTS_FLAG}=`));
+const requestLog: RequestLog =
+  (ownFlag?.slice(REQUESTS_FLAG.length + 1) ?? process.env.DEV_LOG_REQUESTS) === "all" ? "all" : "quiet";
+const passThrough = process.argv.slice(2).filter((arg) => arg !== ownFlag);
+/** Said in the banner (nothing is printed before it unless something fails). */
+const notes: string[] = [];
 const children: ChildProcess[] = [];
 let redis: RedisServer | undefined;
 let bridge: Bridge | undefined;
@@ -39,6 +49,11 @@ function passedValue(name: string): string | undefined {
   return passThrough.find((arg) => arg.startsWith(`${name}=`))?.slice(name.length + 1);
 }
 const passed = (name: string) => passThrough.some((arg) => arg === name || arg.startsWith(`${name}=`));
+
+/** The admin token of .dev.vars.example (local only): the banner's next steps may show it. */
+const EXAMPLE_ADMIN_TOKEN = "dev-admin-token";
+/** The wrangler dev command line, without the mirror's token (said only if wrangler fails to start). */
+let command = "";
 
 /** The cron pattern of wrangler.toml's `[triggers]` (`* * * * *`), what the handler is told it runs for. */
 const CRON = "* * * * *";
@@ -108,11 +123,18 @@ async function startCron(wrangler: ChildProcess): Promise<void> {
   const base = `http://${host}:${passedValue("--port") ?? "8787"}`;
   const adminVar = passThrough.find((arg) => arg.startsWith("ADMIN_TOKEN:"));
   const adminToken = adminVar ? adminVar.slice("ADMIN_TOKEN:".length) : readDevVars().ADMIN_TOKEN;
-  if (!(await ready(base, wrangler))) return;
+  if (!(await ready(base, wrangler))) {
+    if (!cron.stopped) console.error(`[dev] wrangler dev stopped before it answered on ${base} (${command})`);
+    return;
+  }
   const cronOn = CRON_PERIOD_MS > 0;
   console.log(
     banner({
       base,
+      // The example's well-known local token is shown in the next steps; any other stays a variable.
+      adminToken: adminToken === EXAMPLE_ADMIN_TOKEN && !adminVar ? adminToken : null,
+      requests: requestLog,
+      notes,
       adminTokenSource: adminVar ? "the ADMIN_TOKEN you passed with --var" : "ADMIN_TOKEN in .dev.vars",
       mirror: mirrorNote,
       cron: cronOn
@@ -141,9 +163,6 @@ function run(command: string, args: string[]): Promise<string> {
     );
   });
 }
-
-/** The migration files a `wrangler d1 migrations apply` run names in its tables. */
-const appliedMigrations = (output: string) => new Set(output.match(/\d{4}_[\w-]+\.sql/g) ?? []).size;
 
 let stopping = false;
 async function stop(code: number): Promise<never> {
@@ -179,10 +198,10 @@ async function startMirror(): Promise<string[]> {
 }
 
 try {
-  if (ensureDevVars()) log("created .dev.vars from .dev.vars.example (local secrets)");
+  if (ensureDevVars()) notes.push("Local secrets: .dev.vars, created just now from .dev.vars.example.");
 
-  const migrated = appliedMigrations(await run("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local"]));
-  log(migrated > 0 ? `D1: applied ${migrated} migrations to the local database` : "D1: local database up to date");
+  // Quiet unless they fail (then `run` rejects with their output, printed below).
+  await run("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local"]);
 
   const mirrorArgs = await startMirror();
   // The harness entry: the Worker with the demo storefront's /dev routes (never deployed).
@@ -190,17 +209,18 @@ try {
   if (!passed("--port")) args.push("--port", "8787");
   if (!passed("--ip")) args.push("--ip", "127.0.0.1");
   if (!passed("--test-scheduled")) args.push("--test-scheduled");
-  // Locally every request gets its log line (production samples 1%, wrangler.toml), so a request id
-  // can be followed through the dev log.
+  // Request lines: errors and slow requests only (the Worker always writes those), or with
+  // --log-requests=all every request, so a request id can be followed through the dev log
+  // (production samples 1%, wrangler.toml).
   if (!passThrough.some((a) => a.startsWith("REQUEST_LOG_SAMPLE_RATE:")))
-    args.push("--var", "REQUEST_LOG_SAMPLE_RATE:1");
-  // The token is a secret of this run: log the command without it.
-  log(`starting ${args.join(" ").replace(/UPSTASH_REDIS_REST_TOKEN:\S+/, "UPSTASH_REDIS_REST_TOKEN:***")}`);
+    args.push("--var", `REQUEST_LOG_SAMPLE_RATE:${requestLog === "all" ? 1 : 0}`);
+  // The token is a secret of this run: the command is said without it, and only if wrangler fails.
+  command = args.join(" ").replace(/UPSTASH_REDIS_REST_TOKEN:\S+/, "UPSTASH_REDIS_REST_TOKEN:***");
   // Piped, so wrangler's banner and bindings table can be left out (and it shows no hotkey bar: the
   // banner below names the URLs; Ctrl-C still stops everything).
   const wrangler = spawn("npx", args, { stdio: ["inherit", "pipe", "pipe"], env: wranglerEnv });
-  if (wrangler.stdout) filterWranglerDev(wrangler.stdout, process.stdout);
-  if (wrangler.stderr) filterWranglerDev(wrangler.stderr, process.stderr);
+  if (wrangler.stdout) filterWranglerDev(wrangler.stdout, process.stdout, requestLog);
+  if (wrangler.stderr) filterWranglerDev(wrangler.stderr, process.stderr, requestLog);
   children.push(wrangler);
   wrangler.once("exit", (code) => void stop(code ?? 0));
   await startCron(wrangler);

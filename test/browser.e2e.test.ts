@@ -4,6 +4,7 @@ import { copyFileSync, existsSync, mkdirSync } from "node:fs";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DevServer, startDevServer } from "../tools/dev-server";
+import { axeViolations, cardOverflows, serious } from "./support/page-checks";
 
 /**
  * The demo storefront (/) and the operator dashboard (/dashboard) in a real headless Chromium
@@ -147,14 +148,17 @@ describe("demo storefront", () => {
     expect(await page.textContent("#res-expires-label")).toBe("Payment");
     expect(await page.textContent("#res-expires")).toBe("paid: the units are yours");
     expect(await page.isDisabled("#pay")).toBe(true);
-    await expect.poll(() => page.textContent("#message")).toContain("Payment webhook answered: reservation paid");
+    await expect.poll(() => page.textContent("#message")).toBe(`Paid: the 2 units of ${sku} are yours.`);
     await screenshot(page, "storefront-2-paid", "storefront.png");
     expect(unexpectedProblems(page)).toEqual([]);
+    expect(serious(await axeViolations(page)), "axe-core, storefront").toEqual([]);
 
     // The same page on a phone.
     await page.setViewportSize(PHONE);
     await page.evaluate("window.scrollTo(0, 0)");
     expect(await overflow(page)).toBe(0);
+    expect(await cardOverflows(page)).toEqual([]);
+    expect(serious(await axeViolations(page)), "axe-core, storefront on a phone").toEqual([]);
     await screenshot(page, "storefront-3-phone", "storefront-phone.png", false);
     await page.close();
   });
@@ -299,11 +303,16 @@ describe("operator dashboard", () => {
     expect(await page.textContent("#board-error")).toBe("");
     await screenshot(page, "dashboard-2-replayed");
     expect(unexpectedProblems(page)).toEqual([]);
+    expect(await overflow(page)).toBe(0);
+    expect(await cardOverflows(page)).toEqual([]);
+    expect(serious(await axeViolations(page)), "axe-core, dashboard").toEqual([]);
 
     // The same page on a phone: the header and the cards fit, the dead-letter table scrolls in its card.
     await page.setViewportSize(PHONE);
     await page.evaluate("window.scrollTo(0, 0)");
     expect(await overflow(page)).toBe(0);
+    expect(await cardOverflows(page)).toEqual([]);
+    expect(serious(await axeViolations(page)), "axe-core, dashboard on a phone").toEqual([]);
     await screenshot(page, "dashboard-3-phone", "dashboard-phone.png", false);
     await page.close();
   });
@@ -371,10 +380,15 @@ describe("fair opening", () => {
     await board.click("#login button");
     const draw = `article[data-sku="${sku}"] [data-field="draw"]`;
     await board.waitForSelector(`${draw}:not([hidden])`);
-    const text = (await board.textContent(draw)) ?? "";
-    expect(text).toMatch(/^4000 ms window · 2 entrants · decided /);
-    expect(text).toContain(`seed hash ${before.seedHash}`);
-    expect(text).toMatch(/ · seed [0-9a-f]{64}$/);
+    await board.waitForSelector(`${draw} [data-hash="seed"]`);
+    expect(await board.textContent(`${draw} .draw-summary`)).toMatch(/^4000 ms window · 2 entrants · decided /);
+    // Each 64-hex value on a line of its own, cut to the card (whole in its text and title), with Copy.
+    expect(await board.textContent(`${draw} [data-hash="seedHash"] code`)).toBe(before.seedHash);
+    expect(await board.getAttribute(`${draw} [data-hash="seedHash"] code`, "title")).toBe(before.seedHash);
+    expect(await board.textContent(`${draw} [data-hash="seed"] code`)).toMatch(/^[0-9a-f]{64}$/);
+    expect(await board.textContent(`${draw} [data-hash="seed"] button`)).toBe("Copy");
+    expect(await overflow(board)).toBe(0);
+    expect(await cardOverflows(board)).toEqual([]);
     expect(unexpectedProblems(board)).toEqual([]);
     await board.close();
   });

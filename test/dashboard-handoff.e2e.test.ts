@@ -4,6 +4,7 @@ import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DevServer, startDevServer } from "../tools/dev-server";
 import { type Received, startWebhookReceiver, type WebhookReceiver } from "../tools/webhook-receiver";
+import { axeViolations, cardOverflows, serious } from "./support/page-checks";
 
 /**
  * The operator dashboard's shop hand-off panel (API.md "Order hand-off") in a real headless
@@ -219,11 +220,15 @@ describe("operator dashboard: shop hand-off", () => {
     expect(await page.getAttribute(`${item} button`, "aria-label")).toBe(`Retry order.held of ${reservationId} now`);
     expect(await lowContrast(page, "#handoff")).toEqual([]);
     expect(await overflow(page)).toBe(0);
+    expect(await cardOverflows(page)).toEqual([]);
+    expect(serious(await axeViolations(page)), "axe-core, the hand-off with a failed delivery").toEqual([]);
     await screenshot(page, "dashboard-handoff-2-failed", "dashboard-handoff.png");
 
     // The same on a phone: nothing wider than the screen, the long URL wrapped.
     await page.setViewportSize(PHONE);
     expect(await overflow(page)).toBe(0);
+    expect(await cardOverflows(page)).toEqual([]);
+    expect(serious(await axeViolations(page)), "axe-core, the hand-off on a phone").toEqual([]);
     await page.evaluate(`document.querySelector("#handoff").scrollIntoView({ block: "start" })`);
     await screenshot(page, "dashboard-handoff-3-phone", "dashboard-handoff-phone.png", false);
 

@@ -25,6 +25,19 @@ interface View {
   mirror: { available: number; held: number; sold: number; version: number } | null;
 }
 
+/** This SKU's mirror lag and the count of unreadable snapshots, as GET /metrics reports them. */
+async function mirrorGauges(sku: string): Promise<{ lag: number | null; unreadable: number | null }> {
+  const text = (await call<{ text: string }>("GET", "/metrics", { admin: true })).json.text;
+  const value = (pattern: RegExp) => {
+    const match = pattern.exec(text);
+    return match ? Number(match[1]) : null;
+  };
+  return {
+    lag: value(new RegExp(`^flashgate_mirror_lag_versions\\{sku="${sku}"\\} (\\d+)$`, "m")),
+    unreadable: value(/^flashgate_mirror_unreadable (\d+)$/m),
+  };
+}
+
 async function adminView(sku: string): Promise<View> {
   const answer = await call<View>("GET", `/admin/skus/${sku}`, { admin: true });
   if (answer.status !== 200) throw new Error(`admin view of ${sku}: ${answer.status}`);
@@ -103,6 +116,8 @@ describe("Redis mirror through the Worker", () => {
     const writes = (await scriptCalls()) - before;
     expect(view.stock).toEqual({ total: 120, available: 0, held: 120, sold: 0 });
     expect(view.mirror).toEqual({ available: 0, held: 120, sold: 0, version: view.version });
+    // /metrics says the mirror is in step (what the MirrorLagging alert of ops/prometheus watches).
+    expect((await mirrorGauges(sku)).lag).toBe(0);
     // Commits were coalesced: fewer mirror writes than reservations (each write carries the newest state).
     expect(writes).toBeLessThanOrEqual(120);
     console.log(`mirror burst: 150 requests, 120 holds, converged ${ms} ms after the burst, ${writes} mirror writes`);
@@ -132,8 +147,12 @@ describe("Redis mirror through the Worker", () => {
     expect(median(third.latencies)).toBeLessThan(MIRROR_WRITE_TIMEOUT_MS);
     expect(max(third.latencies)).toBeLessThan(max(baseline.latencies) + MIRROR_WRITE_TIMEOUT_MS);
 
-    // While it is down: the admin view has no mirror, displays come from the stock object.
+    // While it is down: the admin view has no mirror, displays come from the stock object, and
+    // /metrics counts the SKU's snapshot as unreadable (no lag figure for it).
     expect((await adminView(sku)).mirror).toBeNull();
+    const down = await mirrorGauges(sku);
+    expect(down.lag).toBeNull();
+    expect(down.unreadable).toBeGreaterThanOrEqual(1);
     const display = await call("GET", `/api/skus/${sku}`);
     expect(display.headers.get("x-stock-source")).toBe("stock-object");
     expect(display.json.available).toBe(90);

@@ -15,7 +15,12 @@ const FAILING_SHOWN = 20; // failing deliveries listed per endpoint
 const RESPONSE_SHOWN = 120; // characters of an answer's body shown (the log keeps up to 1 KB)
 
 const cards = new Map(); // sku -> card element
-const snapshots = new Map(); // sku -> [{ t, reserved }]
+// sku -> [{ t, count }]: the server's counter of reservations held (flashgate_reservations_total,
+// result="held", read from GET /metrics), sampled on each refresh. Rates are its differences, so they
+// count every reservation the gateway made, whenever this tab was opened, and none a cancel undoes.
+const snapshots = new Map();
+/** The last read of that counter: { at, counts: Map(sku -> held total) }, or null when /metrics failed. */
+let counters = null;
 let timer = 0;
 let lastLetters = "";
 const hooks = new Map(); // endpoint id -> { card, secret, revealed, failingKey, retries }
@@ -71,18 +76,47 @@ function cardFor(sku) {
   return card;
 }
 
-/** Net units reserved per second between successive snapshots of the stock (held + sold). */
-function rates(sku, stock, now) {
+/**
+ * The server's reservation counters, per SKU, from the Prometheus text of GET /metrics: the sum of
+ * `flashgate_reservations_total{sku, result="held"}` (every isolate's, totalled by the server).
+ */
+function parseHeldCounters(text) {
+  const counts = new Map();
+  for (const line of text.split("\n")) {
+    if (!line.startsWith("flashgate_reservations_total{")) continue;
+    const labels = line.slice(line.indexOf("{") + 1, line.lastIndexOf("}"));
+    if (!/(^|,)result="held"/.test(labels)) continue;
+    const sku = /(?:^|,)sku="((?:[^"\\]|\\.)*)"/.exec(labels)?.[1];
+    const value = Number(line.slice(line.lastIndexOf(" ") + 1));
+    if (sku !== undefined && Number.isFinite(value)) counts.set(sku, (counts.get(sku) ?? 0) + value);
+  }
+  return counts;
+}
+
+async function readCounters() {
+  try {
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    const response = await fetch("/metrics", { headers: { authorization: `Bearer ${token}` } });
+    if (!response.ok) return null;
+    return { at: Date.now(), counts: parseHeldCounters(await response.text()) };
+  } catch {
+    return null;
+  }
+}
+
+/** Reservations per second between successive reads of the server's counter for `sku`. */
+function rates(sku) {
   const samples = snapshots.get(sku) ?? [];
-  samples.push({ t: now, reserved: stock.held + stock.sold });
+  const count = counters?.counts.get(sku) ?? 0;
+  if (counters && samples.at(-1)?.t !== counters.at) samples.push({ t: counters.at, count });
   while (samples.length > HISTORY + 1) samples.shift();
   snapshots.set(sku, samples);
   const out = [];
   for (let i = 1; i < samples.length; i++) {
     const dt = (samples[i].t - samples[i - 1].t) / 1000;
-    out.push(dt > 0 ? Math.max(0, samples[i].reserved - samples[i - 1].reserved) / dt : 0);
+    out.push(dt > 0 ? Math.max(0, samples[i].count - samples[i - 1].count) / dt : 0);
   }
-  return out;
+  return { values: out, total: count };
 }
 
 function drawSpark(svg, values) {
@@ -93,6 +127,15 @@ function drawSpark(svg, values) {
   const step = 240 / (HISTORY - 1);
   const points = padded.map((v, i) => `${(i * step).toFixed(1)},${(38 - (v / peak) * 36).toFixed(1)}`);
   line.setAttribute("points", points.join(" "));
+}
+
+/** "45 s", "12:05", "1:02:03": a wait in seconds, as a clock reads it. */
+function countdown(seconds) {
+  if (seconds < 60) return `${seconds} s`;
+  const h = Math.floor(seconds / 3600);
+  const m = Math.floor((seconds % 3600) / 60);
+  const s = String(seconds % 60).padStart(2, "0");
+  return h > 0 ? `${h}:${String(m).padStart(2, "0")}:${s}` : `${m}:${s}`;
 }
 
 /** The last reconciliation run (set by renderReconcile), for each card's stock ↔ D1 line. */
@@ -129,8 +172,73 @@ function drawText(draw, now) {
       : now < closes
         ? "window open"
         : "deciding…";
-  const seed = draw.seed ? ` · seed ${draw.seed}` : " · seed secret until decided";
-  return `${draw.openingWindowMs} ms window · ${draw.entrants} entrants · ${phase} · seed hash ${draw.seedHash}${seed}`;
+  return `${draw.openingWindowMs} ms window · ${draw.entrants} entrants · ${phase}`;
+}
+
+/**
+ * A 64-hex value on one line of its own: shown cut to the card's width (the whole value in its
+ * title and its text, for find and select), with a Copy button. Built once, then only updated.
+ */
+function hashLine(container, key, label, value) {
+  let line = container.querySelector(`[data-hash="${key}"]`);
+  if (!line) {
+    line = document.createElement("span");
+    line.className = "draw-line";
+    line.dataset.hash = key;
+    const name = document.createElement("span");
+    name.textContent = label;
+    const code = document.createElement("code");
+    code.className = "hash";
+    const copy = document.createElement("button");
+    copy.type = "button";
+    copy.className = "secondary small";
+    copy.textContent = "Copy";
+    const said = document.createElement("span");
+    said.className = "muted small";
+    said.setAttribute("role", "status");
+    copy.addEventListener("click", async () => {
+      try {
+        await navigator.clipboard.writeText(code.textContent);
+        said.textContent = "copied";
+      } catch {
+        // No clipboard here: the whole value is shown, to select by hand.
+        code.classList.add("whole");
+        said.textContent = "select it above";
+      }
+      setTimeout(() => {
+        said.textContent = "";
+      }, 3000);
+    });
+    line.append(name, code, copy, said);
+    container.append(line);
+  }
+  const code = line.querySelector("code");
+  if (code.textContent !== value) {
+    code.textContent = value;
+    code.title = value;
+  }
+  line.querySelector("button").setAttribute("aria-label", `Copy the ${label} ${value}`);
+  return line;
+}
+
+function renderDraw(dd, draw, now) {
+  let summary = dd.querySelector(".draw-summary");
+  if (!summary) {
+    summary = document.createElement("span");
+    summary.className = "draw-summary";
+    dd.append(summary);
+  }
+  summary.textContent = drawText(draw, now);
+  hashLine(dd, "seedHash", "seed hash", draw.seedHash);
+  if (draw.seed) hashLine(dd, "seed", "seed", draw.seed);
+  else dd.querySelector('[data-hash="seed"]')?.remove();
+  let secret = dd.querySelector(".draw-secret");
+  if (!draw.seed && !secret) {
+    secret = document.createElement("span");
+    secret.className = "draw-secret muted";
+    secret.textContent = "seed secret until decided";
+    dd.append(secret);
+  } else if (draw.seed) secret?.remove();
 }
 
 function renderSku(view, now) {
@@ -139,8 +247,13 @@ function renderSku(view, now) {
   field(card, "name").textContent = view.name;
   field(card, "sku").textContent = view.sku;
   // A SKU on sale with nothing left is sold out, whatever its configured status says.
-  const status = view.status === "on_sale" && stock.available === 0 ? "sold_out" : view.status;
-  field(card, "status").textContent = status.replace("_", " ");
+  // A sale not open yet (phase, added to the contract) reads "scheduled", one past its end "ended".
+  const phase = view.phase === "scheduled" || view.phase === "ended" ? view.phase : null;
+  const status = view.status === "on_sale" && stock.available === 0 ? "sold_out" : (phase ?? view.status);
+  field(card, "status").textContent =
+    status === "scheduled" && view.opensInSeconds
+      ? `opens in ${countdown(view.opensInSeconds)}`
+      : status.replace("_", " ");
   field(card, "status").dataset.status = status;
   for (const part of ["sold", "held", "available"]) {
     const share = stock.total > 0 ? (stock[part] / stock.total) * 100 : 0;
@@ -164,12 +277,16 @@ function renderSku(view, now) {
   const draw = view.draw ?? null;
   field(card, "draw-label").hidden = draw === null;
   field(card, "draw").hidden = draw === null;
-  if (draw) field(card, "draw").textContent = drawText(draw, now);
+  if (draw) renderDraw(field(card, "draw"), draw, now);
   field(card, "mirror").textContent = mirrorText(view);
-  const values = rates(view.sku, stock, now);
+  const { values, total } = rates(view.sku);
   drawSpark(field(card, "spark"), values);
   const last = values.at(-1) ?? 0;
-  field(card, "rate").textContent = `now ${last.toFixed(1)}/s · peak ${Math.max(0, ...values).toFixed(1)}/s`;
+  field(card, "rate").textContent =
+    counters === null
+      ? "unavailable (GET /metrics failed)"
+      : `now ${last.toFixed(1)}/s · peak ${Math.max(0, ...values).toFixed(1)}/s · ${total} since the gateway started`;
+  field(card, "rate").dataset.total = String(total);
 }
 
 // Dead letters ---------------------------------------------------------------------------------
@@ -514,12 +631,14 @@ async function refresh() {
   try {
     const started = Date.now();
     const askWebhooks = started >= webhooksAt || started < fastWebhooksUntil;
-    const [skus, letters, runs, webhooks] = await Promise.all([
+    const [skus, letters, runs, webhooks, read] = await Promise.all([
       admin("GET", "/admin/skus"),
       admin("GET", "/admin/dead-letters"),
       admin("GET", "/admin/reconcile/runs?limit=1"),
       askWebhooks ? loadWebhooks() : null,
+      readCounters(),
     ]);
+    counters = read;
     if (skus.status === 401) {
       sessionStorage.removeItem(TOKEN_KEY);
       showLogin("That token was refused (401).");

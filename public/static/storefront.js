@@ -23,7 +23,15 @@ const state = {
   drawn: null,
   /** 503 answers retried so far (wrangler dev's proxy, or BUSY): the page says how many. */
   retried503: 0,
+  /**
+   * Every reservation of this shopper the page knows, by id: those D1 lists (GET /api/me/reservations)
+   * and those made here that it does not list yet. Each held one can be paid or cancelled.
+   */
+  holds: new Map(),
 };
+
+/** The signed-in shopper is remembered in this tab, so a reload keeps their holds on screen. */
+const SHOPPER_KEY = "flashgate.shopper";
 
 const MAX_ATTEMPTS = 4;
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -40,6 +48,15 @@ async function api(method, path, { body, auth = false, extra = {} } = {}) {
   if (auth && state.jwt) headers.authorization = `Bearer ${state.jwt}`;
   const init = { method, headers, body: body === undefined ? undefined : JSON.stringify(body) };
   let response = await fetch(path, init);
+  // A shopper's action (not a poll) that the rate limit refused is sent again once, after the wait the
+  // answer names: the page says so meanwhile. Every one of these requests is safe to repeat.
+  if (response.status === 429 && method !== "GET") {
+    const wait = Math.min(Number(response.headers.get("retry-after")) || 10, 15);
+    await response.body?.cancel();
+    say(`The shop asked this browser to slow down: trying again in ${wait} s…`);
+    await sleep(wait * 1000);
+    response = await fetch(path, init);
+  }
   for (let attempt = 1; response.status === 503 && attempt < MAX_ATTEMPTS; attempt++) {
     state.retried503++;
     document.body.dataset.retried503 = String(state.retried503);
@@ -57,9 +74,62 @@ async function api(method, path, { body, auth = false, extra = {} } = {}) {
   return { status: response.status, ok: response.ok, json, retryAfter: Number(response.headers.get("retry-after")) };
 }
 
+/** A local time a shopper reads ("20:15:04"). */
+const clock = (iso) => new Date(iso).toLocaleTimeString();
+
+/**
+ * An answer in a shopper's words: what happened and what to do now, from the error's code and its
+ * figures (`error.details`), never the raw code.
+ */
 function errorText(answer) {
   const error = answer.json?.error;
-  return error ? `${error.code}: ${error.message}` : `HTTP ${answer.status}`;
+  const d = error?.details ?? {};
+  switch (error?.code) {
+    case "LIMIT_EXCEEDED": {
+      if (d.perUserLimit === undefined) return "That would be more than a shopper may buy of this item.";
+      const room = Math.max(0, d.perUserLimit - d.held);
+      return room > 0
+        ? `You already have ${d.held} of the ${d.perUserLimit} allowed per shopper: you can add ${room} more, not ${d.requested}.`
+        : `You already have the ${d.perUserLimit} allowed per shopper. Cancel a hold in "Your holds and orders" to choose again.`;
+    }
+    case "SOLD_OUT":
+      return "Sold out: every unit is taken. Join the waitlist to get one that comes back.";
+    case "INSUFFICIENT_STOCK":
+      return d.available === undefined
+        ? "Fewer are left than you asked for: lower the quantity."
+        : `Only ${d.available} left: lower the quantity to ${d.available} or fewer.`;
+    case "SALE_NOT_ACTIVE":
+      if (d.phase === "scheduled")
+        return `The sale has not opened yet: it opens at ${clock(d.opensAt)}. Try again then.`;
+      if (d.phase === "ended") return `The sale ended at ${clock(d.endedAt)}.`;
+      return "The shop has paused this sale for a moment. Try again shortly.";
+    case "RATE_LIMITED":
+      return `Too many tries in a short time: wait ${d.retryAfterSeconds ?? 10} s, then try again.`;
+    case "BUSY":
+      return `The shop is very busy right now: try again in ${d.retryAfterSeconds ?? 1} s (your place is kept).`;
+    case "TOKEN_EXPIRED":
+    case "TOKEN_INVALID":
+      return "Your turn to buy timed out: press Buy again.";
+    case "STOCK_AVAILABLE":
+      return "Units are available again: buy them instead.";
+    case "CHALLENGE_REQUIRED":
+    case "CHALLENGE_FAILED":
+      return "The check against bots did not pass: press Buy to try it again.";
+    case "RESERVATION_NOT_FOUND":
+      return "This hold is no longer there (it may have lapsed).";
+    case "INVALID_STATE":
+      return "This hold can no longer be changed: it is paid, cancelled or lapsed.";
+    case "UNAUTHENTICATED":
+      return "Your sign-in has expired: sign in again.";
+    case "SKU_NOT_FOUND":
+      return "This item is not on sale here.";
+    case "IDEMPOTENCY_MISMATCH":
+      return "That purchase was already made with another quantity: press Buy again.";
+    default:
+      return answer.status >= 500 || answer.status === 0
+        ? "The shop could not answer just now: try again in a moment."
+        : "That did not work: try again.";
+  }
 }
 
 function say(text, kind = "info") {
@@ -93,8 +163,12 @@ async function signIn(userId) {
   }
   state.jwt = answer.json.token;
   state.userId = answer.json.userId;
+  sessionStorage.setItem(SHOPPER_KEY, state.userId);
+  $("user").value = state.userId;
   state.reservation = null;
   state.grantedId = null;
+  state.holds.clear();
+  holdsKey = "";
   stopWaitlist();
   $("reservation").hidden = true;
   $("who").textContent =
@@ -144,11 +218,12 @@ function openingText(draw, now) {
 }
 
 function saleWindow(view, now) {
-  if (view.status !== "on_sale") return { open: false, text: "Sale paused." };
+  if (view.status !== "on_sale") return { open: false, text: "Sale paused by the shop: try again shortly." };
   if (view.startsAt && Date.parse(view.startsAt) > now) {
     return { open: false, text: `Sale starts in ${duration(Date.parse(view.startsAt) - now)}` };
   }
-  if (view.endsAt && Date.parse(view.endsAt) <= now) return { open: false, text: "Sale ended." };
+  if (view.endsAt && Date.parse(view.endsAt) <= now)
+    return { open: false, text: `Sale ended at ${clock(view.endsAt)}.` };
   if (view.endsAt) return { open: true, text: `On sale · ends in ${duration(Date.parse(view.endsAt) - now)}` };
   return { open: true, text: "On sale now." };
 }
@@ -173,10 +248,33 @@ function renderSku() {
   $("opening").hidden = opening === null;
   $("opening").textContent = opening ?? "";
   $("sku-meta").textContent = `At most ${view.perUserLimit} per shopper.`;
+  // What this shopper holds or bought of this SKU: at the limit, Buy is off and the page says why.
+  const mine = holdingOf(view.sku);
+  const room = Math.max(0, view.perUserLimit - mine);
   $("quantity").max = String(view.perUserLimit);
-  $("buy").disabled = state.busy || !state.jwt || !sale.open || view.available === 0;
-  $("buy").title = state.jwt ? "" : "Sign in first";
+  const atLimit = state.jwt !== null && room === 0;
+  $("buy").disabled = state.busy || !state.jwt || !sale.open || view.available === 0 || atLimit;
+  let note = "";
+  if (!state.jwt) note = "Sign in first (step 1) to buy.";
+  else if (atLimit && holdingOf(view.sku, "held") === 0)
+    note = `You have bought the ${view.perUserLimit} allowed per shopper.`;
+  else if (atLimit)
+    note = `You have the ${view.perUserLimit} allowed per shopper (held or paid). To buy again, cancel a hold in "Your holds and orders".`;
+  else if (mine > 0) note = `You have ${mine} of the ${view.perUserLimit} allowed: you can add ${room} more.`;
+  $("buy-note").hidden = note === "";
+  $("buy-note").textContent = note;
+  $("buy-note").dataset.kind = atLimit ? "limit" : "";
   renderWaitlist(view, sale);
+}
+
+/** Units of `sku` this shopper holds or bought (held + paid), as the per-user limit counts them. */
+function holdingOf(sku, only = null) {
+  let units = 0;
+  for (const r of state.holds.values()) {
+    const counted = only ? r.status === only : r.status === "held" || r.status === "paid";
+    if (r.sku === sku && counted) units += r.quantity;
+  }
+  return units;
 }
 
 // 2b. The waitlist (sold out) --------------------------------------------------------------------
@@ -208,7 +306,7 @@ async function joinWaitlist(quantity) {
       return;
     }
     if (answer.status !== 202) {
-      say(`Not on the waitlist: ${errorText(answer)}`, "error");
+      say(`Not on the waitlist. ${errorText(answer)}`, "error");
       return;
     }
     // Holds that exist now are not the one the waitlist will grant.
@@ -248,6 +346,7 @@ function watchWaitlist() {
     stopWaitlist();
     state.grantedId = granted.reservationId;
     state.reservation = { ...granted, order: { persisted: false, status: null } };
+    remember(granted);
     say(`The waitlist granted you a hold on ${granted.quantity}: pay before it lapses.`, "ok");
     renderReservation();
     renderSku();
@@ -270,14 +369,14 @@ async function buy(quantity) {
 async function reserve(quantity) {
   const challenges = await passChallenges();
   if (!challenges) return;
-  say("Getting a purchase token…");
+  say("Asking the shop for your turn…");
   const token = await api("POST", `/api/skus/${encodeURIComponent(state.sku)}/tokens`, {
     auth: true,
     extra: challenges,
   });
   if (window.turnstile && document.body.dataset.turnstileSiteKey) window.turnstile.reset("#turnstile"); // spent
   if (token.status !== 201) {
-    say(`No token: ${errorText(token)}`, "error");
+    say(`Not reserved. ${errorText(token)}`, "error");
     return;
   }
   const draw = state.draw;
@@ -288,21 +387,31 @@ async function reserve(quantity) {
     body: { token: token.json.token, quantity },
   });
   if (answer.status !== 202) {
-    say(`Not reserved: ${errorText(answer)}`, "error");
+    say(`Not reserved. ${errorText(answer)}`, "error");
     return;
   }
   state.reservation = { ...answer.json, order: { persisted: false, status: null } };
+  remember(answer.json);
   state.grantedId = null;
   // A reservation decided by the opening draw says where it came (GET of it does not repeat it).
   state.drawn = answer.json.draw ? { id: answer.json.reservationId, ...answer.json.draw } : null;
-  const retried = state.retried503 > 0 ? ` (${state.retried503} answers 503 retried with the same token)` : "";
-  say(`Reserved ${quantity}: the stock is held for you. Waiting for the order row…${retried}`, "ok");
+  const retried = state.retried503 > 0 ? ` (the shop was busy: asked ${state.retried503 + 1} times, one hold)` : "";
+  say(
+    `Reserved ${quantity}: the stock is held for you until ${clock(answer.json.expiresAt)}. Pay to make it yours.${retried}`,
+    "ok",
+  );
   renderReservation();
+  renderHolds();
+  // Its Pay and Cancel in view (on a phone the card is below the sale).
+  $("reservation").scrollIntoView({ block: "nearest" });
   schedulePoll(0);
   pollSku();
 }
 
 // Bot challenges (API.md "Bots") --------------------------------------------------------------
+
+/** SKUs with no proof of work (the challenge route answered 404): each shopper request counts. */
+const noChallenge = new Set();
 
 /**
  * The answers the token request needs: a proof of work when the SKU offers a challenge (solved in
@@ -311,7 +420,11 @@ async function reserve(quantity) {
  */
 async function passChallenges() {
   const headers = {};
-  const pow = await api("GET", `/api/skus/${encodeURIComponent(state.sku)}/challenge`, { auth: true });
+  // A SKU whose challenge route answered 404 (proof of work off) is not asked again on this page.
+  const pow = noChallenge.has(state.sku)
+    ? { status: 404 }
+    : await api("GET", `/api/skus/${encodeURIComponent(state.sku)}/challenge`, { auth: true });
+  if (pow.status === 404) noChallenge.add(state.sku);
   if (pow.status === 200) {
     const answer = await solveProofOfWork(pow.json);
     if (!answer) return null;
@@ -409,18 +522,14 @@ async function pollReservation() {
     schedulePoll(3000);
     return;
   }
-  // The status the order list last agreed on: a payment whose row D1 had written before this poll
-  // converges again, on a new status, and the list must show it.
-  const agreed = converged(current) ? current.status : null;
   state.reservation = answer.json;
+  remember(answer.json);
   renderReservation();
   const r = state.reservation;
-  if (converged(r) && r.status !== agreed) {
-    if (r.status === "held") say("The order is persisted in D1: pay or cancel before the hold lapses.", "ok");
-    await refreshOrders();
-  }
+  // The card says when the order row is in D1; the status line keeps the result of the last action. The
+  // list has the reservation already (remember); it is asked again every 10 s, not on every change.
   if (!converged(r)) schedulePoll(1000);
-  else if (!TERMINAL.has(r.status)) schedulePoll(5000); // a hold can still lapse
+  else if (!TERMINAL.has(r.status)) schedulePoll(10_000); // a hold can still lapse
 }
 
 function renderReservation() {
@@ -429,7 +538,7 @@ function renderReservation() {
   if (!r) return;
   $("res-id").textContent = r.reservationId;
   $("res-origin").hidden = r.reservationId !== state.grantedId;
-  $("res-status").textContent = r.status;
+  $("res-status").textContent = statusLabel(r.status);
   $("res-status").dataset.status = r.status;
   $("res-quantity").textContent = String(r.quantity);
   const drawn = state.drawn?.id === r.reservationId ? state.drawn : null;
@@ -471,57 +580,178 @@ function tickReservation() {
     : "–";
 }
 
-async function pay(outcome) {
-  const r = state.reservation;
+/** The reservation the detail card shows becomes `r` (a hold picked in the list). */
+function focusOn(r) {
+  if (state.reservation?.reservationId !== r.reservationId) {
+    state.reservation = { ...r, order: r.order ?? { persisted: true, status: r.status } };
+    renderReservation();
+  }
+}
+
+/** What a payment's answer means for the shopper. */
+function paidText(r, answer) {
+  const units = `${r.quantity} ${r.quantity === 1 ? "unit" : "units"}`;
+  if (answer.json.reservationStatus === "paid")
+    return `Paid: the ${units} of ${r.sku} ${r.quantity === 1 ? "is" : "are"} yours.`;
+  if (answer.json.outcome === "refund_required")
+    return "Your payment arrived after the hold lapsed: the units went to someone else, and a refund is on its way.";
+  if (answer.json.reservationStatus === "cancelled")
+    return `The payment did not go through, so the hold on ${units} was released.`;
+  return `Payment received: the reservation is ${statusLabel(answer.json.reservationStatus)}.`;
+}
+
+async function pay(outcome, r = state.reservation) {
   if (!r) return;
+  focusOn(r);
   say(outcome === "succeeded" ? "Paying…" : "Simulating a failed payment…");
   const answer = await api("POST", "/dev/pay", { body: { reservationId: r.reservationId, outcome } });
   if (!answer.ok) {
-    say(`Payment webhook refused it: ${errorText(answer)}`, "error");
+    say(`Not paid. ${errorText(answer)}`, "error");
     return;
   }
-  say(`Payment webhook answered: reservation ${answer.json.reservationStatus}.`, "ok");
+  say(paidText(r, answer), answer.json.reservationStatus === "paid" ? "ok" : "error");
+  remember({ ...r, status: answer.json.reservationStatus });
   schedulePoll(0);
   pollSku();
 }
 
-async function cancel() {
-  const r = state.reservation;
+async function cancel(r = state.reservation) {
   if (!r) return;
+  focusOn(r);
   const answer = await api("POST", `${r.links.self}/cancel`, { auth: true });
   if (!answer.ok) {
-    say(`Not cancelled: ${errorText(answer)}`, "error");
+    say(`Not cancelled. ${errorText(answer)}`, "error");
     return;
   }
-  say("Cancelled: the units are back on sale.", "ok");
+  remember(answer.json);
+  say(`Cancelled: the ${r.quantity} of ${r.sku} went back on sale.`, "ok");
   schedulePoll(0);
   pollSku();
 }
+
+/** Keeps what the page learnt of one of this shopper's reservations, and shows it in the list. */
+function remember(r) {
+  const known = state.holds.get(r.reservationId);
+  state.holds.set(r.reservationId, { ...known, ...r, local: known?.local ?? true });
+  renderHolds();
+}
+
+const STATUS_LABEL = {
+  held: "held",
+  paid: "paid",
+  cancelled: "cancelled",
+  expired: "lapsed",
+  refund_required: "refund due",
+};
+const statusLabel = (status) => STATUS_LABEL[status] ?? status;
 
 async function refreshOrders() {
   if (!state.jwt) return;
   const answer = await api("GET", "/api/me/reservations", { auth: true });
   if (!answer.ok) return;
-  const list = $("orders");
-  list.replaceChildren();
-  if (answer.json.reservations.length === 0) {
-    const li = document.createElement("li");
-    li.className = "muted";
-    li.textContent = "No orders yet.";
-    list.append(li);
-  }
+  const listed = new Set();
   for (const r of answer.json.reservations) {
+    listed.add(r.reservationId);
+    const known = state.holds.get(r.reservationId);
+    // A status the page saw first (paid a moment ago) stays until D1 has caught up with it.
+    const ahead = known && known.status !== "held" && r.status === "held";
+    state.holds.set(r.reservationId, { ...known, ...r, status: ahead ? known.status : r.status, local: false });
+  }
+  // A reload: the newest hold still held is the one the reservation card follows.
+  if (!state.reservation) {
+    const held = answer.json.reservations.find((r) => r.status === "held");
+    if (held) {
+      state.reservation = { ...held, order: { persisted: true, status: held.status } };
+      renderReservation();
+      schedulePoll(0);
+    }
+  }
+  renderHolds();
+  if (state.view) renderSku();
+}
+
+/** Newest first: those made here since the last list, then D1's (newest first already). */
+function holdList() {
+  const all = [...state.holds.values()];
+  return [...all.filter((r) => r.local).reverse(), ...all.filter((r) => !r.local)];
+}
+
+/** What the list last showed: it is built again only when a hold changed (the focus stays put). */
+let holdsKey = "";
+
+function renderHolds() {
+  const list = $("orders");
+  const holds = holdList();
+  if (!state.jwt) return;
+  const key = JSON.stringify(holds.map((r) => [r.reservationId, r.status, r.quantity, r.expiresAt]));
+  if (key === holdsKey) {
+    tickHolds();
+    return;
+  }
+  holdsKey = key;
+  const items = holds.map((r) => {
     const li = document.createElement("li");
+    li.className = "hold";
+    li.dataset.id = r.reservationId;
+    li.dataset.status = r.status;
+    const what = document.createElement("p");
     const status = document.createElement("span");
     status.className = "badge";
     status.dataset.status = r.status;
-    status.textContent = r.status;
+    status.textContent = statusLabel(r.status);
     const text = document.createElement("span");
-    text.textContent = ` ${r.quantity} × ${r.sku} · `;
+    text.textContent = ` ${r.quantity} × ${r.sku}`;
+    what.append(status, text);
+    const when = document.createElement("p");
+    when.className = "muted small when";
+    when.dataset.expires = r.expiresAt ?? "";
     const id = document.createElement("code");
+    id.className = "rid";
     id.textContent = r.reservationId;
-    li.append(status, text, id);
-    list.append(li);
+    id.title = r.reservationId;
+    li.append(what, when, id);
+    if (r.status === "held") {
+      const actions = document.createElement("div");
+      actions.className = "row actions";
+      const payButton = document.createElement("button");
+      payButton.type = "button";
+      payButton.textContent = "Pay";
+      payButton.dataset.action = "pay";
+      payButton.setAttribute("aria-label", `Pay for ${r.quantity} × ${r.sku}`);
+      payButton.addEventListener("click", () => pay("succeeded", r));
+      const cancelButton = document.createElement("button");
+      cancelButton.type = "button";
+      cancelButton.className = "danger";
+      cancelButton.textContent = "Cancel";
+      cancelButton.dataset.action = "cancel";
+      cancelButton.setAttribute("aria-label", `Cancel the hold on ${r.quantity} × ${r.sku}`);
+      cancelButton.addEventListener("click", () => cancel(r));
+      actions.append(payButton, cancelButton);
+      li.append(actions);
+    }
+    return li;
+  });
+  if (items.length === 0) {
+    const li = document.createElement("li");
+    li.className = "muted";
+    li.textContent = "No holds or orders yet.";
+    items.push(li);
+  }
+  list.replaceChildren(...items);
+  tickHolds();
+}
+
+/** Each hold's line: how long it is still held, or what became of it. */
+function tickHolds() {
+  for (const li of $("orders").querySelectorAll("li.hold")) {
+    const r = state.holds.get(li.dataset.id);
+    const when = li.querySelector(".when");
+    if (!r || !when) continue;
+    if (r.status === "held" && r.expiresAt) {
+      when.textContent = `held until ${clock(r.expiresAt)} (${duration(Date.parse(r.expiresAt) - Date.now())} left)`;
+    } else {
+      when.textContent = OUTCOME[r.status]?.[1] ?? "";
+    }
   }
 }
 
@@ -553,14 +783,23 @@ $("buy-form").addEventListener("submit", (event) => {
 $("pay").addEventListener("click", () => pay("succeeded"));
 $("pay-fail").addEventListener("click", () => pay("failed"));
 $("cancel").addEventListener("click", () => cancel());
+// The orders list refreshes every 10 s while the tab is seen: a hold that lapses, or one paid in
+// another tab, shows here (each request counts against the shopper's rate limit, 20 per 10 s).
+setInterval(() => {
+  if (document.visibilityState === "visible") refreshOrders();
+}, 10_000);
 $("join-waitlist").addEventListener("click", () => joinWaitlist(Number($("quantity").value)));
 
 loadTurnstile();
 const params = new URLSearchParams(location.search);
 $("sku").value = params.get("sku") ?? $("sku").value;
 showSku($("sku").value);
+// A reload keeps the shopper signed in (this tab only), and with them every hold they have.
+const remembered = sessionStorage.getItem(SHOPPER_KEY);
+if (remembered) signIn(remembered);
 setInterval(pollSku, 1000);
 setInterval(() => {
   if (state.view) renderSku();
   tickReservation();
+  tickHolds();
 }, 250);

@@ -75,6 +75,6 @@ export async function checkChallenges(c: Context<AppEnv>, sku: string): Promise<
         "The Turnstile answer was refused (expired, already used, or invalid): complete the check again.",
       );
     }
-    if (result === "unavailable") throw busy("The bot check could not be verified just now; retry in a moment.");
+    if (result === "unavailable") throw busy("The bot check could not be verified just now");
   }
 }

@@ -22,6 +22,6 @@ export async function awaitDraw(
   } catch (err) {
     if (err instanceof ApiError) throw err;
     log("warn", "waiting for the opening draw failed", { requestId: request.requestId, sku, error: String(err) });
-    throw busy("The opening draw is being decided; retry with the same token.");
+    throw busy("The opening draw is being decided (your token keeps its place)");
   }
 }

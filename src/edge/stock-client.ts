@@ -28,7 +28,7 @@ export function unwrap<T>(outcome: Outcome<T>): T {
     if (outcome.code === "BUSY") throw busy();
     if (outcome.code === "TOKEN_INVALID") throw new ApiError("TOKEN_INVALID", STALE_TOKEN);
     // An undecided draw's answer is waited for by the edge (src/edge/draw-client.ts), never sent.
-    if (outcome.code === "DRAW_PENDING") throw busy("The opening draw is not decided yet.");
+    if (outcome.code === "DRAW_PENDING") throw busy("The opening draw is not decided yet (your token keeps its place)");
     throw new ApiError(outcome.code);
   }
   return outcome.value;

@@ -3,7 +3,7 @@ import { createMiddleware } from "hono/factory";
 import { type JWTHeaderParameters, type JWTPayload, type JWTVerifyOptions, jwtVerify } from "jose";
 import { log } from "../../durable-objects/support";
 import type { AppEnv } from "./context";
-import { ApiError } from "./errors";
+import { ApiError, rateLimited } from "./errors";
 import { hmacKey } from "./hmac";
 import { indexKeys, JWKS_ALGORITHMS, type JwksAlgorithm, type KeyIndex, keyFor, RemoteKeySet } from "./jwks";
 import { timingSafeEqualText } from "./timing-safe";
@@ -185,7 +185,7 @@ export const adminAuth = createMiddleware<AppEnv>(async (c, next) => {
  */
 export async function limitShopper(c: Context<AppEnv>): Promise<void> {
   const { success } = await c.env.SHOPPER_RATE_LIMITER.limit({ key: c.get("userId") });
-  if (!success) throw new ApiError("RATE_LIMITED", undefined, { "Retry-After": "10" });
+  if (!success) throw rateLimited(10);
 }
 
 /** {@link limitShopper} as middleware: the shopper routes run it right after authentication. */

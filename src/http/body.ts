@@ -29,14 +29,71 @@ export function parseJson<S extends z.ZodType>(text: string, schema: S): z.infer
     throw new ApiError("INVALID_REQUEST", "The body is not valid JSON.");
   }
   const parsed = schema.safeParse(raw);
-  if (!parsed.success) {
-    const detail = parsed.error.issues
-      .slice(0, 5)
-      .map((issue) => `${issue.path.join(".") || "body"}: ${issue.message}`)
-      .join("; ");
-    throw new ApiError("INVALID_REQUEST", `Invalid body: ${detail}`);
-  }
+  if (!parsed.success) throw invalidBody(parsed.error.issues, schema);
   return parsed.data;
+}
+
+/**
+ * `400 INVALID_REQUEST` naming every field at fault (`error.details.fields`). A strict (admin) body's
+ * unknown fields are listed in `details.unknownFields`, each with the known field it is closest to.
+ */
+function invalidBody(issues: readonly z.core.$ZodIssue[], schema: z.ZodType): ApiError {
+  const known = Object.keys((schema as { shape?: Record<string, unknown> }).shape ?? {});
+  const unknownFields: string[] = [];
+  const fields: { path: string; message: string }[] = [];
+  for (const issue of issues.slice(0, 10)) {
+    const at = issue.path.join(".");
+    if (issue.code === "unrecognized_keys") {
+      for (const key of issue.keys) {
+        const path = at ? `${at}.${key}` : key;
+        unknownFields.push(path);
+        const near = at ? undefined : closest(key, known);
+        fields.push({ path, message: `unknown field${near ? ` (did you mean "${near}"?)` : ""}` });
+      }
+    } else {
+      fields.push({ path: at || "body", message: issue.message });
+    }
+  }
+  const said = fields.map((f) => `${f.path}: ${f.message}`).join("; ");
+  const next =
+    unknownFields.length > 0
+      ? ` This body is strict: nothing was changed. Fields it takes: ${known.join(", ")}.`
+      : " Nothing was changed: correct these fields and send it again.";
+  return new ApiError(
+    "INVALID_REQUEST",
+    `Invalid body: ${said}.${next}`,
+    {},
+    {
+      fields,
+      ...(unknownFields.length > 0 ? { unknownFields } : {}),
+    },
+  );
+}
+
+/** The known name a misspelled one is nearest to (edit distance at most 3), if any. */
+function closest(name: string, known: readonly string[]): string | undefined {
+  let best: { key: string; d: number } | undefined;
+  for (const key of known) {
+    const d = editDistance(name.toLowerCase(), key.toLowerCase());
+    if (d <= 3 && (!best || d < best.d)) best = { key, d };
+  }
+  return best?.key;
+}
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      row[j] = Math.min(
+        (prev[j] ?? 0) + 1,
+        (row[j - 1] ?? 0) + 1,
+        (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+    }
+    prev = row;
+  }
+  return prev[b.length] ?? 0;
 }
 
 /**

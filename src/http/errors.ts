@@ -31,17 +31,46 @@ export const ERRORS = {
 
 export type ErrorCode = keyof typeof ERRORS;
 
-/** The contract's error body: `{"error": {"code", "message"}}`, nothing else. */
-export function errorBody(code: ErrorCode, message: string = ERRORS[code][1]) {
-  return { error: { code, message } };
+/**
+ * Figures a client may act on, beside the message (added to the v1.2 body as `error.details`; every
+ * key is optional, and each code carries the ones that apply, see ErrorDetails in src/routes/contract.ts).
+ */
+export interface ErrorDetails {
+  /** LIMIT_EXCEEDED: the SKU's per-user limit, the units this user holds or bought, and asked for. */
+  perUserLimit?: number;
+  held?: number;
+  requested?: number;
+  /** INSUFFICIENT_STOCK: the units available when the request was decided. */
+  available?: number;
+  /** SALE_NOT_ACTIVE: why (`scheduled`, `ended`, `paused`) and when it opens or closed. */
+  phase?: "scheduled" | "ended" | "paused";
+  opensAt?: string;
+  opensInSeconds?: number;
+  endedAt?: string;
+  /** 429 and 503: the seconds to wait before the same request (as `Retry-After`). */
+  retryAfterSeconds?: number;
+  /** INVALID_REQUEST: the fields at fault, and those a strict (admin) body does not know. */
+  fields?: { path: string; message: string }[];
+  unknownFields?: string[];
+}
+
+/** The contract's error body: `{"error": {"code", "message"}}`, plus `details` when there are figures. */
+export function errorBody(code: ErrorCode, message: string = ERRORS[code][1], details?: ErrorDetails) {
+  return { error: details ? { code, message, details } : { code, message } };
 }
 
 /** An expected failure with a contract code; the one `onError` turns it into the error body. */
 export class ApiError extends HTTPException {
   readonly code: ErrorCode;
   readonly headers: Record<string, string>;
+  readonly details: ErrorDetails | undefined;
 
-  constructor(code: ErrorCode, message: string = ERRORS[code][1], headers: Record<string, string> = {}) {
+  constructor(
+    code: ErrorCode,
+    message: string = ERRORS[code][1],
+    headers: Record<string, string> = {},
+    details?: ErrorDetails,
+  ) {
     // An ApiError is an answer, not a fault: nobody reads its stack, and capturing one showed high in
     // the sold-out storm's CPU profile (commit 5c56499). V8 captures no frames while `stackTraceLimit` is 0.
     const limit = Error.stackTraceLimit;
@@ -50,12 +79,29 @@ export class ApiError extends HTTPException {
     Error.stackTraceLimit = limit;
     this.code = code;
     this.headers = headers;
+    this.details = details;
   }
 }
 
 /** `503 BUSY` with `Retry-After: 1`: nothing was decided, and the same request may come again in a second. */
-export function busy(message?: string): ApiError {
-  return new ApiError("BUSY", message, { "Retry-After": "1" });
+export function busy(message = "The stock service is busy and decided nothing"): ApiError {
+  const seconds = 1;
+  return new ApiError(
+    "BUSY",
+    `${message.replace(/[.;]\s*$/, "")}: send the same request again in ${seconds} s.`,
+    { "Retry-After": String(seconds) },
+    { retryAfterSeconds: seconds },
+  );
+}
+
+/** `429 RATE_LIMITED`: too many requests from this shopper; the same request may come again after the wait. */
+export function rateLimited(seconds: number): ApiError {
+  return new ApiError(
+    "RATE_LIMITED",
+    `Too many requests from you in a short time: wait ${seconds} s, then send the same request again.`,
+    { "Retry-After": String(seconds) },
+    { retryAfterSeconds: seconds },
+  );
 }
 
 /** Codes for the statuses Hono's own middleware may throw. */
@@ -70,7 +116,7 @@ const CODE_BY_STATUS: Partial<Record<number, ErrorCode>> = {
 /** The app's single error mapper: known errors keep their status, anything else is a logged 500. */
 export function errorResponse(err: Error, c: Context): Response {
   if (err instanceof ApiError) {
-    return c.json(errorBody(err.code, err.message), ERRORS[err.code][0], err.headers);
+    return c.json(errorBody(err.code, err.message, err.details), ERRORS[err.code][0], err.headers);
   }
   if (err instanceof HTTPException) {
     const code = CODE_BY_STATUS[err.status] ?? (err.status >= 500 ? "INTERNAL" : "INVALID_REQUEST");

@@ -52,6 +52,14 @@ const METRICS = {
   },
   flashgate_reconcile_last_run_timestamp_seconds: { type: "gauge", help: "When the last reconciliation run finished." },
   flashgate_http_responses_total: { type: "counter", help: "HTTP responses by route and status." },
+  flashgate_mirror_lag_versions: {
+    type: "gauge",
+    help: "Redis mirror only: how many changes of a SKU its mirror snapshot is behind the stock object (0: in step).",
+  },
+  flashgate_mirror_unreadable: {
+    type: "gauge",
+    help: "Redis mirror only: SKUs whose mirror snapshot could not be read this scrape (missing, or Redis not answering in time).",
+  },
   flashgate_scrape_errors: {
     type: "gauge",
     help: "SKUs whose stock objects did not answer this scrape (their stock and waitlist are missing from it).",

@@ -28,7 +28,7 @@ async function skuView(env: Env, sku: string): Promise<z.infer<typeof AdminSku> 
   const state = await readSkuState(env, sku);
   if (!state) return null;
   return {
-    ...adminSkuView(state),
+    ...adminSkuView(state, Date.now()),
     orders: await orderCounts(env.DB, sku),
     waitlist: await readWaitlist(env, sku, state.shards),
     payments: await readPaymentTotals(env, sku, state.shards),

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { RESERVATION_STATUSES } from "../../durable-objects/stock-model";
 import { DELIVERY_STATUSES, WEBHOOK_EVENT_TYPES } from "../db/schema";
 import { SKU_ID } from "../edge/stock-client";
-import { ERRORS, type ErrorCode } from "../http/errors";
+import { ERRORS, type ErrorCode, type ErrorDetails as ErrorDetailsOfCode } from "../http/errors";
 import {
   PaymentEvent,
   ReservationRequest,
@@ -25,9 +25,60 @@ const Time = z.iso.datetime({ offset: true });
 const Count = z.int().min(0);
 const ReservationStatus = z.enum(RESERVATION_STATUSES);
 const SaleStatus = z.enum(["on_sale", "paused"]);
+/** Added: where the sale stands now, beside `status` (src/edge/sale-phase.ts). */
+const SalePhase = z
+  .enum(["scheduled", "open", "ended", "paused"])
+  .describe(
+    "Added: `scheduled` before startsAt (no token is issued yet), `open` within startsAt..endsAt, `ended` from endsAt, `paused` when status is paused",
+  );
+const OpensInSeconds = z
+  .int()
+  .min(1)
+  .nullable()
+  .describe("Added: for a scheduled sale, whole seconds until startsAt; else null");
+
+/**
+ * Added to v1.2: the figures behind an error, for a client to act on without parsing the message.
+ * Every key is optional; each code carries those that apply.
+ */
+export const ErrorDetails = z
+  .object({
+    perUserLimit: z.int().min(1).optional().describe("LIMIT_EXCEEDED: the SKU's per-user limit"),
+    held: Count.optional().describe("LIMIT_EXCEEDED: units this user already holds or bought (held + sold)"),
+    requested: z.int().min(1).optional().describe("LIMIT_EXCEEDED, INSUFFICIENT_STOCK: the quantity asked for"),
+    available: Count.optional().describe("INSUFFICIENT_STOCK, STOCK_AVAILABLE: units available when decided"),
+    phase: z
+      .enum(["scheduled", "ended", "paused"])
+      .optional()
+      .describe("SALE_NOT_ACTIVE: not open yet, closed, or paused by the shop"),
+    opensAt: Time.optional().describe("SALE_NOT_ACTIVE (scheduled): when the sale opens"),
+    opensInSeconds: z.int().min(1).optional().describe("SALE_NOT_ACTIVE (scheduled): seconds until it opens"),
+    endedAt: Time.optional().describe("SALE_NOT_ACTIVE (ended): when the sale closed"),
+    retryAfterSeconds: z
+      .int()
+      .min(1)
+      .optional()
+      .describe("RATE_LIMITED, BUSY: seconds to wait before sending the same request again (as Retry-After)"),
+    fields: z
+      .array(z.object({ path: z.string(), message: z.string() }))
+      .optional()
+      .describe("INVALID_REQUEST: each field at fault"),
+    unknownFields: z
+      .array(z.string())
+      .optional()
+      .describe("INVALID_REQUEST: fields a strict (admin) body does not take; nothing was changed"),
+  })
+  .describe("Added: the figures behind the error (each code carries those that apply)");
+
+// What the code builds (src/http/errors.ts) is what the document says.
+({}) as ErrorDetailsOfCode satisfies z.infer<typeof ErrorDetails>;
 
 export const ErrorBody = z.object({
-  error: z.object({ code: z.enum(Object.keys(ERRORS) as ErrorCode[]), message: z.string() }),
+  error: z.object({
+    code: z.enum(Object.keys(ERRORS) as ErrorCode[]),
+    message: z.string(),
+    details: ErrorDetails.optional(),
+  }),
 });
 
 export const PublicSku = z.object({
@@ -42,6 +93,8 @@ export const PublicSku = z.object({
   currency: z.string(),
   /** Added: the fair-opening window (0: none). */
   openingWindowMs: Count.optional(),
+  phase: SalePhase.optional(),
+  opensInSeconds: OpensInSeconds.optional(),
 });
 
 export const PurchaseToken = z.object({ token: z.string(), expiresAt: Time });
@@ -122,6 +175,8 @@ export const AdminSku = z.object({
   mirror: MirrorCounts.nullable(),
   version: z.int(),
   openingWindowMs: Count.optional(),
+  phase: SalePhase.optional(),
+  opensInSeconds: OpensInSeconds.optional(),
   draw: Draw.nullable().optional(),
 });
 
@@ -222,6 +277,7 @@ const OrderFeed = z.object({ orders: z.array(OrderObject), next: z.string() });
 /** Named schemas: the document's `components.schemas`. */
 export const CONTRACT_SCHEMAS = {
   ErrorBody,
+  ErrorDetails,
   PublicSku,
   PurchaseToken,
   ReservationRequest,
@@ -483,10 +539,17 @@ export const ROUTES = {
     path: "/admin/reconcile",
     summary: "Run reconciliation now",
     description:
-      "Compares the stock objects, D1 and the Redis mirror now (the cron does the same every minute) and repairs what it may; the answer lists each difference found.",
+      "Compares the stock objects, D1 and the Redis mirror now (the cron does the same every minute) and repairs what it may; the answer lists each difference found. It takes no body (a JSON body other than `{}` is 400 INVALID_REQUEST, as every admin body is strict).",
     access: "admin",
+    query: [
+      {
+        name: "full",
+        description: "`true`: recheck every reservation, not only recent changes (added)",
+        schema: z.enum(["true", "false"]),
+      },
+    ],
     ok: { status: 200, description: "The run", schema: "ReconcileResult" },
-    errors: [],
+    errors: ["INVALID_REQUEST"],
   },
   reconcileRuns: {
     method: "get",

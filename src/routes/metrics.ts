@@ -1,11 +1,12 @@
 import { count, desc, isNotNull, isNull, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { Hono } from "hono";
-import type { Sample } from "../../durable-objects/objects";
+import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv, type Sample } from "../../durable-objects/objects";
 import { log } from "../../durable-objects/support";
 import { deadLetters, orderCounts, reconcileDifferenceCounts, reconcileRuns, skus } from "../db/schema";
 import { readSkuState, readWaitlist } from "../edge/sku-state";
 import type { AppEnv } from "../http/context";
+import { mirrorCounts } from "../mirror/admin-view";
 import { flushMetrics, renderLabels, renderMetrics } from "../observability/metrics";
 import { ROUTES } from "./contract";
 import { register } from "./register";
@@ -57,13 +58,18 @@ async function readGauges(env: Env): Promise<Sample[]> {
   );
   if (failed.length > 0) log("warn", "metrics: stock objects did not answer", { failed });
   sample("flashgate_scrape_errors", {}, failed.length);
+  let mirrorUnreadable = 0;
   for (const settled of stocks) {
     const stock = settled.status === "fulfilled" ? settled.value : null;
     if (!stock) continue;
     for (const [state, value] of Object.entries(stock.counts))
       sample("flashgate_stock", { sku: stock.sku, state }, value);
     sample("flashgate_waitlist", { sku: stock.sku }, stock.waitlist);
+    if (stock.mirrorLag === null) mirrorUnreadable++;
+    else if (stock.mirrorLag !== undefined)
+      sample("flashgate_mirror_lag_versions", { sku: stock.sku }, stock.mirrorLag);
   }
+  if (mirrorFromEnv(env, MIRROR_READ_TIMEOUT_MS)) sample("flashgate_mirror_unreadable", {}, mirrorUnreadable);
   for (const row of orders) sample("flashgate_orders", { sku: row.sku, status: row.status }, row.count);
   sample("flashgate_dead_letters", {}, pendingLetters[0]?.n ?? 0);
   for (const row of differences) sample("flashgate_reconcile_differences_total", { kind: row.kind }, row.n);
@@ -75,5 +81,12 @@ async function readGauges(env: Env): Promise<Sample[]> {
 async function readStock(env: Env, sku: string) {
   const state = await readSkuState(env, sku);
   if (!state) return null;
-  return { sku, counts: state.stock, waitlist: await readWaitlist(env, sku, state.shards) };
+  const [waitlist, mirror] = await Promise.all([
+    readWaitlist(env, sku, state.shards),
+    // The mirror's lag in changes (undefined: the mirror is off; null: its snapshot is not readable).
+    mirrorFromEnv(env, MIRROR_READ_TIMEOUT_MS) ? mirrorCounts(env, sku) : undefined,
+  ]);
+  const mirrorLag =
+    mirror === undefined ? undefined : mirror === null ? null : Math.max(0, state.version - mirror.version);
+  return { sku, counts: state.stock, waitlist, mirrorLag };
 }

@@ -43,6 +43,37 @@ interface RegisterOptions {
 }
 
 /**
+ * An admin route that takes no body refuses one (strict, like every admin body): an option sent as
+ * JSON (`{"full": true}` to POST /admin/reconcile) would otherwise be dropped without a word. Empty
+ * and `{}` pass.
+ */
+async function refuseBody(c: Context<AppEnv>, route: ContractRoute): Promise<void> {
+  const raw = (await c.req.text()).trim();
+  if (raw === "" || raw === "{}") return;
+  let keys: string[] = [];
+  try {
+    const parsed: unknown = JSON.parse(raw);
+    if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) keys = Object.keys(parsed);
+  } catch {
+    // not JSON: refused all the same
+  }
+  const options = (route.query ?? []).map((q) => `?${q.name}=`);
+  const where = options.length > 0 ? ` Its options are query parameters: ${options.join(", ")}.` : "";
+  throw new ApiError(
+    "INVALID_REQUEST",
+    `${route.method.toUpperCase()} ${route.path} takes no body, and nothing was done.${where}`,
+    {},
+    {
+      fields:
+        keys.length > 0
+          ? keys.map((path) => ({ path, message: "unknown field" }))
+          : [{ path: "body", message: "this route takes no body" }],
+      ...(keys.length > 0 ? { unknownFields: keys } : {}),
+    },
+  );
+}
+
+/**
  * Registers one route of the contract (./contract.ts) on `app`. The entry decides everything a
  * route would otherwise repeat: the method and path, who may call it (`access`), and how its body
  * is read (`body`: the raw text is signature-checked first for webhooks, then parsed and validated
@@ -69,6 +100,8 @@ export function register<const R extends ContractRoute>(
         await verifyPaymentSignature(c.req.header(signature.header), raw, secret, Date.now(), signature.header);
       }
       body = parseJson(raw, schema);
+    } else if (route.access === "admin" && route.method !== "get") {
+      await refuseBody(c, route);
     }
     return handler(c as Context<AppEnv, R["path"]>, body as BodyOf<R>);
   };

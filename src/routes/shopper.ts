@@ -15,6 +15,7 @@ import { awaitDraw } from "../edge/draw-client";
 import { reserveGrouped } from "../edge/group-commit";
 import { issueChallenge } from "../edge/proof-of-work";
 import { mintPurchaseToken, newNonce, peekPurchaseToken, verifyPurchaseToken } from "../edge/purchase-token";
+import { saleNotActive } from "../edge/sale-phase";
 import { catalogHasShard, catalogShards } from "../edge/sku-catalog";
 import { readSkuState } from "../edge/sku-state";
 import { forgetSoldOut, isSoldOut, markSoldOut, refusesReservation } from "../edge/sold-out-cache";
@@ -78,6 +79,53 @@ function tokenOfBody(text: string): string {
   }
 }
 
+/**
+ * A refused reservation or waitlist entry, said with its figures (API.md: what happened, what to do
+ * next): the per-user limit and what this user holds, when the sale opens or closed, the units left.
+ * Read from the user's home shard only on this (rare) path; any other outcome is unwrapped as it is.
+ */
+async function explainRefusal<T>(
+  env: Env,
+  where: { sku: string; shard: number; userId: string; quantity: number },
+  outcome: Outcome<T>,
+): Promise<T> {
+  if (outcome.ok) return outcome.value;
+  const { sku, shard, userId, quantity } = where;
+  if (outcome.code === "SALE_NOT_ACTIVE") {
+    const state = await callStock(() => stockShard(env, sku, shard).state());
+    if (state) throw saleNotActive(state, Date.now());
+  }
+  if (outcome.code === "LIMIT_EXCEEDED") {
+    const stub = stockShard(env, sku, shard);
+    const [state, held] = await Promise.all([callStock(() => stub.state()), callStock(() => stub.quotaOf(userId))]);
+    if (state) throw limitExceeded(state.perUserLimit, held, quantity);
+  }
+  if (outcome.code === "INSUFFICIENT_STOCK" && outcome.available !== undefined) {
+    throw new ApiError(
+      "INSUFFICIENT_STOCK",
+      `Only ${outcome.available} ${outcome.available === 1 ? "unit is" : "units are"} left and you asked for ${quantity}: ask for ${outcome.available} or fewer.`,
+      {},
+      { available: outcome.available, requested: quantity },
+    );
+  }
+  return unwrap(outcome);
+}
+
+/** `409 LIMIT_EXCEEDED` with the limit, what the user already holds or bought, and what they may still ask for. */
+function limitExceeded(perUserLimit: number, held: number, requested: number): ApiError {
+  const room = Math.max(0, perUserLimit - held);
+  const next =
+    room > 0
+      ? `You can still buy ${room}: ask for ${room} or fewer.`
+      : "Pay for or cancel a hold you have, or let it lapse, to free room.";
+  return new ApiError(
+    "LIMIT_EXCEEDED",
+    `At most ${perUserLimit} per shopper: you already hold or bought ${held}, so ${requested} more would be over the limit. ${next}`,
+    {},
+    { perUserLimit, held, requested },
+  );
+}
+
 /** Answers that say something about a SKU that exists; other answers are counted with `sku=""`. */
 const ABOUT_A_SKU = new Set<ErrorCode>([
   "SOLD_OUT",
@@ -108,7 +156,7 @@ register(shopper, ROUTES.publicSku, async (c) => {
   if (!display) throw new ApiError("SKU_NOT_FOUND");
   if (display.source === "mirror") c.header("Cache-Control", `public, max-age=${DISPLAY_CACHE_SECONDS}`);
   c.header("X-Stock-Source", display.source);
-  return c.json(publicSkuView(display.state));
+  return c.json(publicSkuView(display.state, Date.now()));
 });
 
 /** What shard 0 says about a SKU's draw (SKU not found vs. no window). */
@@ -187,8 +235,8 @@ register(
     const first = await callStock(() => stockShard(c.env, sku, 0).state());
     if (!first) throw new ApiError("SKU_NOT_FOUND");
     // Its shards are changing: a token minted now could route its buyer to a shard not yet moved.
-    if (first.reconfiguring) throw busy("The SKU is being reconfigured.");
-    if (!isOnSale(first, now)) throw new ApiError("SALE_NOT_ACTIVE");
+    if (first.reconfiguring) throw busy("The SKU is being reconfigured by its operator");
+    if (!isOnSale(first, now)) throw saleNotActive(first, now);
     const userId = c.get("userId");
     const shard = homeShard(userId, first.shards);
     // The home shard is asked first; only when it is empty does the whole SKU have to be summed.
@@ -242,7 +290,7 @@ register(
     // answers carry no spent-nonce digest: they teach the sold-out cache nothing.
     if (outcome.soldOut && !drawn)
       markSoldOut(sku, now, soldOutTtl(c.env), { shard: claims.shard, spent: outcome.spent });
-    const answer = unwrap(outcome);
+    const answer = await explainRefusal(c.env, { sku, shard: claims.shard, userId, quantity: body.quantity }, outcome);
     if (answer.replayed) c.header("Idempotent-Replayed", "true");
     const view = reservationView(answer.reservation);
     return c.json(answer.draw ? { ...view, draw: answer.draw } : view, 202);
@@ -258,11 +306,21 @@ register(shopper, ROUTES.joinWaitlist, async (c, body) => {
   const sku = skuParam(c.req.param("sku"));
   const state = await readSkuState(c.env, sku);
   if (!state) throw new ApiError("SKU_NOT_FOUND");
-  if (state.shards === 1 && state.stock.available > 0) throw new ApiError("STOCK_AVAILABLE");
+  if (state.shards === 1 && state.stock.available > 0) {
+    const n = state.stock.available;
+    throw new ApiError(
+      "STOCK_AVAILABLE",
+      `${n} ${n === 1 ? "unit is" : "units are"} available now: buy instead of joining the waitlist (a purchase token, then a reservation).`,
+      {},
+      { available: n },
+    );
+  }
   const userId = c.get("userId");
   const available = state.stock.available;
   const stub = stockShard(c.env, sku, 0);
-  const entry = unwrap(await callStock(() => stub.joinWaitlist(userId, body.quantity, c.get("requestId"), available)));
+  const joined = await callStock(() => stub.joinWaitlist(userId, body.quantity, c.get("requestId"), available));
+  const where = { sku, shard: homeShard(userId, state.shards), userId, quantity: body.quantity };
+  const entry = await explainRefusal(c.env, where, joined);
   return c.json(entry, 202);
 });
 

@@ -1,5 +1,6 @@
 import type { z } from "zod";
 import type { DrawInfo, Reservation, SkuState } from "../../durable-objects/stock-model";
+import { opensInSeconds, salePhase } from "../edge/sale-phase";
 import type { AdminSku, Draw, PublicSku, Reservation as ReservationBody } from "./contract";
 
 /**
@@ -27,7 +28,12 @@ function pricingView(s: SkuState) {
   return { price: s.price ?? null, currency: s.currency ?? "usd" };
 }
 
-export function publicSkuView(s: SkuState): z.infer<typeof PublicSku> {
+/** `phase` and `opensInSeconds` (added to v1.2): a scheduled sale shows as such before startsAt. */
+function phaseView(s: SkuState, now: number) {
+  return { phase: salePhase(s, now), opensInSeconds: opensInSeconds(s, now) };
+}
+
+export function publicSkuView(s: SkuState, now: number): z.infer<typeof PublicSku> {
   return {
     sku: s.sku,
     name: s.name,
@@ -38,6 +44,7 @@ export function publicSkuView(s: SkuState): z.infer<typeof PublicSku> {
     perUserLimit: s.perUserLimit,
     ...pricingView(s),
     openingWindowMs: s.openingWindowMs ?? 0,
+    ...phaseView(s, now),
   };
 }
 
@@ -59,6 +66,7 @@ export function drawView(sku: string, d: DrawInfo): z.infer<typeof Draw> {
 /** The stock object's part of the admin view; the route adds orders, waitlist, payments and mirror. */
 export function adminSkuView(
   s: SkuState,
+  now: number,
 ): Omit<z.infer<typeof AdminSku>, "orders" | "waitlist" | "payments" | "mirror"> {
   return {
     sku: s.sku,
@@ -71,6 +79,7 @@ export function adminSkuView(
     shards: s.shards,
     ...pricingView(s),
     openingWindowMs: s.openingWindowMs ?? 0,
+    ...phaseView(s, now),
     stock: s.stock,
     version: s.version,
   };

@@ -1,0 +1,185 @@
+import { describe, expect, it } from "vitest";
+import { CONTRACT_ROUTES, ErrorBody } from "../src/routes/contract";
+import { call, createSku, reserve, tokenFor, uniqueSku } from "./support/client";
+
+/**
+ * Issue #32: admin bodies are strict, shopper bodies are not; a refusal says what happened and what
+ * to do next, with its figures in `error.details`; a scheduled sale shows as such before startsAt.
+ */
+
+const inSeconds = (s: number) => new Date(Date.now() + s * 1000).toISOString();
+
+/** The error body as the contract documents it (details included), and its details. */
+function refusal(answer: { status: number; json: unknown }, status: number, code: string) {
+  expect(answer.status, JSON.stringify(answer.json)).toBe(status);
+  const body = ErrorBody.parse(answer.json);
+  expect(body.error.code).toBe(code);
+  return body.error;
+}
+
+describe("which bodies are strict", () => {
+  const withBody = CONTRACT_ROUTES.filter((route) => route.body !== undefined);
+
+  it("lists every admin body as strict and every shopper or provider body as open to added fields", () => {
+    const byAccess = withBody.map((route) => `${route.access} ${route.method} ${route.path} ${route.body}`);
+    expect(byAccess.sort()).toEqual(
+      [
+        "admin put /admin/skus/:sku SkuSettingsRequest",
+        "admin put /admin/webhooks/:id WebhookEndpointRequest",
+        "shopper post /api/skus/:sku/reservations ReservationRequest",
+        "shopper post /api/skus/:sku/waitlist WaitlistRequest",
+        "webhook post /webhooks/payments PaymentEvent",
+        "webhook post /webhooks/stripe StripeEvent",
+      ].sort(),
+    );
+  });
+
+  it("answers 400 naming a misspelled field of the SKU PUT, suggests the right one, and changes nothing", async () => {
+    const sku = uniqueSku("hat");
+    await createSku(sku, { totalStock: 5, perUserLimit: 3 });
+    const error = refusal(
+      await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { totalStock: 5, perUserLimt: 1 } }),
+      400,
+      "INVALID_REQUEST",
+    );
+    expect(error.message).toContain('perUserLimt: unknown field (did you mean "perUserLimit"?)');
+    expect(error.message).toContain("nothing was changed");
+    expect(error.details?.unknownFields).toEqual(["perUserLimt"]);
+    const view = await call("GET", `/admin/skus/${sku}`, { admin: true });
+    expect(view.json.perUserLimit).toBe(3);
+  });
+
+  it("answers 400 naming an unknown field of the webhook PUT (resize and pause go through the SKU PUT)", async () => {
+    const error = refusal(
+      await call("PUT", "/admin/webhooks/strict-hook", {
+        admin: true,
+        body: { url: "http://127.0.0.1:9/", enabeld: false },
+      }),
+      400,
+      "INVALID_REQUEST",
+    );
+    expect(error.details?.unknownFields).toEqual(["enabeld"]);
+    expect(error.message).toContain('did you mean "enabled"');
+    expect((await call("GET", "/admin/webhooks/strict-hook", { admin: true })).status).toBe(404);
+    for (const body of [
+      { totalStock: 5, shard: 4 },
+      { totalStock: 5, stauts: "paused" },
+    ]) {
+      const answer = await call("PUT", `/admin/skus/${uniqueSku("resize")}`, { admin: true, body });
+      expect(refusal(answer, 400, "INVALID_REQUEST").details?.unknownFields).toEqual(Object.keys(body).slice(1));
+    }
+  });
+
+  it("refuses a body on an admin route that takes none (an option sent as JSON would be dropped)", async () => {
+    const error = refusal(
+      await call("POST", "/admin/reconcile", { admin: true, body: { full: true } }),
+      400,
+      "INVALID_REQUEST",
+    );
+    expect(error.message).toContain("takes no body");
+    expect(error.message).toContain("?full=");
+    expect(error.details?.unknownFields).toEqual(["full"]);
+    expect((await call("POST", "/admin/reconcile", { admin: true })).status).toBe(200);
+    expect((await call("POST", "/admin/reconcile", { admin: true, body: {} })).status).toBe(200);
+  });
+
+  it("accepts fields it does not know in shopper bodies (clients evolve)", async () => {
+    const sku = uniqueSku("open");
+    await createSku(sku, { totalStock: 1, perUserLimit: 1 });
+    const token = await tokenFor("eve", sku);
+    const held = await call("POST", `/api/skus/${sku}/reservations`, {
+      user: "eve",
+      body: { token, quantity: 1, clientVersion: "2.0", note: "gift" },
+    });
+    expect(held.status).toBe(202);
+    const joined = await call("POST", `/api/skus/${sku}/waitlist`, {
+      user: "fay",
+      body: { quantity: 1, channel: "app" },
+    });
+    expect(joined.status).toBe(202);
+  });
+});
+
+describe("a refusal says what to do next, with its figures", () => {
+  it("LIMIT_EXCEEDED: the limit, what the shopper holds, what they may still ask for", async () => {
+    const sku = uniqueSku("limit");
+    await createSku(sku, { totalStock: 10, perUserLimit: 3 });
+    expect((await reserve("lia", sku, 2)).status).toBe(202);
+    const error = refusal(await reserve("lia", sku, 2), 409, "LIMIT_EXCEEDED");
+    expect(error.message).toBe(
+      "At most 3 per shopper: you already hold or bought 2, so 2 more would be over the limit. You can still buy 1: ask for 1 or fewer.",
+    );
+    expect(error.details).toEqual({ perUserLimit: 3, held: 2, requested: 2 });
+    expect((await reserve("lia", sku, 1)).status).toBe(202);
+    const full = refusal(await reserve("lia", sku, 1), 409, "LIMIT_EXCEEDED");
+    expect(full.details).toEqual({ perUserLimit: 3, held: 3, requested: 1 });
+    expect(full.message).toContain("cancel a hold");
+  });
+
+  it("INSUFFICIENT_STOCK: how many units are left", async () => {
+    const sku = uniqueSku("few");
+    await createSku(sku, { totalStock: 2, perUserLimit: 5 });
+    const error = refusal(await reserve("ned", sku, 3), 409, "INSUFFICIENT_STOCK");
+    expect(error.details).toEqual({ available: 2, requested: 3 });
+    expect(error.message).toContain("Only 2 units are left");
+  });
+
+  it("SALE_NOT_ACTIVE before startsAt: when it opens, and the views say it is scheduled", async () => {
+    const sku = uniqueSku("soon");
+    const opensAt = inSeconds(30);
+    await createSku(sku, { totalStock: 5, startsAt: opensAt });
+    const error = refusal(await call("POST", `/api/skus/${sku}/tokens`, { user: "sam" }), 403, "SALE_NOT_ACTIVE");
+    expect(error.details?.phase).toBe("scheduled");
+    expect(error.details?.opensAt).toBe(new Date(opensAt).toISOString());
+    expect(error.details?.opensInSeconds).toBeGreaterThanOrEqual(28);
+    expect(error.details?.opensInSeconds).toBeLessThanOrEqual(30);
+    expect(error.message).toContain(`opens at ${new Date(opensAt).toISOString()}, in `);
+
+    const pub = await call("GET", `/api/skus/${sku}`);
+    expect(pub.json).toMatchObject({ status: "on_sale", phase: "scheduled" });
+    expect(pub.json.opensInSeconds).toBeGreaterThanOrEqual(28);
+    const adm = await call("GET", `/admin/skus/${sku}`, { admin: true });
+    expect(adm.json).toMatchObject({ status: "on_sale", phase: "scheduled" });
+    expect(adm.json.opensInSeconds).toBeGreaterThanOrEqual(28);
+  });
+
+  it("SALE_NOT_ACTIVE after endsAt says when it closed; a paused sale says so, also at the stock object", async () => {
+    const ended = uniqueSku("ended");
+    await createSku(ended, { totalStock: 5, startsAt: inSeconds(-120), endsAt: inSeconds(-60) });
+    const closed = refusal(await call("POST", `/api/skus/${ended}/tokens`, { user: "sam" }), 403, "SALE_NOT_ACTIVE");
+    expect(closed.details?.phase).toBe("ended");
+    expect(closed.message).toContain("The sale closed at");
+    expect((await call("GET", `/api/skus/${ended}`)).json).toMatchObject({ phase: "ended", opensInSeconds: null });
+
+    const paused = uniqueSku("paused");
+    await createSku(paused, { totalStock: 5 });
+    expect((await call("GET", `/api/skus/${paused}`)).json).toMatchObject({ phase: "open", opensInSeconds: null });
+    const token = await tokenFor("pia", paused);
+    await createSku(paused, { totalStock: 5, status: "paused" });
+    const error = refusal(await reserve("pia", paused, 1, token), 403, "SALE_NOT_ACTIVE");
+    expect(error.details).toEqual({ phase: "paused" });
+    expect(error.message).toContain("paused");
+    expect((await call("GET", `/admin/skus/${paused}`, { admin: true })).json.phase).toBe("paused");
+  });
+
+  it("STOCK_AVAILABLE: how many units a shopper could buy instead of waiting", async () => {
+    const sku = uniqueSku("instock");
+    await createSku(sku, { totalStock: 4 });
+    const error = refusal(
+      await call("POST", `/api/skus/${sku}/waitlist`, { user: "wes", body: { quantity: 1 } }),
+      409,
+      "STOCK_AVAILABLE",
+    );
+    expect(error.details).toEqual({ available: 4 });
+    expect(error.message).toContain("4 units are available now");
+  });
+
+  it("a malformed field is named in details.fields", async () => {
+    const error = refusal(
+      await call("PUT", `/admin/skus/${uniqueSku("bad")}`, { admin: true, body: { totalStock: -1 } }),
+      400,
+      "INVALID_REQUEST",
+    );
+    expect(error.details?.fields?.map((f) => f.path)).toEqual(["totalStock"]);
+  });
+});
