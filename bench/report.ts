@@ -483,6 +483,44 @@ function baselineTable(r: Results, via: Via): string {
   );
 }
 
+/**
+ * The engine core before → after: each baseline's object and this run's, alone on tmpfs, in
+ * batches of 1 back to back over the rounds (medians; each round in parentheses) and of 64 once.
+ */
+function engineBaselineTable(r: Results): string[] {
+  const figure = (key: string | undefined) =>
+    key === undefined ? undefined : (r.figures as Record<string, EngineFigure | undefined>)[key];
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const rounds = (keys: string[] | undefined) => {
+    const cpu = (keys ?? []).map((k) => figure(k)?.cpuUsPerReservation).filter((v): v is number => v !== undefined);
+    return cpu.length === 0 ? "–" : `${n0(median(cpu))}${cpu.length > 1 ? ` (${cpu.map(n0).join(", ")})` : ""}`;
+  };
+  const statements = (keys: string[] | undefined) => n1(figure(keys?.[0])?.sqlStatementsPerReservation);
+  const rows = r.baselines
+    .filter((b) => b.rounds?.engine_core_batch1 !== undefined)
+    .flatMap((b) => [
+      [
+        `\`${b.commit}\` ${b.subject}`,
+        rounds(b.rounds?.engine_core_batch1),
+        statements(b.rounds?.engine_core_batch1),
+        n1(figure(b.keys.engine_core)?.cpuUsPerReservation),
+      ],
+      [
+        `\`${r.commit}\`${r.dirty ? " (with uncommitted changes)" : ""} this run, beside it`,
+        rounds(b.rounds?.now_engine_core_batch1),
+        statements(b.rounds?.now_engine_core_batch1),
+        n1(r.figures.engine_core?.cpuUsPerReservation),
+      ],
+    ]);
+  if (rows.length === 0) return [];
+  return [
+    "The engine core (the object alone, state on tmpfs), the earlier object and this run's: in batches of 1 back to back over the rounds, which one goes first alternating; in batches of 64 once each (this run's from its own section above).",
+    "",
+    table(["object at commit", "batch 1: CPU µs per call", "SQL statements", "batch 64: CPU µs per reservation"], rows),
+    "",
+  ];
+}
+
 export function performanceDoc(r: Results): string {
   const lua1 = r.redis.reserve_lua_p1;
   const lua16 = r.redis.reserve_lua_p16;
@@ -643,6 +681,7 @@ export function performanceDoc(r: Results): string {
       "",
       baselineTable(r, "direct"),
       "",
+      ...engineBaselineTable(r),
     );
   }
   const profile = r.figures.hot_sku_profile;

@@ -219,6 +219,8 @@ try {
       await durable.stop();
     }
   }
+  /** This run's engine core server (object alone, tmpfs): the baselines' engine core runs beside it. */
+  let engineAlone: WorkerServer | undefined;
   if (wanted("engine_core")) {
     // The engine core as the object runs on Cloudflare (the headline): alone in its workerd (no
     // queue consumer: the consumer and D1 are another Worker invocation and another database there;
@@ -230,6 +232,7 @@ try {
       { GROUP_COMMIT: "on" },
       ENGINE_ALONE,
     );
+    engineAlone = cloudflare;
     await engineCore(bench, cloudflare);
     // Its fixed cost per call: the same object called with one reservation per call.
     await engineCore(bench, cloudflare, "engine_core_batch1", 1);
@@ -360,6 +363,17 @@ try {
         { root: tree, ...ENGINE_ALONE },
       );
       await attempt("engine_core", () => engineCore(bench, alone, keys.engine_core));
+      // Its fixed cost per call (batches of 1), the earlier object and this run's back to back, which
+      // one goes first alternating, as the edge points are.
+      const now = engineAlone;
+      for (let round = 0; now && round < rounds; round++) {
+        for (const who of round % 2 === 0 ? (["base", "now"] as const) : (["now", "base"] as const)) {
+          const name = `${who === "base" ? "" : "now_"}engine_core_batch1`;
+          const key = `${who}_${commit}_engine_core_batch1_r${round}`;
+          roundKeys[name] = [...(roundKeys[name] ?? []), key];
+          await attempt("engine_core_batch1", () => engineCore(bench, who === "base" ? alone : now, key, 1));
+        }
+      }
     }
     baselines.push({ ref, commit, subject, keys, rounds: roundKeys });
   }

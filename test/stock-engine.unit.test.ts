@@ -2,6 +2,7 @@ import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { isoTime } from "../durable-objects/engine/ledger";
 import type { Outcome, Reservation } from "../durable-objects/engine/types";
 import { StockEngine } from "../durable-objects/stock-engine";
 import { stockShard } from "./support/client";
@@ -373,6 +374,60 @@ describe("stock engine quotas", () => {
       );
       expect(answers.map((a) => (a.ok ? "ok" : a.code))).toEqual(["LIMIT_EXCEEDED", "ok"]);
     });
+  });
+});
+
+describe("stock engine statements", () => {
+  // Small batches bind each value, large ones a JSON array (ledger.ts, bindsEach): both must decide
+  // and store the same. The large batch passes every limit (150 nonces, 120 users, over 11 holds).
+  it("decides and stores a batch the same whether its values are bound one by one or as JSON", async () => {
+    const first = Array.from({ length: 140 }, (_, i) => ({
+      userId: `b${i % 120}`,
+      nonce: `n${i}`,
+      quantity: 1 + (i % 2),
+    }));
+    // Then five replays of earlier requests, and five of their nonces used by another user.
+    const again = first.slice(0, 10).map((a, i) => (i < 5 ? a : { ...a, userId: `other-${i}` }));
+    const asks = [...first, ...again];
+    const decide = (name: string, size: number) =>
+      runInDurableObject(stockShard(env, name, 0), async (_object, state) => {
+        await state.storage.deleteAll();
+        let n = 0;
+        const engine = new StockEngine(state.storage, () => `id-${++n}`);
+        engine.configure({ sku: "bind", shard: 0, shards: 1, totalStock: 170, perUserLimit: 2 });
+        const answers: string[] = [];
+        for (let i = 0; i < asks.length; i += size) {
+          for (const a of engine.reserve(asks.slice(i, i + size), T0 + i)) {
+            answers.push(a.ok ? `${a.value.reservation.id}:${a.value.replayed}` : a.code);
+          }
+        }
+        const rows = (query: string) => state.storage.sql.exec(query).toArray();
+        return {
+          answers,
+          reservations: rows("SELECT id, user_id, quantity, status, nonce, seq FROM reservations ORDER BY id"),
+          quotas: rows("SELECT user_id, active FROM user_quota ORDER BY user_id"),
+          stock: engine.state()?.stock,
+        };
+      });
+    const one = await decide("bind-each", 5);
+    const json = await decide("bind-json", 150);
+    const count = (code: string) => one.answers.filter((a) => a.endsWith(code)).length;
+    expect([count(":true"), count("IDEMPOTENCY_MISMATCH")]).toEqual([5, 5]);
+    expect(count("LIMIT_EXCEEDED")).toBeGreaterThan(0);
+    expect(count("INSUFFICIENT_STOCK") + count("SOLD_OUT")).toBeGreaterThan(0);
+    expect(json).toEqual(one);
+  });
+});
+
+describe("stock engine event times", () => {
+  it("formats them as toISOString does, for times in the same second as the last two and not", () => {
+    const near = fc.integer({ min: 0, max: 4_102_444_800_000 }).chain((ms) => fc.tuple(fc.constant(ms), fc.nat(2_500)));
+    fc.assert(
+      fc.property(near, fc.double({ min: 0, max: 4.1e12, noNaN: true }), ([ms, later], fractional) => {
+        for (const t of [ms, ms + later, ms, fractional]) expect(isoTime(t)).toBe(new Date(t).toISOString());
+      }),
+      { seed: 31, numRuns: 2_000 },
+    );
   });
 });
 

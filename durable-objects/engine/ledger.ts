@@ -31,6 +31,36 @@ import {
  */
 const WRITE_CHUNK = 256;
 
+/**
+ * The most values one statement may bind (a Durable Object's SQL limit). A write or read of a few
+ * rows binds each value (`VALUES (?, ?), (?, ?)`); a larger one binds one JSON array that SQLite
+ * unpacks with `json_each`, which costs more per statement (the JSON is built, parsed and expanded)
+ * but stays one statement per {@link WRITE_CHUNK} rows.
+ */
+const MAX_BOUND_VALUES = 100;
+
+/** Whether `rows` rows of `width` values each can be bound one value per placeholder. */
+export function bindsEach(rows: number, width: number): boolean {
+  return rows * width <= MAX_BOUND_VALUES;
+}
+
+/**
+ * `(?, ?), (?, ?)`: `rows` groups of `width` placeholders (`group`, when given, is one group's
+ * text), built once per shape: the runtime caches prepared statements by their text.
+ */
+const groupTexts = new Map<string, string>();
+export function groups(rows: number, width: number, group?: string): string {
+  const key = `${rows}:${width}:${group ?? ""}`;
+  let text = groupTexts.get(key);
+  if (text === undefined) {
+    text = Array(rows)
+      .fill(group ?? `(${Array(width).fill("?").join(", ")})`)
+      .join(", ");
+    groupTexts.set(key, text);
+  }
+  return text;
+}
+
 export function chunks<T>(items: readonly T[]): T[][] {
   const out: T[][] = [];
   for (let i = 0; i < items.length; i += WRITE_CHUNK) out.push(items.slice(i, i + WRITE_CHUNK));
@@ -61,19 +91,22 @@ type ConfigRow = { version: number; fence: string | null; plan: string | null; p
 export type ResizePhase = "preparing" | "committing";
 
 /**
- * `new Date(ms).toISOString()`, remembering the last two: a batch's events share their time and
- * their holds' expiry, so a batch formats two dates, not two per hold.
+ * `new Date(ms).toISOString()`, its text up to the second remembered for the last two seconds: an
+ * event's time and its hold's expiry are two, shared by a batch and by the calls of the same second,
+ * and `toISOString` formats each call through printf.
  */
-const isoCache: [number, string][] = [
+const isoSeconds: [number, string][] = [
   [Number.NaN, ""],
   [Number.NaN, ""],
 ];
-function isoTime(ms: number): string {
-  for (const [at, text] of isoCache) if (at === ms) return text;
-  const text = new Date(ms).toISOString();
-  isoCache.pop();
-  isoCache.unshift([ms, text]);
-  return text;
+export function isoTime(ms: number): string {
+  const second = Math.floor(ms / 1000);
+  const millis = String(Math.floor(ms) - second * 1000).padStart(3, "0");
+  for (const [at, prefix] of isoSeconds) if (at === second) return `${prefix}.${millis}Z`;
+  const prefix = new Date(second * 1000).toISOString().slice(0, -5); // "…T12:34:56" of "…T12:34:56.000Z"
+  isoSeconds.pop();
+  isoSeconds.unshift([second, prefix]);
+  return `${prefix}.${millis}Z`;
 }
 
 export class Ledger {
@@ -187,13 +220,20 @@ export class Ledger {
     this.writePending();
     const work = this.#work;
     if (work.dirtyQuotas.size > 0) {
-      const quotas = [...work.dirtyQuotas].map((user) => [user, work.quotas.get(user) ?? 0]);
+      const quotas = [...work.dirtyQuotas].map((user) => [user, work.quotas.get(user) ?? 0] as const);
       for (const chunk of chunks(quotas)) {
-        this.sql.exec(
-          `INSERT INTO user_quota (user_id, active) SELECT value ->> 0, value ->> 1 FROM json_each(?) WHERE true
-           ON CONFLICT (user_id) DO UPDATE SET active = excluded.active`,
-          JSON.stringify(chunk),
-        );
+        const upsert = "ON CONFLICT (user_id) DO UPDATE SET active = excluded.active";
+        if (bindsEach(chunk.length, 2)) {
+          this.sql.exec(
+            `INSERT INTO user_quota (user_id, active) VALUES ${groups(chunk.length, 2)} ${upsert}`,
+            ...chunk.flat(),
+          );
+        } else {
+          this.sql.exec(
+            `INSERT INTO user_quota (user_id, active) SELECT value ->> 0, value ->> 1 FROM json_each(?) WHERE true ${upsert}`,
+            JSON.stringify(chunk),
+          );
+        }
       }
       work.dirtyQuotas.clear();
     }
@@ -218,25 +258,35 @@ export class Ledger {
   writePending(): void {
     const work = this.#work;
     if (work.holds.length > 0) {
-      this.sql.exec(
-        `INSERT INTO reservations
-           (id, user_id, quantity, status, nonce, created_at, expires_at, updated_at, seq, token_expires_at)
-         SELECT value ->> 0, value ->> 1, value ->> 2, 'held', value ->> 3, value ->> 4, value ->> 5, value ->> 4,
-                value ->> 6, value ->> 7
-           FROM json_each(?)`,
-        JSON.stringify(
-          work.holds.map((r) => [
-            r.id,
-            r.user_id,
-            r.quantity,
-            r.nonce,
-            r.created_at,
-            r.expires_at,
-            r.seq,
-            r.token_expires_at,
-          ]),
-        ),
-      );
+      const holds = work.holds;
+      const columns =
+        "INSERT INTO reservations (id, user_id, quantity, status, nonce, created_at, expires_at, updated_at, seq, token_expires_at)";
+      if (bindsEach(holds.length, 9)) {
+        const values: (string | number | null)[] = [];
+        for (const r of holds) {
+          values.push(r.id, r.user_id, r.quantity, r.nonce, r.created_at, r.expires_at, r.updated_at, r.seq);
+          values.push(r.token_expires_at);
+        }
+        this.sql.exec(`${columns} VALUES ${groups(holds.length, 9, "(?, ?, ?, 'held', ?, ?, ?, ?, ?, ?)")}`, ...values);
+      } else {
+        this.sql.exec(
+          `${columns} SELECT value ->> 0, value ->> 1, value ->> 2, 'held', value ->> 3, value ->> 4, value ->> 5,
+                  value ->> 4, value ->> 6, value ->> 7
+             FROM json_each(?)`,
+          JSON.stringify(
+            holds.map((r) => [
+              r.id,
+              r.user_id,
+              r.quantity,
+              r.nonce,
+              r.created_at,
+              r.expires_at,
+              r.seq,
+              r.token_expires_at,
+            ]),
+          ),
+        );
+      }
       work.holds = [];
     }
     if (work.events.length > 0) {

@@ -1,4 +1,4 @@
-import { chunks, LAZY_EXPIRY_BATCH, type Ledger } from "./ledger";
+import { bindsEach, chunks, groups, LAZY_EXPIRY_BATCH, type Ledger } from "./ledger";
 import type { DrawPlace, OpeningDraw } from "./opening-draw";
 import {
   availableOf,
@@ -27,6 +27,8 @@ import type { Waitlist } from "./waitlist";
  * A rejected request writes nothing. Between 2 and 3 the fair opening and a resize's fence have
  * their say (a pending draw takes entries; a fenced shard answers BUSY).
  */
+type QuotaRow = { user_id: string; active: number };
+
 export class Reserver {
   constructor(
     private readonly ledger: Ledger,
@@ -135,7 +137,8 @@ export class Reserver {
 
   /**
    * Reads what a batch's decisions need in two statements, not two per request: the reservations of
-   * its nonces (replays) and its users' quotas. Users absent from `user_quota` hold nothing (0).
+   * its nonces (replays) and its users' quotas. Users absent from `user_quota` hold nothing (0). A
+   * batch of up to 100 binds each nonce and user (see `bindsEach`), a larger one a JSON array.
    */
   #prefetch(requests: readonly ReserveRequest[]): void {
     const ledger = this.ledger;
@@ -144,12 +147,17 @@ export class Reserver {
     const nonces = requests.map((r) => r.nonce);
     for (const nonce of nonces) work.nonces.set(nonce, null);
     for (const chunk of chunks(nonces)) {
-      const priors = ledger.sql
-        .exec<ReservationRow>(
-          "SELECT * FROM reservations WHERE nonce IN (SELECT value FROM json_each(?))",
-          JSON.stringify(chunk),
-        )
-        .toArray();
+      const priors = (
+        bindsEach(chunk.length, 1)
+          ? ledger.sql.exec<ReservationRow>(
+              `SELECT * FROM reservations WHERE nonce IN (${groups(chunk.length, 1, "?")})`,
+              ...chunk,
+            )
+          : ledger.sql.exec<ReservationRow>(
+              "SELECT * FROM reservations WHERE nonce IN (SELECT value FROM json_each(?))",
+              JSON.stringify(chunk),
+            )
+      ).toArray();
       for (const row of priors) if (row.nonce !== null) work.nonces.set(row.nonce, row);
     }
     const users: string[] = [];
@@ -159,12 +167,17 @@ export class Reserver {
       users.push(userId);
     }
     for (const chunk of chunks(users)) {
-      const quotas = ledger.sql
-        .exec<{ user_id: string; active: number }>(
-          "SELECT user_id, active FROM user_quota WHERE user_id IN (SELECT value FROM json_each(?))",
-          JSON.stringify(chunk),
-        )
-        .toArray();
+      const quotas = (
+        bindsEach(chunk.length, 1)
+          ? ledger.sql.exec<QuotaRow>(
+              `SELECT user_id, active FROM user_quota WHERE user_id IN (${groups(chunk.length, 1, "?")})`,
+              ...chunk,
+            )
+          : ledger.sql.exec<QuotaRow>(
+              "SELECT user_id, active FROM user_quota WHERE user_id IN (SELECT value FROM json_each(?))",
+              JSON.stringify(chunk),
+            )
+      ).toArray();
       for (const q of quotas) work.quotas.set(q.user_id, q.active);
     }
   }
