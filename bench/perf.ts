@@ -5,15 +5,21 @@
 // Points: healthz, sku_view, sold_out, hot_sku, bare, body_floor, floor; engine1 and engine64 (the
 // engine core's reserve RPC in batches of 1 or 64, the object alone on tmpfs, as the bench runs it)
 // and row (the floor object committing one row per call, tmpfs).
+// `--callgrind` (engine1, row, noop): instructions instead of samples, workerd under valgrind's
+// callgrind, counted over `--calls N` (default 400) after 2,000 warm-up calls, grouped as above;
+// `--save` records them in bench/results.json (figures.callgrind), which docs/PERFORMANCE.md shows.
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startRedis } from "../tools/redis-server";
 import { startBridge } from "../tools/upstash-bridge";
-import { startWorker } from "../tools/worker";
+import { createSku, startWorker } from "../tools/worker";
 import { startBareWorker } from "./lib/bare-worker";
+import { countInstructions, useCallgrind } from "./lib/callgrind";
 import { FULL } from "./lib/context";
+import { engineRun } from "./lib/engine-route";
 import { startFloorWorker } from "./lib/floor-worker";
 import { objectFloor, startBodyWorker, startFloorObjects } from "./lib/floors";
 import { log } from "./lib/log";
@@ -27,6 +33,8 @@ const argv = process.argv.slice(2);
 const point = argv[0] ?? "";
 const seconds = Number(argv.includes("--seconds") ? argv[argv.indexOf("--seconds") + 1] : 8);
 const js = argv.includes("--js");
+const callgrind = argv.includes("--callgrind");
+const calls = Number(argv.includes("--calls") ? argv[argv.indexOf("--calls") + 1] : 400);
 const POINTS = [
   "healthz",
   "sku_view",
@@ -39,7 +47,11 @@ const POINTS = [
   "engine64",
   "row",
 ];
-if (!POINTS.includes(point)) {
+if (callgrind && !["engine1", "row", "noop"].includes(point)) {
+  console.error("--callgrind counts engine1, row or noop (the edge points under valgrind would take hours)");
+  process.exit(2);
+}
+if (!POINTS.includes(point) && !(callgrind && point === "noop")) {
   console.error(`usage: npm run bench:perf -- <${POINTS.join("|")}> [--seconds N] [--js]`);
   process.exit(2);
 }
@@ -58,6 +70,63 @@ const bench = {
 let exitCode = 0;
 const stops: (() => Promise<void>)[] = [];
 try {
+  if (callgrind) {
+    await countPoint();
+  } else await samplePoint();
+} catch (err) {
+  console.error(err);
+  exitCode = 1;
+} finally {
+  for (const stop of stops.reverse()) await stop().catch(() => undefined);
+  rmSync(dir, { recursive: true, force: true });
+}
+process.exit(exitCode);
+
+/** `--callgrind`: the point's instructions per call, printed, and recorded with `--save`. */
+async function countPoint(): Promise<void> {
+  useCallgrind(dir);
+  log(`${point}: starting workerd under callgrind (a minute or two)`);
+  let pid: number;
+  let drive: (n: number) => Promise<number>;
+  if (point === "engine1") {
+    const worker = await startWorker("callgrind", { GROUP_COMMIT: "on" }, { objectAlone: true, stateRoot: "/dev/shm" });
+    stops.push(() => worker.stop());
+    pid = worker.pid;
+    await createSku(worker, "cg", 1_000_000);
+    let round = 0;
+    drive = async (n) => {
+      const r = await engineRun(worker, { sku: "cg", count: n, batch: 1, concurrency: 1, run: `cg${round++}` });
+      return r.rpcs;
+    };
+  } else {
+    const objects = await startFloorObjects("/dev/shm");
+    stops.push(() => objects.stop());
+    pid = objects.pid;
+    drive = async (n) => {
+      const body = JSON.stringify({ method: point, count: n, name: point });
+      const res = await fetch(objects.url, { method: "POST", body });
+      return ((await res.json()) as { calls: number }).calls;
+    };
+  }
+  await drive(2_000);
+  const counted = await countInstructions(point, pid, dir, () => drive(calls));
+  console.log(
+    `${point}: ${counted.kInstructions.toFixed(0)} K instructions of workerd per call (${counted.calls} calls)`,
+  );
+  for (const [group, k] of counted.groups) console.log(`${k.toFixed(1).padStart(8)} K  ${group}`);
+  if (argv.includes("--save")) {
+    const path = join(import.meta.dirname, "results.json");
+    const results = JSON.parse(readFileSync(path, "utf8")) as { figures: Record<string, unknown> };
+    const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { encoding: "utf8" }).trim();
+    const saved = (results.figures.callgrind ?? {}) as Record<string, unknown>;
+    saved[point] = { ...counted, commit, date: new Date().toISOString() };
+    results.figures.callgrind = saved;
+    writeFileSync(path, `${JSON.stringify(results, null, 2)}\n`);
+    log(`saved in bench/results.json (figures.callgrind.${point})`);
+  }
+}
+
+async function samplePoint(): Promise<void> {
   let server: { url: string; directUrl: string; pid: number; inspectorPort?: number };
   let load: (s: typeof server) => Promise<unknown>;
   if (point === "row") {
@@ -120,11 +189,4 @@ try {
     for (const line of await profile.stop(30))
       console.log(`${line.selfPct.toFixed(1).padStart(5)}%  ${line.fn}  ${line.where}`);
   }
-} catch (err) {
-  console.error(err);
-  exitCode = 1;
-} finally {
-  for (const stop of stops.reverse()) await stop().catch(() => undefined);
-  rmSync(dir, { recursive: true, force: true });
 }
-process.exit(exitCode);

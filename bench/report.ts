@@ -5,6 +5,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type FloorFigures, floorSection, perfSection } from "./floor-targets";
+import type { CallgrindPoint } from "./lib/callgrind";
 import type { Capacity } from "./lib/capacity";
 import type { CapacitySimulation } from "./lib/capacity-sim";
 import type { Point } from "./lib/measure";
@@ -98,6 +99,8 @@ export interface Results {
       bits20?: { solves: number; medianMs: number; maxMs: number; usPerHash: number };
     };
     hot_sku_profile?: ProfileLine[];
+    /** Instructions per call under callgrind (`npm run bench:perf -- <point> --callgrind --save`). */
+    callgrind?: Record<string, CallgrindPoint & { commit: string; date: string }>;
   };
   /** The capacity model (bench/lib/capacity.ts); absent in results of runs before it existed. */
   capacity?: Capacity;
@@ -487,6 +490,37 @@ function baselineTable(r: Results, via: Via): string {
  * The engine core before → after: each baseline's object and this run's, alone on tmpfs, in
  * batches of 1 back to back over the rounds (medians; each round in parentheses) and of 64 once.
  */
+/** "Instructions per call": the callgrind counts, group by group, beside the floors counted the same way. */
+function callgrindSection(r: Results): string[] {
+  const counted = r.figures.callgrind;
+  if (!counted) return [];
+  const labels: Record<string, string> = {
+    engine1: "engine core, batches of 1",
+    row: "floor: RPC committing one row",
+    noop: "floor: RPC doing nothing",
+  };
+  const points = ["engine1", "row", "noop"].flatMap((k) => (counted[k] ? [[k, counted[k]] as const] : []));
+  const groups = [...new Set(points.flatMap(([, p]) => p.groups.map(([g]) => g)))];
+  const k = (p: CallgrindPoint, g: string) => p.groups.find(([name]) => name === g)?.[1] ?? 0;
+  const [engine, row] = [counted.engine1, counted.row];
+  groups.sort((a, b) => (engine ? k(engine, b) - k(engine, a) : 0));
+  const ratio =
+    engine && row
+      ? ` The engine core's call runs ${x2(engine.kInstructions / row.kInstructions)} the one-row floor's instructions.`
+      : "";
+  return [
+    "## Instructions per call (callgrind)",
+    "",
+    `workerd under valgrind's callgrind, instrumented only while the measured calls ran (\`npm run bench:perf -- <point> --callgrind --save\`, bench/lib/callgrind.ts): thousands of instructions per call, by the groups of the perf table. An instruction count does not move with the machine's other load; it leaves out the kernel's work (the syscalls of a commit) and the cost of cache misses, and under valgrind the object's outbox, paced by the wall clock, flushes on every call. Counted at ${points.map(([key, p]) => `${key} \`${p.commit}\``).join(", ")}.${ratio}`,
+    "",
+    `| group | ${points.map(([key, p]) => `${labels[key] ?? key} (${n0(p.calls)} calls)`).join(" | ")} |`,
+    `|${[0, ...points].map(() => " --- ").join("|")}|`,
+    ...groups.map((g) => `| ${g} | ${points.map(([, p]) => n1(k(p, g))).join(" | ")} |`),
+    `| all of workerd | ${points.map(([, p]) => `**${n0(p.kInstructions)}**`).join(" | ")} |`,
+    "",
+  ];
+}
+
 function engineBaselineTable(r: Results): string[] {
   const figure = (key: string | undefined) =>
     key === undefined ? undefined : (r.figures as Record<string, EngineFigure | undefined>)[key];
@@ -553,6 +587,7 @@ export function performanceDoc(r: Results): string {
     "",
     ...floorSection({ ...r.figures, points: r.points, pipelineCpuUsPerOrder: pipe?.pipelineCpuUsPerOrder }),
     ...perfSection(r.figures.perf),
+    ...callgrindSection(r),
     "## Targets",
     "",
     targetTable(r),

@@ -43,6 +43,23 @@ export function childrenNamed(parent: number, comm: string): number[] {
   return out;
 }
 
+/**
+ * The workerd processes Miniflare spawned under `parent`: named `workerd`, or a valgrind tool running
+ * it (`npm run bench:perf -- <point> --callgrind` starts workerd under callgrind).
+ */
+export function workerdChildren(parent: number): number[] {
+  return [
+    ...childrenNamed(parent, "workerd"),
+    ...childrenNamed(parent, "callgrind-amd64").filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("workerd");
+      } catch {
+        return false;
+      }
+    }),
+  ];
+}
+
 /** A CPU meter over a set of processes: `stop()` gives the µs they used since `start`. */
 export function cpuMeter(pids: number[]): { stop(): number } {
   const total = () => pids.reduce((sum, pid) => sum + cpuMicros(pid), 0);

@@ -9,7 +9,7 @@ import { Log, LogLevel, Miniflare } from "miniflare";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
 import { ensureDevVars, SECRETS } from "./dev-vars";
 import { HARNESS_ENTRY } from "./harness";
-import { childrenNamed } from "./proc";
+import { workerdChildren } from "./proc";
 import { freePort } from "./redis-server";
 
 /**
@@ -104,7 +104,7 @@ export async function startWorker(
     const producers = workerOptions.queueProducers as Record<string, unknown> | undefined;
     if (producers) delete producers.ORDER_EVENTS;
   }
-  const before = new Set(childrenNamed(process.pid, "workerd"));
+  const before = new Set(workerdChildren(process.pid));
   const output: string[] = []; // the last chunks of the Worker's output (it logs a line per request)
   const keep = (d: Buffer) => {
     if (output.push(d.toString()) > 200) output.splice(0, 100);
@@ -150,7 +150,7 @@ export async function startWorker(
     rmSync(state, { recursive: true, force: true });
     throw new Error(`the Worker (${label}) did not start: ${String(err)}\n${output.join("")}`);
   }
-  const pid = childrenNamed(process.pid, "workerd").find((p) => !before.has(p));
+  const pid = workerdChildren(process.pid).find((p) => !before.has(p));
   if (pid === undefined) throw new Error(`the Worker (${label}): no workerd process found`);
   const directUrl = (await mf.unsafeGetDirectURL("flashgate")).origin;
   return {

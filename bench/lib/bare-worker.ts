@@ -1,5 +1,5 @@
 import { Log, LogLevel, Miniflare } from "miniflare";
-import { childrenNamed } from "../../tools/proc";
+import { workerdChildren } from "../../tools/proc";
 import { freePort } from "../../tools/redis-server";
 
 /**
@@ -36,7 +36,7 @@ export async function startScriptWorker(
   } = {},
 ): Promise<BareWorker> {
   const port = await freePort();
-  const before = new Set(childrenNamed(process.pid, "workerd"));
+  const before = new Set(workerdChildren(process.pid));
   const mf = new Miniflare({
     host: "127.0.0.1",
     port,
@@ -49,7 +49,7 @@ export async function startScriptWorker(
     ...extra,
   });
   await mf.ready;
-  const pid = childrenNamed(process.pid, "workerd").find((p) => !before.has(p));
+  const pid = workerdChildren(process.pid).find((p) => !before.has(p));
   if (pid === undefined) throw new Error(`could not find the ${label} Worker's workerd process`);
   const directUrl = (await mf.unsafeGetDirectURL()).origin;
   return { url: `http://127.0.0.1:${port}`, directUrl, pid, stop: () => mf.dispose() };

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Log, LogLevel, Miniflare } from "miniflare";
-import { childrenNamed, cpuMeter } from "../../tools/proc";
+import { cpuMeter, workerdChildren } from "../../tools/proc";
 import { freePort } from "../../tools/redis-server";
 import { type BareWorker, startScriptWorker } from "./bare-worker";
 import { log } from "./log";
@@ -69,7 +69,7 @@ export interface FloorObjects {
 export async function startFloorObjects(stateRoot: string): Promise<FloorObjects> {
   const state = mkdtempSync(join(stateRoot, "flashgate-floor-"));
   const port = await freePort();
-  const before = new Set(childrenNamed(process.pid, "workerd"));
+  const before = new Set(workerdChildren(process.pid));
   const mf = new Miniflare({
     host: "127.0.0.1",
     port,
@@ -82,7 +82,7 @@ export async function startFloorObjects(stateRoot: string): Promise<FloorObjects
     durableObjectsPersist: state,
   });
   await mf.ready;
-  const pid = childrenNamed(process.pid, "workerd").find((p) => !before.has(p));
+  const pid = workerdChildren(process.pid).find((p) => !before.has(p));
   if (pid === undefined) throw new Error("could not find the floor objects' workerd process");
   return {
     url: `http://127.0.0.1:${port}`,

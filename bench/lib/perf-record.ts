@@ -20,7 +20,8 @@ export interface PerfProfile {
 const GROUPS: [string, RegExp][] = [
   ["kernel (syscalls, network, scheduling)", /^\[kernel/],
   ["SQLite", /sqlite|^workerd (wal|pcache|pager|btree|vdbe|json)/i],
-  ["JavaScript running (V8 interpreter, baseline code, builtins)", /Builtins_|^\[(unknown|JIT)|perf-\d+\.map/],
+  // (callgrind names JIT code by its address: "??? 0x…")
+  ["JavaScript running (V8 interpreter, baseline code, builtins)", /Builtins_|^\[(unknown|JIT)|perf-\d+\.map|^\?+ 0x/],
   [
     "V8 garbage collection",
     /v8::internal::(Heap|Scaveng|MarkCompact|Sweeper|Marking|MinorMS|ConcurrentMarking|[A-Za-z]*GC)|cppgc/,
@@ -73,6 +74,11 @@ export async function perfProfile(pid: number, seconds: number, dir: string): Pr
   return perf.stop();
 }
 
+/** The group of a symbol of `dso` (perf's and callgrind's alike). */
+export function groupOf(dso: string, symbol: string): string {
+  return GROUPS.find(([, re]) => re.test(`${dso} ${symbol}`))?.[0] ?? "other";
+}
+
 function parse(report: string): PerfProfile {
   // "# Samples: 34K of event 'cpu-clock'"
   const count = /# Samples: ([\d.]+)([KM]?)/.exec(report);
@@ -84,7 +90,7 @@ function parse(report: string): PerfProfile {
     .map((m) => ({ pct: Number(m[1]), dso: m[2] ?? "", symbol: (m[3] ?? "").replace(/<.*>/g, "<…>").slice(0, 110) }));
   const byGroup = new Map<string, number>();
   for (const r of rows) {
-    const group = GROUPS.find(([, re]) => re.test(`${r.dso} ${r.symbol}`))?.[0] ?? "other";
+    const group = groupOf(r.dso, r.symbol);
     byGroup.set(group, (byGroup.get(group) ?? 0) + r.pct);
   }
   return {
