@@ -505,6 +505,11 @@ try {
       ),
     );
   } else {
+    // Instruction counts are recorded apart (`bench:perf -- <point> --callgrind --save`): keep them.
+    const counted = existsSync(RESULTS)
+      ? (JSON.parse(readFileSync(RESULTS, "utf8")) as { figures?: { callgrind?: unknown } }).figures?.callgrind
+      : undefined;
+    if (counted !== undefined) bench.figures.callgrind = counted;
     writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
     writeReports(results);
     log(`wrote bench/results.json and docs/PERFORMANCE.md (${bench.problems.length} problems)`);
