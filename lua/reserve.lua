@@ -9,8 +9,9 @@
 --   2. the SKU hash exists ...................................... else SKU_NOT_FOUND
 --   3. a used nonce replays its reservation (replayed = true) ... different user or quantity:
 --                                                                 IDEMPOTENCY_MISMATCH
---   4. status == on_sale and startsAt <= now < endsAt ........... else SALE_NOT_ACTIVE
---   5. user's active (held + sold) + quantity <= perUserLimit ... else LIMIT_EXCEEDED
+--   4. status == on_sale and startsAt <= now < endsAt ........... else SALE_NOT_ACTIVE (+ the sale)
+--   5. user's active (held + sold) + quantity <= perUserLimit ... else LIMIT_EXCEEDED (+ the limit
+--                                                                 and the user's active)
 --   6. available > 0 ............................................ else SOLD_OUT (available 0)
 --   7. available >= quantity .................................... else INSUFFICIENT_STOCK
 --   8. the hold is written: reservation hash, holds zset, held, the user's quota, nonce, version.
@@ -122,8 +123,11 @@ local function expireDue(limit)
 end
 
 local function answer(value) return cjson.encode({ ok = true, value = value }) end
-local function reject(code, available)
-  return cjson.encode({ ok = false, code = code, available = available })
+-- `figures`: what a refusal was decided by (the limit and the holding, the sale), as the engine says it.
+local function reject(code, available, figures)
+  local answer = { ok = false, code = code, available = available }
+  for key, value in pairs(figures or {}) do answer[key] = value end
+  return cjson.encode(answer)
 end
 
 -- 1. Lazy expiry -----------------------------------------------------------------------------------
@@ -160,12 +164,17 @@ end
 local onSale = status == "on_sale"
   and (startsAt == nil or now >= startsAt)
   and (endsAt == nil or now < endsAt)
-if not onSale then return reject("SALE_NOT_ACTIVE", available) end
+if not onSale then
+  local sale = { status = status, startsAt = startsAt or cjson.null, endsAt = endsAt or cjson.null }
+  return reject("SALE_NOT_ACTIVE", available, { sale = sale })
+end
 
 -- 5. Per-user limit over held + sold ---------------------------------------------------------------
 
 local active = tonumber(redis.call("HGET", quotaKey, userId)) or 0
-if active + quantity > perUserLimit then return reject("LIMIT_EXCEEDED", available) end
+if active + quantity > perUserLimit then
+  return reject("LIMIT_EXCEEDED", available, { limit = { perUserLimit = perUserLimit, held = active } })
+end
 
 -- 6, 7. Stock --------------------------------------------------------------------------------------
 

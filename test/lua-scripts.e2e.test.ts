@@ -124,7 +124,7 @@ function shardOf(sku: string, shard = 0) {
 describe("lua scripts: loading", () => {
   it("pins the SHA1 of every script (a change of a lua/ file must update this pin)", async () => {
     const pinned: Record<LuaScriptName, string> = {
-      reserve: "fab361ac96c6dee8a72b754eaf7310a26b7f5995",
+      reserve: "584c969c9c7187ee3a7fff8bfed059fb19248d4e",
       release: "d651017387006734a75d6557c7e64f07000d5768",
       confirm: "1c06d6b390aef1aaf368b3ab778c5f90ca4f00fd",
       configure: "cc2b70f5e0d85d0225b2fd678cdef520cb635092",
@@ -314,11 +314,13 @@ describe("lua scripts: reserve", () => {
       ok: false,
       code: "LIMIT_EXCEEDED",
       available: 2,
+      limit: { perUserLimit: 2, held: 2 },
     });
     expect(await shop.reserve(T0 + 3, shop.id(3), "u2", "n3", 3)).toEqual({
       ok: false,
       code: "LIMIT_EXCEEDED",
       available: 2,
+      limit: { perUserLimit: 2, held: 0 },
     });
 
     // cancelling the hold frees one unit of the user's limit; the sold one still counts
@@ -333,6 +335,7 @@ describe("lua scripts: reserve", () => {
       ok: false,
       code: "LIMIT_EXCEEDED",
       available: 0,
+      limit: { perUserLimit: 2, held: 2 },
     });
     expect(await shop.reserve(T0 + 8, shop.id(7), "u3", "n7")).toEqual({ ok: false, code: "SOLD_OUT", available: 0 });
     await shop.checkInvariants();
@@ -375,14 +378,19 @@ describe("lua scripts: reserve", () => {
   it("takes reservations only on sale and inside [startsAt, endsAt)", async () => {
     const shop = shardOf(uniqueSku("window"));
     okValue(await shop.configure({ totalStock: 10, perUserLimit: 10, startsAt: T0 + 1_000, endsAt: T0 + 2_000 }));
-    const notActive = { ok: false, code: "SALE_NOT_ACTIVE", available: 10 };
+    const sale = { status: "on_sale", startsAt: T0 + 1_000, endsAt: T0 + 2_000 };
+    const notActive = { ok: false, code: "SALE_NOT_ACTIVE", available: 10, sale };
     expect(await shop.reserve(T0 + 999, shop.id(1), "u1", "n1")).toEqual(notActive);
     expect(okValue(await shop.reserve(T0 + 1_000, shop.id(2), "u1", "n2")).available).toBe(9);
     expect(okValue(await shop.reserve(T0 + 1_999, shop.id(3), "u1", "n3")).available).toBe(8);
     expect(await shop.reserve(T0 + 2_000, shop.id(4), "u1", "n4")).toEqual({ ...notActive, available: 8 });
 
     okValue(await shop.configure({ totalStock: 10, endsAt: null, status: "paused" }));
-    expect(await shop.reserve(T0 + 1_500, shop.id(5), "u1", "n5")).toEqual({ ...notActive, available: 8 });
+    expect(await shop.reserve(T0 + 1_500, shop.id(5), "u1", "n5")).toEqual({
+      ...notActive,
+      available: 8,
+      sale: { status: "paused", startsAt: T0 + 1_000, endsAt: null },
+    });
     okValue(await shop.configure({ totalStock: 10, status: "on_sale" }));
     expect(okValue(await shop.reserve(T0 + 5_000, shop.id(6), "u1", "n6")).available).toBe(7);
     okValue(await shop.configure({ totalStock: 10, startsAt: null }));

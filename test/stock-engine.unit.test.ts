@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { isoTime } from "../durable-objects/engine/ledger";
-import type { Outcome, Reservation } from "../durable-objects/engine/types";
+import { isOnSale, type Outcome, type Reservation } from "../durable-objects/engine/types";
 import { StockEngine } from "../durable-objects/stock-engine";
 import { stockShard } from "./support/client";
 
@@ -176,6 +176,9 @@ async function runScenario(
       ? [`replayed ${first.id}`, "IDEMPOTENCY_MISMATCH"]
       : [...(answer.ok ? [`held ${answer.value.reservation.id}`] : []), ...justifiedRefusals(available, ask.quantity)];
     expect(seen).toBeOneOf(allowed);
+    // A refusal for the limit or the sale window carries the figures it was decided by (the edge
+    // explains it with them, asking nothing more); no other answer carries them.
+    expect(carriesItsFigures(answer, ask.quantity, scenario.perUserLimit, now)).toBe(true);
     outcomesSeen.add(`reserve ${first ? "used" : "new"} ${seen.split(" ")[0]}`);
     if (answer.ok && !first) {
       firstAnswerOfNonce.set(nonce, answer.value.reservation);
@@ -260,7 +263,7 @@ async function runScenario(
   return transcript;
 }
 
-/** The refusals the state before a request justifies (the limit and the sale window are not modelled). */
+/** The refusals the state before a request justifies (the limit and the sale window by the figures they carry). */
 function justifiedRefusals(available: number, quantity: number): string[] {
   return [
     "SALE_NOT_ACTIVE",
@@ -268,6 +271,19 @@ function justifiedRefusals(available: number, quantity: number): string[] {
     ...(available === 0 ? ["SOLD_OUT"] : []),
     ...(available > 0 && available < quantity ? ["INSUFFICIENT_STOCK"] : []),
   ];
+}
+
+/** A refusal's figures: the limit and the user's holding for LIMIT_EXCEEDED, the sale for SALE_NOT_ACTIVE. */
+function carriesItsFigures(answer: Outcome<unknown>, quantity: number, perUserLimit: number, now: number): boolean {
+  const code = answer.ok ? undefined : answer.code;
+  const limit = answer.ok ? undefined : answer.limit;
+  const sale = answer.ok ? undefined : answer.sale;
+  const limitShown =
+    code === "LIMIT_EXCEEDED"
+      ? limit?.perUserLimit === perUserLimit && limit.held <= perUserLimit && limit.held + quantity > perUserLimit
+      : limit === undefined;
+  const saleShown = code === "SALE_NOT_ACTIVE" ? sale !== undefined && !isOnSale(sale, now) : sale === undefined;
+  return limitShown && saleShown;
 }
 
 /** Every kind of answer the sequences produced: the branches above must all be exercised. */

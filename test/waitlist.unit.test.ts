@@ -56,7 +56,11 @@ describe("waitlist", () => {
       expect(engine.waitlist.join("dan", 1, T0)).toEqual({ ok: false, code: "STOCK_AVAILABLE" });
       const dan = held(engine.reserve([{ userId: "dan", nonce: "d1", quantity: 1 }], T0)[0]);
       const eve = held(engine.reserve([{ userId: "eve", nonce: "e1", quantity: 1 }], T0)[0]);
-      expect(engine.waitlist.join("dan", 2, T0)).toEqual({ ok: false, code: "LIMIT_EXCEEDED" });
+      expect(engine.waitlist.join("dan", 2, T0)).toEqual({
+        ok: false,
+        code: "LIMIT_EXCEEDED",
+        limit: { perUserLimit: 2, held: 1 },
+      });
       expect(engine.waitlist.join("dan", 1, T0).ok).toBe(true); // 1 held + 1 waiting = the limit
       expect(engine.waitlist.join("fay", 1, T0).ok).toBe(true);
       // dan pays, then buys more elsewhere... his quota is full, so eve's release goes to fay.

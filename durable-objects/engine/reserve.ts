@@ -3,8 +3,10 @@ import type { DrawPlace, OpeningDraw } from "./opening-draw";
 import {
   availableOf,
   fail,
+  notOnSale,
   type Outcome,
   ok,
+  overLimit,
   type Reservation,
   type ReservationRow,
   type ReserveAnswer,
@@ -81,10 +83,9 @@ export class Reserver {
     if (ledger.fenced()) return fail("BUSY", available);
     if (request.shards !== undefined && request.shards !== sku.shards) return fail("TOKEN_INVALID");
 
-    if (!rowOnSale(sku, now)) return fail("SALE_NOT_ACTIVE", available);
-    if (ledger.quota(request.userId) + request.quantity > sku.per_user_limit) {
-      return fail("LIMIT_EXCEEDED", available);
-    }
+    if (!rowOnSale(sku, now)) return notOnSale(sku, available);
+    const held = ledger.quota(request.userId);
+    if (held + request.quantity > sku.per_user_limit) return overLimit(sku, held, available);
     if (this.draw.pending(now)) return this.#enterDraw(request, sku, now);
     if (this.waitlist.ahead && !served) return fail("SOLD_OUT", 0); // the units are the waitlist's
     if (available === 0) return fail("SOLD_OUT", 0);

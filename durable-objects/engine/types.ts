@@ -36,12 +36,32 @@ export type Outcome<T> =
       draw?: DrawPlace | undefined;
       /** A cut of a sharded SKU's total: the units shard 0 lacks (it pulls them, then asks again). */
       missing?: number;
+      /** `LIMIT_EXCEEDED`: the limit and what the user held or bought when refused (the edge explains with them). */
+      limit?: { perUserLimit: number; held: number };
+      /** `SALE_NOT_ACTIVE`: the sale's status and window when refused. */
+      sale?: { status: SaleStatus; startsAt: number | null; endsAt: number | null };
     };
 
 export const ok = <T>(value: T): Outcome<T> => ({ ok: true, value });
 
 export const fail = <T>(code: StockErrorCode, available?: number): Outcome<T> =>
   available === undefined ? { ok: false, code } : { ok: false, code, available };
+
+/** `LIMIT_EXCEEDED`, with what the edge needs to say why without asking again. */
+export const overLimit = <T>(row: SkuRow, held: number, available?: number): Outcome<T> => ({
+  ok: false,
+  code: "LIMIT_EXCEEDED",
+  ...(available === undefined ? {} : { available }),
+  limit: { perUserLimit: row.per_user_limit, held },
+});
+
+/** `SALE_NOT_ACTIVE`, with the status and window the edge explains it by. */
+export const notOnSale = <T>(row: SkuRow, available?: number): Outcome<T> => ({
+  ok: false,
+  code: "SALE_NOT_ACTIVE",
+  ...(available === undefined ? {} : { available }),
+  sale: { status: row.status as SaleStatus, startsAt: row.starts_at, endsAt: row.ends_at },
+});
 
 /** A short answer: the shard lacks the units (a sharded SKU then pulls from its siblings). */
 export function isShort(outcome: Outcome<unknown>): boolean {

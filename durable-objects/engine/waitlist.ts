@@ -1,5 +1,5 @@
 import { LAZY_EXPIRY_BATCH, type Ledger } from "./ledger";
-import { availableOf, fail, type Outcome, ok, rowOnSale } from "./types";
+import { availableOf, fail, notOnSale, type Outcome, ok, overLimit, rowOnSale } from "./types";
 
 /**
  * The waitlist: buyers waiting for released units, served first-fit in FIFO order, each within the
@@ -94,7 +94,7 @@ export class Waitlist {
     const ledger = this.#ledger;
     const sku = ledger.row();
     if (!sku) return fail<WaitlistEntry>("SKU_NOT_FOUND");
-    if (!rowOnSale(sku, now)) return fail<WaitlistEntry>("SALE_NOT_ACTIVE");
+    if (!rowOnSale(sku, now)) return notOnSale<WaitlistEntry>(sku);
     const available = sku.shards > 1 ? (this.#mode === 1 ? 0 : (skuAvailable ?? 0)) : availableOf(sku);
     if (ledger.fenced()) return fail<WaitlistEntry>("BUSY");
     if (available > 0) return fail<WaitlistEntry>("STOCK_AVAILABLE");
@@ -102,9 +102,8 @@ export class Waitlist {
       .exec<{ id: string; position: number }>("SELECT id, position FROM waitlist WHERE user_id = ?", userId)
       .toArray()[0];
     if (existing) return ok({ waitlistId: existing.id, position: this.#positionOf(existing.position) });
-    if ((homeQuota ?? ledger.quota(userId)) + quantity > sku.per_user_limit) {
-      return fail<WaitlistEntry>("LIMIT_EXCEEDED");
-    }
+    const held = homeQuota ?? ledger.quota(userId);
+    if (held + quantity > sku.per_user_limit) return overLimit<WaitlistEntry>(sku, held);
     const row = this.#sql
       .exec<{ id: string; position: number }>(
         "INSERT INTO waitlist (id, user_id, quantity, created_at) VALUES (?, ?, ?, ?) RETURNING id, position",

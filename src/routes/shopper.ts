@@ -82,7 +82,9 @@ function tokenOfBody(text: string): string {
 /**
  * A refused reservation or waitlist entry, said with its figures (API.md: what happened, what to do
  * next): the per-user limit and what this user holds, when the sale opens or closed, the units left.
- * Read from the user's home shard only on this (rare) path; any other outcome is unwrapped as it is.
+ * The figures come with the object's refusal, as it decided by them, so a bot retrying at its limit
+ * costs one call; only a draw's settled entry, stored as its code, is read again from the user's home
+ * shard. Any other outcome is unwrapped as it is.
  */
 async function explainRefusal<T>(
   env: Env,
@@ -92,10 +94,11 @@ async function explainRefusal<T>(
   if (outcome.ok) return outcome.value;
   const { sku, shard, userId, quantity } = where;
   if (outcome.code === "SALE_NOT_ACTIVE") {
-    const state = await callStock(() => stockShard(env, sku, shard).state());
-    if (state) throw saleNotActive(state, Date.now());
+    const sale = outcome.sale ?? (await callStock(() => stockShard(env, sku, shard).state()));
+    if (sale) throw saleNotActive(sale, Date.now());
   }
   if (outcome.code === "LIMIT_EXCEEDED") {
+    if (outcome.limit) throw limitExceeded(outcome.limit.perUserLimit, outcome.limit.held, quantity);
     const stub = stockShard(env, sku, shard);
     const [state, held] = await Promise.all([callStock(() => stub.state()), callStock(() => stub.quotaOf(userId))]);
     if (state) throw limitExceeded(state.perUserLimit, held, quantity);
