@@ -5,9 +5,10 @@
 // Points: healthz, sku_view, sold_out, hot_sku, bare, body_floor, floor; engine1 and engine64 (the
 // engine core's reserve RPC in batches of 1 or 64, the object alone on tmpfs, as the bench runs it)
 // and row (the floor object committing one row per call, tmpfs).
-// `--callgrind` (engine1, row, noop): instructions instead of samples, workerd under valgrind's
-// callgrind, counted over `--calls N` (default 400) after 2,000 warm-up calls, grouped as above;
-// `--save` records them in bench/results.json (figures.callgrind), which docs/PERFORMANCE.md shows.
+// `--callgrind` (engine1, row, noop; and bare, framework, healthz: GETs from Node, ten in flight):
+// instructions instead of samples, workerd under valgrind's callgrind, counted over `--calls N`
+// (default 400, 2,000 for a GET) after 2,000 warm-up calls, grouped as above; `--save` records them
+// in bench/results.json (figures.callgrind), which docs/PERFORMANCE.md shows.
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -21,7 +22,7 @@ import { countInstructions, useCallgrind } from "./lib/callgrind";
 import { FULL } from "./lib/context";
 import { engineRun } from "./lib/engine-route";
 import { startFloorWorker } from "./lib/floor-worker";
-import { objectFloor, startBodyWorker, startFloorObjects } from "./lib/floors";
+import { objectFloor, startBodyWorker, startFloorObjects, startFrameworkWorker } from "./lib/floors";
 import { log } from "./lib/log";
 import { perfProfile, printPerf } from "./lib/perf-record";
 import { startProfile } from "./lib/profile";
@@ -34,7 +35,9 @@ const point = argv[0] ?? "";
 const seconds = Number(argv.includes("--seconds") ? argv[argv.indexOf("--seconds") + 1] : 8);
 const js = argv.includes("--js");
 const callgrind = argv.includes("--callgrind");
-const calls = Number(argv.includes("--calls") ? argv[argv.indexOf("--calls") + 1] : 400);
+const COUNTED = ["engine1", "row", "noop", "bare", "framework", "healthz"];
+const GETS = ["bare", "framework", "healthz"];
+const calls = Number(argv.includes("--calls") ? argv[argv.indexOf("--calls") + 1] : GETS.includes(point) ? 2_000 : 400);
 const POINTS = [
   "healthz",
   "sku_view",
@@ -47,11 +50,11 @@ const POINTS = [
   "engine64",
   "row",
 ];
-if (callgrind && !["engine1", "row", "noop"].includes(point)) {
-  console.error("--callgrind counts engine1, row or noop (the edge points under valgrind would take hours)");
+if (callgrind && !COUNTED.includes(point)) {
+  console.error(`--callgrind counts ${COUNTED.join(", ")} (the other edge points under valgrind would take hours)`);
   process.exit(2);
 }
-if (!POINTS.includes(point) && !(callgrind && point === "noop")) {
+if (!POINTS.includes(point) && !(callgrind && COUNTED.includes(point))) {
   console.error(`usage: npm run bench:perf -- <${POINTS.join("|")}> [--seconds N] [--js]`);
   process.exit(2);
 }
@@ -97,6 +100,22 @@ async function countPoint(): Promise<void> {
     drive = async (n) => {
       const r = await engineRun(worker, { sku: "cg", count: n, batch: 1, concurrency: 1, run: `cg${round++}` });
       return r.rpcs;
+    };
+  } else if (GETS.includes(point)) {
+    const server =
+      point === "bare"
+        ? await startBareWorker()
+        : point === "framework"
+          ? await startFrameworkWorker()
+          : // The metrics flush is paced by the wall clock: under valgrind's slowdown once a second
+            // would be charged to a fiftieth as many requests as at full speed.
+            await startWorker("callgrind", { METRICS_FLUSH_INTERVAL_MS: "60000" });
+    stops.push(() => server.stop());
+    pid = server.pid;
+    const get = () => fetch(`${server.directUrl}/healthz`).then((res) => res.arrayBuffer());
+    drive = async (n) => {
+      for (let sent = 0; sent < n; sent += 10) await Promise.all(Array.from({ length: Math.min(10, n - sent) }, get));
+      return n;
     };
   } else {
     const objects = await startFloorObjects("/dev/shm");

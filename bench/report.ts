@@ -486,10 +486,6 @@ function baselineTable(r: Results, via: Via): string {
   );
 }
 
-/**
- * The engine core before → after: each baseline's object and this run's, alone on tmpfs, in
- * batches of 1 back to back over the rounds (medians; each round in parentheses) and of 64 once.
- */
 /** "Instructions per call": the callgrind counts, group by group, beside the floors counted the same way. */
 function callgrindSection(r: Results): string[] {
   const counted = r.figures.callgrind;
@@ -498,29 +494,44 @@ function callgrindSection(r: Results): string[] {
     engine1: "engine core, batches of 1",
     row: "floor: RPC committing one row",
     noop: "floor: RPC doing nothing",
+    healthz: "GET /healthz",
+    framework: "framework floor: Hono, one route",
+    bare: "bare Worker",
   };
-  const points = ["engine1", "row", "noop"].flatMap((k) => (counted[k] ? [[k, counted[k]] as const] : []));
-  const groups = [...new Set(points.flatMap(([, p]) => p.groups.map(([g]) => g)))];
   const k = (p: CallgrindPoint, g: string) => p.groups.find(([name]) => name === g)?.[1] ?? 0;
-  const [engine, row] = [counted.engine1, counted.row];
-  groups.sort((a, b) => (engine ? k(engine, b) - k(engine, a) : 0));
-  const ratio =
-    engine && row
-      ? ` The engine core's call runs ${x2(engine.kInstructions / row.kInstructions)} the one-row floor's instructions.`
-      : "";
+  const table = (keys: string[], per: string): string[] => {
+    const points = keys.flatMap((key) => (counted[key] ? [[key, counted[key]] as const] : []));
+    const first = points[0]?.[1];
+    if (!first) return [];
+    const groups = [...new Set(points.flatMap(([, p]) => p.groups.map(([g]) => g)))];
+    groups.sort((a, b) => k(first, b) - k(first, a));
+    return [
+      `| group (K instructions per ${per}) | ${points.map(([key, p]) => `${labels[key] ?? key} (${n0(p.calls)})`).join(" | ")} |`,
+      `|${[0, ...points].map(() => " --- ").join("|")}|`,
+      ...groups.map((g) => `| ${g} | ${points.map(([, p]) => n1(k(p, g))).join(" | ")} |`),
+      `| all of workerd | ${points.map(([, p]) => `**${n0(p.kInstructions)}**`).join(" | ")} |`,
+      "",
+    ];
+  };
+  const ratio = (a: string, b: string, says: string) => {
+    const [x, y] = [counted[a], counted[b]];
+    return x && y ? ` ${says} ${x2(x.kInstructions / y.kInstructions)} the ${labels[b]}'s.` : "";
+  };
+  const at = Object.entries(counted).map(([key, p]) => `${key} \`${p.commit}\``);
   return [
     "## Instructions per call (callgrind)",
     "",
-    `workerd under valgrind's callgrind, instrumented only while the measured calls ran (\`npm run bench:perf -- <point> --callgrind --save\`, bench/lib/callgrind.ts): thousands of instructions per call, by the groups of the perf table. An instruction count does not move with the machine's other load; it leaves out the kernel's work (the syscalls of a commit) and the cost of cache misses, and under valgrind the object's outbox, paced by the wall clock, flushes on every call. Counted at ${points.map(([key, p]) => `${key} \`${p.commit}\``).join(", ")}.${ratio}`,
+    `workerd under valgrind's callgrind, instrumented only while the measured calls ran (\`npm run bench:perf -- <point> --callgrind --save\`, bench/lib/callgrind.ts): thousands of instructions per call (per request for a GET, ten in flight), by the groups of the perf table; in brackets, the calls counted. An instruction count moves far less with the machine's other load than CPU time does (a GET's by about a tenth from count to count, with garbage collection and allocation); it leaves out the kernel's work (the syscalls of a commit) and the cost of cache misses, and under valgrind the object's outbox, paced by the wall clock, flushes on every call (the gateway's metrics, paced the same way, are flushed once a minute there rather than once a second). Counted at ${at.join(", ")}.${ratio("engine1", "row", "The engine core's call runs")}${ratio("healthz", "bare", "GET /healthz runs")}${ratio("framework", "bare", "Hono alone, one route and no gateway code, runs")}`,
     "",
-    `| group | ${points.map(([key, p]) => `${labels[key] ?? key} (${n0(p.calls)} calls)`).join(" | ")} |`,
-    `|${[0, ...points].map(() => " --- ").join("|")}|`,
-    ...groups.map((g) => `| ${g} | ${points.map(([, p]) => n1(k(p, g))).join(" | ")} |`),
-    `| all of workerd | ${points.map(([, p]) => `**${n0(p.kInstructions)}**`).join(" | ")} |`,
-    "",
+    ...table(["engine1", "row", "noop"], "call"),
+    ...table(["healthz", "framework", "bare"], "request"),
   ];
 }
 
+/**
+ * The engine core before → after: each baseline's object and this run's, alone on tmpfs, in
+ * batches of 1 back to back over the rounds (medians; each round in parentheses) and of 64 once.
+ */
 function engineBaselineTable(r: Results): string[] {
   const figure = (key: string | undefined) =>
     key === undefined ? undefined : (r.figures as Record<string, EngineFigure | undefined>)[key];

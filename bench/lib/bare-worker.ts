@@ -33,6 +33,10 @@ export async function startScriptWorker(
   extra: {
     bindings?: Record<string, string>;
     ratelimits?: Record<string, { simple: { limit: number; period: number } }>;
+    /** For a script that imports modules from disk: where it is taken to be, and what Miniflare may load. */
+    scriptPath?: string;
+    modulesRoot?: string;
+    modulesRules?: { type: "ESModule"; include: string[] }[];
   } = {},
 ): Promise<BareWorker> {
   const port = await freePort();

@@ -11,6 +11,7 @@ import { log } from "./log";
  * The floors the targets are ratios to: what the runtime itself charges for the work a request
  * needs, each in a workerd of its own started like Flashgate's, measured in the same run.
  * - the body floor: a Worker that reads the JSON POST body (the reservation's) and answers;
+ * - the framework floor: Hono with one route, what the router costs before any of the gateway's code;
  * - floor objects: a Durable Object whose RPC does nothing, and one whose RPC inserts one row in
  *   `transactionSync`, its SQLite state on a tmpfs (no fsync) or on disk, called from the Worker one
  *   call in flight at a time, as the bench route calls the stock object's reserve RPC.
@@ -25,6 +26,22 @@ const BODY_SCRIPT = `export default {
 
 export function startBodyWorker(): Promise<BareWorker> {
   return startScriptWorker("body floor", BODY_SCRIPT);
+}
+
+// Hono as the gateway loads it (its ESM build from node_modules, each module as Miniflare finds it).
+const FRAMEWORK_SCRIPT = `import { Hono } from "../../node_modules/hono/dist/hono.js";
+const app = new Hono();
+app.get("/healthz", (c) => c.json({ ok: true }));
+export default app;`;
+
+/** The framework floor: Hono, the gateway's router, with one route answering as `/healthz` does. */
+export function startFrameworkWorker(): Promise<BareWorker> {
+  const root = join(import.meta.dirname, "../..");
+  return startScriptWorker("framework floor", FRAMEWORK_SCRIPT, {
+    scriptPath: join(root, "bench/lib/framework-floor.js"),
+    modulesRoot: root,
+    modulesRules: [{ type: "ESModule", include: ["node_modules/hono/**/*.js"] }],
+  });
 }
 
 const OBJECT_SCRIPT = `import { DurableObject } from "cloudflare:workers";
