@@ -513,15 +513,15 @@ function callgrindSection(r: Results): string[] {
       "",
     ];
   };
-  const ratio = (a: string, b: string, says: string) => {
+  const ratio = (a: string, b: string, says: string, of: string) => {
     const [x, y] = [counted[a], counted[b]];
-    return x && y ? ` ${says} ${x2(x.kInstructions / y.kInstructions)} the ${labels[b]}'s.` : "";
+    return x && y ? ` ${says} ${x2(x.kInstructions / y.kInstructions)} ${of}.` : "";
   };
   const at = Object.entries(counted).map(([key, p]) => `${key} \`${p.commit}\``);
   return [
     "## Instructions per call (callgrind)",
     "",
-    `workerd under valgrind's callgrind, instrumented only while the measured calls ran (\`npm run bench:perf -- <point> --callgrind --save\`, bench/lib/callgrind.ts): thousands of instructions per call (per request for a GET, ten in flight), by the groups of the perf table; in brackets, the calls counted. An instruction count moves far less with the machine's other load than CPU time does (a GET's by about a tenth from count to count, with garbage collection and allocation); it leaves out the kernel's work (the syscalls of a commit) and the cost of cache misses, and under valgrind the object's outbox, paced by the wall clock, flushes on every call (the gateway's metrics, paced the same way, are flushed once a minute there rather than once a second). Counted at ${at.join(", ")}.${ratio("engine1", "row", "The engine core's call runs")}${ratio("healthz", "bare", "GET /healthz runs")}${ratio("framework", "bare", "Hono alone, one route and no gateway code, runs")}`,
+    `workerd under valgrind's callgrind, instrumented only while the measured calls ran (\`npm run bench:perf -- <point> --callgrind --save\`, bench/lib/callgrind.ts): thousands of instructions per call (per request for a GET, ten in flight), by the groups of the perf table; in brackets, the calls counted. An instruction count moves far less with the machine's other load than CPU time does (a GET's by about a tenth from count to count, with garbage collection and allocation); it leaves out the kernel's work (the syscalls of a commit) and the cost of cache misses, and under valgrind the object's outbox, paced by the wall clock, flushes on every call (the gateway's metrics, paced the same way, are flushed once a minute there rather than once a second). Counted at ${at.join(", ")}.${ratio("engine1", "row", "The engine core's call runs", "the one-row floor's instructions")}${ratio("healthz", "bare", "GET /healthz runs", "the bare Worker's")}${ratio("framework", "bare", "Hono alone, one route and no gateway code, runs", "the bare Worker's")}`,
     "",
     ...table(["engine1", "row", "noop"], "call"),
     ...table(["healthz", "framework", "bare"], "request"),
