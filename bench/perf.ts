@@ -5,7 +5,7 @@
 // Points: healthz, sku_view, sold_out, hot_sku, bare, body_floor, floor; engine1 and engine64 (the
 // engine core's reserve RPC in batches of 1 or 64, the object alone on tmpfs, as the bench runs it)
 // and row (the floor object committing one row per call, tmpfs).
-// `--callgrind` (engine1, row, noop; and bare, framework, healthz: GETs from Node, ten in flight):
+// `--callgrind` (engine1, statements, row, noop; and bare, framework, healthz: GETs from Node, ten in flight):
 // instructions instead of samples, workerd under valgrind's callgrind, counted over `--calls N`
 // (default 400, 2,000 for a GET) after 2,000 warm-up calls, grouped as above; `--save` records them
 // in bench/results.json (figures.callgrind), which docs/PERFORMANCE.md shows.
@@ -35,7 +35,7 @@ const point = argv[0] ?? "";
 const seconds = Number(argv.includes("--seconds") ? argv[argv.indexOf("--seconds") + 1] : 8);
 const js = argv.includes("--js");
 const callgrind = argv.includes("--callgrind");
-const COUNTED = ["engine1", "row", "noop", "bare", "framework", "healthz"];
+const COUNTED = ["engine1", "statements", "row", "noop", "bare", "framework", "healthz"];
 const GETS = ["bare", "framework", "healthz"];
 const calls = Number(argv.includes("--calls") ? argv[argv.indexOf("--calls") + 1] : GETS.includes(point) ? 2_000 : 400);
 const POINTS = [

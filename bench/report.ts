@@ -492,6 +492,7 @@ function callgrindSection(r: Results): string[] {
   if (!counted) return [];
   const labels: Record<string, string> = {
     engine1: "engine core, batches of 1",
+    statements: "floor: a hold's six statements, no logic",
     row: "floor: RPC committing one row",
     noop: "floor: RPC doing nothing",
     healthz: "GET /healthz",
@@ -521,9 +522,9 @@ function callgrindSection(r: Results): string[] {
   return [
     "## Instructions per call (callgrind)",
     "",
-    `workerd under valgrind's callgrind, instrumented only while the measured calls ran (\`npm run bench:perf -- <point> --callgrind --save\`, bench/lib/callgrind.ts): thousands of instructions per call (per request for a GET, ten in flight), by the groups of the perf table; in brackets, the calls counted. An instruction count moves far less with the machine's other load than CPU time does (a GET's by about a tenth from count to count, with garbage collection and allocation); it leaves out the kernel's work (the syscalls of a commit) and the cost of cache misses, and under valgrind the object's outbox, paced by the wall clock, flushes on every call (the gateway's metrics, paced the same way, are flushed once a minute there rather than once a second). Counted at ${at.join(", ")}.${ratio("engine1", "row", "The engine core's call runs", "the one-row floor's instructions")}${ratio("healthz", "bare", "GET /healthz runs", "the bare Worker's")}${ratio("framework", "bare", "Hono alone, one route and no gateway code, runs", "the bare Worker's")}`,
+    `workerd under valgrind's callgrind, instrumented only while the measured calls ran (\`npm run bench:perf -- <point> --callgrind --save\`, bench/lib/callgrind.ts): thousands of instructions per call (per request for a GET, ten in flight), by the groups of the perf table; in brackets, the calls counted. An instruction count moves far less with the machine's other load than CPU time does (a GET's by about a tenth from count to count, with garbage collection and allocation); it leaves out the kernel's work (the syscalls of a commit) and the cost of cache misses, and under valgrind the object's outbox, paced by the wall clock, flushes on every call (the gateway's metrics, paced the same way, are flushed once a minute there rather than once a second). Counted at ${at.join(", ")}.${ratio("engine1", "row", "The engine core's call runs", "the one-row floor's instructions")}${ratio("statements", "row", "A hold's six statements alone, in the engine's tables, run", "the one-row floor's")}${ratio("healthz", "bare", "GET /healthz runs", "the bare Worker's")}${ratio("framework", "bare", "Hono alone, one route and no gateway code, runs", "the bare Worker's")}`,
     "",
-    ...table(["engine1", "row", "noop"], "call"),
+    ...table(["engine1", "statements", "row", "noop"], "call"),
     ...table(["healthz", "framework", "bare"], "request"),
   ];
 }

@@ -14,7 +14,8 @@ import { log } from "./log";
  * - the framework floor: Hono with one route, what the router costs before any of the gateway's code;
  * - floor objects: a Durable Object whose RPC does nothing, and one whose RPC inserts one row in
  *   `transactionSync`, its SQLite state on a tmpfs (no fsync) or on disk, called from the Worker one
- *   call in flight at a time, as the bench route calls the stock object's reserve RPC.
+ *   call in flight at a time, as the bench route calls the stock object's reserve RPC; and one whose
+ *   RPC runs the six statements a hold needs in the engine's tables, without the engine's logic.
  */
 
 const BODY_SCRIPT = `export default {
@@ -59,7 +60,37 @@ export class Floor extends DurableObject {
     });
     return null;
   }
+  // The statements a hold needs in the engine's tables (durable-objects/engine/schema.ts), no logic:
+  // replay lookup, the user's quota, the hold, the quota, the SKU's counters, the outbox event.
+  statements(user) {
+    const sql = this.ctx.storage.sql;
+    if (!this.held) {
+      for (const ddl of HOLD_TABLES) sql.exec(ddl);
+      this.held = true;
+    }
+    const now = Date.now();
+    const id = crypto.randomUUID();
+    const nonce = crypto.randomUUID();
+    this.ctx.storage.transactionSync(() => {
+      sql.exec("SELECT * FROM reservations WHERE nonce = ?", nonce).toArray();
+      const active = sql.exec("SELECT active FROM user_quota WHERE user_id = ?", user).toArray()[0]?.active ?? 0;
+      const seq = sql.exec("UPDATE sku SET held = held + 1, seq = seq + 1, created = created + 1 WHERE id = 1 RETURNING seq").one().seq;
+      sql.exec("INSERT INTO reservations (id, user_id, quantity, status, nonce, created_at, expires_at, updated_at, seq, token_expires_at) VALUES (?, ?, 1, 'held', ?, ?, ?, ?, ?, ?)", id, user, nonce, now, now + 600000, now, seq, now + 60000);
+      sql.exec("INSERT INTO user_quota (user_id, active) VALUES (?, ?) ON CONFLICT (user_id) DO UPDATE SET active = excluded.active", user, active + 1);
+      sql.exec("INSERT INTO outbox_events (first_seq, last_seq, count, events) VALUES (?, ?, 1, ?)", seq, seq, JSON.stringify({ seq, type: "reservation.created", id, user, quantity: 1, at: now }));
+    });
+    return null;
+  }
 }
+const HOLD_TABLES = [
+  "CREATE TABLE IF NOT EXISTS sku (id INTEGER PRIMARY KEY CHECK (id = 1), held INTEGER NOT NULL DEFAULT 0 CHECK (held >= 0), seq INTEGER NOT NULL DEFAULT 0, created INTEGER NOT NULL DEFAULT 0)",
+  "INSERT OR IGNORE INTO sku (id) VALUES (1)",
+  "CREATE TABLE IF NOT EXISTS reservations (id TEXT PRIMARY KEY, user_id TEXT NOT NULL, quantity INTEGER NOT NULL CHECK (quantity >= 1), status TEXT NOT NULL, nonce TEXT UNIQUE, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, seq INTEGER NOT NULL DEFAULT 0, token_expires_at INTEGER)",
+  "CREATE INDEX IF NOT EXISTS reservations_held_by_expiry ON reservations (expires_at) WHERE status = 'held'",
+  "CREATE INDEX IF NOT EXISTS reservations_by_seq ON reservations (seq)",
+  "CREATE TABLE IF NOT EXISTS user_quota (user_id TEXT PRIMARY KEY, active INTEGER NOT NULL CHECK (active >= 0))",
+  "CREATE TABLE IF NOT EXISTS outbox_events (first_seq INTEGER PRIMARY KEY, last_seq INTEGER NOT NULL, count INTEGER NOT NULL, events TEXT NOT NULL)",
+];
 export default {
   async fetch(request, env) {
     const { method, count, name } = await request.json();
@@ -68,6 +99,7 @@ export default {
     const started = Date.now();
     for (let i = 0; i < count; i++) {
       if (method === "row") await stub.row("u" + i);
+      else if (method === "statements") await stub.statements("u" + i);
       else await stub.noop();
       // As the engine route does after each call (src/harness/bench-routes.ts): the event loop idles once.
       await scheduler.wait(0);
@@ -121,7 +153,7 @@ export interface ObjectFloor {
 /** `count` calls of `method`, one in flight, after a warm-up of a quarter as many on the same object. */
 export async function objectFloor(
   objects: FloorObjects,
-  method: "noop" | "row",
+  method: "noop" | "row" | "statements",
   count: number,
   label: string,
 ): Promise<ObjectFloor> {
