@@ -60,13 +60,14 @@ export class Floor extends DurableObject {
     });
     return null;
   }
-  // The statements a hold needs in the engine's tables (durable-objects/engine/schema.ts), no logic:
+  // The statements a hold needs in the engine's tables (the columns and indexes of
+  // durable-objects/engine/schema.ts that a hold touches), no logic:
   // replay lookup, the user's quota, the hold, the quota, the SKU's counters, the outbox event.
   statements(user) {
     const sql = this.ctx.storage.sql;
-    if (!this.held) {
+    if (!this.holdTables) {
       for (const ddl of HOLD_TABLES) sql.exec(ddl);
-      this.held = true;
+      this.holdTables = true;
     }
     const now = Date.now();
     const id = crypto.randomUUID();

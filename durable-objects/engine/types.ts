@@ -44,22 +44,22 @@ export type Outcome<T> =
 
 export const ok = <T>(value: T): Outcome<T> => ({ ok: true, value });
 
-export const fail = <T>(code: StockErrorCode, available?: number): Outcome<T> =>
+type Refusal = Extract<Outcome<never>, { ok: false }>;
+
+const refusal = (code: StockErrorCode, available?: number): Refusal =>
   available === undefined ? { ok: false, code } : { ok: false, code, available };
+
+export const fail = <T>(code: StockErrorCode, available?: number): Outcome<T> => refusal(code, available);
 
 /** `LIMIT_EXCEEDED`, with what the edge needs to say why without asking again. */
 export const overLimit = <T>(row: SkuRow, held: number, available?: number): Outcome<T> => ({
-  ok: false,
-  code: "LIMIT_EXCEEDED",
-  ...(available === undefined ? {} : { available }),
+  ...refusal("LIMIT_EXCEEDED", available),
   limit: { perUserLimit: row.per_user_limit, held },
 });
 
 /** `SALE_NOT_ACTIVE`, with the status and window the edge explains it by. */
 export const notOnSale = <T>(row: SkuRow, available?: number): Outcome<T> => ({
-  ok: false,
-  code: "SALE_NOT_ACTIVE",
-  ...(available === undefined ? {} : { available }),
+  ...refusal("SALE_NOT_ACTIVE", available),
   sale: { status: row.status as SaleStatus, startsAt: row.starts_at, endsAt: row.ends_at },
 });
 
