@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { homeShard } from "../durable-objects/shard-name";
 import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
-import { CONTRACT_SCHEMAS } from "../src/routes/contract";
+import { CONTRACT_SCHEMAS } from "../src/routes/contract-schemas";
 import { call, createSku, reserve, stockShard, tokenFor, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
 import { pay } from "./support/payments";

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { CONTRACT_ROUTES, ErrorBody } from "../src/routes/contract";
+import { CONTRACT_ROUTES } from "../src/routes/contract";
+import { ErrorBody } from "../src/routes/contract-schemas";
 import { call, createSku, reserve, tokenFor, uniqueSku } from "./support/client";
 
 /**

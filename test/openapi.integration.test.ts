@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
 import type { z } from "zod";
 import { app } from "../src/app";
+import { CONTRACT_ROUTES } from "../src/routes/contract";
 import {
   AdminSku,
   AdminSkuList,
-  CONTRACT_ROUTES,
   DeadLetterList,
   ErrorBody,
   Health,
@@ -14,7 +14,7 @@ import {
   Reservation,
   ReservationDetail,
   ReservationList,
-} from "../src/routes/contract";
+} from "../src/routes/contract-schemas";
 import { openApiPath } from "../src/routes/openapi";
 import { type Answer, call, createSku, tokenFor, uniqueSku } from "./support/client";
 import { pay } from "./support/payments";

@@ -33,7 +33,7 @@ export type ErrorCode = keyof typeof ERRORS;
 
 /**
  * Figures a client may act on, beside the message (added to the v1.2 body as `error.details`; every
- * key is optional, and each code carries the ones that apply, see ErrorDetails in src/routes/contract.ts).
+ * key is optional, and each code carries the ones that apply, see ErrorDetails in src/routes/contract-schemas.ts).
  */
 export interface ErrorDetails {
   /** LIMIT_EXCEEDED: the SKU's per-user limit, the units this user holds or bought, and asked for. */

@@ -17,7 +17,8 @@ import { listDeadLetters, replayDeadLetter } from "../orders/dead-letter-consume
 import { orderCounts } from "../orders/order-store";
 import { readPaymentTotals } from "../payments/pricing";
 import { recentRuns, reconcile } from "../reconcile/reconcile";
-import { type AdminSku, ROUTES } from "./contract";
+import { ROUTES } from "./contract";
+import type { AdminSku } from "./contract-schemas";
 import { register } from "./register";
 import { adminSkuView, drawView } from "./views";
 

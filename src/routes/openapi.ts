@@ -2,20 +2,13 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../http/context";
 import { ERRORS, type ErrorCode } from "../http/errors";
-import {
-  type Access,
-  CONTRACT_ROUTES,
-  CONTRACT_SCHEMAS,
-  type ContractRoute,
-  errorCodesOf,
-  PATH_PARAMETERS,
-  ROUTES,
-} from "./contract";
+import { type Access, CONTRACT_ROUTES, type ContractRoute, errorCodesOf, PATH_PARAMETERS, ROUTES } from "./contract";
+import { CONTRACT_SCHEMAS } from "./contract-schemas";
 import { register } from "./register";
 
 /**
  * `GET /openapi.json`: the contract (docs/API.md) as an OpenAPI 3.1 document, generated with
- * zod 4's `z.toJSONSchema` from the schemas the routes validate with (./contract.ts).
+ * zod 4's `z.toJSONSchema` from the schemas the routes validate with (./contract-schemas.ts).
  */
 export const openapi = new Hono<AppEnv>();
 

@@ -5,7 +5,8 @@ import { limitBody, parseJson } from "../http/body";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import { verifyPaymentSignature } from "../payments/webhook-signature";
-import { type Access, CONTRACT_SCHEMAS, type ContractRoute, type SchemaName } from "./contract";
+import type { Access, ContractRoute } from "./contract";
+import { CONTRACT_SCHEMAS, type SchemaName } from "./contract-schemas";
 
 /** The parsed body a route's handler receives: the type of its contract schema, or nothing. */
 type BodyOf<R extends ContractRoute> = R["body"] extends SchemaName

@@ -1,11 +1,11 @@
 import type { z } from "zod";
 import type { DrawInfo, Reservation, SkuState } from "../../durable-objects/stock-model";
 import { opensInSeconds, salePhase } from "../edge/sale-phase";
-import type { AdminSku, Draw, PublicSku, Reservation as ReservationBody } from "./contract";
+import type { AdminSku, Draw, PublicSku, Reservation as ReservationBody } from "./contract-schemas";
 
 /**
  * JSON shapes of the contract (API.md), built in one place so every route answers alike, and typed
- * by the contract's answer schemas (./contract.ts), so the type checker catches a view that drifts.
+ * by the contract's answer schemas (./contract-schemas.ts), so the type checker catches a view that drifts.
  */
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());

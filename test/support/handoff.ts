@@ -1,5 +1,5 @@
 import { expect, inject } from "vitest";
-import { CONTRACT_SCHEMAS } from "../../src/routes/contract";
+import { CONTRACT_SCHEMAS } from "../../src/routes/contract-schemas";
 import type { Behaviour, Received } from "../../tools/webhook-receiver";
 import { call, uniqueSku } from "./client";
 

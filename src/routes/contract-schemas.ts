@@ -1,0 +1,313 @@
+import { z } from "zod";
+import { RESERVATION_STATUSES } from "../../durable-objects/stock-model";
+import { DELIVERY_STATUSES, WEBHOOK_EVENT_TYPES } from "../db/schema";
+import { ERRORS, type ErrorCode, type ErrorDetails as ErrorDetailsOfCode } from "../http/errors";
+import {
+  PaymentEvent,
+  ReservationRequest,
+  SkuSettingsRequest,
+  WaitlistRequest,
+  WebhookEndpointRequest,
+} from "../http/schemas";
+import { StripeEvent } from "../payments/stripe-event";
+
+/**
+ * The named schemas of the HTTP contract (docs/API.md): the request bodies the routes validate
+ * with (../http/schemas.ts, the very objects the routes import) and the shapes of the answers.
+ * ./contract.ts names them on its routes; the OpenAPI document (./openapi.ts) lists them as its
+ * `components.schemas`, and the tests check real answers against them.
+ *
+ * Answer schemas are plain (non-strict) objects: the contract allows fields to be added.
+ */
+const Time = z.iso.datetime({ offset: true });
+const Count = z.int().min(0);
+const ReservationStatus = z.enum(RESERVATION_STATUSES);
+const SaleStatus = z.enum(["on_sale", "paused"]);
+/** Added: where the sale stands now, beside `status` (src/edge/sale-phase.ts). */
+const SalePhase = z
+  .enum(["scheduled", "open", "ended", "paused"])
+  .describe(
+    "Added: `scheduled` before startsAt (no token is issued yet), `open` within startsAt..endsAt, `ended` from endsAt, `paused` when status is paused",
+  );
+const OpensInSeconds = z
+  .int()
+  .min(1)
+  .nullable()
+  .describe("Added: for a scheduled sale, whole seconds until startsAt; else null");
+
+/**
+ * Added to v1.2: the figures behind an error, for a client to act on without parsing the message.
+ * Every key is optional; each code carries those that apply.
+ */
+export const ErrorDetails = z
+  .object({
+    perUserLimit: z.int().min(1).optional().describe("LIMIT_EXCEEDED: the SKU's per-user limit"),
+    held: Count.optional().describe("LIMIT_EXCEEDED: units this user already holds or bought (held + sold)"),
+    requested: z.int().min(1).optional().describe("LIMIT_EXCEEDED, INSUFFICIENT_STOCK: the quantity asked for"),
+    available: Count.optional().describe("INSUFFICIENT_STOCK, STOCK_AVAILABLE: units available when decided"),
+    phase: z
+      .enum(["scheduled", "ended", "paused"])
+      .optional()
+      .describe("SALE_NOT_ACTIVE: not open yet, closed, or paused by the shop"),
+    opensAt: Time.optional().describe("SALE_NOT_ACTIVE (scheduled): when the sale opens"),
+    opensInSeconds: z.int().min(1).optional().describe("SALE_NOT_ACTIVE (scheduled): seconds until it opens"),
+    endedAt: Time.optional().describe("SALE_NOT_ACTIVE (ended): when the sale closed"),
+    retryAfterSeconds: z
+      .int()
+      .min(1)
+      .optional()
+      .describe("RATE_LIMITED, BUSY: seconds to wait before sending the same request again (as Retry-After)"),
+    fields: z
+      .array(z.object({ path: z.string(), message: z.string() }))
+      .optional()
+      .describe("INVALID_REQUEST: each field at fault"),
+    unknownFields: z
+      .array(z.string())
+      .optional()
+      .describe("INVALID_REQUEST: fields a strict (admin) body does not take; nothing was changed"),
+  })
+  .describe("Added: the figures behind the error (each code carries those that apply)");
+
+// What the code builds (src/http/errors.ts) is what the document says.
+({}) as ErrorDetailsOfCode satisfies z.infer<typeof ErrorDetails>;
+
+export const ErrorBody = z.object({
+  error: z.object({
+    code: z.enum(Object.keys(ERRORS) as ErrorCode[]),
+    message: z.string(),
+    details: ErrorDetails.optional(),
+  }),
+});
+
+export const PublicSku = z.object({
+  sku: z.string(),
+  name: z.string(),
+  status: SaleStatus,
+  available: Count,
+  startsAt: Time.nullable(),
+  endsAt: Time.nullable(),
+  perUserLimit: z.int().min(1),
+  price: Count.nullable(),
+  currency: z.string(),
+  /** Added: the fair-opening window (0: none). */
+  openingWindowMs: Count.optional(),
+  phase: SalePhase.optional(),
+  opensInSeconds: OpensInSeconds.optional(),
+});
+
+export const PurchaseToken = z.object({ token: z.string(), expiresAt: Time });
+
+export const Reservation = z.object({
+  reservationId: z.string(),
+  sku: z.string(),
+  quantity: z.int().min(1),
+  status: ReservationStatus,
+  /** Null only for an order recorded by an older producer that did not send it. */
+  expiresAt: Time.nullable(),
+  links: z.object({ self: z.string() }),
+  /** A reservation decided by the opening draw: where it came (API.md "Fair opening"). */
+  draw: z.object({ entryId: z.string(), position: z.int().min(1), entrants: z.int().min(1) }).optional(),
+});
+
+export const ReservationDetail = Reservation.extend({
+  order: z.object({ persisted: z.boolean(), status: ReservationStatus.nullable() }),
+});
+
+export const ReservationList = z.object({ reservations: z.array(Reservation) });
+
+export const PowChallenge = z.object({ challenge: z.string(), bits: z.int().min(1).max(28), expiresAt: Time });
+
+export const WaitlistEntry = z.object({ waitlistId: z.string(), position: z.int().min(0) });
+
+export const PaymentAck = z.object({
+  received: z.literal(true),
+  reservationStatus: z.string(),
+  outcome: z.enum(["applied", "refund_required"]),
+});
+
+/** What `/webhooks/stripe` answers: a handled event's PaymentAck, or an ignored event's acknowledgement. */
+const StripeAck = z.union([PaymentAck, z.object({ received: z.literal(true), ignored: z.literal(true) })]);
+
+const StockCounts = z.object({ total: Count, available: Count, held: Count, sold: Count });
+const OrderCounts = z.object({ held: Count, paid: Count, expired: Count, cancelled: Count, refund_required: Count });
+const MirrorCounts = z.object({ available: Count, held: Count, sold: Count, version: z.int() });
+
+/** `GET /api/skus/:sku/draw` (API.md "Fair opening"), plus when the window opens and closes. */
+export const Draw = z.object({
+  sku: z.string(),
+  openingWindowMs: Count,
+  seedHash: z.string(),
+  seed: z.string().nullable(),
+  entrants: Count,
+  decidedAt: Time.nullable(),
+  opensAt: Time,
+  closesAt: Time,
+});
+
+/** `GET /api/skus/:sku/draw/entries`: decided entries in draw order, to recompute the order. */
+const DrawEntries = z.object({
+  sku: z.string(),
+  seed: z.string().nullable(),
+  entrants: Count,
+  offset: Count,
+  entries: z.array(
+    z.object({ entryId: z.string(), position: z.int().min(1), quantity: z.int().min(1), result: z.string() }),
+  ),
+});
+
+export const AdminSku = z.object({
+  sku: z.string(),
+  name: z.string(),
+  status: SaleStatus,
+  perUserLimit: z.int().min(1),
+  holdSeconds: z.int().min(1),
+  startsAt: Time.nullable(),
+  endsAt: Time.nullable(),
+  shards: z.int().min(1),
+  price: Count.nullable(),
+  currency: z.string(),
+  stock: StockCounts,
+  orders: OrderCounts,
+  waitlist: Count,
+  payments: z.object({ refund_required: Count }),
+  mirror: MirrorCounts.nullable(),
+  version: z.int(),
+  openingWindowMs: Count.optional(),
+  phase: SalePhase.optional(),
+  opensInSeconds: OpensInSeconds.optional(),
+  draw: Draw.nullable().optional(),
+});
+
+export const AdminSkuList = z.object({ skus: z.array(AdminSku) });
+
+const Difference = z.object({
+  sku: z.string(),
+  kind: z.string(),
+  expected: z.unknown(),
+  actual: z.unknown(),
+  repaired: z.boolean(),
+});
+
+const ReconcileResult = z.object({
+  runId: z.string(),
+  skusChecked: Count,
+  differences: z.array(Difference),
+  /** Added: rows the run read from D1 and the stock objects (its cost). */
+  rowsRead: Count,
+});
+
+/** API.md "Additions": the latest runs, newest first. */
+const ReconcileRuns = z.object({
+  runs: z.array(
+    z.object({
+      runId: z.string(),
+      trigger: z.enum(["cron", "admin"]),
+      startedAt: Time,
+      finishedAt: Time.nullable(),
+      skusChecked: Count,
+      errors: Count,
+      differences: z.array(Difference),
+    }),
+  ),
+});
+
+export const DeadLetter = z.object({
+  id: z.string(),
+  queue: z.string(),
+  body: z.unknown(),
+  attempts: Count,
+  receivedAt: Time,
+  replayedAt: Time.nullable(),
+});
+export const DeadLetterList = z.object({ deadLetters: z.array(DeadLetter) });
+const ReplayAnswer = z.object({ id: z.string(), replayed: z.literal(true), replayedAt: Time });
+
+export const Health = z.object({ ok: z.literal(true) });
+
+/** API.md "Order hand-off": what both the webhooks and the change feed carry. */
+const OrderObject = z.object({
+  reservationId: z.string(),
+  sku: z.string(),
+  userId: z.string(),
+  quantity: z.int().min(1),
+  status: ReservationStatus,
+  /** `quantity × price` in minor units; null for a SKU without a price. */
+  amount: Count.nullable(),
+  /** Null only for an order recorded before events carried money. */
+  currency: z.string().nullable(),
+  createdAt: Time,
+  updatedAt: Time,
+});
+const WebhookEventType = z.enum(WEBHOOK_EVENT_TYPES);
+
+export const WebhookEndpoint = z.object({
+  id: z.string(),
+  url: z.string(),
+  events: z.array(WebhookEventType),
+  enabled: z.boolean(),
+  secret: z.string().startsWith("whsec_"),
+  createdAt: Time,
+  updatedAt: Time,
+});
+const WebhookEndpointList = z.object({ webhooks: z.array(WebhookEndpoint) });
+const Deleted = z.object({ id: z.string(), deleted: z.literal(true) });
+
+const WebhookDelivery = z.object({
+  id: z.string(),
+  type: WebhookEventType,
+  reservationId: z.string(),
+  status: z.enum(DELIVERY_STATUSES),
+  attempts: Count,
+  lastStatusCode: z.int().nullable(),
+  lastResponse: z.string().nullable(),
+  nextAttemptAt: Time.nullable(),
+  createdAt: Time,
+  updatedAt: Time,
+});
+const WebhookDeliveryList = z.object({ deliveries: z.array(WebhookDelivery) });
+const RetryAnswer = z.object({ id: z.string(), status: z.literal("pending") });
+
+/** `POST` to an endpoint: the body every delivery carries (Standard Webhooks' `type`, `timestamp`, `data`). */
+export const WebhookEvent = z.object({ type: WebhookEventType, timestamp: Time, data: OrderObject });
+
+const OrderFeed = z.object({ orders: z.array(OrderObject), next: z.string() });
+
+/** Named schemas: the document's `components.schemas`. */
+export const CONTRACT_SCHEMAS = {
+  ErrorBody,
+  ErrorDetails,
+  PublicSku,
+  PurchaseToken,
+  ReservationRequest,
+  Reservation,
+  ReservationDetail,
+  ReservationList,
+  WaitlistRequest,
+  WaitlistEntry,
+  PaymentEvent,
+  PaymentAck,
+  StripeEvent,
+  StripeAck,
+  SkuSettingsRequest,
+  AdminSku,
+  AdminSkuList,
+  ReconcileResult,
+  ReconcileRuns,
+  DeadLetter,
+  DeadLetterList,
+  ReplayAnswer,
+  Health,
+  Draw,
+  DrawEntries,
+  PowChallenge,
+  WebhookEndpointRequest,
+  WebhookEndpoint,
+  WebhookEndpointList,
+  Deleted,
+  WebhookDelivery,
+  WebhookDeliveryList,
+  RetryAnswer,
+  WebhookEvent,
+  OrderFeed,
+} as const;
+export type SchemaName = keyof typeof CONTRACT_SCHEMAS;
