@@ -118,7 +118,7 @@ describe("Turnstile", () => {
   const turnstile = (secret: string, extra: Record<string, string> = {}) =>
     vars({ TURNSTILE_SECRET_KEY: secret, TURNSTILE_VERIFY_URL: verifyUrl, ...extra });
 
-  it("mints once per widget answer: a spent or made-up answer is refused", async () => {
+  it("a widget answer is one shopper's: spent for anyone else, and a made-up answer is refused", async () => {
     const sku = uniqueSku("ts");
     await createSku(sku, { totalStock: 5 });
     const env = turnstile(STAND_IN_SECRET);
@@ -131,7 +131,10 @@ describe("Turnstile", () => {
     expect(stockCallsTo(sku)).toBe(calls);
     const answer = await widgetAnswer();
     expect((await askToken("ann2", sku, env, { "CF-Turnstile-Response": answer })).status).toBe(201);
-    expect(codeOf(await askToken("ann2", sku, env, { "CF-Turnstile-Response": answer }))).toEqual([
+    // The same shopper again repeats the verification (its key is theirs and the answer's), as a
+    // proof of work mints until it expires; the per-user limit bounds what the tokens buy.
+    expect((await askToken("ann2", sku, env, { "CF-Turnstile-Response": answer })).status).toBe(201);
+    expect(codeOf(await askToken("bob2", sku, env, { "CF-Turnstile-Response": answer }))).toEqual([
       403,
       "CHALLENGE_FAILED",
     ]);
@@ -167,6 +170,19 @@ describe("Turnstile", () => {
     }
     expect(stockCallsTo(sku)).toBe(calls);
     expect(await challengeCount("turnstile", "unavailable")).toBe(unavailable + 3);
+  });
+
+  it("a retry after a verify the Worker gave up on is the same verification, not a second use of the answer", async () => {
+    const sku = uniqueSku("ts-retry");
+    await createSku(sku, { totalStock: 5 });
+    // siteverify spends the answer at once but answers only after the Worker's 3 s timeout.
+    const env = turnstile(FAULT_SECRETS.slowFirst);
+    const answer = { "CF-Turnstile-Response": await widgetAnswer() };
+    expect(codeOf(await askToken("ann6", sku, env, answer))).toEqual([503, "BUSY"]);
+    // The shopper retries, as the 503 tells them: the same answer, so the same idempotency key.
+    expect((await askToken("ann6", sku, env, answer)).status).toBe(201);
+    // The key is the user's: another user presenting the same answer spends it a second time.
+    expect(codeOf(await askToken("bob6", sku, turnstile(STAND_IN_SECRET), answer))).toEqual([403, "CHALLENGE_FAILED"]);
   });
 
   it("with proof of work on too, both must be passed", async () => {

@@ -16,8 +16,9 @@ import type { AddressInfo } from "node:net";
  * fails, `3x0000000000000000000000000000000AA` answers "token already spent". With the stand-in's own
  * secret, answers are those its widget handed out (`POST /widget`, what the browser widget does), each
  * valid once for 300 s; the same idempotency key verifies the same answer again with the same result.
- * For fault tests, three more secrets: `standin-slow` answers after 5 s, `standin-500` with a 500,
- * `standin-html` with an HTML page.
+ * For fault tests, four more secrets: `standin-slow` answers after 5 s, `standin-500` with a 500,
+ * `standin-html` with an HTML page, and `standin-slow-first` verifies as the stand-in's own secret but
+ * answers a key's first call after 5 s (the answer is spent at once, as a call the caller gave up on).
  */
 
 export const TEST_SECRETS = {
@@ -26,7 +27,12 @@ export const TEST_SECRETS = {
   spent: "3x0000000000000000000000000000000AA",
 } as const;
 export const STAND_IN_SECRET = "standin-secret";
-export const FAULT_SECRETS = { slow: "standin-slow", error: "standin-500", html: "standin-html" } as const;
+export const FAULT_SECRETS = {
+  slow: "standin-slow",
+  error: "standin-500",
+  html: "standin-html",
+  slowFirst: "standin-slow-first",
+} as const;
 
 const ANSWER_LIFETIME_MS = 300_000;
 const SLOW_MS = 5_000;
@@ -87,15 +93,18 @@ export async function startSiteverify(opts: { hostname?: string; port?: number }
     if (secret === FAULT_SECRETS.slow) await new Promise((r) => setTimeout(r, SLOW_MS));
     if (secret === FAULT_SECRETS.error) return send(res, 500, "text/plain", "internal error");
     if (secret === FAULT_SECRETS.html) return send(res, 200, "text/html", "<html><body>Bad gateway</body></html>");
-    const key = fields.idempotency_key;
+    // Keys are a site's own: the same key under another secret is another verification.
+    const key = fields.idempotency_key ? `${secret}\n${fields.idempotency_key}` : undefined;
     const earlier = key ? byKey.get(key) : undefined;
     let verdict: Verdict;
     if (earlier && earlier.response === response) verdict = earlier.verdict;
     else if (earlier)
       verdict = failure("invalid-input-response"); // a key names one answer
     else {
-      verdict = decide(secret, response);
+      const slowFirst = secret === FAULT_SECRETS.slowFirst;
+      verdict = decide(slowFirst ? STAND_IN_SECRET : secret, response);
       if (key) byKey.set(key, { response, verdict });
+      if (slowFirst) await new Promise((r) => setTimeout(r, SLOW_MS));
     }
     send(res, 200, "application/json", JSON.stringify(verdict));
   }

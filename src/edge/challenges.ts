@@ -68,7 +68,10 @@ export async function checkChallenges(c: Context<AppEnv>, sku: string): Promise<
         "Complete the Turnstile check; send its answer in header CF-Turnstile-Response.",
       );
     }
-    const result = counted("turnstile", await verifyTurnstile(c.env, answer, c.req.header("CF-Connecting-IP")));
+    const result = counted(
+      "turnstile",
+      await verifyTurnstile(c.env, answer, c.get("userId"), c.req.header("CF-Connecting-IP")),
+    );
     if (result === "failed") {
       throw new ApiError(
         "CHALLENGE_FAILED",
