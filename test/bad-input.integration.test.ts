@@ -113,3 +113,50 @@ describe("bad input", () => {
     expect(await stockOf(sku)).toEqual({ total: 1, available: 1, held: 0, sold: 0 });
   });
 });
+
+describe("integer query parameters", () => {
+  const BAD = ["1e1", "0x5", "%205", "-0", "5.0", "+5", "5%20"];
+
+  it("accept digits only, as /openapi.json declares them, on every route that has one", async () => {
+    const sku = uniqueSku("query");
+    // With an opening window, so its draw's entries exist.
+    await createSku(sku, {
+      totalStock: 5,
+      startsAt: new Date(Date.now() + 3_600_000).toISOString(),
+      openingWindowMs: 1000,
+    });
+    const hook = await call("PUT", `/admin/webhooks/${sku}`, { admin: true, body: { url: "http://127.0.0.1:9/" } });
+    expect(hook.status).toBe(200);
+    const doc = (await call("GET", "/openapi.json")).json as {
+      paths: Record<
+        string,
+        Record<string, { parameters?: { in: string; name: string; schema?: { pattern?: string } }[] }>
+      >;
+    };
+    const walked: string[] = [];
+    for (const [template, operations] of Object.entries(doc.paths)) {
+      const path = template.replace("{sku}", sku).replace("{id}", sku);
+      for (const [method, operation] of Object.entries(operations)) {
+        for (const parameter of operation.parameters ?? []) {
+          if (parameter.in !== "query" || parameter.schema?.pattern !== "^\\d+$") continue;
+          const ask = (value: string) =>
+            call(method.toUpperCase(), `${path}?${parameter.name}=${value}`, {
+              ...(path.startsWith("/admin/") ? { admin: true } : { user: "quinn" }),
+            });
+          // The same route with a plain integer answers: the refusals below are the value's.
+          expect((await ask("5")).status, `${template} ${parameter.name}=5`).toBe(200);
+          for (const value of BAD) {
+            const answer = await ask(value);
+            expect([answer.status, answer.json.error?.code], `${template} ${parameter.name}=${value}`).toEqual([
+              400,
+              "INVALID_REQUEST",
+            ]);
+          }
+          walked.push(`${method} ${template} ${parameter.name}`);
+        }
+      }
+    }
+    // The draw's entries (offset, limit), reconcile runs, the delivery log and the order feed at least.
+    expect(walked.length).toBeGreaterThanOrEqual(5);
+  });
+});

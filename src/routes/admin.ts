@@ -1,7 +1,7 @@
 import { desc } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { Hono } from "hono";
-import { z } from "zod";
+import type { z } from "zod";
 import { configureSku } from "../catalog/configure-sku";
 import { skus } from "../db/schema";
 import { forgetDraw } from "../edge/draw-cache";
@@ -11,6 +11,7 @@ import { callStock, SKU_ID, stockShard } from "../edge/stock-client";
 import { wakeSender } from "../handoff/delivery-consumer";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
+import { integerQuery } from "../http/query";
 import { mirrorCounts } from "../mirror/admin-view";
 import { forgetDisplay } from "../mirror/stock-display";
 import { listDeadLetters, replayDeadLetter } from "../orders/dead-letter-consumer";
@@ -87,8 +88,6 @@ register(admin, ROUTES.replayDeadLetter, async (c) => {
   return c.json({ id: c.req.param("id"), replayed: true, replayedAt: new Date(result.replayedAt).toISOString() });
 });
 
-const RunsQuery = z.object({ limit: z.coerce.number().int().min(1).max(50).default(10) });
-
 /** Runs reconciliation now (`?full=true` rechecks every reservation, not only recent changes). */
 register(admin, ROUTES.reconcile, async (c) => {
   const report = await reconcile(c.env, { trigger: "admin", full: c.req.query("full") === "true" });
@@ -101,7 +100,6 @@ register(admin, ROUTES.reconcile, async (c) => {
 });
 
 register(admin, ROUTES.reconcileRuns, async (c) => {
-  const query = RunsQuery.safeParse({ limit: c.req.query("limit") ?? undefined });
-  if (!query.success) throw new ApiError("INVALID_REQUEST", "limit must be an integer from 1 to 50.");
-  return c.json({ runs: await recentRuns(c.env.DB, query.data.limit) });
+  const limit = integerQuery(c.req.query("limit"), "limit", { min: 1, max: 50, fallback: 10 });
+  return c.json({ runs: await recentRuns(c.env.DB, limit) });
 });

@@ -13,6 +13,7 @@ import {
 } from "../handoff/endpoints";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
+import { integerQuery } from "../http/query";
 import { ROUTES } from "./contract";
 import { register } from "./register";
 
@@ -20,12 +21,7 @@ import { register } from "./register";
 export const handoff = new Hono<AppEnv>();
 
 /** `limit`: digits only (what /openapi.json documents), 1 to 1000, 100 when left out. */
-function limitOf(text: string | undefined): number {
-  if (text === undefined) return 100;
-  const limit = /^\d{1,4}$/.test(text) ? Number(text) : 0;
-  if (limit < 1 || limit > 1000) throw new ApiError("INVALID_REQUEST", "limit must be an integer from 1 to 1000.");
-  return limit;
-}
+const limitOf = (text: string | undefined) => integerQuery(text, "limit", { min: 1, max: 1000, fallback: 100 });
 
 function endpointId(id: string): string {
   if (!ENDPOINT_ID.test(id)) throw new ApiError("NOT_FOUND", "No such webhook endpoint.");

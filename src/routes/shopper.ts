@@ -1,6 +1,5 @@
 import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
-import { z } from "zod";
 import {
   homeShard,
   isOnSale,
@@ -23,6 +22,7 @@ import { callStock, locateReservation, SKU_ID, stockShard, unwrap } from "../edg
 import { limitShopper } from "../http/auth";
 import type { AppEnv } from "../http/context";
 import { ApiError, busy, type ErrorCode } from "../http/errors";
+import { integerQuery } from "../http/query";
 import { DISPLAY_CACHE_SECONDS, skuDisplay } from "../mirror/stock-display";
 import { increment } from "../observability/metrics";
 import { findOrder, orderAsReservation, ordersOfUser } from "../orders/order-store";
@@ -190,11 +190,6 @@ register(shopper, ROUTES.draw, async (c) => {
   return c.json(drawView(sku, await readDraw(c.env, sku)));
 });
 
-const EntriesQuery = z.object({
-  offset: z.coerce.number().int().min(0).default(0),
-  limit: z.coerce.number().int().min(1).max(5_000).default(1_000),
-});
-
 /**
  * The decided entries in draw order, a page at a time: with the revealed seed, anyone can recompute
  * the order (docs/API.md "Fair opening") and check every position. Empty until the decision (then
@@ -203,10 +198,9 @@ const EntriesQuery = z.object({
  */
 register(shopper, ROUTES.drawEntries, async (c) => {
   const sku = skuParam(c.req.param("sku"));
-  const query = EntriesQuery.safeParse({ offset: c.req.query("offset"), limit: c.req.query("limit") });
-  if (!query.success) throw new ApiError("INVALID_REQUEST", "offset >= 0 and limit 1..5000 are integers.");
+  const offset = integerQuery(c.req.query("offset"), "offset", { min: 0, max: Number.MAX_SAFE_INTEGER, fallback: 0 });
+  const limit = integerQuery(c.req.query("limit"), "limit", { min: 1, max: 5_000, fallback: 1_000 });
   const info = await readDraw(c.env, sku);
-  const { offset, limit } = query.data;
   const entries =
     info.decidedAt === null ? [] : await callStock(() => stockShard(c.env, sku, 0).drawEntries(offset, limit));
   return c.json({ sku, seed: info.seed, entrants: info.entrants, offset, entries });
