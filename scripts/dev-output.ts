@@ -131,7 +131,7 @@ export function banner(facts: BannerFacts): string {
     ...rows.map(([name, value]) => `  ${name.padEnd(width)}  ${value}`),
     'Next: create a SKU, then open the storefront on it (README.md, "A two-minute walkthrough"):',
     `  curl -X PUT ${base}/admin/skus/tee-shirt -H 'Authorization: Bearer ${token}' \\`,
-    `    -H 'content-type: application/json' -d '{"name":"Limited tee","totalStock":100,"perUserLimit":2}'`,
+    `    -H 'content-type: application/json' -d '{"name":"Limited tee","totalStock":100,"perUserLimit":2,"price":2500,"currency":"eur"}'`,
     `  ${base}/?sku=tee-shirt`,
     facts.requests === "quiet"
       ? `Request log: errors and requests of ${SLOW_REQUEST_MS / 1000} s or more only; every request: npm run dev -- --log-requests=all`
