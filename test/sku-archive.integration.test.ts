@@ -169,6 +169,7 @@ describe.each([1, 3])("a SKU of %i shard(s)", (shards) => {
       expect(archived.json).toMatchObject({
         sku,
         status: "archived",
+        phase: "ended",
         name: "Sneaker",
         shards,
         stock: { total: 30, available: 29, held: 1, sold: 0 },

@@ -4,13 +4,15 @@ import { ApiError } from "../http/errors";
 /**
  * Where a SKU's sale stands at `now`, beside its configured `status` (API.md v1.2 keeps `status` to
  * `on_sale | paused`): `scheduled` before `startsAt`, `open` inside the window, `ended` from `endsAt`,
- * `paused` whatever the times say. Added to the SKU views as `phase` and `opensInSeconds`.
+ * `paused` whatever the times say, and `ended` for good once archived. Added to the SKU views as `phase`
+ * and `opensInSeconds`.
  */
 export type SalePhase = "scheduled" | "open" | "ended" | "paused";
 
 type Sale = Pick<SkuState, "status" | "startsAt" | "endsAt">;
 
 export function salePhase(sale: Sale, now: number): SalePhase {
+  if (sale.status === "archived") return "ended";
   if (sale.status !== "on_sale") return "paused";
   if (sale.startsAt !== null && now < sale.startsAt) return "scheduled";
   if (sale.endsAt !== null && now >= sale.endsAt) return "ended";
@@ -41,13 +43,15 @@ export function saleNotActive(sale: Sale, now: number): ApiError {
       { phase, opensAt: iso(sale.startsAt), opensInSeconds: seconds },
     );
   }
-  if (phase === "ended" && sale.endsAt !== null) {
-    return new ApiError(
-      "SALE_NOT_ACTIVE",
-      `The sale closed at ${iso(sale.endsAt)}: nothing more is sold.`,
-      {},
-      { phase, endedAt: iso(sale.endsAt) },
-    );
+  if (phase === "ended") {
+    return sale.endsAt !== null && sale.status !== "archived"
+      ? new ApiError(
+          "SALE_NOT_ACTIVE",
+          `The sale closed at ${iso(sale.endsAt)}: nothing more is sold.`,
+          {},
+          { phase, endedAt: iso(sale.endsAt) },
+        )
+      : new ApiError("SALE_NOT_ACTIVE", "The sale has ended: nothing more is sold.", {}, { phase });
   }
   return new ApiError(
     "SALE_NOT_ACTIVE",
