@@ -177,7 +177,7 @@ async function contract() {
   });
   created = r.status === 200;
   expect(
-    "PUT /admin/skus creates a SKU",
+    `PUT /admin/skus/${sku} creates the SKU`,
     r.status === 200 && r.json?.stock?.total === 3 && r.json.stock.available === 3,
     r,
   );
@@ -252,6 +252,15 @@ async function contract() {
     r.status === 200 && r.json?.reservationId === resId && r.json.status === "held",
     r,
   );
+  // The order row reaches D1 through the order-events queue and its consumer: on a deployment, the
+  // check that the queues exist and are bound. A poll with a deadline, as a client waits for it.
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    r = await call("GET", `/api/reservations/${resId}`, { user: "ann" });
+    if (r.json?.order?.persisted === true || r.status !== 200 || Date.now() > deadline) break;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  expect("the order row reaches D1 through the queue (order.persisted)", r.json?.order?.persisted === true, r);
   if (canSign) {
     r = await call("GET", `/api/reservations/${resId}`, { user: "eve" });
     expect("another user gets 404 RESERVATION_NOT_FOUND", errorIs(r, 404, "RESERVATION_NOT_FOUND"), r);

@@ -31,7 +31,7 @@ function smoke(...args: string[]): Promise<{ status: number | null; output: stri
 }
 
 /** The smoke SKU a run named in its output. */
-const skuOf = (output: string) => /(smoke-[0-9a-f]{8}) archived/.exec(output)?.[1];
+const skuOf = (output: string) => /PUT \/admin\/skus\/(smoke-[0-9a-f]{8}) creates/.exec(output)?.[1];
 
 async function listed(server: DevServer): Promise<string[]> {
   const response = await fetch(`${server.url}/admin/skus`, { headers: ADMIN });
@@ -57,6 +57,7 @@ describe("npm run smoke against a gateway with POW_BITS 8", () => {
     const run = await smoke(server.url);
     expect(run.output).toContain("(proof of work on: 8 bits");
     expect(run.output).toContain("✓ tokens for a sold-out SKU give 409 SOLD_OUT");
+    expect(run.output).toContain("✓ the order row reaches D1 through the queue");
     expect(run.output).toContain("passed, 0 failed");
     expect(run.status, run.output).toBe(0);
     const sku = skuOf(run.output);
