@@ -77,14 +77,21 @@ async function queues(): Promise<string[]> {
 }
 
 async function main(): Promise<number> {
+  let config: ReturnType<typeof readConfig>;
+  try {
+    config = readConfig();
+  } catch (error) {
+    console.error(`[deploy] ${CONFIG} could not be read; nothing ran.\n${(error as Error).message}`);
+    return 2;
+  }
   if (docsOnly) {
-    writeFileSync(DOC, withResourcesTable(readFileSync(DOC, "utf8"), resourcesTable(readConfig())));
+    writeFileSync(DOC, withResourcesTable(readFileSync(DOC, "utf8"), resourcesTable(config)));
     log(`${DOC}: "What to create" table written from ${CONFIG}`);
     return 0;
   }
   if (planOnly) {
     log(`plan from ${CONFIG} (Cloudflare not asked, so every resource reads "create if missing"):`);
-    for (const line of describePlan(plan(readConfig(), null, deployArgs), false)) log(line);
+    for (const line of describePlan(plan(config, null, deployArgs), false)) log(line);
     return 0;
   }
 
@@ -96,7 +103,7 @@ async function main(): Promise<number> {
     console.error(`[deploy] listing what exists failed; nothing was created or deployed.\n${(error as Error).message}`);
     return 1;
   }
-  const p = plan(readConfig(), existing, deployArgs);
+  const p = plan(config, existing, deployArgs);
   for (const refusal of p.refusals) console.error(`[deploy] ${refusal}`);
   if (p.refusals.length > 0) return 2;
   for (const line of describePlan(p, true)) log(line);

@@ -1,5 +1,15 @@
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -143,5 +153,98 @@ describe("deploying", () => {
     expect(run.status).toBe(1);
     expect(run.stderr).toContain("listing what exists failed; nothing was created or deployed");
     expect(run.stdout).not.toContain("queues create");
+  });
+});
+
+/**
+ * `npm run deploy` end to end against a stand-in for `npx wrangler` on PATH that answers the five
+ * commands the script runs as wrangler 4.86 prints them (`d1 list --json`: its JSON array; `queues list`:
+ * logger.table's box-drawn table; read from wrangler-dist/cli.js), keeping the account in files. The
+ * tests run in order on that one account.
+ */
+const FAKE_NPX = `#!/usr/bin/env node
+const fs = require("node:fs");
+const state = process.env.FAKE_ACCOUNT;
+const read = (f) => (fs.existsSync(state + "/" + f) ? JSON.parse(fs.readFileSync(state + "/" + f, "utf8")) : []);
+const write = (f, v) => fs.writeFileSync(state + "/" + f, JSON.stringify(v));
+const args = process.argv.slice(2);
+fs.appendFileSync(state + "/calls", args.join(" ") + "\\n");
+const [tool, a, b, c] = args;
+if (tool !== "wrangler") process.exit(127);
+if (a === "d1" && b === "list") console.log(JSON.stringify(read("dbs"), null, 2));
+else if (a === "d1" && b === "create") {
+  write("dbs", [...read("dbs"), { uuid: "6f1c1d2e-0000-4000-8000-00000000000" + read("dbs").length, name: c }]);
+  console.log("Created your new D1 database.");
+} else if (a === "queues" && b === "list") {
+  const page = Number(args[args.indexOf("--page") + 1] || 1);
+  const rows = page === 1 ? read("queues") : [];
+  console.log(rows.length === 0 ? "┌┐\\n└┘" : ["┌─┬─┐", "│ id │ name │ created_on │", "├─┼─┤",
+    ...rows.map((q, i) => "│ q" + i + " │ " + q + " │ 2026-12-01 │"), "└─┴─┘"].join("\\n"));
+} else if (a === "queues" && b === "create") {
+  if (c === process.env.FAKE_FAIL_QUEUE) { console.error("✘ [ERROR] A request to the Cloudflare API failed."); process.exit(1); }
+  write("queues", [...read("queues"), c]);
+} else if (!(a === "deploy" || (a === "d1" && b === "migrations"))) process.exit(64);
+`;
+
+const FIRST_UUID = "6f1c1d2e-0000-4000-8000-000000000000";
+
+describe("`npm run deploy` against a stand-in wrangler", () => {
+  const dir = mkdtempSync(join(tmpdir(), "flashgate-deploy-"));
+  const bin = join(dir, "bin");
+  const account = join(dir, "account");
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  beforeAll(() => {
+    mkdirSync(bin);
+    mkdirSync(account);
+    writeFileSync(join(bin, "npx"), FAKE_NPX);
+    chmodSync(join(bin, "npx"), 0o755);
+    copyFileSync(new URL("../wrangler.toml", import.meta.url), join(dir, "wrangler.toml"));
+  });
+  const deploy = (env: Record<string, string> = {}) => {
+    rmSync(join(account, "calls"), { force: true });
+    const tsx = new URL("../node_modules/.bin/tsx", import.meta.url).pathname;
+    const script = new URL("../scripts/deploy.ts", import.meta.url).pathname;
+    const run = spawnSync(tsx, [script], {
+      cwd: dir,
+      encoding: "utf8",
+      env: { ...QUIET, ...env, FAKE_ACCOUNT: account, PATH: `${bin}:${process.env.PATH}` },
+    });
+    const calls = existsSync(join(account, "calls"))
+      ? readFileSync(join(account, "calls"), "utf8").trim().split("\n")
+      : [];
+    return { status: run.status, stdout: run.stdout, stderr: run.stderr, calls };
+  };
+
+  it("stops at a step that fails, says which, and runs nothing after it", () => {
+    const run = deploy({ FAKE_FAIL_QUEUE: "webhook-deliveries" });
+    expect(run.status, run.stderr).toBe(1);
+    expect(run.stderr).toMatch(/step 4\/7 \(Queue webhook-deliveries\) failed: exit 1; nothing after it ran/);
+    expect(run.calls.filter((c) => / create /.test(c))).toEqual([
+      "wrangler d1 create flashgate",
+      "wrangler queues create order-events",
+      "wrangler queues create webhook-deliveries",
+    ]);
+    expect(run.calls.join()).not.toMatch(/migrations|deploy/);
+    // What ran before the failure stays done: the new database's id is in wrangler.toml.
+    expect(readFileSync(join(dir, "wrangler.toml"), "utf8")).toContain(`database_id = "${FIRST_UUID}"`);
+  });
+
+  it("on the next run creates only what is still missing, then migrates and deploys", () => {
+    const run = deploy();
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.calls.filter((c) => / create /.test(c))).toEqual([
+      "wrangler queues create webhook-deliveries",
+      "wrangler queues create order-events-dlq",
+    ]);
+    expect(run.stdout).toContain("Queue order-events: exists");
+    expect(run.calls.slice(-2)).toEqual(["wrangler d1 migrations apply DB --remote", "wrangler deploy"]);
+  });
+
+  it("creates nothing the second time", () => {
+    const run = deploy();
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.calls.filter((c) => c.includes("create"))).toEqual([]);
+    expect(run.stdout).toContain(`D1 database flashgate: in wrangler.toml: database_id ${FIRST_UUID}`);
+    expect(run.calls.slice(-2)).toEqual(["wrangler d1 migrations apply DB --remote", "wrangler deploy"]);
   });
 });
