@@ -157,7 +157,7 @@ describe("deploying", () => {
 });
 
 /**
- * `npm run deploy` end to end against a stand-in for `npx wrangler` on PATH that answers the five
+ * `npm run deploy` end to end against a stand-in for `npx wrangler` on PATH that answers the six
  * commands the script runs as wrangler 4.86 prints them (`d1 list --json`: its JSON array; `queues list`:
  * logger.table's box-drawn table; read from wrangler-dist/cli.js), keeping the account in files. The
  * tests run in order on that one account.
