@@ -84,6 +84,11 @@ type SeenEvent = {
   reason: string | null;
 };
 
+/** What a first delivery decides; a refund always says why. */
+type Decision =
+  | { reservation: Reservation; outcome: "applied" }
+  | { reservation: Reservation; outcome: "refund_required"; reason: PaymentReason };
+
 export class Payments {
   constructor(private readonly ledger: Ledger) {}
 
@@ -130,7 +135,9 @@ export class Payments {
         replayed: true,
       });
     }
-    const { reservation, outcome, reason = null } = this.#decide(command, row, now);
+    const decision = this.#decide(command, row, now);
+    const { reservation, outcome } = decision;
+    const reason = decision.outcome === "refund_required" ? decision.reason : null;
     ledger.sql.exec(
       `INSERT INTO payment_events (event_id, reservation_id, status, outcome, created_at, type, amount, currency, reason)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -154,11 +161,7 @@ export class Payments {
   }
 
   /** What a first delivery of the event does to its reservation. */
-  #decide(
-    command: PaymentCommand,
-    row: ReservationRow,
-    now: number,
-  ): { reservation: Reservation; outcome: PaymentOutcome; reason?: PaymentReason } {
+  #decide(command: PaymentCommand, row: ReservationRow, now: number): Decision {
     const ledger = this.ledger;
     const unchanged = ledger.toReservation(row);
     if (command.type === "payment.failed") {
