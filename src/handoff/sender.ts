@@ -1,3 +1,4 @@
+import { type PaymentObject, paymentObjectOf } from "../payments/payment-records";
 import { deliveryId, type Taken } from "./deliveries";
 import { type OrderObject, orderObjectOf } from "./order-object";
 import { sign } from "./signature";
@@ -13,16 +14,44 @@ export interface Answer {
   ok: boolean;
   code: number | null;
   response: string;
+  /** What went wrong, in words (null when delivered): what the delivery log shows as `lastError`. */
+  error: string | null;
+}
+
+/**
+ * A failed attempt in words. workerd's fetch tells little apart: a refused or cut connection is
+ * "Network connection lost.", a failed DNS lookup or TLS handshake an "internal error" (the detail
+ * stays in workerd's own log); anything else is quoted.
+ */
+export function failureOf(err: unknown, timedOut: boolean): string {
+  if (timedOut) return `timed out after ${DELIVERY_TIMEOUT_MS / 1000} s without an answer`;
+  const text = String(err);
+  if (text.includes("Network connection lost")) return "connection refused or closed before an answer";
+  if (text.includes("internal error")) return "could not connect: DNS lookup or TLS handshake failed";
+  return `request failed: ${text.slice(0, 200)}`;
+}
+
+/** A non-2xx answer in words; a redirect says where it pointed, since none is followed. */
+function refusalOf(response: Response): string {
+  if (response.status >= 300 && response.status < 400) {
+    const location = response.headers.get("location");
+    return `redirect not followed (${response.status}${location ? ` to ${location.slice(0, 200)}` : ""})`;
+  }
+  return `answered ${response.status}`;
 }
 
 export interface WebhookBody {
   type: Taken["type"];
   timestamp: string;
-  data: OrderObject;
+  data: OrderObject | PaymentObject;
 }
 
 /** The body of a delivery: the same on every attempt (only the headers' timestamp moves). */
 export function bodyOf(delivery: Taken): string {
+  if (delivery.type === "payment.refund_required") {
+    const data = paymentObjectOf(delivery.payment);
+    return JSON.stringify({ type: delivery.type, timestamp: data.receivedAt, data } satisfies WebhookBody);
+  }
   const data = orderObjectOf(delivery);
   const body: WebhookBody = { type: delivery.type, timestamp: data.updatedAt, data };
   return JSON.stringify(body);
@@ -85,10 +114,12 @@ export async function attempt(delivery: Taken, body: string, now: number): Promi
       body,
     });
     const ok = response.status >= 200 && response.status < 300;
-    return { ok, code: response.status, response: await head(response.body).catch(() => "") };
+    const error = ok ? null : refusalOf(response);
+    return { ok, code: response.status, response: await head(response.body).catch(() => ""), error };
   } catch (err) {
     const timedOut = controller.signal.aborted || (err instanceof Error && err.name === "TimeoutError");
-    return { ok: false, code: null, response: clip(timedOut ? "no answer within 10 s" : String(err)) };
+    const response = clip(timedOut ? "no answer within 10 s" : String(err));
+    return { ok: false, code: null, response, error: failureOf(err, timedOut) };
   } finally {
     clearTimeout(timer);
   }

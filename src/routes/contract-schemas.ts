@@ -1,7 +1,8 @@
 import { z } from "zod";
-import { RESERVATION_STATUSES } from "../../durable-objects/stock-model";
-import { DELIVERY_STATUSES, WEBHOOK_EVENT_TYPES } from "../db/schema";
+import { PAYMENT_REASONS, RESERVATION_STATUSES } from "../../durable-objects/stock-model";
+import { DELIVERY_STATUSES, ORDER_EVENT_TYPES, WEBHOOK_EVENT_TYPES } from "../db/schema";
 import { ERRORS, type ErrorCode, type ErrorDetails as ErrorDetailsOfCode } from "../http/errors";
+import { JWT_REFUSALS } from "../http/jwt-refusal";
 import {
   PaymentEvent,
   ReservationRequest,
@@ -54,6 +55,16 @@ export const ErrorDetails = z
     opensAt: Time.optional().describe("SALE_NOT_ACTIVE (scheduled): when the sale opens"),
     opensInSeconds: z.int().min(1).optional().describe("SALE_NOT_ACTIVE (scheduled): seconds until it opens"),
     endedAt: Time.optional().describe("SALE_NOT_ACTIVE (ended): when the sale closed"),
+    reason: z
+      .enum(JWT_REFUSALS)
+      .optional()
+      .describe(
+        "UNAUTHENTICATED (shopper JWT): why the token was refused: `missing_token`, `malformed`, `algorithm_not_allowed`, `unknown_key` (no key of the identity provider matches its `kid`), `bad_signature`, `expired`, `not_yet_valid` (`nbf` or `iat` in the future), `missing_claim`, `invalid_claim`",
+      ),
+    claim: z
+      .string()
+      .optional()
+      .describe("UNAUTHENTICATED (shopper JWT): the claim at fault (`exp`, `sub`, `iss`, `aud`, `nbf`, `iat`)"),
     retryAfterSeconds: z
       .int()
       .min(1)
@@ -180,6 +191,16 @@ export const AdminSku = z.object({
   currency: z.string(),
   stock: StockCounts,
   orders: OrderCounts,
+  revenue: z
+    .object({
+      paidUnits: Count,
+      amount: Count.nullable(),
+      currency: z.string(),
+      otherCurrencies: z.array(z.object({ currency: z.string(), paidUnits: Count, amount: Count.nullable() })),
+    })
+    .describe(
+      "Added: what the SKU sold, from D1's paid orders: their units, and the sum of their amounts (quantity × price) in the SKU's currency (null without a price); paid orders in a currency the SKU had before are summed apart in `otherCurrencies`",
+    ),
   waitlist: Count,
   payments: z.object({ refund_required: Count }),
   mirror: MirrorCounts.nullable(),
@@ -272,15 +293,42 @@ const WebhookDelivery = z.object({
   attempts: Count,
   lastStatusCode: z.int().nullable(),
   lastResponse: z.string().nullable(),
+  lastError: z
+    .string()
+    .nullable()
+    .describe(
+      "Added: what went wrong with the last attempt, in words (`answered 500`, `redirect not followed (302 to …)`, `timed out after 10 s without an answer`, `connection refused or closed before an answer`, `could not connect: DNS lookup or TLS handshake failed`); null when delivered or not tried yet",
+    ),
   nextAttemptAt: Time.nullable(),
   createdAt: Time,
   updatedAt: Time,
 });
 const WebhookDeliveryList = z.object({ deliveries: z.array(WebhookDelivery) });
 const RetryAnswer = z.object({ id: z.string(), status: z.literal("pending") });
+const BulkRetryAnswer = z.object({ retried: Count });
+
+/** API.md "Payments owed back": a payment as `GET /admin/payments` lists it and `payment.refund_required` carries it. */
+const PaymentObject = z.object({
+  eventId: z.string(),
+  source: z.enum(["payments", "stripe"]),
+  reservationId: z.string(),
+  sku: z.string(),
+  userId: z.string(),
+  /** Minor units, as the event said. */
+  amount: Count,
+  /** The event's currency, else the SKU's. */
+  currency: z.string(),
+  outcome: z.enum(["applied", "refund_required"]),
+  reason: z.enum(PAYMENT_REASONS).nullable().describe("Why it is owed back; null when applied"),
+  receivedAt: Time,
+});
+const PaymentList = z.object({ payments: z.array(PaymentObject), next: z.string() });
 
 /** `POST` to an endpoint: the body every delivery carries (Standard Webhooks' `type`, `timestamp`, `data`). */
-export const WebhookEvent = z.object({ type: WebhookEventType, timestamp: Time, data: OrderObject });
+export const WebhookEvent = z.union([
+  z.object({ type: z.enum(ORDER_EVENT_TYPES), timestamp: Time, data: OrderObject }),
+  z.object({ type: z.literal("payment.refund_required"), timestamp: Time, data: PaymentObject }),
+]);
 
 const OrderFeed = z.object({ orders: z.array(OrderObject), next: z.string() });
 
@@ -319,7 +367,10 @@ export const CONTRACT_SCHEMAS = {
   WebhookDelivery,
   WebhookDeliveryList,
   RetryAnswer,
+  BulkRetryAnswer,
   WebhookEvent,
   OrderFeed,
+  PaymentObject,
+  PaymentList,
 } as const;
 export type SchemaName = keyof typeof CONTRACT_SCHEMAS;
