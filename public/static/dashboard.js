@@ -27,9 +27,11 @@ const hooks = new Map(); // endpoint id -> { card, secret, revealed, failingKey,
 let webhooksAt = 0; // when the webhook panel is asked again
 let fastWebhooksUntil = 0; // after a retry: asked on every refresh until then
 
-async function admin(method, path) {
+async function admin(method, path, body) {
   const token = sessionStorage.getItem(TOKEN_KEY);
-  const response = await fetch(path, { method, headers: { authorization: `Bearer ${token}` } });
+  const headers = { authorization: `Bearer ${token}` };
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   let json = null;
   try {
     json = await response.json();
@@ -57,6 +59,22 @@ function showBoard() {
   $("login").hidden = true;
   $("board").hidden = false;
   $("sign-out").hidden = false;
+}
+
+// Money ----------------------------------------------------------------------------------------
+
+/**
+ * An amount in minor units of `currency` as this browser writes money ("€25.00", "¥2,500"): the
+ * currency's own number of decimals, from Intl. An unknown code is shown as the number and the code.
+ */
+function money(minor, currency) {
+  const code = String(currency ?? "usd").toUpperCase();
+  try {
+    const format = new Intl.NumberFormat(undefined, { style: "currency", currency: code });
+    return format.format(minor / 10 ** format.resolvedOptions().maximumFractionDigits);
+  } catch {
+    return `${minor} ${code} (minor units)`;
+  }
 }
 
 // SKUs -----------------------------------------------------------------------------------------
@@ -116,7 +134,9 @@ function rates(sku) {
     const dt = (samples[i].t - samples[i - 1].t) / 1000;
     out.push(dt > 0 ? Math.max(0, samples[i].count - samples[i - 1].count) / dt : 0);
   }
-  return { values: out, total: count };
+  // The window the rates cover: from the oldest sample kept (this tab's first read, or two minutes ago).
+  const windowSeconds = samples.length > 1 ? Math.round((samples.at(-1).t - samples[0].t) / 1000) : 0;
+  return { values: out, windowSeconds };
 }
 
 function drawSpark(svg, values) {
@@ -279,14 +299,44 @@ function renderSku(view, now) {
   field(card, "draw").hidden = draw === null;
   if (draw) renderDraw(field(card, "draw"), draw, now);
   field(card, "mirror").textContent = mirrorText(view);
-  const { values, total } = rates(view.sku);
+  const { values, windowSeconds } = rates(view.sku);
   drawSpark(field(card, "spark"), values);
   const last = values.at(-1) ?? 0;
-  field(card, "rate").textContent =
+  // The count is D1's order rows (one per reservation, whatever became of it): durable, so a restart
+  // of the gateway or of its metrics resets nothing. The rates name the window they are taken over.
+  const recorded = orders.held + orders.paid + orders.expired + orders.cancelled + orders.refund_required;
+  const rate =
     counters === null
-      ? "unavailable (GET /metrics failed)"
-      : `now ${last.toFixed(1)}/s · peak ${Math.max(0, ...values).toFixed(1)}/s · ${total} since the gateway started`;
-  field(card, "rate").dataset.total = String(total);
+      ? "rate unavailable (GET /metrics failed)"
+      : windowSeconds === 0
+        ? "rate: measuring…"
+        : `now ${last.toFixed(1)}/s · peak ${Math.max(0, ...values).toFixed(1)}/s over the last ${countdown(windowSeconds)}`;
+  field(card, "rate").textContent = `${rate} · ${recorded} made in all (orders in D1)`;
+  field(card, "rate").dataset.total = String(recorded);
+  field(card, "price").textContent =
+    view.price === null || view.price === undefined
+      ? "no price (amounts not checked)"
+      : `${money(view.price, view.currency)} a unit`;
+  field(card, "revenue").textContent = revenueText(view);
+  field(card, "schedule").textContent = scheduleText(view);
+  window.dashboardConsole?.renderSkuActions(card, view);
+}
+
+/** Paid units × price, as the admin view reports it (from D1). */
+function revenueText(view) {
+  const revenue = typeof view.revenue === "object" && view.revenue !== null ? view.revenue.amount : view.revenue;
+  if (typeof revenue !== "number") return "not reported by this gateway";
+  const currency = view.revenue?.currency ?? view.currency;
+  return `${money(revenue, currency)} from ${view.orders.paid} paid ${view.orders.paid === 1 ? "order" : "orders"}`;
+}
+
+/** When the sale runs, in this browser's time, with the limits a shopper meets. */
+function scheduleText(view) {
+  const at = (iso) => new Date(iso).toLocaleString();
+  const from = view.startsAt ? `from ${at(view.startsAt)}` : "from its creation";
+  const to = view.endsAt ? `until ${at(view.endsAt)}` : "no end set";
+  const shards = `${view.shards} ${view.shards === 1 ? "shard" : "shards"}`;
+  return `${from}, ${to} · ${view.perUserLimit} per shopper · holds ${countdown(view.holdSeconds)} · ${shards}`;
 }
 
 // Dead letters ---------------------------------------------------------------------------------
@@ -386,6 +436,7 @@ function hookFor(id) {
     field(card, "id").textContent = id;
     card.querySelector('[data-action="reveal"]').addEventListener("click", () => reveal(hook, !hook.revealed));
     card.querySelector('[data-action="copy"]').addEventListener("click", () => copySecret(hook));
+    card.querySelector('[data-action="retry-all"]').addEventListener("click", (event) => retryAll(hook, event.target));
     hooks.set(id, hook);
     showSecret(hook);
   }
@@ -466,7 +517,9 @@ function deliveryItem(hook, endpoint, delivery) {
 
   const why = document.createElement("p");
   why.className = "why";
-  const code = delivery.lastStatusCode === null ? "no answer" : `HTTP ${delivery.lastStatusCode}`;
+  // Why it failed, in the server's words when it records them ("connection refused", "timed out after 10 s").
+  const said = delivery.lastError ?? delivery.failure ?? delivery.reason ?? null;
+  const code = said ?? (delivery.lastStatusCode === null ? "no answer" : `HTTP ${delivery.lastStatusCode}`);
   const attempts = `${delivery.attempts} ${delivery.attempts === 1 ? "attempt" : "attempts"}`;
   const body = (delivery.lastResponse ?? "").replace(/\s+/g, " ").trim();
   const short = body.length > RESPONSE_SHOWN ? `${body.slice(0, RESPONSE_SHOWN)}…` : body;
@@ -519,6 +572,10 @@ function renderWebhook(hook, endpoint, log) {
   followRetries(hook, pending, failed, !capped);
   field(card, "failing-count").textContent = `(${failing.length}${capped ? "+" : ""})`;
   field(card, "no-failing").hidden = failing.length > 0;
+  const retryAll = card.querySelector('[data-action="retry-all"]');
+  retryAll.hidden = failing.length === 0;
+  retryAll.disabled = !endpoint.enabled;
+  retryAll.setAttribute("aria-label", `Retry all failing deliveries of ${endpoint.id} now`);
 
   const shown = failing.slice(0, FAILING_SHOWN);
   const key = JSON.stringify([endpoint.enabled, failing.length, shown]);
@@ -593,6 +650,26 @@ async function retryDelivery(hook, endpoint, delivery, button) {
   await refresh();
 }
 
+/** Every failed and pending delivery of the endpoint, tried now (POST /admin/webhooks/:id/retry, API.md v1.3). */
+async function retryAll(hook, button) {
+  button.disabled = true;
+  try {
+    const answer = await admin("POST", `/admin/webhooks/${encodeURIComponent(hook.id)}/retry`);
+    if (answer.ok) {
+      const n = answer.json?.retried ?? 0;
+      say(hook, "ok", `Retry of all queued: ${n} ${n === 1 ? "delivery" : "deliveries"} of ${hook.id} tried now.`);
+    } else {
+      say(hook, "error", `Retry of all refused: ${errorText(answer)}`);
+    }
+  } catch (error) {
+    say(hook, "error", `Retry of all not sent: ${error}`);
+  }
+  button.disabled = false;
+  fastWebhooksUntil = Date.now() + AFTER_RETRY_MS;
+  webhooksAt = 0;
+  await refresh();
+}
+
 // Reconciliation -------------------------------------------------------------------------------
 
 function renderReconcile(answer) {
@@ -649,7 +726,21 @@ async function refresh() {
     renderReconcile(runs);
     if (skus.ok) {
       const now = Date.now();
-      for (const view of skus.json.skus) renderSku(view, now);
+      const listed = new Set(skus.json.skus.map((view) => view.sku));
+      // An archived SKU leaves the list (API.md v1.3): its card goes with it.
+      for (const [sku, card] of cards) {
+        if (!listed.has(sku)) {
+          card.remove();
+          cards.delete(sku);
+          snapshots.delete(sku);
+        }
+      }
+      skus.json.skus.forEach((view, i) => {
+        const card = cardFor(view.sku);
+        // Moved only when out of place: moving a node would take the focus off a button in it.
+        if ($("skus").children[i] !== card) $("skus").insertBefore(card, $("skus").children[i] ?? null);
+        renderSku(view, now);
+      });
       $("no-skus").hidden = skus.json.skus.length > 0;
     }
     if (letters.ok) renderLetters(letters.json.deadLetters);
@@ -657,6 +748,7 @@ async function refresh() {
       renderWebhooks(webhooks);
       webhooksAt = started + WEBHOOKS_MS;
     }
+    if (askWebhooks) await window.dashboardConsole?.refreshConsole();
     $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (error) {
     $("board-error").textContent = `Gateway unreachable: ${error}`;
@@ -680,6 +772,7 @@ $("sign-out").addEventListener("click", () => {
   webhooksAt = 0;
   fastWebhooksUntil = 0;
   $("webhooks").replaceChildren();
+  window.dashboardConsole?.forgetConsole();
   showLogin();
 });
 
