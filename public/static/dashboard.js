@@ -310,7 +310,7 @@ function renderSku(view, now) {
       ? "rate unavailable (GET /metrics failed)"
       : windowSeconds === 0
         ? "rate: measuring…"
-        : `now ${last.toFixed(1)}/s · peak ${Math.max(0, ...values).toFixed(1)}/s over the last ${countdown(windowSeconds)}`;
+        : `now ${last.toFixed(1)}/s · peak ${Math.max(0, ...values).toFixed(1)}/s over the last ${span(windowSeconds)}`;
   field(card, "rate").textContent = `${rate} · ${recorded} made in all (orders in D1)`;
   field(card, "rate").dataset.total = String(recorded);
   field(card, "price").textContent =
@@ -330,13 +330,24 @@ function revenueText(view) {
   return `${money(revenue, currency)} from ${view.orders.paid} paid ${view.orders.paid === 1 ? "order" : "orders"}`;
 }
 
+/** A length of time in words: "45 s", "15 min", "1 h 30 min". */
+function span(seconds) {
+  if (seconds < 60) return `${seconds} s`;
+  if (seconds % 60 !== 0) return countdown(seconds);
+  const h = Math.floor(seconds / 3600);
+  const m = (seconds % 3600) / 60;
+  return h === 0 ? `${m} min` : m === 0 ? `${h} h` : `${h} h ${m} min`;
+}
+
 /** When the sale runs, in this browser's time, with the limits a shopper meets. */
 function scheduleText(view) {
   const at = (iso) => new Date(iso).toLocaleString();
-  const from = view.startsAt ? `from ${at(view.startsAt)}` : "from its creation";
-  const to = view.endsAt ? `until ${at(view.endsAt)}` : "no end set";
+  const times =
+    view.startsAt || view.endsAt
+      ? `${view.startsAt ? `from ${at(view.startsAt)}` : "no start time"}, ${view.endsAt ? `until ${at(view.endsAt)}` : "no end time"}`
+      : "no start or end time";
   const shards = `${view.shards} ${view.shards === 1 ? "shard" : "shards"}`;
-  return `${from}, ${to} · ${view.perUserLimit} per shopper · holds ${countdown(view.holdSeconds)} · ${shards}`;
+  return `${times} · ${view.perUserLimit} per shopper · holds of ${span(view.holdSeconds)} · ${shards}`;
 }
 
 // Dead letters ---------------------------------------------------------------------------------
