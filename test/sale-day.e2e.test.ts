@@ -64,13 +64,21 @@ const holds = (page: Page, status = "held") => page.$$(`#orders li.hold[data-sta
 describe("the storefront on a sale day", () => {
   it("lets a shopper act on every hold, across a reload; says why Buy is off at the limit, in plain words", async () => {
     const sku = `tee-${randomUUID().slice(0, 6)}`;
-    await putSku(sku, { name: "Launch tee", totalStock: 20, perUserLimit: 3, holdSeconds: 600 });
+    await putSku(sku, {
+      name: "Launch tee",
+      totalStock: 20,
+      perUserLimit: 3,
+      holdSeconds: 600,
+      price: 1800,
+      currency: "gbp",
+    });
     const page = await newPage(DESKTOP);
     await page.goto(`${day.server.url}/?sku=${sku}`);
     await page.fill("#user", "olga");
     await page.click("#user-form button");
     await expect.poll(() => page.textContent("#who")).toContain("Signed in as olga");
     await page.waitForSelector("#buy:not([disabled])");
+    expect(await page.textContent("#price")).toBe("£18.00 each");
 
     // A first hold: its Pay and Cancel, and what happened, are on the screen without scrolling.
     await page.click("#buy");

@@ -589,7 +589,11 @@ function renderReservation() {
   $("res-origin").hidden = r.reservationId !== state.grantedId;
   $("res-status").textContent = statusLabel(r.status);
   $("res-status").dataset.status = r.status;
-  $("res-quantity").textContent = String(r.quantity);
+  // What the hold costs, when the page knows its SKU's price.
+  const priced = state.view?.sku === r.sku && state.view.price !== null && state.view.price !== undefined;
+  $("res-quantity").textContent = priced
+    ? `${r.quantity} · ${money(r.quantity * state.view.price, state.view.currency)} in all`
+    : String(r.quantity);
   const drawn = state.drawn?.id === r.reservationId ? state.drawn : null;
   $("res-draw-label").hidden = drawn === null;
   $("res-draw").hidden = drawn === null;
