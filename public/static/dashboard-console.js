@@ -191,7 +191,10 @@ function renderSkuActions(card, view) {
 async function pauseOrResume(view, button) {
   const pausing = view.status !== "paused";
   const name = `${view.name} (${view.sku})`;
-  const held = `${view.stock.held} units held now keep their course: they can still be paid until they lapse.`;
+  const held =
+    view.stock.held === 0
+      ? "No unit is held now."
+      : `The ${view.stock.held} ${view.stock.held === 1 ? "unit" : "units"} held now keep their course: they can still be paid until they lapse.`;
   const lines = pausing
     ? [
         `Status: on sale → paused. Shoppers can no longer get a purchase token or reserve; the storefront says the sale is paused.`,
@@ -229,7 +232,7 @@ async function archive(view, button) {
     title: `Archive ${name}?`,
     lines: [
       `It stops being sold at once: its public page and its purchase routes answer "not found", ${view.stock.available} available units are no longer offered.`,
-      `${view.stock.held} units held now keep their course (paid, cancelled or lapsed as usual); its orders, feed entries and deliveries stay.`,
+      `${view.stock.held === 0 ? "No unit is held now" : `The ${view.stock.held} units held now keep their course (paid, cancelled or lapsed as usual)`}; its orders, feed entries and deliveries stay.`,
       `It cannot be undone: the id ${view.sku} cannot be used again.`,
     ],
     action: `Archive ${view.sku}`,
@@ -297,9 +300,12 @@ function showFormError(answer) {
     }
   }
   if (!first) {
+    // A 409 names the field in its message, or carries its figure in details ({totalStock, heldOrSold}).
     const message = answer.json?.error?.message ?? "";
+    const details = answer.json?.error?.details ?? {};
     for (const key of SKU_FIELDS) {
-      if (new RegExp(`\\b${key}\\b`).test(message) && fieldError(key, message) && !first) first = key;
+      const named = new RegExp(`\\b${key}\\b`).test(message) || details[key] !== undefined;
+      if (named && fieldError(key, message) && !first) first = key;
     }
   }
   (first ? input(first) : $("sku-form-error")).focus?.();
