@@ -114,6 +114,20 @@ describe("the operator's console", () => {
     );
     expect(paid.json).toMatchObject({ reservationStatus: "paid" });
     await expect.poll(() => page.textContent(cardField(sku, "units-sold")), WAIT).toBe("1");
+    await expect.poll(() => page.textContent(cardField(sku, "revenue")), WAIT).toBe("€25.00 from 1 paid order");
+
+    // The same order paid a second time: the panel of payments owed back says whom to refund, and why.
+    const again = await api(
+      "POST",
+      "/dev/pay",
+      { reservationId: reserved.json.reservationId, outcome: "succeeded" },
+      {},
+    );
+    expect(again.json).toMatchObject({ outcome: "refund_required" });
+    const refund = `#refund-list li[data-id="${reserved.json.reservationId}"]`;
+    await page.waitForSelector(refund, { timeout: 30_000 });
+    expect(await page.textContent(refund)).toContain(`Refund €25.00 to ines · ${sku}`);
+    expect(await page.textContent(refund)).toContain("a second payment for an order already paid");
     await expect
       .poll(() => page.textContent(cardField(sku, "rate")), WAIT)
       .toMatch(/ · 1 made in all \(orders in D1\)$/);
