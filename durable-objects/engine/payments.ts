@@ -159,6 +159,10 @@ export class Payments {
       return { reservation: ledger.setStatus(row, "paid", now), outcome: "applied" };
     }
     if (row.status === "expired" || row.status === "cancelled") {
+      // A late payment is a new sale; an archived SKU makes none (a paused one still takes it: the pause stops newcomers).
+      if (sku.status === "archived") {
+        return { reservation: ledger.setStatus(row, "refund_required", now), outcome: "refund_required" };
+      }
       const withinLimit = ledger.quota(row.user_id) + row.quantity <= sku.per_user_limit;
       if (availableOf(sku) >= row.quantity && withinLimit) {
         sku.sold += row.quantity;
