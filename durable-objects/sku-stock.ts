@@ -270,9 +270,18 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
     return this.engine.reservation(reservationId);
   }
 
-  /** Applies a verified payment event (see engine/payments.ts); `settled`: a pruned reservation's D1 row. */
-  async applyPayment(command: PaymentCommand, settled?: Reservation): Promise<Outcome<PaymentAnswer>> {
-    return this.#call(command.requestId, () => this.engine.payments.apply(command, this.now(), settled));
+  /**
+   * Applies a verified payment event (see engine/payments.ts); `settled`: a pruned reservation's D1 row.
+   * With the SKU's currency, which an event that names none was paid in (the edge records it).
+   */
+  async applyPayment(
+    command: PaymentCommand,
+    settled?: Reservation,
+  ): Promise<Outcome<PaymentAnswer & { skuCurrency: string }>> {
+    const outcome = await this.#call(command.requestId, () => this.engine.payments.apply(command, this.now(), settled));
+    return outcome.ok
+      ? { ...outcome, value: { ...outcome.value, skuCurrency: this.engine.pricing().currency } }
+      : outcome;
   }
 
   paymentTotals(): PaymentTotals {

@@ -46,11 +46,26 @@ export interface PaymentCommand {
  */
 type PaymentOutcome = "applied" | "refund_required";
 
+/**
+ * Why a payment was `refund_required` (null when applied): its money is not the price, another event
+ * paid the reservation already, or it came late and found no unit (`too_late`) or the buyer at the limit.
+ */
+export const PAYMENT_REASONS = [
+  "amount_mismatch",
+  "currency_mismatch",
+  "already_paid",
+  "too_late",
+  "limit_exceeded",
+] as const;
+export type PaymentReason = (typeof PAYMENT_REASONS)[number];
+
 export interface PaymentAnswer {
   reservation: Reservation;
   /** The status this payment event left the reservation in (the same answer on a replay). */
   status: ReservationStatus;
   outcome: PaymentOutcome;
+  /** Why the outcome is `refund_required`; null when applied (and for events recorded before reasons were). */
+  reason: PaymentReason | null;
   replayed: boolean;
 }
 
@@ -66,6 +81,7 @@ type SeenEvent = {
   type: string | null;
   amount: number | null;
   currency: string | null;
+  reason: string | null;
 };
 
 export class Payments {
@@ -93,7 +109,7 @@ export class Payments {
     const currency = money?.currency?.toLowerCase() ?? null;
     const seen = ledger.sql
       .exec<SeenEvent>(
-        "SELECT reservation_id, status, outcome, type, amount, currency FROM payment_events WHERE event_id = ?",
+        "SELECT reservation_id, status, outcome, type, amount, currency, reason FROM payment_events WHERE event_id = ?",
         eventId,
       )
       .toArray()[0];
@@ -110,13 +126,14 @@ export class Payments {
         reservation: ledger.toReservation(row),
         status: seen.status as ReservationStatus,
         outcome: seen.outcome as PaymentOutcome,
+        reason: seen.reason as PaymentReason | null,
         replayed: true,
       });
     }
-    const { reservation, outcome } = this.#decide(command, row, now);
+    const { reservation, outcome, reason = null } = this.#decide(command, row, now);
     ledger.sql.exec(
-      `INSERT INTO payment_events (event_id, reservation_id, status, outcome, created_at, type, amount, currency)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO payment_events (event_id, reservation_id, status, outcome, created_at, type, amount, currency, reason)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       eventId,
       reservationId,
       reservation.status,
@@ -125,6 +142,7 @@ export class Payments {
       type,
       amount,
       currency,
+      reason,
     );
     if (outcome === "refund_required") {
       ledger.sql.exec(
@@ -132,7 +150,7 @@ export class Payments {
          ON CONFLICT (outcome) DO UPDATE SET count = count + 1`,
       );
     }
-    return ok({ reservation, status: reservation.status, outcome, replayed: false });
+    return ok({ reservation, status: reservation.status, outcome, reason, replayed: false });
   }
 
   /** What a first delivery of the event does to its reservation. */
@@ -140,16 +158,15 @@ export class Payments {
     command: PaymentCommand,
     row: ReservationRow,
     now: number,
-  ): { reservation: Reservation; outcome: PaymentOutcome } {
+  ): { reservation: Reservation; outcome: PaymentOutcome; reason?: PaymentReason } {
     const ledger = this.ledger;
     const unchanged = ledger.toReservation(row);
     if (command.type === "payment.failed") {
       const reservation = row.status === "held" ? ledger.release(row, "cancelled", now) : unchanged;
       return { reservation, outcome: "applied" };
     }
-    if (command.money && !this.#moneyMatches(row.quantity, command.money)) {
-      return { reservation: unchanged, outcome: "refund_required" };
-    }
+    const wrongMoney = command.money ? this.#moneyMismatch(row.quantity, command.money) : null;
+    if (wrongMoney) return { reservation: unchanged, outcome: "refund_required", reason: wrongMoney };
     const sku = ledger.requireRow();
     if (row.status === "held") {
       sku.held -= row.quantity;
@@ -161,18 +178,25 @@ export class Payments {
     if (row.status === "expired" || row.status === "cancelled") {
       // A late payment is a new sale; an archived SKU makes none (a paused one still takes it: the pause stops newcomers).
       if (sku.status === "archived") {
-        return { reservation: ledger.setStatus(row, "refund_required", now), outcome: "refund_required" };
+        return {
+          reservation: ledger.setStatus(row, "refund_required", now),
+          outcome: "refund_required",
+          reason: "too_late",
+        };
       }
+      const inStock = availableOf(sku) >= row.quantity;
       const withinLimit = ledger.quota(row.user_id) + row.quantity <= sku.per_user_limit;
-      if (availableOf(sku) >= row.quantity && withinLimit) {
+      if (inStock && withinLimit) {
         sku.sold += row.quantity;
         ledger.touch();
         ledger.addQuota(row.user_id, row.quantity);
         return { reservation: ledger.setStatus(row, "paid", now), outcome: "applied" };
       }
-      return { reservation: ledger.setStatus(row, "refund_required", now), outcome: "refund_required" };
+      const reason = inStock ? "limit_exceeded" : "too_late";
+      return { reservation: ledger.setStatus(row, "refund_required", now), outcome: "refund_required", reason };
     }
-    return { reservation: unchanged, outcome: "refund_required" }; // paid or refunded already: never twice
+    // Paid or refunded already: never twice.
+    return { reservation: unchanged, outcome: "refund_required", reason: "already_paid" };
   }
 
   /** Payment events answered `refund_required` on this shard, each counted once. */
@@ -204,11 +228,11 @@ export class Payments {
     );
   }
 
-  /** Whether a payment pays `quantity` units at the SKU's price; anything goes without a price. */
-  #moneyMatches(quantity: number, money: PaymentMoney): boolean {
+  /** What is wrong with a payment of `quantity` units at the SKU's price, or null; anything goes without a price. */
+  #moneyMismatch(quantity: number, money: PaymentMoney): "amount_mismatch" | "currency_mismatch" | null {
     const { price, currency } = this.ledger.pricing();
-    if (price === null) return true;
-    if (money.currency !== undefined && money.currency.toLowerCase() !== currency) return false;
-    return money.amount === quantity * price;
+    if (price === null) return null;
+    if (money.currency !== undefined && money.currency.toLowerCase() !== currency) return "currency_mismatch";
+    return money.amount === quantity * price ? null : "amount_mismatch";
   }
 }

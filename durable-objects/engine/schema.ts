@@ -296,6 +296,12 @@ const STEPS: readonly ((sql: SqlStorage) => void)[] = [
     sql.exec("DROP TABLE sku");
     sql.exec("ALTER TABLE sku_next RENAME TO sku");
   },
+  // 4. Why a payment was refund_required, so a replay answers it again (GET /admin/payments lists it).
+  // Checked first: an object without `schema_version` (from before the steps) runs every step again.
+  (sql) => {
+    const present = sql.exec("SELECT 1 FROM pragma_table_info('payment_events') WHERE name = 'reason'").toArray();
+    if (present.length === 0) sql.exec("ALTER TABLE payment_events ADD COLUMN reason TEXT");
+  },
 ];
 
 /** The number of the last step: what a migrated object's `schema_version` reads. */
