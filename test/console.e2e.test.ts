@@ -142,6 +142,10 @@ describe("the operator's console", () => {
     expect(await page.evaluate("document.activeElement.id")).toBe("confirm-cancel");
     await expectSound(page, "the pause confirmation, 1280 px");
     await screenshot(page, "console-2-confirm-pause", "console-confirm.png", false);
+    await page.setViewportSize(PHONE);
+    await expectSound(page, "the pause confirmation, 420 px");
+    await screenshot(page, "console-2-confirm-pause-phone", "console-confirm-phone.png", false);
+    await page.setViewportSize(DESKTOP);
     await page.keyboard.press("Enter");
     await page.waitForSelector("#confirm-dialog", { state: "hidden" });
     expect((await api("GET", `/api/skus/${sku}`, undefined, {})).json.status).toBe("on_sale");
@@ -195,7 +199,7 @@ describe("the operator's console", () => {
 
     // The board at both widths, with the console's panels.
     await expectSound(page, "the console at 1280 px");
-    await page.evaluate(`document.querySelector('${card(sku)}').scrollIntoView({ block: "start" })`);
+    await page.evaluate("window.scrollTo(0, 0)");
     await screenshot(page, "console-3-board", "console.png", false);
     await page.setViewportSize(PHONE);
     await expectSound(page, "the console at 420 px");
@@ -225,6 +229,7 @@ describe("the operator's console", () => {
     expect(await page.isDisabled("#confirm-ok")).toBe(true);
     await page.fill("#confirm-type-input", sku);
     await expectSound(page, "the archive confirmation, 1280 px");
+    await screenshot(page, "console-4-confirm-archive", "console-archive.png", false);
     await page.click("#confirm-ok");
     await expect
       .poll(() => page.textContent("#console-message"), WAIT)
