@@ -135,7 +135,7 @@ describe("operator dashboard: shop hand-off", () => {
     expect(await page.isHidden("#wh-empty")).toBe(true);
     expect(await page.textContent(`${shop} [data-field="url"]`)).toBe(`${day.receiver.url}${path}`);
     expect(await page.textContent(`${shop} [data-field="events"]`)).toBe(
-      "order.held, order.paid, order.expired, order.cancelled, order.refund_required",
+      "order.held, order.paid, order.expired, order.cancelled, order.refund_required, payment.refund_required",
     );
     expect(await page.textContent(`${shop} [data-field="enabled"]`)).toBe("enabled");
     expect(await page.textContent('article[data-endpoint="erp"] [data-field="enabled"]')).toBe("disabled");
