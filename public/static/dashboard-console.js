@@ -113,6 +113,7 @@ function sayOnCard(sku, kind, text) {
     sayConsole(kind, text);
     return;
   }
+  sayConsole("", ""); // the section's line would be an older answer
   const message = field(card, "message");
   message.dataset.kind = kind;
   message.textContent = text;
