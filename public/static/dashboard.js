@@ -500,7 +500,7 @@ function followRetries(hook, pending, failed, complete) {
       if (complete) say(hook, "ok", `${retry.what} was accepted on retry.`, { scroll: false });
       hook.retries.delete(id);
     } else if (now.status === "failed" && now.attempts > retry.attempts) {
-      const code = now.lastStatusCode === null ? "no answer" : `HTTP ${now.lastStatusCode}`;
+      const code = now.lastError ?? (now.lastStatusCode === null ? "no answer" : `HTTP ${now.lastStatusCode}`);
       say(hook, "error", `${retry.what} was refused again (${code}).`, { scroll: false });
       hook.retries.delete(id);
     }
@@ -528,13 +528,18 @@ function deliveryItem(hook, endpoint, delivery) {
 
   const why = document.createElement("p");
   why.className = "why";
-  // Why it failed, in the server's words when it records them ("connection refused", "timed out after 10 s").
-  const said = delivery.lastError ?? delivery.failure ?? delivery.reason ?? null;
-  const code = said ?? (delivery.lastStatusCode === null ? "no answer" : `HTTP ${delivery.lastStatusCode}`);
+  // Why it failed: in the server's words when it records them (`lastError`: "answered 500", "timed out
+  // after 10 s without an answer"), with the start of the receiver's answer when there was one.
   const attempts = `${delivery.attempts} ${delivery.attempts === 1 ? "attempt" : "attempts"}`;
+  const code = delivery.lastStatusCode === null ? "no answer" : `HTTP ${delivery.lastStatusCode}`;
   const body = (delivery.lastResponse ?? "").replace(/\s+/g, " ").trim();
   const short = body.length > RESPONSE_SHOWN ? `${body.slice(0, RESPONSE_SHOWN)}…` : body;
-  why.textContent = `${attempts} · last answer ${code}${short ? `: ${short}` : " (empty body)"}`;
+  if (delivery.lastError) {
+    const answered = delivery.lastStatusCode !== null && short ? `: ${short}` : "";
+    why.textContent = `${attempts} · ${delivery.lastError}${answered}`;
+  } else {
+    why.textContent = `${attempts} · last answer ${code}${short ? `: ${short}` : " (empty body)"}`;
+  }
   if (delivery.lastResponse) why.title = delivery.lastResponse;
 
   const when = document.createElement("p");
