@@ -200,7 +200,7 @@ describe("the storefront on a sale day", () => {
 });
 
 describe("the dashboard on a sale day", () => {
-  it("fits at 1280 and 420 px with a draw, six SKUs and failing deliveries; its rates are the server's counts", async () => {
+  it("fits at 1280 and 420 px with a draw, six SKUs and failing deliveries; counts from D1, rates over a named window", async () => {
     // The shop's endpoint refuses everything: its deliveries fail after the schedule's one retry.
     const created = await call("PUT", "/admin/webhooks/shop", { url: `${day.receiver.url}/hooks/shop` });
     expect(created.status).toBe(200);
