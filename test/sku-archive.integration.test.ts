@@ -125,6 +125,18 @@ describe.each([1, 3])("a SKU of %i shard(s)", (shards) => {
       expect(await catalogRow(sku)).toEqual({ sku, shards, totalStock: 40 });
     });
 
+    it("resizes an idle SKU with only `shards` and keeps its total", async () => {
+      const sku = uniqueSku("partial-resize");
+      await createSku(sku, settings);
+      const resized = await put(sku, { shards: shards + 1 });
+      expect(resized.status).toBe(200);
+      expect(resized.json).toMatchObject({ shards: shards + 1, status: "on_sale", perUserLimit: 2, price: 1999 });
+      expect(resized.json.stock).toEqual({ total: 30, available: 30, held: 0, sold: 0 });
+      expect(await catalogRow(sku)).toEqual({ sku, shards: shards + 1, totalStock: 30 });
+      // The next total counts from the 30 in force.
+      expect((await put(sku, { totalStock: 31 })).json.stock).toMatchObject({ total: 31 });
+    });
+
     it("refuses to create a SKU without totalStock (400 naming it) and stores nothing", async () => {
       const sku = uniqueSku("nototal");
       const refused = await put(sku, { status: "paused", shards });
