@@ -251,3 +251,126 @@ describe("shopper JWTs from an identity provider", () => {
     expect(await asShopper(await idpToken(rsa.privateKey, { kid: "k1" }), {})).toEqual(REFUSED);
   });
 });
+
+/** The refusal of `GET /api/me/reservations` under these settings: status, code and why. */
+async function refusal(authorization: string | null, settings: Record<string, string> = {}) {
+  const ctx = createExecutionContext();
+  const headers: Record<string, string> = authorization === null ? {} : { authorization };
+  const request = new Request("http://flashgate.test/api/me/reservations", { headers });
+  const response = await worker.fetch(request, { ...env, ...settings }, ctx);
+  await waitOnExecutionContext(ctx);
+  const { error } = (await response.json()) as {
+    error: { code: string; message: string; details?: { reason?: string; claim?: string } };
+  };
+  return { status: response.status, code: error.code, ...error.details, message: error.message };
+}
+
+const refusedFor = (reason: string, claim?: string) => ({
+  status: 401,
+  code: "UNAUTHENTICATED",
+  reason,
+  ...(claim === undefined ? {} : { claim }),
+  message: expect.any(String),
+});
+
+describe("a refused shopper JWT says why (details.reason, and in words)", () => {
+  const secret = "test-auth-secret";
+  const hs = new TextEncoder().encode(secret);
+  const now = () => Math.floor(Date.now() / 1000);
+  const hsToken = (claims: JWTPayload, alg = "HS256", key: Uint8Array = hs) =>
+    new SignJWT({ ...claims }).setProtectedHeader({ alg }).sign(key);
+
+  it("HS256 (AUTH_SECRET): each reason, never the secret", async () => {
+    const cases: [string, string | null, ReturnType<typeof refusedFor>, RegExp][] = [
+      ["no token", null, refusedFor("missing_token"), /Bearer JWT is required/],
+      ["not a JWT", "Bearer not-a-jwt", refusedFor("malformed"), /not a well-formed JWT/],
+      ["JSON that is no JWT", `Bearer ${btoa("{}")}.${btoa("[]")}.x`, refusedFor("malformed"), /well-formed/],
+      [
+        "another algorithm",
+        `Bearer ${await hsToken({ sub: "ada", exp: now() + 600 }, "HS512")}`,
+        refusedFor("algorithm_not_allowed"),
+        /algorithm .*not accepted here \(accepted: HS256\)/,
+      ],
+      [
+        "another secret",
+        `Bearer ${await hsToken({ sub: "ada", exp: now() + 600 }, "HS256", new TextEncoder().encode("other-secret"))}`,
+        refusedFor("bad_signature"),
+        /signature does not verify/,
+      ],
+      [
+        "expired",
+        `Bearer ${await hsToken({ sub: "ada", exp: now() - 3600 })}`,
+        refusedFor("expired", "exp"),
+        /has expired/,
+      ],
+      [
+        "nbf ahead",
+        `Bearer ${await hsToken({ sub: "ada", exp: now() + 7200, nbf: now() + 3600 })}`,
+        refusedFor("not_yet_valid", "nbf"),
+        /not valid yet \(its `nbf`/,
+      ],
+      [
+        "issued in the future",
+        `Bearer ${await hsToken({ sub: "ada", exp: now() + 7200, iat: now() + 3600 })}`,
+        refusedFor("not_yet_valid", "iat"),
+        /not valid yet \(its `iat`/,
+      ],
+      ["no exp", `Bearer ${await hsToken({ sub: "ada" })}`, refusedFor("missing_claim", "exp"), /no `exp` claim/],
+      ["no sub", `Bearer ${await hsToken({ exp: now() + 600 })}`, refusedFor("missing_claim", "sub"), /no `sub` claim/],
+      [
+        "exp not a number",
+        `Bearer ${await hsToken({ sub: "ada", exp: "tomorrow" as unknown as number })}`,
+        refusedFor("invalid_claim", "exp"),
+        /`exp` claim must be a number/,
+      ],
+      [
+        "empty sub",
+        `Bearer ${await hsToken({ sub: "", exp: now() + 600 })}`,
+        refusedFor("invalid_claim", "sub"),
+        /`sub` must be a user id/,
+      ],
+    ];
+    for (const [label, authorization, expected, words] of cases) {
+      const answer = await refusal(authorization);
+      expect(answer, label).toEqual(expected);
+      expect(answer.message, label).toMatch(words);
+      expect(answer.message, label).not.toContain(secret);
+    }
+  });
+
+  it("an identity provider's keys (AUTH_JWKS, AUTH_ISSUER, AUTH_AUDIENCE): each reason", async () => {
+    const settings = {
+      AUTH_JWKS: JSON.stringify({ keys: [await publicJwk(rsa, "k1", "RS256")] }),
+      AUTH_SECRET: "",
+      AUTH_ISSUER: "https://idp.example/",
+      AUTH_AUDIENCE: "flashgate",
+    };
+    const right = { iss: "https://idp.example/", aud: "flashgate" };
+    const token = (claims: JWTPayload, opts: TokenOptions = {}, key: CryptoKey | Uint8Array = rsa.privateKey) =>
+      idpToken(key, { kid: "k1", ...opts, claims: { ...right, ...claims } });
+    /** A token without `claim` (the claim set otherwise right). */
+    const lacking = (claim: "iss" | "aud" | "sub") => {
+      const now = Math.floor(Date.now() / 1000);
+      const claims: JWTPayload = { sub: "ada", exp: now + 600, ...right };
+      delete claims[claim];
+      return new SignJWT(claims).setProtectedHeader({ alg: "RS256", kid: "k1" }).sign(rsa.privateKey);
+    };
+    const rs384 = await generateKeyPair("RS384");
+    expect(await asShopper(await token({}), settings)).toEqual(OK);
+    const cases: [string, string, ReturnType<typeof refusedFor>][] = [
+      ["unknown kid", await token({}, { kid: "k9" }), refusedFor("unknown_key")],
+      ["another signer", await token({}, {}, stranger.privateKey), refusedFor("bad_signature")],
+      ["HS256 without AUTH_SECRET", await token({}, { alg: "HS256" }, hs), refusedFor("algorithm_not_allowed")],
+      ["RS384", await token({}, { alg: "RS384" }, rs384.privateKey), refusedFor("algorithm_not_allowed")],
+      ["expired", await token({}, { exp: -3600 }), refusedFor("expired", "exp")],
+      ["wrong issuer", await token({ iss: "https://evil.example/" }), refusedFor("invalid_claim", "iss")],
+      ["wrong audience", await token({ aud: "other" }), refusedFor("invalid_claim", "aud")],
+      ["no issuer", await lacking("iss"), refusedFor("missing_claim", "iss")],
+      ["no audience", await lacking("aud"), refusedFor("missing_claim", "aud")],
+      ["no sub", await lacking("sub"), refusedFor("missing_claim", "sub")],
+    ];
+    for (const [label, jwt, expected] of cases) {
+      expect(await refusal(`Bearer ${jwt}`, settings), label).toEqual(expected);
+    }
+  });
+});

@@ -62,4 +62,30 @@ describe("an identity provider's ES256 JWTs under wrangler dev", () => {
     expect(await myReservations(await token("ida", "rotated-2"))).toBe(401);
     expect(fetches).toBe(1);
   });
+
+  it("say why they are refused: unknown key, bad signature, expired, a claim wrong or missing", async () => {
+    const stranger = await generateKeyPair("ES256");
+    const now = Math.floor(Date.now() / 1000);
+    const signed = (claims: Record<string, unknown>, key: CryptoKey = keys.privateKey) =>
+      new SignJWT(claims).setProtectedHeader({ alg: "ES256", kid: "e2e-1" }).sign(key);
+    const right = { sub: "ida", iss: ISSUER, aud: AUDIENCE, iat: now, exp: now + 600 };
+    const cases: [string, string, Record<string, string>][] = [
+      ["unknown kid", await token("ida", "rotated-3"), { reason: "unknown_key" }],
+      ["another signer", await signed(right, stranger.privateKey), { reason: "bad_signature" }],
+      ["expired", await signed({ ...right, iat: now - 7200, exp: now - 3600 }), { reason: "expired", claim: "exp" }],
+      [
+        "wrong issuer",
+        await token("ida", "e2e-1", { iss: "https://evil.test/" }),
+        { reason: "invalid_claim", claim: "iss" },
+      ],
+      ["no audience", await signed({ ...right, aud: undefined }), { reason: "missing_claim", claim: "aud" }],
+    ];
+    for (const [label, jwt, details] of cases) {
+      const response = await fetch(`${server.url}/api/me/reservations`, {
+        headers: { authorization: `Bearer ${jwt}` },
+      });
+      const body = (await response.json()) as { error: { code: string; details?: unknown } };
+      expect([response.status, body.error.code, body.error.details], label).toEqual([401, "UNAUTHENTICATED", details]);
+    }
+  });
 });

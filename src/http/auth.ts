@@ -1,11 +1,12 @@
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
-import { type JWTHeaderParameters, type JWTPayload, type JWTVerifyOptions, jwtVerify } from "jose";
+import { errors, type JWTHeaderParameters, type JWTPayload, type JWTVerifyOptions, jwtVerify } from "jose";
 import { log } from "../../durable-objects/support";
 import type { AppEnv } from "./context";
 import { ApiError, rateLimited } from "./errors";
 import { hmacKey } from "./hmac";
 import { indexKeys, JWKS_ALGORITHMS, type JwksAlgorithm, type KeyIndex, keyFor, RemoteKeySet } from "./jwks";
+import { jwtRefused, refusalOf } from "./jwt-refusal";
 import { timingSafeEqualText } from "./timing-safe";
 
 const MAX_USER_ID_LENGTH = 128;
@@ -108,7 +109,7 @@ class ShopperVerifier {
       if (verdict === "refresh") throw KEYS_NEEDED;
       if (verdict !== "none") return verdict.key;
     }
-    throw new Error("no key for this token");
+    throw new errors.JWKSNoMatchingKey();
   }
 
   /** The token's claims once verified; `ctx` is used only when the remote key set must be fetched. */
@@ -117,7 +118,9 @@ class ShopperVerifier {
       try {
         return (await jwtVerify(token, this.getKey, this.options)).payload;
       } catch (err) {
-        if (err !== KEYS_NEEDED || !this.remote || refreshes === MAX_REFRESHES) throw err;
+        // Fetched again as often as allowed and still no key: the token's key is unknown.
+        if (err === KEYS_NEEDED && refreshes === MAX_REFRESHES) throw new errors.JWKSNoMatchingKey();
+        if (err !== KEYS_NEEDED || !this.remote) throw err;
         await this.remote.refresh((promise) => ctx.executionCtx.waitUntil(promise));
       }
     }
@@ -141,29 +144,31 @@ function verifierFor(env: Env): ShopperVerifier {
  * Shopper authentication: a JWT whose `sub` is the user id and whose `exp` is required, signed
  * HS256 with AUTH_SECRET or RS256/ES256 by a key of the identity provider's JWKS (AUTH_JWKS_URL or
  * AUTH_JWKS), with `iss`/`aud` checked when AUTH_ISSUER/AUTH_AUDIENCE are set. Time claims get
- * AUTH_CLOCK_SKEW_SECONDS of leeway. The verdict is `401 UNAUTHENTICATED` for anything else.
+ * AUTH_CLOCK_SKEW_SECONDS of leeway. The verdict is `401 UNAUTHENTICATED` for anything else, its
+ * `details.reason` saying why (./jwt-refusal.ts).
  */
 export const shopperAuth = createMiddleware<AppEnv>(async (c, next) => {
   const token = bearer(c.req.header("authorization"));
-  if (!token) throw new ApiError("UNAUTHENTICATED", "A Bearer JWT is required.");
+  if (!token) throw jwtRefused("missing_token", "A Bearer JWT is required.");
   const verifier = verifierFor(c.env);
   let payload: JWTPayload;
   try {
     payload = await verifier.verify(token, c);
-  } catch {
-    throw new ApiError("UNAUTHENTICATED", "The JWT is invalid or expired.");
+  } catch (err) {
+    throw refusalOf(err, verifier.options.algorithms ?? []);
   }
   const { sub, iat } = payload;
   // jose checks `iat` only against a maximum age; a token issued in the future is refused here.
   if (typeof iat === "number" && iat > Date.now() / 1000 + verifier.skewSeconds) {
-    throw new ApiError("UNAUTHENTICATED", "The JWT is invalid or expired.");
+    throw jwtRefused("not_yet_valid", "The JWT is not valid yet (its `iat` is in the future).", "iat");
   }
   // A lone surrogate has no UTF-8 form: the id would change on its way into SQLite (as U+FFFD), and
   // the user's quota, holds and cancels would each be looked up under another id.
   if (typeof sub !== "string" || sub.length === 0 || sub.length > MAX_USER_ID_LENGTH || !sub.isWellFormed()) {
-    throw new ApiError(
-      "UNAUTHENTICATED",
+    throw jwtRefused(
+      "invalid_claim",
       `The JWT's \`sub\` must be a user id of 1 to ${MAX_USER_ID_LENGTH} characters of well-formed Unicode.`,
+      "sub",
     );
   }
   c.set("userId", sub);

@@ -2,6 +2,7 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { log } from "../../durable-objects/support";
+import type { JwtRefusal } from "./jwt-refusal";
 
 /** Every error code of the contract (API.md) with its HTTP status and a default message. */
 export const ERRORS = {
@@ -47,6 +48,9 @@ export interface ErrorDetails {
   opensAt?: string;
   opensInSeconds?: number;
   endedAt?: string;
+  /** UNAUTHENTICATED of a shopper JWT: why it was refused, and the claim at fault for the claim reasons. */
+  reason?: JwtRefusal;
+  claim?: string;
   /** 429 and 503: the seconds to wait before the same request (as `Retry-After`). */
   retryAfterSeconds?: number;
   /** INVALID_STATE: the state found (a reservation's status, a SKU's `archived`, an opening window's). */

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { PAYMENT_REASONS, RESERVATION_STATUSES } from "../../durable-objects/stock-model";
 import { DELIVERY_STATUSES, ORDER_EVENT_TYPES, WEBHOOK_EVENT_TYPES } from "../db/schema";
 import { ERRORS, type ErrorCode, type ErrorDetails as ErrorDetailsOfCode } from "../http/errors";
+import { JWT_REFUSALS } from "../http/jwt-refusal";
 import {
   PaymentEvent,
   ReservationRequest,
@@ -54,6 +55,16 @@ export const ErrorDetails = z
     opensAt: Time.optional().describe("SALE_NOT_ACTIVE (scheduled): when the sale opens"),
     opensInSeconds: z.int().min(1).optional().describe("SALE_NOT_ACTIVE (scheduled): seconds until it opens"),
     endedAt: Time.optional().describe("SALE_NOT_ACTIVE (ended): when the sale closed"),
+    reason: z
+      .enum(JWT_REFUSALS)
+      .optional()
+      .describe(
+        "UNAUTHENTICATED (shopper JWT): why the token was refused: `missing_token`, `malformed`, `algorithm_not_allowed`, `unknown_key` (no key of the identity provider matches its `kid`), `bad_signature`, `expired`, `not_yet_valid` (`nbf` or `iat` in the future), `missing_claim`, `invalid_claim`",
+      ),
+    claim: z
+      .string()
+      .optional()
+      .describe("UNAUTHENTICATED (shopper JWT): the claim at fault (`exp`, `sub`, `iss`, `aud`, `nbf`, `iat`)"),
     retryAfterSeconds: z
       .int()
       .min(1)
