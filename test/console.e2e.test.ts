@@ -176,6 +176,16 @@ describe("the operator's console", () => {
     await page.waitForSelector("#sku-dialog[open]");
     expect(await page.inputValue("#f-totalStock")).toBe("10");
     expect(await page.inputValue("#f-price")).toBe("2500");
+    // A resize while a unit is sold: the dialog says what it does, the server refuses it at "Shards".
+    await page.fill("#f-shards", "2");
+    await page.click("#sku-save");
+    asked = (await page.textContent("#confirm-dialog")) ?? "";
+    expect(asked).toContain("Shards: 1 → 2 (moves the stock between stock objects");
+    await page.click("#confirm-ok");
+    await expect.poll(() => page.getAttribute("#f-shards", "aria-invalid"), WAIT).toBe("true");
+    expect(await page.textContent("#f-shards-error")).toMatch(/held or sold/);
+    expect((await api("GET", `/admin/skus/${sku}`)).json).toMatchObject({ shards: 1 });
+    await page.fill("#f-shards", "1");
     await page.fill("#f-totalStock", "0");
     await page.click("#sku-save");
     asked = (await page.textContent("#confirm-dialog")) ?? "";
