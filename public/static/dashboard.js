@@ -325,7 +325,11 @@ function renderSku(view, now) {
 /** Paid units × price, as the admin view reports it (from D1). */
 function revenueText(view) {
   const revenue = typeof view.revenue === "object" && view.revenue !== null ? view.revenue.amount : view.revenue;
-  if (typeof revenue !== "number") return "not reported by this gateway";
+  if (typeof revenue !== "number") {
+    return view.price === null || view.price === undefined
+      ? "none counted: no price set"
+      : "not reported by this gateway";
+  }
   const currency = view.revenue?.currency ?? view.currency;
   return `${money(revenue, currency)} from ${view.orders.paid} paid ${view.orders.paid === 1 ? "order" : "orders"}`;
 }
