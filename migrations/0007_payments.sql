@@ -14,6 +14,7 @@ CREATE TABLE `payments` (
 --> statement-breakpoint
 CREATE UNIQUE INDEX `payments_by_event` ON `payments` (`event_id`);--> statement-breakpoint
 CREATE INDEX `payments_by_outcome` ON `payments` (`outcome`,`position`);--> statement-breakpoint
+ALTER TABLE `webhook_deliveries` ADD `last_error` text;--> statement-breakpoint
 CREATE INDEX `orders_paid_by_sku` ON `orders` (`sku`,`currency`,`quantity`,`amount`) WHERE status = 'paid';--> statement-breakpoint
 -- Hand-written (drizzle-kit does not model triggers): a flagged payment is owed to every enabled
 -- endpoint subscribed to `payment.refund_required`, in the transaction that records it, once (a

@@ -257,6 +257,8 @@ export const webhookDeliveries = sqliteTable(
     lastStatusCode: integer("last_status_code"),
     /** The last answer's body or the error, at most 1 KB. */
     lastResponse: text("last_response"),
+    /** What went wrong with the last attempt, in words ("answered 500", "timed out after 10 s…"); null once delivered. */
+    lastError: text("last_error"),
     nextAttemptAt: integer("next_attempt_at"),
     lease: text("lease"),
     createdAt: integer("created_at").notNull(),

@@ -126,6 +126,8 @@ export interface Outcome {
   code: number | null;
   /** The answer's body or the error, at most 1 KB. */
   response: string;
+  /** What went wrong, in words; null when delivered. */
+  error: string | null;
   /** How long after now it is due again (pending), else null. */
   delayMs: number | null;
 }
@@ -145,6 +147,7 @@ export async function recordOutcomes(db: D1Database, endpointId: string, outcome
       `WITH j AS MATERIALIZED (
          SELECT json_extract(value, '$.position') AS position, json_extract(value, '$.status') AS status,
                 json_extract(value, '$.code') AS code, json_extract(value, '$.response') AS response,
+                json_extract(value, '$.error') AS error,
                 json_extract(value, '$.delayMs') AS delay_ms
          FROM json_each(?1))
        UPDATE webhook_deliveries SET
@@ -152,6 +155,7 @@ export async function recordOutcomes(db: D1Database, endpointId: string, outcome
          attempts = attempts + 1,
          last_status_code = j.code,
          last_response = j.response,
+         last_error = j.error,
          next_attempt_at = ${D1_NOW} + j.delay_ms,
          lease = NULL,
          updated_at = ${D1_NOW}
@@ -172,6 +176,7 @@ export interface DeliveryView {
   attempts: number;
   lastStatusCode: number | null;
   lastResponse: string | null;
+  lastError: string | null;
   nextAttemptAt: string | null;
   createdAt: string;
   updatedAt: string;
@@ -186,6 +191,7 @@ interface DeliveryRow {
   attempts: number;
   last_status_code: number | null;
   last_response: string | null;
+  last_error: string | null;
   next_attempt_at: number | null;
   created_at: number;
   updated_at: number;
@@ -216,7 +222,7 @@ export async function listDeliveries(
   const { results } = await db
     .prepare(
       `SELECT endpoint_id, position, type, reservation_id, status, attempts, last_status_code, last_response,
-              next_attempt_at, created_at, updated_at
+              last_error, next_attempt_at, created_at, updated_at
        FROM ${LISTINGS[status ?? "all"]} LIMIT ?2`,
     )
     .bind(endpointId, limit)
@@ -229,6 +235,7 @@ export async function listDeliveries(
     attempts: row.attempts,
     lastStatusCode: row.last_status_code,
     lastResponse: row.last_response,
+    lastError: row.last_error,
     // A pending row's due time; while a sender holds it, when that sender's lease lapses.
     nextAttemptAt: row.status === "pending" ? iso(row.next_attempt_at) : null,
     createdAt: new Date(row.created_at).toISOString(),

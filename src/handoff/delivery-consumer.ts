@@ -47,13 +47,13 @@ export async function wakeSender(env: Env, delaySeconds = 0): Promise<void> {
 
 /** What an attempt's answer leaves: delivered, due again after the schedule's next delay, or failed. */
 function outcomeOf(delivery: Taken, answer: Answer, schedule: readonly number[]): Outcome {
-  const { code, response } = answer;
+  const { code, response, error } = answer;
   const position = delivery.position;
-  if (answer.ok) return { position, status: "delivered", code, response, delayMs: null };
+  if (answer.ok) return { position, status: "delivered", code, response, error, delayMs: null };
   // The schedule's delay after this attempt, the (attempts + 1)th; none left: failed.
   const delay = schedule[delivery.attempts];
-  if (delay === undefined) return { position, status: "failed", code, response, delayMs: null };
-  return { position, status: "pending", code, response, delayMs: delay * 1000 };
+  if (delay === undefined) return { position, status: "failed", code, response, error, delayMs: null };
+  return { position, status: "pending", code, response, error, delayMs: delay * 1000 };
 }
 
 /** Runs `work` over `items` with at most `limit` in flight. */
@@ -161,6 +161,7 @@ async function deliverEndpoint(env: Env, endpointId: string, schedule: readonly 
             deliveryId: deliveryId(endpointId, o.position),
             status: o.status,
             code: o.code,
+            error: o.error,
             response: o.response.slice(0, 200),
           })),
       });

@@ -14,6 +14,30 @@ export interface Answer {
   ok: boolean;
   code: number | null;
   response: string;
+  /** What went wrong, in words (null when delivered): what the delivery log shows as `lastError`. */
+  error: string | null;
+}
+
+/**
+ * A failed attempt in words. workerd's fetch tells little apart: a refused or cut connection is
+ * "Network connection lost.", a failed DNS lookup or TLS handshake an "internal error" (the detail
+ * stays in workerd's own log); anything else is quoted.
+ */
+export function failureOf(err: unknown, timedOut: boolean): string {
+  if (timedOut) return `timed out after ${DELIVERY_TIMEOUT_MS / 1000} s without an answer`;
+  const text = String(err);
+  if (text.includes("Network connection lost")) return "connection refused or closed before an answer";
+  if (text.includes("internal error")) return "could not connect: DNS lookup or TLS handshake failed";
+  return `request failed: ${text.slice(0, 200)}`;
+}
+
+/** A non-2xx answer in words; a redirect says where it pointed, since none is followed. */
+function refusalOf(response: Response): string {
+  if (response.status >= 300 && response.status < 400) {
+    const location = response.headers.get("location");
+    return `redirect not followed (${response.status}${location ? ` to ${location.slice(0, 200)}` : ""})`;
+  }
+  return `answered ${response.status}`;
 }
 
 export interface WebhookBody {
@@ -90,10 +114,12 @@ export async function attempt(delivery: Taken, body: string, now: number): Promi
       body,
     });
     const ok = response.status >= 200 && response.status < 300;
-    return { ok, code: response.status, response: await head(response.body).catch(() => "") };
+    const error = ok ? null : refusalOf(response);
+    return { ok, code: response.status, response: await head(response.body).catch(() => ""), error };
   } catch (err) {
     const timedOut = controller.signal.aborted || (err instanceof Error && err.name === "TimeoutError");
-    return { ok: false, code: null, response: clip(timedOut ? "no answer within 10 s" : String(err)) };
+    const response = clip(timedOut ? "no answer within 10 s" : String(err));
+    return { ok: false, code: null, response, error: failureOf(err, timedOut) };
   } finally {
     clearTimeout(timer);
   }

@@ -283,6 +283,12 @@ const WebhookDelivery = z.object({
   attempts: Count,
   lastStatusCode: z.int().nullable(),
   lastResponse: z.string().nullable(),
+  lastError: z
+    .string()
+    .nullable()
+    .describe(
+      "Added: what went wrong with the last attempt, in words (`answered 500`, `redirect not followed (302 to …)`, `timed out after 10 s without an answer`, `connection refused or closed before an answer`, `could not connect: DNS lookup or TLS handshake failed`); null when delivered or not tried yet",
+    ),
   nextAttemptAt: Time.nullable(),
   createdAt: Time,
   updatedAt: Time,

@@ -55,6 +55,7 @@ export async function deliveries(id: string, query = "") {
     attempts: number;
     lastStatusCode: number | null;
     lastResponse: string | null;
+    lastError: string | null;
     type: string;
     reservationId: string;
   }[];
