@@ -161,7 +161,8 @@ describe("operator dashboard: shop hand-off", () => {
     expect(deliveryId).not.toBe("");
     const text = (await page.textContent(item)) ?? "";
     expect(text).toContain(`order.held${reservationId}`);
-    expect(text).toContain("2 attempts · last answer HTTP 500: receiver failing on purpose");
+    // Why, in the server's words (lastError), then the start of what the receiver answered.
+    expect(text).toContain("2 attempts · answered 500: receiver failing on purpose");
     expect(text).toContain("no attempt left: retry it by hand");
     expect(await page.textContent(`${shop} [data-field="counts"]`)).toBe("0 pending (0 being retried) · 1 failed");
     expect(await page.textContent("#wh-count")).toBe("(2 endpoints, 1 failing)");
