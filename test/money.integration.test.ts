@@ -5,6 +5,7 @@ import { StockEngine } from "../durable-objects/stock-engine";
 import { forgetSoldOut } from "../src/edge/sold-out-cache";
 import { Scrape } from "../tools/prometheus";
 import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "./support/client";
+import { eventually } from "./support/eventually";
 import { pay } from "./support/payments";
 
 /** API.md "Money is checked": prices on SKUs, payments checked against them, refunds counted. */
@@ -127,5 +128,60 @@ describe("payment ids recorded before prices existed", () => {
       expect(state.storage.sql.exec("SELECT COUNT(*) AS n FROM payments").one().n).toBe(0);
     });
     expect((await call("GET", `/admin/skus/${sku}`, { admin: true })).json.payments).toEqual({ refund_required: 0 });
+  });
+});
+
+describe("revenue in the admin SKU view", () => {
+  const revenueOf = async (sku: string) => (await call("GET", `/admin/skus/${sku}`, { admin: true })).json.revenue;
+
+  it("sums D1's paid orders: units, and amounts in the SKU's currency (an earlier currency apart)", async () => {
+    const sku = uniqueSku("revenue");
+    await createSku(sku, { totalStock: 10, perUserLimit: 2, price: 1500 });
+    expect(await revenueOf(sku)).toEqual({ paidUnits: 0, amount: null, currency: "usd", otherCurrencies: [] });
+    const two = (await reserve("rev1", sku, 2)).json.reservationId;
+    const one = (await reserve("rev2", sku, 1)).json.reservationId;
+    const cancelled = (await reserve("rev3", sku, 1)).json.reservationId;
+    expect((await pay(two, "payment.succeeded", undefined, { amount: 3000 })).json.outcome).toBe("applied");
+    expect((await pay(one, "payment.succeeded", undefined, { amount: 1500 })).json.outcome).toBe("applied");
+    expect((await call("POST", `/api/reservations/${cancelled}/cancel`, { user: "rev3" })).status).toBe(200);
+    await eventually(async () =>
+      expect(await revenueOf(sku)).toEqual({ paidUnits: 3, amount: 4500, currency: "usd", otherCurrencies: [] }),
+    );
+
+    // The shop switches to euros mid-sale: what was paid in dollars stays apart.
+    await createSku(sku, { totalStock: 10, perUserLimit: 2, price: 1000, currency: "eur" });
+    const euro = (await reserve("rev4", sku, 1)).json.reservationId;
+    expect((await pay(euro, "payment.succeeded", undefined, { amount: 1000, currency: "eur" })).json.outcome).toBe(
+      "applied",
+    );
+    const expected = {
+      paidUnits: 4,
+      amount: 1000,
+      currency: "eur",
+      otherCurrencies: [{ currency: "usd", paidUnits: 3, amount: 4500 }],
+    };
+    await eventually(async () => expect(await revenueOf(sku)).toEqual(expected));
+    const listed = (await call("GET", "/admin/skus", { admin: true })).json.skus.find(
+      (s: { sku: string }) => s.sku === sku,
+    );
+    expect(listed.revenue).toEqual(expected);
+
+    // One read of the covering index, whatever the number of orders.
+    const plan = await env.DB.prepare(
+      "EXPLAIN QUERY PLAN SELECT currency, SUM(quantity), SUM(amount) FROM orders WHERE sku = ?1 AND status = 'paid' GROUP BY currency",
+    )
+      .bind(sku)
+      .all<{ detail: string }>();
+    expect(plan.results.map((r) => r.detail).join("; ")).toMatch(/USING COVERING INDEX orders_paid_by_sku/);
+  });
+
+  it("a SKU without a price counts paid units and no amount", async () => {
+    const sku = uniqueSku("revfree");
+    await createSku(sku, { totalStock: 3 });
+    const held = (await reserve("rev5", sku, 1)).json.reservationId;
+    expect((await pay(held, "payment.succeeded", undefined, { amount: 0 })).status).toBe(200);
+    await eventually(async () =>
+      expect(await revenueOf(sku)).toEqual({ paidUnits: 1, amount: null, currency: "usd", otherCurrencies: [] }),
+    );
   });
 });

@@ -15,6 +15,7 @@ import { mirrorCounts } from "../mirror/admin-view";
 import { forgetDisplay } from "../mirror/stock-display";
 import { listDeadLetters, replayDeadLetter } from "../orders/dead-letter-consumer";
 import { orderCounts } from "../orders/order-store";
+import { revenueOf } from "../orders/revenue";
 import { readPaymentTotals } from "../payments/pricing";
 import { recentRuns, reconcile } from "../reconcile/reconcile";
 import { ROUTES } from "./contract";
@@ -31,6 +32,7 @@ async function skuView(env: Env, sku: string): Promise<z.infer<typeof AdminSku> 
   return {
     ...adminSkuView(state, Date.now()),
     orders: await orderCounts(env.DB, sku),
+    revenue: await revenueOf(env.DB, sku, state.currency),
     waitlist: await readWaitlist(env, sku, state.shards),
     payments: await readPaymentTotals(env, sku, state.shards),
     mirror: await mirrorCounts(env, sku),

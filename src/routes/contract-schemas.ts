@@ -191,6 +191,16 @@ export const AdminSku = z.object({
   currency: z.string(),
   stock: StockCounts,
   orders: OrderCounts,
+  revenue: z
+    .object({
+      paidUnits: Count,
+      amount: Count.nullable(),
+      currency: z.string(),
+      otherCurrencies: z.array(z.object({ currency: z.string(), paidUnits: Count, amount: Count.nullable() })),
+    })
+    .describe(
+      "Added: what the SKU sold, from D1's paid orders: their units, and the sum of their amounts (quantity × price) in the SKU's currency (null without a price); paid orders in a currency the SKU had before are summed apart in `otherCurrencies`",
+    ),
   waitlist: Count,
   payments: z.object({ refund_required: Count }),
   mirror: MirrorCounts.nullable(),

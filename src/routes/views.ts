@@ -68,7 +68,7 @@ export function drawView(sku: string, d: DrawInfo): z.infer<typeof Draw> {
 export function adminSkuView(
   s: SkuState,
   now: number,
-): Omit<z.infer<typeof AdminSku>, "orders" | "waitlist" | "payments" | "mirror"> {
+): Omit<z.infer<typeof AdminSku>, "orders" | "revenue" | "waitlist" | "payments" | "mirror"> {
   return {
     sku: s.sku,
     name: s.name,
