@@ -114,7 +114,7 @@ describe("the operator's console", () => {
     );
     expect(paid.json).toMatchObject({ reservationStatus: "paid" });
     await expect.poll(() => page.textContent(cardField(sku, "units-sold")), WAIT).toBe("1");
-    // REVENUE-PENDING await expect.poll(() => page.textContent(cardField(sku, "revenue")), WAIT).toBe("€25.00 from 1 paid order");
+    await expect.poll(() => page.textContent(cardField(sku, "revenue")), WAIT).toBe("€25.00 from 1 paid unit");
 
     // The same order paid a second time: the panel of payments owed back says whom to refund, and why.
     const again = await api(

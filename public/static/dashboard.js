@@ -322,16 +322,25 @@ function renderSku(view, now) {
   window.dashboardConsole?.renderSkuActions(card, view);
 }
 
-/** Paid units × price, as the admin view reports it (from D1). */
+/**
+ * Paid units × price, as the admin view reports it (`revenue`, from D1's paid orders): the amount in
+ * the SKU's currency, and apart any paid in a currency it had before.
+ */
 function revenueText(view) {
-  const revenue = typeof view.revenue === "object" && view.revenue !== null ? view.revenue.amount : view.revenue;
-  if (typeof revenue !== "number") {
-    return view.price === null || view.price === undefined
-      ? "none counted: no price set"
-      : "not reported by this gateway";
-  }
-  const currency = view.revenue?.currency ?? view.currency;
-  return `${money(revenue, currency)} from ${view.orders.paid} paid ${view.orders.paid === 1 ? "order" : "orders"}`;
+  const r = view.revenue;
+  if (!r || typeof r !== "object") return "not reported by this gateway";
+  const units = (n) => `${n} paid ${n === 1 ? "unit" : "units"}`;
+  const priced = view.price !== null && view.price !== undefined;
+  const own =
+    r.amount === null
+      ? `none: ${priced ? "no amount recorded" : "no price set"} · ${units(r.paidUnits)}`
+      : money(r.amount, r.currency);
+  const others = (r.otherCurrencies ?? []).map(
+    (o) => `${o.amount === null ? "no amount" : money(o.amount, o.currency)} in ${o.currency} (earlier currency)`,
+  );
+  const ownUnits = r.paidUnits - (r.otherCurrencies ?? []).reduce((sum, o) => sum + o.paidUnits, 0);
+  const main = r.amount === null ? own : `${own} from ${units(ownUnits)}`;
+  return [main, ...others].join(" + ");
 }
 
 /** A length of time in words: "45 s", "15 min", "1 h 30 min". */
