@@ -136,6 +136,9 @@ function errorText(answer) {
     case "INVALID_STATE":
       return "This hold can no longer be changed: it is paid, cancelled or lapsed.";
     case "UNAUTHENTICATED":
+      // details.reason (v1.3) says why the JWT was refused; an expired one is the usual case.
+      if (d.reason === "missing_token") return "You are not signed in: sign in first (step 1).";
+      if (d.reason && d.reason !== "expired") return "Your sign-in was not accepted: sign in again.";
       return "Your sign-in has expired: sign in again.";
     case "SKU_NOT_FOUND":
       return "This sale has ended and is no longer available.";
