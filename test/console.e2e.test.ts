@@ -55,6 +55,19 @@ describe("the operator's console", () => {
     const page = await newPage(day.browser, DESKTOP);
     await openDashboard(day.server, page);
 
+    // By keyboard: New SKU opens the form on its first field, with a visible focus ring; Escape closes
+    // it and gives the focus back to the button.
+    await page.focus("#new-sku");
+    await page.keyboard.press("Enter");
+    await page.waitForSelector("#sku-dialog[open]");
+    expect(await page.evaluate("document.activeElement.id")).toBe("f-sku");
+    await page.keyboard.press("Tab");
+    expect(await page.evaluate("document.activeElement.id")).toBe("f-name");
+    expect(await page.evaluate("getComputedStyle(document.activeElement).outlineStyle")).toBe("solid");
+    await page.keyboard.press("Escape");
+    await page.waitForSelector("#sku-dialog", { state: "hidden" });
+    expect(await page.evaluate("document.activeElement.id")).toBe("new-sku");
+
     // New SKU: the server's refusal is shown at the field it names, which says it is invalid.
     await page.click("#new-sku");
     await page.waitForSelector("#sku-dialog[open]");
