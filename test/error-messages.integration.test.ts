@@ -1,10 +1,11 @@
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { configureSku } from "../src/catalog/configure-sku";
 import { ApiError } from "../src/http/errors";
 import { CONTRACT_ROUTES } from "../src/routes/contract";
 import { ErrorBody } from "../src/routes/contract-schemas";
-import { call, createSku, reserve, tokenFor, uniqueSku } from "./support/client";
+import { call, createSku, reserve, stockShard, tokenFor, uniqueSku } from "./support/client";
 import { pay } from "./support/payments";
 
 /**
@@ -231,6 +232,24 @@ describe("409 INVALID_STATE says what was found and what is allowed from it", ()
       `SKU ${sku} has 1 unit held or sold and 1 buyer waiting: shards can change from 1 to 2 only while nothing is held or sold, nobody waits and no opening draw is pending (before the sale).`,
     );
     expect(error.details).toEqual({ shards: 1, heldOrSold: 1, waiting: 1 });
+  });
+
+  it("a new shard count while an opening draw is pending: that the draw is not decided yet", async () => {
+    const sku = uniqueSku("resize-draw");
+    const startsAt = Date.now() + 60_000;
+    await createSku(sku, { totalStock: 5, openingWindowMs: 2_000, startsAt: new Date(startsAt).toISOString() });
+    // The stock object's clock inside the window (the edge's is a minute before: its own check passes).
+    await runInDurableObject(stockShard(env, sku, 0), (object) => {
+      object.now = () => startsAt + 500;
+    });
+    const error = refusal(await put(sku, { shards: 2 }), 409, "INVALID_STATE");
+    expect(error.message).toBe(
+      `SKU ${sku}'s opening draw is not decided yet: shards can change from 1 to 2 only while nothing is held or sold, nobody waits and no opening draw is pending (before the window opens).`,
+    );
+    expect(error.details).toEqual({ state: "draw_pending", shards: 1, heldOrSold: 0, waiting: 0 });
+    await runInDurableObject(stockShard(env, sku, 0), (object) => {
+      object.now = () => Date.now();
+    });
   });
 
   it("an opening window: one set to open in the past, one that has opened", async () => {

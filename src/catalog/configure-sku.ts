@@ -134,6 +134,15 @@ async function explainRefusal(env: Env, sku: string, body: SkuSettingsRequest, s
   }
   if (shards !== state.shards) {
     const waiting = await readWaitlist(env, sku, state.shards);
+    if (heldOrSold === 0 && waiting === 0) {
+      // What else keeps a shard from moving: the entries of an opening draw that is not decided yet.
+      return new ApiError(
+        "INVALID_STATE",
+        `SKU ${sku}'s opening draw is not decided yet: shards can change from ${state.shards} to ${shards} only while nothing is held or sold, nobody waits and no opening draw is pending (before the window opens).`,
+        {},
+        { state: "draw_pending", shards: state.shards, heldOrSold, waiting },
+      );
+    }
     return new ApiError(
       "INVALID_STATE",
       `SKU ${sku} has ${plural(heldOrSold, "unit")} held or sold and ${plural(waiting, "buyer")} waiting: shards can change from ${state.shards} to ${shards} only while nothing is held or sold, nobody waits and no opening draw is pending (before the sale).`,

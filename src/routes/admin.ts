@@ -88,9 +88,15 @@ register(admin, ROUTES.listSkus, async (c) => {
     );
   }
   const rows = await drizzle(c.env.DB).select({ sku: skus.sku }).from(skus).orderBy(desc(skus.createdAt));
-  const views = await Promise.all(rows.map((row) => skuView(c.env, row.sku)));
   const wanted = archived === "true";
-  return c.json({ skus: views.filter((view) => view !== null && (view.status === "archived") === wanted) });
+  // Shard 0 says the status in one call; only the SKUs listed pay for the whole view.
+  const listed = await Promise.all(
+    rows.map(async ({ sku }) => {
+      const first = await callStock(() => stockShard(c.env, sku, 0).state());
+      return first && (first.status === "archived") === wanted ? skuView(c.env, sku) : null;
+    }),
+  );
+  return c.json({ skus: listed.filter((view) => view !== null) });
 });
 
 /** Dead letters, newest first (`?pending=true`: only those not replayed yet). */
