@@ -126,7 +126,7 @@ describe("lua scripts: loading", () => {
     const pinned: Record<LuaScriptName, string> = {
       reserve: "584c969c9c7187ee3a7fff8bfed059fb19248d4e",
       release: "d651017387006734a75d6557c7e64f07000d5768",
-      confirm: "1c06d6b390aef1aaf368b3ab778c5f90ca4f00fd",
+      confirm: "04901c14d352e4c9270646f3531345e2c26e0e74",
       configure: "cc2b70f5e0d85d0225b2fd678cdef520cb635092",
     };
     expect(LUA_SHA1).toEqual(pinned);
@@ -511,6 +511,7 @@ describe("lua scripts: confirm", () => {
         reservation: { ...a, status: "paid", updatedAt: T0 + 5 },
         status: "paid",
         outcome: "applied",
+        reason: null,
         replayed: false,
       },
     });
@@ -523,6 +524,7 @@ describe("lua scripts: confirm", () => {
         reservation: { ...b, status: "cancelled", updatedAt: T0 + 6 },
         status: "cancelled",
         outcome: "applied",
+        reason: null,
         replayed: false,
       },
     });
@@ -534,11 +536,11 @@ describe("lua scripts: confirm", () => {
     const paid = { ...a, status: "paid", updatedAt: T0 + 5 };
     expect(await shop.pay(T0 + 7, "ev-a-fail", "payment.failed", a.id)).toEqual({
       ok: true,
-      value: { reservation: paid, status: "paid", outcome: "applied", replayed: false },
+      value: { reservation: paid, status: "paid", outcome: "applied", reason: null, replayed: false },
     });
     expect(await shop.pay(T0 + 8, "ev-a-again", "payment.succeeded", a.id)).toEqual({
       ok: true,
-      value: { reservation: paid, status: "paid", outcome: "refund_required", replayed: false },
+      value: { reservation: paid, status: "paid", outcome: "refund_required", reason: "already_paid", replayed: false },
     });
     expect(await db().hGet(shop.keys[0] ?? "", "payments_refund_required")).toBe("1");
     expect(await shop.stock()).toEqual({ total: 5, available: 3, held: 0, sold: 2 });
@@ -549,10 +551,16 @@ describe("lua scripts: confirm", () => {
 
     const outcomes = await db().hGetAll(shop.keys[4] ?? "");
     expect(Object.fromEntries(Object.entries(outcomes).map(([k, v]) => [k, JSON.parse(String(v))]))).toEqual({
-      "ev-a": { reservationId: a.id, type: "payment.succeeded", status: "paid", outcome: "applied" },
-      "ev-b": { reservationId: b.id, type: "payment.failed", status: "cancelled", outcome: "applied" },
-      "ev-a-fail": { reservationId: a.id, type: "payment.failed", status: "paid", outcome: "applied" },
-      "ev-a-again": { reservationId: a.id, type: "payment.succeeded", status: "paid", outcome: "refund_required" },
+      "ev-a": { reservationId: a.id, type: "payment.succeeded", status: "paid", outcome: "applied", reason: null },
+      "ev-b": { reservationId: b.id, type: "payment.failed", status: "cancelled", outcome: "applied", reason: null },
+      "ev-a-fail": { reservationId: a.id, type: "payment.failed", status: "paid", outcome: "applied", reason: null },
+      "ev-a-again": {
+        reservationId: a.id,
+        type: "payment.succeeded",
+        status: "paid",
+        outcome: "refund_required",
+        reason: "already_paid",
+      },
     });
     await shop.checkInvariants();
   });
@@ -569,6 +577,7 @@ describe("lua scripts: confirm", () => {
         reservation: { ...a, status: "paid", updatedAt: a.expiresAt },
         status: "paid",
         outcome: "applied",
+        reason: null,
         replayed: false,
       },
     });
@@ -585,6 +594,7 @@ describe("lua scripts: confirm", () => {
         reservation: { ...b, status: "refund_required", updatedAt: b.expiresAt + 2 },
         status: "refund_required",
         outcome: "refund_required",
+        reason: "too_late",
         replayed: false,
       },
     });
@@ -595,9 +605,10 @@ describe("lua scripts: confirm", () => {
     const c = okValue(await shop.reserve(T0 + 300_000, shop.id(4), "u4", "n4", 2)).reservation;
     okValue(await shop.cancel(T0 + 300_001, c.id, "u4"));
     okValue(await shop.reserve(T0 + 300_002, shop.id(5), "u4", "n5", 1));
-    expect(okValue(await shop.pay(T0 + 300_003, "ev-c", "payment.succeeded", c.id)).reservation.status).toBe(
-      "refund_required",
-    );
+    expect(okValue(await shop.pay(T0 + 300_003, "ev-c", "payment.succeeded", c.id))).toMatchObject({
+      status: "refund_required",
+      reason: "limit_exceeded",
+    });
     expect(await shop.quota("u4")).toBe(1);
 
     // cancelled, stock there, within the limit -> paid
@@ -624,13 +635,13 @@ describe("lua scripts: confirm", () => {
     const paid = { ...a, status: "paid", updatedAt: T0 + 1 };
     expect(await shop.pay(T0 + 1, "ev1", "payment.succeeded", a.id)).toEqual({
       ok: true,
-      value: { reservation: paid, status: "paid", outcome: "applied", replayed: false },
+      value: { reservation: paid, status: "paid", outcome: "applied", reason: null, replayed: false },
     });
     const version = await db().hGet(shop.keys[0] ?? "", "seq");
 
     expect(await shop.pay(T0 + 2, "ev1", "payment.succeeded", a.id)).toEqual({
       ok: true,
-      value: { reservation: paid, status: "paid", outcome: "applied", replayed: true },
+      value: { reservation: paid, status: "paid", outcome: "applied", reason: null, replayed: true },
     });
     // one event id is one event: the same id claiming another type changes nothing
     expect(await shop.pay(T0 + 3, "ev1", "payment.failed", a.id)).toEqual({ ok: false, code: "IDEMPOTENCY_MISMATCH" });

@@ -216,5 +216,20 @@ describe("webhook payment.refund_required", () => {
     await eventually(async () => expect((await logOf(ordersOnly.id)).count).toBe(1));
     expect((await logOf(ordersOnly.id)).received.map((r) => r.body?.type)).toEqual(["order.paid"]);
     expect((await logOf(refunds.id)).count).toBe(1);
+
+    // Retried by hand, it is sent again with the same webhook-id.
+    const retry = await call("POST", `/admin/webhooks/${refunds.id}/deliveries/${received?.webhookId}/retry`, {
+      admin: true,
+    });
+    expect(retry.status).toBe(202);
+    const again = await eventually(async () => {
+      const log = await logOf(refunds.id);
+      expect(log.count).toBe(2);
+      return log;
+    });
+    expect(again.received.map((r) => [r.webhookId, r.verified])).toEqual([
+      [received?.webhookId, true],
+      [received?.webhookId, true],
+    ]);
   });
 });
