@@ -101,6 +101,8 @@ describe("demo storefront", () => {
       totalStock: 20,
       perUserLimit: 2,
       holdSeconds: 600,
+      price: 2500,
+      currency: "eur",
       // 8 s ahead: the page must load and sign in before the sale opens, on a loaded machine too.
       startsAt: new Date(Date.now() + 8000).toISOString(),
       endsAt: new Date(Date.now() + 3_600_000).toISOString(),
@@ -110,6 +112,8 @@ describe("demo storefront", () => {
 
     // Before the sale: the live view and the countdown, and no buying.
     await expect.poll(() => page.textContent("#sku-name")).toBe(`Limited tee (${sku})`);
+    // Its price, in its own currency (2500 minor units of eur).
+    expect(await page.textContent("#price")).toBe("€25.00 each");
     await expect.poll(() => page.textContent("#countdown")).toMatch(/^Sale starts in 0:0\d$/);
     await expect.poll(() => page.textContent("#available"), DISPLAY).toBe("20");
 

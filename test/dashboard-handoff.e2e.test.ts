@@ -1,116 +1,64 @@
 import { randomUUID } from "node:crypto";
-import { copyFileSync, existsSync, mkdirSync } from "node:fs";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DevServer, startDevServer } from "../tools/dev-server";
-import { type Received, startWebhookReceiver, type WebhookReceiver } from "../tools/webhook-receiver";
+import type { Received } from "../tools/webhook-receiver";
+import {
+  call as callGateway,
+  newPage as openPage,
+  type SaleDay,
+  screenshot,
+  startSaleDay,
+  unexpectedProblems,
+} from "./support/browser";
 import { axeViolations, cardOverflows, serious } from "./support/page-checks";
 
 /**
  * The operator dashboard's shop hand-off panel (API.md "Order hand-off") in a real headless
  * Chromium against `wrangler dev`: a webhook endpoint whose receiver (tools/webhook-receiver.ts, in
  * this process) refuses everything, an order whose delivery fails after its retries, and the
- * dashboard's Retry once the receiver is healthy again. Its own Worker: http://127.0.0.1 receivers
- * allowed and one retry after 1 s (WEBHOOK_RETRY_SCHEDULE "1"), so a delivery fails within seconds,
- * and no other test's orders are owed to its endpoints. Screenshots: test-results/, and the final
+ * dashboard's Retry once the receiver is healthy again. Its own Worker (test/support/browser.ts:
+ * http://127.0.0.1 receivers allowed, one retry after 1 s), so a delivery fails within seconds, and
+ * no other test's orders are owed to its endpoints. Screenshots: test-results/, and the final
  * desktop and phone ones in docs/screenshots/.
  */
 
-const CHROMIUM = "/usr/bin/chromium";
-const CHROMIUM_ARGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
-const ADMIN = { authorization: "Bearer dev-admin-token", "content-type": "application/json" };
 const PHONE = { width: 420, height: 900 };
-const RESULTS = new URL("../test-results/", import.meta.url);
-const DOCS_SCREENSHOTS = new URL("../docs/screenshots/", import.meta.url);
 /** The panel asks every 10 s; a delivery fails after two attempts a second or two apart. */
 const PANEL = { timeout: 30_000, interval: 250 };
 
-let server: DevServer;
-let browser: Browser;
-let receiver: WebhookReceiver;
+let day: SaleDay;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(`${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)`);
-  }
-  mkdirSync(RESULTS, { recursive: true });
-  mkdirSync(DOCS_SCREENSHOTS, { recursive: true });
-  [server, browser, receiver] = await Promise.all([
-    startDevServer({
-      vars: { DEV_TOOLS: "true", WEBHOOK_ALLOW_HTTP_LOCALHOST: "true", WEBHOOK_RETRY_SCHEDULE: "1" },
-    }),
-    chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true }),
-    startWebhookReceiver(),
-  ]);
+  day = await startSaleDay();
 });
 afterAll(async () => {
-  await browser?.close();
-  await server?.stop();
-  await receiver?.close();
+  await day?.stop();
 });
 
-async function call(method: string, path: string, body?: unknown, headers: Record<string, string> = ADMIN) {
-  const response = await fetch(`${server.url}${path}`, {
-    method,
-    headers,
-    body: body === undefined ? null : JSON.stringify(body),
-  });
-  return { status: response.status, json: (await response.json()) as Record<string, unknown> };
-}
+const call = (method: string, path: string, body?: unknown, headers?: Record<string, string>) =>
+  callGateway(day.server, method, path, body, headers);
 
 /** Sets how the receiver's endpoint `name` answers (and forgets what it received). */
 async function receiverBehaves(name: string, behaviour: { secret: string; fail?: number; delayMs?: number }) {
-  const response = await fetch(`${receiver.url}/control/${name}`, { method: "PUT", body: JSON.stringify(behaviour) });
+  const response = await fetch(`${day.receiver.url}/control/${name}`, {
+    method: "PUT",
+    body: JSON.stringify(behaviour),
+  });
   expect(response.status).toBe(200);
 }
 
 async function receivedBy(name: string): Promise<Received[]> {
-  const answer = (await (await fetch(`${receiver.url}/control/${name}`)).json()) as { received: Received[] };
+  const answer = (await (await fetch(`${day.receiver.url}/control/${name}`)).json()) as { received: Received[] };
   return answer.received;
 }
 
-const problems = new Map<Page, string[]>();
-
-/** A page that records uncaught errors and console errors (CSP violations among them). */
-async function newPage(width: number, height: number): Promise<Page> {
-  const page = await browser.newPage({
-    viewport: { width, height },
-    permissions: ["clipboard-read", "clipboard-write"],
-  });
-  const seen: string[] = [];
-  problems.set(page, seen);
-  page.on("pageerror", (error) => seen.push(String(error)));
-  page.on("console", (message) => {
-    if (message.type() === "error") seen.push(message.text());
-  });
-  return page;
-}
-
-/** What went wrong in the page, less the 4xx answers it asked for and handles. */
-function unexpectedProblems(page: Page): string[] {
-  return (problems.get(page) ?? []).filter((p) => !/status of 4\d\d/.test(p));
-}
+const newPage = (width: number, height: number) => openPage(day.browser, { width, height });
 
 /** How far the page is wider than its viewport (0 when it lays out within it). */
 function overflow(page: Page): Promise<number> {
   return page.evaluate(
     "document.documentElement.scrollWidth - document.documentElement.clientWidth",
   ) as Promise<number>;
-}
-
-async function screenshot(page: Page, name: string, docsName?: string, fullPage = true) {
-  const file = new URL(`${name}.png`, RESULTS);
-  await page.screenshot({ path: file.pathname, fullPage });
-  if (docsName) copyFileSync(file, new URL(docsName, DOCS_SCREENSHOTS));
 }
 
 /** Whether the element is on screen: within the viewport, not only in the page. */
@@ -153,7 +101,7 @@ function lowContrast(page: Page, selector: string) {
 describe("operator dashboard: shop hand-off", () => {
   it("shows an endpoint's failing delivery and retries it from the dashboard", async () => {
     const page = await newPage(1280, 1000);
-    await page.goto(`${server.url}/dashboard`);
+    await page.goto(`${day.server.url}/dashboard`);
     await page.waitForSelector("#login:not([hidden])");
     await page.fill("#token", "dev-admin-token");
     await page.click("#login button");
@@ -161,7 +109,7 @@ describe("operator dashboard: shop hand-off", () => {
     // No endpoint yet: the panel says how to add one, with this gateway's own URL.
     await page.waitForSelector("#wh-empty:not([hidden])");
     const empty = (await page.textContent("#wh-empty")) ?? "";
-    expect(empty).toContain(`curl -X PUT ${server.url}/admin/webhooks/shop`);
+    expect(empty).toContain(`curl -X PUT ${day.server.url}/admin/webhooks/shop`);
     expect(empty).toContain("docs/CONNECTING.md");
     expect(await overflow(page)).toBe(0);
     await screenshot(page, "dashboard-handoff-1-empty");
@@ -174,7 +122,7 @@ describe("operator dashboard: shop hand-off", () => {
     // The shop's endpoint, at a receiver that refuses everything, with a long URL (it must wrap); and
     // a disabled one for paid orders only.
     const path = `/hooks/shop/${"flashgate-order-hand-off".repeat(4)}?tenant=launch-week&region=eu-west`;
-    const created = await call("PUT", "/admin/webhooks/shop", { url: `${receiver.url}${path}` });
+    const created = await call("PUT", "/admin/webhooks/shop", { url: `${day.receiver.url}${path}` });
     expect(created.status).toBe(200);
     const secret = String(created.json.secret);
     await receiverBehaves("shop", { secret, fail: 1000 });
@@ -185,9 +133,9 @@ describe("operator dashboard: shop hand-off", () => {
     await page.waitForSelector(shop, PANEL);
     await page.waitForSelector('article[data-endpoint="erp"]');
     expect(await page.isHidden("#wh-empty")).toBe(true);
-    expect(await page.textContent(`${shop} [data-field="url"]`)).toBe(`${receiver.url}${path}`);
+    expect(await page.textContent(`${shop} [data-field="url"]`)).toBe(`${day.receiver.url}${path}`);
     expect(await page.textContent(`${shop} [data-field="events"]`)).toBe(
-      "order.held, order.paid, order.expired, order.cancelled, order.refund_required",
+      "order.held, order.paid, order.expired, order.cancelled, order.refund_required, payment.refund_required",
     );
     expect(await page.textContent(`${shop} [data-field="enabled"]`)).toBe("enabled");
     expect(await page.textContent('article[data-endpoint="erp"] [data-field="enabled"]')).toBe("disabled");
@@ -213,7 +161,8 @@ describe("operator dashboard: shop hand-off", () => {
     expect(deliveryId).not.toBe("");
     const text = (await page.textContent(item)) ?? "";
     expect(text).toContain(`order.held${reservationId}`);
-    expect(text).toContain("2 attempts · last answer HTTP 500: receiver failing on purpose");
+    // Why, in the server's words (lastError), then the start of what the receiver answered.
+    expect(text).toContain("2 attempts · answered 500: receiver failing on purpose");
     expect(text).toContain("no attempt left: retry it by hand");
     expect(await page.textContent(`${shop} [data-field="counts"]`)).toBe("0 pending (0 being retried) · 1 failed");
     expect(await page.textContent("#wh-count")).toBe("(2 endpoints, 1 failing)");
@@ -286,6 +235,27 @@ describe("operator dashboard: shop hand-off", () => {
     expect(received[0]?.body?.data.reservationId).toBe(reservationId);
     const delivered = await call("GET", "/admin/webhooks/shop/deliveries?status=delivered");
     expect((delivered.json.deliveries as { id: string }[]).map((d) => d.id)).toEqual([deliveryId]);
+
+    // Two more orders refused to the end, then "Retry all" (POST /admin/webhooks/shop/retry) sends
+    // both at once to the healed receiver, and says how many it retried.
+    await receiverBehaves("shop", { secret, fail: 1000 });
+    for (const userId of ["jon", "kai"]) {
+      const auth = (await call("POST", "/dev/jwt", { userId }, { "content-type": "application/json" })).json;
+      const headers = { authorization: `Bearer ${auth.token}`, "content-type": "application/json" };
+      const minted = (await call("POST", `/api/skus/${sku}/tokens`, undefined, headers)).json;
+      expect(
+        (await call("POST", `/api/skus/${sku}/reservations`, { token: minted.token, quantity: 1 }, headers)).status,
+      ).toBe(202);
+    }
+    await expect.poll(() => page.locator(`${item} .badge[data-status="failed"]`).count(), PANEL).toBe(2);
+    const retryAll = `${shop} [data-action="retry-all"]`;
+    expect(await page.getAttribute(retryAll, "aria-label")).toBe("Retry all failing deliveries of shop now");
+    await receiverBehaves("shop", { secret });
+    await page.click(retryAll);
+    await expect.poll(() => page.textContent(message)).toBe("Retry of all queued: 2 deliveries of shop tried now.");
+    await expect.poll(() => page.locator(item).count(), PANEL).toBe(0);
+    expect(await page.isHidden(retryAll)).toBe(true);
+    await expect.poll(async () => (await receivedBy("shop")).length, PANEL).toBe(2);
     expect(await overflow(page)).toBe(0);
     await screenshot(page, "dashboard-handoff-4-retried-phone", undefined, false);
     await page.setViewportSize({ width: 1280, height: 1000 });

@@ -42,9 +42,12 @@ describe("the production Worker's pages", () => {
     expect(dashboard.body).not.toContain('href="/"');
     const etag = dashboard.headers.get("etag") ?? "";
     expect((await get(production, "/dashboard", { headers: { "if-none-match": etag } })).status).toBe(304);
-    for (const path of ["/static/dashboard.js", "/static/style.css"]) {
+    for (const path of ["/static/dashboard.js", "/static/dashboard-console.js", "/static/style.css"]) {
       expect((await get(production, path)).status, path).toBe(200);
+      expect(dashboard.body, `the page loads ${path}`).toContain(`"${path}"`);
     }
+    // The console's script is served as the text of public/ (wrangler.toml `rules`), not bundled as Worker code.
+    expect((await get(production, "/static/dashboard-console.js")).body).toContain("window.dashboardConsole");
   });
 
   it("has no demo storefront, its script or its solver, whatever the site key", async () => {

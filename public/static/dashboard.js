@@ -27,9 +27,11 @@ const hooks = new Map(); // endpoint id -> { card, secret, revealed, failingKey,
 let webhooksAt = 0; // when the webhook panel is asked again
 let fastWebhooksUntil = 0; // after a retry: asked on every refresh until then
 
-async function admin(method, path) {
+async function admin(method, path, body) {
   const token = sessionStorage.getItem(TOKEN_KEY);
-  const response = await fetch(path, { method, headers: { authorization: `Bearer ${token}` } });
+  const headers = { authorization: `Bearer ${token}` };
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   let json = null;
   try {
     json = await response.json();
@@ -57,6 +59,22 @@ function showBoard() {
   $("login").hidden = true;
   $("board").hidden = false;
   $("sign-out").hidden = false;
+}
+
+// Money ----------------------------------------------------------------------------------------
+
+/**
+ * An amount in minor units of `currency` as this browser writes money ("€25.00", "¥2,500"): the
+ * currency's own number of decimals, from Intl. An unknown code is shown as the number and the code.
+ */
+function money(minor, currency) {
+  const code = String(currency ?? "usd").toUpperCase();
+  try {
+    const format = new Intl.NumberFormat(undefined, { style: "currency", currency: code });
+    return format.format(minor / 10 ** format.resolvedOptions().maximumFractionDigits);
+  } catch {
+    return `${minor} ${code} (minor units)`;
+  }
 }
 
 // SKUs -----------------------------------------------------------------------------------------
@@ -116,7 +134,9 @@ function rates(sku) {
     const dt = (samples[i].t - samples[i - 1].t) / 1000;
     out.push(dt > 0 ? Math.max(0, samples[i].count - samples[i - 1].count) / dt : 0);
   }
-  return { values: out, total: count };
+  // The window the rates cover: from the oldest sample kept (this tab's first read, or two minutes ago).
+  const windowSeconds = samples.length > 1 ? Math.round((samples.at(-1).t - samples[0].t) / 1000) : 0;
+  return { values: out, windowSeconds };
 }
 
 function drawSpark(svg, values) {
@@ -279,14 +299,68 @@ function renderSku(view, now) {
   field(card, "draw").hidden = draw === null;
   if (draw) renderDraw(field(card, "draw"), draw, now);
   field(card, "mirror").textContent = mirrorText(view);
-  const { values, total } = rates(view.sku);
+  const { values, windowSeconds } = rates(view.sku);
   drawSpark(field(card, "spark"), values);
   const last = values.at(-1) ?? 0;
-  field(card, "rate").textContent =
+  // The count is D1's order rows (one per reservation, whatever became of it): durable, so a restart
+  // of the gateway or of its metrics resets nothing. The rates name the window they are taken over.
+  const recorded = orders.held + orders.paid + orders.expired + orders.cancelled + orders.refund_required;
+  const rate =
     counters === null
-      ? "unavailable (GET /metrics failed)"
-      : `now ${last.toFixed(1)}/s · peak ${Math.max(0, ...values).toFixed(1)}/s · ${total} since the gateway started`;
-  field(card, "rate").dataset.total = String(total);
+      ? "rate unavailable (GET /metrics failed)"
+      : windowSeconds === 0
+        ? "rate: measuring…"
+        : `now ${last.toFixed(1)}/s · peak ${Math.max(0, ...values).toFixed(1)}/s over the last ${span(windowSeconds)}`;
+  field(card, "rate").textContent = `${rate} · ${recorded} made in all (orders in D1)`;
+  field(card, "rate").dataset.total = String(recorded);
+  field(card, "price").textContent =
+    view.price === null || view.price === undefined
+      ? "no price (amounts not checked)"
+      : `${money(view.price, view.currency)} a unit`;
+  field(card, "revenue").textContent = revenueText(view);
+  field(card, "schedule").textContent = scheduleText(view);
+  window.dashboardConsole?.renderSkuActions(card, view);
+}
+
+/**
+ * Paid units × price, as the admin view reports it (`revenue`, from D1's paid orders): the amount in
+ * the SKU's currency, and apart any paid in a currency it had before.
+ */
+function revenueText(view) {
+  const r = view.revenue;
+  if (!r || typeof r !== "object") return "not reported by this gateway";
+  const units = (n) => `${n} paid ${n === 1 ? "unit" : "units"}`;
+  const priced = view.price !== null && view.price !== undefined;
+  const own =
+    r.amount === null
+      ? `none: ${priced ? "no amount recorded" : "no price set"} · ${units(r.paidUnits)}`
+      : money(r.amount, r.currency);
+  const others = (r.otherCurrencies ?? []).map(
+    (o) => `${o.amount === null ? "no amount" : money(o.amount, o.currency)} in ${o.currency} (earlier currency)`,
+  );
+  const ownUnits = r.paidUnits - (r.otherCurrencies ?? []).reduce((sum, o) => sum + o.paidUnits, 0);
+  const main = r.amount === null ? own : `${own} from ${units(ownUnits)}`;
+  return [main, ...others].join(" + ");
+}
+
+/** A length of time in words: "45 s", "15 min", "1 h 30 min". */
+function span(seconds) {
+  if (seconds < 60) return `${seconds} s`;
+  if (seconds % 60 !== 0) return countdown(seconds);
+  const h = Math.floor(seconds / 3600);
+  const m = (seconds % 3600) / 60;
+  return h === 0 ? `${m} min` : m === 0 ? `${h} h` : `${h} h ${m} min`;
+}
+
+/** When the sale runs, in this browser's time, with the limits a shopper meets. */
+function scheduleText(view) {
+  const at = (iso) => new Date(iso).toLocaleString();
+  const times =
+    view.startsAt || view.endsAt
+      ? `${view.startsAt ? `from ${at(view.startsAt)}` : "no start time"}, ${view.endsAt ? `until ${at(view.endsAt)}` : "no end time"}`
+      : "no start or end time";
+  const shards = `${view.shards} ${view.shards === 1 ? "shard" : "shards"}`;
+  return `${times} · ${view.perUserLimit} per shopper · holds of ${span(view.holdSeconds)} · ${shards}`;
 }
 
 // Dead letters ---------------------------------------------------------------------------------
@@ -386,6 +460,7 @@ function hookFor(id) {
     field(card, "id").textContent = id;
     card.querySelector('[data-action="reveal"]').addEventListener("click", () => reveal(hook, !hook.revealed));
     card.querySelector('[data-action="copy"]').addEventListener("click", () => copySecret(hook));
+    card.querySelector('[data-action="retry-all"]').addEventListener("click", (event) => retryAll(hook, event.target));
     hooks.set(id, hook);
     showSecret(hook);
   }
@@ -438,7 +513,7 @@ function followRetries(hook, pending, failed, complete) {
       if (complete) say(hook, "ok", `${retry.what} was accepted on retry.`, { scroll: false });
       hook.retries.delete(id);
     } else if (now.status === "failed" && now.attempts > retry.attempts) {
-      const code = now.lastStatusCode === null ? "no answer" : `HTTP ${now.lastStatusCode}`;
+      const code = now.lastError ?? (now.lastStatusCode === null ? "no answer" : `HTTP ${now.lastStatusCode}`);
       say(hook, "error", `${retry.what} was refused again (${code}).`, { scroll: false });
       hook.retries.delete(id);
     }
@@ -466,11 +541,18 @@ function deliveryItem(hook, endpoint, delivery) {
 
   const why = document.createElement("p");
   why.className = "why";
-  const code = delivery.lastStatusCode === null ? "no answer" : `HTTP ${delivery.lastStatusCode}`;
+  // Why it failed: in the server's words when it records them (`lastError`: "answered 500", "timed out
+  // after 10 s without an answer"), with the start of the receiver's answer when there was one.
   const attempts = `${delivery.attempts} ${delivery.attempts === 1 ? "attempt" : "attempts"}`;
+  const code = delivery.lastStatusCode === null ? "no answer" : `HTTP ${delivery.lastStatusCode}`;
   const body = (delivery.lastResponse ?? "").replace(/\s+/g, " ").trim();
   const short = body.length > RESPONSE_SHOWN ? `${body.slice(0, RESPONSE_SHOWN)}…` : body;
-  why.textContent = `${attempts} · last answer ${code}${short ? `: ${short}` : " (empty body)"}`;
+  if (delivery.lastError) {
+    const answered = delivery.lastStatusCode !== null && short ? `: ${short}` : "";
+    why.textContent = `${attempts} · ${delivery.lastError}${answered}`;
+  } else {
+    why.textContent = `${attempts} · last answer ${code}${short ? `: ${short}` : " (empty body)"}`;
+  }
   if (delivery.lastResponse) why.title = delivery.lastResponse;
 
   const when = document.createElement("p");
@@ -519,6 +601,10 @@ function renderWebhook(hook, endpoint, log) {
   followRetries(hook, pending, failed, !capped);
   field(card, "failing-count").textContent = `(${failing.length}${capped ? "+" : ""})`;
   field(card, "no-failing").hidden = failing.length > 0;
+  const retryAll = card.querySelector('[data-action="retry-all"]');
+  retryAll.hidden = failing.length === 0;
+  retryAll.disabled = !endpoint.enabled;
+  retryAll.setAttribute("aria-label", `Retry all failing deliveries of ${endpoint.id} now`);
 
   const shown = failing.slice(0, FAILING_SHOWN);
   const key = JSON.stringify([endpoint.enabled, failing.length, shown]);
@@ -593,6 +679,26 @@ async function retryDelivery(hook, endpoint, delivery, button) {
   await refresh();
 }
 
+/** Every failed and pending delivery of the endpoint, tried now (POST /admin/webhooks/:id/retry, API.md v1.3). */
+async function retryAll(hook, button) {
+  button.disabled = true;
+  try {
+    const answer = await admin("POST", `/admin/webhooks/${encodeURIComponent(hook.id)}/retry`);
+    if (answer.ok) {
+      const n = answer.json?.retried ?? 0;
+      say(hook, "ok", `Retry of all queued: ${n} ${n === 1 ? "delivery" : "deliveries"} of ${hook.id} tried now.`);
+    } else {
+      say(hook, "error", `Retry of all refused: ${errorText(answer)}`);
+    }
+  } catch (error) {
+    say(hook, "error", `Retry of all not sent: ${error}`);
+  }
+  button.disabled = false;
+  fastWebhooksUntil = Date.now() + AFTER_RETRY_MS;
+  webhooksAt = 0;
+  await refresh();
+}
+
 // Reconciliation -------------------------------------------------------------------------------
 
 function renderReconcile(answer) {
@@ -649,7 +755,21 @@ async function refresh() {
     renderReconcile(runs);
     if (skus.ok) {
       const now = Date.now();
-      for (const view of skus.json.skus) renderSku(view, now);
+      const listed = new Set(skus.json.skus.map((view) => view.sku));
+      // An archived SKU leaves the list (API.md v1.3): its card goes with it.
+      for (const [sku, card] of cards) {
+        if (!listed.has(sku)) {
+          card.remove();
+          cards.delete(sku);
+          snapshots.delete(sku);
+        }
+      }
+      skus.json.skus.forEach((view, i) => {
+        const card = cardFor(view.sku);
+        // Moved only when out of place: moving a node would take the focus off a button in it.
+        if ($("skus").children[i] !== card) $("skus").insertBefore(card, $("skus").children[i] ?? null);
+        renderSku(view, now);
+      });
       $("no-skus").hidden = skus.json.skus.length > 0;
     }
     if (letters.ok) renderLetters(letters.json.deadLetters);
@@ -657,6 +777,7 @@ async function refresh() {
       renderWebhooks(webhooks);
       webhooksAt = started + WEBHOOKS_MS;
     }
+    if (askWebhooks) await window.dashboardConsole?.refreshConsole();
     $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (error) {
     $("board-error").textContent = `Gateway unreachable: ${error}`;
@@ -680,6 +801,7 @@ $("sign-out").addEventListener("click", () => {
   webhooksAt = 0;
   fastWebhooksUntil = 0;
   $("webhooks").replaceChildren();
+  window.dashboardConsole?.forgetConsole();
   showLogin();
 });
 

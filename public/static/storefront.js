@@ -28,6 +28,8 @@ const state = {
    * and those made here that it does not list yet. Each held one can be paid or cancelled.
    */
   holds: new Map(),
+  /** SKUs this page showed on sale that then answered 404: archived, ended for good. */
+  gone: new Set(),
 };
 
 /** The signed-in shopper is remembered in this tab, so a reload keeps their holds on screen. */
@@ -72,6 +74,20 @@ async function api(method, path, { body, auth = false, extra = {} } = {}) {
     // not JSON
   }
   return { status: response.status, ok: response.ok, json, retryAfter: Number(response.headers.get("retry-after")) };
+}
+
+/**
+ * A price in minor units of `currency` as this browser writes money ("€25.00", "¥2,500"), with the
+ * currency's own decimals (Intl). An unknown code is shown as the number and the code.
+ */
+function money(minor, currency) {
+  const code = String(currency ?? "usd").toUpperCase();
+  try {
+    const format = new Intl.NumberFormat(undefined, { style: "currency", currency: code });
+    return format.format(minor / 10 ** format.resolvedOptions().maximumFractionDigits);
+  } catch {
+    return `${minor} ${code} (minor units)`;
+  }
 }
 
 /** A local time a shopper reads ("20:15:04"). */
@@ -120,9 +136,12 @@ function errorText(answer) {
     case "INVALID_STATE":
       return "This hold can no longer be changed: it is paid, cancelled or lapsed.";
     case "UNAUTHENTICATED":
+      // details.reason (v1.3) says why the JWT was refused; an expired one is the usual case.
+      if (d.reason === "missing_token") return "You are not signed in: sign in first (step 1).";
+      if (d.reason && d.reason !== "expired") return "Your sign-in was not accepted: sign in again.";
       return "Your sign-in has expired: sign in again.";
     case "SKU_NOT_FOUND":
-      return "This item is not on sale here.";
+      return "This sale has ended and is no longer available.";
     case "IDEMPOTENCY_MISMATCH":
       return "That purchase was already made with another quantity: press Buy again.";
     default:
@@ -183,11 +202,16 @@ async function signIn(userId) {
 
 async function pollSku() {
   if (!state.sku) return;
-  const answer = await api("GET", `/api/skus/${encodeURIComponent(state.sku)}`);
+  const sku = state.sku;
+  const answer = await api("GET", `/api/skus/${encodeURIComponent(sku)}`);
+  if (state.sku !== sku) return;
   if (answer.status === 404) {
+    // A sale this page showed that now answers 404 was archived (API.md v1.3): it has ended for good.
+    if (state.view?.sku === sku) state.gone.add(sku);
     state.view = null;
   } else if (answer.ok) {
     state.view = answer.json;
+    state.gone.delete(sku);
   }
   // Fair opening: the draw's committed seed hash (and, once decided, its seed). The last one read
   // stays until a new one arrives: a Buy clicked while this read is under way still sees the window.
@@ -217,13 +241,34 @@ function openingText(draw, now) {
   return `Opening draw decided: ${draw.entrants} entrants. Seed ${draw.seed.slice(0, 16)}… (check it against the hash published before).`;
 }
 
+/**
+ * Whether the sale can be bought now, its line (a countdown), and what that means for the shopper
+ * when it cannot (`note`): paused, not open yet, or over.
+ */
 function saleWindow(view, now) {
-  if (view.status !== "on_sale") return { open: false, text: "Sale paused by the shop: try again shortly." };
-  if (view.startsAt && Date.parse(view.startsAt) > now) {
-    return { open: false, text: `Sale starts in ${duration(Date.parse(view.startsAt) - now)}` };
+  const held = "Holds you already have can still be paid until they lapse.";
+  if (view.status !== "on_sale" || view.phase === "paused") {
+    return {
+      open: false,
+      text: "Sale paused by the shop.",
+      note: `You cannot buy it right now: the shop has paused the sale and may resume it at any moment. ${held}`,
+    };
   }
-  if (view.endsAt && Date.parse(view.endsAt) <= now)
-    return { open: false, text: `Sale ended at ${clock(view.endsAt)}.` };
+  if (view.startsAt && Date.parse(view.startsAt) > now) {
+    const opens = new Date(view.startsAt).toLocaleString();
+    return {
+      open: false,
+      text: `Sale starts in ${duration(Date.parse(view.startsAt) - now)}`,
+      note: `Not open yet: Buy turns on when the sale starts, at ${opens} (your time). Nothing can be reserved before.`,
+    };
+  }
+  if ((view.endsAt && Date.parse(view.endsAt) <= now) || view.phase === "ended") {
+    return {
+      open: false,
+      text: view.endsAt ? `Sale ended at ${clock(view.endsAt)}.` : "Sale ended.",
+      note: `This sale is over: nothing more can be bought. ${held}`,
+    };
+  }
   if (view.endsAt) return { open: true, text: `On sale · ends in ${duration(Date.parse(view.endsAt) - now)}` };
   return { open: true, text: "On sale now." };
 }
@@ -233,6 +278,9 @@ function renderSku() {
   $("sku-missing").hidden = view !== null || !state.sku;
   $("sku-view").hidden = view === null;
   if (!view) {
+    const gone = state.gone.has(state.sku);
+    $("sku-gone").hidden = !gone;
+    $("sku-unknown").hidden = gone;
     $("sku-missing-id").textContent = state.sku ?? "";
     $("sku-missing-curl").textContent =
       `curl -X PUT ${location.origin}/admin/skus/${state.sku} -H 'Authorization: Bearer dev-admin-token' \\\n` +
@@ -244,6 +292,10 @@ function renderSku() {
   $("available").textContent = String(view.available);
   $("available").classList.toggle("gone", view.available === 0);
   $("countdown").textContent = view.available === 0 && sale.open ? "Sold out." : sale.text;
+  $("sale-note").hidden = !sale.note;
+  $("sale-note").textContent = sale.note ?? "";
+  $("price").hidden = view.price === null || view.price === undefined;
+  $("price").textContent = $("price").hidden ? "" : `${money(view.price, view.currency)} each`;
   const opening = openingText(state.draw, Date.now());
   $("opening").hidden = opening === null;
   $("opening").textContent = opening ?? "";
@@ -540,7 +592,11 @@ function renderReservation() {
   $("res-origin").hidden = r.reservationId !== state.grantedId;
   $("res-status").textContent = statusLabel(r.status);
   $("res-status").dataset.status = r.status;
-  $("res-quantity").textContent = String(r.quantity);
+  // What the hold costs, when the page knows its SKU's price.
+  const priced = state.view?.sku === r.sku && state.view.price !== null && state.view.price !== undefined;
+  $("res-quantity").textContent = priced
+    ? `${r.quantity} · ${money(r.quantity * state.view.price, state.view.currency)} in all`
+    : String(r.quantity);
   const drawn = state.drawn?.id === r.reservationId ? state.drawn : null;
   $("res-draw-label").hidden = drawn === null;
   $("res-draw").hidden = drawn === null;

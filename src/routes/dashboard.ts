@@ -1,14 +1,16 @@
 import { Hono } from "hono";
 import dashboardHtml from "../../public/dashboard.html";
 import dashboardJs from "../../public/static/dashboard.js";
+import dashboardConsoleJs from "../../public/static/dashboard-console.js";
 import styleCss from "../../public/static/style.css";
 import type { AppEnv } from "../http/context";
 import { CSS, HTML, JAVASCRIPT, type PageFiles, servePages } from "./pages";
 
-/** The operator dashboard, its script and the stylesheet every page shares. */
+/** The operator dashboard, its scripts (the board, the console) and the stylesheet every page shares. */
 export const DASHBOARD_FILES = {
   "/dashboard": { body: dashboardHtml, type: HTML },
   "/static/dashboard.js": { body: dashboardJs, type: JAVASCRIPT },
+  "/static/dashboard-console.js": { body: dashboardConsoleJs, type: JAVASCRIPT },
   "/static/style.css": { body: styleCss, type: CSS },
 } as const satisfies PageFiles;
 

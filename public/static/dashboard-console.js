@@ -1,0 +1,663 @@
+// The dashboard's console: runs a sale without curl. Create and edit a SKU (every field of
+// PUT /admin/skus/:sku), pause and resume, archive; payments owed back; find an order. A change to a
+// live sale is confirmed in a dialog that names it, and the server's answer is shown. Loaded after
+// dashboard.js, whose helpers ($, admin, errorText, field, money, countdown, refresh) it uses.
+
+/** The fields of the SKU form, in the order of PUT /admin/skus/:sku's body (API.md). */
+const SKU_FIELDS = [
+  "name",
+  "totalStock",
+  "perUserLimit",
+  "holdSeconds",
+  "price",
+  "currency",
+  "startsAt",
+  "endsAt",
+  "shards",
+  "openingWindowMs",
+  "status",
+];
+const NUMBER_FIELDS = new Set(["totalStock", "perUserLimit", "holdSeconds", "price", "shards", "openingWindowMs"]);
+const TIME_FIELDS = new Set(["startsAt", "endsAt"]);
+/** What a new SKU's form starts with: the API's defaults, and a price in dollars. */
+const NEW_SKU = {
+  name: "",
+  totalStock: "",
+  perUserLimit: 1,
+  holdSeconds: 900,
+  price: null,
+  currency: "usd",
+  startsAt: null,
+  endsAt: null,
+  shards: 1,
+  openingWindowMs: 0,
+  status: "on_sale",
+};
+/** The feed's pages read for one lookup at most (1000 changes each): the search stops there and says so. */
+const LOOKUP_PAGES = 50;
+const REFUNDS_LIMIT = 1000;
+
+/** The SKU views last rendered, by id: what the edit form starts from and compares with. */
+const views = new Map();
+/** The SKU being edited (its view), or null for a new one. */
+let editing = null;
+
+// Small helpers ---------------------------------------------------------------------------------
+
+function element(tag, className, text) {
+  const el = document.createElement(tag);
+  if (className) el.className = className;
+  if (text !== undefined) el.textContent = text;
+  return el;
+}
+
+/** "2026-12-03T10:00:00.000Z" as a datetime-local input's value, in this browser's time. */
+function toLocalInput(iso) {
+  if (!iso) return "";
+  const d = new Date(iso);
+  const pad = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+}
+
+/** A datetime-local value (this browser's time) as the ISO time the API takes; "" is null. */
+function fromLocalInput(value) {
+  if (!value) return null;
+  const d = new Date(value);
+  return Number.isNaN(d.getTime()) ? value : d.toISOString();
+}
+
+/** A field's value as an operator reads it, for the confirm dialog. */
+function shown(key, value, view) {
+  if (value === null || value === undefined || value === "") {
+    if (key === "price") return "no price";
+    if (key === "startsAt") return "no start";
+    if (key === "endsAt") return "no end";
+    return "none";
+  }
+  if (TIME_FIELDS.has(key)) return new Date(value).toLocaleString();
+  if (key === "price") return money(value, view?.currency ?? "usd");
+  if (key === "status") return value.replace("_", " ");
+  return String(value);
+}
+
+const LABELS = {
+  name: "Name",
+  totalStock: "Total stock",
+  perUserLimit: "Per shopper",
+  holdSeconds: "Hold (seconds)",
+  price: "Price",
+  currency: "Currency",
+  startsAt: "Starts",
+  endsAt: "Ends",
+  shards: "Shards",
+  openingWindowMs: "Opening draw (ms)",
+  status: "Status",
+};
+
+/** Whether shoppers can buy this SKU right now: a change to it reaches them at once. */
+function isLive(view) {
+  if (view.status !== "on_sale") return false;
+  return view.phase === undefined ? true : view.phase === "open";
+}
+
+function sayConsole(kind, text) {
+  const message = $("console-message");
+  message.dataset.kind = kind;
+  message.textContent = text;
+}
+
+/** A result in the SKU's own card (its status line), or in the section's when the card is gone. */
+function sayOnCard(sku, kind, text) {
+  const card = cards.get(sku);
+  if (!card) {
+    sayConsole(kind, text);
+    return;
+  }
+  sayConsole("", ""); // the section's line would be an older answer
+  const message = field(card, "message");
+  message.dataset.kind = kind;
+  message.textContent = text;
+  message.scrollIntoView({ block: "nearest" });
+}
+
+// The confirm dialog ------------------------------------------------------------------------------
+
+/**
+ * Asks before a change is sent: `title`, the lines saying what will change, and the button's words.
+ * With `typed`, the button stays off until that word is typed (an archive cannot be undone).
+ * Resolves true (confirmed) or false (kept as it is). `send` runs on confirm; an error it returns
+ * is shown in the dialog, which stays open.
+ */
+function confirmChange({ title, lines, action, typed = null, send }) {
+  const dialog = $("confirm-dialog");
+  $("confirm-title").textContent = title;
+  const list = element("ul", "changes");
+  for (const line of lines) list.append(element("li", "", line));
+  $("confirm-what").replaceChildren(list);
+  $("confirm-error").textContent = "";
+  const ok = $("confirm-ok");
+  ok.textContent = action;
+  ok.disabled = typed !== null;
+  $("confirm-type").hidden = typed === null;
+  $("confirm-type-word").textContent = typed ?? "";
+  $("confirm-type-input").value = "";
+  $("confirm-type-input").oninput = () => {
+    ok.disabled = $("confirm-type-input").value.trim() !== typed;
+  };
+  return new Promise((resolve) => {
+    const finish = (confirmed) => {
+      ok.onclick = null;
+      $("confirm-cancel").onclick = null;
+      dialog.onclose = null;
+      if (dialog.open) dialog.close();
+      resolve(confirmed);
+    };
+    ok.onclick = async () => {
+      ok.disabled = true;
+      const error = await send();
+      ok.disabled = false;
+      if (error) $("confirm-error").textContent = error;
+      else finish(true);
+    };
+    $("confirm-cancel").onclick = () => finish(false);
+    dialog.onclose = () => finish(false); // Escape
+    dialog.showModal();
+    // The safe choice has the focus: Enter or a stray click keeps things as they are.
+    $(typed === null ? "confirm-cancel" : "confirm-type-input").focus();
+  });
+}
+
+// Card actions: pause, resume, archive ------------------------------------------------------------
+
+/** Wires a card's buttons once, and labels them for this SKU and its state. */
+function renderSkuActions(card, view) {
+  views.set(view.sku, view);
+  const name = `${view.name} (${view.sku})`;
+  const pause = card.querySelector('[data-action="pause"]');
+  const paused = view.status === "paused";
+  pause.textContent = paused ? "Resume…" : "Pause…";
+  pause.setAttribute("aria-label", `${paused ? "Resume" : "Pause"} the sale of ${name}`);
+  card.querySelector('[data-action="edit"]').setAttribute("aria-label", `Edit ${name}`);
+  card.querySelector('[data-action="archive"]').setAttribute("aria-label", `Archive ${name}`);
+  if (card.dataset.wired) return;
+  card.dataset.wired = "true";
+  const sku = view.sku;
+  card.querySelector('[data-action="edit"]').addEventListener("click", () => openSkuForm(views.get(sku)));
+  pause.addEventListener("click", () => pauseOrResume(views.get(sku), pause));
+  card
+    .querySelector('[data-action="archive"]')
+    .addEventListener("click", (event) => archive(views.get(sku), event.currentTarget));
+}
+
+async function pauseOrResume(view, button) {
+  const pausing = view.status !== "paused";
+  const name = `${view.name} (${view.sku})`;
+  const held =
+    view.stock.held === 0
+      ? "No unit is held now."
+      : `The ${view.stock.held} ${view.stock.held === 1 ? "unit" : "units"} held now keep their course: they can still be paid until they lapse.`;
+  const lines = pausing
+    ? [
+        `Status: on sale → paused. Shoppers can no longer get a purchase token or reserve; the storefront says the sale is paused.`,
+        held,
+        "Nothing else changes: stock, price and times stay.",
+      ]
+    : [
+        `Status: paused → on sale. Shoppers can buy again${view.phase === "scheduled" ? " from the sale's start" : " at once"}; ${view.stock.available} units are available.`,
+      ];
+  const status = pausing ? "paused" : "on_sale";
+  let answer = null;
+  const confirmed = await confirmChange({
+    title: `${pausing ? "Pause" : "Resume"} the sale of ${name}?`,
+    lines,
+    action: pausing ? `Pause ${view.sku}` : `Resume ${view.sku}`,
+    send: async () => {
+      answer = await admin("PUT", `/admin/skus/${encodeURIComponent(view.sku)}`, { status });
+      return answer.ok ? null : `The gateway refused: ${errorText(answer)}`;
+    },
+  });
+  button.focus();
+  if (!confirmed) return;
+  sayOnCard(
+    view.sku,
+    "ok",
+    `${pausing ? "Paused" : "Resumed"}: the gateway now has ${view.sku} ${answer.json.status.replace("_", " ")}.`,
+  );
+  await refresh();
+}
+
+async function archive(view, button) {
+  const name = `${view.name} (${view.sku})`;
+  let answer = null;
+  const confirmed = await confirmChange({
+    title: `Archive ${name}?`,
+    lines: [
+      `It stops being sold at once: its public page and its purchase routes answer "not found", ${view.stock.available} available units are no longer offered.`,
+      `${view.stock.held === 0 ? "No unit is held now" : `The ${view.stock.held} units held now keep their course (paid, cancelled or lapsed as usual)`}; its orders, feed entries and deliveries stay.`,
+      `It cannot be undone: the id ${view.sku} cannot be used again.`,
+    ],
+    action: `Archive ${view.sku}`,
+    typed: view.sku,
+    send: async () => {
+      answer = await admin("DELETE", `/admin/skus/${encodeURIComponent(view.sku)}`);
+      return answer.ok ? null : `The gateway refused: ${errorText(answer)}`;
+    },
+  });
+  if (!confirmed) {
+    button.focus();
+    return;
+  }
+  sayConsole("ok", `Archived: ${name} is ${answer.json?.status ?? "archived"} and no longer sold.`);
+  $("new-sku").focus(); // its card (and the button) leave the page
+  archivedKey = "";
+  await refresh();
+}
+
+// The SKU form: create and edit -------------------------------------------------------------------
+
+const input = (key) => $(`f-${key}`);
+
+function clearFieldErrors() {
+  $("sku-form-error").textContent = "";
+  for (const key of ["sku", ...SKU_FIELDS]) {
+    const el = input(key);
+    el.removeAttribute("aria-invalid");
+    const hint = $(`f-${key}-hint`) ? `f-${key}-hint` : TIME_FIELDS.has(key) ? "f-time-hint" : null;
+    if (hint) el.setAttribute("aria-describedby", hint);
+    else el.removeAttribute("aria-describedby");
+    $(`f-${key}-error`)?.remove();
+  }
+}
+
+/** The server's word on one field, under its input, which it describes and marks invalid. */
+function fieldError(key, message) {
+  const el = input(key);
+  if (!el) return false;
+  let p = $(`f-${key}-error`);
+  if (!p) {
+    p = element("p", "field-error");
+    p.id = `f-${key}-error`;
+    el.closest(".field").append(p);
+  }
+  p.textContent = message;
+  el.setAttribute("aria-invalid", "true");
+  const described = (el.getAttribute("aria-describedby") ?? "").split(" ").filter(Boolean);
+  if (!described.includes(p.id)) el.setAttribute("aria-describedby", [p.id, ...described].join(" "));
+  return true;
+}
+
+/**
+ * An error answer, at the fields it names: a 400's `details.fields` (`{path, message}`), else each
+ * field the message names (a 409 says "totalStock …"). The whole message also heads the form.
+ */
+function showFormError(answer) {
+  $("sku-form-error").textContent = `The gateway refused: ${errorText(answer)}`;
+  const named = answer.json?.error?.details?.fields;
+  let first = null;
+  if (Array.isArray(named)) {
+    for (const { path, message } of named) {
+      const key = String(path).split(".")[0];
+      if (fieldError(key, message) && !first) first = key;
+    }
+  }
+  if (!first) {
+    // A 409 names the field in its message, or carries its figure in details ({totalStock, heldOrSold}).
+    const message = answer.json?.error?.message ?? "";
+    const details = answer.json?.error?.details ?? {};
+    for (const key of SKU_FIELDS) {
+      const named = new RegExp(`\\b${key}\\b`).test(message) || details[key] !== undefined;
+      if (named && fieldError(key, message) && !first) first = key;
+    }
+  }
+  (first ? input(first) : $("sku-form-error")).focus?.();
+  if (!first) $("sku-form-error").scrollIntoView({ block: "nearest" });
+}
+
+function openSkuForm(view) {
+  editing = view ?? null;
+  const values = view ?? NEW_SKU;
+  clearFieldErrors();
+  $("sku-dialog-title").textContent = view ? `Edit ${view.name} (${view.sku})` : "New SKU";
+  $("sku-save").textContent = view ? "Save changes…" : "Create";
+  input("sku").value = view ? view.sku : "";
+  input("sku").readOnly = view !== undefined && view !== null;
+  input("sku").closest(".field").hidden = Boolean(view);
+  for (const key of SKU_FIELDS) {
+    const value = key === "totalStock" && view ? view.stock.total : values[key];
+    input(key).value = TIME_FIELDS.has(key) ? toLocalInput(value) : (value ?? "");
+  }
+  $("f-zone").textContent = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  updatePriceHint();
+  $("sku-dialog").showModal();
+  input(view ? "name" : "sku").focus();
+}
+
+/** The price hint says what the minor units typed are, in the currency typed. */
+function updatePriceHint() {
+  const raw = input("price").value;
+  const currency = input("currency").value.trim() || "usd";
+  const hint = $("f-price-hint");
+  if (raw === "" || !/^\d+$/.test(raw)) {
+    hint.textContent = "Minor units: cents for usd or eur (2500 = 25.00). Empty: no price.";
+    return;
+  }
+  hint.textContent = `${raw} minor units = ${money(Number(raw), currency)} a unit.`;
+}
+
+/** The form's values, typed as the API takes them (numbers, ISO times, null for empty). */
+function formValues() {
+  const out = {};
+  for (const key of SKU_FIELDS) {
+    const raw = input(key).value.trim();
+    if (NUMBER_FIELDS.has(key)) out[key] = raw === "" ? null : /^-?\d+$/.test(raw) ? Number(raw) : raw;
+    else if (TIME_FIELDS.has(key)) out[key] = fromLocalInput(raw);
+    else out[key] = raw;
+  }
+  return out;
+}
+
+/** The view's value of a form field, in the form's terms. */
+function current(view, key) {
+  if (key === "totalStock") return view.stock.total;
+  const value = view[key];
+  if (TIME_FIELDS.has(key)) return value ? new Date(value).toISOString() : null;
+  return value ?? null;
+}
+
+/** The PUT body of an edit: only what changed (API.md v1.3: a field left out keeps its value). */
+function changedFields(view, values) {
+  const body = {};
+  for (const key of SKU_FIELDS) {
+    let value = values[key];
+    // An empty field the API cannot null keeps its value (only price and the times can be null).
+    if (value === null && !["price", "startsAt", "endsAt"].includes(key)) continue;
+    if (key === "name" && value === "") continue;
+    // The form shows whole seconds: a time within the same second is the time the SKU has.
+    const second = (iso) => Math.floor(Date.parse(iso) / 1000);
+    if (TIME_FIELDS.has(key) && value && current(view, key) && second(value) === second(current(view, key)))
+      value = current(view, key);
+    if (value !== current(view, key)) body[key] = value;
+  }
+  return body;
+}
+
+/** The confirm dialog's lines: each change, and what it does to a live sale. */
+function changeLines(view, body) {
+  const lines = [];
+  for (const [key, value] of Object.entries(body)) {
+    let line = `${LABELS[key]}: ${shown(key, current(view, key), view)} → ${shown(key, value, { ...view, ...body })}`;
+    if (key === "totalStock" && typeof value === "number" && value < view.stock.total) {
+      const left = value - view.stock.held - view.stock.sold;
+      line += ` (lowers the stock: ${left < 0 ? "below what is held and sold, which the gateway refuses" : `${left} left to sell`})`;
+    }
+    if (key === "shards") line += " (moves the stock between stock objects; refused while anything is held or sold)";
+    if (key === "status" && value === "paused") line += " (shoppers can no longer buy)";
+    if (key === "price" || key === "currency") line += " (holds already made are charged the new price)";
+    lines.push(line);
+  }
+  return lines;
+}
+
+/** A change that needs confirming: to a sale shoppers can buy now, or one that takes stock or moves it. */
+function needsConfirm(view, body) {
+  if (isLive(view)) return true;
+  if ("shards" in body || body.status === "paused") return true;
+  return typeof body.totalStock === "number" && body.totalStock < view.stock.total;
+}
+
+async function saveSku(event) {
+  event.preventDefault();
+  clearFieldErrors();
+  const values = formValues();
+  if (!editing) {
+    const sku = input("sku").value.trim();
+    if (!sku) {
+      fieldError("sku", "A new SKU needs an id.");
+      input("sku").focus();
+      return;
+    }
+    // Created with what the form holds; empty optional fields are left to the API's defaults.
+    const body = {};
+    for (const [key, value] of Object.entries(values)) {
+      if (value === null || value === "") continue;
+      body[key] = value;
+    }
+    $("sku-save").disabled = true;
+    const answer = await admin("PUT", `/admin/skus/${encodeURIComponent(sku)}`, body);
+    $("sku-save").disabled = false;
+    if (!answer.ok) {
+      showFormError(answer);
+      return;
+    }
+    $("sku-dialog").close();
+    sayConsole(
+      "ok",
+      `Created: ${answer.json.name} (${sku}), ${answer.json.stock.total} units, ${answer.json.status.replace("_", " ")}.`,
+    );
+    await refresh();
+    cards.get(sku)?.querySelector('[data-action="edit"]')?.focus();
+    return;
+  }
+  const view = editing;
+  const body = changedFields(view, values);
+  if (Object.keys(body).length === 0) {
+    $("sku-form-error").textContent = "Nothing changed: every field has the value the SKU has now.";
+    return;
+  }
+  const send = async () => admin("PUT", `/admin/skus/${encodeURIComponent(view.sku)}`, body);
+  let answer = null;
+  if (needsConfirm(view, body)) {
+    const live = isLive(view) ? " It is on sale now: shoppers see the change at once." : "";
+    const confirmed = await confirmChange({
+      title: `Change ${view.name} (${view.sku})?${live}`,
+      lines: changeLines(view, body),
+      action: `Save the ${Object.keys(body).length === 1 ? "change" : "changes"}`,
+      send: async () => {
+        answer = await send();
+        // A refusal is shown at the fields of the form, which stays open to correct them.
+        return null;
+      },
+    });
+    if (!confirmed) {
+      $("sku-save").focus();
+      return;
+    }
+  } else {
+    $("sku-save").disabled = true;
+    answer = await send();
+    $("sku-save").disabled = false;
+  }
+  if (!answer.ok) {
+    showFormError(answer);
+    return;
+  }
+  $("sku-dialog").close();
+  const said = Object.keys(body)
+    .map((key) => LABELS[key].toLowerCase())
+    .join(", ");
+  sayOnCard(view.sku, "ok", `Saved: ${said} of ${view.sku} changed (the gateway answered ${answer.status}).`);
+  await refresh();
+  cards.get(view.sku)?.querySelector('[data-action="edit"]')?.focus();
+}
+
+// Payments owed back --------------------------------------------------------------------------------
+
+/** Why a payment could not be applied, in words (API.md v1.3 `reason`). */
+const REASONS = {
+  amount_mismatch: "paid another amount than the order costs",
+  currency_mismatch: "paid in another currency than the SKU's",
+  already_paid: "a second payment for an order already paid",
+  too_late: "came after the hold lapsed, when no unit was left",
+  limit_exceeded: "came after the hold lapsed, when the buyer was at the per-shopper limit",
+};
+
+let refundsKey = "";
+
+async function refreshRefunds() {
+  const answer = await admin("GET", `/admin/payments?outcome=refund_required&limit=${REFUNDS_LIMIT}`);
+  const error = $("refund-error");
+  if (answer.status === 404 && answer.json?.error?.code === "NOT_FOUND") {
+    error.textContent = "not available: this gateway does not list payments (contract v1.3)";
+    return;
+  }
+  if (!answer.ok) {
+    error.textContent = `GET /admin/payments: ${errorText(answer)}`;
+    return;
+  }
+  error.textContent = "";
+  const payments = answer.json.payments;
+  const key = JSON.stringify(payments);
+  if (key === refundsKey) return;
+  refundsKey = key;
+  $("refund-empty").hidden = payments.length > 0;
+  const more = payments.length >= REFUNDS_LIMIT ? "+" : "";
+  $("refund-count").textContent = payments.length === 0 ? "" : `(${payments.length}${more} to refund)`;
+  // Newest first: the feed is in the order received.
+  const items = [...payments].reverse().map((p) => {
+    const li = element("li", "refund");
+    li.dataset.id = p.reservationId;
+    const what = element("p", "what");
+    what.append(
+      element("b", "", `Refund ${money(p.amount, p.currency)}`),
+      element("span", "", ` to ${p.userId} · ${p.sku}`),
+    );
+    const why = element("p", "", REASONS[p.reason] ?? String(p.reason ?? "reason not given"));
+    const where = element("p", "muted small");
+    where.append(
+      document.createTextNode(`received ${new Date(p.receivedAt).toLocaleString()} from ${p.source} · event `),
+      element("code", "wrap", p.eventId),
+      document.createTextNode(" · reservation "),
+      element("code", "wrap", p.reservationId),
+    );
+    li.append(what, why, where);
+    return li;
+  });
+  $("refund-list").replaceChildren(...items);
+}
+
+// Archived SKUs -------------------------------------------------------------------------------------
+
+let archivedKey = "";
+
+async function refreshArchived() {
+  const answer = await admin("GET", "/admin/skus?archived=true");
+  if (!answer.ok) return;
+  const archived = answer.json.skus.filter((view) => view.status === "archived");
+  const key = JSON.stringify(archived.map((v) => [v.sku, v.name, v.orders, v.revenue]));
+  if (key === archivedKey) return;
+  archivedKey = key;
+  $("archived").hidden = archived.length === 0;
+  $("archived-count").textContent = `(${archived.length})`;
+  $("archived-list").replaceChildren(
+    ...archived.map((view) => {
+      const li = element("li", "hold");
+      li.dataset.sku = view.sku;
+      li.append(
+        element("p", "", `${view.name} `),
+        element("p", "muted small", `${view.orders.paid} paid orders · ${revenueText(view)}`),
+      );
+      li.firstChild.append(element("code", "wrap", view.sku));
+      return li;
+    }),
+  );
+}
+
+/** The console's slower panels, asked with the webhooks' (every 10 s, and after an action). */
+async function refreshConsole() {
+  await Promise.all([refreshRefunds(), refreshArchived()]);
+}
+
+function forgetConsole() {
+  views.clear();
+  refundsKey = "";
+  archivedKey = "";
+  $("refund-list").replaceChildren();
+  $("archived-list").replaceChildren();
+  $("lookup-results").replaceChildren();
+  $("console-message").textContent = "";
+}
+
+// Find an order ---------------------------------------------------------------------------------
+
+/**
+ * No admin route looks an order up by id or user: the order change feed is read from its start,
+ * a page of 1000 changes at a time, and each matching order kept as it last changed.
+ */
+async function lookup(query) {
+  const status = $("lookup-status");
+  const results = $("lookup-results");
+  results.replaceChildren();
+  if (!query) {
+    status.dataset.kind = "error";
+    status.textContent = "Type a reservation id or a user id.";
+    return;
+  }
+  status.dataset.kind = "";
+  status.textContent = `Searching the order feed for ${query}…`;
+  const found = new Map();
+  let after = null;
+  let read = 0;
+  let complete = false;
+  for (let page = 0; page < LOOKUP_PAGES; page++) {
+    const path = `/admin/orders?limit=1000${after ? `&after=${encodeURIComponent(after)}` : ""}`;
+    const answer = await admin("GET", path);
+    if (!answer.ok) {
+      status.dataset.kind = "error";
+      status.textContent = `GET /admin/orders: ${errorText(answer)}`;
+      return;
+    }
+    for (const order of answer.json.orders) {
+      if (order.reservationId === query || order.userId === query) found.set(order.reservationId, order);
+    }
+    read += answer.json.orders.length;
+    after = answer.json.next;
+    if (answer.json.orders.length < 1000) {
+      complete = true;
+      break;
+    }
+  }
+  const orders = [...found.values()].sort((a, b) => Date.parse(b.createdAt) - Date.parse(a.createdAt));
+  const scope = complete
+    ? `the whole feed (${read} changes)`
+    : `the first ${read} changes of the feed only: the oldest ${LOOKUP_PAGES * 1000}`;
+  status.dataset.kind = orders.length > 0 ? "ok" : "";
+  status.textContent =
+    orders.length === 0
+      ? `No order of ${query} in ${scope}.`
+      : `${orders.length} ${orders.length === 1 ? "order" : "orders"} of ${query}, from ${scope}.`;
+  results.replaceChildren(
+    ...orders.map((order) => {
+      const li = element("li", "hold");
+      li.dataset.id = order.reservationId;
+      li.dataset.status = order.status;
+      const what = element("p");
+      const badge = element("span", "badge", order.status.replace("_", " "));
+      badge.dataset.status = order.status;
+      const amount = order.amount === null ? "no price" : money(order.amount, order.currency);
+      what.append(badge, element("span", "", ` ${order.quantity} × ${order.sku} · ${amount} · user ${order.userId}`));
+      const when = element(
+        "p",
+        "muted small",
+        `made ${new Date(order.createdAt).toLocaleString()} · last change ${new Date(order.updatedAt).toLocaleString()}`,
+      );
+      const id = element("code", "rid", order.reservationId);
+      li.append(what, when, id);
+      return li;
+    }),
+  );
+}
+
+// Wiring ------------------------------------------------------------------------------------------
+
+$("new-sku").addEventListener("click", () => openSkuForm(null));
+$("sku-form").addEventListener("submit", saveSku);
+$("sku-cancel").addEventListener("click", () => $("sku-dialog").close());
+$("f-price").addEventListener("input", updatePriceHint);
+$("f-currency").addEventListener("input", updatePriceHint);
+$("lookup-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  lookup($("lookup-q").value.trim());
+});
+
+// What dashboard.js calls: a card's buttons on each render, the slower panels, and sign-out.
+window.dashboardConsole = { renderSkuActions, refreshConsole, forgetConsole };
