@@ -232,7 +232,7 @@ describe("the operator's console", () => {
     // Find the order by its user, then by its reservation id.
     await page.fill("#lookup-q", "ines");
     await page.click("#lookup-form button");
-    await expect.poll(() => page.textContent("#lookup-status"), WAIT).toMatch(/^1 order of ines, from the whole feed/);
+    await expect.poll(() => page.textContent("#lookup-status"), WAIT).toMatch(/^1 order of ines in D1/);
     expect(await page.textContent("#lookup-results")).toContain(`1 × ${sku} · €25.00 · user ines`);
     await page.fill("#lookup-q", String(reserved.json.reservationId));
     await page.click("#lookup-form button");

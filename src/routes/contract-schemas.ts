@@ -331,6 +331,7 @@ export const WebhookEvent = z.union([
 ]);
 
 const OrderFeed = z.object({ orders: z.array(OrderObject), next: z.string() });
+const OrderList = z.object({ orders: z.array(OrderObject) });
 
 /** Named schemas: the document's `components.schemas`. */
 export const CONTRACT_SCHEMAS = {
@@ -370,6 +371,8 @@ export const CONTRACT_SCHEMAS = {
   BulkRetryAnswer,
   WebhookEvent,
   OrderFeed,
+  OrderObject,
+  OrderList,
   PaymentObject,
   PaymentList,
 } as const;

@@ -49,6 +49,7 @@ export const PATH_PARAMETERS: Record<string, Parameter> = {
   sku: { name: "sku", description: "SKU id: 1 to 64 of A-Z a-z 0-9 _ -", schema: z.string().regex(SKU_ID) },
   id: { name: "id", description: "Reservation, dead-letter or webhook endpoint id", schema: z.string().min(1) },
   deliveryId: { name: "deliveryId", description: "Webhook delivery id (its `webhook-id`)", schema: z.string().min(1) },
+  userId: { name: "userId", description: "A shopper's user id (the JWT's `sub`)", schema: z.string().min(1) },
 };
 
 /**
@@ -381,6 +382,26 @@ export const ROUTES = {
     ],
     ok: { status: 200, description: "A page of changes", schema: "OrderFeed" },
     errors: ["INVALID_REQUEST"],
+  },
+  order: {
+    method: "get",
+    path: "/admin/orders/:id",
+    summary: "One order as D1 has it now",
+    description:
+      "The order object of a reservation, from its D1 row (as the order consumer last wrote it: a hold made a second ago may not be there yet). Unknown: 404 RESERVATION_NOT_FOUND.",
+    access: "admin",
+    ok: { status: 200, description: "The order", schema: "OrderObject" },
+    errors: ["RESERVATION_NOT_FOUND"],
+  },
+  userOrders: {
+    method: "get",
+    path: "/admin/users/:userId/orders",
+    summary: "A shopper's orders, newest first",
+    description:
+      "Every SKU's orders of one user id (the JWT's `sub`), newest first, at most 100, from D1. None: an empty list.",
+    access: "admin",
+    ok: { status: 200, description: "The user's orders", schema: "OrderList" },
+    errors: [],
   },
   payments: {
     method: "get",

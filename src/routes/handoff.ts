@@ -11,9 +11,11 @@ import {
   listEndpoints,
   putEndpoint,
 } from "../handoff/endpoints";
+import type { OrderObject } from "../handoff/order-object";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import { integerQuery } from "../http/query";
+import { findOrder, type OrderRow, ordersOfUser } from "../orders/order-store";
 import { ROUTES } from "./contract";
 import { register } from "./register";
 
@@ -103,6 +105,18 @@ register(handoff, ROUTES.retryWebhook, async (c) => {
   return c.json({ retried }, 202);
 });
 
+/** An order as its D1 row has it now (the console's lookup; the feed has every change of it). */
+register(handoff, ROUTES.order, async (c) => {
+  const row = await findOrder(c.env.DB, c.req.param("id"));
+  if (!row) throw new ApiError("RESERVATION_NOT_FOUND", "No order with this reservation id in D1.");
+  return c.json(orderObjectOfRow(row));
+});
+
+register(handoff, ROUTES.userOrders, async (c) => {
+  const rows = await ordersOfUser(c.env.DB, c.req.param("userId"));
+  return c.json({ orders: rows.map(orderObjectOfRow) });
+});
+
 register(handoff, ROUTES.orderFeed, async (c) => {
   const limit = limitOf(c.req.query("limit"));
   const after = c.req.query("after");
@@ -111,3 +125,17 @@ register(handoff, ROUTES.orderFeed, async (c) => {
   const page = await feedPage(c.env.DB, position, limit);
   return c.json({ orders: page.orders, next: await cursorOf(c.env.ADMIN_TOKEN, page.last) });
 });
+
+function orderObjectOfRow(row: OrderRow): OrderObject {
+  return {
+    reservationId: row.reservationId,
+    sku: row.sku,
+    userId: row.userId,
+    quantity: row.quantity,
+    status: row.status,
+    amount: row.amount,
+    currency: row.currency,
+    createdAt: new Date(row.createdAt).toISOString(),
+    updatedAt: new Date(row.updatedAt).toISOString(),
+  };
+}

@@ -1,0 +1,49 @@
+import { describe, expect, it } from "vitest";
+import { call, createSku, reserve, uniqueSku } from "./support/client";
+import { eventually } from "./support/eventually";
+
+/** The console's "Find an order": one order by its reservation id, and a user's orders, from D1. */
+describe("order lookup", () => {
+  it("finds an order by reservation id and every order of a user, newest first", async () => {
+    const [first, second] = [uniqueSku("look-a"), uniqueSku("look-b")];
+    await createSku(first, { totalStock: 5, perUserLimit: 2, price: 700, currency: "eur" });
+    await createSku(second, { totalStock: 5 });
+    const user = `olga-${first}`;
+    const older = await reserve(user, first, 2);
+    const newer = await reserve(user, second, 1);
+    await reserve(`other-${first}`, first, 1);
+    expect([older.status, newer.status]).toEqual([202, 202]);
+
+    const one = await eventually(async () => {
+      const answer = await call("GET", `/admin/orders/${older.json.reservationId}`, { admin: true });
+      expect(answer.status).toBe(200);
+      return answer.json;
+    });
+    expect(one).toEqual({
+      reservationId: older.json.reservationId,
+      sku: first,
+      userId: user,
+      quantity: 2,
+      status: "held",
+      amount: 1400,
+      currency: "eur",
+      createdAt: expect.any(String),
+      updatedAt: expect.any(String),
+    });
+
+    const mine = await eventually(async () => {
+      const answer = await call("GET", `/admin/users/${user}/orders`, { admin: true });
+      expect(answer.json.orders).toHaveLength(2);
+      return answer.json.orders as { reservationId: string; sku: string }[];
+    });
+    expect(mine.map((o) => [o.reservationId, o.sku])).toEqual([
+      [newer.json.reservationId, second],
+      [older.json.reservationId, first],
+    ]);
+
+    const unknown = await call("GET", `/admin/orders/${first}.0.nothing`, { admin: true });
+    expect([unknown.status, unknown.json.error?.code]).toEqual([404, "RESERVATION_NOT_FOUND"]);
+    expect((await call("GET", "/admin/users/nobody-at-all/orders", { admin: true })).json).toEqual({ orders: [] });
+    expect((await call("GET", `/admin/users/${user}/orders`, { user })).status).toBe(401);
+  });
+});
