@@ -266,6 +266,28 @@ const STEPS: readonly ((sql: SqlStorage) => void)[] = [
     sql.exec("INSERT OR IGNORE INTO waitlist_state (id, mode) SELECT id, mode FROM line_state");
     sql.exec("DROP TABLE line_state");
   },
+  // 3. A late payment decided on the buyer's home shard (engine/payments.ts). On the reservation's
+  // shard, the payment waiting for the home shard's answer (one per reservation), recorded before it
+  // asks, so the alarm finishes it; on the home shard, the units it granted, once per reservation.
+  (sql) => {
+    sql.exec(`CREATE TABLE IF NOT EXISTS payment_claims (
+       reservation_id TEXT    PRIMARY KEY,
+       event_id       TEXT    NOT NULL,
+       type           TEXT    NOT NULL,
+       amount         INTEGER,
+       currency       TEXT,
+       user_id        TEXT    NOT NULL,
+       quantity       INTEGER NOT NULL CHECK (quantity >= 1),
+       created_at     INTEGER NOT NULL
+     )`);
+    sql.exec(`CREATE TABLE IF NOT EXISTS unit_grants (
+       reservation_id TEXT    PRIMARY KEY,
+       user_id        TEXT    NOT NULL,
+       quantity       INTEGER NOT NULL CHECK (quantity >= 1),
+       created_at     INTEGER NOT NULL
+     )`);
+    sql.exec("CREATE INDEX IF NOT EXISTS unit_grants_by_time ON unit_grants (created_at)");
+  },
 ];
 
 /** The number of the last step: what a migrated object's `schema_version` reads. */

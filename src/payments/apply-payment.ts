@@ -1,7 +1,7 @@
 import type { PaymentAnswer, PaymentCommand, PaymentType, Reservation } from "../../durable-objects/stock-model";
 import { catalogHasShard } from "../edge/sku-catalog";
 import { callStock, locateReservation, stockShard } from "../edge/stock-client";
-import { ApiError } from "../http/errors";
+import { ApiError, busy } from "../http/errors";
 import { increment } from "../observability/metrics";
 import { settledReservation } from "../orders/settled";
 
@@ -40,6 +40,9 @@ export async function applyPaymentEvent(env: Env, command: PaymentCommand): Prom
       return null;
     }
     if (outcome.code === "IDEMPOTENCY_MISMATCH") throw mismatch();
+    // Not decided now (the buyer's home shard is being resized, or a shard could not answer): the
+    // provider retries, and the retry goes on from where this one stopped.
+    if (outcome.code === "BUSY") throw busy();
     throw new Error(`stock object refused a payment: ${outcome.code}`);
   }
   if (!outcome.value.replayed) increment("flashgate_payments_total", { outcome: outcome.value.outcome });
