@@ -276,14 +276,21 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
 
   /**
    * Applies a verified payment event (see engine/payments.ts and payment-claims.ts): a late payment
-   * is decided on the buyer's home shard. `settled`: a pruned reservation's D1 row.
+   * is decided on the buyer's home shard. `settled`: a pruned reservation's D1 row. With the SKU's
+   * currency, which an event that names none was paid in (the edge records it).
    */
-  async applyPayment(command: PaymentCommand, settled?: Reservation): Promise<Outcome<PaymentAnswer>> {
+  async applyPayment(
+    command: PaymentCommand,
+    settled?: Reservation,
+  ): Promise<Outcome<PaymentAnswer & { skuCurrency: string }>> {
     return withLogContext({ requestId: command.requestId, ...this.where() }, async () => {
       const outcome = await this.#claims.apply(command, settled);
       await this.afterCommit();
-      if (!outcome.ok) log("info", "stock request refused", { code: outcome.code });
-      return outcome;
+      if (!outcome.ok) {
+        log("info", "stock request refused", { code: outcome.code });
+        return outcome;
+      }
+      return { ...outcome, value: { ...outcome.value, skuCurrency: this.engine.pricing().currency } };
     });
   }
 

@@ -13,6 +13,7 @@ import {
   fail,
   type Outcome,
   ok,
+  type Pricing,
   type Reservation,
   type ReserveAnswer,
   type ReserveRequest,
@@ -158,6 +159,11 @@ export class StockEngine {
    */
   forget(): void {
     this.#ledger.forget();
+  }
+
+  /** The SKU's price and currency (no row: no price, the default currency). */
+  pricing(): Pricing {
+    return this.#ledger.pricing();
   }
 
   #stateOf(row: SkuRow): SkuState {

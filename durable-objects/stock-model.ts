@@ -14,7 +14,15 @@
 export type { Audit, AuditedReservation } from "./engine/audit";
 export type { SkuSettings } from "./engine/configuration";
 export type { DrawInfo } from "./engine/opening-draw";
-export type { PaymentAnswer, PaymentCommand, PaymentMoney, PaymentTotals, PaymentType } from "./engine/payments";
+export type {
+  PaymentAnswer,
+  PaymentCommand,
+  PaymentMoney,
+  PaymentReason,
+  PaymentTotals,
+  PaymentType,
+} from "./engine/payments";
+export { PAYMENT_REASONS } from "./engine/payments";
 export {
   type EngineStorage,
   isOnSale,

@@ -16,13 +16,14 @@
 --      payment.succeeded: held -> "paid" (held -> sold; the user's quota is unchanged)
 --                         expired | cancelled -> "paid" when available >= quantity and the user's
 --                           active + quantity <= perUserLimit (sold and quota go up),
---                           else "refund_required" (outcome refund_required)
---                         paid | refund_required -> unchanged, outcome refund_required (a
---                           reservation is never paid twice)
---      outcome "applied" unless said otherwise; a refund_required outcome is counted in the sku
---      hash's `payments_refund_required`.
---   5. the event id is recorded with its reservation and type, the resulting status and the outcome,
---      whatever happened in 4
+--                           else "refund_required" (outcome refund_required, reason "too_late"
+--                           when the units are not there, else "limit_exceeded")
+--                         paid | refund_required -> unchanged, outcome refund_required, reason
+--                           "already_paid" (a reservation is never paid twice)
+--      outcome "applied" (reason null) unless said otherwise; a refund_required outcome is counted
+--      in the sku hash's `payments_refund_required`.
+--   5. the event id is recorded with its reservation and type, the resulting status, the outcome and
+--      its reason, whatever happened in 4
 --      (the same answer on every replay of the event).
 --
 -- (The engine also checks a payment's amount and currency against the SKU's price; the Redis
@@ -35,7 +36,7 @@
 --   KEYS[2]  {fg:<sku>:<shard>}:holds     zset  id of every live hold, scored by its expires_at
 --   KEYS[3]  {fg:<sku>:<shard>}:quota     hash  userId -> active quantity (held + sold); 0 is deleted
 --   KEYS[4]  {fg:<sku>:<shard>}:nonces    hash  purchase-token nonce -> reservation id (unused here)
---   KEYS[5]  {fg:<sku>:<shard>}:payments  hash  payment event id -> {"reservationId","type","status","outcome"}
+--   KEYS[5]  {fg:<sku>:<shard>}:payments  hash  payment event id -> {"reservationId","type","status","outcome","reason"}
 --   KEYS[6]  {fg:<sku>:<shard>}:res:      prefix of the reservation hashes `<prefix><id>`: id sku user_id
 --                                               quantity status nonce created_at expires_at updated_at
 --                                               (not a key itself; reservation keys share its hash tag)
@@ -49,7 +50,7 @@
 -- Returns a JSON string (cjson) with the shape of the engine's Outcome<PaymentAnswer>:
 --   {"ok":true,"value":{"reservation":{"id","sku","userId","quantity","status","createdAt",
 --                                      "expiresAt","updatedAt"},"status":"paid","outcome":"applied",
---                                      "replayed":false}}
+--                                      "reason":null,"replayed":false}}
 --   {"ok":false,"code":"RESERVATION_NOT_FOUND"} | {"ok":false,"code":"IDEMPOTENCY_MISMATCH"}
 
 local skuKey        = KEYS[1]              -- config and counters of the shard
@@ -154,13 +155,15 @@ quantity = tonumber(quantity)
 
 if recorded then
   return answer({
-    reservation = reservation(reservationId), status = recorded.status, outcome = recorded.outcome, replayed = true,
+    reservation = reservation(reservationId), status = recorded.status, outcome = recorded.outcome,
+    reason = recorded.reason or cjson.null, replayed = true,
   })
 end
 
 -- 4. The payment -----------------------------------------------------------------------------------
 
 local outcome = "applied"
+local reason = cjson.null                  -- why a payment is refund_required
 if paymentType == "payment.failed" then
   if status == "held" then release(reservationId, "cancelled") end
 elseif status == "held" then
@@ -180,9 +183,11 @@ elseif status == "expired" or status == "cancelled" then
   else
     setStatus(reservationId, "refund_required")
     outcome = "refund_required"
+    if available >= quantity then reason = "limit_exceeded" else reason = "too_late" end
   end
 else
   outcome = "refund_required"              -- paid already, or refunded already: never paid twice
+  reason = "already_paid"
 end
 if outcome == "refund_required" then redis.call("HINCRBY", skuKey, "payments_refund_required", 1) end
 
@@ -190,5 +195,7 @@ if outcome == "refund_required" then redis.call("HINCRBY", skuKey, "payments_ref
 
 local result = reservation(reservationId)
 redis.call("HSET", paymentsKey, eventId,
-  cjson.encode({ reservationId = reservationId, type = paymentType, status = result.status, outcome = outcome }))
-return answer({ reservation = result, status = result.status, outcome = outcome, replayed = false })
+  cjson.encode({
+    reservationId = reservationId, type = paymentType, status = result.status, outcome = outcome, reason = reason,
+  }))
+return answer({ reservation = result, status = result.status, outcome = outcome, reason = reason, replayed = false })

@@ -9,6 +9,7 @@ import { handoff } from "./routes/handoff";
 import { metrics } from "./routes/metrics";
 import { openapi } from "./routes/openapi";
 import { ops } from "./routes/ops";
+import { paymentsAdmin } from "./routes/payments-admin";
 import { shopper } from "./routes/shopper";
 import { webhooks } from "./routes/webhooks";
 
@@ -55,6 +56,7 @@ export function buildApp(pages: Hono<AppEnv>, mount?: (app: Hono<AppEnv>) => voi
   app.route("/", shopper);
   app.route("/", admin);
   app.route("/", handoff);
+  app.route("/", paymentsAdmin);
   app.route("/", webhooks);
   app.route("/", openapi);
   app.route("/", pages);

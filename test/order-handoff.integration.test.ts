@@ -194,7 +194,14 @@ describe("order hand-off: managing endpoints", () => {
       id,
       url,
       enabled: true,
-      events: ["order.held", "order.paid", "order.expired", "order.cancelled", "order.refund_required"],
+      events: [
+        "order.held",
+        "order.paid",
+        "order.expired",
+        "order.cancelled",
+        "order.refund_required",
+        "payment.refund_required",
+      ],
     });
     const secret = created.json.secret as string;
     expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);

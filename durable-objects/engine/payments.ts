@@ -2,7 +2,16 @@ import type { ReservationStatus } from "../order-events";
 import { homeShard } from "../shard-name";
 import { LAZY_EXPIRY_BATCH, type Ledger } from "./ledger";
 import type { Reserver } from "./reserve";
-import { fail, isShort, type Outcome, ok, type Refusal, type Reservation, type ReservationRow } from "./types";
+import {
+  availableOf,
+  fail,
+  isShort,
+  type Outcome,
+  ok,
+  type Refusal,
+  type Reservation,
+  type ReservationRow,
+} from "./types";
 import type { Waitlist } from "./waitlist";
 
 /**
@@ -59,11 +68,26 @@ export interface PaymentCommand {
  */
 type PaymentOutcome = "applied" | "refund_required";
 
+/**
+ * Why a payment was `refund_required` (null when applied): its money is not the price, another event
+ * paid the reservation already, or it came late and found no unit (`too_late`) or the buyer at the limit.
+ */
+export const PAYMENT_REASONS = [
+  "amount_mismatch",
+  "currency_mismatch",
+  "already_paid",
+  "too_late",
+  "limit_exceeded",
+] as const;
+export type PaymentReason = (typeof PAYMENT_REASONS)[number];
+
 export interface PaymentAnswer {
   reservation: Reservation;
   /** The status this payment event left the reservation in (the same answer on a replay). */
   status: ReservationStatus;
   outcome: PaymentOutcome;
+  /** Why the outcome is `refund_required`; null when applied (and for events recorded before reasons were). */
+  reason: PaymentReason | null;
   replayed: boolean;
 }
 
@@ -110,6 +134,10 @@ type ClaimRow = {
   quantity: number;
 };
 
+/** Why a late payment the buyer's home shard refused is refunded: the limit, or no unit left. */
+const reasonOf = (code: "LIMIT_EXCEEDED" | "SOLD_OUT"): PaymentReason =>
+  code === "LIMIT_EXCEEDED" ? "limit_exceeded" : "too_late";
+
 /** Payment events by outcome, counted once each (the admin view's `payments`). */
 export interface PaymentTotals {
   refund_required: number;
@@ -122,6 +150,7 @@ type SeenEvent = {
   type: string | null;
   amount: number | null;
   currency: string | null;
+  reason: string | null;
 };
 
 export class Payments {
@@ -165,7 +194,7 @@ export class Payments {
     const currency = money?.currency?.toLowerCase() ?? null;
     const seen = ledger.sql
       .exec<SeenEvent>(
-        "SELECT reservation_id, status, outcome, type, amount, currency FROM payment_events WHERE event_id = ?",
+        "SELECT reservation_id, status, outcome, type, amount, currency, reason FROM payment_events WHERE event_id = ?",
         eventId,
       )
       .toArray()[0];
@@ -184,6 +213,7 @@ export class Payments {
           reservation: ledger.toReservation(row),
           status: seen.status as ReservationStatus,
           outcome: seen.outcome as PaymentOutcome,
+          reason: seen.reason as PaymentReason | null,
           replayed: true,
         },
       });
@@ -198,9 +228,12 @@ export class Payments {
       return ok(decided);
     }
     if ("code" in decided) return decided;
-    const { reservation, outcome } = decided;
-    this.#record(eventId, reservationId, reservation.status, outcome, now, { type, amount, currency });
-    return ok({ kind: "answer", answer: { reservation, status: reservation.status, outcome, replayed: false } });
+    const { reservation, outcome, reason = null } = decided;
+    this.#record(eventId, reservationId, reservation.status, outcome, reason, now, { type, amount, currency });
+    return ok({
+      kind: "answer",
+      answer: { reservation, status: reservation.status, outcome, reason, replayed: false },
+    });
   }
 
   /** Records what an event did (its answer on every replay) and counts a refund. */
@@ -209,13 +242,14 @@ export class Payments {
     reservationId: string,
     status: ReservationStatus,
     outcome: PaymentOutcome,
+    reason: PaymentReason | null,
     now: number,
     said: { type: string; amount: number | null; currency: string | null },
   ): void {
     const sql = this.ledger.sql;
     sql.exec(
-      `INSERT INTO payment_events (event_id, reservation_id, status, outcome, created_at, type, amount, currency)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO payment_events (event_id, reservation_id, status, outcome, created_at, type, amount, currency, reason)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       eventId,
       reservationId,
       status,
@@ -224,6 +258,7 @@ export class Payments {
       said.type,
       said.amount,
       said.currency,
+      reason,
     );
     if (outcome === "refund_required") {
       sql.exec(
@@ -243,16 +278,18 @@ export class Payments {
     row: ReservationRow,
     now: number,
     pulled: boolean,
-  ): { reservation: Reservation; outcome: PaymentOutcome } | Exclude<PaymentStep, { kind: "answer" }> | Refusal {
+  ):
+    | { reservation: Reservation; outcome: PaymentOutcome; reason?: PaymentReason }
+    | Exclude<PaymentStep, { kind: "answer" }>
+    | Refusal {
     const ledger = this.ledger;
     const unchanged = ledger.toReservation(row);
     if (command.type === "payment.failed") {
       const reservation = row.status === "held" ? ledger.release(row, "cancelled", now) : unchanged;
       return { reservation, outcome: "applied" };
     }
-    if (command.money && !this.#moneyMatches(row.quantity, command.money)) {
-      return { reservation: unchanged, outcome: "refund_required" };
-    }
+    const wrongMoney = command.money ? this.#moneyMismatch(row.quantity, command.money) : null;
+    if (wrongMoney) return { reservation: unchanged, outcome: "refund_required", reason: wrongMoney };
     const sku = ledger.requireRow();
     if (row.status === "held") {
       sku.held -= row.quantity;
@@ -270,9 +307,11 @@ export class Payments {
       if (taken.kind === "short") return { kind: "pull", wanted: taken.wanted };
       if (taken.kind === "busy" || taken.kind === "moved") return fail("BUSY") as Refusal;
       if (taken.kind === "granted") return { reservation: ledger.setStatus(row, "paid", now), outcome: "applied" };
-      return { reservation: ledger.setStatus(row, "refund_required", now), outcome: "refund_required" };
+      const reservation = ledger.setStatus(row, "refund_required", now);
+      return { reservation, outcome: "refund_required", reason: reasonOf(taken.code) };
     }
-    return { reservation: unchanged, outcome: "refund_required" }; // paid or refunded already: never twice
+    // Paid or refunded already: never twice.
+    return { reservation: unchanged, outcome: "refund_required", reason: "already_paid" };
   }
 
   /**
@@ -286,7 +325,9 @@ export class Payments {
     if (ledger.fenced()) return { kind: "busy" }; // a resize is staging this shard: no unit moves
     const refused = this.reserver.admit(sku, userId, quantity, now);
     if (refused) {
-      if (refused.code === "LIMIT_EXCEEDED") return { kind: "refused", code: "LIMIT_EXCEEDED" };
+      // At the limit and short of units too: `too_late`, as the Lua twin says (here: this shard's units).
+      if (refused.code === "LIMIT_EXCEEDED")
+        return { kind: "refused", code: availableOf(sku) >= quantity ? "LIMIT_EXCEEDED" : "SOLD_OUT" };
       if (refused.code === "DRAW_PENDING") return { kind: "busy" }; // the units are the draw's until it is decided
       const wanted = quantity - (refused.available ?? 0);
       if (isShort(refused) && sku.shards > 1 && !pulled && !this.waitlist.ahead) return { kind: "short", wanted };
@@ -386,11 +427,12 @@ export class Payments {
       if (!claim || !row) return null;
       const status = answer.kind === "granted" ? "paid" : "refund_required";
       const outcome: PaymentOutcome = answer.kind === "granted" ? "applied" : "refund_required";
+      const reason = answer.kind === "granted" ? null : reasonOf(answer.code);
       const reservation = ledger.setStatus(row, status, now);
       const said = { type: claim.type, amount: claim.amount, currency: claim.currency };
-      this.#record(claim.event_id, reservationId, status, outcome, now, said);
+      this.#record(claim.event_id, reservationId, status, outcome, reason, now, said);
       ledger.sql.exec("DELETE FROM payment_claims WHERE reservation_id = ?", reservationId);
-      return { eventId: claim.event_id, answer: { reservation, status, outcome, replayed: false } };
+      return { eventId: claim.event_id, answer: { reservation, status, outcome, reason, replayed: false } };
     });
   }
 
@@ -423,11 +465,11 @@ export class Payments {
     );
   }
 
-  /** Whether a payment pays `quantity` units at the SKU's price; anything goes without a price. */
-  #moneyMatches(quantity: number, money: PaymentMoney): boolean {
+  /** What is wrong with a payment of `quantity` units at the SKU's price, or null; anything goes without a price. */
+  #moneyMismatch(quantity: number, money: PaymentMoney): "amount_mismatch" | "currency_mismatch" | null {
     const { price, currency } = this.ledger.pricing();
-    if (price === null) return true;
-    if (money.currency !== undefined && money.currency.toLowerCase() !== currency) return false;
-    return money.amount === quantity * price;
+    if (price === null) return null;
+    if (money.currency !== undefined && money.currency.toLowerCase() !== currency) return "currency_mismatch";
+    return money.amount === quantity * price ? null : "amount_mismatch";
   }
 }

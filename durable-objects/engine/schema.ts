@@ -266,7 +266,13 @@ const STEPS: readonly ((sql: SqlStorage) => void)[] = [
     sql.exec("INSERT OR IGNORE INTO waitlist_state (id, mode) SELECT id, mode FROM line_state");
     sql.exec("DROP TABLE line_state");
   },
-  // 3. A late payment decided on the buyer's home shard (engine/payments.ts). On the reservation's
+  // 3. Why a payment was refund_required, so a replay answers it again (GET /admin/payments lists it).
+  // Checked first: an object without `schema_version` (from before the steps) runs every step again.
+  (sql) => {
+    const present = sql.exec("SELECT 1 FROM pragma_table_info('payment_events') WHERE name = 'reason'").toArray();
+    if (present.length === 0) sql.exec("ALTER TABLE payment_events ADD COLUMN reason TEXT");
+  },
+  // 4. A late payment decided on the buyer's home shard (engine/payments.ts). On the reservation's
   // shard, the payment waiting for the home shard's answer (one per reservation), recorded before it
   // asks, so the alarm finishes it; on the home shard, the units it granted, once per reservation.
   (sql) => {

@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
-import { index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
-import { RESERVATION_STATUSES } from "../../durable-objects/stock-model";
+import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+import { PAYMENT_REASONS, RESERVATION_STATUSES } from "../../durable-objects/stock-model";
 
 /**
  * The SKU catalog: which SKUs exist and over how many shards. Stock itself lives in the stock
@@ -38,7 +38,12 @@ export const orders = sqliteTable(
     /** ISO 4217, lower case; null only for rows written before events carried money. */
     currency: text("currency"),
   },
-  (t) => [index("orders_by_sku_status").on(t.sku, t.status), index("orders_by_user").on(t.userId, t.createdAt)],
+  (t) => [
+    index("orders_by_sku_status").on(t.sku, t.status),
+    index("orders_by_user").on(t.userId, t.createdAt),
+    // The admin view's revenue (paid units and amounts per SKU) read from the index alone.
+    index("orders_paid_by_sku").on(t.sku, t.currency, t.quantity, t.amount).where(sql`status = 'paid'`),
+  ],
 );
 
 /**
@@ -176,7 +181,41 @@ export const orderChanges = sqliteTable("order_changes", {
   changedAt: integer("changed_at").notNull(),
 });
 
-export const WEBHOOK_EVENT_TYPES = RESERVATION_STATUSES.map((s) => `order.${s}` as const);
+/**
+ * Every payment event that took effect or was flagged (API.md "Payments owed back"), as the stock
+ * object first answered it, in the order received: `position` is the list's cursor (AUTOINCREMENT:
+ * never reused). Written by the edge after the answer, keyed by event id, so a provider's retry of an
+ * event whose record failed writes it then, and never twice. A `refund_required` one is owed to the
+ * endpoints subscribed to `payment.refund_required` (a trigger, migration 0007).
+ */
+export const payments = sqliteTable(
+  "payments",
+  {
+    position: integer("position").primaryKey({ autoIncrement: true }),
+    eventId: text("event_id").notNull(),
+    /** The webhook it came by: `payments` (/webhooks/payments) or `stripe`. */
+    source: text("source", { enum: ["payments", "stripe"] }).notNull(),
+    reservationId: text("reservation_id").notNull(),
+    sku: text("sku").notNull(),
+    userId: text("user_id").notNull(),
+    /** Minor units, as the event said. */
+    amount: integer("amount").notNull(),
+    /** Lower case: the event's, else the SKU's. */
+    currency: text("currency").notNull(),
+    outcome: text("outcome", { enum: ["applied", "refund_required"] }).notNull(),
+    /** Null for `applied`. */
+    reason: text("reason", { enum: PAYMENT_REASONS }),
+    receivedAt: integer("received_at").notNull(),
+  },
+  (t) => [
+    uniqueIndex("payments_by_event").on(t.eventId),
+    // `?outcome=` pages: a range of this index from the cursor on.
+    index("payments_by_outcome").on(t.outcome, t.position),
+  ],
+);
+
+export const ORDER_EVENT_TYPES = RESERVATION_STATUSES.map((s) => `order.${s}` as const);
+export const WEBHOOK_EVENT_TYPES = [...ORDER_EVENT_TYPES, "payment.refund_required"] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 /** The shop's webhook endpoints; `events` is a JSON array of event types. */
@@ -198,7 +237,8 @@ export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
  * One row per order change and subscribed endpoint, written by a trigger on `order_changes` in the
  * order's own transaction, so no change can be written without its deliveries. Its key is the
  * endpoint and the change's position (the `webhook-id` is `msg_<position>_<endpoint>`, the same
- * on every attempt); the table is WITHOUT ROWID (hand-written in migration 0006: drizzle does not
+ * on every attempt); a flagged payment's deliveries (trigger on `payments`) take the negative of
+ * the payment's position, so the two never share a key (`webhook-id` `msg_pay_<position>_<endpoint>`); the table is WITHOUT ROWID (hand-written in migration 0006: drizzle does not
  * model it), so that key is the table itself and a delivery costs one B-tree entry and, while
  * pending, one in the due index. A pending row is due at `next_attempt_at`; a sender that takes it
  * moves that time past its own attempt and marks the row with its `lease`, so a row is sent by one

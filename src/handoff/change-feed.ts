@@ -17,15 +17,22 @@ const VERSION = 1;
 const POSITION_BYTES = 6; // up to 2^48 changes
 const MAC_BYTES = 16;
 
-function cursorKey(adminToken: string): Promise<CryptoKey> {
-  return hmacKey(`flashgate order feed cursor\u0000${adminToken}`);
+/**
+ * The lists paged by these cursors. Each signs with its own key, so a cursor of one is refused by
+ * the other rather than read as a position of another table.
+ */
+export type Feed = "order feed" | "payments";
+
+function cursorKey(adminToken: string, feed: Feed): Promise<CryptoKey> {
+  return hmacKey(`flashgate ${feed} cursor\u0000${adminToken}`);
 }
 
-async function macOf(adminToken: string, head: Uint8Array<ArrayBuffer>): Promise<Uint8Array> {
-  return new Uint8Array(await crypto.subtle.sign("HMAC", await cursorKey(adminToken), head)).subarray(0, MAC_BYTES);
+async function macOf(adminToken: string, feed: Feed, head: Uint8Array<ArrayBuffer>): Promise<Uint8Array> {
+  const key = await cursorKey(adminToken, feed);
+  return new Uint8Array(await crypto.subtle.sign("HMAC", key, head)).subarray(0, MAC_BYTES);
 }
 
-export async function cursorOf(adminToken: string, position: number): Promise<string> {
+export async function cursorOf(adminToken: string, position: number, feed: Feed = "order feed"): Promise<string> {
   const head = new Uint8Array(1 + POSITION_BYTES);
   head[0] = VERSION;
   let rest = position;
@@ -35,16 +42,20 @@ export async function cursorOf(adminToken: string, position: number): Promise<st
   }
   const cursor = new Uint8Array(head.length + MAC_BYTES);
   cursor.set(head);
-  cursor.set(await macOf(adminToken, head), head.length);
+  cursor.set(await macOf(adminToken, feed, head), head.length);
   return toBase64Url(cursor);
 }
 
 /** The position a cursor of this route names; null for anything this route did not make. */
-export async function positionOf(adminToken: string, cursor: string): Promise<number | null> {
+export async function positionOf(
+  adminToken: string,
+  cursor: string,
+  feed: Feed = "order feed",
+): Promise<number | null> {
   const bytes = fromBase64Url(cursor);
   if (!bytes || bytes.length !== 1 + POSITION_BYTES + MAC_BYTES || bytes[0] !== VERSION) return null;
   const head = bytes.slice(0, 1 + POSITION_BYTES);
-  const expected = await macOf(adminToken, head);
+  const expected = await macOf(adminToken, feed, head);
   if (!crypto.subtle.timingSafeEqual(expected, bytes.subarray(1 + POSITION_BYTES))) return null;
   let position = 0;
   for (let i = 1; i <= POSITION_BYTES; i++) position = position * 256 + (head[i] as number);

@@ -1,4 +1,5 @@
 import type { DeliveryStatus, WebhookEventType } from "../db/schema";
+import { PAYMENT_COLUMNS, type PaymentRow } from "../payments/payment-records";
 import { CHANGE_COLUMNS, type ChangeRow } from "./order-object";
 
 /**
@@ -25,24 +26,33 @@ export async function deliveriesDue(db: D1Database): Promise<boolean> {
   return (await db.prepare(DUE_DELIVERIES_SQL).first<{ due: number }>())?.due === 1;
 }
 
-/** A delivery's `webhook-id`, from its key. */
-export const deliveryId = (endpointId: string, position: number) => `msg_${position}_${endpointId}`;
+/** A delivery's `webhook-id`, from its key (a payment's position is negative: src/db/schema.ts). */
+export const deliveryId = (endpointId: string, position: number) =>
+  position < 0 ? `msg_pay_${-position}_${endpointId}` : `msg_${position}_${endpointId}`;
 
 /** The key a `webhook-id` names (null for anything {@link deliveryId} did not make). */
 export function keyOf(id: string): { position: number; endpointId: string } | null {
-  const match = /^msg_([1-9]\d{0,14})_([A-Za-z0-9_-]{1,64})$/.exec(id);
-  return match ? { position: Number(match[1]), endpointId: match[2] as string } : null;
+  const match = /^msg_(pay_)?([1-9]\d{0,14})_([A-Za-z0-9_-]{1,64})$/.exec(id);
+  if (!match) return null;
+  const position = Number(match[2]);
+  return { position: match[1] ? -position : position, endpointId: match[3] as string };
 }
 
-/** A delivery a sender took: where it goes, with what key, and the change it carries. */
-export interface Taken extends ChangeRow {
+/** Where a taken delivery goes, and with what key. */
+interface Leased {
   endpoint_id: string;
-  type: WebhookEventType;
   /** Attempts answered before this one. */
   attempts: number;
   url: string;
   secret: string;
+  /** The delivery's key: the order change's position, or the negative of the payment's. */
+  position: number;
 }
+
+/** A delivery a sender took: where it goes, with what key, and the order change or payment it carries. */
+export type Taken =
+  | (Leased & ChangeRow & { type: Exclude<WebhookEventType, "payment.refund_required"> })
+  | (Leased & { type: "payment.refund_required"; payment: PaymentRow });
 
 /** The endpoints deliveries are sent to now. */
 export async function enabledEndpointIds(db: D1Database): Promise<string[]> {
@@ -56,8 +66,14 @@ export async function enabledEndpointIds(db: D1Database): Promise<string[]> {
  * attempt (`leaseMs`), so no other sender takes them meanwhile and they are due again if this one
  * never reports. One round trip.
  */
-export async function takeDue(db: D1Database, endpointId: string, limit: number, lease: string, leaseMs: number) {
-  const [, taken] = await db.batch<Taken>([
+export async function takeDue(
+  db: D1Database,
+  endpointId: string,
+  limit: number,
+  lease: string,
+  leaseMs: number,
+): Promise<Taken[]> {
+  const [, orders, payments] = await db.batch([
     db
       .prepare(
         `UPDATE webhook_deliveries SET lease = ?1, next_attempt_at = ${D1_NOW} + ?2, updated_at = ${D1_NOW}
@@ -76,8 +92,30 @@ export async function takeDue(db: D1Database, endpointId: string, limit: number,
          WHERE d.lease = ?1`,
       )
       .bind(lease),
+    db
+      .prepare(
+        `SELECT d.endpoint_id, d.position AS delivery_position, d.attempts, e.url, e.secret, ${PAYMENT_COLUMNS}
+         FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+           JOIN payments p ON p.position = -d.position
+         WHERE d.lease = ?1 AND d.position < 0`,
+      )
+      .bind(lease),
   ]);
-  return taken?.results ?? [];
+  type PaymentTaken = Omit<Leased, "position"> & PaymentRow & { delivery_position: number };
+  return [
+    ...((orders?.results ?? []) as Taken[]),
+    ...((payments?.results ?? []) as PaymentTaken[]).map(
+      ({ endpoint_id, delivery_position, attempts, url, secret, ...payment }): Taken => ({
+        endpoint_id,
+        attempts,
+        url,
+        secret,
+        position: delivery_position,
+        type: "payment.refund_required",
+        payment,
+      }),
+    ),
+  ];
 }
 
 /** What one attempt of a taken delivery leaves in its row. */
@@ -200,17 +238,49 @@ export async function listDeliveries(
 
 /**
  * Makes one delivery of an endpoint due now, whatever its status (a failed one gets one more
- * attempt; a delivered one is sent again, with its webhook-id). False when it has no such delivery.
+ * attempt; a delivered one is sent again, with its webhook-id). `missing` when the endpoint has no
+ * such delivery; `unsubscribed` when its type is no longer one the endpoint takes (no sender would
+ * send it, so it is left as it is).
  */
-export async function retryNow(db: D1Database, endpointId: string, id: string): Promise<boolean> {
+export async function retryNow(
+  db: D1Database,
+  endpointId: string,
+  id: string,
+): Promise<"retried" | "missing" | "unsubscribed"> {
   const key = keyOf(id);
-  if (!key || key.endpointId !== endpointId) return false;
-  const row = await db
+  if (!key || key.endpointId !== endpointId) return "missing";
+  const [updated, found] = await db.batch([
+    db
+      .prepare(
+        `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ${D1_NOW}, lease = NULL, updated_at = ${D1_NOW}
+         WHERE endpoint_id = ?1 AND position = ?2 AND ${SUBSCRIBED} RETURNING position`,
+      )
+      .bind(endpointId, key.position),
+    db
+      .prepare("SELECT 1 FROM webhook_deliveries WHERE endpoint_id = ?1 AND position = ?2")
+      .bind(endpointId, key.position),
+  ]);
+  if ((updated?.results.length ?? 0) > 0) return "retried";
+  return (found?.results.length ?? 0) > 0 ? "unsubscribed" : "missing";
+}
+
+/** Whether a delivery row's type is one its endpoint subscribes to (in a statement on webhook_deliveries, ?1 its endpoint). */
+const SUBSCRIBED = "type IN (SELECT value FROM webhook_endpoints e, json_each(e.events) WHERE e.id = ?1)";
+
+/**
+ * Makes every failed and pending delivery of an endpoint due now (API.md v1.3 "Webhook deliveries"),
+ * but those of types it no longer subscribes to and those a sender is attempting right now (leased
+ * and not lapsed: tried now already). Returns how many.
+ */
+export async function retryAll(db: D1Database, endpointId: string): Promise<number> {
+  const { results } = await db
     .prepare(
       `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ${D1_NOW}, lease = NULL, updated_at = ${D1_NOW}
-       WHERE endpoint_id = ?1 AND position = ?2 RETURNING position`,
+       WHERE endpoint_id = ?1 AND status IN ('failed', 'pending') AND ${SUBSCRIBED}
+         AND NOT (lease IS NOT NULL AND next_attempt_at > ${D1_NOW})
+       RETURNING position`,
     )
-    .bind(endpointId, key.position)
-    .first();
-  return row !== null;
+    .bind(endpointId)
+    .all();
+  return results.length;
 }

@@ -1,3 +1,4 @@
+import { type PaymentObject, paymentObjectOf } from "../payments/payment-records";
 import { deliveryId, type Taken } from "./deliveries";
 import { type OrderObject, orderObjectOf } from "./order-object";
 import { sign } from "./signature";
@@ -18,11 +19,15 @@ export interface Answer {
 export interface WebhookBody {
   type: Taken["type"];
   timestamp: string;
-  data: OrderObject;
+  data: OrderObject | PaymentObject;
 }
 
 /** The body of a delivery: the same on every attempt (only the headers' timestamp moves). */
 export function bodyOf(delivery: Taken): string {
+  if (delivery.type === "payment.refund_required") {
+    const data = paymentObjectOf(delivery.payment);
+    return JSON.stringify({ type: delivery.type, timestamp: data.receivedAt, data } satisfies WebhookBody);
+  }
   const data = orderObjectOf(delivery);
   const body: WebhookBody = { type: delivery.type, timestamp: data.updatedAt, data };
   return JSON.stringify(body);

@@ -1,9 +1,11 @@
 import type { PaymentAnswer, PaymentCommand, PaymentType, Reservation } from "../../durable-objects/stock-model";
 import { catalogHasShard } from "../edge/sku-catalog";
 import { callStock, locateReservation, stockShard } from "../edge/stock-client";
+import { wakeSender } from "../handoff/delivery-consumer";
 import { ApiError, busy } from "../http/errors";
 import { increment } from "../observability/metrics";
 import { settledReservation } from "../orders/settled";
+import { type PaymentSource, recordPayment } from "./payment-records";
 
 /**
  * What both webhooks do once a provider's event is verified and read: the payment, applied by the
@@ -13,13 +15,21 @@ import { settledReservation } from "../orders/settled";
  * One event id is one event: what an id says is recorded in D1 before it is applied, so the same id
  * naming another reservation (whichever stock object has it), type or money is refused everywhere,
  * not only by the object that saw it first.
+ *
+ * The answer is then recorded in D1 (`GET /admin/payments`, and a `payment.refund_required` webhook
+ * for a flagged one). Should that write fail, the webhook answers 500 and the provider retries: the
+ * object replays its answer and the record is written then (an insert keyed by the event id).
  */
 
 /**
  * The answer of a handled payment, or null when no reservation has this id. The same event id
  * saying something else than it first did: `422 IDEMPOTENCY_MISMATCH`, nothing changed.
  */
-export async function applyPaymentEvent(env: Env, command: PaymentCommand): Promise<PaymentAnswer | null> {
+export async function applyPaymentEvent(
+  env: Env,
+  source: PaymentSource,
+  command: PaymentCommand,
+): Promise<PaymentAnswer | null> {
   const where = locateReservation(command.reservationId);
   // A SKU nobody configured has no reservations, and its stock object is not made to say so.
   if (!where || !(await catalogHasShard(env, where.sku, where.shard))) return null;
@@ -45,8 +55,12 @@ export async function applyPaymentEvent(env: Env, command: PaymentCommand): Prom
     if (outcome.code === "BUSY") throw busy();
     throw new Error(`stock object refused a payment: ${outcome.code}`);
   }
-  if (!outcome.value.replayed) increment("flashgate_payments_total", { outcome: outcome.value.outcome });
-  return outcome.value;
+  const answer = outcome.value;
+  if (!answer.replayed) increment("flashgate_payments_total", { outcome: answer.outcome });
+  const recorded = await recordPayment(env.DB, source, command, answer, Date.now());
+  // Its record owes deliveries to the endpoints that take `payment.refund_required` (migration 0007).
+  if (recorded && answer.outcome === "refund_required") await wakeSender(env);
+  return answer;
 }
 
 /** The acknowledgement both webhooks send for a handled event. */

@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { RESERVATION_STATUSES } from "../../durable-objects/stock-model";
-import { DELIVERY_STATUSES, WEBHOOK_EVENT_TYPES } from "../db/schema";
+import { PAYMENT_REASONS, RESERVATION_STATUSES } from "../../durable-objects/stock-model";
+import { DELIVERY_STATUSES, ORDER_EVENT_TYPES, WEBHOOK_EVENT_TYPES } from "../db/schema";
 import { ERRORS, type ErrorCode, type ErrorDetails as ErrorDetailsOfCode } from "../http/errors";
 import {
   PaymentEvent,
@@ -266,9 +266,30 @@ const WebhookDelivery = z.object({
 });
 const WebhookDeliveryList = z.object({ deliveries: z.array(WebhookDelivery) });
 const RetryAnswer = z.object({ id: z.string(), status: z.literal("pending") });
+const BulkRetryAnswer = z.object({ retried: Count });
+
+/** API.md "Payments owed back": a payment as `GET /admin/payments` lists it and `payment.refund_required` carries it. */
+const PaymentObject = z.object({
+  eventId: z.string(),
+  source: z.enum(["payments", "stripe"]),
+  reservationId: z.string(),
+  sku: z.string(),
+  userId: z.string(),
+  /** Minor units, as the event said. */
+  amount: Count,
+  /** The event's currency, else the SKU's. */
+  currency: z.string(),
+  outcome: z.enum(["applied", "refund_required"]),
+  reason: z.enum(PAYMENT_REASONS).nullable().describe("Why it is owed back; null when applied"),
+  receivedAt: Time,
+});
+const PaymentList = z.object({ payments: z.array(PaymentObject), next: z.string() });
 
 /** `POST` to an endpoint: the body every delivery carries (Standard Webhooks' `type`, `timestamp`, `data`). */
-export const WebhookEvent = z.object({ type: WebhookEventType, timestamp: Time, data: OrderObject });
+export const WebhookEvent = z.union([
+  z.object({ type: z.enum(ORDER_EVENT_TYPES), timestamp: Time, data: OrderObject }),
+  z.object({ type: z.literal("payment.refund_required"), timestamp: Time, data: PaymentObject }),
+]);
 
 const OrderFeed = z.object({ orders: z.array(OrderObject), next: z.string() });
 
@@ -307,7 +328,10 @@ export const CONTRACT_SCHEMAS = {
   WebhookDelivery,
   WebhookDeliveryList,
   RetryAnswer,
+  BulkRetryAnswer,
   WebhookEvent,
   OrderFeed,
+  PaymentObject,
+  PaymentList,
 } as const;
 export type SchemaName = keyof typeof CONTRACT_SCHEMAS;

@@ -335,9 +335,19 @@ export const ROUTES = {
     path: "/admin/webhooks/:id/deliveries/:deliveryId/retry",
     summary: "Try one delivery again now",
     description:
-      "Makes the delivery due now, whatever its status, with the same `webhook-id`: a failed one gets one more attempt, a delivered one is sent again. A disabled endpoint's delivery is 409 INVALID_STATE (enable the endpoint first).",
+      "Makes the delivery due now, whatever its status, with the same `webhook-id`: a failed one gets one more attempt, a delivered one is sent again. A disabled endpoint's delivery is 409 INVALID_STATE (enable the endpoint first), and so is a delivery of an event type the endpoint no longer subscribes to.",
     access: "admin",
     ok: { status: 202, description: "Due now", schema: "RetryAnswer" },
+    errors: ["NOT_FOUND", "INVALID_STATE"],
+  },
+  retryWebhook: {
+    method: "post",
+    path: "/admin/webhooks/:id/retry",
+    summary: "Try every failed and pending delivery of an endpoint now",
+    description:
+      "Makes every `failed` and `pending` delivery of the endpoint due now, with their `webhook-id`s; `retried` counts them. Deliveries of an event type the endpoint no longer subscribes to are left out (nothing would send them). A disabled endpoint is 409 INVALID_STATE (enable it first).",
+    access: "admin",
+    ok: { status: 202, description: "Due now", schema: "BulkRetryAnswer" },
     errors: ["NOT_FOUND", "INVALID_STATE"],
   },
   orderFeed: {
@@ -352,6 +362,25 @@ export const ROUTES = {
       { name: "limit", description: "How many, 1..1000 (default 100)", schema: z.string().regex(/^\d+$/) },
     ],
     ok: { status: 200, description: "A page of changes", schema: "OrderFeed" },
+    errors: ["INVALID_REQUEST"],
+  },
+  payments: {
+    method: "get",
+    path: "/admin/payments",
+    summary: "Payments that took effect or were flagged (owed back), in the order received",
+    description:
+      "Every `payment.succeeded` event (from /webhooks/payments or /webhooks/stripe) as the stock object first decided it: `outcome` `applied`, or `refund_required` with its `reason` (`amount_mismatch`, `currency_mismatch`, `already_paid`, `too_late`, `limit_exceeded`; null when applied). Paged like the order feed: `next` is always given; a cursor this route did not make is 400 INVALID_REQUEST.",
+    access: "admin",
+    query: [
+      {
+        name: "outcome",
+        description: "Only payments with this outcome",
+        schema: z.enum(["applied", "refund_required"]),
+      },
+      { name: "after", description: "A `next` this route gave (none: from the beginning)", schema: z.string() },
+      { name: "limit", description: "How many, 1..1000 (default 100)", schema: z.string().regex(/^\d+$/) },
+    ],
+    ok: { status: 200, description: "A page of payments", schema: "PaymentList" },
     errors: ["INVALID_REQUEST"],
   },
   healthz: {

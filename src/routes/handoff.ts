@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { DELIVERY_STATUSES } from "../db/schema";
 import { cursorOf, feedPage, positionOf } from "../handoff/change-feed";
-import { listDeliveries, retryNow } from "../handoff/deliveries";
+import { listDeliveries, retryAll, retryNow } from "../handoff/deliveries";
 import { wakeSender } from "../handoff/delivery-consumer";
 import {
   deleteEndpoint,
@@ -21,7 +21,7 @@ import { register } from "./register";
 export const handoff = new Hono<AppEnv>();
 
 /** `limit`: digits only (what /openapi.json documents), 1 to 1000, 100 when left out. */
-const limitOf = (text: string | undefined) => integerQuery(text, "limit", { min: 1, max: 1000, fallback: 100 });
+export const limitOf = (text: string | undefined) => integerQuery(text, "limit", { min: 1, max: 1000, fallback: 100 });
 
 function endpointId(id: string): string {
   if (!ENDPOINT_ID.test(id)) throw new ApiError("NOT_FOUND", "No such webhook endpoint.");
@@ -79,11 +79,28 @@ register(handoff, ROUTES.retryDelivery, async (c) => {
   if (!endpoint.enabled) {
     throw new ApiError("INVALID_STATE", "The endpoint is disabled: enable it (PUT with enabled true), then retry.");
   }
-  if (!(await retryNow(c.env.DB, id, deliveryId))) {
-    throw new ApiError("NOT_FOUND", "No such delivery of this webhook endpoint.");
+  const retried = await retryNow(c.env.DB, id, deliveryId);
+  if (retried === "missing") throw new ApiError("NOT_FOUND", "No such delivery of this webhook endpoint.");
+  if (retried === "unsubscribed") {
+    throw new ApiError(
+      "INVALID_STATE",
+      "The endpoint no longer subscribes to this delivery's event type: add the type to its events (PUT), then retry.",
+    );
   }
   await wakeSender(c.env);
   return c.json({ id: deliveryId, status: "pending" as const }, 202);
+});
+
+register(handoff, ROUTES.retryWebhook, async (c) => {
+  const id = endpointId(c.req.param("id"));
+  const endpoint = await getEndpoint(c.env.DB, id);
+  if (!endpoint) throw new ApiError("NOT_FOUND", "No such webhook endpoint.");
+  if (!endpoint.enabled) {
+    throw new ApiError("INVALID_STATE", "The endpoint is disabled: enable it (PUT with enabled true), then retry.");
+  }
+  const retried = await retryAll(c.env.DB, id);
+  if (retried > 0) await wakeSender(c.env);
+  return c.json({ retried }, 202);
 });
 
 register(handoff, ROUTES.orderFeed, async (c) => {

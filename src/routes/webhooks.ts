@@ -16,7 +16,7 @@ export const webhooks = new Hono<AppEnv>();
  * serialise there), and D1 keeps what each id said (the same id saying something else is a 422).
  */
 register(webhooks, ROUTES.paymentWebhook, async (c, event) => {
-  const answer = await applyPaymentEvent(c.env, {
+  const answer = await applyPaymentEvent(c.env, "payments", {
     eventId: event.id,
     type: event.type,
     reservationId: event.reservationId,
@@ -37,7 +37,7 @@ register(webhooks, ROUTES.stripeWebhook, async (c, event) => {
   const mapped = mapStripeEvent(event);
   const answer =
     mapped.kind === "payment"
-      ? await applyPaymentEvent(c.env, { ...mapped.command, requestId: c.get("requestId") })
+      ? await applyPaymentEvent(c.env, "stripe", { ...mapped.command, requestId: c.get("requestId") })
       : null;
   if (answer) return c.json(paymentAck(answer));
   const reason = mapped.kind === "ignored" ? mapped.reason : "unknown_reservation";

@@ -1,0 +1,117 @@
+import type { PaymentAnswer, PaymentCommand, PaymentReason } from "../../durable-objects/stock-model";
+
+/**
+ * The D1 record of payments (API.md "Payments owed back"): what `GET /admin/payments` lists and what
+ * a `payment.refund_required` webhook carries. One row per succeeded payment event, as the stock
+ * object first answered it; failures move no money and are not listed.
+ */
+
+/** The webhook a payment came by. */
+export type PaymentSource = "payments" | "stripe";
+
+/** A payment as the list and the `payment.refund_required` webhook show it. */
+export interface PaymentObject {
+  eventId: string;
+  source: PaymentSource;
+  reservationId: string;
+  sku: string;
+  userId: string;
+  amount: number;
+  currency: string;
+  outcome: PaymentAnswer["outcome"];
+  reason: PaymentReason | null;
+  receivedAt: string;
+}
+
+/** A row of `payments`. */
+export interface PaymentRow {
+  position: number;
+  event_id: string;
+  source: PaymentSource;
+  reservation_id: string;
+  sku: string;
+  user_id: string;
+  amount: number;
+  currency: string;
+  outcome: PaymentAnswer["outcome"];
+  reason: PaymentReason | null;
+  received_at: number;
+}
+
+/** The SELECT list of {@link PaymentRow}, for `payments p`. */
+export const PAYMENT_COLUMNS =
+  "p.position, p.event_id, p.source, p.reservation_id, p.sku, p.user_id, p.amount, p.currency, p.outcome, p.reason, p.received_at";
+
+export function paymentObjectOf(row: PaymentRow): PaymentObject {
+  return {
+    eventId: row.event_id,
+    source: row.source,
+    reservationId: row.reservation_id,
+    sku: row.sku,
+    userId: row.user_id,
+    amount: row.amount,
+    currency: row.currency,
+    outcome: row.outcome,
+    reason: row.reason,
+    receivedAt: new Date(row.received_at).toISOString(),
+  };
+}
+
+/**
+ * Records a payment's answer unless its event id is recorded already; true when this call wrote it.
+ * Called on replays too: a record whose first write failed (the provider then retries the event and
+ * the stock object replays its answer) is written then, and a recorded one is left as it is.
+ */
+export async function recordPayment(
+  db: D1Database,
+  source: PaymentSource,
+  command: PaymentCommand,
+  answer: PaymentAnswer & { skuCurrency: string },
+  now: number,
+): Promise<boolean> {
+  if (command.type !== "payment.succeeded") return false;
+  const { reservation } = answer;
+  const row = await db
+    .prepare(
+      `INSERT INTO payments (event_id, source, reservation_id, sku, user_id, amount, currency, outcome, reason, received_at)
+       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+       ON CONFLICT (event_id) DO NOTHING RETURNING position`,
+    )
+    .bind(
+      command.eventId,
+      source,
+      reservation.id,
+      reservation.sku,
+      reservation.userId,
+      command.money?.amount ?? 0,
+      // An event that names no currency paid in the SKU's.
+      command.money?.currency?.toLowerCase() ?? answer.skuCurrency,
+      answer.outcome,
+      answer.outcome === "applied" ? null : answer.reason,
+      now,
+    )
+    .first();
+  return row !== null;
+}
+
+export interface PaymentsPage {
+  payments: PaymentObject[];
+  /** The position of the last payment on the page (the one asked after, when the page is empty). */
+  last: number;
+}
+
+/** The payments after a position, in the order received; with `outcome`, only those (one index range). */
+export async function paymentsPage(
+  db: D1Database,
+  outcome: PaymentAnswer["outcome"] | undefined,
+  after: number,
+  limit: number,
+): Promise<PaymentsPage> {
+  const where = outcome ? "p.outcome = ?3 AND p.position > ?1" : "p.position > ?1";
+  const statement = db.prepare(`SELECT ${PAYMENT_COLUMNS} FROM payments p WHERE ${where} ORDER BY p.position LIMIT ?2`);
+  const { results } = await (outcome
+    ? statement.bind(after, limit, outcome)
+    : statement.bind(after, limit)
+  ).all<PaymentRow>();
+  return { payments: results.map(paymentObjectOf), last: results.at(-1)?.position ?? after };
+}
