@@ -76,6 +76,12 @@ describe.each(arrivals)("a late payment by %s", (_name, latePay) => {
     expect(await stockOf(sku)).toEqual({ total: 6, available: 5, held: 0, sold: 1 });
     const mine = await call("GET", `/api/reservations/${first.json.reservationId}`, { user: u });
     expect(mine.json.status).toBe("refund_required");
+    // Owed back for the limit, as GET /admin/payments lists it.
+    const owed = await call("GET", "/admin/payments?outcome=refund_required&limit=1000", { admin: true });
+    const listed = (owed.json.payments as { reservationId: string; reason: string }[]).filter(
+      (p) => p.reservationId === first.json.reservationId,
+    );
+    expect(listed.map((p) => p.reason)).toEqual(["limit_exceeded"]);
   });
 
   it("on a sharded SKU takes a unit from another shard, as a reservation would", async () => {
