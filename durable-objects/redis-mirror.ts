@@ -137,7 +137,9 @@ function parseSnapshot(reply: unknown): SkuState | null {
     throw new Error("mirror state is not a stock snapshot");
   }
   const status = field("status");
-  if (status !== "on_sale" && status !== "paused") throw new Error(`mirror status ${String(status)}`);
+  if (status !== "on_sale" && status !== "paused" && status !== "archived") {
+    throw new Error(`mirror status ${String(status)}`);
+  }
   // The counts, status and version fields are what mirror.lua checked and ordered: they win.
   return {
     ...(state as SkuState),

@@ -1,4 +1,4 @@
-import type { Outcome, SkuState } from "./engine/types";
+import { fail, type Outcome, ok, type SkuState } from "./engine/types";
 import { log } from "./log";
 import type { ShardPulls } from "./shard-pulls";
 import {
@@ -58,9 +58,12 @@ export class SkuChanges {
     }
   }
 
-  async #changeNow(change: SkuChange): Promise<Outcome<SkuState>> {
+  async #changeNow(asked: SkuChange): Promise<Outcome<SkuState>> {
     const { engine } = this.#host;
     const state = engine.state();
+    // An archived SKU's id is not reused: archiving it again is the one change it takes (unchanged).
+    if (state?.status === "archived") return asked.status === "archived" ? ok(state) : fail("INVALID_STATE");
+    const change = { ...asked, totalStock: this.#totalOf(asked, state) };
     if (!state && change.shards === 1) return engine.configure(soleSettings(change), this.#host.now());
     if (!state || state.shards !== change.shards) {
       return this.#resize({ changeId: crypto.randomUUID(), from: state?.shards ?? 0, to: change.shards, change });
@@ -80,6 +83,18 @@ export class SkuChanges {
       }
       pullFailed = (await this.#pulls.pull(state, outcome.missing)).failed;
     }
+  }
+
+  /**
+   * The SKU's total a change sets: as given, or (left out) the one in force, decided here, in the
+   * change's turn, so a PUT of other fields never moves the stock: the total shard 0 recorded for the
+   * last PUT (a sharded SKU's base, see `retarget`), else the shards' sum the edge read.
+   */
+  #totalOf(change: SkuChange, state: SkuState | null): number {
+    if (change.totalStock !== undefined) return change.totalStock;
+    if (!state) throw new Error("a new SKU needs its totalStock (the edge checks it first)");
+    if (state.shards === 1) return state.stock.total;
+    return this.#host.engine.configuration.skuTarget() ?? change.assumedTotal;
   }
 
   /**

@@ -17,8 +17,8 @@ import type { SaleStatus, SkuState } from "./engine/types";
 export interface SkuChange {
   sku: string;
   shards: number;
-  /** The SKU's total over all shards. */
-  totalStock: number;
+  /** The SKU's total over all shards; left out, the total in force (shard 0 decides it in the change's turn). */
+  totalStock?: number | undefined;
   /** Shard 0's record of the total is missing (a SKU configured before it kept one): the shards' sum. */
   assumedTotal: number;
   name?: string | undefined;
@@ -32,12 +32,15 @@ export interface SkuChange {
   currency?: string | undefined;
 }
 
+/** A change with its total decided by shard 0 (the plans below need it). */
+export type DecidedChange = SkuChange & { totalStock: number };
+
 /** A resize as shard 0 records it: from `from` shards (0: a new SKU) to `to`. */
 export interface ResizePlan {
   changeId: string;
   from: number;
   to: number;
-  change: SkuChange;
+  change: DecidedChange;
 }
 
 /** A change of settings shard 0 decided and its siblings have not all taken yet. */
@@ -80,12 +83,12 @@ function common(change: SkuChange): Omit<SkuSettings, "shard" | "shards"> {
 }
 
 /** A change on a one-shard SKU: everything in shard 0's one transaction. */
-export function soleSettings(change: SkuChange): SkuSettings {
+export function soleSettings(change: DecidedChange): SkuSettings {
   return { ...common(change), shard: 0, shards: 1, totalStock: change.totalStock };
 }
 
 /** A change of a sharded SKU that keeps its shard count, as shard 0 decides it. */
-export function leadSettings(change: SkuChange, changeId: string): SkuSettings {
+export function leadSettings(change: DecidedChange, changeId: string): SkuSettings {
   const plan: FollowPlan = { changeId, follow: true };
   return {
     ...common(change),

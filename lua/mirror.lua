@@ -20,7 +20,7 @@
 --   ARGV[3]  available      integer >= 0
 --   ARGV[4]  held           integer >= 0
 --   ARGV[5]  sold           integer >= 0     (available + held + sold must equal total)
---   ARGV[6]  status         "on_sale" | "paused"
+--   ARGV[6]  status         "on_sale" | "paused" | "archived"
 --   ARGV[7..] field, value  extra fields of the snapshot, in pairs
 --
 -- Returns an array: { applied (1 or 0), the version the mirror holds after the call }.
@@ -50,8 +50,8 @@ end
 if available + held + sold ~= total then
   return redis.error_reply("ERR mirror.lua: available + held + sold must equal total")
 end
-if status ~= "on_sale" and status ~= "paused" then
-  return redis.error_reply("ERR mirror.lua: status must be on_sale or paused")
+if status ~= "on_sale" and status ~= "paused" and status ~= "archived" then
+  return redis.error_reply("ERR mirror.lua: status must be on_sale, paused or archived")
 end
 local reserved = { version = true, total = true, available = true, held = true, sold = true, status = true }
 for i = 7, #ARGV, 2 do

@@ -41,8 +41,8 @@ describe("bad input", () => {
   it("rejects bad admin bodies and tokens without changing the SKU", async () => {
     const sku = uniqueSku("badadmin");
     await createSku(sku, { totalStock: 5 });
+    // (`{}` is no bad body since v1.3: a PUT on an existing SKU keeps every field left out.)
     const bodies: unknown[] = [
-      {},
       { totalStock: -1 },
       { totalStock: 1.5 },
       { totalStock: "5" },

@@ -1,7 +1,12 @@
+import { runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { configureSku } from "../src/catalog/configure-sku";
+import { ApiError } from "../src/http/errors";
 import { CONTRACT_ROUTES } from "../src/routes/contract";
 import { ErrorBody } from "../src/routes/contract-schemas";
-import { call, createSku, reserve, tokenFor, uniqueSku } from "./support/client";
+import { call, createSku, reserve, stockShard, tokenFor, uniqueSku } from "./support/client";
+import { pay } from "./support/payments";
 
 /**
  * Issue #32: admin bodies are strict, shopper bodies are not; a refusal says what happened and what
@@ -182,5 +187,106 @@ describe("a refusal says what to do next, with its figures", () => {
       "INVALID_REQUEST",
     );
     expect(error.details?.fields?.map((f) => f.path)).toEqual(["totalStock"]);
+  });
+});
+
+describe("409 INVALID_STATE says what was found and what is allowed from it", () => {
+  const put = (sku: string, body: Record<string, unknown>) => call("PUT", `/admin/skus/${sku}`, { admin: true, body });
+
+  it("cancelling a paid reservation: its status, and that only a held one can be cancelled", async () => {
+    const sku = uniqueSku("paidcancel");
+    await createSku(sku, { totalStock: 2 });
+    const held = await reserve("cal", sku);
+    const id = held.json.reservationId as string;
+    expect((await pay(id)).json.reservationStatus).toBe("paid");
+    const error = refusal(await call("POST", `/api/reservations/${id}/cancel`, { user: "cal" }), 409, "INVALID_STATE");
+    expect(error.message).toBe(`Reservation ${id} is paid: only a held reservation can be cancelled.`);
+    expect(error.details).toEqual({ state: "paid" });
+  });
+
+  it.each([1, 3])(
+    "a total below held + sold (%i shard(s)): the figures and the least total allowed",
+    async (shards) => {
+      const sku = uniqueSku("below");
+      await createSku(sku, { totalStock: 10, shards, perUserLimit: 5 });
+      expect((await reserve("bea", sku, 3)).status).toBe(202);
+      const sold = await reserve("ben", sku, 2);
+      expect((await pay(sold.json.reservationId)).json.reservationStatus).toBe("paid");
+      const error = refusal(await put(sku, { totalStock: 4, name: "Cut" }), 409, "INVALID_STATE");
+      expect(error.message).toBe("totalStock 4 is below the 5 units held or sold: set at least 5.");
+      expect(error.details).toEqual({ totalStock: 4, heldOrSold: 5 });
+      expect((await call("GET", `/admin/skus/${sku}`, { admin: true })).json).toMatchObject({
+        name: sku,
+        stock: { total: 10, held: 3, sold: 2 },
+      });
+    },
+  );
+
+  it("a new shard count while units are held: what is held and waiting, and when shards can change", async () => {
+    const sku = uniqueSku("resize-held");
+    await createSku(sku, { totalStock: 1 });
+    expect((await reserve("ria", sku)).status).toBe(202);
+    expect((await call("POST", `/api/skus/${sku}/waitlist`, { user: "rob", body: { quantity: 1 } })).status).toBe(202);
+    const error = refusal(await put(sku, { shards: 2 }), 409, "INVALID_STATE");
+    expect(error.message).toBe(
+      `SKU ${sku} has 1 unit held or sold and 1 buyer waiting: shards can change from 1 to 2 only while nothing is held or sold, nobody waits and no opening draw is pending (before the sale).`,
+    );
+    expect(error.details).toEqual({ shards: 1, heldOrSold: 1, waiting: 1 });
+  });
+
+  it("a new shard count while an opening draw is pending: that the draw is not decided yet", async () => {
+    const sku = uniqueSku("resize-draw");
+    const startsAt = Date.now() + 60_000;
+    await createSku(sku, { totalStock: 5, openingWindowMs: 2_000, startsAt: new Date(startsAt).toISOString() });
+    // The stock object's clock inside the window (the edge's is a minute before: its own check passes).
+    await runInDurableObject(stockShard(env, sku, 0), (object) => {
+      object.now = () => startsAt + 500;
+    });
+    const error = refusal(await put(sku, { shards: 2 }), 409, "INVALID_STATE");
+    expect(error.message).toBe(
+      `SKU ${sku}'s opening draw is not decided yet: shards can change from 1 to 2 only while nothing is held or sold, nobody waits and no opening draw is pending (before the window opens).`,
+    );
+    expect(error.details).toEqual({ state: "draw_pending", shards: 1, heldOrSold: 0, waiting: 0 });
+    await runInDurableObject(stockShard(env, sku, 0), (object) => {
+      object.now = () => Date.now();
+    });
+  });
+
+  it("an opening window: one set to open in the past, one that has opened", async () => {
+    const sku = uniqueSku("window-msg");
+    await createSku(sku, { totalStock: 5 });
+    const past = new Date(Date.now() - 1_000).toISOString();
+    const late = refusal(await put(sku, { openingWindowMs: 2_000, startsAt: past }), 409, "INVALID_STATE");
+    expect(late.message).toBe(
+      `startsAt ${past} is not in the future: an opening window can only be set to open later (its seed hash is published first).`,
+    );
+    expect(late.details).toEqual({ state: "window_past" });
+
+    const startsAt = Date.now() + 60_000;
+    await createSku(sku, { openingWindowMs: 2_000, startsAt: new Date(startsAt).toISOString() });
+    // The PUT as it would be decided once the window has opened (the edge's clock, moved).
+    const opened = await configureSku(env, sku, { openingWindowMs: 3_000 }, startsAt + 1).catch((e: unknown) => e);
+    expect(opened).toBeInstanceOf(ApiError);
+    expect([(opened as ApiError).code, (opened as ApiError).message, (opened as ApiError).details]).toEqual([
+      "INVALID_STATE",
+      `The opening window opened at ${new Date(startsAt).toISOString()}: openingWindowMs and startsAt can no longer change (they can only be set before it opens).`,
+      { state: "window_open" },
+    ]);
+  });
+
+  it("replaying a dead letter that holds no valid order event: which letter, and what can be replayed", async () => {
+    const id = `dl-${crypto.randomUUID()}`;
+    await env.DB.prepare("INSERT INTO dead_letters (id, queue, body, attempts, received_at) VALUES (?, ?, ?, 3, ?)")
+      .bind(id, "order-events", JSON.stringify({ not: "an event" }), Date.now())
+      .run();
+    const error = refusal(
+      await call("POST", `/admin/dead-letters/${id}/replay`, { admin: true }),
+      409,
+      "INVALID_STATE",
+    );
+    expect(error.message).toBe(
+      `Dead letter ${id} is not a valid order event: only a letter of valid order events can be replayed (it stays stored for inspection).`,
+    );
+    expect(error.details).toEqual({ state: "invalid_event" });
   });
 });

@@ -131,6 +131,20 @@ describe("Redis mirror through the Worker", () => {
     expect((await call("GET", `/api/skus/${uniqueSku("nothing")}`)).status).toBe(404);
   }, 60_000);
 
+  it("follows an archive: the mirror takes the status, and the public view from it answers 404", async () => {
+    const sku = uniqueSku("mirror-archived");
+    await createSku(sku, { totalStock: 5, shards: 2 });
+    await converged(sku);
+    expect((await call("GET", `/api/skus/${sku}`)).headers.get("x-stock-source")).toBe("mirror");
+    expect((await call("DELETE", `/admin/skus/${sku}`, { admin: true })).json.status).toBe("archived");
+    await converged(sku);
+    // Within the display's second of lag (API.md: the mirror may lag a moment), then for good.
+    await eventually(async () => {
+      const display = await call("GET", `/api/skus/${sku}`);
+      expect([display.status, display.json.error?.code]).toEqual([404, "SKU_NOT_FOUND"]);
+    });
+  });
+
   it("keeps selling while redis-server is stopped mid-burst, and the mirror catches up when it is back", async () => {
     const sku = uniqueSku("mirror-down");
     await createSku(sku, { totalStock: 200, perUserLimit: 1 });

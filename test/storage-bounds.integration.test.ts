@@ -93,6 +93,10 @@ describe("stock object storage", () => {
     );
     const paidCancel = await call("POST", `/api/reservations/${ids[0]}/cancel`, { user: users[0] });
     expect([paidCancel.status, paidCancel.json.error?.code]).toEqual([409, "INVALID_STATE"]);
+    // Read from D1 (the object forgot it), it says the same as the object would.
+    expect(paidCancel.json.error.message).toBe(
+      `Reservation ${ids[0]} is paid: only a held reservation can be cancelled.`,
+    );
 
     // A late payment for a forgotten expired hold still re-takes the stock; one for a paid one is a refund.
     forgetSoldOut(sku);

@@ -143,6 +143,8 @@ export class Configuration {
     if (!this.#draw.configure(settings.openingWindowMs, startsAt, now ?? 0, newSeed)) return fail("INVALID_STATE");
 
     this.#write(settings, current, total, startsAt);
+    // Archived (shard 0 keeps the line): its waitlist could never be served, so nobody is left waiting.
+    if (settings.status === "archived" && current?.status !== "archived") this.#waitlist.clear();
     ledger.writeConfig({
       version: settings.version ?? config.version,
       fence: settings.changeId === config.fence ? null : config.fence,

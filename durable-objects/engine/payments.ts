@@ -322,6 +322,8 @@ export class Payments {
   #take(userId: string, quantity: number, now: number, pulled: boolean): GrantStep {
     const ledger = this.ledger;
     const sku = ledger.requireRow();
+    // A late payment is a new sale; an archived SKU makes none (a paused one still takes it: the pause stops newcomers).
+    if (sku.status === "archived") return { kind: "refused", code: "SOLD_OUT" };
     if (ledger.fenced()) return { kind: "busy" }; // a resize is staging this shard: no unit moves
     const refused = this.reserver.admit(sku, userId, quantity, now);
     if (refused) {

@@ -81,6 +81,8 @@ export class Reserver {
     }
     const drawn = this.drawAnswer(request, available);
     if (drawn) return drawn;
+    // Archived: not sold any more (a token's replay above still answers its hold, which keeps its course).
+    if (sku.status === "archived") return fail("SKU_NOT_FOUND");
     if (ledger.fenced()) return fail("BUSY", available);
     if (request.shards !== undefined && request.shards !== sku.shards) return fail("TOKEN_INVALID");
 

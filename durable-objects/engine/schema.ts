@@ -272,7 +272,37 @@ const STEPS: readonly ((sql: SqlStorage) => void)[] = [
     const present = sql.exec("SELECT 1 FROM pragma_table_info('payment_events') WHERE name = 'reason'").toArray();
     if (present.length === 0) sql.exec("ALTER TABLE payment_events ADD COLUMN reason TEXT");
   },
-  // 4. A late payment decided on the buyer's home shard (engine/payments.ts). On the reservation's
+  // 4. `archived` (DELETE /admin/skus/:sku) is a sale status. SQLite cannot widen a CHECK in place:
+  // the one-row table is made anew with it and its row copied over. Checked first: an object without
+  // `schema_version` (from before the steps) runs every step again.
+  (sql) => {
+    const table = sql.exec<{ sql: string }>("SELECT sql FROM sqlite_master WHERE name = 'sku'").toArray()[0];
+    if (table?.sql.includes("'archived'")) return;
+    sql.exec(`CREATE TABLE sku_next (
+       id             INTEGER PRIMARY KEY CHECK (id = 1),
+       sku            TEXT    NOT NULL,
+       shard          INTEGER NOT NULL,
+       shards         INTEGER NOT NULL,
+       name           TEXT    NOT NULL,
+       status         TEXT    NOT NULL CHECK (status IN ('on_sale', 'paused', 'archived')),
+       per_user_limit INTEGER NOT NULL CHECK (per_user_limit >= 1),
+       hold_seconds   INTEGER NOT NULL CHECK (hold_seconds >= 1),
+       starts_at      INTEGER,
+       ends_at        INTEGER,
+       total          INTEGER NOT NULL CHECK (total >= 0),
+       held           INTEGER NOT NULL DEFAULT 0 CHECK (held >= 0),
+       sold           INTEGER NOT NULL DEFAULT 0 CHECK (sold >= 0),
+       seq            INTEGER NOT NULL DEFAULT 0,
+       created        INTEGER NOT NULL DEFAULT 0,
+       CHECK (held + sold <= total)
+     )`);
+    const columns =
+      "id, sku, shard, shards, name, status, per_user_limit, hold_seconds, starts_at, ends_at, total, held, sold, seq, created";
+    sql.exec(`INSERT INTO sku_next (${columns}) SELECT ${columns} FROM sku`);
+    sql.exec("DROP TABLE sku");
+    sql.exec("ALTER TABLE sku_next RENAME TO sku");
+  },
+  // 5. A late payment decided on the buyer's home shard (engine/payments.ts). On the reservation's
   // shard, the payment waiting for the home shard's answer (one per reservation), recorded before it
   // asks, so the alarm finishes it; on the home shard, the units it granted, once per reservation.
   (sql) => {

@@ -69,7 +69,12 @@ export function isShort(outcome: Outcome<unknown>): boolean {
   return !outcome.ok && (outcome.code === "SOLD_OUT" || outcome.code === "INSUFFICIENT_STOCK");
 }
 
-export type SaleStatus = "on_sale" | "paused";
+/**
+ * `archived` (DELETE /admin/skus/:sku): the SKU is no longer sold, for good. It is a sale status so
+ * that the stock object, the authority, refuses it in the reserve transaction itself, and so that it
+ * reaches every shard through the same all-or-nothing change as a PUT.
+ */
+export type SaleStatus = "on_sale" | "paused" | "archived";
 
 export interface StockCounts {
   total: number;

@@ -93,7 +93,7 @@ export class Waitlist {
   #join(userId: string, quantity: number, now: number, skuAvailable?: number, homeQuota?: number) {
     const ledger = this.#ledger;
     const sku = ledger.row();
-    if (!sku) return fail<WaitlistEntry>("SKU_NOT_FOUND");
+    if (!sku || sku.status === "archived") return fail<WaitlistEntry>("SKU_NOT_FOUND");
     if (!rowOnSale(sku, now)) return notOnSale<WaitlistEntry>(sku);
     const available = sku.shards > 1 ? (this.#mode === 1 ? 0 : (skuAvailable ?? 0)) : availableOf(sku);
     if (ledger.fenced()) return fail<WaitlistEntry>("BUSY");
@@ -186,6 +186,12 @@ export class Waitlist {
       )
       .toArray()
       .map((r) => ({ id: r.id, userId: r.user_id, quantity: r.quantity }));
+  }
+
+  /** The SKU is archived: nobody is ever served, so nobody is left waiting (and newcomers are not held off). */
+  clear(): void {
+    this.#sql.exec("DELETE FROM waitlist");
+    this.setMode(0);
   }
 
   /** An entry served (its hold made), or one that can never be: off the waitlist. */

@@ -2,7 +2,7 @@ import { drizzle } from "drizzle-orm/d1";
 import { type SkuChange, type SkuState, sumShards } from "../../durable-objects/stock-model";
 import { skus } from "../db/schema";
 import { rememberSku } from "../edge/sku-catalog";
-import { readShardStates } from "../edge/sku-state";
+import { readShardStates, readWaitlist } from "../edge/sku-state";
 import { callStock, stockShard, unwrap } from "../edge/stock-client";
 import { ApiError } from "../http/errors";
 import type { SkuSettingsRequest } from "../http/schemas";
@@ -21,7 +21,8 @@ import type { SkuSettingsRequest } from "../http/schemas";
  *   siblings first when shard 0 lacks them; if the SKU has not enough, `409 INVALID_STATE`. Because
  *   the base is the recorded total, not a sum read from live shards, concurrent PUTs and transfers
  *   in flight cannot skew it: the SKU's total is the `totalStock` of the last PUT that answered 200.
- * Fields left out keep their value.
+ * Fields left out keep their value, `totalStock` included (a SKU is created with one: else 400).
+ * An archived SKU takes no change (409).
  */
 export async function configureSku(
   env: Env,
@@ -32,6 +33,17 @@ export async function configureSku(
 ): Promise<SkuState> {
   const time = (value: string | null | undefined) => (value == null ? value : Date.parse(value));
   const current = await readShardStates(env, sku, { anyId: true });
+  if (!current && body.totalStock === undefined) {
+    throw new ApiError(
+      "INVALID_REQUEST",
+      `SKU ${sku} does not exist yet: creating it needs totalStock.`,
+      {},
+      {
+        fields: [{ path: "totalStock", message: "required to create a SKU" }],
+      },
+    );
+  }
+  if (current?.[0]?.status === "archived") throw archived(sku);
   const startsAt = time(body.startsAt);
   checkOpeningWindow(body, current?.[0] ?? null, startsAt, now);
   const shards = body.shards ?? current?.[0]?.shards ?? 1;
@@ -51,21 +63,102 @@ export async function configureSku(
     price: body.price,
     currency: body.currency,
   };
-  unwrap(await callStock(() => stockShard(env, sku, 0).putSku(change, requestId)));
+  const outcome = await callStock(() => stockShard(env, sku, 0).putSku(change, requestId));
+  if (!outcome.ok && outcome.code === "INVALID_STATE") throw await explainRefusal(env, sku, body, shards);
+  unwrap(outcome);
 
   const states = await readShardStates(env, sku, { anyId: true });
   if (!states) throw new Error(`SKU ${sku} vanished while being configured`);
   const state = sumShards(states);
+  // totalStock left out: the catalog keeps its copy of the total, as the stock objects kept theirs.
+  const total = body.totalStock !== undefined ? { totalStock: body.totalStock } : {};
   await drizzle(env.DB)
     .insert(skus)
-    .values({ sku, name: state.name, shards, totalStock: body.totalStock, createdAt: now, updatedAt: now })
-    .onConflictDoUpdate({
-      target: skus.sku,
-      set: { name: state.name, shards, totalStock: body.totalStock, updatedAt: now },
-    });
+    .values({ sku, name: state.name, shards, totalStock: state.stock.total, ...total, createdAt: now, updatedAt: now })
+    .onConflictDoUpdate({ target: skus.sku, set: { name: state.name, shards, ...total, updatedAt: now } });
   rememberSku(sku, shards);
   return state;
 }
+
+/**
+ * Archives a SKU (`DELETE /admin/skus/:sku`): its sale status becomes `archived` on every shard,
+ * through the same all-or-nothing change as a PUT, so every shard refuses new holds in its own
+ * transaction; holds it has keep their course. Archiving again changes nothing. Null: no such SKU
+ * (an unknown id reaches no stock object).
+ */
+export async function archiveSku(env: Env, sku: string, requestId?: string): Promise<SkuState | null> {
+  const current = await readShardStates(env, sku);
+  if (!current?.[0]) return null;
+  if (current[0].status === "archived") return sumShards(current);
+  const change: SkuChange = {
+    sku,
+    shards: current[0].shards,
+    assumedTotal: sumShards(current).stock.total,
+    status: "archived",
+  };
+  unwrap(await callStock(() => stockShard(env, sku, 0).putSku(change, requestId)));
+  const states = await readShardStates(env, sku);
+  if (!states) throw new Error(`SKU ${sku} vanished while being archived`);
+  return sumShards(states);
+}
+
+/** `409 INVALID_STATE` of a change to an archived SKU. */
+function archived(sku: string): ApiError {
+  return new ApiError(
+    "INVALID_STATE",
+    `SKU ${sku} is archived: it takes no change, and its id is not reused (configure a new SKU id instead).`,
+    {},
+    { state: "archived" },
+  );
+}
+
+/**
+ * A change the stock objects refused with INVALID_STATE, said with what they hold now (read again:
+ * a refusal is rare, and the figures are those an operator acts on): archived, a total below what is
+ * held or sold, or a new shard count while units are held or sold or buyers wait.
+ */
+async function explainRefusal(env: Env, sku: string, body: SkuSettingsRequest, shards: number): Promise<ApiError> {
+  const states = await readShardStates(env, sku, { anyId: true });
+  const state = states ? sumShards(states) : null;
+  if (!state) return new ApiError("INVALID_STATE");
+  if (state.status === "archived") return archived(sku);
+  const heldOrSold = state.stock.held + state.stock.sold;
+  const totalStock = body.totalStock;
+  if (totalStock !== undefined && totalStock < heldOrSold) {
+    return new ApiError(
+      "INVALID_STATE",
+      `totalStock ${totalStock} is below the ${plural(heldOrSold, "unit")} held or sold: set at least ${heldOrSold}.`,
+      {},
+      { totalStock, heldOrSold },
+    );
+  }
+  if (shards !== state.shards) {
+    const waiting = await readWaitlist(env, sku, state.shards);
+    if (heldOrSold === 0 && waiting === 0) {
+      // What else keeps a shard from moving: the entries of an opening draw that is not decided yet.
+      return new ApiError(
+        "INVALID_STATE",
+        `SKU ${sku}'s opening draw is not decided yet: shards can change from ${state.shards} to ${shards} only while nothing is held or sold, nobody waits and no opening draw is pending (before the window opens).`,
+        {},
+        { state: "draw_pending", shards: state.shards, heldOrSold, waiting },
+      );
+    }
+    return new ApiError(
+      "INVALID_STATE",
+      `SKU ${sku} has ${plural(heldOrSold, "unit")} held or sold and ${plural(waiting, "buyer")} waiting: shards can change from ${state.shards} to ${shards} only while nothing is held or sold, nobody waits and no opening draw is pending (before the sale).`,
+      {},
+      { shards: state.shards, heldOrSold, waiting },
+    );
+  }
+  return new ApiError(
+    "INVALID_STATE",
+    `SKU ${sku} changed while this PUT was decided (${plural(heldOrSold, "unit")} held or sold now): read it and send the PUT again.`,
+    {},
+    { heldOrSold },
+  );
+}
+
+const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`;
 
 /**
  * Fair opening: a window opens at `startsAt`, in the future (its seed hash is published before it
@@ -84,8 +177,14 @@ function checkOpeningWindow(
   const starts = startsAt === undefined ? startsBefore : startsAt;
   const changed = windowMs !== windowBefore || starts !== startsBefore;
   if (windowBefore > 0 && startsBefore !== null && now >= startsBefore) {
-    if (changed)
-      throw new ApiError("INVALID_STATE", "The opening window has opened: openingWindowMs and startsAt stay.");
+    if (changed) {
+      throw new ApiError(
+        "INVALID_STATE",
+        `The opening window opened at ${new Date(startsBefore).toISOString()}: openingWindowMs and startsAt can no longer change (they can only be set before it opens).`,
+        {},
+        { state: "window_open" },
+      );
+    }
     return;
   }
   if (windowMs === 0 || !changed) return;
@@ -93,7 +192,9 @@ function checkOpeningWindow(
   if (now >= starts) {
     throw new ApiError(
       "INVALID_STATE",
-      "An opening window must open in the future (its seed hash is published first).",
+      `startsAt ${new Date(starts).toISOString()} is not in the future: an opening window can only be set to open later (its seed hash is published first).`,
+      {},
+      { state: "window_past" },
     );
   }
 }

@@ -49,6 +49,13 @@ export interface ErrorDetails {
   endedAt?: string;
   /** 429 and 503: the seconds to wait before the same request (as `Retry-After`). */
   retryAfterSeconds?: number;
+  /** INVALID_STATE: the state found (a reservation's status, a SKU's `archived`, an opening window's). */
+  state?: string;
+  /** INVALID_STATE of a SKU change: the total asked, the units held or sold, the shard count, buyers waiting. */
+  totalStock?: number;
+  heldOrSold?: number;
+  shards?: number;
+  waiting?: number;
   /** INVALID_REQUEST: the fields at fault, and those a strict (admin) body does not know. */
   fields?: { path: string; message: string }[];
   unknownFields?: string[];

@@ -29,7 +29,8 @@ const Currency = z.string().regex(/^[a-z]{3}$/, "an ISO 4217 code in lower case,
 export const SkuSettingsRequest = z
   .strictObject({
     name: z.string().min(1).max(200).optional(),
-    totalStock: z.int().min(0).max(1_000_000_000),
+    /** Required to create a SKU; left out on an existing one, it keeps its value (v1.3). */
+    totalStock: z.int().min(0).max(1_000_000_000).optional(),
     perUserLimit: z.int().min(1).max(1_000_000).optional(),
     holdSeconds: z.int().min(10).max(86_400).optional(),
     startsAt: Time.nullable().optional(),

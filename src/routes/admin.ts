@@ -2,7 +2,7 @@ import { desc } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { Hono } from "hono";
 import type { z } from "zod";
-import { configureSku } from "../catalog/configure-sku";
+import { archiveSku, configureSku } from "../catalog/configure-sku";
 import { skus } from "../db/schema";
 import { forgetDraw } from "../edge/draw-cache";
 import { readSkuState, readWaitlist } from "../edge/sku-state";
@@ -58,10 +58,38 @@ register(admin, ROUTES.getSku, async (c) => {
   return c.json(view);
 });
 
+/**
+ * Archives a SKU (see {@link archiveSku}); `200` with the admin view, again `200` unchanged. The
+ * caches of this isolate forget it; another isolate's lapse within their second.
+ */
+register(admin, ROUTES.archiveSku, async (c) => {
+  const sku = c.req.param("sku");
+  const state = SKU_ID.test(sku) ? await archiveSku(c.env, sku, c.get("requestId")) : null;
+  if (!state) throw new ApiError("SKU_NOT_FOUND");
+  forgetSoldOut(sku);
+  forgetDisplay(sku);
+  const view = await skuView(c.env, sku);
+  if (!view) throw new ApiError("SKU_NOT_FOUND");
+  return c.json(view);
+});
+
+/** Every SKU not archived (the stock object knows its status; D1 keeps only the catalog), or `?archived=true` only those. */
 register(admin, ROUTES.listSkus, async (c) => {
+  const archived = c.req.query("archived") ?? "false";
+  if (archived !== "true" && archived !== "false") {
+    throw new ApiError(
+      "INVALID_REQUEST",
+      "archived must be true or false.",
+      {},
+      {
+        fields: [{ path: "archived", message: "true or false" }],
+      },
+    );
+  }
   const rows = await drizzle(c.env.DB).select({ sku: skus.sku }).from(skus).orderBy(desc(skus.createdAt));
   const views = await Promise.all(rows.map((row) => skuView(c.env, row.sku)));
-  return c.json({ skus: views.filter((view) => view !== null) });
+  const wanted = archived === "true";
+  return c.json({ skus: views.filter((view) => view !== null && (view.status === "archived") === wanted) });
 });
 
 /** Dead letters, newest first (`?pending=true`: only those not replayed yet). */
@@ -83,7 +111,14 @@ register(admin, ROUTES.deadLetters, async (c) => {
 register(admin, ROUTES.replayDeadLetter, async (c) => {
   const result = await replayDeadLetter(c.env.DB, c.req.param("id"), Date.now());
   if (!result.found) throw new ApiError("NOT_FOUND", "No such dead letter.");
-  if (!result.applied) throw new ApiError("INVALID_STATE", result.error);
+  if (!result.applied) {
+    throw new ApiError(
+      "INVALID_STATE",
+      `Dead letter ${c.req.param("id")} is ${result.error}: only a letter of valid order events can be replayed (it stays stored for inspection).`,
+      {},
+      { state: "invalid_event" },
+    );
+  }
   if (result.deliveriesDue) await wakeSender(c.env);
   return c.json({ id: c.req.param("id"), replayed: true, replayedAt: new Date(result.replayedAt).toISOString() });
 });

@@ -23,6 +23,8 @@ const Time = z.iso.datetime({ offset: true });
 const Count = z.int().min(0);
 const ReservationStatus = z.enum(RESERVATION_STATUSES);
 const SaleStatus = z.enum(["on_sale", "paused"]);
+/** Added to v1.3: `archived` (DELETE /admin/skus/:sku), shown by the admin view only (its public routes answer 404). */
+const AdminSaleStatus = z.enum(["on_sale", "paused", "archived"]);
 /** Added: where the sale stands now, beside `status` (src/edge/sale-phase.ts). */
 const SalePhase = z
   .enum(["scheduled", "open", "ended", "paused"])
@@ -57,6 +59,16 @@ export const ErrorDetails = z
       .min(1)
       .optional()
       .describe("RATE_LIMITED, BUSY: seconds to wait before sending the same request again (as Retry-After)"),
+    state: z
+      .string()
+      .optional()
+      .describe(
+        "INVALID_STATE: the state found: a reservation's status (`paid`, `expired`, …), `archived` for a SKU, `window_open` / `window_past` for an opening window, `draw_pending` for a resize, `invalid_event` for a dead letter",
+      ),
+    totalStock: Count.optional().describe("INVALID_STATE: the totalStock asked for"),
+    heldOrSold: Count.optional().describe("INVALID_STATE: the SKU's units held or sold, the least totalStock can be"),
+    shards: z.int().min(1).optional().describe("INVALID_STATE: the SKU's shard count, kept"),
+    waiting: Count.optional().describe("INVALID_STATE: buyers on the SKU's waitlist (a new shard count needs none)"),
     fields: z
       .array(z.object({ path: z.string(), message: z.string() }))
       .optional()
@@ -158,7 +170,7 @@ const DrawEntries = z.object({
 export const AdminSku = z.object({
   sku: z.string(),
   name: z.string(),
-  status: SaleStatus,
+  status: AdminSaleStatus,
   perUserLimit: z.int().min(1),
   holdSeconds: z.int().min(1),
   startsAt: Time.nullable(),

@@ -206,11 +206,21 @@ export const ROUTES = {
     path: "/admin/skus/:sku",
     summary: "Create or update a SKU (fields left out keep their value)",
     description:
-      "Creates or updates a SKU. `totalStock` is absolute: after any mix of concurrent PUTs and reservations, the total is the last successful PUT's. Lowering it below held + sold is 409 INVALID_STATE.",
+      'Creates or updates a SKU. On an existing SKU every field left out keeps its value, `totalStock` included (`{"status":"paused"}` pauses a sale and touches nothing else); creating one without `totalStock` is 400 INVALID_REQUEST. `totalStock` is absolute: after any mix of concurrent PUTs and reservations, the total is the last successful PUT\'s. Lowering it below held + sold, changing `shards` while units are held or sold or buyers wait, and any change of an archived SKU are 409 INVALID_STATE (the message says what was found and what is allowed).',
     access: "admin",
     body: "SkuSettingsRequest",
     ok: { status: 200, description: "The admin SKU view", schema: "AdminSku" },
     errors: ["INVALID_STATE"],
+  },
+  archiveSku: {
+    method: "delete",
+    path: "/admin/skus/:sku",
+    summary: "Archive a SKU (v1.3): it is no longer sold",
+    description:
+      "The SKU's status becomes `archived` on every shard: its public view and its token, challenge, reservation and waitlist routes answer 404 SKU_NOT_FOUND, its waitlist is emptied, and it leaves GET /admin/skus (`?archived=true` lists it). Holds it has keep their course (paid, cancelled or expired); a late payment is refund_required. Its D1 orders, feed entries and deliveries stay, and its id is not reused (a later PUT is 409 INVALID_STATE). Archiving again answers 200, unchanged.",
+    access: "admin",
+    ok: { status: 200, description: "The admin SKU view, status `archived`", schema: "AdminSku" },
+    errors: ["SKU_NOT_FOUND"],
   },
   getSku: {
     method: "get",
@@ -226,10 +236,18 @@ export const ROUTES = {
     method: "get",
     path: "/admin/skus",
     summary: "Every SKU's admin view",
-    description: "The admin view of every SKU, as GET /admin/skus/{sku} answers it, wrapped in `skus`.",
+    description:
+      "The admin view of every SKU, as GET /admin/skus/{sku} answers it, wrapped in `skus`. Archived SKUs are left out; `?archived=true` lists only them.",
     access: "admin",
+    query: [
+      {
+        name: "archived",
+        description: "`true`: only archived SKUs; `false` (default): only those not archived (v1.3)",
+        schema: z.enum(["true", "false"]),
+      },
+    ],
     ok: { status: 200, description: "The SKUs", schema: "AdminSkuList" },
-    errors: [],
+    errors: ["INVALID_REQUEST"],
   },
   reconcile: {
     method: "post",

@@ -157,9 +157,12 @@ register(shopper, ROUTES.publicSku, async (c) => {
   const sku = skuParam(c.req.param("sku"));
   const display = await skuDisplay(c.env, sku, Date.now(), (promise) => c.executionCtx.waitUntil(promise));
   if (!display) throw new ApiError("SKU_NOT_FOUND");
+  const { state } = display;
+  // Archived: no public view (an isolate's display memo may show the SKU up to a second after).
+  if (state.status === "archived") throw new ApiError("SKU_NOT_FOUND");
   if (display.source === "mirror") c.header("Cache-Control", `public, max-age=${DISPLAY_CACHE_SECONDS}`);
   c.header("X-Stock-Source", display.source);
-  return c.json(publicSkuView(display.state, Date.now()));
+  return c.json(publicSkuView({ ...state, status: state.status }, Date.now()));
 });
 
 /** What shard 0 says about a SKU's draw (SKU not found vs. no window). */
@@ -211,7 +214,10 @@ register(shopper, ROUTES.challenge, async (c) => {
   const sku = skuParam(c.req.param("sku"));
   const bits = powBits(c.env);
   if (bits === 0) throw new ApiError("NOT_FOUND", "Proof of work is off here (POW_BITS is 0).");
-  if ((await catalogShards(c.env, sku)) === null) throw new ApiError("SKU_NOT_FOUND");
+  // The catalog does not tell an archived SKU from a live one; its display does, as cheaply as a GET
+  // of the public view (remembered a second per isolate, from the mirror when on).
+  const display = await skuDisplay(c.env, sku, Date.now(), (promise) => c.executionCtx.waitUntil(promise));
+  if (!display || display.state.status === "archived") throw new ApiError("SKU_NOT_FOUND");
   const issued = await issueChallenge(c.env.TOKEN_SECRET, c.get("userId"), sku, bits, Date.now());
   return c.json({ ...issued, expiresAt: new Date(issued.expiresAt).toISOString() });
 });
@@ -230,7 +236,7 @@ register(
     const now = Date.now();
     if ((await catalogShards(c.env, sku)) === null) throw new ApiError("SKU_NOT_FOUND");
     const first = await callStock(() => stockShard(c.env, sku, 0).state());
-    if (!first) throw new ApiError("SKU_NOT_FOUND");
+    if (!first || first.status === "archived") throw new ApiError("SKU_NOT_FOUND");
     // Its shards are changing: a token minted now could route its buyer to a shard not yet moved.
     if (first.reconfiguring) throw busy("The SKU is being reconfigured by its operator");
     if (!isOnSale(first, now)) throw saleNotActive(first, now);
@@ -302,7 +308,7 @@ register(
 register(shopper, ROUTES.joinWaitlist, async (c, body) => {
   const sku = skuParam(c.req.param("sku"));
   const state = await readSkuState(c.env, sku);
-  if (!state) throw new ApiError("SKU_NOT_FOUND");
+  if (!state || state.status === "archived") throw new ApiError("SKU_NOT_FOUND");
   if (state.shards === 1 && state.stock.available > 0) {
     const n = state.stock.available;
     throw new ApiError(
@@ -353,6 +359,16 @@ register(shopper, ROUTES.myReservations, async (c) => {
   return c.json({ reservations: rows.map((row) => reservationView(orderAsReservation(row))) });
 });
 
+/** `409 INVALID_STATE` of a cancel: what the reservation is, and what can be cancelled. */
+function notCancellable(id: string, status: string): ApiError {
+  return new ApiError(
+    "INVALID_STATE",
+    `Reservation ${id} is ${status}: only a held reservation can be cancelled.`,
+    {},
+    { state: status },
+  );
+}
+
 register(shopper, ROUTES.cancel, async (c) => {
   const { sku, stub } = await reservationStub(c, c.req.param("id"));
   const outcome: Outcome<Reservation> = stub
@@ -362,8 +378,13 @@ register(shopper, ROUTES.cancel, async (c) => {
     // Settled and forgotten by the object: D1 answers (cancelled again is 200, anything else 409).
     const settled = await settledReservation(c.env.DB, c.req.param("id"));
     if (!settled || settled.userId !== c.get("userId")) throw new ApiError("RESERVATION_NOT_FOUND");
-    if (settled.status !== "cancelled") throw new ApiError("INVALID_STATE");
+    if (settled.status !== "cancelled") throw notCancellable(settled.id, settled.status);
     return c.json(reservationView(settled));
+  }
+  if (!outcome.ok && outcome.code === "INVALID_STATE" && stub) {
+    // The object refused because the reservation is no longer held: say what it is now.
+    const now = await callStock(() => stub.reservation(c.req.param("id")));
+    if (now) throw notCancellable(now.id, now.status);
   }
   const reservation = unwrap(outcome);
   forgetSoldOut(sku);

@@ -33,7 +33,8 @@ function phaseView(s: SkuState, now: number) {
   return { phase: salePhase(s, now), opensInSeconds: opensInSeconds(s, now) };
 }
 
-export function publicSkuView(s: SkuState, now: number): z.infer<typeof PublicSku> {
+/** An archived SKU has no public view (its routes answer SKU_NOT_FOUND), so the type leaves it out. */
+export function publicSkuView(s: SkuState & { status: "on_sale" | "paused" }, now: number): z.infer<typeof PublicSku> {
   return {
     sku: s.sku,
     name: s.name,
