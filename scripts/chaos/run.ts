@@ -367,7 +367,7 @@ try {
           .map(([answer, n]) => `${answer}×${n}`)
           .join(" ");
         console.log(
-          `  ${e.id.padEnd(20)} ${e.events.length === 5 ? "all events" : e.events.join(",")}: ${e.delivered}/${e.owed} delivered, ` +
+          `  ${e.id.padEnd(20)} ${e.events.length >= 6 ? "all events" : e.events.join(",")}: ${e.delivered}/${e.owed} delivered, ` +
             `${e.requests} requests (${answers}), ${e.seenTwice} webhook-ids seen twice or more, ${e.processedTwice} processed twice, ` +
             `${e.unverified} unverified, change to arrival p50 ${e.lagP50Ms} ms max ${e.lagMaxMs} ms`,
         );
