@@ -1,10 +1,10 @@
 /** Work a stock object retries from its alarm when the first attempt failed. */
-export type Retry = "outbox" | "mirror" | "transfer" | "waitlist" | "draw" | "config";
+export type Retry = "outbox" | "mirror" | "transfer" | "payment" | "waitlist" | "draw" | "config";
 
 /**
  * The one alarm of a stock object, kept on the earliest due work: what the engine has scheduled (the
  * next hold expiry, a draw's close), or a retry that is pending (an outbox flush, a mirror publish, a
- * stock transfer, a waitlist notice or a draw decision that failed). The alarm time last set is remembered, so most requests skip the storage call.
+ * stock transfer, a late payment's claim, a waitlist notice or a draw decision that failed). The alarm time last set is remembered, so most requests skip the storage call.
  */
 export class DueWork {
   readonly #storage: DurableObjectStorage;

@@ -5,7 +5,7 @@ import { DueWork } from "./due-work";
 import type { Audit } from "./engine/audit";
 import type { SkuSettings } from "./engine/configuration";
 import type { DrawInfo, DrawnEntry, DrawPlace, Entrant } from "./engine/opening-draw";
-import type { PaymentAnswer, PaymentCommand, PaymentTotals } from "./engine/payments";
+import type { GrantAnswer, PaymentAnswer, PaymentCommand, PaymentTotals, UnitClaim } from "./engine/payments";
 import { NOTHING_PRUNED, type Pruned } from "./engine/retention";
 import {
   type EngineStorage,
@@ -22,6 +22,7 @@ import type { WaitlistEntry, WaitlistMode } from "./engine/waitlist";
 import { log, withLogContext } from "./log";
 import { type MirrorCheck, MirrorPublisher } from "./mirror-publisher";
 import { OutboxSender } from "./outbox-sender";
+import { PaymentClaims } from "./payment-claims";
 import { MIRROR_WRITE_TIMEOUT_MS, mirrorFromEnv } from "./redis-mirror";
 import { shardName } from "./shard-name";
 import { ShardPulls } from "./shard-pulls";
@@ -80,6 +81,7 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
     return answer;
   });
   readonly #changes = new SkuChanges(this, this.#pulls);
+  readonly #claims = new PaymentClaims(this, this.#pulls);
   /** The last spent-nonce digest, reused while the shard's seq has not moved. */
   #digest: SpentDigest | null = null;
 
@@ -100,7 +102,9 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
     this.#mirror = mirror && new MirrorPublisher(mirror, this.engine, this.due, now);
     // Events committed before a restart but never sent go out now.
     if (this.engine.outbox.hasPending()) this.background(this.#outbox.send());
-    // A transfer interrupted by a restart is finished by the alarm, which its intent armed.
+    // A transfer interrupted by a restart is finished by the alarm, which its intent armed; so is a
+    // late payment's claim, whose alarm may not have been armed before the restart.
+    if (this.engine.payments.pendingClaims().length > 0) this.background(this.due.retry("payment", this.now()));
     // The mirror may have missed the last commits before a restart: publish the current snapshot.
     if (this.#mirror) this.background(this.#mirror.publish());
     // A change of the SKU left half done by a restart: the alarm undoes or finishes it.
@@ -271,17 +275,28 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
   }
 
   /**
-   * Applies a verified payment event (see engine/payments.ts); `settled`: a pruned reservation's D1 row.
-   * With the SKU's currency, which an event that names none was paid in (the edge records it).
+   * Applies a verified payment event (see engine/payments.ts and payment-claims.ts): a late payment
+   * is decided on the buyer's home shard. `settled`: a pruned reservation's D1 row. With the SKU's
+   * currency, which an event that names none was paid in (the edge records it).
    */
   async applyPayment(
     command: PaymentCommand,
     settled?: Reservation,
   ): Promise<Outcome<PaymentAnswer & { skuCurrency: string }>> {
-    const outcome = await this.#call(command.requestId, () => this.engine.payments.apply(command, this.now(), settled));
-    return outcome.ok
-      ? { ...outcome, value: { ...outcome.value, skuCurrency: this.engine.pricing().currency } }
-      : outcome;
+    return withLogContext({ requestId: command.requestId, ...this.where() }, async () => {
+      const outcome = await this.#claims.apply(command, settled);
+      await this.afterCommit();
+      if (!outcome.ok) {
+        log("info", "stock request refused", { code: outcome.code });
+        return outcome;
+      }
+      return { ...outcome, value: { ...outcome.value, skuCurrency: this.engine.pricing().currency } };
+    });
+  }
+
+  /** The buyer's home shard, asked by a late payment's shard for a unit (see payment-claims.ts). */
+  async grantUnit(claim: UnitClaim): Promise<GrantAnswer> {
+    return withLogContext(this.where(), () => this.#claims.grant(claim));
   }
 
   paymentTotals(): PaymentTotals {
@@ -359,13 +374,13 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
 
   /**
    * Reconciliation's repairs, all idempotent: re-emit reservations D1 lacks, release holds no alarm
-   * released (and re-arm the alarm), send a stuck outbox, finish interrupted transfers.
+   * released (and re-arm the alarm), send a stuck outbox, finish interrupted transfers (and claims).
    */
   async repair(actions: { reemit: string[]; sweep: boolean; transfers: boolean }): Promise<RepairDone> {
     const now = this.now();
     const reemitted = actions.reemit.length > 0 ? this.engine.audits.reemit(actions.reemit, now) : 0;
     const released = actions.sweep ? this.engine.expireDue(now) : 0;
-    const transfersCompleted = actions.transfers ? await this.#pulls.finish() : 0;
+    const transfersCompleted = actions.transfers ? (await this.#pulls.finish()) + (await this.#claims.finishAll()) : 0;
     this.due.forget(); // read the alarm again: it may have been lost
     await this.#outbox.send();
     await this.due.arm();
@@ -418,8 +433,8 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
 
   /**
    * Releases holds past expiry, finishes or undoes a change left half done, decides a due opening
-   * draw (shard 0), then retries whatever is pending: transfers, the waitlist, the outbox, the
-   * mirror. At-least-once: every step is idempotent, and a step that fails again books its retry.
+   * draw (shard 0), then retries whatever is pending: transfers, late payments' claims, the waitlist,
+   * the outbox, the mirror. At-least-once: every step is idempotent, and a step that fails again books its retry.
    */
   override async alarm(): Promise<void> {
     this.due.fired();
@@ -427,6 +442,7 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
     await this.#changes.recover();
     if (this.#draw.needsWork()) await this.#draw.decide().catch(() => undefined); // failures book a retry
     await this.#pulls.finish();
+    await this.#claims.finishAll();
     const state = this.engine.state();
     this.engine.takeFreed();
     const waitlist = state ? this.#waitlist.retry(state) : [];

@@ -29,7 +29,7 @@ import { Waitlist } from "./engine/waitlist";
  *
  *   ledger        the shared transaction: SKU row, working set, hold/release/status/event
  *   reserve       reservations, in the Lua script's order of checks
- *   payments      payment events, once per event id
+ *   payments      payment events, once per event id; a late one decided on the buyer's home shard
  *   waitlist      buyers waiting for released units
  *   transfers     stock moved between shards, once per transfer id
  *   configuration settings, totals, prices, and the steps of a resize
@@ -73,9 +73,9 @@ export class StockEngine {
     this.waitlist = new Waitlist(this.#ledger);
     this.#reserver = new Reserver(this.#ledger, this.draw, this.waitlist);
     this.drawDecision = new DrawDecision(this.#ledger, this.draw, this.#reserver);
-    this.payments = new Payments(this.#ledger);
+    this.payments = new Payments(this.#ledger, this.#reserver, this.waitlist);
     this.transfers = new Transfers(this.#ledger, this.waitlist);
-    const units = { draw: this.draw, waitlist: this.waitlist, transfers: this.transfers };
+    const units = { draw: this.draw, waitlist: this.waitlist, transfers: this.transfers, payments: this.payments };
     this.configuration = new Configuration(this.#ledger, units, newSeed, (row) => this.#stateOf(row));
     this.retention = new Retention(this.#ledger);
     this.outbox = new Outbox(this.#ledger);

@@ -25,7 +25,7 @@ export interface Audit {
   oldestUnsent: { seq: number; occurredAt: number } | null;
   /** Holds past their expiry that no alarm has released yet. */
   overdueHolds: number;
-  /** Transfers this shard asked for and never completed. */
+  /** Transfers this shard asked for and never completed, and late payments' claims it never finished. */
   pendingTransfers: number;
   /**
    * Reservations this shard ever created (kept in the SKU row by every hold, since settled rows are
@@ -75,7 +75,10 @@ export class Audits {
       ),
     );
     const [transfers] = read(
-      ledger.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM transfers WHERE direction = 'in' AND granted IS NULL"),
+      ledger.sql.exec<{ n: number }>(
+        `SELECT (SELECT COUNT(*) FROM transfers WHERE direction = 'in' AND granted IS NULL)
+              + (SELECT COUNT(*) FROM payment_claims) AS n`,
+      ),
     );
     return {
       state: toState(sku, ledger.pricing()),

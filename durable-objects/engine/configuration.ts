@@ -1,5 +1,6 @@
 import { LAZY_EXPIRY_BATCH, type Ledger, type ResizePhase } from "./ledger";
 import type { OpeningDraw } from "./opening-draw";
+import type { Payments } from "./payments";
 import type { Transfers } from "./transfers";
 import { availableOf, fail, type Outcome, ok, type SaleStatus, type SkuRow, type SkuState } from "./types";
 import type { Waitlist } from "./waitlist";
@@ -74,13 +75,14 @@ export class Configuration {
   readonly #draw: OpeningDraw;
   readonly #waitlist: Waitlist;
   readonly #transfers: Transfers;
+  readonly #payments: Payments;
   readonly #newSeed: () => string;
   /** The shard's state as the engine shows it (the facade adds the draw's window). */
   readonly #stateOf: (row: SkuRow) => SkuState;
 
   constructor(
     ledger: Ledger,
-    units: { draw: OpeningDraw; waitlist: Waitlist; transfers: Transfers },
+    units: { draw: OpeningDraw; waitlist: Waitlist; transfers: Transfers; payments: Payments },
     newSeed: () => string,
     stateOf: (row: SkuRow) => SkuState,
   ) {
@@ -88,6 +90,7 @@ export class Configuration {
     this.#draw = units.draw;
     this.#waitlist = units.waitlist;
     this.#transfers = units.transfers;
+    this.#payments = units.payments;
     this.#newSeed = newSeed;
     this.#stateOf = stateOf;
   }
@@ -233,7 +236,7 @@ export class Configuration {
 
   /**
    * A resize, step 1 on each shard it reaches: stages this shard for change `changeId` if it is idle
-   * (nothing held or sold, nobody waiting, no undecided draw, no transfer in flight): from then on
+   * (nothing held or sold, nobody waiting, no undecided draw, no transfer or payment claim in flight): from then on
    * it takes no new hold or waitlist entry (`BUSY`) until the change commits or is lifted. `plan`:
    * shard 0 records the resize it runs (phase `preparing`). A shard never configured is idle and
    * stays blank. Again with the same id: the same answer.
@@ -250,7 +253,8 @@ export class Configuration {
       if (sku && (sku.held + sku.sold > 0 || this.#waitlist.length() > 0 || this.#draw.pending(now))) {
         return fail<null>("INVALID_STATE");
       }
-      if (this.#transfers.pending().length > 0) return fail<null>("BUSY"); // units in flight: retry
+      // Units in flight (a transfer, or a late payment's claim on the buyer's home shard): retry.
+      if (this.#transfers.pending().length > 0 || this.#payments.pendingClaims().length > 0) return fail<null>("BUSY");
       ledger.writeConfig({ ...config, fence: changeId, plan: plan ?? null, phase: plan ? "preparing" : null });
       return ok(null);
     });

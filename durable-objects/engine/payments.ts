@@ -1,6 +1,18 @@
 import type { ReservationStatus } from "../order-events";
+import { homeShard } from "../shard-name";
 import { LAZY_EXPIRY_BATCH, type Ledger } from "./ledger";
-import { availableOf, fail, type Outcome, ok, type Reservation, type ReservationRow } from "./types";
+import type { Reserver } from "./reserve";
+import {
+  availableOf,
+  fail,
+  isShort,
+  type Outcome,
+  ok,
+  type Refusal,
+  type Reservation,
+  type ReservationRow,
+} from "./types";
+import type { Waitlist } from "./waitlist";
 
 /**
  * Payments: the Durable Object equivalent of `lua/confirm.lua`. Each payment event is applied once
@@ -11,10 +23,20 @@ import { availableOf, fail, type Outcome, ok, type Reservation, type Reservation
  * - Failure releases a hold and leaves any other status as it is.
  * - Success is checked first: with a price set, the money must be exactly quantity × price in the
  *   SKU's currency (no money given: not checked). A wrong one changes nothing.
- * - Success turns a hold into sold; after expiry or cancel it re-takes stock when it can
- *   (respecting the per-user limit), else the reservation becomes `refund_required`.
+ * - Success turns a hold into sold; after expiry or cancel (a late payment) it is decided as a new
+ *   reservation of the buyer would be now: by the buyer's home shard under the SKU's current shard
+ *   count, with the reservation path's own rule (`Reserver.admit`), pulling units from siblings
+ *   when short; only with no unit left or the limit reached is the reservation `refund_required`.
  * - A reservation is paid once: success for one already paid (or refund_required) changes nothing.
  * Whatever changed nothing for a success answers outcome `refund_required`, and is counted.
+ *
+ * Why the home shard: it keeps the buyer's held + sold for the whole SKU (a reservation is made
+ * there), while the reservation's own shard may hold nothing of the buyer's after a resize. When the
+ * home shard is another one, the payment becomes a claim: the reservation's shard records it (the
+ * event, before anything is asked, so its alarm finishes it) and asks the home shard for a unit
+ * (`grant`, once per reservation: the unit is sold there and counted in the buyer's quota there), then
+ * records the answer, the reservation's new status and the event's answer in one transaction
+ * (`finishClaim`). The shell runs the steps (durable-objects/payment-claims.ts).
  */
 
 export type PaymentType = "payment.succeeded" | "payment.failed";
@@ -69,6 +91,53 @@ export interface PaymentAnswer {
   replayed: boolean;
 }
 
+/** A late payment's ask to the buyer's home shard: a unit for this reservation, once. */
+export interface UnitClaim {
+  reservationId: string;
+  userId: string;
+  quantity: number;
+  /** The SKU's shard count as the asking shard knows it; a home shard with another answers `moved`. */
+  shards: number;
+}
+
+/**
+ * The home shard's answer to a claim: the unit is sold there (`granted`, the same on every ask
+ * again), or refused for the limit or the stock; `busy` (a resize is staging it, a sibling could
+ * not answer) decides nothing; `moved`: the shard count changed, ask the buyer's home under it.
+ */
+export type GrantAnswer =
+  | { kind: "granted" }
+  | { kind: "refused"; code: "LIMIT_EXCEEDED" | "SOLD_OUT" }
+  | { kind: "busy" }
+  | { kind: "moved"; shards: number };
+
+/**
+ * What deciding a payment here came to: its answer, or what the shell does first. `pull`: this
+ * shard is the buyer's home and lacks units (pull them, then decide with `pulled`). `claim`: the
+ * buyer's home is another shard (ask it, then finish the claim); `began`: this event recorded it.
+ */
+export type PaymentStep =
+  | { kind: "answer"; answer: PaymentAnswer }
+  | { kind: "pull"; wanted: number }
+  | { kind: "claim"; claim: UnitClaim; began: boolean };
+
+/** A grant step on the home shard: an answer, or `short` (pull `wanted`, then ask with `pulled`). */
+export type GrantStep = GrantAnswer | { kind: "short"; wanted: number };
+
+type ClaimRow = {
+  reservation_id: string;
+  event_id: string;
+  type: string;
+  amount: number | null;
+  currency: string | null;
+  user_id: string;
+  quantity: number;
+};
+
+/** Why a late payment the buyer's home shard refused is refunded: the limit, or no unit left. */
+const reasonOf = (code: "LIMIT_EXCEEDED" | "SOLD_OUT"): PaymentReason =>
+  code === "LIMIT_EXCEEDED" ? "limit_exceeded" : "too_late";
+
 /** Payment events by outcome, counted once each (the admin view's `payments`). */
 export interface PaymentTotals {
   refund_required: number;
@@ -84,30 +153,41 @@ type SeenEvent = {
   reason: string | null;
 };
 
-/** What a first delivery decides; a refund always says why. */
-type Decision =
-  | { reservation: Reservation; outcome: "applied" }
-  | { reservation: Reservation; outcome: "refund_required"; reason: PaymentReason };
-
 export class Payments {
-  constructor(private readonly ledger: Ledger) {}
+  constructor(
+    private readonly ledger: Ledger,
+    private readonly reserver: Reserver,
+    private readonly waitlist: Waitlist,
+  ) {}
 
   /**
-   * Applies a payment event in a transaction of its own. `settled`: the reservation as D1 has it,
-   * for one this shard has pruned (see {@link #restoreSettled}).
+   * Decides a payment this shard decides alone: every payment of a one-shard SKU, and on a sharded
+   * one all but a late payment that needs units or an answer from another shard (`BUSY` then: the
+   * stock object's `applyPayment` runs those steps).
    */
   apply(command: PaymentCommand, now: number, settled?: Reservation): Outcome<PaymentAnswer> {
+    const step = this.step(command, now, settled, true);
+    if (!step.ok) return step;
+    return step.value.kind === "answer" ? ok(step.value.answer) : fail("BUSY");
+  }
+
+  /**
+   * Decides a payment event in a transaction of its own, as far as this shard can. `settled`: the
+   * reservation as D1 has it, for one this shard has pruned (see {@link #restoreSettled}).
+   * `pulled`: this shard pulled from its siblings for it already, so short is final.
+   */
+  step(command: PaymentCommand, now: number, settled: Reservation | undefined, pulled: boolean): Outcome<PaymentStep> {
     const ledger = this.ledger;
     if (!ledger.configured) return fail("RESERVATION_NOT_FOUND");
     return ledger.run(() =>
       ledger.onBehalfOf(command.requestId, () => {
         ledger.expireDue(now, LAZY_EXPIRY_BATCH);
-        return this.#apply(command, now, settled);
+        return this.#step(command, now, settled, pulled);
       }),
     );
   }
 
-  #apply(command: PaymentCommand, now: number, settled: Reservation | undefined): Outcome<PaymentAnswer> {
+  #step(command: PaymentCommand, now: number, settled: Reservation | undefined, pulled: boolean): Outcome<PaymentStep> {
     const ledger = this.ledger;
     const { eventId, type, reservationId, money } = command;
     const amount = money?.amount ?? null;
@@ -128,40 +208,80 @@ export class Payments {
     if (!row) return fail("RESERVATION_NOT_FOUND");
     if (seen) {
       return ok({
-        reservation: ledger.toReservation(row),
-        status: seen.status as ReservationStatus,
-        outcome: seen.outcome as PaymentOutcome,
-        reason: seen.reason as PaymentReason | null,
-        replayed: true,
+        kind: "answer",
+        answer: {
+          reservation: ledger.toReservation(row),
+          status: seen.status as ReservationStatus,
+          outcome: seen.outcome as PaymentOutcome,
+          reason: seen.reason as PaymentReason | null,
+          replayed: true,
+        },
       });
     }
-    const decision = this.#decide(command, row, now);
-    const { reservation, outcome } = decision;
-    const reason = decision.outcome === "refund_required" ? decision.reason : null;
-    ledger.sql.exec(
+    // A claim in flight for this reservation is finished first, whichever event asks: then this
+    // event is decided on what it left (a second payment of a reservation never claims twice).
+    const pending = this.#claimRow(reservationId);
+    if (pending) return ok({ kind: "claim", claim: this.#claimOf(pending), began: false });
+    const decided = this.#decide(command, row, now, pulled);
+    if ("kind" in decided) {
+      if (decided.kind === "claim") this.#recordClaim(command, row, now);
+      return ok(decided);
+    }
+    if ("code" in decided) return decided;
+    const { reservation, outcome, reason = null } = decided;
+    this.#record(eventId, reservationId, reservation.status, outcome, reason, now, { type, amount, currency });
+    return ok({
+      kind: "answer",
+      answer: { reservation, status: reservation.status, outcome, reason, replayed: false },
+    });
+  }
+
+  /** Records what an event did (its answer on every replay) and counts a refund. */
+  #record(
+    eventId: string,
+    reservationId: string,
+    status: ReservationStatus,
+    outcome: PaymentOutcome,
+    reason: PaymentReason | null,
+    now: number,
+    said: { type: string; amount: number | null; currency: string | null },
+  ): void {
+    const sql = this.ledger.sql;
+    sql.exec(
       `INSERT INTO payment_events (event_id, reservation_id, status, outcome, created_at, type, amount, currency, reason)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       eventId,
       reservationId,
-      reservation.status,
+      status,
       outcome,
       now,
-      type,
-      amount,
-      currency,
+      said.type,
+      said.amount,
+      said.currency,
       reason,
     );
     if (outcome === "refund_required") {
-      ledger.sql.exec(
+      sql.exec(
         `INSERT INTO payment_totals (outcome, count) VALUES ('refund_required', 1)
          ON CONFLICT (outcome) DO UPDATE SET count = count + 1`,
       );
     }
-    return ok({ reservation, status: reservation.status, outcome, reason, replayed: false });
   }
 
-  /** What a first delivery of the event does to its reservation. */
-  #decide(command: PaymentCommand, row: ReservationRow, now: number): Decision {
+  /**
+   * What a first delivery of the event does to its reservation, or the step the shell takes first
+   * (a late payment on a sharded SKU), or `BUSY` (nothing decided: a resize is staging the shard, or
+   * an opening draw is undecided).
+   */
+  #decide(
+    command: PaymentCommand,
+    row: ReservationRow,
+    now: number,
+    pulled: boolean,
+  ):
+    | { reservation: Reservation; outcome: PaymentOutcome; reason?: PaymentReason }
+    | Exclude<PaymentStep, { kind: "answer" }>
+    | Refusal {
     const ledger = this.ledger;
     const unchanged = ledger.toReservation(row);
     if (command.type === "payment.failed") {
@@ -179,27 +299,143 @@ export class Payments {
       return { reservation: ledger.setStatus(row, "paid", now), outcome: "applied" };
     }
     if (row.status === "expired" || row.status === "cancelled") {
-      // A late payment is a new sale; an archived SKU makes none (a paused one still takes it: the pause stops newcomers).
-      if (sku.status === "archived") {
-        return {
-          reservation: ledger.setStatus(row, "refund_required", now),
-          outcome: "refund_required",
-          reason: "too_late",
-        };
+      if (homeShard(row.user_id, sku.shards) !== sku.shard) {
+        const claim = { reservationId: row.id, userId: row.user_id, quantity: row.quantity, shards: sku.shards };
+        return { kind: "claim", claim, began: true };
       }
-      const inStock = availableOf(sku) >= row.quantity;
-      const withinLimit = ledger.quota(row.user_id) + row.quantity <= sku.per_user_limit;
-      if (inStock && withinLimit) {
-        sku.sold += row.quantity;
-        ledger.touch();
-        ledger.addQuota(row.user_id, row.quantity);
-        return { reservation: ledger.setStatus(row, "paid", now), outcome: "applied" };
-      }
-      const reason = inStock ? "limit_exceeded" : "too_late";
-      return { reservation: ledger.setStatus(row, "refund_required", now), outcome: "refund_required", reason };
+      const taken = this.#take(row.user_id, row.quantity, now, pulled);
+      if (taken.kind === "short") return { kind: "pull", wanted: taken.wanted };
+      if (taken.kind === "busy" || taken.kind === "moved") return fail("BUSY") as Refusal;
+      if (taken.kind === "granted") return { reservation: ledger.setStatus(row, "paid", now), outcome: "applied" };
+      const reservation = ledger.setStatus(row, "refund_required", now);
+      return { reservation, outcome: "refund_required", reason: reasonOf(taken.code) };
     }
     // Paid or refunded already: never twice.
     return { reservation: unchanged, outcome: "refund_required", reason: "already_paid" };
+  }
+
+  /**
+   * The buyer's home shard (this one) takes `quantity` units for a late payment, as a reservation
+   * would (`Reserver.admit`): sold at once, counted in the buyer's quota. Short on a sharded SKU
+   * before the siblings were asked: `short`, nothing written.
+   */
+  #take(userId: string, quantity: number, now: number, pulled: boolean): GrantStep {
+    const ledger = this.ledger;
+    const sku = ledger.requireRow();
+    // A late payment is a new sale; an archived SKU makes none (a paused one still takes it: the pause stops newcomers).
+    if (sku.status === "archived") return { kind: "refused", code: "SOLD_OUT" };
+    if (ledger.fenced()) return { kind: "busy" }; // a resize is staging this shard: no unit moves
+    const refused = this.reserver.admit(sku, userId, quantity, now);
+    if (refused) {
+      // At the limit and short of units too: `too_late`, as the Lua twin says (here: this shard's units).
+      if (refused.code === "LIMIT_EXCEEDED")
+        return { kind: "refused", code: availableOf(sku) >= quantity ? "LIMIT_EXCEEDED" : "SOLD_OUT" };
+      if (refused.code === "DRAW_PENDING") return { kind: "busy" }; // the units are the draw's until it is decided
+      const wanted = quantity - (refused.available ?? 0);
+      if (isShort(refused) && sku.shards > 1 && !pulled && !this.waitlist.ahead) return { kind: "short", wanted };
+      return { kind: "refused", code: "SOLD_OUT" };
+    }
+    sku.sold += quantity;
+    ledger.touch();
+    ledger.addQuota(userId, quantity);
+    return { kind: "granted" };
+  }
+
+  /**
+   * The buyer's home shard, asked for a unit by a late payment's claim: decided by {@link #take}
+   * once per reservation (asked again, a grant answers the same; a refusal is decided anew, as
+   * nothing was taken). Its own transaction.
+   */
+  grant(claim: UnitClaim, now: number, pulled: boolean): GrantStep {
+    const ledger = this.ledger;
+    if (!ledger.configured) return { kind: "busy" };
+    return ledger.run(() => {
+      const done = ledger.sql.exec("SELECT 1 FROM unit_grants WHERE reservation_id = ?", claim.reservationId).toArray();
+      if (done.length > 0) return { kind: "granted" };
+      ledger.expireDue(now, LAZY_EXPIRY_BATCH);
+      const sku = ledger.requireRow();
+      if (sku.shards !== claim.shards) return { kind: "moved", shards: sku.shards };
+      if (homeShard(claim.userId, sku.shards) !== sku.shard) return { kind: "busy" }; // not asked by our rule
+      const taken = this.#take(claim.userId, claim.quantity, now, pulled);
+      if (taken.kind === "granted") {
+        ledger.sql.exec(
+          "INSERT INTO unit_grants (reservation_id, user_id, quantity, created_at) VALUES (?, ?, ?, ?)",
+          claim.reservationId,
+          claim.userId,
+          claim.quantity,
+          now,
+        );
+        ledger.bumpSeq(); // the shard's counts changed: a new version for the mirror
+      }
+      return taken;
+    });
+  }
+
+  /** Records a late payment's claim, in the transaction that found it needs the home shard. */
+  #recordClaim(command: PaymentCommand, row: ReservationRow, now: number): void {
+    this.ledger.sql.exec(
+      `INSERT INTO payment_claims (reservation_id, event_id, type, amount, currency, user_id, quantity, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      row.id,
+      command.eventId,
+      command.type,
+      command.money?.amount ?? null,
+      command.money?.currency?.toLowerCase() ?? null,
+      row.user_id,
+      row.quantity,
+      now,
+    );
+  }
+
+  #claimRow(reservationId: string): ClaimRow | undefined {
+    return this.ledger.sql
+      .exec<ClaimRow>("SELECT * FROM payment_claims WHERE reservation_id = ?", reservationId)
+      .toArray()[0];
+  }
+
+  #claimOf(row: ClaimRow): UnitClaim {
+    return {
+      reservationId: row.reservation_id,
+      userId: row.user_id,
+      quantity: row.quantity,
+      shards: this.ledger.requireRow().shards,
+    };
+  }
+
+  /** Claims this shard recorded and has not finished (its alarm finishes them). */
+  pendingClaims(): UnitClaim[] {
+    if (!this.ledger.configured) return [];
+    return this.ledger.sql
+      .exec<ClaimRow>("SELECT * FROM payment_claims ORDER BY created_at")
+      .toArray()
+      .map((row) => this.#claimOf(row));
+  }
+
+  /**
+   * Finishes a claim with the home shard's answer, in one transaction: the reservation paid or
+   * `refund_required`, the event's answer recorded (and a refund counted), the claim gone. Null
+   * when it was finished already (by a concurrent delivery or the alarm).
+   */
+  finishClaim(
+    reservationId: string,
+    answer: Extract<GrantAnswer, { kind: "granted" | "refused" }>,
+    now: number,
+  ): { eventId: string; answer: PaymentAnswer } | null {
+    const ledger = this.ledger;
+    if (!ledger.configured) return null;
+    return ledger.run(() => {
+      const claim = this.#claimRow(reservationId);
+      const row = ledger.reservationRow(reservationId);
+      if (!claim || !row) return null;
+      const status = answer.kind === "granted" ? "paid" : "refund_required";
+      const outcome: PaymentOutcome = answer.kind === "granted" ? "applied" : "refund_required";
+      const reason = answer.kind === "granted" ? null : reasonOf(answer.code);
+      const reservation = ledger.setStatus(row, status, now);
+      const said = { type: claim.type, amount: claim.amount, currency: claim.currency };
+      this.#record(claim.event_id, reservationId, status, outcome, reason, now, said);
+      ledger.sql.exec("DELETE FROM payment_claims WHERE reservation_id = ?", reservationId);
+      return { eventId: claim.event_id, answer: { reservation, status, outcome, reason, replayed: false } };
+    });
   }
 
   /** Payment events answered `refund_required` on this shard, each counted once. */

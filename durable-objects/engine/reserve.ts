@@ -7,6 +7,7 @@ import {
   type Outcome,
   ok,
   overLimit,
+  type Refusal,
   type Reservation,
   type ReservationRow,
   type ReserveAnswer,
@@ -86,15 +87,29 @@ export class Reserver {
     if (request.shards !== undefined && request.shards !== sku.shards) return fail("TOKEN_INVALID");
 
     if (!rowOnSale(sku, now)) return notOnSale(sku, available);
-    const held = ledger.quota(request.userId);
-    if (held + request.quantity > sku.per_user_limit) return overLimit(sku, held, available);
-    if (this.draw.pending(now)) return this.#enterDraw(request, sku, now);
-    if (this.waitlist.ahead && !served) return fail("SOLD_OUT", 0); // the units are the waitlist's
-    if (available === 0) return fail("SOLD_OUT", 0);
-    if (available < request.quantity) return fail("INSUFFICIENT_STOCK", available);
+    const refused = this.admit(sku, request.userId, request.quantity, now, served);
+    if (refused) return refused.code === "DRAW_PENDING" ? this.#enterDraw(request, sku, now) : refused;
 
     const reservation = ledger.hold(sku, request.userId, request.quantity, request.nonce, now, request.tokenExpiresAt);
     return ok({ reservation, replayed: false, available: available - request.quantity });
+  }
+
+  /**
+   * May this buyer take `quantity` more units of this shard now? The one rule for a new reservation
+   * and for a late payment (engine/payments.ts), asked on the buyer's home shard, which keeps their
+   * held + sold: within the per-user limit, no undecided draw (`DRAW_PENDING`: the units are the
+   * draw's), no waitlist the units are promised to, and enough available (a short answer on a
+   * sharded SKU makes the shell pull from siblings and ask again). Null: yes.
+   */
+  admit(sku: SkuRow, userId: string, quantity: number, now: number, served = false): Refusal | null {
+    const available = availableOf(sku);
+    const held = this.ledger.quota(userId);
+    if (held + quantity > sku.per_user_limit) return overLimit(sku, held, available) as Refusal;
+    if (this.draw.pending(now)) return fail("DRAW_PENDING") as Refusal;
+    if (this.waitlist.ahead && !served) return fail("SOLD_OUT", 0) as Refusal; // the units are the waitlist's
+    if (available === 0) return fail("SOLD_OUT", 0) as Refusal;
+    if (available < quantity) return fail("INSUFFICIENT_STOCK", available) as Refusal;
+    return null;
   }
 
   /**

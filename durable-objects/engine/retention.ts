@@ -85,9 +85,14 @@ export class Retention {
           window.now - TRANSFER_RECORD_RETENTION_MS,
         ),
       );
-      const payments = this.#delete(
-        ledger.sql.exec("DELETE FROM payment_events WHERE created_at < ?", window.now - PAYMENT_EVENT_RETENTION_MS),
-      );
+      const payments =
+        this.#delete(
+          ledger.sql.exec("DELETE FROM payment_events WHERE created_at < ?", window.now - PAYMENT_EVENT_RETENTION_MS),
+        ) +
+        // A home shard's grants to late payments: as long as the payments' own ids are kept.
+        this.#delete(
+          ledger.sql.exec("DELETE FROM unit_grants WHERE created_at < ?", window.now - PAYMENT_EVENT_RETENTION_MS),
+        );
       return { reservations, quotas, transfers, payments, rowsRead: this.#rowsRead };
     });
   }
@@ -103,7 +108,7 @@ export class Retention {
         `DELETE FROM reservations WHERE id IN (
            SELECT id FROM reservations
             WHERE nonce IS NOT NULL AND token_expires_at IS NOT NULL AND token_expires_at < ?
-              AND seq <= ? AND status != 'held'
+              AND seq <= ? AND status != 'held' AND NOT EXISTS (SELECT 1 FROM payment_claims c WHERE c.reservation_id = reservations.id)
             ORDER BY token_expires_at LIMIT ?)`,
         expiredBefore,
         settledSeq,
@@ -116,7 +121,7 @@ export class Retention {
       sql.exec(
         `DELETE FROM reservations WHERE id IN (
            SELECT id FROM reservations
-            WHERE nonce IS NOT NULL AND token_expires_at IS NULL AND created_at < ? AND seq <= ? AND status != 'held'
+            WHERE nonce IS NOT NULL AND token_expires_at IS NULL AND created_at < ? AND seq <= ? AND status != 'held' AND NOT EXISTS (SELECT 1 FROM payment_claims c WHERE c.reservation_id = reservations.id)
             ORDER BY created_at LIMIT ?)`,
         replayableSince,
         settledSeq,
@@ -127,7 +132,7 @@ export class Retention {
     pruned += this.#delete(
       sql.exec(
         `DELETE FROM reservations WHERE id IN (
-           SELECT id FROM reservations WHERE nonce IS NULL AND seq <= ? AND status != 'held' LIMIT ?)`,
+           SELECT id FROM reservations WHERE nonce IS NULL AND seq <= ? AND status != 'held' AND NOT EXISTS (SELECT 1 FROM payment_claims c WHERE c.reservation_id = reservations.id) LIMIT ?)`,
         settledSeq,
         Math.max(0, limit - pruned),
       ),

@@ -266,7 +266,13 @@ const STEPS: readonly ((sql: SqlStorage) => void)[] = [
     sql.exec("INSERT OR IGNORE INTO waitlist_state (id, mode) SELECT id, mode FROM line_state");
     sql.exec("DROP TABLE line_state");
   },
-  // 3. `archived` (DELETE /admin/skus/:sku) is a sale status. SQLite cannot widen a CHECK in place:
+  // 3. Why a payment was refund_required, so a replay answers it again (GET /admin/payments lists it).
+  // Checked first: an object without `schema_version` (from before the steps) runs every step again.
+  (sql) => {
+    const present = sql.exec("SELECT 1 FROM pragma_table_info('payment_events') WHERE name = 'reason'").toArray();
+    if (present.length === 0) sql.exec("ALTER TABLE payment_events ADD COLUMN reason TEXT");
+  },
+  // 4. `archived` (DELETE /admin/skus/:sku) is a sale status. SQLite cannot widen a CHECK in place:
   // the one-row table is made anew with it and its row copied over. Checked first: an object without
   // `schema_version` (from before the steps) runs every step again.
   (sql) => {
@@ -296,11 +302,27 @@ const STEPS: readonly ((sql: SqlStorage) => void)[] = [
     sql.exec("DROP TABLE sku");
     sql.exec("ALTER TABLE sku_next RENAME TO sku");
   },
-  // 4. Why a payment was refund_required, so a replay answers it again (GET /admin/payments lists it).
-  // Checked first: an object without `schema_version` (from before the steps) runs every step again.
+  // 5. A late payment decided on the buyer's home shard (engine/payments.ts). On the reservation's
+  // shard, the payment waiting for the home shard's answer (one per reservation), recorded before it
+  // asks, so the alarm finishes it; on the home shard, the units it granted, once per reservation.
   (sql) => {
-    const present = sql.exec("SELECT 1 FROM pragma_table_info('payment_events') WHERE name = 'reason'").toArray();
-    if (present.length === 0) sql.exec("ALTER TABLE payment_events ADD COLUMN reason TEXT");
+    sql.exec(`CREATE TABLE IF NOT EXISTS payment_claims (
+       reservation_id TEXT    PRIMARY KEY,
+       event_id       TEXT    NOT NULL,
+       type           TEXT    NOT NULL,
+       amount         INTEGER,
+       currency       TEXT,
+       user_id        TEXT    NOT NULL,
+       quantity       INTEGER NOT NULL CHECK (quantity >= 1),
+       created_at     INTEGER NOT NULL
+     )`);
+    sql.exec(`CREATE TABLE IF NOT EXISTS unit_grants (
+       reservation_id TEXT    PRIMARY KEY,
+       user_id        TEXT    NOT NULL,
+       quantity       INTEGER NOT NULL CHECK (quantity >= 1),
+       created_at     INTEGER NOT NULL
+     )`);
+    sql.exec("CREATE INDEX IF NOT EXISTS unit_grants_by_time ON unit_grants (created_at)");
   },
 ];
 

@@ -44,7 +44,8 @@ export type Outcome<T> =
 
 export const ok = <T>(value: T): Outcome<T> => ({ ok: true, value });
 
-type Refusal = Extract<Outcome<never>, { ok: false }>;
+/** A failed outcome, whatever its value would have been. */
+export type Refusal = Extract<Outcome<never>, { ok: false }>;
 
 const refusal = (code: StockErrorCode, available?: number): Refusal =>
   available === undefined ? { ok: false, code } : { ok: false, code, available };

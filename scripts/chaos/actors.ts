@@ -19,15 +19,21 @@
  * - `stranger`: a shopper asks about SKU ids never configured on every route that names one, the
  *   webhooks included, and the admin asks too. Invariant 11 (`checkNothingStored`): no stock
  *   object file and no D1 row for them.
+ * - `moneyScene`: on a `money` SKU (2 shards, perUserLimit 1, nobody else buys it) buyers whose home
+ *   shard moves with a resize hold and cancel, the SKU is resized, then their reservations are paid
+ *   late: past the limit (a buyer who bought again), twice at once by the webhook and by Stripe while
+ *   the reservation's stock object is aborted, and by a Stripe delayed method. Each answer must be the
+ *   one a new reservation of the buyer would get (invariants 2 and 9, on line); one answer per event
+ *   id and every flagged event counted once (6), sold == Σ paid (1) at the end.
  */
 import { randomBytes } from "node:crypto";
 import { homeShard } from "../../durable-objects/shard-name";
 import { signPayment } from "../../src/payments/webhook-signature";
 import { shopperJwt } from "../../tools/jwt";
 import type { FaultInjector } from "./faults";
-import { type Client, errorCode, type Reply, sleep, str } from "./http";
+import { type Client, errorCode, field, type Reply, sleep, str } from "./http";
 import { type SkuView, skuView } from "./invariants";
-import type { Fault } from "./schedule";
+import { between, type Fault, prng } from "./schedule";
 import { type Acked, call, type Ledger } from "./shoppers";
 import { checkoutSession, sendStripe, stripeEvent, stripeId } from "./stripe";
 
@@ -67,6 +73,12 @@ function usersHomed(prefix: string, shards: number): string[] {
     if (!found.has(home)) found.set(home, user);
   }
   return [...found.entries()].sort((a, b) => a[0] - b[0]).map(([, user]) => user);
+}
+
+/** A user id `<prefix><k>` whose home shard under `from` shards is not its home under `to`. */
+function userWhoseHomeMoves(prefix: string, from: number, to: number): string {
+  for (let k = 0; ; k++)
+    if (homeShard(`${prefix}${k}`, from) !== homeShard(`${prefix}${k}`, to)) return `${prefix}${k}`;
 }
 
 const show = (value: unknown) => JSON.stringify(value);
@@ -509,6 +521,151 @@ export class Actors {
         this.faults.count("stranger requests about never-configured SKUs");
       }
     }
+  }
+
+  // ---- (e) money on a sharded SKU
+
+  async moneyScene(fault: Extract<Fault, { kind: "money" }>): Promise<void> {
+    const { sku } = fault;
+    const plan = this.faults.skus.find((p) => p.sku === sku);
+    if (!plan) return;
+    await this.faults.exclusive(sku, async () => {
+      const total = this.faults.lastPut.get(sku);
+      if (total === null || total === undefined) return;
+      const old = plan.shards;
+      const prefix = `money-${this.seed}-${fault.round}`;
+      const [limitUser, doubleUser, delayedUser] = ["l", "d", "s"].map((tag) =>
+        userWhoseHomeMoves(`${prefix}-${tag}`, old, fault.shards),
+      ) as [string, string, string];
+      const first = new Map<string, Acked>();
+      for (const user of [limitUser, doubleUser, delayedUser]) {
+        const held = await this.#reserveOne(user, sku, "money scene reserve");
+        if (held) first.set(user, held);
+      }
+      await this.#cancelHolds(sku, new Set(first.keys()), "money scene cancel");
+      const resized = await this.faults.putNow(sku, () => ({ totalStock: total, shards: fault.shards }));
+      this.faults.count(`money scenes: resize ${old} → ${fault.shards} answered ${resized.status}`);
+      if (resized.status !== 200) return;
+      plan.shards = fault.shards;
+      const what = `${sku} resized ${old} → ${fault.shards}`;
+
+      // (1) The buyer buys again under the new count and pays: the late payment of the first
+      // reservation would take a second unit, past the limit of 1.
+      const lapsed = first.get(limitUser);
+      const again = await this.#reserveOne(limitUser, sku, "money scene reserve again");
+      if (lapsed && again && (await this.#payBy("webhook", again, "money scene pay"))?.status === "paid") {
+        const late = await this.#payBy("webhook", lapsed, "money scene late pay past the limit");
+        this.faults.count(`money scenes: late payment past the limit answered ${late?.status ?? "nothing"}`);
+        if (late?.status === "paid")
+          this.#fail(2, `${what}: a late payment of ${lapsed.id} made ${limitUser} own 2 units (perUserLimit 1)`);
+      }
+
+      // (2) Two payments of one lapsed reservation at once, its stock object aborted meanwhile: one
+      // takes the unit (the SKU has units, the buyer none), the other is flagged.
+      const doubled = first.get(doubleUser);
+      if (doubled) {
+        const shard = Number(doubled.id.split(".")[1]);
+        const [a, b] = await Promise.all([
+          this.#payBy("webhook", doubled, "money scene double pay"),
+          this.#payBy("stripe", doubled, "money scene double pay"),
+          sleep(between(prng(this.seed + fault.round), 0, 40)).then(() =>
+            this.#client.admin("POST", `/chaos/stock/${sku}/${shard}/abort`).catch(() => null),
+          ),
+        ]);
+        const outcomes = [a?.outcome, b?.outcome].sort().join(",");
+        this.faults.count(`money scenes: late payment twice at once answered ${outcomes}`);
+        if (a && b && outcomes !== "applied,refund_required")
+          this.#fail(
+            6,
+            `${what}: two payments of ${doubled.id} at once answered ${outcomes} (one applied, one flagged)`,
+          );
+        for (const [sent, answer] of [
+          [a, "money scene double pay replay"],
+          [b, "money scene double pay replay"],
+        ] as const) {
+          if (sent) await sent.resend(answer);
+        }
+      }
+
+      // (3) A Stripe delayed method pays a lapsed reservation: applied, the SKU has units.
+      const delayed = first.get(delayedUser);
+      if (delayed) {
+        const paid = await this.#payBy("stripe-delayed", delayed, "money scene delayed pay");
+        this.faults.count(`money scenes: late delayed payment answered ${paid?.status ?? "nothing"}`);
+        if (paid?.status === "refund_required")
+          this.#fail(9, `${what}: a late delayed payment of ${delayed.id} was refunded while the SKU had units`);
+      }
+    });
+  }
+
+  /** A token and a reservation of one unit; its acknowledgement, or null. */
+  async #reserveOne(user: string, sku: string, op: string): Promise<Acked | null> {
+    const token = await this.#mint(user, sku, op);
+    const reply = token ? await this.#reserve(user, sku, token, 1, op) : null;
+    const id = reply?.status === 202 ? str(reply.json, "reservationId") : undefined;
+    return (id && this.ledger.acked.get(id)) || null;
+  }
+
+  /**
+   * A payment of the reservation (`webhook`: /webhooks/payments; `stripe`: checkout.session.completed;
+   * `stripe-delayed`: completed unpaid, then async_payment_succeeded), its answer recorded for
+   * invariant 6. Returns the answer and a way to send the same event again (a provider's retry).
+   */
+  async #payBy(
+    via: "webhook" | "stripe" | "stripe-delayed",
+    acked: Acked,
+    op: string,
+  ): Promise<{ status: string; outcome: string; resend: (op: string) => Promise<unknown> } | null> {
+    const secrets = this.#client.secrets;
+    let eventId: string;
+    let send: () => Promise<Reply>;
+    if (via === "webhook") {
+      eventId = `evt_${randomBytes(12).toString("hex")}`;
+      const raw = JSON.stringify({ id: eventId, type: "payment.succeeded", reservationId: acked.id, amount: 1999 });
+      send = async () =>
+        this.#client.request("POST", "/webhooks/payments", {
+          body: raw,
+          headers: {
+            "payment-signature": await signPayment(raw, secrets.webhookSecret, Math.floor(Date.now() / 1000)),
+          },
+        });
+    } else {
+      eventId = stripeId("pi", this.seed); // Stripe's money is one event by its PaymentIntent
+      const session = (status: "paid" | "unpaid") => checkoutSession(acked.id, 1999, eventId, status);
+      if (via === "stripe-delayed") {
+        const unpaid = await call(this.ledger, `${op} unpaid`, () =>
+          sendStripe(
+            this.#client,
+            stripeEvent(stripeId("evt", this.seed), "checkout.session.completed", session("unpaid")),
+          ),
+        );
+        if (unpaid?.status === 200 && field(unpaid.json, "ignored") !== true)
+          this.#fail(6, `an unpaid checkout.session.completed for ${acked.id} took effect: no money has arrived`);
+      }
+      const type = via === "stripe" ? "checkout.session.completed" : "checkout.session.async_payment_succeeded";
+      const event = stripeEvent(stripeId("evt", this.seed), type, session("paid"));
+      send = () => sendStripe(this.#client, event);
+    }
+    const answer = async (op: string) => {
+      const reply = await call(this.ledger, op, send);
+      const status = reply?.status === 200 ? str(reply.json, "reservationStatus") : undefined;
+      const outcome = reply?.status === 200 ? str(reply.json, "outcome") : undefined;
+      const flagged = this.ledger.flagged.get(acked.sku);
+      if (!status || !outcome) {
+        this.ledger.flagged.set(acked.sku, null); // an event that got no answer may have been flagged
+        return null;
+      }
+      const record = this.ledger.payments.get(eventId) ?? { reservationId: acked.id, answers: [] };
+      record.answers.push(`${status} ${outcome}`);
+      this.ledger.payments.set(eventId, record);
+      acked.lastKnown = status;
+      if (status === "paid" || status === "refund_required") acked.finalBy = status;
+      if (outcome === "refund_required" && flagged !== null)
+        this.ledger.flagged.set(acked.sku, new Set([...(flagged ?? []), eventId]));
+      return { status, outcome };
+    };
+    const first = await answer(op);
+    return first && { ...first, resend: answer };
   }
 
   /** Invariant 10's line for the summary: what was compared on line. */

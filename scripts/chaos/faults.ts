@@ -5,7 +5,8 @@
  * late deliveries), restocks, and an operator changing totals, pausing and resizing while the sale runs.
  * The actors of ./actors.ts play the rest: resizes raced by reservations, refused PUTs, buyers at
  * their limit in a waitlist, a stranger asking about SKUs never configured.
- * Webhook replays/reordering, late payments and Stripe's delayed payments are done by the shoppers.
+ * Webhook replays/reordering, late payments and Stripe's delayed payments are done by the shoppers;
+ * late payments across a resize and double payments on a sharded SKU by the money actor.
  * The shop's webhook receiver fails, drops, goes down and stalls through ./hooks.ts.
  */
 import { type RedisServer, startRedis } from "../../tools/redis-server";
@@ -139,6 +140,9 @@ export class FaultInjector {
         return;
       case "stranger":
         await this.actors.stranger(fault);
+        return;
+      case "money":
+        await this.actors.moneyScene(fault);
         return;
       case "receiver-window":
       case "receiver-outage":

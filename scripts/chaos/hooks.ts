@@ -3,7 +3,7 @@
  * in this process, verifying every request with the `standardwebhooks` package) and three endpoints
  * registered before the sale:
  *
- * - `shop`: every event type; slow (each answer 1–3 s), and the faults of the schedule (schedule.ts,
+ * - `shop`: every event type (`payment.refund_required` too); slow (each answer 1–3 s), and the faults of the schedule (schedule.ts,
  *   `receiverSchedule`) reach it: fail windows (500), drops (recorded, then the connection cut: it
  *   processed them, Flashgate sees a failure and sends them again), outages longer than the whole
  *   retry schedule (503: some deliveries end `failed`), stalls past the sender's 10-s timeout;
@@ -31,6 +31,7 @@ import type { Fault, HookRole } from "./schedule";
 export const CHAOS_RETRY_SCHEDULE = "1,1,2,2,3";
 
 type Role = HookRole | "paid";
+const REFUND_REQUIRED = "payment.refund_required";
 type Delays = Pick<Behaviour, "delayMs" | "delayMaxMs">;
 const NO_DELAY: Delays = { delayMs: 0, delayMaxMs: 0 };
 const SLOW: Delays = { delayMs: 1_000, delayMaxMs: 3_000 };
@@ -140,7 +141,7 @@ export class ShopHooks {
 
   describe(): string {
     return this.endpoints
-      .map((e) => `${e.id} (${e.events.length === 5 ? "all events" : e.events.join(", ")})`)
+      .map((e) => `${e.id} (${e.events.length >= 6 ? "all events" : e.events.join(", ")})`)
       .join("; ");
   }
 
@@ -287,6 +288,11 @@ export class ShopHooks {
       }
     }
     if (undelivered > 0) fail(`${undelivered} deliveries pending or failed in the delivery logs`);
+    // Payments owed back are pushed too (`payment.refund_required`, one per flagged payment in D1).
+    const flagged = await d1Query<{ event_id: string }>(
+      stateDir,
+      "SELECT event_id FROM payments WHERE outcome = 'refund_required'",
+    );
     const owner = new Map<string, string>();
     const figures: EndpointFigures[] = [];
     for (const endpoint of this.endpoints) {
@@ -297,6 +303,9 @@ export class ShopHooks {
         const key = `${change.reservationId} order.${change.status}`;
         if (endpoint.events.includes(`order.${change.status}`)) owed.set(key, (owed.get(key) ?? 0) + 1);
       }
+      if (endpoint.events.includes(REFUND_REQUIRED)) {
+        for (const payment of flagged) owed.set(`${payment.event_id} ${REFUND_REQUIRED}`, 1);
+      }
       const byId = new Map<string, ById>();
       const answers: Record<string, number> = {};
       for (const r of log.received) {
@@ -306,19 +315,23 @@ export class ShopHooks {
         if (other !== undefined && other !== endpoint.id)
           fail(`webhook-id ${r.webhookId} reached ${other} and ${endpoint.id}`);
         owner.set(r.webhookId, endpoint.id);
-        const key = `${r.body.data.reservationId} ${r.body.type}`;
+        // A payment is named by its event id (and dated by its receipt), an order change by its reservation.
+        const payment =
+          r.body.type === REFUND_REQUIRED ? (r.body.data as { eventId?: string; receivedAt?: string }) : null;
+        const key = `${payment ? payment.eventId : r.body.data.reservationId} ${r.body.type}`;
         let seen = byId.get(r.webhookId);
         if (!seen) {
           seen = { key, bodies: new Set(), requests: 0, delivered: false, processed: 0, firstLagMs: null };
           byId.set(r.webhookId, seen);
-          seen.firstLagMs = r.receivedAt - Date.parse(r.body.data.updatedAt);
+          const at = Date.parse((payment ? payment.receivedAt : r.body.data.updatedAt) ?? "");
+          seen.firstLagMs = Number.isNaN(at) ? null : r.receivedAt - at;
         }
         seen.bodies.add(JSON.stringify(r.body));
         seen.requests++;
         const ok = typeof r.answered === "number" && r.answered >= 200 && r.answered < 300;
         if (ok) seen.delivered = true;
         if (ok || r.answered === "dropped") seen.processed++;
-        if (r.body.type !== `order.${r.body.data.status}`)
+        if (!payment && r.body.type !== `order.${r.body.data.status}`)
           fail(`${endpoint.id}: webhook-id ${r.webhookId} is ${r.body.type} carrying an order ${r.body.data.status}`);
       }
       const ids = new Map<string, { all: number; delivered: number }>();

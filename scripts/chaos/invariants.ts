@@ -70,6 +70,8 @@ export interface SkuView {
   stock: { total: number; available: number; held: number; sold: number };
   orders: Record<string, number>;
   mirror: { available: number; held: number; sold: number; version: number } | null;
+  /** Payment events flagged for refund, each counted once by the shard that answered it. */
+  payments: { refund_required: number };
   waitlist: number;
   version: number;
 }
@@ -268,7 +270,19 @@ export async function checkInvariants(
     if (new Set(record.answers).size > 1)
       fail(6, `payment ${eventId} for ${record.reservationId} answered ${record.answers.join(", ")}`);
   }
-  checked[6] = `${ledger.payments.size} payment event ids, each answered one way; sold == Σ paid (1)`;
+  // On the money SKUs (nobody else pays there) every event answered refund_required is counted once.
+  let flaggedChecked = 0;
+  for (const plan of skus.filter((p) => p.role === "money")) {
+    const flagged = ledger.flagged.get(plan.sku);
+    const counted = views.get(plan.sku)?.payments.refund_required;
+    if (flagged === null) continue; // a payment there went unanswered: what it was told is unknown
+    flaggedChecked += flagged?.size ?? 0;
+    if (counted !== (flagged?.size ?? 0))
+      fail(6, `${plan.sku}: ${flagged?.size ?? 0} payment events answered refund_required, the SKU counts ${counted}`);
+  }
+  checked[6] =
+    `${ledger.payments.size} payment event ids, each answered one way; sold == Σ paid (1); ` +
+    `${flaggedChecked} flagged payments on the money SKUs each counted once`;
 
   // 7. Mirror equals the stock objects.
   for (const [sku, view] of views) {

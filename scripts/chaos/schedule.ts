@@ -83,10 +83,16 @@ export interface SkuPlan {
   /**
    * A SKU no random shopper buys (weight 0), played by one actor of scripts/chaos/actors.ts:
    * `resize`, an operator resizing it while the actor's shoppers reserve; `line`, a sold-out sharded
-   * SKU whose waitlist buyers at their perUserLimit join before others cancel. The seeded faults of
+   * SKU whose waitlist buyers at their perUserLimit join before others cancel; `money`, a sharded SKU
+   * paid late across a resize, twice at once and by Stripe's delayed methods. The seeded faults of
    * the shopper SKUs (aborts, operators, restocks) never pick these.
    */
-  role?: "resize" | "waitlist";
+  role?: "resize" | "waitlist" | "money";
+}
+
+/** How many `money` SKUs (one money scene each: it sells, so the SKU cannot be resized again): 2 to 4. */
+export function moneyScenes(opts: Options): number {
+  return Math.min(4, Math.max(2, Math.ceil(opts.trafficMs / 90_000)));
 }
 
 /** How many `line` SKUs (one waitlist scene each): 1 for a quick or default run, up to 3. */
@@ -132,6 +138,16 @@ export function skuPlans(opts: Options): SkuPlan[] {
       weight: 0,
       role: "waitlist" as const,
     })),
+    // Held and cancelled, resized, then paid late, twice at once and by Stripe's delayed methods (actors.ts, `money`).
+    ...Array.from({ length: moneyScenes(opts) }, (_, i) => ({
+      sku: `${prefix}-money${i + 1}`,
+      totalStock: 6,
+      perUserLimit: 1,
+      holdSeconds: 900,
+      shards: 2,
+      weight: 0,
+      role: "money" as const,
+    })),
   ];
 }
 
@@ -176,6 +192,8 @@ export type Fault =
   | { kind: "refused-put"; sku: string; round: number }
   | { kind: "waitlist"; sku: string; round: number }
   | { kind: "stranger"; ghosts: string[]; round: number }
+  /** `money`: one money scene on a `money` SKU, resized from its 2 shards to `shards` (3 or 4) mid-scene. */
+  | { kind: "money"; sku: string; shards: number; round: number }
   /**
    * The shop's webhook receiver (hooks.ts), by endpoint role. `receiver-window`: its next `fail`
    * requests answer 500, the `drop` after them are recorded, then cut unanswered (it processed them,
@@ -315,6 +333,15 @@ function actorSchedule(opts: Options, all: SkuPlan[], perMinute: (n: number) => 
       },
     });
   }
+  // Money scenes spread over the traffic, each on its own SKU.
+  const money = all.filter((plan) => plan.role === "money");
+  money.forEach((plan, i) => {
+    const slot = (end - 10_000) / money.length;
+    out.push({
+      atMs: Math.round(4_000 + slot * i + between(random, 0, Math.max(0, Math.floor(slot / 2)))),
+      fault: { kind: "money", sku: plan.sku, shards: between(random, 3, 4), round: i + 1 },
+    });
+  });
   return out;
 }
 
@@ -387,6 +414,8 @@ export function describeFault(fault: Fault): string {
       return `waitlist scene on ${fault.sku}: buyers at their perUserLimit join the waitlist, others cancel`;
     case "stranger":
       return `a stranger asks about never-configured SKUs ${fault.ghosts.join(", ")} on every route`;
+    case "money":
+      return `money scene on ${fault.sku}: holds cancelled, resized to ${fault.shards} shards, then paid late, twice at once (its shard aborted) and by a Stripe delayed method`;
     case "receiver-window":
       return `the shop's ${fault.endpoint} webhook receiver fails its next ${fault.fail} requests (500), then drops ${fault.drop} (processed, unanswered)`;
     case "receiver-outage":

@@ -31,6 +31,11 @@ export interface Ledger {
   /** Payment event id -> every `reservationStatus` answered for it. */
   payments: Map<string, { reservationId: string; answers: string[] }>;
   outcomes: Map<string, number>;
+  /**
+   * `money` SKUs: the payment event ids answered `refund_required` (each must be counted once in the
+   * SKU's `payments.refund_required`), or null once one of its payments went unanswered (unknown).
+   */
+  flagged: Map<string, Set<string> | null>;
   /** Violations seen on line (invariant 3, 6): the first one is reported. */
   violations: { invariant: number; message: string }[];
   users: Map<string, string>;
@@ -44,6 +49,7 @@ export function newLedger(): Ledger {
     unanswered: new Set(),
     waitlisted: new Set(),
     payments: new Map(),
+    flagged: new Map(),
     outcomes: new Map(),
     violations: [],
     users: new Map(),

@@ -2,7 +2,7 @@ import type { PaymentAnswer, PaymentCommand, PaymentType, Reservation } from "..
 import { catalogHasShard } from "../edge/sku-catalog";
 import { callStock, locateReservation, stockShard } from "../edge/stock-client";
 import { wakeSender } from "../handoff/delivery-consumer";
-import { ApiError } from "../http/errors";
+import { ApiError, busy } from "../http/errors";
 import { increment } from "../observability/metrics";
 import { settledReservation } from "../orders/settled";
 import { type PaymentSource, recordPayment } from "./payment-records";
@@ -50,6 +50,9 @@ export async function applyPaymentEvent(
       return null;
     }
     if (outcome.code === "IDEMPOTENCY_MISMATCH") throw mismatch();
+    // Not decided now (the buyer's home shard is being resized, or a shard could not answer): the
+    // provider retries, and the retry goes on from where this one stopped.
+    if (outcome.code === "BUSY") throw busy();
     throw new Error(`stock object refused a payment: ${outcome.code}`);
   }
   const answer = outcome.value;
