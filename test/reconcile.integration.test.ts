@@ -6,6 +6,7 @@ import {
 } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { homeShard } from "../durable-objects/shard-name";
 import worker from "../src/index";
 import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
@@ -57,6 +58,28 @@ describe("reconciliation", () => {
     ]);
     expect(found[1]).toMatchObject({ expected: '{"orders":4}', actual: '{"orders":3}' });
     await eventually(async () => expect(await ordersOf(sku)).toHaveLength(4));
+    expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
+  });
+
+  it("after a cut in shards, still counts the orders of the shards left out, and finds nothing", async () => {
+    const sku = uniqueSku("cut");
+    await createSku(sku, { totalStock: 9, shards: 3 });
+    // One buyer on each shard; each cancels, so the SKU may be resized (nothing held or sold).
+    const buyers = [0, 1, 2].map((shard) => {
+      for (let i = 0; ; i++) if (homeShard(`cut-${i}`, 3) === shard) return `cut-${i}`;
+    });
+    const held = await Promise.all(buyers.map((user) => reserve(user, sku, 1)));
+    for (const [i, answer] of held.entries()) {
+      expect(
+        (await call("POST", `/api/reservations/${answer.json.reservationId}/cancel`, { user: buyers[i] })).status,
+      ).toBe(200);
+    }
+    await eventually(async () =>
+      expect((await ordersOf(sku)).map((o) => o.status)).toEqual(["cancelled", "cancelled", "cancelled"]),
+    );
+    // Cut before any run has seen shard 2.
+    expect((await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { shards: 2 } })).status).toBe(200);
+    expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
     expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
   });
 

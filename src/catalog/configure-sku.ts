@@ -1,6 +1,6 @@
 import { drizzle } from "drizzle-orm/d1";
 import { type SkuChange, type SkuState, sumShards } from "../../durable-objects/stock-model";
-import { skus } from "../db/schema";
+import { reconcileWatermarks, skus } from "../db/schema";
 import { rememberSku } from "../edge/sku-catalog";
 import { readShardStates, readWaitlist } from "../edge/sku-state";
 import { callStock, stockShard, unwrap } from "../edge/stock-client";
@@ -72,10 +72,20 @@ export async function configureSku(
   const state = sumShards(states);
   // totalStock left out: the catalog keeps its copy of the total, as the stock objects kept theirs.
   const total = body.totalStock !== undefined ? { totalStock: body.totalStock } : {};
-  await drizzle(env.DB)
+  const d1 = drizzle(env.DB);
+  const catalog = d1
     .insert(skus)
     .values({ sku, name: state.name, shards, totalStock: state.stock.total, ...total, createdAt: now, updatedAt: now })
     .onConflictDoUpdate({ target: skus.sku, set: { name: state.name, shards, ...total, updatedAt: now } });
+  // Shards a cut leaves out keep their finished reservations, whose orders D1 counts: a watermark
+  // row for each keeps them in reconciliation's reach (it visits every shard it has a mark for).
+  const before = current?.[0]?.shards ?? 0;
+  const left = Array.from({ length: Math.max(0, before - shards) }, (_, i) => shards + i);
+  if (left.length === 0) await catalog;
+  else {
+    const marks = left.map((shard) => ({ sku, shard, seq: 0, updatedAt: now }));
+    await d1.batch([catalog, d1.insert(reconcileWatermarks).values(marks).onConflictDoNothing()]);
+  }
   rememberSku(sku, shards);
   return state;
 }

@@ -176,7 +176,10 @@ async function reconcileSku(run: Run, entry: CatalogEntry): Promise<void> {
   // The SKU's total as shard 0 recorded the last PUT (the catalog's copy is written after it, so
   // two overlapping PUTs may leave the catalog with the other one's).
   let expectedTotal = entry.totalStock;
-  for (let shard = 0; shard < entry.shards; shard++) {
+  // Past the current count too: shards a cut left out still hold finished reservations D1 counts
+  // (src/catalog/configure-sku.ts marks them).
+  const reach = Math.max(entry.shards, ...watermarks.map((w) => w.shard + 1));
+  for (let shard = 0; shard < reach; shard++) {
     const from = options.full ? 0 : (watermarks.find((w) => w.shard === shard)?.seq ?? 0);
     const stub = stockShard(env, entry.sku, shard);
     const checked = await reconcileShard({ ...run, sku: entry.sku, shard, from, stub });
