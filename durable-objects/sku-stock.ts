@@ -152,6 +152,28 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
     return this.engine.state();
   }
 
+  /**
+   * Shard 0, for a token request that carries an access code: the state, as {@link state}, and,
+   * only while the sale is on and has not publicly started, the tier the code admits `userId` to
+   * (taking the code for them; null: the code admits nobody else). One call, as without a code.
+   */
+  tokenState(userId: string, codeHash: string): { state: SkuState | null; codeTier: string | null } {
+    const state = this.engine.state();
+    const now = this.now();
+    const scheduled = state?.status === "on_sale" && state.startsAt !== null && now < state.startsAt;
+    return { state, codeTier: scheduled ? this.engine.access.redeem(codeHash, userId, now) : null };
+  }
+
+  /** Shard 0: stores access codes of `tier` by their SHA-256 (false: no such tier). */
+  addAccessCodes(tier: string, hashes: string[]): boolean {
+    return this.engine.access.addCodes(tier, hashes);
+  }
+
+  /** Shard 0: access codes made and taken, per tier. */
+  accessCodeCounts(): { tier: string; codes: number; taken: number }[] {
+    return this.engine.access.codeCounts();
+  }
+
   /** Shard 0: applies `PUT /admin/skus/:sku`, all or nothing (see sku-change-runner.ts). */
   async putSku(change: SkuChange, requestId?: string): Promise<Outcome<SkuState>> {
     return withLogContext({ requestId, ...this.where() }, async () => {

@@ -16,6 +16,7 @@ export type { SkuSettings } from "./engine/configuration";
 export type { DrawInfo } from "./engine/opening-draw";
 export type { PaymentAnswer, PaymentCommand, PaymentMoney, PaymentTotals, PaymentType } from "./engine/payments";
 export {
+  type AccessTier,
   type EngineStorage,
   isOnSale,
   type Outcome,

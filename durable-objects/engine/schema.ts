@@ -296,6 +296,21 @@ const STEPS: readonly ((sql: SqlStorage) => void)[] = [
     sql.exec("DROP TABLE sku");
     sql.exec("ALTER TABLE sku_next RENAME TO sku");
   },
+  // 4. Early access (engine/access.ts): the SKU's tiers as one JSON row on every shard, and on shard
+  // 0 the access codes, by SHA-256 only, each with the first user who took it. Idempotent, so it
+  // may be renumbered at a merge with another branch's step.
+  (sql) => {
+    sql.exec(`CREATE TABLE IF NOT EXISTS sku_access (
+       id    INTEGER PRIMARY KEY CHECK (id = 1),
+       tiers TEXT    NOT NULL
+     )`);
+    sql.exec(`CREATE TABLE IF NOT EXISTS access_codes (
+       hash     TEXT    PRIMARY KEY,
+       tier     TEXT    NOT NULL,
+       taken_by TEXT,
+       taken_at INTEGER
+     ) WITHOUT ROWID`);
+  },
 ];
 
 /** The number of the last step: what a migrated object's `schema_version` reads. */

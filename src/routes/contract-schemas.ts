@@ -3,6 +3,7 @@ import { RESERVATION_STATUSES } from "../../durable-objects/stock-model";
 import { DELIVERY_STATUSES, WEBHOOK_EVENT_TYPES } from "../db/schema";
 import { ERRORS, type ErrorCode, type ErrorDetails as ErrorDetailsOfCode } from "../http/errors";
 import {
+  AccessCodesRequest,
   PaymentEvent,
   ReservationRequest,
   SkuSettingsRequest,
@@ -91,6 +92,14 @@ export const ErrorBody = z.object({
   }),
 });
 
+/** Added to v1.3 ("Early access"): the tiers and when each opens; never their claims or codes. */
+const AccessView = z
+  .array(z.object({ name: z.string(), startsAt: Time }))
+  .describe("Added (v1.3): early access tiers, earliest first, each opening before startsAt");
+
+/** `POST /admin/skus/:sku/access-codes`: the codes, shown this once (only their hashes are kept). */
+const AccessCodes = z.object({ tier: z.string(), codes: z.array(z.string()) });
+
 export const PublicSku = z.object({
   sku: z.string(),
   name: z.string(),
@@ -105,6 +114,7 @@ export const PublicSku = z.object({
   openingWindowMs: Count.optional(),
   phase: SalePhase.optional(),
   opensInSeconds: OpensInSeconds.optional(),
+  access: AccessView.optional(),
 });
 
 export const PurchaseToken = z.object({ token: z.string(), expiresAt: Time });
@@ -188,6 +198,7 @@ export const AdminSku = z.object({
   phase: SalePhase.optional(),
   opensInSeconds: OpensInSeconds.optional(),
   draw: Draw.nullable().optional(),
+  access: AccessView.optional(),
 });
 
 export const AdminSkuList = z.object({ skus: z.array(AdminSku) });
@@ -303,6 +314,8 @@ export const CONTRACT_SCHEMAS = {
   SkuSettingsRequest,
   AdminSku,
   AdminSkuList,
+  AccessCodesRequest,
+  AccessCodes,
   ReconcileResult,
   ReconcileRuns,
   DeadLetter,
