@@ -290,7 +290,7 @@ describe("early access with the identity provider's JWTs (JWKS) and challenges",
     await presale(sku);
     const [code] = await makeCodes(sku, "codes", 1);
     const jwt = await jwtWith("challenged");
-    const refused = await tokenRequest(sku, jwt, { code: code as string, env: { POW_BITS: "8" } });
+    const refused = await tokenRequest(sku, jwt, { code: code as string, env: { POW_BITS: "8" } as unknown as Partial<Env> });
     expect(refused.status).toBe(403);
     expect(codeOf(refused)).toBe("CHALLENGE_REQUIRED");
     const counts = await runInDurableObject(stockShard(env, sku, 0), (object) => object.accessCodeCounts());
