@@ -249,6 +249,48 @@ for (const shards of [1, 3]) {
   });
 }
 
+describe("early access and the SKU's other settings", () => {
+  it("every shard has the tiers after a PUT of the same shard count and after a resize, and a member reserves on any home shard", async () => {
+    const sku = uniqueSku("spread");
+    await presale(sku);
+    const resized = await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { shards: 3 } });
+    expect(resized.status).toBe(200);
+    const one = [{ name: "members", startsAt: iso(Date.now() - MINUTE), claim: { name: "member", value: "gold" } }];
+    expect((await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { access: one } })).status).toBe(200);
+    for (let shard = 0; shard < 3; shard++) {
+      const tiers = await runInDurableObject(stockShard(env, sku, shard), (object) => object.state()?.access);
+      expect(tiers?.map((t) => t.name)).toEqual(["members"]);
+    }
+    const homes = new Set<number>();
+    for (let i = 0; homes.size < 3 && i < 40; i++) {
+      const user = `spread-${i}`;
+      if (homes.has(homeShard(user, 3))) continue;
+      homes.add(homeShard(user, 3));
+      const jwt = await jwtWith(user, { member: "gold" });
+      expect((await reserveWith(sku, jwt, (await tokenRequest(sku, jwt)).json.token)).status).toBe(202);
+    }
+    expect((await stockOf(sku)).held).toBe(3);
+  });
+
+  it("a paused sale refuses members as everyone (SALE_NOT_ACTIVE, paused); after the public start Access-Code is ignored", async () => {
+    const sku = uniqueSku("paused");
+    await presale(sku);
+    await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { status: "paused" } });
+    const paused = await tokenRequest(sku, await jwtWith("paused-member", { member: "gold" }));
+    expect(paused.status).toBe(403);
+    expect(paused.json.error.details.phase).toBe("paused");
+
+    const open = uniqueSku("open");
+    const now = Date.now();
+    await createSku(open, {
+      totalStock: 2,
+      startsAt: iso(now - MINUTE),
+      access: [{ name: "codes", startsAt: iso(now - 2 * MINUTE) }],
+    });
+    expect((await tokenRequest(open, await jwtWith("anyone"), { code: "WHATEVER" })).status).toBe(201);
+  });
+});
+
 describe("early access with the identity provider's JWTs (JWKS) and challenges", () => {
   let pair: Awaited<ReturnType<typeof generateKeyPair>>;
   let jwks: string;
@@ -290,7 +332,10 @@ describe("early access with the identity provider's JWTs (JWKS) and challenges",
     await presale(sku);
     const [code] = await makeCodes(sku, "codes", 1);
     const jwt = await jwtWith("challenged");
-    const refused = await tokenRequest(sku, jwt, { code: code as string, env: { POW_BITS: "8" } as unknown as Partial<Env> });
+    const refused = await tokenRequest(sku, jwt, {
+      code: code as string,
+      env: { POW_BITS: "8" } as unknown as Partial<Env>,
+    });
     expect(refused.status).toBe(403);
     expect(codeOf(refused)).toBe("CHALLENGE_REQUIRED");
     const counts = await runInDurableObject(stockShard(env, sku, 0), (object) => object.accessCodeCounts());
