@@ -80,6 +80,13 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
     return answer;
   });
   readonly #changes = new SkuChanges(this, this.#pulls);
+  /** Access codes presented and not yet decided: decided together by {@link tokenState}. */
+  #codeAsks: {
+    hash: string;
+    userId: string;
+    resolve: (tier: string | null) => void;
+    reject: (err: unknown) => void;
+  }[] = [];
   /** The last spent-nonce digest, reused while the shard's seq has not moved. */
   #digest: SpentDigest | null = null;
 
@@ -157,11 +164,29 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
    * only while the sale is on and has not publicly started, the tier the code admits `userId` to
    * (taking the code for them; null: the code admits nobody else). One call, as without a code.
    */
-  tokenState(userId: string, codeHash: string): { state: SkuState | null; codeTier: string | null } {
+  async tokenState(userId: string, codeHash: string): Promise<{ state: SkuState | null; codeTier: string | null }> {
     const state = this.engine.state();
     const now = this.now();
     const scheduled = state?.status === "on_sale" && state.startsAt !== null && now < state.startsAt;
-    return { state, codeTier: scheduled ? this.engine.access.redeem(codeHash, userId, now) : null };
+    if (!scheduled) return { state, codeTier: null };
+    // Codes presented at about the same time are taken in one transaction (one commit): the first
+    // presentation waits a timer's turn, letting the requests queued behind it join its batch.
+    const codeTier = await new Promise<string | null>((resolve, reject) => {
+      this.#codeAsks.push({ hash: codeHash, userId, resolve, reject });
+      if (this.#codeAsks.length === 1) {
+        void scheduler.wait(0).then(() => {
+          const asks = this.#codeAsks;
+          this.#codeAsks = [];
+          try {
+            const tiers = this.engine.access.redeemMany(asks, this.now());
+            asks.forEach((ask, i) => ask.resolve(tiers[i] ?? null));
+          } catch (err) {
+            for (const ask of asks) ask.reject(err);
+          }
+        });
+      }
+    });
+    return { state: this.engine.state(), codeTier };
   }
 
   /** Shard 0: stores access codes of `tier` by their SHA-256 (false: no such tier). */

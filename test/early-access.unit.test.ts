@@ -62,6 +62,21 @@ describe("early access in the stock engine", () => {
     });
   });
 
+  it("codes presented together are decided in arrival order in one transaction: the first user takes each", async () => {
+    await inFreshEngine("access-batch", (engine) => {
+      engine.access.addCodes("members", ["b1", "b2"]);
+      const asks = [
+        { hash: "b1", userId: "ann" },
+        { hash: "b1", userId: "bob" },
+        { hash: "b2", userId: "bob" },
+        { hash: "b1", userId: "ann" },
+        { hash: "b2", userId: "cat" },
+      ];
+      expect(engine.access.redeemMany(asks, T0)).toEqual(["members", null, "members", "members", null]);
+      expect(engine.access.codeCounts()).toEqual([{ tier: "members", codes: 2, taken: 2 }]);
+    });
+  });
+
   it("takes a reservation before the start only for a tier open at `now`; limits and stock apply", async () => {
     await inFreshEngine("access-reserve", (engine) => {
       const ask = (userId: string, nonce: string, tier?: string, quantity = 1, at = T0) =>
