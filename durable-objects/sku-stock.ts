@@ -179,7 +179,9 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
           this.#codeAsks = [];
           try {
             const tiers = this.engine.access.redeemMany(asks, this.now());
-            asks.forEach((ask, i) => ask.resolve(tiers[i] ?? null));
+            asks.forEach((ask, i) => {
+              ask.resolve(tiers[i] ?? null);
+            });
           } catch (err) {
             for (const ask of asks) ask.reject(err);
           }
