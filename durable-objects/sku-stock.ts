@@ -170,7 +170,8 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
     const scheduled = state?.status === "on_sale" && state.startsAt !== null && now < state.startsAt;
     if (!scheduled) return { state, codeTier: null };
     // Codes presented at about the same time are taken in one transaction (one commit): the first
-    // presentation waits a timer's turn, letting the requests queued behind it join its batch.
+    // presentation waits a timer's turn, letting the requests queued behind it join its batch. One
+    // timer a batch, as draw-waiters.ts does: a timer per request measured twice the CPU.
     const codeTier = await new Promise<string | null>((resolve, reject) => {
       this.#codeAsks.push({ hash: codeHash, userId, resolve, reject });
       if (this.#codeAsks.length === 1) {
