@@ -354,7 +354,7 @@ function edgeTable(r: Results, via: Via): string {
   const after = bareRuns(r, via)
     .map(([key]) => key)
     .filter((key) => key.startsWith("bare_worker_after_"));
-  const points = ["healthz", "sold_out", "sold_out_floor", "tokens", "tokens_pow", "hot_sku"].map((k) =>
+  const points = ["healthz", "sold_out", "sold_out_floor", "tokens", "tokens_pow", "tokens_code", "hot_sku"].map((k) =>
     viaKey(k, via),
   );
   const others = via === "entry" ? ["hot_sku_gc_off", "hot_sku_4_shards", "classic"] : [];

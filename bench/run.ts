@@ -188,6 +188,10 @@ try {
     if (wanted("sold_out")) await besideCeiling("sold_out", () => soldOut(bench, gateway, viaKey("sold_out", via)));
     if (floor) await besideCeiling("sold_out_floor", () => soldOutFloor(bench, floor, via));
     if (wanted("tokens")) await besideCeiling("tokens", () => tokens(bench, gateway, { key: viaKey("tokens", via) }));
+    if (wanted("tokens_code")) {
+      const key = viaKey("tokens_code", via);
+      await besideCeiling("tokens_code", () => tokens(bench, gateway, { key, accessCodes: true }));
+    }
     if (pow) {
       const key = viaKey("tokens_pow", via);
       await besideCeiling("tokens_pow", () => tokens(bench, through(pow, via), { key, powBits: POW_BENCH_BITS }));

@@ -1,5 +1,5 @@
 import type { SkuSettings } from "./engine/configuration";
-import type { SaleStatus, SkuState } from "./engine/types";
+import type { AccessTier, SaleStatus, SkuState } from "./engine/types";
 
 /**
  * An operator's change of a SKU (`PUT /admin/skus/:sku`) as its shard 0 applies it, all or nothing
@@ -30,6 +30,8 @@ export interface SkuChange {
   openingWindowMs?: number | undefined;
   price?: number | null | undefined;
   currency?: string | undefined;
+  /** Early access tiers; left out: kept. */
+  access?: AccessTier[] | undefined;
 }
 
 /** A change with its total decided by shard 0 (the plans below need it). */
@@ -79,6 +81,7 @@ function common(change: SkuChange): Omit<SkuSettings, "shard" | "shards"> {
     openingWindowMs: change.openingWindowMs,
     price: change.price,
     currency: change.currency,
+    access: change.access,
   };
 }
 
@@ -114,6 +117,7 @@ export function followerSettings(lead: SkuState, shard: number): SkuSettings {
     openingWindowMs: lead.openingWindowMs ?? 0,
     price: lead.price,
     currency: lead.currency,
+    access: lead.access ?? [],
     version: lead.version,
   };
 }

@@ -82,6 +82,13 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
   });
   readonly #changes = new SkuChanges(this, this.#pulls);
   readonly #claims = new PaymentClaims(this, this.#pulls);
+  /** Access codes presented and not yet decided: decided together by {@link tokenState}. */
+  #codeAsks: {
+    hash: string;
+    userId: string;
+    resolve: (tier: string | null) => void;
+    reject: (err: unknown) => void;
+  }[] = [];
   /** The last spent-nonce digest, reused while the shard's seq has not moved. */
   #digest: SpentDigest | null = null;
 
@@ -154,6 +161,49 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
 
   state(): SkuState | null {
     return this.engine.state();
+  }
+
+  /**
+   * Shard 0, for a token request that carries an access code: the state, as {@link state}, and,
+   * only while the sale is on and has not publicly started, the tier the code admits `userId` to
+   * (taking the code for them; null: the code admits nobody else). One call, as without a code.
+   */
+  async tokenState(userId: string, codeHash: string): Promise<{ state: SkuState | null; codeTier: string | null }> {
+    const state = this.engine.state();
+    const now = this.now();
+    const scheduled = state?.status === "on_sale" && state.startsAt !== null && now < state.startsAt;
+    if (!scheduled) return { state, codeTier: null };
+    // Codes presented at about the same time are taken in one transaction (one commit): the first
+    // presentation waits a timer's turn, letting the requests queued behind it join its batch. One
+    // timer a batch, as draw-waiters.ts does: a timer per request measured twice the CPU.
+    const codeTier = await new Promise<string | null>((resolve, reject) => {
+      this.#codeAsks.push({ hash: codeHash, userId, resolve, reject });
+      if (this.#codeAsks.length === 1) {
+        void scheduler.wait(0).then(() => {
+          const asks = this.#codeAsks;
+          this.#codeAsks = [];
+          try {
+            const tiers = this.engine.access.redeemMany(asks, this.now());
+            asks.forEach((ask, i) => {
+              ask.resolve(tiers[i] ?? null);
+            });
+          } catch (err) {
+            for (const ask of asks) ask.reject(err);
+          }
+        });
+      }
+    });
+    return { state: this.engine.state(), codeTier };
+  }
+
+  /** Shard 0: stores access codes of `tier` by their SHA-256 (false: no such tier). */
+  addAccessCodes(tier: string, hashes: string[]): boolean {
+    return this.engine.access.addCodes(tier, hashes);
+  }
+
+  /** Shard 0: access codes made and taken, per tier. */
+  accessCodeCounts(): { tier: string; codes: number; taken: number }[] {
+    return this.engine.access.codeCounts();
   }
 
   /** Shard 0: applies `PUT /admin/skus/:sku`, all or nothing (see sku-change-runner.ts). */

@@ -1,3 +1,4 @@
+import { Access } from "./engine/access";
 import { Audits } from "./engine/audit";
 import { Configuration, type SkuSettings } from "./engine/configuration";
 import { DrawDecision } from "./engine/draw-decision";
@@ -55,6 +56,8 @@ export class StockEngine {
   readonly retention: Retention;
   readonly outbox: Outbox;
   readonly audits: Audits;
+  /** Early access: the tiers (every shard) and the access codes (shard 0). */
+  readonly access: Access;
   readonly #reserver: Reserver;
 
   /**
@@ -71,11 +74,18 @@ export class StockEngine {
     this.draw = new OpeningDraw(storage.sql);
     if (this.#ledger.configured) this.draw.install();
     this.waitlist = new Waitlist(this.#ledger);
-    this.#reserver = new Reserver(this.#ledger, this.draw, this.waitlist);
+    this.access = new Access(this.#ledger);
+    this.#reserver = new Reserver(this.#ledger, this.draw, this.waitlist, this.access);
     this.drawDecision = new DrawDecision(this.#ledger, this.draw, this.#reserver);
     this.payments = new Payments(this.#ledger, this.#reserver, this.waitlist);
     this.transfers = new Transfers(this.#ledger, this.waitlist);
-    const units = { draw: this.draw, waitlist: this.waitlist, transfers: this.transfers, payments: this.payments };
+    const units = {
+      draw: this.draw,
+      waitlist: this.waitlist,
+      transfers: this.transfers,
+      payments: this.payments,
+      access: this.access,
+    };
     this.configuration = new Configuration(this.#ledger, units, newSeed, (row) => this.#stateOf(row));
     this.retention = new Retention(this.#ledger);
     this.outbox = new Outbox(this.#ledger);
@@ -159,6 +169,7 @@ export class StockEngine {
    */
   forget(): void {
     this.#ledger.forget();
+    this.access.reload();
   }
 
   /** The SKU's price and currency (no row: no price, the default currency). */
@@ -170,6 +181,8 @@ export class StockEngine {
     const state: SkuState = toState(row, this.#ledger.pricing());
     // Only when one is set: a SKU without a window answers exactly as the Lua script does (lua-parity).
     if (this.draw.windowMs > 0) state.openingWindowMs = this.draw.windowMs;
+    const access = this.access.tiers();
+    if (access.length > 0) state.access = access;
     if (this.#ledger.config().plan !== null) state.reconfiguring = true;
     return state;
   }

@@ -24,6 +24,7 @@ export type {
 } from "./engine/payments";
 export { PAYMENT_REASONS } from "./engine/payments";
 export {
+  type AccessTier,
   type EngineStorage,
   isOnSale,
   type Outcome,

@@ -30,6 +30,7 @@ describe("which bodies are strict", () => {
     const byAccess = withBody.map((route) => `${route.access} ${route.method} ${route.path} ${route.body}`);
     expect(byAccess.sort()).toEqual(
       [
+        "admin post /admin/skus/:sku/access-codes AccessCodesRequest",
         "admin put /admin/skus/:sku SkuSettingsRequest",
         "admin put /admin/webhooks/:id WebhookEndpointRequest",
         "shopper post /api/skus/:sku/reservations ReservationRequest",

@@ -46,9 +46,15 @@ export async function reservationRequests(
 /**
  * `count` token requests for a SKU, each from a distinct user (the rate limit never applies); with
  * `powBits`, each carries its user's solved proof of work, made with the dev TOKEN_SECRET as the
- * challenge route makes it.
+ * challenge route makes it; with `codes` (one per request), each carries its user's access code.
  */
-export async function tokenRequests(run: string, sku: string, count: number, powBits = 0): Promise<WrkRequest[]> {
+export async function tokenRequests(
+  run: string,
+  sku: string,
+  count: number,
+  powBits = 0,
+  codes?: readonly string[],
+): Promise<WrkRequest[]> {
   const now = Date.now();
   const issuedAt = Math.floor(now / 1000);
   const one = async (i: number): Promise<WrkRequest> => {
@@ -59,6 +65,8 @@ export async function tokenRequests(run: string, sku: string, count: number, pow
       const { challenge } = await issueChallenge(SECRETS.TOKEN_SECRET, userId, sku, powBits, now);
       request.header = `Proof-Of-Work: ${solveProofOfWork(challenge, powBits)}`;
     }
+    // Early access: each user its own code (wrk sending a line again is the same user: admitted again).
+    if (codes) request.header = `Access-Code: ${codes[i]}`;
     return request;
   };
   return prepared(count, one);

@@ -1,4 +1,4 @@
-import { createSku, type WorkerServer } from "../../tools/worker";
+import { admin, createSku, type WorkerServer } from "../../tools/worker";
 import type { BareWorker } from "../lib/bare-worker";
 import { answered, type Bench, record } from "../lib/context";
 import { measure, type Point } from "../lib/measure";
@@ -191,24 +191,59 @@ export async function hotSku(
 export async function tokens(
   bench: Bench,
   server: WorkerServer,
-  opts: { key: string; powBits?: number },
+  opts: { key: string; powBits?: number; accessCodes?: true },
 ): Promise<Point> {
   const run = runId("t");
   const sku = `tok-${run}`;
   await createSku(server, sku, 1_000);
+  if (opts.accessCodes) await presale(server, sku);
   const bits = opts.powBits ?? 0;
+  const what =
+    bits > 0
+      ? `, proof of work checked (POW_BITS ${bits})`
+      : opts.accessCodes
+        ? ", each with its access code, before the start"
+        : "";
   return record(
     bench,
     await measure({
       key: opts.key,
-      label: `purchase tokens${bits > 0 ? `, proof of work checked (POW_BITS ${bits})` : ""} (${server.label})`,
+      label: `purchase tokens${what} (${server.label})`,
       url: server.url,
       pids: [server.pid],
-      requests: (n, phase) => tokenRequests(`${run}${phase}`, sku, n, bits),
+      requests: async (n, phase) =>
+        tokenRequests(`${run}${phase}`, sku, n, bits, opts.accessCodes ? await accessCodes(server, sku, n) : undefined),
       fresh: true,
       expected: [201],
       timing: bench.mode.timing,
       dir: bench.dir,
     }),
   );
+}
+
+/**
+ * Early access (API.md "Early access"): the SKU's public start an hour away, and a tier of codes open
+ * since a minute ago, so every token request is admitted by its code (hashed at the edge, judged and
+ * taken by shard 0 in the call that reads the SKU's state). Beside the `tokens` point, its CPU per
+ * request is what a code costs (issue 43: at most 1.2x one without).
+ */
+async function presale(server: WorkerServer, sku: string): Promise<void> {
+  const now = Date.now();
+  await admin(server, "PUT", `/admin/skus/${sku}`, {
+    startsAt: new Date(now + 3_600_000).toISOString(),
+    access: [{ name: "codes", startsAt: new Date(now - 60_000).toISOString() }],
+  });
+}
+
+/** `count` fresh codes of the SKU's tier `codes`, made 10,000 a call (the route's most). */
+async function accessCodes(server: WorkerServer, sku: string, count: number): Promise<string[]> {
+  const codes: string[] = [];
+  while (codes.length < count) {
+    const made = await admin<{ codes: string[] }>(server, "POST", `/admin/skus/${sku}/access-codes`, {
+      tier: "codes",
+      count: Math.min(10_000, count - codes.length),
+    });
+    codes.push(...made.codes);
+  }
+  return codes;
 }

@@ -1,8 +1,18 @@
+import type { Access } from "./access";
 import { LAZY_EXPIRY_BATCH, type Ledger, type ResizePhase } from "./ledger";
 import type { OpeningDraw } from "./opening-draw";
 import type { Payments } from "./payments";
 import type { Transfers } from "./transfers";
-import { availableOf, fail, type Outcome, ok, type SaleStatus, type SkuRow, type SkuState } from "./types";
+import {
+  type AccessTier,
+  availableOf,
+  fail,
+  type Outcome,
+  ok,
+  type SaleStatus,
+  type SkuRow,
+  type SkuState,
+} from "./types";
 import type { Waitlist } from "./waitlist";
 
 /**
@@ -32,6 +42,8 @@ export interface SkuSettings {
   skuTotal?: number | undefined;
   /** Fair opening window in ms (0: off); `undefined` keeps the current value. See opening-draw.ts. */
   openingWindowMs?: number | undefined;
+  /** Early access tiers, all at once (left out: kept; [] removes them). See engine/access.ts. */
+  access?: readonly AccessTier[] | undefined;
   /** Price and currency, applied in the same transaction (left out: kept). */
   price?: number | null | undefined;
   currency?: string | undefined;
@@ -76,13 +88,14 @@ export class Configuration {
   readonly #waitlist: Waitlist;
   readonly #transfers: Transfers;
   readonly #payments: Payments;
+  readonly #access: Access;
   readonly #newSeed: () => string;
   /** The shard's state as the engine shows it (the facade adds the draw's window). */
   readonly #stateOf: (row: SkuRow) => SkuState;
 
   constructor(
     ledger: Ledger,
-    units: { draw: OpeningDraw; waitlist: Waitlist; transfers: Transfers; payments: Payments },
+    units: { draw: OpeningDraw; waitlist: Waitlist; transfers: Transfers; payments: Payments; access: Access },
     newSeed: () => string,
     stateOf: (row: SkuRow) => SkuState,
   ) {
@@ -91,6 +104,7 @@ export class Configuration {
     this.#waitlist = units.waitlist;
     this.#transfers = units.transfers;
     this.#payments = units.payments;
+    this.#access = units.access;
     this.#newSeed = newSeed;
     this.#stateOf = stateOf;
   }
@@ -120,6 +134,7 @@ export class Configuration {
         ledger.uninstall();
         this.#draw.uninstall();
       } else this.#draw.reload(); // the draw's row in memory may be the rolled-back one
+      this.#access.reload();
       if (err instanceof Refusal) return err.outcome;
       throw err;
     }
@@ -143,6 +158,7 @@ export class Configuration {
     if (!this.#draw.configure(settings.openingWindowMs, startsAt, now ?? 0, newSeed)) return fail("INVALID_STATE");
 
     this.#write(settings, current, total, startsAt);
+    if (settings.access !== undefined) this.#access.set(settings.access);
     // Archived (shard 0 keeps the line): its waitlist could never be served, so nobody is left waiting.
     if (settings.status === "archived" && current?.status !== "archived") this.#waitlist.clear();
     ledger.writeConfig({

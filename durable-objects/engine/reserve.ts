@@ -1,3 +1,4 @@
+import type { Access } from "./access";
 import { bindsEach, chunks, groups, LAZY_EXPIRY_BATCH, type Ledger } from "./ledger";
 import type { DrawPlace, OpeningDraw } from "./opening-draw";
 import {
@@ -23,7 +24,7 @@ import type { Waitlist } from "./waitlist";
  * the Lua script:
  *   1. holds past their expiry are released first (so a late alarm never under-sells);
  *   2. a token nonce already used replays its reservation (same quantity) or is a mismatch;
- *   3. the sale is on and inside its window;
+ *   3. the sale is on and inside its window (or, before it, the token's early access tier is open);
  *   4. the user's held + sold plus the quantity stays within the per-user limit;
  *   5. enough stock is available;
  *   6. the hold is written, with the user's quota, the nonce and an outbox event.
@@ -37,6 +38,7 @@ export class Reserver {
     private readonly ledger: Ledger,
     private readonly draw: OpeningDraw,
     private readonly waitlist: Waitlist,
+    private readonly access: Access,
   ) {}
 
   /** Decides a batch of reservations in one transaction, in arrival order, one answer each. */
@@ -86,7 +88,8 @@ export class Reserver {
     if (ledger.fenced()) return fail("BUSY", available);
     if (request.shards !== undefined && request.shards !== sku.shards) return fail("TOKEN_INVALID");
 
-    if (!rowOnSale(sku, now)) return notOnSale(sku, available);
+    // Before the public start, only a token the edge signed for a tier open by this shard's clock.
+    if (!rowOnSale(sku, now) && !this.access.admits(request.tier, sku, now)) return notOnSale(sku, available);
     const refused = this.admit(sku, request.userId, request.quantity, now, served);
     if (refused) return refused.code === "DRAW_PENDING" ? this.#enterDraw(request, sku, now) : refused;
 

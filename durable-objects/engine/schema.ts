@@ -324,6 +324,21 @@ const STEPS: readonly ((sql: SqlStorage) => void)[] = [
      )`);
     sql.exec("CREATE INDEX IF NOT EXISTS unit_grants_by_time ON unit_grants (created_at)");
   },
+  // 6. Early access (engine/access.ts): the SKU's tiers as one JSON row on every shard, and on shard
+  // 0 the access codes, by SHA-256 only, each with the first user who took it. Idempotent, so it
+  // may be renumbered at a merge with another branch's step.
+  (sql) => {
+    sql.exec(`CREATE TABLE IF NOT EXISTS sku_access (
+       id    INTEGER PRIMARY KEY CHECK (id = 1),
+       tiers TEXT    NOT NULL
+     )`);
+    sql.exec(`CREATE TABLE IF NOT EXISTS access_codes (
+       hash     TEXT    PRIMARY KEY,
+       tier     TEXT    NOT NULL,
+       taken_by TEXT,
+       taken_at INTEGER
+     ) WITHOUT ROWID`);
+  },
 ];
 
 /** The number of the last step: what a migrated object's `schema_version` reads. */

@@ -102,11 +102,23 @@ export interface SkuState {
   currency: string;
   /** Fair opening window in ms after `startsAt` (0: none). */
   openingWindowMs?: number;
+  /** Early access tiers (API.md "Early access"), each opening before `startsAt`; left out: none. */
+  access?: AccessTier[];
   /**
    * Shard 0: a change of the SKU's shards is being applied (for moments): no purchase token is minted
    * until every shard has it, so none routes a buyer to a shard that has not.
    */
   reconfiguring?: true;
+}
+
+/**
+ * An early access tier: from `startsAt` (before the public start) it admits a JWT whose claim `name`
+ * is `value` (or an array holding it), and anyone presenting one of its access codes.
+ */
+export interface AccessTier {
+  name: string;
+  startsAt: number;
+  claim?: { name: string; value: string } | undefined;
 }
 
 /** What a SKU costs (set by `configure`). */
@@ -144,6 +156,11 @@ export interface ReserveRequest {
   tokenExpiresAt?: number | undefined;
   /** The edge request asking (for logs and the events it causes). */
   requestId?: string | undefined;
+  /**
+   * The early access tier the edge admitted the token's user by (signed into the token): before the
+   * public start the shard takes the reservation only if that tier has opened by its own clock.
+   */
+  tier?: string | undefined;
 }
 
 export interface ReserveAnswer {

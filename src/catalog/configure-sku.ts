@@ -1,5 +1,5 @@
 import { drizzle } from "drizzle-orm/d1";
-import { type SkuChange, type SkuState, sumShards } from "../../durable-objects/stock-model";
+import { type AccessTier, type SkuChange, type SkuState, sumShards } from "../../durable-objects/stock-model";
 import { reconcileWatermarks, skus } from "../db/schema";
 import { rememberSku } from "../edge/sku-catalog";
 import { readShardStates, readWaitlist } from "../edge/sku-state";
@@ -46,6 +46,11 @@ export async function configureSku(
   if (current?.[0]?.status === "archived") throw archived(sku);
   const startsAt = time(body.startsAt);
   checkOpeningWindow(body, current?.[0] ?? null, startsAt, now);
+  const access = body.access?.map((t) => ({ ...t, startsAt: Date.parse(t.startsAt) }));
+  checkAccess(
+    access ?? current?.[0]?.access ?? [],
+    startsAt === undefined ? (current?.[0]?.startsAt ?? null) : startsAt,
+  );
   const shards = body.shards ?? current?.[0]?.shards ?? 1;
   const change: SkuChange = {
     sku,
@@ -62,6 +67,7 @@ export async function configureSku(
     openingWindowMs: body.openingWindowMs,
     price: body.price,
     currency: body.currency,
+    access,
   };
   const outcome = await callStock(() => stockShard(env, sku, 0).putSku(change, requestId));
   if (!outcome.ok && outcome.code === "INVALID_STATE") throw await explainRefusal(env, sku, body, shards);
@@ -169,6 +175,24 @@ async function explainRefusal(env: Env, sku: string, body: SkuSettingsRequest, s
 }
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`;
+
+/**
+ * Early access: every tier opens before the public `startsAt` (checked against the tiers and start
+ * in force after this PUT, so moving the start before a kept tier is refused too).
+ */
+function checkAccess(tiers: readonly AccessTier[], startsAt: number | null): void {
+  const late = tiers.findIndex((t) => startsAt === null || t.startsAt >= startsAt);
+  if (late < 0) return;
+  const tier = tiers[late];
+  throw new ApiError(
+    "INVALID_REQUEST",
+    startsAt === null
+      ? "Early access tiers need a public startsAt to open before."
+      : `Early access tier ${tier?.name} opens at or after the public startsAt ${new Date(startsAt).toISOString()}: a tier opens before it.`,
+    {},
+    { fields: [{ path: `access.${late}.startsAt`, message: "before the public startsAt" }] },
+  );
+}
 
 /**
  * Fair opening: a window opens at `startsAt`, in the future (its seed hash is published before it

@@ -19,9 +19,14 @@ interface PurchaseClaims {
   nonce: string;
   /** Expiry, epoch milliseconds. */
   expiresAt: number;
+  /**
+   * The early access tier that admitted the user before the public start: signed here, so the stock
+   * object takes the reservation before `startsAt` once that tier has opened by its clock.
+   */
+  tier?: string | undefined;
 }
 
-type Wire = { s: string; u: string; h: number; k: number; n: string; e: number };
+type Wire = { s: string; u: string; h: number; k: number; n: string; e: number; a?: string };
 
 const encoder = new TextEncoder();
 
@@ -43,6 +48,7 @@ export async function mintPurchaseToken(claims: PurchaseClaims, secret: string):
     n: claims.nonce,
     e: claims.expiresAt,
   };
+  if (claims.tier !== undefined) wire.a = claims.tier;
   const payload = toBase64Url(encoder.encode(JSON.stringify(wire)));
   const signature = await crypto.subtle.sign("HMAC", await hmacKey(secret), encoder.encode(payload));
   return `${payload}.${toBase64Url(new Uint8Array(signature))}`;
@@ -67,7 +73,8 @@ export async function verifyPurchaseToken(
   const wire = decodeWire(payload);
   if (!wire || wire.s !== expected.sku || wire.u !== expected.userId) throw new ApiError("TOKEN_INVALID");
   if (wire.e <= now) throw new ApiError("TOKEN_EXPIRED");
-  return { sku: wire.s, userId: wire.u, shard: wire.h, shards: wire.k, nonce: wire.n, expiresAt: wire.e };
+  const claims = { sku: wire.s, userId: wire.u, shard: wire.h, shards: wire.k, nonce: wire.n, expiresAt: wire.e };
+  return wire.a === undefined ? claims : { ...claims, tier: wire.a };
 }
 
 /**
@@ -86,7 +93,8 @@ const isWire = (wire: Partial<Wire>): boolean =>
   Number.isSafeInteger(wire.h) &&
   Number.isSafeInteger(wire.k) &&
   typeof wire.n === "string" &&
-  Number.isSafeInteger(wire.e);
+  Number.isSafeInteger(wire.e) &&
+  (wire.a === undefined || typeof wire.a === "string");
 
 function decodeWire(payload: string): Wire | null {
   return payloadOf<Wire>(payload, isWire);

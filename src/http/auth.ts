@@ -172,6 +172,7 @@ export const shopperAuth = createMiddleware<AppEnv>(async (c, next) => {
     );
   }
   c.set("userId", sub);
+  c.set("claims", payload);
   await next();
 });
 

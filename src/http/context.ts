@@ -4,6 +4,8 @@ export type AppEnv = {
   Variables: {
     /** The shopper, from the JWT's `sub` (set by `shopperAuth`). */
     userId: string;
+    /** The shopper JWT's claims (early access tiers admit by one of them). */
+    claims: Record<string, unknown>;
     /** This request's id (the caller's `X-Request-Id`, or a new one), on every log line it causes. */
     requestId: string;
   };

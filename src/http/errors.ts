@@ -14,6 +14,7 @@ export const ERRORS = {
   SALE_NOT_ACTIVE: [403, "The sale is not active."],
   CHALLENGE_REQUIRED: [403, "A bot challenge must be answered before a purchase token is issued."],
   CHALLENGE_FAILED: [403, "The bot challenge's answer was not accepted."],
+  ACCESS_CODE_INVALID: [403, "The access code is unknown, of a tier not open yet, or taken by another shopper."],
   NOT_FOUND: [404, "No such route."],
   SKU_NOT_FOUND: [404, "No such SKU."],
   RESERVATION_NOT_FOUND: [404, "No such reservation."],

@@ -25,6 +25,17 @@ const Time = z.iso.datetime({ offset: true }).refine(
 /** ISO 4217 currency code, lower case as payment providers send it (Stripe: "usd"). */
 const Currency = z.string().regex(/^[a-z]{3}$/, "an ISO 4217 code in lower case, e.g. usd");
 
+/** An early access tier (API.md "Early access"): a name, when it opens, and the JWT claim it admits by. */
+export const TierName = z.string().regex(/^[A-Za-z0-9_-]{1,32}$/, "1 to 32 of A-Z a-z 0-9 _ -");
+const AccessTier = z.strictObject({
+  name: TierName,
+  startsAt: Time,
+  claim: z.strictObject({ name: z.string().min(1).max(64), value: z.string().min(1).max(256) }).optional(),
+});
+
+/** Body of `POST /admin/skus/:sku/access-codes`. */
+export const AccessCodesRequest = z.strictObject({ tier: TierName, count: z.int().min(1).max(10_000) });
+
 // Strict: an operator's typo ("perUserLimt") is an unknown field, answered 400 naming it, never dropped.
 export const SkuSettingsRequest = z
   .strictObject({
@@ -45,6 +56,12 @@ export const SkuSettingsRequest = z
      * by a draw (0: off). Set before the window opens; it needs a `startsAt`.
      */
     openingWindowMs: z.int().min(0).max(10_000).optional(),
+    /** API.md "Early access" (v1.3): up to 8 tiers, each opening before `startsAt`; left out: kept. */
+    access: z
+      .array(AccessTier)
+      .max(8)
+      .refine((tiers) => new Set(tiers.map((t) => t.name)).size === tiers.length, "each tier name at most once")
+      .optional(),
   })
   .refine((b) => !b.startsAt || !b.endsAt || Date.parse(b.startsAt) < Date.parse(b.endsAt), {
     message: "startsAt must be before endsAt",

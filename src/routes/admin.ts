@@ -5,6 +5,8 @@ import type { z } from "zod";
 import { archiveSku, configureSku } from "../catalog/configure-sku";
 import { skus } from "../db/schema";
 import { forgetDraw } from "../edge/draw-cache";
+import { accessCodeHash, newAccessCodes } from "../edge/early-access";
+import { catalogShards } from "../edge/sku-catalog";
 import { readSkuState, readWaitlist } from "../edge/sku-state";
 import { forgetSoldOut } from "../edge/sold-out-cache";
 import { callStock, SKU_ID, stockShard } from "../edge/stock-client";
@@ -51,6 +53,30 @@ register(admin, ROUTES.putSku, async (c, body) => {
   forgetDisplay(sku);
   forgetDraw(sku); // its window may have been set, moved or removed
   return c.json(await skuView(c.env, sku));
+});
+
+/**
+ * Makes access codes of an early access tier (API.md "Early access"): random codes answered once,
+ * their SHA-256 hashes stored by shard 0 in one statement (engine/access.ts).
+ */
+register(admin, ROUTES.accessCodes, async (c, body) => {
+  const sku = c.req.param("sku");
+  if (!SKU_ID.test(sku) || (await catalogShards(c.env, sku)) === null) throw new ApiError("SKU_NOT_FOUND");
+  const stub = stockShard(c.env, sku, 0);
+  const state = await callStock(() => stub.state());
+  if (!state) throw new ApiError("SKU_NOT_FOUND");
+  const unknownTier = () =>
+    new ApiError(
+      "INVALID_REQUEST",
+      `SKU ${sku} has no early access tier ${body.tier}: its tiers are ${(state.access ?? []).map((t) => t.name).join(", ") || "none"}.`,
+      {},
+      { fields: [{ path: "tier", message: "a tier of the SKU's access" }] },
+    );
+  if (!state.access?.some((t) => t.name === body.tier)) throw unknownTier();
+  const codes = newAccessCodes(body.count);
+  const hashes = await Promise.all(codes.map(accessCodeHash));
+  if (!(await callStock(() => stub.addAccessCodes(body.tier, hashes)))) throw unknownTier();
+  return c.json({ tier: body.tier, codes }, 201);
 });
 
 register(admin, ROUTES.getSku, async (c) => {

@@ -4,6 +4,7 @@ import { DELIVERY_STATUSES, ORDER_EVENT_TYPES, WEBHOOK_EVENT_TYPES } from "../db
 import { ERRORS, type ErrorCode, type ErrorDetails as ErrorDetailsOfCode } from "../http/errors";
 import { JWT_REFUSALS } from "../http/jwt-refusal";
 import {
+  AccessCodesRequest,
   PaymentEvent,
   ReservationRequest,
   SkuSettingsRequest,
@@ -102,6 +103,14 @@ export const ErrorBody = z.object({
   }),
 });
 
+/** Added to v1.3 ("Early access"): the tiers and when each opens; never their claims or codes. */
+const AccessView = z
+  .array(z.object({ name: z.string(), startsAt: Time }))
+  .describe("Added (v1.3): early access tiers, earliest first, each opening before startsAt");
+
+/** `POST /admin/skus/:sku/access-codes`: the codes, shown this once (only their hashes are kept). */
+const AccessCodes = z.object({ tier: z.string(), codes: z.array(z.string()) });
+
 export const PublicSku = z.object({
   sku: z.string(),
   name: z.string(),
@@ -116,6 +125,7 @@ export const PublicSku = z.object({
   openingWindowMs: Count.optional(),
   phase: SalePhase.optional(),
   opensInSeconds: OpensInSeconds.optional(),
+  access: AccessView.optional(),
 });
 
 export const PurchaseToken = z.object({ token: z.string(), expiresAt: Time });
@@ -209,6 +219,7 @@ export const AdminSku = z.object({
   phase: SalePhase.optional(),
   opensInSeconds: OpensInSeconds.optional(),
   draw: Draw.nullable().optional(),
+  access: AccessView.optional(),
 });
 
 export const AdminSkuList = z.object({ skus: z.array(AdminSku) });
@@ -352,6 +363,8 @@ export const CONTRACT_SCHEMAS = {
   SkuSettingsRequest,
   AdminSku,
   AdminSkuList,
+  AccessCodesRequest,
+  AccessCodes,
   ReconcileResult,
   ReconcileRuns,
   DeadLetter,

@@ -107,10 +107,18 @@ export const ROUTES = {
     path: "/api/skus/:sku/tokens",
     summary: "One-time purchase token for this user and SKU",
     description:
-      'Step one of a purchase: the token binds this user to this SKU for a few minutes (PURCHASE_TOKEN_TTL_SECONDS) and is spent by one reservation. Refused when the sale is paused, outside startsAt..endsAt, or sold out. A SKU this isolate knows is sold out is answered 409 SOLD_OUT before the JWT or any challenge is checked. With bot challenges on (API.md "Bots"), the request carries `Proof-Of-Work` and/or `CF-Turnstile-Response`: missing 403 CHALLENGE_REQUIRED, refused 403 CHALLENGE_FAILED, no verdict from Turnstile 503 BUSY with Retry-After.',
+      'Step one of a purchase: the token binds this user to this SKU for a few minutes (PURCHASE_TOKEN_TTL_SECONDS) and is spent by one reservation. Refused when the sale is paused, outside startsAt..endsAt, or sold out. Before startsAt (v1.3 "Early access"), an opened tier admits a JWT whose claim matches it, or a shopper sending one of its codes in `Access-Code`: such a token reserves as on an open sale; a code unknown, of a tier not open yet, or taken by another user is 403 ACCESS_CODE_INVALID. A SKU this isolate knows is sold out is answered 409 SOLD_OUT before the JWT or any challenge is checked. With bot challenges on (API.md "Bots"), the request carries `Proof-Of-Work` and/or `CF-Turnstile-Response`: missing 403 CHALLENGE_REQUIRED, refused 403 CHALLENGE_FAILED, no verdict from Turnstile 503 BUSY with Retry-After.',
     access: "shopper",
     ok: { status: 201, description: "The token", schema: "PurchaseToken" },
-    errors: ["SKU_NOT_FOUND", "SALE_NOT_ACTIVE", "SOLD_OUT", "CHALLENGE_REQUIRED", "CHALLENGE_FAILED", "BUSY"],
+    errors: [
+      "SKU_NOT_FOUND",
+      "SALE_NOT_ACTIVE",
+      "ACCESS_CODE_INVALID",
+      "SOLD_OUT",
+      "CHALLENGE_REQUIRED",
+      "CHALLENGE_FAILED",
+      "BUSY",
+    ],
   },
   reserve: {
     method: "post",
@@ -221,6 +229,17 @@ export const ROUTES = {
       "The SKU's status becomes `archived` on every shard: its public view and its token, challenge, reservation and waitlist routes answer 404 SKU_NOT_FOUND, its waitlist is emptied, and it leaves GET /admin/skus (`?archived=true` lists it). Holds it has keep their course (paid, cancelled or expired); a late payment is refund_required. Its D1 orders, feed entries and deliveries stay, and its id is not reused (a later PUT is 409 INVALID_STATE). Archiving again answers 200, unchanged.",
     access: "admin",
     ok: { status: 200, description: "The admin SKU view, status `archived`", schema: "AdminSku" },
+    errors: ["SKU_NOT_FOUND"],
+  },
+  accessCodes: {
+    method: "post",
+    path: "/admin/skus/:sku/access-codes",
+    summary: "Make one-time access codes for an early access tier (v1.3)",
+    description:
+      "Makes `count` (1..10000) codes of the SKU's tier `tier`, answered this once: only their SHA-256 hashes are stored. Before the public start, a shopper sending one in the `Access-Code` header of POST /api/skus/{sku}/tokens gets a token once its tier has opened; a code admits the first user who presents it and no one else (403 ACCESS_CODE_INVALID). A tier the SKU does not have is 400 INVALID_REQUEST.",
+    access: "admin",
+    body: "AccessCodesRequest",
+    ok: { status: 201, description: "The codes, shown once", schema: "AccessCodes" },
     errors: ["SKU_NOT_FOUND"],
   },
   getSku: {

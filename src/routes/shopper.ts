@@ -11,6 +11,7 @@ import {
 import { checkChallenges, powBits } from "../edge/challenges";
 import { cachedDraw, type DrawRead } from "../edge/draw-cache";
 import { awaitDraw } from "../edge/draw-client";
+import { accessCodeHash, admittedTier } from "../edge/early-access";
 import { reserveGrouped } from "../edge/group-commit";
 import { issueChallenge } from "../edge/proof-of-work";
 import { mintPurchaseToken, newNonce, peekPurchaseToken, verifyPurchaseToken } from "../edge/purchase-token";
@@ -235,12 +236,22 @@ register(
     await checkChallenges(c, sku);
     const now = Date.now();
     if ((await catalogShards(c.env, sku)) === null) throw new ApiError("SKU_NOT_FOUND");
-    const first = await callStock(() => stockShard(c.env, sku, 0).state());
+    const userId = c.get("userId");
+    // Early access: a code is hashed once and judged (and taken) by shard 0 in the call that reads
+    // its state, so a request with a code makes no more round trips than one without.
+    const code = c.req.header("Access-Code");
+    const stub0 = stockShard(c.env, sku, 0);
+    const read =
+      code === undefined
+        ? { state: await callStock(() => stub0.state()), codeTier: null }
+        : await accessCodeHash(code).then((hash) => callStock(() => stub0.tokenState(userId, hash)));
+    const first = read.state;
     if (!first || first.status === "archived") throw new ApiError("SKU_NOT_FOUND");
     // Its shards are changing: a token minted now could route its buyer to a shard not yet moved.
     if (first.reconfiguring) throw busy("The SKU is being reconfigured by its operator");
-    if (!isOnSale(first, now)) throw saleNotActive(first, now);
-    const userId = c.get("userId");
+    const tier = isOnSale(first, now)
+      ? undefined
+      : admittedTier(first, now, c.get("claims"), { given: code !== undefined, tier: read.codeTier });
     const shard = homeShard(userId, first.shards);
     // The home shard is asked first; only when it is empty does the whole SKU have to be summed.
     const home = shard === 0 ? first : await callStock(() => stockShard(c.env, sku, shard).state());
@@ -251,7 +262,7 @@ register(
       throw new ApiError("SOLD_OUT");
     }
     const expiresAt = now + Number(c.env.PURCHASE_TOKEN_TTL_SECONDS) * 1000;
-    const claims = { sku, userId, shard, shards: first.shards, nonce: newNonce(), expiresAt };
+    const claims = { sku, userId, shard, shards: first.shards, nonce: newNonce(), expiresAt, tier };
     const token = await mintPurchaseToken(claims, c.env.TOKEN_SECRET);
     return c.json({ token, expiresAt: new Date(expiresAt).toISOString() }, 201);
   },
@@ -278,6 +289,7 @@ register(
       shards: claims.shards, // a token minted before a change of `shards` may no longer hold
       tokenExpiresAt: claims.expiresAt, // the object keeps its reservation while the token can replay
       requestId: c.get("requestId"),
+      tier: claims.tier, // early access: the object checks that this tier has opened
     };
     const send = (requests: ReserveRequest[]) =>
       callStock(() => stockShard(c.env, sku, claims.shard).reserve(requests));

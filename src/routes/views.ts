@@ -33,6 +33,11 @@ function phaseView(s: SkuState, now: number) {
   return { phase: salePhase(s, now), opensInSeconds: opensInSeconds(s, now) };
 }
 
+/** Early access tiers as views show them: names and opening times, never claims (nor codes). */
+function accessView(s: SkuState) {
+  return { access: (s.access ?? []).map((t) => ({ name: t.name, startsAt: new Date(t.startsAt).toISOString() })) };
+}
+
 /** An archived SKU has no public view (its routes answer SKU_NOT_FOUND), so the type leaves it out. */
 export function publicSkuView(s: SkuState & { status: "on_sale" | "paused" }, now: number): z.infer<typeof PublicSku> {
   return {
@@ -46,6 +51,7 @@ export function publicSkuView(s: SkuState & { status: "on_sale" | "paused" }, no
     ...pricingView(s),
     openingWindowMs: s.openingWindowMs ?? 0,
     ...phaseView(s, now),
+    ...accessView(s),
   };
 }
 
@@ -81,6 +87,7 @@ export function adminSkuView(
     ...pricingView(s),
     openingWindowMs: s.openingWindowMs ?? 0,
     ...phaseView(s, now),
+    ...accessView(s),
     stock: s.stock,
     version: s.version,
   };
