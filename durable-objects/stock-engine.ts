@@ -165,6 +165,9 @@ export class StockEngine {
     // Only when one is set: a SKU without a window answers exactly as the Lua script does (lua-parity).
     if (this.draw.windowMs > 0) state.openingWindowMs = this.draw.windowMs;
     if (this.#ledger.config().plan !== null) state.reconfiguring = true;
+    // The shard that keeps the line (shard 0) says how many wait; only when some do, as for the window.
+    const waiting = this.waitlist.length();
+    if (waiting > 0) state.waiting = waiting;
     return state;
   }
 }
