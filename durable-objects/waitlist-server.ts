@@ -150,9 +150,8 @@ export class WaitlistServer {
     for (const entry of engine.waitlist.entries(this.#host.now())) {
       // Read at the pass's start: a buyer may have left since (then nothing is held for them).
       if (!engine.waitlist.has(entry.id)) continue;
-      const answer = await this.#holdWhileServing(state, entry);
-      if (answer.ok || answer.code === "LIMIT_EXCEEDED") engine.waitlist.served(entry.id);
-      else if (answer.code !== "INSUFFICIENT_STOCK") {
+      const answer = await this.#serveEntry(state, entry);
+      if (!answer.ok && answer.code !== "LIMIT_EXCEEDED" && answer.code !== "INSUFFICIENT_STOCK") {
         stopped = answer.code; // first fit: nothing left (SOLD_OUT), or the sale is not on
         break;
       }
@@ -164,18 +163,21 @@ export class WaitlistServer {
     if (mode !== engine.waitlist.mode) await this.#tell(state, mode);
   }
 
-  /** Holds for one entry on its buyer's home shard; a leave of that buyer waits for the answer. */
-  async #holdWhileServing(
-    state: SkuState,
-    entry: { id: string; userId: string; quantity: number },
-  ): Promise<ReserveOutcome> {
+  /**
+   * Holds for one entry on its buyer's home shard; served (or never servable: LIMIT_EXCEEDED), it
+   * leaves the line. A leave of that buyer waits until both are done, the entry's removal included.
+   */
+  async #serveEntry(state: SkuState, entry: { id: string; userId: string; quantity: number }): Promise<ReserveOutcome> {
     let settle = () => {};
     this.#holding = { entryId: entry.id, done: new Promise<void>((resolve) => (settle = resolve)) };
     try {
       const home = homeShard(entry.userId, state.shards);
-      return home === state.shard
-        ? await this.holdFor(entry.id, entry.userId, entry.quantity)
-        : await this.#host.shardOf(state.sku, home).holdForWaitlist(entry.id, entry.userId, entry.quantity);
+      const answer =
+        home === state.shard
+          ? await this.holdFor(entry.id, entry.userId, entry.quantity)
+          : await this.#host.shardOf(state.sku, home).holdForWaitlist(entry.id, entry.userId, entry.quantity);
+      if (answer.ok || answer.code === "LIMIT_EXCEEDED") this.#host.engine.waitlist.served(entry.id);
+      return answer;
     } finally {
       this.#holding = null;
       settle();
