@@ -211,4 +211,17 @@ describe("the line, visible", () => {
     const unknown = await placeOf("lh-ann", uniqueSku("nosuch"));
     expect([unknown.status, unknown.json.error?.code]).toEqual([404, "SKU_NOT_FOUND"]);
   });
+
+  it("counts the line's routes in the shopper's rate limit", async () => {
+    const sku = uniqueSku("linelimit");
+    await createSku(sku, { totalStock: 1, perUserLimit: 1 });
+    // 60 at once span at most two of the limiter's 10-s windows (20 each): at least 20 are refused.
+    const answers = await Promise.all(
+      Array.from({ length: 60 }, (_, i) => (i % 2 === 0 ? placeOf("ll-1", sku) : leave("ll-1", sku))),
+    );
+    const refused = answers.filter((a) => a.status === 429);
+    expect(refused.length).toBeGreaterThanOrEqual(20);
+    expect(new Set(refused.map((a) => a.json.error.code))).toEqual(new Set(["RATE_LIMITED"]));
+    expect(answers.filter((a) => a.status === 404).length + refused.length).toBe(60);
+  });
 });
