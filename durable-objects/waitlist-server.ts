@@ -70,6 +70,7 @@ export class WaitlistServer {
    */
   async leave(userId: string): Promise<WaitlistPlace | null> {
     const engine = this.#host.engine;
+    if (!engine.configured) return null; // an object nobody configured writes nothing
     for (;;) {
       const inFlight = this.#holding;
       const entry = engine.waitlist.place(userId, this.#host.now());

@@ -344,9 +344,13 @@ register(shopper, ROUTES.joinWaitlist, async (c, body) => {
  */
 register(shopper, ROUTES.waitlistPlace, async (c) => {
   const sku = skuParam(c.req.param("sku"));
-  const display = await skuDisplay(c.env, sku, Date.now(), (promise) => c.executionCtx.waitUntil(promise));
+  // The catalog is asked first: an id it does not know reaches no stock object (nor creates one).
+  if ((await catalogShards(c.env, sku)) === null) throw new ApiError("SKU_NOT_FOUND");
+  const [display, place] = await Promise.all([
+    skuDisplay(c.env, sku, Date.now(), (promise) => c.executionCtx.waitUntil(promise)),
+    callStock(() => stockShard(c.env, sku, 0).waitlistPlace(c.get("userId"))),
+  ]);
   if (!display || display.state.status === "archived") throw new ApiError("SKU_NOT_FOUND");
-  const place = await callStock(() => stockShard(c.env, sku, 0).waitlistPlace(c.get("userId")));
   if (!place) throw notWaiting(sku);
   return c.json({
     waitlistId: place.waitlistId,
