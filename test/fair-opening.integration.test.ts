@@ -322,8 +322,16 @@ describe("fair opening: a sale through the Worker", () => {
     }
     expect(entries.map((e) => e.result)).toEqual(entries.map((e) => expected.get(e.entryId)));
     for (const a of answers) {
-      const result = expected.get(await entryIdOf(sku, a.user));
+      const entryId = await entryIdOf(sku, a.user);
+      const result = expected.get(entryId);
       expect(a.answer.status === 202 ? "HELD" : a.answer.json.error?.code).toBe(result);
+      // Winners and losers alike are told their place, whichever shard settled them.
+      const position = entries.findIndex((e) => e.entryId === entryId) + 1;
+      expect(a.answer.json.draw ?? a.answer.json.error?.details?.draw).toEqual({
+        entryId,
+        position,
+        entrants: users.length,
+      });
     }
     const stock = await stockOf(sku);
     expect(stock.total).toBe(units);
