@@ -18,7 +18,7 @@ import {
   type SpentDigest,
   showsSoldOut,
 } from "./engine/types";
-import type { WaitlistEntry, WaitlistMode } from "./engine/waitlist";
+import type { WaitlistEntry, WaitlistMode, WaitlistPlace } from "./engine/waitlist";
 import { log, withLogContext } from "./log";
 import { type MirrorCheck, MirrorPublisher } from "./mirror-publisher";
 import { OutboxSender } from "./outbox-sender";
@@ -383,6 +383,16 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
   /** The buyer's home shard, asked by shard 0 to hold for a waiting buyer. */
   async holdForWaitlist(entryId: string, userId: string, quantity: number): Promise<ReserveOutcome> {
     return this.#waitlist.holdFor(entryId, userId, quantity);
+  }
+
+  /** Where a buyer stands in the SKU's line (shard 0 keeps it), or null when they do not wait. */
+  waitlistPlace(userId: string): WaitlistPlace | null {
+    return this.#waitlist.place(userId);
+  }
+
+  /** A buyer leaves the SKU's line (shard 0): their entry, or null when they were not waiting. */
+  async leaveWaitlist(userId: string, requestId?: string): Promise<WaitlistPlace | null> {
+    return withLogContext({ requestId, ...this.where() }, () => this.#waitlist.leave(userId));
   }
 
   waitlistLength(): number {

@@ -184,6 +184,9 @@ export class StockEngine {
     const access = this.access.tiers();
     if (access.length > 0) state.access = access;
     if (this.#ledger.config().plan !== null) state.reconfiguring = true;
+    // The shard that keeps the line (shard 0) says how many wait; only when some do, as for the window.
+    const waiting = this.waitlist.length();
+    if (waiting > 0) state.waiting = waiting;
     return state;
   }
 }

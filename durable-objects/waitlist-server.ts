@@ -1,7 +1,7 @@
 import { CoalescedRunner } from "./coalesced-runner";
 import type { Outcome, ReserveOutcome, SkuState } from "./engine/types";
 import { isShort } from "./engine/types";
-import type { WaitlistEntry, WaitlistMode } from "./engine/waitlist";
+import type { WaitlistEntry, WaitlistMode, WaitlistPlace } from "./engine/waitlist";
 import { log } from "./log";
 import { homeShard } from "./shard-name";
 import type { ShardPulls } from "./shard-pulls";
@@ -21,6 +21,11 @@ export class WaitlistServer {
   readonly #serving = new CoalescedRunner(() => this.#pass());
   /** A non-zero shard: notices to shard 0 that units were freed for the waitlist. */
   readonly #noticing = new CoalescedRunner(() => this.#noticeShardZero());
+  /**
+   * Shard 0: the entry a pass is holding for right now (on its buyer's home shard), settled when
+   * that answer is in. A buyer who leaves meanwhile waits for it: served, they no longer wait.
+   */
+  #holding: { entryId: string; done: Promise<void> } | null = null;
 
   constructor(host: StockHost, pulls: ShardPulls) {
     this.#host = host;
@@ -51,6 +56,33 @@ export class WaitlistServer {
       this.serve();
     }
     return outcome;
+  }
+
+  /** The buyer's place in the line (shard 0 of a sharded SKU keeps it), or null when they do not wait. */
+  place(userId: string): WaitlistPlace | null {
+    return this.#host.engine.waitlist.place(userId, this.#host.now());
+  }
+
+  /**
+   * The buyer leaves the line: their entry, or null when they do not wait. A pass holding for them
+   * right now is waited for first, so a leave never answers "left" for a buyer that pass served:
+   * served, the hold stands and they were not waiting (the object's turns are serial otherwise).
+   */
+  async leave(userId: string): Promise<WaitlistPlace | null> {
+    const engine = this.#host.engine;
+    if (!engine.configured) return null; // an object nobody configured writes nothing
+    for (;;) {
+      const inFlight = this.#holding;
+      const entry = engine.waitlist.place(userId, this.#host.now());
+      if (!entry || inFlight?.entryId !== entry.waitlistId) break;
+      await inFlight.done;
+    }
+    const left = engine.waitlist.leaveLine(userId, this.#host.now());
+    await this.#host.afterCommit();
+    // The last buyer gone: a pass tells every shard that the units are newcomers' again.
+    const state = engine.state();
+    if (left && state && state.shards > 1 && engine.waitlist.length() === 0) this.serve();
+    return left;
   }
 
   /**
@@ -117,13 +149,10 @@ export class WaitlistServer {
     if (!state || state.shards <= 1 || state.shard !== 0) return;
     let stopped: string | null = null;
     for (const entry of engine.waitlist.entries(this.#host.now())) {
-      const home = homeShard(entry.userId, state.shards);
-      const answer =
-        home === state.shard
-          ? await this.holdFor(entry.id, entry.userId, entry.quantity)
-          : await this.#host.shardOf(state.sku, home).holdForWaitlist(entry.id, entry.userId, entry.quantity);
-      if (answer.ok || answer.code === "LIMIT_EXCEEDED") engine.waitlist.leave(entry.id);
-      else if (answer.code !== "INSUFFICIENT_STOCK") {
+      // Read at the pass's start: a buyer may have left since (then nothing is held for them).
+      if (!engine.waitlist.has(entry.id)) continue;
+      const answer = await this.#serveEntry(state, entry);
+      if (!answer.ok && answer.code !== "LIMIT_EXCEEDED" && answer.code !== "INSUFFICIENT_STOCK") {
         stopped = answer.code; // first fit: nothing left (SOLD_OUT), or the sale is not on
         break;
       }
@@ -133,6 +162,27 @@ export class WaitlistServer {
     else if (stopped !== null) mode = stopped === "SOLD_OUT" ? 1 : engine.waitlist.mode;
     else mode = (await this.#skuAvailable(state)) === 0 ? 1 : 2; // every entry wants more than there is
     if (mode !== engine.waitlist.mode) await this.#tell(state, mode);
+  }
+
+  /**
+   * Holds for one entry on its buyer's home shard; served (or never servable: LIMIT_EXCEEDED), it
+   * leaves the line. A leave of that buyer waits until both are done, the entry's removal included.
+   */
+  async #serveEntry(state: SkuState, entry: { id: string; userId: string; quantity: number }): Promise<ReserveOutcome> {
+    let settle = () => {};
+    this.#holding = { entryId: entry.id, done: new Promise<void>((resolve) => (settle = resolve)) };
+    try {
+      const home = homeShard(entry.userId, state.shards);
+      const answer =
+        home === state.shard
+          ? await this.holdFor(entry.id, entry.userId, entry.quantity)
+          : await this.#host.shardOf(state.sku, home).holdForWaitlist(entry.id, entry.userId, entry.quantity);
+      if (answer.ok || answer.code === "LIMIT_EXCEEDED") this.#host.engine.waitlist.served(entry.id);
+      return answer;
+    } finally {
+      this.#holding = null;
+      settle();
+    }
   }
 
   /** The units available over all of the SKU's shards. */

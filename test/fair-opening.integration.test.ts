@@ -214,11 +214,11 @@ describe("fair opening: a sale through the Worker", () => {
     for (const a of answers) {
       const position = entries.findIndex((e) => e.entryId === ids.get(a.user)) + 1;
       const won = winners.has(ids.get(a.user) ?? "");
-      // A winner's body carries its place in the draw; everyone else is sold out.
-      expect({ status: a.answer.status, draw: a.answer.json.draw, code: a.answer.json.error?.code }).toEqual(
-        won
-          ? { status: 202, draw: { entryId: ids.get(a.user), position, entrants: draw.entrants }, code: undefined }
-          : { status: 409, draw: undefined, code: "SOLD_OUT" },
+      // A winner's body carries its place in the draw; everyone else is sold out, told their place too.
+      const place = { entryId: ids.get(a.user), position, entrants: draw.entrants };
+      const body = a.answer.json;
+      expect({ status: a.answer.status, draw: body.draw ?? body.error?.details?.draw, code: body.error?.code }).toEqual(
+        won ? { status: 202, draw: place, code: undefined } : { status: 409, draw: place, code: "SOLD_OUT" },
       );
     }
     // A bot's tokens share its one entry: all the same answer, at most one reservation.
@@ -247,6 +247,7 @@ describe("fair opening: a sale through the Worker", () => {
     const lateAnswer = await reserveWith(late, sku, await tokenAt(late, sku, 1));
     expect([lateAnswer.status, lateAnswer.json.error?.code]).toEqual([409, "SOLD_OUT"]);
     expect(lateAnswer.json.draw).toBeUndefined();
+    expect(lateAnswer.json.error.details?.draw).toBeUndefined(); // decided on arrival, not by the draw
   });
 
   it("decides exactly once when the stock object restarts mid-window: waiting requests fail, retries get the draw's answer", async () => {
@@ -321,8 +322,16 @@ describe("fair opening: a sale through the Worker", () => {
     }
     expect(entries.map((e) => e.result)).toEqual(entries.map((e) => expected.get(e.entryId)));
     for (const a of answers) {
-      const result = expected.get(await entryIdOf(sku, a.user));
+      const entryId = await entryIdOf(sku, a.user);
+      const result = expected.get(entryId);
       expect(a.answer.status === 202 ? "HELD" : a.answer.json.error?.code).toBe(result);
+      // Winners and losers alike are told their place, whichever shard settled them.
+      const position = entries.findIndex((e) => e.entryId === entryId) + 1;
+      expect(a.answer.json.draw ?? a.answer.json.error?.details?.draw).toEqual({
+        entryId,
+        position,
+        entrants: users.length,
+      });
     }
     const stock = await stockOf(sku);
     expect(stock.total).toBe(units);

@@ -145,6 +145,27 @@ describe("Redis mirror through the Worker", () => {
     });
   });
 
+  it("carries the line: the public view from the mirror shows held and waiting, and follows a leave", async () => {
+    const sku = uniqueSku("mirror-line");
+    await createSku(sku, { totalStock: 2, shards: 2, perUserLimit: 2 });
+    const { answers } = await oneByOne(sku, usersOf(sku, 0, 2));
+    expect(statuses(answers)).toEqual([202, 202]);
+    for (const user of usersOf(sku, 10, 3)) {
+      expect((await call("POST", `/api/skus/${sku}/waitlist`, { user, body: { quantity: 1 } })).status).toBe(202);
+    }
+    const publicView = () =>
+      eventually(async () => {
+        const display = await call("GET", `/api/skus/${sku}`);
+        expect(display.headers.get("x-stock-source")).toBe("mirror");
+        return display.json;
+      });
+    await eventually(async () => expect(await publicView()).toMatchObject({ available: 0, held: 2, waiting: 3 }));
+    const [leaver] = usersOf(sku, 11, 1);
+    expect((await call("DELETE", `/api/skus/${sku}/waitlist`, { user: leaver })).status).toBe(200);
+    await eventually(async () => expect(await publicView()).toMatchObject({ held: 2, waiting: 2 }));
+    await converged(sku);
+  });
+
   it("keeps selling while redis-server is stopped mid-burst, and the mirror catches up when it is back", async () => {
     const sku = uniqueSku("mirror-down");
     await createSku(sku, { totalStock: 200, perUserLimit: 1 });

@@ -28,6 +28,8 @@ async function poke(sku: string): Promise<number[]> {
     call("GET", `/api/skus/${sku}/draw/entries?offset=5`),
     call("POST", `/api/skus/${sku}/tokens`, { user }),
     call("POST", `/api/skus/${sku}/waitlist`, { user, body: { quantity: 1 } }),
+    call("GET", `/api/skus/${sku}/waitlist`, { user }),
+    call("DELETE", `/api/skus/${sku}/waitlist`, { user }),
     call("GET", `/api/reservations/${id}`, { user }),
     call("GET", `/api/reservations/${sku}.3.${hex()}`, { user }),
     call("POST", `/api/reservations/${id}/cancel`, { user }),
@@ -41,7 +43,7 @@ describe("requests about a SKU nobody configured", () => {
   it("are answered not found, reach no stock object and leave no state anywhere", async () => {
     const ids = Array.from({ length: 5 }, () => uniqueSku("ghost"));
     for (const sku of ids) {
-      expect(await poke(sku)).toEqual([404, 404, 404, 404, 404, 404, 404, 404, 404, 404]);
+      expect(await poke(sku)).toEqual(Array(12).fill(404));
       for (const shard of [0, 3]) expect(stockCallsTo(sku, shard)).toBe(0);
     }
     const rows = await env.DB.prepare(
@@ -63,6 +65,8 @@ describe("requests about a SKU nobody configured", () => {
     expect(await object.drawInfo()).toBeNull();
     expect(await object.drawEntries(0, 10)).toEqual([]);
     expect(await object.waitlistLength()).toBe(0);
+    expect(await object.waitlistPlace("u")).toBeNull();
+    expect(await object.leaveWaitlist("u")).toBeNull();
     expect(await tablesOf(sku, 0)).toEqual([]);
 
     // A configure the object refuses leaves it as blank as it was.

@@ -109,6 +109,8 @@ export interface SkuState {
    * until every shard has it, so none routes a buyer to a shard that has not.
    */
   reconfiguring?: true;
+  /** Buyers in the SKU's line (kept on shard 0); left out when nobody waits. */
+  waiting?: number;
 }
 
 /**
@@ -279,12 +281,16 @@ export function sumShards(states: readonly SkuState[]): SkuState {
   if (!first) throw new Error("a SKU has at least one shard");
   const stock = { ...first.stock };
   let version = first.version;
+  let waiting = first.waiting ?? 0;
   for (const shard of rest) {
+    waiting += shard.waiting ?? 0;
     stock.total += shard.stock.total;
     stock.available += shard.stock.available;
     stock.held += shard.stock.held;
     stock.sold += shard.stock.sold;
     version += shard.version;
   }
-  return { ...first, stock, version };
+  const summed: SkuState = { ...first, stock, version };
+  if (waiting > 0) summed.waiting = waiting;
+  return summed;
 }

@@ -14,6 +14,17 @@ export interface WaitlistEntry {
   position: number;
 }
 
+/** A waiting buyer's place (`GET /api/skus/:sku/waitlist`), read where the line's order is kept. */
+export interface WaitlistPlace {
+  waitlistId: string;
+  /** 1 for the next in line (FIFO; first fit may serve a smaller entry behind it first). */
+  position: number;
+  quantity: number;
+  /** Units the entries before this one want. */
+  unitsAhead: number;
+  joinedAt: number;
+}
+
 /** An entry as shard 0 serves it. */
 interface WaitingBuyer {
   id: string;
@@ -35,6 +46,12 @@ export class Waitlist {
   readonly #sql: SqlStorage;
   /** Kept in memory (read on the reservation path) and in `waitlist_state`. */
   #mode: WaitlistMode = 0;
+  /**
+   * Entries waiting, counted once and then kept in step with every insert and delete, so the SKU's
+   * state (read on every display and mirror publish) costs no COUNT. Valid while the ledger keeps
+   * the same memory row: a rolled-back transaction makes it read the row again, and this count too.
+   */
+  #count: { n: number; row: object } | undefined;
 
   constructor(ledger: Ledger) {
     this.#ledger = ledger;
@@ -113,6 +130,7 @@ export class Waitlist {
         now,
       )
       .one();
+    this.#changed(1);
     return ok({ waitlistId: row.id, position: this.#positionOf(row.position) });
   }
 
@@ -126,7 +144,7 @@ export class Waitlist {
     const sku = ledger.row();
     if (!sku) return;
     if (sku.ends_at !== null && now >= sku.ends_at) {
-      this.#sql.exec("DELETE FROM waitlist");
+      this.#lapse();
       return;
     }
     if (sku.shards > 1) return; // shard 0 serves a sharded SKU's waitlist across shards
@@ -179,7 +197,7 @@ export class Waitlist {
   entries(now: number): WaitingBuyer[] {
     const sku = this.#ledger.row();
     if (!sku) return [];
-    if (sku.ends_at !== null && now >= sku.ends_at) this.#sql.exec("DELETE FROM waitlist");
+    if (sku.ends_at !== null && now >= sku.ends_at) this.#ledger.run(() => this.#lapse());
     return this.#sql
       .exec<{ id: string; user_id: string; quantity: number }>(
         "SELECT id, user_id, quantity FROM waitlist ORDER BY position",
@@ -190,19 +208,90 @@ export class Waitlist {
 
   /** The SKU is archived: nobody is ever served, so nobody is left waiting (and newcomers are not held off). */
   clear(): void {
-    this.#sql.exec("DELETE FROM waitlist");
+    this.#lapse();
     this.setMode(0);
   }
 
-  /** An entry served (its hold made), or one that can never be: off the waitlist. */
+  /** An entry served (its hold made), or one that can never be: off the waitlist, in the caller's transaction. */
   leave(entryId: string): void {
-    this.#sql.exec("DELETE FROM waitlist WHERE id = ?", entryId);
+    const gone = this.#sql.exec("DELETE FROM waitlist WHERE id = ? RETURNING 1", entryId).toArray().length;
+    if (gone > 0) this.#changed(-gone);
+  }
+
+  /** Shard 0 of a sharded SKU: an entry its pass served (or dropped), in a transaction of its own. */
+  served(entryId: string): void {
+    this.#ledger.run(() => this.leave(entryId));
+  }
+
+  /** Whether an entry still waits (shard 0 checks before it serves one: its buyer may have left). */
+  has(entryId: string): boolean {
+    return this.#sql.exec("SELECT 1 FROM waitlist WHERE id = ?", entryId).toArray().length > 0;
+  }
+
+  /**
+   * The buyer's place in the line, or null when they do not wait (the sale ended: entries lapse).
+   * Two reads through the primary key: the entry, then one range of the rows before it (a COUNT and
+   * a SUM over them), so the cost grows with the entries ahead, never with those behind.
+   */
+  place(userId: string, now: number): WaitlistPlace | null {
+    const sku = this.#ledger.row();
+    if (!sku || (sku.ends_at !== null && now >= sku.ends_at)) return null;
+    const entry = this.#sql
+      .exec<{ id: string; position: number; quantity: number; created_at: number }>(
+        "SELECT id, position, quantity, created_at FROM waitlist WHERE user_id = ?",
+        userId,
+      )
+      .toArray()[0];
+    if (!entry) return null;
+    const ahead = this.#sql
+      .exec<{ n: number; units: number }>(
+        "SELECT COUNT(*) AS n, coalesce(SUM(quantity), 0) AS units FROM waitlist WHERE position < ?",
+        entry.position,
+      )
+      .one();
+    return {
+      waitlistId: entry.id,
+      position: ahead.n + 1,
+      quantity: entry.quantity,
+      unitsAhead: ahead.units,
+      joinedAt: entry.created_at,
+    };
+  }
+
+  /**
+   * The buyer leaves the line, in a transaction of its own: their entry, or null when they do not
+   * wait (already served: the hold stands). Everyone behind moves up one place.
+   */
+  leaveLine(userId: string, now: number): WaitlistPlace | null {
+    return this.#ledger.run(() => {
+      const place = this.place(userId, now);
+      if (place) this.leave(place.waitlistId);
+      return place;
+    });
   }
 
   /** Buyers waiting on this shard. */
   length(): number {
     if (!this.#ledger.configured) return 0;
-    return this.#sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM waitlist").one().n;
+    const row = this.#ledger.row();
+    if (!row) return 0;
+    if (this.#count?.row !== row) {
+      this.#count = { n: this.#sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM waitlist").one().n, row };
+    }
+    return this.#count.n;
+  }
+
+  /** The line changed: its count, and the SKU's version (the mirror publishes the new `waiting`). */
+  #changed(by: number): void {
+    const row = this.#ledger.row();
+    if (this.#count && this.#count.row === row) this.#count.n += by;
+    this.#ledger.bumpSeq();
+  }
+
+  /** Every entry lapses (the sale ended) or goes (the SKU is archived). */
+  #lapse(): void {
+    const gone = this.#sql.exec("DELETE FROM waitlist RETURNING 1").toArray().length;
+    if (gone > 0) this.#changed(-gone);
   }
 
   #positionOf(position: number): number {

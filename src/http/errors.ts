@@ -64,6 +64,8 @@ export interface ErrorDetails {
   /** INVALID_REQUEST: the fields at fault, and those a strict (admin) body does not know. */
   fields?: { path: string; message: string }[];
   unknownFields?: string[];
+  /** A reservation refused by the opening draw: where its entry came (as a winner's `draw`). */
+  draw?: { entryId: string; position: number; entrants: number };
 }
 
 /** The contract's error body: `{"error": {"code", "message"}}`, plus `details` when there are figures. */

@@ -89,6 +89,12 @@ export const ErrorDetails = z
       .array(z.string())
       .optional()
       .describe("INVALID_REQUEST: fields a strict (admin) body does not take; nothing was changed"),
+    draw: z
+      .object({ entryId: z.string(), position: z.int().min(1), entrants: z.int().min(1) })
+      .optional()
+      .describe(
+        "A reservation refused by the opening draw (SOLD_OUT, INSUFFICIENT_STOCK, LIMIT_EXCEEDED, …): where its entry came in the draw, as a winner's reservation shows it",
+      ),
   })
   .describe("Added: the figures behind the error (each code carries those that apply)");
 
@@ -125,6 +131,9 @@ export const PublicSku = z.object({
   openingWindowMs: Count.optional(),
   phase: SalePhase.optional(),
   opensInSeconds: OpensInSeconds.optional(),
+  /** Added to v1.3: units held now (they may come back) and buyers in the waitlist. */
+  held: Count,
+  waiting: Count,
   access: AccessView.optional(),
 });
 
@@ -151,6 +160,19 @@ export const ReservationList = z.object({ reservations: z.array(Reservation) });
 export const PowChallenge = z.object({ challenge: z.string(), bits: z.int().min(1).max(28), expiresAt: Time });
 
 export const WaitlistEntry = z.object({ waitlistId: z.string(), position: z.int().min(0) });
+
+/** `GET /api/skus/:sku/waitlist` (v1.3 "The line, visible"): the caller's place, exact when read. */
+export const WaitlistPlace = z.object({
+  waitlistId: z.string(),
+  position: z.int().min(1).describe("1: next in line (FIFO; first fit may serve a smaller entry behind first)"),
+  quantity: z.int().min(1),
+  unitsAhead: Count.describe("Units the entries before this one want"),
+  held: Count.describe("The SKU's units held now: unpaid, they come back to the line"),
+  joinedAt: Time,
+});
+
+/** `DELETE /api/skus/:sku/waitlist`: the entry that left. */
+export const WaitlistLeft = z.object({ waitlistId: z.string(), left: z.literal(true) });
 
 export const PaymentAck = z.object({
   received: z.literal(true),
@@ -356,6 +378,8 @@ export const CONTRACT_SCHEMAS = {
   ReservationList,
   WaitlistRequest,
   WaitlistEntry,
+  WaitlistPlace,
+  WaitlistLeft,
   PaymentEvent,
   PaymentAck,
   StripeEvent,

@@ -177,6 +177,26 @@ export const ROUTES = {
     ok: { status: 202, description: "On the waitlist", schema: "WaitlistEntry" },
     errors: ["SKU_NOT_FOUND", "STOCK_AVAILABLE", "LIMIT_EXCEEDED", "BUSY"],
   },
+  waitlistPlace: {
+    method: "get",
+    path: "/api/skus/:sku/waitlist",
+    summary: "The caller's place in the SKU's waitlist (v1.3)",
+    description:
+      "The caller's waiting entry: `position` 1 is next in line, `unitsAhead` the units the entries before it want, `held` the SKU's units held now (they come back to the line if unpaid; it may lag by a second), `joinedAt` when the caller joined. First fit may serve a smaller entry behind the caller first. Not waiting (never joined, served, left, or the sale ended): 404 NOT_FOUND.",
+    access: "shopper",
+    ok: { status: 200, description: "Waiting", schema: "WaitlistPlace" },
+    errors: ["SKU_NOT_FOUND", "NOT_FOUND"],
+  },
+  leaveWaitlist: {
+    method: "delete",
+    path: "/api/skus/:sku/waitlist",
+    summary: "Leave the SKU's waitlist (v1.3)",
+    description:
+      "Removes the caller's waiting entry; the entries behind it move up one place. A leave that comes after the line served the caller finds no entry (404 NOT_FOUND) and the hold the caller was given stands: cancel it to give the units back.",
+    access: "shopper",
+    ok: { status: 200, description: "Left the line", schema: "WaitlistLeft" },
+    errors: ["SKU_NOT_FOUND", "NOT_FOUND"],
+  },
   myReservations: {
     method: "get",
     path: "/api/me/reservations",

@@ -24,7 +24,7 @@ import { limitShopper } from "../http/auth";
 import type { AppEnv } from "../http/context";
 import { ApiError, busy, type ErrorCode } from "../http/errors";
 import { integerQuery } from "../http/query";
-import { DISPLAY_CACHE_SECONDS, skuDisplay } from "../mirror/stock-display";
+import { DISPLAY_CACHE_SECONDS, forgetDisplay, skuDisplay } from "../mirror/stock-display";
 import { increment } from "../observability/metrics";
 import { findOrder, orderAsReservation, ordersOfUser } from "../orders/order-store";
 import { settledReservation } from "../orders/settled";
@@ -128,6 +128,13 @@ function limitExceeded(perUserLimit: number, held: number, requested: number): A
     {},
     { perUserLimit, held, requested },
   );
+}
+
+/** A draw's refusal says where its entry came, as a winner's reservation does (API.md v1.3). */
+function withDrawPlace(err: unknown, draw: { entryId: string; position: number; entrants: number }): unknown {
+  if (!(err instanceof ApiError)) return err;
+  const place = { entryId: draw.entryId, position: draw.position, entrants: draw.entrants };
+  return new ApiError(err.code, err.message, err.headers, { ...err.details, draw: place });
 }
 
 /** Answers that say something about a SKU that exists; other answers are counted with `sku=""`. */
@@ -305,7 +312,10 @@ register(
     // answers carry no spent-nonce digest: they teach the sold-out cache nothing.
     if (outcome.soldOut && !drawn)
       markSoldOut(sku, now, soldOutTtl(c.env), { shard: claims.shard, spent: outcome.spent });
-    const answer = await explainRefusal(c.env, { sku, shard: claims.shard, userId, quantity: body.quantity }, outcome);
+    const where = { sku, shard: claims.shard, userId, quantity: body.quantity };
+    const answer = await explainRefusal(c.env, where, outcome).catch((err) => {
+      throw outcome && !outcome.ok && outcome.draw ? withDrawPlace(err, outcome.draw) : err;
+    });
     if (answer.replayed) c.header("Idempotent-Replayed", "true");
     const view = reservationView(answer.reservation);
     return c.json(answer.draw ? { ...view, draw: answer.draw } : view, 202);
@@ -338,6 +348,48 @@ register(shopper, ROUTES.joinWaitlist, async (c, body) => {
   const entry = await explainRefusal(c.env, where, joined);
   return c.json(entry, 202);
 });
+
+/**
+ * The caller's place in the SKU's line, read where the line's order is kept (shard 0, one read:
+ * the entries before theirs counted and summed), with the SKU's held units from its public display
+ * (remembered a second per isolate), so a shopper polling their place costs one stock object call.
+ */
+register(shopper, ROUTES.waitlistPlace, async (c) => {
+  const sku = skuParam(c.req.param("sku"));
+  // The catalog is asked first: an id it does not know reaches no stock object (nor creates one).
+  if ((await catalogShards(c.env, sku)) === null) throw new ApiError("SKU_NOT_FOUND");
+  const [display, place] = await Promise.all([
+    skuDisplay(c.env, sku, Date.now(), (promise) => c.executionCtx.waitUntil(promise)),
+    callStock(() => stockShard(c.env, sku, 0).waitlistPlace(c.get("userId"))),
+  ]);
+  if (!display || display.state.status === "archived") throw new ApiError("SKU_NOT_FOUND");
+  if (!place) throw notWaiting(sku);
+  return c.json({
+    waitlistId: place.waitlistId,
+    position: place.position,
+    quantity: place.quantity,
+    unitsAhead: place.unitsAhead,
+    held: display.state.stock.held,
+    joinedAt: new Date(place.joinedAt).toISOString(),
+  });
+});
+
+/** Leaves the SKU's line; a leave after the line served the caller finds nothing, and the hold stands. */
+register(shopper, ROUTES.leaveWaitlist, async (c) => {
+  const sku = skuParam(c.req.param("sku"));
+  if ((await catalogShards(c.env, sku)) === null) throw new ApiError("SKU_NOT_FOUND");
+  const left = await callStock(() => stockShard(c.env, sku, 0).leaveWaitlist(c.get("userId"), c.get("requestId")));
+  if (!left) throw notWaiting(sku);
+  forgetDisplay(sku); // the leaver sees the line without them at once
+  return c.json({ waitlistId: left.waitlistId, left: true as const });
+});
+
+function notWaiting(sku: string): ApiError {
+  return new ApiError(
+    "NOT_FOUND",
+    `You are not in the waitlist of ${sku}: you never joined, the line already served you (see GET /api/me/reservations), you left, or the sale ended.`,
+  );
+}
 
 /**
  * The stock object a reservation id names, or null when no configured SKU has that shard (the id is

@@ -51,6 +51,8 @@ export function publicSkuView(s: SkuState & { status: "on_sale" | "paused" }, no
     ...pricingView(s),
     openingWindowMs: s.openingWindowMs ?? 0,
     ...phaseView(s, now),
+    held: s.stock.held,
+    waiting: s.waiting ?? 0,
     ...accessView(s),
   };
 }
