@@ -216,7 +216,7 @@ export const ROUTES = {
     signature: { header: "Payment-Signature", secret: "PAYMENT_WEBHOOK_SECRET" },
     body: "PaymentEvent",
     ok: { status: 200, description: "Received", schema: "PaymentAck" },
-    errors: ["SIGNATURE_INVALID", "RESERVATION_NOT_FOUND", "IDEMPOTENCY_MISMATCH"],
+    errors: ["SIGNATURE_INVALID", "RESERVATION_NOT_FOUND", "IDEMPOTENCY_MISMATCH", "BUSY"],
   },
   stripeWebhook: {
     method: "post",
@@ -228,7 +228,7 @@ export const ROUTES = {
     signature: { header: "Stripe-Signature", secret: "STRIPE_WEBHOOK_SECRET" },
     body: "StripeEvent",
     ok: { status: 200, description: "Received (PaymentAck, or {received, ignored})", schema: "StripeAck" },
-    errors: ["SIGNATURE_INVALID", "IDEMPOTENCY_MISMATCH"],
+    errors: ["SIGNATURE_INVALID", "IDEMPOTENCY_MISMATCH", "BUSY"],
   },
   putSku: {
     method: "put",
