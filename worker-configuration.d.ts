@@ -37,6 +37,7 @@ declare namespace Cloudflare {
 		DEV_TOOLS: string;
 		SKU_STOCK: DurableObjectNamespace<import("./src/index").SkuStock>;
 		METRICS_TOTALS: DurableObjectNamespace<import("./src/index").MetricsTotals>;
+		WEBHOOK_SENDERS: DurableObjectNamespace<import("./src/index").WebhookSender>;
 	}
 }
 interface Env extends Cloudflare.Env {}
