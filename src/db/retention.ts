@@ -124,12 +124,14 @@ export async function pruneHandoff(db: D1Database, now: number, retentionMs: num
   }
   for (let round = 0; round < PRUNE_ROUNDS; round++) {
     // A change is kept while any delivery row still names it: pending, failed, or delivered and not
-    // pruned yet (this run's rounds ran out). A key lookup per endpoint.
+    // pruned yet (this run's rounds ran out). CROSS JOIN keeps the endpoints outer, a key lookup each:
+    // left to itself SQLite scanned webhook_deliveries per change.
     const result = await db
       .prepare(
         `DELETE FROM order_changes WHERE position IN (
            SELECT c.position FROM order_changes c WHERE c.position <= ?1 AND NOT EXISTS (
-             SELECT 1 FROM webhook_endpoints e JOIN webhook_deliveries d ON d.endpoint_id = e.id AND d.position = c.position)
+             SELECT 1 FROM webhook_endpoints e CROSS JOIN webhook_deliveries d
+             WHERE d.endpoint_id = e.id AND d.position = c.position)
            ORDER BY c.position LIMIT ?2)`,
       )
       .bind(last, PRUNE_BATCH)
