@@ -83,12 +83,18 @@ export async function endpointLags(db: D1Database, endpointId?: string): Promise
   return new Map(results.map((row) => [row.id, row.lag]));
 }
 
-/** When the endpoint's next pending delivery is due (ms, D1's clock), null when none is pending. */
+/**
+ * When the endpoint's next pending delivery that a sender would take is due (ms, D1's clock): null
+ * when there is none, or the endpoint is disabled (its rows wait for the PUT that enables it, which
+ * wakes the sender), so that no alarm comes back for rows it would not take.
+ */
 export async function nextDueAt(db: D1Database, endpointId: string): Promise<{ at: number; now: number } | null> {
   const row = await db
     .prepare(
-      `SELECT MIN(next_attempt_at) AS at, ${D1_NOW} AS now FROM webhook_deliveries
-       WHERE endpoint_id = ?1 AND status = 'pending'`,
+      `SELECT MIN(d.next_attempt_at) AS at, ${D1_NOW} AS now
+       FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+       WHERE d.endpoint_id = ?1 AND d.status = 'pending' AND e.enabled = 1
+         AND EXISTS (SELECT 1 FROM json_each(e.events) WHERE value = d.type)`,
     )
     .bind(endpointId)
     .first<{ at: number | null; now: number }>();
