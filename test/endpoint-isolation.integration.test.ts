@@ -1,5 +1,7 @@
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { createSku, reserve, uniqueSku } from "./support/client";
+import { call, createSku, reserve, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
 import { deliveries, endpoint, forgetEndpoints, type Log, logOf } from "./support/handoff";
 
@@ -86,4 +88,33 @@ describe("endpoints do not share fate", () => {
       expect(row?.lastError).toBe("timed out after 10 s without an answer");
     }
   }, 180_000);
+
+  it("a disabled endpoint's sender object runs once and sets no alarm for rows it would not take", async () => {
+    const hook = await endpoint({ fail: 1000 }, HELD);
+    const reservations = await holds("paused");
+    await eventually(async () => {
+      const rows = await deliveries(hook.id);
+      expect(rows.filter((r) => r.attempts >= 1)).toHaveLength(reservations.length);
+    });
+    const disabled = await call("PUT", `/admin/webhooks/${hook.id}`, {
+      admin: true,
+      body: { url: hook.url, enabled: false },
+    });
+    expect(disabled.status).toBe(200);
+    // Its deliveries pending and due now: a sender woken for them takes nothing while it is disabled.
+    await env.DB.prepare(
+      "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = 0, lease = NULL WHERE endpoint_id = ?1",
+    )
+      .bind(hook.id)
+      .run();
+    const attempts = (await logOf(hook.id)).count;
+    const sender = env.WEBHOOK_SENDERS.get(env.WEBHOOK_SENDERS.idFromName(hook.id));
+    await sender.wake(hook.id);
+    await runDurableObjectAlarm(sender);
+    expect(await runInDurableObject(sender, (_object, state) => state.storage.getAlarm())).toBeNull();
+    expect((await logOf(hook.id)).count).toBe(attempts);
+    expect((await deliveries(hook.id, "?status=pending")).map((r) => r.reservationId).sort()).toEqual(
+      [...reservations].sort(),
+    );
+  });
 });
