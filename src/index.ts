@@ -1,7 +1,7 @@
 import type { Hono } from "hono";
 import { log } from "../durable-objects/support";
 import { app } from "./app";
-import { pruneHistory } from "./db/retention";
+import { handoffRetentionMs, pruneHandoff, pruneHistory } from "./db/retention";
 import { checkBackDeliveries } from "./handoff/check-back";
 import { consumeDeliveries } from "./handoff/delivery-consumer";
 import type { AppEnv } from "./http/context";
@@ -11,6 +11,7 @@ import { consumeOrderEvents } from "./orders/order-consumer";
 import { reconcile } from "./reconcile/reconcile";
 
 export { MetricsTotals, SkuStock } from "../durable-objects/objects";
+export { WebhookSender } from "./handoff/endpoint-sender";
 
 const DEAD_LETTER_QUEUE = "order-events-dlq";
 const DELIVERY_QUEUE = "webhook-deliveries";
@@ -33,14 +34,15 @@ export function workerOf(routes: Hono<AppEnv>, consumeOrders: ConsumeOrders) {
     },
     /**
      * The cron trigger (every minute, wrangler.toml) wakes the webhook sender if deliveries are due,
-     * runs the same reconciliation as the admin route, then prunes D1's short-lived history
-     * (src/db/retention.ts).
+     * runs the same reconciliation as the admin route, then prunes D1's short-lived history and the
+     * hand-off's delivered rows past HANDOFF_RETENTION_DAYS (src/db/retention.ts).
      */
     async scheduled(_controller, env) {
       // First and on its own: a reconciliation that throws must not keep owed deliveries asleep.
       await checkBackDeliveries(env).catch((err) => log("error", "webhook check-back failed", { error: String(err) }));
       await reconcile(env, { trigger: "cron" });
       await pruneHistory(env.DB, Date.now());
+      await pruneHandoff(env.DB, Date.now(), handoffRetentionMs(env.HANDOFF_RETENTION_DAYS));
     },
   } satisfies ExportedHandler<Env>;
 }

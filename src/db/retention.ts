@@ -11,14 +11,27 @@
  *   the dashboard read the latest runs). `flashgate_reconcile_differences_total` counts from
  *   `reconcile_difference_counts`, which pruning never lowers.
  *
+ * - The order hand-off (./../handoff): delivered deliveries of order changes, and the changes (the
+ *   feed), `HANDOFF_RETENTION_DAYS` (default 30) after the change, by {@link pruneHandoff}. A change
+ *   that a pending or failed delivery still carries is kept until it is delivered or its endpoint is
+ *   deleted; a flagged payment's deliveries are kept (few, and the payment record is kept).
+ *
  * Each statement deletes at most `PRUNE_BATCH` rows (a D1 statement is bounded in time), and a run
  * at most `PRUNE_ROUNDS` batches per table: a backlog drains over successive minutes.
  */
 export const PROCESSED_EVENTS_RETENTION_MS = 7 * 24 * 3600 * 1000;
 export const RECONCILE_HISTORY_RETENTION_MS = 7 * 24 * 3600 * 1000;
 export const PAYMENT_EVENT_IDS_RETENTION_MS = 7 * 24 * 3600 * 1000;
-const PRUNE_BATCH = 2_000;
-const PRUNE_ROUNDS = 10;
+export const PRUNE_BATCH = 2_000;
+export const PRUNE_ROUNDS = 10;
+export const DEFAULT_HANDOFF_RETENTION_DAYS = 30;
+
+/** `HANDOFF_RETENTION_DAYS` in ms: a positive number of days, else the default. */
+export function handoffRetentionMs(text: string | undefined): number {
+  const days = Number(text);
+  const valid = text !== undefined && text.trim() !== "" && Number.isFinite(days) && days > 0;
+  return (valid ? days : DEFAULT_HANDOFF_RETENTION_DAYS) * 24 * 3600 * 1000;
+}
 
 export interface Pruned {
   processedEvents: number;
@@ -69,6 +82,62 @@ export async function pruneHistory(db: D1Database, now: number): Promise<Pruned>
     pruned.reconcileDifferences += differences?.meta.changes ?? 0;
     pruned.reconcileRuns += runs?.meta.changes ?? 0;
     if (results.length < 90) break;
+  }
+  return pruned;
+}
+
+export interface PrunedHandoff {
+  deliveries: number;
+  changes: number;
+}
+
+/**
+ * Deletes what the hand-off no longer owes anyone: first the delivered deliveries of changes up to
+ * the newest change past retention (per endpoint, a range of the table's key), then those changes
+ * that no delivery row names any more. The cut is a feed position, found through
+ * `order_changes_by_time` in one read, so each delete walks a key range from its start.
+ */
+export async function pruneHandoff(db: D1Database, now: number, retentionMs: number): Promise<PrunedHandoff> {
+  const pruned: PrunedHandoff = { deliveries: 0, changes: 0 };
+  const [cut, endpoints] = await db.batch([
+    db
+      .prepare("SELECT position FROM order_changes WHERE changed_at < ?1 ORDER BY changed_at DESC LIMIT 1")
+      .bind(now - retentionMs),
+    db.prepare("SELECT id FROM webhook_endpoints"),
+  ]);
+  const last = (cut?.results[0] as { position: number } | undefined)?.position;
+  if (last === undefined) return pruned;
+  for (const { id } of (endpoints?.results ?? []) as { id: string }[]) {
+    for (let round = 0; round < PRUNE_ROUNDS; round++) {
+      const result = await db
+        .prepare(
+          `DELETE FROM webhook_deliveries WHERE endpoint_id = ?1 AND position IN (
+             SELECT position FROM webhook_deliveries
+             WHERE endpoint_id = ?1 AND position > 0 AND position <= ?2 AND status = 'delivered'
+             ORDER BY position LIMIT ?3)`,
+        )
+        .bind(id, last, PRUNE_BATCH)
+        .run();
+      pruned.deliveries += result.meta.changes;
+      if (result.meta.changes < PRUNE_BATCH) break;
+    }
+  }
+  for (let round = 0; round < PRUNE_ROUNDS; round++) {
+    // A change is kept while any delivery row still names it: pending, failed, or delivered and not
+    // pruned yet (this run's rounds ran out). CROSS JOIN keeps the endpoints outer, a key lookup each:
+    // left to itself SQLite scanned webhook_deliveries per change.
+    const result = await db
+      .prepare(
+        `DELETE FROM order_changes WHERE position IN (
+           SELECT c.position FROM order_changes c WHERE c.position <= ?1 AND NOT EXISTS (
+             SELECT 1 FROM webhook_endpoints e CROSS JOIN webhook_deliveries d
+             WHERE d.endpoint_id = e.id AND d.position = c.position)
+           ORDER BY c.position LIMIT ?2)`,
+      )
+      .bind(last, PRUNE_BATCH)
+      .run();
+    pruned.changes += result.meta.changes;
+    if (result.meta.changes < PRUNE_BATCH) break;
   }
   return pruned;
 }

@@ -54,10 +54,51 @@ export type Taken =
   | (Leased & ChangeRow & { type: Exclude<WebhookEventType, "payment.refund_required"> })
   | (Leased & { type: "payment.refund_required"; payment: PaymentRow });
 
-/** The endpoints deliveries are sent to now. */
-export async function enabledEndpointIds(db: D1Database): Promise<string[]> {
-  const { results } = await db.prepare("SELECT id FROM webhook_endpoints WHERE enabled = 1").all<{ id: string }>();
+/** The enabled endpoints with a delivery due now (one probe of the due index each). */
+export async function endpointsDue(db: D1Database): Promise<string[]> {
+  const { results } = await db
+    .prepare(
+      `SELECT e.id FROM webhook_endpoints e WHERE e.enabled = 1 AND EXISTS (
+         SELECT 1 FROM webhook_deliveries d
+         WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW})`,
+    )
+    .all<{ id: string }>();
   return results.map((row) => row.id);
+}
+
+/**
+ * Each endpoint's lag: the age in whole seconds of its oldest pending delivery (0 when none is
+ * pending), by D1's clock. Reads each endpoint's pending rows through the due index: a backlog's
+ * size, never the delivered history.
+ */
+export async function endpointLags(db: D1Database, endpointId?: string): Promise<Map<string, number>> {
+  const { results } = await db
+    .prepare(
+      `SELECT e.id, COALESCE(MAX(0, (${D1_NOW} - (SELECT MIN(d.created_at) FROM webhook_deliveries d
+                 WHERE d.endpoint_id = e.id AND d.status = 'pending')) / 1000), 0) AS lag
+       FROM webhook_endpoints e WHERE ?1 IS NULL OR e.id = ?1`,
+    )
+    .bind(endpointId ?? null)
+    .all<{ id: string; lag: number }>();
+  return new Map(results.map((row) => [row.id, row.lag]));
+}
+
+/**
+ * When the endpoint's next pending delivery that a sender would take is due (ms, D1's clock): null
+ * when there is none, or the endpoint is disabled (its rows wait for the PUT that enables it, which
+ * wakes the sender), so that no alarm comes back for rows it would not take.
+ */
+export async function nextDueAt(db: D1Database, endpointId: string): Promise<{ at: number; now: number } | null> {
+  const row = await db
+    .prepare(
+      `SELECT MIN(d.next_attempt_at) AS at, ${D1_NOW} AS now
+       FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+       WHERE d.endpoint_id = ?1 AND d.status = 'pending' AND e.enabled = 1
+         AND EXISTS (SELECT 1 FROM json_each(e.events) WHERE value = d.type)`,
+    )
+    .bind(endpointId)
+    .first<{ at: number | null; now: number }>();
+  return row && row.at !== null ? { at: row.at, now: row.now } : null;
 }
 
 /**

@@ -1,6 +1,7 @@
 import { and, asc, eq, notInArray } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType, webhookDeliveries, webhookEndpoints } from "../db/schema";
+import { endpointLags } from "./deliveries";
 import { newSecret } from "./signature";
 
 /** The shop's webhook endpoints in D1: what `PUT/GET/DELETE /admin/webhooks/:id` manage. */
@@ -15,6 +16,8 @@ export interface EndpointView {
   secret: string;
   createdAt: string;
   updatedAt: string;
+  /** Age in seconds of its oldest pending delivery, 0 when none is pending. */
+  lagSeconds: number;
 }
 
 export interface EndpointSettings {
@@ -49,7 +52,7 @@ export function endpointUrl(url: string, allowHttpLocalhost: boolean): { href: s
 
 type EndpointRow = typeof webhookEndpoints.$inferSelect;
 
-function viewOf(row: EndpointRow): EndpointView {
+function viewOf(row: EndpointRow, lags: Map<string, number>): EndpointView {
   return {
     id: row.id,
     url: row.url,
@@ -58,6 +61,7 @@ function viewOf(row: EndpointRow): EndpointView {
     secret: row.secret,
     createdAt: new Date(row.createdAt).toISOString(),
     updatedAt: new Date(row.updatedAt).toISOString(),
+    lagSeconds: lags.get(row.id) ?? 0,
   };
 }
 
@@ -105,17 +109,20 @@ export async function putEndpoint(db: D1Database, id: string, settings: Endpoint
       ])
     : [await upsert];
   if (!row) throw new Error("the endpoint upsert returned no row");
-  return viewOf(row);
+  return viewOf(row, await endpointLags(db, id));
 }
 
 export async function getEndpoint(db: D1Database, id: string): Promise<EndpointView | null> {
   const row = await drizzle(db).select().from(webhookEndpoints).where(eq(webhookEndpoints.id, id)).get();
-  return row ? viewOf(row) : null;
+  return row ? viewOf(row, await endpointLags(db, id)) : null;
 }
 
 export async function listEndpoints(db: D1Database): Promise<EndpointView[]> {
-  const rows = await drizzle(db).select().from(webhookEndpoints).orderBy(asc(webhookEndpoints.createdAt));
-  return rows.map(viewOf);
+  const [rows, lags] = await Promise.all([
+    drizzle(db).select().from(webhookEndpoints).orderBy(asc(webhookEndpoints.createdAt)),
+    endpointLags(db),
+  ]);
+  return rows.map((row) => viewOf(row, lags));
 }
 
 /** Deletes an endpoint and its deliveries (pending ones are dropped); false when there was none. */

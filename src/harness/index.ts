@@ -20,6 +20,7 @@ import { harnessPages } from "./storefront";
  */
 
 export { MetricsTotals } from "../../durable-objects/objects";
+export { WebhookSender } from "../handoff/endpoint-sender";
 export { SkuStock } from "./harness-stock";
 
 const harnessApp: Hono<AppEnv> = buildApp(harnessPages, (app) => {

@@ -50,6 +50,10 @@ const METRICS = {
     type: "counter",
     help: "Webhook delivery attempts by result: delivered (answered 2xx), retried (not delivered, due again later), failed (not delivered and no attempt left; the delivery log keeps it for a manual retry).",
   },
+  flashgate_webhook_lag_seconds: {
+    type: "gauge",
+    help: "Age of each webhook endpoint's oldest pending delivery, in seconds (0: nothing pending).",
+  },
   flashgate_reconcile_last_run_timestamp_seconds: { type: "gauge", help: "When the last reconciliation run finished." },
   flashgate_http_responses_total: { type: "counter", help: "HTTP responses by route and status." },
   flashgate_mirror_lag_versions: {

@@ -314,6 +314,8 @@ export const WebhookEndpoint = z.object({
   secret: z.string().startsWith("whsec_"),
   createdAt: Time,
   updatedAt: Time,
+  /** Age in whole seconds of the endpoint's oldest pending delivery; 0 when none is pending. */
+  lagSeconds: z.number().int().min(0),
 });
 const WebhookEndpointList = z.object({ webhooks: z.array(WebhookEndpoint) });
 const Deleted = z.object({ id: z.string(), deleted: z.literal(true) });

@@ -5,6 +5,7 @@ import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv, type Sample } from "../../durabl
 import { log } from "../../durable-objects/support";
 import { deadLetters, orderCounts, reconcileDifferenceCounts, reconcileRuns, skus } from "../db/schema";
 import { readSkuState, readWaitlist } from "../edge/sku-state";
+import { endpointLags } from "../handoff/deliveries";
 import type { AppEnv } from "../http/context";
 import { mirrorCounts } from "../mirror/admin-view";
 import { flushMetrics, renderLabels, renderMetrics } from "../observability/metrics";
@@ -17,11 +18,17 @@ export const metrics = new Hono<AppEnv>();
  * `GET /metrics` (admin token), Prometheus text format. What it reads per scrape is bounded by
  * the catalog, never by the orders: the counters of every isolate from the MetricsTotals object,
  * one D1 batch (the catalog, order counts kept by triggers, two small aggregates, the last run),
- * and one state and one waitlist call per stock shard.
+ * each webhook endpoint's lag (its pending rows), and one state and one waitlist call per stock shard.
  */
 register(metrics, ROUTES.metrics, async (c) => {
   await flushMetrics(c.env); // this isolate's own latest counts are in the answer
-  const [counters, gauges] = await Promise.all([c.env.METRICS_TOTALS.getByName("global").samples(), readGauges(c.env)]);
+  const [counters, gauges, lags] = await Promise.all([
+    c.env.METRICS_TOTALS.getByName("global").samples(),
+    readGauges(c.env),
+    endpointLags(c.env.DB),
+  ]);
+  for (const [endpoint, lag] of lags)
+    gauges.push({ name: "flashgate_webhook_lag_seconds", labels: renderLabels({ endpoint }), value: lag });
   return c.text(renderMetrics([...counters, ...gauges]), 200, {
     "Content-Type": "text/plain; version=0.0.4; charset=utf-8",
     "Cache-Control": "no-store",

@@ -17,6 +17,8 @@ export interface Log {
   count: number;
   verified: number;
   unverified: number;
+  /** Per verified order delivery: its receipt minus the order's updatedAt, in ms. */
+  lagsMs: number[];
 }
 
 /** An endpoint at the receiver, subscribed as asked, the receiver told its secret and behaviour. */

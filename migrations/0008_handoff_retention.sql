@@ -1,0 +1,1 @@
+CREATE INDEX `order_changes_by_time` ON `order_changes` (`changed_at`);

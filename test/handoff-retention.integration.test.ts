@@ -1,0 +1,145 @@
+import { createScheduledController } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { PRUNE_BATCH, PRUNE_ROUNDS } from "../src/db/retention";
+import { cursorOf } from "../src/handoff/change-feed";
+import worker from "../src/index";
+import { ADMIN_TOKEN, call, uniqueSku } from "./support/client";
+
+/**
+ * Bounded storage of the order hand-off: 100,000 changes written over ten days, a retention of one
+ * day (HANDOFF_RETENTION_DAYS "1"). The cron deletes the delivered deliveries and feed entries past
+ * it in bounded steps, keeps every change a pending or failed delivery still carries, and a feed
+ * cursor older than what is kept answers from the oldest entry kept.
+ */
+
+const CHANGES = 100_000;
+const DAY = 24 * 3600 * 1000;
+
+const countOf = async (sql: string, ...binds: unknown[]) =>
+  (
+    await env.DB.prepare(sql)
+      .bind(...binds)
+      .first<{ n: number }>()
+  )?.n ?? 0;
+
+/** One cron run with a one-day retention. */
+const cron = () =>
+  worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), {
+    ...env,
+    HANDOFF_RETENTION_DAYS: "1",
+  } as unknown as Env);
+
+describe("hand-off retention", () => {
+  it("100,000 changes over ten days: the cron keeps one day, in bounded steps, and what is still owed", async () => {
+    const now = Date.now();
+    const sku = uniqueSku("retain");
+    const hook = uniqueSku("retainhook");
+    // An endpoint that takes nothing now (disabled): its rows are written here as the sender would leave them.
+    await env.DB.prepare(
+      `INSERT INTO webhook_endpoints (id, url, events, enabled, secret, created_at, updated_at)
+       VALUES (?1, 'https://shop.example/hooks', '["order.held"]', 0, 'whsec_dGVzdA==', ?2, ?2)`,
+    )
+      .bind(hook, now)
+      .run();
+    const first = (await countOf("SELECT COALESCE(MAX(position), 0) AS n FROM order_changes")) + 1;
+    // 1,000 orders; 100,000 changes, oldest first: 90,000 spread over ten to two days ago, 10,000 over
+    // the last twelve hours (a gap around the cut, so that the minutes the test takes move nothing).
+    await env.DB.batch([
+      env.DB.prepare(
+        `WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 999)
+         INSERT INTO orders (reservation_id, sku, user_id, quantity, status, expires_at, created_at, updated_at, last_seq, amount, currency)
+         SELECT ?1 || '.0.' || i, ?1, 'u' || i, 1, 'held', NULL, ?2, ?2, 1, NULL, 'usd' FROM n`,
+      ).bind(sku, now - 10 * DAY),
+    ]);
+    await env.DB.prepare(
+      `WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < ?3 - 1)
+       INSERT INTO order_changes (reservation_id, status, amount, currency, changed_at)
+       SELECT ?1 || '.0.' || (i % 1000), 'held', NULL, 'usd',
+              CASE WHEN i < 90000 THEN ?2 + i * 7680 ELSE ?4 + (i - 90000) * 4320 END FROM n`,
+    )
+      .bind(sku, now - 10 * DAY, CHANGES, now - DAY / 2)
+      .run();
+    // The 1,000 orders' own inserts wrote changes too (trigger): this test's are the last 100,000.
+    const last = await countOf("SELECT MAX(position) AS n FROM order_changes");
+    const ours = last - CHANGES + 1;
+    // Every change owed to the endpoint: delivered, but two days' old ones still owed (3 failed, 3 pending).
+    await env.DB.prepare(
+      `INSERT INTO webhook_deliveries (endpoint_id, position, type, reservation_id, status, attempts, next_attempt_at, created_at, updated_at)
+       SELECT ?1, position, 'order.held', reservation_id, 'delivered', 1, NULL, changed_at, changed_at
+       FROM order_changes WHERE position >= ?2`,
+    )
+      .bind(hook, ours)
+      .run();
+    const owed = [ours + 10, ours + 20, ours + 30, ours + 40_000, ours + 40_010, ours + 40_020];
+    await env.DB.prepare(
+      `UPDATE webhook_deliveries SET status = CASE WHEN position < ?3 THEN 'failed' ELSE 'pending' END,
+         next_attempt_at = CASE WHEN position < ?3 THEN NULL ELSE ?4 END
+       WHERE endpoint_id = ?1 AND position IN (SELECT value FROM json_each(?2))`,
+    )
+      .bind(hook, JSON.stringify(owed), ours + 1000, now + DAY)
+      .run();
+    const young = await countOf(
+      "SELECT COUNT(*) AS n FROM order_changes WHERE position >= ?1 AND changed_at >= ?2",
+      ours,
+      now - DAY,
+    );
+    expect(young).toBeGreaterThan(0);
+    expect(young).toBeLessThan(CHANGES);
+    expect(await countOf("SELECT COUNT(*) AS n FROM order_changes WHERE position >= ?1", ours)).toBe(CHANGES);
+
+    // A poller's cursor from the very start of this test's changes.
+    const oldCursor = await cursorOf(ADMIN_TOKEN, first - 1);
+
+    // Cron runs until nothing more is deleted; none deletes more than its bound.
+    const bound = PRUNE_BATCH * PRUNE_ROUNDS;
+    const counts = async () => ({
+      changes: await countOf("SELECT COUNT(*) AS n FROM order_changes WHERE position >= ?1", first),
+      deliveries: await countOf("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = ?1", hook),
+    });
+    let before = await counts();
+    const steps: { changes: number; deliveries: number }[] = [];
+    const started = Date.now();
+    for (let run = 0; run < 20; run++) {
+      await cron();
+      const after = await counts();
+      steps.push({ changes: before.changes - after.changes, deliveries: before.deliveries - after.deliveries });
+      if (after.changes === before.changes && after.deliveries === before.deliveries) break;
+      before = after;
+    }
+    console.log(`pruned per cron run (changes, deliveries): ${JSON.stringify(steps)} in ${Date.now() - started} ms`);
+    expect(steps.filter((s) => s.changes > bound || s.deliveries > bound)).toEqual([]);
+    expect(steps.length).toBeGreaterThan(CHANGES / 2 / bound); // bounded: it took several runs
+
+    // What is left: one day of changes and deliveries, and the six still owed with their changes.
+    const left = await counts();
+    expect(left).toEqual({ changes: young + owed.length, deliveries: young + owed.length });
+    const kept = await env.DB.prepare(
+      "SELECT position FROM order_changes WHERE position >= ?1 AND changed_at < ?2 ORDER BY position",
+    )
+      .bind(ours, now - DAY)
+      .all<{ position: number }>();
+    expect(kept.results.map((r) => r.position)).toEqual(owed);
+    const owedRows = await env.DB.prepare(
+      "SELECT position, status FROM webhook_deliveries WHERE endpoint_id = ?1 AND status <> 'delivered' ORDER BY position",
+    )
+      .bind(hook)
+      .all<{ position: number; status: string }>();
+    expect(owedRows.results.map((r) => r.position)).toEqual(owed);
+
+    // The old cursor answers, from the oldest entry kept.
+    const page = await call("GET", `/admin/orders?after=${encodeURIComponent(oldCursor)}&limit=3`, { admin: true });
+    expect(page.status).toBe(200);
+    const oldest = await env.DB.prepare(
+      "SELECT reservation_id, changed_at FROM order_changes WHERE position > ?1 ORDER BY position LIMIT 3",
+    )
+      .bind(first - 1)
+      .all<{ reservation_id: string; changed_at: number }>();
+    expect(page.json.orders.map((o: { reservationId: string }) => o.reservationId)).toEqual(
+      oldest.results.map((r) => r.reservation_id),
+    );
+    expect(oldest.results.map((r) => r.reservation_id)).toEqual(
+      owed.slice(0, 3).map((p) => `${sku}.0.${(p - ours) % 1000}`),
+    );
+  }, 300_000);
+});
