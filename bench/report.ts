@@ -954,6 +954,42 @@ function capacitySection(c: Capacity): string[] {
 /** ∞ for a hold that never came (more than 1% answered 503) or a figure that is not a number. */
 const ms0 = (v: number | null | undefined) => (v === null || v === undefined ? "∞" : n0(v));
 
+/** Issue 44: the shards the target needs as the isolates grow, without and with the gathering tier. */
+function tierSection(sim: CapacitySimulation): string[] {
+  const t = sim.tier;
+  if (!t || !sim.isolateRows) return [];
+  const none = "none up to 64";
+  return [
+    `**However many isolates the spike lands on.** Each isolate coalesces only its own requests, so the more isolates share a spike, the smaller each batch, and every object meets its cost per call and its requests/s with batches of one. The gathering tier (\`GATHER = "on"\`, docs/ARCHITECTURE.md) puts ${t.perShard} gatherer objects per shard between the isolates and the stock object: a colo's isolates send to the one its name hashes to, and each gatherer coalesces what all its isolates sent into one call to the object (one in flight, up to ${sim.maxBatch}), as group-commit.ts does in an isolate. Simulated as above, plus: each isolate-to-gatherer round trip drawn like the colo-to-object one (${t.rtt.source}); each gatherer serial, ${n0(t.inUs)} + ${n1(t.inPerReservationUs)}·n µs per call it receives and ${n0(t.outUs)} µs per batch it sends (${t.from}), and no more than ${n0(t.maxCallsPerSec)} calls/s.`,
+    "",
+    ...t.notes.map((n) => `Note: ${n}.`),
+    ...(t.notes.length > 0 ? [""] : []),
+    table(
+      [
+        "isolates",
+        "colos",
+        `shards for ${n0(sim.target.perSec)}/s, p99 < ${n0(sim.target.p99Ms)} ms`,
+        "with the tier",
+        "with it there: hold p50 / p99 ms",
+        "object batch mean",
+        "calls to a gatherer: mean",
+        "busiest gatherer",
+      ],
+      sim.isolateRows.map((r) => [
+        n0(r.isolates),
+        n0(r.colos),
+        r.without === null ? none : String(r.without),
+        r.with === null ? none : String(r.with),
+        `${ms0(r.withTier.holdP50Ms)} / ${ms0(r.withTier.holdP99Ms)}`,
+        n1(r.withTier.batch.mean),
+        n1(r.withTier.tier?.meanIn ?? Number.NaN),
+        `${n0(r.withTier.tier?.busyMaxPct ?? Number.NaN)}%`,
+      ]),
+    ),
+    "",
+  ];
+}
+
 /** The simulated spike: its assumptions, the table for 1–64 shards, the shards the target needs, the check. */
 function simulationSection(sim: CapacitySimulation): string[] {
   const i = sim.inputs;
@@ -1027,6 +1063,7 @@ function simulationSection(sim: CapacitySimulation): string[] {
       ]),
     ),
     "",
+    ...tierSection(sim),
     v
       ? `Checked once against this machine, in a closed-loop mode with local parameters: one isolate, RTT 0, ${v.connections} connections each sending its next reservation when the last one answers (as wrk does), and the Worker and the object sharing workerd's one thread in FIFO order (locally they run in one process). The edge's cost per reservation is the \`${v.point}\` point's ${n0(v.measuredCpuUsPerRequest)} µs of workerd CPU per request less the object's share at the batch the loop runs with (a ÷ mean batch + b), solved together: ${n0(i.edgeUs)} µs. Predicted ${n0(v.predicted.perSec)} reservations/s (time-to-hold p50 ${n1(v.predicted.holdP50Ms)} ms, p99 ${n1(v.predicted.holdP99Ms)} ms; batch mean ${n1(v.predicted.batch.mean)}, p50 ${v.predicted.batch.p50}, p99 ${v.predicted.batch.p99}), measured ${n0(v.measuredPerSec)}/s (p50 ${n1(v.measuredP50Ms)} ms, p99 ${n1(v.measuredP99Ms)} ms): **ratio ${v.ratio.toFixed(2)}, ${v.within25Pct ? "within" : "not within"} 25%**. With the thread the only server, the loop predicts 1e6 ÷ the CPU per request; what it adds is the batch the loop settles at, and the measured rate falls short of it by the share of the thread workerd did not get on this shared 2-core machine.`
       : "No hot-SKU point in this run: the simulation is not checked against this machine.",
