@@ -11,3 +11,8 @@ export const GATHER_GROUPS = 32;
 export function gathererName(stockName: string, colo: string | undefined, groups = GATHER_GROUPS): string {
   return `${stockName}@${fnv1a(colo ?? "local") % groups}`;
 }
+
+/** `GATHER = "on"` in wrangler.toml: reservations go through the gatherers (docs/CONFIGURATION.md). */
+export function gatherOn(env: { GATHER?: string }): boolean {
+  return env.GATHER === "on";
+}

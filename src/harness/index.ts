@@ -20,6 +20,7 @@ import { harnessPages } from "./storefront";
  */
 
 export { MetricsTotals } from "../../durable-objects/objects";
+export { Gatherer } from "../edge/gatherer";
 export { SkuStock } from "./harness-stock";
 
 const harnessApp: Hono<AppEnv> = buildApp(harnessPages, (app) => {
