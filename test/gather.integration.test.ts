@@ -1,11 +1,11 @@
-import { runInDurableObject } from "cloudflare:test";
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { ReserveOutcome, ReserveRequest } from "../durable-objects/engine/types";
-import { shardName } from "../durable-objects/shard-name";
+import { homeShard, shardName } from "../durable-objects/shard-name";
 import { gathererName } from "../src/edge/gather-name";
 import type { Gatherer } from "../src/edge/gatherer";
-import { verifyPurchaseToken } from "../src/edge/purchase-token";
+import { mintPurchaseToken, newNonce, verifyPurchaseToken } from "../src/edge/purchase-token";
 import { callStock } from "../src/edge/stock-client";
 import {
   call,
@@ -17,6 +17,7 @@ import {
   tokenFor,
   uniqueSku,
 } from "./support/client";
+import { eventually } from "./support/eventually";
 import { seededRandom } from "./support/random";
 
 // The gathering tier (issue 44): GATHER = "on" sends reservations through the shard's gatherer.
@@ -186,5 +187,57 @@ describe("the gathering tier", () => {
       expect(new Set(retries.map((r) => r.json.reservationId)).size).toBe(3);
       expect(await stockOf(sku)).toMatchObject({ available: 7, held: 3 });
     });
+  });
+
+  it("the fair opening through it: the window's entries wait for the one draw, and its winners hold", async () => {
+    // As test/fair-opening.integration.test.ts: a window a minute away, the object's clock moved into it.
+    const sku = uniqueSku("gather-draw");
+    const opensAt = Date.now() + 60_000;
+    const windowMs = 1_500;
+    await createSku(sku, {
+      totalStock: 4,
+      perUserLimit: 1,
+      startsAt: new Date(opensAt).toISOString(),
+      openingWindowMs: windowMs,
+    });
+    const stub = () => stockShard(env, sku, 0);
+    await runInDurableObject(stub(), (object) => {
+      object.now = () => opensAt + 1;
+    });
+    const users = Array.from({ length: 12 }, (_, i) => `gd-${i}`);
+    // Minted here: the edge judges the window by its own clock, a minute before the objects'.
+    const token = (user: string) =>
+      mintPurchaseToken(
+        { sku, userId: user, shard: homeShard(user, 1), shards: 1, nonce: newNonce(), expiresAt: Date.now() + 300_000 },
+        env.TOKEN_SECRET,
+      );
+    const tokens = await Promise.all(users.map(token));
+    let answeredEarly = 0;
+    const pending = users.map((u, i) =>
+      reserveVia(u, sku, tokens[i] as string, MANY_ISOLATES).then((a) => {
+        answeredEarly++;
+        return a;
+      }),
+    );
+    await eventually(async () => {
+      const entered = await runInDurableObject(
+        stub(),
+        (_o, state) => state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM draw_tokens").one().n,
+      );
+      expect(entered).toBe(users.length);
+    }, 30_000);
+    expect(answeredEarly).toBe(0); // entries wait for the draw, through the gatherer as without it
+    await runInDurableObject(stub(), (object) => {
+      object.now = () => opensAt + windowMs;
+    });
+    expect(await runDurableObjectAlarm(stub())).toBe(true);
+    const answers = await Promise.all(pending);
+
+    const won = answers.filter((a) => a.status === 202);
+    expect(gathererCallsTo(sku)).toBe(users.length); // every entry went through the gatherer
+    expect(won).toHaveLength(4);
+    expect(won.map((a) => a.json.draw.position).sort()).toEqual([1, 2, 3, 4]);
+    expect(answers.filter((a) => a.status === 409).map((a) => a.json.error.code)).toEqual(Array(8).fill("SOLD_OUT"));
+    expect(await stockOf(sku)).toEqual({ total: 4, available: 0, held: 4, sold: 0 });
   });
 });
