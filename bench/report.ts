@@ -14,6 +14,7 @@ import type { ProfileLine } from "./lib/profile";
 import type { RedisBenchResult } from "./lib/redis-benchmark";
 import { type Via, viaKey } from "./lib/via";
 import type { ClassicPipelineFigures } from "./scenarios/classic-pipeline";
+import type { CopiesFigure } from "./scenarios/copies";
 import type { Ceiling } from "./scenarios/edge";
 import type { HandOffFigures } from "./scenarios/order-hand-off";
 
@@ -714,6 +715,7 @@ export function performanceDoc(r: Results): string {
   out.push(...drawSection(r));
   out.push(...challengeSection(r));
   if (r.capacity) out.push(...capacitySection(r.capacity));
+  out.push(...copiesSection(r));
   if (r.baselines.length > 0) {
     out.push(
       "## Before → after",
@@ -949,6 +951,44 @@ function capacitySection(c: Capacity): string[] {
     "",
   );
   return out;
+}
+
+/** Issue 44 on this machine: the hot SKU behind copies of the Worker, GATHER off and on (bench/scenarios/copies.ts). */
+function copiesSection(r: Results): string[] {
+  const runs = Object.entries(r.points)
+    .filter(([key]) => /^hot_sku_copies\d+(_gather)?$/.test(key))
+    .map(([key, p]) => ({ p, f: (r.figures as Record<string, unknown>)[`${key}_batch`] as CopiesFigure | undefined }))
+    .filter((x): x is { p: Point; f: CopiesFigure } => x.f !== undefined);
+  if (runs.length === 0) return [];
+  const gather = (r.figures as Record<string, unknown>).gather_core as { cpuUsPerReservation?: number } | undefined;
+  const gather1 = (r.figures as Record<string, unknown>).gather_core_batch1 as
+    | { cpuUsPerReservation?: number }
+    | undefined;
+  return [
+    "## Many isolates on this machine (issue 44)",
+    "",
+    `The hot SKU (one shard) behind ${runs[0]?.f.copies} copies of the Worker in one workerd, each its own isolate with its own group commit, wrk's requests handed to them in turn by a front on its own socket, the stock object alone (its queue a sink), \`npm run bench:copies\`. CPU per reservation is the whole workerd's: front, copies, gatherer and object. The object's calls/s are the holds/s ÷ its mean batch (its own count of reserve calls).`,
+    "",
+    table(
+      ["GATHER", "holds/s", "time-to-hold p50 ms", "p99 ms", "CPU µs per reservation", "object calls/s", "mean batch"],
+      runs.map(({ p, f }) => [
+        f.gather ? "on" : "off",
+        n0(p.rps),
+        n1(p.p50Ms),
+        n1(p.p99Ms),
+        n0(p.cpuUsPerRequest),
+        n0(f.callsPerSec),
+        n1(f.meanBatch),
+      ]),
+    ),
+    "",
+    ...(gather?.cpuUsPerReservation !== undefined && gather1?.cpuUsPerReservation !== undefined
+      ? [
+          `The gatherer's own cost (\`npm run bench:gather\`, as the engine core is measured: the same batches straight to the object and through the gatherer, the difference in workerd CPU): ${n1(gather1.cpuUsPerReservation)} µs per reservation in calls of one, ${n1(gather.cpuUsPerReservation)} µs in calls of 64.`,
+          "",
+        ]
+      : []),
+  ];
 }
 
 /** ∞ for a hold that never came (more than 1% answered 503) or a figure that is not a number. */
