@@ -14,6 +14,7 @@ import type { ProfileLine } from "./lib/profile";
 import type { RedisBenchResult } from "./lib/redis-benchmark";
 import { type Via, viaKey } from "./lib/via";
 import type { ClassicPipelineFigures } from "./scenarios/classic-pipeline";
+import type { CopiesFigure } from "./scenarios/copies";
 import type { Ceiling } from "./scenarios/edge";
 import type { HandOffFigures } from "./scenarios/order-hand-off";
 
@@ -714,6 +715,7 @@ export function performanceDoc(r: Results): string {
   out.push(...drawSection(r));
   out.push(...challengeSection(r));
   if (r.capacity) out.push(...capacitySection(r.capacity));
+  out.push(...copiesSection(r));
   if (r.baselines.length > 0) {
     out.push(
       "## Before → after",
@@ -951,8 +953,82 @@ function capacitySection(c: Capacity): string[] {
   return out;
 }
 
+/** Issue 44 on this machine: the hot SKU behind copies of the Worker, GATHER off and on (bench/scenarios/copies.ts). */
+function copiesSection(r: Results): string[] {
+  const runs = Object.entries(r.points)
+    .filter(([key]) => /^hot_sku_copies\d+(_gather)?$/.test(key))
+    .map(([key, p]) => ({ p, f: (r.figures as Record<string, unknown>)[`${key}_batch`] as CopiesFigure | undefined }))
+    .filter((x): x is { p: Point; f: CopiesFigure } => x.f !== undefined);
+  if (runs.length === 0) return [];
+  const gather = (r.figures as Record<string, unknown>).gather_core as { cpuUsPerReservation?: number } | undefined;
+  const gather1 = (r.figures as Record<string, unknown>).gather_core_batch1 as
+    | { cpuUsPerReservation?: number }
+    | undefined;
+  return [
+    "## Many isolates on this machine (issue 44)",
+    "",
+    `The hot SKU (one shard) behind ${runs[0]?.f.copies} copies of the Worker in one workerd, each its own isolate with its own group commit, wrk's requests handed to them in turn by a front on its own socket, the stock object alone (its queue a sink), \`npm run bench:copies\`. CPU per reservation is the whole workerd's: front, copies, gatherer and object. The object's calls/s are the holds/s ÷ its mean batch (its own count of reserve calls).`,
+    "",
+    table(
+      ["GATHER", "holds/s", "time-to-hold p50 ms", "p99 ms", "CPU µs per reservation", "object calls/s", "mean batch"],
+      runs.map(({ p, f }) => [
+        f.gather ? "on" : "off",
+        n0(p.rps),
+        n1(p.p50Ms),
+        n1(p.p99Ms),
+        n0(p.cpuUsPerRequest),
+        n0(f.callsPerSec),
+        n1(f.meanBatch),
+      ]),
+    ),
+    "",
+    ...(gather?.cpuUsPerReservation !== undefined && gather1?.cpuUsPerReservation !== undefined
+      ? [
+          `The gatherer's own cost (\`npm run bench:gather\`, as the engine core is measured: the same batches straight to the object and through the gatherer, the difference in workerd CPU): ${n1(gather1.cpuUsPerReservation)} µs per reservation in calls of one, ${n1(gather.cpuUsPerReservation)} µs in calls of 64.`,
+          "",
+        ]
+      : []),
+  ];
+}
+
 /** ∞ for a hold that never came (more than 1% answered 503) or a figure that is not a number. */
 const ms0 = (v: number | null | undefined) => (v === null || v === undefined ? "∞" : n0(v));
+
+/** Issue 44: the shards the target needs as the isolates grow, without and with the gathering tier. */
+function tierSection(sim: CapacitySimulation): string[] {
+  const t = sim.tier;
+  if (!t || !sim.isolateRows) return [];
+  const none = "none up to 64";
+  return [
+    `**However many isolates the spike lands on.** Each isolate coalesces only its own requests, so the more isolates share a spike, the smaller each batch, and every object meets its cost per call and its requests/s with batches of one. The gathering tier (\`GATHER = "on"\`, docs/ARCHITECTURE.md) puts ${t.perShard} gatherer objects per shard between the isolates and the stock object: a colo's isolates send to the one its name hashes to, and each gatherer coalesces what all its isolates sent into one call to the object (one in flight, up to ${sim.maxBatch}), as group-commit.ts does in an isolate. Simulated as above, plus: each isolate-to-gatherer round trip drawn like the colo-to-object one (${t.rtt.source}); each gatherer serial, ${n0(t.inUs)} + ${n1(t.inPerReservationUs)}·n µs per call it receives and ${n0(t.outUs)} µs per batch it sends (${t.from}), and no more than ${n0(t.maxCallsPerSec)} calls/s.`,
+    "",
+    ...t.notes.map((n) => `Note: ${n}.`),
+    ...(t.notes.length > 0 ? [""] : []),
+    table(
+      [
+        "isolates",
+        "colos",
+        `shards for ${n0(sim.target.perSec)}/s, p99 < ${n0(sim.target.p99Ms)} ms`,
+        "with the tier",
+        "with it there: hold p50 / p99 ms",
+        "object batch mean",
+        "calls to a gatherer: mean",
+        "busiest gatherer",
+      ],
+      sim.isolateRows.map((r) => [
+        n0(r.isolates),
+        n0(r.colos),
+        r.without === null ? none : String(r.without),
+        r.with === null ? none : String(r.with),
+        `${ms0(r.withTier.holdP50Ms)} / ${ms0(r.withTier.holdP99Ms)}`,
+        n1(r.withTier.batch.mean),
+        n1(r.withTier.tier?.meanIn ?? Number.NaN),
+        `${n0(r.withTier.tier?.busyMaxPct ?? Number.NaN)}%`,
+      ]),
+    ),
+    "",
+  ];
+}
 
 /** The simulated spike: its assumptions, the table for 1–64 shards, the shards the target needs, the check. */
 function simulationSection(sim: CapacitySimulation): string[] {
@@ -1027,6 +1103,7 @@ function simulationSection(sim: CapacitySimulation): string[] {
       ]),
     ),
     "",
+    ...tierSection(sim),
     v
       ? `Checked once against this machine, in a closed-loop mode with local parameters: one isolate, RTT 0, ${v.connections} connections each sending its next reservation when the last one answers (as wrk does), and the Worker and the object sharing workerd's one thread in FIFO order (locally they run in one process). The edge's cost per reservation is the \`${v.point}\` point's ${n0(v.measuredCpuUsPerRequest)} µs of workerd CPU per request less the object's share at the batch the loop runs with (a ÷ mean batch + b), solved together: ${n0(i.edgeUs)} µs. Predicted ${n0(v.predicted.perSec)} reservations/s (time-to-hold p50 ${n1(v.predicted.holdP50Ms)} ms, p99 ${n1(v.predicted.holdP99Ms)} ms; batch mean ${n1(v.predicted.batch.mean)}, p50 ${v.predicted.batch.p50}, p99 ${v.predicted.batch.p99}), measured ${n0(v.measuredPerSec)}/s (p50 ${n1(v.measuredP50Ms)} ms, p99 ${n1(v.measuredP99Ms)} ms): **ratio ${v.ratio.toFixed(2)}, ${v.within25Pct ? "within" : "not within"} 25%**. With the thread the only server, the loop predicts 1e6 ÷ the CPU per request; what it adds is the batch the loop settles at, and the measured rate falls short of it by the share of the thread workerd did not get on this shared 2-core machine.`
       : "No hot-SKU point in this run: the simulation is not checked against this machine.",

@@ -35,6 +35,7 @@ import { through, VIAS, viaKey } from "./lib/via";
 import { writeReports } from "./report";
 import { classic } from "./scenarios/classic";
 import { classicPipeline } from "./scenarios/classic-pipeline";
+import { hotSkuCopies } from "./scenarios/copies";
 import { drawDecide, drawDecideSharded, SHARDED_ENTRANTS } from "./scenarios/draw";
 import {
   bodyFloor,
@@ -49,6 +50,7 @@ import {
   tokens,
 } from "./scenarios/edge";
 import { engineCore } from "./scenarios/engine-core";
+import { gatherCore } from "./scenarios/gather-core";
 import { memory } from "./scenarios/memory";
 import { orderPipelineWebhooks } from "./scenarios/order-hand-off";
 import { hotSkuOrders, orderPipeline } from "./scenarios/order-pipeline";
@@ -207,6 +209,26 @@ try {
   bench.figures.ceilings = ceilings;
   if (wanted("hot_sku_gc_off")) await hotSku(bench, off, { key: "hot_sku_gc_off" });
   if (wanted("hot_sku_4_shards")) await hotSku(bench, on, { key: "hot_sku_4_shards", shards: 4 });
+  if (wanted("hot_sku_copies")) {
+    // Issue 44: one stock object behind 16 copies of the Worker (16 isolates), GATHER off and on;
+    // each stopped before the next starts (17 isolates apiece).
+    for (const gather of [false, true]) {
+      const copies = await startWorker(
+        `16 copies, GATHER=${gather ? "on" : "off"}`,
+        { GROUP_COMMIT: "on", GATHER: gather ? "on" : "off" },
+        { ...ENGINE_ALONE, copies: 16 },
+      );
+      try {
+        await hotSkuCopies(bench, copies, { key: `hot_sku_copies16${gather ? "_gather" : ""}`, copies: 16, gather });
+        // Its holds are checked while it runs: the run's last check comes after it stopped.
+        await verify({ ...bench, checks: bench.checks.filter((c) => c.server === copies) });
+      } finally {
+        bench.checks = bench.checks.filter((c) => c.server !== copies);
+        await copies.stop();
+      }
+    }
+  }
+
   if (wanted("classic")) await classic(bench, redis, luaServer.url, luaServer.process.pid ?? 0);
   if (wanted("redis")) {
     await redisReserve(bench, redis, luaServer.port, luaServer.process.pid ?? 0);
@@ -240,6 +262,8 @@ try {
     await engineCore(bench, cloudflare);
     // Its fixed cost per call: the same object called with one reservation per call.
     await engineCore(bench, cloudflare, "engine_core_batch1", 1);
+    // The gatherer's cost per call (issue 44): the same object, batches straight and through it.
+    await gatherCore(bench, cloudflare);
     // The same object with an fsync per commit (state on disk): beside Redis with appendfsync always.
     const fsync = await start(
       "GROUP_COMMIT=on, object alone, fsync per commit",

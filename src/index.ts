@@ -11,6 +11,7 @@ import { consumeOrderEvents } from "./orders/order-consumer";
 import { reconcile } from "./reconcile/reconcile";
 
 export { MetricsTotals, SkuStock } from "../durable-objects/objects";
+export { Gatherer } from "./edge/gatherer";
 export { WebhookSender } from "./handoff/endpoint-sender";
 
 const DEAD_LETTER_QUEUE = "order-events-dlq";

@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { type Costs, objectCosts, type Spike, simulateClosedLoop, simulateSpike } from "../bench/lib/capacity-sim";
+import {
+  type Costs,
+  gathererCosts,
+  objectCosts,
+  type Spike,
+  simulateClosedLoop,
+  simulateSpike,
+  type Tier,
+} from "../bench/lib/capacity-sim";
 
 // The capacity simulation (bench/lib/capacity-sim.ts): small spikes, so the suite stays fast.
 const near: Spike["rtt"] = { medianMs: 0.01, p99Ms: 0.01, jitterSigma: 0 };
@@ -90,5 +98,76 @@ describe("capacity simulation", () => {
     const one = objectCosts({ engine_core: { batch: 64, cpuUsPerReservation: 45.25 } });
     expect(one.notes.join()).toContain("engine_core_batch1");
     expect(one.from[0]?.figure).toContain("default");
+  });
+
+  describe("the gathering tier (issue 44)", () => {
+    const tier = (over: Partial<Tier> = {}): Tier => ({
+      perShard: 4,
+      rtt: { medianMs: 20, p99Ms: 100, jitterSigma: 0.1 },
+      inUs: 90,
+      inPerReservationUs: 3,
+      outUs: 90,
+      maxCallsPerSec: 1000,
+      ...over,
+    });
+    // Many isolates, each with about one reservation in flight: the case the tier is for.
+    const wide = (over: Partial<Spike> = {}) =>
+      spike({ shoppers: 9_000, seconds: 3, isolates: 1_000, colos: 20, ...over });
+    const capped = costs({ maxCallsPerSec: 1000 });
+
+    it("is deterministic for a seed, and a spike without it is told apart from one with it", () => {
+      const a = simulateSpike(wide({ tier: tier() }), capped);
+      expect(simulateSpike(wide({ tier: tier() }), capped)).toEqual(a);
+      expect(a.tier?.callsIn).toBeGreaterThan(0);
+      expect(simulateSpike(wide(), capped).tier).toBeNull();
+    });
+
+    it("the object's batches no longer shrink as the isolates grow: they are what its gatherers gathered", () => {
+      const few = (t?: Tier) => simulateSpike(wide({ isolates: 50, tier: t }), capped);
+      const many = (t?: Tier) => simulateSpike(wide({ isolates: 2_000, tier: t }), capped);
+      // Without the tier, 40 times the isolates: smaller batches, and the object falls behind.
+      expect(many().batch.mean).toBeLessThan(0.7 * few().batch.mean);
+      expect(many().sustainedPerSec).toBeLessThan(0.9 * 3000);
+      // With it, the object sees 4 gatherers whatever the isolates: the same batches, the whole rate.
+      const [f, m] = [few(tier()), many(tier())];
+      expect(m.batch.mean / f.batch.mean).toBeGreaterThan(0.8);
+      expect(m.batch.mean).toBeGreaterThan(2 * many().batch.mean);
+      expect(m.sustainedPerSec).toBeGreaterThan(0.95 * 3000);
+      expect(m.busy).toBe(0);
+      // The gatherers took the isolates' calls one by one (about one reservation each).
+      expect(m.tier?.meanIn).toBeLessThan(1.3);
+    });
+
+    it("every reservation is answered once, through a gatherer's batch: none lost, none answered twice", () => {
+      const r = simulateSpike(wide({ tier: tier() }), capped);
+      const reservations = (r.tier?.callsIn ?? 0) * (r.tier?.meanIn ?? 0);
+      expect(Math.round(reservations)).toBe(9_000);
+      expect(r.batch.calls * r.batch.mean).toBeCloseTo(9_000);
+      expect(r.batch.calls).toBeLessThan(r.tier?.callsIn ?? 0);
+    });
+
+    it("a gatherer is an object too: one per shard takes every call and meets its own requests/s", () => {
+      const one = simulateSpike(wide({ shoppers: 6_000, tier: tier({ perShard: 1 }) }), capped);
+      expect(one.tier?.busyMaxPct).toBeGreaterThan(90);
+      expect(one.sustainedPerSec).toBeLessThan(0.8 * 2000);
+      const four = simulateSpike(wide({ shoppers: 6_000, tier: tier({ perShard: 4 }) }), capped);
+      expect(four.sustainedPerSec).toBeGreaterThan(0.95 * 2000);
+    });
+
+    it("takes the gatherer's costs from its figures when measured, else from an RPC doing nothing and says so", () => {
+      const measured = gathererCosts(
+        {
+          gather_core_batch1: { batch: 1, cpuUsPerReservation: 200 },
+          gather_core: { batch: 64, cpuUsPerReservation: 10 },
+        },
+        1000,
+      );
+      expect(measured.inUs + measured.outUs + measured.inPerReservationUs).toBeCloseTo(200);
+      expect(measured.inUs + measured.outUs + 64 * measured.inPerReservationUs).toBeCloseTo(640);
+      expect(measured.notes).toEqual([]);
+      const assumed = gathererCosts({ floor_rpc_noop: { cpuUsPerCall: 80 } }, 1000);
+      expect(assumed.inUs).toBe(80);
+      expect(assumed.notes.join()).toContain("to be measured");
+    });
   });
 });

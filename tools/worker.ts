@@ -37,6 +37,12 @@ export interface WorkerServer {
   pid: number;
   /** The workerd inspector's port (Chrome DevTools protocol), when started with `inspect`. */
   inspectorPort?: number;
+  /**
+   * With `copies`: a front on its own socket that hands each request to the next of the Worker's
+   * copies in turn (each its own isolate, all reaching the one set of objects), as a spike lands on
+   * many isolates on Cloudflare.
+   */
+  copiesUrl?: string;
   stop(): Promise<void>;
   /** The tail of the Worker's output, for error messages. */
   logTail(): string;
@@ -52,6 +58,15 @@ export class QueueSink extends WorkerEntrypoint {
 }
 export default { fetch: () => new Response(null, { status: 404 }) };
 `;
+/** The front of the copies: round robin over the service bindings COPY_0 … COPY_{n-1}. */
+const COPIES_FRONT = `let next = 0;
+export default {
+  fetch(request, env) {
+    const copy = env["COPY_" + (next++ % Number(env.COPIES))];
+    return copy.fetch(request);
+  },
+};
+`;
 const HERE = fileURLToPath(new URL("..", import.meta.url));
 
 /**
@@ -62,12 +77,15 @@ const HERE = fileURLToPath(new URL("..", import.meta.url));
  * shares their process and thread here and runs elsewhere on Cloudflare: no queue consumer, and the
  * `order-events` producer bound to a sink (an RPC entrypoint in the same workerd that drops what it
  * gets, {@link QUEUE_SINK}) instead of Miniflare's queue broker, whose bookkeeping per message would
- * run on the objects' thread; the object still pays its `sendBatch` calls.
+ * run on the objects' thread; the object still pays its `sendBatch` calls. `copies`: that many more
+ * copies of the Worker in the same workerd, each its own isolate with its own module state (its own
+ * group commit), whose object bindings reach this Worker's objects, behind a round-robin front
+ * ({@link WorkerServer.copiesUrl}); they run no queue consumer.
  */
 export async function startWorker(
   label: string,
   vars: Record<string, string>,
-  opts: { inspect?: boolean; root?: string; stateRoot?: string; objectAlone?: boolean } = {},
+  opts: { inspect?: boolean; root?: string; stateRoot?: string; objectAlone?: boolean; copies?: number } = {},
 ): Promise<WorkerServer> {
   const ROOT = opts.root ?? HERE;
   const CONFIG = join(ROOT, "wrangler.toml");
@@ -104,6 +122,13 @@ export async function startWorker(
     const producers = workerOptions.queueProducers as Record<string, unknown> | undefined;
     if (producers) delete producers.ORDER_EVENTS;
   }
+  const copies = opts.copies ?? 0;
+  // A copy binds the main Worker's object classes by script name: one set of objects for all of them.
+  const objects = Object.fromEntries(
+    Object.entries((workerOptions.durableObjects ?? {}) as Record<string, { className: string }>).map(
+      ([binding, o]) => [binding, { className: o.className, scriptName: "flashgate", useSQLite: true }],
+    ),
+  );
   const before = new Set(workerdChildren(process.pid));
   const output: string[] = []; // the last chunks of the Worker's output (it logs a line per request)
   const keep = (d: Buffer) => {
@@ -141,6 +166,35 @@ export async function startWorker(
       ...(sink
         ? [{ name: "queue-sink", modules: [{ type: "ESModule" as const, path: "sink.mjs", contents: QUEUE_SINK }] }]
         : []),
+      ...Array.from({ length: copies }, (_, i) => ({
+        ...workerOptions,
+        queueConsumers: {},
+        durableObjects: objects,
+        name: `copy-${i}`,
+        modules: true,
+        scriptPath: join(bundle, "index.js"),
+        modulesRoot: bundle,
+        bindings: { ...workerOptions.bindings, ...SECRETS, DEV_TOOLS: "true", ...vars },
+        ...(sink
+          ? {
+              serviceBindings: {
+                ...(workerOptions.serviceBindings as Record<string, unknown> | undefined),
+                ORDER_EVENTS: { name: "queue-sink", entrypoint: "QueueSink" },
+              },
+            }
+          : {}),
+      })),
+      ...(copies > 0
+        ? [
+            {
+              name: "copies-front",
+              modules: [{ type: "ESModule" as const, path: "front.mjs", contents: COPIES_FRONT }],
+              bindings: { COPIES: String(copies) },
+              serviceBindings: Object.fromEntries(Array.from({ length: copies }, (_, i) => [`COPY_${i}`, `copy-${i}`])),
+              unsafeDirectSockets: [{ host: "127.0.0.1" }],
+            },
+          ]
+        : []),
     ],
   });
   try {
@@ -153,12 +207,14 @@ export async function startWorker(
   const pid = workerdChildren(process.pid).find((p) => !before.has(p));
   if (pid === undefined) throw new Error(`the Worker (${label}): no workerd process found`);
   const directUrl = (await mf.unsafeGetDirectURL("flashgate")).origin;
+  const copiesUrl = copies > 0 ? (await mf.unsafeGetDirectURL("copies-front")).origin : undefined;
   return {
     label,
     url: `http://127.0.0.1:${port}`,
     directUrl,
     pid,
     ...(inspectorPort === undefined ? {} : { inspectorPort }),
+    ...(copiesUrl === undefined ? {} : { copiesUrl }),
     logTail: () => output.join("").slice(-4000),
     async stop() {
       await mf.dispose();

@@ -1,4 +1,5 @@
 import { homeShard } from "../../durable-objects/shard-name";
+import { GATHER_GROUPS } from "../../src/edge/gather-name";
 import { MAX_BATCH } from "../../src/edge/group-commit";
 
 /**
@@ -42,6 +43,27 @@ export interface Spike {
   shards: number;
   rtt: Rtt;
   seed: number;
+  /** The gathering tier between the isolates and the stock objects (absent: isolates call the objects). */
+  tier?: Tier | undefined;
+}
+
+/**
+ * The gathering tier (issue 44): one gatherer object per shard and group of colos, between the
+ * isolates and the stock object. Isolates still coalesce their own requests, one call in flight per
+ * gatherer; each gatherer coalesces the calls of all its isolates into batches to the stock object,
+ * one in flight, as group-commit.ts does (it never splits an isolate's call across two batches).
+ */
+export interface Tier {
+  /** Gatherers per shard: colo c sends to gatherer c mod this (the gatherer sits at colo g's place). */
+  perShard: number;
+  /** Isolate-to-gatherer round trips (lognormal per colo, times the per-call jitter). */
+  rtt: Rtt;
+  /** The gatherer's thread per call it receives, a + b·reservations µs, and per batch it sends, µs. */
+  inUs: number;
+  inPerReservationUs: number;
+  outUs: number;
+  /** Calls/s one gatherer takes at most (it is a Durable Object too). */
+  maxCallsPerSec: number;
 }
 
 export interface BatchStats {
@@ -69,6 +91,16 @@ export interface SpikeResult {
   objectBusyMaxPct: number;
   /** The longest a batch was out (group-commit.ts forgets one after MAX_WAIT_MS; not modelled, so shown). */
   maxFlightMs: number;
+  /** The gathering tier's side, when the spike has one. */
+  tier: TierStats | null;
+}
+
+export interface TierStats {
+  /** Calls the gatherers received from isolates, and their mean reservations. */
+  callsIn: number;
+  meanIn: number;
+  /** The busiest gatherer's share of the spike's second half spent on its calls. */
+  busyMaxPct: number;
 }
 
 /** mulberry32: small, fast, and the same sequence everywhere for a seed. */
@@ -129,19 +161,29 @@ function shoppersOf(seed: number, n: number): string[] {
  * The spike: open-loop arrivals; an isolate's own thread is taken as never the bottleneck (its edge
  * work is latency only). Calls are kept as columns of typed arrays and queues as linked lists through
  * them, so a run of 300,000 shoppers allocates almost nothing per event.
+ *
+ * Servers are serial FIFOs: the stock objects (one per shard) and, with the tier, the gatherers. A
+ * call is an isolate's batch (level 1, to its gatherer or, without the tier, to the object) or a
+ * gatherer's batch (level 2, a run of level-1 calls, to the object). Each call goes through three
+ * events: it reaches its server, the server is done with it, its answer is back with the sender.
  */
 export function simulateSpike(spike: Spike, costs: Costs): SpikeResult {
   const rand = prng(spike.seed);
-  const { shoppers: n, shards, isolates } = spike;
+  const { shoppers: n, shards, isolates, tier } = spike;
   const ids = shoppersOf(spike.seed, n);
   const spanUs = spike.seconds * 1e6;
   const waitUs = MAX_WAIT_MS * 1e3;
-  const sigma = Math.log(spike.rtt.p99Ms / spike.rtt.medianMs) / Z99;
-  const coloRttUs = Array.from(
-    { length: spike.colos },
-    () => spike.rtt.medianMs * 1e3 * Math.exp(sigma * normal(rand)),
-  );
-  const minCallUs = Number.isFinite(costs.maxCallsPerSec) ? 1e6 / costs.maxCallsPerSec : 0;
+  const lognormal = (rtt: Rtt) => {
+    const sigma = Math.log(rtt.p99Ms / rtt.medianMs) / Z99;
+    return Array.from({ length: spike.colos }, () => rtt.medianMs * 1e3 * Math.exp(sigma * normal(rand)));
+  };
+  const coloRttUs = lognormal(spike.rtt);
+  // Drawn only with the tier, so a spike without it draws exactly the numbers it always did.
+  const gatherRttUs = tier ? lognormal(tier.rtt) : [];
+  const perCap = (cap: number) => (Number.isFinite(cap) ? 1e6 / cap : 0);
+  const minCallUs = perCap(costs.maxCallsPerSec);
+  const gatherMinCallUs = tier ? perCap(tier.maxCallsPerSec) : 0;
+  const perShard = tier ? Math.max(1, Math.min(tier.perShard, spike.colos)) : 0;
 
   // Shoppers: when each reached the edge, its hold time, and the next shopper in its queue.
   const arrival = new Float64Array(n);
@@ -152,23 +194,36 @@ export function simulateSpike(spike: Spike, costs: Costs): SpikeResult {
   const qHead = new Int32Array(queues).fill(-1);
   const qTail = new Int32Array(queues).fill(-1);
   const inFlight = new Uint8Array(queues);
-  // Calls (at most one per shopper): first shopper and count of the batch, its round trip, its event.
-  const cT = new Float64Array(n);
-  const cKind = new Uint8Array(n); // 0: reaches the object, 1: the object is done, 2: the answer is back
-  const cQueue = new Int32Array(n);
-  const cFirst = new Int32Array(n);
-  const cCount = new Int32Array(n);
-  const cRtt = new Float64Array(n);
-  const cSent = new Float64Array(n);
-  const cNext = new Int32Array(n).fill(-1); // the next call in its object's queue
+  // Calls: at most one per shopper at each level.
+  const maxCalls = tier ? 2 * n : n;
+  const cT = new Float64Array(maxCalls);
+  const cKind = new Uint8Array(maxCalls); // 0: reaches its server, 1: the server is done, 2: the answer is back
+  const cLevel = new Uint8Array(maxCalls); // 1: an isolate's, 2: a gatherer's
+  const cFrom = new Int32Array(maxCalls); // the isolate's queue, or the gatherer
+  const cServer = new Int32Array(maxCalls); // < shards: that shard's object; else shards + gatherer
+  const cFirst = new Int32Array(maxCalls); // first shopper (level 1) or first level-1 call (level 2)
+  const cCount = new Int32Array(maxCalls); // reservations in it
+  const cParts = new Int32Array(maxCalls); // level 2: level-1 calls in it
+  const cRtt = new Float64Array(maxCalls);
+  const cSent = new Float64Array(maxCalls);
+  const cNext = new Int32Array(maxCalls).fill(-1); // the next call in its server's queue, or its gatherer's
   let calls = 0;
-  // One object per shard, serial: a FIFO of the calls that reached it while it served another.
-  const oHead = new Int32Array(shards).fill(-1);
-  const oTail = new Int32Array(shards).fill(-1);
-  const oBusy = new Uint8Array(shards);
-  const oBusyUs = new Float64Array(shards);
+  // Servers: the objects, then the gatherers (shard × perShard), each a FIFO of the calls that
+  // reached it while it served another.
+  const gatherers = shards * perShard;
+  const servers = shards + gatherers;
+  const sHead = new Int32Array(servers).fill(-1);
+  const sTail = new Int32Array(servers).fill(-1);
+  const sBusy = new Uint8Array(servers);
+  const sBusyUs = new Float64Array(servers);
+  // Each gatherer's line of level-1 calls waiting for its next batch, and whether a batch is out.
+  const gHead = new Int32Array(gatherers).fill(-1);
+  const gTail = new Int32Array(gatherers).fill(-1);
+  const gInFlight = new Uint8Array(gatherers);
+  let callsIn = 0;
+  let reservationsIn = 0;
   // The pending call events, a binary min-heap of call ids by cT.
-  const heap = new Int32Array(n);
+  const heap = new Int32Array(maxCalls);
   let heapSize = 0;
   const push = (c: number) => {
     const t = cT[c] as number;
@@ -203,17 +258,64 @@ export function simulateSpike(spike: Spike, costs: Costs): SpikeResult {
   let busy = 0;
   let maxFlightUs = 0;
   const sizes = new Int32Array(n);
+  let objectCalls = 0;
+  const at = (c: number, t: number, kind: number) => {
+    cT[c] = t;
+    cKind[c] = kind;
+    push(c);
+  };
 
   const serve = (c: number, now: number) => {
-    const shard = (cQueue[c] as number) % shards;
-    oBusy[shard] = 1;
-    const cost = Math.max(costs.aUs + costs.bUs * (cCount[c] as number), minCallUs);
+    const s = cServer[c] as number;
+    sBusy[s] = 1;
+    const count = cCount[c] as number;
+    let cost: number;
+    if (s < shards) cost = Math.max(costs.aUs + costs.bUs * count, minCallUs);
+    else if (cLevel[c] === 1)
+      cost = Math.max((tier as Tier).inUs + (tier as Tier).inPerReservationUs * count, gatherMinCallUs);
+    else cost = (tier as Tier).outUs; // the gatherer sending its batch
     // Busy time inside the spike's second half only, so a backlog drained after it does not count.
     const overlap = Math.min(now + cost, spanUs) - Math.max(now, spanUs / 2);
-    if (overlap > 0) oBusyUs[shard] = (oBusyUs[shard] as number) + overlap;
-    cT[c] = now + cost;
-    cKind[c] = 1;
-    push(c);
+    if (overlap > 0) sBusyUs[s] = (sBusyUs[s] as number) + overlap;
+    at(c, now + cost, 1);
+  };
+  const arrive = (c: number, now: number) => {
+    const s = cServer[c] as number;
+    if (sBusy[s]) {
+      if ((sTail[s] as number) >= 0) cNext[sTail[s] as number] = c;
+      else sHead[s] = c;
+      sTail[s] = c;
+    } else serve(c, now);
+  };
+  // A gatherer's batch: the calls waiting in its line, whole, up to MAX_BATCH reservations (at least
+  // one call). Sending it takes the gatherer's thread first, so it queues there like a call.
+  const gather = (g: number, now: number) => {
+    const first = gHead[g] as number;
+    let last = first;
+    let count = cCount[first] as number;
+    let parts = 1;
+    for (let k = cNext[last] as number; k >= 0 && count + (cCount[k] as number) <= MAX_BATCH; k = cNext[k] as number) {
+      count += cCount[k] as number;
+      parts++;
+      last = k;
+    }
+    gHead[g] = cNext[last] as number;
+    if (gHead[g] < 0) gTail[g] = -1;
+    cNext[last] = -1;
+    gInFlight[g] = 1;
+    const c = calls++;
+    sizes[objectCalls++] = count;
+    const colo = g % perShard; // the gatherer sits where its first colo is
+    cLevel[c] = 2;
+    cFrom[c] = g;
+    cServer[c] = shards + g;
+    cFirst[c] = first;
+    cCount[c] = count;
+    cParts[c] = parts;
+    cRtt[c] = (coloRttUs[colo] as number) * Math.exp(spike.rtt.jitterSigma * normal(rand));
+    cSent[c] = now;
+    cNext[c] = -1;
+    arrive(c, now);
   };
   // group-commit.ts's #sendBatch: whatever waits, up to MAX_BATCH; who waited past MAX_WAIT_MS has left (503).
   const send = (q: number, now: number) => {
@@ -237,17 +339,25 @@ export function simulateSpike(spike: Spike, costs: Costs): SpikeResult {
     nextShopper[s] = -1;
     inFlight[q] = 1;
     const c = calls++;
-    sizes[c] = count;
+    const shard = q % shards;
     const colo = Math.floor(q / shards) % spike.colos;
-    const rttUs = (coloRttUs[colo] as number) * Math.exp(spike.rtt.jitterSigma * normal(rand));
-    cQueue[c] = q;
+    let rttUs: number;
+    if (tier) {
+      rttUs = (gatherRttUs[colo] as number) * Math.exp(tier.rtt.jitterSigma * normal(rand));
+      cServer[c] = shards + shard * perShard + (colo % perShard);
+    } else {
+      sizes[objectCalls++] = count;
+      rttUs = (coloRttUs[colo] as number) * Math.exp(spike.rtt.jitterSigma * normal(rand));
+      cServer[c] = shard;
+    }
+    cLevel[c] = 1;
+    cFrom[c] = q;
     cFirst[c] = first;
     cCount[c] = count;
     cRtt[c] = rttUs;
     cSent[c] = now;
-    cKind[c] = 0;
-    cT[c] = now + rttUs / 2;
-    push(c);
+    cNext[c] = -1;
+    at(c, now + rttUs / 2, 0);
   };
 
   let next = 0;
@@ -270,27 +380,48 @@ export function simulateSpike(spike: Spike, costs: Costs): SpikeResult {
     }
     if (heapSize === 0) break;
     const c = pop();
-    const shard = (cQueue[c] as number) % shards;
+    const now = cT[c] as number;
     const kind = cKind[c];
-    if (kind === 0) {
-      if (oBusy[shard]) {
-        if ((oTail[shard] as number) >= 0) cNext[oTail[shard] as number] = c;
-        else oHead[shard] = c;
-        oTail[shard] = c;
-      } else serve(c, cT[c] as number);
-    } else if (kind === 1) {
-      oBusy[shard] = 0;
-      const queued = oHead[shard] as number;
+    if (kind === 0) arrive(c, now);
+    else if (kind === 1) {
+      const s = cServer[c] as number;
+      sBusy[s] = 0;
+      const queued = sHead[s] as number;
       if (queued >= 0) {
-        oHead[shard] = cNext[queued] as number;
-        if (oHead[shard] < 0) oTail[shard] = -1;
-        serve(queued, cT[c] as number);
+        sHead[s] = cNext[queued] as number;
+        if (sHead[s] < 0) sTail[s] = -1;
+        cNext[queued] = -1;
+        serve(queued, now);
       }
-      cT[c] = (cT[c] as number) + (cRtt[c] as number) / 2;
-      cKind[c] = 2;
-      push(c);
+      if (s < shards)
+        at(c, now + (cRtt[c] as number) / 2, 2); // the object's answer goes back
+      else if (cLevel[c] === 2) {
+        // The gatherer's batch leaves for the object.
+        cServer[c] = Math.floor((s - shards) / perShard);
+        at(c, now + (cRtt[c] as number) / 2, 0);
+      } else {
+        // An isolate's call joins its gatherer's line; the gatherer sends it if nothing is out.
+        const g = s - shards;
+        callsIn++;
+        reservationsIn += cCount[c] as number;
+        if ((gTail[g] as number) >= 0) cNext[gTail[g] as number] = c;
+        else gHead[g] = c;
+        gTail[g] = c;
+        if (!gInFlight[g]) gather(g, now);
+      }
+    } else if (cLevel[c] === 2) {
+      // The object's answers are back at the gatherer: each isolate's call gets its own.
+      let k = cFirst[c] as number;
+      for (let p = 0; p < (cParts[c] as number); p++) {
+        const nk = cNext[k] as number;
+        cNext[k] = -1;
+        at(k, now + (cRtt[k] as number) / 2, 2);
+        k = nk;
+      }
+      const g = cFrom[c] as number;
+      gInFlight[g] = 0;
+      if ((gHead[g] as number) >= 0) gather(g, now);
     } else {
-      const now = cT[c] as number;
       maxFlightUs = Math.max(maxFlightUs, now - (cSent[c] as number));
       let s = cFirst[c] as number;
       for (let k = 0; k < (cCount[c] as number); k++) {
@@ -300,7 +431,7 @@ export function simulateSpike(spike: Spike, costs: Costs): SpikeResult {
         else busy++;
         s = nextShopper[s] as number;
       }
-      const q = cQueue[c] as number;
+      const q = cFrom[c] as number;
       inFlight[q] = 0;
       if ((qHead[q] as number) >= 0) send(q, now);
     }
@@ -319,6 +450,11 @@ export function simulateSpike(spike: Spike, costs: Costs): SpikeResult {
       maxHold = hold[i] as number;
       break;
     }
+  let objectBusy = 0;
+  let gatherBusy = 0;
+  for (let s = 0; s < servers; s++)
+    if (s < shards) objectBusy = Math.max(objectBusy, sBusyUs[s] as number);
+    else gatherBusy = Math.max(gatherBusy, sBusyUs[s] as number);
   return {
     shards,
     offeredPerSec: n / spike.seconds,
@@ -327,9 +463,12 @@ export function simulateSpike(spike: Spike, costs: Costs): SpikeResult {
     holdP99Ms: ms(quantile(hold, 0.99)),
     holdMaxMs: ms(maxHold),
     busy,
-    batch: batchStats(sizes.subarray(0, calls)),
-    objectBusyMaxPct: (100 * Math.max(...oBusyUs)) / (spanUs / 2),
+    batch: batchStats(sizes.subarray(0, objectCalls)),
+    objectBusyMaxPct: (100 * objectBusy) / (spanUs / 2),
     maxFlightMs: maxFlightUs / 1e3,
+    tier: tier
+      ? { callsIn, meanIn: reservationsIn / Math.max(1, callsIn), busyMaxPct: (100 * gatherBusy) / (spanUs / 2) }
+      : null,
   };
 }
 
@@ -464,10 +603,31 @@ export const RTT: Rtt & { source: string } = {
  */
 export const SPREAD = { isolates: 400, colos: 40, seconds: 3 };
 
+/** The isolate counts the issue sizes for (issue 44): where a spike lands on 400, 1,600 or 6,400. */
+export const ISOLATE_ROWS = [400, 1_600, 6_400];
+/** The most shards a SKU may have (engine/configuration.ts): the isolate table searches no further. */
+export const MAX_SHARDS = 64;
+
+/**
+ * The gathering tier as it is built (src/edge/gather-name.ts): GATHER_GROUPS gatherers per shard,
+ * a colo's isolates all sending to the one its name hashes to, so a stock object has at most that
+ * many batches coming, however many isolates and colos a spike lands on. A gatherer runs near its
+ * group's first caller, not near each colo of the group, so its round trip is taken as the object's.
+ */
+export const GATHER_RTT: Rtt & { source: string } = {
+  ...RTT,
+  source:
+    "assumption: as colo-to-object; a gatherer runs near its first caller (https://developers.cloudflare.com/durable-objects/reference/data-location/) and its group's colos are picked by hash, not by place",
+};
+/** The spread of a spike the tier must also hold: Cloudflare's 300+ colos, every one with isolates. */
+export const WIDE = { isolates: 6_400, colos: 300 };
+
 const SEED = 31;
 
 /** Defaults when this run did not measure a figure: issue 31's figures (object alone, state on tmpfs). */
 const DEFAULTS = {
+  /** An RPC doing nothing (floor_rpc_noop), µs of workerd CPU per call. */
+  rpcNoopCpuUs: 88,
   batch1CpuUs: 400,
   batch64CpuUs: 29,
   hotCpuUsPerRequest: 512,
@@ -494,6 +654,23 @@ export interface SimInputs {
   /** Edge CPU per reservation: the hot-SKU point's CPU per request less the object's share in it. */
   edgeUs: number;
   notes: string[];
+}
+
+/** The gatherer's costs and where they come from. */
+export interface TierInputs extends Omit<Tier, "rtt"> {
+  rtt: typeof GATHER_RTT;
+  from: string;
+  notes: string[];
+}
+
+/** The shards the target needs at one isolate count, with and without the tier. */
+export interface IsolateRow {
+  isolates: number;
+  colos: number;
+  without: number | null;
+  with: number | null;
+  /** The spike at the tier's answer (or at 64 shards when none passes), for its batches and gatherers. */
+  withTier: SpikeResult;
 }
 
 export interface Sensitivity {
@@ -531,6 +708,9 @@ export interface CapacitySimulation {
   shardsForTarget: number | null;
   sensitivity: Sensitivity[];
   validation: Validation | null;
+  tier: TierInputs;
+  /** Shards for the target at ISOLATE_ROWS isolates, without and with the tier (null: none up to MAX_SHARDS). */
+  isolateRows: IsolateRow[];
 }
 
 const finite = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
@@ -557,6 +737,37 @@ export function objectCosts(figures: Record<string, unknown>): Pick<SimInputs, "
   }
   const aUs = Math.max(0, cost(one) - bUs * one.batch);
   return { aUs, bUs, from: [one, many], notes };
+}
+
+/**
+ * The gatherer's costs: a + b·n per call it receives from the gatherer figures when this run has
+ * them (bench/scenarios/gather-core.ts, measured as the engine core is), else an RPC doing nothing
+ * (floor_rpc_noop) per call in and per batch out, with b assumed.
+ */
+export function gathererCosts(figures: Record<string, unknown>, maxCallsPerSec: number): TierInputs {
+  const notes: string[] = [];
+  const one = figures.gather_core_batch1 as EngineFigure | undefined;
+  const many = figures.gather_core as EngineFigure | undefined;
+  const base = { perShard: GATHER_GROUPS, rtt: GATHER_RTT, maxCallsPerSec };
+  if (one && many && finite(one.cpuUsPerReservation) && finite(many.cpuUsPerReservation) && many.batch > one.batch) {
+    const b = Math.max(0, (many.batch * many.cpuUsPerReservation - one.cpuUsPerReservation) / (many.batch - 1));
+    const a = Math.max(0, one.cpuUsPerReservation - b);
+    // A call of one through the gatherer is one in and one out: half of a to each side.
+    return {
+      ...base,
+      inUs: a / 2,
+      inPerReservationUs: b,
+      outUs: a / 2,
+      from: `gather_core_batch1 ${n1(one.cpuUsPerReservation)} µs, gather_core ${n1(many.cpuUsPerReservation)} µs per reservation at batch ${many.batch}`,
+      notes,
+    };
+  }
+  const noop = figures.floor_rpc_noop as { cpuUsPerCall?: number } | undefined;
+  const rpcUs = finite(noop?.cpuUsPerCall) ? noop.cpuUsPerCall : DEFAULTS.rpcNoopCpuUs;
+  notes.push(
+    `gatherer not measured in this run: ${n0(rpcUs)} µs per call in and per batch out (${finite(noop?.cpuUsPerCall) ? "floor_rpc_noop, an RPC doing nothing" : "issue 31's floor_rpc_noop"}), 3 µs per reservation assumed; to be measured (gather_core)`,
+  );
+  return { ...base, inUs: rpcUs, inPerReservationUs: 3, outUs: rpcUs, from: "floor_rpc_noop", notes };
 }
 
 function passes(r: SpikeResult): boolean {
@@ -588,6 +799,7 @@ function shardsNeeded(
   from: number,
   known: Map<number, SpikeResult> = new Map(),
   tolerance = 0,
+  max = 256,
 ): number | null {
   const at = (s: number) => {
     let r = known.get(s);
@@ -598,7 +810,7 @@ function shardsNeeded(
     return r;
   };
   let lo = from - 1;
-  for (let s = from; s <= 256; s *= 2) {
+  for (let s = from; lo < max; s = Math.min(2 * s, max)) {
     if (passes(at(s))) {
       let hi = s;
       while (hi - lo > Math.max(1, tolerance * hi)) {
@@ -697,6 +909,34 @@ export function capacitySimulation(
     ),
   }));
 
+  // Issue 44: the isolates a spike lands on, with and without the gathering tier, up to the most
+  // shards a SKU may have. Colos stay as above: only the isolates vary.
+  const tier = gathererCosts(figures, maxCallsPerSec);
+  const tierOf = (t: TierInputs): Tier => t;
+  const spreads = [...ISOLATE_ROWS.map((isolates) => ({ isolates, colos: SPREAD.colos })), WIDE];
+  const isolateRows = spreads.map(({ isolates, colos }) => {
+    const over = { isolates, colos };
+    const withoutKnown =
+      isolates === SPREAD.isolates && colos === SPREAD.colos ? known : new Map<number, SpikeResult>();
+    const withKnown = new Map<number, SpikeResult>();
+    const without = shardsNeeded((s) => simulateSpike(spikeAt(s, over), capped), floor, withoutKnown, 0, MAX_SHARDS);
+    const withTier = shardsNeeded(
+      (s) => simulateSpike(spikeAt(s, { ...over, tier: tierOf(tier) }), capped),
+      floor,
+      withKnown,
+      0,
+      MAX_SHARDS,
+    );
+    const at = withTier ?? MAX_SHARDS;
+    return {
+      isolates,
+      colos,
+      without,
+      with: withTier,
+      withTier: withKnown.get(at) ?? simulateSpike(spikeAt(at, { ...over, tier: tierOf(tier) }), capped),
+    };
+  });
+
   return {
     target: TARGET,
     spread: SPREAD,
@@ -709,6 +949,8 @@ export function capacitySimulation(
     shardsForTarget,
     sensitivity,
     validation,
+    tier,
+    isolateRows,
   };
 }
 
@@ -736,6 +978,18 @@ export function simulationLines(sim: CapacitySimulation): string[] {
         `    ${s.label} (${n0(s.isolates)} isolates${s.capped ? "" : ", no calls/s cap"}, RTT median ${s.rttMedianMs} ms, p99 ${s.rttP99Ms} ms): ${s.shards ?? "none up to 256"}`,
     ),
   ];
+  const t = sim.tier;
+  lines.push(
+    `  with the gathering tier: ${t.perShard} gatherers per shard, colo c's isolates to gatherer c mod ${t.perShard}; isolate-to-gatherer RTT lognormal, median ${t.rtt.medianMs} ms, p99 ${t.rtt.p99Ms} ms (${t.rtt.source})`,
+    `    each gatherer: serial, ${n0(t.inUs)} + ${n1(t.inPerReservationUs)}·n µs per call in, ${n0(t.outUs)} µs per batch out (${t.from}), at most ${n0(t.maxCallsPerSec)} calls/s; one batch in flight to its object`,
+    ...t.notes.map((n) => `    note: ${n}`),
+    `    shards for ${n0(sim.target.perSec)}/s with p99 < ${n0(sim.target.p99Ms)} ms, without and with the tier (with it, at that count: hold p50/p99 ms, object batch mean, gatherer calls' mean, busiest gatherer):`,
+    ...sim.isolateRows.map((r) => {
+      const w = r.withTier;
+      const none = `none ≤ ${MAX_SHARDS}`;
+      return `    ${n0(r.isolates).padStart(6)} isolates, ${String(r.colos).padStart(3)} colos: ${String(r.without ?? none).padStart(9)}  ${String(r.with ?? none).padStart(9)}  (${n0(w.holdP50Ms)}/${n0(w.holdP99Ms)}, ${n1(w.batch.mean)}, ${n1(w.tier?.meanIn)}, ${n0(w.tier?.busyMaxPct)}%)`;
+    }),
+  );
   const v = sim.validation;
   lines.push(
     v

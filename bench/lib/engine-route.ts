@@ -12,7 +12,7 @@ export interface EngineRun {
 /** Calls the bench-only route that drives the stock object's reserve RPC inside workerd (src/harness/bench-routes.ts). */
 export async function engineRun(
   server: WorkerServer,
-  body: { sku: string; count: number; batch: number; concurrency: number; run: string },
+  body: { sku: string; count: number; batch: number; concurrency: number; run: string; via?: "stock" | "gatherer" },
 ): Promise<EngineRun> {
   const res = await fetch(`${server.url}/bench/engine`, {
     method: "POST",

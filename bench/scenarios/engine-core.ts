@@ -27,17 +27,25 @@ export async function stockStats(server: WorkerServer, sku: string, shard = 0): 
  * statements the engine ran per reservation (the harness storage counts them), outbox flushes included:
  * the count is read once the outbox is empty.
  */
-export async function engineCore(bench: Bench, server: WorkerServer, key = "engine_core", batch = BATCH) {
+export async function engineCore(
+  bench: Bench,
+  server: WorkerServer,
+  key = "engine_core",
+  batch = BATCH,
+  via: "stock" | "gatherer" = "stock",
+) {
   const n = batch === 1 ? bench.mode.engineReservations / ONE_BY_ONE_SHARE : bench.mode.engineReservations;
   const run = `e${Date.now().toString(36)}`;
   const sku = `eng-${run}`;
   await createSku(server, sku, n * 2);
   const warm = Math.ceil(n / 4);
-  const warmed = await engineRun(server, { sku, count: warm, batch, concurrency: 1, run: `${run}w` });
+  const warmed = await engineRun(server, { sku, count: warm, batch, concurrency: 1, run: `${run}w`, via });
   const before = await stockStats(server, sku);
-  log(`engine core: ${n} reservations through reserve RPC batches of ${batch} (in workerd, no HTTP), after ${warm}`);
+  log(
+    `engine core: ${n} reservations through reserve RPC batches of ${batch}${via === "gatherer" ? ", each through the gatherer" : ""} (in workerd, no HTTP), after ${warm}`,
+  );
   const meter = cpuMeter([server.pid]);
-  const r = await engineRun(server, { sku, count: n, batch, concurrency: 1, run });
+  const r = await engineRun(server, { sku, count: n, batch, concurrency: 1, run, via });
   const cpu = meter.stop();
   if (r.ok !== n || Object.keys(r.rejected).length > 0)
     bench.problems.push(`engine core: ${r.ok}/${n} ok, rejected ${JSON.stringify(r.rejected)}`);

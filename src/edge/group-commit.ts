@@ -116,26 +116,40 @@ class ShardQueue {
   }
 }
 
-const queues = new Map<string, ShardQueue>();
-
 /**
- * Reserves through the shard's queue of this isolate (one RPC per batch). `maxWaitMs` exists
- * for tests, which cannot wait 10 s for a timer.
+ * The shard queues of one owner: an isolate's edge (the module's own, below) or one gatherer object
+ * (src/edge/gatherer.ts), whose queues must go with it: an object that is reset can come back in the
+ * same isolate, and its successor must not wait behind a batch that died with it.
  */
-export async function reserveGrouped(
+export class GroupCommit {
+  readonly #queues = new Map<string, ShardQueue>();
+
+  /**
+   * Reserves through the shard's queue (one RPC per batch). `maxWaitMs` exists for tests, which
+   * cannot wait 10 s for a timer, and for the gatherer, which answers before its callers give up.
+   */
+  async reserve(key: string, request: ReserveRequest, send: Send, maxWaitMs = MAX_WAIT_MS): Promise<ReserveOutcome> {
+    let queue = this.#queues.get(key);
+    if (!queue) {
+      queue = new ShardQueue(maxWaitMs);
+      this.#queues.set(key, queue);
+    }
+    try {
+      return await queue.submit(request, send);
+    } finally {
+      if (queue.idle) this.#queues.delete(key);
+    }
+  }
+}
+
+const isolate = new GroupCommit();
+
+/** Reserves through the shard's queue of this isolate (one RPC per batch). */
+export function reserveGrouped(
   key: string,
   request: ReserveRequest,
   send: Send,
   maxWaitMs = MAX_WAIT_MS,
 ): Promise<ReserveOutcome> {
-  let queue = queues.get(key);
-  if (!queue) {
-    queue = new ShardQueue(maxWaitMs);
-    queues.set(key, queue);
-  }
-  try {
-    return await queue.submit(request, send);
-  } finally {
-    if (queue.idle) queues.delete(key);
-  }
+  return isolate.reserve(key, request, send, maxWaitMs);
 }

@@ -10,7 +10,12 @@ const RESERVATION_ID = /^([A-Za-z0-9_-]{1,64})\.(\d{1,2})\.[0-9a-f]{32}$/;
 
 /** The stock object of one SKU shard, reached by typed RPC. */
 export function stockShard(env: Env, sku: string, shard: number): DurableObjectStub<SkuStock> {
-  return env.SKU_STOCK.getByName(shardName(sku, shard));
+  return stockShardByName(env, shardName(sku, shard));
+}
+
+/** The stock object named `<sku>#<shard>` (shard-name.ts). */
+export function stockShardByName(env: Env, name: string): DurableObjectStub<SkuStock> {
+  return env.SKU_STOCK.getByName(name);
 }
 
 /** Where a reservation lives, or null for an id that cannot be one of ours. */

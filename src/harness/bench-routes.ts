@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import type { Outcome, ReserveAnswer, ReserveRequest } from "../../durable-objects/stock-model";
+import { type Outcome, type ReserveAnswer, type ReserveRequest, shardName } from "../../durable-objects/stock-model";
+import { gathererName } from "../edge/gather-name";
 import { checkProofOfWork } from "../edge/proof-of-work";
 import { newNonce } from "../edge/purchase-token";
 import { SKU_ID, stockShard } from "../edge/stock-client";
@@ -16,7 +17,8 @@ import type { SkuStock as HarnessSkuStock } from "./harness-stock";
  *
  * - `POST /bench/engine`: drives `count` fresh reservations (distinct users, one unit each) through the
  *   stock object's `reserve(requests[])` RPC in batches of `batch`, `concurrency` RPCs in flight, no
- *   HTTP in between, and returns the elapsed time and every RPC's duration.
+ *   HTTP in between, and returns the elapsed time and every RPC's duration. `via: "gatherer"` sends
+ *   each batch through the shard's gatherer instead (bench/scenarios/gather-core.ts: its cost per call).
  * - `GET /bench/orders/:sku`: when each D1 order row of a SKU was first written (the consumer's
  *   `processed_events.processed_at`) and when its hold was created, to measure the lag from hold to row.
  * - `GET /bench/deliveries/:sku`: the order changes of a SKU's orders in D1 and their webhook deliveries
@@ -39,6 +41,8 @@ const EngineRequest = z.object({
   concurrency: z.int().min(1).max(256),
   /** Distinguishes the users of one run from another's (per-user limits). */
   run: z.string().regex(/^[A-Za-z0-9_-]{1,32}$/),
+  /** "gatherer": each batch through the shard's gatherer (GATHER), which passes it on as one RPC. */
+  via: z.enum(["stock", "gatherer"]).default("stock"),
 });
 
 bench.use("/bench/*", async (c, next) => {
@@ -70,7 +74,11 @@ bench.post("/bench/pow-check", async (c) => {
 
 bench.post("/bench/engine", async (c) => {
   const body = await readJson(c, EngineRequest);
+  const stock = shardName(body.sku, body.shard);
+  const gatherer = c.env.GATHERER.getByName(gathererName(stock, undefined));
   const stub = stockShard(c.env, body.sku, body.shard);
+  const reserve = (requests: ReserveRequest[]): Promise<Outcome<ReserveAnswer>[]> =>
+    body.via === "gatherer" ? gatherer.reserve(stock, requests) : stub.reserve(requests);
   const batches: ReserveRequest[][] = [];
   for (let i = 0; i < body.count; i += body.batch) {
     const size = Math.min(body.batch, body.count - i);
@@ -86,7 +94,7 @@ bench.post("/bench/engine", async (c) => {
     for (let b = next++; b < batches.length; b = next++) {
       const requests = batches[b] ?? [];
       const t0 = performance.now();
-      const answers: Outcome<ReserveAnswer>[] = await stub.reserve(requests);
+      const answers = await reserve(requests);
       rpcMs.push(performance.now() - t0);
       // Let workerd's event loop go idle once per batch: its timers fire only then, and Miniflare's
       // queue broker sets one per message sent (its limit is 10,000 active), so a loop of RPCs that

@@ -20,6 +20,7 @@ import { harnessPages } from "./storefront";
  */
 
 export { MetricsTotals } from "../../durable-objects/objects";
+export { Gatherer } from "../edge/gatherer";
 export { WebhookSender } from "../handoff/endpoint-sender";
 export { SkuStock } from "./harness-stock";
 

@@ -12,6 +12,8 @@ import { checkChallenges, powBits } from "../edge/challenges";
 import { cachedDraw, type DrawRead } from "../edge/draw-cache";
 import { awaitDraw } from "../edge/draw-client";
 import { accessCodeHash, admittedTier } from "../edge/early-access";
+import { gathererName, gatherOn } from "../edge/gather-name";
+import { sendThroughGatherer } from "../edge/gatherer";
 import { reserveGrouped } from "../edge/group-commit";
 import { issueChallenge } from "../edge/proof-of-work";
 import { mintPurchaseToken, newNonce, peekPurchaseToken, verifyPurchaseToken } from "../edge/purchase-token";
@@ -298,12 +300,12 @@ register(
       requestId: c.get("requestId"),
       tier: claims.tier, // early access: the object checks that this tier has opened
     };
-    const send = (requests: ReserveRequest[]) =>
-      callStock(() => stockShard(c.env, sku, claims.shard).reserve(requests));
-    let outcome =
-      c.env.GROUP_COMMIT === "on"
-        ? await reserveGrouped(shardName(sku, claims.shard), request, send)
-        : (await send([request]))[0];
+    const stock = shardName(sku, claims.shard);
+    // GATHER: through the shard's gatherer for this colo, which batches with other isolates' (issue 44).
+    const send = gatherOn(c.env)
+      ? sendThroughGatherer(c.env, stock, gathererName(stock, c.req.raw.cf?.colo as string | undefined))
+      : (requests: ReserveRequest[]) => callStock(() => stockShard(c.env, sku, claims.shard).reserve(requests));
+    let outcome = c.env.GROUP_COMMIT === "on" ? await reserveGrouped(stock, request, send) : (await send([request]))[0];
     if (!outcome) throw new Error("stock object returned no answer");
     // Fair opening: not decided on arrival; the answer comes from the draw (or right after it).
     const drawn = !outcome.ok && outcome.code === "DRAW_PENDING";

@@ -1,6 +1,7 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { shardName } from "../../durable-objects/shard-name";
+import { gathererName } from "../../src/edge/gather-name";
 import worker from "../../src/index";
 import { shopperJwt } from "../../tools/jwt";
 
@@ -44,9 +45,10 @@ function countingStub<T extends object>(stub: T, name: string): T {
  * The bindings `call` hands the Worker: the test's own, except that every stub the Worker gets from
  * SKU_STOCK counts its RPCs, so tests can prove the edge answered without calling a stock object.
  */
-const workerEnv: Env = {
-  ...env,
-  SKU_STOCK: new Proxy(env.SKU_STOCK, {
+function countingNamespace<T extends Rpc.DurableObjectBranded | undefined>(
+  namespace: DurableObjectNamespace<T>,
+): DurableObjectNamespace<T> {
+  return new Proxy(namespace, {
     get(target, prop) {
       if (prop === "getByName") {
         return (name: string, options?: DurableObjectNamespaceGetDurableObjectOptions) =>
@@ -55,8 +57,19 @@ const workerEnv: Env = {
       const value: unknown = Reflect.get(target, prop);
       return typeof value === "function" ? value.bind(target) : value;
     },
-  }),
+  });
+}
+
+const workerEnv: Env = {
+  ...env,
+  SKU_STOCK: countingNamespace(env.SKU_STOCK),
+  GATHERER: countingNamespace(env.GATHERER),
 };
+
+/** How many RPCs the Worker has made to a SKU shard's gatherer of this test run (colo "local") so far. */
+export function gathererCallsTo(sku: string, shard = 0): number {
+  return stockCalls.get(gathererName(shardName(sku, shard), undefined)) ?? 0;
+}
 
 /** How many RPCs the Worker has made to a SKU shard's stock object so far (through `call`). */
 export function stockCallsTo(sku: string, shard = 0): number {
