@@ -1,4 +1,5 @@
 import type { ReservationStatus } from "../../durable-objects/stock-model";
+import type { OrderRow } from "../orders/order-store";
 
 /**
  * The order object both hand-offs carry (API.md "Order hand-off"): the order as one change left it.
@@ -47,5 +48,20 @@ export function orderObjectOf(row: ChangeRow): OrderObject {
     currency: row.currency,
     createdAt: new Date(row.created_at).toISOString(),
     updatedAt: new Date(row.changed_at).toISOString(),
+  };
+}
+
+/** The order object of an order as its D1 row is now (the admin lookup; a change row has its own). */
+export function orderObjectOfRow(row: OrderRow): OrderObject {
+  return {
+    reservationId: row.reservationId,
+    sku: row.sku,
+    userId: row.userId,
+    quantity: row.quantity,
+    status: row.status,
+    amount: row.amount,
+    currency: row.currency,
+    createdAt: new Date(row.createdAt).toISOString(),
+    updatedAt: new Date(row.updatedAt).toISOString(),
   };
 }

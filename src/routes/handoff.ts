@@ -11,11 +11,11 @@ import {
   listEndpoints,
   putEndpoint,
 } from "../handoff/endpoints";
-import type { OrderObject } from "../handoff/order-object";
+import { orderObjectOfRow } from "../handoff/order-object";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import { integerQuery } from "../http/query";
-import { findOrder, type OrderRow, ordersOfUser } from "../orders/order-store";
+import { findOrder, ordersOfUser } from "../orders/order-store";
 import { ROUTES } from "./contract";
 import { register } from "./register";
 
@@ -125,17 +125,3 @@ register(handoff, ROUTES.orderFeed, async (c) => {
   const page = await feedPage(c.env.DB, position, limit);
   return c.json({ orders: page.orders, next: await cursorOf(c.env.ADMIN_TOKEN, page.last) });
 });
-
-function orderObjectOfRow(row: OrderRow): OrderObject {
-  return {
-    reservationId: row.reservationId,
-    sku: row.sku,
-    userId: row.userId,
-    quantity: row.quantity,
-    status: row.status,
-    amount: row.amount,
-    currency: row.currency,
-    createdAt: new Date(row.createdAt).toISOString(),
-    updatedAt: new Date(row.updatedAt).toISOString(),
-  };
-}
