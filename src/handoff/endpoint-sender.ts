@@ -1,6 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import { nextDueAt } from "./deliveries";
-import { deliverEndpoint, retrySchedule } from "./delivery-consumer";
+import { deliverEndpoint, retrySchedule } from "./endpoint-lane";
 
 /** The shortest wait before a run's next alarm when a row is due already. */
 const MIN_ALARM_MS = 250;

@@ -1,5 +1,5 @@
 import type { ReservationStatus } from "../../durable-objects/stock-model";
-import type { OrderRow } from "../orders/order-store";
+import type { orders } from "../db/schema";
 
 /**
  * The order object both hand-offs carry (API.md "Order hand-off"): the order as one change left it.
@@ -52,7 +52,7 @@ export function orderObjectOf(row: ChangeRow): OrderObject {
 }
 
 /** The order object of an order as its D1 row is now (the admin lookup; a change row has its own). */
-export function orderObjectOfRow(row: OrderRow): OrderObject {
+export function orderObjectOfRow(row: typeof orders.$inferSelect): OrderObject {
   return {
     reservationId: row.reservationId,
     sku: row.sku,

@@ -2,7 +2,24 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { log } from "../../durable-objects/support";
-import type { JwtRefusal } from "./jwt-refusal";
+
+/**
+ * Why a shopper JWT was refused, in `error.details.reason` of its `401 UNAUTHENTICATED` (and in
+ * words in `message`), so a shopper's client or an operator can tell a stale token from a
+ * misconfigured identity provider. Nothing secret is said: no key, no signature, no claim value.
+ */
+export const JWT_REFUSALS = [
+  "missing_token",
+  "malformed",
+  "algorithm_not_allowed",
+  "unknown_key",
+  "bad_signature",
+  "expired",
+  "not_yet_valid",
+  "missing_claim",
+  "invalid_claim",
+] as const;
+export type JwtRefusal = (typeof JWT_REFUSALS)[number];
 
 /** Every error code of the contract (API.md) with its HTTP status and a default message. */
 export const ERRORS = {

@@ -1,23 +1,5 @@
 import { errors } from "jose";
-import { ApiError } from "./errors";
-
-/**
- * Why a shopper JWT was refused, in `error.details.reason` of its `401 UNAUTHENTICATED` (and in
- * words in `message`), so a shopper's client or an operator can tell a stale token from a
- * misconfigured identity provider. Nothing secret is said: no key, no signature, no claim value.
- */
-export const JWT_REFUSALS = [
-  "missing_token",
-  "malformed",
-  "algorithm_not_allowed",
-  "unknown_key",
-  "bad_signature",
-  "expired",
-  "not_yet_valid",
-  "missing_claim",
-  "invalid_claim",
-] as const;
-export type JwtRefusal = (typeof JWT_REFUSALS)[number];
+import { ApiError, type JwtRefusal } from "./errors";
 
 /** The 401 of a refused shopper JWT; `claim` names the claim at fault for the claim reasons. */
 export function jwtRefused(reason: JwtRefusal, message: string, claim?: string): ApiError {

@@ -1,8 +1,7 @@
 import { z } from "zod";
 import { PAYMENT_REASONS, RESERVATION_STATUSES } from "../../durable-objects/stock-model";
 import { DELIVERY_STATUSES, ORDER_EVENT_TYPES, WEBHOOK_EVENT_TYPES } from "../db/schema";
-import { ERRORS, type ErrorCode, type ErrorDetails as ErrorDetailsOfCode } from "../http/errors";
-import { JWT_REFUSALS } from "../http/jwt-refusal";
+import { ERRORS, type ErrorCode, type ErrorDetails as ErrorDetailsOfCode, JWT_REFUSALS } from "../http/errors";
 import {
   AccessCodesRequest,
   PaymentEvent,
