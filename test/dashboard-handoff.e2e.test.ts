@@ -139,6 +139,9 @@ describe("operator dashboard: shop hand-off", () => {
     );
     expect(await page.textContent(`${shop} [data-field="enabled"]`)).toBe("enabled");
     expect(await page.textContent('article[data-endpoint="erp"] [data-field="enabled"]')).toBe("disabled");
+    // Nothing is owed yet: no lag (the API's lagSeconds is 0).
+    expect((await call("GET", "/admin/webhooks/shop")).json.lagSeconds).toBe(0);
+    expect(await page.textContent(`${shop} [data-field="lag"]`)).toBe("none: nothing is pending");
 
     // The secret is not on screen, nor anywhere in the page, until the operator asks for it.
     expect(await page.content()).not.toContain(secret);
@@ -261,6 +264,30 @@ describe("operator dashboard: shop hand-off", () => {
     await page.setViewportSize({ width: 1280, height: 1000 });
     expect(await overflow(page)).toBe(0);
     await screenshot(page, "dashboard-handoff-5-retried");
+
+    // A receiver that takes 25 s to answer: the next order's delivery stays pending, and the endpoint's
+    // lag (its oldest pending delivery's age, lagSeconds in the API) shows and grows on the dashboard.
+    await receiverBehaves("shop", { secret, delayMs: 25_000 });
+    const lea = (await call("POST", "/dev/jwt", { userId: "lea" }, { "content-type": "application/json" })).json;
+    const leaAuth = { authorization: `Bearer ${lea.token}`, "content-type": "application/json" };
+    const leaToken = (await call("POST", `/api/skus/${sku}/tokens`, undefined, leaAuth)).json;
+    expect(
+      (await call("POST", `/api/skus/${sku}/reservations`, { token: leaToken.token, quantity: 1 }, leaAuth)).status,
+    ).toBe(202);
+    const lagField = `${shop} [data-field="lag"]`;
+    const shownLag = async () => Number(/^(\d+) s behind/.exec((await page.textContent(lagField)) ?? "")?.[1] ?? 0);
+    await expect.poll(shownLag, PANEL).toBeGreaterThanOrEqual(2);
+    const shown = await shownLag();
+    const api = Number((await call("GET", "/admin/webhooks/shop")).json.lagSeconds);
+    // What the page shows is what the API said at its last poll (at most 10 s ago), never more.
+    expect(api).toBeGreaterThanOrEqual(shown);
+    expect(api - shown).toBeLessThanOrEqual(11);
+    expect(await page.textContent(lagField)).toMatch(/^\d+ s behind \(the oldest pending delivery\)$/);
+    expect(await page.getAttribute(lagField, "data-kind")).toBe("late");
+    expect(await lowContrast(page, "#handoff")).toEqual([]);
+    expect(serious(await axeViolations(page)), "axe-core, an endpoint with lag").toEqual([]);
+    await page.evaluate(`document.querySelector('${shop}').scrollIntoView({ block: "start" })`);
+    await screenshot(page, "dashboard-handoff-6-lag", "dashboard-handoff-lag.png", false);
     expect(unexpectedProblems(page)).toEqual([]);
     await page.close();
   });

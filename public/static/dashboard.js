@@ -577,6 +577,23 @@ function deliveryItem(hook, endpoint, delivery) {
   return li;
 }
 
+/** Past this lag the shipped alert rule (FlashgateWebhookLag, ops/prometheus) fires. */
+const LAG_ALERT_SECONDS = 300;
+
+/**
+ * An endpoint's lag (API `lagSeconds`: the age of its oldest pending delivery) in an operator's words.
+ * @param {number | undefined} seconds
+ * @returns {{ text: string, kind: "" | "late" | "alert" }}
+ */
+function lagText(seconds) {
+  if (seconds === undefined) return { text: "not reported by this gateway", kind: "" };
+  if (seconds === 0) return { text: "none: nothing is pending", kind: "" };
+  const age = seconds < 120 ? `${seconds} s` : `${Math.floor(seconds / 60)} min ${seconds % 60} s`;
+  return seconds > LAG_ALERT_SECONDS
+    ? { text: `${age} behind: past the ${LAG_ALERT_SECONDS / 60}-minute alert`, kind: "alert" }
+    : { text: `${age} behind (the oldest pending delivery)`, kind: "late" };
+}
+
 function renderWebhook(hook, endpoint, log) {
   const { card } = hook;
   hook.secret = endpoint.secret;
@@ -586,6 +603,9 @@ function renderWebhook(hook, endpoint, log) {
   const enabled = endpoint.enabled ? "enabled" : "disabled";
   field(card, "enabled").textContent = enabled;
   field(card, "enabled").dataset.status = enabled;
+  const lag = lagText(endpoint.lagSeconds);
+  field(card, "lag").textContent = lag.text;
+  field(card, "lag").dataset.kind = lag.kind;
   const refused = [log.pending, log.failed].find((answer) => !answer.ok);
   if (refused) {
     field(card, "counts").textContent = `unavailable: ${errorText(refused)}`;
