@@ -12,7 +12,11 @@ const state = {
   reservation: null,
   pollTimer: 0,
   busy: false,
-  /** The waitlist entry of this shopper for this SKU: { sku, waitlistId, position, quantity, known }. */
+  /**
+   * This shopper's place in the line for this SKU, as GET /api/skus/:sku/waitlist last gave it:
+   * { sku, waitlistId, position, quantity, unitsAhead, held, joinedAt, readAt, known, gone }. `known`:
+   * the holds that existed before (not the line's grant); `gone`: reads since the entry left the line.
+   */
   waitlist: null,
   waitlistTimer: 0,
   /** Reservation id of a hold that came from the waitlist. */
@@ -21,6 +25,8 @@ const state = {
   draw: null,
   /** Where the last reservation came in the opening draw: { id, entryId, position, entrants }. */
   drawn: null,
+  /** The last opening draw this shopper took part in, won or lost: { sku, won, quantity, position, entrants, code }. */
+  drawResult: null,
   /** 503 answers retried so far (wrangler dev's proxy, or BUSY): the page says how many. */
   retried503: 0,
   /**
@@ -114,7 +120,11 @@ function errorText(answer) {
       return d.available === undefined
         ? "Fewer are left than you asked for: lower the quantity."
         : `Only ${d.available} left: lower the quantity to ${d.available} or fewer.`;
+    case "ACCESS_CODE_INVALID":
+      return "This access code admits nobody now: it is unknown, its tier has not opened yet, or another shopper has already used it. Check the code and try again.";
     case "SALE_NOT_ACTIVE":
+      if (d.phase === "scheduled" && state.view && earlyAccess(state.view, Date.now()).open.length > 0)
+        return `Early access is open only to members and access-code holders: enter your code, or buy when everyone can, at ${clock(d.opensAt ?? state.view.startsAt)}.`;
       if (d.phase === "scheduled")
         return `The sale has not opened yet: it opens at ${clock(d.opensAt)}. Try again then.`;
       if (d.phase === "ended") return `The sale ended at ${clock(d.endedAt)}.`;
@@ -196,6 +206,7 @@ async function signIn(userId) {
   say(`Hello ${state.userId}.`);
   renderSku();
   await refreshOrders();
+  await restoreLine();
 }
 
 // 2. The sale ----------------------------------------------------------------------------------
@@ -242,6 +253,55 @@ function openingText(draw, now) {
 }
 
 /**
+ * The SKU's early access tiers (API.md v1.3 "Early access") at `now`: the names of those opened, and
+ * the next opening, a tier's or the public start's (`name` null).
+ * @param {{ access?: { name: string, startsAt: string }[], startsAt: string | null }} view
+ * @param {number} now
+ * @returns {{ open: string[], next: { name: string | null, at: number } | null }}
+ */
+function earlyAccess(view, now) {
+  const tiers = (view.access ?? []).map((t) => ({ name: t.name, at: Date.parse(t.startsAt) }));
+  const publicAt = view.startsAt ? Date.parse(view.startsAt) : Number.NaN;
+  const upcoming = tiers.filter((t) => t.at > now);
+  if (publicAt > now) upcoming.push({ name: null, at: publicAt });
+  upcoming.sort((a, b) => a.at - b.at);
+  return { open: tiers.filter((t) => t.at <= now).map((t) => t.name), next: upcoming[0] ?? null };
+}
+
+/** Whether the access code field applies: the SKU has tiers and its public sale has not started. */
+function codesApply(view, now) {
+  return (view.access ?? []).length > 0 && view.startsAt !== null && Date.parse(view.startsAt) > now;
+}
+
+/**
+ * The tiers before the public start, each open or counting down to its opening, then "Everyone".
+ * @param {{ access?: { name: string, startsAt: string }[], startsAt: string | null }} view
+ * @param {number} now
+ */
+function renderTiers(view, now) {
+  const shown = codesApply(view, now);
+  $("tiers").hidden = !shown;
+  if (!shown) return;
+  const early = earlyAccess(view, now);
+  $("tiers-now").textContent = early.open.length > 0 ? `· open now: ${early.open.join(", ")}` : "· none open yet";
+  const rows = [...(view.access ?? []), { name: null, startsAt: view.startsAt }].map((tier) => {
+    const at = Date.parse(tier.startsAt);
+    const li = document.createElement("li");
+    li.dataset.tier = tier.name ?? "everyone";
+    li.dataset.state = at <= now ? "open" : at === early.next?.at ? "next" : "later";
+    const name = document.createElement("b");
+    name.textContent = tier.name ?? "Everyone";
+    const when =
+      at <= now
+        ? ` open since ${clock(tier.startsAt)}`
+        : ` opens in ${duration(at - now)} (at ${clock(tier.startsAt)})`;
+    li.append(name, when);
+    return li;
+  });
+  $("tier-list").replaceChildren(...rows);
+}
+
+/**
  * Whether the sale can be bought now, its line (a countdown), and what that means for the shopper
  * when it cannot (`note`): paused, not open yet, or over.
  */
@@ -256,6 +316,22 @@ function saleWindow(view, now) {
   }
   if (view.startsAt && Date.parse(view.startsAt) > now) {
     const opens = new Date(view.startsAt).toLocaleString();
+    const everyone = duration(Date.parse(view.startsAt) - now);
+    const early = earlyAccess(view, now);
+    if (early.open.length > 0) {
+      return {
+        open: true,
+        text: `Early access open (${early.open.join(", ")}) · everyone in ${everyone}`,
+        note: `Only members and access-code holders can buy now: enter your code below (members need none). Everyone can buy from ${opens} (your time).`,
+      };
+    }
+    if (early.next?.name) {
+      return {
+        open: false,
+        text: `Early access (${early.next.name}) opens in ${duration(early.next.at - now)} · everyone in ${everyone}`,
+        note: `Not open yet: Buy turns on when the first early access tier opens, at ${new Date(early.next.at).toLocaleString()} (your time), for its members and code holders.`,
+      };
+    }
     return {
       open: false,
       text: `Sale starts in ${duration(Date.parse(view.startsAt) - now)}`,
@@ -291,6 +367,7 @@ function renderSku() {
   $("sku-name").textContent = `${view.name} (${view.sku})`;
   $("available").textContent = String(view.available);
   $("available").classList.toggle("gone", view.available === 0);
+  $("held-note").textContent = view.held > 0 ? `· ${view.held} held by shoppers (unpaid, may come back)` : "";
   $("countdown").textContent = view.available === 0 && sale.open ? "Sold out." : sale.text;
   $("sale-note").hidden = !sale.note;
   $("sale-note").textContent = sale.note ?? "";
@@ -299,6 +376,12 @@ function renderSku() {
   const opening = openingText(state.draw, Date.now());
   $("opening").hidden = opening === null;
   $("opening").textContent = opening ?? "";
+  renderTiers(view, Date.now());
+  const codes = codesApply(view, Date.now());
+  $("access").hidden = !codes;
+  $("access-help").hidden = !codes;
+  if (!codes) showAccessError(null);
+  renderDrawResult(view);
   $("sku-meta").textContent = `At most ${view.perUserLimit} per shopper.`;
   // What this shopper holds or bought of this SKU: at the limit, Buy is off and the page says why.
   const mine = holdingOf(view.sku);
@@ -329,7 +412,15 @@ function holdingOf(sku, only = null) {
   return units;
 }
 
-// 2b. The waitlist (sold out) --------------------------------------------------------------------
+// 2b. The line (sold out): API.md v1.3 "The line, visible" ---------------------------------------
+
+/** How often the page reads the shopper's place while waiting (each read counts against the rate limit). */
+const LINE_POLL_MS = 2000;
+/** Reads of GET /api/me/reservations, once the entry left the line, before the page stops looking for its grant. */
+const GRANT_LOOKS = 10;
+
+/** "1 unit", "3 units". */
+const units = (n) => `${n} ${n === 1 ? "unit" : "units"}`;
 
 function renderWaitlist(view, sale) {
   const joined = state.waitlist?.sku === view.sku ? state.waitlist : null;
@@ -340,9 +431,32 @@ function renderWaitlist(view, sale) {
   $("join-waitlist").hidden = joined !== null;
   $("join-waitlist").disabled = state.busy || !state.jwt;
   $("join-waitlist").title = state.jwt ? "" : "Sign in first";
-  $("waitlist-status").textContent = joined
-    ? `You are number ${joined.position} on the waitlist for ${joined.quantity}; waiting for units to come back…`
-    : "";
+  $("leave-waitlist").hidden = joined === null || joined.gone > 0;
+  $("leave-waitlist").disabled = state.busy;
+  const waiting = view.waiting ?? 0;
+  $("waiting-count").textContent =
+    !joined && waiting > 0 ? `${waiting} ${waiting === 1 ? "shopper is" : "shoppers are"} in line now.` : "";
+  const placed = joined !== null && joined.gone === 0 && joined.unitsAhead !== undefined;
+  $("line").hidden = !placed;
+  if (placed) {
+    const before = joined.position - 1;
+    $("line-position").textContent =
+      `${joined.position} of those waiting${joined.position === 1 ? ": you are next" : ""}`;
+    $("line-ahead").textContent =
+      joined.unitsAhead === 0
+        ? "nobody: the next units that come back are yours"
+        : `${units(joined.unitsAhead)} wanted by the ${before} ${before === 1 ? "shopper" : "shoppers"} before you`;
+    $("line-held").textContent =
+      joined.held === 0
+        ? "none: no unit can come back right now"
+        : `${units(joined.held)}, unpaid: they come back to the line if they lapse or are cancelled`;
+    $("line-updated").textContent = `Updated ${clock(joined.readAt)}; refreshed every ${LINE_POLL_MS / 1000} s.`;
+  }
+  $("waitlist-status").textContent = !joined
+    ? ""
+    : joined.gone > 0
+      ? "You are no longer waiting: looking for the hold the line granted you…"
+      : `You are number ${joined.position} on the waitlist for ${joined.quantity}.`;
 }
 
 async function joinWaitlist(quantity) {
@@ -364,9 +478,45 @@ async function joinWaitlist(quantity) {
     // Holds that exist now are not the one the waitlist will grant.
     const mine = await api("GET", "/api/me/reservations", { auth: true });
     const known = new Set(mine.ok ? mine.json.reservations.map((r) => r.reservationId) : []);
-    state.waitlist = { sku, quantity, known, ...answer.json };
+    state.waitlist = { sku, quantity, known, gone: 0, readAt: Date.now(), ...answer.json };
     say(`On the waitlist for ${quantity} (position ${answer.json.position}).`, "ok");
-    watchWaitlist();
+    await readLine();
+  } finally {
+    state.busy = false;
+    renderSku();
+  }
+}
+
+/** After a reload or a sign-in: the shopper's place in this SKU's line, if they are waiting in it. */
+async function restoreLine() {
+  const sku = state.sku;
+  if (!state.jwt || !sku || state.waitlist?.sku === sku) return;
+  const answer = await api("GET", `/api/skus/${encodeURIComponent(sku)}/waitlist`, { auth: true });
+  if (!answer.ok || state.sku !== sku || state.waitlist) return;
+  const known = new Set(state.holds.keys());
+  state.waitlist = { sku, known, gone: 0, readAt: Date.now(), ...answer.json };
+  renderSku();
+  watchWaitlist();
+}
+
+async function leaveWaitlist() {
+  const entry = state.waitlist;
+  if (!entry) return;
+  state.busy = true;
+  renderSku();
+  try {
+    const answer = await api("DELETE", `/api/skus/${encodeURIComponent(entry.sku)}/waitlist`, { auth: true });
+    if (answer.ok || answer.status === 404) {
+      stopWaitlist();
+      say(
+        answer.ok
+          ? `You left the line for ${entry.sku}: nothing will be held for you, and those behind you moved up.`
+          : "You were no longer in the line.",
+        "ok",
+      );
+      return;
+    }
+    say(`Still in the line. ${errorText(answer)}`, "error");
   } finally {
     state.busy = false;
     renderSku();
@@ -378,33 +528,92 @@ function stopWaitlist() {
   state.waitlist = null;
 }
 
-/** Looks every 2 s for the hold the waitlist grants (it shows in GET /api/me/reservations). */
 function watchWaitlist() {
   clearTimeout(state.waitlistTimer);
-  state.waitlistTimer = setTimeout(async () => {
-    const entry = state.waitlist;
-    if (!entry) return;
-    const answer = await api("GET", "/api/me/reservations", { auth: true });
+  state.waitlistTimer = setTimeout(readLine, LINE_POLL_MS);
+}
+
+/**
+ * Reads the shopper's place (GET /api/skus/:sku/waitlist) every 2 s. Once it answers 404 the entry has
+ * left the line: served (its hold shows in GET /api/me/reservations once the order row is written) or
+ * the sale ended; the page looks for the hold a few times, then says the shopper is no longer waiting.
+ */
+async function readLine() {
+  const entry = state.waitlist;
+  if (!entry) return;
+  if (entry.gone === 0) {
+    const answer = await api("GET", `/api/skus/${encodeURIComponent(entry.sku)}/waitlist`, { auth: true });
     if (state.waitlist !== entry) return;
-    const granted = answer.ok
-      ? answer.json.reservations.find(
-          (r) => r.sku === entry.sku && r.status === "held" && !entry.known.has(r.reservationId),
-        )
-      : undefined;
-    if (!granted) {
-      watchWaitlist();
+    if (answer.status !== 404) {
+      if (answer.ok) Object.assign(entry, answer.json, { readAt: Date.now() });
+      renderSku();
+      watchWaitlist(); // a 429 or a 5xx: the last place stays on screen, read again
       return;
     }
-    stopWaitlist();
-    state.grantedId = granted.reservationId;
-    state.reservation = { ...granted, order: { persisted: false, status: null } };
-    remember(granted);
-    say(`The waitlist granted you a hold on ${granted.quantity}: pay before it lapses.`, "ok");
-    renderReservation();
+    entry.gone = 1;
+  }
+  const answer = await api("GET", "/api/me/reservations", { auth: true });
+  if (state.waitlist !== entry) return;
+  const granted = answer.ok
+    ? answer.json.reservations.find(
+        (r) => r.sku === entry.sku && r.status === "held" && !entry.known.has(r.reservationId),
+      )
+    : undefined;
+  if (!granted) {
+    if (entry.gone++ >= GRANT_LOOKS) {
+      stopWaitlist();
+      say("You are no longer in the line (the sale may have ended).", "error");
+    } else {
+      watchWaitlist();
+    }
     renderSku();
-    schedulePoll(0);
-    await refreshOrders();
-  }, 2000);
+    return;
+  }
+  stopWaitlist();
+  state.grantedId = granted.reservationId;
+  state.reservation = { ...granted, order: { persisted: false, status: null } };
+  remember(granted);
+  say(`The waitlist granted you a hold on ${granted.quantity}: pay before it lapses.`, "ok");
+  renderReservation();
+  renderSku();
+  schedulePoll(0);
+  await refreshOrders();
+}
+
+// 2c. Early access codes and the opening draw's result ---------------------------------------------
+
+/**
+ * The access code's refusal beside its field (and read out: role="alert"), or none.
+ * @param {string | null} text
+ */
+function showAccessError(text) {
+  $("access-error").hidden = text === null;
+  $("access-error").textContent = text ?? "";
+  if (text === null) $("access-code").removeAttribute("aria-invalid");
+  else $("access-code").setAttribute("aria-invalid", "true");
+}
+
+/** The headers a token request carries for early access: the code typed, while the field applies. */
+function accessHeaders() {
+  const code = $("access-code").value.trim();
+  return !$("access").hidden && code ? { "Access-Code": code } : {};
+}
+
+/** What the opening draw decided for this shopper: their place, whether they won or lost. */
+function renderDrawResult(view) {
+  const result = state.drawResult?.sku === view.sku ? state.drawResult : null;
+  $("draw-result").hidden = result === null;
+  if (!result) return;
+  $("draw-result").dataset.outcome = result.won ? "won" : "lost";
+  const place = `The opening draw placed you ${result.position} of ${result.entrants}`;
+  const why = {
+    SOLD_OUT: "the units ran out before your place. Join the waitlist below for one that comes back.",
+    INSUFFICIENT_STOCK: "fewer units were left at your place than you asked for.",
+    LIMIT_EXCEEDED: "your entry would have passed the per-shopper limit.",
+  };
+  $("draw-result").textContent = result.won
+    ? `${place}: you won a hold on ${result.quantity}.`
+    : `${place}: ${why[result.code] ?? "your entry was not held."}`;
 }
 
 async function buy(quantity) {
@@ -424,9 +633,16 @@ async function reserve(quantity) {
   say("Asking the shop for your turn…");
   const token = await api("POST", `/api/skus/${encodeURIComponent(state.sku)}/tokens`, {
     auth: true,
-    extra: challenges,
+    extra: { ...challenges, ...accessHeaders() },
   });
   if (window.turnstile && document.body.dataset.turnstileSiteKey) window.turnstile.reset("#turnstile"); // spent
+  const codeRefused = token.json?.error?.code === "ACCESS_CODE_INVALID";
+  showAccessError(codeRefused ? errorText(token) : null);
+  if (codeRefused) {
+    say("Not reserved: the access code was refused (see beside the field).", "error");
+    $("access-code").focus();
+    return;
+  }
   if (token.status !== 201) {
     say(`Not reserved. ${errorText(token)}`, "error");
     return;
@@ -438,6 +654,11 @@ async function reserve(quantity) {
     auth: true,
     body: { token: token.json.token, quantity },
   });
+  // A draw places every entrant, winner or not (a refusal carries its place in error.details.draw).
+  const place = answer.status === 202 ? answer.json.draw : answer.json?.error?.details?.draw;
+  state.drawResult = place
+    ? { sku: state.sku, won: answer.status === 202, quantity, code: answer.json?.error?.code, ...place }
+    : null;
   if (answer.status !== 202) {
     say(`Not reserved. ${errorText(answer)}`, "error");
     return;
@@ -818,10 +1039,12 @@ function showSku(sku) {
   state.sku = sku;
   state.view = null;
   state.draw = null;
+  showAccessError(null);
   const url = new URL(location.href);
   url.searchParams.set("sku", sku);
   history.replaceState(null, "", url);
   pollSku();
+  restoreLine();
 }
 
 $("user-form").addEventListener("submit", (event) => {
@@ -845,6 +1068,9 @@ setInterval(() => {
   if (document.visibilityState === "visible") refreshOrders();
 }, 10_000);
 $("join-waitlist").addEventListener("click", () => joinWaitlist(Number($("quantity").value)));
+$("leave-waitlist").addEventListener("click", () => leaveWaitlist());
+// A code being corrected is no longer the refused one.
+$("access-code").addEventListener("input", () => showAccessError(null));
 
 loadTurnstile();
 const params = new URLSearchParams(location.search);

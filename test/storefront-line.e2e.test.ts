@@ -1,0 +1,261 @@
+import { randomUUID } from "node:crypto";
+import type { Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  call as callGateway,
+  DESKTOP,
+  expectSound,
+  newPage,
+  PHONE,
+  reserveByApi,
+  type SaleDay,
+  screenshot,
+  shopper,
+  startSaleDay,
+  unexpectedProblems,
+} from "./support/browser";
+
+/**
+ * The storefront's side of issue #43 (API.md v1.3 "Early access" and "The line, visible") in a real
+ * headless Chromium against `wrangler dev`: the tiers and their countdowns, an access code refused
+ * then taken, a waiting shopper's place with what is ahead of it (refreshed as others leave), Leave,
+ * and an opening draw's result for its winner and its loser. Each screen is checked with axe-core at
+ * 1280 and 420 px; the screenshots go to docs/screenshots/.
+ */
+
+let day: SaleDay;
+
+beforeAll(async () => {
+  day = await startSaleDay();
+});
+afterAll(async () => {
+  await day?.stop();
+});
+
+const call = (method: string, path: string, body?: unknown, headers?: Record<string, string>) =>
+  callGateway(day.server, method, path, body, headers);
+const iso = (ms: number) => new Date(ms).toISOString();
+/** The page reads the SKU every second and the line every 2 s: a change shows within this. */
+const SHOWS = { timeout: 10_000 };
+
+async function putSku(settings: Record<string, unknown>): Promise<string> {
+  const sku = `ea-${randomUUID().slice(0, 6)}`;
+  const answer = await call("PUT", `/admin/skus/${sku}`, settings);
+  expect(answer.status, JSON.stringify(answer.json)).toBe(200);
+  return sku;
+}
+
+async function codesOf(sku: string, tier: string, count: number): Promise<string[]> {
+  const made = await call("POST", `/admin/skus/${sku}/access-codes`, { tier, count });
+  expect(made.status).toBe(201);
+  return made.json.codes as string[];
+}
+
+async function signedIn(sku: string, user: string, viewport = DESKTOP): Promise<Page> {
+  const page = await newPage(day.browser, viewport);
+  await page.goto(`${day.server.url}/?sku=${sku}`);
+  await signIn(page, user);
+  return page;
+}
+
+async function signIn(page: Page, user: string) {
+  await page.fill("#user", user);
+  await page.click("#user-form button");
+  await expect.poll(() => page.textContent("#who")).toContain(`Signed in as ${user}`);
+}
+
+/** The page checked at 1280 px and at 420 px, each screenshot saved as `name` (and its -phone). */
+async function soundAtBothSizes(page: Page, what: string, name: string, focus: string) {
+  await page.setViewportSize(DESKTOP);
+  await expectSound(page, `${what} at 1280 px`);
+  await screenshot(page, `storefront-${name}`, `storefront-${name}.png`);
+  await page.setViewportSize(PHONE);
+  await expectSound(page, `${what} at 420 px`);
+  await page.evaluate(`document.querySelector("${focus}").scrollIntoView({ block: "start" })`);
+  await screenshot(page, `storefront-${name}-phone`, `storefront-${name}-phone.png`, false);
+  await page.setViewportSize(DESKTOP);
+}
+
+describe("storefront: early access", () => {
+  it("counts down to each tier, refuses a bad access code clearly and buys with a good one", async () => {
+    const now = Date.now();
+    const sku = await putSku({
+      name: "Members' drop",
+      totalStock: 5,
+      perUserLimit: 1,
+      holdSeconds: 600,
+      startsAt: iso(now + 3_600_000),
+      // `early` opens in 8 s: the page must load and sign in before, on a loaded machine too.
+      access: [
+        { name: "early", startsAt: iso(now + 8_000) },
+        { name: "friends", startsAt: iso(now + 1_800_000) },
+      ],
+    });
+    const [code, spare] = await codesOf(sku, "early", 2);
+    const [friendsCode] = await codesOf(sku, "friends", 1);
+    const page = await signedIn(sku, "mia");
+
+    // Before any tier: the next one's countdown, every tier listed, and no buying.
+    await expect
+      .poll(() => page.textContent("#countdown"))
+      .toMatch(/^Early access \(early\) opens in 0:0\d · everyone in (59:\d\d|1:00:00)$/);
+    expect(await page.isDisabled("#buy")).toBe(true);
+    expect(await page.textContent("#tiers-now")).toBe("· none open yet");
+    const tier = (name: string) => `#tier-list li[data-tier="${name}"]`;
+    expect(await page.getAttribute(tier("early"), "data-state")).toBe("next");
+    expect(await page.textContent(tier("early"))).toMatch(/^early opens in 0:0\d \(at /);
+    expect(await page.textContent(tier("friends"))).toMatch(/^friends opens in (29:\d\d|30:00) \(at /);
+    expect(await page.textContent(tier("everyone"))).toMatch(/^Everyone opens in (59:\d\d|1:00:00) \(at /);
+    expect(await page.isVisible("#access-code")).toBe(true);
+
+    // `early` opens: Buy turns on, for code holders (and members) only.
+    await page.waitForSelector("#buy:not([disabled])", { timeout: 20_000 });
+    await expect.poll(() => page.textContent("#tiers-now")).toBe("· open now: early");
+    expect(await page.getAttribute(tier("early"), "data-state")).toBe("open");
+    expect(await page.textContent(tier("early"))).toMatch(/^early open since /);
+    expect(await page.getAttribute(tier("friends"), "data-state")).toBe("next");
+    expect(await page.textContent("#countdown")).toMatch(/^Early access open \(early\) · everyone in /);
+
+    // Without a code: the sale is not open to this shopper yet, and the page says who can buy.
+    await page.click("#buy");
+    await expect
+      .poll(() => page.textContent("#message"))
+      .toContain("Early access is open only to members and access-code holders");
+    expect(await page.isHidden("#access-error")).toBe(true);
+
+    // A code that does not exist, then one of a tier not open yet: each refused beside the field.
+    for (const wrong of ["NOT-A-REAL-CODE", friendsCode ?? ""]) {
+      await page.fill("#access-code", wrong);
+      expect(await page.isHidden("#access-error")).toBe(true); // typing clears the last refusal
+      await page.click("#buy");
+      await page.waitForSelector("#access-error:not([hidden])");
+      expect(await page.textContent("#access-error")).toBe(
+        "This access code admits nobody now: it is unknown, its tier has not opened yet, or another shopper has already used it. Check the code and try again.",
+      );
+      expect(await page.getAttribute("#access-code", "aria-invalid")).toBe("true");
+      expect(await page.getAttribute("#access-error", "role")).toBe("alert");
+    }
+    expect((await call("GET", `/admin/skus/${sku}`)).json.stock).toMatchObject({ available: 5, held: 0 });
+    await soundAtBothSizes(page, "a refused access code", "early-access", "#sku-view");
+
+    // The right code: held, before the public start.
+    await page.fill("#access-code", code ?? "");
+    await page.click("#buy");
+    await expect.poll(() => page.textContent("#res-status"), SHOWS).toBe("held");
+    expect(await page.isHidden("#access-error")).toBe(true);
+    expect((await call("GET", `/admin/skus/${sku}`)).json.stock).toMatchObject({ available: 4, held: 1 });
+
+    // Another shopper with the same code: taken, refused; with the spare code: held.
+    await signIn(page, "noah");
+    await page.fill("#access-code", code ?? "");
+    await page.click("#buy");
+    await page.waitForSelector("#access-error:not([hidden])");
+    expect(await page.textContent("#message")).toBe(
+      "Not reserved: the access code was refused (see beside the field).",
+    );
+    await page.fill("#access-code", spare ?? "");
+    await page.click("#buy");
+    // Noah's own list (the card may still read Mia's "held" for a moment).
+    await expect.poll(() => page.textContent("#orders"), SHOWS).toContain(`held 1 × ${sku}`);
+    expect(await page.isHidden("#access-error")).toBe(true);
+    expect((await call("GET", `/admin/skus/${sku}`)).json.stock).toMatchObject({ available: 3, held: 2 });
+    expect(unexpectedProblems(page)).toEqual([]);
+    await page.close();
+  });
+});
+
+describe("storefront: the line, visible", () => {
+  it("shows the place and what is ahead, refreshes it as others leave, and leaves the line", async () => {
+    const sku = await putSku({ name: "Last caps", totalStock: 3, perUserLimit: 3, holdSeconds: 600 });
+    // Bob holds all 3; Cleo waits for 2 before anyone on the page.
+    const bob = await shopper(day.server, "bob");
+    const bobHold = await reserveByApi(day.server, bob, sku, 3);
+    expect(bobHold.status).toBe(202);
+    const cleo = await shopper(day.server, "cleo");
+    expect((await call("POST", `/api/skus/${sku}/waitlist`, { quantity: 2 }, cleo)).status).toBe(202);
+
+    const page = await signedIn(sku, "erin");
+    await expect.poll(() => page.textContent("#countdown"), SHOWS).toBe("Sold out.");
+    await expect.poll(() => page.textContent("#waiting-count"), SHOWS).toBe("1 shopper is in line now.");
+    expect(await page.textContent("#held-note")).toBe("· 3 held by shoppers (unpaid, may come back)");
+    await page.click("#join-waitlist");
+    await expect.poll(() => page.textContent("#waitlist-status")).toBe("You are number 2 on the waitlist for 1.");
+    await page.waitForSelector("#line:not([hidden])");
+    expect(await page.textContent("#line-position")).toBe("2 of those waiting");
+    expect(await page.textContent("#line-ahead")).toBe("2 units wanted by the 1 shopper before you");
+    expect(await page.textContent("#line-held")).toBe(
+      "3 units, unpaid: they come back to the line if they lapse or are cancelled",
+    );
+    expect(await page.textContent("#line-updated")).toMatch(/^Updated .+; refreshed every 2 s\.$/);
+    expect(await page.isHidden("#access")).toBe(true); // no tiers: no access code field
+    expect(await page.isVisible("#leave-waitlist")).toBe(true);
+    await soundAtBothSizes(page, "a place in the line", "line", "#waitlist");
+
+    // Cleo leaves: the page moves Erin up by itself.
+    expect((await call("DELETE", `/api/skus/${sku}/waitlist`, undefined, cleo)).status).toBe(200);
+    await expect.poll(() => page.textContent("#line-position"), SHOWS).toBe("1 of those waiting: you are next");
+    expect(await page.textContent("#line-ahead")).toBe("nobody: the next units that come back are yours");
+
+    // A reload keeps the place on screen.
+    await page.reload();
+    await page.waitForSelector("#line:not([hidden])", SHOWS);
+    expect(await page.textContent("#line-position")).toBe("1 of those waiting: you are next");
+
+    // Leave: out of the line (the API agrees), and Join is offered again.
+    await page.click("#leave-waitlist");
+    await expect
+      .poll(() => page.textContent("#message"))
+      .toBe(`You left the line for ${sku}: nothing will be held for you, and those behind you moved up.`);
+    const erin = await shopper(day.server, "erin");
+    expect((await call("GET", `/api/skus/${sku}/waitlist`, undefined, erin)).status).toBe(404);
+    expect(await page.isHidden("#line")).toBe(true);
+    expect(await page.isVisible("#join-waitlist")).toBe(true);
+    await expect.poll(() => page.textContent("#waiting-count"), SHOWS).toBe("");
+
+    // Back in line, then Bob cancels: the line grants Erin a hold, and the page shows it.
+    await page.click("#join-waitlist");
+    await expect.poll(() => page.textContent("#line-position"), SHOWS).toBe("1 of those waiting: you are next");
+    const bobId = String(bobHold.json.reservationId);
+    expect((await call("POST", `/api/reservations/${bobId}/cancel`, undefined, bob)).status).toBe(200);
+    await page.waitForSelector("#res-origin:not([hidden])", { timeout: 20_000 });
+    await expect.poll(() => page.textContent("#res-status")).toBe("held");
+    expect(await page.isHidden("#waitlist")).toBe(true);
+    expect(unexpectedProblems(page)).toEqual([]);
+    await page.close();
+  });
+});
+
+describe("storefront: the opening draw's result", () => {
+  it("tells the winner and the loser each their place", async () => {
+    const sku = await putSku({
+      name: "One pair",
+      totalStock: 1,
+      perUserLimit: 1,
+      holdSeconds: 600,
+      startsAt: iso(Date.now() + 8_000),
+      openingWindowMs: 4_000,
+    });
+    const pages = await Promise.all(["wyn", "lou"].map((user) => signedIn(sku, user)));
+    await Promise.all(pages.map((page) => page.waitForSelector("#buy:not([disabled])", { timeout: 20_000 })));
+    await Promise.all(pages.map((page) => page.click("#buy")));
+    for (const page of pages) await page.waitForSelector("#draw-result:not([hidden])", { timeout: 20_000 });
+    const outcomes = await Promise.all(pages.map((page) => page.getAttribute("#draw-result", "data-outcome")));
+    expect([...outcomes].sort()).toEqual(["lost", "won"]);
+    const winner = pages[outcomes.indexOf("won")] as Page;
+    const loser = pages[outcomes.indexOf("lost")] as Page;
+
+    expect(await winner.textContent("#draw-result")).toBe("The opening draw placed you 1 of 2: you won a hold on 1.");
+    expect(await winner.textContent("#res-draw")).toMatch(/^position 1 of 2 \(entry [0-9a-f]{12}…\)$/);
+    expect(await winner.textContent("#res-status")).toBe("held");
+    expect(await loser.textContent("#draw-result")).toBe(
+      "The opening draw placed you 2 of 2: the units ran out before your place. Join the waitlist below for one that comes back.",
+    );
+    expect(await loser.textContent("#message")).toContain("Not reserved. Sold out");
+    await loser.waitForSelector("#waitlist:not([hidden])", SHOWS);
+    await soundAtBothSizes(loser, "a lost draw", "draw-lost", "#sku-view");
+    for (const page of pages) {
+      expect(unexpectedProblems(page)).toEqual([]);
+      await page.close();
+    }
+  });
+});
