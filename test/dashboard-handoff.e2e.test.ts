@@ -274,11 +274,15 @@ describe("operator dashboard: shop hand-off", () => {
     expect(
       (await call("POST", `/api/skus/${sku}/reservations`, { token: leaToken.token, quantity: 1 }, leaAuth)).status,
     ).toBe(202);
+    // The delivery stays pending about 21 s (two attempts cut at the sender's 10 s timeout): the API shows
+    // its lag first, then the dashboard within its 10 s poll, both inside that span.
+    const apiLag = async () => Number((await call("GET", "/admin/webhooks/shop")).json.lagSeconds);
+    await expect.poll(apiLag, PANEL).toBeGreaterThanOrEqual(2);
     const lagField = `${shop} [data-field="lag"]`;
     const shownLag = async () => Number(/^(\d+) s behind/.exec((await page.textContent(lagField)) ?? "")?.[1] ?? 0);
     await expect.poll(shownLag, PANEL).toBeGreaterThanOrEqual(2);
     const shown = await shownLag();
-    const api = Number((await call("GET", "/admin/webhooks/shop")).json.lagSeconds);
+    const api = await apiLag();
     // What the page shows is what the API said at its last poll (at most 10 s ago), never more.
     expect(api).toBeGreaterThanOrEqual(shown);
     expect(api - shown).toBeLessThanOrEqual(11);
