@@ -68,6 +68,8 @@ async function signIn(page: Page, user: string) {
 async function soundAtBothSizes(page: Page, what: string, name: string, focus: string) {
   await page.setViewportSize(DESKTOP);
   await expectSound(page, `${what} at 1280 px`);
+  // As tall as the page: the status line (sticky at the bottom) then covers none of it.
+  await page.setViewportSize({ width: DESKTOP.width, height: 1100 });
   await screenshot(page, `storefront-${name}`, `storefront-${name}.png`);
   await page.setViewportSize(PHONE);
   await expectSound(page, `${what} at 420 px`);
@@ -151,7 +153,7 @@ describe("storefront: early access", () => {
     await page.click("#buy");
     await page.waitForSelector("#access-error:not([hidden])");
     expect(await page.textContent("#message")).toBe(
-      "Not reserved: the access code was refused (see beside the field).",
+      "Not reserved: the access code was refused (see under the field).",
     );
     await page.fill("#access-code", spare ?? "");
     await page.click("#buy");

@@ -639,7 +639,7 @@ async function reserve(quantity) {
   const codeRefused = token.json?.error?.code === "ACCESS_CODE_INVALID";
   showAccessError(codeRefused ? errorText(token) : null);
   if (codeRefused) {
-    say("Not reserved: the access code was refused (see beside the field).", "error");
+    say("Not reserved: the access code was refused (see under the field).", "error");
     $("access-code").focus();
     return;
   }
