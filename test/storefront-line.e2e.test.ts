@@ -152,9 +152,7 @@ describe("storefront: early access", () => {
     await page.fill("#access-code", code ?? "");
     await page.click("#buy");
     await page.waitForSelector("#access-error:not([hidden])");
-    expect(await page.textContent("#message")).toBe(
-      "Not reserved: the access code was refused (see under the field).",
-    );
+    expect(await page.textContent("#message")).toBe("Not reserved: the access code was refused (see under the field).");
     await page.fill("#access-code", spare ?? "");
     await page.click("#buy");
     // Noah's own list (the card may still read Mia's "held" for a moment).
