@@ -419,9 +419,14 @@ const LINE_POLL_MS = 2000;
 /** Reads of GET /api/me/reservations, once the entry left the line, before the page stops looking for its grant. */
 const GRANT_LOOKS = 10;
 
-/** "1 unit", "3 units". */
+/** "1 unit", "3 units". @param {number} n */
 const units = (n) => `${n} ${n === 1 ? "unit" : "units"}`;
 
+/**
+ * The sold-out notice: the offer to join (with how many wait), or the shopper's place and Leave.
+ * @param {{ sku: string, available: number, waiting?: number }} view
+ * @param {{ open: boolean }} sale
+ */
 function renderWaitlist(view, sale) {
   const joined = state.waitlist?.sku === view.sku ? state.waitlist : null;
   const soldOut = sale.open && view.available === 0;
@@ -459,6 +464,7 @@ function renderWaitlist(view, sale) {
       : `You are number ${joined.position} on the waitlist for ${joined.quantity}.`;
 }
 
+/** @param {number} quantity */
 async function joinWaitlist(quantity) {
   state.busy = true;
   try {
@@ -599,7 +605,10 @@ function accessHeaders() {
   return !$("access").hidden && code ? { "Access-Code": code } : {};
 }
 
-/** What the opening draw decided for this shopper: their place, whether they won or lost. */
+/**
+ * What the opening draw decided for this shopper: their place, whether they won or lost.
+ * @param {{ sku: string }} view
+ */
 function renderDrawResult(view) {
   const result = state.drawResult?.sku === view.sku ? state.drawResult : null;
   $("draw-result").hidden = result === null;
