@@ -87,7 +87,15 @@ export class Actors {
   /** Every SKU id never configured that a stranger asked about (invariant 11 names their files). */
   readonly ghosts = new Set<string>();
   /** What was checked on line for invariant 10, for the summary. */
-  readonly checked = { refusedCompared: 0, resized200: 0, resized409: 0, oldTokens: 0, lineScenes: 0, strangers: 0 };
+  readonly checked = {
+    refusedCompared: 0,
+    resized200: 0,
+    resized409: 0,
+    oldTokens: 0,
+    lineScenes: 0,
+    strangers: 0,
+    lineReads: 0,
+  };
   readonly #jwts = new Map<string, string>();
 
   constructor(
@@ -429,10 +437,22 @@ export class Actors {
         this.#client.request("POST", `/api/skus/${sku}/waitlist`, { headers, body: { quantity: 1 } }),
       );
       this.faults.count(`waitlist joins ${kind} answered ${reply?.status ?? 0} ${errorCode(reply?.json) ?? ""}`.trim());
+      return reply?.status === 202;
     };
     for (const user of atLimit) await join(user, "at the perUserLimit");
-    const waiters = [`${prefix}-n0`, `${prefix}-n1`];
-    for (const user of waiters) await join(user, "within the limit");
+    const waiters = [`${prefix}-n0`, `${prefix}-n1`, `${prefix}-n2`];
+    // The line as a model: who waits, in order (joins refused at the limit do not wait). The middle
+    // one leaves and joins again, last. Every read must match the model (invariant 14).
+    const line: string[] = [];
+    for (const user of waiters) if (await join(user, "within the limit")) line.push(user);
+    await this.#checkLine(sku, line, "after the joins");
+    const [, leaver] = line;
+    if (leaver && (await this.#leave(sku, leaver))) {
+      line.splice(line.indexOf(leaver), 1);
+      await this.#checkLine(sku, line, "after one left");
+      if (await join(leaver, "again after leaving")) line.push(leaver);
+      await this.#checkLine(sku, line, "after it joined again");
+    }
     for (const user of cancellers) {
       await sleep(800);
       this.faults.count(
@@ -441,10 +461,81 @@ export class Actors {
       );
     }
     await sleep(3_000);
+    // Units went to the line first come, first served (each wants 1): those still waiting are the
+    // model's last ones, in its order, and the public view counts exactly them.
+    await this.#checkLine(sku, line, "after the cancels", true);
     const after = await skuView(this.#client, sku);
     this.faults.log(
       `waitlist scene ${sku}: after the cancels available ${after.stock.available}, held ${after.stock.held}, waitlist ${after.waitlist}`,
     );
+  }
+
+  /** Leaves the line (`DELETE`); then the caller's place must be gone. True when it left. */
+  async #leave(sku: string, user: string): Promise<boolean> {
+    const headers = await this.#auth(user);
+    const left = await call(this.ledger, "waitlist scene leave", () =>
+      this.#client.request("DELETE", `/api/skus/${sku}/waitlist`, { headers }),
+    );
+    if (left?.status !== 200) return false;
+    const place = await call(this.ledger, "waitlist scene place", () =>
+      this.#client.request("GET", `/api/skus/${sku}/waitlist`, { headers }),
+    );
+    if (place?.status !== 404)
+      this.#fail(14, `${sku}: ${user} left the line (200), yet its place answers ${place?.status}`);
+    return true;
+  }
+
+  /**
+   * Reads every modelled waiter's place (`GET /api/skus/:sku/waitlist`) and the public view's
+   * `waiting`, and compares them with the model `line` (each entry wants 1 unit): the k-th waiting is
+   * at position k with k - 1 units ahead. `served`: units were released, so a prefix of the line
+   * may have been served (404, a hold granted); the rest must still be 1..n in order. Read again up to
+   * three times (a grant landing between two reads is not a violation), then reported.
+   */
+  async #checkLine(sku: string, line: readonly string[], when: string, served = false): Promise<void> {
+    let problem: string | null = null;
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const places = await Promise.all(
+        line.map(async (user) => {
+          const headers = await this.#auth(user);
+          const reply = await call(this.ledger, "waitlist scene place", () =>
+            this.#client.request("GET", `/api/skus/${sku}/waitlist`, { headers }),
+          );
+          return reply;
+        }),
+      );
+      const view = await skuView(this.#client, sku);
+      const waiting = places.flatMap((reply, i) =>
+        reply?.status === 200 ? [{ user: line[i], json: reply.json }] : [],
+      );
+      const gone = places.length - waiting.length;
+      const expected = line.slice(served ? gone : 0);
+      problem = null;
+      if (places.some((reply) => reply?.status !== 200 && reply?.status !== 404))
+        problem = `a place read answered ${places.map((r) => r?.status ?? 0).join(",")}`;
+      else if (!served && gone > 0)
+        problem = `${gone} of ${line.length} waiting shoppers have no place, with nothing released`;
+      else if (waiting.some((w, i) => w.user !== expected[i]))
+        problem = `waiting ${waiting.map((w) => w.user).join(",")}, not the line's last ${expected.join(",")}`;
+      else {
+        for (const [i, w] of waiting.entries()) {
+          const position = field(w.json, "position");
+          const ahead = field(w.json, "unitsAhead");
+          if (position !== i + 1 || ahead !== i)
+            problem = `${w.user} at position ${show(position)} with ${show(ahead)} units ahead, expected ${i + 1} and ${i}`;
+        }
+        if (!problem && view.waitlist !== waiting.length)
+          problem = `the public view says ${view.waitlist} waiting, ${waiting.length} places answer`;
+      }
+      if (!problem) break;
+      await sleep(1_000);
+    }
+    this.checked.lineReads++;
+    if (problem) this.#fail(14, `${sku} ${when}: ${problem}`);
+  }
+
+  summary14(): string {
+    return `${this.checked.lineReads} reads of every place in a line (joins, a leave, a rejoin, grants after cancels) matched a model of the line`;
   }
 
   // ---- (d) a stranger asking about SKUs never configured

@@ -4,13 +4,14 @@
  * stays up and reconnects), reconciliation re-emits and dead-letter replays mid-traffic (duplicate and
  * late deliveries), restocks, and an operator changing totals, pausing and resizing while the sale runs.
  * The actors of ./actors.ts play the rest: resizes raced by reservations, refused PUTs, buyers at
- * their limit in a waitlist, a stranger asking about SKUs never configured.
+ * their limit in a waitlist, a stranger asking about SKUs never configured; ./early.ts early buyers.
  * Webhook replays/reordering, late payments and Stripe's delayed payments are done by the shoppers;
  * late payments across a resize and double payments on a sharded SKU by the money actor.
  * The shop's webhook receiver fails, drops, goes down and stalls through ./hooks.ts.
  */
 import { type RedisServer, startRedis } from "../../tools/redis-server";
 import { Actors } from "./actors";
+import { EarlyScene } from "./early";
 import type { ShopHooks } from "./hooks";
 import { type Client, num, sleep } from "./http";
 import { describeFault, type Fault, type Scheduled, type SkuPlan } from "./schedule";
@@ -48,6 +49,8 @@ export class FaultInjector {
   #operators = new Map<string, Promise<unknown>>();
   #pending: Promise<void>[] = [];
   readonly actors: Actors;
+  /** The early-access scene (early.ts). */
+  readonly early: EarlyScene;
   /** The shop's webhook receiver, which the `receiver-*` faults reach. */
   hooks: ShopHooks | null = null;
 
@@ -63,6 +66,7 @@ export class FaultInjector {
   ) {
     for (const plan of skus) this.lastPut.set(plan.sku, plan.totalStock);
     this.actors = new Actors(this, ledger, seed);
+    this.early = new EarlyScene(client, ledger, log, (kind, n) => this.count(kind, n));
   }
 
   /** Counts `n` of a kind of fault for the summary. */
@@ -143,6 +147,9 @@ export class FaultInjector {
         return;
       case "money":
         await this.actors.moneyScene(fault);
+        return;
+      case "early":
+        await this.early.run(fault.sku, this.actors.seed);
         return;
       case "receiver-window":
       case "receiver-outage":

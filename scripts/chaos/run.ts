@@ -7,7 +7,8 @@
 // id (the seven of the stock pipeline; 8: the SKU's total is the last PUT that answered 200; 9: no unit left
 // available while buyers are told SOLD_OUT or a line waits; 10: a refused PUT changed nothing, a resize is all or
 // nothing; 11: nothing stored for SKUs never configured; 12: every order change delivered to every webhook endpoint
-// subscribed to it, by its webhook-id, once the shop's receiver is healthy again), then runs the bad-input pass (and
+// subscribed to it, by its webhook-id, once the shop's receiver is healthy again; 13: no token before a tier that admits
+// its shopper opened, no access code admitting two users (early.ts); 14: every place in a line exact), then runs the bad-input pass (and
 // 11 again after it). Money scenes (actors.ts) pay sharded SKUs late across a resize, twice at once and by Stripe's
 // delayed methods; 2, 6 and 9 are checked on line there, 1, 2 and 6 at the end.
 // Prints a summary; exits 1 on any violation.
@@ -112,6 +113,19 @@ try {
       // Fair opening: shoppers who come before the start are refused a token; those in the window enter the draw.
       ...(opening
         ? { startsAt: new Date(Date.now() + opening.leadMs).toISOString(), openingWindowMs: opening.windowMs }
+        : {}), // Early access: tiers before the public start (early.ts plays its shoppers).
+      ...(plan.access
+        ? {
+            startsAt: new Date(Date.now() + plan.access.publicMs).toISOString(),
+            access: [
+              {
+                name: "members",
+                startsAt: new Date(Date.now() + plan.access.membersMs).toISOString(),
+                claim: { name: "tier", value: "gold" },
+              },
+              { name: "codes", startsAt: new Date(Date.now() + plan.access.codesMs).toISOString() },
+            ],
+          }
         : {}),
     });
     if (reply.status !== 200) throw new Error(`configuring ${sku} answered ${reply.status}: ${reply.text}`);
@@ -237,6 +251,8 @@ try {
     violations.push(...stranded.violations);
     checked[9] = stranded.summary;
     checked[10] = faults.actors.summary10();
+    checked[13] = faults.early.summary13();
+    checked[14] = faults.actors.summary14();
     for (const v of [...stored.violations, ...stranded.violations])
       log(`VIOLATION (invariant ${v.invariant}): ${v.message}`);
     // 12: after the checks above (9's probes make changes too), every change delivered to its endpoints.
@@ -374,7 +390,7 @@ try {
       }
     }
     console.log("invariants:");
-    for (let id = 1; id <= 12; id++) {
+    for (let id = 1; id <= 14; id++) {
       const first = violations.find((v) => v.invariant === id);
       const n = violations.filter((v) => v.invariant === id).length;
       console.log(first ? `  ${id}: VIOLATED (${n}): ${first.message}` : `  ${id}: held — ${checked[id] ?? ""}`);

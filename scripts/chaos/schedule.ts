@@ -87,7 +87,12 @@ export interface SkuPlan {
    * paid late across a resize, twice at once and by Stripe's delayed methods. The seeded faults of
    * the shopper SKUs (aborts, operators, restocks) never pick these.
    */
-  role?: "resize" | "waitlist" | "money";
+  role?: "resize" | "waitlist" | "money" | "early";
+  /**
+   * Early access (role `early`): the public start `publicMs` after configuration, a `members` tier
+   * (JWT claim `tier: gold`) from `membersMs`, a `codes` tier (access codes) from `codesMs`.
+   */
+  access?: { membersMs: number; codesMs: number; publicMs: number };
 }
 
 /** How many `money` SKUs (one money scene each: it sells, so the SKU cannot be resized again): 2 to 4. */
@@ -148,6 +153,17 @@ export function skuPlans(opts: Options): SkuPlan[] {
       weight: 0,
       role: "money" as const,
     })),
+    // Members by claim, then code holders, then everyone (scripts/chaos/early.ts).
+    {
+      sku: `${prefix}-early`,
+      totalStock: 30,
+      perUserLimit: 1,
+      holdSeconds: 900,
+      shards: 2,
+      weight: 0,
+      role: "early" as const,
+      access: { membersMs: 12_000, codesMs: 24_000, publicMs: 40_000 },
+    },
   ];
 }
 
@@ -194,6 +210,8 @@ export type Fault =
   | { kind: "stranger"; ghosts: string[]; round: number }
   /** `money`: one money scene on a `money` SKU, resized from its 2 shards to `shards` (3 or 4) mid-scene. */
   | { kind: "money"; sku: string; shards: number; round: number }
+  /** `early`: the early-access scene on the `early` SKU (early.ts), from before its first tier opens. */
+  | { kind: "early"; sku: string }
   /**
    * The shop's webhook receiver (hooks.ts), by endpoint role. `receiver-window`: its next `fail`
    * requests answer 500, the `drop` after them are recorded, then cut unanswered (it processed them,
@@ -342,6 +360,8 @@ function actorSchedule(opts: Options, all: SkuPlan[], perMinute: (n: number) => 
       fault: { kind: "money", sku: plan.sku, shards: between(random, 3, 4), round: i + 1 },
     });
   });
+  for (const plan of all.filter((p) => p.role === "early"))
+    out.push({ atMs: 1_000, fault: { kind: "early", sku: plan.sku } });
   return out;
 }
 
@@ -416,6 +436,8 @@ export function describeFault(fault: Fault): string {
       return `a stranger asks about never-configured SKUs ${fault.ghosts.join(", ")} on every route`;
     case "money":
       return `money scene on ${fault.sku}: holds cancelled, resized to ${fault.shards} shards, then paid late, twice at once (its shard aborted) and by a Stripe delayed method`;
+    case "early":
+      return `early-access scene on ${fault.sku}: members by claim, code holders and code sharers, before and after each tier opens`;
     case "receiver-window":
       return `the shop's ${fault.endpoint} webhook receiver fails its next ${fault.fail} requests (500), then drops ${fault.drop} (processed, unanswered)`;
     case "receiver-outage":

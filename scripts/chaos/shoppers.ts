@@ -371,6 +371,7 @@ export class Shoppers {
     );
     if (joined?.status !== 202) return;
     this.ledger.waitlisted.add(userId);
+    if (random() < 0.4) await this.#leaveAndRejoin(random, userId, sku, plan, auth);
     // Come back later: a hold the waitlist gave shows in /api/me/reservations once persisted.
     await sleep(between(random, 5_000, 15_000));
     const mine = await call(this.ledger, "me", () =>
@@ -394,6 +395,53 @@ export class Shoppers {
       this.ledger.outcomes.set("waitlist hold received", (this.ledger.outcomes.get("waitlist hold received") ?? 0) + 1);
       if (random() < 0.6) await this.#pay(id, "payment.succeeded", this.#eventId(Number(userId.split("-").pop())));
     }
+  }
+
+  /**
+   * A waiting shopper looks at its place, leaves the line and comes back. Its place is 1 or more with
+   * at least one unit ahead per entry before it; once it left (200), its place is gone (404) until it
+   * joins again (invariant 14, on line). A 404 to the leave: the line served it meanwhile.
+   */
+  async #leaveAndRejoin(
+    random: () => number,
+    userId: string,
+    sku: string,
+    plan: SkuPlan,
+    auth: Record<string, string>,
+  ): Promise<void> {
+    const place = () =>
+      call(this.ledger, "waitlist place", () =>
+        this.client.request("GET", `/api/skus/${sku}/waitlist`, { headers: auth }),
+      );
+    const before = await place();
+    if (before?.status === 200) {
+      const position = Number(field(before.json, "position"));
+      const ahead = Number(field(before.json, "unitsAhead"));
+      if (!(position >= 1 && ahead >= position - 1 && ahead <= (position - 1) * plan.perUserLimit))
+        this.#violation(
+          14,
+          `${sku}: ${userId}'s place ${before.text.slice(0, 160)} (${position - 1} entries ahead of at most ${plan.perUserLimit} units)`,
+        );
+    }
+    await sleep(between(random, 200, 2_000));
+    const left = await call(this.ledger, "waitlist leave", () =>
+      this.client.request("DELETE", `/api/skus/${sku}/waitlist`, { headers: auth }),
+    );
+    if (left?.status !== 200) return;
+    const gone = await place();
+    if (gone?.status === 200) this.#violation(14, `${sku}: ${userId} left the line (200), yet its place answers 200`);
+    await sleep(between(random, 200, 2_000));
+    await call(this.ledger, "waitlist rejoin", () =>
+      this.client.request("POST", `/api/skus/${sku}/waitlist`, {
+        headers: auth,
+        body: { quantity: between(random, 1, plan.perUserLimit) },
+      }),
+    );
+  }
+
+  #violation(invariant: number, message: string): void {
+    this.ledger.violations.push({ invariant, message });
+    console.log(`VIOLATION (invariant ${invariant}): ${message}`);
   }
 
   /** Runs every shopper, `concurrency` at a time, arrivals spread over the traffic period. */
