@@ -75,8 +75,9 @@ export function sqliteStorage(): NodeStorage {
       rows = [];
       try {
         while (statement.step()) rows.push(statement.get().map(fromSqlite));
-      } finally {
-        statement.reset();
+      } catch (error) {
+        statement.reset(); // a statement done needs none: the next bind resets it
+        throw error;
       }
       if (last && columns) columns.push(...statement.getColumnNames());
     });
