@@ -1,9 +1,11 @@
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
 import { configDefaults, defineConfig } from "vitest/config";
 
-// Two layers of tests:
-//   *.unit.test.ts, *.integration.test.ts  run inside workerd (the real Workers runtime);
-//   *.e2e.test.ts                          run in Node against real processes (wrangler dev, redis-server).
+// Three tiers of tests (docs/DEVELOPMENT.md, "Test tiers"):
+//   *.unit.test.ts                            run in plain Node: pure logic, the engine over real SQLite
+//                                             (vitest.unit.config.ts; `npm run test:unit`);
+//   *.workerd.test.ts, *.integration.test.ts  run inside workerd (the real Workers runtime);
+//   *.e2e.test.ts                             run in Node against real processes (wrangler dev, redis-server).
 //
 // Both workerd projects get a private redis-server and Upstash bridge from a Node globalSetup
 // (test/support/redis-global-setup.ts; tests reach it with `inject("redis")`). In "workers" the
@@ -38,6 +40,7 @@ export default defineConfig({
     // Logs of passing tests are noise (the consumer logs every injected failure); failures keep theirs.
     silent: "passed-only",
     projects: [
+      "./vitest.unit.config.ts",
       {
         plugins: [
           cloudflareTest(async () => ({
@@ -49,7 +52,7 @@ export default defineConfig({
           name: "workers",
           // Queue deliveries and alarms are awaited by polling; a loaded 2-core machine needs room.
           testTimeout: 30_000,
-          include: ["test/**/*.unit.test.ts", "test/**/*.integration.test.ts"],
+          include: ["test/**/*.workerd.test.ts", "test/**/*.integration.test.ts"],
           exclude: [...configDefaults.exclude, ...MIRROR_BOUND],
           globalSetup: [REDIS_SETUP],
           setupFiles: ["./test/support/apply-migrations.ts"],

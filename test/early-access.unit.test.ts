@@ -1,9 +1,8 @@
-import { runInDurableObject } from "cloudflare:test";
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { migrate, SCHEMA_VERSION } from "../durable-objects/engine/schema";
 import { StockEngine } from "../durable-objects/stock-engine";
-import { stockShard } from "./support/client";
+import type { TestStorage } from "./suites/stock-engine";
+import { inMemory } from "./support/node-place";
 
 /**
  * Early access in the stock engine (engine/access.ts), step by step with the time passed in: who a
@@ -19,11 +18,10 @@ const TIERS = [
   { name: "later", startsAt: T0 + 1_800_000 },
 ];
 
-async function inFreshEngine<T>(name: string, fn: (engine: StockEngine, state: DurableObjectState) => T): Promise<T> {
-  return runInDurableObject(stockShard(env, name, 0), async (_object, state) => {
-    await state.storage.deleteAll();
+async function inFreshEngine<T>(name: string, fn: (engine: StockEngine, storage: TestStorage) => T): Promise<T> {
+  return inMemory(name, async (storage) => {
     let ids = 0;
-    const engine = new StockEngine(state.storage, () => `00000000-0000-7000-8000-${String(++ids).padStart(12, "0")}`);
+    const engine = new StockEngine(storage, () => `00000000-0000-7000-8000-${String(++ids).padStart(12, "0")}`);
     const configured = engine.configure(
       {
         sku: name,
@@ -38,7 +36,7 @@ async function inFreshEngine<T>(name: string, fn: (engine: StockEngine, state: D
       T0,
     );
     expect(configured.ok).toBe(true);
-    return fn(engine, state);
+    return fn(engine, storage);
   });
 }
 
@@ -129,12 +127,12 @@ describe("early access in the stock engine", () => {
   });
 
   it("schema step 4 is idempotent: applied again, it keeps the tiers and codes", async () => {
-    await inFreshEngine("access-schema", (engine, state) => {
+    await inFreshEngine("access-schema", (engine, storage) => {
       engine.access.addCodes("members", ["kept"]);
-      const sql = state.storage.sql;
+      const sql = storage.sql;
       sql.exec("UPDATE schema_version SET version = 3");
-      expect(state.storage.transactionSync(() => migrate(sql))).toBe(SCHEMA_VERSION - 3);
-      const again = new StockEngine(state.storage, () => crypto.randomUUID());
+      expect(storage.transactionSync(() => migrate(sql))).toBe(SCHEMA_VERSION - 3);
+      const again = new StockEngine(storage, () => crypto.randomUUID());
       expect(again.state()?.access?.map((t) => t.name)).toEqual(["members", "later"]);
       expect(again.access.redeem("kept", "ann", T0)).toBe("members");
     });

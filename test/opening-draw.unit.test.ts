@@ -1,5 +1,3 @@
-import { runInDurableObject } from "cloudflare:test";
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { drawOrder, entryIdOf, rankEntrants, sha256Hex } from "../durable-objects/engine/opening-draw";
 import type { ReserveRequest } from "../durable-objects/engine/types";
@@ -7,7 +5,7 @@ import { StockEngine } from "../durable-objects/stock-engine";
 import { checkProofOfWork, issueChallenge } from "../src/edge/proof-of-work";
 import { seededRandom } from "../src/harness/seeded-random";
 import { solveProofOfWork } from "../tools/proof-of-work";
-import { stockShard, uniqueSku } from "./support/client";
+import { inMemory } from "./support/node-place";
 
 /**
  * Fair opening at the engine level, where many seeded draws are cheap (the Worker path is in
@@ -73,9 +71,9 @@ interface Run {
 }
 
 async function sale(run: number, windowMs: number): Promise<Run> {
-  const sku = uniqueSku("fairstat");
-  return runInDurableObject(stockShard(env, sku, 0), async (_object, state) => {
-    const engine = new StockEngine(state.storage, seededIds(run * 7_919 + 1));
+  const sku = `fairstat-${run}-${crypto.randomUUID().slice(0, 8)}`;
+  return inMemory(sku, async (storage) => {
+    const engine = new StockEngine(storage, seededIds(run * 7_919 + 1));
     engine.configure(
       { sku, shard: 0, shards: 1, totalStock: UNITS, perUserLimit: 1, startsAt: T0, openingWindowMs: windowMs },
       T0 - 60_000,
@@ -125,7 +123,7 @@ async function sale(run: number, windowMs: number): Promise<Run> {
         T0 + windowMs,
       );
     }
-    const holders = state.storage.sql
+    const holders = storage.sql
       .exec<{ user_id: string; n: number }>("SELECT user_id, COUNT(*) AS n FROM reservations GROUP BY user_id")
       .toArray();
     const info = engine.draw.info();

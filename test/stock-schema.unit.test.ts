@@ -1,10 +1,9 @@
-import { runInDurableObject } from "cloudflare:test";
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { migrate, SCHEMA_VERSION } from "../durable-objects/engine/schema";
 import { StockEngine } from "../durable-objects/stock-engine";
 import deployed from "./fixtures/stock-schema-3b25bd4.json?raw";
-import { stockShard } from "./support/client";
+import type { TestStorage } from "./suites/stock-engine";
+import { inMemory } from "./support/node-place";
 
 /**
  * The stock object's schema is numbered steps (durable-objects/engine/schema.ts), applied once each:
@@ -28,39 +27,38 @@ function schemaOf(sql: SqlStorage): Record<string, string | null> {
 const versionOf = (sql: SqlStorage) =>
   sql.exec<{ version: number }>("SELECT version FROM schema_version").one().version;
 
-async function inFreshObject<T>(name: string, fn: (state: DurableObjectState) => T): Promise<T> {
-  return runInDurableObject(stockShard(env, name, 0), async (_object, state) => {
-    await state.storage.deleteAll();
-    return fn(state);
+async function inFreshObject<T>(name: string, fn: (storage: TestStorage) => T): Promise<T> {
+  return inMemory(name, async (storage) => {
+    return fn(storage);
   });
 }
 
 /** The schema an empty object ends with after its first configure. */
-function emptyConfigured(state: DurableObjectState): Record<string, string | null> {
-  const engine = new StockEngine(state.storage, () => crypto.randomUUID());
+function emptyConfigured(storage: TestStorage): Record<string, string | null> {
+  const engine = new StockEngine(storage, () => crypto.randomUUID());
   expect(engine.configure({ sku: "schema", shard: 0, shards: 1, totalStock: 5 }, T0).ok).toBe(true);
-  return schemaOf(state.storage.sql);
+  return schemaOf(storage.sql);
 }
 
 describe("the stock object's schema steps", () => {
   it("make an empty object's tables at its first configure, once", async () => {
-    await inFreshObject("schema-empty", (state) => {
-      const sql = state.storage.sql;
-      const schema = emptyConfigured(state);
+    await inFreshObject("schema-empty", (storage) => {
+      const sql = storage.sql;
+      const schema = emptyConfigured(storage);
       expect(versionOf(sql)).toBe(SCHEMA_VERSION);
       expect(Object.keys(schema)).toEqual(expect.arrayContaining(["sku", "reservations", "waitlist_state", "draw"]));
       expect(schema).not.toHaveProperty("line_state");
       // Applied once: a restart applies nothing, and the schema stays as it is.
-      expect(state.storage.transactionSync(() => migrate(sql))).toBe(0);
-      new StockEngine(state.storage, () => crypto.randomUUID());
+      expect(storage.transactionSync(() => migrate(sql))).toBe(0);
+      new StockEngine(storage, () => crypto.randomUUID());
       expect(schemaOf(sql)).toEqual(schema);
     });
   });
 
   it("bring an object of the deployed schema up to date, keeping its rows", async () => {
     const expected = await inFreshObject("schema-expected", emptyConfigured);
-    await inFreshObject("schema-deployed", (state) => {
-      const sql = state.storage.sql;
+    await inFreshObject("schema-deployed", (storage) => {
+      const sql = storage.sql;
       for (const { sql: statement } of JSON.parse(deployed) as { sql: string | null }[]) {
         if (statement) sql.exec(statement);
       }
@@ -82,7 +80,7 @@ describe("the stock object's schema steps", () => {
       sql.exec("INSERT INTO line_state (id, mode) VALUES (1, 2)");
       expect(() => versionOf(sql)).toThrow(); // no steps were numbered then
 
-      const engine = new StockEngine(state.storage, () => crypto.randomUUID());
+      const engine = new StockEngine(storage, () => crypto.randomUUID());
       expect(versionOf(sql)).toBe(SCHEMA_VERSION);
       expect(schemaOf(sql)).toEqual(expected);
       expect(engine.state()?.stock).toEqual({ total: 5, available: 4, held: 1, sold: 0 });

@@ -1,5 +1,3 @@
-import { runInDurableObject } from "cloudflare:test";
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { DueWork } from "../durable-objects/due-work";
 import type { ReserveOutcome } from "../durable-objects/engine/types";
@@ -9,7 +7,7 @@ import type { SkuStock } from "../durable-objects/sku-stock";
 import { StockEngine } from "../durable-objects/stock-engine";
 import type { StockHost } from "../durable-objects/stock-host";
 import { WaitlistServer } from "../durable-objects/waitlist-server";
-import { stockShard, uniqueSku } from "./support/client";
+import { inMemory } from "./support/node-place";
 
 /**
  * Leaving a sharded SKU's line while shard 0 holds for that very buyer on their home shard (API.md
@@ -31,10 +29,9 @@ interface Asked {
 
 /** Shard 0 of a 2-shard SKU with nothing available, its server, and the holds it asks shard 1 for. */
 function withShardZero(run: (t: { engine: StockEngine; server: WaitlistServer; asked: Asked[] }) => Promise<void>) {
-  return runInDurableObject(stockShard(env, uniqueSku("wlrace"), 0), async (_object, state) => {
-    await state.storage.deleteAll();
+  return inMemory("wlrace", async (storage) => {
     let ids = 0;
-    const engine = new StockEngine(state.storage, () => `00000000-0000-4000-8000-${String(++ids).padStart(12, "0")}`);
+    const engine = new StockEngine(storage, () => `00000000-0000-4000-8000-${String(++ids).padStart(12, "0")}`);
     engine.configure({ sku: "wlrace", shard: 0, shards: 2, totalStock: 0, perUserLimit: 5, holdSeconds: 60 }, T0);
     const asked: Asked[] = [];
     const shard1 = {

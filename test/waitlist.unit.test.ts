@@ -1,19 +1,16 @@
-import { runInDurableObject } from "cloudflare:test";
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { Outcome, ReserveAnswer } from "../durable-objects/engine/types";
 import { StockEngine } from "../durable-objects/stock-engine";
-import { stockShard, uniqueSku } from "./support/client";
+import { inMemory } from "./support/node-place";
 
 /** The waitlist inside the engine: filled in the same transaction as the release. */
 
 const T0 = 1_900_000_000_000;
 
 function withEngine(run: (engine: StockEngine) => void): Promise<void> {
-  return runInDurableObject(stockShard(env, uniqueSku("wl"), 0), async (_object, state) => {
-    await state.storage.deleteAll();
+  return inMemory("wl", async (storage) => {
     let ids = 0;
-    run(new StockEngine(state.storage, () => `00000000-0000-4000-8000-${String(++ids).padStart(12, "0")}`));
+    run(new StockEngine(storage, () => `00000000-0000-4000-8000-${String(++ids).padStart(12, "0")}`));
   });
 }
 
