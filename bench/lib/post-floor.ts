@@ -68,6 +68,7 @@ export function startPostFloor(): Promise<BareWorker> {
 
 export interface PostFloor {
   posts: number;
+  connections: number;
   /** Answered 2xx and verified by the receiver. */
   verified: number;
   perSec: number;
@@ -77,12 +78,16 @@ export interface PostFloor {
   receiverCpuUsPerPost: number;
 }
 
-/** `count` signed POSTs to the receiver, six in flight, after a warm-up of a tenth as many. */
+/**
+ * `count` signed POSTs to the receiver, `connections` in flight (a sender object's six, or more to
+ * show what that limit costs), after a warm-up of a tenth as many.
+ */
 export async function postFloor(
   worker: BareWorker,
   receiver: ReceiverProcess,
   secret: string,
   count: number,
+  connections = 6,
 ): Promise<PostFloor> {
   const reset = await fetch(`${receiver.url}/control/${FLOOR_ENDPOINT}`, {
     method: "PUT",
@@ -93,9 +98,9 @@ export async function postFloor(
   const drive = async (posts: number, first: number) => {
     const res = await fetch(worker.url, {
       method: "POST",
-      body: JSON.stringify({ url, secret, count: posts, connections: 6, first }),
+      body: JSON.stringify({ url, secret, count: posts, connections, first }),
     });
-    if (!res.ok) throw new Error(`delivery floor: ${res.status} ${await res.text()}`);
+    if (!res.ok) throw new Error(`delivery floor, ${connections} in flight: ${res.status} ${await res.text()}`);
     return (await res.json()) as { posts: number; ok: number; elapsedMs: number };
   };
   const warm = Math.ceil(count / 10);
@@ -110,13 +115,14 @@ export async function postFloor(
   };
   const fig: PostFloor = {
     posts: count,
+    connections,
     verified: seen.verified - warm,
     perSec: (count * 1000) / Math.max(1, r.elapsedMs),
     cpuUsPerPost: cpu / count,
     receiverCpuUsPerPost: receiverCpu / count,
   };
   log(
-    `delivery floor: ${fig.perSec.toFixed(0)} signed POSTs/s, ${fig.cpuUsPerPost.toFixed(0)} µs workerd CPU each, receiver ${fig.receiverCpuUsPerPost.toFixed(0)} µs (${fig.verified}/${count} verified)`,
+    `delivery floor, ${connections} in flight: ${fig.perSec.toFixed(0)} signed POSTs/s, ${fig.cpuUsPerPost.toFixed(0)} µs workerd CPU each, receiver ${fig.receiverCpuUsPerPost.toFixed(0)} µs (${fig.verified}/${count} verified)`,
   );
   return fig;
 }

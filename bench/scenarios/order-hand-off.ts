@@ -1,11 +1,11 @@
 import { SECRETS } from "../../tools/dev-vars";
 import { cpuMeter } from "../../tools/proc";
 import { admin, type WorkerServer } from "../../tools/worker";
+import type { BareWorker } from "../lib/bare-worker";
 import type { Bench } from "../lib/context";
 import { log, percentile, sleep } from "../lib/log";
 import { startPerf } from "../lib/perf-record";
 import { type PostFloor, postFloor } from "../lib/post-floor";
-import type { BareWorker } from "../lib/bare-worker";
 import { startProfile } from "../lib/profile";
 import type { ReceiverProcess } from "../lib/receiver";
 import { get, pipelineRun } from "./order-pipeline";
@@ -59,12 +59,17 @@ export interface HooksRun extends PlainRun {
 /** Both sides of the point: each round's runs and the median of each figure over the rounds. */
 export interface HandOffFigures {
   endpoint: { url: string; events: string[] };
-  rounds: { first: "plain" | "hooks"; plain: PlainRun; hooks: HooksRun; floor: PostFloor }[];
+  rounds: { first: "plain" | "hooks"; plain: PlainRun; hooks: HooksRun; floor: PostFloor; floorWide: PostFloor }[];
   plain: Record<string, number>;
   hooks: Record<string, number>;
   /** The delivery floor (bench/lib/post-floor.ts) beside each round, and its medians. */
   floor: Record<string, number>;
+  /** The same with {@link WIDE} in flight: what the six connections of one invocation cost. */
+  floorWide: Record<string, number>;
 }
+
+/** The wider floor's POSTs in flight. */
+const WIDE = 24;
 
 async function receiverLog(receiver: ReceiverProcess, counts: boolean): Promise<ReceiverLog> {
   return get(async () => (await fetch(`${receiver.url}/control/${ENDPOINT}${counts ? "?counts" : ""}`)).json());
@@ -197,8 +202,10 @@ export async function orderPipelineWebhooks(
       if (side === "plain") plain = (await pipelineRun(bench, server)).result;
       else hooks = await hooksRun(bench, server, receiver, endpoint.secret);
     }
-    const floor = await postFloor(floorWorker, receiver, endpoint.secret, bench.mode.quick ? 5_000 : 20_000);
-    if (plain && hooks) runs.push({ first, plain, hooks, floor });
+    const posts = bench.mode.quick ? 5_000 : 20_000;
+    const floor = await postFloor(floorWorker, receiver, endpoint.secret, posts);
+    const floorWide = await postFloor(floorWorker, receiver, endpoint.secret, posts, WIDE);
+    if (plain && hooks) runs.push({ first, plain, hooks, floor, floorWide });
   }
   await setEndpoint(server, url, false);
   const figures: HandOffFigures = {
@@ -207,6 +214,7 @@ export async function orderPipelineWebhooks(
     plain: medians(runs.map((r) => r.plain)),
     hooks: medians(runs.map((r) => r.hooks)),
     floor: medians(runs.map((r) => r.floor)),
+    floorWide: medians(runs.map((r) => r.floorWide)),
   };
   bench.figures.order_pipeline_webhooks = figures;
   return figures;
@@ -227,5 +235,9 @@ export async function profiledHandOff(bench: Bench, server: WorkerServer, receiv
   const profile = await perf.stop();
   const functions = await js.stop(40);
   await setEndpoint(server, url, false);
-  bench.figures.order_pipeline_webhooks_profile = { cpuUsPerOrderDelivered: hooks.cpuUsPerOrderDelivered, profile, functions };
+  bench.figures.order_pipeline_webhooks_profile = {
+    cpuUsPerOrderDelivered: hooks.cpuUsPerOrderDelivered,
+    profile,
+    functions,
+  };
 }
