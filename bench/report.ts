@@ -76,6 +76,12 @@ export interface Results {
     hot_sku_orders?: { ordersPerSec: number; lagP50Ms: number; lagP99Ms: number; rows: number };
     /** The order pipeline with one webhook endpoint subscribed to every type, beside it off (bench/scenarios/order-hand-off.ts). */
     order_pipeline_webhooks?: HandOffFigures;
+    /** `--profile`: one hand-off sale on a Worker with the inspector, `perf` over its workerd. */
+    order_pipeline_webhooks_profile?: {
+      cpuUsPerOrderDelivered: number;
+      profile: PerfPoint["profile"];
+      functions: ProfileLine[];
+    };
     /** The classic design's whole pipeline: Redis Lua + outbox → RabbitMQ → MariaDB (bench/scenarios/classic-pipeline.ts). */
     classic_pipeline?: ClassicPipelineFigures;
     /** Fair opening, one shard: the alarm's decision of a full window (bench/scenarios/draw.ts). */
@@ -345,6 +351,7 @@ function targets(r: Results) {
       (v) => v < 2000,
       { shown: n0(hooks.lagP99Ms) },
     );
+    for (const t of handOffTargets(r.figures.order_pipeline_webhooks)) at(t.what, t.value, t.target, t.met, t.opts);
   }
   return rows;
 }
@@ -781,6 +788,20 @@ function handOffSection(r: Results): string[] {
   const sum = (pick: (run: HandOffFigures["rounds"][number]["hooks"]) => number) =>
     h.rounds.reduce((n, round) => n + pick(round.hooks), 0);
   const perDelivery = (h.hooks.cpuUsPerOrderDelivered ?? Number.NaN) - (h.plain.cpuUsPerOrder ?? Number.NaN);
+  const floor = h.floor ?? {};
+  const wide = h.floorWide ?? {};
+  const targets = handOffTargets(h);
+  const floorRow = (what: string, f: Record<string, number>) => [
+    what,
+    n0(f.perSec),
+    n0(f.cpuUsPerPost),
+    n0(f.receiverCpuUsPerPost),
+    `${n0(f.verified)} / ${n0(f.posts)}`,
+  ];
+  const plainCpu = h.plain.cpuUsPerOrder ?? Number.NaN;
+  // The share of one core the floor's workerd used while it POSTed.
+  const busy = (f: Record<string, number>) => ((f.perSec ?? Number.NaN) * (f.cpuUsPerPost ?? Number.NaN)) / 10_000;
+  const floorBound = (plainCpu + (floor.cpuUsPerPost ?? Number.NaN)) / plainCpu;
   return [
     "## Order hand-off: one webhook endpoint",
     "",
@@ -806,6 +827,98 @@ function handOffSection(r: Results): string[] {
     "",
     `Checked against D1 (\`GET /bench/deliveries/:sku\`) in every round: ${n0(sum((x) => x.delivered))} deliveries verified by the receiver for ${n0(sum((x) => x.changes))} order changes, ${n0(sum((x) => x.unverified))} that did not verify, ${n0(sum((x) => x.duplicates))} sent twice. What a delivery costs workerd here (the medians' difference in CPU per order): ${n0(perDelivery)} µs, on the one thread that also runs the stock object and the order consumer; on Cloudflare the sender is an invocation of its own, and what the deliveries share with the orders is D1.`,
     "",
+    "### The delivery floor",
+    "",
+    "In the same run, beside each round: a Worker in a workerd of its own (bench/lib/post-floor.ts) that POSTs the sender's body (an order object, built and serialized per POST), signed as src/handoff/signature.ts signs it (Standard Webhooks, HMAC-SHA256 by WebCrypto, the key imported once), to the same receiver, reading each answer, with a sender object's six in flight, then with 24. No D1, no queue, no alarm, no bookkeeping: what workerd charges for one signed POST, which a delivery cannot go below.",
+    "",
+    table(
+      ["floor", "POSTs/s", "workerd CPU µs per POST", "receiver CPU µs per POST", "verified"],
+      [
+        floorRow("signed POST, 6 in flight (a sender object's connections)", floor),
+        floorRow(`signed POST, ${n0(wide.connections)} in flight`, wide),
+      ],
+    ),
+    "",
+    table(
+      ["a delivery's workerd CPU, µs", "median of the rounds"],
+      [
+        ["a delivery (CPU per order with the endpoint − without)", n0(perDelivery)],
+        ["of which the floor: sign, serialize the body, fetch, read the answer", n0(floor.cpuUsPerPost)],
+        [
+          "above the floor: the delivery row (the trigger's insert in the order batch), the wake-ups (a queue message per order batch, the due-endpoints read, the object's RPC, alarm and storage calls), taking each page from D1 (an UPDATE under a lease and a SELECT joining delivery, endpoint, change and order rows, each row serialized through D1's binding), the body built from the row, the attempt's timer and AbortController, and the outcomes' UPDATE (one per page)",
+          n0(perDelivery - (floor.cpuUsPerPost ?? Number.NaN)),
+        ],
+      ],
+    ),
+    "",
+    ...handOffProfile(r),
+    "### Issue #42's targets for this point (medians of the rounds)",
+    "",
+    table(
+      ["target", "figure", "goal", "met"],
+      targets.map((t) => [t.what, t.opts.shown ?? x2(t.value), t.target, t.met(t.value) ? "yes" : "**no**"]),
+    ),
+    "",
+    `What stops them is the floor. The CPU target leaves a delivery at most the plain pipeline's CPU per order (${n0(plainCpu)} µs); a bare signed POST in workerd costs ${n0(floor.cpuUsPerPost)} µs, so even a sender that did nothing but POST would make ${x2(floorBound)} the CPU per order. And with six in flight, the floor itself POSTs ${n0(floor.perSec)}/s with workerd doing nothing else, while the sale persists ${n0(h.hooks.ordersPerSec)} orders/s with the endpoint on (${n0(h.plain.ordersPerSec)} without): one endpoint's sender cannot deliver 0.9× that, and a backlog that grows through the sale is a lag of seconds. ${(wide.perSec ?? 0) > (floor.perSec ?? 0) * 1.1 ? `More in flight raises the floor to ${n0(wide.perSec)}/s with ${n0(wide.connections)}: an invocation's six connections are part of the limit.` : `More in flight did not raise it here (${n0(wide.perSec)}/s with ${n0(wide.connections)}), and the floor's workerd was busy ${n0(busy(floor))}% of the time with six (${n0(busy(wide))}% with ${n0(wide.connections)}): each POST's round trip through the machine (the receiver's process, the other processes' load) bounds it, not the connection count or workerd's CPU.`}${(h.plain.ordersPerSec ?? 0) < (h.hooks.ordersPerSec ?? 0) ? " The sale without the endpoint ran slower than the one with it: the machine's other load moved between the two, so compare figures within one sale, and the floor with the delivery beside it." : ""}`,
+    "",
+  ];
+}
+
+/** Where a delivery's time goes (`--profile`), when the run has it. */
+function handOffProfile(r: Results): string[] {
+  const p = r.figures.order_pipeline_webhooks_profile;
+  if (!p) return [];
+  const share = (keep: (l: ProfileLine) => boolean) => p.functions.filter(keep).reduce((n, l) => n + l.selfPct, 0);
+  const pct = (names: string[]) => `${share((l) => names.includes(l.fn)).toFixed(1)}%`;
+  const d1 = share((l) => l.where.startsWith("cloudflare-internal:d1-api")).toFixed(1);
+  return [
+    "### Where the time goes (`--profile`)",
+    "",
+    `One sale with the endpoint on, on a Worker started with the inspector (which costs CPU of its own: ${n0(p.cpuUsPerOrderDelivered)} µs per order delivered there): \`perf\` over the whole workerd (the stock object, the order consumer, D1's SQLite and the sender share it), by what the code is, and the isolate's JavaScript by function, self time (idle included).`,
+    "",
+    table(
+      ["workerd, by group", "share of samples"],
+      p.profile.groups.map(([g, pct]) => [g, `${pct.toFixed(1)}%`]),
+    ),
+    "",
+    `In words: of the isolate's samples, ${pct(["attempt", "fetch", "text"])} went to the POST itself (\`attempt\`, \`fetch\`, reading the answer), ${pct(["sign", "keyOf2", "base643", "btoa", "encode"])} to signing it, ${pct(["setTimeout", "clearTimeout", "AbortController"])} to each attempt's timeout (a timer set and cleared and an AbortController per attempt), ${pct(["orderObjectOf", "bodyOf"])} to building the body from the row (dates to ISO strings, JSON), and ${d1}% to D1's binding (\`cloudflare-internal:d1-api\`, requests and results serialized, the order consumer's included); the stock object's SQL (\`exec\`) and the order pipeline take most of the rest. Over the whole process, the kernel (the sockets' syscalls and scheduling), kj's event loop and HTTP, V8's runtime and tcmalloc outweigh SQLite several times: a delivery's cost is mostly the POST's, which the floor above measures on its own.`,
+    "",
+    table(
+      ["isolate's JavaScript, self time", "share", "where"],
+      p.functions.slice(0, 24).map((l) => [`\`${l.fn}\``, `${l.selfPct.toFixed(1)}%`, l.where]),
+    ),
+    "",
+  ];
+}
+
+/** Issue #42's targets of the order hand-off point, from the medians of its rounds. */
+function handOffTargets(h: HandOffFigures | undefined) {
+  if (!h) return [];
+  const hooks = h.hooks;
+  const cpuRatio = (hooks.cpuUsPerOrderDelivered ?? Number.NaN) / (h.plain.cpuUsPerOrder ?? Number.NaN);
+  const pace = (hooks.deliveriesPerSec ?? Number.NaN) / (hooks.ordersPerSec ?? Number.NaN);
+  return [
+    {
+      what: "order hand-off: deliveries/s ÷ orders persisted/s over the sale (one endpoint, every type)",
+      value: pace,
+      target: "≥ 0.9×",
+      met: (v: number) => v >= 0.9,
+      opts: {},
+    },
+    {
+      what: "order hand-off: delivery lag p99, receipt − the change's time (ms)",
+      value: hooks.deliveryLagP99Ms ?? Number.NaN,
+      target: "≤ 2,000",
+      met: (v: number) => v <= 2000,
+      opts: { shown: n0(hooks.deliveryLagP99Ms) },
+    },
+    {
+      what: "order hand-off: workerd CPU per order with the endpoint ÷ without",
+      value: cpuRatio,
+      target: "≤ 2×",
+      met: (v: number) => v <= 2,
+      opts: {},
+    },
   ];
 }
 

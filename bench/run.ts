@@ -28,6 +28,7 @@ import { startFloorWorker } from "./lib/floor-worker";
 import { FLOOR_STATE, objectFloor, startBodyWorker, startFloorObjects } from "./lib/floors";
 import { log } from "./lib/log";
 import { type PerfPoint, profiled } from "./lib/perf-record";
+import { startPostFloor } from "./lib/post-floor";
 import { startProfile } from "./lib/profile";
 import { startReceiverProcess } from "./lib/receiver";
 import { verify } from "./lib/verify";
@@ -52,7 +53,7 @@ import {
 import { engineCore } from "./scenarios/engine-core";
 import { gatherCore } from "./scenarios/gather-core";
 import { memory } from "./scenarios/memory";
-import { orderPipelineWebhooks } from "./scenarios/order-hand-off";
+import { orderPipelineWebhooks, profiledHandOff } from "./scenarios/order-hand-off";
 import { hotSkuOrders, orderPipeline } from "./scenarios/order-pipeline";
 import { powBrowser } from "./scenarios/pow-browser";
 import { powCheck } from "./scenarios/pow-check";
@@ -329,7 +330,17 @@ try {
       GROUP_COMMIT: "on",
       WEBHOOK_ALLOW_HTTP_LOCALHOST: "true",
     });
-    await orderPipelineWebhooks(bench, hooks, receiver, rounds);
+    const floor = await startPostFloor();
+    stack.push(() => floor.stop());
+    await orderPipelineWebhooks(bench, hooks, receiver, floor, rounds);
+    if (argv.includes("--profile")) {
+      const inspected = await start(
+        "profiled hand-off",
+        { GROUP_COMMIT: "on", WEBHOOK_ALLOW_HTTP_LOCALHOST: "true" },
+        { inspect: true },
+      );
+      await profiledHandOff(bench, inspected, receiver);
+    }
   }
   if (wanted("draw_decide")) await drawDecide(bench, on);
   if (wanted("draw_decide_sharded")) await drawDecideSharded(bench, on, drawEntrants);

@@ -1,8 +1,12 @@
 import { SECRETS } from "../../tools/dev-vars";
 import { cpuMeter } from "../../tools/proc";
 import { admin, type WorkerServer } from "../../tools/worker";
+import type { BareWorker } from "../lib/bare-worker";
 import type { Bench } from "../lib/context";
 import { log, percentile, sleep } from "../lib/log";
+import { startPerf } from "../lib/perf-record";
+import { type PostFloor, postFloor } from "../lib/post-floor";
+import { startProfile } from "../lib/profile";
 import type { ReceiverProcess } from "../lib/receiver";
 import { get, pipelineRun } from "./order-pipeline";
 
@@ -55,10 +59,17 @@ export interface HooksRun extends PlainRun {
 /** Both sides of the point: each round's runs and the median of each figure over the rounds. */
 export interface HandOffFigures {
   endpoint: { url: string; events: string[] };
-  rounds: { first: "plain" | "hooks"; plain: PlainRun; hooks: HooksRun }[];
+  rounds: { first: "plain" | "hooks"; plain: PlainRun; hooks: HooksRun; floor: PostFloor; floorWide: PostFloor }[];
   plain: Record<string, number>;
   hooks: Record<string, number>;
+  /** The delivery floor (bench/lib/post-floor.ts) beside each round, and its medians. */
+  floor: Record<string, number>;
+  /** The same with {@link WIDE} in flight: what the six connections of one invocation cost. */
+  floorWide: Record<string, number>;
 }
+
+/** The wider floor's POSTs in flight. */
+const WIDE = 24;
 
 async function receiverLog(receiver: ReceiverProcess, counts: boolean): Promise<ReceiverLog> {
   return get(async () => (await fetch(`${receiver.url}/control/${ENDPOINT}${counts ? "?counts" : ""}`)).json());
@@ -173,6 +184,7 @@ export async function orderPipelineWebhooks(
   bench: Bench,
   server: WorkerServer,
   receiver: ReceiverProcess,
+  floorWorker: BareWorker,
   rounds: number,
 ): Promise<HandOffFigures> {
   const url = `${receiver.url}/hooks/${ENDPOINT}`;
@@ -190,7 +202,10 @@ export async function orderPipelineWebhooks(
       if (side === "plain") plain = (await pipelineRun(bench, server)).result;
       else hooks = await hooksRun(bench, server, receiver, endpoint.secret);
     }
-    if (plain && hooks) runs.push({ first, plain, hooks });
+    const posts = bench.mode.quick ? 5_000 : 20_000;
+    const floor = await postFloor(floorWorker, receiver, endpoint.secret, posts);
+    const floorWide = await postFloor(floorWorker, receiver, endpoint.secret, posts, WIDE);
+    if (plain && hooks) runs.push({ first, plain, hooks, floor, floorWide });
   }
   await setEndpoint(server, url, false);
   const figures: HandOffFigures = {
@@ -198,7 +213,31 @@ export async function orderPipelineWebhooks(
     rounds: runs,
     plain: medians(runs.map((r) => r.plain)),
     hooks: medians(runs.map((r) => r.hooks)),
+    floor: medians(runs.map((r) => r.floor)),
+    floorWide: medians(runs.map((r) => r.floorWide)),
   };
   bench.figures.order_pipeline_webhooks = figures;
   return figures;
+}
+
+/**
+ * `--profile`: where a delivery's CPU goes, before changing anything. One sale with the endpoint on, on
+ * a Worker started with the inspector: the isolate's JavaScript by function (the sender, the order
+ * consumer and the stock object share it) and `perf` over the whole workerd (D1's SQLite, fetch's HTTP,
+ * the queue and the alarms included).
+ */
+export async function profiledHandOff(bench: Bench, server: WorkerServer, receiver: ReceiverProcess) {
+  const url = `${receiver.url}/hooks/${ENDPOINT}`;
+  const endpoint = await setEndpoint(server, url, true);
+  const js = await startProfile(server.inspectorPort ?? 0);
+  const perf = startPerf(server.pid, bench.dir);
+  const hooks = await hooksRun(bench, server, receiver, endpoint.secret);
+  const profile = await perf.stop();
+  const functions = await js.stop(40);
+  await setEndpoint(server, url, false);
+  bench.figures.order_pipeline_webhooks_profile = {
+    cpuUsPerOrderDelivered: hooks.cpuUsPerOrderDelivered,
+    profile,
+    functions,
+  };
 }
