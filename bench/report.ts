@@ -982,12 +982,71 @@ function copiesSection(r: Results): string[] {
       ]),
     ),
     "",
+    ...copiesRounds((r.figures as Record<string, unknown>).copies_rounds as CopiesRounds | undefined),
     ...(gather?.cpuUsPerReservation !== undefined && gather1?.cpuUsPerReservation !== undefined
       ? [
           `The gatherer's own cost (\`npm run bench:gather\`, as the engine core is measured: the same batches straight to the object and through the gatherer, the difference in workerd CPU): ${n1(gather1.cpuUsPerReservation)} µs per reservation in calls of one, ${n1(gather.cpuUsPerReservation)} µs in calls of 64.`,
           "",
         ]
       : []),
+  ];
+}
+
+interface CopiesSummary {
+  holdsPerSec: number;
+  p50Ms: number;
+  p99Ms: number;
+  cpuUsPerReservation: number;
+  callsPerSec: number;
+  meanBatch: number;
+}
+interface CopiesRounds {
+  copies: number;
+  rounds: { first: "off" | "on"; off: CopiesSummary; on: CopiesSummary; fewerCalls: number; holdsRatio: number }[];
+  median: { off: CopiesSummary; on: CopiesSummary; fewerCalls: number; holdsRatio: number };
+  single: Record<string, { off: CopiesSummary; on: CopiesSummary }>;
+}
+
+/** The rounds of `npm run bench:copies` (off and on alternating first), their medians, and one copy's latency. */
+function copiesRounds(c: CopiesRounds | undefined): string[] {
+  if (!c) return [];
+  const row = (label: string, gather: string, s: CopiesSummary, ratio: string) => [
+    label,
+    gather,
+    n0(s.holdsPerSec),
+    n1(s.p50Ms),
+    n1(s.p99Ms),
+    n0(s.cpuUsPerReservation),
+    n0(s.callsPerSec),
+    n1(s.meanBatch),
+    ratio,
+  ];
+  const m = c.median;
+  return [
+    `${c.rounds.length} rounds on the same two workerds (a fresh SKU each point), GATHER off first in odd rounds and on first in even ones. The goal (at least 4× fewer object calls for the same holds, holds/s no lower) is judged on the medians: "fewer calls" is the ratio of the object's calls per hold (1 ÷ its mean batch), which the share of this shared machine a point got does not change as it changes calls/s. The table above shows the round closest to the median ratio.`,
+    "",
+    table(
+      ["round", "GATHER", "holds/s", "p50 ms", "p99 ms", "CPU µs/res.", "object calls/s", "mean batch", "fewer calls"],
+      [
+        ...c.rounds.flatMap((r, i) => [
+          row(`${i + 1} (${r.first} first)`, "off", r.off, ""),
+          row("", "on", r.on, `${n1(r.fewerCalls)}×, holds/s ${r.holdsRatio.toFixed(2)}×`),
+        ]),
+        row("median", "off", m.off, ""),
+        row("", "on", m.on, `${n1(m.fewerCalls)}×, holds/s ${m.holdsRatio.toFixed(2)}×`),
+      ],
+    ),
+    "",
+    "The latency the tier adds on one isolate: one copy of the Worker, GATHER off and on, unloaded (one connection: the extra hop alone) and at the points' load.",
+    "",
+    table(
+      ["one copy", "GATHER", "holds/s", "p50 ms", "p99 ms", "CPU µs/res.", "object calls/s", "mean batch", ""],
+      Object.entries(c.single).flatMap(([load, s]) => [
+        row(`${load.slice(1)} connection${load === "c1" ? "" : "s"}`, "off", s.off, ""),
+        row("", "on", s.on, `p50 +${n1(s.on.p50Ms - s.off.p50Ms)} ms, p99 +${n1(s.on.p99Ms - s.off.p99Ms)} ms`),
+      ]),
+    ),
+    "",
   ];
 }
 
@@ -1027,7 +1086,19 @@ function tierSection(sim: CapacitySimulation): string[] {
       ]),
     ),
     "",
+    holdsAt(sim.isolateRows),
+    "",
   ];
+}
+
+/** Which isolate counts the design holds the target at, within the issue's 16 shards, without and with the tier. */
+function holdsAt(rows: NonNullable<CapacitySimulation["isolateRows"]>): string {
+  const within = (shards: number | null) => shards !== null && shards <= 16;
+  const list = (pick: (r: (typeof rows)[number]) => boolean) => {
+    const counts = [...new Set(rows.filter(pick).map((r) => n0(r.isolates)))];
+    return counts.length > 0 ? counts.join(", ") : "none";
+  };
+  return `**Where the design holds** (the target with at most 16 shards): without the tier at ${list((r) => within(r.without))} isolates; with it at ${list((r) => within(r.with))} of the ${[...new Set(rows.map((r) => n0(r.isolates)))].join(", ")} simulated.`;
 }
 
 /** The simulated spike: its assumptions, the table for 1–64 shards, the shards the target needs, the check. */
