@@ -5,7 +5,7 @@
 // the goal (object calls per hold) is judged on medians; then one copy, off and on, unloaded (one connection) and loaded: the latency the tier adds
 // on one isolate. `-- --copies N` for another count; `-- --write` stores the figures in bench/results.json.
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startWorker, type WorkerServer } from "../tools/worker";
@@ -76,7 +76,15 @@ type Summary = ReturnType<typeof summary>;
 const describe = (s: Summary) =>
   `${s.holdsPerSec.toFixed(0)} holds/s, p50 ${s.p50Ms.toFixed(1)} ms, p99 ${s.p99Ms.toFixed(1)} ms, ${s.cpuUsPerReservation.toFixed(0)} µs CPU per reservation; stock object ${s.callsPerSec.toFixed(0)} calls/s, mean batch ${s.meanBatch.toFixed(2)}`;
 
-const byRound: { first: "off" | "on"; off: Summary; on: Summary; fewerCalls: number; holdsRatio: number }[] = [];
+const byRound: {
+  first: "off" | "on";
+  off: Summary;
+  on: Summary;
+  fewerCalls: number;
+  holdsRatio: number;
+  /** The machine's 1-minute load average after the round (2 cores, shared): what the points competed with. */
+  load: number;
+}[] = [];
 const key = `hot_sku_copies${copies}`;
 await withBoth(copies, async (servers) => {
   for (let round = 1; round <= rounds; round++) {
@@ -92,7 +100,8 @@ await withBoth(copies, async (servers) => {
     // Calls for the same holds: the object's calls per hold are 1 / its mean batch, so the ratio of
     // the batches, whatever share of this shared machine each point got.
     const fewerCalls = on.meanBatch / off.meanBatch;
-    byRound.push({ first: order[0] ? "on" : "off", off, on, fewerCalls, holdsRatio: on.holdsPerSec / off.holdsPerSec });
+    const holdsRatio = on.holdsPerSec / off.holdsPerSec;
+    byRound.push({ first: order[0] ? "on" : "off", off, on, fewerCalls, holdsRatio, load: loadavg()[0] ?? 0 });
     log(`round ${round} (${order[0] ? "on" : "off"} first): ${fewerCalls.toFixed(2)}x fewer object calls per hold`);
   }
 });
@@ -129,11 +138,12 @@ const figure = {
     holdsRatio: median(byRound.map((r) => r.holdsRatio)),
   },
   single,
+  connections: QUICK.timing.connections,
 };
 log(`hot SKU behind ${copies} copies of the Worker, ${rounds} rounds:`);
 byRound.forEach((r, i) => {
   log(`  round ${i + 1} (${r.first} first): GATHER off: ${describe(r.off)}`);
-  log(`  round ${i + 1} (${r.first} first): GATHER on:  ${describe(r.on)}`);
+  log(`  round ${i + 1} (${r.first} first): GATHER on:  ${describe(r.on)} (load average ${r.load.toFixed(1)})`);
 });
 log(`  median GATHER off: ${describe(figure.median.off)}`);
 log(`  median GATHER on:  ${describe(figure.median.on)}`);
