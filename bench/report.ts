@@ -1095,6 +1095,7 @@ function copiesSection(r: Results): string[] {
       ]),
     ),
     "",
+    ...copiesRounds((r.figures as Record<string, unknown>).copies_rounds as CopiesRounds | undefined),
     ...(gather?.cpuUsPerReservation !== undefined && gather1?.cpuUsPerReservation !== undefined
       ? [
           `The gatherer's own cost (\`npm run bench:gather\`, as the engine core is measured: the same batches straight to the object and through the gatherer, the difference in workerd CPU): ${n1(gather1.cpuUsPerReservation)} µs per reservation in calls of one, ${n1(gather.cpuUsPerReservation)} µs in calls of 64.`,
@@ -1103,6 +1104,82 @@ function copiesSection(r: Results): string[] {
       : []),
   ];
 }
+
+interface CopiesSummary {
+  holdsPerSec: number;
+  p50Ms: number;
+  p99Ms: number;
+  cpuUsPerReservation: number;
+  callsPerSec: number;
+  meanBatch: number;
+}
+interface CopiesRounds {
+  copies: number;
+  rounds: {
+    first: "off" | "on";
+    off: CopiesSummary;
+    on: CopiesSummary;
+    fewerCalls: number;
+    holdsRatio: number;
+    load?: number;
+  }[];
+  connections?: number;
+  median: { off: CopiesSummary; on: CopiesSummary; fewerCalls: number; holdsRatio: number };
+  single: Record<string, { off: CopiesSummary; on: CopiesSummary }>;
+}
+
+/** The rounds of `npm run bench:copies` (off and on alternating first), their medians, and one copy's latency. */
+function copiesRounds(c: CopiesRounds | undefined): string[] {
+  if (!c) return [];
+  const row = (label: string, gather: string, s: CopiesSummary, ratio: string) => [
+    label,
+    gather,
+    n0(s.holdsPerSec),
+    n1(s.p50Ms),
+    n1(s.p99Ms),
+    n0(s.cpuUsPerReservation),
+    n0(s.callsPerSec),
+    n1(s.meanBatch),
+    ratio,
+  ];
+  const m = c.median;
+  return [
+    `${c.rounds.length} rounds on the same two workerds (a fresh SKU each point), GATHER off first in odd rounds and on first in even ones. The goal (at least 4× fewer object calls for the same holds, holds/s no lower) is judged on the medians: "fewer calls" is the ratio of the object's calls per hold (1 ÷ its mean batch), which the share of this shared machine a point got does not change as it changes calls/s. The table above shows the round closest to the median ratio.`,
+    "",
+    table(
+      ["round", "GATHER", "holds/s", "p50 ms", "p99 ms", "CPU µs/res.", "object calls/s", "mean batch", "fewer calls"],
+      [
+        ...c.rounds.flatMap((r, i) => [
+          row(`${i + 1} (${r.first} first)`, "off", r.off, ""),
+          row(
+            "",
+            "on",
+            r.on,
+            `${n1(r.fewerCalls)}×, holds/s ${r.holdsRatio.toFixed(2)}×${r.load === undefined ? "" : ` (load average ${n1(r.load)})`}`,
+          ),
+        ]),
+        row("median", "off", m.off, ""),
+        row("", "on", m.on, `${n1(m.fewerCalls)}×, holds/s ${m.holdsRatio.toFixed(2)}×`),
+      ],
+    ),
+    "",
+    `What bounds the batch here: with GATHER on, a gatherer batch is what reached the gatherer while its previous call to the object was out (it sends at once when idle and never lingers, as group-commit.ts does). wrk's ${c.connections ?? 50} connections over ${c.copies} copies leave about ${n1((c.connections ?? 50) / c.copies)} reservations in flight per copy, each copy's own group commit sends them as one call, so the gatherer has at most ${c.copies} calls and ${c.connections ?? 50} reservations to join, and the mean batch (${n1(m.on.meanBatch)} at the median) is this closed loop's arrivals during one object call. It grows when that call is slower or more reservations are in flight, not by waiting: the rounds' load averages show how busy the shared machine was. A real spike has no closed loop: the model above gives the tier's batches at 100,000/s.`,
+    "",
+    "The latency the tier adds on one isolate: one copy of the Worker, GATHER off and on, unloaded (one connection: the extra hop alone) and at the points' load.",
+    "",
+    table(
+      ["one copy", "GATHER", "holds/s", "p50 ms", "p99 ms", "CPU µs/res.", "object calls/s", "mean batch", ""],
+      Object.entries(c.single).flatMap(([load, s]) => [
+        row(`${load.slice(1)} connection${load === "c1" ? "" : "s"}`, "off", s.off, ""),
+        row("", "on", s.on, `p50 ${signed(s.on.p50Ms - s.off.p50Ms)} ms, p99 ${signed(s.on.p99Ms - s.off.p99Ms)} ms`),
+      ]),
+    ),
+    "",
+  ];
+}
+
+/** A difference with its sign: +3.3, -67.5. */
+const signed = (v: number) => `${v >= 0 ? "+" : "−"}${n1(Math.abs(v))}`;
 
 /** ∞ for a hold that never came (more than 1% answered 503) or a figure that is not a number. */
 const ms0 = (v: number | null | undefined) => (v === null || v === undefined ? "∞" : n0(v));
@@ -1113,7 +1190,7 @@ function tierSection(sim: CapacitySimulation): string[] {
   if (!t || !sim.isolateRows) return [];
   const none = "none up to 64";
   return [
-    `**However many isolates the spike lands on.** Each isolate coalesces only its own requests, so the more isolates share a spike, the smaller each batch, and every object meets its cost per call and its requests/s with batches of one. The gathering tier (\`GATHER = "on"\`, docs/ARCHITECTURE.md) puts ${t.perShard} gatherer objects per shard between the isolates and the stock object: a colo's isolates send to the one its name hashes to, and each gatherer coalesces what all its isolates sent into one call to the object (one in flight, up to ${sim.maxBatch}), as group-commit.ts does in an isolate. Simulated as above, plus: each isolate-to-gatherer round trip drawn like the colo-to-object one (${t.rtt.source}); each gatherer serial, ${n0(t.inUs)} + ${n1(t.inPerReservationUs)}·n µs per call it receives and ${n0(t.outUs)} µs per batch it sends (${t.from}), and no more than ${n0(t.maxCallsPerSec)} calls/s.`,
+    `**However many isolates the spike lands on.** Each isolate coalesces only its own requests, so the more isolates share a spike, the smaller each batch, and every object meets its cost per call and its requests/s with batches of one. The gathering tier (\`GATHER\`, by default on for the SKUs of more than one shard; docs/ARCHITECTURE.md) puts ${t.perShard} gatherer objects per shard between the isolates and the stock object: a colo's isolates send to the one its name hashes to, and each gatherer coalesces what all its isolates sent into one call to the object (one in flight, up to ${sim.maxBatch}), as group-commit.ts does in an isolate. Simulated as above, plus: each isolate-to-gatherer round trip drawn like the colo-to-object one (${t.rtt.source}); each gatherer serial, ${n0(t.inUs)} + ${n1(t.inPerReservationUs)}·n µs per call it receives and ${n0(t.outUs)} µs per batch it sends (${t.from}), and no more than ${n0(t.maxCallsPerSec)} calls/s.`,
     "",
     ...t.notes.map((n) => `Note: ${n}.`),
     ...(t.notes.length > 0 ? [""] : []),
@@ -1140,7 +1217,20 @@ function tierSection(sim: CapacitySimulation): string[] {
       ]),
     ),
     "",
+    holdsAt(sim.isolateRows),
+    "",
   ];
+}
+
+/** Which isolate counts the design holds the target at, within the issue's 16 shards, without and with the tier. */
+function holdsAt(rows: NonNullable<CapacitySimulation["isolateRows"]>): string {
+  const within = (shards: number | null) => shards !== null && shards <= 16;
+  const list = (pick: (r: (typeof rows)[number]) => boolean) => {
+    const counts = [...new Set(rows.filter(pick).map((r) => n0(r.isolates)))];
+    return counts.length > 0 ? counts.join(", ") : "none";
+  };
+  const all = [...new Set(rows.map((r) => n0(r.isolates)))].join(", ");
+  return `**Where the design holds** (the target with at most 16 shards), of ${all} isolates simulated: without the tier at ${list((r) => within(r.without))}; with it at ${list((r) => within(r.with))}.`;
 }
 
 /** The simulated spike: its assumptions, the table for 1–64 shards, the shards the target needs, the check. */

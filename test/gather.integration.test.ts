@@ -240,4 +240,33 @@ describe("the gathering tier", () => {
     expect(answers.filter((a) => a.status === 409).map((a) => a.json.error.code)).toEqual(Array(8).fill("SOLD_OUT"));
     expect(await stockOf(sku)).toEqual({ total: 4, available: 0, held: 4, sold: 0 });
   });
+
+  it('GATHER "sharded" gathers the SKUs of more than one shard and leaves one-shard SKUs a direct call', async () => {
+    const SHARDED = { GATHER: "sharded", GROUP_COMMIT: "off" } as unknown as Partial<Env>;
+    const single = uniqueSku("gather-one");
+    const sharded = uniqueSku("gather-two");
+    await createSku(single, { totalStock: 10 });
+    await createSku(sharded, { totalStock: 10, shards: 2 });
+
+    const singleToken = await tokenFor("gs-a", single);
+    const direct = stockCallsTo(single);
+    const one = await reserveVia("gs-a", single, singleToken, SHARDED);
+    expect(one.status).toBe(202);
+    expect(gathererCallsTo(single)).toBe(0);
+    expect(stockCallsTo(single)).toBe(direct + 1); // the edge called the stock object itself
+
+    // One user homed on each shard: both reservations go through that shard's gatherer.
+    const users = [0, 1].map((shard) => {
+      for (let k = 0; ; k++) if (homeShard(`gs-${k}`, 2) === shard) return `gs-${k}`;
+    });
+    for (const [shard, user] of users.entries()) {
+      const token = await tokenFor(user, sharded);
+      const before = stockCallsTo(sharded, shard);
+      const answer = await reserveVia(user, sharded, token, SHARDED);
+      expect(answer.status).toBe(202);
+      expect(gathererCallsTo(sharded, shard)).toBe(1);
+      expect(stockCallsTo(sharded, shard)).toBe(before); // not straight to the stock object
+    }
+    expect((await stockOf(sharded)).held).toBe(2);
+  });
 });

@@ -26,7 +26,7 @@ export interface CopiesFigure {
 export async function hotSkuCopies(
   bench: Bench,
   server: WorkerServer,
-  opts: { key: string; copies: number; gather: boolean },
+  opts: { key: string; copies: number; gather: boolean; connections?: number | undefined },
 ): Promise<Point & { figure: CopiesFigure }> {
   if (!server.copiesUrl) throw new Error(`${server.label}: started without copies`);
   const run = `c${Date.now().toString(36)}${runs++}`;
@@ -43,7 +43,7 @@ export async function hotSkuCopies(
       requests: (n, phase) => reservationRequests(`${run}${phase}`, sku, 1, n),
       fresh: true,
       expected: [202],
-      timing: bench.mode.timing,
+      timing: opts.connections ? { ...bench.mode.timing, connections: opts.connections } : bench.mode.timing,
       dir: bench.dir,
     }),
   );

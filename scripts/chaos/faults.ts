@@ -8,10 +8,12 @@
  * Webhook replays/reordering, late payments and Stripe's delayed payments are done by the shoppers;
  * late payments across a resize and double payments on a sharded SKU by the money actor.
  * The shop's webhook receiver fails, drops, goes down and stalls through ./hooks.ts.
+ * The gatherers of the sharded SKUs (GATHER = "sharded") are aborted mid-batch, slowed and restarted.
  */
 import { type RedisServer, startRedis } from "../../tools/redis-server";
 import { Actors } from "./actors";
 import { EarlyScene } from "./early";
+import { GatherWitness } from "./gather-witness";
 import type { ShopHooks } from "./hooks";
 import { type Client, num, sleep } from "./http";
 import { describeFault, type Fault, type Scheduled, type SkuPlan } from "./schedule";
@@ -51,6 +53,8 @@ export class FaultInjector {
   readonly actors: Actors;
   /** The early-access scene (early.ts). */
   readonly early: EarlyScene;
+  /** Reserves through each gatherer aborted mid-batch (./gather-witness.ts). */
+  readonly witness: GatherWitness;
   /** The shop's webhook receiver, which the `receiver-*` faults reach. */
   hooks: ShopHooks | null = null;
 
@@ -67,6 +71,7 @@ export class FaultInjector {
     for (const plan of skus) this.lastPut.set(plan.sku, plan.totalStock);
     this.actors = new Actors(this, ledger, seed);
     this.early = new EarlyScene(client, ledger, log, (kind, n) => this.count(kind, n));
+    this.witness = new GatherWitness(client, ledger, seed);
   }
 
   /** Counts `n` of a kind of fault for the summary. */
@@ -151,6 +156,20 @@ export class FaultInjector {
       case "early":
         await this.early.run(fault.sku, this.actors.seed);
         return;
+      case "gatherer": {
+        const { sku, shard, kind: _kind, ...body } = fault;
+        await this.#expectOk(this.client.admin("POST", `/chaos/gatherer/${sku}/${shard}`, body));
+        this.count(
+          fault.fault === "slow"
+            ? "gatherer slow windows"
+            : fault.fault === "restart"
+              ? "gatherer restarts"
+              : "gatherer mid-batch aborts armed",
+        );
+        const shards = this.skus.find((plan) => plan.sku === sku)?.shards ?? 1;
+        if (fault.fault === "abort-mid-batch" && shard < shards) await this.witness.reserve(sku, shard, shards);
+        return;
+      }
       case "receiver-window":
       case "receiver-outage":
       case "receiver-stall":

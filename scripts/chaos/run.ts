@@ -79,6 +79,9 @@ const server = await startDevServer({
     UPSTASH_REDIS_REST_URL: bridge.url,
     UPSTASH_REDIS_REST_TOKEN: bridgeToken,
     POW_BITS: String(opts.powBits),
+    // The gathering tier for every SKU of more than one shard (their gatherers' faults: faults.ts);
+    // the one-shard SKUs call their stock objects directly, so both paths run at once.
+    GATHER: "sharded",
     // The shop's webhook receiver runs in this process, on http://127.0.0.1 (hooks.ts).
     WEBHOOK_ALLOW_HTTP_LOCALHOST: "true",
     WEBHOOK_RETRY_SCHEDULE: CHAOS_RETRY_SCHEDULE,
@@ -357,6 +360,7 @@ try {
       `  ${"never-configured SKU ids asked about".padEnd(42)} ${faults.actors.ghosts.size} (${[...faults.actors.ghosts].join(", ")})`,
     );
     console.log(`  ${"mirror commands refused while redis was down".padEnd(42)} ${bridgeErrors}`);
+    console.log(`  gathering tier (GATHER "sharded"): ${faults.witness.summary()}`);
     console.log(
       `  worker-side consumer faults               ${(await client.admin("GET", "/chaos/consumer-faults")).text}`,
     );

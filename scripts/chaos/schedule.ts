@@ -222,7 +222,15 @@ export type Fault =
    */
   | { kind: "receiver-window"; endpoint: HookRole; fail: number; drop: number }
   | { kind: "receiver-outage"; endpoint: HookRole; downMs: number }
-  | { kind: "receiver-stall"; endpoint: HookRole; stallMs: number };
+  | { kind: "receiver-stall"; endpoint: HookRole; stallMs: number }
+  /**
+   * The gathering tier (GATHER = "sharded": every SKU of more than one shard goes through it): a
+   * shard's gatherer `abort-mid-batch` (its next batch is decided by the stock object, then lost with
+   * the gatherer: every caller in it is told 503 and retries its token), `slow` (each batch waits
+   * `delayMs` for `forMs`) or `restart` (it dies with what it has queued).
+   */
+  | { kind: "gatherer"; sku: string; shard: number; fault: "abort-mid-batch" | "restart" }
+  | { kind: "gatherer"; sku: string; shard: number; fault: "slow"; delayMs: number; forMs: number };
 
 /** The shop's webhook endpoints that faults reach (hooks.ts); the third, `paid`, stays healthy. */
 export type HookRole = "shop" | "refunds";
@@ -302,6 +310,7 @@ export function faultSchedule(opts: Options, all: SkuPlan[]): Scheduled[] {
   }
   out.push(...actorSchedule(opts, all, perMinute));
   out.push(...receiverSchedule(opts, perMinute));
+  out.push(...gathererSchedule(opts, all, perMinute));
   return out.sort((a, b) => a.atMs - b.atMs);
 }
 
@@ -404,6 +413,40 @@ function receiverSchedule(opts: Options, perMinute: (n: number) => number): Sche
   return out;
 }
 
+/**
+ * The gatherers' faults, on the shopper SKUs that gather (more than one shard), from their own seeded
+ * stream so the others keep their times: mid-batch aborts, slow windows and restarts.
+ */
+function gathererSchedule(opts: Options, all: SkuPlan[], perMinute: (n: number) => number): Scheduled[] {
+  const random = prng(derive(opts.seed, 4_000_000));
+  const end = opts.trafficMs;
+  const gathered = all.filter((plan) => plan.role === undefined && plan.shards > 1);
+  if (gathered.length === 0) return [];
+  const out: Scheduled[] = [];
+  const at = () => between(random, 1_000, end - 1_000);
+  const shardOf = (plan: SkuPlan) => between(random, 0, plan.shards - 1);
+  for (let i = 0; i < perMinute(6); i++) {
+    const plan = pick(random, gathered);
+    out.push({
+      atMs: at(),
+      fault: { kind: "gatherer", sku: plan.sku, shard: shardOf(plan), fault: "abort-mid-batch" },
+    });
+  }
+  for (let i = 0; i < perMinute(3); i++) {
+    const plan = pick(random, gathered);
+    const fault = { kind: "gatherer", sku: plan.sku, shard: shardOf(plan), fault: "slow" } as const;
+    out.push({
+      atMs: at(),
+      fault: { ...fault, delayMs: between(random, 200, 1_500), forMs: between(random, 3_000, 8_000) },
+    });
+  }
+  for (let i = 0; i < perMinute(3); i++) {
+    const plan = pick(random, gathered);
+    out.push({ atMs: at(), fault: { kind: "gatherer", sku: plan.sku, shard: shardOf(plan), fault: "restart" } });
+  }
+  return out;
+}
+
 export function describeFault(fault: Fault): string {
   switch (fault.kind) {
     case "consumer":
@@ -444,5 +487,11 @@ export function describeFault(fault: Fault): string {
       return `the shop's ${fault.endpoint} webhook receiver answers 503 for ${fault.downMs} ms (past the retry schedule)`;
     case "receiver-stall":
       return `the shop's ${fault.endpoint} webhook receiver answers after 11–12 s (past the 10-s timeout) for ${fault.stallMs} ms`;
+    case "gatherer":
+      return fault.fault === "slow"
+        ? `gatherer of ${fault.sku}#${fault.shard} slow: each batch waits ${fault.delayMs} ms for ${fault.forMs} ms`
+        : fault.fault === "restart"
+          ? `gatherer of ${fault.sku}#${fault.shard} restarted (its queue lost)`
+          : `gatherer of ${fault.sku}#${fault.shard} aborted mid-batch (decided by the stock object, answers lost)`;
   }
 }

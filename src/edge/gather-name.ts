@@ -12,7 +12,11 @@ export function gathererName(stockName: string, colo: string | undefined, groups
   return `${stockName}@${fnv1a(colo ?? "local") % groups}`;
 }
 
-/** `GATHER = "on"` in wrangler.toml: reservations go through the gatherers (docs/CONFIGURATION.md). */
-export function gatherOn(env: { GATHER?: string }): boolean {
-  return env.GATHER === "on";
+/**
+ * Whether a reservation on a SKU of `shards` shards goes through the gatherers (docs/CONFIGURATION.md):
+ * `GATHER = "on"` for every SKU, `"sharded"` for SKUs of more than one shard (the ones sized for a
+ * spike; a one-shard SKU keeps its direct call and no extra hop), anything else for none.
+ */
+export function gatherOn(env: { GATHER?: string }, shards: number): boolean {
+  return env.GATHER === "on" || (env.GATHER === "sharded" && shards > 1);
 }

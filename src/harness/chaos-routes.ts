@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { type OrderEvent, shardName } from "../../durable-objects/stock-model";
+import { gathererName } from "../edge/gather-name";
 import { callStock, SKU_ID, stockShard } from "../edge/stock-client";
 import { adminAuth } from "../http/auth";
 import { readJson } from "../http/body";
@@ -8,6 +9,7 @@ import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import type { ConsumeOrders } from "../index";
 import { withConsumerFault } from "./consumer-fault";
+import type { Gatherer as ChaosGatherer } from "./harness-gatherer";
 import type { SkuStock as ChaosSkuStock } from "./harness-stock";
 import { seededRandom } from "./seeded-random";
 
@@ -135,6 +137,36 @@ chaos.post("/chaos/stock/:sku/:shard/abort", async (c) => {
     error = String(err); // the abort rejects the very call that caused it
   }
   return c.json({ sku, shard, aborted: true, error });
+});
+
+const GathererFault = z.discriminatedUnion("fault", [
+  z.object({ fault: z.literal("abort-mid-batch") }),
+  z.object({ fault: z.literal("slow"), delayMs: z.int().min(1).max(9_000), forMs: z.int().min(1).max(60_000) }),
+  z.object({ fault: z.literal("restart") }),
+]);
+
+/**
+ * A fault on the gatherer that this request's colo sends the shard's reservations to (the shoppers
+ * reach the same one: one wrangler dev, one colo): `abort-mid-batch` (its next batch is decided by
+ * the stock object, then the gatherer dies before answering), `slow` (each batch waits `delayMs`
+ * for `forMs`) or `restart` (it dies now, with whatever it holds in its queue).
+ */
+chaos.post("/chaos/gatherer/:sku/:shard", async (c) => {
+  const sku = c.req.param("sku");
+  const shard = Number(c.req.param("shard"));
+  if (!SKU_ID.test(sku) || !Number.isInteger(shard) || shard < 0 || shard > 63) throw new ApiError("NOT_FOUND");
+  const body = await readJson(c, GathererFault);
+  const name = gathererName(shardName(sku, shard), c.req.raw.cf?.colo as string | undefined);
+  const stub = c.env.GATHERER.getByName(name) as unknown as DurableObjectStub<ChaosGatherer>;
+  let error: string | null = null;
+  try {
+    if (body.fault === "abort-mid-batch") await stub.chaosAbortMidBatch();
+    else if (body.fault === "slow") await stub.chaosSlow(body.delayMs, body.forMs);
+    else await stub.chaosRestart();
+  } catch (err) {
+    error = String(err); // a restart rejects the very call that caused it
+  }
+  return c.json({ sku, shard, gatherer: name, fault: body.fault, error });
 });
 
 /**

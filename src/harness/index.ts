@@ -20,8 +20,8 @@ import { harnessPages } from "./storefront";
  */
 
 export { MetricsTotals } from "../../durable-objects/objects";
-export { Gatherer } from "../edge/gatherer";
 export { WebhookSender } from "../handoff/endpoint-sender";
+export { Gatherer } from "./harness-gatherer";
 export { SkuStock } from "./harness-stock";
 
 const harnessApp: Hono<AppEnv> = buildApp(harnessPages, (app) => {

@@ -302,7 +302,7 @@ register(
     };
     const stock = shardName(sku, claims.shard);
     // GATHER: through the shard's gatherer for this colo, which batches with other isolates' (issue 44).
-    const send = gatherOn(c.env)
+    const send = gatherOn(c.env, claims.shards)
       ? sendThroughGatherer(c.env, stock, gathererName(stock, c.req.raw.cf?.colo as string | undefined))
       : (requests: ReserveRequest[]) => callStock(() => stockShard(c.env, sku, claims.shard).reserve(requests));
     let outcome = c.env.GROUP_COMMIT === "on" ? await reserveGrouped(stock, request, send) : (await send([request]))[0];
