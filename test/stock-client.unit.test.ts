@@ -3,8 +3,12 @@ import { callStock } from "../src/edge/stock-client";
 import { ApiError } from "../src/http/errors";
 
 /** An Error with the flags the Durable Objects runtime sets on what it throws. */
-const runtimeError = (flags: { overloaded?: boolean; retryable?: boolean; remote?: boolean }) =>
-  Object.assign(new Error("from the runtime"), flags);
+const runtimeError = (flags: {
+  overloaded?: boolean;
+  retryable?: boolean;
+  remote?: boolean;
+  durableObjectReset?: boolean;
+}) => Object.assign(new Error("from the runtime"), flags);
 
 async function answerTo(err: Error): Promise<unknown> {
   return callStock(() => Promise.reject(err)).catch((thrown: unknown) => thrown);
@@ -12,7 +16,13 @@ async function answerTo(err: Error): Promise<unknown> {
 
 describe("callStock", () => {
   it("answers 503 BUSY with Retry-After when the object is overloaded or restarting", async () => {
-    for (const flags of [{ overloaded: true }, { retryable: true }, { retryable: true, overloaded: true }]) {
+    for (const flags of [
+      { overloaded: true },
+      { retryable: true },
+      { retryable: true, overloaded: true },
+      { durableObjectReset: true }, // reset (ctx.abort(), a code update) while the call waited
+      { durableObjectReset: true, remote: true },
+    ]) {
       const thrown = await answerTo(runtimeError(flags));
       expect(thrown, JSON.stringify(flags)).toBeInstanceOf(ApiError);
       expect((thrown as ApiError).code).toBe("BUSY");

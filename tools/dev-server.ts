@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { createWriteStream, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ensureDevVars } from "./dev-vars";
@@ -45,12 +45,14 @@ export async function startDevServer(opts: { vars?: Record<string, string> } = {
     detached: true,
   });
   let log = "";
-  child.stdout?.on("data", (d: Buffer) => {
+  // DEV_SERVER_LOG=<file>: wrangler dev's whole output (the Worker's JSON log lines) also goes there.
+  const copy = process.env.DEV_SERVER_LOG ? createWriteStream(process.env.DEV_SERVER_LOG, { flags: "a" }) : null;
+  const keep = (d: Buffer) => {
+    copy?.write(d);
     log += d.toString();
-  });
-  child.stderr?.on("data", (d: Buffer) => {
-    log += d.toString();
-  });
+  };
+  child.stdout?.on("data", keep);
+  child.stderr?.on("data", keep);
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;
   for (;;) {

@@ -407,13 +407,20 @@ try {
         : `metrics: ${metricFailures.length} DISAGREE: ${metricFailures.slice(0, 3).join("; ")}`,
     );
   }
+  const unexpected = shoppers.ledger.unexpected;
+  console.log(
+    unexpected.length === 0
+      ? "server errors: none but 503 BUSY"
+      : `server errors: ${unexpected.length} UNEXPECTED (not 503): ${unexpected.slice(0, 3).join("; ")}`,
+  );
   console.log(`bad-input pass: ${fuzzSummary}`);
   fuzzFailures.sort((a, b) => Number(b.startsWith("state changed")) - Number(a.startsWith("state changed")));
   for (const failure of fuzzFailures.slice(0, 10)) console.log(`  FAIL ${failure}`);
   const firstViolation = violations[0];
   if (firstViolation)
     console.log(`\nFIRST VIOLATION: invariant ${firstViolation.invariant}: ${firstViolation.message}`);
-  exitCode = violations.length === 0 && fuzzFailures.length === 0 && metricFailures.length === 0 ? 0 : 1;
+  const failed = violations.length + fuzzFailures.length + metricFailures.length + unexpected.length;
+  exitCode = failed === 0 ? 0 : 1;
   console.log(exitCode === 0 ? "RESULT: PASS" : "RESULT: FAIL");
 } catch (err) {
   console.error(`[chaos] aborted: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);

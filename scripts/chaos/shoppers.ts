@@ -41,6 +41,12 @@ export interface Ledger {
   users: Map<string, string>;
   /** The first few 5xx answers (kept to show what a fault looked like from outside). */
   serverErrors: string[];
+  /**
+   * Every 5xx other than 503 (the contract's `BUSY`, or wrangler dev's proxy dropping a request): the
+   * contract never means one (a `500 INTERNAL` is a bug), so any fails the run. With its request id,
+   * to find the Worker's log line.
+   */
+  unexpected: string[];
 }
 
 export function newLedger(): Ledger {
@@ -54,6 +60,7 @@ export function newLedger(): Ledger {
     violations: [],
     users: new Map(),
     serverErrors: [],
+    unexpected: [],
   };
 }
 
@@ -65,6 +72,10 @@ export function count(ledger: Ledger, op: string, reply: Reply | null): void {
   ledger.outcomes.set(key, (ledger.outcomes.get(key) ?? 0) + 1);
   if (reply && reply.status >= 500 && ledger.serverErrors.length < 5) {
     ledger.serverErrors.push(`${op} ${reply.status}: ${reply.text.slice(0, 160).replace(/\s+/g, " ")}`);
+  }
+  if (reply && reply.status >= 500 && reply.status !== 503) {
+    const id = reply.headers.get("X-Request-Id") ?? "no request id";
+    ledger.unexpected.push(`${op} ${reply.status} (request ${id}): ${reply.text.slice(0, 160).replace(/\s+/g, " ")}`);
   }
 }
 

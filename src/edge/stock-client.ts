@@ -1,5 +1,6 @@
 import type { Outcome, SkuStock } from "../../durable-objects/stock-model";
 import { shardName } from "../../durable-objects/stock-model";
+import { log } from "../../durable-objects/support";
 import { ApiError, busy } from "../http/errors";
 
 /** SKU ids: short, URL-safe, no dots (a dot separates the parts of a reservation id). */
@@ -40,15 +41,21 @@ export function unwrap<T>(outcome: Outcome<T>): T {
 }
 
 /**
- * Calls a stock object. An overloaded object (its queue of waiting requests is full) or one the
- * runtime is restarting becomes `503 BUSY` with `Retry-After`, as the contract says; anything else is
- * a real failure.
+ * Calls a stock object. An overloaded object (its queue of waiting requests is full), one the
+ * runtime is restarting, or one reset while it answered becomes `503 BUSY` with `Retry-After`, as the
+ * contract says; anything else is a real failure.
  */
 export async function callStock<P>(call: () => P): Promise<Awaited<P>> {
   try {
     return await call();
   } catch (err) {
-    if (err instanceof Error && isTransient(err)) throw busy();
+    if (!(err instanceof Error)) throw err;
+    if (isReset(err)) {
+      // Kept visible: a reset the object's own code caused (a broken output gate) lands here too.
+      log("warn", "stock object reset mid-call", { error: String(err) });
+      throw busy("The stock service restarted while answering");
+    }
+    if (isTransient(err)) throw busy();
     throw err;
   }
 }
@@ -62,4 +69,14 @@ export async function callStock<P>(call: () => P): Promise<Awaited<P>> {
 function isTransient(err: Error): boolean {
   const flags = err as { overloaded?: boolean; retryable?: boolean; remote?: boolean };
   return flags.overloaded === true || (flags.retryable === true && flags.remote !== true);
+}
+
+/**
+ * The object was reset (`ctx.abort()`, a code update, a broken output gate) while this call was in
+ * flight or queued: workerd marks that error `.durableObjectReset`, with neither `.retryable` nor
+ * always `.remote`. Its in-memory state is gone, its storage kept only what it had committed, and the
+ * next call starts a fresh instance, so the same request sent again is answered as if it came first.
+ */
+function isReset(err: Error): boolean {
+  return (err as { durableObjectReset?: boolean }).durableObjectReset === true;
 }
