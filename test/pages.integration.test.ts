@@ -47,7 +47,9 @@ describe("the production Worker's pages", () => {
       expect(dashboard.body, `the page loads ${path}`).toContain(`"${path}"`);
     }
     // The console's script is served as the text of public/ (wrangler.toml `rules`), not bundled as Worker code.
-    expect((await get(production, "/static/dashboard-console.js")).body).toContain("window.dashboardConsole");
+    expect((await get(production, "/static/dashboard-console.js")).body).toContain(
+      "dashboardConsole = { renderSkuActions",
+    );
   });
 
   it("has no demo storefront, its script or its solver, whatever the site key", async () => {

@@ -1,10 +1,21 @@
 // The dashboard's console: runs a sale without curl. Create and edit a SKU (every field of
 // PUT /admin/skus/:sku), pause and resume, archive; payments owed back; find an order. A change to a
 // live sale is confirmed in a dialog that names it, and the server's answer is shown. Loaded after
-// dashboard.js, whose helpers ($, admin, errorText, field, money, countdown, refresh) it uses.
+// dashboard.js, whose helpers ($, admin, errorText, field, money, countdown, refresh) and types it uses.
+
+/**
+ * @typedef {typeof SKU_FIELDS[number]} SkuField
+ * @typedef {{ [K in SkuField]?: string | number | null }} SkuValues
+ * @typedef {{ reservationId: string, sku: string, userId: string, quantity: number, status: string,
+ *   amount: number | null, currency: string | null, createdAt: string, updatedAt: string }} Order
+ * @typedef {{ orders: Order[] }} OrderList
+ * @typedef {{ eventId: string, source: string, reservationId: string, sku: string, userId: string,
+ *   amount: number, currency: string, outcome: string, reason: string | null, receivedAt: string }} Payment
+ * @typedef {{ payments: Payment[], next: string }} PaymentList
+ */
 
 /** The fields of the SKU form, in the order of PUT /admin/skus/:sku's body (API.md). */
-const SKU_FIELDS = [
+const SKU_FIELDS = /** @type {const} */ ([
   "name",
   "totalStock",
   "perUserLimit",
@@ -16,10 +27,15 @@ const SKU_FIELDS = [
   "shards",
   "openingWindowMs",
   "status",
-];
+]);
+/** @type {Set<string>} */
 const NUMBER_FIELDS = new Set(["totalStock", "perUserLimit", "holdSeconds", "price", "shards", "openingWindowMs"]);
+/** @type {Set<string>} */
 const TIME_FIELDS = new Set(["startsAt", "endsAt"]);
-/** What a new SKU's form starts with: the API's defaults, and a price in dollars. */
+/**
+ * What a new SKU's form starts with: the API's defaults, and a price in dollars.
+ * @type {SkuValues}
+ */
 const NEW_SKU = {
   name: "",
   totalStock: "",
@@ -35,13 +51,19 @@ const NEW_SKU = {
 };
 const REFUNDS_LIMIT = 1000;
 
-/** The SKU views last rendered, by id: what the edit form starts from and compares with. */
+/** The SKU views last rendered, by id: what the edit form starts from and compares with. @type {Map<string, AdminSku>} */
 const views = new Map();
-/** The SKU being edited (its view), or null for a new one. */
+/** The SKU being edited (its view), or null for a new one. @type {AdminSku | null} */
 let editing = null;
 
 // Small helpers ---------------------------------------------------------------------------------
 
+/**
+ * @template {keyof HTMLElementTagNameMap} K
+ * @param {K} tag
+ * @param {string} [className]
+ * @param {string} [text]
+ */
 function element(tag, className, text) {
   const el = document.createElement(tag);
   if (className) el.className = className;
@@ -50,21 +72,29 @@ function element(tag, className, text) {
 }
 
 /** "2026-12-03T10:00:00.000Z" as a datetime-local input's value, in this browser's time. */
+/** @param {string | number | null | undefined} iso */
 function toLocalInput(iso) {
   if (!iso) return "";
   const d = new Date(iso);
+  /** @param {number} n */
   const pad = (n) => String(n).padStart(2, "0");
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
 
 /** A datetime-local value (this browser's time) as the ISO time the API takes; "" is null. */
+/** @param {string} value */
 function fromLocalInput(value) {
   if (!value) return null;
   const d = new Date(value);
   return Number.isNaN(d.getTime()) ? value : d.toISOString();
 }
 
-/** A field's value as an operator reads it, for the confirm dialog. */
+/**
+ * A field's value as an operator reads it, for the confirm dialog.
+ * @param {string} key
+ * @param {unknown} value
+ * @param {{ currency?: unknown } | null} view
+ */
 function shown(key, value, view) {
   if (value === null || value === undefined || value === "") {
     if (key === "price") return "no price";
@@ -72,12 +102,13 @@ function shown(key, value, view) {
     if (key === "endsAt") return "no end";
     return "none";
   }
-  if (TIME_FIELDS.has(key)) return new Date(value).toLocaleString();
-  if (key === "price") return money(value, view?.currency ?? "usd");
-  if (key === "status") return value.replace("_", " ");
+  if (TIME_FIELDS.has(key)) return new Date(String(value)).toLocaleString();
+  if (key === "price") return money(Number(value), String(view?.currency ?? "usd"));
+  if (key === "status") return String(value).replace("_", " ");
   return String(value);
 }
 
+/** @type {Record<string, string>} */
 const LABELS = {
   name: "Name",
   totalStock: "Total stock",
@@ -93,11 +124,16 @@ const LABELS = {
 };
 
 /** Whether shoppers can buy this SKU right now: a change to it reaches them at once. */
+/** @param {AdminSku} view */
 function isLive(view) {
   if (view.status !== "on_sale") return false;
   return view.phase === undefined ? true : view.phase === "open";
 }
 
+/**
+ * @param {"ok" | "error" | ""} kind
+ * @param {string} text
+ */
 function sayConsole(kind, text) {
   const message = $("console-message");
   message.dataset.kind = kind;
@@ -105,6 +141,11 @@ function sayConsole(kind, text) {
 }
 
 /** A result in the SKU's own card (its status line), or in the section's when the card is gone. */
+/**
+ * @param {string} sku
+ * @param {"ok" | "error"} kind
+ * @param {string} text
+ */
 function sayOnCard(sku, kind, text) {
   const card = cards.get(sku);
   if (!card) {
@@ -125,6 +166,9 @@ function sayOnCard(sku, kind, text) {
  * With `typed`, the button stays off until that word is typed (an archive cannot be undone).
  * Resolves true (confirmed) or false (kept as it is). `send` runs on confirm; an error it returns
  * is shown in the dialog, which stays open.
+ * @param {{ title: string, lines: string[], action: string, typed?: string | null,
+ *   send: () => Promise<string | null> }} change
+ * @returns {Promise<boolean>}
  */
 function confirmChange({ title, lines, action, typed = null, send }) {
   const dialog = $("confirm-dialog");
@@ -143,6 +187,7 @@ function confirmChange({ title, lines, action, typed = null, send }) {
     ok.disabled = $("confirm-type-input").value.trim() !== typed;
   };
   return new Promise((resolve) => {
+    /** @param {boolean} confirmed */
     const finish = (confirmed) => {
       ok.onclick = null;
       $("confirm-cancel").onclick = null;
@@ -168,25 +213,34 @@ function confirmChange({ title, lines, action, typed = null, send }) {
 // Card actions: pause, resume, archive ------------------------------------------------------------
 
 /** Wires a card's buttons once, and labels them for this SKU and its state. */
+/**
+ * @param {HTMLElement} card
+ * @param {AdminSku} view
+ */
 function renderSkuActions(card, view) {
   views.set(view.sku, view);
   const name = `${view.name} (${view.sku})`;
-  const pause = card.querySelector('[data-action="pause"]');
+  const pause = action(card, "pause");
   const paused = view.status === "paused";
   pause.textContent = paused ? "Resume…" : "Pause…";
   pause.setAttribute("aria-label", `${paused ? "Resume" : "Pause"} the sale of ${name}`);
-  card.querySelector('[data-action="edit"]').setAttribute("aria-label", `Edit ${name}`);
-  card.querySelector('[data-action="archive"]').setAttribute("aria-label", `Archive ${name}`);
+  action(card, "edit").setAttribute("aria-label", `Edit ${name}`);
+  const archiveButton = action(card, "archive");
+  archiveButton.setAttribute("aria-label", `Archive ${name}`);
   if (card.dataset.wired) return;
   card.dataset.wired = "true";
   const sku = view.sku;
-  card.querySelector('[data-action="edit"]').addEventListener("click", () => openSkuForm(views.get(sku)));
-  pause.addEventListener("click", () => pauseOrResume(views.get(sku), pause));
-  card
-    .querySelector('[data-action="archive"]')
-    .addEventListener("click", (event) => archive(views.get(sku), event.currentTarget));
+  // The view of the last render: the card's buttons are wired once.
+  const latest = () => views.get(sku) ?? view;
+  action(card, "edit").addEventListener("click", () => openSkuForm(latest()));
+  pause.addEventListener("click", () => pauseOrResume(latest(), pause));
+  archiveButton.addEventListener("click", () => archive(latest(), archiveButton));
 }
 
+/**
+ * @param {AdminSku} view
+ * @param {HTMLButtonElement} button
+ */
 async function pauseOrResume(view, button) {
   const pausing = view.status !== "paused";
   const name = `${view.name} (${view.sku})`;
@@ -204,18 +258,22 @@ async function pauseOrResume(view, button) {
         `Status: paused → on sale. Shoppers can buy again${view.phase === "scheduled" ? " from the sale's start" : " at once"}; ${view.stock.available} units are available.`,
       ];
   const status = pausing ? "paused" : "on_sale";
-  let answer = null;
+  // Set by `send` (the closure the dialog calls): typed so, the checker does not take it for null.
+  let answer = /** @type {Answer<AdminSku> | null} */ (null);
   const confirmed = await confirmChange({
     title: `${pausing ? "Pause" : "Resume"} the sale of ${name}?`,
     lines,
     action: pausing ? `Pause ${view.sku}` : `Resume ${view.sku}`,
     send: async () => {
-      answer = await admin("PUT", `/admin/skus/${encodeURIComponent(view.sku)}`, { status });
-      return answer.ok ? null : `The gateway refused: ${errorText(answer)}`;
+      const answered = /** @type {Answer<AdminSku>} */ (
+        await admin("PUT", `/admin/skus/${encodeURIComponent(view.sku)}`, { status })
+      );
+      answer = answered;
+      return answered.ok ? null : `The gateway refused: ${errorText(answered)}`;
     },
   });
   button.focus();
-  if (!confirmed) return;
+  if (!confirmed || !answer) return;
   sayOnCard(
     view.sku,
     "ok",
@@ -224,9 +282,13 @@ async function pauseOrResume(view, button) {
   await refresh();
 }
 
+/**
+ * @param {AdminSku} view
+ * @param {HTMLButtonElement} button
+ */
 async function archive(view, button) {
   const name = `${view.name} (${view.sku})`;
-  let answer = null;
+  let answer = /** @type {Answer<AdminSku | null> | null} */ (null);
   const confirmed = await confirmChange({
     title: `Archive ${name}?`,
     lines: [
@@ -237,15 +299,18 @@ async function archive(view, button) {
     action: `Archive ${view.sku}`,
     typed: view.sku,
     send: async () => {
-      answer = await admin("DELETE", `/admin/skus/${encodeURIComponent(view.sku)}`);
-      return answer.ok ? null : `The gateway refused: ${errorText(answer)}`;
+      const answered = /** @type {Answer<AdminSku | null>} */ (
+        await admin("DELETE", `/admin/skus/${encodeURIComponent(view.sku)}`)
+      );
+      answer = answered;
+      return answered.ok ? null : `The gateway refused: ${errorText(answered)}`;
     },
   });
   if (!confirmed) {
     button.focus();
     return;
   }
-  sayConsole("ok", `Archived: ${name} is ${answer.json?.status ?? "archived"} and no longer sold.`);
+  sayConsole("ok", `Archived: ${name} is ${answer?.json?.status ?? "archived"} and no longer sold.`);
   $("new-sku").focus(); // its card (and the button) leave the page
   archivedKey = "";
   await refresh();
@@ -253,29 +318,41 @@ async function archive(view, button) {
 
 // The SKU form: create and edit -------------------------------------------------------------------
 
-const input = (key) => $(`f-${key}`);
+/**
+ * The form's input for a field (f-status is a select).
+ * @param {string} key
+ */
+const input = (key) => /** @type {HTMLInputElement | HTMLSelectElement} */ ($(`f-${key}`));
 
 function clearFieldErrors() {
   $("sku-form-error").textContent = "";
   for (const key of ["sku", ...SKU_FIELDS]) {
     const el = input(key);
     el.removeAttribute("aria-invalid");
-    const hint = $(`f-${key}-hint`) ? `f-${key}-hint` : TIME_FIELDS.has(key) ? "f-time-hint" : null;
+    const hint = document.getElementById(`f-${key}-hint`)
+      ? `f-${key}-hint`
+      : TIME_FIELDS.has(key)
+        ? "f-time-hint"
+        : null;
     if (hint) el.setAttribute("aria-describedby", hint);
     else el.removeAttribute("aria-describedby");
-    $(`f-${key}-error`)?.remove();
+    document.getElementById(`f-${key}-error`)?.remove();
   }
 }
 
-/** The server's word on one field, under its input, which it describes and marks invalid. */
+/**
+ * The server's word on one field, under its input, which it describes and marks invalid.
+ * @param {string} key
+ * @param {string} message
+ */
 function fieldError(key, message) {
-  const el = input(key);
+  const el = document.getElementById(`f-${key}`); // the server may name a field the form has not
   if (!el) return false;
-  let p = $(`f-${key}-error`);
+  let p = document.getElementById(`f-${key}-error`);
   if (!p) {
     p = element("p", "field-error");
     p.id = `f-${key}-error`;
-    el.closest(".field").append(p);
+    el.closest(".field")?.append(p);
   }
   p.textContent = message;
   el.setAttribute("aria-invalid", "true");
@@ -288,20 +365,22 @@ function fieldError(key, message) {
  * An error answer, at the fields it names: a 400's `details.fields` (`{path, message}`), else each
  * field the message names (a 409 says "totalStock …"). The whole message also heads the form.
  */
+/** @param {Answer} answer */
 function showFormError(answer) {
   $("sku-form-error").textContent = `The gateway refused: ${errorText(answer)}`;
-  const named = answer.json?.error?.details?.fields;
+  const error = apiError(answer);
+  const named = error?.details?.fields;
   let first = null;
   if (Array.isArray(named)) {
     for (const { path, message } of named) {
-      const key = String(path).split(".")[0];
+      const key = String(path).split(".")[0] ?? "";
       if (fieldError(key, message) && !first) first = key;
     }
   }
   if (!first) {
     // A 409 names the field in its message, or carries its figure in details ({totalStock, heldOrSold}).
-    const message = answer.json?.error?.message ?? "";
-    const details = answer.json?.error?.details ?? {};
+    const message = error?.message ?? "";
+    const details = error?.details ?? {};
     for (const key of SKU_FIELDS) {
       const named = new RegExp(`\\b${key}\\b`).test(message) || details[key] !== undefined;
       if (named && fieldError(key, message) && !first) first = key;
@@ -311,18 +390,21 @@ function showFormError(answer) {
   if (!first) $("sku-form-error").scrollIntoView({ block: "nearest" });
 }
 
+/** @param {AdminSku | null} view */
 function openSkuForm(view) {
   editing = view ?? null;
+  /** @type {SkuValues} */
   const values = view ?? NEW_SKU;
   clearFieldErrors();
   $("sku-dialog-title").textContent = view ? `Edit ${view.name} (${view.sku})` : "New SKU";
   $("sku-save").textContent = view ? "Save changes…" : "Create";
-  input("sku").value = view ? view.sku : "";
-  input("sku").readOnly = view !== undefined && view !== null;
-  input("sku").closest(".field").hidden = Boolean(view);
+  $("f-sku").value = view ? view.sku : "";
+  $("f-sku").readOnly = view !== undefined && view !== null;
+  const skuField = /** @type {HTMLElement | null} */ ($("f-sku").closest(".field"));
+  if (skuField) skuField.hidden = Boolean(view);
   for (const key of SKU_FIELDS) {
     const value = key === "totalStock" && view ? view.stock.total : values[key];
-    input(key).value = TIME_FIELDS.has(key) ? toLocalInput(value) : (value ?? "");
+    input(key).value = TIME_FIELDS.has(key) ? toLocalInput(value) : String(value ?? "");
   }
   $("f-zone").textContent = Intl.DateTimeFormat().resolvedOptions().timeZone;
   updatePriceHint();
@@ -344,6 +426,7 @@ function updatePriceHint() {
 
 /** The form's values, typed as the API takes them (numbers, ISO times, null for empty). */
 function formValues() {
+  /** @type {SkuValues} */
   const out = {};
   for (const key of SKU_FIELDS) {
     const raw = input(key).value.trim();
@@ -354,7 +437,12 @@ function formValues() {
   return out;
 }
 
-/** The view's value of a form field, in the form's terms. */
+/**
+ * The view's value of a form field, in the form's terms.
+ * @param {AdminSku} view
+ * @param {SkuField} key
+ * @returns {string | number | null}
+ */
 function current(view, key) {
   if (key === "totalStock") return view.stock.total;
   const value = view[key];
@@ -363,7 +451,12 @@ function current(view, key) {
 }
 
 /** The PUT body of an edit: only what changed (API.md v1.3: a field left out keeps its value). */
+/**
+ * @param {AdminSku} view
+ * @param {SkuValues} values
+ */
 function changedFields(view, values) {
+  /** @type {SkuValues} */
   const body = {};
   for (const key of SKU_FIELDS) {
     let value = values[key];
@@ -371,7 +464,8 @@ function changedFields(view, values) {
     if (value === null && !["price", "startsAt", "endsAt"].includes(key)) continue;
     if (key === "name" && value === "") continue;
     // The form shows whole seconds: a time within the same second is the time the SKU has.
-    const second = (iso) => Math.floor(Date.parse(iso) / 1000);
+    /** @param {string | number | null} iso */
+    const second = (iso) => Math.floor(Date.parse(String(iso)) / 1000);
     if (TIME_FIELDS.has(key) && value && current(view, key) && second(value) === second(current(view, key)))
       value = current(view, key);
     if (value !== current(view, key)) body[key] = value;
@@ -379,10 +473,16 @@ function changedFields(view, values) {
   return body;
 }
 
-/** The confirm dialog's lines: each change, and what it does to a live sale. */
+/**
+ * The confirm dialog's lines: each change, and what it does to a live sale.
+ * @param {AdminSku} view
+ * @param {SkuValues} body
+ */
 function changeLines(view, body) {
   const lines = [];
-  for (const [key, value] of Object.entries(body)) {
+  for (const key of SKU_FIELDS) {
+    if (!(key in body)) continue;
+    const value = body[key];
     let line = `${LABELS[key]}: ${shown(key, current(view, key), view)} → ${shown(key, value, { ...view, ...body })}`;
     if (key === "totalStock" && typeof value === "number" && value < view.stock.total) {
       const left = value - view.stock.held - view.stock.sold;
@@ -396,13 +496,18 @@ function changeLines(view, body) {
   return lines;
 }
 
-/** A change that needs confirming: to a sale shoppers can buy now, or one that takes stock or moves it. */
+/**
+ * A change that needs confirming: to a sale shoppers can buy now, or one that takes stock or moves it.
+ * @param {AdminSku} view
+ * @param {SkuValues} body
+ */
 function needsConfirm(view, body) {
   if (isLive(view)) return true;
   if ("shards" in body || body.status === "paused") return true;
   return typeof body.totalStock === "number" && body.totalStock < view.stock.total;
 }
 
+/** @param {SubmitEvent} event */
 async function saveSku(event) {
   event.preventDefault();
   clearFieldErrors();
@@ -415,13 +520,14 @@ async function saveSku(event) {
       return;
     }
     // Created with what the form holds; empty optional fields are left to the API's defaults.
+    /** @type {Record<string, string | number>} */
     const body = {};
     for (const [key, value] of Object.entries(values)) {
       if (value === null || value === "") continue;
       body[key] = value;
     }
     $("sku-save").disabled = true;
-    const answer = await admin("PUT", `/admin/skus/${encodeURIComponent(sku)}`, body);
+    const answer = /** @type {Answer<AdminSku>} */ (await admin("PUT", `/admin/skus/${encodeURIComponent(sku)}`, body));
     $("sku-save").disabled = false;
     if (!answer.ok) {
       showFormError(answer);
@@ -433,7 +539,8 @@ async function saveSku(event) {
       `Created: ${answer.json.name} (${sku}), ${answer.json.stock.total} units, ${answer.json.status.replace("_", " ")}.`,
     );
     await refresh();
-    cards.get(sku)?.querySelector('[data-action="edit"]')?.focus();
+    const created = cards.get(sku);
+    if (created) action(created, "edit")?.focus();
     return;
   }
   const view = editing;
@@ -443,7 +550,7 @@ async function saveSku(event) {
     return;
   }
   const send = async () => admin("PUT", `/admin/skus/${encodeURIComponent(view.sku)}`, body);
-  let answer = null;
+  let answer = /** @type {Answer | null} */ (null);
   if (needsConfirm(view, body)) {
     const live = isLive(view) ? " It is on sale now: shoppers see the change at once." : "";
     const confirmed = await confirmChange({
@@ -465,22 +572,25 @@ async function saveSku(event) {
     answer = await send();
     $("sku-save").disabled = false;
   }
+  if (!answer) return;
   if (!answer.ok) {
     showFormError(answer);
     return;
   }
   $("sku-dialog").close();
   const said = Object.keys(body)
-    .map((key) => LABELS[key].toLowerCase())
+    .map((key) => (LABELS[key] ?? key).toLowerCase())
     .join(", ");
   sayOnCard(view.sku, "ok", `Saved: ${said} of ${view.sku} changed (the gateway answered ${answer.status}).`);
   await refresh();
-  cards.get(view.sku)?.querySelector('[data-action="edit"]')?.focus();
+  const saved = cards.get(view.sku);
+  if (saved) action(saved, "edit")?.focus();
 }
 
 // Payments owed back --------------------------------------------------------------------------------
 
 /** Why a payment could not be applied, in words (API.md v1.3 `reason`). */
+/** @type {Record<string, string>} */
 const REASONS = {
   amount_mismatch: "paid another amount than the order costs",
   currency_mismatch: "paid in another currency than the SKU's",
@@ -492,9 +602,11 @@ const REASONS = {
 let refundsKey = "";
 
 async function refreshRefunds() {
-  const answer = await admin("GET", `/admin/payments?outcome=refund_required&limit=${REFUNDS_LIMIT}`);
+  const answer = /** @type {Answer<PaymentList>} */ (
+    await admin("GET", `/admin/payments?outcome=refund_required&limit=${REFUNDS_LIMIT}`)
+  );
   const error = $("refund-error");
-  if (answer.status === 404 && answer.json?.error?.code === "NOT_FOUND") {
+  if (answer.status === 404 && apiError(answer)?.code === "NOT_FOUND") {
     error.textContent = "not available: this gateway does not list payments (contract v1.3)";
     return;
   }
@@ -519,7 +631,7 @@ async function refreshRefunds() {
       element("b", "", `Refund ${money(p.amount, p.currency)}`),
       element("span", "", ` to ${p.userId} · ${p.sku}`),
     );
-    const why = element("p", "", REASONS[p.reason] ?? String(p.reason ?? "reason not given"));
+    const why = element("p", "", (p.reason && REASONS[p.reason]) ?? String(p.reason ?? "reason not given"));
     const where = element("p", "muted small");
     where.append(
       document.createTextNode(`received ${new Date(p.receivedAt).toLocaleString()} from ${p.source} · event `),
@@ -538,7 +650,7 @@ async function refreshRefunds() {
 let archivedKey = "";
 
 async function refreshArchived() {
-  const answer = await admin("GET", "/admin/skus?archived=true");
+  const answer = /** @type {Answer<AdminSkuList>} */ (await admin("GET", "/admin/skus?archived=true"));
   if (!answer.ok) return;
   const archived = answer.json.skus.filter((view) => view.status === "archived");
   const key = JSON.stringify(archived.map((v) => [v.sku, v.name, v.orders, v.revenue]));
@@ -550,11 +662,9 @@ async function refreshArchived() {
     ...archived.map((view) => {
       const li = element("li", "hold");
       li.dataset.sku = view.sku;
-      li.append(
-        element("p", "", `${view.name} `),
-        element("p", "muted small", `${view.orders.paid} paid orders · ${revenueText(view)}`),
-      );
-      li.firstChild.append(element("code", "wrap", view.sku));
+      const name = element("p", "", `${view.name} `);
+      name.append(element("code", "wrap", view.sku));
+      li.append(name, element("p", "muted small", `${view.orders.paid} paid orders · ${revenueText(view)}`));
       return li;
     }),
   );
@@ -577,7 +687,10 @@ function forgetConsole() {
 
 // Find an order ---------------------------------------------------------------------------------
 
-/** An order by its reservation id and a user's orders, asked at once: the text may be either. */
+/**
+ * An order by its reservation id and a user's orders, asked at once: the text may be either.
+ * @param {string} query
+ */
 async function lookup(query) {
   const status = $("lookup-status");
   const results = $("lookup-results");
@@ -591,8 +704,8 @@ async function lookup(query) {
   status.textContent = `Looking for ${query}…`;
   const id = encodeURIComponent(query);
   const [byId, byUser] = await Promise.all([
-    admin("GET", `/admin/orders/${id}`),
-    admin("GET", `/admin/users/${id}/orders`),
+    /** @type {Promise<Answer<Order>>} */ (admin("GET", `/admin/orders/${id}`)),
+    /** @type {Promise<Answer<OrderList>>} */ (admin("GET", `/admin/users/${id}/orders`)),
   ]);
   const failed = [byId, byUser].find((answer) => !answer.ok && answer.status !== 404);
   if (failed) {
@@ -602,7 +715,8 @@ async function lookup(query) {
   }
   const found = new Map();
   if (byId.ok) found.set(byId.json.reservationId, byId.json);
-  for (const order of byUser.json.orders) found.set(order.reservationId, order);
+  // A 404 here (not in the contract, but a proxy may answer it) lists no order rather than throwing.
+  if (byUser.ok) for (const order of byUser.json.orders) found.set(order.reservationId, order);
   const orders = [...found.values()].sort((a, b) => Date.parse(b.createdAt) - Date.parse(a.createdAt));
   status.dataset.kind = orders.length > 0 ? "ok" : "";
   status.textContent =
@@ -644,4 +758,4 @@ $("lookup-form").addEventListener("submit", (event) => {
 });
 
 // What dashboard.js calls: a card's buttons on each render, the slower panels, and sign-out.
-window.dashboardConsole = { renderSkuActions, refreshConsole, forgetConsole };
+page.dashboardConsole = { renderSkuActions, refreshConsole, forgetConsole };

@@ -1,7 +1,78 @@
 // Operator dashboard: polls the admin API every 2 s, the shop hand-off's webhooks every 10 s. The admin
 // token lives in sessionStorage only (this tab), and goes only to this origin's /admin/* routes.
 
-const $ = (id) => document.getElementById(id);
+// Types for the checker (`npm run check`: tsc with checkJs over public/tsconfig.dashboard.json, which
+// also holds dashboard-console.js); the API's shapes are its answers' (docs/API.md,
+// src/routes/contract-schemas.ts), the fields these scripts read.
+
+/**
+ * @typedef {{ code: string, message: string, details?: Record<string, unknown> }} ApiError
+ * @typedef {{ total: number, available: number, held: number, sold: number }} StockCounts
+ * @typedef {{ held: number, paid: number, expired: number, cancelled: number, refund_required: number }} OrderCounts
+ * @typedef {{ available: number, held: number, sold: number, version: number }} MirrorCounts
+ * @typedef {{ sku: string, openingWindowMs: number, seedHash: string, seed: string | null,
+ *   entrants: number, decidedAt: string | null, opensAt: string, closesAt: string }} Draw
+ * @typedef {{ paidUnits: number, amount: number | null, currency: string,
+ *   otherCurrencies: { currency: string, paidUnits: number, amount: number | null }[] }} Revenue
+ * @typedef {{ sku: string, name: string, status: "on_sale" | "paused" | "archived", perUserLimit: number,
+ *   holdSeconds: number, startsAt: string | null, endsAt: string | null, shards: number,
+ *   price: number | null, currency: string, stock: StockCounts, orders: OrderCounts, revenue?: Revenue,
+ *   waitlist: number, mirror?: MirrorCounts | null, openingWindowMs?: number,
+ *   phase?: "scheduled" | "open" | "ended" | "paused", opensInSeconds?: number | null,
+ *   draw?: Draw | null }} AdminSku
+ * @typedef {{ skus: AdminSku[] }} AdminSkuList
+ * @typedef {{ sku: string, kind: string, repaired: boolean }} Difference
+ * @typedef {{ runId: string, trigger: "cron" | "admin", startedAt: string, finishedAt: string | null,
+ *   skusChecked: number, errors: number, differences: Difference[] }} ReconcileRun
+ * @typedef {{ runs: ReconcileRun[] }} ReconcileRuns
+ * @typedef {Partial<Omit<ReconcileRun, "differences">> & { id?: string, at?: string,
+ *   differences?: Difference[] | number }} LegacyRun
+ * @typedef {{ id: string, queue: string, body: unknown, attempts: number, receivedAt: string,
+ *   replayedAt: string | null }} DeadLetter
+ * @typedef {{ deadLetters: DeadLetter[] }} DeadLetterList
+ * @typedef {{ id: string, url: string, events: string[], enabled: boolean, secret: string,
+ *   lagSeconds?: number }} WebhookEndpoint
+ * @typedef {{ webhooks: WebhookEndpoint[] }} WebhookEndpointList
+ * @typedef {{ id: string, type: string, reservationId: string, status: "pending" | "delivered" | "failed",
+ *   attempts: number, lastStatusCode: number | null, lastResponse: string | null,
+ *   lastError?: string | null, nextAttemptAt: string | null }} WebhookDelivery
+ * @typedef {{ deliveries: WebhookDelivery[] }} WebhookDeliveryList
+ * @typedef {{ retried: number }} BulkRetryAnswer
+ */
+/**
+ * An API answer: `json` is the body of type T when `ok` (the route's success shape), an ErrorBody
+ * otherwise, and null when the body was not JSON.
+ * @template [T=unknown]
+ * @typedef {{ status: number, ok: boolean, json: T }} Answer
+ */
+/**
+ * An endpoint's card and what the page keeps for it: its secret (shown on asking), the failing list
+ * last drawn, and the retries asked here whose outcome is not known yet (by delivery id).
+ * @typedef {{ id: string, card: HTMLElement, secret: string, revealed: boolean, failingKey: string,
+ *   retries: Map<string, { what: string, attempts: number }> }} Hook
+ * @typedef {{ pending: Answer<WebhookDeliveryList>, failed: Answer<WebhookDeliveryList> }} DeliveryLog
+ * @typedef {{ list: Answer<WebhookEndpointList>, logs: DeliveryLog[] }} Webhooks
+ * @typedef {{ renderSkuActions(card: HTMLElement, view: AdminSku): void, refreshConsole(): Promise<void>,
+ *   forgetConsole(): void }} DashboardConsole
+ * @typedef {Window & typeof globalThis & { dashboardConsole?: DashboardConsole }} DashboardWindow
+ */
+
+/**
+ * The page's elements that are more than an HTMLElement, by id (dashboard.html).
+ * @typedef {{ token: HTMLInputElement, "lookup-q": HTMLInputElement, "sku-card": HTMLTemplateElement,
+ *   "webhook-card": HTMLTemplateElement, "sku-dialog": HTMLDialogElement, "confirm-dialog": HTMLDialogElement,
+ *   "confirm-type-input": HTMLInputElement, "confirm-ok": HTMLButtonElement, "sku-save": HTMLButtonElement,
+ *   "f-sku": HTMLInputElement }} Elements
+ */
+/**
+ * The element with this id: dashboard.html has every id these scripts ask for.
+ * @template {string} K
+ * @param {K} id
+ * @returns {K extends keyof Elements ? Elements[K] : HTMLElement}
+ */
+const $ = (id) => /** @type {K extends keyof Elements ? Elements[K] : HTMLElement} */ (document.getElementById(id));
+/** The console's half (dashboard-console.js), once loaded. */
+const page = /** @type {DashboardWindow} */ (window);
 const TOKEN_KEY = "flashgate.adminToken";
 const REFRESH_MS = 2000;
 const HISTORY = 60; // samples kept per SKU for the sparkline (two minutes)
@@ -14,21 +85,34 @@ const LOG_LIMIT = 100;
 const FAILING_SHOWN = 20; // failing deliveries listed per endpoint
 const RESPONSE_SHOWN = 120; // characters of an answer's body shown (the log keeps up to 1 KB)
 
+/** @type {Map<string, HTMLElement>} */
 const cards = new Map(); // sku -> card element
 // sku -> [{ t, count }]: the server's counter of reservations held (flashgate_reservations_total,
 // result="held", read from GET /metrics), sampled on each refresh. Rates are its differences, so they
 // count every reservation the gateway made, whenever this tab was opened, and none a cancel undoes.
+/** @type {Map<string, { t: number, count: number }[]>} */
 const snapshots = new Map();
-/** The last read of that counter: { at, counts: Map(sku -> held total) }, or null when /metrics failed. */
+/**
+ * The last read of that counter: { at, counts: Map(sku -> held total) }, or null when /metrics failed.
+ * @type {{ at: number, counts: Map<string, number> } | null}
+ */
 let counters = null;
 let timer = 0;
 let lastLetters = "";
+/** @type {Map<string, Hook>} */
 const hooks = new Map(); // endpoint id -> { card, secret, revealed, failingKey, retries }
 let webhooksAt = 0; // when the webhook panel is asked again
 let fastWebhooksUntil = 0; // after a retry: asked on every refresh until then
 
+/**
+ * @param {string} method
+ * @param {string} path
+ * @param {unknown} [body]
+ * @returns {Promise<Answer>}
+ */
 async function admin(method, path, body) {
   const token = sessionStorage.getItem(TOKEN_KEY);
+  /** @type {Record<string, string>} */
   const headers = { authorization: `Bearer ${token}` };
   if (body !== undefined) headers["content-type"] = "application/json";
   const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
@@ -41,8 +125,18 @@ async function admin(method, path, body) {
   return { status: response.status, ok: response.ok, json };
 }
 
+/**
+ * The error an answer carries, if any.
+ * @param {Answer} answer
+ * @returns {ApiError | undefined}
+ */
+function apiError(answer) {
+  return /** @type {{ error?: ApiError } | null} */ (answer.json)?.error;
+}
+
+/** @param {Answer} answer */
 function errorText(answer) {
-  const error = answer.json?.error;
+  const error = apiError(answer);
   return error ? `${error.code}: ${error.message}` : `HTTP ${answer.status}`;
 }
 
@@ -67,11 +161,15 @@ function showBoard() {
  * An amount in minor units of `currency` as this browser writes money ("€25.00", "¥2,500"): the
  * currency's own number of decimals, from Intl. An unknown code is shown as the number and the code.
  */
+/**
+ * @param {number} minor
+ * @param {string | null | undefined} currency
+ */
 function money(minor, currency) {
   const code = String(currency ?? "usd").toUpperCase();
   try {
     const format = new Intl.NumberFormat(undefined, { style: "currency", currency: code });
-    return format.format(minor / 10 ** format.resolvedOptions().maximumFractionDigits);
+    return format.format(minor / 10 ** (format.resolvedOptions().maximumFractionDigits ?? 2));
   } catch {
     return `${minor} ${code} (minor units)`;
   }
@@ -79,14 +177,28 @@ function money(minor, currency) {
 
 // SKUs -----------------------------------------------------------------------------------------
 
+/**
+ * The element of a card (its template in dashboard.html) that shows `name`.
+ * @param {ParentNode} card
+ * @param {string} name
+ */
 function field(card, name) {
-  return card.querySelector(`[data-field="${name}"]`);
+  return /** @type {HTMLElement} */ (card.querySelector(`[data-field="${name}"]`));
 }
 
+/**
+ * A copy of a template's element (dashboard.html).
+ * @param {HTMLTemplateElement} template
+ */
+function instance(template) {
+  return /** @type {HTMLElement} */ (template.content.firstElementChild?.cloneNode(true));
+}
+
+/** @param {string} sku */
 function cardFor(sku) {
   let card = cards.get(sku);
   if (!card) {
-    card = $("sku-card").content.firstElementChild.cloneNode(true);
+    card = instance($("sku-card"));
     card.dataset.sku = sku;
     cards.set(sku, card);
     $("skus").append(card);
@@ -98,7 +210,9 @@ function cardFor(sku) {
  * The server's reservation counters, per SKU, from the Prometheus text of GET /metrics: the sum of
  * `flashgate_reservations_total{sku, result="held"}` (every isolate's, totalled by the server).
  */
+/** @param {string} text */
 function parseHeldCounters(text) {
+  /** @type {Map<string, number>} */
   const counts = new Map();
   for (const line of text.split("\n")) {
     if (!line.startsWith("flashgate_reservations_total{")) continue;
@@ -122,7 +236,10 @@ async function readCounters() {
   }
 }
 
-/** Reservations per second between successive reads of the server's counter for `sku`. */
+/**
+ * Reservations per second between successive reads of the server's counter for `sku`.
+ * @param {string} sku
+ */
 function rates(sku) {
   const samples = snapshots.get(sku) ?? [];
   const count = counters?.counts.get(sku) ?? 0;
@@ -130,17 +247,25 @@ function rates(sku) {
   while (samples.length > HISTORY + 1) samples.shift();
   snapshots.set(sku, samples);
   const out = [];
-  for (let i = 1; i < samples.length; i++) {
-    const dt = (samples[i].t - samples[i - 1].t) / 1000;
-    out.push(dt > 0 ? Math.max(0, samples[i].count - samples[i - 1].count) / dt : 0);
+  for (const [i, sample] of samples.entries()) {
+    const before = samples[i - 1];
+    if (!before) continue;
+    const dt = (sample.t - before.t) / 1000;
+    out.push(dt > 0 ? Math.max(0, sample.count - before.count) / dt : 0);
   }
   // The window the rates cover: from the oldest sample kept (this tab's first read, or two minutes ago).
-  const windowSeconds = samples.length > 1 ? Math.round((samples.at(-1).t - samples[0].t) / 1000) : 0;
+  const [first, last] = [samples[0], samples.at(-1)];
+  const windowSeconds = first && last && samples.length > 1 ? Math.round((last.t - first.t) / 1000) : 0;
   return { values: out, windowSeconds };
 }
 
+/**
+ * @param {Element} svg
+ * @param {number[]} values
+ */
 function drawSpark(svg, values) {
   const line = svg.querySelector("polyline");
+  if (!line) return;
   const peak = Math.max(1, ...values);
   // The newest sample is on the right; before the first samples the line is flat at zero.
   const padded = [...Array(Math.max(0, HISTORY - values.length)).fill(0), ...values];
@@ -150,6 +275,7 @@ function drawSpark(svg, values) {
 }
 
 /** "45 s", "12:05", "1:02:03": a wait in seconds, as a clock reads it. */
+/** @param {number} seconds */
 function countdown(seconds) {
   if (seconds < 60) return `${seconds} s`;
   const h = Math.floor(seconds / 3600);
@@ -158,9 +284,13 @@ function countdown(seconds) {
   return h > 0 ? `${h}:${String(m).padStart(2, "0")}:${s}` : `${m}:${s}`;
 }
 
-/** The last reconciliation run (set by renderReconcile), for each card's stock ↔ D1 line. */
+/**
+ * The last reconciliation run (set by renderReconcile), for each card's stock ↔ D1 line.
+ * @type {LegacyRun | null}
+ */
 let lastRun = null;
 
+/** @param {string} sku */
 function consistencyText(sku) {
   if (!lastRun) return "no reconciliation run yet";
   const when = lastRun.finishedAt ?? lastRun.startedAt;
@@ -172,6 +302,7 @@ function consistencyText(sku) {
   return `${mine.length} differences at the last reconciliation${at}, ${repaired} repaired`;
 }
 
+/** @param {AdminSku} view */
 function mirrorText(view) {
   const m = view.mirror;
   if (m === null || m === undefined) return "off";
@@ -181,7 +312,11 @@ function mirrorText(view) {
   return `${counts} · ${same ? "in sync" : "differs from the stock object"}`;
 }
 
-/** The SKU's opening draw: window, entrants, the committed seed hash, then the revealed seed. */
+/**
+ * The SKU's opening draw: window, entrants, the committed seed hash, then the revealed seed.
+ * @param {Draw} draw
+ * @param {number} now
+ */
 function drawText(draw, now) {
   const opens = Date.parse(draw.opensAt);
   const closes = Date.parse(draw.closesAt);
@@ -198,9 +333,13 @@ function drawText(draw, now) {
 /**
  * A 64-hex value on one line of its own: shown cut to the card's width (the whole value in its
  * title and its text, for find and select), with a Copy button. Built once, then only updated.
+ * @param {HTMLElement} container
+ * @param {string} key
+ * @param {string} label
+ * @param {string} value
  */
 function hashLine(container, key, label, value) {
-  let line = container.querySelector(`[data-hash="${key}"]`);
+  let line = /** @type {HTMLElement | null} */ (container.querySelector(`[data-hash="${key}"]`));
   if (!line) {
     line = document.createElement("span");
     line.className = "draw-line";
@@ -218,7 +357,7 @@ function hashLine(container, key, label, value) {
     said.setAttribute("role", "status");
     copy.addEventListener("click", async () => {
       try {
-        await navigator.clipboard.writeText(code.textContent);
+        await navigator.clipboard.writeText(code.textContent ?? "");
         said.textContent = "copied";
       } catch {
         // No clipboard here: the whole value is shown, to select by hand.
@@ -232,15 +371,20 @@ function hashLine(container, key, label, value) {
     line.append(name, code, copy, said);
     container.append(line);
   }
-  const code = line.querySelector("code");
+  const code = /** @type {HTMLElement} */ (line.querySelector("code"));
   if (code.textContent !== value) {
     code.textContent = value;
     code.title = value;
   }
-  line.querySelector("button").setAttribute("aria-label", `Copy the ${label} ${value}`);
+  line.querySelector("button")?.setAttribute("aria-label", `Copy the ${label} ${value}`);
   return line;
 }
 
+/**
+ * @param {HTMLElement} dd
+ * @param {Draw} draw
+ * @param {number} now
+ */
 function renderDraw(dd, draw, now) {
   let summary = dd.querySelector(".draw-summary");
   if (!summary) {
@@ -261,6 +405,10 @@ function renderDraw(dd, draw, now) {
   } else if (draw.seed) secret?.remove();
 }
 
+/**
+ * @param {AdminSku} view
+ * @param {number} now
+ */
 function renderSku(view, now) {
   const card = cardFor(view.sku);
   const { stock, orders } = view;
@@ -275,14 +423,14 @@ function renderSku(view, now) {
       ? `opens in ${countdown(view.opensInSeconds)}`
       : status.replace("_", " ");
   field(card, "status").dataset.status = status;
-  for (const part of ["sold", "held", "available"]) {
+  for (const part of /** @type {const} */ (["sold", "held", "available"])) {
     const share = stock.total > 0 ? (stock[part] / stock.total) * 100 : 0;
-    card.querySelector(`[data-bar="${part}"]`).style.width = `${share}%`;
+    /** @type {HTMLElement} */ (card.querySelector(`[data-bar="${part}"]`)).style.width = `${share}%`;
     field(card, part).textContent = String(stock[part]);
   }
   card
     .querySelector(".bar")
-    .setAttribute("aria-label", `${stock.sold} sold, ${stock.held} held, ${stock.available} available`);
+    ?.setAttribute("aria-label", `${stock.sold} sold, ${stock.held} held, ${stock.available} available`);
   field(card, "total").textContent = String(stock.total);
   // Units are compared with units (the bar, the mirror) and orders with orders (the reconciliation,
   // which matches each reservation with its D1 row): an order of 2 units is one row and two units.
@@ -319,16 +467,18 @@ function renderSku(view, now) {
       : `${money(view.price, view.currency)} a unit`;
   field(card, "revenue").textContent = revenueText(view);
   field(card, "schedule").textContent = scheduleText(view);
-  window.dashboardConsole?.renderSkuActions(card, view);
+  page.dashboardConsole?.renderSkuActions(card, view);
 }
 
 /**
  * Paid units × price, as the admin view reports it (`revenue`, from D1's paid orders): the amount in
  * the SKU's currency, and apart any paid in a currency it had before.
  */
+/** @param {AdminSku} view */
 function revenueText(view) {
   const r = view.revenue;
   if (!r || typeof r !== "object") return "not reported by this gateway";
+  /** @param {number} n */
   const units = (n) => `${n} paid ${n === 1 ? "unit" : "units"}`;
   const priced = view.price !== null && view.price !== undefined;
   const own =
@@ -344,6 +494,7 @@ function revenueText(view) {
 }
 
 /** A length of time in words: "45 s", "15 min", "1 h 30 min". */
+/** @param {number} seconds */
 function span(seconds) {
   if (seconds < 60) return `${seconds} s`;
   if (seconds % 60 !== 0) return countdown(seconds);
@@ -353,7 +504,9 @@ function span(seconds) {
 }
 
 /** When the sale runs, in this browser's time, with the limits a shopper meets. */
+/** @param {AdminSku} view */
 function scheduleText(view) {
+  /** @param {string} iso */
   const at = (iso) => new Date(iso).toLocaleString();
   const times =
     view.startsAt || view.endsAt
@@ -365,13 +518,16 @@ function scheduleText(view) {
 
 // Dead letters ---------------------------------------------------------------------------------
 
+/** @param {unknown} body */
 function describeEvent(body) {
-  if (body && typeof body === "object" && typeof body.type === "string") {
-    return `${body.type} ${body.reservationId ?? ""}`.trim();
+  const event = /** @type {{ type?: unknown, reservationId?: unknown } | null} */ (body);
+  if (event && typeof event === "object" && typeof event.type === "string") {
+    return `${event.type} ${event.reservationId ?? ""}`.trim();
   }
   return JSON.stringify(body).slice(0, 80);
 }
 
+/** @param {DeadLetter[]} letters */
 function renderLetters(letters) {
   const key = JSON.stringify(letters);
   if (key === lastLetters) return;
@@ -412,6 +568,10 @@ function renderLetters(letters) {
   $("dead-letters").replaceChildren(...rows);
 }
 
+/**
+ * @param {string} id
+ * @param {HTMLButtonElement} button
+ */
 async function replay(id, button) {
   button.disabled = true;
   const answer = await admin("POST", `/admin/dead-letters/${encodeURIComponent(id)}/replay`);
@@ -423,66 +583,91 @@ async function replay(id, button) {
 // Shop hand-off (webhooks) ---------------------------------------------------------------------
 
 /** The endpoints, and for each its pending and its failed deliveries (null where the list failed). */
+/** @returns {Promise<Webhooks>} */
 async function loadWebhooks() {
-  const list = await admin("GET", "/admin/webhooks");
+  const list = /** @type {Answer<WebhookEndpointList>} */ (await admin("GET", "/admin/webhooks"));
   if (!list.ok) return { list, logs: [] };
   const logs = await Promise.all(
     list.json.webhooks.map(async (endpoint) => {
       const path = `/admin/webhooks/${encodeURIComponent(endpoint.id)}/deliveries?limit=${LOG_LIMIT}&status=`;
       const [pending, failed] = await Promise.all([admin("GET", `${path}pending`), admin("GET", `${path}failed`)]);
-      return { pending, failed };
+      return /** @type {DeliveryLog} */ ({ pending, failed });
     }),
   );
   return { list, logs };
 }
 
+/** @param {number | null} code */
 const answered2xx = (code) => code !== null && code >= 200 && code < 300;
 
 /**
  * A pending delivery being retried: an attempt of it was made and not accepted (a redelivery by hand of
  * an accepted one is pending too, after a 2xx). One never tried yet, or on its first try, is not.
  */
+/** @param {WebhookDelivery} delivery */
 function beingRetried(delivery) {
   if (delivery.status !== "pending" || answered2xx(delivery.lastStatusCode)) return false;
   return delivery.attempts > 1 || (delivery.attempts > 0 && delivery.lastResponse !== null);
 }
 
 /** "12", or "100+" when the log gave as many as it was asked for. */
+/** @param {unknown[]} list */
 const countOf = (list) => (list.length >= LOG_LIMIT ? `${LOG_LIMIT}+` : String(list.length));
 
+/**
+ * A card's button (dashboard.html's templates), by its data-action.
+ * @param {ParentNode} card
+ * @param {string} name
+ */
+function action(card, name) {
+  return /** @type {HTMLButtonElement} */ (card.querySelector(`[data-action="${name}"]`));
+}
+
+/** @param {string} id */
 function hookFor(id) {
   let hook = hooks.get(id);
   if (!hook) {
-    const card = $("webhook-card").content.firstElementChild.cloneNode(true);
+    const card = instance($("webhook-card"));
     card.dataset.endpoint = id;
     // retries: delivery id -> { what, attempts } of the retries asked here whose outcome is not known yet.
-    hook = { id, card, secret: "", revealed: false, failingKey: "", retries: new Map() };
+    /** @type {Hook} */
+    const made = { id, card, secret: "", revealed: false, failingKey: "", retries: new Map() };
+    hook = made;
     field(card, "id").textContent = id;
-    card.querySelector('[data-action="reveal"]').addEventListener("click", () => reveal(hook, !hook.revealed));
-    card.querySelector('[data-action="copy"]').addEventListener("click", () => copySecret(hook));
-    card.querySelector('[data-action="retry-all"]').addEventListener("click", (event) => retryAll(hook, event.target));
+    action(card, "reveal").addEventListener("click", () => reveal(made, !made.revealed));
+    action(card, "copy").addEventListener("click", () => copySecret(made));
+    const all = action(card, "retry-all");
+    all.addEventListener("click", () => retryAll(made, all));
     hooks.set(id, hook);
     showSecret(hook);
   }
   return hook;
 }
 
-/** The secret is on screen only while the operator asked for it (Show), never by default. */
+/**
+ * The secret is on screen only while the operator asked for it (Show), never by default.
+ * @param {Hook} hook
+ */
 function showSecret(hook) {
   const code = field(hook.card, "secret");
   code.textContent = hook.revealed ? hook.secret : "hidden";
   code.classList.toggle("muted", !hook.revealed);
-  const button = hook.card.querySelector('[data-action="reveal"]');
+  const button = action(hook.card, "reveal");
   button.textContent = hook.revealed ? "Hide" : "Show";
   button.setAttribute("aria-label", `${hook.revealed ? "Hide" : "Show"} the signing secret of ${hook.id}`);
-  hook.card.querySelector('[data-action="copy"]').setAttribute("aria-label", `Copy the signing secret of ${hook.id}`);
+  action(hook.card, "copy").setAttribute("aria-label", `Copy the signing secret of ${hook.id}`);
 }
 
+/**
+ * @param {Hook} hook
+ * @param {boolean} revealed
+ */
 function reveal(hook, revealed) {
   hook.revealed = revealed;
   showSecret(hook);
 }
 
+/** @param {Hook} hook */
 async function copySecret(hook) {
   try {
     await navigator.clipboard.writeText(hook.secret);
@@ -494,6 +679,12 @@ async function copySecret(hook) {
 }
 
 /** A result in the endpoint's status line: scrolled into view when it answers a click, not when a poll brings it. */
+/**
+ * @param {Hook} hook
+ * @param {"ok" | "error"} kind
+ * @param {string} text
+ * @param {{ scroll?: boolean }} [options]
+ */
 function say(hook, kind, text, { scroll = true } = {}) {
   const message = field(hook.card, "message");
   message.dataset.kind = kind;
@@ -505,6 +696,12 @@ function say(hook, kind, text, { scroll = true } = {}) {
  * What became of the retries asked here: one that left the pending and failed lists was accepted; one
  * failed again after more attempts says so. Until then (an attempt in flight, or refused with retries
  * left, which the log does not tell apart) the status line keeps "Retry queued".
+ */
+/**
+ * @param {Hook} hook
+ * @param {WebhookDelivery[]} pending
+ * @param {WebhookDelivery[]} failed
+ * @param {boolean} complete
  */
 function followRetries(hook, pending, failed, complete) {
   for (const [id, retry] of hook.retries) {
@@ -520,6 +717,11 @@ function followRetries(hook, pending, failed, complete) {
   }
 }
 
+/**
+ * @param {Hook} hook
+ * @param {WebhookEndpoint} endpoint
+ * @param {WebhookDelivery} delivery
+ */
 function deliveryItem(hook, endpoint, delivery) {
   const li = document.createElement("li");
   li.className = "delivery";
@@ -594,6 +796,11 @@ function lagText(seconds) {
     : { text: `${age} behind (the oldest pending delivery)`, kind: "late" };
 }
 
+/**
+ * @param {Hook} hook
+ * @param {WebhookEndpoint} endpoint
+ * @param {DeliveryLog} log
+ */
 function renderWebhook(hook, endpoint, log) {
   const { card } = hook;
   hook.secret = endpoint.secret;
@@ -621,7 +828,7 @@ function renderWebhook(hook, endpoint, log) {
   followRetries(hook, pending, failed, !capped);
   field(card, "failing-count").textContent = `(${failing.length}${capped ? "+" : ""})`;
   field(card, "no-failing").hidden = failing.length > 0;
-  const retryAll = card.querySelector('[data-action="retry-all"]');
+  const retryAll = action(card, "retry-all");
   retryAll.hidden = failing.length === 0;
   retryAll.disabled = !endpoint.enabled;
   retryAll.setAttribute("aria-label", `Retry all failing deliveries of ${endpoint.id} now`);
@@ -631,7 +838,7 @@ function renderWebhook(hook, endpoint, log) {
   if (key === hook.failingKey) return failing.length;
   hook.failingKey = key;
   // A re-render keeps the keyboard where it was: on the same delivery's Retry button.
-  const focused = document.activeElement?.dataset?.retry;
+  const focused = /** @type {HTMLElement | null} */ (document.activeElement)?.dataset?.retry;
   const items = shown.map((delivery) => deliveryItem(hook, endpoint, delivery));
   if (failing.length > shown.length) {
     const more = document.createElement("li");
@@ -640,10 +847,11 @@ function renderWebhook(hook, endpoint, log) {
     items.push(more);
   }
   field(card, "failing").replaceChildren(...items);
-  if (focused) card.querySelector(`[data-retry="${CSS.escape(focused)}"]`)?.focus();
+  if (focused) /** @type {HTMLElement | null} */ (card.querySelector(`[data-retry="${CSS.escape(focused)}"]`))?.focus();
   return failing.length;
 }
 
+/** @param {Webhooks} webhooks */
 function renderWebhooks({ list, logs }) {
   const error = $("wh-error");
   if (list.status === 404) {
@@ -670,7 +878,8 @@ function renderWebhooks({ list, logs }) {
     const hook = hookFor(endpoint.id);
     // Moved only when out of place: moving a node would take the focus off a button in it.
     if (container.children[i] !== hook.card) container.insertBefore(hook.card, container.children[i] ?? null);
-    failing += renderWebhook(hook, endpoint, logs[i]);
+    const log = logs[i];
+    if (log) failing += renderWebhook(hook, endpoint, log);
   });
   $("wh-count").textContent =
     endpoints.length === 0
@@ -678,6 +887,12 @@ function renderWebhooks({ list, logs }) {
       : `(${endpoints.length} ${endpoints.length === 1 ? "endpoint" : "endpoints"}, ${failing} failing)`;
 }
 
+/**
+ * @param {Hook} hook
+ * @param {WebhookEndpoint} endpoint
+ * @param {WebhookDelivery} delivery
+ * @param {HTMLButtonElement} button
+ */
 async function retryDelivery(hook, endpoint, delivery, button) {
   button.disabled = true;
   const what = `${delivery.type} of ${delivery.reservationId}`;
@@ -700,10 +915,16 @@ async function retryDelivery(hook, endpoint, delivery, button) {
 }
 
 /** Every failed and pending delivery of the endpoint, tried now (POST /admin/webhooks/:id/retry, API.md v1.3). */
+/**
+ * @param {Hook} hook
+ * @param {HTMLButtonElement} button
+ */
 async function retryAll(hook, button) {
   button.disabled = true;
   try {
-    const answer = await admin("POST", `/admin/webhooks/${encodeURIComponent(hook.id)}/retry`);
+    const answer = /** @type {Answer<BulkRetryAnswer | null>} */ (
+      await admin("POST", `/admin/webhooks/${encodeURIComponent(hook.id)}/retry`)
+    );
     if (answer.ok) {
       const n = answer.json?.retried ?? 0;
       say(hook, "ok", `Retry of all queued: ${n} ${n === 1 ? "delivery" : "deliveries"} of ${hook.id} tried now.`);
@@ -721,6 +942,10 @@ async function retryAll(hook, button) {
 
 // Reconciliation -------------------------------------------------------------------------------
 
+/**
+ * The latest run; an older gateway answered a bare list, with `id` and `at`.
+ * @param {Answer<ReconcileRuns | LegacyRun[] | null>} answer
+ */
 function renderReconcile(answer) {
   const target = $("reconcile");
   if (answer.status === 404) {
@@ -731,6 +956,7 @@ function renderReconcile(answer) {
     target.textContent = `unavailable: ${errorText(answer)}`;
     return;
   }
+  /** @type {LegacyRun[]} */
   const list = Array.isArray(answer.json) ? answer.json : (answer.json?.runs ?? []);
   const run = list[0];
   lastRun = run ?? null;
@@ -758,9 +984,9 @@ async function refresh() {
     const started = Date.now();
     const askWebhooks = started >= webhooksAt || started < fastWebhooksUntil;
     const [skus, letters, runs, webhooks, read] = await Promise.all([
-      admin("GET", "/admin/skus"),
-      admin("GET", "/admin/dead-letters"),
-      admin("GET", "/admin/reconcile/runs?limit=1"),
+      /** @type {Promise<Answer<AdminSkuList>>} */ (admin("GET", "/admin/skus")),
+      /** @type {Promise<Answer<DeadLetterList>>} */ (admin("GET", "/admin/dead-letters")),
+      /** @type {Promise<Answer<ReconcileRuns>>} */ (admin("GET", "/admin/reconcile/runs?limit=1")),
       askWebhooks ? loadWebhooks() : null,
       readCounters(),
     ]);
@@ -797,7 +1023,7 @@ async function refresh() {
       renderWebhooks(webhooks);
       webhooksAt = started + WEBHOOKS_MS;
     }
-    if (askWebhooks) await window.dashboardConsole?.refreshConsole();
+    if (askWebhooks) await page.dashboardConsole?.refreshConsole();
     $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (error) {
     $("board-error").textContent = `Gateway unreachable: ${error}`;
@@ -821,7 +1047,7 @@ $("sign-out").addEventListener("click", () => {
   webhooksAt = 0;
   fastWebhooksUntil = 0;
   $("webhooks").replaceChildren();
-  window.dashboardConsole?.forgetConsole();
+  page.dashboardConsole?.forgetConsole();
   showLogin();
 });
 

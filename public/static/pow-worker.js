@@ -17,7 +17,12 @@ const K = new Uint32Array([
 const INITIAL = [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19];
 const W = new Uint32Array(64);
 
-/** One SHA-256 compression of the 64 bytes at `offset` of `bytes` into `h` (8 words, changed in place). */
+/**
+ * One SHA-256 compression of the 64 bytes at `offset` of `bytes` into `h` (8 words, changed in place).
+ * @param {Uint32Array} h
+ * @param {Uint8Array} bytes
+ * @param {number} offset
+ */
 function compress(h, bytes, offset) {
   for (let i = 0; i < 16; i++) {
     const j = offset + i * 4;
@@ -62,7 +67,14 @@ function compress(h, bytes, offset) {
   h[7] = (h[7] + k) | 0;
 }
 
-/** The first 32 bits of SHA-256(prefix + nonce), given the state after the prefix's whole blocks. */
+/**
+ * The first 32 bits of SHA-256(prefix + nonce), given the state after the prefix's whole blocks.
+ * @param {Uint32Array} mid
+ * @param {Uint8Array} tail
+ * @param {number} tailLength
+ * @param {string} nonce
+ * @param {number} totalLength
+ */
 function firstWord(mid, tail, tailLength, nonce, totalLength) {
   const block = tail; // tail bytes are already in place; the nonce, padding and length follow
   let n = tailLength;
@@ -82,7 +94,7 @@ function firstWord(mid, tail, tailLength, nonce, totalLength) {
   return h[0] >>> 0;
 }
 
-self.onmessage = (event) => {
+self.onmessage = (/** @type {MessageEvent<{ challenge: string, bits: number }>} */ event) => {
   const { challenge, bits } = event.data;
   const prefix = `${challenge}:`;
   const bytes = new TextEncoder().encode(prefix);

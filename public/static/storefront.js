@@ -2,13 +2,88 @@
 // The shopper JWT comes from the dev-only `POST /dev/jwt`, payments from the dev-only `POST /dev/pay`
 // (signed on the server); no secret ever reaches this page.
 
-const $ = (id) => document.getElementById(id);
+// Types for the checker (`npm run check`: tsc with checkJs over public/tsconfig.storefront.json); the
+// API's shapes are its answers' (docs/API.md, src/routes/contract-schemas.ts), the fields this page reads.
+
+/**
+ * @typedef {"held" | "paid" | "expired" | "cancelled" | "refund_required"} ReservationStatus
+ * @typedef {{ code: string, message: string, details?: ErrorDetails }} ApiError
+ * @typedef {{ perUserLimit?: number, held?: number, requested?: number, available?: number,
+ *   phase?: "scheduled" | "ended" | "paused", opensAt?: string, endedAt?: string, reason?: string,
+ *   retryAfterSeconds?: number, draw?: DrawPlace }} ErrorDetails
+ * @typedef {{ entryId: string, position: number, entrants: number }} DrawPlace
+ * @typedef {{ name: string | null, startsAt: string | null }} AccessTier
+ * @typedef {{ sku: string, name: string, status: "on_sale" | "paused", available: number,
+ *   startsAt: string | null, endsAt: string | null, perUserLimit: number, price: number | null,
+ *   currency: string, openingWindowMs?: number, phase?: "scheduled" | "open" | "ended" | "paused",
+ *   held: number, waiting: number, access?: { name: string, startsAt: string }[] }} PublicSku
+ * @typedef {{ sku: string, openingWindowMs: number, seedHash: string, seed: string | null,
+ *   entrants: number, decidedAt: string | null, opensAt: string, closesAt: string }} Draw
+ * @typedef {{ token: string, userId: string, expiresAt: string }} DevJwt
+ * @typedef {{ token: string, expiresAt: string }} PurchaseToken
+ * @typedef {{ challenge: string, bits: number, expiresAt: string }} PowChallenge
+ * @typedef {{ reservationId: string, sku: string, quantity: number, status: ReservationStatus,
+ *   expiresAt: string | null, links: { self: string }, draw?: DrawPlace }} Reservation
+ * @typedef {Reservation & { order: { persisted: boolean, status: ReservationStatus | null } }} ReservationDetail
+ * @typedef {{ reservations: Reservation[] }} ReservationList
+ * @typedef {{ waitlistId: string, position: number }} WaitlistEntry
+ * @typedef {{ waitlistId: string, position: number, quantity: number, unitsAhead: number, held: number,
+ *   joinedAt: string }} WaitlistPlace
+ * @typedef {{ received: true, reservationStatus: string, outcome: "applied" | "refund_required" }} PaymentAck
+ */
+/**
+ * An API answer: `json` is the body of type T when `ok` (the route's success shape), an ErrorBody
+ * otherwise, and null when the body was not JSON.
+ * @template [T=unknown]
+ * @typedef {{ status: number, ok: boolean, json: T, retryAfter: number }} Answer
+ */
+/**
+ * A reservation as the page keeps it: what the API said, and whether it was made here since the
+ * last list (`local`).
+ * @typedef {Reservation & { order?: ReservationDetail["order"] }} SeenReservation
+ * @typedef {SeenReservation & { local: boolean }} Hold
+ */
+/**
+ * This shopper's place in a SKU's line: the last GET /api/skus/:sku/waitlist (or the join's answer),
+ * when it was read, the holds that existed before (`known`: not the line's grant), and the reads since
+ * the entry left the line (`gone`).
+ * @typedef {{ sku: string, quantity: number, position: number, unitsAhead?: number, held?: number,
+ *   readAt: number, known: Set<string>, gone: number }} LineEntry
+ * @typedef {{ sku: string, won: boolean, quantity: number, code: string | undefined } & DrawPlace} DrawResult
+ * @typedef {{ open: boolean, text: string, note?: string }} SaleWindow
+ */
+/**
+ * Cloudflare Turnstile's script, once loaded (loadTurnstile).
+ * @typedef {{ render(target: string, options: { sitekey: string }): void, reset(target: string): void,
+ *   getResponse(target: string): string | undefined }} Turnstile
+ * @typedef {Window & typeof globalThis & { turnstile?: Turnstile }} PageWindow
+ */
+
+/**
+ * The page's elements that are more than an HTMLElement, by id (index.html).
+ * @typedef {{ user: HTMLInputElement, sku: HTMLInputElement, quantity: HTMLInputElement,
+ *   "access-code": HTMLInputElement, buy: HTMLButtonElement, "join-waitlist": HTMLButtonElement,
+ *   "leave-waitlist": HTMLButtonElement, pay: HTMLButtonElement, "pay-fail": HTMLButtonElement,
+ *   cancel: HTMLButtonElement, "pow-cancel": HTMLButtonElement }} Elements
+ */
+/**
+ * The element with this id: index.html has every id this script asks for.
+ * @template {string} K
+ * @param {K} id
+ * @returns {K extends keyof Elements ? Elements[K] : HTMLElement}
+ */
+const $ = (id) => /** @type {K extends keyof Elements ? Elements[K] : HTMLElement} */ (document.getElementById(id));
 
 const state = {
+  /** @type {string | null} */
   jwt: null,
+  /** @type {string | null} */
   userId: null,
+  /** @type {string | null} */
   sku: null,
+  /** @type {PublicSku | null} */
   view: null,
+  /** @type {ReservationDetail | null} */
   reservation: null,
   pollTimer: 0,
   busy: false,
@@ -16,25 +91,27 @@ const state = {
    * This shopper's place in the line for this SKU, as GET /api/skus/:sku/waitlist last gave it:
    * { sku, waitlistId, position, quantity, unitsAhead, held, joinedAt, readAt, known, gone }. `known`:
    * the holds that existed before (not the line's grant); `gone`: reads since the entry left the line.
+   * @type {LineEntry | null}
    */
   waitlist: null,
   waitlistTimer: 0,
-  /** Reservation id of a hold that came from the waitlist. */
+  /** Reservation id of a hold that came from the waitlist. @type {string | null} */
   grantedId: null,
-  /** The SKU's opening draw (GET /api/skus/:sku/draw), when it has a window. */
+  /** The SKU's opening draw (GET /api/skus/:sku/draw), when it has a window. @type {Draw | null} */
   draw: null,
-  /** Where the last reservation came in the opening draw: { id, entryId, position, entrants }. */
+  /** Where the last reservation came in the opening draw. @type {(DrawPlace & { id: string }) | null} */
   drawn: null,
-  /** The last opening draw this shopper took part in, won or lost: { sku, won, quantity, position, entrants, code }. */
+  /** The last opening draw this shopper took part in, won or lost. @type {DrawResult | null} */
   drawResult: null,
   /** 503 answers retried so far (wrangler dev's proxy, or BUSY): the page says how many. */
   retried503: 0,
   /**
    * Every reservation of this shopper the page knows, by id: those D1 lists (GET /api/me/reservations)
    * and those made here that it does not list yet. Each held one can be paid or cancelled.
+   * @type {Map<string, Hold>}
    */
   holds: new Map(),
-  /** SKUs this page showed on sale that then answered 404: archived, ended for good. */
+  /** SKUs this page showed on sale that then answered 404: archived, ended for good. @type {Set<string>} */
   gone: new Set(),
 };
 
@@ -42,6 +119,7 @@ const state = {
 const SHOPPER_KEY = "flashgate.shopper";
 
 const MAX_ATTEMPTS = 4;
+/** @param {number} ms */
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
@@ -50,7 +128,14 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
  * object answers 503 BUSY when overloaded; a reservation is idempotent by its purchase token, so
  * sending the same token again returns the same hold, never a second one.
  */
+/**
+ * @param {string} method
+ * @param {string} path
+ * @param {{ body?: unknown, auth?: boolean, extra?: Record<string, string> }} [options]
+ * @returns {Promise<Answer>}
+ */
 async function api(method, path, { body, auth = false, extra = {} } = {}) {
+  /** @type {Record<string, string>} */
   const headers = { ...extra };
   if (body !== undefined) headers["content-type"] = "application/json";
   if (auth && state.jwt) headers.authorization = `Bearer ${state.jwt}`;
@@ -86,30 +171,36 @@ async function api(method, path, { body, auth = false, extra = {} } = {}) {
  * A price in minor units of `currency` as this browser writes money ("€25.00", "¥2,500"), with the
  * currency's own decimals (Intl). An unknown code is shown as the number and the code.
  */
+/**
+ * @param {number} minor
+ * @param {string | undefined} currency
+ */
 function money(minor, currency) {
   const code = String(currency ?? "usd").toUpperCase();
   try {
     const format = new Intl.NumberFormat(undefined, { style: "currency", currency: code });
-    return format.format(minor / 10 ** format.resolvedOptions().maximumFractionDigits);
+    return format.format(minor / 10 ** (format.resolvedOptions().maximumFractionDigits ?? 2));
   } catch {
     return `${minor} ${code} (minor units)`;
   }
 }
 
 /** A local time a shopper reads ("20:15:04"). */
+/** @param {string | number} iso */
 const clock = (iso) => new Date(iso).toLocaleTimeString();
 
 /**
  * An answer in a shopper's words: what happened and what to do now, from the error's code and its
  * figures (`error.details`), never the raw code.
  */
+/** @param {Answer} answer */
 function errorText(answer) {
-  const error = answer.json?.error;
+  const error = apiError(answer);
   const d = error?.details ?? {};
   switch (error?.code) {
     case "LIMIT_EXCEEDED": {
       if (d.perUserLimit === undefined) return "That would be more than a shopper may buy of this item.";
-      const room = Math.max(0, d.perUserLimit - d.held);
+      const room = Math.max(0, d.perUserLimit - (d.held ?? 0));
       return room > 0
         ? `You already have ${d.held} of the ${d.perUserLimit} allowed per shopper: you can add ${room} more, not ${d.requested}.`
         : `You already have the ${d.perUserLimit} allowed per shopper. Cancel a hold in "Your holds and orders" to choose again.`;
@@ -124,10 +215,13 @@ function errorText(answer) {
       return "This access code admits nobody now: it is unknown, its tier has not opened yet, or another shopper has already used it. Check the code and try again.";
     case "SALE_NOT_ACTIVE":
       if (d.phase === "scheduled" && state.view && earlyAccess(state.view, Date.now()).open.length > 0)
-        return `Early access is open only to members and access-code holders: enter your code, or buy when everyone can, at ${clock(d.opensAt ?? state.view.startsAt)}.`;
+        return `Early access is open only to members and access-code holders: enter your code, or buy when everyone can, at ${clock(d.opensAt ?? state.view.startsAt ?? Date.now())}.`;
       if (d.phase === "scheduled")
-        return `The sale has not opened yet: it opens at ${clock(d.opensAt)}. Try again then.`;
-      if (d.phase === "ended") return `The sale ended at ${clock(d.endedAt)}.`;
+        return d.opensAt
+          ? `The sale has not opened yet: it opens at ${clock(d.opensAt)}. Try again then.`
+          : "The sale has not opened yet. Try again later.";
+      // An archived sale, or one with no end time, ends with no `endedAt`.
+      if (d.phase === "ended") return d.endedAt ? `The sale ended at ${clock(d.endedAt)}.` : "The sale has ended.";
       return "The shop has paused this sale for a moment. Try again shortly.";
     case "RATE_LIMITED":
       return `Too many tries in a short time: wait ${d.retryAfterSeconds ?? 10} s, then try again.`;
@@ -161,12 +255,26 @@ function errorText(answer) {
   }
 }
 
+/**
+ * The error an answer carries, if any.
+ * @param {Answer} answer
+ * @returns {ApiError | undefined}
+ */
+function apiError(answer) {
+  return /** @type {{ error?: ApiError } | null} */ (answer.json)?.error;
+}
+
+/**
+ * @param {string} text
+ * @param {"info" | "ok" | "error"} [kind]
+ */
 function say(text, kind = "info") {
   const message = $("message");
   message.textContent = text;
   message.dataset.kind = kind;
 }
 
+/** @param {number} ms */
 function duration(ms) {
   const total = Math.max(0, Math.round(ms / 1000));
   const h = Math.floor(total / 3600);
@@ -179,8 +287,9 @@ function duration(ms) {
 
 // 1. The shopper -------------------------------------------------------------------------------
 
+/** @param {string} userId */
 async function signIn(userId) {
-  const answer = await api("POST", "/dev/jwt", { body: { userId } });
+  const answer = /** @type {Answer<DevJwt>} */ (await api("POST", "/dev/jwt", { body: { userId } }));
   if (answer.status === 404) {
     $("dev-off").hidden = false;
     say("Dev tools are off: no shopper JWT can be minted here.", "error");
@@ -214,7 +323,7 @@ async function signIn(userId) {
 async function pollSku() {
   if (!state.sku) return;
   const sku = state.sku;
-  const answer = await api("GET", `/api/skus/${encodeURIComponent(sku)}`);
+  const answer = /** @type {Answer<PublicSku>} */ (await api("GET", `/api/skus/${encodeURIComponent(sku)}`));
   if (state.sku !== sku) return;
   if (answer.status === 404) {
     // A sale this page showed that now answers 404 was archived (API.md v1.3): it has ended for good.
@@ -226,8 +335,8 @@ async function pollSku() {
   }
   // Fair opening: the draw's committed seed hash (and, once decided, its seed). The last one read
   // stays until a new one arrives: a Buy clicked while this read is under way still sees the window.
-  if (state.view?.openingWindowMs > 0) {
-    const draw = await api("GET", `/api/skus/${encodeURIComponent(state.sku)}/draw`);
+  if ((state.view?.openingWindowMs ?? 0) > 0) {
+    const draw = /** @type {Answer<Draw>} */ (await api("GET", `/api/skus/${encodeURIComponent(sku)}/draw`));
     if (draw.ok) state.draw = draw.json;
   } else {
     state.draw = null;
@@ -235,7 +344,11 @@ async function pollSku() {
   renderSku();
 }
 
-/** The fair opening's line: a countdown to the opening, then the window, then the draw. */
+/**
+ * The fair opening's line: a countdown to the opening, then the window, then the draw.
+ * @param {Draw | null} draw
+ * @param {number} now
+ */
 function openingText(draw, now) {
   if (!draw) return null;
   const opens = Date.parse(draw.opensAt);
@@ -249,7 +362,7 @@ function openingText(draw, now) {
       ? `Opening window: requests now enter the draw (closes in ${duration(closes - now)}).`
       : "The opening draw is being decided…";
   }
-  return `Opening draw decided: ${draw.entrants} entrants. Seed ${draw.seed.slice(0, 16)}… (check it against the hash published before).`;
+  return `Opening draw decided: ${draw.entrants} entrants. Seed ${(draw.seed ?? "").slice(0, 16)}… (check it against the hash published before).`;
 }
 
 /**
@@ -262,13 +375,18 @@ function openingText(draw, now) {
 function earlyAccess(view, now) {
   const tiers = (view.access ?? []).map((t) => ({ name: t.name, at: Date.parse(t.startsAt) }));
   const publicAt = view.startsAt ? Date.parse(view.startsAt) : Number.NaN;
+  /** @type {{ name: string | null, at: number }[]} */
   const upcoming = tiers.filter((t) => t.at > now);
   if (publicAt > now) upcoming.push({ name: null, at: publicAt });
   upcoming.sort((a, b) => a.at - b.at);
   return { open: tiers.filter((t) => t.at <= now).map((t) => t.name), next: upcoming[0] ?? null };
 }
 
-/** Whether the access code field applies: the SKU has tiers and its public sale has not started. */
+/**
+ * Whether the access code field applies: the SKU has tiers and its public sale has not started.
+ * @param {{ access?: { name: string, startsAt: string }[], startsAt: string | null }} view
+ * @param {number} now
+ */
 function codesApply(view, now) {
   return (view.access ?? []).length > 0 && view.startsAt !== null && Date.parse(view.startsAt) > now;
 }
@@ -281,10 +399,12 @@ function codesApply(view, now) {
 function renderTiers(view, now) {
   const shown = codesApply(view, now);
   $("tiers").hidden = !shown;
-  if (!shown) return;
+  const startsAt = view.startsAt;
+  if (!shown || startsAt === null) return; // codesApply: startsAt is set
+
   const early = earlyAccess(view, now);
   $("tiers-now").textContent = early.open.length > 0 ? `· open now: ${early.open.join(", ")}` : "· none open yet";
-  const rows = [...(view.access ?? []), { name: null, startsAt: view.startsAt }].map((tier) => {
+  const rows = [...(view.access ?? []), { name: null, startsAt }].map((tier) => {
     const at = Date.parse(tier.startsAt);
     const li = document.createElement("li");
     li.dataset.tier = tier.name ?? "everyone";
@@ -304,6 +424,9 @@ function renderTiers(view, now) {
 /**
  * Whether the sale can be bought now, its line (a countdown), and what that means for the shopper
  * when it cannot (`note`): paused, not open yet, or over.
+ * @param {PublicSku} view
+ * @param {number} now
+ * @returns {SaleWindow}
  */
 function saleWindow(view, now) {
   const held = "Holds you already have can still be paid until they lapse.";
@@ -354,7 +477,7 @@ function renderSku() {
   $("sku-missing").hidden = view !== null || !state.sku;
   $("sku-view").hidden = view === null;
   if (!view) {
-    const gone = state.gone.has(state.sku);
+    const gone = state.sku !== null && state.gone.has(state.sku);
     $("sku-gone").hidden = !gone;
     $("sku-unknown").hidden = gone;
     $("sku-missing-id").textContent = state.sku ?? "";
@@ -371,8 +494,9 @@ function renderSku() {
   $("countdown").textContent = view.available === 0 && sale.open ? "Sold out." : sale.text;
   $("sale-note").hidden = !sale.note;
   $("sale-note").textContent = sale.note ?? "";
-  $("price").hidden = view.price === null || view.price === undefined;
-  $("price").textContent = $("price").hidden ? "" : `${money(view.price, view.currency)} each`;
+  const price = view.price ?? null; // absent from an older server's answer
+  $("price").hidden = price === null;
+  $("price").textContent = price === null ? "" : `${money(price, view.currency)} each`;
   const opening = openingText(state.draw, Date.now());
   $("opening").hidden = opening === null;
   $("opening").textContent = opening ?? "";
@@ -402,7 +526,11 @@ function renderSku() {
   renderWaitlist(view, sale);
 }
 
-/** Units of `sku` this shopper holds or bought (held + paid), as the per-user limit counts them. */
+/**
+ * Units of `sku` this shopper holds or bought (held + paid), as the per-user limit counts them.
+ * @param {string} sku
+ * @param {ReservationStatus | null} [only]
+ */
 function holdingOf(sku, only = null) {
   let units = 0;
   for (const r of state.holds.values()) {
@@ -450,11 +578,11 @@ function renderWaitlist(view, sale) {
     $("line-ahead").textContent =
       joined.unitsAhead === 0
         ? "nobody: the next units that come back are yours"
-        : `${units(joined.unitsAhead)} wanted by the ${before} ${before === 1 ? "shopper" : "shoppers"} before you`;
+        : `${units(joined.unitsAhead ?? 0)} wanted by the ${before} ${before === 1 ? "shopper" : "shoppers"} before you`;
     $("line-held").textContent =
       joined.held === 0
         ? "none: no unit can come back right now"
-        : `${units(joined.held)}, unpaid: they come back to the line if they lapse or are cancelled`;
+        : `${units(joined.held ?? 0)}, unpaid: they come back to the line if they lapse or are cancelled`;
     $("line-updated").textContent = `Updated ${clock(joined.readAt)}; refreshed every ${LINE_POLL_MS / 1000} s.`;
   }
   $("waitlist-status").textContent = !joined
@@ -469,11 +597,11 @@ async function joinWaitlist(quantity) {
   state.busy = true;
   try {
     const sku = state.sku;
-    const answer = await api("POST", `/api/skus/${encodeURIComponent(sku)}/waitlist`, {
-      auth: true,
-      body: { quantity },
-    });
-    if (answer.status === 409 && answer.json?.error?.code === "STOCK_AVAILABLE") {
+    if (!sku) return;
+    const answer = /** @type {Answer<WaitlistEntry>} */ (
+      await api("POST", `/api/skus/${encodeURIComponent(sku)}/waitlist`, { auth: true, body: { quantity } })
+    );
+    if (answer.status === 409 && apiError(answer)?.code === "STOCK_AVAILABLE") {
       say("Units are available again: buy them instead.", "ok");
       return;
     }
@@ -482,7 +610,7 @@ async function joinWaitlist(quantity) {
       return;
     }
     // Holds that exist now are not the one the waitlist will grant.
-    const mine = await api("GET", "/api/me/reservations", { auth: true });
+    const mine = /** @type {Answer<ReservationList>} */ (await api("GET", "/api/me/reservations", { auth: true }));
     const known = new Set(mine.ok ? mine.json.reservations.map((r) => r.reservationId) : []);
     state.waitlist = { sku, quantity, known, gone: 0, readAt: Date.now(), ...answer.json };
     say(`On the waitlist for ${quantity} (position ${answer.json.position}).`, "ok");
@@ -497,7 +625,9 @@ async function joinWaitlist(quantity) {
 async function restoreLine() {
   const sku = state.sku;
   if (!state.jwt || !sku || state.waitlist?.sku === sku) return;
-  const answer = await api("GET", `/api/skus/${encodeURIComponent(sku)}/waitlist`, { auth: true });
+  const answer = /** @type {Answer<WaitlistPlace>} */ (
+    await api("GET", `/api/skus/${encodeURIComponent(sku)}/waitlist`, { auth: true })
+  );
   if (!answer.ok || state.sku !== sku || state.waitlist) return;
   const known = new Set(state.holds.keys());
   state.waitlist = { sku, known, gone: 0, readAt: Date.now(), ...answer.json };
@@ -558,7 +688,7 @@ async function readLine() {
     }
     entry.gone = 1;
   }
-  const answer = await api("GET", "/api/me/reservations", { auth: true });
+  const answer = /** @type {Answer<ReservationList>} */ (await api("GET", "/api/me/reservations", { auth: true }));
   if (state.waitlist !== entry) return;
   const granted = answer.ok
     ? answer.json.reservations.find(
@@ -599,7 +729,10 @@ function showAccessError(text) {
   else $("access-code").setAttribute("aria-invalid", "true");
 }
 
-/** The headers a token request carries for early access: the code typed, while the field applies. */
+/**
+ * The headers a token request carries for early access: the code typed, while the field applies.
+ * @returns {Record<string, string>}
+ */
 function accessHeaders() {
   const code = $("access-code").value.trim();
   return !$("access").hidden && code ? { "Access-Code": code } : {};
@@ -615,6 +748,7 @@ function renderDrawResult(view) {
   if (!result) return;
   $("draw-result").dataset.outcome = result.won ? "won" : "lost";
   const place = `The opening draw placed you ${result.position} of ${result.entrants}`;
+  /** @type {Record<string, string>} */
   const why = {
     SOLD_OUT: "the units ran out before your place. Join the waitlist below for one that comes back.",
     INSUFFICIENT_STOCK: "fewer units were left at your place than you asked for.",
@@ -622,9 +756,10 @@ function renderDrawResult(view) {
   };
   $("draw-result").textContent = result.won
     ? `${place}: you won a hold on ${result.quantity}.`
-    : `${place}: ${why[result.code] ?? "your entry was not held."}`;
+    : `${place}: ${(result.code && why[result.code]) ?? "your entry was not held."}`;
 }
 
+/** @param {number} quantity */
 async function buy(quantity) {
   state.busy = true;
   $("buy").disabled = true;
@@ -636,16 +771,22 @@ async function buy(quantity) {
   }
 }
 
+/** @param {number} quantity */
 async function reserve(quantity) {
-  const challenges = await passChallenges();
+  const sku = state.sku;
+  if (!sku) return;
+  const challenges = await passChallenges(sku);
   if (!challenges) return;
   say("Asking the shop for your turn…");
-  const token = await api("POST", `/api/skus/${encodeURIComponent(state.sku)}/tokens`, {
-    auth: true,
-    extra: { ...challenges, ...accessHeaders() },
-  });
-  if (window.turnstile && document.body.dataset.turnstileSiteKey) window.turnstile.reset("#turnstile"); // spent
-  const codeRefused = token.json?.error?.code === "ACCESS_CODE_INVALID";
+  const token = /** @type {Answer<PurchaseToken>} */ (
+    await api("POST", `/api/skus/${encodeURIComponent(sku)}/tokens`, {
+      auth: true,
+      extra: { ...challenges, ...accessHeaders() },
+    })
+  );
+  const turnstile = /** @type {PageWindow} */ (window).turnstile;
+  if (turnstile && document.body.dataset.turnstileSiteKey) turnstile.reset("#turnstile"); // spent
+  const codeRefused = apiError(token)?.code === "ACCESS_CODE_INVALID";
   showAccessError(codeRefused ? errorText(token) : null);
   if (codeRefused) {
     say("Not reserved: the access code was refused (see under the field).", "error");
@@ -659,14 +800,16 @@ async function reserve(quantity) {
   const draw = state.draw;
   const inWindow = draw && !draw.decidedAt && Date.now() >= Date.parse(draw.opensAt);
   say(inWindow ? "Entered the opening draw: your answer comes when the window closes…" : "Reserving…");
-  const answer = await api("POST", `/api/skus/${encodeURIComponent(state.sku)}/reservations`, {
-    auth: true,
-    body: { token: token.json.token, quantity },
-  });
+  const answer = /** @type {Answer<Reservation>} */ (
+    await api("POST", `/api/skus/${encodeURIComponent(sku)}/reservations`, {
+      auth: true,
+      body: { token: token.json.token, quantity },
+    })
+  );
   // A draw places every entrant, winner or not (a refusal carries its place in error.details.draw).
-  const place = answer.status === 202 ? answer.json.draw : answer.json?.error?.details?.draw;
+  const place = answer.status === 202 ? answer.json.draw : apiError(answer)?.details?.draw;
   state.drawResult = place
-    ? { sku: state.sku, won: answer.status === 202, quantity, code: answer.json?.error?.code, ...place }
+    ? { sku, won: answer.status === 202, quantity, code: apiError(answer)?.code, ...place }
     : null;
   if (answer.status !== 202) {
     say(`Not reserved. ${errorText(answer)}`, "error");
@@ -679,7 +822,7 @@ async function reserve(quantity) {
   state.drawn = answer.json.draw ? { id: answer.json.reservationId, ...answer.json.draw } : null;
   const retried = state.retried503 > 0 ? ` (the shop was busy: asked ${state.retried503 + 1} times, one hold)` : "";
   say(
-    `Reserved ${quantity}: the stock is held for you until ${clock(answer.json.expiresAt)}. Pay to make it yours.${retried}`,
+    `Reserved ${quantity}: the stock is held for you until ${clock(answer.json.expiresAt ?? Date.now())}. Pay to make it yours.${retried}`,
     "ok",
   );
   renderReservation();
@@ -692,7 +835,7 @@ async function reserve(quantity) {
 
 // Bot challenges (API.md "Bots") --------------------------------------------------------------
 
-/** SKUs with no proof of work (the challenge route answered 404): each shopper request counts. */
+/** SKUs with no proof of work (the challenge route answered 404): each shopper request counts. @type {Set<string>} */
 const noChallenge = new Set();
 
 /**
@@ -700,20 +843,27 @@ const noChallenge = new Set();
  * a Web Worker, with its progress shown and a Cancel button), and the Turnstile widget's answer when
  * the page has a site key. Null when the shopper cancelled or an answer is missing.
  */
-async function passChallenges() {
+/**
+ * @param {string} sku
+ * @returns {Promise<Record<string, string> | null>}
+ */
+async function passChallenges(sku) {
+  /** @type {Record<string, string>} */
   const headers = {};
   // A SKU whose challenge route answered 404 (proof of work off) is not asked again on this page.
-  const pow = noChallenge.has(state.sku)
-    ? { status: 404 }
-    : await api("GET", `/api/skus/${encodeURIComponent(state.sku)}/challenge`, { auth: true });
-  if (pow.status === 404) noChallenge.add(state.sku);
-  if (pow.status === 200) {
+  const pow = noChallenge.has(sku)
+    ? { status: 404, json: null }
+    : /** @type {Answer<PowChallenge>} */ (
+        await api("GET", `/api/skus/${encodeURIComponent(sku)}/challenge`, { auth: true })
+      );
+  if (pow.status === 404) noChallenge.add(sku);
+  if (pow.status === 200 && pow.json) {
     const answer = await solveProofOfWork(pow.json);
     if (!answer) return null;
     headers["Proof-Of-Work"] = answer;
   }
   if (document.body.dataset.turnstileSiteKey) {
-    const answer = window.turnstile?.getResponse("#turnstile");
+    const answer = /** @type {PageWindow} */ (window).turnstile?.getResponse("#turnstile");
     if (!answer) {
       say("Complete the check above first: the shop asks every buyer to, against bots.", "error");
       return null;
@@ -723,6 +873,14 @@ async function passChallenges() {
   return headers;
 }
 
+/**
+ * What the solver (pow-worker.js) posts: its progress, then the answer.
+ * @typedef {{ progress: number, answer?: undefined } | { answer: string, tried: number, progress?: undefined }} PowMessage
+ */
+/**
+ * @param {PowChallenge} challenge
+ * @returns {Promise<string | null>}
+ */
 function solveProofOfWork({ challenge, bits }) {
   return new Promise((resolve) => {
     const worker = new Worker("/static/pow-worker.js");
@@ -731,6 +889,7 @@ function solveProofOfWork({ challenge, bits }) {
     $("pow").hidden = false;
     $("pow-status").textContent = `Checking you are not a bot (about ${expected} tries)…`;
     say("Proving this is a person's browser: a moment of work, once per sale.");
+    /** @param {string | null} answer */
     const finish = (answer) => {
       worker.terminate();
       $("pow").hidden = true;
@@ -741,11 +900,11 @@ function solveProofOfWork({ challenge, bits }) {
       finish(null);
       say("Cancelled. Buying needs this check; press Buy to start it again.", "error");
     };
-    worker.onmessage = ({ data }) => {
+    worker.onmessage = (/** @type {MessageEvent<PowMessage>} */ { data }) => {
       if (data.answer) {
         document.body.dataset.powMs = String(Math.round(performance.now() - started));
         finish(data.answer);
-      } else {
+      } else if (data.progress !== undefined) {
         $("pow-status").textContent =
           `Checking you are not a bot: ${data.progress.toLocaleString("en")} of about ${expected} tries…`;
       }
@@ -766,7 +925,7 @@ function loadTurnstile() {
   const script = document.createElement("script");
   script.src = "https://challenges.cloudflare.com/turnstile/v0/api.js?render=explicit";
   script.async = true;
-  script.onload = () => window.turnstile.render("#turnstile", { sitekey: siteKey });
+  script.onload = () => /** @type {PageWindow} */ (window).turnstile?.render("#turnstile", { sitekey: siteKey });
   script.onerror = () => {
     const status = $("turnstile-status");
     status.hidden = false;
@@ -779,12 +938,15 @@ function loadTurnstile() {
 
 // 3. The reservation ---------------------------------------------------------------------------
 
+/** @type {Set<ReservationStatus>} */
 const TERMINAL = new Set(["paid", "expired", "cancelled", "refund_required"]);
 
+/** @param {ReservationDetail} r */
 function converged(r) {
   return r.order.persisted && r.order.status === r.status;
 }
 
+/** @param {number} delayMs */
 function schedulePoll(delayMs) {
   clearTimeout(state.pollTimer);
   state.pollTimer = setTimeout(pollReservation, delayMs);
@@ -793,7 +955,7 @@ function schedulePoll(delayMs) {
 async function pollReservation() {
   const current = state.reservation;
   if (!current) return;
-  const answer = await api("GET", current.links.self, { auth: true });
+  const answer = /** @type {Answer<ReservationDetail>} */ (await api("GET", current.links.self, { auth: true }));
   if (state.reservation?.reservationId !== current.reservationId) return;
   if (answer.status === 429) {
     schedulePoll((answer.retryAfter || 5) * 1000);
@@ -804,10 +966,10 @@ async function pollReservation() {
     schedulePoll(3000);
     return;
   }
-  state.reservation = answer.json;
-  remember(answer.json);
+  const r = answer.json;
+  state.reservation = r;
+  remember(r);
   renderReservation();
-  const r = state.reservation;
   // The card says when the order row is in D1; the status line keeps the result of the last action. The
   // list has the reservation already (remember); it is asked again every 10 s, not on every change.
   if (!converged(r)) schedulePoll(1000);
@@ -823,10 +985,10 @@ function renderReservation() {
   $("res-status").textContent = statusLabel(r.status);
   $("res-status").dataset.status = r.status;
   // What the hold costs, when the page knows its SKU's price.
-  const priced = state.view?.sku === r.sku && state.view.price !== null && state.view.price !== undefined;
-  $("res-quantity").textContent = priced
-    ? `${r.quantity} · ${money(r.quantity * state.view.price, state.view.currency)} in all`
-    : String(r.quantity);
+  const view = state.view?.sku === r.sku ? state.view : null;
+  const price = view?.price ?? null;
+  $("res-quantity").textContent =
+    view && price !== null ? `${r.quantity} · ${money(r.quantity * price, view.currency)} in all` : String(r.quantity);
   const drawn = state.drawn?.id === r.reservationId ? state.drawn : null;
   $("res-draw-label").hidden = drawn === null;
   $("res-draw").hidden = drawn === null;
@@ -844,7 +1006,10 @@ function renderReservation() {
   $("cancel").disabled = !held;
 }
 
-/** What the hold row says once the reservation is no longer held. */
+/**
+ * What the hold row says once the reservation is no longer held.
+ * @type {Partial<Record<ReservationStatus, [string, string]>>}
+ */
 const OUTCOME = {
   paid: ["Payment", "paid: the units are yours"],
   cancelled: ["Hold", "cancelled: the units went back on sale"],
@@ -866,7 +1031,10 @@ function tickReservation() {
     : "–";
 }
 
-/** The reservation the detail card shows becomes `r` (a hold picked in the list). */
+/**
+ * The reservation the detail card shows becomes `r` (a hold picked in the list).
+ * @param {SeenReservation} r
+ */
 function focusOn(r) {
   if (state.reservation?.reservationId !== r.reservationId) {
     state.reservation = { ...r, order: r.order ?? { persisted: true, status: r.status } };
@@ -874,7 +1042,11 @@ function focusOn(r) {
   }
 }
 
-/** What a payment's answer means for the shopper. */
+/**
+ * What a payment's answer means for the shopper.
+ * @param {Reservation} r
+ * @param {Answer<PaymentAck>} answer
+ */
 function paidText(r, answer) {
   const units = `${r.quantity} ${r.quantity === 1 ? "unit" : "units"}`;
   if (answer.json.reservationStatus === "paid")
@@ -886,25 +1058,32 @@ function paidText(r, answer) {
   return `Payment received: the reservation is ${statusLabel(answer.json.reservationStatus)}.`;
 }
 
+/**
+ * @param {"succeeded" | "failed"} outcome
+ * @param {SeenReservation | null} [r]
+ */
 async function pay(outcome, r = state.reservation) {
   if (!r) return;
   focusOn(r);
   say(outcome === "succeeded" ? "Paying…" : "Simulating a failed payment…");
-  const answer = await api("POST", "/dev/pay", { body: { reservationId: r.reservationId, outcome } });
+  const answer = /** @type {Answer<PaymentAck>} */ (
+    await api("POST", "/dev/pay", { body: { reservationId: r.reservationId, outcome } })
+  );
   if (!answer.ok) {
     say(`Not paid. ${errorText(answer)}`, "error");
     return;
   }
   say(paidText(r, answer), answer.json.reservationStatus === "paid" ? "ok" : "error");
-  remember({ ...r, status: answer.json.reservationStatus });
+  remember({ ...r, status: /** @type {ReservationStatus} */ (answer.json.reservationStatus) });
   schedulePoll(0);
   pollSku();
 }
 
+/** @param {SeenReservation | null} [r] */
 async function cancel(r = state.reservation) {
   if (!r) return;
   focusOn(r);
-  const answer = await api("POST", `${r.links.self}/cancel`, { auth: true });
+  const answer = /** @type {Answer<ReservationDetail>} */ (await api("POST", `${r.links.self}/cancel`, { auth: true }));
   if (!answer.ok) {
     say(`Not cancelled. ${errorText(answer)}`, "error");
     return;
@@ -915,13 +1094,17 @@ async function cancel(r = state.reservation) {
   pollSku();
 }
 
-/** Keeps what the page learnt of one of this shopper's reservations, and shows it in the list. */
+/**
+ * Keeps what the page learnt of one of this shopper's reservations, and shows it in the list.
+ * @param {SeenReservation} r
+ */
 function remember(r) {
   const known = state.holds.get(r.reservationId);
   state.holds.set(r.reservationId, { ...known, ...r, local: known?.local ?? true });
   renderHolds();
 }
 
+/** @type {Record<string, string>} */
 const STATUS_LABEL = {
   held: "held",
   paid: "paid",
@@ -929,11 +1112,12 @@ const STATUS_LABEL = {
   expired: "lapsed",
   refund_required: "refund due",
 };
+/** @param {string} status */
 const statusLabel = (status) => STATUS_LABEL[status] ?? status;
 
 async function refreshOrders() {
   if (!state.jwt) return;
-  const answer = await api("GET", "/api/me/reservations", { auth: true });
+  const answer = /** @type {Answer<ReservationList>} */ (await api("GET", "/api/me/reservations", { auth: true }));
   if (!answer.ok) return;
   const listed = new Set();
   for (const r of answer.json.reservations) {
@@ -1029,8 +1213,8 @@ function renderHolds() {
 
 /** Each hold's line: how long it is still held, or what became of it. */
 function tickHolds() {
-  for (const li of $("orders").querySelectorAll("li.hold")) {
-    const r = state.holds.get(li.dataset.id);
+  for (const li of /** @type {NodeListOf<HTMLLIElement>} */ ($("orders").querySelectorAll("li.hold"))) {
+    const r = state.holds.get(li.dataset.id ?? "");
     const when = li.querySelector(".when");
     if (!r || !when) continue;
     if (r.status === "held" && r.expiresAt) {
@@ -1043,6 +1227,7 @@ function tickHolds() {
 
 // Wiring -----------------------------------------------------------------------------------------
 
+/** @param {string} sku */
 function showSku(sku) {
   if (state.waitlist?.sku !== sku) stopWaitlist();
   state.sku = sku;
