@@ -33,7 +33,7 @@ import { startProfile } from "./lib/profile";
 import { startReceiverProcess } from "./lib/receiver";
 import { verify } from "./lib/verify";
 import { through, VIAS, viaKey } from "./lib/via";
-import { writeReports } from "./report";
+import { writeReport } from "./report";
 import { classic } from "./scenarios/classic";
 import { classicPipeline } from "./scenarios/classic-pipeline";
 import { hotSkuCopies } from "./scenarios/copies";
@@ -550,7 +550,7 @@ try {
       : undefined;
     if (counted !== undefined) bench.figures.callgrind = counted;
     writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
-    writeReports(results);
+    writeReport(results);
     log(`wrote bench/results.json and docs/PERFORMANCE.md (${bench.problems.length} problems)`);
   }
   if (bench.problems.length > 0) {
