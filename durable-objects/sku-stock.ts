@@ -452,7 +452,7 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
     return this.#mirror ? this.#mirror.check() : { status: "ok" };
   }
 
-  // ---- Fair opening (draw-runner.ts; docs/ARCHITECTURE.md "Fair opening") ----
+  // ---- Fair opening (draw-runner.ts; docs/FAIR-OPENING.md) ----
 
   /** The answer to a reservation that got `DRAW_PENDING` (see {@link DrawRunner.await}). */
   async awaitDraw(request: ReserveRequest): Promise<ReserveOutcome> {

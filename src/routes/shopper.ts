@@ -278,7 +278,7 @@ register(
   { first: [soldOutToken] },
 );
 
-/** Holds stock for the user: the reservation path of docs/ARCHITECTURE.md ("A reservation, step by step"). */
+/** Holds stock for the user: the reservation path of docs/ARCHITECTURE.md ("The life of a reservation"). */
 register(
   shopper,
   ROUTES.reserve,
