@@ -359,7 +359,7 @@ try {
     log(`baseline ${commit} (${subject})`);
     const server = await start(`baseline ${commit}`, { GROUP_COMMIT: "on" }, { root: tree });
     const keys: Record<string, string> = { engine_core: `base_${commit}_engine_core` };
-    // An earlier commit may fail where today's does not (1995b50's engine core overran Miniflare's
+    // An earlier commit may fail where today's does not (one earlier engine core overran Miniflare's
     // queue broker, 10,000 timers, and took its workerd down): that is recorded as a problem of the
     // run, its reservations are not checked, and the bench goes on.
     const attempt = async (what: string, point: () => Promise<unknown>) => {

@@ -256,8 +256,8 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
         answers[i] = { ...a, soldOut: true, spent };
       });
     }
-    // No log line per decision: the edge counts every answer in /metrics, and each hold's queue event
-    // carries its request id to the consumer's line (profile in commit 41774cc).
+    // No log line per decision (it showed in the CPU profile): the edge counts every answer in /metrics,
+    // and each hold's queue event carries its request id to the consumer's line.
     await this.afterCommit();
     return answers;
   }
