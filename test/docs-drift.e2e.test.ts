@@ -51,8 +51,11 @@ const MARKDOWN = (() => {
 })();
 const CODE = sources("src", "durable-objects", "scripts", "tools", "bench").map((path) => ({ path, text: read(path) }));
 
-/** A document's marked constants: `<!-- const:<file>#<NAME> -->figure<!-- /const -->`. */
-const CONST_MARK = /<!-- const:([\w./-]+)#([A-Z][A-Z0-9_]*) -->([\s\S]*?)<!-- \/const -->/g;
+/**
+ * A document's marked constants: `<!-- const:<file>#<NAME> -->figure<!-- /const -->`, or a product of
+ * constants of one file (`#PAGE*PAGES_PER_RUN`) where the doc quotes what they make together.
+ */
+const CONST_MARK = /<!-- const:([\w./-]+)#([A-Z][A-Z0-9_]*(?:\*[A-Z][A-Z0-9_]*)*) -->([\s\S]*?)<!-- \/const -->/g;
 
 /** Milliseconds per unit a document may write a figure in. */
 const UNIT_MS: Record<string, number> = {
@@ -97,9 +100,10 @@ function constantValue(path: string, name: string): number | number[] {
 
 /** A document's figure (`1,000`, `500 ms`, `7 days`, `an hour`) in the constant's unit. */
 function figureIn(text: string, unit: number | undefined): number {
-  const match = /^(an?|[\d,.]+)(?:[ -]?([a-z]+))?$/.exec(text.trim());
-  if (!match) return Number.NaN;
-  const value = match[1] === "a" || match[1] === "an" ? 1 : Number(match[1]?.replaceAll(",", ""));
+  const match = /^(an?|one|two|three|four|five|six|seven|eight|nine|ten|[\d,.]+)(?:[ -]?([a-z]+))?$/.exec(text.trim());
+  if (!match?.[1]) return Number.NaN;
+  const word = ["a", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"].indexOf(match[1]);
+  const value = match[1] === "an" ? 1 : word >= 0 ? Math.max(word, 1) : Number(match[1].replaceAll(",", ""));
   if (match[2] === undefined) return value;
   const ms = UNIT_MS[match[2]];
   return ms === undefined || unit === undefined ? Number.NaN : (value * ms) / unit;
@@ -108,8 +112,10 @@ function figureIn(text: string, unit: number | undefined): number {
 /** Every marked constant of `markdown` whose figure is not the code's: `file#NAME: doc says … code has …`. */
 function constantMismatches(markdown: string): string[] {
   return [...markdown.matchAll(CONST_MARK)].flatMap(([, path = "", name = "", text = ""]) => {
-    const value = constantValue(path, name);
-    const unit = unitOf(name);
+    const names = name.split("*");
+    const values = names.map((each) => constantValue(path, each));
+    const value = values.length === 1 ? values[0] : values.reduce((product: number, each) => product * Number(each), 1);
+    const unit = names.map(unitOf).find((each) => each !== undefined);
     const quoted = Array.isArray(value)
       ? text.split(/,\s+(?:and\s+)?|\s+and\s+/).map((item) => figureIn(item, unit))
       : figureIn(text, unit);
