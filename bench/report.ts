@@ -1,6 +1,6 @@
-// The bench's report, generated from bench/results.json and never typed by hand: docs/PERFORMANCE.md
-// (every figure; the README links it), and the figures other documents quote (marked in them, see
-// docFigures). `npm run bench` writes them after a run; `npm run bench:report` again from the file.
+// The bench's report, generated from bench/results.json and never typed by hand: docs/PERFORMANCE.md,
+// the one document with the bench's figures (the others link to its sections). `npm run bench` writes
+// it after a run; `npm run bench:report` again from the file.
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -1190,7 +1190,7 @@ function tierSection(sim: CapacitySimulation): string[] {
   if (!t || !sim.isolateRows) return [];
   const none = "none up to 64";
   return [
-    `**However many isolates the spike lands on.** Each isolate coalesces only its own requests, so the more isolates share a spike, the smaller each batch, and every object meets its cost per call and its requests/s with batches of one. The gathering tier (\`GATHER\`, by default on for the SKUs of more than one shard; docs/ARCHITECTURE.md) puts ${t.perShard} gatherer objects per shard between the isolates and the stock object: a colo's isolates send to the one its name hashes to, and each gatherer coalesces what all its isolates sent into one call to the object (one in flight, up to ${sim.maxBatch}), as group-commit.ts does in an isolate. Simulated as above, plus: each isolate-to-gatherer round trip drawn like the colo-to-object one (${t.rtt.source}); each gatherer serial, ${n0(t.inUs)} + ${n1(t.inPerReservationUs)}·n µs per call it receives and ${n0(t.outUs)} µs per batch it sends (${t.from}), and no more than ${n0(t.maxCallsPerSec)} calls/s.`,
+    `**However many isolates the spike lands on.** Each isolate coalesces only its own requests, so the more isolates share a spike, the smaller each batch, and every object meets its cost per call and its requests/s with batches of one. The gathering tier (\`GATHER\`, by default on for the SKUs of more than one shard; src/edge/README.md) puts ${t.perShard} gatherer objects per shard between the isolates and the stock object: a colo's isolates send to the one its name hashes to, and each gatherer coalesces what all its isolates sent into one call to the object (one in flight, up to ${sim.maxBatch}), as group-commit.ts does in an isolate. Simulated as above, plus: each isolate-to-gatherer round trip drawn like the colo-to-object one (${t.rtt.source}); each gatherer serial, ${n0(t.inUs)} + ${n1(t.inPerReservationUs)}·n µs per call it receives and ${n0(t.outUs)} µs per batch it sends (${t.from}), and no more than ${n0(t.maxCallsPerSec)} calls/s.`,
     "",
     ...t.notes.map((n) => `Note: ${n}.`),
     ...(t.notes.length > 0 ? [""] : []),
@@ -1314,52 +1314,11 @@ function simulationSection(sim: CapacitySimulation): string[] {
   ];
 }
 
-/**
- * The figures other documents quote, by name. A document marks each as
- * `<!-- bench:name -->…<!-- /bench -->`; {@link fillFigures} writes the figure between the marks,
- * so the text around it stays the author's and the figure is this file's.
- */
-export function docFigures(r: Results): Record<string, string> {
-  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-  const bareCpu = (via: Via) => mean(bareRuns(r, via).map(([, p]) => p.cpuUsPerRequest));
-  const [entryCpu, directCpu] = [bareCpu("entry"), bareCpu("direct")];
-  const pipe = r.figures.order_pipeline;
-  const engine = r.figures.engine_core;
-  return {
-    "entry-worker-cpu": `${n0(entryCpu - directCpu)} of ${n0(entryCpu)} µs`,
-    "entry-worker-share": `${n0((100 * (entryCpu - directCpu)) / entryCpu)}%`,
-    "healthz-ratio": x2(edgeRatios(r, "entry").healthz),
-    "engine-core": `${n0(engine?.perSec)} reservations/s`,
-    "pipeline-cpu-per-order": `${n0(pipe?.cpuUsPerOrder)} µs`,
-    "pipeline-only-cpu-per-order": `${n0(pipe?.pipelineCpuUsPerOrder)} µs`,
-    pipeline: `${n0(pipe?.ordersPerSec)} orders/s persisted, lag p99 ${n0(pipe?.lagP99Ms)} ms, for ${n0(pipe?.rows)} holds`,
-  };
-}
-
-/** Documents with figures of {@link docFigures} marked in them. */
-export const FIGURE_DOCS = ["docs/ARCHITECTURE.md", "docs/DEVELOPMENT.md"] as const;
-
-const MARK = /<!-- bench:([a-z0-9-]+) -->([\s\S]*?)<!-- \/bench -->/g;
-
-/** `markdown` with every marked figure written from `figures`; a mark naming no figure throws. */
-export function fillFigures(markdown: string, figures: Record<string, string>): string {
-  return markdown.replace(MARK, (_, name: string) => {
-    const figure = figures[name];
-    if (figure === undefined) throw new Error(`no bench figure named ${name}`);
-    return `<!-- bench:${name} -->${figure}<!-- /bench -->`;
-  });
-}
-
-export function writeReports(results: Results): void {
+export function writeReport(results: Results): void {
   writeFileSync(join(ROOT, "docs/PERFORMANCE.md"), performanceDoc(results));
-  const figures = docFigures(results);
-  for (const doc of FIGURE_DOCS) {
-    const path = join(ROOT, doc);
-    writeFileSync(path, fillFigures(readFileSync(path, "utf8"), figures));
-  }
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  writeReports(JSON.parse(readFileSync(join(ROOT, "bench/results.json"), "utf8")) as Results);
-  console.log(`wrote docs/PERFORMANCE.md and the figures of ${FIGURE_DOCS.join(", ")} from bench/results.json`);
+  writeReport(JSON.parse(readFileSync(join(ROOT, "bench/results.json"), "utf8")) as Results);
+  console.log("wrote docs/PERFORMANCE.md from bench/results.json");
 }

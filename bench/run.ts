@@ -33,7 +33,7 @@ import { startProfile } from "./lib/profile";
 import { startReceiverProcess } from "./lib/receiver";
 import { verify } from "./lib/verify";
 import { through, VIAS, viaKey } from "./lib/via";
-import { writeReports } from "./report";
+import { writeReport } from "./report";
 import { classic } from "./scenarios/classic";
 import { classicPipeline } from "./scenarios/classic-pipeline";
 import { hotSkuCopies } from "./scenarios/copies";
@@ -359,7 +359,7 @@ try {
     log(`baseline ${commit} (${subject})`);
     const server = await start(`baseline ${commit}`, { GROUP_COMMIT: "on" }, { root: tree });
     const keys: Record<string, string> = { engine_core: `base_${commit}_engine_core` };
-    // An earlier commit may fail where today's does not (1995b50's engine core overran Miniflare's
+    // An earlier commit may fail where today's does not (one earlier engine core overran Miniflare's
     // queue broker, 10,000 timers, and took its workerd down): that is recorded as a problem of the
     // run, its reservations are not checked, and the bench goes on.
     const attempt = async (what: string, point: () => Promise<unknown>) => {
@@ -550,7 +550,7 @@ try {
       : undefined;
     if (counted !== undefined) bench.figures.callgrind = counted;
     writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
-    writeReports(results);
+    writeReport(results);
     log(`wrote bench/results.json and docs/PERFORMANCE.md (${bench.problems.length} problems)`);
   }
   if (bench.problems.length > 0) {

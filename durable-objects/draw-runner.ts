@@ -26,7 +26,7 @@ function firstDrawAnswer(answer: ReserveOutcome): ReserveOutcome {
 }
 
 /**
- * The fair opening across a stock object's life (docs/ARCHITECTURE.md "Fair opening"): requests that
+ * The fair opening across a stock object's life (docs/FAIR-OPENING.md): requests that
  * wait for the draw, shard 0's decision once the window closes (one shard in one transaction; a
  * sharded SKU entry by entry on each entry's home shard), and telling the siblings it is over. The
  * steps inside the engine are engine/draw-decision.ts.

@@ -12,7 +12,7 @@ const MIRROR_RETRY_MAX_MS = 5_000;
  * The least time between two writes. An idle object writes at once; under load, the commits of the
  * next few milliseconds go in one write of the newest snapshot. The mirror is a display (API.md: it
  * may lag up to a second), and each write is a subrequest and an Upstash command: a write per
- * group-commit batch was a sizeable part of the stock object's CPU per reservation (commit c48b63e),
+ * group-commit batch was a sizeable part of the stock object's CPU per reservation,
  * and would bill hundreds of commands a second per hot shard.
  */
 export const MIRROR_MIN_INTERVAL_MS = 50;

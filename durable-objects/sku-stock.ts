@@ -256,8 +256,8 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
         answers[i] = { ...a, soldOut: true, spent };
       });
     }
-    // No log line per decision: the edge counts every answer in /metrics, and each hold's queue event
-    // carries its request id to the consumer's line (profile in commit 41774cc).
+    // No log line per decision (it showed in the CPU profile): the edge counts every answer in /metrics,
+    // and each hold's queue event carries its request id to the consumer's line.
     await this.afterCommit();
     return answers;
   }
@@ -452,7 +452,7 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
     return this.#mirror ? this.#mirror.check() : { status: "ok" };
   }
 
-  // ---- Fair opening (draw-runner.ts; docs/ARCHITECTURE.md "Fair opening") ----
+  // ---- Fair opening (draw-runner.ts; docs/FAIR-OPENING.md) ----
 
   /** The answer to a reservation that got `DRAW_PENDING` (see {@link DrawRunner.await}). */
   async awaitDraw(request: ReserveRequest): Promise<ReserveOutcome> {

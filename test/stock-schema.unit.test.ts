@@ -8,7 +8,7 @@ import { inMemory } from "./support/node-place";
 /**
  * The stock object's schema is numbered steps (durable-objects/engine/schema.ts), applied once each:
  * from an empty object, and from an object of the schema deployed before steps were numbered (the
- * fixture is the sqlite_master of an object configured at 3b25bd4), which must end with the same
+ * fixture is the sqlite_master of an object configured by that schema), which must end with the same
  * schema and keep its rows.
  */
 

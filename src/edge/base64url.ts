@@ -23,7 +23,7 @@ export function fromBase64Url(text: string): Uint8Array<ArrayBuffer> | null {
   if (!/^[A-Za-z0-9_-]*$/.test(text) || !canonical(text)) return null;
   try {
     const binary = atob(text.replaceAll("-", "+").replaceAll("_", "/"));
-    // A plain loop: `Uint8Array.from(binary, fn)` calls a function per byte, on every reservation (commit 41774cc).
+    // A plain loop: `Uint8Array.from(binary, fn)` calls a function per byte, on every reservation.
     const bytes = new Uint8Array(binary.length);
     for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
     return bytes;

@@ -11,7 +11,7 @@ const GATHER_WAIT_MS = 8_000;
 const BUSY: ReserveOutcome = { ok: false, code: "BUSY" };
 
 /**
- * The gathering tier (issue 44; docs/ARCHITECTURE.md "Gathering"): an object between the isolates
+ * The gathering tier (issue 44; src/edge/README.md): an object between the isolates
  * and one stock shard that coalesces the reservations of every isolate that sends to it into one
  * reserve RPC at a time, with the edge's own group commit (./group-commit.ts), so the stock object
  * meets batches however many isolates a spike lands on. It stores nothing and decides nothing: each

@@ -179,7 +179,7 @@ export interface Outcome {
  * sender whose lease lapsed and whose deliveries another took leaves that one's record alone. The
  * outcomes are materialized first and the lease compared as `+lease`, so that the plan reads each
  * outcome once and finds its row by key; otherwise SQLite walked the endpoint's rows (or the leased
- * ones) and scanned the whole array for each, on D1's one thread (commit 59f56b9).
+ * ones) and scanned the whole array for each, on D1's one thread.
  */
 export async function recordOutcomes(db: D1Database, endpointId: string, outcomes: readonly Outcome[], lease: string) {
   if (outcomes.length === 0) return;

@@ -92,7 +92,7 @@ export function clip(text: string): string {
  * is not 2xx: the endpoint's URL is what the operator set, nowhere else). The timeout is a timer
  * cleared once the answer is read, not `AbortSignal.timeout`, whose timer stays set for the full
  * 10 s after the answer came: an invocation may hold at most 10,000 timers, and a sender past 1,000
- * attempts a second had the rest fail with QuotaExceededError, never sent (commit 7eb7a2c).
+ * attempts a second had the rest fail with QuotaExceededError, never sent.
  */
 export async function attempt(delivery: Taken, body: string, now: number): Promise<Answer> {
   const timestamp = Math.floor(now / 1000);

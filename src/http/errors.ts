@@ -103,7 +103,7 @@ export class ApiError extends HTTPException {
     details?: ErrorDetails,
   ) {
     // An ApiError is an answer, not a fault: nobody reads its stack, and capturing one showed high in
-    // the sold-out storm's CPU profile (commit 5c56499). V8 captures no frames while `stackTraceLimit` is 0.
+    // the sold-out storm's CPU profile. V8 captures no frames while `stackTraceLimit` is 0.
     const limit = Error.stackTraceLimit;
     Error.stackTraceLimit = 0;
     super(ERRORS[code][0], { message });

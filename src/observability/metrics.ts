@@ -209,8 +209,7 @@ export function flushMetricsSoon(env: Env, waitUntil: (promise: Promise<unknown>
   if (!(Number(env.METRICS_FLUSH_INTERVAL_MS) > 0) || (!hasPending() && !unsent)) return;
   flushEnv = env;
   // Only the request that starts or books a run waits for it: handing the same flush to every request's
-  // waitUntil kept each request open until the next flush, up to a second, and cost every request CPU
-  // (commit f0416df).
+  // waitUntil kept each request open until the next flush, up to a second, and cost every request CPU.
   if (background.booked) return;
   waitUntil(background.run());
 }

@@ -89,7 +89,7 @@ function cachedSql(kind: "processed" | "orders", rows: number): string {
  * `processed_events`, then multi-row upserts of their orders, each statement within D1's bound
  * parameter limit (33 ids or 9 orders per statement). Built on D1's own prepared statements rather
  * than drizzle's query builder: on this path the builder cost more CPU than D1 itself (profile in
- * docs/ARCHITECTURE.md, "Order pipeline").
+ * src/orders/README.md, "Persist").
  */
 function applyStatements(db: D1Database, events: readonly OrderEvent[], now: number) {
   const processed = chunks(events, rowsPerStatement(PROCESSED_COLUMNS.length)).map((run) =>

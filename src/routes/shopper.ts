@@ -278,7 +278,7 @@ register(
   { first: [soldOutToken] },
 );
 
-/** Holds stock for the user: the reservation path of docs/ARCHITECTURE.md ("A reservation, step by step"). */
+/** Holds stock for the user: the reservation path of docs/ARCHITECTURE.md ("The life of a reservation"). */
 register(
   shopper,
   ROUTES.reserve,
@@ -288,7 +288,7 @@ register(
     const now = Date.now();
     const claims = await verifyPurchaseToken(body.token, { sku, userId }, c.env.TOKEN_SECRET, now);
     // The rate limit guards the stock objects: an answer this isolate gives on its own does not
-    // spend the shopper's allowance, and costs less than asking the binding (commit 332e317).
+    // spend the shopper's allowance, and costs less than asking the binding.
     await limitShopper(c);
 
     const request: ReserveRequest = {
