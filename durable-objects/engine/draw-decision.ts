@@ -91,7 +91,7 @@ export class DrawDecision {
       if (e.code !== null) return this.reserver.drawnOutcome(e, place, available);
       ledger.expireDue(now, LAZY_EXPIRY_BATCH);
       const outcome = this.#deciding(() =>
-        this.reserver.one({ userId, nonce: e.nonce, quantity: e.quantity }, now, true),
+        this.reserver.one({ userId, nonce: e.nonce, quantity: e.quantity, tier: e.tier ?? undefined }, now, true),
       );
       if (!isShort(outcome) || record) this.#record(opening, userId, place, outcome);
       return outcome.ok ? ok({ ...outcome.value, draw: place }) : { ...outcome, draw: place };

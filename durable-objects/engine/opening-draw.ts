@@ -67,6 +67,8 @@ export interface Entrant {
   nonce: string;
   quantity: number;
   home: number;
+  /** The early access tier that admitted the entry's token (none in the public window). */
+  tier?: string | undefined;
 }
 
 export interface DrawnEntry {
@@ -99,6 +101,7 @@ type EntrantRow = {
   position: number | null;
   code: string | null;
   answer: string | null;
+  tier: string | null;
 };
 
 const utf8 = new TextEncoder();
@@ -322,6 +325,7 @@ export class OpeningDraw {
     quantity: number,
     home: number,
     now: number,
+    tier?: string,
   ): "entered" | "mismatch" {
     const existing = this.#sql
       .exec<{ quantity: number }>(
@@ -334,13 +338,14 @@ export class OpeningDraw {
     if (!existing) {
       const count = this.#countOf(opening);
       this.#sql.exec(
-        "INSERT INTO draw_entrants (opening, user_id, nonce, quantity, home, entered_at) VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO draw_entrants (opening, user_id, nonce, quantity, home, entered_at, tier) VALUES (?, ?, ?, ?, ?, ?, ?)",
         opening,
         userId,
         nonce,
         quantity,
         home,
         now,
+        tier ?? null,
       );
       this.#counts.set(opening, count + 1);
     }
@@ -362,7 +367,13 @@ export class OpeningDraw {
     return this.#sql
       .exec<EntrantRow>("SELECT * FROM draw_entrants WHERE opening = ? AND home = ?", opening, shard)
       .toArray()
-      .map((r) => ({ userId: r.user_id, nonce: r.nonce, quantity: r.quantity, home: r.home }));
+      .map((r) => ({
+        userId: r.user_id,
+        nonce: r.nonce,
+        quantity: r.quantity,
+        home: r.home,
+        ...(r.tier === null ? {} : { tier: r.tier }),
+      }));
   }
 
   /** Shard 0: the seed an opening's draw is ordered with (secret until the decision reveals it). */
@@ -378,8 +389,8 @@ export class OpeningDraw {
   place(opening: number, ranked: readonly RankedEntrant[], now: number): (RankedEntrant & { code: string | null })[] {
     for (const e of ranked) {
       this.#sql.exec(
-        `INSERT INTO draw_entrants (opening, user_id, entry_id, nonce, quantity, home, entered_at, position)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+        `INSERT INTO draw_entrants (opening, user_id, entry_id, nonce, quantity, home, entered_at, position, tier)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (opening, user_id) DO UPDATE SET entry_id = excluded.entry_id, position = excluded.position`,
         opening,
         e.userId,
@@ -389,6 +400,7 @@ export class OpeningDraw {
         e.home,
         now,
         e.position,
+        e.tier ?? null,
       );
     }
     this.#sql.exec("UPDATE draw SET entrants = ? WHERE opens_at = ?", ranked.length, opening);

@@ -153,7 +153,8 @@ export class Reserver {
   #enterDraw(request: ReserveRequest, sku: SkuRow, now: number): Outcome<ReserveAnswer> {
     const opening = this.draw.open(now);
     if (opening === null) return fail("DRAW_PENDING");
-    const entered = this.draw.enter(opening, request.userId, request.nonce, request.quantity, sku.shard, now);
+    const { userId, nonce, quantity, tier } = request;
+    const entered = this.draw.enter(opening, userId, nonce, quantity, sku.shard, now, tier);
     return entered === "mismatch" ? fail("IDEMPOTENCY_MISMATCH") : fail("DRAW_PENDING");
   }
 

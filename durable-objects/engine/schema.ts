@@ -340,7 +340,8 @@ const STEPS: readonly ((sql: SqlStorage) => void)[] = [
      ) WITHOUT ROWID`);
   },
   // 7. A draw per opening (early access tiers' starts and the public start; engine/opening-draw.ts):
-  // one draw row per opening time with its own seed, entrants and tokens keyed by (opening, user).
+  // one draw row per opening time with its own seed, entrants and tokens keyed by (opening, user);
+  // an entry keeps the tier that admitted it (decided later, it is judged by that tier again).
   // The one-row tables are made anew, their rows copied under the one opening there was. Checked
   // first, so it may be renumbered at a merge with another branch's step.
   (sql) => {
@@ -369,6 +370,7 @@ const STEPS: readonly ((sql: SqlStorage) => void)[] = [
        position   INTEGER,
        code       TEXT,
        answer     TEXT,
+       tier       TEXT,
        PRIMARY KEY (opening, user_id)
      )`);
     const opening = "coalesce((SELECT opens_at FROM draw), 0)";
