@@ -50,7 +50,7 @@ export async function configureSku(
   const tiers = access ?? current?.[0]?.access ?? [];
   const publicStart = startsAt === undefined ? (current?.[0]?.startsAt ?? null) : startsAt;
   checkAccess(tiers, publicStart);
-  checkOpeningsApart(tiers, publicStart, body.openingWindowMs ?? current?.[0]?.openingWindowMs ?? 0);
+  checkOpeningsApart(tiers, publicStart, body.openingWindowMs ?? current?.[0]?.openingWindowMs ?? 0, now);
   const shards = body.shards ?? current?.[0]?.shards ?? 1;
   const change: SkuChange = {
     sku,
@@ -199,11 +199,17 @@ function checkAccess(tiers: readonly AccessTier[], startsAt: number | null): voi
  * draws are decided one after another, so two openings closer than one window are refused (a
  * window would open before the one before it closed).
  */
-function checkOpeningsApart(tiers: readonly AccessTier[], startsAt: number | null, windowMs: number): void {
+function checkOpeningsApart(
+  tiers: readonly AccessTier[],
+  startsAt: number | null,
+  windowMs: number,
+  now: number,
+): void {
   if (windowMs === 0 || tiers.length === 0) return;
   const openings = [...tiers.map((t, i) => ({ at: t.startsAt, name: t.name, i }))];
   if (startsAt !== null) openings.push({ at: startsAt, name: "the public start", i: -1 });
-  openings.sort((a, b) => a.at - b.at);
+  // Openings whose windows closed already are past drawing (or had none): only the others must be apart.
+  openings.sort((a, b) => a.at - b.at).splice(0, openings.filter((o) => o.at + windowMs <= now).length);
   for (let k = 1; k < openings.length; k++) {
     const before = openings[k - 1];
     const next = openings[k];
