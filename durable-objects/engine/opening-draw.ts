@@ -169,6 +169,7 @@ export class OpeningDraw {
   readonly #sql: SqlStorage;
   #rows: DrawRow[] = [];
   #installed = false;
+  #stale = false;
   /** Entrants per opening recorded here, counted once then kept (a COUNT per GET would read them all). */
   readonly #counts = new Map<number, number>();
   /** True while shard 0 decides: reservations it makes for entrants are not entries again. */
@@ -193,21 +194,36 @@ export class OpeningDraw {
   /** The tables went with a rolled-back first configure: the object is blank again. */
   uninstall(): void {
     this.#installed = false;
+    this.#stale = false;
     this.#rows = [];
     this.#counts.clear();
+  }
+
+  /**
+   * A transaction was rolled back (the ledger forgot its memory): what this kept may be of it, so
+   * the rows are read again when next wanted (not now: the object may be broken).
+   */
+  invalidate(): void {
+    if (this.#installed) this.#stale = true;
   }
 
   #read(): void {
     this.#rows = this.#sql.exec<DrawRow>("SELECT * FROM draw ORDER BY opens_at").toArray();
     this.#counts.clear();
+    this.#stale = false;
+  }
+
+  get #all(): DrawRow[] {
+    if (this.#stale) this.#read();
+    return this.#rows;
   }
 
   #row(opening: number): DrawRow | undefined {
-    return this.#rows.find((r) => r.opens_at === opening);
+    return this.#all.find((r) => r.opens_at === opening);
   }
 
   get windowMs(): number {
-    return this.#rows[0]?.window_ms ?? 0;
+    return this.#all[0]?.window_ms ?? 0;
   }
 
   /**
@@ -224,7 +240,7 @@ export class OpeningDraw {
     now: number,
     newSeed: (() => string) | null,
   ): boolean {
-    const rows = this.#rows;
+    const rows = this.#all;
     const wanted = windowMs ?? rows[0]?.window_ms ?? 0;
     const openings = new Set(startsAt === null ? tierStarts : [...tierStarts, startsAt]);
     // Opened: each window is what it was (a later PUT that repeats it, or leaves it out, is fine).
@@ -265,37 +281,37 @@ export class OpeningDraw {
    * decided yet (after its close, they wait for the decision, then go on arrival or to the next draw).
    */
   pending(now: number): boolean {
-    return !this.deciding && this.#rows.some((r) => r.decided_at === null && now >= r.opens_at);
+    return !this.deciding && this.#all.some((r) => r.decided_at === null && now >= r.opens_at);
   }
 
   /** The opening whose entries are open at `now` (its window, entries not closed), if any. */
   open(now: number): number | null {
     if (this.deciding) return null;
-    const row = this.#rows.find((r) => now >= r.opens_at && now < r.opens_at + r.window_ms);
+    const row = this.#all.find((r) => now >= r.opens_at && now < r.opens_at + r.window_ms);
     return row && row.closed_at === null && row.decided_at === null ? row.opens_at : null;
   }
 
   /** The close of the earliest undecided window (the last window's once all are decided). */
   closesAt(): number | null {
-    const row = this.#rows.find((r) => r.decided_at === null) ?? this.#rows.at(-1);
+    const row = this.#all.find((r) => r.decided_at === null) ?? this.#all.at(-1);
     return row ? row.opens_at + row.window_ms : null;
   }
 
   /** The close of the last window opened by `now` (a waiting request's draw, or the one before it). */
   lastCloseBy(now: number): number | null {
-    const row = this.#rows.findLast((r) => r.opens_at <= now);
+    const row = this.#all.findLast((r) => r.opens_at <= now);
     return row ? row.opens_at + row.window_ms : null;
   }
 
   /** The earliest opening whose window closed by `now` and whose draw is not decided. */
   dueOpening(now: number): number | null {
-    const row = this.#rows.find((r) => r.decided_at === null);
+    const row = this.#all.find((r) => r.decided_at === null);
     return row && now >= row.opens_at + row.window_ms ? row.opens_at : null;
   }
 
   /** The earliest undecided opening, if any. */
   undecided(): number | null {
-    return this.#rows.find((r) => r.decided_at === null)?.opens_at ?? null;
+    return this.#all.find((r) => r.decided_at === null)?.opens_at ?? null;
   }
 
   decided(opening: number): boolean {
@@ -304,7 +320,7 @@ export class OpeningDraw {
 
   /** The entry a token joined, if any. */
   entryOfToken(nonce: string): EntrantRow | undefined {
-    if (this.#rows.length === 0) return undefined;
+    if (this.#all.length === 0) return undefined;
     return this.#sql
       .exec<EntrantRow>(
         `SELECT e.* FROM draw_tokens t JOIN draw_entrants e ON e.opening = t.opening AND e.user_id = t.user_id
@@ -480,7 +496,7 @@ export class OpeningDraw {
 
   /** Shard 0: the decided openings whose siblings were not all told yet, earliest first. */
   untold(): number[] {
-    return this.#rows.filter((r) => r.decided_at !== null && r.told !== 1).map((r) => r.opens_at);
+    return this.#all.filter((r) => r.decided_at !== null && r.told !== 1).map((r) => r.opens_at);
   }
 
   /**
@@ -488,9 +504,9 @@ export class OpeningDraw {
    * public opening's (the last: every tier opens before it) at the top, every opening's in `openings`.
    */
   info(): DrawInfo | null {
-    const last = this.#rows.at(-1);
+    const last = this.#all.at(-1);
     if (!last) return null;
-    const openings = this.#rows.map((row) => ({
+    const openings = this.#all.map((row) => ({
       opensAt: row.opens_at,
       closesAt: row.opens_at + row.window_ms,
       seedHash: row.seed_hash,
@@ -508,7 +524,7 @@ export class OpeningDraw {
    * deep in the draw reads what the first page reads (an OFFSET would read every row it skips).
    */
   entries(after: number, limit: number): DrawnEntry[] {
-    const last = this.#rows.at(-1);
+    const last = this.#all.at(-1);
     if (!last || last.decided_at === null) return [];
     return this.#sql
       .exec<{ entry_id: string; position: number; quantity: number; code: string | null }>(
@@ -524,7 +540,7 @@ export class OpeningDraw {
 
   /** The draw place of a reservation made for an entry (a replayed token shows it again). */
   placeOfNonce(nonce: string): DrawPlace | null {
-    if (this.#rows.length === 0) return null;
+    if (this.#all.length === 0) return null;
     const row = this.#sql
       .exec<{ opening: number; entry_id: string | null; position: number | null }>(
         "SELECT opening, entry_id, position FROM draw_entrants WHERE nonce = ? AND position IS NOT NULL",
@@ -543,6 +559,7 @@ export class OpeningDraw {
   }
 
   #countOf(opening: number): number {
+    if (this.#stale) this.#read();
     const known = this.#counts.get(opening);
     if (known !== undefined) return known;
     const n = this.#sql
