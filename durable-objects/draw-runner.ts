@@ -61,7 +61,7 @@ export class DrawRunner {
    */
   async await(request: ReserveRequest): Promise<ReserveOutcome> {
     const { engine } = this.#host;
-    const deadline = (engine.draw.closesAt() ?? this.#host.now()) + DRAW_DECISION_MS;
+    const deadline = (engine.draw.lastCloseBy(this.#host.now()) ?? this.#host.now()) + DRAW_DECISION_MS;
     for (;;) {
       this.kick();
       // Read and registered below with no await in between: a settlement cannot slip past unseen.
@@ -83,15 +83,15 @@ export class DrawRunner {
    * units from siblings when this shard is short (they are all waiting for the draw: none sells).
    * A sibling that could not answer: `BUSY`, nothing recorded, shard 0 asks again later.
    */
-  async settleEntry(userId: string, place: DrawPlace): Promise<ReserveOutcome> {
+  async settleEntry(opening: number, userId: string, place: DrawPlace): Promise<ReserveOutcome> {
     const { engine } = this.#host;
-    let answer = engine.drawDecision.settleEntry(userId, place, this.#host.now(), false);
+    let answer = engine.drawDecision.settleEntry(opening, userId, place, this.#host.now(), false);
     const state = engine.state();
     if (isShort(answer) && state) {
-      const wanted = (engine.draw.entrantOf(userId)?.quantity ?? 1) - state.stock.available;
+      const wanted = (engine.draw.entrantOf(opening, userId)?.quantity ?? 1) - state.stock.available;
       const pull = await this.#pulls.pull(state, wanted);
       if (pull.failed && pull.pulled === 0) answer = { ok: false, code: "BUSY" };
-      else answer = engine.drawDecision.settleEntry(userId, place, this.#host.now(), true);
+      else answer = engine.drawDecision.settleEntry(opening, userId, place, this.#host.now(), true);
     }
     engine.takeFreed();
     this.#waiters.settled([userId]);
@@ -100,14 +100,14 @@ export class DrawRunner {
   }
 
   /** A home shard records results shard 0 decided without asking it (the stock ran out first). */
-  record(results: DrawResult[]): void {
-    this.#host.engine.drawDecision.record(results);
+  record(opening: number, results: DrawResult[]): void {
+    this.#host.engine.drawDecision.record(opening, results);
     this.#waiters.settled(results.map((r) => r.userId));
   }
 
-  /** A sibling learns from shard 0 that the draw is over: reservations are decided on arrival again. */
-  over(): void {
-    this.#host.engine.drawDecision.finish(this.#host.now());
+  /** A sibling learns from shard 0 that an opening's draw is over: reservations go on arrival again. */
+  over(opening: number): void {
+    this.#host.engine.drawDecision.finish(opening, this.#host.now());
     this.#waiters.over();
   }
 
@@ -116,20 +116,20 @@ export class DrawRunner {
     if (this.needsWork()) this.#host.background(this.decide().catch(() => undefined)); // failures book a retry
   }
 
-  /** Shard 0: the draw is due (window closed, undecided) or its siblings were not all told yet. */
+  /** Shard 0: a draw is due (window closed, undecided) or the siblings were not all told of one. */
   needsWork(): boolean {
     const { engine } = this.#host;
     const state = engine.state();
     if (state?.shard !== 0) return false;
     const draw = engine.draw;
-    return engine.drawDecision.due(this.#host.now()) || (draw.decided() && state.shards > 1 && !draw.told());
+    return engine.drawDecision.due(this.#host.now()) !== null || (state.shards > 1 && draw.untold().length > 0);
   }
 
-  /** When shard 0's alarm must decide the draw: the window's close, while undecided. */
+  /** When shard 0's alarm must decide a draw: the earliest undecided window's close. */
   dueAt(): number | null {
     const { engine } = this.#host;
     const draw = engine.draw;
-    return draw.windowMs > 0 && !draw.decided() && engine.state()?.shard === 0 ? draw.closesAt() : null;
+    return draw.undecided() !== null && engine.state()?.shard === 0 ? draw.closesAt() : null;
   }
 
   /** Shard 0: decides the draw, once at a time; a failure leaves it to the alarm (retried). */
@@ -156,31 +156,36 @@ export class DrawRunner {
     this.kick();
   }
 
+  /** Decides every due draw, earliest opening first (an earlier tier's buyers are served first). */
   async #decide(): Promise<void> {
     const { engine } = this.#host;
     const state = engine.state();
     if (state?.shard !== 0) return;
-    if (!engine.draw.decided()) {
+    for (let opening = engine.drawDecision.due(this.#host.now()); opening !== null; ) {
       const started = this.#host.now();
       if (state.shards === 1) {
-        const ranked = await this.#rank(state, engine.drawDecision.close(started));
-        engine.drawDecision.decide(ranked, this.#host.now());
+        const ranked = await this.#rank(state, opening, engine.drawDecision.close(opening, started));
+        engine.drawDecision.decide(opening, ranked, this.#host.now());
       } else {
-        await this.#decideSharded(state);
+        await this.#decideSharded(state, opening);
       }
-      log("info", "opening draw decided", { entrants: engine.draw.info()?.entrants, ms: this.#host.now() - started });
+      const entrants = engine.draw.entrantCount(opening);
+      log("info", "opening draw decided", { opening, entrants, ms: this.#host.now() - started });
+      opening = engine.drawDecision.due(this.#host.now());
     }
     this.#waiters.over();
     await this.#host.afterCommit();
-    if (state.shards > 1 && !engine.draw.told()) {
-      await Promise.all(siblingsOf(state.shards).map((shard) => this.#host.shardOf(state.sku, shard).drawOver()));
-      engine.draw.markTold();
+    if (state.shards === 1) return;
+    for (const opening of engine.draw.untold()) {
+      const shards = siblingsOf(state.shards);
+      await Promise.all(shards.map((shard) => this.#host.shardOf(state.sku, shard).drawOver(opening)));
+      engine.draw.markTold(opening);
     }
   }
 
-  /** The SKU's entrants in draw order: hashes with WebCrypto, outside any transaction. */
-  async #rank(state: SkuState, entrants: Entrant[]) {
-    const seed = this.#host.engine.draw.seedForDecision();
+  /** An opening's entrants in draw order: hashes with WebCrypto, outside any transaction. */
+  async #rank(state: SkuState, opening: number, entrants: Entrant[]) {
+    const seed = this.#host.engine.draw.seedForDecision(opening);
     if (!seed) throw new Error("shard 0 has no seed for its draw");
     return rankEntrants(seed, state.sku, entrants);
   }
@@ -193,12 +198,13 @@ export class DrawRunner {
    * on both sides, a hold is keyed by the entry's nonce), so a retry after a crash or a failed call
    * finishes the same draw.
    */
-  async #decideSharded(state: SkuState): Promise<void> {
+  async #decideSharded(state: SkuState, opening: number): Promise<void> {
     const { engine } = this.#host;
     const shardOf = (shard: number) => this.#host.shardOf(state.sku, shard);
-    const lists = await Promise.all(siblingsOf(state.shards).map((shard) => shardOf(shard).closeDraw()));
-    const ranked = await this.#rank(state, [...engine.drawDecision.close(this.#host.now()), ...lists.flat()]);
-    const order = engine.drawDecision.place(ranked, this.#host.now());
+    const lists = await Promise.all(siblingsOf(state.shards).map((shard) => shardOf(shard).closeDraw(opening)));
+    const own = engine.drawDecision.close(opening, this.#host.now());
+    const ranked = await this.#rank(state, opening, [...own, ...lists.flat()]);
+    const order = engine.drawDecision.place(opening, ranked, this.#host.now());
     const entrants = order.length;
     let soldOut = false;
     const rest = new Map<number, DrawResult[]>();
@@ -215,18 +221,20 @@ export class DrawRunner {
         continue;
       }
       const answer =
-        e.home === 0 ? await this.settleEntry(e.userId, place) : await shardOf(e.home).settleDrawEntry(e.userId, place);
+        e.home === 0
+          ? await this.settleEntry(opening, e.userId, place)
+          : await shardOf(e.home).settleDrawEntry(opening, e.userId, place);
       if (!answer.ok && answer.code === "BUSY") throw new Error(`shard ${e.home} could not settle a draw entry`);
       const code = answer.ok ? "HELD" : answer.code;
-      if (e.home !== 0) engine.drawDecision.record([{ userId: e.userId, place, code }]);
+      if (e.home !== 0) engine.drawDecision.record(opening, [{ userId: e.userId, place, code }]);
       soldOut = code === "SOLD_OUT";
     }
     await Promise.all(
       [...rest].map(async ([home, results]) => {
-        if (home !== 0) await shardOf(home).recordDrawResults(results);
-        engine.drawDecision.record(results);
+        if (home !== 0) await shardOf(home).recordDrawResults(opening, results);
+        engine.drawDecision.record(opening, results);
       }),
     );
-    engine.drawDecision.finish(this.#host.now());
+    engine.drawDecision.finish(opening, this.#host.now());
   }
 }

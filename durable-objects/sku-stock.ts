@@ -470,23 +470,23 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
   }
 
   /** A sibling of a sharded SKU: entries close; shard 0 gets this shard's entrants. */
-  closeDraw(): Entrant[] {
-    return this.engine.drawDecision.close(this.now());
+  closeDraw(opening: number): Entrant[] {
+    return this.engine.drawDecision.close(opening, this.now());
   }
 
   /** The home shard of an entry (sharded SKU), asked by shard 0 in draw order. */
-  async settleDrawEntry(userId: string, place: DrawPlace): Promise<ReserveOutcome> {
-    return this.#draw.settleEntry(userId, place);
+  async settleDrawEntry(opening: number, userId: string, place: DrawPlace): Promise<ReserveOutcome> {
+    return this.#draw.settleEntry(opening, userId, place);
   }
 
   /** A home shard records results shard 0 decided without asking it (the stock ran out first). */
-  recordDrawResults(results: { userId: string; place: DrawPlace; code: string }[]): void {
-    this.#draw.record(results);
+  recordDrawResults(opening: number, results: { userId: string; place: DrawPlace; code: string }[]): void {
+    this.#draw.record(opening, results);
   }
 
   /** A sibling learns from shard 0 that the draw is over. */
-  drawOver(): void {
-    this.#draw.over();
+  drawOver(opening: number): void {
+    this.#draw.over(opening);
   }
 
   // ---- The alarm ----

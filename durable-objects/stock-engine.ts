@@ -72,6 +72,7 @@ export class StockEngine {
     // Units released in a transaction go to the waitlist in that transaction.
     this.#ledger = new Ledger(storage, newId, (now) => this.waitlist.fill(now));
     this.draw = new OpeningDraw(storage.sql);
+    this.#ledger.onForget = () => this.draw.invalidate();
     if (this.#ledger.configured) this.draw.install();
     this.waitlist = new Waitlist(this.#ledger);
     this.access = new Access(this.#ledger);

@@ -40,7 +40,7 @@ describe("fair opening: reading a draw", () => {
     const sku = uniqueSku("drawpage");
     const units = 10;
     const entrants = 20_000;
-    const { closesAt } = await saleWithWindow(sku, { total: units });
+    const { opensAt, closesAt } = await saleWithWindow(sku, { total: units });
     const stub = stockShard(env, sku, 0);
 
     // Undecided: a second read within about a second is answered by this isolate.
@@ -54,12 +54,15 @@ describe("fair opening: reading a draw", () => {
     await runInDurableObject(stub, (_object, state) => {
       state.storage.sql.exec(
         `WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?)
-         INSERT INTO draw_entrants (user_id, nonce, quantity, home, entered_at)
-         SELECT 'page-' || i, 'page-n-' || i, 1, 0, ? FROM n`,
+         INSERT INTO draw_entrants (opening, user_id, nonce, quantity, home, entered_at)
+         SELECT ?, 'page-' || i, 'page-n-' || i, 1, 0, ? FROM n`,
         entrants,
+        opensAt,
         closesAt - 1,
       );
-      state.storage.sql.exec("INSERT INTO draw_tokens (nonce, user_id) SELECT nonce, user_id FROM draw_entrants");
+      state.storage.sql.exec(
+        "INSERT INTO draw_tokens (nonce, opening, user_id) SELECT nonce, opening, user_id FROM draw_entrants",
+      );
     });
     await setClock(sku, 0, closesAt);
     expect(await runDurableObjectAlarm(stub)).toBe(true); // the alarm at the close decides

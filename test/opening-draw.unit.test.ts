@@ -117,9 +117,10 @@ async function sale(run: number, windowMs: number): Promise<Run> {
       pending += answers.filter((a) => !a.ok && a.code === "DRAW_PENDING").length;
     }
     if (windowMs > 0) {
-      const seed = engine.draw.seedForDecision() ?? "";
+      const seed = engine.draw.seedForDecision(T0) ?? "";
       engine.drawDecision.decide(
-        await rankEntrants(seed, sku, engine.drawDecision.close(T0 + windowMs)),
+        T0,
+        await rankEntrants(seed, sku, engine.drawDecision.close(T0, T0 + windowMs)),
         T0 + windowMs,
       );
     }

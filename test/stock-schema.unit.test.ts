@@ -97,4 +97,41 @@ describe("the stock object's schema steps", () => {
       expect(fresh).toMatchObject({ ok: true, value: { replayed: false, available: 3 } });
     });
   });
+
+  it("step 7 files a deployed draw's entries and tokens under its one opening", async () => {
+    await inFreshObject("schema-draw", (storage) => {
+      const sql = storage.sql;
+      for (const { sql: statement } of JSON.parse(deployed) as { sql: string | null }[]) {
+        if (statement) sql.exec(statement);
+      }
+      sql.exec(
+        `INSERT INTO sku (id, sku, shard, shards, name, status, per_user_limit, hold_seconds, starts_at, total, seq, created)
+         VALUES (1, 'schema', 0, 1, 'schema', 'on_sale', 1, 900, ?, 5, 0, 0)`,
+        T0,
+      );
+      sql.exec("INSERT INTO config (id, version) VALUES (1, 0)");
+      sql.exec("INSERT INTO line_state (id, mode) VALUES (1, 0)");
+      sql.exec("INSERT INTO draw (id, window_ms, opens_at, seed, seed_hash) VALUES (1, 1000, ?, 'ab', 'cd')", T0);
+      for (const user of ["ann", "bob"]) {
+        sql.exec(
+          "INSERT INTO draw_entrants (user_id, nonce, quantity, home, entered_at) VALUES (?, ?, 1, 0, ?)",
+          user,
+          `n-${user}`,
+          T0 + 1,
+        );
+        sql.exec("INSERT INTO draw_tokens (nonce, user_id) VALUES (?, ?)", `n-${user}`, user);
+      }
+
+      const engine = new StockEngine(storage, () => crypto.randomUUID());
+      expect(versionOf(sql)).toBe(SCHEMA_VERSION);
+      const info = engine.draw.info();
+      expect(info).toMatchObject({ opensAt: T0, closesAt: T0 + 1000, seedHash: "cd", seed: null, entrants: 2 });
+      expect(info?.openings).toHaveLength(1);
+      expect(engine.draw.entryOfToken("n-bob")).toMatchObject({ opening: T0, user_id: "bob", code: null });
+      // Still undecided: a new token inside the window joins the draw, not the stock.
+      const [answer] = engine.reserve([{ userId: "cat", nonce: "n-cat", quantity: 1 }], T0 + 2);
+      expect(answer).toMatchObject({ ok: false, code: "DRAW_PENDING" });
+      expect(engine.draw.entrantCount(T0)).toBe(3);
+    });
+  });
 });

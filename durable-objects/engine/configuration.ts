@@ -155,7 +155,11 @@ export class Configuration {
     // Fair opening: a window is set before it opens and never moved once open (opening-draw.ts).
     const startsAt = keep(settings.startsAt, current?.starts_at, null);
     const newSeed = settings.shard === 0 ? this.#newSeed : null;
-    if (!this.#draw.configure(settings.openingWindowMs, startsAt, now ?? 0, newSeed)) return fail("INVALID_STATE");
+    // A draw per opening: the public start and each early access tier's (those in force after this change).
+    const tierStarts = (settings.access ?? this.#access.tiers()).map((t) => t.startsAt);
+    if (!this.#draw.configure(settings.openingWindowMs, startsAt, tierStarts, now ?? 0, newSeed)) {
+      return fail("INVALID_STATE");
+    }
 
     this.#write(settings, current, total, startsAt);
     if (settings.access !== undefined) this.#access.set(settings.access);

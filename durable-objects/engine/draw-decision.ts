@@ -26,18 +26,17 @@ export class DrawDecision {
     return sku ? this.reserver.drawAnswer(request, availableOf(sku)) : undefined;
   }
 
-  /** Whether shard 0 must decide its draw now (the window closed, no decision yet). */
-  due(now: number): boolean {
-    const closesAt = this.draw.closesAt();
-    return closesAt !== null && !this.draw.decided() && now >= closesAt;
+  /** The opening whose draw shard 0 must decide now (its window closed, no decision yet), if any. */
+  due(now: number): number | null {
+    return this.draw.dueOpening(now);
   }
 
   /**
    * Closes this shard's entries (idempotent: nobody enters after) and returns them. Shard 0 then
    * ranks all of the SKU's entrants with its seed (`rankEntrants`, outside any transaction).
    */
-  close(now: number): Entrant[] {
-    return this.ledger.run(() => this.draw.close(now, this.ledger.requireRow().shard));
+  close(opening: number, now: number): Entrant[] {
+    return this.ledger.run(() => this.draw.close(opening, now, this.ledger.requireRow().shard));
   }
 
   /**
@@ -46,30 +45,35 @@ export class DrawDecision {
    * seed is revealed. Once nothing is left, the rest are SOLD_OUT in one statement. Exactly once:
    * a decided draw is not decided again. Returns the number of entrants decided now.
    */
-  decide(ranked: readonly RankedEntrant[], now: number): number {
+  decide(opening: number, ranked: readonly RankedEntrant[], now: number): number {
     const ledger = this.ledger;
     return ledger.run(() => {
-      if (this.draw.decided()) return 0;
+      if (this.draw.decided(opening)) return 0;
       ledger.expireDue(now, LAZY_EXPIRY_BATCH);
-      const order = this.draw.place(ranked, now);
+      const order = this.draw.place(opening, ranked, now);
       this.#deciding(() => {
         for (const e of order) {
           const sku = ledger.row(); // the memory row: each hold below changes it
           if (!sku || availableOf(sku) === 0) break;
           if (e.code !== null) continue;
           const outcome = this.reserver.one(e, now, true);
-          this.#record(e.userId, { entryId: e.entryId, position: e.position, entrants: order.length }, outcome);
+          this.#record(
+            opening,
+            e.userId,
+            { entryId: e.entryId, position: e.position, entrants: order.length },
+            outcome,
+          );
         }
-        this.draw.settleRest("SOLD_OUT");
-        this.draw.finish(now);
+        this.draw.settleRest(opening, "SOLD_OUT");
+        this.draw.finish(opening, now);
       });
       return order.length;
     });
   }
 
   /** Shard 0 of a sharded SKU: writes the order of all shards' entrants (idempotent). */
-  place(ranked: readonly RankedEntrant[], now: number): ReturnType<OpeningDraw["place"]> {
-    return this.ledger.run(() => this.draw.place(ranked, now));
+  place(opening: number, ranked: readonly RankedEntrant[], now: number): ReturnType<OpeningDraw["place"]> {
+    return this.ledger.run(() => this.draw.place(opening, ranked, now));
   }
 
   /**
@@ -78,32 +82,32 @@ export class DrawDecision {
    * recorded only when `record` (the caller first pulls stock from siblings and asks again); an
    * entry already settled answers what it got.
    */
-  settleEntry(userId: string, place: DrawPlace, now: number, record: boolean): Outcome<ReserveAnswer> {
+  settleEntry(opening: number, userId: string, place: DrawPlace, now: number, record: boolean): Outcome<ReserveAnswer> {
     const ledger = this.ledger;
     return ledger.run(() => {
-      const e = this.draw.entrantOf(userId);
+      const e = this.draw.entrantOf(opening, userId);
       if (!e) return fail<ReserveAnswer>("RESERVATION_NOT_FOUND");
       const available = availableOf(ledger.requireRow());
       if (e.code !== null) return this.reserver.drawnOutcome(e, place, available);
       ledger.expireDue(now, LAZY_EXPIRY_BATCH);
       const outcome = this.#deciding(() =>
-        this.reserver.one({ userId, nonce: e.nonce, quantity: e.quantity }, now, true),
+        this.reserver.one({ userId, nonce: e.nonce, quantity: e.quantity, tier: e.tier ?? undefined }, now, true),
       );
-      if (!isShort(outcome) || record) this.#record(userId, place, outcome);
+      if (!isShort(outcome) || record) this.#record(opening, userId, place, outcome);
       return outcome.ok ? ok({ ...outcome.value, draw: place }) : { ...outcome, draw: place };
     });
   }
 
   /** Records results decided elsewhere (shard 0's copies; a home shard's entries left SOLD_OUT). */
-  record(results: readonly { userId: string; place: DrawPlace; code: string }[]): void {
+  record(opening: number, results: readonly { userId: string; place: DrawPlace; code: string }[]): void {
     this.ledger.run(() => {
-      for (const r of results) this.draw.settle(r.userId, r.code, r.place, null, true);
+      for (const r of results) this.draw.settle(opening, r.userId, r.code, r.place, null, true);
     });
   }
 
   /** The draw is decided (shard 0: the seed is revealed) or, on a sibling, over. */
-  finish(now: number): void {
-    this.ledger.run(() => this.draw.finish(now));
+  finish(opening: number, now: number): void {
+    this.ledger.run(() => this.draw.finish(opening, now));
   }
 
   /** Reservations made while deciding are the draw's own, not new entries of it. */
@@ -116,8 +120,8 @@ export class DrawDecision {
     }
   }
 
-  #record(userId: string, place: DrawPlace, outcome: Outcome<ReserveAnswer>): void {
+  #record(opening: number, userId: string, place: DrawPlace, outcome: Outcome<ReserveAnswer>): void {
     const answer = outcome.ok ? { ...outcome.value.reservation } : null;
-    this.draw.settle(userId, outcome.ok ? "HELD" : outcome.code, place, answer);
+    this.draw.settle(opening, userId, outcome.ok ? "HELD" : outcome.code, place, answer);
   }
 }

@@ -133,6 +133,8 @@ export class Ledger {
   /** The earliest expiry among live holds (null: none; undefined: not known, read it again). */
   #earliest: number | null | undefined;
   #work: TxWork = newWork();
+  /** Told when memory is forgotten (a rolled-back transaction): the draw's cached rows go too. */
+  onForget: (() => void) | null = null;
 
   constructor(storage: EngineStorage, newId: () => string, released: (now: number) => void) {
     this.#storage = storage;
@@ -205,6 +207,7 @@ export class Ledger {
 
   /** Forgets what memory keeps of SQLite, to read it again (after a rollback, or a test's own write). */
   forget(): void {
+    this.onForget?.();
     this.#configRow = undefined;
     this.#skuRow = undefined;
     this.#skuDirty = false;

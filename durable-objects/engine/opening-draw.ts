@@ -8,11 +8,14 @@ import { createHash } from "node:crypto";
  * This module keeps a stock object's part of the draw in the object's own SQLite database, so a
  * restart mid-window loses nothing:
  *
- * - `draw`: the window and, on shard 0 (the SKU's draw), the seed and its hash; when entries closed
- *   and when the draw was decided (on a sibling shard: when shard 0 said it was).
- * - `draw_entrants`: one entry per user (a user's many tokens are one entry). A shard records the
- *   entries of its home users; shard 0 also keeps a copy of every shard's entries once entries
- *   close, to order them. Entry ids and positions are written when the draw is ordered.
+ * - `draw`: one row per opening (each early access tier's `startsAt` and the public one, keyed by
+ *   that time): the window and, on shard 0 (the SKU's draws), its own seed and seed hash; when
+ *   entries closed and when the draw was decided (on a sibling shard: when shard 0 said it was).
+ *   Openings are at least one window apart (the catalog refuses closer tiers), so at most one
+ *   window is open at a time, and the draws are decided in the order they opened.
+ * - `draw_entrants`: one entry per user and opening (a user's many tokens are one entry). A shard
+ *   records the entries of its home users; shard 0 also keeps a copy of every shard's entries once
+ *   entries close, to order them. Entry ids and positions are written when the draw is ordered.
  * - `draw_tokens`: every token that joined an entry, so a retried token gets the entry's answer.
  *
  * The order (the procedure docs/API.md gives to shoppers): entries sorted by
@@ -34,9 +37,8 @@ export interface DrawPlace {
   entrants: number;
 }
 
-/** What `GET /api/skus/:sku/draw` shows (shard 0). */
-export interface DrawInfo {
-  openingWindowMs: number;
+/** One opening's draw as `GET /api/skus/:sku/draw` lists it (`openings`). */
+export interface OpeningInfo {
   opensAt: number;
   closesAt: number;
   seedHash: string | null;
@@ -46,11 +48,27 @@ export interface DrawInfo {
   decidedAt: number | null;
 }
 
+/** What `GET /api/skus/:sku/draw` shows (shard 0): the public opening's draw, and every opening's. */
+export interface DrawInfo {
+  openingWindowMs: number;
+  opensAt: number;
+  closesAt: number;
+  seedHash: string | null;
+  /** Null until the draw is decided. */
+  seed: string | null;
+  entrants: number;
+  decidedAt: number | null;
+  /** Every opening's draw, earliest first (the tiers', then the public one). */
+  openings: OpeningInfo[];
+}
+
 export interface Entrant {
   userId: string;
   nonce: string;
   quantity: number;
   home: number;
+  /** The early access tier that admitted the entry's token (none in the public window). */
+  tier?: string | undefined;
 }
 
 export interface DrawnEntry {
@@ -74,6 +92,7 @@ type DrawRow = {
 };
 
 type EntrantRow = {
+  opening: number;
   entry_id: string | null;
   user_id: string;
   nonce: string;
@@ -82,6 +101,7 @@ type EntrantRow = {
   position: number | null;
   code: string | null;
   answer: string | null;
+  tier: string | null;
 };
 
 const utf8 = new TextEncoder();
@@ -141,169 +161,254 @@ export async function rankEntrants(seed: string, sku: string, entrants: readonly
 type StoredAnswer = Record<string, unknown>;
 
 /**
- * One stock object's draw state. The settings row is cached in memory (it is read on the
- * reservation path, and changes only through this class).
+ * One stock object's draws, one per opening (an opening is named by its time, `opens_at`). The
+ * draw rows are cached in memory, earliest first (they are read on the reservation path, and
+ * change only through this class); so is each opening's count of entrants.
  */
 export class OpeningDraw {
   readonly #sql: SqlStorage;
-  #row: DrawRow | null;
+  #rows: DrawRow[] = [];
   #installed = false;
+  #stale = false;
+  /** Entrants per opening recorded here, counted once then kept (a COUNT per GET would read them all). */
+  readonly #counts = new Map<number, number>();
   /** True while shard 0 decides: reservations it makes for entrants are not entries again. */
   deciding = false;
 
   /** Reads nothing: an unconfigured stock object has no tables (engine/schema.ts makes them). */
   constructor(sql: SqlStorage) {
     this.#sql = sql;
-    this.#row = null;
   }
 
-  /** Reads the draw: at every start of a configured object, and once its tables are made. */
+  /** Reads the draws: at every start of a configured object, and once its tables are made. */
   install(): void {
     this.#installed = true;
-    this.#row = this.#read();
+    this.#read();
   }
 
-  /** Reads the draw again (after a transaction that changed it was rolled back). */
+  /** Reads the draws again (after a transaction that changed them was rolled back). */
   reload(): void {
-    if (this.#row !== null || this.#installed) this.#row = this.#read();
+    if (this.#installed) this.#read();
   }
 
   /** The tables went with a rolled-back first configure: the object is blank again. */
   uninstall(): void {
     this.#installed = false;
-    this.#row = null;
-  }
-
-  #read(): DrawRow | null {
-    return this.#sql.exec<DrawRow>("SELECT * FROM draw WHERE id = 1").toArray()[0] ?? null;
-  }
-
-  get windowMs(): number {
-    return this.#row?.window_ms ?? 0;
+    this.#stale = false;
+    this.#rows = [];
+    this.#counts.clear();
   }
 
   /**
-   * Applies a SKU's `openingWindowMs` and `startsAt` (after a configure). Returns false, changing
-   * nothing, when the change would move a window that already opened, or open one now or in the
-   * past (its seed hash must be public before it opens). `newSeed` gives shard 0 its secret seed.
+   * A transaction was rolled back (the ledger forgot its memory): what this kept may be of it, so
+   * the rows are read again when next wanted (not now: the object may be broken).
+   */
+  invalidate(): void {
+    if (this.#installed) this.#stale = true;
+  }
+
+  #read(): void {
+    this.#rows = this.#sql.exec<DrawRow>("SELECT * FROM draw ORDER BY opens_at").toArray();
+    this.#counts.clear();
+    this.#stale = false;
+  }
+
+  get #all(): DrawRow[] {
+    if (this.#stale) this.#read();
+    return this.#rows;
+  }
+
+  #row(opening: number): DrawRow | undefined {
+    return this.#all.find((r) => r.opens_at === opening);
+  }
+
+  get windowMs(): number {
+    return this.#all[0]?.window_ms ?? 0;
+  }
+
+  /**
+   * Applies a SKU's `openingWindowMs` and its openings (the public `startsAt` and the tiers'), after
+   * a configure. Returns false, changing nothing, when the change would move or resize a window
+   * that already opened, or open the public one now or in the past (its seed hash must be public
+   * before it opens). A tier that opened before its window was set gets no draw (it had no seed
+   * hash published): its buyers were decided on arrival. `newSeed` gives shard 0 its secret seeds.
    */
   configure(
     windowMs: number | undefined,
     startsAt: number | null,
+    tierStarts: readonly number[],
     now: number,
     newSeed: (() => string) | null,
   ): boolean {
-    const row = this.#row;
-    const wanted = windowMs ?? row?.window_ms ?? 0;
-    if (row && now >= row.opens_at) {
-      // Opened: the window is what it was (a later PUT that repeats it, or leaves it out, is fine).
-      return wanted === row.window_ms && startsAt === row.opens_at;
+    const rows = this.#all;
+    const wanted = windowMs ?? rows[0]?.window_ms ?? 0;
+    const openings = new Set(startsAt === null ? tierStarts : [...tierStarts, startsAt]);
+    // Opened: each window is what it was (a later PUT that repeats it, or leaves it out, is fine).
+    for (const row of rows) {
+      if (now >= row.opens_at && (wanted !== row.window_ms || !openings.has(row.opens_at))) return false;
     }
-    if (wanted === 0) {
-      if (row) this.#sql.exec("DELETE FROM draw");
-      this.#row = null;
-      return true;
+    if (wanted > 0 && (startsAt === null || (now >= startsAt && !this.#row(startsAt)))) return false;
+    // An opening moved before it opens keeps its row, and so the seed hash already published.
+    const added = wanted === 0 ? [] : [...openings].filter((o) => o > now && !this.#row(o)).sort((a, b) => a - b);
+    for (const row of rows) {
+      if (now >= row.opens_at) continue;
+      if (wanted === 0 || !openings.has(row.opens_at)) {
+        const to = added.shift();
+        if (to === undefined) this.#sql.exec("DELETE FROM draw WHERE opens_at = ?", row.opens_at);
+        else this.#sql.exec("UPDATE draw SET opens_at = ?, window_ms = ? WHERE opens_at = ?", to, wanted, row.opens_at);
+      } else if (row.window_ms !== wanted) {
+        this.#sql.exec("UPDATE draw SET window_ms = ? WHERE opens_at = ?", wanted, row.opens_at);
+      }
     }
-    if (startsAt === null || now >= startsAt) return false;
-    if (row) {
-      this.#sql.exec("UPDATE draw SET window_ms = ?, opens_at = ? WHERE id = 1", wanted, startsAt);
-    } else {
-      const seed = newSeed?.() ?? null;
-      this.#sql.exec(
-        "INSERT INTO draw (id, window_ms, opens_at, seed, seed_hash) VALUES (1, ?, ?, ?, ?)",
-        wanted,
-        startsAt,
-        seed,
-        seed === null ? null : seedHashOf(seed),
-      );
+    if (wanted > 0) {
+      for (const opening of added) {
+        const seed = newSeed?.() ?? null;
+        this.#sql.exec(
+          "INSERT INTO draw (opens_at, window_ms, seed, seed_hash) VALUES (?, ?, ?, ?)",
+          opening,
+          wanted,
+          seed,
+          seed === null ? null : seedHashOf(seed),
+        );
+      }
     }
-    this.#row = this.#read();
+    this.#read();
     return true;
   }
 
-  /** Whether reservations at `now` are not decided on arrival: the window opened, no decision yet. */
+  /**
+   * Whether reservations at `now` are not decided on arrival: a window opened and its draw is not
+   * decided yet (after its close, they wait for the decision, then go on arrival or to the next draw).
+   */
   pending(now: number): boolean {
-    const row = this.#row;
-    return row !== null && !this.deciding && row.decided_at === null && now >= row.opens_at;
+    return !this.deciding && this.#all.some((r) => r.decided_at === null && now >= r.opens_at);
   }
 
-  /** Whether a reservation at `now` is an entry (the window is open and entries not closed). */
-  open(now: number): boolean {
-    const row = this.#row;
-    return this.pending(now) && row !== null && row.closed_at === null && now < row.opens_at + row.window_ms;
+  /** The opening whose entries are open at `now` (its window, entries not closed), if any. */
+  open(now: number): number | null {
+    if (this.deciding) return null;
+    const row = this.#all.find((r) => now >= r.opens_at && now < r.opens_at + r.window_ms);
+    return row && row.closed_at === null && row.decided_at === null ? row.opens_at : null;
   }
 
+  /** The close of the earliest undecided window (the last window's once all are decided). */
   closesAt(): number | null {
-    const row = this.#row;
+    const row = this.#all.find((r) => r.decided_at === null) ?? this.#all.at(-1);
     return row ? row.opens_at + row.window_ms : null;
   }
 
-  decided(): boolean {
-    return this.#row?.decided_at != null;
+  /** The close of the last window opened by `now` (a waiting request's draw, or the one before it). */
+  lastCloseBy(now: number): number | null {
+    const row = this.#all.findLast((r) => r.opens_at <= now);
+    return row ? row.opens_at + row.window_ms : null;
+  }
+
+  /** The earliest opening whose window closed by `now` and whose draw is not decided. */
+  dueOpening(now: number): number | null {
+    const row = this.#all.find((r) => r.decided_at === null);
+    return row && now >= row.opens_at + row.window_ms ? row.opens_at : null;
+  }
+
+  /** The earliest undecided opening, if any. */
+  undecided(): number | null {
+    return this.#all.find((r) => r.decided_at === null)?.opens_at ?? null;
+  }
+
+  decided(opening: number): boolean {
+    return this.#row(opening)?.decided_at != null;
   }
 
   /** The entry a token joined, if any. */
   entryOfToken(nonce: string): EntrantRow | undefined {
-    if (this.#row === null) return undefined;
+    if (this.#all.length === 0) return undefined;
     return this.#sql
       .exec<EntrantRow>(
-        "SELECT e.* FROM draw_tokens t JOIN draw_entrants e ON e.user_id = t.user_id WHERE t.nonce = ?",
+        `SELECT e.* FROM draw_tokens t JOIN draw_entrants e ON e.opening = t.opening AND e.user_id = t.user_id
+         WHERE t.nonce = ?`,
         nonce,
       )
       .toArray()[0];
   }
 
   /**
-   * Records a token as (part of) its user's entry. A user's first token makes the entry; later ones
-   * join it. Returns "mismatch" when a later token asks another quantity (one entry, one quantity).
+   * Records a token as (part of) its user's entry in an opening's draw. A user's first token makes
+   * the entry; later ones join it. Returns "mismatch" when a later token asks another quantity.
    */
-  enter(userId: string, nonce: string, quantity: number, home: number, now: number): "entered" | "mismatch" {
+  enter(
+    opening: number,
+    userId: string,
+    nonce: string,
+    quantity: number,
+    home: number,
+    now: number,
+    tier?: string,
+  ): "entered" | "mismatch" {
     const existing = this.#sql
-      .exec<{ quantity: number }>("SELECT quantity FROM draw_entrants WHERE user_id = ?", userId)
+      .exec<{ quantity: number }>(
+        "SELECT quantity FROM draw_entrants WHERE opening = ? AND user_id = ?",
+        opening,
+        userId,
+      )
       .toArray()[0];
     if (existing && existing.quantity !== quantity) return "mismatch";
     if (!existing) {
+      const count = this.#countOf(opening);
       this.#sql.exec(
-        "INSERT INTO draw_entrants (user_id, nonce, quantity, home, entered_at) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO draw_entrants (opening, user_id, nonce, quantity, home, entered_at, tier) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        opening,
         userId,
         nonce,
         quantity,
         home,
         now,
+        tier ?? null,
       );
+      this.#counts.set(opening, count + 1);
     }
-    this.#sql.exec("INSERT OR IGNORE INTO draw_tokens (nonce, user_id) VALUES (?, ?)", nonce, userId);
+    this.#sql.exec(
+      "INSERT OR IGNORE INTO draw_tokens (nonce, opening, user_id) VALUES (?, ?, ?)",
+      nonce,
+      opening,
+      userId,
+    );
     return "entered";
   }
 
-  /** Closes entries (idempotent) and returns this shard's own entrants. */
-  close(now: number, shard: number): Entrant[] {
-    if (this.#row && this.#row.closed_at === null) {
-      this.#sql.exec("UPDATE draw SET closed_at = ? WHERE id = 1", now);
-      this.#row = this.#read();
+  /** Closes an opening's entries (idempotent) and returns this shard's own entrants of it. */
+  close(opening: number, now: number, shard: number): Entrant[] {
+    if (this.#row(opening)?.closed_at === null) {
+      this.#sql.exec("UPDATE draw SET closed_at = ? WHERE opens_at = ?", now, opening);
+      this.#read();
     }
     return this.#sql
-      .exec<EntrantRow>("SELECT * FROM draw_entrants WHERE home = ?", shard)
+      .exec<EntrantRow>("SELECT * FROM draw_entrants WHERE opening = ? AND home = ?", opening, shard)
       .toArray()
-      .map((r) => ({ userId: r.user_id, nonce: r.nonce, quantity: r.quantity, home: r.home }));
+      .map((r) => ({
+        userId: r.user_id,
+        nonce: r.nonce,
+        quantity: r.quantity,
+        home: r.home,
+        ...(r.tier === null ? {} : { tier: r.tier }),
+      }));
   }
 
-  /** Shard 0: the seed the draw is ordered with (secret until the decision reveals it). */
-  seedForDecision(): string | null {
-    return this.#row?.seed ?? null;
+  /** Shard 0: the seed an opening's draw is ordered with (secret until the decision reveals it). */
+  seedForDecision(opening: number): string | null {
+    return this.#row(opening)?.seed ?? null;
   }
 
   /**
-   * Shard 0: writes the draw's order (entry ids and positions; the siblings' entrants are copied in
+   * Shard 0: writes an opening's order (entry ids and positions; the siblings' entrants are copied in
    * first). Idempotent: the same closed set and seed give the same order. Then the entrants in
    * order, with what was recorded for them so far.
    */
-  place(ranked: readonly RankedEntrant[], now: number): (RankedEntrant & { code: string | null })[] {
+  place(opening: number, ranked: readonly RankedEntrant[], now: number): (RankedEntrant & { code: string | null })[] {
     for (const e of ranked) {
       this.#sql.exec(
-        `INSERT INTO draw_entrants (user_id, entry_id, nonce, quantity, home, entered_at, position)
-         VALUES (?, ?, ?, ?, ?, ?, ?)
-         ON CONFLICT (user_id) DO UPDATE SET entry_id = excluded.entry_id, position = excluded.position`,
+        `INSERT INTO draw_entrants (opening, user_id, entry_id, nonce, quantity, home, entered_at, position, tier)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (opening, user_id) DO UPDATE SET entry_id = excluded.entry_id, position = excluded.position`,
+        opening,
         e.userId,
         e.entryId,
         e.nonce,
@@ -311,13 +416,17 @@ export class OpeningDraw {
         e.home,
         now,
         e.position,
+        e.tier ?? null,
       );
     }
-    this.#sql.exec("UPDATE draw SET entrants = ? WHERE id = 1", ranked.length);
-    this.#row = this.#read();
+    this.#sql.exec("UPDATE draw SET entrants = ? WHERE opens_at = ?", ranked.length, opening);
+    this.#read();
     const codes = new Map(
       this.#sql
-        .exec<{ user_id: string; code: string | null }>("SELECT user_id, code FROM draw_entrants")
+        .exec<{ user_id: string; code: string | null }>(
+          "SELECT user_id, code FROM draw_entrants WHERE opening = ?",
+          opening,
+        )
         .toArray()
         .map((r) => [r.user_id, r.code]),
     );
@@ -325,79 +434,103 @@ export class OpeningDraw {
   }
 
   /** Records an entry's result (and, on its home shard, the answer its tokens get). */
-  settle(userId: string, code: string, place: DrawPlace, answer: StoredAnswer | null, onlyOpen = false): void {
-    if (this.#row && this.#row.entrants !== place.entrants) {
-      this.#sql.exec("UPDATE draw SET entrants = ? WHERE id = 1", place.entrants);
-      this.#row = this.#read();
+  settle(
+    opening: number,
+    userId: string,
+    code: string,
+    place: DrawPlace,
+    answer: StoredAnswer | null,
+    onlyOpen = false,
+  ): void {
+    const row = this.#row(opening);
+    if (row && row.entrants !== place.entrants) {
+      this.#sql.exec("UPDATE draw SET entrants = ? WHERE opens_at = ?", place.entrants, opening);
+      this.#read();
     }
-    const position = place.position;
     this.#sql.exec(
-      `UPDATE draw_entrants SET code = ?, entry_id = ?, position = ?, answer = ? WHERE user_id = ?${onlyOpen ? " AND code IS NULL" : ""}`,
+      `UPDATE draw_entrants SET code = ?, entry_id = ?, position = ?, answer = ?
+       WHERE opening = ? AND user_id = ?${onlyOpen ? " AND code IS NULL" : ""}`,
       code,
       place.entryId,
-      position,
+      place.position,
       answer === null ? null : JSON.stringify(answer),
+      opening,
       userId,
     );
   }
 
-  /** Shard 0: every ordered entry without a result gets `code` (the stock ran out before them). */
-  settleRest(code: string): void {
-    this.#sql.exec("UPDATE draw_entrants SET code = ? WHERE code IS NULL AND position IS NOT NULL", code);
+  /** Shard 0: every ordered entry of an opening without a result gets `code` (the stock ran out). */
+  settleRest(opening: number, code: string): void {
+    this.#sql.exec(
+      "UPDATE draw_entrants SET code = ? WHERE opening = ? AND code IS NULL AND position IS NOT NULL",
+      code,
+      opening,
+    );
   }
 
-  /**
-   * A home shard of a sharded SKU learns an entry's position and result from shard 0. The entry is
-   * its own (recorded when it entered); nothing else is written.
-   */
-  entrantOf(userId: string): EntrantRow | undefined {
-    return this.#sql.exec<EntrantRow>("SELECT * FROM draw_entrants WHERE user_id = ?", userId).toArray()[0];
+  /** A user's entry in an opening's draw, as recorded here. */
+  entrantOf(opening: number, userId: string): EntrantRow | undefined {
+    return this.#sql
+      .exec<EntrantRow>("SELECT * FROM draw_entrants WHERE opening = ? AND user_id = ?", opening, userId)
+      .toArray()[0];
   }
 
-  /** Marks the draw decided (shard 0, with the seed revealed) or, on a sibling, over. */
-  finish(now: number): void {
-    if (this.#row && this.#row.decided_at === null) {
-      this.#sql.exec("UPDATE draw SET decided_at = ?, closed_at = coalesce(closed_at, ?) WHERE id = 1", now, now);
-      this.#row = this.#read();
+  /** Marks an opening's draw decided (shard 0, with the seed revealed) or, on a sibling, over. */
+  finish(opening: number, now: number): void {
+    if (this.#row(opening)?.decided_at === null) {
+      this.#sql.exec(
+        "UPDATE draw SET decided_at = ?, closed_at = coalesce(closed_at, ?) WHERE opens_at = ?",
+        now,
+        now,
+        opening,
+      );
+      this.#read();
     }
   }
 
-  /** Shard 0: every sibling was told the draw is over. */
-  markTold(): void {
-    this.#sql.exec("UPDATE draw SET told = 1 WHERE id = 1");
-    this.#row = this.#read();
+  /** Shard 0: every sibling was told this opening's draw is over. */
+  markTold(opening: number): void {
+    this.#sql.exec("UPDATE draw SET told = 1 WHERE opens_at = ?", opening);
+    this.#read();
   }
 
-  told(): boolean {
-    return this.#row?.told === 1;
+  /** Shard 0: the decided openings whose siblings were not all told yet, earliest first. */
+  untold(): number[] {
+    return this.#all.filter((r) => r.decided_at !== null && r.told !== 1).map((r) => r.opens_at);
   }
 
-  /** The draw as `GET /api/skus/:sku/draw` shows it (shard 0), or null without a window. */
+  /**
+   * The draws as `GET /api/skus/:sku/draw` shows them (shard 0), or null without a window: the
+   * public opening's (the last: every tier opens before it) at the top, every opening's in `openings`.
+   */
   info(): DrawInfo | null {
-    const row = this.#row;
-    if (!row) return null;
-    const entrants = this.entrantCount();
-    return {
-      openingWindowMs: row.window_ms,
+    const last = this.#all.at(-1);
+    if (!last) return null;
+    const openings = this.#all.map((row) => ({
       opensAt: row.opens_at,
       closesAt: row.opens_at + row.window_ms,
       seedHash: row.seed_hash,
       seed: row.decided_at === null ? null : row.seed,
-      entrants,
+      entrants: this.entrantCount(row.opens_at),
       decidedAt: row.decided_at,
-    };
+    }));
+    const { opensAt, closesAt, seedHash, seed, entrants, decidedAt } = openings.at(-1) as OpeningInfo;
+    return { openingWindowMs: last.window_ms, opensAt, closesAt, seedHash, seed, entrants, decidedAt, openings };
   }
 
   /**
-   * Decided entries in draw order after position `after`, a page at a time (shard 0, after the
-   * decision). A keyset page through the position index: a page deep in the draw reads what the
-   * first page reads (an OFFSET would read every row it skips).
+   * Decided entries of the public opening's draw (the last) in draw order after position `after`, a
+   * page at a time (shard 0, after the decision). A keyset page through the position index: a page
+   * deep in the draw reads what the first page reads (an OFFSET would read every row it skips).
    */
   entries(after: number, limit: number): DrawnEntry[] {
-    if (!this.decided()) return [];
+    const last = this.#all.at(-1);
+    if (!last || last.decided_at === null) return [];
     return this.#sql
       .exec<{ entry_id: string; position: number; quantity: number; code: string | null }>(
-        "SELECT entry_id, position, quantity, code FROM draw_entrants WHERE position > ? ORDER BY position LIMIT ?",
+        `SELECT entry_id, position, quantity, code FROM draw_entrants
+         WHERE opening = ? AND position > ? ORDER BY position LIMIT ?`,
+        last.opens_at,
         after,
         limit,
       )
@@ -407,24 +540,32 @@ export class OpeningDraw {
 
   /** The draw place of a reservation made for an entry (a replayed token shows it again). */
   placeOfNonce(nonce: string): DrawPlace | null {
-    if (this.#row === null) return null;
+    if (this.#all.length === 0) return null;
     const row = this.#sql
-      .exec<{ entry_id: string | null; position: number | null }>(
-        "SELECT entry_id, position FROM draw_entrants WHERE nonce = ? AND position IS NOT NULL",
+      .exec<{ opening: number; entry_id: string | null; position: number | null }>(
+        "SELECT opening, entry_id, position FROM draw_entrants WHERE nonce = ? AND position IS NOT NULL",
         nonce,
       )
       .toArray()[0];
     if (!row || row.position === null || row.entry_id === null) return null;
-    return { entryId: row.entry_id, position: row.position, entrants: this.entrantCount() };
+    return { entryId: row.entry_id, position: row.position, entrants: this.entrantCount(row.opening) };
   }
 
-  /**
-   * The SKU's entrants: as ordered once entries closed, else those this shard has so far. Those are
-   * counted by the largest rowid (one row read, where COUNT(*) reads them all, on every GET of the
-   * draw): until entries close, rows are only ever inserted here, one per entrant, and never deleted.
-   */
-  entrantCount(): number {
-    if (this.#row?.entrants != null) return this.#row.entrants;
-    return this.#sql.exec<{ n: number }>("SELECT coalesce(MAX(rowid), 0) AS n FROM draw_entrants").one().n;
+  /** An opening's entrants: as ordered once entries closed, else those this shard has so far. */
+  entrantCount(opening: number): number {
+    const row = this.#row(opening);
+    if (row?.entrants != null) return row.entrants;
+    return this.#countOf(opening);
+  }
+
+  #countOf(opening: number): number {
+    if (this.#stale) this.#read();
+    const known = this.#counts.get(opening);
+    if (known !== undefined) return known;
+    const n = this.#sql
+      .exec<{ n: number }>("SELECT COUNT(*) AS n FROM draw_entrants WHERE opening = ?", opening)
+      .one().n;
+    this.#counts.set(opening, n);
+    return n;
   }
 }

@@ -132,11 +132,11 @@ export class Reserver {
 
   /** A settled entry's answer: its hold (as it is now), or the code it was refused with. */
   drawnOutcome(
-    entry: { code: string | null; answer: string | null },
+    entry: { opening: number; code: string | null; answer: string | null },
     at: { entryId: string; position: number },
     available: number,
   ): Outcome<ReserveAnswer> {
-    const draw: DrawPlace = { ...at, entrants: this.draw.entrantCount() };
+    const draw: DrawPlace = { ...at, entrants: this.draw.entrantCount(entry.opening) };
     if (entry.code === "HELD" && entry.answer) {
       const stored = JSON.parse(entry.answer) as Reservation;
       const row = this.ledger.reservationRow(stored.id);
@@ -151,8 +151,10 @@ export class Reserver {
    * arrival. Either way the edge waits (`DRAW_PENDING`).
    */
   #enterDraw(request: ReserveRequest, sku: SkuRow, now: number): Outcome<ReserveAnswer> {
-    if (!this.draw.open(now)) return fail("DRAW_PENDING");
-    const entered = this.draw.enter(request.userId, request.nonce, request.quantity, sku.shard, now);
+    const opening = this.draw.open(now);
+    if (opening === null) return fail("DRAW_PENDING");
+    const { userId, nonce, quantity, tier } = request;
+    const entered = this.draw.enter(opening, userId, nonce, quantity, sku.shard, now, tier);
     return entered === "mismatch" ? fail("IDEMPOTENCY_MISMATCH") : fail("DRAW_PENDING");
   }
 

@@ -339,6 +339,60 @@ const STEPS: readonly ((sql: SqlStorage) => void)[] = [
        taken_at INTEGER
      ) WITHOUT ROWID`);
   },
+  // 7. A draw per opening (early access tiers' starts and the public start; engine/opening-draw.ts):
+  // one draw row per opening time with its own seed, entrants and tokens keyed by (opening, user);
+  // an entry keeps the tier that admitted it (decided later, it is judged by that tier again).
+  // The one-row tables are made anew, their rows copied under the one opening there was. Checked
+  // first, so it may be renumbered at a merge with another branch's step.
+  (sql) => {
+    const present = sql.exec("SELECT 1 FROM pragma_table_info('draw_entrants') WHERE name = 'opening'").toArray();
+    if (present.length > 0) return;
+    sql.exec(`CREATE TABLE draw_next (
+       opens_at   INTEGER PRIMARY KEY,
+       window_ms  INTEGER NOT NULL CHECK (window_ms >= 1),
+       seed       TEXT,
+       seed_hash  TEXT,
+       closed_at  INTEGER,
+       decided_at INTEGER,
+       told       INTEGER NOT NULL DEFAULT 0,
+       entrants   INTEGER
+     )`);
+    sql.exec(`INSERT INTO draw_next (opens_at, window_ms, seed, seed_hash, closed_at, decided_at, told, entrants)
+       SELECT opens_at, window_ms, seed, seed_hash, closed_at, decided_at, told, entrants FROM draw`);
+    sql.exec(`CREATE TABLE draw_entrants_next (
+       opening    INTEGER NOT NULL,
+       user_id    TEXT    NOT NULL,
+       entry_id   TEXT,
+       nonce      TEXT    NOT NULL,
+       quantity   INTEGER NOT NULL CHECK (quantity >= 1),
+       home       INTEGER NOT NULL,
+       entered_at INTEGER NOT NULL,
+       position   INTEGER,
+       code       TEXT,
+       answer     TEXT,
+       tier       TEXT,
+       PRIMARY KEY (opening, user_id)
+     )`);
+    const opening = "coalesce((SELECT opens_at FROM draw), 0)";
+    sql.exec(`INSERT INTO draw_entrants_next
+       (opening, user_id, entry_id, nonce, quantity, home, entered_at, position, code, answer)
+       SELECT ${opening}, user_id, entry_id, nonce, quantity, home, entered_at, position, code, answer
+       FROM draw_entrants`);
+    sql.exec(`CREATE TABLE draw_tokens_next (
+       nonce   TEXT    PRIMARY KEY,
+       opening INTEGER NOT NULL,
+       user_id TEXT    NOT NULL
+     )`);
+    sql.exec(
+      `INSERT INTO draw_tokens_next (nonce, opening, user_id) SELECT nonce, ${opening}, user_id FROM draw_tokens`,
+    );
+    for (const table of ["draw", "draw_entrants", "draw_tokens"]) {
+      sql.exec(`DROP TABLE ${table}`);
+      sql.exec(`ALTER TABLE ${table}_next RENAME TO ${table}`);
+    }
+    sql.exec("CREATE INDEX draw_entrants_by_position ON draw_entrants (opening, position) WHERE position IS NOT NULL");
+    sql.exec("CREATE INDEX draw_entrants_by_nonce ON draw_entrants (nonce)");
+  },
 ];
 
 /** The number of the last step: what a migrated object's `schema_version` reads. */

@@ -47,10 +47,10 @@ export async function configureSku(
   const startsAt = time(body.startsAt);
   checkOpeningWindow(body, current?.[0] ?? null, startsAt, now);
   const access = body.access?.map((t) => ({ ...t, startsAt: Date.parse(t.startsAt) }));
-  checkAccess(
-    access ?? current?.[0]?.access ?? [],
-    startsAt === undefined ? (current?.[0]?.startsAt ?? null) : startsAt,
-  );
+  const tiers = access ?? current?.[0]?.access ?? [];
+  const publicStart = startsAt === undefined ? (current?.[0]?.startsAt ?? null) : startsAt;
+  checkAccess(tiers, publicStart);
+  checkOpeningsApart(tiers, publicStart, body.openingWindowMs ?? current?.[0]?.openingWindowMs ?? 0, now);
   const shards = body.shards ?? current?.[0]?.shards ?? 1;
   const change: SkuChange = {
     sku,
@@ -192,6 +192,43 @@ function checkAccess(tiers: readonly AccessTier[], startsAt: number | null): voi
     {},
     { fields: [{ path: `access.${late}.startsAt`, message: "before the public startsAt" }] },
   );
+}
+
+/**
+ * Fair opening with early access: each tier's start opens a window and a draw of its own, and the
+ * draws are decided one after another, so two openings closer than one window are refused (a
+ * window would open before the one before it closed).
+ */
+function checkOpeningsApart(
+  tiers: readonly AccessTier[],
+  startsAt: number | null,
+  windowMs: number,
+  now: number,
+): void {
+  if (windowMs === 0 || tiers.length === 0) return;
+  const openings = [...tiers.map((t, i) => ({ at: t.startsAt, name: t.name, i }))];
+  if (startsAt !== null) openings.push({ at: startsAt, name: "the public start", i: -1 });
+  // Openings whose windows closed already are past drawing (or had none): only the others must be apart.
+  openings.sort((a, b) => a.at - b.at).splice(0, openings.filter((o) => o.at + windowMs <= now).length);
+  for (let k = 1; k < openings.length; k++) {
+    const before = openings[k - 1];
+    const next = openings[k];
+    if (!before || !next || next.at - before.at >= windowMs) continue;
+    const label = (o: { name: string; i: number }) => (o.i < 0 ? o.name : `tier ${o.name}`);
+    throw new ApiError(
+      "INVALID_REQUEST",
+      `${label(next)} opens ${next.at - before.at} ms after ${label(before)}: with openingWindowMs ${windowMs}, openings must be at least one window apart (each has its own draw).`,
+      {},
+      {
+        fields: [
+          {
+            path: next.i < 0 ? "startsAt" : `access.${next.i}.startsAt`,
+            message: "at least openingWindowMs after the opening before it",
+          },
+        ],
+      },
+    );
+  }
 }
 
 /**

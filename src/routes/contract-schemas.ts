@@ -196,6 +196,20 @@ export const Draw = z.object({
   decidedAt: Time.nullable(),
   opensAt: Time,
   closesAt: Time,
+  openings: z
+    .array(
+      z.object({
+        opensAt: Time,
+        closesAt: Time,
+        seedHash: z.string(),
+        seed: z.string().nullable(),
+        entrants: Count,
+        decidedAt: Time.nullable(),
+      }),
+    )
+    .describe(
+      "Every opening's draw, earliest first: each early access tier's start, then the public one (the fields above)",
+    ),
 });
 
 /** `GET /api/skus/:sku/draw/entries`: decided entries in draw order, to recompute the order. */

@@ -69,6 +69,14 @@ export function drawView(sku: string, d: DrawInfo): z.infer<typeof Draw> {
     decidedAt: iso(d.decidedAt),
     opensAt: new Date(d.opensAt).toISOString(),
     closesAt: new Date(d.closesAt).toISOString(),
+    openings: d.openings.map((o) => ({
+      opensAt: new Date(o.opensAt).toISOString(),
+      closesAt: new Date(o.closesAt).toISOString(),
+      seedHash: o.seedHash ?? "",
+      seed: o.seed,
+      entrants: o.entrants,
+      decidedAt: iso(o.decidedAt),
+    })),
   };
 }
 
