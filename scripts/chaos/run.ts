@@ -102,13 +102,15 @@ process.on("SIGINT", () => void stopAll().then(() => process.exit(130)));
 // any answer to /healthz, say so with its reloads and what it printed last, and stop (exit 2).
 const HANG_MS = 90_000;
 let answeredAt = Date.now();
+let hung = false;
 const watchdog = setInterval(() => {
   fetch(`${server.url}/healthz`, { signal: AbortSignal.timeout(10_000) }).then(
     () => {
       answeredAt = Date.now();
     },
     () => {
-      if (Date.now() - answeredAt < HANG_MS) return;
+      if (hung || Date.now() - answeredAt < HANG_MS) return;
+      hung = true; // once, though probes sent before this one may fail after it
       clearInterval(watchdog);
       log(`wrangler dev has answered nothing for ${HANG_MS / 1000} s (${server.reloads()} reloads); it last printed:`);
       console.log(server.tail(40));
