@@ -24,8 +24,17 @@ export interface DevServer {
   url: string;
   /** The `--persist-to` directory of this server (D1, Durable Objects): for `wrangler d1 execute --local`. */
   stateDir: string;
+  /**
+   * How often wrangler dev reloaded the Worker since it was ready: it watches the worktree, so an edit
+   * or a merge there mid-run reloads it, and its proxy holds or drops requests meanwhile.
+   */
+  reloads(): number;
+  /** The last lines wrangler dev printed (to show what it said before it stopped answering). */
+  tail(lines: number): string;
   stop(): Promise<void>;
 }
+
+const RELOADING = "Reloading local server";
 
 export async function startDevServer(opts: { vars?: Record<string, string> } = {}): Promise<DevServer> {
   ensureDevVars(); // a fresh clone has no .dev.vars yet, as for `npm run dev`
@@ -65,9 +74,12 @@ export async function startDevServer(opts: { vars?: Record<string, string> } = {
     if (Date.now() > deadline) throw new Error(`wrangler dev did not become ready:\n${log}`);
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
+  const readyAt = log.length;
   return {
     url,
     stateDir: state,
+    reloads: () => log.slice(readyAt).split(RELOADING).length - 1,
+    tail: (lines) => log.split("\n").slice(-lines).join("\n"),
     async stop() {
       if (child.exitCode === null && child.pid !== undefined) {
         const exited = new Promise((resolve) => child.once("exit", resolve));

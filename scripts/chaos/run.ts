@@ -93,12 +93,35 @@ const client = new Client(server.url, secrets, opts.powBits);
 let exitCode = 1;
 let hooks: ShopHooks | null = null;
 const stopAll = async () => {
+  clearInterval(watchdog);
   await hooks?.close().catch(() => undefined);
   await server.stop().catch(() => undefined);
   await bridge.close().catch(() => undefined);
   await redis.server.stop().catch(() => undefined);
 };
 process.on("SIGINT", () => void stopAll().then(() => process.exit(130)));
+
+// A wrangler dev that stops answering every route would hang the run for good: after HANG_MS without
+// any answer to /healthz, say so with its reloads and what it printed last, and stop (exit 2).
+const HANG_MS = 90_000;
+let answeredAt = Date.now();
+let hung = false;
+const watchdog = setInterval(() => {
+  fetch(`${server.url}/healthz`, { signal: AbortSignal.timeout(10_000) }).then(
+    () => {
+      answeredAt = Date.now();
+    },
+    () => {
+      if (hung || Date.now() - answeredAt < HANG_MS) return;
+      hung = true; // once, though probes sent before this one may fail after it
+      clearInterval(watchdog);
+      log(`wrangler dev has answered nothing for ${HANG_MS / 1000} s (${server.reloads()} reloads); it last printed:`);
+      console.log(server.tail(40));
+      void stopAll().then(() => process.exit(2));
+    },
+  );
+}, 5_000);
+watchdog.unref();
 
 try {
   if (opts.chaos) {
@@ -370,6 +393,8 @@ try {
       `  ${"dead letters stored / replayed".padEnd(42)} ${stored.length} / ${stored.filter((l) => l.replayedAt).length}`,
     );
     console.log(`  ${"requests resent after wrangler dev's proxy dropped them".padEnd(42)} ${proxyRestarts.retried}`);
+    // It watches the worktree: an edit or a merge there mid-run reloads the Worker under the traffic.
+    console.log(`  ${"wrangler dev reloads mid-run (files changed)".padEnd(42)} ${server.reloads()}`);
     for (const sample of shoppers.ledger.serverErrors) console.log(`  5xx seen by shoppers: ${sample}`);
     if (faults.errors.length > 0) console.log(`fault injection errors: ${faults.errors.slice(0, 5).join("; ")}`);
     console.log("final stock per SKU:");
