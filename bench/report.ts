@@ -310,6 +310,14 @@ function targets(r: Results) {
   edge("hot SKU ÷ bare Worker (req/s)", "hot_sku", "≥ 0.5×", (v) => v >= 0.5);
   edge("hot SKU ÷ classic design (req/s)", "hot_vs_classic", "≥ 1.0×", (v) => v >= 1);
   edge("CPU per hot-SKU reservation ÷ CPU per bare request", "hot_cpu", "≤ 2×", (v) => v <= 2);
+  const withCode = r.points[viaKey("tokens_code", "direct")];
+  if (withCode)
+    at(
+      "a purchase token with an access code ÷ one without, CPU per request (direct socket)",
+      ratio(withCode.cpuUsPerRequest, r.points[viaKey("tokens", "direct")]?.cpuUsPerRequest),
+      "≤ 1.2×",
+      (v) => v <= 1.2,
+    );
   at(
     "engine core, reservations/s per stock object (as on Cloudflare: alone, no local fsync)",
     engine?.perSec ?? Number.NaN,
