@@ -5,7 +5,7 @@ import { StockEngine } from "../durable-objects/stock-engine";
 import { checkProofOfWork, issueChallenge } from "../src/edge/proof-of-work";
 import { seededRandom } from "../src/harness/seeded-random";
 import { solveProofOfWork } from "../tools/proof-of-work";
-import { inMemory } from "./support/node-place";
+import { inMigrated } from "./support/node-place";
 
 /**
  * Fair opening at the engine level, where many seeded draws are cheap (the Worker path is in
@@ -72,7 +72,7 @@ interface Run {
 
 async function sale(run: number, windowMs: number): Promise<Run> {
   const sku = `fairstat-${run}-${crypto.randomUUID().slice(0, 8)}`;
-  return inMemory(sku, async (storage) => {
+  return inMigrated(sku, async (storage) => {
     const engine = new StockEngine(storage, seededIds(run * 7_919 + 1));
     engine.configure(
       { sku, shard: 0, shards: 1, totalStock: UNITS, perUserLimit: 1, startsAt: T0, openingWindowMs: windowMs },
