@@ -1,5 +1,27 @@
 import { availableParallelism } from "node:os";
 import { defineConfig } from "vitest/config";
+import { BaseSequencer, type TestSpecification } from "vitest/node";
+
+/**
+ * The tier's long files, longest first: started first, one a core, so the short ones fill in after
+ * (vitest's own order needs a cache of past runs, which a fresh clone lacks).
+ */
+const LONG_FIRST = [
+  "test/opening-draw.unit.test.ts",
+  "test/opening-draw-21-40.unit.test.ts",
+  "test/stock-engine.unit.test.ts",
+  "test/stock-engine-restarts.unit.test.ts",
+];
+
+class LongFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const rank = (file: TestSpecification) => {
+      const i = LONG_FIRST.findIndex((name) => file.moduleId.endsWith(name));
+      return i < 0 ? LONG_FIRST.length : i;
+    };
+    return (await super.sort(files)).sort((a, b) => rank(a) - rank(b));
+  }
+}
 
 // The unit tier: pure logic in plain Node, the stock engine over real SQLite (sql.js, see
 // test/support/sqlite-storage.ts). `npm run test:unit` runs it alone, `npm run test:watch` on every
@@ -12,5 +34,8 @@ export default defineConfig({
     silent: "passed-only",
     // Every core: vitest's default leaves one free, which on a 2-core machine runs the files one by one.
     maxWorkers: availableParallelism(),
+    // Worker threads, not child processes: cheaper to start, and no process per file to boot.
+    pool: "threads",
+    sequence: { sequencer: LongFirst },
   },
 });

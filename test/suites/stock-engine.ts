@@ -92,19 +92,29 @@ const NEXT: Record<string, string[]> = {
   refund_required: [],
 };
 
+/** Checks the invariants: one expect a step, over a list of what broke (1,600 runs make many steps). */
 function checkInvariants(engine: StockEngine, sql: SqlStorage, limit: number): void {
+  expect(invariantBreaks(engine, sql, limit)).toEqual([]);
+}
+
+/** Each invariant that does not hold, with its figures (none when all hold). */
+function invariantBreaks(engine: StockEngine, sql: SqlStorage, limit: number): string[] {
+  const breaks: string[] = [];
+  const check = (holds: boolean, what: () => string) => {
+    if (!holds) breaks.push(what());
+  };
   const state = engine.state();
   if (!state) throw new Error("not configured");
   const { total, available, held, sold } = state.stock;
   // 1. Stock adds up and nothing is negative.
-  expect(available + held + sold).toBe(total);
-  expect(Math.min(available, held, sold)).toBeGreaterThanOrEqual(0);
+  check(available + held + sold === total, () => `available ${available} + held ${held} + sold ${sold} != ${total}`);
+  check(Math.min(available, held, sold) >= 0, () => `negative stock ${available}/${held}/${sold}`);
   const sums = sql
     .exec<{ status: string; q: number }>("SELECT status, SUM(quantity) AS q FROM reservations GROUP BY status")
     .toArray();
   const sum = (status: string) => sums.find((s) => s.status === status)?.q ?? 0;
-  expect(held).toBe(sum("held"));
-  expect(sold).toBe(sum("paid"));
+  check(held === sum("held"), () => `held ${held} != held rows ${sum("held")}`);
+  check(sold === sum("paid"), () => `sold ${sold} != paid rows ${sum("paid")}`);
   // 2. Per-user active quantity = held + paid, within the limit.
   const perUser = sql
     .exec<{ user_id: string; q: number }>(
@@ -114,25 +124,31 @@ function checkInvariants(engine: StockEngine, sql: SqlStorage, limit: number): v
   const quota = sql.exec<{ user_id: string; active: number }>("SELECT user_id, active FROM user_quota").toArray();
   for (const user of USERS) {
     const active = perUser.find((p) => p.user_id === user)?.q ?? 0;
-    expect(quota.find((q) => q.user_id === user)?.active ?? 0).toBe(active);
-    expect(active).toBeLessThanOrEqual(limit);
+    const counted = quota.find((q) => q.user_id === user)?.active ?? 0;
+    check(counted === active, () => `${user}: quota ${counted} != active rows ${active}`);
+    check(active <= limit, () => `${user}: active ${active} over the limit ${limit}`);
   }
   // 5. Every reservation's events follow the state machine; its status is its last event's.
   const events = engine.outbox.pendingEvents(10_000);
   const byReservation = new Map<string, string[]>();
   let lastSeq = 0;
   for (const { event } of events) {
-    expect(event.seq).toBeGreaterThan(lastSeq);
+    check(event.seq > lastSeq, () => `event seq ${event.seq} after ${lastSeq}`);
     lastSeq = event.seq;
     const list = byReservation.get(event.reservationId) ?? [];
     list.push(event.type.slice("reservation.".length));
     byReservation.set(event.reservationId, list);
   }
   for (const [id, statuses] of byReservation) {
-    expect(statuses[0]).toBe("held");
-    for (let i = 1; i < statuses.length; i++) expect(NEXT[statuses[i - 1] ?? ""]).toContain(statuses[i]);
-    expect(engine.reservation(id)?.status).toBe(statuses.at(-1));
+    check(statuses[0] === "held", () => `${id}: first event ${statuses[0]}`);
+    for (let i = 1; i < statuses.length; i++) {
+      const [from, to] = [statuses[i - 1] ?? "", statuses[i] ?? ""];
+      check(NEXT[from]?.includes(to) === true, () => `${id}: ${from} -> ${to}`);
+    }
+    const status = engine.reservation(id)?.status;
+    check(status === statuses.at(-1), () => `${id}: status ${status}, last event ${statuses.at(-1)}`);
   }
+  return breaks;
 }
 
 /**

@@ -19,10 +19,12 @@ declare module "sql.js" {
     iterateStatements(sql: string): Iterable<Statement>;
     exec(sql: string): unknown;
     getRowsModified(): number;
+    /** The database file's bytes (frees every statement and reopens the file). */
+    export(): Uint8Array;
     close(): void;
   }
   interface SqlJsStatic {
-    Database: new () => Database;
+    Database: new (data?: Uint8Array) => Database;
     cwrap(name: string, returns: string | null, args: string[]): (...args: number[]) => number;
   }
   export default function initSqlJs(config?: { useOldExtensionFunctions?: boolean }): Promise<SqlJsStatic>;

@@ -16,9 +16,12 @@ import type { EngineStorage } from "../../durable-objects/engine/types";
 const SQL = await initSqlJs({ useOldExtensionFunctions: false });
 const bindDouble = SQL.cwrap("sqlite3_bind_double", "number", ["number", "number", "number"]);
 
-/** A database held in memory only: sql.js keeps its file in an emulated file system, slow to sync. */
-function open(): Database {
-  const db = new SQL.Database();
+/**
+ * A database held in memory only: sql.js keeps its file in an emulated file system, slow to sync.
+ * Empty, or a copy of `image` (the bytes {@link NodeStorage.export} gave).
+ */
+function open(image?: Uint8Array): Database {
+  const db = new SQL.Database(image);
   db.exec(
     "PRAGMA journal_mode = MEMORY; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; PRAGMA temp_store = MEMORY",
   );
@@ -31,18 +34,23 @@ type Row = Record<string, SqlStorageValue>;
 const READS = /^\s*(SELECT|PRAGMA|CREATE|DROP|ALTER|SAVEPOINT|RELEASE|ROLLBACK|BEGIN|COMMIT|END)\b/i;
 
 export interface TestStorage extends EngineStorage {
-  /** Empties the database (a fresh one), as `DurableObjectStorage.deleteAll` does. */
+  /** A fresh database, as `DurableObjectStorage.deleteAll` leaves it (or the image it started from). */
   deleteAll(): Promise<void>;
 }
 
 export interface NodeStorage extends TestStorage {
   /** Frees the database's WebAssembly memory; the storage is unusable after. */
   close(): void;
+  /** The database's bytes, for {@link sqliteStorage} to start others from; the storage is unusable after. */
+  export(): Uint8Array;
 }
 
-/** A new, empty in-memory database behind the storage API. */
-export function sqliteStorage(): NodeStorage {
-  let db = open();
+/**
+ * A new in-memory database behind the storage API: empty, or a copy of `image` (what `export` gave),
+ * which `deleteAll` then brings it back to.
+ */
+export function sqliteStorage(image?: Uint8Array): NodeStorage {
+  let db = open(image);
   let prepared = new Map<string, Statement[]>();
   let depth = 0;
 
@@ -100,7 +108,7 @@ export function sqliteStorage(): NodeStorage {
 
   const reset = () => {
     db.close();
-    db = open();
+    db = open(image);
     prepared = new Map();
   };
 
@@ -126,6 +134,12 @@ export function sqliteStorage(): NodeStorage {
     },
     close() {
       db.close();
+    },
+    export() {
+      // sql.js frees the prepared statements and reopens the file without its pragmas: close it.
+      const bytes = db.export();
+      db.close();
+      return bytes;
     },
   };
 }
