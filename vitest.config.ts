@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
 import { configDefaults, defineConfig } from "vitest/config";
 
@@ -39,6 +40,9 @@ export default defineConfig({
   test: {
     // Logs of passing tests are noise (the consumer logs every injected failure); failures keep theirs.
     silent: "passed-only",
+    // Two files at once on this 2-core machine (vitest's default leaves a core free: one at a time);
+    // the same in every project, which vitest requires of projects that run together.
+    maxWorkers: availableParallelism(),
     projects: [
       "./vitest.unit.config.ts",
       {
