@@ -76,6 +76,15 @@ export interface Results {
     hot_sku_orders?: { ordersPerSec: number; lagP50Ms: number; lagP99Ms: number; rows: number };
     /** The order pipeline with one webhook endpoint subscribed to every type, beside it off (bench/scenarios/order-hand-off.ts). */
     order_pipeline_webhooks?: HandOffFigures;
+    /** The hand-off as first measured, kept from run to run (bench/run.ts): its before → after. */
+    order_pipeline_webhooks_before?: {
+      measured: string;
+      commit: string;
+      what: string;
+      rounds: number;
+      plain: HandOffFigures["plain"];
+      hooks: HandOffFigures["hooks"];
+    };
     /** `--profile`: one hand-off sale on a Worker with the inspector, `perf` over its workerd. */
     order_pipeline_webhooks_profile?: {
       cpuUsPerOrderDelivered: number;
@@ -766,6 +775,45 @@ export function performanceDoc(r: Results): string {
   return `${out.join("\n")}\n`;
 }
 
+/** The hand-off's medians as first measured beside this run's (absent until a "before" is kept). */
+function beforeAfter(
+  before: NonNullable<Results["figures"]["order_pipeline_webhooks_before"]> | undefined,
+  now: HandOffFigures,
+): string[] {
+  if (!before) return [];
+  const cpu = (f: { plain: { cpuUsPerOrder?: number | null }; hooks: { cpuUsPerOrderDelivered?: number | null } }) =>
+    (f.hooks.cpuUsPerOrderDelivered ?? Number.NaN) / (f.plain.cpuUsPerOrder ?? Number.NaN);
+  const row = (what: string, pick: (f: typeof now) => number, shown = n0) => [
+    what,
+    shown(pick(before as unknown as typeof now)),
+    shown(pick(now)),
+  ];
+  return [
+    "### Before → after",
+    "",
+    `Before: ${before.what}, measured ${before.measured.slice(0, 10)} at ${before.commit} (medians of ${before.rounds} rounds); after: this run's medians.`,
+    "",
+    table(
+      ["median, endpoint on", "before", "after"],
+      [
+        row("orders/s", (f) => f.hooks.ordersPerSec ?? Number.NaN),
+        row("deliveries/s", (f) => f.hooks.deliveriesPerSec ?? Number.NaN),
+        row(
+          "deliveries/s ÷ orders/s",
+          (f) => (f.hooks.deliveriesPerSec ?? Number.NaN) / (f.hooks.ordersPerSec ?? Number.NaN),
+          x2,
+        ),
+        row("delivery lag p50 ms", (f) => f.hooks.deliveryLagP50Ms ?? Number.NaN),
+        row("delivery lag p99 ms", (f) => f.hooks.deliveryLagP99Ms ?? Number.NaN),
+        row("workerd CPU µs per order, endpoint on", (f) => f.hooks.cpuUsPerOrderDelivered ?? Number.NaN),
+        row("workerd CPU µs per order, endpoint disabled", (f) => f.plain.cpuUsPerOrder ?? Number.NaN),
+        row("on ÷ disabled", cpu, x2),
+      ],
+    ),
+    "",
+  ];
+}
+
 /** "Order hand-off": the order pipeline with one webhook endpoint, beside it without (absent from runs without it). */
 function handOffSection(r: Results): string[] {
   const h = r.figures.order_pipeline_webhooks;
@@ -835,6 +883,7 @@ function handOffSection(r: Results): string[] {
     "",
     `Checked against D1 (\`GET /bench/deliveries/:sku\`) in every round: ${n0(sum((x) => x.delivered))} deliveries verified by the receiver for ${n0(sum((x) => x.changes))} order changes, ${n0(sum((x) => x.unverified))} that did not verify, ${n0(sum((x) => x.duplicates))} sent twice. What a delivery costs workerd here (the medians' difference in CPU per order): ${n0(perDelivery)} µs, on the one thread that also runs the stock object and the order consumer; on Cloudflare the sender is an invocation of its own, and what the deliveries share with the orders is D1.`,
     "",
+    ...beforeAfter(r.figures.order_pipeline_webhooks_before, h),
     "### The delivery floor",
     "",
     "In the same run, beside each round: a Worker in a workerd of its own (bench/lib/post-floor.ts) that POSTs the sender's body (an order object, built and serialized per POST), signed as src/handoff/signature.ts signs it (Standard Webhooks, HMAC-SHA256 by WebCrypto, the key imported once), to the same receiver, reading each answer, with a sender object's six in flight, then with 24. No D1, no queue, no alarm, no bookkeeping: what workerd charges for one signed POST, which a delivery cannot go below.",

@@ -544,11 +544,13 @@ try {
       ),
     );
   } else {
-    // Instruction counts are recorded apart (`bench:perf -- <point> --callgrind --save`): keep them.
-    const counted = existsSync(RESULTS)
-      ? (JSON.parse(readFileSync(RESULTS, "utf8")) as { figures?: { callgrind?: unknown } }).figures?.callgrind
+    // Instruction counts are recorded apart (`bench:perf -- <point> --callgrind --save`), and the hand-off's
+    // figures before its rework are the "before" of its before → after: keep both.
+    const kept = existsSync(RESULTS)
+      ? (JSON.parse(readFileSync(RESULTS, "utf8")) as { figures?: Record<string, unknown> }).figures
       : undefined;
-    if (counted !== undefined) bench.figures.callgrind = counted;
+    for (const key of ["callgrind", "order_pipeline_webhooks_before"])
+      if (kept?.[key] !== undefined) bench.figures[key] = kept[key];
     writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
     writeReport(results);
     log(`wrote bench/results.json and docs/PERFORMANCE.md (${bench.problems.length} problems)`);
