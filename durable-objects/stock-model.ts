@@ -38,6 +38,7 @@ export {
   type SpentDigest,
   sumShards,
 } from "./engine/types";
+export type { MirrorCheck } from "./mirror-publisher";
 export {
   eventsOfMessage,
   ORDER_EVENT_TYPES,
@@ -49,4 +50,4 @@ export {
 } from "./order-events";
 export { homeShard, shardName } from "./shard-name";
 export type { SkuChange } from "./sku-change";
-export type { MirrorCheck, RepairDone, SkuStock } from "./sku-stock";
+export type { AdminFace, EdgeFace, RepairDone, ShardFace, StockStub } from "./stock-faces";

@@ -3,7 +3,7 @@ import { type AccessTier, type SkuChange, type SkuState, sumShards } from "../..
 import { reconcileWatermarks, skus } from "../db/schema";
 import { rememberSku } from "../edge/sku-catalog";
 import { readShardStates, readWaitlist } from "../edge/sku-state";
-import { callStock, stockShard, unwrap } from "../edge/stock-client";
+import { adminShard, callStock, unwrap } from "../edge/stock-client";
 import { ApiError } from "../http/errors";
 import type { SkuSettingsRequest } from "../http/schemas";
 
@@ -69,7 +69,7 @@ export async function configureSku(
     currency: body.currency,
     access,
   };
-  const outcome = await callStock(() => stockShard(env, sku, 0).putSku(change, requestId));
+  const outcome = await callStock(() => adminShard(env, sku, 0).putSku(change, requestId));
   if (!outcome.ok && outcome.code === "INVALID_STATE") throw await explainRefusal(env, sku, body, shards);
   unwrap(outcome);
 
@@ -112,7 +112,7 @@ export async function archiveSku(env: Env, sku: string, requestId?: string): Pro
     assumedTotal: sumShards(current).stock.total,
     status: "archived",
   };
-  unwrap(await callStock(() => stockShard(env, sku, 0).putSku(change, requestId)));
+  unwrap(await callStock(() => adminShard(env, sku, 0).putSku(change, requestId)));
   const states = await readShardStates(env, sku);
   if (!states) throw new Error(`SKU ${sku} vanished while being archived`);
   return sumShards(states);

@@ -1,5 +1,5 @@
 import type { PaymentTotals } from "../../durable-objects/stock-model";
-import { callStock, stockShard } from "../edge/stock-client";
+import { adminShard, callStock } from "../edge/stock-client";
 
 /**
  * A SKU's price lives in each of its stock objects, next to the payments it checks: a payment is
@@ -10,7 +10,7 @@ import { callStock, stockShard } from "../edge/stock-client";
 /** The SKU's payment outcomes over all its shards (the admin view's `payments`). */
 export async function readPaymentTotals(env: Env, sku: string, shards: number): Promise<PaymentTotals> {
   const totals = await Promise.all(
-    Array.from({ length: shards }, (_, shard) => callStock(() => stockShard(env, sku, shard).paymentTotals())),
+    Array.from({ length: shards }, (_, shard) => callStock(() => adminShard(env, sku, shard).paymentTotals())),
   );
   return { refund_required: totals.reduce((sum, t) => sum + t.refund_required, 0) };
 }
