@@ -1,6 +1,6 @@
 /**
  * The stock model as the edge sees it: the module of durable-objects/ that src/ imports for the
- * model's types and rules (biome.json's `noRestrictedImports` keeps src/ to this, ./support.ts and
+ * model's types and rules (.dependency-cruiser.cjs keeps src/ to this, ./support.ts and
  * ./objects.ts). It loads anywhere, Node included (drizzle-kit, the bench and the tools load src/
  * modules that use it), so it re-exports only plain code: the engine's types and rules, the draw's
  * and the stock object's answers, shard names and the queue event format. The tools src/ shares
