@@ -3,9 +3,9 @@ import { env } from "cloudflare:workers";
 import { Redis } from "@upstash/redis/cloudflare";
 import { describe, expect, inject, it } from "vitest";
 import type { SkuState } from "../durable-objects/engine/types";
-import { isNoScript, LuaScript, runScript, type ScriptClient, sha1Hex } from "../durable-objects/lua-script";
-import { MIRROR_SCRIPT, mirrorKey, RedisMirror } from "../durable-objects/redis-mirror";
-import type { SkuStock } from "../durable-objects/sku-stock";
+import { isNoScript, LuaScript, runScript, type ScriptClient, sha1Hex } from "../durable-objects/mirror/lua-script";
+import { MIRROR_SCRIPT, mirrorKey, RedisMirror } from "../durable-objects/mirror/redis-mirror";
+import type { SkuStock } from "../durable-objects/stock/sku-stock";
 import mirrorLua from "../lua/mirror.lua";
 import { stockShard } from "./support/client";
 

@@ -1,10 +1,10 @@
-import type { PaymentAnswer, PaymentCommand, PaymentType, Reservation } from "../../durable-objects/stock-model";
-import { catalogHasShard } from "../edge/sku-catalog";
-import { adminShard, callStock, locateReservation } from "../edge/stock-client";
+import type { PaymentAnswer, PaymentCommand, PaymentType, Reservation } from "../../durable-objects/stock/stock-model";
+import { catalogHasShard } from "../catalog/sku-catalog";
 import { wakeSender } from "../handoff/delivery-consumer";
 import { ApiError, busy } from "../http/errors";
 import { increment } from "../observability/metrics";
 import { settledReservation } from "../orders/settled";
+import { adminShard, callStock, locateReservation } from "../stock/stock-client";
 import { type PaymentSource, recordPayment } from "./payment-records";
 
 /**

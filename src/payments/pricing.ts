@@ -1,10 +1,10 @@
-import type { PaymentTotals } from "../../durable-objects/stock-model";
-import { adminShard, callStock } from "../edge/stock-client";
+import type { PaymentTotals } from "../../durable-objects/stock/stock-model";
+import { adminShard, callStock } from "../stock/stock-client";
 
 /**
  * A SKU's price lives in each of its stock objects, next to the payments it checks: a payment is
  * decided by the shard that holds its reservation, in one transaction with its idempotency record.
- * A PUT sets it on every shard with the rest of the SKU's settings (durable-objects/sku-change.ts).
+ * A PUT sets it on every shard with the rest of the SKU's settings (durable-objects/stock/sku-change.ts).
  */
 
 /** The SKU's payment outcomes over all its shards (the admin view's `payments`). */

@@ -1,9 +1,9 @@
 import { desc, eq, inArray, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import type { AdminFace, Audit, AuditedReservation, StockStub } from "../../durable-objects/stock-model";
-import { log } from "../../durable-objects/support";
+import { log } from "../../durable-objects/shared/log";
+import type { AdminFace, Audit, AuditedReservation, StockStub } from "../../durable-objects/stock/stock-model";
 import { orderCounts, orders, reconcileDifferences, reconcileRuns, reconcileWatermarks, skus } from "../db/schema";
-import { adminShard, callStock } from "../edge/stock-client";
+import { adminShard, callStock } from "../stock/stock-client";
 
 /**
  * Reconciliation: the check-back between the stock objects (the truth), D1 and the Redis mirror.

@@ -1,7 +1,7 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { shardName } from "../../durable-objects/shard-name";
-import type { SkuStock } from "../../durable-objects/sku-stock";
+import { shardName } from "../../durable-objects/shared/shard-name";
+import type { SkuStock } from "../../durable-objects/stock/sku-stock";
 import { gathererName } from "../../src/edge/gather-name";
 import worker from "../../src/index";
 import { shopperJwt } from "../../tools/jwt";
@@ -145,7 +145,7 @@ export async function stockOf(sku: string): Promise<{ total: number; available: 
 
 /**
  * The stock object of a SKU's shard, for tests that look inside it: typed to the whole class, where
- * the product's callers each get one face (src/edge/stock-client.ts).
+ * the product's callers each get one face (src/stock/stock-client.ts).
  */
 export function stockShard(env: Env, sku: string, shard: number): DurableObjectStub<SkuStock> {
   return env.SKU_STOCK.getByName(shardName(sku, shard));

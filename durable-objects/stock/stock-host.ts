@@ -1,5 +1,5 @@
+import type { StockEngine } from "../engine/stock-engine";
 import type { DueWork } from "./due-work";
-import type { StockEngine } from "./stock-engine";
 import type { ShardFace, StockStub } from "./stock-faces";
 
 /**

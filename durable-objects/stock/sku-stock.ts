@@ -1,12 +1,11 @@
 import { DurableObject } from "cloudflare:workers";
 import { v7 as uuidv7 } from "uuid";
-import { DrawRunner } from "./draw-runner";
-import { DueWork } from "./due-work";
-import type { Audit } from "./engine/audit";
-import type { SkuSettings } from "./engine/configuration";
-import type { DrawInfo, DrawnEntry, DrawPlace, Entrant } from "./engine/opening-draw";
-import type { GrantAnswer, PaymentAnswer, PaymentCommand, PaymentTotals, UnitClaim } from "./engine/payments";
-import { NOTHING_PRUNED, type Pruned } from "./engine/retention";
+import type { Audit } from "../engine/audit";
+import type { SkuSettings } from "../engine/configuration";
+import type { DrawInfo, DrawnEntry, DrawPlace, Entrant } from "../engine/opening-draw";
+import type { GrantAnswer, PaymentAnswer, PaymentCommand, PaymentTotals, UnitClaim } from "../engine/payments";
+import { NOTHING_PRUNED, type Pruned } from "../engine/retention";
+import { StockEngine } from "../engine/stock-engine";
 import {
   type EngineStorage,
   isShort,
@@ -17,18 +16,19 @@ import {
   type SkuState,
   type SpentDigest,
   showsSoldOut,
-} from "./engine/types";
-import type { WaitlistEntry, WaitlistMode, WaitlistPlace } from "./engine/waitlist";
-import { log, withLogContext } from "./log";
+} from "../engine/types";
+import type { WaitlistEntry, WaitlistMode, WaitlistPlace } from "../engine/waitlist";
+import { MIRROR_WRITE_TIMEOUT_MS, mirrorFromEnv } from "../mirror/redis-mirror";
+import { log, withLogContext } from "../shared/log";
+import { shardName } from "../shared/shard-name";
+import { DrawRunner } from "./draw-runner";
+import { DueWork } from "./due-work";
 import { type MirrorCheck, MirrorPublisher } from "./mirror-publisher";
 import { OutboxSender } from "./outbox-sender";
 import { PaymentClaims } from "./payment-claims";
-import { MIRROR_WRITE_TIMEOUT_MS, mirrorFromEnv } from "./redis-mirror";
-import { shardName } from "./shard-name";
 import { ShardPulls } from "./shard-pulls";
 import type { SkuChange } from "./sku-change";
 import { SkuChanges } from "./sku-change-runner";
-import { StockEngine } from "./stock-engine";
 import type { AdminFace, EdgeFace, RepairDone, ShardFace, StockStub } from "./stock-faces";
 import type { StockHost } from "./stock-host";
 import { WaitlistServer } from "./waitlist-server";

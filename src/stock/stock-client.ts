@@ -1,6 +1,6 @@
-import type { AdminFace, EdgeFace, Outcome, StockStub } from "../../durable-objects/stock-model";
-import { shardName } from "../../durable-objects/stock-model";
-import { log } from "../../durable-objects/support";
+import { log } from "../../durable-objects/shared/log";
+import type { AdminFace, EdgeFace, Outcome, StockStub } from "../../durable-objects/stock/stock-model";
+import { shardName } from "../../durable-objects/stock/stock-model";
 import { ApiError, busy } from "../http/errors";
 
 /** SKU ids: short, URL-safe, no dots (a dot separates the parts of a reservation id). */

@@ -4,13 +4,13 @@
  * stock-host.ts) is private and not reachable over RPC. This module imports no class, so both the
  * object and its callers depend on it and never on each other.
  */
-import type { Audit } from "./engine/audit";
-import type { SkuSettings } from "./engine/configuration";
-import type { DrawInfo, DrawnEntry, DrawPlace, Entrant } from "./engine/opening-draw";
-import type { GrantAnswer, PaymentAnswer, PaymentCommand, PaymentTotals, UnitClaim } from "./engine/payments";
-import type { Pruned } from "./engine/retention";
-import type { Outcome, Reservation, ReserveOutcome, ReserveRequest, SkuState } from "./engine/types";
-import type { WaitlistEntry, WaitlistMode, WaitlistPlace } from "./engine/waitlist";
+import type { Audit } from "../engine/audit";
+import type { SkuSettings } from "../engine/configuration";
+import type { DrawInfo, DrawnEntry, DrawPlace, Entrant } from "../engine/opening-draw";
+import type { GrantAnswer, PaymentAnswer, PaymentCommand, PaymentTotals, UnitClaim } from "../engine/payments";
+import type { Pruned } from "../engine/retention";
+import type { Outcome, Reservation, ReserveOutcome, ReserveRequest, SkuState } from "../engine/types";
+import type { WaitlistEntry, WaitlistMode, WaitlistPlace } from "../engine/waitlist";
 import type { MirrorCheck } from "./mirror-publisher";
 import type { SkuChange } from "./sku-change";
 
