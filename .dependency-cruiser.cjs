@@ -18,12 +18,39 @@ module.exports = {
       to: { path: "^src/" },
     },
     {
-      name: "edge-through-barrels",
+      name: "edge-through-the-model",
       comment:
-        "src/ reaches durable-objects/ through stock-model.ts (the model's types, rules), support.ts (log, runner, hash) or objects.ts (the Worker-only classes).",
+        "src/ reaches durable-objects/ only through shared/ (log, hash, runner, event format, shard names), stock/stock-model.ts (the model's types and faces), the mirror client, and the classes the Worker exports.",
       severity: "error",
       from: { path: "^src/" },
-      to: { path: "^durable-objects/", pathNot: "^durable-objects/(stock-model|support|objects)\\.ts$" },
+      to: {
+        path: "^durable-objects/",
+        pathNot:
+          "^durable-objects/(shared/[^/]+|stock/stock-model|stock/sku-stock|mirror/redis-mirror|metrics/metrics-totals)\\.ts$",
+      },
+    },
+    {
+      name: "engine-is-pure",
+      comment:
+        "The engine is synchronous over its storage: it uses only itself and shared/, never the object around it.",
+      severity: "error",
+      from: { path: "^durable-objects/engine/" },
+      to: { path: "^durable-objects/", pathNot: "^durable-objects/(engine|shared)/" },
+    },
+    {
+      name: "shared-stands-alone",
+      comment: "What the Worker and the objects share depends on neither of them.",
+      severity: "error",
+      from: { path: "^durable-objects/shared/" },
+      to: { path: "^durable-objects/", pathNot: "^durable-objects/shared/" },
+    },
+    {
+      name: "callers-use-faces",
+      comment:
+        "No part of the product but the Worker's entry holds the stock object's class: callers hold a face (stock/stock-faces.ts).",
+      severity: "error",
+      from: { path: "^(src|durable-objects)/", pathNot: "^(src/index|src/harness/.*)\\.ts$" },
+      to: { path: "^durable-objects/stock/sku-stock\\.ts$" },
     },
     {
       name: "product-not-on-tools",

@@ -1,6 +1,6 @@
 -- configure.lua: creates or updates the configuration of one SKU shard.
 --
--- The Redis twin of StockEngine.configure (durable-objects/stock-engine.ts):
+-- The Redis twin of StockEngine.configure (durable-objects/engine/stock-engine.ts):
 --   0. bad arguments ............................................ error reply, nothing written
 --   1. an existing shard refuses total < held + sold ............ INVALID_STATE
 --   2. every setting that is absent keeps its current value (or the default on creation:

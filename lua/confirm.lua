@@ -1,6 +1,6 @@
 -- confirm.lua: applies one payment event to a reservation of one SKU shard, once per event id.
 --
--- The Redis twin of StockEngine.applyPayment (durable-objects/stock-engine.ts). The script reads
+-- The Redis twin of StockEngine.applyPayment (durable-objects/engine/stock-engine.ts). The script reads
 -- no clock (`now` comes in ARGV) and emits no events (the outbox is the Durable Object's job).
 --
 --   0. bad arguments ............................................ error reply, nothing written

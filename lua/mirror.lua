@@ -1,6 +1,6 @@
 -- mirror.lua: writes a stock snapshot of one SKU shard into the Redis mirror, only if it is newer.
 --
--- The stock object (durable-objects/sku-stock.ts) is the truth; this hash is its mirror, read by stock
+-- The stock object (durable-objects/stock/sku-stock.ts) is the truth; this hash is its mirror, read by stock
 -- displays and never used to decide a sale (docs/ARCHITECTURE.md, invariant 7). Snapshots can arrive late or twice
 -- (a publish that timed out may still land after a newer one, a restarted object republishes), so the
 -- script keeps the snapshot with the highest version and ignores anything not newer:

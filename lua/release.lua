@@ -1,6 +1,6 @@
 -- release.lua: gives held stock of one SKU shard back, by cancel or by expiry.
 --
--- The Redis twin of StockEngine.cancel and StockEngine.expireDue (durable-objects/stock-engine.ts).
+-- The Redis twin of StockEngine.cancel and StockEngine.expireDue (durable-objects/engine/stock-engine.ts).
 -- The script reads no clock (`now` comes in ARGV) and emits no events (the outbox is the Durable
 -- Object's job). A hold is released exactly once: released holds leave the holds zset, so a second
 -- call finds nothing to do.

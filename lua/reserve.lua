@@ -1,6 +1,6 @@
 -- reserve.lua: holds `quantity` units of one SKU shard for one user, once per purchase-token nonce.
 --
--- The Redis twin of StockEngine.reserve (durable-objects/stock-engine.ts) for ONE request: the same
+-- The Redis twin of StockEngine.reserve (durable-objects/engine/stock-engine.ts) for ONE request: the same
 -- checks in the same order, the same answer codes, the same counters. The script reads no clock
 -- (`now` comes in ARGV) and emits no events (the outbox is the Durable Object's job).
 --

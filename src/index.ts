@@ -1,5 +1,5 @@
 import type { Hono } from "hono";
-import { log } from "../durable-objects/support";
+import { log } from "../durable-objects/shared/log";
 import { app } from "./app";
 import { handoffRetentionMs, pruneHandoff, pruneHistory } from "./db/retention";
 import { checkBackDeliveries } from "./handoff/check-back";
@@ -10,7 +10,8 @@ import { consumeDeadLetters } from "./orders/dead-letter-consumer";
 import { consumeOrderEvents } from "./orders/order-consumer";
 import { reconcile } from "./reconcile/reconcile";
 
-export { MetricsTotals, SkuStock } from "../durable-objects/objects";
+export { MetricsTotals } from "../durable-objects/metrics/metrics-totals";
+export { SkuStock } from "../durable-objects/stock/sku-stock";
 export { Gatherer } from "./edge/gatherer";
 export { WebhookSender } from "./handoff/endpoint-sender";
 

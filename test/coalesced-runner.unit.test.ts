@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { CoalescedRunner } from "../durable-objects/coalesced-runner";
-import { DueWork } from "../durable-objects/due-work";
+import { CoalescedRunner } from "../durable-objects/shared/coalesced-runner";
+import { DueWork } from "../durable-objects/stock/due-work";
 
 /** A task whose runs finish when the test says so, counting how many started. */
 function gatedTask() {

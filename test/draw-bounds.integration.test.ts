@@ -1,7 +1,7 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { homeShard } from "../durable-objects/shard-name";
+import { homeShard } from "../durable-objects/shared/shard-name";
 import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
 import { call, createSku, stockCallsTo, stockShard, uniqueSku } from "./support/client";
 import { countStorage, storageCount } from "./support/counting-storage";

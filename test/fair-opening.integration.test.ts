@@ -2,7 +2,7 @@ import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } fro
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { drawOrder, entryIdOf, sha256Hex } from "../durable-objects/engine/opening-draw";
-import { homeShard } from "../durable-objects/shard-name";
+import { homeShard } from "../durable-objects/shared/shard-name";
 import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
 import { type Answer, call, createSku, stockOf, stockShard, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";

@@ -2,11 +2,11 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { ReserveOutcome, ReserveRequest } from "../durable-objects/engine/types";
-import { homeShard, shardName } from "../durable-objects/shard-name";
+import { homeShard, shardName } from "../durable-objects/shared/shard-name";
 import { gathererName } from "../src/edge/gather-name";
 import type { Gatherer } from "../src/edge/gatherer";
 import { mintPurchaseToken, newNonce, verifyPurchaseToken } from "../src/edge/purchase-token";
-import { callStock } from "../src/edge/stock-client";
+import { callStock } from "../src/stock/stock-client";
 import {
   call,
   createSku,

@@ -2,8 +2,8 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { ReserveOutcome, ReserveRequest } from "../durable-objects/engine/types";
 import { reserveGrouped } from "../src/edge/group-commit";
-import { callStock } from "../src/edge/stock-client";
 import { ApiError } from "../src/http/errors";
+import { callStock } from "../src/stock/stock-client";
 import { createSku, reserve, stockCallsTo, stockOf, stockShard, tokenFor, uniqueSku } from "./support/client";
 import { seededRandom } from "./support/random";
 

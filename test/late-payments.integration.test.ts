@@ -1,7 +1,7 @@
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { homeShard } from "../durable-objects/shard-name";
+import { homeShard } from "../durable-objects/shared/shard-name";
 import { type Answer, call, createSku, reserve, stockOf, stockShard, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
 import { pay } from "./support/payments";

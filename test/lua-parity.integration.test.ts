@@ -4,9 +4,9 @@ import { Redis } from "@upstash/redis/cloudflare";
 import fc from "fast-check";
 import { describe, expect, inject, it } from "vitest";
 import type { SkuSettings } from "../durable-objects/engine/configuration";
+import { StockEngine } from "../durable-objects/engine/stock-engine";
 import type { SaleStatus } from "../durable-objects/engine/types";
-import { LuaScript } from "../durable-objects/lua-script";
-import { StockEngine } from "../durable-objects/stock-engine";
+import { LuaScript } from "../durable-objects/mirror/lua-script";
 import configureLua from "../lua/configure.lua";
 import confirmLua from "../lua/confirm.lua";
 import releaseLua from "../lua/release.lua";
@@ -14,7 +14,7 @@ import reserveLua from "../lua/reserve.lua";
 import { stockShard } from "./support/client";
 
 /**
- * Parity of the stock engine (durable-objects/stock-engine.ts, the code the stock objects run, here in
+ * Parity of the stock engine (durable-objects/engine/stock-engine.ts, the code the stock objects run, here in
  * workerd on a Durable Object's SQLite storage) with the classic Lua scripts (lua/*.lua, run with
  * EVALSHA/EVAL on a real redis-server through the Upstash bridge). Every random sequence of
  * configure / reserve / cancel / pay / expire runs against both, step by step; each step must give

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SkuSettings } from "../durable-objects/engine/configuration";
 import type { PaymentAnswer, PaymentType } from "../durable-objects/engine/payments";
 import type { Outcome, Reservation, ReserveAnswer, SkuState, StockCounts } from "../durable-objects/engine/types";
-import { sha1Hex } from "../durable-objects/lua-script";
+import { sha1Hex } from "../durable-objects/mirror/lua-script";
 import {
   LUA_SCRIPT_NAMES,
   LUA_SHA1,
@@ -19,7 +19,7 @@ import { hasRedisServer, REDIS_MISSING, type RedisServer, startRedis } from "../
 
 /**
  * The reference Lua scripts (lua/*.lua) against a real redis-server: the same scenarios the stock
- * engine (durable-objects/stock-engine.ts) answers, with answers shaped like its Outcome objects.
+ * engine (durable-objects/engine/stock-engine.ts) answers, with answers shaped like its Outcome objects.
  */
 
 type Client = ReturnType<typeof createClient>;
@@ -124,10 +124,10 @@ function shardOf(sku: string, shard = 0) {
 describe("lua scripts: loading", () => {
   it("pins the SHA1 of every script (a change of a lua/ file must update this pin)", async () => {
     const pinned: Record<LuaScriptName, string> = {
-      reserve: "584c969c9c7187ee3a7fff8bfed059fb19248d4e",
-      release: "d651017387006734a75d6557c7e64f07000d5768",
-      confirm: "04901c14d352e4c9270646f3531345e2c26e0e74",
-      configure: "cc2b70f5e0d85d0225b2fd678cdef520cb635092",
+      reserve: "b04607fc58e3f44500b2bc9cde1c99d83f849d16",
+      release: "3b1e2a4decf83a7ba4b5fc3233b6ad6219a56b34",
+      confirm: "70bde690a7b01d712b821ff528fbf337efd03031",
+      configure: "7b55733a8460b32c7fa17b1e2241241b06bd0279",
     };
     expect(LUA_SHA1).toEqual(pinned);
     for (const name of LUA_SCRIPT_NAMES) {

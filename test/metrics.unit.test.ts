@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { Sample } from "../durable-objects/metrics-totals";
+import type { Sample } from "../durable-objects/metrics/metrics-totals";
 import { flushMetrics, increment } from "../src/observability/metrics";
 
 /** An Env whose MetricsTotals object records what it is sent, and holds its first answer until released. */

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import type { DueWork } from "../durable-objects/due-work";
-import { MIRROR_MIN_INTERVAL_MS, MirrorPublisher } from "../durable-objects/mirror-publisher";
-import type { RedisMirror } from "../durable-objects/redis-mirror";
-import type { StockEngine } from "../durable-objects/stock-engine";
+import type { StockEngine } from "../durable-objects/engine/stock-engine";
+import type { RedisMirror } from "../durable-objects/mirror/redis-mirror";
+import type { DueWork } from "../durable-objects/stock/due-work";
+import { MIRROR_MIN_INTERVAL_MS, MirrorPublisher } from "../durable-objects/stock/mirror-publisher";
 
 /** The mirror publisher against a stock engine whose version moves and a mirror that records writes. */
 function harness() {

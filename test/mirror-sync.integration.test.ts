@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { Redis } from "@upstash/redis/cloudflare";
 import { describe, expect, inject, it } from "vitest";
-import { MIRROR_READ_TIMEOUT_MS, MIRROR_WRITE_TIMEOUT_MS, RedisMirror } from "../durable-objects/redis-mirror";
+import { MIRROR_READ_TIMEOUT_MS, MIRROR_WRITE_TIMEOUT_MS, RedisMirror } from "../durable-objects/mirror/redis-mirror";
 import { type Answer, call, createSku, reserve, stockShard, tokenFor, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
 

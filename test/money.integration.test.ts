@@ -1,7 +1,7 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { StockEngine } from "../durable-objects/stock-engine";
+import { StockEngine } from "../durable-objects/engine/stock-engine";
 import { forgetSoldOut } from "../src/edge/sold-out-cache";
 import { Scrape } from "../tools/prometheus";
 import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "./support/client";

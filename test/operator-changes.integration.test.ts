@@ -1,7 +1,7 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { homeShard } from "../durable-objects/shard-name";
+import { homeShard } from "../durable-objects/shared/shard-name";
 import { call, createSku, reserve, stockShard, tokenFor, uniqueSku } from "./support/client";
 
 /**

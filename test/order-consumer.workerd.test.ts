@@ -2,8 +2,8 @@ import { createExecutionContext, createMessageBatch, getQueueResult } from "clou
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { OutboxRow } from "../durable-objects/engine/outbox";
-import { eventsOfMessage, MAX_EVENTS_PER_MESSAGE, type OrderEvent } from "../durable-objects/order-events";
-import { MAX_MESSAGE_BYTES, MAX_SEND_BATCH_BYTES, packOutbox } from "../durable-objects/outbox-messages";
+import { eventsOfMessage, MAX_EVENTS_PER_MESSAGE, type OrderEvent } from "../durable-objects/shared/order-events";
+import { MAX_MESSAGE_BYTES, MAX_SEND_BATCH_BYTES, packOutbox } from "../durable-objects/stock/outbox-messages";
 import { type ConsumerFault, withConsumerFault } from "../src/harness/consumer-fault";
 import { consumeDeadLetters } from "../src/orders/dead-letter-consumer";
 import { consumeOrderEvents } from "../src/orders/order-consumer";

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { Redis } from "@upstash/redis/cloudflare";
 import { describe, expect, inject, it } from "vitest";
-import { mirrorKey } from "../durable-objects/redis-mirror";
+import { mirrorKey } from "../durable-objects/mirror/redis-mirror";
 import type { Difference, RunReport } from "../src/reconcile/reconcile";
 import { call, createSku, reserve, stockShard, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";

@@ -6,7 +6,7 @@ import {
 } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { homeShard } from "../durable-objects/shard-name";
+import { homeShard } from "../durable-objects/shared/shard-name";
 import worker from "../src/index";
 import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";

@@ -1,12 +1,12 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { homeShard } from "../durable-objects/shard-name";
-import { type ResizePlan, resizeSettings, share } from "../durable-objects/sku-change";
+import { homeShard } from "../durable-objects/shared/shard-name";
+import { type ResizePlan, resizeSettings, share } from "../durable-objects/stock/sku-change";
 import { call, createSku, reserve, stockShard, uniqueSku } from "./support/client";
 
 /**
- * A resize stopped by a restart (durable-objects/sku-change-runner.ts): shard 0 recorded its plan,
+ * A resize stopped by a restart (durable-objects/stock/sku-change-runner.ts): shard 0 recorded its plan,
  * then died. Its alarm undoes a plan stopped while `preparing` (fences set, nothing committed) and
  * finishes one stopped while `committing` (shard 0 committed, siblings not). Each state is built
  * with the objects' own steps, as the runner takes them, up to the point where it stops.

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { homeShard } from "../durable-objects/shard-name";
+import { homeShard } from "../durable-objects/shared/shard-name";
 import { call, createSku, reserve, stockOf, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
 

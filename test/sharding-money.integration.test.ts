@@ -2,7 +2,7 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { homeShard } from "../durable-objects/shard-name";
+import { homeShard } from "../durable-objects/shared/shard-name";
 import { forgetSoldOut } from "../src/edge/sold-out-cache";
 import { type Answer, call, createSku, reserve, stockShard, uniqueSku } from "./support/client";
 import { pay } from "./support/payments";

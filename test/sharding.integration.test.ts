@@ -1,7 +1,7 @@
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { homeShard } from "../durable-objects/shard-name";
+import { homeShard } from "../durable-objects/shared/shard-name";
 import { forgetSoldOut } from "../src/edge/sold-out-cache";
 import {
   call,

@@ -1,8 +1,8 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { homeShard } from "../durable-objects/shard-name";
-import { locateReservation } from "../src/edge/stock-client";
+import { homeShard } from "../durable-objects/shared/shard-name";
+import { locateReservation } from "../src/stock/stock-client";
 import { type Answer, call, createSku, reserve, stockShard, tokenFor, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
 import { pay } from "./support/payments";

@@ -1,7 +1,7 @@
 import { listDurableObjectIds } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { shardName } from "../durable-objects/shard-name";
+import { shardName } from "../durable-objects/shared/shard-name";
 import { call, createSku, reserve, stockCallsTo, uniqueSku } from "./support/client";
 
 /** The public `GET /api/skus/:sku` (mirror off here): catalog first, and a storm shares one read. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { callStock } from "../src/edge/stock-client";
 import { ApiError } from "../src/http/errors";
+import { callStock } from "../src/stock/stock-client";
 
 /** An Error with the flags the Durable Objects runtime sets on what it throws. */
 const runtimeError = (flags: {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { migrate, SCHEMA_VERSION } from "../durable-objects/engine/schema";
-import { StockEngine } from "../durable-objects/stock-engine";
+import { StockEngine } from "../durable-objects/engine/stock-engine";
 import deployed from "./fixtures/stock-schema-3b25bd4.json?raw";
 import type { TestStorage } from "./suites/stock-engine";
 import { inMemory } from "./support/node-place";

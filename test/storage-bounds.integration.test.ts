@@ -1,8 +1,8 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { fnv1a } from "../durable-objects/fnv1a";
-import { StockEngine } from "../durable-objects/stock-engine";
+import { StockEngine } from "../durable-objects/engine/stock-engine";
+import { fnv1a } from "../durable-objects/shared/fnv1a";
 import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
 import { forgetSoldOut } from "../src/edge/sold-out-cache";
 import { reconcile } from "../src/reconcile/reconcile";

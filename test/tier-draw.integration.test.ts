@@ -2,7 +2,7 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { drawOrder, entryIdOf, sha256Hex } from "../durable-objects/engine/opening-draw";
-import { homeShard } from "../durable-objects/shard-name";
+import { homeShard } from "../durable-objects/shared/shard-name";
 import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
 import { signHs256 } from "../tools/jwt";
 import { type Answer, call, createSku, stockOf, stockShard, uniqueSku } from "./support/client";

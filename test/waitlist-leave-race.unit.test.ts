@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
-import type { DueWork } from "../durable-objects/due-work";
+import { StockEngine } from "../durable-objects/engine/stock-engine";
 import type { ReserveOutcome } from "../durable-objects/engine/types";
-import { homeShard } from "../durable-objects/shard-name";
-import type { ShardPulls } from "../durable-objects/shard-pulls";
-import type { SkuStock } from "../durable-objects/sku-stock";
-import { StockEngine } from "../durable-objects/stock-engine";
-import type { StockHost } from "../durable-objects/stock-host";
-import { WaitlistServer } from "../durable-objects/waitlist-server";
+import { homeShard } from "../durable-objects/shared/shard-name";
+import type { DueWork } from "../durable-objects/stock/due-work";
+import type { ShardPulls } from "../durable-objects/stock/shard-pulls";
+import type { SkuStock } from "../durable-objects/stock/sku-stock";
+import type { StockHost } from "../durable-objects/stock/stock-host";
+import { WaitlistServer } from "../durable-objects/stock/waitlist-server";
 import { inMemory } from "./support/node-place";
 
 /**

@@ -1,8 +1,8 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { StockEngine } from "../durable-objects/engine/stock-engine";
 import type { EngineStorage } from "../durable-objects/engine/types";
-import { StockEngine } from "../durable-objects/stock-engine";
 import { stockShard, uniqueSku } from "./support/client";
 
 /**

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { StockEngine } from "../durable-objects/engine/stock-engine";
 import type { Outcome, ReserveAnswer } from "../durable-objects/engine/types";
-import { StockEngine } from "../durable-objects/stock-engine";
 import { inMemory } from "./support/node-place";
 
 /** The waitlist inside the engine: filled in the same transaction as the release. */

@@ -1,9 +1,9 @@
 import { readFileSync } from "node:fs";
-import { LuaScript, runScript as runLuaScript, shardTag } from "../durable-objects/lua-script";
+import { LuaScript, runScript as runLuaScript, shardTag } from "../durable-objects/mirror/lua-script";
 
 /**
  * The classic design's Redis scripts of `lua/` for Node (tests, bench): their source and SHA1, the
- * KEYS of a shard, and node-redis calls of the Worker's own runner (durable-objects/lua-script.ts), which
+ * KEYS of a shard, and node-redis calls of the Worker's own runner (durable-objects/mirror/lua-script.ts), which
  * tries EVALSHA first and falls back to EVAL only when Redis answers NOSCRIPT.
  */
 

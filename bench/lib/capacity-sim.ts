@@ -1,4 +1,4 @@
-import { homeShard } from "../../durable-objects/shard-name";
+import { homeShard } from "../../durable-objects/shared/shard-name";
 import { GATHER_GROUPS } from "../../src/edge/gather-name";
 import { MAX_BATCH } from "../../src/edge/group-commit";
 

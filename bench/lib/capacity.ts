@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { MAX_EVENTS_PER_MESSAGE } from "../../durable-objects/order-events";
+import { MAX_EVENTS_PER_MESSAGE } from "../../durable-objects/shared/order-events";
 import { type CapacitySimulation, capacitySimulation, simulationLines } from "./capacity-sim";
 import { log } from "./log";
 

@@ -1,4 +1,4 @@
-import { homeShard } from "../../durable-objects/shard-name";
+import { homeShard } from "../../durable-objects/shared/shard-name";
 import { issueChallenge } from "../../src/edge/proof-of-work";
 import { mintPurchaseToken, newNonce } from "../../src/edge/purchase-token";
 import { SECRETS } from "../../tools/dev-vars";

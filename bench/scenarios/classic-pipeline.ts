@@ -1,6 +1,6 @@
 import { connect } from "amqplib";
 import { createConnection, type RowDataPacket } from "mysql2/promise";
-import { shardTag } from "../../durable-objects/lua-script";
+import { shardTag } from "../../durable-objects/mirror/lua-script";
 import { shardKeys } from "../../tools/lua";
 import { cpuMeter } from "../../tools/proc";
 import { configureRedisSku, type Redis, redisCounts } from "../lib/classic";

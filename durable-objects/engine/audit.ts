@@ -1,4 +1,4 @@
-import type { ReservationStatus } from "../order-events";
+import type { ReservationStatus } from "../shared/order-events";
 import type { Configuration } from "./configuration";
 import type { Ledger } from "./ledger";
 import type { Outbox } from "./outbox";

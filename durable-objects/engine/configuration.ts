@@ -17,8 +17,8 @@ import type { Waitlist } from "./waitlist";
 
 /**
  * A shard's configuration: its settings, total, price and fair-opening window, set all at once by a
- * configure, and the steps of a resize that shard 0 runs across shards (durable-objects/sku-change.ts
- * plans them; durable-objects/sku-change-runner.ts runs them). A refused configure writes nothing, and an
+ * configure, and the steps of a resize that shard 0 runs across shards (durable-objects/stock/sku-change.ts
+ * plans them; durable-objects/stock/sku-change-runner.ts runs them). A refused configure writes nothing, and an
  * object never configured stays without tables.
  */
 

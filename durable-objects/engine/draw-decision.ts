@@ -7,7 +7,7 @@ import { availableOf, fail, isShort, type Outcome, ok, type ReserveAnswer, type 
  * The fair opening's decision, on the engine's transaction: the draw (opening-draw.ts) stores entries
  * and their order; this unit closes it, decides each entry in draw order as a reservation of its
  * first token, and records the answers. Shard 0 ranks the entrants with its seed outside any
- * transaction (durable-objects/draw-runner.ts), then calls these steps; every step is idempotent.
+ * transaction (durable-objects/stock/draw-runner.ts), then calls these steps; every step is idempotent.
  */
 export class DrawDecision {
   constructor(

@@ -1,4 +1,4 @@
-import { eventTypeOf, MAX_EVENTS_PER_MESSAGE, type OrderEvent, type ReservationStatus } from "../order-events";
+import { eventTypeOf, MAX_EVENTS_PER_MESSAGE, type OrderEvent, type ReservationStatus } from "../shared/order-events";
 import { migrate, schemaCurrent } from "./schema";
 import {
   DEFAULT_CURRENCY,

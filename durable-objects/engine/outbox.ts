@@ -1,9 +1,9 @@
-import type { OrderEvent } from "../order-events";
+import type { OrderEvent } from "../shared/order-events";
 import type { Ledger } from "./ledger";
 
 /**
  * The transactional outbox, read side: the events each transaction wrote beside its change (the
- * ledger writes them), waiting for the `order-events` queue. The sender (durable-objects/outbox-sender.ts)
+ * ledger writes them), waiting for the `order-events` queue. The sender (durable-objects/stock/outbox-sender.ts)
  * reads rows oldest first, sends them, and marks what the queue took.
  */
 

@@ -1,5 +1,5 @@
-import type { ReservationStatus } from "../order-events";
-import { homeShard } from "../shard-name";
+import type { ReservationStatus } from "../shared/order-events";
+import { homeShard } from "../shared/shard-name";
 import { LAZY_EXPIRY_BATCH, type Ledger } from "./ledger";
 import type { Reserver } from "./reserve";
 import {
@@ -36,7 +36,7 @@ import type { Waitlist } from "./waitlist";
  * event, before anything is asked, so its alarm finishes it) and asks the home shard for a unit
  * (`grant`, once per reservation: the unit is sold there and counted in the buyer's quota there), then
  * records the answer, the reservation's new status and the event's answer in one transaction
- * (`finishClaim`). The shell runs the steps (durable-objects/payment-claims.ts).
+ * (`finishClaim`). The shell runs the steps (durable-objects/stock/payment-claims.ts).
  */
 
 export type PaymentType = "payment.succeeded" | "payment.failed";

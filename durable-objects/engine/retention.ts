@@ -1,4 +1,4 @@
-import { fnv1a } from "../fnv1a";
+import { fnv1a } from "../shared/fnv1a";
 import type { Ledger } from "./ledger";
 import type { SpentDigest } from "./types";
 

@@ -7,7 +7,7 @@ import type { Waitlist } from "./waitlist";
  * intent before it asks ('in', granted NULL), the giver records what it granted ('out'), and the
  * receiver adds the grant once; a receiver that died in between finishes from its alarm, asking
  * again with the same id and getting the same grant. The shell runs the steps
- * (durable-objects/shard-pulls.ts).
+ * (durable-objects/stock/shard-pulls.ts).
  */
 
 interface PendingTransfer {

@@ -1,4 +1,4 @@
-import type { ReservationStatus } from "../order-events";
+import type { ReservationStatus } from "../shared/order-events";
 import type { DrawPlace } from "./opening-draw";
 
 /**

@@ -4,7 +4,7 @@ import { availableOf, fail, notOnSale, type Outcome, ok, overLimit, rowOnSale } 
 /**
  * The waitlist: buyers waiting for released units, served first-fit in FIFO order, each within the
  * per-user limit, in the same transaction that released the units (a 1-shard SKU). A sharded SKU
- * keeps its waitlist on shard 0, which serves it across shards (durable-objects/waitlist-server.ts);
+ * keeps its waitlist on shard 0, which serves it across shards (durable-objects/stock/waitlist-server.ts);
  * every shard keeps the waitlist's {@link WaitlistMode} as shard 0 last told it.
  */
 

@@ -27,7 +27,7 @@
  *   id and every flagged event counted once (6), sold == Σ paid (1) at the end.
  */
 import { randomBytes } from "node:crypto";
-import { homeShard } from "../../durable-objects/shard-name";
+import { homeShard } from "../../durable-objects/shared/shard-name";
 import { signPayment } from "../../src/payments/webhook-signature";
 import { shopperJwt } from "../../tools/jwt";
 import type { FaultInjector } from "./faults";

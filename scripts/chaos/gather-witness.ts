@@ -6,7 +6,7 @@
  * (`Idempotent-Replayed`) or make it, never a second one (invariant 3 on line); the hold joins the
  * ledger, so invariant 4 reads it back and 1, 2 and 5 count it.
  */
-import { homeShard } from "../../durable-objects/shard-name";
+import { homeShard } from "../../durable-objects/shared/shard-name";
 import { shopperJwt } from "../../tools/jwt";
 import { type Client, type Reply, sleep, str } from "./http";
 import { count, type Ledger } from "./shoppers";

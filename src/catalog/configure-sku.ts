@@ -1,15 +1,15 @@
 import { drizzle } from "drizzle-orm/d1";
-import { type AccessTier, type SkuChange, type SkuState, sumShards } from "../../durable-objects/stock-model";
+import { type AccessTier, type SkuChange, type SkuState, sumShards } from "../../durable-objects/stock/stock-model";
 import { reconcileWatermarks, skus } from "../db/schema";
-import { rememberSku } from "../edge/sku-catalog";
 import { readShardStates, readWaitlist } from "../edge/sku-state";
-import { callStock, stockShard, unwrap } from "../edge/stock-client";
 import { ApiError } from "../http/errors";
 import type { SkuSettingsRequest } from "../http/schemas";
+import { adminShard, callStock, unwrap } from "../stock/stock-client";
+import { rememberSku } from "./sku-catalog";
 
 /**
  * Creates or updates a SKU, then records it in the D1 catalog. Shard 0 applies the whole change,
- * all or nothing, on every shard (durable-objects/sku-change.ts): a PUT that answers an error has
+ * all or nothing, on every shard (durable-objects/stock/sku-change.ts): a PUT that answers an error has
  * changed nothing.
  *
  * - A new SKU's stock is split evenly over its shards, and shard 0 records the SKU's total.
@@ -69,7 +69,7 @@ export async function configureSku(
     currency: body.currency,
     access,
   };
-  const outcome = await callStock(() => stockShard(env, sku, 0).putSku(change, requestId));
+  const outcome = await callStock(() => adminShard(env, sku, 0).putSku(change, requestId));
   if (!outcome.ok && outcome.code === "INVALID_STATE") throw await explainRefusal(env, sku, body, shards);
   unwrap(outcome);
 
@@ -112,7 +112,7 @@ export async function archiveSku(env: Env, sku: string, requestId?: string): Pro
     assumedTotal: sumShards(current).stock.total,
     status: "archived",
   };
-  unwrap(await callStock(() => stockShard(env, sku, 0).putSku(change, requestId)));
+  unwrap(await callStock(() => adminShard(env, sku, 0).putSku(change, requestId)));
   const states = await readShardStates(env, sku);
   if (!states) throw new Error(`SKU ${sku} vanished while being archived`);
   return sumShards(states);

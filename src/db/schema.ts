@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
-import { PAYMENT_REASONS, RESERVATION_STATUSES } from "../../durable-objects/stock-model";
+import { PAYMENT_REASONS, RESERVATION_STATUSES } from "../../durable-objects/stock/stock-model";
 
 /**
  * The SKU catalog: which SKUs exist and over how many shards. Stock itself lives in the stock

@@ -1,4 +1,4 @@
-import type { DrawInfo } from "../../durable-objects/stock-model";
+import type { DrawInfo } from "../../durable-objects/stock/stock-model";
 
 /**
  * Isolate-local memory of what `GET /api/skus/:sku/draw` (and `/draw/entries`) read from a SKU's

@@ -1,7 +1,7 @@
-import type { ReserveOutcome, ReserveRequest } from "../../durable-objects/stock-model";
-import { log } from "../../durable-objects/support";
+import { log } from "../../durable-objects/shared/log";
+import type { ReserveOutcome, ReserveRequest } from "../../durable-objects/stock/stock-model";
 import { ApiError, busy } from "../http/errors";
-import { callStock, stockShard } from "./stock-client";
+import { callStock, stockShard } from "../stock/stock-client";
 
 /**
  * Fair opening (API.md): a reservation the stock object did not decide on arrival (`DRAW_PENDING`:

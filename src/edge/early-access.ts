@@ -1,4 +1,4 @@
-import type { AccessTier, SkuState } from "../../durable-objects/stock-model";
+import type { AccessTier, SkuState } from "../../durable-objects/stock/stock-model";
 import { ApiError } from "../http/errors";
 import { saleNotActive } from "./sale-phase";
 

@@ -1,4 +1,4 @@
-import { fnv1a } from "../../durable-objects/support";
+import { fnv1a } from "../../durable-objects/shared/fnv1a";
 
 /**
  * Gatherers per stock shard (issue 44): a colo's isolates send a shard's reservations to one of

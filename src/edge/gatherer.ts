@@ -1,9 +1,9 @@
 import { DurableObject } from "cloudflare:workers";
-import type { ReserveOutcome, ReserveRequest } from "../../durable-objects/stock-model";
-import { log } from "../../durable-objects/support";
+import { log } from "../../durable-objects/shared/log";
+import type { ReserveOutcome, ReserveRequest } from "../../durable-objects/stock/stock-model";
 import { ApiError, busy } from "../http/errors";
+import { callStock, stockShardByName } from "../stock/stock-client";
 import { GroupCommit } from "./group-commit";
-import { callStock, stockShardByName } from "./stock-client";
 
 /** A gatherer answers BUSY (retry the same token) before the edge's own wait of 10 s runs out. */
 const GATHER_WAIT_MS = 8_000;

@@ -1,4 +1,4 @@
-import type { SkuState } from "../../durable-objects/stock-model";
+import type { SkuState } from "../../durable-objects/stock/stock-model";
 import { ApiError } from "../http/errors";
 
 /**

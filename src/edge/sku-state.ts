@@ -1,6 +1,6 @@
-import { type SkuState, sumShards } from "../../durable-objects/stock-model";
-import { catalogShards } from "./sku-catalog";
-import { callStock, stockShard } from "./stock-client";
+import { type SkuState, sumShards } from "../../durable-objects/stock/stock-model";
+import { catalogShards } from "../catalog/sku-catalog";
+import { callStock, stockShard } from "../stock/stock-client";
 
 /**
  * The states of every shard of a SKU (shard 0 first), or null when the SKU does not exist. A SKU the

@@ -1,5 +1,5 @@
-import type { SpentDigest } from "../../durable-objects/stock-model";
-import { fnv1a } from "../../durable-objects/support";
+import { fnv1a } from "../../durable-objects/shared/fnv1a";
+import type { SpentDigest } from "../../durable-objects/stock/stock-model";
 
 /**
  * Isolate-local memory of sold-out SKUs, the edge's answer to a sold-out storm: once any stock

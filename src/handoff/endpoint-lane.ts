@@ -1,4 +1,4 @@
-import { log } from "../../durable-objects/support";
+import { log } from "../../durable-objects/shared/log";
 import { increment } from "../observability/metrics";
 import { deliveryId, type Outcome, recordOutcomes, type Taken, takeDue } from "./deliveries";
 import { type Answer, attempt, bodyOf, DELIVERY_TIMEOUT_MS } from "./sender";

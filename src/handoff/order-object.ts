@@ -1,4 +1,4 @@
-import type { ReservationStatus } from "../../durable-objects/stock-model";
+import type { ReservationStatus } from "../../durable-objects/stock/stock-model";
 import type { orders } from "../db/schema";
 
 /**

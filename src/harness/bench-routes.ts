@@ -1,13 +1,18 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import { type Outcome, type ReserveAnswer, type ReserveRequest, shardName } from "../../durable-objects/stock-model";
+import {
+  type Outcome,
+  type ReserveAnswer,
+  type ReserveRequest,
+  shardName,
+} from "../../durable-objects/stock/stock-model";
 import { gathererName } from "../edge/gather-name";
 import { checkProofOfWork } from "../edge/proof-of-work";
 import { newNonce } from "../edge/purchase-token";
-import { SKU_ID, stockShard } from "../edge/stock-client";
 import { readJson } from "../http/body";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
+import { SKU_ID, stockShard } from "../stock/stock-client";
 import type { SkuStock as HarnessSkuStock } from "./harness-stock";
 
 /**

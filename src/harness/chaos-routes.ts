@@ -1,13 +1,13 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import { type OrderEvent, shardName } from "../../durable-objects/stock-model";
+import { type OrderEvent, shardName } from "../../durable-objects/stock/stock-model";
 import { gathererName } from "../edge/gather-name";
-import { callStock, SKU_ID, stockShard } from "../edge/stock-client";
 import { adminAuth } from "../http/auth";
 import { readJson } from "../http/body";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import type { ConsumeOrders } from "../index";
+import { callStock, SKU_ID, stockShard } from "../stock/stock-client";
 import { withConsumerFault } from "./consumer-fault";
 import type { Gatherer as ChaosGatherer } from "./harness-gatherer";
 import type { SkuStock as ChaosSkuStock } from "./harness-stock";

@@ -1,4 +1,4 @@
-import { eventsOfMessage, type OrderEvent } from "../../durable-objects/stock-model";
+import { eventsOfMessage, type OrderEvent } from "../../durable-objects/stock/stock-model";
 import type { ConsumeOrders } from "../index";
 import { retryMessage } from "../orders/order-consumer";
 
@@ -7,7 +7,7 @@ export type ConsumerFault = (event: OrderEvent, attempts: number) => void;
 
 /**
  * The one way faults reach the order consumer, for the chaos harness and the tests: `fault` sees each
- * event of each message first (a message carries one or many, durable-objects/order-events.ts), and a message it
+ * event of each message first (a message carries one or many, durable-objects/shared/order-events.ts), and a message it
  * throws for, for any of its events, is retried whole as a failed write would be (the same backoff,
  * metric and log line), without reaching the consumer; the others go on as one batch. What is not a
  * valid event goes on untouched, for the consumer to refuse.

@@ -1,11 +1,11 @@
 import { type Context, Hono, type ExecutionContext as HonoExecutionContext } from "hono";
 import { sign } from "hono/jwt";
 import { z } from "zod";
-import { locateReservation, stockShard } from "../edge/stock-client";
 import { readJson } from "../http/body";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import { signPayment } from "../payments/webhook-signature";
+import { locateReservation, stockShard } from "../stock/stock-client";
 
 /**
  * Dev-only helpers for the demo storefront (public/index.html). They exist only when the var

@@ -1,4 +1,4 @@
-import type { ReserveOutcome, ReserveRequest } from "../../durable-objects/stock-model";
+import type { ReserveOutcome, ReserveRequest } from "../../durable-objects/stock/stock-model";
 import { Gatherer as ProductionGatherer } from "../edge/gatherer";
 
 /**

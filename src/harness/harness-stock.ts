@@ -1,5 +1,5 @@
-import { SkuStock as ProductionSkuStock } from "../../durable-objects/objects";
-import type { EngineStorage, ReserveOutcome, ReserveRequest } from "../../durable-objects/stock-model";
+import { SkuStock as ProductionSkuStock } from "../../durable-objects/stock/sku-stock";
+import type { EngineStorage, ReserveOutcome, ReserveRequest } from "../../durable-objects/stock/stock-model";
 
 /** What `GET /bench/stock/:sku/:shard/stats` answers: the object's storage as the soak watches it. */
 export interface StockStats {

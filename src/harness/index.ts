@@ -19,7 +19,7 @@ import { harnessPages } from "./storefront";
  * (DEV_TOOLS, CHAOS), so one tool's switches stay off under another.
  */
 
-export { MetricsTotals } from "../../durable-objects/objects";
+export { MetricsTotals } from "../../durable-objects/metrics/metrics-totals";
 export { WebhookSender } from "../handoff/endpoint-sender";
 export { Gatherer } from "./harness-gatherer";
 export { SkuStock } from "./harness-stock";

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { errors, type JWTHeaderParameters, type JWTPayload, type JWTVerifyOptions, jwtVerify } from "jose";
-import { log } from "../../durable-objects/support";
+import { log } from "../../durable-objects/shared/log";
 import type { AppEnv } from "./context";
 import { ApiError, rateLimited } from "./errors";
 import { hmacKey } from "./hmac";

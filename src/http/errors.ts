@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { log } from "../../durable-objects/support";
+import { log } from "../../durable-objects/shared/log";
 
 /**
  * Why a shopper JWT was refused, in `error.details.reason` of its `401 UNAUTHENTICATED` (and in

@@ -1,5 +1,5 @@
 import { importJWK, type JWK } from "jose";
-import { log } from "../../durable-objects/support";
+import { log } from "../../durable-objects/shared/log";
 
 /**
  * Public keys of an identity provider (a JSON Web Key Set), indexed once so that verifying a

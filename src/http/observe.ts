@@ -1,6 +1,6 @@
 import { createMiddleware } from "hono/factory";
 import { routePath } from "hono/route";
-import { log } from "../../durable-objects/support";
+import { log } from "../../durable-objects/shared/log";
 import { flushMetricsSoon, increment, observeDuration } from "../observability/metrics";
 import type { AppEnv } from "./context";
 import { ApiError } from "./errors";

@@ -1,5 +1,5 @@
-import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "../../durable-objects/objects";
-import { log } from "../../durable-objects/support";
+import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "../../durable-objects/mirror/redis-mirror";
+import { log } from "../../durable-objects/shared/log";
 
 export interface MirrorCounts {
   available: number;

@@ -1,7 +1,7 @@
-import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "../../durable-objects/objects";
-import type { SkuState } from "../../durable-objects/stock-model";
-import { log } from "../../durable-objects/support";
-import { catalogShards } from "../edge/sku-catalog";
+import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "../../durable-objects/mirror/redis-mirror";
+import { log } from "../../durable-objects/shared/log";
+import type { SkuState } from "../../durable-objects/stock/stock-model";
+import { catalogShards } from "../catalog/sku-catalog";
 import { readSkuState } from "../edge/sku-state";
 
 /**
@@ -63,7 +63,7 @@ const memo = new Map<string, { at: number; display: Promise<SkuDisplay | null> }
  * The public display of a SKU, or null when the catalog has no such SKU. Within
  * {@link DISPLAY_MEMO_MS} an isolate answers a SKU from memory, and concurrent misses share one
  * read, so a GET storm reaches Redis or the stock objects about once a second per isolate and never
- * competes with reservations. An id the isolate's catalog does not know (src/edge/sku-catalog.ts)
+ * competes with reservations. An id the isolate's catalog does not know (src/catalog/sku-catalog.ts)
  * is answered "not found" before Redis or a stock object is asked.
  */
 export function skuDisplay(

@@ -1,5 +1,6 @@
-import type { Sample } from "../../durable-objects/objects";
-import { CoalescedRunner, log } from "../../durable-objects/support";
+import type { Sample } from "../../durable-objects/metrics/metrics-totals";
+import { CoalescedRunner } from "../../durable-objects/shared/coalesced-runner";
+import { log } from "../../durable-objects/shared/log";
 
 /**
  * Counters and histograms of the Worker, in the Prometheus text format.

@@ -1,7 +1,7 @@
 import { desc, eq, isNull } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import { eventsOfMessage } from "../../durable-objects/stock-model";
-import { log } from "../../durable-objects/support";
+import { log } from "../../durable-objects/shared/log";
+import { eventsOfMessage } from "../../durable-objects/stock/stock-model";
 import { deadLetters } from "../db/schema";
 import { increment } from "../observability/metrics";
 import { applyOrderEvents } from "./order-store";
@@ -25,7 +25,7 @@ export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env)
       })
       .onConflictDoNothing();
     message.ack();
-    // A message may carry many events (durable-objects/order-events.ts): each is named, so is each request.
+    // A message may carry many events (durable-objects/shared/order-events.ts): each is named, so is each request.
     const { events } = eventsOfMessage(message.body);
     increment("flashgate_queue_events_total", { result: "dead_lettered" }, Math.max(1, events.length));
     log("error", "order event dead-lettered", {

@@ -1,5 +1,5 @@
-import { eventsOfMessage, type OrderEvent } from "../../durable-objects/stock-model";
-import { log } from "../../durable-objects/support";
+import { log } from "../../durable-objects/shared/log";
+import { eventsOfMessage, type OrderEvent } from "../../durable-objects/stock/stock-model";
 import { wakeSender } from "../handoff/delivery-consumer";
 import { increment } from "../observability/metrics";
 import { applyOrderEvents } from "./order-store";
@@ -7,7 +7,7 @@ import { applyOrderEvents } from "./order-store";
 /**
  * Consumer of `order-events`: the idempotent consumer of the classic design.
  *
- * A message carries one event or many (`{"events": [...]}`, durable-objects/order-events.ts). The events of a
+ * A message carries one event or many (`{"events": [...]}`, durable-objects/shared/order-events.ts). The events of a
  * whole delivery are applied together in one `db.batch` (multi-row statements, one transaction); if
  * that fails, each message's events are applied on their own and each message is acked or retried on
  * its own, so one poison message never holds back the rest of its batch. A message is acked when all

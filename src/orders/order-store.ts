@@ -5,7 +5,7 @@ import {
   RESERVATION_STATUSES,
   type ReservationStatus,
   statusOf,
-} from "../../durable-objects/stock-model";
+} from "../../durable-objects/stock/stock-model";
 import { orderCounts as orderCountsTable, orders } from "../db/schema";
 import { DUE_DELIVERIES_SQL } from "../handoff/deliveries";
 

@@ -1,4 +1,4 @@
-import type { Reservation } from "../../durable-objects/stock-model";
+import type { Reservation } from "../../durable-objects/stock/stock-model";
 import { findOrder, orderAsReservation } from "./order-store";
 
 /**

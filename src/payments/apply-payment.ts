@@ -1,10 +1,10 @@
-import type { PaymentAnswer, PaymentCommand, PaymentType, Reservation } from "../../durable-objects/stock-model";
-import { catalogHasShard } from "../edge/sku-catalog";
-import { callStock, locateReservation, stockShard } from "../edge/stock-client";
+import type { PaymentAnswer, PaymentCommand, PaymentType, Reservation } from "../../durable-objects/stock/stock-model";
+import { catalogHasShard } from "../catalog/sku-catalog";
 import { wakeSender } from "../handoff/delivery-consumer";
 import { ApiError, busy } from "../http/errors";
 import { increment } from "../observability/metrics";
 import { settledReservation } from "../orders/settled";
+import { adminShard, callStock, locateReservation } from "../stock/stock-client";
 import { type PaymentSource, recordPayment } from "./payment-records";
 
 /**
@@ -35,7 +35,7 @@ export async function applyPaymentEvent(
   if (!where || !(await catalogHasShard(env, where.sku, where.shard))) return null;
   const content = contentOf(command);
   if (!(await claimEventId(env.DB, command.eventId, content, Date.now()))) throw mismatch();
-  const stub = stockShard(env, where.sku, where.shard);
+  const stub = adminShard(env, where.sku, where.shard);
   const apply = (settled?: Reservation) => callStock(() => stub.applyPayment(command, settled));
   let outcome = await apply();
   if (!outcome.ok && outcome.code === "RESERVATION_NOT_FOUND") {

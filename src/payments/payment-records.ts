@@ -1,4 +1,4 @@
-import type { PaymentAnswer, PaymentCommand, PaymentReason } from "../../durable-objects/stock-model";
+import type { PaymentAnswer, PaymentCommand, PaymentReason } from "../../durable-objects/stock/stock-model";
 
 /**
  * The D1 record of payments (API.md "Payments owed back"): what `GET /admin/payments` lists and what

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { PaymentCommand } from "../../durable-objects/stock-model";
+import type { PaymentCommand } from "../../durable-objects/stock/stock-model";
 import { ApiError } from "../http/errors";
 
 /**

@@ -1,9 +1,9 @@
 import { desc, eq, inArray, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import type { Audit, AuditedReservation, SkuStock } from "../../durable-objects/stock-model";
-import { log } from "../../durable-objects/support";
+import { log } from "../../durable-objects/shared/log";
+import type { AdminFace, Audit, AuditedReservation, StockStub } from "../../durable-objects/stock/stock-model";
 import { orderCounts, orders, reconcileDifferences, reconcileRuns, reconcileWatermarks, skus } from "../db/schema";
-import { callStock, stockShard } from "../edge/stock-client";
+import { adminShard, callStock } from "../stock/stock-client";
 
 /**
  * Reconciliation: the check-back between the stock objects (the truth), D1 and the Redis mirror.
@@ -103,7 +103,7 @@ interface ShardCheck extends Run {
   shard: number;
   /** The shard's watermark: only reservations changed after it are compared (0 on a full pass). */
   from: number;
-  stub: DurableObjectStub<SkuStock>;
+  stub: StockStub<AdminFace>;
 }
 
 /** What the SKU check sums over its shards. */
@@ -181,7 +181,7 @@ async function reconcileSku(run: Run, entry: CatalogEntry): Promise<void> {
   const reach = Math.max(entry.shards, ...watermarks.map((w) => w.shard + 1));
   for (let shard = 0; shard < reach; shard++) {
     const from = options.full ? 0 : (watermarks.find((w) => w.shard === shard)?.seq ?? 0);
-    const stub = stockShard(env, entry.sku, shard);
+    const stub = adminShard(env, entry.sku, shard);
     const checked = await reconcileShard({ ...run, sku: entry.sku, shard, from, stub });
     if (!checked) continue;
     totals += checked.total;

@@ -3,13 +3,12 @@ import { drizzle } from "drizzle-orm/d1";
 import { Hono } from "hono";
 import type { z } from "zod";
 import { archiveSku, configureSku } from "../catalog/configure-sku";
+import { catalogShards } from "../catalog/sku-catalog";
 import { skus } from "../db/schema";
 import { forgetDraw } from "../edge/draw-cache";
 import { accessCodeHash, newAccessCodes } from "../edge/early-access";
-import { catalogShards } from "../edge/sku-catalog";
 import { readSkuState, readWaitlist } from "../edge/sku-state";
 import { forgetSoldOut } from "../edge/sold-out-cache";
-import { callStock, SKU_ID, stockShard } from "../edge/stock-client";
 import { wakeSender } from "../handoff/delivery-consumer";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
@@ -21,6 +20,7 @@ import { orderCounts } from "../orders/order-store";
 import { revenueOf } from "../orders/revenue";
 import { readPaymentTotals } from "../payments/pricing";
 import { recentRuns, reconcile } from "../reconcile/reconcile";
+import { adminShard, callStock, SKU_ID } from "../stock/stock-client";
 import { ROUTES } from "./contract";
 import type { AdminSku } from "./contract-schemas";
 import { register } from "./register";
@@ -40,7 +40,7 @@ async function skuView(env: Env, sku: string): Promise<z.infer<typeof AdminSku> 
     payments: await readPaymentTotals(env, sku, state.shards),
     mirror: await mirrorCounts(env, sku),
     // Fair opening: the draw of a SKU with a window (entrants, seed hash, revealed seed), else null.
-    draw: await callStock(() => stockShard(env, sku, 0).drawInfo()).then((d) => (d ? drawView(sku, d) : null)),
+    draw: await callStock(() => adminShard(env, sku, 0).drawInfo()).then((d) => (d ? drawView(sku, d) : null)),
   };
 }
 
@@ -62,7 +62,7 @@ register(admin, ROUTES.putSku, async (c, body) => {
 register(admin, ROUTES.accessCodes, async (c, body) => {
   const sku = c.req.param("sku");
   if (!SKU_ID.test(sku) || (await catalogShards(c.env, sku)) === null) throw new ApiError("SKU_NOT_FOUND");
-  const stub = stockShard(c.env, sku, 0);
+  const stub = adminShard(c.env, sku, 0);
   const state = await callStock(() => stub.state());
   if (!state) throw new ApiError("SKU_NOT_FOUND");
   const unknownTier = () =>
@@ -119,7 +119,7 @@ register(admin, ROUTES.listSkus, async (c) => {
   // Shard 0 says the status in one call; only the SKUs listed pay for the whole view.
   const listed = await Promise.all(
     rows.map(async ({ sku }) => {
-      const first = await callStock(() => stockShard(c.env, sku, 0).state());
+      const first = await callStock(() => adminShard(c.env, sku, 0).state());
       return first && (first.status === "archived") === wanted ? skuView(c.env, sku) : null;
     }),
   );

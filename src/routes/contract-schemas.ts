@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { PAYMENT_REASONS, RESERVATION_STATUSES } from "../../durable-objects/stock-model";
+import { PAYMENT_REASONS, RESERVATION_STATUSES } from "../../durable-objects/stock/stock-model";
 import { DELIVERY_STATUSES, ORDER_EVENT_TYPES, WEBHOOK_EVENT_TYPES } from "../db/schema";
 import { ERRORS, type ErrorCode, type ErrorDetails as ErrorDetailsOfCode, JWT_REFUSALS } from "../http/errors";
 import {

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { DELIVERY_STATUSES } from "../db/schema";
-import { SKU_ID } from "../edge/stock-client";
 import type { ErrorCode } from "../http/errors";
+import { SKU_ID } from "../stock/stock-client";
 import type { SchemaName } from "./contract-schemas";
 
 /**

@@ -1,8 +1,9 @@
 import { count, desc, isNotNull, isNull, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { Hono } from "hono";
-import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv, type Sample } from "../../durable-objects/objects";
-import { log } from "../../durable-objects/support";
+import type { Sample } from "../../durable-objects/metrics/metrics-totals";
+import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "../../durable-objects/mirror/redis-mirror";
+import { log } from "../../durable-objects/shared/log";
 import { deadLetters, orderCounts, reconcileDifferenceCounts, reconcileRuns, skus } from "../db/schema";
 import { readSkuState, readWaitlist } from "../edge/sku-state";
 import { endpointLags } from "../handoff/deliveries";

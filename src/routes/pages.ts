@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { fnv1a } from "../../durable-objects/support";
+import { fnv1a } from "../../durable-objects/shared/fnv1a";
 import type { AppEnv } from "../http/context";
 
 /**

@@ -7,7 +7,8 @@ import {
   type Reservation,
   type ReserveRequest,
   shardName,
-} from "../../durable-objects/stock-model";
+} from "../../durable-objects/stock/stock-model";
+import { catalogHasShard, catalogShards } from "../catalog/sku-catalog";
 import { checkChallenges, powBits } from "../edge/challenges";
 import { cachedDraw, type DrawRead } from "../edge/draw-cache";
 import { awaitDraw } from "../edge/draw-client";
@@ -18,10 +19,8 @@ import { reserveGrouped } from "../edge/group-commit";
 import { issueChallenge } from "../edge/proof-of-work";
 import { mintPurchaseToken, newNonce, peekPurchaseToken, verifyPurchaseToken } from "../edge/purchase-token";
 import { saleNotActive } from "../edge/sale-phase";
-import { catalogHasShard, catalogShards } from "../edge/sku-catalog";
 import { readSkuState } from "../edge/sku-state";
 import { forgetSoldOut, isSoldOut, markSoldOut, refusesReservation } from "../edge/sold-out-cache";
-import { callStock, locateReservation, SKU_ID, stockShard, unwrap } from "../edge/stock-client";
 import { limitShopper } from "../http/auth";
 import type { AppEnv } from "../http/context";
 import { ApiError, busy, type ErrorCode } from "../http/errors";
@@ -30,6 +29,7 @@ import { DISPLAY_CACHE_SECONDS, forgetDisplay, skuDisplay } from "../mirror/stoc
 import { increment } from "../observability/metrics";
 import { findOrder, orderAsReservation, ordersOfUser } from "../orders/order-store";
 import { settledReservation } from "../orders/settled";
+import { callStock, locateReservation, SKU_ID, stockShard, unwrap } from "../stock/stock-client";
 import { ROUTES } from "./contract";
 import { register } from "./register";
 import { drawView, publicSkuView, reservationView } from "./views";

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { DrawInfo, Reservation, SkuState } from "../../durable-objects/stock-model";
+import type { DrawInfo, Reservation, SkuState } from "../../durable-objects/stock/stock-model";
 import { opensInSeconds, salePhase } from "../edge/sale-phase";
 import type { AdminSku, Draw, PublicSku, Reservation as ReservationBody } from "./contract-schemas";
 

@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { log } from "../../durable-objects/support";
+import { log } from "../../durable-objects/shared/log";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import { increment } from "../observability/metrics";

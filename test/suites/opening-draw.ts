@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { drawOrder, entryIdOf, rankEntrants, sha256Hex } from "../../durable-objects/engine/opening-draw";
+import { StockEngine } from "../../durable-objects/engine/stock-engine";
 import type { ReserveRequest } from "../../durable-objects/engine/types";
-import { StockEngine } from "../../durable-objects/stock-engine";
 import { checkProofOfWork, issueChallenge } from "../../src/edge/proof-of-work";
 import { seededRandom } from "../../src/harness/seeded-random";
 import { solveProofOfWork } from "../../tools/proof-of-work";

@@ -1,8 +1,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { isoTime } from "../../durable-objects/engine/ledger";
+import { StockEngine } from "../../durable-objects/engine/stock-engine";
 import { type EngineStorage, isOnSale, type Outcome, type Reservation } from "../../durable-objects/engine/types";
-import { StockEngine } from "../../durable-objects/stock-engine";
 
 /**
  * Random operation sequences against the synchronous engine, checking the invariants of

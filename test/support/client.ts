@@ -1,6 +1,7 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { shardName } from "../../durable-objects/shard-name";
+import { shardName } from "../../durable-objects/shared/shard-name";
+import type { SkuStock } from "../../durable-objects/stock/sku-stock";
 import { gathererName } from "../../src/edge/gather-name";
 import worker from "../../src/index";
 import { shopperJwt } from "../../tools/jwt";
@@ -142,5 +143,10 @@ export async function stockOf(sku: string): Promise<{ total: number; available: 
   return answer.json.stock;
 }
 
-/** The stock object of a SKU's shard, for tests that look inside it. */
-export { stockShard } from "../../src/edge/stock-client";
+/**
+ * The stock object of a SKU's shard, for tests that look inside it: typed to the whole class, where
+ * the product's callers each get one face (src/stock/stock-client.ts).
+ */
+export function stockShard(env: Env, sku: string, shard: number): DurableObjectStub<SkuStock> {
+  return env.SKU_STOCK.getByName(shardName(sku, shard));
+}

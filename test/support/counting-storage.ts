@@ -1,5 +1,5 @@
 import { runInDurableObject } from "cloudflare:test";
-import type { SkuStock } from "../../durable-objects/objects";
+import type { SkuStock } from "../../durable-objects/stock/sku-stock";
 
 /**
  * Counts what a running stock object does with its storage from now on: transactions begun and rows

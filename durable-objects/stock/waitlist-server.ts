@@ -1,9 +1,9 @@
-import { CoalescedRunner } from "./coalesced-runner";
-import type { Outcome, ReserveOutcome, SkuState } from "./engine/types";
-import { isShort } from "./engine/types";
-import type { WaitlistEntry, WaitlistMode, WaitlistPlace } from "./engine/waitlist";
-import { log } from "./log";
-import { homeShard } from "./shard-name";
+import type { Outcome, ReserveOutcome, SkuState } from "../engine/types";
+import { isShort } from "../engine/types";
+import type { WaitlistEntry, WaitlistMode, WaitlistPlace } from "../engine/waitlist";
+import { CoalescedRunner } from "../shared/coalesced-runner";
+import { log } from "../shared/log";
+import { homeShard } from "../shared/shard-name";
 import type { ShardPulls } from "./shard-pulls";
 import { RETRY_MS, type StockHost, siblingsOf } from "./stock-host";
 

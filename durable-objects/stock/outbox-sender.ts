@@ -1,7 +1,7 @@
-import { CoalescedRunner } from "./coalesced-runner";
+import type { Outbox } from "../engine/outbox";
+import { CoalescedRunner } from "../shared/coalesced-runner";
+import { log } from "../shared/log";
 import type { DueWork } from "./due-work";
-import type { Outbox } from "./engine/outbox";
-import { log } from "./log";
 import { packOutbox } from "./outbox-messages";
 
 /**

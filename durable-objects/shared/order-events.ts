@@ -55,7 +55,7 @@ export function eventTypeOf(status: ReservationStatus): OrderEvent["type"] {
 
 /**
  * A queue message carries many events: `{"events": [event, …]}`, oldest first (the stock objects'
- * outbox packs them, durable-objects/outbox-messages.ts, and sends that JSON as text). Queues bills, limits (5,000 messages/s per
+ * outbox packs them, durable-objects/stock/outbox-messages.ts, and sends that JSON as text). Queues bills, limits (5,000 messages/s per
  * queue) and delivers per message, so a message of 32 events moves 32 orders for the price of one.
  * The consumer also accepts a message that is one bare event (the format before, and what chaos
  * and older producers send).

@@ -1,18 +1,19 @@
+import type { StockEngine } from "../engine/stock-engine";
 import type { DueWork } from "./due-work";
-import type { SkuStock } from "./sku-stock";
-import type { StockEngine } from "./stock-engine";
+import type { ShardFace, StockStub } from "./stock-faces";
 
 /**
  * A stock object as its parts see it (shard-pulls.ts, waitlist-server.ts, draw-runner.ts,
  * sku-change-runner.ts): the engine, the alarm's due work, the clock, its siblings, and the follow-up
- * every RPC runs after its transaction. `SkuStock` is the one implementation.
+ * every RPC runs after its transaction. `SkuStock` makes one, private to it, and hands it to its
+ * runners: none of this is reachable over RPC.
  */
 export interface StockHost {
   readonly engine: StockEngine;
   readonly due: DueWork;
   now(): number;
   /** Shard `shard` of `sku`'s stock object. */
-  shardOf(sku: string, shard: number): DurableObjectStub<SkuStock>;
+  shardOf(sku: string, shard: number): StockStub<ShardFace>;
   /** Keeps the object alive until `work` is done, without making the caller wait. */
   background(work: Promise<void>): void;
   /** The outbox flush, the mirror publish, the alarm, and a notice to the waitlist of freed units. */

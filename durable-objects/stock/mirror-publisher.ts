@@ -1,9 +1,9 @@
-import { CoalescedRunner } from "./coalesced-runner";
+import type { StockEngine } from "../engine/stock-engine";
+import type { SkuState } from "../engine/types";
+import type { RedisMirror } from "../mirror/redis-mirror";
+import { CoalescedRunner } from "../shared/coalesced-runner";
+import { log } from "../shared/log";
 import type { DueWork } from "./due-work";
-import type { SkuState } from "./engine/types";
-import { log } from "./log";
-import type { RedisMirror } from "./redis-mirror";
-import type { StockEngine } from "./stock-engine";
 
 /** First wait before the alarm retries a mirror publish that failed; it doubles up to the maximum. */
 const MIRROR_RETRY_MIN_MS = 250;

@@ -1,7 +1,7 @@
-import type { GrantAnswer, PaymentAnswer, PaymentCommand, UnitClaim } from "./engine/payments";
-import { fail, type Outcome, ok, type Reservation } from "./engine/types";
-import { log } from "./log";
-import { homeShard } from "./shard-name";
+import type { GrantAnswer, PaymentAnswer, PaymentCommand, UnitClaim } from "../engine/payments";
+import { fail, type Outcome, ok, type Reservation } from "../engine/types";
+import { log } from "../shared/log";
+import { homeShard } from "../shared/shard-name";
 import type { ShardPulls } from "./shard-pulls";
 import { RETRY_MS, type StockHost } from "./stock-host";
 

@@ -1,12 +1,11 @@
 import { DurableObject } from "cloudflare:workers";
 import { v7 as uuidv7 } from "uuid";
-import { DrawRunner } from "./draw-runner";
-import { DueWork } from "./due-work";
-import type { Audit } from "./engine/audit";
-import type { SkuSettings } from "./engine/configuration";
-import type { DrawInfo, DrawnEntry, DrawPlace, Entrant } from "./engine/opening-draw";
-import type { GrantAnswer, PaymentAnswer, PaymentCommand, PaymentTotals, UnitClaim } from "./engine/payments";
-import { NOTHING_PRUNED, type Pruned } from "./engine/retention";
+import type { Audit } from "../engine/audit";
+import type { SkuSettings } from "../engine/configuration";
+import type { DrawInfo, DrawnEntry, DrawPlace, Entrant } from "../engine/opening-draw";
+import type { GrantAnswer, PaymentAnswer, PaymentCommand, PaymentTotals, UnitClaim } from "../engine/payments";
+import { NOTHING_PRUNED, type Pruned } from "../engine/retention";
+import { StockEngine } from "../engine/stock-engine";
 import {
   type EngineStorage,
   isShort,
@@ -17,29 +16,25 @@ import {
   type SkuState,
   type SpentDigest,
   showsSoldOut,
-} from "./engine/types";
-import type { WaitlistEntry, WaitlistMode, WaitlistPlace } from "./engine/waitlist";
-import { log, withLogContext } from "./log";
+} from "../engine/types";
+import type { WaitlistEntry, WaitlistMode, WaitlistPlace } from "../engine/waitlist";
+import { MIRROR_WRITE_TIMEOUT_MS, mirrorFromEnv } from "../mirror/redis-mirror";
+import { log, withLogContext } from "../shared/log";
+import { shardName } from "../shared/shard-name";
+import { DrawRunner } from "./draw-runner";
+import { DueWork } from "./due-work";
 import { type MirrorCheck, MirrorPublisher } from "./mirror-publisher";
 import { OutboxSender } from "./outbox-sender";
 import { PaymentClaims } from "./payment-claims";
-import { MIRROR_WRITE_TIMEOUT_MS, mirrorFromEnv } from "./redis-mirror";
-import { shardName } from "./shard-name";
 import { ShardPulls } from "./shard-pulls";
 import type { SkuChange } from "./sku-change";
 import { SkuChanges } from "./sku-change-runner";
-import { StockEngine } from "./stock-engine";
+import type { AdminFace, EdgeFace, RepairDone, ShardFace, StockStub } from "./stock-faces";
 import type { StockHost } from "./stock-host";
 import { WaitlistServer } from "./waitlist-server";
 
 export type { MirrorCheck } from "./mirror-publisher";
-
-export interface RepairDone {
-  reemitted: number;
-  released: number;
-  transfersCompleted: number;
-  flushed: boolean;
-}
+export type { RepairDone } from "./stock-faces";
 
 /** Margin for clocks when deciding which tokens may still be replayed (minted within their lifetime). */
 const TOKEN_CLOCK_SKEW_MS = 60_000;
@@ -63,9 +58,10 @@ function randomSeed(): string {
  *
  * The work across shards has its own parts: pulling units from siblings (shard-pulls.ts), serving a
  * sharded waitlist (waitlist-server.ts), the fair opening's decision (draw-runner.ts) and the
- * changes of the SKU (sku-change-runner.ts). The methods below are the RPC surface they and the edge call.
+ * changes of the SKU (sku-change-runner.ts); they get the object's private {@link StockHost}, never
+ * `this`. The public methods below are the RPC surface, one face per caller (stock-faces.ts).
  */
-export class SkuStock extends DurableObject<Env> implements StockHost {
+export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace, AdminFace {
   readonly engine: StockEngine;
   /** The object's clock. A seam for tests, which move time forward instead of sleeping. */
   now: () => number = () => Date.now();
@@ -73,15 +69,13 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
   readonly #outbox: OutboxSender;
   /** Null when the mirror is off. */
   readonly #mirror: MirrorPublisher | null;
-  readonly #pulls = new ShardPulls(this);
-  readonly #waitlist = new WaitlistServer(this, this.#pulls);
-  readonly #draw = new DrawRunner(this, this.#pulls, async (request) => {
-    const [answer] = await this.#reserve([request]);
-    if (!answer) throw new Error("stock object returned no answer");
-    return answer;
-  });
-  readonly #changes = new SkuChanges(this, this.#pulls);
-  readonly #claims = new PaymentClaims(this, this.#pulls);
+  /** What the runners see of this object: private, so none of it is reachable over RPC. */
+  readonly #host: StockHost;
+  readonly #pulls: ShardPulls;
+  readonly #waitlist: WaitlistServer;
+  readonly #draw: DrawRunner;
+  readonly #changes: SkuChanges;
+  readonly #claims: PaymentClaims;
   /** Access codes presented and not yet decided: decided together by {@link tokenState}. */
   #codeAsks: {
     hash: string;
@@ -104,47 +98,49 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
       () => this.engine.nextExpiry(),
       () => this.#draw.dueAt(),
     );
+    this.#host = {
+      engine: this.engine,
+      due: this.due,
+      now,
+      shardOf: (sku, shard) => env.SKU_STOCK.getByName(shardName(sku, shard)) as StockStub<ShardFace>,
+      background: (work) => ctx.waitUntil(work),
+      afterCommit: () => this.#afterCommit(),
+      assertAlive: () => ctx.storage.transactionSync(() => undefined),
+      // Its name is `<sku>#<shard>` (see shard-name.ts), for log lines.
+      where: () => ({ object: ctx.id.name }),
+    };
+    this.#pulls = new ShardPulls(this.#host);
+    this.#waitlist = new WaitlistServer(this.#host, this.#pulls);
+    this.#draw = new DrawRunner(this.#host, this.#pulls, async (request) => {
+      const [answer] = await this.#reserve([request]);
+      if (!answer) throw new Error("stock object returned no answer");
+      return answer;
+    });
+    this.#changes = new SkuChanges(this.#host, this.#pulls);
+    this.#claims = new PaymentClaims(this.#host, this.#pulls);
     this.#outbox = new OutboxSender(this.engine.outbox, env.ORDER_EVENTS, this.due, now);
     const mirror = mirrorFromEnv(env, MIRROR_WRITE_TIMEOUT_MS);
     this.#mirror = mirror && new MirrorPublisher(mirror, this.engine, this.due, now);
     // Events committed before a restart but never sent go out now.
-    if (this.engine.outbox.hasPending()) this.background(this.#outbox.send());
+    if (this.engine.outbox.hasPending()) this.#host.background(this.#outbox.send());
     // A transfer interrupted by a restart is finished by the alarm, which its intent armed; so is a
     // late payment's claim, whose alarm may not have been armed before the restart.
-    if (this.engine.payments.pendingClaims().length > 0) this.background(this.due.retry("payment", this.now()));
+    if (this.engine.payments.pendingClaims().length > 0) this.#host.background(this.due.retry("payment", this.now()));
     // The mirror may have missed the last commits before a restart: publish the current snapshot.
-    if (this.#mirror) this.background(this.#mirror.publish());
+    if (this.#mirror) this.#host.background(this.#mirror.publish());
     // A change of the SKU left half done by a restart: the alarm undoes or finishes it.
-    if (this.engine.configuration.resizePlan()) this.background(this.due.retry("config", this.now()));
+    if (this.engine.configuration.resizePlan()) this.#host.background(this.due.retry("config", this.now()));
   }
 
-  // ---- StockHost: what the parts above use ----
-
-  background(work: Promise<void>): void {
-    this.ctx.waitUntil(work);
-  }
-
-  shardOf(sku: string, shard: number): DurableObjectStub<SkuStock> {
-    return this.env.SKU_STOCK.getByName(shardName(sku, shard));
-  }
-
-  assertAlive(): void {
-    this.ctx.storage.transactionSync(() => undefined);
-  }
-
-  /** This object's SKU and shard, for log lines (its name is `<sku>#<shard>`, see shard-name.ts). */
-  where(): { object: string | undefined } {
-    return { object: this.ctx.id.name };
-  }
-
-  async afterCommit(): Promise<void> {
+  /** The follow-up every RPC runs after its transaction (see {@link StockHost.afterCommit}). */
+  async #afterCommit(): Promise<void> {
     // Units released (or added) on a sharded SKU whose waitlist has buyers are for that waitlist.
     if (this.engine.takeFreed() > 0 && this.engine.waitlist.waiting) {
       const state = this.engine.state();
       if (state && state.shards > 1) this.#waitlist.notice(state);
     }
-    this.background(this.#outbox.send());
-    if (this.#mirror) this.background(this.#mirror.publish());
+    this.#host.background(this.#outbox.send());
+    if (this.#mirror) this.#host.background(this.#mirror.publish());
     await this.due.arm();
   }
 
@@ -208,9 +204,9 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
 
   /** Shard 0: applies `PUT /admin/skus/:sku`, all or nothing (see sku-change-runner.ts). */
   async putSku(change: SkuChange, requestId?: string): Promise<Outcome<SkuState>> {
-    return withLogContext({ requestId, ...this.where() }, async () => {
+    return withLogContext({ requestId, ...this.#host.where() }, async () => {
       const outcome = await this.#changes.put(change);
-      await this.afterCommit();
+      await this.#afterCommit();
       return outcome;
     });
   }
@@ -233,7 +229,7 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
    * decided again, so `SOLD_OUT` means every shard is empty.
    */
   async reserve(requests: ReserveRequest[]): Promise<ReserveOutcome[]> {
-    return withLogContext(this.where(), () => this.#reserve(requests));
+    return withLogContext(this.#host.where(), () => this.#reserve(requests));
   }
 
   async #reserve(requests: ReserveRequest[]): Promise<ReserveOutcome[]> {
@@ -258,7 +254,7 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
     }
     // No log line per decision (it showed in the CPU profile): the edge counts every answer in /metrics,
     // and each hold's queue event carries its request id to the consumer's line.
-    await this.afterCommit();
+    await this.#afterCommit();
     return answers;
   }
 
@@ -333,9 +329,9 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
     command: PaymentCommand,
     settled?: Reservation,
   ): Promise<Outcome<PaymentAnswer & { skuCurrency: string }>> {
-    return withLogContext({ requestId: command.requestId, ...this.where() }, async () => {
+    return withLogContext({ requestId: command.requestId, ...this.#host.where() }, async () => {
       const outcome = await this.#claims.apply(command, settled);
-      await this.afterCommit();
+      await this.#afterCommit();
       if (!outcome.ok) {
         log("info", "stock request refused", { code: outcome.code });
         return outcome;
@@ -346,7 +342,7 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
 
   /** The buyer's home shard, asked by a late payment's shard for a unit (see payment-claims.ts). */
   async grantUnit(claim: UnitClaim): Promise<GrantAnswer> {
-    return withLogContext(this.where(), () => this.#claims.grant(claim));
+    return withLogContext(this.#host.where(), () => this.#claims.grant(claim));
   }
 
   paymentTotals(): PaymentTotals {
@@ -392,7 +388,7 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
 
   /** A buyer leaves the SKU's line (shard 0): their entry, or null when they were not waiting. */
   async leaveWaitlist(userId: string, requestId?: string): Promise<WaitlistPlace | null> {
-    return withLogContext({ requestId, ...this.where() }, () => this.#waitlist.leave(userId));
+    return withLogContext({ requestId, ...this.#host.where() }, () => this.#waitlist.leave(userId));
   }
 
   waitlistLength(): number {
@@ -404,7 +400,7 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
   /** Giver side of a transfer to a sibling shard; idempotent by transfer id. */
   async giveStock(transferId: string, toShard: number, requested: number): Promise<number> {
     const granted = this.engine.transfers.give(transferId, toShard, requested, this.now());
-    await this.afterCommit();
+    await this.#afterCommit();
     return granted;
   }
 
@@ -515,9 +511,9 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
    * it emits) carry the request id. Failed outcomes are logged with their code.
    */
   async #call<T>(requestId: string | undefined, decide: () => Outcome<T>): Promise<Outcome<T>> {
-    return withLogContext({ requestId, ...this.where() }, async () => {
+    return withLogContext({ requestId, ...this.#host.where() }, async () => {
       const outcome = this.engine.onBehalfOf(requestId, decide);
-      await this.afterCommit();
+      await this.#afterCommit();
       if (!outcome.ok) log("info", "stock request refused", { code: outcome.code });
       return outcome;
     });

@@ -1,5 +1,5 @@
-import type { SkuSettings } from "./engine/configuration";
-import type { AccessTier, SaleStatus, SkuState } from "./engine/types";
+import type { SkuSettings } from "../engine/configuration";
+import type { AccessTier, SaleStatus, SkuState } from "../engine/types";
 
 /**
  * An operator's change of a SKU (`PUT /admin/skus/:sku`) as its shard 0 applies it, all or nothing

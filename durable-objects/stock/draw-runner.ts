@@ -1,8 +1,8 @@
+import { type DrawPlace, type Entrant, rankEntrants } from "../engine/opening-draw";
+import type { ReserveOutcome, ReserveRequest, SkuState } from "../engine/types";
+import { isShort } from "../engine/types";
+import { log, withLogContext } from "../shared/log";
 import { DrawWaiters } from "./draw-waiters";
-import { type DrawPlace, type Entrant, rankEntrants } from "./engine/opening-draw";
-import type { ReserveOutcome, ReserveRequest, SkuState } from "./engine/types";
-import { isShort } from "./engine/types";
-import { log, withLogContext } from "./log";
 import type { ShardPulls } from "./shard-pulls";
 import { RETRY_MS, type StockHost, siblingsOf } from "./stock-host";
 

@@ -1,6 +1,6 @@
 import { Redis } from "@upstash/redis/cloudflare";
-import mirrorLua from "../lua/mirror.lua";
-import { type SaleStatus, type SkuState, sumShards } from "./engine/types";
+import mirrorLua from "../../lua/mirror.lua";
+import { type SaleStatus, type SkuState, sumShards } from "../engine/types";
 import { LuaScript, runScript, shardTag } from "./lua-script";
 
 /**

@@ -1,6 +1,6 @@
-import type { Outcome, SkuStock } from "../../durable-objects/stock-model";
-import { shardName } from "../../durable-objects/stock-model";
-import { log } from "../../durable-objects/support";
+import { log } from "../../durable-objects/shared/log";
+import type { AdminFace, EdgeFace, Outcome, StockStub } from "../../durable-objects/stock/stock-model";
+import { shardName } from "../../durable-objects/stock/stock-model";
 import { ApiError, busy } from "../http/errors";
 
 /** SKU ids: short, URL-safe, no dots (a dot separates the parts of a reservation id). */
@@ -9,14 +9,19 @@ export const SKU_ID = /^[A-Za-z0-9_-]{1,64}$/;
 /** Reservation ids name their stock object: `<sku>.<shard>.<32 hex>`. */
 const RESERVATION_ID = /^([A-Za-z0-9_-]{1,64})\.(\d{1,2})\.[0-9a-f]{32}$/;
 
-/** The stock object of one SKU shard, reached by typed RPC. */
-export function stockShard(env: Env, sku: string, shard: number): DurableObjectStub<SkuStock> {
+/** The stock object of one SKU shard as the edge reaches it: by typed RPC, through its edge face. */
+export function stockShard(env: Env, sku: string, shard: number): StockStub<EdgeFace> {
   return stockShardByName(env, shardName(sku, shard));
 }
 
-/** The stock object named `<sku>#<shard>` (shard-name.ts). */
-export function stockShardByName(env: Env, name: string): DurableObjectStub<SkuStock> {
+/** The stock object named `<sku>#<shard>` (shard-name.ts), through its edge face. */
+export function stockShardByName(env: Env, name: string): StockStub<EdgeFace> {
   return env.SKU_STOCK.getByName(name);
+}
+
+/** The stock object of one SKU shard as the operator's side reaches it: admin, catalog, payments, reconciliation. */
+export function adminShard(env: Env, sku: string, shard: number): StockStub<AdminFace> {
+  return env.SKU_STOCK.getByName(shardName(sku, shard));
 }
 
 /** Where a reservation lives, or null for an id that cannot be one of ours. */

@@ -1,5 +1,5 @@
-import { fail, type Outcome, ok, type SkuState } from "./engine/types";
-import { log } from "./log";
+import { fail, type Outcome, ok, type SkuState } from "../engine/types";
+import { log } from "../shared/log";
 import type { ShardPulls } from "./shard-pulls";
 import {
   type ChangePlan,

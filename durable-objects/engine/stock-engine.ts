@@ -1,14 +1,14 @@
-import { Access } from "./engine/access";
-import { Audits } from "./engine/audit";
-import { Configuration, type SkuSettings } from "./engine/configuration";
-import { DrawDecision } from "./engine/draw-decision";
-import { LAZY_EXPIRY_BATCH, Ledger } from "./engine/ledger";
-import { OpeningDraw } from "./engine/opening-draw";
-import { Outbox } from "./engine/outbox";
-import { Payments } from "./engine/payments";
-import { Reserver } from "./engine/reserve";
-import { Retention } from "./engine/retention";
-import { Transfers } from "./engine/transfers";
+import { Access } from "./access";
+import { Audits } from "./audit";
+import { Configuration, type SkuSettings } from "./configuration";
+import { DrawDecision } from "./draw-decision";
+import { LAZY_EXPIRY_BATCH, Ledger } from "./ledger";
+import { OpeningDraw } from "./opening-draw";
+import { Outbox } from "./outbox";
+import { Payments } from "./payments";
+import { Reserver } from "./reserve";
+import { Retention } from "./retention";
+import { Transfers } from "./transfers";
 import {
   type EngineStorage,
   fail,
@@ -21,8 +21,8 @@ import {
   type SkuRow,
   type SkuState,
   toState,
-} from "./engine/types";
-import { Waitlist } from "./engine/waitlist";
+} from "./types";
+import { Waitlist } from "./waitlist";
 
 /**
  * The stock engine of one SKU shard: the Durable Object equivalent of `lua/reserve.lua`,

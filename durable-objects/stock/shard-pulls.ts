@@ -1,5 +1,5 @@
-import type { SkuState } from "./engine/types";
-import { log } from "./log";
+import type { SkuState } from "../engine/types";
+import { log } from "../shared/log";
 import { RETRY_MS, type StockHost } from "./stock-host";
 
 /** Units a shard pulls from a sibling beyond what it needs right now, to spare the next transfer. */

@@ -1,5 +1,5 @@
-import type { OutboxRow } from "./engine/outbox";
-import { MAX_EVENTS_PER_MESSAGE } from "./order-events";
+import type { OutboxRow } from "../engine/outbox";
+import { MAX_EVENTS_PER_MESSAGE } from "../shared/order-events";
 
 /**
  * How a stock object's outbox becomes queue messages: its rows (each up to a message's events of one

@@ -1,0 +1,82 @@
+/**
+ * The stock object as each caller sees it: one typed interface per caller, so a stub reaches only
+ * what its holder needs. `SkuStock` implements all three; what only its own parts use (the host in
+ * stock-host.ts) is private and not reachable over RPC. This module imports no class, so both the
+ * object and its callers depend on it and never on each other.
+ */
+import type { Audit } from "../engine/audit";
+import type { SkuSettings } from "../engine/configuration";
+import type { DrawInfo, DrawnEntry, DrawPlace, Entrant } from "../engine/opening-draw";
+import type { GrantAnswer, PaymentAnswer, PaymentCommand, PaymentTotals, UnitClaim } from "../engine/payments";
+import type { Pruned } from "../engine/retention";
+import type { Outcome, Reservation, ReserveOutcome, ReserveRequest, SkuState } from "../engine/types";
+import type { WaitlistEntry, WaitlistMode, WaitlistPlace } from "../engine/waitlist";
+import type { MirrorCheck } from "./mirror-publisher";
+import type { SkuChange } from "./sku-change";
+
+/** A stub of the stock object narrowed to one face (the brand is what `DurableObjectStub` requires). */
+export type StockStub<Face> = DurableObjectStub<Face & Rpc.DurableObjectBranded>;
+
+/** What the edge calls: the shopper's routes, the gatherer, the draw client, the SKU's state. */
+export interface EdgeFace {
+  state(): SkuState | null;
+  /** Shard 0: the state and, before a scheduled start, the tier an access code admits the user to. */
+  tokenState(userId: string, codeHash: string): Promise<{ state: SkuState | null; codeTier: string | null }>;
+  reserve(requests: ReserveRequest[]): Promise<ReserveOutcome[]>;
+  cancel(reservationId: string, userId: string, requestId?: string): Promise<Outcome<Reservation>>;
+  reservation(reservationId: string): Reservation | null;
+  /** A user's held + sold on this shard (their home shard: where their limit is kept). */
+  quotaOf(userId: string): number;
+  awaitDraw(request: ReserveRequest): Promise<ReserveOutcome>;
+  drawInfo(): DrawInfo | null;
+  drawEntries(after: number, limit: number): DrawnEntry[];
+  joinWaitlist(
+    userId: string,
+    quantity: number,
+    requestId?: string,
+    skuAvailable?: number,
+  ): Promise<Outcome<WaitlistEntry>>;
+  waitlistPlace(userId: string): WaitlistPlace | null;
+  leaveWaitlist(userId: string, requestId?: string): Promise<WaitlistPlace | null>;
+  waitlistLength(): number;
+}
+
+/** What reconciliation's `repair` did. */
+export interface RepairDone {
+  reemitted: number;
+  released: number;
+  transfersCompleted: number;
+  flushed: boolean;
+}
+
+/** What the operator's side calls: admin routes, the catalog, payments, reconciliation. */
+export interface AdminFace extends Pick<EdgeFace, "state" | "drawInfo"> {
+  putSku(change: SkuChange, requestId?: string): Promise<Outcome<SkuState>>;
+  addAccessCodes(tier: string, hashes: string[]): boolean;
+  accessCodeCounts(): { tier: string; codes: number; taken: number }[];
+  applyPayment(
+    command: PaymentCommand,
+    settled?: Reservation,
+  ): Promise<Outcome<PaymentAnswer & { skuCurrency: string }>>;
+  paymentTotals(): PaymentTotals;
+  audit(afterSeq: number, limit: number): Audit | null;
+  settle(settledSeq: number): Promise<Pruned>;
+  repair(actions: { reemit: string[]; sweep: boolean; transfers: boolean }): Promise<RepairDone>;
+  checkMirror(): Promise<MirrorCheck>;
+}
+
+/** What a sibling shard of the same SKU calls (the runners: pulls, waitlist, draw, changes, claims). */
+export interface ShardFace extends Pick<EdgeFace, "state" | "quotaOf"> {
+  configure(settings: SkuSettings, requestId?: string): Promise<Outcome<SkuState>>;
+  fence(changeId: string): Outcome<null>;
+  unfence(changeId: string): void;
+  setWaitlistMode(mode: WaitlistMode): void;
+  serveWaitlist(): Promise<void>;
+  holdForWaitlist(entryId: string, userId: string, quantity: number): Promise<ReserveOutcome>;
+  giveStock(transferId: string, toShard: number, requested: number): Promise<number>;
+  grantUnit(claim: UnitClaim): Promise<GrantAnswer>;
+  closeDraw(opening: number): Entrant[];
+  settleDrawEntry(opening: number, userId: string, place: DrawPlace): Promise<ReserveOutcome>;
+  recordDrawResults(opening: number, results: { userId: string; place: DrawPlace; code: string }[]): void;
+  drawOver(opening: number): void;
+}
