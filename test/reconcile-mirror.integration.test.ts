@@ -58,7 +58,7 @@ async function mirrorMatchesObject(sku: string): Promise<Snapshot> {
 }
 
 /** A SKU with three held reservations, their orders in D1 and its mirror caught up. */
-async function settledMirroredSku(prefix: string): Promise<string> {
+async function recordedMirroredSku(prefix: string): Promise<string> {
   const sku = uniqueSku(prefix);
   await createSku(sku, { totalStock: 10, perUserLimit: 1 });
   const answers = await Promise.all([0, 1, 2].map((i) => reserve(`${sku}-u${i}`, sku, 1)));
@@ -103,7 +103,7 @@ async function adminReconcile(): Promise<RunReport> {
 
 describe("reconciliation of the Redis mirror", () => {
   it("rewrites a deleted mirror hash (mirror_missing), and a second run finds nothing", async () => {
-    const sku = await settledMirroredSku("rmirror-missing");
+    const sku = await recordedMirroredSku("rmirror-missing");
     const before = await objectSnapshot(sku);
     const { report, found } = await driftAndReconcile(
       sku,
@@ -129,7 +129,7 @@ describe("reconciliation of the Redis mirror", () => {
   });
 
   it("rewrites a corrupted mirror hash (mirror_drift), and a second run finds nothing", async () => {
-    const sku = await settledMirroredSku("rmirror-drift");
+    const sku = await recordedMirroredSku("rmirror-drift");
     const before = await objectSnapshot(sku);
     expect(before).toMatchObject({ total: 10, available: 7, held: 3, sold: 0 });
     // Same version, wrong count: mirror.lua's version check would never overwrite this on its own.
@@ -149,7 +149,7 @@ describe("reconciliation of the Redis mirror", () => {
   });
 
   it("rewrites a mirror that is ahead of its stock object (a newer version with wrong counts)", async () => {
-    const sku = await settledMirroredSku("rmirror-ahead");
+    const sku = await recordedMirroredSku("rmirror-ahead");
     const before = await objectSnapshot(sku);
     // What a mirror looks like after the object's storage was reset: a higher version the object never had.
     const { found } = await driftAndReconcile(

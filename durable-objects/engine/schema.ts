@@ -184,7 +184,7 @@ const BASELINE: readonly string[] = [
  * EXISTS`, so each is added only where `pragma_table_info` lacks it.
  */
 const COLUMNS: readonly { table: string; column: string; type: string }[] = [
-  // Reservations this shard ever created, kept in the row every hold updates (settled rows are
+  // Reservations this shard ever created, kept in the row every hold updates (finished rows are
   // pruned, so the table cannot count them). An object from before counts its rows once.
   { table: "sku", column: "created", type: "INTEGER NOT NULL DEFAULT 0" },
   // The purchase token's own expiry (epoch ms): its reservation is kept until then, whatever the

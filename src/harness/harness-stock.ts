@@ -109,7 +109,7 @@ export class SkuStock extends ProductionSkuStock {
    * Fills this stock object for the bench's memory figures (`POST /bench/stock/:sku/:shard/fill`):
    * - `holds` live holds, each a fresh user, made by the engine itself in batches of 64 (one
    *   transaction each, as the reserve RPC makes them);
-   * - `paidUsers` users who each bought one unit, as a long sale leaves them once settled rows are
+   * - `paidUsers` users who each bought one unit, as a long sale leaves them once finished rows are
    *   pruned: a quota row per user (`<run>-<i>` from `from`, so the engine route's users of that run
    *   meet them; bound numbers arrive as REAL, hence the CAST),
    *   and the SKU's total and sold raised by as many.

@@ -66,8 +66,8 @@ async function readGauges(env: Env): Promise<Sample[]> {
   if (failed.length > 0) log("warn", "metrics: stock objects did not answer", { failed });
   sample("flashgate_scrape_errors", {}, failed.length);
   let mirrorUnreadable = 0;
-  for (const settled of stocks) {
-    const stock = settled.status === "fulfilled" ? settled.value : null;
+  for (const result of stocks) {
+    const stock = result.status === "fulfilled" ? result.value : null;
     if (!stock) continue;
     for (const [state, value] of Object.entries(stock.counts))
       sample("flashgate_stock", { sku: stock.sku, state }, value);
