@@ -11,7 +11,7 @@ import { openapi } from "./routes/openapi";
 import { ops } from "./routes/ops";
 import { paymentsAdmin } from "./routes/payments-admin";
 import { shopper } from "./routes/shopper";
-import { webhooks } from "./routes/webhooks";
+import { paymentWebhooks } from "./routes/payment-webhooks";
 
 /**
  * The methods each path of `app` answers (GET implies HEAD), looked up by request path. Built on
@@ -57,7 +57,7 @@ export function buildApp(pages: Hono<AppEnv>, mount?: (app: Hono<AppEnv>) => voi
   app.route("/", admin);
   app.route("/", handoff);
   app.route("/", paymentsAdmin);
-  app.route("/", webhooks);
+  app.route("/", paymentWebhooks);
   app.route("/", openapi);
   app.route("/", pages);
   mount?.(app);
