@@ -9,9 +9,9 @@ import { handoff } from "./routes/handoff";
 import { metrics } from "./routes/metrics";
 import { openapi } from "./routes/openapi";
 import { ops } from "./routes/ops";
+import { paymentWebhooks } from "./routes/payment-webhooks";
 import { paymentsAdmin } from "./routes/payments-admin";
 import { shopper } from "./routes/shopper";
-import { paymentWebhooks } from "./routes/payment-webhooks";
 
 /**
  * The methods each path of `app` answers (GET implies HEAD), looked up by request path. Built on

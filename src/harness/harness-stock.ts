@@ -1,4 +1,4 @@
-import { SkuStock as ProductionSkuStock } from "../../durable-objects/objects";
+import { SkuStock } from "../../durable-objects/objects";
 import type { EngineStorage, ReserveOutcome, ReserveRequest } from "../../durable-objects/stock-model";
 
 /** What `GET /bench/stock/:sku/:shard/stats` answers: the object's storage as the soak watches it. */
@@ -34,10 +34,10 @@ const counters = new WeakMap<DurableObjectStorage, Counter>();
 
 /**
  * The stock object as the harness runs it: the production class plus what chaos and the soak need,
- * exported under the same class name (the binding's `class_name`) by the harness entry only.
+ * exported by the harness entry only, as `SkuStock` (the binding's `class_name` in wrangler.toml).
  * With the var COUNT_ROWS_READ="true" (scripts/soak.ts sets it) the engine's rows read are counted.
  */
-export class SkuStock extends ProductionSkuStock {
+export class HarnessStock extends SkuStock {
   protected override engineStorage(storage: DurableObjectStorage): EngineStorage {
     const counter: Counter = { statements: 0, transactions: 0, rowsRead: 0, last: null };
     counters.set(storage, counter);

@@ -44,7 +44,12 @@ const SECURITY: Record<Access, JsonObject[]> = {
   paymentWebhook: [{ paymentSignature: [] }],
 };
 
-const TAGS: Record<Access, string> = { public: "public", shopper: "shopper", admin: "admin", paymentWebhook: "webhooks" };
+const TAGS: Record<Access, string> = {
+  public: "public",
+  shopper: "shopper",
+  admin: "admin",
+  paymentWebhook: "webhooks",
+};
 
 /** Error answers grouped by status, each with a schema whose `code` lists exactly that status's codes. */
 function errorResponses(codes: ErrorCode[]): JsonObject {
