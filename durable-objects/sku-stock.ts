@@ -294,7 +294,7 @@ export class SkuStock extends DurableObject<Env> implements StockHost {
    * shard changed: a sold-out storm costs one read per change.
    */
   #spentDigest(): SpentDigest {
-    const seq = this.engine.state()?.version ?? 0;
+    const seq = this.engine.state()?.seq ?? 0;
     if (this.#digest?.seq !== seq) {
       const { replayableSince, expiredBefore } = this.#replayWindow();
       this.#digest = this.engine.retention.spentNonces(replayableSince, expiredBefore);

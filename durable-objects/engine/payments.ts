@@ -370,7 +370,7 @@ export class Payments {
           claim.quantity,
           now,
         );
-        ledger.bumpSeq(); // the shard's counts changed: a new version for the mirror
+        ledger.bumpSeq(); // the shard's counts changed: a new seq for the mirror
       }
       return taken;
     });

@@ -157,8 +157,8 @@ const BASELINE: readonly string[] = [
        FROM outbox_batch b, json_each(b.events) e
       GROUP BY b.first_seq, e.key / 32`,
   `DROP TABLE IF EXISTS outbox_batch`,
-  // The SKU's configuration as a unit (durable-objects/sku-change.ts): `version`, the shard 0 version
-  // this shard's settings came from (a follower applies only newer ones); `fence`, the resize that
+  // The SKU's configuration as a unit (durable-objects/sku-change.ts): `version`, the settings
+  // revision (shard 0's seq) this shard's settings came from (a follower applies only newer ones); `fence`, the resize that
   // has staged this shard (no new hold until it commits or is lifted); `plan` and `phase`, on
   // shard 0, the resize it runs, so its alarm finishes or undoes one left half done.
   `CREATE TABLE IF NOT EXISTS config (
