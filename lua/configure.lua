@@ -6,7 +6,7 @@
 --   2. every setting that is absent keeps its current value (or the default on creation:
 --      name = sku, status = on_sale, perUserLimit = 1, holdSeconds = 900, no window bounds);
 --      startsAt / endsAt = null clears the bound;
---   3. sku and shard are written on creation only (as the engine's upsert does); the version is
+--   3. sku and shard are written on creation only (as the engine's upsert does); the seq is
 --      1 on creation and + 1 on every update; held and sold are never touched.
 -- Like the engine's configure, it runs no lazy expiry. It emits nothing.
 --
@@ -22,7 +22,7 @@
 --
 -- Returns a JSON string (cjson) with the shape of the engine's Outcome<SkuState>:
 --   {"ok":true,"value":{"sku","shard","shards","name","status","perUserLimit","holdSeconds",
---                       "startsAt","endsAt","stock":{"total","available","held","sold"},"version"}}
+--                       "startsAt","endsAt","stock":{"total","available","held","sold"},"seq"}}
 --   {"ok":false,"code":"INVALID_STATE"}
 
 local skuKey        = KEYS[1]              -- config and counters of the shard
@@ -140,7 +140,7 @@ return cjson.encode({
     startsAt     = tonumber(row[8]) or cjson.null,
     endsAt       = tonumber(row[9]) or cjson.null,
     stock        = { total = total, available = total - held - sold, held = held, sold = sold },
-    version      = tonumber(row[7]),
+    seq          = tonumber(row[7]),
     price        = cjson.null,             -- the Redis twin has no prices (see confirm.lua)
     currency     = "usd",
   },

@@ -97,7 +97,7 @@ local function reservation(id)
   }
 end
 
--- Moves a reservation to `status`; bumps the shard's version where the engine writes an outbox event.
+-- Moves a reservation to `status`; bumps the shard's seq where the engine writes an outbox event.
 local function setStatus(id, status)
   redis.call("HSET", resPrefix .. id, "status", status, "updated_at", now)
   redis.call("HINCRBY", skuKey, "seq", 1)

@@ -3,19 +3,20 @@
 -- The stock object (durable-objects/stock/sku-stock.ts) is the truth; this hash is its mirror, read by stock
 -- displays and never used to decide a sale (docs/ARCHITECTURE.md, invariant 7). Snapshots can arrive late or twice
 -- (a publish that timed out may still land after a newer one, a restarted object republishes), so the
--- script keeps the snapshot with the highest version and ignores anything not newer:
+-- script keeps the snapshot with the highest seq and ignores anything not newer:
 --
 --   0. bad arguments ............................................ error reply, nothing written
---   1. the stored version is >= ARGV[1] ......................... nothing written, {0, stored version}
---   2. otherwise every field is written at once ................. {1, new version}
+--   1. the stored seq is >= ARGV[1] ............................. nothing written, {0, stored seq}
+--   2. otherwise every field is written at once ................. {1, new seq}
 --
 -- KEYS:
---   KEYS[1]  {fg:<sku>:<shard>}:mirror    hash  version total available held sold status, then the extra
+--   KEYS[1]  {fg:<sku>:<shard>}:mirror    hash  version (the seq: a stored name) total available held sold
+--                                               status, then the extra
 --                                               fields the caller passes (name, shards, per_user_limit,
 --                                               hold_seconds, starts_at, ends_at, published_at; "" = none)
 --
 -- ARGV:
---   ARGV[1]  version        integer >= 0, the stock object's version (grows with every change)
+--   ARGV[1]  seq            integer >= 0, the stock object's seq (grows with every change)
 --   ARGV[2]  total          integer >= 0
 --   ARGV[3]  available      integer >= 0
 --   ARGV[4]  held           integer >= 0
@@ -23,7 +24,7 @@
 --   ARGV[6]  status         "on_sale" | "paused" | "archived"
 --   ARGV[7..] field, value  extra fields of the snapshot, in pairs
 --
--- Returns an array: { applied (1 or 0), the version the mirror holds after the call }.
+-- Returns an array: { applied (1 or 0), the seq the mirror holds after the call }.
 
 local mirrorKey     = KEYS[1]
 
@@ -36,16 +37,16 @@ end
 -- 0. Arguments. Checked before any write: an error reply mid-script would leave partial writes.
 if #KEYS ~= 1 then return redis.error_reply("ERR mirror.lua expects 1 key") end
 if #ARGV < 6 or #ARGV % 2 ~= 0 then
-  return redis.error_reply("ERR mirror.lua: version total available held sold status, then field/value pairs")
+  return redis.error_reply("ERR mirror.lua: seq total available held sold status, then field/value pairs")
 end
-local version       = integer(ARGV[1])
+local seq           = integer(ARGV[1])
 local total         = integer(ARGV[2])
 local available     = integer(ARGV[3])
 local held          = integer(ARGV[4])
 local sold          = integer(ARGV[5])
 local status        = ARGV[6]
-if not (version and total and available and held and sold) then
-  return redis.error_reply("ERR mirror.lua: version and counts must be integers >= 0")
+if not (seq and total and available and held and sold) then
+  return redis.error_reply("ERR mirror.lua: seq and counts must be integers >= 0")
 end
 if available + held + sold ~= total then
   return redis.error_reply("ERR mirror.lua: available + held + sold must equal total")
@@ -63,13 +64,13 @@ end
 -- 1. Newer only ------------------------------------------------------------------------------------
 
 local stored = tonumber(redis.call("HGET", mirrorKey, "version"))
-if stored and stored >= version then return { 0, stored } end
+if stored and stored >= seq then return { 0, stored } end
 
 -- 2. Write the whole snapshot ----------------------------------------------------------------------
 
 local fields = {
-  "version", version, "total", total, "available", available, "held", held, "sold", sold, "status", status,
+  "version", seq, "total", total, "available", available, "held", held, "sold", sold, "status", status,
 }
 for i = 7, #ARGV do fields[#fields + 1] = ARGV[i] end
 redis.call("HSET", mirrorKey, unpack(fields))
-return { 1, version }
+return { 1, seq }

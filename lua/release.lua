@@ -12,7 +12,7 @@
 --   3. already cancelled ........................................ ok, the reservation unchanged
 --   4. status held .............................................. else INVALID_STATE (expired,
 --                                                                 paid, refund_required)
---   5. released as "cancelled": held and the user's quota go down, version up.
+--   5. released as "cancelled": held and the user's quota go down, seq up.
 --
 -- mode "expire" (StockEngine.expireDue, the alarm's sweep): releases as "expired" every hold with
 -- expires_at <= now, oldest first (ties by id), at most `limit` of them when a limit is given.
@@ -90,7 +90,7 @@ local function reservation(id)
   }
 end
 
--- Moves a reservation to `status`; bumps the shard's version where the engine writes an outbox event.
+-- Moves a reservation to `status`; bumps the shard's seq where the engine writes an outbox event.
 local function setStatus(id, status)
   redis.call("HSET", resPrefix .. id, "status", status, "updated_at", now)
   redis.call("HINCRBY", skuKey, "seq", 1)

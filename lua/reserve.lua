@@ -14,7 +14,7 @@
 --                                                                 and the user's active)
 --   6. available > 0 ............................................ else SOLD_OUT (available 0)
 --   7. available >= quantity .................................... else INSUFFICIENT_STOCK
---   8. the hold is written: reservation hash, holds zset, held, the user's quota, nonce, version.
+--   8. the hold is written: reservation hash, holds zset, held, the user's quota, nonce, seq.
 -- A rejected request writes nothing beyond step 1 (the engine commits its lazy expiry too).
 --
 -- KEYS: the same six for every Flashgate script (tools/lua.ts `shardKeys`). One hash tag per
@@ -90,7 +90,7 @@ local function reservation(id)
   }
 end
 
--- Moves a reservation to `status`; bumps the shard's version where the engine writes an outbox event.
+-- Moves a reservation to `status`; bumps the shard's seq where the engine writes an outbox event.
 local function setStatus(id, status)
   redis.call("HSET", resPrefix .. id, "status", status, "updated_at", now)
   redis.call("HINCRBY", skuKey, "seq", 1)

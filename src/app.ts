@@ -9,9 +9,9 @@ import { handoff } from "./routes/handoff";
 import { metrics } from "./routes/metrics";
 import { openapi } from "./routes/openapi";
 import { ops } from "./routes/ops";
+import { paymentWebhooks } from "./routes/payment-webhooks";
 import { paymentsAdmin } from "./routes/payments-admin";
 import { shopper } from "./routes/shopper";
-import { webhooks } from "./routes/webhooks";
 
 /**
  * The methods each path of `app` answers (GET implies HEAD), looked up by request path. Built on
@@ -57,7 +57,7 @@ export function buildApp(pages: Hono<AppEnv>, mount?: (app: Hono<AppEnv>) => voi
   app.route("/", admin);
   app.route("/", handoff);
   app.route("/", paymentsAdmin);
-  app.route("/", webhooks);
+  app.route("/", paymentWebhooks);
   app.route("/", openapi);
   app.route("/", pages);
   mount?.(app);

@@ -325,7 +325,7 @@ describe("fair opening: a sale through the Worker", () => {
       const entryId = await entryIdOf(sku, a.user);
       const result = expected.get(entryId);
       expect(a.answer.status === 202 ? "HELD" : a.answer.json.error?.code).toBe(result);
-      // Winners and losers alike are told their place, whichever shard settled them.
+      // Winners and losers alike are told their place, whichever shard decided them.
       const position = entries.findIndex((e) => e.entryId === entryId) + 1;
       expect(a.answer.json.draw ?? a.answer.json.error?.details?.draw).toEqual({
         entryId,

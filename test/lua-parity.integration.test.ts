@@ -19,7 +19,7 @@ import { stockShard } from "./support/client";
  * EVALSHA/EVAL on a real redis-server through the Upstash bridge). Every random sequence of
  * configure / reserve / cancel / pay / expire runs against both, step by step; each step must give
  * the same answer (code, and for successes the same reservation, replay flag and counts), and the
- * final stock, version, reservation statuses and per-user quotas must be equal. On a divergence
+ * final stock, seq, reservation statuses and per-user quotas must be equal. On a divergence
  * fast-check shrinks to the shortest sequence and prints it.
  */
 
@@ -200,12 +200,12 @@ async function runScenario(storage: DurableObjectStorage, scenario: Scenario): P
       plain(step.engine),
     );
   }
-  // The final state: counts and version, every reservation's status, every user's quota.
-  const [total = 0, held = 0, sold = 0, version = 0] = replies.slice(steps.length, steps.length + 4).map(Number);
+  // The final state: counts and seq, every reservation's status, every user's quota.
+  const [total = 0, held = 0, sold = 0, seq = 0] = replies.slice(steps.length, steps.length + 4).map(Number);
   const state = engine.state();
-  expect({ stock: state?.stock, version: state?.version }, trace.join("\n")).toEqual({
+  expect({ stock: state?.stock, seq: state?.seq }, trace.join("\n")).toEqual({
     stock: { total, available: total - held - sold, held, sold },
-    version,
+    seq,
   });
   const quotas = storage.sql
     .exec<{ user_id: string; active: number }>("SELECT user_id, active FROM user_quota")

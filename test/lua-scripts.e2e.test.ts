@@ -124,10 +124,10 @@ function shardOf(sku: string, shard = 0) {
 describe("lua scripts: loading", () => {
   it("pins the SHA1 of every script (a change of a lua/ file must update this pin)", async () => {
     const pinned: Record<LuaScriptName, string> = {
-      reserve: "b04607fc58e3f44500b2bc9cde1c99d83f849d16",
-      release: "3b1e2a4decf83a7ba4b5fc3233b6ad6219a56b34",
-      confirm: "70bde690a7b01d712b821ff528fbf337efd03031",
-      configure: "7b55733a8460b32c7fa17b1e2241241b06bd0279",
+      reserve: "1500a4569f3bc4376ff646f54ab78a9bb658f358",
+      release: "48e34c6c49192b180f170ac31a5f387db665cc92",
+      confirm: "f51c5e988de805e7b9f203d9123919bbe8349ba6",
+      configure: "e52b436425714d2bb40db3919ad9b4f64b7c6e3f",
     };
     expect(LUA_SHA1).toEqual(pinned);
     for (const name of LUA_SCRIPT_NAMES) {
@@ -182,7 +182,7 @@ describe("lua scripts: loading", () => {
 });
 
 describe("lua scripts: configure", () => {
-  it("creates with the engine's defaults, keeps absent settings, clears null bounds, versions each change", async () => {
+  it("creates with the engine's defaults, keeps absent settings, clears null bounds, bumps the seq on each change", async () => {
     const shop = shardOf(uniqueSku("configure"));
     expect(await shop.configure({ totalStock: 10 })).toEqual({
       ok: true,
@@ -197,7 +197,7 @@ describe("lua scripts: configure", () => {
         startsAt: null,
         endsAt: null,
         stock: { total: 10, available: 10, held: 0, sold: 0 },
-        version: 1,
+        seq: 1,
         price: null,
         currency: "usd",
       },
@@ -221,15 +221,15 @@ describe("lua scripts: configure", () => {
       holdSeconds: 60,
       startsAt: T0,
       endsAt: T0 + 10_000,
-      version: 2,
+      seq: 2,
     });
 
     const kept = okValue(await shop.configure({ totalStock: 12 }));
-    expect(kept).toMatchObject({ name: "Phone", status: "paused", perUserLimit: 3, holdSeconds: 60, version: 3 });
+    expect(kept).toMatchObject({ name: "Phone", status: "paused", perUserLimit: 3, holdSeconds: 60, seq: 3 });
     expect(kept).toMatchObject({ startsAt: T0, endsAt: T0 + 10_000, stock: { total: 12, available: 12 } });
 
     const cleared = okValue(await shop.configure({ totalStock: 12, startsAt: null, status: "on_sale" }));
-    expect(cleared).toMatchObject({ startsAt: null, endsAt: T0 + 10_000, status: "on_sale", version: 4 });
+    expect(cleared).toMatchObject({ startsAt: null, endsAt: T0 + 10_000, status: "on_sale", seq: 4 });
     expect(await db().hExists(shop.keys[0] ?? "", "starts_at")).toBe(0);
   });
 
@@ -239,14 +239,14 @@ describe("lua scripts: configure", () => {
     const held = okValue(await shop.reserve(T0, shop.id(1), "u1", "n1", 3)).reservation;
     okValue(await shop.pay(T0 + 1, "ev1", "payment.succeeded", held.id));
     okValue(await shop.reserve(T0 + 2, shop.id(2), "u2", "n2", 2));
-    // version: configure 1, hold 2, paid 3, hold 4
+    // seq: configure 1, hold 2, paid 3, hold 4
     expect(await shop.configure({ totalStock: 4 })).toEqual({ ok: false, code: "INVALID_STATE" });
     expect(await shop.stock()).toEqual({ total: 10, available: 5, held: 2, sold: 3 });
     expect(await db().hGet(shop.keys[0] ?? "", "seq")).toBe("4");
 
     const exact = okValue(await shop.configure({ totalStock: 5 }));
     expect(exact.stock).toEqual({ total: 5, available: 0, held: 2, sold: 3 });
-    expect(exact.version).toBe(5);
+    expect(exact.seq).toBe(5);
     await shop.checkInvariants();
   });
 });
@@ -466,9 +466,9 @@ describe("lua scripts: release", () => {
     expect(await shop.expire(T0 + 100_000)).toEqual({ ok: true, value: 0 });
     expect(await shop.stock()).toEqual({ total: 5, available: 5, held: 0, sold: 0 });
 
-    const version = await db().hGet(shop.keys[0] ?? "", "seq");
+    const seq = await db().hGet(shop.keys[0] ?? "", "seq");
     expect(await shop.expire(T0 + 200_000)).toEqual({ ok: true, value: 0 });
-    expect(await db().hGet(shop.keys[0] ?? "", "seq")).toBe(version);
+    expect(await db().hGet(shop.keys[0] ?? "", "seq")).toBe(seq);
     for (const n of [1, 2, 3]) expect(await shop.status(shop.id(n))).toBe("expired");
     await shop.checkInvariants();
   });
@@ -637,7 +637,7 @@ describe("lua scripts: confirm", () => {
       ok: true,
       value: { reservation: paid, status: "paid", outcome: "applied", reason: null, replayed: false },
     });
-    const version = await db().hGet(shop.keys[0] ?? "", "seq");
+    const seq = await db().hGet(shop.keys[0] ?? "", "seq");
 
     expect(await shop.pay(T0 + 2, "ev1", "payment.succeeded", a.id)).toEqual({
       ok: true,
@@ -645,7 +645,7 @@ describe("lua scripts: confirm", () => {
     });
     // one event id is one event: the same id claiming another type changes nothing
     expect(await shop.pay(T0 + 3, "ev1", "payment.failed", a.id)).toEqual({ ok: false, code: "IDEMPOTENCY_MISMATCH" });
-    expect(await db().hGet(shop.keys[0] ?? "", "seq")).toBe(version);
+    expect(await db().hGet(shop.keys[0] ?? "", "seq")).toBe(seq);
     expect(await shop.stock()).toEqual({ total: 3, available: 2, held: 0, sold: 1 });
 
     // a new event id for an unknown reservation is not found

@@ -4,32 +4,32 @@ import type { RedisMirror } from "../durable-objects/mirror/redis-mirror";
 import type { DueWork } from "../durable-objects/stock/due-work";
 import { MIRROR_MIN_INTERVAL_MS, MirrorPublisher } from "../durable-objects/stock/mirror-publisher";
 
-/** The mirror publisher against a stock engine whose version moves and a mirror that records writes. */
+/** The mirror publisher against a stock engine whose seq moves and a mirror that records writes. */
 function harness() {
-  let version = 1;
+  let seq = 1;
   const writes: number[] = [];
   const replaced: number[] = [];
   const stateAt = (v: number) => ({
     sku: "mp",
     shard: 0,
-    version: v,
+    seq: v,
     status: "on_sale",
     stock: { total: 1000, available: 1000 - v, held: v, sold: 0 },
   });
-  const engine = { state: () => stateAt(version) } as unknown as StockEngine;
-  // Like lua/mirror.lua: the mirror keeps the newest version written.
+  const engine = { state: () => stateAt(seq) } as unknown as StockEngine;
+  // Like lua/mirror.lua: the mirror keeps the newest seq written.
   let stored: number | null = null;
   const mirror = {
-    publish: async (state: { version: number }) => {
+    publish: async (state: { seq: number }) => {
       await scheduler.wait(1); // a round trip
-      writes.push(state.version);
-      stored = Math.max(stored ?? 0, state.version);
-      return { applied: true, version: state.version };
+      writes.push(state.seq);
+      stored = Math.max(stored ?? 0, state.seq);
+      return { applied: true, seq: state.seq };
     },
     readShard: async () => (stored === null ? null : stateAt(stored)),
-    replace: async (state: { version: number }) => {
-      replaced.push(state.version);
-      stored = state.version;
+    replace: async (state: { seq: number }) => {
+      replaced.push(state.seq);
+      stored = state.seq;
     },
   } as unknown as RedisMirror;
   const due = { retryAt: () => undefined, done: () => {}, retry: async () => {} } as unknown as DueWork;
@@ -37,12 +37,12 @@ function harness() {
   const lose = () => {
     stored = null;
   };
-  return { publisher, writes, replaced, lose, commit: () => version++, version: () => version };
+  return { publisher, writes, replaced, lose, commit: () => seq++, seq: () => seq };
 }
 
 describe("mirror publisher", () => {
   it("writes a burst of commits as a few snapshots, one per interval, ending with the newest", async () => {
-    const { publisher, writes, commit, version } = harness();
+    const { publisher, writes, commit, seq } = harness();
     const started = Date.now();
     let last: Promise<void> = Promise.resolve();
     // 100 commits, a millisecond apart, each asking for a publish (as every reserve batch does).
@@ -54,7 +54,7 @@ describe("mirror publisher", () => {
     await last;
     await publisher.publish(); // settles whatever the last request booked
     const elapsed = Date.now() - started;
-    expect(writes.at(-1)).toBe(version());
+    expect(writes.at(-1)).toBe(seq());
     expect(writes).toEqual([...writes].sort((a, b) => a - b));
     // At most one write per interval (plus the first, made at once), never one per commit.
     expect(writes.length).toBeLessThanOrEqual(Math.ceil(elapsed / MIRROR_MIN_INTERVAL_MS) + 1);
@@ -84,13 +84,13 @@ describe("mirror publisher", () => {
   });
 
   it("repairs a mirror that lost the shard's hash, once no write is under way", async () => {
-    const { publisher, replaced, commit, version, lose } = harness();
+    const { publisher, replaced, commit, seq, lose } = harness();
     commit();
     await publisher.publish();
     lose(); // Redis lost the hash; the publisher believes the mirror is current
     const check = await publisher.check();
     expect(check).toMatchObject({ status: "missing", repaired: true });
-    expect(replaced).toEqual([version()]);
+    expect(replaced).toEqual([seq()]);
     expect((await publisher.check()).status).toBe("ok");
   });
 

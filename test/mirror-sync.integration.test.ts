@@ -33,7 +33,7 @@ async function mirrorGauges(sku: string): Promise<{ lag: number | null; unreadab
     return match ? Number(match[1]) : null;
   };
   return {
-    lag: value(new RegExp(`^flashgate_mirror_lag_versions\\{sku="${sku}"\\} (\\d+)$`, "m")),
+    lag: value(new RegExp(`^flashgate_mirror_lag_changes\\{sku="${sku}"\\} (\\d+)$`, "m")),
     unreadable: value(/^flashgate_mirror_unreadable (\d+)$/m),
   };
 }
@@ -238,21 +238,21 @@ describe("Redis mirror through the Worker", () => {
     const { view } = await converged(sku);
     const state = await stockShard(env, sku, 0).state();
     if (!state) throw new Error("no state");
-    expect(state.version).toBe(view.version);
+    expect(state.seq).toBe(view.version);
 
     // What a late write of an earlier commit (one that timed out on its way) would carry.
     const writer = new RedisMirror({ url: bridgeUrl, token, timeoutMs: 2_000 });
-    const stale = { ...state, version: state.version - 2, stock: { total: 10, available: 8, held: 2, sold: 0 } };
-    expect(await writer.publish(stale, Date.now())).toEqual({ applied: false, version: state.version });
-    // The same version again (a restarted object republishing) changes nothing either.
+    const stale = { ...state, seq: state.seq - 2, stock: { total: 10, available: 8, held: 2, sold: 0 } };
+    expect(await writer.publish(stale, Date.now())).toEqual({ applied: false, seq: state.seq });
+    // The same seq again (a restarted object republishing) changes nothing either.
     const same = { ...state, stock: { total: 10, available: 10, held: 0, sold: 0 } };
-    expect(await writer.publish(same, Date.now())).toEqual({ applied: false, version: state.version });
-    expect((await adminView(sku)).mirror).toEqual({ available: 6, held: 4, sold: 0, version: state.version });
+    expect(await writer.publish(same, Date.now())).toEqual({ applied: false, seq: state.seq });
+    expect((await adminView(sku)).mirror).toEqual({ available: 6, held: 4, sold: 0, version: state.seq });
 
     // The next commit moves it forward.
     expect(statuses((await burst(sku, usersOf(sku, 4, 1))).answers)).toEqual([202]);
     const after = await converged(sku);
-    expect(after.view.version).toBeGreaterThan(state.version);
+    expect(after.view.version).toBeGreaterThan(state.seq);
     expect(after.view.mirror).toEqual({ available: 5, held: 5, sold: 0, version: after.view.version });
   }, 60_000);
 });

@@ -103,15 +103,15 @@ describe("order consumer", () => {
         throw new Error("injected consumer failure");
       }
     };
-    // 60 reservations, each held then settled; both events delivered twice, shuffled.
+    // 60 reservations, each held then finished; both events delivered twice, shuffled.
     const final = new Map<string, string>();
     const events: OrderEvent[] = [];
     for (let r = 0; r < 60; r++) {
       const held = event(sku, r, "reservation.held", 2 * r + 1);
       const type =
         (["reservation.paid", "reservation.cancelled", "reservation.expired"] as const)[r % 3] ?? "reservation.paid";
-      const settled = { ...held, id: crypto.randomUUID(), type, seq: 2 * r + 2 };
-      events.push(held, settled, held, settled);
+      const finished = { ...held, id: crypto.randomUUID(), type, seq: 2 * r + 2 };
+      events.push(held, finished, held, finished);
       final.set(held.reservationId, type.slice("reservation.".length));
     }
     const shuffled = shuffle(events, seededRandom(7));

@@ -20,10 +20,10 @@ describe("order pipeline through the real queue", () => {
     const accepted = answers.filter((a) => a.status === 202).map((a) => a.json.reservationId as string);
     expect(accepted.length).toBeGreaterThan(40);
 
-    // Settle some of them concurrently: a third paid, a third cancelled, the rest left held.
+    // Finish some of them concurrently: a third paid, a third cancelled, the rest left held.
     const owners = new Map(answers.map((a, i) => [a.json.reservationId as string, users[i] as string]));
     const expected = new Map<string, string>();
-    const settled = await Promise.all(
+    const statuses = await Promise.all(
       accepted.map(async (id, i) => {
         const want = (["paid", "cancelled", "held"] as const)[i % 3] ?? "held";
         expected.set(id, want);
@@ -36,7 +36,7 @@ describe("order pipeline through the real queue", () => {
         return [id, got];
       }),
     );
-    expect(Object.fromEntries(settled)).toEqual(Object.fromEntries(expected));
+    expect(Object.fromEntries(statuses)).toEqual(Object.fromEntries(expected));
 
     const stock = await stockOf(sku);
     // Poll D1 (no fixed sleeps) until the queue has delivered everything.

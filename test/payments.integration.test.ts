@@ -6,8 +6,7 @@ import { MAX_V1_SIGNATURES, signPayment } from "../src/payments/webhook-signatur
 import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "./support/client";
 import { pay, WEBHOOK_SECRET } from "./support/payments";
 
-const versionOf = (sku: string) =>
-  runInDurableObject(stockShard(env, sku, 0), (object) => object.engine.state()?.version ?? 0);
+const seqOf = (sku: string) => runInDurableObject(stockShard(env, sku, 0), (object) => object.engine.state()?.seq ?? 0);
 
 describe("payment webhook", () => {
   it("turns a hold into sold on a valid signature; payment.failed releases a hold", async () => {
@@ -32,7 +31,7 @@ describe("payment webhook", () => {
     // Timestamps are read at each call: under load the calls take seconds, and a time read once
     // would drift into the 300 s tolerance (now + 301 read early is accepted a few seconds later).
     const now = () => Math.floor(Date.now() / 1000);
-    const before = await versionOf(sku);
+    const before = await seqOf(sku);
     const tampered = JSON.stringify({ id: "evt_t", type: "payment.succeeded", reservationId: id, amount: 1 });
     const attempts = [
       await pay(id, "payment.succeeded", "evt_1", { secret: "wrong-secret" }),
@@ -44,7 +43,7 @@ describe("payment webhook", () => {
       await call("POST", "/webhooks/payments", { raw: tampered, headers: { "payment-signature": `t=${now()}` } }),
     ];
     for (const answer of attempts) expect([answer.status, answer.json.error?.code]).toEqual([401, "SIGNATURE_INVALID"]);
-    expect(await versionOf(sku)).toBe(before);
+    expect(await seqOf(sku)).toBe(before);
     expect(await stockOf(sku)).toEqual({ total: 5, available: 4, held: 1, sold: 0 });
     // Inside the tolerance both ways is accepted: 290 s old pays this hold, 290 s ahead another.
     const early = await pay(id, "payment.succeeded", "evt_5", { at: now() - 290 });
@@ -59,12 +58,12 @@ describe("payment webhook", () => {
     const sku = uniqueSku("dupe");
     await createSku(sku, { totalStock: 5, perUserLimit: 3 });
     const held = await reserve("sam", sku, 3);
-    const before = await versionOf(sku);
+    const before = await seqOf(sku);
     const answers = await Promise.all(
       Array.from({ length: 5 }, () => pay(held.json.reservationId, "payment.succeeded", "evt_same")),
     );
     expect(answers.map((a) => [a.status, a.json.reservationStatus])).toEqual(Array(5).fill([200, "paid"]));
-    expect(await versionOf(sku)).toBe(before + 1); // one state change, one outbox event
+    expect(await seqOf(sku)).toBe(before + 1); // one state change, one outbox event
     expect(await stockOf(sku)).toEqual({ total: 5, available: 2, held: 0, sold: 3 });
     // A different event id for the same reservation changes nothing more either: it is a refund.
     const other = await pay(held.json.reservationId, "payment.succeeded", "evt_other");

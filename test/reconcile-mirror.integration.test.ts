@@ -18,7 +18,7 @@ const { bridgeUrl, token } = inject("redis");
 const redis = new Redis({ url: bridgeUrl, token, retry: false, enableTelemetry: false, enableAutoPipelining: false });
 
 interface Snapshot {
-  version: number;
+  seq: number;
   total: number;
   available: number;
   held: number;
@@ -30,7 +30,7 @@ interface Snapshot {
 async function objectSnapshot(sku: string): Promise<Snapshot> {
   const state = await stockShard(env, sku, 0).state();
   if (!state) throw new Error(`no stock object for ${sku}`);
-  return { version: state.version, ...state.stock, status: state.status };
+  return { seq: state.seq, ...state.stock, status: state.status };
 }
 
 /** The mirror hash's own fields (what mirror.lua writes and stock displays read), as numbers and status. */
@@ -38,7 +38,7 @@ async function mirrorSnapshot(sku: string): Promise<Snapshot | null> {
   const hash = await redis.hgetall<Record<string, string | number>>(mirrorKey(sku, 0));
   if (!hash) return null;
   return {
-    version: Number(hash.version),
+    seq: Number(hash.version), // the hash's `version` field holds the seq
     total: Number(hash.total),
     available: Number(hash.available),
     held: Number(hash.held),
@@ -47,18 +47,18 @@ async function mirrorSnapshot(sku: string): Promise<Snapshot | null> {
   };
 }
 
-/** The admin view agrees: the mirror holds exactly the stock object's counts and version. */
+/** The admin view agrees: the mirror holds exactly the stock object's counts and seq. */
 async function mirrorMatchesObject(sku: string): Promise<Snapshot> {
   const expected = await objectSnapshot(sku);
   expect(await mirrorSnapshot(sku)).toEqual(expected);
   const view = await call("GET", `/admin/skus/${sku}`, { admin: true });
   const { available, held, sold } = expected;
-  expect(view.json.mirror).toEqual({ available, held, sold, version: expected.version });
+  expect(view.json.mirror).toEqual({ available, held, sold, version: expected.seq });
   return expected;
 }
 
 /** A SKU with three held reservations, their orders in D1 and its mirror caught up. */
-async function settledMirroredSku(prefix: string): Promise<string> {
+async function recordedMirroredSku(prefix: string): Promise<string> {
   const sku = uniqueSku(prefix);
   await createSku(sku, { totalStock: 10, perUserLimit: 1 });
   const answers = await Promise.all([0, 1, 2].map((i) => reserve(`${sku}-u${i}`, sku, 1)));
@@ -103,7 +103,7 @@ async function adminReconcile(): Promise<RunReport> {
 
 describe("reconciliation of the Redis mirror", () => {
   it("rewrites a deleted mirror hash (mirror_missing), and a second run finds nothing", async () => {
-    const sku = await settledMirroredSku("rmirror-missing");
+    const sku = await recordedMirroredSku("rmirror-missing");
     const before = await objectSnapshot(sku);
     const { report, found } = await driftAndReconcile(
       sku,
@@ -129,10 +129,10 @@ describe("reconciliation of the Redis mirror", () => {
   });
 
   it("rewrites a corrupted mirror hash (mirror_drift), and a second run finds nothing", async () => {
-    const sku = await settledMirroredSku("rmirror-drift");
+    const sku = await recordedMirroredSku("rmirror-drift");
     const before = await objectSnapshot(sku);
     expect(before).toMatchObject({ total: 10, available: 7, held: 3, sold: 0 });
-    // Same version, wrong count: mirror.lua's version check would never overwrite this on its own.
+    // Same seq, wrong count: mirror.lua's seq check would never overwrite this on its own.
     const { found } = await driftAndReconcile(
       sku,
       async () => {
@@ -148,21 +148,21 @@ describe("reconciliation of the Redis mirror", () => {
     expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
   });
 
-  it("rewrites a mirror that is ahead of its stock object (a newer version with wrong counts)", async () => {
-    const sku = await settledMirroredSku("rmirror-ahead");
+  it("rewrites a mirror that is ahead of its stock object (a newer seq with wrong counts)", async () => {
+    const sku = await recordedMirroredSku("rmirror-ahead");
     const before = await objectSnapshot(sku);
-    // What a mirror looks like after the object's storage was reset: a higher version the object never had.
+    // What a mirror looks like after the object's storage was reset: a higher seq the object never had.
     const { found } = await driftAndReconcile(
       sku,
       async () => {
-        await redis.hset(mirrorKey(sku, 0), { version: before.version + 100, available: 10, held: 0 });
+        await redis.hset(mirrorKey(sku, 0), { version: before.seq + 100, available: 10, held: 0 });
       },
       reconcileNow,
     );
     expect(kinds(found)).toEqual([["mirror_drift", true]]);
     expect(JSON.parse(found[0]?.actual ?? "null")).toEqual({
       ...before,
-      version: before.version + 100,
+      seq: before.seq + 100,
       available: 10,
       held: 0,
     });
@@ -172,6 +172,6 @@ describe("reconciliation of the Redis mirror", () => {
     // Later commits publish over the repaired mirror again (it is no longer ahead).
     expect((await reserve(`${sku}-late`, sku, 1)).status).toBe(202);
     const after = await eventually(() => mirrorMatchesObject(sku), 20_000, 25);
-    expect(after).toMatchObject({ available: 6, held: 4, version: before.version + 1 });
+    expect(after).toMatchObject({ available: 6, held: 4, seq: before.seq + 1 });
   });
 });

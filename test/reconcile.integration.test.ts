@@ -14,7 +14,7 @@ import { pay } from "./support/payments";
 import { differencesOf, ordersOf, reconcileNow } from "./support/reconcile";
 
 /** A SKU with `n` held reservations whose orders are all in D1. */
-async function settledSku(n: number, prefix: string): Promise<{ sku: string; ids: string[] }> {
+async function recordedSku(n: number, prefix: string): Promise<{ sku: string; ids: string[] }> {
   const sku = uniqueSku(prefix);
   await createSku(sku, { totalStock: 100, perUserLimit: 1 });
   const answers = await Promise.all(Array.from({ length: n }, (_, i) => reserve(`${prefix}-${i}`, sku, 1)));
@@ -25,7 +25,7 @@ async function settledSku(n: number, prefix: string): Promise<{ sku: string; ids
 
 describe("reconciliation", () => {
   it("finds nothing on a quiet, consistent system and writes no orders", async () => {
-    const { sku } = await settledSku(5, "quiet");
+    const { sku } = await recordedSku(5, "quiet");
     await reconcileNow(); // first pass over whatever is there
     const before = await ordersOf(sku);
     const report = await reconcileNow();
@@ -34,7 +34,7 @@ describe("reconciliation", () => {
   });
 
   it("re-emits orders deleted from D1, and a second run finds nothing", async () => {
-    const { sku, ids } = await settledSku(6, "deleted");
+    const { sku, ids } = await recordedSku(6, "deleted");
     await env.DB.prepare("DELETE FROM orders WHERE reservation_id IN (?, ?)").bind(ids[0], ids[1]).run();
     const report = await reconcileNow({ full: true });
     const found = differencesOf(report, sku);
@@ -47,7 +47,7 @@ describe("reconciliation", () => {
   });
 
   it("finds an order row deleted below the watermark on the next ordinary run, and restores it", async () => {
-    const { sku, ids } = await settledSku(4, "belowmark");
+    const { sku, ids } = await recordedSku(4, "belowmark");
     await reconcileNow(); // the watermark moves past all four
     expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
     await env.DB.prepare("DELETE FROM orders WHERE reservation_id = ?").bind(ids[2]).run();
@@ -84,7 +84,7 @@ describe("reconciliation", () => {
   });
 
   it("moves an order left at held forward to the object's paid", async () => {
-    const { sku, ids } = await settledSku(2, "stale");
+    const { sku, ids } = await recordedSku(2, "stale");
     expect((await pay(ids[0] as string)).json.reservationStatus).toBe("paid");
     await eventually(async () => expect((await ordersOf(sku)).map((o) => o.status)).toContain("paid"));
     await env.DB.prepare("UPDATE orders SET status = 'held', last_seq = last_seq - 1 WHERE reservation_id = ?")
@@ -132,7 +132,7 @@ describe("reconciliation", () => {
     expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
   });
 
-  it("reads a bounded number of rows after 10,000 old, settled orders", async () => {
+  it("reads a bounded number of rows after 10,000 old, finished orders", async () => {
     const sku = uniqueSku("history");
     await createSku(sku, { totalStock: 10_000, perUserLimit: 1 });
     const stub = stockShard(env, sku, 0);
@@ -189,7 +189,7 @@ describe("reconciliation", () => {
   }, 120_000);
 
   it("runs from the cron trigger and from the admin route, and keeps a history", { timeout: 30_000 }, async () => {
-    const { sku, ids } = await settledSku(2, "cron");
+    const { sku, ids } = await recordedSku(2, "cron");
     await env.DB.prepare("DELETE FROM orders WHERE reservation_id = ?").bind(ids[0]).run();
     await env.DB.prepare("DELETE FROM reconcile_watermarks WHERE sku = ?").bind(sku).run();
     const ctx = createExecutionContext();

@@ -21,8 +21,8 @@ const redis = new Redis({ url: bridgeUrl, token, retry: false, enableTelemetry: 
 
 let counter = 0;
 
-/** A real snapshot of a fresh stock object (10 units, limit 2), with the counts and version asked for. */
-async function snapshot(overrides: { version: number; held?: number; sold?: number }): Promise<SkuState> {
+/** A real snapshot of a fresh stock object (10 units, limit 2), with the counts and seq asked for. */
+async function snapshot(overrides: { seq: number; held?: number; sold?: number }): Promise<SkuState> {
   const sku = `mirror-unit-${++counter}`;
   const base = await runInDurableObject(stockShard(env, sku, 0), (object: SkuStock) =>
     object.engine.configure({ sku, shard: 0, shards: 1, name: "Mirror unit", totalStock: 10, perUserLimit: 2 }),
@@ -30,7 +30,7 @@ async function snapshot(overrides: { version: number; held?: number; sold?: numb
   if (!base.ok) throw new Error(`configure failed: ${base.code}`);
   const held = overrides.held ?? 0;
   const sold = overrides.sold ?? 0;
-  return { ...base.value, stock: { total: 10, available: 10 - held - sold, held, sold }, version: overrides.version };
+  return { ...base.value, stock: { total: 10, available: 10 - held - sold, held, sold }, seq: overrides.seq };
 }
 
 /** Records which script commands were sent. */
@@ -49,7 +49,7 @@ function spyOn(client: ScriptClient, calls: string[]): ScriptClient {
 
 describe("lua/mirror.lua", () => {
   it("pins its SHA1 (a change of lua/mirror.lua must update this pin), the name Redis gives it", async () => {
-    const pinned = "5b5c9abebf7aad095b2bcb4cb3bbd5a53ad8c482";
+    const pinned = "5088d96e42fcba626536ae56eca7453f3d8449d9";
     expect(await sha1Hex(mirrorLua)).toBe(pinned);
     expect(await MIRROR_SCRIPT.sha1()).toBe(pinned);
     expect(await redis.scriptLoad(mirrorLua)).toBe(pinned);
@@ -83,21 +83,21 @@ describe("lua/mirror.lua", () => {
     expect(calls).toEqual(["EVALSHA", "EVAL"]);
   });
 
-  it("keeps the newest snapshot: older or equal versions change nothing", async () => {
+  it("keeps the newest snapshot: older or equal seqs change nothing", async () => {
     const mirror = new RedisMirror({ url: bridgeUrl, token, timeoutMs: 2_000 });
-    const v5 = await snapshot({ version: 5, held: 3, sold: 2 });
-    expect(await mirror.publish(v5, 1)).toEqual({ applied: true, version: 5 });
+    const v5 = await snapshot({ seq: 5, held: 3, sold: 2 });
+    expect(await mirror.publish(v5, 1)).toEqual({ applied: true, seq: 5 });
     expect(await mirror.readShard(v5.sku, 0)).toEqual(v5);
 
-    const older = { ...v5, version: 4, stock: { total: 10, available: 10, held: 0, sold: 0 } };
-    expect(await mirror.publish(older, 2)).toEqual({ applied: false, version: 5 });
+    const older = { ...v5, seq: 4, stock: { total: 10, available: 10, held: 0, sold: 0 } };
+    expect(await mirror.publish(older, 2)).toEqual({ applied: false, seq: 5 });
     const same = { ...v5, stock: { total: 10, available: 9, held: 1, sold: 0 } };
-    expect(await mirror.publish(same, 3)).toEqual({ applied: false, version: 5 });
+    expect(await mirror.publish(same, 3)).toEqual({ applied: false, seq: 5 });
     expect(await mirror.readShard(v5.sku, 0)).toEqual(v5);
     expect(await redis.hget(mirrorKey(v5.sku, 0), "published_at")).toBe(1);
 
-    const v6 = { ...v5, version: 6, status: "paused" as const, startsAt: 1_900_000_000_000, stock: older.stock };
-    expect(await mirror.publish(v6, 4)).toEqual({ applied: true, version: 6 });
+    const v6 = { ...v5, seq: 6, status: "paused" as const, startsAt: 1_900_000_000_000, stock: older.stock };
+    expect(await mirror.publish(v6, 4)).toEqual({ applied: true, seq: 6 });
     expect(await mirror.readShard(v5.sku, 0)).toEqual(v6);
     expect(await mirror.read(v5.sku)).toEqual(v6);
     expect(await mirror.read(`never-published-${++counter}`)).toBeNull();
@@ -122,7 +122,7 @@ describe("lua/mirror.lua", () => {
   it("gives up after its timeout when Redis does not answer, and never reports a success", async () => {
     // The control server's /hang accepts the request and never answers.
     const mirror = new RedisMirror({ url: `${controlUrl}/hang`, token, timeoutMs: 200 });
-    const state = await snapshot({ version: 1 });
+    const state = await snapshot({ seq: 1 });
     const started = Date.now();
     await expect(mirror.publish(state, 1)).rejects.toThrow();
     await expect(mirror.read("anything")).rejects.toThrow();

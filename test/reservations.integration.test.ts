@@ -158,8 +158,8 @@ describe("reservation path", () => {
     expect(refused.json.error.code).toBe("SOLD_OUT");
     const stub = stockShard(env, sku, 0);
     const expiresAt = Date.parse(held.json.expiresAt);
-    const version = () => runInDurableObject(stub, (object) => object.engine.state()?.version);
-    const before = await version();
+    const seqNow = () => runInDurableObject(stub, (object) => object.engine.state()?.seq);
+    const before = await seqNow();
     await runInDurableObject(stub, (object) => {
       object.now = () => expiresAt + 1;
     });
@@ -168,7 +168,7 @@ describe("reservation path", () => {
     await runInDurableObject(stub, (object) => object.engine.expireDue(expiresAt + 10));
     expect(await stockOf(sku)).toEqual({ total: 3, available: 3, held: 0, sold: 0 });
     // Exactly one release: one state change (one outbox event) however often expiry ran.
-    expect(await version()).toBe((before ?? 0) + 1);
+    expect(await seqNow()).toBe((before ?? 0) + 1);
     const reservation = await call("GET", `/api/reservations/${held.json.reservationId}`, { user: "fay" });
     expect(reservation.json.status).toBe("expired");
     // A cancel after expiry is refused; the units sell again (the sold-out shortcut has a short TTL).

@@ -234,7 +234,7 @@ describe("sold out on a sharded SKU", () => {
       return state.storage.sql.exec<{ n: number }>(sql).one().n;
     }),
     ...(await runInDurableObject(stockShard(env, sku, 1), (object, state) => ({
-      version: object.engine.state()?.version,
+      seq: object.engine.state()?.seq,
       transfers: state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM transfers").one().n,
     }))),
   });

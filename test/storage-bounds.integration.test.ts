@@ -177,7 +177,7 @@ describe("stock object storage", () => {
     expect((await call("POST", `/api/reservations/${id}/cancel`, { user: "patient" })).status).toBe(200);
     await eventually(async () => expect(await ordersOf(sku)).toEqual([{ reservation_id: id, status: "cancelled" }]));
 
-    // Past today's token lifetime, inside the token's own: reconciliation settles it, and it stays.
+    // Past today's token lifetime, inside the token's own: reconciliation's prune passes it by, and it stays.
     const shift = TOKEN_LIFETIME_MS + 1_000;
     await shiftClock(sku, shift);
     await reconcile(env, { trigger: "admin", now: Date.now() + shift });
@@ -249,10 +249,10 @@ describe("stock object storage", () => {
       expect(sql.exec("SELECT token_expires_at FROM reservations").toArray()).toEqual([{ token_expires_at: null }]);
       const createdAt = sql.exec<{ t: number }>("SELECT created_at AS t FROM reservations").one().t;
       // Without its token's expiry, a row stays while it was made within the lifetime of now…
-      const settled = Number.MAX_SAFE_INTEGER;
+      const watermark = Number.MAX_SAFE_INTEGER;
       expect(
         restarted.retention.prune({
-          settledSeq: settled,
+          watermark,
           replayableSince: createdAt,
           expiredBefore: createdAt + 3600_000,
           now: createdAt,
@@ -262,7 +262,7 @@ describe("stock object storage", () => {
       // …and goes after it, as before.
       expect(
         restarted.retention.prune({
-          settledSeq: settled,
+          watermark,
           replayableSince: createdAt + 1,
           expiredBefore: 0,
           now: createdAt,

@@ -91,7 +91,7 @@ async function runScenario(scenario: { shards: number; total: number; ops: Op[] 
     if (!answer?.ok) throw new Error(`owner ${i}: ${JSON.stringify(answer)}`);
     model.holds.push({ id: answer.value.reservation.id, user: owner, quantity: 1 });
   }
-  const settle = async () => {
+  const serveLine = async () => {
     if (shards > 1) await zero.serveWaitlist();
   };
 
@@ -101,7 +101,7 @@ async function runScenario(scenario: { shards: number; total: number; ops: Op[] 
       const user = USERS[op.user] as string;
       const skuAvailable = (await statesOf(sku, shards)).reduce((n, s) => n + s.stock.available, 0);
       const joined = await zero.joinWaitlist(user, op.quantity, undefined, skuAvailable);
-      await settle();
+      await serveLine();
       const got = joined.ok ? { position: joined.value.position } : { code: joined.code };
       if (model.available > 0) return { got, want: { code: "STOCK_AVAILABLE" } };
       if (!model.line.some((e) => e.user === user)) model.line.push({ user, quantity: op.quantity });
@@ -110,7 +110,7 @@ async function runScenario(scenario: { shards: number; total: number; ops: Op[] 
     if (op.kind === "leave") {
       const user = USERS[op.user] as string;
       const left = await zero.leaveWaitlist(user);
-      await settle();
+      await serveLine();
       const want = expectedPlace(model, user);
       model.line = model.line.filter((e) => e.user !== user);
       return { got: left && { position: left.position, quantity: left.quantity, unitsAhead: left.unitsAhead }, want };
@@ -118,7 +118,7 @@ async function runScenario(scenario: { shards: number; total: number; ops: Op[] 
     const hold = model.holds[op.pick % Math.max(1, model.holds.length)];
     if (!hold) return { got: "nothing to cancel", want: "nothing to cancel" };
     const cancelled = await stockShard(env, sku, homeShard(hold.user, shards)).cancel(hold.id, hold.user);
-    await settle();
+    await serveLine();
     model.holds = model.holds.filter((h) => h !== hold);
     model.available += hold.quantity;
     model.held -= hold.quantity;

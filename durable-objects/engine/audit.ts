@@ -28,7 +28,7 @@ export interface Audit {
   /** Transfers this shard asked for and never completed, and late payments' claims it never finished. */
   pendingTransfers: number;
   /**
-   * Reservations this shard ever created (kept in the SKU row by every hold, since settled rows are
+   * Reservations this shard ever created (kept in the SKU row by every hold, since finished rows are
    * pruned), read with the SKU row. Compared with D1's order counts.
    */
   created: number;

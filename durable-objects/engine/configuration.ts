@@ -60,8 +60,8 @@ export interface SkuSettings {
   changeId?: string | undefined;
   /** Shard 0: the resize plan it commits, kept until every sibling has applied it. */
   plan?: string | undefined;
-  /** A follower: shard 0's version of these settings; an older or equal one changes nothing. */
-  version?: number | undefined;
+  /** A follower: the settings revision shard 0 handed (its seq then); an older or equal one changes nothing. */
+  revision?: number | undefined;
 }
 
 /** A resize shard 0 runs: phase `preparing` (fences being set) or `committing` (being applied). */
@@ -144,7 +144,7 @@ export class Configuration {
     const ledger = this.#ledger;
     const current = ledger.row();
     const config = ledger.config();
-    if (settings.version !== undefined && current && settings.version <= config.version) return ok(this.#state());
+    if (settings.revision !== undefined && current && settings.revision <= config.revision) return ok(this.#state());
     if (config.fence !== null && settings.changeId !== config.fence) return fail("BUSY");
     // A resize's commit that this shard applied already (it is no longer fenced): a repeat.
     if (settings.changeId !== undefined && config.fence === null && current) return ok(this.#state());
@@ -166,7 +166,7 @@ export class Configuration {
     // Archived (shard 0 keeps the line): its waitlist could never be served, so nobody is left waiting.
     if (settings.status === "archived" && current?.status !== "archived") this.#waitlist.clear();
     ledger.writeConfig({
-      version: settings.version ?? config.version,
+      revision: settings.revision ?? config.revision,
       fence: settings.changeId === config.fence ? null : config.fence,
       plan: settings.plan ?? config.plan,
       phase: settings.plan !== undefined ? "committing" : config.phase,

@@ -64,7 +64,7 @@ export class DrawDecision {
             outcome,
           );
         }
-        this.draw.settleRest(opening, "SOLD_OUT");
+        this.draw.decideRest(opening, "SOLD_OUT");
         this.draw.finish(opening, now);
       });
       return order.length;
@@ -80,9 +80,9 @@ export class DrawDecision {
    * The home shard of an entry of a sharded SKU's draw, asked by shard 0 in draw order: reserves
    * for the entry (its first token's nonce, its quantity, the user's limit here). A short answer is
    * recorded only when `record` (the caller first pulls stock from siblings and asks again); an
-   * entry already settled answers what it got.
+   * entry already decided answers what it got.
    */
-  settleEntry(opening: number, userId: string, place: DrawPlace, now: number, record: boolean): Outcome<ReserveAnswer> {
+  decideEntry(opening: number, userId: string, place: DrawPlace, now: number, record: boolean): Outcome<ReserveAnswer> {
     const ledger = this.ledger;
     return ledger.run(() => {
       const e = this.draw.entrantOf(opening, userId);
@@ -101,7 +101,7 @@ export class DrawDecision {
   /** Records results decided elsewhere (shard 0's copies; a home shard's entries left SOLD_OUT). */
   record(opening: number, results: readonly { userId: string; place: DrawPlace; code: string }[]): void {
     this.ledger.run(() => {
-      for (const r of results) this.draw.settle(opening, r.userId, r.code, r.place, null, true);
+      for (const r of results) this.draw.recordDecision(opening, r.userId, r.code, r.place, null, true);
     });
   }
 
@@ -122,6 +122,6 @@ export class DrawDecision {
 
   #record(opening: number, userId: string, place: DrawPlace, outcome: Outcome<ReserveAnswer>): void {
     const answer = outcome.ok ? { ...outcome.value.reservation } : null;
-    this.draw.settle(opening, userId, outcome.ok ? "HELD" : outcome.code, place, answer);
+    this.draw.recordDecision(opening, userId, outcome.ok ? "HELD" : outcome.code, place, answer);
   }
 }

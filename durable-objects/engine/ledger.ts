@@ -84,8 +84,8 @@ interface TxWork {
 
 const newWork = (): TxWork => ({ quotas: new Map(), dirtyQuotas: new Set(), nonces: new Map(), holds: [], events: [] });
 
-/** The `config` row: settings version, and the resize fence and plan (see configuration.ts). */
-type ConfigRow = { version: number; fence: string | null; plan: string | null; phase: ResizePhase | null };
+/** The `config` row: settings revision (column `version`), and the resize fence and plan (see configuration.ts). */
+type ConfigRow = { revision: number; fence: string | null; plan: string | null; phase: ResizePhase | null };
 
 /** A resize on shard 0: `preparing` (fences being set) or `committing` (being applied). */
 export type ResizePhase = "preparing" | "committing";
@@ -343,14 +343,16 @@ export class Ledger {
   }
 
   config(): ConfigRow {
-    this.#configRow ??= this.sql.exec<ConfigRow>("SELECT version, fence, plan, phase FROM config WHERE id = 1").one();
+    this.#configRow ??= this.sql
+      .exec<ConfigRow>("SELECT version AS revision, fence, plan, phase FROM config WHERE id = 1")
+      .one();
     return this.#configRow;
   }
 
   writeConfig(config: ConfigRow): void {
     this.sql.exec(
       "UPDATE config SET version = ?, fence = ?, plan = ?, phase = ? WHERE id = 1",
-      config.version,
+      config.revision,
       config.fence,
       config.plan,
       config.phase,
@@ -373,7 +375,7 @@ export class Ledger {
     return this.#pricing;
   }
 
-  /** Writes a new price and currency; a change takes a new version, so the mirror shows it. */
+  /** Writes a new price and currency; a change takes a new seq, so the mirror shows it. */
   setPricing(next: Pricing): void {
     this.sql.exec(
       `INSERT INTO sku_pricing (id, price, currency) VALUES (1, ?, ?)

@@ -157,7 +157,7 @@ export async function rankEntrants(seed: string, sku: string, entrants: readonly
   }));
 }
 
-/** The result of a settled entry as stored: an answer object the engine built, opaque here. */
+/** The result of a decided entry as stored: an answer object the engine built, opaque here. */
 type StoredAnswer = Record<string, unknown>;
 
 /**
@@ -434,7 +434,7 @@ export class OpeningDraw {
   }
 
   /** Records an entry's result (and, on its home shard, the answer its tokens get). */
-  settle(
+  recordDecision(
     opening: number,
     userId: string,
     code: string,
@@ -460,7 +460,7 @@ export class OpeningDraw {
   }
 
   /** Shard 0: every ordered entry of an opening without a result gets `code` (the stock ran out). */
-  settleRest(opening: number, code: string): void {
+  decideRest(opening: number, code: string): void {
     this.#sql.exec(
       "UPDATE draw_entrants SET code = ? WHERE opening = ? AND code IS NULL AND position IS NOT NULL",
       code,

@@ -165,29 +165,34 @@ export class Payments {
    * one all but a late payment that needs units or an answer from another shard (`BUSY` then: the
    * stock object's `applyPayment` runs those steps).
    */
-  apply(command: PaymentCommand, now: number, settled?: Reservation): Outcome<PaymentAnswer> {
-    const step = this.step(command, now, settled, true);
+  apply(command: PaymentCommand, now: number, finished?: Reservation): Outcome<PaymentAnswer> {
+    const step = this.step(command, now, finished, true);
     if (!step.ok) return step;
     return step.value.kind === "answer" ? ok(step.value.answer) : fail("BUSY");
   }
 
   /**
-   * Decides a payment event in a transaction of its own, as far as this shard can. `settled`: the
-   * reservation as D1 has it, for one this shard has pruned (see {@link #restoreSettled}).
+   * Decides a payment event in a transaction of its own, as far as this shard can. `finished`: the
+   * reservation as D1 has it, for one this shard has pruned (see {@link #restoreFinished}).
    * `pulled`: this shard pulled from its siblings for it already, so short is final.
    */
-  step(command: PaymentCommand, now: number, settled: Reservation | undefined, pulled: boolean): Outcome<PaymentStep> {
+  step(command: PaymentCommand, now: number, finished: Reservation | undefined, pulled: boolean): Outcome<PaymentStep> {
     const ledger = this.ledger;
     if (!ledger.configured) return fail("RESERVATION_NOT_FOUND");
     return ledger.run(() =>
       ledger.onBehalfOf(command.requestId, () => {
         ledger.expireDue(now, LAZY_EXPIRY_BATCH);
-        return this.#step(command, now, settled, pulled);
+        return this.#step(command, now, finished, pulled);
       }),
     );
   }
 
-  #step(command: PaymentCommand, now: number, settled: Reservation | undefined, pulled: boolean): Outcome<PaymentStep> {
+  #step(
+    command: PaymentCommand,
+    now: number,
+    finished: Reservation | undefined,
+    pulled: boolean,
+  ): Outcome<PaymentStep> {
     const ledger = this.ledger;
     const { eventId, type, reservationId, money } = command;
     const amount = money?.amount ?? null;
@@ -203,7 +208,7 @@ export class Payments {
       seen?.reservation_id === reservationId &&
       (seen.type === null || (seen.type === type && seen.amount === amount && seen.currency === currency));
     if (seen && !sameEvent) return fail("IDEMPOTENCY_MISMATCH");
-    if (settled && settled.id === reservationId) this.#restoreSettled(settled);
+    if (finished && finished.id === reservationId) this.#restoreFinished(finished);
     const row = ledger.reservationRow(reservationId);
     if (!row) return fail("RESERVATION_NOT_FOUND");
     if (seen) {
@@ -365,7 +370,7 @@ export class Payments {
           claim.quantity,
           now,
         );
-        ledger.bumpSeq(); // the shard's counts changed: a new version for the mirror
+        ledger.bumpSeq(); // the shard's counts changed: a new seq for the mirror
       }
       return taken;
     });
@@ -449,10 +454,10 @@ export class Payments {
 
   /**
    * Puts back a finished reservation that was pruned (its D1 row, given by the edge), so a late
-   * payment is decided as if the row had stayed: re-take the stock, or refund. Its seq is 0 (settled);
+   * payment is decided as if the row had stayed: re-take the stock, or refund. Its seq is 0 (below any watermark);
    * a change it then takes is a new event. A reservation this shard still has is left alone.
    */
-  #restoreSettled(r: Reservation): void {
+  #restoreFinished(r: Reservation): void {
     if (r.status === "held") return; // holds are never pruned: a held D1 row lags the object
     this.ledger.sql.exec(
       `INSERT INTO reservations (id, user_id, quantity, status, nonce, created_at, expires_at, updated_at, seq)

@@ -130,7 +130,7 @@ export class Reserver {
     return this.drawnOutcome(entry, { entryId: entry.entry_id, position: entry.position }, available);
   }
 
-  /** A settled entry's answer: its hold (as it is now), or the code it was refused with. */
+  /** A decided entry's answer: its hold (as it is now), or the code it was refused with. */
   drawnOutcome(
     entry: { opening: number; code: string | null; answer: string | null },
     at: { entryId: string; position: number },

@@ -5,7 +5,7 @@ import type { SpentDigest } from "./types";
 /**
  * What a stock object keeps, and for how long. A finished reservation stays while its purchase token
  * can still be replayed (the edge's sold-out cache learns those tokens from the spent-nonce digest)
- * and until reconciliation found its latest event in D1; then D1 keeps it (src/orders/settled.ts).
+ * and until reconciliation found its latest event in D1; then D1 keeps it (src/orders/finished.ts).
  * The rest that no decision needs (quotas at 0, finished transfers, old payment event ids) goes too.
  * So a shard's storage follows its open work, not its history.
  */
@@ -18,7 +18,7 @@ const PAYMENT_EVENT_RETENTION_MS = 7 * 24 * 3600 * 1000;
 /** Which tokens can still be replayed, and what reconciliation found in D1. */
 interface PruneWindow {
   /** Reconciliation's watermark: every event at or below it is in D1. */
-  settledSeq: number;
+  watermark: number;
   /** A token without a recorded expiry counts as replayable when its reservation was made since. */
   replayableSince: number;
   /** A token with a recorded expiry counts as replayable until it expired before this. */
@@ -67,7 +67,7 @@ export class Retention {
   }
 
   /**
-   * Forgets, in one transaction, finished reservations (not held) settled in D1 whose token can no
+   * Forgets, in one transaction, finished reservations (not held) at or below the watermark whose token can no
    * longer be replayed, at most `window.limit`; then quota rows at 0, finished transfers (a giver's
    * record after its retention) and old payment event ids. Open holds, quotas, nonces of tokens not
    * expired and unfinished transfers stay.
@@ -101,7 +101,7 @@ export class Retention {
    * Found through the token indexes: what is read is what goes, plus the expired rows that stay
    * (open holds, rows changed after the watermark), not the rows of tokens still replayable.
    */
-  #pruneReservations({ settledSeq, replayableSince, expiredBefore, limit }: PruneWindow): number {
+  #pruneReservations({ watermark, replayableSince, expiredBefore, limit }: PruneWindow): number {
     const sql = this.ledger.sql;
     let pruned = this.#delete(
       sql.exec(
@@ -111,7 +111,7 @@ export class Retention {
               AND seq <= ? AND status != 'held' AND NOT EXISTS (SELECT 1 FROM payment_claims c WHERE c.reservation_id = reservations.id)
             ORDER BY token_expires_at LIMIT ?)`,
         expiredBefore,
-        settledSeq,
+        watermark,
         limit,
       ),
     );
@@ -124,7 +124,7 @@ export class Retention {
             WHERE nonce IS NOT NULL AND token_expires_at IS NULL AND created_at < ? AND seq <= ? AND status != 'held' AND NOT EXISTS (SELECT 1 FROM payment_claims c WHERE c.reservation_id = reservations.id)
             ORDER BY created_at LIMIT ?)`,
         replayableSince,
-        settledSeq,
+        watermark,
         Math.max(0, limit - pruned),
       ),
     );
@@ -133,7 +133,7 @@ export class Retention {
       sql.exec(
         `DELETE FROM reservations WHERE id IN (
            SELECT id FROM reservations WHERE nonce IS NULL AND seq <= ? AND status != 'held' AND NOT EXISTS (SELECT 1 FROM payment_claims c WHERE c.reservation_id = reservations.id) LIMIT ?)`,
-        settledSeq,
+        watermark,
         Math.max(0, limit - pruned),
       ),
     );

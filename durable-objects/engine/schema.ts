@@ -157,8 +157,8 @@ const BASELINE: readonly string[] = [
        FROM outbox_batch b, json_each(b.events) e
       GROUP BY b.first_seq, e.key / 32`,
   `DROP TABLE IF EXISTS outbox_batch`,
-  // The SKU's configuration as a unit (durable-objects/stock/sku-change.ts): `version`, the shard 0 version
-  // this shard's settings came from (a follower applies only newer ones); `fence`, the resize that
+  // The SKU's configuration as a unit (durable-objects/stock/sku-change.ts): `version`, the settings
+  // revision (shard 0's seq) this shard's settings came from (a follower applies only newer ones); `fence`, the resize that
   // has staged this shard (no new hold until it commits or is lifted); `plan` and `phase`, on
   // shard 0, the resize it runs, so its alarm finishes or undoes one left half done.
   `CREATE TABLE IF NOT EXISTS config (
@@ -184,7 +184,7 @@ const BASELINE: readonly string[] = [
  * EXISTS`, so each is added only where `pragma_table_info` lacks it.
  */
 const COLUMNS: readonly { table: string; column: string; type: string }[] = [
-  // Reservations this shard ever created, kept in the row every hold updates (settled rows are
+  // Reservations this shard ever created, kept in the row every hold updates (finished rows are
   // pruned, so the table cannot count them). An object from before counts its rows once.
   { table: "sku", column: "created", type: "INTEGER NOT NULL DEFAULT 0" },
   // The purchase token's own expiry (epoch ms): its reservation is kept until then, whatever the

@@ -94,8 +94,8 @@ export interface SkuState {
   startsAt: number | null;
   endsAt: number | null;
   stock: StockCounts;
-  /** Grows with every change; the Redis mirror keeps the newest snapshot by it. */
-  version: number;
+  /** The shard's seq (summed over shards for a SKU): grows with every change; the Redis mirror keeps the newest snapshot by it. */
+  seq: number;
   /** Price of one unit in minor units of `currency`; null: no price, payment amounts are not checked. */
   price: number | null;
   /** ISO 4217, lower case. */
@@ -259,7 +259,7 @@ export function toState(row: SkuRow, pricing: Pricing): SkuState {
     startsAt: row.starts_at,
     endsAt: row.ends_at,
     stock: { total: row.total, available: availableOf(row), held: row.held, sold: row.sold },
-    version: row.seq,
+    seq: row.seq,
     price: pricing.price,
     currency: pricing.currency,
   };
@@ -280,7 +280,7 @@ export function sumShards(states: readonly SkuState[]): SkuState {
   const [first, ...rest] = states;
   if (!first) throw new Error("a SKU has at least one shard");
   const stock = { ...first.stock };
-  let version = first.version;
+  let seq = first.seq;
   let waiting = first.waiting ?? 0;
   for (const shard of rest) {
     waiting += shard.waiting ?? 0;
@@ -288,9 +288,9 @@ export function sumShards(states: readonly SkuState[]): SkuState {
     stock.available += shard.stock.available;
     stock.held += shard.stock.held;
     stock.sold += shard.stock.sold;
-    version += shard.version;
+    seq += shard.seq;
   }
-  const summed: SkuState = { ...first, stock, version };
+  const summed: SkuState = { ...first, stock, seq };
   if (waiting > 0) summed.waiting = waiting;
   return summed;
 }

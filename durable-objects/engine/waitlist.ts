@@ -281,7 +281,7 @@ export class Waitlist {
     return this.#count.n;
   }
 
-  /** The line changed: its count, and the SKU's version (the mirror publishes the new `waiting`). */
+  /** The line changed: its count, and the shard's seq (the mirror publishes the new `waiting`). */
   #changed(by: number): void {
     const row = this.#ledger.row();
     if (this.#count && this.#count.row === row) this.#count.n += by;

@@ -5,7 +5,7 @@ import { LuaScript, runScript, shardTag } from "./lua-script";
 
 /**
  * The Redis mirror of the stock objects (docs/ARCHITECTURE.md): one hash per SKU shard holding the shard's newest
- * snapshot, written by `lua/mirror.lua` (newer versions only) and read by stock displays. It is never
+ * snapshot, written by `lua/mirror.lua` (a newer seq only) and read by stock displays. It is never
  * read to decide a sale, and it is optional: without `UPSTASH_REDIS_REST_URL`/`_TOKEN` it is off.
  *
  * Every call is bounded by a timeout and never retried here (`retry: false`): a stock object must not
@@ -30,13 +30,16 @@ interface MirrorConfig {
 }
 
 interface PublishResult {
-  /** False when the mirror already held this version or a newer one. */
+  /** False when the mirror already held this seq or a newer one. */
   applied: boolean;
-  /** The version the mirror holds after the call. */
-  version: number;
+  /** The seq the mirror holds after the call. */
+  seq: number;
 }
 
-/** The fields of the hash, in HMGET order. The six first are mirror.lua's fixed arguments. */
+/**
+ * The fields of the hash, in HMGET order. The six first are mirror.lua's fixed arguments. The field
+ * `version` holds the shard's seq: a stored name, kept so that snapshots already in Redis stay readable.
+ */
 const FIELDS = ["version", "total", "available", "held", "sold", "status", "state", "shards", "published_at"] as const;
 type Field = (typeof FIELDS)[number];
 
@@ -58,8 +61,8 @@ export class RedisMirror {
   }
 
   /**
-   * Writes a shard's snapshot unless the mirror already holds this version or a newer one: the counts,
-   * status and version as fields of their own, and the whole state as JSON for displays.
+   * Writes a shard's snapshot unless the mirror already holds this seq or a newer one: the counts,
+   * status and seq as fields of their own, and the whole state as JSON for displays.
    */
   async publish(state: SkuState, publishedAt: number): Promise<PublishResult> {
     const { total, available, held, sold } = state.stock;
@@ -68,7 +71,7 @@ export class RedisMirror {
       MIRROR_SCRIPT,
       [mirrorKey(state.sku, state.shard)],
       [
-        state.version,
+        state.seq,
         total,
         available,
         held,
@@ -83,21 +86,21 @@ export class RedisMirror {
       ],
     );
     if (!Array.isArray(reply) || reply.length !== 2) throw new Error(`mirror.lua answered ${JSON.stringify(reply)}`);
-    const [applied, version] = reply.map(Number);
-    if ((applied !== 0 && applied !== 1) || version === undefined || !Number.isSafeInteger(version)) {
+    const [applied, seq] = reply.map(Number);
+    if ((applied !== 0 && applied !== 1) || seq === undefined || !Number.isSafeInteger(seq)) {
       throw new Error(`mirror.lua answered ${JSON.stringify(reply)}`);
     }
-    return { applied: applied === 1, version };
+    return { applied: applied === 1, seq };
   }
 
   /**
-   * Rewrites a shard's snapshot whatever version the mirror holds: reconciliation's repair of a
+   * Rewrites a shard's snapshot whatever seq the mirror holds: reconciliation's repair of a
    * mirror that is wrong or ahead of its stock object (e.g. after the object's storage was reset).
    */
   async replace(state: SkuState, publishedAt: number): Promise<void> {
     await this.#redis.exec(["DEL", mirrorKey(state.sku, state.shard)]);
     const result = await this.publish(state, publishedAt);
-    if (!result.applied) throw new Error(`mirror kept version ${result.version} over ${state.version}`);
+    if (!result.applied) throw new Error(`mirror kept seq ${result.seq} over ${state.seq}`);
   }
 
   /** One shard's snapshot, or null when the mirror has none. */
@@ -107,8 +110,8 @@ export class RedisMirror {
   }
 
   /**
-   * A SKU as the mirror sees it, its counts summed over its shards (the version is the sum of the
-   * shards' versions, which grows whenever any shard changes), or null when any shard has no snapshot.
+   * A SKU as the mirror sees it, its counts summed over its shards (its seq is the sum of the
+   * shards' seqs, which grows whenever any shard changes), or null when any shard has no snapshot.
    */
   async read(sku: string): Promise<SkuState | null> {
     const first = await this.readShard(sku, 0);
@@ -140,12 +143,12 @@ function parseSnapshot(reply: unknown): SkuState | null {
   if (status !== "on_sale" && status !== "paused" && status !== "archived") {
     throw new Error(`mirror status ${String(status)}`);
   }
-  // The counts, status and version fields are what mirror.lua checked and ordered: they win.
+  // The counts, status and seq fields are what mirror.lua checked and ordered: they win.
   return {
     ...(state as SkuState),
     status: status satisfies SaleStatus,
     stock: { total: int("total"), available: int("available"), held: int("held"), sold: int("sold") },
-    version: int("version"),
+    seq: int("version"),
   };
 }
 

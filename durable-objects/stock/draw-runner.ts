@@ -14,7 +14,7 @@ import { RETRY_MS, type StockHost, siblingsOf } from "./stock-host";
 const DRAW_DECISION_MS = 10_000;
 /**
  * While requests wait for the draw, how often the object checks their deadlines and whether its draw
- * is due (should the alarm be lost). A request is woken when its own entry is settled, not by this.
+ * is due (should the alarm be lost). A request is woken when its own entry is decided, not by this.
  */
 const DRAW_POLL_MS = 1_000;
 
@@ -36,7 +36,7 @@ export class DrawRunner {
   readonly #pulls: ShardPulls;
   /** Decides a request on arrival (the stock object's reserve path). */
   readonly #reserve: (request: ReserveRequest) => Promise<ReserveOutcome>;
-  /** The requests waiting here for the draw, each woken when its own entry is settled. */
+  /** The requests waiting here for the draw, each woken when its own entry is decided. */
   readonly #waiters: DrawWaiters;
   /** Shard 0: the decision under way, if any (one at a time). */
   #deciding: Promise<void> | null = null;
@@ -56,7 +56,7 @@ export class DrawRunner {
    * The answer to a reservation that got `DRAW_PENDING`: waits (on the request's home shard) until
    * its entry is decided, or, for a request that came after the window, until the draw is over and
    * then decides it on arrival. Bounded: past the window's close plus {@link DRAW_DECISION_MS},
-   * `BUSY` (retry with the same token). A request is woken only when its own entry is settled (or
+   * `BUSY` (retry with the same token). A request is woken only when its own entry is decided (or
    * the draw is over), and reads its answer without a transaction: N entrants cost N wakes.
    */
   async await(request: ReserveRequest): Promise<ReserveOutcome> {
@@ -64,7 +64,7 @@ export class DrawRunner {
     const deadline = (engine.draw.lastCloseBy(this.#host.now()) ?? this.#host.now()) + DRAW_DECISION_MS;
     for (;;) {
       this.kick();
-      // Read and registered below with no await in between: a settlement cannot slip past unseen.
+      // Read and registered below with no await in between: a decision cannot slip past unseen.
       const drawn = engine.drawDecision.answerOf(request);
       if (drawn && (drawn.ok || drawn.code !== "DRAW_PENDING")) return firstDrawAnswer(drawn);
       if (!drawn && !engine.draw.pending(this.#host.now())) {
@@ -83,18 +83,18 @@ export class DrawRunner {
    * units from siblings when this shard is short (they are all waiting for the draw: none sells).
    * A sibling that could not answer: `BUSY`, nothing recorded, shard 0 asks again later.
    */
-  async settleEntry(opening: number, userId: string, place: DrawPlace): Promise<ReserveOutcome> {
+  async decideEntry(opening: number, userId: string, place: DrawPlace): Promise<ReserveOutcome> {
     const { engine } = this.#host;
-    let answer = engine.drawDecision.settleEntry(opening, userId, place, this.#host.now(), false);
+    let answer = engine.drawDecision.decideEntry(opening, userId, place, this.#host.now(), false);
     const state = engine.state();
     if (isShort(answer) && state) {
       const wanted = (engine.draw.entrantOf(opening, userId)?.quantity ?? 1) - state.stock.available;
       const pull = await this.#pulls.pull(state, wanted);
       if (pull.failed && pull.pulled === 0) answer = { ok: false, code: "BUSY" };
-      else answer = engine.drawDecision.settleEntry(opening, userId, place, this.#host.now(), true);
+      else answer = engine.drawDecision.decideEntry(opening, userId, place, this.#host.now(), true);
     }
     engine.takeFreed();
-    this.#waiters.settled([userId]);
+    this.#waiters.decided([userId]);
     await this.#host.afterCommit();
     return answer;
   }
@@ -102,7 +102,7 @@ export class DrawRunner {
   /** A home shard records results shard 0 decided without asking it (the stock ran out first). */
   record(opening: number, results: DrawResult[]): void {
     this.#host.engine.drawDecision.record(opening, results);
-    this.#waiters.settled(results.map((r) => r.userId));
+    this.#waiters.decided(results.map((r) => r.userId));
   }
 
   /** A sibling learns from shard 0 that an opening's draw is over: reservations go on arrival again. */
@@ -222,9 +222,9 @@ export class DrawRunner {
       }
       const answer =
         e.home === 0
-          ? await this.settleEntry(opening, e.userId, place)
-          : await shardOf(e.home).settleDrawEntry(opening, e.userId, place);
-      if (!answer.ok && answer.code === "BUSY") throw new Error(`shard ${e.home} could not settle a draw entry`);
+          ? await this.decideEntry(opening, e.userId, place)
+          : await shardOf(e.home).decideDrawEntry(opening, e.userId, place);
+      if (!answer.ok && answer.code === "BUSY") throw new Error(`shard ${e.home} could not decide a draw entry`);
       const code = answer.ok ? "HELD" : answer.code;
       if (e.home !== 0) engine.drawDecision.record(opening, [{ userId: e.userId, place, code }]);
       soldOut = code === "SOLD_OUT";

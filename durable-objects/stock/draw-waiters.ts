@@ -1,7 +1,7 @@
 /**
  * Fair opening: the requests waiting on one stock object for the draw's answer (`SkuStock.awaitDraw`).
- * Each is woken by its own news only: its entry was settled (by user id: a user's tokens share one
- * entry), or the draw is over here (everyone, and the requests that are no entry). A settled entry
+ * Each is woken by its own news only: its entry was decided (by user id: a user's tokens share one
+ * entry), or the draw is over here (everyone, and the requests that are no entry). A decided entry
  * therefore costs one wake, not one per waiting request.
  *
  * One timer for all of them, ticking while any waits: it wakes those whose deadline passed and runs
@@ -27,7 +27,7 @@ export class DrawWaiters {
   }
 
   /**
-   * Resolves when `userId`'s entry is settled here (`null`: a request that is no entry), when the
+   * Resolves when `userId`'s entry is decided here (`null`: a request that is no entry), when the
    * draw is over here, or on the first tick at or after `deadline` (the object's clock).
    */
   wait(userId: string | null, deadline: number): Promise<void> {
@@ -44,8 +44,8 @@ export class DrawWaiters {
     return promise;
   }
 
-  /** These users' entries were settled here: their requests wake (and read their answer). */
-  settled(userIds: Iterable<string>): void {
+  /** These users' entries were decided here: their requests wake (and read their answer). */
+  decided(userIds: Iterable<string>): void {
     for (const userId of userIds) {
       const list = this.#entries.get(userId);
       if (!list) continue;

@@ -19,7 +19,7 @@ export const MIRROR_MIN_INTERVAL_MS = 50;
 /** How long a check waits for the write in flight before it compares. */
 const MIRROR_CHECK_WAIT_MS = 4 * MIRROR_MIN_INTERVAL_MS;
 
-type MirrorSnapshot = { version: number; total: number; available: number; held: number; sold: number; status: string };
+type MirrorSnapshot = { seq: number; total: number; available: number; held: number; sold: number; status: string };
 
 export type MirrorCheck =
   | { status: "ok" }
@@ -28,14 +28,14 @@ export type MirrorCheck =
   | { status: "drift"; expected: MirrorSnapshot; actual: MirrorSnapshot; repaired: boolean };
 
 function snapshotOf(state: SkuState): MirrorSnapshot {
-  return { version: state.version, ...state.stock, status: state.status };
+  return { seq: state.seq, ...state.stock, status: state.status };
 }
 
 /**
  * Publishes a stock object's newest snapshot to the Redis mirror after commits: in the background,
  * one write in flight, later commits folded into the next write (which reads the state then), never
  * inside a transaction nor awaited by a sale. A failed write backs off (commits stop trying) and the
- * alarm retries it until Redis answers; `lua/mirror.lua` keeps only the newest version, so late or
+ * alarm retries it until Redis answers; `lua/mirror.lua` keeps only the newest seq, so late or
  * repeated writes are harmless.
  */
 export class MirrorPublisher {
@@ -44,8 +44,8 @@ export class MirrorPublisher {
   readonly #due: DueWork;
   readonly #now: () => number;
   readonly #runner = new CoalescedRunner(() => this.#publish());
-  /** The newest version the mirror is known to hold (0 after a restart: publish once to be sure). */
-  #mirroredVersion = 0;
+  /** The newest seq the mirror is known to hold (0 after a restart: publish once to be sure). */
+  #mirroredSeq = 0;
   /** Publishes failed in a row (sets the backoff). */
   #failures = 0;
   /** Wall-clock time of the last write (paces the writes, {@link MIRROR_MIN_INTERVAL_MS}). */
@@ -76,16 +76,16 @@ export class MirrorPublisher {
     if (wait > 0) await scheduler.wait(wait);
     // Read after the wait: the write carries every commit made meanwhile.
     const state = this.#engine.state();
-    if (!state || state.version <= this.#mirroredVersion) return;
+    if (!state || state.seq <= this.#mirroredSeq) return;
     this.#lastWriteAt = Date.now();
     try {
       const result = await this.#mirror.publish(state, this.#now());
-      if (!result.applied && result.version > state.version) {
+      if (!result.applied && result.seq > state.seq) {
         // Only a stock object whose storage was reset can be behind its own mirror; reconciliation
         // rewrites such a mirror. Publishing again would not help.
         log("warn", "mirror is ahead of the stock object", { ...result });
       }
-      this.#mirroredVersion = Math.max(this.#mirroredVersion, state.version);
+      this.#mirroredSeq = Math.max(this.#mirroredSeq, state.seq);
       if (this.#failures > 0) {
         log("info", "mirror caught up", { failures: this.#failures });
         this.#failures = 0;
@@ -101,7 +101,7 @@ export class MirrorPublisher {
   /** Whether the mirror may lack the shard's current state. */
   #behind(): boolean {
     const state = this.#engine.state();
-    return state !== null && state.version > this.#mirroredVersion;
+    return state !== null && state.seq > this.#mirroredSeq;
   }
 
   /**
@@ -124,11 +124,11 @@ export class MirrorPublisher {
     }
     const actual = stored ? snapshotOf(stored) : null;
     if (actual && JSON.stringify(actual) === JSON.stringify(expected)) return { status: "ok" };
-    if (actual && actual.version < expected.version && !this.#runner.idle) return { status: "ok" };
+    if (actual && actual.seq < expected.seq && !this.#runner.idle) return { status: "ok" };
     let repaired = false;
     try {
       await this.#mirror.replace(state, this.#now());
-      this.#mirroredVersion = state.version;
+      this.#mirroredSeq = state.seq;
       repaired = true;
     } catch (err) {
       log("warn", "mirror repair failed", { error: String(err) });

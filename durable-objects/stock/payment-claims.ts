@@ -37,13 +37,13 @@ export class PaymentClaims {
    * (a sibling or the home shard could not answer, a resize is staging the home shard): nothing was
    * decided, and the provider's retry of the event goes on from where this stopped.
    */
-  async apply(command: PaymentCommand, settled: Reservation | undefined): Promise<Outcome<PaymentAnswer>> {
+  async apply(command: PaymentCommand, finished: Reservation | undefined): Promise<Outcome<PaymentAnswer>> {
     const { engine } = this.#host;
     let pulled = false;
     let pullAsked = false;
     let began = false;
     for (let step = 0; step < MAX_STEPS; step++) {
-      const outcome = engine.payments.step(command, this.#host.now(), settled, pulled);
+      const outcome = engine.payments.step(command, this.#host.now(), finished, pulled);
       if (!outcome.ok) return outcome;
       const next = outcome.value;
       if (next.kind === "answer") {

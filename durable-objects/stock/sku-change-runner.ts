@@ -17,7 +17,7 @@ import { RETRY_MS, type StockHost, siblingsOf } from "./stock-host";
 /**
  * Shard 0 running `PUT /admin/skus/:sku`, all or nothing (the plans are sku-change.ts's): one change
  * at a time, in arrival order. A 1-shard SKU changes in one transaction; a sharded one with the same
- * shard count in shard 0's transaction, then its settings handed to every sibling by version; a new
+ * shard count in shard 0's transaction, then its settings handed to every sibling by settings revision; a new
  * shard count in two phases with fences. A change left half done by a restart is finished or undone
  * by the alarm ({@link recover}), from the plan shard 0 recorded.
  */
@@ -98,7 +98,7 @@ export class SkuChanges {
   }
 
   /**
-   * Hands shard 0's settings to every sibling (idempotent by version), then ends the plan the lead
+   * Hands shard 0's settings to every sibling (idempotent by settings revision), then ends the plan the lead
    * transaction recorded; a failure leaves it to the alarm, which hands them again.
    */
   async #lead(lead: SkuState): Promise<void> {
@@ -109,7 +109,7 @@ export class SkuChanges {
     );
     if (answers.every((a) => a.status === "fulfilled" && a.value.ok)) this.#host.engine.configuration.endPlan();
     else {
-      log("warn", "a sibling did not take the SKU's settings", { version: lead.version });
+      log("warn", "a sibling did not take the SKU's settings", { revision: lead.seq });
       await this.#host.due.retry("config", this.#host.now() + RETRY_MS);
     }
   }

@@ -8,7 +8,7 @@ import type { AccessTier, SaleStatus, SkuState } from "../engine/types";
  * - one shard: one transaction (settings, total, price);
  * - the same shard count: shard 0 decides it in one transaction (the total as a difference from the
  *   total it recorded, see `retarget`), then hands its settings to the siblings, which cannot refuse
- *   them and apply only a newer version than they have;
+ *   them and apply only a newer settings revision than they have;
  * - a new shard count (a resize, or a new sharded SKU): two phases. Every shard it reaches is fenced
  *   first, each only if it is idle (no new hold meanwhile); one refusal lifts every fence and the
  *   PUT answers it. Then shard 0 commits (recording the plan), every sibling commits, and the plan is
@@ -102,7 +102,7 @@ export function leadSettings(change: DecidedChange, changeId: string): SkuSettin
   };
 }
 
-/** What a sibling gets once shard 0 decided: shard 0's settings, absolute, with their version. */
+/** What a sibling gets once shard 0 decided: shard 0's settings, absolute, their revision shard 0's seq. */
 export function followerSettings(lead: SkuState, shard: number): SkuSettings {
   return {
     sku: lead.sku,
@@ -118,7 +118,7 @@ export function followerSettings(lead: SkuState, shard: number): SkuSettings {
     price: lead.price,
     currency: lead.currency,
     access: lead.access ?? [],
-    version: lead.version,
+    revision: lead.seq,
   };
 }
 
@@ -142,6 +142,6 @@ export function resizeSettings(plan: ResizePlan, shard: number, lead?: SkuState)
     };
   }
   if (!lead) throw new Error("a sibling commits shard 0's settings");
-  const { version: _version, ...settings } = followerSettings(lead, shard);
+  const { revision: _revision, ...settings } = followerSettings(lead, shard);
   return { ...settings, shards: to, totalStock, changeId: plan.changeId };
 }

@@ -38,7 +38,7 @@ export type { RepairDone } from "./stock-faces";
 
 /** Margin for clocks when deciding which tokens may still be replayed (minted within their lifetime). */
 const TOKEN_CLOCK_SKEW_MS = 60_000;
-/** Settled reservations forgotten per transaction, and transactions per reconciliation visit. */
+/** Finished reservations forgotten per transaction, and transactions per reconciliation visit. */
 const PRUNE_BATCH = 500;
 const PRUNE_ROUNDS = 40;
 
@@ -290,7 +290,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
    * shard changed: a sold-out storm costs one read per change.
    */
   #spentDigest(): SpentDigest {
-    const seq = this.engine.state()?.version ?? 0;
+    const seq = this.engine.state()?.seq ?? 0;
     if (this.#digest?.seq !== seq) {
       const { replayableSince, expiredBefore } = this.#replayWindow();
       this.#digest = this.engine.retention.spentNonces(replayableSince, expiredBefore);
@@ -322,15 +322,15 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
 
   /**
    * Applies a verified payment event (see engine/payments.ts and payment-claims.ts): a late payment
-   * is decided on the buyer's home shard. `settled`: a pruned reservation's D1 row. With the SKU's
+   * is decided on the buyer's home shard. `finished`: a pruned reservation's D1 row. With the SKU's
    * currency, which an event that names none was paid in (the edge records it).
    */
   async applyPayment(
     command: PaymentCommand,
-    settled?: Reservation,
+    finished?: Reservation,
   ): Promise<Outcome<PaymentAnswer & { skuCurrency: string }>> {
     return withLogContext({ requestId: command.requestId, ...this.#host.where() }, async () => {
-      const outcome = await this.#claims.apply(command, settled);
+      const outcome = await this.#claims.apply(command, finished);
       await this.#afterCommit();
       if (!outcome.ok) {
         log("info", "stock request refused", { code: outcome.code });
@@ -412,16 +412,16 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   }
 
   /**
-   * Reconciliation stored `settledSeq` as this shard's watermark: everything at or below it is in D1
+   * Reconciliation stored `watermark` for this shard: everything at or below it is in D1
    * (what it found missing was re-emitted first, with a newer seq). Finished rows there whose tokens
    * can no longer be replayed are forgotten, in small transactions with a pause between them so that
    * sales are never held up for long. Returns what went, with the rows the deletes read.
    */
-  async settle(settledSeq: number): Promise<Pruned> {
+  async prune(watermark: number): Promise<Pruned> {
     const total: Pruned = { ...NOTHING_PRUNED };
     for (let round = 0; round < PRUNE_ROUNDS; round++) {
       if (round > 0) await scheduler.wait(0); // let waiting requests in between two batches
-      const pruned = this.engine.retention.prune({ settledSeq, ...this.#replayWindow(), limit: PRUNE_BATCH });
+      const pruned = this.engine.retention.prune({ watermark, ...this.#replayWindow(), limit: PRUNE_BATCH });
       for (const key of Object.keys(total) as (keyof Pruned)[]) total[key] += pruned[key];
       if (pruned.reservations < PRUNE_BATCH) break;
     }
@@ -471,8 +471,8 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   }
 
   /** The home shard of an entry (sharded SKU), asked by shard 0 in draw order. */
-  async settleDrawEntry(opening: number, userId: string, place: DrawPlace): Promise<ReserveOutcome> {
-    return this.#draw.settleEntry(opening, userId, place);
+  async decideDrawEntry(opening: number, userId: string, place: DrawPlace): Promise<ReserveOutcome> {
+    return this.#draw.decideEntry(opening, userId, place);
   }
 
   /** A home shard records results shard 0 decided without asking it (the stock ran out first). */

@@ -56,11 +56,11 @@ export interface AdminFace extends Pick<EdgeFace, "state" | "drawInfo"> {
   accessCodeCounts(): { tier: string; codes: number; taken: number }[];
   applyPayment(
     command: PaymentCommand,
-    settled?: Reservation,
+    finished?: Reservation,
   ): Promise<Outcome<PaymentAnswer & { skuCurrency: string }>>;
   paymentTotals(): PaymentTotals;
   audit(afterSeq: number, limit: number): Audit | null;
-  settle(settledSeq: number): Promise<Pruned>;
+  prune(watermark: number): Promise<Pruned>;
   repair(actions: { reemit: string[]; sweep: boolean; transfers: boolean }): Promise<RepairDone>;
   checkMirror(): Promise<MirrorCheck>;
 }
@@ -76,7 +76,7 @@ export interface ShardFace extends Pick<EdgeFace, "state" | "quotaOf"> {
   giveStock(transferId: string, toShard: number, requested: number): Promise<number>;
   grantUnit(claim: UnitClaim): Promise<GrantAnswer>;
   closeDraw(opening: number): Entrant[];
-  settleDrawEntry(opening: number, userId: string, place: DrawPlace): Promise<ReserveOutcome>;
+  decideDrawEntry(opening: number, userId: string, place: DrawPlace): Promise<ReserveOutcome>;
   recordDrawResults(opening: number, results: { userId: string; place: DrawPlace; code: string }[]): void;
   drawOver(opening: number): void;
 }

@@ -22,8 +22,8 @@ export class WaitlistServer {
   /** A non-zero shard: notices to shard 0 that units were freed for the waitlist. */
   readonly #noticing = new CoalescedRunner(() => this.#noticeShardZero());
   /**
-   * Shard 0: the entry a pass is holding for right now (on its buyer's home shard), settled when
-   * that answer is in. A buyer who leaves meanwhile waits for it: served, they no longer wait.
+   * Shard 0: the entry a pass is holding for right now (on its buyer's home shard); `done` resolves
+   * when that answer is in. A buyer who leaves meanwhile waits for it: served, they no longer wait.
    */
   #holding: { entryId: string; done: Promise<void> } | null = null;
 

@@ -13,7 +13,7 @@ import { readJson } from "../http/body";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import { SKU_ID, stockShard } from "../stock/stock-client";
-import type { SkuStock as HarnessSkuStock } from "./harness-stock";
+import type { HarnessStock } from "./harness-stock";
 
 /**
  * Bench-only routes for `npm run bench` (bench/): measurements that must run inside workerd, next
@@ -137,7 +137,7 @@ const DrawRequest = z.object({
  */
 bench.post("/bench/draw", async (c) => {
   const body = await readJson(c, DrawRequest);
-  const stub = stockShard(c.env, body.sku, body.shard) as unknown as DurableObjectStub<HarnessSkuStock>;
+  const stub = stockShard(c.env, body.sku, body.shard) as unknown as DurableObjectStub<HarnessStock>;
   switch (body.phase) {
     case "enter":
       return c.json({ entered: await stub.benchDrawEnter(body.run, body.count) });
@@ -203,7 +203,7 @@ bench.post("/bench/stock/:sku/:shard/fill", async (c) => {
   const shard = Number(c.req.param("shard"));
   if (!SKU_ID.test(sku) || !Number.isInteger(shard) || shard < 0 || shard > 63) throw new ApiError("NOT_FOUND");
   const body = await readJson(c, FillRequest);
-  const stub = stockShard(c.env, sku, shard) as unknown as DurableObjectStub<HarnessSkuStock>;
+  const stub = stockShard(c.env, sku, shard) as unknown as DurableObjectStub<HarnessStock>;
   return c.json(await stub.harnessFill(body));
 });
 
@@ -211,6 +211,6 @@ bench.get("/bench/stock/:sku/:shard/stats", async (c) => {
   const sku = c.req.param("sku");
   const shard = Number(c.req.param("shard"));
   if (!SKU_ID.test(sku) || !Number.isInteger(shard) || shard < 0 || shard > 63) throw new ApiError("NOT_FOUND");
-  const stub = stockShard(c.env, sku, shard) as unknown as DurableObjectStub<HarnessSkuStock>;
+  const stub = stockShard(c.env, sku, shard) as unknown as DurableObjectStub<HarnessStock>;
   return c.json(await stub.harnessStats());
 });

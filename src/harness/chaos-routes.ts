@@ -10,7 +10,7 @@ import type { ConsumeOrders } from "../index";
 import { callStock, SKU_ID, stockShard } from "../stock/stock-client";
 import { withConsumerFault } from "./consumer-fault";
 import type { Gatherer as ChaosGatherer } from "./harness-gatherer";
-import type { SkuStock as ChaosSkuStock } from "./harness-stock";
+import type { HarnessStock } from "./harness-stock";
 import { seededRandom } from "./seeded-random";
 
 /**
@@ -131,7 +131,7 @@ chaos.post("/chaos/stock/:sku/:shard/abort", async (c) => {
   if (!SKU_ID.test(sku) || !Number.isInteger(shard) || shard < 0 || shard > 63) throw new ApiError("NOT_FOUND");
   let error: string | null = null;
   try {
-    const stub = stockShard(c.env, sku, shard) as unknown as DurableObjectStub<ChaosSkuStock>;
+    const stub = stockShard(c.env, sku, shard) as unknown as DurableObjectStub<HarnessStock>;
     await callStock(() => stub.chaosAbort());
   } catch (err) {
     error = String(err); // the abort rejects the very call that caused it

@@ -1,4 +1,4 @@
-import { SkuStock as ProductionSkuStock } from "../../durable-objects/stock/sku-stock";
+import { SkuStock } from "../../durable-objects/stock/sku-stock";
 import type { EngineStorage, ReserveOutcome, ReserveRequest } from "../../durable-objects/stock/stock-model";
 
 /** What `GET /bench/stock/:sku/:shard/stats` answers: the object's storage as the soak watches it. */
@@ -34,10 +34,10 @@ const counters = new WeakMap<DurableObjectStorage, Counter>();
 
 /**
  * The stock object as the harness runs it: the production class plus what chaos and the soak need,
- * exported under the same class name (the binding's `class_name`) by the harness entry only.
+ * exported by the harness entry only, as `SkuStock` (the binding's `class_name` in wrangler.toml).
  * With the var COUNT_ROWS_READ="true" (scripts/soak.ts sets it) the engine's rows read are counted.
  */
-export class SkuStock extends ProductionSkuStock {
+export class HarnessStock extends SkuStock {
   protected override engineStorage(storage: DurableObjectStorage): EngineStorage {
     const counter: Counter = { statements: 0, transactions: 0, rowsRead: 0, last: null };
     counters.set(storage, counter);
@@ -109,7 +109,7 @@ export class SkuStock extends ProductionSkuStock {
    * Fills this stock object for the bench's memory figures (`POST /bench/stock/:sku/:shard/fill`):
    * - `holds` live holds, each a fresh user, made by the engine itself in batches of 64 (one
    *   transaction each, as the reserve RPC makes them);
-   * - `paidUsers` users who each bought one unit, as a long sale leaves them once settled rows are
+   * - `paidUsers` users who each bought one unit, as a long sale leaves them once finished rows are
    *   pruned: a quota row per user (`<run>-<i>` from `from`, so the engine route's users of that run
    *   meet them; bound numbers arrive as REAL, hence the CAST),
    *   and the SKU's total and sold raised by as many.

@@ -22,7 +22,8 @@ import { harnessPages } from "./storefront";
 export { MetricsTotals } from "../../durable-objects/metrics/metrics-totals";
 export { WebhookSender } from "../handoff/endpoint-sender";
 export { Gatherer } from "./harness-gatherer";
-export { SkuStock } from "./harness-stock";
+// The stock object with test hooks, under the class name wrangler.toml binds STOCK to.
+export { HarnessStock as SkuStock } from "./harness-stock";
 
 const harnessApp: Hono<AppEnv> = buildApp(harnessPages, (app) => {
   app.route("/", chaos); // chaos harness only: 404 unless the var CHAOS is "true" (scripts/chaos/)

@@ -5,6 +5,7 @@ export interface MirrorCounts {
   available: number;
   held: number;
   sold: number;
+  /** The snapshot's seq (summed over shards); `version` is the contract's name for it (API.md). */
   version: number;
 }
 
@@ -19,7 +20,7 @@ export async function mirrorCounts(env: Env, sku: string): Promise<MirrorCounts 
     const state = await mirror.read(sku);
     if (!state) return null;
     const { available, held, sold } = state.stock;
-    return { available, held, sold, version: state.version };
+    return { available, held, sold, version: state.seq };
   } catch (err) {
     log("warn", "mirror read failed", { sku, error: String(err) });
     return null;

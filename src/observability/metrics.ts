@@ -57,7 +57,7 @@ const METRICS = {
   },
   flashgate_reconcile_last_run_timestamp_seconds: { type: "gauge", help: "When the last reconciliation run finished." },
   flashgate_http_responses_total: { type: "counter", help: "HTTP responses by route and status." },
-  flashgate_mirror_lag_versions: {
+  flashgate_mirror_lag_changes: {
     type: "gauge",
     help: "Redis mirror only: how many changes of a SKU its mirror snapshot is behind the stock object (0: in step).",
   },

@@ -3,7 +3,7 @@ import { catalogHasShard } from "../catalog/sku-catalog";
 import { wakeSender } from "../handoff/delivery-consumer";
 import { ApiError, busy } from "../http/errors";
 import { increment } from "../observability/metrics";
-import { settledReservation } from "../orders/settled";
+import { finishedReservation } from "../orders/finished";
 import { adminShard, callStock, locateReservation } from "../stock/stock-client";
 import { type PaymentSource, recordPayment } from "./payment-records";
 
@@ -36,12 +36,12 @@ export async function applyPaymentEvent(
   const content = contentOf(command);
   if (!(await claimEventId(env.DB, command.eventId, content, Date.now()))) throw mismatch();
   const stub = adminShard(env, where.sku, where.shard);
-  const apply = (settled?: Reservation) => callStock(() => stub.applyPayment(command, settled));
+  const apply = (finished?: Reservation) => callStock(() => stub.applyPayment(command, finished));
   let outcome = await apply();
   if (!outcome.ok && outcome.code === "RESERVATION_NOT_FOUND") {
-    // The object forgets settled reservations; D1 has them, and the object decides with the row put back.
-    const settled = await settledReservation(env.DB, command.reservationId);
-    if (settled) outcome = await apply(settled);
+    // The object forgets finished reservations; D1 has them, and the object decides with the row put back.
+    const finished = await finishedReservation(env.DB, command.reservationId);
+    if (finished) outcome = await apply(finished);
   }
   if (!outcome.ok) {
     if (outcome.code === "RESERVATION_NOT_FOUND") {

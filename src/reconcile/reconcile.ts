@@ -24,11 +24,11 @@ import { adminShard, callStock } from "../stock/stock-client";
  *
  * Cost of a run: O(S + Σ min(changed_s, PAGE · PAGES_PER_RUN)) rows, S the number of shards and
  * changed_s the reservations of shard s changed since its watermark, plus one D1 lookup per compared
- * id: settled history below the watermark is never read again. A run reads every page a shard
+ * id: finished history below the watermark is never read again. A run reads every page a shard
  * changed since its watermark (up to PAGES_PER_RUN), so the watermark keeps pace with the sale; a
  * shard with more continues from its watermark (the cursor) on the next run.
  *
- * Once the watermark is stored, the run tells the shard (`settle`): what is at or below it is in D1,
+ * Once the watermark is stored, the run tells the shard to prune (`prune`): what is at or below it is in D1,
  * and the object forgets the finished rows there whose tokens can no longer be replayed. That is what
  * keeps a stock object's storage flat through a long sale: it holds what changed since the last run
  * and what the token lifetime needs, not the sale's history.
@@ -240,7 +240,7 @@ async function reconcileShard(check: ShardCheck): Promise<ShardSummary | null> {
   const { audit } = compared;
   await repairShard(check, audit, compared.reemit);
   await checkShardMirror(check);
-  await settleShard(check, compared.last);
+  await pruneShard(check, compared.last);
   return {
     total: audit.state.stock.total,
     pendingTransfers: audit.pendingTransfers,
@@ -283,10 +283,10 @@ async function compareChanges(check: ShardCheck): Promise<{
     first ??= audit;
     report.rowsRead += audit.rowsRead;
     // Events still in flight (unsent, or sent moments ago) are not drift: judge them later.
-    const settledBelow = audit.oldestUnsent?.seq ?? Number.POSITIVE_INFINITY;
+    const unsentFrom = audit.oldestUnsent?.seq ?? Number.POSITIVE_INFINITY;
     const judged: AuditedReservation[] = [];
     for (const r of audit.changed) {
-      if (r.seq >= settledBelow || r.updatedAt > now - graceMs) break;
+      if (r.seq >= unsentFrom || r.updatedAt > now - graceMs) break;
       judged.push(r);
     }
     const stale = await compareWithOrders(env.DB, judged, report);
@@ -336,11 +336,11 @@ async function checkShardMirror(check: ShardCheck): Promise<void> {
   if (mirror.status === "unreachable") differ(check, "mirror_unreachable", "reachable", mirror.error, false);
 }
 
-/** Settle: the watermark moves past everything judged, then the shard forgets what is below it. */
-async function settleShard(check: ShardCheck, last: AuditedReservation | undefined): Promise<void> {
+/** Prune: the watermark moves past everything judged, then the shard forgets what is below it. */
+async function pruneShard(check: ShardCheck, last: AuditedReservation | undefined): Promise<void> {
   const { env, sku, shard, from, now } = check;
   // A repaired reservation has a newer seq now, so moving past it loses nothing.
-  let settled = from;
+  let watermark = from;
   if (last && last.seq > from) {
     await drizzle(env.DB)
       .insert(reconcileWatermarks)
@@ -350,12 +350,12 @@ async function settleShard(check: ShardCheck, last: AuditedReservation | undefin
         // Overlapping runs (cron and admin) must not move a watermark backwards.
         set: { seq: sql`max(${reconcileWatermarks.seq}, excluded.seq)`, updatedAt: now },
       });
-    settled = last.seq;
+    watermark = last.seq;
   }
   // Only now, with the re-emits done and the watermark stored, may the shard forget what is below it
   // (every run, not only one that moved it: rows judged while their tokens could still be replayed
-  // are forgotten by a later run). A full pass from 0 settles at the watermark it reached.
-  if (settled > 0) check.report.rowsRead += (await callStock(() => check.stub.settle(settled))).rowsRead;
+  // are forgotten by a later run). A full pass from 0 prunes at the watermark it reached.
+  if (watermark > 0) check.report.rowsRead += (await callStock(() => check.stub.prune(watermark))).rowsRead;
 }
 
 type OrderSnapshot = { reservationId: string; status: string; lastSeq: number };

@@ -11,7 +11,7 @@ import type { SchemaName } from "./contract-schemas";
  * code.
  */
 
-export type Access = "public" | "shopper" | "admin" | "webhook";
+export type Access = "public" | "shopper" | "admin" | "paymentWebhook";
 
 interface Parameter {
   name: string;
@@ -27,7 +27,7 @@ export interface ContractRoute {
   /** What a client needs to know beyond the summary (the OpenAPI operation's description). */
   description: string;
   access: Access;
-  /** For `webhook` access: the header carrying the signature and the secret it is made with. */
+  /** For `paymentWebhook` access: the header carrying the signature and the secret it is made with. */
   signature?: {
     header: "Payment-Signature" | "Stripe-Signature";
     secret: "PAYMENT_WEBHOOK_SECRET" | "STRIPE_WEBHOOK_SECRET";
@@ -212,7 +212,7 @@ export const ROUTES = {
     summary: "Payment provider webhook (signed; each event id takes effect once)",
     description:
       "Signed with PAYMENT_WEBHOOK_SECRET in the Payment-Signature header (300 s tolerance). `payment.succeeded` pays a held reservation, `payment.failed` releases it. The same event id again answers the same 200 with no second effect; the same id naming another reservation, type, amount or currency is 422 IDEMPOTENCY_MISMATCH and changes nothing.",
-    access: "webhook",
+    access: "paymentWebhook",
     signature: { header: "Payment-Signature", secret: "PAYMENT_WEBHOOK_SECRET" },
     body: "PaymentEvent",
     ok: { status: 200, description: "Received", schema: "PaymentAck" },
@@ -224,7 +224,7 @@ export const ROUTES = {
     summary: "Stripe webhook (Stripe-Signature; the same effects as /webhooks/payments)",
     description:
       "Signed by Stripe with STRIPE_WEBHOOK_SECRET in the Stripe-Signature header (300 s tolerance). `checkout.session.completed` (reservation id from `client_reference_id`, else `metadata.reservationId`; an `unpaid` session is ignored), `checkout.session.async_payment_succeeded` and `payment_intent.succeeded` pay, with the amount and currency checked against the SKU's price; `payment_intent.payment_failed` and `checkout.session.async_payment_failed` release the hold. A PaymentIntent's money is one event whichever event announces it: announced for another reservation or amount, it is 422 IDEMPOTENCY_MISMATCH and changes nothing. Other event types, and events whose reservation is missing or unknown, answer 200 with `ignored: true`.",
-    access: "webhook",
+    access: "paymentWebhook",
     signature: { header: "Stripe-Signature", secret: "STRIPE_WEBHOOK_SECRET" },
     body: "StripeEvent",
     ok: { status: 200, description: "Received (PaymentAck, or {received, ignored})", schema: "StripeAck" },

@@ -67,15 +67,14 @@ async function readGauges(env: Env): Promise<Sample[]> {
   if (failed.length > 0) log("warn", "metrics: stock objects did not answer", { failed });
   sample("flashgate_scrape_errors", {}, failed.length);
   let mirrorUnreadable = 0;
-  for (const settled of stocks) {
-    const stock = settled.status === "fulfilled" ? settled.value : null;
+  for (const result of stocks) {
+    const stock = result.status === "fulfilled" ? result.value : null;
     if (!stock) continue;
     for (const [state, value] of Object.entries(stock.counts))
       sample("flashgate_stock", { sku: stock.sku, state }, value);
     sample("flashgate_waitlist", { sku: stock.sku }, stock.waitlist);
     if (stock.mirrorLag === null) mirrorUnreadable++;
-    else if (stock.mirrorLag !== undefined)
-      sample("flashgate_mirror_lag_versions", { sku: stock.sku }, stock.mirrorLag);
+    else if (stock.mirrorLag !== undefined) sample("flashgate_mirror_lag_changes", { sku: stock.sku }, stock.mirrorLag);
   }
   if (mirrorFromEnv(env, MIRROR_READ_TIMEOUT_MS)) sample("flashgate_mirror_unreadable", {}, mirrorUnreadable);
   for (const row of orders) sample("flashgate_orders", { sku: row.sku, status: row.status }, row.count);
@@ -94,7 +93,6 @@ async function readStock(env: Env, sku: string) {
     // The mirror's lag in changes (undefined: the mirror is off; null: its snapshot is not readable).
     mirrorFromEnv(env, MIRROR_READ_TIMEOUT_MS) ? mirrorCounts(env, sku) : undefined,
   ]);
-  const mirrorLag =
-    mirror === undefined ? undefined : mirror === null ? null : Math.max(0, state.version - mirror.version);
+  const mirrorLag = mirror === undefined ? undefined : mirror === null ? null : Math.max(0, state.seq - mirror.version);
   return { sku, counts: state.stock, waitlist, mirrorLag };
 }

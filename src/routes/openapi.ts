@@ -41,10 +41,15 @@ const SECURITY: Record<Access, JsonObject[]> = {
   public: [],
   shopper: [{ shopperJwt: [] }],
   admin: [{ adminToken: [] }],
-  webhook: [{ paymentSignature: [] }],
+  paymentWebhook: [{ paymentSignature: [] }],
 };
 
-const TAGS: Record<Access, string> = { public: "public", shopper: "shopper", admin: "admin", webhook: "webhooks" };
+const TAGS: Record<Access, string> = {
+  public: "public",
+  shopper: "shopper",
+  admin: "admin",
+  paymentWebhook: "webhooks",
+};
 
 /** Error answers grouped by status, each with a schema whose `code` lists exactly that status's codes. */
 function errorResponses(codes: ErrorCode[]): JsonObject {

@@ -19,12 +19,12 @@ type RouteHandler<R extends ContractRoute> = (
   body: BodyOf<R>,
 ) => Response | Promise<Response>;
 
-/** Who may call a route, as middleware. A webhook's caller is proven by the signature over its body. */
+/** Who may call a route, as middleware. A payment webhook's caller is proven by the signature over its body. */
 const ADMISSION: Record<Access, MiddlewareHandler<AppEnv>[]> = {
   public: [],
   shopper: [shopperAuth, shopperRateLimit],
   admin: [adminAuth],
-  webhook: [],
+  paymentWebhook: [],
 };
 
 /** Options of {@link register}. */
@@ -77,7 +77,7 @@ async function refuseBody(c: Context<AppEnv>, route: ContractRoute): Promise<voi
 /**
  * Registers one route of the contract (./contract.ts) on `app`. The entry decides everything a
  * route would otherwise repeat: the method and path, who may call it (`access`), and how its body
- * is read (`body`: the raw text is signature-checked first for webhooks, then parsed and validated
+ * is read (`body`: the raw text is signature-checked first for payment webhooks, then parsed and validated
  * with the contract's schema: `400 INVALID_REQUEST` names the fields at fault).
  */
 export function register<const R extends ContractRoute>(
@@ -88,8 +88,8 @@ export function register<const R extends ContractRoute>(
 ): void {
   const schema: z.ZodType | undefined = route.body === undefined ? undefined : CONTRACT_SCHEMAS[route.body];
   const signature = route.signature;
-  if (route.access === "webhook" && (!signature || !schema)) {
-    throw new Error(`${route.method} ${route.path}: a webhook route names its signature and body`);
+  if (route.access === "paymentWebhook" && (!signature || !schema)) {
+    throw new Error(`${route.method} ${route.path}: a payment webhook route names its signature and body`);
   }
   const run: MiddlewareHandler<AppEnv> = async (c) => {
     let body: unknown;

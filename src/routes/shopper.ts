@@ -27,8 +27,8 @@ import { ApiError, busy, type ErrorCode } from "../http/errors";
 import { integerQuery } from "../http/query";
 import { DISPLAY_CACHE_SECONDS, forgetDisplay, skuDisplay } from "../mirror/stock-display";
 import { increment } from "../observability/metrics";
+import { finishedReservation } from "../orders/finished";
 import { findOrder, orderAsReservation, ordersOfUser } from "../orders/order-store";
-import { settledReservation } from "../orders/settled";
 import { callStock, locateReservation, SKU_ID, stockShard, unwrap } from "../stock/stock-client";
 import { ROUTES } from "./contract";
 import { register } from "./register";
@@ -86,7 +86,7 @@ function tokenOfBody(text: string): string {
  * A refused reservation or waitlist entry, said with its figures (API.md: what happened, what to do
  * next): the per-user limit and what this user holds, when the sale opens or closed, the units left.
  * The figures come with the object's refusal, as it decided by them, so a bot retrying at its limit
- * costs one call; only a draw's settled entry, stored as its code, is read again from the user's home
+ * costs one call; only a draw's decided entry, stored as its code, is read again from the user's home
  * shard. Any other outcome is unwrapped as it is.
  */
 async function explainRefusal<T>(
@@ -407,10 +407,10 @@ async function reservationStub(c: { env: Env }, id: string) {
 /** The owner's view of a reservation; anyone else's id is simply not found. */
 register(shopper, ROUTES.reservation, async (c) => {
   const { stub } = await reservationStub(c, c.req.param("id"));
-  // A settled reservation the object has forgotten is read from D1 (src/orders/settled.ts).
+  // A finished reservation the object has forgotten is read from D1 (src/orders/finished.ts).
   const reservation =
     (stub && (await callStock(() => stub.reservation(c.req.param("id"))))) ??
-    (await settledReservation(c.env.DB, c.req.param("id")));
+    (await finishedReservation(c.env.DB, c.req.param("id")));
   if (!reservation || reservation.userId !== c.get("userId")) throw new ApiError("RESERVATION_NOT_FOUND");
   const order = await findOrder(c.env.DB, reservation.id);
   return c.json({
@@ -441,11 +441,11 @@ register(shopper, ROUTES.cancel, async (c) => {
     ? await callStock(() => stub.cancel(c.req.param("id"), c.get("userId"), c.get("requestId")))
     : { ok: false, code: "RESERVATION_NOT_FOUND" };
   if (!outcome.ok && outcome.code === "RESERVATION_NOT_FOUND") {
-    // Settled and forgotten by the object: D1 answers (cancelled again is 200, anything else 409).
-    const settled = await settledReservation(c.env.DB, c.req.param("id"));
-    if (!settled || settled.userId !== c.get("userId")) throw new ApiError("RESERVATION_NOT_FOUND");
-    if (settled.status !== "cancelled") throw notCancellable(settled.id, settled.status);
-    return c.json(reservationView(settled));
+    // Finished and forgotten by the object: D1 answers (cancelled again is 200, anything else 409).
+    const finished = await finishedReservation(c.env.DB, c.req.param("id"));
+    if (!finished || finished.userId !== c.get("userId")) throw new ApiError("RESERVATION_NOT_FOUND");
+    if (finished.status !== "cancelled") throw notCancellable(finished.id, finished.status);
+    return c.json(reservationView(finished));
   }
   if (!outcome.ok && outcome.code === "INVALID_STATE" && stub) {
     // The object refused because the reservation is no longer held: say what it is now.

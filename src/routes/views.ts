@@ -99,6 +99,6 @@ export function adminSkuView(
     ...phaseView(s, now),
     ...accessView(s),
     stock: s.stock,
-    version: s.version,
+    version: s.seq, // the SKU's seq (summed over shards), under the view's name
   };
 }

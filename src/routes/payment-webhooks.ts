@@ -8,14 +8,15 @@ import { mapStripeEvent } from "../payments/stripe-event";
 import { ROUTES } from "./contract";
 import { register } from "./register";
 
-export const webhooks = new Hono<AppEnv>();
+/** Payment webhooks: the payment provider's and Stripe's signed notices coming in, each applied once by the stock object. */
+export const paymentWebhooks = new Hono<AppEnv>();
 
 /**
  * Payment provider webhook. The signature is checked over the raw body before anything is
  * parsed (./register.ts); the stock object applies each event id once (concurrent duplicates
  * serialise there), and D1 keeps what each id said (the same id saying something else is a 422).
  */
-register(webhooks, ROUTES.paymentWebhook, async (c, event) => {
+register(paymentWebhooks, ROUTES.paymentWebhook, async (c, event) => {
   const answer = await applyPaymentEvent(c.env, "payments", {
     eventId: event.id,
     type: event.type,
@@ -33,7 +34,7 @@ register(webhooks, ROUTES.paymentWebhook, async (c, event) => {
  * src/payments/stripe-event.ts). Whatever is verified but not for us answers 200, because Stripe
  * disables an endpoint that keeps failing; such events are logged and counted as `ignored`.
  */
-register(webhooks, ROUTES.stripeWebhook, async (c, event) => {
+register(paymentWebhooks, ROUTES.stripeWebhook, async (c, event) => {
   const mapped = mapStripeEvent(event);
   const answer =
     mapped.kind === "payment"
