@@ -35,8 +35,8 @@ describe("which bodies are strict", () => {
         "admin put /admin/webhooks/:id WebhookEndpointRequest",
         "shopper post /api/skus/:sku/reservations ReservationRequest",
         "shopper post /api/skus/:sku/waitlist WaitlistRequest",
-        "webhook post /webhooks/payments PaymentEvent",
-        "webhook post /webhooks/stripe StripeEvent",
+        "paymentWebhook post /webhooks/payments PaymentEvent",
+        "paymentWebhook post /webhooks/stripe StripeEvent",
       ].sort(),
     );
   });
