@@ -544,12 +544,13 @@ try {
       ),
     );
   } else {
-    // Instruction counts are recorded apart (`bench:perf -- <point> --callgrind --save`), and the hand-off's
-    // figures before its rework are the "before" of its before → after: keep both.
+    // Recorded apart, kept from run to run: instruction counts (`bench:perf -- <point> --callgrind --save`),
+    // the copies' rounds (`bench:copies -- --write`), and the hand-off's figures before its rework (the
+    // "before" of its before → after).
     const kept = existsSync(RESULTS)
       ? (JSON.parse(readFileSync(RESULTS, "utf8")) as { figures?: Record<string, unknown> }).figures
       : undefined;
-    for (const key of ["callgrind", "order_pipeline_webhooks_before"])
+    for (const key of ["callgrind", "copies_rounds", "order_pipeline_webhooks_before"])
       if (kept?.[key] !== undefined) bench.figures[key] = kept[key];
     writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
     writeReport(results);

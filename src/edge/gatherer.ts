@@ -66,7 +66,8 @@ export function sendThroughGatherer(env: Env, stock: string, gatherer: string) {
       return await env.GATHERER.getByName(gatherer).reserve(stock, requests);
     } catch (err) {
       log("warn", "gatherer call failed", { object: gatherer, error: String(err) });
-      throw busy();
+      // The stock object may have decided the batch before the answer was lost: not "decided nothing".
+      throw busy("The stock service's answer was lost (the same token never holds twice)");
     }
   };
 }
