@@ -219,6 +219,14 @@ describe.each(DOCS)("%s names only what the code has", (doc) => {
   });
 });
 
+describe("docs/ARCHITECTURE.md", () => {
+  it("is a map on a page: at most 200 lines, the glossary first", () => {
+    const map = readFileSync("docs/ARCHITECTURE.md", "utf8");
+    expect(map.trimEnd().split("\n").length).toBeLessThanOrEqual(200);
+    expect(map.split("\n## ")[1]?.startsWith("Glossary")).toBe(true);
+  });
+});
+
 describe("docs/CONFIGURATION.md", () => {
   const markdown = read("docs/CONFIGURATION.md");
 
