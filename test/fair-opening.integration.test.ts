@@ -1,10 +1,11 @@
-import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { abortAllDurableObjects, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { drawOrder, entryIdOf, sha256Hex } from "../durable-objects/engine/opening-draw";
 import { homeShard } from "../durable-objects/shared/shard-name";
 import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
 import { type Answer, call, createSku, stockOf, stockShard, uniqueSku } from "./support/client";
+import { closeWindow, setClock, untilEntered } from "./support/draw-window";
 import { eventually } from "./support/eventually";
 import { differencesOf, ordersOf, reconcileNow } from "./support/reconcile";
 
@@ -38,15 +39,6 @@ async function saleWithWindow(
   return { opensAt, closesAt: opensAt + opts.windowMs, shards: opts.shards ?? 1 };
 }
 
-/** Sets every shard's clock to `at` (epoch ms). */
-async function setClock(sku: string, shards: number, at: number): Promise<void> {
-  for (let shard = 0; shard < shards; shard++) {
-    await runInDurableObject(stockShard(env, sku, shard), (object) => {
-      object.now = () => at;
-    });
-  }
-}
-
 /**
  * A purchase token as POST /tokens mints it. Minted here because the edge judges the sale window
  * by its own (real) clock, which is a minute before the opening the objects' clocks were moved to.
@@ -61,26 +53,6 @@ function tokenAt(user: string, sku: string, shards: number): Promise<string> {
     expiresAt: Date.now() + 300_000,
   };
   return mintPurchaseToken(claims, TOKEN_SECRET);
-}
-
-/** Waits until the shards have recorded `tokens` tokens of the window (every request has entered). */
-async function untilEntered(sku: string, shards: number, tokens: number): Promise<void> {
-  await eventually(async () => {
-    let n = 0;
-    for (let shard = 0; shard < shards; shard++) {
-      n += await runInDurableObject(
-        stockShard(env, sku, shard),
-        (_object, state) => state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM draw_tokens").one().n,
-      );
-    }
-    expect(n).toBe(tokens);
-  }, 30_000);
-}
-
-/** The window closes: every shard's clock at the close, and shard 0's alarm decides the draw. */
-async function closeWindow(sku: string, shards: number, closesAt: number): Promise<void> {
-  await setClock(sku, shards, closesAt);
-  expect(await runDurableObjectAlarm(stockShard(env, sku, 0))).toBe(true);
 }
 
 function reserveWith(user: string, sku: string, token: string, quantity = 1): Promise<Answer> {

@@ -1,11 +1,10 @@
-import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { drawOrder, entryIdOf, sha256Hex } from "../durable-objects/engine/opening-draw";
 import { homeShard } from "../durable-objects/shared/shard-name";
 import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
 import { signHs256 } from "../tools/jwt";
-import { type Answer, call, createSku, stockOf, stockShard, uniqueSku } from "./support/client";
+import { type Answer, call, createSku, stockOf, uniqueSku } from "./support/client";
+import { closeWindow, setClock, untilEntered } from "./support/draw-window";
 import { eventually } from "./support/eventually";
 
 /**
@@ -28,14 +27,6 @@ async function jwtWith(user: string, claims: Record<string, unknown> = {}): Prom
   return signHs256({ sub: user, iat: now, exp: now + 600, ...claims }, AUTH_SECRET);
 }
 
-async function setClock(sku: string, shards: number, at: number): Promise<void> {
-  for (let shard = 0; shard < shards; shard++) {
-    await runInDurableObject(stockShard(env, sku, shard), (object) => {
-      object.now = () => at;
-    });
-  }
-}
-
 /**
  * A purchase token as POST /tokens mints it for a claim tier (or the public sale): minted here
  * because the edge judges a claim tier's opening by its own real clock, hours before the clock the
@@ -49,25 +40,6 @@ function mint(user: string, sku: string, shards: number, tier?: string): Promise
 async function reserveWith(user: string, sku: string, token: string): Promise<Answer> {
   const headers = { authorization: `Bearer ${await jwtWith(user)}` };
   return call("POST", `/api/skus/${sku}/reservations`, { headers, body: { token, quantity: 1 } });
-}
-
-/** Waits until the shards have recorded `tokens` tokens in draws (every request has entered). */
-async function untilEntered(sku: string, shards: number, tokens: number): Promise<void> {
-  await eventually(async () => {
-    let n = 0;
-    for (let shard = 0; shard < shards; shard++) {
-      n += await runInDurableObject(
-        stockShard(env, sku, shard),
-        (_object, state) => state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM draw_tokens").one().n,
-      );
-    }
-    expect(n).toBe(tokens);
-  }, 30_000);
-}
-
-async function closeWindow(sku: string, shards: number, closesAt: number): Promise<void> {
-  await setClock(sku, shards, closesAt);
-  expect(await runDurableObjectAlarm(stockShard(env, sku, 0))).toBe(true);
 }
 
 type Opening = { opensAt: string; seedHash: string; seed: string | null; entrants: number; decidedAt: string | null };

@@ -49,15 +49,8 @@ export interface OpeningInfo {
 }
 
 /** What `GET /api/skus/:sku/draw` shows (shard 0): the public opening's draw, and every opening's. */
-export interface DrawInfo {
+export interface DrawInfo extends OpeningInfo {
   openingWindowMs: number;
-  opensAt: number;
-  closesAt: number;
-  seedHash: string | null;
-  /** Null until the draw is decided. */
-  seed: string | null;
-  entrants: number;
-  decidedAt: number | null;
   /** Every opening's draw, earliest first (the tiers', then the public one). */
   openings: OpeningInfo[];
 }
