@@ -320,7 +320,7 @@ describe("constants the docs quote", () => {
 });
 
 describe("files the documents name", () => {
-  // A name is a path from the root, or the tail of one (`engine/reserve.ts`, `sku-stock.ts`): a file
+  // A name is a path from the root, or the tail of one (`engine/holds.ts`, `sku-stock.ts`): a file
   // that moves fails here until the documents that name it by its old path follow.
   const exists = (name: string) => {
     const wanted = name.endsWith("/") || !/\.\w+$/.test(name) ? [name.replace(/\/?$/, "/")] : [name];

@@ -22,7 +22,7 @@ async function inFreshEngine<T>(name: string, fn: (engine: StockEngine, storage:
   return inMemory(name, async (storage) => {
     let ids = 0;
     const engine = new StockEngine(storage, () => `00000000-0000-7000-8000-${String(++ids).padStart(12, "0")}`);
-    const configured = engine.configure(
+    const configured = engine.configuration.configure(
       {
         sku: name,
         shard: 0,
@@ -78,7 +78,7 @@ describe("early access in the stock engine", () => {
   it("takes a reservation before the start only for a tier open at `now`; limits and stock apply", async () => {
     await inFreshEngine("access-reserve", (engine) => {
       const ask = (userId: string, nonce: string, tier?: string, quantity = 1, at = T0) =>
-        engine.reserve([{ userId, nonce, quantity, tier }], at)[0];
+        engine.holds.reserve([{ userId, nonce, quantity, tier }], at)[0];
       expect(ask("ann", "n1")).toMatchObject({ ok: false, code: "SALE_NOT_ACTIVE" });
       expect(ask("ann", "n2", "ghost")).toMatchObject({ ok: false, code: "SALE_NOT_ACTIVE" });
       expect(ask("ann", "n3", "later")).toMatchObject({ ok: false, code: "SALE_NOT_ACTIVE" });
@@ -87,42 +87,54 @@ describe("early access in the stock engine", () => {
       expect(ask("bob", "n6", "later", 2, T0 + 1_800_000)).toMatchObject({ ok: true });
       expect(ask("cat", "n7", "members", 2)).toMatchObject({ ok: true, value: { available: 0 } });
       expect(ask("dan", "n8", "members")).toMatchObject({ ok: false, code: "SOLD_OUT" });
-      expect(engine.state()?.stock).toEqual({ total: 5, available: 0, held: 5, sold: 0 });
+      expect(engine.configuration.state()?.stock).toEqual({ total: 5, available: 0, held: 5, sold: 0 });
     });
   });
 
   it("a paused or ended sale takes no early reservation", async () => {
     await inFreshEngine("access-paused", (engine) => {
-      engine.configure({ sku: "access-paused", shard: 0, shards: 1, status: "paused" }, T0);
-      expect(engine.reserve([{ userId: "ann", nonce: "p1", quantity: 1, tier: "members" }], T0)[0]).toMatchObject({
-        ok: false,
-        code: "SALE_NOT_ACTIVE",
-      });
-      engine.configure({ sku: "access-paused", shard: 0, shards: 1, status: "on_sale", endsAt: T0 - 1 }, T0);
-      expect(engine.reserve([{ userId: "ann", nonce: "p2", quantity: 1, tier: "members" }], T0)[0]).toMatchObject({
-        ok: false,
-        code: "SALE_NOT_ACTIVE",
-      });
+      engine.configuration.configure({ sku: "access-paused", shard: 0, shards: 1, status: "paused" }, T0);
+      expect(engine.holds.reserve([{ userId: "ann", nonce: "p1", quantity: 1, tier: "members" }], T0)[0]).toMatchObject(
+        {
+          ok: false,
+          code: "SALE_NOT_ACTIVE",
+        },
+      );
+      engine.configuration.configure(
+        { sku: "access-paused", shard: 0, shards: 1, status: "on_sale", endsAt: T0 - 1 },
+        T0,
+      );
+      expect(engine.holds.reserve([{ userId: "ann", nonce: "p2", quantity: 1, tier: "members" }], T0)[0]).toMatchObject(
+        {
+          ok: false,
+          code: "SALE_NOT_ACTIVE",
+        },
+      );
     });
   });
 
   it("tiers are kept by a configure that leaves them out, replaced by one that gives them, and untouched by a refused one", async () => {
     await inFreshEngine("access-config", (engine) => {
-      engine.configure({ sku: "access-config", shard: 0, shards: 1, name: "renamed" }, T0);
-      expect(engine.state()?.access?.map((t) => t.name)).toEqual(["members", "later"]);
+      engine.configuration.configure({ sku: "access-config", shard: 0, shards: 1, name: "renamed" }, T0);
+      expect(engine.configuration.state()?.access?.map((t) => t.name)).toEqual(["members", "later"]);
       // Refused (a total below what is held): nothing changes, the tiers included.
-      engine.reserve([{ userId: "ann", nonce: "c1", quantity: 1, tier: "members" }], T0);
-      const refused = engine.configure({ sku: "access-config", shard: 0, shards: 1, totalStock: 0, access: [] }, T0);
+      engine.holds.reserve([{ userId: "ann", nonce: "c1", quantity: 1, tier: "members" }], T0);
+      const refused = engine.configuration.configure(
+        { sku: "access-config", shard: 0, shards: 1, totalStock: 0, access: [] },
+        T0,
+      );
       expect(refused).toMatchObject({ ok: false, code: "INVALID_STATE" });
-      expect(engine.state()?.access).toHaveLength(2);
-      engine.configure({ sku: "access-config", shard: 0, shards: 1, access: [] }, T0);
-      expect(engine.state()?.access).toBeUndefined();
+      expect(engine.configuration.state()?.access).toHaveLength(2);
+      engine.configuration.configure({ sku: "access-config", shard: 0, shards: 1, access: [] }, T0);
+      expect(engine.configuration.state()?.access).toBeUndefined();
       // A removed tier's codes admit nobody, and its tokens hold nothing.
       expect(engine.access.addCodes("members", ["gone"])).toBe(false);
-      expect(engine.reserve([{ userId: "bob", nonce: "c2", quantity: 1, tier: "members" }], T0)[0]).toMatchObject({
-        ok: false,
-        code: "SALE_NOT_ACTIVE",
-      });
+      expect(engine.holds.reserve([{ userId: "bob", nonce: "c2", quantity: 1, tier: "members" }], T0)[0]).toMatchObject(
+        {
+          ok: false,
+          code: "SALE_NOT_ACTIVE",
+        },
+      );
     });
   });
 
@@ -133,7 +145,7 @@ describe("early access in the stock engine", () => {
       sql.exec("UPDATE schema_version SET version = 3");
       expect(storage.transactionSync(() => migrate(sql))).toBe(SCHEMA_VERSION - 3);
       const again = new StockEngine(storage, () => crypto.randomUUID());
-      expect(again.state()?.access?.map((t) => t.name)).toEqual(["members", "later"]);
+      expect(again.configuration.state()?.access?.map((t) => t.name)).toEqual(["members", "later"]);
       expect(again.access.redeem("kept", "ann", T0)).toBe("members");
     });
   });

@@ -156,7 +156,10 @@ describe("a late payment whose buyer's home is another shard", () => {
     const late = await pay(id, "payment.succeeded", undefined, { amount: 500 });
     expect(late.json).toEqual({ received: true, reservationStatus: "paid", outcome: "applied" });
     expect(await stockOf(sku)).toEqual({ total: 4, available: 3, held: 0, sold: 1 });
-    const beyond = await runInDurableObject(stockShard(env, sku, 2), (object) => object.engine.state()?.stock);
+    const beyond = await runInDurableObject(
+      stockShard(env, sku, 2),
+      (object) => object.engine.configuration.state()?.stock,
+    );
     expect(beyond).toEqual({ total: 0, available: 0, held: 0, sold: 0 });
   });
 

@@ -137,7 +137,12 @@ async function runScenario(storage: DurableObjectStorage, scenario: Scenario): P
       startsAt: window === "later" ? now + 60_000 : null,
       endsAt: window === "ended" ? now - 1 : null,
     };
-    steps.push({ label, engine: engine.configure(settings), script: "configure", args: [JSON.stringify(settings)] });
+    steps.push({
+      label,
+      engine: engine.configuration.configure(settings),
+      script: "configure",
+      args: [JSON.stringify(settings)],
+    });
   };
 
   configure("configure (initial)", scenario.total, scenario.perUserLimit, "on_sale", "open");
@@ -149,7 +154,7 @@ async function runScenario(storage: DurableObjectStorage, scenario: Scenario): P
     } else if (op.kind === "reserve") {
       const userId = USERS[op.user] ?? "ann";
       const nonce = `n${op.nonce}`;
-      const [answer] = engine.reserve([{ userId, nonce, quantity: op.quantity }], now);
+      const [answer] = engine.holds.reserve([{ userId, nonce, quantity: op.quantity }], now);
       // The script takes the id of a new hold from its caller: the engine's id when it created one,
       // else an id nobody has (so a hold the engine refused would still show up as a divergence).
       const created = answer?.ok && !answer.value.replayed ? answer.value.reservation.id : undefined;
@@ -158,10 +163,10 @@ async function runScenario(storage: DurableObjectStorage, scenario: Scenario): P
       steps.push({ label, engine: answer, script: "reserve", args: [now, id, userId, nonce, op.quantity] });
     } else if (op.kind === "cancel") {
       const id = pick(op.pick);
-      const userId = op.asOwner ? (engine.reservation(id)?.userId ?? "ann") : "stranger";
+      const userId = op.asOwner ? (engine.holds.reservation(id)?.userId ?? "ann") : "stranger";
       steps.push({
         label,
-        engine: engine.cancel(id, userId, now),
+        engine: engine.holds.cancel(id, userId, now),
         script: "release",
         args: ["cancel", now, id, userId],
       });
@@ -175,7 +180,7 @@ async function runScenario(storage: DurableObjectStorage, scenario: Scenario): P
       // Time passes; with `sweep` the alarm's expiry runs, else the next calls' lazy expiry does it.
       now += op.ms;
       if (op.sweep) {
-        const released = { ok: true, value: engine.expireDue(now) };
+        const released = { ok: true, value: engine.holds.expireDue(now) };
         steps.push({ label, engine: released, script: "release", args: ["expire", now] });
       }
     }
@@ -202,7 +207,7 @@ async function runScenario(storage: DurableObjectStorage, scenario: Scenario): P
   }
   // The final state: counts and seq, every reservation's status, every user's quota.
   const [total = 0, held = 0, sold = 0, seq = 0] = replies.slice(steps.length, steps.length + 4).map(Number);
-  const state = engine.state();
+  const state = engine.configuration.state();
   expect({ stock: state?.stock, seq: state?.seq }, trace.join("\n")).toEqual({
     stock: { total, available: total - held - sold, held, sold },
     seq,
@@ -211,7 +216,7 @@ async function runScenario(storage: DurableObjectStorage, scenario: Scenario): P
     .exec<{ user_id: string; active: number }>("SELECT user_id, active FROM user_quota")
     .toArray();
   expect(replies.slice(steps.length + 4), trace.join("\n")).toEqual([
-    ...reservationIds.map((id) => engine.reservation(id)?.status),
+    ...reservationIds.map((id) => engine.holds.reservation(id)?.status),
     ...USERS.map((user) => {
       const active = quotas.find((q) => q.user_id === user)?.active ?? 0;
       return active === 0 ? null : String(active);

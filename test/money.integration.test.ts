@@ -85,7 +85,7 @@ describe("prices and checked payments", () => {
     const expiresAt = Date.parse(first.json.expiresAt);
     await runInDurableObject(stockShard(env, sku, 0), (object) => {
       object.now = () => expiresAt + 1;
-      object.engine.expireDue(expiresAt + 1);
+      object.engine.holds.expireDue(expiresAt + 1);
     });
     forgetSoldOut(sku); // this isolate learnt "sold out" from the first hold
     await reserve("cal", sku, 1); // takes the unit the expired hold gave back

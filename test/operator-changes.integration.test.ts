@@ -16,7 +16,7 @@ async function shardStates(sku: string, shards: number) {
   return Promise.all(
     Array.from({ length: shards }, (_, shard) =>
       runInDurableObject(stockShard(env, sku, shard), (object) => {
-        const state = object.engine.state();
+        const state = object.engine.configuration.state();
         if (!state) throw new Error(`shard ${shard} of ${sku} is not configured`);
         const { name, status, perUserLimit, holdSeconds, shards: count, stock, price } = state;
         return { name, status, perUserLimit, holdSeconds, shards: count, total: stock.total, price };

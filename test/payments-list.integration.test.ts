@@ -51,7 +51,7 @@ async function expire(sku: string, expiresAt: string) {
   const at = Date.parse(expiresAt) + 1;
   await runInDurableObject(stockShard(env, sku, 0), (object) => {
     object.now = () => at;
-    object.engine.expireDue(at);
+    object.engine.holds.expireDue(at);
   });
 }
 

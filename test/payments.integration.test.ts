@@ -6,7 +6,8 @@ import { MAX_V1_SIGNATURES, signPayment } from "../src/payments/webhook-signatur
 import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "./support/client";
 import { pay, WEBHOOK_SECRET } from "./support/payments";
 
-const seqOf = (sku: string) => runInDurableObject(stockShard(env, sku, 0), (object) => object.engine.state()?.seq ?? 0);
+const seqOf = (sku: string) =>
+  runInDurableObject(stockShard(env, sku, 0), (object) => object.engine.configuration.state()?.seq ?? 0);
 
 describe("payment webhook", () => {
   it("turns a hold into sold on a valid signature; payment.failed releases a hold", async () => {

@@ -122,7 +122,7 @@ describe("reconciliation", () => {
     // Straight into the engine: the shell's after-commit flush never runs (as if it crashed there).
     const id = await runInDurableObject(stub, (object) => {
       const engine = object.engine; // the object's own (it keeps the SKU row in memory)
-      const [answer] = engine.reserve([{ userId: "ghost", nonce: "stuck-1", quantity: 1 }], Date.now());
+      const [answer] = engine.holds.reserve([{ userId: "ghost", nonce: "stuck-1", quantity: 1 }], Date.now());
       return answer?.ok ? answer.value.reservation.id : null;
     });
     expect(id).not.toBeNull();
@@ -141,7 +141,7 @@ describe("reconciliation", () => {
     const rows = await runInDurableObject(stub, (object) => {
       const engine = object.engine; // the object's own (it keeps the SKU row in memory)
       const at = Date.now() - 3_600_000;
-      const answers = engine.reserve(
+      const answers = engine.holds.reserve(
         Array.from({ length: 10_000 }, (_, i) => ({ userId: `h${i}`, nonce: `h${i}`, quantity: 1 })),
         at,
       );

@@ -25,7 +25,14 @@ let counter = 0;
 async function snapshot(overrides: { seq: number; held?: number; sold?: number }): Promise<SkuState> {
   const sku = `mirror-unit-${++counter}`;
   const base = await runInDurableObject(stockShard(env, sku, 0), (object: SkuStock) =>
-    object.engine.configure({ sku, shard: 0, shards: 1, name: "Mirror unit", totalStock: 10, perUserLimit: 2 }),
+    object.engine.configuration.configure({
+      sku,
+      shard: 0,
+      shards: 1,
+      name: "Mirror unit",
+      totalStock: 10,
+      perUserLimit: 2,
+    }),
   );
   if (!base.ok) throw new Error(`configure failed: ${base.code}`);
   const held = overrides.held ?? 0;

@@ -158,14 +158,14 @@ describe("reservation path", () => {
     expect(refused.json.error.code).toBe("SOLD_OUT");
     const stub = stockShard(env, sku, 0);
     const expiresAt = Date.parse(held.json.expiresAt);
-    const seqNow = () => runInDurableObject(stub, (object) => object.engine.state()?.seq);
+    const seqNow = () => runInDurableObject(stub, (object) => object.engine.configuration.state()?.seq);
     const before = await seqNow();
     await runInDurableObject(stub, (object) => {
       object.now = () => expiresAt + 1;
     });
     expect(await runDurableObjectAlarm(stub)).toBe(true);
     expect(await runDurableObjectAlarm(stub)).toBe(false);
-    await runInDurableObject(stub, (object) => object.engine.expireDue(expiresAt + 10));
+    await runInDurableObject(stub, (object) => object.engine.holds.expireDue(expiresAt + 10));
     expect(await stockOf(sku)).toEqual({ total: 3, available: 3, held: 0, sold: 0 });
     // Exactly one release: one state change (one outbox event) however often expiry ran.
     expect(await seqNow()).toBe((before ?? 0) + 1);

@@ -45,7 +45,7 @@ function shards(sku: string, count: number) {
   return Promise.all(
     Array.from({ length: count }, (_, shard) =>
       runInDurableObject(stockShard(env, sku, shard), (object) => {
-        const state = object.engine.state();
+        const state = object.engine.configuration.state();
         return state ? { shards: state.shards, total: state.stock.total } : null;
       }),
     ),
@@ -92,7 +92,7 @@ describe("a resize stopped mid-plan", () => {
     await fenceSiblings(sku, plan);
     // Shard 0 commits with the plan recorded (phase `committing`); the restart comes before its siblings do.
     await runInDurableObject(stockShard(env, sku, 0), (object) => {
-      expect(object.engine.configure(resizeSettings(plan, 0), object.now()).ok).toBe(true);
+      expect(object.engine.configuration.configure(resizeSettings(plan, 0), object.now()).ok).toBe(true);
     });
     expect((await planLeft(sku))?.phase).toBe("committing");
     expect((await shards(sku, 3))[1]).toEqual({ shards: 2, total: share(TOTAL, 2, 1) });

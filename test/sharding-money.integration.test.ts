@@ -93,7 +93,7 @@ async function facts(sku: string): Promise<ShardFacts[]> {
   const all = await Promise.all(
     Array.from({ length: MAX_SHARDS }, (_, shard) =>
       runInDurableObject(stockShard(env, sku, shard), (object, state): ShardFacts | null => {
-        const s = object.engine.state();
+        const s = object.engine.configuration.state();
         if (!s) return null;
         const sql = state.storage.sql;
         return {

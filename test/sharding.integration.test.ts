@@ -30,7 +30,7 @@ interface ShardFacts {
 
 async function shardFacts(sku: string, shard: number): Promise<ShardFacts> {
   return runInDurableObject(stockShard(env, sku, shard), (object, durable) => {
-    const state = object.engine.state();
+    const state = object.engine.configuration.state();
     if (!state) throw new Error(`shard ${shard} of ${sku} is not configured`);
     const sql = durable.storage.sql;
     return {
@@ -234,7 +234,7 @@ describe("sold out on a sharded SKU", () => {
       return state.storage.sql.exec<{ n: number }>(sql).one().n;
     }),
     ...(await runInDurableObject(stockShard(env, sku, 1), (object, state) => ({
-      seq: object.engine.state()?.seq,
+      seq: object.engine.configuration.state()?.seq,
       transfers: state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM transfers").one().n,
     }))),
   });

@@ -26,7 +26,7 @@ async function shardStates(sku: string, shards: number) {
   return Promise.all(
     Array.from({ length: shards }, (_, shard) =>
       runInDurableObject(stockShard(env, sku, shard), (object) => {
-        const state = object.engine.state();
+        const state = object.engine.configuration.state();
         if (!state) throw new Error(`shard ${shard} of ${sku} is not configured`);
         const { name, status, perUserLimit, holdSeconds, startsAt, endsAt, shards: count, price, currency } = state;
         return { name, status, perUserLimit, holdSeconds, startsAt, endsAt, shards: count, price, currency };
@@ -148,7 +148,9 @@ describe.each([1, 3])("a SKU of %i shard(s)", (shards) => {
       });
       expect(error(await adminView(sku))).toEqual([404, "SKU_NOT_FOUND"]);
       expect(await catalogRow(sku)).toBeNull();
-      expect(await runInDurableObject(stockShard(env, sku, 0), (object) => object.engine.state())).toBeNull();
+      expect(
+        await runInDurableObject(stockShard(env, sku, 0), (object) => object.engine.configuration.state()),
+      ).toBeNull();
       expect(await listed()).not.toContain(sku);
     });
   });
@@ -229,7 +231,9 @@ describe.each([1, 3])("a SKU of %i shard(s)", (shards) => {
       expect(error(await archive(sku))).toEqual([404, "SKU_NOT_FOUND"]);
       expect(error(await call("DELETE", "/admin/skus/bad.id", { admin: true }))).toEqual([404, "SKU_NOT_FOUND"]);
       expect(await catalogRow(sku)).toBeNull();
-      expect(await runInDurableObject(stockShard(env, sku, 0), (object) => object.engine.state())).toBeNull();
+      expect(
+        await runInDurableObject(stockShard(env, sku, 0), (object) => object.engine.configuration.state()),
+      ).toBeNull();
     });
 
     it("lets its holds be paid, cancelled and expired as usual; a late payment is refund_required", async () => {

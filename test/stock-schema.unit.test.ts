@@ -36,7 +36,7 @@ async function inFreshObject<T>(name: string, fn: (storage: TestStorage) => T): 
 /** The schema an empty object ends with after its first configure. */
 function emptyConfigured(storage: TestStorage): Record<string, string | null> {
   const engine = new StockEngine(storage, () => crypto.randomUUID());
-  expect(engine.configure({ sku: "schema", shard: 0, shards: 1, totalStock: 5 }, T0).ok).toBe(true);
+  expect(engine.configuration.configure({ sku: "schema", shard: 0, shards: 1, totalStock: 5 }, T0).ok).toBe(true);
   return schemaOf(storage.sql);
 }
 
@@ -83,10 +83,10 @@ describe("the stock object's schema steps", () => {
       const engine = new StockEngine(storage, () => crypto.randomUUID());
       expect(versionOf(sql)).toBe(SCHEMA_VERSION);
       expect(schemaOf(sql)).toEqual(expected);
-      expect(engine.state()?.stock).toEqual({ total: 5, available: 4, held: 1, sold: 0 });
+      expect(engine.configuration.state()?.stock).toEqual({ total: 5, available: 4, held: 1, sold: 0 });
       expect([engine.waitlist.mode, engine.waitlist.length()]).toEqual([2, 1]);
       // Decisions go on from the rows: the token replays its hold, a new buyer holds.
-      const [replay, fresh] = engine.reserve(
+      const [replay, fresh] = engine.holds.reserve(
         [
           { userId: "ann", nonce: "n-ann", quantity: 1 },
           { userId: "cat", nonce: "n-cat", quantity: 1 },
@@ -129,7 +129,7 @@ describe("the stock object's schema steps", () => {
       expect(info?.openings).toHaveLength(1);
       expect(engine.draw.entryOfToken("n-bob")).toMatchObject({ opening: T0, user_id: "bob", code: null });
       // Still undecided: a new token inside the window joins the draw, not the stock.
-      const [answer] = engine.reserve([{ userId: "cat", nonce: "n-cat", quantity: 1 }], T0 + 2);
+      const [answer] = engine.holds.reserve([{ userId: "cat", nonce: "n-cat", quantity: 1 }], T0 + 2);
       expect(answer).toMatchObject({ ok: false, code: "DRAW_PENDING" });
       expect(engine.draw.entrantCount(T0)).toBe(3);
     });

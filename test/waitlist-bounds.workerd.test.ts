@@ -35,9 +35,12 @@ describe("waitlist fill", () => {
       const { storage, rowsRead } = counting(state.storage);
       let ids = 0;
       const engine = new StockEngine(storage, () => `00000000-0000-4000-8000-${String(++ids).padStart(12, "0")}`);
-      engine.configure({ sku: "wlb", shard: 0, shards: 1, totalStock: 40, perUserLimit: 2, holdSeconds: 60 }, T0);
+      engine.configuration.configure(
+        { sku: "wlb", shard: 0, shards: 1, totalStock: 40, perUserLimit: 2, holdSeconds: 60 },
+        T0,
+      );
       const holds = Array.from({ length: 40 }, (_, i) => {
-        const [answer] = engine.reserve([{ userId: `holder-${i}`, nonce: `n${i}`, quantity: 1 }], T0);
+        const [answer] = engine.holds.reserve([{ userId: `holder-${i}`, nonce: `n${i}`, quantity: 1 }], T0);
         if (!answer?.ok) throw new Error("expected a hold");
         return answer.value.reservation;
       });
@@ -47,15 +50,15 @@ describe("waitlist fill", () => {
 
       // A release of 1 unit: nobody but the last in line fits, and it is served.
       const before = rowsRead();
-      expect(engine.cancel(holds[0]?.id ?? "", "holder-0", T0 + 1).ok).toBe(true);
+      expect(engine.holds.cancel(holds[0]?.id ?? "", "holder-0", T0 + 1).ok).toBe(true);
       const perRelease = rowsRead() - before;
       expect(engine.outbox.pendingEvents(10_000).some((e) => e.event.userId === "single")).toBe(true);
       // A release of 2 units serves the first in line; and so on, each release reading about as much.
       const reads: number[] = [];
       for (let i = 1; i < 21; i += 2) {
         const start = rowsRead();
-        engine.cancel(holds[i]?.id ?? "", `holder-${i}`, T0 + 2);
-        engine.cancel(holds[i + 1]?.id ?? "", `holder-${i + 1}`, T0 + 2);
+        engine.holds.cancel(holds[i]?.id ?? "", `holder-${i}`, T0 + 2);
+        engine.holds.cancel(holds[i + 1]?.id ?? "", `holder-${i + 1}`, T0 + 2);
         reads.push(rowsRead() - start);
       }
       expect(engine.outbox.pendingEvents(10_000).filter((e) => e.event.userId.startsWith("waiter-"))).toHaveLength(10);

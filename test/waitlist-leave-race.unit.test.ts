@@ -32,7 +32,10 @@ function withShardZero(run: (t: { engine: StockEngine; server: WaitlistServer; a
   return inMemory("wlrace", async (storage) => {
     let ids = 0;
     const engine = new StockEngine(storage, () => `00000000-0000-4000-8000-${String(++ids).padStart(12, "0")}`);
-    engine.configure({ sku: "wlrace", shard: 0, shards: 2, totalStock: 0, perUserLimit: 5, holdSeconds: 60 }, T0);
+    engine.configuration.configure(
+      { sku: "wlrace", shard: 0, shards: 2, totalStock: 0, perUserLimit: 5, holdSeconds: 60 },
+      T0,
+    );
     const asked: Asked[] = [];
     const shard1 = {
       holdForWaitlist: (entryId: string, userId: string) =>
@@ -124,7 +127,7 @@ describe("leaving the line while it serves you", () => {
       await pass;
       expect(asked.map((a) => a.userId)).toEqual([ann]);
       expect(engine.waitlist.length()).toBe(0);
-      expect(engine.state()?.waiting).toBeUndefined();
+      expect(engine.configuration.state()?.waiting).toBeUndefined();
     });
   });
 });

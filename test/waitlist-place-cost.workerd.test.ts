@@ -38,7 +38,10 @@ describe("a place in a long line", () => {
       const { storage, rowsRead } = counting(state.storage);
       let ids = 0;
       const engine = new StockEngine(storage, () => `00000000-0000-4000-8000-${String(++ids).padStart(12, "0")}`);
-      engine.configure({ sku: "wlcost", shard: 0, shards: 1, totalStock: 0, perUserLimit: 3, holdSeconds: 60 }, T0);
+      engine.configuration.configure(
+        { sku: "wlcost", shard: 0, shards: 1, totalStock: 0, perUserLimit: 3, holdSeconds: 60 },
+        T0,
+      );
       const n = 3_000;
       for (let i = 0; i < n; i++) expect(engine.waitlist.join(`w-${i}`, 1 + (i % 3), T0).ok).toBe(true);
 
@@ -59,14 +62,14 @@ describe("a place in a long line", () => {
       expect(last).toBeLessThanOrEqual(n + 5);
 
       // The count is kept in step: the state (every display, every mirror publish) reads no waitlist row.
-      expect(engine.state()?.waiting).toBe(n);
-      expect(cost(() => engine.state())).toBe(0);
+      expect(engine.configuration.state()?.waiting).toBe(n);
+      expect(cost(() => engine.configuration.state())).toBe(0);
       expect(engine.waitlist.leaveLine("w-7", T0)).toMatchObject({ position: 8 });
-      expect(cost(() => expect(engine.state()?.waiting).toBe(n - 1))).toBe(0);
+      expect(cost(() => expect(engine.configuration.state()?.waiting).toBe(n - 1))).toBe(0);
       // Memory is read again whenever the ledger's is (after a rollback, or a change behind the engine).
       storage.sql.exec("DELETE FROM waitlist WHERE user_id = 'w-8'");
       engine.forget();
-      expect(engine.state()?.waiting).toBe(n - 2);
+      expect(engine.configuration.state()?.waiting).toBe(n - 2);
       expect(engine.waitlist.place("w-9", T0)).toMatchObject({ position: 8 });
     });
   });

@@ -25,8 +25,11 @@ const holdsOf = (engine: StockEngine, user: string) =>
 describe("waitlist", () => {
   it("serves released units first-fit in FIFO order", async () => {
     await withEngine((engine) => {
-      engine.configure({ sku: "wl", shard: 0, shards: 1, totalStock: 3, perUserLimit: 3, holdSeconds: 60 }, T0);
-      const big = held(engine.reserve([{ userId: "owner", nonce: "n1", quantity: 3 }], T0)[0]);
+      engine.configuration.configure(
+        { sku: "wl", shard: 0, shards: 1, totalStock: 3, perUserLimit: 3, holdSeconds: 60 },
+        T0,
+      );
+      const big = held(engine.holds.reserve([{ userId: "owner", nonce: "n1", quantity: 3 }], T0)[0]);
       expect(engine.waitlist.join("ann", 2, T0)).toEqual({
         ok: true,
         value: { waitlistId: expect.any(String), position: 1 },
@@ -38,21 +41,24 @@ describe("waitlist", () => {
       expect(engine.waitlist.length()).toBe(3);
 
       // 3 units come back: ann (2) fits first, ben (3) does not fit in the 1 left, cat (1) does.
-      expect(engine.cancel(big.id, "owner", T0 + 10).ok).toBe(true);
+      expect(engine.holds.cancel(big.id, "owner", T0 + 10).ok).toBe(true);
       expect(holdsOf(engine, "ann").map((e) => e.event.quantity)).toEqual([2]);
       expect(holdsOf(engine, "ben")).toEqual([]);
       expect(holdsOf(engine, "cat").map((e) => e.event.quantity)).toEqual([1]);
       expect(engine.waitlist.length()).toBe(1);
-      expect(engine.state()?.stock).toEqual({ total: 3, available: 0, held: 3, sold: 0 });
+      expect(engine.configuration.state()?.stock).toEqual({ total: 3, available: 0, held: 3, sold: 0 });
     });
   });
 
   it("respects the per-user limit, and refuses to queue while stock is available", async () => {
     await withEngine((engine) => {
-      engine.configure({ sku: "wl", shard: 0, shards: 1, totalStock: 2, perUserLimit: 2, holdSeconds: 60 }, T0);
+      engine.configuration.configure(
+        { sku: "wl", shard: 0, shards: 1, totalStock: 2, perUserLimit: 2, holdSeconds: 60 },
+        T0,
+      );
       expect(engine.waitlist.join("dan", 1, T0)).toEqual({ ok: false, code: "STOCK_AVAILABLE" });
-      const dan = held(engine.reserve([{ userId: "dan", nonce: "d1", quantity: 1 }], T0)[0]);
-      const eve = held(engine.reserve([{ userId: "eve", nonce: "e1", quantity: 1 }], T0)[0]);
+      const dan = held(engine.holds.reserve([{ userId: "dan", nonce: "d1", quantity: 1 }], T0)[0]);
+      const eve = held(engine.holds.reserve([{ userId: "eve", nonce: "e1", quantity: 1 }], T0)[0]);
       expect(engine.waitlist.join("dan", 2, T0)).toEqual({
         ok: false,
         code: "LIMIT_EXCEEDED",
@@ -62,8 +68,8 @@ describe("waitlist", () => {
       expect(engine.waitlist.join("fay", 1, T0).ok).toBe(true);
       // dan pays, then buys more elsewhere... his quota is full, so eve's release goes to fay.
       engine.payments.apply({ eventId: "evt-1", type: "payment.succeeded", reservationId: dan.id }, T0 + 1);
-      engine.configure({ sku: "wl", shard: 0, shards: 1, perUserLimit: 1 }, T0 + 2);
-      expect(engine.cancel(eve.id, "eve", T0 + 3).ok).toBe(true);
+      engine.configuration.configure({ sku: "wl", shard: 0, shards: 1, perUserLimit: 1 }, T0 + 2);
+      expect(engine.holds.cancel(eve.id, "eve", T0 + 3).ok).toBe(true);
       expect(holdsOf(engine, "dan")).toHaveLength(1); // only his original hold
       expect(holdsOf(engine, "fay")).toHaveLength(1);
       expect(engine.waitlist.length()).toBe(1); // dan still waits
@@ -72,28 +78,34 @@ describe("waitlist", () => {
 
   it("passes the units of an expired waitlist hold to the next in line", async () => {
     await withEngine((engine) => {
-      engine.configure({ sku: "wl", shard: 0, shards: 1, totalStock: 1, perUserLimit: 1, holdSeconds: 60 }, T0);
-      const first = held(engine.reserve([{ userId: "gus", nonce: "g1", quantity: 1 }], T0)[0]);
+      engine.configuration.configure(
+        { sku: "wl", shard: 0, shards: 1, totalStock: 1, perUserLimit: 1, holdSeconds: 60 },
+        T0,
+      );
+      const first = held(engine.holds.reserve([{ userId: "gus", nonce: "g1", quantity: 1 }], T0)[0]);
       engine.waitlist.join("hal", 1, T0);
       engine.waitlist.join("ivy", 1, T0);
       // gus's hold expires: hal gets it; hal's hold expires: ivy gets it.
-      expect(engine.expireDue(first.expiresAt)).toBe(1);
+      expect(engine.holds.expireDue(first.expiresAt)).toBe(1);
       const hal = holdsOf(engine, "hal")[0]?.event;
       expect(hal?.quantity).toBe(1);
-      expect(engine.expireDue(Date.parse(hal?.expiresAt ?? ""))).toBe(1);
+      expect(engine.holds.expireDue(Date.parse(hal?.expiresAt ?? ""))).toBe(1);
       expect(holdsOf(engine, "ivy")).toHaveLength(1);
-      expect(engine.reservation(hal?.reservationId ?? "")?.status).toBe("expired");
-      expect(engine.state()?.stock).toEqual({ total: 1, available: 0, held: 1, sold: 0 });
+      expect(engine.holds.reservation(hal?.reservationId ?? "")?.status).toBe("expired");
+      expect(engine.configuration.state()?.stock).toEqual({ total: 1, available: 0, held: 1, sold: 0 });
       expect(engine.waitlist.length()).toBe(0);
     });
   });
 
   it("drops waiting entries when the sale ends", async () => {
     await withEngine((engine) => {
-      engine.configure({ sku: "wl", shard: 0, shards: 1, totalStock: 1, holdSeconds: 60, endsAt: T0 + 1000 }, T0);
-      const only = held(engine.reserve([{ userId: "jo", nonce: "j1", quantity: 1 }], T0)[0]);
+      engine.configuration.configure(
+        { sku: "wl", shard: 0, shards: 1, totalStock: 1, holdSeconds: 60, endsAt: T0 + 1000 },
+        T0,
+      );
+      const only = held(engine.holds.reserve([{ userId: "jo", nonce: "j1", quantity: 1 }], T0)[0]);
       engine.waitlist.join("kim", 1, T0);
-      expect(engine.cancel(only.id, "jo", T0 + 2000).ok).toBe(true);
+      expect(engine.holds.cancel(only.id, "jo", T0 + 2000).ok).toBe(true);
       expect(holdsOf(engine, "kim")).toEqual([]);
       expect(engine.waitlist.length()).toBe(0);
     });
@@ -101,14 +113,19 @@ describe("waitlist", () => {
 
   it("writes a request's id into the events it causes, and none into expiries done on the way", async () => {
     await withEngine((engine) => {
-      engine.configure({ sku: "wl", shard: 0, shards: 1, totalStock: 2, perUserLimit: 1, holdSeconds: 10 }, T0);
-      const early = held(engine.reserve([{ userId: "gil", nonce: "g1", quantity: 1, requestId: "req-gil" }], T0)[0]);
+      engine.configuration.configure(
+        { sku: "wl", shard: 0, shards: 1, totalStock: 2, perUserLimit: 1, holdSeconds: 10 },
+        T0,
+      );
+      const early = held(
+        engine.holds.reserve([{ userId: "gil", nonce: "g1", quantity: 1, requestId: "req-gil" }], T0)[0],
+      );
       const late = held(
-        engine.reserve([{ userId: "hal", nonce: "h1", quantity: 1, requestId: "req-hal" }], T0 + 5_000)[0],
+        engine.holds.reserve([{ userId: "hal", nonce: "h1", quantity: 1, requestId: "req-hal" }], T0 + 5_000)[0],
       );
       expect(engine.waitlist.join("ida", 1, T0 + 5_000).ok).toBe(true);
       // Hal cancels after Gil's hold lapsed: the cancel's own transaction expires Gil's hold first.
-      const cancel = engine.onBehalfOf("req-cancel", () => engine.cancel(late.id, "hal", T0 + 11_000));
+      const cancel = engine.holds.onBehalfOf("req-cancel", () => engine.holds.cancel(late.id, "hal", T0 + 11_000));
       expect(cancel.ok).toBe(true);
       const events = engine.outbox.pendingEvents(100).map((p) => p.event);
       const of = (id: string, type: string) => events.find((e) => e.reservationId === id && e.type === type);

@@ -9,17 +9,19 @@ import {
   fail,
   type Outcome,
   ok,
+  type Pricing,
   type SaleStatus,
   type SkuRow,
   type SkuState,
+  toState,
 } from "./types";
 import type { Waitlist } from "./waitlist";
 
 /**
  * A shard's configuration: its settings, total, price and fair-opening window, set all at once by a
- * configure, and the steps of a resize that shard 0 runs across shards (durable-objects/stock/sku-change.ts
- * plans them; durable-objects/stock/sku-change-runner.ts runs them). A refused configure writes nothing, and an
- * object never configured stays without tables.
+ * configure and read back with the counts by `state()`; and the steps of a resize that shard 0 runs
+ * across shards (durable-objects/stock/sku-change.ts plans them; durable-objects/stock/sku-change-runner.ts
+ * runs them). A refused configure writes nothing, and an object never configured stays without tables.
  */
 
 export interface SkuSettings {
@@ -90,14 +92,11 @@ export class Configuration {
   readonly #payments: Payments;
   readonly #access: Access;
   readonly #newSeed: () => string;
-  /** The shard's state as the engine shows it (the facade adds the draw's window). */
-  readonly #stateOf: (row: SkuRow) => SkuState;
 
   constructor(
     ledger: Ledger,
     units: { draw: OpeningDraw; waitlist: Waitlist; transfers: Transfers; payments: Payments; access: Access },
     newSeed: () => string,
-    stateOf: (row: SkuRow) => SkuState,
   ) {
     this.#ledger = ledger;
     this.#draw = units.draw;
@@ -106,7 +105,22 @@ export class Configuration {
     this.#payments = units.payments;
     this.#access = units.access;
     this.#newSeed = newSeed;
-    this.#stateOf = stateOf;
+  }
+
+  /** Whether this object was ever configured (it has tables); before that it stores nothing. */
+  get configured(): boolean {
+    return this.#ledger.configured;
+  }
+
+  /** The SKU's configuration and counts, or null before the first `configure`. */
+  state(): SkuState | null {
+    const row = this.#ledger.row();
+    return row ? this.#stateOf(row) : null;
+  }
+
+  /** The SKU's price and currency (no row: no price, the default currency). */
+  pricing(): Pricing {
+    return this.#ledger.pricing();
   }
 
   /**
@@ -244,6 +258,19 @@ export class Configuration {
 
   #state(): SkuState {
     return this.#stateOf(this.#ledger.requireRow());
+  }
+
+  #stateOf(row: SkuRow): SkuState {
+    const state: SkuState = toState(row, this.#ledger.pricing());
+    // Only when one is set: a SKU without a window answers exactly as the Lua script does (lua-parity).
+    if (this.#draw.windowMs > 0) state.openingWindowMs = this.#draw.windowMs;
+    const access = this.#access.tiers();
+    if (access.length > 0) state.access = access;
+    if (this.#ledger.config().plan !== null) state.reconfiguring = true;
+    // The shard that keeps the line (shard 0) says how many wait; only when some do, as for the window.
+    const waiting = this.#waitlist.length();
+    if (waiting > 0) state.waiting = waiting;
+    return state;
   }
 
   /** The SKU's total as the operator last set it (shard 0 only), or null if never recorded. */

@@ -1,6 +1,6 @@
+import type { Holds } from "./holds";
 import { LAZY_EXPIRY_BATCH, type Ledger } from "./ledger";
 import type { DrawPlace, Entrant, OpeningDraw, RankedEntrant } from "./opening-draw";
-import type { Reserver } from "./reserve";
 import { availableOf, fail, isShort, type Outcome, ok, type ReserveAnswer, type ReserveRequest } from "./types";
 
 /**
@@ -13,7 +13,7 @@ export class DrawDecision {
   constructor(
     private readonly ledger: Ledger,
     private readonly draw: OpeningDraw,
-    private readonly reserver: Reserver,
+    private readonly holds: Holds,
   ) {}
 
   /**
@@ -23,7 +23,7 @@ export class DrawDecision {
    */
   answerOf(request: ReserveRequest): Outcome<ReserveAnswer> | undefined {
     const sku = this.ledger.row();
-    return sku ? this.reserver.drawAnswer(request, availableOf(sku)) : undefined;
+    return sku ? this.holds.drawAnswer(request, availableOf(sku)) : undefined;
   }
 
   /** The opening whose draw shard 0 must decide now (its window closed, no decision yet), if any. */
@@ -56,7 +56,7 @@ export class DrawDecision {
           const sku = ledger.row(); // the memory row: each hold below changes it
           if (!sku || availableOf(sku) === 0) break;
           if (e.code !== null) continue;
-          const outcome = this.reserver.one(e, now, true);
+          const outcome = this.holds.one(e, now, true);
           this.#record(
             opening,
             e.userId,
@@ -88,10 +88,10 @@ export class DrawDecision {
       const e = this.draw.entrantOf(opening, userId);
       if (!e) return fail<ReserveAnswer>("RESERVATION_NOT_FOUND");
       const available = availableOf(ledger.requireRow());
-      if (e.code !== null) return this.reserver.drawnOutcome(e, place, available);
+      if (e.code !== null) return this.holds.drawnOutcome(e, place, available);
       ledger.expireDue(now, LAZY_EXPIRY_BATCH);
       const outcome = this.#deciding(() =>
-        this.reserver.one({ userId, nonce: e.nonce, quantity: e.quantity, tier: e.tier ?? undefined }, now, true),
+        this.holds.one({ userId, nonce: e.nonce, quantity: e.quantity, tier: e.tier ?? undefined }, now, true),
       );
       if (!isShort(outcome) || record) this.#record(opening, userId, place, outcome);
       return outcome.ok ? ok({ ...outcome.value, draw: place }) : { ...outcome, draw: place };

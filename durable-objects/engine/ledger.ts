@@ -11,7 +11,7 @@ import {
 
 /**
  * The shared transaction of the stock engine's units: one object per stock object, passed to every
- * unit (reserve.ts, payments.ts, waitlist.ts, …), so that any of them can run in the same
+ * unit (holds.ts, payments.ts, waitlist.ts, …), so that any of them can run in the same
  * `transactionSync` as another (`#private` fields cannot be shared across classes; this object can).
  *
  * It keeps in memory what the reservation path reads on every request (the SKU row, the earliest
@@ -112,7 +112,7 @@ export function isoTime(ms: number): string {
 export class Ledger {
   readonly sql: SqlStorage;
   readonly newId: () => string;
-  /** The request being decided (see `StockEngine.onBehalfOf`), written into the events it causes. */
+  /** The request being decided (see `Holds.onBehalfOf`), written into the events it causes. */
   requestId: string | undefined;
   /** Units released or added since the last {@link takeFreed} (the shell tells the waitlist). */
   freed = 0;

@@ -1,7 +1,7 @@
 import type { ReservationStatus } from "../shared/order-events";
 import { homeShard } from "../shared/shard-name";
+import type { Holds } from "./holds";
 import { LAZY_EXPIRY_BATCH, type Ledger } from "./ledger";
-import type { Reserver } from "./reserve";
 import {
   availableOf,
   fail,
@@ -25,7 +25,7 @@ import type { Waitlist } from "./waitlist";
  *   SKU's currency (no money given: not checked). A wrong one changes nothing.
  * - Success turns a hold into sold; after expiry or cancel (a late payment) it is decided as a new
  *   reservation of the buyer would be now: by the buyer's home shard under the SKU's current shard
- *   count, with the reservation path's own rule (`Reserver.admit`), pulling units from siblings
+ *   count, with the reservation path's own rule (`Holds.admit`), pulling units from siblings
  *   when short; only with no unit left or the limit reached is the reservation `refund_required`.
  * - A reservation is paid once: success for one already paid (or refund_required) changes nothing.
  * Whatever changed nothing for a success answers outcome `refund_required`, and is counted.
@@ -156,7 +156,7 @@ type SeenEvent = {
 export class Payments {
   constructor(
     private readonly ledger: Ledger,
-    private readonly reserver: Reserver,
+    private readonly holds: Holds,
     private readonly waitlist: Waitlist,
   ) {}
 
@@ -321,7 +321,7 @@ export class Payments {
 
   /**
    * The buyer's home shard (this one) takes `quantity` units for a late payment, as a reservation
-   * would (`Reserver.admit`): sold at once, counted in the buyer's quota. Short on a sharded SKU
+   * would (`Holds.admit`): sold at once, counted in the buyer's quota. Short on a sharded SKU
    * before the siblings were asked: `short`, nothing written.
    */
   #take(userId: string, quantity: number, now: number, pulled: boolean): GrantStep {
@@ -330,7 +330,7 @@ export class Payments {
     // A late payment is a new sale; an archived SKU makes none (a paused one still takes it: the pause stops newcomers).
     if (sku.status === "archived") return { kind: "refused", code: "SOLD_OUT" };
     if (ledger.fenced()) return { kind: "busy" }; // a resize is staging this shard: no unit moves
-    const refused = this.reserver.admit(sku, userId, quantity, now);
+    const refused = this.holds.admit(sku, userId, quantity, now);
     if (refused) {
       // At the limit and short of units too: `too_late`, as the Lua twin says (here: this shard's units).
       if (refused.code === "LIMIT_EXCEEDED")

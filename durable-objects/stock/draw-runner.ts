@@ -86,14 +86,14 @@ export class DrawRunner {
   async decideEntry(opening: number, userId: string, place: DrawPlace): Promise<ReserveOutcome> {
     const { engine } = this.#host;
     let answer = engine.drawDecision.decideEntry(opening, userId, place, this.#host.now(), false);
-    const state = engine.state();
+    const state = engine.configuration.state();
     if (isShort(answer) && state) {
       const wanted = (engine.draw.entrantOf(opening, userId)?.quantity ?? 1) - state.stock.available;
       const pull = await this.#pulls.pull(state, wanted);
       if (pull.failed && pull.pulled === 0) answer = { ok: false, code: "BUSY" };
       else answer = engine.drawDecision.decideEntry(opening, userId, place, this.#host.now(), true);
     }
-    engine.takeFreed();
+    engine.holds.takeFreed();
     this.#waiters.decided([userId]);
     await this.#host.afterCommit();
     return answer;
@@ -119,7 +119,7 @@ export class DrawRunner {
   /** Shard 0: a draw is due (window closed, undecided) or the siblings were not all told of one. */
   needsWork(): boolean {
     const { engine } = this.#host;
-    const state = engine.state();
+    const state = engine.configuration.state();
     if (state?.shard !== 0) return false;
     const draw = engine.draw;
     return engine.drawDecision.due(this.#host.now()) !== null || (state.shards > 1 && draw.untold().length > 0);
@@ -129,7 +129,7 @@ export class DrawRunner {
   dueAt(): number | null {
     const { engine } = this.#host;
     const draw = engine.draw;
-    return draw.undecided() !== null && engine.state()?.shard === 0 ? draw.closesAt() : null;
+    return draw.undecided() !== null && engine.configuration.state()?.shard === 0 ? draw.closesAt() : null;
   }
 
   /** Shard 0: decides the draw, once at a time; a failure leaves it to the alarm (retried). */
@@ -159,7 +159,7 @@ export class DrawRunner {
   /** Decides every due draw, earliest opening first (an earlier tier's buyers are served first). */
   async #decide(): Promise<void> {
     const { engine } = this.#host;
-    const state = engine.state();
+    const state = engine.configuration.state();
     if (state?.shard !== 0) return;
     for (let opening = engine.drawDecision.due(this.#host.now()); opening !== null; ) {
       const started = this.#host.now();

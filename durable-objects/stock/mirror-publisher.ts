@@ -75,7 +75,7 @@ export class MirrorPublisher {
     const wait = this.#lastWriteAt + MIRROR_MIN_INTERVAL_MS - Date.now();
     if (wait > 0) await scheduler.wait(wait);
     // Read after the wait: the write carries every commit made meanwhile.
-    const state = this.#engine.state();
+    const state = this.#engine.configuration.state();
     if (!state || state.seq <= this.#mirroredSeq) return;
     this.#lastWriteAt = Date.now();
     try {
@@ -100,7 +100,7 @@ export class MirrorPublisher {
 
   /** Whether the mirror may lack the shard's current state. */
   #behind(): boolean {
-    const state = this.#engine.state();
+    const state = this.#engine.configuration.state();
     return state !== null && state.seq > this.#mirroredSeq;
   }
 
@@ -113,7 +113,7 @@ export class MirrorPublisher {
   async check(): Promise<MirrorCheck> {
     await Promise.race([this.#runner.settled(), scheduler.wait(MIRROR_CHECK_WAIT_MS)]);
     // Read after the wait: the state the mirror should hold now.
-    const state = this.#engine.state();
+    const state = this.#engine.configuration.state();
     if (!state) return { status: "ok" };
     const expected = snapshotOf(state);
     let stored: SkuState | null;

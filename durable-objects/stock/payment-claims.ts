@@ -54,7 +54,7 @@ export class PaymentClaims {
         // Asked twice: a sibling that could not answer may have the units; deciding would be a guess.
         if (pullAsked) return fail("BUSY");
         pullAsked = true;
-        const state = engine.state();
+        const state = engine.configuration.state();
         if (!state) return fail("BUSY");
         // Whatever the siblings answered a moment ago (`siblingsEmpty`): the money is here now.
         const pull = await this.#pulls.pull(state, next.wanted);
@@ -111,7 +111,7 @@ export class PaymentClaims {
     const { engine } = host;
     let answer = engine.payments.grant(claim, host.now(), false);
     if (answer.kind === "short") {
-      const state = engine.state();
+      const state = engine.configuration.state();
       const pull = state ? await this.#pulls.pull(state, answer.wanted) : { pulled: 0, failed: true };
       answer = engine.payments.grant(claim, host.now(), !pull.failed);
       // Still short after a sibling could not answer: its units are unknown, so no refusal yet.
@@ -123,7 +123,7 @@ export class PaymentClaims {
 
   /** The claim's home shard under `claim.shards`: this one (the count changed), or a sibling by RPC. */
   async #ask(claim: UnitClaim): Promise<GrantAnswer> {
-    const state = this.#host.engine.state();
+    const state = this.#host.engine.configuration.state();
     if (!state) return { kind: "busy" };
     const home = homeShard(claim.userId, claim.shards);
     if (home === state.shard) return this.grant(claim);

@@ -66,7 +66,7 @@ export class ShardPulls {
   /** Finishes transfers whose answer was never recorded: asking again returns the first grant. */
   async finish(): Promise<number> {
     const host = this.#host;
-    const state = host.engine.state();
+    const state = host.engine.configuration.state();
     let finished = 0;
     if (!state) return finished;
     for (const transfer of host.engine.transfers.pending()) {

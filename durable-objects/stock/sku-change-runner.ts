@@ -60,19 +60,19 @@ export class SkuChanges {
 
   async #changeNow(asked: SkuChange): Promise<Outcome<SkuState>> {
     const { engine } = this.#host;
-    const state = engine.state();
+    const state = engine.configuration.state();
     // An archived SKU's id is not reused: archiving it again is the one change it takes (unchanged).
     if (state?.status === "archived") return asked.status === "archived" ? ok(state) : fail("INVALID_STATE");
     const change = { ...asked, totalStock: this.#totalOf(asked, state) };
-    if (!state && change.shards === 1) return engine.configure(soleSettings(change), this.#host.now());
+    if (!state && change.shards === 1) return engine.configuration.configure(soleSettings(change), this.#host.now());
     if (!state || state.shards !== change.shards) {
       return this.#resize({ changeId: crypto.randomUUID(), from: state?.shards ?? 0, to: change.shards, change });
     }
-    if (state.shards === 1) return engine.configure(soleSettings(change), this.#host.now());
+    if (state.shards === 1) return engine.configuration.configure(soleSettings(change), this.#host.now());
     let pullFailed = false;
     const changeId = crypto.randomUUID();
     for (let attempt = 0; ; attempt++) {
-      const outcome = engine.configure(leadSettings(change, changeId), this.#host.now());
+      const outcome = engine.configuration.configure(leadSettings(change, changeId), this.#host.now());
       if (outcome.ok) {
         await this.#lead(outcome.value);
         return outcome;
@@ -146,19 +146,19 @@ export class SkuChanges {
         return { ok: false, code: refused.code };
       }
     }
-    const committed = engine.configure(resizeSettings(plan, 0), host.now());
+    const committed = engine.configuration.configure(resizeSettings(plan, 0), host.now());
     if (!committed.ok) {
       await this.#liftFences(plan);
       return committed;
     }
     await host.due.retry("config", host.now() + RETRY_MS);
     await this.#commitSiblings(plan);
-    return { ok: true, value: engine.state() ?? committed.value };
+    return { ok: true, value: engine.configuration.state() ?? committed.value };
   }
 
   /** Every sibling a resize reaches commits it (a repeat changes nothing); then the plan ends. */
   async #commitSiblings(plan: ResizePlan): Promise<void> {
-    const lead = this.#host.engine.state();
+    const lead = this.#host.engine.configuration.state();
     if (!lead) throw new Error("shard 0 commits a resize before its siblings");
     const answers = await Promise.allSettled(
       reachOf(plan)
@@ -186,7 +186,7 @@ export class SkuChanges {
     const row = engine.configuration.resizePlan();
     if (!row || (this.#changing && !byChange)) return;
     const plan = JSON.parse(row.plan) as ChangePlan;
-    const state = engine.state();
+    const state = engine.configuration.state();
     if (isFollowPlan(plan)) {
       if (state) await this.#lead(state);
     } else if (row.phase === "preparing") await this.#liftFences(plan);

@@ -51,7 +51,7 @@ interface FollowPlan {
   follow: true;
 }
 
-/** What shard 0 records while a change is being applied (`StockEngine.resizePlan`). */
+/** What shard 0 records while a change is being applied (`Configuration.resizePlan`). */
 export type ChangePlan = ResizePlan | FollowPlan;
 
 export function isFollowPlan(plan: ChangePlan): plan is FollowPlan {

@@ -95,7 +95,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     const now = () => this.now();
     this.due = new DueWork(
       ctx.storage,
-      () => this.engine.nextExpiry(),
+      () => this.engine.holds.nextExpiry(),
       () => this.#draw.dueAt(),
     );
     this.#host = {
@@ -135,8 +135,8 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   /** The follow-up every RPC runs after its transaction (see {@link StockHost.afterCommit}). */
   async #afterCommit(): Promise<void> {
     // Units released (or added) on a sharded SKU whose waitlist has buyers are for that waitlist.
-    if (this.engine.takeFreed() > 0 && this.engine.waitlist.waiting) {
-      const state = this.engine.state();
+    if (this.engine.holds.takeFreed() > 0 && this.engine.waitlist.waiting) {
+      const state = this.engine.configuration.state();
       if (state && state.shards > 1) this.#waitlist.notice(state);
     }
     this.#host.background(this.#outbox.send());
@@ -152,11 +152,11 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   // ---- The SKU ----
 
   async configure(settings: SkuSettings, requestId?: string): Promise<Outcome<SkuState>> {
-    return this.#call(requestId, () => this.engine.configure(settings, this.now()));
+    return this.#call(requestId, () => this.engine.configuration.configure(settings, this.now()));
   }
 
   state(): SkuState | null {
-    return this.engine.state();
+    return this.engine.configuration.state();
   }
 
   /**
@@ -165,7 +165,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
    * (taking the code for them; null: the code admits nobody else). One call, as without a code.
    */
   async tokenState(userId: string, codeHash: string): Promise<{ state: SkuState | null; codeTier: string | null }> {
-    const state = this.engine.state();
+    const state = this.engine.configuration.state();
     const now = this.now();
     const scheduled = state?.status === "on_sale" && state.startsAt !== null && now < state.startsAt;
     if (!scheduled) return { state, codeTier: null };
@@ -189,7 +189,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
         });
       }
     });
-    return { state: this.engine.state(), codeTier };
+    return { state: this.engine.configuration.state(), codeTier };
   }
 
   /** Shard 0: stores access codes of `tier` by their SHA-256 (false: no such tier). */
@@ -233,10 +233,10 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   }
 
   async #reserve(requests: ReserveRequest[]): Promise<ReserveOutcome[]> {
-    const answers: ReserveOutcome[] = this.engine.reserve(requests, this.now());
+    const answers: ReserveOutcome[] = this.engine.holds.reserve(requests, this.now());
     const short = answers.flatMap((a, i) => (isShort(a) ? [i] : []));
     // The state is read only when some request went short: a served batch costs no extra query.
-    const state = short.length > 0 ? this.engine.state() : null;
+    const state = short.length > 0 ? this.engine.configuration.state() : null;
     // Siblings found empty a moment ago are not asked again: a sold-out storm costs one round of
     // asks per interval, not one per request.
     if (state && state.shards > 1 && !this.engine.waitlist.ahead && !this.#pulls.siblingsEmpty) {
@@ -244,7 +244,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     }
     // Answers that show the SKU sold out say so, with the spent-nonce digest (one, shared by all).
     if (answers.some((a) => (a.ok ? a.value.available : a.available) === 0)) {
-      const shards = (state ?? this.engine.state())?.shards ?? 1;
+      const shards = (state ?? this.engine.configuration.state())?.shards ?? 1;
       let spent: SpentDigest | undefined;
       answers.forEach((a, i) => {
         if (!showsSoldOut(a, shards)) return;
@@ -263,7 +263,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     const wanted = short.reduce((n, i) => n + (requests[i]?.quantity ?? 0), 0) - state.stock.available;
     const pull = await this.#pulls.pull(state, wanted);
     if (pull.pulled > 0) {
-      const retried = this.engine.reserve(
+      const retried = this.engine.holds.reserve(
         short.map((i) => requests[i] as ReserveRequest),
         this.now(),
       );
@@ -290,7 +290,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
    * shard changed: a sold-out storm costs one read per change.
    */
   #spentDigest(): SpentDigest {
-    const seq = this.engine.state()?.seq ?? 0;
+    const seq = this.engine.configuration.state()?.seq ?? 0;
     if (this.#digest?.seq !== seq) {
       const { replayableSince, expiredBefore } = this.#replayWindow();
       this.#digest = this.engine.retention.spentNonces(replayableSince, expiredBefore);
@@ -313,11 +313,11 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   }
 
   async cancel(reservationId: string, userId: string, requestId?: string): Promise<Outcome<Reservation>> {
-    return this.#call(requestId, () => this.engine.cancel(reservationId, userId, this.now()));
+    return this.#call(requestId, () => this.engine.holds.cancel(reservationId, userId, this.now()));
   }
 
   reservation(reservationId: string): Reservation | null {
-    return this.engine.reservation(reservationId);
+    return this.engine.holds.reservation(reservationId);
   }
 
   /**
@@ -336,7 +336,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
         log("info", "stock request refused", { code: outcome.code });
         return outcome;
       }
-      return { ...outcome, value: { ...outcome.value, skuCurrency: this.engine.pricing().currency } };
+      return { ...outcome, value: { ...outcome.value, skuCurrency: this.engine.configuration.pricing().currency } };
     });
   }
 
@@ -368,7 +368,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
 
   /** A user's held + sold on this shard (their home shard: where their limit is kept). */
   quotaOf(userId: string): number {
-    return this.engine.quotaOf(userId);
+    return this.engine.holds.quotaOf(userId);
   }
 
   /** Shard 0: serves the SKU's waitlist now (a sibling freed units for it). */
@@ -435,7 +435,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   async repair(actions: { reemit: string[]; sweep: boolean; transfers: boolean }): Promise<RepairDone> {
     const now = this.now();
     const reemitted = actions.reemit.length > 0 ? this.engine.audits.reemit(actions.reemit, now) : 0;
-    const released = actions.sweep ? this.engine.expireDue(now) : 0;
+    const released = actions.sweep ? this.engine.holds.expireDue(now) : 0;
     const transfersCompleted = actions.transfers ? (await this.#pulls.finish()) + (await this.#claims.finishAll()) : 0;
     this.due.forget(); // read the alarm again: it may have been lost
     await this.#outbox.send();
@@ -494,13 +494,13 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
    */
   override async alarm(): Promise<void> {
     this.due.fired();
-    this.engine.expireDue(this.now());
+    this.engine.holds.expireDue(this.now());
     await this.#changes.recover();
     if (this.#draw.needsWork()) await this.#draw.decide().catch(() => undefined); // failures book a retry
     await this.#pulls.finish();
     await this.#claims.finishAll();
-    const state = this.engine.state();
-    this.engine.takeFreed();
+    const state = this.engine.configuration.state();
+    this.engine.holds.takeFreed();
     const waitlist = state ? this.#waitlist.retry(state) : [];
     await Promise.all([...waitlist, this.#outbox.send(), this.#mirror?.publish()]);
     await this.due.arm();
@@ -512,7 +512,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
    */
   async #call<T>(requestId: string | undefined, decide: () => Outcome<T>): Promise<Outcome<T>> {
     return withLogContext({ requestId, ...this.#host.where() }, async () => {
-      const outcome = this.engine.onBehalfOf(requestId, decide);
+      const outcome = this.engine.holds.onBehalfOf(requestId, decide);
       await this.#afterCommit();
       if (!outcome.ok) log("info", "stock request refused", { code: outcome.code });
       return outcome;

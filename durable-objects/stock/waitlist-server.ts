@@ -45,12 +45,12 @@ export class WaitlistServer {
     call: (decide: () => Outcome<WaitlistEntry>) => Promise<Outcome<WaitlistEntry>>,
   ): Promise<Outcome<WaitlistEntry>> {
     const engine = this.#host.engine;
-    let state = engine.state();
+    let state = engine.configuration.state();
     // The limit is kept on the buyer's home shard: a buyer already at it never joins.
     const home = state && state.shards > 1 ? homeShard(userId, state.shards) : 0;
     const homeQuota = state && home !== 0 ? await this.#host.shardOf(state.sku, home).quotaOf(userId) : undefined;
     const outcome = await call(() => engine.waitlist.join(userId, quantity, this.#host.now(), skuAvailable, homeQuota));
-    state = engine.state();
+    state = engine.configuration.state();
     if (outcome.ok && state && state.shards > 1) {
       if (!engine.waitlist.ahead) await this.#tell(state, 1);
       this.serve();
@@ -70,7 +70,7 @@ export class WaitlistServer {
    */
   async leave(userId: string): Promise<WaitlistPlace | null> {
     const engine = this.#host.engine;
-    if (!engine.configured) return null; // an object nobody configured writes nothing
+    if (!engine.configuration.configured) return null; // an object nobody configured writes nothing
     for (;;) {
       const inFlight = this.#holding;
       const entry = engine.waitlist.place(userId, this.#host.now());
@@ -80,7 +80,7 @@ export class WaitlistServer {
     const left = engine.waitlist.leaveLine(userId, this.#host.now());
     await this.#host.afterCommit();
     // The last buyer gone: a pass tells every shard that the units are newcomers' again.
-    const state = engine.state();
+    const state = engine.configuration.state();
     if (left && state && state.shards > 1 && engine.waitlist.length() === 0) this.serve();
     return left;
   }
@@ -91,14 +91,14 @@ export class WaitlistServer {
    */
   async holdFor(entryId: string, userId: string, quantity: number): Promise<ReserveOutcome> {
     const { engine } = this.#host;
-    let answer = engine.holdForWaitlist(entryId, userId, quantity, this.#host.now());
-    const state = engine.state();
+    let answer = engine.holds.forWaitlist(entryId, userId, quantity, this.#host.now());
+    const state = engine.configuration.state();
     if (isShort(answer) && state) {
       const pull = await this.#pulls.pull(state, quantity - state.stock.available);
-      if (pull.pulled > 0) answer = engine.holdForWaitlist(entryId, userId, quantity, this.#host.now());
+      if (pull.pulled > 0) answer = engine.holds.forWaitlist(entryId, userId, quantity, this.#host.now());
       else if (pull.failed) answer = { ok: false, code: "BUSY" };
     }
-    engine.takeFreed(); // what this shard had was for this buyer: nothing to tell the waitlist
+    engine.holds.takeFreed(); // what this shard had was for this buyer: nothing to tell the waitlist
     await this.#host.afterCommit();
     return answer;
   }
@@ -145,7 +145,7 @@ export class WaitlistServer {
    */
   async #serveOnce(): Promise<void> {
     const { engine } = this.#host;
-    const state = engine.state();
+    const state = engine.configuration.state();
     if (!state || state.shards <= 1 || state.shard !== 0) return;
     let stopped: string | null = null;
     for (const entry of engine.waitlist.entries(this.#host.now())) {
@@ -190,7 +190,10 @@ export class WaitlistServer {
     const states = await Promise.all(
       siblingsOf(state.shards).map((shard) => this.#host.shardOf(state.sku, shard).state()),
     );
-    return states.reduce((n, s) => n + (s?.stock.available ?? 0), this.#host.engine.state()?.stock.available ?? 0);
+    return states.reduce(
+      (n, s) => n + (s?.stock.available ?? 0),
+      this.#host.engine.configuration.state()?.stock.available ?? 0,
+    );
   }
 
   /** Tells every shard what the SKU's waitlist is, this one last (the record that all were told). */
@@ -202,7 +205,7 @@ export class WaitlistServer {
   }
 
   async #noticeShardZero(): Promise<void> {
-    const state = this.#host.engine.state();
+    const state = this.#host.engine.configuration.state();
     if (!state) return;
     try {
       await this.#host.shardOf(state.sku, 0).serveWaitlist();

@@ -129,7 +129,7 @@ export class HarnessStock extends SkuStock {
         nonce: crypto.randomUUID(),
         quantity: 1,
       }));
-      holds += this.engine.reserve(requests, now).filter((a) => a.ok).length;
+      holds += this.engine.holds.reserve(requests, now).filter((a) => a.ok).length;
     }
     const { sql } = this.ctx.storage;
     const paidUsers = opts.paidUsers ?? 0;
@@ -168,7 +168,7 @@ export class HarnessStock extends SkuStock {
         nonce: `${run}-n-${i + k}`,
         quantity: 1,
       }));
-      for (const answer of this.engine.reserve(batch, inside))
+      for (const answer of this.engine.holds.reserve(batch, inside))
         if (!answer.ok && answer.code === "DRAW_PENDING") entered++;
     }
     return entered;
@@ -227,7 +227,7 @@ export class HarnessStock extends SkuStock {
     const info = this.engine.draw.info();
     return {
       entrants: info?.entrants ?? 0,
-      held: this.engine.state()?.stock.held ?? 0,
+      held: this.engine.configuration.state()?.stock.held ?? 0,
       seedRevealed: info?.seed != null,
     };
   }

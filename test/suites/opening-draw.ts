@@ -77,7 +77,7 @@ async function sale(run: number, windowMs: number): Promise<Run> {
   const sku = `fairstat-${run}`;
   return inMigrated(sku, async (storage) => {
     const engine = new StockEngine(storage, seededIds(run * 7_919 + 1));
-    engine.configure(
+    engine.configuration.configure(
       { sku, shard: 0, shards: 1, totalStock: UNITS, perUserLimit: 1, startsAt: T0, openingWindowMs: windowMs },
       T0 - 60_000,
     );
@@ -116,7 +116,7 @@ async function sale(run: number, windowMs: number): Promise<Run> {
     let pending = 0;
     for (let i = 0; i < arrivals.length; i += 64) {
       const now = T0 + Math.floor((i / arrivals.length) * (windowMs > 0 ? windowMs - 1 : 500));
-      const answers = engine.reserve(arrivals.slice(i, i + 64), now);
+      const answers = engine.holds.reserve(arrivals.slice(i, i + 64), now);
       pending += answers.filter((a) => !a.ok && a.code === "DRAW_PENDING").length;
     }
     if (windowMs > 0) {
@@ -154,7 +154,7 @@ async function sale(run: number, windowMs: number): Promise<Run> {
       farmSolves,
       perBot: Array.from({ length: BOTS }, (_, b) => holders.find((h) => h.user_id === `bot-${b}`)?.n ?? 0),
       entrants: info?.entrants ?? 0,
-      held: engine.state()?.stock.held ?? 0,
+      held: engine.configuration.state()?.stock.held ?? 0,
       verified,
       arrivals: arrivals.length,
       pending,

@@ -103,7 +103,7 @@ function invariantBreaks(engine: StockEngine, sql: SqlStorage, limit: number): s
   const check = (holds: boolean, what: () => string) => {
     if (!holds) breaks.push(what());
   };
-  const state = engine.state();
+  const state = engine.configuration.state();
   if (!state) throw new Error("not configured");
   const { total, available, held, sold } = state.stock;
   // 1. Stock adds up and nothing is negative.
@@ -145,7 +145,7 @@ function invariantBreaks(engine: StockEngine, sql: SqlStorage, limit: number): s
       const [from, to] = [statuses[i - 1] ?? "", statuses[i] ?? ""];
       check(NEXT[from]?.includes(to) === true, () => `${id}: ${from} -> ${to}`);
     }
-    const status = engine.reservation(id)?.status;
+    const status = engine.holds.reservation(id)?.status;
     check(status === statuses.at(-1), () => `${id}: status ${status}, last event ${statuses.at(-1)}`);
   }
   return breaks;
@@ -168,7 +168,7 @@ async function runScenario(
   const transcript: unknown[] = [];
   let now = T0;
   const configure = (total: number, status: "on_sale" | "paused", window: "open" | "ended" | "later") =>
-    engine.configure({
+    engine.configuration.configure({
       sku: "prop",
       shard: 0,
       shards: 1,
@@ -211,7 +211,7 @@ async function runScenario(
     }
   };
 
-  type Stock = NonNullable<ReturnType<StockEngine["state"]>>["stock"];
+  type Stock = NonNullable<ReturnType<StockEngine["configuration"]["state"]>>["stock"];
   /** One step per kind of operation; each checks its answer against the state before it. */
   const steps: { [K in Op["kind"]]: (op: Extract<Op, { kind: K }>, before: Stock) => void } = {
     reserve: (op, before) => reserveAsks([op], before),
@@ -219,8 +219,8 @@ async function runScenario(
     cancel: (op) => {
       if (reservations.length === 0) return;
       const target = reservations[op.pick % reservations.length] as Reservation;
-      const prior = engine.reservation(target.id)?.status;
-      const answer = engine.cancel(target.id, op.asOwner ? target.userId : "stranger", now);
+      const prior = engine.holds.reservation(target.id)?.status;
+      const answer = engine.holds.cancel(target.id, op.asOwner ? target.userId : "stranger", now);
       transcript.push(answer);
       const seen = answer.ok ? "ok" : answer.code;
       // A stranger's cancel finds nothing; the owner's releases a live hold; anything else is a
@@ -231,8 +231,8 @@ async function runScenario(
     },
     advance: (op) => {
       now += op.ms;
-      transcript.push(engine.expireDue(now));
-      expect(engine.nextExpiry() ?? Number.POSITIVE_INFINITY).toBeGreaterThan(now);
+      transcript.push(engine.holds.expireDue(now));
+      expect(engine.holds.nextExpiry() ?? Number.POSITIVE_INFINITY).toBeGreaterThan(now);
     },
     reconfigure: (op, before) => {
       const answer = configure(op.total, op.status, op.window);
@@ -252,7 +252,7 @@ async function runScenario(
       const seen = answer.ok ? (answer.value.replayed ? "replayed" : "applied") : answer.code;
       const wanted = first === undefined ? "applied" : first === said ? "replayed" : "IDEMPOTENCY_MISMATCH";
       // Only an applied event may move stock; a replay or a refusal leaves it as it was.
-      const stock = engine.state()?.stock;
+      const stock = engine.configuration.state()?.stock;
       expect({ seen, stock: seen === "applied" ? "may move" : stock }).toEqual({
         seen: wanted,
         stock: wanted === "applied" ? "may move" : before,
@@ -262,7 +262,7 @@ async function runScenario(
     },
   };
   const reserveAsks = (asks: Ask[], before: Stock) => {
-    const answers = engine.reserve(
+    const answers = engine.holds.reserve(
       asks.map((a) => ({ userId: USERS[a.user] ?? "u0", nonce: `n${a.nonce}`, quantity: a.quantity })),
       now,
     );
@@ -279,11 +279,11 @@ async function runScenario(
 
   for (const op of scenario.ops) {
     if (restarts) engine = new StockEngine(storage, newId);
-    const before = engine.state()?.stock;
+    const before = engine.configuration.state()?.stock;
     if (!before) throw new Error("not configured");
     (steps[op.kind] as (op: Op, before: Stock) => void)(op, before);
     checkInvariants(engine, storage.sql, scenario.perUserLimit);
-    transcript.push(engine.state(), engine.nextExpiry());
+    transcript.push(engine.configuration.state(), engine.holds.nextExpiry());
   }
   return transcript;
 }
@@ -378,31 +378,31 @@ export function engineUnits(place: StoragePlace): void {
         let ids = 0;
         const newId = () => `00000000-0000-4000-8000-${String(++ids).padStart(12, "0")}`;
         const engine = new StockEngine(storage, newId);
-        engine.configure({ sku: "rb", shard: 0, shards: 1, totalStock: 5, perUserLimit: 1 });
-        expect(engine.reserve([{ userId: "a", nonce: "na", quantity: 1 }], T0)[0]?.ok).toBe(true);
-        const before = engine.state();
+        engine.configuration.configure({ sku: "rb", shard: 0, shards: 1, totalStock: 5, perUserLimit: 1 });
+        expect(engine.holds.reserve([{ userId: "a", nonce: "na", quantity: 1 }], T0)[0]?.ok).toBe(true);
+        const before = engine.configuration.state();
         // The next hold's id is taken already (as a bug would make it): its INSERT fails at the commit.
         const next = `rb.0.00000000000040008000${String(ids + 1).padStart(12, "0")}`;
         storage.sql.exec(
           "INSERT INTO reservations (id, user_id, quantity, status, nonce, created_at, expires_at, updated_at, seq) VALUES (?, 'x', 1, 'paid', NULL, 0, 0, 0, 0)",
           next,
         );
-        expect(() => engine.reserve([{ userId: "b", nonce: "nb", quantity: 1 }], T0)).toThrow();
+        expect(() => engine.holds.reserve([{ userId: "b", nonce: "nb", quantity: 1 }], T0)).toThrow();
         // Nothing of the failed batch stays in memory: counts, seq, quota, nonce and expiry as before.
-        expect(engine.state()).toEqual(before);
-        expect(engine.state()).toEqual(new StockEngine(storage, newId).state());
+        expect(engine.configuration.state()).toEqual(before);
+        expect(engine.configuration.state()).toEqual(new StockEngine(storage, newId).configuration.state());
         const quota = storage.sql.exec("SELECT COUNT(*) AS n FROM user_quota WHERE user_id = 'b'").one().n;
         expect(quota).toBe(0);
         storage.sql.exec("DELETE FROM reservations WHERE id = ?", next);
         // The same request is decided afresh: held once, and user b's limit counts that one hold only.
-        const again = engine.reserve([{ userId: "b", nonce: "nb", quantity: 1 }], T0)[0];
+        const again = engine.holds.reserve([{ userId: "b", nonce: "nb", quantity: 1 }], T0)[0];
         expect(again).toMatchObject({ ok: true, value: { replayed: false } });
-        expect(engine.reserve([{ userId: "b", nonce: "nb2", quantity: 1 }], T0)[0]).toMatchObject({
+        expect(engine.holds.reserve([{ userId: "b", nonce: "nb2", quantity: 1 }], T0)[0]).toMatchObject({
           ok: false,
           code: "LIMIT_EXCEEDED",
         });
-        expect(engine.state()?.stock).toMatchObject({ held: 2, available: 3 });
-        expect(engine.nextExpiry()).toBe(T0 + 900_000);
+        expect(engine.configuration.state()?.stock).toMatchObject({ held: 2, available: 3 });
+        expect(engine.holds.nextExpiry()).toBe(T0 + 900_000);
       });
     });
   });
@@ -411,12 +411,12 @@ export function engineUnits(place: StoragePlace): void {
     it("reads each batch's users' quotas from SQLite: a user who bought before is over the limit", async () => {
       await place("engine-quotas", async (storage) => {
         const engine = new StockEngine(storage, () => crypto.randomUUID());
-        engine.configure({ sku: "q", shard: 0, shards: 1, totalStock: 10, perUserLimit: 1 });
+        engine.configuration.configure({ sku: "q", shard: 0, shards: 1, totalStock: 10, perUserLimit: 1 });
         // As a pruned sale leaves a buyer: no reservation row, a quota row (and the unit sold).
         storage.sql.exec("INSERT INTO user_quota (user_id, active) VALUES ('buyer-1', 1)");
         storage.sql.exec("UPDATE sku SET sold = 1 WHERE id = 1");
         engine.forget();
-        const answers = engine.reserve(
+        const answers = engine.holds.reserve(
           [
             { userId: "buyer-1", nonce: "q1", quantity: 1 },
             { userId: "new-1", nonce: "q2", quantity: 1 },
@@ -444,10 +444,10 @@ export function engineUnits(place: StoragePlace): void {
         place(name, async (storage) => {
           let n = 0;
           const engine = new StockEngine(storage, () => `id-${++n}`);
-          engine.configure({ sku: "bind", shard: 0, shards: 1, totalStock: 170, perUserLimit: 2 });
+          engine.configuration.configure({ sku: "bind", shard: 0, shards: 1, totalStock: 170, perUserLimit: 2 });
           const answers: string[] = [];
           for (let i = 0; i < asks.length; i += size) {
-            for (const a of engine.reserve(asks.slice(i, i + size), T0 + i)) {
+            for (const a of engine.holds.reserve(asks.slice(i, i + size), T0 + i)) {
               answers.push(a.ok ? `${a.value.reservation.id}:${a.value.replayed}` : a.code);
             }
           }
@@ -456,7 +456,7 @@ export function engineUnits(place: StoragePlace): void {
             answers,
             reservations: rows("SELECT id, user_id, quantity, status, nonce, seq FROM reservations ORDER BY id"),
             quotas: rows("SELECT user_id, active FROM user_quota ORDER BY user_id"),
-            stock: engine.state()?.stock,
+            stock: engine.configuration.state()?.stock,
           };
         });
       const one = await decide("bind-each", 5);
@@ -487,11 +487,11 @@ export function engineUnits(place: StoragePlace): void {
     it("keeps a transaction's events in one row (up to a message's 32), sends them in order, and forgets a row once all of it is sent", async () => {
       await place("engine-outbox", async (storage) => {
         const engine = new StockEngine(storage, () => crypto.randomUUID());
-        engine.configure({ sku: "ob", shard: 0, shards: 1, totalStock: 10, perUserLimit: 5 });
+        engine.configuration.configure({ sku: "ob", shard: 0, shards: 1, totalStock: 10, perUserLimit: 5 });
         engine.outbox.markSent(engine.outbox.pendingEvents(100).at(-1)?.seq ?? 0); // the configuration's own event
         const ask = (user: string, nonce: string) => ({ userId: user, nonce, quantity: 1 });
-        engine.reserve([ask("a", "n1"), ask("b", "n2"), ask("c", "n3")], T0);
-        engine.reserve([ask("d", "n4"), ask("e", "n5")], T0);
+        engine.holds.reserve([ask("a", "n1"), ask("b", "n2"), ask("c", "n3")], T0);
+        engine.holds.reserve([ask("d", "n4"), ask("e", "n5")], T0);
         const rows = () => storage.sql.exec("SELECT COUNT(*) AS n FROM outbox_events").one().n;
         expect(rows()).toBe(2);
         const all = engine.outbox.pendingEvents(100);
@@ -513,7 +513,7 @@ export function engineUnits(place: StoragePlace): void {
     /** A configured object with an empty outbox, for planting the outbox tables of objects from before. */
     const withEmptyOutbox = (name: string, fn: (storage: TestStorage) => void) =>
       place(name, async (storage) => {
-        new StockEngine(storage, () => crypto.randomUUID()).configure({
+        new StockEngine(storage, () => crypto.randomUUID()).configuration.configure({
           sku: name,
           shard: 0,
           shards: 1,

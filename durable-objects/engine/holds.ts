@@ -20,8 +20,8 @@ import {
 import type { Waitlist } from "./waitlist";
 
 /**
- * Reservations: the Durable Object equivalent of `lua/reserve.lua`. Order of checks, the same as
- * the Lua script:
+ * Holds: reservations made, cancelled and expired, the Durable Object equivalent of
+ * `lua/reserve.lua` and `lua/release.lua`. A reservation's order of checks, the same as the Lua script:
  *   1. holds past their expiry are released first (so a late alarm never under-sells);
  *   2. a token nonce already used replays its reservation (same quantity) or is a mismatch;
  *   3. the sale is on and inside its window (or, before it, the token's early access tier is open);
@@ -33,7 +33,7 @@ import type { Waitlist } from "./waitlist";
  */
 type QuotaRow = { user_id: string; active: number };
 
-export class Reserver {
+export class Holds {
   constructor(
     private readonly ledger: Ledger,
     private readonly draw: OpeningDraw,
@@ -42,7 +42,7 @@ export class Reserver {
   ) {}
 
   /** Decides a batch of reservations in one transaction, in arrival order, one answer each. */
-  batch(requests: readonly ReserveRequest[], now: number): Outcome<ReserveAnswer>[] {
+  reserve(requests: readonly ReserveRequest[], now: number): Outcome<ReserveAnswer>[] {
     const ledger = this.ledger;
     return ledger.run(() => {
       ledger.expireDue(now, LAZY_EXPIRY_BATCH);
@@ -61,6 +61,51 @@ export class Reserver {
       this.ledger.expireDue(now, LAZY_EXPIRY_BATCH);
       return this.one({ userId, nonce: entryId, quantity }, now, true);
     });
+  }
+
+  /** Releases a held reservation of `userId`. Cancelling a cancelled one again changes nothing. */
+  cancel(reservationId: string, userId: string, now: number): Outcome<Reservation> {
+    const ledger = this.ledger;
+    if (!ledger.configured) return fail("RESERVATION_NOT_FOUND");
+    return ledger.run(() => {
+      ledger.expireDue(now, LAZY_EXPIRY_BATCH);
+      const row = ledger.reservationRow(reservationId);
+      if (!row || row.user_id !== userId) return fail<Reservation>("RESERVATION_NOT_FOUND");
+      if (row.status === "cancelled") return ok(ledger.toReservation(row));
+      if (row.status !== "held") return fail<Reservation>("INVALID_STATE");
+      return ok(ledger.release(row, "cancelled", now));
+    });
+  }
+
+  /** Releases every hold whose expiry is at or before `now`. Idempotent: alarms are at-least-once. */
+  expireDue(now: number, limit = Number.MAX_SAFE_INTEGER): number {
+    return this.ledger.run(() => this.ledger.expireDue(now, limit));
+  }
+
+  reservation(reservationId: string): Reservation | null {
+    if (!this.ledger.configured) return null;
+    const row = this.ledger.reservationRow(reservationId);
+    return row ? this.ledger.toReservation(row) : null;
+  }
+
+  /** The earliest expiry among live holds: when the alarm must fire next. */
+  nextExpiry(): number | null {
+    return this.ledger.nextExpiry();
+  }
+
+  /** A user's active quantity (held + sold) on this shard: the per-user limit's count. */
+  quotaOf(userId: string): number {
+    return this.ledger.configured ? this.ledger.quota(userId) : 0;
+  }
+
+  /** Units released or added since the last call (0 when nothing was): the shell tells the waitlist. */
+  takeFreed(): number {
+    return this.ledger.takeFreed();
+  }
+
+  /** See {@link Ledger.onBehalfOf}. */
+  onBehalfOf<T>(requestId: string | undefined, decide: () => T): T {
+    return this.ledger.onBehalfOf(requestId, decide);
   }
 
   /**
