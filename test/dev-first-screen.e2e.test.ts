@@ -49,7 +49,9 @@ async function untilPrinted(printed: () => string, text: string): Promise<void> 
  */
 async function firstScreen(port: number, extra: string[] = []): Promise<{ out: string; statuses: number[] }> {
   output = "";
-  const dev = spawn("npx", ["tsx", "scripts/dev.ts", "--port", String(port), ...extra], {
+  // Its own inspector port: wrangler's default (9229) may be taken by another test's server.
+  const inspector = ["--inspector-port", String(await freePort())];
+  const dev = spawn("npx", ["tsx", "scripts/dev.ts", "--port", String(port), ...inspector, ...extra], {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, DEV_CRON_INTERVAL_MS: "0" },
     detached: true,

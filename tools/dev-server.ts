@@ -1,9 +1,10 @@
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { createWriteStream, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ensureDevVars } from "./dev-vars";
 import { HARNESS_ENTRY } from "./harness";
+import { migrateInto } from "./migrated-d1";
 import { freePort } from "./redis-server";
 
 /**
@@ -40,13 +41,11 @@ export async function startDevServer(opts: { vars?: Record<string, string> } = {
   ensureDevVars(); // a fresh clone has no .dev.vars yet, as for `npm run dev`
   const port = await freePort();
   const state = mkdtempSync(join(tmpdir(), "flashgate-dev-"));
-  const migrate = spawnSync("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], {
-    encoding: "utf8",
-    env: { ...process.env, CI: "true" },
-  });
-  if (migrate.status !== 0) throw new Error(`migrations failed:\n${migrate.stdout}\n${migrate.stderr}`);
+  await migrateInto(state, process.cwd()); // where wrangler dev below reads wrangler.toml
   const vars = Object.entries(opts.vars ?? {}).flatMap(([k, v]) => ["--var", `${k}:${v}`]);
-  const base = ["--port", String(port), "--ip", "127.0.0.1", "--persist-to", state, "--test-scheduled"];
+  // An inspector port of its own: wrangler's default (9229) is taken by whichever server starts first.
+  const inspector = ["--inspector-port", String(await freePort())];
+  const base = ["--port", String(port), "--ip", "127.0.0.1", "--persist-to", state, "--test-scheduled", ...inspector];
   const args = ["wrangler", "dev", HARNESS_ENTRY, ...base, ...vars]; // with the dev, bench and chaos routes
   const child: ChildProcess = spawn("npx", args, {
     stdio: ["ignore", "pipe", "pipe"],

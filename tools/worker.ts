@@ -9,6 +9,7 @@ import { Log, LogLevel, Miniflare } from "miniflare";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
 import { ensureDevVars, SECRETS } from "./dev-vars";
 import { HARNESS_ENTRY } from "./harness";
+import { migrateInto } from "./migrated-d1";
 import { workerdChildren } from "./proc";
 import { freePort } from "./redis-server";
 
@@ -97,7 +98,7 @@ export async function startWorker(
   const bundle = join(state, "bundle");
   const env = { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" };
   await Promise.all([
-    run("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], { env, cwd: ROOT }),
+    migrateInto(state, ROOT),
     // An earlier commit (a --baseline) from before the harness entry had its routes in wrangler.toml's `main`.
     run(
       "npx",
