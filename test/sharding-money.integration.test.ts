@@ -213,8 +213,10 @@ async function runScenario(scenario: Scenario) {
     return [prior, "refund_required"]; // paid or flagged already: never twice
   };
 
+  // What the SKU is before each step: after the first, what the step before it left (read once a step).
+  let now = await facts(sku);
   for (const op of scenario.ops) {
-    const before = summary(await facts(sku));
+    const before = summary(now);
     const pick = (n: number) => reservations[n % Math.max(1, reservations.length)];
     switch (op.kind) {
       case "reserve": {
@@ -306,8 +308,9 @@ async function runScenario(scenario: Scenario) {
         break;
       }
     }
-    checkInvariants(await facts(sku), users, total, limit);
-    const after = summary(await facts(sku));
+    now = await facts(sku);
+    checkInvariants(now, users, total, limit);
+    const after = summary(now);
     // Every payment event was applied once (sold == Σ paid) or flagged once (counted once).
     expect(after.sold).toBe(after.paidRows);
     expect(after.refunds).toBe(flagged);
