@@ -1,22 +1,29 @@
 import { describe, expect, it } from "vitest";
-import type { StockEngine } from "../durable-objects/engine/stock-engine";
+import type { SkuState } from "../durable-objects/engine/types";
 import type { RedisMirror } from "../durable-objects/mirror/redis-mirror";
 import type { DueWork } from "../durable-objects/stock/due-work";
 import { MIRROR_MIN_INTERVAL_MS, MirrorPublisher } from "../durable-objects/stock/mirror-publisher";
 
-/** The mirror publisher against a stock engine whose seq moves and a mirror that records writes. */
+/** The mirror publisher against a shard state whose seq moves and a mirror that records writes. */
 function harness() {
   let seq = 1;
   const writes: number[] = [];
   const replaced: number[] = [];
-  const stateAt = (v: number) => ({
+  const stateAt = (v: number): SkuState => ({
     sku: "mp",
     shard: 0,
-    seq: v,
+    shards: 1,
+    name: "mp",
     status: "on_sale",
+    perUserLimit: 1,
+    holdSeconds: 600,
+    startsAt: null,
+    endsAt: null,
     stock: { total: 1000, available: 1000 - v, held: v, sold: 0 },
+    seq: v,
+    price: null,
+    currency: "usd",
   });
-  const engine = { state: () => stateAt(seq) } as unknown as StockEngine;
   // Like lua/mirror.lua: the mirror keeps the newest seq written.
   let stored: number | null = null;
   const mirror = {
@@ -33,7 +40,12 @@ function harness() {
     },
   } as unknown as RedisMirror;
   const due = { retryAt: () => undefined, done: () => {}, retry: async () => {} } as unknown as DueWork;
-  const publisher = new MirrorPublisher(mirror, engine, due, () => Date.now());
+  const publisher = new MirrorPublisher(
+    mirror,
+    () => stateAt(seq),
+    due,
+    () => Date.now(),
+  );
   const lose = () => {
     stored = null;
   };

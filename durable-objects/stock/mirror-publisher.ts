@@ -1,4 +1,3 @@
-import type { StockEngine } from "../engine/stock-engine";
 import type { SkuState } from "../engine/types";
 import type { RedisMirror } from "../mirror/redis-mirror";
 import { CoalescedRunner } from "../shared/coalesced-runner";
@@ -40,7 +39,8 @@ function snapshotOf(state: SkuState): MirrorSnapshot {
  */
 export class MirrorPublisher {
   readonly #mirror: RedisMirror;
-  readonly #engine: StockEngine;
+  /** The shard's state now (the engine's configuration), read when a write is made. */
+  readonly #state: () => SkuState | null;
   readonly #due: DueWork;
   readonly #now: () => number;
   readonly #runner = new CoalescedRunner(() => this.#publish());
@@ -51,9 +51,9 @@ export class MirrorPublisher {
   /** Wall-clock time of the last write (paces the writes, {@link MIRROR_MIN_INTERVAL_MS}). */
   #lastWriteAt = 0;
 
-  constructor(mirror: RedisMirror, engine: StockEngine, due: DueWork, now: () => number) {
+  constructor(mirror: RedisMirror, state: () => SkuState | null, due: DueWork, now: () => number) {
     this.#mirror = mirror;
-    this.#engine = engine;
+    this.#state = state;
     this.#due = due;
     this.#now = now;
   }
@@ -75,7 +75,7 @@ export class MirrorPublisher {
     const wait = this.#lastWriteAt + MIRROR_MIN_INTERVAL_MS - Date.now();
     if (wait > 0) await scheduler.wait(wait);
     // Read after the wait: the write carries every commit made meanwhile.
-    const state = this.#engine.configuration.state();
+    const state = this.#state();
     if (!state || state.seq <= this.#mirroredSeq) return;
     this.#lastWriteAt = Date.now();
     try {
@@ -100,7 +100,7 @@ export class MirrorPublisher {
 
   /** Whether the mirror may lack the shard's current state. */
   #behind(): boolean {
-    const state = this.#engine.configuration.state();
+    const state = this.#state();
     return state !== null && state.seq > this.#mirroredSeq;
   }
 
@@ -113,7 +113,7 @@ export class MirrorPublisher {
   async check(): Promise<MirrorCheck> {
     await Promise.race([this.#runner.settled(), scheduler.wait(MIRROR_CHECK_WAIT_MS)]);
     // Read after the wait: the state the mirror should hold now.
-    const state = this.#engine.configuration.state();
+    const state = this.#state();
     if (!state) return { status: "ok" };
     const expected = snapshotOf(state);
     let stored: SkuState | null;

@@ -120,7 +120,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     this.#claims = new PaymentClaims(this.#host, this.#pulls);
     this.#outbox = new OutboxSender(this.engine.outbox, env.ORDER_EVENTS, this.due, now);
     const mirror = mirrorFromEnv(env, MIRROR_WRITE_TIMEOUT_MS);
-    this.#mirror = mirror && new MirrorPublisher(mirror, this.engine, this.due, now);
+    this.#mirror = mirror && new MirrorPublisher(mirror, () => this.engine.configuration.state(), this.due, now);
     // Events committed before a restart but never sent go out now.
     if (this.engine.outbox.hasPending()) this.#host.background(this.#outbox.send());
     // A transfer interrupted by a restart is finished by the alarm, which its intent armed; so is a
