@@ -19,6 +19,8 @@ import {
 } from "./types";
 import type { Waitlist } from "./waitlist";
 
+type QuotaRow = { user_id: string; active: number };
+
 /**
  * Holds: reservations made, cancelled and expired, the Durable Object equivalent of
  * `lua/reserve.lua` and `lua/release.lua`. A reservation's order of checks, the same as the Lua script:
@@ -31,8 +33,6 @@ import type { Waitlist } from "./waitlist";
  * A rejected request writes nothing. Between 2 and 3 the fair opening and a resize's fence have
  * their say (a pending draw takes entries; a fenced shard answers BUSY).
  */
-type QuotaRow = { user_id: string; active: number };
-
 export class Holds {
   constructor(
     private readonly ledger: Ledger,
