@@ -28,7 +28,8 @@ function contentKey(root: string): string {
   hash.update(wrangler.version);
   hash.update(readFileSync(join(root, "wrangler.toml")));
   const migrations = join(root, "migrations");
-  for (const name of readdirSync(migrations).filter((n) => n.endsWith(".sql")).sort()) {
+  const files = readdirSync(migrations).filter((name) => name.endsWith(".sql")); // not meta/
+  for (const name of files.sort()) {
     hash.update(name);
     hash.update(readFileSync(join(migrations, name)));
   }
