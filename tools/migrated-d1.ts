@@ -8,10 +8,10 @@ import { promisify } from "node:util";
 
 /**
  * A local D1 database with every migration applied, laid out as `wrangler dev --persist-to <state>`
- * and Miniflare's `defaultPersistRoot` read it. Migrating starts a wrangler process and a workerd
- * (about 10 s of CPU), and the result depends only on the migrations, wrangler.toml and wrangler's
- * version: it is made once per such content, in the system's temporary directory, and copied for
- * every server after that (the end-to-end tests start a dozen).
+ * and Miniflare's `defaultPersistRoot` read it. Migrating starts a wrangler process and a workerd,
+ * and the result depends only on the migrations, wrangler.toml and wrangler's version: it is made
+ * once per such content, in the system's temporary directory, and copied for every server after
+ * that (the end-to-end tests start a dozen).
  */
 export async function migrateInto(state: string, root: string): Promise<void> {
   const template = join(tmpdir(), `flashgate-d1-${contentKey(root)}`);
