@@ -21,19 +21,20 @@ async function withResetMidCall<T>(
   request: () => Promise<T>,
 ): Promise<T> {
   await runInDurableObject(stockShard(env, sku, shard), (object, state) => {
-    const target = (seam === "clock" ? object : object.engine.configuration) as unknown as Record<
-      string,
-      () => unknown
-    >;
-    const key = seam === "clock" ? "now" : "state";
-    const original = (target[key] as () => unknown).bind(target);
-    target[key] = () => {
-      target[key] = original;
-      state.abort("test: stock object aborted");
-      return original();
-    };
+    if (seam === "clock") abortOnNextCall(object, "now", state);
+    else abortOnNextCall(object.engine.configuration, "state", state);
   });
   return request();
+}
+
+/** Replaces `holder[key]` for one call: that call aborts the object, then runs as before. */
+function abortOnNextCall<K extends string>(holder: Record<K, () => unknown>, key: K, state: DurableObjectState) {
+  const original = holder[key].bind(holder);
+  holder[key] = () => {
+    holder[key] = original;
+    state.abort("test: stock object aborted");
+    return original();
+  };
 }
 
 describe("a stock object reset mid-call", () => {
