@@ -12,7 +12,7 @@ export const inMemory: StoragePlace = async (_name, body) => {
   }
 };
 
-/** The schema's tables, made once per test file: copying a database's bytes is far cheaper than the steps. */
+/** The schema's tables, made once per worker thread (files share it): copying a database's bytes is far cheaper than the steps. */
 let schemaImage: Uint8Array | undefined;
 
 function migratedImage(): Uint8Array {
