@@ -49,6 +49,8 @@ export interface SkuSettings {
   /** Price and currency, applied in the same transaction (left out: kept). */
   price?: number | null | undefined;
   currency?: string | undefined;
+  /** A test sale (API.md "Test sales"), applied with the price (left out: kept). The edge sets it only on a new SKU. */
+  test?: boolean | undefined;
   /**
    * Shard 0 of a sharded SKU: set the SKU's total to `total` as the difference from the total it
    * recorded for the last PUT; `assumed` stands for that record on a SKU configured before it was
@@ -252,8 +254,11 @@ export class Configuration {
     const next = {
       price: settings.price !== undefined ? settings.price : pricing.price,
       currency: settings.currency ?? pricing.currency,
+      test: settings.test ?? pricing.test,
     };
-    if (next.price !== pricing.price || next.currency !== pricing.currency) ledger.setPricing(next);
+    if (next.price !== pricing.price || next.currency !== pricing.currency || next.test !== pricing.test) {
+      ledger.setPricing(next);
+    }
   }
 
   #state(): SkuState {

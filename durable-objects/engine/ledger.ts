@@ -368,20 +368,25 @@ export class Ledger {
   pricing(): Pricing {
     if (!this.#pricing) {
       const row = this.sql
-        .exec<{ price: number | null; currency: string }>("SELECT price, currency FROM sku_pricing WHERE id = 1")
+        .exec<{ price: number | null; currency: string; test: number }>(
+          "SELECT price, currency, test FROM sku_pricing WHERE id = 1",
+        )
         .toArray()[0];
-      this.#pricing = row ?? { price: null, currency: DEFAULT_CURRENCY };
+      this.#pricing = row
+        ? { price: row.price, currency: row.currency, test: row.test === 1 }
+        : { price: null, currency: DEFAULT_CURRENCY, test: false };
     }
     return this.#pricing;
   }
 
-  /** Writes a new price and currency; a change takes a new seq, so the mirror shows it. */
+  /** Writes a new price, currency and test flag; a change takes a new seq, so the mirror shows it. */
   setPricing(next: Pricing): void {
     this.sql.exec(
-      `INSERT INTO sku_pricing (id, price, currency) VALUES (1, ?, ?)
-       ON CONFLICT (id) DO UPDATE SET price = excluded.price, currency = excluded.currency`,
+      `INSERT INTO sku_pricing (id, price, currency, test) VALUES (1, ?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET price = excluded.price, currency = excluded.currency, test = excluded.test`,
       next.price,
       next.currency,
+      next.test ? 1 : 0,
     );
     this.#pricing = next;
     this.bumpSeq();
@@ -478,7 +483,7 @@ export class Ledger {
    */
   emit(reservation: Reservation, now: number, taken?: number): void {
     const seq = taken ?? this.bumpSeq();
-    const { price, currency } = this.pricing();
+    const { price, currency, test } = this.pricing();
     const event: OrderEvent = {
       id: this.newId(),
       type: eventTypeOf(reservation.status),
@@ -493,6 +498,8 @@ export class Ledger {
       seq,
     };
     if (this.requestId !== undefined) event.requestId = this.requestId;
+    // Only on a test sale's events (API.md "Test sales"): a real sale's stay as they were.
+    if (test) event.test = true;
     if (this.#work.events.push([seq, event]) >= WRITE_CHUNK) this.writePending();
     if (taken === undefined) this.sql.exec("UPDATE reservations SET seq = ? WHERE id = ?", seq, reservation.id);
   }

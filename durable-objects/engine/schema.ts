@@ -393,6 +393,13 @@ const STEPS: readonly ((sql: SqlStorage) => void)[] = [
     sql.exec("CREATE INDEX draw_entrants_by_position ON draw_entrants (opening, position) WHERE position IS NOT NULL");
     sql.exec("CREATE INDEX draw_entrants_by_nonce ON draw_entrants (nonce)");
   },
+  // 8. A test sale (API.md v1.4 "Test sales"): 1 on a SKU created with `"test": true`, whose events,
+  // orders and payments say so. Kept with the price, as it is read with it for every event. Checked
+  // first, so it may be renumbered at a merge with another branch's step.
+  (sql) => {
+    const present = sql.exec("SELECT 1 FROM pragma_table_info('sku_pricing') WHERE name = 'test'").toArray();
+    if (present.length === 0) sql.exec("ALTER TABLE sku_pricing ADD COLUMN test INTEGER NOT NULL DEFAULT 0");
+  },
 ];
 
 /** The number of the last step: what a migrated object's `schema_version` reads. */

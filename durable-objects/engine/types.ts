@@ -100,6 +100,11 @@ export interface SkuState {
   price: number | null;
   /** ISO 4217, lower case. */
   currency: string;
+  /**
+   * A test sale (API.md v1.4 "Test sales", set when the SKU is created): its order events, orders and
+   * payments say `test: true`. Left out for a real sale, so such a SKU answers as the Lua script does.
+   */
+  test?: true;
   /** Fair opening window in ms after `startsAt` (0: none). */
   openingWindowMs?: number;
   /** Early access tiers (API.md "Early access"), each opening before `startsAt`; left out: none. */
@@ -123,10 +128,11 @@ export interface AccessTier {
   claim?: { name: string; value: string } | undefined;
 }
 
-/** What a SKU costs (set by `configure`). */
+/** What a SKU costs (set by `configure`), and whether its sale is a test (see {@link SkuState.test}). */
 export interface Pricing {
   price: number | null;
   currency: string;
+  test: boolean;
 }
 
 export interface Reservation {
@@ -262,6 +268,7 @@ export function toState(row: SkuRow, pricing: Pricing): SkuState {
     seq: row.seq,
     price: pricing.price,
     currency: pricing.currency,
+    ...(pricing.test ? { test: true as const } : {}),
   };
 }
 

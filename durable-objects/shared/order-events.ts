@@ -38,6 +38,11 @@ export const OrderEventSchema = z.object({
     .string()
     .regex(/^[a-z]{3}$/)
     .optional(),
+  /**
+   * A test sale's event (API.md v1.4 "Test sales"): `true`, so the shop's systems can skip it. Left
+   * out on a real sale's events (absent means false).
+   */
+  test: z.literal(true).optional(),
   /** The request that caused this change (absent for expiries and repairs), so logs can be followed. */
   requestId: z.string().max(200).optional(),
 });

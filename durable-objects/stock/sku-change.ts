@@ -30,6 +30,8 @@ export interface SkuChange {
   openingWindowMs?: number | undefined;
   price?: number | null | undefined;
   currency?: string | undefined;
+  /** A test sale (API.md "Test sales"); left out: kept. The edge sends it only for a SKU it just created. */
+  test?: boolean | undefined;
   /** Early access tiers; left out: kept. */
   access?: AccessTier[] | undefined;
 }
@@ -81,6 +83,7 @@ function common(change: SkuChange): Omit<SkuSettings, "shard" | "shards"> {
     openingWindowMs: change.openingWindowMs,
     price: change.price,
     currency: change.currency,
+    test: change.test,
     access: change.access,
   };
 }
@@ -117,6 +120,7 @@ export function followerSettings(lead: SkuState, shard: number): SkuSettings {
     openingWindowMs: lead.openingWindowMs ?? 0,
     price: lead.price,
     currency: lead.currency,
+    test: lead.test === true,
     access: lead.access ?? [],
     revision: lead.seq,
   };

@@ -323,12 +323,13 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   /**
    * Applies a verified payment event (see engine/payments.ts and payment-claims.ts): a late payment
    * is decided on the buyer's home shard. `finished`: a pruned reservation's D1 row. With the SKU's
-   * currency, which an event that names none was paid in (the edge records it).
+   * currency, which an event that names none was paid in, and whether its sale is a test (the edge
+   * records both).
    */
   async applyPayment(
     command: PaymentCommand,
     finished?: Reservation,
-  ): Promise<Outcome<PaymentAnswer & { skuCurrency: string }>> {
+  ): Promise<Outcome<PaymentAnswer & { skuCurrency: string; skuTest?: boolean }>> {
     return withLogContext({ requestId: command.requestId, ...this.#host.where() }, async () => {
       const outcome = await this.#claims.apply(command, finished);
       await this.#afterCommit();
@@ -336,7 +337,8 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
         log("info", "stock request refused", { code: outcome.code });
         return outcome;
       }
-      return { ...outcome, value: { ...outcome.value, skuCurrency: this.engine.configuration.pricing().currency } };
+      const { currency, test } = this.engine.configuration.pricing();
+      return { ...outcome, value: { ...outcome.value, skuCurrency: currency, skuTest: test } };
     });
   }
 

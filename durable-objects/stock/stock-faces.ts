@@ -57,7 +57,7 @@ export interface AdminFace extends Pick<EdgeFace, "state" | "drawInfo"> {
   applyPayment(
     command: PaymentCommand,
     finished?: Reservation,
-  ): Promise<Outcome<PaymentAnswer & { skuCurrency: string }>>;
+  ): Promise<Outcome<PaymentAnswer & { skuCurrency: string; skuTest?: boolean }>>;
   paymentTotals(): PaymentTotals;
   audit(afterSeq: number, limit: number): Audit | null;
   prune(watermark: number): Promise<Pruned>;

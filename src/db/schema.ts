@@ -37,6 +37,8 @@ export const orders = sqliteTable(
     amount: integer("amount"),
     /** ISO 4217, lower case; null only for rows written before events carried money. */
     currency: text("currency"),
+    /** An order of a test SKU (API.md v1.4 "Test sales"), as its first event said. */
+    test: integer("test", { mode: "boolean" }).notNull().default(false),
   },
   (t) => [
     index("orders_by_sku_status").on(t.sku, t.status),
@@ -210,6 +212,8 @@ export const payments = sqliteTable(
     outcome: text("outcome", { enum: ["applied", "refund_required"] }).notNull(),
     /** Null for `applied`. */
     reason: text("reason", { enum: PAYMENT_REASONS }),
+    /** A payment of a test SKU's order (API.md v1.4 "Test sales"). */
+    test: integer("test", { mode: "boolean" }).notNull().default(false),
     receivedAt: integer("received_at").notNull(),
   },
   (t) => [

@@ -15,6 +15,8 @@ export interface OrderObject {
   status: ReservationStatus;
   amount: number | null;
   currency: string | null;
+  /** An order of a test SKU (API.md v1.4 "Test sales"): the shop's systems can skip it. */
+  test: boolean;
   createdAt: string;
   updatedAt: string;
 }
@@ -30,12 +32,14 @@ export interface ChangeRow {
   quantity: number;
   amount: number | null;
   currency: string | null;
+  /** 0 or 1 (SQLite). */
+  test: number;
   created_at: number;
 }
 
 /** The SELECT list of {@link ChangeRow}, for `order_changes c JOIN orders o`. */
 export const CHANGE_COLUMNS =
-  "c.position, c.status, c.changed_at, c.amount, c.currency, o.reservation_id, o.sku, o.user_id, o.quantity, o.created_at";
+  "c.position, c.status, c.changed_at, c.amount, c.currency, o.reservation_id, o.sku, o.user_id, o.quantity, o.test, o.created_at";
 
 export function orderObjectOf(row: ChangeRow): OrderObject {
   return {
@@ -46,6 +50,7 @@ export function orderObjectOf(row: ChangeRow): OrderObject {
     status: row.status,
     amount: row.amount,
     currency: row.currency,
+    test: row.test === 1,
     createdAt: new Date(row.created_at).toISOString(),
     updatedAt: new Date(row.changed_at).toISOString(),
   };
@@ -61,6 +66,7 @@ export function orderObjectOfRow(row: typeof orders.$inferSelect): OrderObject {
     status: row.status,
     amount: row.amount,
     currency: row.currency,
+    test: row.test,
     createdAt: new Date(row.createdAt).toISOString(),
     updatedAt: new Date(row.updatedAt).toISOString(),
   };

@@ -56,6 +56,11 @@ export const SkuSettingsRequest = z
      * by a draw (0: off). Set before the window opens; it needs a `startsAt`.
      */
     openingWindowMs: z.int().min(0).max(10_000).optional(),
+    /**
+     * API.md v1.4 "Test sales": a test SKU's orders, events and payments say `test: true`. Set only
+     * when the SKU is created: another value on an existing SKU is `409 INVALID_STATE`.
+     */
+    test: z.boolean().optional(),
     /** API.md "Early access" (v1.3): up to 8 tiers, each opening before `startsAt`; left out: kept. */
     access: z
       .array(AccessTier)

@@ -27,6 +27,7 @@ const ORDER_COLUMNS = [
   "last_seq",
   "amount",
   "currency",
+  "test",
 ] as const;
 
 /** Rows per multi-row statement so that it binds at most {@link D1_MAX_BOUND_PARAMETERS}. */
@@ -69,7 +70,8 @@ const ordersSql = (rows: number) =>
      last_seq = excluded.last_seq,
      created_at = min(orders.created_at, excluded.created_at),
      amount = CASE WHEN excluded.currency IS NULL THEN orders.amount ELSE excluded.amount END,
-     currency = coalesce(excluded.currency, orders.currency)
+     currency = coalesce(excluded.currency, orders.currency),
+     test = max(orders.test, excluded.test)
    WHERE excluded.last_seq > orders.last_seq
    RETURNING reservation_id, last_seq`;
 
@@ -87,7 +89,7 @@ function cachedSql(kind: "processed" | "orders", rows: number): string {
 /**
  * The statements that apply `events` (in the order given): multi-row inserts of their ids into
  * `processed_events`, then multi-row upserts of their orders, each statement within D1's bound
- * parameter limit (33 ids or 9 orders per statement). Built on D1's own prepared statements rather
+ * parameter limit (33 ids or 8 orders per statement). Built on D1's own prepared statements rather
  * than drizzle's query builder: on this path the builder cost more CPU than D1 itself (profile in
  * src/orders/README.md, "Persist").
  */
@@ -111,6 +113,7 @@ function applyStatements(db: D1Database, events: readonly OrderEvent[], now: num
           e.seq,
           e.amount ?? null,
           e.currency ?? null,
+          e.test === true ? 1 : 0,
         ];
       }),
     ),

@@ -20,6 +20,8 @@ export interface PaymentObject {
   currency: string;
   outcome: PaymentAnswer["outcome"];
   reason: PaymentReason | null;
+  /** A payment of a test SKU's order (API.md v1.4 "Test sales"). */
+  test: boolean;
   receivedAt: string;
 }
 
@@ -35,12 +37,14 @@ export interface PaymentRow {
   currency: string;
   outcome: PaymentAnswer["outcome"];
   reason: PaymentReason | null;
+  /** 0 or 1 (SQLite). */
+  test: number;
   received_at: number;
 }
 
 /** The SELECT list of {@link PaymentRow}, for `payments p`. */
 export const PAYMENT_COLUMNS =
-  "p.position, p.event_id, p.source, p.reservation_id, p.sku, p.user_id, p.amount, p.currency, p.outcome, p.reason, p.received_at";
+  "p.position, p.event_id, p.source, p.reservation_id, p.sku, p.user_id, p.amount, p.currency, p.outcome, p.reason, p.test, p.received_at";
 
 export function paymentObjectOf(row: PaymentRow): PaymentObject {
   return {
@@ -53,6 +57,7 @@ export function paymentObjectOf(row: PaymentRow): PaymentObject {
     currency: row.currency,
     outcome: row.outcome,
     reason: row.reason,
+    test: row.test === 1,
     receivedAt: new Date(row.received_at).toISOString(),
   };
 }
@@ -66,15 +71,15 @@ export async function recordPayment(
   db: D1Database,
   source: PaymentSource,
   command: PaymentCommand,
-  answer: PaymentAnswer & { skuCurrency: string },
+  answer: PaymentAnswer & { skuCurrency: string; skuTest?: boolean },
   now: number,
 ): Promise<boolean> {
   if (command.type !== "payment.succeeded") return false;
   const { reservation } = answer;
   const row = await db
     .prepare(
-      `INSERT INTO payments (event_id, source, reservation_id, sku, user_id, amount, currency, outcome, reason, received_at)
-       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+      `INSERT INTO payments (event_id, source, reservation_id, sku, user_id, amount, currency, outcome, reason, received_at, test)
+       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
        ON CONFLICT (event_id) DO NOTHING RETURNING position`,
     )
     .bind(
@@ -89,6 +94,7 @@ export async function recordPayment(
       answer.outcome,
       answer.outcome === "applied" ? null : answer.reason,
       now,
+      answer.skuTest === true ? 1 : 0,
     )
     .first();
   return row !== null;

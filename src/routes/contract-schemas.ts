@@ -83,7 +83,7 @@ export const ErrorDetails = z
     fields: z
       .array(z.object({ path: z.string(), message: z.string() }))
       .optional()
-      .describe("INVALID_REQUEST: each field at fault"),
+      .describe("INVALID_REQUEST: each field at fault; INVALID_STATE: a field that cannot change (`test`)"),
     unknownFields: z
       .array(z.string())
       .optional()
@@ -126,6 +126,11 @@ export const PublicSku = z.object({
   perUserLimit: z.int().min(1),
   price: Count.nullable(),
   currency: z.string(),
+  test: z
+    .boolean()
+    .describe(
+      'Added to v1.4 ("Test sales"): set when the SKU was created, never changed; a test SKU\'s orders, events and payments say `test: true`',
+    ),
   /** Added: the fair-opening window (0: none). */
   openingWindowMs: Count.optional(),
   phase: SalePhase.optional(),
@@ -234,6 +239,11 @@ export const AdminSku = z.object({
   shards: z.int().min(1),
   price: Count.nullable(),
   currency: z.string(),
+  test: z
+    .boolean()
+    .describe(
+      'Added to v1.4 ("Test sales"): set when the SKU was created, never changed; a test SKU\'s orders, events and payments say `test: true`',
+    ),
   stock: StockCounts,
   orders: OrderCounts,
   revenue: z
@@ -314,6 +324,11 @@ const OrderObject = z.object({
   amount: Count.nullable(),
   /** Null only for an order recorded before events carried money. */
   currency: z.string().nullable(),
+  test: z
+    .boolean()
+    .describe(
+      "Added to v1.4 (\"Test sales\"): true for an order of a test SKU, which the shop's systems can skip; false for a real sale's",
+    ),
   createdAt: Time,
   updatedAt: Time,
 });
@@ -368,6 +383,7 @@ const PaymentObject = z.object({
   currency: z.string(),
   outcome: z.enum(["applied", "refund_required"]),
   reason: z.enum(PAYMENT_REASONS).nullable().describe("Why it is owed back; null when applied"),
+  test: z.boolean().describe('Added to v1.4 ("Test sales"): true for a payment of a test SKU\'s order'),
   receivedAt: Time,
 });
 const PaymentList = z.object({ payments: z.array(PaymentObject), next: z.string() });

@@ -411,9 +411,9 @@ export const ROUTES = {
   orderFeed: {
     method: "get",
     path: "/admin/orders",
-    summary: "The order change feed: orders whose row changed after a cursor",
+    summary: "The order change feed: one entry per change of an order after a cursor (held, then paid: two entries)",
     description:
-      "In the order the changes were written; an order that changes again appears again, later, each time as that change left it. `next` is always given (also for an empty page): keep it and ask again. A cursor this route did not make is 400 INVALID_REQUEST. A page costs the same at the end of the feed as at its start.",
+      "Not one row per order: one entry per change of an order row, in the order the changes were written, each the order object as that change left it. An order held then paid appears twice (`status` `held`, then `paid`), and again for each later change; keep the newest entry per `reservationId` (by `updatedAt`, or `status`, which only moves forward from `held`) to have the orders themselves. `next` is always given (also for an empty page): keep it and ask again. A cursor this route did not make is 400 INVALID_REQUEST. A page costs the same at the end of the feed as at its start.",
     access: "admin",
     query: [
       { name: "after", description: "A `next` this route gave (none: from the beginning)", schema: z.string() },

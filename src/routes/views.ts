@@ -23,9 +23,9 @@ export function reservationView(
   };
 }
 
-/** Price and currency; a snapshot from before prices existed (an old mirror entry) has none. */
+/** Price, currency and test flag; a snapshot from before prices existed (an old mirror entry) has none. */
 function pricingView(s: SkuState) {
-  return { price: s.price ?? null, currency: s.currency ?? "usd" };
+  return { price: s.price ?? null, currency: s.currency ?? "usd", test: s.test === true };
 }
 
 /** `phase` and `opensInSeconds` (added to v1.2): a scheduled sale shows as such before startsAt. */
