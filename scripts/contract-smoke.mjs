@@ -4,15 +4,17 @@
 // Grown from the team's contract-smoke.mjs (beside API.md in the shared docs), kept in the repo so
 // that test/dev-server.e2e.test.ts runs in any clone. It shares no code with the Worker on purpose:
 // it checks the contract from the outside, as any client would. Node built-ins only.
-// It creates one SKU, smoke-<hex>, solves the proof of work when the gateway asks for one, and in the
-// end (also after a failure) cancels its holds and archives the SKU (DELETE /admin/skus/:sku).
+// It creates one SKU, smoke-<hex>, a test sale (API.md v1.4 "Test sales": its orders, events and
+// payments say `test: true`, so the shop's systems skip them), solves the proof of work when the
+// gateway asks for one, and in the end (also after a failure) cancels its holds and archives the SKU
+// (DELETE /admin/skus/:sku).
 import { createHash, createHmac, randomUUID } from "node:crypto";
 import { parseArgs } from "node:util";
 
 const HELP = `Usage: npm run smoke -- [URL] [options]
 
 Runs the API contract against a running Flashgate, then cancels its holds and archives the SKU it
-created. Exits 1 on the first answer that breaks the contract (after cleaning up), 2 on bad arguments.
+created: a test sale ("test": true), whose orders and payments the shop's systems can skip. Exits 1 on the first answer that breaks the contract (after cleaning up), 2 on bad arguments.
 
   URL                      the gateway (env FLASHGATE_URL; default http://127.0.0.1:8787)
   --admin-token TOKEN      the deployment's ADMIN_TOKEN (env ADMIN_TOKEN)
@@ -173,12 +175,12 @@ async function contract() {
 
   let r = await call("PUT", `/admin/skus/${sku}`, {
     admin: true,
-    body: { name: "Smoke", totalStock: 3, perUserLimit: 2, holdSeconds: 600 },
+    body: { name: "Smoke", totalStock: 3, perUserLimit: 2, holdSeconds: 600, test: true },
   });
   created = r.status === 200;
   expect(
-    `PUT /admin/skus/${sku} creates the SKU`,
-    r.status === 200 && r.json?.stock?.total === 3 && r.json.stock.available === 3,
+    `PUT /admin/skus/${sku} creates the SKU, a test sale`,
+    r.status === 200 && r.json?.stock?.total === 3 && r.json.stock.available === 3 && r.json.test === true,
     r,
   );
   r = await call("PUT", `/admin/skus/${sku}`, { body: { totalStock: 3 } });
@@ -261,6 +263,8 @@ async function contract() {
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
   expect("the order row reaches D1 through the queue (order.persisted)", r.json?.order?.persisted === true, r);
+  r = await call("GET", `/admin/orders/${resId}`, { admin: true });
+  expect("the order says it is a test order (test: true)", r.status === 200 && r.json?.test === true, r);
   if (canSign) {
     r = await call("GET", `/api/reservations/${resId}`, { user: "eve" });
     expect("another user gets 404 RESERVATION_NOT_FOUND", errorIs(r, 404, "RESERVATION_NOT_FOUND"), r);

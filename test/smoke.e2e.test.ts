@@ -41,7 +41,7 @@ async function listed(server: DevServer): Promise<string[]> {
 
 async function adminView(server: DevServer, sku: string) {
   const response = await fetch(`${server.url}/admin/skus/${sku}`, { headers: ADMIN });
-  return (await response.json()) as { status: string; stock: { held: number } };
+  return (await response.json()) as { status: string; test: boolean; stock: { held: number } };
 }
 
 describe("npm run smoke against a gateway with POW_BITS 8", () => {
@@ -58,12 +58,14 @@ describe("npm run smoke against a gateway with POW_BITS 8", () => {
     expect(run.output).toContain("(proof of work on: 8 bits");
     expect(run.output).toContain("✓ tokens for a sold-out SKU give 409 SOLD_OUT");
     expect(run.output).toContain("✓ the order row reaches D1 through the queue");
+    expect(run.output).toContain("✓ the order says it is a test order (test: true)");
     expect(run.output).toContain("passed, 0 failed");
     expect(run.status, run.output).toBe(0);
     const sku = skuOf(run.output);
     expect(sku).toMatch(/^smoke-/);
     expect(await listed(server)).not.toContain(sku);
-    expect(await adminView(server, sku ?? "")).toMatchObject({ status: "archived", stock: { held: 0 } });
+    // A test sale (API.md "Test sales"): the smoke sells nothing a shop would fulfil.
+    expect(await adminView(server, sku ?? "")).toMatchObject({ status: "archived", test: true, stock: { held: 0 } });
   });
 
   it("archives its SKU when a step fails (a JWT the gateway refuses)", async () => {
