@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
@@ -36,6 +36,8 @@ export interface WorkerServer {
   directUrl: string;
   /** The workerd process serving it (for CPU time and memory from /proc). */
   pid: number;
+  /** Its state directory (D1, the Durable Objects' SQLite files, the bundle): `copyOf` starts another over a copy. */
+  stateDir: string;
   /** The workerd inspector's port (Chrome DevTools protocol), when started with `inspect`. */
   inspectorPort?: number;
   /**
@@ -81,12 +83,21 @@ const HERE = fileURLToPath(new URL("..", import.meta.url));
  * run on the objects' thread; the object still pays its `sendBatch` calls. `copies`: that many more
  * copies of the Worker in the same workerd, each its own isolate with its own module state (its own
  * group commit), whose object bindings reach this Worker's objects, behind a round-robin front
- * ({@link WorkerServer.copiesUrl}); they run no queue consumer.
+ * ({@link WorkerServer.copiesUrl}); they run no queue consumer. `copyOf`: a state directory of another
+ * server (idle: nothing in flight, the queue drained) to start over a copy of, bundle and all: the same
+ * stored state in a fresh workerd, whose isolates remember nothing (a restart, or a new deploy).
  */
 export async function startWorker(
   label: string,
   vars: Record<string, string>,
-  opts: { inspect?: boolean; root?: string; stateRoot?: string; objectAlone?: boolean; copies?: number } = {},
+  opts: {
+    inspect?: boolean;
+    root?: string;
+    stateRoot?: string;
+    objectAlone?: boolean;
+    copies?: number;
+    copyOf?: string;
+  } = {},
 ): Promise<WorkerServer> {
   const ROOT = opts.root ?? HERE;
   const CONFIG = join(ROOT, "wrangler.toml");
@@ -97,24 +108,27 @@ export async function startWorker(
   const state = mkdtempSync(join(opts.stateRoot ?? tmpdir(), "flashgate-bench-"));
   const bundle = join(state, "bundle");
   const env = { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" };
+  if (opts.copyOf !== undefined) cpSync(opts.copyOf, state, { recursive: true });
   await Promise.all([
-    migrateInto(state, ROOT),
+    opts.copyOf !== undefined ? undefined : migrateInto(state, ROOT),
     // An earlier commit (a --baseline) from before the harness entry had its routes in wrangler.toml's `main`.
-    run(
-      "npx",
-      [
-        "wrangler",
-        "deploy",
-        "--dry-run",
-        ...(existsSync(join(ROOT, HARNESS_ENTRY)) ? [HARNESS_ENTRY] : []),
-        "--outdir",
-        bundle,
-      ],
-      {
-        env,
-        cwd: ROOT,
-      },
-    ),
+    opts.copyOf !== undefined
+      ? undefined
+      : run(
+          "npx",
+          [
+            "wrangler",
+            "deploy",
+            "--dry-run",
+            ...(existsSync(join(ROOT, HARNESS_ENTRY)) ? [HARNESS_ENTRY] : []),
+            "--outdir",
+            bundle,
+          ],
+          {
+            env,
+            cwd: ROOT,
+          },
+        ),
   ]);
   const { workerOptions } = unstable_getMiniflareWorkerOptions(CONFIG);
   const sink = opts.objectAlone === true;
@@ -214,6 +228,7 @@ export async function startWorker(
     url: `http://127.0.0.1:${port}`,
     directUrl,
     pid,
+    stateDir: state,
     ...(inspectorPort === undefined ? {} : { inspectorPort }),
     ...(copiesUrl === undefined ? {} : { copiesUrl }),
     logTail: () => output.join("").slice(-4000),

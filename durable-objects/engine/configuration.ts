@@ -223,16 +223,18 @@ export class Configuration {
   #write(settings: SkuSettings, current: SkuRow | undefined, total: number, startsAt: number | null): void {
     const ledger = this.#ledger;
     const written = ledger.sql.exec<SkuRow>(
-      `INSERT INTO sku (id, sku, shard, shards, name, status, per_user_limit, hold_seconds, starts_at, ends_at, total, seq)
-       VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+      `INSERT INTO sku (id, sku, shard, shards, shards_ever, name, status, per_user_limit, hold_seconds, starts_at, ends_at, total, seq)
+       VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
        ON CONFLICT (id) DO UPDATE SET
-         shards = excluded.shards, name = excluded.name, status = excluded.status,
+         shards = excluded.shards, shards_ever = MAX(sku.shards_ever, sku.shards, excluded.shards),
+         name = excluded.name, status = excluded.status,
          per_user_limit = excluded.per_user_limit, hold_seconds = excluded.hold_seconds,
          starts_at = excluded.starts_at, ends_at = excluded.ends_at, total = excluded.total,
          seq = sku.seq + 1
        RETURNING *`,
       settings.sku,
       settings.shard,
+      settings.shards,
       settings.shards,
       keep(settings.name, current?.name, settings.sku),
       keep(settings.status, current?.status as SaleStatus | undefined, DEFAULTS.status),

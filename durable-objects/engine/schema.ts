@@ -400,6 +400,14 @@ const STEPS: readonly ((sql: SqlStorage) => void)[] = [
     const present = sql.exec("SELECT 1 FROM pragma_table_info('sku_pricing') WHERE name = 'test'").toArray();
     if (present.length === 0) sql.exec("ALTER TABLE sku_pricing ADD COLUMN test INTEGER NOT NULL DEFAULT 0");
   },
+  // 9. The most shards the SKU has ever had (shard 0's answer is the truth): a cut leaves shards that
+  // keep reservations a late payment or a read still reaches (src/catalog/sku-catalog.ts). Checked
+  // first, so it may be renumbered at a merge with another branch's step.
+  (sql) => {
+    const present = sql.exec("SELECT 1 FROM pragma_table_info('sku') WHERE name = 'shards_ever'").toArray();
+    if (present.length === 0) sql.exec("ALTER TABLE sku ADD COLUMN shards_ever INTEGER NOT NULL DEFAULT 0");
+    sql.exec("UPDATE sku SET shards_ever = MAX(shards_ever, shards)");
+  },
 ];
 
 /** The number of the last step: what a migrated object's `schema_version` reads. */

@@ -116,6 +116,11 @@ export interface SkuState {
   reconfiguring?: true;
   /** Buyers in the SKU's line (kept on shard 0); left out when nobody waits. */
   waiting?: number;
+  /**
+   * Shard 0: the most shards the SKU has ever had, when a cut left some out (they keep reservations
+   * a late payment or a read still reaches); left out when it is `shards`.
+   */
+  shardsEver?: number;
 }
 
 /**
@@ -219,6 +224,8 @@ export type SkuRow = {
   seq: number;
   /** Reservations this shard ever created (rows may be pruned since; see retention.ts). */
   created: number;
+  /** The most shards the SKU has had (schema step 9; what shard 0 says is the truth). */
+  shards_ever: number;
 };
 
 export type ReservationRow = {
@@ -269,6 +276,8 @@ export function toState(row: SkuRow, pricing: Pricing): SkuState {
     price: pricing.price,
     currency: pricing.currency,
     ...(pricing.test ? { test: true as const } : {}),
+    // Only when a cut left shards out: a SKU never cut answers exactly as the Lua script does (lua-parity).
+    ...(row.shards_ever > row.shards ? { shardsEver: row.shards_ever } : {}),
   };
 }
 

@@ -1,54 +1,81 @@
+import { callStock, stockShard } from "../stock/stock-client";
+
 /**
- * What this isolate knows of the D1 catalog (`skus`): which SKUs exist, and their shard count.
+ * The SKU catalog as the edge asks it: whether a SKU exists, and whether a shard is one of its stock
+ * objects. Everything kept here is a cache of a durable source, so a fresh isolate answers as a warm
+ * one (API.md v1.4):
  *
- * Routes ask it before they reach a stock object, so a request about a SKU nobody configured reaches
- * no object and creates none (API.md: such requests store nothing, whoever sends them). A SKU once
- * known stays known (there is no delete); an id the isolate does not know reads the whole catalog
- * again, at most once a second and shared by concurrent requests, so a flood of random ids costs one
- * D1 query a second per isolate, not one per id. A SKU created by another isolate is therefore known
- * here within about a second; this isolate's own PUT tells it at once ({@link rememberSku}).
+ * - Existence is D1's `skus`. Routes ask before they reach a stock object, so a request about a SKU
+ *   nobody configured reaches no object and creates none. A SKU is never deleted, so a known id stays
+ *   known; an unknown id reads the whole table again, at most once a second and shared by concurrent
+ *   requests (a flood of random ids costs one D1 query a second per isolate, not one per id), so a SKU
+ *   created elsewhere is known here within about a second, as in a fresh isolate.
+ * - The shards a SKU has ever had: a cut leaves shards out that still keep reservations (finished,
+ *   or owed a late payment). Shard 0 records the most it ever had (`shardsEver`, its own SQLite): that
+ *   is the truth. Every count kept here (D1's current `shards`, shard 0's answer) is at most that
+ *   number, which never shrinks, so a shard below it is one; a shard at or above it asks shard 0.
  */
 
 const REFRESH_MS = 1_000;
+/** `PUT /admin/skus/:sku` takes 1 to 64 shards: a higher shard is nobody's, and asks no object. */
+const MAX_SHARDS = 64;
 
+/** Per SKU id: a number of shards the SKU has had (at most the most it ever had). */
 const known = new Map<string, number>();
 let loadedAt = Number.NEGATIVE_INFINITY;
 let loading: Promise<void> | null = null;
+/** Shard 0's answers in flight, per SKU (concurrent requests share one). */
+const asking = new Map<string, Promise<number>>();
 
-/**
- * The most shards the SKU has had as far as this isolate knows (every one of them is a configured
- * stock object), or null when no such SKU was ever configured.
- */
-export async function catalogShards(env: Env, sku: string): Promise<number | null> {
-  const hit = known.get(sku);
-  if (hit !== undefined) return hit;
+/** Whether the SKU was ever configured (an archived one included). */
+export async function skuExists(env: Env, sku: string): Promise<boolean> {
+  if (known.has(sku)) return true;
   await refresh(env);
-  return known.get(sku) ?? null;
+  return known.has(sku);
 }
 
-/**
- * Whether `shard` is a stock object of a configured SKU: below its shard count (read again, at most
- * once a second, when the count this isolate has is smaller: a resize elsewhere).
- */
+/** Whether `shard` is a stock object the SKU has, or had before a cut: one that may hold its reservations. */
 export async function catalogHasShard(env: Env, sku: string, shard: number): Promise<boolean> {
-  const shards = await catalogShards(env, sku);
-  if (shards === null) return false;
-  if (shard < shards) return true;
-  await refresh(env);
-  return shard < (known.get(sku) ?? 0);
+  if (!(await skuExists(env, sku))) return false;
+  if (shard < (known.get(sku) ?? 0)) return true;
+  if (!Number.isInteger(shard) || shard < 0 || shard >= MAX_SHARDS) return false;
+  return shard < (await askShardZero(env, sku));
 }
 
 /** This isolate configured a SKU: it exists now, with this many shards. */
 export function rememberSku(sku: string, shards: number): void {
+  keep(sku, shards);
+}
+
+function keep(sku: string, shards: number): void {
   known.set(sku, Math.max(shards, known.get(sku) ?? 0));
+}
+
+/** The most shards the SKU ever had, as shard 0 records it. */
+function askShardZero(env: Env, sku: string): Promise<number> {
+  let answer = asking.get(sku);
+  if (!answer) {
+    answer = (async () => {
+      const state = await callStock(() => stockShard(env, sku, 0).state());
+      const ever = state ? Math.max(state.shards, state.shardsEver ?? 0) : 0;
+      keep(sku, ever);
+      return ever;
+    })().finally(() => asking.delete(sku));
+    asking.set(sku, answer);
+  }
+  return answer;
 }
 
 async function refresh(env: Env): Promise<void> {
   if (Date.now() - loadedAt < REFRESH_MS) return;
   loading ??= (async () => {
-    const { results } = await env.DB.prepare("SELECT sku, shards FROM skus").all<{ sku: string; shards: number }>();
-    // Merged, not replaced: a SKU this isolate just configured may be newer than the rows read.
-    for (const row of results) known.set(row.sku, Math.max(row.shards, known.get(row.sku) ?? 0));
+    // Shards a cut left out have a reconciliation watermark (configure-sku.ts): a lower bound that
+    // also covers objects whose record of the most shards began after their cut.
+    const { results } = await env.DB.prepare(
+      `SELECT sku, shards FROM skus
+       UNION ALL SELECT w.sku, MAX(w.shard) + 1 FROM reconcile_watermarks w JOIN skus s ON s.sku = w.sku GROUP BY w.sku`,
+    ).all<{ sku: string; shards: number }>();
+    for (const row of results) keep(row.sku, row.shards);
     loadedAt = Date.now();
   })().finally(() => {
     loading = null;

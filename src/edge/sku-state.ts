@@ -1,5 +1,5 @@
 import { type SkuState, sumShards } from "../../durable-objects/stock/stock-model";
-import { catalogShards } from "../catalog/sku-catalog";
+import { skuExists } from "../catalog/sku-catalog";
 import { callStock, stockShard } from "../stock/stock-client";
 
 /**
@@ -11,7 +11,7 @@ export async function readShardStates(
   sku: string,
   opts: { anyId?: boolean } = {},
 ): Promise<SkuState[] | null> {
-  if (!opts.anyId && (await catalogShards(env, sku)) === null) return null;
+  if (!opts.anyId && !(await skuExists(env, sku))) return null;
   const first: SkuState | null = await callStock(() => stockShard(env, sku, 0).state());
   if (!first) return null;
   const rest: (SkuState | null)[] = await Promise.all(

@@ -1,7 +1,7 @@
 import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "../../durable-objects/mirror/redis-mirror";
 import { log } from "../../durable-objects/shared/log";
 import type { SkuState } from "../../durable-objects/stock/stock-model";
-import { catalogShards } from "../catalog/sku-catalog";
+import { skuExists } from "../catalog/sku-catalog";
 import { readSkuState } from "../edge/sku-state";
 
 /**
@@ -96,7 +96,7 @@ async function readDisplay(
   waitUntil: (promise: Promise<unknown>) => void,
 ): Promise<SkuDisplay | null> {
   // An id the catalog does not know costs neither Redis nor a stock object (nor a D1 query of its own).
-  if ((await catalogShards(env, sku)) === null) return null;
+  if (!(await skuExists(env, sku))) return null;
   const mirrored = await mirroredSkuState(env, sku, waitUntil);
   if (mirrored) return { state: mirrored, source: "mirror" };
   const state = await readSkuState(env, sku);

@@ -112,6 +112,8 @@ interface ShardSummary {
   pendingTransfers: number;
   created: number;
   skuTotal: number | null;
+  /** Shard 0: the most shards the SKU ever had (a cut's left-out shards are still visited). */
+  shardsEver: number;
   quiet: boolean;
 }
 
@@ -177,8 +179,8 @@ async function reconcileSku(run: Run, entry: CatalogEntry): Promise<void> {
   // two overlapping PUTs may leave the catalog with the other one's).
   let expectedTotal = entry.totalStock;
   // Past the current count too: shards a cut left out still hold finished reservations D1 counts
-  // (src/catalog/configure-sku.ts marks them).
-  const reach = Math.max(entry.shards, ...watermarks.map((w) => w.shard + 1));
+  // (shard 0 records the most shards the SKU had; src/catalog/configure-sku.ts marks them in D1 too).
+  let reach = Math.max(entry.shards, ...watermarks.map((w) => w.shard + 1));
   for (let shard = 0; shard < reach; shard++) {
     const from = options.full ? 0 : (watermarks.find((w) => w.shard === shard)?.seq ?? 0);
     const stub = adminShard(env, entry.sku, shard);
@@ -189,6 +191,7 @@ async function reconcileSku(run: Run, entry: CatalogEntry): Promise<void> {
     created += checked.created;
     quiet &&= checked.quiet;
     if (shard === 0 && checked.skuTotal !== null) expectedTotal = checked.skuTotal;
+    if (shard === 0) reach = Math.max(reach, checked.shardsEver);
   }
   if (entry.shards > 1 && pendingTransfers === 0 && totals !== expectedTotal) {
     report.differences.push({
@@ -246,6 +249,7 @@ async function reconcileShard(check: ShardCheck): Promise<ShardSummary | null> {
     pendingTransfers: audit.pendingTransfers,
     created: audit.created,
     skuTotal: audit.skuTotal,
+    shardsEver: Math.max(audit.state.shards, audit.state.shardsEver ?? 0),
     quiet: compared.quiet,
   };
 }

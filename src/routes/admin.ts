@@ -3,7 +3,7 @@ import { drizzle } from "drizzle-orm/d1";
 import { Hono } from "hono";
 import type { z } from "zod";
 import { archiveSku } from "../catalog/configure-sku";
-import { catalogShards } from "../catalog/sku-catalog";
+import { skuExists } from "../catalog/sku-catalog";
 import { skus } from "../db/schema";
 import { forgetDraw } from "../edge/draw-cache";
 import { accessCodeHash, newAccessCodes } from "../edge/early-access";
@@ -62,7 +62,7 @@ register(admin, ROUTES.putSku, async (c, body) => {
  */
 register(admin, ROUTES.accessCodes, async (c, body) => {
   const sku = c.req.param("sku");
-  if (!SKU_ID.test(sku) || (await catalogShards(c.env, sku)) === null) throw new ApiError("SKU_NOT_FOUND");
+  if (!SKU_ID.test(sku) || !(await skuExists(c.env, sku))) throw new ApiError("SKU_NOT_FOUND");
   const stub = adminShard(c.env, sku, 0);
   const state = await callStock(() => stub.state());
   if (!state) throw new ApiError("SKU_NOT_FOUND");
