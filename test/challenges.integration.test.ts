@@ -57,7 +57,7 @@ async function challengeCount(kind: string, result: string): Promise<number> {
 }
 
 describe("proof of work", () => {
-  it("mints a token only for a solved challenge of this user and SKU; nothing of a failure reaches a stock object", async () => {
+  it("mints a token only for a solved challenge of this user and SKU; a failure reaches no stock object but the display read", async () => {
     const sku = uniqueSku("pow");
     const other = uniqueSku("pow-other");
     await createSku(sku, { totalStock: 5 });
@@ -67,9 +67,10 @@ describe("proof of work", () => {
     const calls = stockCallsTo(sku);
 
     expect(codeOf(await askToken("ann0", sku, POW))).toEqual([403, "CHALLENGE_REQUIRED"]);
-    expect(stockCallsTo(sku)).toBe(calls);
+    // A refusal, like issuing a challenge, reads the SKU's display (sold out comes first, in a fresh
+    // isolate too; an archived SKU has none: 404), at most once a second per isolate: the same read.
+    expect(stockCallsTo(sku) - calls).toBeLessThanOrEqual(1);
     const challenge = await challengeFor("ann0", sku);
-    // Issuing one reads the SKU's display (an archived SKU has none: 404), at most once a second per isolate.
     const issued = stockCallsTo(sku);
     expect(issued - calls).toBeLessThanOrEqual(1);
     await challengeFor("ann0", sku);
@@ -134,7 +135,8 @@ describe("Turnstile", () => {
       403,
       "CHALLENGE_FAILED",
     ]);
-    expect(stockCallsTo(sku)).toBe(calls);
+    // Refused at the edge: at most the SKU's display is read (once a second per isolate), to see it is not sold out.
+    expect(stockCallsTo(sku) - calls).toBeLessThanOrEqual(1);
     const answer = await widgetAnswer();
     expect((await askToken("ann2", sku, env, { "CF-Turnstile-Response": answer })).status).toBe(201);
     // The same shopper again repeats the verification (its key is theirs and the answer's), as a

@@ -1,4 +1,4 @@
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { createMiddleware } from "hono/factory";
 import {
   homeShard,
@@ -8,7 +8,7 @@ import {
   type ReserveRequest,
   shardName,
 } from "../../durable-objects/stock/stock-model";
-import { catalogHasShard, catalogShards } from "../catalog/sku-catalog";
+import { catalogHasShard, skuExists } from "../catalog/sku-catalog";
 import { checkChallenges, powBits } from "../edge/challenges";
 import { cachedDraw, type DrawRead } from "../edge/draw-cache";
 import { awaitDraw } from "../edge/draw-client";
@@ -51,11 +51,42 @@ function soldOutAtEdge(sku: string): ApiError {
   return new ApiError("SOLD_OUT");
 }
 
+/**
+ * Refusals given before any stock object is asked (credentials, the rate limit, challenges, the
+ * token's form): for a sold-out SKU, sold out comes first instead.
+ */
+const REFUSED_AT_THE_EDGE = new Set<ErrorCode>([
+  "UNAUTHENTICATED",
+  "RATE_LIMITED",
+  "CHALLENGE_REQUIRED",
+  "CHALLENGE_FAILED",
+  "TOKEN_INVALID",
+  "TOKEN_EXPIRED",
+  "INVALID_REQUEST",
+]);
+
+/**
+ * Sold out comes first, whatever the isolate remembers: a request the edge refused on its own is
+ * answered `SOLD_OUT` when the SKU is sold out as its display reads it (remembered a second per
+ * isolate), so a fresh isolate, whose sold-out cache is empty, answers what a warm one answers from
+ * it. The answer is then kept in the cache, which answers the next requests before their JWT.
+ */
+async function soldOutFirst(c: Context<AppEnv>, sku: string | undefined): Promise<void> {
+  const refused = c.error instanceof ApiError && REFUSED_AT_THE_EDGE.has(c.error.code);
+  if (!sku || !refused || !SKU_ID.test(sku)) return;
+  const now = Date.now();
+  const display = await skuDisplay(c.env, sku, now, (promise) => c.executionCtx.waitUntil(promise)).catch(() => null);
+  if (!display || display.state.stock.available > 0 || !isOnSale(display.state, now)) return;
+  markSoldOut(sku, now, soldOutTtl(c.env));
+  throw soldOutAtEdge(sku);
+}
+
 /** Sold out comes first (API.md): a token request for a SKU this isolate knows is sold out. */
 const soldOutToken = createMiddleware<AppEnv>(async (c, next) => {
   const sku = c.req.param("sku");
   if (sku && isSoldOut(sku, Date.now())) throw soldOutAtEdge(sku);
   await next();
+  await soldOutFirst(c, sku);
 });
 
 /**
@@ -71,6 +102,7 @@ const soldOutReservation = createMiddleware<AppEnv>(async (c, next) => {
     if (!peek || refusesReservation(sku, peek.shard, peek.nonce, now, soldOutTtl(c.env))) throw soldOutAtEdge(sku);
   }
   await next();
+  await soldOutFirst(c, sku);
 });
 
 function tokenOfBody(text: string): string {
@@ -186,7 +218,7 @@ async function fetchDraw(env: Env, sku: string): Promise<DrawRead> {
 /** The draw of a SKU with an opening window, as this isolate remembers it (src/edge/draw-cache.ts). */
 async function readDraw(env: Env, sku: string) {
   // An id the catalog does not know reaches no stock object, nor takes a place in the cache.
-  if ((await catalogShards(env, sku)) === null) throw new ApiError("SKU_NOT_FOUND");
+  if (!(await skuExists(env, sku))) throw new ApiError("SKU_NOT_FOUND");
   const read = await cachedDraw(sku, Date.now(), () => fetchDraw(env, sku));
   if ("draw" in read) return read.draw;
   if (read.missing === "SKU_NOT_FOUND") throw new ApiError("SKU_NOT_FOUND");
@@ -244,23 +276,27 @@ register(
     const sku = skuParam(c.req.param("sku"));
     await checkChallenges(c, sku);
     const now = Date.now();
-    if ((await catalogShards(c.env, sku)) === null) throw new ApiError("SKU_NOT_FOUND");
+    if (!(await skuExists(c.env, sku))) throw new ApiError("SKU_NOT_FOUND");
     const userId = c.get("userId");
     // Early access: a code is hashed once and judged (and taken) by shard 0 in the call that reads
-    // its state, so a request with a code makes no more round trips than one without.
+    // its state, so a request with a code makes no more round trips than one without. Shard 0 gets
+    // the JWT's claims: a shopper a claim tier admits already does not take the code.
     const code = c.req.header("Access-Code");
     const stub0 = stockShard(c.env, sku, 0);
     const read =
       code === undefined
-        ? { state: await callStock(() => stub0.state()), codeTier: null }
-        : await accessCodeHash(code).then((hash) => callStock(() => stub0.tokenState(userId, hash)));
+        ? { state: await callStock(() => stub0.state()), codeTier: null, claimTier: undefined }
+        : await accessCodeHash(code).then((hash) => callStock(() => stub0.tokenState(userId, hash, c.get("claims"))));
     const first = read.state;
     if (!first || first.status === "archived") throw new ApiError("SKU_NOT_FOUND");
     // Its shards are changing: a token minted now could route its buyer to a shard not yet moved.
     if (first.reconfiguring) throw busy("The SKU is being reconfigured by its operator");
     const tier = isOnSale(first, now)
       ? undefined
-      : admittedTier(first, now, c.get("claims"), { given: code !== undefined, tier: read.codeTier });
+      : admittedTier(first, now, c.get("claims"), {
+          given: code !== undefined,
+          tier: read.codeTier ?? read.claimTier ?? null,
+        });
     const shard = homeShard(userId, first.shards);
     // The home shard is asked first; only when it is empty does the whole SKU have to be summed.
     const home = shard === 0 ? first : await callStock(() => stockShard(c.env, sku, shard).state());
@@ -359,7 +395,7 @@ register(shopper, ROUTES.joinWaitlist, async (c, body) => {
 register(shopper, ROUTES.waitlistPlace, async (c) => {
   const sku = skuParam(c.req.param("sku"));
   // The catalog is asked first: an id it does not know reaches no stock object (nor creates one).
-  if ((await catalogShards(c.env, sku)) === null) throw new ApiError("SKU_NOT_FOUND");
+  if (!(await skuExists(c.env, sku))) throw new ApiError("SKU_NOT_FOUND");
   const [display, place] = await Promise.all([
     skuDisplay(c.env, sku, Date.now(), (promise) => c.executionCtx.waitUntil(promise)),
     callStock(() => stockShard(c.env, sku, 0).waitlistPlace(c.get("userId"))),
@@ -379,7 +415,7 @@ register(shopper, ROUTES.waitlistPlace, async (c) => {
 /** Leaves the SKU's line; a leave after the line served the caller finds nothing, and the hold stands. */
 register(shopper, ROUTES.leaveWaitlist, async (c) => {
   const sku = skuParam(c.req.param("sku"));
-  if ((await catalogShards(c.env, sku)) === null) throw new ApiError("SKU_NOT_FOUND");
+  if (!(await skuExists(c.env, sku))) throw new ApiError("SKU_NOT_FOUND");
   const left = await callStock(() => stockShard(c.env, sku, 0).leaveWaitlist(c.get("userId"), c.get("requestId")));
   if (!left) throw notWaiting(sku);
   forgetDisplay(sku); // the leaver sees the line without them at once
