@@ -220,6 +220,35 @@ for (const shards of [1, 3]) {
       expect((await stockOf(sku)).held).toBe(2);
     });
 
+    it("issue #50: a code sent by a shopper a claim tier already admits stays free for the friend it was meant for", async () => {
+      const sku = uniqueSku(`keep${shards}`);
+      await presale(sku, { shards });
+      const [code] = await makeCodes(sku, "codes", 1);
+      const gold = await jwtWith("gold-sender", { member: "gold" });
+      const admitted = await tokenRequest(sku, gold, { code: code as string });
+      expect(admitted.status).toBe(201);
+      expect((await reserveWith(sku, gold, admitted.json.token)).status).toBe(202);
+      const counts = await runInDurableObject(stockShard(env, sku, 0), (object) => object.accessCodeCounts());
+      expect(counts).toEqual([{ tier: "codes", codes: 1, taken: 0 }]);
+      const friend = await jwtWith("gold-friend");
+      const redeemed = await tokenRequest(sku, friend, { code: code as string });
+      expect([redeemed.status, codeOf(redeemed)]).toEqual([201, undefined]);
+      expect((await reserveWith(sku, friend, redeemed.json.token)).status).toBe(202);
+      // After the public start nobody takes a code either: the sale admits everyone.
+      const open = uniqueSku(`openkeep${shards}`);
+      const now = Date.now();
+      await createSku(open, {
+        totalStock: 2,
+        shards,
+        startsAt: iso(now - MINUTE),
+        access: [{ name: "codes", startsAt: iso(now - 2 * MINUTE) }],
+      });
+      const [openCode] = await makeCodes(open, "codes", 1);
+      expect((await tokenRequest(open, await jwtWith("anyone"), { code: openCode as string })).status).toBe(201);
+      const openCounts = await runInDurableObject(stockShard(env, open, 0), (object) => object.accessCodeCounts());
+      expect(openCounts).toEqual([{ tier: "codes", codes: 1, taken: 0 }]);
+    });
+
     it("one code tried by many users at once admits exactly one", async () => {
       const sku = uniqueSku(`race${shards}`);
       await presale(sku, { shards });

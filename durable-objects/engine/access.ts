@@ -11,6 +11,23 @@ import type { AccessTier, SkuRow } from "./types";
  * trip: `SkuStock.tokenState` answers the state and the code's verdict in one call). Only SHA-256
  * hashes are stored: codes have 80 random bits, so a hash without salt cannot be reversed.
  */
+/**
+ * The opened tier whose JWT claim admits a shopper at `now`, if any: the claim `name` equal to the
+ * tier's `value`, or an array of strings holding it. The edge admits by it before any code, and shard
+ * 0 asks it before taking a code: a code is taken only by a shopper nothing else admits.
+ */
+export function claimTier(
+  tiers: readonly AccessTier[] | undefined,
+  claims: Readonly<Record<string, unknown>>,
+  now: number,
+): AccessTier | undefined {
+  return tiers?.find((t) => {
+    if (!t.claim || t.startsAt > now) return false;
+    const value = claims[t.claim.name];
+    return value === t.claim.value || (Array.isArray(value) && value.includes(t.claim.value));
+  });
+}
+
 export class Access {
   readonly #ledger: Ledger;
   /** The tiers as stored (undefined: not read yet). Small: at most 8. */

@@ -1,5 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import { v7 as uuidv7 } from "uuid";
+import { claimTier } from "../engine/access";
 import type { Audit } from "../engine/audit";
 import type { SkuSettings } from "../engine/configuration";
 import type { DrawInfo, DrawnEntry, DrawPlace, Entrant } from "../engine/opening-draw";
@@ -162,13 +163,22 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   /**
    * Shard 0, for a token request that carries an access code: the state, as {@link state}, and,
    * only while the sale is on and has not publicly started, the tier the code admits `userId` to
-   * (taking the code for them; null: the code admits nobody else). One call, as without a code.
+   * (taking the code for them; null: the code admits nobody else). A code is taken only by a
+   * shopper it alone admits: when an opened tier admits the shopper by a claim of their JWT
+   * (`claims`), that tier is answered and the code stays free for whom it was meant for (so does
+   * it once the public sale admits everyone). One call, as without a code.
    */
-  async tokenState(userId: string, codeHash: string): Promise<{ state: SkuState | null; codeTier: string | null }> {
+  async tokenState(
+    userId: string,
+    codeHash: string,
+    claims: Record<string, unknown> = {},
+  ): Promise<{ state: SkuState | null; codeTier: string | null; claimTier?: string }> {
     const state = this.engine.configuration.state();
     const now = this.now();
     const scheduled = state?.status === "on_sale" && state.startsAt !== null && now < state.startsAt;
     if (!scheduled) return { state, codeTier: null };
+    const byClaim = claimTier(state.access, claims, now);
+    if (byClaim) return { state, codeTier: null, claimTier: byClaim.name };
     // Codes presented at about the same time are taken in one transaction (one commit): the first
     // presentation waits a timer's turn, letting the requests queued behind it join its batch. One
     // timer a batch, as draw-waiters.ts does: a timer per request measured twice the CPU.

@@ -20,8 +20,15 @@ export type StockStub<Face> = DurableObjectStub<Face & Rpc.DurableObjectBranded>
 /** What the edge calls: the shopper's routes, the gatherer, the draw client, the SKU's state. */
 export interface EdgeFace {
   state(): SkuState | null;
-  /** Shard 0: the state and, before a scheduled start, the tier an access code admits the user to. */
-  tokenState(userId: string, codeHash: string): Promise<{ state: SkuState | null; codeTier: string | null }>;
+  /**
+   * Shard 0: the state and, before a scheduled start, the tier an access code admits the user to,
+   * or the claim tier that admits them already (`claimTier`: the code is then not taken).
+   */
+  tokenState(
+    userId: string,
+    codeHash: string,
+    claims?: Record<string, unknown>,
+  ): Promise<{ state: SkuState | null; codeTier: string | null; claimTier?: string }>;
   reserve(requests: ReserveRequest[]): Promise<ReserveOutcome[]>;
   cancel(reservationId: string, userId: string, requestId?: string): Promise<Outcome<Reservation>>;
   reservation(reservationId: string): Reservation | null;

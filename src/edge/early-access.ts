@@ -1,4 +1,4 @@
-import type { AccessTier, SkuState } from "../../durable-objects/stock/stock-model";
+import { claimTier, type SkuState } from "../../durable-objects/stock/stock-model";
 import { ApiError } from "../http/errors";
 import { saleNotActive } from "./sale-phase";
 
@@ -35,18 +35,12 @@ export async function accessCodeHash(code: string): Promise<string> {
   return hex;
 }
 
-/** Whether a tier's claim admits these JWT claims: equal to its value, or an array holding it. */
-function claimAdmits(tier: AccessTier, claims: Record<string, unknown>): boolean {
-  if (!tier.claim) return false;
-  const value = claims[tier.claim.name];
-  return value === tier.claim.value || (Array.isArray(value) && value.includes(tier.claim.value));
-}
-
 /**
  * The tier a token request is admitted by while the sale has not publicly started, or the refusal:
- * an opened tier whose claim the JWT carries first (a code sent as well is then not needed), else the
- * code's tier as shard 0 judged it (`codeTier`, null: `403 ACCESS_CODE_INVALID`), else
- * `403 SALE_NOT_ACTIVE` as before. Paused or ended sales are refused as before, whatever the tiers.
+ * an opened tier whose claim the JWT carries first (a code sent as well is then not needed, and
+ * shard 0 did not take it), else the code's tier as shard 0 judged it (`codeTier`, null:
+ * `403 ACCESS_CODE_INVALID`), else `403 SALE_NOT_ACTIVE` as before. Paused or ended sales are
+ * refused as before, whatever the tiers.
  */
 export function admittedTier(
   sale: SkuState,
@@ -56,7 +50,7 @@ export function admittedTier(
 ): string {
   const scheduled = sale.status === "on_sale" && sale.startsAt !== null && now < sale.startsAt;
   if (!scheduled) throw saleNotActive(sale, now);
-  const byClaim = sale.access?.find((t) => t.startsAt <= now && claimAdmits(t, claims));
+  const byClaim = claimTier(sale.access, claims, now);
   if (byClaim) return byClaim.name;
   if (code.given) {
     if (code.tier !== null) return code.tier;
