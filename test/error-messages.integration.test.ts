@@ -291,3 +291,44 @@ describe("409 INVALID_STATE says what was found and what is allowed from it", ()
     expect(error.details).toEqual({ state: "invalid_event" });
   });
 });
+
+describe("issue #50: webhook URLs on private, loopback and link-local addresses", () => {
+  it("refuses them 400 naming url (decimal, hex and IPv4-mapped forms too), stores nothing, and keeps http://127.0.0.1 where allowed", async () => {
+    const id = `private-${crypto.randomUUID().slice(0, 8)}`;
+    for (const url of [
+      "https://10.0.0.1/hook",
+      "https://169.254.169.254/latest/meta-data",
+      "https://167772161/hook",
+      "https://0x0a.0.0.1/hook",
+      "https://[::ffff:10.0.0.1]/hook",
+      "https://[::ffff:a00:1]/hook",
+      "https://[fd00::1]/hook",
+      "https://[fe80::1]/hook",
+      "https://127.0.0.1/hook",
+    ]) {
+      const error = refusal(
+        await call("PUT", `/admin/webhooks/${id}`, { admin: true, body: { url } }),
+        400,
+        "INVALID_REQUEST",
+      );
+      expect(
+        error.details?.fields?.map((f) => f.path),
+        url,
+      ).toEqual(["url"]);
+    }
+    expect((await call("GET", `/admin/webhooks/${id}`, { admin: true })).status).toBe(404);
+    const local = await call("PUT", `/admin/webhooks/${id}`, { admin: true, body: { url: "http://127.0.0.1:9/hook" } });
+    expect(local.status).toBe(200);
+    const off = { WEBHOOK_ALLOW_HTTP_LOCALHOST: "false" } as unknown as Partial<Env>;
+    const refused = refusal(
+      await call("PUT", `/admin/webhooks/${id}`, { admin: true, body: { url: "http://127.0.0.1:9/hook" }, env: off }),
+      400,
+      "INVALID_REQUEST",
+    );
+    expect(refused.details?.fields?.map((f) => f.path)).toEqual(["url"]);
+    expect(
+      (await call("PUT", `/admin/webhooks/${id}`, { admin: true, body: { url: "https://1.1.1.1/hook" } })).status,
+    ).toBe(200);
+    expect((await call("DELETE", `/admin/webhooks/${id}`, { admin: true })).status).toBe(200);
+  });
+});

@@ -3,6 +3,7 @@ import { drizzle } from "drizzle-orm/d1";
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import { endpointLags } from "./deliveries";
 import { newSecret } from "./signature";
+import { refusedAddress } from "./webhook-address";
 
 /** The shop's webhook endpoints in D1: what `PUT/GET/DELETE /admin/webhooks/:id` manage. */
 
@@ -28,9 +29,12 @@ export interface EndpointSettings {
 
 /**
  * The URL deliveries go to, as the WHATWG parser writes it (what is stored and shown is what is
- * fetched), or why `url` may not receive them. `https://` anywhere; `http://` only to this machine
- * and only where the operator allowed it (the local default), so a deployed Worker never sends
- * signed orders in clear text. No user or password in the URL: it is shown and logged.
+ * fetched), or why `url` may not receive them. `https://` anywhere but on a private, loopback,
+ * link-local, shared, unique-local or unspecified address (API.md v1.4 "Webhook URLs": a signed
+ * order must not be aimed at the network behind the Worker, nor at a cloud's metadata service);
+ * `http://` only to this machine (`localhost`, `127.0.0.1`) and only where the operator allowed it
+ * (the local default), so a deployed Worker never sends signed orders in clear text. No user or
+ * password in the URL: it is shown and logged.
  */
 export function endpointUrl(url: string, allowHttpLocalhost: boolean): { href: string } | { problem: string } {
   let parsed: URL;
@@ -40,12 +44,20 @@ export function endpointUrl(url: string, allowHttpLocalhost: boolean): { href: s
     return { problem: "url is not a URL" };
   }
   if (parsed.username || parsed.password) return { problem: "url must not carry a user or password" };
-  if (parsed.protocol === "https:") return { href: parsed.href };
-  if (parsed.protocol !== "http:") return { problem: "url must be https://" };
-  const local = parsed.hostname === "localhost" || parsed.hostname === "127.0.0.1";
-  if (!local) return { problem: "url must be https:// (http:// only to localhost or 127.0.0.1)" };
-  if (!allowHttpLocalhost) {
-    return { problem: "url must be https:// (http://localhost needs WEBHOOK_ALLOW_HTTP_LOCALHOST=true)" };
+  if (parsed.protocol === "http:") {
+    const local = parsed.hostname === "localhost" || parsed.hostname === "127.0.0.1";
+    if (!local) return { problem: "url must be https:// (http:// only to localhost or 127.0.0.1)" };
+    if (!allowHttpLocalhost) {
+      return { problem: "url must be https:// (http://localhost needs WEBHOOK_ALLOW_HTTP_LOCALHOST=true)" };
+    }
+    return { href: parsed.href };
+  }
+  if (parsed.protocol !== "https:") return { problem: "url must be https://" };
+  const range = refusedAddress(parsed.hostname);
+  if (range !== null) {
+    return {
+      problem: `url must not be a private, loopback, link-local, shared, unique-local or unspecified address (${parsed.hostname} is in ${range}): use the shop's public https:// address`,
+    };
   }
   return { href: parsed.href };
 }

@@ -341,7 +341,7 @@ export const ROUTES = {
     path: "/admin/webhooks/:id",
     summary: "Create or update a webhook endpoint (order hand-off)",
     description:
-      "`:id` is 1 to 64 of A-Z a-z 0-9 _ -. Creates the endpoint with a new signing `secret` (`whsec_…`) or updates it; fields left out keep their value (on creation: every event type, enabled), and the secret is kept. `url` is https://; http:// only to localhost or 127.0.0.1 where WEBHOOK_ALLOW_HTTP_LOCALHOST is true. Every order change after this is POSTed to it, signed the Standard Webhooks way (`webhook-id`, `webhook-timestamp`, `webhook-signature`).",
+      "`:id` is 1 to 64 of A-Z a-z 0-9 _ -. Creates the endpoint with a new signing `secret` (`whsec_…`) or updates it; fields left out keep their value (on creation: every event type, enabled), and the secret is kept. `url` is https://, not on a private, loopback, link-local, shared, unique-local or unspecified IP literal (10/8, 172.16/12, 192.168/16, 100.64/10, 127/8, 169.254/16, 0.0.0.0/8, ::1, ::, fc00::/7, fe80::/10, and their IPv4-mapped forms, however the literal is spelled: 400 naming url); http:// only to localhost or 127.0.0.1 where WEBHOOK_ALLOW_HTTP_LOCALHOST is true. Every order change after this is POSTed to it, signed the Standard Webhooks way (`webhook-id`, `webhook-timestamp`, `webhook-signature`).",
     access: "admin",
     body: "WebhookEndpointRequest",
     ok: { status: 200, description: "The endpoint", schema: "WebhookEndpoint" },

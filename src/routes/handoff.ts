@@ -35,7 +35,9 @@ register(handoff, ROUTES.putWebhook, async (c, body) => {
   if (!ENDPOINT_ID.test(id))
     throw new ApiError("INVALID_REQUEST", "A webhook endpoint id is 1 to 64 of A-Z a-z 0-9 _ -.");
   const url = endpointUrl(body.url, c.env.WEBHOOK_ALLOW_HTTP_LOCALHOST === "true");
-  if ("problem" in url) throw new ApiError("INVALID_REQUEST", `${url.problem}.`);
+  if ("problem" in url) {
+    throw new ApiError("INVALID_REQUEST", `${url.problem}.`, {}, { fields: [{ path: "url", message: url.problem }] });
+  }
   const endpoint = await putEndpoint(c.env.DB, id, { ...body, url: url.href }, Date.now());
   // Deliveries left pending while it was disabled are due again.
   if (endpoint.enabled) await wakeSender(c.env);
