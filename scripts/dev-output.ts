@@ -1,5 +1,6 @@
 // What `npm run dev` prints: wrangler's own noise filtered out, and one banner that says where
-// everything is. (The Worker's log lines, wrangler's warnings, errors and reload notices pass.)
+// everything is. (The Worker's warnings and errors, wrangler's warnings, errors and reload notices
+// pass; the quiet default leaves out the routine lines of requests, queue batches and cron runs.)
 import type { Readable, Writable } from "node:stream";
 
 /**
@@ -38,12 +39,21 @@ const WRANGLER_REQUEST = /^\[wrangler:info\] [A-Z]+ \S+ (\d{3})\b.*\((\d+)ms\)\s
 /** The Worker's JSON line per request (src/http/observe.ts). */
 const WORKER_REQUEST = /^\{"time":"[^"]*","level":"(\w+)","msg":"request",.*"status":(\d{3}),.*"ms":([\d.]+)/;
 
+/**
+ * Miniflare's line per queue batch a consumer took, `QUEUE order-events 1/1 (9ms)`: acked/total
+ * messages (wrangler prefixes `[wrangler:info] `).
+ */
+const QUEUE_BATCH = /^(?:\[wrangler:info\] )?QUEUE \S+ (\d+)\/(\d+)\b/;
+/** A JSON line of the Worker's log (durable-objects/shared/log.ts): its level and message. */
+const WORKER_LINE = /^\{"time":"[^"]*","level":"(\w+)","msg":"([^"]*)"/;
+
 /** A request taking this long or more is shown in the quiet request log (as the Worker logs it). */
 export const SLOW_REQUEST_MS = 1_000;
 
 /**
  * Request lines: `quiet` (the default of `npm run dev`) shows only errors (5xx) and slow requests
- * (1 s or more), `all` every line, as wrangler and the Worker write them.
+ * (1 s or more), and none of the routine lines of queue batches and cron runs ({@link isQuietLine});
+ * `all` every line, as wrangler and the Worker write them.
  */
 export type RequestLog = "quiet" | "all";
 
@@ -54,6 +64,22 @@ export function isQuietRequest(plain: string): boolean {
   if (wrangler) return Number(wrangler[1]) < 500;
   const worker = WORKER_REQUEST.exec(plain);
   if (worker) return Number(worker[2]) < 500 && Number(worker[3]) < SLOW_REQUEST_MS;
+  return false;
+}
+
+/**
+ * Whether the quiet log leaves a line out: a quiet request ({@link isQuietRequest}); a queue batch
+ * whose every message was acked (a batch with retries shows); or one of the Worker's routine lines at
+ * level `info` or `debug` (each queue batch's "order events applied", each cron run's
+ * "reconciliation finished", which the `[dev] cron:` line already says). Warnings, errors and
+ * anything that is not a log line pass.
+ */
+export function isQuietLine(plain: string): boolean {
+  if (isQuietRequest(plain)) return true;
+  const batch = QUEUE_BATCH.exec(plain);
+  if (batch) return batch[1] === batch[2];
+  const worker = WORKER_LINE.exec(plain);
+  if (worker && worker[2] !== "request") return worker[1] === "info" || worker[1] === "debug";
   return false;
 }
 const BINDINGS_TABLE = /^Your Worker has access to the following bindings:/;
@@ -77,7 +103,7 @@ export function filterWranglerDev(from: Readable, out: Writable, requests: Reque
       return;
     }
     if (DROPPED.some((pattern) => pattern.test(plain))) return;
-    if (requests === "quiet" && isQuietRequest(plain)) return;
+    if (requests === "quiet" && isQuietLine(plain)) return;
     if (plain === "") {
       if (lastBlank) return;
       lastBlank = true;

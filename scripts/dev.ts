@@ -14,11 +14,13 @@
 // Once wrangler answers, one banner says where the storefront, the dashboard, the OpenAPI document, the
 // admin token and a shopper JWT are, and that the first step is to create a SKU (scripts/dev-output.ts,
 // which also keeps wrangler's noise out). Nothing is printed before it unless something fails.
-// Request logs are quiet: errors (5xx) and requests of a second or more only; `--log-requests=all`
-// (or DEV_LOG_REQUESTS=all) shows every request, the Worker's line and wrangler's.
-// Everything it starts stops with it (Ctrl-C).
+// Request logs are quiet: errors (5xx) and requests of a second or more only, and no routine line per
+// queue batch or cron run (the [dev] cron line says each run); `--log-requests=all` (or
+// DEV_LOG_REQUESTS=all) shows every line, the Worker's and wrangler's.
+// Everything it starts stops with it (Ctrl-C), and redis-server's temporary data directory goes too.
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { rmSync } from "node:fs";
 import { ensureDevVars, readDevVars } from "../tools/dev-vars";
 import { HARNESS_ENTRY } from "../tools/harness";
 import { hasRedisServer, type RedisServer, startRedis } from "../tools/redis-server";
@@ -164,18 +166,28 @@ function run(command: string, args: string[]): Promise<string> {
   });
 }
 
-let stopping = false;
-async function stop(code: number): Promise<never> {
-  if (!stopping) {
-    stopping = true;
+/**
+ * Stops everything, once, then exits. Ctrl-C reaches every process of the terminal's group: wrangler
+ * exits too, and its exit calls this again; that call waits for the first one's clean-up (it used to
+ * exit at once, before redis-server's data directory was removed, leaving a `flashgate-redis-*`
+ * folder in the temp directory after every run).
+ */
+let stopping: Promise<never> | undefined;
+function stop(code: number): Promise<never> {
+  stopping ??= (async () => {
     clearInterval(cron.timer);
     cron.stopped = true;
     for (const child of children) if (child.exitCode === null) child.kill("SIGTERM");
     await bridge?.close().catch(() => undefined);
     await redis?.stop().catch(() => undefined);
-  }
-  process.exit(code);
+    process.exit(code);
+  })();
+  return stopping;
 }
+// Whatever way the process ends (an uncaught error included), redis-server's data directory goes with it.
+process.once("exit", () => {
+  if (redis) rmSync(redis.dir, { recursive: true, force: true });
+});
 process.on("SIGINT", () => void stop(0));
 process.on("SIGTERM", () => void stop(0));
 

@@ -1,6 +1,9 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
-import { isQuietRequest } from "../scripts/dev-output";
+import { isQuietLine, isQuietRequest } from "../scripts/dev-output";
+import { readDevVars } from "../tools/dev-vars";
+import { shopperJwt } from "../tools/jwt";
 import { freePort } from "../tools/redis-server";
 
 /**
@@ -47,13 +50,17 @@ async function untilPrinted(printed: () => string, text: string): Promise<void> 
  * first moves, answered before the screen is taken: no fixed wait), and resolves with everything
  * printed by then and the URLs' statuses.
  */
-async function firstScreen(port: number, extra: string[] = []): Promise<{ out: string; statuses: number[] }> {
+async function firstScreen(
+  port: number,
+  extra: string[] = [],
+  env: Record<string, string> = {},
+): Promise<{ out: string; statuses: number[] }> {
   output = "";
   // Its own inspector port: wrangler's default (9229) may be taken by another test's server.
   const inspector = ["--inspector-port", String(await freePort())];
   const dev = spawn("npx", ["tsx", "scripts/dev.ts", "--port", String(port), ...inspector, ...extra], {
     stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, DEV_CRON_INTERVAL_MS: "0" },
+    env: { ...process.env, DEV_CRON_INTERVAL_MS: "0", ...env },
     detached: true,
   });
   child = dev;
@@ -151,6 +158,75 @@ describe("npm run dev", () => {
   });
 });
 
+describe("npm run dev, a sale and Ctrl-C", () => {
+  it("says nothing per queue batch or cron run but its [dev] cron line, and leaves no redis folder behind", async () => {
+    const port = await freePort();
+    const base = `http://127.0.0.1:${port}`;
+    const { out: screen } = await firstScreen(port, [], { DEV_CRON_INTERVAL_MS: "1000" });
+    // The banner names redis-server's data directory, a fresh one in the temp directory.
+    const dir = /\(data in (\S+flashgate-redis-[^)\s]+)\)/.exec(screen)?.[1];
+    expect(dir, screen).toBeDefined();
+    expect(existsSync(dir ?? "")).toBe(true);
+    const before = output.length;
+    const admin = { authorization: "Bearer dev-admin-token", "content-type": "application/json" };
+    const sku = `quiet-${Date.now().toString(36)}`;
+    const created = await fetch(`${base}/admin/skus/${sku}`, {
+      method: "PUT",
+      headers: admin,
+      body: JSON.stringify({ totalStock: 5, test: true }),
+    });
+    expect(created.status).toBe(200);
+    const shopper = { authorization: `Bearer ${await shopperJwt("quinn", readDevVars().AUTH_SECRET ?? "")}` };
+    const token = (await (
+      await fetch(`${base}/api/skus/${sku}/tokens`, { method: "POST", headers: shopper })
+    ).json()) as {
+      token: string;
+    };
+    const held = await fetch(`${base}/api/skus/${sku}/reservations`, {
+      method: "POST",
+      headers: { ...shopper, "content-type": "application/json" },
+      body: JSON.stringify({ token: token.token, quantity: 1 }),
+    });
+    expect(held.status).toBe(202);
+    const { reservationId } = (await held.json()) as { reservationId: string };
+    // The queue batch: the order row reaches D1 through the order-events consumer.
+    for (const started = Date.now(); ; ) {
+      const read = await fetch(`${base}/api/reservations/${reservationId}`, { headers: shopper });
+      if (((await read.json()) as { order?: { persisted?: boolean } }).order?.persisted) break;
+      if (Date.now() - started > 15_000) throw new Error(`order not persisted within 15 s:\n${output.slice(before)}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    // Two cron runs after it (the second a whole run after the batch), then a second to look in.
+    await untilPrinted(() => output.slice(before), "[dev] cron: reconciliation");
+    const runs = () => (output.slice(before).match(/\[dev\] cron: reconciliation/g) ?? []).length;
+    for (const started = Date.now(); runs() < 3; ) {
+      if (Date.now() - started > 10_000) throw new Error(`fewer than 3 cron runs in 10 s:\n${output.slice(before)}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    const printed = output.slice(before);
+    // What a batch and a run used to print: wrangler's QUEUE line and the Worker's JSON lines.
+    expect(printed).not.toMatch(/QUEUE order-events/);
+    expect(printed).not.toContain("order events applied");
+    expect(printed).not.toContain("reconciliation finished");
+    // What is left: one [dev] cron line per run, nothing else.
+    const lines = printed.split("\n").filter((line) => line.trim() !== "" && !line.startsWith("⎔ "));
+    expect(
+      lines.every((line) => line.startsWith("[dev] cron: reconciliation")),
+      printed,
+    ).toBe(true);
+
+    // Ctrl-C: the terminal sends SIGINT to every process of the group.
+    const dev = child;
+    const exited = new Promise((resolve) => dev?.once("exit", resolve));
+    if (dev?.pid === undefined) throw new Error("npm run dev is not running");
+    process.kill(-dev.pid, "SIGINT");
+    await exited;
+    child = undefined; // stopped (a process ended by a signal keeps exitCode null: afterEach would wait on it)
+    expect(existsSync(dir ?? ""), `${dir} is left after Ctrl-C`).toBe(false);
+  });
+});
+
 describe("the quiet request log", () => {
   it("leaves out quick answers below 500 and keeps errors and slow requests", () => {
     const worker = (status: number, ms: number) =>
@@ -163,5 +239,19 @@ describe("the quiet request log", () => {
     expect(isQuietRequest("[wrangler:info] POST /api/skus/x/reservations 503 Service Unavailable (40ms)")).toBe(false);
     expect(isQuietRequest('{"time":"t","level":"warn","msg":"metrics: stock objects did not answer"}')).toBe(false);
     expect(isQuietRequest("[dev] cron: reconciliation 1a2b3c4d in 40 ms")).toBe(false);
+  });
+
+  it("leaves out a queue batch acked whole and the Worker's info lines, and keeps retries, warnings and errors", () => {
+    expect(isQuietLine("[wrangler:info] QUEUE order-events 1/1 (9ms)")).toBe(true);
+    expect(isQuietLine("QUEUE webhook-deliveries 3/3 (2ms)")).toBe(true);
+    expect(isQuietLine("[wrangler:info] QUEUE order-events 0/2 (9ms)")).toBe(false);
+    expect(isQuietLine('{"time":"t","level":"info","msg":"order events applied","messages":1}')).toBe(true);
+    expect(isQuietLine('{"time":"t","level":"info","msg":"reconciliation finished","errors":0}')).toBe(true);
+    expect(isQuietLine('{"time":"t","level":"warn","msg":"metrics: stock objects did not answer"}')).toBe(false);
+    expect(isQuietLine('{"time":"t","level":"error","msg":"order events failed"}')).toBe(false);
+    const slow = `{"time":"t","level":"info","msg":"request","requestId":"r","method":"GET","route":"/x","path":"/x","status":200,"ms":1500}`;
+    expect(isQuietLine(slow)).toBe(false);
+    expect(isQuietLine("[dev] cron: reconciliation 1a2b3c4d in 40 ms")).toBe(false);
+    expect(isQuietLine("⎔ Reloading local server...")).toBe(false);
   });
 });

@@ -1,4 +1,4 @@
-import { runInDurableObject } from "cloudflare:test";
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { configureSku } from "../src/catalog/configure-sku";
@@ -289,6 +289,123 @@ describe("409 INVALID_STATE says what was found and what is allowed from it", ()
       `Dead letter ${id} is not a valid order event: only a letter of valid order events can be replayed (it stays stored for inspection).`,
     );
     expect(error.details).toEqual({ state: "invalid_event" });
+  });
+});
+
+describe("issue #50: a partial PUT is checked as the whole SKU it leaves", () => {
+  const put = (sku: string, body: Record<string, unknown>) => call("PUT", `/admin/skus/${sku}`, { admin: true, body });
+  const view = async (sku: string) => (await call("GET", `/admin/skus/${sku}`, { admin: true })).json;
+
+  it("a window that would end before it starts (stored values for fields left out): 400 naming the field, nothing changed", async () => {
+    const sku = uniqueSku("window-order");
+    const startsAt = inSeconds(3_600);
+    const endsAt = inSeconds(7_200);
+    await createSku(sku, { totalStock: 5, startsAt, endsAt });
+
+    const early = refusal(await put(sku, { endsAt: inSeconds(1_800) }), 400, "INVALID_REQUEST");
+    expect(early.details?.fields?.map((f) => f.path)).toEqual(["endsAt"]);
+    expect(early.message).toContain(`startsAt ${new Date(startsAt).toISOString()}`);
+    const equal = refusal(await put(sku, { endsAt: startsAt }), 400, "INVALID_REQUEST");
+    expect(equal.details?.fields?.map((f) => f.path)).toEqual(["endsAt"]);
+    const late = refusal(await put(sku, { startsAt: inSeconds(9_000), name: "Late" }), 400, "INVALID_REQUEST");
+    expect(late.details?.fields?.map((f) => f.path)).toEqual(["startsAt"]);
+    expect(late.message).toContain(`endsAt ${new Date(endsAt).toISOString()}`);
+    // Both in the body: refused as before.
+    const both = refusal(await put(sku, { startsAt: endsAt, endsAt: startsAt }), 400, "INVALID_REQUEST");
+    expect(both.details?.fields?.map((f) => f.path)).toEqual(["endsAt"]);
+    expect(await view(sku)).toMatchObject({
+      name: sku,
+      startsAt: new Date(startsAt).toISOString(),
+      endsAt: new Date(endsAt).toISOString(),
+    });
+
+    // Moving both at once, or clearing the end, is fine.
+    const moved = await put(sku, { startsAt: inSeconds(9_000), endsAt: inSeconds(10_000) });
+    expect(moved.status).toBe(200);
+    expect((await put(sku, { endsAt: null })).status).toBe(200);
+    expect((await put(sku, { startsAt: inSeconds(20_000) })).status).toBe(200);
+  });
+
+  it("a tier opening at or after the public start: 400 naming the field the PUT sent, nothing changed", async () => {
+    const sku = uniqueSku("tier-order");
+    const start = Date.now() + 3_600_000;
+    const tierAt = start - 600_000;
+    await createSku(sku, {
+      totalStock: 5,
+      startsAt: new Date(start).toISOString(),
+      access: [{ name: "members", startsAt: new Date(tierAt).toISOString() }],
+    });
+    const before = refusal(await put(sku, { startsAt: new Date(tierAt).toISOString() }), 400, "INVALID_REQUEST");
+    expect(before.details?.fields?.map((f) => f.path)).toEqual(["startsAt"]);
+    expect(before.message).toContain("members");
+    const cleared = refusal(await put(sku, { startsAt: null }), 400, "INVALID_REQUEST");
+    expect(cleared.details?.fields?.map((f) => f.path)).toEqual(["startsAt"]);
+    const tier = refusal(
+      await put(sku, { access: [{ name: "members", startsAt: new Date(start).toISOString() }] }),
+      400,
+      "INVALID_REQUEST",
+    );
+    expect(tier.details?.fields?.map((f) => f.path)).toEqual(["access.0.startsAt"]);
+    expect(await view(sku)).toMatchObject({
+      startsAt: new Date(start).toISOString(),
+      access: [{ name: "members", startsAt: new Date(tierAt).toISOString() }],
+    });
+  });
+});
+
+describe("issue #50: moving a tier while its opening window is open or its draw undecided names the state", () => {
+  const MINUTE = 60_000;
+  const iso = (ms: number) => new Date(ms).toISOString();
+  const setClock = (sku: string, at: number) =>
+    runInDurableObject(stockShard(env, sku, 0), (object) => {
+      object.now = () => at;
+    });
+
+  it("window_open, then draw_pending, each saying what to wait for; once the draw is decided the tier moves", async () => {
+    const sku = uniqueSku("tier-move");
+    const now = Date.now();
+    const tierAt = now + 10 * MINUTE;
+    const closesAt = tierAt + 2_000;
+    await createSku(sku, {
+      totalStock: 5,
+      startsAt: iso(now + 60 * MINUTE),
+      openingWindowMs: 2_000,
+      access: [{ name: "members", startsAt: iso(tierAt) }],
+    });
+    const moved = { access: [{ name: "members", startsAt: iso(tierAt + 5 * MINUTE) }] };
+
+    // The stock object's clock in the tier's window, the edge's a few minutes before it: only the
+    // object refuses, and the refusal is explained with what it holds.
+    await setClock(sku, tierAt + 500);
+    const raced = refusal(await call("PUT", `/admin/skus/${sku}`, { admin: true, body: moved }), 409, "INVALID_STATE");
+    expect(raced.details?.state).toBe("window_open");
+    expect(raced.message).toContain("members");
+    expect(raced.message).toContain(iso(closesAt));
+    expect(raced.message).not.toContain("changed while this PUT was decided");
+
+    // Both clocks in the window: refused up front, before any shard is asked to change.
+    const open = await configureSku(env, sku, moved, tierAt + 500).catch((e: unknown) => e);
+    expect(open).toBeInstanceOf(ApiError);
+    expect((open as ApiError).code).toBe("INVALID_STATE");
+    expect((open as ApiError).details?.state).toBe("window_open");
+    expect((open as ApiError).message).toContain(`wait until it closes at ${iso(closesAt)}`);
+
+    // The window closed, its draw not decided yet.
+    await setClock(sku, closesAt + 100);
+    const pending = await configureSku(env, sku, moved, closesAt + 100).catch((e: unknown) => e);
+    expect(pending).toBeInstanceOf(ApiError);
+    expect((pending as ApiError).code).toBe("INVALID_STATE");
+    expect((pending as ApiError).details?.state).toBe("draw_pending");
+    expect((pending as ApiError).message).toContain("wait for its draw");
+
+    // The draw decided: the tier moves (its decided draw stays, as history).
+    expect(await runDurableObjectAlarm(stockShard(env, sku, 0))).toBe(true);
+    const after = await configureSku(env, sku, moved, closesAt + 200);
+    expect(after.access?.map((t) => t.startsAt)).toEqual([tierAt + 5 * MINUTE]);
+    // The window itself stays as it opened.
+    const wider = await configureSku(env, sku, { openingWindowMs: 3_000 }, closesAt + 300).catch((e: unknown) => e);
+    expect([(wider as ApiError).code, (wider as ApiError).details?.state]).toEqual(["INVALID_STATE", "window_open"]);
+    await setClock(sku, Date.now());
   });
 });
 

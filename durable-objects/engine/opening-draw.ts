@@ -221,10 +221,12 @@ export class OpeningDraw {
 
   /**
    * Applies a SKU's `openingWindowMs` and its openings (the public `startsAt` and the tiers'), after
-   * a configure. Returns false, changing nothing, when the change would move or resize a window
-   * that already opened, or open the public one now or in the past (its seed hash must be public
-   * before it opens). A tier that opened before its window was set gets no draw (it had no seed
-   * hash published): its buyers were decided on arrival. `newSeed` gives shard 0 its secret seeds.
+   * a configure. Returns false, changing nothing, when the change would resize a window that already
+   * opened, move or drop an opening whose window opened and whose draw is not decided yet, or open
+   * the public one now or in the past (its seed hash must be public before it opens). A decided
+   * draw is history: its row stays as it was decided, and its tier may move (a later opening gets a
+   * draw of its own) or go. A tier that opened before its window was set gets no draw (it had no
+   * seed hash published): its buyers were decided on arrival. `newSeed` gives shard 0 its secret seeds.
    */
   configure(
     windowMs: number | undefined,
@@ -236,9 +238,11 @@ export class OpeningDraw {
     const rows = this.#all;
     const wanted = windowMs ?? rows[0]?.window_ms ?? 0;
     const openings = new Set(startsAt === null ? tierStarts : [...tierStarts, startsAt]);
-    // Opened: each window is what it was (a later PUT that repeats it, or leaves it out, is fine).
+    // Opened: each window is what it was (a later PUT that repeats it, or leaves it out, is fine),
+    // and its opening stays until its draw is decided.
     for (const row of rows) {
-      if (now >= row.opens_at && (wanted !== row.window_ms || !openings.has(row.opens_at))) return false;
+      if (now < row.opens_at) continue;
+      if (wanted !== row.window_ms || (!openings.has(row.opens_at) && row.decided_at === null)) return false;
     }
     if (wanted > 0 && (startsAt === null || (now >= startsAt && !this.#row(startsAt)))) return false;
     // An opening moved before it opens keeps its row, and so the seed hash already published.

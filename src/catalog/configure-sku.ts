@@ -1,5 +1,11 @@
 import { drizzle } from "drizzle-orm/d1";
-import { type AccessTier, type SkuChange, type SkuState, sumShards } from "../../durable-objects/stock/stock-model";
+import {
+  type AccessTier,
+  type DrawInfo,
+  type SkuChange,
+  type SkuState,
+  sumShards,
+} from "../../durable-objects/stock/stock-model";
 import { reconcileWatermarks, skus } from "../db/schema";
 import { readShardStates, readWaitlist } from "../edge/sku-state";
 import { ApiError } from "../http/errors";
@@ -43,15 +49,27 @@ export async function configureSku(
       },
     );
   }
-  if (current?.[0]?.status === "archived") throw archived(sku);
+  const stored = current?.[0] ?? null;
+  if (stored?.status === "archived") throw archived(sku);
   const startsAt = time(body.startsAt);
-  checkOpeningWindow(body, current?.[0] ?? null, startsAt, now);
+  const endsAt = time(body.endsAt);
+  checkOpeningWindow(body, stored, startsAt, now);
   const access = body.access?.map((t) => ({ ...t, startsAt: Date.parse(t.startsAt) }));
-  const tiers = access ?? current?.[0]?.access ?? [];
-  const publicStart = startsAt === undefined ? (current?.[0]?.startsAt ?? null) : startsAt;
-  checkAccess(tiers, publicStart);
-  checkOpeningsApart(tiers, publicStart, body.openingWindowMs ?? current?.[0]?.openingWindowMs ?? 0, now);
-  const shards = body.shards ?? current?.[0]?.shards ?? 1;
+  // The SKU as this PUT leaves it: what the body names, else what is stored (API.md "Clarified").
+  const after = {
+    startsAt: startsAt === undefined ? (stored?.startsAt ?? null) : startsAt,
+    endsAt: endsAt === undefined ? (stored?.endsAt ?? null) : endsAt,
+    tiers: access ?? stored?.access ?? [],
+    windowMs: body.openingWindowMs ?? stored?.openingWindowMs ?? 0,
+  };
+  checkSaleWindow(body, after);
+  checkAccess(body, after);
+  checkOpeningsApart(after.tiers, after.startsAt, after.windowMs, now);
+  if (stored && (stored.openingWindowMs ?? 0) > 0 && movesOpenings(body)) {
+    const refusal = openedDrawRefusal(sku, stored, after, await readDrawInfo(env, sku), now, false);
+    if (refusal) throw refusal;
+  }
+  const shards = body.shards ?? stored?.shards ?? 1;
   const change: SkuChange = {
     sku,
     shards,
@@ -62,7 +80,7 @@ export async function configureSku(
     perUserLimit: body.perUserLimit,
     holdSeconds: body.holdSeconds,
     startsAt,
-    endsAt: time(body.endsAt),
+    endsAt,
     status: body.status,
     openingWindowMs: body.openingWindowMs,
     price: body.price,
@@ -70,7 +88,9 @@ export async function configureSku(
     access,
   };
   const outcome = await callStock(() => adminShard(env, sku, 0).putSku(change, requestId));
-  if (!outcome.ok && outcome.code === "INVALID_STATE") throw await explainRefusal(env, sku, body, shards);
+  if (!outcome.ok && outcome.code === "INVALID_STATE") {
+    throw await explainRefusal(env, sku, body, { shards, after }, Math.max(now, Date.now()));
+  }
   unwrap(outcome);
 
   const states = await readShardStates(env, sku, { anyId: true });
@@ -133,7 +153,14 @@ function archived(sku: string): ApiError {
  * a refusal is rare, and the figures are those an operator acts on): archived, a total below what is
  * held or sold, or a new shard count while units are held or sold or buyers wait.
  */
-async function explainRefusal(env: Env, sku: string, body: SkuSettingsRequest, shards: number): Promise<ApiError> {
+async function explainRefusal(
+  env: Env,
+  sku: string,
+  body: SkuSettingsRequest,
+  asked: { shards: number; after: SkuAfter },
+  now: number,
+): Promise<ApiError> {
+  const { shards, after } = asked;
   const states = await readShardStates(env, sku, { anyId: true });
   const state = states ? sumShards(states) : null;
   if (!state) return new ApiError("INVALID_STATE");
@@ -166,6 +193,12 @@ async function explainRefusal(env: Env, sku: string, body: SkuSettingsRequest, s
       { shards: state.shards, heldOrSold, waiting },
     );
   }
+  // An opening this PUT moves or resizes whose window opened by the stock object's clock (which
+  // refused it) though not by the edge's when it checked: named from the draws as they are now.
+  if (movesOpenings(body)) {
+    const refusal = openedDrawRefusal(sku, state, after, await readDrawInfo(env, sku), now, true);
+    if (refusal) return refusal;
+  }
   return new ApiError(
     "INVALID_STATE",
     `SKU ${sku} changed while this PUT was decided (${plural(heldOrSold, "unit")} held or sold now): read it and send the PUT again.`,
@@ -174,23 +207,139 @@ async function explainRefusal(env: Env, sku: string, body: SkuSettingsRequest, s
   );
 }
 
+/** Whether a PUT may move, add, remove or resize an opening (a tier's or the public start's window). */
+const movesOpenings = (body: SkuSettingsRequest) =>
+  body.access !== undefined || body.startsAt !== undefined || body.openingWindowMs !== undefined;
+
+/** The SKU's draws (shard 0), one per opening, or null without an opening window. */
+function readDrawInfo(env: Env, sku: string): Promise<DrawInfo | null> {
+  return callStock(() => adminShard(env, sku, 0).drawInfo());
+}
+
+/**
+ * Fair opening with early access: an opening whose window has opened keeps its time and its window
+ * while the window is open and until its draw is decided (its entries are being drawn by them); a
+ * decided draw stays as it was, so its tier may move or go then, but the window's length never
+ * changes once one opened. This names what a PUT that would move or resize such an opening waits
+ * for: `window_open` (the window is open now, or opened with the length the PUT changes) or
+ * `draw_pending` (closed, not decided yet). The public start's own window is checkOpeningWindow's.
+ * `refused`: the stock object already refused the change, judging by its own clock, so the earliest
+ * opening the PUT moves and whose draw is undecided is the one it found opened.
+ */
+function openedDrawRefusal(
+  sku: string,
+  stored: SkuState,
+  after: SkuAfter,
+  info: DrawInfo | null,
+  now: number,
+  refused: boolean,
+): ApiError | null {
+  if (!info) return null;
+  const openings = new Set(after.tiers.map((t) => t.startsAt));
+  if (after.startsAt !== null) openings.add(after.startsAt);
+  for (const opening of info.openings) {
+    const windowMs = opening.closesAt - opening.opensAt;
+    const moved = !openings.has(opening.opensAt);
+    const resized = after.windowMs !== windowMs;
+    if (!moved && !resized) continue;
+    // A decided draw is history: its tier may move or go (the draw stays as it was decided).
+    if (!resized && opening.decidedAt !== null) continue;
+    if (opening.opensAt > now && !refused) continue;
+    const tier = stored.access?.find((t) => t.startsAt === opening.opensAt);
+    const what = tier
+      ? `Early access tier ${tier.name}`
+      : opening.opensAt === stored.startsAt
+        ? "The public start"
+        : `The opening at ${iso(opening.opensAt)}`;
+    const change = resized ? `openingWindowMs (${windowMs} ms)` : tier ? `its startsAt` : "its time";
+    if (now < opening.closesAt || (refused && opening.decidedAt === null && opening.opensAt > now)) {
+      return new ApiError(
+        "INVALID_STATE",
+        `${what}'s opening window is open (${iso(opening.opensAt)} to ${iso(opening.closesAt)}): ${change} cannot change while its entries are drawn: wait until it closes at ${iso(opening.closesAt)} and its draw is decided (GET /api/skus/${sku}/draw shows decidedAt), then send this PUT again.`,
+        {},
+        { state: "window_open" },
+      );
+    }
+    if (opening.decidedAt === null) {
+      return new ApiError(
+        "INVALID_STATE",
+        `${what}'s opening window closed at ${iso(opening.closesAt)} and its draw is not decided yet: ${change} cannot change until it is: wait for its draw (decided moments after the close; GET /api/skus/${sku}/draw shows decidedAt), then send this PUT again.`,
+        {},
+        { state: "draw_pending" },
+      );
+    }
+    return new ApiError(
+      "INVALID_STATE",
+      `${what}'s opening window opened at ${iso(opening.opensAt)} with openingWindowMs ${windowMs}: openingWindowMs can no longer change (it is set before the first window opens).`,
+      {},
+      { state: "window_open" },
+    );
+  }
+  return null;
+}
+
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`;
+
+/** The SKU's window, tiers and opening window as a PUT leaves them (its fields, else the stored ones). */
+interface SkuAfter {
+  startsAt: number | null;
+  endsAt: number | null;
+  tiers: readonly AccessTier[];
+  windowMs: number;
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/**
+ * A sale ends after it starts, checked on the SKU as the PUT leaves it: a partial PUT that moves
+ * `endsAt` before the stored `startsAt` (or `startsAt` past the stored `endsAt`) is refused too.
+ * The field named is the one the body sent (`endsAt` when it sent both).
+ */
+function checkSaleWindow(body: SkuSettingsRequest, after: SkuAfter): void {
+  const { startsAt, endsAt } = after;
+  if (startsAt === null || endsAt === null || endsAt > startsAt) return;
+  const path = body.endsAt !== undefined || body.startsAt === undefined ? "endsAt" : "startsAt";
+  const keptStart = body.startsAt === undefined ? " (kept)" : "";
+  const keptEnd = body.endsAt === undefined ? " (kept)" : "";
+  throw new ApiError(
+    "INVALID_REQUEST",
+    `The sale would end before it starts: endsAt ${iso(endsAt)}${keptEnd} is not after startsAt ${iso(startsAt)}${keptStart}. Fields a PUT leaves out keep their value: send ${path === "endsAt" ? "an endsAt after startsAt" : "a startsAt before endsAt"} (or both). Nothing was changed.`,
+    {},
+    {
+      fields: [{ path, message: path === "endsAt" ? "after startsAt" : "before endsAt" }],
+    },
+  );
+}
 
 /**
  * Early access: every tier opens before the public `startsAt` (checked against the tiers and start
- * in force after this PUT, so moving the start before a kept tier is refused too).
+ * in force after this PUT, so moving the start before a kept tier is refused too). The field named
+ * is the one the body sent: the tier, or `startsAt` when the PUT moved the start before kept tiers.
  */
-function checkAccess(tiers: readonly AccessTier[], startsAt: number | null): void {
+function checkAccess(body: SkuSettingsRequest, after: SkuAfter): void {
+  const { tiers, startsAt } = after;
   const late = tiers.findIndex((t) => startsAt === null || t.startsAt >= startsAt);
   if (late < 0) return;
   const tier = tiers[late];
+  const path = body.access !== undefined ? `access.${late}.startsAt` : "startsAt";
+  const kept = body.access === undefined ? " (kept)" : "";
   throw new ApiError(
     "INVALID_REQUEST",
     startsAt === null
-      ? "Early access tiers need a public startsAt to open before."
-      : `Early access tier ${tier?.name} opens at or after the public startsAt ${new Date(startsAt).toISOString()}: a tier opens before it.`,
+      ? `Early access tiers need a public startsAt to open before: ${body.access !== undefined ? "send one with the tiers" : `this PUT clears startsAt while tier ${tier?.name} is kept (send "access": [] to remove the tiers)`}. Nothing was changed.`
+      : `Early access tier ${tier?.name}${kept} opens at ${iso(tier?.startsAt ?? 0)}, at or after the public startsAt ${iso(startsAt)}: a tier opens before it. Nothing was changed.`,
     {},
-    { fields: [{ path: `access.${late}.startsAt`, message: "before the public startsAt" }] },
+    {
+      fields: [
+        {
+          path,
+          message:
+            path === "startsAt"
+              ? `after every early access tier (${tier?.name} opens at ${iso(tier?.startsAt ?? 0)})`
+              : "before the public startsAt",
+        },
+      ],
+    },
   );
 }
 

@@ -37,41 +37,38 @@ const AccessTier = z.strictObject({
 export const AccessCodesRequest = z.strictObject({ tier: TierName, count: z.int().min(1).max(10_000) });
 
 // Strict: an operator's typo ("perUserLimt") is an unknown field, answered 400 naming it, never dropped.
-export const SkuSettingsRequest = z
-  .strictObject({
-    name: z.string().min(1).max(200).optional(),
-    /** Required to create a SKU; left out on an existing one, it keeps its value (v1.3). */
-    totalStock: z.int().min(0).max(1_000_000_000).optional(),
-    perUserLimit: z.int().min(1).max(1_000_000).optional(),
-    holdSeconds: z.int().min(10).max(86_400).optional(),
-    startsAt: Time.nullable().optional(),
-    endsAt: Time.nullable().optional(),
-    shards: z.int().min(1).max(64).optional(),
-    status: z.enum(["on_sale", "paused"]).optional(),
-    /** Minor units of `currency` per unit; null: no price (payment amounts are not checked). */
-    price: z.int().min(0).max(1_000_000_000).nullable().optional(),
-    currency: Currency.optional(),
-    /**
-     * API.md "Fair opening": reservations in the first `openingWindowMs` after `startsAt` are decided
-     * by a draw (0: off). Set before the window opens; it needs a `startsAt`.
-     */
-    openingWindowMs: z.int().min(0).max(10_000).optional(),
-    /**
-     * API.md v1.4 "Test sales": a test SKU's orders, events and payments say `test: true`. Set only
-     * when the SKU is created: another value on an existing SKU is `409 INVALID_STATE`.
-     */
-    test: z.boolean().optional(),
-    /** API.md "Early access" (v1.3): up to 8 tiers, each opening before `startsAt`; left out: kept. */
-    access: z
-      .array(AccessTier)
-      .max(8)
-      .refine((tiers) => new Set(tiers.map((t) => t.name)).size === tiers.length, "each tier name at most once")
-      .optional(),
-  })
-  .refine((b) => !b.startsAt || !b.endsAt || Date.parse(b.startsAt) < Date.parse(b.endsAt), {
-    message: "startsAt must be before endsAt",
-    path: ["endsAt"],
-  });
+export const SkuSettingsRequest = z.strictObject({
+  name: z.string().min(1).max(200).optional(),
+  /** Required to create a SKU; left out on an existing one, it keeps its value (v1.3). */
+  totalStock: z.int().min(0).max(1_000_000_000).optional(),
+  perUserLimit: z.int().min(1).max(1_000_000).optional(),
+  holdSeconds: z.int().min(10).max(86_400).optional(),
+  startsAt: Time.nullable().optional(),
+  endsAt: Time.nullable().optional(),
+  shards: z.int().min(1).max(64).optional(),
+  status: z.enum(["on_sale", "paused"]).optional(),
+  /** Minor units of `currency` per unit; null: no price (payment amounts are not checked). */
+  price: z.int().min(0).max(1_000_000_000).nullable().optional(),
+  currency: Currency.optional(),
+  /**
+   * API.md "Fair opening": reservations in the first `openingWindowMs` after `startsAt` are decided
+   * by a draw (0: off). Set before the window opens; it needs a `startsAt`.
+   */
+  openingWindowMs: z.int().min(0).max(10_000).optional(),
+  /**
+   * API.md v1.4 "Test sales": a test SKU's orders, events and payments say `test: true`. Set only
+   * when the SKU is created: another value on an existing SKU is `409 INVALID_STATE`.
+   */
+  test: z.boolean().optional(),
+  /** API.md "Early access" (v1.3): up to 8 tiers, each opening before `startsAt`; left out: kept. */
+  access: z
+    .array(AccessTier)
+    .max(8)
+    .refine((tiers) => new Set(tiers.map((t) => t.name)).size === tiers.length, "each tier name at most once")
+    .optional(),
+});
+// That the sale ends after it starts is checked on the SKU as the PUT leaves it (a partial PUT keeps
+// the fields it leaves out), so in src/catalog/configure-sku.ts, not on the body alone.
 export type SkuSettingsRequest = z.infer<typeof SkuSettingsRequest>;
 
 /** Body of `POST /webhooks/payments` (the provider's event, signed). */

@@ -74,7 +74,7 @@ export const ErrorDetails = z
       .string()
       .optional()
       .describe(
-        "INVALID_STATE: the state found: a reservation's status (`paid`, `expired`, …), `archived` for a SKU, `window_open` / `window_past` for an opening window, `draw_pending` for a resize, `invalid_event` for a dead letter",
+        "INVALID_STATE: the state found: a reservation's status (`paid`, `expired`, …), `archived` for a SKU, `window_open` / `window_past` for an opening window (`window_open` also for a tier moved while its window is open), `draw_pending` for a resize or a tier moved before its draw is decided, `invalid_event` for a dead letter",
       ),
     totalStock: Count.optional().describe("INVALID_STATE: the totalStock asked for"),
     heldOrSold: Count.optional().describe("INVALID_STATE: the SKU's units held or sold, the least totalStock can be"),
