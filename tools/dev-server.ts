@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { ensureDevVars } from "./dev-vars";
 import { HARNESS_ENTRY } from "./harness";
 import { migrateInto } from "./migrated-d1";
+import { workerRestarts } from "./proxy-restart";
 import { freePort } from "./redis-server";
 
 /**
@@ -32,6 +33,12 @@ export interface DevServer {
   reloads(): number;
   /** The last lines wrangler dev printed (to show what it said before it stopped answering). */
   tail(lines: number): string;
+  /**
+   * Stops wrangler dev and starts it again on the same port over the same state: every isolate and
+   * object starts afresh, storage kept (a deploy, or isolates Cloudflare starts anew). Requests cut
+   * off meanwhile are sent again by {@link fetchRetryingRestarts} once it is back.
+   */
+  restart(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -47,11 +54,6 @@ export async function startDevServer(opts: { vars?: Record<string, string> } = {
   const inspector = ["--inspector-port", String(await freePort())];
   const base = ["--port", String(port), "--ip", "127.0.0.1", "--persist-to", state, "--test-scheduled", ...inspector];
   const args = ["wrangler", "dev", HARNESS_ENTRY, ...base, ...vars]; // with the dev, bench and chaos routes
-  const child: ChildProcess = spawn("npx", args, {
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
-    detached: true,
-  });
   let log = "";
   // DEV_SERVER_LOG=<file>: wrangler dev's whole output (the Worker's JSON log lines) also goes there.
   const copy = process.env.DEV_SERVER_LOG ? createWriteStream(process.env.DEV_SERVER_LOG, { flags: "a" }) : null;
@@ -59,32 +61,51 @@ export async function startDevServer(opts: { vars?: Record<string, string> } = {
     copy?.write(d);
     log += d.toString();
   };
-  child.stdout?.on("data", keep);
-  child.stderr?.on("data", keep);
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`wrangler dev exited ${child.exitCode}:\n${log}`);
-    try {
-      if ((await fetch(`${url}/healthz`)).ok) break;
-    } catch {
-      // not listening yet
+  const launch = async (): Promise<ChildProcess> => {
+    const child: ChildProcess = spawn("npx", args, {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
+      detached: true,
+    });
+    child.stdout?.on("data", keep);
+    child.stderr?.on("data", keep);
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`wrangler dev exited ${child.exitCode}:\n${log}`);
+      try {
+        if ((await fetch(`${url}/healthz`)).ok) return child;
+      } catch {
+        // not listening yet
+      }
+      if (Date.now() > deadline) throw new Error(`wrangler dev did not become ready:\n${log}`);
+      await new Promise((resolve) => setTimeout(resolve, 200));
     }
-    if (Date.now() > deadline) throw new Error(`wrangler dev did not become ready:\n${log}`);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-  const readyAt = log.length;
+  };
+  const kill = async (child: ChildProcess) => {
+    if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return;
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    process.kill(-child.pid, "SIGTERM"); // the whole group: npx, wrangler and workerd
+    await exited;
+  };
+  let child = await launch();
+  let readyAt = log.length;
   return {
     url,
     stateDir: state,
     reloads: () => log.slice(readyAt).split(RELOADING).length - 1,
     tail: (lines) => log.split("\n").slice(-lines).join("\n"),
+    async restart() {
+      const restarted = (async () => {
+        await kill(child);
+        child = await launch();
+        readyAt = log.length;
+      })();
+      workerRestarts.during(restarted);
+      await restarted;
+    },
     async stop() {
-      if (child.exitCode === null && child.pid !== undefined) {
-        const exited = new Promise((resolve) => child.once("exit", resolve));
-        process.kill(-child.pid, "SIGTERM"); // the whole group: npx, wrangler and workerd
-        await exited;
-      }
+      await kill(child);
       rmSync(state, { recursive: true, force: true });
     },
   };

@@ -13,6 +13,23 @@ const RETRIES = 5;
 /** How many requests were sent again after that answer (for a harness's summary). */
 export const proxyRestarts = { retried: 0 };
 
+/**
+ * Restarts of the Worker this process makes itself (tools/dev-server.ts `restart`): a request whose
+ * connection failed while one was under way is sent again, unchanged, once the Worker is back.
+ */
+export const workerRestarts = {
+  /** Requests sent again after a restart cut them off (for a harness's summary). */
+  resent: 0,
+  current: null as Promise<void> | null,
+  during(restart: Promise<void>): void {
+    this.current = restart;
+    const clear = () => {
+      if (this.current === restart) this.current = null;
+    };
+    restart.then(clear, clear);
+  },
+};
+
 /** Whether an answer is wrangler dev's proxy dropping the request (not the Worker's own 503 BUSY). */
 export function isProxyRestart(status: number, text: string): boolean {
   return status === 503 && text.includes(RESTARTED);
@@ -28,7 +45,18 @@ export async function fetchRetryingRestarts(
   init: RequestInit & { body?: string | null },
 ): Promise<{ response: Response; text: string }> {
   for (let attempt = 0; ; attempt++) {
-    const response = await fetch(url, init);
+    let response: Response;
+    try {
+      response = await fetch(url, init);
+    } catch (err) {
+      // Connection refused or cut: only a restart of our own is waited out; anything else is an error.
+      const restart = workerRestarts.current;
+      if (!restart) throw err;
+      await restart.catch(() => undefined);
+      workerRestarts.resent++;
+      attempt--;
+      continue;
+    }
     const text = await response.text();
     if (!isProxyRestart(response.status, text) || attempt >= RETRIES) return { response, text };
     proxyRestarts.retried++;

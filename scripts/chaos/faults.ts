@@ -15,7 +15,8 @@ import { Actors } from "./actors";
 import { EarlyScene } from "./early";
 import { GatherWitness } from "./gather-witness";
 import type { ShopHooks } from "./hooks";
-import { type Client, num, sleep } from "./http";
+import { type Client, num, sleep, str } from "./http";
+import { readAsOwner } from "./invariants";
 import { describeFault, type Fault, type Scheduled, type SkuPlan } from "./schedule";
 import { type Ledger, newLedger } from "./shoppers";
 
@@ -57,6 +58,12 @@ export class FaultInjector {
   readonly witness: GatherWitness;
   /** The shop's webhook receiver, which the `receiver-*` faults reach. */
   hooks: ShopHooks | null = null;
+  /** Restarts the whole Worker over its state (`worker-restart`): run.ts's wrangler dev. */
+  restartWorker: (() => Promise<void>) | null = null;
+  /** Acknowledged reservations read back after each restart, and the restarts (invariant 15). */
+  readonly restarts = { count: 0, readBack: 0, contradicted: 0 };
+  /** The consumer fault window in force: the switch lives in the Worker's isolates, so a restart loses it. */
+  #consumerFaults: Record<string, number> | null = null;
 
   constructor(
     readonly client: Client,
@@ -65,7 +72,7 @@ export class FaultInjector {
     /** The SKUs as configured; a successful resize updates its plan's `shards`. */
     readonly skus: SkuPlan[] = [],
     /** Where the actors record what they were told (the shoppers' ledger, for the invariants). */
-    ledger: Ledger = newLedger(),
+    readonly ledger: Ledger = newLedger(),
     seed = 1,
   ) {
     for (const plan of skus) this.lastPut.set(plan.sku, plan.totalStock);
@@ -98,9 +105,8 @@ export class FaultInjector {
     switch (fault.kind) {
       case "consumer": {
         const { failRate, duplicateRate, maxDelaySeconds, seed } = fault;
-        await this.#expectOk(
-          this.client.admin("PUT", "/chaos/consumer-faults", { failRate, duplicateRate, maxDelaySeconds, seed }),
-        );
+        this.#consumerFaults = { failRate, duplicateRate, maxDelaySeconds, seed };
+        await this.#expectOk(this.client.admin("PUT", "/chaos/consumer-faults", this.#consumerFaults));
         this.count("consumer fault windows");
         return;
       }
@@ -170,6 +176,9 @@ export class FaultInjector {
         if (fault.fault === "abort-mid-batch" && shard < shards) await this.witness.reserve(sku, shard, shards);
         return;
       }
+      case "worker-restart":
+        await this.#restart();
+        return;
       case "receiver-window":
       case "receiver-outage":
       case "receiver-stall":
@@ -184,6 +193,53 @@ export class FaultInjector {
         );
         return;
     }
+  }
+
+  /**
+   * Invariant 15: the Worker restarted (every isolate and object new, storage kept) while shoppers,
+   * operators and payments go on; then every reservation acknowledged before it is read back by its
+   * owner. None may be unknown, and none told final (paid, cancelled, expired) may be held again.
+   */
+  async #restart(): Promise<void> {
+    if (!this.restartWorker) throw new Error("no Worker to restart");
+    const told = [...this.ledger.acked.values()].map((a) => ({ acked: a, status: a.lastKnown }));
+    const began = Date.now();
+    await this.restartWorker();
+    this.restarts.count++;
+    if (this.#consumerFaults) {
+      await this.#expectOk(this.client.admin("PUT", "/chaos/consumer-faults", this.#consumerFaults));
+    }
+    this.log(`Worker restarted in ${((Date.now() - began) / 1000).toFixed(1)} s; reading back ${told.length} holds`);
+    for (let i = 0; i < told.length; i += 16) {
+      await Promise.all(
+        told.slice(i, i + 16).map(async ({ acked, status }) => {
+          const reply = await readAsOwner(this.client, acked.id, acked.userId);
+          this.restarts.readBack++;
+          const now = str(reply.json, "status");
+          const problem =
+            reply.status !== 200
+              ? `answered ${reply.status} ${reply.text.slice(0, 100)}`
+              : status === "paid" && now !== "paid"
+                ? `was paid, now ${now}`
+                : (status === "cancelled" || status === "expired") && now === "held"
+                  ? `was ${status}, now held again`
+                  : null;
+          if (!problem) return;
+          this.restarts.contradicted++;
+          this.ledger.violations.push({
+            invariant: 15,
+            message: `after a Worker restart, reservation ${acked.id} (${acked.sku}, ${acked.userId}) ${problem}`,
+          });
+          this.log(`VIOLATION (invariant 15): reservation ${acked.id} ${problem} after a Worker restart`);
+        }),
+      );
+    }
+  }
+
+  /** Invariant 15's line of the summary. */
+  summary15(): string {
+    const { count, readBack, contradicted } = this.restarts;
+    return `${count} Worker restarts mid-traffic; ${readBack} acknowledged reservations read back after them, ${contradicted} contradicted`;
   }
 
   async #operator(fault: Extract<Fault, { kind: "operator" }>): Promise<void> {
@@ -256,6 +312,7 @@ export class FaultInjector {
   }
 
   async consumerOff(): Promise<void> {
+    this.#consumerFaults = null;
     await this.#expectOk(this.client.admin("PUT", "/chaos/consumer-faults", { failRate: 0, duplicateRate: 0 }));
   }
 

@@ -142,7 +142,7 @@ export async function firstOrderMismatch(
   return null;
 }
 
-async function readAsOwner(client: Client, id: string, userId: string): Promise<Reply> {
+export async function readAsOwner(client: Client, id: string, userId: string): Promise<Reply> {
   const jwt = await shopperJwt(userId, client.secrets.authSecret);
   for (let attempt = 0; ; attempt++) {
     const reply = await client.request("GET", `/api/reservations/${id}`, {

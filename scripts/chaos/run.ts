@@ -8,13 +8,14 @@
 // available while buyers are told SOLD_OUT or a line waits; 10: a refused PUT changed nothing, a resize is all or
 // nothing; 11: nothing stored for SKUs never configured; 12: every order change delivered to every webhook endpoint
 // subscribed to it, by its webhook-id, once the shop's receiver is healthy again; 13: no token before a tier that admits
-// its shopper opened, no access code admitting two users (early.ts); 14: every place in a line exact), then runs the bad-input pass (and
+// its shopper opened, no access code admitting two users (early.ts); 14: every place in a line exact; 15: the Worker
+// restarted mid-traffic, storage kept, contradicts no acknowledged reservation), then runs the bad-input pass (and
 // 11 again after it). Money scenes (actors.ts) pay sharded SKUs late across a resize, twice at once and by Stripe's
 // delayed methods; 2, 6 and 9 are checked on line there, 1, 2 and 6 at the end.
 // Prints a summary; exits 1 on any violation.
 import { randomBytes } from "node:crypto";
 import { startDevServer } from "../../tools/dev-server";
-import { proxyRestarts } from "../../tools/proxy-restart";
+import { proxyRestarts, workerRestarts } from "../../tools/proxy-restart";
 import { startRedis } from "../../tools/redis-server";
 import { startBridge } from "../../tools/upstash-bridge";
 import { FaultInjector, RedisControl } from "./faults";
@@ -161,6 +162,7 @@ try {
   const shoppers = new Shoppers(client, opts, skus);
   const faults = new FaultInjector(client, redis, log, skus, shoppers.ledger, opts.seed);
   faults.hooks = hooks;
+  faults.restartWorker = () => server.restart();
   const configured = skus.map((plan) => plan.sku);
   let strayFiles = new Set<string>();
   let violations: { invariant: number; message: string }[] = [];
@@ -279,6 +281,7 @@ try {
     checked[10] = faults.actors.summary10();
     checked[13] = faults.early.summary13();
     checked[14] = faults.actors.summary14();
+    checked[15] = faults.summary15();
     for (const v of [...stored.violations, ...stranded.violations])
       log(`VIOLATION (invariant ${v.invariant}): ${v.message}`);
     // 12: after the checks above (9's probes make changes too), every change delivered to its endpoints.
@@ -393,6 +396,7 @@ try {
       `  ${"dead letters stored / replayed".padEnd(42)} ${stored.length} / ${stored.filter((l) => l.replayedAt).length}`,
     );
     console.log(`  ${"requests resent after wrangler dev's proxy dropped them".padEnd(42)} ${proxyRestarts.retried}`);
+    console.log(`  ${"requests resent after a Worker restart cut them".padEnd(42)} ${workerRestarts.resent}`);
     // It watches the worktree: an edit or a merge there mid-run reloads the Worker under the traffic.
     console.log(`  ${"wrangler dev reloads mid-run (files changed)".padEnd(42)} ${server.reloads()}`);
     for (const sample of shoppers.ledger.serverErrors) console.log(`  5xx seen by shoppers: ${sample}`);
@@ -419,7 +423,7 @@ try {
       }
     }
     console.log("invariants:");
-    for (let id = 1; id <= 14; id++) {
+    for (let id = 1; id <= 15; id++) {
       const first = violations.find((v) => v.invariant === id);
       const n = violations.filter((v) => v.invariant === id).length;
       console.log(first ? `  ${id}: VIOLATED (${n}): ${first.message}` : `  ${id}: held — ${checked[id] ?? ""}`);

@@ -229,6 +229,7 @@ export type Fault =
    * the gatherer: every caller in it is told 503 and retries its token), `slow` (each batch waits
    * `delayMs` for `forMs`) or `restart` (it dies with what it has queued).
    */
+  | { kind: "worker-restart" }
   | { kind: "gatherer"; sku: string; shard: number; fault: "abort-mid-batch" | "restart" }
   | { kind: "gatherer"; sku: string; shard: number; fault: "slow"; delayMs: number; forMs: number };
 
@@ -311,7 +312,22 @@ export function faultSchedule(opts: Options, all: SkuPlan[]): Scheduled[] {
   out.push(...actorSchedule(opts, all, perMinute));
   out.push(...receiverSchedule(opts, perMinute));
   out.push(...gathererSchedule(opts, all, perMinute));
+  out.push(...restartSchedule(opts, perMinute));
   return out.sort((a, b) => a.atMs - b.atMs);
+}
+
+/**
+ * Restarts of the whole Worker (wrangler dev stopped and started again over the same state: every
+ * isolate and object new, as after a deploy), from their own seeded stream so the others keep their
+ * times: one a minute of traffic, at least two, none in the first or last 10 s.
+ */
+function restartSchedule(opts: Options, perMinute: (n: number) => number): Scheduled[] {
+  const random = prng(derive(opts.seed, 5_000_000));
+  const end = opts.trafficMs;
+  return Array.from({ length: Math.max(2, perMinute(1)) }, () => ({
+    atMs: between(random, 10_000, end - 10_000),
+    fault: { kind: "worker-restart" as const },
+  }));
 }
 
 /** The actors' faults (actors.ts), from their own seeded stream so the others keep their times. */
@@ -487,6 +503,8 @@ export function describeFault(fault: Fault): string {
       return `the shop's ${fault.endpoint} webhook receiver answers 503 for ${fault.downMs} ms (past the retry schedule)`;
     case "receiver-stall":
       return `the shop's ${fault.endpoint} webhook receiver answers after 11–12 s (past the 10-s timeout) for ${fault.stallMs} ms`;
+    case "worker-restart":
+      return "the Worker restarted (wrangler dev stopped and started over the same state: every isolate new)";
     case "gatherer":
       return fault.fault === "slow"
         ? `gatherer of ${fault.sku}#${fault.shard} slow: each batch waits ${fault.delayMs} ms for ${fault.forMs} ms`
