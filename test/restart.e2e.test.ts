@@ -151,11 +151,11 @@ let stored: Stored;
 
 /** Builds every scenario's state on the warm Worker (its isolates see every step). */
 async function build(): Promise<Stored> {
-  // A SKU cut from 3 shards to 2 while shard 2 keeps three cancelled holds, owed late payments.
+  // A SKU cut from 3 shards to 2 while shard 2 keeps four cancelled holds, owed late payments.
   const cut = `cut-${run}`;
   await put(cut, { name: "Cut", totalStock: 30, perUserLimit: 2, holdSeconds: 3600, shards: 3, price: 1000 });
   const cutHolds = [];
-  for (const user of usersOn(2, 3, 3, "late")) {
+  for (const user of usersOn(2, 3, 4, "late")) {
     const { reservationId } = await hold(cut, user);
     expect(reservationId).toContain(`${cut}.2.`);
     const cancelled = await send(warm, "POST", `/api/reservations/${reservationId}/cancel`, {
@@ -164,7 +164,7 @@ async function build(): Promise<Stored> {
     expect(cancelled.status).toBe(200);
     cutHolds.push({ user, reservationId });
   }
-  await drained(cut, 3);
+  await drained(cut, 4);
   await put(cut, { shards: 2 });
 
   // A purchase token minted before the restart, used after it.
@@ -249,13 +249,14 @@ async function ask(server: WorkerServer): Promise<Record<string, Answer>> {
     body: { token: "x", quantity: 1 },
   });
   answers["sold out: token with a JWT"] = await token(server, s.soldOut, `another-${run}`);
-  const [a, b, c] = s.cutHolds;
-  if (!a || !b || !c) throw new Error("three holds on the left-out shard");
+  const [a, b, c, d] = s.cutHolds;
+  if (!a || !b || !c || !d) throw new Error("four holds on the left-out shard");
   // Late payments after the downsize: generic (applied, then refund_required by amount) and Stripe.
   answers["late payment, generic, applied"] = await generic(server, `evt-a-${run}`, a.reservationId, 1000);
   answers["late payment, generic, retried"] = await generic(server, `evt-a-${run}`, a.reservationId, 1000);
   answers["late payment, generic, wrong amount"] = await generic(server, `evt-b-${run}`, b.reservationId, 999);
   answers["late payment, stripe, applied"] = await stripePaid(server, `c${run}`, c.reservationId, 1000);
+  answers["late payment, stripe, wrong amount"] = await stripePaid(server, `d${run}`, d.reservationId, 1);
   answers["left-out shard: owner reads"] = await send(server, "GET", `/api/reservations/${a.reservationId}`, {
     headers: await jwt(a.user),
   });
@@ -369,6 +370,10 @@ describe("a restarted Worker answers as a warm one", () => {
       body: { outcome: "refund_required" },
     });
     expect(before["late payment, stripe, applied"]).toMatchObject({ status: 200, body: { outcome: "applied" } });
+    expect(before["late payment, stripe, wrong amount"]).toMatchObject({
+      status: 200,
+      body: { outcome: "refund_required" },
+    });
     expect(before["left-out shard: owner reads"]?.status).toBe(200);
     expect(before["a shard the SKU never had"]?.status).toBe(404);
     expect(before["token minted before"]?.status).toBe(202);
