@@ -5,6 +5,7 @@ import type { SkuState } from "../durable-objects/engine/types";
 import { homeShard } from "../durable-objects/shared/shard-name";
 import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
+import { pay } from "./support/payments";
 
 /**
  * "The line, visible" (API.md v1.3): a waiting buyer's `position` and `unitsAhead` against a model of
@@ -211,6 +212,28 @@ describe("the line, visible", () => {
     const unknown = await placeOf("lh-ann", uniqueSku("nosuch"));
     expect([unknown.status, unknown.json.error?.code]).toEqual([404, "SKU_NOT_FOUND"]);
   });
+
+  it.each([1, 2])(
+    "issue #50: held counts other buyers' holds only, not the caller's own (%i shard(s), the caller's home shard not 0)",
+    async (shards) => {
+      const sku = uniqueSku("lineown");
+      await createSku(sku, { totalStock: 3, shards, perUserLimit: 3, holdSeconds: 600 });
+      const me = Array.from({ length: 20 }, (_, i) => `lo-me-${i}`).find((u) => homeShard(u, 2) === 1) as string;
+      const mine = await reserve(me, sku);
+      const bought = await reserve(me, sku);
+      const other = await reserve("lo-other", sku);
+      expect([mine.status, bought.status, other.status]).toEqual([202, 202, 202]);
+      expect((await pay(bought.json.reservationId)).json.reservationStatus).toBe("paid");
+      expect(await stockOf(sku)).toEqual({ total: 3, available: 0, held: 2, sold: 1 });
+      expect((await join(me, sku, 1)).status).toBe(202);
+      expect((await join("lo-next", sku, 1)).status).toBe(202);
+
+      // The caller holds 1 and bought 1: of the 2 units held, 1 is another buyer's.
+      expect((await placeOf(me, sku)).json).toMatchObject({ position: 1, quantity: 1, held: 1 });
+      // A buyer who holds nothing sees every hold.
+      expect((await placeOf("lo-next", sku)).json).toMatchObject({ position: 2, held: 2 });
+    },
+  );
 
   it("counts the line's routes in the shopper's rate limit", async () => {
     const sku = uniqueSku("linelimit");

@@ -73,4 +73,34 @@ describe("a place in a long line", () => {
       expect(engine.waitlist.place("w-9", T0)).toMatchObject({ position: 8 });
     });
   });
+
+  it("the caller's own holds (left out of the line's held): one row for a buyer who holds nothing, at most the shard's live holds otherwise", async () => {
+    await runInDurableObject(stockShard(env, uniqueSku("heldby"), 0), async (_object, state) => {
+      await state.storage.deleteAll();
+      const { storage, rowsRead } = counting(state.storage);
+      let ids = 0;
+      const engine = new StockEngine(storage, () => `00000000-0000-4000-8000-${String(++ids).padStart(12, "0")}`);
+      engine.configuration.configure(
+        { sku: "heldby", shard: 0, shards: 1, totalStock: 2_000, perUserLimit: 3, holdSeconds: 60 },
+        T0,
+      );
+      const n = 1_000;
+      for (let i = 0; i < n; i++) {
+        expect(engine.holds.reserve([{ userId: `h-${i}`, nonce: `n-${i}`, quantity: 1 }], T0)[0]?.ok).toBe(true);
+      }
+      expect(engine.holds.reserve([{ userId: "me", nonce: "me-1", quantity: 2 }], T0)[0]?.ok).toBe(true);
+      const cost = (read: () => number) => {
+        const before = rowsRead();
+        const value = read();
+        return { value, rows: rowsRead() - before };
+      };
+      expect(cost(() => engine.holds.heldBy("nobody", T0 + 1))).toEqual({ value: 0, rows: 0 });
+      const mine = cost(() => engine.holds.heldBy("me", T0 + 1));
+      console.log(`own holds among ${n} live holds: ${mine.rows} rows read`);
+      expect(mine.value).toBe(2);
+      expect(mine.rows).toBeLessThanOrEqual(n + 5);
+      // Expired (by the clock, before the alarm releases them), they are no longer held.
+      expect(engine.holds.heldBy("me", T0 + 61_000)).toBe(0);
+    });
+  });
 });

@@ -98,6 +98,33 @@ export class Holds {
     return this.ledger.configured ? this.ledger.quota(userId) : 0;
   }
 
+  /**
+   * The units a user holds on this shard now (live holds, not what they bought): what the line's
+   * `held` leaves out for them (API.md v1.4 "Clarified"). Nothing reads reservations by user (no
+   * index: it would cost every hold a b-tree insert), so the user's quota (held + sold, one row)
+   * is read first: a buyer who holds nothing, every buyer of a limit of 1 who waits, costs that row
+   * only. Else the live holds are walked through their expiry index for the user's, stopping once
+   * they make up the quota.
+   */
+  heldBy(userId: string, now: number): number {
+    if (!this.ledger.configured) return 0;
+    const sql = this.ledger.sql;
+    const quota =
+      sql.exec<{ active: number }>("SELECT active FROM user_quota WHERE user_id = ?", userId).toArray()[0]?.active ?? 0;
+    if (quota === 0) return 0;
+    let held = 0;
+    const rows = sql.exec<{ quantity: number }>(
+      "SELECT quantity FROM reservations WHERE status = 'held' AND expires_at > ? AND user_id = ?",
+      now,
+      userId,
+    );
+    for (const row of rows) {
+      held += row.quantity;
+      if (held >= quota) break;
+    }
+    return held;
+  }
+
   /** Units released or added since the last call (0 when nothing was): the shell tells the waitlist. */
   takeFreed(): number {
     return this.ledger.takeFreed();

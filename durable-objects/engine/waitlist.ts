@@ -23,6 +23,11 @@ export interface WaitlistPlace {
   /** Units the entries before this one want. */
   unitsAhead: number;
   joinedAt: number;
+  /**
+   * Units the buyer holds themselves now (their live holds, on their home shard; not what they
+   * bought): the line's `held` is the SKU's held units less these. Given by `GET` only.
+   */
+  ownHeld?: number;
 }
 
 /** An entry as shard 0 serves it. */

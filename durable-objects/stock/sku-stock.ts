@@ -383,6 +383,11 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     return this.engine.holds.quotaOf(userId);
   }
 
+  /** The units a user holds on this shard now (their home shard), not what they bought. */
+  heldBy(userId: string): number {
+    return this.engine.holds.heldBy(userId, this.now());
+  }
+
   /** Shard 0: serves the SKU's waitlist now (a sibling freed units for it). */
   async serveWaitlist(): Promise<void> {
     await this.#waitlist.serve();
@@ -393,8 +398,11 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     return this.#waitlist.holdFor(entryId, userId, quantity);
   }
 
-  /** Where a buyer stands in the SKU's line (shard 0 keeps it), or null when they do not wait. */
-  waitlistPlace(userId: string): WaitlistPlace | null {
+  /**
+   * Where a buyer stands in the SKU's line (shard 0 keeps it), with the units they hold themselves
+   * (`ownHeld`, asked of their home shard), or null when they do not wait.
+   */
+  async waitlistPlace(userId: string): Promise<WaitlistPlace | null> {
     return this.#waitlist.place(userId);
   }
 

@@ -43,7 +43,8 @@ export interface EdgeFace {
     requestId?: string,
     skuAvailable?: number,
   ): Promise<Outcome<WaitlistEntry>>;
-  waitlistPlace(userId: string): WaitlistPlace | null;
+  /** Shard 0: the buyer's place in the line, with the units they hold themselves (`ownHeld`). */
+  waitlistPlace(userId: string): Promise<WaitlistPlace | null>;
   leaveWaitlist(userId: string, requestId?: string): Promise<WaitlistPlace | null>;
   waitlistLength(): number;
 }
@@ -74,6 +75,8 @@ export interface AdminFace extends Pick<EdgeFace, "state" | "drawInfo"> {
 
 /** What a sibling shard of the same SKU calls (the runners: pulls, waitlist, draw, changes, claims). */
 export interface ShardFace extends Pick<EdgeFace, "state" | "quotaOf"> {
+  /** The buyer's home shard, asked by shard 0 for the units they hold (the line's `held` leaves them out). */
+  heldBy(userId: string): number;
   configure(settings: SkuSettings, requestId?: string): Promise<Outcome<SkuState>>;
   fence(changeId: string): Outcome<null>;
   unfence(changeId: string): void;

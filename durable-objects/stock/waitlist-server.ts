@@ -58,9 +58,24 @@ export class WaitlistServer {
     return outcome;
   }
 
-  /** The buyer's place in the line (shard 0 of a sharded SKU keeps it), or null when they do not wait. */
-  place(userId: string): WaitlistPlace | null {
-    return this.#host.engine.waitlist.place(userId, this.#host.now());
+  /**
+   * The buyer's place in the line (shard 0 of a sharded SKU keeps it), or null when they do not
+   * wait, with the units they hold themselves (`ownHeld`), which the line's `held` (units held by
+   * others) leaves out. A buyer's holds are all on their home shard, of every shard the SKU has:
+   * tokens, the line and draws hold there, and a change of the shard count (a cut included) waits
+   * until nothing is held; so that shard alone is asked, and only for a buyer who waits.
+   */
+  async place(userId: string): Promise<WaitlistPlace | null> {
+    const { engine } = this.#host;
+    const place = engine.waitlist.place(userId, this.#host.now());
+    if (!place) return null;
+    const state = engine.configuration.state();
+    const home = state && state.shards > 1 ? homeShard(userId, state.shards) : (state?.shard ?? 0);
+    const ownHeld =
+      !state || home === state.shard
+        ? engine.holds.heldBy(userId, this.#host.now())
+        : await this.#host.shardOf(state.sku, home).heldBy(userId);
+    return { ...place, ownHeld };
   }
 
   /**

@@ -171,7 +171,9 @@ export const WaitlistPlace = z.object({
   position: z.int().min(1).describe("1: next in line (FIFO; first fit may serve a smaller entry behind first)"),
   quantity: z.int().min(1),
   unitsAhead: Count.describe("Units the entries before this one want"),
-  held: Count.describe("The SKU's units held now: unpaid, they come back to the line"),
+  held: Count.describe(
+    "The SKU's units held now by other buyers (the caller's own holds left out): unpaid, they may come back to the line",
+  ),
   joinedAt: Time,
 });
 

@@ -390,7 +390,9 @@ register(shopper, ROUTES.joinWaitlist, async (c, body) => {
 /**
  * The caller's place in the SKU's line, read where the line's order is kept (shard 0, one read:
  * the entries before theirs counted and summed), with the SKU's held units from its public display
- * (remembered a second per isolate), so a shopper polling their place costs one stock object call.
+ * (remembered a second per isolate) less the caller's own (`ownHeld`: shard 0 reads them on the
+ * caller's home shard, asking that shard when it is another), so a shopper polling their place
+ * costs one stock object call from the edge.
  */
 register(shopper, ROUTES.waitlistPlace, async (c) => {
   const sku = skuParam(c.req.param("sku"));
@@ -407,7 +409,8 @@ register(shopper, ROUTES.waitlistPlace, async (c) => {
     position: place.position,
     quantity: place.quantity,
     unitsAhead: place.unitsAhead,
-    held: display.state.stock.held,
+    // Held by others (API.md v1.4 "Clarified"): the SKU's held units less the caller's own.
+    held: Math.max(0, display.state.stock.held - (place.ownHeld ?? 0)),
     joinedAt: new Date(place.joinedAt).toISOString(),
   });
 });
