@@ -76,6 +76,7 @@ const page = /** @type {DashboardWindow} */ (window);
 const TOKEN_KEY = "flashgate.adminToken";
 const REFRESH_MS = 2000;
 const HISTORY = 60; // samples kept per SKU for the sparkline (two minutes)
+const SPARK_MIN_COLUMNS = 15; // the sparkline's columns are never narrower than a fifteenth of its box
 // The webhook panel costs one request for the endpoints and two per endpoint (its pending and its failed
 // deliveries, up to LOG_LIMIT each): asked every 10 s, and every 2 s for a while after a retry, whose
 // outcome the operator waits for.
@@ -260,18 +261,40 @@ function rates(sku) {
 }
 
 /**
- * @param {Element} svg
+ * The reservations graph: one column per read of the counter (every 2 s), its height the rate over
+ * that read, scaled to the window's peak, newest on the right. A line drawn through the rates read as
+ * an empty box (issue #50): flat on the box's floor when nothing was reserved, and a burst became a
+ * stroke on its right edge. With nothing to draw the box says why, in words (`empty`): no reservation
+ * in the window, the first two reads awaited, or /metrics unreadable.
+ * @param {HTMLElement} card
  * @param {number[]} values
+ * @param {string | null} empty
  */
-function drawSpark(svg, values) {
-  const line = svg.querySelector("polyline");
-  if (!line) return;
-  const peak = Math.max(1, ...values);
-  // The newest sample is on the right; before the first samples the line is flat at zero.
-  const padded = [...Array(Math.max(0, HISTORY - values.length)).fill(0), ...values];
-  const step = 240 / (HISTORY - 1);
-  const points = padded.map((v, i) => `${(i * step).toFixed(1)},${(38 - (v / peak) * 36).toFixed(1)}`);
-  line.setAttribute("points", points.join(" "));
+function drawSpark(card, values, empty) {
+  const svg = field(card, "spark");
+  const bars = svg.querySelector("path");
+  const label = field(card, "spark-empty");
+  label.hidden = empty === null;
+  label.textContent = empty ?? "";
+  svg.dataset.state = empty === null ? "drawn" : "empty";
+  if (!bars) return;
+  if (empty !== null) {
+    bars.setAttribute("d", "");
+    return;
+  }
+  const peak = Math.max(...values);
+  // The columns span the box once two minutes are read; until then they are wider (a box of 15 at
+  // least), so the first reads show as columns, not as slivers at the right edge.
+  const shown = Math.min(HISTORY, Math.max(SPARK_MIN_COLUMNS, values.length));
+  const step = 240 / shown;
+  const first = shown - values.length; // the columns before the first read stay empty, on the left
+  const columns = values.flatMap((v, i) => {
+    if (v <= 0) return [];
+    const x = (first + i) * step;
+    const top = 40 - Math.max(2, (v / peak) * 36);
+    return [`M${x.toFixed(1)} 40V${top.toFixed(1)}H${(x + step - 1).toFixed(1)}V40Z`];
+  });
+  bars.setAttribute("d", columns.join(""));
 }
 
 /** "45 s", "12:05", "1:02:03": a wait in seconds, as a clock reads it. */
@@ -448,17 +471,26 @@ function renderSku(view, now) {
   if (draw) renderDraw(field(card, "draw"), draw, now);
   field(card, "mirror").textContent = mirrorText(view);
   const { values, windowSeconds } = rates(view.sku);
-  drawSpark(field(card, "spark"), values);
   const last = values.at(-1) ?? 0;
+  const peak = Math.max(0, ...values);
   // The count is D1's order rows (one per reservation, whatever became of it): durable, so a restart
-  // of the gateway or of its metrics resets nothing. The rates name the window they are taken over.
+  // of the gateway or of its metrics resets nothing. The rates name the window they are taken over
+  // (from this page's first read of /metrics, up to the last two minutes).
   const recorded = orders.held + orders.paid + orders.expired + orders.cancelled + orders.refund_required;
+  const over = span(windowSeconds);
   const rate =
     counters === null
       ? "rate unavailable (GET /metrics failed)"
       : windowSeconds === 0
         ? "rate: measuring…"
-        : `now ${last.toFixed(1)}/s · peak ${Math.max(0, ...values).toFixed(1)}/s over the last ${span(windowSeconds)}`;
+        : peak === 0
+          ? `no reservations in the last ${over}`
+          : `now ${last.toFixed(1)}/s · peak ${peak.toFixed(1)}/s over the last ${over}`;
+  drawSpark(
+    card,
+    values,
+    counters === null ? "no data" : windowSeconds === 0 ? "measuring…" : peak === 0 ? `none in ${over}` : null,
+  );
   field(card, "rate").textContent = `${rate} · ${recorded} made in all (orders in D1)`;
   field(card, "rate").dataset.total = String(recorded);
   field(card, "price").textContent =
