@@ -247,7 +247,10 @@ async function pauseOrResume(view, button) {
   const held =
     view.stock.held === 0
       ? "No unit is held now."
-      : `The ${view.stock.held} ${view.stock.held === 1 ? "unit" : "units"} held now keep their course: they can still be paid until they lapse.`;
+      : view.stock.held === 1
+        ? "The 1 unit held now keeps its course: it can still be paid until it lapses."
+        : `The ${view.stock.held} units held now keep their course: they can still be paid until they lapse.`;
+  const available = view.stock.available;
   const lines = pausing
     ? [
         `Status: on sale → paused. Shoppers can no longer get a purchase token or reserve; the storefront says the sale is paused.`,
@@ -255,7 +258,7 @@ async function pauseOrResume(view, button) {
         "Nothing else changes: stock, price and times stay.",
       ]
     : [
-        `Status: paused → on sale. Shoppers can buy again${view.phase === "scheduled" ? " from the sale's start" : " at once"}; ${view.stock.available} units are available.`,
+        `Status: paused → on sale. Shoppers can buy again${view.phase === "scheduled" ? " from the sale's start" : " at once"}; ${plural(available, "unit")} ${available === 1 ? "is" : "are"} available.`,
       ];
   const status = pausing ? "paused" : "on_sale";
   // Set by `send` (the closure the dialog calls): typed so, the checker does not take it for null.
@@ -288,12 +291,17 @@ async function pauseOrResume(view, button) {
  */
 async function archive(view, button) {
   const name = `${view.name} (${view.sku})`;
+  const { available, held } = view.stock;
+  const holds =
+    held === 0
+      ? "No unit is held now"
+      : `The ${plural(held, "unit")} held now ${held === 1 ? "keeps its" : "keep their"} course (paid, cancelled or lapsed as usual)`;
   let answer = /** @type {Answer<AdminSku | null> | null} */ (null);
   const confirmed = await confirmChange({
     title: `Archive ${name}?`,
     lines: [
-      `It stops being sold at once: its public page and its purchase routes answer "not found", ${view.stock.available} available units are no longer offered.`,
-      `${view.stock.held === 0 ? "No unit is held now" : `The ${view.stock.held} units held now keep their course (paid, cancelled or lapsed as usual)`}; its orders, feed entries and deliveries stay.`,
+      `It stops being sold at once: its public page and its purchase routes answer "not found", ${plural(available, "available unit")} ${available === 1 ? "is" : "are"} no longer offered.`,
+      `${holds}; its orders, feed entries and deliveries stay.`,
       `It cannot be undone: the id ${view.sku} cannot be used again.`,
     ],
     action: `Archive ${view.sku}`,
@@ -536,7 +544,7 @@ async function saveSku(event) {
     $("sku-dialog").close();
     sayConsole(
       "ok",
-      `Created: ${answer.json.name} (${sku}), ${answer.json.stock.total} units, ${answer.json.status.replace("_", " ")}.`,
+      `Created: ${answer.json.name} (${sku}), ${plural(answer.json.stock.total, "unit")}, ${answer.json.status.replace("_", " ")}.`,
     );
     await refresh();
     const created = cards.get(sku);
@@ -664,7 +672,7 @@ async function refreshArchived() {
       li.dataset.sku = view.sku;
       const name = element("p", "", `${view.name} `);
       name.append(element("code", "wrap", view.sku));
-      li.append(name, element("p", "muted small", `${view.orders.paid} paid orders · ${revenueText(view)}`));
+      li.append(name, element("p", "muted small", `${plural(view.orders.paid, "paid order")} · ${revenueText(view)}`));
       return li;
     }),
   );
@@ -722,7 +730,7 @@ async function lookup(query) {
   status.textContent =
     orders.length === 0
       ? `No order of ${query} in D1 (a hold made a second ago may not be there yet).`
-      : `${orders.length} ${orders.length === 1 ? "order" : "orders"} of ${query} in D1.`;
+      : `${plural(orders.length, "order")} of ${query} in D1.`;
   results.replaceChildren(
     ...orders.map((order) => {
       const li = element("li", "hold");

@@ -106,6 +106,16 @@ let webhooksAt = 0; // when the webhook panel is asked again
 let fastWebhooksUntil = 0; // after a retry: asked on every refresh until then
 
 /**
+ * "1 unit", "3 units": a count with its noun, singular for exactly one.
+ * @param {number} n
+ * @param {string} one
+ * @param {string} [many]
+ */
+function plural(n, one, many = `${one}s`) {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+/**
  * @param {string} method
  * @param {string} path
  * @param {unknown} [body]
@@ -322,7 +332,7 @@ function consistencyText(sku) {
   const mine = lastRun.differences.filter((d) => d.sku === sku);
   if (mine.length === 0) return `no difference at the last reconciliation${at}`;
   const repaired = mine.filter((d) => d.repaired).length;
-  return `${mine.length} differences at the last reconciliation${at}, ${repaired} repaired`;
+  return `${plural(mine.length, "difference")} at the last reconciliation${at}, ${repaired} repaired`;
 }
 
 /** @param {AdminSku} view */
@@ -350,7 +360,7 @@ function drawText(draw, now) {
       : now < closes
         ? "window open"
         : "deciding…";
-  return `${draw.openingWindowMs} ms window · ${draw.entrants} entrants · ${phase}`;
+  return `${draw.openingWindowMs} ms window · ${plural(draw.entrants, "entrant")} · ${phase}`;
 }
 
 /**
@@ -1001,8 +1011,8 @@ function renderReconcile(answer) {
   target.textContent = [
     `run ${run.runId ?? run.id ?? "?"}${run.trigger ? ` (${run.trigger})` : ""}`,
     when ? new Date(when).toLocaleString() : null,
-    run.skusChecked === undefined ? null : `${run.skusChecked} SKUs checked`,
-    differences === undefined ? null : `${differences} differences`,
+    run.skusChecked === undefined ? null : `${plural(run.skusChecked, "SKU")} checked`,
+    differences === undefined ? null : plural(differences, "difference"),
   ]
     .filter(Boolean)
     .join(" · ");
