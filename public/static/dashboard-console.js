@@ -696,6 +696,15 @@ function forgetConsole() {
 // Find an order ---------------------------------------------------------------------------------
 
 /**
+ * Whether a value cannot be one segment of a path: the URL standard resolves "." and ".." away,
+ * encoded or not (see unsendable in dashboard.js).
+ * @param {string} value
+ */
+function dotSegment(value) {
+  return value === "." || value === "..";
+}
+
+/**
  * An order by its reservation id and a user's orders, asked at once: the text may be either.
  * @param {string} query
  */
@@ -706,6 +715,13 @@ async function lookup(query) {
   if (!query) {
     status.dataset.kind = "error";
     status.textContent = "Type a reservation id or a user id.";
+    return;
+  }
+  // "." and ".." cannot be a segment of the URL (the browser resolves them: /admin/users/../orders
+  // would be the order feed, every shopper's orders), so they are not asked for at all.
+  if (dotSegment(query)) {
+    status.dataset.kind = "error";
+    status.textContent = `"${query}" cannot be looked up: a URL cannot carry it as an id (the browser would ask another route). Find its orders in the order feed, GET /admin/orders.`;
     return;
   }
   status.dataset.kind = "";

@@ -116,12 +116,31 @@ function plural(n, one, many = `${one}s`) {
 }
 
 /**
+ * The answer a path that would not reach the route it names gets, without being sent: "." and ".."
+ * are resolved away by the URL standard, encoded or not ("%2e%2e" too), so /admin/users/../orders
+ * would ask /admin/orders. Null when the browser sends the path as built.
+ * @param {string} path
+ * @returns {Answer | null}
+ */
+function unsendable(path) {
+  const built = path.split("?")[0];
+  const resolved = new URL(path, location.origin).pathname;
+  if (resolved === built) return null;
+  const message = `${built} is not sent: the browser would ask ${resolved} instead (a "." or ".." cannot be a path segment).`;
+  return { status: 0, ok: false, json: { error: { code: "UNSENDABLE_PATH", message } } };
+}
+
+/**
+ * An admin API call. Every segment a caller puts in `path` is encodeURIComponent'd; a path that would
+ * still resolve elsewhere is not sent (unsendable).
  * @param {string} method
  * @param {string} path
  * @param {unknown} [body]
  * @returns {Promise<Answer>}
  */
 async function admin(method, path, body) {
+  const refused = unsendable(path);
+  if (refused) return refused;
   const token = sessionStorage.getItem(TOKEN_KEY);
   /** @type {Record<string, string>} */
   const headers = { authorization: `Bearer ${token}` };

@@ -135,6 +135,13 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
  * @returns {Promise<Answer>}
  */
 async function api(method, path, { body, auth = false, extra = {} } = {}) {
+  // Every segment built here is encodeURIComponent'd; "." and ".." are resolved away by the URL
+  // standard even so (/api/skus/../waitlist is /api/waitlist): such a path is not sent.
+  const built = path.split("?")[0];
+  if (new URL(path, location.origin).pathname !== built) {
+    const message = `${built} is not sent: "." or ".." cannot be a path segment.`;
+    return { status: 0, ok: false, json: { error: { code: "UNSENDABLE_PATH", message } }, retryAfter: 0 };
+  }
   /** @type {Record<string, string>} */
   const headers = { ...extra };
   if (body !== undefined) headers["content-type"] = "application/json";
