@@ -267,3 +267,132 @@ describe("the operator's console", () => {
     await page.close();
   });
 });
+
+/** A count said with a plural noun where the singular is due ("1 units", "1 paid orders"). */
+const ONE_PLURAL =
+  /(^|[^\d.,:])1 (units|orders|paid orders|available units|entrants|differences|SKUs|shoppers|deliveries|endpoints|attempts)\b/;
+
+/** The element's box, as the page lays it out now. */
+const box = (page: Page, selector: string) =>
+  page.evaluate(
+    `(() => { const r = document.querySelector(${JSON.stringify(selector)}).getBoundingClientRect(); return { top: r.top, bottom: r.bottom, lines: document.querySelector(${JSON.stringify(selector)}).getClientRects().length }; })()`,
+  ) as Promise<{ top: number; bottom: number; lines: number }>;
+
+describe("the console, as a newcomer finds it (issue #50)", () => {
+  it("keeps the token whole, graphs the rate, says 1 unit, refuses '..' and lists an archive at once", async () => {
+    // The login hint: the token is one piece of text at 420 px (it broke as "dev-admin-to ken").
+    const page = await newPage(day.browser, PHONE);
+    await page.goto(`${day.server.url}/dashboard`);
+    await page.waitForSelector("#login:not([hidden])");
+    const token = "#login code:nth-of-type(2)";
+    expect(await page.textContent(token)).toBe("dev-admin-token");
+    expect((await box(page, token)).lines, "dev-admin-token on one line at 420 px").toBe(1);
+    await expectSound(page, "the login at 420 px");
+    await screenshot(page, "console-5-login-phone", "console-login-phone.png", false);
+    await page.setViewportSize(DESKTOP);
+    expect((await box(page, token)).lines, "dev-admin-token on one line at 1280 px").toBe(1);
+    await expectSound(page, "the login at 1280 px");
+    await screenshot(page, "console-5-login", undefined, false);
+    await page.fill("#token", "dev-admin-token");
+    await page.click("#login button");
+    await page.waitForSelector("#board:not([hidden])");
+
+    // A SKU nobody has reserved yet: its graph says so in its box and beside it, never an empty box.
+    const sku = `cap-${randomUUID().slice(0, 6)}`;
+    expect(
+      (await api("PUT", `/admin/skus/${sku}`, { name: "Rate cap", totalStock: 3, perUserLimit: 1, price: 900 })).status,
+    ).toBe(200);
+    await page.waitForSelector(card(sku), WAIT);
+    const empty = `${card(sku)} [data-field="spark-empty"]`;
+    await expect
+      .poll(() => page.textContent(cardField(sku, "rate")), WAIT)
+      .toMatch(/^no reservations in the last \d+ s · 0 made in all/);
+    expect(await page.isVisible(empty)).toBe(true);
+    expect(await page.textContent(empty)).toMatch(/^none in \d+ s$/);
+    await page.evaluate(`document.querySelector('${card(sku)}').scrollIntoView({ block: "start" })`);
+    await screenshot(page, "console-6-rate-none", undefined, false);
+
+    // One paid, one held: the graph draws the rate (a line above the box's floor), the label goes.
+    const bought = await reserveByApi(day.server, await shopper(day.server, "pia"), sku);
+    expect(bought.status).toBe(202);
+    expect((await api("POST", "/dev/pay", { reservationId: bought.json.reservationId }, {})).json).toMatchObject({
+      reservationStatus: "paid",
+    });
+    expect((await reserveByApi(day.server, await shopper(day.server, "quin"), sku)).status).toBe(202);
+    await expect
+      .poll(() => page.textContent(cardField(sku, "rate")), WAIT)
+      .toMatch(/^now \d+\.\d\/s · peak (0\.[1-9]|[1-9]\d*\.\d)\/s over the last /);
+    expect(await page.isVisible(empty)).toBe(false);
+    // One column per read with reservations: the peak's reaches the top of the box, clear of its right edge.
+    const columns = [
+      ...((await page.getAttribute(`${card(sku)} svg path`, "d")) ?? "").matchAll(
+        /M([\d.]+) 40V([\d.]+)H([\d.]+)V40Z/g,
+      ),
+    ];
+    expect(columns.length).toBeGreaterThan(0);
+    expect(Math.min(...columns.map((c) => Number(c[2])))).toBe(4);
+    expect(Math.max(...columns.map((c) => Number(c[3])))).toBeLessThan(240);
+    await expect.poll(() => page.textContent(cardField(sku, "units-held")), WAIT).toBe("1");
+    await page.evaluate(`document.querySelector('${card(sku)}').scrollIntoView({ block: "start" })`);
+    await expectSound(page, "a card with its rate graph, 1280 px");
+    await screenshot(page, "console-6-rate", "console-rate.png", false);
+    await page.setViewportSize(PHONE);
+    await page.evaluate(`document.querySelector('${card(sku)} .spark').scrollIntoView({ block: "center" })`);
+    await expectSound(page, "a card with its rate graph, 420 px");
+    await screenshot(page, "console-6-rate-phone", "console-rate-phone.png", false);
+    await page.setViewportSize(DESKTOP);
+
+    // 1 unit held, 1 available: every line of the dialogs in the singular where it is one.
+    const pause = `${card(sku)} [data-action="pause"]`;
+    let asked = await askConfirm(page, pause);
+    expect(asked).toContain("The 1 unit held now keeps its course: it can still be paid until it lapses.");
+    expect(asked).not.toMatch(ONE_PLURAL);
+    await page.click("#confirm-ok");
+    await expect.poll(() => page.textContent(cardField(sku, "status")), WAIT).toBe("paused");
+    asked = await askConfirm(page, pause);
+    expect(asked).toContain("1 unit is available.");
+    await page.click("#confirm-ok");
+    await expect.poll(() => page.textContent(cardField(sku, "status")), WAIT).toBe("on sale");
+    expect(await page.evaluate("document.body.innerText")).not.toMatch(ONE_PLURAL);
+
+    // "." and "..": no URL can carry them as an id (the browser resolves /admin/users/../orders to the
+    // order feed): the page says so and asks nothing; no other shopper's order is listed.
+    const asked50: string[] = [];
+    page.on("request", (request) => {
+      if (new URL(request.url()).pathname.startsWith("/admin/orders") || request.url().includes("/admin/users/"))
+        asked50.push(request.url());
+    });
+    for (const id of ["..", "."]) {
+      await page.fill("#lookup-q", id);
+      await page.click("#lookup-form button");
+      await expect.poll(() => page.textContent("#lookup-status"), WAIT).toContain(`"${id}" cannot be looked up`);
+      expect(await page.locator("#lookup-results li").count()).toBe(0);
+      expect(await page.textContent("#lookup-results")).not.toContain("user pia");
+    }
+    expect(asked50).toEqual([]);
+    // An id that needs encoding still reaches its own route, as one segment.
+    await page.fill("#lookup-q", "pia/../quin");
+    await page.click("#lookup-form button");
+    await expect.poll(() => page.textContent("#lookup-status"), WAIT).toMatch(/^No order of pia\/\.\.\/quin in D1/);
+    expect(asked50.some((url) => url.includes("/admin/users/pia%2F..%2Fquin/orders"))).toBe(true);
+    await page.fill("#lookup-q", "pia");
+    await page.click("#lookup-form button");
+    await expect.poll(() => page.textContent("#lookup-status"), WAIT).toMatch(/^1 order of pia in D1/);
+    await expectSound(page, "the lookup, 1280 px");
+
+    // Archive: the SKU is under Archived as the message says it is archived, not 10 s later.
+    asked = await askConfirm(page, `${card(sku)} [data-action="archive"]`);
+    expect(asked).toContain("1 available unit is no longer offered");
+    expect(asked).toContain("The 1 unit held now keeps its course");
+    expect(asked).not.toMatch(ONE_PLURAL);
+    await page.fill("#confirm-type-input", sku);
+    await page.click("#confirm-ok");
+    await expect.poll(() => page.textContent("#console-message"), WAIT).toMatch(/^Archived: Rate cap/);
+    const archived = `#archived-list li[data-sku="${sku}"]`;
+    expect(await page.locator(archived).count(), "listed under Archived when the message says so").toBe(1);
+    expect(await page.textContent(archived)).toContain("1 paid order · $9.00 from 1 paid unit");
+    expect(await page.evaluate("document.body.innerText")).not.toMatch(ONE_PLURAL);
+    expect(unexpectedProblems(page)).toEqual([]);
+    await page.close();
+  });
+});

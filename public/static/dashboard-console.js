@@ -318,9 +318,12 @@ async function archive(view, button) {
     button.focus();
     return;
   }
+  // The archived list is asked at once (not with the slower panels, every 10 s): the SKU shows there
+  // as the message says it is archived.
+  archivedKey = "";
+  await refreshArchived();
   sayConsole("ok", `Archived: ${name} is ${answer?.json?.status ?? "archived"} and no longer sold.`);
   $("new-sku").focus(); // its card (and the button) leave the page
-  archivedKey = "";
   await refresh();
 }
 
