@@ -1147,10 +1147,18 @@ async function refreshOrders() {
   if (state.view) renderSku();
 }
 
-/** Newest first: those made here since the last list, then D1's (newest first already). */
+/**
+ * Newest first, in an order no refresh changes (issue #50: those made here moved when D1 listed them):
+ * by when the hold lapses or lapsed, latest first (a SKU's holds are as long as each other, so this
+ * is the order they were made in), then by id. The shopper's reservations carry no creation time.
+ */
 function holdList() {
-  const all = [...state.holds.values()];
-  return [...all.filter((r) => r.local).reverse(), ...all.filter((r) => !r.local)];
+  /** @param {Hold} r */
+  const lapses = (r) => (r.expiresAt ? Date.parse(r.expiresAt) : Number.NEGATIVE_INFINITY);
+  return [...state.holds.values()].sort(
+    (a, b) =>
+      lapses(b) - lapses(a) || (a.reservationId < b.reservationId ? -1 : a.reservationId > b.reservationId ? 1 : 0),
+  );
 }
 
 /** What the list last showed: it is built again only when a hold changed (the focus stays put). */
