@@ -1019,8 +1019,9 @@ function renderReservation() {
  */
 const OUTCOME = {
   paid: ["Payment", "paid: the units are yours"],
-  cancelled: ["Hold", "cancelled: the units went back on sale"],
-  expired: ["Hold", "lapsed before payment: the units went back on sale"],
+  // Released units go to the line first (first fit), then back on sale: "released" is true of both.
+  cancelled: ["Hold", "cancelled: the units were released"],
+  expired: ["Hold", "lapsed before payment: the units were released"],
   refund_required: ["Payment", "received, but it could not take the units: a refund is due"],
 };
 
@@ -1096,9 +1097,24 @@ async function cancel(r = state.reservation) {
     return;
   }
   remember(answer.json);
-  say(`Cancelled: the ${r.quantity} of ${r.sku} went back on sale.`, "ok");
+  say(releasedText(r), "ok");
   schedulePoll(0);
   pollSku();
+}
+
+/**
+ * Where a cancel's units went. The server serves its line first (first fit), then puts what is left
+ * back on sale; the cancel's answer does not say which happened. Only when the page's view of the SKU
+ * (read every second) has nobody waiting is it sure the units went back on sale; otherwise it says
+ * what is true either way.
+ * @param {SeenReservation} r
+ */
+function releasedText(r) {
+  const view = state.view?.sku === r.sku ? state.view : null;
+  const what = `the ${r.quantity} of ${r.sku}`;
+  if (view && (view.waiting ?? 0) === 0) return `Cancelled: ${what} went back on sale.`;
+  const them = r.quantity === 1 ? "it" : "them";
+  return `Cancelled: ${what} went to the line: the next shopper waiting who can take ${them} gets a hold (back on sale if none can).`;
 }
 
 /**
