@@ -520,17 +520,21 @@ function renderSku() {
   $("quantity").max = String(view.perUserLimit);
   const atLimit = state.jwt !== null && room === 0;
   $("buy").disabled = state.busy || !state.jwt || !sale.open || view.available === 0 || atLimit;
+  // Sold out, the line is what is left; the limit refuses it too (409 LIMIT_EXCEEDED), so it is not offered.
+  const soldOut = sale.open && view.available === 0;
   let note = "";
   if (!state.jwt) note = "Sign in first (step 1) to buy.";
   else if (atLimit && holdingOf(view.sku, "held") === 0)
-    note = `You have bought the ${view.perUserLimit} allowed per shopper.`;
+    note = `You have bought the ${view.perUserLimit} allowed per shopper${soldOut ? ", so the waitlist cannot take you either" : ""}.`;
+  else if (atLimit && soldOut)
+    note = `You hold your limit, the ${view.perUserLimit} allowed per shopper (held or paid), so the waitlist cannot take you. To wait for more, cancel a hold in "Your holds and orders".`;
   else if (atLimit)
     note = `You have the ${view.perUserLimit} allowed per shopper (held or paid). To buy again, cancel a hold in "Your holds and orders".`;
   else if (mine > 0) note = `You have ${mine} of the ${view.perUserLimit} allowed: you can add ${room} more.`;
   $("buy-note").hidden = note === "";
   $("buy-note").textContent = note;
   $("buy-note").dataset.kind = atLimit ? "limit" : "";
-  renderWaitlist(view, sale);
+  renderWaitlist(view, sale, atLimit);
 }
 
 /**
@@ -559,15 +563,18 @@ const units = (n) => `${n} ${n === 1 ? "unit" : "units"}`;
 
 /**
  * The sold-out notice: the offer to join (with how many wait), or the shopper's place and Leave.
+ * A shopper at the per-user limit is not offered the line, which would refuse them (the buy note
+ * says they hold their limit).
  * @param {{ sku: string, available: number, waiting?: number }} view
  * @param {{ open: boolean }} sale
+ * @param {boolean} atLimit
  */
-function renderWaitlist(view, sale) {
+function renderWaitlist(view, sale, atLimit) {
   const joined = state.waitlist?.sku === view.sku ? state.waitlist : null;
   const soldOut = sale.open && view.available === 0;
   // A shopper who holds units of this SKU (the waitlist's grant among them) is not offered it again.
   const holding = state.reservation?.sku === view.sku && state.reservation.status === "held";
-  $("waitlist").hidden = holding || (!soldOut && !joined);
+  $("waitlist").hidden = !joined && (holding || atLimit || !soldOut);
   $("join-waitlist").hidden = joined !== null;
   $("join-waitlist").disabled = state.busy || !state.jwt;
   $("join-waitlist").title = state.jwt ? "" : "Sign in first";
