@@ -117,6 +117,12 @@ const state = {
 
 /** The signed-in shopper is remembered in this tab, so a reload keeps their holds on screen. */
 const SHOPPER_KEY = "flashgate.shopper";
+/**
+ * The lines each shopper joined from this tab ({ userId: [sku, …] }): after a reload or a sign-in the
+ * page asks for the shopper's place only in those. Asking everyone would answer 404 for every shopper
+ * not waiting, which the browser logs as an error on each sign-in (issue #50).
+ */
+const LINES_KEY = "flashgate.lines";
 
 const MAX_ATTEMPTS = 4;
 /** @param {number} ms */
@@ -627,6 +633,7 @@ async function joinWaitlist(quantity) {
     const mine = /** @type {Answer<ReservationList>} */ (await api("GET", "/api/me/reservations", { auth: true }));
     const known = new Set(mine.ok ? mine.json.reservations.map((r) => r.reservationId) : []);
     state.waitlist = { sku, quantity, known, gone: 0, readAt: Date.now(), ...answer.json };
+    rememberLine(sku, true);
     say(`On the waitlist for ${quantity} (position ${answer.json.position}).`, "ok");
     await readLine();
   } finally {
@@ -635,13 +642,50 @@ async function joinWaitlist(quantity) {
   }
 }
 
-/** After a reload or a sign-in: the shopper's place in this SKU's line, if they are waiting in it. */
+/**
+ * Whether this tab's shopper joined the line of `sku` here (and is not known to have left it).
+ * @param {string} sku
+ */
+function joinedHere(sku) {
+  return Boolean(state.userId && linesJoined()[state.userId]?.includes(sku));
+}
+
+/** @returns {Record<string, string[]>} */
+function linesJoined() {
+  try {
+    const lines = JSON.parse(sessionStorage.getItem(LINES_KEY) ?? "{}");
+    return lines && typeof lines === "object" ? lines : {};
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * Notes that this tab's shopper joined the line of `sku` (`waiting`), or is no longer in it.
+ * @param {string} sku
+ * @param {boolean} waiting
+ */
+function rememberLine(sku, waiting) {
+  if (!state.userId) return;
+  const lines = linesJoined();
+  const mine = (lines[state.userId] ?? []).filter((s) => s !== sku);
+  if (waiting) mine.push(sku);
+  if (mine.length > 0) lines[state.userId] = mine;
+  else delete lines[state.userId];
+  sessionStorage.setItem(LINES_KEY, JSON.stringify(lines));
+}
+
+/**
+ * After a reload or a sign-in: the shopper's place in this SKU's line, if they joined it from this
+ * tab (LINES_KEY); a shopper who never did is not asked about, so no 404 is logged.
+ */
 async function restoreLine() {
   const sku = state.sku;
-  if (!state.jwt || !sku || state.waitlist?.sku === sku) return;
+  if (!state.jwt || !sku || state.waitlist?.sku === sku || !joinedHere(sku)) return;
   const answer = /** @type {Answer<WaitlistPlace>} */ (
     await api("GET", `/api/skus/${encodeURIComponent(sku)}/waitlist`, { auth: true })
   );
+  if (answer.status === 404) rememberLine(sku, false); // served, left elsewhere, or the sale ended
   if (!answer.ok || state.sku !== sku || state.waitlist) return;
   const known = new Set(state.holds.keys());
   state.waitlist = { sku, known, gone: 0, readAt: Date.now(), ...answer.json };
@@ -657,6 +701,7 @@ async function leaveWaitlist() {
   try {
     const answer = await api("DELETE", `/api/skus/${encodeURIComponent(entry.sku)}/waitlist`, { auth: true });
     if (answer.ok || answer.status === 404) {
+      rememberLine(entry.sku, false);
       stopWaitlist();
       say(
         answer.ok
@@ -701,6 +746,7 @@ async function readLine() {
       return;
     }
     entry.gone = 1;
+    rememberLine(entry.sku, false);
   }
   const answer = /** @type {Answer<ReservationList>} */ (await api("GET", "/api/me/reservations", { auth: true }));
   if (state.waitlist !== entry) return;
