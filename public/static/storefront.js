@@ -287,6 +287,18 @@ function say(text, kind = "info") {
   message.dataset.kind = kind;
 }
 
+/**
+ * The status line is sticky at the bottom of the screen: its height is kept in --status-line, the
+ * page's scroll-padding-bottom, so what the page or the browser scrolls into view (a focused button,
+ * the line's place after Join) stops above it. At the end of the page it sits below the last card.
+ */
+function trackStatusLine() {
+  const bar = $("message");
+  const set = () => document.documentElement.style.setProperty("--status-line", `${bar.offsetHeight + 8}px`);
+  new ResizeObserver(set).observe(bar);
+  set();
+}
+
 /** @param {number} ms */
 function duration(ms) {
   const total = Math.max(0, Math.round(ms / 1000));
@@ -640,6 +652,8 @@ async function joinWaitlist(quantity) {
     state.busy = false;
     renderSku();
   }
+  // The place, what is ahead and Leave in view, above the status line (trackStatusLine).
+  if (state.waitlist?.sku === state.sku) $("waitlist").scrollIntoView({ block: "nearest" });
 }
 
 /**
@@ -1351,6 +1365,7 @@ $("leave-waitlist").addEventListener("click", () => leaveWaitlist());
 $("access-code").addEventListener("input", () => showAccessError(null));
 
 loadTurnstile();
+trackStatusLine();
 const params = new URLSearchParams(location.search);
 $("sku").value = params.get("sku") ?? $("sku").value;
 showSku($("sku").value);
