@@ -259,3 +259,169 @@ describe("storefront: the opening draw's result", () => {
     }
   });
 });
+
+/** Every console error and uncaught error of the page, 4xx answers included (unexpectedProblems leaves those out). */
+function consoleErrors(page: Page): string[] {
+  const seen: string[] = [];
+  page.on("console", (message) => {
+    if (message.type() === "error") seen.push(`${message.text()} (${message.location().url})`);
+  });
+  page.on("pageerror", (error) => seen.push(String(error)));
+  return seen;
+}
+
+/** Where an element and the sticky status line (#message) are on the screen now. */
+async function boxes(page: Page, selector: string) {
+  return (await page.evaluate(`(() => {
+    const box = (s) => { const r = document.querySelector(s).getBoundingClientRect(); return { top: r.top, bottom: r.bottom }; };
+    return { it: box(${JSON.stringify(selector)}), bar: box("#message"), height: window.innerHeight };
+  })()`)) as { it: { top: number; bottom: number }; bar: { top: number; bottom: number }; height: number };
+}
+
+/** The element is on the screen and wholly above the status line: nothing of it is behind the bar. */
+async function expectClearOfBar(page: Page, selector: string, what: string) {
+  const { it, bar, height } = await boxes(page, selector);
+  expect(it.top, `${what}: on the screen`).toBeGreaterThanOrEqual(0);
+  expect(it.bottom, `${what}: not behind the status line (${JSON.stringify({ it, bar })})`).toBeLessThanOrEqual(
+    bar.top,
+  );
+  expect(bar.bottom, `${what}: the status line at the screen's bottom edge`).toBeLessThanOrEqual(height);
+}
+
+const holdIds = (page: Page) =>
+  page.$$eval("#orders li.hold", (items) => items.map((li) => li.getAttribute("data-id")));
+
+describe("storefront: the line and the holds, as a newcomer finds them (issue #50)", () => {
+  it("signs in without a console error, keeps Leave clear of the status line, one place in both", async () => {
+    const sku = await putSku({ name: "Last scarves", totalStock: 2, perUserLimit: 2, holdSeconds: 600 });
+    expect((await reserveByApi(day.server, await shopper(day.server, "bo"), sku, 2)).status).toBe(202);
+    const cy = await shopper(day.server, "cy");
+    expect((await call("POST", `/api/skus/${sku}/waitlist`, { quantity: 1 }, cy)).status).toBe(202);
+
+    // Signing in asks nothing the browser logs as failed (a GET of the line for a shopper not in it did).
+    const page = await newPage(day.browser, DESKTOP);
+    const errors = consoleErrors(page);
+    await page.goto(`${day.server.url}/?sku=${sku}`);
+    await signIn(page, "ren");
+    await expect.poll(() => page.textContent("#orders"), SHOWS).toBe("No holds or orders yet.");
+    await expect.poll(() => page.textContent("#waiting-count"), SHOWS).toBe("1 shopper is in line now.");
+    await page.waitForTimeout(1500); // the page's reads after a sign-in are done
+    expect(errors, "console errors on sign-in").toEqual([]);
+
+    // Join: the status line says the place the panel says, and Leave is in view above the line.
+    await page.click("#join-waitlist");
+    await page.waitForSelector("#line:not([hidden])");
+    expect(await page.textContent("#line-position")).toBe("2 of those waiting");
+    await expect.poll(() => page.textContent("#message")).toMatch(/\b2\b/);
+    await expectClearOfBar(page, "#leave-waitlist", "Leave after Join, 1280 px");
+    await page.evaluate("window.scrollTo(0, 0)");
+    await page.evaluate(`document.querySelector("#leave-waitlist").scrollIntoView({ block: "nearest" })`);
+    await expectClearOfBar(page, "#leave-waitlist", "Leave scrolled into view, 1280 px");
+    await screenshot(page, "storefront-line-bar", undefined, false);
+    await page.setViewportSize(PHONE);
+    await page.evaluate(`document.querySelector("#waitlist").scrollIntoView({ block: "nearest" })`);
+    await expectClearOfBar(page, "#line", "the place in line, 420 px");
+    await expectClearOfBar(page, "#leave-waitlist", "Leave, 420 px");
+    await expectSound(page, "the line above the status line, 420 px");
+    await screenshot(page, "storefront-line-bar-phone", "storefront-line-bar-phone.png", false);
+    await page.setViewportSize(DESKTOP);
+
+    // Cy leaves: the panel and the status line both say place 1 (the line kept "position 2").
+    expect((await call("DELETE", `/api/skus/${sku}/waitlist`, undefined, cy)).status).toBe(200);
+    await expect.poll(() => page.textContent("#line-position"), SHOWS).toBe("1 of those waiting: you are next");
+    const said = await page.textContent("#message");
+    expect(said, "the status line, once the panel says place 1").not.toMatch(/\b2\b/);
+    expect(said).toBe("On the waitlist for 1 unit: place 1 of those waiting: you are next.");
+
+    // A reload keeps the place (the page asks, it knows Ren joined here); another shopper is not asked about.
+    await page.reload();
+    await page.waitForSelector("#line:not([hidden])", SHOWS);
+    expect(await page.textContent("#line-position")).toBe("1 of those waiting: you are next");
+    await signIn(page, "cy");
+    await page.waitForTimeout(1500);
+    expect(await page.isVisible("#join-waitlist")).toBe(true);
+    expect(errors, "console errors after a reload and a second sign-in").toEqual([]);
+    expect(unexpectedProblems(page)).toEqual([]);
+    await page.close();
+  });
+
+  it("says a cancelled unit went to the line when someone waits, and not on sale", async () => {
+    const sku = await putSku({ name: "Only hat", totalStock: 1, perUserLimit: 1, holdSeconds: 600 });
+    const page = await signedIn(sku, "sol");
+    await page.waitForSelector("#buy:not([disabled])", SHOWS);
+    await page.click("#buy");
+    await expect.poll(() => page.textContent("#res-status"), SHOWS).toBe("held");
+    const tia = await shopper(day.server, "tia");
+    expect((await call("POST", `/api/skus/${sku}/waitlist`, { quantity: 1 }, tia)).status).toBe(202);
+    await expect.poll(() => page.evaluate("state.view && state.view.waiting"), SHOWS).toBe(1);
+
+    await page.click("#cancel");
+    await expect.poll(() => page.textContent("#res-status"), SHOWS).toBe("cancelled");
+    const said = (await page.textContent("#message")) ?? "";
+    expect(said).toBe(
+      `Cancelled: the 1 of ${sku} went to the line: the next shopper waiting who can take it gets a hold (back on sale if none can).`,
+    );
+    expect(said).not.toContain("went back on sale");
+    expect(await page.textContent("#res-expires")).toBe("cancelled: the units were released");
+    // The line was served: Tia holds it, nothing is on sale.
+    await expect
+      .poll(async () => (await call("GET", "/api/me/reservations", undefined, tia)).json.reservations, SHOWS)
+      .toMatchObject([{ sku, status: "held" }]);
+    expect((await call("GET", `/admin/skus/${sku}`)).json.stock).toMatchObject({ available: 0, held: 1 });
+    await expectSound(page, "a cancel that served the line, 1280 px");
+    expect(unexpectedProblems(page)).toEqual([]);
+    await page.close();
+  });
+
+  it("does not offer the line to a shopper the per-user limit refuses", async () => {
+    const sku = await putSku({ name: "Pair of gloves", totalStock: 2, perUserLimit: 1, holdSeconds: 600 });
+    const uma = await shopper(day.server, "uma");
+    const bought = await reserveByApi(day.server, uma, sku);
+    expect(bought.status).toBe(202);
+    expect((await call("POST", "/dev/pay", { reservationId: bought.json.reservationId }, {})).json).toMatchObject({
+      reservationStatus: "paid",
+    });
+    expect((await reserveByApi(day.server, await shopper(day.server, "vic"), sku)).status).toBe(202);
+    // The line refuses her (she has her 1): the page must not offer it.
+    const refused = await call("POST", `/api/skus/${sku}/waitlist`, { quantity: 1 }, uma);
+    expect(refused.status).toBe(409);
+    expect(refused.json).toMatchObject({ error: { code: "LIMIT_EXCEEDED" } });
+
+    const page = await signedIn(sku, "uma");
+    await expect.poll(() => page.textContent("#countdown"), SHOWS).toBe("Sold out.");
+    // (Her holds are read: the note names the limit.)
+    await expect.poll(() => page.textContent("#buy-note"), SHOWS).toMatch(/^You have bought the 1 allowed per shopper/);
+    expect(await page.isVisible("#join-waitlist"), "Join the waitlist offered").toBe(false);
+    expect(await page.isHidden("#waitlist")).toBe(true);
+    expect(await page.textContent("#buy-note")).toBe(
+      "You have bought the 1 allowed per shopper, so the waitlist cannot take you either.",
+    );
+    await soundAtBothSizes(page, "sold out at the limit", "limit", "#sku-view");
+    expect(unexpectedProblems(page)).toEqual([]);
+    await page.close();
+  });
+
+  it("keeps the holds in one order, newest first, across refreshes and a reload", async () => {
+    const sku = await putSku({ name: "Socks", totalStock: 10, perUserLimit: 3, holdSeconds: 600 });
+    const page = await signedIn(sku, "wyatt");
+    await page.waitForSelector("#buy:not([disabled])", SHOWS);
+    const made: string[] = [];
+    for (let i = 1; i <= 3; i++) {
+      await page.click("#buy");
+      await expect.poll(async () => (await holdIds(page)).length, SHOWS).toBe(i);
+      made.push(String(await page.textContent("#res-id")));
+      await page.waitForTimeout(50); // holds made at distinct times
+    }
+    const newestFirst = [...made].reverse();
+    expect(await holdIds(page)).toEqual(newestFirst);
+    // The list is read again every 10 s: the same order after it.
+    await page.waitForResponse((r) => r.url().endsWith("/api/me/reservations"), { timeout: 15_000 });
+    await page.waitForTimeout(300);
+    expect(await holdIds(page)).toEqual(newestFirst);
+    await page.reload();
+    await expect.poll(async () => (await holdIds(page)).length, SHOWS).toBe(3);
+    expect(await holdIds(page)).toEqual(newestFirst);
+    expect(unexpectedProblems(page)).toEqual([]);
+    await page.close();
+  });
+});

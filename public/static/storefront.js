@@ -113,6 +113,8 @@ const state = {
   holds: new Map(),
   /** SKUs this page showed on sale that then answered 404: archived, ended for good. @type {Set<string>} */
   gone: new Set(),
+  /** The status line says the shopper's place in the line: it follows the place the panel shows. */
+  lineSaid: false,
 };
 
 /** The signed-in shopper is remembered in this tab, so a reload keeps their holds on screen. */
@@ -282,8 +284,17 @@ function apiError(answer) {
  * @param {"info" | "ok" | "error"} [kind]
  */
 function say(text, kind = "info") {
+  state.lineSaid = false;
+  show(text, kind);
+}
+
+/**
+ * @param {string} text
+ * @param {"info" | "ok" | "error"} kind
+ */
+function show(text, kind) {
   const message = $("message");
-  message.textContent = text;
+  if (message.textContent !== text) message.textContent = text;
   message.dataset.kind = kind;
 }
 
@@ -580,6 +591,16 @@ const GRANT_LOOKS = 10;
 const units = (n) => `${n} ${n === 1 ? "unit" : "units"}`;
 
 /**
+ * The shopper's place as the status line says it: the very number the panel shows (API.md v1.3:
+ * `position` 1 = next).
+ * @param {LineEntry} entry
+ */
+function lineText(entry) {
+  const next = entry.position === 1 ? ": you are next" : "";
+  return `On the waitlist for ${units(entry.quantity)}: place ${entry.position} of those waiting${next}.`;
+}
+
+/**
  * The sold-out notice: the offer to join (with how many wait), or the shopper's place and Leave.
  * A shopper at the per-user limit is not offered the line, which would refuse them (the buy note
  * says they hold their limit).
@@ -617,6 +638,8 @@ function renderWaitlist(view, sale, atLimit) {
         : `${units(joined.held ?? 0)}, unpaid: they come back to the line if they lapse or are cancelled`;
     $("line-updated").textContent = `Updated ${clock(joined.readAt)}; refreshed every ${LINE_POLL_MS / 1000} s.`;
   }
+  // The status line said the place when the shopper joined: it moves with the panel's.
+  if (state.lineSaid && joined && joined.gone === 0) show(lineText(joined), "ok");
   $("waitlist-status").textContent = !joined
     ? ""
     : joined.gone > 0
@@ -644,9 +667,11 @@ async function joinWaitlist(quantity) {
     // Holds that exist now are not the one the waitlist will grant.
     const mine = /** @type {Answer<ReservationList>} */ (await api("GET", "/api/me/reservations", { auth: true }));
     const known = new Set(mine.ok ? mine.json.reservations.map((r) => r.reservationId) : []);
-    state.waitlist = { sku, quantity, known, gone: 0, readAt: Date.now(), ...answer.json };
+    const entry = { sku, quantity, known, gone: 0, readAt: Date.now(), ...answer.json };
+    state.waitlist = entry;
     rememberLine(sku, true);
-    say(`On the waitlist for ${quantity} (position ${answer.json.position}).`, "ok");
+    show(lineText(entry), "ok");
+    state.lineSaid = true;
     await readLine();
   } finally {
     state.busy = false;
