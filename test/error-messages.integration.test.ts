@@ -409,6 +409,62 @@ describe("issue #50: moving a tier while its opening window is open or its draw 
   });
 });
 
+describe("issue #50: errors that say what to send", () => {
+  it("a missing or wrong admin token names ADMIN_TOKEN, .dev.vars and the header, and never the token", async () => {
+    for (const headers of [{}, { authorization: "Bearer not-the-token" }, { authorization: "test-admin-token" }]) {
+      const error = refusal(await call("GET", "/admin/skus", { headers }), 401, "UNAUTHENTICATED");
+      expect(error.message).toContain("ADMIN_TOKEN");
+      expect(error.message).toContain(".dev.vars");
+      expect(error.message).toContain("Authorization: Bearer <token>");
+      expect(error.message).not.toContain("test-admin-token");
+    }
+  });
+
+  it("a price that is not an integer says prices are minor units, with the figure to send", async () => {
+    const error = refusal(
+      await call("PUT", `/admin/skus/${uniqueSku("cents")}`, { admin: true, body: { totalStock: 5, price: 25.5 } }),
+      400,
+      "INVALID_REQUEST",
+    );
+    expect(error.details?.fields?.map((f) => f.path)).toEqual(["price"]);
+    expect(error.message).toContain("minor units");
+    expect(error.message).toContain("2550 for 25.50");
+    // Out of range is said as such (not as a fraction).
+    const negative = refusal(
+      await call("PUT", `/admin/skus/${uniqueSku("cents")}`, { admin: true, body: { totalStock: 5, price: -1 } }),
+      400,
+      "INVALID_REQUEST",
+    );
+    expect(negative.message).toContain(">=0");
+    expect(negative.message).not.toContain("minor units");
+  });
+
+  it("a time that is not ISO-8601 UTC shows one that is", async () => {
+    const error = refusal(
+      await call("PUT", `/admin/skus/${uniqueSku("when")}`, {
+        admin: true,
+        body: { totalStock: 5, startsAt: "24/12/2026 18:00" },
+      }),
+      400,
+      "INVALID_REQUEST",
+    );
+    expect(error.details?.fields?.map((f) => f.path)).toEqual(["startsAt"]);
+    expect(error.message).toContain("2026-12-24T18:00:00Z");
+  });
+
+  it("a payment of the wrong amount answers refund_required with the amount and currency expected", async () => {
+    const sku = uniqueSku("wrongpay");
+    await createSku(sku, { totalStock: 5, perUserLimit: 2, price: 1500, currency: "eur" });
+    const held = await reserve("wanda", sku, 2);
+    const answer = await pay(held.json.reservationId, "payment.succeeded", undefined, { amount: 1500 });
+    expect(answer.status).toBe(200);
+    expect(answer.json).toMatchObject({ outcome: "refund_required", expected: { amount: 3000, currency: "eur" } });
+    const right = await pay(held.json.reservationId, "payment.succeeded", undefined, { amount: 3000 });
+    expect(right.json).toMatchObject({ outcome: "applied", reservationStatus: "paid" });
+    expect(right.json.expected).toBeUndefined();
+  });
+});
+
 describe("issue #50: webhook URLs on private, loopback and link-local addresses", () => {
   it("refuses them 400 naming url (decimal, hex and IPv4-mapped forms too), stores nothing, and keeps http://127.0.0.1 where allowed", async () => {
     const id = `private-${crypto.randomUUID().slice(0, 8)}`;

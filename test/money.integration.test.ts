@@ -56,9 +56,15 @@ describe("prices and checked payments", () => {
       await pay(id, "payment.succeeded", "evt_eur", { amount: 3000, currency: "eur" }),
     ];
     for (const answer of refused) {
+      // What was due is said beside (issue #50): 2 units at 1500 usd.
       expect([answer.status, answer.json]).toEqual([
         200,
-        { received: true, reservationStatus: "held", outcome: "refund_required" },
+        {
+          received: true,
+          reservationStatus: "held",
+          outcome: "refund_required",
+          expected: { amount: 3000, currency: "usd" },
+        },
       ]);
     }
     expect(await stockOf(sku)).toEqual({ total: 5, available: 3, held: 2, sold: 0 });

@@ -163,7 +163,12 @@ describe("GET /admin/payments", () => {
     expect(ofSku(await everyPayment("", 1000), sku)).toEqual([]);
     // The provider retries: the object replays its first answer, and the record is written now.
     const retried = await pay(held.reservationId, "payment.succeeded", "evt_lost_record", { amount: 901 });
-    expect(retried.json).toEqual({ received: true, reservationStatus: "held", outcome: "refund_required" });
+    expect(retried.json).toEqual({
+      received: true,
+      reservationStatus: "held",
+      outcome: "refund_required",
+      expected: { amount: 900, currency: "usd" },
+    });
     const again = await pay(held.reservationId, "payment.succeeded", "evt_lost_record", { amount: 901 });
     expect(again.status).toBe(200);
     expect(ofSku(await everyPayment("", 1000), sku).map((p) => [p.eventId, p.reason])).toEqual([

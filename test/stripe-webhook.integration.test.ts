@@ -24,7 +24,12 @@ describe("Stripe webhook", () => {
     const short = await sendStripe(stripeEvent("checkout.session.completed", checkoutSession(id, 1250)));
     expect([short.status, short.json]).toEqual([
       200,
-      { received: true, reservationStatus: "held", outcome: "refund_required" },
+      {
+        received: true,
+        reservationStatus: "held",
+        outcome: "refund_required",
+        expected: { amount: 2500, currency: "usd" },
+      },
     ]);
     expect(await stockOf(sku)).toEqual({ total: 5, available: 3, held: 2, sold: 0 });
 
@@ -58,7 +63,12 @@ describe("Stripe webhook", () => {
 
     const b = await reserve("uma", sku, 1);
     const usd = await sendStripe(stripeEvent("payment_intent.succeeded", paymentIntent(b.json.reservationId, 900)));
-    expect(usd.json).toEqual({ received: true, reservationStatus: "held", outcome: "refund_required" });
+    expect(usd.json).toEqual({
+      received: true,
+      reservationStatus: "held",
+      outcome: "refund_required",
+      expected: { amount: 900, currency: "eur" },
+    });
     const eur = paymentIntent(b.json.reservationId, 900, { currency: "eur" });
     expect((await sendStripe(stripeEvent("payment_intent.succeeded", eur))).json).toEqual({
       received: true,
@@ -107,6 +117,7 @@ describe("Stripe webhook", () => {
       received: true,
       reservationStatus: "held",
       outcome: "refund_required",
+      expected: { amount: 400, currency: "eur" },
     });
   });
 

@@ -4,7 +4,7 @@ import { claimTier } from "../engine/access";
 import type { Audit } from "../engine/audit";
 import type { SkuSettings } from "../engine/configuration";
 import type { DrawInfo, DrawnEntry, DrawPlace, Entrant } from "../engine/opening-draw";
-import type { GrantAnswer, PaymentAnswer, PaymentCommand, PaymentTotals, UnitClaim } from "../engine/payments";
+import type { GrantAnswer, PaymentCommand, PaymentTotals, UnitClaim } from "../engine/payments";
 import { NOTHING_PRUNED, type Pruned } from "../engine/retention";
 import { StockEngine } from "../engine/stock-engine";
 import {
@@ -30,7 +30,7 @@ import { PaymentClaims } from "./payment-claims";
 import { ShardPulls } from "./shard-pulls";
 import type { SkuChange } from "./sku-change";
 import { SkuChanges } from "./sku-change-runner";
-import type { AdminFace, EdgeFace, RepairDone, ShardFace, StockStub } from "./stock-faces";
+import type { AdminFace, EdgeFace, PaymentVerdict, RepairDone, ShardFace, StockStub } from "./stock-faces";
 import type { StockHost } from "./stock-host";
 import { WaitlistServer } from "./waitlist-server";
 
@@ -334,12 +334,11 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
    * Applies a verified payment event (see engine/payments.ts and payment-claims.ts): a late payment
    * is decided on the buyer's home shard. `finished`: a pruned reservation's D1 row. With the SKU's
    * currency, which an event that names none was paid in, and whether its sale is a test (the edge
-   * records both).
+   * records both); and, for a payment refused for its money (`amount_mismatch`, `currency_mismatch`)
+   * on a SKU with a price, what the reservation costs at the price now (`expected`), which the
+   * webhook's answer carries so the sender learns what was due.
    */
-  async applyPayment(
-    command: PaymentCommand,
-    finished?: Reservation,
-  ): Promise<Outcome<PaymentAnswer & { skuCurrency: string; skuTest?: boolean }>> {
+  async applyPayment(command: PaymentCommand, finished?: Reservation): Promise<Outcome<PaymentVerdict>> {
     return withLogContext({ requestId: command.requestId, ...this.#host.where() }, async () => {
       const outcome = await this.#claims.apply(command, finished);
       await this.#afterCommit();
@@ -347,8 +346,14 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
         log("info", "stock request refused", { code: outcome.code });
         return outcome;
       }
-      const { currency, test } = this.engine.configuration.pricing();
-      return { ...outcome, value: { ...outcome.value, skuCurrency: currency, skuTest: test } };
+      const answer = outcome.value;
+      const { price, currency, test } = this.engine.configuration.pricing();
+      const money = answer.reason === "amount_mismatch" || answer.reason === "currency_mismatch";
+      const expected = money && price !== null ? { amount: answer.reservation.quantity * price, currency } : undefined;
+      return {
+        ...outcome,
+        value: { ...answer, skuCurrency: currency, skuTest: test, ...(expected ? { expected } : {}) },
+      };
     });
   }
 

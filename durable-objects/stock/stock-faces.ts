@@ -57,15 +57,23 @@ export interface RepairDone {
   flushed: boolean;
 }
 
+/**
+ * A payment's answer as the stock object gives it to the webhooks: the SKU's currency and whether
+ * its sale is a test, and for a payment refused for its money on a SKU with a price, what the
+ * reservation costs (`expected`).
+ */
+export type PaymentVerdict = PaymentAnswer & {
+  skuCurrency: string;
+  skuTest?: boolean;
+  expected?: { amount: number; currency: string };
+};
+
 /** What the operator's side calls: admin routes, the catalog, payments, reconciliation. */
 export interface AdminFace extends Pick<EdgeFace, "state" | "drawInfo"> {
   putSku(change: SkuChange, requestId?: string): Promise<Outcome<SkuState>>;
   addAccessCodes(tier: string, hashes: string[]): boolean;
   accessCodeCounts(): { tier: string; codes: number; taken: number }[];
-  applyPayment(
-    command: PaymentCommand,
-    finished?: Reservation,
-  ): Promise<Outcome<PaymentAnswer & { skuCurrency: string; skuTest?: boolean }>>;
+  applyPayment(command: PaymentCommand, finished?: Reservation): Promise<Outcome<PaymentVerdict>>;
   paymentTotals(): PaymentTotals;
   audit(afterSeq: number, limit: number): Audit | null;
   prune(watermark: number): Promise<Pruned>;

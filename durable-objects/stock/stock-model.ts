@@ -50,4 +50,4 @@ export {
 export { homeShard, shardName } from "../shared/shard-name";
 export type { MirrorCheck } from "./mirror-publisher";
 export type { SkuChange } from "./sku-change";
-export type { AdminFace, EdgeFace, RepairDone, ShardFace, StockStub } from "./stock-faces";
+export type { AdminFace, EdgeFace, PaymentVerdict, RepairDone, ShardFace, StockStub } from "./stock-faces";

@@ -176,11 +176,25 @@ export const shopperAuth = createMiddleware<AppEnv>(async (c, next) => {
   await next();
 });
 
+/**
+ * What an operator is told when the admin token is refused: which secret it is, where it lives
+ * locally, and the header's form. Never the token, nor what was sent.
+ */
+const ADMIN_TOKEN_HINT =
+  "send header Authorization: Bearer <token>, where <token> is the Worker's ADMIN_TOKEN secret (locally in .dev.vars; deployed: wrangler secret put ADMIN_TOKEN).";
+
 /** Admin authentication: `Authorization: Bearer <ADMIN_TOKEN>`, compared in constant time. */
 export const adminAuth = createMiddleware<AppEnv>(async (c, next) => {
-  const token = bearer(c.req.header("authorization"));
+  const header = c.req.header("authorization");
+  const token = bearer(header);
   if (!token || !(await timingSafeEqualText(token, c.env.ADMIN_TOKEN))) {
-    throw new ApiError("UNAUTHENTICATED", "The admin token is missing or wrong.");
+    const what =
+      header === undefined
+        ? "The admin token is missing"
+        : token === null
+          ? "The Authorization header is not of the form Bearer <token>"
+          : "The admin token is wrong";
+    throw new ApiError("UNAUTHENTICATED", `${what}: ${ADMIN_TOKEN_HINT}`);
   }
   await next();
 });

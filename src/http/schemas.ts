@@ -14,13 +14,43 @@ export const WaitlistRequest = z.object({ quantity: z.int().min(1).max(1_000_000
 /** Times the contract accepts (API.md): alarms and dates stay within what the runtime represents. */
 const EARLIEST_TIME = Date.parse("2000-01-01T00:00:00Z");
 const LATEST_TIME = Date.parse("2100-01-01T00:00:00Z");
-const Time = z.iso.datetime({ offset: true }).refine(
-  (text) => {
-    const at = Date.parse(text);
-    return at >= EARLIEST_TIME && at <= LATEST_TIME;
-  },
-  { message: "a time from 2000-01-01T00:00:00Z to 2100-01-01T00:00:00Z" },
-);
+/** An example of the form, in every message about a time (issue #50: say what to send). */
+const TIME_EXAMPLE = "2026-12-24T18:00:00Z";
+const Time = z.iso
+  .datetime({
+    offset: true,
+    error: `an ISO-8601 time with its zone, e.g. ${TIME_EXAMPLE} (UTC) or 2026-12-24T19:00:00+01:00`,
+  })
+  .refine(
+    (text) => {
+      const at = Date.parse(text);
+      // Not a time at all: the format's own message says so (one message per field).
+      return Number.isNaN(at) || (at >= EARLIEST_TIME && at <= LATEST_TIME);
+    },
+    { message: `a time from 2000-01-01T00:00:00Z to 2100-01-01T00:00:00Z, e.g. ${TIME_EXAMPLE}` },
+  );
+
+/**
+ * Money in integer minor units of its currency (cents for usd and eur): 25.50 is 2550. A number with
+ * a fraction is answered with the figure it most likely meant (issue #50: say what to send).
+ */
+function minorUnits(max: number) {
+  return z
+    .int({
+      // Only the type's issue: below 0 or above the maximum keep their own messages.
+      error: (issue) => {
+        if (issue.code !== "invalid_type") return undefined;
+        const input = issue.input;
+        const example =
+          typeof input === "number" && Number.isFinite(input)
+            ? `${Math.round(input * 100)} for ${input.toFixed(2)}`
+            : "2550 for 25.50";
+        return `an integer of minor units of the currency (cents for usd): ${example}`;
+      },
+    })
+    .min(0)
+    .max(max);
+}
 
 /** ISO 4217 currency code, lower case as payment providers send it (Stripe: "usd"). */
 const Currency = z.string().regex(/^[a-z]{3}$/, "an ISO 4217 code in lower case, e.g. usd");
@@ -48,7 +78,7 @@ export const SkuSettingsRequest = z.strictObject({
   shards: z.int().min(1).max(64).optional(),
   status: z.enum(["on_sale", "paused"]).optional(),
   /** Minor units of `currency` per unit; null: no price (payment amounts are not checked). */
-  price: z.int().min(0).max(1_000_000_000).nullable().optional(),
+  price: minorUnits(1_000_000_000).nullable().optional(),
   currency: Currency.optional(),
   /**
    * API.md "Fair opening": reservations in the first `openingWindowMs` after `startsAt` are decided
@@ -76,7 +106,7 @@ export const PaymentEvent = z.object({
   id: z.string().min(1).max(255),
   type: z.enum(["payment.succeeded", "payment.failed"]),
   reservationId: z.string().min(1).max(255),
-  amount: z.int().min(0).max(Number.MAX_SAFE_INTEGER),
+  amount: minorUnits(Number.MAX_SAFE_INTEGER),
   currency: z.string().toLowerCase().pipe(Currency).optional(),
 });
 

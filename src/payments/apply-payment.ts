@@ -1,4 +1,4 @@
-import type { PaymentAnswer, PaymentCommand, PaymentType, Reservation } from "../../durable-objects/stock/stock-model";
+import type { PaymentCommand, PaymentType, PaymentVerdict, Reservation } from "../../durable-objects/stock/stock-model";
 import { catalogHasShard } from "../catalog/sku-catalog";
 import { wakeSender } from "../handoff/delivery-consumer";
 import { ApiError, busy } from "../http/errors";
@@ -29,7 +29,7 @@ export async function applyPaymentEvent(
   env: Env,
   source: PaymentSource,
   command: PaymentCommand,
-): Promise<PaymentAnswer | null> {
+): Promise<PaymentVerdict | null> {
   const where = locateReservation(command.reservationId);
   // A SKU nobody configured has no reservations, and its stock object is not made to say so.
   if (!where || !(await catalogHasShard(env, where.sku, where.shard))) return null;
@@ -63,9 +63,13 @@ export async function applyPaymentEvent(
   return answer;
 }
 
-/** The acknowledgement both webhooks send for a handled event. */
-export function paymentAck(answer: PaymentAnswer) {
-  return { received: true as const, reservationStatus: answer.status, outcome: answer.outcome };
+/**
+ * The acknowledgement both webhooks send for a handled event; a payment refused for its money adds
+ * what was due (`expected`: the reservation's quantity × the SKU's price, in its currency).
+ */
+export function paymentAck(answer: PaymentVerdict) {
+  const ack = { received: true as const, reservationStatus: answer.status, outcome: answer.outcome };
+  return answer.expected ? { ...ack, expected: answer.expected } : ack;
 }
 
 /** What a payment event says, as `payment_event_ids` records it under its id. */

@@ -184,6 +184,12 @@ export const PaymentAck = z.object({
   received: z.literal(true),
   reservationStatus: z.string(),
   outcome: z.enum(["applied", "refund_required"]),
+  expected: z
+    .object({ amount: Count.describe("Minor units: the reservation's quantity × the SKU's price"), currency: z.string() })
+    .optional()
+    .describe(
+      "Added: on a payment refused for its money (refund_required: wrong amount or currency) of a SKU with a price, what was due, at the price now",
+    ),
 });
 
 /** What `/webhooks/stripe` answers: a handled event's PaymentAck, or an ignored event's acknowledgement. */
