@@ -19,9 +19,10 @@ import { Webhook } from "standardwebhooks";
  *                         "answerBody"   (keeps what was received)
  *     changes the behaviour from the next request on. With fail or drop (either left out: 0), the
  *     window starts again there: the next `fail` requests answer 500, the `drop` after them are cut.
- *   GET /control/<name>  {"received": [...], "count", "verified", "unverified", "lagsMs": [...], "firstAt", "lastAt"}
+ *   GET /control/<name>  {"received": [...], "count", "events", "verified", "unverified", "lagsMs": [...], "firstAt", "lastAt"}
  *     (`?counts`: without `received` and `lagsMs`, for polling while thousands arrive); firstAt and
- *     lastAt: when the first and the latest request came (ms since the epoch, null before any).
+ *     lastAt: when the first and the latest request came (ms since the epoch, null before any);
+ *     events: the events of the verified requests answered 2xx (a batch's each, API.md v1.4).
  *
  * A request is recorded with its `webhook-id`, whether its signature verified, its body and when it
  * came; `lagsMs` are the times from the change (`data.updatedAt`) to its arrival.
@@ -33,7 +34,22 @@ export interface Received {
   verified: boolean;
   receivedAt: number;
   answered: number | "dropped";
-  body: { type: string; timestamp: string; data: { reservationId: string; status: string; updatedAt: string } } | null;
+  body: {
+    type: string;
+    timestamp: string;
+    data: {
+      reservationId: string;
+      status: string;
+      updatedAt: string;
+      /** A batch's (`type` "batch"): each event with the `webhook-id` it would have had alone. */
+      events?: {
+        id: string;
+        type: string;
+        timestamp: string;
+        data: { reservationId: string; status: string; updatedAt: string };
+      }[];
+    };
+  } | null;
 }
 
 export interface Behaviour {
@@ -59,6 +75,8 @@ interface Endpoint {
   received: Received[];
   verified: number;
   unverified: number;
+  /** Events of verified requests answered 2xx: one a single event, each of a batch. */
+  events: number;
   lagsMs: number[];
   firstAt: number | null;
   lastAt: number | null;
@@ -97,6 +115,7 @@ export async function startWebhookReceiver(opts: { port?: number } = {}): Promis
         received: [],
         verified: 0,
         unverified: 0,
+        events: 0,
         lagsMs: [],
         firstAt: null,
         lastAt: null,
@@ -115,9 +134,9 @@ export async function startWebhookReceiver(opts: { port?: number } = {}): Promis
       endpoint.behaviour = { ...endpoint.behaviour, ...changes };
       return json(res, 200, { ok: true });
     }
-    const { received, verified, unverified, lagsMs, requests, firstAt, lastAt } = endpoint;
-    if (countsOnly) return json(res, 200, { count: requests, verified, unverified, firstAt, lastAt });
-    return json(res, 200, { received, count: requests, verified, unverified, lagsMs, firstAt, lastAt });
+    const { received, verified, unverified, events, lagsMs, requests, firstAt, lastAt } = endpoint;
+    if (countsOnly) return json(res, 200, { count: requests, events, verified, unverified, firstAt, lastAt });
+    return json(res, 200, { received, count: requests, events, verified, unverified, lagsMs, firstAt, lastAt });
   }
 
   async function hook(name: string, req: IncomingMessage, res: ServerResponse) {
@@ -146,6 +165,12 @@ export async function startWebhookReceiver(opts: { port?: number } = {}): Promis
     if (verified) endpoint.verified++;
     else endpoint.unverified++;
     if (parsed?.data?.updatedAt) endpoint.lagsMs.push(receivedAt - Date.parse(parsed.data.updatedAt));
+    for (const event of parsed?.data?.events ?? []) {
+      if (event.data?.updatedAt) endpoint.lagsMs.push(receivedAt - Date.parse(event.data.updatedAt));
+    }
+    if (typeof answered === "number" && answered >= 200 && answered < 300) {
+      endpoint.events += parsed?.type === "batch" ? (parsed.data.events?.length ?? 0) : 1;
+    }
     if (keep) {
       endpoint.received.push({
         webhookId: headers["webhook-id"],

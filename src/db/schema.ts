@@ -237,7 +237,17 @@ export const webhookEndpoints = sqliteTable("webhook_endpoints", {
   secret: text("secret").notNull(),
   createdAt: integer("created_at").notNull(),
   updatedAt: integer("updated_at").notNull(),
+  /** API.md v1.4 "Webhook batches": events per message and the oldest's longest wait; null: one event a message. */
+  batch: text("batch", { mode: "json" }).$type<WebhookBatch | null>(),
 });
+
+/** An endpoint's batch setting (API.md v1.4 "Webhook batches"). */
+export interface WebhookBatch {
+  /** 1 to 100 events a message. */
+  maxEvents: number;
+  /** 0 to 10,000 ms: a message goes once `maxEvents` are due or its oldest event waited this long. */
+  maxWaitMs: number;
+}
 
 export const DELIVERY_STATUSES = ["pending", "delivered", "failed"] as const;
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
@@ -270,6 +280,12 @@ export const webhookDeliveries = sqliteTable(
     lastError: text("last_error"),
     nextAttemptAt: integer("next_attempt_at"),
     lease: text("lease"),
+    /**
+     * The `webhook-id` of the batch message that last carried it (API.md v1.4 "Webhook batches"):
+     * a batch not delivered is retried whole, with this id, from the rows that share it. Null when
+     * last attempted alone, or not attempted yet.
+     */
+    batchId: text("batch_id"),
     createdAt: integer("created_at").notNull(),
     updatedAt: integer("updated_at").notNull(),
   },

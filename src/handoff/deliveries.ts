@@ -1,4 +1,4 @@
-import type { DeliveryStatus, WebhookEventType } from "../db/schema";
+import type { DeliveryStatus, WebhookBatch, WebhookEventType } from "../db/schema";
 import { PAYMENT_COLUMNS, type PaymentRow } from "../payments/payment-records";
 import { CHANGE_COLUMNS, type ChangeRow } from "./order-object";
 
@@ -47,6 +47,8 @@ interface Leased {
   secret: string;
   /** The delivery's key: the order change's position, or the negative of the payment's. */
   position: number;
+  /** The batch message that last carried it (its `webhook-id`), null if none did. */
+  batch_id: string | null;
 }
 
 /** A delivery a sender took: where it goes, with what key, and the order change or payment it carries. */
@@ -101,33 +103,12 @@ export async function nextDueAt(db: D1Database, endpointId: string): Promise<{ a
   return row && row.at !== null ? { at: row.at, now: row.now } : null;
 }
 
-/**
- * Takes up to `limit` due deliveries of one endpoint, oldest due first, while the endpoint is
- * enabled and subscribed to their type: marks them with `lease` and moves their due time past the
- * attempt (`leaseMs`), so no other sender takes them meanwhile and they are due again if this one
- * never reports. One round trip.
- */
-export async function takeDue(
-  db: D1Database,
-  endpointId: string,
-  limit: number,
-  lease: string,
-  leaseMs: number,
-): Promise<Taken[]> {
-  const [, orders, payments] = await db.batch([
+/** The rows a lease marks, with what they carry (the second and third statements of a take). */
+function readLeased(db: D1Database, lease: string): D1PreparedStatement[] {
+  return [
     db
       .prepare(
-        `UPDATE webhook_deliveries SET lease = ?1, next_attempt_at = ${D1_NOW} + ?2, updated_at = ${D1_NOW}
-         WHERE endpoint_id = ?4 AND position IN (
-           SELECT d.position FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-           WHERE d.endpoint_id = ?4 AND d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW} AND e.enabled = 1
-             AND EXISTS (SELECT 1 FROM json_each(e.events) WHERE value = d.type)
-           ORDER BY d.next_attempt_at LIMIT ?3)`,
-      )
-      .bind(lease, leaseMs, limit, endpointId),
-    db
-      .prepare(
-        `SELECT d.endpoint_id, d.type, d.attempts, e.url, e.secret, ${CHANGE_COLUMNS}
+        `SELECT d.endpoint_id, d.type, d.attempts, d.batch_id, e.url, e.secret, ${CHANGE_COLUMNS}
          FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
            JOIN order_changes c ON c.position = d.position JOIN orders o ON o.reservation_id = c.reservation_id
          WHERE d.lease = ?1`,
@@ -135,20 +116,24 @@ export async function takeDue(
       .bind(lease),
     db
       .prepare(
-        `SELECT d.endpoint_id, d.position AS delivery_position, d.attempts, e.url, e.secret, ${PAYMENT_COLUMNS}
+        `SELECT d.endpoint_id, d.position AS delivery_position, d.attempts, d.batch_id, e.url, e.secret, ${PAYMENT_COLUMNS}
          FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
            JOIN payments p ON p.position = -d.position
          WHERE d.lease = ?1 AND d.position < 0`,
       )
       .bind(lease),
-  ]);
+  ];
+}
+
+function takenOf(orders: D1Result | undefined, payments: D1Result | undefined): Taken[] {
   type PaymentTaken = Omit<Leased, "position"> & PaymentRow & { delivery_position: number };
   return [
     ...((orders?.results ?? []) as Taken[]),
     ...((payments?.results ?? []) as PaymentTaken[]).map(
-      ({ endpoint_id, delivery_position, attempts, url, secret, ...payment }): Taken => ({
+      ({ endpoint_id, delivery_position, attempts, batch_id, url, secret, ...payment }): Taken => ({
         endpoint_id,
         attempts,
+        batch_id,
         url,
         secret,
         position: delivery_position,
@@ -157,6 +142,123 @@ export async function takeDue(
       }),
     ),
   ];
+}
+
+/** A take of one endpoint's rows one at a time, and the endpoint's batch setting as it is now. */
+export interface TakenPage {
+  taken: Taken[];
+  /** Not null: the endpoint is batched, and no row was taken (./endpoint-lane.ts sends batches). */
+  batch: WebhookBatch | null;
+}
+
+/**
+ * Takes up to `limit` due deliveries of one endpoint, oldest due first, while the endpoint is
+ * enabled, unbatched and subscribed to their type: marks them with `lease` and moves their due time
+ * past the attempt (`leaseMs`), so no other sender takes them meanwhile and they are due again if
+ * this one never reports. One round trip, which also reads the endpoint's batch setting.
+ */
+export async function takeDuePage(
+  db: D1Database,
+  endpointId: string,
+  limit: number,
+  lease: string,
+  leaseMs: number,
+): Promise<TakenPage> {
+  const [, orders, payments, endpoint] = await db.batch([
+    db
+      .prepare(
+        `UPDATE webhook_deliveries SET lease = ?1, next_attempt_at = ${D1_NOW} + ?2, updated_at = ${D1_NOW}
+         WHERE endpoint_id = ?4 AND position IN (
+           SELECT d.position FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+           WHERE d.endpoint_id = ?4 AND d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW} AND e.enabled = 1
+             AND e.batch IS NULL AND EXISTS (SELECT 1 FROM json_each(e.events) WHERE value = d.type)
+           ORDER BY d.next_attempt_at LIMIT ?3)`,
+      )
+      .bind(lease, leaseMs, limit, endpointId),
+    ...readLeased(db, lease),
+    db.prepare("SELECT batch FROM webhook_endpoints WHERE id = ?1 AND enabled = 1").bind(endpointId),
+  ]);
+  const batch = (endpoint?.results[0] as { batch: string | null } | undefined)?.batch ?? null;
+  return { taken: takenOf(orders, payments), batch: batch === null ? null : (JSON.parse(batch) as WebhookBatch) };
+}
+
+/** {@link takeDuePage}'s rows alone. */
+export async function takeDue(
+  db: D1Database,
+  endpointId: string,
+  limit: number,
+  lease: string,
+  leaseMs: number,
+): Promise<Taken[]> {
+  return (await takeDuePage(db, endpointId, limit, lease, leaseMs)).taken;
+}
+
+/** A due row of a batched endpoint, before it is taken: enough to form the messages. */
+export interface Candidate {
+  position: number;
+  batch_id: string | null;
+  created_at: number;
+}
+
+/** The due rows of an endpoint (oldest due first, then in feed order), its batch setting, and D1's now. */
+export interface Candidates {
+  /** Null: the endpoint is unbatched (or gone, or disabled, and `rows` is empty). */
+  batch: WebhookBatch | null;
+  now: number;
+  rows: Candidate[];
+}
+
+/**
+ * Reads (takes nothing) up to `limit` due rows of an enabled endpoint of its subscribed types,
+ * through the due index, with its batch setting and D1's now: one round trip.
+ */
+export async function dueCandidates(db: D1Database, endpointId: string, limit: number): Promise<Candidates> {
+  const [endpoint, rows] = await db.batch([
+    db.prepare(`SELECT batch, ${D1_NOW} AS now FROM webhook_endpoints WHERE id = ?1 AND enabled = 1`).bind(endpointId),
+    db
+      .prepare(
+        `SELECT d.position, d.batch_id, d.created_at
+         FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+         WHERE d.endpoint_id = ?1 AND d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW} AND e.enabled = 1
+           AND EXISTS (SELECT 1 FROM json_each(e.events) WHERE value = d.type)
+         ORDER BY d.next_attempt_at, d.position LIMIT ?2`,
+      )
+      .bind(endpointId, limit),
+  ]);
+  const head = endpoint?.results[0] as { batch: string | null; now: number } | undefined;
+  if (!head) return { batch: null, now: 0, rows: [] };
+  return {
+    batch: head.batch === null ? null : (JSON.parse(head.batch) as WebhookBatch),
+    now: head.now,
+    rows: (rows?.results ?? []) as Candidate[],
+  };
+}
+
+/**
+ * Takes the rows at `positions` of one endpoint that are still pending and due (a batched lane
+ * formed its messages from {@link dueCandidates}), marking them with `lease` as {@link takeDuePage}
+ * does. One round trip; each row found by its key (`+` keeps SQLite off the due index, which it
+ * would walk whole for the endpoint's backlog).
+ */
+export async function takePositions(
+  db: D1Database,
+  endpointId: string,
+  positions: readonly number[],
+  lease: string,
+  leaseMs: number,
+): Promise<Taken[]> {
+  if (positions.length === 0) return [];
+  const [, orders, payments] = await db.batch([
+    db
+      .prepare(
+        `UPDATE webhook_deliveries SET lease = ?1, next_attempt_at = ${D1_NOW} + ?2, updated_at = ${D1_NOW}
+         WHERE endpoint_id = ?4 AND position IN (SELECT value FROM json_each(?3))
+           AND +status = 'pending' AND +next_attempt_at <= ${D1_NOW}`,
+      )
+      .bind(lease, leaseMs, JSON.stringify(positions), endpointId),
+    ...readLeased(db, lease),
+  ]);
+  return takenOf(orders, payments);
 }
 
 /** What one attempt of a taken delivery leaves in its row. */
@@ -171,6 +273,8 @@ export interface Outcome {
   error: string | null;
   /** How long after now it is due again (pending), else null. */
   delayMs: number | null;
+  /** The `webhook-id` of the batch message that carried it; null when it went alone. */
+  batchId: string | null;
 }
 
 /**
@@ -189,7 +293,7 @@ export async function recordOutcomes(db: D1Database, endpointId: string, outcome
          SELECT json_extract(value, '$.position') AS position, json_extract(value, '$.status') AS status,
                 json_extract(value, '$.code') AS code, json_extract(value, '$.response') AS response,
                 json_extract(value, '$.error') AS error,
-                json_extract(value, '$.delayMs') AS delay_ms
+                json_extract(value, '$.delayMs') AS delay_ms, json_extract(value, '$.batchId') AS batch_id
          FROM json_each(?1))
        UPDATE webhook_deliveries SET
          status = j.status,
@@ -199,6 +303,7 @@ export async function recordOutcomes(db: D1Database, endpointId: string, outcome
          last_error = j.error,
          next_attempt_at = ${D1_NOW} + j.delay_ms,
          lease = NULL,
+         batch_id = j.batch_id,
          updated_at = ${D1_NOW}
        FROM j
        WHERE webhook_deliveries.endpoint_id = ?3 AND webhook_deliveries.position = j.position
@@ -221,6 +326,8 @@ export interface DeliveryView {
   nextAttemptAt: string | null;
   createdAt: string;
   updatedAt: string;
+  /** The `webhook-id` of the batch message that last carried it (API.md v1.4), null if none did. */
+  batchId: string | null;
 }
 
 interface DeliveryRow {
@@ -236,6 +343,7 @@ interface DeliveryRow {
   next_attempt_at: number | null;
   created_at: number;
   updated_at: number;
+  batch_id: string | null;
 }
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
@@ -263,7 +371,7 @@ export async function listDeliveries(
   const { results } = await db
     .prepare(
       `SELECT endpoint_id, position, type, reservation_id, status, attempts, last_status_code, last_response,
-              last_error, next_attempt_at, created_at, updated_at
+              last_error, next_attempt_at, created_at, updated_at, batch_id
        FROM ${LISTINGS[status ?? "all"]} LIMIT ?2`,
     )
     .bind(endpointId, limit)
@@ -281,6 +389,7 @@ export async function listDeliveries(
     nextAttemptAt: row.status === "pending" ? iso(row.next_attempt_at) : null,
     createdAt: new Date(row.created_at).toISOString(),
     updatedAt: new Date(row.updated_at).toISOString(),
+    batchId: row.batch_id,
   }));
 }
 

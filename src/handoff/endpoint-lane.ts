@@ -1,7 +1,16 @@
 import { log } from "../../durable-objects/shared/log";
 import { increment } from "../observability/metrics";
-import { deliveryId, type Outcome, recordOutcomes, type Taken, takeDue } from "./deliveries";
-import { type Answer, attempt, bodyOf, DELIVERY_TIMEOUT_MS } from "./sender";
+import { batchMessagesOf, formMessages, MAX_BATCH_EVENTS } from "./batches";
+import {
+  deliveryId,
+  dueCandidates,
+  type Outcome,
+  recordOutcomes,
+  type Taken,
+  takeDuePage,
+  takePositions,
+} from "./deliveries";
+import { type Answer, attempt, bodyOf, DELIVERY_TIMEOUT_MS, post } from "./sender";
 
 /**
  * One endpoint's lane: what its sender object (./endpoint-sender.ts) runs. It takes the endpoint's
@@ -14,8 +23,10 @@ export const MAX_DELAY_SECONDS = 43_200;
 
 /** API.md's backoff, seconds after each failed attempt; then the delivery is `failed`. */
 export const DEFAULT_RETRY_SCHEDULE = [5, 300, 1800, 7200, 18_000, 36_000, 36_000] as const;
-/** The most deliveries one endpoint's lane takes at a time. */
+/** The most deliveries (or batch messages) one endpoint's lane takes at a time. */
 const PAGE = 64;
+/** The most due rows a batched lane reads to form one round's messages: six full batches. */
+const CANDIDATES = 6 * MAX_BATCH_EVENTS;
 /**
  * Attempts in flight at once in one endpoint's invocation: a Worker invocation has at most six
  * connections waiting for response headers, and a seventh fetch would wait in a queue with its
@@ -37,15 +48,17 @@ export function retrySchedule(text: string | undefined): readonly number[] {
   return delays;
 }
 
-/** What an attempt's answer leaves: delivered, due again after the schedule's next delay, or failed. */
-function outcomeOf(delivery: Taken, answer: Answer, schedule: readonly number[]): Outcome {
+/**
+ * What an attempt's answer leaves: delivered, due again after the schedule's next delay, or
+ * failed. `attempts` is the attempts answered before this one (a batch's: the most of its rows').
+ */
+function outcomeOf(position: number, attempts: number, answer: Answer, schedule: readonly number[]): Outcome {
   const { code, response, error } = answer;
-  const position = delivery.position;
-  if (answer.ok) return { position, status: "delivered", code, response, error, delayMs: null };
+  if (answer.ok) return { position, status: "delivered", code, response, error, delayMs: null, batchId: null };
   // The schedule's delay after this attempt, the (attempts + 1)th; none left: failed.
-  const delay = schedule[delivery.attempts];
-  if (delay === undefined) return { position, status: "failed", code, response, error, delayMs: null };
-  return { position, status: "pending", code, response, error, delayMs: delay * 1000 };
+  const delay = schedule[attempts];
+  if (delay === undefined) return { position, status: "failed", code, response, error, delayMs: null, batchId: null };
+  return { position, status: "pending", code, response, error, delayMs: delay * 1000, batchId: null };
 }
 
 /** Runs `work` over `items` with at most `limit` in flight. */
@@ -61,12 +74,61 @@ async function eachLimited<T>(items: readonly T[], limit: number, work: (item: T
 export interface Lane {
   /** A full page was taken last: more may be due. */
   more: boolean;
+  /**
+   * A batched endpoint's events held back for more: how long after the run's last read (D1's
+   * clock) the oldest has waited `maxWaitMs`, and they go anyway. Null when none are held.
+   */
+  holdMs: number | null;
+}
+
+type Result = "delivered" | "retried" | "failed";
+const resultOf = (outcome: Outcome): Result =>
+  outcome.status === "delivered" ? "delivered" : outcome.status === "failed" ? "failed" : "retried";
+
+/** Counts a round's events and messages (`/metrics`) and logs what was not delivered. */
+function report(
+  endpointId: string,
+  kind: "single" | "batch",
+  outcomes: readonly Outcome[],
+  messages: readonly Result[],
+) {
+  const counts = { delivered: 0, retried: 0, failed: 0 };
+  for (const outcome of outcomes) counts[resultOf(outcome)]++;
+  for (const [result, n] of Object.entries(counts)) {
+    if (n > 0) increment("flashgate_webhook_deliveries_total", { result }, n);
+  }
+  const sent = { delivered: 0, retried: 0, failed: 0 };
+  for (const result of messages) sent[result]++;
+  for (const [result, n] of Object.entries(sent)) {
+    if (n > 0) increment("flashgate_webhook_messages_total", { kind, result }, n);
+  }
+  if (counts.retried + counts.failed > 0) {
+    // Ids and answers only: never a secret, a signature or a body.
+    log("warn", "webhook deliveries not delivered", {
+      endpointId,
+      ...counts,
+      failures: outcomes
+        .filter((o) => o.status !== "delivered")
+        .slice(0, 20)
+        .map((o) => ({
+          deliveryId: deliveryId(endpointId, o.position),
+          ...(o.batchId ? { batchId: o.batchId } : {}),
+          status: o.status,
+          code: o.code,
+          error: o.error,
+          response: o.response.slice(0, 200),
+        })),
+    });
+  }
 }
 
 /**
  * Delivers one endpoint's due rows, page by page, until none is left or the budget is spent. It
  * runs in the endpoint's own sender object (./endpoint-sender.ts), so its connections and its
- * budget are the endpoint's alone: one that hangs for its 10 s per attempt delays only itself.
+ * budget are the endpoint's alone: one that hangs for its 10 s per attempt delays only itself. An
+ * unbatched endpoint gets one message per row; a batched one (API.md v1.4 "Webhook batches") the
+ * messages ./batches.ts forms, each row's outcome its message's. The setting is read with each
+ * page, so a PUT that changes it takes effect at the next page.
  */
 export async function deliverEndpoint(env: Env, endpointId: string, schedule: readonly number[]): Promise<Lane> {
   const until = Date.now() + BUDGET_MS;
@@ -74,45 +136,62 @@ export async function deliverEndpoint(env: Env, endpointId: string, schedule: re
   // A page starts at one round of attempts and doubles while every attempt is delivered, so an
   // endpoint that fails or hangs holds its lane for one round (10 s at most), not a full page.
   let page = CONNECTIONS;
-  const lane: Lane = { more: false };
-  while (Date.now() < until) {
+  const lane: Lane = { more: false, holdMs: null };
+  let batched = false;
+  // A setting that changes back and forth between pages cannot keep the lane switching past a few pages.
+  let switches = 0;
+  while (Date.now() < until && switches < 4) {
     // Long enough for the page's attempts, each at most the timeout, and the write of their outcomes.
     const leaseMs = Math.ceil(page / CONNECTIONS) * DELIVERY_TIMEOUT_MS + 10_000;
-    const taken = await takeDue(env.DB, endpointId, page, lease, leaseMs);
-    lane.more = taken.length === page;
-    if (taken.length === 0) break;
+    if (!batched) {
+      const { taken, batch } = await takeDuePage(env.DB, endpointId, page, lease, leaseMs);
+      if (batch) {
+        batched = true;
+        switches++;
+        continue;
+      }
+      lane.more = taken.length === page;
+      lane.holdMs = null;
+      if (taken.length === 0) break;
+      const outcomes: Outcome[] = [];
+      await eachLimited(taken, CONNECTIONS, async (delivery) => {
+        const answer = await attempt(delivery, bodyOf(delivery), Date.now());
+        outcomes.push(outcomeOf(delivery.position, delivery.attempts, answer, schedule));
+      });
+      await recordOutcomes(env.DB, endpointId, outcomes, lease);
+      page = outcomes.every((o) => o.status === "delivered") ? Math.min(PAGE, page * 2) : CONNECTIONS;
+      report(endpointId, "single", outcomes, outcomes.map(resultOf));
+      continue;
+    }
+    const candidates = await dueCandidates(env.DB, endpointId, CANDIDATES);
+    if (!candidates.batch) {
+      batched = false;
+      switches++;
+      continue;
+    }
+    const { rows, now } = candidates;
+    const formed = formMessages(rows, rows.length === CANDIDATES, candidates.batch, now, page);
+    lane.more = formed.more;
+    lane.holdMs = formed.holdUntil === null ? null : formed.holdUntil - now;
+    if (formed.messages.length === 0) break;
+    const taken = await takePositions(env.DB, endpointId, formed.messages.flat(), lease, leaseMs);
+    const messages = batchMessagesOf(endpointId, formed.messages, taken);
     const outcomes: Outcome[] = [];
-    await eachLimited(taken, CONNECTIONS, async (delivery) => {
-      const answer = await attempt(delivery, bodyOf(delivery), Date.now());
-      outcomes.push(outcomeOf(delivery, answer, schedule));
+    const results: Result[] = [];
+    await eachLimited(messages, CONNECTIONS, async (message) => {
+      const first = message.rows[0] as Taken;
+      const answer = await post(first.url, first.secret, message.id, message.body, Date.now());
+      // One outcome for the whole batch: every row delivered, or every row due again at one time.
+      const attempts = Math.max(...message.rows.map((row) => row.attempts));
+      for (const row of message.rows) {
+        outcomes.push({ ...outcomeOf(row.position, attempts, answer, schedule), batchId: message.id });
+      }
+      results.push(resultOf(outcomeOf(0, attempts, answer, schedule)));
     });
     await recordOutcomes(env.DB, endpointId, outcomes, lease);
-    page = outcomes.every((o) => o.status === "delivered") ? Math.min(PAGE, page * 2) : CONNECTIONS;
-    const counts = { delivered: 0, retried: 0, failed: 0 };
-    for (const outcome of outcomes) {
-      const result = outcome.status === "delivered" ? "delivered" : outcome.status === "failed" ? "failed" : "retried";
-      counts[result]++;
-    }
-    for (const [result, n] of Object.entries(counts)) {
-      if (n > 0) increment("flashgate_webhook_deliveries_total", { result }, n);
-    }
-    if (counts.retried + counts.failed > 0) {
-      // Ids and answers only: never a secret, a signature or a body.
-      log("warn", "webhook deliveries not delivered", {
-        endpointId,
-        ...counts,
-        failures: outcomes
-          .filter((o) => o.status !== "delivered")
-          .slice(0, 20)
-          .map((o) => ({
-            deliveryId: deliveryId(endpointId, o.position),
-            status: o.status,
-            code: o.code,
-            error: o.error,
-            response: o.response.slice(0, 200),
-          })),
-      });
-    }
+    page = results.every((r) => r === "delivered") ? Math.min(PAGE, page * 2) : CONNECTIONS;
+    report(endpointId, "batch", outcomes, results);
+    if (!formed.more) break;
   }
   return lane;
 }

@@ -49,8 +49,14 @@ export class WebhookSender extends DurableObject<Env> {
     }
     // Its next retry (or a lapsed lease), by D1's clock, from the due index: one read a run, not a delivery.
     const next = await nextDueAt(this.env.DB, endpointId);
-    // At least a beat later: a row due now that this run did not take is not retried in a tight loop.
-    if (next) await this.ctx.storage.setAlarm(Date.now() + Math.max(MIN_ALARM_MS, next.at - next.now + 50));
+    // A batched endpoint's events held back for more are due rows already: they go when their wait
+    // ends (or sooner, when a wake-up brings enough), and a retry due before that comes first.
+    // Otherwise at least a beat later: a row due now that this run did not take is not retried in a tight loop.
+    const retryMs =
+      next && (lane.holdMs === null || next.at > next.now) ? Math.max(MIN_ALARM_MS, next.at - next.now + 50) : null;
+    const holdMs = lane.holdMs === null ? null : Math.max(10, lane.holdMs + 10);
+    const waitMs = retryMs === null ? holdMs : holdMs === null ? retryMs : Math.min(retryMs, holdMs);
+    if (waitMs !== null) await this.ctx.storage.setAlarm(Date.now() + waitMs);
   }
 }
 

@@ -1,6 +1,12 @@
 import { and, asc, eq, notInArray } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import { WEBHOOK_EVENT_TYPES, type WebhookEventType, webhookDeliveries, webhookEndpoints } from "../db/schema";
+import {
+  WEBHOOK_EVENT_TYPES,
+  type WebhookBatch,
+  type WebhookEventType,
+  webhookDeliveries,
+  webhookEndpoints,
+} from "../db/schema";
 import { endpointLags } from "./deliveries";
 import { newSecret } from "./signature";
 import { refusedAddress } from "./webhook-address";
@@ -19,12 +25,15 @@ export interface EndpointView {
   updatedAt: string;
   /** Age in seconds of its oldest pending delivery, 0 when none is pending. */
   lagSeconds: number;
+  /** API.md v1.4 "Webhook batches": null, one event a message. */
+  batch: WebhookBatch | null;
 }
 
 export interface EndpointSettings {
   url: string;
   events?: WebhookEventType[] | undefined;
   enabled?: boolean | undefined;
+  batch?: WebhookBatch | null | undefined;
 }
 
 /**
@@ -74,6 +83,7 @@ function viewOf(row: EndpointRow, lags: Map<string, number>): EndpointView {
     createdAt: new Date(row.createdAt).toISOString(),
     updatedAt: new Date(row.updatedAt).toISOString(),
     lagSeconds: lags.get(row.id) ?? 0,
+    batch: row.batch ? { maxEvents: row.batch.maxEvents, maxWaitMs: row.batch.maxWaitMs } : null,
   };
 }
 
@@ -94,6 +104,7 @@ export async function putEndpoint(db: D1Database, id: string, settings: Endpoint
       secret: newSecret(),
       createdAt: now,
       updatedAt: now,
+      batch: settings.batch ?? null,
     })
     .onConflictDoUpdate({
       target: webhookEndpoints.id,
@@ -101,6 +112,9 @@ export async function putEndpoint(db: D1Database, id: string, settings: Endpoint
         url: settings.url,
         ...(settings.events ? { events: settings.events } : {}),
         ...(settings.enabled === undefined ? {} : { enabled: settings.enabled }),
+        // A change of batch setting leaves the rows as they are: a batch not delivered yet goes again
+        // whole if it still fits maxEvents (else cut to it), and alone once the endpoint is unbatched.
+        ...(settings.batch === undefined ? {} : { batch: settings.batch }),
         updatedAt: now,
       },
     })

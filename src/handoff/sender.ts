@@ -46,15 +46,19 @@ export interface WebhookBody {
   data: OrderObject | PaymentObject;
 }
 
-/** The body of a delivery: the same on every attempt (only the headers' timestamp moves). */
-export function bodyOf(delivery: Taken): string {
+/** The event a delivery carries: the same on every attempt. */
+export function eventOf(delivery: Taken): WebhookBody {
   if (delivery.type === "payment.refund_required") {
     const data = paymentObjectOf(delivery.payment);
-    return JSON.stringify({ type: delivery.type, timestamp: data.receivedAt, data } satisfies WebhookBody);
+    return { type: delivery.type, timestamp: data.receivedAt, data };
   }
   const data = orderObjectOf(delivery);
-  const body: WebhookBody = { type: delivery.type, timestamp: data.updatedAt, data };
-  return JSON.stringify(body);
+  return { type: delivery.type, timestamp: data.updatedAt, data };
+}
+
+/** The body of a delivery sent alone: the same on every attempt (only the headers' timestamp moves). */
+export function bodyOf(delivery: Taken): string {
+  return JSON.stringify(eventOf(delivery));
 }
 
 const encoder = new TextEncoder();
@@ -95,12 +99,16 @@ export function clip(text: string): string {
  * attempts a second had the rest fail with QuotaExceededError, never sent.
  */
 export async function attempt(delivery: Taken, body: string, now: number): Promise<Answer> {
+  return post(delivery.url, delivery.secret, deliveryId(delivery.endpoint_id, delivery.position), body, now);
+}
+
+/** POSTs one message (one event, or a batch of them) with `webhook-id` `id`, signed for this attempt. */
+export async function post(url: string, secret: string, id: string, body: string, now: number): Promise<Answer> {
   const timestamp = Math.floor(now / 1000);
-  const id = deliveryId(delivery.endpoint_id, delivery.position);
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), DELIVERY_TIMEOUT_MS);
   try {
-    const response = await fetch(delivery.url, {
+    const response = await fetch(url, {
       method: "POST",
       redirect: "manual",
       signal: controller.signal,
@@ -109,7 +117,7 @@ export async function attempt(delivery: Taken, body: string, now: number): Promi
         "user-agent": "Flashgate-Webhooks/1",
         "webhook-id": id,
         "webhook-timestamp": String(timestamp),
-        "webhook-signature": await sign(delivery.secret, id, timestamp, body),
+        "webhook-signature": await sign(secret, id, timestamp, body),
       },
       body,
     });

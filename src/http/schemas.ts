@@ -123,4 +123,12 @@ export const WebhookEndpointRequest = z.strictObject({
     .refine((events) => new Set(events).size === events.length, "each event type at most once")
     .optional(),
   enabled: z.boolean().optional(),
+  /** API.md v1.4 "Webhook batches": up to `maxEvents` events a message; null: one event a message. */
+  batch: z
+    .strictObject({
+      maxEvents: z.int().min(1).max(100),
+      maxWaitMs: z.int().min(0).max(10_000),
+    })
+    .nullable()
+    .optional(),
 });

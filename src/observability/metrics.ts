@@ -49,7 +49,11 @@ const METRICS = {
   },
   flashgate_webhook_deliveries_total: {
     type: "counter",
-    help: "Webhook delivery attempts by result: delivered (answered 2xx), retried (not delivered, due again later), failed (not delivered and no attempt left; the delivery log keeps it for a manual retry).",
+    help: "Webhook delivery attempts, one per event sent (alone or in a batch), by result: delivered (answered 2xx), retried (not delivered, due again later), failed (not delivered and no attempt left; the delivery log keeps it for a manual retry).",
+  },
+  flashgate_webhook_messages_total: {
+    type: "counter",
+    help: "Webhook messages POSTed, by kind (single: one event; batch: up to an endpoint's maxEvents) and result: delivered, retried, failed, as for the events they carry.",
   },
   flashgate_webhook_lag_seconds: {
     type: "gauge",

@@ -352,6 +352,12 @@ export const WebhookEndpoint = z.object({
   updatedAt: Time,
   /** Age in whole seconds of the endpoint's oldest pending delivery; 0 when none is pending. */
   lagSeconds: z.number().int().min(0),
+  batch: z
+    .object({ maxEvents: z.int().min(1).max(100), maxWaitMs: z.int().min(0).max(10_000) })
+    .nullable()
+    .describe(
+      'Added to v1.4 ("Webhook batches"): messages of up to maxEvents events, sent once that many are due or the oldest waited maxWaitMs; null: one event a message',
+    ),
 });
 const WebhookEndpointList = z.object({ webhooks: z.array(WebhookEndpoint) });
 const Deleted = z.object({ id: z.string(), deleted: z.literal(true) });
@@ -373,6 +379,12 @@ const WebhookDelivery = z.object({
   nextAttemptAt: Time.nullable(),
   createdAt: Time,
   updatedAt: Time,
+  batchId: z
+    .string()
+    .nullable()
+    .describe(
+      'Added to v1.4 ("Webhook batches"): the `webhook-id` of the batch message that last carried the event; null when it went alone or was not sent yet',
+    ),
 });
 const WebhookDeliveryList = z.object({ deliveries: z.array(WebhookDelivery) });
 const RetryAnswer = z.object({ id: z.string(), status: z.literal("pending") });
@@ -401,6 +413,18 @@ export const WebhookEvent = z.union([
   z.object({ type: z.enum(ORDER_EVENT_TYPES), timestamp: Time, data: OrderObject }),
   z.object({ type: z.literal("payment.refund_required"), timestamp: Time, data: PaymentObject }),
 ]);
+
+/** `POST` to a batched endpoint (API.md v1.4 "Webhook batches"): events in feed order, each with the `webhook-id` it would have had alone. */
+export const WebhookBatchMessage = z.object({
+  type: z.literal("batch"),
+  timestamp: Time.describe("The newest event's timestamp: the same on every attempt"),
+  data: z.object({
+    events: z
+      .array(z.intersection(z.object({ id: z.string().describe("The event's own webhook-id") }), WebhookEvent))
+      .min(1)
+      .max(100),
+  }),
+});
 
 const OrderFeed = z.object({ orders: z.array(OrderObject), next: z.string() });
 const OrderList = z.object({ orders: z.array(OrderObject) });
@@ -446,6 +470,7 @@ export const CONTRACT_SCHEMAS = {
   RetryAnswer,
   BulkRetryAnswer,
   WebhookEvent,
+  WebhookBatchMessage,
   OrderFeed,
   OrderObject,
   OrderList,

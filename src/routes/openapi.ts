@@ -111,6 +111,7 @@ function operation(route: ContractRoute): JsonObject {
         ...(ok.headers ? { headers: okHeaders } : {}),
         content: okContent,
       },
+      ...(ok.again ? { [String(ok.again.status)]: { description: ok.again.description, content: okContent } } : {}),
       ...errorResponses(errorCodesOf(route)),
     },
   };
@@ -162,6 +163,27 @@ export function buildOpenApiDocument(serverUrl: string): JsonObject {
           requestBody: {
             required: true,
             content: { "application/json": { schema: { $ref: "#/components/schemas/WebhookEvent" } } },
+          },
+          responses: { "204": { description: "Received (any 2xx is)" } },
+        },
+      },
+      orderChangeBatch: {
+        post: {
+          operationId: "orderChangeBatch",
+          summary: "Order changes in a batch (to an endpoint with a batch setting, API.md v1.4)",
+          description:
+            "Up to the endpoint's `batch.maxEvents` events in the order feed's order, sent once that many are due or the oldest waited `batch.maxWaitMs`; at most 256 KiB. Signed as one event is; the `webhook-id` is the batch's, the same on every retry, and each event's `id` is the `webhook-id` it would have had alone (dedupe by it). A 2xx delivers every event; anything else retries the batch whole on WEBHOOK_RETRY_SCHEDULE.",
+          tags: ["admin"],
+          security: [{ standardWebhooks: [] }],
+          parameters: ["webhook-id", "webhook-timestamp"].map((name) => ({
+            in: "header",
+            name,
+            required: true,
+            schema: { type: "string" },
+          })),
+          requestBody: {
+            required: true,
+            content: { "application/json": { schema: { $ref: "#/components/schemas/WebhookBatchMessage" } } },
           },
           responses: { "204": { description: "Received (any 2xx is)" } },
         },

@@ -15,6 +15,8 @@ export async function forgetEndpoints() {
 export interface Log {
   received: Received[];
   count: number;
+  /** Events of verified requests answered 2xx: one a single event, each of a batch. */
+  events: number;
   verified: number;
   unverified: number;
   /** Per verified order delivery: its receipt minus the order's updatedAt, in ms. */
@@ -60,5 +62,8 @@ export async function deliveries(id: string, query = "") {
     lastError: string | null;
     type: string;
     reservationId: string;
+    createdAt: string;
+    /** API.md v1.4 "Webhook batches": the batch message that last carried it. */
+    batchId: string | null;
   }[];
 }
