@@ -48,7 +48,8 @@ export async function consumeOrderEvents(batch: MessageBatch<unknown>, env: Env)
       error: String(err),
     });
   }
-  const applied: { requestId: string | undefined; eventId: string; type: string; seq: number }[] = [];
+  // A test sale's events say so in the log too (API.md "Test sales": its log entries carry `test: true`).
+  const applied: { requestId: string | undefined; eventId: string; type: string; seq: number; test?: true }[] = [];
   let unchanged = 0;
   let offset = 0;
   for (const { message, events, invalid } of deliveries) {
@@ -67,8 +68,10 @@ export async function consumeOrderEvents(batch: MessageBatch<unknown>, env: Env)
       offset += events.length;
     }
     for (const [i, event] of events.entries()) {
-      if (rows[i]) applied.push({ requestId: event.requestId, eventId: event.id, type: event.type, seq: event.seq });
-      else unchanged++;
+      if (rows[i]) {
+        const entry = { requestId: event.requestId, eventId: event.id, type: event.type, seq: event.seq };
+        applied.push(event.test ? { ...entry, test: true } : entry);
+      } else unchanged++;
     }
     // Not valid (in part): retrying cannot help; let the queue dead-letter it quickly. Its valid
     // events are written above all the same.
