@@ -5,6 +5,7 @@ import { shopperCors } from "./http/cors";
 import { errorBody, errorResponse } from "./http/errors";
 import { observe } from "./http/observe";
 import { admin } from "./routes/admin";
+import { checkoutRoutes } from "./routes/checkout";
 import { operatorPages } from "./routes/dashboard";
 import { handoff } from "./routes/handoff";
 import { metrics } from "./routes/metrics";
@@ -57,6 +58,7 @@ export function buildApp(pages: Hono<AppEnv>, mount?: (app: Hono<AppEnv>) => voi
   app.route("/", ops);
   app.route("/", metrics);
   app.route("/", shopper);
+  app.route("/", checkoutRoutes);
   app.route("/", admin);
   app.route("/", handoff);
   app.route("/", paymentsAdmin);

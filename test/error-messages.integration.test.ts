@@ -33,6 +33,8 @@ describe("which bodies are strict", () => {
         "admin post /admin/skus/:sku/access-codes AccessCodesRequest",
         "admin put /admin/skus/:sku SkuSettingsRequest",
         "admin put /admin/webhooks/:id WebhookEndpointRequest",
+        "admin post /admin/payments/:eventId/refunded MarkRefundedRequest",
+        "shopper post /api/reservations/:id/checkout CheckoutRequest",
         "shopper post /api/skus/:sku/reservations ReservationRequest",
         "shopper post /api/skus/:sku/waitlist WaitlistRequest",
         "paymentWebhook post /webhooks/payments PaymentEvent",

@@ -144,7 +144,9 @@ function served(route: string) {
   const operation = document.paths[path]?.[method];
   if (!operation) return undefined;
   const entries = Object.entries(operation.responses) as [string, Response][];
-  const [status = "", ok] = entries.find(([s]) => s.startsWith("2")) ?? [];
+  // The route's own success; a second one marked `x-again` is the same thing answered again.
+  const [status = "", ok] =
+    entries.find(([s, r]) => s.startsWith("2") && !(r as { "x-again"?: true })["x-again"]) ?? [];
   const codes = entries
     .filter(([s]) => !s.startsWith("2"))
     .flatMap(([s, r]) => {

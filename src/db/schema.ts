@@ -195,6 +195,8 @@ export const orderChanges = sqliteTable(
  * event whose record failed writes it then, and never twice. A `refund_required` one is owed to the
  * endpoints subscribed to `payment.refund_required` (a trigger, migration 0007).
  */
+export const REFUND_STATUSES = ["refunded", "pending", "failed"] as const;
+
 export const payments = sqliteTable(
   "payments",
   {
@@ -215,6 +217,20 @@ export const payments = sqliteTable(
     /** A payment of a test SKU's order (API.md v1.4 "Test sales"). */
     test: integer("test", { mode: "boolean" }).notNull().default(false),
     receivedAt: integer("received_at").notNull(),
+    /**
+     * A refund of a `refund_required` payment (API.md v1.4 "Paying and refunding through Stripe"):
+     * `refunded`, `pending` or `failed`; null while none was issued or marked.
+     */
+    refundStatus: text("refund_status", { enum: REFUND_STATUSES }),
+    /** `stripe` (issued through Stripe's refund API) or `marked` (refunded outside Flashgate). */
+    refundVia: text("refund_via", { enum: ["stripe", "marked"] }),
+    /** Stripe's refund id (`re_…`); null when marked. */
+    refundId: text("refund_id"),
+    refundAt: integer("refund_at"),
+    /** The operator's note of a refund marked done. */
+    refundNote: text("refund_note"),
+    /** Refunds Stripe answered `failed`: the next one is asked under a new idempotency key. */
+    refundAttempts: integer("refund_attempts").notNull().default(0),
   },
   (t) => [
     uniqueIndex("payments_by_event").on(t.eventId),
@@ -297,4 +313,21 @@ export const webhookDeliveries = sqliteTable(
     // The delivery log's failed ones (few), without reading the delivered.
     index("webhook_deliveries_failed").on(t.endpointId, t.position).where(sql`status = 'failed'`),
   ],
+);
+
+/**
+ * The Stripe Checkout Session made for a hold (`POST /api/reservations/:id/checkout`): asked again
+ * while it is open, the same session is answered. One row per session; the newest counts.
+ */
+export const checkoutSessions = sqliteTable(
+  "checkout_sessions",
+  {
+    sessionId: text("session_id").primaryKey(),
+    reservationId: text("reservation_id").notNull(),
+    url: text("url").notNull(),
+    /** When Stripe expires it (ms). */
+    expiresAt: integer("expires_at").notNull(),
+    createdAt: integer("created_at").notNull(),
+  },
+  (t) => [index("checkout_sessions_by_reservation").on(t.reservationId, t.createdAt)],
 );

@@ -8,6 +8,15 @@ export const ReservationRequest = z.object({
   quantity: z.int().min(1).max(1_000_000),
 });
 
+/** Body of `POST /api/reservations/:id/checkout` (API.md v1.4): where Stripe sends the shopper back. */
+export const CheckoutRequest = z.object({
+  successUrl: z.string().min(1).max(2048),
+  cancelUrl: z.string().min(1).max(2048),
+});
+
+/** Body of `POST /admin/payments/:eventId/refunded` (strict, as every admin body). */
+export const MarkRefundedRequest = z.strictObject({ note: z.string().max(500).optional() });
+
 /** Body of `POST /api/skus/:sku/waitlist`. */
 export const WaitlistRequest = z.object({ quantity: z.int().min(1).max(1_000_000) });
 

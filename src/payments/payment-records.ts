@@ -23,6 +23,17 @@ export interface PaymentObject {
   /** A payment of a test SKU's order (API.md v1.4 "Test sales"). */
   test: boolean;
   receivedAt: string;
+  /** Its refund, issued through Stripe or marked done (API.md v1.4); null while none was. */
+  refund: Refund | null;
+}
+
+/** A refund of a payment owed back. */
+export interface Refund {
+  status: "refunded" | "pending" | "failed";
+  via: "stripe" | "marked";
+  /** Stripe's refund id; null when marked. */
+  id: string | null;
+  at: string;
 }
 
 /** A row of `payments`. */
@@ -40,11 +51,16 @@ export interface PaymentRow {
   /** 0 or 1 (SQLite). */
   test: number;
   received_at: number;
+  refund_status: Refund["status"] | null;
+  refund_via: Refund["via"] | null;
+  refund_id: string | null;
+  refund_at: number | null;
+  refund_attempts: number;
 }
 
 /** The SELECT list of {@link PaymentRow}, for `payments p`. */
 export const PAYMENT_COLUMNS =
-  "p.position, p.event_id, p.source, p.reservation_id, p.sku, p.user_id, p.amount, p.currency, p.outcome, p.reason, p.test, p.received_at";
+  "p.position, p.event_id, p.source, p.reservation_id, p.sku, p.user_id, p.amount, p.currency, p.outcome, p.reason, p.test, p.received_at, p.refund_status, p.refund_via, p.refund_id, p.refund_at, p.refund_attempts";
 
 export function paymentObjectOf(row: PaymentRow): PaymentObject {
   return {
@@ -59,6 +75,15 @@ export function paymentObjectOf(row: PaymentRow): PaymentObject {
     reason: row.reason,
     test: row.test === 1,
     receivedAt: new Date(row.received_at).toISOString(),
+    refund:
+      row.refund_status === null || row.refund_via === null
+        ? null
+        : {
+            status: row.refund_status,
+            via: row.refund_via,
+            id: row.refund_id,
+            at: new Date(row.refund_at ?? row.received_at).toISOString(),
+          },
   };
 }
 
@@ -106,18 +131,57 @@ export interface PaymentsPage {
   last: number;
 }
 
-/** The payments after a position, in the order received; with `outcome`, only those (one index range). */
+/**
+ * The payments after a position, in the order received; with `outcome`, only those (one index
+ * range); with `refunded`, only those refunded (`true`) or not (`false`: none, pending or failed).
+ */
 export async function paymentsPage(
   db: D1Database,
   outcome: PaymentAnswer["outcome"] | undefined,
   after: number,
   limit: number,
+  refunded?: boolean,
 ): Promise<PaymentsPage> {
-  const where = outcome ? "p.outcome = ?3 AND p.position > ?1" : "p.position > ?1";
-  const statement = db.prepare(`SELECT ${PAYMENT_COLUMNS} FROM payments p WHERE ${where} ORDER BY p.position LIMIT ?2`);
+  const where = ["p.position > ?1"];
+  if (outcome) where.unshift("p.outcome = ?3");
+  if (refunded === true) where.push("p.refund_status = 'refunded'");
+  if (refunded === false) where.push("(p.refund_status IS NULL OR p.refund_status <> 'refunded')");
+  const statement = db.prepare(
+    `SELECT ${PAYMENT_COLUMNS} FROM payments p WHERE ${where.join(" AND ")} ORDER BY p.position LIMIT ?2`,
+  );
   const { results } = await (outcome
     ? statement.bind(after, limit, outcome)
     : statement.bind(after, limit)
   ).all<PaymentRow>();
   return { payments: results.map(paymentObjectOf), last: results.at(-1)?.position ?? after };
+}
+
+/** The payment recorded for an event id, or null. */
+export async function paymentOf(db: D1Database, eventId: string): Promise<PaymentRow | null> {
+  return db
+    .prepare(`SELECT ${PAYMENT_COLUMNS} FROM payments p WHERE p.event_id = ?1`)
+    .bind(eventId)
+    .first<PaymentRow>();
+}
+
+/**
+ * Records a refund of a payment owed back, unless one refunded or pending is recorded already (two
+ * operators at once: the second changes nothing); true when this call wrote it.
+ */
+export async function recordRefund(
+  db: D1Database,
+  eventId: string,
+  refund: { status: Refund["status"]; via: Refund["via"]; id: string | null; note?: string | undefined },
+  now: number,
+): Promise<boolean> {
+  const row = await db
+    .prepare(
+      `UPDATE payments SET refund_status = ?2, refund_via = ?3, refund_id = ?4, refund_note = ?5, refund_at = ?6,
+         refund_attempts = refund_attempts + (?2 = 'failed')
+       WHERE event_id = ?1 AND outcome = 'refund_required' AND (refund_status IS NULL OR refund_status = 'failed')
+       RETURNING position`,
+    )
+    .bind(eventId, refund.status, refund.via, refund.id, refund.note ?? null, now)
+    .first();
+  return row !== null;
 }

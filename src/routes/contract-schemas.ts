@@ -4,6 +4,8 @@ import { DELIVERY_STATUSES, ORDER_EVENT_TYPES, WEBHOOK_EVENT_TYPES } from "../db
 import { ERRORS, type ErrorCode, type ErrorDetails as ErrorDetailsOfCode, JWT_REFUSALS } from "../http/errors";
 import {
   AccessCodesRequest,
+  CheckoutRequest,
+  MarkRefundedRequest,
   PaymentEvent,
   ReservationRequest,
   SkuSettingsRequest,
@@ -74,7 +76,7 @@ export const ErrorDetails = z
       .string()
       .optional()
       .describe(
-        "INVALID_STATE: the state found: a reservation's status (`paid`, `expired`, …), `archived` for a SKU, `window_open` / `window_past` for an opening window (`window_open` also for a tier moved while its window is open), `draw_pending` for a resize or a tier moved before its draw is decided, `invalid_event` for a dead letter",
+        "INVALID_STATE: the state found: a reservation's status (`paid`, `expired`, …), `archived` for a SKU, `window_open` / `window_past` for an opening window (`window_open` also for a tier moved while its window is open), `draw_pending` for a resize or a tier moved before its draw is decided, `invalid_event` for a dead letter; for a payment's refund `applied`, `refunded`, `pending`, `not_stripe` or `stripe_refused`; `no_price` for a Checkout of a SKU without a price",
       ),
     totalStock: Count.optional().describe("INVALID_STATE: the totalStock asked for"),
     heldOrSold: Count.optional().describe("INVALID_STATE: the SKU's units held or sold, the least totalStock can be"),
@@ -185,7 +187,10 @@ export const PaymentAck = z.object({
   reservationStatus: z.string(),
   outcome: z.enum(["applied", "refund_required"]),
   expected: z
-    .object({ amount: Count.describe("Minor units: the reservation's quantity × the SKU's price"), currency: z.string() })
+    .object({
+      amount: Count.describe("Minor units: the reservation's quantity × the SKU's price"),
+      currency: z.string(),
+    })
     .optional()
     .describe(
       "Added: on a payment refused for its money (refund_required: wrong amount or currency) of a SKU with a price, what was due, at the price now",
@@ -405,6 +410,21 @@ const PaymentObject = z.object({
   reason: z.enum(PAYMENT_REASONS).nullable().describe("Why it is owed back; null when applied"),
   test: z.boolean().describe('Added to v1.4 ("Test sales"): true for a payment of a test SKU\'s order'),
   receivedAt: Time,
+  refund: z
+    .object({
+      status: z.enum(["refunded", "pending", "failed"]),
+      via: z.enum(["stripe", "marked"]),
+      id: z.string().nullable().describe("Stripe's refund id (`re_…`); null when marked"),
+      at: Time,
+    })
+    .nullable()
+    .describe(
+      'Added to v1.4 ("Paying and refunding through Stripe"): its refund, issued through Stripe or marked done; null while none was',
+    ),
+});
+const Checkout = z.object({
+  url: z.string().describe("Stripe's hosted Checkout page: send the shopper there"),
+  sessionId: z.string().describe("The Checkout Session's id (`cs_…`)"),
 });
 const PaymentList = z.object({ payments: z.array(PaymentObject), next: z.string() });
 
@@ -476,5 +496,8 @@ export const CONTRACT_SCHEMAS = {
   OrderList,
   PaymentObject,
   PaymentList,
+  CheckoutRequest,
+  Checkout,
+  MarkRefundedRequest,
 } as const;
 export type SchemaName = keyof typeof CONTRACT_SCHEMAS;

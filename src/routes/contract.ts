@@ -40,6 +40,8 @@ export interface ContractRoute {
     schema?: SchemaName;
     text?: true;
     headers?: readonly string[];
+    /** A second success, with the same schema: what was made before, answered again. */
+    again?: { status: 200; description: string };
   };
   /** Error codes this route answers besides those its access and body imply. */
   errors: readonly ErrorCode[];
@@ -50,6 +52,11 @@ export const PATH_PARAMETERS: Record<string, Parameter> = {
   id: { name: "id", description: "Reservation, dead-letter or webhook endpoint id", schema: z.string().min(1) },
   deliveryId: { name: "deliveryId", description: "Webhook delivery id (its `webhook-id`)", schema: z.string().min(1) },
   userId: { name: "userId", description: "A shopper's user id (the JWT's `sub`)", schema: z.string().min(1) },
+  eventId: {
+    name: "eventId",
+    description: "A payment's `eventId`, as GET /admin/payments lists it",
+    schema: z.string().min(1),
+  },
 };
 
 /**
@@ -155,6 +162,22 @@ export const ROUTES = {
     access: "shopper",
     ok: { status: 200, description: "The reservation", schema: "ReservationDetail" },
     errors: ["RESERVATION_NOT_FOUND"],
+  },
+  checkout: {
+    method: "post",
+    path: "/api/reservations/:id/checkout",
+    summary: "A Stripe Checkout Session to pay for a hold",
+    description:
+      "Owner only. Makes a Stripe Checkout Session in payment mode for a held reservation: one line item (the SKU's name, its price, the hold's quantity, the SKU's currency), `client_reference_id` the reservation id, expiring as early as Stripe allows (30 minutes). Send the shopper to `url`; the payment arrives on /webhooks/stripe (one after the hold lapsed is a late payment). `successUrl` and `cancelUrl` must be on this gateway's origin or one of ALLOWED_ORIGINS (else 400). Asked again while that session is open: the same session, 200. Stripe not configured: 404 NOT_FOUND; a SKU without a price, or a reservation not held: 409 INVALID_STATE; Stripe unreachable or refusing: 503 BUSY with Retry-After, nothing stored.",
+    access: "shopper",
+    body: "CheckoutRequest",
+    ok: {
+      status: 201,
+      description: "The session made",
+      schema: "Checkout",
+      again: { status: 200, description: "The session made before, still open" },
+    },
+    errors: ["NOT_FOUND", "RESERVATION_NOT_FOUND", "INVALID_STATE", "BUSY"],
   },
   cancel: {
     method: "post",
@@ -457,9 +480,35 @@ export const ROUTES = {
       },
       { name: "after", description: "A `next` this route gave (none: from the beginning)", schema: z.string() },
       { name: "limit", description: "How many, 1..1000 (default 100)", schema: z.string().regex(/^\d+$/) },
+      {
+        name: "refunded",
+        description: "true: only payments refunded; false: only those not (no refund, pending or failed)",
+        schema: z.enum(["true", "false"]),
+      },
     ],
     ok: { status: 200, description: "A page of payments", schema: "PaymentList" },
     errors: ["INVALID_REQUEST"],
+  },
+  refundPayment: {
+    method: "post",
+    path: "/admin/payments/:eventId/refund",
+    summary: "Refund a payment owed back through Stripe",
+    description:
+      "A `refund_required` payment that came by /webhooks/stripe with a payment intent is refunded in full through Stripe's refund API (idempotent per event: asked again, the same refund). Its `refund` becomes `{status: refunded|pending|failed, via: stripe, id: re_…, at}`; a failed refund may be asked again. A payment that was applied, or is refunded or pending already, or did not come through Stripe: 409 INVALID_STATE (mark those done with POST …/refunded). Stripe not configured (STRIPE_SECRET_KEY): 404 NOT_FOUND; Stripe unreachable: 503 BUSY, nothing recorded.",
+    access: "admin",
+    ok: { status: 200, description: "The payment, with its refund", schema: "PaymentObject" },
+    errors: ["NOT_FOUND", "INVALID_STATE", "BUSY"],
+  },
+  markRefunded: {
+    method: "post",
+    path: "/admin/payments/:eventId/refunded",
+    summary: "Record a payment owed back as refunded outside Flashgate",
+    description:
+      "For money paid back elsewhere (the generic payment provider, Stripe's dashboard): the payment's `refund` becomes `{status: refunded, via: marked, id: null, at}`; `note` is kept. A payment that was applied, or is refunded or pending already: 409 INVALID_STATE.",
+    access: "admin",
+    body: "MarkRefundedRequest",
+    ok: { status: 200, description: "The payment, with its refund", schema: "PaymentObject" },
+    errors: ["NOT_FOUND", "INVALID_STATE"],
   },
   healthz: {
     method: "get",

@@ -111,7 +111,10 @@ function operation(route: ContractRoute): JsonObject {
         ...(ok.headers ? { headers: okHeaders } : {}),
         content: okContent,
       },
-      ...(ok.again ? { [String(ok.again.status)]: { description: ok.again.description, content: okContent } } : {}),
+      // Marked, so a reader of the document can tell the route's own success from the answer again.
+      ...(ok.again
+        ? { [String(ok.again.status)]: { description: ok.again.description, "x-again": true, content: okContent } }
+        : {}),
       ...errorResponses(errorCodesOf(route)),
     },
   };

@@ -4,13 +4,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TestProject } from "vitest/node";
 import { freePort, hasRedisServer, REDIS_MISSING, type RedisServer, startRedis } from "../../tools/redis-server";
+import { startStripe } from "../../tools/stripe-api";
 import { startSiteverify } from "../../tools/turnstile-siteverify";
 import { startBridge } from "../../tools/upstash-bridge";
 import { startWebhookReceiver } from "../../tools/webhook-receiver";
 
 /**
  * Vitest globalSetup of the workerd projects: a private redis-server, the Upstash REST bridge in front
- * of it, the Turnstile siteverify stand-in, a shop's webhook receiver, and a small control server, all in Node (workerd cannot start processes). Tests read the URLs
+ * of it, the Turnstile siteverify stand-in, the Stripe API stand-in, a shop's webhook receiver, and a small control server, all in Node (workerd cannot start processes). Tests read the URLs
  * with `inject("redis")` and reach them with fetch from inside workerd; the workers-mirror project also
  * binds the bridge as the Worker's UPSTASH_REDIS_REST_URL/_TOKEN (vitest.config.ts).
  *
@@ -42,6 +43,8 @@ declare module "vitest" {
   export interface ProvidedContext {
     redis: RedisFixture;
     turnstile: TurnstileFixture;
+    /** The Stripe API stand-in (tools/stripe-api.ts): what STRIPE_API_URL would be. */
+    stripe: { apiUrl: string };
     receiver: ReceiverFixture;
   }
 }
@@ -108,11 +111,14 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide("redis", { bridgeUrl: bridge.url, token, controlUrl: `http://127.0.0.1:${controlPort}` });
   const siteverify = await startSiteverify({ hostname: "flashgate.test" });
   project.provide("turnstile", { verifyUrl: siteverify.url, widgetUrl: siteverify.widgetUrl });
+  const stripe = await startStripe();
+  project.provide("stripe", { apiUrl: stripe.url });
   const receiver = await startWebhookReceiver();
   project.provide("receiver", { url: receiver.url });
 
   return async () => {
     await siteverify.close();
+    await stripe.close();
     await receiver.close();
     for (const res of hanging) res.destroy();
     control.closeAllConnections();

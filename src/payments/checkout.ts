@@ -1,0 +1,129 @@
+import { catalogHasShard } from "../catalog/sku-catalog";
+import { readSkuState } from "../edge/sku-state";
+import { allowedOrigins } from "../http/cors";
+import { ApiError, busy } from "../http/errors";
+import { finishedReservation } from "../orders/finished";
+import { callStock, locateReservation, stockShard } from "../stock/stock-client";
+import { StripeRefused, StripeUnavailable, stripeConfigured, stripePost } from "./stripe-api";
+
+/**
+ * A Stripe Checkout Session for a hold (API.md v1.4 "Paying and refunding through Stripe"): one
+ * line item (the SKU's name, its unit price, the hold's quantity, the SKU's currency), the
+ * reservation id as `client_reference_id` and in the metadata of the session and its payment intent,
+ * so the payment comes back on `/webhooks/stripe` as any other and is decided by its rules (a late
+ * one included). Asked again while the session is open, the same session is answered; nothing is
+ * stored unless Stripe made one.
+ */
+
+/** Stripe's earliest expiry of a session: 30 minutes after it is made (a minute more for clocks apart). */
+const EARLIEST_EXPIRY_S = 30 * 60 + 60;
+
+export interface CheckoutAnswer {
+  url: string;
+  sessionId: string;
+  /** A session made before and still open: `200`, not `201`. */
+  again: boolean;
+}
+
+interface StripeSession {
+  id: string;
+  url: string;
+  expires_at: number;
+}
+
+/** `successUrl` and `cancelUrl` lead back to the gateway's own origin or one of `ALLOWED_ORIGINS`. */
+function checkReturnUrl(env: Env, requestUrl: string, field: "successUrl" | "cancelUrl", value: string): void {
+  let origin: string | null = null;
+  try {
+    origin = new URL(value).origin;
+  } catch {
+    origin = null;
+  }
+  const own = new URL(requestUrl).origin;
+  if (origin !== null && (origin === own || allowedOrigins(env.ALLOWED_ORIGINS).has(origin))) return;
+  throw new ApiError(
+    "INVALID_REQUEST",
+    `${field} must be a URL on this gateway's origin (${own}) or on one of ALLOWED_ORIGINS: ${JSON.stringify(value)} is not.`,
+    {},
+    { fields: [{ path: field, message: "not on this gateway's origin nor an allowed origin" }] },
+  );
+}
+
+export async function checkout(
+  env: Env,
+  request: { url: string; userId: string; reservationId: string; successUrl: string; cancelUrl: string },
+  now: number,
+): Promise<CheckoutAnswer> {
+  if (!stripeConfigured(env)) throw new ApiError("NOT_FOUND", "Paying through Stripe is not configured here.");
+  checkReturnUrl(env, request.url, "successUrl", request.successUrl);
+  checkReturnUrl(env, request.url, "cancelUrl", request.cancelUrl);
+  const { reservationId, userId } = request;
+  const where = locateReservation(reservationId);
+  const live =
+    where && (await catalogHasShard(env, where.sku, where.shard))
+      ? await callStock(() => stockShard(env, where.sku, where.shard).reservation(reservationId))
+      : null;
+  const reservation = live ?? (await finishedReservation(env.DB, reservationId));
+  if (!where || !reservation || reservation.userId !== userId) throw new ApiError("RESERVATION_NOT_FOUND");
+  if (reservation.status !== "held" || reservation.expiresAt <= now) {
+    const status = reservation.status === "held" ? "expired" : reservation.status;
+    throw new ApiError(
+      "INVALID_STATE",
+      `Reservation ${reservationId} is ${status}: only a held reservation is paid through Checkout.`,
+      {},
+      { state: status },
+    );
+  }
+  const open = await env.DB.prepare(
+    "SELECT session_id, url FROM checkout_sessions WHERE reservation_id = ?1 AND expires_at > ?2 ORDER BY created_at DESC LIMIT 1",
+  )
+    .bind(reservationId, now)
+    .first<{ session_id: string; url: string }>();
+  if (open) return { url: open.url, sessionId: open.session_id, again: true };
+
+  const sku = await readSkuState(env, where.sku);
+  if (!sku) throw new ApiError("RESERVATION_NOT_FOUND");
+  if (sku.price === null) {
+    throw new ApiError(
+      "INVALID_STATE",
+      `SKU ${where.sku} has no price: set one (PUT /admin/skus/${where.sku} {"price": …}) before selling it through Checkout.`,
+      {},
+      { state: "no_price" },
+    );
+  }
+  const made = await env.DB.prepare("SELECT COUNT(*) AS n FROM checkout_sessions WHERE reservation_id = ?1")
+    .bind(reservationId)
+    .first<{ n: number }>();
+  let session: StripeSession;
+  try {
+    session = await stripePost<StripeSession>(
+      env,
+      "/v1/checkout/sessions",
+      {
+        mode: "payment",
+        "line_items[0][price_data][currency]": sku.currency,
+        "line_items[0][price_data][unit_amount]": sku.price,
+        "line_items[0][price_data][product_data][name]": sku.name,
+        "line_items[0][quantity]": reservation.quantity,
+        success_url: request.successUrl,
+        cancel_url: request.cancelUrl,
+        client_reference_id: reservationId,
+        "metadata[reservationId]": reservationId,
+        "payment_intent_data[metadata][reservationId]": reservationId,
+        expires_at: Math.floor(now / 1000) + EARLIEST_EXPIRY_S,
+      },
+      // One key per session made for the hold: a lost answer asked again is the same session.
+      `flashgate-checkout:${reservationId}:${made?.n ?? 0}`,
+    );
+  } catch (err) {
+    if (err instanceof StripeUnavailable) throw busy("Stripe did not answer; nothing was made");
+    if (err instanceof StripeRefused) throw busy(`Stripe refused the session (${err.message}); nothing was made`);
+    throw err;
+  }
+  await env.DB.prepare(
+    "INSERT OR IGNORE INTO checkout_sessions (session_id, reservation_id, url, expires_at, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+  )
+    .bind(session.id, reservationId, session.url, session.expires_at * 1000, now)
+    .run();
+  return { url: session.url, sessionId: session.id, again: false };
+}

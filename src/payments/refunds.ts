@@ -1,0 +1,117 @@
+import { ApiError, busy } from "../http/errors";
+import { type PaymentObject, type PaymentRow, paymentObjectOf, paymentOf, recordRefund } from "./payment-records";
+import { StripeRefused, StripeUnavailable, stripeConfigured, stripePost } from "./stripe-api";
+
+/**
+ * Money owed back, paid back (API.md v1.4 "Paying and refunding through Stripe"): a `refund_required`
+ * payment is refunded through Stripe's refund API, or marked refunded when it was paid back outside
+ * Flashgate. Either is recorded on the payment's D1 row, once: a payment already refunded (or with a
+ * refund pending) is `409 INVALID_STATE`; one whose refund failed may be refunded again.
+ */
+
+/** A Stripe refund as Stripe answers it (the fields read). */
+interface StripeRefund {
+  id: string;
+  status: "succeeded" | "pending" | "requires_action" | "failed" | "canceled";
+}
+
+/** The payment intent a Stripe payment's event id names (`stripe:paid:<pi_…>`), or null. */
+function paymentIntentOf(eventId: string): string | null {
+  const match = /^stripe:paid:(pi_[A-Za-z0-9_]+)$/.exec(eventId);
+  return match?.[1] ?? null;
+}
+
+async function owedBack(db: D1Database, eventId: string): Promise<PaymentRow> {
+  const row = await paymentOf(db, eventId);
+  if (!row) throw new ApiError("NOT_FOUND", `No payment has event id ${eventId} (see GET /admin/payments).`);
+  if (row.outcome !== "refund_required") {
+    throw new ApiError(
+      "INVALID_STATE",
+      `Payment ${eventId} was applied: it bought its reservation, and nothing is owed back.`,
+      {},
+      { state: row.outcome },
+    );
+  }
+  if (row.refund_status === "refunded" || row.refund_status === "pending") {
+    throw new ApiError(
+      "INVALID_STATE",
+      `Payment ${eventId} is ${row.refund_status === "refunded" ? "refunded already" : "being refunded (Stripe's refund is pending)"}: nothing more to do.`,
+      {},
+      { state: row.refund_status },
+    );
+  }
+  return row;
+}
+
+/** `POST /admin/payments/:eventId/refunded`: paid back outside Flashgate. */
+export async function markRefunded(
+  db: D1Database,
+  eventId: string,
+  note: string | undefined,
+  now: number,
+): Promise<PaymentObject> {
+  await owedBack(db, eventId);
+  if (!(await recordRefund(db, eventId, { status: "refunded", via: "marked", id: null, note }, now))) {
+    await owedBack(db, eventId); // refunded meanwhile: says so
+  }
+  return paymentObjectOf((await paymentOf(db, eventId)) as PaymentRow);
+}
+
+/**
+ * `POST /admin/payments/:eventId/refund`: the payment's intent refunded in full through Stripe, under
+ * an idempotency key of the event and of the refunds that failed before it, so a retried call (a lost
+ * answer, two operators at once) is the same refund at Stripe.
+ */
+export async function refundThroughStripe(env: Env, eventId: string, now: number): Promise<PaymentObject> {
+  if (!stripeConfigured(env)) {
+    throw new ApiError("NOT_FOUND", "Stripe is not configured here (STRIPE_SECRET_KEY): mark the refund done instead.");
+  }
+  const row = await owedBack(env.DB, eventId);
+  const intent = row.source === "stripe" ? paymentIntentOf(row.event_id) : null;
+  if (!intent) {
+    throw new ApiError(
+      "INVALID_STATE",
+      `Payment ${eventId} did not come through Stripe with a payment intent: refund it where it was paid, then POST /admin/payments/${eventId}/refunded.`,
+      {},
+      { state: "not_stripe" },
+    );
+  }
+  let refund: { status: "refunded" | "pending" | "failed"; id: string | null };
+  try {
+    const answer = await stripePost<StripeRefund>(
+      env,
+      "/v1/refunds",
+      {
+        payment_intent: intent,
+        "metadata[flashgate_event_id]": eventId,
+        "metadata[reservationId]": row.reservation_id,
+      },
+      `flashgate-refund:${eventId}:${row.refund_attempts}`,
+    );
+    refund = {
+      id: answer.id,
+      status:
+        answer.status === "succeeded"
+          ? "refunded"
+          : answer.status === "failed" || answer.status === "canceled"
+            ? "failed"
+            : "pending",
+    };
+  } catch (err) {
+    if (err instanceof StripeRefused && err.code === "charge_already_refunded") {
+      // Refunded at Stripe already (from its dashboard, say): recorded as such.
+      refund = { status: "refunded", id: null };
+    } else if (err instanceof StripeRefused) {
+      throw new ApiError(
+        "INVALID_STATE",
+        `Stripe refused the refund of ${intent}: ${err.message}`,
+        {},
+        { state: "stripe_refused" },
+      );
+    } else if (err instanceof StripeUnavailable) {
+      throw busy("Stripe did not answer the refund; nothing was recorded");
+    } else throw err;
+  }
+  await recordRefund(env.DB, eventId, { ...refund, via: "stripe" }, now);
+  return paymentObjectOf((await paymentOf(env.DB, eventId)) as PaymentRow);
+}

@@ -1,0 +1,79 @@
+import { log } from "../../durable-objects/shared/log";
+
+/**
+ * The Stripe API calls Flashgate makes (a Checkout Session for a hold, a refund of a payment owed
+ * back), with `fetch`: form-encoded bodies, `Authorization: Bearer STRIPE_SECRET_KEY`, and an
+ * `Idempotency-Key` on every POST, so a retried call is the same call at Stripe
+ * (https://docs.stripe.com/api/idempotent_requests). The `stripe` package's request shapes, without
+ * its Node runtime in the Worker. Tested against tools/stripe-api.ts, a stand-in that follows the
+ * same documented contract.
+ */
+
+/** How long a call may take before the caller is told Stripe is unavailable (nothing stored). */
+const TIMEOUT_MS = 5_000;
+
+/** Stripe could not be reached, timed out or failed (5xx): try again later. */
+export class StripeUnavailable extends Error {}
+
+/** Stripe refused the call (4xx): its error, as Stripe describes it. */
+export class StripeRefused extends Error {
+  constructor(
+    readonly status: number,
+    readonly type: string,
+    readonly code: string | undefined,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Whether calls to Stripe's API are configured (`STRIPE_SECRET_KEY`). */
+export function stripeConfigured(env: Env): boolean {
+  return typeof env.STRIPE_SECRET_KEY === "string" && env.STRIPE_SECRET_KEY !== "";
+}
+
+/** POSTs `params` to `path` of Stripe's API; the parsed object, or one of the two errors above. */
+export async function stripePost<T>(
+  env: Env,
+  path: string,
+  params: Record<string, string | number>,
+  idempotencyKey: string,
+): Promise<T> {
+  const body = new URLSearchParams(Object.entries(params).map(([k, v]) => [k, String(v)]));
+  const base = (env.STRIPE_API_URL || "https://api.stripe.com").replace(/\/+$/, "");
+  let response: Response;
+  try {
+    response = await fetch(`${base}${path}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${env.STRIPE_SECRET_KEY}`,
+        "content-type": "application/x-www-form-urlencoded",
+        "idempotency-key": idempotencyKey,
+      },
+      body,
+      signal: AbortSignal.timeout(TIMEOUT_MS),
+    });
+  } catch (err) {
+    log("warn", "stripe unreachable", { path, error: String(err) });
+    throw new StripeUnavailable(`Stripe did not answer ${path}: ${String(err)}`);
+  }
+  const text = await response.text();
+  let json: unknown = null;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    // not JSON: judged by its status below
+  }
+  if (response.ok && json && typeof json === "object") return json as T;
+  const error = (json as { error?: { type?: string; code?: string; message?: string } } | null)?.error;
+  if (response.status >= 400 && response.status < 500 && response.status !== 429) {
+    throw new StripeRefused(
+      response.status,
+      error?.type ?? "invalid_request_error",
+      error?.code,
+      error?.message ?? `Stripe answered ${response.status}`,
+    );
+  }
+  log("warn", "stripe failed", { path, status: response.status, error: error?.message ?? text.slice(0, 200) });
+  throw new StripeUnavailable(`Stripe answered ${path} with ${response.status}`);
+}

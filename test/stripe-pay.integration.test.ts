@@ -1,0 +1,212 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, inject, it } from "vitest";
+import { STRIPE_FAULT_KEYS, STRIPE_TEST_KEY } from "../tools/stripe-api";
+import { call, createSku, reserve, uniqueSku } from "./support/client";
+import { pay } from "./support/payments";
+import { checkoutSession, sendStripe, stripeEvent } from "./support/stripe";
+
+/**
+ * API.md v1.4 "Paying and refunding through Stripe", against a stand-in of Stripe's documented API
+ * (tools/stripe-api.ts, started by the tests' globalSetup): a Checkout Session for a hold, and the
+ * money owed back refunded through Stripe's refund API or marked refunded.
+ */
+
+const { apiUrl } = inject("stripe");
+const stripeVars = (key: string = STRIPE_TEST_KEY) =>
+  ({ STRIPE_SECRET_KEY: key, STRIPE_API_URL: apiUrl }) as unknown as Partial<Env>;
+const withStripe = stripeVars();
+const BACK = { successUrl: "http://flashgate.test/thanks", cancelUrl: "http://flashgate.test/?sku=x" };
+
+interface StandInRequest {
+  method: string;
+  path: string;
+  params: Record<string, string>;
+  key: string | null;
+}
+
+/** What the stand-in received for `path` whose parameters name `id` (a reservation or a payment intent). */
+async function stripeGot(path: string, id: string): Promise<StandInRequest[]> {
+  const { requests } = (await (await fetch(`${apiUrl}/__standin/requests`)).json()) as { requests: StandInRequest[] };
+  return requests.filter((r) => r.path === path && Object.values(r.params).includes(id));
+}
+
+async function heldOn(sku: string, user: string, quantity = 1): Promise<string> {
+  const held = await reserve(user, sku, quantity);
+  expect(held.status).toBe(202);
+  return held.json.reservationId as string;
+}
+
+describe("a Checkout Session for a hold", () => {
+  it("pays a hold the whole way: hold, Checkout, Stripe's signed checkout.session.completed, paid", async () => {
+    const sku = uniqueSku("checkout");
+    await createSku(sku, { name: "Court Classic", totalStock: 5, perUserLimit: 2, price: 1500, currency: "eur" });
+    const id = await heldOn(sku, "cleo", 2);
+    const made = await call("POST", `/api/reservations/${id}/checkout`, { user: "cleo", body: BACK, env: withStripe });
+    expect(made.status).toBe(201);
+    expect(made.json).toEqual({
+      url: expect.stringContaining(made.json.sessionId),
+      sessionId: expect.stringMatching(/^cs_/),
+    });
+    // Asked again while it is open: the same session, and Stripe is not asked again.
+    const again = await call("POST", `/api/reservations/${id}/checkout`, { user: "cleo", body: BACK, env: withStripe });
+    expect([again.status, again.json]).toEqual([200, made.json]);
+    const [asked, ...more] = await stripeGot("/v1/checkout/sessions", id);
+    expect(more).toEqual([]);
+    expect(asked?.params).toMatchObject({
+      mode: "payment",
+      client_reference_id: id,
+      "metadata[reservationId]": id,
+      "line_items[0][price_data][currency]": "eur",
+      "line_items[0][price_data][unit_amount]": "1500",
+      "line_items[0][price_data][product_data][name]": "Court Classic",
+      "line_items[0][quantity]": "2",
+      success_url: BACK.successUrl,
+    });
+    const expiresIn = Number(asked?.params.expires_at) - Date.now() / 1000;
+    expect(expiresIn).toBeGreaterThanOrEqual(30 * 60);
+    expect(expiresIn).toBeLessThan(32 * 60);
+    expect(asked?.key).toMatch(/^flashgate-checkout:/);
+
+    // Stripe's side: the session the stand-in made, completed and paid, signed as Stripe signs it.
+    const session = (await (
+      await fetch(`${apiUrl}/v1/checkout/sessions/${made.json.sessionId}`, {
+        headers: { authorization: `Bearer ${STRIPE_TEST_KEY}` },
+      })
+    ).json()) as Record<string, unknown>;
+    const completed = { ...session, status: "complete", payment_status: "paid", payment_intent: "pi_test_whole_way" };
+    const paid = await sendStripe(stripeEvent("checkout.session.completed", completed));
+    expect(paid.json).toMatchObject({ received: true, outcome: "applied", reservationStatus: "paid" });
+    const read = await call("GET", `/api/reservations/${id}`, { user: "cleo" });
+    expect(read.json.status).toBe("paid");
+  });
+
+  it("refuses what it cannot sell, says why, and stores nothing", async () => {
+    const sku = uniqueSku("checkout-no");
+    const free = uniqueSku("checkout-free");
+    await createSku(sku, { totalStock: 5, perUserLimit: 3, price: 900 });
+    await createSku(free, { totalStock: 5 });
+    const id = await heldOn(sku, "remy");
+    const post = (user: string, body: unknown, vars: Partial<Env> = withStripe, reservation = id) =>
+      call("POST", `/api/reservations/${reservation}/checkout`, { user, body, env: vars });
+    const codeOf = (a: { status: number; json: { error?: { code: string } } }) => [a.status, a.json.error?.code];
+
+    expect(codeOf(await post("remy", BACK, {}))).toEqual([404, "NOT_FOUND"]); // Stripe not configured
+    expect(codeOf(await post("someone-else", BACK))).toEqual([404, "RESERVATION_NOT_FOUND"]);
+    const elsewhere = await post("remy", { ...BACK, successUrl: "https://evil.example/thanks" });
+    expect(codeOf(elsewhere)).toEqual([400, "INVALID_REQUEST"]);
+    expect(elsewhere.json.error.details.fields[0].path).toBe("successUrl");
+    expect(codeOf(await post("remy", { ...BACK, cancelUrl: "javascript:alert(1)" }))).toEqual([400, "INVALID_REQUEST"]);
+    const unpriced = await post("remy", BACK, withStripe, await heldOn(free, "remy"));
+    expect(codeOf(unpriced)).toEqual([409, "INVALID_STATE"]);
+    expect(unpriced.json.error.details.state).toBe("no_price");
+    // Stripe down, then too slow: 503 with Retry-After, and nothing stored.
+    const down = await post("remy", BACK, stripeVars(STRIPE_FAULT_KEYS.down));
+    expect(codeOf(down)).toEqual([503, "BUSY"]);
+    expect(down.headers.get("retry-after")).toBe("1");
+    expect(codeOf(await post("remy", BACK, stripeVars(STRIPE_FAULT_KEYS.slow)))).toEqual([503, "BUSY"]);
+    const stored = await env.DB.prepare("SELECT COUNT(*) AS n FROM checkout_sessions WHERE reservation_id = ?")
+      .bind(id)
+      .first<{ n: number }>();
+    expect(stored?.n).toBe(0);
+    // A page of an allowed origin may be the way back.
+    const shop = { ...withStripe, ALLOWED_ORIGINS: "https://shop.example" } as unknown as Partial<Env>;
+    const fromShop = await post(
+      "remy",
+      { successUrl: "https://shop.example/ok", cancelUrl: "https://shop.example/" },
+      shop,
+    );
+    expect(fromShop.status).toBe(201);
+    // A hold no longer held.
+    const cancelled = await heldOn(sku, "remy");
+    expect((await call("POST", `/api/reservations/${cancelled}/cancel`, { user: "remy" })).status).toBe(200);
+    const late = await post("remy", BACK, withStripe, cancelled);
+    expect([...codeOf(late), late.json.error.details.state]).toEqual([409, "INVALID_STATE", "cancelled"]);
+  }, 30_000);
+});
+
+describe("payments owed back, refunded", () => {
+  /** A Stripe payment flagged refund_required (the hold paid twice), and its event id. */
+  async function owedByStripe(sku: string, user: string, intent: string): Promise<string> {
+    const id = await heldOn(sku, user);
+    const first = await sendStripe(stripeEvent("checkout.session.completed", checkoutSession(id, 1000)));
+    expect(first.json.outcome).toBe("applied");
+    const second = await sendStripe(
+      stripeEvent("checkout.session.completed", checkoutSession(id, 1000, { paymentIntent: intent })),
+    );
+    expect(second.json.outcome).toBe("refund_required");
+    return `stripe:paid:${intent}`;
+  }
+
+  const refund = (eventId: string, vars: Partial<Env> = withStripe) =>
+    call("POST", `/admin/payments/${encodeURIComponent(eventId)}/refund`, { admin: true, env: vars });
+
+  it("refunds a Stripe payment through Stripe once, idempotently, and lists it as refunded", async () => {
+    const sku = uniqueSku("refund");
+    await createSku(sku, { totalStock: 5, perUserLimit: 5, price: 1000 });
+    const intent = `pi_test_${crypto.randomUUID().replaceAll("-", "")}`;
+    const eventId = await owedByStripe(sku, "rita", intent);
+
+    // Stripe unreachable: 503, nothing recorded; the retry is the same refund at Stripe (same key).
+    expect((await refund(eventId, stripeVars(STRIPE_FAULT_KEYS.down))).status).toBe(503);
+    const done = await refund(eventId);
+    expect(done.status).toBe(200);
+    expect(done.json).toMatchObject({
+      eventId,
+      outcome: "refund_required",
+      refund: { status: "refunded", via: "stripe", id: expect.stringMatching(/^re_/) },
+    });
+    const again = await refund(eventId);
+    expect([again.status, again.json.error.details.state]).toEqual([409, "refunded"]);
+    const marked = await call("POST", `/admin/payments/${encodeURIComponent(eventId)}/refunded`, {
+      admin: true,
+      body: {},
+    });
+    expect(marked.status).toBe(409);
+    const asked = await stripeGot("/v1/refunds", intent);
+    expect(asked.map((r) => r.params.payment_intent)).toEqual([intent, intent]);
+    expect(new Set(asked.map((r) => r.key)).size).toBe(1);
+
+    const listed = async (refunded: string) =>
+      (await call("GET", `/admin/payments?outcome=refund_required&refunded=${refunded}&limit=1000`, { admin: true }))
+        .json.payments as { eventId: string }[];
+    expect((await listed("true")).map((p) => p.eventId)).toContain(eventId);
+    expect((await listed("false")).map((p) => p.eventId)).not.toContain(eventId);
+    expect((await call("GET", "/admin/payments?refunded=maybe", { admin: true })).status).toBe(400);
+  });
+
+  it("marks refunded what was paid elsewhere, and refuses what is not owed", async () => {
+    const sku = uniqueSku("refund-mark");
+    await createSku(sku, { totalStock: 5, perUserLimit: 5, price: 1000 });
+    const id = await heldOn(sku, "mona");
+    const applied = `evt_${crypto.randomUUID()}`;
+    const owed = `evt_${crypto.randomUUID()}`;
+    expect((await pay(id, "payment.succeeded", applied, { amount: 1000 })).json.outcome).toBe("applied");
+    expect((await pay(id, "payment.succeeded", owed, { amount: 1000 })).json.outcome).toBe("refund_required");
+    const mark = (eventId: string, body: unknown = {}) =>
+      call("POST", `/admin/payments/${encodeURIComponent(eventId)}/refunded`, { admin: true, body });
+
+    // Not through Stripe: Stripe cannot refund it.
+    const viaStripe = await refund(owed);
+    expect([viaStripe.status, viaStripe.json.error.details.state]).toEqual([409, "not_stripe"]);
+    expect((await mark(owed, { note: 42 })).status).toBe(400);
+    expect((await mark(owed, { nope: true })).status).toBe(400);
+    const done = await mark(owed, { note: "bank transfer 2026-12-04" });
+    expect(done.json.refund).toMatchObject({ status: "refunded", via: "marked", id: null });
+    expect([(await mark(owed)).status, (await refund(owed)).status]).toEqual([409, 409]);
+    const notOwed = await mark(applied);
+    expect([notOwed.status, notOwed.json.error.details.state]).toEqual([409, "applied"]);
+    expect((await mark("evt_nobody")).status).toBe(404);
+    expect((await refund("stripe:paid:pi_nobody")).status).toBe(404);
+    expect((await refund(owed, {})).status).toBe(404); // Stripe not configured
+  });
+
+  it("keeps a refund Stripe has pending pending: not asked again", async () => {
+    const sku = uniqueSku("refund-pending");
+    await createSku(sku, { totalStock: 5, perUserLimit: 5, price: 1000 });
+    const eventId = await owedByStripe(sku, "pia", `pi_test_${crypto.randomUUID().replaceAll("-", "")}`);
+    const pending = await refund(eventId, stripeVars(STRIPE_FAULT_KEYS.pending));
+    expect(pending.json.refund).toMatchObject({ status: "pending", via: "stripe" });
+    const again = await refund(eventId);
+    expect([again.status, again.json.error.details.state]).toEqual([409, "pending"]);
+  });
+});

@@ -1,0 +1,250 @@
+import { randomBytes } from "node:crypto";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+
+/**
+ * A local stand-in for the two Stripe API calls Flashgate makes, following Stripe's documented
+ * contract (https://docs.stripe.com/api), so the Worker is tested against the other side of the wire:
+ *
+ *   POST /v1/checkout/sessions   form: mode=payment, line_items[0][price_data][currency|unit_amount],
+ *                                line_items[0][price_data][product_data][name], line_items[0][quantity],
+ *                                success_url, cancel_url, client_reference_id?, metadata[…]?, expires_at?
+ *     -> 200 a Checkout Session: {"id":"cs_test_…","object":"checkout.session","url","status":"open",
+ *            "payment_status":"unpaid","expires_at","amount_total","currency","client_reference_id","metadata"}
+ *   GET  /v1/checkout/sessions/:id -> 200 the session
+ *   POST /v1/refunds             form: payment_intent, amount?, metadata[…]?
+ *     -> 200 a Refund: {"id":"re_…","object":"refund","amount","currency","payment_intent","status":"succeeded"}
+ *
+ * As Stripe does: `Authorization: Bearer sk_…` (else 401 `authentication_error`); an `Idempotency-Key`
+ * sent again with the same parameters replays the first answer (header `Idempotent-Replayed: true`),
+ * with other parameters is 400 `idempotency_error`; a missing parameter is 400
+ * `invalid_request_error` naming it in `param`; `expires_at` under 30 minutes or over 24 hours from
+ * now is 400; a second refund of a payment intent refunded in full is 400 `charge_already_refunded`.
+ * Errors are `{"error":{"type","code"?,"message","param"?}}`.
+ *
+ * `GET /__standin/requests` (the stand-in's own) lists every request received, for tests in workerd.
+ * Fault keys: `sk_test_slow` answers after 6 s, `sk_test_down` with 500 `api_error`; `sk_test_pending`
+ * makes refunds `pending`.
+ */
+
+export const STRIPE_TEST_KEY = "sk_test_flashgate_standin";
+export const STRIPE_FAULT_KEYS = { slow: "sk_test_slow", down: "sk_test_down", pending: "sk_test_pending" } as const;
+const SLOW_MS = 6_000;
+const MIN_EXPIRY_S = 30 * 60;
+const MAX_EXPIRY_S = 24 * 60 * 60;
+
+export interface StripeStandIn {
+  /** What STRIPE_API_URL would be. */
+  url: string;
+  /** Every request received: method, path, form parameters and idempotency key. */
+  requests: { method: string; path: string; params: Record<string, string>; key: string | null }[];
+  sessions: Map<string, Record<string, unknown>>;
+  refunds: Map<string, Record<string, unknown>>;
+  close(): Promise<void>;
+}
+
+type Answer = { status: number; body: Record<string, unknown> };
+
+const id = (prefix: string) => `${prefix}_test_${randomBytes(12).toString("hex")}`;
+const error = (status: number, type: string, message: string, extra: Record<string, string> = {}): Answer => ({
+  status,
+  body: { error: { type, message, ...extra } },
+});
+
+export async function startStripe(): Promise<StripeStandIn> {
+  const requests: StripeStandIn["requests"] = [];
+  const sessions = new Map<string, Record<string, unknown>>();
+  const refunds = new Map<string, Record<string, unknown>>();
+  /** Refunded amount per payment intent. */
+  const refunded = new Map<string, number>();
+  /** Answers by idempotency key, with the parameters they were first made with. */
+  const idempotent = new Map<string, { params: string; answer: Answer }>();
+  const sockets = new Set<Socket>();
+  let url = "";
+
+  function createSession(params: Record<string, string>, now: number): Answer {
+    for (const name of ["mode", "success_url", "line_items[0][quantity]", "line_items[0][price_data][currency]"]) {
+      if (!params[name])
+        return error(400, "invalid_request_error", `Missing required param: ${name}.`, { param: name });
+    }
+    if (params.mode !== "payment") return error(400, "invalid_request_error", "Invalid mode.", { param: "mode" });
+    const unit = Number(params["line_items[0][price_data][unit_amount]"]);
+    const quantity = Number(params["line_items[0][quantity]"]);
+    if (!Number.isInteger(unit) || unit < 0) {
+      return error(400, "invalid_request_error", "Invalid integer.", {
+        param: "line_items[0][price_data][unit_amount]",
+      });
+    }
+    if (!params["line_items[0][price_data][product_data][name]"]) {
+      return error(400, "invalid_request_error", "Missing required param: product_data[name].", {
+        param: "line_items[0][price_data][product_data][name]",
+      });
+    }
+    const nowS = Math.floor(now / 1000);
+    const expiresAt = params.expires_at ? Number(params.expires_at) : nowS + MAX_EXPIRY_S;
+    if (expiresAt < nowS + MIN_EXPIRY_S || expiresAt > nowS + MAX_EXPIRY_S) {
+      return error(
+        400,
+        "invalid_request_error",
+        "The `expires_at` timestamp must be between 30 minutes and 24 hours from Checkout Session creation.",
+        { param: "expires_at" },
+      );
+    }
+    const metadata = Object.fromEntries(
+      Object.entries(params).flatMap(([k, v]) => {
+        const m = /^metadata\[(.+)\]$/.exec(k);
+        return m?.[1] ? [[m[1], v]] : [];
+      }),
+    );
+    const sessionId = id("cs");
+    const session = {
+      id: sessionId,
+      object: "checkout.session",
+      mode: "payment",
+      status: "open",
+      payment_status: "unpaid",
+      url: `${url}/c/pay/${sessionId}`,
+      success_url: params.success_url,
+      cancel_url: params.cancel_url ?? null,
+      client_reference_id: params.client_reference_id ?? null,
+      metadata,
+      currency: params["line_items[0][price_data][currency]"],
+      amount_total: unit * quantity,
+      expires_at: expiresAt,
+      created: nowS,
+      livemode: false,
+    };
+    sessions.set(sessionId, session);
+    return { status: 200, body: session };
+  }
+
+  function createRefund(params: Record<string, string>, key: string): Answer {
+    const intent = params.payment_intent;
+    if (!intent)
+      return error(400, "invalid_request_error", "Missing required param: payment_intent.", {
+        param: "payment_intent",
+      });
+    if (!intent.startsWith("pi_")) {
+      return error(400, "invalid_request_error", `No such payment_intent: '${intent}'`, {
+        code: "resource_missing",
+        param: "payment_intent",
+      });
+    }
+    if (refunded.has(intent)) {
+      return error(400, "invalid_request_error", `Charge for ${intent} has already been refunded.`, {
+        code: "charge_already_refunded",
+      });
+    }
+    const amount = params.amount ? Number(params.amount) : 0;
+    refunded.set(intent, amount);
+    const refund = {
+      id: id("re"),
+      object: "refund",
+      amount,
+      currency: "usd",
+      payment_intent: intent,
+      status: key === STRIPE_FAULT_KEYS.pending ? "pending" : "succeeded",
+      created: Math.floor(Date.now() / 1000),
+    };
+    refunds.set(refund.id as string, refund);
+    return { status: 200, body: refund };
+  }
+
+  function handle(method: string, path: string, params: Record<string, string>, key: string | null, secret: string) {
+    const answerOf = (): Answer => {
+      if (method === "POST" && path === "/v1/checkout/sessions") return createSession(params, Date.now());
+      if (method === "POST" && path === "/v1/refunds") return createRefund(params, secret);
+      const session = /^\/v1\/checkout\/sessions\/([^/]+)$/.exec(path);
+      if (method === "GET" && session?.[1]) {
+        const found = sessions.get(session[1]);
+        return found
+          ? { status: 200, body: found }
+          : error(404, "invalid_request_error", `No such checkout.session: '${session[1]}'`, {
+              code: "resource_missing",
+            });
+      }
+      return error(404, "invalid_request_error", `Unrecognized request URL (${method}: ${path}).`);
+    };
+    if (method !== "POST" || key === null) return { answer: answerOf(), replayed: false };
+    const signature = JSON.stringify({ path, params });
+    const earlier = idempotent.get(key);
+    if (earlier) {
+      if (earlier.params !== signature) {
+        return {
+          answer: error(
+            400,
+            "idempotency_error",
+            `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${key}' if you meant to execute a different request.`,
+          ),
+          replayed: false,
+        };
+      }
+      return { answer: earlier.answer, replayed: true };
+    }
+    const answer = answerOf();
+    // Stripe keeps the answers of requests that began executing, errors of validation excepted.
+    if (answer.status === 200 || answer.status >= 500) idempotent.set(key, { params: signature, answer });
+    return { answer, replayed: false };
+  }
+
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    let raw = "";
+    req.on("data", (chunk: Buffer) => {
+      raw += chunk.toString();
+    });
+    req.on("end", () => {
+      void (async () => {
+        const path = (req.url ?? "/").split("?")[0] ?? "/";
+        const params = Object.fromEntries(new URLSearchParams(raw));
+        const key = (req.headers["idempotency-key"] as string | undefined) ?? null;
+        requests.push({ method: req.method ?? "GET", path, params, key });
+        const secret = /^Bearer (sk_\S+)$/.exec(req.headers.authorization ?? "")?.[1];
+        const reply = (answer: Answer, replayed = false) => {
+          res.writeHead(answer.status, {
+            "content-type": "application/json",
+            "request-id": `req_${randomBytes(7).toString("hex")}`,
+            ...(replayed ? { "idempotent-replayed": "true" } : {}),
+          });
+          res.end(JSON.stringify(answer.body));
+        };
+        if (path === "/__standin/requests") {
+          reply({ status: 200, body: { requests } });
+          return;
+        }
+        if (!secret) {
+          reply(
+            error(
+              401,
+              "authentication_error",
+              "You did not provide an API key. Provide it in the Authorization header.",
+            ),
+          );
+          return;
+        }
+        if (secret === STRIPE_FAULT_KEYS.slow) await new Promise((resolve) => setTimeout(resolve, SLOW_MS));
+        if (secret === STRIPE_FAULT_KEYS.down) {
+          reply(error(500, "api_error", "An unknown error occurred."));
+          return;
+        }
+        const { answer, replayed } = handle(req.method ?? "GET", path, params, key, secret);
+        reply(answer, replayed);
+      })();
+    });
+  });
+  server.on("connection", (socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url,
+    requests,
+    sessions,
+    refunds,
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
