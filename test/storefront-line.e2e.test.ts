@@ -275,12 +275,33 @@ async function boxes(page: Page, selector: string) {
   return (await page.evaluate(`(() => {
     const box = (s) => { const r = document.querySelector(s).getBoundingClientRect(); return { top: r.top, bottom: r.bottom }; };
     return { it: box(${JSON.stringify(selector)}), bar: box("#message"), height: window.innerHeight };
-  })()`)) as { it: { top: number; bottom: number }; bar: { top: number; bottom: number }; height: number };
+  })()`)) as Boxes;
+}
+
+type Boxes = { it: { top: number; bottom: number }; bar: { top: number; bottom: number }; height: number };
+
+/**
+ * Where `selector` and the status line are at the very moment `watched` first shows `text` (a
+ * MutationObserver's callback, before anything else runs): what a screenshot taken then would show.
+ */
+function boxesWhenShown(page: Page, watched: string, text: string, selector: string): Promise<Boxes> {
+  return page.evaluate(`new Promise((resolve) => {
+    const watched = document.querySelector(${JSON.stringify(watched)});
+    const box = (s) => { const r = document.querySelector(s).getBoundingClientRect(); return { top: r.top, bottom: r.bottom }; };
+    new MutationObserver((_, observer) => {
+      if (!watched.textContent.includes(${JSON.stringify(text)})) return;
+      observer.disconnect();
+      resolve({ it: box(${JSON.stringify(selector)}), bar: box("#message"), height: window.innerHeight });
+    }).observe(watched, { childList: true, characterData: true, subtree: true });
+  })`) as Promise<Boxes>;
 }
 
 /** The element is on the screen and wholly above the status line: nothing of it is behind the bar. */
 async function expectClearOfBar(page: Page, selector: string, what: string) {
-  const { it, bar, height } = await boxes(page, selector);
+  expectClear(await boxes(page, selector), what);
+}
+
+function expectClear({ it, bar, height }: Boxes, what: string) {
   expect(it.top, `${what}: on the screen`).toBeGreaterThanOrEqual(0);
   expect(it.bottom, `${what}: not behind the status line (${JSON.stringify({ it, bar })})`).toBeLessThanOrEqual(
     bar.top,
@@ -308,8 +329,11 @@ describe("storefront: the line and the holds, as a newcomer finds them (issue #5
     await page.waitForTimeout(1500); // the page's reads after a sign-in are done
     expect(errors, "console errors on sign-in").toEqual([]);
 
-    // Join: the status line says the place the panel says, and Leave is in view above the line.
+    // Join: the status line says the place the panel says, and Leave is in view above the line, from
+    // the first moment the place shows (a screenshot then caught the page mid-way, Leave off screen).
+    const first = boxesWhenShown(page, "#waitlist-status", "number", "#leave-waitlist");
     await page.click("#join-waitlist");
+    expectClear(await first, "Leave as the place first shows, 1280 px");
     await page.waitForSelector("#line:not([hidden])");
     expect(await page.textContent("#line-position")).toBe("2 of those waiting");
     await expect.poll(() => page.textContent("#message")).toMatch(/\b2\b/);

@@ -668,11 +668,18 @@ async function joinWaitlist(quantity) {
     const mine = /** @type {Answer<ReservationList>} */ (await api("GET", "/api/me/reservations", { auth: true }));
     const known = new Set(mine.ok ? mine.json.reservations.map((r) => r.reservationId) : []);
     const entry = { sku, quantity, known, gone: 0, readAt: Date.now(), ...answer.json };
+    // The place is read before it is shown: the panel, the status line and the scroll below come in
+    // one step, not a place from the join's answer first and the rest 2 s later.
+    const place = /** @type {Answer<WaitlistPlace>} */ (
+      await api("GET", `/api/skus/${encodeURIComponent(sku)}/waitlist`, { auth: true })
+    );
+    if (place.ok) Object.assign(entry, place.json, { readAt: Date.now() });
     state.waitlist = entry;
     rememberLine(sku, true);
     show(lineText(entry), "ok");
     state.lineSaid = true;
-    await readLine();
+    if (place.ok) watchWaitlist();
+    else await readLine(); // served at once, or the sale ended: readLine looks for the hold
   } finally {
     state.busy = false;
     renderSku();
