@@ -28,7 +28,8 @@ import { rememberSku } from "./sku-catalog";
  *   the base is the recorded total, not a sum read from live shards, concurrent PUTs and transfers
  *   in flight cannot skew it: the SKU's total is the `totalStock` of the last PUT that answered 200.
  * Fields left out keep their value, `totalStock` included (a SKU is created with one: else 400).
- * An archived SKU takes no change (409).
+ * An archived SKU takes no change (409). `test` is set when the SKU is created, in the change that
+ * creates it (so no hold precedes it); another value later is 409 naming it.
  */
 export async function configureSku(
   env: Env,
@@ -51,6 +52,8 @@ export async function configureSku(
   }
   const stored = current?.[0] ?? null;
   if (stored?.status === "archived") throw archived(sku);
+  if (stored && body.test !== undefined && body.test !== (stored.test === true))
+    throw testIsFixed(sku, stored.test === true);
   const startsAt = time(body.startsAt);
   const endsAt = time(body.endsAt);
   checkOpeningWindow(body, stored, startsAt, now);
@@ -86,6 +89,8 @@ export async function configureSku(
     price: body.price,
     currency: body.currency,
     access,
+    // A test sale is one from its creation (API.md v1.4 "Test sales"): marked in the change that makes it.
+    ...(stored === null && body.test === true ? { test: true } : {}),
   };
   const outcome = await callStock(() => adminShard(env, sku, 0).putSku(change, requestId));
   if (!outcome.ok && outcome.code === "INVALID_STATE") {
@@ -136,6 +141,16 @@ export async function archiveSku(env: Env, sku: string, requestId?: string): Pro
   const states = await readShardStates(env, sku);
   if (!states) throw new Error(`SKU ${sku} vanished while being archived`);
   return sumShards(states);
+}
+
+/** `409 INVALID_STATE` of another `test` than the SKU was created with (set only at creation). */
+function testIsFixed(sku: string, was: boolean): ApiError {
+  return new ApiError(
+    "INVALID_STATE",
+    `SKU ${sku} is ${was ? "a test sale" : "a real sale"}: test is set only when a SKU is created (configure a new SKU id for a ${was ? "real" : "test"} sale).`,
+    {},
+    { fields: [{ path: "test", message: `set only when the SKU is created; this SKU has test: ${was}` }] },
+  );
 }
 
 /** `409 INVALID_STATE` of a change to an archived SKU. */

@@ -2,7 +2,7 @@ import { desc } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { Hono } from "hono";
 import type { z } from "zod";
-import { archiveSku } from "../catalog/configure-sku";
+import { archiveSku, configureSku } from "../catalog/configure-sku";
 import { skuExists } from "../catalog/sku-catalog";
 import { skus } from "../db/schema";
 import { forgetDraw } from "../edge/draw-cache";
@@ -24,7 +24,6 @@ import { adminShard, callStock, SKU_ID } from "../stock/stock-client";
 import { ROUTES } from "./contract";
 import type { AdminSku } from "./contract-schemas";
 import { register } from "./register";
-import { configureSkuWithTest } from "./test-sales";
 import { adminSkuView, drawView } from "./views";
 
 export const admin = new Hono<AppEnv>();
@@ -45,11 +44,11 @@ async function skuView(env: Env, sku: string): Promise<z.infer<typeof AdminSku> 
   };
 }
 
-/** Creates or updates a SKU (see {@link configureSkuWithTest}); `200` with the admin view. */
+/** Creates or updates a SKU (see {@link configureSku}); `200` with the admin view. */
 register(admin, ROUTES.putSku, async (c, body) => {
   const sku = c.req.param("sku");
   if (!SKU_ID.test(sku)) throw new ApiError("INVALID_REQUEST", "A SKU id is 1 to 64 of A-Z a-z 0-9 _ -.");
-  await configureSkuWithTest(c.env, sku, body, Date.now(), c.get("requestId"));
+  await configureSku(c.env, sku, body, Date.now(), c.get("requestId"));
   forgetSoldOut(sku);
   forgetDisplay(sku);
   forgetDraw(sku); // its window may have been set, moved or removed
