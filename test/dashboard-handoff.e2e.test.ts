@@ -120,13 +120,18 @@ describe("operator dashboard: shop hand-off", () => {
     await page.setViewportSize({ width: 1280, height: 1000 });
 
     // The shop's endpoint, at a receiver that refuses everything, with a long URL (it must wrap); and
-    // a disabled one for paid orders only.
+    // a disabled one for paid orders only, in batches (API.md v1.4 "Webhook batches").
     const path = `/hooks/shop/${"flashgate-order-hand-off".repeat(4)}?tenant=launch-week&region=eu-west`;
     const created = await call("PUT", "/admin/webhooks/shop", { url: `${day.receiver.url}${path}` });
     expect(created.status).toBe(200);
     const secret = String(created.json.secret);
     await receiverBehaves("shop", { secret, fail: 1000 });
-    const erp = { url: "https://erp.example.com/flashgate/orders", events: ["order.paid"], enabled: false };
+    const erp = {
+      url: "https://erp.example.com/flashgate/orders",
+      events: ["order.paid"],
+      enabled: false,
+      batch: { maxEvents: 100, maxWaitMs: 1000 },
+    };
     expect((await call("PUT", "/admin/webhooks/erp", erp)).status).toBe(200);
 
     const shop = 'article[data-endpoint="shop"]';
@@ -139,6 +144,11 @@ describe("operator dashboard: shop hand-off", () => {
     );
     expect(await page.textContent(`${shop} [data-field="enabled"]`)).toBe("enabled");
     expect(await page.textContent('article[data-endpoint="erp"] [data-field="enabled"]')).toBe("disabled");
+    // Each endpoint's batch setting: one event a message, or batches.
+    expect(await page.textContent(`${shop} [data-field="batch"]`)).toBe("one event each");
+    expect(await page.textContent('article[data-endpoint="erp"] [data-field="batch"]')).toBe(
+      "batches of up to 100 events, sent when full or after 1 s",
+    );
     // Nothing is owed yet: no lag (the API's lagSeconds is 0).
     expect((await call("GET", "/admin/webhooks/shop")).json.lagSeconds).toBe(0);
     expect(await page.textContent(`${shop} [data-field="lag"]`)).toBe("none: nothing is pending");

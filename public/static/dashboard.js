@@ -31,7 +31,7 @@
  *   replayedAt: string | null }} DeadLetter
  * @typedef {{ deadLetters: DeadLetter[] }} DeadLetterList
  * @typedef {{ id: string, url: string, events: string[], enabled: boolean, secret: string,
- *   lagSeconds?: number }} WebhookEndpoint
+ *   lagSeconds?: number, batch?: { maxEvents: number, maxWaitMs: number } | null }} WebhookEndpoint
  * @typedef {{ webhooks: WebhookEndpoint[] }} WebhookEndpointList
  * @typedef {{ id: string, type: string, reservationId: string, status: "pending" | "delivered" | "failed",
  *   attempts: number, lastStatusCode: number | null, lastResponse: string | null,
@@ -840,6 +840,17 @@ function deliveryItem(hook, endpoint, delivery) {
   return li;
 }
 
+/**
+ * An endpoint's batch setting (API.md v1.4 "Webhook batches") in an operator's words.
+ * @param {{ maxEvents: number, maxWaitMs: number } | null | undefined} batch
+ */
+function batchText(batch) {
+  if (batch === undefined) return "one event each (batches not reported by this gateway)";
+  if (batch === null) return "one event each";
+  const wait = batch.maxWaitMs >= 1000 ? `${batch.maxWaitMs / 1000} s` : `${batch.maxWaitMs} ms`;
+  return `batches of up to ${batch.maxEvents} events, sent when full or after ${wait}`;
+}
+
 /** Past this lag the shipped alert rule (FlashgateWebhookLag, ops/prometheus) fires. */
 const LAG_ALERT_SECONDS = 300;
 
@@ -868,6 +879,7 @@ function renderWebhook(hook, endpoint, log) {
   showSecret(hook);
   field(card, "url").textContent = endpoint.url;
   field(card, "events").textContent = endpoint.events.join(", ");
+  field(card, "batch").textContent = batchText(endpoint.batch);
   const enabled = endpoint.enabled ? "enabled" : "disabled";
   field(card, "enabled").textContent = enabled;
   field(card, "enabled").dataset.status = enabled;
