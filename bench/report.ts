@@ -76,6 +76,8 @@ export interface Results {
     hot_sku_orders?: { ordersPerSec: number; lagP50Ms: number; lagP99Ms: number; rows: number };
     /** The order pipeline with one webhook endpoint subscribed to every type, beside it off (bench/scenarios/order-hand-off.ts). */
     order_pipeline_webhooks?: HandOffFigures;
+    /** The same with the endpoint batched, up to 100 events a message (issue #53). */
+    order_pipeline_webhook_batches?: HandOffFigures;
     /** The hand-off as first measured, kept from run to run (bench/run.ts): its before → after. */
     order_pipeline_webhooks_before?: {
       measured: string;
@@ -370,6 +372,7 @@ function targets(r: Results) {
     );
     for (const t of handOffTargets(r.figures.order_pipeline_webhooks)) at(t.what, t.value, t.target, t.met, t.opts);
   }
+  for (const t of batchTargets(r.figures.order_pipeline_webhook_batches)) at(t.what, t.value, t.target, t.met, t.opts);
   return rows;
 }
 
@@ -974,6 +977,35 @@ function handOffTargets(h: HandOffFigures | undefined) {
       value: cpuRatio,
       target: "≤ 2×",
       met: (v: number) => v <= 2,
+      opts: {},
+    },
+  ];
+}
+
+/** Issue #53's targets for the hand-off in batches of up to 100 (API.md v1.4 "Webhook batches"). */
+function batchTargets(h: HandOffFigures | undefined) {
+  if (!h) return [];
+  const hooks = h.hooks;
+  return [
+    {
+      what: "webhook batches of up to 100: events delivered/s ÷ orders persisted/s over the sale",
+      value: (hooks.deliveriesPerSec ?? Number.NaN) / (hooks.ordersPerSec ?? Number.NaN),
+      target: "≥ 0.95×",
+      met: (v: number) => v >= 0.95,
+      opts: {},
+    },
+    {
+      what: "webhook batches of up to 100: delivery lag p99, receipt − the change's time (ms)",
+      value: hooks.deliveryLagP99Ms ?? Number.NaN,
+      target: "≤ 2,000",
+      met: (v: number) => v <= 2000,
+      opts: { shown: n0(hooks.deliveryLagP99Ms) },
+    },
+    {
+      what: "webhook batches of up to 100: workerd CPU per order with the endpoint ÷ without",
+      value: (hooks.cpuUsPerOrderDelivered ?? Number.NaN) / (h.plain.cpuUsPerOrder ?? Number.NaN),
+      target: "≤ 1.3×",
+      met: (v: number) => v <= 1.3,
       opts: {},
     },
   ];

@@ -342,6 +342,19 @@ try {
       await profiledHandOff(bench, inspected, receiver);
     }
   }
+  if (wanted("order_pipeline_webhook_batches")) {
+    // The same with the endpoint batched (issue #53, API.md v1.4 "Webhook batches"): up to 100 events a
+    // message, the oldest waiting at most 1 s.
+    const receiver = await startReceiverProcess();
+    stack.push(() => receiver.stop());
+    const hooks = await start("GROUP_COMMIT=on, batched webhooks to 127.0.0.1", {
+      GROUP_COMMIT: "on",
+      WEBHOOK_ALLOW_HTTP_LOCALHOST: "true",
+    });
+    const floor = await startPostFloor();
+    stack.push(() => floor.stop());
+    await orderPipelineWebhooks(bench, hooks, receiver, floor, rounds, { maxEvents: 100, maxWaitMs: 1000 });
+  }
   if (wanted("draw_decide")) await drawDecide(bench, on);
   if (wanted("draw_decide_sharded")) await drawDecideSharded(bench, on, drawEntrants);
   if (wanted("pow_check")) await powCheck(bench, on);

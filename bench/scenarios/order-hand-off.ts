@@ -16,6 +16,8 @@ const ENDPOINT = "bench-all";
 /** What the receiver says of the endpoint (`GET /control/<id>`; `?counts` leaves out the lags). */
 interface ReceiverLog {
   count: number;
+  /** Events answered 2xx: one per single delivery, each of a batch. */
+  events: number;
   verified: number;
   unverified: number;
   firstAt: number | null;
@@ -38,8 +40,10 @@ export interface HooksRun extends PlainRun {
   /** Deliveries the receiver verified, and requests it got that did not verify (must be 0). */
   delivered: number;
   unverified: number;
-  /** Requests beyond one per change (a delivery attempted again). */
+  /** Requests beyond one per change (a delivery attempted again); batched: events received beyond one per change. */
   duplicates: number;
+  /** POSTs the receiver got (batched: messages, each up to maxEvents events). */
+  messages: number;
   /** Delivered ÷ (last receipt − first hold's creation): end to end, as `ordersPerSec`. */
   deliveriesPerSec: number;
   /** Delivered ÷ (last receipt − first receipt): the sender's rate once it started. */
@@ -58,7 +62,7 @@ export interface HooksRun extends PlainRun {
 
 /** Both sides of the point: each round's runs and the median of each figure over the rounds. */
 export interface HandOffFigures {
-  endpoint: { url: string; events: string[] };
+  endpoint: { url: string; events: string[]; batch?: BatchSetting };
   rounds: { first: "plain" | "hooks"; plain: PlainRun; hooks: HooksRun; floor: PostFloor; floorWide: PostFloor }[];
   plain: Record<string, number>;
   hooks: Record<string, number>;
@@ -85,9 +89,16 @@ async function d1Deliveries(server: WorkerServer, sku: string): Promise<D1Delive
   });
 }
 
+/** An endpoint's batch setting (API.md v1.4 "Webhook batches"); null: one event a message. */
+export type BatchSetting = { maxEvents: number; maxWaitMs: number } | null;
+
 /** The endpoint on or off (off: the triggers write no deliveries, so the run is the plain pipeline). */
-async function setEndpoint(server: WorkerServer, url: string, enabled: boolean) {
-  return admin<{ secret: string; events: string[] }>(server, "PUT", `/admin/webhooks/${ENDPOINT}`, { url, enabled });
+async function setEndpoint(server: WorkerServer, url: string, enabled: boolean, batch: BatchSetting = null) {
+  return admin<{ secret: string; events: string[] }>(server, "PUT", `/admin/webhooks/${ENDPOINT}`, {
+    url,
+    enabled,
+    batch,
+  });
 }
 
 /**
@@ -95,7 +106,15 @@ async function setEndpoint(server: WorkerServer, url: string, enabled: boolean) 
  * row, the wait (bounded) until the receiver has a delivery for every change; then D1's record is
  * read and checked against the receiver's: every change delivered once, every delivery verified.
  */
-async function hooksRun(bench: Bench, server: WorkerServer, receiver: ReceiverProcess, secret: string) {
+async function hooksRun(
+  bench: Bench,
+  server: WorkerServer,
+  receiver: ReceiverProcess,
+  secret: string,
+  batched = false,
+) {
+  // Events delivered: batched, each message carries several; alone, each verified request is one.
+  const eventsOf = (seen: ReceiverLog) => (batched ? seen.events : seen.count);
   const reset = await fetch(`${receiver.url}/control/${ENDPOINT}`, {
     method: "PUT",
     body: JSON.stringify({ secret, keep: false }),
@@ -107,9 +126,9 @@ async function hooksRun(bench: Bench, server: WorkerServer, receiver: ReceiverPr
   const deadline = Date.now() + (bench.mode.quick ? 120_000 : 300_000);
   let seen = await receiverLog(receiver, true);
   let lastLog = Date.now();
-  while (seen.count < changes && Date.now() < deadline) {
+  while (eventsOf(seen) < changes && Date.now() < deadline) {
     if (Date.now() - lastLog >= 1000) {
-      log(`webhooks: ${seen.count}/${changes} deliveries received`);
+      log(`webhooks: ${eventsOf(seen)}/${changes} deliveries received`);
       lastLog = Date.now();
     }
     await sleep(100);
@@ -128,23 +147,27 @@ async function hooksRun(bench: Bench, server: WorkerServer, receiver: ReceiverPr
   const delivered = d1.deliveries.delivered;
   const wrong: string[] = [];
   if (changes !== result.rows) wrong.push(`${changes} order changes in D1 for ${result.rows} orders`);
-  if (got.verified !== changes) wrong.push(`receiver verified ${got.verified} of ${changes} changes in time`);
+  const events = batched ? got.events : got.verified;
+  if (events !== changes) wrong.push(`receiver verified ${events} of ${changes} changes in time`);
   if (got.unverified !== 0) wrong.push(`receiver got ${got.unverified} requests that did not verify`);
   if (delivered?.count !== changes) wrong.push(`D1: ${delivered?.count ?? 0}/${changes} deliveries delivered`);
   for (const status of ["pending", "failed"])
     if (d1.deliveries[status]) wrong.push(`D1: ${d1.deliveries[status]?.count} deliveries ${status}`);
-  if (delivered && delivered.attempts !== got.count)
-    wrong.push(`D1 counts ${delivered.attempts} attempts, the receiver ${got.count} requests`);
+  if (delivered && delivered.attempts !== (batched ? got.events : got.count))
+    wrong.push(
+      `D1 counts ${delivered.attempts} attempts, the receiver ${batched ? `${got.events} events` : `${got.count} requests`}`,
+    );
   if (wrong.length > 0) bench.problems.push(`webhooks (${result.sku}): ${wrong.join("; ")}`);
   const lastAt = got.lastAt ?? Number.NaN;
   const hooks: HooksRun = {
     ...result,
     changes,
-    delivered: got.verified,
+    delivered: events,
     unverified: got.unverified,
-    duplicates: Math.max(0, got.count - changes),
-    deliveriesPerSec: (got.verified * 1000) / Math.max(1, lastAt - result.firstHoldAt),
-    sendPerSec: (got.verified * 1000) / Math.max(1, lastAt - (got.firstAt ?? Number.NaN)),
+    duplicates: Math.max(0, (batched ? got.events : got.count) - changes),
+    messages: got.count,
+    deliveriesPerSec: (events * 1000) / Math.max(1, lastAt - result.firstHoldAt),
+    sendPerSec: (events * 1000) / Math.max(1, lastAt - (got.firstAt ?? Number.NaN)),
     deliveryLagP50Ms: percentile(lags, 50),
     deliveryLagP99Ms: percentile(lags, 99),
     deliveryLagMaxMs: percentile(lags, 100),
@@ -153,7 +176,7 @@ async function hooksRun(bench: Bench, server: WorkerServer, receiver: ReceiverPr
     receiverCpuUsPerDelivery: receiverCpu / Math.max(1, got.count),
   };
   log(
-    `webhooks: ${hooks.delivered}/${changes} delivered (${hooks.unverified} unverified, ${hooks.duplicates} twice), ${hooks.deliveriesPerSec.toFixed(0)}/s (sender ${hooks.sendPerSec.toFixed(0)}/s), delivery lag p50 ${hooks.deliveryLagP50Ms} ms p99 ${hooks.deliveryLagP99Ms} ms; workerd ${hooks.cpuUsPerOrderDelivered.toFixed(0)} µs CPU per order delivered, receiver ${hooks.receiverCpuUsPerDelivery.toFixed(0)} µs per delivery`,
+    `webhooks: ${hooks.delivered}/${changes} delivered in ${hooks.messages} messages (${hooks.unverified} unverified, ${hooks.duplicates} twice), ${hooks.deliveriesPerSec.toFixed(0)}/s (sender ${hooks.sendPerSec.toFixed(0)}/s), delivery lag p50 ${hooks.deliveryLagP50Ms} ms p99 ${hooks.deliveryLagP99Ms} ms; workerd ${hooks.cpuUsPerOrderDelivered.toFixed(0)} µs CPU per order delivered, receiver ${hooks.receiverCpuUsPerDelivery.toFixed(0)} µs per delivery`,
   );
   return hooks;
 }
@@ -186,9 +209,11 @@ export async function orderPipelineWebhooks(
   receiver: ReceiverProcess,
   floorWorker: BareWorker,
   rounds: number,
+  /** `order_pipeline_webhook_batches`: the same with the endpoint batched (issue #53). */
+  batch: BatchSetting = null,
 ): Promise<HandOffFigures> {
   const url = `${receiver.url}/hooks/${ENDPOINT}`;
-  const endpoint = await setEndpoint(server, url, false);
+  const endpoint = await setEndpoint(server, url, false, batch);
   const runs: HandOffFigures["rounds"] = [];
   for (let round = 0; round < rounds; round++) {
     const first = round % 2 === 0 ? "plain" : "hooks";
@@ -196,11 +221,11 @@ export async function orderPipelineWebhooks(
     let hooks: HooksRun | undefined;
     for (const side of first === "plain" ? (["plain", "hooks"] as const) : (["hooks", "plain"] as const)) {
       log(
-        `order hand-off round ${round + 1}/${rounds}: ${side === "plain" ? "endpoint disabled" : "one endpoint, every type"}`,
+        `order hand-off round ${round + 1}/${rounds}: ${side === "plain" ? "endpoint disabled" : `one endpoint, every type${batch ? `, batches of up to ${batch.maxEvents}` : ""}`}`,
       );
-      await setEndpoint(server, url, side === "hooks");
+      await setEndpoint(server, url, side === "hooks", batch);
       if (side === "plain") plain = (await pipelineRun(bench, server)).result;
-      else hooks = await hooksRun(bench, server, receiver, endpoint.secret);
+      else hooks = await hooksRun(bench, server, receiver, endpoint.secret, batch !== null);
     }
     const posts = bench.mode.quick ? 5_000 : 20_000;
     const floor = await postFloor(floorWorker, receiver, endpoint.secret, posts);
@@ -209,14 +234,15 @@ export async function orderPipelineWebhooks(
   }
   await setEndpoint(server, url, false);
   const figures: HandOffFigures = {
-    endpoint: { url, events: endpoint.events },
+    endpoint: { url, events: endpoint.events, ...(batch ? { batch } : {}) },
     rounds: runs,
     plain: medians(runs.map((r) => r.plain)),
     hooks: medians(runs.map((r) => r.hooks)),
     floor: medians(runs.map((r) => r.floor)),
     floorWide: medians(runs.map((r) => r.floorWide)),
   };
-  bench.figures.order_pipeline_webhooks = figures;
+  if (batch) bench.figures.order_pipeline_webhook_batches = figures;
+  else bench.figures.order_pipeline_webhooks = figures;
   return figures;
 }
 
