@@ -119,6 +119,13 @@ describe("webhook batches", () => {
     expect(rows.map((d) => [d.status, d.attempts, d.lastStatusCode, d.batchId])).toEqual(
       Array(3).fill(["delivered", 2, 204, failed?.webhookId]),
     );
+    // /metrics counts messages and events apart.
+    await eventually(async () => {
+      const metrics = (await call("GET", "/metrics", { admin: true })).json.text as string;
+      expect(metrics).toMatch(/flashgate_webhook_messages_total\{kind="batch",result="retried"\} [1-9]/);
+      expect(metrics).toMatch(/flashgate_webhook_messages_total\{kind="batch",result="delivered"\} [1-9]/);
+      expect(metrics).toMatch(/flashgate_webhook_deliveries_total\{result="delivered"\} [1-9]/);
+    });
   });
 
   it("keeps the feed's order within a batch: events of two SKUs interleaved", async () => {
