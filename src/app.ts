@@ -7,6 +7,7 @@ import { observe } from "./http/observe";
 import { admin } from "./routes/admin";
 import { checkoutRoutes } from "./routes/checkout";
 import { operatorPages } from "./routes/dashboard";
+import { embed } from "./routes/embed";
 import { handoff } from "./routes/handoff";
 import { metrics } from "./routes/metrics";
 import { openapi } from "./routes/openapi";
@@ -64,6 +65,8 @@ export function buildApp(pages: Hono<AppEnv>, mount?: (app: Hono<AppEnv>) => voi
   app.route("/", paymentsAdmin);
   app.route("/", paymentWebhooks);
   app.route("/", openapi);
+  // The embeddable buy button (public, any origin may import it).
+  app.route("/", embed);
   app.route("/", pages);
   mount?.(app);
 

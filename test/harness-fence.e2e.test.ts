@@ -20,6 +20,13 @@ const HARNESS_ONLY = ["/dev/jwt", "/dev/pay", "/bench/engine", "/bench/orders", 
 const STOREFRONT = {
   "public/index.html": "<title>Flashgate · demo storefront</title>",
   "public/static/storefront.js": "// Demo storefront: a shopper buys through the public API",
+};
+/**
+ * The buy button any shop embeds (API.md v1.4) and the proof-of-work solver it runs, which the
+ * storefront shares: in every bundle (src/routes/embed.ts).
+ */
+const BUY_BUTTON = {
+  "public/embed/flashgate.js": "// <flashgate-buy>: the Flashgate buy button any shop page may embed",
   "public/static/pow-worker.js": "// Proof-of-work solver, run in a Web Worker",
 };
 
@@ -74,7 +81,13 @@ describe("the harness fence", () => {
       expect(production.uploaded.includes(marker), `production bundle contains ${file}`).toBe(false);
       expect(harness.uploaded.includes(marker), `harness bundle lacks ${file}`).toBe(true);
     }
-    // The operator dashboard is in both.
+    // The operator dashboard is in both, and the buy button with its solver.
     for (const bundled of [production, harness]) expect(bundled.uploaded).toContain("Flashgate · operator dashboard");
+    for (const [file, marker] of Object.entries(BUY_BUTTON)) {
+      expect(readFileSync(new URL(`../${file}`, import.meta.url), "utf8"), `${file} lacks its marker`).toContain(
+        marker,
+      );
+      for (const bundled of [production, harness]) expect(bundled.uploaded, `${file} bundled`).toContain(marker);
+    }
   });
 });

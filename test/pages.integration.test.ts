@@ -52,6 +52,20 @@ describe("the production Worker's pages", () => {
     );
   });
 
+  it("serves the buy button and its solver to any origin (API.md v1.4), revalidated by ETag", async () => {
+    for (const path of ["/embed/flashgate.js", "/embed/pow-worker.js"]) {
+      const answer = await get(production, path, { headers: { origin: "https://shop.example" } });
+      expect(answer.status, path).toBe(200);
+      expect(answer.headers.get("content-type")).toBe("text/javascript; charset=utf-8");
+      expect(answer.headers.get("access-control-allow-origin")).toBe("*");
+      const etag = answer.headers.get("etag") ?? "";
+      expect((await get(production, path, { headers: { "if-none-match": etag } })).status).toBe(304);
+    }
+    // The element's module as text (wrangler.toml `rules`), not bundled as Worker code.
+    const element = await get(production, "/embed/flashgate.js");
+    expect(element.body).toContain('customElements.define("flashgate-buy", FlashgateBuy)');
+  });
+
   it("has no demo storefront, its script or its solver, whatever the site key", async () => {
     for (const path of ["/static/storefront.js", "/static/pow-worker.js", "/index.html"]) {
       const answer = await get(production, path, {}, { TURNSTILE_SITE_KEY: "1x00000000000000000000AA" });

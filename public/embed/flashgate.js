@@ -1,0 +1,688 @@
+// <flashgate-buy>: the Flashgate buy button any shop page may embed (API.md v1.4 "Browser clients and
+// the buy button"; docs/EMBED.md). A standard custom element in an open shadow root, no framework:
+//   <script type="module" src="https://gateway.example/embed/flashgate.js"></script>
+//   <flashgate-buy sku="tee" api="https://gateway.example"></flashgate-buy>
+//   document.querySelector("flashgate-buy").getToken = () => fetch("/flashgate-jwt").then((r) => r.text());
+// Attributes: sku, api (the gateway's base URL), quantity (default 1), turnstile-site-key (when the
+// gateway checks Turnstile). Events (bubbling, composed): flashgate:held (detail: the reservation body,
+// cancelable: preventDefault keeps the shopper on the page, else a gateway with Stripe sends them to
+// Checkout), flashgate:sold-out (detail: the SKU's public view), flashgate:error (detail: the error body).
+// Theming: the CSS custom properties below (--flashgate-*) and ::part(card|name|price|availability|
+// countdown|sizes|buy|join|leave|cancel|status|hold|timer|line|error).
+
+/** @typedef {import("../../clients/typescript/src/schema").components["schemas"]} Schemas */
+/** @typedef {{ id: string, name?: string, available: number, held?: number }} Variant */
+/** @typedef {Schemas["PublicSku"] & { variants?: Variant[] }} PublicSku */
+/** @typedef {Schemas["Reservation"] & { variant?: string | null }} Reservation */
+/** @typedef {Schemas["PowChallenge"]} PowChallenge */
+/** @typedef {Schemas["WaitlistPlace"]} WaitlistPlace */
+/** @typedef {Schemas["Checkout"]} Checkout */
+/**
+ * The contract's error body, or one the element makes when no answer came (code NETWORK_ERROR: the
+ * gateway unreachable, or the browser refused its answer, as for a page whose origin is not allowed).
+ * @typedef {{ error: { code: string, message: string, details?: Record<string, unknown> } }} ErrorBody
+ */
+/** @typedef {{ status: number, json: any, ok: boolean }} Answer */
+/** @typedef {{ render(box: HTMLElement, options: { sitekey: string }): string, getResponse(id: string): string | undefined }} Turnstile */
+
+/** Cloudflare's Turnstile API, once its script has loaded in the page. */
+const turnstile = () => /** @type {{ turnstile?: Turnstile }} */ (/** @type {unknown} */ (window)).turnstile;
+
+const STYLE = `
+:host { display: block; font: inherit; color: var(--flashgate-text, #1d1d1f);
+  --fg-accent: var(--flashgate-accent, #0b57d0); --fg-accent-text: var(--flashgate-accent-text, #fff);
+  --fg-muted: var(--flashgate-muted, #4a4a52); --fg-bg: var(--flashgate-background, #fff);
+  --fg-border: var(--flashgate-border, #c6c6cc); --fg-radius: var(--flashgate-radius, 8px);
+  --fg-error: var(--flashgate-error, #b3261e); }
+:host([hidden]) { display: none; }
+.card { background: var(--fg-bg); border: 1px solid var(--fg-border); border-radius: var(--fg-radius);
+  padding: 1rem; display: grid; gap: .6rem; max-width: 28rem; overflow-wrap: anywhere; }
+.name { font-weight: 600; font-size: 1.1em; margin: 0; }
+.price { font-size: 1.3em; font-weight: 600; margin: 0; }
+p { margin: 0; }
+.muted, .availability, .countdown, .line { color: var(--fg-muted); }
+fieldset { border: 1px solid var(--fg-border); border-radius: var(--fg-radius); padding: .4rem .6rem; margin: 0; }
+fieldset label { display: inline-flex; align-items: center; gap: .25rem; margin-right: .8rem; }
+.actions { display: flex; flex-wrap: wrap; gap: .5rem; }
+button { font: inherit; border-radius: var(--fg-radius); padding: .55rem 1.1rem; cursor: pointer;
+  border: 1px solid var(--fg-accent); background: var(--fg-bg); color: var(--fg-accent); min-height: 2.75rem; }
+button.primary { background: var(--fg-accent); color: var(--fg-accent-text); }
+button:disabled { cursor: not-allowed; opacity: .6; }
+button:focus-visible, input:focus-visible { outline: 3px solid var(--fg-accent); outline-offset: 2px; }
+.hold { border-left: 4px solid var(--fg-accent); padding-left: .6rem; }
+.timer { font-variant-numeric: tabular-nums; font-weight: 600; }
+.error { color: var(--fg-error); }
+[hidden] { display: none !important; }
+`;
+
+const TEMPLATE = `<style>${STYLE}</style>
+<section class="card" part="card" aria-label="Buy">
+  <p class="name" part="name"></p>
+  <p class="price" part="price"></p>
+  <p class="availability" part="availability"></p>
+  <p class="countdown" part="countdown" hidden></p>
+  <fieldset class="sizes" part="sizes" hidden><legend>Size</legend><div class="size-options"></div></fieldset>
+  <div class="turnstile" hidden></div>
+  <div class="actions">
+    <button type="button" class="buy primary" part="buy" disabled>Buy</button>
+    <button type="button" class="join" part="join" hidden>Join the line</button>
+    <button type="button" class="leave" part="leave" hidden>Leave the line</button>
+    <button type="button" class="cancel" part="cancel" hidden>Release the hold</button>
+  </div>
+  <div class="hold" part="hold" hidden>
+    <p class="hold-what"></p>
+    <p>Time left to pay: <span class="timer" part="timer" role="timer" aria-live="off"></span></p>
+  </div>
+  <p class="line" part="line" hidden></p>
+  <p class="status" part="status" role="status" aria-live="polite"></p>
+  <p class="error" part="error" role="alert"></p>
+</section>`;
+
+/** Where the proof-of-work solver's Blob URL is kept, per gateway: fetched once a page. @type {Map<string, Promise<string>>} */
+const solverUrls = new Map();
+
+/** How often the line's place is read while waiting, and the public view while the page is open. */
+const LINE_POLL_MS = 2000;
+const VIEW_POLL_MS = 5000;
+
+class NetworkError extends Error {}
+
+export class FlashgateBuy extends HTMLElement {
+  static observedAttributes = ["sku", "api"];
+
+  /**
+   * The shopper's JWT, from the host page: a function returning it or a promise of it (null or
+   * undefined: not signed in).
+   * @type {(() => string | null | undefined | Promise<string | null | undefined>) | null}
+   */
+  getToken = null;
+
+  /** @type {ShadowRoot} */ #root;
+  /** @type {PublicSku | null} */ #view = null;
+  /** @type {Reservation | null} */ #hold = null;
+  /** @type {WaitlistPlace | null} */ #place = null;
+  /** @type {number | undefined} */ #viewTimer;
+  /** @type {number | undefined} */ #tick;
+  /** @type {number | undefined} */ #lineTimer;
+  /** When the countdown reaches the start (this page's clock, from opensInSeconds). @type {number | null} */
+  #opensAt = null;
+  #busy = false;
+  #soldOutSent = false;
+  /** The SKU offers no proof of work (its challenge route answered 404). */
+  #noChallenge = false;
+  /** @type {Worker | null} */ #worker = null;
+  /** @type {string | null} */ #turnstileWidget = null;
+  #generation = 0;
+
+  constructor() {
+    super();
+    this.#root = this.attachShadow({ mode: "open" });
+    this.#root.innerHTML = TEMPLATE;
+    this.#el("buy").addEventListener("click", () => void this.buy());
+    this.#el("join").addEventListener("click", () => void this.#join());
+    this.#el("leave").addEventListener("click", () => void this.#leave());
+    this.#el("cancel").addEventListener("click", () => void this.#cancel());
+  }
+
+  connectedCallback() {
+    this.#start();
+  }
+
+  disconnectedCallback() {
+    this.#stop();
+  }
+
+  attributeChangedCallback() {
+    if (this.isConnected) this.#start();
+  }
+
+  /** The reservation this element holds now, if any. */
+  get reservation() {
+    return this.#hold;
+  }
+
+  /**
+   * An element of the shadow root by its class.
+   * @param {string} name
+   * @returns {HTMLElement}
+   */
+  #el(name) {
+    return /** @type {HTMLElement} */ (this.#root.querySelector(`.${name}`));
+  }
+
+  /** @param {string} name @param {string} text */
+  #text(name, text) {
+    const el = this.#el(name);
+    el.textContent = text;
+    el.hidden = text === "";
+  }
+
+  /** @param {string} name @param {boolean} shown */
+  #show(name, shown) {
+    this.#el(name).hidden = !shown;
+  }
+
+  get #sku() {
+    return this.getAttribute("sku") ?? "";
+  }
+
+  get #quantity() {
+    const q = Number(this.getAttribute("quantity") ?? "1");
+    return Number.isInteger(q) && q >= 1 ? q : 1;
+  }
+
+  #start() {
+    this.#stop();
+    this.#generation++;
+    this.#soldOutSent = false;
+    this.#noChallenge = false;
+    this.#hold = null;
+    if (!this.#sku || !this.getAttribute("api")) {
+      this.#fail({
+        error: { code: "INVALID_REQUEST", message: 'The buy button needs its "sku" and "api" attributes.' },
+      });
+      return;
+    }
+    this.#renderTurnstile();
+    void this.#refresh();
+    this.#viewTimer = window.setInterval(() => void this.#refresh(), VIEW_POLL_MS);
+    this.#tick = window.setInterval(() => this.#everySecond(), 1000);
+  }
+
+  #stop() {
+    window.clearInterval(this.#viewTimer);
+    window.clearInterval(this.#tick);
+    window.clearTimeout(this.#lineTimer);
+    this.#worker?.terminate();
+    this.#worker = null;
+  }
+
+  // Talking to the gateway -----------------------------------------------------------------------
+
+  /**
+   * One call to the gateway: its status and JSON answer. A request the browser could not make or
+   * whose answer it refused (no network, or CORS: this page's origin is not in ALLOWED_ORIGINS)
+   * throws a NetworkError.
+   * @param {string} method
+   * @param {string} path
+   * @param {{ auth?: boolean, body?: unknown, headers?: Record<string, string> }} [options]
+   * @returns {Promise<Answer>}
+   */
+  async #call(method, path, options = {}) {
+    /** @type {Record<string, string>} */
+    const headers = { ...options.headers };
+    if (options.body !== undefined) headers["Content-Type"] = "application/json";
+    if (options.auth) headers.Authorization = `Bearer ${await this.#jwt()}`;
+    const base = (this.getAttribute("api") ?? "").replace(/\/+$/, "");
+    let response;
+    try {
+      response = await fetch(`${base}${path}`, {
+        method,
+        headers,
+        body: options.body === undefined ? null : JSON.stringify(options.body),
+        mode: "cors",
+        credentials: "omit",
+      });
+    } catch {
+      throw new NetworkError(
+        `Could not reach the sale at ${base}: the connection failed, or this page (${location.origin}) is not one the sale allows.`,
+      );
+    }
+    const json = await response.json().catch(() => null);
+    return { status: response.status, json, ok: response.ok };
+  }
+
+  /** The shopper's JWT from the host page, or an error in words when it gives none. */
+  async #jwt() {
+    const token = this.getToken ? await this.getToken() : null;
+    if (!token) throw new SignInError();
+    return token;
+  }
+
+  /** @param {string} sku */
+  #skuPath(sku) {
+    return `/api/skus/${encodeURIComponent(sku)}`;
+  }
+
+  // The SKU's public view --------------------------------------------------------------------------
+
+  async #refresh() {
+    const generation = this.#generation;
+    try {
+      const answer = await this.#call("GET", this.#skuPath(this.#sku));
+      if (generation !== this.#generation) return;
+      if (!answer.ok) return this.#fail(answer.json);
+      this.#view = /** @type {PublicSku} */ (answer.json);
+      this.#render();
+    } catch (error) {
+      if (generation === this.#generation) this.#failWith(error);
+    }
+  }
+
+  #render() {
+    const view = this.#view;
+    if (!view) return;
+    this.#text("name", view.name);
+    this.#text("price", view.price === null ? "" : formatMoney(view.price, view.currency));
+    if (view.opensInSeconds) this.#opensAt = Date.now() + view.opensInSeconds * 1000;
+    else this.#opensAt = null;
+    this.#renderSizes(view.variants);
+    const soldOut = this.#available() < this.#quantity;
+    const phase = view.phase ?? (view.status === "paused" ? "paused" : "open");
+    /** @type {string[]} */
+    const facts = [];
+    if (phase === "paused") facts.push("Sale paused");
+    else if (phase === "ended") facts.push("Sale ended");
+    else if (view.available === 0) facts.push("Sold out");
+    else facts.push(`${view.available.toLocaleString()} left`);
+    if (view.held > 0 && phase === "open") facts.push(`${view.held.toLocaleString()} held, not paid yet`);
+    if (view.waiting > 0) facts.push(`${view.waiting.toLocaleString()} waiting in line`);
+    if (view.perUserLimit) facts.push(`up to ${view.perUserLimit} per person`);
+    this.#text("availability", facts.join(" · "));
+    this.#everySecond();
+    const open = phase === "open";
+    const waiting = this.#place !== null;
+    const buy = /** @type {HTMLButtonElement} */ (this.#el("buy"));
+    buy.disabled = this.#busy || !open || soldOut;
+    buy.textContent =
+      view.price === null ? "Buy" : `Buy for ${formatMoney(view.price * this.#quantity, view.currency)}`;
+    this.#show("buy", !(open && soldOut));
+    this.#show("join", open && soldOut && !waiting && this.#hold === null);
+    this.#show("leave", waiting);
+    if (open && soldOut && !this.#soldOutSent) {
+      this.#soldOutSent = true;
+      this.#emit("flashgate:sold-out", view);
+    }
+  }
+
+  /** Units available to this shopper's choice: the chosen size's, or the SKU's. */
+  #available() {
+    const view = this.#view;
+    if (!view) return 0;
+    const chosen = this.#chosenSize();
+    const variant = view.variants?.find((v) => v.id === chosen);
+    return variant ? variant.available : view.available;
+  }
+
+  /** @param {Variant[] | undefined} variants */
+  #renderSizes(variants) {
+    const box = this.#el("sizes");
+    box.hidden = !variants?.length;
+    if (!variants?.length) return;
+    const options = this.#el("size-options");
+    const chosen = this.#chosenSize() ?? variants.find((v) => v.available > 0)?.id ?? variants[0]?.id;
+    options.replaceChildren(
+      ...variants.map((v) => {
+        const label = document.createElement("label");
+        const input = document.createElement("input");
+        input.type = "radio";
+        input.name = "size";
+        input.value = v.id;
+        input.checked = v.id === chosen;
+        input.addEventListener("change", () => this.#render());
+        label.append(input, `${v.name ?? v.id} (${v.available > 0 ? `${v.available} left` : "sold out"})`);
+        return label;
+      }),
+    );
+  }
+
+  /** @returns {string | undefined} */
+  #chosenSize() {
+    const checked = /** @type {HTMLInputElement | null} */ (this.#root.querySelector('input[name="size"]:checked'));
+    return checked?.value;
+  }
+
+  /** The countdown to the start, and the hold's timer. */
+  #everySecond() {
+    if (this.#opensAt !== null) {
+      const left = Math.max(0, Math.ceil((this.#opensAt - Date.now()) / 1000));
+      this.#text("countdown", left > 0 ? `Opens in ${duration(left)}` : "Opening…");
+      if (left === 0) {
+        this.#opensAt = null;
+        void this.#refresh();
+      }
+    } else this.#text("countdown", "");
+    const hold = this.#hold;
+    if (hold?.expiresAt) {
+      const left = Math.max(0, Math.ceil((Date.parse(hold.expiresAt) - Date.now()) / 1000));
+      this.#el("timer").textContent = duration(left);
+      if (left === 0) {
+        this.#hold = null;
+        this.#show("hold", false);
+        this.#show("cancel", false);
+        this.#say("Your hold ran out and its units went back on sale.");
+        void this.#refresh();
+      }
+    }
+  }
+
+  // Buying ------------------------------------------------------------------------------------------
+
+  /** Runs the whole purchase: challenges, a purchase token, the hold. */
+  async buy() {
+    if (this.#busy) return;
+    this.#busy = true;
+    this.#fail(null);
+    this.#render();
+    try {
+      const headers = await this.#challenges();
+      if (!headers) return;
+      this.#say("Reserving…");
+      const sku = this.#sku;
+      const token = await this.#call("POST", `${this.#skuPath(sku)}/tokens`, { auth: true, headers });
+      if (token.status !== 201) return this.#refused(token.json);
+      const size = this.#chosenSize();
+      const reservation = await this.#call("POST", `${this.#skuPath(sku)}/reservations`, {
+        auth: true,
+        body: { token: token.json.token, quantity: this.#quantity, ...(size ? { variants: [size] } : {}) },
+      });
+      if (reservation.status !== 202) return this.#refused(reservation.json);
+      await this.#held(/** @type {Reservation} */ (reservation.json));
+    } catch (error) {
+      this.#failWith(error);
+    } finally {
+      this.#busy = false;
+      this.#render();
+    }
+  }
+
+  /**
+   * The headers the token request needs: a proof of work when the SKU offers one (solved in a Web
+   * Worker), the Turnstile widget's answer when the element renders it. Null when the shopper cannot pass.
+   * @returns {Promise<Record<string, string> | null>}
+   */
+  async #challenges() {
+    /** @type {Record<string, string>} */
+    const headers = {};
+    if (!this.#noChallenge) {
+      const challenge = await this.#call("GET", `${this.#skuPath(this.#sku)}/challenge`, { auth: true });
+      if (challenge.status === 404 && challenge.json?.error?.code === "NOT_FOUND") this.#noChallenge = true;
+      else if (challenge.status !== 200) {
+        this.#refused(challenge.json);
+        return null;
+      } else headers["Proof-Of-Work"] = await this.#solve(/** @type {PowChallenge} */ (challenge.json));
+    }
+    if (this.#turnstileWidget !== null) {
+      const answer = turnstile()?.getResponse(this.#turnstileWidget);
+      if (!answer) {
+        this.#fail({ error: { code: "CHALLENGE_REQUIRED", message: "Complete the check above first." } });
+        return null;
+      }
+      headers["CF-Turnstile-Response"] = answer;
+    }
+    return headers;
+  }
+
+  /**
+   * Solves a proof of work in a Web Worker started from a Blob URL of the gateway's solver.
+   * @param {PowChallenge} pow
+   * @returns {Promise<string>} the Proof-Of-Work header's value
+   */
+  async #solve({ challenge, bits }) {
+    const expected = (2 ** bits).toLocaleString();
+    this.#say(`Checking you are not a bot (about ${expected} tries)…`);
+    const base = (this.getAttribute("api") ?? "").replace(/\/+$/, "");
+    let url = solverUrls.get(base);
+    if (!url) {
+      url = fetch(`${base}/embed/pow-worker.js`, { mode: "cors", credentials: "omit" })
+        .then((r) => {
+          if (!r.ok) throw new Error(String(r.status));
+          return r.text();
+        })
+        .then((code) => URL.createObjectURL(new Blob([code], { type: "text/javascript" })));
+      solverUrls.set(base, url);
+      url.catch(() => solverUrls.delete(base));
+    }
+    let source;
+    try {
+      source = await url;
+    } catch {
+      throw new NetworkError(`Could not load the bot check from ${base}.`);
+    }
+    return new Promise((resolve, reject) => {
+      const worker = new Worker(source);
+      this.#worker = worker;
+      worker.onmessage = (/** @type {MessageEvent<{ answer?: string }>} */ event) => {
+        if (event.data.answer === undefined) return;
+        worker.terminate();
+        this.#worker = null;
+        resolve(event.data.answer);
+      };
+      worker.onerror = () => {
+        worker.terminate();
+        reject(new NetworkError("This browser could not run the bot check (Web Workers are blocked on this page?)."));
+      };
+      worker.postMessage({ challenge, bits });
+    });
+  }
+
+  /**
+   * A hold: shown with its timer, announced to the host page, then Stripe Checkout unless the page
+   * takes over (preventDefault on flashgate:held) or the gateway has no Stripe.
+   * @param {Reservation} reservation
+   */
+  async #held(reservation) {
+    this.#hold = reservation;
+    this.#place = null;
+    window.clearTimeout(this.#lineTimer);
+    this.#show("line", false);
+    const name = this.#view?.name ?? reservation.sku;
+    const size = reservation.variant ? ` (${reservation.variant})` : "";
+    this.#el("hold-what").textContent = `Held for you: ${reservation.quantity} × ${name}${size}.`;
+    this.#show("hold", true);
+    this.#show("cancel", true);
+    this.#render();
+    void this.#refresh();
+    const minutes = reservation.expiresAt
+      ? Math.max(1, Math.round((Date.parse(reservation.expiresAt) - Date.now()) / 60000))
+      : null;
+    this.#say(`Reserved. ${minutes ? `You have about ${minutes} minute${minutes === 1 ? "" : "s"} to pay.` : ""}`);
+    const proceed = this.#emit("flashgate:held", reservation, true);
+    if (proceed) await this.#checkout(reservation);
+  }
+
+  /** @param {Reservation} reservation */
+  async #checkout(reservation) {
+    const here = location.href;
+    const answer = await this.#call(
+      "POST",
+      `/api/reservations/${encodeURIComponent(reservation.reservationId)}/checkout`,
+      {
+        auth: true,
+        body: { successUrl: here, cancelUrl: here },
+      },
+    );
+    if (answer.status === 404 && answer.json?.error?.code === "NOT_FOUND") return; // no Stripe: the shop's checkout
+    if (answer.status !== 200 && answer.status !== 201) return this.#refused(answer.json);
+    this.#say("Taking you to payment…");
+    location.assign(/** @type {Checkout} */ (answer.json).url);
+  }
+
+  async #cancel() {
+    const hold = this.#hold;
+    if (!hold) return;
+    try {
+      const answer = await this.#call("POST", `/api/reservations/${encodeURIComponent(hold.reservationId)}/cancel`, {
+        auth: true,
+      });
+      if (!answer.ok) return this.#refused(answer.json);
+      this.#hold = null;
+      this.#show("hold", false);
+      this.#show("cancel", false);
+      this.#say("Hold released.");
+      void this.#refresh();
+    } catch (error) {
+      this.#failWith(error);
+    }
+  }
+
+  // The line ----------------------------------------------------------------------------------------
+
+  async #join() {
+    this.#fail(null);
+    try {
+      const size = this.#chosenSize();
+      const answer = await this.#call("POST", `${this.#skuPath(this.#sku)}/waitlist`, {
+        auth: true,
+        body: { quantity: this.#quantity, ...(size ? { variants: [size] } : {}) },
+      });
+      if (answer.status !== 202) return this.#refused(answer.json);
+      this.#say("You are in the line.");
+      await this.#watchLine();
+    } catch (error) {
+      this.#failWith(error);
+    }
+  }
+
+  /** Reads the shopper's place every 2 s; once it is gone, looks for the hold the line gave. */
+  async #watchLine() {
+    window.clearTimeout(this.#lineTimer);
+    const generation = this.#generation;
+    try {
+      const answer = await this.#call("GET", `${this.#skuPath(this.#sku)}/waitlist`, { auth: true });
+      if (generation !== this.#generation) return;
+      if (answer.status === 200) {
+        const place = /** @type {WaitlistPlace} */ (answer.json);
+        this.#place = place;
+        const ahead = place.unitsAhead > 0 ? `, ${place.unitsAhead.toLocaleString()} units wanted ahead of you` : "";
+        this.#text("line", `In line: number ${place.position.toLocaleString()}${ahead}.`);
+        this.#render();
+        this.#lineTimer = window.setTimeout(() => void this.#watchLine(), LINE_POLL_MS);
+        return;
+      }
+      if (answer.status !== 404) return this.#refused(answer.json);
+      const wasWaiting = this.#place !== null;
+      this.#place = null;
+      this.#text("line", "");
+      this.#render();
+      if (wasWaiting) await this.#holdFromLine();
+    } catch (error) {
+      this.#failWith(error);
+    }
+  }
+
+  /** The line served this shopper: the newest hold of this SKU is theirs. */
+  async #holdFromLine() {
+    const answer = await this.#call("GET", "/api/me/reservations", { auth: true });
+    if (!answer.ok) return this.#refused(answer.json);
+    /** @type {Reservation[]} */
+    const reservations = answer.json.reservations;
+    const hold = reservations.find((r) => r.sku === this.#sku && r.status === "held");
+    if (hold) await this.#held(hold);
+  }
+
+  async #leave() {
+    try {
+      const answer = await this.#call("DELETE", `${this.#skuPath(this.#sku)}/waitlist`, { auth: true });
+      if (!answer.ok && answer.status !== 404) return this.#refused(answer.json);
+      window.clearTimeout(this.#lineTimer);
+      this.#place = null;
+      this.#text("line", "");
+      this.#say("You left the line.");
+      this.#render();
+    } catch (error) {
+      this.#failWith(error);
+    }
+  }
+
+  // Turnstile (where the gateway checks it) ---------------------------------------------------------
+
+  #renderTurnstile() {
+    const siteKey = this.getAttribute("turnstile-site-key");
+    const box = this.#el("turnstile");
+    box.hidden = !siteKey;
+    if (!siteKey || this.#turnstileWidget !== null) return;
+    const render = () => {
+      const api = turnstile();
+      if (api) this.#turnstileWidget = api.render(box, { sitekey: siteKey });
+    };
+    if (turnstile()) return render();
+    const script = document.createElement("script");
+    script.src = "https://challenges.cloudflare.com/turnstile/v0/api.js?render=explicit";
+    script.async = true;
+    script.onload = render;
+    script.onerror = () =>
+      this.#fail({
+        error: {
+          code: "CHALLENGE_REQUIRED",
+          message: "The bot check (Cloudflare Turnstile) could not load, so buying is not possible here.",
+        },
+      });
+    document.head.append(script);
+  }
+
+  // Words and events --------------------------------------------------------------------------------
+
+  /** @param {string} text */
+  #say(text) {
+    this.#el("status").textContent = text;
+  }
+
+  /**
+   * A refusal from the gateway: its message shown, flashgate:error (and flashgate:sold-out) sent.
+   * @param {ErrorBody | null} body
+   */
+  #refused(body) {
+    const error = body?.error ? body : { error: { code: "UNEXPECTED", message: "The sale answered unexpectedly." } };
+    this.#fail(error);
+    // The stock may have moved (sold out, fewer left): show it as it is now.
+    void this.#refresh();
+  }
+
+  /** @param {unknown} error */
+  #failWith(error) {
+    if (error instanceof SignInError) {
+      this.#fail({ error: { code: "UNAUTHENTICATED", message: "Sign in to the shop to buy." } });
+    } else if (error instanceof NetworkError) {
+      this.#fail({ error: { code: "NETWORK_ERROR", message: error.message } });
+    } else {
+      this.#fail({ error: { code: "UNEXPECTED", message: String(error) } });
+    }
+  }
+
+  /**
+   * Shows an error in words (the contract's message) and sends flashgate:error; null clears it.
+   * @param {ErrorBody | null} body
+   */
+  #fail(body) {
+    this.#el("error").textContent = body?.error.message ?? "";
+    if (!body) return;
+    this.#say("");
+    this.#emit("flashgate:error", body);
+  }
+
+  /**
+   * @param {string} type
+   * @param {unknown} detail
+   * @param {boolean} [cancelable]
+   * @returns {boolean} false when the host page called preventDefault
+   */
+  #emit(type, detail, cancelable = false) {
+    return this.dispatchEvent(new CustomEvent(type, { detail, bubbles: true, composed: true, cancelable }));
+  }
+}
+
+class SignInError extends Error {}
+
+/**
+ * Minor units as money: 2500 usd → "$25.00".
+ * @param {number} minor
+ * @param {string} currency
+ */
+function formatMoney(minor, currency) {
+  const format = new Intl.NumberFormat(document.documentElement.lang || undefined, {
+    style: "currency",
+    currency: currency.toUpperCase(),
+  });
+  return format.format(minor / 10 ** (format.resolvedOptions().maximumFractionDigits ?? 2));
+}
+
+/** @param {number} seconds "1:02:03" or "4:05" */
+function duration(seconds) {
+  const h = Math.floor(seconds / 3600);
+  const m = Math.floor((seconds % 3600) / 60);
+  const s = String(seconds % 60).padStart(2, "0");
+  return h > 0 ? `${h}:${String(m).padStart(2, "0")}:${s}` : `${m}:${s}`;
+}
+
+if (!customElements.get("flashgate-buy")) customElements.define("flashgate-buy", FlashgateBuy);
