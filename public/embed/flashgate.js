@@ -472,7 +472,8 @@ export class FlashgateBuy extends HTMLElement {
     this.#show("hold", true);
     this.#show("cancel", true);
     this.#render();
-    void this.#refresh();
+    // The stock as it is after this hold (the public view is remembered a second per isolate).
+    window.setTimeout(() => void this.#refresh(), 1100);
     const minutes = reservation.expiresAt
       ? Math.max(1, Math.round((Date.parse(reservation.expiresAt) - Date.now()) / 60000))
       : null;

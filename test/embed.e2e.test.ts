@@ -1,0 +1,271 @@
+import { randomUUID } from "node:crypto";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { schemaText } from "../clients/typescript/scripts/schema-text";
+import { createFlashgateClient } from "../clients/typescript/src/index";
+import { readDevVars } from "../tools/dev-vars";
+import { shopperJwt } from "../tools/jwt";
+import { STRIPE_TEST_KEY, type StripeStandIn, startStripe } from "../tools/stripe-api";
+import {
+  ADMIN,
+  call,
+  DESKTOP,
+  expectSound,
+  newPage,
+  PHONE,
+  type SaleDay,
+  screenshot,
+  startSaleDay,
+  unexpectedProblems,
+} from "./support/browser";
+
+/**
+ * The buy button in a shop's own page (issue #54; API.md v1.4 "Browser clients and the buy button"),
+ * in Chromium: a host page served from a second local origin, with its own small endpoint that mints
+ * the shopper's JWT with the gateway's AUTH_SECRET, imports `/embed/flashgate.js` from the gateway
+ * (started with that origin in ALLOWED_ORIGINS and proof of work on) and buys through it. The same
+ * page from an origin not allowed gets nothing: the browser refuses the gateway's answers.
+ * The calls from Node go through the typed client (clients/typescript), whose types are checked
+ * against the /openapi.json this gateway serves.
+ */
+
+const AUTH_SECRET = readDevVars().AUTH_SECRET ?? "dev-auth-secret";
+
+/** The shop: a page with the element, and POST /jwt?user=… minting that shopper's JWT. */
+function hostPage(gateway: string, sku: string, user: string, takeover: boolean): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Tee shop</title>
+<script type="module" src="${gateway}/embed/flashgate.js"></script>
+<style>
+  body { font-family: system-ui, sans-serif; margin: 0; color: #1d1d1f; background: #f4f4f6; }
+  header { background: #1d1d1f; color: #fff; padding: 1rem 1.5rem; }
+  main { padding: 1.5rem; display: grid; gap: 1rem; max-width: 40rem; overflow-wrap: anywhere; }
+  flashgate-buy { --flashgate-accent: #6b2bd9; --flashgate-radius: 12px; }
+  flashgate-buy::part(buy) { font-weight: 700; }
+</style>
+</head>
+<body>
+<header><h1>Tee shop</h1></header>
+<main>
+  <p>Signed in as ${user}. The drop opens below.</p>
+  <flashgate-buy sku="${sku}" api="${gateway}"></flashgate-buy>
+  <p id="shop-checkout" hidden></p>
+</main>
+<script type="module">
+  window.events = [];
+  const button = document.querySelector("flashgate-buy");
+  button.getToken = () => fetch("/jwt?user=${encodeURIComponent(user)}", { method: "POST" }).then((r) => r.text());
+  for (const type of ["flashgate:held", "flashgate:sold-out", "flashgate:error"]) {
+    document.addEventListener(type, (event) => window.events.push({ type, detail: event.detail }));
+  }
+  ${
+    takeover
+      ? `document.addEventListener("flashgate:held", (event) => {
+    event.preventDefault();
+    const note = document.getElementById("shop-checkout");
+    note.textContent = "Reservation " + event.detail.reservationId + " is held: continue to the shop's checkout.";
+    note.hidden = false;
+  });`
+      : ""
+  }
+</script>
+</body>
+</html>`;
+}
+
+interface Shop {
+  origin: string;
+  server: Server;
+}
+
+async function startShop(page: (url: URL) => string): Promise<Shop> {
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const url = new URL(req.url ?? "/", "http://shop");
+    void (async () => {
+      if (req.method === "POST" && url.pathname === "/jwt") {
+        // The shop's own server signs its signed-in shopper's JWT (docs/EMBED.md).
+        const jwt = await shopperJwt(url.searchParams.get("user") ?? "", AUTH_SECRET, 600);
+        res.writeHead(200, { "content-type": "text/plain" }).end(jwt);
+      } else if (req.method === "GET" && url.pathname === "/") {
+        res.writeHead(200, { "content-type": "text/html; charset=utf-8" }).end(page(url));
+      } else {
+        res.writeHead(404).end();
+      }
+    })();
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
+}
+
+let day: SaleDay;
+let stripe: StripeStandIn;
+let shop: Shop;
+let stranger: Shop;
+let gateway = "";
+
+/** The host page as the shop serves it: ?sku=…&user=…&takeover=1 (preventDefault on flashgate:held). */
+const shopPage = (url: URL) =>
+  hostPage(
+    gateway,
+    url.searchParams.get("sku") ?? "",
+    url.searchParams.get("user") ?? "",
+    url.searchParams.get("takeover") === "1",
+  );
+
+beforeAll(async () => {
+  [shop, stranger, stripe] = await Promise.all([startShop(shopPage), startShop(shopPage), startStripe()]);
+  day = await startSaleDay({
+    ALLOWED_ORIGINS: shop.origin,
+    POW_BITS: "8",
+    STRIPE_SECRET_KEY: STRIPE_TEST_KEY,
+    STRIPE_API_URL: stripe.url,
+  });
+  gateway = day.server.url;
+}, 120_000);
+
+afterAll(async () => {
+  await day?.stop();
+  await stripe?.close();
+  for (const s of [shop, stranger]) if (s) await new Promise((resolve) => s.server.close(resolve));
+});
+
+type Seen = { type: string; detail: Record<string, unknown> & { error?: { code: string; message: string } } };
+const events = (page: Page) => page.evaluate("window.events") as Promise<Seen[]>;
+const text = async (page: Page, selector: string) => ((await page.textContent(selector)) ?? "").trim();
+
+async function open(origin: string, sku: string, user: string, viewport = DESKTOP, takeover = true): Promise<Page> {
+  const page = await newPage(day.browser, viewport);
+  await page.goto(`${origin}/?sku=${sku}&user=${user}${takeover ? "&takeover=1" : ""}`);
+  return page;
+}
+
+/** The shopper's own client (the typed one), with the JWT the shop would mint. */
+function shopperClient(user: string) {
+  return createFlashgateClient({ baseUrl: gateway, token: () => shopperJwt(user, AUTH_SECRET, 600) });
+}
+
+describe("the buy button on a shop's page", () => {
+  it("is typed by the contract this gateway serves", async () => {
+    const served = (await (await fetch(`${gateway}/openapi.json`)).json()) as object;
+    const { readFileSync } = await import("node:fs");
+    const committed = readFileSync(new URL("../clients/typescript/src/schema.d.ts", import.meta.url), "utf8");
+    expect(await schemaText(served)).toBe(committed);
+    const answer = await fetch(`${gateway}/embed/flashgate.js`, { headers: { origin: stranger.origin } });
+    expect(answer.headers.get("access-control-allow-origin")).toBe("*");
+  });
+
+  it("buys through a proof of work, holds, refuses past the limit, and sends the line its hold", async () => {
+    const sku = `drop-${randomUUID().slice(0, 6)}`;
+    const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {
+      name: "Glow tee",
+      totalStock: 2,
+      perUserLimit: 1,
+      price: 2500,
+      currency: "usd",
+    });
+    expect(created.status, JSON.stringify(created.json)).toBe(200);
+
+    // Ana buys: price and stock shown, the proof of work solved in the page, the hold and its timer.
+    const ana = await open(shop.origin, sku, "ana");
+    const workers: string[] = [];
+    ana.on("worker", (worker) => workers.push(worker.url()));
+    await expect.poll(() => text(ana, "flashgate-buy .price"), { timeout: 15_000 }).toBe("$25.00");
+    expect(await text(ana, "flashgate-buy .availability")).toContain("2 left");
+    expect(await ana.getAttribute("flashgate-buy .buy", "part")).toBe("buy");
+    await expectSound(ana, "shop page, before buying");
+    await ana.click("flashgate-buy .buy");
+    await ana.waitForSelector("flashgate-buy .hold:not([hidden])", { timeout: 30_000 });
+    expect(await text(ana, "flashgate-buy .hold-what")).toBe("Held for you: 1 × Glow tee.");
+    expect(await text(ana, "flashgate-buy .timer")).toMatch(/^1?\d:\d\d$/);
+    expect(await text(ana, "flashgate-buy .status")).toContain("Reserved.");
+    await expect.poll(() => text(ana, "flashgate-buy .availability"), { timeout: 10_000 }).toContain("1 left");
+    // The gateway asks 8 bits of work: solved in a Web Worker the element started from a Blob URL of
+    // the gateway's solver (a worker script must be same-origin with the page).
+    expect(workers).toEqual([expect.stringMatching(/^blob:http:\/\/127\.0\.0\.1:/)]);
+    const held = (await events(ana)).find((e) => e.type === "flashgate:held");
+    expect(held?.detail).toMatchObject({ sku, quantity: 1, status: "held" });
+    const reservationId = String(held?.detail.reservationId);
+    // The shop took over (preventDefault): its own note, no Checkout.
+    expect(await text(ana, "#shop-checkout")).toContain(reservationId);
+    expect(ana.url()).toContain(shop.origin);
+    // The gateway shows that reservation to its owner.
+    const { data: shown } = await shopperClient("ana").GET("/api/reservations/{id}", {
+      params: { path: { id: reservationId } },
+    });
+    expect(shown).toMatchObject({ reservationId, sku, status: "held" });
+    await expectSound(ana, "shop page, held");
+    await screenshot(ana, "embed-held", "embed-held.png");
+
+    // A second unit passes the per-user limit: the contract's message, in words, and flashgate:error.
+    await ana.click("flashgate-buy .buy");
+    await expect.poll(() => text(ana, "flashgate-buy .error"), { timeout: 30_000 }).not.toBe("");
+    const refused = (await events(ana)).find((e) => e.type === "flashgate:error");
+    expect(refused?.detail.error?.code).toBe("LIMIT_EXCEEDED");
+    expect(await text(ana, "flashgate-buy .error")).toBe(refused?.detail.error?.message);
+    await screenshot(ana, "embed-limit");
+
+    // Bo takes the last unit on a phone, and the shop lets the element send him to Stripe Checkout.
+    const bo = await open(shop.origin, sku, "bo", PHONE, false);
+    await expect.poll(() => text(bo, "flashgate-buy .availability"), { timeout: 15_000 }).toContain("1 left");
+    await bo.click("flashgate-buy .buy");
+    await bo.waitForURL(`${stripe.url}/c/pay/**`, { timeout: 30_000 });
+    const session = [...stripe.sessions.values()].at(-1);
+    expect(session).toMatchObject({ success_url: expect.stringContaining(shop.origin) });
+
+    // Cy finds it sold out, joins the line and watches the place.
+    const cy = await open(shop.origin, sku, "cy", PHONE);
+    await cy.waitForSelector("flashgate-buy .join:not([hidden])", { timeout: 15_000 });
+    expect(await text(cy, "flashgate-buy .availability")).toContain("Sold out");
+    expect((await events(cy)).map((e) => e.type)).toContain("flashgate:sold-out");
+    await cy.click("flashgate-buy .join");
+    await expect.poll(() => text(cy, "flashgate-buy .line"), { timeout: 15_000 }).toBe("In line: number 1.");
+    expect(await cy.isVisible("flashgate-buy .leave")).toBe(true);
+    await expectSound(cy, "shop page, in line (phone)");
+    await screenshot(cy, "embed-line-phone", "embed-line-phone.png");
+
+    // Ana lets her hold go: the line gives its unit to Cy, whose page shows the hold and tells the shop.
+    await ana.click("flashgate-buy .cancel");
+    await expect.poll(() => text(ana, "flashgate-buy .status"), { timeout: 15_000 }).toBe("Hold released.");
+    await cy.waitForSelector("flashgate-buy .hold:not([hidden])", { timeout: 30_000 });
+    const cyHeld = (await events(cy)).find((e) => e.type === "flashgate:held");
+    const cyReservation = String(cyHeld?.detail.reservationId);
+    const { data: cyShown } = await shopperClient("cy").GET("/api/reservations/{id}", {
+      params: { path: { id: cyReservation } },
+    });
+    expect(cyShown).toMatchObject({ reservationId: cyReservation, sku, status: "held" });
+    expect(await cy.isHidden("flashgate-buy .join")).toBe(true);
+    await expectSound(cy, "shop page, held from the line (phone)");
+    await screenshot(cy, "embed-line-held-phone", "embed-held-phone.png");
+    await screenshot(ana, "embed-released");
+
+    for (const page of [ana, cy]) {
+      expect(unexpectedProblems(page)).toEqual([]);
+      await page.close();
+    }
+    await bo.close();
+  }, 180_000);
+
+  it("gets nothing from a page whose origin is not allowed: the browser refuses, the element says so", async () => {
+    const sku = `elsewhere-${randomUUID().slice(0, 6)}`;
+    expect((await call(day.server, "PUT", `/admin/skus/${sku}`, { name: "Cap", totalStock: 3 })).status).toBe(200);
+    const page = await open(stranger.origin, sku, "dee");
+    await expect
+      .poll(() => text(page, "flashgate-buy .error"), { timeout: 15_000 })
+      .toContain("is not one the sale allows");
+    const failed = (await events(page)).find((e) => e.type === "flashgate:error");
+    expect(failed?.detail.error?.code).toBe("NETWORK_ERROR");
+    expect(await text(page, "flashgate-buy .price")).toBe("");
+    expect(await page.isDisabled("flashgate-buy .buy")).toBe(true);
+    // Nothing was held for anyone.
+    const view = await call(day.server, "GET", `/admin/skus/${sku}`, undefined, ADMIN);
+    expect(view.json).toMatchObject({ stock: { available: 3, held: 0 } });
+    await screenshot(page, "embed-blocked");
+    await page.close();
+  });
+});
