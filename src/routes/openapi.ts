@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { AppEnv } from "../http/context";
 import { ERRORS, type ErrorCode } from "../http/errors";
 import { type Access, CONTRACT_ROUTES, type ContractRoute, errorCodesOf, PATH_PARAMETERS, ROUTES } from "./contract";
-import { CONTRACT_SCHEMAS } from "./contract-schemas";
+import { CONTRACT_SCHEMAS, type SchemaName } from "./contract-schemas";
 import { register } from "./register";
 
 /**
@@ -120,6 +120,27 @@ function operation(route: ContractRoute): JsonObject {
   };
 }
 
+/** A message Flashgate POSTs to the shop's endpoints (the document's `webhooks`), signed the Standard Webhooks way. */
+function webhookOperation(operationId: string, summary: string, description: string, schema: SchemaName): JsonObject {
+  return {
+    post: {
+      operationId,
+      summary,
+      description,
+      tags: ["admin"],
+      security: [{ standardWebhooks: [] }],
+      parameters: ["webhook-id", "webhook-timestamp"].map((name) => ({
+        in: "header",
+        name,
+        required: true,
+        schema: { type: "string" },
+      })),
+      requestBody: { required: true, content: { "application/json": { schema: ref(schema) } } },
+      responses: { "204": { description: "Received (any 2xx is)" } },
+    },
+  };
+}
+
 /**
  * The document for a gateway served at `serverUrl` (its `servers` entry: tools such as
  * openapi-fetch or Redocly's try-it call that origin).
@@ -149,48 +170,18 @@ export function buildOpenApiDocument(serverUrl: string): JsonObject {
     paths,
     // What Flashgate sends: the order hand-off's deliveries to the shop's endpoints (API.md "Order hand-off").
     webhooks: {
-      orderChange: {
-        post: {
-          operationId: "orderChange",
-          summary: "An order changed (sent to every enabled endpoint subscribed to its type)",
-          description:
-            "Signed the Standard Webhooks way: `webhook-id` (the same on every retry), `webhook-timestamp` (unix seconds of this attempt), `webhook-signature: v1,<base64 HMAC-SHA256(secret bytes after whsec_, id.timestamp.body)>`. Answer 2xx within 10 s; anything else is retried on WEBHOOK_RETRY_SCHEDULE. At least once, possibly out of order: dedupe by `webhook-id`, order by `data.updatedAt`.",
-          tags: ["admin"],
-          security: [{ standardWebhooks: [] }],
-          parameters: ["webhook-id", "webhook-timestamp"].map((name) => ({
-            in: "header",
-            name,
-            required: true,
-            schema: { type: "string" },
-          })),
-          requestBody: {
-            required: true,
-            content: { "application/json": { schema: { $ref: "#/components/schemas/WebhookEvent" } } },
-          },
-          responses: { "204": { description: "Received (any 2xx is)" } },
-        },
-      },
-      orderChangeBatch: {
-        post: {
-          operationId: "orderChangeBatch",
-          summary: "Order changes in a batch (to an endpoint with a batch setting, API.md v1.4)",
-          description:
-            "Up to the endpoint's `batch.maxEvents` events in the order feed's order, sent once that many are due or the oldest waited `batch.maxWaitMs`; at most 256 KiB. Signed as one event is; the `webhook-id` is the batch's, the same on every retry, and each event's `id` is the `webhook-id` it would have had alone (dedupe by it). A 2xx delivers every event; anything else retries the batch whole on WEBHOOK_RETRY_SCHEDULE.",
-          tags: ["admin"],
-          security: [{ standardWebhooks: [] }],
-          parameters: ["webhook-id", "webhook-timestamp"].map((name) => ({
-            in: "header",
-            name,
-            required: true,
-            schema: { type: "string" },
-          })),
-          requestBody: {
-            required: true,
-            content: { "application/json": { schema: { $ref: "#/components/schemas/WebhookBatchMessage" } } },
-          },
-          responses: { "204": { description: "Received (any 2xx is)" } },
-        },
-      },
+      orderChange: webhookOperation(
+        "orderChange",
+        "An order changed (sent to every enabled endpoint subscribed to its type)",
+        "Signed the Standard Webhooks way: `webhook-id` (the same on every retry), `webhook-timestamp` (unix seconds of this attempt), `webhook-signature: v1,<base64 HMAC-SHA256(secret bytes after whsec_, id.timestamp.body)>`. Answer 2xx within 10 s; anything else is retried on WEBHOOK_RETRY_SCHEDULE. At least once, possibly out of order: dedupe by `webhook-id`, order by `data.updatedAt`.",
+        "WebhookEvent",
+      ),
+      orderChangeBatch: webhookOperation(
+        "orderChangeBatch",
+        "Order changes in a batch (to an endpoint with a batch setting, API.md v1.4)",
+        "Up to the endpoint's `batch.maxEvents` events in the order feed's order, sent once that many are due or the oldest waited `batch.maxWaitMs`; at most 256 KiB. Signed as one event is; the `webhook-id` is the batch's, the same on every retry, and each event's `id` is the `webhook-id` it would have had alone (dedupe by it). A 2xx delivers every event; anything else retries the batch whole on WEBHOOK_RETRY_SCHEDULE.",
+        "WebhookBatchMessage",
+      ),
     },
     components: {
       schemas: componentSchemas(),
