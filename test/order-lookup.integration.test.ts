@@ -27,6 +27,7 @@ describe("order lookup", () => {
       status: "held",
       amount: 1400,
       currency: "eur",
+      test: false, // a real sale (API.md v1.4 "Test sales")
       createdAt: expect.any(String),
       updatedAt: expect.any(String),
     });
