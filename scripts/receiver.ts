@@ -71,6 +71,12 @@ interface Delivery {
   data: Record<string, unknown>;
 }
 
+/** A message to an endpoint with a batch setting (API.md v1.4): its events, each with its own id. */
+interface Batch {
+  type: "batch";
+  data: { events: (Delivery & { id: string })[] };
+}
+
 /** One line per event: type, reservation, shopper, status, money, and `test` for a test sale's. */
 function line(event: Delivery): string {
   const d = event.data;
@@ -92,8 +98,12 @@ const server = createServer((req, res) => {
       ]),
     );
     verify(body, headers).then(
-      (event) => {
-        console.log(`${line(event as Delivery)}  (signature ok)`);
+      (message) => {
+        const batch = (message as Delivery).type === "batch" ? (message as Batch).data.events : null;
+        if (batch) {
+          console.log(`batch ${headers["webhook-id"]} of ${batch.length} (signature ok):`);
+          for (const event of batch) console.log(`  ${line(event)}`);
+        } else console.log(`${line(message as Delivery)}  (signature ok)`);
         res.writeHead(204).end();
       },
       (err: unknown) => {
