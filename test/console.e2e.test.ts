@@ -1,6 +1,10 @@
 import { randomUUID } from "node:crypto";
 import type { Page } from "playwright-core";
+import Stripe from "stripe";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readDevVars } from "../tools/dev-vars";
+import { STRIPE_TEST_KEY, type StripeStandIn, startStripe } from "../tools/stripe-api";
+import { stripeEnvelope } from "../tools/stripe-event";
 import {
   call,
   DESKTOP,
@@ -27,12 +31,16 @@ import {
 const WAIT = { timeout: 20_000, interval: 250 };
 
 let day: SaleDay;
+/** Stripe's API, as the gateway calls it for refunds (tools/stripe-api.ts). */
+let stripe: StripeStandIn;
 
 beforeAll(async () => {
-  day = await startSaleDay();
+  stripe = await startStripe();
+  day = await startSaleDay({ STRIPE_SECRET_KEY: STRIPE_TEST_KEY, STRIPE_API_URL: stripe.url });
 });
 afterAll(async () => {
   await day?.stop();
+  await stripe?.close();
 });
 
 const api = (method: string, path: string, body?: unknown, headers?: Record<string, string>) =>
@@ -263,6 +271,113 @@ describe("the operator's console", () => {
     });
     expect((await api("GET", `/admin/skus/${sku}`)).json).toMatchObject({ status: "archived" });
     await expect.poll(() => page.textContent("#archived-list"), WAIT).toContain(sku);
+    expect(unexpectedProblems(page)).toEqual([]);
+    await page.close();
+  });
+});
+
+describe("payments owed back, from the console (issue #54)", () => {
+  /** Stripe's `checkout.session.completed` for a reservation, signed as Stripe signs it, to /webhooks/stripe. */
+  async function paidThroughStripe(reservationId: string, amount: number) {
+    const suffix = randomUUID().replaceAll("-", "").slice(0, 16);
+    const event = stripeEnvelope(`evt_test_${suffix}`, "checkout.session.completed", {
+      id: `cs_test_${suffix}`,
+      object: "checkout.session",
+      amount_total: amount,
+      currency: "usd",
+      client_reference_id: reservationId,
+      metadata: {},
+      payment_status: "paid",
+      payment_intent: `pi_test_${suffix}`,
+      status: "complete",
+    });
+    const payload = JSON.stringify(event);
+    const secret = readDevVars().STRIPE_WEBHOOK_SECRET ?? "dev-stripe-secret";
+    const signature = new Stripe("sk_test_console").webhooks.generateTestHeaderString({ payload, secret });
+    const answer = await fetch(`${day.server.url}/webhooks/stripe`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "stripe-signature": signature },
+      body: payload,
+    });
+    return (await answer.json()) as Record<string, unknown>;
+  }
+
+  it("refunds one via Stripe and marks one refunded, and says what is still owed", async () => {
+    const sku = `owed-${randomUUID().slice(0, 6)}`;
+    const created = await api("PUT", `/admin/skus/${sku}`, {
+      name: "Owed tee",
+      totalStock: 5,
+      perUserLimit: 2,
+      price: 1500,
+      currency: "usd",
+    });
+    expect(created.status).toBe(200);
+    // Uma pays twice through Stripe (two Checkout Sessions): the second is owed back.
+    const uma = await reserveByApi(day.server, await shopper(day.server, "uma"), sku);
+    const umaId = String(uma.json.reservationId);
+    expect(await paidThroughStripe(umaId, 1500)).toMatchObject({ outcome: "applied" });
+    expect(await paidThroughStripe(umaId, 1500)).toMatchObject({ outcome: "refund_required" });
+    // Vic pays twice elsewhere (the payment webhook): owed back, refunded outside Flashgate.
+    const vic = await reserveByApi(day.server, await shopper(day.server, "vic"), sku);
+    const vicId = String(vic.json.reservationId);
+    for (const expected of ["applied", "refund_required"]) {
+      const paid = await api("POST", "/dev/pay", { reservationId: vicId, outcome: "succeeded" }, {});
+      expect(paid.json).toMatchObject({ outcome: expected });
+    }
+
+    const page = await newPage(day.browser, DESKTOP);
+    await openDashboard(day.server, page);
+    const umaItem = `#refund-list li[data-id="${umaId}"]`;
+    const vicItem = `#refund-list li[data-id="${vicId}"]`;
+    await page.waitForSelector(umaItem, { timeout: 30_000 });
+    await page.waitForSelector(vicItem, { timeout: 30_000 });
+    await expect
+      .poll(() => page.textContent("#refund-owed"), WAIT)
+      .toMatch(/^Still owed: .*\$\d[\d,.]* to \d+ buyers\.$/);
+    const owedBefore = (await page.textContent("#refund-owed")) ?? "";
+    // A Stripe payment offers both; one paid elsewhere only Mark refunded.
+    expect(await page.getAttribute(`${umaItem} [data-action="refund"]`, "aria-label")).toMatch(
+      /^Refund via Stripe: \$15\.00 to uma \(event /,
+    );
+    expect(await page.locator(`${vicItem} [data-action="refund"]`).count()).toBe(0);
+    await page.evaluate(`document.querySelector('#refunds').scrollIntoView({ block: "start" })`);
+    await expectSound(page, "payments owed back, 1280 px");
+    await screenshot(page, "console-5-refunds", "console-refunds.png", false);
+
+    // Refund via Stripe: confirmed in the dialog, then Stripe's refund of the payment intent, once.
+    let asked = await askConfirm(page, `${umaItem} [data-action="refund"]`);
+    expect(asked).toContain("Refund $15.00 to uma via Stripe?");
+    expect(await page.evaluate("document.activeElement.id")).toBe("confirm-cancel");
+    await page.click("#confirm-ok");
+    await expect.poll(() => page.textContent("#refund-message"), WAIT).toMatch(/^Refunded \$15\.00 to uma via Stripe/);
+    await expect.poll(() => page.locator(umaItem).count(), WAIT).toBe(0);
+    const refunds = stripe.requests.filter((r) => r.method === "POST" && r.path === "/v1/refunds");
+    expect(refunds).toHaveLength(1);
+    expect(refunds[0]?.params.payment_intent).toMatch(/^pi_test_/);
+
+    // Mark refunded: the other one leaves the list; the total follows.
+    await page.setViewportSize(PHONE);
+    asked = await askConfirm(page, `${vicItem} [data-action="mark-refunded"]`);
+    expect(asked).toContain("Mark $15.00 to vic as refunded?");
+    await expectSound(page, "the mark-refunded confirmation, 420 px");
+    await page.click("#confirm-ok");
+    await expect.poll(() => page.textContent("#refund-message"), WAIT).toBe("Marked $15.00 to vic as refunded.");
+    await expect.poll(() => page.locator(vicItem).count(), WAIT).toBe(0);
+    await expect.poll(() => page.textContent("#refund-owed"), WAIT).not.toBe(owedBefore);
+    await expectSound(page, "payments owed back, 420 px");
+    await screenshot(page, "console-5-refunds-phone", "console-refunds-phone.png", false);
+
+    // The gateway lists both as refunded, each as it was done.
+    const done = await api("GET", "/admin/payments?outcome=refund_required&refunded=true&limit=1000");
+    const mine = (done.json.payments as { reservationId: string; refund: { via: string; status: string } }[]).filter(
+      (p) => p.reservationId === umaId || p.reservationId === vicId,
+    );
+    expect(mine.map((p) => [p.reservationId, p.refund.via, p.refund.status]).sort()).toEqual(
+      [
+        [umaId, "stripe", "refunded"],
+        [vicId, "marked", "refunded"],
+      ].sort(),
+    );
     expect(unexpectedProblems(page)).toEqual([]);
     await page.close();
   });

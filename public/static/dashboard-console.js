@@ -10,7 +10,8 @@
  *   amount: number | null, currency: string | null, createdAt: string, updatedAt: string }} Order
  * @typedef {{ orders: Order[] }} OrderList
  * @typedef {{ eventId: string, source: string, reservationId: string, sku: string, userId: string,
- *   amount: number, currency: string, outcome: string, reason: string | null, receivedAt: string }} Payment
+ *   amount: number, currency: string, outcome: string, reason: string | null, receivedAt: string,
+ *   refund?: { status: "refunded" | "pending" | "failed", via: "stripe" | "marked", id: string | null, at: string } | null }} Payment
  * @typedef {{ payments: Payment[], next: string }} PaymentList
  */
 
@@ -612,9 +613,10 @@ const REASONS = {
 
 let refundsKey = "";
 
+/** Still owed: payments flagged refund_required and not refunded (none, pending or failed; API.md v1.4). */
 async function refreshRefunds() {
   const answer = /** @type {Answer<PaymentList>} */ (
-    await admin("GET", `/admin/payments?outcome=refund_required&limit=${REFUNDS_LIMIT}`)
+    await admin("GET", `/admin/payments?outcome=refund_required&refunded=false&limit=${REFUNDS_LIMIT}`)
   );
   const error = $("refund-error");
   if (answer.status === 404 && apiError(answer)?.code === "NOT_FOUND") {
@@ -633,27 +635,172 @@ async function refreshRefunds() {
   $("refund-empty").hidden = payments.length > 0;
   const more = payments.length >= REFUNDS_LIMIT ? "+" : "";
   $("refund-count").textContent = payments.length === 0 ? "" : `(${payments.length}${more} to refund)`;
+  const owed = $("refund-owed");
+  owed.hidden = payments.length === 0;
+  owed.textContent = `Still owed: ${owedTotals(payments)}.`;
   // Newest first: the feed is in the order received.
-  const items = [...payments].reverse().map((p) => {
-    const li = element("li", "refund");
-    li.dataset.id = p.reservationId;
-    const what = element("p", "what");
-    what.append(
-      element("b", "", `Refund ${money(p.amount, p.currency)}`),
-      element("span", "", ` to ${p.userId} · ${p.sku}`),
+  $("refund-list").replaceChildren(...[...payments].reverse().map(refundItem));
+}
+
+/**
+ * What is owed, summed per currency: "€50.00 to 2 buyers" or "€25.00 and $10.00 to 3 buyers".
+ * @param {Payment[]} payments
+ */
+function owedTotals(payments) {
+  /** @type {Map<string, number>} */
+  const sums = new Map();
+  for (const p of payments) sums.set(p.currency, (sums.get(p.currency) ?? 0) + p.amount);
+  const amounts = [...sums].map(([currency, minor]) => money(minor, currency));
+  const buyers = new Set(payments.map((p) => p.userId)).size;
+  return `${amounts.join(" and ")} to ${plural(buyers, "buyer")}`;
+}
+
+/**
+ * One payment owed back: whom, how much, why, and its refund's state and buttons.
+ * @param {Payment} p
+ */
+function refundItem(p) {
+  const li = element("li", "refund");
+  li.dataset.id = p.reservationId;
+  li.dataset.event = p.eventId;
+  const amount = money(p.amount, p.currency);
+  const what = element("p", "what");
+  what.append(element("b", "", `Refund ${amount}`), element("span", "", ` to ${p.userId} · ${p.sku}`));
+  const why = element("p", "", (p.reason && REASONS[p.reason]) ?? String(p.reason ?? "reason not given"));
+  const where = element("p", "muted small");
+  where.append(
+    document.createTextNode(`received ${new Date(p.receivedAt).toLocaleString()} from ${p.source} · event `),
+    element("code", "wrap", p.eventId),
+    document.createTextNode(" · reservation "),
+    element("code", "wrap", p.reservationId),
+  );
+  li.append(what, why, where);
+  const refund = p.refund ?? null;
+  if (refund?.status === "pending") {
+    li.append(
+      element(
+        "p",
+        "refund-state",
+        `Refund pending at Stripe${refund.id ? ` (${refund.id})` : ""} since ${new Date(refund.at).toLocaleString()}.`,
+      ),
     );
-    const why = element("p", "", (p.reason && REASONS[p.reason]) ?? String(p.reason ?? "reason not given"));
-    const where = element("p", "muted small");
-    where.append(
-      document.createTextNode(`received ${new Date(p.receivedAt).toLocaleString()} from ${p.source} · event `),
-      element("code", "wrap", p.eventId),
-      document.createTextNode(" · reservation "),
-      element("code", "wrap", p.reservationId),
-    );
-    li.append(what, why, where);
     return li;
+  }
+  if (refund?.status === "failed") {
+    li.append(
+      element(
+        "p",
+        "refund-state",
+        `Stripe refused the last refund${refund.id ? ` (${refund.id})` : ""}: try again, or refund it elsewhere and mark it.`,
+      ),
+    );
+  }
+  const buttons = element("div", "row actions");
+  const who = `${amount} to ${p.userId} (event ${p.eventId})`;
+  if (p.source === "stripe") {
+    const viaStripe = element("button", "small", "Refund via Stripe…");
+    viaStripe.type = "button";
+    viaStripe.dataset.action = "refund";
+    viaStripe.setAttribute("aria-label", `Refund via Stripe: ${who}`);
+    viaStripe.addEventListener("click", () => refundViaStripe(p, amount, viaStripe));
+    buttons.append(viaStripe);
+  }
+  const marked = element("button", "small secondary", "Mark refunded…");
+  marked.type = "button";
+  marked.dataset.action = "mark-refunded";
+  marked.setAttribute("aria-label", `Mark refunded: ${who}`);
+  marked.addEventListener("click", () => markRefunded(p, amount, marked));
+  buttons.append(marked);
+  li.append(buttons);
+  return li;
+}
+
+/**
+ * @param {"ok" | "error"} kind
+ * @param {string} text
+ */
+function sayRefunds(kind, text) {
+  const message = $("refund-message");
+  message.dataset.kind = kind;
+  message.textContent = text;
+}
+
+/**
+ * `POST /admin/payments/:eventId/refund`, confirmed first: Stripe refunds the payment in full.
+ * @param {Payment} p
+ * @param {string} amount
+ * @param {HTMLButtonElement} button
+ */
+async function refundViaStripe(p, amount, button) {
+  /** @type {Payment | null} */
+  let done = null;
+  const confirmed = await confirmChange({
+    title: `Refund ${amount} to ${p.userId} via Stripe?`,
+    lines: [
+      `Stripe refunds the payment of event ${p.eventId} in full, to the card it came from.`,
+      `Reservation ${p.reservationId} (${p.sku}) stays as it is.`,
+    ],
+    action: "Refund via Stripe",
+    send: async () => {
+      const answer = /** @type {Answer<Payment>} */ (
+        await admin("POST", `/admin/payments/${encodeURIComponent(p.eventId)}/refund`)
+      );
+      if (!answer.ok) return errorText(answer);
+      done = answer.json;
+      return null;
+    },
   });
-  $("refund-list").replaceChildren(...items);
+  await afterRefund(confirmed, done, `${amount} to ${p.userId}`, button);
+}
+
+/**
+ * `POST /admin/payments/:eventId/refunded`, confirmed first: paid back outside Flashgate.
+ * @param {Payment} p
+ * @param {string} amount
+ * @param {HTMLButtonElement} button
+ */
+async function markRefunded(p, amount, button) {
+  /** @type {Payment | null} */
+  let done = null;
+  const confirmed = await confirmChange({
+    title: `Mark ${amount} to ${p.userId} as refunded?`,
+    lines: [
+      `Records that the payment of event ${p.eventId} was paid back outside Flashgate (nothing is sent to Stripe).`,
+      "It leaves this list.",
+    ],
+    action: "Mark refunded",
+    send: async () => {
+      const answer = /** @type {Answer<Payment>} */ (
+        await admin("POST", `/admin/payments/${encodeURIComponent(p.eventId)}/refunded`, {})
+      );
+      if (!answer.ok) return errorText(answer);
+      done = answer.json;
+      return null;
+    },
+  });
+  await afterRefund(confirmed, done, `${amount} to ${p.userId}`, button);
+}
+
+/**
+ * @param {boolean} confirmed
+ * @param {Payment | null} payment the gateway's answer
+ * @param {string} what
+ * @param {HTMLButtonElement} button
+ */
+async function afterRefund(confirmed, payment, what, button) {
+  if (!confirmed || !payment) {
+    button.focus();
+    return;
+  }
+  const refund = payment.refund;
+  if (refund?.status === "pending") sayRefunds("ok", `Refund of ${what} sent to Stripe: pending there.`);
+  else if (refund?.status === "failed") sayRefunds("error", `Stripe refused the refund of ${what}.`);
+  else if (refund?.via === "stripe")
+    sayRefunds("ok", `Refunded ${what} via Stripe${refund.id ? ` (${refund.id})` : ""}.`);
+  else sayRefunds("ok", `Marked ${what} as refunded.`);
+  refundsKey = "";
+  await refreshRefunds();
+  $("refunds-title").focus();
 }
 
 // Archived SKUs -------------------------------------------------------------------------------------
@@ -691,6 +838,7 @@ function forgetConsole() {
   refundsKey = "";
   archivedKey = "";
   $("refund-list").replaceChildren();
+  $("refund-message").textContent = "";
   $("archived-list").replaceChildren();
   $("lookup-results").replaceChildren();
   $("console-message").textContent = "";
