@@ -42,7 +42,8 @@ const STYLE = `
 p { margin: 0; }
 .muted, .availability, .countdown, .line { color: var(--fg-muted); }
 fieldset { border: 1px solid var(--fg-border); border-radius: var(--fg-radius); padding: .4rem .6rem; margin: 0; }
-fieldset label { display: inline-flex; align-items: center; gap: .25rem; margin-right: .8rem; }
+fieldset label { display: inline-flex; align-items: center; gap: .4rem; margin-right: .8rem; min-height: 2.75rem; cursor: pointer; }
+fieldset input { width: 1.5rem; height: 1.5rem; margin: 0; accent-color: var(--fg-accent); }
 .actions { display: flex; flex-wrap: wrap; gap: .5rem; }
 button { font: inherit; border-radius: var(--fg-radius); padding: .55rem 1.1rem; cursor: pointer;
   border: 1px solid var(--fg-accent); background: var(--fg-bg); color: var(--fg-accent); min-height: 2.75rem; }
