@@ -217,6 +217,21 @@ describe("the buy button on a shop's page", () => {
     await bo.waitForURL(`${stripe.url}/c/pay/**`, { timeout: 30_000 });
     const session = [...stripe.sessions.values()].at(-1);
     expect(session).toMatchObject({ success_url: expect.stringContaining(shop.origin) });
+    // He leaves Checkout (its cancel URL is the shop's page): the element finds his hold again and
+    // offers Pay now, which opens the same session (the gateway answers it again while it is open).
+    await bo.goto(String(session?.cancel_url));
+    await bo.waitForSelector("flashgate-buy .pay:not([hidden])", { timeout: 15_000 });
+    expect(await text(bo, "flashgate-buy .hold-what")).toBe("Held for you: 1 × Glow tee.");
+    expect(await text(bo, "flashgate-buy .status")).toBe("You hold this: pay before the timer runs out.");
+    const again = (await events(bo)).filter((e) => e.type === "flashgate:held");
+    expect(again.map((e) => e.detail.reservationId)).toEqual([session?.client_reference_id]);
+    expect(await bo.isHidden("flashgate-buy .join")).toBe(true);
+    await expectSound(bo, "shop page, back from Checkout (phone)");
+    await screenshot(bo, "embed-back-from-checkout-phone", "embed-pay-phone.png");
+    const sessions = stripe.sessions.size;
+    await bo.click("flashgate-buy .pay");
+    await bo.waitForURL(String(session?.url), { timeout: 30_000 });
+    expect(stripe.sessions.size).toBe(sessions);
 
     // Cy finds it sold out, joins the line and watches the place.
     const cy = await open(shop.origin, sku, "cy", PHONE);

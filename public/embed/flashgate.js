@@ -8,7 +8,7 @@
 // cancelable: preventDefault keeps the shopper on the page, else a gateway with Stripe sends them to
 // Checkout), flashgate:sold-out (detail: the SKU's public view), flashgate:error (detail: the error body).
 // Theming: the CSS custom properties below (--flashgate-*) and ::part(card|name|price|availability|
-// countdown|sizes|buy|join|leave|cancel|status|hold|timer|line|error).
+// countdown|sizes|buy|pay|join|leave|cancel|status|hold|timer|line|error).
 
 /** @typedef {import("../../clients/typescript/src/schema").components["schemas"]} Schemas */
 /** @typedef {{ id: string, name?: string, available: number, held?: number }} Variant */
@@ -68,6 +68,7 @@ const TEMPLATE = `<style>${STYLE}</style>
     <button type="button" class="buy primary" part="buy" disabled>Buy</button>
     <button type="button" class="join" part="join" hidden>Join the line</button>
     <button type="button" class="leave" part="leave" hidden>Leave the line</button>
+    <button type="button" class="pay primary" part="pay" hidden>Pay now</button>
     <button type="button" class="cancel" part="cancel" hidden>Release the hold</button>
   </div>
   <div class="hold" part="hold" hidden>
@@ -108,6 +109,10 @@ export class FlashgateBuy extends HTMLElement {
   /** When the countdown reaches the start (this page's clock, from opensInSeconds). @type {number | null} */
   #opensAt = null;
   #busy = false;
+  /** Whether the shopper's own hold and place in line were looked for (once a page, when signed in). */
+  #resumed = false;
+  /** The gateway has no Stripe (its checkout route answered 404). */
+  #noStripe = false;
   #soldOutSent = false;
   /** The SKU offers no proof of work (its challenge route answered 404). */
   #noChallenge = false;
@@ -123,6 +128,9 @@ export class FlashgateBuy extends HTMLElement {
     this.#el("join").addEventListener("click", () => void this.#join());
     this.#el("leave").addEventListener("click", () => void this.#leave());
     this.#el("cancel").addEventListener("click", () => void this.#cancel());
+    this.#el("pay").addEventListener("click", () => {
+      if (this.#hold) void this.#checkout(this.#hold).catch((error) => this.#failWith(error));
+    });
   }
 
   connectedCallback() {
@@ -177,6 +185,7 @@ export class FlashgateBuy extends HTMLElement {
     this.#generation++;
     this.#soldOutSent = false;
     this.#noChallenge = false;
+    this.#resumed = false;
     this.#hold = null;
     if (!this.#sku || !this.getAttribute("api")) {
       this.#fail({
@@ -255,6 +264,10 @@ export class FlashgateBuy extends HTMLElement {
       if (!answer.ok) return this.#fail(answer.json);
       this.#view = /** @type {PublicSku} */ (answer.json);
       this.#render();
+      if (!this.#resumed && this.getToken) {
+        this.#resumed = true;
+        await this.#resume();
+      }
     } catch (error) {
       if (generation === this.#generation) this.#failWith(error);
     }
@@ -351,6 +364,7 @@ export class FlashgateBuy extends HTMLElement {
         this.#hold = null;
         this.#show("hold", false);
         this.#show("cancel", false);
+        this.#show("pay", false);
         this.#say("Your hold ran out and its units went back on sale.");
         void this.#refresh();
       }
@@ -463,6 +477,46 @@ export class FlashgateBuy extends HTMLElement {
    * @param {Reservation} reservation
    */
   async #held(reservation) {
+    this.#showHold(reservation);
+    const minutes = reservation.expiresAt
+      ? Math.max(1, Math.round((Date.parse(reservation.expiresAt) - Date.now()) / 60000))
+      : null;
+    this.#say(`Reserved. ${minutes ? `You have about ${minutes} minute${minutes === 1 ? "" : "s"} to pay.` : ""}`);
+    const proceed = this.#emit("flashgate:held", reservation, true);
+    if (proceed) await this.#checkout(reservation);
+  }
+
+  /**
+   * The shopper's hold found again when the page loads (back from a Checkout they left, or a reload):
+   * shown with its timer and announced with flashgate:held; unless the host page takes over, a
+   * "Pay now" button opens Checkout (never at once: the shopper may just have come back from it).
+   * Else their place in the line, if they wait in it. Nothing when signed out.
+   */
+  async #resume() {
+    try {
+      const answer = await this.#call("GET", "/api/me/reservations", { auth: true });
+      if (!answer.ok) return;
+      /** @type {Reservation[]} */
+      const reservations = answer.json.reservations;
+      const hold = reservations.find(
+        (r) => r.sku === this.#sku && r.status === "held" && r.expiresAt && Date.parse(r.expiresAt) > Date.now(),
+      );
+      if (hold) {
+        this.#showHold(hold);
+        this.#say("You hold this: pay before the timer runs out.");
+        const payHere = this.#emit("flashgate:held", hold, true);
+        this.#show("pay", payHere && !this.#noStripe);
+      } else await this.#watchLine(true);
+    } catch {
+      // Signed out, or the gateway unreachable (the view's error says so): nothing to show.
+    }
+  }
+
+  /**
+   * Shows a hold of this shopper and its timer.
+   * @param {Reservation} reservation
+   */
+  #showHold(reservation) {
     this.#hold = reservation;
     this.#place = null;
     window.clearTimeout(this.#lineTimer);
@@ -475,12 +529,6 @@ export class FlashgateBuy extends HTMLElement {
     this.#render();
     // The stock as it is after this hold (the public view is remembered a second per isolate).
     window.setTimeout(() => void this.#refresh(), 1100);
-    const minutes = reservation.expiresAt
-      ? Math.max(1, Math.round((Date.parse(reservation.expiresAt) - Date.now()) / 60000))
-      : null;
-    this.#say(`Reserved. ${minutes ? `You have about ${minutes} minute${minutes === 1 ? "" : "s"} to pay.` : ""}`);
-    const proceed = this.#emit("flashgate:held", reservation, true);
-    if (proceed) await this.#checkout(reservation);
   }
 
   /** @param {Reservation} reservation */
@@ -494,8 +542,16 @@ export class FlashgateBuy extends HTMLElement {
         body: { successUrl: here, cancelUrl: here },
       },
     );
-    if (answer.status === 404 && answer.json?.error?.code === "NOT_FOUND") return; // no Stripe: the shop's checkout
-    if (answer.status !== 200 && answer.status !== 201) return this.#refused(answer.json);
+    if (answer.status === 404 && answer.json?.error?.code === "NOT_FOUND") {
+      // No Stripe on this gateway: the hold waits for the shop's own checkout.
+      this.#noStripe = true;
+      this.#show("pay", false);
+      return;
+    }
+    if (answer.status !== 200 && answer.status !== 201) {
+      this.#show("pay", true); // Stripe busy or refusing: the shopper may try again
+      return this.#refused(answer.json);
+    }
     this.#say("Taking you to payment…");
     location.assign(/** @type {Checkout} */ (answer.json).url);
   }
@@ -511,6 +567,7 @@ export class FlashgateBuy extends HTMLElement {
       this.#hold = null;
       this.#show("hold", false);
       this.#show("cancel", false);
+      this.#show("pay", false);
       this.#say("Hold released.");
       void this.#refresh();
     } catch (error) {
@@ -536,8 +593,11 @@ export class FlashgateBuy extends HTMLElement {
     }
   }
 
-  /** Reads the shopper's place every 2 s; once it is gone, looks for the hold the line gave. */
-  async #watchLine() {
+  /**
+   * Reads the shopper's place every 2 s; once it is gone, looks for the hold the line gave.
+   * @param {boolean} [quietly] not waiting is no error (the page just looked)
+   */
+  async #watchLine(quietly = false) {
     window.clearTimeout(this.#lineTimer);
     const generation = this.#generation;
     try {
@@ -552,7 +612,7 @@ export class FlashgateBuy extends HTMLElement {
         this.#lineTimer = window.setTimeout(() => void this.#watchLine(), LINE_POLL_MS);
         return;
       }
-      if (answer.status !== 404) return this.#refused(answer.json);
+      if (answer.status !== 404) return quietly ? undefined : this.#refused(answer.json);
       const wasWaiting = this.#place !== null;
       this.#place = null;
       this.#text("line", "");
