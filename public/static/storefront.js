@@ -584,8 +584,8 @@ function holdingOf(sku, only = null) {
 
 /** How often the page reads the shopper's place while waiting (each read counts against the rate limit). */
 const LINE_POLL_MS = 2000;
-/** Reads of GET /api/me/reservations, once the entry left the line, before the page stops looking for its grant. */
-const GRANT_LOOKS = 10;
+/** Reads of GET /api/me/reservations, once the entry left the line, before the page stops looking for its grant (a minute: the order row comes by the queue, slower under load). */
+const GRANT_LOOKS = 30;
 
 /** "1 unit", "3 units". @param {number} n */
 const units = (n) => `${n} ${n === 1 ? "unit" : "units"}`;
