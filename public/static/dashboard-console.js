@@ -1,5 +1,6 @@
 // The dashboard's console: runs a sale without curl. Create and edit a SKU (every field of
-// PUT /admin/skus/:sku), pause and resume, archive; payments owed back; find an order. A change to a
+// PUT /admin/skus/:sku, early access tiers included), pause and resume, archive; mint a tier's access codes
+// (shown once); payments owed back; find an order. A change to a
 // live sale is confirmed in a dialog that names it, and the server's answer is shown. Loaded after
 // dashboard.js, whose helpers ($, admin, errorText, field, money, countdown, refresh) and types it uses.
 
@@ -13,6 +14,8 @@
  *   amount: number, currency: string, outcome: string, reason: string | null, receivedAt: string,
  *   refund?: { status: "refunded" | "pending" | "failed", via: "stripe" | "marked", id: string | null, at: string } | null }} Payment
  * @typedef {{ payments: Payment[], next: string }} PaymentList
+ * @typedef {{ name: string, startsAt: string | null, claim?: { name: string, value: string } }} Tier
+ * @typedef {{ tier: string, codes: string[] }} AccessCodes
  */
 
 /** The fields of the SKU form, in the order of PUT /admin/skus/:sku's body (API.md). */
@@ -122,7 +125,10 @@ const LABELS = {
   shards: "Shards",
   openingWindowMs: "Opening draw (ms)",
   status: "Status",
+  access: "Early access",
 };
+/** API.md v1.3 "Early access": at most this many tiers. */
+const MAX_TIERS = 8;
 
 /** Whether shoppers can buy this SKU right now: a change to it reaches them at once. */
 /** @param {AdminSku} view */
@@ -228,6 +234,16 @@ function renderSkuActions(card, view) {
   action(card, "edit").setAttribute("aria-label", `Edit ${name}`);
   const archiveButton = action(card, "archive");
   archiveButton.setAttribute("aria-label", `Archive ${name}`);
+  // Early access: the tiers on the card, and minting their codes.
+  const tiers = view.access ?? [];
+  const mint = action(card, "mint");
+  mint.hidden = tiers.length === 0;
+  mint.setAttribute("aria-label", `Mint access codes for ${name}`);
+  field(card, "access-label").hidden = tiers.length === 0;
+  const shownTiers = field(card, "access");
+  shownTiers.hidden = tiers.length === 0;
+  const tiersLine = `${plural(tiers.length, "tier")}: ${tiersText(tiers)}`;
+  if (shownTiers.textContent !== tiersLine) shownTiers.textContent = tiersLine;
   if (card.dataset.wired) return;
   card.dataset.wired = "true";
   const sku = view.sku;
@@ -236,6 +252,116 @@ function renderSkuActions(card, view) {
   action(card, "edit").addEventListener("click", () => openSkuForm(latest()));
   pause.addEventListener("click", () => pauseOrResume(latest(), pause));
   archiveButton.addEventListener("click", () => archive(latest(), archiveButton));
+  mint.addEventListener("click", () => openMint(latest(), mint));
+}
+
+// Access codes: minted, shown once --------------------------------------------------------------
+
+/** The SKU and button the mint dialog is open for (no code is kept here: they live in the dialog's list). */
+/** @type {{ view: AdminSku, button: HTMLButtonElement } | null} */
+let minting = null;
+
+/**
+ * Opens the mint dialog for a SKU's tiers.
+ * @param {AdminSku} view
+ * @param {HTMLButtonElement} button
+ */
+function openMint(view, button) {
+  minting = { view, button };
+  $("mint-title").textContent = `Mint access codes for ${view.name} (${view.sku})`;
+  $("mint-tier").replaceChildren(
+    ...(view.access ?? []).map((t) => {
+      const option = element("option", "", `${t.name} (opens ${new Date(t.startsAt).toLocaleString()})`);
+      option.value = t.name;
+      return option;
+    }),
+  );
+  $("mint-count").removeAttribute("aria-invalid");
+  $("mint-error").textContent = "";
+  $("mint-form").hidden = false;
+  forgetCodes();
+  $("mint-dialog").showModal();
+  $("mint-tier").focus();
+}
+
+/** Takes the codes off the page: the list is emptied, nothing else held them. */
+function forgetCodes() {
+  $("mint-codes").replaceChildren();
+  $("mint-said").textContent = "";
+  $("mint-shown").hidden = true;
+}
+
+/** The codes the dialog shows now (the page keeps them nowhere else). */
+function shownCodes() {
+  return [...$("mint-codes").querySelectorAll("code")].map((c) => c.textContent ?? "");
+}
+
+/** @param {SubmitEvent} event */
+async function mintCodes(event) {
+  event.preventDefault();
+  if (!minting) return;
+  const { view } = minting;
+  const tier = $("mint-tier").value;
+  const raw = $("mint-count").value.trim();
+  const count = /^\d+$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!(count >= 1 && count <= 10000)) {
+    $("mint-error").textContent = "How many: a whole number from 1 to 10000.";
+    $("mint-count").setAttribute("aria-invalid", "true");
+    $("mint-count").focus();
+    return;
+  }
+  $("mint-count").removeAttribute("aria-invalid");
+  $("mint-ok").disabled = true;
+  $("mint-error").textContent = "";
+  const answer = /** @type {Answer<AccessCodes>} */ (
+    await admin("POST", `/admin/skus/${encodeURIComponent(view.sku)}/access-codes`, { tier, count })
+  );
+  $("mint-ok").disabled = false;
+  if (!answer.ok) {
+    $("mint-error").textContent = `The gateway refused: ${errorText(answer)}`;
+    $("mint-error").scrollIntoView({ block: "nearest" });
+    return;
+  }
+  const { codes } = answer.json;
+  $("mint-codes").replaceChildren(
+    ...codes.map((code) => {
+      const li = element("li");
+      li.append(element("code", "", code));
+      return li;
+    }),
+  );
+  $("mint-shown-title").textContent =
+    `${plural(codes.length, "access code")} for tier ${answer.json.tier} of ${view.sku}`;
+  $("mint-form").hidden = true;
+  $("mint-shown").hidden = false;
+  $("mint-shown-title").focus();
+}
+
+/** The codes as a CSV file (one `tier,code` line each), downloaded through a Blob URL. */
+function downloadCodes() {
+  if (!minting) return;
+  const tier = $("mint-tier").value;
+  const codes = shownCodes();
+  const csv = codes.map((code) => `${tier},${code}\n`).join("");
+  const url = URL.createObjectURL(new Blob([csv], { type: "text/csv" }));
+  const link = element("a");
+  link.href = url;
+  link.download = `${minting.view.sku}-${tier}-codes.csv`;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+  $("mint-said").textContent = `Downloading ${link.download} (${plural(codes.length, "code")}).`;
+}
+
+async function copyCodes() {
+  const codes = shownCodes();
+  try {
+    await navigator.clipboard.writeText(codes.join("\n"));
+    $("mint-said").textContent = `${plural(codes.length, "code")} on the clipboard, one a line.`;
+  } catch {
+    $("mint-said").textContent = "This browser refused the clipboard: select the codes above, or download the CSV.";
+  }
 }
 
 /**
@@ -350,6 +476,13 @@ function clearFieldErrors() {
     else el.removeAttribute("aria-describedby");
     document.getElementById(`f-${key}-error`)?.remove();
   }
+  for (const el of $("f-access").querySelectorAll("[aria-invalid]")) {
+    el.removeAttribute("aria-invalid");
+    const hint = /** @type {HTMLElement} */ (el).dataset.hint;
+    if (hint) el.setAttribute("aria-describedby", hint);
+    else el.removeAttribute("aria-describedby");
+  }
+  for (const p of $("f-access").querySelectorAll(".field-error")) p.remove();
 }
 
 /**
@@ -364,7 +497,7 @@ function fieldError(key, message) {
   if (!p) {
     p = element("p", "field-error");
     p.id = `f-${key}-error`;
-    el.closest(".field")?.append(p);
+    (el.closest(".field") ?? el).append(p);
   }
   p.textContent = message;
   el.setAttribute("aria-invalid", "true");
@@ -382,12 +515,31 @@ function showFormError(answer) {
   $("sku-form-error").textContent = `The gateway refused: ${errorText(answer)}`;
   const error = apiError(answer);
   const named = error?.details?.fields;
+  /** @type {string | null} */
   let first = null;
   if (Array.isArray(named)) {
     for (const { path, message } of named) {
-      const key = String(path).split(".")[0] ?? "";
+      // access.0.startsAt is the input f-access-0-startsAt; a path the form has no input for falls
+      // back to its first part (access: the tiers' fieldset).
+      const parts = String(path).split(".");
+      const key = [parts.join("-"), parts[0] ?? ""].find((k) => document.getElementById(`f-${k}`)) ?? "";
       if (fieldError(key, message) && !first) first = key;
     }
+  }
+  // A 409 about a tier's opening (window_open, draw_pending) names the tier: said at its time, shortly
+  // (the form's head has the gateway's whole message, with the times).
+  const tier = /Early access tier ([A-Za-z0-9_-]+)/.exec(error?.message ?? "")?.[1];
+  // (One about openingWindowMs names a tier too, but is the window's length: left to the loop below.)
+  if (!first && tier && !/\bopeningWindowMs\b/.test(error?.message ?? "")) {
+    const i = tierRows().findIndex((row) => tierInput(row, "name").value.trim() === tier);
+    const state = error?.details?.state;
+    const why =
+      state === "window_open"
+        ? "Its opening window is open: the tier cannot change until the window closes and its draw is decided. Try again then."
+        : state === "draw_pending"
+          ? "Its draw is not decided yet (moments after its window closed): the tier cannot change until it is. Try again then."
+          : (error?.message ?? "");
+    if (i >= 0 && fieldError(`access-${i}-startsAt`, why)) first = `access-${i}-startsAt`;
   }
   if (!first) {
     // A 409 names the field in its message, or carries its figure in details ({totalStock, heldOrSold}).
@@ -398,7 +550,7 @@ function showFormError(answer) {
       if (named && fieldError(key, message) && !first) first = key;
     }
   }
-  (first ? input(first) : $("sku-form-error")).focus?.();
+  (first ? /** @type {HTMLElement} */ ($(`f-${first}`)) : $("sku-form-error")).focus?.();
   if (!first) $("sku-form-error").scrollIntoView({ block: "nearest" });
 }
 
@@ -419,9 +571,160 @@ function openSkuForm(view) {
     input(key).value = TIME_FIELDS.has(key) ? toLocalInput(value) : String(value ?? "");
   }
   $("f-zone").textContent = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  $("f-access-list").replaceChildren();
+  for (const tier of view?.access ?? []) addTierRow(tier);
+  // Claims are never shown back (API.md: views carry names and times only): said when there are tiers.
+  $("f-access-claims").hidden = !view?.access?.length;
+  tiersChanged();
   updatePriceHint();
   $("sku-dialog").showModal();
   input(view ? "name" : "sku").focus();
+}
+
+// Early access tiers in the SKU form (API.md v1.3) ------------------------------------------------
+
+/** The form's tier rows, in the order they are sent (a 400's access.<i> is the i-th). */
+function tierRows() {
+  return /** @type {HTMLElement[]} */ ([...$("f-access-list").children]);
+}
+
+/**
+ * A tier row's input: name, startsAt, claim-name, claim-value.
+ * @param {HTMLElement} row
+ * @param {string} part
+ */
+function tierInput(row, part) {
+  return /** @type {HTMLInputElement} */ (row.querySelector(`[data-part="${part}"]`));
+}
+
+/**
+ * A labelled input of a tier row.
+ * @param {string} part
+ * @param {string} label
+ * @param {string} type
+ * @param {string} value
+ */
+function tierField(part, label, type, value) {
+  const wrap = element("div", `field tier-${part}`);
+  const text = element("label");
+  text.append(element("span", "", label), " ");
+  const el = element("input");
+  el.type = type;
+  el.autocomplete = "off";
+  el.dataset.part = part;
+  el.value = value;
+  if (type === "datetime-local") el.step = "1";
+  if (part === "name") el.maxLength = 32;
+  text.append(el);
+  wrap.append(text);
+  return wrap;
+}
+
+/**
+ * A tier's row: its name, when it opens, its claim (optional) and a button to remove it.
+ * @param {Partial<Tier>} [tier]
+ */
+function addTierRow(tier = {}) {
+  const row = element("li", "tier");
+  const remove = element("button", "secondary small", "Remove");
+  remove.type = "button";
+  remove.dataset.part = "remove";
+  remove.addEventListener("click", () => {
+    const rows = tierRows();
+    const at = rows.indexOf(row);
+    row.remove();
+    tiersChanged();
+    // The focus goes to the next tier's remove button, else the previous one's, else Add a tier.
+    const next = tierRows()[Math.min(at, tierRows().length - 1)];
+    (next ? /** @type {HTMLElement} */ (next.querySelector('[data-part="remove"]')) : $("f-access-add")).focus();
+  });
+  const head = element("div", "tier-head");
+  head.append(element("h3", "", "Tier"), remove);
+  row.append(
+    head,
+    tierField("name", "Tier name", "text", tier.name ?? ""),
+    tierField("startsAt", "Opens", "datetime-local", toLocalInput(tier.startsAt)),
+    tierField("claim-name", "Claim name (optional)", "text", tier.claim?.name ?? ""),
+    tierField("claim-value", "Claim value", "text", tier.claim?.value ?? ""),
+  );
+  $("f-access-list").append(row);
+  return row;
+}
+
+/**
+ * Numbers the rows again after one was added or removed: their ids follow the order they are sent in
+ * (f-access-<i>-startsAt is the input of access.<i>.startsAt), their labels say which tier they are.
+ */
+function tiersChanged() {
+  const rows = tierRows();
+  rows.forEach((row, i) => {
+    const n = i + 1;
+    const name = tierInput(row, "name").value.trim();
+    const title = /** @type {HTMLElement} */ (row.querySelector("h3"));
+    title.textContent = `Tier ${n}${name ? `: ${name}` : ""}`;
+    title.id = `f-access-${i}-title`;
+    for (const part of ["name", "startsAt", "claim-name", "claim-value"]) {
+      const el = tierInput(row, part);
+      el.id = `f-access-${i}-${part}`;
+      // Named by its label and its tier ("Opens, Tier 2: friends"): every row has the same labels.
+      const label = /** @type {HTMLElement} */ (el.closest("label")?.querySelector("span"));
+      label.id = `f-access-${i}-${part}-label`;
+      el.setAttribute("aria-labelledby", `${label.id} ${title.id}`);
+      // The time hint (this browser's time) describes the opening, as it does the sale's times.
+      if (part === "startsAt") el.dataset.hint = "f-time-hint";
+      if (!el.getAttribute("aria-invalid")) {
+        if (el.dataset.hint) el.setAttribute("aria-describedby", el.dataset.hint);
+        else el.removeAttribute("aria-describedby");
+      }
+      el.closest(".field")?.setAttribute("data-key", `access-${i}-${part}`);
+    }
+    const remove = /** @type {HTMLElement} */ (row.querySelector('[data-part="remove"]'));
+    remove.setAttribute("aria-label", `Remove tier ${n}${name ? ` (${name})` : ""}`);
+    if (!row.dataset.wired) {
+      row.dataset.wired = "true";
+      tierInput(row, "name").addEventListener("input", tiersChanged);
+    }
+  });
+  $("f-access-count").textContent =
+    rows.length === 0 ? "(no tier)" : `(${plural(rows.length, "tier")} of ${MAX_TIERS})`;
+  const add = $("f-access-add");
+  add.hidden = rows.length >= MAX_TIERS;
+}
+
+/** The tiers as the API takes them: the claim only when one of its two fields is typed. */
+function formTiers() {
+  return tierRows().map((row) => {
+    const claimName = tierInput(row, "claim-name").value.trim();
+    const claimValue = tierInput(row, "claim-value").value.trim();
+    /** @type {Tier} */
+    const tier = {
+      name: tierInput(row, "name").value.trim(),
+      startsAt: fromLocalInput(tierInput(row, "startsAt").value.trim()),
+    };
+    if (claimName || claimValue) tier.claim = { name: claimName, value: claimValue };
+    return tier;
+  });
+}
+
+/**
+ * The tiers to send for an edit, or null when they are as the SKU has them (names and times, to the
+ * second the form shows; a claim typed is a change, the view never showing one). A time within the
+ * same second as the SKU's is sent as the SKU's, so a kept tier is never moved by a millisecond.
+ * @param {AdminSku} view
+ * @param {Tier[]} tiers
+ */
+function changedTiers(view, tiers) {
+  const before = view.access ?? [];
+  /** @param {string | null} iso */
+  const second = (iso) => (iso ? Math.floor(Date.parse(iso) / 1000) : null);
+  const sent = tiers.map((t) => {
+    const old = before.find((b) => b.name === t.name);
+    return old && second(old.startsAt) === second(t.startsAt) ? { ...t, startsAt: old.startsAt } : t;
+  });
+  const same =
+    sent.length === before.length &&
+    sent.every((t, i) => !t.claim && t.name === before[i]?.name && t.startsAt === before[i]?.startsAt);
+  return same ? null : sent;
 }
 
 /** The price hint says what the minor units typed are, in the currency typed. */
@@ -505,7 +808,27 @@ function changeLines(view, body) {
     if (key === "price" || key === "currency") line += " (holds already made are charged the new price)";
     lines.push(line);
   }
+  const tiers = /** @type {{ access?: Tier[] }} */ (body).access;
+  if (tiers) {
+    lines.push(`Early access: ${tiersText(view.access ?? [])} → ${tiersText(tiers)}`);
+    const unclaimed = tiers.filter((t) => !t.claim && view.access?.some((old) => old.name === t.name));
+    if (unclaimed.length > 0)
+      lines.push(
+        `${unclaimed.map((t) => t.name).join(", ")}: sent without a claim, so ${unclaimed.length === 1 ? "it admits" : "they admit"} by access code only (a claim set before is not shown by the gateway, nor kept).`,
+      );
+  }
   return lines;
+}
+
+/**
+ * Tiers in words: "vip from 5 Dec, 10:00, friends from …", or "none".
+ * @param {{ name: string, startsAt: string | null }[]} tiers
+ */
+function tiersText(tiers) {
+  if (tiers.length === 0) return "no tier";
+  return tiers
+    .map((t) => `${t.name} from ${t.startsAt ? new Date(t.startsAt).toLocaleString() : "no time"}`)
+    .join(", ");
 }
 
 /**
@@ -515,6 +838,8 @@ function changeLines(view, body) {
  */
 function needsConfirm(view, body) {
   if (isLive(view)) return true;
+  // Tiers are sent whole: a claim the form cannot show is dropped, which the dialog says.
+  if ("access" in body && (view.access?.length ?? 0) > 0) return true;
   if ("shards" in body || body.status === "paused") return true;
   return typeof body.totalStock === "number" && body.totalStock < view.stock.total;
 }
@@ -532,12 +857,14 @@ async function saveSku(event) {
       return;
     }
     // Created with what the form holds; empty optional fields are left to the API's defaults.
-    /** @type {Record<string, string | number>} */
+    /** @type {Record<string, string | number | Tier[]>} */
     const body = {};
     for (const [key, value] of Object.entries(values)) {
       if (value === null || value === "") continue;
       body[key] = value;
     }
+    const tiers = formTiers();
+    if (tiers.length > 0) body.access = tiers;
     $("sku-save").disabled = true;
     const answer = /** @type {Answer<AdminSku>} */ (await admin("PUT", `/admin/skus/${encodeURIComponent(sku)}`, body));
     $("sku-save").disabled = false;
@@ -556,7 +883,10 @@ async function saveSku(event) {
     return;
   }
   const view = editing;
+  /** @type {SkuValues & { access?: Tier[] }} */
   const body = changedFields(view, values);
+  const tiers = changedTiers(view, formTiers());
+  if (tiers) body.access = tiers;
   if (Object.keys(body).length === 0) {
     $("sku-form-error").textContent = "Nothing changed: every field has the value the SKU has now.";
     return;
@@ -835,6 +1165,7 @@ async function refreshConsole() {
 
 function forgetConsole() {
   views.clear();
+  if ($("mint-dialog").open) $("mint-dialog").close();
   refundsKey = "";
   archivedKey = "";
   $("refund-list").replaceChildren();
@@ -923,6 +1254,23 @@ async function lookup(query) {
 // Wiring ------------------------------------------------------------------------------------------
 
 $("new-sku").addEventListener("click", () => openSkuForm(null));
+$("f-access-add").addEventListener("click", () => {
+  const row = addTierRow();
+  tiersChanged();
+  tierInput(row, "name").focus();
+});
+$("mint-form").addEventListener("submit", mintCodes);
+$("mint-cancel").addEventListener("click", () => $("mint-dialog").close());
+$("mint-close").addEventListener("click", () => $("mint-dialog").close());
+$("mint-download").addEventListener("click", downloadCodes);
+$("mint-copy").addEventListener("click", copyCodes);
+// However it closes (Close, Escape), the codes leave the page, and the focus goes back to the card's button.
+$("mint-dialog").addEventListener("close", () => {
+  forgetCodes();
+  const button = minting?.button;
+  minting = null;
+  if (button?.isConnected) button.focus();
+});
 $("sku-form").addEventListener("submit", saveSku);
 $("sku-cancel").addEventListener("click", () => $("sku-dialog").close());
 $("f-price").addEventListener("input", updatePriceHint);

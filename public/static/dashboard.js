@@ -19,7 +19,7 @@
  *   price: number | null, currency: string, stock: StockCounts, orders: OrderCounts, revenue?: Revenue,
  *   waitlist: number, mirror?: MirrorCounts | null, openingWindowMs?: number,
  *   phase?: "scheduled" | "open" | "ended" | "paused", opensInSeconds?: number | null,
- *   draw?: Draw | null }} AdminSku
+ *   draw?: Draw | null, access?: { name: string, startsAt: string }[] }} AdminSku
  * @typedef {{ skus: AdminSku[] }} AdminSkuList
  * @typedef {{ sku: string, kind: string, repaired: boolean }} Difference
  * @typedef {{ runId: string, trigger: "cron" | "admin", startedAt: string, finishedAt: string | null,
@@ -62,7 +62,8 @@
  * @typedef {{ token: HTMLInputElement, "lookup-q": HTMLInputElement, "sku-card": HTMLTemplateElement,
  *   "webhook-card": HTMLTemplateElement, "sku-dialog": HTMLDialogElement, "confirm-dialog": HTMLDialogElement,
  *   "confirm-type-input": HTMLInputElement, "confirm-ok": HTMLButtonElement, "sku-save": HTMLButtonElement,
- *   "f-sku": HTMLInputElement }} Elements
+ *   "f-sku": HTMLInputElement, "mint-dialog": HTMLDialogElement, "mint-tier": HTMLSelectElement,
+ *   "mint-count": HTMLInputElement, "mint-ok": HTMLButtonElement }} Elements
  */
 /**
  * The element with this id: dashboard.html has every id these scripts ask for.
