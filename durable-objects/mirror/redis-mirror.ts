@@ -4,7 +4,7 @@ import { type SaleStatus, type SkuState, sumShards } from "../engine/types";
 import { LuaScript, runScript, shardTag } from "./lua-script";
 
 /**
- * The Redis mirror of the stock objects (docs/ARCHITECTURE.md): one hash per SKU shard holding the shard's newest
+ * The Redis mirror of the stock objects (durable-objects/mirror/README.md): one hash per SKU shard holding the shard's newest
  * snapshot, written by `lua/mirror.lua` (a newer seq only) and read by stock displays. It is never
  * read to decide a sale, and it is optional: without `UPSTASH_REDIS_REST_URL`/`_TOKEN` it is off.
  *
