@@ -42,12 +42,8 @@ export async function catalogHasShard(env: Env, sku: string, shard: number): Pro
   return shard < (await askShardZero(env, sku));
 }
 
-/** This isolate configured a SKU: it exists now, with this many shards. */
+/** A SKU exists with at least this many shards: this isolate configured it, or read so. */
 export function rememberSku(sku: string, shards: number): void {
-  keep(sku, shards);
-}
-
-function keep(sku: string, shards: number): void {
   known.set(sku, Math.max(shards, known.get(sku) ?? 0));
 }
 
@@ -58,7 +54,7 @@ function askShardZero(env: Env, sku: string): Promise<number> {
     answer = (async () => {
       const state = await callStock(() => stockShard(env, sku, 0).state());
       const ever = state ? Math.max(state.shards, state.shardsEver ?? 0) : 0;
-      keep(sku, ever);
+      rememberSku(sku, ever);
       return ever;
     })().finally(() => asking.delete(sku));
     asking.set(sku, answer);
@@ -75,7 +71,7 @@ async function refresh(env: Env): Promise<void> {
       `SELECT sku, shards FROM skus
        UNION ALL SELECT w.sku, MAX(w.shard) + 1 FROM reconcile_watermarks w JOIN skus s ON s.sku = w.sku GROUP BY w.sku`,
     ).all<{ sku: string; shards: number }>();
-    for (const row of results) keep(row.sku, row.shards);
+    for (const row of results) rememberSku(row.sku, row.shards);
     loadedAt = Date.now();
   })().finally(() => {
     loading = null;

@@ -1,4 +1,6 @@
 import type { Reservation } from "../../durable-objects/stock/stock-model";
+import { catalogHasShard } from "../catalog/sku-catalog";
+import { callStock, locateReservation, stockShard } from "../stock/stock-client";
 import { findOrder, orderAsReservation } from "./order-store";
 
 /**
@@ -12,4 +14,17 @@ export async function finishedReservation(db: D1Database, id: string): Promise<R
   const row = await findOrder(db, id);
   if (!row || row.status === "held") return null;
   return { ...orderAsReservation(row), expiresAt: row.expiresAt ?? row.createdAt };
+}
+
+/**
+ * A reservation as it is now: its stock object's, or D1's finished row once the object forgot it.
+ * Null when neither has it; an id naming no shard the SKU ever had reaches no object.
+ */
+export async function currentReservation(env: Env, id: string): Promise<Reservation | null> {
+  const where = locateReservation(id);
+  if (!where) return null;
+  const live = (await catalogHasShard(env, where.sku, where.shard))
+    ? await callStock(() => stockShard(env, where.sku, where.shard).reservation(id))
+    : null;
+  return live ?? (await finishedReservation(env.DB, id));
 }

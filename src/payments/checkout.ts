@@ -1,9 +1,7 @@
-import { catalogHasShard } from "../catalog/sku-catalog";
 import { readSkuState } from "../edge/sku-state";
 import { allowedOrigins } from "../http/cors";
 import { ApiError, busy } from "../http/errors";
-import { finishedReservation } from "../orders/finished";
-import { callStock, locateReservation, stockShard } from "../stock/stock-client";
+import { currentReservation } from "../orders/finished";
 import { StripeRefused, StripeUnavailable, stripeConfigured, stripePost } from "./stripe-api";
 
 /**
@@ -58,13 +56,8 @@ export async function checkout(
   checkReturnUrl(env, request.url, "successUrl", request.successUrl);
   checkReturnUrl(env, request.url, "cancelUrl", request.cancelUrl);
   const { reservationId, userId } = request;
-  const where = locateReservation(reservationId);
-  const live =
-    where && (await catalogHasShard(env, where.sku, where.shard))
-      ? await callStock(() => stockShard(env, where.sku, where.shard).reservation(reservationId))
-      : null;
-  const reservation = live ?? (await finishedReservation(env.DB, reservationId));
-  if (!where || !reservation || reservation.userId !== userId) throw new ApiError("RESERVATION_NOT_FOUND");
+  const reservation = await currentReservation(env, reservationId);
+  if (!reservation || reservation.userId !== userId) throw new ApiError("RESERVATION_NOT_FOUND");
   if (reservation.status !== "held" || reservation.expiresAt <= now) {
     const status = reservation.status === "held" ? "expired" : reservation.status;
     throw new ApiError(
@@ -81,12 +74,12 @@ export async function checkout(
     .first<{ session_id: string; url: string }>();
   if (open) return { url: open.url, sessionId: open.session_id, again: true };
 
-  const sku = await readSkuState(env, where.sku);
+  const sku = await readSkuState(env, reservation.sku);
   if (!sku) throw new ApiError("RESERVATION_NOT_FOUND");
   if (sku.price === null) {
     throw new ApiError(
       "INVALID_STATE",
-      `SKU ${where.sku} has no price: set one (PUT /admin/skus/${where.sku} {"price": …}) before selling it through Checkout.`,
+      `SKU ${reservation.sku} has no price: set one (PUT /admin/skus/${reservation.sku} {"price": …}) before selling it through Checkout.`,
       {},
       { state: "no_price" },
     );

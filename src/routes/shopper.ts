@@ -27,7 +27,7 @@ import { ApiError, busy, type ErrorCode } from "../http/errors";
 import { integerQuery } from "../http/query";
 import { DISPLAY_CACHE_SECONDS, forgetDisplay, skuDisplay } from "../mirror/stock-display";
 import { increment } from "../observability/metrics";
-import { finishedReservation } from "../orders/finished";
+import { currentReservation, finishedReservation } from "../orders/finished";
 import { findOrder, orderAsReservation, ordersOfUser } from "../orders/order-store";
 import { callStock, locateReservation, SKU_ID, stockShard, unwrap } from "../stock/stock-client";
 import { ROUTES } from "./contract";
@@ -445,11 +445,7 @@ async function reservationStub(c: { env: Env }, id: string) {
 
 /** The owner's view of a reservation; anyone else's id is simply not found. */
 register(shopper, ROUTES.reservation, async (c) => {
-  const { stub } = await reservationStub(c, c.req.param("id"));
-  // A finished reservation the object has forgotten is read from D1 (src/orders/finished.ts).
-  const reservation =
-    (stub && (await callStock(() => stub.reservation(c.req.param("id"))))) ??
-    (await finishedReservation(c.env.DB, c.req.param("id")));
+  const reservation = await currentReservation(c.env, c.req.param("id"));
   if (!reservation || reservation.userId !== c.get("userId")) throw new ApiError("RESERVATION_NOT_FOUND");
   const order = await findOrder(c.env.DB, reservation.id);
   return c.json({
