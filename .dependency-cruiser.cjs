@@ -26,7 +26,7 @@ module.exports = {
       to: {
         path: "^durable-objects/",
         pathNot:
-          "^durable-objects/(shared/[^/]+|stock/stock-model|stock/sku-stock|mirror/redis-mirror|metrics/metrics-totals)\\.ts$",
+          "^durable-objects/(shared/[^/]+|stock/stock-model|stock/sku-stock|log/sale-log|mirror/redis-mirror|metrics/metrics-totals)\\.ts$",
       },
     },
     {

@@ -34,6 +34,8 @@ const workerBindings = async () => ({
   // Webhook endpoints are the test receiver on 127.0.0.1; retries after 1 s and 2 s, then failed.
   WEBHOOK_ALLOW_HTTP_LOCALHOST: "true",
   WEBHOOK_RETRY_SCHEDULE: "1,2",
+  // The sale log's key (.dev.vars.example's): every SKU keeps its log, as in \`npm run dev\`.
+  LOG_SIGNING_KEY: "PRIVATE+KEY+flashgate-dev+8238a725+ATkDZ4MQgpm0Szd0XgDTaes4dGSXhguzpOHRmnqbEwtl",
 });
 
 export default defineConfig({

@@ -10,6 +10,7 @@ import { consumeDeadLetters } from "./orders/dead-letter-consumer";
 import { consumeOrderEvents } from "./orders/order-consumer";
 import { reconcile } from "./reconcile/reconcile";
 
+export { SaleLog } from "../durable-objects/log/sale-log";
 export { MetricsTotals } from "../durable-objects/metrics/metrics-totals";
 export { SkuStock } from "../durable-objects/stock/sku-stock";
 export { Gatherer } from "./edge/gatherer";

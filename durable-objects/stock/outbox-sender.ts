@@ -28,10 +28,19 @@ export class OutboxSender {
   readonly #queue: Queue;
   readonly #due: DueWork;
   readonly #now: () => number;
+  /** The SKU's public log (durable-objects/log/): each batch is appended there before the queue takes it. */
+  readonly #log: ((bodies: readonly string[]) => Promise<unknown>) | undefined;
   readonly #runner = new CoalescedRunner(() => this.#flush());
   #lastSentAt = 0;
 
-  constructor(outbox: Outbox, queue: Queue, due: DueWork, now: () => number) {
+  constructor(
+    outbox: Outbox,
+    queue: Queue,
+    due: DueWork,
+    now: () => number,
+    saleLog?: (bodies: readonly string[]) => Promise<unknown>,
+  ) {
+    this.#log = saleLog;
     this.#outbox = outbox;
     this.#queue = queue;
     this.#due = due;
@@ -56,6 +65,8 @@ export class OutboxSender {
       this.#lastSentAt = Date.now();
       for (const batch of packOutbox(rows)) {
         try {
+          // The log first: an event is forgotten (markSent) only once the log and the queue have it.
+          if (this.#log) await this.#log(batch.bodies);
           await this.#queue.sendBatch(batch.bodies.map((body) => ({ body, contentType: "text" })));
         } catch (err) {
           log("warn", "outbox flush failed", { error: String(err) });

@@ -19,6 +19,7 @@ import {
   showsSoldOut,
 } from "../engine/types";
 import type { WaitlistEntry, WaitlistMode, WaitlistPlace } from "../engine/waitlist";
+import { saleLogAppender } from "../log/sale-log-client";
 import { MIRROR_WRITE_TIMEOUT_MS, mirrorFromEnv } from "../mirror/redis-mirror";
 import { log, withLogContext } from "../shared/log";
 import { shardName } from "../shared/shard-name";
@@ -119,7 +120,8 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     });
     this.#changes = new SkuChanges(this.#host, this.#pulls);
     this.#claims = new PaymentClaims(this.#host, this.#pulls);
-    this.#outbox = new OutboxSender(this.engine.outbox, env.ORDER_EVENTS, this.due, now);
+    const saleLog = saleLogAppender(env, ctx.id.name); // the SKU's public log (durable-objects/log/)
+    this.#outbox = new OutboxSender(this.engine.outbox, env.ORDER_EVENTS, this.due, now, saleLog);
     const mirror = mirrorFromEnv(env, MIRROR_WRITE_TIMEOUT_MS);
     this.#mirror = mirror && new MirrorPublisher(mirror, () => this.engine.configuration.state(), this.due, now);
     // Events committed before a restart but never sent go out now.

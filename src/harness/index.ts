@@ -19,6 +19,7 @@ import { harnessPages } from "./storefront";
  * (DEV_TOOLS, CHAOS), so one tool's switches stay off under another.
  */
 
+export { SaleLog } from "../../durable-objects/log/sale-log";
 export { MetricsTotals } from "../../durable-objects/metrics/metrics-totals";
 export { WebhookSender } from "../handoff/endpoint-sender";
 export { Gatherer } from "./harness-gatherer";

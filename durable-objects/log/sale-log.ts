@@ -1,0 +1,307 @@
+import { DurableObject } from "cloudflare:workers";
+import { sha256 } from "@noble/hashes/sha2.js";
+import { log } from "../shared/log";
+import {
+  appendedHashes,
+  type Hash,
+  inclusionProof,
+  leafHash,
+  TILE_HEIGHT,
+  TILE_WIDTH,
+  treeHash,
+} from "../shared/merkle";
+import { eventsOfMessage } from "../shared/order-events";
+import {
+  type ConfigEntry,
+  entryBytes,
+  reservationEntry,
+  saltSecret,
+  userCommitment,
+  userSalt,
+} from "../shared/sale-entries";
+import { checkpointText, parseSigner, type Signer, signNote } from "../shared/signed-note";
+
+/**
+ * One SKU's public log (API.md v1.4 "The verifiable sale"): an RFC 6962 Merkle tree of the SKU's
+ * decisions, one object per SKU (named by the SKU), SQLite-backed.
+ *
+ * Entries arrive from each stock shard's outbox sender (durable-objects/stock/outbox-sender.ts),
+ * which appends a flush's events here before the queue takes them and forgets them only once both
+ * did: a decision is never acknowledged without its entry durably on its way (the outbox), and an
+ * event sent twice (a retried flush, reconciliation's re-emit) is one entry, kept by
+ * (reservation, type). Configuration and archive entries come from the catalog's success path.
+ *
+ * Every table is append-only (triggers refuse UPDATE and DELETE), and a tree head is recorded only
+ * larger than the last (a trigger again), from the hashes stored as entries were appended: each
+ * checkpoint is consistent with every earlier one, across restarts. The alarm records a new head
+ * within LOG_CHECKPOINT_SECONDS of a new entry; a head is signed (Ed25519, LOG_SIGNING_KEY) as a C2SP
+ * checkpoint for the origin a reader names (LOG_ORIGIN or the request's host): Ed25519 is
+ * deterministic, so one head gives one note per origin, whenever it is signed.
+ */
+
+const SCHEMA = [
+  `CREATE TABLE IF NOT EXISTS entries (
+     idx INTEGER PRIMARY KEY,
+     data TEXT NOT NULL,
+     reservation TEXT,
+     type TEXT NOT NULL,
+     dedupe TEXT UNIQUE
+   )`,
+  "CREATE INDEX IF NOT EXISTS entries_by_reservation ON entries (reservation) WHERE reservation IS NOT NULL",
+  `CREATE TABLE IF NOT EXISTS hashes (
+     level INTEGER NOT NULL,
+     idx INTEGER NOT NULL,
+     hash BLOB NOT NULL,
+     PRIMARY KEY (level, idx)
+   ) WITHOUT ROWID`,
+  "CREATE TABLE IF NOT EXISTS checkpoints (size INTEGER PRIMARY KEY, root BLOB NOT NULL, at INTEGER NOT NULL)",
+  `CREATE TRIGGER IF NOT EXISTS checkpoints_grow BEFORE INSERT ON checkpoints
+     WHEN NEW.size <= (SELECT COALESCE(MAX(size), 0) FROM checkpoints)
+     BEGIN SELECT RAISE(ABORT, 'a checkpoint only grows'); END`,
+  ...["entries", "hashes", "checkpoints"].flatMap((table) => [
+    `CREATE TRIGGER IF NOT EXISTS ${table}_no_update BEFORE UPDATE ON ${table}
+       BEGIN SELECT RAISE(ABORT, 'the log is append-only'); END`,
+    `CREATE TRIGGER IF NOT EXISTS ${table}_no_delete BEFORE DELETE ON ${table}
+       BEGIN SELECT RAISE(ABORT, 'the log is append-only'); END`,
+  ]),
+];
+
+/** A recorded tree head. */
+export interface TreeHead {
+  size: number;
+  root: Uint8Array;
+  at: number;
+}
+
+/** A receipt (API.md: the reservation body's `receipts`): a C2SP tlog-proof of one entry. */
+export interface Receipt {
+  entry: string;
+  index: number;
+  proof: string;
+}
+
+const base64 = (bytes: Uint8Array) => btoa(String.fromCharCode(...bytes));
+const EMPTY_ROOT = sha256(new Uint8Array());
+const encoder = new TextEncoder();
+/** A hash as SQLite stores it (a BLOB is an ArrayBuffer). */
+const blob = (hash: Uint8Array): ArrayBuffer => hash.slice().buffer as ArrayBuffer;
+
+/** The C2SP tlog-proof of entry `index`: its bytes as `extra`, the inclusion proof, the signed checkpoint. */
+export function tlogProof(entry: Uint8Array, index: number, proof: readonly Hash[], checkpoint: string): string {
+  const hashes = proof.map((hash) => `${base64(hash)}\n`).join("");
+  return `c2sp.org/tlog-proof@v1\nextra ${base64(entry)}\nindex ${index}\n${hashes}\n${checkpoint}`;
+}
+
+export class SaleLog extends DurableObject<Env> {
+  readonly #sql: SqlStorage;
+  /** Entries appended (the next index). */
+  #size: number;
+  /** Whether the alarm is set for a head not recorded yet. */
+  #alarmSet = false;
+  #signer: Promise<Signer | null> | undefined;
+  /** The last note signed, per origin. */
+  readonly #notes = new Map<string, { size: number; note: string }>();
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    this.#sql = ctx.storage.sql;
+    for (const statement of SCHEMA) this.#sql.exec(statement);
+    this.#size = this.#sql.exec<{ n: number }>("SELECT COALESCE(MAX(idx) + 1, 0) AS n FROM entries").one().n;
+  }
+
+  /** The stored hash of a complete subtree (level 0: a leaf). */
+  #at = (level: number, index: number): Hash => {
+    const row = this.#sql
+      .exec<{ hash: ArrayBuffer }>("SELECT hash FROM hashes WHERE level = ? AND idx = ?", level, index)
+      .toArray()[0];
+    if (!row) throw new Error(`the log lacks hash ${level}/${index}`);
+    return new Uint8Array(row.hash);
+  };
+
+  /** Appends one entry unless one of `dedupe` is there; inside a transaction. */
+  #append(data: string, reservation: string | null, type: string, dedupe: string | null): boolean {
+    if (dedupe !== null && this.#sql.exec("SELECT 1 FROM entries WHERE dedupe = ?", dedupe).toArray().length > 0)
+      return false;
+    const index = this.#size;
+    this.#sql.exec(
+      "INSERT INTO entries (idx, data, reservation, type, dedupe) VALUES (?, ?, ?, ?, ?)",
+      index,
+      data,
+      reservation,
+      type,
+      dedupe,
+    );
+    for (const { level, index: at, hash } of appendedHashes(index, leafHash(encoder.encode(data)), this.#at))
+      this.#sql.exec("INSERT INTO hashes (level, idx, hash) VALUES (?, ?, ?)", level, at, blob(hash));
+    this.#size = index + 1;
+    return true;
+  }
+
+  #secret: Uint8Array | undefined;
+  #userOf(sku: string, userId: string): string {
+    this.#secret ??= saltSecret(this.env.LOG_SIGNING_KEY ?? "");
+    return userCommitment(userSalt(this.#secret, sku, userId), userId);
+  }
+
+  /**
+   * A stock shard's outbox flush: the queue message bodies it is about to send (`{"events":[…]}`),
+   * each event one entry unless the log has it already. Returns the entries appended.
+   */
+  async append(shard: number, bodies: readonly string[]): Promise<number> {
+    let appended = 0;
+    this.ctx.storage.transactionSync(() => {
+      const size = this.#size;
+      try {
+        for (const body of bodies) {
+          const { events, invalid } = eventsOfMessage(body);
+          if (invalid !== null) log("warn", "sale log: an outbox event failed validation", { error: invalid });
+          for (const event of events) {
+            const entry = reservationEntry(event, shard, this.#userOf(event.sku, event.userId));
+            const data = new TextDecoder().decode(entryBytes(entry));
+            if (this.#append(data, event.reservationId, entry.type, `${event.reservationId}:${entry.type}`)) appended++;
+          }
+        }
+      } catch (err) {
+        this.#size = size;
+        throw err;
+      }
+    });
+    if (appended > 0) await this.#arm();
+    return appended;
+  }
+
+  /** A configuration or archive entry (the catalog's success path), once per `dedupe` when given. */
+  async appendConfig(entry: ConfigEntry, dedupe?: string): Promise<boolean> {
+    const size = this.#size;
+    let appended = false;
+    try {
+      appended = this.ctx.storage.transactionSync(() =>
+        this.#append(JSON.stringify(entry), null, entry.type, dedupe ?? null),
+      );
+    } catch (err) {
+      this.#size = size;
+      throw err;
+    }
+    if (appended) await this.#arm();
+    return appended;
+  }
+
+  async #arm(): Promise<void> {
+    if (this.#alarmSet) return;
+    const seconds = Number(this.env.LOG_CHECKPOINT_SECONDS ?? "1");
+    const delay = Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : 1000;
+    if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now() + delay);
+    this.#alarmSet = true;
+  }
+
+  /** Records the head of the tree as it is now, when it grew since the last one. */
+  override async alarm(): Promise<void> {
+    this.#alarmSet = false;
+    this.recordHead();
+  }
+
+  /** Records the current tree head if the tree grew (the alarm; tests call it to skip the wait). */
+  recordHead(): TreeHead {
+    const last = this.head();
+    if (this.#size <= last.size) return last;
+    const head = { size: this.#size, root: treeHash(this.#size, this.#at), at: Date.now() };
+    this.#sql.exec("INSERT INTO checkpoints (size, root, at) VALUES (?, ?, ?)", head.size, blob(head.root), head.at);
+    return head;
+  }
+
+  /** The last recorded tree head (size 0 with the empty tree's root before any). */
+  head(): TreeHead {
+    const row = this.#sql
+      .exec<{ size: number; root: ArrayBuffer; at: number }>(
+        "SELECT size, root, at FROM checkpoints ORDER BY size DESC LIMIT 1",
+      )
+      .toArray()[0];
+    return row ? { size: row.size, root: new Uint8Array(row.root), at: row.at } : { size: 0, root: EMPTY_ROOT, at: 0 };
+  }
+
+  /** Entries appended so far, recorded in a head or not. */
+  size(): number {
+    return this.#size;
+  }
+
+  #signerOf(): Promise<Signer | null> {
+    this.#signer ??= parseSigner(this.env.LOG_SIGNING_KEY ?? "");
+    return this.#signer;
+  }
+
+  /** The last head as a C2SP checkpoint for `origin`, signed; null when no signing key is set. */
+  async checkpoint(origin: string, head = this.head()): Promise<string | null> {
+    const cached = this.#notes.get(origin);
+    if (cached?.size === head.size) return cached.note;
+    const signer = await this.#signerOf();
+    if (!signer) return null;
+    const note = await signNote(checkpointText({ origin, size: head.size, root: head.root }), signer);
+    this.#notes.set(origin, { size: head.size, note });
+    return note;
+  }
+
+  /**
+   * A hash tile of the last head's tree: `width` hashes of level `level`·8 from index `index`·256;
+   * null when the tree has not that many.
+   */
+  tile(level: number, index: number, width: number): Uint8Array | null {
+    const size = this.head().size;
+    const first = index * TILE_WIDTH;
+    if ((first + width) * 2 ** (level * TILE_HEIGHT) > size) return null;
+    const rows = this.#sql
+      .exec<{ hash: ArrayBuffer }>(
+        "SELECT hash FROM hashes WHERE level = ? AND idx >= ? AND idx < ? ORDER BY idx",
+        level * TILE_HEIGHT,
+        first,
+        first + width,
+      )
+      .toArray();
+    if (rows.length !== width) return null;
+    const out = new Uint8Array(width * 32);
+    for (const [i, row] of rows.entries()) out.set(new Uint8Array(row.hash), i * 32);
+    return out;
+  }
+
+  /** An entry bundle of the last head's tree: each entry as a big-endian uint16 length and its bytes. */
+  entryBundle(index: number, width: number): Uint8Array | null {
+    const first = index * TILE_WIDTH;
+    if (first + width > this.head().size) return null;
+    const rows = this.#sql
+      .exec<{ data: string }>("SELECT data FROM entries WHERE idx >= ? AND idx < ? ORDER BY idx", first, first + width)
+      .toArray();
+    if (rows.length !== width) return null;
+    const parts = rows.map((row) => encoder.encode(row.data));
+    const out = new Uint8Array(parts.reduce((n, part) => n + 2 + part.length, 0));
+    let at = 0;
+    for (const part of parts) {
+      out[at] = part.length >> 8;
+      out[at + 1] = part.length & 0xff;
+      out.set(part, at + 2);
+      at += 2 + part.length;
+    }
+    return out;
+  }
+
+  /**
+   * The receipts of a reservation's entries that the last head holds, each a C2SP tlog-proof whose
+   * checkpoint is signed for `origin`. Empty when no signing key is set.
+   */
+  async receipts(reservationId: string, origin: string): Promise<Receipt[]> {
+    const head = this.head();
+    const rows = this.#sql
+      .exec<{ idx: number; data: string; type: string }>(
+        "SELECT idx, data, type FROM entries WHERE reservation = ? AND idx < ? ORDER BY idx",
+        reservationId,
+        head.size,
+      )
+      .toArray();
+    if (rows.length === 0) return [];
+    const checkpoint = await this.checkpoint(origin, head);
+    if (!checkpoint) return [];
+    return rows.map((row) => ({
+      entry: row.type,
+      index: row.idx,
+      proof: tlogProof(encoder.encode(row.data), row.idx, inclusionProof(row.idx, head.size, this.#at), checkpoint),
+    }));
+  }
+}

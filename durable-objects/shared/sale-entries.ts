@@ -1,0 +1,104 @@
+import { hmac } from "@noble/hashes/hmac.js";
+import { sha256 } from "@noble/hashes/sha2.js";
+import type { OrderEvent } from "./order-events";
+
+/**
+ * The entries of a SKU's public log (API.md v1.4 "The verifiable sale"): UTF-8 JSON, one decision
+ * each, in the order the log took them. What the Worker (receipts, a buyer's salt) and the log
+ * object (durable-objects/log/sale-log.ts) share. Types:
+ *
+ * - `hold`, `paid`, `refund_required`, `cancelled`, `expired`: a reservation's status change, from
+ *   the stock shard's outbox (`reservation` id, `quantity`, `shard`, the shard's `seq`, `user`,
+ *   `variant` when the reservation has one, `expires` for a hold, `amount`/`currency` when priced);
+ * - `config`: a configuration applied (`PUT /admin/skus/:sku`): the SKU's stock, limit, window,
+ *   tiers (names and times only, never codes or claim values), shards, status, price;
+ * - `archive`: the SKU archived.
+ *
+ * A buyer is `user`: hex SHA-256 of `<salt>:<userId>`, the salt 32 hex digits derived with a secret
+ * from the SKU and the user id ({@link userSalt}), shown only to that buyer. No user id, IP, JWT,
+ * token, code or claim value is in any entry.
+ */
+
+export const RESERVATION_ENTRY_TYPES = ["hold", "paid", "refund_required", "cancelled", "expired"] as const;
+export type ReservationEntryType = (typeof RESERVATION_ENTRY_TYPES)[number];
+
+export interface ReservationEntry {
+  type: ReservationEntryType;
+  time: string;
+  reservation: string;
+  quantity: number;
+  shard: number;
+  seq: number;
+  user: string;
+  variant?: string;
+  expires?: string;
+  amount?: number | null;
+  currency?: string;
+  test?: true;
+}
+
+export interface ConfigEntry {
+  type: "config" | "archive";
+  time: string;
+  [field: string]: unknown;
+}
+
+export type SaleEntry = ReservationEntry | ConfigEntry;
+
+const encoder = new TextEncoder();
+const hex = (bytes: Uint8Array) => [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+
+/** The entry type of an order event's status. */
+export function entryTypeOf(type: OrderEvent["type"]): ReservationEntryType {
+  const status = type.slice("reservation.".length);
+  return status === "held" ? "hold" : (status as ReservationEntryType);
+}
+
+/**
+ * The secret behind every buyer's salt: derived from the log's signing key (`LOG_SIGNING_KEY`), so
+ * no second secret is needed; a new signing key gives new salts for the entries made after it.
+ */
+export function saltSecret(signingKey: string): Uint8Array {
+  return sha256(encoder.encode(`flashgate sale-log salt\n${signingKey}`));
+}
+
+/** A buyer's salt on one SKU: the first 16 bytes of HMAC-SHA-256(secret, `<sku>:<userId>`), in hex. */
+export function userSalt(secret: Uint8Array, sku: string, userId: string): string {
+  return hex(hmac(sha256, secret, encoder.encode(`${sku}:${userId}`)).slice(0, 16));
+}
+
+/** A buyer as the log shows them: hex SHA-256 of `<salt>:<userId>`. */
+export function userCommitment(salt: string, userId: string): string {
+  return hex(sha256(encoder.encode(`${salt}:${userId}`)));
+}
+
+/** The log entry of an order event made by `shard`, its buyer already turned into `user`. */
+export function reservationEntry(
+  event: OrderEvent & { variant?: string | undefined },
+  shard: number,
+  user: string,
+): ReservationEntry {
+  const type = entryTypeOf(event.type);
+  const entry: ReservationEntry = {
+    type,
+    time: event.occurredAt,
+    reservation: event.reservationId,
+    quantity: event.quantity,
+    shard,
+    seq: event.seq,
+    user,
+  };
+  if (event.variant !== undefined) entry.variant = event.variant;
+  if (type === "hold" && event.expiresAt !== undefined) entry.expires = event.expiresAt;
+  if ((type === "paid" || type === "refund_required") && event.amount !== undefined) {
+    entry.amount = event.amount;
+    if (event.currency !== undefined) entry.currency = event.currency;
+  }
+  if (event.test) entry.test = true;
+  return entry;
+}
+
+/** An entry's bytes as the log stores and hashes them. */
+export function entryBytes(entry: SaleEntry): Uint8Array {
+  return encoder.encode(JSON.stringify(entry));
+}
