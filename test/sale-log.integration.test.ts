@@ -54,9 +54,10 @@ describe("the sale log", () => {
 
     const entries = await eventually(async () => {
       const got = await entriesOf(sku);
-      expect(got.length).toBe(5);
+      expect(got.length).toBe(6);
       return got;
     }, 20_000);
+    expect(entries[0]).toMatchObject({ type: "config", total: 10, perUserLimit: 2, shards: 1, status: "on_sale" });
     expect(entries.filter((e) => e.type === "hold")).toHaveLength(3);
     expect(entries.find((e) => e.type === "paid")).toMatchObject({ reservation: a, quantity: 1, shard: 0 });
     expect(entries.find((e) => e.type === "cancelled")).toMatchObject({ reservation: b, quantity: 1 });
@@ -87,7 +88,7 @@ describe("the sale log", () => {
       ],
     });
     expect(await logOf(sku).append(0, [again])).toBe(0);
-    expect(await logOf(sku).size()).toBe(5);
+    expect(await logOf(sku).size()).toBe(6);
   });
 
   it("records heads that only grow, whose roots match the entries, and receipts that prove them", async () => {
@@ -98,7 +99,7 @@ describe("the sale log", () => {
     for (let round = 0; round < 3; round++) {
       const users = Array.from({ length: 3 + round }, (_, i) => `h${round}-${i}`);
       await Promise.all(users.map(async (u) => reserve(u, sku, 1, await tokenFor(u, sku))));
-      const want = sizes.at(-1) ?? 0;
+      const want = sizes.at(-1) ?? 1; // the configuration's entry first
       const head = await eventually(async () => {
         const h = await log.recordHead();
         expect(h.size).toBe(want + users.length);
@@ -110,7 +111,7 @@ describe("the sale log", () => {
       const root = mth(leaves);
       expect([...root]).toEqual([...head.root]);
     }
-    expect(sizes).toEqual([3, 7, 12]);
+    expect(sizes).toEqual([4, 8, 13]);
 
     const receipts = await log.receipts((await entriesOf(sku))[4]?.reservation as string, "example.test/log");
     expect(receipts).toHaveLength(1);
@@ -122,9 +123,9 @@ describe("the sale log", () => {
     const hashes = rest.slice(0, blank).map((h) => Uint8Array.from(atob(h), (c) => c.charCodeAt(0)));
     const checkpoint = rest.slice(blank + 1);
     expect(checkpoint[0]).toBe("example.test/log");
-    expect(checkpoint[1]).toBe("12");
+    expect(checkpoint[1]).toBe("13");
     const root = Uint8Array.from(atob(checkpoint[2] ?? ""), (c) => c.charCodeAt(0));
     const entry = Uint8Array.from(atob((extra ?? "").slice("extra ".length)), (c) => c.charCodeAt(0));
-    expect(verifyInclusion(leafHash(entry), 4, 12, hashes, root)).toBe(true);
+    expect(verifyInclusion(leafHash(entry), 4, 13, hashes, root)).toBe(true);
   });
 });

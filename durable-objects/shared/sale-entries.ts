@@ -102,3 +102,51 @@ export function reservationEntry(
 export function entryBytes(entry: SaleEntry): Uint8Array {
   return encoder.encode(JSON.stringify(entry));
 }
+
+/** What a configuration entry says of a SKU (the SKU's state summed over its shards, as the catalog has it). */
+export interface ConfiguredSku {
+  shards: number;
+  status: string;
+  perUserLimit: number;
+  holdSeconds: number;
+  startsAt: number | null;
+  endsAt: number | null;
+  stock: { total: number };
+  price: number | null;
+  currency: string;
+  test?: true;
+  openingWindowMs?: number;
+  access?: { name: string; startsAt: number; claim?: { name: string; value: string } | undefined }[];
+  variants?: { id: string; name: string; stock: { total: number } }[];
+}
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+/**
+ * The entry of a configuration applied (`config`) or of the archive (`archive`): the figures the
+ * sale's rules need, tiers by name, time and kind only (never a code or a claim's value).
+ */
+export function configEntry(type: "config" | "archive", state: ConfiguredSku, time: number): ConfigEntry {
+  const entry: ConfigEntry = {
+    type,
+    time: new Date(time).toISOString(),
+    status: state.status,
+    total: state.stock.total,
+    perUserLimit: state.perUserLimit,
+    holdSeconds: state.holdSeconds,
+    startsAt: iso(state.startsAt),
+    endsAt: iso(state.endsAt),
+    openingWindowMs: state.openingWindowMs ?? 0,
+    shards: state.shards,
+    price: state.price,
+    currency: state.currency,
+    tiers: (state.access ?? []).map((tier) => ({
+      name: tier.name,
+      startsAt: new Date(tier.startsAt).toISOString(),
+      ...(tier.claim ? { claim: tier.claim.name } : { by: "code" }),
+    })),
+  };
+  if (state.variants) entry.variants = state.variants.map((v) => ({ id: v.id, name: v.name, total: v.stock.total }));
+  if (state.test) entry.test = true;
+  return entry;
+}

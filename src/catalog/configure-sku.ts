@@ -10,6 +10,7 @@ import { reconcileWatermarks, skus } from "../db/schema";
 import { readShardStates, readWaitlist } from "../edge/sku-state";
 import { ApiError } from "../http/errors";
 import type { SkuSettingsRequest } from "../http/schemas";
+import { logConfiguration } from "../sale-log/sale-log";
 import { adminShard, callStock, unwrap } from "../stock/stock-client";
 import { rememberSku } from "./sku-catalog";
 
@@ -118,6 +119,7 @@ export async function configureSku(
     await d1.batch([catalog, d1.insert(reconcileWatermarks).values(marks).onConflictDoNothing()]);
   }
   rememberSku(sku, shards);
+  await logConfiguration(env, sku, "config", state, now); // the SKU's public log (src/sale-log/)
   return state;
 }
 
@@ -140,6 +142,7 @@ export async function archiveSku(env: Env, sku: string, requestId?: string): Pro
   unwrap(await callStock(() => adminShard(env, sku, 0).putSku(change, requestId)));
   const states = await readShardStates(env, sku);
   if (!states) throw new Error(`SKU ${sku} vanished while being archived`);
+  await logConfiguration(env, sku, "archive", sumShards(states), Date.now());
   return sumShards(states);
 }
 

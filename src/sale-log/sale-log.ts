@@ -1,0 +1,81 @@
+import { log } from "../../durable-objects/shared/log";
+import { type ConfiguredSku, configEntry, saltSecret, userSalt } from "../../durable-objects/shared/sale-entries";
+
+/**
+ * The Worker's side of the verifiable sale (API.md v1.4; the log itself is
+ * durable-objects/log/sale-log.ts, one object per SKU): the configuration entries the catalog
+ * appends, the origin line of a SKU's checkpoints, and a buyer's receipts and salt.
+ */
+
+/** Whether SKUs keep a log: a log key is set. */
+export function saleLogOn(env: Env): boolean {
+  return Boolean(env.LOG_SIGNING_KEY);
+}
+
+/** The origin line of a SKU's checkpoints: `<LOG_ORIGIN or the request's host>/api/skus/<sku>/log`. */
+export function logOrigin(env: Env, requestUrl: string, sku: string): string {
+  const base = (env.LOG_ORIGIN || new URL(requestUrl).host).replace(/^[a-z]+:\/\//i, "").replace(/\/+$/, "");
+  return `${base}/api/skus/${sku}/log`;
+}
+
+/**
+ * Appends the entry of a configuration applied (`config`) or of the archive (`archive`) to the SKU's
+ * log: the catalog's success path calls it once the change answered. A failure is logged, never
+ * answered: the change is made (API.md: an operator change that answers an error changed nothing).
+ */
+export async function logConfiguration(
+  env: Env,
+  sku: string,
+  type: "config" | "archive",
+  state: ConfiguredSku,
+  time: number,
+): Promise<void> {
+  if (!saleLogOn(env)) return;
+  const entry = configEntry(type, state, time);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await env.SALE_LOG.getByName(sku).appendConfig(entry);
+      return;
+    } catch (err) {
+      if (attempt >= 3) {
+        log("error", "sale log: configuration entry not appended", { sku, type, error: String(err) });
+        return;
+      }
+    }
+  }
+}
+
+/** A buyer's salt on a SKU (shown only to that buyer), or null when no log is kept. */
+export function saltOf(env: Env, sku: string, userId: string): string | null {
+  if (!saleLogOn(env)) return null;
+  return userSalt(saltSecret(env.LOG_SIGNING_KEY), sku, userId);
+}
+
+export interface ReceiptView {
+  entry: string;
+  index: number;
+  proof: string;
+}
+
+/**
+ * What a reservation's body adds (API.md v1.4): `receipts` (the entries of the reservation already
+ * in a signed checkpoint, each a C2SP tlog-proof) and `salt`. Nothing when no log is kept; an empty
+ * list when the log cannot be reached (the receipts come on a later read).
+ */
+export async function receiptsOf(
+  env: Env,
+  requestUrl: string,
+  sku: string,
+  reservationId: string,
+  userId: string,
+): Promise<{ receipts: ReceiptView[]; salt: string } | Record<string, never>> {
+  const salt = saltOf(env, sku, userId);
+  if (salt === null) return {};
+  try {
+    const receipts = await env.SALE_LOG.getByName(sku).receipts(reservationId, logOrigin(env, requestUrl, sku));
+    return { receipts, salt };
+  } catch (err) {
+    log("warn", "sale log: receipts not read", { sku, error: String(err) });
+    return { receipts: [], salt };
+  }
+}
