@@ -184,7 +184,8 @@ describe("early access from the console (issue #51)", () => {
     // Closed (Escape here), the codes leave the page: not in its DOM, not in its storage.
     await page.keyboard.press("Escape");
     await page.waitForSelector("#mint-dialog", { state: "hidden" });
-    expect(await page.locator("#mint-codes li").count()).toBe(0);
+    // The dialog's close event is a task queued after it hides: wait for it, not for the hiding.
+    await expect.poll(() => page.locator("#mint-codes li").count(), WAIT).toBe(0);
     expect(await page.evaluate("document.activeElement.dataset.action")).toBe("mint");
     const html = await page.content();
     const stored = await page.evaluate("JSON.stringify({ ...sessionStorage, ...localStorage })");

@@ -14,6 +14,8 @@ import {
   type SkuRow,
   type SkuState,
   toState,
+  type VariantRow,
+  type VariantSetting,
 } from "./types";
 import type { Waitlist } from "./waitlist";
 
@@ -62,6 +64,13 @@ export interface SkuSettings {
    * shard that already applied it answers its state.
    */
   changeId?: string | undefined;
+  /**
+   * Sizes: variants added or changed (left out: kept; a variant is never removed). Totals are this
+   * shard's, or with `retarget` the SKU's, applied as the difference from shard 0's record of them.
+   */
+  variants?: readonly VariantSetting[] | undefined;
+  /** Shard 0: each variant's total over all shards, recorded as the base of later PUTs (as `skuTotal`). */
+  skuVariantTotals?: Readonly<Record<string, number>> | undefined;
   /** Shard 0: the resize plan it commits, kept until every sibling has applied it. */
   plan?: string | undefined;
   /** A follower: the settings revision shard 0 handed (its seq then); an older or equal one changes nothing. */
@@ -164,8 +173,12 @@ export class Configuration {
     if (config.fence !== null && settings.changeId !== config.fence) return fail("BUSY");
     // A resize's commit that this shard applied already (it is no longer fenced): a repeat.
     if (settings.changeId !== undefined && config.fence === null && current) return ok(this.#state());
-    const total = this.#totalOf(settings, current);
-    if (typeof total !== "number") return total;
+    const skuTotal = this.#totalOf(settings, current);
+    if (typeof skuTotal !== "number") return skuTotal;
+    const variants = this.#variantsOf(settings, current);
+    if (!(variants instanceof Map)) return variants;
+    // A SKU with sizes has no stock of its own: its total is its variants'.
+    const total = variants.size > 0 ? [...variants.values()].reduce((n, v) => n + v.total, 0) : skuTotal;
     const refused = this.#refusal(settings, current, total, now ?? 0);
     if (refused) return refused;
     // Fair opening: a window is set before it opens and never moved once open (opening-draw.ts).
@@ -178,6 +191,7 @@ export class Configuration {
     }
 
     this.#write(settings, current, total, startsAt);
+    this.#writeVariants(settings, variants);
     if (settings.access !== undefined) this.#access.set(settings.access);
     // Archived (shard 0 keeps the line): its waitlist could never be served, so nobody is left waiting.
     if (settings.status === "archived" && current?.status !== "archived") this.#waitlist.clear();
@@ -200,6 +214,88 @@ export class Configuration {
     const available = availableOf(current);
     if (change < 0 && available < -change) return { ok: false, code: "INVALID_STATE", missing: -change - available };
     return current.total + change;
+  }
+
+  /**
+   * Sizes: this shard's variants as the change leaves them (a copy; written by {@link #writeVariants}),
+   * or its refusal: variants given to a SKU without them that holds or sold units, a variant's total
+   * below its held + sold (named), or a cut shard 0 cannot cover (`missing` units of the variant).
+   */
+  #variantsOf(settings: SkuSettings, current: SkuRow | undefined): Map<string, VariantRow> | Outcome<SkuState> {
+    const existing = this.#ledger.variants();
+    const out = new Map<string, VariantRow>();
+    for (const [id, v] of existing) out.set(id, { ...v });
+    if (!settings.variants || settings.variants.length === 0) return out;
+    if (existing.size === 0 && current && current.held + current.sold > 0) return fail("INVALID_STATE");
+    const targets = settings.retarget && current ? this.variantTargets() : null;
+    for (const v of settings.variants) {
+      const row = out.get(v.id);
+      if (!row) {
+        out.set(v.id, {
+          id: v.id,
+          name: v.name ?? v.id,
+          position: out.size,
+          total: v.totalStock ?? 0,
+          held: 0,
+          sold: 0,
+        });
+        continue;
+      }
+      if (v.name !== undefined) row.name = v.name;
+      if (v.totalStock === undefined) continue;
+      if (targets) {
+        const change = v.totalStock - (targets.get(v.id) ?? row.total);
+        const available = availableOf(row);
+        if (change < 0 && available < -change) {
+          return { ok: false, code: "INVALID_STATE", missing: -change - available, variant: v.id };
+        }
+        row.total += change;
+      } else row.total = v.totalStock;
+      if (row.total < row.held + row.sold) return { ok: false, code: "INVALID_STATE", variant: v.id };
+    }
+    return out;
+  }
+
+  /** Writes the variants a change added or changed, and shard 0's record of their SKU totals. */
+  #writeVariants(settings: SkuSettings, variants: Map<string, VariantRow>): void {
+    const ledger = this.#ledger;
+    const existing = ledger.variants();
+    for (const [id, v] of variants) {
+      const before = existing.get(id);
+      if (!before) ledger.addVariant(v);
+      else if (before.total !== v.total || before.name !== v.name) {
+        ledger.sql.exec("UPDATE variant_stock SET name = ?, total = ? WHERE id = ?", v.name, v.total, id);
+        before.name = v.name;
+        before.total = v.total;
+      }
+    }
+    const targets: [string, number][] = settings.skuVariantTotals
+      ? Object.entries(settings.skuVariantTotals)
+      : settings.retarget
+        ? (settings.variants ?? []).flatMap((v) =>
+            v.totalStock === undefined ? [] : [[v.id, v.totalStock] as [string, number]],
+          )
+        : [];
+    for (const [id, total] of targets) {
+      ledger.sql.exec(
+        "INSERT INTO variant_target (id, total) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET total = excluded.total",
+        id,
+        total,
+      );
+    }
+    if (targets.length > 0) {
+      ledger.sql.exec(
+        `INSERT INTO sku_target (id, total) SELECT 1, SUM(total) FROM variant_target WHERE true
+         ON CONFLICT (id) DO UPDATE SET total = excluded.total`,
+      );
+    }
+  }
+
+  /** Shard 0: each variant's total over all shards as the operator last set it (empty: none recorded). */
+  variantTargets(): Map<string, number> {
+    if (!this.#ledger.configured) return new Map();
+    const rows = this.#ledger.sql.exec<{ id: string; total: number }>("SELECT id, total FROM variant_target");
+    return new Map([...rows].map((r) => [r.id, r.total]));
   }
 
   /** Why the change cannot be made as it stands, if it cannot. */
@@ -269,6 +365,14 @@ export class Configuration {
 
   #stateOf(row: SkuRow): SkuState {
     const state: SkuState = toState(row, this.#ledger.pricing());
+    const variants = this.#ledger.variants();
+    if (variants.size > 0) {
+      state.variants = [...variants.values()].map((v) => ({
+        id: v.id,
+        name: v.name,
+        stock: { total: v.total, available: availableOf(v), held: v.held, sold: v.sold },
+      }));
+    }
     // Only when one is set: a SKU without a window answers exactly as the Lua script does (lua-parity).
     if (this.#draw.windowMs > 0) state.openingWindowMs = this.#draw.windowMs;
     const access = this.#access.tiers();

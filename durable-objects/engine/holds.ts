@@ -21,6 +21,9 @@ import type { Waitlist } from "./waitlist";
 
 type QuotaRow = { user_id: string; active: number };
 
+/** What {@link Holds.admit} lets through: the variant the units come from (null: a SKU without variants). */
+export type Admitted = { ok: true; variant: string | null };
+
 /**
  * Holds: reservations made, cancelled and expired, the Durable Object equivalent of
  * `lua/reserve.lua` and `lua/release.lua`. A reservation's order of checks, the same as the Lua script:
@@ -147,7 +150,11 @@ export class Holds {
 
     const prior = this.#priorOf(request.nonce);
     if (prior) {
-      if (prior.quantity !== request.quantity || prior.user_id !== request.userId) {
+      if (
+        prior.quantity !== request.quantity ||
+        prior.user_id !== request.userId ||
+        !sameVariants(prior.variant, request.variants)
+      ) {
         return fail("IDEMPOTENCY_MISMATCH", available);
       }
       const draw = this.draw.placeOfNonce(request.nonce) ?? undefined;
@@ -157,15 +164,17 @@ export class Holds {
     if (drawn) return drawn;
     // Archived: not sold any more (a token's replay above still answers its hold, which keeps its course).
     if (sku.status === "archived") return fail("SKU_NOT_FOUND");
+    if (!this.#variantsFit(request.variants)) return fail("VARIANT_INVALID");
     if (ledger.fenced()) return fail("BUSY", available);
     if (request.shards !== undefined && request.shards !== sku.shards) return fail("TOKEN_INVALID");
 
     // Before the public start, only a token the edge signed for a tier open by this shard's clock.
     if (!rowOnSale(sku, now) && !this.access.admits(request.tier, sku, now)) return notOnSale(sku, available);
-    const refused = this.admit(sku, request.userId, request.quantity, now, served);
-    if (refused) return refused.code === "DRAW_PENDING" ? this.#enterDraw(request, sku, now) : refused;
+    const admitted = this.admit(sku, request.userId, request.quantity, now, served, request.variants);
+    if (!admitted.ok) return admitted.code === "DRAW_PENDING" ? this.#enterDraw(request, sku, now) : admitted;
 
-    const reservation = ledger.hold(sku, request.userId, request.quantity, request.nonce, now, request.tokenExpiresAt);
+    const { userId, quantity, nonce, tokenExpiresAt } = request;
+    const reservation = ledger.hold(sku, userId, quantity, nonce, now, tokenExpiresAt, admitted.variant);
     return ok({ reservation, replayed: false, available: available - request.quantity });
   }
 
@@ -174,17 +183,52 @@ export class Holds {
    * and for a late payment (engine/payments.ts), asked on the buyer's home shard, which keeps their
    * held + sold: within the per-user limit, no undecided draw (`DRAW_PENDING`: the units are the
    * draw's), no waitlist the units are promised to, and enough available (a short answer on a
-   * sharded SKU makes the shell pull from siblings and ask again). Null: yes.
+   * sharded SKU makes the shell pull from siblings and ask again). On a SKU with variants the units
+   * come from the first of `variants` that has `quantity` available (the limit counts across them).
    */
-  admit(sku: SkuRow, userId: string, quantity: number, now: number, served = false): Refusal | null {
+  admit(
+    sku: SkuRow,
+    userId: string,
+    quantity: number,
+    now: number,
+    served = false,
+    variants?: readonly string[],
+  ): Refusal | Admitted {
     const available = availableOf(sku);
     const held = this.ledger.quota(userId);
     if (held + quantity > sku.per_user_limit) return overLimit(sku, held, available) as Refusal;
     if (this.draw.pending(now)) return fail("DRAW_PENDING") as Refusal;
     if (this.waitlist.ahead && !served) return fail("SOLD_OUT", 0) as Refusal; // the units are the waitlist's
+    if (variants !== undefined && variants.length > 0) return this.#pick(variants, quantity, available);
     if (available === 0) return fail("SOLD_OUT", 0) as Refusal;
     if (available < quantity) return fail("INSUFFICIENT_STOCK", available) as Refusal;
-    return null;
+    return { ok: true, variant: null };
+  }
+
+  /**
+   * Sizes: the first listed variant with `quantity` available; else `SOLD_OUT` (none has a unit) or
+   * `INSUFFICIENT_STOCK`, each with what every listed variant has. `available` stays the shard's
+   * whole count, which says whether the SKU (not these sizes) is sold out.
+   */
+  #pick(variants: readonly string[], quantity: number, available: number): Refusal | Admitted {
+    const stock = this.ledger.variants();
+    const counts: Record<string, number> = {};
+    let any = false;
+    for (const id of variants) {
+      const v = stock.get(id);
+      const left = v ? availableOf(v) : 0;
+      if (left >= quantity) return { ok: true, variant: id };
+      counts[id] = left;
+      if (left > 0) any = true;
+    }
+    return { ok: false, code: any ? "INSUFFICIENT_STOCK" : "SOLD_OUT", available, variants: counts };
+  }
+
+  /** Whether a request's `variants` fit this SKU: required (all known) when it has variants, absent else. */
+  #variantsFit(variants: readonly string[] | undefined): boolean {
+    const stock = this.ledger.variants();
+    if (stock.size === 0) return variants === undefined || variants.length === 0;
+    return variants !== undefined && variants.length > 0 && variants.every((id) => stock.has(id));
   }
 
   /**
@@ -287,4 +331,13 @@ export class Holds {
     work.nonces.set(nonce, row ?? null);
     return row ?? null;
   }
+}
+
+/**
+ * Whether a replayed token asks what its reservation was made with: the variant it took is one the
+ * request lists (the list itself is not stored: a hold keeps only what it took).
+ */
+function sameVariants(taken: string | null | undefined, listed: readonly string[] | undefined): boolean {
+  if (taken == null) return listed === undefined || listed.length === 0;
+  return listed?.includes(taken) === true;
 }

@@ -7,6 +7,7 @@ import {
   type Reservation,
   type ReservationRow,
   type SkuRow,
+  type VariantRow,
 } from "./types";
 
 /**
@@ -133,6 +134,9 @@ export class Ledger {
   /** The earliest expiry among live holds (null: none; undefined: not known, read it again). */
   #earliest: number | null | undefined;
   #work: TxWork = newWork();
+  /** Sizes: this shard's variants by id, in their order (undefined: not read yet; empty: none). */
+  #variants: Map<string, VariantRow> | undefined;
+  readonly #dirtyVariants = new Set<string>();
   /** Told when memory is forgotten (a rolled-back transaction): the draw's cached rows go too. */
   onForget: (() => void) | null = null;
 
@@ -213,6 +217,8 @@ export class Ledger {
     this.#skuDirty = false;
     this.#earliest = undefined;
     this.#pricing = undefined;
+    this.#variants = undefined;
+    this.#dirtyVariants.clear();
   }
 
   get work(): TxWork {
@@ -252,6 +258,18 @@ export class Ledger {
       );
       this.#skuDirty = false;
     }
+    for (const id of this.#dirtyVariants) {
+      const v = this.#variants?.get(id);
+      if (v)
+        this.sql.exec(
+          "UPDATE variant_stock SET total = ?, held = ?, sold = ? WHERE id = ?",
+          v.total,
+          v.held,
+          v.sold,
+          id,
+        );
+    }
+    this.#dirtyVariants.clear();
   }
 
   /**
@@ -263,18 +281,21 @@ export class Ledger {
     if (work.holds.length > 0) {
       const holds = work.holds;
       const columns =
-        "INSERT INTO reservations (id, user_id, quantity, status, nonce, created_at, expires_at, updated_at, seq, token_expires_at)";
-      if (bindsEach(holds.length, 9)) {
+        "INSERT INTO reservations (id, user_id, quantity, status, nonce, created_at, expires_at, updated_at, seq, token_expires_at, variant)";
+      if (bindsEach(holds.length, 10)) {
         const values: (string | number | null)[] = [];
         for (const r of holds) {
           values.push(r.id, r.user_id, r.quantity, r.nonce, r.created_at, r.expires_at, r.updated_at, r.seq);
-          values.push(r.token_expires_at);
+          values.push(r.token_expires_at, r.variant ?? null);
         }
-        this.sql.exec(`${columns} VALUES ${groups(holds.length, 9, "(?, ?, ?, 'held', ?, ?, ?, ?, ?, ?)")}`, ...values);
+        this.sql.exec(
+          `${columns} VALUES ${groups(holds.length, 10, "(?, ?, ?, 'held', ?, ?, ?, ?, ?, ?, ?)")}`,
+          ...values,
+        );
       } else {
         this.sql.exec(
           `${columns} SELECT value ->> 0, value ->> 1, value ->> 2, 'held', value ->> 3, value ->> 4, value ->> 5,
-                  value ->> 4, value ->> 6, value ->> 7
+                  value ->> 4, value ->> 6, value ->> 7, value ->> 8
              FROM json_each(?)`,
           JSON.stringify(
             holds.map((r) => [
@@ -286,6 +307,7 @@ export class Ledger {
               r.expires_at,
               r.seq,
               r.token_expires_at,
+              r.variant ?? null,
             ]),
           ),
         );
@@ -392,6 +414,47 @@ export class Ledger {
     this.bumpSeq();
   }
 
+  /** Sizes: this shard's variants by id, in their order (read from SQLite once; empty: the SKU has none). */
+  variants(): Map<string, VariantRow> {
+    if (this.#variants === undefined) {
+      this.#variants = new Map();
+      if (this.#configured) {
+        for (const v of this.sql.exec<VariantRow>("SELECT * FROM variant_stock ORDER BY position")) {
+          this.#variants.set(v.id, { ...v });
+        }
+      }
+    }
+    return this.#variants;
+  }
+
+  /** A variant's counts changed in memory: written back before the commit. */
+  touchVariant(id: string): void {
+    this.#dirtyVariants.add(id);
+  }
+
+  /** Adds a variant (a configure): written now, in the caller's transaction. */
+  addVariant(v: VariantRow): void {
+    this.sql.exec(
+      "INSERT INTO variant_stock (id, name, position, total, held, sold) VALUES (?, ?, ?, ?, 0, 0)",
+      v.id,
+      v.name,
+      v.position,
+      v.total,
+    );
+    this.variants().set(v.id, { ...v, held: 0, sold: 0 });
+  }
+
+  /** Moves `quantity` units of a reservation's variant (if it has one) between its counts. */
+  shiftVariant(variant: string | null | undefined, change: { held?: number; sold?: number; total?: number }): void {
+    if (variant == null) return;
+    const v = this.variants().get(variant);
+    if (!v) throw new Error(`variant ${variant} is not on this shard`);
+    v.held += change.held ?? 0;
+    v.sold += change.sold ?? 0;
+    v.total += change.total ?? 0;
+    this.#dirtyVariants.add(variant);
+  }
+
   /**
    * A user's active quantity (held + sold): the per-user limit's count. Kept for the transaction
    * only: a batch's working set is its users, so memory never holds every user's quota.
@@ -423,8 +486,10 @@ export class Ledger {
     nonce: string | null,
     now: number,
     tokenExpiresAt?: number,
+    variant: string | null = null,
   ): Reservation {
     sku.held += quantity;
+    this.shiftVariant(variant, { held: quantity });
     sku.seq += 1;
     sku.created += 1;
     this.#skuDirty = true;
@@ -439,6 +504,7 @@ export class Ledger {
       updated_at: now,
       token_expires_at: nonce === null ? null : (tokenExpiresAt ?? null),
       seq: sku.seq,
+      variant,
     };
     if (this.#work.holds.push(row) >= WRITE_CHUNK) this.writePending();
     if (nonce !== null) this.#work.nonces.set(nonce, row);
@@ -455,6 +521,7 @@ export class Ledger {
   release(row: ReservationRow, status: "expired" | "cancelled", now: number): Reservation {
     const sku = this.requireRow();
     sku.held -= row.quantity;
+    this.shiftVariant(row.variant, { held: -row.quantity });
     this.#skuDirty = true;
     this.leftHeld(row);
     this.freed += row.quantity;
@@ -498,6 +565,7 @@ export class Ledger {
       seq,
     };
     if (this.requestId !== undefined) event.requestId = this.requestId;
+    if (reservation.variant !== undefined) event.variant = reservation.variant;
     // Only on a test sale's events (API.md "Test sales"): a real sale's stay as they were.
     if (test) event.test = true;
     if (this.#work.events.push([seq, event]) >= WRITE_CHUNK) this.writePending();
@@ -554,7 +622,7 @@ export class Ledger {
 
   toReservation(row: ReservationRow): Reservation {
     this.#skuName ??= this.requireRow().sku;
-    return {
+    const reservation: Reservation = {
       id: row.id,
       sku: this.#skuName,
       userId: row.user_id,
@@ -564,5 +632,7 @@ export class Ledger {
       expiresAt: row.expires_at,
       updatedAt: row.updated_at,
     };
+    if (row.variant != null) reservation.variant = row.variant;
+    return reservation;
   }
 }

@@ -98,6 +98,8 @@ export interface UnitClaim {
   quantity: number;
   /** The SKU's shard count as the asking shard knows it; a home shard with another answers `moved`. */
   shards: number;
+  /** Sizes: the variant the reservation held, which the late payment takes again (else it refunds). */
+  variant?: string | undefined;
 }
 
 /**
@@ -118,11 +120,11 @@ export type GrantAnswer =
  */
 export type PaymentStep =
   | { kind: "answer"; answer: PaymentAnswer }
-  | { kind: "pull"; wanted: number }
+  | { kind: "pull"; wanted: number; variant?: string | undefined }
   | { kind: "claim"; claim: UnitClaim; began: boolean };
 
 /** A grant step on the home shard: an answer, or `short` (pull `wanted`, then ask with `pulled`). */
-export type GrantStep = GrantAnswer | { kind: "short"; wanted: number };
+export type GrantStep = GrantAnswer | { kind: "short"; wanted: number; variant?: string | undefined };
 
 type ClaimRow = {
   reservation_id: string;
@@ -299,17 +301,24 @@ export class Payments {
     if (row.status === "held") {
       sku.held -= row.quantity;
       sku.sold += row.quantity;
+      ledger.shiftVariant(row.variant, { held: -row.quantity, sold: row.quantity });
       ledger.touch();
       ledger.leftHeld(row);
       return { reservation: ledger.setStatus(row, "paid", now), outcome: "applied" };
     }
     if (row.status === "expired" || row.status === "cancelled") {
       if (homeShard(row.user_id, sku.shards) !== sku.shard) {
-        const claim = { reservationId: row.id, userId: row.user_id, quantity: row.quantity, shards: sku.shards };
+        const claim: UnitClaim = {
+          reservationId: row.id,
+          userId: row.user_id,
+          quantity: row.quantity,
+          shards: sku.shards,
+        };
+        if (row.variant != null) claim.variant = row.variant;
         return { kind: "claim", claim, began: true };
       }
-      const taken = this.#take(row.user_id, row.quantity, now, pulled);
-      if (taken.kind === "short") return { kind: "pull", wanted: taken.wanted };
+      const taken = this.#take(row.user_id, row.quantity, now, pulled, row.variant ?? undefined);
+      if (taken.kind === "short") return { kind: "pull", wanted: taken.wanted, variant: taken.variant };
       if (taken.kind === "busy" || taken.kind === "moved") return fail("BUSY") as Refusal;
       if (taken.kind === "granted") return { reservation: ledger.setStatus(row, "paid", now), outcome: "applied" };
       const reservation = ledger.setStatus(row, "refund_required", now);
@@ -324,23 +333,27 @@ export class Payments {
    * would (`Holds.admit`): sold at once, counted in the buyer's quota. Short on a sharded SKU
    * before the siblings were asked: `short`, nothing written.
    */
-  #take(userId: string, quantity: number, now: number, pulled: boolean): GrantStep {
+  #take(userId: string, quantity: number, now: number, pulled: boolean, variant?: string): GrantStep {
     const ledger = this.ledger;
     const sku = ledger.requireRow();
     // A late payment is a new sale; an archived SKU makes none (a paused one still takes it: the pause stops newcomers).
     if (sku.status === "archived") return { kind: "refused", code: "SOLD_OUT" };
     if (ledger.fenced()) return { kind: "busy" }; // a resize is staging this shard: no unit moves
-    const refused = this.holds.admit(sku, userId, quantity, now);
-    if (refused) {
+    const refused = this.holds.admit(sku, userId, quantity, now, false, variant === undefined ? undefined : [variant]);
+    if (!refused.ok) {
       // At the limit and short of units too: `too_late`, as the Lua twin says (here: this shard's units).
+      const left =
+        variant === undefined ? availableOf(sku) : (refused.variants?.[variant] ?? this.#variantLeft(variant));
       if (refused.code === "LIMIT_EXCEEDED")
-        return { kind: "refused", code: availableOf(sku) >= quantity ? "LIMIT_EXCEEDED" : "SOLD_OUT" };
+        return { kind: "refused", code: left >= quantity ? "LIMIT_EXCEEDED" : "SOLD_OUT" };
       if (refused.code === "DRAW_PENDING") return { kind: "busy" }; // the units are the draw's until it is decided
-      const wanted = quantity - (refused.available ?? 0);
-      if (isShort(refused) && sku.shards > 1 && !pulled && !this.waitlist.ahead) return { kind: "short", wanted };
+      const wanted = quantity - (variant === undefined ? (refused.available ?? 0) : left);
+      if (isShort(refused) && sku.shards > 1 && !pulled && !this.waitlist.ahead)
+        return { kind: "short", wanted, variant };
       return { kind: "refused", code: "SOLD_OUT" };
     }
     sku.sold += quantity;
+    ledger.shiftVariant(variant, { sold: quantity });
     ledger.touch();
     ledger.addQuota(userId, quantity);
     return { kind: "granted" };
@@ -361,7 +374,7 @@ export class Payments {
       const sku = ledger.requireRow();
       if (sku.shards !== claim.shards) return { kind: "moved", shards: sku.shards };
       if (homeShard(claim.userId, sku.shards) !== sku.shard) return { kind: "busy" }; // not asked by our rule
-      const taken = this.#take(claim.userId, claim.quantity, now, pulled);
+      const taken = this.#take(claim.userId, claim.quantity, now, pulled, claim.variant);
       if (taken.kind === "granted") {
         ledger.sql.exec(
           "INSERT INTO unit_grants (reservation_id, user_id, quantity, created_at) VALUES (?, ?, ?, ?)",
@@ -399,12 +412,21 @@ export class Payments {
   }
 
   #claimOf(row: ClaimRow): UnitClaim {
-    return {
+    const claim: UnitClaim = {
       reservationId: row.reservation_id,
       userId: row.user_id,
       quantity: row.quantity,
       shards: this.ledger.requireRow().shards,
     };
+    const variant = this.ledger.reservationRow(row.reservation_id)?.variant;
+    if (variant != null) claim.variant = variant;
+    return claim;
+  }
+
+  /** Units of a variant this shard has available (0: it has none of it, or not the variant). */
+  #variantLeft(variant: string): number {
+    const v = this.ledger.variants().get(variant);
+    return v ? availableOf(v) : 0;
   }
 
   /** Claims this shard recorded and has not finished (its alarm finishes them). */

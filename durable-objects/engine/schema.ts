@@ -408,6 +408,25 @@ const STEPS: readonly ((sql: SqlStorage) => void)[] = [
     if (present.length === 0) sql.exec("ALTER TABLE sku ADD COLUMN shards_ever INTEGER NOT NULL DEFAULT 0");
     sql.exec("UPDATE sku SET shards_ever = MAX(shards_ever, shards)");
   },
+  // 10. Sizes (API.md v1.4 "Sizes (variants)"): this shard's stock per variant, whose sums are the
+  // `sku` row's counts; the variant a reservation and a transfer took; shard 0's record of each
+  // variant's total as the operator last set it (the base of a later PUT, as `sku_target`).
+  (sql) => {
+    sql.exec(`CREATE TABLE IF NOT EXISTS variant_stock (
+       id       TEXT    PRIMARY KEY,
+       name     TEXT    NOT NULL,
+       position INTEGER NOT NULL,
+       total    INTEGER NOT NULL CHECK (total >= 0),
+       held     INTEGER NOT NULL DEFAULT 0 CHECK (held >= 0),
+       sold     INTEGER NOT NULL DEFAULT 0 CHECK (sold >= 0),
+       CHECK (held + sold <= total)
+     )`);
+    sql.exec("CREATE TABLE IF NOT EXISTS variant_target (id TEXT PRIMARY KEY, total INTEGER NOT NULL)");
+    for (const table of ["reservations", "transfers"]) {
+      const present = sql.exec(`SELECT 1 FROM pragma_table_info('${table}') WHERE name = 'variant'`).toArray();
+      if (present.length === 0) sql.exec(`ALTER TABLE ${table} ADD COLUMN variant TEXT`);
+    }
+  },
 ];
 
 /** The number of the last step: what a migrated object's `schema_version` reads. */

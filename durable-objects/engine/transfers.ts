@@ -15,6 +15,8 @@ interface PendingTransfer {
   /** The shard asked to give stock. */
   from: number;
   requested: number;
+  /** Sizes: the variant moved (units of it only); undefined on a SKU without variants. */
+  variant?: string | undefined;
 }
 
 export class Transfers {
@@ -26,9 +28,9 @@ export class Transfers {
   /**
    * Giver side: takes up to `requested` available units out of this shard's total, once per
    * transfer id (a retry returns what the first call granted; a call that granted nothing leaves no
-   * trace).
+   * trace). Given a variant, only that variant's available units.
    */
-  give(transferId: string, toShard: number, requested: number, now: number): number {
+  give(transferId: string, toShard: number, requested: number, now: number, variant?: string): number {
     const ledger = this.ledger;
     if (!ledger.configured) return 0;
     return ledger.run(() => {
@@ -38,19 +40,22 @@ export class Transfers {
       if (done) return done.granted;
       ledger.expireDue(now, LAZY_EXPIRY_BATCH);
       const sku = ledger.requireRow();
-      const granted = Math.max(0, Math.min(requested, availableOf(sku)));
+      const stock = variant === undefined ? sku : ledger.variants().get(variant);
+      const granted = stock ? Math.max(0, Math.min(requested, availableOf(stock))) : 0;
       // Nothing to give changes nothing: no row, no new seq, no mirror publish. A retry of this
       // id may then grant units; the receiver records whichever answer reached it first.
       if (granted === 0) return 0;
       sku.total -= granted;
+      ledger.shiftVariant(variant, { total: -granted });
       ledger.touch();
       ledger.sql.exec(
-        "INSERT INTO transfers (id, direction, peer, requested, granted, created_at) VALUES (?, 'out', ?, ?, ?, ?)",
+        "INSERT INTO transfers (id, direction, peer, requested, granted, created_at, variant) VALUES (?, 'out', ?, ?, ?, ?, ?)",
         transferId,
         toShard,
         requested,
         granted,
         now,
+        variant ?? null,
       );
       ledger.bumpSeq();
       return granted;
@@ -58,14 +63,15 @@ export class Transfers {
   }
 
   /** Receiver side, step 1: the intent, recorded before the giver is asked. */
-  begin(transferId: string, fromShard: number, requested: number, now: number): void {
+  begin(transferId: string, fromShard: number, requested: number, now: number, variant?: string): void {
     this.ledger.sql.exec(
-      `INSERT INTO transfers (id, direction, peer, requested, granted, created_at) VALUES (?, 'in', ?, ?, NULL, ?)
+      `INSERT INTO transfers (id, direction, peer, requested, granted, created_at, variant) VALUES (?, 'in', ?, ?, NULL, ?, ?)
        ON CONFLICT (id) DO NOTHING`,
       transferId,
       fromShard,
       requested,
       now,
+      variant ?? null,
     );
   }
 
@@ -74,12 +80,16 @@ export class Transfers {
     const ledger = this.ledger;
     ledger.run(() => {
       const pending = ledger.sql
-        .exec("SELECT 1 FROM transfers WHERE id = ? AND direction = 'in' AND granted IS NULL", transferId)
-        .toArray();
-      if (pending.length === 0) return;
+        .exec<{ variant: string | null }>(
+          "SELECT variant FROM transfers WHERE id = ? AND direction = 'in' AND granted IS NULL",
+          transferId,
+        )
+        .toArray()[0];
+      if (!pending) return;
       ledger.sql.exec("UPDATE transfers SET granted = ? WHERE id = ?", granted, transferId);
       if (granted === 0) return;
       ledger.requireRow().total += granted;
+      ledger.shiftVariant(pending.variant, { total: granted });
       ledger.touch();
       ledger.bumpSeq();
       this.waitlist.fill(now);
@@ -90,10 +100,10 @@ export class Transfers {
   pending(): PendingTransfer[] {
     if (!this.ledger.configured) return [];
     return this.ledger.sql
-      .exec<{ id: string; peer: number; requested: number }>(
-        "SELECT id, peer, requested FROM transfers WHERE direction = 'in' AND granted IS NULL ORDER BY created_at",
+      .exec<{ id: string; peer: number; requested: number; variant: string | null }>(
+        "SELECT id, peer, requested, variant FROM transfers WHERE direction = 'in' AND granted IS NULL ORDER BY created_at",
       )
       .toArray()
-      .map((row) => ({ id: row.id, from: row.peer, requested: row.requested }));
+      .map((row) => ({ id: row.id, from: row.peer, requested: row.requested, variant: row.variant ?? undefined }));
   }
 }

@@ -18,6 +18,11 @@ export type StockErrorCode =
   | "STOCK_AVAILABLE"
   /** A purchase token minted for another shard layout (before `shards` changed). */
   | "TOKEN_INVALID"
+  /**
+   * Sizes: the request's `variants` do not fit the SKU (listed on a SKU without variants, missing on
+   * one with them, or an id it does not have): 400 naming the field.
+   */
+  | "VARIANT_INVALID"
   /** A sibling shard that could not answer: the outcome is unknown, retry (503). */
   | "BUSY"
   /**
@@ -40,6 +45,10 @@ export type Outcome<T> =
       limit?: { perUserLimit: number; held: number };
       /** `SALE_NOT_ACTIVE`: the sale's status and window when refused. */
       sale?: { status: SaleStatus; startsAt: number | null; endsAt: number | null };
+      /** Sizes: units available now of each variant the request listed (`SOLD_OUT`, `INSUFFICIENT_STOCK`). */
+      variants?: Record<string, number>;
+      /** Sizes: the variant a refused configure names (a cut below held + sold, or `missing` units of it). */
+      variant?: string;
     };
 
 export const ok = <T>(value: T): Outcome<T> => ({ ok: true, value });
@@ -121,7 +130,33 @@ export interface SkuState {
    * a late payment or a read still reaches); left out when it is `shards`.
    */
   shardsEver?: number;
+  /** Sizes (API.md v1.4): each variant's stock, in the order they were added; left out: none. */
+  variants?: VariantState[];
 }
+
+/** A variant of a SKU as a state shows it: `stock` is its counts (summed over shards for a SKU). */
+export interface VariantState {
+  id: string;
+  name: string;
+  stock: StockCounts;
+}
+
+/** A variant as a configure sets it: a new one needs `totalStock` (this shard's); left out, kept. */
+export interface VariantSetting {
+  id: string;
+  name?: string | undefined;
+  totalStock?: number | undefined;
+}
+
+/** A variant's stock on this shard (table `variant_stock`): the SKU row's counts are the sums. */
+export type VariantRow = {
+  id: string;
+  name: string;
+  position: number;
+  total: number;
+  held: number;
+  sold: number;
+};
 
 /**
  * An early access tier: from `startsAt` (before the public start) it admits a JWT whose claim `name`
@@ -149,6 +184,8 @@ export interface Reservation {
   createdAt: number;
   expiresAt: number;
   updatedAt: number;
+  /** Sizes: the variant the hold took; left out on a SKU without variants. */
+  variant?: string;
 }
 
 export interface ReserveRequest {
@@ -174,6 +211,8 @@ export interface ReserveRequest {
    * public start the shard takes the reservation only if that tier has opened by its own clock.
    */
   tier?: string | undefined;
+  /** Sizes: the variants the buyer takes, in order of preference (required on a SKU with variants). */
+  variants?: readonly string[] | undefined;
 }
 
 export interface ReserveAnswer {
@@ -239,10 +278,12 @@ export type ReservationRow = {
   updated_at: number;
   /** The purchase token's own expiry, when the request said it (see {@link ReserveRequest}). */
   token_expires_at: number | null;
+  /** Sizes: the variant held (schema step 10); null on a SKU without variants. */
+  variant?: string | null;
 };
 
-/** Units a shard can still hold or give: its total less what is held and sold. */
-export function availableOf(row: SkuRow): number {
+/** Units a shard (or a variant of it) can still hold or give: its total less what is held and sold. */
+export function availableOf(row: { total: number; held: number; sold: number }): number {
   return row.total - row.held - row.sold;
 }
 
@@ -308,5 +349,25 @@ export function sumShards(states: readonly SkuState[]): SkuState {
   }
   const summed: SkuState = { ...first, stock, seq };
   if (waiting > 0) summed.waiting = waiting;
+  const variants = sumVariants(states);
+  if (variants) summed.variants = variants;
   return summed;
+}
+
+/** The variants of a SKU's shards summed per id, in shard 0's order (a sibling may lag on new ones). */
+function sumVariants(states: readonly SkuState[]): VariantState[] | undefined {
+  const byId = new Map<string, VariantState>();
+  for (const state of states) {
+    for (const v of state.variants ?? []) {
+      const seen = byId.get(v.id);
+      if (!seen) byId.set(v.id, { id: v.id, name: v.name, stock: { ...v.stock } });
+      else {
+        seen.stock.total += v.stock.total;
+        seen.stock.available += v.stock.available;
+        seen.stock.held += v.stock.held;
+        seen.stock.sold += v.stock.sold;
+      }
+    }
+  }
+  return byId.size > 0 ? [...byId.values()] : undefined;
 }

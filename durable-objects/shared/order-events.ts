@@ -43,6 +43,8 @@ export const OrderEventSchema = z.object({
    * out on a real sale's events (absent means false).
    */
   test: z.literal(true).optional(),
+  /** Sizes (API.md v1.4): the variant the reservation holds; left out on a SKU without variants. */
+  variant: z.string().min(1).max(32).optional(),
   /** The request that caused this change (absent for expiries and repairs), so logs can be followed. */
   requestId: z.string().max(200).optional(),
 });

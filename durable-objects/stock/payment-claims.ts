@@ -57,7 +57,7 @@ export class PaymentClaims {
         const state = engine.configuration.state();
         if (!state) return fail("BUSY");
         // Whatever the siblings answered a moment ago (`siblingsEmpty`): the money is here now.
-        const pull = await this.#pulls.pull(state, next.wanted);
+        const pull = await this.#pulls.pull(state, next.wanted, next.variant);
         pulled = !pull.failed;
         continue;
       }
@@ -112,7 +112,7 @@ export class PaymentClaims {
     let answer = engine.payments.grant(claim, host.now(), false);
     if (answer.kind === "short") {
       const state = engine.configuration.state();
-      const pull = state ? await this.#pulls.pull(state, answer.wanted) : { pulled: 0, failed: true };
+      const pull = state ? await this.#pulls.pull(state, answer.wanted, answer.variant) : { pulled: 0, failed: true };
       answer = engine.payments.grant(claim, host.now(), !pull.failed);
       // Still short after a sibling could not answer: its units are unknown, so no refusal yet.
       if (answer.kind === "short") answer = { kind: "busy" };

@@ -32,8 +32,9 @@ export class ShardPulls {
   /**
    * Pulls up to `wanted` (at least one) units from sibling shards, asking each in turn from the next
    * one on. Returns the units added, and whether some sibling could not be asked (its stock unknown).
+   * Given a variant (sizes), units of that variant only.
    */
-  async pull(state: SkuState, wanted: number): Promise<{ pulled: number; failed: boolean }> {
+  async pull(state: SkuState, wanted: number, variant?: string): Promise<{ pulled: number; failed: boolean }> {
     const host = this.#host;
     let pulled = 0;
     let failed = false;
@@ -41,11 +42,11 @@ export class ShardPulls {
       const from = (state.shard + step) % state.shards;
       const ask = Math.max(1, wanted - pulled) + PULL_SLACK;
       const id = crypto.randomUUID();
-      host.engine.transfers.begin(id, from, ask, host.now());
+      host.engine.transfers.begin(id, from, ask, host.now(), variant);
       // Durably armed before the sibling is asked: if this object dies now, the alarm finishes it.
       await host.due.retry("transfer", host.now() + RETRY_MS);
       try {
-        const granted = await host.shardOf(state.sku, from).giveStock(id, state.shard, ask);
+        const granted = await host.shardOf(state.sku, from).giveStock(id, state.shard, ask, variant);
         host.engine.transfers.complete(id, granted, host.now());
         pulled += granted;
       } catch (err) {
@@ -73,7 +74,7 @@ export class ShardPulls {
       try {
         const granted = await host
           .shardOf(state.sku, transfer.from)
-          .giveStock(transfer.id, state.shard, transfer.requested);
+          .giveStock(transfer.id, state.shard, transfer.requested, transfer.variant);
         host.engine.transfers.complete(transfer.id, granted, host.now());
         finished++;
       } catch (err) {

@@ -1,4 +1,4 @@
-import { fail, type Outcome, ok, type SkuState } from "../engine/types";
+import { fail, type Outcome, ok, type SkuState, type VariantSetting } from "../engine/types";
 import { log } from "../shared/log";
 import type { ShardPulls } from "./shard-pulls";
 import {
@@ -66,7 +66,13 @@ export class SkuChanges {
     const change = { ...asked, totalStock: this.#totalOf(asked, state) };
     if (!state && change.shards === 1) return engine.configuration.configure(soleSettings(change), this.#host.now());
     if (!state || state.shards !== change.shards) {
-      return this.#resize({ changeId: crypto.randomUUID(), from: state?.shards ?? 0, to: change.shards, change });
+      const sized = { ...change, variants: this.#allVariants(asked, state) };
+      return this.#resize({
+        changeId: crypto.randomUUID(),
+        from: state?.shards ?? 0,
+        to: change.shards,
+        change: sized,
+      });
     }
     if (state.shards === 1) return engine.configuration.configure(soleSettings(change), this.#host.now());
     let pullFailed = false;
@@ -81,8 +87,28 @@ export class SkuChanges {
         // A sibling that could not answer may have had the units: BUSY (retry), not a refusal.
         return outcome.missing !== undefined && pullFailed ? { ok: false, code: "BUSY" } : outcome;
       }
-      pullFailed = (await this.#pulls.pull(state, outcome.missing)).failed;
+      pullFailed = (await this.#pulls.pull(state, outcome.missing, outcome.variant)).failed;
     }
+  }
+
+  /**
+   * Sizes, for a resize: every variant with its total over all shards, those the change names as it
+   * sets them, the others as shard 0 recorded them (a resize finds nothing held or sold).
+   */
+  #allVariants(change: SkuChange, state: SkuState | null): VariantSetting[] | undefined {
+    const targets = this.#host.engine.configuration.variantTargets();
+    const all = new Map<string, VariantSetting>();
+    for (const v of state?.variants ?? [])
+      all.set(v.id, { id: v.id, name: v.name, totalStock: targets.get(v.id) ?? 0 });
+    for (const v of change.variants ?? []) {
+      const kept = all.get(v.id);
+      all.set(v.id, {
+        id: v.id,
+        name: v.name ?? kept?.name,
+        totalStock: v.totalStock ?? kept?.totalStock ?? 0,
+      });
+    }
+    return all.size > 0 ? [...all.values()] : undefined;
   }
 
   /**

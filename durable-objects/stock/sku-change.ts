@@ -1,5 +1,5 @@
 import type { SkuSettings } from "../engine/configuration";
-import type { AccessTier, SaleStatus, SkuState } from "../engine/types";
+import type { AccessTier, SaleStatus, SkuState, VariantSetting } from "../engine/types";
 
 /**
  * An operator's change of a SKU (`PUT /admin/skus/:sku`) as its shard 0 applies it, all or nothing
@@ -34,6 +34,11 @@ export interface SkuChange {
   test?: boolean | undefined;
   /** Early access tiers; left out: kept. */
   access?: AccessTier[] | undefined;
+  /**
+   * Sizes: variants added or changed, each `totalStock` the variant's over all shards (left out:
+   * kept). For a resize shard 0 makes this the whole list, every variant's total decided.
+   */
+  variants?: VariantSetting[] | undefined;
 }
 
 /** A change with its total decided by shard 0 (the plans below need it). */
@@ -88,9 +93,22 @@ function common(change: SkuChange): Omit<SkuSettings, "shard" | "shards"> {
   };
 }
 
+/** Each variant's total a change sets, by id (those it leaves out keep theirs). */
+function variantTotals(change: SkuChange): Record<string, number> | undefined {
+  const totals = (change.variants ?? []).flatMap((v) => (v.totalStock === undefined ? [] : [[v.id, v.totalStock]]));
+  return totals.length > 0 ? Object.fromEntries(totals) : undefined;
+}
+
 /** A change on a one-shard SKU: everything in shard 0's one transaction. */
 export function soleSettings(change: DecidedChange): SkuSettings {
-  return { ...common(change), shard: 0, shards: 1, totalStock: change.totalStock };
+  return {
+    ...common(change),
+    shard: 0,
+    shards: 1,
+    totalStock: change.totalStock,
+    variants: change.variants,
+    skuVariantTotals: variantTotals(change),
+  };
 }
 
 /** A change of a sharded SKU that keeps its shard count, as shard 0 decides it. */
@@ -101,6 +119,7 @@ export function leadSettings(change: DecidedChange, changeId: string): SkuSettin
     shard: 0,
     shards: change.shards,
     retarget: { total: change.totalStock, assumed: change.assumedTotal },
+    variants: change.variants,
     plan: JSON.stringify(plan),
   };
 }
@@ -122,6 +141,8 @@ export function followerSettings(lead: SkuState, shard: number): SkuSettings {
     currency: lead.currency,
     test: lead.test === true,
     access: lead.access ?? [],
+    // Sizes: a sibling knows every variant (a new one at 0 units here; transfers bring it units).
+    variants: lead.variants?.map((v) => ({ id: v.id, name: v.name })),
     revision: lead.seq,
   };
 }
@@ -134,18 +155,26 @@ export function followerSettings(lead: SkuState, shard: number): SkuSettings {
 export function resizeSettings(plan: ResizePlan, shard: number, lead?: SkuState): SkuSettings {
   const { change, to } = plan;
   const totalStock = shard < to ? share(change.totalStock, to, shard) : 0;
+  // Sizes: each variant split as the total is (a resize finds nothing held or sold).
+  const variants = change.variants?.map((v) => ({
+    id: v.id,
+    name: v.name,
+    totalStock: shard < to ? share(v.totalStock ?? 0, to, shard) : 0,
+  }));
   if (shard === 0) {
     return {
       ...common(change),
       shard,
       shards: to,
       totalStock,
+      variants,
       changeId: plan.changeId,
       skuTotal: change.totalStock,
+      skuVariantTotals: variantTotals(change),
       plan: JSON.stringify(plan),
     };
   }
   if (!lead) throw new Error("a sibling commits shard 0's settings");
   const { revision: _revision, ...settings } = followerSettings(lead, shard);
-  return { ...settings, shards: to, totalStock, changeId: plan.changeId };
+  return { ...settings, shards: to, totalStock, variants, changeId: plan.changeId };
 }

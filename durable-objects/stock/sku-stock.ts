@@ -272,8 +272,9 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
 
   /** Pulls units for the requests that went short, and decides them again. */
   async #pullFor(requests: ReserveRequest[], answers: ReserveOutcome[], short: number[], state: SkuState) {
-    const wanted = short.reduce((n, i) => n + (requests[i]?.quantity ?? 0), 0) - state.stock.available;
-    const pull = await this.#pulls.pull(state, wanted);
+    const pull = state.variants
+      ? await this.#pullVariants(requests, short, state)
+      : await this.#pullUnits(requests, short, state);
     if (pull.pulled > 0) {
       const retried = this.engine.holds.reserve(
         short.map((i) => requests[i] as ReserveRequest),
@@ -283,7 +284,8 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
         const answer = retried[k];
         if (answer) answers[i] = answer;
       });
-    } else if (!pull.failed) {
+    } else if (!pull.failed && !state.variants) {
+      // Siblings empty of some sizes may still have others: only a SKU without variants is all empty.
       this.#pulls.noteEmpty();
     }
     // A sibling that could not answer may have stock: SOLD_OUT would be a guess, and the edge
@@ -294,6 +296,33 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
         if (a && !a.ok && a.code === "SOLD_OUT") answers[i] = { ok: false, code: "BUSY" };
       }
     }
+  }
+
+  #pullUnits(requests: ReserveRequest[], short: number[], state: SkuState) {
+    const wanted = short.reduce((n, i) => n + (requests[i]?.quantity ?? 0), 0) - state.stock.available;
+    return this.#pulls.pull(state, wanted);
+  }
+
+  /**
+   * Sizes: each variant the short requests list, in their order, pulled for the units they would take
+   * of it (each request may be served by any of its list, so this may pull more than is held).
+   */
+  async #pullVariants(requests: ReserveRequest[], short: number[], state: SkuState) {
+    const wanted = new Map<string, number>();
+    for (const i of short) {
+      for (const id of requests[i]?.variants ?? [])
+        wanted.set(id, (wanted.get(id) ?? 0) + (requests[i]?.quantity ?? 0));
+    }
+    let pulled = 0;
+    let failed = false;
+    for (const [id, units] of wanted) {
+      const left = state.variants?.find((v) => v.id === id)?.stock.available ?? 0;
+      if (units <= left) continue;
+      const pull = await this.#pulls.pull(state, units - left, id);
+      pulled += pull.pulled;
+      failed ||= pull.failed;
+    }
+    return { pulled, failed };
   }
 
   /**
@@ -425,8 +454,8 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   // ---- Shard transfers (shard-pulls.ts) ----
 
   /** Giver side of a transfer to a sibling shard; idempotent by transfer id. */
-  async giveStock(transferId: string, toShard: number, requested: number): Promise<number> {
-    const granted = this.engine.transfers.give(transferId, toShard, requested, this.now());
+  async giveStock(transferId: string, toShard: number, requested: number, variant?: string): Promise<number> {
+    const granted = this.engine.transfers.give(transferId, toShard, requested, this.now(), variant);
     await this.#afterCommit();
     return granted;
   }

@@ -91,7 +91,7 @@ export interface ShardFace extends Pick<EdgeFace, "state" | "quotaOf"> {
   setWaitlistMode(mode: WaitlistMode): void;
   serveWaitlist(): Promise<void>;
   holdForWaitlist(entryId: string, userId: string, quantity: number): Promise<ReserveOutcome>;
-  giveStock(transferId: string, toShard: number, requested: number): Promise<number>;
+  giveStock(transferId: string, toShard: number, requested: number, variant?: string): Promise<number>;
   grantUnit(claim: UnitClaim): Promise<GrantAnswer>;
   closeDraw(opening: number): Entrant[];
   decideDrawEntry(opening: number, userId: string, place: DrawPlace): Promise<ReserveOutcome>;

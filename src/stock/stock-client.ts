@@ -40,6 +40,7 @@ export function unwrap<T>(outcome: Outcome<T>): T {
     if (outcome.code === "TOKEN_INVALID") throw new ApiError("TOKEN_INVALID", STALE_TOKEN);
     // An undecided draw's answer is waited for by the edge (src/edge/draw-client.ts), never sent.
     if (outcome.code === "DRAW_PENDING") throw busy("The opening draw is not decided yet (your token keeps its place)");
+    if (outcome.code === "VARIANT_INVALID") throw variantInvalid();
     throw new ApiError(outcome.code);
   }
   return outcome.value;
@@ -84,4 +85,17 @@ function isTransient(err: Error): boolean {
  */
 function isReset(err: Error): boolean {
   return (err as { durableObjectReset?: boolean }).durableObjectReset === true;
+}
+
+/**
+ * `400 INVALID_REQUEST` of a request whose `variants` do not fit its SKU (API.md v1.4 "Sizes"): the
+ * stock object decides it, as it knows the SKU's variants.
+ */
+export function variantInvalid(): ApiError {
+  return new ApiError(
+    "INVALID_REQUEST",
+    "variants does not fit this SKU: a SKU with sizes needs variants (1 to 5 of its variant ids, in order of preference); a SKU without them takes none. Nothing was held.",
+    {},
+    { fields: [{ path: "variants", message: "1 to 5 of the SKU's variant ids; none for a SKU without variants" }] },
+  );
 }
