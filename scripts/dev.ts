@@ -21,7 +21,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";
-import { ensureDevVars, readDevVars } from "../tools/dev-vars";
+import { ensureDevVars, readDevVars, SECRETS } from "../tools/dev-vars";
 import { HARNESS_ENTRY } from "../tools/harness";
 import { hasRedisServer, type RedisServer, startRedis } from "../tools/redis-server";
 import { type Bridge, startBridge } from "../tools/upstash-bridge";
@@ -226,6 +226,8 @@ try {
   // (production samples 1%, wrangler.toml).
   if (!passThrough.some((a) => a.startsWith("REQUEST_LOG_SAMPLE_RATE:")))
     args.push("--var", `REQUEST_LOG_SAMPLE_RATE:${requestLog === "all" ? 1 : 0}`);
+  // The sale log's key (.dev.vars.example's) for a .dev.vars made before the log had one.
+  if (!readDevVars().LOG_SIGNING_KEY) args.push("--var", `LOG_SIGNING_KEY:${SECRETS.LOG_SIGNING_KEY}`);
   // The token is a secret of this run: the command is said without it, and only if wrangler fails.
   command = args.join(" ").replace(/UPSTASH_REDIS_REST_TOKEN:\S+/, "UPSTASH_REDIS_REST_TOKEN:***");
   // Piped, so wrangler's banner and bindings table can be left out (and it shows no hotkey bar: the

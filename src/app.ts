@@ -14,6 +14,7 @@ import { openapi } from "./routes/openapi";
 import { ops } from "./routes/ops";
 import { paymentWebhooks } from "./routes/payment-webhooks";
 import { paymentsAdmin } from "./routes/payments-admin";
+import { saleLogRoutes } from "./routes/sale-log";
 import { shopper } from "./routes/shopper";
 
 /**
@@ -60,6 +61,7 @@ export function buildApp(pages: Hono<AppEnv>, mount?: (app: Hono<AppEnv>) => voi
   app.route("/", metrics);
   app.route("/", shopper);
   app.route("/", checkoutRoutes);
+  app.route("/", saleLogRoutes);
   app.route("/", admin);
   app.route("/", handoff);
   app.route("/", paymentsAdmin);

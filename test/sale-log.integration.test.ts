@@ -1,7 +1,19 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { type Hash, leafHash, nodeHash, verifyInclusion } from "../durable-objects/shared/merkle";
+import {
+  consistencyProof,
+  type Hash,
+  leafHash,
+  nodeHash,
+  tilePath,
+  verifyConsistency,
+  verifyInclusion,
+} from "../durable-objects/shared/merkle";
 import { saltSecret, userCommitment, userSalt } from "../durable-objects/shared/sale-entries";
+import { openNote, parseCheckpoint, parseVerifier } from "../durable-objects/shared/signed-note";
+import worker from "../src/index";
+import { parseTilePath } from "../src/routes/sale-log";
 import { call, createSku, reserve, tokenFor, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
 import { pay } from "./support/payments";
@@ -19,6 +31,15 @@ function mth(leaves: Hash[]): Hash {
   while (k * 2 < leaves.length) k *= 2;
   return nodeHash(mth(leaves.slice(0, k)), mth(leaves.slice(k)));
 }
+
+/** A GET through the Worker's fetch handler, its body as bytes. */
+async function get(path: string): Promise<{ status: number; bytes: Uint8Array; headers: Headers }> {
+  const ctx = createExecutionContext();
+  const response = await worker.fetch(new Request(`http://flashgate.test${path}`), env, ctx);
+  await waitOnExecutionContext(ctx);
+  return { status: response.status, bytes: new Uint8Array(await response.arrayBuffer()), headers: response.headers };
+}
+const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
 
 const logOf = (sku: string) => env.SALE_LOG.getByName(sku);
 
@@ -127,5 +148,89 @@ describe("the sale log", () => {
     const root = Uint8Array.from(atob(checkpoint[2] ?? ""), (c) => c.charCodeAt(0));
     const entry = Uint8Array.from(atob((extra ?? "").slice("extra ".length)), (c) => c.charCodeAt(0));
     expect(verifyInclusion(leafHash(entry), 4, 13, hashes, root)).toBe(true);
+  });
+
+  it("serves the key, signed checkpoints that only grow, tiles and entry bundles over HTTP", async () => {
+    const sku = uniqueSku("logtiles");
+    await createSku(sku, { totalStock: 400, perUserLimit: 1 });
+    const keyAnswer = await get("/api/log/key");
+    expect(keyAnswer.status).toBe(200);
+    expect(keyAnswer.headers.get("content-type")).toContain("text/plain");
+    const verifier = await parseVerifier(text(keyAnswer.bytes).trim());
+    if (!verifier) throw new Error("no verifier key");
+
+    /** The checkpoint as served, opened with the key. */
+    const checkpoint = async () => {
+      const answer = await get(`/api/skus/${sku}/log/checkpoint`);
+      expect(answer.status).toBe(200);
+      const opened = await openNote(text(answer.bytes), verifier);
+      if (!opened) throw new Error("the checkpoint's signature does not verify");
+      const parsed = parseCheckpoint(opened);
+      if (!parsed) throw new Error("not a checkpoint");
+      return parsed;
+    };
+    // The configuration's entry, in a checkpoint the alarm signs within LOG_CHECKPOINT_SECONDS.
+    const first = await eventually(async () => {
+      const c = await checkpoint();
+      expect(c.size).toBe(1);
+      return c;
+    }, 10_000);
+    expect(first.origin).toBe(`flashgate.test/api/skus/${sku}/log`);
+
+    // 300 holds: a full level-0 tile and a partial one, with no recordHead called.
+    const users = Array.from({ length: 299 }, (_, i) => `t${i}`);
+    for (let i = 0; i < users.length; i += 50) {
+      await Promise.all(users.slice(i, i + 50).map(async (u) => reserve(u, sku, 1, await tokenFor(u, sku))));
+    }
+    const second = await eventually(async () => {
+      const c = await checkpoint();
+      expect(c.size).toBe(300);
+      return c;
+    }, 20_000);
+
+    // Tiles: the full one, the partial one, none past the tree.
+    const full = await get(`/api/skus/${sku}/log/${tilePath(0, 0)}`);
+    expect(full.status).toBe(200);
+    expect(full.bytes.length).toBe(256 * 32);
+    expect(full.headers.get("content-type")).toBe("application/octet-stream");
+    const partial = await get(`/api/skus/${sku}/log/${tilePath(0, 1, 44)}`);
+    expect(partial.bytes.length).toBe(44 * 32);
+    expect((await get(`/api/skus/${sku}/log/${tilePath(0, 1, 45)}`)).status).toBe(404);
+    expect((await get(`/api/skus/${sku}/log/${tilePath(0, 1)}`)).status).toBe(404);
+    const level1 = await get(`/api/skus/${sku}/log/${tilePath(1, 0, 1)}`);
+    expect(level1.bytes.length).toBe(32);
+    const bundle = await get(`/api/skus/${sku}/log/${tilePath("entries", 1, 44)}`);
+    expect(bundle.status).toBe(200);
+    const leaves: Hash[] = [];
+    for (let i = 0; i < 256; i++) leaves.push(full.bytes.slice(i * 32, i * 32 + 32));
+    for (let i = 0; i < 44; i++) leaves.push(partial.bytes.slice(i * 32, i * 32 + 32));
+    // The bundle's entries hash to the partial tile's leaves.
+    let at = 0;
+    for (let i = 0; i < 44; i++) {
+      const length = ((bundle.bytes[at] ?? 0) << 8) | (bundle.bytes[at + 1] ?? 0);
+      expect([...leafHash(bundle.bytes.slice(at + 2, at + 2 + length))]).toEqual([...(leaves[256 + i] as Hash)]);
+      at += 2 + length;
+    }
+    expect(at).toBe(bundle.bytes.length);
+    // The level-1 hash is the root of the first 256 leaves; the whole root, of all 300.
+    expect([...level1.bytes]).toEqual([...mth(leaves.slice(0, 256))]);
+    expect([...second.root]).toEqual([...mth(leaves)]);
+    // The second checkpoint extends the first.
+    const byIndex = (level: number, index: number) => mth(leaves.slice(index << level, (index + 1) << level));
+    expect(verifyConsistency(1, first.root, 300, second.root, consistencyProof(1, 300, byIndex))).toBe(true);
+
+    // Unknown SKUs and malformed paths.
+    expect((await get(`/api/skus/${uniqueSku("nolog")}/log/checkpoint`)).status).toBe(404);
+    expect((await get(`/api/skus/${sku}/log/tile/0/1`)).status).toBe(404);
+    expect((await get(`/api/skus/${sku}/log/tile/0/000.p/256`)).status).toBe(404);
+  });
+
+  it("reads tile paths as C2SP writes them", () => {
+    expect(parseTilePath("0/000")).toEqual({ level: 0, index: 0, width: 256 });
+    expect(parseTilePath("entries/x001/x234/067.p/8")).toEqual({ level: "entries", index: 1234067, width: 8 });
+    expect(parseTilePath("3/x001/000")).toEqual({ level: 3, index: 1000, width: 256 });
+    for (const bad of ["0/1", "0/000.p/0", "0/000.p/256", "64/000", "0/x000", "a/000", "0/000/"]) {
+      expect(parseTilePath(bad), bad).toBeNull();
+    }
   });
 });

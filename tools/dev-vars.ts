@@ -5,6 +5,8 @@ export const SECRETS = {
   AUTH_SECRET: "dev-auth-secret",
   TOKEN_SECRET: "dev-token-secret",
   ADMIN_TOKEN: "dev-admin-token",
+  // The sale log's Ed25519 key (API.md v1.4 "The verifiable sale"): local runs keep every SKU's log.
+  LOG_SIGNING_KEY: "PRIVATE+KEY+flashgate-dev+8238a725+ATkDZ4MQgpm0Szd0XgDTaes4dGSXhguzpOHRmnqbEwtl",
 } as const;
 
 /** Local secrets live in .dev.vars (git-ignored), created from .dev.vars.example when missing. */

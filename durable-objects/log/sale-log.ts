@@ -105,8 +105,20 @@ export class SaleLog extends DurableObject<Env> {
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.#sql = ctx.storage.sql;
+    // Tables are made by the first append: a log only read (a SKU never configured) stores nothing.
+    this.#ready = this.#sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'entries'").toArray().length > 0;
+    this.#size = this.#ready
+      ? this.#sql.exec<{ n: number }>("SELECT COALESCE(MAX(idx) + 1, 0) AS n FROM entries").one().n
+      : 0;
+  }
+
+  /** Whether the tables exist. */
+  #ready: boolean;
+
+  #createTables(): void {
+    if (this.#ready) return;
     for (const statement of SCHEMA) this.#sql.exec(statement);
-    this.#size = this.#sql.exec<{ n: number }>("SELECT COALESCE(MAX(idx) + 1, 0) AS n FROM entries").one().n;
+    this.#ready = true;
   }
 
   /** The stored hash of a complete subtree (level 0: a leaf). */
@@ -150,6 +162,7 @@ export class SaleLog extends DurableObject<Env> {
   async append(shard: number, bodies: readonly string[]): Promise<number> {
     let appended = 0;
     this.ctx.storage.transactionSync(() => {
+      this.#createTables();
       const size = this.#size;
       try {
         for (const body of bodies) {
@@ -175,9 +188,10 @@ export class SaleLog extends DurableObject<Env> {
     const size = this.#size;
     let appended = false;
     try {
-      appended = this.ctx.storage.transactionSync(() =>
-        this.#append(JSON.stringify(entry), null, entry.type, dedupe ?? null),
-      );
+      appended = this.ctx.storage.transactionSync(() => {
+        this.#createTables();
+        return this.#append(JSON.stringify(entry), null, entry.type, dedupe ?? null);
+      });
     } catch (err) {
       this.#size = size;
       throw err;
@@ -211,6 +225,7 @@ export class SaleLog extends DurableObject<Env> {
 
   /** The last recorded tree head (size 0 with the empty tree's root before any). */
   head(): TreeHead {
+    if (!this.#ready) return { size: 0, root: EMPTY_ROOT, at: 0 };
     const row = this.#sql
       .exec<{ size: number; root: ArrayBuffer; at: number }>(
         "SELECT size, root, at FROM checkpoints ORDER BY size DESC LIMIT 1",
@@ -245,6 +260,7 @@ export class SaleLog extends DurableObject<Env> {
    * null when the tree has not that many.
    */
   tile(level: number, index: number, width: number): Uint8Array | null {
+    if (!this.#ready) return null;
     const size = this.head().size;
     const first = index * TILE_WIDTH;
     if ((first + width) * 2 ** (level * TILE_HEIGHT) > size) return null;
@@ -264,6 +280,7 @@ export class SaleLog extends DurableObject<Env> {
 
   /** An entry bundle of the last head's tree: each entry as a big-endian uint16 length and its bytes. */
   entryBundle(index: number, width: number): Uint8Array | null {
+    if (!this.#ready) return null;
     const first = index * TILE_WIDTH;
     if (first + width > this.head().size) return null;
     const rows = this.#sql
@@ -287,6 +304,7 @@ export class SaleLog extends DurableObject<Env> {
    * checkpoint is signed for `origin`. Empty when no signing key is set.
    */
   async receipts(reservationId: string, origin: string): Promise<Receipt[]> {
+    if (!this.#ready) return [];
     const head = this.head();
     const rows = this.#sql
       .exec<{ idx: number; data: string; type: string }>(

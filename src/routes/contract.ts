@@ -39,6 +39,8 @@ export interface ContractRoute {
     description: string;
     schema?: SchemaName;
     text?: true;
+    /** Bytes (`application/octet-stream`): the sale log's tiles. */
+    binary?: true;
     headers?: readonly string[];
     /** A second success, with the same schema: what was made before, answered again. */
     again?: { status: 200; description: string };
@@ -52,6 +54,12 @@ export const PATH_PARAMETERS: Record<string, Parameter> = {
   id: { name: "id", description: "Reservation, dead-letter or webhook endpoint id", schema: z.string().min(1) },
   deliveryId: { name: "deliveryId", description: "Webhook delivery id (its `webhook-id`)", schema: z.string().min(1) },
   userId: { name: "userId", description: "A shopper's user id (the JWT's `sub`)", schema: z.string().min(1) },
+  tile: {
+    name: "tile",
+    description:
+      "A C2SP tlog-tiles path below `tile/`: `<L>/<N>[.p/<W>]` (hash tile) or `entries/<N>[.p/<W>]` (entry bundle), N in three-digit groups, each but the last prefixed `x` (1234067: x001/x234/067)",
+    schema: z.string().min(1),
+  },
   eventId: {
     name: "eventId",
     description: "A payment's `eventId`, as GET /admin/payments lists it",
@@ -509,6 +517,36 @@ export const ROUTES = {
     body: "MarkRefundedRequest",
     ok: { status: 200, description: "The payment, with its refund", schema: "PaymentObject" },
     errors: ["NOT_FOUND", "INVALID_STATE"],
+  },
+  logKey: {
+    method: "get",
+    path: "/api/log/key",
+    summary: "The sale log's verifier key",
+    description:
+      "No credentials. The Ed25519 key that signs every SKU's log checkpoints, in signed-note form (`<name>+<hex key id>+<base64 of 0x01 ‖ public key>`), as `text/plain`. No log kept (LOG_SIGNING_KEY unset): 404 NOT_FOUND.",
+    access: "public",
+    ok: { status: 200, description: "The verifier key", text: true },
+    errors: ["NOT_FOUND"],
+  },
+  logCheckpoint: {
+    method: "get",
+    path: "/api/skus/:sku/log/checkpoint",
+    summary: "A SKU's log: its latest signed checkpoint",
+    description:
+      "No credentials. A C2SP tlog-checkpoint (signed note): origin `<LOG_ORIGIN or the request's host>/api/skus/<sku>/log`, tree size, base64 root hash, Ed25519 signature by the key of GET /api/log/key. A new one within LOG_CHECKPOINT_SECONDS of a new entry; each consistent with every earlier one.",
+    access: "public",
+    ok: { status: 200, description: "The signed checkpoint", text: true },
+    errors: ["SKU_NOT_FOUND", "NOT_FOUND"],
+  },
+  logTile: {
+    method: "get",
+    path: "/api/skus/:sku/log/tile/:tile{.+}",
+    summary: "A SKU's log: a hash tile or an entry bundle (C2SP tlog-tiles)",
+    description:
+      "No credentials. `tile/<L>/<N>[.p/<W>]`: the hashes (32 bytes each) of level 8·L of the Merkle tree; `tile/entries/<N>[.p/<W>]`: the entries, each a big-endian uint16 length and its UTF-8 JSON. Only tiles of the latest checkpoint's tree; a tile not there (yet) is 404 NOT_FOUND. Immutable once served.",
+    access: "public",
+    ok: { status: 200, description: "The tile's bytes", binary: true },
+    errors: ["SKU_NOT_FOUND", "NOT_FOUND"],
   },
   healthz: {
     method: "get",

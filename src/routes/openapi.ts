@@ -72,7 +72,8 @@ function errorResponses(codes: ErrorCode[]): JsonObject {
   return responses;
 }
 
-export const openApiPath = (path: string) => path.replace(/:([A-Za-z]+)/g, "{$1}");
+/** `:name` (or Hono's `:name{pattern}`) → `{name}`. */
+export const openApiPath = (path: string) => path.replace(/:([A-Za-z]+)(\{[^}]*\})?/g, "{$1}");
 
 function operation(route: ContractRoute): JsonObject {
   const pathParameters = [...route.path.matchAll(/:([A-Za-z]+)/g)].map((match) => {
@@ -89,7 +90,9 @@ function operation(route: ContractRoute): JsonObject {
   const ok = route.ok;
   const okContent = ok.text
     ? { "text/plain": { schema: { type: "string" } } }
-    : { "application/json": { schema: ok.schema ? ref(ok.schema) : { type: "object" } } };
+    : ok.binary
+      ? { "application/octet-stream": { schema: { type: "string", contentMediaType: "application/octet-stream" } } }
+      : { "application/json": { schema: ok.schema ? ref(ok.schema) : { type: "object" } } };
   const okHeaders = Object.fromEntries(
     (ok.headers ?? []).map((name) => [name, { schema: { type: "string", enum: ["true"] }, description: "Replay" }]),
   );
