@@ -233,4 +233,42 @@ describe("the sale log", () => {
       expect(parseTilePath(bad), bad).toBeNull();
     }
   });
+
+  it("gives the owner receipts that prove their entries in a signed checkpoint, and their salt", async () => {
+    const sku = uniqueSku("logreceipt");
+    await createSku(sku, { totalStock: 5, perUserLimit: 1 });
+    const held = await reserve("rita", sku, 1, await tokenFor("rita", sku));
+    expect(held.status).toBe(202);
+    expect(held.json.receipts).toEqual([]);
+    const salt = held.json.salt as string;
+    expect(salt).toMatch(/^[0-9a-f]{32}$/);
+    const id = held.json.reservationId as string;
+    await pay(id);
+
+    const verifier = await parseVerifier(text((await get("/api/log/key")).bytes).trim());
+    if (!verifier) throw new Error("no verifier key");
+    const receipts = await eventually(async () => {
+      const view = await call("GET", `/api/reservations/${id}`, { user: "rita" });
+      expect(view.json.salt).toBe(salt);
+      expect(view.json.receipts.map((r: { entry: string }) => r.entry)).toEqual(["hold", "paid"]);
+      return view.json.receipts as { entry: string; index: number; proof: string }[];
+    }, 10_000);
+    for (const receipt of receipts) {
+      const [header, extra = "", index = "", ...rest] = receipt.proof.split("\n");
+      expect(header).toBe("c2sp.org/tlog-proof@v1");
+      expect(index).toBe(`index ${receipt.index}`);
+      const blank = rest.indexOf("");
+      const hashes = rest.slice(0, blank).map((h) => Uint8Array.from(atob(h), (c) => c.charCodeAt(0)));
+      const opened = await openNote(rest.slice(blank + 1).join("\n"), verifier);
+      const checkpoint = opened && parseCheckpoint(opened);
+      if (!checkpoint) throw new Error("the receipt's checkpoint does not verify");
+      expect(checkpoint.origin).toBe(`flashgate.test/api/skus/${sku}/log`);
+      const entry = Uint8Array.from(atob(extra.slice("extra ".length)), (c) => c.charCodeAt(0));
+      expect(verifyInclusion(leafHash(entry), receipt.index, checkpoint.size, hashes, checkpoint.root)).toBe(true);
+      const parsed = JSON.parse(text(entry));
+      expect(parsed).toMatchObject({ type: receipt.entry, reservation: id, user: userCommitment(salt, "rita") });
+    }
+    // Nobody else sees them (nor the reservation).
+    expect((await call("GET", `/api/reservations/${id}`, { user: "sam" })).status).toBe(404);
+  });
 });

@@ -157,8 +157,33 @@ export const Reservation = z.object({
   draw: z.object({ entryId: z.string(), position: z.int().min(1), entrants: z.int().min(1) }).optional(),
 });
 
+/**
+ * The verifiable sale (API.md v1.4): the reservation's entries already in a signed checkpoint of its
+ * SKU's log, each a C2SP tlog-proof whose `extra` line carries the entry; and the buyer's salt (their
+ * `user` in the log is hex SHA-256 of `<salt>:<userId>`). Left out when the gateway keeps no log.
+ */
+const Receipts = {
+  receipts: z
+    .array(
+      z.object({
+        entry: z.enum(["hold", "paid", "refund_required", "cancelled", "expired"]),
+        index: z.int().min(0),
+        proof: z.string(),
+      }),
+    )
+    .optional(),
+  salt: z
+    .string()
+    .regex(/^[0-9a-f]{32}$/)
+    .optional(),
+};
+
+/** The `202` of a reservation: the reservation and its receipts (none yet for a hold just made). */
+export const ReservationHeld = Reservation.extend(Receipts);
+
 export const ReservationDetail = Reservation.extend({
   order: z.object({ persisted: z.boolean(), status: ReservationStatus.nullable() }),
+  ...Receipts,
 });
 
 export const ReservationList = z.object({ reservations: z.array(Reservation) });
@@ -458,6 +483,7 @@ export const CONTRACT_SCHEMAS = {
   ReservationRequest,
   Reservation,
   ReservationDetail,
+  ReservationHeld,
   ReservationList,
   WaitlistRequest,
   WaitlistEntry,

@@ -146,7 +146,7 @@ export const ROUTES = {
     ok: {
       status: 202,
       description: "Held until expiresAt; the order row is written asynchronously",
-      schema: "Reservation",
+      schema: "ReservationHeld",
       headers: ["Idempotent-Replayed"],
     },
     errors: [

@@ -29,6 +29,7 @@ import { DISPLAY_CACHE_SECONDS, forgetDisplay, skuDisplay } from "../mirror/stoc
 import { increment } from "../observability/metrics";
 import { currentReservation, finishedReservation } from "../orders/finished";
 import { findOrder, orderAsReservation, ordersOfUser } from "../orders/order-store";
+import { receiptsOf, receiptsOfHeld } from "../sale-log/sale-log";
 import { callStock, locateReservation, SKU_ID, stockShard, unwrap } from "../stock/stock-client";
 import { ROUTES } from "./contract";
 import { register } from "./register";
@@ -355,7 +356,8 @@ register(
       throw outcome && !outcome.ok && outcome.draw ? withDrawPlace(err, outcome.draw) : err;
     });
     if (answer.replayed) c.header("Idempotent-Replayed", "true");
-    const view = reservationView(answer.reservation);
+    const receipts = await receiptsOfHeld(c.env, c.req.url, answer.reservation, Boolean(answer.replayed)); // src/sale-log/
+    const view = { ...reservationView(answer.reservation), ...receipts };
     return c.json(answer.draw ? { ...view, draw: answer.draw } : view, 202);
   },
   { before: [countReservation], first: [soldOutReservation], rateLimit: "handler" },
@@ -451,6 +453,7 @@ register(shopper, ROUTES.reservation, async (c) => {
   return c.json({
     ...reservationView(reservation),
     order: { persisted: order !== undefined, status: order?.status ?? null },
+    ...(await receiptsOf(c.env, c.req.url, reservation.sku, reservation.id, reservation.userId)), // src/sale-log/
   });
 });
 

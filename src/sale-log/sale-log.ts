@@ -48,8 +48,13 @@ export async function logConfiguration(
 /** A buyer's salt on a SKU (shown only to that buyer), or null when no log is kept. */
 export function saltOf(env: Env, sku: string, userId: string): string | null {
   if (!saleLogOn(env)) return null;
-  return userSalt(saltSecret(env.LOG_SIGNING_KEY), sku, userId);
+  if (secretOf?.key !== env.LOG_SIGNING_KEY)
+    secretOf = { key: env.LOG_SIGNING_KEY, secret: saltSecret(env.LOG_SIGNING_KEY) };
+  return userSalt(secretOf.secret, sku, userId);
 }
+
+/** The salts' secret, derived once per key text (the key decides it: nothing is remembered but a hash). */
+let secretOf: { key: string; secret: Uint8Array } | undefined;
 
 export interface ReceiptView {
   entry: string;
@@ -78,4 +83,19 @@ export async function receiptsOf(
     log("warn", "sale log: receipts not read", { sku, error: String(err) });
     return { receipts: [], salt };
   }
+}
+
+/**
+ * The receipts part of a reservation's `202`: a hold just made is in no checkpoint yet (its entry
+ * leaves with the shard's next outbox flush), so only a replayed one asks the log.
+ */
+export function receiptsOfHeld(
+  env: Env,
+  requestUrl: string,
+  reservation: { id: string; sku: string; userId: string },
+  replayed: boolean,
+): Promise<{ receipts: ReceiptView[]; salt: string } | Record<string, never>> {
+  if (replayed) return receiptsOf(env, requestUrl, reservation.sku, reservation.id, reservation.userId);
+  const salt = saltOf(env, reservation.sku, reservation.userId);
+  return Promise.resolve(salt === null ? {} : { receipts: [], salt });
 }
