@@ -1,0 +1,299 @@
+import { execFile } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { appendedHashes, type Hash, leafHash, tilePath, treeHash } from "../durable-objects/shared/merkle";
+import { checkpointText, parseSigner, signNote } from "../durable-objects/shared/signed-note";
+import { signPayment } from "../src/payments/webhook-signature";
+import { SECRETS } from "../tools/dev-vars";
+import { shopperJwt } from "../tools/jwt";
+import { startWorker, type WorkerServer } from "../tools/worker";
+import { eventually } from "./support/eventually";
+
+/**
+ * `npm run verify-sale` (API.md v1.4 "The verifiable sale") against a real Worker: a sale's log
+ * checks out, and stays consistent with an earlier checkpoint; a log tampered with on its way (an
+ * entry edited, entries reordered or dropped, a checkpoint swapped, a forged sale) fails, naming
+ * what broke.
+ */
+
+const run = promisify(execFile);
+const SECRET = "verify-webhook-secret";
+const ADMIN = { authorization: "Bearer dev-admin-token", "content-type": "application/json" };
+const sku = `verify-${randomUUID().slice(0, 8)}`;
+let server: WorkerServer;
+let dir: string;
+
+async function send(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+  const response = await fetch(`${server.url}${path}`, {
+    method,
+    headers: { "content-type": "application/json", ...headers },
+    ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) }),
+  });
+  const text = await response.text();
+  return { status: response.status, json: text ? JSON.parse(text) : null };
+}
+const jwt = async (user: string) => ({ authorization: `Bearer ${await shopperJwt(user, "dev-auth-secret")}` });
+
+async function hold(user: string, quantity = 1): Promise<string> {
+  const token = await send("POST", `/api/skus/${sku}/tokens`, {}, await jwt(user));
+  const held = await send(
+    "POST",
+    `/api/skus/${sku}/reservations`,
+    { token: token.json.token, quantity },
+    await jwt(user),
+  );
+  expect(held.status, JSON.stringify(held.json)).toBe(202);
+  return held.json.reservationId;
+}
+
+async function pay(reservationId: string, quantity: number) {
+  const amount = 1000 * quantity;
+  const raw = JSON.stringify({ id: `evt_${randomUUID()}`, type: "payment.succeeded", reservationId, amount });
+  const signature = await signPayment(raw, SECRET, Math.floor(Date.now() / 1000));
+  const paid = await send("POST", "/webhooks/payments", raw, { "payment-signature": signature });
+  expect(paid.json).toMatchObject({ reservationStatus: "paid", outcome: "applied" });
+}
+
+/** Runs the command as a buyer would; its exit code, summary (stdout) and progress (stderr). */
+async function verifySale(base: string, ...args: string[]) {
+  try {
+    const { stdout, stderr } = await run("npx", ["tsx", "scripts/verify-sale.ts", base, sku, ...args], {
+      timeout: 60_000,
+    });
+    return { code: 0, out: JSON.parse(stdout), stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, out: e.stdout ? JSON.parse(e.stdout) : null, stderr: e.stderr };
+  }
+}
+
+/** The checkpoint's size, once every entry the sale made is in it. */
+async function settled(entries: number) {
+  await eventually(async () => {
+    const note = await (await fetch(`${server.url}/api/skus/${sku}/log/checkpoint`)).text();
+    expect(Number(note.split("\n")[1])).toBe(entries);
+  }, 20_000);
+}
+
+/** A front that serves the Worker's log but lets a test change what passes. */
+function tamperingFront(change: (path: string, body: Buffer) => Buffer): Promise<{ url: string; close(): void }> {
+  return new Promise((resolve) => {
+    const front: Server = createServer(async (request, response) => {
+      const upstream = await fetch(`${server.url}${request.url}`);
+      const body = change(request.url ?? "", Buffer.from(await upstream.arrayBuffer()));
+      response.writeHead(upstream.status, { "content-type": upstream.headers.get("content-type") ?? "text/plain" });
+      response.end(body);
+    });
+    front.listen(0, "127.0.0.1", () =>
+      resolve({ url: `http://127.0.0.1:${(front.address() as AddressInfo).port}`, close: () => front.close() }),
+    );
+  });
+}
+
+/** The entries of a bundle, and a bundle of entries. */
+function unbundle(bundle: Buffer): Buffer[] {
+  const out: Buffer[] = [];
+  for (let at = 0; at < bundle.length; at += 2 + bundle.readUInt16BE(at))
+    out.push(bundle.subarray(at + 2, at + 2 + bundle.readUInt16BE(at)));
+  return out;
+}
+const bundle = (entries: Buffer[]) =>
+  Buffer.concat(entries.flatMap((e) => [Buffer.from([e.length >> 8, e.length & 0xff]), e]));
+
+/**
+ * A front serving a log made up here, signed with the dev key as the gateway would sign it: a sale
+ * whose log is well formed and signed, but whose decisions break the sale's rules.
+ */
+async function forgedLog(entries: object[]): Promise<{ url: string; close(): void }> {
+  const signer = await parseSigner(SECRETS.LOG_SIGNING_KEY);
+  if (!signer) throw new Error("no dev key");
+  const bytes = entries.map((e) => Buffer.from(JSON.stringify(e)));
+  const hashes = new Map<string, Hash>();
+  const at = (level: number, index: number) => hashes.get(`${level}/${index}`) as Hash;
+  bytes.forEach((entry, i) => {
+    for (const h of appendedHashes(i, leafHash(entry), at)) hashes.set(`${h.level}/${h.index}`, h.hash);
+  });
+  const paths = new Map<string, Buffer>();
+  paths.set("/api/log/key", Buffer.from(`${signer.verifier.text}\n`));
+  const origin = `forged.example/api/skus/${sku}/log`;
+  const root = treeHash(bytes.length, at);
+  paths.set(
+    `/api/skus/${sku}/log/checkpoint`,
+    Buffer.from(await signNote(checkpointText({ origin, size: bytes.length, root }), signer)),
+  );
+  paths.set(`/api/skus/${sku}/log/${tilePath("entries", 0, bytes.length)}`, bundle(bytes));
+  paths.set(
+    `/api/skus/${sku}/log/${tilePath(0, 0, bytes.length)}`,
+    Buffer.concat(bytes.map((_, i) => Buffer.from(at(0, i)))),
+  );
+  return new Promise((resolve) => {
+    const front: Server = createServer((request, response) => {
+      const body = paths.get(request.url ?? "");
+      response.writeHead(body ? 200 : 404);
+      response.end(body ?? "");
+    });
+    front.listen(0, "127.0.0.1", () =>
+      resolve({ url: `http://127.0.0.1:${(front.address() as AddressInfo).port}`, close: () => front.close() }),
+    );
+  });
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "verify-sale-"));
+  server = await startWorker("verify-sale", { PAYMENT_WEBHOOK_SECRET: SECRET });
+  const created = await send(
+    "PUT",
+    `/admin/skus/${sku}`,
+    { name: "Verify", totalStock: 6, perUserLimit: 2, price: 1000, currency: "usd" },
+    ADMIN,
+  );
+  expect(created.status, JSON.stringify(created.json)).toBe(200);
+});
+
+afterAll(async () => {
+  await server?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe("npm run verify-sale", () => {
+  it("checks a sale's log and its consistency with an earlier checkpoint", async () => {
+    const a = await hold("ann", 2);
+    const b = await hold("ben");
+    await pay(a, 2);
+    await settled(4); // config, 2 holds, 1 payment
+    const first = await verifySale(server.url, "--save", join(dir, "first.checkpoint"));
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.out).toMatchObject({ ok: true, size: 4, held: 1, sold: 2, stock: 6, reservations: 2, buyers: 2 });
+    expect(first.stderr).toContain("root rebuilt from the entries: matches");
+
+    const cancel = await send("POST", `/api/reservations/${b}/cancel`, {}, await jwt("ben"));
+    expect(cancel.status).toBe(200);
+    for (const user of ["cat", "dan", "eve"]) await hold(user);
+    await settled(8);
+    const second = await verifySale(server.url, "--since", join(dir, "first.checkpoint"));
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.out).toMatchObject({ ok: true, size: 8, held: 3, sold: 2 });
+    expect(second.stderr).toContain(`consistent with ${join(dir, "first.checkpoint")} (4 entries)`);
+  });
+
+  it("fails on a log tampered with, naming what broke", async () => {
+    const cases: [string, (path: string, body: Buffer) => Buffer, RegExp][] = [
+      [
+        "an entry edited",
+        (path, body) =>
+          path.includes("/tile/entries/")
+            ? Buffer.from(body.toString("latin1").replace('"quantity":2', '"quantity":1'), "latin1")
+            : body,
+        /does not match the entries|root is not the checkpoint/,
+      ],
+      [
+        "two entries reordered",
+        (path, body) => {
+          if (!path.includes("/tile/entries/")) return body;
+          const entries = unbundle(body);
+          [entries[1], entries[2]] = [entries[2] as Buffer, entries[1] as Buffer];
+          return bundle(entries);
+        },
+        /does not match the entries/,
+      ],
+      [
+        "an entry dropped",
+        (path, body) => (path.includes("/tile/entries/") ? bundle(unbundle(body).slice(0, -1)) : body),
+        /entry bundle at 0: 7 entries, not 8/,
+      ],
+      [
+        "a checkpoint whose signature is not the key's",
+        (path, body) => (path.endsWith("/checkpoint") ? Buffer.from(body.toString().replace(/\n8\n/, "\n9\n")) : body),
+        /no valid signature/,
+      ],
+    ];
+    for (const [name, change, broken] of cases) {
+      const front = await tamperingFront(change);
+      try {
+        const result = await verifySale(front.url);
+        expect(result.code, name).toBe(1);
+        expect(result.out?.broken, name).toMatch(broken);
+      } finally {
+        front.close();
+      }
+    }
+  });
+
+  it("fails on a checkpoint not consistent with an earlier one", async () => {
+    const first = readFileSync(join(dir, "first.checkpoint"), "utf8");
+    // The same signature cannot cover another root: an earlier checkpoint of another tree is refused by
+    // its signature; one of this key but another log by its origin.
+    const forged = first.replace(
+      /\n4\n(.{44})\n/,
+      (_, root: string) => `\n4\n${root.slice(0, 10)}AAAA${root.slice(14)}\n`,
+    );
+    writeFileSync(join(dir, "forged.checkpoint"), forged);
+    const result = await verifySale(server.url, "--since", join(dir, "forged.checkpoint"));
+    expect(result.code).toBe(1);
+    expect(result.out.broken).toMatch(/no valid signature/);
+  });
+
+  it("fails on a signed log whose decisions break the sale's rules, naming the entry", async () => {
+    const config = (total: number, perUserLimit: number) => ({
+      type: "config",
+      time: "2026-12-01T10:00:00.000Z",
+      status: "on_sale",
+      total,
+      perUserLimit,
+      startsAt: null,
+      endsAt: null,
+      tiers: [],
+    });
+    const user = (n: number) => String(n).repeat(64);
+    const hold = (id: string, who: number, quantity = 1, minute = 1) => ({
+      type: "hold",
+      time: `2026-12-01T10:0${minute}:00.000Z`,
+      reservation: id,
+      quantity,
+      shard: 0,
+      seq: minute,
+      user: user(who),
+    });
+    const cases: [string, object[], RegExp][] = [
+      [
+        "oversold",
+        [config(1, 2), hold("r1", 1), hold("r2", 2, 1, 2)],
+        /entry 2 \(hold .*\): 1 held \+ 0 sold \+ 1 is more than the stock of 1/,
+      ],
+      [
+        "past the limit",
+        [config(5, 1), hold("r1", 1), hold("r2", 1, 1, 2)],
+        /entry 2 \(hold .*\): user 111111111111… would have 2 units, past the limit of 1/,
+      ],
+      [
+        "a payment of nothing",
+        [config(5, 1), { ...hold("r9", 1), type: "paid" }],
+        /entry 1 \(paid .*\): a payment of reservation r9, which the log never held/,
+      ],
+      ["a hold before any configuration", [hold("r1", 1)], /entry 0 \(hold .*\): a hold before any configuration/],
+    ];
+    for (const [name, entries, broken] of cases) {
+      const front = await forgedLog(entries);
+      try {
+        const result = await verifySale(front.url);
+        expect(result.code, name).toBe(1);
+        expect(result.out?.broken, name).toMatch(broken);
+      } finally {
+        front.close();
+      }
+    }
+    // The same made-up log without the broken entry passes: the failures are the rules', not the format's.
+    const front = await forgedLog([config(1, 2), hold("r1", 1)]);
+    try {
+      expect((await verifySale(front.url)).code).toBe(0);
+    } finally {
+      front.close();
+    }
+  });
+});
