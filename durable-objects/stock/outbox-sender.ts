@@ -65,9 +65,12 @@ export class OutboxSender {
       this.#lastSentAt = Date.now();
       for (const batch of packOutbox(rows)) {
         try {
-          // The log first: an event is forgotten (markSent) only once the log and the queue have it.
-          if (this.#log) await this.#log(batch.bodies);
-          await this.#queue.sendBatch(batch.bodies.map((body) => ({ body, contentType: "text" })));
+          // The log and the queue at once: an event is forgotten (markSent) only once both have it; a
+          // failure of either sends the batch to both again (each keeps an event once).
+          await Promise.all([
+            this.#log?.(batch.bodies),
+            this.#queue.sendBatch(batch.bodies.map((body) => ({ body, contentType: "text" }))),
+          ]);
         } catch (err) {
           log("warn", "outbox flush failed", { error: String(err) });
           await this.#due.retry("outbox", this.#now() + OUTBOX_RETRY_MS);
