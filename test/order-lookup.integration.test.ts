@@ -28,6 +28,7 @@ describe("order lookup", () => {
       amount: 1400,
       currency: "eur",
       test: false, // a real sale (API.md v1.4 "Test sales")
+      variant: null, // a SKU without sizes (API.md v1.4 "Sizes")
       createdAt: expect.any(String),
       updatedAt: expect.any(String),
     });

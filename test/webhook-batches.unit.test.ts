@@ -71,6 +71,7 @@ describe("forming batch messages", () => {
       amount: 100,
       currency: "usd",
       test: 0,
+      variant: null,
       created_at: 1_800_000_000_000,
     });
     const rows = Array.from({ length: 100 }, (_, i) => row(i + 1));

@@ -170,7 +170,8 @@ export class Holds {
 
     // Before the public start, only a token the edge signed for a tier open by this shard's clock.
     if (!rowOnSale(sku, now) && !this.access.admits(request.tier, sku, now)) return notOnSale(sku, available);
-    const admitted = this.admit(sku, request.userId, request.quantity, now, served, request.variants);
+    const strict = sku.shards > 1 && request.pulled !== true && !served;
+    const admitted = this.admit(sku, request.userId, request.quantity, now, served, request.variants, strict);
     if (!admitted.ok) return admitted.code === "DRAW_PENDING" ? this.#enterDraw(request, sku, now) : admitted;
 
     const { userId, quantity, nonce, tokenExpiresAt } = request;
@@ -193,13 +194,14 @@ export class Holds {
     now: number,
     served = false,
     variants?: readonly string[],
+    strict = false,
   ): Refusal | Admitted {
     const available = availableOf(sku);
     const held = this.ledger.quota(userId);
     if (held + quantity > sku.per_user_limit) return overLimit(sku, held, available) as Refusal;
     if (this.draw.pending(now)) return fail("DRAW_PENDING") as Refusal;
     if (this.waitlist.ahead && !served) return fail("SOLD_OUT", 0) as Refusal; // the units are the waitlist's
-    if (variants !== undefined && variants.length > 0) return this.#pick(variants, quantity, available);
+    if (variants !== undefined && variants.length > 0) return this.#pick(variants, quantity, available, strict);
     if (available === 0) return fail("SOLD_OUT", 0) as Refusal;
     if (available < quantity) return fail("INSUFFICIENT_STOCK", available) as Refusal;
     return { ok: true, variant: null };
@@ -208,19 +210,23 @@ export class Holds {
   /**
    * Sizes: the first listed variant with `quantity` available; else `SOLD_OUT` (none has a unit) or
    * `INSUFFICIENT_STOCK`, each with what every listed variant has. `available` stays the shard's
-   * whole count, which says whether the SKU (not these sizes) is sold out.
+   * whole count, which says whether the SKU (not these sizes) is sold out. `strict` (a sharded SKU
+   * before its shell pulled): only the first choice, so a first choice a sibling has is pulled
+   * before a later one is taken here.
    */
-  #pick(variants: readonly string[], quantity: number, available: number): Refusal | Admitted {
+  #pick(variants: readonly string[], quantity: number, available: number, strict: boolean): Refusal | Admitted {
     const stock = this.ledger.variants();
     const counts: Record<string, number> = {};
     let any = false;
+    let fits: string | null = null;
     for (const id of variants) {
       const v = stock.get(id);
       const left = v ? availableOf(v) : 0;
-      if (left >= quantity) return { ok: true, variant: id };
+      fits ??= left >= quantity ? id : null;
       counts[id] = left;
       if (left > 0) any = true;
     }
+    if (fits !== null && (!strict || fits === variants[0])) return { ok: true, variant: fits };
     return { ok: false, code: any ? "INSUFFICIENT_STOCK" : "SOLD_OUT", available, variants: counts };
   }
 

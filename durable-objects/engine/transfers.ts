@@ -40,7 +40,9 @@ export class Transfers {
       if (done) return done.granted;
       ledger.expireDue(now, LAZY_EXPIRY_BATCH);
       const sku = ledger.requireRow();
-      const stock = variant === undefined ? sku : ledger.variants().get(variant);
+      // A SKU with sizes moves units of one variant at a time (its total is theirs).
+      const sized = ledger.variants().size > 0;
+      const stock = variant === undefined ? (sized ? undefined : sku) : ledger.variants().get(variant);
       const granted = stock ? Math.max(0, Math.min(requested, availableOf(stock))) : 0;
       // Nothing to give changes nothing: no row, no new seq, no mirror publish. A retry of this
       // id may then grant units; the receiver records whichever answer reached it first.

@@ -213,6 +213,11 @@ export interface ReserveRequest {
   tier?: string | undefined;
   /** Sizes: the variants the buyer takes, in order of preference (required on a SKU with variants). */
   variants?: readonly string[] | undefined;
+  /**
+   * Sizes on a sharded SKU: the shell pulled the listed variants from the siblings already, so a
+   * later choice this shard has may serve (before that, a first choice it lacks is pulled first).
+   */
+  pulled?: boolean | undefined;
 }
 
 export interface ReserveAnswer {
@@ -329,7 +334,8 @@ export function toState(row: SkuRow, pricing: Pricing): SkuState {
  */
 export function showsSoldOut(answer: Outcome<ReserveAnswer>, shards: number): boolean {
   if (shards === 1) return (answer.ok ? answer.value.available : answer.available) === 0;
-  return !answer.ok && answer.code === "SOLD_OUT";
+  // Sizes: a shard out of the listed variants says nothing of the others.
+  return !answer.ok && answer.code === "SOLD_OUT" && answer.variants === undefined;
 }
 
 /** Shard states summed into one SKU: the configuration of shard 0, the stock of all. */

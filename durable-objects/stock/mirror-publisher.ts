@@ -18,7 +18,16 @@ export const MIRROR_MIN_INTERVAL_MS = 50;
 /** How long a check waits for the write in flight before it compares. */
 const MIRROR_CHECK_WAIT_MS = 4 * MIRROR_MIN_INTERVAL_MS;
 
-type MirrorSnapshot = { seq: number; total: number; available: number; held: number; sold: number; status: string };
+type MirrorSnapshot = {
+  seq: number;
+  total: number;
+  available: number;
+  held: number;
+  sold: number;
+  status: string;
+  /** Sizes: each variant's counts (the displays read them from the mirror too); left out without. */
+  variants?: { id: string; total: number; available: number; held: number; sold: number }[];
+};
 
 export type MirrorCheck =
   | { status: "ok" }
@@ -27,7 +36,9 @@ export type MirrorCheck =
   | { status: "drift"; expected: MirrorSnapshot; actual: MirrorSnapshot; repaired: boolean };
 
 function snapshotOf(state: SkuState): MirrorSnapshot {
-  return { seq: state.seq, ...state.stock, status: state.status };
+  const snapshot: MirrorSnapshot = { seq: state.seq, ...state.stock, status: state.status };
+  if (state.variants) snapshot.variants = state.variants.map((v) => ({ id: v.id, ...v.stock }));
+  return snapshot;
 }
 
 /**

@@ -275,9 +275,10 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     const pull = state.variants
       ? await this.#pullVariants(requests, short, state)
       : await this.#pullUnits(requests, short, state);
-    if (pull.pulled > 0) {
+    if (pull.pulled > 0 || state.variants) {
+      // Sizes: asked again after the pull either way, now free to take a later choice this shard has.
       const retried = this.engine.holds.reserve(
-        short.map((i) => requests[i] as ReserveRequest),
+        short.map((i) => ({ ...(requests[i] as ReserveRequest), pulled: true })),
         this.now(),
       );
       short.forEach((i, k) => {
@@ -304,23 +305,25 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   }
 
   /**
-   * Sizes: each variant the short requests list, in their order, pulled for the units they would take
-   * of it (each request may be served by any of its list, so this may pull more than is held).
+   * Sizes: for each short request, its choices in order, each pulled from the siblings until one
+   * has the quantity here (a choice pulled for an earlier request counts for the next ones).
    */
   async #pullVariants(requests: ReserveRequest[], short: number[], state: SkuState) {
-    const wanted = new Map<string, number>();
-    for (const i of short) {
-      for (const id of requests[i]?.variants ?? [])
-        wanted.set(id, (wanted.get(id) ?? 0) + (requests[i]?.quantity ?? 0));
-    }
+    const here = new Map((state.variants ?? []).map((v) => [v.id, v.stock.available]));
     let pulled = 0;
     let failed = false;
-    for (const [id, units] of wanted) {
-      const left = state.variants?.find((v) => v.id === id)?.stock.available ?? 0;
-      if (units <= left) continue;
-      const pull = await this.#pulls.pull(state, units - left, id);
-      pulled += pull.pulled;
-      failed ||= pull.failed;
+    for (const i of short) {
+      const request = requests[i];
+      if (!request) continue;
+      for (const id of request.variants ?? []) {
+        const left = here.get(id) ?? 0;
+        if (left >= request.quantity) break;
+        const pull = await this.#pulls.pull(state, request.quantity - left, id);
+        pulled += pull.pulled;
+        failed ||= pull.failed;
+        here.set(id, left + pull.pulled);
+        if (left + pull.pulled >= request.quantity) break;
+      }
     }
     return { pulled, failed };
   }

@@ -41,7 +41,7 @@ export async function configureSku(
 ): Promise<SkuState> {
   const time = (value: string | null | undefined) => (value == null ? value : Date.parse(value));
   const current = await readShardStates(env, sku, { anyId: true });
-  if (!current && body.totalStock === undefined) {
+  if (!current && body.totalStock === undefined && body.variants === undefined) {
     throw new ApiError(
       "INVALID_REQUEST",
       `SKU ${sku} does not exist yet: creating it needs totalStock.`,
@@ -53,6 +53,7 @@ export async function configureSku(
   }
   const stored = current?.[0] ?? null;
   if (stored?.status === "archived") throw archived(sku);
+  const sized = checkVariants(body, current ? sumShards(current) : null);
   if (stored && body.test !== undefined && body.test !== (stored.test === true))
     throw testIsFixed(sku, stored.test === true);
   const startsAt = time(body.startsAt);
@@ -77,7 +78,9 @@ export async function configureSku(
   const change: SkuChange = {
     sku,
     shards,
-    totalStock: body.totalStock,
+    // Sizes: a SKU with variants has no stock of its own; a new one's total is their sum.
+    totalStock: sized ? (current ? undefined : sized.total) : body.totalStock,
+    variants: body.variants,
     // Only for a SKU whose shard 0 never recorded its total (configured before it did so).
     assumedTotal: current ? sumShards(current).stock.total : 0,
     name: body.name,
@@ -95,7 +98,8 @@ export async function configureSku(
   };
   const outcome = await callStock(() => adminShard(env, sku, 0).putSku(change, requestId));
   if (!outcome.ok && outcome.code === "INVALID_STATE") {
-    throw await explainRefusal(env, sku, body, { shards, after }, Math.max(now, Date.now()));
+    const asked = { shards, after, variant: outcome.variant };
+    throw await explainRefusal(env, sku, body, asked, Math.max(now, Date.now()));
   }
   unwrap(outcome);
 
@@ -103,7 +107,7 @@ export async function configureSku(
   if (!states) throw new Error(`SKU ${sku} vanished while being configured`);
   const state = sumShards(states);
   // totalStock left out: the catalog keeps its copy of the total, as the stock objects kept theirs.
-  const total = body.totalStock !== undefined ? { totalStock: body.totalStock } : {};
+  const total = sized || body.totalStock !== undefined ? { totalStock: state.stock.total } : {};
   const d1 = drizzle(env.DB);
   const catalog = d1
     .insert(skus)
@@ -146,6 +150,35 @@ export async function archiveSku(env: Env, sku: string, requestId?: string): Pro
   return sumShards(states);
 }
 
+/**
+ * Sizes (API.md v1.4): the variants a PUT leaves (those it names over those stored), checked as a
+ * whole: at most 100, and a `totalStock` sent beside them must be their sum; a SKU with variants
+ * takes no `totalStock` of its own. Null: the SKU has no variants after this PUT.
+ */
+function checkVariants(body: SkuSettingsRequest, stored: SkuState | null): { total: number } | null {
+  const after = new Map((stored?.variants ?? []).map((v) => [v.id, v.stock.total]));
+  for (const v of body.variants ?? []) after.set(v.id, v.totalStock);
+  if (after.size === 0) return null;
+  const refuse = (path: string, message: string, detail: string) =>
+    new ApiError("INVALID_REQUEST", `${message} Nothing was changed.`, {}, { fields: [{ path, message: detail }] });
+  if (after.size > 100) {
+    throw refuse(
+      "variants",
+      `This PUT would leave ${after.size} variants: a SKU has at most 100.`,
+      "at most 100 variants in all",
+    );
+  }
+  const total = [...after.values()].reduce((n, t) => n + t, 0);
+  if (body.totalStock !== undefined && body.totalStock !== total) {
+    throw refuse(
+      "totalStock",
+      `totalStock ${body.totalStock} is not the sum of the variants' totalStock (${total}): a SKU with variants has no stock of its own; leave totalStock out, or send ${total}.`,
+      `the sum of the variants' totalStock (${total}), or left out`,
+    );
+  }
+  return { total };
+}
+
 /** `409 INVALID_STATE` of another `test` than the SKU was created with (set only at creation). */
 function testIsFixed(sku: string, was: boolean): ApiError {
   return new ApiError(
@@ -175,7 +208,7 @@ async function explainRefusal(
   env: Env,
   sku: string,
   body: SkuSettingsRequest,
-  asked: { shards: number; after: SkuAfter },
+  asked: { shards: number; after: SkuAfter; variant?: string | undefined },
   now: number,
 ): Promise<ApiError> {
   const { shards, after } = asked;
@@ -184,6 +217,25 @@ async function explainRefusal(
   if (!state) return new ApiError("INVALID_STATE");
   if (state.status === "archived") return archived(sku);
   const heldOrSold = state.stock.held + state.stock.sold;
+  const variant = state.variants?.find((v) => v.id === asked.variant);
+  if (variant) {
+    const taken = variant.stock.held + variant.stock.sold;
+    const totalStock = body.variants?.find((v) => v.id === variant.id)?.totalStock ?? variant.stock.total;
+    return new ApiError(
+      "INVALID_STATE",
+      `Variant ${variant.id}: totalStock ${totalStock} is below its ${plural(taken, "unit")} held or sold: set at least ${taken}. Nothing was changed.`,
+      {},
+      { variant: variant.id, totalStock, heldOrSold: taken },
+    );
+  }
+  if (body.variants && !state.variants && heldOrSold > 0) {
+    return new ApiError(
+      "INVALID_STATE",
+      `SKU ${sku} has ${plural(heldOrSold, "unit")} held or sold without variants: variants can be given to it only while nothing is held or sold (or configure a new SKU with them).`,
+      {},
+      { heldOrSold, fields: [{ path: "variants", message: "given only while nothing is held or sold" }] },
+    );
+  }
   const totalStock = body.totalStock;
   if (totalStock !== undefined && totalStock < heldOrSold) {
     return new ApiError(

@@ -39,6 +39,8 @@ export const orders = sqliteTable(
     currency: text("currency"),
     /** An order of a test SKU (API.md v1.4 "Test sales"), as its first event said. */
     test: integer("test", { mode: "boolean" }).notNull().default(false),
+    /** Sizes (API.md v1.4): the variant held, as its events said; null for a SKU without variants. */
+    variant: text("variant"),
   },
   (t) => [
     index("orders_by_sku_status").on(t.sku, t.status),
@@ -216,6 +218,8 @@ export const payments = sqliteTable(
     reason: text("reason", { enum: PAYMENT_REASONS }),
     /** A payment of a test SKU's order (API.md v1.4 "Test sales"). */
     test: integer("test", { mode: "boolean" }).notNull().default(false),
+    /** Sizes (API.md v1.4): the variant of the reservation paid; null for a SKU without variants. */
+    variant: text("variant"),
     receivedAt: integer("received_at").notNull(),
     /**
      * A refund of a `refund_required` payment (API.md v1.4 "Paying and refunding through Stripe"):

@@ -17,6 +17,8 @@ export interface OrderObject {
   currency: string | null;
   /** An order of a test SKU (API.md v1.4 "Test sales"): the shop's systems can skip it. */
   test: boolean;
+  /** Sizes (API.md v1.4): the variant held; null for a SKU without variants. */
+  variant: string | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -34,12 +36,13 @@ export interface ChangeRow {
   currency: string | null;
   /** 0 or 1 (SQLite). */
   test: number;
+  variant: string | null;
   created_at: number;
 }
 
 /** The SELECT list of {@link ChangeRow}, for `order_changes c JOIN orders o`. */
 export const CHANGE_COLUMNS =
-  "c.position, c.status, c.changed_at, c.amount, c.currency, o.reservation_id, o.sku, o.user_id, o.quantity, o.test, o.created_at";
+  "c.position, c.status, c.changed_at, c.amount, c.currency, o.reservation_id, o.sku, o.user_id, o.quantity, o.test, o.variant, o.created_at";
 
 export function orderObjectOf(row: ChangeRow): OrderObject {
   return {
@@ -51,6 +54,7 @@ export function orderObjectOf(row: ChangeRow): OrderObject {
     amount: row.amount,
     currency: row.currency,
     test: row.test === 1,
+    variant: row.variant,
     createdAt: new Date(row.created_at).toISOString(),
     updatedAt: new Date(row.changed_at).toISOString(),
   };
@@ -67,6 +71,7 @@ export function orderObjectOfRow(row: typeof orders.$inferSelect): OrderObject {
     amount: row.amount,
     currency: row.currency,
     test: row.test,
+    variant: row.variant,
     createdAt: new Date(row.createdAt).toISOString(),
     updatedAt: new Date(row.updatedAt).toISOString(),
   };

@@ -83,6 +83,9 @@ export interface ErrorDetails {
   unknownFields?: string[];
   /** A reservation refused by the opening draw: where its entry came (as a winner's `draw`). */
   draw?: { entryId: string; position: number; entrants: number };
+  /** Sizes: SOLD_OUT / INSUFFICIENT_STOCK: units of each listed variant; INVALID_STATE: the variant at fault. */
+  variants?: Record<string, number>;
+  variant?: string;
 }
 
 /** The contract's error body: `{"error": {"code", "message"}}`, plus `details` when there are figures. */

@@ -3,9 +3,21 @@ import { WEBHOOK_EVENT_TYPES } from "../db/schema";
 
 /** Request bodies of the contract (API.md). Routes validate with these; types are inferred. */
 
+/** A variant (size) id, API.md v1.4 "Sizes (variants)". */
+export const VariantId = z.string().regex(/^[A-Za-z0-9._-]{1,32}$/, "1 to 32 of A-Z a-z 0-9 . _ -");
+
+/** A shopper's sizes, in order of preference: 1 to 5 distinct ids. */
+const VariantPreferences = z
+  .array(VariantId)
+  .min(1, "at least one variant id")
+  .max(5, "at most 5 variant ids, in order of preference")
+  .refine((ids) => new Set(ids).size === ids.length, "each variant id at most once");
+
 export const ReservationRequest = z.object({
   token: z.string().min(1).max(2048),
   quantity: z.int().min(1).max(1_000_000),
+  /** API.md v1.4: required for a SKU with variants, refused for one without (the stock object knows which). */
+  variants: VariantPreferences.optional(),
 });
 
 /** Body of `POST /api/reservations/:id/checkout` (API.md v1.4): where Stripe sends the shopper back. */
@@ -18,7 +30,10 @@ export const CheckoutRequest = z.object({
 export const MarkRefundedRequest = z.strictObject({ note: z.string().max(500).optional() });
 
 /** Body of `POST /api/skus/:sku/waitlist`. */
-export const WaitlistRequest = z.object({ quantity: z.int().min(1).max(1_000_000) });
+export const WaitlistRequest = z.object({
+  quantity: z.int().min(1).max(1_000_000),
+  variants: VariantPreferences.optional(),
+});
 
 /** Times the contract accepts (API.md): alarms and dates stay within what the runtime represents. */
 const EARLIEST_TIME = Date.parse("2000-01-01T00:00:00Z");
@@ -99,6 +114,22 @@ export const SkuSettingsRequest = z.strictObject({
    * when the SKU is created: another value on an existing SKU is `409 INVALID_STATE`.
    */
   test: z.boolean().optional(),
+  /**
+   * API.md v1.4 "Sizes (variants)": 1 to 100 variants with distinct ids, each its own stock; a PUT
+   * listing some changes those and keeps the rest. The SKU's totalStock is then their sum.
+   */
+  variants: z
+    .array(
+      z.strictObject({
+        id: VariantId,
+        name: z.string().min(1).max(64).optional(),
+        totalStock: z.int().min(0).max(1_000_000_000),
+      }),
+    )
+    .min(1)
+    .max(100)
+    .refine((vs) => new Set(vs.map((v) => v.id)).size === vs.length, "each variant id at most once")
+    .optional(),
   /** API.md "Early access" (v1.3): up to 8 tiers, each opening before `startsAt`; left out: kept. */
   access: z
     .array(AccessTier)

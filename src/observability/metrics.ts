@@ -30,7 +30,7 @@ const METRICS = {
   },
   flashgate_stock: {
     type: "gauge",
-    help: "Units of a SKU by state (total, available, held, sold), summed over its shards.",
+    help: "Units of a SKU by state (total, available, held, sold), summed over its shards; per variant (label variant) for a SKU with sizes.",
   },
   flashgate_waitlist: { type: "gauge", help: "Buyers waiting for released units of a SKU." },
   flashgate_orders: { type: "gauge", help: "Order rows in D1 by SKU and status." },

@@ -124,6 +124,22 @@ function applyStatements(db: D1Database, events: readonly OrderEvent[], now: num
       .prepare(`UPDATE orders SET test = 1 WHERE test = 0 AND reservation_id IN (${run.map(() => "?").join(", ")})`)
       .bind(...run),
   );
+  // Sizes: each order's variant, set once by the first event that carries it (grouped by variant).
+  const byVariant = new Map<string, Set<string>>();
+  for (const e of events) {
+    if (e.variant !== undefined) byVariant.set(e.variant, (byVariant.get(e.variant) ?? new Set()).add(e.reservationId));
+  }
+  for (const [variant, ids] of byVariant) {
+    for (const run of chunks([...ids], D1_MAX_BOUND_PARAMETERS - 1)) {
+      marks.push(
+        db
+          .prepare(
+            `UPDATE orders SET variant = ? WHERE variant IS NULL AND reservation_id IN (${run.map(() => "?").join(", ")})`,
+          )
+          .bind(variant, ...run),
+      );
+    }
+  }
   return { processed, upserts, marks };
 }
 
@@ -187,6 +203,7 @@ export function orderAsReservation(row: OrderRow) {
     createdAt: row.createdAt,
     expiresAt: row.expiresAt,
     updatedAt: row.updatedAt,
+    ...(row.variant === null ? {} : { variant: row.variant }),
   };
 }
 

@@ -22,6 +22,8 @@ export interface PaymentObject {
   reason: PaymentReason | null;
   /** A payment of a test SKU's order (API.md v1.4 "Test sales"). */
   test: boolean;
+  /** Sizes (API.md v1.4): the variant of the reservation paid; null for a SKU without variants. */
+  variant: string | null;
   receivedAt: string;
   /** Its refund, issued through Stripe or marked done (API.md v1.4); null while none was. */
   refund: Refund | null;
@@ -50,6 +52,7 @@ export interface PaymentRow {
   reason: PaymentReason | null;
   /** 0 or 1 (SQLite). */
   test: number;
+  variant: string | null;
   received_at: number;
   refund_status: Refund["status"] | null;
   refund_via: Refund["via"] | null;
@@ -60,7 +63,7 @@ export interface PaymentRow {
 
 /** The SELECT list of {@link PaymentRow}, for `payments p`. */
 export const PAYMENT_COLUMNS =
-  "p.position, p.event_id, p.source, p.reservation_id, p.sku, p.user_id, p.amount, p.currency, p.outcome, p.reason, p.test, p.received_at, p.refund_status, p.refund_via, p.refund_id, p.refund_at, p.refund_attempts";
+  "p.position, p.event_id, p.source, p.reservation_id, p.sku, p.user_id, p.amount, p.currency, p.outcome, p.reason, p.test, p.variant, p.received_at, p.refund_status, p.refund_via, p.refund_id, p.refund_at, p.refund_attempts";
 
 export function paymentObjectOf(row: PaymentRow): PaymentObject {
   return {
@@ -74,6 +77,7 @@ export function paymentObjectOf(row: PaymentRow): PaymentObject {
     outcome: row.outcome,
     reason: row.reason,
     test: row.test === 1,
+    variant: row.variant,
     receivedAt: new Date(row.received_at).toISOString(),
     refund:
       row.refund_status === null || row.refund_via === null
@@ -103,8 +107,8 @@ export async function recordPayment(
   const { reservation } = answer;
   const row = await db
     .prepare(
-      `INSERT INTO payments (event_id, source, reservation_id, sku, user_id, amount, currency, outcome, reason, received_at, test)
-       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+      `INSERT INTO payments (event_id, source, reservation_id, sku, user_id, amount, currency, outcome, reason, received_at, test, variant)
+       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
        ON CONFLICT (event_id) DO NOTHING RETURNING position`,
     )
     .bind(
@@ -120,6 +124,7 @@ export async function recordPayment(
       answer.outcome === "applied" ? null : answer.reason,
       now,
       answer.skuTest === true ? 1 : 0,
+      reservation.variant ?? null,
     )
     .first();
   return row !== null;

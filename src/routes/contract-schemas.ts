@@ -82,6 +82,18 @@ export const ErrorDetails = z
     heldOrSold: Count.optional().describe("INVALID_STATE: the SKU's units held or sold, the least totalStock can be"),
     shards: z.int().min(1).optional().describe("INVALID_STATE: the SKU's shard count, kept"),
     waiting: Count.optional().describe("INVALID_STATE: buyers on the SKU's waitlist (a new shard count needs none)"),
+    variants: z
+      .record(z.string(), Count)
+      .optional()
+      .describe(
+        'Added to v1.4 ("Sizes"): SOLD_OUT, INSUFFICIENT_STOCK: units available of each variant the request listed',
+      ),
+    variant: z
+      .string()
+      .optional()
+      .describe(
+        'Added to v1.4 ("Sizes"): INVALID_STATE: the variant whose totalStock would fall below its held + sold',
+      ),
     fields: z
       .array(z.object({ path: z.string(), message: z.string() }))
       .optional()
@@ -141,6 +153,10 @@ export const PublicSku = z.object({
   held: Count,
   waiting: Count,
   access: AccessView.optional(),
+  variants: z
+    .array(z.object({ id: z.string(), name: z.string(), available: Count, held: Count }))
+    .optional()
+    .describe('Added to v1.4 ("Sizes"): each variant, in the order they were added; left out for a SKU without them'),
 });
 
 export const PurchaseToken = z.object({ token: z.string(), expiresAt: Time });
@@ -152,6 +168,7 @@ export const Reservation = z.object({
   status: ReservationStatus,
   /** Null only for an order recorded by an older producer that did not send it. */
   expiresAt: Time.nullable(),
+  variant: z.string().nullable().describe('Added to v1.4 ("Sizes"): the variant held; null for a SKU without variants'),
   links: z.object({ self: z.string() }),
   /** A reservation decided by the opening draw: where it came (API.md "Fair opening"). */
   draw: z.object({ entryId: z.string(), position: z.int().min(1), entrants: z.int().min(1) }).optional(),
@@ -283,6 +300,12 @@ export const AdminSku = z.object({
       'Added to v1.4 ("Test sales"): set when the SKU was created, never changed; a test SKU\'s orders, events and payments say `test: true`',
     ),
   stock: StockCounts,
+  variants: z
+    .array(z.object({ id: z.string(), name: z.string(), stock: StockCounts }))
+    .optional()
+    .describe(
+      "Added to v1.4 (\"Sizes\"): each variant's stock (`stock` stays the SKU's sum); left out without variants",
+    ),
   orders: OrderCounts,
   revenue: z
     .object({
@@ -367,6 +390,7 @@ const OrderObject = z.object({
     .describe(
       "Added to v1.4 (\"Test sales\"): true for an order of a test SKU, which the shop's systems can skip; false for a real sale's",
     ),
+  variant: z.string().nullable().describe('Added to v1.4 ("Sizes"): the variant held; null for a SKU without variants'),
   createdAt: Time,
   updatedAt: Time,
 });
@@ -434,6 +458,10 @@ const PaymentObject = z.object({
   outcome: z.enum(["applied", "refund_required"]),
   reason: z.enum(PAYMENT_REASONS).nullable().describe("Why it is owed back; null when applied"),
   test: z.boolean().describe('Added to v1.4 ("Test sales"): true for a payment of a test SKU\'s order'),
+  variant: z
+    .string()
+    .nullable()
+    .describe('Added to v1.4 ("Sizes"): the variant of the reservation paid; null for a SKU without variants'),
   receivedAt: Time,
   refund: z
     .object({

@@ -70,8 +70,14 @@ async function readGauges(env: Env): Promise<Sample[]> {
   for (const result of stocks) {
     const stock = result.status === "fulfilled" ? result.value : null;
     if (!stock) continue;
-    for (const [state, value] of Object.entries(stock.counts))
-      sample("flashgate_stock", { sku: stock.sku, state }, value);
+    // Sizes: a SKU with variants is sampled per variant (its sum is `sum by (sku, state)`).
+    const parts = stock.variants?.map((v) => ({ labels: { variant: v.id }, counts: v.stock })) ?? [
+      { labels: {}, counts: stock.counts },
+    ];
+    for (const part of parts) {
+      for (const [state, value] of Object.entries(part.counts))
+        sample("flashgate_stock", { sku: stock.sku, state, ...part.labels }, value);
+    }
     sample("flashgate_waitlist", { sku: stock.sku }, stock.waitlist);
     if (stock.mirrorLag === null) mirrorUnreadable++;
     else if (stock.mirrorLag !== undefined) sample("flashgate_mirror_lag_changes", { sku: stock.sku }, stock.mirrorLag);
@@ -94,5 +100,5 @@ async function readStock(env: Env, sku: string) {
     mirrorFromEnv(env, MIRROR_READ_TIMEOUT_MS) ? mirrorCounts(env, sku) : undefined,
   ]);
   const mirrorLag = mirror === undefined ? undefined : mirror === null ? null : Math.max(0, state.seq - mirror.version);
-  return { sku, counts: state.stock, waitlist, mirrorLag };
+  return { sku, counts: state.stock, variants: state.variants, waitlist, mirrorLag };
 }

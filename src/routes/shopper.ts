@@ -139,6 +139,9 @@ async function explainRefusal<T>(
     const [state, held] = await Promise.all([callStock(() => stub.state()), callStock(() => stub.quotaOf(userId))]);
     if (state) throw limitExceeded(state.perUserLimit, held, quantity);
   }
+  if (outcome.variants && (outcome.code === "SOLD_OUT" || outcome.code === "INSUFFICIENT_STOCK")) {
+    throw sizesShort(outcome.code, outcome.variants, quantity);
+  }
   if (outcome.code === "INSUFFICIENT_STOCK" && outcome.available !== undefined) {
     throw new ApiError(
       "INSUFFICIENT_STOCK",
@@ -163,6 +166,21 @@ function limitExceeded(perUserLimit: number, held: number, requested: number): A
     {},
     { perUserLimit, held, requested },
   );
+}
+
+/**
+ * Sizes: none of the listed variants has the quantity (API.md v1.4): `SOLD_OUT` when none has a
+ * unit, else `INSUFFICIENT_STOCK`, each with what every listed variant has.
+ */
+function sizesShort(code: "SOLD_OUT" | "INSUFFICIENT_STOCK", variants: Record<string, number>, quantity: number) {
+  const each = Object.entries(variants)
+    .map(([id, n]) => `${id}: ${n}`)
+    .join(", ");
+  const message =
+    code === "SOLD_OUT"
+      ? `Every size you listed is sold out (${each}): list other sizes, or join the waitlist for these.`
+      : `None of the sizes you listed has ${quantity} units (${each}): ask for fewer, or list other sizes.`;
+  return new ApiError(code, message, {}, { variants, requested: quantity });
 }
 
 /** A draw's refusal says where its entry came, as a winner's reservation does (API.md v1.3). */
@@ -336,6 +354,7 @@ register(
       tokenExpiresAt: claims.expiresAt, // the object keeps its reservation while the token can replay
       requestId: c.get("requestId"),
       tier: claims.tier, // early access: the object checks that this tier has opened
+      variants: body.variants, // sizes: the object takes the first listed with the quantity
     };
     const stock = shardName(sku, claims.shard);
     // GATHER: through the shard's gatherer for this colo, which batches with other isolates' (issue 44).

@@ -19,6 +19,7 @@ export function reservationView(
     quantity: r.quantity,
     status: r.status,
     expiresAt: iso(r.expiresAt),
+    variant: r.variant ?? null,
     links: { self: `/api/reservations/${r.id}` },
   };
 }
@@ -54,6 +55,16 @@ export function publicSkuView(s: SkuState & { status: "on_sale" | "paused" }, no
     held: s.stock.held,
     waiting: s.waiting ?? 0,
     ...accessView(s),
+    ...(s.variants
+      ? {
+          variants: s.variants.map((v) => ({
+            id: v.id,
+            name: v.name,
+            available: v.stock.available,
+            held: v.stock.held,
+          })),
+        }
+      : {}),
   };
 }
 
@@ -99,6 +110,7 @@ export function adminSkuView(
     ...phaseView(s, now),
     ...accessView(s),
     stock: s.stock,
+    ...(s.variants ? { variants: s.variants.map((v) => ({ id: v.id, name: v.name, stock: v.stock })) } : {}),
     version: s.seq, // the SKU's seq (summed over shards), under the view's name
   };
 }

@@ -1,0 +1,278 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { type Answer, call, createSku, tokenFor, uniqueSku } from "./support/client";
+import { eventually } from "./support/eventually";
+import { conforms } from "./support/handoff";
+import { pay } from "./support/payments";
+
+/**
+ * API.md v1.4 "Sizes (variants)" through the Worker, on 1 and on 4 shards: one product, its sizes,
+ * one per-user limit across them, a buyer's preferences, a variant cut and a variant added mid-sale,
+ * a late payment whose size is gone, what D1, the feed and the payments list say, and bad input.
+ */
+
+type Variants = { id: string; name?: string; totalStock: number }[];
+
+async function sized(shards: number, variants: Variants, extra: Record<string, unknown> = {}) {
+  const sku = uniqueSku(`sizes${shards}`);
+  const created = await createSku(sku, { shards, perUserLimit: 1, price: 900, variants, ...extra });
+  return { sku, created };
+}
+
+async function reserveSizes(
+  user: string,
+  sku: string,
+  variants: unknown,
+  quantity = 1,
+  token?: string,
+): Promise<Answer> {
+  return call("POST", `/api/skus/${sku}/reservations`, {
+    user,
+    body: { token: token ?? (await tokenFor(user, sku)), quantity, variants },
+  });
+}
+
+/** Each variant's stock as the admin view shows it, by id. */
+async function variantStock(sku: string) {
+  const view = await call("GET", `/admin/skus/${sku}`, { admin: true });
+  expect(view.status).toBe(200);
+  conforms("AdminSku", view.json);
+  const variants = view.json.variants as { id: string; stock: Record<string, number> }[];
+  return Object.fromEntries(variants.map((v) => [v.id, v.stock]));
+}
+
+const fieldsOf = (answer: Answer) =>
+  ((answer.json.error?.details?.fields ?? []) as { path: string }[]).map((f) => f.path);
+
+describe.each([1, 4])("sizes on %i shard(s)", (shards) => {
+  it("shows each size, takes the first listed size with stock, and counts the limit across sizes", async () => {
+    const { sku, created } = await sized(shards, [
+      { id: "42", name: "EU 42", totalStock: 1 },
+      { id: "42.5", name: "EU 42.5", totalStock: 2 },
+      { id: "43", totalStock: 3 },
+    ]);
+    expect(created.json).toMatchObject({ stock: { total: 6, available: 6, held: 0, sold: 0 } });
+    expect(created.json.variants).toEqual([
+      { id: "42", name: "EU 42", stock: { total: 1, available: 1, held: 0, sold: 0 } },
+      { id: "42.5", name: "EU 42.5", stock: { total: 2, available: 2, held: 0, sold: 0 } },
+      { id: "43", name: "43", stock: { total: 3, available: 3, held: 0, sold: 0 } },
+    ]);
+    const shown = await call("GET", `/api/skus/${sku}`);
+    conforms("PublicSku", shown.json);
+    expect(shown.json.variants).toEqual([
+      { id: "42", name: "EU 42", available: 1, held: 0 },
+      { id: "42.5", name: "EU 42.5", available: 2, held: 0 },
+      { id: "43", name: "43", available: 3, held: 0 },
+    ]);
+
+    const ana = await reserveSizes("ana", sku, ["42", "43"]);
+    expect(ana.status, JSON.stringify(ana.json)).toBe(202);
+    conforms("Reservation", ana.json);
+    expect(ana.json.variant).toBe("42");
+    // One per customer across sizes: ana cannot take a 43 beside her 42.
+    const again = await reserveSizes("ana", sku, ["43"]);
+    expect(again.status).toBe(409);
+    expect(again.json.error).toMatchObject({ code: "LIMIT_EXCEEDED", details: { perUserLimit: 1, held: 1 } });
+    // 42 is gone: ben's second choice serves him.
+    const ben = await reserveSizes("ben", sku, ["42", "42.5"]);
+    expect(ben.status, JSON.stringify(ben.json)).toBe(202);
+    expect(ben.json.variant).toBe("42.5");
+    // Only 42 listed, and it is gone: SOLD_OUT with what each listed size has; 2 of 42.5 is short.
+    const cleo = await reserveSizes("cleo", sku, ["42"]);
+    expect(cleo.status).toBe(409);
+    expect(cleo.json.error).toMatchObject({ code: "SOLD_OUT", details: { variants: { "42": 0 } } });
+    const many = await createSku(sku, { perUserLimit: 5 });
+    expect(many.status).toBe(200);
+    const eve = await reserveSizes("eve", sku, ["42", "42.5"], 2);
+    expect(eve.status).toBe(409);
+    expect(eve.json.error).toMatchObject({ code: "INSUFFICIENT_STOCK", details: { variants: { "42": 0, "42.5": 1 } } });
+    expect(await variantStock(sku)).toEqual({
+      "42": { total: 1, available: 0, held: 1, sold: 0 },
+      "42.5": { total: 2, available: 1, held: 1, sold: 0 },
+      "43": { total: 3, available: 3, held: 0, sold: 0 },
+    });
+
+    // The reservation's own read, the user's list, D1, the feed and the payments list carry the size.
+    const read = await call("GET", `/api/reservations/${ana.json.reservationId}`, { user: "ana" });
+    expect(read.json).toMatchObject({ variant: "42" });
+    const paid = await pay(ana.json.reservationId as string, "payment.succeeded", undefined, { amount: 900 });
+    expect(paid.status, JSON.stringify(paid.json)).toBe(200);
+    await eventually(async () => {
+      const row = await env.DB.prepare("SELECT variant, status FROM orders WHERE reservation_id = ?")
+        .bind(ana.json.reservationId)
+        .first();
+      expect(row).toEqual({ variant: "42", status: "paid" });
+    });
+    const lookup = await call("GET", `/admin/orders/${ana.json.reservationId}`, { admin: true });
+    conforms("OrderObject", lookup.json);
+    expect(lookup.json).toMatchObject({ variant: "42", status: "paid" });
+    const mine = await call("GET", "/api/me/reservations", { user: "ana" });
+    expect(mine.json.reservations).toEqual(
+      expect.arrayContaining([expect.objectContaining({ reservationId: ana.json.reservationId, variant: "42" })]),
+    );
+    const payments = await call("GET", "/admin/payments?limit=1000", { admin: true });
+    conforms("PaymentList", payments.json);
+    const payment = (payments.json.payments as { reservationId: string; variant: string | null }[]).find(
+      (p) => p.reservationId === ana.json.reservationId,
+    );
+    expect(payment?.variant).toBe("42");
+  });
+
+  it("refuses a cut below a size's held + sold naming it, changes nothing, and adds a size mid-sale", async () => {
+    const { sku } = await sized(shards, [
+      { id: "s", totalStock: 2 },
+      { id: "m", totalStock: 2 },
+    ]);
+    expect((await reserveSizes("fay", sku, ["m"])).status).toBe(202);
+    expect((await reserveSizes("gus", sku, ["m"])).status).toBe(202);
+    const before = await variantStock(sku);
+    const cut = await call("PUT", `/admin/skus/${sku}`, {
+      admin: true,
+      body: { variants: [{ id: "m", totalStock: 1 }] },
+    });
+    expect(cut.status).toBe(409);
+    expect(cut.json.error).toMatchObject({
+      code: "INVALID_STATE",
+      details: { variant: "m", totalStock: 1, heldOrSold: 2 },
+    });
+    expect(cut.json.error.message).toContain("Variant m");
+    expect(await variantStock(sku)).toEqual(before);
+    // A cut the size can take (its available units) is applied; the rest keep theirs.
+    const fine = await call("PUT", `/admin/skus/${sku}`, {
+      admin: true,
+      body: { variants: [{ id: "s", totalStock: 1 }] },
+    });
+    expect(fine.status, JSON.stringify(fine.json)).toBe(200);
+    expect(fine.json.stock).toMatchObject({ total: 3, held: 2 });
+    // A size added while the sale runs: on sale at once, the SKU's total grows with it.
+    const added = await call("PUT", `/admin/skus/${sku}`, {
+      admin: true,
+      body: { variants: [{ id: "l", name: "Large", totalStock: 4 }] },
+    });
+    expect(added.status, JSON.stringify(added.json)).toBe(200);
+    expect(added.json.stock).toMatchObject({ total: 7, available: 3 + 2 });
+    const hal = await reserveSizes("hal", sku, ["m", "l"]);
+    expect(hal.json.variant).toBe("l");
+    expect(await variantStock(sku)).toEqual({
+      s: { total: 1, available: 1, held: 0, sold: 0 },
+      m: { total: 2, available: 0, held: 2, sold: 0 },
+      l: { total: 4, available: 3, held: 1, sold: 0 },
+    });
+  });
+
+  it("a late payment takes its own size again, or owes the money back when that size is gone", async () => {
+    const { sku } = await sized(shards, [
+      { id: "40", totalStock: 1 },
+      { id: "41", totalStock: 4 },
+    ]);
+    const ida = await reserveSizes("ida", sku, ["40"]);
+    expect(ida.json.variant).toBe("40");
+    const cancel = await call("POST", `/api/reservations/${ida.json.reservationId}/cancel`, { user: "ida" });
+    expect(cancel.status).toBe(200);
+    // The released 40 is taken by another buyer; ida's money arrives after.
+    expect((await reserveSizes("jon", sku, ["40"])).json.variant).toBe("40");
+    const late = await pay(ida.json.reservationId as string, "payment.succeeded", undefined, { amount: 900 });
+    expect(late.status, JSON.stringify(late.json)).toBe(200);
+    expect(late.json).toMatchObject({ outcome: "refund_required" });
+    const owed = await call("GET", "/admin/payments?limit=1000", { admin: true });
+    const record = (owed.json.payments as { reservationId: string }[]).find(
+      (p) => p.reservationId === ida.json.reservationId,
+    );
+    expect(record).toMatchObject({ outcome: "refund_required", reason: "too_late", variant: "40" });
+    // A late payment whose size still has units is applied.
+    const kim = await reserveSizes("kim", sku, ["41"]);
+    await call("POST", `/api/reservations/${kim.json.reservationId}/cancel`, { user: "kim" });
+    const applied = await pay(kim.json.reservationId as string, "payment.succeeded", undefined, { amount: 900 });
+    expect(applied.json).toMatchObject({ outcome: "applied" });
+    expect(await variantStock(sku)).toEqual({
+      "40": { total: 1, available: 0, held: 1, sold: 0 },
+      "41": { total: 4, available: 3, held: 0, sold: 1 },
+    });
+  });
+});
+
+describe("sizes: bad input changes nothing", () => {
+  it("answers 400 naming the field for ids, duplicates, lists and totals that do not fit", async () => {
+    const { sku } = await sized(1, [
+      { id: "a", totalStock: 3 },
+      { id: "b", totalStock: 3 },
+    ]);
+    const plain = uniqueSku("plain");
+    await createSku(plain, { totalStock: 3 });
+    const cases: [string, unknown, string][] = [
+      [sku, ["zz"], "variants"],
+      [sku, undefined, "variants"],
+      [plain, ["a"], "variants"],
+      [sku, ["a", "a"], "variants"],
+      [sku, ["a", "b", "c", "d", "e", "f"], "variants"],
+      [sku, ["bad id!"], "variants.0"],
+      [sku, [], "variants"],
+    ];
+    for (const [target, variants, path] of cases) {
+      const answer = await reserveSizes("lea", target, variants);
+      expect(answer.status, JSON.stringify(variants)).toBe(400);
+      expect(answer.json.error.code).toBe("INVALID_REQUEST");
+      expect(fieldsOf(answer)).toContain(path);
+    }
+    const puts: [unknown, string][] = [
+      [{ variants: [{ id: "a", totalStock: 1 }], totalStock: 99 }, "totalStock"],
+      [{ variants: [{ id: "x y", totalStock: 1 }] }, "variants.0.id"],
+      [
+        {
+          variants: [
+            { id: "c", totalStock: 1 },
+            { id: "c", totalStock: 2 },
+          ],
+        },
+        "variants",
+      ],
+      [{ variants: Array.from({ length: 101 }, (_, i) => ({ id: `v${i}`, totalStock: 1 })) }, "variants"],
+      [{ variants: Array.from({ length: 99 }, (_, i) => ({ id: `v${i}`, totalStock: 1 })) }, "variants"],
+      [{ variants: [{ id: "c", totalStock: -1 }] }, "variants.0.totalStock"],
+      [{ variants: [{ id: "c", totalStock: 1, colour: "red" }] }, "variants.0"],
+    ];
+    const before = await call("GET", `/admin/skus/${sku}`, { admin: true });
+    for (const [body, path] of puts) {
+      const answer = await call("PUT", `/admin/skus/${sku}`, { admin: true, body });
+      expect(answer.status, JSON.stringify(body).slice(0, 80)).toBe(400);
+      expect(
+        [...fieldsOf(answer), ...((answer.json.error?.details?.unknownFields ?? []) as string[])].join(" "),
+      ).toContain(path);
+    }
+    const after = await call("GET", `/admin/skus/${sku}`, { admin: true });
+    expect(after.json.variants).toEqual(before.json.variants);
+    expect(after.json.version).toBe(before.json.version);
+    // Variants come to a SKU without them only while nothing is held or sold.
+    expect(
+      (
+        await call("POST", `/api/skus/${plain}/reservations`, {
+          user: "max",
+          body: { token: await tokenFor("max", plain), quantity: 1 },
+        })
+      ).status,
+    ).toBe(202);
+    const late = await call("PUT", `/admin/skus/${plain}`, {
+      admin: true,
+      body: { variants: [{ id: "a", totalStock: 3 }] },
+    });
+    expect(late.status).toBe(409);
+    expect(late.json.error).toMatchObject({ code: "INVALID_STATE", details: { heldOrSold: 1 } });
+    expect((await call("GET", `/admin/skus/${plain}`, { admin: true })).json.variants).toBeUndefined();
+  });
+
+  it("a replayed token with other sizes is 422 IDEMPOTENCY_MISMATCH; with its own, the same hold", async () => {
+    const { sku } = await sized(1, [
+      { id: "a", totalStock: 3 },
+      { id: "b", totalStock: 3 },
+    ]);
+    const token = await tokenFor("ned", sku);
+    const first = await reserveSizes("ned", sku, ["a"], 1, token);
+    expect(first.status).toBe(202);
+    const same = await reserveSizes("ned", sku, ["a"], 1, token);
+    expect(same.status).toBe(202);
+    expect(same.json.reservationId).toBe(first.json.reservationId);
+    const other = await reserveSizes("ned", sku, ["b"], 1, token);
+    expect(other.status).toBe(422);
+    expect(other.json.error.code).toBe("IDEMPOTENCY_MISMATCH");
+  });
+});
