@@ -182,6 +182,45 @@ describe("npm run verify-sale", () => {
     expect(second.stderr).toContain(`consistent with ${join(dir, "first.checkpoint")} (4 entries)`);
   });
 
+  it("checks a sharded sale that sold out, released and sold again", async () => {
+    const other = `verify-sharded-${randomUUID().slice(0, 8)}`;
+    const created = await send(
+      "PUT",
+      `/admin/skus/${other}`,
+      { name: "Sharded", totalStock: 12, perUserLimit: 2, shards: 4 },
+      ADMIN,
+    );
+    expect(created.status, JSON.stringify(created.json)).toBe(200);
+    const reserveOn = async (user: string) => {
+      const token = await send("POST", `/api/skus/${other}/tokens`, {}, await jwt(user));
+      if (token.status !== 201) return null;
+      const held = await send(
+        "POST",
+        `/api/skus/${other}/reservations`,
+        { token: token.json.token, quantity: 1 },
+        await jwt(user),
+      );
+      return held.status === 202 ? { user, id: held.json.reservationId as string } : null;
+    };
+    const first = (await Promise.all(Array.from({ length: 20 }, (_, i) => reserveOn(`s${i}`)))).flatMap((h) =>
+      h ? [h] : [],
+    );
+    expect(first.length).toBe(12);
+    // Half released, then sold again to others, through whichever shards have the units.
+    for (const h of first.slice(0, 6)) await send("POST", `/api/reservations/${h.id}/cancel`, {}, await jwt(h.user));
+    const second = (await Promise.all(Array.from({ length: 10 }, (_, i) => reserveOn(`t${i}`)))).flatMap((h) =>
+      h ? [h] : [],
+    );
+    expect(second.length).toBe(6);
+    const entries = 1 + 12 + 6 + 6;
+    await eventually(async () => {
+      const note = await (await fetch(`${server.url}/api/skus/${other}/log/checkpoint`)).text();
+      expect(Number(note.split("\n")[1])).toBe(entries);
+    }, 20_000);
+    const { stdout } = await run("npx", ["tsx", "scripts/verify-sale.ts", server.url, other], { timeout: 60_000 });
+    expect(JSON.parse(stdout)).toMatchObject({ ok: true, size: entries, held: 12, sold: 0, buyers: 18 });
+  });
+
   it("fails on a log tampered with, naming what broke", async () => {
     const cases: [string, (path: string, body: Buffer) => Buffer, RegExp][] = [
       [
