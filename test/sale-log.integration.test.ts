@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import {
   consistencyProof,
   type Hash,
+  inclusionProof,
   leafHash,
   nodeHash,
   tilePath,
@@ -270,5 +271,53 @@ describe("the sale log", () => {
     }
     // Nobody else sees them (nor the reservation).
     expect((await call("GET", `/api/reservations/${id}`, { user: "sam" })).status).toBe(404);
+  });
+
+  it("serves tiles, bundles and proofs that agree with the tree at the odd sizes (1, 2, 3, 255, 256, 257)", async () => {
+    const sku = uniqueSku("logsizes");
+    const log = logOf(sku);
+    const leaves: Hash[] = [];
+    let last: { size: number; root: Hash } | null = null;
+    for (const size of [1, 2, 3, 255, 256, 257]) {
+      while (leaves.length < size) {
+        const entry = { type: "config", time: new Date(0).toISOString(), n: leaves.length };
+        expect(await log.appendConfig(entry)).toBe(true);
+        leaves.push(leafHash(new TextEncoder().encode(JSON.stringify(entry))));
+      }
+      const head = await log.recordHead();
+      expect(head.size).toBe(size);
+      expect([...head.root]).toEqual([...mth(leaves)]);
+      // Level-0 tiles: full ones, then the partial one; the level-1 tile once 256 leaves are there.
+      for (let n = 0; n * 256 < size; n++) {
+        const width = Math.min(256, size - n * 256);
+        const tile = await log.tile(0, n, width);
+        expect(tile?.length).toBe(width * 32);
+        for (let i = 0; i < width; i++)
+          expect([...(tile as Uint8Array).slice(i * 32, i * 32 + 32)]).toEqual([...(leaves[n * 256 + i] as Hash)]);
+        expect(await log.tile(0, n, width + 1)).toBeNull();
+        expect((await log.entryBundle(n, width))?.length).toBeGreaterThan(0);
+        expect(await log.entryBundle(n, width + 1)).toBeNull();
+      }
+      const top = await log.tile(1, 0, 1);
+      if (size >= 256) expect([...(top as Uint8Array)]).toEqual([...mth(leaves.slice(0, 256))]);
+      else expect(top).toBeNull();
+      // Every leaf's receipt-side proof verifies (the last and a middle one here), and the tree
+      // extends the last head.
+      const origin = "sizes.test/log";
+      const note = await log.checkpoint(origin);
+      expect(note?.split("\n")[1]).toBe(String(size));
+      const byIndex = (level: number, index: number) => mth(leaves.slice(index << level, (index + 1) << level));
+      for (const index of new Set([0, size >> 1, size - 1])) {
+        const proof = inclusionProof(index, size, byIndex);
+        expect(verifyInclusion(leaves[index] as Hash, index, size, proof, head.root)).toBe(true);
+      }
+      if (last)
+        expect(
+          verifyConsistency(last.size, last.root, size, head.root, consistencyProof(last.size, size, byIndex)),
+        ).toBe(true);
+      last = { size, root: head.root };
+    }
+    // A head never shrinks or stands still: recording again changes nothing.
+    expect((await log.recordHead()).size).toBe(257);
   });
 });

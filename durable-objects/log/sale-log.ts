@@ -92,6 +92,10 @@ export function tlogProof(entry: Uint8Array, index: number, proof: readonly Hash
   return `c2sp.org/tlog-proof@v1\nextra ${base64(entry)}\nindex ${index}\n${hashes}\n${checkpoint}`;
 }
 
+/** A tile's index and width as C2SP tlog-tiles has them: width 1 to 256. */
+const validTile = (index: number, width: number) =>
+  Number.isSafeInteger(index) && index >= 0 && Number.isInteger(width) && width >= 1 && width <= TILE_WIDTH;
+
 export class SaleLog extends DurableObject<Env> {
   readonly #sql: SqlStorage;
   /** Entries appended (the next index). */
@@ -260,7 +264,7 @@ export class SaleLog extends DurableObject<Env> {
    * null when the tree has not that many.
    */
   tile(level: number, index: number, width: number): Uint8Array | null {
-    if (!this.#ready) return null;
+    if (!this.#ready || !validTile(index, width)) return null;
     const size = this.head().size;
     const first = index * TILE_WIDTH;
     if ((first + width) * 2 ** (level * TILE_HEIGHT) > size) return null;
@@ -280,7 +284,7 @@ export class SaleLog extends DurableObject<Env> {
 
   /** An entry bundle of the last head's tree: each entry as a big-endian uint16 length and its bytes. */
   entryBundle(index: number, width: number): Uint8Array | null {
-    if (!this.#ready) return null;
+    if (!this.#ready || !validTile(index, width)) return null;
     const first = index * TILE_WIDTH;
     if (first + width > this.head().size) return null;
     const rows = this.#sql
