@@ -191,6 +191,79 @@ describe.each([1, 4])("sizes on %i shard(s)", (shards) => {
   });
 });
 
+describe.each([1, 4])("sizes in the line on %i shard(s)", (shards) => {
+  it("a released size serves the first entry that listed it, even second; unitsAhead counts rivals only", async () => {
+    const { sku } = await sized(shards, [
+      { id: "42", totalStock: 1 },
+      { id: "42.5", totalStock: 1 },
+      { id: "44", totalStock: 1 },
+    ]);
+    const ana = await reserveSizes("ana", sku, ["42"]);
+    const ben = await reserveSizes("ben", sku, ["42.5"]);
+    expect([ana.json.variant, ben.json.variant]).toEqual(["42", "42.5"]);
+    // 44 has a unit: a buyer who lists it buys instead of waiting.
+    const early = await call("POST", `/api/skus/${sku}/waitlist`, {
+      user: "cleo",
+      body: { quantity: 1, variants: ["42", "44"] },
+    });
+    expect(early.status).toBe(409);
+    expect(early.json.error).toMatchObject({ code: "STOCK_AVAILABLE", details: { available: 1 } });
+    const dora = await call("POST", `/api/skus/${sku}/waitlist`, {
+      user: "dora",
+      body: { quantity: 1, variants: ["42"] },
+    });
+    expect(dora.status, JSON.stringify(dora.json)).toBe(202);
+    const cleo = await call("POST", `/api/skus/${sku}/waitlist`, {
+      user: "cleo",
+      body: { quantity: 1, variants: ["42", "42.5"] },
+    });
+    expect(cleo.status, JSON.stringify(cleo.json)).toBe(202);
+    const emil = await call("POST", `/api/skus/${sku}/waitlist`, {
+      user: "emil",
+      body: { quantity: 1, variants: ["42.5"] },
+    });
+    expect(emil.status).toBe(202);
+    const bad = await call("POST", `/api/skus/${sku}/waitlist`, {
+      user: "fred",
+      body: { quantity: 1, variants: ["41"] },
+    });
+    expect(bad.status).toBe(400);
+    expect(fieldsOf(bad)).toContain("variants");
+    // Emil competes with cleo only (42.5); cleo with dora (42).
+    const place = await call("GET", `/api/skus/${sku}/waitlist`, { user: "emil" });
+    conforms("WaitlistPlace", place.json);
+    expect(place.json).toMatchObject({ position: 3, unitsAhead: 1, variants: ["42.5"] });
+    expect((await call("GET", `/api/skus/${sku}/waitlist`, { user: "cleo" })).json).toMatchObject({
+      position: 2,
+      unitsAhead: 1,
+      variants: ["42", "42.5"],
+    });
+    // Ben lets 42.5 go: dora (42 only) cannot take it; cleo, who listed it second, is served.
+    expect((await call("POST", `/api/reservations/${ben.json.reservationId}/cancel`, { user: "ben" })).status).toBe(
+      200,
+    );
+    const served = await eventually(async () => {
+      const mine = await call("GET", "/api/me/reservations", { user: "cleo" });
+      const held = (mine.json.reservations as { sku: string; status: string; variant: string }[]).filter(
+        (r) => r.sku === sku && r.status === "held",
+      );
+      expect(held).toHaveLength(1);
+      return held[0];
+    });
+    expect(served?.variant).toBe("42.5");
+    expect((await call("GET", `/api/skus/${sku}/waitlist`, { user: "dora" })).json).toMatchObject({ position: 1 });
+    expect((await call("GET", `/api/skus/${sku}/waitlist`, { user: "emil" })).json).toMatchObject({
+      position: 2,
+      unitsAhead: 0,
+    });
+    expect(await variantStock(sku)).toEqual({
+      "42": { total: 1, available: 0, held: 1, sold: 0 },
+      "42.5": { total: 1, available: 0, held: 1, sold: 0 },
+      "44": { total: 1, available: 1, held: 0, sold: 0 },
+    });
+  });
+});
+
 describe("sizes: bad input changes nothing", () => {
   it("answers 400 naming the field for ids, duplicates, lists and totals that do not fit", async () => {
     const { sku } = await sized(1, [

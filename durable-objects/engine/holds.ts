@@ -59,10 +59,16 @@ export class Holds {
    * shard (this one), ignoring the waitlist itself. The entry id is the nonce, so serving an entry
    * again (after a crash) replays its hold: a buyer is served exactly once.
    */
-  forWaitlist(entryId: string, userId: string, quantity: number, now: number): Outcome<ReserveAnswer> {
+  forWaitlist(
+    entryId: string,
+    userId: string,
+    quantity: number,
+    now: number,
+    variants?: readonly string[],
+  ): Outcome<ReserveAnswer> {
     return this.ledger.run(() => {
       this.ledger.expireDue(now, LAZY_EXPIRY_BATCH);
-      return this.one({ userId, nonce: entryId, quantity }, now, true);
+      return this.one({ userId, nonce: entryId, quantity, variants }, now, true);
     });
   }
 
@@ -232,9 +238,7 @@ export class Holds {
 
   /** Whether a request's `variants` fit this SKU: required (all known) when it has variants, absent else. */
   #variantsFit(variants: readonly string[] | undefined): boolean {
-    const stock = this.ledger.variants();
-    if (stock.size === 0) return variants === undefined || variants.length === 0;
-    return variants !== undefined && variants.length > 0 && variants.every((id) => stock.has(id));
+    return variantsFit(this.ledger.variants(), variants);
   }
 
   /**
@@ -346,4 +350,10 @@ export class Holds {
 function sameVariants(taken: string | null | undefined, listed: readonly string[] | undefined): boolean {
   if (taken == null) return listed === undefined || listed.length === 0;
   return listed?.includes(taken) === true;
+}
+
+/** Whether `variants` fit a SKU's: required (every id known) when it has variants, absent else. */
+export function variantsFit(stock: ReadonlyMap<string, unknown>, variants: readonly string[] | undefined): boolean {
+  if (stock.size === 0) return variants === undefined || variants.length === 0;
+  return variants !== undefined && variants.length > 0 && variants.every((id) => stock.has(id));
 }

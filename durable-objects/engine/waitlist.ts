@@ -1,3 +1,4 @@
+import { variantsFit } from "./holds";
 import { LAZY_EXPIRY_BATCH, type Ledger } from "./ledger";
 import { availableOf, fail, notOnSale, type Outcome, ok, overLimit, rowOnSale } from "./types";
 
@@ -23,6 +24,8 @@ export interface WaitlistPlace {
   /** Units the entries before this one want. */
   unitsAhead: number;
   joinedAt: number;
+  /** Sizes: the entry's variants in order of preference (left out on a SKU without them). */
+  variants?: string[];
   /**
    * Units the buyer holds themselves now (their live holds, on their home shard; not what they
    * bought): the line's `held` is the SKU's held units less these. Given by `GET` only.
@@ -35,6 +38,7 @@ interface WaitingBuyer {
   id: string;
   userId: string;
   quantity: number;
+  variants?: string[] | undefined;
 }
 
 /**
@@ -44,7 +48,11 @@ interface WaitingBuyer {
  */
 export type WaitlistMode = 0 | 1 | 2;
 
-type EntryRow = { id: string; user_id: string; quantity: number; position: number };
+type EntryRow = { id: string; user_id: string; quantity: number; position: number; variants?: string | null };
+
+/** An entry's variants, from its JSON column (undefined: the SKU has none). */
+const variantsOf = (row: { variants?: string | null }): string[] | undefined =>
+  row.variants == null ? undefined : (JSON.parse(row.variants) as string[]);
 
 export class Waitlist {
   readonly #ledger: Ledger;
@@ -105,21 +113,40 @@ export class Waitlist {
     now: number,
     skuAvailable?: number,
     homeQuota?: number,
+    variants?: readonly string[],
   ): Outcome<WaitlistEntry> {
     return this.#ledger.run(() => {
       this.#ledger.expireDue(now, LAZY_EXPIRY_BATCH);
-      return this.#join(userId, quantity, now, skuAvailable, homeQuota);
+      return this.#join(userId, quantity, now, skuAvailable, homeQuota, variants);
     });
   }
 
-  #join(userId: string, quantity: number, now: number, skuAvailable?: number, homeQuota?: number) {
+  #join(
+    userId: string,
+    quantity: number,
+    now: number,
+    skuAvailable?: number,
+    homeQuota?: number,
+    variants?: readonly string[],
+  ) {
     const ledger = this.#ledger;
     const sku = ledger.row();
     if (!sku || sku.status === "archived") return fail<WaitlistEntry>("SKU_NOT_FOUND");
+    if (!variantsFit(ledger.variants(), variants)) return fail<WaitlistEntry>("VARIANT_INVALID");
     if (!rowOnSale(sku, now)) return notOnSale<WaitlistEntry>(sku);
-    const available = sku.shards > 1 ? (this.#mode === 1 ? 0 : (skuAvailable ?? 0)) : availableOf(sku);
     if (ledger.fenced()) return fail<WaitlistEntry>("BUSY");
-    if (available > 0) return fail<WaitlistEntry>("STOCK_AVAILABLE");
+    if (variants && variants.length > 0) {
+      // Sizes: only when none of the listed variants has the quantity (`skuAvailable`: the best of
+      // them over a sharded SKU's shards, as the edge read it).
+      const best =
+        sku.shards > 1
+          ? (skuAvailable ?? 0)
+          : Math.max(...variants.map((id) => availableOf(ledger.variants().get(id) ?? { total: 0, held: 0, sold: 0 })));
+      if (best >= quantity) return fail<WaitlistEntry>("STOCK_AVAILABLE", best);
+    } else {
+      const available = sku.shards > 1 ? (this.#mode === 1 ? 0 : (skuAvailable ?? 0)) : availableOf(sku);
+      if (available > 0) return fail<WaitlistEntry>("STOCK_AVAILABLE");
+    }
     const existing = this.#sql
       .exec<{ id: string; position: number }>("SELECT id, position FROM waitlist WHERE user_id = ?", userId)
       .toArray()[0];
@@ -128,11 +155,12 @@ export class Waitlist {
     if (held + quantity > sku.per_user_limit) return overLimit<WaitlistEntry>(sku, held);
     const row = this.#sql
       .exec<{ id: string; position: number }>(
-        "INSERT INTO waitlist (id, user_id, quantity, created_at) VALUES (?, ?, ?, ?) RETURNING id, position",
+        "INSERT INTO waitlist (id, user_id, quantity, created_at, variants) VALUES (?, ?, ?, ?, ?) RETURNING id, position",
         `w.${ledger.newId().replaceAll("-", "")}`,
         userId,
         quantity,
         now,
+        variants && variants.length > 0 ? JSON.stringify(variants) : null,
       )
       .one();
     this.#changed(1);
@@ -154,6 +182,10 @@ export class Waitlist {
     }
     if (sku.shards > 1) return; // shard 0 serves a sharded SKU's waitlist across shards
     if (!rowOnSale(sku, now)) return;
+    if (ledger.variants().size > 0) {
+      this.#fillSizes(now);
+      return;
+    }
     let available = availableOf(sku);
     // Per quantity, the position up to which entries were found over their limit (skipped this time).
     const skipped = new Map<number, number>();
@@ -167,6 +199,33 @@ export class Waitlist {
       this.leave(entry.id);
       ledger.hold(ledger.requireRow(), entry.user_id, entry.quantity, null, now);
       available -= entry.quantity;
+    }
+  }
+
+  /**
+   * Sizes: entries in line order, each taking its first listed variant with its quantity (first fit),
+   * within the limit. The line is walked until no variant has a unit left (each entry's variants are
+   * its own, so no index says which entries fit).
+   */
+  #fillSizes(now: number): void {
+    const ledger = this.#ledger;
+    const stock = ledger.variants();
+    const left = () => [...stock.values()].some((v) => availableOf(v) > 0);
+    if (!left()) return;
+    const rows = this.#sql
+      .exec<EntryRow>("SELECT id, user_id, quantity, position, variants FROM waitlist ORDER BY position")
+      .toArray();
+    const sku = ledger.requireRow();
+    for (const entry of rows) {
+      const fits = (variantsOf(entry) ?? []).find((id) => {
+        const v = stock.get(id);
+        return v !== undefined && availableOf(v) >= entry.quantity;
+      });
+      if (fits === undefined) continue;
+      if (ledger.quota(entry.user_id) + entry.quantity > sku.per_user_limit) continue;
+      this.leave(entry.id);
+      ledger.hold(ledger.requireRow(), entry.user_id, entry.quantity, null, now, undefined, fits);
+      if (!left()) return;
     }
   }
 
@@ -204,11 +263,11 @@ export class Waitlist {
     if (!sku) return [];
     if (sku.ends_at !== null && now >= sku.ends_at) this.#ledger.run(() => this.#lapse());
     return this.#sql
-      .exec<{ id: string; user_id: string; quantity: number }>(
-        "SELECT id, user_id, quantity FROM waitlist ORDER BY position",
+      .exec<{ id: string; user_id: string; quantity: number; variants: string | null }>(
+        "SELECT id, user_id, quantity, variants FROM waitlist ORDER BY position",
       )
       .toArray()
-      .map((r) => ({ id: r.id, userId: r.user_id, quantity: r.quantity }));
+      .map((r) => ({ id: r.id, userId: r.user_id, quantity: r.quantity, variants: variantsOf(r) }));
   }
 
   /** The SKU is archived: nobody is ever served, so nobody is left waiting (and newcomers are not held off). */
@@ -242,8 +301,8 @@ export class Waitlist {
     const sku = this.#ledger.row();
     if (!sku || (sku.ends_at !== null && now >= sku.ends_at)) return null;
     const entry = this.#sql
-      .exec<{ id: string; position: number; quantity: number; created_at: number }>(
-        "SELECT id, position, quantity, created_at FROM waitlist WHERE user_id = ?",
+      .exec<{ id: string; position: number; quantity: number; created_at: number; variants: string | null }>(
+        "SELECT id, position, quantity, created_at, variants FROM waitlist WHERE user_id = ?",
         userId,
       )
       .toArray()[0];
@@ -254,13 +313,16 @@ export class Waitlist {
         entry.position,
       )
       .one();
-    return {
+    const variants = variantsOf(entry);
+    const place: WaitlistPlace = {
       waitlistId: entry.id,
       position: ahead.n + 1,
       quantity: entry.quantity,
-      unitsAhead: ahead.units,
+      unitsAhead: variants ? this.#unitsAheadFor(entry.position, variants) : ahead.units,
       joinedAt: entry.created_at,
     };
+    if (variants) place.variants = variants;
+    return place;
   }
 
   /**
@@ -273,6 +335,18 @@ export class Waitlist {
       if (place) this.leave(place.waitlistId);
       return place;
     });
+  }
+
+  /** Sizes: units wanted by the entries ahead that list any of the same variants (they compete for them). */
+  #unitsAheadFor(position: number, variants: readonly string[]): number {
+    const mine = new Set(variants);
+    let units = 0;
+    const rows = this.#sql.exec<{ quantity: number; variants: string | null }>(
+      "SELECT quantity, variants FROM waitlist WHERE position < ?",
+      position,
+    );
+    for (const row of rows) if (variantsOf(row)?.some((id) => mine.has(id))) units += row.quantity;
+    return units;
   }
 
   /** Buyers waiting on this shard. */

@@ -408,8 +408,9 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     quantity: number,
     requestId?: string,
     skuAvailable?: number,
+    variants?: string[],
   ): Promise<Outcome<WaitlistEntry>> {
-    return this.#waitlist.join(userId, quantity, skuAvailable, (decide) => this.#call(requestId, decide));
+    return this.#waitlist.join(userId, quantity, skuAvailable, (decide) => this.#call(requestId, decide), variants);
   }
 
   /** Shard 0 tells this shard what the SKU's waitlist is now (see engine/waitlist.ts). */
@@ -433,8 +434,13 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   }
 
   /** The buyer's home shard, asked by shard 0 to hold for a waiting buyer. */
-  async holdForWaitlist(entryId: string, userId: string, quantity: number): Promise<ReserveOutcome> {
-    return this.#waitlist.holdFor(entryId, userId, quantity);
+  async holdForWaitlist(
+    entryId: string,
+    userId: string,
+    quantity: number,
+    variants?: string[],
+  ): Promise<ReserveOutcome> {
+    return this.#waitlist.holdFor(entryId, userId, quantity, variants);
   }
 
   /**

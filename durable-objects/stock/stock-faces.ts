@@ -42,6 +42,7 @@ export interface EdgeFace {
     quantity: number,
     requestId?: string,
     skuAvailable?: number,
+    variants?: string[],
   ): Promise<Outcome<WaitlistEntry>>;
   /** Shard 0: the buyer's place in the line, with the units they hold themselves (`ownHeld`). */
   waitlistPlace(userId: string): Promise<WaitlistPlace | null>;
@@ -90,7 +91,7 @@ export interface ShardFace extends Pick<EdgeFace, "state" | "quotaOf"> {
   unfence(changeId: string): void;
   setWaitlistMode(mode: WaitlistMode): void;
   serveWaitlist(): Promise<void>;
-  holdForWaitlist(entryId: string, userId: string, quantity: number): Promise<ReserveOutcome>;
+  holdForWaitlist(entryId: string, userId: string, quantity: number, variants?: string[]): Promise<ReserveOutcome>;
   giveStock(transferId: string, toShard: number, requested: number, variant?: string): Promise<number>;
   grantUnit(claim: UnitClaim): Promise<GrantAnswer>;
   closeDraw(opening: number): Entrant[];

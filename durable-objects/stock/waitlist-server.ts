@@ -43,16 +43,21 @@ export class WaitlistServer {
     quantity: number,
     skuAvailable: number | undefined,
     call: (decide: () => Outcome<WaitlistEntry>) => Promise<Outcome<WaitlistEntry>>,
+    variants?: readonly string[],
   ): Promise<Outcome<WaitlistEntry>> {
     const engine = this.#host.engine;
     let state = engine.configuration.state();
     // The limit is kept on the buyer's home shard: a buyer already at it never joins.
     const home = state && state.shards > 1 ? homeShard(userId, state.shards) : 0;
     const homeQuota = state && home !== 0 ? await this.#host.shardOf(state.sku, home).quotaOf(userId) : undefined;
-    const outcome = await call(() => engine.waitlist.join(userId, quantity, this.#host.now(), skuAvailable, homeQuota));
+    const outcome = await call(() =>
+      engine.waitlist.join(userId, quantity, this.#host.now(), skuAvailable, homeQuota, variants),
+    );
     state = engine.configuration.state();
     if (outcome.ok && state && state.shards > 1) {
-      if (!engine.waitlist.ahead) await this.#tell(state, 1);
+      // Sizes: a buyer waiting for some sizes does not hold off buyers of the others (mode 2).
+      const mode = state.variants ? 2 : 1;
+      if (engine.waitlist.mode !== mode) await this.#tell(state, mode);
       this.serve();
     }
     return outcome;
@@ -104,18 +109,35 @@ export class WaitlistServer {
    * The buyer's home shard, asked by shard 0 to hold for a waiting buyer: pulls from siblings when
    * this shard is short (whatever they answered a moment ago: the waitlist wants their units).
    */
-  async holdFor(entryId: string, userId: string, quantity: number): Promise<ReserveOutcome> {
+  async holdFor(entryId: string, userId: string, quantity: number, variants?: string[]): Promise<ReserveOutcome> {
     const { engine } = this.#host;
-    let answer = engine.holds.forWaitlist(entryId, userId, quantity, this.#host.now());
+    let answer = engine.holds.forWaitlist(entryId, userId, quantity, this.#host.now(), variants);
     const state = engine.configuration.state();
     if (isShort(answer) && state) {
-      const pull = await this.#pulls.pull(state, quantity - state.stock.available);
-      if (pull.pulled > 0) answer = engine.holds.forWaitlist(entryId, userId, quantity, this.#host.now());
+      const pull = variants
+        ? await this.#pullSizes(state, quantity, variants)
+        : await this.#pulls.pull(state, quantity - state.stock.available);
+      if (pull.pulled > 0) answer = engine.holds.forWaitlist(entryId, userId, quantity, this.#host.now(), variants);
       else if (pull.failed) answer = { ok: false, code: "BUSY" };
     }
     engine.holds.takeFreed(); // what this shard had was for this buyer: nothing to tell the waitlist
     await this.#host.afterCommit();
     return answer;
+  }
+
+  /** Sizes: the entry's choices in order, each pulled from the siblings until one has the quantity here. */
+  async #pullSizes(state: SkuState, quantity: number, variants: readonly string[]) {
+    let pulled = 0;
+    let failed = false;
+    for (const id of variants) {
+      const left = state.variants?.find((v) => v.id === id)?.stock.available ?? 0;
+      if (left >= quantity) break;
+      const pull = await this.#pulls.pull(state, quantity - left, id);
+      pulled += pull.pulled;
+      failed ||= pull.failed;
+      if (left + pull.pulled >= quantity) break;
+    }
+    return { pulled, failed };
   }
 
   /** Starts a pass over the waitlist unless one is running; then that one goes round once more. */
@@ -167,13 +189,17 @@ export class WaitlistServer {
       // Read at the pass's start: a buyer may have left since (then nothing is held for them).
       if (!engine.waitlist.has(entry.id)) continue;
       const answer = await this.#serveEntry(state, entry);
-      if (!answer.ok && answer.code !== "LIMIT_EXCEEDED" && answer.code !== "INSUFFICIENT_STOCK") {
+      // Sizes: an entry whose sizes are gone says nothing of the next one's (first fit across sizes).
+      const shortOfItsSizes = entry.variants !== undefined && !answer.ok && answer.code === "SOLD_OUT";
+      if (!answer.ok && answer.code !== "LIMIT_EXCEEDED" && answer.code !== "INSUFFICIENT_STOCK" && !shortOfItsSizes) {
         stopped = answer.code; // first fit: nothing left (SOLD_OUT), or the sale is not on
         break;
       }
     }
     let mode: WaitlistMode;
     if (engine.waitlist.length() === 0) mode = 0;
+    else if (state.variants)
+      mode = 2; // sizes: buyers of other sizes are not held off
     else if (stopped !== null) mode = stopped === "SOLD_OUT" ? 1 : engine.waitlist.mode;
     else mode = (await this.#skuAvailable(state)) === 0 ? 1 : 2; // every entry wants more than there is
     if (mode !== engine.waitlist.mode) await this.#tell(state, mode);
@@ -183,15 +209,20 @@ export class WaitlistServer {
    * Holds for one entry on its buyer's home shard; served (or never servable: LIMIT_EXCEEDED), it
    * leaves the line. A leave of that buyer waits until both are done, the entry's removal included.
    */
-  async #serveEntry(state: SkuState, entry: { id: string; userId: string; quantity: number }): Promise<ReserveOutcome> {
+  async #serveEntry(
+    state: SkuState,
+    entry: { id: string; userId: string; quantity: number; variants?: string[] | undefined },
+  ): Promise<ReserveOutcome> {
     let settle = () => {};
     this.#holding = { entryId: entry.id, done: new Promise<void>((resolve) => (settle = resolve)) };
     try {
       const home = homeShard(entry.userId, state.shards);
       const answer =
         home === state.shard
-          ? await this.holdFor(entry.id, entry.userId, entry.quantity)
-          : await this.#host.shardOf(state.sku, home).holdForWaitlist(entry.id, entry.userId, entry.quantity);
+          ? await this.holdFor(entry.id, entry.userId, entry.quantity, entry.variants)
+          : await this.#host
+              .shardOf(state.sku, home)
+              .holdForWaitlist(entry.id, entry.userId, entry.quantity, entry.variants);
       if (answer.ok || answer.code === "LIMIT_EXCEEDED") this.#host.engine.waitlist.served(entry.id);
       return answer;
     } finally {

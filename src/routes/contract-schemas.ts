@@ -214,7 +214,13 @@ export const WaitlistPlace = z.object({
   waitlistId: z.string(),
   position: z.int().min(1).describe("1: next in line (FIFO; first fit may serve a smaller entry behind first)"),
   quantity: z.int().min(1),
-  unitsAhead: Count.describe("Units the entries before this one want"),
+  unitsAhead: Count.describe(
+    "Units the entries before this one want (sizes: those ahead that list any of the same variants)",
+  ),
+  variants: z
+    .array(z.string())
+    .optional()
+    .describe('Added to v1.4 ("Sizes"): the entry\'s variants in order of preference'),
   held: Count.describe(
     "The SKU's units held now by other buyers (the caller's own holds left out): unpaid, they may come back to the line",
   ),

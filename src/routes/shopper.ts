@@ -390,7 +390,18 @@ register(shopper, ROUTES.joinWaitlist, async (c, body) => {
   const sku = skuParam(c.req.param("sku"));
   const state = await readSkuState(c.env, sku);
   if (!state || state.status === "archived") throw new ApiError("SKU_NOT_FOUND");
-  if (state.shards === 1 && state.stock.available > 0) {
+  // Sizes: what counts is the best of the listed variants (the object checks the ids).
+  const listed = body.variants && state.variants?.filter((v) => body.variants?.includes(v.id));
+  const best = listed ? Math.max(0, ...listed.map((v) => v.stock.available)) : undefined;
+  if (best !== undefined && best >= body.quantity) {
+    throw new ApiError(
+      "STOCK_AVAILABLE",
+      `${best} of a size you listed ${best === 1 ? "is" : "are"} available now: buy instead of joining the waitlist (a purchase token, then a reservation).`,
+      {},
+      { available: best },
+    );
+  }
+  if (best === undefined && state.shards === 1 && state.stock.available > 0) {
     const n = state.stock.available;
     throw new ApiError(
       "STOCK_AVAILABLE",
@@ -400,9 +411,11 @@ register(shopper, ROUTES.joinWaitlist, async (c, body) => {
     );
   }
   const userId = c.get("userId");
-  const available = state.stock.available;
+  const available = best ?? state.stock.available;
   const stub = stockShard(c.env, sku, 0);
-  const joined = await callStock(() => stub.joinWaitlist(userId, body.quantity, c.get("requestId"), available));
+  const joined = await callStock(() =>
+    stub.joinWaitlist(userId, body.quantity, c.get("requestId"), available, body.variants),
+  );
   const where = { sku, shard: homeShard(userId, state.shards), userId, quantity: body.quantity };
   const entry = await explainRefusal(c.env, where, joined);
   return c.json(entry, 202);
@@ -430,6 +443,7 @@ register(shopper, ROUTES.waitlistPlace, async (c) => {
     position: place.position,
     quantity: place.quantity,
     unitsAhead: place.unitsAhead,
+    ...(place.variants ? { variants: place.variants } : {}),
     // Held by others (API.md v1.4 "Clarified"): the SKU's held units less the caller's own.
     held: Math.max(0, display.state.stock.held - (place.ownHeld ?? 0)),
     joinedAt: new Date(place.joinedAt).toISOString(),
