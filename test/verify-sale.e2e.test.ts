@@ -221,6 +221,53 @@ describe("npm run verify-sale", () => {
     expect(JSON.parse(stdout)).toMatchObject({ ok: true, size: entries, held: 12, sold: 0, buyers: 18 });
   });
 
+  it("is read alike by an outside reader, Go's golang.org/x/mod/sumdb/tlog and note", async () => {
+    // Built offline in GOPATH mode from Debian's golang-go and golang-golang-x-mod-dev (.ci/run installs them).
+    const binary = join(dir, "tlog-reader");
+    const env = { ...process.env, GOPATH: "/usr/share/gocode", GO111MODULE: "off", GOFLAGS: "" };
+    try {
+      await run("go", ["build", "-o", binary, "./tools/tlog-reader"], { env, timeout: 120_000 });
+    } catch (err) {
+      throw new Error(
+        `the Go reader does not build (apt-get install golang-go golang-golang-x-mod-dev): ${String(err)}`,
+      );
+    }
+    // A log past one full tile (301 entries: the level-1 tile and the partial tiles are read too).
+    const big = `verify-big-${randomUUID().slice(0, 8)}`;
+    expect(
+      (await send("PUT", `/admin/skus/${big}`, { name: "Big", totalStock: 300, perUserLimit: 1 }, ADMIN)).status,
+    ).toBe(200);
+    for (let i = 0; i < 300; i += 30) {
+      await Promise.all(
+        Array.from({ length: 30 }, async (_, k) => {
+          const user = `g${i + k}`;
+          const token = await send("POST", `/api/skus/${big}/tokens`, {}, await jwt(user));
+          await send(
+            "POST",
+            `/api/skus/${big}/reservations`,
+            { token: token.json.token, quantity: 1 },
+            await jwt(user),
+          );
+        }),
+      );
+    }
+    const entries = 301;
+    await eventually(async () => {
+      const note = await (await fetch(`${server.url}/api/skus/${big}/log/checkpoint`)).text();
+      expect(Number(note.split("\n")[1])).toBe(entries);
+    }, 20_000);
+    const go = JSON.parse((await run(binary, [server.url, big], { timeout: 60_000 })).stdout);
+    const note = await (await fetch(`${server.url}/api/skus/${big}/log/checkpoint`)).text();
+    const [origin, size, root] = note.split("\n");
+    expect(Number(size)).toBe(entries);
+    expect(go).toMatchObject({ origin, size: entries, root, entries, proved: 150, key: "flashgate-dev" });
+    // And verify-sale agrees with it.
+    const ours = JSON.parse(
+      (await run("npx", ["tsx", "scripts/verify-sale.ts", server.url, big], { timeout: 60_000 })).stdout,
+    );
+    expect(ours).toMatchObject({ ok: true, origin, size: entries, held: 300 });
+  });
+
   it("fails on a log tampered with, naming what broke", async () => {
     const cases: [string, (path: string, body: Buffer) => Buffer, RegExp][] = [
       [
