@@ -280,7 +280,7 @@ describe("the sale log", () => {
     let last: { size: number; root: Hash } | null = null;
     for (const size of [1, 2, 3, 255, 256, 257]) {
       while (leaves.length < size) {
-        const entry = { type: "config", time: new Date(0).toISOString(), n: leaves.length };
+        const entry = { type: "config" as const, time: new Date(0).toISOString(), n: leaves.length };
         expect(await log.appendConfig(entry)).toBe(true);
         leaves.push(leafHash(new TextEncoder().encode(JSON.stringify(entry))));
       }
