@@ -299,8 +299,7 @@ describe("the sale log", () => {
         expect(await log.entryBundle(n, width + 1)).toBeNull();
       }
       const top = await log.tile(1, 0, 1);
-      if (size >= 256) expect([...(top as Uint8Array)]).toEqual([...mth(leaves.slice(0, 256))]);
-      else expect(top).toBeNull();
+      expect(top === null ? null : [...top]).toEqual(size >= 256 ? [...mth(leaves.slice(0, 256))] : null);
       // Every leaf's receipt-side proof verifies (the last and a middle one here), and the tree
       // extends the last head.
       const origin = "sizes.test/log";
@@ -311,10 +310,10 @@ describe("the sale log", () => {
         const proof = inclusionProof(index, size, byIndex);
         expect(verifyInclusion(leaves[index] as Hash, index, size, proof, head.root)).toBe(true);
       }
-      if (last)
-        expect(
-          verifyConsistency(last.size, last.root, size, head.root, consistencyProof(last.size, size, byIndex)),
-        ).toBe(true);
+      const extends_ =
+        last === null ||
+        verifyConsistency(last.size, last.root, size, head.root, consistencyProof(last.size, size, byIndex));
+      expect(extends_).toBe(true);
       last = { size, root: head.root };
     }
     // A head never shrinks or stands still: recording again changes nothing.
