@@ -277,7 +277,7 @@ describe("sizes in the stock engine", () => {
       "cut refused",
     ];
     expect(kinds.filter((kind) => ![...seen].some((s) => s === kind || s.startsWith(`${kind},`)))).toEqual([]);
-  });
+  }, 60_000); // 300 runs of up to 80 steps outlast the default 5 s on a loaded machine
 
   it("takes a late payment's own variant again, or refunds it when that size is gone (another has units)", () => {
     const storage = sqliteStorage();

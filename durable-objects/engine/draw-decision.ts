@@ -1,6 +1,6 @@
 import type { Holds } from "./holds";
 import { LAZY_EXPIRY_BATCH, type Ledger } from "./ledger";
-import type { DrawPlace, Entrant, OpeningDraw, RankedEntrant } from "./opening-draw";
+import { type DrawPlace, type Entrant, entrantVariants, type OpeningDraw, type RankedEntrant } from "./opening-draw";
 import { availableOf, fail, isShort, type Outcome, ok, type ReserveAnswer, type ReserveRequest } from "./types";
 
 /**
@@ -91,7 +91,11 @@ export class DrawDecision {
       if (e.code !== null) return this.holds.drawnOutcome(e, place, available);
       ledger.expireDue(now, LAZY_EXPIRY_BATCH);
       const outcome = this.#deciding(() =>
-        this.holds.one({ userId, nonce: e.nonce, quantity: e.quantity, tier: e.tier ?? undefined }, now, true),
+        this.holds.one(
+          { userId, nonce: e.nonce, quantity: e.quantity, tier: e.tier ?? undefined, variants: entrantVariants(e) },
+          now,
+          true,
+        ),
       );
       if (!isShort(outcome) || record) this.#record(opening, userId, place, outcome);
       return outcome.ok ? ok({ ...outcome.value, draw: place }) : { ...outcome, draw: place };

@@ -279,8 +279,8 @@ export class Holds {
   #enterDraw(request: ReserveRequest, sku: SkuRow, now: number): Outcome<ReserveAnswer> {
     const opening = this.draw.open(now);
     if (opening === null) return fail("DRAW_PENDING");
-    const { userId, nonce, quantity, tier } = request;
-    const entered = this.draw.enter(opening, userId, nonce, quantity, sku.shard, now, tier);
+    const { userId, nonce, quantity, tier, variants } = request;
+    const entered = this.draw.enter(opening, userId, nonce, quantity, sku.shard, now, tier, variants);
     return entered === "mismatch" ? fail("IDEMPOTENCY_MISMATCH") : fail("DRAW_PENDING");
   }
 

@@ -62,6 +62,8 @@ export interface Entrant {
   home: number;
   /** The early access tier that admitted the entry's token (none in the public window). */
   tier?: string | undefined;
+  /** Sizes: the entry's variants in order of preference (left out on a SKU without them). */
+  variants?: string[] | undefined;
 }
 
 export interface DrawnEntry {
@@ -95,7 +97,12 @@ type EntrantRow = {
   code: string | null;
   answer: string | null;
   tier: string | null;
+  variants?: string | null;
 };
+
+/** An entrant row's variants, from its JSON column (undefined: the SKU has none). */
+export const entrantVariants = (row: { variants?: string | null }): string[] | undefined =>
+  row.variants == null ? undefined : (JSON.parse(row.variants) as string[]);
 
 const utf8 = new TextEncoder();
 const hex = (bytes: ArrayBuffer) => Array.from(new Uint8Array(bytes), (b) => b.toString(16).padStart(2, "0")).join("");
@@ -339,19 +346,22 @@ export class OpeningDraw {
     home: number,
     now: number,
     tier?: string,
+    variants?: readonly string[],
   ): "entered" | "mismatch" {
+    const listed = variants && variants.length > 0 ? JSON.stringify(variants) : null;
     const existing = this.#sql
-      .exec<{ quantity: number }>(
-        "SELECT quantity FROM draw_entrants WHERE opening = ? AND user_id = ?",
+      .exec<{ quantity: number; variants: string | null }>(
+        "SELECT quantity, variants FROM draw_entrants WHERE opening = ? AND user_id = ?",
         opening,
         userId,
       )
       .toArray()[0];
-    if (existing && existing.quantity !== quantity) return "mismatch";
+    // A user's later token joins the entry only asking what it asks (quantity, and sizes in order).
+    if (existing && (existing.quantity !== quantity || existing.variants !== listed)) return "mismatch";
     if (!existing) {
       const count = this.#countOf(opening);
       this.#sql.exec(
-        "INSERT INTO draw_entrants (opening, user_id, nonce, quantity, home, entered_at, tier) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO draw_entrants (opening, user_id, nonce, quantity, home, entered_at, tier, variants) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         opening,
         userId,
         nonce,
@@ -359,6 +369,7 @@ export class OpeningDraw {
         home,
         now,
         tier ?? null,
+        listed,
       );
       this.#counts.set(opening, count + 1);
     }
@@ -386,6 +397,7 @@ export class OpeningDraw {
         quantity: r.quantity,
         home: r.home,
         ...(r.tier === null ? {} : { tier: r.tier }),
+        ...(r.variants == null ? {} : { variants: entrantVariants(r) }),
       }));
   }
 
@@ -402,8 +414,8 @@ export class OpeningDraw {
   place(opening: number, ranked: readonly RankedEntrant[], now: number): (RankedEntrant & { code: string | null })[] {
     for (const e of ranked) {
       this.#sql.exec(
-        `INSERT INTO draw_entrants (opening, user_id, entry_id, nonce, quantity, home, entered_at, position, tier)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+        `INSERT INTO draw_entrants (opening, user_id, entry_id, nonce, quantity, home, entered_at, position, tier, variants)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (opening, user_id) DO UPDATE SET entry_id = excluded.entry_id, position = excluded.position`,
         opening,
         e.userId,
@@ -414,6 +426,7 @@ export class OpeningDraw {
         now,
         e.position,
         e.tier ?? null,
+        e.variants && e.variants.length > 0 ? JSON.stringify(e.variants) : null,
       );
     }
     this.#sql.exec("UPDATE draw SET entrants = ? WHERE opens_at = ?", ranked.length, opening);

@@ -427,11 +427,13 @@ const STEPS: readonly ((sql: SqlStorage) => void)[] = [
       if (present.length === 0) sql.exec(`ALTER TABLE ${table} ADD COLUMN variant TEXT`);
     }
   },
-  // 11. Sizes in the line: an entry's variants in order of preference (a JSON array; NULL on a SKU
-  // without variants).
+  // 11. Sizes in the line and the draw: an entry's variants in order of preference (a JSON array;
+  // NULL on a SKU without variants).
   (sql) => {
-    const present = sql.exec("SELECT 1 FROM pragma_table_info('waitlist') WHERE name = 'variants'").toArray();
-    if (present.length === 0) sql.exec("ALTER TABLE waitlist ADD COLUMN variants TEXT");
+    for (const table of ["waitlist", "draw_entrants"]) {
+      const present = sql.exec(`SELECT 1 FROM pragma_table_info('${table}') WHERE name = 'variants'`).toArray();
+      if (present.length === 0) sql.exec(`ALTER TABLE ${table} ADD COLUMN variants TEXT`);
+    }
   },
 ];
 

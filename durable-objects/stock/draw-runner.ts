@@ -1,4 +1,4 @@
-import { type DrawPlace, type Entrant, rankEntrants } from "../engine/opening-draw";
+import { type DrawPlace, type Entrant, entrantVariants, rankEntrants } from "../engine/opening-draw";
 import type { ReserveOutcome, ReserveRequest, SkuState } from "../engine/types";
 import { isShort } from "../engine/types";
 import { log, withLogContext } from "../shared/log";
@@ -88,8 +88,12 @@ export class DrawRunner {
     let answer = engine.drawDecision.decideEntry(opening, userId, place, this.#host.now(), false);
     const state = engine.configuration.state();
     if (isShort(answer) && state) {
-      const wanted = (engine.draw.entrantOf(opening, userId)?.quantity ?? 1) - state.stock.available;
-      const pull = await this.#pulls.pull(state, wanted);
+      const entrant = engine.draw.entrantOf(opening, userId);
+      const quantity = entrant?.quantity ?? 1;
+      const sizes = entrant ? entrantVariants(entrant) : undefined;
+      const pull = sizes
+        ? await this.#pulls.pullChoices(state, quantity, sizes)
+        : await this.#pulls.pull(state, quantity - state.stock.available);
       if (pull.failed && pull.pulled === 0) answer = { ok: false, code: "BUSY" };
       else answer = engine.drawDecision.decideEntry(opening, userId, place, this.#host.now(), true);
     }
@@ -227,7 +231,8 @@ export class DrawRunner {
       if (!answer.ok && answer.code === "BUSY") throw new Error(`shard ${e.home} could not decide a draw entry`);
       const code = answer.ok ? "HELD" : answer.code;
       if (e.home !== 0) engine.drawDecision.record(opening, [{ userId: e.userId, place, code }]);
-      soldOut = code === "SOLD_OUT";
+      // Sizes: an entry whose sizes are gone says nothing of the next one's (each is asked).
+      soldOut = code === "SOLD_OUT" && !state.variants;
     }
     await Promise.all(
       [...rest].map(async ([home, results]) => {

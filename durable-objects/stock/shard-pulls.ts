@@ -59,6 +59,24 @@ export class ShardPulls {
     return { pulled, failed };
   }
 
+  /**
+   * Sizes: a buyer's choices in order, each pulled from the siblings until one has `quantity` here
+   * (the line's and the draw's entries, asked on their home shard).
+   */
+  async pullChoices(state: SkuState, quantity: number, variants: readonly string[]) {
+    let pulled = 0;
+    let failed = false;
+    for (const id of variants) {
+      const left = state.variants?.find((v) => v.id === id)?.stock.available ?? 0;
+      if (left >= quantity) break;
+      const pull = await this.pull(state, quantity - left, id);
+      pulled += pull.pulled;
+      failed ||= pull.failed;
+      if (left + pull.pulled >= quantity) break;
+    }
+    return { pulled, failed };
+  }
+
   /** Every sibling answered and none had units: newcomers are not asked to wait for another ask. */
   noteEmpty(): void {
     this.#emptyUntil = this.#host.now() + SIBLINGS_EMPTY_MS;

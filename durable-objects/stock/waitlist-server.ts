@@ -115,7 +115,7 @@ export class WaitlistServer {
     const state = engine.configuration.state();
     if (isShort(answer) && state) {
       const pull = variants
-        ? await this.#pullSizes(state, quantity, variants)
+        ? await this.#pulls.pullChoices(state, quantity, variants)
         : await this.#pulls.pull(state, quantity - state.stock.available);
       if (pull.pulled > 0) answer = engine.holds.forWaitlist(entryId, userId, quantity, this.#host.now(), variants);
       else if (pull.failed) answer = { ok: false, code: "BUSY" };
@@ -123,21 +123,6 @@ export class WaitlistServer {
     engine.holds.takeFreed(); // what this shard had was for this buyer: nothing to tell the waitlist
     await this.#host.afterCommit();
     return answer;
-  }
-
-  /** Sizes: the entry's choices in order, each pulled from the siblings until one has the quantity here. */
-  async #pullSizes(state: SkuState, quantity: number, variants: readonly string[]) {
-    let pulled = 0;
-    let failed = false;
-    for (const id of variants) {
-      const left = state.variants?.find((v) => v.id === id)?.stock.available ?? 0;
-      if (left >= quantity) break;
-      const pull = await this.#pulls.pull(state, quantity - left, id);
-      pulled += pull.pulled;
-      failed ||= pull.failed;
-      if (left + pull.pulled >= quantity) break;
-    }
-    return { pulled, failed };
   }
 
   /** Starts a pass over the waitlist unless one is running; then that one goes round once more. */
