@@ -1,5 +1,5 @@
 // The dashboard's console: runs a sale without curl. Create and edit a SKU (every field of
-// PUT /admin/skus/:sku, early access tiers included), pause and resume, archive; mint a tier's access codes
+// PUT /admin/skus/:sku, sizes and early access tiers included), pause and resume, archive; mint a tier's access codes
 // (shown once); payments owed back; find an order. A change to a
 // live sale is confirmed in a dialog that names it, and the server's answer is shown. Loaded after
 // dashboard.js, whose helpers ($, admin, errorText, field, money, countdown, refresh) and types it uses.
@@ -16,6 +16,7 @@
  * @typedef {{ payments: Payment[], next: string }} PaymentList
  * @typedef {{ name: string, startsAt: string | null, claim?: { name: string, value: string } }} Tier
  * @typedef {{ tier: string, codes: string[] }} AccessCodes
+ * @typedef {{ id: string, name?: string, totalStock: number | string | null }} SizeBody
  */
 
 /** The fields of the SKU form, in the order of PUT /admin/skus/:sku's body (API.md). */
@@ -126,7 +127,10 @@ const LABELS = {
   openingWindowMs: "Opening draw (ms)",
   status: "Status",
   access: "Early access",
+  variants: "Sizes",
 };
+/** API.md v1.4 "Sizes": at most this many sizes. */
+const MAX_SIZES = 100;
 /** API.md v1.3 "Early access": at most this many tiers. */
 const MAX_TIERS = 8;
 
@@ -476,13 +480,17 @@ function clearFieldErrors() {
     else el.removeAttribute("aria-describedby");
     document.getElementById(`f-${key}-error`)?.remove();
   }
-  for (const el of $("f-access").querySelectorAll("[aria-invalid]")) {
-    el.removeAttribute("aria-invalid");
-    const hint = /** @type {HTMLElement} */ (el).dataset.hint;
-    if (hint) el.setAttribute("aria-describedby", hint);
-    else el.removeAttribute("aria-describedby");
+  for (const box of [$("f-access"), $("f-variants")]) {
+    for (const el of [box, ...box.querySelectorAll("[aria-invalid]")]) {
+      if (!el.hasAttribute("aria-invalid")) continue;
+      el.removeAttribute("aria-invalid");
+      const hint = el === box ? `${box.id}-hint` : /** @type {HTMLElement} */ (el).dataset.hint;
+      if (hint) el.setAttribute("aria-describedby", hint);
+      else el.removeAttribute("aria-describedby");
+    }
+    for (const p of box.querySelectorAll(".field-error")) p.remove();
   }
-  for (const p of $("f-access").querySelectorAll(".field-error")) p.remove();
+  for (const tr of $("f-variants-list").querySelectorAll("tr.size-error")) tr.remove();
 }
 
 /**
@@ -519,12 +527,28 @@ function showFormError(answer) {
   let first = null;
   if (Array.isArray(named)) {
     for (const { path, message } of named) {
+      // variants.1.totalStock is the second size sent: its row's input (only changed rows are sent).
+      const size = /^variants\.(\d+)(?:\.(\w+))?/.exec(String(path));
+      if (size) {
+        const row = sentSizeRows[Number(size[1])] ?? Number(size[1]);
+        const part = ["id", "name", "totalStock"].includes(size[2] ?? "") ? String(size[2]) : "id";
+        if (sizeError(row, part, message) && !first) first = `variants-${row}-${part}`;
+        continue;
+      }
       // access.0.startsAt is the input f-access-0-startsAt; a path the form has no input for falls
       // back to its first part (access: the tiers' fieldset).
       const parts = String(path).split(".");
       const key = [parts.join("-"), parts[0] ?? ""].find((k) => document.getElementById(`f-${k}`)) ?? "";
       if (fieldError(key, message) && !first) first = key;
     }
+  }
+  // A 409 of a size cut below what it has held and sold names the size (details.variant): said at its stock.
+  const variant = error?.details?.variant;
+  if (!first && typeof variant === "string") {
+    const i = sizeRows().findIndex((row) => sizeInput(row, "id").value.trim() === variant);
+    const taken = Number(error?.details?.heldOrSold ?? 0);
+    const why = `Below the ${plural(taken, "unit")} of ${variant} held or sold: set at least ${taken}.`;
+    if (i >= 0 && sizeError(i, "totalStock", why)) first = `variants-${i}-totalStock`;
   }
   // A 409 about a tier's opening (window_open, draw_pending) names the tier: said at its time, shortly
   // (the form's head has the gateway's whole message, with the times).
@@ -571,6 +595,9 @@ function openSkuForm(view) {
     input(key).value = TIME_FIELDS.has(key) ? toLocalInput(value) : String(value ?? "");
   }
   $("f-zone").textContent = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  $("f-variants-list").replaceChildren();
+  for (const size of view?.variants ?? []) addSizeRow(size);
+  sizesChanged();
   $("f-access-list").replaceChildren();
   for (const tier of view?.access ?? []) addTierRow(tier);
   // Claims are never shown back (API.md: views carry names and times only): said when there are tiers.
@@ -579,6 +606,197 @@ function openSkuForm(view) {
   updatePriceHint();
   $("sku-dialog").showModal();
   input(view ? "name" : "sku").focus();
+}
+
+// Sizes in the SKU form (API.md v1.4 "Sizes (variants)") ----------------------------------------
+
+/** The row of each size sent in the last PUT, by its place in `variants` (a 400's variants.<i>). @type {number[]} */
+let sentSizeRows = [];
+
+/** The form's size rows, in order (an error's row between them is not one). */
+function sizeRows() {
+  return /** @type {HTMLTableRowElement[]} */ ([...$("f-variants-list").querySelectorAll("tr.size-row")]);
+}
+
+/**
+ * A size row's input: id, name, totalStock.
+ * @param {HTMLElement} row
+ * @param {string} part
+ */
+function sizeInput(row, part) {
+  return /** @type {HTMLInputElement} */ (row.querySelector(`[data-part="${part}"]`));
+}
+
+/**
+ * A size's row: its id (fixed once saved), name and stock to edit, held and sold as the SKU has them.
+ * @param {{ id: string, name: string, stock: StockCounts }} [size]
+ */
+function addSizeRow(size) {
+  const row = element("tr", "size-row");
+  /**
+   * @param {string} part
+   * @param {string} value
+   */
+  const cell = (part, value) => {
+    const td = element("td");
+    const el = element("input");
+    el.dataset.part = part;
+    el.autocomplete = "off";
+    el.value = value;
+    if (part === "totalStock") {
+      el.type = "number";
+      el.min = "0";
+      el.step = "1";
+    } else el.maxLength = part === "id" ? 32 : 64;
+    if (part !== "name") el.addEventListener("input", sizesChanged);
+    td.append(el);
+    return td;
+  };
+  row.append(
+    cell("id", size?.id ?? ""),
+    cell("name", size && size.name !== size.id ? size.name : ""),
+    cell("totalStock", size ? String(size.stock.total) : ""),
+    element("td", "figure", size ? String(size.stock.held) : "0"),
+    element("td", "figure", size ? String(size.stock.sold) : "0"),
+  );
+  const last = element("td");
+  if (size) {
+    row.dataset.saved = size.id;
+    sizeInput(row, "id").readOnly = true;
+  } else {
+    // A size not saved yet can go again; a saved one cannot (stock 0 takes it off sale).
+    const remove = element("button", "secondary small remove-size", "×");
+    remove.type = "button";
+    remove.dataset.part = "remove";
+    remove.addEventListener("click", () => {
+      const at = sizeRows().indexOf(row);
+      row.remove();
+      sizesChanged();
+      const next = sizeRows()[Math.min(at, sizeRows().length - 1)];
+      (next ? sizeInput(next, "id") : $("f-variants-add")).focus();
+    });
+    last.append(remove);
+  }
+  row.append(last);
+  $("f-variants-list").append(row);
+  return row;
+}
+
+/**
+ * Numbers the rows again (f-variants-<i>-stock is row i), names each input with its size ("Stock of
+ * size 42"), and, once the SKU has sizes, shows the total stock as their sum (it is not sent).
+ */
+function sizesChanged() {
+  const rows = sizeRows();
+  let sum = 0;
+  rows.forEach((row, i) => {
+    const id = sizeInput(row, "id").value.trim();
+    const which = id ? `size ${id}` : `size ${i + 1}`;
+    const names = { id: `Size id, row ${i + 1}`, name: `Name of ${which}`, totalStock: `Stock of ${which}` };
+    for (const [part, label] of Object.entries(names)) {
+      const el = sizeInput(row, part);
+      el.id = `f-variants-${i}-${part}`;
+      el.setAttribute("aria-label", label);
+    }
+    row.querySelector('[data-part="remove"]')?.setAttribute("aria-label", `Remove ${which} (not saved yet)`);
+    const stock = sizeInput(row, "totalStock").value.trim();
+    if (/^\d+$/.test(stock)) sum += Number(stock);
+  });
+  $("f-variants-table").hidden = rows.length === 0;
+  $("f-variants-table").classList.toggle(
+    "has-new",
+    rows.some((row) => !row.dataset.saved),
+  );
+  $("f-variants-count").textContent =
+    rows.length === 0 ? "(none: one stock)" : `(${plural(rows.length, "size")} of ${MAX_SIZES})`;
+  $("f-variants-add").hidden = rows.length >= MAX_SIZES;
+  const total = /** @type {HTMLInputElement} */ (input("totalStock"));
+  total.readOnly = rows.length > 0;
+  if (rows.length > 0) total.value = String(sum);
+  $("f-totalStock-hint").textContent =
+    rows.length > 0
+      ? "The sum of the sizes' stock (edit each size below)."
+      : "Units in all, held and sold ones included.";
+}
+
+/**
+ * The sizes to send with the rows they come from: every row for a new SKU, else the rows added or
+ * changed (API.md v1.4: a PUT listing some sizes changes those and keeps the rest).
+ * @param {AdminSku | null} view
+ * @returns {{ sizes: SizeBody[], rows: number[] }}
+ */
+function formSizes(view) {
+  /** @type {SizeBody[]} */
+  const sizes = [];
+  /** @type {number[]} */
+  const rows = [];
+  sizeRows().forEach((row, i) => {
+    const id = sizeInput(row, "id").value.trim();
+    const name = sizeInput(row, "name").value.trim();
+    const raw = sizeInput(row, "totalStock").value.trim();
+    const totalStock = raw === "" ? null : /^\d+$/.test(raw) ? Number(raw) : raw;
+    const old = view?.variants?.find((v) => v.id === row.dataset.saved);
+    if (old && old.stock.total === totalStock && (name === "" || name === old.name)) return;
+    /** @type {SizeBody} */
+    const size = { id, totalStock };
+    if (name) size.name = name;
+    sizes.push(size);
+    rows.push(i);
+  });
+  return { sizes, rows };
+}
+
+/**
+ * The server's word on one input of a size row, in a row of its own under it.
+ * @param {number} i
+ * @param {string} part
+ * @param {string} message
+ */
+function sizeError(i, part, message) {
+  const el = document.getElementById(`f-variants-${i}-${part}`);
+  const row = el?.closest("tr");
+  if (!el || !row) return false;
+  const id = `f-variants-${i}-${part}-error`;
+  let p = document.getElementById(id);
+  if (!p) {
+    let after = /** @type {Element} */ (row);
+    while (after.nextElementSibling?.classList.contains("size-error")) after = after.nextElementSibling;
+    const tr = element("tr", "size-error");
+    const td = element("td");
+    td.colSpan = 6;
+    p = element("p", "field-error");
+    p.id = id;
+    td.append(p);
+    tr.append(td);
+    after.after(tr);
+  }
+  p.textContent = message;
+  el.setAttribute("aria-invalid", "true");
+  el.setAttribute("aria-describedby", id);
+  return true;
+}
+
+/**
+ * The confirm dialog's lines of the sizes sent.
+ * @param {AdminSku} view
+ * @param {SizeBody[]} sizes
+ */
+function sizeLines(view, sizes) {
+  return sizes.map((size) => {
+    const old = view.variants?.find((v) => v.id === size.id);
+    if (!old) return `New size ${size.id}${size.name ? ` (${size.name})` : ""}: stock ${size.totalStock ?? "none"}`;
+    const parts = [];
+    if (size.name !== undefined && size.name !== old.name) parts.push(`name ${old.name} → ${size.name}`);
+    if (size.totalStock !== old.stock.total) {
+      let part = `stock ${old.stock.total} → ${size.totalStock}`;
+      if (typeof size.totalStock === "number" && size.totalStock < old.stock.total) {
+        const left = size.totalStock - old.stock.held - old.stock.sold;
+        part += ` (lowers the stock: ${left < 0 ? "below what is held and sold, which the gateway refuses" : `${left} left to sell`})`;
+      }
+      parts.push(part);
+    }
+    return `Size ${size.id}: ${parts.join(", ")}`;
+  });
 }
 
 // Early access tiers in the SKU form (API.md v1.3) ------------------------------------------------
@@ -749,6 +967,8 @@ function formValues() {
     else if (TIME_FIELDS.has(key)) out[key] = fromLocalInput(raw);
     else out[key] = raw;
   }
+  // With sizes the total is their sum, which the gateway works out: not sent.
+  if (sizeRows().length > 0) out.totalStock = null;
   return out;
 }
 
@@ -808,6 +1028,8 @@ function changeLines(view, body) {
     if (key === "price" || key === "currency") line += " (holds already made are charged the new price)";
     lines.push(line);
   }
+  const sizes = /** @type {{ variants?: SizeBody[] }} */ (body).variants;
+  if (sizes) lines.push(...sizeLines(view, sizes));
   const tiers = /** @type {{ access?: Tier[] }} */ (body).access;
   if (tiers) {
     lines.push(`Early access: ${tiersText(view.access ?? [])} → ${tiersText(tiers)}`);
@@ -841,6 +1063,12 @@ function needsConfirm(view, body) {
   // Tiers are sent whole: a claim the form cannot show is dropped, which the dialog says.
   if ("access" in body && (view.access?.length ?? 0) > 0) return true;
   if ("shards" in body || body.status === "paused") return true;
+  const sizes = /** @type {{ variants?: SizeBody[] }} */ (body).variants ?? [];
+  const cut = sizes.some((size) => {
+    const old = view.variants?.find((v) => v.id === size.id);
+    return old && typeof size.totalStock === "number" && size.totalStock < old.stock.total;
+  });
+  if (cut) return true;
   return typeof body.totalStock === "number" && body.totalStock < view.stock.total;
 }
 
@@ -857,12 +1085,15 @@ async function saveSku(event) {
       return;
     }
     // Created with what the form holds; empty optional fields are left to the API's defaults.
-    /** @type {Record<string, string | number | Tier[]>} */
+    /** @type {Record<string, string | number | Tier[] | SizeBody[]>} */
     const body = {};
     for (const [key, value] of Object.entries(values)) {
       if (value === null || value === "") continue;
       body[key] = value;
     }
+    const { sizes, rows } = formSizes(null);
+    sentSizeRows = rows;
+    if (sizes.length > 0) body.variants = sizes;
     const tiers = formTiers();
     if (tiers.length > 0) body.access = tiers;
     $("sku-save").disabled = true;
@@ -873,9 +1104,10 @@ async function saveSku(event) {
       return;
     }
     $("sku-dialog").close();
+    const made = answer.json.variants?.length ? ` in ${plural(answer.json.variants.length, "size")}` : "";
     sayConsole(
       "ok",
-      `Created: ${answer.json.name} (${sku}), ${plural(answer.json.stock.total, "unit")}, ${answer.json.status.replace("_", " ")}.`,
+      `Created: ${answer.json.name} (${sku}), ${plural(answer.json.stock.total, "unit")}${made}, ${answer.json.status.replace("_", " ")}.`,
     );
     await refresh();
     const created = cards.get(sku);
@@ -883,8 +1115,11 @@ async function saveSku(event) {
     return;
   }
   const view = editing;
-  /** @type {SkuValues & { access?: Tier[] }} */
+  /** @type {SkuValues & { access?: Tier[], variants?: SizeBody[] }} */
   const body = changedFields(view, values);
+  const { sizes, rows } = formSizes(view);
+  sentSizeRows = rows;
+  if (sizes.length > 0) body.variants = sizes;
   const tiers = changedTiers(view, formTiers());
   if (tiers) body.access = tiers;
   if (Object.keys(body).length === 0) {
@@ -1254,6 +1489,11 @@ async function lookup(query) {
 // Wiring ------------------------------------------------------------------------------------------
 
 $("new-sku").addEventListener("click", () => openSkuForm(null));
+$("f-variants-add").addEventListener("click", () => {
+  const row = addSizeRow();
+  sizesChanged();
+  sizeInput(row, "id").focus();
+});
 $("f-access-add").addEventListener("click", () => {
   const row = addTierRow();
   tiersChanged();

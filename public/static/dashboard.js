@@ -19,7 +19,8 @@
  *   price: number | null, currency: string, stock: StockCounts, orders: OrderCounts, revenue?: Revenue,
  *   waitlist: number, mirror?: MirrorCounts | null, openingWindowMs?: number,
  *   phase?: "scheduled" | "open" | "ended" | "paused", opensInSeconds?: number | null,
- *   draw?: Draw | null, access?: { name: string, startsAt: string }[] }} AdminSku
+ *   draw?: Draw | null, access?: { name: string, startsAt: string }[],
+ *   variants?: { id: string, name: string, stock: StockCounts }[] }} AdminSku
  * @typedef {{ skus: AdminSku[] }} AdminSkuList
  * @typedef {{ sku: string, kind: string, repaired: boolean }} Difference
  * @typedef {{ runId: string, trigger: "cron" | "admin", startedAt: string, finishedAt: string | null,

@@ -10,20 +10,21 @@
  * @typedef {{ code: string, message: string, details?: ErrorDetails }} ApiError
  * @typedef {{ perUserLimit?: number, held?: number, requested?: number, available?: number,
  *   phase?: "scheduled" | "ended" | "paused", opensAt?: string, endedAt?: string, reason?: string,
- *   retryAfterSeconds?: number, draw?: DrawPlace }} ErrorDetails
+ *   retryAfterSeconds?: number, draw?: DrawPlace, variants?: Record<string, number> }} ErrorDetails
  * @typedef {{ entryId: string, position: number, entrants: number }} DrawPlace
  * @typedef {{ name: string | null, startsAt: string | null }} AccessTier
  * @typedef {{ sku: string, name: string, status: "on_sale" | "paused", available: number,
  *   startsAt: string | null, endsAt: string | null, perUserLimit: number, price: number | null,
  *   currency: string, openingWindowMs?: number, phase?: "scheduled" | "open" | "ended" | "paused",
- *   held: number, waiting: number, access?: { name: string, startsAt: string }[] }} PublicSku
+ *   held: number, waiting: number, access?: { name: string, startsAt: string }[], variants?: Size[] }} PublicSku
+ * @typedef {{ id: string, name: string, available: number, held: number }} Size
  * @typedef {{ sku: string, openingWindowMs: number, seedHash: string, seed: string | null,
  *   entrants: number, decidedAt: string | null, opensAt: string, closesAt: string }} Draw
  * @typedef {{ token: string, userId: string, expiresAt: string }} DevJwt
  * @typedef {{ token: string, expiresAt: string }} PurchaseToken
  * @typedef {{ challenge: string, bits: number, expiresAt: string }} PowChallenge
  * @typedef {{ reservationId: string, sku: string, quantity: number, status: ReservationStatus,
- *   expiresAt: string | null, links: { self: string }, draw?: DrawPlace }} Reservation
+ *   expiresAt: string | null, links: { self: string }, draw?: DrawPlace, variant?: string | null }} Reservation
  * @typedef {Reservation & { order: { persisted: boolean, status: ReservationStatus | null } }} ReservationDetail
  * @typedef {{ reservations: Reservation[] }} ReservationList
  * @typedef {{ waitlistId: string, position: number }} WaitlistEntry
@@ -64,7 +65,8 @@
  * @typedef {{ user: HTMLInputElement, sku: HTMLInputElement, quantity: HTMLInputElement,
  *   "access-code": HTMLInputElement, buy: HTMLButtonElement, "join-waitlist": HTMLButtonElement,
  *   "leave-waitlist": HTMLButtonElement, pay: HTMLButtonElement, "pay-fail": HTMLButtonElement,
- *   cancel: HTMLButtonElement, "pow-cancel": HTMLButtonElement }} Elements
+ *   cancel: HTMLButtonElement, "pow-cancel": HTMLButtonElement, "size-2": HTMLSelectElement,
+ *   "size-3": HTMLSelectElement }} Elements
  */
 /**
  * The element with this id: index.html has every id this script asks for.
@@ -115,6 +117,8 @@ const state = {
   gone: new Set(),
   /** The status line says the shopper's place in the line: it follows the place the panel shows. */
   lineSaid: false,
+  /** The sizes each reservation made here asked for, in order (its hold card says which choice it got). @type {Map<string, string[]>} */
+  asked: new Map(),
 };
 
 /** The signed-in shopper is remembered in this tab, so a reload keeps their holds on screen. */
@@ -537,6 +541,7 @@ function renderSku() {
   $("opening").hidden = opening === null;
   $("opening").textContent = opening ?? "";
   renderTiers(view, Date.now());
+  renderSizes(view);
   const codes = codesApply(view, Date.now());
   $("access").hidden = !codes;
   $("access-help").hidden = !codes;
@@ -564,6 +569,137 @@ function renderSku() {
   $("buy-note").textContent = note;
   $("buy-note").dataset.kind = atLimit ? "limit" : "";
   renderWaitlist(view, sale, atLimit);
+}
+
+// 2a. Sizes: API.md v1.4 "Sizes (variants)" -------------------------------------------------------
+
+/** The choices after the first: the selects' order is the order of preference sent. */
+const FALLBACKS = /** @type {const} */ (["size-2", "size-3"]);
+
+/**
+ * A size as the picker says it: "EU 42 (3 left)", "EU 43 (sold out)".
+ * @param {Size} size
+ */
+const sizeLabel = (size) => `${size.name} (${size.available > 0 ? `${size.available} left` : "sold out"})`;
+
+/**
+ * The size picker of a SKU with sizes: one radio a size for the first choice, two selects for the
+ * sizes to take if it is gone. It is kept as it is between polls (the focus stays where it is), only
+ * its figures change. A size sold out is greyed and cannot be picked, unless every size is: then the
+ * shopper picks the sizes they wait for in the line.
+ * @param {PublicSku} view
+ */
+function renderSizes(view) {
+  const sizes = view.variants ?? [];
+  $("sizes").hidden = sizes.length === 0;
+  if (sizes.length === 0) return;
+  const allGone = view.available === 0;
+  const box = $("size-options");
+  const key = `${view.sku}\n${sizes.map((s) => s.id).join("\n")}`;
+  if (box.dataset.key !== key) {
+    box.dataset.key = key;
+    box.replaceChildren(
+      ...sizes.map((size, i) => {
+        const label = document.createElement("label");
+        label.className = "size";
+        const radio = document.createElement("input");
+        radio.type = "radio";
+        radio.name = "size";
+        radio.id = `size-${size.id}`;
+        radio.value = size.id;
+        radio.addEventListener("change", () => renderSku());
+        const text = document.createElement("span");
+        text.id = `size-label-${i}`;
+        label.append(radio, text);
+        return label;
+      }),
+    );
+    for (const id of FALLBACKS) $(id).replaceChildren();
+  }
+  const radios = /** @type {HTMLInputElement[]} */ ([...box.querySelectorAll('input[name="size"]')]);
+  sizes.forEach((size, i) => {
+    const radio = radios[i];
+    if (!radio) return;
+    const label = /** @type {HTMLElement} */ (radio.nextElementSibling);
+    label.textContent = sizeLabel(size);
+    radio.disabled = size.available === 0 && !allGone;
+    radio.closest("label")?.classList.toggle("gone", size.available === 0);
+  });
+  // The first choice: kept while it can be picked, else the first size with units.
+  let first = radios.find((r) => r.checked);
+  if (!first || first.disabled) {
+    first = radios.find((r) => !r.disabled);
+    if (first) first.checked = true;
+  }
+  const taken = [first?.value];
+  for (const id of FALLBACKS) {
+    const select = $(id);
+    const was = select.value;
+    if (select.options.length !== sizes.length + 1) {
+      const none = document.createElement("option");
+      none.value = "";
+      none.textContent = "none";
+      select.replaceChildren(none, ...sizes.map(() => document.createElement("option")));
+    }
+    sizes.forEach((size, i) => {
+      const option = /** @type {HTMLOptionElement} */ (select.options[i + 1]);
+      option.value = size.id;
+      option.textContent = sizeLabel(size);
+      option.disabled = taken.includes(size.id) || (size.available === 0 && !allGone);
+    });
+    const keep = sizes.find((s) => s.id === was);
+    select.value = keep && !taken.includes(was) && !(keep.available === 0 && !allGone) ? was : "";
+    // A later choice needs the one before it: the third is off until a second is picked.
+    select.disabled = id === "size-3" && !taken[1];
+    if (id === "size-3" && select.disabled) select.value = "";
+    taken.push(select.value || undefined);
+  }
+}
+
+/** The sizes picked, in order of preference (none for a SKU without sizes). */
+function chosenSizes() {
+  if ($("sizes").hidden) return [];
+  const first = /** @type {HTMLInputElement | null} */ ($("size-options").querySelector('input[name="size"]:checked'));
+  const out = [first?.value ?? "", ...FALLBACKS.map((id) => $(id).value)].filter(Boolean);
+  return [...new Set(out)];
+}
+
+/** The body's `variants`, when the SKU has sizes. */
+function sizesBody() {
+  const sizes = chosenSizes();
+  return sizes.length > 0 ? { variants: sizes } : {};
+}
+
+/**
+ * A size's name, from the public view (its id when the view does not list it).
+ * @param {string} id
+ */
+function sizeName(id) {
+  return state.view?.variants?.find((s) => s.id === id)?.name ?? id;
+}
+
+/**
+ * The hold card's size: its name, and which choice it was when the page asked for more than one.
+ * @param {string} reservationId
+ * @param {string} variant
+ */
+function heldSizeText(reservationId, variant) {
+  const asked = state.asked.get(reservationId) ?? [];
+  const at = asked.indexOf(variant);
+  if (asked.length < 2 || at < 0) return sizeName(variant);
+  if (at === 0) return `${sizeName(variant)} (your first choice)`;
+  const gone = asked.slice(0, at).map(sizeName).join(" and ");
+  return `${sizeName(variant)} (your ${at === 1 ? "second" : "third"} choice: ${gone} ${at === 1 ? "was" : "were"} gone)`;
+}
+
+/**
+ * What a SOLD_OUT or INSUFFICIENT_STOCK said of each size listed: " Left: EU 42: 0, EU 43: 1."
+ * @param {Record<string, number> | undefined} variants
+ */
+function sizesLeft(variants) {
+  if (!variants) return "";
+  const parts = Object.entries(variants).map(([id, n]) => `${sizeName(id)}: ${n}`);
+  return parts.length > 0 ? ` Left of the sizes you picked: ${parts.join(", ")}.` : "";
 }
 
 /**
@@ -654,7 +790,10 @@ async function joinWaitlist(quantity) {
     const sku = state.sku;
     if (!sku) return;
     const answer = /** @type {Answer<WaitlistEntry>} */ (
-      await api("POST", `/api/skus/${encodeURIComponent(sku)}/waitlist`, { auth: true, body: { quantity } })
+      await api("POST", `/api/skus/${encodeURIComponent(sku)}/waitlist`, {
+        auth: true,
+        body: { quantity, ...sizesBody() },
+      })
     );
     if (answer.status === 409 && apiError(answer)?.code === "STOCK_AVAILABLE") {
       say("Units are available again: buy them instead.", "ok");
@@ -909,7 +1048,7 @@ async function reserve(quantity) {
   const answer = /** @type {Answer<Reservation>} */ (
     await api("POST", `/api/skus/${encodeURIComponent(sku)}/reservations`, {
       auth: true,
-      body: { token: token.json.token, quantity },
+      body: { token: token.json.token, quantity, ...sizesBody() },
     })
   );
   // A draw places every entrant, winner or not (a refusal carries its place in error.details.draw).
@@ -918,17 +1057,19 @@ async function reserve(quantity) {
     ? { sku, won: answer.status === 202, quantity, code: apiError(answer)?.code, ...place }
     : null;
   if (answer.status !== 202) {
-    say(`Not reserved. ${errorText(answer)}`, "error");
+    say(`Not reserved. ${errorText(answer)}${sizesLeft(apiError(answer)?.details?.variants)}`, "error");
     return;
   }
+  if (answer.json.variant) state.asked.set(answer.json.reservationId, chosenSizes());
   state.reservation = { ...answer.json, order: { persisted: false, status: null } };
   remember(answer.json);
   state.grantedId = null;
   // A reservation decided by the opening draw says where it came (GET of it does not repeat it).
   state.drawn = answer.json.draw ? { id: answer.json.reservationId, ...answer.json.draw } : null;
   const retried = state.retried503 > 0 ? ` (the shop was busy: asked ${state.retried503 + 1} times, one hold)` : "";
+  const size = answer.json.variant ? ` in size ${sizeName(answer.json.variant)}` : "";
   say(
-    `Reserved ${quantity}: the stock is held for you until ${clock(answer.json.expiresAt ?? Date.now())}. Pay to make it yours.${retried}`,
+    `Reserved ${quantity}${size}: the stock is held for you until ${clock(answer.json.expiresAt ?? Date.now())}. Pay to make it yours.${retried}`,
     "ok",
   );
   renderReservation();
@@ -1095,6 +1236,9 @@ function renderReservation() {
   const price = view?.price ?? null;
   $("res-quantity").textContent =
     view && price !== null ? `${r.quantity} · ${money(r.quantity * price, view.currency)} in all` : String(r.quantity);
+  $("res-size-label").hidden = !r.variant;
+  $("res-size").hidden = !r.variant;
+  $("res-size").textContent = r.variant ? heldSizeText(r.reservationId, r.variant) : "";
   const drawn = state.drawn?.id === r.reservationId ? state.drawn : null;
   $("res-draw-label").hidden = drawn === null;
   $("res-draw").hidden = drawn === null;
@@ -1283,7 +1427,7 @@ function renderHolds() {
   const list = $("orders");
   const holds = holdList();
   if (!state.jwt) return;
-  const key = JSON.stringify(holds.map((r) => [r.reservationId, r.status, r.quantity, r.expiresAt]));
+  const key = JSON.stringify(holds.map((r) => [r.reservationId, r.status, r.quantity, r.expiresAt, r.variant]));
   if (key === holdsKey) {
     tickHolds();
     return;
@@ -1300,7 +1444,7 @@ function renderHolds() {
     status.dataset.status = r.status;
     status.textContent = statusLabel(r.status);
     const text = document.createElement("span");
-    text.textContent = ` ${r.quantity} × ${r.sku}`;
+    text.textContent = ` ${r.quantity} × ${r.sku}${r.variant ? `, size ${r.variant}` : ""}`;
     what.append(status, text);
     const when = document.createElement("p");
     when.className = "muted small when";
@@ -1393,6 +1537,7 @@ setInterval(() => {
 }, 10_000);
 $("join-waitlist").addEventListener("click", () => joinWaitlist(Number($("quantity").value)));
 $("leave-waitlist").addEventListener("click", () => leaveWaitlist());
+for (const id of FALLBACKS) $(id).addEventListener("change", () => renderSku());
 // A code being corrected is no longer the refused one.
 $("access-code").addEventListener("input", () => showAccessError(null));
 
