@@ -34,6 +34,10 @@ export interface Audit {
   created: number;
   /** Shard 0: the SKU's total as the last PUT set it (see configuration.ts); else null. */
   skuTotal: number | null;
+  /** Sizes: this shard's variants' counts by id (empty without variants). */
+  variants: Record<string, { total: number; held: number; sold: number }>;
+  /** Sizes, shard 0: each variant's total as the last PUT set it (empty: none recorded). */
+  variantTotals: Record<string, number>;
   /** Rows this audit read from the object's SQLite database. */
   rowsRead: number;
 }
@@ -88,6 +92,10 @@ export class Audits {
       pendingTransfers: transfers?.n ?? 0,
       created: sku.created,
       skuTotal: this.configuration.skuTarget(),
+      variants: Object.fromEntries(
+        [...ledger.variants().values()].map((v) => [v.id, { total: v.total, held: v.held, sold: v.sold }]),
+      ),
+      variantTotals: Object.fromEntries(this.configuration.variantTargets()),
       rowsRead,
     };
   }

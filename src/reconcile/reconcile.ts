@@ -56,6 +56,7 @@ type DifferenceKind =
   | "mirror_drift"
   | "mirror_unreachable"
   | "shard_totals"
+  | "variant_totals"
   | "order_count"
   | "check_failed";
 
@@ -109,6 +110,9 @@ interface ShardCheck extends Run {
 /** What the SKU check sums over its shards. */
 interface ShardSummary {
   total: number;
+  /** Sizes: the shard's variants' counts, and (shard 0) their totals as the last PUT set them. */
+  variants: Audit["variants"];
+  variantTotals: Audit["variantTotals"];
   pendingTransfers: number;
   created: number;
   skuTotal: number | null;
@@ -172,6 +176,8 @@ async function reconcileSku(run: Run, entry: CatalogEntry): Promise<void> {
     .where(eq(reconcileWatermarks.sku, entry.sku));
   report.rowsRead += watermarks.length;
   let totals = 0;
+  const variantSums = new Map<string, number>();
+  let variantTotals: Record<string, number> = {};
   let pendingTransfers = 0;
   let created = 0;
   let quiet = true;
@@ -187,6 +193,8 @@ async function reconcileSku(run: Run, entry: CatalogEntry): Promise<void> {
     const checked = await reconcileShard({ ...run, sku: entry.sku, shard, from, stub });
     if (!checked) continue;
     totals += checked.total;
+    for (const [id, v] of Object.entries(checked.variants)) variantSums.set(id, (variantSums.get(id) ?? 0) + v.total);
+    if (shard === 0) variantTotals = checked.variantTotals;
     pendingTransfers += checked.pendingTransfers;
     created += checked.created;
     quiet &&= checked.quiet;
@@ -201,6 +209,20 @@ async function reconcileSku(run: Run, entry: CatalogEntry): Promise<void> {
       actual: show({ sumOfShards: totals }),
       repaired: false,
     });
+  }
+  // Sizes: each variant's units over the shards are the total its last PUT set (transfers move them).
+  if (pendingTransfers === 0) {
+    for (const [id, expected] of Object.entries(variantTotals)) {
+      const actual = variantSums.get(id) ?? 0;
+      if (actual === expected) continue;
+      report.differences.push({
+        sku: entry.sku,
+        kind: "variant_totals",
+        expected: show({ variant: id, total: expected }),
+        actual: show({ variant: id, sumOfShards: actual }),
+        repaired: false,
+      });
+    }
   }
   if (quiet && !options.full) await checkOrderCount(run, entry, created);
 }
@@ -246,6 +268,8 @@ async function reconcileShard(check: ShardCheck): Promise<ShardSummary | null> {
   await pruneShard(check, compared.last);
   return {
     total: audit.state.stock.total,
+    variants: audit.variants,
+    variantTotals: audit.variantTotals,
     pendingTransfers: audit.pendingTransfers,
     created: audit.created,
     skuTotal: audit.skuTotal,
