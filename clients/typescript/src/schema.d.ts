@@ -648,6 +648,66 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/api/log/key": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * The sale log's verifier key
+     * @description No credentials. The Ed25519 key that signs every SKU's log checkpoints, in signed-note form (`<name>+<hex key id>+<base64 of 0x01 ‖ public key>`), as `text/plain`. No log kept (LOG_SIGNING_KEY unset): 404 NOT_FOUND.
+     */
+    get: operations["getApiLogKey"];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/api/skus/{sku}/log/checkpoint": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * A SKU's log: its latest signed checkpoint
+     * @description No credentials. A C2SP tlog-checkpoint (signed note): origin `<LOG_ORIGIN or the request's host>/api/skus/<sku>/log`, tree size, base64 root hash, Ed25519 signature by the key of GET /api/log/key. A new one within LOG_CHECKPOINT_SECONDS of a new entry; each consistent with every earlier one.
+     */
+    get: operations["getApiSkusSkuLogCheckpoint"];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/api/skus/{sku}/log/tile/{tile}": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * A SKU's log: a hash tile or an entry bundle (C2SP tlog-tiles)
+     * @description No credentials. `tile/<L>/<N>[.p/<W>]`: the hashes (32 bytes each) of level 8·L of the Merkle tree; `tile/entries/<N>[.p/<W>]`: the entries, each a big-endian uint16 length and its UTF-8 JSON. Only tiles of the latest checkpoint's tree; a tile not there (yet) is 404 NOT_FOUND. Immutable once served.
+     */
+    get: operations["getApiSkusSkuLogTileTile"];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/healthz": {
     parameters: {
       query?: never;
@@ -839,6 +899,12 @@ export interface components {
       shards?: number;
       /** @description INVALID_STATE: buyers on the SKU's waitlist (a new shard count needs none) */
       waiting?: number;
+      /** @description Added to v1.4 ("Sizes"): SOLD_OUT, INSUFFICIENT_STOCK: units available of each variant the request listed */
+      variants?: {
+        [key: string]: number;
+      };
+      /** @description Added to v1.4 ("Sizes"): INVALID_STATE: the variant whose totalStock would fall below its held + sold */
+      variant?: string;
       /** @description INVALID_REQUEST: each field at fault; INVALID_STATE: a field that cannot change (`test`) */
       fields?: {
         path: string;
@@ -882,6 +948,13 @@ export interface components {
         /** Format: date-time */
         startsAt: string;
       }[];
+      /** @description Added to v1.4 ("Sizes"): each variant, in the order they were added; left out for a SKU without them */
+      variants?: {
+        id: string;
+        name: string;
+        available: number;
+        held: number;
+      }[];
     };
     PurchaseToken: {
       token: string;
@@ -891,6 +964,7 @@ export interface components {
     ReservationRequest: {
       token: string;
       quantity: number;
+      variants?: string[];
     };
     Reservation: {
       reservationId: string;
@@ -899,6 +973,8 @@ export interface components {
       /** @enum {string} */
       status: "held" | "paid" | "expired" | "cancelled" | "refund_required";
       expiresAt: string | null;
+      /** @description Added to v1.4 ("Sizes"): the variant held; null for a SKU without variants */
+      variant: string | null;
       links: {
         self: string;
       };
@@ -915,6 +991,8 @@ export interface components {
       /** @enum {string} */
       status: "held" | "paid" | "expired" | "cancelled" | "refund_required";
       expiresAt: string | null;
+      /** @description Added to v1.4 ("Sizes"): the variant held; null for a SKU without variants */
+      variant: string | null;
       links: {
         self: string;
       };
@@ -927,12 +1005,45 @@ export interface components {
         persisted: boolean;
         status: ("held" | "paid" | "expired" | "cancelled" | "refund_required") | null;
       };
+      receipts?: {
+        /** @enum {string} */
+        entry: "hold" | "paid" | "refund_required" | "cancelled" | "expired";
+        index: number;
+        proof: string;
+      }[];
+      salt?: string;
+    };
+    ReservationHeld: {
+      reservationId: string;
+      sku: string;
+      quantity: number;
+      /** @enum {string} */
+      status: "held" | "paid" | "expired" | "cancelled" | "refund_required";
+      expiresAt: string | null;
+      /** @description Added to v1.4 ("Sizes"): the variant held; null for a SKU without variants */
+      variant: string | null;
+      links: {
+        self: string;
+      };
+      draw?: {
+        entryId: string;
+        position: number;
+        entrants: number;
+      };
+      receipts?: {
+        /** @enum {string} */
+        entry: "hold" | "paid" | "refund_required" | "cancelled" | "expired";
+        index: number;
+        proof: string;
+      }[];
+      salt?: string;
     };
     ReservationList: {
       reservations: components["schemas"]["Reservation"][];
     };
     WaitlistRequest: {
       quantity: number;
+      variants?: string[];
     };
     WaitlistEntry: {
       waitlistId: string;
@@ -943,8 +1054,10 @@ export interface components {
       /** @description 1: next in line (FIFO; first fit may serve a smaller entry behind first) */
       position: number;
       quantity: number;
-      /** @description Units the entries before this one want */
+      /** @description Units the entries before this one want (sizes: those ahead that list any of the same variants) */
       unitsAhead: number;
+      /** @description Added to v1.4 ("Sizes"): the entry's variants in order of preference */
+      variants?: string[];
       /** @description The SKU's units held now by other buyers (the caller's own holds left out): unpaid, they may come back to the line */
       held: number;
       /** Format: date-time */
@@ -1009,6 +1122,11 @@ export interface components {
       currency?: string;
       openingWindowMs?: number;
       test?: boolean;
+      variants?: {
+        id: string;
+        name?: string;
+        totalStock: number;
+      }[];
       access?: {
         name: string;
         /** Format: date-time */
@@ -1039,6 +1157,17 @@ export interface components {
         held: number;
         sold: number;
       };
+      /** @description Added to v1.4 ("Sizes"): each variant's stock (`stock` stays the SKU's sum); left out without variants */
+      variants?: {
+        id: string;
+        name: string;
+        stock: {
+          total: number;
+          available: number;
+          held: number;
+          sold: number;
+        };
+      }[];
       orders: {
         held: number;
         paid: number;
@@ -1321,6 +1450,8 @@ export interface components {
       currency: string | null;
       /** @description Added to v1.4 ("Test sales"): true for an order of a test SKU, which the shop's systems can skip; false for a real sale's */
       test: boolean;
+      /** @description Added to v1.4 ("Sizes"): the variant held; null for a SKU without variants */
+      variant: string | null;
       /** Format: date-time */
       createdAt: string;
       /** Format: date-time */
@@ -1344,6 +1475,8 @@ export interface components {
       reason: ("amount_mismatch" | "currency_mismatch" | "already_paid" | "too_late" | "limit_exceeded") | null;
       /** @description Added to v1.4 ("Test sales"): true for a payment of a test SKU's order */
       test: boolean;
+      /** @description Added to v1.4 ("Sizes"): the variant of the reservation paid; null for a SKU without variants */
+      variant: string | null;
       /** Format: date-time */
       receivedAt: string;
       /** @description Added to v1.4 ("Paying and refunding through Stripe"): its refund, issued through Stripe or marked done; null while none was */
@@ -1716,7 +1849,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          "application/json": components["schemas"]["Reservation"];
+          "application/json": components["schemas"]["ReservationHeld"];
         };
       };
       /** @description INVALID_REQUEST: The request is malformed or failed validation. */
@@ -3956,6 +4089,116 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: "PAYLOAD_TOO_LARGE";
+            };
+          };
+        };
+      };
+    };
+  };
+  getApiLogKey: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The verifier key */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "text/plain": string;
+        };
+      };
+      /** @description NOT_FOUND: No such route. */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "NOT_FOUND";
+            };
+          };
+        };
+      };
+    };
+  };
+  getApiSkusSkuLogCheckpoint: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description SKU id: 1 to 64 of A-Z a-z 0-9 _ - */
+        sku: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The signed checkpoint */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "text/plain": string;
+        };
+      };
+      /** @description SKU_NOT_FOUND: No such SKU. | NOT_FOUND: No such route. */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "SKU_NOT_FOUND" | "NOT_FOUND";
+            };
+          };
+        };
+      };
+    };
+  };
+  getApiSkusSkuLogTileTile: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description SKU id: 1 to 64 of A-Z a-z 0-9 _ - */
+        sku: string;
+        /** @description A C2SP tlog-tiles path below `tile/`: `<L>/<N>[.p/<W>]` (hash tile) or `entries/<N>[.p/<W>]` (entry bundle), N in three-digit groups, each but the last prefixed `x` (1234067: x001/x234/067) */
+        tile: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The tile's bytes */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/octet-stream": string;
+        };
+      };
+      /** @description SKU_NOT_FOUND: No such SKU. | NOT_FOUND: No such route. */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "SKU_NOT_FOUND" | "NOT_FOUND";
             };
           };
         };
