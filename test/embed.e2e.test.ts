@@ -268,42 +268,93 @@ describe("the buy button on a shop's page", () => {
     await bo.close();
   }, 180_000);
 
-  it("counts down to the start, and offers the sizes when the public view lists them", async () => {
+  it("counts down to the start, and offers the sizes the public view lists", async () => {
     const sku = `later-${randomUUID().slice(0, 6)}`;
     const startsAt = new Date(Date.now() + 3_600_000).toISOString();
     const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {
       name: "Late tee",
-      totalStock: 4,
       startsAt,
       price: 1000,
       currency: "usd",
+      variants: [
+        { id: "s", name: "Small", totalStock: 3 },
+        { id: "m", name: "Medium", totalStock: 0 },
+      ],
     });
     expect(created.status, JSON.stringify(created.json)).toBe(200);
     const page = await newPage(day.browser, PHONE);
-    // Sizes are not in this gateway's public view yet (API.md v1.4 "Sizes"): the view as it will be.
-    await page.route(`${gateway}/api/skus/${sku}`, async (route) => {
-      const response = await route.fetch();
-      const view = (await response.json()) as Record<string, unknown>;
-      const variants = [
-        { id: "s", name: "Small", available: 3, held: 0 },
-        { id: "m", name: "Medium", available: 0, held: 0 },
-      ];
-      await route.fulfill({ response, json: { ...view, variants } });
-    });
     await page.goto(`${shop.origin}/?sku=${sku}&user=eve`);
     await expect
       .poll(() => text(page, "flashgate-buy .countdown"), { timeout: 15_000 })
       .toMatch(/^Opens in (1:00:00|59:\d\d)$/);
     expect(await page.isDisabled("flashgate-buy .buy")).toBe(true);
     expect(await text(page, "flashgate-buy .sizes legend")).toBe("Size");
-    const sizes = page.locator("flashgate-buy .sizes label");
+    const sizes = page.locator("flashgate-buy .size-options label");
     expect(await sizes.allTextContents()).toEqual(["Small (3 left)", "Medium (sold out)"]);
     expect(await page.isChecked('flashgate-buy input[value="s"]')).toBe(true);
+    // A sold-out size is greyed and cannot be picked.
+    expect(await page.isDisabled('flashgate-buy input[value="m"]')).toBe(true);
     await expectSound(page, "shop page, before the start (phone)");
     await screenshot(page, "embed-countdown-phone", "embed-countdown-phone.png");
     expect(unexpectedProblems(page)).toEqual([]);
     await page.close();
   });
+
+  it("holds the second size picked when the first is gone, and says the size held", async () => {
+    const sku = `kicks-${randomUUID().slice(0, 6)}`;
+    const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {
+      name: "Glow sneaker",
+      perUserLimit: 1,
+      price: 9000,
+      currency: "usd",
+      variants: [
+        { id: "40", name: "EU 40", totalStock: 1 },
+        { id: "41", name: "EU 41", totalStock: 2 },
+        { id: "42", name: "EU 42", totalStock: 0 },
+        { id: "43", name: "EU 43", totalStock: 2 },
+      ],
+    });
+    expect(created.status, JSON.stringify(created.json)).toBe(200);
+    const page = await open(shop.origin, sku, "fay");
+    const sizes = page.locator("flashgate-buy .size-options label");
+    await expect
+      .poll(() => sizes.allTextContents(), { timeout: 15_000 })
+      .toEqual(["EU 40 (1 left)", "EU 41 (2 left)", "EU 42 (sold out)", "EU 43 (2 left)"]);
+    expect(await page.isChecked('flashgate-buy input[value="40"]')).toBe(true);
+    // The third choice waits for a second; a chosen or sold-out size is not offered again.
+    expect(await page.isDisabled("flashgate-buy .size-3")).toBe(true);
+    await page.getByRole("combobox", { name: "Second choice" }).selectOption("41");
+    await page.getByRole("combobox", { name: "Third choice" }).selectOption("43");
+    const offered = await page.$$eval("flashgate-buy >> .size-3 option:not([disabled])", (os) =>
+      os.map((o) => o.getAttribute("value")),
+    );
+    expect(offered).toEqual(["", "43"]);
+    await expectSound(page, "shop page, sizes picked");
+    await screenshot(page, "embed-sizes", "embed-sizes.png");
+
+    // 40 goes off sale meanwhile (the shop sets it to 0): the hold takes 41, as the shopper asked.
+    const cut = await call(day.server, "PUT", `/admin/skus/${sku}`, { variants: [{ id: "40", totalStock: 0 }] });
+    expect(cut.status, JSON.stringify(cut.json)).toBe(200);
+    const sent: unknown[] = [];
+    page.on("request", (request) => {
+      if (request.method() === "POST" && request.url().endsWith(`/api/skus/${sku}/reservations`))
+        sent.push(request.postDataJSON());
+    });
+    await page.click("flashgate-buy .buy");
+    await page.waitForSelector("flashgate-buy .hold:not([hidden])", { timeout: 30_000 });
+    expect(sent).toEqual([expect.objectContaining({ quantity: 1, variants: ["40", "41", "43"] })]);
+    expect(await text(page, "flashgate-buy .hold-what")).toBe("Held for you: 1 × Glow sneaker, size EU 41.");
+    const held = (await events(page)).find((e) => e.type === "flashgate:held");
+    expect(held?.detail).toMatchObject({ sku, quantity: 1, status: "held", variant: "41" });
+    await expect
+      .poll(() => sizes.allTextContents(), { timeout: 15_000 })
+      .toEqual(["EU 40 (sold out)", "EU 41 (1 left)", "EU 42 (sold out)", "EU 43 (2 left)"]);
+    await page.setViewportSize(PHONE);
+    await expectSound(page, "shop page, a size held (phone)");
+    await screenshot(page, "embed-sizes-held-phone", "embed-sizes-held-phone.png");
+    expect(unexpectedProblems(page)).toEqual([]);
+    await page.close();
+  }, 120_000);
 
   it("gets nothing from a page whose origin is not allowed: the browser refuses, the element says so", async () => {
     const sku = `elsewhere-${randomUUID().slice(0, 6)}`;

@@ -44,12 +44,16 @@ p { margin: 0; }
 fieldset { border: 1px solid var(--fg-border); border-radius: var(--fg-radius); padding: .4rem .6rem; margin: 0; }
 fieldset label { display: inline-flex; align-items: center; gap: .4rem; margin-right: .8rem; min-height: 2.75rem; cursor: pointer; }
 fieldset input { width: 1.5rem; height: 1.5rem; margin: 0; accent-color: var(--fg-accent); }
+fieldset label.gone { color: var(--fg-muted); text-decoration: line-through; cursor: not-allowed; }
+.later { display: flex; flex-wrap: wrap; gap: 0 .8rem; }
+select { font: inherit; min-height: 2.75rem; border: 1px solid var(--fg-border); border-radius: var(--fg-radius);
+  background: var(--fg-bg); color: inherit; padding: 0 .4rem; }
 .actions { display: flex; flex-wrap: wrap; gap: .5rem; }
 button { font: inherit; border-radius: var(--fg-radius); padding: .55rem 1.1rem; cursor: pointer;
   border: 1px solid var(--fg-accent); background: var(--fg-bg); color: var(--fg-accent); min-height: 2.75rem; }
 button.primary { background: var(--fg-accent); color: var(--fg-accent-text); }
 button:disabled { cursor: not-allowed; opacity: .6; }
-button:focus-visible, input:focus-visible { outline: 3px solid var(--fg-accent); outline-offset: 2px; }
+button:focus-visible, input:focus-visible, select:focus-visible { outline: 3px solid var(--fg-accent); outline-offset: 2px; }
 .hold { border-left: 4px solid var(--fg-accent); padding-left: .6rem; }
 .timer { font-variant-numeric: tabular-nums; font-weight: 600; }
 .error { color: var(--fg-error); }
@@ -62,7 +66,10 @@ const TEMPLATE = `<style>${STYLE}</style>
   <p class="price" part="price"></p>
   <p class="availability" part="availability"></p>
   <p class="countdown" part="countdown" hidden></p>
-  <fieldset class="sizes" part="sizes" hidden><legend>Size</legend><div class="size-options"></div></fieldset>
+  <fieldset class="sizes" part="sizes" hidden><legend>Size</legend><div class="size-options"></div>
+    <div class="later"><label>Second choice <select class="size-2"></select></label>
+    <label>Third choice <select class="size-3"></select></label></div>
+    <p class="muted">Taken in this order if your size is gone.</p></fieldset>
   <div class="turnstile" hidden></div>
   <div class="actions">
     <button type="button" class="buy primary" part="buy" disabled>Buy</button>
@@ -280,7 +287,7 @@ export class FlashgateBuy extends HTMLElement {
     this.#text("price", view.price === null ? "" : formatMoney(view.price, view.currency));
     if (view.opensInSeconds) this.#opensAt = Date.now() + view.opensInSeconds * 1000;
     else this.#opensAt = null;
-    this.#renderSizes(view.variants);
+    this.#renderSizes(view);
     const soldOut = this.#available() < this.#quantity;
     const phase = view.phase ?? (view.status === "paused" ? "paused" : "open");
     /** @type {string[]} */
@@ -309,41 +316,92 @@ export class FlashgateBuy extends HTMLElement {
     }
   }
 
-  /** Units available to this shopper's choice: the chosen size's, or the SKU's. */
+  /** Units available to this shopper's choice: the most any size picked has, or the SKU's. */
   #available() {
     const view = this.#view;
     if (!view) return 0;
-    const chosen = this.#chosenSize();
-    const variant = view.variants?.find((v) => v.id === chosen);
-    return variant ? variant.available : view.available;
+    const sizes = this.#chosenSizes();
+    const units = (view.variants ?? []).filter((v) => sizes.includes(v.id)).map((v) => v.available);
+    return units.length ? Math.max(...units) : view.available;
   }
 
-  /** @param {Variant[] | undefined} variants */
-  #renderSizes(variants) {
-    const box = this.#el("sizes");
-    box.hidden = !variants?.length;
-    if (!variants?.length) return;
+  /**
+   * The size picker: a radio a size (the first choice) and two selects (the sizes to take if it is
+   * gone), updated in place so the focus stays. A sold-out size is greyed and cannot be picked, unless
+   * every size is: then the shopper picks the sizes to wait for in the line.
+   * @param {PublicSku} view
+   */
+  #renderSizes(view) {
+    const variants = view.variants ?? [];
+    this.#show("sizes", variants.length > 0);
+    if (!variants.length) return;
+    const allGone = view.available === 0;
     const options = this.#el("size-options");
-    const chosen = this.#chosenSize() ?? variants.find((v) => v.available > 0)?.id ?? variants[0]?.id;
-    options.replaceChildren(
-      ...variants.map((v) => {
-        const label = document.createElement("label");
-        const input = document.createElement("input");
-        input.type = "radio";
-        input.name = "size";
-        input.value = v.id;
-        input.checked = v.id === chosen;
-        input.addEventListener("change", () => this.#render());
-        label.append(input, `${v.name ?? v.id} (${v.available > 0 ? `${v.available} left` : "sold out"})`);
-        return label;
-      }),
-    );
+    const key = variants.map((v) => v.id).join("\n");
+    const selects = [this.#el("size-2"), this.#el("size-3")].map((el) => /** @type {HTMLSelectElement} */ (el));
+    if (options.dataset.key !== key) {
+      options.dataset.key = key;
+      options.replaceChildren(
+        ...variants.map((v) => {
+          const label = document.createElement("label");
+          const input = document.createElement("input");
+          input.type = "radio";
+          input.name = "size";
+          input.value = v.id;
+          input.addEventListener("change", () => this.#render());
+          label.append(input, document.createElement("span"));
+          return label;
+        }),
+      );
+      for (const select of selects) {
+        select.replaceChildren(new Option("none", ""), ...variants.map((v) => new Option(v.id, v.id)));
+        select.onchange = () => this.#render();
+      }
+    }
+    /** @param {Variant} v */
+    const text = (v) => `${v.name ?? v.id} (${v.available > 0 ? `${v.available} left` : "sold out"})`;
+    /** @param {Variant} v */
+    const off = (v) => v.available === 0 && !allGone;
+    const radios = /** @type {HTMLInputElement[]} */ ([...options.querySelectorAll("input")]);
+    variants.forEach((v, i) => {
+      const radio = /** @type {HTMLInputElement} */ (radios[i]);
+      /** @type {HTMLElement} */ (radio.nextElementSibling).textContent = text(v);
+      radio.disabled = off(v);
+      /** @type {HTMLElement} */ (radio.parentElement).classList.toggle("gone", v.available === 0);
+    });
+    let first = radios.find((r) => r.checked);
+    if (!first || first.disabled) {
+      first = radios.find((r) => !r.disabled);
+      if (first) first.checked = true;
+    }
+    const taken = [first?.value];
+    selects.forEach((select, n) => {
+      const was = select.value;
+      variants.forEach((v, i) => {
+        const option = /** @type {HTMLOptionElement} */ (select.options[i + 1]);
+        option.textContent = text(v);
+        option.disabled = taken.includes(v.id) || off(v);
+      });
+      const keep = variants.find((v) => v.id === was);
+      select.value = keep && !taken.includes(was) && !off(keep) ? was : "";
+      select.disabled = n === 1 && !taken[1];
+      if (select.disabled) select.value = "";
+      taken.push(select.value || undefined);
+    });
   }
 
-  /** @returns {string | undefined} */
-  #chosenSize() {
+  /** The sizes picked, in order of preference (none for a SKU without sizes). @returns {string[]} */
+  #chosenSizes() {
+    if (this.#el("sizes").hidden) return [];
     const checked = /** @type {HTMLInputElement | null} */ (this.#root.querySelector('input[name="size"]:checked'));
-    return checked?.value;
+    const later = ["size-2", "size-3"].map((part) => /** @type {HTMLSelectElement} */ (this.#el(part)).value);
+    return [...new Set([checked?.value ?? "", ...later].filter(Boolean))];
+  }
+
+  /** The request body's `variants`, when the SKU has sizes. */
+  #sizesBody() {
+    const sizes = this.#chosenSizes();
+    return sizes.length ? { variants: sizes } : {};
   }
 
   /** The countdown to the start, and the hold's timer. */
@@ -386,10 +444,9 @@ export class FlashgateBuy extends HTMLElement {
       const sku = this.#sku;
       const token = await this.#call("POST", `${this.#skuPath(sku)}/tokens`, { auth: true, headers });
       if (token.status !== 201) return this.#refused(token.json);
-      const size = this.#chosenSize();
       const reservation = await this.#call("POST", `${this.#skuPath(sku)}/reservations`, {
         auth: true,
-        body: { token: token.json.token, quantity: this.#quantity, ...(size ? { variants: [size] } : {}) },
+        body: { token: token.json.token, quantity: this.#quantity, ...this.#sizesBody() },
       });
       if (reservation.status !== 202) return this.#refused(reservation.json);
       await this.#held(/** @type {Reservation} */ (reservation.json));
@@ -522,7 +579,8 @@ export class FlashgateBuy extends HTMLElement {
     window.clearTimeout(this.#lineTimer);
     this.#show("line", false);
     const name = this.#view?.name ?? reservation.sku;
-    const size = reservation.variant ? ` (${reservation.variant})` : "";
+    const variant = this.#view?.variants?.find((v) => v.id === reservation.variant);
+    const size = reservation.variant ? `, size ${variant?.name ?? reservation.variant}` : "";
     this.#el("hold-what").textContent = `Held for you: ${reservation.quantity} × ${name}${size}.`;
     this.#show("hold", true);
     this.#show("cancel", true);
@@ -580,10 +638,9 @@ export class FlashgateBuy extends HTMLElement {
   async #join() {
     this.#fail(null);
     try {
-      const size = this.#chosenSize();
       const answer = await this.#call("POST", `${this.#skuPath(this.#sku)}/waitlist`, {
         auth: true,
-        body: { quantity: this.#quantity, ...(size ? { variants: [size] } : {}) },
+        body: { quantity: this.#quantity, ...this.#sizesBody() },
       });
       if (answer.status !== 202) return this.#refused(answer.json);
       this.#say("You are in the line.");
