@@ -114,6 +114,9 @@ describe("sizes in the console (issue #51)", () => {
 
     // Edit: the rows show held and sold; the saved ids are fixed; 42 cut to 1 is refused at its stock.
     await expect.poll(() => page.textContent(`${card(sku)} [data-field="held"]`), WAIT).toBe("2");
+    expect(await page.textContent(`${card(sku)} [data-field="sizes"]`)).toBe(
+      "EU 42: 1 of 3 left · EU 42.5: 2 of 2 left · 43: 4 of 4 left",
+    );
     await page.click(`${card(sku)} [data-action="edit"]`);
     await page.waitForSelector("#sku-dialog[open]");
     expect(await page.inputValue("#f-variants-0-id")).toBe("42");
@@ -173,6 +176,12 @@ describe("sizes in the console (issue #51)", () => {
     await expect
       .poll(() => page.textContent(`${card(sku)} [data-field="message"]`), WAIT)
       .toBe(`Saved: sizes of ${sku} changed (the gateway answered 200).`);
+    await expect
+      .poll(() => page.textContent(`${card(sku)} [data-field="sizes"]`), WAIT)
+      .toBe("EU 42: 1 of 3 left · EU 42.5: 3 of 3 left · 43: 4 of 4 left · EU 44: 2 of 2 left");
+    await expectSound(page, "the card of a SKU in sizes, 1280 px");
+    await page.evaluate(`document.querySelector('${card(sku)}').scrollIntoView({ block: "start" })`);
+    await screenshot(page, "console-sizes-3-card", "console-sizes-3-card.png", false);
     expect(await sizesOf(sku)).toEqual([
       { id: "42", name: "EU 42", stock: { total: 3, available: 1, held: 2, sold: 0 } },
       { id: "42.5", name: "EU 42.5", stock: { total: 3, available: 3, held: 0, sold: 0 } },
@@ -202,6 +211,7 @@ describe("sizes in the console (issue #51)", () => {
     const view = (await api("GET", `/admin/skus/${sku}`)).json;
     expect(view.stock).toMatchObject({ total: 7 });
     expect(view.variants).toBeUndefined();
+    expect(await page.isHidden(`${card(sku)} [data-field="sizes"]`)).toBe(true);
     expect(unexpectedProblems(page)).toEqual([]);
     await page.close();
   }, 60_000);
@@ -254,8 +264,7 @@ describe("sizes in the storefront (issue #51)", () => {
     expect(await page.getByRole("radio", { name: "EU 42 (1 left)" }).isChecked()).toBe(true);
     // The fallbacks: the first choice and the sold-out size are not offered; the third waits for a second.
     expect(await page.isDisabled("#size-3")).toBe(true);
-    const offered = () =>
-      page.$$eval("#size-2 option:not([disabled])", (os) => os.map((o) => o.getAttribute("value")));
+    const offered = () => page.$$eval("#size-2 option:not([disabled])", (os) => os.map((o) => o.getAttribute("value")));
     expect(await offered()).toEqual(["", "42.5", "43"]);
     await page.getByRole("combobox", { name: "Second choice" }).selectOption("42.5");
     expect(await page.isDisabled("#size-3")).toBe(false);
@@ -295,6 +304,54 @@ describe("sizes in the storefront (issue #51)", () => {
     expect(unexpectedProblems(page)).toEqual([]);
     await page.close();
   }, 120_000);
+
+  it("with every size sold out, the picker chooses the sizes the line waits for", async () => {
+    const sku = `cap-${randomUUID().slice(0, 6)}`;
+    const created = await api("PUT", `/admin/skus/${sku}`, {
+      name: "Drop cap",
+      variants: [
+        { id: "s", name: "Small", totalStock: 1 },
+        { id: "l", name: "Large", totalStock: 1 },
+      ],
+    });
+    expect(created.status, JSON.stringify(created.json)).toBe(200);
+    for (const [user, size] of [
+      ["kai", "s"],
+      ["lou", "l"],
+    ] as const) {
+      const auth = await shopper(day.server, `${user}-${sku}`);
+      const token = await api("POST", `/api/skus/${sku}/tokens`, undefined, auth);
+      const held = await api(
+        "POST",
+        `/api/skus/${sku}/reservations`,
+        { token: token.json.token, quantity: 1, variants: [size] },
+        auth,
+      );
+      expect(held.status, JSON.stringify(held.json)).toBe(202);
+    }
+    const page = await signedIn(sku, `max-${sku}`);
+    await page.waitForSelector("#join-waitlist:not([hidden])", WAIT);
+    expect(await page.$$eval("#size-options label", (ls) => ls.map((l) => l.textContent))).toEqual([
+      "Small (sold out)",
+      "Large (sold out)",
+    ]);
+    // Nothing to buy, but each size can be waited for: the choices are the line's.
+    expect(await page.isDisabled("#buy")).toBe(true);
+    expect(await page.isDisabled('#size-options input[value="l"]')).toBe(false);
+    await page.check('#size-options input[value="l"]');
+    await page.getByRole("combobox", { name: "Second choice" }).selectOption("s");
+    const sent: unknown[] = [];
+    page.on("request", (request) => {
+      if (request.method() === "POST" && request.url().endsWith(`/api/skus/${sku}/waitlist`))
+        sent.push(request.postDataJSON());
+    });
+    await page.click("#join-waitlist");
+    await expect.poll(() => page.textContent("#waitlist-status"), WAIT).toBe("You are number 1 on the waitlist for 1.");
+    expect(sent).toEqual([{ quantity: 1, variants: ["l", "s"] }]);
+    await expectSound(page, "sold out in every size, in line, 1280 px");
+    expect(unexpectedProblems(page)).toEqual([]);
+    await page.close();
+  }, 60_000);
 
   it("sends a SKU without sizes no variants, and shows no picker", async () => {
     const sku = `tee-${randomUUID().slice(0, 6)}`;

@@ -495,6 +495,13 @@ function renderSku(view, now) {
   field(card, "closed").textContent =
     `${orders.expired} expired · ${orders.cancelled} cancelled · ${orders.refund_required} refund required`;
   field(card, "consistency").textContent = consistencyText(view.sku);
+  // Sizes (API.md v1.4): each one's units available of its stock, a sold-out one said so.
+  const sizes = view.variants ?? [];
+  field(card, "sizes-label").hidden = sizes.length === 0;
+  field(card, "sizes").hidden = sizes.length === 0;
+  field(card, "sizes").textContent = sizes
+    .map((v) => `${v.name}: ${v.stock.available === 0 ? "sold out" : `${v.stock.available} of ${v.stock.total} left`}`)
+    .join(" · ");
   field(card, "waitlist").textContent = `${view.waitlist} waiting`;
   const draw = view.draw ?? null;
   field(card, "draw-label").hidden = draw === null;
