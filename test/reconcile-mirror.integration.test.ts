@@ -174,7 +174,8 @@ describe("reconciliation of the Redis mirror", () => {
       async () => {
         // The client parses the JSON field itself.
         const state = (await redis.hget(mirrorKey(sku, 0), "state")) as { variants: { stock: unknown }[] };
-        state.variants[1].stock = { total: 3, available: 3, held: 0, sold: 0 };
+        const m = state.variants[1] as { stock: unknown };
+        m.stock = { total: 3, available: 3, held: 0, sold: 0 };
         await redis.hset(mirrorKey(sku, 0), { state: JSON.stringify(state) });
       },
       reconcileNow,

@@ -1,7 +1,8 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { type Answer, call, createSku, stockShard, tokenFor, uniqueSku } from "./support/client";
+import { forgetSoldOut } from "../src/edge/sold-out-cache";
+import { type Answer, call, createSku, stockCallsTo, stockShard, tokenFor, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
 import { conforms } from "./support/handoff";
 import { pay } from "./support/payments";
@@ -263,6 +264,46 @@ describe.each([1, 4])("sizes in the line on %i shard(s)", (shards) => {
       "42.5": { total: 1, available: 0, held: 1, sold: 0 },
       "44": { total: 1, available: 1, held: 0, sold: 0 },
     });
+  });
+});
+
+describe.each([1, 3])("sold out per size on %i shard(s)", (shards) => {
+  it("answers a request whose sizes are all sold out before its JWT, from the isolate's memory; others go on", async () => {
+    const { sku } = await sized(shards, [
+      { id: "a", totalStock: 1 },
+      { id: "b", totalStock: 2 },
+    ]);
+    expect((await reserveSizes("ola", sku, ["a"])).json.variant).toBe("a");
+    const token = await tokenFor("pia", sku);
+    const first = await reserveSizes("pia", sku, ["a"], 1, token);
+    expect(first.json.error).toMatchObject({ code: "SOLD_OUT", details: { variants: { a: 0 } } });
+    // Learnt: a request for size a alone is refused without a JWT or a stock object call; b still sells.
+    const calls = Array.from({ length: shards }, (_, i) => stockCallsTo(sku, i)).reduce((n, c) => n + c, 0);
+    const stranger = await call("POST", `/api/skus/${sku}/reservations`, {
+      body: { token: "x", quantity: 1, variants: ["a"] },
+    });
+    expect(stranger.status).toBe(409);
+    expect(stranger.json.error.code).toBe("SOLD_OUT");
+    const again = await reserveSizes("pia", sku, ["a"], 1, token);
+    expect(again.json.error.code).toBe("SOLD_OUT");
+    const after = Array.from({ length: shards }, (_, i) => stockCallsTo(sku, i)).reduce((n, c) => n + c, 0);
+    expect(after).toBe(calls);
+    // An isolate that never saw it (its memory forgotten) answers the same, from the SKU's display.
+    forgetSoldOut(sku);
+    const fresh = await call("POST", `/api/skus/${sku}/reservations`, {
+      body: { token: "x", quantity: 1, variants: ["a"] },
+    });
+    expect(fresh.json.error?.code).toBe("SOLD_OUT");
+    const other = await call("POST", `/api/skus/${sku}/reservations`, {
+      body: { token: "x", quantity: 1, variants: ["a", "b"] },
+    });
+    expect(other.status).toBe(401);
+    // A replayed token of a hold of size a still gets its hold back.
+    const olaToken = await tokenFor("ola2", sku);
+    const b = await reserveSizes("ola2", sku, ["b"], 1, olaToken);
+    expect(b.status).toBe(202);
+    const replay = await reserveSizes("ola2", sku, ["b"], 1, olaToken);
+    expect(replay.json.reservationId).toBe(b.json.reservationId);
   });
 });
 

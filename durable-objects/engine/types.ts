@@ -236,7 +236,12 @@ export interface ReserveAnswer {
  * spent-nonce digest, so the edge's sold-out cache can tell a replayed token (which must get its
  * reservation back) from a new one (see src/edge/sold-out-cache.ts).
  */
-export type ReserveOutcome = Outcome<ReserveAnswer> & { soldOut?: true; spent?: SpentDigest };
+export type ReserveOutcome = Outcome<ReserveAnswer> & {
+  soldOut?: true;
+  spent?: SpentDigest;
+  /** Sizes: a SOLD_OUT that shows every listed variant sold out over the SKU (with the digest). */
+  sizesSoldOut?: true;
+};
 
 /** FNV-1a hashes of the nonces a shard has taken recently, read at the shard's `seq`. */
 export interface SpentDigest {

@@ -120,7 +120,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     });
     this.#changes = new SkuChanges(this.#host, this.#pulls);
     this.#claims = new PaymentClaims(this.#host, this.#pulls);
-    const saleLog = saleLogAppender(env, ctx.id.name); // the SKU's public log (durable-objects/log/)
+    const saleLog = saleLogAppender(env, () => this.engine.configuration.state()); // the SKU's public log (durable-objects/log/)
     this.#outbox = new OutboxSender(this.engine.outbox, env.ORDER_EVENTS, this.due, now, saleLog);
     const mirror = mirrorFromEnv(env, MIRROR_WRITE_TIMEOUT_MS);
     this.#mirror = mirror && new MirrorPublisher(mirror, () => this.engine.configuration.state(), this.due, now);
@@ -264,6 +264,11 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
         answers[i] = { ...a, soldOut: true, spent };
       });
     }
+    // Sizes: a SOLD_OUT of listed variants is the SKU's for them (a sharded shard pulled them first).
+    answers.forEach((a, i) => {
+      if (a.ok || a.code !== "SOLD_OUT" || a.variants === undefined || a.soldOut) return;
+      answers[i] = { ...a, sizesSoldOut: true, spent: this.#spentDigest() };
+    });
     // No log line per decision (it showed in the CPU profile): the edge counts every answer in /metrics,
     // and each hold's queue event carries its request id to the consumer's line.
     await this.#afterCommit();

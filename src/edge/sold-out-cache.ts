@@ -78,9 +78,30 @@ export function markSoldOut(
     entry.spent.set(digest.shard, { seq: spent.seq, at: now, nonces });
   }
   soldOut.set(sku, entry);
+  const slash = sku.indexOf("/");
+  if (slash > 0) sized.add(sku.slice(0, slash)); // a size's key: its SKU's requests are read first
 }
 
-/** Forgets a SKU at once, when this isolate itself saw units come back (a cancel). */
+/**
+ * Sizes (API.md v1.4): a variant's key in this cache, beside its SKU's (a SKU id has no `/`). A
+ * request whose listed variants are all sold out here is answered as a sold-out SKU's.
+ */
+export function variantKey(sku: string, variant: string): string {
+  return `${sku}/${variant}`;
+}
+
+/** SKUs whose sizes this isolate has keyed: only their requests' bodies are read before their JWT. */
+const sized = new Set<string>();
+
+/** Whether this isolate may know sizes of this SKU sold out (then a request's sizes are worth reading). */
+export function hasSizesSoldOut(sku: string): boolean {
+  return sized.has(sku);
+}
+
+/** Forgets a SKU (and its sizes) at once, when this isolate itself saw units come back (a cancel). */
 export function forgetSoldOut(sku: string): void {
   soldOut.delete(sku);
+  if (!sized.delete(sku)) return;
+  const sizes = `${sku}/`;
+  for (const key of soldOut.keys()) if (key.startsWith(sizes)) soldOut.delete(key);
 }

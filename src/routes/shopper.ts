@@ -20,7 +20,14 @@ import { issueChallenge } from "../edge/proof-of-work";
 import { mintPurchaseToken, newNonce, peekPurchaseToken, verifyPurchaseToken } from "../edge/purchase-token";
 import { saleNotActive } from "../edge/sale-phase";
 import { readSkuState } from "../edge/sku-state";
-import { forgetSoldOut, isSoldOut, markSoldOut, refusesReservation } from "../edge/sold-out-cache";
+import {
+  forgetSoldOut,
+  hasSizesSoldOut,
+  isSoldOut,
+  markSoldOut,
+  refusesReservation,
+  variantKey,
+} from "../edge/sold-out-cache";
 import { limitShopper } from "../http/auth";
 import type { AppEnv } from "../http/context";
 import { ApiError, busy, type ErrorCode } from "../http/errors";
@@ -72,12 +79,24 @@ const REFUSED_AT_THE_EDGE = new Set<ErrorCode>([
  * isolate), so a fresh isolate, whose sold-out cache is empty, answers what a warm one answers from
  * it. The answer is then kept in the cache, which answers the next requests before their JWT.
  */
-async function soldOutFirst(c: Context<AppEnv>, sku: string | undefined): Promise<void> {
+async function soldOutFirst(
+  c: Context<AppEnv>,
+  sku: string | undefined,
+  listed?: () => Promise<readonly string[] | undefined>,
+): Promise<void> {
   const refused = c.error instanceof ApiError && REFUSED_AT_THE_EDGE.has(c.error.code);
   if (!sku || !refused || !SKU_ID.test(sku)) return;
   const now = Date.now();
   const display = await skuDisplay(c.env, sku, now, (promise) => c.executionCtx.waitUntil(promise)).catch(() => null);
-  if (!display || display.state.stock.available > 0 || !isOnSale(display.state, now)) return;
+  if (!display || !isOnSale(display.state, now)) return;
+  if (display.state.stock.available > 0) {
+    // Sizes: every size the request lists is sold out (the display knows them all).
+    const sizes = display.state.variants;
+    const gone = (id: string) => sizes?.find((v) => v.id === id)?.stock.available === 0;
+    const ids = sizes && listed ? await listed() : undefined;
+    if (ids && ids.length > 0 && ids.every(gone)) throw soldOutAtEdge(sku);
+    return;
+  }
   markSoldOut(sku, now, soldOutTtl(c.env));
   throw soldOutAtEdge(sku);
 }
@@ -98,20 +117,33 @@ const soldOutToken = createMiddleware<AppEnv>(async (c, next) => {
 const soldOutReservation = createMiddleware<AppEnv>(async (c, next) => {
   const sku = c.req.param("sku");
   const now = Date.now();
-  if (sku && isSoldOut(sku, now)) {
-    const peek = peekPurchaseToken(tokenOfBody(await c.req.text()));
-    if (!peek || refusesReservation(sku, peek.shard, peek.nonce, now, soldOutTtl(c.env))) throw soldOutAtEdge(sku);
+  const ttl = soldOutTtl(c.env);
+  // Sizes: a request whose listed variants are all known sold out is refused as a sold-out SKU's.
+  // The body is read here only when this isolate knows the SKU, or some of its sizes, sold out.
+  const body = sku && (isSoldOut(sku, now) || hasSizesSoldOut(sku)) ? bodyOf(await c.req.text()) : null;
+  const sizes = body?.variants?.map((id) => variantKey(sku ?? "", id));
+  const known =
+    sku && isSoldOut(sku, now) ? [sku] : sizes?.length && sizes.every((k) => isSoldOut(k, now)) ? sizes : null;
+  if (sku && body && known) {
+    const peek = peekPurchaseToken(body.token ?? "");
+    if (!peek || known.every((key) => refusesReservation(key, peek.shard, peek.nonce, now, ttl))) {
+      throw soldOutAtEdge(sku);
+    }
   }
   await next();
-  await soldOutFirst(c, sku);
+  await soldOutFirst(c, sku, async () => (body ?? bodyOf(await c.req.text())).variants);
 });
 
-function tokenOfBody(text: string): string {
+/** The token and sizes a reservation body names, read before its validation (absent when not so). */
+function bodyOf(text: string): { token?: string; variants?: string[] } {
   try {
-    const token = (JSON.parse(text) as { token?: unknown } | null)?.token;
-    return typeof token === "string" ? token : "";
+    const body = JSON.parse(text) as { token?: unknown; variants?: unknown } | null;
+    const token = typeof body?.token === "string" ? body.token : undefined;
+    const variants =
+      Array.isArray(body?.variants) && body.variants.every((v) => typeof v === "string") ? body.variants : undefined;
+    return { ...(token === undefined ? {} : { token }), ...(variants === undefined ? {} : { variants }) };
   } catch {
-    return "";
+    return {};
   }
 }
 
@@ -370,6 +402,11 @@ register(
     // answers carry no spent-nonce digest: they teach the sold-out cache nothing.
     if (outcome.soldOut && !drawn)
       markSoldOut(sku, now, soldOutTtl(c.env), { shard: claims.shard, spent: outcome.spent });
+    if (outcome.sizesSoldOut && !drawn && !outcome.ok) {
+      for (const id of Object.keys(outcome.variants ?? {})) {
+        markSoldOut(variantKey(sku, id), now, soldOutTtl(c.env), { shard: claims.shard, spent: outcome.spent });
+      }
+    }
     const where = { sku, shard: claims.shard, userId, quantity: body.quantity };
     const answer = await explainRefusal(c.env, where, outcome).catch((err) => {
       throw outcome && !outcome.ok && outcome.draw ? withDrawPlace(err, outcome.draw) : err;
