@@ -309,15 +309,16 @@ describe("sizes in the storefront (issue #51)", () => {
     const sku = `cap-${randomUUID().slice(0, 6)}`;
     const created = await api("PUT", `/admin/skus/${sku}`, {
       name: "Drop cap",
+      // Kids' sizes: ids "2" and "3" (the page's own ids must not clash with them).
       variants: [
-        { id: "s", name: "Small", totalStock: 1 },
-        { id: "l", name: "Large", totalStock: 1 },
+        { id: "2", name: "Age 2", totalStock: 1 },
+        { id: "3", name: "Age 3", totalStock: 1 },
       ],
     });
     expect(created.status, JSON.stringify(created.json)).toBe(200);
     for (const [user, size] of [
-      ["kai", "s"],
-      ["lou", "l"],
+      ["kai", "2"],
+      ["lou", "3"],
     ] as const) {
       const auth = await shopper(day.server, `${user}-${sku}`);
       const token = await api("POST", `/api/skus/${sku}/tokens`, undefined, auth);
@@ -332,14 +333,14 @@ describe("sizes in the storefront (issue #51)", () => {
     const page = await signedIn(sku, `max-${sku}`);
     await page.waitForSelector("#join-waitlist:not([hidden])", WAIT);
     expect(await page.$$eval("#size-options label", (ls) => ls.map((l) => l.textContent))).toEqual([
-      "Small (sold out)",
-      "Large (sold out)",
+      "Age 2 (sold out)",
+      "Age 3 (sold out)",
     ]);
     // Nothing to buy, but each size can be waited for: the choices are the line's.
     expect(await page.isDisabled("#buy")).toBe(true);
-    expect(await page.isDisabled('#size-options input[value="l"]')).toBe(false);
-    await page.check('#size-options input[value="l"]');
-    await page.getByRole("combobox", { name: "Second choice" }).selectOption("s");
+    expect(await page.isDisabled('#size-options input[value="3"]')).toBe(false);
+    await page.check('#size-options input[value="3"]');
+    await page.getByRole("combobox", { name: "Second choice" }).selectOption("2");
     const sent: unknown[] = [];
     page.on("request", (request) => {
       if (request.method() === "POST" && request.url().endsWith(`/api/skus/${sku}/waitlist`))
@@ -347,7 +348,7 @@ describe("sizes in the storefront (issue #51)", () => {
     });
     await page.click("#join-waitlist");
     await expect.poll(() => page.textContent("#waitlist-status"), WAIT).toBe("You are number 1 on the waitlist for 1.");
-    expect(sent).toEqual([{ quantity: 1, variants: ["l", "s"] }]);
+    expect(sent).toEqual([{ quantity: 1, variants: ["3", "2"] }]);
     await expectSound(page, "sold out in every size, in line, 1280 px");
     expect(unexpectedProblems(page)).toEqual([]);
     await page.close();

@@ -365,7 +365,8 @@ export class FlashgateBuy extends HTMLElement {
     const radios = /** @type {HTMLInputElement[]} */ ([...options.querySelectorAll("input")]);
     variants.forEach((v, i) => {
       const radio = /** @type {HTMLInputElement} */ (radios[i]);
-      /** @type {HTMLElement} */ (radio.nextElementSibling).textContent = text(v);
+      const label = /** @type {HTMLElement} */ (radio.nextElementSibling);
+      if (label.textContent !== text(v)) label.textContent = text(v);
       radio.disabled = off(v);
       /** @type {HTMLElement} */ (radio.parentElement).classList.toggle("gone", v.available === 0);
     });
@@ -379,7 +380,7 @@ export class FlashgateBuy extends HTMLElement {
       const was = select.value;
       variants.forEach((v, i) => {
         const option = /** @type {HTMLOptionElement} */ (select.options[i + 1]);
-        option.textContent = text(v);
+        if (option.textContent !== text(v)) option.textContent = text(v);
         option.disabled = taken.includes(v.id) || off(v);
       });
       const keep = variants.find((v) => v.id === was);

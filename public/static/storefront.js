@@ -599,18 +599,15 @@ function renderSizes(view) {
   if (box.dataset.key !== key) {
     box.dataset.key = key;
     box.replaceChildren(
-      ...sizes.map((size, i) => {
+      ...sizes.map((size) => {
         const label = document.createElement("label");
         label.className = "size";
         const radio = document.createElement("input");
         radio.type = "radio";
         radio.name = "size";
-        radio.id = `size-${size.id}`;
         radio.value = size.id;
         radio.addEventListener("change", () => renderSku());
-        const text = document.createElement("span");
-        text.id = `size-label-${i}`;
-        label.append(radio, text);
+        label.append(radio, document.createElement("span"));
         return label;
       }),
     );
@@ -621,7 +618,8 @@ function renderSizes(view) {
     const radio = radios[i];
     if (!radio) return;
     const label = /** @type {HTMLElement} */ (radio.nextElementSibling);
-    label.textContent = sizeLabel(size);
+    // Written only when it changes: the page renders every 250 ms, and a screen reader hears each change.
+    if (label.textContent !== sizeLabel(size)) label.textContent = sizeLabel(size);
     radio.disabled = size.available === 0 && !allGone;
     radio.closest("label")?.classList.toggle("gone", size.available === 0);
   });
@@ -644,11 +642,12 @@ function renderSizes(view) {
     sizes.forEach((size, i) => {
       const option = /** @type {HTMLOptionElement} */ (select.options[i + 1]);
       option.value = size.id;
-      option.textContent = sizeLabel(size);
+      if (option.textContent !== sizeLabel(size)) option.textContent = sizeLabel(size);
       option.disabled = taken.includes(size.id) || (size.available === 0 && !allGone);
     });
     const keep = sizes.find((s) => s.id === was);
-    select.value = keep && !taken.includes(was) && !(keep.available === 0 && !allGone) ? was : "";
+    const value = keep && !taken.includes(was) && !(keep.available === 0 && !allGone) ? was : "";
+    if (select.value !== value) select.value = value;
     // A later choice needs the one before it: the third is off until a second is picked.
     select.disabled = id === "size-3" && !taken[1];
     if (id === "size-3" && select.disabled) select.value = "";
