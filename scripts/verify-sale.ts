@@ -14,7 +14,9 @@
  *    equal times; at one time, configurations first, then releases, payments, holds): no hold before
  *    a configuration, outside the sale's status and window (unless an early-access tier had opened),
  *    or past the stock in force (per variant); no `user` past the per-user limit; a payment, release
- *    or refund only of a reservation the log holds, in a status it may leave.
+ *    or refund only of a reservation the log holds, in a status it may leave. A stock or limit excess
+ *    within a minute of the log's last entry is reported as not settled (`settled: false`), not as
+ *    broken: shards flush independently, so a release may still be on its way; run again later.
  *
  * Prints a summary and exits 0, or names the first entry that breaks a rule and exits 1 (2: the log
  * could not be read). Progress goes to stderr. Writes the checkpoint it checked to
@@ -28,6 +30,16 @@ const TILE_HEIGHT = 8;
 const TILE_WIDTH = 1 << TILE_HEIGHT;
 
 class Broken extends Error {}
+/** A stock or limit rule broken by an entry of the log's last minute: a release may still be on its way. */
+class Unsettled extends Error {}
+
+/**
+ * How far back from the log's last entry a stock or limit excess is not yet a broken rule: a shard
+ * logs its decisions in order, but shards flush independently (a failed flush is retried within
+ * seconds), so a hold made with units a sibling released may be logged before that release. Older
+ * than this, every shard's entries are in: the excess stands.
+ */
+const SETTLE_MS = 60_000;
 
 const sha256 = (...parts: Buffer[]): Hash => createHash("sha256").update(Buffer.concat(parts)).digest();
 const leafHash = (entry: Buffer): Hash => sha256(Buffer.from([0]), entry);
@@ -177,105 +189,123 @@ function replay(entries: Entry[]): Record<string, unknown> {
   const get = (m: Map<string, number>, k: string) => m.get(k) ?? 0;
   const add = (m: Map<string, number>, k: string, n: number) => m.set(k, get(m, k) + n);
 
+  /** Where the log has a reservation's hold, for a message about an entry that came before it. */
+  const holdOf = (id: string) => {
+    const found = order.find((o) => o.entry.type === "hold" && o.entry.reservation === id);
+    return found ? ` (its hold is entry ${found.index}, at ${found.entry.time})` : " (no hold of it in the log)";
+  };
+  const latest = order.reduce((t, o) => (Number.isFinite(o.at) ? Math.max(t, o.at) : t), 0);
+  let unsettled: string | null = null;
   for (const { entry, index, at } of order) {
     const fail = (rule: string): never => {
       throw new Broken(`entry ${index} (${entry.type} at ${entry.time}): ${rule}`);
     };
+    /** A stock or limit excess: broken, or unsettled within {@link SETTLE_MS} of the last entry. */
+    const exceeds = (rule: string): never => {
+      if (at > latest - SETTLE_MS) throw new Unsettled(`entry ${index} (${entry.type} at ${entry.time}): ${rule}`);
+      return fail(rule);
+    };
     if (!Number.isFinite(at)) fail("its time is not a date");
-    counts[entry.type] = (counts[entry.type] ?? 0) + 1;
-    const totalOf = (variant: string): number => {
-      if (!sale) return fail("no configuration before it");
-      if (!sale.variants) return variant === "" ? sale.total : fail(`variant ${variant} on a SKU without variants`);
-      const total = sale.variants.get(variant);
-      return total === undefined ? fail(`unknown variant ${JSON.stringify(variant)}`) : total;
-    };
-    const take = (variant: string, user: string, quantity: number) => {
-      const total = totalOf(variant);
-      if (get(held, variant) + get(sold, variant) + quantity > total)
-        fail(
-          `${get(held, variant)} held + ${get(sold, variant)} sold + ${quantity} is more than the stock of ${total}${variant ? ` of ${variant}` : ""}`,
-        );
-      if (sale && get(users, user) + quantity > sale.perUserLimit)
-        fail(
-          `user ${user.slice(0, 12)}… would have ${get(users, user) + quantity} units, past the limit of ${sale.perUserLimit}`,
-        );
-      add(users, user, quantity);
-    };
-    if (entry.type === "config" || entry.type === "archive") {
-      const num = (v: unknown) =>
-        typeof v === "number" && Number.isInteger(v) && v >= 0 ? v : fail("a figure is not a count");
-      const time = (v: unknown) => (v === null || v === undefined ? null : Date.parse(String(v)));
-      const variants = Array.isArray(entry.variants)
-        ? new Map((entry.variants as { id: string; total: number }[]).map((v) => [String(v.id), num(v.total)]))
-        : null;
-      sale = {
-        status: String(entry.status),
-        total: num(entry.total),
-        perUserLimit: num(entry.perUserLimit),
-        startsAt: time(entry.startsAt),
-        endsAt: time(entry.endsAt),
-        tiers: Array.isArray(entry.tiers)
-          ? (entry.tiers as { startsAt: string }[]).map((t) => Date.parse(t.startsAt))
-          : [],
-        variants,
+    try {
+      counts[entry.type] = (counts[entry.type] ?? 0) + 1;
+      const totalOf = (variant: string): number => {
+        if (!sale) return fail("no configuration before it");
+        if (!sale.variants) return variant === "" ? sale.total : fail(`variant ${variant} on a SKU without variants`);
+        const total = sale.variants.get(variant);
+        return total === undefined ? fail(`unknown variant ${JSON.stringify(variant)}`) : total;
       };
-      if (entry.type === "archive") sale.status = "archived";
-      for (const [variant, total] of variants ?? new Map([["", sale.total]])) {
-        if (get(held, variant) + get(sold, variant) > total)
-          fail(
-            `stock ${total}${variant ? ` of ${variant}` : ""} is less than the ${get(held, variant)} held + ${get(sold, variant)} sold`,
+      const take = (variant: string, user: string, quantity: number) => {
+        const total = totalOf(variant);
+        if (get(held, variant) + get(sold, variant) + quantity > total)
+          exceeds(
+            `${get(held, variant)} held + ${get(sold, variant)} sold + ${quantity} is more than the stock of ${total}${variant ? ` of ${variant}` : ""}`,
           );
+        if (sale && get(users, user) + quantity > sale.perUserLimit)
+          exceeds(
+            `user ${user.slice(0, 12)}… would have ${get(users, user) + quantity} units, past the limit of ${sale.perUserLimit}`,
+          );
+        add(users, user, quantity);
+      };
+      if (entry.type === "config" || entry.type === "archive") {
+        const num = (v: unknown) =>
+          typeof v === "number" && Number.isInteger(v) && v >= 0 ? v : fail("a figure is not a count");
+        const time = (v: unknown) => (v === null || v === undefined ? null : Date.parse(String(v)));
+        const variants = Array.isArray(entry.variants)
+          ? new Map((entry.variants as { id: string; total: number }[]).map((v) => [String(v.id), num(v.total)]))
+          : null;
+        sale = {
+          status: String(entry.status),
+          total: num(entry.total),
+          perUserLimit: num(entry.perUserLimit),
+          startsAt: time(entry.startsAt),
+          endsAt: time(entry.endsAt),
+          tiers: Array.isArray(entry.tiers)
+            ? (entry.tiers as { startsAt: string }[]).map((t) => Date.parse(t.startsAt))
+            : [],
+          variants,
+        };
+        if (entry.type === "archive") sale.status = "archived";
+        for (const [variant, total] of variants ?? new Map([["", sale.total]])) {
+          if (get(held, variant) + get(sold, variant) > total)
+            fail(
+              `stock ${total}${variant ? ` of ${variant}` : ""} is less than the ${get(held, variant)} held + ${get(sold, variant)} sold`,
+            );
+        }
+        continue;
       }
-      continue;
-    }
-    if (!(entry.type in RANK)) {
-      skipped.add(entry.type);
-      continue;
-    }
-    const id = typeof entry.reservation === "string" ? entry.reservation : fail("no reservation id");
-    const quantity = typeof entry.quantity === "number" && entry.quantity >= 1 ? entry.quantity : fail("no quantity");
-    const variant = typeof entry.variant === "string" ? entry.variant : "";
-    const user =
-      typeof entry.user === "string" && /^[0-9a-f]{64}$/.test(entry.user) ? entry.user : fail("no user commitment");
-    const known = reservations.get(id);
-    if (known && (known.quantity !== quantity || known.variant !== variant || known.user !== user))
-      fail(`reservation ${id} changes its quantity, variant or user`);
-    switch (entry.type) {
-      case "hold": {
-        if (known) fail(`reservation ${id} is held a second time`);
-        if (!sale) return fail("a hold before any configuration");
-        if (sale.status !== "on_sale") fail(`a hold while the sale is ${sale.status}`);
-        if (sale.endsAt !== null && at >= sale.endsAt) fail("a hold after the sale's end");
-        if (sale.startsAt !== null && at < sale.startsAt && !sale.tiers.some((t) => t <= at))
-          fail("a hold before the start, under no tier that had opened");
-        take(variant, user, quantity);
-        add(held, variant, quantity);
-        reservations.set(id, { status: "held", quantity, variant, user });
-        break;
+      if (!(entry.type in RANK)) {
+        skipped.add(entry.type);
+        continue;
       }
-      case "paid": {
-        if (!known) return fail(`a payment of reservation ${id}, which the log never held`);
-        if (known.status === "held") {
-          add(held, variant, -quantity);
-        } else if (known.status === "expired" || known.status === "cancelled") {
-          take(variant, user, quantity); // a late payment takes its units again
-        } else fail(`a payment of reservation ${id}, which is ${known.status}`);
-        add(sold, variant, quantity);
-        known.status = "paid";
-        break;
+      const id = typeof entry.reservation === "string" ? entry.reservation : fail("no reservation id");
+      const quantity = typeof entry.quantity === "number" && entry.quantity >= 1 ? entry.quantity : fail("no quantity");
+      const variant = typeof entry.variant === "string" ? entry.variant : "";
+      const user =
+        typeof entry.user === "string" && /^[0-9a-f]{64}$/.test(entry.user) ? entry.user : fail("no user commitment");
+      const known = reservations.get(id);
+      if (known && (known.quantity !== quantity || known.variant !== variant || known.user !== user))
+        fail(`reservation ${id} changes its quantity, variant or user`);
+      switch (entry.type) {
+        case "hold": {
+          if (known) fail(`reservation ${id} is held a second time`);
+          if (!sale) return fail("a hold before any configuration");
+          if (sale.status !== "on_sale") fail(`a hold while the sale is ${sale.status}`);
+          if (sale.endsAt !== null && at >= sale.endsAt) fail("a hold after the sale's end");
+          if (sale.startsAt !== null && at < sale.startsAt && !sale.tiers.some((t) => t <= at))
+            fail("a hold before the start, under no tier that had opened");
+          take(variant, user, quantity);
+          add(held, variant, quantity);
+          reservations.set(id, { status: "held", quantity, variant, user });
+          break;
+        }
+        case "paid": {
+          if (!known) return fail(`a payment of reservation ${id}, which the log never held${holdOf(id)}`);
+          if (known.status === "held") {
+            add(held, variant, -quantity);
+          } else if (known.status === "expired" || known.status === "cancelled") {
+            take(variant, user, quantity); // a late payment takes its units again
+          } else fail(`a payment of reservation ${id}, which is ${known.status}`);
+          add(sold, variant, quantity);
+          known.status = "paid";
+          break;
+        }
+        case "cancelled":
+        case "expired":
+        case "refund_required": {
+          if (!known) return fail(`reservation ${id} released, which the log never held${holdOf(id)}`);
+          if (known.status === "held") {
+            add(held, variant, -quantity);
+            add(users, user, -quantity);
+          } else if (entry.type !== "refund_required" || known.status === "paid")
+            fail(`reservation ${id} ${entry.type}, but it is ${known.status}`);
+          known.status = entry.type;
+          break;
+        }
       }
-      case "cancelled":
-      case "expired":
-      case "refund_required": {
-        if (!known) return fail(`reservation ${id} released, which the log never held`);
-        if (known.status === "held") {
-          add(held, variant, -quantity);
-          add(users, user, -quantity);
-        } else if (entry.type !== "refund_required" || known.status === "paid")
-          fail(`reservation ${id} ${entry.type}, but it is ${known.status}`);
-        known.status = entry.type;
-        break;
-      }
+    } catch (err) {
+      if (!(err instanceof Unsettled)) throw err;
+      unsettled = err.message;
+      break;
     }
   }
   const sum = (m: Map<string, number>) => [...m.values()].reduce((n, v) => n + v, 0);
@@ -295,6 +325,8 @@ function replay(entries: Entry[]): Record<string, unknown> {
       : {}),
     stock: sale?.total ?? null,
     ...(skipped.size > 0 ? { notReplayed: [...skipped] } : {}),
+    // The replay stopped at an excess of the log's last minute: run again once the shards' flushes are in.
+    ...(unsettled ? { settled: false, unsettled } : { settled: true }),
   };
 }
 

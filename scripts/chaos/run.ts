@@ -33,6 +33,7 @@ import {
   type SkuView,
   skuView,
 } from "./invariants";
+import { verifySaleLogs } from "./sale-log";
 import { describeFault, faultSchedule, parseOptions, skuPlans } from "./schedule";
 import { Shoppers } from "./shoppers";
 
@@ -169,6 +170,8 @@ try {
   let checked: Record<number, string> = {};
   let pipelineViolation: { invariant: number; message: string } | null = null;
   let metricFailures: string[] = [];
+  let saleLogFailures: string[] = [];
+  let saleLogSummary = "not run";
   let hookCheck: HookCheck | null = null;
 
   if (opts.chaos) {
@@ -285,6 +288,10 @@ try {
     for (const v of [...stored.violations, ...stranded.violations])
       log(`VIOLATION (invariant ${v.invariant}): ${v.message}`);
     // 12: after the checks above (9's probes make changes too), every change delivered to its endpoints.
+    // The verifiable sale: every SKU's public log checks out with npm run verify-sale.
+    const logs = await verifySaleLogs(server.url, configured, log);
+    saleLogFailures = logs.failures;
+    saleLogSummary = logs.summary;
     if (hooks) {
       hookCheck = await hooks.settle(server.stateDir, Date.now() + (opts.quick ? 60_000 : 120_000), log);
       violations.push(...hookCheck.violations);
@@ -448,7 +455,12 @@ try {
   const firstViolation = violations[0];
   if (firstViolation)
     console.log(`\nFIRST VIOLATION: invariant ${firstViolation.invariant}: ${firstViolation.message}`);
-  const failed = violations.length + fuzzFailures.length + metricFailures.length + unexpected.length;
+  if (opts.chaos) {
+    console.log(`sale logs (npm run verify-sale): ${saleLogSummary}`);
+    for (const failure of saleLogFailures.slice(0, 5)) console.log(`  FAIL ${failure}`);
+  }
+  const failed =
+    violations.length + fuzzFailures.length + metricFailures.length + unexpected.length + saleLogFailures.length;
   exitCode = failed === 0 ? 0 : 1;
   console.log(exitCode === 0 ? "RESULT: PASS" : "RESULT: FAIL");
 } catch (err) {
