@@ -110,7 +110,8 @@ export class SaleLog extends DurableObject<Env> {
     super(ctx, env);
     this.#sql = ctx.storage.sql;
     // Tables are made by the first append: a log only read (a SKU never configured) stores nothing.
-    this.#ready = this.#sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'entries'").toArray().length > 0;
+    this.#ready =
+      this.#sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'entries'").toArray().length > 0;
     this.#size = this.#ready
       ? this.#sql.exec<{ n: number }>("SELECT COALESCE(MAX(idx) + 1, 0) AS n FROM entries").one().n
       : 0;
