@@ -208,6 +208,26 @@ try {
     }
   }
   bench.figures.ceilings = ceilings;
+  // Issue #51: a hot product in 12 sizes beside the plain hot SKU, directly, in pairs of rounds
+  // (which goes first alternating); the figure is the ratio of their median CPU per reservation.
+  if (wanted("hot_sizes")) {
+    const direct = through(on, "direct");
+    const cpu: Record<"plain" | "sizes", number[]> = { plain: [], sizes: [] };
+    for (let round = 0; round < rounds; round++) {
+      for (const who of round % 2 === 0 ? (["plain", "sizes"] as const) : (["sizes", "plain"] as const)) {
+        const key = `${who === "plain" ? "hot_sku_pair" : "hot_sizes"}_r${round}_direct`;
+        const point = await hotSku(bench, direct, { key, ...(who === "sizes" ? { sizes: 12 } : {}) });
+        cpu[who].push(point.cpuUsPerRequest);
+      }
+    }
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
+    bench.figures.hot_sizes = {
+      rounds,
+      plainCpuUs: cpu.plain,
+      sizesCpuUs: cpu.sizes,
+      ratio: median(cpu.sizes) / median(cpu.plain),
+    };
+  }
   if (wanted("hot_sku_gc_off")) await hotSku(bench, off, { key: "hot_sku_gc_off" });
   if (wanted("hot_sku_4_shards")) await hotSku(bench, on, { key: "hot_sku_4_shards", shards: 4 });
   if (wanted("hot_sku_copies")) {

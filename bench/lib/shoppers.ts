@@ -18,6 +18,7 @@ export async function reservationRequests(
   shards: number,
   count: number,
   quantity = 1,
+  variantsOf?: (i: number) => string[],
 ): Promise<WrkRequest[]> {
   const now = Date.now();
   const issuedAt = Math.floor(now / 1000);
@@ -37,7 +38,7 @@ export async function reservationRequests(
       method: "POST",
       path: `/api/skus/${sku}/reservations`,
       authorization: `Bearer ${jwt}`,
-      body: JSON.stringify({ token, quantity }),
+      body: JSON.stringify(variantsOf ? { token, quantity, variants: variantsOf(i) } : { token, quantity }),
     };
   };
   return prepared(count, one);

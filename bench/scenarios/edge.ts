@@ -145,21 +145,36 @@ export function soldOutFloor(bench: Bench, floor: BareWorker, via: Via = "entry"
 export async function hotSku(
   bench: Bench,
   server: WorkerServer,
-  opts: { key: string; shards?: number; label?: string },
+  opts: { key: string; shards?: number; label?: string; sizes?: number },
 ): Promise<Point & { sku: string }> {
   const shards = opts.shards ?? 1;
   const run = runId("h");
   const sku = `hot-${run}`;
-  const total = 5_000_000;
-  await createSku(server, sku, total, shards);
+  // Sizes (issue #51): about the same units over `sizes` variants; each buyer lists 1 to 3 of them.
+  const sizes = opts.sizes ? Array.from({ length: opts.sizes }, (_, i) => `${36 + i}`) : null;
+  const each = sizes ? Math.floor(5_000_000 / sizes.length) : 0;
+  const total = sizes ? each * sizes.length : 5_000_000;
+  if (sizes) {
+    await admin(server, "PUT", `/admin/skus/${sku}`, {
+      name: `bench ${sku}`,
+      perUserLimit: 1,
+      holdSeconds: 3600,
+      shards,
+      variants: sizes.map((id) => ({ id, totalStock: each })),
+    });
+  } else await createSku(server, sku, total, shards);
+  const choices = sizes
+    ? (i: number) => Array.from({ length: 1 + (i % 3) }, (_, k) => sizes[(i * 7 + k) % sizes.length] as string)
+    : undefined;
+  const what = sizes ? `hot product in ${sizes.length} sizes` : "hot SKU";
   const point = record(
     bench,
     await measure({
       key: opts.key,
-      label: opts.label ?? `hot SKU, ${shards} shard${shards > 1 ? "s" : ""} (${server.label})`,
+      label: opts.label ?? `${what}, ${shards} shard${shards > 1 ? "s" : ""} (${server.label})`,
       url: server.url,
       pids: [server.pid],
-      requests: (n, phase) => reservationRequests(`${run}${phase}`, sku, shards, n),
+      requests: (n, phase) => reservationRequests(`${run}${phase}`, sku, shards, n, 1, choices),
       fresh: true,
       expected: [202],
       timing: bench.mode.timing,
