@@ -17,12 +17,15 @@
  *    or refund only of a reservation the log holds, in a status it may leave. A stock or limit excess
  *    within a minute of the log's last entry is reported as not settled (`settled: false`), not as
  *    broken: shards flush independently, so a release may still be on its way; run again later.
+ * 5. a fair opening's draw: its seed hash committed by a configuration before the opening opened,
+ *    the reveal after the window closed with a seed that hashes to it, and the draw's public entries
+ *    (`/draw/entries`) in the order that seed gives (ascending hex HMAC-SHA256(seed, entryId)).
  *
  * Prints a summary and exits 0, or names the first entry that breaks a rule and exits 1 (2: the log
  * could not be read). Progress goes to stderr. Writes the checkpoint it checked to
  * `--save <file>`, for the next run's `--since`.
  */
-import { createHash, createPublicKey, verify } from "node:crypto";
+import { createHash, createHmac, createPublicKey, verify } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 
 type Hash = Buffer;
@@ -157,6 +160,7 @@ function entriesOf(bundle: Buffer, want: number, first: number): Buffer[] {
 const RANK: Record<string, number> = {
   config: 0,
   archive: 0,
+  "draw-reveal": 0,
   cancelled: 1,
   expired: 1,
   refund_required: 1,
@@ -175,7 +179,7 @@ interface Sale {
 }
 
 /** Replays the entries; returns the summary, or throws {@link Broken} naming the first entry that breaks a rule. */
-function replay(entries: Entry[]): Record<string, unknown> {
+function replay(entries: Entry[], reveals: Map<string, string>): Record<string, unknown> {
   const order = entries
     .map((entry, index) => ({ entry, index, at: Date.parse(entry.time) }))
     .sort((a, b) => a.at - b.at || (RANK[a.entry.type] ?? 9) - (RANK[b.entry.type] ?? 9) || a.index - b.index);
@@ -185,6 +189,8 @@ function replay(entries: Entry[]): Record<string, unknown> {
   const users = new Map<string, number>();
   const reservations = new Map<string, { status: string; quantity: number; variant: string; user: string }>();
   const counts: Record<string, number> = {};
+  /** Seed hashes committed by a configuration: when, and the opening's window. */
+  const commitments = new Map<string, { at: number; opensAt: number; closesAt: number }>();
   const skipped = new Set<string>();
   const get = (m: Map<string, number>, k: string) => m.get(k) ?? 0;
   const add = (m: Map<string, number>, k: string, n: number) => m.set(k, get(m, k) + n);
@@ -245,12 +251,35 @@ function replay(entries: Entry[]): Record<string, unknown> {
           variants,
         };
         if (entry.type === "archive") sale.status = "archived";
+        // The fair opening's commitments: the first configuration naming a seed hash commits to it.
+        for (const draw of Array.isArray(entry.draws) ? (entry.draws as Record<string, unknown>[]) : []) {
+          const hash = String(draw.seedHash);
+          if (!commitments.has(hash))
+            commitments.set(hash, {
+              at,
+              opensAt: Date.parse(String(draw.opensAt)),
+              closesAt: Date.parse(String(draw.closesAt)),
+            });
+        }
         for (const [variant, total] of variants ?? new Map([["", sale.total]])) {
           if (get(held, variant) + get(sold, variant) > total)
             fail(
               `stock ${total}${variant ? ` of ${variant}` : ""} is less than the ${get(held, variant)} held + ${get(sold, variant)} sold`,
             );
         }
+        continue;
+      }
+      if (entry.type === "draw-reveal") {
+        const hash = String(entry.seedHash);
+        const committed = commitments.get(hash);
+        if (!committed) fail(`a draw revealed whose seed hash ${hash.slice(0, 12)}… no configuration committed to`);
+        else {
+          if (committed.at > committed.opensAt) fail("the draw's seed hash was committed after its opening opened");
+          if (at < committed.closesAt) fail("the draw was revealed before its window closed");
+        }
+        if (typeof entry.seed !== "string" || createHash("sha256").update(entry.seed, "utf8").digest("hex") !== hash)
+          fail("the revealed seed does not hash to the committed seed hash");
+        reveals.set(hash, String(entry.seed));
         continue;
       }
       if (!(entry.type in RANK)) {
@@ -330,6 +359,44 @@ function replay(entries: Entry[]): Record<string, unknown> {
   };
 }
 
+/**
+ * The public opening's draw order (API.md "Fair opening"): its seed as `/draw` shows it must be the
+ * one the log revealed, and `/draw/entries` must list the entries by ascending hex
+ * HMAC-SHA256(seed, entryId), positions 1, 2, …: the order anyone recomputes from the seed.
+ */
+async function checkDrawOrder(
+  root: string,
+  sku: string,
+  reveals: Map<string, string>,
+  progress: (line: string) => void,
+): Promise<{ seedHash: string; entries: number }> {
+  const base = `${root}/api/skus/${encodeURIComponent(sku)}/draw`;
+  const info = JSON.parse((await fetchBytes(base)).toString("utf8")) as { seedHash: string; seed: string | null };
+  const logged = reveals.get(info.seedHash);
+  if (logged === undefined)
+    throw new Broken(`the draw's seed hash ${info.seedHash.slice(0, 12)}… has no reveal in the log`);
+  if (info.seed !== logged) throw new Broken("the draw shows another seed than the log revealed");
+  let previous = "";
+  let position = 0;
+  for (;;) {
+    const url = `${base}/entries?offset=${position}&limit=1000`;
+    const page = JSON.parse((await fetchBytes(url)).toString("utf8")) as {
+      entries: { entryId: string; position: number }[];
+    };
+    for (const entry of page.entries) {
+      position++;
+      if (entry.position !== position)
+        throw new Broken(`draw entry ${entry.entryId.slice(0, 12)}…: position ${entry.position}, not ${position}`);
+      const key = createHmac("sha256", logged).update(entry.entryId, "utf8").digest("hex");
+      if (key < previous) throw new Broken(`draw position ${position} is out of the order the seed gives`);
+      previous = key;
+    }
+    if (page.entries.length < 1000) break;
+  }
+  progress(`the draw's ${position} entries are in the order its revealed seed gives`);
+  return { seedHash: info.seedHash, entries: position };
+}
+
 async function main(): Promise<number> {
   const args = process.argv.slice(2);
   const flag = (name: string) => {
@@ -406,10 +473,11 @@ async function main(): Promise<number> {
       throw new Broken(`entry ${i}: not an entry (${err instanceof Error ? err.message : String(err)})`);
     }
   });
-  const summary = replay(parsed);
-  console.log(
-    JSON.stringify({ ok: true, origin: checkpoint.origin, size: checkpoint.size, tiles, ...summary }, null, 2),
-  );
+  const reveals = new Map<string, string>();
+  const summary = replay(parsed, reveals);
+  const draw = reveals.size > 0 ? await checkDrawOrder(root, sku, reveals, progress) : undefined;
+  const result = { ok: true, origin: checkpoint.origin, size: checkpoint.size, tiles, ...summary };
+  console.log(JSON.stringify(draw ? { ...result, draw } : result, null, 2));
   return 0;
 }
 

@@ -221,6 +221,55 @@ describe("npm run verify-sale", () => {
     expect(JSON.parse(stdout)).toMatchObject({ ok: true, size: entries, held: 12, sold: 0, buyers: 18 });
   });
 
+  it("checks a fair opening's draw: committed before it opened, revealed after it closed, in the seed's order", async () => {
+    const drawn = `verify-drawn-${randomUUID().slice(0, 8)}`;
+    const startsAt = Date.now() + 2_500;
+    const created = await send(
+      "PUT",
+      `/admin/skus/${drawn}`,
+      {
+        name: "Drawn",
+        totalStock: 3,
+        perUserLimit: 1,
+        startsAt: new Date(startsAt).toISOString(),
+        openingWindowMs: 1_000,
+      },
+      ADMIN,
+    );
+    expect(created.status, JSON.stringify(created.json)).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, startsAt - Date.now() + 100));
+    // Five buyers in the window: each request waits for the draw, which holds three.
+    const answers = await Promise.all(
+      ["d1", "d2", "d3", "d4", "d5"].map(async (user) => {
+        const token = await send("POST", `/api/skus/${drawn}/tokens`, {}, await jwt(user));
+        return (
+          await send(
+            "POST",
+            `/api/skus/${drawn}/reservations`,
+            { token: token.json.token, quantity: 1 },
+            await jwt(user),
+          )
+        ).status;
+      }),
+    );
+    expect(answers.filter((s) => s === 202)).toHaveLength(3);
+    // The configuration (with the commitment), three holds, the reveal.
+    await eventually(async () => {
+      const note = await (await fetch(`${server.url}/api/skus/${drawn}/log/checkpoint`)).text();
+      expect(Number(note.split("\n")[1])).toBe(5);
+    }, 30_000);
+    const checked = JSON.parse(
+      (await run("npx", ["tsx", "scripts/verify-sale.ts", server.url, drawn], { timeout: 60_000 })).stdout,
+    );
+    expect(checked).toMatchObject({
+      ok: true,
+      size: 5,
+      held: 3,
+      byType: { config: 1, hold: 3, "draw-reveal": 1 },
+      draw: { entries: 5 },
+    });
+  });
+
   it("is read alike by an outside reader, Go's golang.org/x/mod/sumdb/tlog and note", async () => {
     // Built offline in GOPATH mode from Debian's golang-go and golang-golang-x-mod-dev (.ci/run installs them).
     const binary = join(dir, "tlog-reader");
@@ -365,6 +414,33 @@ describe("npm run verify-sale", () => {
         /entry 1 \(paid .*\): a payment of reservation r9, which the log never held/,
       ],
       ["a hold before any configuration", [hold("r1", 1)], /entry 0 \(hold .*\): a hold before any configuration/],
+      [
+        "a draw's seed other than the one committed",
+        [
+          {
+            ...config(5, 1),
+            draws: [
+              { opensAt: "2026-12-01T10:01:00.000Z", closesAt: "2026-12-01T10:02:00.000Z", seedHash: "ab".repeat(32) },
+            ],
+          },
+          {
+            type: "draw-reveal",
+            time: "2026-12-01T10:03:00.000Z",
+            seedHash: "ab".repeat(32),
+            seed: "not it",
+            entrants: 0,
+          },
+        ],
+        /entry 1 \(draw-reveal .*\): the revealed seed does not hash to the committed seed hash/,
+      ],
+      [
+        "a draw no configuration committed to",
+        [
+          config(5, 1),
+          { type: "draw-reveal", time: "2026-12-01T10:03:00.000Z", seedHash: "cd".repeat(32), seed: "s", entrants: 0 },
+        ],
+        /entry 1 \(draw-reveal .*\): a draw revealed whose seed hash cdcdcdcdcdcd… no configuration committed to/,
+      ],
     ];
     for (const [name, entries, broken] of cases) {
       const front = await forgedLog(entries);

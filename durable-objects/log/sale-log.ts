@@ -13,12 +13,14 @@ import {
 import { eventsOfMessage } from "../shared/order-events";
 import {
   type ConfigEntry,
+  drawRevealEntry,
   entryBytes,
   reservationEntry,
   saltSecret,
   userCommitment,
   userSalt,
 } from "../shared/sale-entries";
+import { shardName } from "../shared/shard-name";
 import { checkpointText, parseSigner, type Signer, signNote } from "../shared/signed-note";
 
 /**
@@ -55,6 +57,8 @@ const SCHEMA = [
      PRIMARY KEY (level, idx)
    ) WITHOUT ROWID`,
   "CREATE TABLE IF NOT EXISTS checkpoints (size INTEGER PRIMARY KEY, root BLOB NOT NULL, at INTEGER NOT NULL)",
+  // The fair opening's draws a configuration committed to, whose reveal the alarm appends once decided.
+  "CREATE TABLE IF NOT EXISTS draws (seed_hash TEXT PRIMARY KEY, sku TEXT NOT NULL, closes_at INTEGER NOT NULL)",
   `CREATE TRIGGER IF NOT EXISTS checkpoints_grow BEFORE INSERT ON checkpoints
      WHEN NEW.size <= (SELECT COALESCE(MAX(size), 0) FROM checkpoints)
      BEGIN SELECT RAISE(ABORT, 'a checkpoint only grows'); END`,
@@ -92,6 +96,9 @@ export function tlogProof(entry: Uint8Array, index: number, proof: readonly Hash
   return `c2sp.org/tlog-proof@v1\nextra ${base64(entry)}\nindex ${index}\n${hashes}\n${checkpoint}`;
 }
 
+/** How often the alarm asks shard 0 for a closed draw's reveal until it has one. */
+const DRAW_POLL_MS = 2_000;
+
 /** A tile's index and width as C2SP tlog-tiles has them: width 1 to 256. */
 const validTile = (index: number, width: number) =>
   Number.isSafeInteger(index) && index >= 0 && Number.isInteger(width) && width >= 1 && width <= TILE_WIDTH;
@@ -100,8 +107,8 @@ export class SaleLog extends DurableObject<Env> {
   readonly #sql: SqlStorage;
   /** Entries appended (the next index). */
   #size: number;
-  /** Whether the alarm is set for a head not recorded yet. */
-  #alarmSet = false;
+  /** The alarm's time as last set or read (null: none; undefined: not read yet). */
+  #alarmAt: number | null | undefined;
   #signer: Promise<Signer | null> | undefined;
   /** The last note signed, per origin. */
   readonly #notes = new Map<string, { size: number; note: string }>();
@@ -188,14 +195,27 @@ export class SaleLog extends DurableObject<Env> {
     return appended;
   }
 
-  /** A configuration or archive entry (the catalog's success path), once per `dedupe` when given. */
-  async appendConfig(entry: ConfigEntry, dedupe?: string): Promise<boolean> {
+  /**
+   * A configuration, archive or draw-reveal entry, once per `dedupe` when given. `sku`: the log's
+   * SKU, to ask its shard 0 for the reveal of the draws a configuration commits to (`draws`).
+   */
+  async appendConfig(entry: ConfigEntry, dedupe?: string, sku?: string): Promise<boolean> {
     const size = this.#size;
     let appended = false;
+    const draws = Array.isArray(entry.draws) ? (entry.draws as { seedHash: string; closesAt: string }[]) : [];
     try {
       appended = this.ctx.storage.transactionSync(() => {
         this.#createTables();
-        return this.#append(JSON.stringify(entry), null, entry.type, dedupe ?? null);
+        const added = this.#append(JSON.stringify(entry), null, entry.type, dedupe ?? null);
+        if (added && sku !== undefined)
+          for (const draw of draws)
+            this.#sql.exec(
+              "INSERT OR IGNORE INTO draws (seed_hash, sku, closes_at) VALUES (?, ?, ?)",
+              draw.seedHash,
+              sku,
+              Date.parse(draw.closesAt),
+            );
+        return added;
       });
     } catch (err) {
       this.#size = size;
@@ -205,18 +225,58 @@ export class SaleLog extends DurableObject<Env> {
     return appended;
   }
 
-  async #arm(): Promise<void> {
-    if (this.#alarmSet) return;
-    const seconds = Number(this.env.LOG_CHECKPOINT_SECONDS ?? "1");
-    const delay = Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : 1000;
-    if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now() + delay);
-    this.#alarmSet = true;
+  /** Draws committed to and not revealed in the log yet, earliest close first. */
+  #pendingDraws(): { seedHash: string; sku: string; closesAt: number }[] {
+    if (!this.#ready) return [];
+    return this.#sql
+      .exec<{ seed_hash: string; sku: string; closes_at: number }>(
+        `SELECT seed_hash, sku, closes_at FROM draws
+          WHERE NOT EXISTS (SELECT 1 FROM entries WHERE dedupe = 'draw-reveal:' || draws.seed_hash)
+          ORDER BY closes_at`,
+      )
+      .toArray()
+      .map((r) => ({ seedHash: r.seed_hash, sku: r.sku, closesAt: r.closes_at }));
   }
 
-  /** Records the head of the tree as it is now, when it grew since the last one. */
+  /** Appends the reveal of every committed draw whose window closed and that shard 0 has decided. */
+  async #revealDraws(now: number): Promise<void> {
+    const due = this.#pendingDraws().filter((d) => d.closesAt <= now);
+    const first = due[0];
+    if (!first) return;
+    const info = await this.env.SKU_STOCK.getByName(shardName(first.sku, 0)).drawInfo();
+    for (const opening of info?.openings ?? []) {
+      const { seed, seedHash, decidedAt } = opening;
+      if (seed === null || seedHash === null || decidedAt === null) continue;
+      if (!due.some((d) => d.seedHash === seedHash)) continue;
+      const entry = drawRevealEntry({ ...opening, seed, seedHash, decidedAt });
+      await this.appendConfig(entry, `draw-reveal:${seedHash}`);
+    }
+  }
+
+  /** Keeps the alarm at or before `at` (default: a checkpoint's delay from now). */
+  async #arm(at?: number): Promise<void> {
+    const seconds = Number(this.env.LOG_CHECKPOINT_SECONDS ?? "1");
+    const delay = Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : 1000;
+    const when = at ?? Date.now() + delay;
+    if (this.#alarmAt === undefined) this.#alarmAt = await this.ctx.storage.getAlarm();
+    if (this.#alarmAt !== null && this.#alarmAt <= when) return;
+    await this.ctx.storage.setAlarm(when);
+    this.#alarmAt = when;
+  }
+
+  /**
+   * Reveals the draws due (a failure is retried by the next alarm), records the head of the tree as
+   * it is now, and wakes again while a committed draw waits for its reveal.
+   */
   override async alarm(): Promise<void> {
-    this.#alarmSet = false;
+    this.#alarmAt = null; // it fired
+    const now = Date.now();
+    await this.#revealDraws(now).catch((err) =>
+      log("warn", "sale log: a draw's reveal not appended yet", { error: String(err) }),
+    );
     this.recordHead();
+    const waiting = this.#pendingDraws()[0];
+    if (waiting) await this.#arm(Math.max(Date.now() + DRAW_POLL_MS, waiting.closesAt));
   }
 
   /** Records the current tree head if the tree grew (the alarm; tests call it to skip the wait). */

@@ -12,7 +12,9 @@ import type { OrderEvent } from "./order-events";
  *   `variant` when the reservation has one, `expires` for a hold, `amount`/`currency` when priced);
  * - `config`: a configuration applied (`PUT /admin/skus/:sku`): the SKU's stock, limit, window,
  *   tiers (names and times only, never codes or claim values), shards, status, price;
- * - `archive`: the SKU archived.
+ * - `archive`: the SKU archived;
+ * - `draw-reveal`: a fair opening's draw decided: its seed, whose hash a `config` entry committed to
+ *   (`draws`) before the opening opened.
  *
  * A buyer is `user`: hex SHA-256 of `<salt>:<userId>`, the salt 32 hex digits derived with a secret
  * from the SKU and the user id ({@link userSalt}), shown only to that buyer. No user id, IP, JWT,
@@ -38,7 +40,7 @@ export interface ReservationEntry {
 }
 
 export interface ConfigEntry {
-  type: "config" | "archive";
+  type: "config" | "archive" | "draw-reveal";
   time: string;
   [field: string]: unknown;
 }
@@ -120,13 +122,45 @@ export interface ConfiguredSku {
   variants?: { id: string; name: string; stock: { total: number } }[];
 }
 
+/** An opening's draw as committed: its window and the hash of its secret seed. */
+export interface DrawCommitment {
+  opensAt: number;
+  closesAt: number;
+  seedHash: string;
+}
+
+/** An opening's draw as revealed (shard 0's `drawInfo`): the seed, once decided. */
+export interface DrawReveal extends DrawCommitment {
+  seed: string;
+  entrants: number;
+  decidedAt: number;
+}
+
+/** The entry of a draw's reveal (`draw-reveal`): anyone checks SHA-256(seed) against the committed hash. */
+export function drawRevealEntry(draw: DrawReveal): ConfigEntry {
+  return {
+    type: "draw-reveal",
+    time: new Date(draw.decidedAt).toISOString(),
+    opensAt: new Date(draw.opensAt).toISOString(),
+    closesAt: new Date(draw.closesAt).toISOString(),
+    seedHash: draw.seedHash,
+    seed: draw.seed,
+    entrants: draw.entrants,
+  };
+}
+
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 /**
  * The entry of a configuration applied (`config`) or of the archive (`archive`): the figures the
  * sale's rules need, tiers by name, time and kind only (never a code or a claim's value).
  */
-export function configEntry(type: "config" | "archive", state: ConfiguredSku, time: number): ConfigEntry {
+export function configEntry(
+  type: "config" | "archive",
+  state: ConfiguredSku,
+  time: number,
+  draws: readonly DrawCommitment[] = [],
+): ConfigEntry {
   const entry: ConfigEntry = {
     type,
     time: new Date(time).toISOString(),
@@ -146,6 +180,13 @@ export function configEntry(type: "config" | "archive", state: ConfiguredSku, ti
       ...(tier.claim ? { claim: tier.claim.name } : { by: "code" }),
     })),
   };
+  // The fair opening's commitments: each opening's seed hash, fixed when its window is set.
+  if (draws.length > 0)
+    entry.draws = draws.map((d) => ({
+      opensAt: new Date(d.opensAt).toISOString(),
+      closesAt: new Date(d.closesAt).toISOString(),
+      seedHash: d.seedHash,
+    }));
   if (state.variants) entry.variants = state.variants.map((v) => ({ id: v.id, name: v.name, total: v.stock.total }));
   if (state.test) entry.test = true;
   return entry;

@@ -1,5 +1,12 @@
 import { log } from "../../durable-objects/shared/log";
-import { type ConfiguredSku, configEntry, saltSecret, userSalt } from "../../durable-objects/shared/sale-entries";
+import {
+  type ConfiguredSku,
+  configEntry,
+  type DrawCommitment,
+  saltSecret,
+  userSalt,
+} from "../../durable-objects/shared/sale-entries";
+import { adminShard, callStock } from "../stock/stock-client";
 
 /**
  * The Worker's side of the verifiable sale (API.md v1.4; the log itself is
@@ -31,10 +38,12 @@ export async function logConfiguration(
   time: number,
 ): Promise<void> {
   if (!saleLogOn(env)) return;
-  const entry = configEntry(type, state, time);
   for (let attempt = 1; ; attempt++) {
     try {
-      await env.SALE_LOG.getByName(sku).appendConfig(entry);
+      // A fair opening's commitments (each opening's seed hash), as shard 0 fixed them with the window.
+      const draws = (state.openingWindowMs ?? 0) > 0 ? await drawCommitments(env, sku) : [];
+      const entry = configEntry(type, state, time, draws);
+      await env.SALE_LOG.getByName(sku).appendConfig(entry, undefined, sku);
       return;
     } catch (err) {
       if (attempt >= 3) {
@@ -43,6 +52,14 @@ export async function logConfiguration(
       }
     }
   }
+}
+
+/** The draws shard 0 has committed to: each opening's window and seed hash. */
+async function drawCommitments(env: Env, sku: string): Promise<DrawCommitment[]> {
+  const info = await callStock(() => adminShard(env, sku, 0).drawInfo());
+  return (info?.openings ?? []).flatMap((o) =>
+    o.seedHash === null ? [] : [{ opensAt: o.opensAt, closesAt: o.closesAt, seedHash: o.seedHash }],
+  );
 }
 
 /** A buyer's salt on a SKU (shown only to that buyer), or null when no log is kept. */
