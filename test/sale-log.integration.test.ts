@@ -15,6 +15,7 @@ import { saltSecret, userCommitment, userSalt } from "../durable-objects/shared/
 import { openNote, parseCheckpoint, parseVerifier } from "../durable-objects/shared/signed-note";
 import worker from "../src/index";
 import { parseTilePath } from "../src/routes/sale-log";
+import { signHs256 } from "../tools/jwt";
 import { call, createSku, reserve, tokenFor, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
 import { pay } from "./support/payments";
@@ -318,5 +319,70 @@ describe("the sale log", () => {
     }
     // A head never shrinks or stands still: recording again changes nothing.
     expect((await log.recordHead()).size).toBe(257);
+  });
+
+  it("keeps no user id, JWT, token, access code or claim value in any entry, early access included", async () => {
+    const sku = uniqueSku("logprivate");
+    const now = Date.now();
+    const iso = (ms: number) => new Date(ms).toISOString();
+    await createSku(sku, {
+      totalStock: 10,
+      perUserLimit: 1,
+      startsAt: iso(now + 3_600_000),
+      access: [
+        { name: "members", startsAt: iso(now - 60_000), claim: { name: "member", value: "gold-claim-value" } },
+        { name: "codes", startsAt: iso(now - 60_000) },
+      ],
+    });
+    const made = await call("POST", `/admin/skus/${sku}/access-codes`, {
+      admin: true,
+      body: { tier: "codes", count: 2 },
+    });
+    expect(made.status).toBe(201);
+    const [code] = made.json.codes as string[];
+    // A member by claim, and a buyer by code, each holds a unit before the public start.
+    const member = `private-member-${sku}`;
+    const memberJwt = await signHs256(
+      { sub: member, member: "gold-claim-value", exp: Math.floor(now / 1000) + 600 },
+      "test-auth-secret",
+    );
+    const memberToken = await call("POST", `/api/skus/${sku}/tokens`, {
+      headers: { authorization: `Bearer ${memberJwt}` },
+    });
+    expect(memberToken.status).toBe(201);
+    const held = await call("POST", `/api/skus/${sku}/reservations`, {
+      headers: { authorization: `Bearer ${memberJwt}` },
+      body: { token: memberToken.json.token, quantity: 1 },
+    });
+    expect(held.status).toBe(202);
+    const coder = `private-coder-${sku}`;
+    const codeToken = await call("POST", `/api/skus/${sku}/tokens`, {
+      user: coder,
+      headers: { "Access-Code": code as string },
+    });
+    expect(codeToken.status).toBe(201);
+    expect((await reserve(coder, sku, 1, codeToken.json.token)).status).toBe(202);
+
+    const entries = await eventually(async () => {
+      const got = await entriesOf(sku);
+      expect(got.filter((e) => e.type === "hold")).toHaveLength(2);
+      return got;
+    }, 20_000);
+    const text = JSON.stringify(entries);
+    for (const secret of [
+      member,
+      coder,
+      "gold-claim-value",
+      code,
+      memberJwt,
+      memberToken.json.token,
+      codeToken.json.token,
+    ])
+      expect(text).not.toContain(secret);
+    // The tiers are there by name, time and kind: what a verifier needs to allow an early hold.
+    expect(entries[0]?.tiers).toEqual([
+      { name: "members", startsAt: iso(now - 60_000), claim: "member" },
+      { name: "codes", startsAt: iso(now - 60_000), by: "code" },
+    ]);
   });
 });
