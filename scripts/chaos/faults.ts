@@ -19,6 +19,7 @@ import { type Client, num, sleep, str } from "./http";
 import { readAsOwner } from "./invariants";
 import { describeFault, type Fault, type Scheduled, type SkuPlan } from "./schedule";
 import { type Ledger, newLedger } from "./shoppers";
+import { SizesScene } from "./sizes";
 
 export class RedisControl {
   constructor(public server: RedisServer) {}
@@ -54,6 +55,8 @@ export class FaultInjector {
   readonly actors: Actors;
   /** The early-access scene (early.ts). */
   readonly early: EarlyScene;
+  /** The sizes scene (sizes.ts). */
+  readonly sizes: SizesScene;
   /** Reserves through each gatherer aborted mid-batch (./gather-witness.ts). */
   readonly witness: GatherWitness;
   /** The shop's webhook receiver, which the `receiver-*` faults reach. */
@@ -78,6 +81,7 @@ export class FaultInjector {
     for (const plan of skus) this.lastPut.set(plan.sku, plan.totalStock);
     this.actors = new Actors(this, ledger, seed);
     this.early = new EarlyScene(client, ledger, log, (kind, n) => this.count(kind, n));
+    this.sizes = new SizesScene(this, ledger, seed);
     this.witness = new GatherWitness(client, ledger, seed);
   }
 
@@ -161,6 +165,9 @@ export class FaultInjector {
         return;
       case "early":
         await this.early.run(fault.sku, this.actors.seed);
+        return;
+      case "sizes":
+        await this.sizes.run(fault.sku, fault.spanMs);
         return;
       case "gatherer": {
         const { sku, shard, kind: _kind, ...body } = fault;

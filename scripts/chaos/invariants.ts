@@ -68,6 +68,8 @@ export interface SkuView {
   price: number | null;
   currency: string;
   stock: { total: number; available: number; held: number; sold: number };
+  /** Sizes (API.md v1.4): each size's stock; `stock` is their sum. Left out for a SKU without sizes. */
+  variants?: { id: string; name: string; stock: { total: number; available: number; held: number; sold: number } }[];
   orders: Record<string, number>;
   mirror: { available: number; held: number; sold: number; version: number } | null;
   /** Payment events flagged for refund, each counted once by the shard that answered it. */
@@ -229,6 +231,12 @@ export async function checkInvariants(
         }
         if (row.quantity !== a.quantity && a.origin === "reservation")
           fail(4, `reservation ${a.id}: D1 quantity ${row.quantity}, acknowledged ${a.quantity}`);
+        // A SKU in sizes (sizes.ts): the size read back is the one acknowledged, one of those listed.
+        if (a.sizes && (field(reply.json, "variant") !== a.sizes.variant || !a.sizes.listed.includes(a.sizes.variant)))
+          fail(
+            4,
+            `reservation ${a.id}: listed sizes ${JSON.stringify(a.sizes.listed)}, acknowledged ${a.sizes.variant}, reads ${JSON.stringify(field(reply.json, "variant"))}`,
+          );
         // What the shopper was told last must still hold (no silent reversal).
         if (a.finalBy !== null && status !== a.finalBy)
           fail(6, `reservation ${a.id}: payment answered ${a.finalBy}, final status ${status}`);
@@ -302,7 +310,88 @@ export async function checkInvariants(
       fail(8, `${sku}: shards hold ${view.stock.total} in total, the last PUT answered 200 set ${expected}`);
   }
   checked[8] = `${views.size} SKU totals equal to the last totalStock an operator PUT set`;
+
+  // Per size (sizes.ts): 1, 2, 4 and 5 for each size of a SKU in sizes.
+  const sized = await checkSizes(stateDir, skus, views, ledger);
+  violations.push(...sized.violations);
+  if (sized.summary) {
+    checked[1] += `; ${sized.summary}`;
+    checked[2] += "; a buyer's held + sold counted across sizes";
+  }
   return { violations, checked };
+}
+
+/**
+ * The invariants per size of each SKU in sizes (API.md v1.4; the `sizes` SKU of sizes.ts): 1, every
+ * size's `available + held + sold == total` (so held + sold ≤ total), none negative, the SKU's stock the
+ * sum of its sizes', and each size's sold the quantity of its paid D1 orders; 5, each size's held the
+ * quantity of its held orders; 4, every order of the SKU names one of its sizes, and every acknowledged
+ * reservation's D1 order the size its 202 named, one it listed. (2, the limit across sizes, is the SKU's:
+ * D1 rows are per SKU whatever their size.)
+ */
+async function checkSizes(
+  stateDir: string,
+  skus: SkuPlan[],
+  views: ReadonlyMap<string, SkuView>,
+  ledger: Ledger,
+): Promise<{ violations: Violation[]; summary: string }> {
+  const violations: Violation[] = [];
+  const fail = (invariant: number, message: string) => violations.push({ invariant, message });
+  const notes: string[] = [];
+  for (const plan of skus.filter((p) => p.variants)) {
+    const view = views.get(plan.sku);
+    const sizes = view?.variants ?? [];
+    if (!view || sizes.length === 0) {
+      fail(1, `${plan.sku}: created with ${plan.variants?.length} sizes, its admin view shows none`);
+      continue;
+    }
+    const rows = await d1Query<OrderRow & { variant: string | null }>(
+      stateDir,
+      `SELECT reservation_id, sku, user_id, quantity, status, variant FROM orders WHERE sku = '${plan.sku}'`,
+    );
+    const ids = new Set(sizes.map((v) => v.id));
+    for (const row of rows.filter((r) => r.variant === null || !ids.has(r.variant)).slice(0, 5))
+      fail(
+        4,
+        `${plan.sku}: D1 order ${row.reservation_id} names size ${JSON.stringify(row.variant)}, not one of its sizes`,
+      );
+    const counted: string[] = [];
+    const sum = { total: 0, available: 0, held: 0, sold: 0 };
+    for (const size of sizes) {
+      const { total, available, held, sold } = size.stock;
+      sum.total += total;
+      sum.available += available;
+      sum.held += held;
+      sum.sold += sold;
+      if (available < 0 || held < 0 || sold < 0 || available + held + sold !== total || held + sold > total)
+        fail(1, `${plan.sku} size ${size.id}: available ${available} + held ${held} + sold ${sold}, total ${total}`);
+      const mine = rows.filter((r) => r.variant === size.id);
+      const paid = mine.filter((r) => r.status === "paid").reduce((n, r) => n + r.quantity, 0);
+      const holding = mine.filter((r) => r.status === "held").reduce((n, r) => n + r.quantity, 0);
+      if (paid !== sold) fail(1, `${plan.sku} size ${size.id}: sold ${sold}, its paid D1 orders sum to ${paid}`);
+      if (holding !== held) fail(5, `${plan.sku} size ${size.id}: held ${held}, its held D1 orders sum to ${holding}`);
+      counted.push(`${size.id} ${sold}+${held}+${available}=${total}`);
+    }
+    for (const key of ["total", "available", "held", "sold"] as const)
+      if (sum[key] !== view.stock[key])
+        fail(1, `${plan.sku}: its sizes' ${key} sum to ${sum[key]}, the SKU's ${key} is ${view.stock[key]}`);
+    const byId = new Map(rows.map((r) => [r.reservation_id, r]));
+    let acked = 0;
+    for (const a of ledger.acked.values()) {
+      if (a.sku !== plan.sku || !a.sizes) continue;
+      acked++;
+      const row = byId.get(a.id);
+      if (row && (row.variant !== a.sizes.variant || !a.sizes.listed.includes(a.sizes.variant)))
+        fail(
+          4,
+          `${plan.sku}: reservation ${a.id} listed ${JSON.stringify(a.sizes.listed)}, was told ${a.sizes.variant}, its D1 order says ${row.variant}`,
+        );
+    }
+    notes.push(
+      `${plan.sku}: ${sizes.length} sizes (sold+held+available=total ${counted.join(", ")}) each equal to its D1 orders, summing to the SKU's; ${acked} acknowledged pairs each of a size listed`,
+    );
+  }
+  return { violations, summary: notes.join("; ") };
 }
 
 /**
@@ -366,7 +455,9 @@ export async function checkNoStrandedStock(
     const { available } = view.stock;
     if (!onSale || available <= 0) continue;
     probed++;
-    if (view.waitlist > 0 && available >= view.perUserLimit) {
+    // A SKU in sizes: its line waits for the sizes each entry listed, not for others' units.
+    const sized = view.variants?.filter((v) => v.stock.available > 0).map((v) => v.id);
+    if (view.waitlist > 0 && available >= view.perUserLimit && !sized) {
       fail(
         `${plan.sku}: ${available} units available (perUserLimit ${view.perUserLimit}, so any entry fits) while ${view.waitlist} buyer(s) still wait after settling: the waitlist keeps an entry that can never be served`,
       );
@@ -397,7 +488,11 @@ export async function checkNoStrandedStock(
     ledger.unanswered.add(userId); // until answered: a reservation without an answer may have committed
     const reply = await retried(
       "probe reserve",
-      () => client.request("POST", `/api/skus/${plan.sku}/reservations`, { headers, body: { token, quantity: 1 } }),
+      () =>
+        client.request("POST", `/api/skus/${plan.sku}/reservations`, {
+          headers,
+          body: { token, quantity: 1, ...(sized ? { variants: sized.slice(0, 5) } : {}) },
+        }),
       202,
     );
     answers.set(key(reply), (answers.get(key(reply)) ?? 0) + 1);

@@ -134,7 +134,8 @@ try {
     const { sku, totalStock, perUserLimit, holdSeconds, shards, opening } = plan;
     const reply = await client.admin("PUT", `/admin/skus/${sku}`, {
       name: sku,
-      totalStock,
+      // A product in sizes (sizes.ts) has no stock of its own: its sizes' sum.
+      ...(plan.variants ? { variants: plan.variants } : { totalStock }),
       perUserLimit,
       holdSeconds,
       shards,

@@ -84,10 +84,12 @@ export interface SkuPlan {
    * A SKU no random shopper buys (weight 0), played by one actor of scripts/chaos/actors.ts:
    * `resize`, an operator resizing it while the actor's shoppers reserve; `line`, a sold-out sharded
    * SKU whose waitlist buyers at their perUserLimit join before others cancel; `money`, a sharded SKU
-   * paid late across a resize, twice at once and by Stripe's delayed methods. The seeded faults of
-   * the shopper SKUs (aborts, operators, restocks) never pick these.
+   * paid late across a resize, twice at once and by Stripe's delayed methods; `sizes`, a product in
+   * sizes (sizes.ts). The seeded faults of the shopper SKUs (aborts, operators, restocks) never pick these.
    */
-  role?: "resize" | "waitlist" | "money" | "early";
+  role?: "resize" | "waitlist" | "money" | "early" | "sizes";
+  /** Sizes (API.md v1.4, role `sizes`): the SKU is created with these instead of a totalStock of its own. */
+  variants?: { id: string; name?: string; totalStock: number }[];
   /**
    * Early access (role `early`): the public start `publicMs` after configuration, a `members` tier
    * (JWT claim `tier: gold`) from `membersMs`, a `codes` tier (access codes) from `codesMs`.
@@ -164,6 +166,24 @@ export function skuPlans(opts: Options): SkuPlan[] {
       role: "early" as const,
       access: { membersMs: 12_000, codesMs: 24_000, publicMs: 40_000 },
     },
+    // A product of 6 sizes on 3 shards, one pair per customer across sizes (scripts/chaos/sizes.ts).
+    {
+      sku: `${prefix}-sizes`,
+      totalStock: 24,
+      perUserLimit: 1,
+      holdSeconds: 900,
+      shards: 3,
+      weight: 0,
+      role: "sizes" as const,
+      variants: [
+        { id: "40", name: "EU 40", totalStock: 3 },
+        { id: "41", name: "EU 41", totalStock: 4 },
+        { id: "42", name: "EU 42", totalStock: 5 },
+        { id: "42.5", name: "EU 42.5", totalStock: 5 },
+        { id: "43", name: "EU 43", totalStock: 4 },
+        { id: "44", name: "EU 44", totalStock: 3 },
+      ],
+    },
   ];
 }
 
@@ -212,6 +232,8 @@ export type Fault =
   | { kind: "money"; sku: string; shards: number; round: number }
   /** `early`: the early-access scene on the `early` SKU (early.ts), from before its first tier opens. */
   | { kind: "early"; sku: string }
+  /** `sizes`: the sizes scene on the `sizes` SKU (sizes.ts) over `spanMs`: shoppers, cuts, an added size, resizes. */
+  | { kind: "sizes"; sku: string; spanMs: number }
   /**
    * The shop's webhook receiver (hooks.ts), by endpoint role. `receiver-window`: its next `fail`
    * requests answer 500, the `drop` after them are recorded, then cut unanswered (it processed them,
@@ -387,6 +409,8 @@ function actorSchedule(opts: Options, all: SkuPlan[], perMinute: (n: number) => 
   });
   for (const plan of all.filter((p) => p.role === "early"))
     out.push({ atMs: 1_000, fault: { kind: "early", sku: plan.sku } });
+  for (const plan of all.filter((p) => p.role === "sizes"))
+    out.push({ atMs: 2_000, fault: { kind: "sizes", sku: plan.sku, spanMs: Math.max(20_000, end - 15_000) } });
   return out;
 }
 
@@ -497,6 +521,8 @@ export function describeFault(fault: Fault): string {
       return `money scene on ${fault.sku}: holds cancelled, resized to ${fault.shards} shards, then paid late, twice at once (its shard aborted) and by a Stripe delayed method`;
     case "early":
       return `early-access scene on ${fault.sku}: members by claim, code holders and code sharers, before and after each tier opens`;
+    case "sizes":
+      return `sizes scene on ${fault.sku}: shoppers reserve by preference lists, pay, cancel and wait; sizes cut, added, and a resize refused mid-sale`;
     case "receiver-window":
       return `the shop's ${fault.endpoint} webhook receiver fails its next ${fault.fail} requests (500), then drops ${fault.drop} (processed, unanswered)`;
     case "receiver-outage":

@@ -20,6 +20,8 @@ export interface Acked {
   /** A payment.succeeded answered `paid` or `refund_required` for it: those are final. */
   finalBy: string | null;
   origin: "reservation" | "waitlist";
+  /** A SKU in sizes (sizes.ts): the sizes the reservation listed, in order, and the one its 202 named. */
+  sizes?: { listed: string[]; variant: string };
 }
 
 export interface Ledger {
