@@ -37,6 +37,34 @@ async function heldOn(sku: string, user: string, quantity = 1): Promise<string> 
 }
 
 describe("a Checkout Session for a hold", () => {
+  it("names the size held in the line item of a SKU in sizes (API.md v1.4: the SKU's name and variant)", async () => {
+    const sku = uniqueSku("checkoutsize");
+    await createSku(sku, {
+      name: "Court Classic",
+      price: 1500,
+      currency: "eur",
+      variants: [
+        { id: "42", name: "EU 42", totalStock: 1 },
+        { id: "43", name: "EU 43", totalStock: 1 },
+      ],
+    });
+    const token = (await call("POST", `/api/skus/${sku}/tokens`, { user: "dina" })).json.token;
+    const held = await call("POST", `/api/skus/${sku}/reservations`, {
+      user: "dina",
+      body: { token, quantity: 1, variants: ["43"] },
+    });
+    expect(held.json.variant).toBe("43");
+    const id = held.json.reservationId as string;
+    const made = await call("POST", `/api/reservations/${id}/checkout`, { user: "dina", body: BACK, env: withStripe });
+    expect(made.status).toBe(201);
+    const [asked] = await stripeGot("/v1/checkout/sessions", id);
+    expect(asked?.params).toMatchObject({
+      "line_items[0][price_data][product_data][name]": "Court Classic (EU 43)",
+      "metadata[variant]": "43",
+      "line_items[0][quantity]": "1",
+    });
+  });
+
   it("pays a hold the whole way: hold, Checkout, Stripe's signed checkout.session.completed, paid", async () => {
     const sku = uniqueSku("checkout");
     await createSku(sku, { name: "Court Classic", totalStock: 5, perUserLimit: 2, price: 1500, currency: "eur" });

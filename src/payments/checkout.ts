@@ -1,3 +1,4 @@
+import type { SkuState } from "../../durable-objects/stock/stock-model";
 import { readSkuState } from "../edge/sku-state";
 import { allowedOrigins } from "../http/cors";
 import { ApiError, busy } from "../http/errors";
@@ -6,7 +7,7 @@ import { StripeRefused, StripeUnavailable, stripeConfigured, stripePost } from "
 
 /**
  * A Stripe Checkout Session for a hold (API.md v1.4 "Paying and refunding through Stripe"): one
- * line item (the SKU's name, its unit price, the hold's quantity, the SKU's currency), the
+ * line item (the SKU's name and the size held, its unit price, the hold's quantity, the SKU's currency), the
  * reservation id as `client_reference_id` and in the metadata of the session and its payment intent,
  * so the payment comes back on `/webhooks/stripe` as any other and is decided by its rules (a late
  * one included). Asked again while the session is open, the same session is answered; nothing is
@@ -96,12 +97,13 @@ export async function checkout(
         mode: "payment",
         "line_items[0][price_data][currency]": sku.currency,
         "line_items[0][price_data][unit_amount]": sku.price,
-        "line_items[0][price_data][product_data][name]": sku.name,
+        "line_items[0][price_data][product_data][name]": productName(sku, reservation.variant),
         "line_items[0][quantity]": reservation.quantity,
         success_url: request.successUrl,
         cancel_url: request.cancelUrl,
         client_reference_id: reservationId,
         "metadata[reservationId]": reservationId,
+        ...(reservation.variant ? { "metadata[variant]": reservation.variant } : {}),
         "payment_intent_data[metadata][reservationId]": reservationId,
         expires_at: Math.floor(now / 1000) + EARLIEST_EXPIRY_S,
       },
@@ -119,4 +121,11 @@ export async function checkout(
     .bind(session.id, reservationId, session.url, session.expires_at * 1000, now)
     .run();
   return { url: session.url, sessionId: session.id, again: false };
+}
+
+/** The line item's name: the SKU's, with the size held (its name) for a SKU in sizes. */
+function productName(sku: SkuState, variant: string | undefined): string {
+  if (variant === undefined) return sku.name;
+  const size = sku.variants?.find((v) => v.id === variant);
+  return `${sku.name} (${size?.name ?? variant})`;
 }
