@@ -21,8 +21,9 @@
  *    the reveal after the window closed with a seed that hashes to it, and the draw's public entries
  *    (`/draw/entries`) in the order that seed gives (ascending hex HMAC-SHA256(seed, entryId)).
  *
- * Prints a summary and exits 0, or names the first entry that breaks a rule and exits 1 (2: the log
- * could not be read). Progress goes to stderr. Writes the checkpoint it checked to
+ * With `--receipt <file>` (a buyer's receipt, one `proof` of their reservation), also checks that
+ * receipt against the signed log. Prints a summary and exits 0, or names the first entry that breaks
+ * a rule and exits 1 (2: the log could not be read). Progress goes to stderr. Writes the checkpoint it checked to
  * `--save <file>`, for the next run's `--since`.
  */
 import { createHash, createHmac, createPublicKey, verify } from "node:crypto";
@@ -359,6 +360,54 @@ function replay(entries: Entry[], reveals: Map<string, string>): Record<string, 
   };
 }
 
+/** RFC 9162 §2.1.3.2: whether `proof` puts the leaf hash at `index` of the tree (size, root). */
+function verifyInclusion(leaf: Hash, index: number, size: number, proof: Hash[], root: Hash): boolean {
+  if (index < 0 || index >= size) return false;
+  let fn = index;
+  let sn = size - 1;
+  let r = leaf;
+  for (const p of proof) {
+    if (sn === 0) return false;
+    if (fn % 2 === 1 || fn === sn) {
+      r = nodeHash(p, r);
+      while (fn % 2 === 0 && fn !== 0) {
+        fn = Math.floor(fn / 2);
+        sn = Math.floor(sn / 2);
+      }
+    } else r = nodeHash(r, p);
+    fn = Math.floor(fn / 2);
+    sn = Math.floor(sn / 2);
+  }
+  return sn === 0 && r.equals(root);
+}
+
+/**
+ * A buyer's receipt (`--receipt <file>`: one `proof` of their reservation's `receipts`, a C2SP
+ * tlog-proof): its checkpoint signed by the log's key for this log, the inclusion proof of the entry
+ * its `extra` line carries, and the log as fetched holding that same entry at that index and that
+ * same tree (so the receipt's checkpoint is consistent with today's).
+ */
+function checkReceipt(text: string, verifier: Verifier, current: Checkpoint, levels: Hash[][], entries: Buffer[]) {
+  const lines = text.split("\n");
+  const blank = lines.indexOf("");
+  if (lines[0] !== "c2sp.org/tlog-proof@v1" || blank < 0) throw new Broken("the receipt is not a C2SP tlog-proof");
+  let at = 1;
+  const extra = lines[at]?.startsWith("extra ") ? Buffer.from((lines[at++] ?? "").slice(6), "base64") : null;
+  const index = /^index (0|[1-9][0-9]*)$/.exec(lines[at++] ?? "")?.[1];
+  if (!extra || index === undefined) throw new Broken("the receipt lacks its entry (extra) or its index");
+  const proof = lines.slice(at, blank).map((h) => Buffer.from(h, "base64"));
+  if (proof.some((h) => h.length !== 32)) throw new Broken("the receipt's proof has a hash that is not 32 bytes");
+  const signed = openCheckpoint(lines.slice(blank + 1).join("\n"), verifier, "the receipt's checkpoint");
+  if (signed.origin !== current.origin) throw new Broken(`the receipt is of another log (${signed.origin})`);
+  const i = Number(index);
+  if (!verifyInclusion(leafHash(extra), i, signed.size, proof, signed.root))
+    throw new Broken(`the receipt's entry ${i} is not in its checkpoint: the proof does not lead to its root`);
+  if (signed.size > current.size || !treeHash(levels, signed.size).equals(signed.root))
+    throw new Broken("the receipt's checkpoint is not consistent with the log as it is now");
+  if (!entries[i]?.equals(extra)) throw new Broken(`the log's entry ${i} is not the receipt's`);
+  return { index: i, entry: (JSON.parse(extra.toString("utf8")) as Entry).type, checkpointSize: signed.size };
+}
+
 /**
  * The public opening's draw order (API.md "Fair opening"): its seed as `/draw` shows it must be the
  * one the log revealed, and `/draw/entries` must list the entries by ascending hex
@@ -407,10 +456,13 @@ async function main(): Promise<number> {
     return value;
   };
   const since = flag("--since");
+  const receipt = flag("--receipt");
   const save = flag("--save");
   const [base, sku] = args;
   if (!base || !sku) {
-    console.error("usage: npm run verify-sale -- <base-url> <sku> [--since <checkpoint file>] [--save <file>]");
+    console.error(
+      "usage: npm run verify-sale -- <base-url> <sku> [--since <checkpoint file>] [--save <file>] [--receipt <file>]",
+    );
     return 2;
   }
   const root = base.replace(/\/+$/, "");
@@ -463,6 +515,11 @@ async function main(): Promise<number> {
     progress(`consistent with ${since} (${earlier.size} entries)`);
   }
   if (save !== undefined) writeFileSync(save, checkpoint.note);
+  const receiptChecked =
+    receipt === undefined
+      ? undefined
+      : checkReceipt(readFileSync(receipt, "utf8"), verifier, checkpoint, levels, entries);
+  if (receiptChecked) progress(`receipt: entry ${receiptChecked.index} is in the signed log, as the log has it`);
 
   const parsed = entries.map((bytes, i) => {
     try {
@@ -476,7 +533,14 @@ async function main(): Promise<number> {
   const reveals = new Map<string, string>();
   const summary = replay(parsed, reveals);
   const draw = reveals.size > 0 ? await checkDrawOrder(root, sku, reveals, progress) : undefined;
-  const result = { ok: true, origin: checkpoint.origin, size: checkpoint.size, tiles, ...summary };
+  const result = {
+    ok: true,
+    origin: checkpoint.origin,
+    size: checkpoint.size,
+    tiles,
+    ...summary,
+    ...(receiptChecked ? { receipt: receiptChecked } : {}),
+  };
   console.log(JSON.stringify(draw ? { ...result, draw } : result, null, 2));
   return 0;
 }

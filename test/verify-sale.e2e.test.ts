@@ -270,6 +270,59 @@ describe("npm run verify-sale", () => {
     });
   });
 
+  it("checks a buyer's receipt against the signed log, and refuses a forged one", async () => {
+    const other = `verify-receipt-${randomUUID().slice(0, 8)}`;
+    expect(
+      (await send("PUT", `/admin/skus/${other}`, { name: "Receipt", totalStock: 4, perUserLimit: 2 }, ADMIN)).status,
+    ).toBe(200);
+    const holdOn = async (user: string, quantity: number) => {
+      const token = await send("POST", `/api/skus/${other}/tokens`, {}, await jwt(user));
+      return (
+        await send("POST", `/api/skus/${other}/reservations`, { token: token.json.token, quantity }, await jwt(user))
+      ).json.reservationId as string;
+    };
+    const mine = await holdOn("rui", 2);
+    await holdOn("sol", 1);
+    const receipts = await eventually(async () => {
+      const view = await send("GET", `/api/reservations/${mine}`, undefined, await jwt("rui"));
+      expect(view.json.receipts).toHaveLength(1);
+      return view.json.receipts as { index: number; proof: string }[];
+    }, 20_000);
+    const proof = receipts[0]?.proof ?? "";
+    const file = join(dir, "rui.tlog-proof");
+    const check = async (text: string) => {
+      writeFileSync(file, text);
+      const { code, out } = await (async () => {
+        try {
+          const { stdout } = await run("npx", ["tsx", "scripts/verify-sale.ts", server.url, other, "--receipt", file], {
+            timeout: 60_000,
+          });
+          return { code: 0, out: JSON.parse(stdout) };
+        } catch (err) {
+          const e = err as { code: number; stdout: string };
+          return { code: e.code, out: JSON.parse(e.stdout) };
+        }
+      })();
+      return { code, out };
+    };
+    const good = await check(proof);
+    expect(good.code).toBe(0);
+    expect(good.out.receipt).toMatchObject({ index: receipts[0]?.index, entry: "hold" });
+
+    // The entry edited (2 units claimed as 1), a proof hash changed, the index moved.
+    const [header = "", extra = "", ...rest] = proof.split("\n");
+    const entry = Buffer.from(extra.slice("extra ".length), "base64").toString("utf8");
+    const edited = `extra ${Buffer.from(entry.replace('"quantity":2', '"quantity":1')).toString("base64")}`;
+    expect((await check([header, edited, ...rest].join("\n"))).out.broken).toMatch(/is not in its checkpoint/);
+    const hashLine = rest.findIndex((line) => /^[A-Za-z0-9+/]{43}=$/.test(line));
+    const flipped = [...rest];
+    flipped[hashLine] = `${(flipped[hashLine] ?? "").startsWith("A") ? "B" : "A"}${(flipped[hashLine] ?? "").slice(1)}`;
+    expect((await check([header, extra, ...flipped].join("\n"))).out.broken).toMatch(/is not in its checkpoint/);
+    const moved = [...rest];
+    moved[0] = `index ${Number((moved[0] ?? "").slice(6)) + 1}`;
+    expect((await check([header, extra, ...moved].join("\n"))).out.broken).toMatch(/is not in its checkpoint/);
+  });
+
   it("is read alike by an outside reader, Go's golang.org/x/mod/sumdb/tlog and note", async () => {
     // Built offline in GOPATH mode from Debian's golang-go and golang-golang-x-mod-dev (.ci/run installs them).
     const binary = join(dir, "tlog-reader");
