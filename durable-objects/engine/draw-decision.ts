@@ -1,7 +1,8 @@
 import type { Holds } from "./holds";
 import { LAZY_EXPIRY_BATCH, type Ledger } from "./ledger";
-import { type DrawPlace, type Entrant, entrantVariants, type OpeningDraw, type RankedEntrant } from "./opening-draw";
+import type { DrawPlace, Entrant, OpeningDraw, RankedEntrant } from "./opening-draw";
 import { availableOf, fail, isShort, type Outcome, ok, type ReserveAnswer, type ReserveRequest } from "./types";
+import { listedVariants } from "./variants";
 
 /**
  * The fair opening's decision, on the engine's transaction: the draw (opening-draw.ts) stores entries
@@ -92,7 +93,7 @@ export class DrawDecision {
       ledger.expireDue(now, LAZY_EXPIRY_BATCH);
       const outcome = this.#deciding(() =>
         this.holds.one(
-          { userId, nonce: e.nonce, quantity: e.quantity, tier: e.tier ?? undefined, variants: entrantVariants(e) },
+          { userId, nonce: e.nonce, quantity: e.quantity, tier: e.tier ?? undefined, variants: listedVariants(e) },
           now,
           true,
         ),

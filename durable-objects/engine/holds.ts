@@ -17,6 +17,7 @@ import {
   type SkuRow,
   type StockErrorCode,
 } from "./types";
+import { variantsFit } from "./variants";
 import type { Waitlist } from "./waitlist";
 
 type QuotaRow = { user_id: string; active: number };
@@ -350,10 +351,4 @@ export class Holds {
 function sameVariants(taken: string | null | undefined, listed: readonly string[] | undefined): boolean {
   if (taken == null) return listed === undefined || listed.length === 0;
   return listed?.includes(taken) === true;
-}
-
-/** Whether `variants` fit a SKU's: required (every id known) when it has variants, absent else. */
-export function variantsFit(stock: ReadonlyMap<string, unknown>, variants: readonly string[] | undefined): boolean {
-  if (stock.size === 0) return variants === undefined || variants.length === 0;
-  return variants !== undefined && variants.length > 0 && variants.every((id) => stock.has(id));
 }

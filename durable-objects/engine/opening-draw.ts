@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { listedVariants } from "./variants";
 
 /**
  * Fair opening (API.md "Fair opening"): the reservations of the first `openingWindowMs` after a
@@ -99,10 +100,6 @@ type EntrantRow = {
   tier: string | null;
   variants?: string | null;
 };
-
-/** An entrant row's variants, from its JSON column (undefined: the SKU has none). */
-export const entrantVariants = (row: { variants?: string | null }): string[] | undefined =>
-  row.variants == null ? undefined : (JSON.parse(row.variants) as string[]);
 
 const utf8 = new TextEncoder();
 const hex = (bytes: ArrayBuffer) => Array.from(new Uint8Array(bytes), (b) => b.toString(16).padStart(2, "0")).join("");
@@ -397,7 +394,7 @@ export class OpeningDraw {
         quantity: r.quantity,
         home: r.home,
         ...(r.tier === null ? {} : { tier: r.tier }),
-        ...(r.variants == null ? {} : { variants: entrantVariants(r) }),
+        ...(r.variants == null ? {} : { variants: listedVariants(r) }),
       }));
   }
 

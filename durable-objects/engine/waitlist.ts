@@ -1,6 +1,6 @@
-import { variantsFit } from "./holds";
 import { LAZY_EXPIRY_BATCH, type Ledger } from "./ledger";
 import { availableOf, fail, notOnSale, type Outcome, ok, overLimit, rowOnSale } from "./types";
+import { listedVariants, variantsFit } from "./variants";
 
 /**
  * The waitlist: buyers waiting for released units, served first-fit in FIFO order, each within the
@@ -49,10 +49,6 @@ interface WaitingBuyer {
 export type WaitlistMode = 0 | 1 | 2;
 
 type EntryRow = { id: string; user_id: string; quantity: number; position: number; variants?: string | null };
-
-/** An entry's variants, from its JSON column (undefined: the SKU has none). */
-const variantsOf = (row: { variants?: string | null }): string[] | undefined =>
-  row.variants == null ? undefined : (JSON.parse(row.variants) as string[]);
 
 export class Waitlist {
   readonly #ledger: Ledger;
@@ -217,7 +213,7 @@ export class Waitlist {
       .toArray();
     const sku = ledger.requireRow();
     for (const entry of rows) {
-      const fits = (variantsOf(entry) ?? []).find((id) => {
+      const fits = (listedVariants(entry) ?? []).find((id) => {
         const v = stock.get(id);
         return v !== undefined && availableOf(v) >= entry.quantity;
       });
@@ -267,7 +263,7 @@ export class Waitlist {
         "SELECT id, user_id, quantity, variants FROM waitlist ORDER BY position",
       )
       .toArray()
-      .map((r) => ({ id: r.id, userId: r.user_id, quantity: r.quantity, variants: variantsOf(r) }));
+      .map((r) => ({ id: r.id, userId: r.user_id, quantity: r.quantity, variants: listedVariants(r) }));
   }
 
   /** The SKU is archived: nobody is ever served, so nobody is left waiting (and newcomers are not held off). */
@@ -313,7 +309,7 @@ export class Waitlist {
         entry.position,
       )
       .one();
-    const variants = variantsOf(entry);
+    const variants = listedVariants(entry);
     const place: WaitlistPlace = {
       waitlistId: entry.id,
       position: ahead.n + 1,
@@ -345,7 +341,7 @@ export class Waitlist {
       "SELECT quantity, variants FROM waitlist WHERE position < ?",
       position,
     );
-    for (const row of rows) if (variantsOf(row)?.some((id) => mine.has(id))) units += row.quantity;
+    for (const row of rows) if (listedVariants(row)?.some((id) => mine.has(id))) units += row.quantity;
     return units;
   }
 

@@ -1,6 +1,7 @@
-import { type DrawPlace, type Entrant, entrantVariants, rankEntrants } from "../engine/opening-draw";
+import { type DrawPlace, type Entrant, rankEntrants } from "../engine/opening-draw";
 import type { ReserveOutcome, ReserveRequest, SkuState } from "../engine/types";
 import { isShort } from "../engine/types";
+import { listedVariants } from "../engine/variants";
 import { log, withLogContext } from "../shared/log";
 import { DrawWaiters } from "./draw-waiters";
 import type { ShardPulls } from "./shard-pulls";
@@ -90,7 +91,7 @@ export class DrawRunner {
     if (isShort(answer) && state) {
       const entrant = engine.draw.entrantOf(opening, userId);
       const quantity = entrant?.quantity ?? 1;
-      const sizes = entrant ? entrantVariants(entrant) : undefined;
+      const sizes = entrant ? listedVariants(entrant) : undefined;
       const pull = sizes
         ? await this.#pulls.pullChoices(state, quantity, sizes)
         : await this.#pulls.pull(state, quantity - state.stock.available);
