@@ -2,6 +2,7 @@ import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { forgetSoldOut } from "../src/edge/sold-out-cache";
+import { Scrape } from "../tools/prometheus";
 import { type Answer, call, createSku, stockCallsTo, stockShard, tokenFor, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
 import { conforms } from "./support/handoff";
@@ -94,6 +95,16 @@ describe.each([1, 4])("sizes on %i shard(s)", (shards) => {
       "42.5": { total: 2, available: 1, held: 1, sold: 0 },
       "43": { total: 3, available: 3, held: 0, sold: 0 },
     });
+    // /metrics samples the SKU per size: flashgate_stock{sku,state,variant}, their sum the SKU's.
+    const metrics = await call("GET", "/metrics", { admin: true });
+    const scrape = new Scrape((metrics.json as { text: string }).text);
+    const held = ["42", "42.5", "43"].map((variant) => scrape.find("flashgate_stock", { sku, state: "held", variant }));
+    expect(held.map((samples) => samples.map((x) => x.value))).toEqual([[1], [1], [0]]);
+    expect(scrape.find("flashgate_stock", { sku, state: "held" }).map((x) => x.labels.variant)).toEqual([
+      "42",
+      "42.5",
+      "43",
+    ]);
 
     // The reservation's own read, the user's list, D1, the feed and the payments list carry the size.
     const read = await call("GET", `/api/reservations/${ana.json.reservationId}`, { user: "ana" });
