@@ -8,7 +8,7 @@
 // cancelable: preventDefault keeps the shopper on the page, else a gateway with Stripe sends them to
 // Checkout), flashgate:sold-out (detail: the SKU's public view), flashgate:error (detail: the error body).
 // Theming: the CSS custom properties below (--flashgate-*) and ::part(card|name|price|availability|
-// countdown|sizes|buy|pay|join|leave|cancel|status|hold|timer|line|error).
+// countdown|sizes|buy|pay|join|leave|cancel|status|hold|timer|receipt|line|error).
 
 /** @typedef {import("../../clients/typescript/src/schema").components["schemas"]} Schemas */
 /** @typedef {{ id: string, name?: string, available: number, held?: number }} Variant */
@@ -56,6 +56,7 @@ button:disabled { cursor: not-allowed; opacity: .6; }
 button:focus-visible, input:focus-visible, select:focus-visible { outline: 3px solid var(--fg-accent); outline-offset: 2px; }
 .hold { border-left: 4px solid var(--fg-accent); padding-left: .6rem; }
 .timer { font-variant-numeric: tabular-nums; font-weight: 600; }
+.receipt { color: var(--fg-muted); font-size: .9em; }
 .error { color: var(--fg-error); }
 [hidden] { display: none !important; }
 `;
@@ -81,6 +82,7 @@ const TEMPLATE = `<style>${STYLE}</style>
   <div class="hold" part="hold" hidden>
     <p class="hold-what"></p>
     <p>Time left to pay: <span class="timer" part="timer" role="timer" aria-live="off"></span></p>
+    <p class="receipt" part="receipt" hidden></p>
   </div>
   <p class="line" part="line" hidden></p>
   <p class="status" part="status" role="status" aria-live="polite"></p>
@@ -93,6 +95,9 @@ const solverUrls = new Map();
 /** How often the line's place is read while waiting, and the public view while the page is open. */
 const LINE_POLL_MS = 2000;
 const VIEW_POLL_MS = 5000;
+/** How often a hold is read until the sale log's receipt of it is there, and how many times at most. */
+const RECEIPT_POLL_MS = 1000;
+const RECEIPT_TRIES = 60;
 
 class NetworkError extends Error {}
 
@@ -113,6 +118,7 @@ export class FlashgateBuy extends HTMLElement {
   /** @type {number | undefined} */ #viewTimer;
   /** @type {number | undefined} */ #tick;
   /** @type {number | undefined} */ #lineTimer;
+  /** @type {number | undefined} */ #receiptTimer;
   /** When the countdown reaches the start (this page's clock, from opensInSeconds). @type {number | null} */
   #opensAt = null;
   #busy = false;
@@ -210,6 +216,7 @@ export class FlashgateBuy extends HTMLElement {
     window.clearInterval(this.#viewTimer);
     window.clearInterval(this.#tick);
     window.clearTimeout(this.#lineTimer);
+    window.clearTimeout(this.#receiptTimer);
     this.#worker?.terminate();
     this.#worker = null;
   }
@@ -585,9 +592,49 @@ export class FlashgateBuy extends HTMLElement {
     this.#el("hold-what").textContent = `Held for you: ${reservation.quantity} × ${name}${size}.`;
     this.#show("hold", true);
     this.#show("cancel", true);
+    this.#text("receipt", "");
     this.#render();
+    void this.#receipt(reservation.reservationId, RECEIPT_TRIES);
     // The stock as it is after this hold (the public view is remembered a second per isolate).
     window.setTimeout(() => void this.#refresh(), 1100);
+  }
+
+  /**
+   * The sale log's receipt of the hold (API.md v1.4 "The verifiable sale"), once the log signed a
+   * checkpoint with it (within about 2 s): "Verified: entry N of M in the signed log", N counted from
+   * 1 (the proof's index from 0), M the size of the proof's checkpoint (the line after its origin).
+   * The hold is read every second until then, a minute at most; a gateway keeping no log (no
+   * `receipts` in the body) is not asked again.
+   * @param {string} id
+   * @param {number} tries
+   */
+  async #receipt(id, tries) {
+    window.clearTimeout(this.#receiptTimer);
+    const answer = await this.#call("GET", `/api/reservations/${encodeURIComponent(id)}`, { auth: true }).catch(
+      () => null,
+    );
+    if (this.#hold?.reservationId !== id) return;
+    /** @type {{ entry: string, index: number, proof: string }[] | undefined} */
+    const receipts = answer?.ok ? answer.json.receipts : [];
+    const receipt = receipts?.find((r) => r.entry === "hold");
+    if (receipt) {
+      const lines = receipt.proof.split("\n");
+      const size = Number(
+        lines[
+          lines.indexOf(
+            "",
+            lines.findIndex((l) => l.startsWith("index ")),
+          ) + 2
+        ],
+      );
+      if (size > receipt.index) {
+        /** @param {number} n */
+        const n = (n) => n.toLocaleString("en");
+        return this.#text("receipt", `Verified: entry ${n(receipt.index + 1)} of ${n(size)} in the signed log.`);
+      }
+    }
+    if (receipts && tries > 1)
+      this.#receiptTimer = window.setTimeout(() => void this.#receipt(id, tries - 1), RECEIPT_POLL_MS);
   }
 
   /** @param {Reservation} reservation */

@@ -106,6 +106,18 @@ let lastLetters = "";
 const hooks = new Map(); // endpoint id -> { card, secret, revealed, failingKey, retries }
 let webhooksAt = 0; // when the webhook panel is asked again
 let fastWebhooksUntil = 0; // after a retry: asked on every refresh until then
+/**
+ * Each SKU's sale log (API.md v1.4 "The verifiable sale"), from its public signed checkpoint: the tree
+ * size, the root hash, and when this page first saw that checkpoint; and when each SKU's was asked
+ * last. Asked every LOG_MS per SKU; never when the gateway keeps no log (GET /api/log/key: 404).
+ * @type {Map<string, { size: number, root: string, seenAt: number }>}
+ */
+const logs = new Map();
+/** @type {Map<string, number>} */
+const logsAsked = new Map();
+const LOG_MS = 5000;
+/** Whether the gateway keeps a sale log: null until GET /api/log/key answered. @type {boolean | null} */
+let logKept = null;
 
 /**
  * "1 unit", "3 units": a count with its noun, singular for exactly one.
@@ -508,6 +520,15 @@ function renderSku(view, now) {
   field(card, "draw").hidden = draw === null;
   if (draw) renderDraw(field(card, "draw"), draw, now);
   field(card, "mirror").textContent = mirrorText(view);
+  const log = logs.get(view.sku);
+  field(card, "log-label").hidden = !log;
+  field(card, "log").hidden = !log;
+  if (log) {
+    const root = `${log.root.slice(0, 12)}…`;
+    field(card, "log").textContent =
+      `${plural(log.size, "entry", "entries")} · signed checkpoint seen ${new Date(log.seenAt).toLocaleTimeString()} · root ${root}`;
+    field(card, "log").title = `Root hash ${log.root}`;
+  }
   const { values, windowSeconds } = rates(view.sku);
   const last = values.at(-1) ?? 0;
   const peak = Math.max(0, ...values);
@@ -584,6 +605,40 @@ function scheduleText(view) {
       : "no start or end time";
   const shards = `${view.shards} ${view.shards === 1 ? "shard" : "shards"}`;
   return `${times} · ${view.perUserLimit} per shopper · holds of ${span(view.holdSeconds)} · ${shards}`;
+}
+
+/**
+ * Reads the signed checkpoint of each SKU whose last read is LOG_MS old: a C2SP signed note whose
+ * second line is the tree size and third the base64 root hash. A SKU without a log yet (404) keeps
+ * nothing, so its card shows no log line. The signature is checked by `npm run verify-sale`, not here.
+ * @param {string[]} skus
+ */
+async function readLogs(skus) {
+  if (logKept === null) {
+    const key = await fetch("/api/log/key").catch(() => null);
+    if (!key) return;
+    logKept = key.ok;
+  }
+  if (!logKept) return;
+  const now = Date.now();
+  const due = skus.filter((sku) => now - (logsAsked.get(sku) ?? 0) >= LOG_MS);
+  await Promise.all(
+    due.map(async (sku) => {
+      logsAsked.set(sku, now);
+      const answer = await fetch(`/api/skus/${encodeURIComponent(sku)}/log/checkpoint`).catch(() => null);
+      if (!answer) return;
+      const lines = answer.ok ? (await answer.text()).split("\n") : [];
+      const size = Number(lines[1]);
+      const root = lines[2] ?? "";
+      const known = logs.get(sku);
+      if (!Number.isInteger(size) || !root) {
+        if (answer.status === 404) logs.delete(sku);
+        return;
+      }
+      const same = known && known.size === size && known.root === root;
+      logs.set(sku, { size, root, seenAt: same ? known.seenAt : Date.now() });
+    }),
+  );
 }
 
 // Dead letters ---------------------------------------------------------------------------------
@@ -1072,6 +1127,7 @@ async function refresh() {
       askWebhooks ? loadWebhooks() : null,
       readCounters(),
     ]);
+    if (skus.ok) await readLogs(skus.json.skus.map((view) => view.sku));
     counters = read;
     if (skus.status === 401) {
       sessionStorage.removeItem(TOKEN_KEY);
@@ -1090,6 +1146,8 @@ async function refresh() {
           card.remove();
           cards.delete(sku);
           snapshots.delete(sku);
+          logs.delete(sku);
+          logsAsked.delete(sku);
         }
       }
       skus.json.skus.forEach((view, i) => {
@@ -1123,6 +1181,8 @@ $("sign-out").addEventListener("click", () => {
   sessionStorage.removeItem(TOKEN_KEY);
   cards.clear();
   snapshots.clear();
+  logs.clear();
+  logsAsked.clear();
   lastLetters = "";
   $("skus").replaceChildren();
   hooks.clear();

@@ -25,7 +25,10 @@
  * @typedef {{ challenge: string, bits: number, expiresAt: string }} PowChallenge
  * @typedef {{ reservationId: string, sku: string, quantity: number, status: ReservationStatus,
  *   expiresAt: string | null, links: { self: string }, draw?: DrawPlace, variant?: string | null }} Reservation
- * @typedef {Reservation & { order: { persisted: boolean, status: ReservationStatus | null } }} ReservationDetail
+ * @typedef {{ entry: "hold" | "paid" | "refund_required" | "cancelled" | "expired", index: number,
+ *   proof: string }} Receipt
+ * @typedef {Reservation & { order: { persisted: boolean, status: ReservationStatus | null },
+ *   receipts?: Receipt[], salt?: string }} ReservationDetail
  * @typedef {{ reservations: Reservation[] }} ReservationList
  * @typedef {{ waitlistId: string, position: number }} WaitlistEntry
  * @typedef {{ waitlistId: string, position: number, quantity: number, unitsAhead: number, held: number,
@@ -1218,8 +1221,69 @@ async function pollReservation() {
   renderReservation();
   // The card says when the order row is in D1; the status line keeps the result of the last action. The
   // list has the reservation already (remember); it is asked again every 10 s, not on every change.
-  if (!converged(r)) schedulePoll(1000);
+  // The receipt of its last decision comes once the log signed a checkpoint with it (about 2 s): it is
+  // asked for every second until then, for a minute at most.
+  if (!converged(r) || awaitingReceipt(r)) schedulePoll(1000);
   else if (!TERMINAL.has(r.status)) schedulePoll(10_000); // a hold can still lapse
+}
+
+// The verifiable sale (API.md v1.4; docs/VERIFY.md) ---------------------------------------------
+
+/** The log's entry for each status: its receipt is the one the card shows. @type {Record<ReservationStatus, Receipt["entry"]>} */
+const ENTRY_OF = {
+  held: "hold",
+  paid: "paid",
+  refund_required: "refund_required",
+  cancelled: "cancelled",
+  expired: "expired",
+};
+/** How long a receipt is waited for, from the first read without it (reservation id → when). */
+const RECEIPT_WAIT_MS = 60_000;
+/** @type {Map<string, number>} */
+const receiptWaits = new Map();
+
+/**
+ * Whether the receipt of this reservation's latest decision is still to come: the gateway keeps a
+ * log (the body has `receipts`), the list lacks that entry's, and it was not waited for a minute yet.
+ * @param {ReservationDetail} r
+ */
+function awaitingReceipt(r) {
+  if (!r.receipts || r.receipts.some((x) => x.entry === ENTRY_OF[r.status])) return false;
+  const since = receiptWaits.get(r.reservationId) ?? Date.now();
+  receiptWaits.set(r.reservationId, since);
+  return Date.now() - since < RECEIPT_WAIT_MS;
+}
+
+/**
+ * "entry N of M": the receipt's position counted from 1 (its proof's `index` counts from 0, as
+ * C2SP tlog-proof does) and the size of the signed checkpoint the proof leads to (the line after its
+ * origin, past the blank line that ends the hashes). Null for a proof that does not read so.
+ * @param {Receipt} receipt
+ */
+function receiptPlace(receipt) {
+  const lines = receipt.proof.split("\n");
+  const from = lines.findIndex((line) => line.startsWith("index "));
+  const blank = lines.indexOf("", from);
+  const size = Number(lines[blank + 2]);
+  return from < 0 || blank < 0 || !Number.isInteger(size) || size <= receipt.index
+    ? null
+    : { entry: receipt.index + 1, of: size };
+}
+
+/** The card's "Sale log" line: the receipt of the latest decision the log has, and how to check it. */
+/** @param {ReservationDetail} r */
+function renderReceipt(r) {
+  const receipts = r.receipts ?? [];
+  const receipt = receipts.find((x) => x.entry === ENTRY_OF[r.status]) ?? receipts.at(-1);
+  const place = receipt ? receiptPlace(receipt) : null;
+  $("res-receipt-label").hidden = place === null;
+  $("res-receipt").hidden = place === null;
+  if (!place) return;
+  const text = `Verified: entry ${place.entry.toLocaleString("en")} of ${place.of.toLocaleString("en")} in the signed log`;
+  if ($("res-receipt-text").textContent !== text) $("res-receipt-text").textContent = text;
+  $("res-receipt").dataset.entry = receipt?.entry ?? "";
+  $("res-verify-command").textContent = `npm run verify-sale -- ${location.origin} ${r.sku}`;
+  $("res-checkpoint").setAttribute("href", `/api/skus/${encodeURIComponent(r.sku)}/log/checkpoint`);
 }
 
 function renderReservation() {
@@ -1248,6 +1312,7 @@ function renderReservation() {
     ? `persisted · status ${r.order.status}`
     : "waiting for the queue consumer…";
   $("res-order").dataset.persisted = String(r.order.persisted);
+  renderReceipt(r);
   tickReservation();
   const held = r.status === "held";
   $("pay").disabled = !held;
