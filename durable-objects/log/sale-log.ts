@@ -14,7 +14,6 @@ import { eventsOfMessage } from "../shared/order-events";
 import {
   type ConfigEntry,
   drawRevealEntry,
-  entryBytes,
   reservationEntry,
   saltSecret,
   userCommitment,
@@ -135,6 +134,8 @@ export class SaleLog extends DurableObject<Env> {
 
   /** The stored hash of a complete subtree (level 0: a leaf). */
   #at = (level: number, index: number): Hash => {
+    const edge = this.#edge[level];
+    if (edge?.index === index) return edge.hash;
     const row = this.#sql
       .exec<{ hash: ArrayBuffer }>("SELECT hash FROM hashes WHERE level = ? AND idx = ?", level, index)
       .toArray()[0];
@@ -144,27 +145,44 @@ export class SaleLog extends DurableObject<Env> {
 
   /** Appends one entry unless one of `dedupe` is there; inside a transaction. */
   #append(data: string, reservation: string | null, type: string, dedupe: string | null): boolean {
-    if (dedupe !== null && this.#sql.exec("SELECT 1 FROM entries WHERE dedupe = ?", dedupe).toArray().length > 0)
-      return false;
     const index = this.#size;
-    this.#sql.exec(
-      "INSERT INTO entries (idx, data, reservation, type, dedupe) VALUES (?, ?, ?, ?, ?)",
+    // One statement whether or not the entry is new: a repeated dedupe key writes nothing.
+    const inserted = this.#sql.exec(
+      "INSERT INTO entries (idx, data, reservation, type, dedupe) VALUES (?, ?, ?, ?, ?) ON CONFLICT (dedupe) DO NOTHING",
       index,
       data,
       reservation,
       type,
       dedupe,
     );
-    for (const { level, index: at, hash } of appendedHashes(index, leafHash(encoder.encode(data)), this.#at))
+    if (inserted.rowsWritten === 0) return false;
+    for (const { level, index: at, hash } of appendedHashes(index, leafHash(encoder.encode(data)), this.#at)) {
       this.#sql.exec("INSERT INTO hashes (level, idx, hash) VALUES (?, ?, ?)", level, at, blob(hash));
+      this.#edge[level] = { index: at, hash };
+    }
     this.#size = index + 1;
     return true;
   }
 
+  /**
+   * The tree's right edge: per level, the last complete subtree's hash, which the next appends
+   * read. Forgotten with any transaction that failed (its hashes were rolled back).
+   */
+  #edge: ({ index: number; hash: Hash } | undefined)[] = [];
+
+  /** Buyers' commitments already made, per SKU and user (a hold's and its payment's are one). */
+  readonly #users = new Map<string, string>();
+
   #secret: Uint8Array | undefined;
   #userOf(sku: string, userId: string): string {
+    const key = `${sku}\n${userId}`;
+    const known = this.#users.get(key);
+    if (known !== undefined) return known;
     this.#secret ??= saltSecret(this.env.LOG_SIGNING_KEY ?? "");
-    return userCommitment(userSalt(this.#secret, sku, userId), userId);
+    const user = userCommitment(userSalt(this.#secret, sku, userId), userId);
+    if (this.#users.size >= 10_000) this.#users.clear();
+    this.#users.set(key, user);
+    return user;
   }
 
   /**
@@ -182,12 +200,13 @@ export class SaleLog extends DurableObject<Env> {
           if (invalid !== null) log("warn", "sale log: an outbox event failed validation", { error: invalid });
           for (const event of events) {
             const entry = reservationEntry(event, shard, this.#userOf(event.sku, event.userId));
-            const data = new TextDecoder().decode(entryBytes(entry));
+            const data = JSON.stringify(entry);
             if (this.#append(data, event.reservationId, entry.type, `${event.reservationId}:${entry.type}`)) appended++;
           }
         }
       } catch (err) {
         this.#size = size;
+        this.#edge = [];
         throw err;
       }
     });
@@ -219,6 +238,7 @@ export class SaleLog extends DurableObject<Env> {
       });
     } catch (err) {
       this.#size = size;
+      this.#edge = [];
       throw err;
     }
     if (appended) await this.#arm();

@@ -48,7 +48,12 @@ export interface ConfigEntry {
 export type SaleEntry = ReservationEntry | ConfigEntry;
 
 const encoder = new TextEncoder();
-const hex = (bytes: Uint8Array) => [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+const HEX = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, "0"));
+function hex(bytes: Uint8Array): string {
+  let out = "";
+  for (const b of bytes) out += HEX[b];
+  return out;
+}
 
 /** The entry type of an order event's status. */
 export function entryTypeOf(type: OrderEvent["type"]): ReservationEntryType {
