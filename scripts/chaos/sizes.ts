@@ -14,7 +14,9 @@
  *   (applied, that size alone changed), a size added (on sale at once), and a resize (`409`: units are
  *   sold; the shards and sizes as they were, a token minted before it still good);
  * - a second wave listing the added size too; those told SOLD_OUT join the line with their sizes; some
- *   holds are cancelled, so released sizes serve the line.
+ *   holds are cancelled, among them holds of sizes the line listed, so released sizes serve the line:
+ *   then nobody may still wait while a size they listed has a unit (9), and whoever the line served
+ *   holds a size they listed (their hold is recorded and checked like any other).
  *
  * Everything it was told goes into the shoppers' ledger (each acknowledged reservation with the sizes
  * it listed and the one it got), so invariants.ts checks it like any other, per size at the end (1, 2,
@@ -78,8 +80,10 @@ async function settled(check: () => Promise<string | null>): Promise<string | nu
 
 export class SizesScene {
   /** What was checked on line, for the summary (faults' counts). */
-  readonly told = { acked: 0, soldOut: 0, joined: 0, paid: 0, cancelled: 0, secondPairsRefused: 0 };
+  readonly told = { acked: 0, soldOut: 0, joined: 0, served: 0, paid: 0, cancelled: 0, secondPairsRefused: 0 };
   readonly #jwts = new Map<string, string>();
+  /** Who joined the line (answered 202), with the sizes they listed. */
+  readonly #waiters = new Map<string, string[]>();
 
   constructor(
     readonly faults: FaultInjector,
@@ -133,7 +137,10 @@ export class SizesScene {
     const second = await this.#wave(sku, `${prefix}-b`, WAVE[1], sizes, random, spanMs * 0.25, true);
     await until(0.85);
     await this.#settleHolds(second, random);
+    // (4) Holds of sizes the line wants are let go: each serves the first entry that listed it.
+    await this.#releaseToLine([...first, ...second]);
     await sleep(3_000);
+    await this.#checkLine(sku);
     this.faults.count(`sizes scene: ${this.summary()}`);
     const end = await this.#sizes(sku);
     this.faults.log(
@@ -277,7 +284,81 @@ export class SizesScene {
         body: { quantity: 1, variants: listed },
       }),
     );
-    if (reply?.status === 202) this.told.joined++;
+    if (reply?.status === 202) {
+      this.told.joined++;
+      this.#waiters.set(user, listed);
+    }
+  }
+
+  /** Cancels up to three holds of sizes someone in the line listed. */
+  async #releaseToLine(holds: readonly Acked[]): Promise<void> {
+    const wanted = new Set([...this.#waiters.values()].flat());
+    const mine = holds.filter((a) => a.lastKnown === "held" && wanted.has(a.sizes?.variant ?? "")).slice(0, 3);
+    await Promise.all(mine.map((acked) => this.#cancel(acked)));
+    this.faults.count("sizes: holds of sizes the line wants cancelled", mine.length);
+  }
+
+  /**
+   * The line by size (9, 14): nobody still waits while one of the sizes they listed has a unit
+   * available (read again for a few seconds: a grant may be landing), and whoever left the line
+   * holds a size they listed (their hold is recorded like any other reservation).
+   */
+  async #checkLine(sku: string): Promise<void> {
+    let problem: string | null = null;
+    let served: string[] = [];
+    for (let read = 0; read < 5; read++) {
+      const left = new Map((await this.#sizes(sku)).map((s) => [s.id, s.stock.available]));
+      const problems: string[] = [];
+      served = [];
+      for (const [user, listed] of this.#waiters) {
+        const headers = await this.#auth(user);
+        const place = await call(this.ledger, "sizes waitlist place", () =>
+          this.faults.client.request("GET", `/api/skus/${sku}/waitlist`, { headers }),
+        );
+        const free = listed.filter((id) => (left.get(id) ?? 0) > 0);
+        if (place?.status === 200 && free.length > 0)
+          problems.push(
+            `${user} still waits for ${show(listed)} while ${free.map((id) => `${id} has ${left.get(id)}`).join(", ")}`,
+          );
+        else if (place?.status === 404) served.push(user);
+        else if (place?.status !== 200) problems.push(`${user}'s place answered ${place?.status ?? "nothing"}`);
+      }
+      problem = problems.length > 0 ? problems.join("; ") : null;
+      if (problem === null) break;
+      await sleep(1_000);
+    }
+    if (problem) this.#fail(9, `${sku}: ${problem}`);
+    for (const user of served) {
+      const listed = this.#waiters.get(user) ?? [];
+      const headers = await this.#auth(user);
+      const mine = await call(this.ledger, "sizes me", () =>
+        this.faults.client.request("GET", "/api/me/reservations", { headers }),
+      );
+      const held = ((field(mine?.json, "reservations") ?? []) as Record<string, unknown>[]).filter(
+        (r) => r.sku === sku && (r.status === "held" || r.status === "paid"),
+      );
+      if (mine?.status === 200 && held.length === 0)
+        this.#fail(14, `${sku}: ${user} has no place in the line (404), never left it, and holds nothing`);
+      for (const r of held) {
+        const id = str(r, "reservationId") ?? "";
+        const variant = str(r, "variant") ?? "";
+        this.told.served++;
+        if (!listed.includes(variant))
+          this.#fail(9, `${sku}: the line gave ${user}, who listed ${show(listed)}, size ${show(variant)} (${id})`);
+        if (!id || this.ledger.acked.has(id)) continue;
+        this.ledger.acked.set(id, {
+          id,
+          sku,
+          userId: user,
+          quantity: typeof r.quantity === "number" ? r.quantity : 1,
+          expiresAt: Date.parse(str(r, "expiresAt") ?? ""),
+          lastKnown: str(r, "status") ?? "held",
+          finalBy: null,
+          origin: "waitlist",
+          sizes: { listed, variant },
+        });
+      }
+    }
   }
 
   /** Some holds are paid (the webhook or Stripe), some cancelled, the rest kept. */
@@ -557,7 +638,7 @@ export class SizesScene {
   /** The scene's line for the summary. */
   summary(): string {
     const t = this.told;
-    return `${t.acked} pairs held by preference lists (${t.paid} paid, ${t.cancelled} cancelled), ${t.soldOut} SOLD_OUT, ${t.joined} joined the line with sizes, ${t.secondPairsRefused} second pairs refused`;
+    return `${t.acked} pairs held by preference lists (${t.paid} paid, ${t.cancelled} cancelled), ${t.soldOut} SOLD_OUT, ${t.joined} joined the line with sizes (${t.served} served a size listed), ${t.secondPairsRefused} second pairs refused`;
   }
 }
 
