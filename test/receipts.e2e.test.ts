@@ -1,6 +1,9 @@
+import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readDevVars } from "../tools/dev-vars";
 import { shopperJwt } from "../tools/jwt";
@@ -28,6 +31,7 @@ import {
 
 const WAIT = { timeout: 20_000, interval: 250 };
 const AUTH_SECRET = readDevVars().AUTH_SECRET ?? "dev-auth-secret";
+const run = promisify(execFile);
 const VERIFIED = /^Verified: entry ([\d,]+) of ([\d,]+) in the signed log\.?$/;
 
 let day: SaleDay;
@@ -136,8 +140,13 @@ describe("the verifiable sale in the pages (issue #52)", () => {
     expect(hold.index).toBeGreaterThanOrEqual(2); // the configuration, the other hold, then this one
     expect(shown?.of).toBeGreaterThanOrEqual(hold.index + 1);
     expect(await page.getAttribute("#res-receipt", "data-entry")).toBe("hold");
-    // How to check it: the command for this gateway and SKU, and the public checkpoint it links to.
-    expect(await page.textContent("#res-verify-command")).toBe(`npm run verify-sale -- ${day.server.url} ${sku}`);
+    // How to check it: the receipt as a file, the command for this gateway, SKU and file, and the
+    // public checkpoint it links to.
+    const holdFile = `${sku}-${id.slice(-8)}-hold.tlog-proof`;
+    expect(await page.textContent("#res-verify-command")).toBe(
+      `npm run verify-sale -- ${day.server.url} ${sku} --receipt ${holdFile}`,
+    );
+    expect(await page.getAttribute("#res-receipt-file", "download")).toBe(holdFile);
     const href = (await page.getAttribute("#res-checkpoint", "href")) ?? "";
     expect(href).toBe(`/api/skus/${sku}/log/checkpoint`);
     const checkpoint = await fetch(`${day.server.url}${href}`);
@@ -156,6 +165,19 @@ describe("the verifiable sale in the pages (issue #52)", () => {
     expect(shownPaid?.n).toBe(paid.index + 1);
     expect(paid.index).toBeGreaterThan(hold.index);
     expect(shownPaid?.of).toBe(paid.size);
+    // The saved receipt is the payment's proof, and the command the page gives verifies it.
+    const [download] = await Promise.all([page.waitForEvent("download"), page.click("#res-receipt-file")]);
+    const paidFile = `${sku}-${id.slice(-8)}-paid.tlog-proof`;
+    expect(download.suggestedFilename()).toBe(paidFile);
+    const saved = new URL(`../test-results/${paidFile}`, import.meta.url).pathname;
+    await download.saveAs(saved);
+    expect(readFileSync(saved, "utf8")).toBe(paid.proof);
+    const command = ((await page.textContent("#res-verify-command")) ?? "").split(" ");
+    expect(command.slice(0, 4)).toEqual(["npm", "run", "verify-sale", "--"]);
+    const { stdout } = await run("npx", ["tsx", "scripts/verify-sale.ts", ...command.slice(4, -1), saved], {
+      timeout: 60_000,
+    });
+    expect(JSON.parse(stdout).receipt).toMatchObject({ index: paid.index, entry: "paid" });
     await expectSound(page, "the payment's receipt, 1280 px");
     await page.setViewportSize({ width: DESKTOP.width, height: 1100 });
     await screenshot(page, "storefront-receipt", "storefront-receipt.png");

@@ -1278,11 +1278,16 @@ function renderReceipt(r) {
   const place = receipt ? receiptPlace(receipt) : null;
   $("res-receipt-label").hidden = place === null;
   $("res-receipt").hidden = place === null;
-  if (!place) return;
+  if (!place || !receipt) return;
   const text = `Verified: entry ${place.entry.toLocaleString("en")} of ${place.of.toLocaleString("en")} in the signed log`;
   if ($("res-receipt-text").textContent !== text) $("res-receipt-text").textContent = text;
-  $("res-receipt").dataset.entry = receipt?.entry ?? "";
-  $("res-verify-command").textContent = `npm run verify-sale -- ${location.origin} ${r.sku}`;
+  $("res-receipt").dataset.entry = receipt.entry;
+  // The receipt as a file for `npm run verify-sale -- <gateway> <sku> --receipt <file>` (docs/VERIFY.md).
+  const file = `${r.sku}-${r.reservationId.slice(-8)}-${receipt.entry}.tlog-proof`;
+  const link = $("res-receipt-file");
+  link.setAttribute("download", file);
+  link.setAttribute("href", `data:text/plain;charset=utf-8,${encodeURIComponent(receipt.proof)}`);
+  $("res-verify-command").textContent = `npm run verify-sale -- ${location.origin} ${r.sku} --receipt ${file}`;
   $("res-checkpoint").setAttribute("href", `/api/skus/${encodeURIComponent(r.sku)}/log/checkpoint`);
 }
 
