@@ -188,7 +188,10 @@ function replay(entries: Entry[], reveals: Map<string, string>): Record<string, 
   const held = new Map<string, number>();
   const sold = new Map<string, number>();
   const users = new Map<string, number>();
-  const reservations = new Map<string, { status: string; quantity: number; variant: string; user: string }>();
+  const reservations = new Map<
+    string,
+    { status: string; quantity: number; variant: string; user: string; expires: number | null }
+  >();
   const counts: Record<string, number> = {};
   /** Seed hashes committed by a configuration: when, and the opening's window. */
   const commitments = new Map<string, { at: number; opensAt: number; closesAt: number }>();
@@ -305,7 +308,14 @@ function replay(entries: Entry[], reveals: Map<string, string>): Record<string, 
             fail("a hold before the start, under no tier that had opened");
           take(variant, user, quantity);
           add(held, variant, quantity);
-          reservations.set(id, { status: "held", quantity, variant, user });
+          const expires = typeof entry.expires === "string" ? Date.parse(entry.expires) : Number.NaN;
+          reservations.set(id, {
+            status: "held",
+            quantity,
+            variant,
+            user,
+            expires: Number.isFinite(expires) ? expires : null,
+          });
           break;
         }
         case "paid": {
@@ -323,6 +333,9 @@ function replay(entries: Entry[], reveals: Map<string, string>): Record<string, 
         case "expired":
         case "refund_required": {
           if (!known) return fail(`reservation ${id} released, which the log never held${holdOf(id)}`);
+          // A hold lapses at its end, not before (its buyer had until then to pay).
+          if (entry.type === "expired" && known.status === "held" && known.expires !== null && at < known.expires)
+            fail(`reservation ${id} expired before its hold's end (${new Date(known.expires).toISOString()})`);
           if (known.status === "held") {
             add(held, variant, -quantity);
             add(users, user, -quantity);

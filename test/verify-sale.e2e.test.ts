@@ -468,6 +468,15 @@ describe("npm run verify-sale", () => {
       ],
       ["a hold before any configuration", [hold("r1", 1)], /entry 0 \(hold .*\): a hold before any configuration/],
       [
+        "a hold expired early",
+        [
+          config(5, 1),
+          { ...hold("r1", 1), expires: "2026-12-01T10:11:00.000Z" },
+          { ...hold("r1", 1, 1, 5), type: "expired" },
+        ],
+        /entry 2 \(expired .*\): reservation r1 expired before its hold's end \(2026-12-01T10:11:00.000Z\)/,
+      ],
+      [
         "a draw's seed other than the one committed",
         [
           {
