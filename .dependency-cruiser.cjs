@@ -1,8 +1,36 @@
 // The import rules of the product code, checked by `npm run check` (dependency-cruiser).
 // docs/ARCHITECTURE.md draws the layers these rules keep apart.
+
+// src/'s own layers, top to bottom: a folder imports only from folders below it (or its own layer).
+const SRC_LAYERS = [
+  ["index", "app", "harness"],
+  ["routes"],
+  ["reconcile", "payments"],
+  ["orders"],
+  ["handoff"],
+  ["mirror"],
+  ["catalog"],
+  ["sale-log"],
+  ["edge"],
+  ["stock"],
+  ["http"],
+  ["db", "observability"],
+];
+const srcPath = (names) => `^src/(${names.join("|")})(/|\\.ts$)`;
+const layerRules = SRC_LAYERS.slice(1).map((layer, i) => ({
+  name: `src-layer-${layer.join("-")}`,
+  comment: `src/${layer.join(", src/")} sits below ${SRC_LAYERS.slice(0, i + 1)
+    .flat()
+    .join(", ")}: it never imports them (docs/ARCHITECTURE.md, "Where things live").`,
+  severity: "error",
+  from: { path: srcPath(layer) },
+  to: { path: srcPath(SRC_LAYERS.slice(0, i + 1).flat()) },
+}));
+
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
   forbidden: [
+    ...layerRules,
     {
       name: "no-cycle",
       comment: "A cycle makes two parts one: neither can be read, tested or changed alone.",

@@ -17,7 +17,9 @@ const IDS = ["s1", "s2", "s3", "s4"];
 
 type Op =
   | { kind: "reserve"; user: number; choices: number[] }
-  | { kind: "cancel" | "pay" | "late"; pick: number }
+  | { kind: "cancel"; pick: number }
+  | { kind: "pay"; pick: number }
+  | { kind: "late"; pick: number }
   | { kind: "edit"; size: number; total: number }
   | { kind: "add"; total: number }
   | { kind: "resize"; shards: number };

@@ -7,12 +7,12 @@ import {
   sumShards,
 } from "../../durable-objects/stock/stock-model";
 import { reconcileWatermarks, skus } from "../db/schema";
-import { readShardStates, readWaitlist } from "../edge/sku-state";
 import { ApiError } from "../http/errors";
 import type { SkuSettingsRequest } from "../http/schemas";
 import { logConfiguration } from "../sale-log/sale-log";
 import { adminShard, callStock, unwrap } from "../stock/stock-client";
 import { rememberSku } from "./sku-catalog";
+import { readShardStates, readWaitlist } from "./sku-state";
 
 /**
  * Creates or updates a SKU, then records it in the D1 catalog. Shard 0 applies the whole change,

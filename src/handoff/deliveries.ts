@@ -1,5 +1,5 @@
+import { PAYMENT_COLUMNS, type PaymentRow } from "../db/payment-records";
 import type { DeliveryStatus, WebhookBatch, WebhookEventType } from "../db/schema";
-import { PAYMENT_COLUMNS, type PaymentRow } from "../payments/payment-records";
 import { CHANGE_COLUMNS, type ChangeRow } from "./order-object";
 
 /**

@@ -1,4 +1,4 @@
-import { type PaymentObject, paymentObjectOf } from "../payments/payment-records";
+import { type PaymentObject, paymentObjectOf } from "../db/payment-records";
 import { deliveryId, type Taken } from "./deliveries";
 import { type OrderObject, orderObjectOf } from "./order-object";
 import { sign } from "./signature";

@@ -2,7 +2,7 @@ import { MIRROR_READ_TIMEOUT_MS, mirrorFromEnv } from "../../durable-objects/mir
 import { log } from "../../durable-objects/shared/log";
 import type { SkuState } from "../../durable-objects/stock/stock-model";
 import { skuExists } from "../catalog/sku-catalog";
-import { readSkuState } from "../edge/sku-state";
+import { readSkuState } from "../catalog/sku-state";
 
 /**
  * The read path of stock displays (`GET /api/skus/:sku`): the SKU as the Redis mirror sees it, kept a

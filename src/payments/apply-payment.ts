@@ -1,11 +1,11 @@
 import type { PaymentCommand, PaymentType, PaymentVerdict, Reservation } from "../../durable-objects/stock/stock-model";
 import { catalogHasShard } from "../catalog/sku-catalog";
+import { type PaymentSource, recordPayment } from "../db/payment-records";
 import { wakeSender } from "../handoff/delivery-consumer";
 import { ApiError, busy } from "../http/errors";
 import { increment } from "../observability/metrics";
 import { finishedReservation } from "../orders/finished";
 import { adminShard, callStock, locateReservation } from "../stock/stock-client";
-import { type PaymentSource, recordPayment } from "./payment-records";
 
 /**
  * What both webhooks do once a provider's event is verified and read: the payment, applied by the

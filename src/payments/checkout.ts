@@ -1,5 +1,5 @@
 import type { SkuState } from "../../durable-objects/stock/stock-model";
-import { readSkuState } from "../edge/sku-state";
+import { readSkuState } from "../catalog/sku-state";
 import { allowedOrigins } from "../http/cors";
 import { ApiError, busy } from "../http/errors";
 import { currentReservation } from "../orders/finished";

@@ -1,5 +1,5 @@
+import { type PaymentObject, type PaymentRow, paymentObjectOf, paymentOf, recordRefund } from "../db/payment-records";
 import { ApiError, busy } from "../http/errors";
-import { type PaymentObject, type PaymentRow, paymentObjectOf, paymentOf, recordRefund } from "./payment-records";
 import { StripeRefused, StripeUnavailable, stripeConfigured, stripePost } from "./stripe-api";
 
 /**

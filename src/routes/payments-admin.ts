@@ -1,8 +1,8 @@
 import { Hono } from "hono";
+import { paymentsPage } from "../db/payment-records";
 import { cursorOf, positionOf } from "../handoff/change-feed";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
-import { paymentsPage } from "../payments/payment-records";
 import { markRefunded, refundThroughStripe } from "../payments/refunds";
 import { ROUTES } from "./contract";
 import { limitOf } from "./handoff";

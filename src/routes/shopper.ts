@@ -9,6 +9,7 @@ import {
   shardName,
 } from "../../durable-objects/stock/stock-model";
 import { catalogHasShard, skuExists } from "../catalog/sku-catalog";
+import { readSkuState } from "../catalog/sku-state";
 import { checkChallenges, powBits } from "../edge/challenges";
 import { cachedDraw, type DrawRead } from "../edge/draw-cache";
 import { awaitDraw } from "../edge/draw-client";
@@ -19,7 +20,6 @@ import { reserveGrouped } from "../edge/group-commit";
 import { issueChallenge } from "../edge/proof-of-work";
 import { mintPurchaseToken, newNonce, peekPurchaseToken, verifyPurchaseToken } from "../edge/purchase-token";
 import { saleNotActive } from "../edge/sale-phase";
-import { readSkuState } from "../edge/sku-state";
 import {
   forgetSoldOut,
   hasSizesSoldOut,

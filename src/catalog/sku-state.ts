@@ -1,6 +1,6 @@
 import { type SkuState, sumShards } from "../../durable-objects/stock/stock-model";
-import { skuExists } from "../catalog/sku-catalog";
 import { callStock, stockShard } from "../stock/stock-client";
+import { skuExists } from "./sku-catalog";
 
 /**
  * The states of every shard of a SKU (shard 0 first), or null when the SKU does not exist. A SKU the
