@@ -2,6 +2,8 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
+import { reserveUnits } from "../src/edge/reserve";
+import type { ApiError } from "../src/http/errors";
 import { call, createSku, reserve, stockCallsTo, stockOf, stockShard, tokenFor, uniqueSku } from "./support/client";
 
 const TOKEN_SECRET = "test-token-secret";
@@ -307,5 +309,35 @@ describe("the shopper's user id", () => {
     expect((await stockOf(sku)).held).toBe(0);
     // A well-formed id beyond the BMP is fine.
     expect((await reserve("\ud83d\ude00-shopper", sku)).status).toBe(202);
+  });
+});
+
+describe("the reservation path without HTTP (src/edge/reserve.ts)", () => {
+  it("holds, replays, and says a refusal with its figures, as the route does, spending the limit only past the token", async () => {
+    const sku = uniqueSku("flow");
+    await createSku(sku, { totalStock: 2, perUserLimit: 1 });
+    let limited = 0;
+    const limit = async () => {
+      limited++;
+    };
+    const ask = (userId: string, token: string) => ({
+      sku,
+      userId,
+      token,
+      quantity: 1,
+      requestId: undefined,
+      colo: undefined,
+    });
+    const token = await tokenFor("flo", sku);
+    const held = await reserveUnits(env, ask("flo", token), limit);
+    expect(held).toMatchObject({ replayed: false, reservation: { sku, userId: "flo", status: "held" } });
+    const again = await reserveUnits(env, ask("flo", token), limit);
+    expect([again.replayed, again.reservation.id]).toEqual([true, held.reservation.id]);
+    const over = await reserveUnits(env, ask("flo", await tokenFor("flo", sku)), limit).catch((err: ApiError) => err);
+    expect(over).toMatchObject({ code: "LIMIT_EXCEEDED", details: { perUserLimit: 1, held: 1, requested: 1 } });
+    // A token of another user is refused before the limit is spent.
+    const stolen = await reserveUnits(env, ask("gil", token), limit).catch((err: ApiError) => err);
+    expect(stolen).toMatchObject({ code: "TOKEN_INVALID" });
+    expect(limited).toBe(3);
   });
 });

@@ -1,25 +1,15 @@
 import { type Context, Hono } from "hono";
 import { createMiddleware } from "hono/factory";
-import {
-  homeShard,
-  isOnSale,
-  type Outcome,
-  type Reservation,
-  type ReserveRequest,
-  shardName,
-} from "../../durable-objects/stock/stock-model";
+import { homeShard, isOnSale, type Outcome, type Reservation } from "../../durable-objects/stock/stock-model";
 import { catalogHasShard, skuExists } from "../catalog/sku-catalog";
 import { readSkuState } from "../catalog/sku-state";
 import { checkChallenges, powBits } from "../edge/challenges";
 import { cachedDraw, type DrawRead } from "../edge/draw-cache";
-import { awaitDraw } from "../edge/draw-client";
 import { accessCodeHash, admittedTier } from "../edge/early-access";
-import { gathererName, gatherOn } from "../edge/gather-name";
-import { sendThroughGatherer } from "../edge/gatherer";
-import { reserveGrouped } from "../edge/group-commit";
 import { issueChallenge } from "../edge/proof-of-work";
-import { mintPurchaseToken, newNonce, peekPurchaseToken, verifyPurchaseToken } from "../edge/purchase-token";
-import { saleNotActive } from "../edge/sale-phase";
+import { mintPurchaseToken, newNonce, peekPurchaseToken } from "../edge/purchase-token";
+import { explainRefusal } from "../edge/refusals";
+import { reserveUnits } from "../edge/reserve";
 import {
   forgetSoldOut,
   hasSizesSoldOut,
@@ -145,81 +135,6 @@ function bodyOf(text: string): { token?: string; variants?: string[] } {
   } catch {
     return {};
   }
-}
-
-/**
- * A refused reservation or waitlist entry, said with its figures (API.md: what happened, what to do
- * next): the per-user limit and what this user holds, when the sale opens or closed, the units left.
- * The figures come with the object's refusal, as it decided by them, so a bot retrying at its limit
- * costs one call; only a draw's decided entry, stored as its code, is read again from the user's home
- * shard. Any other outcome is unwrapped as it is.
- */
-async function explainRefusal<T>(
-  env: Env,
-  where: { sku: string; shard: number; userId: string; quantity: number },
-  outcome: Outcome<T>,
-): Promise<T> {
-  if (outcome.ok) return outcome.value;
-  const { sku, shard, userId, quantity } = where;
-  if (outcome.code === "SALE_NOT_ACTIVE") {
-    const sale = outcome.sale ?? (await callStock(() => stockShard(env, sku, shard).state()));
-    if (sale) throw saleNotActive(sale, Date.now());
-  }
-  if (outcome.code === "LIMIT_EXCEEDED") {
-    if (outcome.limit) throw limitExceeded(outcome.limit.perUserLimit, outcome.limit.held, quantity);
-    const stub = stockShard(env, sku, shard);
-    const [state, held] = await Promise.all([callStock(() => stub.state()), callStock(() => stub.quotaOf(userId))]);
-    if (state) throw limitExceeded(state.perUserLimit, held, quantity);
-  }
-  if (outcome.variants && (outcome.code === "SOLD_OUT" || outcome.code === "INSUFFICIENT_STOCK")) {
-    throw sizesShort(outcome.code, outcome.variants, quantity);
-  }
-  if (outcome.code === "INSUFFICIENT_STOCK" && outcome.available !== undefined) {
-    throw new ApiError(
-      "INSUFFICIENT_STOCK",
-      `Only ${outcome.available} ${outcome.available === 1 ? "unit is" : "units are"} left and you asked for ${quantity}: ask for ${outcome.available} or fewer.`,
-      {},
-      { available: outcome.available, requested: quantity },
-    );
-  }
-  return unwrap(outcome);
-}
-
-/** `409 LIMIT_EXCEEDED` with the limit, what the user already holds or bought, and what they may still ask for. */
-function limitExceeded(perUserLimit: number, held: number, requested: number): ApiError {
-  const room = Math.max(0, perUserLimit - held);
-  const next =
-    room > 0
-      ? `You can still buy ${room}: ask for ${room} or fewer.`
-      : "Pay for or cancel a hold you have, or let it lapse, to free room.";
-  return new ApiError(
-    "LIMIT_EXCEEDED",
-    `At most ${perUserLimit} per shopper: you already hold or bought ${held}, so ${requested} more would be over the limit. ${next}`,
-    {},
-    { perUserLimit, held, requested },
-  );
-}
-
-/**
- * Sizes: none of the listed variants has the quantity (API.md v1.4): `SOLD_OUT` when none has a
- * unit, else `INSUFFICIENT_STOCK`, each with what every listed variant has.
- */
-function sizesShort(code: "SOLD_OUT" | "INSUFFICIENT_STOCK", variants: Record<string, number>, quantity: number) {
-  const each = Object.entries(variants)
-    .map(([id, n]) => `${id}: ${n}`)
-    .join(", ");
-  const message =
-    code === "SOLD_OUT"
-      ? `Every size you listed is sold out (${each}): list other sizes, or join the waitlist for these.`
-      : `None of the sizes you listed has ${quantity} units (${each}): ask for fewer, or list other sizes.`;
-  return new ApiError(code, message, {}, { variants, requested: quantity });
-}
-
-/** A draw's refusal says where its entry came, as a winner's reservation does (API.md v1.3). */
-function withDrawPlace(err: unknown, draw: { entryId: string; position: number; entrants: number }): unknown {
-  if (!(err instanceof ApiError)) return err;
-  const place = { entryId: draw.entryId, position: draw.position, entrants: draw.entrants };
-  return new ApiError(err.code, err.message, err.headers, { ...err.details, draw: place });
 }
 
 /** Answers that say something about a SKU that exists; other answers are counted with `sku=""`. */
@@ -372,45 +287,11 @@ register(
   async (c, body) => {
     const sku = skuParam(c.req.param("sku"));
     const userId = c.get("userId");
-    const now = Date.now();
-    const claims = await verifyPurchaseToken(body.token, { sku, userId }, c.env.TOKEN_SECRET, now);
-    // The rate limit guards the stock objects: an answer this isolate gives on its own does not
-    // spend the shopper's allowance, and costs less than asking the binding.
-    await limitShopper(c);
-
-    const request: ReserveRequest = {
-      userId,
-      nonce: claims.nonce,
-      quantity: body.quantity,
-      shards: claims.shards, // a token minted before a change of `shards` may no longer hold
-      tokenExpiresAt: claims.expiresAt, // the object keeps its reservation while the token can replay
-      requestId: c.get("requestId"),
-      tier: claims.tier, // early access: the object checks that this tier has opened
-      variants: body.variants, // sizes: the object takes the first listed with the quantity
-    };
-    const stock = shardName(sku, claims.shard);
-    // GATHER: through the shard's gatherer for this colo, which batches with other isolates' (issue 44).
-    const send = gatherOn(c.env, claims.shards)
-      ? sendThroughGatherer(c.env, stock, gathererName(stock, c.req.raw.cf?.colo as string | undefined))
-      : (requests: ReserveRequest[]) => callStock(() => stockShard(c.env, sku, claims.shard).reserve(requests));
-    let outcome = c.env.GROUP_COMMIT === "on" ? await reserveGrouped(stock, request, send) : (await send([request]))[0];
-    if (!outcome) throw new Error("stock object returned no answer");
-    // Fair opening: not decided on arrival; the answer comes from the draw (or right after it).
-    const drawn = !outcome.ok && outcome.code === "DRAW_PENDING";
-    if (drawn) outcome = await awaitDraw(c.env, sku, claims.shard, request);
-    // The object says whether its answer shows the SKU sold out (its rule: showsSoldOut). A draw's
-    // answers carry no spent-nonce digest: they teach the sold-out cache nothing.
-    if (outcome.soldOut && !drawn)
-      markSoldOut(sku, now, soldOutTtl(c.env), { shard: claims.shard, spent: outcome.spent });
-    if (outcome.sizesSoldOut && !drawn && !outcome.ok) {
-      for (const id of Object.keys(outcome.variants ?? {})) {
-        markSoldOut(variantKey(sku, id), now, soldOutTtl(c.env), { shard: claims.shard, spent: outcome.spent });
-      }
-    }
-    const where = { sku, shard: claims.shard, userId, quantity: body.quantity };
-    const answer = await explainRefusal(c.env, where, outcome).catch((err) => {
-      throw outcome && !outcome.ok && outcome.draw ? withDrawPlace(err, outcome.draw) : err;
-    });
+    const answer = await reserveUnits(
+      c.env,
+      { sku, userId, ...body, requestId: c.get("requestId"), colo: c.req.raw.cf?.colo as string | undefined },
+      () => limitShopper(c),
+    );
     if (answer.replayed) c.header("Idempotent-Replayed", "true");
     const receipts = await receiptsOfHeld(c.env, c.req.url, answer.reservation, Boolean(answer.replayed)); // src/sale-log/
     const view = { ...reservationView(answer.reservation), ...receipts };
