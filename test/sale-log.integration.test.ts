@@ -385,4 +385,24 @@ describe("the sale log", () => {
       { name: "codes", startsAt: iso(now - 60_000), by: "code" },
     ]);
   });
+
+  it("forgets nothing and keeps nothing of an append that failed", async () => {
+    const log = logOf(uniqueSku("logfail"));
+    const time = new Date(0).toISOString();
+    // A BigInt has no JSON: the append throws inside its transaction, the first one of a fresh log included.
+    const bad = { type: "config" as const, time, n: 1n };
+    await expect(log.appendConfig(bad)).rejects.toThrow();
+    expect(await log.size()).toBe(0);
+    const leaves: Hash[] = [];
+    for (let n = 0; n < 3; n++) {
+      const good = { type: "config" as const, time, n };
+      expect(await log.appendConfig(good)).toBe(true);
+      leaves.push(leafHash(new TextEncoder().encode(JSON.stringify(good))));
+      await expect(log.appendConfig(bad)).rejects.toThrow();
+      expect(await log.size()).toBe(n + 1);
+    }
+    const head = await log.recordHead();
+    expect(head.size).toBe(3);
+    expect([...head.root]).toEqual([...mth(leaves)]);
+  });
 });

@@ -191,23 +191,16 @@ export class SaleLog extends DurableObject<Env> {
    */
   async append(shard: number, bodies: readonly string[]): Promise<number> {
     let appended = 0;
-    this.ctx.storage.transactionSync(() => {
+    this.#transaction(() => {
       this.#createTables();
-      const size = this.#size;
-      try {
-        for (const body of bodies) {
-          const { events, invalid } = eventsOfMessage(body);
-          if (invalid !== null) log("warn", "sale log: an outbox event failed validation", { error: invalid });
-          for (const event of events) {
-            const entry = reservationEntry(event, shard, this.#userOf(event.sku, event.userId));
-            const data = JSON.stringify(entry);
-            if (this.#append(data, event.reservationId, entry.type, `${event.reservationId}:${entry.type}`)) appended++;
-          }
+      for (const body of bodies) {
+        const { events, invalid } = eventsOfMessage(body);
+        if (invalid !== null) log("warn", "sale log: an outbox event failed validation", { error: invalid });
+        for (const event of events) {
+          const entry = reservationEntry(event, shard, this.#userOf(event.sku, event.userId));
+          const data = JSON.stringify(entry);
+          if (this.#append(data, event.reservationId, entry.type, `${event.reservationId}:${entry.type}`)) appended++;
         }
-      } catch (err) {
-        this.#size = size;
-        this.#edge = [];
-        throw err;
       }
     });
     if (appended > 0) await this.#arm();
@@ -215,32 +208,41 @@ export class SaleLog extends DurableObject<Env> {
   }
 
   /**
+   * Runs `work` in one SQLite transaction; if it fails, what memory keeps of the tables (their
+   * existence, the size, the right edge) is read again, since the transaction's writes were undone.
+   */
+  #transaction<T>(work: () => T): T {
+    const size = this.#size;
+    try {
+      return this.ctx.storage.transactionSync(work);
+    } catch (err) {
+      this.#size = size;
+      this.#edge = [];
+      this.#ready =
+        this.#sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'entries'").toArray().length > 0;
+      throw err;
+    }
+  }
+
+  /**
    * A configuration, archive or draw-reveal entry, once per `dedupe` when given. `sku`: the log's
    * SKU, to ask its shard 0 for the reveal of the draws a configuration commits to (`draws`).
    */
   async appendConfig(entry: ConfigEntry, dedupe?: string, sku?: string): Promise<boolean> {
-    const size = this.#size;
-    let appended = false;
     const draws = Array.isArray(entry.draws) ? (entry.draws as { seedHash: string; closesAt: string }[]) : [];
-    try {
-      appended = this.ctx.storage.transactionSync(() => {
-        this.#createTables();
-        const added = this.#append(JSON.stringify(entry), null, entry.type, dedupe ?? null);
-        if (added && sku !== undefined)
-          for (const draw of draws)
-            this.#sql.exec(
-              "INSERT OR IGNORE INTO draws (seed_hash, sku, closes_at) VALUES (?, ?, ?)",
-              draw.seedHash,
-              sku,
-              Date.parse(draw.closesAt),
-            );
-        return added;
-      });
-    } catch (err) {
-      this.#size = size;
-      this.#edge = [];
-      throw err;
-    }
+    const appended = this.#transaction(() => {
+      this.#createTables();
+      const added = this.#append(JSON.stringify(entry), null, entry.type, dedupe ?? null);
+      if (added && sku !== undefined)
+        for (const draw of draws)
+          this.#sql.exec(
+            "INSERT OR IGNORE INTO draws (seed_hash, sku, closes_at) VALUES (?, ?, ?)",
+            draw.seedHash,
+            sku,
+            Date.parse(draw.closesAt),
+          );
+      return added;
+    });
     if (appended) await this.#arm();
     return appended;
   }
