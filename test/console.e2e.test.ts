@@ -25,7 +25,7 @@ import {
  * from the dashboard alone (create, a shopper buys, pause, resume, a lower stock, archive), each
  * change confirmed in a dialog that names it, each answer of the server shown, and checked against
  * what the API then says. axe-core clean at 1280 and 420 px, dialogs open. Screenshots: test-results/,
- * and the README's console ones in docs/screenshots/.
+ * and docs/PAGES.md's console ones in docs/screenshots/.
  */
 
 const WAIT = { timeout: 20_000, interval: 250 };

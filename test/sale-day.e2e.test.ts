@@ -24,7 +24,7 @@ import { eventually } from "./support/eventually";
  * 1280 px and 420 px, and counts reservations from D1's order rows (a restart resets nothing), its
  * rates over the window it names. Both pages pass axe-core
  * (no serious or critical violation, text contrast at WCAG AA). Screenshots: test-results/, and the
- * README's in docs/screenshots/.
+ * docs/PAGES.md's in docs/screenshots/.
  */
 
 const WAIT = { timeout: 20_000, interval: 250 };
