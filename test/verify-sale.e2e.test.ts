@@ -1,6 +1,6 @@
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -321,6 +321,20 @@ describe("npm run verify-sale", () => {
     const moved = [...rest];
     moved[0] = `index ${Number((moved[0] ?? "").slice(6)) + 1}`;
     expect((await check([header, extra, ...moved].join("\n"))).out.broken).toMatch(/is not in its checkpoint/);
+  });
+
+  it("stores nothing for a SKU never configured, whichever log route names it", async () => {
+    const files = () => {
+      const dir = join(server.stateDir, "v3", "do");
+      const logs = readdirSync(dir).find((d) => d.endsWith("-SaleLog"));
+      return logs ? readdirSync(join(dir, logs)).filter((f) => f.endsWith(".sqlite") && f !== "metadata.sqlite") : [];
+    };
+    const before = files();
+    const ghost = `ghost-${randomUUID().slice(0, 8)}`;
+    for (const path of ["checkpoint", "tile/0/000.p/1", "tile/entries/000", "tile/1/000"]) {
+      expect((await fetch(`${server.url}/api/skus/${ghost}/log/${path}`)).status, path).toBe(404);
+    }
+    expect(files()).toEqual(before);
   });
 
   it("is read alike by an outside reader, Go's golang.org/x/mod/sumdb/tlog and note", async () => {

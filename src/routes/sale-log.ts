@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import { TILE_WIDTH } from "../../durable-objects/shared/merkle";
 import { parseSigner } from "../../durable-objects/shared/signed-note";
+import { skuExists } from "../catalog/sku-catalog";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import { logOrigin, saleLogOn } from "../sale-log/sale-log";
@@ -23,8 +24,9 @@ function verifierKey(env: Env): Promise<string | null> {
   return verifierOf.text;
 }
 
-function logOf(env: Env, sku: string) {
-  if (!SKU_ID.test(sku) || !saleLogOn(env)) throw new ApiError("SKU_NOT_FOUND");
+/** The SKU's log; a SKU never configured reaches no object and makes none (its id is asked of the catalog first). */
+async function logOf(env: Env, sku: string) {
+  if (!SKU_ID.test(sku) || !saleLogOn(env) || !(await skuExists(env, sku))) throw new ApiError("SKU_NOT_FOUND");
   return env.SALE_LOG.getByName(sku);
 }
 
@@ -36,7 +38,7 @@ register(saleLogRoutes, ROUTES.logKey, async (c) => {
 
 register(saleLogRoutes, ROUTES.logCheckpoint, async (c) => {
   const sku = c.req.param("sku");
-  const log = logOf(c.env, sku);
+  const log = await logOf(c.env, sku);
   // A log with no entry is a SKU never configured (its first entry is its configuration).
   if ((await log.size()) === 0) throw new ApiError("SKU_NOT_FOUND");
   const note = await log.checkpoint(logOrigin(c.env, c.req.url, sku));
@@ -61,7 +63,7 @@ register(saleLogRoutes, ROUTES.logTile, async (c) => {
   const sku = c.req.param("sku");
   const tile = parseTilePath(c.req.param("tile"));
   if (!tile) throw new ApiError("NOT_FOUND", "Not a tile path: tile/<L>/<N>[.p/<W>] or tile/entries/<N>[.p/<W>].");
-  const log = logOf(c.env, sku);
+  const log = await logOf(c.env, sku);
   const bytes =
     tile.level === "entries"
       ? await log.entryBundle(tile.index, tile.width)
