@@ -1,6 +1,7 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { homeShard } from "../durable-objects/shared/shard-name";
 import { forgetSoldOut } from "../src/edge/sold-out-cache";
 import { Scrape } from "../tools/prometheus";
 import { type Answer, call, createSku, stockCallsTo, stockShard, tokenFor, uniqueSku } from "./support/client";
@@ -336,6 +337,34 @@ describe("sizes under reconciliation", () => {
       ["shard_totals", { total: 12 }, { sumOfShards: 14 }, false],
       ["variant_totals", { variant: "q", total: 4 }, { variant: "q", sumOfShards: 6 }, false],
     ]);
+  });
+});
+
+describe("a size shard 0 added and a sibling has not heard of", () => {
+  it("is learnt by the sibling from shard 0 when a buyer lists it, and pulled: held, not refused as unknown", async () => {
+    const { sku } = await sized(4, [{ id: "a", totalStock: 4 }]);
+    const added = await call("PUT", `/admin/skus/${sku}`, {
+      admin: true,
+      body: { variants: [{ id: "late", totalStock: 2 }] },
+    });
+    expect(added.status).toBe(200);
+    // The hand-off to shard 2 was lost (as a failed call leaves it until the alarm hands it again).
+    await runInDurableObject(stockShard(env, sku, 2), (object, state) => {
+      state.storage.sql.exec("DELETE FROM variant_stock WHERE id = 'late'");
+      object.engine.forget();
+    });
+    const buyer = Array.from({ length: 50 }, (_, i) => `lag-${i}`).find((u) => homeShard(u, 4) === 2) as string;
+    const held = await reserveSizes(buyer, sku, ["late"]);
+    expect(held.status, JSON.stringify(held.json)).toBe(202);
+    expect(held.json.variant).toBe("late");
+    // A size no shard has is still refused, naming the field.
+    const bogus = await reserveSizes(`${buyer}-b`, sku, ["nope"]);
+    expect(bogus.status).toBe(400);
+    expect(fieldsOf(bogus)).toContain("variants");
+    expect(await variantStock(sku)).toEqual({
+      a: { total: 4, available: 4, held: 0, sold: 0 },
+      late: { total: 2, available: 1, held: 1, sold: 0 },
+    });
   });
 });
 

@@ -291,6 +291,29 @@ export class Configuration {
     }
   }
 
+  /**
+   * A sibling learns the variants shard 0 has and it lacks, at 0 units here (its hand-off of them
+   * is late: the PUT that added them retries it): a buyer listing a new size is not refused for it.
+   * Returns how many it learnt.
+   */
+  learnVariants(variants: readonly { id: string; name: string }[]): number {
+    const ledger = this.#ledger;
+    // Only a shard in sizes already: one that has none still has its plain stock, which only the
+    // hand-off (a configure, total and sizes at once) turns into sizes.
+    if (!ledger.configured || !ledger.row() || ledger.variants().size === 0) return 0;
+    return ledger.run(() => {
+      const known = ledger.variants();
+      let learnt = 0;
+      for (const v of variants) {
+        if (known.has(v.id)) continue;
+        ledger.addVariant({ id: v.id, name: v.name, position: known.size, total: 0, held: 0, sold: 0 });
+        learnt++;
+      }
+      if (learnt > 0) ledger.bumpSeq();
+      return learnt;
+    });
+  }
+
   /** Shard 0: each variant's total over all shards as the operator last set it (empty: none recorded). */
   variantTargets(): Map<string, number> {
     if (!this.#ledger.configured) return new Map();

@@ -246,6 +246,17 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
 
   async #reserve(requests: ReserveRequest[]): Promise<ReserveOutcome[]> {
     const answers: ReserveOutcome[] = this.engine.holds.reserve(requests, this.now());
+    if (answers.some((a) => !a.ok && a.code === "VARIANT_INVALID") && (await this.#learnSizes())) {
+      const again = answers.flatMap((a, i) => (!a.ok && a.code === "VARIANT_INVALID" ? [i] : []));
+      const retried = this.engine.holds.reserve(
+        again.map((i) => requests[i] as ReserveRequest),
+        this.now(),
+      );
+      again.forEach((i, k) => {
+        const answer = retried[k];
+        if (answer) answers[i] = answer;
+      });
+    }
     const short = answers.flatMap((a, i) => (isShort(a) ? [i] : []));
     // The state is read only when some request went short: a served batch costs no extra query.
     const state = short.length > 0 ? this.engine.configuration.state() : null;
@@ -273,6 +284,18 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     // and each hold's queue event carries its request id to the consumer's line.
     await this.#afterCommit();
     return answers;
+  }
+
+  /**
+   * Sizes on a sibling shard: a size it does not know may be one shard 0 added and has not handed
+   * here yet; it learns shard 0's (at 0 units here, pulled on demand) and says whether it learnt any.
+   */
+  async #learnSizes(): Promise<boolean> {
+    const state = this.engine.configuration.state();
+    if (!state || state.shard === 0 || state.shards <= 1) return false;
+    const lead = await this.#host.shardOf(state.sku, 0).state();
+    const sizes = lead?.variants?.map((v) => ({ id: v.id, name: v.name })) ?? [];
+    return this.engine.configuration.learnVariants(sizes) > 0;
   }
 
   /** Pulls units for the requests that went short, and decides them again. */
