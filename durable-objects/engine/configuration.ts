@@ -269,13 +269,7 @@ export class Configuration {
         before.total = v.total;
       }
     }
-    const targets: [string, number][] = settings.skuVariantTotals
-      ? Object.entries(settings.skuVariantTotals)
-      : settings.retarget
-        ? (settings.variants ?? []).flatMap((v) =>
-            v.totalStock === undefined ? [] : [[v.id, v.totalStock] as [string, number]],
-          )
-        : [];
+    const targets = Object.entries(settings.skuVariantTotals ?? {});
     for (const [id, total] of targets) {
       ledger.sql.exec(
         "INSERT INTO variant_target (id, total) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET total = excluded.total",

@@ -427,11 +427,6 @@ export class Ledger {
     return this.#variants;
   }
 
-  /** A variant's counts changed in memory: written back before the commit. */
-  touchVariant(id: string): void {
-    this.#dirtyVariants.add(id);
-  }
-
   /** Adds a variant (a configure): written now, in the caller's transaction. */
   addVariant(v: VariantRow): void {
     this.sql.exec(

@@ -120,6 +120,7 @@ export function leadSettings(change: DecidedChange, changeId: string): SkuSettin
     shards: change.shards,
     retarget: { total: change.totalStock, assumed: change.assumedTotal },
     variants: change.variants,
+    skuVariantTotals: variantTotals(change),
     plan: JSON.stringify(plan),
   };
 }
