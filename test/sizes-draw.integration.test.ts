@@ -89,3 +89,37 @@ describe.each([1, 4])("an opening draw with sizes on %i shard(s)", (shards) => {
     expect(view.json.variants.map((v: { stock: { held: number } }) => v.stock.held)).toEqual([2, 2, 1]);
   });
 });
+
+describe("an opening draw with sizes on a sharded SKU", () => {
+  it("gives an entry its first choice from another shard before a later one its home shard has", async () => {
+    const shards = 4;
+    const sku = uniqueSku("sizedrawfirst");
+    const opensAt = Date.now() + 60_000;
+    // A: one unit, on shard 0; B: one unit on every shard.
+    await createSku(sku, {
+      variants: [
+        { id: "A", totalStock: 1 },
+        { id: "B", totalStock: 4 },
+      ],
+      perUserLimit: 1,
+      shards,
+      startsAt: new Date(opensAt).toISOString(),
+      openingWindowMs: 1_500,
+    });
+    await setClock(sku, shards, opensAt + 1);
+    const user = Array.from({ length: 50 }, (_, i) => `first-${sku}-${i}`).find(
+      (u) => homeShard(u, shards) === 2,
+    ) as string;
+    const claims = { sku, userId: user, shard: 2, shards, nonce: newNonce(), expiresAt: Date.now() + 300_000 };
+    const token = await mintPurchaseToken(claims, TOKEN_SECRET);
+    const pending = call("POST", `/api/skus/${sku}/reservations`, {
+      user,
+      body: { token, quantity: 1, variants: ["A", "B"] },
+    });
+    await untilEntered(sku, shards, 1);
+    await closeWindow(sku, shards, opensAt + 1_500);
+    const answer = await pending;
+    expect(answer.status, JSON.stringify(answer.json)).toBe(202);
+    expect(answer.json.variant).toBe("A");
+  });
+});

@@ -93,7 +93,14 @@ export class DrawDecision {
       ledger.expireDue(now, LAZY_EXPIRY_BATCH);
       const outcome = this.#deciding(() =>
         this.holds.one(
-          { userId, nonce: e.nonce, quantity: e.quantity, tier: e.tier ?? undefined, variants: listedVariants(e) },
+          {
+            userId,
+            nonce: e.nonce,
+            quantity: e.quantity,
+            tier: e.tier ?? undefined,
+            variants: listedVariants(e),
+            pulled: record, // asked again after the pull: a later size this shard has may serve
+          },
           now,
           true,
         ),

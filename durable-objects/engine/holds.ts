@@ -66,10 +66,11 @@ export class Holds {
     quantity: number,
     now: number,
     variants?: readonly string[],
+    pulled = false,
   ): Outcome<ReserveAnswer> {
     return this.ledger.run(() => {
       this.ledger.expireDue(now, LAZY_EXPIRY_BATCH);
-      return this.one({ userId, nonce: entryId, quantity, variants }, now, true);
+      return this.one({ userId, nonce: entryId, quantity, variants, pulled }, now, true);
     });
   }
 
@@ -171,13 +172,14 @@ export class Holds {
     if (drawn) return drawn;
     // Archived: not sold any more (a token's replay above still answers its hold, which keeps its course).
     if (sku.status === "archived") return fail("SKU_NOT_FOUND");
-    if (!this.#variantsFit(request.variants)) return fail("VARIANT_INVALID");
+    if (!variantsFit(ledger.variants(), request.variants)) return fail("VARIANT_INVALID");
     if (ledger.fenced()) return fail("BUSY", available);
     if (request.shards !== undefined && request.shards !== sku.shards) return fail("TOKEN_INVALID");
 
     // Before the public start, only a token the edge signed for a tier open by this shard's clock.
     if (!rowOnSale(sku, now) && !this.access.admits(request.tier, sku, now)) return notOnSale(sku, available);
-    const strict = sku.shards > 1 && request.pulled !== true && !served;
+    // Whoever asks (a token, the line, the draw): a sharded shard takes a later choice only after a pull.
+    const strict = sku.shards > 1 && request.pulled !== true;
     const admitted = this.admit(sku, request.userId, request.quantity, now, served, request.variants, strict);
     if (!admitted.ok) return admitted.code === "DRAW_PENDING" ? this.#enterDraw(request, sku, now) : admitted;
 
@@ -235,11 +237,6 @@ export class Holds {
     }
     if (fits !== null && (!strict || fits === variants[0])) return { ok: true, variant: fits };
     return { ok: false, code: any ? "INSUFFICIENT_STOCK" : "SOLD_OUT", available, variants: counts };
-  }
-
-  /** Whether a request's `variants` fit this SKU: required (all known) when it has variants, absent else. */
-  #variantsFit(variants: readonly string[] | undefined): boolean {
-    return variantsFit(this.ledger.variants(), variants);
   }
 
   /**

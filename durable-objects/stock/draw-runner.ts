@@ -95,7 +95,8 @@ export class DrawRunner {
       const pull = sizes
         ? await this.#pulls.pullChoices(state, quantity, sizes)
         : await this.#pulls.pull(state, quantity - state.stock.available);
-      if (pull.failed && pull.pulled === 0) answer = { ok: false, code: "BUSY" };
+      // Sizes: after a failed pull a later choice is a guess too (the first may be on that sibling).
+      if (pull.failed && (sizes !== undefined || pull.pulled === 0)) answer = { ok: false, code: "BUSY" };
       else answer = engine.drawDecision.decideEntry(opening, userId, place, this.#host.now(), true);
     }
     engine.holds.takeFreed();

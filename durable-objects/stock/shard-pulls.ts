@@ -60,19 +60,27 @@ export class ShardPulls {
   }
 
   /**
-   * Sizes: a buyer's choices in order, each pulled from the siblings until one has `quantity` here
-   * (the line's and the draw's entries, asked on their home shard).
+   * Sizes: a buyer's choices in order, each pulled from the siblings until one has `quantity` here.
+   * `here`: this shard's units of each size, kept up to date across the buyers of one batch (a size
+   * pulled for one counts for the next). A sibling that could not answer stops it (`failed`): its
+   * units of that choice are unknown, so no later choice may be taken instead.
    */
-  async pullChoices(state: SkuState, quantity: number, variants: readonly string[]) {
+  async pullChoices(
+    state: SkuState,
+    quantity: number,
+    variants: readonly string[],
+    here = new Map((state.variants ?? []).map((v) => [v.id, v.stock.available])),
+  ) {
     let pulled = 0;
     let failed = false;
     for (const id of variants) {
-      const left = state.variants?.find((v) => v.id === id)?.stock.available ?? 0;
+      const left = here.get(id) ?? 0;
       if (left >= quantity) break;
       const pull = await this.pull(state, quantity - left, id);
       pulled += pull.pulled;
       failed ||= pull.failed;
-      if (left + pull.pulled >= quantity) break;
+      here.set(id, left + pull.pulled);
+      if (pull.failed || left + pull.pulled >= quantity) break;
     }
     return { pulled, failed };
   }

@@ -248,14 +248,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     const answers: ReserveOutcome[] = this.engine.holds.reserve(requests, this.now());
     if (answers.some((a) => !a.ok && a.code === "VARIANT_INVALID") && (await this.#learnSizes())) {
       const again = answers.flatMap((a, i) => (!a.ok && a.code === "VARIANT_INVALID" ? [i] : []));
-      const retried = this.engine.holds.reserve(
-        again.map((i) => requests[i] as ReserveRequest),
-        this.now(),
-      );
-      again.forEach((i, k) => {
-        const answer = retried[k];
-        if (answer) answers[i] = answer;
-      });
+      this.#decideAgain(requests, answers, again);
     }
     const short = answers.flatMap((a, i) => (isShort(a) ? [i] : []));
     // The state is read only when some request went short: a served batch costs no extra query.
@@ -298,25 +291,25 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     return this.engine.configuration.learnVariants(sizes) > 0;
   }
 
+  /** Decides the requests at `which` again, in one batch, their answers put in place of the first ones. */
+  #decideAgain(requests: ReserveRequest[], answers: ReserveOutcome[], which: number[], pulled = false): void {
+    const again = which.map((i) => requests[i] as ReserveRequest);
+    const retried = this.engine.holds.reserve(pulled ? again.map((r) => ({ ...r, pulled })) : again, this.now());
+    which.forEach((i, k) => {
+      const answer = retried[k];
+      if (answer) answers[i] = answer;
+    });
+  }
+
   /** Pulls units for the requests that went short, and decides them again. */
   async #pullFor(requests: ReserveRequest[], answers: ReserveOutcome[], short: number[], state: SkuState) {
-    const pull = state.variants
-      ? await this.#pullVariants(requests, short, state)
-      : await this.#pullUnits(requests, short, state);
-    if (pull.pulled > 0 || state.variants) {
-      // Sizes: asked again after the pull either way, now free to take a later choice this shard has.
-      const retried = this.engine.holds.reserve(
-        short.map((i) => ({ ...(requests[i] as ReserveRequest), pulled: true })),
-        this.now(),
-      );
-      short.forEach((i, k) => {
-        const answer = retried[k];
-        if (answer) answers[i] = answer;
-      });
-    } else if (!pull.failed && !state.variants) {
-      // Siblings empty of some sizes may still have others: only a SKU without variants is all empty.
-      this.#pulls.noteEmpty();
+    if (state.variants) {
+      await this.#pullVariants(requests, answers, short, state);
+      return;
     }
+    const pull = await this.#pullUnits(requests, short, state);
+    if (pull.pulled > 0) this.#decideAgain(requests, answers, short);
+    else if (!pull.failed) this.#pulls.noteEmpty();
     // A sibling that could not answer may have stock: SOLD_OUT would be a guess, and the edge
     // would cache it. Such answers become BUSY (503, retry).
     if (pull.failed) {
@@ -333,27 +326,26 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   }
 
   /**
-   * Sizes: for each short request, its choices in order, each pulled from the siblings until one
-   * has the quantity here (a choice pulled for an earlier request counts for the next ones).
+   * Sizes: each short request's choices pulled in order (a size pulled for one counts for the next),
+   * then each decided again, now free to take a later choice this shard has; a request whose pull
+   * a sibling could not answer is BUSY (503, retry): its first choice may be on that sibling. No
+   * "siblings empty" memory: siblings out of some sizes may have others.
    */
-  async #pullVariants(requests: ReserveRequest[], short: number[], state: SkuState) {
+  async #pullVariants(requests: ReserveRequest[], answers: ReserveOutcome[], short: number[], state: SkuState) {
     const here = new Map((state.variants ?? []).map((v) => [v.id, v.stock.available]));
-    let pulled = 0;
-    let failed = false;
+    const failed = new Set<number>();
     for (const i of short) {
       const request = requests[i];
-      if (!request) continue;
-      for (const id of request.variants ?? []) {
-        const left = here.get(id) ?? 0;
-        if (left >= request.quantity) break;
-        const pull = await this.#pulls.pull(state, request.quantity - left, id);
-        pulled += pull.pulled;
-        failed ||= pull.failed;
-        here.set(id, left + pull.pulled);
-        if (left + pull.pulled >= request.quantity) break;
-      }
+      if (!request?.variants) continue;
+      if ((await this.#pulls.pullChoices(state, request.quantity, request.variants, here)).failed) failed.add(i);
     }
-    return { pulled, failed };
+    this.#decideAgain(
+      requests,
+      answers,
+      short.filter((i) => !failed.has(i)),
+      true,
+    );
+    for (const i of failed) answers[i] = { ok: false, code: "BUSY" };
   }
 
   /**

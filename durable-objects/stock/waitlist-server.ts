@@ -117,8 +117,12 @@ export class WaitlistServer {
       const pull = variants
         ? await this.#pulls.pullChoices(state, quantity, variants)
         : await this.#pulls.pull(state, quantity - state.stock.available);
-      if (pull.pulled > 0) answer = engine.holds.forWaitlist(entryId, userId, quantity, this.#host.now(), variants);
-      else if (pull.failed) answer = { ok: false, code: "BUSY" };
+      // Sizes: asked again after the pull either way (a later size this shard has may serve), unless a
+      // sibling could not answer (its units of an earlier choice are unknown).
+      if (pull.failed && (variants !== undefined || pull.pulled === 0)) answer = { ok: false, code: "BUSY" };
+      else if (pull.pulled > 0 || variants !== undefined) {
+        answer = engine.holds.forWaitlist(entryId, userId, quantity, this.#host.now(), variants, true);
+      }
     }
     engine.holds.takeFreed(); // what this shard had was for this buyer: nothing to tell the waitlist
     await this.#host.afterCommit();
