@@ -214,7 +214,13 @@ describe("storefront: the line, visible", () => {
 
     // Back in line, then Bob cancels: the line grants Erin a hold, and the page shows it.
     await page.click("#join-waitlist");
-    await expect.poll(() => page.textContent("#line-position"), SHOWS).toBe("1 of those waiting: you are next");
+    // The line's server, not the panel, says Erin waits: the panel kept its text while hidden, so a
+    // cancel sent on that text alone could reach the SKU before the join (then 409 STOCK_AVAILABLE).
+    await expect
+      .poll(async () => (await call("GET", `/api/skus/${sku}/waitlist`, undefined, erin)).status, SHOWS)
+      .toBe(200);
+    await page.waitForSelector("#line:not([hidden])", SHOWS);
+    expect(await page.textContent("#line-position")).toBe("1 of those waiting: you are next");
     const bobId = String(bobHold.json.reservationId);
     expect((await call("POST", `/api/reservations/${bobId}/cancel`, undefined, bob)).status).toBe(200);
     // The grant shows once the queue wrote its order row: seconds, more on a loaded machine.
