@@ -155,7 +155,9 @@ describe("storefront: early access", () => {
     expect(await page.textContent("#message")).toBe("Not reserved: the access code was refused (see under the field).");
     await page.fill("#access-code", spare ?? "");
     await page.click("#buy");
-    // Noah's own list (the card may still read Mia's "held" for a moment).
+    // Noah's own list, once his hold is answered (the card, hidden at his sign-in, shows again): until the
+    // page has read his list, #orders can still be Mia's, whose "held 1 × sku" reads the same.
+    await page.waitForSelector("#reservation:not([hidden])", SHOWS);
     await expect.poll(() => page.textContent("#orders"), SHOWS).toContain(`held 1 × ${sku}`);
     expect(await page.isHidden("#access-error")).toBe(true);
     expect((await call("GET", `/admin/skus/${sku}`)).json.stock).toMatchObject({ available: 3, held: 2 });
