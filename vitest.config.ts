@@ -97,6 +97,9 @@ export default defineConfig({
           environment: "node",
           testTimeout: 120_000,
           hookTimeout: 120_000,
+          // An expect.poll without its own timeout waits 10 s, not vitest's 1 s: after a click the page's
+          // answer takes one to three requests to wrangler dev, which a loaded 2-core machine can hold up.
+          expect: { poll: { timeout: 10_000 } },
         },
       },
     ],
