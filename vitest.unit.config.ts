@@ -1,4 +1,6 @@
+import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
+import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
 import { BaseSequencer, type TestSpecification } from "vitest/node";
 
@@ -7,6 +9,7 @@ import { BaseSequencer, type TestSpecification } from "vitest/node";
  * (vitest's own order needs a cache of past runs, which a fresh clone lacks).
  */
 const LONG_FIRST = [
+  "test/sim.unit.test.ts",
   "test/opening-draw.unit.test.ts",
   "test/opening-draw-21-40.unit.test.ts",
   "test/stock-engine.unit.test.ts",
@@ -23,10 +26,31 @@ class LongFirst extends BaseSequencer {
   }
 }
 
+/**
+ * The simulator's stand-ins (tools/sim/, docs/SIMULATOR.md): workerd's `cloudflare:workers` for the
+ * stock object's base class, its id source (`uuid` as sku-stock.ts imports it), and `*.lua` as text
+ * (wrangler.toml's rule, for the mirror client it loads), as tools/sim/resolve-hooks.mjs does for `npm run sim`.
+ */
+const simModules = {
+  name: "sim-modules",
+  enforce: "pre" as const,
+  resolveId(source: string, importer: string | undefined) {
+    if (source === "cloudflare:workers")
+      return fileURLToPath(new URL("tools/sim/cloudflare-workers.ts", import.meta.url));
+    if (source === "uuid" && importer?.endsWith("/durable-objects/stock/sku-stock.ts"))
+      return fileURLToPath(new URL("tools/sim/uuid.ts", import.meta.url));
+    return null;
+  },
+  load(id: string) {
+    return id.endsWith(".lua") ? `export default ${JSON.stringify(readFileSync(id, "utf8"))};` : null;
+  },
+};
+
 // The unit tier: pure logic in plain Node, the stock engine over real SQLite (sql.js, see
 // test/support/sqlite-storage.ts). `npm run test:unit` runs it alone, `npm run test:watch` on every
 // save; vitest.config.ts includes it as a project, so `npm test` runs it with everything else.
 export default defineConfig({
+  plugins: [simModules],
   test: {
     name: "unit",
     include: ["test/**/*.unit.test.ts"],

@@ -8,12 +8,14 @@
  * resize is all or nothing) is checked on line by the actors (actors.ts); 11 (nothing stored for a
  * SKU never configured) reads the dev server's state directory and D1 ({@link checkNothingStored});
  * 12 (every order change delivered to every webhook endpoint subscribed to it) is hooks.ts's.
+ * The count checks of 1 and 2 are tools/stock-invariants.ts's, which the simulator (tools/sim/) runs too.
  */
 import { spawn } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { shopperJwt } from "../../tools/jwt";
 import { Scrape } from "../../tools/prometheus";
+import { countsViolation, limitViolations } from "../../tools/stock-invariants";
 import { type Client, errorCode, field, type Reply, sleep, str } from "./http";
 import type { SkuPlan } from "./schedule";
 import { type Acked, call, type Ledger } from "./shoppers";
@@ -182,28 +184,27 @@ export async function checkInvariants(
 
   // 1. available + held + sold == total, none negative; stock sums exact against D1 rows.
   for (const [sku, view] of views) {
-    const { total, available, held, sold } = view.stock;
-    if (available < 0 || held < 0 || sold < 0 || available + held + sold !== total) {
-      fail(1, `${sku}: available ${available} + held ${held} + sold ${sold} != total ${total}`);
-    }
+    const broken = countsViolation(sku, view.stock);
+    if (broken) fail(1, broken);
+    const { sold } = view.stock;
     const q = sums(rows, sku);
     if ((q.paid ?? 0) !== sold) fail(1, `${sku}: stock sold ${sold} but D1 paid orders sum to ${q.paid ?? 0}`);
   }
   checked[1] = `${views.size} SKUs: available+held+sold == total, sold == Σ paid order quantities`;
 
   // 2. Per-user limit: active (held + paid) quantity per user and SKU.
-  const active = new Map<string, number>();
+  const active = new Map<string, Map<string, number>>();
+  let pairs = 0;
   for (const row of rows) {
     if (row.status !== "held" && row.status !== "paid") continue;
-    const key = `${row.sku}|${row.user_id}`;
-    active.set(key, (active.get(key) ?? 0) + row.quantity);
+    const users = active.get(row.sku) ?? new Map<string, number>();
+    active.set(row.sku, users);
+    if (!users.has(row.user_id)) pairs++;
+    users.set(row.user_id, (users.get(row.user_id) ?? 0) + row.quantity);
   }
-  for (const [key, quantity] of active) {
-    const [sku, user] = key.split("|");
-    const limit = views.get(sku ?? "")?.perUserLimit ?? 0;
-    if (quantity > limit) fail(2, `user ${user} holds or bought ${quantity} of ${sku} (perUserLimit ${limit})`);
-  }
-  checked[2] = `${active.size} (user, SKU) pairs within perUserLimit`;
+  for (const [sku, users] of active)
+    for (const broken of limitViolations(users, views.get(sku)?.perUserLimit ?? 0, sku)) fail(2, broken);
+  checked[2] = `${pairs} (user, SKU) pairs within perUserLimit`;
 
   // 3. Checked on line by the shoppers (concurrent double submits and replays); see ledger.
   checked[3] = "token replays and concurrent double submits answered one reservation";
@@ -363,8 +364,8 @@ async function checkSizes(
       sum.available += available;
       sum.held += held;
       sum.sold += sold;
-      if (available < 0 || held < 0 || sold < 0 || available + held + sold !== total || held + sold > total)
-        fail(1, `${plan.sku} size ${size.id}: available ${available} + held ${held} + sold ${sold}, total ${total}`);
+      const broken = countsViolation(`${plan.sku} size ${size.id}`, size.stock);
+      if (broken) fail(1, broken);
       const mine = rows.filter((r) => r.variant === size.id);
       const paid = mine.filter((r) => r.status === "paid").reduce((n, r) => n + r.quantity, 0);
       const holding = mine.filter((r) => r.status === "held").reduce((n, r) => n + r.quantity, 0);

@@ -1,0 +1,699 @@
+import type {
+  Outcome,
+  Reservation,
+  ReserveOutcome,
+  ReserveRequest,
+  SkuState,
+} from "../../durable-objects/engine/types";
+import type { WaitlistEntry, WaitlistPlace } from "../../durable-objects/engine/waitlist";
+import { homeShard, shardName } from "../../durable-objects/shared/shard-name";
+import type { SkuChange } from "../../durable-objects/stock/sku-change";
+import type { PaymentVerdict } from "../../durable-objects/stock/stock-faces";
+import { seededRandom } from "../../src/harness/seeded-random";
+import { type ShardView, stockViolations } from "../stock-invariants";
+import { simulateIds } from "./uuid";
+import { type Faults, NO_FAULTS, SIM_ERROR, World } from "./world";
+
+/**
+ * One seed of the simulator (docs/SIMULATOR.md): a SKU's stock objects in a {@link World}, shoppers
+ * and an operator acting through the objects' faces only, and every invariant checked after each step.
+ */
+export interface SimOptions {
+  seed: number;
+  steps: number;
+  /** The SKU's shards at its creation (resizes move it between 1 and 4 after). */
+  shards: number;
+  /** Each step's line as it is written (the trace is also returned whole). */
+  onLine?: (line: string) => void;
+  /** A line of every shard's counts after each step (for reading a replay). */
+  states?: boolean;
+}
+
+export interface SimReport {
+  seed: number;
+  /** Steps run (the failing step's number when one failed). */
+  steps: number;
+  failure: { step: number; message: string } | null;
+  trace: string[];
+}
+
+const SKU = "sim";
+const START = Date.UTC(2026, 0, 1);
+const MAX_SHARDS = 4;
+/** Faults while shoppers act; the world runs without them to settle at the end. */
+const FAULTS: Faults = { dropCall: 0.03, dropAnswer: 0.03, queueFails: 0.05, maxDelayMs: 40 };
+/** The chance per step of a lull (see {@link Sim.run}). */
+const LULL_CHANCE = 0.03;
+/** The chance per step that a stock object is reset (rebuilt over its storage). */
+const RESET_CHANCE = 0.03;
+
+/** What a shopper was told of a reservation. */
+interface Acked {
+  id: string;
+  userId: string;
+  quantity: number;
+  variant: string | undefined;
+  listed: readonly string[] | undefined;
+  expiresAt: number;
+  /** A status the object answered that must stay (paid, cancelled), else null. */
+  final: string | null;
+}
+
+class Violation extends Error {}
+
+/** A shard as the checks read it: its state, whether its outbox has events to send, its reservations by id. */
+type View = ShardView & { state: SkuState; pending: boolean; rows: Map<string, Row> };
+
+/** A reservation row as the checks read it. */
+type Row = {
+  id: string;
+  user_id: string;
+  quantity: number;
+  status: string;
+  variant: string | null;
+  seq: number;
+  expires_at: number;
+};
+
+export async function simulate(options: SimOptions): Promise<SimReport> {
+  const random = seededRandom(options.seed);
+  const world = new World(START, random);
+  const restore = enterWorld(world, random);
+  const sim = new Sim(world, random, options);
+  try {
+    return await sim.run();
+  } finally {
+    restore();
+  }
+}
+
+/**
+ * Time, randomness and ids from the world while it runs (and the objects' log lines kept quiet);
+ * the function it returns gives them back. For tests that drive a {@link World} themselves.
+ */
+export function enterWorld(world: World, random: () => number): () => void {
+  const g = globalThis as unknown as { scheduler?: unknown };
+  const realNow = Date.now;
+  const hadScheduler = "scheduler" in g;
+  const realScheduler = g.scheduler;
+  const realConsole = {
+    log: console.log,
+    info: console.info,
+    warn: console.warn,
+    error: console.error,
+    debug: console.debug,
+  };
+  const webCrypto = (globalThis as unknown as { crypto: Record<string, unknown> }).crypto;
+  const bytes = (array: Uint8Array) => {
+    for (let i = 0; i < array.length; i++) array[i] = Math.floor(random() * 256);
+    return array;
+  };
+  let ids = 0;
+  Date.now = () => world.now;
+  g.scheduler = { wait: (ms: number) => world.wait(ms) };
+  webCrypto.getRandomValues = <T extends ArrayBufferView | null>(array: T) => {
+    if (array) bytes(new Uint8Array(array.buffer, array.byteOffset, array.byteLength));
+    return array;
+  };
+  webCrypto.randomUUID = () => uuidOf("4", bytes(new Uint8Array(16)));
+  // Time-ordered as v7 is: the virtual time, then a counter.
+  simulateIds(() => {
+    const time = world.now.toString(16).padStart(12, "0");
+    const count = (ids++).toString(16).padStart(18, "0");
+    return `${time.slice(0, 8)}-${time.slice(8)}-7${count.slice(0, 3)}-8${count.slice(3, 6)}-${count.slice(6)}`;
+  });
+  const quiet = () => undefined;
+  Object.assign(console, { log: quiet, info: quiet, warn: quiet, error: quiet, debug: quiet });
+  return () => {
+    Date.now = realNow;
+    if (hadScheduler) g.scheduler = realScheduler;
+    else delete g.scheduler;
+    delete webCrypto.getRandomValues;
+    delete webCrypto.randomUUID;
+    simulateIds(null);
+    Object.assign(console, realConsole);
+  };
+}
+
+function uuidOf(version: string, b: Uint8Array): string {
+  const hex = Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${version}${hex.slice(13, 16)}-8${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+}
+
+class Sim {
+  readonly #world: World;
+  readonly #random: () => number;
+  readonly #options: SimOptions;
+  readonly trace: string[] = [];
+  #step = 0;
+  readonly #users: string[];
+  readonly #limit: number;
+  readonly #holdMs: number;
+  /** Sizes of the SKU (null: none), with the totals an operator set (a set of candidates while a PUT's answer was lost). */
+  #sizes: Map<string, Set<number>> | null;
+  #totals: Set<number>;
+  #shards: number;
+  /** The most shards the SKU ever had: every one keeps its reservations. */
+  #shardsEver: number;
+  #archived = false;
+  readonly #acked = new Map<string, Acked>();
+  readonly #nonces = new Map<string, string>();
+  readonly #tokens: ReserveRequest[] = [];
+  readonly #payments = new Map<string, string>();
+  #operatorBusy = false;
+  readonly #aliases = new Map<string, string>();
+
+  constructor(world: World, random: () => number, options: SimOptions) {
+    this.#world = world;
+    this.#random = random;
+    this.#options = options;
+    this.#users = Array.from({ length: 4 + this.#int(10) }, (_, i) => `u${i}`);
+    this.#limit = 1 + this.#int(3);
+    this.#holdMs = (20 + this.#int(100)) * 1000;
+    this.#shards = options.shards;
+    this.#shardsEver = options.shards;
+    const total = 2 + this.#int(12);
+    if (this.#random() < 0.5) {
+      const ids = ["a", "b", "c"].slice(0, 2 + this.#int(2));
+      this.#sizes = new Map(ids.map((id) => [id, new Set([1 + this.#int(5)])]));
+      this.#totals = new Set([sumMax(this.#sizes)]);
+    } else {
+      this.#sizes = null;
+      this.#totals = new Set([total]);
+    }
+  }
+
+  #int(n: number): number {
+    return Math.floor(this.#random() * n);
+  }
+
+  #pick<T>(items: readonly T[]): T | undefined {
+    return items[this.#int(items.length)];
+  }
+
+  #line(text: string): void {
+    const t = ((this.#world.now - START) / 1000).toFixed(3);
+    const line = `#${this.#step} t=${t} ${text}`;
+    this.trace.push(line);
+    this.#options.onLine?.(line);
+  }
+
+  /** Short names for reservation ids in the trace (r1, r2, ... in order of appearance). */
+  #alias(id: string): string {
+    let alias = this.#aliases.get(id);
+    if (!alias) {
+      alias = `r${this.#aliases.size + 1}`;
+      this.#aliases.set(id, alias);
+    }
+    return alias;
+  }
+
+  async run(): Promise<SimReport> {
+    const { seed, steps } = this.#options;
+    const sizes = this.#sizes ? [...this.#sizes].map(([id, t]) => `${id}:${[...t][0]}`).join(",") : "none";
+    this.#line(
+      `seed ${seed}: ${this.#users.length} shoppers, limit ${this.#limit}, hold ${this.#holdMs / 1000}s, ${this.#shards} shards, total ${[...this.#totals][0]}, sizes ${sizes}`,
+    );
+    try {
+      await this.#create();
+      this.#world.faults = FAULTS;
+      for (this.#step = 1; this.#step <= steps; this.#step++) {
+        // Now and then a lull: nobody buys for longer than a hold lasts, then the operator resizes
+        // (a resize waits until nothing is held), so resizes land between sales, not only before them.
+        const lull = this.#random() < LULL_CHANCE;
+        if (lull) this.#line("lull");
+        else this.#act();
+        await this.#world.runUntil(
+          this.#world.now + (lull ? this.#holdMs + 10_000 : this.#int(4) * this.#int(3_000) + this.#int(500)),
+        );
+        if (lull && !this.#operatorBusy) this.#operate(0);
+        if (this.#options.states) this.#line(`state: ${this.#summary()}`);
+        this.#check(false);
+      }
+      this.#step = steps;
+      this.#world.faults = NO_FAULTS;
+      const world = this.#world;
+      this.#line(`settle: no faults, 10 virtual minutes (so far ${world.calls} calls, ${world.alarms} alarms)`);
+      // The sale on again, unless archived: the line's invariant (9) is checked on a sale that is on.
+      if (!this.#archived && !this.#operatorBusy) this.#operate(0.95 - 1e-9, "on_sale");
+      await world.runUntil(world.now + 10 * 60_000);
+      this.#check(true);
+      this.#line(`ok (${world.calls} calls, ${world.alarms} alarms, ${world.sent.length} events sent)`);
+      return { seed, steps, failure: null, trace: this.trace };
+    } catch (error) {
+      if (!(error instanceof Violation)) throw error;
+      this.#line(`FAIL ${error.message}`);
+      this.#line(`state: ${this.#summary()}; operator set total ${[...this.#totals].join(" or ")}`);
+      return { seed, steps: this.#step, failure: { step: this.#step, message: error.message }, trace: this.trace };
+    }
+  }
+
+  async #create(): Promise<void> {
+    const change: SkuChange = {
+      sku: SKU,
+      shards: this.#shards,
+      assumedTotal: 0,
+      name: "Simulated",
+      perUserLimit: this.#limit,
+      holdSeconds: this.#holdMs / 1000,
+      status: "on_sale",
+      totalStock: [...this.#totals][0] as number,
+      ...(this.#sizes
+        ? { variants: [...this.#sizes].map(([id, t]) => ({ id, name: id, totalStock: [...t][0] as number })) }
+        : {}),
+    };
+    const done = this.#world.call<Outcome<SkuState>>(shardName(SKU, 0), "putSku", [change]);
+    await this.#world.runUntil(this.#world.now + 1000);
+    const outcome = await done;
+    if (!outcome.ok) throw new Violation(`creating the SKU answered ${outcome.code}`);
+  }
+
+  // ---- Acting ----
+
+  /** Starts this step's actions: they run on while the world runs (their answers come when they come). */
+  #act(): void {
+    if (this.#random() < RESET_CHANCE) {
+      const names = [...this.#world.objects.keys()];
+      const name = this.#pick(names);
+      if (name) {
+        this.#world.object(name).build();
+        this.#line(`reset ${name}`);
+      }
+    }
+    const n = 1 + this.#int(2);
+    for (let i = 0; i < n; i++) {
+      const roll = this.#random();
+      const user = this.#pick(this.#users) as string;
+      if (roll < 0.4) this.#start(`${user} reserve`, () => this.#reserve(user));
+      else if (roll < 0.47) this.#start(`${user} replay`, () => this.#replay());
+      else if (roll < 0.57) this.#start("cancel", () => this.#cancel());
+      else if (roll < 0.7) this.#start("provider pay", () => this.#pay(false));
+      else if (roll < 0.75) this.#start("provider pay late", () => this.#pay(true));
+      else if (roll < 0.82) this.#start(`${user} join line`, () => this.#join(user));
+      else if (roll < 0.86) this.#start(`${user} leave line`, () => this.#leave(user));
+      else if (roll < 0.93 && !this.#operatorBusy) this.#operate();
+    }
+  }
+
+  /** Runs an action in the background; its answer is a trace line, and a broken invariant stops the run. */
+  #start(what: string, action: () => Promise<string>): void {
+    action().then(
+      (answer) => this.#line(`${what} -> ${answer}`),
+      (error: unknown) => {
+        if (error instanceof Violation) return this.#fail(error);
+        const message = error instanceof Error ? error.message : String(error);
+        if (message.includes(SIM_ERROR)) this.#line(`${what} -> ${message.slice(SIM_ERROR.length)}`);
+        else this.#fail(new Violation(`${what} threw: ${message}`));
+      },
+    );
+  }
+
+  #failure: Violation | null = null;
+
+  #fail(error: Violation): void {
+    this.#failure ??= error;
+  }
+
+  #call<T>(shard: number, method: string, ...args: unknown[]): Promise<T> {
+    return this.#world.call<T>(shardName(SKU, shard), method, args);
+  }
+
+  async #reserve(userId: string): Promise<string> {
+    // The edge's purchase token: the shard count as shard 0 tells it, the user's home shard by it.
+    const lead = await this.#call<SkuState | null>(0, "state");
+    if (lead?.status !== "on_sale") return `no token (${lead?.status ?? "no SKU"})`;
+    if (lead.reconfiguring) return "no token (reconfiguring)";
+    const listed = this.#sizes ? this.#preferences() : undefined;
+    const request: ReserveRequest = {
+      userId,
+      nonce: `n${this.#tokens.length}`,
+      quantity: this.#random() < 0.75 ? 1 : 2,
+      shards: lead.shards,
+      tokenExpiresAt: this.#world.now + 300_000,
+      ...(listed ? { variants: listed } : {}),
+    };
+    this.#tokens.push(request);
+    return this.#send(request);
+  }
+
+  #preferences(): string[] {
+    const ids = [...(this.#sizes?.keys() ?? [])];
+    const listed = ids.filter(() => this.#random() < 0.6);
+    if (listed.length === 0) listed.push(this.#pick(ids) as string);
+    return this.#random() < 0.5 ? listed.reverse() : listed;
+  }
+
+  async #send(request: ReserveRequest): Promise<string> {
+    const home = homeShard(request.userId, request.shards ?? 1);
+    const [answer] = await this.#call<ReserveOutcome[]>(home, "reserve", [request]);
+    if (!answer) throw new Violation(`reserve of ${request.nonce} answered nothing`);
+    if (!answer.ok) return `${answer.code}${answer.code === "DRAW_PENDING" ? "" : ""}`;
+    const r = answer.value.reservation;
+    const first = this.#nonces.get(request.nonce);
+    if (first && first !== r.id)
+      throw new Violation(
+        `token ${request.nonce} answered ${this.#alias(first)} then ${this.#alias(r.id)} (invariant 3)`,
+      );
+    this.#nonces.set(request.nonce, r.id);
+    if (r.userId !== request.userId || r.quantity !== request.quantity)
+      throw new Violation(`${request.userId} asked ${request.quantity}, was answered ${r.userId} x${r.quantity}`);
+    if (request.variants && (!r.variant || !request.variants.includes(r.variant)))
+      throw new Violation(`${request.userId} listed ${request.variants.join(",")}, was held ${r.variant}`);
+    if (!this.#acked.has(r.id)) {
+      this.#acked.set(r.id, {
+        id: r.id,
+        userId: r.userId,
+        quantity: r.quantity,
+        variant: r.variant,
+        listed: request.variants,
+        expiresAt: r.expiresAt,
+        final: null,
+      });
+    }
+    const size = r.variant ? ` ${r.variant} of ${request.variants?.join(",")}` : "";
+    return `${answer.value.replayed ? "replayed" : "held"} ${this.#alias(r.id)} x${r.quantity}${size} on #${home}`;
+  }
+
+  async #replay(): Promise<string> {
+    const token = this.#pick(this.#tokens);
+    if (!token) return "no token yet";
+    return `${token.nonce}: ${await this.#send(token)}`;
+  }
+
+  #someAcked(late: boolean): Acked | undefined {
+    const now = this.#world.now;
+    const all = [...this.#acked.values()].filter((a) => a.final === null && a.expiresAt < now === late);
+    return this.#pick(all);
+  }
+
+  async #cancel(): Promise<string> {
+    const a = this.#someAcked(false);
+    if (!a) return "nothing held";
+    const outcome = await this.#call<Outcome<Reservation>>(shardOf(a.id), "cancel", a.id, a.userId);
+    if (!outcome.ok) return `${a.userId} ${this.#alias(a.id)} ${outcome.code}`;
+    if (outcome.value.status === "cancelled") a.final = "cancelled";
+    return `${a.userId} ${this.#alias(a.id)} ${outcome.value.status}`;
+  }
+
+  async #pay(late: boolean): Promise<string> {
+    // A provider sends an event again now and then, as it was: the same id must get the same answer.
+    let command = this.#random() < 0.15 ? this.#pick(this.#events) : undefined;
+    if (!command) {
+      const a = this.#someAcked(late) ?? (late ? undefined : this.#someAcked(true));
+      if (!a) return "nothing to pay";
+      const type = this.#random() < 0.1 ? "payment.failed" : "payment.succeeded";
+      command = { eventId: `e${this.#events.length}`, type, reservationId: a.id };
+      this.#events.push(command);
+    }
+    const { eventId, reservationId } = command;
+    const outcome = await this.#call<Outcome<PaymentVerdict>>(shardOf(reservationId), "applyPayment", command);
+    const said = outcome.ok
+      ? `${outcome.value.outcome} ${outcome.value.status}${outcome.value.reason ? ` ${outcome.value.reason}` : ""}`
+      : outcome.code;
+    // BUSY decided nothing (the provider sends it again); every decided answer is the first one.
+    const first = this.#payments.get(eventId);
+    if (first !== undefined && said !== "BUSY" && first !== said)
+      throw new Violation(`payment ${eventId} answered "${first}", then "${said}" (invariant 6)`);
+    if (said !== "BUSY") this.#payments.set(eventId, said);
+    const paid = this.#acked.get(reservationId);
+    if (outcome.ok && outcome.value.reservation.status === "paid" && paid) paid.final = "paid";
+    return `${eventId} ${command.type.slice(8)} ${this.#alias(reservationId)} of ${paid?.userId}: ${said}`;
+  }
+
+  readonly #events: { eventId: string; type: "payment.succeeded" | "payment.failed"; reservationId: string }[] = [];
+
+  async #join(userId: string): Promise<string> {
+    // The edge's route: the SKU's available units over its shards (of the sizes listed), as it reads them.
+    const states = await Promise.all(
+      Array.from({ length: this.#shards }, (_, i) => this.#call<SkuState | null>(i, "state")),
+    );
+    if (!states[0] || states[0].status === "archived") return "no SKU";
+    const listed = this.#sizes ? this.#preferences() : undefined;
+    const quantity = this.#random() < 0.8 ? 1 : 2;
+    const available = listed
+      ? Math.max(
+          0,
+          ...listed.map((id) =>
+            states.reduce((n, s) => n + (s?.variants?.find((v) => v.id === id)?.stock.available ?? 0), 0),
+          ),
+        )
+      : states.reduce((n, s) => n + (s?.stock.available ?? 0), 0);
+    if (listed ? available >= quantity : states[0].shards === 1 && available > 0) return "STOCK_AVAILABLE";
+    const outcome = await this.#call<Outcome<WaitlistEntry>>(
+      0,
+      "joinWaitlist",
+      userId,
+      quantity,
+      undefined,
+      available,
+      listed,
+    );
+    return outcome.ok ? `waits x${quantity}${listed ? ` for ${listed.join(",")}` : ""}` : outcome.code;
+  }
+
+  async #leave(userId: string): Promise<string> {
+    const left = await this.#call<WaitlistPlace | null>(0, "leaveWaitlist", userId);
+    return left ? "left" : "was not waiting";
+  }
+
+  /** The operator: one change at a time, each a PUT through shard 0 (or its archive). */
+  #operate(roll = this.#random(), status?: "on_sale"): void {
+    const change: SkuChange = { sku: SKU, shards: this.#shards, assumedTotal: 0 };
+    let what: string;
+    const sizes = this.#sizes;
+    if (this.#archived) return;
+    if (roll < 0.3) {
+      const shards = 1 + this.#int(MAX_SHARDS);
+      if (shards === this.#shards) return;
+      change.shards = shards;
+      what = `resize to ${shards}`;
+    } else if (roll < 0.6) {
+      if (sizes) {
+        const ids = [...sizes.keys()];
+        const id = this.#random() < 0.2 && ids.length < 4 ? "d" : (this.#pick(ids) as string);
+        const total = this.#int(6);
+        change.variants = [{ id, name: id, totalStock: total }];
+        what = `size ${id} total ${total}`;
+      } else {
+        change.totalStock = this.#int(16);
+        what = `total ${change.totalStock}`;
+      }
+    } else if (roll < 0.95) {
+      change.status = status ?? (this.#random() < 0.5 ? "paused" : "on_sale");
+      what = change.status === "paused" ? "pause" : "resume";
+    } else {
+      if (this.#step < this.#options.steps * 0.8) return;
+      change.status = "archived";
+      what = "archive";
+    }
+    this.#operatorBusy = true;
+    this.#start(`operator ${what}`, async () => {
+      try {
+        // An unanswered PUT may have applied: until one is answered, both totals are possible.
+        const refused = this.#snapshot();
+        this.#expect(change, false);
+        const outcome = await this.#call<Outcome<SkuState>>(0, "putSku", change);
+        if (outcome.ok) this.#expect(change, true);
+        else refused();
+        return outcome.ok ? "200" : outcome.code;
+      } finally {
+        this.#operatorBusy = false;
+      }
+    });
+  }
+
+  #expect(change: SkuChange, answered: boolean): void {
+    if (!answered) {
+      if (change.totalStock !== undefined) this.#totals.add(change.totalStock);
+      for (const v of change.variants ?? []) {
+        if (v.totalStock === undefined) continue;
+        const known = this.#sizes?.get(v.id) ?? new Set<number>();
+        if (!this.#sizes?.has(v.id)) known.add(0);
+        known.add(v.totalStock);
+        this.#sizes?.set(v.id, known);
+      }
+      return;
+    }
+    if (change.totalStock !== undefined) this.#totals = new Set([change.totalStock]);
+    for (const v of change.variants ?? [])
+      if (v.totalStock !== undefined) this.#sizes?.set(v.id, new Set([v.totalStock]));
+    if (this.#sizes) this.#totals = new Set([sumMax(this.#sizes)]);
+    if (change.shards !== this.#shards) {
+      this.#shards = change.shards;
+      this.#shardsEver = Math.max(this.#shardsEver, change.shards);
+    }
+    if (change.status === "archived") this.#archived = true;
+  }
+
+  /** What the operator may have set, kept before a PUT: a PUT answered with a refusal changed nothing. */
+  #snapshot(): () => void {
+    const totals = new Set(this.#totals);
+    const sizes = this.#sizes && new Map([...this.#sizes].map(([id, t]) => [id, new Set(t)]));
+    return () => {
+      this.#totals = totals;
+      this.#sizes = sizes;
+    };
+  }
+
+  // ---- Checking ----
+
+  /**
+   * Every shard this SKU ever had, as its object has it now (read in place, not over the network):
+   * its state, whether its outbox has events to send, and its reservations by id.
+   */
+  #views(): View[] {
+    const views: View[] = [];
+    for (let shard = 0; shard < MAX_SHARDS; shard++) {
+      const object = this.#world.objects.get(shardName(SKU, shard));
+      if (!object) continue;
+      const state = object.instance.state();
+      if (!state) continue;
+      const rows = new Map<string, Row>();
+      const active = new Map<string, number>();
+      for (const row of object.storage.sql
+        .exec<Row>("SELECT id, user_id, quantity, status, variant, seq, expires_at FROM reservations")
+        .toArray()) {
+        rows.set(row.id, row);
+        if (row.status === "held" || row.status === "paid")
+          active.set(row.user_id, (active.get(row.user_id) ?? 0) + row.quantity);
+      }
+      views.push({
+        shard,
+        state,
+        active: [...active].map(([userId, quantity]) => ({ userId, quantity })),
+        pending: object.instance.engine.outbox.hasPending(),
+        rows,
+      });
+    }
+    return views;
+  }
+
+  /** Each shard's counts (total/available/held/sold, and each size's), for a failure's last line. */
+  #summary(): string {
+    const counts = (c: { total: number; available: number; held: number; sold: number }) =>
+      `${c.total}/${c.available}/${c.held}/${c.sold}`;
+    return this.#views()
+      .map(({ shard, state }) => {
+        const sizes = (state.variants ?? []).map((v) => ` ${v.id} ${counts(v.stock)}`).join("");
+        return `#${shard}(${state.shards}) ${counts(state.stock)}${sizes}`;
+      })
+      .join(", ");
+  }
+
+  #check(settled: boolean): void {
+    if (this.#failure) throw this.#failure;
+    const foreign = this.#world.foreign[0];
+    if (foreign) throw new Violation(`the code under test threw: ${foreign}`);
+    const views = this.#views();
+    const bound = {
+      total: this.#sizes ? sumMax(this.#sizes) : Math.max(...this.#totals),
+      variants: this.#sizes ? new Map([...this.#sizes].map(([id, t]) => [id, Math.max(...t)])) : undefined,
+    };
+    const broken = stockViolations(views, this.#limit, bound);
+    if (broken[0]) throw new Violation(broken[0]);
+    this.#checkAcked(views);
+    this.#checkOutbox(views, settled);
+    if (settled) this.#checkSettled(views);
+  }
+
+  /** Every acknowledged reservation is on its shard as it was told, and a paid or cancelled one stays so. */
+  #checkAcked(views: { shard: number; rows: Map<string, Row> }[]): void {
+    for (const a of this.#acked.values()) {
+      const row = views.find((v) => v.shard === shardOf(a.id))?.rows.get(a.id);
+      if (!row) throw new Violation(`acknowledged ${this.#alias(a.id)} (${a.userId}) is not on its shard`);
+      if (row.user_id !== a.userId || row.quantity !== a.quantity || (row.variant ?? undefined) !== a.variant)
+        throw new Violation(`acknowledged ${this.#alias(a.id)} reads ${row.user_id} x${row.quantity} ${row.variant}`);
+      // Paid stays paid; a cancelled hold never holds again (a payment may still buy it, or be refunded).
+      const allowed = a.final === "paid" ? ["paid"] : ["cancelled", "paid", "refund_required"];
+      if (a.final && !allowed.includes(row.status))
+        throw new Violation(`${this.#alias(a.id)} was answered ${a.final}, now reads ${row.status}`);
+    }
+  }
+
+  /**
+   * Outbox events for every decision: on a shard with nothing left to send, every reservation's latest
+   * change reached the queue (the model of D1 has it at its seq and status); settled, every shard so.
+   */
+  #checkOutbox(views: { shard: number; pending: boolean; rows: Map<string, Row> }[], settled: boolean): void {
+    for (const { shard, pending, rows } of views) {
+      if (pending) {
+        if (settled) throw new Violation(`shard ${shard} still has outbox events after settling`);
+        continue;
+      }
+      for (const row of rows.values()) {
+        const order = this.#world.orders.get(row.id);
+        if (
+          !order ||
+          order.seq !== row.seq ||
+          order.type !== `reservation.${row.status}` ||
+          order.quantity !== row.quantity
+        )
+          throw new Violation(
+            `${this.#alias(row.id)} on shard ${shard} is ${row.status} at seq ${row.seq}; the queue's last event: ${order ? `${order.type} seq ${order.seq}` : "none"}`,
+          );
+      }
+    }
+  }
+
+  /** Once settled: the total is the operator's, nothing is held past its expiry, and no waiting buyer is stranded. */
+  #checkSettled(views: View[]): void {
+    // 8: the total (each size's) is one an operator PUT may have set: the last answered, or one unanswered since.
+    const total = views.reduce((n, v) => n + v.state.stock.total, 0);
+    if (!this.#sizes && !this.#totals.has(total))
+      throw new Violation(
+        `the shards hold ${total} in total, the operator set ${[...this.#totals].join(" or ")} (invariant 8)`,
+      );
+    for (const [id, totals] of this.#sizes ?? []) {
+      const n = views.reduce((k, v) => k + (v.state.variants?.find((x) => x.id === id)?.stock.total ?? 0), 0);
+      if (!totals.has(n))
+        throw new Violation(
+          `size ${id}: the shards hold ${n}, the operator set ${[...totals].join(" or ")} (invariant 8)`,
+        );
+    }
+    for (const view of views) {
+      const overdue = [...view.rows.values()].filter(
+        (r) => r.status === "held" && r.expires_at < this.#world.now - 60_000,
+      );
+      if (overdue.length > 0)
+        throw new Violation(`shard ${view.shard} keeps ${overdue.length} holds past their expiry`);
+    }
+    const lead = views.find((v) => v.shard === 0)?.state;
+    if (lead?.status !== "on_sale") return;
+    const waiting = this.#world.objects
+      .get(shardName(SKU, 0))
+      ?.storage.sql.exec<{ user_id: string; quantity: number; variants: string | null }>(
+        "SELECT user_id, quantity, variants FROM waitlist ORDER BY position",
+      )
+      .toArray();
+    for (const w of waiting ?? []) {
+      const own = views.reduce((n, v) => n + (v.active.find((a) => a.userId === w.user_id)?.quantity ?? 0), 0);
+      if (own + w.quantity > this.#limit) continue; // at the limit: the line cannot serve them
+      const listed = w.variants ? (JSON.parse(w.variants) as string[]) : null;
+      const available = (id: string | null) =>
+        views.reduce(
+          (n, v) =>
+            n +
+            (id === null
+              ? v.state.stock.available
+              : (v.state.variants?.find((x) => x.id === id)?.stock.available ?? 0)),
+          0,
+        );
+      const fits = listed ? listed.some((id) => available(id) >= w.quantity) : available(null) >= w.quantity;
+      if (fits)
+        throw new Violation(
+          `${w.user_id} waits for ${w.quantity}${listed ? ` of ${listed.join(",")}` : ""} while the units are available (invariant 9)`,
+        );
+    }
+  }
+}
+
+/** The shard a reservation id names (`<sku>.<shard>.<hex>`). */
+function shardOf(reservationId: string): number {
+  return Number(reservationId.split(".")[1]);
+}
+
+function sumMax(sizes: Map<string, Set<number>>): number {
+  let n = 0;
+  for (const totals of sizes.values()) n += Math.max(...totals);
+  return n;
+}

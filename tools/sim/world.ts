@@ -1,0 +1,293 @@
+import { SkuStock } from "../../durable-objects/stock/sku-stock";
+import { type NodeStorage, sqliteStorage } from "../../test/support/sqlite-storage";
+
+/**
+ * The simulator's world (docs/SIMULATOR.md): one virtual clock, one seeded random source, and the
+ * stock objects of one SKU, each a real `SkuStock` over its own SQLite database, reached through a
+ * network that delays, reorders and drops calls and answers. Nothing here waits on real time: work
+ * runs when the world pumps it, in an order that depends on the seed alone.
+ */
+
+/** Every error the world makes starts so; any other error from the code under test is its own. */
+export const SIM_ERROR = "sim: ";
+
+export interface Faults {
+  /** Chance that a call is lost before it reaches its object. */
+  dropCall: number;
+  /** Chance that an answer is lost after the object ran the call (and committed). */
+  dropAnswer: number;
+  /** Chance that the queue refuses a `sendBatch`. */
+  queueFails: number;
+  /** The most a call or an answer takes on the way, in virtual ms. */
+  maxDelayMs: number;
+}
+
+export const NO_FAULTS: Faults = { dropCall: 0, dropAnswer: 0, queueFails: 0, maxDelayMs: 2 };
+
+interface Timer {
+  at: number;
+  order: number;
+  run: () => void;
+}
+
+/** One queue event as the outbox sent it (the fields the model of D1 and the checks read). */
+export interface SentEvent {
+  id: string;
+  type: string;
+  reservationId: string;
+  userId: string;
+  quantity: number;
+  seq: number;
+  variant?: string;
+}
+
+/** The model of D1's orders: per reservation, the event of the highest seq (as the consumer keeps it). */
+export type OrderModel = Map<string, SentEvent>;
+
+/** A stock object's place in the world: its storage and alarm outlive the instances built over them. */
+export class SimObject {
+  readonly name: string;
+  readonly storage: NodeStorage;
+  alarmAt: number | null = null;
+  alarmRunning = false;
+  alarmFailures = 0;
+  instance!: SkuStock;
+  #alive = { value: true };
+  readonly #world: World;
+
+  constructor(world: World, name: string) {
+    this.#world = world;
+    this.name = name;
+    this.storage = sqliteStorage();
+    this.build();
+  }
+
+  /** A new instance over the same storage; the old one's storage calls throw from now on, as workerd's do. */
+  build(): void {
+    this.#alive.value = false;
+    const alive = { value: true };
+    this.#alive = alive;
+    this.instance = new SkuStock(this.#ctx(alive), this.#world.env as unknown as Env);
+  }
+
+  #ctx(alive: { value: boolean }): DurableObjectState {
+    const { storage, name } = this;
+    const world = this.#world;
+    const live = () => {
+      if (!alive.value) throw new Error(`${SIM_ERROR}${name} was reset`);
+    };
+    const sql = {
+      exec: (query: string, ...bindings: unknown[]) => {
+        live();
+        return storage.sql.exec(query, ...bindings);
+      },
+      get databaseSize() {
+        return storage.sql.databaseSize;
+      },
+    };
+    const durable = {
+      sql,
+      transactionSync: <T>(fn: () => T): T => {
+        live();
+        return storage.transactionSync(fn);
+      },
+      getAlarm: async () => {
+        live();
+        return this.alarmAt;
+      },
+      setAlarm: async (at: number | Date) => {
+        live();
+        this.alarmAt = typeof at === "number" ? at : at.getTime();
+      },
+      deleteAlarm: async () => {
+        live();
+        this.alarmAt = null;
+      },
+    };
+    return {
+      id: { name, toString: () => name, equals: () => false },
+      storage: durable,
+      waitUntil: (work: Promise<unknown>) => world.background(work, name),
+      blockConcurrencyWhile: <T>(fn: () => Promise<T>) => fn(),
+    } as unknown as DurableObjectState;
+  }
+}
+
+export class World {
+  now: number;
+  readonly random: () => number;
+  faults: Faults = NO_FAULTS;
+  readonly objects = new Map<string, SimObject>();
+  /** What the queue took, in order (every message's events), and D1's orders as the consumer would keep them. */
+  readonly sent: SentEvent[] = [];
+  readonly orders: OrderModel = new Map();
+  /** Errors of the code under test that were not the world's (background work included). */
+  readonly foreign: string[] = [];
+  readonly env: Record<string, unknown>;
+  /** Alarms fired and calls made, for the trace. */
+  alarms = 0;
+  calls = 0;
+  readonly #timers: Timer[] = [];
+  #order = 0;
+
+  constructor(start: number, random: () => number) {
+    this.now = start;
+    this.random = random;
+    this.env = {
+      PURCHASE_TOKEN_TTL_SECONDS: "300",
+      SKU_STOCK: { getByName: (name: string) => this.stub(name) },
+      ORDER_EVENTS: { sendBatch: (messages: { body: string }[]) => this.#enqueue(messages) },
+    };
+  }
+
+  /** The object named `name`, made on first use (as a Durable Object is). */
+  object(name: string): SimObject {
+    let object = this.objects.get(name);
+    if (!object) {
+      object = new SimObject(this, name);
+      this.objects.set(name, object);
+    }
+    return object;
+  }
+
+  /** A stub whose every method call goes over the simulated network. */
+  stub<Face>(name: string): Face {
+    return new Proxy({} as object, {
+      get: (_target, method) =>
+        method === "then" || typeof method !== "string"
+          ? undefined
+          : (...args: unknown[]) => this.call(name, method, args),
+    }) as Face;
+  }
+
+  /** A call over the network: delayed, maybe lost on the way there or back. */
+  call<T>(name: string, method: string, args: unknown[]): Promise<T> {
+    const { faults } = this;
+    this.calls++;
+    const lostCall = this.random() < faults.dropCall;
+    const there = this.#delay();
+    return new Promise<T>((resolve, reject) => {
+      this.at(this.now + there, () => {
+        if (lostCall) return reject(new Error(`${SIM_ERROR}call ${method} to ${name} lost`));
+        const answer = (async () => {
+          const target = this.object(name).instance as unknown as Record<string, (...a: unknown[]) => unknown>;
+          const fn = target[method];
+          if (typeof fn !== "function") throw new Error(`${name} has no method ${method}`);
+          return (await fn.apply(target, structuredClone(args))) as T;
+        })();
+        answer.then(
+          (value) => this.#reply(name, method, reject, () => resolve(structuredClone(value))),
+          (error: unknown) => this.#reply(name, method, reject, () => reject(error)),
+        );
+      });
+    });
+  }
+
+  /** The answer on its way back: delayed, maybe lost (the caller then hears of a broken connection). */
+  #reply(name: string, method: string, reject: (error: Error) => void, deliver: () => void): void {
+    const lost = this.random() < this.faults.dropAnswer;
+    this.at(this.now + this.#delay(), () =>
+      lost ? reject(new Error(`${SIM_ERROR}answer of ${method} from ${name} lost`)) : deliver(),
+    );
+  }
+
+  #delay(): number {
+    return Math.floor(this.random() * (this.faults.maxDelayMs + 1));
+  }
+
+  /** Runs `run` when the clock reaches `at`. */
+  at(at: number, run: () => void): void {
+    const timer = { at: Math.max(at, this.now), order: this.#order++, run };
+    let i = this.#timers.length;
+    while (i > 0 && (this.#timers[i - 1] as Timer).at > timer.at) i--;
+    this.#timers.splice(i, 0, timer);
+  }
+
+  /** workerd's `scheduler.wait`, on the virtual clock. */
+  wait(ms: number): Promise<void> {
+    return new Promise((resolve) => this.at(this.now + Math.max(0, ms), resolve));
+  }
+
+  /** Background work of an object (`ctx.waitUntil`): its failures are noted, never thrown. */
+  background(work: Promise<unknown>, name: string): void {
+    work.catch((error: unknown) => this.noteError(error, `${name} background`));
+  }
+
+  /** Notes an error that the world did not make (a reset's or a lost call's are the world's). */
+  noteError(error: unknown, where: string): void {
+    const message = error instanceof Error ? error.message : String(error);
+    if (!message.includes(SIM_ERROR)) this.foreign.push(`${where}: ${message}`);
+  }
+
+  async #enqueue(messages: { body: string }[]): Promise<void> {
+    if (this.random() < this.faults.queueFails) throw new Error(`${SIM_ERROR}queue refused a batch`);
+    for (const { body } of messages) {
+      const { events } = JSON.parse(body) as { events: SentEvent[] };
+      for (const event of events) {
+        this.sent.push(event);
+        const known = this.orders.get(event.reservationId);
+        if (!known || known.seq < event.seq) this.orders.set(event.reservationId, event);
+      }
+    }
+  }
+
+  /** Lets every promise that can settle now settle (no real I/O runs, so this is deterministic). */
+  settle(): Promise<void> {
+    return new Promise((resolve) => setImmediate(resolve));
+  }
+
+  /** The next thing due: a timer or an object's alarm, whichever is first (timers first on a tie). */
+  #next(): { at: number; run: () => void } | null {
+    const timer = this.#timers[0];
+    let alarm: SimObject | null = null;
+    for (const object of this.objects.values()) {
+      if (object.alarmAt === null || object.alarmRunning) continue;
+      if (!alarm || object.alarmAt < (alarm.alarmAt as number)) alarm = object;
+    }
+    if (alarm && (!timer || (alarm.alarmAt as number) < timer.at)) {
+      const object = alarm;
+      return { at: object.alarmAt as number, run: () => this.#fireAlarm(object) };
+    }
+    if (!timer) return null;
+    return {
+      at: timer.at,
+      run: () => {
+        this.#timers.shift();
+        timer.run();
+      },
+    };
+  }
+
+  /** Runs the alarm as workerd does: cleared as it starts, retried with backoff when it throws. */
+  #fireAlarm(object: SimObject): void {
+    this.alarms++;
+    object.alarmAt = null;
+    object.alarmRunning = true;
+    const instance = object.instance;
+    instance.alarm().then(
+      () => {
+        object.alarmRunning = false;
+        object.alarmFailures = 0;
+      },
+      (error: unknown) => {
+        object.alarmRunning = false;
+        this.noteError(error, `${object.name} alarm`);
+        object.alarmFailures++;
+        if (object.alarmAt === null) object.alarmAt = this.now + 1000 * 2 ** Math.min(object.alarmFailures, 6);
+      },
+    );
+  }
+
+  /** Runs everything due up to `until`, then leaves the clock there. */
+  async runUntil(until: number): Promise<void> {
+    await this.settle();
+    for (;;) {
+      const next = this.#next();
+      if (!next || next.at > until) break;
+      this.now = Math.max(this.now, next.at);
+      next.run();
+      await this.settle();
+    }
+    this.now = Math.max(this.now, until);
+  }
+}
