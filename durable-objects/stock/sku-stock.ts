@@ -219,6 +219,11 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     return withLogContext({ requestId, ...this.#host.where() }, async () => {
       const outcome = await this.#changes.put(change);
       await this.#afterCommit();
+      // A sharded sale on again (or with more units) while buyers wait: its line is served now. Units
+      // freed while it was paused started a pass that stopped at the pause, and none is freed by this.
+      const state = this.engine.configuration.state();
+      if (outcome.ok && state?.status === "on_sale" && state.shards > 1 && this.engine.waitlist.length() > 0)
+        void this.#waitlist.serve(); // in the background; a pass that fails books its own retry
       return outcome;
     });
   }
