@@ -271,7 +271,21 @@ describe("sizes in the storefront (issue #51)", () => {
     await page.getByRole("combobox", { name: "Third choice" }).selectOption("43");
     await formSound(page, "the size picker", "storefront-sizes", "#sizes");
 
-    // The only 42 goes to someone else meanwhile: the hold takes the second choice.
+    // The only 42 goes to someone else meanwhile: the hold takes the second choice. Meanwhile is after
+    // the page's last read of the SKU: its reads (every second) wait from here until its hold is asked
+    // for, else a read answered in between greys 42 and the picker moves the first choice to 42.5.
+    let release = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let reads = 0;
+    const skuView = `**/api/skus/${sku}`;
+    await page.route(skuView, async (route) => {
+      reads++;
+      await released;
+      await route.continue();
+    });
+    await expect.poll(() => reads, WAIT).toBeGreaterThan(0);
     const ivy = await shopper(day.server, `ivy-${sku}`);
     const ivyToken = await api("POST", `/api/skus/${sku}/tokens`, undefined, ivy);
     const taken = await api(
@@ -288,6 +302,8 @@ describe("sizes in the storefront (issue #51)", () => {
     });
     await page.click("#buy");
     await page.waitForSelector("#reservation:not([hidden])", WAIT);
+    release();
+    await page.unrouteAll({ behavior: "wait" }); // once the held reads are sent on
     expect(sent).toEqual([expect.objectContaining({ quantity: 1, variants: ["42", "42.5", "43"] })]);
     await expect.poll(() => page.textContent("#res-size"), WAIT).toBe("EU 42.5 (your second choice: EU 42 was gone)");
     expect(await page.textContent("#message")).toMatch(/^Reserved 1 in size EU 42\.5:/);
