@@ -192,7 +192,9 @@ describe("demo storefront", () => {
 
     // Bob cancels: the released unit goes to the waitlist, and the page shows the granted hold.
     expect((await post(`/api/reservations/${bobId}/cancel`, undefined, bob)).status).toBe(200);
-    await page.waitForSelector("#res-origin:not([hidden])", { timeout: 15_000 });
+    // The grant shows once the queue wrote its order row: seconds, more than 20 s beside another suite
+    // (storefront-line.e2e waits a minute for the same; the page looks for it that long).
+    await page.waitForSelector("#res-origin:not([hidden])", { timeout: 60_000 });
     await expect.poll(() => page.textContent("#res-status")).toBe("held");
     await expect.poll(() => page.textContent("#res-expires-label")).toBe("Held until");
     await expect.poll(() => page.textContent("#res-expires")).toMatch(/left\)$/);
