@@ -27,8 +27,7 @@ export class Transfers {
 
   /**
    * Giver side: takes up to `requested` available units out of this shard's total, once per
-   * transfer id (a retry returns what the first call granted; a call that granted nothing leaves no
-   * trace). Given a variant, only that variant's available units.
+   * transfer id (a retry returns what the first call granted, nothing included). Given a variant, only that variant's available units.
    */
   give(transferId: string, toShard: number, requested: number, now: number, variant?: string): number {
     const ledger = this.ledger;
@@ -44,21 +43,27 @@ export class Transfers {
       const sized = ledger.variants().size > 0;
       const stock = variant === undefined ? (sized ? undefined : sku) : ledger.variants().get(variant);
       const granted = stock ? Math.max(0, Math.min(requested, availableOf(stock))) : 0;
-      // Nothing to give changes nothing: no row, no new seq, no mirror publish. A retry of this
-      // id may then grant units; the receiver records whichever answer reached it first.
-      if (granted === 0) return 0;
+      const record = () =>
+        ledger.sql.exec(
+          "INSERT INTO transfers (id, direction, peer, requested, granted, created_at, variant) VALUES (?, 'out', ?, ?, ?, ?, ?)",
+          transferId,
+          toShard,
+          requested,
+          granted,
+          now,
+          variant ?? null,
+        );
+      // Nothing to give changes no stock: no new seq, no mirror publish. But the answer is kept: the
+      // receiver records the first answer that reaches it, so a later ask of this id (its alarm's, or a
+      // delayed copy) must get the same 0, never units freed since, which the receiver would not add.
+      if (granted === 0) {
+        record();
+        return 0;
+      }
       sku.total -= granted;
       ledger.shiftVariant(variant, { total: -granted });
       ledger.touch();
-      ledger.sql.exec(
-        "INSERT INTO transfers (id, direction, peer, requested, granted, created_at, variant) VALUES (?, 'out', ?, ?, ?, ?, ?)",
-        transferId,
-        toShard,
-        requested,
-        granted,
-        now,
-        variant ?? null,
-      );
+      record();
       ledger.bumpSeq();
       return granted;
     });
