@@ -71,6 +71,60 @@ async function ordersOf(sku: string) {
   return results;
 }
 
+describe("order consumer: waking the webhook senders", () => {
+  /** `env` whose sender objects and wake-up queue only record what they are asked (`wake` fails when told). */
+  function recording(failWake: boolean) {
+    const woken: string[] = [];
+    const queued: unknown[] = [];
+    const senders = {
+      idFromName: (name: string) => name,
+      get: (id: string) => ({
+        wake: async (endpointId: string) => {
+          if (failWake) throw new Error(`${id} unreachable`);
+          woken.push(endpointId);
+        },
+      }),
+    };
+    const queue = { send: async (body: unknown) => void queued.push(body) };
+    return { woken, queued, env: { ...env, WEBHOOK_SENDERS: senders, WEBHOOK_DELIVERIES: queue } as unknown as Env };
+  }
+
+  it("wakes the sender of each endpoint its changes are owed to, with no queued wake-up; queues one if a sender is unreachable", async () => {
+    const hook = uniqueSku("wake-hook");
+    await env.DB.prepare(
+      "INSERT INTO webhook_endpoints (id, url, events, enabled, secret, created_at, updated_at) VALUES (?1, 'https://shop.example/hooks', '[\"order.held\"]', 1, 'whsec_x', 0, 0)",
+    )
+      .bind(hook)
+      .run();
+    const consume = async (failWake: boolean) => {
+      const { woken, queued, env: recorded } = recording(failWake);
+      const batch = createMessageBatch("order-events", [
+        {
+          id: crypto.randomUUID(),
+          timestamp: new Date(),
+          attempts: 1,
+          body: event(uniqueSku("wake"), 1, "reservation.held", 1),
+        },
+      ]);
+      await consumeOrderEvents(batch, recorded);
+      return { woken, queued };
+    };
+    try {
+      const reached = await consume(false);
+      expect(reached.woken).toContain(hook);
+      expect(reached.queued).toEqual([]);
+      const unreachable = await consume(true);
+      expect(unreachable.woken).toEqual([]);
+      expect(unreachable.queued).toEqual([{ due: true }]);
+    } finally {
+      await env.DB.batch([
+        env.DB.prepare("DELETE FROM webhook_deliveries WHERE endpoint_id = ?1").bind(hook),
+        env.DB.prepare("DELETE FROM webhook_endpoints WHERE id = ?1").bind(hook),
+      ]);
+    }
+  });
+});
+
 describe("order consumer", () => {
   it("applies a duplicated event once, in one batch and across batches", async () => {
     const sku = uniqueSku("dup");

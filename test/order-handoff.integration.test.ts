@@ -354,6 +354,32 @@ describe("order hand-off: the change feed", () => {
   });
 });
 
+describe("order hand-off: a backlog", () => {
+  it("goes out page after page, each change answered 2xx once, after a start that failed", async () => {
+    // The first three requests answer 500; each answer waits a little, so the changes queue up and
+    // the sender goes one round at a time, then takes each next page while the last of one goes out.
+    const hook = await endpoint({ fail: 3, delayMs: 5 });
+    const sku = uniqueSku("backlog");
+    await createSku(sku, { totalStock: 300 });
+    const answers = await Promise.all(Array.from({ length: 300 }, (_, i) => reserve(`b${i}`, sku)));
+    expect(answers.filter((a) => a.status === 202)).toHaveLength(300);
+    const rows = await eventually(async () => {
+      const rows = await deliveries(hook.id, "?status=delivered&limit=1000");
+      expect(rows).toHaveLength(300);
+      return rows;
+    }, 30_000);
+    // Three deliveries took a retry; no change was sent twice beyond that (pages under one lease would re-read each other's rows).
+    expect(rows.map((row) => row.attempts).sort()).toEqual([...Array(297).fill(1), 2, 2, 2]);
+    const log = await logOf(hook.id);
+    expect(log.count).toBe(303);
+    const delivered = log.received
+      .filter((r) => r.verified && r.answered === 204)
+      .map((r) => r.body?.data.reservationId);
+    expect(new Set(delivered).size).toBe(300);
+    expect(delivered).toHaveLength(300);
+  });
+});
+
 // Last in the file: its hanging attempts keep a sender busy for up to 10 s after it.
 describe("order hand-off: an endpoint that hangs", () => {
   it("an endpoint that hangs delays only its own deliveries", async () => {

@@ -17,7 +17,7 @@ import { CHANGE_COLUMNS, type ChangeRow } from "./order-object";
 const D1_NOW = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
 
 /** Whether a delivery is due now at an enabled endpoint. */
-export const DUE_DELIVERIES_SQL = `SELECT EXISTS (
+const DUE_DELIVERIES_SQL = `SELECT EXISTS (
   SELECT 1 FROM webhook_endpoints e WHERE e.enabled = 1 AND EXISTS (
     SELECT 1 FROM webhook_deliveries d
     WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW})) AS due`;
@@ -57,14 +57,12 @@ export type Taken =
   | (Leased & { type: "payment.refund_required"; payment: PaymentRow });
 
 /** The enabled endpoints with a delivery due now (one probe of the due index each). */
+export const ENDPOINTS_DUE_SQL = `SELECT e.id FROM webhook_endpoints e WHERE e.enabled = 1 AND EXISTS (
+  SELECT 1 FROM webhook_deliveries d
+  WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW})`;
+
 export async function endpointsDue(db: D1Database): Promise<string[]> {
-  const { results } = await db
-    .prepare(
-      `SELECT e.id FROM webhook_endpoints e WHERE e.enabled = 1 AND EXISTS (
-         SELECT 1 FROM webhook_deliveries d
-         WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW})`,
-    )
-    .all<{ id: string }>();
+  const { results } = await db.prepare(ENDPOINTS_DUE_SQL).all<{ id: string }>();
   return results.map((row) => row.id);
 }
 
@@ -91,16 +89,17 @@ export async function endpointLags(db: D1Database, endpointId?: string): Promise
  * wakes the sender), so that no alarm comes back for rows it would not take.
  */
 export async function nextDueAt(db: D1Database, endpointId: string): Promise<{ at: number; now: number } | null> {
+  // The due index in order, stopping at the first row a sender would take (MIN() walked them all).
   const row = await db
     .prepare(
-      `SELECT MIN(d.next_attempt_at) AS at, ${D1_NOW} AS now
+      `SELECT d.next_attempt_at AS at, ${D1_NOW} AS now
        FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-       WHERE d.endpoint_id = ?1 AND d.status = 'pending' AND e.enabled = 1
-         AND EXISTS (SELECT 1 FROM json_each(e.events) WHERE value = d.type)`,
+       WHERE d.endpoint_id = ?1 AND d.status = 'pending' AND e.enabled = 1 AND d.${subscribed(1)}
+       ORDER BY d.next_attempt_at LIMIT 1`,
     )
     .bind(endpointId)
-    .first<{ at: number | null; now: number }>();
-  return row && row.at !== null ? { at: row.at, now: row.now } : null;
+    .first<{ at: number; now: number }>();
+  return row ? { at: row.at, now: row.now } : null;
 }
 
 /** The rows a lease marks, with what they carry (the second and third statements of a take). */
@@ -171,7 +170,7 @@ export async function takeDuePage(
          WHERE endpoint_id = ?4 AND position IN (
            SELECT d.position FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
            WHERE d.endpoint_id = ?4 AND d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW} AND e.enabled = 1
-             AND e.batch IS NULL AND EXISTS (SELECT 1 FROM json_each(e.events) WHERE value = d.type)
+             AND e.batch IS NULL AND d.${subscribed(4)}
            ORDER BY d.next_attempt_at LIMIT ?3)`,
       )
       .bind(lease, leaseMs, limit, endpointId),
@@ -220,7 +219,7 @@ export async function dueCandidates(db: D1Database, endpointId: string, limit: n
         `SELECT d.position, d.batch_id, d.created_at
          FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
          WHERE d.endpoint_id = ?1 AND d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW} AND e.enabled = 1
-           AND EXISTS (SELECT 1 FROM json_each(e.events) WHERE value = d.type)
+           AND d.${subscribed(1)}
          ORDER BY d.next_attempt_at, d.position LIMIT ?2`,
       )
       .bind(endpointId, limit),
@@ -278,23 +277,42 @@ export interface Outcome {
 }
 
 /**
+ * Outcomes alike but for their position, as one entry with their positions: a page mostly answers
+ * alike (all delivered, 204) and a batch's rows always do, so what travels is an entry per answer
+ * and a number per row.
+ */
+function groupsOf(outcomes: readonly Outcome[]) {
+  const groups = new Map<string, Omit<Outcome, "position"> & { positions: number[] }>();
+  for (const { position, ...answer } of outcomes) {
+    const key = `${answer.status}\u0000${answer.code}\u0000${answer.delayMs}\u0000${answer.batchId}\u0000${answer.error}\u0000${answer.response}`;
+    const group = groups.get(key);
+    if (group) group.positions.push(position);
+    else groups.set(key, { ...answer, positions: [position] });
+  }
+  return [...groups.values()];
+}
+
+/**
  * Records the outcomes of one lane's attempts at one endpoint in one statement (the outcomes
- * travel as one JSON parameter), each an attempt counted. Only rows still under `lease` change: a
- * sender whose lease lapsed and whose deliveries another took leaves that one's record alone. The
- * outcomes are materialized first and the lease compared as `+lease`, so that the plan reads each
- * outcome once and finds its row by key; otherwise SQLite walked the endpoint's rows (or the leased
- * ones) and scanned the whole array for each, on D1's one thread.
+ * travel as one JSON parameter, grouped by answer), each an attempt counted. Only rows still under
+ * `lease` change: a sender whose lease lapsed and whose deliveries another took leaves that one's
+ * record alone. The outcomes are materialized first and the lease compared as `+lease`, so that the
+ * plan reads each outcome once and finds its row by key; otherwise SQLite walked the endpoint's rows
+ * (or the leased ones) and scanned the whole array for each, on D1's one thread.
  */
 export async function recordOutcomes(db: D1Database, endpointId: string, outcomes: readonly Outcome[], lease: string) {
   if (outcomes.length === 0) return;
   await db
     .prepare(
-      `WITH j AS MATERIALIZED (
-         SELECT json_extract(value, '$.position') AS position, json_extract(value, '$.status') AS status,
-                json_extract(value, '$.code') AS code, json_extract(value, '$.response') AS response,
-                json_extract(value, '$.error') AS error,
-                json_extract(value, '$.delayMs') AS delay_ms, json_extract(value, '$.batchId') AS batch_id
-         FROM json_each(?1))
+      `WITH g AS MATERIALIZED (
+         SELECT json_extract(value, '$.status') AS status, json_extract(value, '$.code') AS code,
+                json_extract(value, '$.response') AS response, json_extract(value, '$.error') AS error,
+                json_extract(value, '$.delayMs') AS delay_ms, json_extract(value, '$.batchId') AS batch_id,
+                json_extract(value, '$.positions') AS positions
+         FROM json_each(?1)),
+       j AS MATERIALIZED (
+         SELECT p.value AS position, g.status, g.code, g.response, g.error, g.delay_ms, g.batch_id
+         FROM g, json_each(g.positions) p)
        UPDATE webhook_deliveries SET
          status = j.status,
          attempts = attempts + 1,
@@ -309,7 +327,7 @@ export async function recordOutcomes(db: D1Database, endpointId: string, outcome
        WHERE webhook_deliveries.endpoint_id = ?3 AND webhook_deliveries.position = j.position
          AND +webhook_deliveries.lease = ?2`,
     )
-    .bind(JSON.stringify(outcomes), lease, endpointId)
+    .bind(JSON.stringify(groupsOf(outcomes)), lease, endpointId)
     .run();
 }
 
@@ -421,8 +439,15 @@ export async function retryNow(
   return (found?.results.length ?? 0) > 0 ? "unsubscribed" : "missing";
 }
 
-/** Whether a delivery row's type is one its endpoint subscribes to (in a statement on webhook_deliveries, ?1 its endpoint). */
-const SUBSCRIBED = "type IN (SELECT value FROM webhook_endpoints e, json_each(e.events) WHERE e.id = ?1)";
+/**
+ * Whether a delivery row's type is one its endpoint subscribes to, the endpoint being parameter
+ * `?n` of the statement: a subquery of the parameter alone, which SQLite reads once a statement,
+ * where one naming the row's endpoint parses its events for every row.
+ */
+function subscribed(n: number): string {
+  return `type IN (SELECT value FROM webhook_endpoints s, json_each(s.events) WHERE s.id = ?${n})`;
+}
+const SUBSCRIBED = subscribed(1);
 
 /**
  * Makes every failed and pending delivery of an endpoint due now (API.md v1.3 "Webhook deliveries"),

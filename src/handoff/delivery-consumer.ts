@@ -18,6 +18,16 @@ export async function wakeSender(env: Env, delaySeconds = 0): Promise<void> {
 }
 
 /**
+ * Wakes the sender objects of these endpoints (the order consumer knows them from its own batch, so
+ * it skips the queue and a D1 read); if one cannot be reached, a queued wake-up tries again (the
+ * queue's retries, then the cron's check-back).
+ */
+export async function wakeEndpoints(env: Env, ids: readonly string[]): Promise<void> {
+  const woken = await Promise.allSettled(ids.map((id) => senderOf(env, id).wake(id)));
+  if (woken.some((result) => result.status === "rejected")) await wakeSender(env);
+}
+
+/**
  * A wake-up: the queue message only says "deliveries are due". It wakes the sender object of each
  * enabled endpoint with a delivery due (one D1 read), each of which delivers in its own invocation.
  */

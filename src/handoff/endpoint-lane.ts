@@ -1,6 +1,7 @@
 import { log } from "../../durable-objects/shared/log";
 import { increment } from "../observability/metrics";
 import { batchMessagesOf, formMessages, MAX_BATCH_EVENTS } from "./batches";
+import { Deadlines } from "./deadlines";
 import {
   deliveryId,
   dueCandidates,
@@ -11,6 +12,7 @@ import {
   takePositions,
 } from "./deliveries";
 import { type Answer, attempt, bodyOf, DELIVERY_TIMEOUT_MS, post } from "./sender";
+import { Slots } from "./slots";
 
 /**
  * One endpoint's lane: what its sender object (./endpoint-sender.ts) runs. It takes the endpoint's
@@ -23,8 +25,12 @@ export const MAX_DELAY_SECONDS = 43_200;
 
 /** API.md's backoff, seconds after each failed attempt; then the delivery is `failed`. */
 export const DEFAULT_RETRY_SCHEDULE = [5, 300, 1800, 7200, 18_000, 36_000, 36_000] as const;
-/** The most deliveries (or batch messages) one endpoint's lane takes at a time. */
-const PAGE = 64;
+/**
+ * The most deliveries (or batch messages) one take of an endpoint's lane takes; an unbatched lane
+ * holds two pages at most (the next is taken while the last of one goes out). Each take and each
+ * record is a D1 round trip, which a larger page shares among more deliveries.
+ */
+const PAGE = 128;
 /** The most due rows a batched lane reads to form one round's messages: six full batches. */
 const CANDIDATES = 6 * MAX_BATCH_EVENTS;
 /**
@@ -131,9 +137,106 @@ function report(
  * page, so a PUT that changes it takes effect at the next page.
  */
 export async function deliverEndpoint(env: Env, endpointId: string, schedule: readonly number[]): Promise<Lane> {
+  const deadlines = new Deadlines(DELIVERY_TIMEOUT_MS);
+  try {
+    return await runLane(env, endpointId, schedule, deadlines);
+  } finally {
+    deadlines.close();
+  }
+}
+
+/** What an unbatched stretch of a run did. */
+interface Singles {
+  /** The last page taken was full: more may be due. */
+  more: boolean;
+  /** The endpoint is batched now: nothing was taken by the last take. */
+  batched: boolean;
+}
+
+/**
+ * An unbatched endpoint's due rows, one message each, page by page, with six attempts in flight
+ * across pages. While every answer since the last page taken alone was delivered, the next page is
+ * taken as the last row of the one before goes out, so the connections never wait for D1 (that
+ * page's lease allows for the attempts still in flight before it). After an answer that was not, a
+ * page is taken only once the one before is answered and recorded, one round at a time, as an
+ * endpoint that fails or hangs holds its lane for one round. Each page's outcomes are recorded as
+ * soon as its last answer comes, while the next page's attempts go on.
+ */
+async function sendSingles(
+  env: Env,
+  endpointId: string,
+  schedule: readonly number[],
+  deadlines: Deadlines,
+  until: number,
+): Promise<Singles> {
+  const slots = new Slots(CONNECTIONS);
+  const records: Promise<void>[] = [];
+  let recordFailed: unknown = null;
+  // A lease per page: a take reads back every row under its lease, and the page before may still be out.
+  // Long enough for the page's attempts, each at most the timeout, those of the page before still
+  // in flight, and the write of their outcomes.
+  const take = async (size: number) => {
+    const lease = crypto.randomUUID();
+    const leaseMs = (Math.ceil(size / CONNECTIONS) + 1) * DELIVERY_TIMEOUT_MS + 10_000;
+    return { lease, ...(await takeDuePage(env.DB, endpointId, size, lease, leaseMs)) };
+  };
+  let size = CONNECTIONS;
+  let next = take(size);
+  let healthy = true;
+  const finish = async (singles: Singles) => {
+    await Promise.all(records);
+    if (recordFailed !== null) throw recordFailed;
+    return singles;
+  };
+  for (;;) {
+    const { taken, batch, lease } = await next;
+    if (batch) return finish({ more: false, batched: true });
+    const more = taken.length === size;
+    let prefetched = false;
+    const outcomes: Outcome[] = [];
+    const answers: Promise<void>[] = [];
+    for (const [i, delivery] of taken.entries()) {
+      await slots.acquire();
+      if (i === taken.length - 1 && healthy && more && Date.now() < until) {
+        size = Math.min(PAGE, size * 2);
+        next = take(size);
+        prefetched = true;
+      }
+      answers.push(
+        (async () => {
+          try {
+            const answer = await attempt(delivery, bodyOf(delivery), Date.now(), deadlines);
+            const outcome = outcomeOf(delivery.position, delivery.attempts, answer, schedule);
+            if (outcome.status !== "delivered") healthy = false;
+            outcomes.push(outcome);
+          } finally {
+            slots.release();
+          }
+        })(),
+      );
+    }
+    const recorded = Promise.all(answers)
+      .then(() => recordOutcomes(env.DB, endpointId, outcomes, lease))
+      .then(() => report(endpointId, "single", outcomes, outcomes.map(resultOf)))
+      .catch((err: unknown) => {
+        recordFailed ??= err;
+      });
+    records.push(recorded);
+    if (prefetched) continue;
+    // Taken alone: once this page is answered, the next is one round after an answer that was not
+    // delivered, twice this one after a page all delivered.
+    await recorded;
+    if (!more || Date.now() >= until) return finish({ more, batched: false });
+    healthy = outcomes.every((o) => o.status === "delivered");
+    size = healthy ? Math.min(PAGE, size * 2) : CONNECTIONS;
+    next = take(size);
+  }
+}
+
+async function runLane(env: Env, endpointId: string, schedule: readonly number[], deadlines: Deadlines) {
   const until = Date.now() + BUDGET_MS;
   const lease = crypto.randomUUID();
-  // A page starts at one round of attempts and doubles while every attempt is delivered, so an
+  // A batched page starts at one round of messages and doubles while every one is delivered, so an
   // endpoint that fails or hangs holds its lane for one round (10 s at most), not a full page.
   let page = CONNECTIONS;
   const lane: Lane = { more: false, holdMs: null };
@@ -141,28 +244,17 @@ export async function deliverEndpoint(env: Env, endpointId: string, schedule: re
   // A setting that changes back and forth between pages cannot keep the lane switching past a few pages.
   let switches = 0;
   while (Date.now() < until && switches < 4) {
-    // Long enough for the page's attempts, each at most the timeout, and the write of their outcomes.
-    const leaseMs = Math.ceil(page / CONNECTIONS) * DELIVERY_TIMEOUT_MS + 10_000;
     if (!batched) {
-      const { taken, batch } = await takeDuePage(env.DB, endpointId, page, lease, leaseMs);
-      if (batch) {
-        batched = true;
-        switches++;
-        continue;
-      }
-      lane.more = taken.length === page;
+      const singles = await sendSingles(env, endpointId, schedule, deadlines, until);
+      lane.more = singles.more;
       lane.holdMs = null;
-      if (taken.length === 0) break;
-      const outcomes: Outcome[] = [];
-      await eachLimited(taken, CONNECTIONS, async (delivery) => {
-        const answer = await attempt(delivery, bodyOf(delivery), Date.now());
-        outcomes.push(outcomeOf(delivery.position, delivery.attempts, answer, schedule));
-      });
-      await recordOutcomes(env.DB, endpointId, outcomes, lease);
-      page = outcomes.every((o) => o.status === "delivered") ? Math.min(PAGE, page * 2) : CONNECTIONS;
-      report(endpointId, "single", outcomes, outcomes.map(resultOf));
+      if (!singles.batched) break;
+      batched = true;
+      switches++;
       continue;
     }
+    // Long enough for the page's attempts, each at most the timeout, and the write of their outcomes.
+    const leaseMs = Math.ceil(page / CONNECTIONS) * DELIVERY_TIMEOUT_MS + 10_000;
     const candidates = await dueCandidates(env.DB, endpointId, CANDIDATES);
     if (!candidates.batch) {
       batched = false;
@@ -180,7 +272,7 @@ export async function deliverEndpoint(env: Env, endpointId: string, schedule: re
     const results: Result[] = [];
     await eachLimited(messages, CONNECTIONS, async (message) => {
       const first = message.rows[0] as Taken;
-      const answer = await post(first.url, first.secret, message.id, message.body, Date.now());
+      const answer = await post(first.url, first.secret, message.id, message.body, Date.now(), deadlines);
       // One outcome for the whole batch: every row delivered, or every row due again at one time.
       const attempts = Math.max(...message.rows.map((row) => row.attempts));
       for (const row of message.rows) {

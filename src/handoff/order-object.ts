@@ -45,6 +45,8 @@ export const CHANGE_COLUMNS =
   "c.position, c.status, c.changed_at, c.amount, c.currency, o.reservation_id, o.sku, o.user_id, o.quantity, o.test, o.variant, o.created_at";
 
 export function orderObjectOf(row: ChangeRow): OrderObject {
+  // A hold's change is made at the order's creation: one date written for both, as a sender does it per delivery.
+  const createdAt = new Date(row.created_at).toISOString();
   return {
     reservationId: row.reservation_id,
     sku: row.sku,
@@ -55,8 +57,8 @@ export function orderObjectOf(row: ChangeRow): OrderObject {
     currency: row.currency,
     test: row.test === 1,
     variant: row.variant,
-    createdAt: new Date(row.created_at).toISOString(),
-    updatedAt: new Date(row.changed_at).toISOString(),
+    createdAt,
+    updatedAt: row.changed_at === row.created_at ? createdAt : new Date(row.changed_at).toISOString(),
   };
 }
 

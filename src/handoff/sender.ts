@@ -1,4 +1,5 @@
 import { type PaymentObject, paymentObjectOf } from "../db/payment-records";
+import type { Deadlines } from "./deadlines";
 import { deliveryId, type Taken } from "./deliveries";
 import { type OrderObject, orderObjectOf } from "./order-object";
 import { sign } from "./signature";
@@ -93,25 +94,33 @@ export function clip(text: string): string {
 
 /**
  * POSTs a delivery, signed for this attempt. Redirects are not followed (a 3xx is an answer that
- * is not 2xx: the endpoint's URL is what the operator set, nowhere else). The timeout is a timer
- * cleared once the answer is read, not `AbortSignal.timeout`, whose timer stays set for the full
- * 10 s after the answer came: an invocation may hold at most 10,000 timers, and a sender past 1,000
- * attempts a second had the rest fail with QuotaExceededError, never sent.
+ * is not 2xx: the endpoint's URL is what the operator set, nowhere else). The timeout is the lane
+ * run's {@link Deadlines} (one timer for all its attempts), done once the answer is read, not
+ * `AbortSignal.timeout`, whose timer stays set for the full 10 s after the answer came: an
+ * invocation may hold at most 10,000 timers, and a sender past 1,000 attempts a second had the rest
+ * fail with QuotaExceededError, never sent.
  */
-export async function attempt(delivery: Taken, body: string, now: number): Promise<Answer> {
-  return post(delivery.url, delivery.secret, deliveryId(delivery.endpoint_id, delivery.position), body, now);
+export async function attempt(delivery: Taken, body: string, now: number, deadlines: Deadlines): Promise<Answer> {
+  const id = deliveryId(delivery.endpoint_id, delivery.position);
+  return post(delivery.url, delivery.secret, id, body, now, deadlines);
 }
 
 /** POSTs one message (one event, or a batch of them) with `webhook-id` `id`, signed for this attempt. */
-export async function post(url: string, secret: string, id: string, body: string, now: number): Promise<Answer> {
+export async function post(
+  url: string,
+  secret: string,
+  id: string,
+  body: string,
+  now: number,
+  deadlines: Deadlines,
+): Promise<Answer> {
   const timestamp = Math.floor(now / 1000);
-  const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(), DELIVERY_TIMEOUT_MS);
+  const deadline = deadlines.start();
   try {
     const response = await fetch(url, {
       method: "POST",
       redirect: "manual",
-      signal: controller.signal,
+      signal: deadline.signal,
       headers: {
         "content-type": "application/json",
         "user-agent": "Flashgate-Webhooks/1",
@@ -125,10 +134,10 @@ export async function post(url: string, secret: string, id: string, body: string
     const error = ok ? null : refusalOf(response);
     return { ok, code: response.status, response: await head(response.body).catch(() => ""), error };
   } catch (err) {
-    const timedOut = controller.signal.aborted || (err instanceof Error && err.name === "TimeoutError");
+    const timedOut = deadline.signal.aborted || (err instanceof Error && err.name === "TimeoutError");
     const response = clip(timedOut ? "no answer within 10 s" : String(err));
     return { ok: false, code: null, response, error: failureOf(err, timedOut) };
   } finally {
-    clearTimeout(timer);
+    deadline.done();
   }
 }

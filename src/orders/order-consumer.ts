@@ -1,6 +1,6 @@
 import { log } from "../../durable-objects/shared/log";
 import { eventsOfMessage, type OrderEvent } from "../../durable-objects/stock/stock-model";
-import { wakeSender } from "../handoff/delivery-consumer";
+import { wakeEndpoints } from "../handoff/delivery-consumer";
 import { increment } from "../observability/metrics";
 import { applyOrderEvents } from "./order-store";
 
@@ -37,10 +37,10 @@ export async function consumeOrderEvents(batch: MessageBatch<unknown>, env: Env)
   // All events in one D1 batch (one round trip); if it fails, each message's on their own, so that
   // only the messages that really fail are retried.
   let changed: boolean[] | null = null;
-  let deliveriesDue = false;
+  let dueEndpoints: string[] = [];
   const all = deliveries.flatMap((d) => d.events);
   try {
-    ({ changed, deliveriesDue } = await applyOrderEvents(env.DB, all, now));
+    ({ changed, dueEndpoints } = await applyOrderEvents(env.DB, all, now));
   } catch (err) {
     log("warn", "order events batch failed, applying message by message", {
       messages: deliveries.length,
@@ -59,7 +59,7 @@ export async function consumeOrderEvents(batch: MessageBatch<unknown>, env: Env)
       else {
         const applied = await applyOrderEvents(env.DB, events, now);
         rows = applied.changed;
-        deliveriesDue ||= applied.deliveriesDue;
+        dueEndpoints = [...new Set([...dueEndpoints, ...applied.dueEndpoints])];
       }
     } catch (err) {
       retryMessage(message, events, err);
@@ -80,8 +80,10 @@ export async function consumeOrderEvents(batch: MessageBatch<unknown>, env: Env)
   }
   // The changes' webhook deliveries were written with them; a wake-up lost here is sent again by the
   // cron's check-back (src/handoff/check-back.ts), so it never holds the acks back.
-  if (deliveriesDue)
-    await wakeSender(env).catch((err) => log("warn", "could not wake the webhook sender", { error: String(err) }));
+  if (dueEndpoints.length > 0)
+    await wakeEndpoints(env, dueEndpoints).catch((err) =>
+      log("warn", "could not wake the webhook senders", { error: String(err) }),
+    );
   // Counted per delivery: a series key is built per call, and a delivery holds thousands of events.
   if (applied.length > 0) increment("flashgate_queue_events_total", { result: "applied" }, applied.length);
   if (unchanged > 0) increment("flashgate_queue_events_total", { result: "duplicate" }, unchanged);

@@ -7,7 +7,7 @@ import {
   statusOf,
 } from "../../durable-objects/stock/stock-model";
 import { orderCounts as orderCountsTable, orders } from "../db/schema";
-import { DUE_DELIVERIES_SQL } from "../handoff/deliveries";
+import { ENDPOINTS_DUE_SQL } from "../handoff/deliveries";
 
 /** D1 side of the order pipeline: applying events to `orders`, and reading orders back. */
 
@@ -152,19 +152,21 @@ export interface Applied {
   changed: boolean[];
   /** Whether webhook deliveries are due (its changes' among them): the sender is to be woken. */
   deliveriesDue: boolean;
+  /** The enabled endpoints with a delivery due: whose sender objects to wake. */
+  dueEndpoints: string[];
 }
 
 /**
  * Applies events in the order given in one `db.batch`: one round trip and one transaction for all of
  * them, which either applies all or none. The triggers of `orders` give each change its feed
  * position and its webhook deliveries in the same transaction (migration 0006); the batch's last
- * statement asks whether deliveries are due, so waking the sender costs no round trip.
+ * statement asks which endpoints have deliveries due, so waking their senders costs no round trip.
  */
 export async function applyOrderEvents(db: D1Database, events: readonly OrderEvent[], now: number): Promise<Applied> {
-  if (events.length === 0) return { changed: [], deliveriesDue: false };
+  if (events.length === 0) return { changed: [], deliveriesDue: false, dueEndpoints: [] };
   const { processed, upserts, marks } = applyStatements(db, events, now);
-  const due = db.prepare(DUE_DELIVERIES_SQL);
-  const results = await db.batch<{ reservation_id: string; last_seq: number; due?: number }>([
+  const due = db.prepare(ENDPOINTS_DUE_SQL);
+  const results = await db.batch<{ reservation_id: string; last_seq: number; id?: string }>([
     ...processed,
     ...upserts,
     ...marks,
@@ -178,6 +180,7 @@ export async function applyOrderEvents(db: D1Database, events: readonly OrderEve
       changed.set(key, (changed.get(key) ?? 0) + 1);
     }
   }
+  const dueEndpoints = (results.at(-1)?.results ?? []).flatMap((row) => (row.id === undefined ? [] : [row.id]));
   return {
     changed: events.map((e) => {
       const key = `${e.reservationId}\u0000${e.seq}`;
@@ -186,7 +189,8 @@ export async function applyOrderEvents(db: D1Database, events: readonly OrderEve
       changed.set(key, left - 1);
       return true;
     }),
-    deliveriesDue: results.at(-1)?.results[0]?.due === 1,
+    deliveriesDue: dueEndpoints.length > 0,
+    dueEndpoints,
   };
 }
 
