@@ -4,6 +4,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { type CutFigures, cutSection, unbatchedTarget } from "./delivery-floor";
 import { type FloorFigures, floorSection, perfSection } from "./floor-targets";
 import type { CallgrindPoint } from "./lib/callgrind";
 import type { Capacity } from "./lib/capacity";
@@ -87,6 +88,8 @@ export interface Results {
       plain: HandOffFigures["plain"];
       hooks: HandOffFigures["hooks"];
     };
+    /** Issue #53's cut of a delivery toward its floor, before → after (bench/delivery-floor.ts); kept from run to run. */
+    order_pipeline_webhooks_cut?: CutFigures;
     /** `--profile`: one hand-off sale on a Worker with the inspector, `perf` over its workerd. */
     order_pipeline_webhooks_profile?: {
       cpuUsPerOrderDelivered: number;
@@ -372,6 +375,7 @@ function targets(r: Results) {
     );
     for (const t of handOffTargets(r.figures.order_pipeline_webhooks)) at(t.what, t.value, t.target, t.met, t.opts);
   }
+  for (const t of unbatchedTarget(r.figures.order_pipeline_webhooks)) at(t.what, t.value, t.target, t.met, t.opts);
   for (const t of batchTargets(r.figures.order_pipeline_webhook_batches)) at(t.what, t.value, t.target, t.met, t.opts);
   return rows;
 }
@@ -912,6 +916,7 @@ function handOffSection(r: Results): string[] {
     ),
     "",
     ...handOffProfile(r),
+    ...cutSection(r.figures.order_pipeline_webhooks_cut, n0, x2),
     "### Issue #42's targets for this point (medians of the rounds)",
     "",
     table(
