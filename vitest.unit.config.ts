@@ -10,6 +10,7 @@ import { BaseSequencer, type TestSpecification } from "vitest/node";
  */
 const LONG_FIRST = [
   "test/sim.unit.test.ts",
+  "test/sim-101-200.unit.test.ts",
   "test/opening-draw.unit.test.ts",
   "test/opening-draw-21-40.unit.test.ts",
   "test/stock-engine.unit.test.ts",
