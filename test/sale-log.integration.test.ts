@@ -89,11 +89,11 @@ describe("the sale log", () => {
     const text = JSON.stringify(entries);
     for (const u of users) expect(text).not.toContain(u);
     const secret = saltSecret(env.LOG_SIGNING_KEY);
-    const salt = userSalt(secret, sku, "alice-log");
+    const salt = await userSalt(secret, sku, "alice-log");
     expect(salt).toMatch(/^[0-9a-f]{32}$/);
     const aliceHold = entries.find((e) => e.type === "hold" && e.reservation === a);
     expect(aliceHold?.user).toBe(userCommitment(salt, "alice-log"));
-    expect(userSalt(secret, `${sku}x`, "alice-log")).not.toBe(salt);
+    expect(await userSalt(secret, `${sku}x`, "alice-log")).not.toBe(salt);
 
     // The same events again (a retried flush, a re-emit) add nothing.
     const again = JSON.stringify({
@@ -112,6 +112,25 @@ describe("the sale log", () => {
     });
     expect(await logOf(sku).append(0, [again])).toBe(0);
     expect(await logOf(sku).size()).toBe(6);
+
+    // One batch with a known event, a new one twice and one lacking a field: the new one, once.
+    const c = answers[2]?.json.reservationId as string;
+    const event = (type: string, reservationId: string) => ({
+      id: crypto.randomUUID(),
+      type,
+      reservationId,
+      sku,
+      userId: "carol-log",
+      quantity: 1,
+      occurredAt: new Date().toISOString(),
+      seq: 100,
+    });
+    const expired = event("reservation.expired", c);
+    const mixed = JSON.stringify({
+      events: [event("reservation.paid", a as string), expired, expired, { ...expired, quantity: 0 }],
+    });
+    expect(await logOf(sku).append(0, [mixed, again])).toBe(1);
+    expect(await logOf(sku).size()).toBe(7);
   });
 
   it("records heads that only grow, whose roots match the entries, and receipts that prove them", async () => {

@@ -3,6 +3,7 @@ import { sha256 } from "@noble/hashes/sha2.js";
 import { log } from "../shared/log";
 import {
   appendedHashes,
+  HASH_SIZE,
   type Hash,
   inclusionProof,
   leafHash,
@@ -10,10 +11,10 @@ import {
   TILE_WIDTH,
   treeHash,
 } from "../shared/merkle";
-import { eventsOfMessage } from "../shared/order-events";
 import {
   type ConfigEntry,
   drawRevealEntry,
+  entryEventsOf,
   reservationEntry,
   saltSecret,
   userCommitment,
@@ -48,7 +49,6 @@ const SCHEMA = [
      type TEXT NOT NULL,
      dedupe TEXT UNIQUE
    )`,
-  "CREATE INDEX IF NOT EXISTS entries_by_reservation ON entries (reservation) WHERE reservation IS NOT NULL",
   `CREATE TABLE IF NOT EXISTS hashes (
      level INTEGER NOT NULL,
      idx INTEGER NOT NULL,
@@ -68,6 +68,20 @@ const SCHEMA = [
        BEGIN SELECT RAISE(ABORT, 'the log is append-only'); END`,
   ]),
 ];
+
+/** An entry on its way in: its JSON text, its reservation and type (the receipts' lookup), its dedupe key. */
+interface NewEntry {
+  data: string;
+  reservation: string | null;
+  type: string;
+  dedupe: string | null;
+}
+
+/**
+ * Undone at open, for logs made before: an index of entries by reservation, one more write per
+ * entry; the receipts find a reservation's entries by their dedupe keys (`<reservation>:<type>`).
+ */
+const RETIRED = ["DROP INDEX IF EXISTS entries_by_reservation"];
 
 /** A recorded tree head. */
 export interface TreeHead {
@@ -121,6 +135,7 @@ export class SaleLog extends DurableObject<Env> {
     this.#size = this.#ready
       ? this.#sql.exec<{ n: number }>("SELECT COALESCE(MAX(idx) + 1, 0) AS n FROM entries").one().n
       : 0;
+    if (this.#ready) for (const statement of RETIRED) this.#sql.exec(statement);
   }
 
   /** Whether the tables exist. */
@@ -143,25 +158,46 @@ export class SaleLog extends DurableObject<Env> {
     return new Uint8Array(row.hash);
   };
 
-  /** Appends one entry unless one of `dedupe` is there; inside a transaction. */
-  #append(data: string, reservation: string | null, type: string, dedupe: string | null): boolean {
-    const index = this.#size;
-    // One statement whether or not the entry is new: a repeated dedupe key writes nothing.
-    const inserted = this.#sql.exec(
-      "INSERT INTO entries (idx, data, reservation, type, dedupe) VALUES (?, ?, ?, ?, ?) ON CONFLICT (dedupe) DO NOTHING",
-      index,
-      data,
-      reservation,
-      type,
-      dedupe,
-    );
-    if (inserted.rowsWritten === 0) return false;
-    for (const { level, index: at, hash } of appendedHashes(index, leafHash(encoder.encode(data)), this.#at)) {
-      this.#sql.exec("INSERT INTO hashes (level, idx, hash) VALUES (?, ?, ?)", level, at, blob(hash));
-      this.#edge[level] = { index: at, hash };
+  /**
+   * Appends the entries whose `dedupe` key the log lacks, in order; inside a transaction. Returns
+   * how many. Each entry is a statement of its own (bound as it is: the bytes hashed are the bytes
+   * stored); their tree hashes, two rows an entry, go in one statement at the end.
+   */
+  #appendAll(entries: readonly NewEntry[]): number {
+    const positions: [number, number][] = [];
+    const hashes: Hash[] = [];
+    let appended = 0;
+    for (const { data, reservation, type, dedupe } of entries) {
+      const index = this.#size;
+      // One statement whether or not the entry is new: a repeated dedupe key writes nothing.
+      const inserted = this.#sql.exec(
+        "INSERT INTO entries (idx, data, reservation, type, dedupe) VALUES (?, ?, ?, ?, ?) ON CONFLICT (dedupe) DO NOTHING",
+        index,
+        data,
+        reservation,
+        type,
+        dedupe,
+      );
+      if (inserted.rowsWritten === 0) continue;
+      for (const { level, index: at, hash } of appendedHashes(index, leafHash(encoder.encode(data)), this.#at)) {
+        positions.push([level, at]);
+        hashes.push(hash);
+        this.#edge[level] = { index: at, hash };
+      }
+      this.#size = index + 1;
+      appended++;
     }
-    this.#size = index + 1;
-    return true;
+    if (appended === 0) return 0;
+    // The positions as one JSON parameter (SQLite's json_each), the hashes as one BLOB cut in pieces.
+    const all = new Uint8Array(hashes.length * HASH_SIZE);
+    for (const [i, hash] of hashes.entries()) all.set(hash, i * HASH_SIZE);
+    this.#sql.exec(
+      `INSERT INTO hashes (level, idx, hash)
+       SELECT value ->> 0, value ->> 1, substr(?2, key * ${HASH_SIZE} + 1, ${HASH_SIZE}) FROM json_each(?1)`,
+      JSON.stringify(positions),
+      all.buffer,
+    );
+    return appended;
   }
 
   /**
@@ -174,12 +210,12 @@ export class SaleLog extends DurableObject<Env> {
   readonly #users = new Map<string, string>();
 
   #secret: Uint8Array | undefined;
-  #userOf(sku: string, userId: string): string {
+  async #userOf(sku: string, userId: string): Promise<string> {
     const key = `${sku}\n${userId}`;
     const known = this.#users.get(key);
     if (known !== undefined) return known;
     this.#secret ??= saltSecret(this.env.LOG_SIGNING_KEY ?? "");
-    const user = userCommitment(userSalt(this.#secret, sku, userId), userId);
+    const user = userCommitment(await userSalt(this.#secret, sku, userId), userId);
     if (this.#users.size >= 10_000) this.#users.clear();
     this.#users.set(key, user);
     return user;
@@ -190,18 +226,19 @@ export class SaleLog extends DurableObject<Env> {
    * each event one entry unless the log has it already. Returns the entries appended.
    */
   async append(shard: number, bodies: readonly string[]): Promise<number> {
-    let appended = 0;
-    this.#transaction(() => {
-      this.#createTables();
-      for (const body of bodies) {
-        const { events, invalid } = eventsOfMessage(body);
-        if (invalid !== null) log("warn", "sale log: an outbox event failed validation", { error: invalid });
-        for (const event of events) {
-          const entry = reservationEntry(event, shard, this.#userOf(event.sku, event.userId));
-          const data = JSON.stringify(entry);
-          if (this.#append(data, event.reservationId, entry.type, `${event.reservationId}:${entry.type}`)) appended++;
-        }
+    const entries: NewEntry[] = [];
+    for (const body of bodies) {
+      const { events, invalid } = entryEventsOf(body);
+      if (invalid !== null) log("warn", "sale log: an outbox event failed validation", { error: invalid });
+      for (const event of events) {
+        const entry = reservationEntry(event, shard, await this.#userOf(event.sku, event.userId));
+        const dedupe = `${event.reservationId}:${entry.type}`;
+        entries.push({ data: JSON.stringify(entry), reservation: event.reservationId, type: entry.type, dedupe });
       }
+    }
+    const appended = this.#transaction(() => {
+      this.#createTables();
+      return this.#appendAll(entries);
     });
     if (appended > 0) await this.#arm();
     return appended;
@@ -232,7 +269,10 @@ export class SaleLog extends DurableObject<Env> {
     const draws = Array.isArray(entry.draws) ? (entry.draws as { seedHash: string; closesAt: string }[]) : [];
     const appended = this.#transaction(() => {
       this.#createTables();
-      const added = this.#append(JSON.stringify(entry), null, entry.type, dedupe ?? null);
+      const added =
+        this.#appendAll([
+          { data: JSON.stringify(entry), reservation: null, type: entry.type, dedupe: dedupe ?? null },
+        ]) > 0;
       if (added && sku !== undefined)
         for (const draw of draws)
           this.#sql.exec(
@@ -395,7 +435,10 @@ export class SaleLog extends DurableObject<Env> {
     const head = this.head();
     const rows = this.#sql
       .exec<{ idx: number; data: string; type: string }>(
-        "SELECT idx, data, type FROM entries WHERE reservation = ? AND idx < ? ORDER BY idx",
+        `SELECT idx, data, type FROM entries
+          WHERE dedupe >= ? AND dedupe < ? AND reservation = ? AND idx < ? ORDER BY idx`,
+        `${reservationId}:`,
+        `${reservationId};`, // ';' follows ':': the keys that begin with `<reservation>:`
         reservationId,
         head.size,
       )

@@ -1,12 +1,13 @@
-import { sha256 } from "@noble/hashes/sha2.js";
+import { createHash } from "node:crypto";
 
 /**
  * The Merkle tree of a transparency log (RFC 6962 / RFC 9162 §2.1), as Go's
  * `golang.org/x/mod/sumdb/tlog` and the C2SP `tlog-tiles` spec lay it out: leaf hash
  * SHA-256(0x00 ‖ entry), node hash SHA-256(0x01 ‖ left ‖ right), and a stored hash per complete
  * subtree, addressed by (level, index): the subtree of leaves [index·2^level, (index+1)·2^level).
- * Synchronous (`@noble/hashes`), so a log can append inside a Durable Object's transaction. The
- * foundation of the verifiable sale (API.md v1.4), tested against RFC 6962's vectors and Go's layout.
+ * Synchronous (node:crypto, native in workerd and Node), so a log can append inside a Durable
+ * Object's transaction. The foundation of the verifiable sale (API.md v1.4), tested against RFC
+ * 6962's vectors and Go's layout.
  */
 
 export const HASH_SIZE = 32;
@@ -18,11 +19,14 @@ export type Hash = Uint8Array;
 /** The stored hash of a complete subtree: `level` 0 is a leaf. */
 export type HashAt = (level: number, index: number) => Hash;
 
-const LEAF = new Uint8Array([0]);
+/** SHA-256 as a plain Uint8Array (a Buffer's `slice` would share its memory), in one native call. */
+function sha256(input: Uint8Array): Hash {
+  const digest = createHash("sha256").update(input).digest();
+  return new Uint8Array(digest.buffer, digest.byteOffset, digest.byteLength);
+}
 
 export function leafHash(entry: Uint8Array): Hash {
   const input = new Uint8Array(1 + entry.length);
-  input.set(LEAF, 0);
   input.set(entry, 1);
   return sha256(input);
 }

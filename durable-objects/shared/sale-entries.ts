@@ -1,6 +1,5 @@
-import { hmac } from "@noble/hashes/hmac.js";
-import { sha256 } from "@noble/hashes/sha2.js";
-import type { OrderEvent } from "./order-events";
+import { createHash } from "node:crypto";
+import { ORDER_EVENT_TYPES, type OrderEvent } from "./order-events";
 
 /**
  * The entries of a SKU's public log (API.md v1.4 "The verifiable sale"): UTF-8 JSON, one decision
@@ -48,12 +47,6 @@ export interface ConfigEntry {
 export type SaleEntry = ReservationEntry | ConfigEntry;
 
 const encoder = new TextEncoder();
-const HEX = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, "0"));
-function hex(bytes: Uint8Array): string {
-  let out = "";
-  for (const b of bytes) out += HEX[b];
-  return out;
-}
 
 /** The entry type of an order event's status. */
 export function entryTypeOf(type: OrderEvent["type"]): ReservationEntryType {
@@ -66,25 +59,103 @@ export function entryTypeOf(type: OrderEvent["type"]): ReservationEntryType {
  * no second secret is needed; a new signing key gives new salts for the entries made after it.
  */
 export function saltSecret(signingKey: string): Uint8Array {
-  return sha256(encoder.encode(`flashgate sale-log salt\n${signingKey}`));
+  return new Uint8Array(createHash("sha256").update(`flashgate sale-log salt\n${signingKey}`).digest());
 }
+
+const HEX = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, "0"));
+function hex(bytes: Uint8Array): string {
+  let out = "";
+  for (const b of bytes) out += HEX[b];
+  return out;
+}
+
+/** The salts' HMAC key, imported once per secret (WebCrypto keeps it keyed; node:crypto keys each HMAC again). */
+const saltKeys = new WeakMap<Uint8Array, Promise<CryptoKey>>();
 
 /** A buyer's salt on one SKU: the first 16 bytes of HMAC-SHA-256(secret, `<sku>:<userId>`), in hex. */
-export function userSalt(secret: Uint8Array, sku: string, userId: string): string {
-  return hex(hmac(sha256, secret, encoder.encode(`${sku}:${userId}`)).slice(0, 16));
+export async function userSalt(secret: Uint8Array, sku: string, userId: string): Promise<string> {
+  let key = saltKeys.get(secret);
+  if (!key) {
+    key = crypto.subtle.importKey("raw", secret, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+    saltKeys.set(secret, key);
+  }
+  const mac = await crypto.subtle.sign("HMAC", await key, encoder.encode(`${sku}:${userId}`));
+  return hex(new Uint8Array(mac, 0, 16));
 }
 
-/** A buyer as the log shows them: hex SHA-256 of `<salt>:<userId>`. */
+/**
+ * A buyer as the log shows them: hex SHA-256 of `<salt>:<userId>` (node:crypto: the log makes one
+ * for every new buyer, and the runtime's native hash costs less than one written in JavaScript).
+ */
 export function userCommitment(salt: string, userId: string): string {
-  return hex(sha256(encoder.encode(`${salt}:${userId}`)));
+  return createHash("sha256").update(`${salt}:${userId}`).digest("hex");
+}
+
+/** The fields of an order event that its entry takes. */
+export type EntryEvent = Pick<
+  OrderEvent,
+  | "type"
+  | "reservationId"
+  | "sku"
+  | "userId"
+  | "quantity"
+  | "occurredAt"
+  | "expiresAt"
+  | "seq"
+  | "amount"
+  | "currency"
+  | "test"
+  | "variant"
+>;
+
+const isText = (v: unknown): v is string => typeof v === "string" && v.length > 0;
+const isCount = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 1;
+const optional = (v: unknown, check: (v: unknown) => boolean) => v === undefined || check(v);
+
+/**
+ * Whether an outbox event has what its entry takes, of the right kinds: lighter than the queue's
+ * full schema (order-events.ts, regular expressions per field), since the log's events come only
+ * from its SKU's own stock shards, whose engine made them.
+ */
+function isEntryEvent(item: unknown): item is EntryEvent {
+  const e = item as Record<string, unknown> | null;
+  return (
+    typeof e === "object" &&
+    e !== null &&
+    (ORDER_EVENT_TYPES as readonly unknown[]).includes(e.type) &&
+    isText(e.reservationId) &&
+    isText(e.sku) &&
+    isText(e.userId) &&
+    isCount(e.quantity) &&
+    isCount(e.seq) &&
+    isText(e.occurredAt) &&
+    optional(e.expiresAt, isText) &&
+    optional(e.amount, (v) => v === null || (Number.isSafeInteger(v) && (v as number) >= 0)) &&
+    optional(e.currency, isText) &&
+    optional(e.test, (v) => v === true) &&
+    optional(e.variant, isText)
+  );
+}
+
+/**
+ * The events of an outbox message body (`{"events":[…]}`, or one bare event) that make entries.
+ * `invalid`: why one did not (the others still do), as the queue's reader has it.
+ */
+export function entryEventsOf(body: string): { events: EntryEvent[]; invalid: string | null } {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return { events: [], invalid: "the message body is not JSON" };
+  }
+  const many = (parsed as { events?: unknown } | null)?.events;
+  const items = Array.isArray(many) ? many : [parsed];
+  const events = items.filter(isEntryEvent);
+  return { events, invalid: events.length === items.length ? null : "an event lacks a field its entry takes" };
 }
 
 /** The log entry of an order event made by `shard`, its buyer already turned into `user`. */
-export function reservationEntry(
-  event: OrderEvent & { variant?: string | undefined },
-  shard: number,
-  user: string,
-): ReservationEntry {
+export function reservationEntry(event: EntryEvent, shard: number, user: string): ReservationEntry {
   const type = entryTypeOf(event.type);
   const entry: ReservationEntry = {
     type,

@@ -63,7 +63,7 @@ async function drawCommitments(env: Env, sku: string): Promise<DrawCommitment[]>
 }
 
 /** A buyer's salt on a SKU (shown only to that buyer), or null when no log is kept. */
-export function saltOf(env: Env, sku: string, userId: string): string | null {
+export function saltOf(env: Env, sku: string, userId: string): Promise<string> | null {
   if (!saleLogOn(env)) return null;
   if (secretOf?.key !== env.LOG_SIGNING_KEY)
     secretOf = { key: env.LOG_SIGNING_KEY, secret: saltSecret(env.LOG_SIGNING_KEY) };
@@ -91,8 +91,9 @@ export async function receiptsOf(
   reservationId: string,
   userId: string,
 ): Promise<{ receipts: ReceiptView[]; salt: string } | Record<string, never>> {
-  const salt = saltOf(env, sku, userId);
-  if (salt === null) return {};
+  const salting = saltOf(env, sku, userId);
+  if (salting === null) return {};
+  const salt = await salting;
   try {
     const receipts = await env.SALE_LOG.getByName(sku).receipts(reservationId, logOrigin(env, requestUrl, sku));
     return { receipts, salt };
@@ -113,6 +114,6 @@ export function receiptsOfHeld(
   replayed: boolean,
 ): Promise<{ receipts: ReceiptView[]; salt: string } | Record<string, never>> {
   if (replayed) return receiptsOf(env, requestUrl, reservation.sku, reservation.id, reservation.userId);
-  const salt = saltOf(env, reservation.sku, reservation.userId);
-  return Promise.resolve(salt === null ? {} : { receipts: [], salt });
+  const salting = saltOf(env, reservation.sku, reservation.userId);
+  return salting === null ? Promise.resolve({}) : salting.then((salt) => ({ receipts: [], salt }));
 }
