@@ -14,6 +14,8 @@ import type { PerfPoint } from "./lib/perf-record";
 import type { ProfileLine } from "./lib/profile";
 import type { RedisBenchResult } from "./lib/redis-benchmark";
 import { type Via, viaKey } from "./lib/via";
+import type { SaleLogFigures } from "./sale-log";
+import { saleLogSection } from "./sale-log-report";
 import type { ClassicPipelineFigures } from "./scenarios/classic-pipeline";
 import type { CopiesFigure } from "./scenarios/copies";
 import type { Ceiling } from "./scenarios/edge";
@@ -90,6 +92,9 @@ export interface Results {
     };
     /** Issue #53's cut of a delivery toward its floor, before → after (bench/delivery-floor.ts); kept from run to run. */
     order_pipeline_webhooks_cut?: CutFigures;
+    /** The sale log's costs (`bench/sale-log.ts --write`), and before its rework (`--before`); kept from run to run. */
+    sale_log?: SaleLogFigures;
+    sale_log_before?: SaleLogFigures;
     /** `--profile`: one hand-off sale on a Worker with the inspector, `perf` over its workerd. */
     order_pipeline_webhooks_profile?: {
       cpuUsPerOrderDelivered: number;
@@ -747,6 +752,7 @@ export function performanceDoc(r: Results): string {
   out.push(...challengeSection(r));
   if (r.capacity) out.push(...capacitySection(r.capacity));
   out.push(...copiesSection(r));
+  out.push(...saleLogSection(r.figures.sale_log, r.figures.sale_log_before));
   if (r.baselines.length > 0) {
     out.push(
       "## Before → after",

@@ -578,12 +578,20 @@ try {
     );
   } else {
     // Recorded apart, kept from run to run: instruction counts (`bench:perf -- <point> --callgrind --save`),
-    // the copies' rounds (`bench:copies -- --write`), and the hand-off's figures before its rework (the
-    // "before" of its before → after) and issue #53's cut of a delivery (bench/delivery-floor.ts).
+    // the copies' rounds (`bench:copies -- --write`), the hand-off's figures before its rework (the
+    // "before" of its before → after), issue #53's cut of a delivery (bench/delivery-floor.ts), and the
+    // sale log's (`bench/sale-log.ts --write`).
     const kept = existsSync(RESULTS)
       ? (JSON.parse(readFileSync(RESULTS, "utf8")) as { figures?: Record<string, unknown> }).figures
       : undefined;
-    for (const key of ["callgrind", "copies_rounds", "order_pipeline_webhooks_before", "order_pipeline_webhooks_cut"])
+    for (const key of [
+      "callgrind",
+      "copies_rounds",
+      "order_pipeline_webhooks_before",
+      "order_pipeline_webhooks_cut",
+      "sale_log",
+      "sale_log_before",
+    ])
       if (kept?.[key] !== undefined) bench.figures[key] = kept[key];
     writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
     writeReport(results);

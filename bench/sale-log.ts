@@ -2,28 +2,42 @@
  * `npx tsx bench/sale-log.ts [--rounds N] [--count N]`: what the verifiable sale's log costs
  * (issue #52), measured locally in one workerd (tools/worker.ts):
  *
- * - engine core with and without the log (paired rounds, alternating which goes first): `count`
- *   fresh reservations through the stock object's reserve RPC (`POST /bench/engine`, batches of 16,
- *   8 in flight), their reservations/s, and workerd's CPU per reservation from /proc until the
- *   outbox and the log have taken every event. Locally the log object shares the process, so its own
- *   work is in the "on" figure; on Cloudflare it runs in an object of its own;
+ * - engine core without the log, with the floor's log (SALE_LOG_FLOOR: each batch committed as one
+ *   row, nothing else: the least an append costs) and with the log, in rounds (the order rotating):
+ *   `count` fresh reservations through the stock object's reserve RPC (`POST /bench/engine`,
+ *   batches of 16, 8 in flight), their reservations/s, and workerd's CPU per reservation from /proc
+ *   until the outbox and the log have taken every event. Locally the log object shares the process,
+ *   so its own work is in the "on" figure; on Cloudflare it runs in an object of its own;
+ * - the hot SKU directly (bench/scenarios/edge.ts, quick timing) without and with the log, in pairs
+ *   of rounds: the point's CPU per request, and the CPU from the warm-up until the outbox drained
+ *   per reservation (the log's work after the measured seconds counted too);
  * - receipt lag at sale pace: holds made over HTTP at `pace`/s, and for a sample of them the time
  *   from the `202` to the first `GET /api/reservations/:id` that carries the hold's receipt;
- * - storage: the log object's SQLite file size per entry.
+ * - storage: the log object's database (checkpointed) per entry.
  *
- * Prints one JSON object. Not part of `npm run bench` (docs/PERFORMANCE.md is generated from it).
+ * Prints one JSON object; `--write` keeps it in bench/results.json (`figures.sale_log`, or with
+ * `--before` `figures.sale_log_before`) and regenerates docs/PERFORMANCE.md. Not part of `npm run
+ * bench`, whose runs keep these figures.
  */
-import { readdirSync, statSync } from "node:fs";
+import { execFileSync, execSync } from "node:child_process";
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { shopperJwt } from "../tools/jwt";
 import { cpuMeter } from "../tools/proc";
 import { startWorker, type WorkerServer } from "../tools/worker";
+import { answered, type Bench, QUICK } from "./lib/context";
+import { through } from "./lib/via";
+import { type Results, writeReport } from "./report";
+import { hotSku } from "./scenarios/edge";
 
 const args = process.argv.slice(2);
 const option = (name: string, fallback: number) => {
   const i = args.indexOf(name);
   return i < 0 ? fallback : Number(args[i + 1]);
 };
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const ROUNDS = option("--rounds", 3);
 const COUNT = option("--count", 4_000);
 const PACE = option("--pace", 100);
@@ -52,10 +66,17 @@ async function drained(server: WorkerServer, sku: string) {
   throw new Error("the outbox never drained");
 }
 
-async function engineRound(log: boolean, round: number) {
-  const server = await startWorker(`engine-${log ? "on" : "off"}`, log ? {} : { LOG_SIGNING_KEY: "" });
+type LogMode = "off" | "floor" | "on";
+const LOG_VARS: Record<LogMode, Record<string, string>> = {
+  off: { LOG_SIGNING_KEY: "" },
+  floor: { SALE_LOG_FLOOR: "on" },
+  on: {},
+};
+
+async function engineRound(mode: LogMode, round: number) {
+  const server = await startWorker(`engine-${mode}`, LOG_VARS[mode]);
   try {
-    const sku = `bench-log-${round}-${log ? "on" : "off"}`;
+    const sku = `bench-log-${round}-${mode}`;
     await put(server, sku, { name: "Bench", totalStock: COUNT, perUserLimit: 1 });
     const meter = cpuMeter([server.pid]);
     const r = await fetch(`${server.url}/bench/engine`, {
@@ -67,13 +88,67 @@ async function engineRound(log: boolean, round: number) {
     await drained(server, sku);
     const cpuUs = meter.stop();
     return {
-      log,
+      mode,
       ok: result.ok,
       perSecond: (result.ok / result.elapsedMs) * 1000,
       cpuUsPerReservation: cpuUs / result.ok,
     };
   } finally {
     await server.stop();
+  }
+}
+
+/** The hot SKU directly, with or without the log: the point's CPU per request and per reservation drained. */
+async function hotRound(mode: LogMode, round: number) {
+  const server = await startWorker(`hot-${mode}`, LOG_VARS[mode]);
+  const bench: Bench = {
+    mode: QUICK,
+    dir: server.stateDir,
+    points: {},
+    redis: {},
+    figures: {},
+    checks: [],
+    problems: [],
+  };
+  try {
+    const meter = cpuMeter([server.pid]);
+    const point = await hotSku(bench, through(server, "direct"), { key: `hot_${mode}_r${round}` });
+    await drained(server, point.sku);
+    const cpuUs = meter.stop();
+    const held = answered(point, 202);
+    if (bench.problems.length > 0) throw new Error(bench.problems.join("; "));
+    return { mode, rps: point.rps, cpuUsPerRequest: point.cpuUsPerRequest, drainedCpuUsPerReservation: cpuUs / held };
+  } finally {
+    await server.stop();
+  }
+}
+
+/**
+ * The log object's database in bytes (Miniflare's state: v3/do/<script>-SaleLog/<id>.sqlite): a copy
+ * of its file and write-ahead log opened by the sqlite3 command, checkpointed, page count × page size
+ * (the file alone misses what the WAL still holds).
+ */
+function logBytes(doDir: string): number {
+  const logDir = readdirSync(doDir).find((d) => d.endsWith("SaleLog"));
+  const file = logDir && readdirSync(join(doDir, logDir)).find((f) => f.endsWith(".sqlite") && f !== "metadata.sqlite");
+  if (!logDir || !file) return 0;
+  const copy = mkdtempSync(join(tmpdir(), "sale-log-db-"));
+  try {
+    for (const suffix of ["", "-wal"])
+      if (existsSync(join(doDir, logDir, file + suffix)))
+        copyFileSync(join(doDir, logDir, file + suffix), join(copy, `log.sqlite${suffix}`));
+    const pragma = (name: string) =>
+      Number(
+        execFileSync("sqlite3", [join(copy, "log.sqlite"), `PRAGMA ${name};`])
+          .toString()
+          .trim()
+          .split("\n")
+          .pop(),
+      );
+    pragma("wal_checkpoint(TRUNCATE)");
+    return pragma("page_count") * pragma("page_size");
+  } finally {
+    rmSync(copy, { recursive: true, force: true });
   }
 }
 
@@ -124,14 +199,7 @@ async function receiptLag() {
     const lags = (await Promise.all(sampled)).sort((a, b) => a - b);
     const at = (q: number) => lags[Math.min(lags.length - 1, Math.floor(q * lags.length))] ?? 0;
     await sleep(2_000);
-    // The log object's SQLite file(s) (Miniflare's state: v3/do/<script>-SaleLog/*.sqlite).
-    const dir = join(server.stateDir, "v3", "do");
-    const logDir = readdirSync(dir).find((d) => d.endsWith("SaleLog"));
-    const bytes = logDir
-      ? readdirSync(join(dir, logDir))
-          .filter((f) => f.endsWith(".sqlite"))
-          .reduce((n, f) => n + statSync(join(dir, logDir, f)).size, 0)
-      : 0;
+    const bytes = logBytes(join(server.stateDir, "v3", "do"));
     const note = await (await fetch(`${server.url}/api/skus/${sku}/log/checkpoint`)).text();
     const entries = Number(note.split("\n")[1]);
     return {
@@ -146,44 +214,90 @@ async function receiptLag() {
   }
 }
 
-const rounds: Awaited<ReturnType<typeof engineRound>>[][] = [];
-for (let round = 0; round < ROUNDS; round++) {
-  const order = round % 2 === 0 ? [false, true] : [true, false];
-  const pair = [];
-  for (const log of order) {
-    const result = await engineRound(log, round);
-    progress(
-      `round ${round + 1} log ${log ? "on " : "off"}: ${result.perSecond.toFixed(0)} reservations/s, ${result.cpuUsPerReservation.toFixed(1)} µs CPU each`,
-    );
-    pair.push(result);
-  }
-  rounds.push(pair);
-}
-const median = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
-const ratio = (pick: (r: (typeof rounds)[number][number]) => number) =>
-  median(
-    rounds.map((pair) => {
-      const on = pair.find((r) => r.log);
-      const off = pair.find((r) => !r.log);
-      return on && off ? pick(on) / pick(off) : 0;
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
+/** The median over rounds of each round's ratio `mode` ÷ off. */
+function ratios<R extends { mode: LogMode }>(rounds: R[][], mode: LogMode, pick: (r: R) => number) {
+  return median(
+    rounds.map((round) => {
+      const with_ = round.find((r) => r.mode === mode);
+      const off = round.find((r) => r.mode === "off");
+      return with_ && off ? pick(with_) / pick(off) : 0;
     }),
   );
-const lag = await receiptLag();
-console.log(
-  JSON.stringify(
-    {
-      engine: {
-        count: COUNT,
-        rounds: rounds.flat(),
-        medianRatioOnOff: {
-          perSecond: ratio((r) => r.perSecond),
-          cpuPerReservation: ratio((r) => r.cpuUsPerReservation),
-        },
-      },
-      receipts: lag,
+}
+
+const MODES: LogMode[] = ["off", "floor", "on"];
+
+async function measureAll() {
+  const engine: Awaited<ReturnType<typeof engineRound>>[][] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    const results = [];
+    for (let i = 0; i < MODES.length; i++) {
+      const mode = MODES[(i + round) % MODES.length] as LogMode;
+      const result = await engineRound(mode, round);
+      progress(
+        `engine round ${round + 1} log ${mode}: ${result.perSecond.toFixed(0)} reservations/s, ${result.cpuUsPerReservation.toFixed(1)} µs CPU each`,
+      );
+      results.push(result);
+    }
+    engine.push(results);
+  }
+  const hot: Awaited<ReturnType<typeof hotRound>>[][] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    const results = [];
+    for (const mode of round % 2 === 0 ? (["off", "on"] as const) : (["on", "off"] as const)) {
+      const result = await hotRound(mode, round);
+      progress(
+        `hot SKU round ${round + 1} log ${mode}: ${result.cpuUsPerRequest.toFixed(0)} µs CPU/request, ${result.drainedCpuUsPerReservation.toFixed(0)} µs drained`,
+      );
+      results.push(result);
+    }
+    hot.push(results);
+  }
+  const receipts = await receiptLag();
+  return {
+    measured: new Date().toISOString(),
+    commit: execSync("git rev-parse --short HEAD").toString().trim(),
+    dirty: execSync("git status --porcelain -- durable-objects src bench").toString().trim() !== "",
+    engine: {
+      count: COUNT,
+      rounds: engine,
+      medianRatioToOff: Object.fromEntries(
+        (["floor", "on"] as const).map((mode) => [
+          mode,
+          {
+            perSecond: ratios(engine, mode, (r) => r.perSecond),
+            cpuPerReservation: ratios(engine, mode, (r) => r.cpuUsPerReservation),
+          },
+        ]),
+      ) as Record<"floor" | "on", { perSecond: number; cpuPerReservation: number }>,
     },
-    null,
-    2,
-  ),
-);
+    hotSkuDirect: {
+      rounds: hot,
+      medianRatioOnOff: {
+        cpuPerRequest: ratios(hot, "on", (r) => r.cpuUsPerRequest),
+        drainedCpuPerReservation: ratios(hot, "on", (r) => r.drainedCpuUsPerReservation),
+      },
+    },
+    receipts,
+  };
+}
+
+/** What bench/results.json keeps of a run (`figures.sale_log`, and `sale_log_before` for the before → after). */
+export type SaleLogFigures = Awaited<ReturnType<typeof measureAll>>;
+
+// `--from <file>`: a run printed before (an earlier commit's, from its worktree) instead of measuring.
+const from = args.indexOf("--from");
+const figures: SaleLogFigures =
+  from < 0 ? await measureAll() : JSON.parse(readFileSync(args[from + 1] as string, "utf8"));
+console.log(JSON.stringify(figures, null, 2));
+if (args.includes("--write")) {
+  // Kept from run to run by bench/run.ts; docs/PERFORMANCE.md's sale log section is made from it.
+  const file = join(ROOT, "bench/results.json");
+  const results = JSON.parse(readFileSync(file, "utf8")) as Results;
+  (results.figures as Record<string, unknown>)[args.includes("--before") ? "sale_log_before" : "sale_log"] = figures;
+  writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
+  writeReport(results);
+  progress("wrote bench/results.json and docs/PERFORMANCE.md");
+}
 process.exit(0);

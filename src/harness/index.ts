@@ -19,10 +19,11 @@ import { harnessPages } from "./storefront";
  * (DEV_TOOLS, CHAOS), so one tool's switches stay off under another.
  */
 
-export { SaleLog } from "../../durable-objects/log/sale-log";
 export { MetricsTotals } from "../../durable-objects/metrics/metrics-totals";
 export { WebhookSender } from "../handoff/endpoint-sender";
 export { Gatherer } from "./harness-gatherer";
+// The sale log with the bench's floor (SALE_LOG_FLOOR), under the class name wrangler.toml binds SALE_LOG to.
+export { HarnessSaleLog as SaleLog } from "./harness-sale-log";
 // The stock object with test hooks, under the class name wrangler.toml binds STOCK to.
 export { HarnessStock as SkuStock } from "./harness-stock";
 
