@@ -48,7 +48,7 @@ const simModules = {
 };
 
 // The unit tier: pure logic in plain Node, the stock engine over real SQLite (sql.js, see
-// test/support/sqlite-storage.ts). `npm run test:unit` runs it alone, `npm run test:watch` on every
+// tools/sqlite-storage.ts). `npm run test:unit` runs it alone, `npm run test:watch` on every
 // save; vitest.config.ts includes it as a project, so `npm test` runs it with everything else.
 export default defineConfig({
   plugins: [simModules],

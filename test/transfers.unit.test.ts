@@ -1,7 +1,7 @@
 import { expect, it } from "vitest";
 import { StockEngine } from "../durable-objects/engine/stock-engine";
 import { homeShard } from "../durable-objects/shared/shard-name";
-import { sqliteStorage } from "./support/sqlite-storage";
+import { sqliteStorage } from "../tools/sqlite-storage";
 
 // A transfer between shards happens once per transfer id, whatever its asks: found by the simulator
 // (npm run sim -- --seed 415 --shards 4, docs/SIMULATOR.md). The giver answered 0 without

@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { StockEngine } from "../durable-objects/engine/stock-engine";
 import type { Reservation } from "../durable-objects/engine/types";
-import { sqliteStorage } from "./support/sqlite-storage";
+import { sqliteStorage } from "../tools/sqlite-storage";
 
 // Sizes (API.md v1.4 "Sizes (variants)") in the stock engine over SQLite in Node: the hold takes the
 // first listed variant with the quantity, the limit counts across variants, and a model that knows

@@ -1,5 +1,5 @@
 import { SkuStock } from "../../durable-objects/stock/sku-stock";
-import { type NodeStorage, sqliteStorage } from "../../test/support/sqlite-storage";
+import { type NodeStorage, sqliteStorage } from "../sqlite-storage";
 
 /**
  * The simulator's world (docs/SIMULATOR.md): one virtual clock, one seeded random source, and the

@@ -1,5 +1,5 @@
 import initSqlJs, { type Database, type Statement } from "sql.js";
-import type { EngineStorage } from "../../durable-objects/engine/types";
+import type { EngineStorage } from "../durable-objects/engine/types";
 
 /**
  * A stock object's storage in plain Node, for the unit tier (vitest.unit.config.ts): the part of the

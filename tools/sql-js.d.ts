@@ -1,4 +1,4 @@
-// The part of sql.js (SQLite compiled to WebAssembly) that test/support/sqlite-storage.ts uses.
+// The part of sql.js (SQLite compiled to WebAssembly) that tools/sqlite-storage.ts uses.
 declare module "sql.js" {
   type Value = number | string | Uint8Array | null;
   interface Statement {
