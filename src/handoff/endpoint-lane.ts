@@ -188,48 +188,55 @@ async function sendSingles(
     if (recordFailed !== null) throw recordFailed;
     return singles;
   };
-  for (;;) {
-    const { taken, batch, lease } = await next;
-    if (batch) return finish({ more: false, batched: true });
-    const more = taken.length === size;
-    let prefetched = false;
-    const outcomes: Outcome[] = [];
-    const answers: Promise<void>[] = [];
-    for (const [i, delivery] of taken.entries()) {
-      await slots.acquire();
-      if (i === taken.length - 1 && healthy && more && Date.now() < until) {
-        size = Math.min(PAGE, size * 2);
-        next = take(size);
-        prefetched = true;
+  try {
+    for (;;) {
+      const { taken, batch, lease } = await next;
+      if (batch) return finish({ more: false, batched: true });
+      const more = taken.length === size;
+      let prefetched = false;
+      const outcomes: Outcome[] = [];
+      const answers: Promise<void>[] = [];
+      for (const [i, delivery] of taken.entries()) {
+        await slots.acquire();
+        if (i === taken.length - 1 && healthy && more && Date.now() < until) {
+          size = Math.min(PAGE, size * 2);
+          next = take(size);
+          prefetched = true;
+        }
+        answers.push(
+          (async () => {
+            try {
+              const answer = await attempt(delivery, bodyOf(delivery), Date.now(), deadlines);
+              const outcome = outcomeOf(delivery.position, delivery.attempts, answer, schedule);
+              if (outcome.status !== "delivered") healthy = false;
+              outcomes.push(outcome);
+            } finally {
+              slots.release();
+            }
+          })(),
+        );
       }
-      answers.push(
-        (async () => {
-          try {
-            const answer = await attempt(delivery, bodyOf(delivery), Date.now(), deadlines);
-            const outcome = outcomeOf(delivery.position, delivery.attempts, answer, schedule);
-            if (outcome.status !== "delivered") healthy = false;
-            outcomes.push(outcome);
-          } finally {
-            slots.release();
-          }
-        })(),
-      );
+      const recorded = Promise.all(answers)
+        .then(() => recordOutcomes(env.DB, endpointId, outcomes, lease))
+        .then(() => report(endpointId, "single", outcomes, outcomes.map(resultOf)))
+        .catch((err: unknown) => {
+          recordFailed ??= err;
+        });
+      records.push(recorded);
+      if (prefetched) continue;
+      // Taken alone: once this page is answered, the next is one round after an answer that was not
+      // delivered, twice this one after a page all delivered.
+      await recorded;
+      if (!more || Date.now() >= until) return finish({ more, batched: false });
+      healthy = outcomes.every((o) => o.status === "delivered");
+      size = healthy ? Math.min(PAGE, size * 2) : CONNECTIONS;
+      next = take(size);
     }
-    const recorded = Promise.all(answers)
-      .then(() => recordOutcomes(env.DB, endpointId, outcomes, lease))
-      .then(() => report(endpointId, "single", outcomes, outcomes.map(resultOf)))
-      .catch((err: unknown) => {
-        recordFailed ??= err;
-      });
-    records.push(recorded);
-    if (prefetched) continue;
-    // Taken alone: once this page is answered, the next is one round after an answer that was not
-    // delivered, twice this one after a page all delivered.
-    await recorded;
-    if (!more || Date.now() >= until) return finish({ more, batched: false });
-    healthy = outcomes.every((o) => o.status === "delivered");
-    size = healthy ? Math.min(PAGE, size * 2) : CONNECTIONS;
-    next = take(size);
+  } catch (err) {
+    // A take failed with earlier pages still out: their attempts keep their timeouts (the caller
+    // closes the deadlines once this returns) and their outcomes are recorded before the run ends.
+    await Promise.allSettled(records);
+    throw err;
   }
 }
 
