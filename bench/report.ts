@@ -155,6 +155,12 @@ const n0 = (v: number | undefined) =>
 const n1 = (v: number | undefined) => (v === undefined || !Number.isFinite(v) ? "–" : v.toFixed(1));
 const x2 = (v: number | undefined) => (v === undefined || !Number.isFinite(v) ? "–" : `${v.toFixed(2)}×`);
 
+/** A commit's subject as a table cell: its first sentence, at most 80 characters (our subjects run long). */
+function headline(subject: string): string {
+  const sentence = subject.split(/(?<=\.)\s/)[0] ?? subject;
+  return sentence.length <= 80 ? sentence : `${sentence.slice(0, 79)}…`;
+}
+
 function table(head: string[], rows: string[][]): string {
   return [
     `| ${head.join(" | ")} |`,
@@ -514,7 +520,7 @@ function baselineTable(r: Results, via: Via): string {
   };
   const now = `\`${r.commit}\`${r.dirty ? " (with uncommitted changes)" : ""} this run`;
   const rows = r.baselines.flatMap((b) => [
-    [`\`${b.commit}\` ${b.subject}`, ...points.flatMap((point) => cells(b, viaKey(point, via)))],
+    [`\`${b.commit}\` ${headline(b.subject)}`, ...points.flatMap((point) => cells(b, viaKey(point, via)))],
     [`${now}, beside it`, ...points.flatMap((point) => cells(b, viaKey(`now_${point}`, via), viaKey(point, via)))],
   ]);
   return table(
@@ -583,7 +589,7 @@ function engineBaselineTable(r: Results): string[] {
     .filter((b) => b.rounds?.engine_core_batch1 !== undefined)
     .flatMap((b) => [
       [
-        `\`${b.commit}\` ${b.subject}`,
+        `\`${b.commit}\` ${headline(b.subject)}`,
         rounds(b.rounds?.engine_core_batch1),
         statements(b.rounds?.engine_core_batch1),
         n1(figure(b.keys.engine_core)?.cpuUsPerReservation),
