@@ -223,7 +223,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
       // freed while it was paused started a pass that stopped at the pause, and none is freed by this.
       const state = this.engine.configuration.state();
       if (outcome.ok && state?.status === "on_sale" && state.shards > 1 && this.engine.waitlist.length() > 0)
-        void this.#waitlist.serve(); // in the background; a pass that fails books its own retry
+        this.#host.background(this.#waitlist.serve()); // a pass that fails books its own retry
       return outcome;
     });
   }
