@@ -30,7 +30,7 @@ import { receiptsOf, receiptsOfHeld } from "../sale-log/sale-log";
 import { callStock, locateReservation, SKU_ID, stockShard, unwrap } from "../stock/stock-client";
 import { ROUTES } from "./contract";
 import { register } from "./register";
-import { drawView, publicSkuView, reservationView } from "./views";
+import { drawView, publicSkuJson, reservationView } from "./views";
 
 export const shopper = new Hono<AppEnv>();
 
@@ -170,7 +170,7 @@ register(shopper, ROUTES.publicSku, async (c) => {
   if (state.status === "archived") throw new ApiError("SKU_NOT_FOUND");
   if (display.source === "mirror") c.header("Cache-Control", `public, max-age=${DISPLAY_CACHE_SECONDS}`);
   c.header("X-Stock-Source", display.source);
-  return c.json(publicSkuView({ ...state, status: state.status }, Date.now()));
+  return c.body(publicSkuJson(state, Date.now()), 200, { "Content-Type": "application/json" });
 });
 
 /** What shard 0 says about a SKU's draw (SKU not found vs. no window). */

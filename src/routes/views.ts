@@ -39,6 +39,23 @@ function accessView(s: SkuState) {
   return { access: (s.access ?? []).map((t) => ({ name: t.name, startsAt: new Date(t.startsAt).toISOString() })) };
 }
 
+/**
+ * The public view of a display as JSON, rendered once per display object and moment (its phase and
+ * countdown): within a display's memo second a GET storm reuses the text instead of building it each time.
+ */
+const renderedViews = new WeakMap<SkuState, { moment: string; body: string }>();
+
+export function publicSkuJson(s: SkuState, now: number): string {
+  if (s.status === "archived") throw new Error("an archived SKU has no public view");
+  const { phase, opensInSeconds: opensIn } = phaseView(s, now);
+  const moment = `${phase} ${opensIn}`;
+  const hit = renderedViews.get(s);
+  if (hit?.moment === moment) return hit.body;
+  const body = JSON.stringify(publicSkuView({ ...s, status: s.status }, now));
+  renderedViews.set(s, { moment, body });
+  return body;
+}
+
 /** An archived SKU has no public view (its routes answer SKU_NOT_FOUND), so the type leaves it out. */
 export function publicSkuView(s: SkuState & { status: "on_sale" | "paused" }, now: number): z.infer<typeof PublicSku> {
   return {
