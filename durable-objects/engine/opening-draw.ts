@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { listedVariants } from "./variants";
+import { listedVariants, variantsColumn } from "./variants";
 
 /**
  * Fair opening (API.md "Fair opening"): the reservations of the first `openingWindowMs` after a
@@ -345,7 +345,7 @@ export class OpeningDraw {
     tier?: string,
     variants?: readonly string[],
   ): "entered" | "mismatch" {
-    const listed = variants && variants.length > 0 ? JSON.stringify(variants) : null;
+    const listed = variantsColumn(variants);
     const existing = this.#sql
       .exec<{ quantity: number; variants: string | null }>(
         "SELECT quantity, variants FROM draw_entrants WHERE opening = ? AND user_id = ?",
@@ -423,7 +423,7 @@ export class OpeningDraw {
         now,
         e.position,
         e.tier ?? null,
-        e.variants && e.variants.length > 0 ? JSON.stringify(e.variants) : null,
+        variantsColumn(e.variants),
       );
     }
     this.#sql.exec("UPDATE draw SET entrants = ? WHERE opens_at = ?", ranked.length, opening);

@@ -9,6 +9,11 @@ export function variantsFit(stock: ReadonlyMap<string, unknown>, variants: reado
   return variants !== undefined && variants.length > 0 && variants.every((id) => stock.has(id));
 }
 
+/** An entry's variants as the line's and the draw's JSON column keeps them (null: none listed). */
+export function variantsColumn(variants: readonly string[] | undefined): string | null {
+  return variants && variants.length > 0 ? JSON.stringify(variants) : null;
+}
+
 /**
  * An entry's variants in order of preference, from the JSON column the line and the draw keep them
  * in (undefined: a SKU without variants).

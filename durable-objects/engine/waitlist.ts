@@ -1,6 +1,6 @@
 import { LAZY_EXPIRY_BATCH, type Ledger } from "./ledger";
 import { availableOf, fail, notOnSale, type Outcome, ok, overLimit, rowOnSale } from "./types";
-import { listedVariants, variantsFit } from "./variants";
+import { listedVariants, variantsColumn, variantsFit } from "./variants";
 
 /**
  * The waitlist: buyers waiting for released units, served first-fit in FIFO order, each within the
@@ -156,7 +156,7 @@ export class Waitlist {
         userId,
         quantity,
         now,
-        variants && variants.length > 0 ? JSON.stringify(variants) : null,
+        variantsColumn(variants),
       )
       .one();
     this.#changed(1);

@@ -176,11 +176,6 @@ export function reservationEntry(event: EntryEvent, shard: number, user: string)
   return entry;
 }
 
-/** An entry's bytes as the log stores and hashes them. */
-export function entryBytes(entry: SaleEntry): Uint8Array {
-  return encoder.encode(JSON.stringify(entry));
-}
-
 /** What a configuration entry says of a SKU (the SKU's state summed over its shards, as the catalog has it). */
 export interface ConfiguredSku {
   shards: number;

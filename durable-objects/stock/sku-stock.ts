@@ -264,9 +264,9 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
       await this.#pullFor(requests, answers, short, state);
     }
     // Answers that show the SKU sold out say so, with the spent-nonce digest (one, shared by all).
+    let spent: SpentDigest | undefined;
     if (answers.some((a) => (a.ok ? a.value.available : a.available) === 0)) {
       const shards = (state ?? this.engine.configuration.state())?.shards ?? 1;
-      let spent: SpentDigest | undefined;
       answers.forEach((a, i) => {
         if (!showsSoldOut(a, shards)) return;
         spent ??= this.#spentDigest();
@@ -276,7 +276,8 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     // Sizes: a SOLD_OUT of listed variants is the SKU's for them (a sharded shard pulled them first).
     answers.forEach((a, i) => {
       if (a.ok || a.code !== "SOLD_OUT" || a.variants === undefined || a.soldOut) return;
-      answers[i] = { ...a, sizesSoldOut: true, spent: this.#spentDigest() };
+      spent ??= this.#spentDigest();
+      answers[i] = { ...a, sizesSoldOut: true, spent };
     });
     // No log line per decision (it showed in the CPU profile): the edge counts every answer in /metrics,
     // and each hold's queue event carries its request id to the consumer's line.
@@ -290,7 +291,8 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
    */
   async #learnSizes(): Promise<boolean> {
     const state = this.engine.configuration.state();
-    if (!state || state.shard === 0 || state.shards <= 1) return false;
+    // Only a shard already in sizes learns any (learnVariants): a plain one waits for the hand-off.
+    if (!state?.variants || state.shard === 0 || state.shards <= 1) return false;
     const lead = await this.#host.shardOf(state.sku, 0).state();
     const sizes = lead?.variants?.map((v) => ({ id: v.id, name: v.name })) ?? [];
     return this.engine.configuration.learnVariants(sizes) > 0;
