@@ -1,9 +1,9 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { StockEngine } from "../durable-objects/engine/stock-engine";
-import type { EngineStorage } from "../durable-objects/engine/types";
-import { stockShard, uniqueSku } from "./support/client";
+import { StockEngine } from "../../durable-objects/engine/stock-engine";
+import type { EngineStorage } from "../../durable-objects/engine/types";
+import { stockShard, uniqueSku } from "../support/client";
 
 /**
  * What a place in the line costs (API.md v1.3 "The line, visible", as built): a read grows with the
