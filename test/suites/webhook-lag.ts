@@ -1,9 +1,9 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { Scrape } from "../tools/prometheus";
-import { call, createSku, reserve, uniqueSku } from "./support/client";
-import { eventually } from "./support/eventually";
-import { configure, conforms, deliveries, endpoint, forgetEndpoints, logOf } from "./support/handoff";
+import { Scrape } from "../../tools/prometheus";
+import { call, createSku, reserve, uniqueSku } from "../support/client";
+import { eventually } from "../support/eventually";
+import { configure, conforms, deliveries, endpoint, forgetEndpoints, logOf } from "../support/handoff";
 
 /**
  * Each endpoint's lag (the age of its oldest pending delivery) in the admin endpoint view

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { call, createSku, reserve, uniqueSku } from "./support/client";
-import { eventually } from "./support/eventually";
-import { configure, deliveries, endpoint, endpoints, forgetEndpoints } from "./support/handoff";
+import { call, createSku, reserve, uniqueSku } from "../support/client";
+import { eventually } from "../support/eventually";
+import { configure, deliveries, endpoint, endpoints, forgetEndpoints } from "../support/handoff";
 
 /**
  * What the delivery log says of a failed attempt (`lastError`), in words, against real receivers:

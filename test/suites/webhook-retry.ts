@@ -1,8 +1,8 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { call, createSku, reserve, uniqueSku } from "./support/client";
-import { eventually } from "./support/eventually";
-import { configure, deliveries, endpoint, forgetEndpoints, logOf } from "./support/handoff";
+import { call, createSku, reserve, uniqueSku } from "../support/client";
+import { eventually } from "../support/eventually";
+import { configure, deliveries, endpoint, forgetEndpoints, logOf } from "../support/handoff";
 
 /**
  * API.md v1.3 "Webhook deliveries": `POST /admin/webhooks/:id/retry` tries every failed and pending
