@@ -7,6 +7,13 @@ import { CONTRACT_SCHEMAS } from "../src/routes/contract-schemas";
 import { call, createSku, reserve, stockShard, tokenFor, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
 import { pay } from "./support/payments";
+// The contract's other short suites share this file's workerd (one start-up, issue #56): bad input,
+// answers against /openapi.json's schemas, CORS, the public SKU display, and SKUs nobody configured.
+import "./suites/bad-input";
+import "./suites/openapi";
+import "./suites/cors";
+import "./suites/sku-display";
+import "./suites/unknown-skus";
 
 /**
  * Lines of docs/API.md that no other test asserted, each through the routes as a client sees them.

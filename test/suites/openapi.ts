@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { z } from "zod";
-import { app } from "../src/app";
-import { CONTRACT_ROUTES } from "../src/routes/contract";
+import { app } from "../../src/app";
+import { CONTRACT_ROUTES } from "../../src/routes/contract";
 import {
   AdminSku,
   AdminSkuList,
@@ -14,10 +14,10 @@ import {
   Reservation,
   ReservationDetail,
   ReservationList,
-} from "../src/routes/contract-schemas";
-import { openApiPath } from "../src/routes/openapi";
-import { type Answer, call, createSku, tokenFor, uniqueSku } from "./support/client";
-import { pay } from "./support/payments";
+} from "../../src/routes/contract-schemas";
+import { openApiPath } from "../../src/routes/openapi";
+import { type Answer, call, createSku, tokenFor, uniqueSku } from "../support/client";
+import { pay } from "../support/payments";
 
 /**
  * The contract data behind `GET /openapi.json` cannot drift from the code: every route the app

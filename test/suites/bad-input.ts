@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { call, createSku, jwtFor, stockOf, tokenFor, uniqueSku } from "./support/client";
+import { call, createSku, jwtFor, stockOf, tokenFor, uniqueSku } from "../support/client";
 
 /** Every bad request gets a contract 4xx with the error body, and changes no stock. */
 describe("bad input", () => {

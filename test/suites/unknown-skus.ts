@@ -1,8 +1,8 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, createSku, stockCallsTo, stockShard, uniqueSku } from "./support/client";
-import { pay } from "./support/payments";
+import { call, createSku, stockCallsTo, stockShard, uniqueSku } from "../support/client";
+import { pay } from "../support/payments";
 
 /** API.md: requests about SKUs that were never configured store nothing, whoever sends them. */
 

@@ -1,8 +1,8 @@
 import { listDurableObjectIds } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { shardName } from "../durable-objects/shared/shard-name";
-import { call, createSku, reserve, stockCallsTo, uniqueSku } from "./support/client";
+import { shardName } from "../../durable-objects/shared/shard-name";
+import { call, createSku, reserve, stockCallsTo, uniqueSku } from "../support/client";
 
 /** The public `GET /api/skus/:sku` (mirror off here): catalog first, and a storm shares one read. */
 

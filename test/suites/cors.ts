@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { allowedOrigins } from "../src/http/cors";
-import { call, createSku, stockCallsTo, tokenFor, uniqueSku } from "./support/client";
+import { allowedOrigins } from "../../src/http/cors";
+import { call, createSku, stockCallsTo, tokenFor, uniqueSku } from "../support/client";
 
 /** API.md v1.4 "Browser clients and the buy button": CORS on the shopper routes for ALLOWED_ORIGINS only. */
 
