@@ -5,10 +5,10 @@ import {
   PAYMENT_EVENT_IDS_RETENTION_MS,
   PROCESSED_EVENTS_RETENTION_MS,
   RECONCILE_HISTORY_RETENTION_MS,
-} from "../src/db/retention";
-import worker from "../src/index";
-import { Scrape } from "../tools/prometheus";
-import { call } from "./support/client";
+} from "../../src/db/retention";
+import worker from "../../src/index";
+import { Scrape } from "../../tools/prometheus";
+import { call } from "../support/client";
 
 /** D1 keeps idempotency keys and run history for a stated time; the cron prunes the rest. */
 

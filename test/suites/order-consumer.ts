@@ -1,15 +1,15 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import type { OutboxRow } from "../durable-objects/engine/outbox";
-import { eventsOfMessage, MAX_EVENTS_PER_MESSAGE, type OrderEvent } from "../durable-objects/shared/order-events";
-import { MAX_MESSAGE_BYTES, MAX_SEND_BATCH_BYTES, packOutbox } from "../durable-objects/stock/outbox-messages";
-import { type ConsumerFault, withConsumerFault } from "../src/harness/consumer-fault";
-import { consumeDeadLetters } from "../src/orders/dead-letter-consumer";
-import { consumeOrderEvents } from "../src/orders/order-consumer";
-import { applyOrderEvents, D1_MAX_BOUND_PARAMETERS } from "../src/orders/order-store";
-import { call, uniqueSku } from "./support/client";
-import { seededRandom, shuffle } from "./support/random";
+import type { OutboxRow } from "../../durable-objects/engine/outbox";
+import { eventsOfMessage, MAX_EVENTS_PER_MESSAGE, type OrderEvent } from "../../durable-objects/shared/order-events";
+import { MAX_MESSAGE_BYTES, MAX_SEND_BATCH_BYTES, packOutbox } from "../../durable-objects/stock/outbox-messages";
+import { type ConsumerFault, withConsumerFault } from "../../src/harness/consumer-fault";
+import { consumeDeadLetters } from "../../src/orders/dead-letter-consumer";
+import { consumeOrderEvents } from "../../src/orders/order-consumer";
+import { applyOrderEvents, D1_MAX_BOUND_PARAMETERS } from "../../src/orders/order-store";
+import { call, uniqueSku } from "../support/client";
+import { seededRandom, shuffle } from "../support/random";
 
 /** The idempotent consumer, driven with hand-made batches: duplicates, reordering, faults. */
 

@@ -1,10 +1,10 @@
 import { createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { PRUNE_BATCH, PRUNE_ROUNDS } from "../src/db/retention";
-import { cursorOf } from "../src/handoff/change-feed";
-import worker from "../src/index";
-import { ADMIN_TOKEN, call, uniqueSku } from "./support/client";
+import { PRUNE_BATCH, PRUNE_ROUNDS } from "../../src/db/retention";
+import { cursorOf } from "../../src/handoff/change-feed";
+import worker from "../../src/index";
+import { ADMIN_TOKEN, call, uniqueSku } from "../support/client";
 
 /**
  * Bounded storage of the order hand-off: 100,000 changes written over ten days, a retention of one

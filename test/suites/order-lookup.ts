@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { call, createSku, reserve, uniqueSku } from "./support/client";
-import { eventually } from "./support/eventually";
+import { call, createSku, reserve, uniqueSku } from "../support/client";
+import { eventually } from "../support/eventually";
 
 /** The console's "Find an order": one order by its reservation id, and a user's orders, from D1. */
 describe("order lookup", () => {
