@@ -1,8 +1,8 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import worker from "../src/harness/index";
-import { createSku, uniqueSku } from "./support/client";
+import worker from "../../src/harness/index";
+import { createSku, uniqueSku } from "../support/client";
 
 /**
  * The demo storefront's dev-only routes: absent (404, any method) unless DEV_TOOLS is "true",
