@@ -5,6 +5,12 @@ import { forgetSoldOut } from "../src/edge/sold-out-cache";
 import { MAX_V1_SIGNATURES, signPayment } from "../src/payments/webhook-signature";
 import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "./support/client";
 import { pay, WEBHOOK_SECRET } from "./support/payments";
+// The other payment suites share this file's workerd (one start-up, issue #56): prices and checked
+// payments, the payments list, Stripe's webhook and Checkout. Their event ids and SKUs are their own.
+import "./suites/money";
+import "./suites/payments-list";
+import "./suites/stripe-webhook";
+import "./suites/stripe-pay";
 
 const seqOf = (sku: string) =>
   runInDurableObject(stockShard(env, sku, 0), (object) => object.engine.configuration.state()?.seq ?? 0);

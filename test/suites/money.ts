@@ -1,12 +1,12 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { StockEngine } from "../durable-objects/engine/stock-engine";
-import { forgetSoldOut } from "../src/edge/sold-out-cache";
-import { Scrape } from "../tools/prometheus";
-import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "./support/client";
-import { eventually } from "./support/eventually";
-import { pay } from "./support/payments";
+import { StockEngine } from "../../durable-objects/engine/stock-engine";
+import { forgetSoldOut } from "../../src/edge/sold-out-cache";
+import { Scrape } from "../../tools/prometheus";
+import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "../support/client";
+import { eventually } from "../support/eventually";
+import { pay } from "../support/payments";
 
 /** API.md "Money is checked": prices on SKUs, payments checked against them, refunds counted. */
 

@@ -1,13 +1,13 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { forgetSoldOut } from "../src/edge/sold-out-cache";
-import { cursorOf } from "../src/handoff/change-feed";
-import { ADMIN_TOKEN, call, createSku, reserve, stockShard, uniqueSku } from "./support/client";
-import { eventually } from "./support/eventually";
-import { conforms, deliveries, endpoint, forgetEndpoints, logOf } from "./support/handoff";
-import { pay } from "./support/payments";
-import { checkoutSession, sendStripe, stripeEvent } from "./support/stripe";
+import { forgetSoldOut } from "../../src/edge/sold-out-cache";
+import { cursorOf } from "../../src/handoff/change-feed";
+import { ADMIN_TOKEN, call, createSku, reserve, stockShard, uniqueSku } from "../support/client";
+import { eventually } from "../support/eventually";
+import { conforms, deliveries, endpoint, forgetEndpoints, logOf } from "../support/handoff";
+import { pay } from "../support/payments";
+import { checkoutSession, sendStripe, stripeEvent } from "../support/stripe";
 
 /**
  * API.md v1.3 "Payments owed back": `GET /admin/payments` lists every payment that took effect or was

@@ -1,9 +1,9 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, inject, it } from "vitest";
-import { STRIPE_FAULT_KEYS, STRIPE_TEST_KEY } from "../tools/stripe-api";
-import { call, createSku, reserve, uniqueSku } from "./support/client";
-import { pay } from "./support/payments";
-import { checkoutSession, sendStripe, stripeEvent } from "./support/stripe";
+import { STRIPE_FAULT_KEYS, STRIPE_TEST_KEY } from "../../tools/stripe-api";
+import { call, createSku, reserve, uniqueSku } from "../support/client";
+import { pay } from "../support/payments";
+import { checkoutSession, sendStripe, stripeEvent } from "../support/stripe";
 
 /**
  * API.md v1.4 "Paying and refunding through Stripe", against a stand-in of Stripe's documented API

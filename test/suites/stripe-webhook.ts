@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { signPayment } from "../src/payments/webhook-signature";
-import { Scrape } from "../tools/prometheus";
-import { call, createSku, reserve, stockOf, uniqueSku } from "./support/client";
-import { pay } from "./support/payments";
-import { checkoutSession, paymentIntent, STRIPE_SECRET, sendStripe, stripeEvent } from "./support/stripe";
+import { signPayment } from "../../src/payments/webhook-signature";
+import { Scrape } from "../../tools/prometheus";
+import { call, createSku, reserve, stockOf, uniqueSku } from "../support/client";
+import { pay } from "../support/payments";
+import { checkoutSession, paymentIntent, STRIPE_SECRET, sendStripe, stripeEvent } from "../support/stripe";
 
 /** `POST /webhooks/stripe` (API.md v1.1), driven by events signed with the official `stripe` package. */
 
