@@ -8,6 +8,12 @@ import { type Answer, call, createSku, stockOf, stockShard, uniqueSku } from "./
 import { closeWindow, setClock, untilEntered } from "./support/draw-window";
 import { eventually } from "./support/eventually";
 import { differencesOf, ordersOf, reconcileNow } from "./support/reconcile";
+// The other draws' suites share this file's workerd (one start-up, issue #56): what a draw costs, a
+// draw with sizes, and a draw at each early-access tier. They run first (imports come first): this
+// file's restart test aborts every object of the runtime.
+import "./suites/draw-bounds";
+import "./suites/sizes-draw";
+import "./suites/tier-draw";
 
 /**
  * Fair opening (API.md "Fair opening") through the Worker: a window's reservations wait for one

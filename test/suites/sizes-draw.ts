@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { drawOrder, entryIdOf, sha256Hex } from "../durable-objects/engine/opening-draw";
-import { homeShard } from "../durable-objects/shared/shard-name";
-import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
-import { call, createSku, uniqueSku } from "./support/client";
-import { closeWindow, setClock, untilEntered } from "./support/draw-window";
-import { eventually } from "./support/eventually";
+import { drawOrder, entryIdOf, sha256Hex } from "../../durable-objects/engine/opening-draw";
+import { homeShard } from "../../durable-objects/shared/shard-name";
+import { mintPurchaseToken, newNonce } from "../../src/edge/purchase-token";
+import { call, createSku, uniqueSku } from "../support/client";
+import { closeWindow, setClock, untilEntered } from "../support/draw-window";
+import { eventually } from "../support/eventually";
 
 /**
  * API.md v1.4 "Sizes": an opening draw decides its entries in draw order, each taking its first

@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { drawOrder, entryIdOf, sha256Hex } from "../durable-objects/engine/opening-draw";
-import { homeShard } from "../durable-objects/shared/shard-name";
-import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
-import { signHs256 } from "../tools/jwt";
-import { type Answer, call, createSku, stockOf, uniqueSku } from "./support/client";
-import { closeWindow, setClock, untilEntered } from "./support/draw-window";
-import { eventually } from "./support/eventually";
+import { drawOrder, entryIdOf, sha256Hex } from "../../durable-objects/engine/opening-draw";
+import { homeShard } from "../../durable-objects/shared/shard-name";
+import { mintPurchaseToken, newNonce } from "../../src/edge/purchase-token";
+import { signHs256 } from "../../tools/jwt";
+import { type Answer, call, createSku, stockOf, uniqueSku } from "../support/client";
+import { closeWindow, setClock, untilEntered } from "../support/draw-window";
+import { eventually } from "../support/eventually";
 
 /**
  * Early access with a fair opening (API.md "Early access": an opening window drawn at each tier's

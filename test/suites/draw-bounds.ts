@@ -1,12 +1,12 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { homeShard } from "../durable-objects/shared/shard-name";
-import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
-import { call, createSku, stockCallsTo, stockShard, uniqueSku } from "./support/client";
-import { countStorage, storageCount } from "./support/counting-storage";
-import { eventually } from "./support/eventually";
-import { ordersOf } from "./support/reconcile";
+import { homeShard } from "../../durable-objects/shared/shard-name";
+import { mintPurchaseToken, newNonce } from "../../src/edge/purchase-token";
+import { call, createSku, stockCallsTo, stockShard, uniqueSku } from "../support/client";
+import { countStorage, storageCount } from "../support/counting-storage";
+import { eventually } from "../support/eventually";
+import { ordersOf } from "../support/reconcile";
 
 /**
  * What a fair opening costs the stock objects, whatever its size: reading a draw and its entries
