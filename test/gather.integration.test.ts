@@ -19,6 +19,8 @@ import {
 } from "./support/client";
 import { eventually } from "./support/eventually";
 import { seededRandom } from "./support/random";
+// Group commit, the batching of one isolate, shares this file's workerd (one start-up, issue #56).
+import "./suites/group-commit";
 
 // The gathering tier (issue 44): GATHER = "on" sends reservations through the shard's gatherer.
 // GROUP_COMMIT "off" at the edge makes each reservation its own call to the gatherer, as from an

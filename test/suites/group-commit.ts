@@ -1,11 +1,11 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import type { ReserveOutcome, ReserveRequest } from "../durable-objects/engine/types";
-import { reserveGrouped } from "../src/edge/group-commit";
-import { ApiError } from "../src/http/errors";
-import { callStock } from "../src/stock/stock-client";
-import { createSku, reserve, stockCallsTo, stockOf, stockShard, tokenFor, uniqueSku } from "./support/client";
-import { seededRandom } from "./support/random";
+import type { ReserveOutcome, ReserveRequest } from "../../durable-objects/engine/types";
+import { reserveGrouped } from "../../src/edge/group-commit";
+import { ApiError } from "../../src/http/errors";
+import { callStock } from "../../src/stock/stock-client";
+import { createSku, reserve, stockCallsTo, stockOf, stockShard, tokenFor, uniqueSku } from "../support/client";
+import { seededRandom } from "../support/random";
 
 describe("group commit at the edge", () => {
   it("serves a burst of reservations with fewer RPCs than reservations", async () => {
