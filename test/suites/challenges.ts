@@ -1,8 +1,8 @@
 import { describe, expect, inject, it } from "vitest";
-import { issueChallenge, leadingZeroBits } from "../src/edge/proof-of-work";
-import { Scrape } from "../tools/prometheus";
-import { FAULT_SECRETS, STAND_IN_SECRET, TEST_SECRETS } from "../tools/turnstile-siteverify";
-import { type Answer, call, createSku, reserve, stockCallsTo, tokenFor, uniqueSku } from "./support/client";
+import { issueChallenge, leadingZeroBits } from "../../src/edge/proof-of-work";
+import { Scrape } from "../../tools/prometheus";
+import { FAULT_SECRETS, STAND_IN_SECRET, TEST_SECRETS } from "../../tools/turnstile-siteverify";
+import { type Answer, call, createSku, reserve, stockCallsTo, tokenFor, uniqueSku } from "../support/client";
 
 /**
  * Bot challenges before a purchase token (API.md "Bots"): proof of work and Turnstile, each verified
