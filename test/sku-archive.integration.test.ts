@@ -6,6 +6,9 @@ import { locateReservation } from "../src/stock/stock-client";
 import { type Answer, call, createSku, reserve, stockShard, tokenFor, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
 import { pay } from "./support/payments";
+// The operator's other changes (a refused PUT, a resize under load, far dates) share this file's
+// workerd (one start-up, issue #56).
+import "./suites/operator-changes";
 
 /**
  * API.md v1.3 "SKUs: partial updates and archiving", on one shard and on three: a PUT keeps every

@@ -1,8 +1,8 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { homeShard } from "../durable-objects/shared/shard-name";
-import { call, createSku, reserve, stockShard, tokenFor, uniqueSku } from "./support/client";
+import { homeShard } from "../../durable-objects/shared/shard-name";
+import { call, createSku, reserve, stockShard, tokenFor, uniqueSku } from "../support/client";
 
 /**
  * API.md (Admin routes): a PUT that answers an error has changed nothing, on any shard; a change of
