@@ -9,6 +9,8 @@ import { eventually } from "./support/eventually";
 import { conforms } from "./support/handoff";
 import { pay } from "./support/payments";
 import { differencesOf, reconcileNow } from "./support/reconcile";
+// Sizes against a model on 1 to 4 shards shares this file's workerd (one start-up, issue #56).
+import "./suites/sizes-model";
 
 /**
  * API.md v1.4 "Sizes (variants)" through the Worker, on 1 and on 4 shards: one product, its sizes,

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { call, createSku, uniqueSku } from "./support/client";
-import { pay } from "./support/payments";
+import { call, createSku, uniqueSku } from "../support/client";
+import { pay } from "../support/payments";
 
 /**
  * Sizes against a model, through the Worker, on 1 to 4 shards (issue #51): random sequences of
