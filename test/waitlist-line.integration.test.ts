@@ -6,6 +6,8 @@ import { homeShard } from "../durable-objects/shared/shard-name";
 import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
 import { pay } from "./support/payments";
+// The line of a sharded SKU against per-user limits shares this file's workerd (one start-up, issue #56).
+import "./suites/sharded-waitlist";
 
 /**
  * "The line, visible" (API.md v1.3): a waiting buyer's `position` and `unitsAhead` against a model of

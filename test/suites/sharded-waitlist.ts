@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { homeShard } from "../durable-objects/shared/shard-name";
-import { call, createSku, reserve, stockOf, uniqueSku } from "./support/client";
-import { eventually } from "./support/eventually";
+import { homeShard } from "../../durable-objects/shared/shard-name";
+import { call, createSku, reserve, stockOf, uniqueSku } from "../support/client";
+import { eventually } from "../support/eventually";
 
 /**
  * A sharded SKU's one waitlist (on shard 0) against the per-user limits kept on each buyer's home
