@@ -1,3 +1,4 @@
+import type { ChildProcess } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 
 /**
@@ -65,4 +66,41 @@ export function cpuMeter(pids: number[]): { stop(): number } {
   const total = () => pids.reduce((sum, pid) => sum + cpuMicros(pid), 0);
   const before = total();
   return { stop: () => total() - before };
+}
+
+/**
+ * Resolves once the child has printed `marker` (stdout or stderr), then lets its output run on unread;
+ * rejects with what it printed when it exits first or `ms` pass.
+ */
+export function untilPrinted(child: ChildProcess, marker: string, what: string, ms: number): Promise<void> {
+  let out = "";
+  return new Promise<void>((resolve, reject) => {
+    const done = (err?: Error) => {
+      clearTimeout(timer);
+      child.stdout?.removeListener("data", onData).resume();
+      child.stderr?.removeListener("data", onData).resume();
+      child.removeListener("exit", onExit);
+      if (err) reject(err);
+      else resolve();
+    };
+    const timer = setTimeout(() => done(new Error(`${what} did not start:\n${out}`)), ms);
+    const onData = (chunk: Buffer) => {
+      out += chunk.toString();
+      if (out.includes(marker)) done();
+    };
+    const onExit = (code: number | null) => done(new Error(`${what} exited with ${code}:\n${out}`));
+    child.stdout?.on("data", onData);
+    child.stderr?.on("data", onData);
+    child.once("exit", onExit);
+  });
+}
+
+/** Sends SIGTERM and waits for the exit; SIGKILL after `killAfterMs` when given. A child already gone is left. */
+export async function stopChild(child: ChildProcess, killAfterMs?: number): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  child.kill("SIGTERM");
+  const timer = killAfterMs === undefined ? undefined : setTimeout(() => child.kill("SIGKILL"), killAfterMs);
+  await exited;
+  clearTimeout(timer);
 }

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { stopChild, untilPrinted } from "./proc";
 
 /**
  * Starts and stops a private `redis-server` for the dev server, the tests and the bench:
@@ -53,39 +54,14 @@ export async function startRedis(
   args.push("--appendonly", opts.persist || opts.appendfsync ? "yes" : "no");
   if (opts.appendfsync) args.push("--appendfsync", opts.appendfsync);
   const child = spawn("redis-server", args, { stdio: ["ignore", "pipe", "pipe"] });
-  let log = "";
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`redis-server did not start on port ${port}:\n${log}`)), 10_000);
-    const onData = (chunk: Buffer) => {
-      log += chunk.toString();
-      if (log.includes("Ready to accept connections")) {
-        clearTimeout(timer);
-        resolve();
-      }
-    };
-    child.stdout?.on("data", onData);
-    child.stderr?.on("data", onData);
-    child.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`redis-server exited with ${code}:\n${log}`));
-    });
-  });
-  child.stdout?.removeAllListeners("data").resume();
-  child.stderr?.removeAllListeners("data").resume();
-  child.removeAllListeners("exit");
+  await untilPrinted(child, "Ready to accept connections", `redis-server on port ${port}`, 10_000);
   return {
     port,
     dir,
     url: `redis://127.0.0.1:${port}`,
     process: child,
     async stop({ keepData = false } = {}) {
-      if (child.exitCode === null && child.signalCode === null) {
-        const exited = new Promise((resolve) => child.once("exit", resolve));
-        child.kill("SIGTERM");
-        const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
-        await exited;
-        clearTimeout(timer);
-      }
+      await stopChild(child, 5_000);
       if (!keepData && !opts.dir) rmSync(dir, { recursive: true, force: true });
     },
   };

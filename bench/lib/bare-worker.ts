@@ -37,6 +37,8 @@ export async function startScriptWorker(
     scriptPath?: string;
     modulesRoot?: string;
     modulesRules?: { type: "ESModule"; include: string[] }[];
+    durableObjects?: Record<string, { className: string; useSQLite: boolean }>;
+    durableObjectsPersist?: string;
   } = {},
 ): Promise<BareWorker> {
   const port = await freePort();

@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import type { createClient } from "redis";
 import { runScript, shardKeys } from "../../tools/lua";
+import { stopChild, untilPrinted } from "../../tools/proc";
 import { freePort } from "../../tools/redis-server";
 
 export type Redis = ReturnType<typeof createClient>;
@@ -33,29 +34,10 @@ export async function startClassic(redisUrl: string): Promise<ClassicServer> {
   const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", file, String(port), redisUrl], {
     stdio: ["ignore", "pipe", "pipe"],
   });
-  let out = "";
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`classic server did not start:\n${out}`)), 30_000);
-    const onData = (d: Buffer) => {
-      out += d.toString();
-      if (out.includes("ready")) {
-        clearTimeout(timer);
-        resolve();
-      }
-    };
-    child.stdout?.on("data", onData);
-    child.stderr?.on("data", onData);
-    child.once("exit", (code) => reject(new Error(`classic server exited ${code}:\n${out}`)));
-  });
-  child.removeAllListeners("exit");
+  await untilPrinted(child, "ready", "classic server", 30_000);
   return {
     url: `http://127.0.0.1:${port}`,
     pid: child.pid ?? 0,
-    async stop() {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise((resolve) => child.once("exit", resolve));
-      child.kill("SIGTERM");
-      await exited;
-    },
+    stop: () => stopChild(child),
   };
 }

@@ -1,9 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Log, LogLevel, Miniflare } from "miniflare";
-import { cpuMeter, workerdChildren } from "../../tools/proc";
-import { freePort } from "../../tools/redis-server";
+import { cpuMeter } from "../../tools/proc";
 import { type BareWorker, startScriptWorker } from "./bare-worker";
 import { log } from "./log";
 
@@ -109,36 +107,17 @@ export default {
   },
 };`;
 
-export interface FloorObjects {
-  url: string;
-  pid: number;
-  stop(): Promise<void>;
-}
-
 /** The floor objects in a workerd of their own, their SQLite state under `stateRoot`. */
-export async function startFloorObjects(stateRoot: string): Promise<FloorObjects> {
+export async function startFloorObjects(stateRoot: string): Promise<BareWorker> {
   const state = mkdtempSync(join(stateRoot, "flashgate-floor-"));
-  const port = await freePort();
-  const before = new Set(workerdChildren(process.pid));
-  const mf = new Miniflare({
-    host: "127.0.0.1",
-    port,
-    cf: false,
-    log: new Log(LogLevel.WARN),
-    modules: true,
-    script: OBJECT_SCRIPT,
-    compatibilityDate: "2026-04-20",
+  const objects = await startScriptWorker("floor objects", OBJECT_SCRIPT, {
     durableObjects: { FLOOR: { className: "Floor", useSQLite: true } },
     durableObjectsPersist: state,
   });
-  await mf.ready;
-  const pid = workerdChildren(process.pid).find((p) => !before.has(p));
-  if (pid === undefined) throw new Error("could not find the floor objects' workerd process");
   return {
-    url: `http://127.0.0.1:${port}`,
-    pid,
+    ...objects,
     stop: async () => {
-      await mf.dispose();
+      await objects.stop();
       rmSync(state, { recursive: true, force: true });
     },
   };
@@ -153,7 +132,7 @@ export interface ObjectFloor {
 
 /** `count` calls of `method`, one in flight, after a warm-up of a quarter as many on the same object. */
 export async function objectFloor(
-  objects: FloorObjects,
+  objects: BareWorker,
   method: "noop" | "row" | "statements",
   count: number,
   label: string,
