@@ -8,6 +8,9 @@ import { MIRROR_SCRIPT, mirrorKey, RedisMirror } from "../durable-objects/mirror
 import type { SkuStock } from "../durable-objects/stock/sku-stock";
 import mirrorLua from "../lua/mirror.lua";
 import { stockShard } from "./support/client";
+// The mirror publisher, against a mirror that records writes, shares this file's workerd (one start-up,
+// issue #56).
+import "./suites/mirror-publisher";
 
 /**
  * The Worker-side mirror client (src/mirror/) and lua/mirror.lua, inside workerd, against a real

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import type { SkuState } from "../durable-objects/engine/types";
-import type { RedisMirror } from "../durable-objects/mirror/redis-mirror";
-import type { DueWork } from "../durable-objects/stock/due-work";
-import { MIRROR_MIN_INTERVAL_MS, MirrorPublisher } from "../durable-objects/stock/mirror-publisher";
+import type { SkuState } from "../../durable-objects/engine/types";
+import type { RedisMirror } from "../../durable-objects/mirror/redis-mirror";
+import type { DueWork } from "../../durable-objects/stock/due-work";
+import { MIRROR_MIN_INTERVAL_MS, MirrorPublisher } from "../../durable-objects/stock/mirror-publisher";
 
 /** The mirror publisher against a shard state whose seq moves and a mirror that records writes. */
 function harness() {
