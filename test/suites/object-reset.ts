@@ -1,7 +1,7 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, createSku, stockOf, stockShard, tokenFor, uniqueSku } from "./support/client";
+import { call, createSku, stockOf, stockShard, tokenFor, uniqueSku } from "../support/client";
 
 /**
  * A stock object reset while a shopper's call waits on it (`ctx.abort()`, as chaos's abort fault and a
