@@ -1,9 +1,9 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { homeShard } from "../durable-objects/shared/shard-name";
-import { type ResizePlan, resizeSettings, share } from "../durable-objects/stock/sku-change";
-import { call, createSku, reserve, stockShard, uniqueSku } from "./support/client";
+import { homeShard } from "../../durable-objects/shared/shard-name";
+import { type ResizePlan, resizeSettings, share } from "../../durable-objects/stock/sku-change";
+import { call, createSku, reserve, stockShard, uniqueSku } from "../support/client";
 
 /**
  * A resize stopped by a restart (durable-objects/stock/sku-change-runner.ts): shard 0 recorded its plan,
