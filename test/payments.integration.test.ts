@@ -11,6 +11,8 @@ import "./suites/money";
 import "./suites/payments-list";
 import "./suites/stripe-webhook";
 import "./suites/stripe-pay";
+// Last of the suites: its crash test aborts every object of the runtime.
+import "./suites/late-payments";
 
 const seqOf = (sku: string) =>
   runInDurableObject(stockShard(env, sku, 0), (object) => object.engine.configuration.state()?.seq ?? 0);

@@ -1,12 +1,12 @@
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { homeShard } from "../durable-objects/shared/shard-name";
-import { type Answer, call, createSku, reserve, stockOf, stockShard, uniqueSku } from "./support/client";
-import { eventually } from "./support/eventually";
-import { pay } from "./support/payments";
-import { differencesOf, ordersOf, reconcileNow } from "./support/reconcile";
-import { checkoutSession, sendStripe, stripeEvent } from "./support/stripe";
+import { homeShard } from "../../durable-objects/shared/shard-name";
+import { type Answer, call, createSku, reserve, stockOf, stockShard, uniqueSku } from "../support/client";
+import { eventually } from "../support/eventually";
+import { pay } from "../support/payments";
+import { differencesOf, ordersOf, reconcileNow } from "../support/reconcile";
+import { checkoutSession, sendStripe, stripeEvent } from "../support/stripe";
 
 /**
  * A late payment (its hold expired or was cancelled) is decided as a new reservation of the buyer
