@@ -1,9 +1,9 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { call, createSku, reserve, uniqueSku } from "./support/client";
-import { eventually } from "./support/eventually";
-import { conforms, endpoint, forgetEndpoints, logOf } from "./support/handoff";
-import { pay } from "./support/payments";
+import { call, createSku, reserve, uniqueSku } from "../support/client";
+import { eventually } from "../support/eventually";
+import { conforms, endpoint, forgetEndpoints, logOf } from "../support/handoff";
+import { pay } from "../support/payments";
 
 /**
  * API.md v1.4 "Test sales": a SKU created with `"test": true` marks everything it sells, so the shop's
