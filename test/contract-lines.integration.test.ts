@@ -7,13 +7,15 @@ import { CONTRACT_SCHEMAS } from "../src/routes/contract-schemas";
 import { call, createSku, reserve, stockShard, tokenFor, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
 import { pay } from "./support/payments";
-// The contract's other short suites share this file's workerd (one start-up, issue #56): bad input,
-// answers against /openapi.json's schemas, CORS, the public SKU display, and SKUs nobody configured.
+// The contract's other suites share this file's workerd (one start-up, issue #56): bad input, answers
+// against /openapi.json's schemas, CORS, the public SKU display, SKUs nobody configured, and what a
+// refusal says (error-messages).
 import "./suites/bad-input";
 import "./suites/openapi";
 import "./suites/cors";
 import "./suites/sku-display";
 import "./suites/unknown-skus";
+import "./suites/error-messages";
 
 /**
  * Lines of docs/API.md that no other test asserted, each through the routes as a client sees them.

@@ -1,12 +1,12 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { configureSku } from "../src/catalog/configure-sku";
-import { ApiError } from "../src/http/errors";
-import { CONTRACT_ROUTES } from "../src/routes/contract";
-import { ErrorBody } from "../src/routes/contract-schemas";
-import { call, createSku, reserve, stockShard, tokenFor, uniqueSku } from "./support/client";
-import { pay } from "./support/payments";
+import { configureSku } from "../../src/catalog/configure-sku";
+import { ApiError } from "../../src/http/errors";
+import { CONTRACT_ROUTES } from "../../src/routes/contract";
+import { ErrorBody } from "../../src/routes/contract-schemas";
+import { call, createSku, reserve, stockShard, tokenFor, uniqueSku } from "../support/client";
+import { pay } from "../support/payments";
 
 /**
  * Issue #32: admin bodies are strict, shopper bodies are not; a refusal says what happened and what
