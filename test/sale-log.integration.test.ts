@@ -405,6 +405,41 @@ describe("the sale log", () => {
     ]);
   });
 
+  it("takes a flush's events in one append, each once, and keeps the very bytes it hashed", async () => {
+    const sku = uniqueSku("logflush");
+    const log = logOf(sku);
+    const held = (reservationId: string, seq: number, variant: string) => ({
+      type: "reservation.held",
+      reservationId,
+      sku,
+      userId: `buyer-${reservationId}`,
+      quantity: 1,
+      seq,
+      occurredAt: new Date(seq * 1000).toISOString(),
+      expiresAt: new Date(seq * 1000 + 600_000).toISOString(),
+      variant,
+    });
+    // Text of more than one byte a character (an astral one too): stored as the bytes hashed.
+    const [a, b, c] = [held("r-a", 1, "größe-42"), held("r-b", 2, "größe-🦄"), held("r-c", 3, "m")];
+    expect(await log.append(0, [JSON.stringify({ events: [a, b, a] })])).toBe(2);
+    expect(await log.append(0, [JSON.stringify({ events: [b] }), JSON.stringify({ events: [c, c] })])).toBe(1);
+    const head = await log.recordHead();
+    expect(head.size).toBe(3);
+    const bundle = (await log.entryBundle(0, 3)) as Uint8Array;
+    const tile = (await log.tile(0, 0, 3)) as Uint8Array;
+    const kept: Uint8Array[] = [];
+    for (let at = 0; at < bundle.length; ) {
+      const length = ((bundle[at] ?? 0) << 8) | (bundle[at + 1] ?? 0);
+      kept.push(bundle.slice(at + 2, at + 2 + length));
+      at += 2 + length;
+    }
+    expect(kept.map((bytes) => [...leafHash(bytes)])).toEqual(
+      [0, 1, 2].map((i) => [...tile.slice(i * 32, i * 32 + 32)]),
+    );
+    expect(kept.map((bytes) => JSON.parse(text(bytes)).variant)).toEqual(["größe-42", "größe-🦄", "m"]);
+    expect([...head.root]).toEqual([...mth(kept.map((bytes) => leafHash(bytes)))]);
+  });
+
   it("forgets nothing and keeps nothing of an append that failed", async () => {
     const log = logOf(uniqueSku("logfail"));
     const time = new Date(0).toISOString();

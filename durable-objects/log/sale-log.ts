@@ -103,6 +103,17 @@ const encoder = new TextEncoder();
 /** A hash as SQLite stores it (a BLOB is an ArrayBuffer). */
 const blob = (hash: Uint8Array): ArrayBuffer => hash.slice().buffer as ArrayBuffer;
 
+/** `parts` end to end, `length` bytes in all. */
+function concat(parts: readonly Uint8Array[], length: number): Uint8Array {
+  const out = new Uint8Array(length);
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
+}
+
 /** The C2SP tlog-proof of entry `index`: its bytes as `extra`, the inclusion proof, the signed checkpoint. */
 export function tlogProof(entry: Uint8Array, index: number, proof: readonly Hash[], checkpoint: string): string {
   const hashes = proof.map((hash) => `${base64(hash)}\n`).join("");
@@ -159,45 +170,64 @@ export class SaleLog extends DurableObject<Env> {
   };
 
   /**
-   * Appends the entries whose `dedupe` key the log lacks, in order; inside a transaction. Returns
-   * how many. Each entry is a statement of its own (bound as it is: the bytes hashed are the bytes
-   * stored); their tree hashes, two rows an entry, go in one statement at the end.
+   * Appends the entries whose `dedupe` key the log lacks (nor an earlier one of `entries`), in
+   * order; inside a transaction. Returns how many. Three statements whatever their number: the keys
+   * the log has, the new entries, their tree hashes (about two an entry). An entry's text is stored
+   * from the very bytes its leaf hash took (one BLOB, cut in pieces), so what is hashed is what is kept.
    */
   #appendAll(entries: readonly NewEntry[]): number {
+    const keys = entries.flatMap((e) => (e.dedupe === null ? [] : [e.dedupe]));
+    const seen = new Set(
+      keys.length === 0
+        ? []
+        : this.#sql
+            .exec<{ dedupe: string }>(
+              "SELECT dedupe FROM entries WHERE dedupe IN (SELECT value FROM json_each(?))",
+              JSON.stringify(keys),
+            )
+            .toArray()
+            .map((row) => row.dedupe),
+    );
+    const first = this.#size;
+    const rows: [number, number, string | null, string, string | null][] = [];
+    const bytes: Uint8Array[] = [];
     const positions: [number, number][] = [];
     const hashes: Hash[] = [];
-    let appended = 0;
+    let offset = 0;
     for (const { data, reservation, type, dedupe } of entries) {
-      const index = this.#size;
-      // One statement whether or not the entry is new: a repeated dedupe key writes nothing.
-      const inserted = this.#sql.exec(
-        "INSERT INTO entries (idx, data, reservation, type, dedupe) VALUES (?, ?, ?, ?, ?) ON CONFLICT (dedupe) DO NOTHING",
-        index,
-        data,
-        reservation,
-        type,
-        dedupe,
-      );
-      if (inserted.rowsWritten === 0) continue;
-      for (const { level, index: at, hash } of appendedHashes(index, leafHash(encoder.encode(data)), this.#at)) {
+      if (dedupe !== null) {
+        if (seen.has(dedupe)) continue;
+        seen.add(dedupe);
+      }
+      const index = first + rows.length;
+      const encoded = encoder.encode(data);
+      rows.push([offset, encoded.length, reservation, type, dedupe]);
+      bytes.push(encoded);
+      offset += encoded.length;
+      for (const { level, index: at, hash } of appendedHashes(index, leafHash(encoded), this.#at)) {
         positions.push([level, at]);
         hashes.push(hash);
         this.#edge[level] = { index: at, hash };
       }
-      this.#size = index + 1;
-      appended++;
     }
-    if (appended === 0) return 0;
+    if (rows.length === 0) return 0;
+    this.#sql.exec(
+      `INSERT INTO entries (idx, data, reservation, type, dedupe)
+       SELECT ?3 + key, CAST(substr(?2, (value ->> 0) + 1, value ->> 1) AS TEXT), value ->> 2, value ->> 3, value ->> 4
+         FROM json_each(?1)`,
+      JSON.stringify(rows),
+      concat(bytes, offset).buffer,
+      first,
+    );
     // The positions as one JSON parameter (SQLite's json_each), the hashes as one BLOB cut in pieces.
-    const all = new Uint8Array(hashes.length * HASH_SIZE);
-    for (const [i, hash] of hashes.entries()) all.set(hash, i * HASH_SIZE);
     this.#sql.exec(
       `INSERT INTO hashes (level, idx, hash)
        SELECT value ->> 0, value ->> 1, substr(?2, key * ${HASH_SIZE} + 1, ${HASH_SIZE}) FROM json_each(?1)`,
       JSON.stringify(positions),
-      all.buffer,
+      concat(hashes, hashes.length * HASH_SIZE).buffer,
     );
-    return appended;
+    this.#size = first + rows.length;
+    return rows.length;
   }
 
   /**
