@@ -14,8 +14,8 @@ import { configDefaults, defineConfig } from "vitest/config";
 // Worker's mirror is bound to that project's own Redis, which its tests stop, restart and freeze:
 // a project of its own, so those outages never reach another test file.
 
-/** Test files that need the Worker's Redis mirror switched on. */
-const MIRROR_BOUND = ["test/mirror-sync.integration.test.ts", "test/reconcile-mirror.integration.test.ts"];
+/** Test files that need the Worker's Redis mirror switched on (it runs test/suites/reconcile-mirror.ts too). */
+const MIRROR_BOUND = ["test/mirror-sync.integration.test.ts"];
 const REDIS_SETUP = "./test/support/redis-global-setup.ts";
 
 const workerBindings = async () => ({

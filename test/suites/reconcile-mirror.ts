@@ -1,11 +1,11 @@
 import { env } from "cloudflare:workers";
 import { Redis } from "@upstash/redis/cloudflare";
 import { describe, expect, inject, it } from "vitest";
-import { mirrorKey } from "../durable-objects/mirror/redis-mirror";
-import type { Difference, RunReport } from "../src/reconcile/reconcile";
-import { call, createSku, reserve, stockShard, uniqueSku } from "./support/client";
-import { eventually } from "./support/eventually";
-import { differencesOf, ordersOf, reconcileNow } from "./support/reconcile";
+import { mirrorKey } from "../../durable-objects/mirror/redis-mirror";
+import type { Difference, RunReport } from "../../src/reconcile/reconcile";
+import { call, createSku, reserve, stockShard, uniqueSku } from "../support/client";
+import { eventually } from "../support/eventually";
+import { differencesOf, ordersOf, reconcileNow } from "../support/reconcile";
 
 /**
  * Reconciliation against the Redis mirror (project "workers-mirror": the Worker's mirror is bound to this
