@@ -110,10 +110,10 @@ const soldOutReservation = createMiddleware<AppEnv>(async (c, next) => {
   const ttl = soldOutTtl(c.env);
   // Sizes: a request whose listed variants are all known sold out is refused as a sold-out SKU's.
   // The body is read here only when this isolate knows the SKU, or some of its sizes, sold out.
-  const body = sku && (isSoldOut(sku, now) || hasSizesSoldOut(sku)) ? bodyOf(await c.req.text()) : null;
+  const skuOut = sku !== undefined && isSoldOut(sku, now);
+  const body = sku && (skuOut || hasSizesSoldOut(sku)) ? bodyOf(await c.req.text()) : null;
   const sizes = body?.variants?.map((id) => variantKey(sku ?? "", id));
-  const known =
-    sku && isSoldOut(sku, now) ? [sku] : sizes?.length && sizes.every((k) => isSoldOut(k, now)) ? sizes : null;
+  const known = skuOut ? [sku] : sizes?.length && sizes.every((k) => isSoldOut(k, now)) ? sizes : null;
   if (sku && body && known) {
     const peek = peekPurchaseToken(body.token ?? "");
     if (!peek || known.every((key) => refusesReservation(key, peek.shard, peek.nonce, now, ttl))) {
