@@ -8,14 +8,16 @@ import { call, createSku, reserve, stockShard, tokenFor, uniqueSku } from "./sup
 import { eventually } from "./support/eventually";
 import { pay } from "./support/payments";
 // The contract's other suites share this file's workerd (one start-up, issue #56): bad input, answers
-// against /openapi.json's schemas, CORS, the public SKU display, SKUs nobody configured, and what a
-// refusal says (error-messages).
+// against /openapi.json's schemas, CORS, the public SKU display, SKUs nobody configured, what a
+// refusal says (error-messages), the pages each entry serves and the harness's dev-only routes.
 import "./suites/bad-input";
 import "./suites/openapi";
 import "./suites/cors";
 import "./suites/sku-display";
 import "./suites/unknown-skus";
 import "./suites/error-messages";
+import "./suites/pages";
+import "./suites/dev-routes";
 
 /**
  * Lines of docs/API.md that no other test asserted, each through the routes as a client sees them.

@@ -1,10 +1,8 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import harness from "../src/harness/index";
-import production from "../src/index";
-// The harness's dev-only routes share this file's workerd (one start-up, issue #56).
-import "./suites/dev-routes";
+import harness from "../../src/harness/index";
+import production from "../../src/index";
 
 /**
  * Which pages each entry serves (API.md "Operations": a page that needs the development helpers is
