@@ -12,6 +12,10 @@ import confirmLua from "../lua/confirm.lua";
 import releaseLua from "../lua/release.lua";
 import reserveLua from "../lua/reserve.lua";
 import { stockShard } from "./support/client";
+// The mirror's suites share this file's workerd (one start-up, issue #56): lua/mirror.lua and the
+// Worker-side client against the same redis-server, and the publisher against a mirror that records writes.
+import "./suites/redis-mirror";
+import "./suites/mirror-publisher";
 
 /**
  * Parity of the stock engine (durable-objects/engine/stock-engine.ts, the code the stock objects run, here in

@@ -2,15 +2,12 @@ import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { Redis } from "@upstash/redis/cloudflare";
 import { describe, expect, inject, it } from "vitest";
-import type { SkuState } from "../durable-objects/engine/types";
-import { isNoScript, LuaScript, runScript, type ScriptClient, sha1Hex } from "../durable-objects/mirror/lua-script";
-import { MIRROR_SCRIPT, mirrorKey, RedisMirror } from "../durable-objects/mirror/redis-mirror";
-import type { SkuStock } from "../durable-objects/stock/sku-stock";
-import mirrorLua from "../lua/mirror.lua";
-import { stockShard } from "./support/client";
-// The mirror publisher, against a mirror that records writes, shares this file's workerd (one start-up,
-// issue #56).
-import "./suites/mirror-publisher";
+import type { SkuState } from "../../durable-objects/engine/types";
+import { isNoScript, LuaScript, runScript, type ScriptClient, sha1Hex } from "../../durable-objects/mirror/lua-script";
+import { MIRROR_SCRIPT, mirrorKey, RedisMirror } from "../../durable-objects/mirror/redis-mirror";
+import type { SkuStock } from "../../durable-objects/stock/sku-stock";
+import mirrorLua from "../../lua/mirror.lua";
+import { stockShard } from "../support/client";
 
 /**
  * The Worker-side mirror client (src/mirror/) and lua/mirror.lua, inside workerd, against a real
