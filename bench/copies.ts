@@ -9,7 +9,7 @@ import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startWorker, type WorkerServer } from "../tools/worker";
-import { type Bench, QUICK } from "./lib/context";
+import { newBench, QUICK } from "./lib/context";
 import { log } from "./lib/log";
 import type { Point } from "./lib/measure";
 import { verify } from "./lib/verify";
@@ -23,7 +23,7 @@ const arg = (name: string, fallback: number) => {
 const copies = arg("--copies", 16);
 const rounds = arg("--rounds", 3);
 const dir = mkdtempSync(join(tmpdir(), "flashgate-copies-"));
-const bench: Bench = { mode: QUICK, dir, points: {}, redis: {}, figures: {}, checks: [], problems: [] };
+const bench = newBench(QUICK, dir);
 const alone = existsSync("/dev/shm") ? { objectAlone: true, stateRoot: "/dev/shm" } : { objectAlone: true };
 
 type Run = Point & { figure: CopiesFigure };

@@ -5,21 +5,13 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { startWorker } from "../tools/worker";
-import { type Bench, FULL, QUICK } from "./lib/context";
+import { FULL, newBench, QUICK } from "./lib/context";
 import { log } from "./lib/log";
 import { gatherCore } from "./scenarios/gather-core";
 
 const file = fileURLToPath(new URL("results.json", import.meta.url));
 const quick = process.argv.includes("--quick");
-const bench: Bench = {
-  mode: quick ? QUICK : FULL,
-  dir: "",
-  points: {},
-  redis: {},
-  figures: {},
-  checks: [],
-  problems: [],
-};
+const bench = newBench(quick ? QUICK : FULL);
 const server = await startWorker(
   "object alone, commit without fsync",
   { GROUP_COMMIT: "on" },

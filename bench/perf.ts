@@ -19,7 +19,7 @@ import { startBridge } from "../tools/upstash-bridge";
 import { createSku, startWorker } from "../tools/worker";
 import { startBareWorker } from "./lib/bare-worker";
 import { countInstructions, useCallgrind } from "./lib/callgrind";
-import { FULL } from "./lib/context";
+import { FULL, newBench } from "./lib/context";
 import { engineRun } from "./lib/engine-route";
 import { startFloorWorker } from "./lib/floor-worker";
 import { objectFloor, startBodyWorker, startFloorObjects, startFrameworkWorker } from "./lib/floors";
@@ -60,15 +60,7 @@ if (!POINTS.includes(point) && !(callgrind && COUNTED.includes(point))) {
 }
 
 const dir = mkdtempSync(join(tmpdir(), "flashgate-perf-"));
-const bench = {
-  mode: { ...FULL, timing: { warmSeconds: 2, seconds, connections: 50 } },
-  dir,
-  points: {},
-  redis: {},
-  figures: {},
-  checks: [],
-  problems: [],
-};
+const bench = newBench({ ...FULL, timing: { warmSeconds: 2, seconds, connections: 50 } }, dir);
 
 let exitCode = 0;
 const stops: (() => Promise<void>)[] = [];

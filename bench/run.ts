@@ -23,7 +23,7 @@ import { startBridge } from "../tools/upstash-bridge";
 import { startWorker, type WorkerServer } from "../tools/worker";
 import { startBareWorker } from "./lib/bare-worker";
 import { capacityModel, printCapacity } from "./lib/capacity";
-import { type Bench, FULL, QUICK } from "./lib/context";
+import { FULL, newBench, QUICK } from "./lib/context";
 import { startFloorWorker } from "./lib/floor-worker";
 import { FLOOR_STATE, objectFloor, startBodyWorker, startFloorObjects } from "./lib/floors";
 import { log } from "./lib/log";
@@ -110,15 +110,7 @@ for (const tool of ["wrk", "redis-server", "redis-benchmark"]) {
 }
 
 const stack: (() => Promise<void>)[] = [];
-const bench: Bench = {
-  mode: quick ? QUICK : FULL,
-  dir: mkdtempSync(join(tmpdir(), "flashgate-bench-load-")),
-  points: {},
-  redis: {},
-  figures: {},
-  checks: [],
-  problems: [],
-};
+const bench = newBench(quick ? QUICK : FULL, mkdtempSync(join(tmpdir(), "flashgate-bench-load-")));
 stack.push(async () => rmSync(bench.dir, { recursive: true, force: true }));
 const started = new Date();
 const baselines: {
@@ -340,19 +332,20 @@ try {
   // The classic design's whole pipeline beside it (Redis Lua + outbox → RabbitMQ with confirms → MariaDB),
   // the producer and consumer in processes of their own; skipped, with the reason, if a service is missing.
   if (wanted("classic_pipeline")) await classicPipeline(bench, redis, luaServer.url, luaServer.process.pid ?? 0);
-  if (wanted("order_pipeline_webhooks")) {
-    // The order hand-off at work: one endpoint subscribed to every type, at a receiver in a process
-    // of its own (its CPU stays off this process's event loop, which hosts Miniflare), on a Worker
-    // of its own that may deliver to http://127.0.0.1; the plain pipeline beside it on that Worker.
+  /** One endpoint subscribed to every type, at a receiver in a process of its own, on a Worker of its own. */
+  const handOff = async (label: string, batch?: { maxEvents: number; maxWaitMs: number }) => {
     const receiver = await startReceiverProcess();
     stack.push(() => receiver.stop());
-    const hooks = await start("GROUP_COMMIT=on, webhooks to 127.0.0.1", {
-      GROUP_COMMIT: "on",
-      WEBHOOK_ALLOW_HTTP_LOCALHOST: "true",
-    });
+    const hooks = await start(label, { GROUP_COMMIT: "on", WEBHOOK_ALLOW_HTTP_LOCALHOST: "true" });
     const floor = await startPostFloor();
     stack.push(() => floor.stop());
-    await orderPipelineWebhooks(bench, hooks, receiver, floor, rounds);
+    await orderPipelineWebhooks(bench, hooks, receiver, floor, rounds, batch);
+    return receiver;
+  };
+  if (wanted("order_pipeline_webhooks")) {
+    // The order hand-off at work: the receiver's CPU stays off this process's event loop, which hosts
+    // Miniflare; its Worker may deliver to http://127.0.0.1; the plain pipeline beside it on that Worker.
+    const receiver = await handOff("GROUP_COMMIT=on, webhooks to 127.0.0.1");
     if (argv.includes("--profile")) {
       const inspected = await start(
         "profiled hand-off",
@@ -362,19 +355,10 @@ try {
       await profiledHandOff(bench, inspected, receiver);
     }
   }
-  if (wanted("order_pipeline_webhook_batches")) {
-    // The same with the endpoint batched (issue #53, API.md v1.4 "Webhook batches"): up to 100 events a
-    // message, the oldest waiting at most 1 s.
-    const receiver = await startReceiverProcess();
-    stack.push(() => receiver.stop());
-    const hooks = await start("GROUP_COMMIT=on, batched webhooks to 127.0.0.1", {
-      GROUP_COMMIT: "on",
-      WEBHOOK_ALLOW_HTTP_LOCALHOST: "true",
-    });
-    const floor = await startPostFloor();
-    stack.push(() => floor.stop());
-    await orderPipelineWebhooks(bench, hooks, receiver, floor, rounds, { maxEvents: 100, maxWaitMs: 1000 });
-  }
+  // The same with the endpoint batched (issue #53, API.md v1.4 "Webhook batches"): up to 100 events a
+  // message, the oldest waiting at most 1 s.
+  if (wanted("order_pipeline_webhook_batches"))
+    await handOff("GROUP_COMMIT=on, batched webhooks to 127.0.0.1", { maxEvents: 100, maxWaitMs: 1000 });
   if (wanted("draw_decide")) await drawDecide(bench, on);
   if (wanted("draw_decide_sharded")) await drawDecideSharded(bench, on, drawEntrants);
   if (wanted("pow_check")) await powCheck(bench, on);

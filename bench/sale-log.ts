@@ -27,7 +27,7 @@ import { fileURLToPath } from "node:url";
 import { shopperJwt } from "../tools/jwt";
 import { cpuMeter } from "../tools/proc";
 import { startWorker, type WorkerServer } from "../tools/worker";
-import { answered, type Bench, QUICK } from "./lib/context";
+import { answered, newBench, QUICK } from "./lib/context";
 import { through } from "./lib/via";
 import { type Results, writeReport } from "./report";
 import { hotSku } from "./scenarios/edge";
@@ -101,15 +101,7 @@ async function engineRound(mode: LogMode, round: number) {
 /** The hot SKU directly, with or without the log: the point's CPU per request and per reservation drained. */
 async function hotRound(mode: LogMode, round: number) {
   const server = await startWorker(`hot-${mode}`, LOG_VARS[mode]);
-  const bench: Bench = {
-    mode: QUICK,
-    dir: server.stateDir,
-    points: {},
-    redis: {},
-    figures: {},
-    checks: [],
-    problems: [],
-  };
+  const bench = newBench(QUICK, server.stateDir);
   try {
     const meter = cpuMeter([server.pid]);
     const point = await hotSku(bench, through(server, "direct"), { key: `hot_${mode}_r${round}` });

@@ -1,5 +1,5 @@
 import type { WorkerServer } from "../../tools/worker";
-import type { Point, Timing } from "./measure";
+import { measure, type Point, type PointSpec, type Timing } from "./measure";
 import type { RedisBenchResult } from "./redis-benchmark";
 
 /** `--quick` (about two minutes) or the full default run. */
@@ -60,6 +60,17 @@ export interface Bench {
   problems: string[];
 }
 
+/** A bench with nothing measured yet. */
+export const newBench = (mode: Mode, dir = ""): Bench => ({
+  mode,
+  dir,
+  points: {},
+  redis: {},
+  figures: {},
+  checks: [],
+  problems: [],
+});
+
 /** Records a point, and as a problem any answer the point did not expect or any replayed token. */
 export function record(bench: Bench, point: Point): Point {
   bench.points[point.key] = point;
@@ -69,6 +80,14 @@ export function record(bench: Bench, point: Point): Point {
     );
   if (point.wraps > 0) bench.problems.push(`${point.label}: ran out of fresh requests ${point.wraps} times`);
   return point;
+}
+
+/** Measures a point with the bench's timing (unless the spec has its own) and scratch directory, and records it. */
+export async function measured(
+  bench: Bench,
+  spec: Omit<PointSpec, "timing" | "dir"> & { timing?: Timing },
+): Promise<Point> {
+  return record(bench, await measure({ timing: bench.mode.timing, ...spec, dir: bench.dir }));
 }
 
 /** Requests a point answered with `status`, warm-up included. */

@@ -1,6 +1,6 @@
 import { configureRedisSku, type Redis, redisCounts, startClassic } from "../lib/classic";
-import { answered, type Bench, record } from "../lib/context";
-import { measure, type Point } from "../lib/measure";
+import { answered, type Bench, measured } from "../lib/context";
+import type { Point } from "../lib/measure";
 import { reservationRequests } from "../lib/shoppers";
 
 /**
@@ -15,20 +15,15 @@ export async function classic(bench: Bench, redis: Redis, redisUrl: string, redi
     const sku = `classic-${run}`;
     const total = 5_000_000;
     await configureRedisSku(redis, sku, total);
-    const point = record(
-      bench,
-      await measure({
-        key: "classic",
-        label: "classic design (Node + Redis Lua)",
-        url: server.url,
-        pids: [server.pid, redisPid],
-        requests: (n, phase) => reservationRequests(`${run}${phase}`, sku, 1, n),
-        fresh: true,
-        expected: [202],
-        timing: bench.mode.timing,
-        dir: bench.dir,
-      }),
-    );
+    const point = await measured(bench, {
+      key: "classic",
+      label: "classic design (Node + Redis Lua)",
+      url: server.url,
+      pids: [server.pid, redisPid],
+      requests: (n, phase) => reservationRequests(`${run}${phase}`, sku, 1, n),
+      fresh: true,
+      expected: [202],
+    });
     const counts = await redisCounts(redis, sku);
     const seen = answered(point, 202);
     if (counts.held < seen || counts.held > seen + 2 * point.connections || counts.held > counts.total)

@@ -1,8 +1,8 @@
 import { createSku, type WorkerServer } from "../../tools/worker";
-import { answered, type Bench, record } from "../lib/context";
-import { measure, type Point } from "../lib/measure";
+import { answered, type Bench, measured } from "../lib/context";
+import { stockStats } from "../lib/engine-route";
+import type { Point } from "../lib/measure";
 import { reservationRequests } from "../lib/shoppers";
-import { stockStats } from "./engine-core";
 
 let runs = 0;
 
@@ -33,20 +33,16 @@ export async function hotSkuCopies(
   const sku = `hot-${run}`;
   const total = 5_000_000;
   await createSku(server, sku, total, 1);
-  const point = record(
-    bench,
-    await measure({
-      key: opts.key,
-      label: `hot SKU behind ${opts.copies} copies of the Worker, GATHER ${opts.gather ? "on" : "off"} (${server.label})`,
-      url: server.copiesUrl,
-      pids: [server.pid],
-      requests: (n, phase) => reservationRequests(`${run}${phase}`, sku, 1, n),
-      fresh: true,
-      expected: [202],
-      timing: opts.connections ? { ...bench.mode.timing, connections: opts.connections } : bench.mode.timing,
-      dir: bench.dir,
-    }),
-  );
+  const point = await measured(bench, {
+    key: opts.key,
+    label: `hot SKU behind ${opts.copies} copies of the Worker, GATHER ${opts.gather ? "on" : "off"} (${server.label})`,
+    url: server.copiesUrl,
+    pids: [server.pid],
+    requests: (n, phase) => reservationRequests(`${run}${phase}`, sku, 1, n),
+    fresh: true,
+    expected: [202],
+    timing: opts.connections ? { ...bench.mode.timing, connections: opts.connections } : bench.mode.timing,
+  });
   bench.checks.push({ server, sku, total, held: answered(point, 202), unseen: 2 * point.connections });
   const stats = await stockStats(server, sku, 0);
   const meanBatch = stats.reserveRequests / Math.max(1, stats.reserveCalls);

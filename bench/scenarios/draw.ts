@@ -1,7 +1,7 @@
-import { SECRETS } from "../../tools/dev-vars";
 import { cpuMeter, rssBytes } from "../../tools/proc";
 import { admin, type WorkerServer } from "../../tools/worker";
 import type { Bench } from "../lib/context";
+import { benchRoute, stockStats } from "../lib/engine-route";
 import { log } from "../lib/log";
 
 /** Entrants of the bench's opening window (issue 19: "a window with 50,000 entrants"). */
@@ -9,16 +9,7 @@ const ENTRANTS = 50_000;
 const UNITS = 1_000;
 const ENTER_CALL = 2_000;
 
-async function drawCall<T>(server: WorkerServer, body: unknown): Promise<T> {
-  const res = await fetch(`${server.url}/bench/draw`, {
-    method: "POST",
-    headers: { "content-type": "application/json", authorization: `Bearer ${SECRETS.ADMIN_TOKEN}` },
-    body: JSON.stringify(body),
-  });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`/bench/draw: ${res.status} ${text}`);
-  return JSON.parse(text) as T;
-}
+const drawCall = <T>(server: WorkerServer, body: unknown) => benchRoute<T>(server, "/bench/draw", body);
 
 /**
  * Fair opening: the decision of a 50,000-entrant draw on one stock object (the alarm's work at the
@@ -86,19 +77,6 @@ export async function drawDecide(bench: Bench, server: WorkerServer) {
 /** Entrants of the sharded draw (`--draw-entrants N` to change), half of them winning a unit. */
 export const SHARDED_ENTRANTS = 10_000;
 const SHARDS = 4;
-
-interface StockStats {
-  transactions: number;
-  statements: number;
-}
-
-async function stockStats(server: WorkerServer, sku: string, shard: number): Promise<StockStats> {
-  const res = await fetch(`${server.url}/bench/stock/${sku}/${shard}/stats`, {
-    headers: { authorization: `Bearer ${SECRETS.ADMIN_TOKEN}` },
-  });
-  if (!res.ok) throw new Error(`/bench/stock/${sku}/${shard}/stats: ${res.status} ${await res.text()}`);
-  return (await res.json()) as StockStats;
-}
 
 type Answers = { answered: number; held: number; codes: Record<string, number> };
 

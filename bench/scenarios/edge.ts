@@ -1,11 +1,11 @@
 import { admin, createSku, type WorkerServer } from "../../tools/worker";
 import type { BareWorker } from "../lib/bare-worker";
-import { answered, type Bench, record } from "../lib/context";
-import { measure, type Point } from "../lib/measure";
+import { answered, type Bench, measured } from "../lib/context";
+import { stockStats } from "../lib/engine-route";
+import type { Point } from "../lib/measure";
 import { reservationRequests, tokenRequests } from "../lib/shoppers";
 import { through, type Via, viaKey } from "../lib/via";
 import type { WrkRequest } from "../lib/wrk";
-import { stockStats } from "./engine-core";
 
 /**
  * The edge's load points, each a wrk run from its own process against one workerd:
@@ -24,7 +24,7 @@ const runId = (prefix: string) => `${prefix}${Date.now().toString(36)}${runs++}`
 export function ceiling(bench: Bench, bare: BareWorker, key = "bare_worker", via: Via = "entry"): Promise<Point> {
   const after = key.startsWith("bare_worker_after_") ? `after ${key.slice("bare_worker_after_".length)}` : "";
   const how = [after, via === "direct" ? "direct" : ""].filter(Boolean).join(", ");
-  return measure({
+  return measured(bench, {
     key: viaKey(key, via),
     label: `bare Worker (ceiling${how ? `, ${how}` : ""})`,
     url: through(bare, via).url,
@@ -32,9 +32,7 @@ export function ceiling(bench: Bench, bare: BareWorker, key = "bare_worker", via
     requests: get("/"),
     fresh: false,
     expected: [200],
-    timing: bench.mode.timing,
-    dir: bench.dir,
-  }).then((p) => record(bench, p));
+  });
 }
 
 /** The ceiling a point is divided by: the mean of the bare Worker's runs just before and after it. */
@@ -50,7 +48,7 @@ export function ceilingOf(runs: Point[]): Ceiling {
 }
 
 export function healthz(bench: Bench, server: WorkerServer, key = "healthz"): Promise<Point> {
-  return measure({
+  return measured(bench, {
     key,
     label: `GET /healthz (${server.label})`,
     url: server.url,
@@ -58,16 +56,14 @@ export function healthz(bench: Bench, server: WorkerServer, key = "healthz"): Pr
     requests: get("/healthz"),
     fresh: false,
     expected: [200],
-    timing: bench.mode.timing,
-    dir: bench.dir,
-  }).then((p) => record(bench, p));
+  });
 }
 
 /** The public SKU view (`GET /api/skus/:sku`, no JWT) of a SKU with stock: what a storefront polls. */
 export async function skuView(bench: Bench, server: WorkerServer, key = "sku_view"): Promise<Point> {
   const sku = `view-${runId("v")}`;
   await createSku(server, sku, 1_000);
-  return measure({
+  return measured(bench, {
     key,
     label: `public SKU view (${server.label})`,
     url: server.url,
@@ -75,9 +71,7 @@ export async function skuView(bench: Bench, server: WorkerServer, key = "sku_vie
     requests: get(`/api/skus/${sku}`),
     fresh: false,
     expected: [200],
-    timing: bench.mode.timing,
-    dir: bench.dir,
-  }).then((p) => record(bench, p));
+  });
 }
 
 /**
@@ -86,7 +80,7 @@ export async function skuView(bench: Bench, server: WorkerServer, key = "sku_vie
  */
 export function bodyFloor(bench: Bench, floor: BareWorker, via: Via = "entry"): Promise<Point> {
   const run = runId("bf");
-  return measure({
+  return measured(bench, {
     key: viaKey("body_floor", via),
     label: `body floor (reads the JSON body${via === "direct" ? ", direct" : ""})`,
     url: through(floor, via).url,
@@ -94,29 +88,22 @@ export function bodyFloor(bench: Bench, floor: BareWorker, via: Via = "entry"): 
     requests: (n, phase) => reservationRequests(`${run}${phase}`, `gone-${run}`, 1, n),
     fresh: true,
     expected: [200],
-    timing: bench.mode.timing,
-    dir: bench.dir,
-  }).then((p) => record(bench, p));
+  });
 }
 
 export async function soldOut(bench: Bench, server: WorkerServer, key = "sold_out"): Promise<Point> {
   const run = runId("so");
   const sku = `gone-${run}`;
   await createSku(server, sku, 0);
-  const point = record(
-    bench,
-    await measure({
-      key,
-      label: `sold-out storm (${server.label})`,
-      url: server.url,
-      pids: [server.pid],
-      requests: (n, phase) => reservationRequests(`${run}${phase}`, sku, 1, n),
-      fresh: true,
-      expected: [409],
-      timing: bench.mode.timing,
-      dir: bench.dir,
-    }),
-  );
+  const point = await measured(bench, {
+    key,
+    label: `sold-out storm (${server.label})`,
+    url: server.url,
+    pids: [server.pid],
+    requests: (n, phase) => reservationRequests(`${run}${phase}`, sku, 1, n),
+    fresh: true,
+    expected: [409],
+  });
   bench.checks.push({ server, sku, total: 0, held: 0 });
   return point;
 }
@@ -129,7 +116,7 @@ export async function soldOut(bench: Bench, server: WorkerServer, key = "sold_ou
 export function soldOutFloor(bench: Bench, floor: BareWorker, via: Via = "entry"): Promise<Point> {
   const run = runId("fl");
   const sku = `gone-${run}`;
-  return measure({
+  return measured(bench, {
     key: viaKey("sold_out_floor", via),
     label: `sold-out floor (hand-written checks only${via === "direct" ? ", direct" : ""})`,
     url: through(floor, via).url,
@@ -137,9 +124,7 @@ export function soldOutFloor(bench: Bench, floor: BareWorker, via: Via = "entry"
     requests: (n, phase) => reservationRequests(`${run}${phase}`, sku, 1, n),
     fresh: true,
     expected: [409],
-    timing: bench.mode.timing,
-    dir: bench.dir,
-  }).then((p) => record(bench, p));
+  });
 }
 
 export async function hotSku(
@@ -167,20 +152,15 @@ export async function hotSku(
     ? (i: number) => Array.from({ length: 1 + (i % 3) }, (_, k) => sizes[(i * 7 + k) % sizes.length] as string)
     : undefined;
   const what = sizes ? `hot product in ${sizes.length} sizes` : "hot SKU";
-  const point = record(
-    bench,
-    await measure({
-      key: opts.key,
-      label: opts.label ?? `${what}, ${shards} shard${shards > 1 ? "s" : ""} (${server.label})`,
-      url: server.url,
-      pids: [server.pid],
-      requests: (n, phase) => reservationRequests(`${run}${phase}`, sku, shards, n, 1, choices),
-      fresh: true,
-      expected: [202],
-      timing: bench.mode.timing,
-      dir: bench.dir,
-    }),
-  );
+  const point = await measured(bench, {
+    key: opts.key,
+    label: opts.label ?? `${what}, ${shards} shard${shards > 1 ? "s" : ""} (${server.label})`,
+    url: server.url,
+    pids: [server.pid],
+    requests: (n, phase) => reservationRequests(`${run}${phase}`, sku, shards, n, 1, choices),
+    fresh: true,
+    expected: [202],
+  });
   bench.checks.push({ server, sku, total, held: answered(point, 202), unseen: 2 * point.connections });
   // The group commit's mean batch over the run: reservations ÷ reserve RPCs, every shard (a
   // baseline from before the harness counted them has none).
@@ -219,21 +199,16 @@ export async function tokens(
       : opts.accessCodes
         ? ", each with its access code, before the start"
         : "";
-  return record(
-    bench,
-    await measure({
-      key: opts.key,
-      label: `purchase tokens${what} (${server.label})`,
-      url: server.url,
-      pids: [server.pid],
-      requests: async (n, phase) =>
-        tokenRequests(`${run}${phase}`, sku, n, bits, opts.accessCodes ? await accessCodes(server, sku, n) : undefined),
-      fresh: true,
-      expected: [201],
-      timing: bench.mode.timing,
-      dir: bench.dir,
-    }),
-  );
+  return await measured(bench, {
+    key: opts.key,
+    label: `purchase tokens${what} (${server.label})`,
+    url: server.url,
+    pids: [server.pid],
+    requests: async (n, phase) =>
+      tokenRequests(`${run}${phase}`, sku, n, bits, opts.accessCodes ? await accessCodes(server, sku, n) : undefined),
+    fresh: true,
+    expected: [201],
+  });
 }
 
 /**

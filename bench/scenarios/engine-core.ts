@@ -1,23 +1,13 @@
 import type { StockStats } from "../../src/harness/harness-stock";
-import { SECRETS } from "../../tools/dev-vars";
 import { cpuMeter } from "../../tools/proc";
 import { createSku, type WorkerServer } from "../../tools/worker";
 import type { Bench } from "../lib/context";
-import { engineRun } from "../lib/engine-route";
+import { engineRun, stockStats } from "../lib/engine-route";
 import { log } from "../lib/log";
 
 const BATCH = 64; // the group commit's MAX_BATCH
 /** Batches of 1 cost a call each: an eighth as many reservations keeps the point as long. */
 const ONE_BY_ONE_SHARE = 8;
-
-/** The stock object's storage figures (src/harness/bench-routes.ts), read outside the engine's statements. */
-export async function stockStats(server: WorkerServer, sku: string, shard = 0): Promise<StockStats> {
-  const res = await fetch(`${server.url}/bench/stock/${sku}/${shard}/stats`, {
-    headers: { authorization: `Bearer ${SECRETS.ADMIN_TOKEN}` },
-  });
-  if (!res.ok) throw new Error(`/bench/stock/${sku}/${shard}/stats: ${res.status} ${await res.text()}`);
-  return (await res.json()) as StockStats;
-}
 
 /**
  * The engine core, no HTTP on the measured path: the stock object's `reserve(requests[])` RPC driven

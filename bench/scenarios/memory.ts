@@ -1,27 +1,17 @@
-import { SECRETS } from "../../tools/dev-vars";
 import { rssBytes } from "../../tools/proc";
 import { createSku, type WorkerServer } from "../../tools/worker";
 import type { Bench } from "../lib/context";
-import { engineRun } from "../lib/engine-route";
+import { benchRoute, engineRun, stockStats } from "../lib/engine-route";
 import { log } from "../lib/log";
 import { heapUsage } from "../lib/profile";
-import { stockStats } from "./engine-core";
 
 const MiB = 1024 * 1024;
 
-async function fill(
+const fill = (
   server: WorkerServer,
   sku: string,
   body: { run: string; holds?: number; paidUsers?: number; from?: number },
-) {
-  const res = await fetch(`${server.url}/bench/stock/${sku}/0/fill`, {
-    method: "POST",
-    headers: { "content-type": "application/json", authorization: `Bearer ${SECRETS.ADMIN_TOKEN}` },
-    body: JSON.stringify(body),
-  });
-  if (!res.ok) throw new Error(`/bench/stock/${sku}/0/fill: ${res.status} ${await res.text()}`);
-  return (await res.json()) as { holds: number; paidUsers: number };
-}
+) => benchRoute<{ holds: number; paidUsers: number }>(server, `/bench/stock/${sku}/0/fill`, body);
 
 /**
  * The stock object's memory with many live holds and many users' quotas: the isolate's JS heap after

@@ -1,8 +1,8 @@
-import { SECRETS } from "../../tools/dev-vars";
 import { cpuMeter } from "../../tools/proc";
 import { admin, type WorkerServer } from "../../tools/worker";
 import type { BareWorker } from "../lib/bare-worker";
 import type { Bench } from "../lib/context";
+import { benchRoute } from "../lib/engine-route";
 import { log, percentile, sleep } from "../lib/log";
 import { startPerf } from "../lib/perf-record";
 import { type PostFloor, postFloor } from "../lib/post-floor";
@@ -80,13 +80,7 @@ async function receiverLog(receiver: ReceiverProcess, counts: boolean): Promise<
 }
 
 async function d1Deliveries(server: WorkerServer, sku: string): Promise<D1Deliveries> {
-  return get(async () => {
-    const res = await fetch(`${server.url}/bench/deliveries/${sku}`, {
-      headers: { authorization: `Bearer ${SECRETS.ADMIN_TOKEN}` },
-    });
-    if (!res.ok) throw new Error(`/bench/deliveries/${sku}: ${res.status} ${await res.text()}`);
-    return (await res.json()) as D1Deliveries;
-  });
+  return get(() => benchRoute<D1Deliveries>(server, `/bench/deliveries/${sku}`));
 }
 
 /** An endpoint's batch setting (API.md v1.4 "Webhook batches"); null: one event a message. */

@@ -1,8 +1,7 @@
-import { SECRETS } from "../../tools/dev-vars";
 import { cpuMeter } from "../../tools/proc";
 import { type AdminSku, admin, createSku, type WorkerServer } from "../../tools/worker";
 import type { Bench } from "../lib/context";
-import { engineRun } from "../lib/engine-route";
+import { benchRoute, engineRun } from "../lib/engine-route";
 import { log, percentile, sleep } from "../lib/log";
 
 /** Figures of one wait for a SKU's holds to reach D1 as order rows. */
@@ -56,12 +55,8 @@ export async function awaitOrders(bench: Bench, server: WorkerServer, sku: strin
     }
     await sleep(100);
   }
-  const rows = await get(async () => {
-    const res = await fetch(`${server.url}/bench/orders/${sku}`, {
-      headers: { authorization: `Bearer ${SECRETS.ADMIN_TOKEN}` },
-    });
-    return ((await res.json()) as { rows: { id: string; at: number; created: number }[] }).rows;
-  });
+  type Row = { id: string; at: number; created: number };
+  const { rows } = await get(() => benchRoute<{ rows: Row[] }>(server, `/bench/orders/${sku}`));
   for (const check of bench.checks) if (check.sku === sku) check.orders = true;
   if (rows.length !== held) bench.problems.push(`order pipeline: ${rows.length}/${held} rows in D1 in time`);
   const lags = rows.map((r) => Math.max(0, r.at - r.created));
