@@ -5,9 +5,12 @@ import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
 import { reserveUnits } from "../src/edge/reserve";
 import type { ApiError } from "../src/http/errors";
 import { call, createSku, reserve, stockCallsTo, stockOf, stockShard, tokenFor, uniqueSku } from "./support/client";
-// A stock object reset mid-call (503 BUSY, then the same request holds once) shares this file's workerd
-// (one start-up, issue #56).
+// Suites of the reservation path share this file's workerd (one start-up, issue #56): a stock object
+// reset mid-call (503 BUSY, then the same request holds once), group commit (one isolate's batches)
+// and the gathering tier (many isolates').
 import "./suites/object-reset";
+import "./suites/group-commit";
+import "./suites/gather";
 
 const TOKEN_SECRET = "test-token-secret";
 

@@ -1,12 +1,12 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import type { ReserveOutcome, ReserveRequest } from "../durable-objects/engine/types";
-import { homeShard, shardName } from "../durable-objects/shared/shard-name";
-import { gathererName } from "../src/edge/gather-name";
-import type { Gatherer } from "../src/edge/gatherer";
-import { mintPurchaseToken, newNonce, verifyPurchaseToken } from "../src/edge/purchase-token";
-import { callStock } from "../src/stock/stock-client";
+import type { ReserveOutcome, ReserveRequest } from "../../durable-objects/engine/types";
+import { homeShard, shardName } from "../../durable-objects/shared/shard-name";
+import { gathererName } from "../../src/edge/gather-name";
+import type { Gatherer } from "../../src/edge/gatherer";
+import { mintPurchaseToken, newNonce, verifyPurchaseToken } from "../../src/edge/purchase-token";
+import { callStock } from "../../src/stock/stock-client";
 import {
   call,
   createSku,
@@ -16,11 +16,9 @@ import {
   stockShard,
   tokenFor,
   uniqueSku,
-} from "./support/client";
-import { eventually } from "./support/eventually";
-import { seededRandom } from "./support/random";
-// Group commit, the batching of one isolate, shares this file's workerd (one start-up, issue #56).
-import "./suites/group-commit";
+} from "../support/client";
+import { eventually } from "../support/eventually";
+import { seededRandom } from "../support/random";
 
 // The gathering tier (issue 44): GATHER = "on" sends reservations through the shard's gatherer.
 // GROUP_COMMIT "off" at the edge makes each reservation its own call to the gatherer, as from an
