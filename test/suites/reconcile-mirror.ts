@@ -73,9 +73,9 @@ const kinds = (found: Difference[]) => found.map((d) => [d.kind, d.repaired]);
 
 /**
  * Injects the drift, runs reconciliation, and returns the run and what it found for the SKU. A run that
- * cannot reach the mirror reports nothing about it, so while Redis is away (mirror-sync, in this same
- * project, stops and freezes it; files may run in parallel) this injects and runs again, until a run
- * has seen the mirror.
+ * cannot reach the mirror reports nothing about it, so while Redis is away (mirror-sync stops and
+ * freezes it; its file runs these tests before its own, but a run may still miss a Redis that answers
+ * late) this injects and runs again, until a run has seen the mirror.
  */
 async function driftAndReconcile(
   sku: string,
