@@ -92,11 +92,7 @@ export class DrawRunner {
       const entrant = engine.draw.entrantOf(opening, userId);
       const quantity = entrant?.quantity ?? 1;
       const sizes = entrant ? listedVariants(entrant) : undefined;
-      const pull = sizes
-        ? await this.#pulls.pullChoices(state, quantity, sizes)
-        : await this.#pulls.pull(state, quantity - state.stock.available);
-      // Sizes: after a failed pull a later choice is a guess too (the first may be on that sibling).
-      if (pull.failed && (sizes !== undefined || pull.pulled === 0)) answer = { ok: false, code: "BUSY" };
+      if ((await this.#pulls.pullFor(state, quantity, sizes)).busy) answer = { ok: false, code: "BUSY" };
       else answer = engine.drawDecision.decideEntry(opening, userId, place, this.#host.now(), true);
     }
     engine.holds.takeFreed();

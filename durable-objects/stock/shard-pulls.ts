@@ -85,6 +85,22 @@ export class ShardPulls {
     return { pulled, failed };
   }
 
+  /**
+   * One buyer short here (a line's grant, a draw's entry): their units pulled, their choices in
+   * order with sizes. `busy`: a sibling could not answer and any answer now would be a guess (with
+   * sizes, a later choice might stand for an earlier one on that sibling; without, nothing came).
+   */
+  async pullFor(
+    state: SkuState,
+    quantity: number,
+    variants: readonly string[] | undefined,
+  ): Promise<{ pulled: number; busy: boolean }> {
+    const pull = variants
+      ? await this.pullChoices(state, quantity, variants)
+      : await this.pull(state, quantity - state.stock.available);
+    return { pulled: pull.pulled, busy: pull.failed && (variants !== undefined || pull.pulled === 0) };
+  }
+
   /** Every sibling answered and none had units: newcomers are not asked to wait for another ask. */
   noteEmpty(): void {
     this.#emptyUntil = this.#host.now() + SIBLINGS_EMPTY_MS;

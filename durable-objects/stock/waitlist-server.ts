@@ -114,12 +114,10 @@ export class WaitlistServer {
     let answer = engine.holds.forWaitlist(entryId, userId, quantity, this.#host.now(), variants);
     const state = engine.configuration.state();
     if (isShort(answer) && state) {
-      const pull = variants
-        ? await this.#pulls.pullChoices(state, quantity, variants)
-        : await this.#pulls.pull(state, quantity - state.stock.available);
+      const pull = await this.#pulls.pullFor(state, quantity, variants);
       // Sizes: asked again after the pull either way (a later size this shard has may serve), unless a
       // sibling could not answer (its units of an earlier choice are unknown).
-      if (pull.failed && (variants !== undefined || pull.pulled === 0)) answer = { ok: false, code: "BUSY" };
+      if (pull.busy) answer = { ok: false, code: "BUSY" };
       else if (pull.pulled > 0 || variants !== undefined) {
         answer = engine.holds.forWaitlist(entryId, userId, quantity, this.#host.now(), variants, true);
       }
