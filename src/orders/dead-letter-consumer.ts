@@ -64,7 +64,7 @@ export async function listDeadLetters(db: D1Database, opts: { pendingOnly?: bool
 
 type ReplayResult =
   | { found: false }
-  | { found: true; replayedAt: number; applied: boolean; error?: string; deliveriesDue?: boolean };
+  | { found: true; replayedAt: number; applied: boolean; error?: string; dueEndpoints?: string[] };
 
 /**
  * Replays a dead letter (a message: one event, or many) through the same idempotent apply as the
@@ -79,10 +79,10 @@ export async function replayDeadLetter(db: D1Database, id: string, now: number):
   const { events, invalid } = eventsOfMessage(JSON.parse(letter.body));
   if (invalid !== null || events.length === 0)
     return { found: true, replayedAt: 0, applied: false, error: "not a valid order event" };
-  const { deliveriesDue } = await applyOrderEvents(db, events, now);
+  const { dueEndpoints } = await applyOrderEvents(db, events, now);
   increment("flashgate_queue_events_total", { result: "replayed" }, events.length);
   log("info", "dead letter replayed", { deadLetterId: id, eventIds: events.map((e) => e.id) });
   const replayedAt = letter.replayedAt ?? now;
   if (letter.replayedAt === null) await d1.update(deadLetters).set({ replayedAt }).where(eq(deadLetters.id, id));
-  return { found: true, replayedAt, applied: true, deliveriesDue };
+  return { found: true, replayedAt, applied: true, dueEndpoints };
 }

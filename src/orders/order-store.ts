@@ -150,9 +150,7 @@ export interface Applied {
    * overtook still counts as applied: it was, then the later one moved the row on).
    */
   changed: boolean[];
-  /** Whether webhook deliveries are due (its changes' among them): the sender is to be woken. */
-  deliveriesDue: boolean;
-  /** The enabled endpoints with a delivery due: whose sender objects to wake. */
+  /** The enabled endpoints with a delivery due (its changes' among them): whose sender objects to wake. */
   dueEndpoints: string[];
 }
 
@@ -163,7 +161,7 @@ export interface Applied {
  * statement asks which endpoints have deliveries due, so waking their senders costs no round trip.
  */
 export async function applyOrderEvents(db: D1Database, events: readonly OrderEvent[], now: number): Promise<Applied> {
-  if (events.length === 0) return { changed: [], deliveriesDue: false, dueEndpoints: [] };
+  if (events.length === 0) return { changed: [], dueEndpoints: [] };
   const { processed, upserts, marks } = applyStatements(db, events, now);
   const due = db.prepare(ENDPOINTS_DUE_SQL);
   const results = await db.batch<{ reservation_id: string; last_seq: number; id?: string }>([
@@ -189,7 +187,6 @@ export async function applyOrderEvents(db: D1Database, events: readonly OrderEve
       changed.set(key, left - 1);
       return true;
     }),
-    deliveriesDue: dueEndpoints.length > 0,
     dueEndpoints,
   };
 }

@@ -9,7 +9,7 @@ import { skus } from "../db/schema";
 import { forgetDraw } from "../edge/draw-cache";
 import { accessCodeHash, newAccessCodes } from "../edge/early-access";
 import { forgetSoldOut } from "../edge/sold-out-cache";
-import { wakeSender } from "../handoff/delivery-consumer";
+import { wakeEndpoints } from "../handoff/delivery-consumer";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import { integerQuery } from "../http/query";
@@ -153,7 +153,8 @@ register(admin, ROUTES.replayDeadLetter, async (c) => {
       { state: "invalid_event" },
     );
   }
-  if (result.deliveriesDue) await wakeSender(c.env);
+  // As the order consumer does: the senders of the endpoints it named, the queue only for one unreachable.
+  await wakeEndpoints(c.env, result.dueEndpoints ?? []);
   return c.json({ id: c.req.param("id"), replayed: true, replayedAt: new Date(result.replayedAt).toISOString() });
 });
 
