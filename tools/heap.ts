@@ -20,7 +20,8 @@ interface Target {
   webSocketDebuggerUrl: string;
 }
 
-async function session(url: string) {
+/** A Chrome DevTools protocol session over an inspector target's WebSocket (bench/lib/profile.ts uses it too). */
+export async function session(url: string) {
   const ws = new WebSocket(url, { maxPayload: 2 ** 31 });
   await new Promise((resolve, reject) => {
     ws.once("open", resolve);

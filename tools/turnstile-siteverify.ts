@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { text } from "node:stream/consumers";
 
 /**
  * A local stand-in for Cloudflare Turnstile's siteverify, following its documented contract
@@ -84,10 +85,10 @@ export async function startSiteverify(opts: { hostname?: string; port?: number }
 
   async function verify(req: IncomingMessage, res: ServerResponse): Promise<void> {
     verifies++;
-    const text = await bodyOf(req);
+    const body = await text(req);
     const fields: Record<string, string> = req.headers["content-type"]?.includes("application/json")
-      ? (JSON.parse(text || "{}") as Record<string, string>)
-      : Object.fromEntries(new URLSearchParams(text));
+      ? (JSON.parse(body || "{}") as Record<string, string>)
+      : Object.fromEntries(new URLSearchParams(body));
     const secret = fields.secret ?? "";
     const response = fields.response ?? "";
     if (secret === FAULT_SECRETS.slow) await new Promise((r) => setTimeout(r, SLOW_MS));
@@ -135,15 +136,6 @@ export async function startSiteverify(opts: { hostname?: string; port?: number }
         server.close(() => resolve());
       }),
   };
-}
-
-function bodyOf(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (chunk: Buffer) => chunks.push(chunk));
-    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
-    req.on("error", reject);
-  });
 }
 
 function send(res: ServerResponse, status: number, type: string, body: string): void {

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { text } from "node:stream/consumers";
 import { Webhook } from "standardwebhooks";
 
 /**
@@ -88,15 +89,6 @@ export interface WebhookReceiver {
   close(): Promise<void>;
 }
 
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (chunk: Buffer) => chunks.push(chunk));
-    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
-    req.on("error", reject);
-  });
-}
-
 function json(res: ServerResponse, status: number, value: unknown): void {
   res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(value));
 }
@@ -106,7 +98,7 @@ export async function startWebhookReceiver(opts: { port?: number } = {}): Promis
 
   async function control(name: string, req: IncomingMessage, res: ServerResponse, countsOnly: boolean) {
     if (req.method === "PUT") {
-      const behaviour = JSON.parse(await readBody(req)) as Behaviour;
+      const behaviour = JSON.parse(await text(req)) as Behaviour;
       endpoints.set(name, {
         behaviour,
         verifier: new Webhook(behaviour.secret),
@@ -125,7 +117,7 @@ export async function startWebhookReceiver(opts: { port?: number } = {}): Promis
     const endpoint = endpoints.get(name);
     if (!endpoint) return json(res, 404, { error: "no such endpoint" });
     if (req.method === "PATCH") {
-      const { secret: _secret, keep: _keep, ...changes } = JSON.parse(await readBody(req)) as Partial<Behaviour>;
+      const { secret: _secret, keep: _keep, ...changes } = JSON.parse(await text(req)) as Partial<Behaviour>;
       if (changes.fail !== undefined || changes.drop !== undefined) {
         endpoint.windowStart = endpoint.requests;
         changes.fail ??= 0;
@@ -141,7 +133,7 @@ export async function startWebhookReceiver(opts: { port?: number } = {}): Promis
 
   async function hook(name: string, req: IncomingMessage, res: ServerResponse) {
     const endpoint = endpoints.get(name);
-    const body = await readBody(req);
+    const body = await text(req);
     if (!endpoint) return json(res, 404, { error: "no such endpoint" });
     const receivedAt = Date.now();
     const headers = {

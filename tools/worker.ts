@@ -144,6 +144,22 @@ export async function startWorker(
       ([binding, o]) => [binding, { className: o.className, scriptName: "flashgate", useSQLite: true }],
     ),
   );
+  /** The Worker as wrangler.toml has it, with the dev secrets and `vars`; with `sink`, its queue a sink. */
+  const flashgate = {
+    ...workerOptions,
+    modules: true,
+    scriptPath: join(bundle, "index.js"),
+    modulesRoot: bundle,
+    bindings: { ...workerOptions.bindings, ...SECRETS, DEV_TOOLS: "true", ...vars },
+    ...(sink
+      ? {
+          serviceBindings: {
+            ...(workerOptions.serviceBindings as Record<string, unknown> | undefined),
+            ORDER_EVENTS: { name: "queue-sink", entrypoint: "QueueSink" },
+          },
+        }
+      : {}),
+  };
   const before = new Set(workerdChildren(process.pid));
   const output: string[] = []; // the last chunks of the Worker's output (it logs a line per request)
   const keep = (d: Buffer) => {
@@ -161,43 +177,15 @@ export async function startWorker(
       stderr.on("data", keep);
     },
     workers: [
-      {
-        ...workerOptions,
-        name: "flashgate",
-        unsafeDirectSockets: [{ host: "127.0.0.1" }], // directUrl
-        modules: true,
-        scriptPath: join(bundle, "index.js"),
-        modulesRoot: bundle,
-        bindings: { ...workerOptions.bindings, ...SECRETS, DEV_TOOLS: "true", ...vars },
-        ...(sink
-          ? {
-              serviceBindings: {
-                ...(workerOptions.serviceBindings as Record<string, unknown> | undefined),
-                ORDER_EVENTS: { name: "queue-sink", entrypoint: "QueueSink" },
-              },
-            }
-          : {}),
-      },
+      { ...flashgate, name: "flashgate", unsafeDirectSockets: [{ host: "127.0.0.1" }] }, // directUrl
       ...(sink
         ? [{ name: "queue-sink", modules: [{ type: "ESModule" as const, path: "sink.mjs", contents: QUEUE_SINK }] }]
         : []),
       ...Array.from({ length: copies }, (_, i) => ({
-        ...workerOptions,
+        ...flashgate,
         queueConsumers: {},
         durableObjects: objects,
         name: `copy-${i}`,
-        modules: true,
-        scriptPath: join(bundle, "index.js"),
-        modulesRoot: bundle,
-        bindings: { ...workerOptions.bindings, ...SECRETS, DEV_TOOLS: "true", ...vars },
-        ...(sink
-          ? {
-              serviceBindings: {
-                ...(workerOptions.serviceBindings as Record<string, unknown> | undefined),
-                ORDER_EVENTS: { name: "queue-sink", entrypoint: "QueueSink" },
-              },
-            }
-          : {}),
       })),
       ...(copies > 0
         ? [

@@ -1,4 +1,4 @@
-import WebSocket from "ws";
+import { session } from "../../tools/heap";
 
 /**
  * A CPU profile of one workerd isolate through its inspector (Chrome DevTools protocol), to find
@@ -26,24 +26,7 @@ async function connectInspector(inspectorPort: number, target: string) {
   }[];
   const entry = list.find((t) => t.title?.includes(target)) ?? list.find((t) => !t.title?.startsWith("core:"));
   if (!entry) throw new Error(`no inspector target for ${target}: ${JSON.stringify(list.map((t) => t.title))}`);
-  const ws = new WebSocket(entry.webSocketDebuggerUrl);
-  await new Promise((resolve, reject) => {
-    ws.once("open", resolve);
-    ws.once("error", reject);
-  });
-  let next = 1;
-  const pending = new Map<number, (result: unknown) => void>();
-  ws.on("message", (data: WebSocket.RawData) => {
-    const msg = JSON.parse(String(data)) as { id?: number; result?: unknown };
-    if (msg.id !== undefined) pending.get(msg.id)?.(msg.result);
-  });
-  const send = (method: string, params: object = {}) =>
-    new Promise<unknown>((resolve) => {
-      const id = next++;
-      pending.set(id, resolve);
-      ws.send(JSON.stringify({ id, method, params }));
-    });
-  return { send, close: () => ws.close() };
+  return session(entry.webSocketDebuggerUrl);
 }
 
 /**
