@@ -25,112 +25,27 @@
  * receipt against the signed log. Prints a summary and exits 0, or names the first entry that breaks
  * a rule and exits 1 (2: the log could not be read). Progress goes to stderr. Writes the checkpoint it checked to
  * `--save <file>`, for the next run's `--since`.
+ *
+ * The checks that need no network (the tree, signatures, receipts, the replay, a draw's order) are
+ * tools/sale-verifier.ts, which the simulator (docs/SIMULATOR.md) runs on its own sale log too.
  */
-import { createHash, createHmac, createPublicKey, verify } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
-
-type Hash = Buffer;
-const TILE_HEIGHT = 8;
-const TILE_WIDTH = 1 << TILE_HEIGHT;
-
-class Broken extends Error {}
-/** A stock or limit rule broken by an entry of the log's last minute: a release may still be on its way. */
-class Unsettled extends Error {}
-
-/**
- * How far back from the log's last entry a stock or limit excess is not yet a broken rule: a shard
- * logs its decisions in order, but shards flush independently (a failed flush is retried within
- * seconds), so a hold made with units a sibling released may be logged before that release. Older
- * than this, every shard's entries are in: the excess stands.
- */
-const SETTLE_MS = 60_000;
-
-const sha256 = (...parts: Buffer[]): Hash => createHash("sha256").update(Buffer.concat(parts)).digest();
-const leafHash = (entry: Buffer): Hash => sha256(Buffer.from([0]), entry);
-const nodeHash = (left: Hash, right: Hash): Hash => sha256(Buffer.from([1]), left, right);
-
-/** RFC 6962 MTH of leaves [start, end), from `levels` (complete subtrees, bottom up). */
-function rangeHash(levels: Hash[][], start: number, end: number): Hash {
-  const n = end - start;
-  if ((n & (n - 1)) === 0 && start % n === 0) {
-    const hash = levels[Math.log2(n)]?.[start / n];
-    if (!hash) throw new Error(`no hash of ${start}..${end}`);
-    return hash;
-  }
-  let k = 1;
-  while (k * 2 < n) k *= 2;
-  return nodeHash(rangeHash(levels, start, start + k), rangeHash(levels, start + k, end));
-}
-const treeHash = (levels: Hash[][], size: number): Hash => (size === 0 ? sha256() : rangeHash(levels, 0, size));
-
-/** The complete subtrees' hashes of a list of leaf hashes, level by level. */
-function levelsOf(leaves: Hash[]): Hash[][] {
-  const levels = [leaves];
-  for (let below = leaves; below.length >= 2; ) {
-    const up: Hash[] = [];
-    for (let i = 0; i + 1 < below.length; i += 2) up.push(nodeHash(below[i] as Hash, below[i + 1] as Hash));
-    levels.push(up);
-    below = up;
-  }
-  return levels;
-}
-
-/** C2SP tlog-tiles path of a tile. */
-function tilePath(level: number | "entries", index: number, width: number): string {
-  const groups: string[] = [];
-  let n = index;
-  do {
-    groups.unshift(String(n % 1000).padStart(3, "0"));
-    n = Math.floor(n / 1000);
-  } while (n > 0);
-  const encoded = groups.map((g, i) => (i < groups.length - 1 ? `x${g}` : g)).join("/");
-  return `tile/${level}/${encoded}${width < TILE_WIDTH ? `.p/${width}` : ""}`;
-}
-
-interface Verifier {
-  name: string;
-  id: Buffer;
-  key: ReturnType<typeof createPublicKey>;
-}
-
-/** A signed-note verifier key: `<name>+<hex id>+<base64(0x01 ‖ key)>`. */
-function parseVerifier(text: string): Verifier {
-  const [name = "", idHex = "", ...rest] = text.trim().split("+");
-  const raw = Buffer.from(rest.join("+"), "base64");
-  if (!name || !/^[0-9a-f]{8}$/.test(idHex) || raw.length !== 33 || raw[0] !== 1)
-    throw new Broken(`the log key is not an Ed25519 signed-note key: ${text.trim()}`);
-  const id = sha256(Buffer.from(`${name}\n`), raw).subarray(0, 4);
-  if (id.toString("hex") !== idHex) throw new Broken("the log key's id does not match its name and key");
-  const spki = Buffer.concat([Buffer.from("302a300506032b6570032100", "hex"), raw.subarray(1)]);
-  return { name, id, key: createPublicKey({ key: spki, format: "der", type: "spki" }) };
-}
-
-interface Checkpoint {
-  origin: string;
-  size: number;
-  root: Hash;
-  note: string;
-}
-
-/** Opens a signed note with `verifier` and reads it as a checkpoint. */
-function openCheckpoint(note: string, verifier: Verifier, what: string): Checkpoint {
-  const split = note.lastIndexOf("\n\n");
-  if (split < 0) throw new Broken(`${what} is not a signed note`);
-  const text = note.slice(0, split + 1);
-  let signed = false;
-  for (const line of note.slice(split + 2).split("\n")) {
-    const match = /^— (\S+) (\S+)$/u.exec(line);
-    if (!match || match[1] !== verifier.name) continue;
-    const raw = Buffer.from(match[2] ?? "", "base64");
-    if (raw.length !== 68 || !raw.subarray(0, 4).equals(verifier.id)) continue;
-    if (verify(null, Buffer.from(text), verifier.key, raw.subarray(4))) signed = true;
-  }
-  if (!signed) throw new Broken(`${what}: no valid signature by ${verifier.name}`);
-  const [origin = "", size = "", root = ""] = text.split("\n");
-  const hash = Buffer.from(root, "base64");
-  if (!origin || !/^(0|[1-9][0-9]*)$/.test(size) || hash.length !== 32) throw new Broken(`${what} is not a checkpoint`);
-  return { origin, size: Number(size), root: hash, note };
-}
+import {
+  Broken,
+  checkDrawPage,
+  checkReceipt,
+  type Entry,
+  entriesOf,
+  leafHash,
+  levelsOf,
+  openCheckpoint,
+  parseVerifier,
+  replay,
+  TILE_HEIGHT,
+  TILE_WIDTH,
+  tilePath,
+  treeHash,
+} from "../tools/sale-verifier";
 
 async function fetchBytes(url: string): Promise<Buffer> {
   for (let attempt = 1; ; attempt++) {
@@ -139,286 +54,6 @@ async function fetchBytes(url: string): Promise<Buffer> {
     if (attempt >= 3 || response.status < 500) throw new Error(`GET ${url}: ${response.status}`);
     await new Promise((r) => setTimeout(r, 500 * attempt));
   }
-}
-
-type Entry = Record<string, unknown> & { type: string; time: string };
-
-/** The entries of a bundle: each a big-endian uint16 length and its bytes. */
-function entriesOf(bundle: Buffer, want: number, first: number): Buffer[] {
-  const out: Buffer[] = [];
-  let at = 0;
-  while (at < bundle.length) {
-    if (at + 2 > bundle.length) throw new Broken(`entry bundle at ${first}: truncated`);
-    const length = bundle.readUInt16BE(at);
-    if (at + 2 + length > bundle.length) throw new Broken(`entry bundle at ${first}: truncated`);
-    out.push(bundle.subarray(at + 2, at + 2 + length));
-    at += 2 + length;
-  }
-  if (out.length !== want) throw new Broken(`entry bundle at ${first}: ${out.length} entries, not ${want}`);
-  return out;
-}
-
-const RANK: Record<string, number> = {
-  config: 0,
-  archive: 0,
-  "draw-reveal": 0,
-  cancelled: 1,
-  expired: 1,
-  refund_required: 1,
-  paid: 2,
-  hold: 3,
-};
-
-interface Sale {
-  status: string;
-  total: number;
-  perUserLimit: number;
-  startsAt: number | null;
-  endsAt: number | null;
-  tiers: number[];
-  variants: Map<string, number> | null;
-}
-
-/** Replays the entries; returns the summary, or throws {@link Broken} naming the first entry that breaks a rule. */
-function replay(entries: Entry[], reveals: Map<string, string>): Record<string, unknown> {
-  const order = entries
-    .map((entry, index) => ({ entry, index, at: Date.parse(entry.time) }))
-    .sort((a, b) => a.at - b.at || (RANK[a.entry.type] ?? 9) - (RANK[b.entry.type] ?? 9) || a.index - b.index);
-  let sale: Sale | null = null;
-  const held = new Map<string, number>();
-  const sold = new Map<string, number>();
-  const users = new Map<string, number>();
-  const reservations = new Map<
-    string,
-    { status: string; quantity: number; variant: string; user: string; expires: number | null }
-  >();
-  const counts: Record<string, number> = {};
-  /** Seed hashes committed by a configuration: when, and the opening's window. */
-  const commitments = new Map<string, { at: number; opensAt: number; closesAt: number }>();
-  const skipped = new Set<string>();
-  const get = (m: Map<string, number>, k: string) => m.get(k) ?? 0;
-  const add = (m: Map<string, number>, k: string, n: number) => m.set(k, get(m, k) + n);
-
-  /** Where the log has a reservation's hold, for a message about an entry that came before it. */
-  const holdOf = (id: string) => {
-    const found = order.find((o) => o.entry.type === "hold" && o.entry.reservation === id);
-    return found ? ` (its hold is entry ${found.index}, at ${found.entry.time})` : " (no hold of it in the log)";
-  };
-  const latest = order.reduce((t, o) => (Number.isFinite(o.at) ? Math.max(t, o.at) : t), 0);
-  let unsettled: string | null = null;
-  for (const { entry, index, at } of order) {
-    const fail = (rule: string): never => {
-      throw new Broken(`entry ${index} (${entry.type} at ${entry.time}): ${rule}`);
-    };
-    /** A stock or limit excess: broken, or unsettled within {@link SETTLE_MS} of the last entry. */
-    const exceeds = (rule: string): never => {
-      if (at > latest - SETTLE_MS) throw new Unsettled(`entry ${index} (${entry.type} at ${entry.time}): ${rule}`);
-      return fail(rule);
-    };
-    if (!Number.isFinite(at)) fail("its time is not a date");
-    try {
-      counts[entry.type] = (counts[entry.type] ?? 0) + 1;
-      const totalOf = (variant: string): number => {
-        if (!sale) return fail("no configuration before it");
-        if (!sale.variants) return variant === "" ? sale.total : fail(`variant ${variant} on a SKU without variants`);
-        const total = sale.variants.get(variant);
-        return total === undefined ? fail(`unknown variant ${JSON.stringify(variant)}`) : total;
-      };
-      const take = (variant: string, user: string, quantity: number) => {
-        const total = totalOf(variant);
-        if (get(held, variant) + get(sold, variant) + quantity > total)
-          exceeds(
-            `${get(held, variant)} held + ${get(sold, variant)} sold + ${quantity} is more than the stock of ${total}${variant ? ` of ${variant}` : ""}`,
-          );
-        if (sale && get(users, user) + quantity > sale.perUserLimit)
-          exceeds(
-            `user ${user.slice(0, 12)}… would have ${get(users, user) + quantity} units, past the limit of ${sale.perUserLimit}`,
-          );
-        add(users, user, quantity);
-      };
-      if (entry.type === "config" || entry.type === "archive") {
-        const num = (v: unknown) =>
-          typeof v === "number" && Number.isInteger(v) && v >= 0 ? v : fail("a figure is not a count");
-        const time = (v: unknown) => (v === null || v === undefined ? null : Date.parse(String(v)));
-        const variants = Array.isArray(entry.variants)
-          ? new Map((entry.variants as { id: string; total: number }[]).map((v) => [String(v.id), num(v.total)]))
-          : null;
-        sale = {
-          status: String(entry.status),
-          total: num(entry.total),
-          perUserLimit: num(entry.perUserLimit),
-          startsAt: time(entry.startsAt),
-          endsAt: time(entry.endsAt),
-          tiers: Array.isArray(entry.tiers)
-            ? (entry.tiers as { startsAt: string }[]).map((t) => Date.parse(t.startsAt))
-            : [],
-          variants,
-        };
-        if (entry.type === "archive") sale.status = "archived";
-        // The fair opening's commitments: the first configuration naming a seed hash commits to it.
-        for (const draw of Array.isArray(entry.draws) ? (entry.draws as Record<string, unknown>[]) : []) {
-          const hash = String(draw.seedHash);
-          if (!commitments.has(hash))
-            commitments.set(hash, {
-              at,
-              opensAt: Date.parse(String(draw.opensAt)),
-              closesAt: Date.parse(String(draw.closesAt)),
-            });
-        }
-        for (const [variant, total] of variants ?? new Map([["", sale.total]])) {
-          if (get(held, variant) + get(sold, variant) > total)
-            fail(
-              `stock ${total}${variant ? ` of ${variant}` : ""} is less than the ${get(held, variant)} held + ${get(sold, variant)} sold`,
-            );
-        }
-        continue;
-      }
-      if (entry.type === "draw-reveal") {
-        const hash = String(entry.seedHash);
-        const committed = commitments.get(hash);
-        if (!committed) fail(`a draw revealed whose seed hash ${hash.slice(0, 12)}… no configuration committed to`);
-        else {
-          if (committed.at > committed.opensAt) fail("the draw's seed hash was committed after its opening opened");
-          if (at < committed.closesAt) fail("the draw was revealed before its window closed");
-        }
-        if (typeof entry.seed !== "string" || createHash("sha256").update(entry.seed, "utf8").digest("hex") !== hash)
-          fail("the revealed seed does not hash to the committed seed hash");
-        reveals.set(hash, String(entry.seed));
-        continue;
-      }
-      if (!(entry.type in RANK)) {
-        skipped.add(entry.type);
-        continue;
-      }
-      const id = typeof entry.reservation === "string" ? entry.reservation : fail("no reservation id");
-      const quantity = typeof entry.quantity === "number" && entry.quantity >= 1 ? entry.quantity : fail("no quantity");
-      const variant = typeof entry.variant === "string" ? entry.variant : "";
-      const user =
-        typeof entry.user === "string" && /^[0-9a-f]{64}$/.test(entry.user) ? entry.user : fail("no user commitment");
-      const known = reservations.get(id);
-      if (known && (known.quantity !== quantity || known.variant !== variant || known.user !== user))
-        fail(`reservation ${id} changes its quantity, variant or user`);
-      switch (entry.type) {
-        case "hold": {
-          if (known) fail(`reservation ${id} is held a second time`);
-          if (!sale) return fail("a hold before any configuration");
-          if (sale.status !== "on_sale") fail(`a hold while the sale is ${sale.status}`);
-          if (sale.endsAt !== null && at >= sale.endsAt) fail("a hold after the sale's end");
-          if (sale.startsAt !== null && at < sale.startsAt && !sale.tiers.some((t) => t <= at))
-            fail("a hold before the start, under no tier that had opened");
-          take(variant, user, quantity);
-          add(held, variant, quantity);
-          const expires = typeof entry.expires === "string" ? Date.parse(entry.expires) : Number.NaN;
-          reservations.set(id, {
-            status: "held",
-            quantity,
-            variant,
-            user,
-            expires: Number.isFinite(expires) ? expires : null,
-          });
-          break;
-        }
-        case "paid": {
-          if (!known) return fail(`a payment of reservation ${id}, which the log never held${holdOf(id)}`);
-          if (known.status === "held") {
-            add(held, variant, -quantity);
-          } else if (known.status === "expired" || known.status === "cancelled") {
-            take(variant, user, quantity); // a late payment takes its units again
-          } else fail(`a payment of reservation ${id}, which is ${known.status}`);
-          add(sold, variant, quantity);
-          known.status = "paid";
-          break;
-        }
-        case "cancelled":
-        case "expired":
-        case "refund_required": {
-          if (!known) return fail(`reservation ${id} released, which the log never held${holdOf(id)}`);
-          // A hold lapses at its end, not before (its buyer had until then to pay).
-          if (entry.type === "expired" && known.status === "held" && known.expires !== null && at < known.expires)
-            fail(`reservation ${id} expired before its hold's end (${new Date(known.expires).toISOString()})`);
-          if (known.status === "held") {
-            add(held, variant, -quantity);
-            add(users, user, -quantity);
-          } else if (entry.type !== "refund_required" || known.status === "paid")
-            fail(`reservation ${id} ${entry.type}, but it is ${known.status}`);
-          known.status = entry.type;
-          break;
-        }
-      }
-    } catch (err) {
-      if (!(err instanceof Unsettled)) throw err;
-      unsettled = err.message;
-      break;
-    }
-  }
-  const sum = (m: Map<string, number>) => [...m.values()].reduce((n, v) => n + v, 0);
-  return {
-    entries: entries.length,
-    byType: counts,
-    reservations: reservations.size,
-    buyers: [...new Set([...reservations.values()].map((r) => r.user))].length,
-    held: sum(held),
-    sold: sum(sold),
-    ...(sale?.variants
-      ? {
-          variants: Object.fromEntries(
-            [...sale.variants.keys()].map((v) => [v, { held: get(held, v), sold: get(sold, v) }]),
-          ),
-        }
-      : {}),
-    stock: sale?.total ?? null,
-    ...(skipped.size > 0 ? { notReplayed: [...skipped] } : {}),
-    // The replay stopped at an excess of the log's last minute: run again once the shards' flushes are in.
-    ...(unsettled ? { settled: false, unsettled } : { settled: true }),
-  };
-}
-
-/** RFC 9162 §2.1.3.2: whether `proof` puts the leaf hash at `index` of the tree (size, root). */
-function verifyInclusion(leaf: Hash, index: number, size: number, proof: Hash[], root: Hash): boolean {
-  if (index < 0 || index >= size) return false;
-  let fn = index;
-  let sn = size - 1;
-  let r = leaf;
-  for (const p of proof) {
-    if (sn === 0) return false;
-    if (fn % 2 === 1 || fn === sn) {
-      r = nodeHash(p, r);
-      while (fn % 2 === 0 && fn !== 0) {
-        fn = Math.floor(fn / 2);
-        sn = Math.floor(sn / 2);
-      }
-    } else r = nodeHash(r, p);
-    fn = Math.floor(fn / 2);
-    sn = Math.floor(sn / 2);
-  }
-  return sn === 0 && r.equals(root);
-}
-
-/**
- * A buyer's receipt (`--receipt <file>`: one `proof` of their reservation's `receipts`, a C2SP
- * tlog-proof): its checkpoint signed by the log's key for this log, the inclusion proof of the entry
- * its `extra` line carries, and the log as fetched holding that same entry at that index and that
- * same tree (so the receipt's checkpoint is consistent with today's).
- */
-function checkReceipt(text: string, verifier: Verifier, current: Checkpoint, levels: Hash[][], entries: Buffer[]) {
-  const lines = text.split("\n");
-  const blank = lines.indexOf("");
-  if (lines[0] !== "c2sp.org/tlog-proof@v1" || blank < 0) throw new Broken("the receipt is not a C2SP tlog-proof");
-  let at = 1;
-  const extra = lines[at]?.startsWith("extra ") ? Buffer.from((lines[at++] ?? "").slice(6), "base64") : null;
-  const index = /^index (0|[1-9][0-9]*)$/.exec(lines[at++] ?? "")?.[1];
-  if (!extra || index === undefined) throw new Broken("the receipt lacks its entry (extra) or its index");
-  const proof = lines.slice(at, blank).map((h) => Buffer.from(h, "base64"));
-  if (proof.some((h) => h.length !== 32)) throw new Broken("the receipt's proof has a hash that is not 32 bytes");
-  const signed = openCheckpoint(lines.slice(blank + 1).join("\n"), verifier, "the receipt's checkpoint");
-  if (signed.origin !== current.origin) throw new Broken(`the receipt is of another log (${signed.origin})`);
-  const i = Number(index);
-  if (!verifyInclusion(leafHash(extra), i, signed.size, proof, signed.root))
-    throw new Broken(`the receipt's entry ${i} is not in its checkpoint: the proof does not lead to its root`);
-  if (signed.size > current.size || !treeHash(levels, signed.size).equals(signed.root))
-    throw new Broken("the receipt's checkpoint is not consistent with the log as it is now");
-  if (!entries[i]?.equals(extra)) throw new Broken(`the log's entry ${i} is not the receipt's`);
-  return { index: i, entry: (JSON.parse(extra.toString("utf8")) as Entry).type, checkpointSize: signed.size };
 }
 
 /**
@@ -445,14 +80,8 @@ async function checkDrawOrder(
     const page = JSON.parse((await fetchBytes(url)).toString("utf8")) as {
       entries: { entryId: string; position: number }[];
     };
-    for (const entry of page.entries) {
-      position++;
-      if (entry.position !== position)
-        throw new Broken(`draw entry ${entry.entryId.slice(0, 12)}…: position ${entry.position}, not ${position}`);
-      const key = createHmac("sha256", logged).update(entry.entryId, "utf8").digest("hex");
-      if (key < previous) throw new Broken(`draw position ${position} is out of the order the seed gives`);
-      previous = key;
-    }
+    previous = checkDrawPage(logged, page.entries, position, previous);
+    position += page.entries.length;
     if (page.entries.length < 1000) break;
   }
   progress(`the draw's ${position} entries are in the order its revealed seed gives`);

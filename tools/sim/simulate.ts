@@ -1,18 +1,37 @@
-import type {
-  Outcome,
-  Reservation,
-  ReserveOutcome,
-  ReserveRequest,
-  SkuState,
+import {
+  type AccessTier,
+  isOnSale,
+  type Outcome,
+  type Reservation,
+  type ReserveOutcome,
+  type ReserveRequest,
+  type SkuState,
+  sumShards,
 } from "../../durable-objects/engine/types";
 import type { WaitlistEntry, WaitlistPlace } from "../../durable-objects/engine/waitlist";
+import type { SaleLog } from "../../durable-objects/log/sale-log";
 import { homeShard, shardName } from "../../durable-objects/shared/shard-name";
 import type { SkuChange } from "../../durable-objects/stock/sku-change";
 import type { PaymentVerdict } from "../../durable-objects/stock/stock-faces";
+import { accessCodeHash, admittedTier } from "../../src/edge/early-access";
 import { seededRandom } from "../../src/harness/seeded-random";
+import { ApiError } from "../../src/http/errors";
+import { logConfiguration } from "../../src/sale-log/sale-log";
+import {
+  Broken,
+  checkDrawPage,
+  type Entry,
+  leafHash,
+  levelsOf,
+  openCheckpoint,
+  parseVerifier,
+  replay,
+  treeHash,
+} from "../sale-verifier";
 import { type ShardView, stockViolations } from "../stock-invariants";
+import { simulatedSubtle } from "./subtle";
 import { simulateIds } from "./uuid";
-import { type Faults, NO_FAULTS, SIM_ERROR, World } from "./world";
+import { type Faults, logName, NO_FAULTS, SIM_ERROR, SIM_LOG_VERIFIER, World } from "./world";
 
 /**
  * One seed of the simulator (docs/SIMULATOR.md): a SKU's stock objects in a {@link World}, shoppers
@@ -60,6 +79,18 @@ interface Acked {
 }
 
 class Violation extends Error {}
+
+/**
+ * An operator PUT's time, from its first attempt to its configuration entry; `stale`: the entry's
+ * figures were not the operator's (they stand until the next entry).
+ */
+interface PutSpan {
+  from: number;
+  to: number;
+  stale: boolean;
+  /** Its configuration entry was appended (a refused PUT appends none). */
+  logged: boolean;
+}
 
 /** A shard as the checks read it: its state, whether its outbox has events to send, its reservations by id. */
 type View = ShardView & { state: SkuState; pending: boolean; rows: Map<string, Row> };
@@ -116,6 +147,8 @@ export function enterWorld(world: World, random: () => number): () => void {
     return array;
   };
   webCrypto.randomUUID = () => uuidOf("4", bytes(new Uint8Array(16)));
+  const realSubtle = webCrypto.subtle as SubtleCrypto;
+  Object.defineProperty(webCrypto, "subtle", { value: simulatedSubtle(realSubtle), configurable: true });
   // Time-ordered as v7 is: the virtual time, then a counter.
   simulateIds(() => {
     const time = world.now.toString(16).padStart(12, "0");
@@ -130,6 +163,7 @@ export function enterWorld(world: World, random: () => number): () => void {
     else delete g.scheduler;
     delete webCrypto.getRandomValues;
     delete webCrypto.randomUUID;
+    delete webCrypto.subtle;
     simulateIds(null);
     Object.assign(console, realConsole);
   };
@@ -161,7 +195,22 @@ class Sim {
   readonly #tokens: ReserveRequest[] = [];
   readonly #payments = new Map<string, string>();
   #operatorBusy = false;
+  /**
+   * Each operator PUT's span, from its first attempt to its configuration entry logged: a hold the
+   * log replay finds against the configuration inside one is the known race (docs/SIMULATOR.md).
+   */
+  readonly #puts: PutSpan[] = [];
   readonly #aliases = new Map<string, string>();
+  /**
+   * Early access (a third of the seeds): the public start, the tiers (one by access codes, maybe one
+   * by a JWT claim), the codes the operator added (text, to its hash), the claims of each shopper,
+   * and per code the shoppers shard 0 admitted by it (one at most: invariant 10).
+   */
+  #startsAt: number | null = null;
+  #tiers: AccessTier[] = [];
+  readonly #codes: string[] = [];
+  readonly #claims = new Map<string, Record<string, unknown>>();
+  readonly #admitted = new Map<string, Set<string>>();
 
   constructor(world: World, random: () => number, options: SimOptions) {
     this.#world = world;
@@ -180,6 +229,17 @@ class Sim {
     } else {
       this.#sizes = null;
       this.#totals = new Set([total]);
+    }
+    if (this.#random() < 1 / 3) {
+      this.#startsAt = START + (120 + this.#int(240)) * 1000;
+      this.#tiers.push({ name: "codes", startsAt: START + (10 + this.#int(90)) * 1000 });
+      if (this.#random() < 0.5) {
+        const claim = { name: "member", value: "yes" };
+        this.#tiers.push({ name: "members", startsAt: START + (30 + this.#int(60)) * 1000, claim });
+        for (const user of this.#users) if (this.#random() < 0.3) this.#claims.set(user, { member: "yes" });
+      }
+      const codes = 1 + this.#int(this.#users.length);
+      for (let i = 0; i < codes; i++) this.#codes.push(`CODE${i}`);
     }
   }
 
@@ -214,6 +274,10 @@ class Sim {
     this.#line(
       `seed ${seed}: ${this.#users.length} shoppers, limit ${this.#limit}, hold ${this.#holdMs / 1000}s, ${this.#shards} shards, total ${[...this.#totals][0]}, sizes ${sizes}`,
     );
+    if (this.#startsAt !== null)
+      this.#line(
+        `early access: start t=${(this.#startsAt - START) / 1000}, ${this.#tiers.map((t) => `${t.name} t=${(t.startsAt - START) / 1000}`).join(", ")}, ${this.#codes.length} codes, ${this.#claims.size} members`,
+      );
     try {
       await this.#create();
       this.#world.faults = FAULTS;
@@ -238,6 +302,7 @@ class Sim {
       if (!this.#archived && !this.#operatorBusy) this.#operate(0.95 - 1e-9, "on_sale");
       await world.runUntil(world.now + 10 * 60_000);
       this.#check(true);
+      await this.#verifySale();
       this.#line(`ok (${world.calls} calls, ${world.alarms} alarms, ${world.sent.length} events sent)`);
       return { seed, steps, failure: null, trace: this.trace };
     } catch (error) {
@@ -258,14 +323,54 @@ class Sim {
       holdSeconds: this.#holdMs / 1000,
       status: "on_sale",
       totalStock: [...this.#totals][0] as number,
+      ...(this.#startsAt !== null ? { startsAt: this.#startsAt, access: this.#tiers } : {}),
       ...(this.#sizes
         ? { variants: [...this.#sizes].map(([id, t]) => ({ id, name: id, totalStock: [...t][0] as number })) }
         : {}),
     };
-    const done = this.#world.call<Outcome<SkuState>>(shardName(SKU, 0), "putSku", [change]);
+    const done = this.#put(change);
     await this.#world.runUntil(this.#world.now + 1000);
     const outcome = await done;
     if (!outcome.ok) throw new Violation(`creating the SKU answered ${outcome.code}`);
+    if (this.#codes.length > 0) {
+      // The operator's codes (POST /admin/skus/:sku/access-codes): shard 0 keeps their hashes.
+      const hashes = await Promise.all(this.#codes.map((code) => accessCodeHash(code)));
+      const added = this.#call<boolean>(0, "addAccessCodes", "codes", hashes);
+      await this.#world.runUntil(this.#world.now + 1000);
+      if (!(await added)) throw new Violation("shard 0 refused the access codes");
+    }
+  }
+
+  /**
+   * The catalog's PUT (src/catalog/configure-sku.ts), as far as the stock objects and the log see it:
+   * shard 0's `putSku`, then every shard's state, then the SKU's configuration (or archive) entry in
+   * its log by the Worker's own `logConfiguration`, stamped with the time the request began.
+   */
+  async #put(change: SkuChange, span?: PutSpan): Promise<Outcome<SkuState>> {
+    const began = this.#world.now;
+    const outcome = await this.#call<Outcome<SkuState>>(0, "putSku", change);
+    if (!outcome.ok) return outcome;
+    const first = await this.#call<SkuState | null>(0, "state");
+    if (!first) throw new Violation("shard 0 has no state after a PUT it answered");
+    const rest = await Promise.all(
+      Array.from({ length: first.shards - 1 }, (_, i) => this.#call<SkuState | null>(i + 1, "state")),
+    );
+    const state = sumShards([first, ...rest.filter((r) => r !== null)]);
+    // The entry's figures are the shards' as read now, summed: a shard not yet at the change, or a
+    // unit on its way between shards, logs figures the operator never set.
+    const set = (id: string, candidates: Set<number> | undefined) =>
+      change.variants?.find((v) => v.id === id)?.totalStock ?? candidates;
+    const stale = this.#sizes
+      ? [...this.#sizes].some(
+          ([id, t]) => !toSet(set(id, t)).has(state.variants?.find((v) => v.id === id)?.stock.total ?? 0),
+        )
+      : !(change.totalStock !== undefined ? new Set([change.totalStock]) : this.#totals).has(state.stock.total);
+    if (span) span.stale = stale;
+    const archive = change.status === "archived";
+    const env = this.#world.env as unknown as Env;
+    await logConfiguration(env, SKU, archive ? "archive" : "config", state, archive ? this.#world.now : began);
+    if (span) span.logged = true;
+    return outcome;
   }
 
   // ---- Acting ----
@@ -319,10 +424,34 @@ class Sim {
   }
 
   async #reserve(userId: string): Promise<string> {
-    // The edge's purchase token: the shard count as shard 0 tells it, the user's home shard by it.
-    const lead = await this.#call<SkuState | null>(0, "state");
+    // The edge's purchase token: the shard count as shard 0 tells it, the user's home shard by it;
+    // before the public start, the tier a code or a claim admits the user to (src/routes/shopper.ts).
+    const code = this.#startsAt !== null && this.#random() < 0.5 ? this.#pick(this.#codes) : undefined;
+    const claims = this.#claims.get(userId) ?? {};
+    const read =
+      code === undefined
+        ? { state: await this.#call<SkuState | null>(0, "state"), codeTier: null, claimTier: undefined }
+        : await this.#call<{ state: SkuState | null; codeTier: string | null; claimTier?: string }>(
+            0,
+            "tokenState",
+            userId,
+            await accessCodeHash(code),
+            claims,
+          );
+    const lead = read.state;
+    if (code !== undefined && read.codeTier !== null) this.#admit(code, userId);
     if (lead?.status !== "on_sale") return `no token (${lead?.status ?? "no SKU"})`;
     if (lead.reconfiguring) return "no token (reconfiguring)";
+    const now = this.#world.now;
+    let tier: string | undefined;
+    try {
+      tier = isOnSale(lead, now)
+        ? undefined
+        : admittedTier(lead, now, claims, { given: code !== undefined, tier: read.codeTier ?? read.claimTier ?? null });
+    } catch (error) {
+      if (error instanceof ApiError) return `no token (${error.code}${code ? ` with ${code}` : ""})`;
+      throw error;
+    }
     const listed = this.#sizes ? this.#preferences() : undefined;
     const request: ReserveRequest = {
       userId,
@@ -330,10 +459,19 @@ class Sim {
       quantity: this.#random() < 0.75 ? 1 : 2,
       shards: lead.shards,
       tokenExpiresAt: this.#world.now + 300_000,
+      ...(tier ? { tier } : {}),
       ...(listed ? { variants: listed } : {}),
     };
     this.#tokens.push(request);
     return this.#send(request);
+  }
+
+  /** Shard 0 admitted `userId` by `code`: a code admits one shopper, the first (invariant 10). */
+  #admit(code: string, userId: string): void {
+    const users = this.#admitted.get(code) ?? new Set<string>();
+    users.add(userId);
+    this.#admitted.set(code, users);
+    if (users.size > 1) throw new Violation(`access code ${code} admitted ${[...users].join(" and ")} (invariant 10)`);
   }
 
   #preferences(): string[] {
@@ -359,6 +497,14 @@ class Sim {
       throw new Violation(`${request.userId} asked ${request.quantity}, was answered ${r.userId} x${r.quantity}`);
     if (request.variants && (!r.variant || !request.variants.includes(r.variant)))
       throw new Violation(`${request.userId} listed ${request.variants.join(",")}, was held ${r.variant}`);
+    // Before the public start, only a token of a tier that had opened holds (invariant 10).
+    if (this.#startsAt !== null && r.createdAt < this.#startsAt && !answer.value.replayed) {
+      const opened = this.#tiers.find((t) => t.name === request.tier && t.startsAt <= r.createdAt);
+      if (!opened)
+        throw new Violation(
+          `${request.userId} held ${this.#alias(r.id)} at t=${(r.createdAt - START) / 1000} before the start with ${request.tier ? `tier ${request.tier}, not open yet` : "no tier"} (invariant 10)`,
+        );
+    }
     if (!this.#acked.has(r.id)) {
       this.#acked.set(r.id, {
         id: r.id,
@@ -371,7 +517,8 @@ class Sim {
       });
     }
     const size = r.variant ? ` ${r.variant} of ${request.variants?.join(",")}` : "";
-    return `${answer.value.replayed ? "replayed" : "held"} ${this.#alias(r.id)} x${r.quantity}${size} on #${home}`;
+    const tier = request.tier ? ` by tier ${request.tier}` : "";
+    return `${answer.value.replayed ? "replayed" : "held"} ${this.#alias(r.id)} x${r.quantity}${size} on #${home}${tier}`;
   }
 
   async #replay(): Promise<string> {
@@ -492,10 +639,22 @@ class Sim {
         // An unanswered PUT may have applied: until one is answered, both totals are possible.
         const refused = this.#snapshot();
         this.#expect(change, false);
-        const outcome = await this.#call<Outcome<SkuState>>(0, "putSku", change);
-        if (outcome.ok) this.#expect(change, true);
-        else refused();
-        return outcome.ok ? "200" : outcome.code;
+        const span: PutSpan = { from: this.#world.now, to: Number.POSITIVE_INFINITY, stale: false, logged: false };
+        this.#puts.push(span);
+        // A PUT that answered no status (its call or answer lost) is sent again, as an operator
+        // does after a 5xx: only an answered PUT logs its configuration (the catalog's success path).
+        for (let attempt = 1; ; attempt++) {
+          try {
+            const outcome = await this.#put(change, span);
+            span.to = this.#world.now;
+            if (outcome.ok) this.#expect(change, true);
+            else if (attempt === 1) refused(); // after a lost attempt, that one may have applied
+
+            return `${outcome.ok ? "200" : outcome.code}${attempt > 1 ? ` (attempt ${attempt})` : ""}`;
+          } catch (error) {
+            if (attempt >= 5 || !(error instanceof Error) || !error.message.includes(SIM_ERROR)) throw error;
+          }
+        }
       } finally {
         this.#operatorBusy = false;
       }
@@ -544,7 +703,7 @@ class Sim {
   #views(): View[] {
     const views: View[] = [];
     for (let shard = 0; shard < MAX_SHARDS; shard++) {
-      const object = this.#world.objects.get(shardName(SKU, shard));
+      const object = this.#world.shard(shardName(SKU, shard));
       if (!object) continue;
       const state = object.instance.state();
       if (!state) continue;
@@ -635,6 +794,75 @@ class Sim {
     }
   }
 
+  /**
+   * `npm run verify-sale`'s checks on the SKU's log once settled (tools/sale-verifier.ts): a head
+   * recorded and signed, the root and the level-0 tiles rebuilt from the entries, the signature checked
+   * with the verifier key, then every entry replayed under the sale's rules (nothing is still on its
+   * way: every outbox is empty, so no excess is excused as unsettled), and a revealed draw's entries
+   * in the order its seed gives.
+   */
+  async #verifySale(): Promise<void> {
+    const object = this.#world.objects.get(logName(SKU));
+    if (!object) throw new Violation("the SKU has no log");
+    const log = object.instance as unknown as SaleLog;
+    const head = log.recordHead();
+    const rows = object.storage.sql.exec<{ data: string }>("SELECT data FROM entries ORDER BY idx").toArray();
+    const bytes = rows.map((r) => Buffer.from(r.data, "utf8"));
+    try {
+      if (head.size !== rows.length) throw new Broken(`the head has ${head.size} entries, the log ${rows.length}`);
+      const levels = levelsOf(bytes.map(leafHash));
+      const root = treeHash(levels, head.size);
+      if (!root.equals(head.root)) throw new Broken("the entries' root is not the head's");
+      for (let n = 0; n * 256 < head.size; n++) {
+        const width = Math.min(256, head.size - n * 256);
+        const tile = log.tile(0, n, width);
+        if (!tile || !Buffer.from(tile).equals(Buffer.concat(levels[0]?.slice(n * 256, n * 256 + width) ?? [])))
+          throw new Broken(`hash tile 0/${n} does not match the entries`);
+      }
+      const note = await log.checkpoint(ORIGIN);
+      if (!note) throw new Broken("the log signs no checkpoint");
+      const signed = openCheckpoint(note, parseVerifier(SIM_LOG_VERIFIER), "the checkpoint");
+      if (signed.size !== head.size || !signed.root.equals(root))
+        throw new Broken("the signed checkpoint is not the head");
+      const reveals = new Map<string, string>();
+      const summary = replay(
+        rows.map((r) => JSON.parse(r.data) as Entry),
+        reveals,
+        0,
+      );
+      if (summary.settled !== true) throw new Broken(String(summary.unsettled));
+      const shard0 = this.#world.shard(shardName(SKU, 0))?.instance;
+      const info = shard0?.drawInfo();
+      for (const opening of info?.openings ?? []) {
+        if (opening.seed === null || opening.seedHash === null) continue;
+        if (reveals.get(opening.seedHash) !== opening.seed)
+          throw new Broken(`the draw's seed ${opening.seedHash.slice(0, 12)}… is not the one the log revealed`);
+      }
+      const last = info?.openings.at(-1);
+      if (last?.seed && shard0) checkDrawPage(last.seed, shard0.drawEntries(0, 10_000), 0);
+      this.#line(
+        `verify-sale: ${head.size} entries, root and signature match, replay ok (${summary.held} held, ${summary.sold} sold)`,
+      );
+    } catch (error) {
+      if (!(error instanceof Broken)) throw error;
+      const { at } = error;
+      // The two known defects of the configuration entries (docs/SIMULATOR.md): an entry stamped at
+      // its request's start though the shards take the change later; an entry whose figures were read
+      // before every shard had the change (it stands until the next PUT's entry).
+      const known = this.#puts.some(
+        (p, i) =>
+          at !== undefined &&
+          p.from <= at &&
+          at <= (p.stale ? (this.#puts.slice(i + 1).find((q) => q.logged)?.to ?? Infinity) : p.to),
+      );
+      if (known) {
+        this.#line(`verify-sale: stops at a known defect of the configuration entries: ${error.message}`);
+        return;
+      }
+      throw new Violation(`verify-sale: ${error.message}`);
+    }
+  }
+
   /** Once settled: the total is the operator's, nothing is held past its expiry, and no waiting buyer is stranded. */
   #checkSettled(views: View[]): void {
     // 8: the total (each size's) is one an operator PUT may have set: the last answered, or one unanswered since.
@@ -659,8 +887,8 @@ class Sim {
     }
     const lead = views.find((v) => v.shard === 0)?.state;
     if (lead?.status !== "on_sale") return;
-    const waiting = this.#world.objects
-      .get(shardName(SKU, 0))
+    const waiting = this.#world
+      .shard(shardName(SKU, 0))
       ?.storage.sql.exec<{ user_id: string; quantity: number; variants: string | null }>(
         "SELECT user_id, quantity, variants FROM waitlist ORDER BY position",
       )
@@ -687,9 +915,16 @@ class Sim {
   }
 }
 
+/** The origin line of the sim's checkpoints, as `logOrigin` makes it for a gateway at sim.example. */
+const ORIGIN = `sim.example/api/skus/${SKU}/log`;
+
 /** The shard a reservation id names (`<sku>.<shard>.<hex>`). */
 function shardOf(reservationId: string): number {
   return Number(reservationId.split(".")[1]);
+}
+
+function toSet(value: number | Set<number> | undefined): Set<number> {
+  return value instanceof Set ? value : new Set(value === undefined ? [] : [value]);
 }
 
 function sumMax(sizes: Map<string, Set<number>>): number {

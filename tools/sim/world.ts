@@ -1,3 +1,4 @@
+import { SaleLog } from "../../durable-objects/log/sale-log";
 import { SkuStock } from "../../durable-objects/stock/sku-stock";
 import { type NodeStorage, sqliteStorage } from "../sqlite-storage";
 
@@ -44,14 +45,33 @@ export interface SentEvent {
 /** The model of D1's orders: per reservation, the event of the highest seq (as the consumer keeps it). */
 export type OrderModel = Map<string, SentEvent>;
 
-/** A stock object's place in the world: its storage and alarm outlive the instances built over them. */
-export class SimObject {
+/** What the world runs of an object: its RPC methods and its alarm. */
+type Alarmed = { alarm(): Promise<void> };
+
+/**
+ * The world's name of a SKU's sale log (`SALE_LOG.getByName(sku)`): apart from the stock objects'
+ * names (`<sku>#<shard>`), as the two namespaces are apart in workerd.
+ */
+export const logName = (sku: string) => `log:${sku}`;
+
+/**
+ * The sim's own log key (scripts/log-key.ts made it; it signs nothing outside the sim), and the
+ * verifier key that `GET /api/log/key` would serve for it.
+ */
+export const SIM_LOG_KEY = "PRIVATE+KEY+flashgate-sim+56d8f4f4+ASEGweONEWVjFaGxv7JQ0d+EF9KL26niOfYRxdBsiCx3";
+export const SIM_LOG_VERIFIER = "flashgate-sim+56d8f4f4+AbHo72OvMpPgw3KtzlYqjgvFlMNPqe/5F7TFIXd4+YN1";
+
+/**
+ * An object's place in the world (a stock shard, or a SKU's sale log): its storage and alarm
+ * outlive the instances built over them.
+ */
+export class SimObject<T extends Alarmed = SkuStock> {
   readonly name: string;
   readonly storage: NodeStorage;
   alarmAt: number | null = null;
   alarmRunning = false;
   alarmFailures = 0;
-  instance!: SkuStock;
+  instance!: T;
   #alive = { value: true };
   readonly #world: World;
 
@@ -67,7 +87,11 @@ export class SimObject {
     this.#alive.value = false;
     const alive = { value: true };
     this.#alive = alive;
-    this.instance = new SkuStock(this.#ctx(alive), this.#world.env as unknown as Env);
+    const ctx = this.#ctx(alive);
+    const env = this.#world.env as unknown as Env;
+    this.instance = (this.name.startsWith(logName(""))
+      ? new SaleLog(ctx, env)
+      : new SkuStock(ctx, env)) as unknown as T;
   }
 
   #ctx(alive: { value: boolean }): DurableObjectState {
@@ -117,7 +141,7 @@ export class World {
   now: number;
   readonly random: () => number;
   faults: Faults = NO_FAULTS;
-  readonly objects = new Map<string, SimObject>();
+  readonly objects = new Map<string, SimObject<Alarmed>>();
   /** What the queue took, in order (every message's events), and D1's orders as the consumer would keep them. */
   readonly sent: SentEvent[] = [];
   readonly orders: OrderModel = new Map();
@@ -136,18 +160,27 @@ export class World {
     this.env = {
       PURCHASE_TOKEN_TTL_SECONDS: "300",
       SKU_STOCK: { getByName: (name: string) => this.stub(name) },
+      // The SKU's public log, kept as production keeps it: each shard's outbox appends its events
+      // (durable-objects/log/sale-log-client.ts), the operator's changes their configuration entries.
+      SALE_LOG: { getByName: (sku: string) => this.stub(logName(sku)) },
+      LOG_SIGNING_KEY: SIM_LOG_KEY,
       ORDER_EVENTS: { sendBatch: (messages: { body: string }[]) => this.#enqueue(messages) },
     };
   }
 
   /** The object named `name`, made on first use (as a Durable Object is). */
-  object(name: string): SimObject {
+  object<T extends Alarmed = SkuStock>(name: string): SimObject<T> {
     let object = this.objects.get(name);
     if (!object) {
-      object = new SimObject(this, name);
+      object = new SimObject<T>(this, name);
       this.objects.set(name, object);
     }
-    return object;
+    return object as SimObject<T>;
+  }
+
+  /** A stock shard's object if it was ever made (read in place by the checks, not over the network). */
+  shard(name: string): SimObject<SkuStock> | undefined {
+    return this.objects.get(name) as SimObject<SkuStock> | undefined;
   }
 
   /** A stub whose every method call goes over the simulated network. */
@@ -239,7 +272,7 @@ export class World {
   /** The next thing due: a timer or an object's alarm, whichever is first (timers first on a tie). */
   #next(): { at: number; run: () => void } | null {
     const timer = this.#timers[0];
-    let alarm: SimObject | null = null;
+    let alarm: SimObject<Alarmed> | null = null;
     for (const object of this.objects.values()) {
       if (object.alarmAt === null || object.alarmRunning) continue;
       if (!alarm || object.alarmAt < (alarm.alarmAt as number)) alarm = object;
@@ -259,7 +292,7 @@ export class World {
   }
 
   /** Runs the alarm as workerd does: cleared as it starts, retried with backoff when it throws. */
-  #fireAlarm(object: SimObject): void {
+  #fireAlarm(object: SimObject<Alarmed>): void {
     this.alarms++;
     object.alarmAt = null;
     object.alarmRunning = true;
