@@ -28,14 +28,12 @@
  */
 import { randomBytes } from "node:crypto";
 import { homeShard } from "../../durable-objects/shared/shard-name";
-import { signPayment } from "../../src/payments/webhook-signature";
-import { shopperJwt } from "../../tools/jwt";
 import type { FaultInjector } from "./faults";
 import { type Client, errorCode, field, type Reply, sleep, str } from "./http";
 import { type SkuView, skuView } from "./invariants";
 import { between, type Fault, prng } from "./schedule";
-import { type Acked, call, type Ledger } from "./shoppers";
-import { checkoutSession, sendStripe, stripeEvent, stripeId } from "./stripe";
+import { type Acked, call, type Ledger, reserveRecorded, shopperAuth } from "./shoppers";
+import { checkoutSession, sendPayment, sendStripe, stripeEvent, stripeId } from "./stripe";
 
 /** One shard's own state, as `GET /chaos/stock/:sku/shards` answers it (the stock object's SkuState). */
 export interface ShardState {
@@ -96,7 +94,6 @@ export class Actors {
     strangers: 0,
     lineReads: 0,
   };
-  readonly #jwts = new Map<string, string>();
 
   constructor(
     readonly faults: FaultInjector,
@@ -117,14 +114,8 @@ export class Actors {
     this.ledger.outcomes.set(key, (this.ledger.outcomes.get(key) ?? 0) + n);
   }
 
-  async #auth(userId: string): Promise<Record<string, string>> {
-    let jwt = this.#jwts.get(userId);
-    if (!jwt) {
-      jwt = await shopperJwt(userId, this.#client.secrets.authSecret);
-      this.#jwts.set(userId, jwt);
-      this.ledger.users.set(userId, jwt);
-    }
-    return { authorization: `Bearer ${jwt}` };
+  #auth(userId: string): Promise<Record<string, string>> {
+    return shopperAuth(this.ledger, userId, this.#client.secrets.authSecret);
   }
 
   /** A purchase token for the user, or null (sold out, paused, no answer). */
@@ -137,25 +128,8 @@ export class Actors {
   /** A reservation with the token; a 202 is recorded as acknowledged (invariants 1-5 check it). */
   async #reserve(userId: string, sku: string, token: string, quantity: number, op: string): Promise<Reply | null> {
     const headers = await this.#auth(userId);
-    const reply = await call(this.ledger, op, () =>
-      this.#client.request("POST", `/api/skus/${sku}/reservations`, { headers, body: { token, quantity } }),
-    );
-    if (reply === null || reply.status >= 500) this.ledger.unanswered.add(userId);
-    const id = reply?.status === 202 ? str(reply.json, "reservationId") : undefined;
-    if (reply && id && !this.ledger.acked.has(id)) {
-      const acked: Acked = {
-        id,
-        sku,
-        userId,
-        quantity,
-        expiresAt: Date.parse(str(reply.json, "expiresAt") ?? ""),
-        lastKnown: "held",
-        finalBy: null,
-        origin: "reservation",
-      };
-      this.ledger.acked.set(id, acked);
-    }
-    return reply;
+    const body = { token, quantity };
+    return (await reserveRecorded(this.ledger, this.#client, op, sku, userId, headers, body)).reply;
   }
 
   /** Cancels every hold these users were acknowledged on the SKU (the owners themselves). */
@@ -579,20 +553,7 @@ export class Actors {
           () => this.#client.request("GET", `/api/reservations/${ghost}.3.${hex}`, { headers }),
         ],
         ["cancel", () => this.#client.request("POST", `/api/reservations/${reservation}/cancel`, { headers })],
-        [
-          "payment webhook",
-          async () =>
-            this.#client.request("POST", "/webhooks/payments", {
-              body: payment,
-              headers: {
-                "payment-signature": await signPayment(
-                  payment,
-                  this.#client.secrets.webhookSecret,
-                  Math.floor(Date.now() / 1000),
-                ),
-              },
-            }),
-        ],
+        ["payment webhook", () => sendPayment(this.#client, payment)],
         [
           "stripe webhook",
           () =>
@@ -707,19 +668,12 @@ export class Actors {
     acked: Acked,
     op: string,
   ): Promise<{ status: string; outcome: string; resend: (op: string) => Promise<unknown> } | null> {
-    const secrets = this.#client.secrets;
     let eventId: string;
     let send: () => Promise<Reply>;
     if (via === "webhook") {
       eventId = `evt_${randomBytes(12).toString("hex")}`;
       const raw = JSON.stringify({ id: eventId, type: "payment.succeeded", reservationId: acked.id, amount: 1999 });
-      send = async () =>
-        this.#client.request("POST", "/webhooks/payments", {
-          body: raw,
-          headers: {
-            "payment-signature": await signPayment(raw, secrets.webhookSecret, Math.floor(Date.now() / 1000)),
-          },
-        });
+      send = () => sendPayment(this.#client, raw);
     } else {
       eventId = stripeId("pi", this.seed); // Stripe's money is one event by its PaymentIntent
       const session = (status: "paid" | "unpaid") => checkoutSession(acked.id, 1999, eventId, status);

@@ -10,7 +10,7 @@
 import { signHs256 } from "../../tools/jwt";
 import type { Client } from "./http";
 import { errorCode, type Reply, sleep, str } from "./http";
-import { type Acked, call, type Ledger } from "./shoppers";
+import { call, type Ledger, reserveRecorded } from "./shoppers";
 
 /** How many users present each shared code at once. */
 const SHARERS = 6;
@@ -81,25 +81,9 @@ export class EarlyScene {
 
   async #reserve(sku: string, user: string, token: string): Promise<void> {
     const headers = await this.#auth(user);
-    const reply = await call(this.ledger, "early reserve", () =>
-      this.client.request("POST", `/api/skus/${sku}/reservations`, { headers, body: { token, quantity: 1 } }),
-    );
-    if (reply === null || reply.status >= 500) this.ledger.unanswered.add(user);
-    const id = reply?.status === 202 ? str(reply.json, "reservationId") : undefined;
-    if (reply && id && !this.ledger.acked.has(id)) {
-      const acked: Acked = {
-        id,
-        sku,
-        userId: user,
-        quantity: 1,
-        expiresAt: Date.parse(str(reply.json, "expiresAt") ?? ""),
-        lastKnown: "held",
-        finalBy: null,
-        origin: "reservation",
-      };
-      this.ledger.acked.set(id, acked);
-      this.checked.holds++;
-    }
+    const body = { token, quantity: 1 };
+    const { acked } = await reserveRecorded(this.ledger, this.client, "early reserve", sku, user, headers, body);
+    if (acked) this.checked.holds++;
   }
 
   async #codes(sku: string, tier: string, count: number): Promise<string[]> {

@@ -9,7 +9,7 @@
 import { homeShard } from "../../durable-objects/shared/shard-name";
 import { shopperJwt } from "../../tools/jwt";
 import { type Client, type Reply, sleep, str } from "./http";
-import { count, type Ledger } from "./shoppers";
+import { count, heldAcked, type Ledger } from "./shoppers";
 
 export class GatherWitness {
   /** Witnesses sent, told 503 first, then answered a replay of the lost batch's hold, then a fresh hold. */
@@ -71,16 +71,7 @@ export class GatherWitness {
         message: `gatherer witness ${user}: one token answered reservations ${id} and ${str(again.json, "reservationId")}`,
       });
     }
-    this.ledger.acked.set(id, {
-      id,
-      sku,
-      userId: user,
-      quantity: 1,
-      expiresAt: Date.parse(str(last.json, "expiresAt") ?? ""),
-      lastKnown: "held",
-      finalBy: null,
-      origin: "reservation",
-    });
+    this.ledger.acked.set(id, heldAcked(id, sku, user, 1, last.json));
   }
 
   summary(): string {

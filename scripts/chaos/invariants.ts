@@ -18,7 +18,7 @@ import { Scrape } from "../../tools/prometheus";
 import { countsViolation, limitViolations } from "../../tools/stock-invariants";
 import { type Client, errorCode, field, type Reply, sleep, str } from "./http";
 import type { SkuPlan } from "./schedule";
-import { type Acked, call, type Ledger } from "./shoppers";
+import { call, heldAcked, type Ledger } from "./shoppers";
 
 export interface Violation {
   invariant: number;
@@ -504,16 +504,7 @@ export async function checkNoStrandedStock(
     }
     const id = reply?.status === 202 ? str(reply.json, "reservationId") : undefined;
     if (reply && id) {
-      const acked: Acked = {
-        id,
-        sku: plan.sku,
-        userId,
-        quantity: 1,
-        expiresAt: Date.parse(str(reply.json, "expiresAt") ?? ""),
-        lastKnown: "held",
-        finalBy: null,
-        origin: "reservation",
-      };
+      const acked = heldAcked(id, plan.sku, userId, 1, reply.json);
       ledger.acked.set(id, acked);
       const cancelled = await call(ledger, "probe cancel", () =>
         client.request("POST", `/api/reservations/${id}/cancel`, { headers }),

@@ -3,11 +3,10 @@
  * double submits, token replays), cancels, payments (valid, duplicated, late, failed, reordered) and
  * waitlists. Everything they were told is recorded in a {@link Ledger} for the invariant checks.
  */
-import { signPayment } from "../../src/payments/webhook-signature";
 import { shopperJwt } from "../../tools/jwt";
 import { type Client, errorCode, field, type Reply, sleep, str } from "./http";
 import { between, derive, type Options, pick, prng, type SkuPlan } from "./schedule";
-import { checkoutSession, sendStripe, stripeEvent, stripeId } from "./stripe";
+import { checkoutSession, sendPayment, sendStripe, stripeEvent, stripeId } from "./stripe";
 
 export interface Acked {
   id: string;
@@ -66,6 +65,53 @@ export function newLedger(): Ledger {
   };
 }
 
+/** A hold just acknowledged to its buyer (a 202, or one found in their list): held, nothing final yet. */
+export function heldAcked(
+  id: string,
+  sku: string,
+  userId: string,
+  quantity: number,
+  answer: unknown,
+  origin: Acked["origin"] = "reservation",
+): Acked {
+  const expiresAt = Date.parse(str(answer, "expiresAt") ?? "");
+  return { id, sku, userId, quantity, expiresAt, lastKnown: "held", finalBy: null, origin };
+}
+
+/** A shopper's `authorization` header: the JWT signed on first use and kept in the ledger's users. */
+export async function shopperAuth(ledger: Ledger, userId: string, secret: string): Promise<Record<string, string>> {
+  let jwt = ledger.users.get(userId);
+  if (!jwt) {
+    jwt = await shopperJwt(userId, secret);
+    ledger.users.set(userId, jwt);
+  }
+  return { authorization: `Bearer ${jwt}` };
+}
+
+/**
+ * A reservation through the contract: no contract answer marks the user unanswered (it may have
+ * committed); a 202 is recorded as acknowledged (invariants 1-5 check it), and returned when new.
+ */
+export async function reserveRecorded(
+  ledger: Ledger,
+  client: Client,
+  op: string,
+  sku: string,
+  userId: string,
+  headers: Record<string, string>,
+  body: { token: string; quantity: number; variants?: string[] },
+): Promise<{ reply: Reply | null; acked?: Acked }> {
+  const reply = await call(ledger, op, () =>
+    client.request("POST", `/api/skus/${sku}/reservations`, { headers, body }),
+  );
+  if (reply === null || reply.status >= 500) ledger.unanswered.add(userId);
+  const id = reply?.status === 202 ? str(reply.json, "reservationId") : undefined;
+  if (!reply || !id || ledger.acked.has(id)) return { reply };
+  const acked = heldAcked(id, sku, userId, body.quantity, reply.json);
+  ledger.acked.set(id, acked);
+  return { reply, acked };
+}
+
 export function count(ledger: Ledger, op: string, reply: Reply | null): void {
   const key =
     reply === null
@@ -121,13 +167,8 @@ export class Shoppers {
     eventId: string,
   ): Promise<string | null> {
     const raw = JSON.stringify({ id: eventId, type, reservationId, amount: 1999 });
-    const reply = await call(this.ledger, `pay ${type === "payment.succeeded" ? "ok" : "failed"}`, async () =>
-      this.client.request("POST", "/webhooks/payments", {
-        body: raw,
-        headers: {
-          "payment-signature": await signPayment(raw, this.client.secrets.webhookSecret, Math.floor(Date.now() / 1000)),
-        },
-      }),
+    const reply = await call(this.ledger, `pay ${type === "payment.succeeded" ? "ok" : "failed"}`, () =>
+      sendPayment(this.client, raw),
     );
     const status = reply?.status === 200 ? (str(reply.json, "reservationStatus") ?? null) : null;
     if (status) {
@@ -191,17 +232,7 @@ export class Shoppers {
     const first = accepted[0];
     const id = first ? str(first.json, "reservationId") : undefined;
     if (!first || !id) return;
-    const expiresAt = Date.parse(str(first.json, "expiresAt") ?? "");
-    const acked: Acked = {
-      id,
-      sku,
-      userId,
-      quantity,
-      expiresAt,
-      lastKnown: "held",
-      finalBy: null,
-      origin: "reservation",
-    };
+    const acked = heldAcked(id, sku, userId, quantity, first.json);
     ledger.acked.set(id, acked);
 
     // Token replays: same body (same reservation, flagged), other quantity (422).
@@ -394,17 +425,8 @@ export class Shoppers {
     for (const item of list ?? []) {
       const id = str(item, "reservationId");
       if (!id || str(item, "status") !== "held" || this.ledger.acked.has(id)) continue;
-      const acked: Acked = {
-        id,
-        sku,
-        userId,
-        quantity: Number((item as { quantity?: unknown }).quantity),
-        expiresAt: Date.parse(str(item, "expiresAt") ?? ""),
-        lastKnown: "held",
-        finalBy: null,
-        origin: "waitlist",
-      };
-      this.ledger.acked.set(id, acked);
+      const quantity = Number((item as { quantity?: unknown }).quantity);
+      this.ledger.acked.set(id, heldAcked(id, sku, userId, quantity, item, "waitlist"));
       this.ledger.outcomes.set("waitlist hold received", (this.ledger.outcomes.get("waitlist hold received") ?? 0) + 1);
       if (random() < 0.6) await this.#pay(id, "payment.succeeded", this.#eventId(Number(userId.split("-").pop())));
     }

@@ -23,14 +23,12 @@
  * 4, 5); what the operator's PUTs did is checked on line (10) and counted in the summary.
  */
 import { randomBytes } from "node:crypto";
-import { signPayment } from "../../src/payments/webhook-signature";
-import { shopperJwt } from "../../tools/jwt";
 import type { FaultInjector } from "./faults";
 import { errorCode, field, type Reply, sleep, str } from "./http";
 import { skuView } from "./invariants";
 import { between, derive, prng, type SkuPlan } from "./schedule";
-import { type Acked, call, type Ledger } from "./shoppers";
-import { checkoutSession, sendStripe, stripeEvent, stripeId } from "./stripe";
+import { type Acked, call, type Ledger, reserveRecorded, shopperAuth } from "./shoppers";
+import { checkoutSession, sendPayment, sendStripe, stripeEvent, stripeId } from "./stripe";
 
 type Stock = { total: number; available: number; held: number; sold: number };
 /** A size as the admin view shows it. */
@@ -81,7 +79,6 @@ async function settled(check: () => Promise<string | null>): Promise<string | nu
 export class SizesScene {
   /** What was checked on line, for the summary (faults' counts). */
   readonly told = { acked: 0, soldOut: 0, joined: 0, served: 0, paid: 0, cancelled: 0, secondPairsRefused: 0 };
-  readonly #jwts = new Map<string, string>();
   /** Who joined the line (answered 202), with the sizes they listed. */
   readonly #waiters = new Map<string, string[]>();
 
@@ -96,14 +93,8 @@ export class SizesScene {
     this.faults.log(`VIOLATION (invariant ${invariant}): ${message}`);
   }
 
-  async #auth(userId: string): Promise<Record<string, string>> {
-    let jwt = this.#jwts.get(userId);
-    if (!jwt) {
-      jwt = await shopperJwt(userId, this.faults.client.secrets.authSecret);
-      this.#jwts.set(userId, jwt);
-      this.ledger.users.set(userId, jwt);
-    }
-    return { authorization: `Bearer ${jwt}` };
+  #auth(userId: string): Promise<Record<string, string>> {
+    return shopperAuth(this.ledger, userId, this.faults.client.secrets.authSecret);
   }
 
   /** The scene, spread over `spanMs` of traffic (so Worker restarts and redis kills meet it). */
@@ -228,32 +219,16 @@ export class SizesScene {
    */
   async #reserve(user: string, sku: string, token: string, listed: string[], op: string): Promise<Reply | null> {
     const headers = await this.#auth(user);
-    const reply = await call(this.ledger, op, () =>
-      this.faults.client.request("POST", `/api/skus/${sku}/reservations`, {
-        headers,
-        body: { token, quantity: 1, variants: listed },
-      }),
-    );
-    if (reply === null || reply.status >= 500) this.ledger.unanswered.add(user);
-    const id = reply?.status === 202 ? str(reply.json, "reservationId") : undefined;
-    if (reply && id && !this.ledger.acked.has(id)) {
+    const body = { token, quantity: 1, variants: listed };
+    const { reply, acked } = await reserveRecorded(this.ledger, this.faults.client, op, sku, user, headers, body);
+    if (reply && acked) {
       const variant = str(reply.json, "variant") ?? "";
       if (!listed.includes(variant))
         this.#fail(
           4,
-          `${sku}: ${user} listed sizes ${show(listed)}, and reservation ${id} holds size ${show(variant)}`,
+          `${sku}: ${user} listed sizes ${show(listed)}, and reservation ${acked.id} holds size ${show(variant)}`,
         );
-      this.ledger.acked.set(id, {
-        id,
-        sku,
-        userId: user,
-        quantity: 1,
-        expiresAt: Date.parse(str(reply.json, "expiresAt") ?? ""),
-        lastKnown: "held",
-        finalBy: null,
-        origin: "reservation",
-        sizes: { listed, variant },
-      });
+      acked.sizes = { listed, variant };
       this.told.acked++;
     }
     if (errorCode(reply?.json) === "SOLD_OUT") {
@@ -394,13 +369,7 @@ export class SizesScene {
     if (via === "webhook") {
       eventId = `evt_sizes_${randomBytes(12).toString("hex")}`;
       const raw = JSON.stringify({ id: eventId, type: "payment.succeeded", reservationId: acked.id, amount: 1999 });
-      send = async () =>
-        client.request("POST", "/webhooks/payments", {
-          body: raw,
-          headers: {
-            "payment-signature": await signPayment(raw, client.secrets.webhookSecret, Math.floor(Date.now() / 1000)),
-          },
-        });
+      send = () => sendPayment(client, raw);
     } else {
       eventId = stripeId("pi", this.seed);
       const event = stripeEvent(

@@ -5,6 +5,7 @@
  * `t=…,v1=hex(HMAC-SHA256(secret, t + "." + body))`), as test/support/stripe.ts does for the tests.
  */
 import Stripe from "stripe";
+import { signPayment } from "../../src/payments/webhook-signature";
 import { stripeEnvelope } from "../../tools/stripe-event";
 import type { Client, Reply } from "./http";
 
@@ -41,6 +42,12 @@ export function checkoutSession(
 
 /** A Stripe event envelope around `object`. */
 export const stripeEvent = stripeEnvelope;
+
+/** Posts a payment provider's event body to `/webhooks/payments`, signed now with the run's secret. */
+export async function sendPayment(client: Client, raw: string): Promise<Reply> {
+  const signature = await signPayment(raw, client.secrets.webhookSecret, Math.floor(Date.now() / 1000));
+  return client.request("POST", "/webhooks/payments", { body: raw, headers: { "payment-signature": signature } });
+}
 
 /** Posts a Stripe event, signed now (the same event again is signed afresh, as Stripe's retries are). */
 export async function sendStripe(client: Client, event: Record<string, unknown>): Promise<Reply> {
