@@ -1,30 +1,9 @@
 /**
- * The actors of the chaos run: people whose requests found defects that random shoppers rarely
- * meet, each run on the seeded schedule (schedule.ts, `actorSchedule`) and each recording what it
- * was told in the shoppers' ledger (so every reservation it made is checked like any other):
- *
- * - `resizeRace`: an operator resizes the `resize` SKU (2..4 shards) while a burst of its shoppers
- *   reserve; tokens minted before the PUT are kept to try after it. Invariant 10: a 409 left every
- *   shard as it was (shard counts, totals) and the old tokens still work (any answer but
- *   TOKEN_INVALID); a 200 gave every shard the new count and Σ totals = totalStock.
- * - `refusedPut`: a PUT mid-sale that must be refused (`totalStock` below the units sold), carrying
- *   a new name, status, perUserLimit, holdSeconds and endsAt too. Invariant 10: the admin view and
- *   every shard's own state read just before and just after (in the SKU's operator turn, so no
- *   other PUT runs between) agree on every field only an operator changes, and a token minted
- *   before still works. A change found is undone by a PUT of the old values (counted).
- * - `waitlist`: on a sold-out `waitlist` SKU (2 shards), buyers at their perUserLimit, one homed on each
- *   shard, join the waitlist, buyers within their limit join after them, then other buyers cancel.
- *   Invariant 9 is checked after settling (invariants.ts, `checkNoStrandedStock`): no unit stays
- *   available while newcomers are answered SOLD_OUT or a line waits.
- * - `stranger`: a shopper asks about SKU ids never configured on every route that names one, the
- *   webhooks included, and the admin asks too. Invariant 11 (`checkNothingStored`): no stock
- *   object file and no D1 row for them.
- * - `moneyScene`: on a `money` SKU (2 shards, perUserLimit 1, nobody else buys it) buyers whose home
- *   shard moves with a resize hold and cancel, the SKU is resized, then their reservations are paid
- *   late: past the limit (a buyer who bought again), twice at once by the webhook and by Stripe while
- *   the reservation's stock object is aborted, and by a Stripe delayed method. Each answer must be the
- *   one a new reservation of the buyer would get (invariants 2 and 9, on line); one answer per event
- *   id and every flagged event counted once (6), sold == Σ paid (1) at the end.
+ * The actors of the chaos run: people whose requests found defects that random shoppers rarely meet
+ * (`resizeRace`, `refusedPut`, `waitlist`, `stranger`, `moneyScene`), each run on the seeded schedule
+ * (schedule.ts, `actorSchedule`) and each recording what it was told in the shoppers' ledger, so every
+ * reservation it made is checked like any other. What each scene does and which invariant it checks on
+ * line: docs/DEVELOPMENT.md, "Chaos: `npm run chaos`".
  */
 import { randomBytes } from "node:crypto";
 import { homeShard } from "../../durable-objects/shared/shard-name";

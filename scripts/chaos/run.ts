@@ -3,16 +3,9 @@
 // Starts the real system locally (redis-server + the Upstash bridge + wrangler dev with its queues, D1
 // and Durable Objects, `--var CHAOS:true` so the fault switches exist), runs hundreds of seeded
 // shoppers against it on 127.0.0.1 while faults are injected on a seeded schedule, stops the faults,
-// lets the system settle (dead-letter replays, reconciliation), checks the invariants of docs/ARCHITECTURE.md by
-// id (the seven of the stock pipeline; 8: the SKU's total is the last PUT that answered 200; 9: no unit left
-// available while buyers are told SOLD_OUT or a line waits; 10: a refused PUT changed nothing, a resize is all or
-// nothing; 11: nothing stored for SKUs never configured; 12: every order change delivered to every webhook endpoint
-// subscribed to it, by its webhook-id, once the shop's receiver is healthy again; 13: no token before a tier that admits
-// its shopper opened, no access code admitting two users (early.ts); 14: every place in a line exact; 15: the Worker
-// restarted mid-traffic, storage kept, contradicts no acknowledged reservation), then runs the bad-input pass (and
-// 11 again after it). Money scenes (actors.ts) pay sharded SKUs late across a resize, twice at once and by Stripe's
-// delayed methods; 2, 6 and 9 are checked on line there, 1, 2 and 6 at the end.
-// Prints a summary; exits 1 on any violation.
+// lets the system settle (dead-letter replays, reconciliation), checks the invariants of
+// docs/ARCHITECTURE.md by id (1-15; which are checked on line and which at the end: docs/DEVELOPMENT.md,
+// "Chaos"), then runs the bad-input pass (and 11 again after it). Prints a summary; exits 1 on any violation.
 import { randomBytes } from "node:crypto";
 import { startDevServer } from "../../tools/dev-server";
 import { proxyRestarts, workerRestarts } from "../../tools/proxy-restart";

@@ -1,26 +1,10 @@
 /**
- * The sizes scene of the chaos run (issue #51, API.md v1.4 "Sizes (variants)"): one product of six sizes
- * on 3 shards (the `sizes` SKU of schedule.ts, perUserLimit 1 across sizes, nobody else buys it), sold
- * while the run's faults (Worker restarts, consumer failures, redis kills) go on:
- *
- * - before anything is held, the SKU is resized 3 → 4 → 3 shards (each may apply; an applied one
- *   must give every shard the new count and keep each size's total);
- * - a first wave of shoppers (127.0.0.1, a bounded number, a few at once) reserve with random
- *   preference lists of 1–3 sizes; a 202 must name one of the sizes listed, a SOLD_OUT's
- *   `details.variants` only those; some pay (the webhook or Stripe's `checkout.session.completed`),
- *   some cancel, and holders asking for another size with a fresh token must not get a second pair;
- * - an operator mid-sale: a cut below a size's held + sold (`409 INVALID_STATE` naming that size, and
- *   every size, the SKU's total and every shard's as they were), a cut within a size's available units
- *   (applied, that size alone changed), a size added (on sale at once), and a resize (`409`: units are
- *   sold; the shards and sizes as they were, a token minted before it still good);
- * - a second wave listing the added size too; those told SOLD_OUT join the line with their sizes; some
- *   holds are cancelled, among them holds of sizes the line listed, so released sizes serve the line:
- *   then nobody may still wait while a size they listed has a unit (9), and whoever the line served
- *   holds a size they listed (their hold is recorded and checked like any other).
- *
- * Everything it was told goes into the shoppers' ledger (each acknowledged reservation with the sizes
- * it listed and the one it got), so invariants.ts checks it like any other, per size at the end (1, 2,
- * 4, 5); what the operator's PUTs did is checked on line (10) and counted in the summary.
+ * The sizes scene of the chaos run (issue #51, API.md v1.4 "Sizes (variants)") on the `sizes` SKU of
+ * schedule.ts, sold while the run's faults go on: resizes before anything is held, two waves of shoppers
+ * with preference lists, an operator mid-sale and the line by size, as docs/DEVELOPMENT.md, "Chaos",
+ * describes. Everything it was told goes into the shoppers' ledger (each acknowledged reservation with
+ * the sizes it listed and the one it got), so invariants.ts checks it like any other, per size at the
+ * end (1, 2, 4, 5); what the operator's PUTs did is checked on line (10) and counted in the summary.
  */
 import { randomBytes } from "node:crypto";
 import type { FaultInjector } from "./faults";
