@@ -1,6 +1,7 @@
 import { homeShard } from "../../durable-objects/shared/shard-name";
 import { GATHER_GROUPS } from "../../src/edge/gather-name";
 import { MAX_BATCH } from "../../src/edge/group-commit";
+import { seededRandom } from "../../src/harness/seeded-random";
 
 /**
  * A discrete-event simulation of a reservation spike on Cloudflare: shoppers arrive at isolates in
@@ -103,18 +104,6 @@ export interface TierStats {
   busyMaxPct: number;
 }
 
-/** mulberry32: small, fast, and the same sequence everywhere for a seed. */
-export function prng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 function normal(rand: () => number): number {
   const u = 1 - rand();
   return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * rand());
@@ -168,7 +157,7 @@ function shoppersOf(seed: number, n: number): string[] {
  * events: it reaches its server, the server is done with it, its answer is back with the sender.
  */
 export function simulateSpike(spike: Spike, costs: Costs): SpikeResult {
-  const rand = prng(spike.seed);
+  const rand = seededRandom(spike.seed);
   const { shoppers: n, shards, isolates, tier } = spike;
   const ids = shoppersOf(spike.seed, n);
   const spanUs = spike.seconds * 1e6;
@@ -516,7 +505,7 @@ export function simulateClosedLoop(loop: ClosedLoop, costs: Costs): ClosedLoopRe
   let incomingHead = 0;
   for (let c = 0; c < loop.connections; c++) incoming.push({ t: loop.clientRttUs / 2, conn: c });
 
-  const rand = prng(loop.seed);
+  const rand = seededRandom(loop.seed);
   // Lognormal around 1 with mean 1, so the mean cost stays the measured one.
   const noise = () => Math.exp(loop.jitterSigma * normal(rand) - (loop.jitterSigma * loop.jitterSigma) / 2);
   let now = 0;
