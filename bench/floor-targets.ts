@@ -37,7 +37,7 @@ export interface HotSum {
   meanBatch: number;
 }
 
-const us = (v: number) => (Number.isFinite(v) ? `${Math.round(v)} µs` : "–");
+const us = (v: number | undefined) => (v !== undefined && Number.isFinite(v) ? `${Math.round(v)} µs` : "–");
 
 export function hotSum(f: FloorFigures): HotSum | undefined {
   const body = f.points.body_floor_direct?.cpuUsPerRequest;
@@ -69,47 +69,39 @@ export function floorTargets(f: FloorFigures): FloorTarget[] {
   const p = f.points;
   const rows: FloorTarget[] = [];
   const bare = (key: string) => f.ceilings?.[key]?.cpuUsPerRequest;
-  const add = (what: string, value: number | undefined, limit: number, from: string) => {
-    const v = value ?? Number.NaN;
-    rows.push({ what, value: v, wanted: `≤ ${limit}×`, met: Number.isFinite(v) && v <= limit, from });
+  /** The target `num ÷ den ≤ limit` (CPU µs each), and the figures it is made of in words. */
+  const over = (what: string, num?: number, den?: number, limit = 1, from = `${us(num)} ÷ ${us(den)}`) => {
+    const value = num !== undefined && den ? num / den : Number.NaN;
+    rows.push({ what, value, wanted: `≤ ${limit}×`, met: Number.isFinite(value) && value <= limit, from });
   };
   const vsBare = (what: string, key: string, limit: number) => {
-    const point = p[key]?.cpuUsPerRequest;
-    const ceiling = bare(key);
-    add(
-      what,
-      point !== undefined && ceiling ? point / ceiling : undefined,
-      limit,
-      `${us(point ?? Number.NaN)} ÷ bare ${us(ceiling ?? Number.NaN)}`,
-    );
+    const [point, ceiling] = [p[key]?.cpuUsPerRequest, bare(key)];
+    over(what, point, ceiling, limit, `${us(point)} ÷ bare ${us(ceiling)}`);
   };
   vsBare("GET /healthz ÷ bare Worker", "healthz_direct", 1.15);
   vsBare("public SKU view ÷ bare Worker", "sku_view_direct", 1.3);
   vsBare("sold-out storm ÷ bare Worker", "sold_out_direct", 1.5);
-  const soldOut = p.sold_out_direct?.cpuUsPerRequest;
-  const body = p.body_floor_direct?.cpuUsPerRequest;
-  add(
+  over(
     "sold-out storm ÷ body-reading floor",
-    soldOut !== undefined && body ? soldOut / body : undefined,
+    p.sold_out_direct?.cpuUsPerRequest,
+    p.body_floor_direct?.cpuUsPerRequest,
     1.1,
-    `${us(soldOut ?? Number.NaN)} ÷ ${us(body ?? Number.NaN)}`,
   );
   vsBare("hot-SKU reservation (1 shard, group commit on) ÷ bare Worker", "hot_sku_direct", 6);
-  const sum = hotSum(f);
-  const hot = p.hot_sku_direct?.cpuUsPerRequest;
-  add(
+  const [hot, sum] = [p.hot_sku_direct?.cpuUsPerRequest, hotSum(f)];
+  const batch = sum?.meanBatch.toFixed(1) ?? "–";
+  over(
     "hot-SKU reservation ÷ the sum of its floors at its mean batch",
-    hot !== undefined && sum ? hot / sum.total : undefined,
+    hot,
+    sum?.total,
     1.25,
-    `${us(hot ?? Number.NaN)} ÷ ${us(sum?.total ?? Number.NaN)} (mean batch ${sum?.meanBatch.toFixed(1) ?? "–"})`,
+    `${us(hot)} ÷ ${us(sum?.total)} (mean batch ${batch})`,
   );
-  const one = f.engine_core_batch1?.cpuUsPerReservation;
-  const row = f.floor_rpc_row_tmpfs?.cpuUsPerCall;
-  add(
+  over(
     "engine core, batches of 1 ÷ the one-row RPC floor (object alone, tmpfs)",
-    one !== undefined && row ? one / row : undefined,
+    f.engine_core_batch1?.cpuUsPerReservation,
+    f.floor_rpc_row_tmpfs?.cpuUsPerCall,
     1.5,
-    `${us(one ?? Number.NaN)} ÷ ${us(row ?? Number.NaN)}`,
   );
   return rows;
 }
