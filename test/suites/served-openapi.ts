@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { Validator } from "@seriousme/openapi-schema-validator";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DevServer, startDevServer } from "../tools/dev-server";
+import { beforeAll, describe, expect, it } from "vitest";
+import type { DevServer } from "../../tools/dev-server";
 
 /**
  * `GET /openapi.json` as served by `wrangler dev`: a valid OpenAPI 3 document that is the contract
@@ -19,19 +19,7 @@ type Document = {
   components: { schemas: Record<string, Schema> };
 };
 
-let server: DevServer;
 let document: Document;
-
-beforeAll(async () => {
-  server = await startDevServer();
-  const response = await fetch(`${server.url}/openapi.json`);
-  expect(response.status).toBe(200);
-  expect(response.headers.get("content-type")).toMatch(/^application\/json/);
-  document = (await response.json()) as Document;
-});
-afterAll(async () => {
-  await server?.stop();
-});
 
 const ROUTE = /`(GET|POST|PUT|PATCH|DELETE) (\/[^`\s?]*)[^`]*`/g;
 const CODE = /`(\d{3})\s+([A-Z][A-Z_]+)`/g;
@@ -164,65 +152,75 @@ function documentedRoutes(doc: Document): string[] {
     .sort();
 }
 
-const CONTRACT = new URL("../docs/API.md", import.meta.url);
+const CONTRACT = new URL("../../docs/API.md", import.meta.url);
 
-describe("GET /openapi.json", () => {
-  it("is a valid OpenAPI 3.1 document whose references all resolve", async () => {
-    const validator = new Validator();
-    const result = await validator.validate(structuredClone(document));
-    expect(result.errors ?? []).toEqual([]);
-    expect(result.valid).toBe(true);
-    expect(validator.version).toBe("3.1");
-    expect(() => validator.resolveRefs()).not.toThrow();
-  });
-
-  it("serves exactly the routes of docs/API.md's route index, and the prose names no other", () => {
-    const markdown = readFileSync(CONTRACT, "utf8");
-    expect(markdown.split("\n")[0]).toContain(`(contract v${document.info.version},`);
-    const index = routeIndex(markdown).map((row) => row.route);
-    expect(index.length).toBeGreaterThanOrEqual(29);
-    expect(new Set(index).size).toBe(index.length);
-    expect(documentedRoutes(document)).toEqual([...index].sort()); // both ways
-    expect(routesIn(markdown).filter((route) => !index.includes(route))).toEqual([]);
-  });
-
-  it("answers each route with the status, fields and codes its index row lists, no more and no fewer", () => {
-    const rows = routeIndex(readFileSync(CONTRACT, "utf8"));
-    const mismatches = rows.flatMap((row) => {
-      const doc = served(row.route);
-      const listed = { status: row.status, fields: [...row.fields].sort(), codes: [...row.codes].sort() };
-      return JSON.stringify(doc) === JSON.stringify(listed) ? [] : [{ route: row.route, listed, served: doc }];
+/** The suite, against `server()` (test/dev-server.e2e.test.ts's `wrangler dev`). */
+export function servedOpenApi(server: () => DevServer) {
+  describe("GET /openapi.json", () => {
+    beforeAll(async () => {
+      const response = await fetch(`${server().url}/openapi.json`);
+      expect(response.status).toBe(200);
+      expect(response.headers.get("content-type")).toMatch(/^application\/json/);
+      document = (await response.json()) as Document;
     });
-    expect(mismatches).toEqual([]);
-  });
 
-  it("answers every code and body field the route sections name", () => {
-    const units = routeUnits(readFileSync(CONTRACT, "utf8"));
-    expect(units.length).toBeGreaterThan(20);
-    const missing: string[] = [];
-    for (const unit of units) {
-      const answers = unit.routes.map(served);
-      for (const code of unit.codes) {
-        if (!answers.some((a) => a?.codes.includes(code))) missing.push(`${unit.routes.join(", ")}: ${code}`);
-      }
-      for (const body of unit.bodies) {
-        const fits = answers.some((a) => a?.status === body.status && body.fields.every((f) => a.fields.includes(f)));
-        if (!fits) missing.push(`${unit.routes.join(", ")}: ${body.status} {${body.fields.join(",")}}`);
-      }
-    }
-    expect(missing).toEqual([]);
-  });
-
-  it("documents the error body and the request schemas the routes validate with", () => {
-    const reserve = document.paths["/api/skus/{sku}/reservations"]?.post;
-    expect(Object.keys(reserve?.responses ?? {})).toEqual(
-      expect.arrayContaining(["202", "400", "401", "403", "404", "409", "413", "422", "429", "503"]),
-    );
-    expect(reserve?.requestBody).toEqual({
-      required: true,
-      content: { "application/json": { schema: { $ref: "#/components/schemas/ReservationRequest" } } },
+    it("is a valid OpenAPI 3.1 document whose references all resolve", async () => {
+      const validator = new Validator();
+      const result = await validator.validate(structuredClone(document));
+      expect(result.errors ?? []).toEqual([]);
+      expect(result.valid).toBe(true);
+      expect(validator.version).toBe("3.1");
+      expect(() => validator.resolveRefs()).not.toThrow();
     });
-    expect(document.paths["/webhooks/payments"]?.post?.requestBody).toBeDefined();
-    expect(document.paths["/admin/skus/{sku}"]?.put?.requestBody).toBeDefined();
+
+    it("serves exactly the routes of docs/API.md's route index, and the prose names no other", () => {
+      const markdown = readFileSync(CONTRACT, "utf8");
+      expect(markdown.split("\n")[0]).toContain(`(contract v${document.info.version},`);
+      const index = routeIndex(markdown).map((row) => row.route);
+      expect(index.length).toBeGreaterThanOrEqual(29);
+      expect(new Set(index).size).toBe(index.length);
+      expect(documentedRoutes(document)).toEqual([...index].sort()); // both ways
+      expect(routesIn(markdown).filter((route) => !index.includes(route))).toEqual([]);
+    });
+
+    it("answers each route with the status, fields and codes its index row lists, no more and no fewer", () => {
+      const rows = routeIndex(readFileSync(CONTRACT, "utf8"));
+      const mismatches = rows.flatMap((row) => {
+        const doc = served(row.route);
+        const listed = { status: row.status, fields: [...row.fields].sort(), codes: [...row.codes].sort() };
+        return JSON.stringify(doc) === JSON.stringify(listed) ? [] : [{ route: row.route, listed, served: doc }];
+      });
+      expect(mismatches).toEqual([]);
+    });
+
+    it("answers every code and body field the route sections name", () => {
+      const units = routeUnits(readFileSync(CONTRACT, "utf8"));
+      expect(units.length).toBeGreaterThan(20);
+      const missing: string[] = [];
+      for (const unit of units) {
+        const answers = unit.routes.map(served);
+        for (const code of unit.codes) {
+          if (!answers.some((a) => a?.codes.includes(code))) missing.push(`${unit.routes.join(", ")}: ${code}`);
+        }
+        for (const body of unit.bodies) {
+          const fits = answers.some((a) => a?.status === body.status && body.fields.every((f) => a.fields.includes(f)));
+          if (!fits) missing.push(`${unit.routes.join(", ")}: ${body.status} {${body.fields.join(",")}}`);
+        }
+      }
+      expect(missing).toEqual([]);
+    });
+
+    it("documents the error body and the request schemas the routes validate with", () => {
+      const reserve = document.paths["/api/skus/{sku}/reservations"]?.post;
+      expect(Object.keys(reserve?.responses ?? {})).toEqual(
+        expect.arrayContaining(["202", "400", "401", "403", "404", "409", "413", "422", "429", "503"]),
+      );
+      expect(reserve?.requestBody).toEqual({
+        required: true,
+        content: { "application/json": { schema: { $ref: "#/components/schemas/ReservationRequest" } } },
+      });
+      expect(document.paths["/webhooks/payments"]?.post?.requestBody).toBeDefined();
+      expect(document.paths["/admin/skus/{sku}"]?.put?.requestBody).toBeDefined();
+    });
   });
-});
+}
