@@ -25,12 +25,14 @@ import {
   withD1Id,
   withResourcesTable,
 } from "../scripts/deploy-plan";
+import { harnessFence } from "./suites/harness-fence";
 
 /**
  * The production path (docs/DEPLOY.md) without a Cloudflare account: the bundle `wrangler deploy`
  * would upload builds from wrangler.toml alone (no .dev.vars, so no dev-only switch), and
  * `npm run deploy` provisions every binding that bundle lists (its plan, checked against the dry
- * run's bindings table and wrangler.toml's queue names), creating only what the account lacks.
+ * run's bindings table and wrangler.toml's queue names), creating only what the account lacks. The
+ * harness fence (test/suites/harness-fence.ts) checks that dry run's bundle too.
  */
 
 const QUIET = { ...process.env, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false" };
@@ -61,6 +63,8 @@ beforeAll(() => {
   planned = `${p.stdout}${p.stderr}`;
   expect(p.status, planned).toBe(0);
 });
+
+harnessFence(() => outdir);
 
 describe("deploying", () => {
   it("builds the production bundle with `wrangler deploy --dry-run`, every binding and no dev-only switch", () => {
