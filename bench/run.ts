@@ -27,6 +27,7 @@ import { FULL, newBench, QUICK } from "./lib/context";
 import { startFloorWorker } from "./lib/floor-worker";
 import { FLOOR_STATE, objectFloor, startBodyWorker, startFloorObjects } from "./lib/floors";
 import { log } from "./lib/log";
+import type { Point } from "./lib/measure";
 import { type PerfPoint, profiled } from "./lib/perf-record";
 import { startPostFloor } from "./lib/post-floor";
 import { startProfile } from "./lib/profile";
@@ -453,37 +454,15 @@ try {
       bench.problems.push("perf is not installed (apt-get install -y linux-perf): no profile of workerd");
     } else {
       log("perf profiles of workerd (bare, /healthz, sold-out, hot SKU, engine core ×1, one-row floor)");
-      const perRequest = (p: { cpuUsPerRequest: number }) => p.cpuUsPerRequest;
+      /** A load point measured again under perf, its figure the CPU per request. */
+      const edge = (label: string, pid: number, point: () => Promise<Point>) =>
+        profiled(label, pid, bench.dir, point, (p) => p.cpuUsPerRequest);
       const profiles: Record<string, PerfPoint> = {};
       const direct = through(on, "direct");
-      profiles.bare = await profiled(
-        "bare Worker",
-        bare.pid,
-        bench.dir,
-        () => ceiling(bench, bare, "perf_bare", "direct"),
-        perRequest,
-      );
-      profiles.healthz = await profiled(
-        "GET /healthz",
-        on.pid,
-        bench.dir,
-        () => healthz(bench, direct, "perf_healthz"),
-        perRequest,
-      );
-      profiles.sold_out = await profiled(
-        "sold-out storm",
-        on.pid,
-        bench.dir,
-        () => soldOut(bench, direct, "perf_sold_out"),
-        perRequest,
-      );
-      profiles.hot_sku = await profiled(
-        "hot SKU",
-        on.pid,
-        bench.dir,
-        () => hotSku(bench, direct, { key: "perf_hot_sku" }),
-        perRequest,
-      );
+      profiles.bare = await edge("bare Worker", bare.pid, () => ceiling(bench, bare, "perf_bare", "direct"));
+      profiles.healthz = await edge("GET /healthz", on.pid, () => healthz(bench, direct, "perf_healthz"));
+      profiles.sold_out = await edge("sold-out storm", on.pid, () => soldOut(bench, direct, "perf_sold_out"));
+      profiles.hot_sku = await edge("hot SKU", on.pid, () => hotSku(bench, direct, { key: "perf_hot_sku" }));
       const alone = await start("perf: object alone, tmpfs", { GROUP_COMMIT: "on" }, ENGINE_ALONE);
       profiles.engine_batch1 = await profiled(
         "engine core, batches of 1",
