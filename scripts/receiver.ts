@@ -8,6 +8,7 @@
 // the gateway when the first delivery comes (GET /admin/webhooks/<endpoint> with ADMIN_TOKEN from
 // .dev.vars), so the receiver can start before the endpoint is registered. Ctrl-C stops it.
 import { createServer } from "node:http";
+import { text } from "node:stream/consumers";
 import { parseArgs } from "node:util";
 import { Webhook } from "standardwebhooks";
 import { readDevVars } from "../tools/dev-vars";
@@ -86,32 +87,25 @@ function line(event: Delivery): string {
   return `${event.type.padEnd(24)} ${String(d.reservationId)}  ${String(d.userId)}  ${status}  ${money}${test}`;
 }
 
-const server = createServer((req, res) => {
-  const chunks: Buffer[] = [];
-  req.on("data", (chunk: Buffer) => chunks.push(chunk));
-  req.on("end", () => {
-    const body = Buffer.concat(chunks).toString("utf8");
-    const headers = Object.fromEntries(
-      Object.entries(req.headers).map(([name, value]) => [
-        name,
-        Array.isArray(value) ? value.join(",") : (value ?? ""),
-      ]),
-    );
-    verify(body, headers).then(
-      (message) => {
-        const batch = (message as Delivery).type === "batch" ? (message as Batch).data.events : null;
-        if (batch) {
-          console.log(`batch ${headers["webhook-id"]} of ${batch.length} (signature ok):`);
-          for (const event of batch) console.log(`  ${line(event)}`);
-        } else console.log(`${line(message as Delivery)}  (signature ok)`);
-        res.writeHead(204).end();
-      },
-      (err: unknown) => {
-        console.log(`refused a delivery (401): ${err instanceof Error ? err.message : String(err)}`);
-        res.writeHead(401).end();
-      },
-    );
-  });
+const server = createServer(async (req, res) => {
+  const body = await text(req);
+  const headers = Object.fromEntries(
+    Object.entries(req.headers).map(([name, value]) => [name, Array.isArray(value) ? value.join(",") : (value ?? "")]),
+  );
+  let message: unknown;
+  try {
+    message = await verify(body, headers);
+  } catch (err) {
+    console.log(`refused a delivery (401): ${err instanceof Error ? err.message : String(err)}`);
+    res.writeHead(401).end();
+    return;
+  }
+  const batch = (message as Delivery).type === "batch" ? (message as Batch).data.events : null;
+  if (batch) {
+    console.log(`batch ${headers["webhook-id"]} of ${batch.length} (signature ok):`);
+    for (const event of batch) console.log(`  ${line(event)}`);
+  } else console.log(`${line(message as Delivery)}  (signature ok)`);
+  res.writeHead(204).end();
 });
 server.on("error", (err) => {
   console.error(`npm run receiver: ${err.message}`);
