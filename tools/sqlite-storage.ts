@@ -46,13 +46,45 @@ export interface NodeStorage extends TestStorage {
 }
 
 /**
+ * A schema made once and copied (the simulator's objects): `first` is the first statement of the
+ * code that makes it, `image` the database that code leaves (what `export` gave).
+ */
+export interface SchemaImage {
+  first: string;
+  image: Uint8Array;
+}
+
+/**
  * A new in-memory database behind the storage API: empty, or a copy of `image` (what `export` gave),
  * which `deleteAll` then brings it back to.
+ *
+ * With `schema`: when an empty database is asked `schema.first`, it becomes a copy of `schema.image`
+ * before that statement runs, so the object's own schema code runs on and finds everything made
+ * (its `IF NOT EXISTS` and its version read), as on a database where it had run; a copy's bytes cost
+ * far less than the statements. Until the outermost transaction open then commits, the empty
+ * database is kept: rolled back to a savepoint from before, it is the database again, as SQLite
+ * would have undone the statements.
  */
-export function sqliteStorage(image?: Uint8Array): NodeStorage {
+export function sqliteStorage(image?: Uint8Array, schema?: SchemaImage): NodeStorage {
   let db = open(image);
   let prepared = new Map<string, Statement[]>();
   let depth = 0;
+  /** The empty database a schema image replaced, and at what depth, while a transaction it began in lasts. */
+  let before: { db: Database; prepared: Map<string, Statement[]>; depth: number } | null = null;
+
+  const toImage = (copy: SchemaImage) => {
+    if (before) return;
+    const probe = db.prepare("SELECT 1 FROM sqlite_master LIMIT 1");
+    const made = probe.step();
+    probe.free();
+    if (made) return;
+    const empty = { db, prepared, depth };
+    db = open(copy.image);
+    prepared = new Map();
+    for (let level = 0; level < depth; level++) db.exec(`SAVEPOINT tx${level}`);
+    if (depth > 0) before = empty;
+    else empty.db.close();
+  };
 
   const statements = (query: string): Statement[] => {
     let list = prepared.get(query);
@@ -75,6 +107,7 @@ export function sqliteStorage(image?: Uint8Array): NodeStorage {
 
   /** Runs every statement of `query` to its end; the rows and columns are the last statement's. */
   function run(query: string, bindings: unknown[], columns?: string[]): SqlStorageValue[][] {
+    if (schema && query === schema.first) toImage(schema);
     const list = statements(query);
     let rows: SqlStorageValue[][] = [];
     list.forEach((statement, i) => {
@@ -107,6 +140,8 @@ export function sqliteStorage(image?: Uint8Array): NodeStorage {
   } as unknown as SqlStorage;
 
   const reset = () => {
+    before?.db.close();
+    before = null;
     db.close();
     db = open(image);
     prepared = new Map();
@@ -115,13 +150,24 @@ export function sqliteStorage(image?: Uint8Array): NodeStorage {
   return {
     sql,
     transactionSync<T>(fn: () => T): T {
-      const name = `tx${depth++}`;
+      const level = depth++;
+      const name = `tx${level}`;
       run(`SAVEPOINT ${name}`, []);
       try {
         const result = fn();
         run(`RELEASE ${name}`, []);
+        if (level === 0 && before) {
+          before.db.close(); // committed: the copy is the database now
+          before = null;
+        }
         return result;
       } catch (error) {
+        if (before && level < before.depth) {
+          // Rolled back past the copy: the empty database, whose savepoints are still open, again.
+          db.close();
+          ({ db, prepared } = before);
+          before = null;
+        }
         run(`ROLLBACK TO ${name}`, []);
         run(`RELEASE ${name}`, []);
         throw error;
@@ -133,11 +179,13 @@ export function sqliteStorage(image?: Uint8Array): NodeStorage {
       reset();
     },
     close() {
+      before?.db.close();
       db.close();
     },
     export() {
       // sql.js frees the prepared statements and reopens the file without its pragmas: close it.
       const bytes = db.export();
+      before?.db.close();
       db.close();
       return bytes;
     },

@@ -155,6 +155,19 @@ export function enterWorld(world: World, random: () => number): () => void {
     const count = (ids++).toString(16).padStart(18, "0");
     return `${time.slice(0, 8)}-${time.slice(8)}-7${count.slice(0, 3)}-8${count.slice(3, 6)}-${count.slice(6)}`;
   });
+  // workerd has Promise.withResolvers (the draw's waiters use it); Node before 22 has not.
+  const P = Promise as unknown as { withResolvers?: unknown };
+  const hadResolvers = "withResolvers" in P;
+  if (!hadResolvers)
+    P.withResolvers = <T>() => {
+      let resolve!: (value: T) => void;
+      let reject!: (error: unknown) => void;
+      const promise = new Promise<T>((yes, no) => {
+        resolve = yes;
+        reject = no;
+      });
+      return { promise, resolve, reject };
+    };
   const quiet = () => undefined;
   Object.assign(console, { log: quiet, info: quiet, warn: quiet, error: quiet, debug: quiet });
   return () => {
@@ -165,6 +178,7 @@ export function enterWorld(world: World, random: () => number): () => void {
     delete webCrypto.randomUUID;
     delete webCrypto.subtle;
     simulateIds(null);
+    if (!hadResolvers) delete P.withResolvers;
     Object.assign(console, realConsole);
   };
 }
@@ -207,6 +221,8 @@ class Sim {
    * and per code the shoppers shard 0 admitted by it (one at most: invariant 10).
    */
   #startsAt: number | null = null;
+  /** The fair opening's window (0: none): each opening's arrivals in it are drawn in a seeded order. */
+  #windowMs = 0;
   #tiers: AccessTier[] = [];
   readonly #codes: string[] = [];
   readonly #claims = new Map<string, Record<string, unknown>>();
@@ -238,6 +254,11 @@ class Sim {
         this.#tiers.push({ name: "members", startsAt: START + (30 + this.#int(60)) * 1000, claim });
         for (const user of this.#users) if (this.#random() < 0.3) this.#claims.set(user, { member: "yes" });
       }
+      // Half of these open by draws (every opening's window apart from the next, as the catalog asks).
+      const windowMs = (5 + this.#int(10)) * 1000;
+      const openings = [...this.#tiers.map((t) => t.startsAt), this.#startsAt].sort((a, b) => a - b);
+      const apart = openings.every((at, i) => i === 0 || at - (openings[i - 1] as number) >= windowMs);
+      if (this.#random() < 0.5 && apart) this.#windowMs = windowMs;
       const codes = 1 + this.#int(this.#users.length);
       for (let i = 0; i < codes; i++) this.#codes.push(`CODE${i}`);
     }
@@ -276,7 +297,7 @@ class Sim {
     );
     if (this.#startsAt !== null)
       this.#line(
-        `early access: start t=${(this.#startsAt - START) / 1000}, ${this.#tiers.map((t) => `${t.name} t=${(t.startsAt - START) / 1000}`).join(", ")}, ${this.#codes.length} codes, ${this.#claims.size} members`,
+        `early access: start t=${(this.#startsAt - START) / 1000}, ${this.#tiers.map((t) => `${t.name} t=${(t.startsAt - START) / 1000}`).join(", ")}, ${this.#codes.length} codes, ${this.#claims.size} members${this.#windowMs > 0 ? `, draws of ${this.#windowMs / 1000}s` : ""}`,
       );
     try {
       await this.#create();
@@ -324,6 +345,7 @@ class Sim {
       status: "on_sale",
       totalStock: [...this.#totals][0] as number,
       ...(this.#startsAt !== null ? { startsAt: this.#startsAt, access: this.#tiers } : {}),
+      ...(this.#windowMs > 0 ? { openingWindowMs: this.#windowMs } : {}),
       ...(this.#sizes
         ? { variants: [...this.#sizes].map(([id, t]) => ({ id, name: id, totalStock: [...t][0] as number })) }
         : {}),
@@ -483,9 +505,12 @@ class Sim {
 
   async #send(request: ReserveRequest): Promise<string> {
     const home = homeShard(request.userId, request.shards ?? 1);
-    const [answer] = await this.#call<ReserveOutcome[]>(home, "reserve", [request]);
+    let [answer] = await this.#call<ReserveOutcome[]>(home, "reserve", [request]);
     if (!answer) throw new Violation(`reserve of ${request.nonce} answered nothing`);
-    if (!answer.ok) return `${answer.code}${answer.code === "DRAW_PENDING" ? "" : ""}`;
+    // The fair opening: not decided on arrival; the edge waits for the draw (src/edge/reserve.ts).
+    const drawn = !answer.ok && answer.code === "DRAW_PENDING";
+    if (drawn) answer = await this.#call<ReserveOutcome>(home, "awaitDraw", request);
+    if (!answer.ok) return `${answer.code}${drawn ? " (drawn)" : ""}`;
     const r = answer.value.reservation;
     const first = this.#nonces.get(request.nonce);
     if (first && first !== r.id)
@@ -517,7 +542,7 @@ class Sim {
       });
     }
     const size = r.variant ? ` ${r.variant} of ${request.variants?.join(",")}` : "";
-    const tier = request.tier ? ` by tier ${request.tier}` : "";
+    const tier = `${request.tier ? ` by tier ${request.tier}` : ""}${drawn ? " (drawn)" : ""}`;
     return `${answer.value.replayed ? "replayed" : "held"} ${this.#alias(r.id)} x${r.quantity}${size} on #${home}${tier}`;
   }
 
@@ -841,7 +866,7 @@ class Sim {
       const last = info?.openings.at(-1);
       if (last?.seed && shard0) checkDrawPage(last.seed, shard0.drawEntries(0, 10_000), 0);
       this.#line(
-        `verify-sale: ${head.size} entries, root and signature match, replay ok (${summary.held} held, ${summary.sold} sold)`,
+        `verify-sale: ${head.size} entries, root and signature match, replay ok (${summary.held} held, ${summary.sold} sold${reveals.size > 0 ? `, ${reveals.size} draws revealed and in their seed's order` : ""})`,
       );
     } catch (error) {
       if (!(error instanceof Broken)) throw error;
