@@ -162,6 +162,8 @@ export function replay(entries: Entry[], reveals: Map<string, string>, settleMs 
     .map((entry, index) => ({ entry, index, at: Date.parse(entry.time) }))
     .sort((a, b) => a.at - b.at || (RANK[a.entry.type] ?? 9) - (RANK[b.entry.type] ?? 9) || a.index - b.index);
   let sale: Sale | null = null;
+  /** The last change while it reached the siblings: the configuration before it, and until when. */
+  let changing: { before: Sale | null; until: number } | null = null;
   const held = new Map<string, number>();
   const sold = new Map<string, number>();
   const users = new Map<string, number>();
@@ -220,6 +222,8 @@ export function replay(entries: Entry[], reveals: Map<string, string>, settleMs 
         const variants = Array.isArray(entry.variants)
           ? new Map((entry.variants as { id: string; total: number }[]).map((v) => [String(v.id), num(v.total)]))
           : null;
+        const before = sale;
+        const until = typeof entry.until === "string" ? Date.parse(entry.until) : at;
         sale = {
           status: String(entry.status),
           total: num(entry.total),
@@ -232,6 +236,7 @@ export function replay(entries: Entry[], reveals: Map<string, string>, settleMs 
           variants,
         };
         if (entry.type === "archive") sale.status = "archived";
+        changing = Number.isFinite(until) && until > at ? { before, until } : null;
         // The fair opening's commitments: the first configuration naming a seed hash commits to it.
         for (const draw of Array.isArray(entry.draws) ? (entry.draws as Record<string, unknown>[]) : []) {
           const hash = String(draw.seedHash);
@@ -267,59 +272,79 @@ export function replay(entries: Entry[], reveals: Map<string, string>, settleMs 
         skipped.add(entry.type);
         continue;
       }
-      const id = typeof entry.reservation === "string" ? entry.reservation : fail("no reservation id");
-      const quantity = typeof entry.quantity === "number" && entry.quantity >= 1 ? entry.quantity : fail("no quantity");
-      const variant = typeof entry.variant === "string" ? entry.variant : "";
-      const user =
-        typeof entry.user === "string" && /^[0-9a-f]{64}$/.test(entry.user) ? entry.user : fail("no user commitment");
-      const known = reservations.get(id);
-      if (known && (known.quantity !== quantity || known.variant !== variant || known.user !== user))
-        fail(`reservation ${id} changes its quantity, variant or user`);
-      switch (entry.type) {
-        case "hold": {
-          if (known) fail(`reservation ${id} is held a second time`);
-          if (!sale) return fail("a hold before any configuration");
-          if (sale.status !== "on_sale") fail(`a hold while the sale is ${sale.status}`);
-          if (sale.endsAt !== null && at >= sale.endsAt) fail("a hold after the sale's end");
-          if (sale.startsAt !== null && at < sale.startsAt && !sale.tiers.some((t) => t <= at))
-            fail("a hold before the start, under no tier that had opened");
-          take(variant, user, quantity);
-          add(held, variant, quantity);
-          const expires = typeof entry.expires === "string" ? Date.parse(entry.expires) : Number.NaN;
-          reservations.set(id, {
-            status: "held",
-            quantity,
-            variant,
-            user,
-            expires: Number.isFinite(expires) ? expires : null,
-          });
-          break;
+      /** The entry under the sale's rules as `sale` states them; it changes nothing unless they allow it. */
+      const decide = () => {
+        const id = typeof entry.reservation === "string" ? entry.reservation : fail("no reservation id");
+        const quantity =
+          typeof entry.quantity === "number" && entry.quantity >= 1 ? entry.quantity : fail("no quantity");
+        const variant = typeof entry.variant === "string" ? entry.variant : "";
+        const user =
+          typeof entry.user === "string" && /^[0-9a-f]{64}$/.test(entry.user) ? entry.user : fail("no user commitment");
+        const known = reservations.get(id);
+        if (known && (known.quantity !== quantity || known.variant !== variant || known.user !== user))
+          fail(`reservation ${id} changes its quantity, variant or user`);
+        switch (entry.type) {
+          case "hold": {
+            if (known) fail(`reservation ${id} is held a second time`);
+            if (!sale) return fail("a hold before any configuration");
+            if (sale.status !== "on_sale") fail(`a hold while the sale is ${sale.status}`);
+            if (sale.endsAt !== null && at >= sale.endsAt) fail("a hold after the sale's end");
+            if (sale.startsAt !== null && at < sale.startsAt && !sale.tiers.some((t) => t <= at))
+              fail("a hold before the start, under no tier that had opened");
+            take(variant, user, quantity);
+            add(held, variant, quantity);
+            const expires = typeof entry.expires === "string" ? Date.parse(entry.expires) : Number.NaN;
+            reservations.set(id, {
+              status: "held",
+              quantity,
+              variant,
+              user,
+              expires: Number.isFinite(expires) ? expires : null,
+            });
+            break;
+          }
+          case "paid": {
+            if (!known) return fail(`a payment of reservation ${id}, which the log never held${holdOf(id)}`);
+            if (known.status === "held") {
+              add(held, variant, -quantity);
+            } else if (known.status === "expired" || known.status === "cancelled") {
+              take(variant, user, quantity); // a late payment takes its units again
+            } else fail(`a payment of reservation ${id}, which is ${known.status}`);
+            add(sold, variant, quantity);
+            known.status = "paid";
+            break;
+          }
+          case "cancelled":
+          case "expired":
+          case "refund_required": {
+            if (!known) return fail(`reservation ${id} released, which the log never held${holdOf(id)}`);
+            // A hold lapses at its end, not before (its buyer had until then to pay).
+            if (entry.type === "expired" && known.status === "held" && known.expires !== null && at < known.expires)
+              fail(`reservation ${id} expired before its hold's end (${new Date(known.expires).toISOString()})`);
+            if (known.status === "held") {
+              add(held, variant, -quantity);
+              add(users, user, -quantity);
+            } else if (entry.type !== "refund_required" || known.status === "paid")
+              fail(`reservation ${id} ${entry.type}, but it is ${known.status}`);
+            known.status = entry.type;
+            break;
+          }
         }
-        case "paid": {
-          if (!known) return fail(`a payment of reservation ${id}, which the log never held${holdOf(id)}`);
-          if (known.status === "held") {
-            add(held, variant, -quantity);
-          } else if (known.status === "expired" || known.status === "cancelled") {
-            take(variant, user, quantity); // a late payment takes its units again
-          } else fail(`a payment of reservation ${id}, which is ${known.status}`);
-          add(sold, variant, quantity);
-          known.status = "paid";
-          break;
-        }
-        case "cancelled":
-        case "expired":
-        case "refund_required": {
-          if (!known) return fail(`reservation ${id} released, which the log never held${holdOf(id)}`);
-          // A hold lapses at its end, not before (its buyer had until then to pay).
-          if (entry.type === "expired" && known.status === "held" && known.expires !== null && at < known.expires)
-            fail(`reservation ${id} expired before its hold's end (${new Date(known.expires).toISOString()})`);
-          if (known.status === "held") {
-            add(held, variant, -quantity);
-            add(users, user, -quantity);
-          } else if (entry.type !== "refund_required" || known.status === "paid")
-            fail(`reservation ${id} ${entry.type}, but it is ${known.status}`);
-          known.status = entry.type;
-          break;
+      };
+      try {
+        decide();
+      } catch (err) {
+        // While a change reached the siblings (its entry's time to its `until`), a shard may still
+        // have decided under the configuration before it.
+        if (!(err instanceof Broken || err instanceof Unsettled) || !changing || at > changing.until) throw err;
+        const after = sale;
+        sale = changing.before;
+        try {
+          decide();
+        } catch {
+          throw err;
+        } finally {
+          sale = after;
         }
       }
     } catch (err) {

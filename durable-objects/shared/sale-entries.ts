@@ -224,17 +224,21 @@ const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOStrin
 
 /**
  * The entry of a configuration applied (`config`) or of the archive (`archive`): the figures the
- * sale's rules need, tiers by name, time and kind only (never a code or a claim's value).
+ * sale's rules need, tiers by name, time and kind only (never a code or a claim's value). `time`:
+ * when the change began (shard 0 takes it first); `until`: when every shard had it. In between a
+ * sibling may still decide under the configuration before (API.md v1.4 "The verifiable sale").
  */
 export function configEntry(
   type: "config" | "archive",
   state: ConfiguredSku,
   time: number,
   draws: readonly DrawCommitment[] = [],
+  until = time,
 ): ConfigEntry {
   const entry: ConfigEntry = {
     type,
     time: new Date(time).toISOString(),
+    ...(until > time ? { until: new Date(until).toISOString() } : {}),
     status: state.status,
     total: state.stock.total,
     perUserLimit: state.perUserLimit,

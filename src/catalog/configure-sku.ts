@@ -143,10 +143,11 @@ export async function archiveSku(env: Env, sku: string, requestId?: string): Pro
     assumedTotal: sumShards(current).stock.total,
     status: "archived",
   };
+  const began = Date.now();
   unwrap(await callStock(() => adminShard(env, sku, 0).putSku(change, requestId)));
   const states = await readShardStates(env, sku);
   if (!states) throw new Error(`SKU ${sku} vanished while being archived`);
-  await logConfiguration(env, sku, "archive", sumShards(states), Date.now());
+  await logConfiguration(env, sku, "archive", sumShards(states), began);
   return sumShards(states);
 }
 

@@ -25,32 +25,62 @@ export function logOrigin(env: Env, requestUrl: string, sku: string): string {
   return `${base}/api/skus/${sku}/log`;
 }
 
+/** How many times the catalog tries a configuration entry (shard 0's record, the draws, the append). */
+const ATTEMPTS = 5;
+/** How often, and how many times, the catalog asks shard 0 whether every sibling has a change yet. */
+const SETTLED_POLL_MS = 200;
+const SETTLED_POLLS = 25;
+
 /**
  * Appends the entry of a configuration applied (`config`) or of the archive (`archive`) to the SKU's
- * log: the catalog's success path calls it once the change answered. A failure is logged, never
- * answered: the change is made (API.md: an operator change that answers an error changed nothing).
+ * log: the catalog's success path calls it once the change answered, `began` being when its request
+ * began. The entry states the totals the operator set (shard 0's record, not the shards' figures
+ * summed: a unit on its way between shards, or a sibling not at the change yet, would make a total
+ * nobody set), and the time by which every shard had the change (`until`; shard 0 is asked until it
+ * says so, for about 5 s at most). A failure is logged, never answered: the change is made (API.md:
+ * an operator change that answers an error changed nothing).
  */
 export async function logConfiguration(
   env: Env,
   sku: string,
   type: "config" | "archive",
   state: ConfiguredSku,
-  time: number,
+  began: number,
 ): Promise<void> {
   if (!saleLogOn(env)) return;
   for (let attempt = 1; ; attempt++) {
     try {
+      const set = await settledTargets(env, sku);
+      const figures: ConfiguredSku = {
+        ...state,
+        stock: { total: set.total ?? state.stock.total },
+        ...(state.variants && {
+          variants: state.variants.map((v) => ({ ...v, stock: { total: set.variants[v.id] ?? v.stock.total } })),
+        }),
+      };
       // A fair opening's commitments (each opening's seed hash), as shard 0 fixed them with the window.
       const draws = (state.openingWindowMs ?? 0) > 0 ? await drawCommitments(env, sku) : [];
-      const entry = configEntry(type, state, time, draws);
+      const entry = configEntry(type, figures, began, draws, Math.max(began, Date.now()));
       await env.SALE_LOG.getByName(sku).appendConfig(entry, undefined, sku);
       return;
     } catch (err) {
-      if (attempt >= 3) {
+      if (attempt >= ATTEMPTS) {
         log("error", "sale log: configuration entry not appended", { sku, type, error: String(err) });
         return;
       }
     }
+  }
+}
+
+/** Shard 0's record of the totals the operator set, once every sibling has the last change (or the polls run out). */
+async function settledTargets(env: Env, sku: string) {
+  for (let poll = 1; ; poll++) {
+    const set = await callStock(() => adminShard(env, sku, 0).configured());
+    if (set.settled || poll >= SETTLED_POLLS) {
+      if (!set.settled) log("warn", "sale log: a sibling has not taken the SKU's change yet", { sku });
+      return set;
+    }
+    await scheduler.wait(SETTLED_POLL_MS);
   }
 }
 

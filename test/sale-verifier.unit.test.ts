@@ -1,0 +1,76 @@
+import { describe, expect, it } from "vitest";
+import { Broken, type Entry, replay } from "../tools/sale-verifier";
+
+/**
+ * verify-sale's replay (tools/sale-verifier.ts) across an operator's change of a sharded sale: shard
+ * 0 takes it at the configuration entry's `time`, every sibling by its `until`; in between a shard
+ * may still decide under the configuration before, and after `until` it may not.
+ */
+const T = Date.parse("2026-12-05T10:00:00.000Z");
+const at = (seconds: number) => new Date(T + seconds * 1000).toISOString();
+const user = (n: number) => n.toString(16).padStart(64, "0");
+
+function config(seconds: number, fields: Partial<{ status: string; total: number }>, untilSeconds?: number): Entry {
+  return {
+    type: "config",
+    time: at(seconds),
+    ...(untilSeconds === undefined ? {} : { until: at(untilSeconds) }),
+    status: "on_sale",
+    total: 5,
+    perUserLimit: 2,
+    holdSeconds: 600,
+    startsAt: null,
+    endsAt: null,
+    openingWindowMs: 0,
+    shards: 2,
+    price: null,
+    currency: "usd",
+    tiers: [],
+    ...fields,
+  };
+}
+
+let reservations = 0;
+function hold(seconds: number, quantity = 1): Entry {
+  reservations++;
+  return {
+    type: "hold",
+    time: at(seconds),
+    reservation: `r${reservations}`,
+    quantity,
+    shard: 1,
+    seq: reservations,
+    user: user(reservations),
+    expires: at(seconds + 600),
+  };
+}
+
+const broken = (entries: Entry[]) => {
+  try {
+    replay(entries, new Map(), 0);
+    return null;
+  } catch (err) {
+    if (err instanceof Broken) return err.message;
+    throw err;
+  }
+};
+
+describe("verify-sale's replay across a change reaching the shards", () => {
+  it("takes a sibling's hold under the configuration before while the change reached it, and only then", () => {
+    const paused = (untilSeconds?: number) => config(10, { status: "paused" }, untilSeconds);
+    // A pause at 10 s that every shard had by 12 s: a hold at 11 s was a sibling's before it knew.
+    expect(broken([config(0, {}), paused(12), hold(11)])).toBeNull();
+    // The same hold after the pause was everywhere, or with no `until` at all: a broken rule.
+    expect(broken([config(0, {}), paused(12), hold(13)])).toMatch(/a hold while the sale is paused/);
+    expect(broken([config(0, {}), paused(), hold(11)])).toMatch(/a hold while the sale is paused/);
+  });
+
+  it("checks the stock against either configuration in the span, and the new one after it", () => {
+    // A cut from 5 to 3 at 10 s, on every shard by 12 s; 3 held before it.
+    const before = [config(0, {}), hold(1), hold(2), hold(3), config(10, { total: 3 }, 12)];
+    expect(broken([...before, hold(11)])).toBeNull();
+    expect(broken([...before, hold(13)])).toMatch(/3 held \+ 0 sold \+ 1 is more than the stock of 3/);
+    // Neither configuration allows it: broken, named by the one in force.
+    expect(broken([...before, hold(11, 3)])).toMatch(/more than the stock of 3/);
+  });
+});
