@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { consoleAccess } from "./suites/console-access";
 import {
   call as callGateway,
   DESKTOP,
@@ -20,7 +21,9 @@ import {
  * headless Chromium against `wrangler dev`: the tiers and their countdowns, an access code refused
  * then taken, a waiting shopper's place with what is ahead of it (refreshed as others leave), Leave,
  * and an opening draw's result for its winner and its loser. Each screen is checked with axe-core at
- * 1280 and 420 px; the screenshots go to docs/screenshots/.
+ * 1280 and 420 px; the screenshots go to docs/screenshots/. Early access from the console
+ * (test/suites/console-access.ts) runs first on the same sale day: one `wrangler dev` and one
+ * Chromium fewer (issue #56); its SKUs, codes and shoppers are its own.
  */
 
 let day: SaleDay;
@@ -77,6 +80,8 @@ async function soundAtBothSizes(page: Page, what: string, name: string, focus: s
   await screenshot(page, `storefront-${name}-phone`, `storefront-${name}-phone.png`, false);
   await page.setViewportSize(DESKTOP);
 }
+
+consoleAccess(() => day);
 
 describe("storefront: early access", () => {
   it("counts down to each tier, refuses a bad access code clearly and buys with a good one", async () => {
