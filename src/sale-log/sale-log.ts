@@ -53,9 +53,9 @@ export async function logConfiguration(
       const set = await settledTargets(env, sku);
       const figures: ConfiguredSku = {
         ...state,
-        stock: { total: set.total ?? state.stock.total },
+        stock: { total: set?.total ?? state.stock.total },
         ...(state.variants && {
-          variants: state.variants.map((v) => ({ ...v, stock: { total: set.variants[v.id] ?? v.stock.total } })),
+          variants: state.variants.map((v) => ({ ...v, stock: { total: set?.variants[v.id] ?? v.stock.total } })),
         }),
       };
       // A fair opening's commitments (each opening's seed hash), as shard 0 fixed them with the window.
@@ -72,16 +72,20 @@ export async function logConfiguration(
   }
 }
 
-/** Shard 0's record of the totals the operator set, once every sibling has the last change (or the polls run out). */
+/**
+ * Shard 0's record of the totals the operator set, once every sibling has the last change or the
+ * polls run out; null if shard 0 never answered (the entry then states the shards' figures). A
+ * poll that fails is only asked again: the entry must not wait on a lossy read.
+ */
 async function settledTargets(env: Env, sku: string) {
-  for (let poll = 1; ; poll++) {
-    const set = await callStock(() => adminShard(env, sku, 0).configured());
-    if (set.settled || poll >= SETTLED_POLLS) {
-      if (!set.settled) log("warn", "sale log: a sibling has not taken the SKU's change yet", { sku });
-      return set;
-    }
+  let last: { total: number | null; variants: Record<string, number>; settled: boolean } | null = null;
+  for (let poll = 1; poll <= SETTLED_POLLS; poll++) {
+    last = await callStock(() => adminShard(env, sku, 0).configured()).catch(() => last);
+    if (last?.settled) return last;
     await scheduler.wait(SETTLED_POLL_MS);
   }
+  log("warn", "sale log: a sibling has not taken the SKU's change yet", { sku, answered: last !== null });
+  return last;
 }
 
 /** The draws shard 0 has committed to: each opening's window and seed hash. */
