@@ -77,7 +77,9 @@ export async function startDevServer(opts: { vars?: Record<string, string> } = {
     for (;;) {
       if (child.exitCode !== null) throw new Error(`wrangler dev exited ${child.exitCode}:\n${log}`);
       try {
-        if ((await fetch(`${url}/healthz`)).ok) return child;
+        // Its connection closed, not pooled: a caller whose event loop is busy when wrangler drops an idle
+        // connection would send its first request on it ("other side closed").
+        if ((await fetch(`${url}/healthz`, { headers: { connection: "close" } })).ok) return child;
       } catch {
         // not listening yet
       }
