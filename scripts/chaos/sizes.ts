@@ -290,12 +290,19 @@ export class SizesScene {
     for (const user of served) {
       const listed = this.#waiters.get(user) ?? [];
       const headers = await this.#auth(user);
-      const mine = await call(this.ledger, "sizes me", () =>
-        this.faults.client.request("GET", "/api/me/reservations", { headers }),
-      );
-      const held = ((field(mine?.json, "reservations") ?? []) as Record<string, unknown>[]).filter(
-        (r) => r.sku === sku && (r.status === "held" || r.status === "paid"),
-      );
+      // A buyer's reservations are read from D1, which a grant reaches through the queue: read again
+      // for a few seconds before calling a served buyer empty-handed.
+      let mine: Awaited<ReturnType<typeof call>> = null;
+      let held: Record<string, unknown>[] = [];
+      for (let read = 0; read < 10 && held.length === 0; read++) {
+        if (read > 0) await sleep(1_000);
+        mine = await call(this.ledger, "sizes me", () =>
+          this.faults.client.request("GET", "/api/me/reservations", { headers }),
+        );
+        held = ((field(mine?.json, "reservations") ?? []) as Record<string, unknown>[]).filter(
+          (r) => r.sku === sku && (r.status === "held" || r.status === "paid"),
+        );
+      }
       if (mine?.status === 200 && held.length === 0)
         this.#fail(14, `${sku}: ${user} has no place in the line (404), never left it, and holds nothing`);
       for (const r of held) {
