@@ -25,7 +25,7 @@ export function logOrigin(env: Env, requestUrl: string, sku: string): string {
   return `${base}/api/skus/${sku}/log`;
 }
 
-/** How many times the catalog tries a configuration entry (shard 0's record, the draws, the append). */
+/** How many times the catalog tries a configuration entry (the draws, the append). */
 const ATTEMPTS = 5;
 /** How often, and how many times, the catalog asks shard 0 whether every sibling has a change yet. */
 const SETTLED_POLL_MS = 200;
@@ -48,19 +48,21 @@ export async function logConfiguration(
   began: number,
 ): Promise<void> {
   if (!saleLogOn(env)) return;
+  // Asked once, not again on each try: a failed append says nothing new of the shards.
+  const set = await settledTargets(env, sku);
+  const until = Math.max(began, Date.now());
+  const figures: ConfiguredSku = {
+    ...state,
+    stock: { total: set?.total ?? state.stock.total },
+    ...(state.variants && {
+      variants: state.variants.map((v) => ({ ...v, stock: { total: set?.variants[v.id] ?? v.stock.total } })),
+    }),
+  };
   for (let attempt = 1; ; attempt++) {
     try {
-      const set = await settledTargets(env, sku);
-      const figures: ConfiguredSku = {
-        ...state,
-        stock: { total: set?.total ?? state.stock.total },
-        ...(state.variants && {
-          variants: state.variants.map((v) => ({ ...v, stock: { total: set?.variants[v.id] ?? v.stock.total } })),
-        }),
-      };
       // A fair opening's commitments (each opening's seed hash), as shard 0 fixed them with the window.
       const draws = (state.openingWindowMs ?? 0) > 0 ? await drawCommitments(env, sku) : [];
-      const entry = configEntry(type, figures, began, draws, Math.max(began, Date.now()));
+      const entry = configEntry(type, figures, began, draws, until);
       await env.SALE_LOG.getByName(sku).appendConfig(entry, undefined, sku);
       return;
     } catch (err) {
