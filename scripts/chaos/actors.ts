@@ -7,11 +7,10 @@
  */
 import { randomBytes } from "node:crypto";
 import { homeShard } from "../../durable-objects/shared/shard-name";
-import type { FaultInjector } from "./faults";
-import { type Client, errorCode, field, type Reply, sleep, str } from "./http";
+import { errorCode, field, type Reply, settled, sleep, str } from "./http";
 import { type SkuView, skuView } from "./invariants";
 import { between, type Fault, prng } from "./schedule";
-import { type Acked, call, type Ledger, reserveRecorded, shopperAuth } from "./shoppers";
+import { type Acked, call, reserveRecorded, Scene } from "./shoppers";
 import { checkoutSession, sendPayment, sendStripe, stripeEvent, stripeId } from "./stripe";
 
 /** One shard's own state, as `GET /chaos/stock/:sku/shards` answers it (the stock object's SkuState). */
@@ -60,7 +59,7 @@ function userWhoseHomeMoves(prefix: string, from: number, to: number): string {
 
 const show = (value: unknown) => JSON.stringify(value);
 
-export class Actors {
+export class Actors extends Scene {
   /** Every SKU id never configured that a stranger asked about (invariant 11 names their files). */
   readonly ghosts = new Set<string>();
   /** What was checked on line for invariant 10, for the summary. */
@@ -74,41 +73,15 @@ export class Actors {
     lineReads: 0,
   };
 
-  constructor(
-    readonly faults: FaultInjector,
-    readonly ledger: Ledger,
-    readonly seed: number,
-  ) {}
-
-  get #client(): Client {
-    return this.faults.client;
-  }
-
-  #fail(invariant: number, message: string): void {
-    this.ledger.violations.push({ invariant, message });
-    this.faults.log(`VIOLATION (invariant ${invariant}): ${message}`);
-  }
-
   #note(key: string, n = 1): void {
     this.ledger.outcomes.set(key, (this.ledger.outcomes.get(key) ?? 0) + n);
   }
 
-  #auth(userId: string): Promise<Record<string, string>> {
-    return shopperAuth(this.ledger, userId, this.#client.secrets.authSecret);
-  }
-
-  /** A purchase token for the user, or null (sold out, paused, no answer). */
-  async #mint(userId: string, sku: string, op: string): Promise<string | null> {
-    const headers = await this.#auth(userId);
-    const reply = await call(this.ledger, `${op} token`, () => this.#client.mint(sku, headers));
-    return reply?.status === 201 ? (str(reply.json, "token") ?? null) : null;
-  }
-
   /** A reservation with the token; a 202 is recorded as acknowledged (invariants 1-5 check it). */
   async #reserve(userId: string, sku: string, token: string, quantity: number, op: string): Promise<Reply | null> {
-    const headers = await this.#auth(userId);
+    const headers = await this.auth(userId);
     const body = { token, quantity };
-    return (await reserveRecorded(this.ledger, this.#client, op, sku, userId, headers, body)).reply;
+    return (await reserveRecorded(this.ledger, this.client, op, sku, userId, headers, body)).reply;
   }
 
   /** Cancels every hold these users were acknowledged on the SKU (the owners themselves). */
@@ -116,23 +89,8 @@ export class Actors {
     const holds = [...this.ledger.acked.values()].filter(
       (a) => a.sku === sku && users.has(a.userId) && a.lastKnown === "held",
     );
-    await Promise.all(
-      holds.map(async (acked) => {
-        const headers = await this.#auth(acked.userId);
-        const reply = await call(this.ledger, op, () =>
-          this.#client.request("POST", `/api/reservations/${acked.id}/cancel`, { headers }),
-        );
-        if (reply?.status === 200) acked.lastKnown = str(reply.json, "status") ?? acked.lastKnown;
-      }),
-    );
+    await Promise.all(holds.map((acked) => this.cancel(acked, op)));
     return holds.length;
-  }
-
-  /** Each shard's own state, shards 0 to count - 1 (harness route: src/harness/chaos-routes.ts). */
-  async #shardStates(sku: string, count: number): Promise<(ShardState | null)[]> {
-    const reply = await this.#client.admin("GET", `/chaos/stock/${sku}/shards?count=${Math.min(64, count)}`);
-    if (reply.status !== 200) throw new Error(`GET /chaos/stock/${sku}/shards answered ${reply.status}`);
-    return (reply.json as { shards: (ShardState | null)[] }).shards;
   }
 
   /**
@@ -140,10 +98,10 @@ export class Actors {
    * units out of one shard before the other has them), or equals `expected` when given.
    */
   async #stableView(sku: string, expected?: number): Promise<SkuView> {
-    let view = await skuView(this.#client, sku);
+    let view = await skuView(this.client, sku);
     for (let read = 0; read < 4; read++) {
       await sleep(250);
-      const again = await skuView(this.#client, sku);
+      const again = await skuView(this.client, sku);
       const settled = expected === undefined ? again.stock.total === view.stock.total : again.stock.total === expected;
       view = again;
       if (settled) break;
@@ -159,11 +117,11 @@ export class Actors {
     await this.faults.exclusive(sku, async () => {
       const total = this.faults.lastPut.get(sku);
       if (total === null || total === undefined) return;
-      const before = await skuView(this.#client, sku);
+      const before = await skuView(this.client, sku);
       const old = before.shards;
       const target = fault.shards !== old ? fault.shards : (old % 3) + 2;
       const reach = Math.max(old, target);
-      const shardsBefore = await this.#shardStates(sku, reach);
+      const shardsBefore = await this.shardStates<ShardState>(sku, reach);
       const round = `resize-${this.seed}-${fault.round}`;
       // A burst that reserves as the PUT goes out, and one buyer homed on each shard whose token,
       // minted before the PUT, is tried once the PUT has answered.
@@ -173,7 +131,7 @@ export class Actors {
       const tokens = new Map<string, string>();
       await Promise.all(
         [...users].map(async (user) => {
-          const token = await this.#mint(user, sku, "resize");
+          const token = await this.mint(user, sku, "resize");
           if (token) tokens.set(user, token);
         }),
       );
@@ -192,22 +150,12 @@ export class Actors {
       if (reply.status === 200) {
         this.checked.resized200++;
         if (plan) plan.shards = target;
-        let problem: string | null = null;
-        for (let read = 0; read < 4; read++) {
-          problem = await this.#resizedProblem(sku, target, old, total);
-          if (problem === null) break;
-          await sleep(400);
-        }
-        if (problem) this.#fail(10, `${what} answered 200 but ${problem}`);
+        const problem = await settled(() => this.#resizedProblem(sku, target, old, total));
+        if (problem) this.fail(10, `${what} answered 200 but ${problem}`);
       } else if (reply.status === 409) {
         this.checked.resized409++;
-        let problem: string | null = null;
-        for (let read = 0; read < 4; read++) {
-          problem = await this.#unchangedProblem(sku, old, reach, before, shardsBefore);
-          if (problem === null) break;
-          await sleep(400);
-        }
-        if (problem) this.#fail(10, `${what} answered 409 but the SKU is not as it was: ${problem}`);
+        const problem = await settled(() => this.#unchangedProblem(sku, old, reach, before, shardsBefore));
+        if (problem) this.fail(10, `${what} answered 409 but the SKU is not as it was: ${problem}`);
         // Tokens minted before a change that answered 409 keep working.
         for (const user of later) {
           const token = tokens.get(user);
@@ -215,7 +163,7 @@ export class Actors {
           this.checked.oldTokens++;
           const tried = await this.#reserve(user, sku, token, 1, "resize old-token reserve");
           if (tried && errorCode(tried.json) === "TOKEN_INVALID") {
-            this.#fail(
+            this.fail(
               10,
               `${what} answered 409, yet a token minted before it (user ${user}, home shard ${homeShard(user, old)} of ${old}) now answers TOKEN_INVALID`,
             );
@@ -228,8 +176,8 @@ export class Actors {
 
   /** After a resize answered 200: what is not as it must be, or null. */
   async #resizedProblem(sku: string, target: number, old: number, total: number): Promise<string | null> {
-    const view = await skuView(this.#client, sku);
-    const states = await this.#shardStates(sku, Math.max(old, target));
+    const view = await skuView(this.client, sku);
+    const states = await this.shardStates<ShardState>(sku, Math.max(old, target));
     const wrong = states
       .slice(0, target)
       .map((s, i) => (s?.shards === target ? null : `shard ${i} counts ${s?.shards ?? "no state"}`))
@@ -252,8 +200,8 @@ export class Actors {
     before: SkuView,
     shardsBefore: (ShardState | null)[],
   ): Promise<string | null> {
-    const view = await skuView(this.#client, sku);
-    const states = await this.#shardStates(sku, reach);
+    const view = await skuView(this.client, sku);
+    const states = await this.shardStates<ShardState>(sku, reach);
     const problems: string[] = [];
     if (view.shards !== old) problems.push(`the admin view says ${view.shards} shards, ${old} before`);
     if (view.stock.total !== before.stock.total)
@@ -299,9 +247,9 @@ export class Actors {
     if (last === null || last === undefined) return false;
     const before = await this.#stableView(sku);
     if (before.stock.sold === 0) return false;
-    const shardsBefore = await this.#shardStates(sku, before.shards);
+    const shardsBefore = await this.shardStates<ShardState>(sku, before.shards);
     const user = `refused-${this.seed}-${round}-${sku}`;
-    const token = await this.#mint(user, sku, "refused-put");
+    const token = await this.mint(user, sku, "refused-put");
     // Below what is sold: refused whatever holds lapse meanwhile (sold units never come back).
     const body = {
       totalStock: before.stock.sold - 1,
@@ -317,12 +265,12 @@ export class Actors {
     const what = `PUT ${sku} ${show(body)} (sold ${before.stock.sold}, held ${before.stock.held})`;
     let changed = false;
     if (reply.status === 200) {
-      this.#fail(10, `${what} answered 200: a total below what is sold must be refused`);
+      this.fail(10, `${what} answered 200: a total below what is sold must be refused`);
       changed = true;
     } else if (reply.status >= 400 && reply.status < 500) {
       this.checked.refusedCompared++;
       const after = await this.#stableView(sku, before.stock.total);
-      const shardsAfter = await this.#shardStates(sku, Math.max(before.shards, after.shards));
+      const shardsAfter = await this.shardStates<ShardState>(sku, Math.max(before.shards, after.shards));
       const diffs: string[] = [];
       for (const f of OPERATOR_FIELDS) {
         if (show(after[f]) !== show(before[f])) diffs.push(`${f} ${show(before[f])} → ${show(after[f])}`);
@@ -337,7 +285,7 @@ export class Actors {
         }
       });
       if (diffs.length > 0) {
-        this.#fail(10, `${what} answered ${reply.status} ${code ?? ""} but changed ${diffs.join("; ")}`);
+        this.fail(10, `${what} answered ${reply.status} ${code ?? ""} but changed ${diffs.join("; ")}`);
         changed = true;
       }
     }
@@ -357,7 +305,7 @@ export class Actors {
       this.checked.oldTokens++;
       const tried = await this.#reserve(user, sku, token, 1, "refused-put old-token reserve");
       if (tried && errorCode(tried.json) === "TOKEN_INVALID")
-        this.#fail(10, `a token minted before ${what} (answered ${reply.status}) now answers TOKEN_INVALID`);
+        this.fail(10, `a token minted before ${what} (answered ${reply.status}) now answers TOKEN_INVALID`);
       await this.#cancelHolds(sku, new Set([user]), "refused-put cancel");
     }
     return true;
@@ -378,16 +326,16 @@ export class Actors {
     const buyers = Math.floor(plan.totalStock / limit);
     const cancellers = Array.from({ length: Math.max(1, buyers - atLimit.length) }, (_, k) => `${prefix}-c${k}`);
     for (const user of [...atLimit, ...cancellers]) {
-      const token = await this.#mint(user, sku, "waitlist scene");
+      const token = await this.mint(user, sku, "waitlist scene");
       if (token) await this.#reserve(user, sku, token, limit, "waitlist scene reserve");
     }
-    const soldOut = await skuView(this.#client, sku);
+    const soldOut = await skuView(this.client, sku);
     this.faults.count(`waitlist scenes (sold out: ${soldOut.stock.available === 0 ? "yes" : "no"})`);
     const join = async (user: string, kind: string) => {
       this.ledger.waitlisted.add(user); // a join that got no answer may still have put them on the waitlist
-      const headers = await this.#auth(user);
+      const headers = await this.auth(user);
       const reply = await call(this.ledger, "waitlist scene join", () =>
-        this.#client.request("POST", `/api/skus/${sku}/waitlist`, { headers, body: { quantity: 1 } }),
+        this.client.request("POST", `/api/skus/${sku}/waitlist`, { headers, body: { quantity: 1 } }),
       );
       this.faults.count(`waitlist joins ${kind} answered ${reply?.status ?? 0} ${errorCode(reply?.json) ?? ""}`.trim());
       return reply?.status === 202;
@@ -417,7 +365,7 @@ export class Actors {
     // Units went to the line first come, first served (each wants 1): those still waiting are the
     // model's last ones, in its order, and the public view counts exactly them.
     await this.#checkLine(sku, line, "after the cancels", true);
-    const after = await skuView(this.#client, sku);
+    const after = await skuView(this.client, sku);
     this.faults.log(
       `waitlist scene ${sku}: after the cancels available ${after.stock.available}, held ${after.stock.held}, waitlist ${after.waitlist}`,
     );
@@ -425,16 +373,16 @@ export class Actors {
 
   /** Leaves the line (`DELETE`); then the caller's place must be gone. True when it left. */
   async #leave(sku: string, user: string): Promise<boolean> {
-    const headers = await this.#auth(user);
+    const headers = await this.auth(user);
     const left = await call(this.ledger, "waitlist scene leave", () =>
-      this.#client.request("DELETE", `/api/skus/${sku}/waitlist`, { headers }),
+      this.client.request("DELETE", `/api/skus/${sku}/waitlist`, { headers }),
     );
     if (left?.status !== 200) return false;
     const place = await call(this.ledger, "waitlist scene place", () =>
-      this.#client.request("GET", `/api/skus/${sku}/waitlist`, { headers }),
+      this.client.request("GET", `/api/skus/${sku}/waitlist`, { headers }),
     );
     if (place?.status !== 404)
-      this.#fail(14, `${sku}: ${user} left the line (200), yet its place answers ${place?.status}`);
+      this.fail(14, `${sku}: ${user} left the line (200), yet its place answers ${place?.status}`);
     return true;
   }
 
@@ -450,14 +398,14 @@ export class Actors {
     for (let attempt = 0; attempt < 3; attempt++) {
       const places = await Promise.all(
         line.map(async (user) => {
-          const headers = await this.#auth(user);
+          const headers = await this.auth(user);
           const reply = await call(this.ledger, "waitlist scene place", () =>
-            this.#client.request("GET", `/api/skus/${sku}/waitlist`, { headers }),
+            this.client.request("GET", `/api/skus/${sku}/waitlist`, { headers }),
           );
           return reply;
         }),
       );
-      const view = await skuView(this.#client, sku);
+      const view = await skuView(this.client, sku);
       const waiting = places.flatMap((reply, i) =>
         reply?.status === 200 ? [{ user: line[i], json: reply.json }] : [],
       );
@@ -484,7 +432,7 @@ export class Actors {
       await sleep(1_000);
     }
     this.checked.lineReads++;
-    if (problem) this.#fail(14, `${sku} ${when}: ${problem}`);
+    if (problem) this.fail(14, `${sku} ${when}: ${problem}`);
   }
 
   summary14(): string {
@@ -495,12 +443,12 @@ export class Actors {
 
   async stranger(fault: Extract<Fault, { kind: "stranger" }>): Promise<void> {
     const configured = new Set(this.faults.skus.map((p) => p.sku));
-    const admin = { authorization: `Bearer ${this.#client.secrets.adminToken}` };
+    const admin = { authorization: `Bearer ${this.client.secrets.adminToken}` };
     for (const ghost of fault.ghosts) {
       if (configured.has(ghost)) continue;
       this.ghosts.add(ghost);
       this.checked.strangers++;
-      const headers = await this.#auth(`stranger-${this.seed}-${fault.round}-${ghost}`.slice(0, 128));
+      const headers = await this.auth(`stranger-${this.seed}-${fault.round}-${ghost}`.slice(0, 128));
       const hex = randomBytes(16).toString("hex");
       const reservation = `${ghost}.0.${hex}`;
       const payment = JSON.stringify({
@@ -510,34 +458,34 @@ export class Actors {
         amount: 1999,
       });
       const requests: [string, () => Promise<Reply>][] = [
-        ["GET /api/skus/:sku", () => this.#client.request("GET", `/api/skus/${ghost}`)],
-        ["GET draw", () => this.#client.request("GET", `/api/skus/${ghost}/draw`)],
-        ["GET draw entries", () => this.#client.request("GET", `/api/skus/${ghost}/draw/entries`)],
-        ["POST tokens", () => this.#client.request("POST", `/api/skus/${ghost}/tokens`, { headers })],
+        ["GET /api/skus/:sku", () => this.client.request("GET", `/api/skus/${ghost}`)],
+        ["GET draw", () => this.client.request("GET", `/api/skus/${ghost}/draw`)],
+        ["GET draw entries", () => this.client.request("GET", `/api/skus/${ghost}/draw/entries`)],
+        ["POST tokens", () => this.client.request("POST", `/api/skus/${ghost}/tokens`, { headers })],
         [
           "POST reservations",
           () =>
-            this.#client.request("POST", `/api/skus/${ghost}/reservations`, {
+            this.client.request("POST", `/api/skus/${ghost}/reservations`, {
               headers,
               body: { token: "eyJ9.c2ln", quantity: 1 },
             }),
         ],
         [
           "POST waitlist",
-          () => this.#client.request("POST", `/api/skus/${ghost}/waitlist`, { headers, body: { quantity: 1 } }),
+          () => this.client.request("POST", `/api/skus/${ghost}/waitlist`, { headers, body: { quantity: 1 } }),
         ],
-        ["GET reservation", () => this.#client.request("GET", `/api/reservations/${reservation}`, { headers })],
+        ["GET reservation", () => this.client.request("GET", `/api/reservations/${reservation}`, { headers })],
         [
           "GET reservation shard 3",
-          () => this.#client.request("GET", `/api/reservations/${ghost}.3.${hex}`, { headers }),
+          () => this.client.request("GET", `/api/reservations/${ghost}.3.${hex}`, { headers }),
         ],
-        ["cancel", () => this.#client.request("POST", `/api/reservations/${reservation}/cancel`, { headers })],
-        ["payment webhook", () => sendPayment(this.#client, payment)],
+        ["cancel", () => this.client.request("POST", `/api/reservations/${reservation}/cancel`, { headers })],
+        ["payment webhook", () => sendPayment(this.client, payment)],
         [
           "stripe webhook",
           () =>
             sendStripe(
-              this.#client,
+              this.client,
               stripeEvent(
                 stripeId("evt", this.seed),
                 "checkout.session.completed",
@@ -545,7 +493,7 @@ export class Actors {
               ),
             ),
         ],
-        ["admin GET", () => this.#client.request("GET", `/admin/skus/${ghost}`, { headers: admin })],
+        ["admin GET", () => this.client.request("GET", `/admin/skus/${ghost}`, { headers: admin })],
       ];
       for (const [op, send] of requests) {
         await call(this.ledger, `stranger ${op}`, send);
@@ -584,11 +532,11 @@ export class Actors {
       // reservation would take a second unit, past the limit of 1.
       const lapsed = first.get(limitUser);
       const again = await this.#reserveOne(limitUser, sku, "money scene reserve again");
-      if (lapsed && again && (await this.#payBy("webhook", again, "money scene pay"))?.status === "paid") {
-        const late = await this.#payBy("webhook", lapsed, "money scene late pay past the limit");
+      if (lapsed && again && (await this.payBy("webhook", again, "money scene pay"))?.status === "paid") {
+        const late = await this.payBy("webhook", lapsed, "money scene late pay past the limit");
         this.faults.count(`money scenes: late payment past the limit answered ${late?.status ?? "nothing"}`);
         if (late?.status === "paid")
-          this.#fail(2, `${what}: a late payment of ${lapsed.id} made ${limitUser} own 2 units (perUserLimit 1)`);
+          this.fail(2, `${what}: a late payment of ${lapsed.id} made ${limitUser} own 2 units (perUserLimit 1)`);
       }
 
       // (2) Two payments of one lapsed reservation at once, its stock object aborted meanwhile: one
@@ -597,16 +545,16 @@ export class Actors {
       if (doubled) {
         const shard = Number(doubled.id.split(".")[1]);
         const [a, b] = await Promise.all([
-          this.#payBy("webhook", doubled, "money scene double pay"),
-          this.#payBy("stripe", doubled, "money scene double pay"),
+          this.payBy("webhook", doubled, "money scene double pay"),
+          this.payBy("stripe", doubled, "money scene double pay"),
           sleep(between(prng(this.seed + fault.round), 0, 40)).then(() =>
-            this.#client.admin("POST", `/chaos/stock/${sku}/${shard}/abort`).catch(() => null),
+            this.client.admin("POST", `/chaos/stock/${sku}/${shard}/abort`).catch(() => null),
           ),
         ]);
         const outcomes = [a?.outcome, b?.outcome].sort().join(",");
         this.faults.count(`money scenes: late payment twice at once answered ${outcomes}`);
         if (a && b && outcomes !== "applied,refund_required")
-          this.#fail(
+          this.fail(
             6,
             `${what}: two payments of ${doubled.id} at once answered ${outcomes} (one applied, one flagged)`,
           );
@@ -621,75 +569,20 @@ export class Actors {
       // (3) A Stripe delayed method pays a lapsed reservation: applied, the SKU has units.
       const delayed = first.get(delayedUser);
       if (delayed) {
-        const paid = await this.#payBy("stripe-delayed", delayed, "money scene delayed pay");
+        const paid = await this.payBy("stripe-delayed", delayed, "money scene delayed pay");
         this.faults.count(`money scenes: late delayed payment answered ${paid?.status ?? "nothing"}`);
         if (paid?.status === "refund_required")
-          this.#fail(9, `${what}: a late delayed payment of ${delayed.id} was refunded while the SKU had units`);
+          this.fail(9, `${what}: a late delayed payment of ${delayed.id} was refunded while the SKU had units`);
       }
     });
   }
 
   /** A token and a reservation of one unit; its acknowledgement, or null. */
   async #reserveOne(user: string, sku: string, op: string): Promise<Acked | null> {
-    const token = await this.#mint(user, sku, op);
+    const token = await this.mint(user, sku, op);
     const reply = token ? await this.#reserve(user, sku, token, 1, op) : null;
     const id = reply?.status === 202 ? str(reply.json, "reservationId") : undefined;
     return (id && this.ledger.acked.get(id)) || null;
-  }
-
-  /**
-   * A payment of the reservation (`webhook`: /webhooks/payments; `stripe`: checkout.session.completed;
-   * `stripe-delayed`: completed unpaid, then async_payment_succeeded), its answer recorded for
-   * invariant 6. Returns the answer and a way to send the same event again (a provider's retry).
-   */
-  async #payBy(
-    via: "webhook" | "stripe" | "stripe-delayed",
-    acked: Acked,
-    op: string,
-  ): Promise<{ status: string; outcome: string; resend: (op: string) => Promise<unknown> } | null> {
-    let eventId: string;
-    let send: () => Promise<Reply>;
-    if (via === "webhook") {
-      eventId = `evt_${randomBytes(12).toString("hex")}`;
-      const raw = JSON.stringify({ id: eventId, type: "payment.succeeded", reservationId: acked.id, amount: 1999 });
-      send = () => sendPayment(this.#client, raw);
-    } else {
-      eventId = stripeId("pi", this.seed); // Stripe's money is one event by its PaymentIntent
-      const session = (status: "paid" | "unpaid") => checkoutSession(acked.id, 1999, eventId, status);
-      if (via === "stripe-delayed") {
-        const unpaid = await call(this.ledger, `${op} unpaid`, () =>
-          sendStripe(
-            this.#client,
-            stripeEvent(stripeId("evt", this.seed), "checkout.session.completed", session("unpaid")),
-          ),
-        );
-        if (unpaid?.status === 200 && field(unpaid.json, "ignored") !== true)
-          this.#fail(6, `an unpaid checkout.session.completed for ${acked.id} took effect: no money has arrived`);
-      }
-      const type = via === "stripe" ? "checkout.session.completed" : "checkout.session.async_payment_succeeded";
-      const event = stripeEvent(stripeId("evt", this.seed), type, session("paid"));
-      send = () => sendStripe(this.#client, event);
-    }
-    const answer = async (op: string) => {
-      const reply = await call(this.ledger, op, send);
-      const status = reply?.status === 200 ? str(reply.json, "reservationStatus") : undefined;
-      const outcome = reply?.status === 200 ? str(reply.json, "outcome") : undefined;
-      const flagged = this.ledger.flagged.get(acked.sku);
-      if (!status || !outcome) {
-        this.ledger.flagged.set(acked.sku, null); // an event that got no answer may have been flagged
-        return null;
-      }
-      const record = this.ledger.payments.get(eventId) ?? { reservationId: acked.id, answers: [] };
-      record.answers.push(`${status} ${outcome}`);
-      this.ledger.payments.set(eventId, record);
-      acked.lastKnown = status;
-      if (status === "paid" || status === "refund_required") acked.finalBy = status;
-      if (outcome === "refund_required" && flagged !== null)
-        this.ledger.flagged.set(acked.sku, new Set([...(flagged ?? []), eventId]));
-      return { status, outcome };
-    };
-    const first = await answer(op);
-    return first && { ...first, resend: answer };
   }
 
   /** Invariant 10's line for the summary: what was compared on line. */

@@ -76,6 +76,20 @@ export class Client {
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/**
+ * A check read again up to four times 400 ms apart (a transfer between shards in flight takes its
+ * units out of one shard before the other has them): the last problem found, or null.
+ */
+export async function settled(check: () => Promise<string | null>): Promise<string | null> {
+  let problem: string | null = null;
+  for (let read = 0; read < 4; read++) {
+    problem = await check();
+    if (problem === null) return null;
+    await sleep(400);
+  }
+  return problem;
+}
+
 /** The `error.code` of a contract error body, or null. */
 export function errorCode(json: unknown): string | null {
   if (typeof json !== "object" || json === null || !("error" in json)) return null;

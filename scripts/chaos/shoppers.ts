@@ -3,7 +3,9 @@
  * double submits, token replays), cancels, payments (valid, duplicated, late, failed, reordered) and
  * waitlists. Everything they were told is recorded in a {@link Ledger} for the invariant checks.
  */
+import { randomBytes } from "node:crypto";
 import { shopperJwt } from "../../tools/jwt";
+import type { FaultInjector } from "./faults";
 import { type Client, errorCode, field, type Reply, sleep, str } from "./http";
 import { between, derive, type Options, pick, prng, type SkuPlan } from "./schedule";
 import { checkoutSession, sendPayment, sendStripe, stripeEvent, stripeId } from "./stripe";
@@ -140,6 +142,108 @@ export async function call(ledger: Ledger, op: string, send: () => Promise<Reply
     const retryable = reply === null || reply.status === 429 || reply.status >= 500;
     if (!retryable || attempt >= retries) return reply;
     await sleep(reply?.status === 429 ? 1_500 + attempt * 500 : 300 + attempt * 300);
+  }
+}
+
+/** What the scenes of actors.ts and sizes.ts share: the run's client, the ledger, a shopper's requests. */
+export class Scene {
+  constructor(
+    readonly faults: FaultInjector,
+    readonly ledger: Ledger,
+    readonly seed: number,
+  ) {}
+
+  get client(): Client {
+    return this.faults.client;
+  }
+
+  protected fail(invariant: number, message: string): void {
+    this.ledger.violations.push({ invariant, message });
+    this.faults.log(`VIOLATION (invariant ${invariant}): ${message}`);
+  }
+
+  protected auth(userId: string): Promise<Record<string, string>> {
+    return shopperAuth(this.ledger, userId, this.client.secrets.authSecret);
+  }
+
+  /** A purchase token for the user, or null (sold out, paused, no answer). */
+  protected async mint(userId: string, sku: string, op: string): Promise<string | null> {
+    const headers = await this.auth(userId);
+    const reply = await call(this.ledger, `${op} token`, () => this.client.mint(sku, headers));
+    return reply?.status === 201 ? (str(reply.json, "token") ?? null) : null;
+  }
+
+  /** The owner cancels the hold; true when answered 200 (its status then recorded). */
+  protected async cancel(acked: Acked, op: string): Promise<boolean> {
+    const headers = await this.auth(acked.userId);
+    const reply = await call(this.ledger, op, () =>
+      this.client.request("POST", `/api/reservations/${acked.id}/cancel`, { headers }),
+    );
+    if (reply?.status !== 200) return false;
+    acked.lastKnown = str(reply.json, "status") ?? acked.lastKnown;
+    return true;
+  }
+
+  /** Each shard's own state, shards 0 to count - 1 (harness route: src/harness/chaos-routes.ts). */
+  protected async shardStates<T>(sku: string, count: number): Promise<(T | null)[]> {
+    const reply = await this.client.admin("GET", `/chaos/stock/${sku}/shards?count=${Math.min(64, count)}`);
+    if (reply.status !== 200) throw new Error(`GET /chaos/stock/${sku}/shards answered ${reply.status}`);
+    return (reply.json as { shards: (T | null)[] }).shards;
+  }
+
+  /**
+   * A payment of the reservation (`webhook`: /webhooks/payments; `stripe`: checkout.session.completed;
+   * `stripe-delayed`: completed unpaid, then async_payment_succeeded), its answer recorded for
+   * invariant 6. Returns the answer and a way to send the same event again (a provider's retry).
+   */
+  protected async payBy(
+    via: "webhook" | "stripe" | "stripe-delayed",
+    acked: Acked,
+    op: string,
+  ): Promise<{ status: string; outcome: string; resend: (op: string) => Promise<unknown> } | null> {
+    let eventId: string;
+    let send: () => Promise<Reply>;
+    if (via === "webhook") {
+      eventId = `evt_${randomBytes(12).toString("hex")}`;
+      const raw = JSON.stringify({ id: eventId, type: "payment.succeeded", reservationId: acked.id, amount: 1999 });
+      send = () => sendPayment(this.client, raw);
+    } else {
+      eventId = stripeId("pi", this.seed); // Stripe's money is one event by its PaymentIntent
+      const session = (status: "paid" | "unpaid") => checkoutSession(acked.id, 1999, eventId, status);
+      if (via === "stripe-delayed") {
+        const unpaid = await call(this.ledger, `${op} unpaid`, () =>
+          sendStripe(
+            this.client,
+            stripeEvent(stripeId("evt", this.seed), "checkout.session.completed", session("unpaid")),
+          ),
+        );
+        if (unpaid?.status === 200 && field(unpaid.json, "ignored") !== true)
+          this.fail(6, `an unpaid checkout.session.completed for ${acked.id} took effect: no money has arrived`);
+      }
+      const type = via === "stripe" ? "checkout.session.completed" : "checkout.session.async_payment_succeeded";
+      const event = stripeEvent(stripeId("evt", this.seed), type, session("paid"));
+      send = () => sendStripe(this.client, event);
+    }
+    const answer = async (op: string) => {
+      const reply = await call(this.ledger, op, send);
+      const status = reply?.status === 200 ? str(reply.json, "reservationStatus") : undefined;
+      const outcome = reply?.status === 200 ? str(reply.json, "outcome") : undefined;
+      const flagged = this.ledger.flagged.get(acked.sku);
+      if (!status || !outcome) {
+        this.ledger.flagged.set(acked.sku, null); // an event that got no answer may have been flagged
+        return null;
+      }
+      const record = this.ledger.payments.get(eventId) ?? { reservationId: acked.id, answers: [] };
+      record.answers.push(`${status} ${outcome}`);
+      this.ledger.payments.set(eventId, record);
+      acked.lastKnown = status;
+      if (status === "paid" || status === "refund_required") acked.finalBy = status;
+      if (outcome === "refund_required" && flagged !== null)
+        this.ledger.flagged.set(acked.sku, new Set([...(flagged ?? []), eventId]));
+      return { status, outcome };
+    };
+    const first = await answer(op);
+    return first && { ...first, resend: answer };
   }
 }
 

@@ -1,18 +1,7 @@
-/**
- * The sizes scene of the chaos run (issue #51, API.md v1.4 "Sizes (variants)") on the `sizes` SKU of
- * schedule.ts, sold while the run's faults go on: resizes before anything is held, two waves of shoppers
- * with preference lists, an operator mid-sale and the line by size, as docs/DEVELOPMENT.md, "Chaos",
- * describes. Everything it was told goes into the shoppers' ledger (each acknowledged reservation with
- * the sizes it listed and the one it got), so invariants.ts checks it like any other, per size at the
- * end (1, 2, 4, 5); what the operator's PUTs did is checked on line (10) and counted in the summary.
- */
-import { randomBytes } from "node:crypto";
-import type { FaultInjector } from "./faults";
-import { errorCode, field, type Reply, sleep, str } from "./http";
+import { errorCode, field, type Reply, settled, sleep, str } from "./http";
 import { skuView } from "./invariants";
 import { between, derive, prng, type SkuPlan } from "./schedule";
-import { type Acked, call, type Ledger, reserveRecorded, shopperAuth } from "./shoppers";
-import { checkoutSession, sendPayment, sendStripe, stripeEvent, stripeId } from "./stripe";
+import { type Acked, call, reserveRecorded, Scene } from "./shoppers";
 
 type Stock = { total: number; available: number; held: number; sold: number };
 /** A size as the admin view shows it. */
@@ -46,40 +35,11 @@ function shuffled<T>(items: readonly T[], random: () => number): T[] {
   return out;
 }
 
-/**
- * A check read again up to four times 400 ms apart (a pull of a size between shards in flight takes
- * its units out of one shard before the other has them): the last problem found, or null.
- */
-async function settled(check: () => Promise<string | null>): Promise<string | null> {
-  let problem: string | null = null;
-  for (let read = 0; read < 4; read++) {
-    problem = await check();
-    if (problem === null) return null;
-    await sleep(400);
-  }
-  return problem;
-}
-
-export class SizesScene {
+export class SizesScene extends Scene {
   /** What was checked on line, for the summary (faults' counts). */
   readonly told = { acked: 0, soldOut: 0, joined: 0, served: 0, paid: 0, cancelled: 0, secondPairsRefused: 0 };
   /** Who joined the line (answered 202), with the sizes they listed. */
   readonly #waiters = new Map<string, string[]>();
-
-  constructor(
-    readonly faults: FaultInjector,
-    readonly ledger: Ledger,
-    readonly seed: number,
-  ) {}
-
-  #fail(invariant: number, message: string): void {
-    this.ledger.violations.push({ invariant, message });
-    this.faults.log(`VIOLATION (invariant ${invariant}): ${message}`);
-  }
-
-  #auth(userId: string): Promise<Record<string, string>> {
-    return shopperAuth(this.ledger, userId, this.faults.client.secrets.authSecret);
-  }
 
   /** The scene, spread over `spanMs` of traffic (so Worker restarts and redis kills meet it). */
   async run(sku: string, spanMs: number): Promise<void> {
@@ -125,21 +85,14 @@ export class SizesScene {
 
   /** The admin view's sizes. */
   async #sizes(sku: string): Promise<Size[]> {
-    const view = (await skuView(this.faults.client, sku)) as unknown as { variants?: Size[] };
+    const view = (await skuView(this.client, sku)) as unknown as { variants?: Size[] };
     return view.variants ?? [];
-  }
-
-  /** Each shard's own state (shards 0 to count - 1). */
-  async #shards(sku: string, count: number): Promise<(ShardSizes | null)[]> {
-    const reply = await this.faults.client.admin("GET", `/chaos/stock/${sku}/shards?count=${count}`);
-    if (reply.status !== 200) throw new Error(`GET /chaos/stock/${sku}/shards answered ${reply.status}`);
-    return (reply.json as { shards: (ShardSizes | null)[] }).shards;
   }
 
   /** Each size's total summed over the shards 0 to count - 1, by id. */
   async #shardTotals(sku: string, count: number): Promise<Map<string, number>> {
     const out = new Map<string, number>();
-    for (const shard of await this.#shards(sku, count))
+    for (const shard of await this.shardStates<ShardSizes>(sku, count))
       for (const v of shard?.variants ?? []) out.set(v.id, (out.get(v.id) ?? 0) + v.stock.total);
     return out;
   }
@@ -179,7 +132,7 @@ export class SizesScene {
       await sleep(Math.max(0, began + (overMs * i) / plans.length - Date.now()));
       await Promise.all(
         plans.slice(i, i + AT_ONCE).map(async ({ user, listed, join }) => {
-          const token = await this.#mint(user, sku);
+          const token = await this.mint(user, sku, "sizes");
           if (!token) return;
           const reply = await this.#reserve(user, sku, token, listed, "sizes reserve");
           const acked = reply && this.#acked(reply);
@@ -191,24 +144,18 @@ export class SizesScene {
     return held;
   }
 
-  async #mint(user: string, sku: string): Promise<string | null> {
-    const headers = await this.#auth(user);
-    const reply = await call(this.ledger, "sizes token", () => this.faults.client.mint(sku, headers));
-    return reply?.status === 201 ? (str(reply.json, "token") ?? null) : null;
-  }
-
   /**
    * A reservation of one pair by `listed`: a 202 is recorded with the size it names (which must be
    * one listed: 4), a SOLD_OUT's sizes must be the ones listed, none with a unit.
    */
   async #reserve(user: string, sku: string, token: string, listed: string[], op: string): Promise<Reply | null> {
-    const headers = await this.#auth(user);
+    const headers = await this.auth(user);
     const body = { token, quantity: 1, variants: listed };
-    const { reply, acked } = await reserveRecorded(this.ledger, this.faults.client, op, sku, user, headers, body);
+    const { reply, acked } = await reserveRecorded(this.ledger, this.client, op, sku, user, headers, body);
     if (reply && acked) {
       const variant = str(reply.json, "variant") ?? "";
       if (!listed.includes(variant))
-        this.#fail(
+        this.fail(
           4,
           `${sku}: ${user} listed sizes ${show(listed)}, and reservation ${acked.id} holds size ${show(variant)}`,
         );
@@ -222,7 +169,7 @@ export class SizesScene {
         const named = Object.keys(details as object);
         const wrong =
           named.some((id) => !listed.includes(id)) || Object.values(details as object).some((left) => left !== 0);
-        if (wrong) this.#fail(4, `${sku}: ${user} listed ${show(listed)}, SOLD_OUT said ${show(details)}`);
+        if (wrong) this.fail(4, `${sku}: ${user} listed ${show(listed)}, SOLD_OUT said ${show(details)}`);
       }
     }
     return reply;
@@ -236,9 +183,9 @@ export class SizesScene {
   /** Joins the line with the sizes listed (a join that got no answer may still have put them in it). */
   async #join(user: string, sku: string, listed: string[]): Promise<void> {
     this.ledger.waitlisted.add(user);
-    const headers = await this.#auth(user);
+    const headers = await this.auth(user);
     const reply = await call(this.ledger, "sizes waitlist join", () =>
-      this.faults.client.request("POST", `/api/skus/${sku}/waitlist`, {
+      this.client.request("POST", `/api/skus/${sku}/waitlist`, {
         headers,
         body: { quantity: 1, variants: listed },
       }),
@@ -270,9 +217,9 @@ export class SizesScene {
       const problems: string[] = [];
       served = [];
       for (const [user, listed] of this.#waiters) {
-        const headers = await this.#auth(user);
+        const headers = await this.auth(user);
         const place = await call(this.ledger, "sizes waitlist place", () =>
-          this.faults.client.request("GET", `/api/skus/${sku}/waitlist`, { headers }),
+          this.client.request("GET", `/api/skus/${sku}/waitlist`, { headers }),
         );
         const free = listed.filter((id) => (left.get(id) ?? 0) > 0);
         if (place?.status === 200 && free.length > 0)
@@ -286,10 +233,10 @@ export class SizesScene {
       if (problem === null) break;
       await sleep(1_000);
     }
-    if (problem) this.#fail(9, `${sku}: ${problem}`);
+    if (problem) this.fail(9, `${sku}: ${problem}`);
     for (const user of served) {
       const listed = this.#waiters.get(user) ?? [];
-      const headers = await this.#auth(user);
+      const headers = await this.auth(user);
       // A buyer's reservations are read from D1, which a grant reaches through the queue: read again
       // for a few seconds before calling a served buyer empty-handed.
       let mine: Awaited<ReturnType<typeof call>> = null;
@@ -297,20 +244,20 @@ export class SizesScene {
       for (let read = 0; read < 10 && held.length === 0; read++) {
         if (read > 0) await sleep(1_000);
         mine = await call(this.ledger, "sizes me", () =>
-          this.faults.client.request("GET", "/api/me/reservations", { headers }),
+          this.client.request("GET", "/api/me/reservations", { headers }),
         );
         held = ((field(mine?.json, "reservations") ?? []) as Record<string, unknown>[]).filter(
           (r) => r.sku === sku && (r.status === "held" || r.status === "paid"),
         );
       }
       if (mine?.status === 200 && held.length === 0)
-        this.#fail(14, `${sku}: ${user} has no place in the line (404), never left it, and holds nothing`);
+        this.fail(14, `${sku}: ${user} has no place in the line (404), never left it, and holds nothing`);
       for (const r of held) {
         const id = str(r, "reservationId") ?? "";
         const variant = str(r, "variant") ?? "";
         this.told.served++;
         if (!listed.includes(variant))
-          this.#fail(9, `${sku}: the line gave ${user}, who listed ${show(listed)}, size ${show(variant)} (${id})`);
+          this.fail(9, `${sku}: the line gave ${user}, who listed ${show(listed)}, size ${show(variant)} (${id})`);
         if (!id || this.ledger.acked.has(id)) continue;
         this.ledger.acked.set(id, {
           id,
@@ -342,44 +289,12 @@ export class SizesScene {
   }
 
   async #cancel(acked: Acked): Promise<void> {
-    const headers = await this.#auth(acked.userId);
-    const reply = await call(this.ledger, "sizes cancel", () =>
-      this.faults.client.request("POST", `/api/reservations/${acked.id}/cancel`, { headers }),
-    );
-    if (reply?.status === 200) {
-      acked.lastKnown = str(reply.json, "status") ?? acked.lastKnown;
-      this.told.cancelled++;
-    }
+    if (await this.cancel(acked, "sizes cancel")) this.told.cancelled++;
   }
 
   /** A payment of the hold, its answer recorded for invariant 6 (as the money actor does). */
   async #pay(acked: Acked, via: "webhook" | "stripe"): Promise<void> {
-    const client = this.faults.client;
-    let eventId: string;
-    let send: () => Promise<Reply>;
-    if (via === "webhook") {
-      eventId = `evt_sizes_${randomBytes(12).toString("hex")}`;
-      const raw = JSON.stringify({ id: eventId, type: "payment.succeeded", reservationId: acked.id, amount: 1999 });
-      send = () => sendPayment(client, raw);
-    } else {
-      eventId = stripeId("pi", this.seed);
-      const event = stripeEvent(
-        stripeId("evt", this.seed),
-        "checkout.session.completed",
-        checkoutSession(acked.id, 1999, eventId, "paid"),
-      );
-      send = () => sendStripe(client, event);
-    }
-    const reply = await call(this.ledger, `sizes pay (${via})`, send);
-    const status = reply?.status === 200 ? str(reply.json, "reservationStatus") : undefined;
-    const outcome = reply?.status === 200 ? str(reply.json, "outcome") : undefined;
-    if (!status) return;
-    const record = this.ledger.payments.get(eventId) ?? { reservationId: acked.id, answers: [] };
-    record.answers.push(via === "webhook" ? status : `${status} ${outcome}`);
-    this.ledger.payments.set(eventId, record);
-    acked.lastKnown = status;
-    if (status === "paid" || status === "refund_required") acked.finalBy = status;
-    if (status === "paid") this.told.paid++;
+    if ((await this.payBy(via, acked, `sizes pay (${via})`))?.status === "paid") this.told.paid++;
   }
 
   /**
@@ -392,11 +307,11 @@ export class SizesScene {
       owners.map(async (acked) => {
         const others = sizes.filter((s) => s !== acked.sizes?.variant);
         const listed = shuffled(others, random).slice(0, 2);
-        const token = await this.#mint(acked.userId, sku);
+        const token = await this.mint(acked.userId, sku, "sizes");
         if (!token) return;
         const reply = await this.#reserve(acked.userId, sku, token, listed, "sizes second pair");
         if (reply?.status === 202) {
-          this.#fail(
+          this.fail(
             2,
             `${sku}: ${acked.userId}, who ${acked.lastKnown === "paid" ? "bought" : "holds"} size ${acked.sizes?.variant} (${acked.id}), was given a second pair: ${str(reply.json, "variant")} (perUserLimit 1 across sizes)`,
           );
@@ -420,7 +335,7 @@ export class SizesScene {
   async #refusedCut(sku: string): Promise<void> {
     await this.#put(sku, async () => {
       const before = await this.#sizes(sku);
-      const shards = (await skuView(this.faults.client, sku)).shards;
+      const shards = (await skuView(this.client, sku)).shards;
       const target =
         before.filter((s) => s.stock.sold > 0).sort((a, b) => b.stock.sold - a.stock.sold)[0] ??
         before.filter((s) => s.stock.held > 0)[0];
@@ -435,12 +350,12 @@ export class SizesScene {
       this.faults.count(`sizes: cuts below held + sold answered ${reply.status} ${errorCode(reply.json) ?? ""}`.trim());
       const what = `cut of size ${target.id} of ${sku} to ${cut} (held ${target.stock.held}, sold ${target.stock.sold})`;
       if (reply.status === 200) {
-        this.#fail(10, `${what} answered 200: a size's total below its held + sold must be refused`);
+        this.fail(10, `${what} answered 200: a size's total below its held + sold must be refused`);
         this.#record(sku, await this.#sizes(sku));
         return;
       }
       if (reply.status !== 409 || errorCode(reply.json) !== "INVALID_STATE" || field(details, "variant") !== target.id)
-        this.#fail(10, `${what} answered ${reply.status} ${reply.text.slice(0, 200)}, not 409 INVALID_STATE naming it`);
+        this.fail(10, `${what} answered ${reply.status} ${reply.text.slice(0, 200)}, not 409 INVALID_STATE naming it`);
       const problem = await settled(async () => {
         const after = await this.#sizes(sku);
         const afterSpread = await this.#shardTotals(sku, shards);
@@ -453,13 +368,13 @@ export class SizesScene {
             diffs.push(`size ${was.id} over the shards ${spread.get(was.id)} → ${afterSpread.get(was.id)}`);
         }
         if (after.length !== before.length) diffs.push(`${before.length} sizes → ${after.length}`);
-        const view = await skuView(this.faults.client, sku);
+        const view = await skuView(this.client, sku);
         if (view.stock.total !== this.faults.lastPut.get(sku))
           diffs.push(`the SKU's total ${this.faults.lastPut.get(sku)} → ${view.stock.total}`);
         return diffs.length > 0 ? diffs.join("; ") : null;
       });
       this.faults.count("sizes: refused cuts compared before/after (every size, the total, every shard)");
-      if (problem) this.#fail(10, `${what} answered ${reply.status} but changed ${problem}`);
+      if (problem) this.fail(10, `${what} answered ${reply.status} but changed ${problem}`);
     });
   }
 
@@ -481,7 +396,7 @@ export class SizesScene {
       this.faults.count(`sizes: cuts within available answered ${reply.status}`);
       const what = `cut of size ${target.id} of ${sku} by ${by} (available ${target.stock.available})`;
       if (reply.status !== 200) {
-        this.#fail(10, `${what} answered ${reply.status} ${reply.text.slice(0, 200)}: a cut within available applies`);
+        this.fail(10, `${what} answered ${reply.status} ${reply.text.slice(0, 200)}: a cut within available applies`);
         return;
       }
       const expected = before.map((s) => (s.id === target.id ? s.stock.total - by : s.stock.total));
@@ -496,7 +411,7 @@ export class SizesScene {
           ? `sizes ${wrong.map((s) => s.id).join(", ")} hold ${show(after.map((a) => [a.id, a.stock.total]))}, expected ${show(expected)}`
           : null;
       });
-      if (problem) this.#fail(10, `${what} answered 200, yet ${problem}`);
+      if (problem) this.fail(10, `${what} answered 200, yet ${problem}`);
     });
   }
 
@@ -508,7 +423,7 @@ export class SizesScene {
       const reply = await this.faults.putNow(sku, () => ({ variants: [ADDED] }));
       this.faults.count(`sizes: a size added mid-sale answered ${reply.status}`);
       if (reply.status !== 200) {
-        this.#fail(
+        this.fail(
           10,
           `adding size ${ADDED.id} to ${sku} mid-sale answered ${reply.status} ${reply.text.slice(0, 200)}`,
         );
@@ -519,7 +434,7 @@ export class SizesScene {
         const added = (await this.#sizes(sku)).find((s) => s.id === ADDED.id);
         return added?.stock.total === ADDED.totalStock && added.stock.sold === 0 ? null : `it shows ${show(added)}`;
       });
-      if (problem) this.#fail(10, `size ${ADDED.id} added to ${sku} with ${ADDED.totalStock} units: ${problem}`);
+      if (problem) this.fail(10, `size ${ADDED.id} added to ${sku} with ${ADDED.totalStock} units: ${problem}`);
       return true;
     });
   }
@@ -532,9 +447,9 @@ export class SizesScene {
   async #resize(plan: SkuPlan, target: number, when: string): Promise<void> {
     const sku = plan.sku;
     const user = `sizes-${this.seed}-resize-${when === "mid-sale" ? "m" : "p"}${target}`;
-    const token = when === "mid-sale" ? await this.#mint(user, sku) : null;
+    const token = when === "mid-sale" ? await this.mint(user, sku, "sizes") : null;
     await this.#put(sku, async () => {
-      const view = await skuView(this.faults.client, sku);
+      const view = await skuView(this.client, sku);
       const old = view.shards;
       if (old === target) return;
       const before = await this.#sizes(sku);
@@ -546,10 +461,10 @@ export class SizesScene {
       if (reply.status === 200) {
         plan.shards = target;
         const sold = before.reduce((n, s) => n + s.stock.sold, 0);
-        if (sold > 0) this.#fail(10, `${what} answered 200 with ${sold} pairs sold: it must be refused`);
+        if (sold > 0) this.fail(10, `${what} answered 200 with ${sold} pairs sold: it must be refused`);
         const problem = await settled(async () => {
           const after = await this.#sizes(sku);
-          const states = await this.#shards(sku, Math.max(old, target));
+          const states = await this.shardStates<ShardSizes>(sku, Math.max(old, target));
           const spread = await this.#shardTotals(sku, target);
           const wrongCount = states.slice(0, target).some((s) => s?.shards !== target);
           const wrongSpread = before.filter((s) => (spread.get(s.id) ?? 0) !== s.stock.total).map((s) => s.id);
@@ -561,7 +476,7 @@ export class SizesScene {
                 ? `sizes ${wrongSpread.join(", ")} over its ${target} shards do not sum to their totals`
                 : null;
         });
-        if (problem) this.#fail(10, `${what} answered 200 but ${problem}`);
+        if (problem) this.fail(10, `${what} answered 200 but ${problem}`);
         return;
       }
       if (reply.status === 409 && !busy) {
@@ -569,13 +484,13 @@ export class SizesScene {
         return;
       }
       if (reply.status !== 409) {
-        this.#fail(10, `${what} answered ${reply.status} ${reply.text.slice(0, 200)}`);
+        this.fail(10, `${what} answered ${reply.status} ${reply.text.slice(0, 200)}`);
         return;
       }
       const problem = await settled(async () => {
         const after = await this.#sizes(sku);
-        const now = await skuView(this.faults.client, sku);
-        const states = await this.#shards(sku, old);
+        const now = await skuView(this.client, sku);
+        const states = await this.shardStates<ShardSizes>(sku, old);
         const problems: string[] = [];
         if (now.shards !== old) problems.push(`the admin view says ${now.shards} shards`);
         if (states.some((s) => s?.shards !== old)) problems.push(`shards count ${show(states.map((s) => s?.shards))}`);
@@ -583,14 +498,14 @@ export class SizesScene {
         return problems.length > 0 ? problems.join("; ") : null;
       });
       this.faults.count("sizes: refused resizes compared before/after (shards, every size)");
-      if (problem) this.#fail(10, `${what} answered 409 but ${problem}`);
+      if (problem) this.fail(10, `${what} answered 409 but ${problem}`);
     });
     if (!token) return;
     // A token minted before a refused resize still works (whatever its answer, not TOKEN_INVALID).
     const listed = plan.variants?.slice(0, 3).map((v) => v.id) ?? [];
     const tried = await this.#reserve(user, sku, token, listed, "sizes old-token reserve");
     if (errorCode(tried?.json) === "TOKEN_INVALID")
-      this.#fail(10, `a token minted before a resize of ${sku} (refused) now answers TOKEN_INVALID`);
+      this.fail(10, `a token minted before a resize of ${sku} (refused) now answers TOKEN_INVALID`);
     const acked = tried && this.#acked(tried);
     if (acked) await this.#cancel(acked);
   }
