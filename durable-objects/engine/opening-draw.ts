@@ -230,7 +230,8 @@ export class OpeningDraw {
    * the public one now or in the past (its seed hash must be public before it opens). A decided
    * draw is history: its row stays as it was decided, and its tier may move (a later opening gets a
    * draw of its own) or go. A tier that opened before its window was set gets no draw (it had no
-   * seed hash published): its buyers were decided on arrival. `newSeed` gives shard 0 its secret seeds.
+   * seed hash published): its buyers were decided on arrival. `newSeed` gives shard 0 its secret
+   * seeds; without it (a sibling) nothing is refused, and only openings still ahead are added.
    */
   configure(
     windowMs: number | undefined,
@@ -242,13 +243,16 @@ export class OpeningDraw {
     const rows = this.#all;
     const wanted = windowMs ?? rows[0]?.window_ms ?? 0;
     const openings = new Set(startsAt === null ? tierStarts : [...tierStarts, startsAt]);
+    // Shard 0 judges a change of the openings. A sibling takes what shard 0 decided: its refusal would
+    // leave the change half made (a shard new to the SKU after an opening has no row for it).
+    const judge = newSeed !== null;
     // Opened: each window is what it was (a later PUT that repeats it, or leaves it out, is fine),
     // and its opening stays until its draw is decided.
-    for (const row of rows) {
+    for (const row of judge ? rows : []) {
       if (now < row.opens_at) continue;
       if (wanted !== row.window_ms || (!openings.has(row.opens_at) && row.decided_at === null)) return false;
     }
-    if (wanted > 0 && (startsAt === null || (now >= startsAt && !this.#row(startsAt)))) return false;
+    if (judge && wanted > 0 && (startsAt === null || (now >= startsAt && !this.#row(startsAt)))) return false;
     // An opening moved before it opens keeps its row, and so the seed hash already published.
     const added = wanted === 0 ? [] : [...openings].filter((o) => o > now && !this.#row(o)).sort((a, b) => a - b);
     for (const row of rows) {
