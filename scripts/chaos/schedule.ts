@@ -107,6 +107,16 @@ export function lineScenes(opts: Options): number {
   return Math.min(3, Math.max(1, Math.ceil(opts.trafficMs / 180_000)));
 }
 
+/** A SKU of one actor (weight 0: no random shopper buys it), its holds 900 s. */
+const actorSku = (
+  sku: string,
+  totalStock: number,
+  perUserLimit: number,
+  shards: number,
+  role: NonNullable<SkuPlan["role"]>,
+  more: Pick<SkuPlan, "access" | "variants"> = {},
+): SkuPlan => ({ sku, totalStock, perUserLimit, holdSeconds: 900, shards, weight: 0, role, ...more });
+
 export function skuPlans(opts: Options): SkuPlan[] {
   const scale = Math.max(1, Math.ceil(opts.trafficMs / 120_000));
   const prefix = `chaos${opts.seed}`;
@@ -126,55 +136,17 @@ export function skuPlans(opts: Options): SkuPlan[] {
       opening: { leadMs: 4_000, windowMs: 3_000 },
     },
     // Resized between 2, 3 and 4 shards by an operator while the actor's shoppers reserve on it.
-    {
-      sku: `${prefix}-resize`,
-      totalStock: 40,
-      perUserLimit: 2,
-      holdSeconds: 900,
-      shards: 2,
-      weight: 0,
-      role: "resize",
-    },
+    actorSku(`${prefix}-resize`, 40, 2, 2, "resize"),
     // Sold out by four buyers at their limit of 2, then waited for (see actors.ts, `line`).
-    ...Array.from({ length: lineScenes(opts) }, (_, i) => ({
-      sku: `${prefix}-line${i + 1}`,
-      totalStock: 8,
-      perUserLimit: 2,
-      holdSeconds: 900,
-      shards: 2,
-      weight: 0,
-      role: "waitlist" as const,
-    })),
+    ...Array.from({ length: lineScenes(opts) }, (_, i) => actorSku(`${prefix}-line${i + 1}`, 8, 2, 2, "waitlist")),
     // Held and cancelled, resized, then paid late, twice at once and by Stripe's delayed methods (actors.ts, `money`).
-    ...Array.from({ length: moneyScenes(opts) }, (_, i) => ({
-      sku: `${prefix}-money${i + 1}`,
-      totalStock: 6,
-      perUserLimit: 1,
-      holdSeconds: 900,
-      shards: 2,
-      weight: 0,
-      role: "money" as const,
-    })),
+    ...Array.from({ length: moneyScenes(opts) }, (_, i) => actorSku(`${prefix}-money${i + 1}`, 6, 1, 2, "money")),
     // Members by claim, then code holders, then everyone (scripts/chaos/early.ts).
-    {
-      sku: `${prefix}-early`,
-      totalStock: 30,
-      perUserLimit: 1,
-      holdSeconds: 900,
-      shards: 2,
-      weight: 0,
-      role: "early" as const,
+    actorSku(`${prefix}-early`, 30, 1, 2, "early", {
       access: { membersMs: 12_000, codesMs: 24_000, publicMs: 40_000 },
-    },
+    }),
     // A product of 6 sizes on 3 shards, one pair per customer across sizes (scripts/chaos/sizes.ts).
-    {
-      sku: `${prefix}-sizes`,
-      totalStock: 24,
-      perUserLimit: 1,
-      holdSeconds: 900,
-      shards: 3,
-      weight: 0,
-      role: "sizes" as const,
+    actorSku(`${prefix}-sizes`, 24, 1, 3, "sizes", {
       variants: [
         { id: "40", name: "EU 40", totalStock: 3 },
         { id: "41", name: "EU 41", totalStock: 4 },
@@ -183,7 +155,7 @@ export function skuPlans(opts: Options): SkuPlan[] {
         { id: "43", name: "EU 43", totalStock: 4 },
         { id: "44", name: "EU 44", totalStock: 3 },
       ],
-    },
+    }),
   ];
 }
 
