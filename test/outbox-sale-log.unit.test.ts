@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import type { Outbox, OutboxRow } from "../durable-objects/engine/outbox";
+import type { LogEntryRow, Outbox, OutboxRow } from "../durable-objects/engine/outbox";
+import type { ConfigEntry } from "../durable-objects/shared/sale-entries";
 import type { DueWork } from "../durable-objects/stock/due-work";
 import { OutboxSender } from "../durable-objects/stock/outbox-sender";
 
@@ -7,6 +8,7 @@ import { OutboxSender } from "../durable-objects/stock/outbox-sender";
  * The outbox sender with the sale log (issue #52): a decision's event leaves the stock object's
  * outbox only once both the log and the queue took it, so no acknowledged decision can miss its log
  * entry; a failure of either keeps the events for the alarm's retry, which sends them to both again.
+ * Shard 0's configuration entries (written in the change's transaction) go to the log alone, the same way.
  */
 
 function rows(n: number): OutboxRow[] {
@@ -17,15 +19,40 @@ function rows(n: number): OutboxRow[] {
   }));
 }
 
-function harness(opts: { logFails?: boolean; queueFails?: boolean }) {
+const configRow: LogEntryRow = {
+  id: "config:7",
+  type: "config",
+  time: Date.parse("2026-12-05T10:00:00Z"),
+  until: Date.parse("2026-12-05T10:00:00.250Z"),
+  sku: {
+    shards: 2,
+    status: "paused",
+    perUserLimit: 2,
+    holdSeconds: 600,
+    startsAt: null,
+    endsAt: null,
+    stock: { total: 40 },
+    price: null,
+    currency: "USD",
+  },
+  draws: [],
+};
+
+function harness(opts: { logFails?: boolean; queueFails?: boolean; entries?: LogEntryRow[] }) {
   let pending = rows(3);
+  let entries = opts.entries ?? [];
+  const configs: { entry: ConfigEntry; dedupe: string }[] = [];
   const sent: number[] = [];
   const logged: string[][] = [];
   const queued: unknown[][] = [];
   const retries: string[] = [];
   const outbox = {
-    hasPending: () => pending.length > 0,
+    hasPending: () => pending.length > 0 || entries.length > 0,
     pendingRows: () => pending,
+    entriesDue: () => entries,
+    markEntrySent: (id: string) => {
+      entries = entries.filter((e) => e.id !== id);
+    },
     markSent: (lastSeq: number) => {
       sent.push(lastSeq);
       pending = pending.filter((r) => r.lastSeq > lastSeq);
@@ -38,12 +65,18 @@ function harness(opts: { logFails?: boolean; queueFails?: boolean }) {
     },
   } as unknown as Queue;
   const due = { retry: async (work: string) => void retries.push(work) } as unknown as DueWork;
-  const log = async (bodies: readonly string[]) => {
-    if (opts.logFails) throw new Error("log down");
-    logged.push([...bodies]);
+  const log = {
+    append: async (bodies: readonly string[]) => {
+      if (opts.logFails) throw new Error("log down");
+      logged.push([...bodies]);
+    },
+    appendConfig: async (entry: ConfigEntry, dedupe: string) => {
+      if (opts.logFails) throw new Error("log down");
+      configs.push({ entry, dedupe });
+    },
   };
   const sender = new OutboxSender(outbox, queue, due, () => 0, log);
-  return { sender, sent, logged, queued, retries, pending: () => pending };
+  return { sender, sent, logged, queued, retries, configs, pending: () => pending, entries: () => entries };
 }
 
 describe("the outbox sender and the sale log", () => {
@@ -73,6 +106,34 @@ describe("the outbox sender and the sale log", () => {
     expect(h.logged).toHaveLength(1);
     expect(h.sent).toEqual([]);
     expect(h.pending()).toHaveLength(3);
+    expect(h.retries).toEqual(["outbox"]);
+  });
+
+  it("sends shard 0's configuration entries to the log alone, once, with when every shard had the change", async () => {
+    const h = harness({ entries: [configRow] });
+    await h.sender.send();
+    expect(h.configs).toEqual([
+      {
+        dedupe: "config:7",
+        entry: expect.objectContaining({
+          type: "config",
+          time: "2026-12-05T10:00:00.000Z",
+          until: "2026-12-05T10:00:00.250Z",
+          status: "paused",
+          total: 40,
+          shards: 2,
+        }),
+      },
+    ]);
+    expect(h.entries()).toEqual([]);
+    // The queue carries order events only.
+    expect(h.queued.flat().some((m) => JSON.stringify(m).includes("config"))).toBe(false);
+  });
+
+  it("keeps a configuration entry for the retry when the log fails", async () => {
+    const h = harness({ logFails: true, entries: [configRow] });
+    await h.sender.send();
+    expect(h.entries()).toEqual([configRow]);
     expect(h.retries).toEqual(["outbox"]);
   });
 });

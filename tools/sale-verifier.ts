@@ -236,7 +236,8 @@ export function replay(entries: Entry[], reveals: Map<string, string>, settleMs 
           variants,
         };
         if (entry.type === "archive") sale.status = "archived";
-        changing = Number.isFinite(until) && until > at ? { before, until } : null;
+        // Up to `until` (its own time when it names none: in that millisecond, which came first is not told).
+        changing = Number.isFinite(until) && until >= at ? { before, until } : null;
         // The fair opening's commitments: the first configuration naming a seed hash commits to it.
         for (const draw of Array.isArray(entry.draws) ? (entry.draws as Record<string, unknown>[]) : []) {
           const hash = String(draw.seedHash);

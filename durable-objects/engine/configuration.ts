@@ -1,3 +1,4 @@
+import type { ConfiguredSku } from "../shared/sale-entries";
 import type { Access } from "./access";
 import { LAZY_EXPIRY_BATCH, type Ledger, type ResizePhase } from "./ledger";
 import type { OpeningDraw } from "./opening-draw";
@@ -203,7 +204,44 @@ export class Configuration {
     });
     if (current && total > current.total) ledger.freed += total - current.total;
     if (now !== undefined) this.#waitlist.fill(now);
+    if (settings.shard === 0) this.#logEntry(settings, current, now ?? Date.now());
     return ok(this.#state());
+  }
+
+  /**
+   * Shard 0: the SKU's configuration entry (the verifiable sale, durable-objects/shared/sale-entries.ts),
+   * written in the change's own transaction, so no change is ever made without its entry on its way
+   * to the log; the outbox sender appends it. It states the totals the operator set (shard 0's record
+   * on a sharded SKU: the shards' own figures move with transfers) and when shard 0 took the change;
+   * a change its siblings take after it ({@link endPlan}) waits for the time they all had it (`until`).
+   */
+  #logEntry(settings: SkuSettings, current: SkuRow | undefined, now: number): void {
+    const state = this.#state();
+    const sharded = state.shards > 1;
+    const targets = sharded ? this.variantTargets() : null;
+    const { shards, status, perUserLimit, holdSeconds, startsAt, endsAt, price, currency, test } = state;
+    const figures: ConfiguredSku = {
+      ...{ shards, status, perUserLimit, holdSeconds, startsAt, endsAt, price, currency, test },
+      ...{ openingWindowMs: state.openingWindowMs, access: state.access },
+      stock: { total: (sharded ? this.skuTarget() : null) ?? state.stock.total },
+      variants: state.variants?.map((v) => ({
+        id: v.id,
+        name: v.name,
+        stock: { total: targets?.get(v.id) ?? v.stock.total },
+      })),
+    };
+    const draws = (this.#draw.info()?.openings ?? []).flatMap((o) =>
+      o.seedHash === null ? [] : [{ opensAt: o.opensAt, closesAt: o.closesAt, seedHash: o.seedHash }],
+    );
+    const archive = settings.status === "archived" && current?.status !== "archived";
+    this.#ledger.sql.exec(
+      "INSERT INTO log_outbox (id, type, time, until, figures) VALUES (?, ?, ?, ?, ?)",
+      `config:${state.seq}`,
+      archive ? "archive" : "config",
+      now,
+      settings.plan === undefined ? now : null,
+      JSON.stringify({ sku: figures, draws }),
+    );
   }
 
   /** This shard's new total: as given, kept, or shard 0's share of a new SKU total (`retarget`). */
@@ -452,13 +490,15 @@ export class Configuration {
     return config.plan !== null && config.phase !== null ? { plan: config.plan, phase: config.phase } : null;
   }
 
-  /** Shard 0: every sibling applied the resize: it is over. */
-  endPlan(): void {
+  /** Shard 0: every sibling applied the change: it is over, and its log entry says until when. */
+  endPlan(now: number): void {
     const ledger = this.#ledger;
     if (!ledger.configured) return;
     ledger.run(() => {
       const config = ledger.config();
-      if (config.phase === "committing") ledger.writeConfig({ ...config, plan: null, phase: null });
+      if (config.phase !== "committing") return;
+      ledger.writeConfig({ ...config, plan: null, phase: null });
+      ledger.sql.exec("UPDATE log_outbox SET until = max(time, ?) WHERE until IS NULL", now);
     });
   }
 }

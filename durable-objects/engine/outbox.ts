@@ -1,4 +1,5 @@
 import type { OrderEvent } from "../shared/order-events";
+import type { ConfiguredSku, DrawCommitment } from "../shared/sale-entries";
 import type { Ledger } from "./ledger";
 
 /**
@@ -17,6 +18,16 @@ export interface OutboxRow {
   events: string;
 }
 
+/** A configuration entry waiting for the SKU's log: what it states, when, and until when. */
+export interface LogEntryRow {
+  id: string;
+  type: "config" | "archive";
+  time: number;
+  until: number;
+  sku: ConfiguredSku;
+  draws: DrawCommitment[];
+}
+
 interface PendingEvent {
   seq: number;
   event: OrderEvent;
@@ -25,11 +36,32 @@ interface PendingEvent {
 export class Outbox {
   constructor(private readonly ledger: Ledger) {}
 
-  /** Whether events wait to be sent (one row read, nothing parsed). */
+  /** Whether events, or configuration entries ready for the log, wait to be sent. */
   hasPending(): boolean {
     if (!this.ledger.configured) return false;
     this.ledger.writePending();
-    return this.ledger.sql.exec("SELECT 1 FROM outbox_events LIMIT 1").toArray().length > 0;
+    return (
+      this.ledger.sql.exec("SELECT 1 FROM outbox_events LIMIT 1").toArray().length > 0 ||
+      this.ledger.sql.exec("SELECT 1 FROM log_outbox WHERE until IS NOT NULL LIMIT 1").toArray().length > 0
+    );
+  }
+
+  /**
+   * Shard 0: the SKU's configuration entries whose change every shard has (engine/configuration.ts
+   * writes them), oldest first, for the SKU's log alone (the queue never sees them).
+   */
+  entriesDue(): LogEntryRow[] {
+    return this.ledger.sql
+      .exec<{ id: string; type: "config" | "archive"; time: number; until: number; figures: string }>(
+        "SELECT id, type, time, until, figures FROM log_outbox WHERE until IS NOT NULL ORDER BY time",
+      )
+      .toArray()
+      .map(({ figures, ...row }) => ({ ...row, ...(JSON.parse(figures) as Pick<LogEntryRow, "sku" | "draws">) }));
+  }
+
+  /** Forgets a configuration entry once the log has it. */
+  markEntrySent(id: string): void {
+    this.ledger.sql.exec("DELETE FROM log_outbox WHERE id = ?", id);
   }
 
   /**

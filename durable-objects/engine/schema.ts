@@ -435,6 +435,18 @@ const STEPS: readonly ((sql: SqlStorage) => void)[] = [
       if (present.length === 0) sql.exec(`ALTER TABLE ${table} ADD COLUMN variants TEXT`);
     }
   },
+  // 12. The verifiable sale: on shard 0, each configuration entry of the SKU's log, written in the
+  // change's own transaction and sent by the outbox sender (engine/outbox.ts). `figures` (JSON) is
+  // what the entry states; `until`, when every shard had the change (NULL while its plan runs).
+  (sql) => {
+    sql.exec(`CREATE TABLE IF NOT EXISTS log_outbox (
+       id      TEXT    PRIMARY KEY,
+       type    TEXT    NOT NULL CHECK (type IN ('config', 'archive')),
+       time    INTEGER NOT NULL,
+       until   INTEGER,
+       figures TEXT    NOT NULL
+     )`);
+  },
 ];
 
 /** The number of the last step: what a migrated object's `schema_version` reads. */

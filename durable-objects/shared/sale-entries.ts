@@ -176,7 +176,7 @@ export function reservationEntry(event: EntryEvent, shard: number, user: string)
   return entry;
 }
 
-/** What a configuration entry says of a SKU (the SKU's state summed over its shards, as the catalog has it). */
+/** What a configuration entry says of a SKU: shard 0's settings, with the totals the operator set. */
 export interface ConfiguredSku {
   shards: number;
   status: string;
@@ -187,10 +187,10 @@ export interface ConfiguredSku {
   stock: { total: number };
   price: number | null;
   currency: string;
-  test?: true;
-  openingWindowMs?: number;
-  access?: { name: string; startsAt: number; claim?: { name: string; value: string } | undefined }[];
-  variants?: { id: string; name: string; stock: { total: number } }[];
+  test?: true | undefined;
+  openingWindowMs?: number | undefined;
+  access?: { name: string; startsAt: number; claim?: { name: string; value: string } | undefined }[] | undefined;
+  variants?: { id: string; name: string; stock: { total: number } }[] | undefined;
 }
 
 /** An opening's draw as committed: its window and the hash of its secret seed. */

@@ -1,6 +1,8 @@
 import type { Outbox } from "../engine/outbox";
+import type { SaleLogHook } from "../log/sale-log-client";
 import { CoalescedRunner } from "../shared/coalesced-runner";
 import { log } from "../shared/log";
+import { configEntry } from "../shared/sale-entries";
 import type { DueWork } from "./due-work";
 import { packOutbox } from "./outbox-messages";
 
@@ -28,18 +30,12 @@ export class OutboxSender {
   readonly #queue: Queue;
   readonly #due: DueWork;
   readonly #now: () => number;
-  /** The SKU's public log (durable-objects/log/): each batch is appended there before the queue takes it. */
-  readonly #log: ((bodies: readonly string[]) => Promise<unknown>) | undefined;
+  /** The SKU's public log (durable-objects/log/): each batch is appended there as the queue takes it. */
+  readonly #log: SaleLogHook | undefined;
   readonly #runner = new CoalescedRunner(() => this.#flush());
   #lastSentAt = 0;
 
-  constructor(
-    outbox: Outbox,
-    queue: Queue,
-    due: DueWork,
-    now: () => number,
-    saleLog?: (bodies: readonly string[]) => Promise<unknown>,
-  ) {
+  constructor(outbox: Outbox, queue: Queue, due: DueWork, now: () => number, saleLog?: SaleLogHook) {
     this.#log = saleLog;
     this.#outbox = outbox;
     this.#queue = queue;
@@ -59,6 +55,17 @@ export class OutboxSender {
     if (!this.#outbox.hasPending()) return;
     const wait = this.#lastSentAt + OUTBOX_MIN_INTERVAL_MS - Date.now();
     if (wait > 0) await scheduler.wait(wait);
+    // Shard 0's configuration entries, for the log alone; without a log they are only forgotten.
+    for (const row of this.#outbox.entriesDue()) {
+      try {
+        await this.#log?.appendConfig(configEntry(row.type, row.sku, row.time, row.draws, row.until), row.id);
+      } catch (err) {
+        log("warn", "sale log: a configuration entry not appended yet", { error: String(err) });
+        await this.#due.retry("outbox", this.#now() + OUTBOX_RETRY_MS);
+        return;
+      }
+      this.#outbox.markEntrySent(row.id);
+    }
     for (;;) {
       const rows = this.#outbox.pendingRows(OUTBOX_BATCH);
       if (rows.length === 0) return;
@@ -68,7 +75,7 @@ export class OutboxSender {
           // The log and the queue at once: an event is forgotten (markSent) only once both have it; a
           // failure of either sends the batch to both again (each keeps an event once).
           await Promise.all([
-            this.#log?.(batch.bodies),
+            this.#log?.append(batch.bodies),
             this.#queue.sendBatch(batch.bodies.map((body) => ({ body, contentType: "text" }))),
           ]);
         } catch (err) {

@@ -133,7 +133,8 @@ export class SkuChanges {
         this.#host.shardOf(lead.sku, shard).configure(followerSettings(lead, shard)),
       ),
     );
-    if (answers.every((a) => a.status === "fulfilled" && a.value.ok)) this.#host.engine.configuration.endPlan();
+    if (answers.every((a) => a.status === "fulfilled" && a.value.ok))
+      this.#host.engine.configuration.endPlan(this.#host.now());
     else {
       log("warn", "a sibling did not take the SKU's settings", { revision: lead.seq });
       await this.#host.due.retry("config", this.#host.now() + RETRY_MS);
@@ -191,7 +192,8 @@ export class SkuChanges {
         .slice(1)
         .map((shard) => this.#host.shardOf(plan.change.sku, shard).configure(resizeSettings(plan, shard, lead))),
     );
-    if (answers.every((a) => a.status === "fulfilled" && a.value.ok)) this.#host.engine.configuration.endPlan();
+    if (answers.every((a) => a.status === "fulfilled" && a.value.ok))
+      this.#host.engine.configuration.endPlan(this.#host.now());
     else log("warn", "a sibling did not commit a resize yet", { changeId: plan.changeId }); // the alarm again
   }
 

@@ -219,6 +219,8 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     return withLogContext({ requestId, ...this.#host.where() }, async () => {
       const outcome = await this.#changes.put(change);
       await this.#afterCommit();
+      // Its configuration entry in the log before the PUT answers, unless the log cannot take it now.
+      await this.#outbox.send();
       // A sharded sale on again (or with more units) while buyers wait: its line is served now. Units
       // freed while it was paused started a pass that stopped at the pause, and none is freed by this.
       const state = this.engine.configuration.state();
@@ -421,21 +423,6 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   /** The buyer's home shard, asked by a late payment's shard for a unit (see payment-claims.ts). */
   async grantUnit(claim: UnitClaim): Promise<GrantAnswer> {
     return withLogContext(this.#host.where(), () => this.#claims.grant(claim));
-  }
-
-  /**
-   * Shard 0: the totals the operator set (the SKU's, each size's) as it recorded them for later PUTs
-   * (none on one shard, whose own figures are the SKU's), and whether every sibling has the last
-   * change (no plan of a change left to finish). What the SKU's configuration entries state: a sum of
-   * the shards' figures read while units move between them, or before a sibling took the change, is
-   * one the operator never set.
-   */
-  configured(): { total: number | null; variants: Record<string, number>; settled: boolean } {
-    const { configuration } = this.engine;
-    const settled = configuration.resizePlan() === null;
-    // One shard: its own figures are the SKU's (the record serves sharded PUTs, and a one-shard PUT leaves it).
-    if ((configuration.state()?.shards ?? 1) === 1) return { total: null, variants: {}, settled };
-    return { total: configuration.skuTarget(), variants: Object.fromEntries(configuration.variantTargets()), settled };
   }
 
   paymentTotals(): PaymentTotals {

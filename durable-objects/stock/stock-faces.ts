@@ -72,7 +72,6 @@ export type PaymentVerdict = PaymentAnswer & {
 /** What the operator's side calls: admin routes, the catalog, payments, reconciliation. */
 export interface AdminFace extends Pick<EdgeFace, "state" | "drawInfo"> {
   putSku(change: SkuChange, requestId?: string): Promise<Outcome<SkuState>>;
-  configured(): { total: number | null; variants: Record<string, number>; settled: boolean };
   addAccessCodes(tier: string, hashes: string[]): boolean;
   accessCodeCounts(): { tier: string; codes: number; taken: number }[];
   applyPayment(command: PaymentCommand, finished?: Reservation): Promise<Outcome<PaymentVerdict>>;

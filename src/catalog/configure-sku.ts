@@ -9,7 +9,6 @@ import {
 import { reconcileWatermarks, skus } from "../db/schema";
 import { ApiError } from "../http/errors";
 import type { SkuSettingsRequest } from "../http/schemas";
-import { logConfiguration } from "../sale-log/sale-log";
 import { adminShard, callStock, unwrap } from "../stock/stock-client";
 import { rememberSku } from "./sku-catalog";
 import { readShardStates, readWaitlist } from "./sku-state";
@@ -123,7 +122,6 @@ export async function configureSku(
     await d1.batch([catalog, d1.insert(reconcileWatermarks).values(marks).onConflictDoNothing()]);
   }
   rememberSku(sku, shards);
-  await logConfiguration(env, sku, "config", state, now); // the SKU's public log (src/sale-log/)
   return state;
 }
 
@@ -143,11 +141,9 @@ export async function archiveSku(env: Env, sku: string, requestId?: string): Pro
     assumedTotal: sumShards(current).stock.total,
     status: "archived",
   };
-  const began = Date.now();
   unwrap(await callStock(() => adminShard(env, sku, 0).putSku(change, requestId)));
   const states = await readShardStates(env, sku);
   if (!states) throw new Error(`SKU ${sku} vanished while being archived`);
-  await logConfiguration(env, sku, "archive", sumShards(states), began);
   return sumShards(states);
 }
 

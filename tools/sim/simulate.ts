@@ -6,7 +6,6 @@ import {
   type ReserveOutcome,
   type ReserveRequest,
   type SkuState,
-  sumShards,
 } from "../../durable-objects/engine/types";
 import type { WaitlistEntry, WaitlistPlace } from "../../durable-objects/engine/waitlist";
 import type { SaleLog } from "../../durable-objects/log/sale-log";
@@ -16,7 +15,6 @@ import type { PaymentVerdict } from "../../durable-objects/stock/stock-faces";
 import { accessCodeHash, admittedTier } from "../../src/edge/early-access";
 import { seededRandom } from "../../src/harness/seeded-random";
 import { ApiError } from "../../src/http/errors";
-import { logConfiguration } from "../../src/sale-log/sale-log";
 import {
   Broken,
   checkDrawPage,
@@ -79,18 +77,6 @@ interface Acked {
 }
 
 class Violation extends Error {}
-
-/**
- * An operator PUT's time, from its first attempt to its configuration entry; `stale`: the entry's
- * figures were not the operator's (they stand until the next entry).
- */
-interface PutSpan {
-  from: number;
-  to: number;
-  stale: boolean;
-  /** Its configuration entry was appended (a refused PUT appends none). */
-  logged: boolean;
-}
 
 /** A shard as the checks read it: its state, whether its outbox has events to send, its reservations by id. */
 type View = ShardView & { state: SkuState; pending: boolean; rows: Map<string, Row> };
@@ -209,11 +195,6 @@ class Sim {
   readonly #tokens: ReserveRequest[] = [];
   readonly #payments = new Map<string, string>();
   #operatorBusy = false;
-  /**
-   * Each operator PUT's span, from its first attempt to its configuration entry logged: a hold the
-   * log replay finds against the configuration inside one is the known race (docs/SIMULATOR.md).
-   */
-  readonly #puts: PutSpan[] = [];
   readonly #aliases = new Map<string, string>();
   /**
    * Early access (a third of the seeds): the public start, the tiers (one by access codes, maybe one
@@ -364,35 +345,15 @@ class Sim {
   }
 
   /**
-   * The catalog's PUT (src/catalog/configure-sku.ts), as far as the stock objects and the log see it:
-   * shard 0's `putSku`, then every shard's state, then the SKU's configuration (or archive) entry in
-   * its log by the Worker's own `logConfiguration`, stamped with the time the request began.
+   * The catalog's PUT (src/catalog/configure-sku.ts), as far as the stock objects see it: shard 0's
+   * `putSku` (which sends the SKU's configuration entry to its log), then every shard's state.
    */
-  async #put(change: SkuChange, span?: PutSpan): Promise<Outcome<SkuState>> {
-    const began = this.#world.now;
+  async #put(change: SkuChange): Promise<Outcome<SkuState>> {
     const outcome = await this.#call<Outcome<SkuState>>(0, "putSku", change);
     if (!outcome.ok) return outcome;
     const first = await this.#call<SkuState | null>(0, "state");
     if (!first) throw new Violation("shard 0 has no state after a PUT it answered");
-    const rest = await Promise.all(
-      Array.from({ length: first.shards - 1 }, (_, i) => this.#call<SkuState | null>(i + 1, "state")),
-    );
-    const state = sumShards([first, ...rest.filter((r) => r !== null)]);
-    // The shards' figures as read now, summed, as the catalog reads them (the entry itself states shard
-    // 0's record of the operator's totals): `stale` when a shard not at the change yet, or a unit on its
-    // way between shards, makes them figures the operator never set.
-    const set = (id: string, candidates: Set<number> | undefined) =>
-      change.variants?.find((v) => v.id === id)?.totalStock ?? candidates;
-    const stale = this.#sizes
-      ? [...this.#sizes].some(
-          ([id, t]) => !toSet(set(id, t)).has(state.variants?.find((v) => v.id === id)?.stock.total ?? 0),
-        )
-      : !(change.totalStock !== undefined ? new Set([change.totalStock]) : this.#totals).has(state.stock.total);
-    if (span) span.stale = stale;
-    const archive = change.status === "archived";
-    const env = this.#world.env as unknown as Env;
-    await logConfiguration(env, SKU, archive ? "archive" : "config", state, began);
-    if (span) span.logged = true;
+    await Promise.all(Array.from({ length: first.shards - 1 }, (_, i) => this.#call<SkuState | null>(i + 1, "state")));
     return outcome;
   }
 
@@ -665,14 +626,11 @@ class Sim {
         // An unanswered PUT may have applied: until one is answered, both totals are possible.
         const refused = this.#snapshot();
         this.#expect(change, false);
-        const span: PutSpan = { from: this.#world.now, to: Number.POSITIVE_INFINITY, stale: false, logged: false };
-        this.#puts.push(span);
         // A PUT that answered no status (its call or answer lost) is sent again, as an operator
-        // does after a 5xx: only an answered PUT logs its configuration (the catalog's success path).
+        // does after a 5xx (an attempt whose answer was lost may have applied: its entry is in the log).
         for (let attempt = 1; ; attempt++) {
           try {
-            const outcome = await this.#put(change, span);
-            span.to = this.#world.now;
+            const outcome = await this.#put(change);
             if (outcome.ok) this.#expect(change, true);
             else if (attempt === 1) refused(); // after a lost attempt, that one may have applied
 
@@ -871,22 +829,6 @@ class Sim {
       );
     } catch (error) {
       if (!(error instanceof Broken)) throw error;
-      const { at } = error;
-      // The known defect of the configuration entries (docs/SIMULATOR.md): a change applied by a PUT's
-      // attempt whose answer was lost, before the entry's time or with no entry at all.
-      // SIM_NO_EXCUSE=1: report it as any other break.
-      const known =
-        process.env.SIM_NO_EXCUSE !== "1" &&
-        this.#puts.some(
-          (p, i) =>
-            at !== undefined &&
-            p.from <= at &&
-            at <= (p.stale || !p.logged ? (this.#puts.slice(i + 1).find((q) => q.logged)?.to ?? Infinity) : p.to),
-        );
-      if (known) {
-        this.#line(`verify-sale: stops at a known defect of the configuration entries: ${error.message}`);
-        return;
-      }
       throw new Violation(`verify-sale: ${error.message}`);
     }
   }
@@ -949,10 +891,6 @@ const ORIGIN = `sim.example/api/skus/${SKU}/log`;
 /** The shard a reservation id names (`<sku>.<shard>.<hex>`). */
 function shardOf(reservationId: string): number {
   return Number(reservationId.split(".")[1]);
-}
-
-function toSet(value: number | Set<number> | undefined): Set<number> {
-  return value instanceof Set ? value : new Set(value === undefined ? [] : [value]);
 }
 
 function sumMax(sizes: Map<string, Set<number>>): number {
