@@ -20,7 +20,7 @@ import {
 } from "../edge/sold-out-cache";
 import { limitShopper } from "../http/auth";
 import type { AppEnv } from "../http/context";
-import { ApiError, busy, type ErrorCode } from "../http/errors";
+import { ApiError, answerError, busy, type ErrorCode } from "../http/errors";
 import { integerQuery } from "../http/query";
 import { DISPLAY_CACHE_SECONDS, forgetDisplay, skuDisplay } from "../mirror/stock-display";
 import { increment } from "../observability/metrics";
@@ -43,10 +43,13 @@ function soldOutTtl(env: Env): number {
   return Number(env.SOLD_OUT_CACHE_TTL_MS);
 }
 
+/** The edge's own SOLD_OUT: the same answer every time, so one error per isolate, its body serialized once. */
+const SOLD_OUT_AT_EDGE = new ApiError("SOLD_OUT");
+
 /** Answers `SOLD_OUT` from this isolate's cache (no stock object call), counted as a cache hit. */
 function soldOutAtEdge(sku: string): ApiError {
   increment("flashgate_sold_out_cache_hits_total", { sku });
-  return new ApiError("SOLD_OUT");
+  return SOLD_OUT_AT_EDGE;
 }
 
 /**
@@ -94,7 +97,7 @@ async function soldOutFirst(
 /** Sold out comes first (API.md): a token request for a SKU this isolate knows is sold out. */
 const soldOutToken = createMiddleware<AppEnv>(async (c, next) => {
   const sku = c.req.param("sku");
-  if (sku && isSoldOut(sku, Date.now())) throw soldOutAtEdge(sku);
+  if (sku && isSoldOut(sku, Date.now())) return answerError(c, soldOutAtEdge(sku));
   await next();
   await soldOutFirst(c, sku);
 });
@@ -117,7 +120,7 @@ const soldOutReservation = createMiddleware<AppEnv>(async (c, next) => {
   if (sku && body && known) {
     const peek = peekPurchaseToken(body.token ?? "");
     if (!peek || known.every((key) => refusesReservation(key, peek.shard, peek.nonce, now, ttl))) {
-      throw soldOutAtEdge(sku);
+      return answerError(c, soldOutAtEdge(sku));
     }
   }
   await next();

@@ -226,6 +226,16 @@ describe("sold out comes first", () => {
     expect(
       codeOf(await call("POST", `/api/skus/${open}/reservations`, { body: { token: fresh, quantity: 1 } })),
     ).toEqual([401, "UNAUTHENTICATED"]);
+    // A storm's answers, side by side: each the whole contract body, with its own request id.
+    const storm = await Promise.all([1, 2, 3].map(() => call("POST", `/api/skus/${sku}/reservations`, { body })));
+    for (const answer of storm) {
+      expect([answer.status, answer.headers.get("Content-Type"), answer.json]).toEqual([
+        409,
+        "application/json",
+        { error: { code: "SOLD_OUT", message: "Sold out." } },
+      ]);
+    }
+    expect(new Set(storm.map((answer) => answer.headers.get("X-Request-Id"))).size).toBe(3);
     // The token that holds the reservation goes the full way, and gets it back.
     const replay = await reserve("ann6", sku, 1, token);
     expect([replay.status, replay.headers.get("Idempotent-Replayed"), replay.json.reservationId]).toEqual([
