@@ -6,25 +6,13 @@
  * line: docs/DEVELOPMENT.md, "Chaos: `npm run chaos`".
  */
 import { randomBytes } from "node:crypto";
+import type { SkuState as ShardState } from "../../durable-objects/engine/types";
 import { homeShard } from "../../durable-objects/shared/shard-name";
 import { errorCode, field, type Reply, settled, sleep, str } from "./http";
 import { type SkuView, skuView } from "./invariants";
 import { between, type Fault, prng } from "./schedule";
 import { type Acked, call, reserveRecorded, Scene } from "./shoppers";
 import { checkoutSession, sendPayment, sendStripe, stripeEvent, stripeId } from "./stripe";
-
-/** One shard's own state, as `GET /chaos/stock/:sku/shards` answers it (the stock object's SkuState). */
-export interface ShardState {
-  shard: number;
-  shards: number;
-  name: string;
-  status: string;
-  perUserLimit: number;
-  holdSeconds: number;
-  startsAt: number | null;
-  endsAt: number | null;
-  stock: { total: number; available: number; held: number; sold: number };
-}
 
 /** The fields of the admin view only an operator changes (shoppers change none of them). */
 const OPERATOR_FIELDS = [

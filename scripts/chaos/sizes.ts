@@ -1,21 +1,16 @@
+/**
+ * The sizes scene of the chaos run (issue #51, API.md v1.4 "Sizes (variants)") on the `sizes` SKU of
+ * schedule.ts, sold while the run's faults go on: resizes before anything is held, two waves of shoppers
+ * with preference lists, an operator mid-sale and the line by size, as docs/DEVELOPMENT.md, "Chaos",
+ * describes. Everything it was told goes into the shoppers' ledger (each acknowledged reservation with
+ * the sizes it listed and the one it got), so invariants.ts checks it like any other, per size at the
+ * end (1, 2, 4, 5); what the operator's PUTs did is checked on line (10) and counted in the summary.
+ */
+import type { VariantState as Size, SkuState, StockCounts as Stock } from "../../durable-objects/engine/types";
 import { errorCode, field, type Reply, settled, sleep, str } from "./http";
 import { skuView } from "./invariants";
 import { between, derive, prng, type SkuPlan } from "./schedule";
 import { type Acked, call, reserveRecorded, Scene } from "./shoppers";
-
-type Stock = { total: number; available: number; held: number; sold: number };
-/** A size as the admin view shows it. */
-interface Size {
-  id: string;
-  name: string;
-  stock: Stock;
-}
-/** One shard's own state as `GET /chaos/stock/:sku/shards` answers it, with its sizes. */
-interface ShardSizes {
-  shards: number;
-  stock: Stock;
-  variants?: { id: string; stock: Stock }[];
-}
 
 /** The size an operator adds mid-sale. */
 const ADDED = { id: "46", name: "EU 46", totalStock: 4 };
@@ -92,7 +87,7 @@ export class SizesScene extends Scene {
   /** Each size's total summed over the shards 0 to count - 1, by id. */
   async #shardTotals(sku: string, count: number): Promise<Map<string, number>> {
     const out = new Map<string, number>();
-    for (const shard of await this.shardStates<ShardSizes>(sku, count))
+    for (const shard of await this.shardStates<SkuState>(sku, count))
       for (const v of shard?.variants ?? []) out.set(v.id, (out.get(v.id) ?? 0) + v.stock.total);
     return out;
   }
@@ -464,7 +459,7 @@ export class SizesScene extends Scene {
         if (sold > 0) this.fail(10, `${what} answered 200 with ${sold} pairs sold: it must be refused`);
         const problem = await settled(async () => {
           const after = await this.#sizes(sku);
-          const states = await this.shardStates<ShardSizes>(sku, Math.max(old, target));
+          const states = await this.shardStates<SkuState>(sku, Math.max(old, target));
           const spread = await this.#shardTotals(sku, target);
           const wrongCount = states.slice(0, target).some((s) => s?.shards !== target);
           const wrongSpread = before.filter((s) => (spread.get(s.id) ?? 0) !== s.stock.total).map((s) => s.id);
@@ -490,7 +485,7 @@ export class SizesScene extends Scene {
       const problem = await settled(async () => {
         const after = await this.#sizes(sku);
         const now = await skuView(this.client, sku);
-        const states = await this.shardStates<ShardSizes>(sku, old);
+        const states = await this.shardStates<SkuState>(sku, old);
         const problems: string[] = [];
         if (now.shards !== old) problems.push(`the admin view says ${now.shards} shards`);
         if (states.some((s) => s?.shards !== old)) problems.push(`shards count ${show(states.map((s) => s?.shards))}`);
