@@ -41,6 +41,16 @@ export class RedisControl {
   }
 }
 
+/** The summary's name for each gatherer and receiver fault. */
+const COUNTED = {
+  slow: "gatherer slow windows",
+  restart: "gatherer restarts",
+  "abort-mid-batch": "gatherer mid-batch aborts armed",
+  "receiver-window": "webhook receiver fail/drop windows",
+  "receiver-outage": "webhook receiver outages (503 past the retry schedule)",
+  "receiver-stall": "webhook receiver stalls (answers past the 10-s timeout)",
+} as const;
+
 export class FaultInjector {
   readonly injected = new Map<string, number>();
   readonly errors: string[] = [];
@@ -115,8 +125,7 @@ export class FaultInjector {
         return;
       }
       case "consumer-off":
-        await this.consumerOff();
-        return;
+        return this.consumerOff();
       case "redis-kill":
         if (this.redis.down) return;
         await this.redis.kill();
@@ -146,58 +155,37 @@ export class FaultInjector {
         return;
       }
       case "operator":
-        await this.#operator(fault);
-        return;
+        return this.#operator(fault);
       case "resize-race":
-        await this.actors.resizeRace(fault);
-        return;
+        return this.actors.resizeRace(fault);
       case "refused-put":
-        await this.actors.refusedPut(fault);
-        return;
+        return this.actors.refusedPut(fault);
       case "waitlist":
-        await this.actors.waitlistScene(fault);
-        return;
+        return this.actors.waitlistScene(fault);
       case "stranger":
-        await this.actors.stranger(fault);
-        return;
+        return this.actors.stranger(fault);
       case "money":
-        await this.actors.moneyScene(fault);
-        return;
+        return this.actors.moneyScene(fault);
       case "early":
-        await this.early.run(fault.sku, this.actors.seed);
-        return;
+        return this.early.run(fault.sku, this.actors.seed);
       case "sizes":
-        await this.sizes.run(fault.sku, fault.spanMs);
-        return;
+        return this.sizes.run(fault.sku, fault.spanMs);
       case "gatherer": {
         const { sku, shard, kind: _kind, ...body } = fault;
         await this.#expectOk(this.client.admin("POST", `/chaos/gatherer/${sku}/${shard}`, body));
-        this.count(
-          fault.fault === "slow"
-            ? "gatherer slow windows"
-            : fault.fault === "restart"
-              ? "gatherer restarts"
-              : "gatherer mid-batch aborts armed",
-        );
+        this.count(COUNTED[fault.fault]);
         const shards = this.skus.find((plan) => plan.sku === sku)?.shards ?? 1;
         if (fault.fault === "abort-mid-batch" && shard < shards) await this.witness.reserve(sku, shard, shards);
         return;
       }
       case "worker-restart":
-        await this.#restart();
-        return;
+        return this.#restart();
       case "receiver-window":
       case "receiver-outage":
       case "receiver-stall":
         if (!this.hooks) throw new Error("no shop webhook receiver");
         await this.hooks.apply(fault);
-        this.count(
-          fault.kind === "receiver-window"
-            ? "webhook receiver fail/drop windows"
-            : fault.kind === "receiver-outage"
-              ? "webhook receiver outages (503 past the retry schedule)"
-              : "webhook receiver stalls (answers past the 10-s timeout)",
-        );
+        this.count(COUNTED[fault.kind]);
         return;
     }
   }
