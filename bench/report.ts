@@ -473,23 +473,9 @@ function targetTable(r: Results): string {
       ]),
     ),
     "",
-    '"Estimated bound" is an estimate, from this one run, of the most any code could reach on a target here: the sold-out ' +
-      "floor (bench/lib/floor-worker.ts: JWT, rate limit, body and purchase token checked by hand, no framework) " +
-      "for the sold-out storm; for the hot SKU, the floor's checks plus " +
-      "the stock object's CPU per reservation and the order pipeline's per order (both measured in this run, in " +
-      "the same workerd as locally), as a throughput if CPU is all that bounds it. The figure uses the mean of the " +
-      "bare Worker's runs beside the floor; in brackets, the lowest and highest it comes out with each of those runs " +
-      "alone, which is how much the runtime moved within the run. It is not a proof: a measured ratio at or past it " +
-      "(as can happen within the spread) means the estimate is loose, and one run cannot show that a target is out " +
-      "of reach. What it does say: the part of each request spent in the local runtime (Miniflare's entry worker in " +
-      "front of every request, the body pumped between the two, the queue and D1 on the objects' thread) is not " +
-      'Flashgate\'s to remove. "Direct" is the same ratio and its estimate with the Worker reached ' +
-      "directly (no entry worker in front of either side), where the gateway's own cost is a larger part of each request.",
+    `"Estimated bound" is an estimate, from this one run, of the most any code could reach on a target here: the sold-out floor (bench/lib/floor-worker.ts: JWT, rate limit, body and purchase token checked by hand, no framework) for the sold-out storm; for the hot SKU, the floor's checks plus the stock object's CPU per reservation and the order pipeline's per order (both measured in this run, in the same workerd as locally), as a throughput if CPU is all that bounds it. The figure uses the mean of the bare Worker's runs beside the floor; in brackets, the lowest and highest it comes out with each of those runs alone, which is how much the runtime moved within the run. It is not a proof: a measured ratio at or past it (as can happen within the spread) means the estimate is loose, and one run cannot show that a target is out of reach. What it does say: the part of each request spent in the local runtime (Miniflare's entry worker in front of every request, the body pumped between the two, the queue and D1 on the objects' thread) is not Flashgate's to remove. "Direct" is the same ratio and its estimate with the Worker reached directly (no entry worker in front of either side), where the gateway's own cost is a larger part of each request.`,
     "",
-    `The latency target has no bound: the same ratio of the bare Worker's runs in this run was ${bareTails(r, "entry")} ` +
-      `through the entry worker and ${bareTails(r, "direct")} directly (their p50 and p99 in the tables above). ` +
-      "Under a closed loop of 50 connections on 2 cores the tail is the runtime's and the machine's more than the " +
-      "gateway's: a Worker that does nothing has it too, and from run to run it moves more than any code could.",
+    `The latency target has no bound: the same ratio of the bare Worker's runs in this run was ${bareTails(r, "entry")} through the entry worker and ${bareTails(r, "direct")} directly (their p50 and p99 in the tables above). Under a closed loop of 50 connections on 2 cores the tail is the runtime's and the machine's more than the gateway's: a Worker that does nothing has it too, and from run to run it moves more than any code could.`,
   ].join("\n");
 }
 
@@ -639,8 +625,7 @@ export function performanceDoc(r: Results): string {
     "",
     edgeTable(r, "direct"),
     "",
-    "Each edge point is divided by the bare Worker's runs just before and after it (their mean), reached the " +
-      "same way: the bare rows are those runs, and how far they differ is how much the machine drifted during the bench.",
+    `Each edge point is divided by the bare Worker's runs just before and after it (their mean), reached the same way: the bare rows are those runs, and how far they differ is how much the machine drifted during the bench.`,
     "",
     "## What the code costs",
     "",

@@ -166,8 +166,7 @@ export function plan(config: Config, existing: Existing | null, deployArgs: stri
       if (id !== PLACEHOLDER_D1_ID) {
         if (existing && !existing.databases.some((d) => d.uuid === id)) {
           refusals.push(
-            `wrangler.toml's database_id ${id} (${resource.name}) is not among this account's D1 databases ` +
-              "(`wrangler d1 list`): check `wrangler whoami`, or put back the placeholder to create it.",
+            `wrangler.toml's database_id ${id} (${resource.name}) is not among this account's D1 databases (\`wrangler d1 list\`): check \`wrangler whoami\`, or put back the placeholder to create it.`,
           );
         }
         present.push({ resource, because: `in wrangler.toml: database_id ${id}` });

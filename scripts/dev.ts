@@ -108,8 +108,7 @@ async function fireCron(base: string, adminToken: string | undefined): Promise<v
     if (!run) return log(`cron: reconciliation ran in ${ms} ms (its run is not readable: HTTP ${runs.status})`);
     const repaired = run.differences.filter((d) => d.repaired).length;
     log(
-      `cron: reconciliation ${run.runId.slice(0, 8)} in ${ms} ms: ${run.skusChecked} SKUs checked, ` +
-        `${run.differences.length} differences (${repaired} repaired), ${run.errors} errors`,
+      `cron: reconciliation ${run.runId.slice(0, 8)} in ${ms} ms: ${run.skusChecked} SKUs checked, ${run.differences.length} differences (${repaired} repaired), ${run.errors} errors`,
     );
   } catch (err) {
     if (!cron.stopped) log(`cron: could not reach wrangler dev: ${String(err)}`);

@@ -92,8 +92,7 @@ async function main(): Promise<void> {
   }
   if (!(RATE >= 0)) throw new Error("--rate: cycles per second, 0 for no pacing");
   log(
-    `phases ${PHASES.join(" → ")} finished reservations, ${CONCURRENCY} concurrent shoppers, ` +
-      `${RATE > 0 ? `${RATE} cycles/s` : "unpaced"}${CONTROL ? ", bare Worker control" : ""}`,
+    `phases ${PHASES.join(" → ")} finished reservations, ${CONCURRENCY} concurrent shoppers, ${RATE > 0 ? `${RATE} cycles/s` : "unpaced"}${CONTROL ? ", bare Worker control" : ""}`,
   );
   const control = CONTROL ? await startBareWorker() : undefined;
   let controlSent = 0;
@@ -159,9 +158,7 @@ async function main(): Promise<void> {
           await collectGarbage(server.inspectorPort);
           const after = await nativeMemory(server.pid);
           log(
-            `after GC: ${JSON.stringify(heapsMiB(await isolateHeaps(server.inspectorPort)))}, native allocated ` +
-              `${(after.allocatedBytes / 2 ** 20).toFixed(1)} MiB, workerd ${Math.round(rssBytes(server.pid) / 2 ** 20)} MiB ` +
-              `(${Math.round(statusKiB(server.pid, "RssAnon") / 1024)} anon)`,
+            `after GC: ${JSON.stringify(heapsMiB(await isolateHeaps(server.inspectorPort)))}, native allocated ${(after.allocatedBytes / 2 ** 20).toFixed(1)} MiB, workerd ${Math.round(rssBytes(server.pid) / 2 ** 20)} MiB (${Math.round(statusKiB(server.pid, "RssAnon") / 1024)} anon)`,
           );
         }
       }
@@ -169,12 +166,7 @@ async function main(): Promise<void> {
       // Written after every phase: a long soak cut short still leaves its figures.
       if (JSON_OUT) writeFileSync(JSON_OUT, `${JSON.stringify({ phases }, null, 2)}\n`);
       log(
-        `${finished} finished: ${phase.rowsPerReservation.toFixed(1)} rows/reservation, ` +
-          `${phase.rowsPerRelease.toFixed(1)} rows/release, ${phase.rowsPerReconciliation} rows/reconciliation, ` +
-          `${phase.objectRowsPerScrape} object rows/scrape, db ${(phase.databaseBytes / 1024).toFixed(0)} KiB, ` +
-          `${phase.reservationRows} reservation rows (${phase.secondsHeld.toFixed(0)} s of sale), ` +
-          `workerd ${phase.workerdRssMiB} MiB (${phase.workerdAnonMiB} anon)` +
-          `${phase.bareWorkerRssMiB === undefined ? "" : `, bare Worker ${phase.bareWorkerRssMiB} MiB`} ` +
+        `${finished} finished: ${phase.rowsPerReservation.toFixed(1)} rows/reservation, ${phase.rowsPerRelease.toFixed(1)} rows/release, ${phase.rowsPerReconciliation} rows/reconciliation, ${phase.objectRowsPerScrape} object rows/scrape, db ${(phase.databaseBytes / 1024).toFixed(0)} KiB, ${phase.reservationRows} reservation rows (${phase.secondsHeld.toFixed(0)} s of sale), workerd ${phase.workerdRssMiB} MiB (${phase.workerdAnonMiB} anon)${phase.bareWorkerRssMiB === undefined ? "" : `, bare Worker ${phase.bareWorkerRssMiB} MiB`} ` +
           `(${phase.cyclesPerSecond.toFixed(0)} cycles/s)`,
       );
     }

@@ -98,8 +98,7 @@ export async function measure(spec: PointSpec): Promise<Point> {
     errors: r.errors,
   };
   log(
-    `${spec.label}: ${point.rps.toFixed(0)} req/s, p50 ${point.p50Ms.toFixed(1)} ms, p99 ${point.p99Ms.toFixed(1)} ms, ` +
-      `${point.cpuUsPerRequest.toFixed(0)} µs CPU/request, statuses ${JSON.stringify(r.statuses)}`,
+    `${spec.label}: ${point.rps.toFixed(0)} req/s, p50 ${point.p50Ms.toFixed(1)} ms, p99 ${point.p99Ms.toFixed(1)} ms, ${point.cpuUsPerRequest.toFixed(0)} µs CPU/request, statuses ${JSON.stringify(r.statuses)}`,
   );
   return point;
 }

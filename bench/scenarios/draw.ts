@@ -67,8 +67,7 @@ export async function drawDecide(bench: Bench, server: WorkerServer) {
     rssAfterMiB: rssAfter / 2 ** 20,
   };
   log(
-    `  decided in ${decideMs.toFixed(0)} ms (${fig.decideCpuMs.toFixed(0)} ms workerd CPU, ${fig.decideCpuUsPerEntrant.toFixed(1)} µs/entrant); ` +
-      `workerd RSS ${fig.rssBeforeMiB.toFixed(0)} → ${fig.rssAfterMiB.toFixed(0)} MiB; entering cost ${fig.enterCpuUsPerEntrant.toFixed(1)} µs/entrant`,
+    `  decided in ${decideMs.toFixed(0)} ms (${fig.decideCpuMs.toFixed(0)} ms workerd CPU, ${fig.decideCpuUsPerEntrant.toFixed(1)} µs/entrant); workerd RSS ${fig.rssBeforeMiB.toFixed(0)} → ${fig.rssAfterMiB.toFixed(0)} MiB; entering cost ${fig.enterCpuUsPerEntrant.toFixed(1)} µs/entrant`,
   );
   bench.figures.draw_decide = fig;
   return fig;
@@ -155,8 +154,7 @@ export async function drawDecideSharded(bench: Bench, server: WorkerServer, entr
     transactionsPerEntrant: spent / entrants,
   };
   log(
-    `  decided and answered in ${decideMs.toFixed(0)} ms (${fig.decideCpuMs.toFixed(0)} ms workerd CPU); ` +
-      `${spent} engine transactions, ${fig.transactionsPerEntrant.toFixed(2)} per entrant`,
+    `  decided and answered in ${decideMs.toFixed(0)} ms (${fig.decideCpuMs.toFixed(0)} ms workerd CPU); ${spent} engine transactions, ${fig.transactionsPerEntrant.toFixed(2)} per entrant`,
   );
   bench.figures.draw_decide_sharded = fig;
   return fig;

@@ -59,8 +59,7 @@ export async function engineCore(
     databaseBytesPerReservation: (after.databaseSize - before.databaseSize) / n,
   };
   log(
-    `  ${fig.perSec.toFixed(0)} reservations/s, ${fig.cpuUsPerReservation.toFixed(0)} µs workerd CPU and ` +
-      `${fig.sqlStatementsPerReservation.toFixed(2)} SQL statements each`,
+    `  ${fig.perSec.toFixed(0)} reservations/s, ${fig.cpuUsPerReservation.toFixed(0)} µs workerd CPU and ${fig.sqlStatementsPerReservation.toFixed(2)} SQL statements each`,
   );
   bench.figures[key] = fig;
   return fig;

@@ -576,10 +576,6 @@ export class Actors extends Scene {
   /** Invariant 10's line for the summary: what was compared on line. */
   summary10(): string {
     const c = this.checked;
-    return (
-      `${c.refusedCompared} refused PUTs compared before/after (admin view and every shard), ` +
-      `${c.resized200 + c.resized409} resizes raced by reservations checked on every shard (${c.resized200} answered 200, ${c.resized409} 409), ` +
-      `${c.oldTokens} tokens minted before a refused change tried after it`
-    );
+    return `${c.refusedCompared} refused PUTs compared before/after (admin view and every shard), ${c.resized200 + c.resized409} resizes raced by reservations checked on every shard (${c.resized200} answered 200, ${c.resized409} 409), ${c.oldTokens} tokens minted before a refused change tried after it`;
   }
 }

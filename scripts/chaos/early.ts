@@ -171,17 +171,13 @@ export class EarlyScene {
       else if (users.size === 0) this.count(`early shared code admitted nobody (${code.slice(0, 4)}…)`);
     }
     this.log(
-      `early scene ${sku}: ${this.checked.early201} tokens to admitted shoppers, ${this.checked.refusedBefore} refused before their tier, ` +
-        `${this.checked.codeWinners}/${this.checked.codesShared} shared codes taken by exactly one of ${SHARERS}`,
+      `early scene ${sku}: ${this.checked.early201} tokens to admitted shoppers, ${this.checked.refusedBefore} refused before their tier, ${this.checked.codeWinners}/${this.checked.codesShared} shared codes taken by exactly one of ${SHARERS}`,
     );
   }
 
   summary13(): string {
     const c = this.checked;
-    return (
-      `${c.early201} early tokens each sent after a tier admitting its user opened, ${c.refusedBefore} asked before refused, ` +
-      `${c.codesShared} codes each presented by ${SHARERS} users at once: ${c.codeWinners} taken by exactly one, none by two; ${c.holds} early holds`
-    );
+    return `${c.early201} early tokens each sent after a tier admitting its user opened, ${c.refusedBefore} asked before refused, ${c.codesShared} codes each presented by ${SHARERS} users at once: ${c.codeWinners} taken by exactly one, none by two; ${c.holds} early holds`;
   }
 }
 

@@ -378,12 +378,7 @@ export class ShopHooks {
     return {
       violations,
       endpoints: figures,
-      summary:
-        `${feed.length} order changes in the feed (= D1's order_changes), ${sum((e) => e.owed)} deliveries owed to ` +
-        `${figures.length} endpoints, ${sum((e) => e.delivered)} delivered by webhook-id, one body each; ` +
-        `${sum((e) => e.requests)} requests, ${sum((e) => e.seenTwice)} webhook-ids seen twice or more ` +
-        `(${sum((e) => e.processedTwice)} processed twice), ${sum((e) => e.unverified)} unverified; ` +
-        `${this.operatorRetries} failed deliveries retried by the operator, ${this.checkBacks} check-backs fired`,
+      summary: `${feed.length} order changes in the feed (= D1's order_changes), ${sum((e) => e.owed)} deliveries owed to ${figures.length} endpoints, ${sum((e) => e.delivered)} delivered by webhook-id, one body each; ${sum((e) => e.requests)} requests, ${sum((e) => e.seenTwice)} webhook-ids seen twice or more (${sum((e) => e.processedTwice)} processed twice), ${sum((e) => e.unverified)} unverified; ${this.operatorRetries} failed deliveries retried by the operator, ${this.checkBacks} check-backs fired`,
     };
   }
 

@@ -289,9 +289,7 @@ export async function checkInvariants(
     if (counted !== (flagged?.size ?? 0))
       fail(6, `${plan.sku}: ${flagged?.size ?? 0} payment events answered refund_required, the SKU counts ${counted}`);
   }
-  checked[6] =
-    `${ledger.payments.size} payment event ids, each answered one way; sold == Σ paid (1); ` +
-    `${flaggedChecked} flagged payments on the money SKUs each counted once`;
+  checked[6] = `${ledger.payments.size} payment event ids, each answered one way; sold == Σ paid (1); ${flaggedChecked} flagged payments on the money SKUs each counted once`;
 
   // 7. Mirror equals the stock objects.
   for (const [sku, view] of views) {

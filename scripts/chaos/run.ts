@@ -44,8 +44,7 @@ const opts = parseOptions(process.argv.slice(2));
 const skus = skuPlans(opts);
 const schedule = faultSchedule(opts, skus);
 log(
-  `seed ${opts.seed}, traffic ${opts.trafficMs / 1000} s, ${opts.shoppers} shoppers (${opts.concurrency} at once), ` +
-    `proof of work ${opts.powBits > 0 ? `${opts.powBits} bits` : "off"}, ` +
+  `seed ${opts.seed}, traffic ${opts.trafficMs / 1000} s, ${opts.shoppers} shoppers (${opts.concurrency} at once), proof of work ${opts.powBits > 0 ? `${opts.powBits} bits` : "off"}, ` +
     `${skus.length} SKUs, ${schedule.length} scheduled faults`,
 );
 for (const item of schedule.slice(0, 6))
@@ -417,9 +416,7 @@ try {
           .map(([answer, n]) => `${answer}×${n}`)
           .join(" ");
         console.log(
-          `  ${e.id.padEnd(20)} ${e.events.length >= 6 ? "all events" : e.events.join(",")}: ${e.delivered}/${e.owed} delivered, ` +
-            `${e.requests} requests (${answers}), ${e.seenTwice} webhook-ids seen twice or more, ${e.processedTwice} processed twice, ` +
-            `${e.unverified} unverified, change to arrival p50 ${e.lagP50Ms} ms max ${e.lagMaxMs} ms`,
+          `  ${e.id.padEnd(20)} ${e.events.length >= 6 ? "all events" : e.events.join(",")}: ${e.delivered}/${e.owed} delivered, ${e.requests} requests (${answers}), ${e.seenTwice} webhook-ids seen twice or more, ${e.processedTwice} processed twice, ${e.unverified} unverified, change to arrival p50 ${e.lagP50Ms} ms max ${e.lagMaxMs} ms`,
         );
       }
     }
