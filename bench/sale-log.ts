@@ -3,13 +3,14 @@
  * (issue #52), measured locally in one workerd (tools/worker.ts):
  *
  * - engine core without the log, with the floor's log (SALE_LOG_FLOOR: each batch committed as one
- *   row, nothing else: the least an append costs) and with the log, in rounds (the order rotating):
+ *   row, nothing else: the least an append costs), with the format's floor (the same after the
+ *   hashes every entry asks, src/harness/harness-sale-log.ts) and with the log, in rounds (the order rotating):
  *   `count` fresh reservations through the stock object's reserve RPC (`POST /bench/engine`,
  *   batches of 16, 8 in flight), their reservations/s, and workerd's CPU per reservation from /proc
  *   until the outbox and the log have taken every event. Locally the log object shares the process,
  *   so its own work is in the "on" figure; on Cloudflare it runs in an object of its own;
- * - the hot SKU directly (bench/scenarios/edge.ts, quick timing) without and with the log, in pairs
- *   of rounds: the point's CPU per request, and the CPU from the warm-up until the outbox drained
+ * - the hot SKU directly (bench/scenarios/edge.ts, quick timing) without the log, with the format's
+ *   floor and with the log, in rounds (the order rotating): the point's CPU per request, and the CPU from the warm-up until the outbox drained
  *   per reservation (the log's work after the measured seconds counted too);
  * - receipt lag at sale pace: holds made over HTTP at `pace`/s, and for a sample of them the time
  *   from the `202` to the first `GET /api/reservations/:id` that carries the hold's receipt;
@@ -66,10 +67,11 @@ async function drained(server: WorkerServer, sku: string) {
   throw new Error("the outbox never drained");
 }
 
-type LogMode = "off" | "floor" | "on";
+type LogMode = "off" | "floor" | "hashes" | "on";
 const LOG_VARS: Record<LogMode, Record<string, string>> = {
   off: { LOG_SIGNING_KEY: "" },
   floor: { SALE_LOG_FLOOR: "on" },
+  hashes: { SALE_LOG_FLOOR: "hashes" },
   on: {},
 };
 
@@ -218,7 +220,8 @@ function ratios<R extends { mode: LogMode }>(rounds: R[][], mode: LogMode, pick:
   );
 }
 
-const MODES: LogMode[] = ["off", "floor", "on"];
+const MODES: LogMode[] = ["off", "floor", "hashes", "on"];
+const HOT_MODES: LogMode[] = ["off", "hashes", "on"];
 
 async function measureAll() {
   const engine: Awaited<ReturnType<typeof engineRound>>[][] = [];
@@ -237,7 +240,8 @@ async function measureAll() {
   const hot: Awaited<ReturnType<typeof hotRound>>[][] = [];
   for (let round = 0; round < ROUNDS; round++) {
     const results = [];
-    for (const mode of round % 2 === 0 ? (["off", "on"] as const) : (["on", "off"] as const)) {
+    for (let i = 0; i < HOT_MODES.length; i++) {
+      const mode = HOT_MODES[(i + round) % HOT_MODES.length] as LogMode;
       const result = await hotRound(mode, round);
       progress(
         `hot SKU round ${round + 1} log ${mode}: ${result.cpuUsPerRequest.toFixed(0)} µs CPU/request, ${result.drainedCpuUsPerReservation.toFixed(0)} µs drained`,
@@ -255,20 +259,26 @@ async function measureAll() {
       count: COUNT,
       rounds: engine,
       medianRatioToOff: Object.fromEntries(
-        (["floor", "on"] as const).map((mode) => [
+        (["floor", "hashes", "on"] as const).map((mode) => [
           mode,
           {
             perSecond: ratios(engine, mode, (r) => r.perSecond),
             cpuPerReservation: ratios(engine, mode, (r) => r.cpuUsPerReservation),
           },
         ]),
-      ) as Record<"floor" | "on", { perSecond: number; cpuPerReservation: number }>,
+      ) as Record<"floor" | "on", { perSecond: number; cpuPerReservation: number }> &
+        Partial<Record<"hashes", { perSecond: number; cpuPerReservation: number }>>,
     },
     hotSkuDirect: {
       rounds: hot,
       medianRatioOnOff: {
         cpuPerRequest: ratios(hot, "on", (r) => r.cpuUsPerRequest),
         drainedCpuPerReservation: ratios(hot, "on", (r) => r.drainedCpuUsPerReservation),
+      },
+      /** The format's floor (SALE_LOG_FLOOR=hashes: the edge's salt, the log's hashes, a row a batch) ÷ off. */
+      medianRatioHashesOff: {
+        cpuPerRequest: ratios(hot, "hashes", (r) => r.cpuUsPerRequest),
+        drainedCpuPerReservation: ratios(hot, "hashes", (r) => r.drainedCpuUsPerReservation),
       },
     },
     receipts,
