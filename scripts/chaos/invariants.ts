@@ -10,9 +10,10 @@
  * 12 (every order change delivered to every webhook endpoint subscribed to it) is hooks.ts's.
  * The count checks of 1 and 2 are tools/stock-invariants.ts's, which the simulator (tools/sim/) runs too.
  */
-import { spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { shopperJwt } from "../../tools/jwt";
 import { Scrape } from "../../tools/prometheus";
 import { countsViolation, limitViolations } from "../../tools/stock-invariants";
@@ -34,28 +35,20 @@ export interface OrderRow {
 }
 
 /** Runs one SQL statement on the local D1 of the dev server (its persisted state directory). */
-export function d1Query<T>(stateDir: string, sql: string): Promise<T[]> {
-  return new Promise((resolve, reject) => {
-    const args = ["wrangler", "d1", "execute", "DB", "--local", "--persist-to", stateDir, "--json", "--command", sql];
-    const child = spawn("npx", args, { env: { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" } });
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (d: Buffer) => {
-      out += d.toString();
-    });
-    child.stderr.on("data", (d: Buffer) => {
-      err += d.toString();
-    });
-    child.once("exit", (code) => {
-      if (code !== 0) return reject(new Error(`wrangler d1 execute exited ${code}: ${err || out}`));
-      try {
-        const parsed = JSON.parse(out) as { results: T[] }[];
-        resolve(parsed.flatMap((p) => p.results));
-      } catch (e) {
-        reject(new Error(`wrangler d1 execute printed no JSON: ${String(e)}: ${out.slice(0, 300)}`));
-      }
-    });
-  });
+export async function d1Query<T>(stateDir: string, sql: string): Promise<T[]> {
+  const args = ["wrangler", "d1", "execute", "DB", "--local", "--persist-to", stateDir, "--json", "--command", sql];
+  const env = { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" };
+  const out = await promisify(execFile)("npx", args, { env, maxBuffer: 2 ** 30 }).then(
+    (done) => done.stdout,
+    (e: { code?: number; stderr?: string; stdout?: string }) => {
+      throw new Error(`wrangler d1 execute exited ${e.code}: ${e.stderr || e.stdout}`);
+    },
+  );
+  try {
+    return (JSON.parse(out) as { results: T[] }[]).flatMap((p) => p.results);
+  } catch (e) {
+    throw new Error(`wrangler d1 execute printed no JSON: ${String(e)}: ${out.slice(0, 300)}`);
+  }
 }
 
 export interface SkuView {

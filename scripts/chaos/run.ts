@@ -379,26 +379,23 @@ try {
       `reservations acknowledged: ${shoppers.ledger.acked.size}; payment event ids: ${shoppers.ledger.payments.size}`,
     );
     console.log("faults injected:");
-    for (const [key, n] of faults.injected) console.log(`  ${key.padEnd(42)} ${n}`);
+    const row = (key: string, n: unknown) => console.log(`  ${key.padEnd(42)} ${n}`);
+    for (const [key, n] of faults.injected) row(key, n);
     for (const [ending, n] of [...shoppers.stripeFlows].sort())
-      console.log(`  ${`Stripe delayed payments (unpaid, then ${ending})`.padEnd(42)} ${n}`);
-    console.log(
-      `  ${"never-configured SKU ids asked about".padEnd(42)} ${faults.actors.ghosts.size} (${[...faults.actors.ghosts].join(", ")})`,
-    );
-    console.log(`  ${"mirror commands refused while redis was down".padEnd(42)} ${bridgeErrors}`);
+      row(`Stripe delayed payments (unpaid, then ${ending})`, n);
+    const ghosts = faults.actors.ghosts;
+    row("never-configured SKU ids asked about", `${ghosts.size} (${[...ghosts].join(", ")})`);
+    row("mirror commands refused while redis was down", bridgeErrors);
     console.log(`  gathering tier (GATHER "sharded"): ${faults.witness.summary()}`);
-    console.log(
-      `  worker-side consumer faults               ${(await client.admin("GET", "/chaos/consumer-faults")).text}`,
-    );
+    const consumerFaults = (await client.admin("GET", "/chaos/consumer-faults")).text;
+    console.log(`  worker-side consumer faults               ${consumerFaults}`);
     const letters = await client.admin("GET", "/admin/dead-letters");
     const stored = (letters.json as { deadLetters?: { replayedAt: string | null }[] } | null)?.deadLetters ?? [];
-    console.log(
-      `  ${"dead letters stored / replayed".padEnd(42)} ${stored.length} / ${stored.filter((l) => l.replayedAt).length}`,
-    );
-    console.log(`  ${"requests resent after wrangler dev's proxy dropped them".padEnd(42)} ${proxyRestarts.retried}`);
-    console.log(`  ${"requests resent after a Worker restart cut them".padEnd(42)} ${workerRestarts.resent}`);
+    row("dead letters stored / replayed", `${stored.length} / ${stored.filter((l) => l.replayedAt).length}`);
+    row("requests resent after wrangler dev's proxy dropped them", proxyRestarts.retried);
+    row("requests resent after a Worker restart cut them", workerRestarts.resent);
     // It watches the worktree: an edit or a merge there mid-run reloads the Worker under the traffic.
-    console.log(`  ${"wrangler dev reloads mid-run (files changed)".padEnd(42)} ${server.reloads()}`);
+    row("wrangler dev reloads mid-run (files changed)", server.reloads());
     for (const sample of shoppers.ledger.serverErrors) console.log(`  5xx seen by shoppers: ${sample}`);
     if (faults.errors.length > 0) console.log(`fault injection errors: ${faults.errors.slice(0, 5).join("; ")}`);
     console.log("final stock per SKU:");
