@@ -16,7 +16,7 @@ import { openNote, parseCheckpoint, parseVerifier } from "../durable-objects/sha
 import worker from "../src/index";
 import { parseTilePath } from "../src/routes/sale-log";
 import { signHs256 } from "../tools/jwt";
-import { call, createSku, reserve, tokenFor, uniqueSku } from "./support/client";
+import { call, createSku, reserve, stockShard, tokenFor, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
 import { pay } from "./support/payments";
 
@@ -131,6 +131,26 @@ describe("the sale log", () => {
     });
     expect(await logOf(sku).append(0, [mixed, again])).toBe(1);
     expect(await logOf(sku).size()).toBe(7);
+  });
+
+  it("has every change shard 0 applied, one whose PUT never got its answer included, stating what the operator set", async () => {
+    const sku = uniqueSku("logput");
+    await createSku(sku, { totalStock: 7, shards: 2 });
+    // The catalog's call to shard 0 as an attempt whose answer is lost: the change is made, and
+    // nothing of the Worker's runs after it (the entry is shard 0's own, written with the change).
+    const paused = await stockShard(env, sku, 0).putSku({ sku, shards: 2, assumedTotal: 7, status: "paused" });
+    expect(paused.ok).toBe(true);
+    const configs = await eventually(async () => {
+      const got = (await entriesOf(sku)).filter((e) => e.type === "config");
+      expect(got.map((e) => [e.status, e.total, e.shards])).toEqual([
+        ["on_sale", 7, 2],
+        ["paused", 7, 2],
+      ]);
+      return got;
+    });
+    // Shard 0 took the change first, its sibling by `until` (left out when that was the same moment).
+    for (const entry of configs)
+      expect(Date.parse(String(entry.until ?? entry.time))).toBeGreaterThanOrEqual(Date.parse(String(entry.time)));
   });
 
   it("records heads that only grow, whose roots match the entries, and receipts that prove them", async () => {
