@@ -868,16 +868,11 @@ export function capacitySimulation(
   const floor = Math.max(1, Math.ceil(TARGET.perSec / perShardMax));
   const shardsForTarget = shardsNeeded((s) => simulateSpike(spikeAt(s), capped), floor, known);
 
+  const rtt = { rttMedianMs: RTT.medianMs, rttP99Ms: RTT.p99Ms };
   const variants: Omit<Sensitivity, "shards">[] = [
-    { label: "fewer isolates", isolates: 100, capped: true, rttMedianMs: RTT.medianMs, rttP99Ms: RTT.p99Ms },
-    { label: "more isolates", isolates: 1_600, capped: true, rttMedianMs: RTT.medianMs, rttP99Ms: RTT.p99Ms },
-    {
-      label: "no requests/s cap (object CPU only)",
-      isolates: SPREAD.isolates,
-      capped: false,
-      rttMedianMs: RTT.medianMs,
-      rttP99Ms: RTT.p99Ms,
-    },
+    { label: "fewer isolates", isolates: 100, capped: true, ...rtt },
+    { label: "more isolates", isolates: 1_600, capped: true, ...rtt },
+    { label: "no requests/s cap (object CPU only)", isolates: SPREAD.isolates, capped: false, ...rtt },
   ];
   const sensitivity = variants.map((v) => ({
     ...v,
@@ -901,29 +896,17 @@ export function capacitySimulation(
   // Issue 44: the isolates a spike lands on, with and without the gathering tier, up to the most
   // shards a SKU may have. Colos stay as above: only the isolates vary.
   const tier = gathererCosts(figures, maxCallsPerSec);
-  const tierOf = (t: TierInputs): Tier => t;
   const spreads = [...ISOLATE_ROWS.map((isolates) => ({ isolates, colos: SPREAD.colos })), WIDE];
   const isolateRows = spreads.map(({ isolates, colos }) => {
     const over = { isolates, colos };
     const withoutKnown =
       isolates === SPREAD.isolates && colos === SPREAD.colos ? known : new Map<number, SpikeResult>();
     const withKnown = new Map<number, SpikeResult>();
+    const tiered = (s: number) => simulateSpike(spikeAt(s, { ...over, tier }), capped);
     const without = shardsNeeded((s) => simulateSpike(spikeAt(s, over), capped), floor, withoutKnown, 0, MAX_SHARDS);
-    const withTier = shardsNeeded(
-      (s) => simulateSpike(spikeAt(s, { ...over, tier: tierOf(tier) }), capped),
-      floor,
-      withKnown,
-      0,
-      MAX_SHARDS,
-    );
+    const withTier = shardsNeeded(tiered, floor, withKnown, 0, MAX_SHARDS);
     const at = withTier ?? MAX_SHARDS;
-    return {
-      isolates,
-      colos,
-      without,
-      with: withTier,
-      withTier: withKnown.get(at) ?? simulateSpike(spikeAt(at, { ...over, tier: tierOf(tier) }), capped),
-    };
+    return { isolates, colos, without, with: withTier, withTier: withKnown.get(at) ?? tiered(at) };
   });
 
   return {
