@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startWorker, type WorkerServer } from "../tools/worker";
 import { newBench, QUICK } from "./lib/context";
-import { log } from "./lib/log";
+import { log, median } from "./lib/log";
 import type { Point } from "./lib/measure";
 import { verify } from "./lib/verify";
 import { type CopiesFigure, hotSkuCopies } from "./scenarios/copies";
@@ -59,11 +59,6 @@ async function withBoth<T>(n: number, work: (servers: { off: WorkerServer; on: W
   }
 }
 
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
-};
 const summary = (p: Run) => ({
   holdsPerSec: p.rps,
   p50Ms: p.p50Ms,

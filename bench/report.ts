@@ -9,6 +9,7 @@ import { type FloorFigures, floorSection, perfSection } from "./floor-targets";
 import type { CallgrindPoint } from "./lib/callgrind";
 import type { Capacity } from "./lib/capacity";
 import type { CapacitySimulation } from "./lib/capacity-sim";
+import { median } from "./lib/log";
 import type { Point } from "./lib/measure";
 import type { PerfPoint } from "./lib/perf-record";
 import type { ProfileLine } from "./lib/profile";
@@ -482,11 +483,6 @@ function targetTable(r: Results): string {
  */
 function baselineTable(r: Results, via: Via): string {
   const points = ["healthz", "sold_out", "hot_sku"];
-  const median = (xs: number[]) => {
-    const sorted = [...xs].sort((a, b) => a - b);
-    const mid = sorted.length / 2;
-    return sorted.length % 2 ? (sorted[Math.floor(mid)] as number) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
-  };
   type Baseline = Results["baselines"][number];
   /** Median req/s and CPU of a name's rounds; with more than one, each round's CPU too. */
   const cells = (b: Baseline, name: string, fallback?: string) => {

@@ -17,3 +17,10 @@ export function percentile(values: number[], p: number): number {
   const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
   return sorted[rank] ?? Number.NaN;
 }
+
+/** The median of the values: the middle one, or the mean of the two middle ones (0 when empty). */
+export function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
+}

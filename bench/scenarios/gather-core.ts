@@ -1,6 +1,6 @@
 import type { WorkerServer } from "../../tools/worker";
 import type { Bench } from "../lib/context";
-import { log } from "../lib/log";
+import { log, median } from "../lib/log";
 import { engineCore } from "./engine-core";
 
 export interface GatherFigure {
@@ -10,12 +10,6 @@ export interface GatherFigure {
   directCpuUs: number[];
   viaCpuUs: number[];
 }
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = s.length >> 1;
-  return s.length % 2 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
-};
 
 /**
  * The gatherer's cost per call (issue 44), measured as the engine core's is: the stock object alone
