@@ -122,6 +122,7 @@ describe("order hand-off: signed webhooks", () => {
 
   it("an endpoint that keeps failing ends failed, visible in the log and the metric; a manual retry delivers it", async () => {
     const hook = await endpoint({ fail: 1000, answerBody: "x".repeat(5000) });
+    const brief = await endpoint({ fail: 1000, answerBody: "pas aujourd’hui" });
     const sku = uniqueSku("dead");
     await createSku(sku, { totalStock: 5 });
     const held = await reserve("d1", sku);
@@ -133,6 +134,13 @@ describe("order hand-off: signed webhooks", () => {
     }, 20_000);
     expect(failed).toMatchObject({ attempts: 3, lastStatusCode: 500, reservationId: held.json.reservationId });
     expect(failed?.lastResponse).toBe("x".repeat(1024)); // at most 1 KB of the answer is kept
+    // A short answer is kept whole, whatever its characters.
+    const [short] = await eventually(async () => {
+      const rows = await deliveries(brief.id, "?status=failed");
+      expect(rows).toHaveLength(1);
+      return rows;
+    }, 20_000);
+    expect(short?.lastResponse).toBe("pas aujourd’hui");
     expect((await logOf(hook.id)).count).toBe(3);
     const metrics = (await call("GET", "/metrics", { admin: true })).json.text as string;
     expect(metrics).toMatch(/flashgate_webhook_deliveries_total\{result="failed"\} [1-9]/);

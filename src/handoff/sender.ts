@@ -65,7 +65,18 @@ export function bodyOf(delivery: Taken): string {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/** Up to {@link RESPONSE_BYTES} of a body, read no further (a receiver may answer with megabytes). */
+/**
+ * Up to {@link RESPONSE_BYTES} of an answer's body. One that says it is no longer (and is not
+ * compressed, which could make it longer) is read whole in one call; any other only as far as that
+ * (a receiver may answer with megabytes).
+ */
+function answerText(response: Response): Promise<string> {
+  const length = Number(response.headers.get("content-length") ?? Number.NaN);
+  if (length <= RESPONSE_BYTES && !response.headers.has("content-encoding")) return response.text().then(clip);
+  return head(response.body);
+}
+
+/** Up to {@link RESPONSE_BYTES} of a body, read no further. */
 async function head(body: ReadableStream<Uint8Array> | null): Promise<string> {
   if (!body) return "";
   const reader = body.getReader();
@@ -132,7 +143,7 @@ export async function post(
     });
     const ok = response.status >= 200 && response.status < 300;
     const error = ok ? null : refusalOf(response);
-    return { ok, code: response.status, response: await head(response.body).catch(() => ""), error };
+    return { ok, code: response.status, response: await answerText(response).catch(() => ""), error };
   } catch (err) {
     const timedOut = deadline.signal.aborted || (err instanceof Error && err.name === "TimeoutError");
     const response = clip(timedOut ? "no answer within 10 s" : String(err));
