@@ -8,9 +8,8 @@
  * token before a tier opens for someone it does not admit.
  */
 import { signHs256 } from "../../tools/jwt";
-import type { Client } from "./http";
 import { errorCode, type Reply, sleep, str } from "./http";
-import { call, type Ledger, reserveRecorded } from "./shoppers";
+import { call, reserveRecorded, Scene } from "./shoppers";
 
 /** How many users present each shared code at once. */
 const SHARERS = 6;
@@ -22,22 +21,10 @@ interface Tier {
   startsAt: number;
 }
 
-export class EarlyScene {
+export class EarlyScene extends Scene {
   /** What was checked, for the summary. */
   readonly checked = { early201: 0, refusedBefore: 0, codesShared: 0, sharers: 0, codeWinners: 0, holds: 0 };
   readonly #jwts = new Map<string, string>();
-
-  constructor(
-    readonly client: Client,
-    readonly ledger: Ledger,
-    readonly log: (line: string) => void,
-    readonly count: (kind: string, n?: number) => void,
-  ) {}
-
-  #fail(message: string): void {
-    this.ledger.violations.push({ invariant: 13, message });
-    this.log(`VIOLATION (invariant 13): ${message}`);
-  }
 
   /** A shopper's JWT, with `tier` set for members (a string, or an array holding "gold"). */
   async #auth(userId: string, tier?: string | string[]): Promise<Record<string, string>> {
@@ -68,7 +55,8 @@ export class EarlyScene {
     if (reply?.status === 201) {
       this.checked.early201++;
       if (sent < admittedFrom)
-        this.#fail(
+        this.fail(
+          13,
           `${sku}: ${user} got a purchase token at ${new Date(sent).toISOString()}, before any tier that admits them opened (${new Date(admittedFrom).toISOString()})`,
         );
       const token = str(reply.json, "token");
@@ -99,7 +87,7 @@ export class EarlyScene {
   }
 
   /** The whole scene: before the members' hour, during it, once the codes' tier opened. */
-  async run(sku: string, seed: number): Promise<void> {
+  async run(sku: string): Promise<void> {
     const view = await this.client.admin("GET", `/admin/skus/${sku}`);
     const tiers = ((view.json as { access?: { name: string; startsAt: string }[] } | null)?.access ?? []).map(
       (t): Tier => ({ name: t.name, startsAt: Date.parse(t.startsAt) }),
@@ -107,7 +95,7 @@ export class EarlyScene {
     const members = tiers.find((t) => t.name === "members");
     const coded = tiers.find((t) => t.name === "codes");
     if (!members || !coded) throw new Error(`${sku} has no members and codes tiers: ${view.text}`);
-    const p = `early-${seed}`;
+    const p = `early-${this.seed}`;
     const opensToAll = Date.parse(str(view.json, "startsAt") ?? "") || Number.POSITIVE_INFINITY;
     const codes = await this.#codes(sku, "codes", SHARED_CODES + 1);
     const [soloCode, ...shared] = codes as [string, ...string[]];
@@ -121,7 +109,7 @@ export class EarlyScene {
       this.#try(sku, `${p}-x0`, opensToAll),
       this.#try(sku, `${p}-c0`, coded.startsAt, soloCode),
     ]);
-    this.count(`early access before the members' tier: ${before.map((r) => show(r)).join(", ")}`);
+    this.faults.count(`early access before the members' tier: ${before.map((r) => show(r)).join(", ")}`);
 
     // The members' tier is open, the codes' not yet: a claim admits, a code of the later tier does not.
     await this.#until(members.startsAt + 500);
@@ -132,7 +120,7 @@ export class EarlyScene {
       this.#try(sku, `${p}-x1`, opensToAll),
       this.#try(sku, `${p}-c0`, coded.startsAt, soloCode),
     ]);
-    this.count(`early access in the members' tier: ${during.map((r) => show(r)).join(", ")}`);
+    this.faults.count(`early access in the members' tier: ${during.map((r) => show(r)).join(", ")}`);
 
     // The codes' tier is open: each shared code presented by several users at once; one keeps it.
     await this.#until(coded.startsAt + 500);
@@ -147,8 +135,8 @@ export class EarlyScene {
         const admitted = new Set(users.filter((_, i) => replies[i]?.status === 201));
         // After the public start a token needs no code: a code is judged only on tries before it.
         if (Date.now() < opensToAll) winners.set(code, admitted);
-        else this.count("early code sharers answered after the public start (not judged)");
-        for (const reply of replies) this.count(`early code sharers answered ${show(reply)}`);
+        else this.faults.count("early code sharers answered after the public start (not judged)");
+        for (const reply of replies) this.faults.count(`early code sharers answered ${show(reply)}`);
       }),
     );
     // A taken code presented later by someone else, and by its holder again.
@@ -159,18 +147,19 @@ export class EarlyScene {
       const late = await this.#try(sku, `${p}-late`, opensToAll, firstShared);
       // After the public start a token needs no code: only one got before it counts as the code's.
       if (late?.status === 201 && sent < opensToAll) winners.get(firstShared)?.add(`${p}-late`);
-      this.count(`early taken code by another user answered ${show(late)}`);
+      this.faults.count(`early taken code by another user answered ${show(late)}`);
       if (holder) {
         const again = await this.#try(sku, holder, coded.startsAt, firstShared);
-        this.count(`early taken code by its holder again answered ${show(again)}`);
+        this.faults.count(`early taken code by its holder again answered ${show(again)}`);
       }
     }
     for (const [code, users] of winners) {
-      if (users.size > 1) this.#fail(`${sku}: one access code admitted ${users.size} users: ${[...users].join(", ")}`);
+      if (users.size > 1)
+        this.fail(13, `${sku}: one access code admitted ${users.size} users: ${[...users].join(", ")}`);
       if (users.size === 1) this.checked.codeWinners++;
-      else if (users.size === 0) this.count(`early shared code admitted nobody (${code.slice(0, 4)}…)`);
+      else if (users.size === 0) this.faults.count(`early shared code admitted nobody (${code.slice(0, 4)}…)`);
     }
-    this.log(
+    this.faults.log(
       `early scene ${sku}: ${this.checked.early201} tokens to admitted shoppers, ${this.checked.refusedBefore} refused before their tier, ${this.checked.codeWinners}/${this.checked.codesShared} shared codes taken by exactly one of ${SHARERS}`,
     );
   }

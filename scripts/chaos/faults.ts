@@ -90,7 +90,7 @@ export class FaultInjector {
   ) {
     for (const plan of skus) this.lastPut.set(plan.sku, plan.totalStock);
     this.actors = new Actors(this, ledger, seed);
-    this.early = new EarlyScene(client, ledger, log, (kind, n) => this.count(kind, n));
+    this.early = new EarlyScene(this, ledger, seed);
     this.sizes = new SizesScene(this, ledger, seed);
     this.witness = new GatherWitness(client, ledger, seed);
   }
@@ -167,7 +167,7 @@ export class FaultInjector {
       case "money":
         return this.actors.moneyScene(fault);
       case "early":
-        return this.early.run(fault.sku, this.actors.seed);
+        return this.early.run(fault.sku);
       case "sizes":
         return this.sizes.run(fault.sku, fault.spanMs);
       case "gatherer": {
