@@ -92,7 +92,7 @@ export class FaultInjector {
     this.actors = new Actors(this, ledger, seed);
     this.early = new EarlyScene(this, ledger, seed);
     this.sizes = new SizesScene(this, ledger, seed);
-    this.witness = new GatherWitness(client, ledger, seed);
+    this.witness = new GatherWitness(this, ledger, seed);
   }
 
   /** Counts `n` of a kind of fault for the summary. */

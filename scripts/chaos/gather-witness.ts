@@ -7,20 +7,13 @@
  * ledger, so invariant 4 reads it back and 1, 2 and 5 count it.
  */
 import { homeShard } from "../../durable-objects/shared/shard-name";
-import { shopperJwt } from "../../tools/jwt";
-import { type Client, type Reply, sleep, str } from "./http";
-import { count, heldAcked, type Ledger } from "./shoppers";
+import { type Reply, sleep, str } from "./http";
+import { count, heldAcked, Scene } from "./shoppers";
 
-export class GatherWitness {
+export class GatherWitness extends Scene {
   /** Witnesses sent, told 503 first, then answered a replay of the lost batch's hold, then a fresh hold. */
   readonly seen = { sent: 0, busyFirst: 0, replayed: 0, madeOnRetry: 0, noHold: 0 };
   #next = 0;
-
-  constructor(
-    readonly client: Client,
-    readonly ledger: Ledger,
-    readonly seed: number,
-  ) {}
 
   /** One witness reservation on `shard` of `sku` (of `shards` shards), retried with its token after a 503. */
   async reserve(sku: string, shard: number, shards: number): Promise<void> {
@@ -30,9 +23,7 @@ export class GatherWitness {
       if (homeShard(user, shards) === shard || k > 10_000) break;
     }
     this.#next++;
-    const jwt = await shopperJwt(user, this.client.secrets.authSecret);
-    this.ledger.users.set(user, jwt);
-    const headers = { authorization: `Bearer ${jwt}` };
+    const headers = await this.auth(user);
     const minted = await this.client.mint(sku, headers);
     const token = minted.status === 201 ? str(minted.json, "token") : undefined;
     if (!token) return; // sold out or paused: nothing to witness

@@ -145,7 +145,7 @@ export async function call(ledger: Ledger, op: string, send: () => Promise<Reply
   }
 }
 
-/** What the scenes of actors.ts, sizes.ts and early.ts share: the run's client, the ledger, a shopper's requests. */
+/** What the chaos scenes share (actors, sizes, early access, the gatherer witness): the client, ledger, requests. */
 export class Scene {
   constructor(
     readonly faults: FaultInjector,
