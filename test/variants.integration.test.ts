@@ -321,6 +321,47 @@ describe.each([1, 3])("sold out per size on %i shard(s)", (shards) => {
   });
 });
 
+describe("sizes given to a sharded SKU that has none", () => {
+  it("are refused while a sibling holds a unit, changing nothing, and given on every shard once none is held", async () => {
+    const sku = uniqueSku("plain4");
+    await createSku(sku, { totalStock: 8, shards: 4, perUserLimit: 1 });
+    // The hold is on a sibling: shard 0 itself holds and sold nothing.
+    const buyer = ["ana", "ben", "cai", "dee", "eli", "fox"].find((u) => homeShard(u, 4) !== 0) as string;
+    const held = await call("POST", `/api/skus/${sku}/reservations`, {
+      user: buyer,
+      body: { token: await tokenFor(buyer, sku), quantity: 1 },
+    });
+    expect(held.status).toBe(202);
+    const sizes = await call("PUT", `/admin/skus/${sku}`, {
+      admin: true,
+      body: { variants: [{ id: "s", totalStock: 4 }] },
+    });
+    expect([sizes.status, sizes.json.error?.code, sizes.json.error?.details?.heldOrSold]).toEqual([
+      409,
+      "INVALID_STATE",
+      1,
+    ]);
+    const view = await call("GET", `/admin/skus/${sku}`, { admin: true });
+    expect([view.json.variants, view.json.stock.total, view.json.stock.held]).toEqual([undefined, 8, 1]);
+    const paused = await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { status: "paused" } });
+    expect([paused.status, paused.json.status]).toEqual([200, "paused"]);
+    // Once nothing is held, the sizes are given on every shard, and a sibling's buyer gets one.
+    const id = held.json.reservationId as string;
+    expect((await call("POST", `/api/reservations/${id}/cancel`, { user: buyer })).status).toBe(200);
+    const given = await call("PUT", `/admin/skus/${sku}`, {
+      admin: true,
+      body: { status: "on_sale", variants: [{ id: "s", totalStock: 4 }] },
+    });
+    expect([given.status, given.json.stock.total]).toEqual([200, 4]);
+    const again = await call("POST", `/api/skus/${sku}/reservations`, {
+      user: buyer,
+      body: { token: await tokenFor(buyer, sku), quantity: 1, variants: ["s"] },
+    });
+    expect([again.status, again.json.variant]).toEqual([202, "s"]);
+    expect(await variantStock(sku)).toEqual({ s: { total: 4, available: 3, held: 1, sold: 0 } });
+  });
+});
+
 describe("sizes under reconciliation", () => {
   it("reports a size whose units over the shards drifted from its total (variant_totals)", async () => {
     const { sku } = await sized(4, [

@@ -17,9 +17,10 @@ import { RETRY_MS, type StockHost, siblingsOf } from "./stock-host";
 /**
  * Shard 0 running `PUT /admin/skus/:sku`, all or nothing (the plans are sku-change.ts's): one change
  * at a time, in arrival order. A 1-shard SKU changes in one transaction; a sharded one with the same
- * shard count in shard 0's transaction, then its settings handed to every sibling by settings revision; a new
- * shard count in two phases with fences. A change left half done by a restart is finished or undone
- * by the alarm ({@link recover}), from the plan shard 0 recorded.
+ * shard count in shard 0's transaction, then its settings handed to every sibling by settings
+ * revision; a new shard count (or sizes for a sharded SKU without them) in two phases with fences.
+ * A change left half done by a restart is finished or undone by the alarm ({@link recover}), from
+ * the plan shard 0 recorded.
  */
 export class SkuChanges {
   readonly #host: StockHost;
@@ -65,7 +66,11 @@ export class SkuChanges {
     if (state?.status === "archived") return asked.status === "archived" ? ok(state) : fail("INVALID_STATE");
     const change = { ...asked, totalStock: this.#totalOf(asked, state) };
     if (!state && change.shards === 1) return engine.configuration.configure(soleSettings(change), this.#host.now());
-    if (!state || state.shards !== change.shards) {
+    // Sizes given to a sharded SKU that has none: its units held or sold have no size, so every shard
+    // must be idle, which only a resize's fences make sure of (a sibling holding a unit would refuse
+    // shard 0's settings, and the change would stay half made).
+    const sizing = state !== null && state.shards > 1 && !state.variants && (asked.variants?.length ?? 0) > 0;
+    if (!state || state.shards !== change.shards || sizing) {
       const sized = { ...change, variants: this.#allVariants(asked, state) };
       return this.#resize({
         changeId: crypto.randomUUID(),

@@ -9,9 +9,10 @@ import type { AccessTier, SaleStatus, SkuState, VariantSetting } from "../engine
  * - the same shard count: shard 0 decides it in one transaction (the total as a difference from the
  *   total it recorded, see `retarget`), then hands its settings to the siblings, which cannot refuse
  *   them and apply only a newer settings revision than they have;
- * - a new shard count (a resize, or a new sharded SKU): two phases. Every shard it reaches is fenced
- *   first, each only if it is idle (no new hold meanwhile); one refusal lifts every fence and the
- *   PUT answers it. Then shard 0 commits (recording the plan), every sibling commits, and the plan is
+ * - a new shard count (a resize, or a new sharded SKU), or sizes given to a sharded SKU that has
+ *   none (its units held or sold have no size, so no shard may hold any): two phases. Every shard
+ *   it reaches is fenced first, each only if it is idle (no new hold meanwhile); one refusal lifts
+ *   every fence and the PUT answers it. Then shard 0 commits (recording the plan), every sibling commits, and the plan is
  *   ended. Shard 0's alarm undoes a plan left `preparing` and finishes one left `committing`.
  */
 export interface SkuChange {
