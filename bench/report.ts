@@ -156,10 +156,12 @@ function headline(subject: string): string {
   return sentence.length <= 80 ? sentence : `${sentence.slice(0, 79)}…`;
 }
 
-function table(head: string[], rows: string[][]): string {
+/** A markdown table; `head` may be written as its row, "a | b | c". */
+function table(head: string | string[], rows: string[][]): string {
+  const cells = typeof head === "string" ? head.split(" | ") : head;
   return [
-    `| ${head.join(" | ")} |`,
-    `|${head.map(() => " --- ").join("|")}|`,
+    `| ${cells.join(" | ")} |`,
+    `|${cells.map(() => " --- ").join("|")}|`,
     ...rows.map((r) => `| ${r.join(" | ")} |`),
   ].join("\n");
 }
@@ -829,18 +831,7 @@ function handOffSection(r: Results): string[] {
     "Orders/s and the order lag are measured as in the order pipeline's row above (first hold → last row; hold → row). Deliveries/s: deliveries ÷ (last receipt − first hold); the sender's rate: the same ÷ (last receipt − first receipt); the delivery lag: receipt − the change's `data.updatedAt` (the hold's creation), as the receiver measures it. With the endpoint on, workerd's CPU runs from the sale's start to the last delivery; the receiver's is its own process's, per request.",
     "",
     table(
-      [
-        "run",
-        "orders/s",
-        "order lag p50 ms",
-        "p99 ms",
-        "deliveries/s",
-        "sender's rate /s",
-        "delivery lag p50 ms",
-        "p99 ms",
-        "workerd CPU µs per order",
-        "receiver CPU µs per delivery",
-      ],
+      "run | orders/s | order lag p50 ms | p99 ms | deliveries/s | sender's rate /s | delivery lag p50 ms | p99 ms | workerd CPU µs per order | receiver CPU µs per delivery",
       rows,
     ),
     "",
@@ -1225,16 +1216,7 @@ function tierSection(sim: CapacitySimulation): string[] {
     ...t.notes.map((n) => `Note: ${n}.`),
     ...(t.notes.length > 0 ? [""] : []),
     table(
-      [
-        "isolates",
-        "colos",
-        `shards for ${n0(sim.target.perSec)}/s, p99 < ${n0(sim.target.p99Ms)} ms`,
-        "with the tier",
-        "with it there: hold p50 / p99 ms",
-        "object batch mean",
-        "calls to a gatherer: mean",
-        "busiest gatherer",
-      ],
+      `isolates | colos | shards for ${n0(sim.target.perSec)}/s, p99 < ${n0(sim.target.p99Ms)} ms | with the tier | with it there: hold p50 / p99 ms | object batch mean | calls to a gatherer: mean | busiest gatherer`,
       sim.isolateRows.map((r) => [
         n0(r.isolates),
         n0(r.colos),
@@ -1278,19 +1260,7 @@ function simulationSection(sim: CapacitySimulation): string[] {
     "Sustained is holds answered per second in the spike's second half; time-to-hold runs from the request reaching the edge to its hold there (503s count as never). The busiest object's share of that half spent serving calls is shown: one call in flight per isolate keeps an object busy whenever enough isolates have something queued, and batches grow until it keeps up.",
     "",
     table(
-      [
-        "shards",
-        "sustained/s",
-        "hold p50 ms",
-        "hold p99 ms",
-        "503s",
-        "calls",
-        "batch mean",
-        "p50",
-        "p99",
-        "max",
-        "busiest object",
-      ],
+      "shards | sustained/s | hold p50 ms | hold p99 ms | 503s | calls | batch mean | p50 | p99 | max | busiest object",
       sim.rows.map((r) => [
         String(r.shards),
         n0(r.sustainedPerSec),
