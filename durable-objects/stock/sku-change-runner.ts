@@ -138,8 +138,7 @@ export class SkuChanges {
         this.#host.shardOf(lead.sku, shard).configure(followerSettings(lead, shard)),
       ),
     );
-    if (answers.every((a) => a.status === "fulfilled" && a.value.ok))
-      this.#host.engine.configuration.endPlan(this.#host.now());
+    if (allTook(answers, { revision: lead.seq })) this.#host.engine.configuration.endPlan(this.#host.now());
     else {
       log("warn", "a sibling did not take the SKU's settings", { revision: lead.seq });
       await this.#host.due.retry("config", this.#host.now() + RETRY_MS);
@@ -197,8 +196,7 @@ export class SkuChanges {
         .slice(1)
         .map((shard) => this.#host.shardOf(plan.change.sku, shard).configure(resizeSettings(plan, shard, lead))),
     );
-    if (answers.every((a) => a.status === "fulfilled" && a.value.ok))
-      this.#host.engine.configuration.endPlan(this.#host.now());
+    if (allTook(answers, { changeId: plan.changeId })) this.#host.engine.configuration.endPlan(this.#host.now());
     else log("warn", "a sibling did not commit a resize yet", { changeId: plan.changeId }); // the alarm again
   }
 
@@ -226,4 +224,17 @@ export class SkuChanges {
     else await this.#commitSiblings(plan);
     if (engine.configuration.resizePlan()) await this.#host.due.retry("config", this.#host.now() + RETRY_MS);
   }
+}
+
+/**
+ * Whether every sibling took shard 0's change. One that answered a refusal (not one that could not
+ * answer) is a defect: a sibling never refuses what shard 0 decided, and the change cannot finish.
+ */
+function allTook(answers: PromiseSettledResult<Outcome<unknown>>[], change: Record<string, unknown>): boolean {
+  const refused = answers.flatMap((a, i) =>
+    a.status === "fulfilled" && !a.value.ok ? [{ shard: i + 1, code: a.value.code }] : [],
+  );
+  if (refused.length > 0)
+    log("error", "a sibling refused shard 0's change, which cannot finish", { ...change, refused });
+  return answers.every((a) => a.status === "fulfilled" && a.value.ok);
 }
