@@ -1,7 +1,6 @@
 import { Hono } from "hono";
 import { TrieRouter } from "hono/router/trie-router";
 import type { AppEnv } from "./http/context";
-import { shopperCors } from "./http/cors";
 import { errorBody, errorResponse } from "./http/errors";
 import { observe } from "./http/observe";
 import { admin } from "./routes/admin";
@@ -52,10 +51,9 @@ export function buildApp(pages: Hono<AppEnv>, mount?: (app: Hono<AppEnv>) => voi
   const app = new Hono<AppEnv>();
 
   // One middleware for every request; the rest is per route (admission and the body limit, in
-  // register.ts), so a request passes only the layers its route needs.
+  // register.ts), so a request passes only the layers its route needs. It also answers CORS: browser
+  // pages of the shop's own origins (ALLOWED_ORIGINS) may call the shopper routes.
   app.use(observe);
-  // Browser pages of the shop's own origins (ALLOWED_ORIGINS) may call the shopper routes.
-  app.use("/api/*", shopperCors);
 
   app.route("/", ops);
   app.route("/", metrics);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Sample } from "../durable-objects/metrics/metrics-totals";
-import { flushMetrics, increment } from "../src/observability/metrics";
+import { countResponse, flushMetrics, increment } from "../src/observability/metrics";
 
 /** An Env whose MetricsTotals object records what it is sent, and holds its first answer until released. */
 function slowMetricsTotals() {
@@ -62,5 +62,36 @@ describe("flushMetrics", () => {
     await flushMetrics(env);
     expect(received).toHaveLength(2);
     expect(received[1]).toBe(received[0]);
+  });
+});
+
+describe("countResponse", () => {
+  it("sends each answer's count by route, method and status, and its duration histogram by route and method", async () => {
+    const { env, received, release } = slowMetricsTotals();
+    release();
+    countResponse("/api/skus/:sku", "GET", 200, 0.003);
+    countResponse("/api/skus/:sku", "GET", 200, 0.02);
+    countResponse("/api/skus/:sku", "GET", 404, 2);
+    await flushMetrics(env);
+    const samples = received.flatMap((b) => b.samples);
+    const of = (name: string) => samples.filter((s) => s.name === name).map((s) => `${s.labels} ${s.value}`);
+    expect(of("flashgate_http_responses_total")).toEqual([
+      '{route="/api/skus/:sku",method="GET",status="200"} 2',
+      '{route="/api/skus/:sku",method="GET",status="404"} 1',
+    ]);
+    const series = '{route="/api/skus/:sku",method="GET"}';
+    expect(of("flashgate_request_duration_seconds_count")).toEqual([`${series} 3`]);
+    expect(of("flashgate_request_duration_seconds_sum")).toEqual([`${series} 2.023`]);
+    const buckets = of("flashgate_request_duration_seconds_bucket");
+    expect(buckets).toHaveLength(14);
+    expect(buckets).toEqual(
+      expect.arrayContaining([
+        '{route="/api/skus/:sku",method="GET",le="0.0025"} 0',
+        '{route="/api/skus/:sku",method="GET",le="0.005"} 1',
+        '{route="/api/skus/:sku",method="GET",le="0.025"} 2',
+        '{route="/api/skus/:sku",method="GET",le="2.5"} 3',
+        '{route="/api/skus/:sku",method="GET",le="+Inf"} 3',
+      ]),
+    );
   });
 });

@@ -1,4 +1,4 @@
-import type { Context } from "hono";
+import type { Context, Env, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type { z } from "zod";
 import { ApiError } from "./errors";
@@ -10,12 +10,29 @@ const MAX_BODY_BYTES = 16 * 1024;
  * `413 PAYLOAD_TOO_LARGE` for a body over {@link MAX_BODY_BYTES}: from `Content-Length` before the
  * body is read, or while a chunked body streams in. On the routes that take a body (register.ts).
  */
-export const limitBody = bodyLimit({
+const limitBody = bodyLimit({
   maxSize: MAX_BODY_BYTES,
   onError: () => {
     throw new ApiError("PAYLOAD_TOO_LARGE");
   },
 });
+
+/**
+ * `handler` behind the body limit, as one layer: a body whose `Content-Length` is within the limit
+ * (nearly all) goes straight on, for a header read rather than a dispatch of its own; any other
+ * takes {@link limitBody} (a chunked body is counted as it streams in).
+ */
+export function withBodyLimit<E extends Env>(handler: MiddlewareHandler<E>): MiddlewareHandler<E> {
+  return (c, next) => {
+    const headers = c.req.raw.headers;
+    const length = headers.get("content-length");
+    // The handler's answer goes back through limitBody as through any `next()`.
+    if (length === null || headers.has("transfer-encoding"))
+      return limitBody(c, () => handler(c, next) as Promise<void>);
+    if (Number.parseInt(length, 10) > MAX_BODY_BYTES) throw new ApiError("PAYLOAD_TOO_LARGE");
+    return handler(c, next);
+  };
+}
 
 /**
  * Parses a JSON text and validates it: malformed JSON and failed validation are both

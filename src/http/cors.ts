@@ -56,9 +56,13 @@ export function allowedOrigins(list: string | undefined): ReadonlySet<string> {
   return origins;
 }
 
-/** `/api/*`: CORS for a request whose `Origin` is exactly one the deployment allows. */
-export const shopperCors: MiddlewareHandler<AppEnv> = async (c, next) => {
-  const origin = c.req.header("Origin");
-  if (origin === undefined || !allowedOrigins(c.env.ALLOWED_ORIGINS).has(origin)) return next();
-  return headers(c, next);
-};
+/**
+ * Whether a request gets CORS: under `/api/` (as Hono matches `/api/*`, `/api` itself included),
+ * with an `Origin` exactly one the deployment allows.
+ */
+export function wantsCors(path: string, origin: string | null, list: string | undefined): boolean {
+  return (path === "/api" || path.startsWith("/api/")) && origin !== null && allowedOrigins(list).has(origin);
+}
+
+/** CORS for a request {@link wantsCors} picked: its headers, or the preflight's `204`. */
+export const shopperCors: MiddlewareHandler<AppEnv> = headers;

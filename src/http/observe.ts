@@ -1,8 +1,9 @@
 import { createMiddleware } from "hono/factory";
 import { routePath } from "hono/route";
 import { log } from "../../durable-objects/shared/log";
-import { flushMetricsSoon, increment, observeDuration } from "../observability/metrics";
+import { countResponse, flushMetricsSoon } from "../observability/metrics";
 import type { AppEnv } from "./context";
+import { shopperCors, wantsCors } from "./cors";
 import { ApiError } from "./errors";
 
 /** A request slower than this is always logged (wall time: the Workers clock moves only on I/O). */
@@ -35,7 +36,12 @@ export const observe = createMiddleware<AppEnv>(async (c, next) => {
     requestId = crypto.randomUUID();
   }
   c.set("requestId", requestId);
-  await next();
+  // CORS is this middleware's to call (not a layer of its own on `/api/*`): most requests carry no
+  // allowed `Origin`, and every layer costs each request a dispatch.
+  if (wantsCors(c.req.path, c.req.raw.headers.get("Origin"), c.env.ALLOWED_ORIGINS)) {
+    const preflight = await shopperCors(c, next);
+    if (preflight && !c.finalized) c.res = preflight;
+  } else await next();
   const res = c.res;
   // Set on the finished response (one header write), not before it: a header set ahead of the route
   // makes every answer merge a prepared header set into its own.
@@ -46,8 +52,7 @@ export const observe = createMiddleware<AppEnv>(async (c, next) => {
   const route = routePath(c) || "/*";
   const status = res.status;
   const method = c.req.method;
-  observeDuration({ route, method }, ms / 1000);
-  increment("flashgate_http_responses_total", { route, method, status });
+  countResponse(route, method, status, ms / 1000);
   if (status >= 500 || ms >= SLOW_REQUEST_MS || Math.random() < Number(c.env.REQUEST_LOG_SAMPLE_RATE)) {
     log(status >= 500 ? "error" : "info", "request", {
       requestId,

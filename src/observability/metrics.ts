@@ -128,19 +128,35 @@ export function increment(metric: MetricName, labels: Record<string, string | nu
   else counters.set(key, { name: metric, labels, value: by });
 }
 
-/** Records one request's duration in `flashgate_request_duration_seconds`. */
-export function observeDuration(labels: Record<string, string>, seconds: number): void {
-  const key = seriesKey("", labels);
-  let histogram = histograms.get(key);
-  if (!histogram) {
-    histogram = { labels, buckets: new Array(DURATION_BUCKETS.length + 1).fill(0), sum: 0, count: 0 };
-    histograms.set(key, histogram);
-  }
+function newHistogram(key: string, labels: Record<string, string>): Histogram {
+  const histogram = { labels, buckets: new Array(DURATION_BUCKETS.length + 1).fill(0), sum: 0, count: 0 };
+  histograms.set(key, histogram);
+  return histogram;
+}
+
+/** Adds one observation of `seconds` to a histogram. */
+function observe(histogram: Histogram, seconds: number): void {
   let i = 0;
   while (i < DURATION_BUCKETS.length && seconds > (DURATION_BUCKETS[i] as number)) i++;
   histogram.buckets[i] = (histogram.buckets[i] ?? 0) + 1;
   histogram.sum += seconds;
   histogram.count++;
+}
+
+const RESPONSES = "flashgate_http_responses_total";
+
+/**
+ * Counts one answer in `flashgate_http_responses_total{route,method,status}` and its duration in
+ * `flashgate_request_duration_seconds{route,method}`. Every request comes through here: the keys
+ * are made of the values themselves, and label objects only for a new series.
+ */
+export function countResponse(route: string, method: string, status: number, seconds: number): void {
+  const labelled = `\u0001${route}\u0001${method}`;
+  const key = `${RESPONSES}${labelled}\u0001${status}`;
+  const counter = counters.get(key);
+  if (counter) counter.value += 1;
+  else counters.set(key, { name: RESPONSES, labels: { route, method, status }, value: 1 });
+  observe(histograms.get(labelled) ?? newHistogram(labelled, { route, method }), seconds);
 }
 
 function hasPending(): boolean {

@@ -1,7 +1,7 @@
 import type { Context, Hono, MiddlewareHandler } from "hono";
 import type { z } from "zod";
 import { adminAuth, shopperAuth, shopperRateLimit } from "../http/auth";
-import { limitBody, parseJson } from "../http/body";
+import { parseJson, withBodyLimit } from "../http/body";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import { verifyPaymentSignature } from "../payments/webhook-signature";
@@ -110,6 +110,7 @@ export function register<const R extends ContractRoute>(
   if (opts.rateLimit === "handler" && route.access !== "shopper") {
     throw new Error(`${route.method} ${route.path}: only a shopper route is rate limited`);
   }
-  const handlers = [...(opts.before ?? []), ...(schema ? [limitBody] : []), ...(opts.first ?? []), ...admission, run];
+  const [next, ...rest] = [...(opts.first ?? []), ...admission, run] as [MiddlewareHandler<AppEnv>];
+  const handlers = [...(opts.before ?? []), schema ? withBodyLimit(next) : next, ...rest];
   app.on(route.method.toUpperCase(), route.path, ...(handlers as [MiddlewareHandler<AppEnv>]));
 }

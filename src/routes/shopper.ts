@@ -171,10 +171,14 @@ register(shopper, ROUTES.publicSku, async (c) => {
   const { state } = display;
   // Archived: no public view (an isolate's display memo may show the SKU up to a second after).
   if (state.status === "archived") throw new ApiError("SKU_NOT_FOUND");
-  if (display.source === "mirror") c.header("Cache-Control", `public, max-age=${DISPLAY_CACHE_SECONDS}`);
-  c.header("X-Stock-Source", display.source);
-  return c.body(publicSkuJson(state, Date.now()), 200, { "Content-Type": "application/json" });
+  // The headers as one record for the Response itself: Hono's c.header() builds a Headers object
+  // and sets each one across the runtime's boundary, on a route a storefront polls.
+  const headers: Record<string, string> = { "Content-Type": "application/json", "X-Stock-Source": display.source };
+  if (display.source === "mirror") headers["Cache-Control"] = MIRROR_CACHE_CONTROL;
+  return new Response(publicSkuJson(state, Date.now()), { headers });
 });
+
+const MIRROR_CACHE_CONTROL = `public, max-age=${DISPLAY_CACHE_SECONDS}`;
 
 /** What shard 0 says about a SKU's draw (SKU not found vs. no window). */
 async function fetchDraw(env: Env, sku: string): Promise<DrawRead> {

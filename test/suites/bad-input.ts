@@ -38,6 +38,28 @@ describe("bad input", () => {
     expect(ok.status).toBe(202);
   });
 
+  it("counts a body sent without Content-Length as it streams in: over 16 KiB is 413, within it is read", async () => {
+    const sku = uniqueSku("streamed");
+    await createSku(sku, { totalStock: 5 });
+    const token = await tokenFor("lev", sku);
+    const streamed = (text: string) => {
+      const bytes = new TextEncoder().encode(text);
+      return new ReadableStream<Uint8Array>({
+        start(controller) {
+          for (let at = 0; at < bytes.length; at += 4096) controller.enqueue(bytes.slice(at, at + 4096));
+          controller.close();
+        },
+      });
+    };
+    const path = `/api/skus/${sku}/reservations`;
+    const big = JSON.stringify({ token, quantity: 1, pad: "x".repeat(20 * 1024) });
+    const refused = await call("POST", path, { user: "lev", raw: streamed(big) });
+    expect([refused.status, refused.json.error?.code]).toEqual([413, "PAYLOAD_TOO_LARGE"]);
+    expect(await stockOf(sku)).toEqual({ total: 5, available: 5, held: 0, sold: 0 });
+    const held = await call("POST", path, { user: "lev", raw: streamed(JSON.stringify({ token, quantity: 1 })) });
+    expect([held.status, held.json.quantity]).toEqual([202, 1]);
+  });
+
   it("rejects bad admin bodies and tokens without changing the SKU", async () => {
     const sku = uniqueSku("badadmin");
     await createSku(sku, { totalStock: 5 });
