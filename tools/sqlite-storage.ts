@@ -6,10 +6,11 @@ import type { EngineStorage } from "../durable-objects/engine/types";
  * Durable Object storage API the engine uses (`sql.exec` with bindings and its cursor,
  * `transactionSync`, and `deleteAll` for tests), over real SQLite compiled to WebAssembly (sql.js).
  *
- * Held to workerd's behaviour where the engine can tell: numbers are bound as REAL as workerd binds
- * them, blobs come back as ArrayBuffer, `one()` throws unless exactly one row, a transaction that
- * throws rolls back (savepoints, so they nest). Where it cannot be: `rowsRead` is NaN, since workerd
- * counts it in a patched SQLite; the tests of read bounds run in workerd (test/*.workerd.test.ts).
+ * Held to workerd's behaviour where the engine can tell: blobs come back as ArrayBuffer, `one()`
+ * throws unless exactly one row, a transaction that throws rolls back (savepoints, so they nest).
+ * Where it is not: `rowsRead` is NaN, since workerd counts it in a patched SQLite (the tests of read
+ * bounds run in workerd, test/*.workerd.test.ts); and a number binds as sql.js binds it, a 32-bit
+ * integer as INTEGER and any other as REAL (test/sqlite-storage.unit.test.ts), as it always has here.
  */
 
 // Only SQLite's own functions, as in workerd (not sql.js's extra math and string extension).
