@@ -235,10 +235,10 @@ export class World {
           const target = this.object(name).instance as unknown as Record<string, (...a: unknown[]) => unknown>;
           const fn = target[method];
           if (typeof fn !== "function") throw new Error(`${name} has no method ${method}`);
-          return (await fn.apply(target, structuredClone(args))) as T;
+          return (await fn.apply(target, copy(args))) as T;
         })();
         answer.then(
-          (value) => this.#reply(name, method, reject, () => resolve(structuredClone(value))),
+          (value) => this.#reply(name, method, reject, () => resolve(copy(value))),
           (error: unknown) => this.#reply(name, method, reject, () => reject(error)),
         );
       });
@@ -352,4 +352,52 @@ export class World {
     }
     this.now = Math.max(this.now, until);
   }
+}
+
+/** What a copy runs into that only structuredClone copies (it then copies the whole value). */
+const UNPLAIN = Symbol("unplain");
+
+/**
+ * An RPC's arguments or answer copied as `structuredClone` copies them: plain objects and arrays
+ * (shared and circular references kept) here, at a fraction of its cost; a value holding anything
+ * else (a Date, a buffer, a Map, a class's instance, an array with holes) by `structuredClone` itself.
+ */
+export function copy<T>(value: T): T {
+  try {
+    return copyPlain(value, new Map()) as T;
+  } catch (error) {
+    if (error === UNPLAIN) return structuredClone(value);
+    throw error;
+  }
+}
+
+function copyPlain(value: unknown, seen: Map<object, unknown>): unknown {
+  if (typeof value !== "object" || value === null) {
+    if (typeof value === "function" || typeof value === "symbol") throw UNPLAIN;
+    return value;
+  }
+  const known = seen.get(value);
+  if (known !== undefined) return known;
+  const proto = Object.getPrototypeOf(value);
+  if (proto === Array.prototype) {
+    const array = value as unknown[];
+    const out = new Array<unknown>(array.length);
+    seen.set(value, out);
+    let own = 0;
+    for (let i = 0; i < array.length; i++) {
+      if (!(i in array)) throw UNPLAIN;
+      out[i] = copyPlain(array[i], seen);
+      own++;
+    }
+    if (Object.keys(array).length !== own) throw UNPLAIN; // properties besides its items
+    return out;
+  }
+  if (proto !== Object.prototype && proto !== null) throw UNPLAIN;
+  const out: Record<string, unknown> = {};
+  seen.set(value, out);
+  for (const key of Object.keys(value)) {
+    if (key === "__proto__") throw UNPLAIN; // an own property there is not made by assigning it
+    out[key] = copyPlain((value as Record<string, unknown>)[key], seen);
+  }
+  return out;
 }
