@@ -26,6 +26,7 @@ import {
   replay,
   treeHash,
 } from "../sale-verifier";
+import type { NodeStorage } from "../sqlite-storage";
 import { type ShardView, stockViolations } from "../stock-invariants";
 import { simulatedSubtle } from "./subtle";
 import { simulateIds } from "./uuid";
@@ -691,24 +692,32 @@ class Sim {
       if (!object) continue;
       const state = object.instance.state();
       if (!state) continue;
-      const rows = new Map<string, Row>();
-      const active = new Map<string, number>();
-      for (const row of object.storage.sql
-        .exec<Row>("SELECT id, user_id, quantity, status, variant, seq, expires_at FROM reservations")
-        .toArray()) {
-        rows.set(row.id, row);
-        if (row.status === "held" || row.status === "paid")
-          active.set(row.user_id, (active.get(row.user_id) ?? 0) + row.quantity);
-      }
-      views.push({
-        shard,
-        state,
-        active: [...active].map(([userId, quantity]) => ({ userId, quantity })),
-        pending: object.instance.engine.outbox.hasPending(),
-        rows,
-      });
+      const { rows, active } = this.#reservations(shard, object.storage);
+      views.push({ shard, state, active, pending: object.instance.engine.outbox.hasPending(), rows });
     }
     return views;
+  }
+
+  /** Each shard's reservations as last read, and its storage's count of changes then. */
+  readonly #read = new Map<number, { storage: NodeStorage; changes: number } & Pick<View, "rows" | "active">>();
+
+  /** A shard's reservations by id and each buyer's held + paid, read again only when its storage changed. */
+  #reservations(shard: number, storage: NodeStorage): Pick<View, "rows" | "active"> {
+    const last = this.#read.get(shard);
+    if (last?.storage === storage && last.changes === storage.changes) return last;
+    const changes = storage.changes;
+    const rows = new Map<string, Row>();
+    const active = new Map<string, number>();
+    for (const row of storage.sql
+      .exec<Row>("SELECT id, user_id, quantity, status, variant, seq, expires_at FROM reservations")
+      .toArray()) {
+      rows.set(row.id, row);
+      if (row.status === "held" || row.status === "paid")
+        active.set(row.user_id, (active.get(row.user_id) ?? 0) + row.quantity);
+    }
+    const read = { storage, changes, rows, active: [...active].map(([userId, quantity]) => ({ userId, quantity })) };
+    this.#read.set(shard, read);
+    return read;
   }
 
   /** Each shard's counts (total/available/held/sold, and each size's), for a failure's last line. */
