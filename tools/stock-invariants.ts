@@ -6,12 +6,7 @@
  * Each returns its violations as sentences, none when the counts hold.
  */
 
-export interface Counts {
-  total: number;
-  available: number;
-  held: number;
-  sold: number;
-}
+import type { StockCounts as Counts } from "../durable-objects/engine/types";
 
 /** 1 for one set of counts (a shard's, a SKU's, a size's), named `what` in the sentence. */
 export function countsViolation(what: string, c: Counts): string | null {
