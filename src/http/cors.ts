@@ -58,10 +58,12 @@ export function allowedOrigins(list: string | undefined): ReadonlySet<string> {
 
 /**
  * Whether a request gets CORS: under `/api/` (as Hono matches `/api/*`, `/api` itself included),
- * with an `Origin` exactly one the deployment allows.
+ * with an `Origin` exactly one the deployment allows. The header is read only under `/api/`.
  */
-export function wantsCors(path: string, origin: string | null, list: string | undefined): boolean {
-  return (path === "/api" || path.startsWith("/api/")) && origin !== null && allowedOrigins(list).has(origin);
+export function wantsCors(path: string, headers: Headers, list: string | undefined): boolean {
+  if (path !== "/api" && !path.startsWith("/api/")) return false;
+  const origin = headers.get("Origin");
+  return origin !== null && allowedOrigins(list).has(origin);
 }
 
 /** CORS for a request {@link wantsCors} picked: its headers, or the preflight's `204`. */

@@ -38,7 +38,7 @@ export const observe = createMiddleware<AppEnv>(async (c, next) => {
   c.set("requestId", requestId);
   // CORS is this middleware's to call (not a layer of its own on `/api/*`): most requests carry no
   // allowed `Origin`, and every layer costs each request a dispatch.
-  if (wantsCors(c.req.path, c.req.raw.headers.get("Origin"), c.env.ALLOWED_ORIGINS)) {
+  if (wantsCors(c.req.path, c.req.raw.headers, c.env.ALLOWED_ORIGINS)) {
     const preflight = await shopperCors(c, next);
     if (preflight && !c.finalized) c.res = preflight;
   } else await next();
