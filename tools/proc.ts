@@ -27,21 +27,23 @@ export function rssBytes(pid: number): number {
   return m ? Number(m[1]) * 1024 : Number.NaN;
 }
 
+/** Pids of the running processes `keep` holds for (read from /proc/<pid>; one that ends meanwhile is left out). */
+export function processes(keep: (pid: string) => boolean): number[] {
+  return readdirSync("/proc").flatMap((entry) => {
+    try {
+      return /^\d+$/.test(entry) && keep(entry) ? [Number(entry)] : [];
+    } catch {
+      return []; // the process ended while we looked
+    }
+  });
+}
+
 /** Child processes of `parent` whose command name is `comm` (for example the workerd Miniflare spawned). */
 export function childrenNamed(parent: number, comm: string): number[] {
-  const out: number[] = [];
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const status = readFileSync(`/proc/${entry}/status`, "utf8");
-      const name = /^Name:\s+(.*)$/m.exec(status)?.[1];
-      const ppid = Number(/^PPid:\s+(\d+)$/m.exec(status)?.[1]);
-      if (name === comm && ppid === parent) out.push(Number(entry));
-    } catch {
-      // the process ended while we looked
-    }
-  }
-  return out;
+  return processes((pid) => {
+    const status = readFileSync(`/proc/${pid}/status`, "utf8");
+    return /^Name:\s+(.*)$/m.exec(status)?.[1] === comm && Number(/^PPid:\s+(\d+)$/m.exec(status)?.[1]) === parent;
+  });
 }
 
 /**

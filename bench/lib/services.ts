@@ -2,8 +2,9 @@
 // (this kind of machine starts them before a session), or started with the machine's own command
 // (the commands the machine's notes give), or reported as skipped with the reason. Never fatal.
 import { execFile } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { connect } from "node:net";
+import { processes } from "../../tools/proc";
 import { log, sleep } from "./log";
 
 export interface Service {
@@ -46,19 +47,11 @@ function reachable(port: number): Promise<boolean> {
 
 /** Pids of the running processes named one of `comm` (and whose command line holds `cmdline`). */
 export function pidsNamed(comm: string[], cmdline?: string): number[] {
-  const out: number[] = [];
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const name = readFileSync(`/proc/${entry}/comm`, "utf8").trim();
-      if (!comm.includes(name)) continue;
-      if (cmdline && !readFileSync(`/proc/${entry}/cmdline`, "utf8").includes(cmdline)) continue;
-      out.push(Number(entry));
-    } catch {
-      // the process ended while we looked
-    }
-  }
-  return out;
+  return processes(
+    (pid) =>
+      comm.includes(readFileSync(`/proc/${pid}/comm`, "utf8").trim()) &&
+      (!cmdline || readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(cmdline)),
+  );
 }
 
 export type Ready = { ok: true; pids: number[]; started: boolean } | { ok: false; reason: string };
