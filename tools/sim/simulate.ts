@@ -68,6 +68,8 @@ const RESET_CHANCE = 0.03;
 /** What a shopper was told of a reservation. */
 interface Acked {
   id: string;
+  /** The shard its id names. */
+  shard: number;
   userId: string;
   quantity: number;
   variant: string | undefined;
@@ -496,6 +498,7 @@ class Sim {
     if (!this.#acked.has(r.id)) {
       this.#acked.set(r.id, {
         id: r.id,
+        shard: shardOf(r.id),
         userId: r.userId,
         quantity: r.quantity,
         variant: r.variant,
@@ -750,14 +753,15 @@ class Sim {
 
   /** Every acknowledged reservation is on its shard as it was told, and a paid or cancelled one stays so. */
   #checkAcked(views: { shard: number; rows: Map<string, Row> }[]): void {
+    const byShard: (Map<string, Row> | undefined)[] = [];
+    for (const v of views) byShard[v.shard] ??= v.rows;
     for (const a of this.#acked.values()) {
-      const row = views.find((v) => v.shard === shardOf(a.id))?.rows.get(a.id);
+      const row = byShard[a.shard]?.get(a.id);
       if (!row) throw new Violation(`acknowledged ${this.#alias(a.id)} (${a.userId}) is not on its shard`);
       if (row.user_id !== a.userId || row.quantity !== a.quantity || (row.variant ?? undefined) !== a.variant)
         throw new Violation(`acknowledged ${this.#alias(a.id)} reads ${row.user_id} x${row.quantity} ${row.variant}`);
       // Paid stays paid; a cancelled hold never holds again (a payment may still buy it, or be refunded).
-      const allowed = a.final === "paid" ? ["paid"] : ["cancelled", "paid", "refund_required"];
-      if (a.final && !allowed.includes(row.status))
+      if (a.final && !(a.final === "paid" ? PAID : ENDED).includes(row.status))
         throw new Violation(`${this.#alias(a.id)} was answered ${a.final}, now reads ${row.status}`);
     }
   }
@@ -893,6 +897,10 @@ class Sim {
     }
   }
 }
+
+/** The statuses an acknowledged reservation answered paid, or cancelled, may read later. */
+const PAID = ["paid"];
+const ENDED = ["cancelled", "paid", "refund_required"];
 
 /** The origin line of the sim's checkpoints, as `logOrigin` makes it for a gateway at sim.example. */
 const ORIGIN = `sim.example/api/skus/${SKU}/log`;
