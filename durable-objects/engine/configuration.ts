@@ -220,9 +220,19 @@ export class Configuration {
     const sharded = state.shards > 1;
     const targets = sharded ? this.variantTargets() : null;
     const { shards, status, perUserLimit, holdSeconds, startsAt, endsAt, price, currency, test } = state;
+    const { openingWindowMs, access } = state;
     const figures: ConfiguredSku = {
-      ...{ shards, status, perUserLimit, holdSeconds, startsAt, endsAt, price, currency, test },
-      ...{ openingWindowMs: state.openingWindowMs, access: state.access },
+      shards,
+      status,
+      perUserLimit,
+      holdSeconds,
+      startsAt,
+      endsAt,
+      price,
+      currency,
+      test,
+      openingWindowMs,
+      access,
       stock: { total: (sharded ? this.skuTarget() : null) ?? state.stock.total },
       variants: state.variants?.map((v) => ({
         id: v.id,
