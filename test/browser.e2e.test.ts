@@ -322,6 +322,31 @@ describe("operator dashboard", () => {
     await screenshot(page, "dashboard-3-phone", "dashboard-phone.png", false);
     await page.close();
   });
+
+  it("shows the board and keeps reading while one of its reads never answers", async () => {
+    const sku = `beanie-${randomUUID().slice(0, 6)}`;
+    await putSku(sku, { name: "Beanie", totalStock: 4 });
+    const page = await newPage(1280, 1000);
+    // Every read of a sale log's checkpoint hangs: the request is held, never answered.
+    const held: string[] = [];
+    await page.route("**/log/checkpoint", (route) => {
+      held.push(route.request().url());
+    });
+    await page.goto(`${server.url}/dashboard`);
+    await page.waitForSelector("#login:not([hidden])");
+    await page.fill("#token", "dev-admin-token");
+    await page.click("#login button");
+    await page.waitForSelector("#board:not([hidden])", { timeout: 20_000 });
+    expect(held.length).toBeGreaterThan(0);
+    await expect.poll(() => page.textContent(`article[data-sku="${sku}"] [data-field="available"]`)).toBe("4");
+    // The next reads still come: a SKU made now gets its card.
+    const later = `mitten-${randomUUID().slice(0, 6)}`;
+    await putSku(later, { name: "Mittens", totalStock: 2 });
+    await page.waitForSelector(`article[data-sku="${later}"]`, { timeout: 30_000 });
+    expect(await page.textContent("#board-error")).toBe("");
+    await page.unrouteAll({ behavior: "ignoreErrors" });
+    await page.close();
+  }, 60_000);
 });
 
 describe("fair opening", () => {

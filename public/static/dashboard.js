@@ -77,6 +77,8 @@ const $ = (id) => /** @type {K extends keyof Elements ? Elements[K] : HTMLElemen
 const page = /** @type {DashboardWindow} */ (window);
 const TOKEN_KEY = "flashgate.adminToken";
 const REFRESH_MS = 2000;
+// A read not answered in this long is given up: one hung answer must not hold the board or its refresh.
+const READ_MS = 10_000;
 const HISTORY = 60; // samples kept per SKU for the sparkline (two minutes)
 const SPARK_MIN_COLUMNS = 15; // the sparkline's columns are never narrower than a fifteenth of its box
 // The webhook panel costs one request for the endpoints and two per endpoint (its pending and its failed
@@ -159,10 +161,30 @@ async function admin(method, path, body) {
   /** @type {Record<string, string>} */
   const headers = { authorization: `Bearer ${token}` };
   if (body !== undefined) headers["content-type"] = "application/json";
-  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  // Only reads are given up after READ_MS: a change is left to answer, as the gateway may still apply it.
+  const signal = method === "GET" ? AbortSignal.timeout(READ_MS) : undefined;
+  let response;
+  let text;
+  try {
+    response = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal,
+    });
+    text = await response.text();
+  } catch (error) {
+    const reason =
+      error instanceof Error && error.name === "TimeoutError" ? `no answer within ${READ_MS / 1000} s` : String(error);
+    return {
+      status: 0,
+      ok: false,
+      json: { error: { code: "NO_ANSWER", message: reason } },
+    };
+  }
   let json = null;
   try {
-    json = await response.json();
+    json = JSON.parse(text);
   } catch {
     // not JSON
   }
@@ -272,7 +294,8 @@ function parseHeldCounters(text) {
 async function readCounters() {
   try {
     const token = sessionStorage.getItem(TOKEN_KEY);
-    const response = await fetch("/metrics", { headers: { authorization: `Bearer ${token}` } });
+    const headers = { authorization: `Bearer ${token}` };
+    const response = await fetch("/metrics", { headers, signal: AbortSignal.timeout(READ_MS) });
     if (!response.ok) return null;
     return { at: Date.now(), counts: parseHeldCounters(await response.text()) };
   } catch {
@@ -615,7 +638,7 @@ function scheduleText(view) {
  */
 async function readLogs(skus) {
   if (logKept === null) {
-    const key = await fetch("/api/log/key").catch(() => null);
+    const key = await fetch("/api/log/key", { signal: AbortSignal.timeout(READ_MS) }).catch(() => null);
     if (!key) return;
     logKept = key.ok;
   }
@@ -625,9 +648,10 @@ async function readLogs(skus) {
   await Promise.all(
     due.map(async (sku) => {
       logsAsked.set(sku, now);
-      const answer = await fetch(`/api/skus/${encodeURIComponent(sku)}/log/checkpoint`).catch(() => null);
+      const signal = AbortSignal.timeout(READ_MS);
+      const answer = await fetch(`/api/skus/${encodeURIComponent(sku)}/log/checkpoint`, { signal }).catch(() => null);
       if (!answer) return;
-      const lines = answer.ok ? (await answer.text()).split("\n") : [];
+      const lines = answer.ok ? (await answer.text().catch(() => "")).split("\n") : [];
       const size = Number(lines[1]);
       const root = lines[2] ?? "";
       const known = logs.get(sku);
