@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo, Socket } from "node:net";
+import { listenLocal } from "./listen";
 
 /**
  * A local stand-in for the two Stripe API calls Flashgate makes, following Stripe's documented
@@ -59,7 +59,6 @@ export async function startStripe(): Promise<StripeStandIn> {
   const refunded = new Map<string, number>();
   /** Answers by idempotency key, with the parameters they were first made with. */
   const idempotent = new Map<string, { params: string; answer: Answer }>();
-  const sockets = new Set<Socket>();
   let url = "";
 
   function createSession(params: Record<string, string>, now: number): Answer {
@@ -231,20 +230,7 @@ export async function startStripe(): Promise<StripeStandIn> {
       })();
     });
   });
-  server.on("connection", (socket) => {
-    sockets.add(socket);
-    socket.on("close", () => sockets.delete(socket));
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return {
-    url,
-    requests,
-    sessions,
-    refunds,
-    async close() {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
+  const { port, close } = await listenLocal(server);
+  url = `http://127.0.0.1:${port}`;
+  return { url, requests, sessions, refunds, close };
 }

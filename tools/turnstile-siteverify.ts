@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { text } from "node:stream/consumers";
+import { listenLocal } from "./listen";
 
 /**
  * A local stand-in for Cloudflare Turnstile's siteverify, following its documented contract
@@ -56,7 +56,6 @@ export async function startSiteverify(opts: { hostname?: string; port?: number }
   const issued = new Map<string, number>();
   /** Verdicts by idempotency key: a retry of one verification gets its first verdict. */
   const byKey = new Map<string, { response: string; verdict: Verdict }>();
-  const sockets = new Set<import("node:net").Socket>();
   let verifies = 0;
 
   const failure = (code: string): Verdict => ({ success: false, "error-codes": [code], messages: [] });
@@ -120,21 +119,12 @@ export async function startSiteverify(opts: { hostname?: string; port?: number }
       send(res, 200, "application/json", JSON.stringify({ response: answer }));
     } else send(res, 404, "text/plain", "not found");
   });
-  server.on("connection", (socket) => {
-    sockets.add(socket);
-    socket.on("close", () => sockets.delete(socket));
-  });
-  await new Promise<void>((resolve) => server.listen(opts.port ?? 0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
+  const { port, close } = await listenLocal(server, opts.port);
   return {
     url: `http://127.0.0.1:${port}/turnstile/v0/siteverify`,
     widgetUrl: `http://127.0.0.1:${port}/widget`,
     calls: () => verifies,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of sockets) socket.destroy();
-        server.close(() => resolve());
-      }),
+    close,
   };
 }
 

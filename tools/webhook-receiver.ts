@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { text } from "node:stream/consumers";
 import { Webhook } from "standardwebhooks";
+import { listenLocal } from "./listen";
 
 /**
  * A shop's webhook receiver, for tests, chaos and the bench: a Node HTTP server that checks every
@@ -199,14 +199,6 @@ export async function startWebhookReceiver(opts: { port?: number } = {}): Promis
     handled.catch((err: unknown) => json(res, 500, { error: String(err) }));
   });
   server.keepAliveTimeout = 60_000;
-  await new Promise<void>((resolve) => server.listen(opts.port ?? 0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  const { port, close } = await listenLocal(server, opts.port);
+  return { url: `http://127.0.0.1:${port}`, close };
 }
