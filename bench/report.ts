@@ -208,15 +208,7 @@ const estimateOf = (values: number[]): Estimate => {
  * Worker's runs beside the floor, its spread each of those runs alone. A measured ratio at or past
  * it says the estimate is loose, not that the code beat a limit; it never proves a target unreachable.
  */
-function bounds(
-  r: Results,
-  via: Via,
-): {
-  sold_out: Estimate;
-  hot_sku: Estimate;
-  hot_vs_classic: Estimate;
-  hot_cpu: Estimate;
-} {
+function bounds(r: Results, via: Via) {
   const p = r.points;
   const floorKey = viaKey("sold_out_floor", via);
   const floor = p[floorKey];

@@ -34,7 +34,7 @@ import { startProfile } from "./lib/profile";
 import { startReceiverProcess } from "./lib/receiver";
 import { verify } from "./lib/verify";
 import { through, VIAS, viaKey } from "./lib/via";
-import { writeReport } from "./report";
+import { type Results, writeReport } from "./report";
 import { classic } from "./scenarios/classic";
 import { classicPipeline } from "./scenarios/classic-pipeline";
 import { hotSkuCopies } from "./scenarios/copies";
@@ -114,13 +114,7 @@ const stack: (() => Promise<void>)[] = [];
 const bench = newBench(quick ? QUICK : FULL, mkdtempSync(join(tmpdir(), "flashgate-bench-load-")));
 stack.push(async () => rmSync(bench.dir, { recursive: true, force: true }));
 const started = new Date();
-const baselines: {
-  ref: string;
-  commit: string;
-  subject: string;
-  keys: Record<string, string>;
-  rounds: Record<string, string[]>;
-}[] = [];
+const baselines: Results["baselines"] = [];
 let exitCode = 0;
 try {
   log(`mode: ${quick ? "quick" : "full"}; starting redis-server ×2, the Upstash bridge, the bare Worker and Flashgate`);
