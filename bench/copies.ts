@@ -135,6 +135,8 @@ const figure = {
   single,
   connections: QUICK.timing.connections,
 };
+/** `figures.copies_rounds` of bench/results.json (docs/PERFORMANCE.md's rounds, bench/report.ts). */
+export type CopiesRounds = typeof figure;
 log(`hot SKU behind ${copies} copies of the Worker, ${rounds} rounds:`);
 byRound.forEach((r, i) => {
   log(`  round ${i + 1} (${r.first} first): GATHER off: ${describe(r.off)}`);

@@ -4,6 +4,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import type { CopiesRounds } from "./copies";
 import { type CutFigures, cutSection, unbatchedTarget } from "./delivery-floor";
 import { type FloorFigures, floorSection, perfSection } from "./floor-targets";
 import type { CallgrindPoint } from "./lib/callgrind";
@@ -19,8 +20,11 @@ import type { SaleLogFigures } from "./sale-log";
 import { saleLogSection } from "./sale-log-report";
 import type { ClassicPipelineFigures } from "./scenarios/classic-pipeline";
 import type { CopiesFigure } from "./scenarios/copies";
+import type { drawDecide, drawDecideSharded } from "./scenarios/draw";
 import type { Ceiling } from "./scenarios/edge";
+import type { engineCore } from "./scenarios/engine-core";
 import type { HandOffFigures } from "./scenarios/order-hand-off";
+import type { orderPipeline, PipelineFigures } from "./scenarios/order-pipeline";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
@@ -53,16 +57,8 @@ export interface Results {
     /** perf profiles of workerd per point (bench/lib/perf-record.ts). */
     perf?: Record<string, PerfPoint>;
     memory?: { liveHolds?: MemoryFigure & { holds: number }; userQuotas?: MemoryFigure & { users: number } };
-    order_pipeline?: {
-      ordersPerSec: number;
-      lagP50Ms: number;
-      lagP99Ms: number;
-      rows: number;
-      persistPerSec?: number;
-      cpuUsPerOrder?: number;
-      pipelineCpuUsPerOrder?: number;
-    };
-    hot_sku_orders?: { ordersPerSec: number; lagP50Ms: number; lagP99Ms: number; rows: number };
+    order_pipeline?: Awaited<ReturnType<typeof orderPipeline>>;
+    hot_sku_orders?: PipelineFigures;
     /** The order pipeline with one webhook endpoint subscribed to every type, beside it off (bench/scenarios/order-hand-off.ts). */
     order_pipeline_webhooks?: HandOffFigures;
     /** The same with the endpoint batched, up to 100 events a message (issue #53). */
@@ -90,15 +86,9 @@ export interface Results {
     /** The classic design's whole pipeline: Redis Lua + outbox → RabbitMQ → MariaDB (bench/scenarios/classic-pipeline.ts). */
     classic_pipeline?: ClassicPipelineFigures;
     /** Fair opening, one shard: the alarm's decision of a full window (bench/scenarios/draw.ts). */
-    draw_decide?: { entrants: number; units: number; decideMs: number; decideCpuMs: number; rssAfterMiB: number };
+    draw_decide?: Awaited<ReturnType<typeof drawDecide>>;
     /** Fair opening, sharded: the decision with a request waiting per entrant, until all are answered. */
-    draw_decide_sharded?: {
-      entrants: number;
-      units: number;
-      shards: number;
-      decideMs: number;
-      decideCpuMs: number;
-      transactionsPerEntrant: number;
+    draw_decide_sharded?: Awaited<ReturnType<typeof drawDecideSharded>> & {
       /** Set when the figure was measured in another (partial) run than the rest of the file. */
       measuredIn?: string;
     };
@@ -137,13 +127,7 @@ interface MemoryFigure {
   databaseMiB: number;
 }
 
-interface EngineFigure {
-  perSec: number;
-  cpuUsPerReservation: number;
-  batch: number;
-  reservations: number;
-  sqlStatementsPerReservation?: number;
-}
+type EngineFigure = Awaited<ReturnType<typeof engineCore>>;
 
 const n0 = (v: number | undefined) =>
   v === undefined || !Number.isFinite(v) ? "–" : Math.round(v).toLocaleString("en-US");
@@ -1118,33 +1102,10 @@ function copiesSection(r: Results): string[] {
   ];
 }
 
-interface CopiesSummary {
-  holdsPerSec: number;
-  p50Ms: number;
-  p99Ms: number;
-  cpuUsPerReservation: number;
-  callsPerSec: number;
-  meanBatch: number;
-}
-interface CopiesRounds {
-  copies: number;
-  rounds: {
-    first: "off" | "on";
-    off: CopiesSummary;
-    on: CopiesSummary;
-    fewerCalls: number;
-    holdsRatio: number;
-    load?: number;
-  }[];
-  connections?: number;
-  median: { off: CopiesSummary; on: CopiesSummary; fewerCalls: number; holdsRatio: number };
-  single: Record<string, { off: CopiesSummary; on: CopiesSummary }>;
-}
-
 /** The rounds of `npm run bench:copies` (off and on alternating first), their medians, and one copy's latency. */
 function copiesRounds(c: CopiesRounds | undefined): string[] {
   if (!c) return [];
-  const row = (label: string, gather: string, s: CopiesSummary, ratio: string) => [
+  const row = (label: string, gather: string, s: CopiesRounds["median"]["off"], ratio: string) => [
     label,
     gather,
     n0(s.holdsPerSec),
