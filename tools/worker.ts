@@ -7,6 +7,8 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { Log, LogLevel, Miniflare } from "miniflare";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
+import type { z } from "zod";
+import type { AdminSku as AdminSkuView } from "../src/routes/contract-schemas";
 import { ensureDevVars, SECRETS } from "./dev-vars";
 import { HARNESS_ENTRY } from "./harness";
 import { migrateInto } from "./migrated-d1";
@@ -240,13 +242,8 @@ export async function admin<T>(server: WorkerServer, method: string, path: strin
   return JSON.parse(text) as T;
 }
 
-/** The admin SKU view (stock from the stock objects, order counts from D1). */
-export interface AdminSku {
-  sku: string;
-  shards: number;
-  stock: { total: number; available: number; held: number; sold: number };
-  orders: Record<string, number>;
-}
+/** The admin SKU view (stock from the stock objects, order counts from D1), as the contract describes it. */
+export type AdminSku = z.infer<typeof AdminSkuView>;
 
 export function createSku(server: WorkerServer, sku: string, totalStock: number, shards = 1): Promise<AdminSku> {
   return admin<AdminSku>(server, "PUT", `/admin/skus/${sku}`, {

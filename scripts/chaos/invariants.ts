@@ -14,6 +14,8 @@ import { execFile } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import type { z } from "zod";
+import type { AdminSku } from "../../src/routes/contract-schemas";
 import { shopperJwt } from "../../tools/jwt";
 import { Scrape } from "../../tools/prometheus";
 import { countsViolation, limitViolations } from "../../tools/stock-invariants";
@@ -51,27 +53,8 @@ export async function d1Query<T>(stateDir: string, sql: string): Promise<T[]> {
   }
 }
 
-export interface SkuView {
-  sku: string;
-  name: string;
-  status: string;
-  perUserLimit: number;
-  holdSeconds: number;
-  startsAt: string | null;
-  endsAt: string | null;
-  shards: number;
-  price: number | null;
-  currency: string;
-  stock: { total: number; available: number; held: number; sold: number };
-  /** Sizes (API.md v1.4): each size's stock; `stock` is their sum. Left out for a SKU without sizes. */
-  variants?: { id: string; name: string; stock: { total: number; available: number; held: number; sold: number } }[];
-  orders: Record<string, number>;
-  mirror: { available: number; held: number; sold: number; version: number } | null;
-  /** Payment events flagged for refund, each counted once by the shard that answered it. */
-  payments: { refund_required: number };
-  waitlist: number;
-  version: number;
-}
+/** The admin view of a SKU (`GET /admin/skus/:sku`), as the contract describes it. */
+export type SkuView = z.infer<typeof AdminSku>;
 
 export async function skuView(client: Client, sku: string): Promise<SkuView> {
   const reply = await client.admin("GET", `/admin/skus/${sku}`);
