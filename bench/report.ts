@@ -762,18 +762,17 @@ function handOffSection(r: Results): string[] {
   const row = (what: string, plainRun: object, hooksRun?: object) => {
     const plain = plainRun as Record<string, unknown>;
     const hooks = hooksRun as Record<string, unknown> | undefined;
-    const num = (v: unknown) => (typeof v === "number" ? v : Number.NaN);
+    const num = (v: unknown) => n0(typeof v === "number" ? v : Number.NaN);
+    /** The endpoint's own figures: blank for the runs with it disabled. */
+    const ofHooks = (...keys: string[]) => keys.map((key) => (hooks ? num(hooks[key]) : ""));
     return [
       what,
-      n0(num(plain.ordersPerSec)),
-      n0(num(plain.lagP50Ms)),
-      n0(num(plain.lagP99Ms)),
-      hooks ? n0(num(hooks.deliveriesPerSec)) : "",
-      hooks ? n0(num(hooks.sendPerSec)) : "",
-      hooks ? n0(num(hooks.deliveryLagP50Ms)) : "",
-      hooks ? n0(num(hooks.deliveryLagP99Ms)) : "",
-      n0(num(hooks ? hooks.cpuUsPerOrderDelivered : plain.cpuUsPerOrder)),
-      hooks ? n0(num(hooks.receiverCpuUsPerDelivery)) : "",
+      num(plain.ordersPerSec),
+      num(plain.lagP50Ms),
+      num(plain.lagP99Ms),
+      ...ofHooks("deliveriesPerSec", "sendPerSec", "deliveryLagP50Ms", "deliveryLagP99Ms"),
+      num(hooks ? hooks.cpuUsPerOrderDelivered : plain.cpuUsPerOrder),
+      ...ofHooks("receiverCpuUsPerDelivery"),
     ];
   };
   const rows = h.rounds.flatMap((round, i) => {

@@ -50,7 +50,8 @@ export async function session(url: string) {
   return { send, on: (l: (typeof listeners)[number]) => listeners.push(l), close: () => ws.close() };
 }
 
-async function targets(inspectorPort: number): Promise<Target[]> {
+/** The inspector's targets: one per isolate (bench/lib/profile.ts picks the Worker's by title). */
+export async function targets(inspectorPort: number): Promise<Target[]> {
   return (await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json()) as Target[];
 }
 

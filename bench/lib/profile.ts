@@ -1,4 +1,4 @@
-import { session } from "../../tools/heap";
+import { session, targets } from "../../tools/heap";
 
 /**
  * A CPU profile of one workerd isolate through its inspector (Chrome DevTools protocol), to find
@@ -19,11 +19,7 @@ interface Node {
 
 /** A Chrome DevTools protocol session with one isolate of workerd (the Worker's, by title). */
 async function connectInspector(inspectorPort: number, target: string) {
-  const list = (await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json()) as {
-    id: string;
-    title?: string;
-    webSocketDebuggerUrl: string;
-  }[];
+  const list = await targets(inspectorPort);
   const entry = list.find((t) => t.title?.includes(target)) ?? list.find((t) => !t.title?.startsWith("core:"));
   if (!entry) throw new Error(`no inspector target for ${target}: ${JSON.stringify(list.map((t) => t.title))}`);
   return session(entry.webSocketDebuggerUrl);
