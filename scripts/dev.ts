@@ -21,6 +21,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";
+import type { z } from "zod";
+import type { CONTRACT_SCHEMAS } from "../src/routes/contract-schemas";
 import { ensureDevVars, readDevVars, SECRETS } from "../tools/dev-vars";
 import { HARNESS_ENTRY } from "../tools/harness";
 import { hasRedisServer, type RedisServer, startRedis } from "../tools/redis-server";
@@ -77,13 +79,8 @@ async function ready(base: string, wrangler: ChildProcess): Promise<boolean> {
   return false;
 }
 
-interface CronRun {
-  runId: string;
-  trigger: string;
-  skusChecked: number;
-  errors: number;
-  differences: { repaired: boolean }[];
-}
+/** `GET /admin/reconcile/runs`, as the contract describes it. */
+type CronRuns = z.infer<(typeof CONTRACT_SCHEMAS)["ReconcileRuns"]>;
 
 /** Fires the scheduled handler once and logs one line: what the run found, or why it failed. */
 async function fireCron(base: string, adminToken: string | undefined): Promise<void> {
@@ -102,9 +99,7 @@ async function fireCron(base: string, adminToken: string | undefined): Promise<v
       headers: { authorization: `Bearer ${adminToken ?? ""}` },
       signal,
     });
-    const run = runs.ok
-      ? ((await runs.json()) as { runs: CronRun[] }).runs.find((r) => r.trigger === "cron")
-      : undefined;
+    const run = runs.ok ? ((await runs.json()) as CronRuns).runs.find((r) => r.trigger === "cron") : undefined;
     if (!run) return log(`cron: reconciliation ran in ${ms} ms (its run is not readable: HTTP ${runs.status})`);
     const repaired = run.differences.filter((d) => d.repaired).length;
     log(

@@ -16,6 +16,8 @@
  * retries the deliveries that ended `failed` (`POST /admin/webhooks/:id/deliveries/:deliveryId/retry`),
  * and the cron's check-back (the `scheduled` handler) is fired when a pending delivery is overdue.
  */
+import type { z } from "zod";
+import type { CONTRACT_SCHEMAS } from "../../src/routes/contract-schemas";
 import { SCHEDULED_PATH } from "../../tools/dev-server";
 import {
   type Behaviour,
@@ -59,14 +61,8 @@ interface ReceiverLog {
   unverified: number;
 }
 
-interface Delivery {
-  id: string;
-  type: string;
-  reservationId: string;
-  status: string;
-  attempts: number;
-  nextAttemptAt: string | null;
-}
+/** `GET /admin/webhooks/:id/deliveries`, as the contract describes it. */
+type Deliveries = z.infer<(typeof CONTRACT_SCHEMAS)["WebhookDeliveryList"]>;
 
 /** What the receiver got for one webhook-id. */
 interface ById {
@@ -174,14 +170,14 @@ export class ShopHooks {
     for (const endpoint of this.endpoints) await this.#patch(endpoint, { fail: 0, drop: 0, status: 204, ...NO_DELAY });
   }
 
-  async #deliveries(endpoint: Endpoint, status: "pending" | "failed"): Promise<Delivery[]> {
+  async #deliveries(endpoint: Endpoint, status: "pending" | "failed"): Promise<Deliveries["deliveries"]> {
     const reply = await this.client.admin(
       "GET",
       `/admin/webhooks/${endpoint.id}/deliveries?status=${status}&limit=1000`,
     );
     if (reply.status !== 200)
       throw new Error(`GET /admin/webhooks/${endpoint.id}/deliveries answered ${reply.status}: ${reply.text}`);
-    return (reply.json as { deliveries: Delivery[] }).deliveries;
+    return (reply.json as Deliveries).deliveries;
   }
 
   /** Every change of the feed, from the beginning, page by page until an empty one. */
