@@ -7,6 +7,7 @@
  * holds are checked like any other (invariants 1-5). Invariant 13: no code admits two users, and no
  * token before a tier opens for someone it does not admit.
  */
+import type { AccessTier } from "../../durable-objects/engine/types";
 import { signHs256 } from "../../tools/jwt";
 import { errorCode, type Reply, sleep, str } from "./http";
 import { call, reserveRecorded, Scene } from "./shoppers";
@@ -16,10 +17,7 @@ const SHARERS = 6;
 /** How many codes are shared that way. */
 const SHARED_CODES = 4;
 
-interface Tier {
-  name: string;
-  startsAt: number;
-}
+type Tier = Pick<AccessTier, "name" | "startsAt">;
 
 export class EarlyScene extends Scene {
   /** What was checked, for the summary. */
