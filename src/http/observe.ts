@@ -1,3 +1,4 @@
+import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { routePath } from "hono/route";
 import { log } from "../../durable-objects/shared/log";
@@ -14,10 +15,11 @@ const MAX_REQUEST_ID_LENGTH = 128;
 const SANE_REQUEST_ID = /^[\w\-=]+$/;
 
 /**
- * The one middleware of every request. It gives the request its id (the caller's `X-Request-Id`
- * when it is sane, else a new UUID, echoed back), counts the response and its duration by route,
- * and writes a `request` line for errors (5xx), slow requests and a sample of the rest
- * (`REQUEST_LOG_SAMPLE_RATE`).
+ * What every request passes, once: a contract route's one handler calls {@link observeRequest}
+ * itself (register.ts), anything else passes this middleware (src/app.ts). It gives the request its
+ * id (the caller's `X-Request-Id` when it is sane, else a new UUID, echoed back), counts the response
+ * and its duration by route, and writes a `request` line for errors (5xx), slow requests and a
+ * sample of the rest (`REQUEST_LOG_SAMPLE_RATE`).
  *
  * The id is a context variable (`c.get("requestId")`) that the routes hand to the stock object with
  * each call; the object writes it on its lines and into the queue events it emits, so the consumer's
@@ -30,6 +32,18 @@ const SANE_REQUEST_ID = /^[\w\-=]+$/;
  * each one cost more CPU than answering it. Every response is still counted in /metrics.
  */
 export const observe = createMiddleware<AppEnv>(async (c, next) => {
+  await observeRequest(c, undefined, next);
+});
+
+/**
+ * {@link observe}'s work around `next`, for a caller that is not a layer of Hono's: a contract
+ * route's one handler (register.ts), which passes its pattern as `route`. Answers the response.
+ */
+export async function observeRequest(
+  c: Context<AppEnv>,
+  route: string | undefined,
+  next: () => Promise<void>,
+): Promise<Response> {
   const started = performance.now();
   let requestId = c.req.raw.headers.get(REQUEST_ID_HEADER);
   if (!requestId || requestId.length > MAX_REQUEST_ID_LENGTH || !SANE_REQUEST_ID.test(requestId)) {
@@ -49,15 +63,15 @@ export const observe = createMiddleware<AppEnv>(async (c, next) => {
   const ms = performance.now() - started;
   // The pattern of the route that answered, never the raw path (ids would make every path a series);
   // answers no route gave (404 for unknown paths, 405, 413 before the route) are "/*".
-  const route = routePath(c) || "/*";
+  const pattern = route ?? (routePath(c) || "/*");
   const status = res.status;
   const method = c.req.method;
-  countResponse(route, method, status, ms / 1000);
+  countResponse(pattern, method, status, ms / 1000);
   if (status >= 500 || ms >= SLOW_REQUEST_MS || Math.random() < Number(c.env.REQUEST_LOG_SAMPLE_RATE)) {
     log(status >= 500 ? "error" : "info", "request", {
       requestId,
       method,
-      route,
+      route: pattern,
       path: c.req.path,
       status,
       code: c.error instanceof ApiError ? c.error.code : undefined,
@@ -66,4 +80,5 @@ export const observe = createMiddleware<AppEnv>(async (c, next) => {
     });
   }
   flushMetricsSoon(c.env, (promise) => c.executionCtx.waitUntil(promise));
-});
+  return res;
+}
