@@ -189,6 +189,8 @@ class Sim {
   /** Sizes of the SKU (null: none), with the totals an operator set (a set of candidates while a PUT's answer was lost). */
   #sizes: Map<string, Set<number>> | null;
   #totals: Set<number>;
+  /** Sizes given to the SKU without them by a PUT not answered yet (or whose outcome is not known): each size's total. */
+  #converting: Map<string, number> | null = null;
   #shards: number;
   /** The most shards the SKU ever had: every one keeps its reservations. */
   #shardsEver: number;
@@ -286,6 +288,9 @@ class Sim {
     try {
       await this.#create();
       this.#world.faults = FAULTS;
+      // Sizes given to a third of the SKUs without them as the sale opens, racing its first shoppers:
+      // once a unit is held or sold the PUT is refused, so later it seldom applies.
+      if (!this.#sizes && this.#random() < 1 / 3) this.#operate(0.3, undefined, true);
       for (this.#step = 1; this.#step <= steps; this.#step++) {
         // Now and then a lull: nobody buys for longer than a hold lasts, then the operator resizes
         // (a resize waits until nothing is held), so resizes land between sales, not only before them.
@@ -595,7 +600,7 @@ class Sim {
   }
 
   /** The operator: one change at a time, each a PUT through shard 0 (or its archive). */
-  #operate(roll = this.#random(), status?: "on_sale"): void {
+  #operate(roll = this.#random(), status?: "on_sale", sizing = false): void {
     const change: SkuChange = { sku: SKU, shards: this.#shards, assumedTotal: 0 };
     let what: string;
     const sizes = this.#sizes;
@@ -612,6 +617,11 @@ class Sim {
         const total = this.#int(6);
         change.variants = [{ id, name: id, totalStock: total }];
         what = `size ${id} total ${total}`;
+      } else if (sizing || this.#random() < 0.25) {
+        // Sizes given to the SKU (fenced as a resize when sharded): refused while any shard holds or sold a unit.
+        const given = ["a", "b"].slice(0, 1 + this.#int(2)).map((id) => ({ id, name: id, totalStock: this.#int(6) }));
+        change.variants = given;
+        what = `sizes ${given.map((v) => `${v.id} ${v.totalStock}`).join(", ")}`;
       } else {
         change.totalStock = this.#int(16);
         what = `total ${change.totalStock}`;
@@ -636,8 +646,9 @@ class Sim {
           try {
             const outcome = await this.#put(change);
             if (outcome.ok) this.#expect(change, true);
-            else if (attempt === 1) refused(); // after a lost attempt, that one may have applied
-
+            else if (attempt === 1)
+              refused(); // after a lost attempt, that one may have applied
+            else if (this.#converting) await this.#readSizes();
             return `${outcome.ok ? "200" : outcome.code}${attempt > 1 ? ` (attempt ${attempt})` : ""}`;
           } catch (error) {
             if (attempt >= 5 || !(error instanceof Error) || !error.message.includes(SIM_ERROR)) throw error;
@@ -650,6 +661,15 @@ class Sim {
   }
 
   #expect(change: SkuChange, answered: boolean): void {
+    if (!this.#sizes && change.variants) {
+      const given = new Map(change.variants.map((v) => [v.id, v.totalStock ?? 0]));
+      this.#converting = answered ? null : given;
+      if (answered) {
+        this.#sizes = new Map([...given].map(([id, t]) => [id, new Set([t])]));
+        this.#totals = new Set([sumMax(this.#sizes)]);
+      }
+      return;
+    }
     if (!answered) {
       if (change.totalStock !== undefined) this.#totals.add(change.totalStock);
       for (const v of change.variants ?? []) {
@@ -676,10 +696,36 @@ class Sim {
   #snapshot(): () => void {
     const totals = new Set(this.#totals);
     const sizes = this.#sizes && new Map([...this.#sizes].map(([id, t]) => [id, new Set(t)]));
+    const converting = this.#converting;
     return () => {
       this.#totals = totals;
       this.#sizes = sizes;
+      this.#converting = converting;
     };
+  }
+
+  /**
+   * Sizes were given, an attempt's answer was lost and a later one refused: the lost one may have
+   * applied. The operator reads the SKU (GET /admin/skus/:sku, from shard 0) to know which.
+   */
+  async #readSizes(): Promise<void> {
+    const given = this.#converting as Map<string, number>;
+    for (let attempt = 1; attempt <= 5; attempt++) {
+      let state: SkuState | null;
+      try {
+        state = await this.#call<SkuState | null>(0, "state");
+      } catch (error) {
+        if (error instanceof Error && error.message.includes(SIM_ERROR)) continue;
+        throw error;
+      }
+      const ids = (state?.variants ?? []).map((v) => v.id).join(",");
+      if (ids && ids !== [...given.keys()].join(","))
+        throw new Violation(`shard 0 has sizes ${ids}, the operator gave ${[...given.keys()].join(",")}`);
+      this.#converting = null;
+      const variants = [...given].map(([id, totalStock]) => ({ id, name: id, totalStock }));
+      if (ids) this.#expect({ sku: SKU, shards: this.#shards, assumedTotal: 0, variants }, true);
+      return;
+    }
   }
 
   // ---- Checking ----
@@ -740,9 +786,12 @@ class Sim {
     const foreign = this.#world.foreign[0];
     if (foreign) throw new Violation(`the code under test threw: ${foreign}`);
     const views = this.#views();
+    const converting = this.#converting ? [...this.#converting.values()].reduce((a, b) => a + b, 0) : 0;
     const bound = {
-      total: this.#sizes ? sumMax(this.#sizes) : Math.max(...this.#totals),
-      variants: this.#sizes ? new Map([...this.#sizes].map(([id, t]) => [id, Math.max(...t)])) : undefined,
+      total: this.#sizes ? sumMax(this.#sizes) : Math.max(...this.#totals, converting),
+      variants: this.#sizes
+        ? new Map([...this.#sizes].map(([id, t]) => [id, Math.max(...t)]))
+        : (this.#converting ?? undefined),
     };
     const broken = stockViolations(views, this.#limit, bound);
     if (broken[0]) throw new Violation(broken[0]);
@@ -850,12 +899,25 @@ class Sim {
   #checkSettled(views: View[]): void {
     // 8: the total (each size's) is one an operator PUT may have set: the last answered, or one unanswered since.
     const total = views.reduce((n, v) => n + v.state.stock.total, 0);
-    if (!this.#sizes && !this.#totals.has(total))
+    const sizeTotal = (id: string) =>
+      views.reduce((k, v) => k + (v.state.variants?.find((x) => x.id === id)?.stock.total ?? 0), 0);
+    const sized = views.filter((v) => v.shard < this.#shards && v.state.variants?.length);
+    if (!this.#sizes && sized.length === 0 && !this.#totals.has(total))
       throw new Violation(
         `the shards hold ${total} in total, the operator set ${[...this.#totals].join(" or ")} (invariant 8)`,
       );
+    // Sizes given by a PUT whose outcome is unknown: every shard has them, each size's total as given, or none has.
+    const given = this.#converting;
+    if (
+      !this.#sizes &&
+      sized.length > 0 &&
+      (!given || sized.length !== this.#shards || [...given].some(([id, t]) => sizeTotal(id) !== t))
+    )
+      throw new Violation(
+        `${sized.length} of ${this.#shards} shards have sizes, the operator gave ${given ? [...given].map(([id, t]) => `${id} ${t}`).join(", ") : "none"} (invariant 8)`,
+      );
     for (const [id, totals] of this.#sizes ?? []) {
-      const n = views.reduce((k, v) => k + (v.state.variants?.find((x) => x.id === id)?.stock.total ?? 0), 0);
+      const n = sizeTotal(id);
       if (!totals.has(n))
         throw new Violation(
           `size ${id}: the shards hold ${n}, the operator set ${[...totals].join(" or ")} (invariant 8)`,
