@@ -20,29 +20,42 @@ function canonical(text: string): boolean {
 }
 
 export function fromBase64Url(text: string): Uint8Array<ArrayBuffer> | null {
+  const binary = binaryOf(text);
+  return binary === null ? null : bytesOf(binary);
+}
+
+/** The decoded bytes of canonical base64url text as a binary string (one character a byte), or null. */
+function binaryOf(text: string): string | null {
   if (!/^[A-Za-z0-9_-]*$/.test(text) || !canonical(text)) return null;
   try {
-    const binary = atob(text.replaceAll("-", "+").replaceAll("_", "/"));
-    // A plain loop: `Uint8Array.from(binary, fn)` calls a function per byte, on every reservation.
-    const bytes = new Uint8Array(binary.length);
-    for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
-    return bytes;
+    return atob(text.replaceAll("-", "+").replaceAll("_", "/"));
   } catch {
     return null;
   }
 }
 
+function bytesOf(binary: string): Uint8Array<ArrayBuffer> {
+  // A plain loop: `Uint8Array.from(binary, fn)` calls a function per byte, on every reservation.
+  const bytes = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+  return bytes;
+}
+
 const decoder = new TextDecoder();
+/** A byte outside ASCII, where a binary string and its UTF-8 text differ. */
+const NOT_ASCII = /[\x80-\xff]/;
 
 /**
  * The JSON object a signed payload carries (base64url of UTF-8 JSON), its fields checked by
  * `wellFormed`; null for anything else.
  */
 export function payloadOf<T>(payload: string, wellFormed: (value: Partial<T>) => boolean): T | null {
-  const bytes = fromBase64Url(payload);
-  if (!bytes) return null;
+  const binary = binaryOf(payload);
+  if (binary === null) return null;
   try {
-    const value = JSON.parse(decoder.decode(bytes)) as Partial<T> | null;
+    // ASCII bytes are their own UTF-8 text: no byte array and no decoder call for nearly every token.
+    const text = NOT_ASCII.test(binary) ? decoder.decode(bytesOf(binary)) : binary;
+    const value = JSON.parse(text) as Partial<T> | null;
     return value !== null && typeof value === "object" && wellFormed(value) ? (value as T) : null;
   } catch {
     return null;
