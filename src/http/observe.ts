@@ -3,13 +3,13 @@ import { createMiddleware } from "hono/factory";
 import { routePath } from "hono/route";
 import { log } from "../../durable-objects/shared/log";
 import { countResponse, flushMetricsSoon } from "../observability/metrics";
+import { carriesRequestId, REQUEST_ID_HEADER } from "./answer";
 import type { AppEnv } from "./context";
 import { shopperCors, wantsCors } from "./cors";
 import { ApiError } from "./errors";
 
 /** A request slower than this is always logged (wall time: the Workers clock moves only on I/O). */
 const SLOW_REQUEST_MS = 1_000;
-const REQUEST_ID_HEADER = "X-Request-Id";
 const MAX_REQUEST_ID_LENGTH = 128;
 /** A caller's id is echoed only when it is this plain: it ends up in log lines and queue events. */
 const SANE_REQUEST_ID = /^[\w\-=]+$/;
@@ -45,21 +45,22 @@ export async function observeRequest(
   next: () => Promise<void>,
 ): Promise<Response> {
   const started = performance.now();
-  let requestId = c.req.raw.headers.get(REQUEST_ID_HEADER);
+  const headers = c.req.raw.headers;
+  let requestId = headers.get(REQUEST_ID_HEADER);
   if (!requestId || requestId.length > MAX_REQUEST_ID_LENGTH || !SANE_REQUEST_ID.test(requestId)) {
     requestId = crypto.randomUUID();
   }
   c.set("requestId", requestId);
   // CORS is this middleware's to call (not a layer of its own on `/api/*`): most requests carry no
   // allowed `Origin`, and every layer costs each request a dispatch.
-  if (wantsCors(c.req.path, c.req.raw.headers, c.env.ALLOWED_ORIGINS)) {
+  if (wantsCors(c.req.path, headers, c.env.ALLOWED_ORIGINS)) {
     const preflight = await shopperCors(c, next);
     if (preflight && !c.finalized) c.res = preflight;
   } else await next();
   const res = c.res;
   // Set on the finished response (one header write), not before it: a header set ahead of the route
-  // makes every answer merge a prepared header set into its own.
-  res.headers.set(REQUEST_ID_HEADER, requestId);
+  // makes every answer merge a prepared header set into its own. An answer made with it has it.
+  if (!carriesRequestId(res)) res.headers.set(REQUEST_ID_HEADER, requestId);
   const ms = performance.now() - started;
   // The pattern of the route that answered, never the raw path (ids would make every path a series);
   // answers no route gave (404 for unknown paths, 405, 413 before the route) are "/*".
