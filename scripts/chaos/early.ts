@@ -144,10 +144,10 @@ export class EarlyScene extends Scene {
     const [firstShared] = shared;
     const holder = firstShared ? [...(winners.get(firstShared) ?? [])][0] : undefined;
     if (firstShared) {
-      const sent = Date.now();
       const late = await this.#try(sku, `${p}-late`, opensToAll, firstShared);
-      // After the public start a token needs no code: only one got before it counts as the code's.
-      if (late?.status === 201 && sent < opensToAll) winners.get(firstShared)?.add(`${p}-late`);
+      // After the public start a token needs no code: only one answered before it counts as the code's
+      // (one sent before it and answered after may have been decided once the sale was open to all).
+      if (late?.status === 201 && Date.now() < opensToAll) winners.get(firstShared)?.add(`${p}-late`);
       this.faults.count(`early taken code by another user answered ${show(late)}`);
       if (holder) {
         const again = await this.#try(sku, holder, coded.startsAt, firstShared);

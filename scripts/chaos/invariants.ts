@@ -128,8 +128,10 @@ export async function readAsOwner(client: Client, id: string, userId: string): P
     const reply = await client.request("GET", `/api/reservations/${id}`, {
       headers: { authorization: `Bearer ${jwt}` },
     });
-    if (reply.status !== 429 || attempt > 10) return reply;
-    await sleep(2_000);
+    // 429 and 503 BUSY (an object reset mid-call) both say: the same request again, later.
+    const busy = reply.status === 503 && errorCode(reply.json) === "BUSY";
+    if ((reply.status !== 429 && !busy) || attempt > 10) return reply;
+    await sleep(busy ? 500 : 2_000);
   }
 }
 

@@ -327,6 +327,11 @@ export class Shoppers {
     const accepted = replies.filter((r): r is Reply => r?.status === 202);
     if (replies.some((r) => r === null || r.status >= 500)) ledger.unanswered.add(userId);
     const ids = new Set(accepted.map((r) => str(r.json, "reservationId")));
+    for (const r of accepted.filter((a) => str(a.json, "reservationId") === undefined)) {
+      const text = r.text.slice(0, 200).replace(/\s+/g, " ");
+      ledger.violations.push({ invariant: 3, message: `a 202 for ${userId} without a reservationId: ${text}` });
+    }
+    ids.delete(undefined);
     if (ids.size > 1) {
       ledger.violations.push({
         invariant: 3,
