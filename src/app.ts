@@ -1,4 +1,4 @@
-import { type Context, Hono } from "hono";
+import { Hono } from "hono";
 import { TrieRouter } from "hono/router/trie-router";
 import type { AppEnv } from "./http/context";
 import { errorBody, errorResponse } from "./http/errors";
@@ -17,15 +17,15 @@ import { saleLogRoutes } from "./routes/sale-log";
 import { shopper } from "./routes/shopper";
 
 /**
- * The methods each path of `apps` answers (GET implies HEAD), looked up by request path. Built on
+ * The methods each path of `app` answers (GET implies HEAD), looked up by request path. Built on
  * the first miss, once every route is registered; only requests no route matched pay for it.
  */
-function allowedMethods(apps: Hono<AppEnv>[]): (path: string) => string[] {
+function allowedMethods(app: Hono<AppEnv>): (path: string) => string[] {
   let router: TrieRouter<string[]> | undefined;
   return (path) => {
     if (!router) {
       const byPath = new Map<string, Set<string>>();
-      for (const route of apps.flatMap((app) => app.routes)) {
+      for (const route of app.routes) {
         if (route.method === "ALL") continue; // middleware
         const methods = byPath.get(route.path) ?? new Set<string>();
         methods.add(route.method);
@@ -48,10 +48,13 @@ function allowedMethods(apps: Hono<AppEnv>[]): (path: string) => string[] {
  * and chaos routes, so none of those is in the bundle `wrangler deploy` builds from src/index.ts.
  */
 export function buildApp(pages: Hono<AppEnv>, mount?: (app: Hono<AppEnv>) => void): Hono<AppEnv> {
-  // The contract's routes, each registered as one handler that observes its own request (register.ts):
-  // a route matched by one handler is dispatched by Hono without composing a chain of layers, and the
-  // contract's routes are nearly every request.
   const app = new Hono<AppEnv>();
+
+  // One middleware for every request; the rest is per route (admission and the body limit, in
+  // register.ts), so a request passes only the layers its route needs. It also answers CORS: browser
+  // pages of the shop's own origins (ALLOWED_ORIGINS) may call the shopper routes.
+  app.use(observe);
+
   app.route("/", ops);
   app.route("/", metrics);
   app.route("/", shopper);
@@ -62,37 +65,20 @@ export function buildApp(pages: Hono<AppEnv>, mount?: (app: Hono<AppEnv>) => voi
   app.route("/", paymentsAdmin);
   app.route("/", paymentWebhooks);
   app.route("/", openapi);
-
-  // Whatever no contract route matched: the pages, what `mount` adds, 404 and 405, and CORS
-  // preflights, behind the one middleware that observes a request (and answers a preflight: browser
-  // pages of the shop's own origins, ALLOWED_ORIGINS, may call the shopper routes).
-  const rest = new Hono<AppEnv>();
-  rest.use(observe);
   // The embeddable buy button (public, any origin may import it).
-  rest.route("/", embed);
-  rest.route("/", pages);
-  mount?.(rest);
+  app.route("/", embed);
+  app.route("/", pages);
+  mount?.(app);
 
   // No route matched: 405 with `Allow` when the path has routes for other methods, else 404.
-  const allowed = allowedMethods([app, rest]);
-  rest.notFound((c) => {
+  const allowed = allowedMethods(app);
+  app.notFound((c) => {
     const methods = allowed(c.req.path);
     if (methods.length === 0) return c.json(errorBody("NOT_FOUND"), 404);
     return c.json(errorBody("METHOD_NOT_ALLOWED"), 405, { Allow: methods.join(", ") });
   });
-  rest.onError(errorResponse);
-  app.notFound((c) => rest.fetch(c.req.raw, c.env, executionCtxOf(c)));
   app.onError(errorResponse);
   return app;
-}
-
-/** The request's execution context, or none (`app.request` in a unit test passes none). */
-function executionCtxOf(c: Context<AppEnv>): Context<AppEnv>["executionCtx"] | undefined {
-  try {
-    return c.executionCtx;
-  } catch {
-    return undefined;
-  }
 }
 
 /** The production app: the contract's routes and the operator dashboard, nothing else. */

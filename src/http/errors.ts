@@ -2,8 +2,6 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { log } from "../../durable-objects/shared/log";
-import { answerWithId } from "./answer";
-import type { AppEnv } from "./context";
 
 /**
  * Why a shopper JWT was refused, in `error.details.reason` of its `401 UNAUTHENTICATED` (and in
@@ -132,11 +130,9 @@ export class ApiError extends HTTPException {
  * `c.error`. For an answer given thousands of times a second (the edge's SOLD_OUT), where a throw
  * and its rejected promises cost more than the answer.
  */
-export function answerError(c: Context<AppEnv>, err: ApiError): Response {
+export function answerError(c: Context, err: ApiError): Response {
   c.error = err;
-  // Called before anything set a header on the context: the answer is made with its request id at once.
-  const headers = { "Content-Type": "application/json", ...err.headers };
-  return answerWithId(c, err.json(), ERRORS[err.code][0], headers);
+  return errorResponse(err, c);
 }
 
 /** `503 BUSY` with `Retry-After: 1`: nothing was decided, and the same request may come again in a second. */

@@ -3,8 +3,7 @@ import type { z } from "zod";
 import { adminAuth, shopperAuth, shopperRateLimit } from "../http/auth";
 import { parseJson, withBodyLimit } from "../http/body";
 import type { AppEnv } from "../http/context";
-import { ApiError, errorResponse } from "../http/errors";
-import { observeRequest } from "../http/observe";
+import { ApiError } from "../http/errors";
 import { verifyPaymentSignature } from "../payments/webhook-signature";
 import type { Access, ContractRoute } from "./contract";
 import { CONTRACT_SCHEMAS, type SchemaName } from "./contract-schemas";
@@ -118,36 +117,6 @@ export function register<const R extends ContractRoute>(
     throw new Error(`${route.method} ${route.path}: only a shopper route is rate limited`);
   }
   const [next, ...rest] = [...(opts.first ?? []), ...admission, run] as [MiddlewareHandler<AppEnv>];
-  const layers = chain([...(opts.before ?? []), schema ? withBodyLimit(next) : next, ...rest]);
-  // One handler per route, observing its own request: Hono dispatches a path one handler matches
-  // without composing a chain, and the route's pattern, its metrics label, is known here.
-  const path = route.path;
-  app.on(route.method.toUpperCase(), path, (c) => observeRequest(c, path, () => layers(c)));
+  const handlers = [...(opts.before ?? []), schema ? withBodyLimit(next) : next, ...rest];
+  app.on(route.method.toUpperCase(), route.path, ...(handlers as [MiddlewareHandler<AppEnv>]));
 }
-
-/**
- * A route's layers as one call, as Hono's `compose` runs them: each calls the next through `next()`,
- * and an error a layer throws becomes the answer there (`c.error`, the contract's error body), so the
- * layers above it see it as `compose` shows it to them.
- */
-function chain(layers: MiddlewareHandler<AppEnv>[]): (c: Context<AppEnv>) => Promise<void> {
-  const last = layers.length - 1;
-  const step = async (c: Context<AppEnv>, i: number): Promise<void> => {
-    const layer = layers[i] as MiddlewareHandler<AppEnv>;
-    let res: Response | undefined;
-    let failed = false;
-    try {
-      res = (await layer(c, i < last ? () => step(c, i + 1) : pastTheEnd)) ?? undefined;
-    } catch (err) {
-      if (!(err instanceof Error)) throw err;
-      c.error = err;
-      res = errorResponse(err, c);
-      failed = true;
-    }
-    if (res && (!c.finalized || failed)) c.res = res;
-  };
-  return (c) => step(c, 0);
-}
-
-/** The `next` of a route's last layer, which answers and never calls it. */
-const pastTheEnd = (): Promise<void> => Promise.reject(new Error("a route's last layer called next()"));

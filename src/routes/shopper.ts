@@ -18,7 +18,6 @@ import {
   refusesReservation,
   variantKey,
 } from "../edge/sold-out-cache";
-import { answerWithId } from "../http/answer";
 import { limitShopper } from "../http/auth";
 import type { AppEnv } from "../http/context";
 import { ApiError, answerError, busy, type ErrorCode } from "../http/errors";
@@ -176,7 +175,7 @@ register(shopper, ROUTES.publicSku, async (c) => {
   // and sets each one across the runtime's boundary, on a route a storefront polls.
   const headers: Record<string, string> = { "Content-Type": "application/json", "X-Stock-Source": display.source };
   if (display.source === "mirror") headers["Cache-Control"] = MIRROR_CACHE_CONTROL;
-  return answerWithId(c, publicSkuJson(state, Date.now()), 200, headers);
+  return new Response(publicSkuJson(state, Date.now()), { headers });
 });
 
 const MIRROR_CACHE_CONTROL = `public, max-age=${DISPLAY_CACHE_SECONDS}`;
