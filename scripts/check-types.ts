@@ -4,11 +4,15 @@
 // .dev.vars.example, like `npm run types`.)
 import { spawnSync } from "node:child_process";
 import { readFileSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
 
 const COMMITTED = "worker-configuration.d.ts";
 const FRESH = "worker-configuration.check.d.ts"; // same folder, so import paths come out the same
-const args = ["wrangler", "types", "--env-interface", "Env", FRESH, "--env-file", ".dev.vars.example"];
-const run = spawnSync("npx", args, { encoding: "utf8" });
+// wrangler's own bin, as npx would find it, started with this node: without npx's process in front
+// (about 0.7 CPU-s).
+const wrangler = createRequire(import.meta.url).resolve("wrangler/bin/wrangler.js");
+const args = [wrangler, "types", "--env-interface", "Env", FRESH, "--env-file", ".dev.vars.example"];
+const run = spawnSync(process.execPath, args, { encoding: "utf8" });
 try {
   if (run.status !== 0) {
     console.error(`wrangler types failed:\n${run.stdout}${run.stderr}`);
