@@ -645,9 +645,9 @@ class Sim {
         for (let attempt = 1; ; attempt++) {
           try {
             const outcome = await this.#put(change);
+            // A refusal after a lost attempt says nothing of that one, which may have applied.
             if (outcome.ok) this.#expect(change, true);
-            else if (attempt === 1)
-              refused(); // after a lost attempt, that one may have applied
+            else if (attempt === 1) refused();
             else if (this.#converting) await this.#readSizes();
             return `${outcome.ok ? "200" : outcome.code}${attempt > 1 ? ` (attempt ${attempt})` : ""}`;
           } catch (error) {
