@@ -1,6 +1,7 @@
 import { availableParallelism } from "node:os";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
 import { configDefaults, defineConfig } from "vitest/config";
+import { LongFirst } from "./test/support/long-first";
 
 // Three tiers of tests (docs/DEVELOPMENT.md, "Test tiers"):
 //   *.unit.test.ts                            run in plain Node: pure logic, the engine over real SQLite
@@ -45,6 +46,8 @@ export default defineConfig({
     // Two files at once on this 2-core machine (vitest's default leaves a core free: one at a time);
     // the same in every project, which vitest requires of projects that run together.
     maxWorkers: availableParallelism(),
+    // Long files first, the tiers mixed (test/support/long-first.ts).
+    sequence: { sequencer: LongFirst },
     projects: [
       "./vitest.unit.config.ts",
       {

@@ -2,30 +2,7 @@ import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
-import { BaseSequencer, type TestSpecification } from "vitest/node";
-
-/**
- * The tier's long files, longest first: started first, one a core, so the short ones fill in after
- * (vitest's own order needs a cache of past runs, which a fresh clone lacks).
- */
-const LONG_FIRST = [
-  "test/sim.unit.test.ts",
-  "test/sim-101-200.unit.test.ts",
-  "test/opening-draw.unit.test.ts",
-  "test/opening-draw-21-40.unit.test.ts",
-  "test/stock-engine.unit.test.ts",
-  "test/stock-engine-restarts.unit.test.ts",
-];
-
-class LongFirst extends BaseSequencer {
-  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
-    const rank = (file: TestSpecification) => {
-      const i = LONG_FIRST.findIndex((name) => file.moduleId.endsWith(name));
-      return i < 0 ? LONG_FIRST.length : i;
-    };
-    return (await super.sort(files)).sort((a, b) => rank(a) - rank(b));
-  }
-}
+import { LongFirst } from "./test/support/long-first";
 
 /**
  * The simulator's stand-ins (tools/sim/, docs/SIMULATOR.md): workerd's `cloudflare:workers` for the
