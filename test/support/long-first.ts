@@ -17,7 +17,6 @@ const LONG_FIRST = [
   "test/verify-sale.e2e.test.ts", // 26
   "test/deploy.e2e.test.ts", // 22
   "test/receipts.e2e.test.ts", // 22
-  "test/sharding-money.integration.test.ts", // 21
   "test/webhook-batches.integration.test.ts", // 21
   "test/sale-day.e2e.test.ts", // 20
   "test/waitlist-line.integration.test.ts", // 19
