@@ -4,9 +4,12 @@ import { describe, expect, inject, it } from "vitest";
 import { MIRROR_READ_TIMEOUT_MS, MIRROR_WRITE_TIMEOUT_MS, RedisMirror } from "../durable-objects/mirror/redis-mirror";
 import { type Answer, call, createSku, reserve, stockShard, tokenFor, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
-// Reconciliation of the mirror shares this file's workerd (one start-up, issue #56). It runs first
-// (imports come first), before this file stops, restarts and freezes the project's redis-server.
+// Reconciliation of the mirror, the mirror's client and lua/mirror.lua, and its publisher share this
+// file's workerd (one start-up, issue #56). They run first (imports come first), before this file
+// stops, restarts and freezes the project's redis-server.
 import "./suites/reconcile-mirror";
+import "./suites/redis-mirror";
+import "./suites/mirror-publisher";
 
 /**
  * The Redis mirror through the Worker (project "workers-mirror": UPSTASH_REDIS_REST_URL/_TOKEN are bound

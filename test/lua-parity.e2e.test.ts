@@ -1,48 +1,42 @@
-import { runInDurableObject } from "cloudflare:test";
-import { env } from "cloudflare:workers";
-import { Redis } from "@upstash/redis/cloudflare";
 import fc from "fast-check";
-import { describe, expect, inject, it } from "vitest";
+import { createClient } from "redis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SkuSettings } from "../durable-objects/engine/configuration";
 import { StockEngine } from "../durable-objects/engine/stock-engine";
 import type { SaleStatus } from "../durable-objects/engine/types";
-import { LuaScript } from "../durable-objects/mirror/lua-script";
-import configureLua from "../lua/configure.lua";
-import confirmLua from "../lua/confirm.lua";
-import releaseLua from "../lua/release.lua";
-import reserveLua from "../lua/reserve.lua";
-import { stockShard } from "./support/client";
-// The mirror's suites share this file's workerd (one start-up, issue #56): lua/mirror.lua and the
-// Worker-side client against the same redis-server, and the publisher against a mirror that records writes.
-import "./suites/redis-mirror";
-import "./suites/mirror-publisher";
+import { LUA_SHA1, type LuaScriptName, loadScripts } from "../tools/lua";
+import { hasRedisServer, REDIS_MISSING, type RedisServer, startRedis } from "../tools/redis-server";
+import type { TestStorage } from "./suites/stock-engine";
+import { inMigrated } from "./support/node-place";
 
 /**
- * Parity of the stock engine (durable-objects/engine/stock-engine.ts, the code the stock objects run, here in
- * workerd on a Durable Object's SQLite storage) with the classic Lua scripts (lua/*.lua, run with
- * EVALSHA/EVAL on a real redis-server through the Upstash bridge). Every random sequence of
- * configure / reserve / cancel / pay / expire runs against both, step by step; each step must give
- * the same answer (code, and for successes the same reservation, replay flag and counts), and the
- * final stock, seq, reservation statuses and per-user quotas must be equal. On a divergence
- * fast-check shrinks to the shortest sequence and prints it.
+ * Parity of the stock engine (durable-objects/engine/stock-engine.ts, the code the stock objects run,
+ * here over SQLite in Node as in the unit tier; the engine suite runs the same sequences in workerd's
+ * SQLite and in Node's, test/suites/stock-engine.ts) with the classic Lua scripts (lua/*.lua, by
+ * EVALSHA on a real redis-server of this file's own). Every random sequence of configure / reserve /
+ * cancel / pay / expire runs against both, step by step; each step must give the same answer (code,
+ * and for successes the same reservation, replay flag and counts), and the final stock, seq,
+ * reservation statuses and per-user quotas must be equal. On a divergence fast-check shrinks to the
+ * shortest sequence and prints it.
  */
 
-const { bridgeUrl, token } = inject("redis");
-const redis = new Redis({
-  url: bridgeUrl,
-  token,
-  retry: false,
-  enableTelemetry: false,
-  enableAutoPipelining: false,
-  automaticDeserialization: false,
+let server: RedisServer | undefined;
+let client: ReturnType<typeof createClient> | undefined;
+
+beforeAll(async () => {
+  if (!hasRedisServer()) throw new Error(REDIS_MISSING);
+  server = await startRedis();
+  client = createClient({ url: server.url });
+  client.on("error", () => {});
+  await client.connect();
+  // SCRIPT LOAD answers each script's SHA1, which must be the one the product sends with EVALSHA.
+  await loadScripts(client);
 });
 
-const SCRIPTS = {
-  reserve: new LuaScript(reserveLua),
-  release: new LuaScript(releaseLua),
-  confirm: new LuaScript(confirmLua),
-  configure: new LuaScript(configureLua),
-};
+afterAll(async () => {
+  await client?.close();
+  await server?.stop();
+});
 
 const USERS = ["ann", "ben", "cat"];
 const T0 = 1_900_000_000_000;
@@ -108,7 +102,7 @@ const plain = (value: unknown): unknown => JSON.parse(JSON.stringify(value));
 interface Step {
   label: string;
   engine: unknown;
-  script: keyof typeof SCRIPTS;
+  script: LuaScriptName;
   args: Array<string | number>;
 }
 
@@ -118,7 +112,7 @@ interface Step {
  * script call of the sequence, in order, as EVALSHAs of one pipeline (one connection, run back to
  * back) followed by the final-state reads, and compares step by step.
  */
-async function runScenario(storage: DurableObjectStorage, scenario: Scenario): Promise<void> {
+async function runScenario(storage: TestStorage, scenario: Scenario): Promise<void> {
   await storage.deleteAll();
   const sku = `parity-${++runCounter}`;
   const tag = `{fg:${sku}:0}`;
@@ -190,14 +184,13 @@ async function runScenario(storage: DurableObjectStorage, scenario: Scenario): P
     }
   }
 
-  const pipeline = redis.pipeline();
-  // EVAL, not EVALSHA: the Redis server is shared with files that run beside this one, and
-  // redis-mirror's tests flush its script cache (SCRIPT FLUSH) whenever they run.
-  for (const step of steps) pipeline.eval(SCRIPTS[step.script].source, keys, step.args.map(String));
-  for (const field of ["total", "held", "sold", "seq"]) pipeline.hget(keys[0] ?? "", field);
-  for (const id of reservationIds) pipeline.hget(`${tag}:res:${id}`, "status");
-  for (const user of USERS) pipeline.hget(`${tag}:quota`, user);
-  const replies = await pipeline.exec<unknown[]>();
+  if (!client) throw new Error("redis client not connected");
+  const pipeline = client.multi();
+  for (const step of steps) pipeline.evalSha(LUA_SHA1[step.script], { keys, arguments: step.args.map(String) });
+  for (const field of ["total", "held", "sold", "seq"]) pipeline.hGet(keys[0] ?? "", field);
+  for (const id of reservationIds) pipeline.hGet(`${tag}:res:${id}`, "status");
+  for (const user of USERS) pipeline.hGet(`${tag}:quota`, user);
+  const replies: unknown[] = await pipeline.execAsPipeline();
 
   // Every step: the same answer (toEqual: whatever the key order, which cjson does not keep).
   const trace: string[] = [];
@@ -230,18 +223,14 @@ async function runScenario(storage: DurableObjectStorage, scenario: Scenario): P
 
 describe("stock engine ↔ Lua scripts parity", () => {
   it(`gives the same answers and final state on ${RUNS} random sequences, on a real redis-server`, async () => {
-    // SCRIPT LOAD answers each script's SHA1, which must be the one the product sends with EVALSHA.
-    for (const script of Object.values(SCRIPTS))
-      expect(await redis.scriptLoad(script.source)).toBe(await script.sha1());
-    const stub = stockShard(env, "lua-parity", 0);
     let runs = 0;
     let steps = 0;
-    await runInDurableObject(stub, async (_object, state) => {
+    await inMigrated("lua-parity", async (storage) => {
       await fc.assert(
         fc.asyncProperty(scenarioArb, async (scenario) => {
           runs++;
           steps += scenario.ops.length;
-          await runScenario(state.storage, scenario);
+          await runScenario(storage, scenario);
         }),
         { numRuns: RUNS, seed: 20260415, endOnFailure: false },
       );
