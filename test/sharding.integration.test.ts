@@ -17,9 +17,11 @@ import { eventually } from "./support/eventually";
 import { pay } from "./support/payments";
 import { seededRandom } from "./support/random";
 import { differencesOf, ordersOf, reconcileNow } from "./support/reconcile";
-// A resize stopped mid-plan and recovered by shard 0's alarm shares this file's workerd (one start-up,
-// issue #56). It runs first (imports come first), before this file's tests abort every object.
+// A resize stopped mid-plan and recovered by shard 0's alarm, and money across shards and resizes,
+// share this file's workerd (one start-up, issue #56). They run first (imports come first), before
+// this file's tests abort every object.
 import "./suites/resize-recovery";
+import "./suites/sharded-money";
 
 interface ShardFacts {
   total: number;

@@ -1,11 +1,11 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { homeShard } from "../durable-objects/shared/shard-name";
-import { forgetSoldOut } from "../src/edge/sold-out-cache";
-import { type Answer, call, createSku, reserve, stockShard, uniqueSku } from "./support/client";
-import { pay } from "./support/payments";
-import { checkoutSession, sendStripe, stripeEvent } from "./support/stripe";
+import { homeShard } from "../../durable-objects/shared/shard-name";
+import { forgetSoldOut } from "../../src/edge/sold-out-cache";
+import { type Answer, call, createSku, reserve, stockShard, uniqueSku } from "../support/client";
+import { pay } from "../support/payments";
+import { checkoutSession, sendStripe, stripeEvent } from "../support/stripe";
 
 /**
  * Money on sharded SKUs through the Worker: one scripted sale of reservations, payments (on time,
