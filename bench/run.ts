@@ -334,7 +334,9 @@ try {
     const hooks = await start(label, { GROUP_COMMIT: "on", WEBHOOK_ALLOW_HTTP_LOCALHOST: "true" });
     const floor = await startPostFloor();
     stack.push(() => floor.stop());
-    await orderPipelineWebhooks(bench, hooks, receiver, floor, rounds, batch);
+    const kept = await startPostFloor(true);
+    stack.push(() => kept.stop());
+    await orderPipelineWebhooks(bench, hooks, receiver, floor, kept, rounds, batch);
     return receiver;
   };
   if (wanted("order_pipeline_webhooks")) {

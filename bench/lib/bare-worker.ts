@@ -39,6 +39,8 @@ export async function startScriptWorker(
     modulesRules?: { type: "ESModule"; include: string[] }[];
     durableObjects?: Record<string, { className: string; useSQLite: boolean }>;
     durableObjectsPersist?: string;
+    d1Databases?: Record<string, string>;
+    d1Persist?: string;
   } = {},
 ): Promise<BareWorker> {
   const port = await freePort();

@@ -63,13 +63,22 @@ export interface HooksRun extends PlainRun {
 /** Both sides of the point: each round's runs and the median of each figure over the rounds. */
 export interface HandOffFigures {
   endpoint: { url: string; events: string[]; batch?: BatchSetting };
-  rounds: { first: "plain" | "hooks"; plain: PlainRun; hooks: HooksRun; floor: PostFloor; floorWide: PostFloor }[];
+  rounds: {
+    first: "plain" | "hooks";
+    plain: PlainRun;
+    hooks: HooksRun;
+    floor: PostFloor;
+    floorWide: PostFloor;
+    floorKept?: PostFloor;
+  }[];
   plain: Record<string, number>;
   hooks: Record<string, number>;
   /** The delivery floor (bench/lib/post-floor.ts) beside each round, and its medians. */
   floor: Record<string, number>;
   /** The same with {@link WIDE} in flight: what the six connections of one invocation cost. */
   floorWide: Record<string, number>;
+  /** The same, six in flight, each delivery kept in D1 (absent from runs before it was measured). */
+  floorKept?: Record<string, number>;
 }
 
 /** The wider floor's POSTs in flight. */
@@ -202,6 +211,7 @@ export async function orderPipelineWebhooks(
   server: WorkerServer,
   receiver: ReceiverProcess,
   floorWorker: BareWorker,
+  keptWorker: BareWorker,
   rounds: number,
   /** `order_pipeline_webhook_batches`: the same with the endpoint batched (issue #53). */
   batch: BatchSetting = null,
@@ -224,7 +234,8 @@ export async function orderPipelineWebhooks(
     const posts = bench.mode.quick ? 5_000 : 20_000;
     const floor = await postFloor(floorWorker, receiver, endpoint.secret, posts);
     const floorWide = await postFloor(floorWorker, receiver, endpoint.secret, posts, WIDE);
-    if (plain && hooks) runs.push({ first, plain, hooks, floor, floorWide });
+    const floorKept = await postFloor(keptWorker, receiver, endpoint.secret, posts);
+    if (plain && hooks) runs.push({ first, plain, hooks, floor, floorWide, floorKept });
   }
   await setEndpoint(server, url, false);
   const figures: HandOffFigures = {
@@ -234,6 +245,7 @@ export async function orderPipelineWebhooks(
     hooks: medians(runs.map((r) => r.hooks)),
     floor: medians(runs.map((r) => r.floor)),
     floorWide: medians(runs.map((r) => r.floorWide)),
+    floorKept: medians(runs.map((r) => r.floorKept ?? {})),
   };
   if (batch) bench.figures.order_pipeline_webhook_batches = figures;
   else bench.figures.order_pipeline_webhooks = figures;
