@@ -30,7 +30,7 @@ export const DEFAULT_RETRY_SCHEDULE = [5, 300, 1800, 7200, 18_000, 36_000, 36_00
  * holds two pages at most (the next is taken while the last of one goes out). Each take and each
  * record is a D1 round trip, which a larger page shares among more deliveries.
  */
-const PAGE = 128;
+export const PAGE = 256;
 /** The most due rows a batched lane reads to form one round's messages: six full batches. */
 const CANDIDATES = 6 * MAX_BATCH_EVENTS;
 /**
