@@ -831,7 +831,7 @@ function handOffSection(r: Results): string[] {
     "",
     ...(kept
       ? [
-          `The last row is the least a delivery that nothing can lose costs (bench/lib/post-floor.ts with D1 bound, on disk as the gateway's is): the same signed POSTs, each kept in a D1 table, a statement each per page of 128, the page's rows written (as the order batch's trigger writes them), taken under a lease and their answers recorded, with no logic around them. It costs ${x2((kept.cpuUsPerPost ?? Number.NaN) / (floor.cpuUsPerPost ?? Number.NaN))} the signed POST's CPU; issue #53 asks a delivery for 1.3× the signed POST's.`,
+          `The last row is the least a delivery that nothing can lose costs (bench/lib/post-floor.ts with D1 bound, on disk as the gateway's is): the same signed POSTs, each kept in a D1 table, a statement each per page of ${n0(kept.page)} (the sender's page when it ran), the page's rows written (as the order batch's trigger writes them), taken under a lease and their answers recorded, with no logic around them. It costs ${x2((kept.cpuUsPerPost ?? Number.NaN) / (floor.cpuUsPerPost ?? Number.NaN))} the signed POST's CPU; issue #53 asks a delivery for 1.3× the signed POST's.`,
           "",
         ]
       : []),

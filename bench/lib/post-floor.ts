@@ -1,14 +1,12 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { PAGE } from "../../src/handoff/endpoint-lane";
 import { cpuMeter } from "../../tools/proc";
 import type { BareWorker } from "./bare-worker";
 import { startScriptWorker } from "./bare-worker";
 import { log } from "./log";
 import type { ReceiverProcess } from "./receiver";
-
-/** Rows a page, as the sender's lane takes them (src/handoff/endpoint-lane.ts). */
-const PAGE = 128;
 
 /**
  * The floor of a delivery: a Worker, in a workerd of its own, that POSTs the sender's body (an order
@@ -19,7 +17,7 @@ const PAGE = 128;
  * cannot go below.
  *
  * With a D1 database bound (`startPostFloor(true)`), the same POSTs with the least bookkeeping that
- * loses nothing, a statement each per page of {@link PAGE}: the page's rows written (as the order
+ * loses nothing, a statement each per page of the sender's {@link PAGE}: the page's rows written (as the order
  * batch's trigger writes them), taken under a lease, and their outcomes recorded. No logic around
  * them: what a delivery that is kept in D1 costs at the least.
  */
@@ -144,6 +142,8 @@ export interface PostFloor {
   cpuUsPerPost: number;
   /** The receiver process's CPU per POST (the same verification as a delivery's). */
   receiverCpuUsPerPost: number;
+  /** Kept in D1: the rows a page (the sender's {@link PAGE} when it ran). */
+  page?: number;
 }
 
 /**

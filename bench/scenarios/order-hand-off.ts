@@ -1,3 +1,4 @@
+import { PAGE } from "../../src/handoff/endpoint-lane";
 import { cpuMeter } from "../../tools/proc";
 import { admin, type WorkerServer } from "../../tools/worker";
 import type { BareWorker } from "../lib/bare-worker";
@@ -234,7 +235,7 @@ export async function orderPipelineWebhooks(
     const posts = bench.mode.quick ? 5_000 : 20_000;
     const floor = await postFloor(floorWorker, receiver, endpoint.secret, posts);
     const floorWide = await postFloor(floorWorker, receiver, endpoint.secret, posts, WIDE);
-    const floorKept = await postFloor(keptWorker, receiver, endpoint.secret, posts);
+    const floorKept = { ...(await postFloor(keptWorker, receiver, endpoint.secret, posts)), page: PAGE };
     if (plain && hooks) runs.push({ first, plain, hooks, floor, floorWide, floorKept });
   }
   await setEndpoint(server, url, false);
