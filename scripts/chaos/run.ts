@@ -209,6 +209,8 @@ try {
       if (pipelineGap === null || Date.now() > selfDeadline) break;
       await sleep(5_000);
     }
+    // The sizes scene's served buyers, whose holds D1 has now (or never will: the gap below says so).
+    await faults.sizes.checkServed();
     if (pipelineGap !== null) {
       const mismatch = await firstOrderMismatch(client, server.stateDir, skus, shoppers.ledger);
       pipelineViolation = {

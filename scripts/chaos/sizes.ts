@@ -35,6 +35,8 @@ export class SizesScene extends Scene {
   readonly told = { acked: 0, soldOut: 0, joined: 0, served: 0, paid: 0, cancelled: 0, secondPairsRefused: 0 };
   /** Who joined the line (answered 202), with the sizes they listed. */
   readonly #waiters = new Map<string, string[]>();
+  /** Waiters whose place was gone (404) at the line's check: served, their holds read once D1 has every order. */
+  #served: { sku: string; users: string[] } | null = null;
 
   /** The scene, spread over `spanMs` of traffic (so Worker restarts and redis kills meet it). */
   async run(sku: string, spanMs: number): Promise<void> {
@@ -71,7 +73,6 @@ export class SizesScene extends Scene {
     await this.#releaseToLine([...first, ...second]);
     await sleep(3_000);
     await this.#checkLine(sku);
-    this.faults.count(`sizes scene: ${this.summary()}`);
     const end = await this.#sizes(sku);
     this.faults.log(
       `sizes scene ${sku}: ${end.map((s) => `${s.id} ${s.stock.available}/${s.stock.total} (held ${s.stock.held}, sold ${s.stock.sold})`).join(", ")}`,
@@ -200,9 +201,9 @@ export class SizesScene extends Scene {
   }
 
   /**
-   * The line by size (9, 14): nobody still waits while one of the sizes they listed has a unit
-   * available (read again for a few seconds: a grant may be landing), and whoever left the line
-   * holds a size they listed (their hold is recorded like any other reservation).
+   * The line by size (9): nobody still waits while one of the sizes they listed has a unit available
+   * (read again for a few seconds: a grant may be landing). Whoever is out of the line was served,
+   * which {@link checkServed} checks once the order pipeline has drained.
    */
   async #checkLine(sku: string): Promise<void> {
     let problem: string | null = null;
@@ -229,14 +230,25 @@ export class SizesScene extends Scene {
       await sleep(1_000);
     }
     if (problem) this.fail(9, `${sku}: ${problem}`);
-    for (const user of served) {
+    this.#served = { sku, users: served };
+  }
+
+  /**
+   * The line by size (14, 9), once D1 has every order (after the run's drain): whoever left the line
+   * without leaving it holds a size they listed. A buyer's reservations are read from D1, which a
+   * grant reaches through the queue, and while the run's consumer faults last (batches failed and
+   * retried after a delay, poison messages) an order can take longer than any fixed wait; read
+   * before the drain, a served buyer may look empty-handed.
+   */
+  async checkServed(): Promise<void> {
+    if (!this.#served) return;
+    const { sku, users } = this.#served;
+    for (const user of users) {
       const listed = this.#waiters.get(user) ?? [];
       const headers = await this.auth(user);
-      // A buyer's reservations are read from D1, which a grant reaches through the queue: read again
-      // for a few seconds before calling a served buyer empty-handed.
       let mine: Awaited<ReturnType<typeof call>> = null;
       let held: Record<string, unknown>[] = [];
-      for (let read = 0; read < 10 && held.length === 0; read++) {
+      for (let read = 0; read < 3 && held.length === 0; read++) {
         if (read > 0) await sleep(1_000);
         mine = await call(this.ledger, "sizes me", () =>
           this.client.request("GET", "/api/me/reservations", { headers }),
@@ -267,6 +279,7 @@ export class SizesScene extends Scene {
         });
       }
     }
+    this.faults.count(`sizes scene: ${this.summary()}`);
   }
 
   /** Some holds are paid (the webhook or Stripe), some cancelled, the rest kept. */
