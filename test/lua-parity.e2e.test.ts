@@ -1,13 +1,12 @@
 import fc from "fast-check";
-import { createClient } from "redis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { SkuSettings } from "../durable-objects/engine/configuration";
 import { StockEngine } from "../durable-objects/engine/stock-engine";
 import type { SaleStatus } from "../durable-objects/engine/types";
-import { LUA_SHA1, type LuaScriptName, loadScripts } from "../tools/lua";
-import { hasRedisServer, REDIS_MISSING, type RedisServer, startRedis } from "../tools/redis-server";
+import { LUA_SHA1, type LuaScriptName } from "../tools/lua";
 import type { TestStorage } from "./suites/stock-engine";
 import { inMigrated } from "./support/node-place";
+import { scriptedRedis } from "./support/scripted-redis";
 
 /**
  * Parity of the stock engine (durable-objects/engine/stock-engine.ts, the code the stock objects run,
@@ -20,23 +19,7 @@ import { inMigrated } from "./support/node-place";
  * shortest sequence and prints it.
  */
 
-let server: RedisServer | undefined;
-let client: ReturnType<typeof createClient> | undefined;
-
-beforeAll(async () => {
-  if (!hasRedisServer()) throw new Error(REDIS_MISSING);
-  server = await startRedis();
-  client = createClient({ url: server.url });
-  client.on("error", () => {});
-  await client.connect();
-  // SCRIPT LOAD answers each script's SHA1, which must be the one the product sends with EVALSHA.
-  await loadScripts(client);
-});
-
-afterAll(async () => {
-  await client?.close();
-  await server?.stop();
-});
+const redis = scriptedRedis();
 
 const USERS = ["ann", "ben", "cat"];
 const T0 = 1_900_000_000_000;
@@ -184,8 +167,7 @@ async function runScenario(storage: TestStorage, scenario: Scenario): Promise<vo
     }
   }
 
-  if (!client) throw new Error("redis client not connected");
-  const pipeline = client.multi();
+  const pipeline = redis().multi();
   for (const step of steps) pipeline.evalSha(LUA_SHA1[step.script], { keys, arguments: step.args.map(String) });
   for (const field of ["total", "held", "sold", "seq"]) pipeline.hGet(keys[0] ?? "", field);
   for (const id of reservationIds) pipeline.hGet(`${tag}:res:${id}`, "status");

@@ -1,5 +1,4 @@
-import { createClient } from "redis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { SkuSettings } from "../durable-objects/engine/configuration";
 import type { PaymentAnswer, PaymentType } from "../durable-objects/engine/payments";
 import type { Outcome, Reservation, ReserveAnswer, SkuState, StockCounts } from "../durable-objects/engine/types";
@@ -15,36 +14,14 @@ import {
   type ScriptClient,
   shardKeys,
 } from "../tools/lua";
-import { hasRedisServer, REDIS_MISSING, type RedisServer, startRedis } from "../tools/redis-server";
+import { scriptedRedis } from "./support/scripted-redis";
 
 /**
  * The reference Lua scripts (lua/*.lua) against a real redis-server: the same scenarios the stock
  * engine (durable-objects/engine/stock-engine.ts) answers, with answers shaped like its Outcome objects.
  */
 
-type Client = ReturnType<typeof createClient>;
-
-let server: RedisServer | undefined;
-let client: Client | undefined;
-
-function db(): Client {
-  if (!client) throw new Error("redis client not connected");
-  return client;
-}
-
-beforeAll(async () => {
-  if (!hasRedisServer()) throw new Error(REDIS_MISSING);
-  server = await startRedis();
-  client = createClient({ url: server.url });
-  client.on("error", () => {});
-  await client.connect();
-  await loadScripts(client);
-});
-
-afterAll(async () => {
-  await client?.close();
-  await server?.stop();
-});
+const db = scriptedRedis();
 
 /** 2030-01-01T00:00:00Z in epoch ms: every time in these tests is T0 + something. */
 const T0 = Date.UTC(2030, 0, 1);
