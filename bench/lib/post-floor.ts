@@ -63,21 +63,22 @@ export default {
       if (response.status >= 200 && response.status < 300) ok++;
       return response.status;
     };
-    /** POSTs the \`[n, body]\` items, \`connections\` in flight; their statuses in order. */
-    const send = async (items) => {
+    /** POSTs \`length\` items (\`itemAt(i)\`: \`[n, body]\`, made as it goes out), \`connections\` in flight; their statuses in order. */
+    const send = async (length, itemAt) => {
       const statuses = [];
       let next = 0;
       const lane = async () => {
-        while (next < items.length) {
+        while (next < length) {
           const i = next++;
-          statuses[i] = await post(items[i][0], items[i][1]);
+          const [n, body] = itemAt(i);
+          statuses[i] = await post(n, body);
         }
       };
       await Promise.all(Array.from({ length: connections }, lane));
       return statuses;
     };
     if (!env.DB) {
-      await send(Array.from({ length: count }, (_, i) => [first + i, bodyOf(first + i)]));
+      await send(count, (i) => [first + i, bodyOf(first + i)]);
       return Response.json({ posts: count, ok, elapsedMs: Date.now() - started });
     }
     await env.DB.prepare(
@@ -98,7 +99,7 @@ export default {
       )
         .bind(now + 60_000, now, PAGE)
         .all();
-      const statuses = await send(taken.results.map((row) => [row.n, row.body]));
+      const statuses = await send(taken.results.length, (i) => [taken.results[i].n, taken.results[i].body]);
       const outcomes = taken.results.map((row, i) => ({ id: row.id, code: statuses[i] }));
       await env.DB.prepare(
         "UPDATE deliveries SET status = CASE WHEN o.value ->> 'code' BETWEEN 200 AND 299 THEN 'delivered' ELSE 'pending' END, " +
