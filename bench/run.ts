@@ -327,31 +327,28 @@ try {
   // The classic design's whole pipeline beside it (Redis Lua + outbox → RabbitMQ with confirms → MariaDB),
   // the producer and consumer in processes of their own; skipped, with the reason, if a service is missing.
   if (wanted("classic_pipeline")) await classicPipeline(bench, redis, luaServer.url, luaServer.process.pid ?? 0);
-  /** One endpoint subscribed to every type, at a receiver in a process of its own, on a Worker of its own. */
+  /**
+   * One endpoint subscribed to every type, at a receiver in a process of its own, on a Worker of its
+   * own; with `--profile`, then one sale more on a Worker started with the inspector.
+   */
   const handOff = async (label: string, batch?: { maxEvents: number; maxWaitMs: number }) => {
     const receiver = await startReceiverProcess();
     stack.push(() => receiver.stop());
-    const hooks = await start(label, { GROUP_COMMIT: "on", WEBHOOK_ALLOW_HTTP_LOCALHOST: "true" });
+    const vars = { GROUP_COMMIT: "on", WEBHOOK_ALLOW_HTTP_LOCALHOST: "true" };
+    const hooks = await start(label, vars);
     const floor = await startPostFloor();
     stack.push(() => floor.stop());
     const kept = await startPostFloor(true);
     stack.push(() => kept.stop());
     await orderPipelineWebhooks(bench, hooks, receiver, floor, kept, rounds, batch);
-    return receiver;
-  };
-  if (wanted("order_pipeline_webhooks")) {
-    // The order hand-off at work: the receiver's CPU stays off this process's event loop, which hosts
-    // Miniflare; its Worker may deliver to http://127.0.0.1; the plain pipeline beside it on that Worker.
-    const receiver = await handOff("GROUP_COMMIT=on, webhooks to 127.0.0.1");
     if (argv.includes("--profile")) {
-      const inspected = await start(
-        "profiled hand-off",
-        { GROUP_COMMIT: "on", WEBHOOK_ALLOW_HTTP_LOCALHOST: "true" },
-        { inspect: true },
-      );
-      await profiledHandOff(bench, inspected, receiver);
+      const inspected = await start(`profiled ${label}`, vars, { inspect: true });
+      await profiledHandOff(bench, inspected, receiver, batch);
     }
-  }
+  };
+  // The order hand-off at work: the receiver's CPU stays off this process's event loop, which hosts
+  // Miniflare; its Worker may deliver to http://127.0.0.1; the plain pipeline beside it on that Worker.
+  if (wanted("order_pipeline_webhooks")) await handOff("GROUP_COMMIT=on, webhooks to 127.0.0.1");
   // The same with the endpoint batched (issue #53, API.md v1.4 "Webhook batches"): up to 100 events a
   // message, the oldest waiting at most 1 s.
   if (wanted("order_pipeline_webhook_batches"))

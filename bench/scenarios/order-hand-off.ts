@@ -254,23 +254,26 @@ export async function orderPipelineWebhooks(
 }
 
 /**
- * `--profile`: where a delivery's CPU goes, before changing anything. One sale with the endpoint on, on
- * a Worker started with the inspector: the isolate's JavaScript by function (the sender, the order
- * consumer and the stock object share it) and `perf` over the whole workerd (D1's SQLite, fetch's HTTP,
- * the queue and the alarms included).
+ * `--profile`: where a delivery's CPU goes, before changing anything. One sale with the endpoint on
+ * (batched with `batch`), on a Worker started with the inspector: the isolate's JavaScript by
+ * function (the sender, the order consumer and the stock object share it) and `perf` over the whole
+ * workerd (D1's SQLite, fetch's HTTP, the queue and the alarms included).
  */
-export async function profiledHandOff(bench: Bench, server: WorkerServer, receiver: ReceiverProcess) {
+export async function profiledHandOff(
+  bench: Bench,
+  server: WorkerServer,
+  receiver: ReceiverProcess,
+  batch: BatchSetting = null,
+) {
   const url = `${receiver.url}/hooks/${ENDPOINT}`;
-  const endpoint = await setEndpoint(server, url, true);
+  const endpoint = await setEndpoint(server, url, true, batch);
   const js = await startProfile(server.inspectorPort ?? 0);
   const perf = startPerf(server.pid, bench.dir);
-  const hooks = await hooksRun(bench, server, receiver, endpoint.secret);
+  const hooks = await hooksRun(bench, server, receiver, endpoint.secret, batch !== null);
   const profile = await perf.stop();
   const functions = await js.stop(40);
   await setEndpoint(server, url, false);
-  bench.figures.order_pipeline_webhooks_profile = {
-    cpuUsPerOrderDelivered: hooks.cpuUsPerOrderDelivered,
-    profile,
-    functions,
-  };
+  const figure = { cpuUsPerOrderDelivered: hooks.cpuUsPerOrderDelivered, profile, functions };
+  if (batch) bench.figures.order_pipeline_webhook_batches_profile = figure;
+  else bench.figures.order_pipeline_webhooks_profile = figure;
 }
