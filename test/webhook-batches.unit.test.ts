@@ -55,10 +55,7 @@ describe("forming batch messages", () => {
 
   it("cuts a batch whose events would pass 256 KiB into messages that fit", () => {
     const row = (position: number): Taken => ({
-      endpoint_id: "shop",
       attempts: 0,
-      url: "https://shop.example/hook",
-      secret: "whsec_x",
       batch_id: null,
       type: "order.held",
       position,

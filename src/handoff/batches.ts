@@ -148,7 +148,7 @@ export function batchMessagesOf(endpointId: string, formed: readonly number[][],
       const row = rowAt.get(position);
       if (!row) continue;
       const event = eventOf(row);
-      const json = JSON.stringify({ id: deliveryId(row.endpoint_id, row.position), ...event });
+      const json = JSON.stringify({ id: deliveryId(endpointId, row.position), ...event });
       const size = encoder.encode(json).length + 1;
       if (rows.length > 0 && bytes + size > MAX_MESSAGE_BYTES) flush();
       rows.push(row);

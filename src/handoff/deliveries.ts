@@ -38,23 +38,26 @@ export function keyOf(id: string): { position: number; endpointId: string } | nu
   return { position: match[1] ? -position : position, endpointId: match[3] as string };
 }
 
-/** Where a taken delivery goes, and with what key. */
+/** A taken delivery's key and attempts (its endpoint is the take's: {@link Target}). */
 interface Leased {
-  endpoint_id: string;
   /** Attempts answered before this one. */
   attempts: number;
-  url: string;
-  secret: string;
   /** The delivery's key: the order change's position, or the negative of the payment's. */
   position: number;
   /** The batch message that last carried it (its `webhook-id`), null if none did. */
   batch_id: string | null;
 }
 
-/** A delivery a sender took: where it goes, with what key, and the order change or payment it carries. */
+/** A delivery a sender took: its key, and the order change or payment it carries. */
 export type Taken =
   | (Leased & ChangeRow & { type: Exclude<WebhookEventType, "payment.refund_required"> })
   | (Leased & { type: "payment.refund_required"; payment: PaymentRow });
+
+/** Where a take's deliveries go: its endpoint's URL and secret, read once a take, not once a row. */
+export interface Target {
+  url: string;
+  secret: string;
+}
 
 /** The enabled endpoints with a delivery due now (one probe of the due index each). */
 export const ENDPOINTS_DUE_SQL = `SELECT e.id FROM webhook_endpoints e WHERE e.enabled = 1 AND EXISTS (
@@ -102,22 +105,24 @@ export async function nextDueAt(db: D1Database, endpointId: string): Promise<{ a
   return row ? { at: row.at, now: row.now } : null;
 }
 
-/** The rows a lease marks, with what they carry (the second and third statements of a take). */
+/**
+ * The rows a lease marks, with what they carry (the take's second and third statements); the
+ * endpoint's columns are not joined in: every row would carry the same URL and secret.
+ */
 function readLeased(db: D1Database, lease: string): D1PreparedStatement[] {
   return [
     db
       .prepare(
-        `SELECT d.endpoint_id, d.type, d.attempts, d.batch_id, e.url, e.secret, ${CHANGE_COLUMNS}
-         FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-           JOIN order_changes c ON c.position = d.position JOIN orders o ON o.reservation_id = c.reservation_id
+        `SELECT d.type, d.attempts, d.batch_id, ${CHANGE_COLUMNS}
+         FROM webhook_deliveries d JOIN order_changes c ON c.position = d.position
+           JOIN orders o ON o.reservation_id = c.reservation_id
          WHERE d.lease = ?1`,
       )
       .bind(lease),
     db
       .prepare(
-        `SELECT d.endpoint_id, d.position AS delivery_position, d.attempts, d.batch_id, e.url, e.secret, ${PAYMENT_COLUMNS}
-         FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-           JOIN payments p ON p.position = -d.position
+        `SELECT d.position AS delivery_position, d.attempts, d.batch_id, ${PAYMENT_COLUMNS}
+         FROM webhook_deliveries d JOIN payments p ON p.position = -d.position
          WHERE d.lease = ?1 AND d.position < 0`,
       )
       .bind(lease),
@@ -129,12 +134,9 @@ function takenOf(orders: D1Result | undefined, payments: D1Result | undefined): 
   return [
     ...((orders?.results ?? []) as Taken[]),
     ...((payments?.results ?? []) as PaymentTaken[]).map(
-      ({ endpoint_id, delivery_position, attempts, batch_id, url, secret, ...payment }): Taken => ({
-        endpoint_id,
+      ({ delivery_position, attempts, batch_id, ...payment }): Taken => ({
         attempts,
         batch_id,
-        url,
-        secret,
         position: delivery_position,
         type: "payment.refund_required",
         payment,
@@ -143,9 +145,18 @@ function takenOf(orders: D1Result | undefined, payments: D1Result | undefined): 
   ];
 }
 
+/** An enabled endpoint's target and batch setting (the last statement of a take). */
+function readEndpoint(db: D1Database, endpointId: string): D1PreparedStatement {
+  return db.prepare("SELECT url, secret, batch FROM webhook_endpoints WHERE id = ?1 AND enabled = 1").bind(endpointId);
+}
+
+type EndpointRow = Target & { batch: string | null };
+
 /** A take of one endpoint's rows one at a time, and the endpoint's batch setting as it is now. */
 export interface TakenPage {
   taken: Taken[];
+  /** Where they go; null when the endpoint is gone or disabled (and nothing was taken). */
+  target: Target | null;
   /** Not null: the endpoint is batched, and no row was taken (./endpoint-lane.ts sends batches). */
   batch: WebhookBatch | null;
 }
@@ -175,10 +186,14 @@ export async function takeDuePage(
       )
       .bind(lease, leaseMs, limit, endpointId),
     ...readLeased(db, lease),
-    db.prepare("SELECT batch FROM webhook_endpoints WHERE id = ?1 AND enabled = 1").bind(endpointId),
+    readEndpoint(db, endpointId),
   ]);
-  const batch = (endpoint?.results[0] as { batch: string | null } | undefined)?.batch ?? null;
-  return { taken: takenOf(orders, payments), batch: batch === null ? null : (JSON.parse(batch) as WebhookBatch) };
+  const row = endpoint?.results[0] as EndpointRow | undefined;
+  return {
+    taken: takenOf(orders, payments),
+    target: row ? { url: row.url, secret: row.secret } : null,
+    batch: row?.batch ? (JSON.parse(row.batch) as WebhookBatch) : null,
+  };
 }
 
 /** {@link takeDuePage}'s rows alone. */
@@ -234,9 +249,9 @@ export async function dueCandidates(db: D1Database, endpointId: string, limit: n
 }
 
 /**
- * Takes the rows at `positions` of one endpoint that are still pending and due (a batched lane
+ * Takes the rows at `positions` of one endpoint, while it is enabled, that are still pending and due (a batched lane
  * formed its messages from {@link dueCandidates}), marking them with `lease` as {@link takeDuePage}
- * does. One round trip; each row found by its key (`+` keeps SQLite off the due index, which it
+ * does, and where they go (null: the endpoint is gone or disabled, and nothing was taken). One round trip; each row found by its key (`+` keeps SQLite off the due index, which it
  * would walk whole for the endpoint's backlog).
  */
 export async function takePositions(
@@ -245,19 +260,22 @@ export async function takePositions(
   positions: readonly number[],
   lease: string,
   leaseMs: number,
-): Promise<Taken[]> {
-  if (positions.length === 0) return [];
-  const [, orders, payments] = await db.batch([
+): Promise<{ taken: Taken[]; target: Target | null }> {
+  if (positions.length === 0) return { taken: [], target: null };
+  const [, orders, payments, endpoint] = await db.batch([
     db
       .prepare(
         `UPDATE webhook_deliveries SET lease = ?1, next_attempt_at = ${D1_NOW} + ?2, updated_at = ${D1_NOW}
          WHERE endpoint_id = ?4 AND position IN (SELECT value FROM json_each(?3))
-           AND +status = 'pending' AND +next_attempt_at <= ${D1_NOW}`,
+           AND +status = 'pending' AND +next_attempt_at <= ${D1_NOW}
+           AND EXISTS (SELECT 1 FROM webhook_endpoints WHERE id = ?4 AND enabled = 1)`,
       )
       .bind(lease, leaseMs, JSON.stringify(positions), endpointId),
     ...readLeased(db, lease),
+    readEndpoint(db, endpointId),
   ]);
-  return takenOf(orders, payments);
+  const row = endpoint?.results[0] as EndpointRow | undefined;
+  return { taken: takenOf(orders, payments), target: row ? { url: row.url, secret: row.secret } : null };
 }
 
 /** What one attempt of a taken delivery leaves in its row. */

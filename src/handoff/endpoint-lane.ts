@@ -2,16 +2,8 @@ import { log } from "../../durable-objects/shared/log";
 import { increment } from "../observability/metrics";
 import { batchMessagesOf, formMessages, MAX_BATCH_EVENTS } from "./batches";
 import { Deadlines } from "./deadlines";
-import {
-  deliveryId,
-  dueCandidates,
-  type Outcome,
-  recordOutcomes,
-  type Taken,
-  takeDuePage,
-  takePositions,
-} from "./deliveries";
-import { type Answer, attempt, bodyOf, DELIVERY_TIMEOUT_MS, post } from "./sender";
+import { deliveryId, dueCandidates, type Outcome, recordOutcomes, takeDuePage, takePositions } from "./deliveries";
+import { type Answer, bodyOf, DELIVERY_TIMEOUT_MS, post } from "./sender";
 import { Slots } from "./slots";
 
 /**
@@ -190,8 +182,10 @@ async function sendSingles(
   };
   try {
     for (;;) {
-      const { taken, batch, lease } = await next;
+      const { taken, target, batch, lease } = await next;
       if (batch) return finish({ more: false, batched: true });
+      // The endpoint is gone or disabled: nothing was taken.
+      if (!target) return finish({ more: false, batched: false });
       const more = taken.length === size;
       let prefetched = false;
       const outcomes: Outcome[] = [];
@@ -206,7 +200,8 @@ async function sendSingles(
         answers.push(
           (async () => {
             try {
-              const answer = await attempt(delivery, bodyOf(delivery), Date.now(), deadlines);
+              const id = deliveryId(endpointId, delivery.position);
+              const answer = await post(target, id, bodyOf(delivery), Date.now(), deadlines);
               const outcome = outcomeOf(delivery.position, delivery.attempts, answer, schedule);
               if (outcome.status !== "delivered") healthy = false;
               outcomes.push(outcome);
@@ -273,13 +268,14 @@ async function runLane(env: Env, endpointId: string, schedule: readonly number[]
     lane.more = formed.more;
     lane.holdMs = formed.holdUntil === null ? null : formed.holdUntil - now;
     if (formed.messages.length === 0) break;
-    const taken = await takePositions(env.DB, endpointId, formed.messages.flat(), lease, leaseMs);
+    const { taken, target } = await takePositions(env.DB, endpointId, formed.messages.flat(), lease, leaseMs);
+    // The endpoint was disabled or removed since the read: nothing was taken.
+    if (!target) return { more: false, holdMs: null };
     const messages = batchMessagesOf(endpointId, formed.messages, taken);
     const outcomes: Outcome[] = [];
     const results: Result[] = [];
     await eachLimited(messages, CONNECTIONS, async (message) => {
-      const first = message.rows[0] as Taken;
-      const answer = await post(first.url, first.secret, message.id, message.body, Date.now(), deadlines);
+      const answer = await post(target, message.id, message.body, Date.now(), deadlines);
       // One outcome for the whole batch: every row delivered, or every row due again at one time.
       const attempts = Math.max(...message.rows.map((row) => row.attempts));
       for (const row of message.rows) {

@@ -1,6 +1,6 @@
 import { type PaymentObject, paymentObjectOf } from "../db/payment-records";
 import type { Deadlines } from "./deadlines";
-import { deliveryId, type Taken } from "./deliveries";
+import type { Taken, Target } from "./deliveries";
 import { type OrderObject, orderObjectOf } from "./order-object";
 import { sign } from "./signature";
 
@@ -104,22 +104,15 @@ export function clip(text: string): string {
 }
 
 /**
- * POSTs a delivery, signed for this attempt. Redirects are not followed (a 3xx is an answer that
- * is not 2xx: the endpoint's URL is what the operator set, nowhere else). The timeout is the lane
- * run's {@link Deadlines} (one timer for all its attempts), done once the answer is read, not
- * `AbortSignal.timeout`, whose timer stays set for the full 10 s after the answer came: an
- * invocation may hold at most 10,000 timers, and a sender past 1,000 attempts a second had the rest
- * fail with QuotaExceededError, never sent.
+ * POSTs one message (one event, or a batch of them) with `webhook-id` `id`, signed for this attempt.
+ * Redirects are not followed (a 3xx is an answer that is not 2xx: the endpoint's URL is what the
+ * operator set, nowhere else). The timeout is the lane run's {@link Deadlines} (one timer for all its
+ * attempts), done once the answer is read, not `AbortSignal.timeout`, whose timer stays set for the
+ * full 10 s after the answer came: an invocation may hold at most 10,000 timers, and a sender past
+ * 1,000 attempts a second had the rest fail with QuotaExceededError, never sent.
  */
-export async function attempt(delivery: Taken, body: string, now: number, deadlines: Deadlines): Promise<Answer> {
-  const id = deliveryId(delivery.endpoint_id, delivery.position);
-  return post(delivery.url, delivery.secret, id, body, now, deadlines);
-}
-
-/** POSTs one message (one event, or a batch of them) with `webhook-id` `id`, signed for this attempt. */
 export async function post(
-  url: string,
-  secret: string,
+  { url, secret }: Target,
   id: string,
   body: string,
   now: number,
