@@ -1,7 +1,7 @@
 import { createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { takeDue } from "../src/handoff/deliveries";
+import { keyOf, takeDue, takePositions } from "../src/handoff/deliveries";
 import { newSecret } from "../src/handoff/signature";
 import worker from "../src/index";
 import { call, uniqueSku } from "./support/client";
@@ -89,6 +89,23 @@ describe("order hand-off: what an operator changes while deliveries are owed", (
     expect(await deliveries(hook.id)).toEqual([]);
     await worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), env);
     expect((await logOf(hook.id)).count).toBe(0);
+  });
+
+  it("a batched lane's take after the endpoint was disabled takes nothing; once enabled, it takes the row and where it goes", async () => {
+    const hook = await owing(["order.held"], "later");
+    const position = keyOf(hook.owed.id)?.position as number;
+    // Disabled between the lane's read of its due rows and its take (directly: a PUT would wake a sender).
+    await env.DB.batch([
+      env.DB.prepare("UPDATE webhook_endpoints SET enabled = 0 WHERE id = ?1").bind(hook.id),
+      env.DB.prepare("UPDATE webhook_deliveries SET next_attempt_at = 0 WHERE endpoint_id = ?1").bind(hook.id),
+    ]);
+    expect(await takePositions(env.DB, hook.id, [position], "late-take", 60_000)).toEqual({ taken: [], target: null });
+    const row = env.DB.prepare("SELECT status, lease, next_attempt_at FROM webhook_deliveries WHERE endpoint_id = ?1");
+    expect(await row.bind(hook.id).first()).toEqual({ status: "pending", lease: null, next_attempt_at: 0 });
+    await env.DB.prepare("UPDATE webhook_endpoints SET enabled = 1 WHERE id = ?1").bind(hook.id).run();
+    const { taken, target } = await takePositions(env.DB, hook.id, [position], "late-take", 60_000);
+    expect(taken.map((row) => row.position)).toEqual([position]);
+    expect(target).toEqual({ url: `${receiver.url}/hooks/${hook.id}`, secret: hook.secret });
   });
 
   it("stores the URL as it is fetched, and reads limit as digits only", async () => {
