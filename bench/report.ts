@@ -5,7 +5,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { CopiesRounds } from "./copies";
-import { type CutFigures, cutSection, unbatchedTarget } from "./delivery-floor";
+import { type CutFigures, cutSection, onOverOff, pairedMedian, unbatchedTarget } from "./delivery-floor";
 import { type FloorFigures, floorSection, perfSection } from "./floor-targets";
 import type { CallgrindPoint } from "./lib/callgrind";
 import type { Capacity } from "./lib/capacity";
@@ -902,8 +902,9 @@ function handOffProfile(r: Results): string[] {
 }
 
 /**
- * The hand-off's targets, from the medians of its rounds: issue #42's for one event a message, issue
- * #53's for batches of up to 100 (API.md v1.4 "Webhook batches").
+ * The hand-off's targets, from the medians of its rounds (the CPU ratio: of each round's pair):
+ * issue #42's for one event a message, issue #53's for batches of up to 100 (API.md v1.4 "Webhook
+ * batches").
  */
 function handOffTargets(h: HandOffFigures | undefined, batched = false) {
   if (!h) return [];
@@ -933,8 +934,8 @@ function handOffTargets(h: HandOffFigures | undefined, batched = false) {
       n0(hooks.deliveryLagP99Ms),
     ),
     goal(
-      "workerd CPU per order with the endpoint ÷ without",
-      (hooks.cpuUsPerOrderDelivered ?? Number.NaN) / (h.plain.cpuUsPerOrder ?? Number.NaN),
+      "workerd CPU per order with the endpoint ÷ without (each round's pair, median of the rounds)",
+      pairedMedian(h, onOverOff),
       `≤ ${cpu}×`,
       (v) => v <= cpu,
     ),
