@@ -91,7 +91,7 @@ describe("order hand-off: what an operator changes while deliveries are owed", (
     expect((await logOf(hook.id)).count).toBe(0);
   });
 
-  it("a batched lane's take after the endpoint was disabled takes nothing; once enabled, it takes the row and where it goes", async () => {
+  it("a take by position (a batched lane's) after the endpoint was disabled takes nothing; once enabled, it takes the row and where it goes", async () => {
     const hook = await owing(["order.held"], "later");
     const position = keyOf(hook.owed.id)?.position as number;
     // Disabled between the lane's read of its due rows and its take (directly: a PUT would wake a sender).

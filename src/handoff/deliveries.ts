@@ -106,26 +106,28 @@ export async function nextDueAt(db: D1Database, endpointId: string): Promise<{ a
 }
 
 /**
- * The rows a lease marks, with what they carry (the take's second and third statements); the
- * endpoint's columns are not joined in: every row would carry the same URL and secret.
+ * The rows of the endpoint a lease marks, with what they carry (the take's second and third
+ * statements); the endpoint's columns are not joined in: every row would carry the same URL and
+ * secret ({@link readEndpoint} reads them once). `+` keeps SQLite on the lease index: the endpoint's
+ * key prefix would walk its whole history.
  */
-function readLeased(db: D1Database, lease: string): D1PreparedStatement[] {
+function readLeased(db: D1Database, endpointId: string, lease: string): D1PreparedStatement[] {
   return [
     db
       .prepare(
         `SELECT d.type, d.attempts, d.batch_id, ${CHANGE_COLUMNS}
          FROM webhook_deliveries d JOIN order_changes c ON c.position = d.position
            JOIN orders o ON o.reservation_id = c.reservation_id
-         WHERE d.lease = ?1`,
+         WHERE d.lease = ?1 AND +d.endpoint_id = ?2`,
       )
-      .bind(lease),
+      .bind(lease, endpointId),
     db
       .prepare(
         `SELECT d.position AS delivery_position, d.attempts, d.batch_id, ${PAYMENT_COLUMNS}
          FROM webhook_deliveries d JOIN payments p ON p.position = -d.position
-         WHERE d.lease = ?1 AND d.position < 0`,
+         WHERE d.lease = ?1 AND +d.endpoint_id = ?2 AND d.position < 0`,
       )
-      .bind(lease),
+      .bind(lease, endpointId),
   ];
 }
 
@@ -152,7 +154,7 @@ function readEndpoint(db: D1Database, endpointId: string): D1PreparedStatement {
 
 type EndpointRow = Target & { batch: string | null };
 
-/** A take of one endpoint's rows one at a time, and the endpoint's batch setting as it is now. */
+/** A take of one endpoint's rows one at a time, where they go, and the endpoint's batch setting as it is now. */
 export interface TakenPage {
   taken: Taken[];
   /** Where they go; null when the endpoint is gone or disabled (and nothing was taken). */
@@ -165,7 +167,8 @@ export interface TakenPage {
  * Takes up to `limit` due deliveries of one endpoint, oldest due first, while the endpoint is
  * enabled, unbatched and subscribed to their type: marks them with `lease` and moves their due time
  * past the attempt (`leaseMs`), so no other sender takes them meanwhile and they are due again if
- * this one never reports. One round trip, which also reads the endpoint's batch setting.
+ * this one never reports. One round trip (one transaction), which also reads the endpoint's URL,
+ * secret and batch setting.
  */
 export async function takeDuePage(
   db: D1Database,
@@ -185,7 +188,7 @@ export async function takeDuePage(
            ORDER BY d.next_attempt_at LIMIT ?3)`,
       )
       .bind(lease, leaseMs, limit, endpointId),
-    ...readLeased(db, lease),
+    ...readLeased(db, endpointId, lease),
     readEndpoint(db, endpointId),
   ]);
   const row = endpoint?.results[0] as EndpointRow | undefined;
@@ -271,7 +274,7 @@ export async function takePositions(
            AND EXISTS (SELECT 1 FROM webhook_endpoints WHERE id = ?4 AND enabled = 1)`,
       )
       .bind(lease, leaseMs, JSON.stringify(positions), endpointId),
-    ...readLeased(db, lease),
+    ...readLeased(db, endpointId, lease),
     readEndpoint(db, endpointId),
   ]);
   const row = endpoint?.results[0] as EndpointRow | undefined;
