@@ -3,7 +3,7 @@ import type { HandOffFigures } from "./scenarios/order-hand-off";
 
 /**
  * Issue #53's cut of a delivery's cost toward its floor, in PERFORMANCE.md: the unbatched target
- * (workerd CPU per delivery ÷ the signed-POST floor measured in the same run) and the figures of
+ * (workerd CPU per delivery ÷ the signed-POST floor measured in the same round) and the figures of
  * both hand-off points before and after the cut, measured side by side in `--quick --only` runs and
  * kept in bench/results.json from run to run (`order_pipeline_webhooks_cut`).
  */
@@ -25,6 +25,9 @@ export interface CutRun {
   batchedLagP99Ms: number;
   batchedCpuOn: number;
   batchedCpuOff: number;
+  /** The two CPU targets as the median of each round's own ratio, where the run has them. */
+  unbatchedPaired?: number;
+  batchedPaired?: number;
 }
 
 export interface CutFigures {
@@ -89,6 +92,14 @@ export function cutSection(cut: CutFigures | undefined, n0: (v: number) => strin
     [
       "batches of 100: workerd CPU per order, endpoint on ÷ disabled (≤ 1.3×)",
       (r) => x2(r.batchedCpuOn / r.batchedCpuOff),
+    ],
+    [
+      "unbatched: CPU per delivery ÷ the POST floor, each round's own, median of the rounds",
+      (r) => (r.unbatchedPaired === undefined ? "–" : x2(r.unbatchedPaired)),
+    ],
+    [
+      "batches of 100: CPU per order on ÷ disabled, each round's own, median of the rounds",
+      (r) => (r.batchedPaired === undefined ? "–" : x2(r.batchedPaired)),
     ],
   ];
   return [
