@@ -40,7 +40,10 @@ export interface CutFigures {
  * measured back to back, so the ratio within a round leaves out what the machine did between rounds
  * (on a shared 2-core machine, a side's CPU per order moved by a fifth from round to round).
  */
-export function pairedMedian(h: HandOffFigures | undefined, ratio: (round: HandOffFigures["rounds"][number]) => number) {
+export function pairedMedian(
+  h: HandOffFigures | undefined,
+  ratio: (round: HandOffFigures["rounds"][number]) => number,
+) {
   if (!h || h.rounds.length === 0) return Number.NaN;
   return median(h.rounds.map(ratio));
 }
