@@ -152,7 +152,15 @@ function readEndpoint(db: D1Database, endpointId: string): D1PreparedStatement {
   return db.prepare("SELECT url, secret, batch FROM webhook_endpoints WHERE id = ?1 AND enabled = 1").bind(endpointId);
 }
 
-type EndpointRow = Target & { batch: string | null };
+/** What {@link readEndpoint} read: where a take's rows go and the batch setting (nulls: gone or disabled). */
+function endpointOf(result: D1Result | undefined): { target: Target | null; batch: WebhookBatch | null } {
+  const row = result?.results[0] as (Target & { batch: string | null }) | undefined;
+  if (!row) return { target: null, batch: null };
+  return {
+    target: { url: row.url, secret: row.secret },
+    batch: row.batch ? (JSON.parse(row.batch) as WebhookBatch) : null,
+  };
+}
 
 /** A take of one endpoint's rows one at a time, where they go, and the endpoint's batch setting as it is now. */
 export interface TakenPage {
@@ -191,12 +199,7 @@ export async function takeDuePage(
     ...readLeased(db, endpointId, lease),
     readEndpoint(db, endpointId),
   ]);
-  const row = endpoint?.results[0] as EndpointRow | undefined;
-  return {
-    taken: takenOf(orders, payments),
-    target: row ? { url: row.url, secret: row.secret } : null,
-    batch: row?.batch ? (JSON.parse(row.batch) as WebhookBatch) : null,
-  };
+  return { taken: takenOf(orders, payments), ...endpointOf(endpoint) };
 }
 
 /** {@link takeDuePage}'s rows alone. */
@@ -277,8 +280,7 @@ export async function takePositions(
     ...readLeased(db, endpointId, lease),
     readEndpoint(db, endpointId),
   ]);
-  const row = endpoint?.results[0] as EndpointRow | undefined;
-  return { taken: takenOf(orders, payments), target: row ? { url: row.url, secret: row.secret } : null };
+  return { taken: takenOf(orders, payments), target: endpointOf(endpoint).target };
 }
 
 /** What one attempt of a taken delivery leaves in its row. */
