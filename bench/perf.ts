@@ -191,9 +191,10 @@ async function samplePoint(): Promise<void> {
   await new Promise((resolve) => setTimeout(resolve, 2_500));
   const perf = await perfProfile(server.pid, seconds - 1, dir);
   log(`${point}: perf report of workerd (pid ${server.pid}), self time, direct`);
-  const measured = Object.values(bench.points as Record<string, { cpuUsPerRequest: number }>)[0]?.cpuUsPerRequest;
   // An engine point's figure is per reservation (per call in batches of 1); the floor object's per call.
   const fig = (await loaded) as { cpuUsPerCall?: number; cpuUsPerReservation?: number } | undefined;
+  // Read once the load is done: the point is in bench.points only then.
+  const measured = Object.values(bench.points as Record<string, { cpuUsPerRequest: number }>)[0]?.cpuUsPerRequest;
   console.log(printPerf(perf, measured ?? fig?.cpuUsPerReservation ?? fig?.cpuUsPerCall ?? 0));
   if (profile) {
     console.log("\nJavaScript, by self time (inspector):");
