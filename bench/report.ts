@@ -101,6 +101,8 @@ export interface Results {
       bits20?: Solves;
     };
     hot_sku_profile?: ProfileLine[];
+    /** Issue #51: the hot SKU in 12 sizes beside the plain one, direct, paired rounds. */
+    hot_sizes?: { rounds: number; plainCpuUs: number[]; sizesCpuUs: number[]; ratio: number };
     /** Instructions per call under callgrind (`npm run bench:perf -- <point> --callgrind --save`). */
     callgrind?: Record<string, CallgrindPoint & { commit: string; date: string }>;
   };
@@ -482,6 +484,16 @@ function baselineTable(r: Results, via: Via): string {
   );
 }
 
+/** Issue #51: what a hot product in sizes costs beside the plain hot SKU (paired rounds, direct). */
+function sizesLine(f: Results["figures"]["hot_sizes"]): string[] {
+  if (!f) return [];
+  const list = (xs: number[]) => xs.map((x) => n0(x)).join(", ");
+  return [
+    `A hot product in 12 sizes, each buyer listing 1 to 3 of them (issue #51), beside the plain hot SKU, directly, in ${f.rounds} pairs of rounds (which goes first alternating): CPU µs per reservation ${list(f.sizesCpuUs)} in sizes, ${list(f.plainCpuUs)} plain; the medians' ratio ${x2(f.ratio)}.`,
+    "",
+  ];
+}
+
 /** "Instructions per call": the callgrind counts, group by group, beside the floors counted the same way. */
 function callgrindSection(r: Results): string[] {
   const counted = r.figures.callgrind;
@@ -601,6 +613,7 @@ export function performanceDoc(r: Results): string {
     "",
     costTable(r),
     "",
+    ...sizesLine(r.figures.hot_sizes),
     ...floorSection({ ...r.figures, points: r.points, pipelineCpuUsPerOrder: pipe?.pipelineCpuUsPerOrder }),
     ...perfSection(r.figures.perf),
     ...callgrindSection(r),
