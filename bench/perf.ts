@@ -1,7 +1,9 @@
 // `npm run bench:perf -- <point> [--seconds N] [--js]`: where one edge point's CPU goes, in workerd
 // as a whole (C++ and JIT code alike), while wrk loads it directly: `perf record` (software clock, the
 // kernel's sampling; no hardware counters needed) on the Worker's workerd, then the top symbols by
-// self time. `--js` adds the inspector's CPU profile of the isolate (the JavaScript side by function).
+// self time. `--js` adds the inspector's CPU profile of the isolate (the JavaScript side by function,
+// and its samples by part of a request: bench/lib/parts.ts); `hot_sku --js --save` records the parts
+// in bench/results.json (figures.hot_sku_parts), which docs/PERFORMANCE.md shows.
 // Points: healthz, sku_view, sold_out, hot_sku, bare, body_floor, floor; engine1 and engine64 (the
 // engine core's reserve RPC in batches of 1 or 64, the object alone on tmpfs, as the bench runs it)
 // and row (the floor object committing one row per call, tmpfs).
@@ -24,8 +26,9 @@ import { engineRun } from "./lib/engine-route";
 import { startFloorWorker } from "./lib/floor-worker";
 import { objectFloor, startBodyWorker, startFloorObjects, startFrameworkWorker } from "./lib/floors";
 import { log } from "./lib/log";
+import { type Parts, partsFigure, partsOf } from "./lib/parts";
 import { perfProfile, printPerf } from "./lib/perf-record";
-import { startProfile } from "./lib/profile";
+import { startProfile, topFunctions } from "./lib/profile";
 import { through } from "./lib/via";
 import { bodyFloor, ceiling, healthz, hotSku, skuView, soldOut, soldOutFloor } from "./scenarios/edge";
 import { engineCore } from "./scenarios/engine-core";
@@ -140,6 +143,8 @@ async function countPoint(): Promise<void> {
 async function samplePoint(): Promise<void> {
   let server: { url: string; directUrl: string; pid: number; inspectorPort?: number };
   let load: (s: typeof server) => Promise<unknown>;
+  /** The Worker's bundle, whose modules name the parts of a profile (bench/lib/parts.ts). */
+  let bundle: string | undefined;
   if (point === "row") {
     const objects = await startFloorObjects("/dev/shm");
     stops.push(() => objects.stop());
@@ -175,6 +180,7 @@ async function samplePoint(): Promise<void> {
     );
     stops.push(() => worker.stop());
     server = worker;
+    bundle = join(worker.stateDir, "bundle", "index.js");
     const direct = through(worker, "direct");
     load = async () => {
       if (point === "healthz") return healthz(bench, direct, point);
@@ -197,8 +203,28 @@ async function samplePoint(): Promise<void> {
   const measured = Object.values(bench.points as Record<string, { cpuUsPerRequest: number }>)[0]?.cpuUsPerRequest;
   console.log(printPerf(perf, measured ?? fig?.cpuUsPerReservation ?? fig?.cpuUsPerCall ?? 0));
   if (profile) {
+    const taken = await profile.take();
     console.log("\nJavaScript, by self time (inspector):");
-    for (const line of await profile.stop(30))
+    for (const line of topFunctions(taken, 30))
       console.log(`${line.selfPct.toFixed(1).padStart(5)}%  ${line.fn}  ${line.where}`);
+    if (bundle) printParts(partsOf(taken, readFileSync(bundle, "utf8")), measured ?? 0);
   }
+}
+
+/**
+ * The isolate's samples by part (bench/lib/parts.ts); `--save` on the hot SKU records them in
+ * bench/results.json (figures.hot_sku_parts), which docs/PERFORMANCE.md shows.
+ */
+function printParts(parts: Parts, cpuUsPerRequest: number): void {
+  const busy = parts.samples - parts.idleSamples;
+  console.log(`\nThe isolate's busy samples by part (${busy} of ${parts.samples}; the rest idle):`);
+  for (const { part, samples } of parts.parts)
+    console.log(`${((samples * 100) / busy).toFixed(1).padStart(5)}%  ${part}`);
+  if (point !== "hot_sku" || !argv.includes("--save")) return;
+  const path = join(import.meta.dirname, "results.json");
+  const results = JSON.parse(readFileSync(path, "utf8")) as { figures: Record<string, unknown> };
+  const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { encoding: "utf8" }).trim();
+  results.figures.hot_sku_parts = partsFigure(parts, cpuUsPerRequest, bench.mode.timing.warmSeconds + seconds, commit);
+  writeFileSync(path, `${JSON.stringify(results, null, 2)}\n`);
+  log("saved in bench/results.json (figures.hot_sku_parts)");
 }

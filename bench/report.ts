@@ -12,6 +12,7 @@ import type { Capacity } from "./lib/capacity";
 import type { CapacitySimulation } from "./lib/capacity-sim";
 import { median } from "./lib/log";
 import type { Point } from "./lib/measure";
+import { type PartsFigure, partsSection } from "./lib/parts";
 import type { PerfPoint } from "./lib/perf-record";
 import type { ProfileLine } from "./lib/profile";
 import type { RedisBenchResult } from "./lib/redis-benchmark";
@@ -100,7 +101,8 @@ export interface Results {
       bits16?: Solves;
       bits20?: Solves;
     };
-    hot_sku_profile?: ProfileLine[];
+    /** The hot SKU's profile by part (`npm run bench:perf -- hot_sku --js --save`). */
+    hot_sku_parts?: PartsFigure;
     /** Issue #51: the hot SKU in 12 sizes beside the plain one, direct, paired rounds. */
     hot_sizes?: { rounds: number; plainCpuUs: number[]; sizesCpuUs: number[]; ratio: number };
     /** Instructions per call under callgrind (`npm run bench:perf -- <point> --callgrind --save`). */
@@ -617,6 +619,7 @@ export function performanceDoc(r: Results): string {
     ...floorSection({ ...r.figures, points: r.points, pipelineCpuUsPerOrder: pipe?.pipelineCpuUsPerOrder }),
     ...perfSection(r.figures.perf),
     ...callgrindSection(r),
+    ...partsSection(r.figures.hot_sku_parts),
     "## Targets",
     "",
     targetTable(r),
@@ -709,20 +712,6 @@ export function performanceDoc(r: Results): string {
       baselineTable(r, "direct"),
       "",
       ...engineBaselineTable(r),
-    );
-  }
-  const profile = r.figures.hot_sku_profile;
-  if (profile && profile.length > 0) {
-    out.push(
-      "## Where the time goes",
-      "",
-      "Self time of the Worker's isolate under hot-SKU load (workerd inspector, CPU profile), after the measured runs. `exec` is SQLite work in the stock object; `(program)` and `(idle)` are the runtime outside JavaScript.",
-      "",
-      table(
-        ["self time", "function", "where (bundle line)"],
-        profile.map((l) => [`${l.selfPct.toFixed(1)}%`, `\`${l.fn}\``, l.where]),
-      ),
-      "",
     );
   }
   if (r.problems.length > 0) out.push("## Problems in this run", "", ...r.problems.map((p) => `- ${p}`), "");

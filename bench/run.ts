@@ -28,6 +28,7 @@ import { startFloorWorker } from "./lib/floor-worker";
 import { FLOOR_STATE, objectFloor, startBodyWorker, startFloorObjects } from "./lib/floors";
 import { log } from "./lib/log";
 import type { Point } from "./lib/measure";
+import { partsFigure, partsOf } from "./lib/parts";
 import { type PerfPoint, profiled } from "./lib/perf-record";
 import { startPostFloor } from "./lib/post-floor";
 import { startProfile } from "./lib/profile";
@@ -429,13 +430,19 @@ try {
   }
 
   if (!quick && only.length === 0) {
-    // Where the time goes, named: a CPU profile of the hot-SKU path, on a Worker of its own started
-    // with the inspector (not one of the measured runs).
+    // Where the time goes, by part of a reservation (bench/lib/parts.ts): a CPU profile of the
+    // hot-SKU path, direct, on a Worker of its own started with the inspector (not a measured run).
     log("profiling the hot-SKU path (CPU profile of the Worker's isolate)");
     const inspected = await start("profiled", { GROUP_COMMIT: "on" }, { inspect: true });
     const profile = await startProfile(inspected.inspectorPort ?? 0);
-    await hotSku(bench, inspected, { key: "profiled_hot_sku", label: "hot SKU under the profiler" });
-    bench.figures.hot_sku_profile = await profile.stop(15);
+    const point = await hotSku(bench, through(inspected, "direct"), {
+      key: "profiled_hot_sku",
+      label: "hot SKU under the profiler",
+    });
+    const parts = partsOf(await profile.take(), readFileSync(join(inspected.stateDir, "bundle", "index.js"), "utf8"));
+    const { warmSeconds, seconds } = bench.mode.timing;
+    const head = sh("git", ["rev-parse", "--short", "HEAD"]);
+    bench.figures.hot_sku_parts = partsFigure(parts, point.cpuUsPerRequest, warmSeconds + seconds, head);
     delete bench.points.profiled_hot_sku;
   }
 

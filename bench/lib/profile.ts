@@ -3,7 +3,8 @@ import { session, targets } from "../../tools/heap";
 /**
  * A CPU profile of one workerd isolate through its inspector (Chrome DevTools protocol), to find
  * where the time goes before changing anything: `start()` begins sampling, `stop()` returns the
- * top functions by self time. The Worker must have been started with `inspect` (tools/worker.ts).
+ * top functions by self time, `take()` the profile itself (for {@link partsOf}). The Worker must
+ * have been started with `inspect` (tools/worker.ts).
  */
 export interface ProfileLine {
   selfPct: number;
@@ -15,6 +16,14 @@ interface Node {
   id: number;
   callFrame: { functionName: string; url: string; lineNumber: number };
   hitCount?: number;
+  children?: number[];
+}
+
+/** A V8 CPU profile as the inspector returns it (times in µs). */
+export interface CpuProfile {
+  nodes: Node[];
+  startTime: number;
+  endTime: number;
 }
 
 /** A Chrome DevTools protocol session with one isolate of workerd (the Worker's, by title). */
@@ -49,22 +58,26 @@ export async function startProfile(inspectorPort: number, target = "flashgate") 
   await send("Profiler.enable");
   await send("Profiler.setSamplingInterval", { interval: 100 });
   await send("Profiler.start");
-  return {
-    async stop(top = 25): Promise<ProfileLine[]> {
-      const { profile } = (await send("Profiler.stop")) as { profile: { nodes: Node[] } };
-      close();
-      const total = profile.nodes.reduce((n, node) => n + (node.hitCount ?? 0), 0);
-      const bySelf = new Map<string, ProfileLine>();
-      for (const node of profile.nodes) {
-        const f = node.callFrame;
-        const fn = f.functionName || "(anonymous)";
-        const where = `${f.url.split("/").pop()}:${f.lineNumber + 1}`;
-        const key = `${fn}@${where}`;
-        const line = bySelf.get(key) ?? { selfPct: 0, fn, where };
-        line.selfPct += ((node.hitCount ?? 0) * 100) / Math.max(1, total);
-        bySelf.set(key, line);
-      }
-      return [...bySelf.values()].sort((a, b) => b.selfPct - a.selfPct).slice(0, top);
-    },
+  const take = async (): Promise<CpuProfile> => {
+    const { profile } = (await send("Profiler.stop")) as { profile: CpuProfile };
+    close();
+    return profile;
   };
+  return { take, stop: async (top = 25) => topFunctions(await take(), top) };
+}
+
+/** The functions of a profile by self time, the `top` first. */
+export function topFunctions(profile: CpuProfile, top: number): ProfileLine[] {
+  const total = profile.nodes.reduce((n, node) => n + (node.hitCount ?? 0), 0);
+  const bySelf = new Map<string, ProfileLine>();
+  for (const node of profile.nodes) {
+    const f = node.callFrame;
+    const fn = f.functionName || "(anonymous)";
+    const where = `${f.url.split("/").pop()}:${f.lineNumber + 1}`;
+    const key = `${fn}@${where}`;
+    const line = bySelf.get(key) ?? { selfPct: 0, fn, where };
+    line.selfPct += ((node.hitCount ?? 0) * 100) / Math.max(1, total);
+    bySelf.set(key, line);
+  }
+  return [...bySelf.values()].sort((a, b) => b.selfPct - a.selfPct).slice(0, top);
 }
