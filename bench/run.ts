@@ -540,22 +540,24 @@ try {
       ),
     );
   } else {
-    // Recorded apart, kept from run to run: instruction counts (`bench:perf -- <point> --callgrind --save`),
-    // the copies' rounds (`bench:copies -- --write`), the hand-off's figures before its rework (the
-    // "before" of its before → after), issue #53's cut of a delivery (bench/delivery-floor.ts), and the
-    // sale log's (`bench/sale-log.ts --write`).
+    // Recorded apart, kept from run to run unless this run made them: instruction counts
+    // (`bench:perf -- <point> --callgrind --save`), the hot SKU's parts (`bench:perf -- hot_sku --js
+    // --save`, or a full run), the copies' rounds (`bench:copies -- --write`), the hand-off's figures
+    // before its rework (the "before" of its before → after), issue #53's cut of a delivery
+    // (bench/delivery-floor.ts), and the sale log's (`bench/sale-log.ts --write`).
     const kept = existsSync(RESULTS)
       ? (JSON.parse(readFileSync(RESULTS, "utf8")) as { figures?: Record<string, unknown> }).figures
       : undefined;
     for (const key of [
       "callgrind",
+      "hot_sku_parts",
       "copies_rounds",
       "order_pipeline_webhooks_before",
       "order_pipeline_webhooks_cut",
       "sale_log",
       "sale_log_before",
     ])
-      if (kept?.[key] !== undefined) bench.figures[key] = kept[key];
+      if (bench.figures[key] === undefined && kept?.[key] !== undefined) bench.figures[key] = kept[key];
     writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
     writeReport(results);
     log(`wrote bench/results.json and docs/PERFORMANCE.md (${bench.problems.length} problems)`);
