@@ -129,15 +129,21 @@ async function countPoint(): Promise<void> {
   );
   for (const [group, k] of counted.groups) console.log(`${k.toFixed(1).padStart(8)} K  ${group}`);
   if (argv.includes("--save")) {
-    const path = join(import.meta.dirname, "results.json");
-    const results = JSON.parse(readFileSync(path, "utf8")) as { figures: Record<string, unknown> };
-    const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { encoding: "utf8" }).trim();
-    const saved = (results.figures.callgrind ?? {}) as Record<string, unknown>;
-    saved[point] = { ...counted, commit, date: new Date().toISOString() };
-    results.figures.callgrind = saved;
-    writeFileSync(path, `${JSON.stringify(results, null, 2)}\n`);
-    log(`saved in bench/results.json (figures.callgrind.${point})`);
+    saveFigure(`callgrind.${point}`, (figures, commit) => {
+      const saved = (figures.callgrind ?? {}) as Record<string, unknown>;
+      saved[point] = { ...counted, commit, date: new Date().toISOString() };
+      figures.callgrind = saved;
+    });
   }
+}
+
+/** `--save`: `put` writes this run's figure into bench/results.json's figures (HEAD's commit given). */
+function saveFigure(name: string, put: (figures: Record<string, unknown>, commit: string) => void): void {
+  const path = join(import.meta.dirname, "results.json");
+  const results = JSON.parse(readFileSync(path, "utf8")) as { figures: Record<string, unknown> };
+  put(results.figures, execFileSync("git", ["rev-parse", "--short", "HEAD"], { encoding: "utf8" }).trim());
+  writeFileSync(path, `${JSON.stringify(results, null, 2)}\n`);
+  log(`saved in bench/results.json (figures.${name})`);
 }
 
 async function samplePoint(): Promise<void> {
@@ -194,6 +200,9 @@ async function samplePoint(): Promise<void> {
   const profile = js && server.inspectorPort ? await startProfile(server.inspectorPort) : undefined;
   // The warm-up runs first (2 s), then perf samples the measured run.
   const loaded = load(server);
+  // The profile is taken as the load ends, not after perf's report, while the queue drains.
+  const taken = profile && loaded.then(() => profile.take());
+  taken?.catch(() => undefined); // a failed load is reported by `await loaded` below
   await new Promise((resolve) => setTimeout(resolve, 2_500));
   const perf = await perfProfile(server.pid, seconds - 1, dir);
   log(`${point}: perf report of workerd (pid ${server.pid}), self time, direct`);
@@ -202,13 +211,13 @@ async function samplePoint(): Promise<void> {
   // Read once the load is done: the point is in bench.points only then.
   const measured = Object.values(bench.points as Record<string, { cpuUsPerRequest: number }>)[0]?.cpuUsPerRequest;
   console.log(printPerf(perf, measured ?? fig?.cpuUsPerReservation ?? fig?.cpuUsPerCall ?? 0));
-  if (profile) {
-    const taken = await profile.take();
+  if (taken) {
+    const cpuProfile = await taken;
     console.log("\nJavaScript, by self time (inspector):");
-    for (const line of topFunctions(taken, 30))
+    for (const line of topFunctions(cpuProfile, 30))
       console.log(`${line.selfPct.toFixed(1).padStart(5)}%  ${line.fn}  ${line.where}`);
-    if (bundle) printParts(partsOf(taken, readFileSync(bundle, "utf8")), measured ?? 0);
-  }
+    if (bundle) printParts(partsOf(cpuProfile, readFileSync(bundle, "utf8")), measured ?? 0);
+  } else if (argv.includes("--save")) log("--save keeps a profile's parts: add --js");
 }
 
 /**
@@ -216,15 +225,13 @@ async function samplePoint(): Promise<void> {
  * bench/results.json (figures.hot_sku_parts), which docs/PERFORMANCE.md shows.
  */
 function printParts(parts: Parts, cpuUsPerRequest: number): void {
-  const busy = parts.samples - parts.idleSamples;
+  const busy = Math.max(1, parts.samples - parts.idleSamples);
   console.log(`\nThe isolate's busy samples by part (${busy} of ${parts.samples}; the rest idle):`);
   for (const { part, samples } of parts.parts)
     console.log(`${((samples * 100) / busy).toFixed(1).padStart(5)}%  ${part}`);
   if (point !== "hot_sku" || !argv.includes("--save")) return;
-  const path = join(import.meta.dirname, "results.json");
-  const results = JSON.parse(readFileSync(path, "utf8")) as { figures: Record<string, unknown> };
-  const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { encoding: "utf8" }).trim();
-  results.figures.hot_sku_parts = partsFigure(parts, cpuUsPerRequest, bench.mode.timing.warmSeconds + seconds, commit);
-  writeFileSync(path, `${JSON.stringify(results, null, 2)}\n`);
-  log("saved in bench/results.json (figures.hot_sku_parts)");
+  const loadSeconds = bench.mode.timing.warmSeconds + seconds;
+  saveFigure("hot_sku_parts", (figures, commit) => {
+    figures.hot_sku_parts = partsFigure(parts, { cpuUsPerRequest, perf: true, loadSeconds, commit });
+  });
 }

@@ -199,18 +199,20 @@ try {
   // Issue #51: a hot product in 12 sizes beside the plain hot SKU, directly, in pairs of rounds
   // (which goes first alternating); the figure is the ratio of their median CPU per reservation.
   if (wanted("hot_sizes")) {
+    const HOT_SIZES = 12;
     const direct = through(on, "direct");
     const cpu: Record<"plain" | "sizes", number[]> = { plain: [], sizes: [] };
     for (let round = 0; round < rounds; round++) {
       for (const who of round % 2 === 0 ? (["plain", "sizes"] as const) : (["sizes", "plain"] as const)) {
         const key = `${who === "plain" ? "hot_sku_pair" : "hot_sizes"}_r${round}_direct`;
-        const point = await hotSku(bench, direct, { key, ...(who === "sizes" ? { sizes: 12 } : {}) });
+        const point = await hotSku(bench, direct, { key, ...(who === "sizes" ? { sizes: HOT_SIZES } : {}) });
         cpu[who].push(point.cpuUsPerRequest);
       }
     }
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
     bench.figures.hot_sizes = {
       rounds,
+      sizes: HOT_SIZES,
       plainCpuUs: cpu.plain,
       sizesCpuUs: cpu.sizes,
       ratio: median(cpu.sizes) / median(cpu.plain),
@@ -442,7 +444,13 @@ try {
     const parts = partsOf(await profile.take(), readFileSync(join(inspected.stateDir, "bundle", "index.js"), "utf8"));
     const { warmSeconds, seconds } = bench.mode.timing;
     const head = sh("git", ["rev-parse", "--short", "HEAD"]);
-    bench.figures.hot_sku_parts = partsFigure(parts, point.cpuUsPerRequest, warmSeconds + seconds, head);
+    const run = {
+      cpuUsPerRequest: point.cpuUsPerRequest,
+      perf: false,
+      loadSeconds: warmSeconds + seconds,
+      commit: head,
+    };
+    bench.figures.hot_sku_parts = partsFigure(parts, run);
     delete bench.points.profiled_hot_sku;
   }
 

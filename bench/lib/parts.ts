@@ -5,9 +5,10 @@ import type { CpuProfile } from "./profile";
  * isolate's CPU profile is charged to the part whose modules hold the function it was in. A native
  * call (SQL, WebCrypto, a Response) and the runtime's own modules (`node-internal:`,
  * `cloudflare-internal:`) are charged to the nearest bundle function that called them, and so is
- * code both sides share (durable-objects/shared/); the bundle names each module in a `// <path>`
- * line where its code starts. The runtime outside JavaScript and garbage collection are parts of
- * their own; idle samples are no part.
+ * code every side calls (durable-objects/shared/, the hash and fetch libraries under them); the
+ * bundle names each module in a `// <path>` line where its code starts. A sample with no bundle
+ * function on its stack (the runtime resuming its own code after an await) is the runtime's, as are
+ * the runtime outside JavaScript and garbage collection; idle samples are no part.
  */
 
 /** The parts, each with the modules whose time is its (the first that matches wins). */
@@ -21,20 +22,26 @@ export const PARTS: readonly (readonly [string, RegExp])[] = [
   ],
   [
     "edge: group commit and the call to the stock object",
-    /^src\/edge\/(group-commit|gatherer|gather-name|reserve)\.ts$|^src\/stock\//,
+    /^src\/edge\/(group-commit|gatherer|gather-name|reserve)\.ts$|^src\/stock\/|^src\/harness\/harness-gatherer\.ts$/,
   ],
   ["edge: the buyer's salt and receipts (sale log)", /^src\/sale-log\//],
   ["edge: the route, its answer, metrics and request log", /^src\/(routes|http|edge|observability)\/|^src\/app\.ts$/],
-  ["stock object: the outbox flush to the queue and the log", /^durable-objects\/(stock\/outbox-|engine\/outbox\.ts)/],
+  [
+    "stock object: the outbox flush to the queue and the log",
+    /^durable-objects\/(stock\/outbox-|engine\/outbox\.ts|log\/sale-log-client\.ts)/,
+  ],
   [
     "stock object: the decision, its SQL and its commit",
     /^durable-objects\/(engine|stock)\/|^src\/harness\/harness-stock\.ts$|^node_modules\/uuid\//,
   ],
-  ["sale log object: entries, hashes, checkpoints", /^durable-objects\/log\//],
+  ["sale log object: entries, hashes, checkpoints", /^durable-objects\/log\/|^src\/harness\/harness-sale-log\.ts$/],
   ["queue consumer: orders into D1", /^src\/(orders|db|handoff)\/|^src\/index\.ts$|^node_modules\/drizzle-orm\//],
   ["Redis mirror", /^durable-objects\/mirror\/|^node_modules\/@upstash\//],
   ["metrics object", /^durable-objects\/metrics\//],
 ];
+
+/** Modules every side calls: their time is their caller's. */
+const CALLED = /^durable-objects\/shared\/|^node_modules\/(@noble|uncrypto)\//;
 
 export const RUNTIME = "the runtime outside JavaScript (HTTP, RPC transport, event loop)";
 export const GC = "garbage collection";
@@ -48,15 +55,19 @@ export interface Parts {
   /** Busy samples by part, largest first. */
   parts: { part: string; samples: number }[];
 }
-/** The module of each line of the bundle's source (null before the first module). */
+/** The module of each line of the bundle's source (null before the first module, and in one outside these folders). */
 function modulesOf(bundle: string): (string | null)[] {
   const out: (string | null)[] = [];
   let current: string | null = null;
+  let found = 0;
   for (const line of bundle.split("\n")) {
-    const m = /^\/\/ ((?:src|durable-objects|node_modules)\/\S+\.(?:ts|js|mjs|cjs))$/.exec(line);
-    if (m) current = m[1] as string;
+    if (/^\/\/ \S+\.\w+$/.test(line)) {
+      current = /^\/\/ ((?:src|durable-objects|node_modules)\/\S+)$/.exec(line)?.[1] ?? null;
+      found++;
+    }
     out.push(current);
   }
+  if (found === 0) throw new Error("the bundle names no module (a `// <path>` line): minified?");
   return out;
 }
 
@@ -69,6 +80,7 @@ export function partsOf(profile: CpuProfile, bundle: string): Parts {
   const parent = new Map<number, number>();
   for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
   const bundleFile = profile.nodes.find((n) => n.callFrame.url.split("/").pop() === "index.js")?.callFrame.url;
+  if (bundleFile === undefined) throw new Error("no sample of the profile is in the bundle (index.js)");
   const partOf = (id: number): string | null => {
     const first = byId.get(id)?.callFrame.functionName;
     if (first === "(idle)") return null;
@@ -80,7 +92,7 @@ export function partsOf(profile: CpuProfile, bundle: string): Parts {
       if (!frame || frame.url !== bundleFile) continue;
       const module = modules[frame.lineNumber];
       if (!module) continue;
-      if (module.startsWith("durable-objects/shared/")) {
+      if (CALLED.test(module)) {
         shared = true;
         continue;
       }
@@ -108,8 +120,9 @@ export function partsOf(profile: CpuProfile, bundle: string): Parts {
 
 /** `figures.hot_sku_parts` in bench/results.json (`npm run bench:perf -- hot_sku --js --save`). */
 export interface PartsFigure extends Parts {
-  /** workerd's CPU per request in the profiled run (the profiler on), from /proc. */
+  /** workerd's CPU per request in the profiled run (the profiler on, and `perf record` too if `perf`), from /proc. */
   cpuUsPerRequest: number;
+  perf: boolean;
   /** How long the load ran while the profiler sampled (warm-up and measured run). */
   loadSeconds: number;
   commit: string;
@@ -117,8 +130,11 @@ export interface PartsFigure extends Parts {
 }
 
 /** A profile's parts as results.json keeps them, with the run they came from. */
-export function partsFigure(parts: Parts, cpuUsPerRequest: number, loadSeconds: number, commit: string): PartsFigure {
-  return { ...parts, cpuUsPerRequest, loadSeconds, commit, date: new Date().toISOString() };
+export function partsFigure(
+  parts: Parts,
+  run: { cpuUsPerRequest: number; perf: boolean; loadSeconds: number; commit: string },
+): PartsFigure {
+  return { ...parts, ...run, date: new Date().toISOString() };
 }
 
 /** The sides a part belongs to, by the start of its name, for the summary line. */
@@ -128,6 +144,8 @@ const SIDES: readonly (readonly [string, string])[] = [
   ["sale log object", "sale log object"],
   ["shared code after an await", "shared code"],
   ["queue consumer", "queue consumer"],
+  ["Redis mirror", "Redis mirror"],
+  ["metrics object", "metrics object"],
   ["runtime outside JavaScript", RUNTIME],
   ["garbage collection", GC],
 ];
@@ -139,14 +157,17 @@ export function partsSection(f: PartsFigure | undefined): string[] {
   const pct = (n: number) => `${((n * 100) / Math.max(1, busy)).toFixed(1)}%`;
   const shown = f.parts.filter((p) => p.samples * 200 >= busy);
   const rest = f.parts.filter((p) => p.samples * 200 < busy).reduce((n, p) => n + p.samples, 0);
+  let sided = 0;
   const sides = SIDES.map(([side, prefix]) => {
     const n = f.parts.filter((p) => p.part.startsWith(prefix)).reduce((sum, p) => sum + p.samples, 0);
+    sided += n;
     return `${side} ${pct(n)}`;
   });
+  sides.push(`the rest ${pct(busy - sided)}`);
   return [
     "## Where a hot-SKU reservation's time goes, by part",
     "",
-    `The Worker's isolate under the hot-SKU load (one shard, group commit on, direct), profiled by the inspector over ${f.loadSeconds} s of load (the full \`npm run bench\`, or \`npm run bench:perf -- hot_sku --js --save\`; bench/lib/parts.ts) at \`${f.commit}\`: each sample is charged to the part whose code it was in; a native call (SQL, WebCrypto, a Response), the runtime's own modules and code both sides share (durable-objects/shared/) to the nearest function of the bundle that called them. ${busy.toLocaleString("en-US")} busy samples of ${f.samples.toLocaleString("en-US")} (the rest idle); workerd's CPU per request in that run, the profiler on, ${Math.round(f.cpuUsPerRequest)} µs. The isolate runs the Worker and its objects (stock, log, metrics) alike; the D1 database and the queue broker are Miniflare's own isolates, not sampled here, and "the runtime outside JavaScript" holds workerd's HTTP, RPC transport and event loop, waiting between events included where the runtime does not mark it idle, so each JavaScript part's share is at most its share of the CPU. By side: ${sides.join(", ")}.`,
+    `The Worker's isolate under the hot-SKU load (one shard, group commit on, direct), profiled by the inspector over ${f.loadSeconds} s of load (the full \`npm run bench\`, or \`npm run bench:perf -- hot_sku --js --save\`; bench/lib/parts.ts) at \`${f.commit}\`: each sample is charged to the part whose code it was in; a native call (SQL, WebCrypto, a Response), the runtime's own modules and code both sides share (durable-objects/shared/) to the nearest function of the bundle that called them. ${busy.toLocaleString("en-US")} busy samples of ${f.samples.toLocaleString("en-US")} (the rest idle); workerd's CPU per request in that run, the profiler${f.perf ? " and `perf record`" : ""} on, ${Math.round(f.cpuUsPerRequest)} µs. The isolate runs the Worker and its objects (stock, log, metrics) alike; the D1 database and the queue broker are Miniflare's own isolates, not sampled here. "The runtime outside JavaScript" holds workerd's HTTP, RPC transport and event loop, and may hold time spent waiting, so the other parts' shares are, if anything, below their shares of the isolate's CPU. By side: ${sides.join(", ")}.`,
     "",
     "| part | share of the isolate's busy samples |",
     "| --- | --- |",

@@ -3,7 +3,7 @@ import { session, targets } from "../../tools/heap";
 /**
  * A CPU profile of one workerd isolate through its inspector (Chrome DevTools protocol), to find
  * where the time goes before changing anything: `start()` begins sampling, `stop()` returns the
- * top functions by self time, `take()` the profile itself (for {@link partsOf}). The Worker must
+ * top functions by self time, `take()` the profile itself (for bench/lib/parts.ts). The Worker must
  * have been started with `inspect` (tools/worker.ts).
  */
 export interface ProfileLine {
@@ -19,11 +19,9 @@ interface Node {
   children?: number[];
 }
 
-/** A V8 CPU profile as the inspector returns it (times in µs). */
+/** A V8 CPU profile as the inspector returns it (the parts of it read here). */
 export interface CpuProfile {
   nodes: Node[];
-  startTime: number;
-  endTime: number;
 }
 
 /** A Chrome DevTools protocol session with one isolate of workerd (the Worker's, by title). */
