@@ -54,6 +54,15 @@ async function receivedBy(name: string): Promise<Received[]> {
 
 const newPage = (width: number, height: number) => openPage(day.browser, { width, height });
 
+/** A promise the test settles when it chooses (Node 20 has no Promise.withResolvers). */
+function gate(): { promise: Promise<void>; open: () => void } {
+  let open = () => {};
+  const promise = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { promise, open };
+}
+
 /** How far the page is wider than its viewport (0 when it lays out within it). */
 function overflow(page: Page): Promise<number> {
   return page.evaluate(
@@ -227,12 +236,34 @@ describe("operator dashboard: shop hand-off", () => {
     await page.unroute(retryRoute);
 
     // The receiver is healthy again (and answers after 2 s, so the retry is seen queued first): Retry
-    // delivers it, with the same webhook-id, and nothing fails any more.
+    // delivers it, with the same webhook-id, and nothing fails any more. A poll reading while the retry
+    // is queued must not judge it: held here, its pending list is read before the retry (the row is
+    // failed then) and its failed list after it (pending again), so the row is in neither. Read side by
+    // side and judged, that poll said "accepted on retry" 2 s before the receiver answered.
     await receiverBehaves("shop", { secret, delayMs: 2_000 });
+    const retried = gate();
+    const stalePending = gate();
+    let held = false;
+    const logRoute = "**/admin/webhooks/shop/deliveries?*";
+    await page.route(logRoute, async (route) => {
+      const url = route.request().url();
+      if (!held && url.includes("status=pending")) {
+        held = true;
+        const before = await route.fetch();
+        stalePending.open();
+        await retried.promise;
+        await route.fulfill({ response: before });
+      } else {
+        if (url.includes("status=failed")) await retried.promise;
+        await route.continue();
+      }
+    });
+    await stalePending.promise;
     await page.click(`${item} button`);
     await expect
       .poll(() => page.textContent(message))
       .toBe(`Retry queued: order.held of ${reservationId}, it is tried now.`);
+    retried.open();
     expect(await page.getAttribute(message, "data-kind")).toBe("ok");
     expect(await inView(page, message)).toBe(true);
     await expect.poll(() => page.locator(item).count(), PANEL).toBe(0);
@@ -248,6 +279,7 @@ describe("operator dashboard: shop hand-off", () => {
     expect(received[0]?.body?.data.reservationId).toBe(reservationId);
     const delivered = await call("GET", "/admin/webhooks/shop/deliveries?status=delivered");
     expect((delivered.json.deliveries as { id: string }[]).map((d) => d.id)).toEqual([deliveryId]);
+    await page.unroute(logRoute);
 
     // Two more orders refused to the end, then "Retry all" (POST /admin/webhooks/shop/retry) sends
     // both at once to the healed receiver, and says how many it retried.

@@ -48,10 +48,11 @@
  */
 /**
  * An endpoint's card and what the page keeps for it: its secret (shown on asking), the failing list
- * last drawn, and the retries asked here whose outcome is not known yet (by delivery id).
+ * last drawn, and the retries asked here whose outcome is not known yet (by delivery id), each with
+ * when its POST was answered.
  * @typedef {{ id: string, card: HTMLElement, secret: string, revealed: boolean, failingKey: string,
- *   retries: Map<string, { what: string, attempts: number }> }} Hook
- * @typedef {{ pending: Answer<WebhookDeliveryList>, failed: Answer<WebhookDeliveryList> }} DeliveryLog
+ *   retries: Map<string, { what: string, attempts: number, queuedAt: number }> }} Hook
+ * @typedef {{ pending: Answer<WebhookDeliveryList>, failed: Answer<WebhookDeliveryList>, askedAt: number }} DeliveryLog
  * @typedef {{ list: Answer<WebhookEndpointList>, logs: DeliveryLog[] }} Webhooks
  * @typedef {{ renderSkuActions(card: HTMLElement, view: AdminSku): void, refreshConsole(): Promise<void>,
  *   forgetConsole(): void }} DashboardConsole
@@ -739,8 +740,13 @@ async function loadWebhooks() {
   const logs = await Promise.all(
     list.json.webhooks.map(async (endpoint) => {
       const path = `/admin/webhooks/${encodeURIComponent(endpoint.id)}/deliveries?limit=${LOG_LIMIT}&status=`;
-      const [pending, failed] = await Promise.all([admin("GET", `${path}pending`), admin("GET", `${path}failed`)]);
-      return /** @type {DeliveryLog} */ ({ pending, failed });
+      // Pending first, then failed, one after the other: a delivery that fails for good between the two
+      // reads is then in one of them. Read side by side, a retry's row could be in neither (failed when
+      // the pending list was read, pending again when the failed one was) and pass for accepted.
+      const askedAt = Date.now();
+      const pending = await admin("GET", `${path}pending`);
+      const failed = await admin("GET", `${path}failed`);
+      return /** @type {DeliveryLog} */ ({ pending, failed, askedAt });
     }),
   );
   return { list, logs };
@@ -844,16 +850,19 @@ function say(hook, kind, text, { scroll = true } = {}) {
 /**
  * What became of the retries asked here: one that left the pending and failed lists was accepted; one
  * failed again after more attempts says so. Until then (an attempt in flight, or refused with retries
- * left, which the log does not tell apart) the status line keeps "Retry queued".
+ * left, which the log does not tell apart) the status line keeps "Retry queued". Only lists asked for
+ * after a retry was queued (`askedAt`) judge it: one asked before may still show it failed.
  */
 /**
  * @param {Hook} hook
  * @param {WebhookDelivery[]} pending
  * @param {WebhookDelivery[]} failed
  * @param {boolean} complete
+ * @param {number} askedAt
  */
-function followRetries(hook, pending, failed, complete) {
+function followRetries(hook, pending, failed, complete, askedAt) {
   for (const [id, retry] of hook.retries) {
+    if (retry.queuedAt > askedAt) continue;
     const now = pending.find((d) => d.id === id) ?? failed.find((d) => d.id === id);
     if (!now) {
       if (complete) say(hook, "ok", `${retry.what} was accepted on retry.`, { scroll: false });
@@ -986,7 +995,7 @@ function renderWebhook(hook, endpoint, log) {
     `${countOf(pending)} pending (${retrying.length} being retried) · ${countOf(failed)} failed`;
   const failing = [...failed, ...retrying];
   const capped = failed.length >= LOG_LIMIT || pending.length >= LOG_LIMIT;
-  followRetries(hook, pending, failed, !capped);
+  followRetries(hook, pending, failed, !capped, log.askedAt);
   field(card, "failing-count").textContent = `(${failing.length}${capped ? "+" : ""})`;
   field(card, "no-failing").hidden = failing.length > 0;
   const retryAll = action(card, "retry-all");
@@ -1062,7 +1071,7 @@ async function retryDelivery(hook, endpoint, delivery, button) {
     const answer = await admin("POST", path);
     if (answer.ok) {
       say(hook, "ok", `Retry queued: ${what}, it is tried now.`);
-      hook.retries.set(delivery.id, { what, attempts: delivery.attempts });
+      hook.retries.set(delivery.id, { what, attempts: delivery.attempts, queuedAt: Date.now() });
     } else {
       say(hook, "error", `Retry of ${what} refused: ${errorText(answer)}`);
     }
