@@ -255,10 +255,11 @@ export async function dueCandidates(db: D1Database, endpointId: string, limit: n
 }
 
 /**
- * Takes the rows at `positions` of one endpoint, while it is enabled, that are still pending and due (a batched lane
- * formed its messages from {@link dueCandidates}), marking them with `lease` as {@link takeDuePage}
- * does, and where they go (null: the endpoint is gone or disabled, and nothing was taken). One round trip; each row found by its key (`+` keeps SQLite off the due index, which it
- * would walk whole for the endpoint's backlog).
+ * Takes the rows at `positions` of one endpoint, while it is enabled, that are still pending and due
+ * (a batched lane formed its messages from {@link dueCandidates}), marking them with `lease` as
+ * {@link takeDuePage} does, and where they go (null: the endpoint is gone or disabled, and nothing
+ * was taken). One round trip; each row found by its key (`+` keeps SQLite off the due index, which
+ * it would walk whole for the endpoint's backlog).
  */
 export async function takePositions(
   db: D1Database,
