@@ -1,10 +1,11 @@
 import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { copyFileSync, existsSync, mkdirSync } from "node:fs";
-import { type Browser, chromium, type Page } from "playwright-core";
+import { mkdirSync } from "node:fs";
+import type { BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DevServer, startDevServer } from "../tools/dev-server";
-import { axeViolations, cardOverflows, serious } from "./support/page-checks";
+import { launchBrowser, newPage as openPage, PHONE, screenshot, unexpectedProblems } from "./support/browser";
+import { axeViolations, cardOverflows, pageOverflow as overflow, serious } from "./support/page-checks";
 
 /**
  * The demo storefront (/) and the operator dashboard (/dashboard) in a real headless Chromium
@@ -13,19 +14,7 @@ import { axeViolations, cardOverflows, serious } from "./support/page-checks";
  * (shown in README.md). The phone is a 420 px wide screen: nothing may be wider than it.
  */
 
-const CHROMIUM = "/usr/bin/chromium";
-const CHROMIUM_ARGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
 const ADMIN = { authorization: "Bearer dev-admin-token" };
-const PHONE = { width: 420, height: 900 };
 const RESULTS = new URL("../test-results/", import.meta.url);
 const DOCS_SCREENSHOTS = new URL("../docs/screenshots/", import.meta.url);
 /**
@@ -35,18 +24,12 @@ const DOCS_SCREENSHOTS = new URL("../docs/screenshots/", import.meta.url);
 const DISPLAY = { timeout: 5_000 };
 
 let server: DevServer;
-let browser: Browser;
+let browser: BrowserContext;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(`${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)`);
-  }
   mkdirSync(RESULTS, { recursive: true });
   mkdirSync(DOCS_SCREENSHOTS, { recursive: true });
-  [server, browser] = await Promise.all([
-    startDevServer({ vars: { DEV_TOOLS: "true" } }),
-    chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true }),
-  ]);
+  [server, browser] = await Promise.all([startDevServer({ vars: { DEV_TOOLS: "true" } }), launchBrowser()]);
 });
 afterAll(async () => {
   await browser?.close();
@@ -62,36 +45,7 @@ async function putSku(sku: string, settings: Record<string, unknown>) {
   expect(response.status).toBe(200);
 }
 
-const problems = new Map<Page, string[]>();
-
-/** A page that records uncaught errors and console errors (CSP violations among them). */
-async function newPage(width: number, height: number): Promise<Page> {
-  const page = await browser.newPage({ viewport: { width, height } });
-  const seen: string[] = [];
-  problems.set(page, seen);
-  page.on("pageerror", (error) => seen.push(String(error)));
-  page.on("console", (message) => {
-    if (message.type() === "error") seen.push(message.text());
-  });
-  return page;
-}
-
-/** What went wrong in the page, less the 4xx answers it asked for and handles (a 404 it expects). */
-function unexpectedProblems(page: Page): string[] {
-  return (problems.get(page) ?? []).filter((p) => !/status of 4\d\d/.test(p));
-}
-
-/** How far the page is wider than the viewport (0 when it lays out within it). */
-function overflow(page: Page): Promise<number> {
-  return page.evaluate("document.documentElement.scrollWidth - window.innerWidth") as Promise<number>;
-}
-
-/** A screenshot of the whole page, or of the screen only (`fullPage: false`, for phones). */
-async function screenshot(page: Page, name: string, docsName?: string, fullPage = true) {
-  const file = new URL(`${name}.png`, RESULTS);
-  await page.screenshot({ path: file.pathname, fullPage });
-  if (docsName) copyFileSync(file, new URL(docsName, DOCS_SCREENSHOTS));
-}
+const newPage = (width: number, height: number) => openPage(browser, { width, height });
 
 describe("demo storefront", () => {
   it("counts down to the sale, buys a unit end to end and shows the persisted order", async () => {
