@@ -40,7 +40,8 @@ export interface DevServer {
    * off meanwhile are sent again by {@link fetchRetryingRestarts} once it is back.
    */
   restart(): Promise<void>;
-  stop(): Promise<void>;
+  /** Stops wrangler dev and removes its state directory, or leaves it (`keepState`) to be read afterwards. */
+  stop(opts?: { keepState?: boolean }): Promise<void>;
 }
 
 const RELOADING = "Reloading local server";
@@ -109,9 +110,9 @@ export async function startDevServer(opts: { vars?: Record<string, string> } = {
       workerRestarts.during(restarted);
       await restarted;
     },
-    async stop() {
+    async stop({ keepState = false } = {}) {
       await kill(child);
-      rmSync(state, { recursive: true, force: true });
+      if (!keepState) rmSync(state, { recursive: true, force: true });
     },
   };
 }

@@ -86,10 +86,12 @@ const client = new Client(server.url, secrets, opts.powBits);
 
 let exitCode = 1;
 let hooks: ShopHooks | null = null;
-const stopAll = async () => {
+/** `keepState`: a run that did not pass keeps what the Worker stored (D1, every object's SQLite) to be read. */
+const stopAll = async (keepState = false) => {
   clearInterval(watchdog);
   await hooks?.close().catch(() => undefined);
-  await server.stop().catch(() => undefined);
+  await server.stop({ keepState }).catch(() => undefined);
+  if (keepState) console.log(`state kept in ${server.stateDir} (D1 and the objects' SQLite files, for the failure)`);
   await bridge.close().catch(() => undefined);
   await redis.server.stop().catch(() => undefined);
 };
@@ -457,6 +459,6 @@ try {
   console.error(`[chaos] aborted: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
   exitCode = 2;
 } finally {
-  await stopAll();
+  await stopAll(exitCode !== 0);
 }
 process.exit(exitCode);
