@@ -228,6 +228,12 @@ export class Scene {
       const reply = await call(this.ledger, op, send);
       const status = reply?.status === 200 ? str(reply.json, "reservationStatus") : undefined;
       const outcome = reply?.status === 200 ? str(reply.json, "outcome") : undefined;
+      // What the 200 said, in the summary: a failing invariant 5 or 6 then shows which answer it was.
+      if (reply?.status === 200) {
+        const said =
+          `${op} answered ${status ?? (field(reply.json, "ignored") === true ? "ignored" : "?")} ${outcome ?? ""}`.trim();
+        this.ledger.outcomes.set(said, (this.ledger.outcomes.get(said) ?? 0) + 1);
+      }
       const flagged = this.ledger.flagged.get(acked.sku);
       if (!status || !outcome) {
         this.ledger.flagged.set(acked.sku, null); // an event that got no answer may have been flagged
