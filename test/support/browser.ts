@@ -29,10 +29,10 @@ const RESULTS = new URL("../../test-results/", import.meta.url);
 const DOCS_SCREENSHOTS = new URL("../../docs/screenshots/", import.meta.url);
 
 /**
- * Debian's Chromium with one profile for all of a file's pages, which open as tabs of it. A context of
- * their own each (playwright's `browser.newPage()`) cost about 2.3 CPU-s a page, against 0.7 for a tab:
- * a new off-the-record profile and its renderer's start. The pages keep no shared state that matters:
- * the storefront keeps its shopper in the tab's sessionStorage, and nothing sets cookies or localStorage.
+ * Debian's Chromium with one profile for all of a file's pages, which open as tabs of it: a context of
+ * their own each (playwright's `browser.newPage()`) starts an off-the-record profile and its renderer
+ * per page, several times a tab's CPU. The pages keep no shared state that matters: the storefront
+ * keeps its shopper in the tab's sessionStorage, and nothing sets cookies or localStorage.
  */
 export async function launchBrowser(): Promise<BrowserContext> {
   if (!existsSync(CHROMIUM)) {
