@@ -58,6 +58,15 @@ export async function fetchRetryingRestarts(
       continue;
     }
     const text = await response.text();
+    // A restart of our own that stopped the Worker mid-answer can leave a 2xx with an empty body: its
+    // answer was lost (the write may have been made), so it is sent again like a cut connection.
+    const restart = workerRestarts.current;
+    if (restart && text === "" && response.ok && response.status !== 204) {
+      await restart.catch(() => undefined);
+      workerRestarts.resent++;
+      attempt--;
+      continue;
+    }
     if (!isProxyRestart(response.status, text) || attempt >= RETRIES) return { response, text };
     proxyRestarts.retried++;
     await new Promise((resolve) => setTimeout(resolve, 50 * (attempt + 1)));
