@@ -45,30 +45,34 @@ export async function fetchRetryingRestarts(
   init: RequestInit & { body?: string | null },
 ): Promise<{ response: Response; text: string }> {
   for (let attempt = 0; ; attempt++) {
-    let response: Response;
-    try {
-      response = await fetch(url, init);
-    } catch (err) {
-      // Connection refused or cut: only a restart of our own is waited out; anything else is an error.
-      const restart = workerRestarts.current;
-      if (!restart) throw err;
-      await restart.catch(() => undefined);
+    const answer = await answerOf(url, init);
+    if (!answer) {
+      await workerRestarts.current?.catch(() => undefined);
       workerRestarts.resent++;
       attempt--;
       continue;
     }
-    const text = await response.text();
-    // A restart of our own that stopped the Worker mid-answer can leave a 2xx with an empty body: its
-    // answer was lost (the write may have been made), so it is sent again like a cut connection.
-    const restart = workerRestarts.current;
-    if (restart && text === "" && response.ok && response.status !== 204) {
-      await restart.catch(() => undefined);
-      workerRestarts.resent++;
-      attempt--;
-      continue;
-    }
-    if (!isProxyRestart(response.status, text) || attempt >= RETRIES) return { response, text };
+    const { response, text } = answer;
+    if (!isProxyRestart(response.status, text) || attempt >= RETRIES) return answer;
     proxyRestarts.retried++;
     await new Promise((resolve) => setTimeout(resolve, 50 * (attempt + 1)));
   }
+}
+
+/**
+ * One request's answer with its body read, or null when a restart of our own lost it: the connection
+ * refused or cut, or a 2xx it left with an empty body (the Worker stopped mid-answer; the write may
+ * have been made). Any other failure is an error.
+ */
+async function answerOf(url: string, init: RequestInit): Promise<{ response: Response; text: string } | null> {
+  let response: Response;
+  try {
+    response = await fetch(url, init);
+  } catch (err) {
+    if (!workerRestarts.current) throw err;
+    return null;
+  }
+  const text = await response.text();
+  const lost = workerRestarts.current !== null && text === "" && response.ok && response.status !== 204;
+  return lost ? null : { response, text };
 }
