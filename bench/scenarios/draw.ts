@@ -13,7 +13,7 @@ const drawCall = <T>(server: WorkerServer, body: unknown) => benchRoute<T>(serve
 
 /**
  * Fair opening: the decision of a 50,000-entrant draw on one stock object (the alarm's work at the
- * window's close: close entries, rank them by HMAC-SHA256(seed, entryId) with WebCrypto, then one
+ * window's close: close entries, rank them by HMAC-SHA256(seed, entryId), then one
  * transaction deciding 1,000 units and recording every entrant's result). Entries go in first,
  * inside workerd (src/harness/harness-stock.ts), at a clock inside the window; then the decision is
  * timed from here, with workerd's CPU (/proc) and resident memory around it.

@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { createHash, createHmac } from "node:crypto";
 import { listedVariants, variantsColumn } from "./variants";
 
 /**
@@ -24,10 +24,10 @@ import { listedVariants, variantsColumn } from "./variants";
  * collision, by entry id); `entryId` = hex SHA-256 of the UTF-8 text `<sku>:<userId>`; positions
  * count from 1. The seed is 64 hex digits and `seedHash` the hex SHA-256 of its UTF-8 text.
  *
- * The storage side is synchronous (it runs inside the engine's transactions). The hashes of the
- * order are computed with WebCrypto before the deciding transaction, once entries have closed (the
- * set is fixed then): too slow to spend in a transaction or on the entry path (bench point
- * `draw_decide`, docs/PERFORMANCE.md).
+ * The storage side runs inside the engine's transactions. The hashes of the order are computed
+ * before the deciding transaction, once entries have closed (the set is fixed then): two per
+ * entrant, too many to spend in a transaction or on the entry path (bench point `draw_decide`,
+ * docs/PERFORMANCE.md).
  */
 
 /** Where a drawn reservation (or a refused entry) came in the draw. */
@@ -101,41 +101,20 @@ type EntrantRow = {
   variants?: string | null;
 };
 
-const utf8 = new TextEncoder();
-const hex = (bytes: ArrayBuffer) => Array.from(new Uint8Array(bytes), (b) => b.toString(16).padStart(2, "0")).join("");
-
-/** Hex SHA-256 of UTF-8 text, synchronously (the seed hash, once, inside a transaction). */
-function seedHashOf(seed: string): string {
-  return createHash("sha256").update(seed, "utf8").digest("hex");
-}
-
-/** Hex SHA-256 of UTF-8 text. */
-export async function sha256Hex(text: string): Promise<string> {
-  return hex(await crypto.subtle.digest("SHA-256", utf8.encode(text)));
+/** Hex SHA-256 of UTF-8 text (the seed's hash, an entry's id). */
+export function sha256Hex(text: string): string {
+  return createHash("sha256").update(text, "utf8").digest("hex");
 }
 
 /** A user's one entry in a SKU's draw: hex SHA-256 of `<sku>:<userId>` (public; the user id is not). */
-export function entryIdOf(sku: string, userId: string): Promise<string> {
+export function entryIdOf(sku: string, userId: string): string {
   return sha256Hex(`${sku}:${userId}`);
 }
 
-/** Hashes a long list a slice at a time: 50,000 pending WebCrypto promises at once cost memory for nothing. */
-async function inSlices<T, R>(items: readonly T[], each: (item: T) => Promise<R>): Promise<R[]> {
-  const out: R[] = [];
-  for (let i = 0; i < items.length; i += 1_000) out.push(...(await Promise.all(items.slice(i, i + 1_000).map(each))));
-  return out;
-}
-
 /** Entry ids in draw order (first decided first): by hex HMAC-SHA256(seed, entryId), ascending. */
-export async function drawOrder(seed: string, entryIds: readonly string[]): Promise<string[]> {
-  const key = await crypto.subtle.importKey("raw", utf8.encode(seed), { name: "HMAC", hash: "SHA-256" }, false, [
-    "sign",
-  ]);
-  const keyed = await inSlices(entryIds, async (id) => ({
-    id,
-    key: hex(await crypto.subtle.sign("HMAC", key, utf8.encode(id))),
-  }));
-  return keyed
+export function drawOrder(seed: string, entryIds: readonly string[]): string[] {
+  return entryIds
+    .map((id) => ({ id, key: createHmac("sha256", seed).update(id, "utf8").digest("hex") }))
     .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
     .map((e) => e.id);
 }
@@ -144,10 +123,10 @@ export async function drawOrder(seed: string, entryIds: readonly string[]): Prom
 export type RankedEntrant = Entrant & { entryId: string; position: number };
 
 /** Ranks a closed draw's entrants (all shards') with the seed: the draw's order, computed once. */
-export async function rankEntrants(seed: string, sku: string, entrants: readonly Entrant[]): Promise<RankedEntrant[]> {
-  const ids = await inSlices(entrants, (e) => entryIdOf(sku, e.userId));
+export function rankEntrants(seed: string, sku: string, entrants: readonly Entrant[]): RankedEntrant[] {
+  const ids = entrants.map((e) => entryIdOf(sku, e.userId));
   const byId = new Map(ids.map((id, i) => [id, entrants[i] as Entrant]));
-  return (await drawOrder(seed, ids)).map((entryId, i) => ({
+  return drawOrder(seed, ids).map((entryId, i) => ({
     ...(byId.get(entryId) as Entrant),
     entryId,
     position: i + 1,
@@ -273,7 +252,7 @@ export class OpeningDraw {
           opening,
           wanted,
           seed,
-          seed === null ? null : seedHashOf(seed),
+          seed === null ? null : sha256Hex(seed),
         );
       }
     }

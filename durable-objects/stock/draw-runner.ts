@@ -166,7 +166,7 @@ export class DrawRunner {
     for (let opening = engine.drawDecision.due(this.#host.now()); opening !== null; ) {
       const started = this.#host.now();
       if (state.shards === 1) {
-        const ranked = await this.#rank(state, opening, engine.drawDecision.close(opening, started));
+        const ranked = this.#rank(state, opening, engine.drawDecision.close(opening, started));
         engine.drawDecision.decide(opening, ranked, this.#host.now());
       } else {
         await this.#decideSharded(state, opening);
@@ -185,8 +185,8 @@ export class DrawRunner {
     }
   }
 
-  /** An opening's entrants in draw order: hashes with WebCrypto, outside any transaction. */
-  async #rank(state: SkuState, opening: number, entrants: Entrant[]) {
+  /** An opening's entrants in draw order, outside any transaction. */
+  #rank(state: SkuState, opening: number, entrants: Entrant[]) {
     const seed = this.#host.engine.draw.seedForDecision(opening);
     if (!seed) throw new Error("shard 0 has no seed for its draw");
     return rankEntrants(seed, state.sku, entrants);
@@ -205,7 +205,7 @@ export class DrawRunner {
     const shardOf = (shard: number) => this.#host.shardOf(state.sku, shard);
     const lists = await Promise.all(siblingsOf(state.shards).map((shard) => shardOf(shard).closeDraw(opening)));
     const own = engine.drawDecision.close(opening, this.#host.now());
-    const ranked = await this.#rank(state, opening, [...own, ...lists.flat()]);
+    const ranked = this.#rank(state, opening, [...own, ...lists.flat()]);
     const order = engine.drawDecision.place(opening, ranked, this.#host.now());
     const entrants = order.length;
     let soldOut = false;

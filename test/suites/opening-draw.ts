@@ -123,7 +123,7 @@ async function sale(run: number, windowMs: number): Promise<Run> {
       const seed = engine.draw.seedForDecision(T0) ?? "";
       engine.drawDecision.decide(
         T0,
-        await rankEntrants(seed, sku, engine.drawDecision.close(T0, T0 + windowMs)),
+        rankEntrants(seed, sku, engine.drawDecision.close(T0, T0 + windowMs)),
         T0 + windowMs,
       );
     }
@@ -133,13 +133,13 @@ async function sale(run: number, windowMs: number): Promise<Run> {
     const info = engine.draw.info();
     let verified = false;
     if (info?.seed) {
-      const committed = (await sha256Hex(info.seed)) === info.seedHash;
+      const committed = sha256Hex(info.seed) === info.seedHash;
       const stored = engine.draw.entries(0, 10_000);
-      const recomputed = await drawOrder(
+      const recomputed = drawOrder(
         info.seed,
         stored.map((e) => e.entryId),
       );
-      const winners = new Set(await Promise.all(holders.map((h) => entryIdOf(sku, h.user_id))));
+      const winners = new Set(holders.map((h) => entryIdOf(sku, h.user_id)));
       verified =
         committed &&
         JSON.stringify(stored.map((e) => e.entryId)) === JSON.stringify(recomputed) &&
@@ -226,14 +226,14 @@ export function drawBaselines(): void {
       expect(results.every((r) => r.botWins === BOTS && r.farmWins === FARM)).toBe(true);
       expect(Math.max(...ranks)).toBe(UNITS - BOTS - FARM);
     });
-    it("the order is HMAC-SHA256(seed, entryId) ascending, reproducible by anyone", async () => {
+    it("the order is HMAC-SHA256(seed, entryId) ascending, reproducible by anyone", () => {
       const seed = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
-      const ids = await Promise.all(["a", "b", "c", "d", "e", "f"].map((u) => entryIdOf("sku-x", u)));
-      const order = await drawOrder(seed, ids);
+      const ids = ["a", "b", "c", "d", "e", "f"].map((u) => entryIdOf("sku-x", u));
+      const order = drawOrder(seed, ids);
       expect([...order].sort()).toEqual([...ids].sort());
-      expect(await drawOrder(seed, [...ids].reverse())).toEqual(order); // arrival order does not matter
-      expect(await drawOrder(`${seed}0`, ids)).not.toEqual(order); // another seed, another order (for these six)
-      expect(await entryIdOf("sku-x", "a")).toBe(await sha256Hex("sku-x:a"));
+      expect(drawOrder(seed, [...ids].reverse())).toEqual(order); // arrival order does not matter
+      expect(drawOrder(`${seed}0`, ids)).not.toEqual(order); // another seed, another order (for these six)
+      expect(entryIdOf("sku-x", "a")).toBe(sha256Hex("sku-x:a"));
       // A known answer, computed outside the Worker (Node: crypto.createHmac("sha256", seed).update(id)).
       expect(order[0]).toBe(KNOWN_FIRST);
     });

@@ -65,9 +65,9 @@ describe.each([1, 4])("an opening draw with sizes on %i shard(s)", (shards) => {
       expect(read.json.seed).toMatch(/^[0-9a-f]{64}$/);
       return read.json;
     });
-    expect(await sha256Hex(draw.seed)).toBe(seedHash);
-    const ids = new Map(await Promise.all(users.map(async (u) => [await entryIdOf(sku, u.user), u] as const)));
-    const order = await drawOrder(draw.seed, [...ids.keys()]);
+    expect(sha256Hex(draw.seed)).toBe(seedHash);
+    const ids = new Map(users.map((u) => [entryIdOf(sku, u.user), u] as const));
+    const order = drawOrder(draw.seed, [...ids.keys()]);
     // The rule replayed over the recomputed order: each entry its first listed size with a unit left.
     const left = new Map(SIZES.map((s) => [s.id, s.totalStock]));
     const expected = new Map<string, string>();
