@@ -1,7 +1,7 @@
 import { createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { keyOf, takeDue, takePositions } from "../src/handoff/deliveries";
+import { keyOf, recordBatch, takeBatch, takeDue } from "../src/handoff/deliveries";
 import { newSecret } from "../src/handoff/signature";
 import worker from "../src/index";
 import { call, uniqueSku } from "./support/client";
@@ -99,13 +99,56 @@ describe("order hand-off: what an operator changes while deliveries are owed", (
       env.DB.prepare("UPDATE webhook_endpoints SET enabled = 0 WHERE id = ?1").bind(hook.id),
       env.DB.prepare("UPDATE webhook_deliveries SET next_attempt_at = 0 WHERE endpoint_id = ?1").bind(hook.id),
     ]);
-    expect(await takePositions(env.DB, hook.id, [position], "late-take", 60_000)).toEqual({ taken: [], target: null });
+    expect(await takeBatch(env.DB, hook.id, [position], "late-take", 60_000)).toEqual({ taken: [], target: null });
     const row = env.DB.prepare("SELECT status, lease, next_attempt_at FROM webhook_deliveries WHERE endpoint_id = ?1");
     expect(await row.bind(hook.id).first()).toEqual({ status: "pending", lease: null, next_attempt_at: 0 });
     await env.DB.prepare("UPDATE webhook_endpoints SET enabled = 1 WHERE id = ?1").bind(hook.id).run();
-    const { taken, target } = await takePositions(env.DB, hook.id, [position], "late-take", 60_000);
+    const { taken, target } = await takeBatch(env.DB, hook.id, [position], "late-take", 60_000);
     expect(taken.map((row) => row.position)).toEqual([position]);
     expect(target).toEqual({ url: `${receiver.url}/hooks/${hook.id}`, secret: hook.secret });
+  });
+
+  it("a batched take holds the endpoint, not its rows: no other sender takes them until it records or its lease lapses", async () => {
+    const hook = await owing(["order.held"], "later");
+    const position = keyOf(hook.owed.id)?.position as number;
+    await env.DB.prepare("UPDATE webhook_deliveries SET next_attempt_at = 0 WHERE endpoint_id = ?1")
+      .bind(hook.id)
+      .run();
+    const row = env.DB.prepare(
+      "SELECT status, attempts, lease, next_attempt_at, updated_at FROM webhook_deliveries WHERE endpoint_id = ?1",
+    ).bind(hook.id);
+    const before = await row.first();
+    expect((await takeBatch(env.DB, hook.id, [position], "sender-a", 60_000)).taken).toHaveLength(1);
+    // The row is as it was: the take wrote the endpoint's lease alone.
+    expect(await row.first()).toEqual(before);
+    // Meanwhile no other sender takes the endpoint's rows, batched or one at a time.
+    expect(await takeBatch(env.DB, hook.id, [position], "sender-b", 60_000)).toEqual({ taken: [], target: null });
+    expect(await takeDue(env.DB, hook.id, 10, "sender-c", 60_000)).toEqual([]);
+    // The holder takes them again (an object reset in the middle of a batch, at its next run).
+    expect((await takeBatch(env.DB, hook.id, [position], "sender-a", 60_000)).taken).toHaveLength(1);
+    // A sender whose lease is not the endpoint's records nothing; the holder records and lets go.
+    const outcome = {
+      position,
+      status: "delivered",
+      code: 204,
+      response: "",
+      error: null,
+      delayMs: null,
+      batchId: "b",
+    };
+    await recordBatch(env.DB, hook.id, [{ ...outcome, status: "failed" }], "sender-b");
+    expect(await row.first()).toEqual(before);
+    await recordBatch(env.DB, hook.id, [{ ...outcome, status: "delivered" }], "sender-a");
+    expect(await row.first()).toMatchObject({ status: "delivered", attempts: 1, lease: null });
+    const lease = env.DB.prepare("SELECT lease, lease_until FROM webhook_endpoints WHERE id = ?1").bind(hook.id);
+    expect(await lease.first()).toEqual({ lease: null, lease_until: null });
+    // A holder that dies: once its lease lapses, another sender takes the rows, its attempt not counted.
+    await env.DB.prepare("UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = 0 WHERE endpoint_id = ?1")
+      .bind(hook.id)
+      .run();
+    expect((await takeBatch(env.DB, hook.id, [position], "sender-a", 0)).taken).toHaveLength(1);
+    expect((await takeBatch(env.DB, hook.id, [position], "sender-b", 60_000)).taken).toHaveLength(1);
+    expect(await row.first()).toMatchObject({ status: "pending", attempts: 1 });
   });
 
   it("stores the URL as it is fetched, and reads limit as digits only", async () => {

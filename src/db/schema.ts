@@ -259,6 +259,12 @@ export const webhookEndpoints = sqliteTable("webhook_endpoints", {
   updatedAt: integer("updated_at").notNull(),
   /** API.md v1.4 "Webhook batches": events per message and the oldest's longest wait; null: one event a message. */
   batch: text("batch", { mode: "json" }).$type<WebhookBatch | null>(),
+  /**
+   * A batched lane's hold on the endpoint's due rows while its messages are out (src/handoff/deliveries.ts
+   * `takeBatch`): the sender's lease and when it lapses (D1's clock); null when no batch is out.
+   */
+  lease: text("lease"),
+  leaseUntil: integer("lease_until"),
 });
 
 /** An endpoint's batch setting (API.md v1.4 "Webhook batches"). */

@@ -16,6 +16,9 @@ import { CHANGE_COLUMNS, type ChangeRow } from "./order-object";
  */
 const D1_NOW = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
 
+/** No sender's batch holds the endpoint (`e`): its lease is free or lapsed. */
+const UNHELD = `(e.lease IS NULL OR e.lease_until <= ${D1_NOW})`;
+
 /** Whether a delivery is due now at an enabled endpoint. */
 const DUE_DELIVERIES_SQL = `SELECT EXISTS (
   SELECT 1 FROM webhook_endpoints e WHERE e.enabled = 1 AND EXISTS (
@@ -192,7 +195,7 @@ export async function takeDuePage(
          WHERE endpoint_id = ?4 AND position IN (
            SELECT d.position FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
            WHERE d.endpoint_id = ?4 AND d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW} AND e.enabled = 1
-             AND e.batch IS NULL AND d.${subscribed(4)}
+             AND e.batch IS NULL AND ${UNHELD} AND d.${subscribed(4)}
            ORDER BY d.next_attempt_at LIMIT ?3)`,
       )
       .bind(lease, leaseMs, limit, endpointId),
@@ -255,13 +258,45 @@ export async function dueCandidates(db: D1Database, endpointId: string, limit: n
 }
 
 /**
- * Takes the rows at `positions` of one endpoint, while it is enabled, that are still pending and due
- * (a batched lane formed its messages from {@link dueCandidates}), marking them with `lease` as
- * {@link takeDuePage} does, and where they go (null: the endpoint is gone or disabled, and nothing
- * was taken). One round trip; each row found by its key (`+` keeps SQLite off the due index, which
- * it would walk whole for the endpoint's backlog).
+ * What the rows at `positions` (JSON, parameter 3) of the endpoint (parameter 2) carry, of those
+ * still pending and due, read only while `lease` (parameter 1) holds the endpoint: each found by its
+ * key, in the order given.
  */
-export async function takePositions(
+function readHeld(db: D1Database, endpointId: string, positions: string, lease: string): D1PreparedStatement[] {
+  const held = "EXISTS (SELECT 1 FROM webhook_endpoints WHERE id = ?2 AND lease = ?1)";
+  const due = `d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW}`;
+  return [
+    db
+      .prepare(
+        `SELECT d.type, d.attempts, d.batch_id, ${CHANGE_COLUMNS}
+         FROM json_each(?3) k CROSS JOIN webhook_deliveries d ON d.endpoint_id = ?2 AND d.position = k.value
+           JOIN order_changes c ON c.position = d.position JOIN orders o ON o.reservation_id = c.reservation_id
+         WHERE ${due} AND ${held}`,
+      )
+      .bind(lease, endpointId, positions),
+    db
+      .prepare(
+        `SELECT d.position AS delivery_position, d.attempts, d.batch_id, ${PAYMENT_COLUMNS}
+         FROM json_each(?3) k CROSS JOIN webhook_deliveries d ON d.endpoint_id = ?2 AND d.position = k.value
+           JOIN payments p ON p.position = -d.position
+         WHERE k.value < 0 AND ${due} AND ${held}`,
+      )
+      .bind(lease, endpointId, positions),
+  ];
+}
+
+/**
+ * A batched lane's take (its messages formed from {@link dueCandidates}): the endpoint's lease, while
+ * it is enabled and no other sender's batch holds it, and what the rows at `positions` that are still
+ * pending and due carry, and where they go (null: the endpoint is gone, disabled or held by another,
+ * and nothing was taken). One round trip.
+ *
+ * The rows themselves are not written: the lease is one on the endpoint, not one per row. While it
+ * holds, no other sender takes the endpoint's rows, batched or not ({@link takeDuePage}); a sender
+ * that dies leaves its rows due, taken again once its lease lapses, and counts no attempt. A batch
+ * of 100 events so writes its rows once each (the outcome), not twice.
+ */
+export async function takeBatch(
   db: D1Database,
   endpointId: string,
   positions: readonly number[],
@@ -272,14 +307,14 @@ export async function takePositions(
   const [, orders, payments, endpoint] = await db.batch([
     db
       .prepare(
-        `UPDATE webhook_deliveries SET lease = ?1, next_attempt_at = ${D1_NOW} + ?2, updated_at = ${D1_NOW}
-         WHERE endpoint_id = ?4 AND position IN (SELECT value FROM json_each(?3))
-           AND +status = 'pending' AND +next_attempt_at <= ${D1_NOW}
-           AND EXISTS (SELECT 1 FROM webhook_endpoints WHERE id = ?4 AND enabled = 1)`,
+        `UPDATE webhook_endpoints AS e SET lease = ?1, lease_until = ${D1_NOW} + ?2
+         WHERE id = ?3 AND enabled = 1 AND (lease = ?1 OR ${UNHELD})`,
       )
-      .bind(lease, leaseMs, JSON.stringify(positions), endpointId),
-    ...readLeased(db, endpointId, lease),
-    readEndpoint(db, endpointId),
+      .bind(lease, leaseMs, endpointId),
+    ...readHeld(db, endpointId, JSON.stringify(positions), lease),
+    db
+      .prepare("SELECT url, secret, batch FROM webhook_endpoints WHERE id = ?1 AND enabled = 1 AND lease = ?2")
+      .bind(endpointId, lease),
   ]);
   return { taken: takenOf(orders, payments), target: endpointOf(endpoint).target };
 }
@@ -317,16 +352,14 @@ function groupsOf(outcomes: readonly Outcome[]) {
 }
 
 /**
- * Records the outcomes of one lane's attempts at one endpoint in one statement (the outcomes
- * travel as one JSON parameter, grouped by answer), each an attempt counted. Only rows still under
- * `lease` change: a sender whose lease lapsed and whose deliveries another took leaves that one's
- * record alone. The outcomes are materialized first and the lease compared as `+lease`, so that the
- * plan reads each outcome once and finds its row by key; otherwise SQLite walked the endpoint's rows
- * (or the leased ones) and scanned the whole array for each, on D1's one thread.
+ * The statement that records a lane's outcomes at one endpoint (parameter 3), each an attempt counted,
+ * for the rows `held` says the lane's lease (parameter 2) still holds. The outcomes travel as one
+ * JSON parameter (1), grouped by answer; they are materialized first, so that the plan reads each
+ * outcome once and finds its row by key (otherwise SQLite walked the endpoint's rows, or the leased
+ * ones, and scanned the whole array for each, on D1's one thread).
  */
-export async function recordOutcomes(db: D1Database, endpointId: string, outcomes: readonly Outcome[], lease: string) {
-  if (outcomes.length === 0) return;
-  await db
+function recording(db: D1Database, endpointId: string, outcomes: readonly Outcome[], lease: string, held: string) {
+  return db
     .prepare(
       `WITH g AS MATERIALIZED (
          SELECT json_extract(value, '$.status') AS status, json_extract(value, '$.code') AS code,
@@ -348,11 +381,42 @@ export async function recordOutcomes(db: D1Database, endpointId: string, outcome
          batch_id = j.batch_id,
          updated_at = ${D1_NOW}
        FROM j
-       WHERE webhook_deliveries.endpoint_id = ?3 AND webhook_deliveries.position = j.position
-         AND +webhook_deliveries.lease = ?2`,
+       WHERE webhook_deliveries.endpoint_id = ?3 AND webhook_deliveries.position = j.position AND ${held}`,
     )
-    .bind(JSON.stringify(groupsOf(outcomes)), lease, endpointId)
-    .run();
+    .bind(JSON.stringify(groupsOf(outcomes)), lease, endpointId);
+}
+
+/**
+ * Records the outcomes of an unbatched lane's attempts in one statement. Only rows still under
+ * `lease` change: a sender whose lease lapsed and whose deliveries another took leaves that one's
+ * record alone (`+lease`: found by key, not through the lease index).
+ */
+export async function recordOutcomes(db: D1Database, endpointId: string, outcomes: readonly Outcome[], lease: string) {
+  if (outcomes.length === 0) return;
+  await recording(db, endpointId, outcomes, lease, "+webhook_deliveries.lease = ?2").run();
+}
+
+/**
+ * Records a batched lane's outcomes ({@link takeBatch}) while its lease still holds the endpoint (a
+ * sender whose lease lapsed records nothing), and lets the endpoint go: one round trip.
+ */
+export async function recordBatch(db: D1Database, endpointId: string, outcomes: readonly Outcome[], lease: string) {
+  await db.batch([
+    ...(outcomes.length === 0
+      ? []
+      : [
+          recording(
+            db,
+            endpointId,
+            outcomes,
+            lease,
+            "EXISTS (SELECT 1 FROM webhook_endpoints WHERE id = ?3 AND lease = ?2)",
+          ),
+        ]),
+    db
+      .prepare("UPDATE webhook_endpoints SET lease = NULL, lease_until = NULL WHERE id = ?1 AND lease = ?2")
+      .bind(endpointId, lease),
+  ]);
 }
 
 /** A row of the delivery log (API.md: `GET /admin/webhooks/:id/deliveries`). */
@@ -475,8 +539,9 @@ const SUBSCRIBED = subscribed(1);
 
 /**
  * Makes every failed and pending delivery of an endpoint due now (API.md v1.3 "Webhook deliveries"),
- * but those of types it no longer subscribes to and those a sender is attempting right now (leased
- * and not lapsed: tried now already). Returns how many.
+ * but those of types it no longer subscribes to and those a sender is attempting right now (tried
+ * now already): leased and not lapsed, or, while a batch holds the endpoint, due already. Returns
+ * how many.
  */
 export async function retryAll(db: D1Database, endpointId: string): Promise<number> {
   const { results } = await db
@@ -484,6 +549,8 @@ export async function retryAll(db: D1Database, endpointId: string): Promise<numb
       `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ${D1_NOW}, lease = NULL, updated_at = ${D1_NOW}
        WHERE endpoint_id = ?1 AND status IN ('failed', 'pending') AND ${SUBSCRIBED}
          AND NOT (lease IS NOT NULL AND next_attempt_at > ${D1_NOW})
+         AND NOT (status = 'pending' AND next_attempt_at <= ${D1_NOW}
+           AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = ?1 AND NOT ${UNHELD}))
        RETURNING position`,
     )
     .bind(endpointId)

@@ -2,7 +2,15 @@ import { log } from "../../durable-objects/shared/log";
 import { increment } from "../observability/metrics";
 import { batchMessagesOf, formMessages, MAX_BATCH_EVENTS } from "./batches";
 import { Deadlines } from "./deadlines";
-import { deliveryId, dueCandidates, type Outcome, recordOutcomes, takeDuePage, takePositions } from "./deliveries";
+import {
+  deliveryId,
+  dueCandidates,
+  type Outcome,
+  recordBatch,
+  recordOutcomes,
+  takeBatch,
+  takeDuePage,
+} from "./deliveries";
 import { type Answer, bodyOf, DELIVERY_TIMEOUT_MS, post } from "./sender";
 import { Slots } from "./slots";
 
@@ -126,12 +134,18 @@ function report(
  * budget are the endpoint's alone: one that hangs for its 10 s per attempt delays only itself. An
  * unbatched endpoint gets one message per row; a batched one (API.md v1.4 "Webhook batches") the
  * messages ./batches.ts forms, each row's outcome its message's. The setting is read with each
- * page, so a PUT that changes it takes effect at the next page.
+ * page, so a PUT that changes it takes effect at the next page. `sender` names the sender object:
+ * its batches hold the endpoint under that name.
  */
-export async function deliverEndpoint(env: Env, endpointId: string, schedule: readonly number[]): Promise<Lane> {
+export async function deliverEndpoint(
+  env: Env,
+  endpointId: string,
+  schedule: readonly number[],
+  sender: string,
+): Promise<Lane> {
   const deadlines = new Deadlines(DELIVERY_TIMEOUT_MS);
   try {
-    return await runLane(env, endpointId, schedule, deadlines);
+    return await runLane(env, endpointId, schedule, deadlines, sender);
   } finally {
     deadlines.close();
   }
@@ -235,9 +249,17 @@ async function sendSingles(
   }
 }
 
-async function runLane(env: Env, endpointId: string, schedule: readonly number[], deadlines: Deadlines) {
+async function runLane(
+  env: Env,
+  endpointId: string,
+  schedule: readonly number[],
+  deadlines: Deadlines,
+  sender: string,
+) {
   const until = Date.now() + BUDGET_MS;
-  const lease = crypto.randomUUID();
+  // A batch's lease is its sender object's, the same in every run: an object reset in the middle of
+  // a batch takes the endpoint back at its next run, not once the lease lapses.
+  const lease = sender;
   // A batched page starts at one round of messages and doubles while every one is delivered, so an
   // endpoint that fails or hangs holds its lane for one round (10 s at most), not a full page.
   let page = CONNECTIONS;
@@ -268,8 +290,8 @@ async function runLane(env: Env, endpointId: string, schedule: readonly number[]
     lane.more = formed.more;
     lane.holdMs = formed.holdUntil === null ? null : formed.holdUntil - now;
     if (formed.messages.length === 0) break;
-    const { taken, target } = await takePositions(env.DB, endpointId, formed.messages.flat(), lease, leaseMs);
-    // The endpoint was disabled or removed since the read: nothing was taken.
+    const { taken, target } = await takeBatch(env.DB, endpointId, formed.messages.flat(), lease, leaseMs);
+    // The endpoint was disabled or removed since the read, or another sender's batch holds it: nothing was taken.
     if (!target) return { more: false, holdMs: null };
     const messages = batchMessagesOf(endpointId, formed.messages, taken);
     const outcomes: Outcome[] = [];
@@ -283,7 +305,7 @@ async function runLane(env: Env, endpointId: string, schedule: readonly number[]
       }
       results.push(resultOf(outcomeOf(0, attempts, answer, schedule)));
     });
-    await recordOutcomes(env.DB, endpointId, outcomes, lease);
+    await recordBatch(env.DB, endpointId, outcomes, lease);
     page = results.every((r) => r === "delivered") ? Math.min(PAGE, page * 2) : CONNECTIONS;
     report(endpointId, "batch", outcomes, results);
     if (!formed.more) break;

@@ -41,7 +41,8 @@ export class WebhookSender extends DurableObject<Env> {
     const endpointId = this.#endpointId;
     if (!endpointId) return;
     this.#woken = false;
-    const lane = await deliverEndpoint(this.env, endpointId, retrySchedule(this.env.WEBHOOK_RETRY_SCHEDULE));
+    const schedule = retrySchedule(this.env.WEBHOOK_RETRY_SCHEDULE);
+    const lane = await deliverEndpoint(this.env, endpointId, schedule, this.ctx.id.toString());
     // More due, or a wake-up came meanwhile (a new order): again now, whatever a retry's time.
     if (lane.more || this.#woken) {
       await this.ctx.storage.setAlarm(Date.now());
