@@ -7,7 +7,8 @@
  *   `receiverSchedule`) reach it: fail windows (500), drops (recorded, then the connection cut: it
  *   processed them, Flashgate sees a failure and sends them again), outages longer than the whole
  *   retry schedule (503: some deliveries end `failed`), stalls past the sender's 10-s timeout;
- * - `paid`: `order.paid` only, healthy;
+ * - `paid`: `order.paid` only, healthy, in batches of up to 10 (API.md v1.4 "Webhook batches"):
+ *   the Worker's restarts reach its batches in flight;
  * - `refunds`: `order.cancelled`, `order.expired`, `order.refund_required`; drops now and then.
  *
  * After the traffic every endpoint is made healthy, and invariant 12 is awaited by bounded polling
@@ -39,9 +40,9 @@ const NO_DELAY: Delays = { delayMs: 0, delayMaxMs: 0 };
 const SLOW: Delays = { delayMs: 1_000, delayMaxMs: 3_000 };
 const STALLED: Delays = { delayMs: 11_000, delayMaxMs: 12_000 };
 
-const PLANS: { role: Role; events?: string[]; delays: Delays }[] = [
+const PLANS: { role: Role; events?: string[]; batch?: { maxEvents: number; maxWaitMs: number }; delays: Delays }[] = [
   { role: "shop", delays: SLOW },
-  { role: "paid", events: ["order.paid"], delays: NO_DELAY },
+  { role: "paid", events: ["order.paid"], batch: { maxEvents: 10, maxWaitMs: 500 }, delays: NO_DELAY },
   { role: "refunds", events: ["order.cancelled", "order.expired", "order.refund_required"], delays: NO_DELAY },
 ];
 
@@ -50,6 +51,7 @@ interface Endpoint {
   id: string;
   secret: string;
   events: string[];
+  batch: { maxEvents: number } | null;
   /** How its answers are delayed when no stall is on. */
   delays: Delays;
 }
@@ -119,12 +121,17 @@ export class ShopHooks {
     try {
       for (const plan of PLANS) {
         const id = `chaos${seed}-${plan.role}`;
-        const body = { url: `${receiver.url}/hooks/${id}`, ...(plan.events ? { events: plan.events } : {}) };
+        const body = {
+          url: `${receiver.url}/hooks/${id}`,
+          ...(plan.events ? { events: plan.events } : {}),
+          ...(plan.batch ? { batch: plan.batch } : {}),
+        };
         const reply = await client.admin("PUT", `/admin/webhooks/${id}`, body);
         const view = reply.json as { secret?: string; events?: string[] } | null;
         if (reply.status !== 200 || !view?.secret || !view.events)
           throw new Error(`PUT /admin/webhooks/${id} answered ${reply.status}: ${reply.text.slice(0, 200)}`);
-        const endpoint = { role: plan.role, id, secret: view.secret, events: view.events, delays: plan.delays };
+        const batch = plan.batch ?? null;
+        const endpoint = { role: plan.role, id, secret: view.secret, events: view.events, batch, delays: plan.delays };
         await control(receiver, "PUT", id, { secret: endpoint.secret, ...plan.delays });
         endpoints.push(endpoint);
       }
@@ -137,7 +144,10 @@ export class ShopHooks {
 
   describe(): string {
     return this.endpoints
-      .map((e) => `${e.id} (${e.events.length >= 6 ? "all events" : e.events.join(", ")})`)
+      .map(
+        (e) =>
+          `${e.id} (${e.events.length >= 6 ? "all events" : e.events.join(", ")}${e.batch ? `; batches of up to ${e.batch.maxEvents}` : ""})`,
+      )
       .join("; ");
   }
 
@@ -307,28 +317,35 @@ export class ShopHooks {
       for (const r of log.received) {
         answers[String(r.answered)] = (answers[String(r.answered)] ?? 0) + 1;
         if (!r.verified || !r.body) continue;
-        const other = owner.get(r.webhookId);
-        if (other !== undefined && other !== endpoint.id)
-          fail(`webhook-id ${r.webhookId} reached ${other} and ${endpoint.id}`);
-        owner.set(r.webhookId, endpoint.id);
-        // A payment is named by its event id (and dated by its receipt), an order change by its reservation.
-        const payment =
-          r.body.type === REFUND_REQUIRED ? (r.body.data as { eventId?: string; receivedAt?: string }) : null;
-        const key = `${payment ? payment.eventId : r.body.data.reservationId} ${r.body.type}`;
-        let seen = byId.get(r.webhookId);
-        if (!seen) {
-          seen = { key, bodies: new Set(), requests: 0, delivered: false, processed: 0, firstLagMs: null };
-          byId.set(r.webhookId, seen);
-          const at = Date.parse((payment ? payment.receivedAt : r.body.data.updatedAt) ?? "");
-          seen.firstLagMs = Number.isNaN(at) ? null : r.receivedAt - at;
+        // A batch's events each count under the webhook-id they carry, as if each had come alone.
+        const events =
+          r.body.type === "batch"
+            ? (r.body.data.events ?? []).map(({ id, ...body }) => ({ webhookId: id, body }))
+            : [{ webhookId: r.webhookId, body: r.body }];
+        for (const { webhookId, body } of events) {
+          const other = owner.get(webhookId);
+          if (other !== undefined && other !== endpoint.id)
+            fail(`webhook-id ${webhookId} reached ${other} and ${endpoint.id}`);
+          owner.set(webhookId, endpoint.id);
+          // A payment is named by its event id (and dated by its receipt), an order change by its reservation.
+          const payment =
+            body.type === REFUND_REQUIRED ? (body.data as { eventId?: string; receivedAt?: string }) : null;
+          const key = `${payment ? payment.eventId : body.data.reservationId} ${body.type}`;
+          let seen = byId.get(webhookId);
+          if (!seen) {
+            seen = { key, bodies: new Set(), requests: 0, delivered: false, processed: 0, firstLagMs: null };
+            byId.set(webhookId, seen);
+            const at = Date.parse((payment ? payment.receivedAt : body.data.updatedAt) ?? "");
+            seen.firstLagMs = Number.isNaN(at) ? null : r.receivedAt - at;
+          }
+          seen.bodies.add(JSON.stringify(body));
+          seen.requests++;
+          const ok = typeof r.answered === "number" && r.answered >= 200 && r.answered < 300;
+          if (ok) seen.delivered = true;
+          if (ok || r.answered === "dropped") seen.processed++;
+          if (!payment && body.type !== `order.${body.data.status}`)
+            fail(`${endpoint.id}: webhook-id ${webhookId} is ${body.type} carrying an order ${body.data.status}`);
         }
-        seen.bodies.add(JSON.stringify(r.body));
-        seen.requests++;
-        const ok = typeof r.answered === "number" && r.answered >= 200 && r.answered < 300;
-        if (ok) seen.delivered = true;
-        if (ok || r.answered === "dropped") seen.processed++;
-        if (!payment && r.body.type !== `order.${r.body.data.status}`)
-          fail(`${endpoint.id}: webhook-id ${r.webhookId} is ${r.body.type} carrying an order ${r.body.data.status}`);
       }
       const ids = new Map<string, { all: number; delivered: number }>();
       for (const [webhookId, seen] of byId) {
