@@ -53,7 +53,11 @@ describe("forming batch messages", () => {
     expect(batchIdOf("shop", [-7, 1])).toMatch(/^msg_batch_pay7_2_/);
   });
 
-  it("cuts a batch whose events would pass 256 KiB into messages that fit", () => {
+  // "ü" is two bytes in UTF-8: a cut by characters would let such a message grow past the limit.
+  it.each([
+    ["ASCII", "u".repeat(4000)],
+    ["wider than ASCII", "ü".repeat(4000)],
+  ])("cuts a batch whose events would pass 256 KiB into messages that fit (user ids in %s)", (_, userId) => {
     const row = (position: number): Taken => ({
       attempts: 0,
       batch_id: null,
@@ -63,7 +67,7 @@ describe("forming batch messages", () => {
       changed_at: 1_800_000_000_000 + position,
       reservation_id: `sku.0.${position}`,
       sku: "sku",
-      user_id: "u".repeat(4000),
+      user_id: userId,
       quantity: 1,
       amount: 100,
       currency: "usd",

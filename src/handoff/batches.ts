@@ -115,6 +115,10 @@ export interface BatchMessage {
 }
 
 const encoder = new TextEncoder();
+/** Anything past ASCII: a character that takes more than one byte in UTF-8. */
+const WIDE = /[\u0080-\uffff]/;
+/** `text`'s length in UTF-8; an ASCII text (most events) is not encoded to be measured. */
+const utf8Bytes = (text: string) => (WIDE.test(text) ? encoder.encode(text).length : text.length);
 /** `{"type":"batch","timestamp":"<24 characters>","data":{"events":[` and `]}}`, with room to spare. */
 const ENVELOPE_BYTES = 128;
 
@@ -149,7 +153,7 @@ export function batchMessagesOf(endpointId: string, formed: readonly number[][],
       if (!row) continue;
       const event = eventOf(row);
       const json = JSON.stringify({ id: deliveryId(endpointId, row.position), ...event });
-      const size = encoder.encode(json).length + 1;
+      const size = utf8Bytes(json) + 1;
       if (rows.length > 0 && bytes + size > MAX_MESSAGE_BYTES) flush();
       rows.push(row);
       events.push(json);
