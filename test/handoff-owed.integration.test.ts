@@ -1,7 +1,7 @@
 import { createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { keyOf, recordBatch, takeBatch, takeDue } from "../src/handoff/deliveries";
+import { keyOf, recordBatch, takeBatch, takeDue, takeDuePage } from "../src/handoff/deliveries";
 import { newSecret } from "../src/handoff/signature";
 import worker from "../src/index";
 import { call, uniqueSku } from "./support/client";
@@ -142,6 +142,15 @@ describe("order hand-off: what an operator changes while deliveries are owed", (
     expect(await row.first()).toMatchObject({ status: "delivered", attempts: 1, lease: null });
     const lease = env.DB.prepare("SELECT lease, lease_until FROM webhook_endpoints WHERE id = ?1").bind(hook.id);
     expect(await lease.first()).toEqual({ lease: null, lease_until: null });
+    // One event a message again (this endpoint has no batch setting) while a batch of its own holds
+    // the endpoint: the same sender's lane takes the rows a page at a time; another sender does not.
+    await env.DB.prepare("UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = 0 WHERE endpoint_id = ?1")
+      .bind(hook.id)
+      .run();
+    expect((await takeBatch(env.DB, hook.id, [position], "sender-a", 60_000)).taken).toHaveLength(1);
+    expect((await takeDuePage(env.DB, hook.id, 10, "page-c", 60_000, "sender-c")).taken).toEqual([]);
+    expect((await takeDuePage(env.DB, hook.id, 10, "page-a", 0, "sender-a")).taken).toHaveLength(1);
+    await recordBatch(env.DB, hook.id, [], "sender-a");
     // A holder that dies: once its lease lapses, another sender takes the rows, its attempt not counted.
     await env.DB.prepare("UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = 0 WHERE endpoint_id = ?1")
       .bind(hook.id)

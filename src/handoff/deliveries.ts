@@ -16,8 +16,10 @@ import { CHANGE_COLUMNS, type ChangeRow } from "./order-object";
  */
 const D1_NOW = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
 
-/** No sender's batch holds the endpoint (`e`): its lease is free or lapsed. */
-const UNHELD = `(e.lease IS NULL OR e.lease_until <= ${D1_NOW})`;
+/** A sender's batch holds the endpoint (`e`): its lease is set and has not lapsed. */
+const HELD = `(e.lease IS NOT NULL AND e.lease_until > ${D1_NOW})`;
+/** The endpoint (`e`) is free for the sender named by parameter `n`: no batch holds it, or that sender's does. */
+const freeFor = (n: number) => `(NOT ${HELD} OR e.lease = ?${n})`;
 
 /** Whether a delivery is due now at an enabled endpoint. */
 const DUE_DELIVERIES_SQL = `SELECT EXISTS (
@@ -178,8 +180,9 @@ export interface TakenPage {
  * Takes up to `limit` due deliveries of one endpoint, oldest due first, while the endpoint is
  * enabled, unbatched and subscribed to their type: marks them with `lease` and moves their due time
  * past the attempt (`leaseMs`), so no other sender takes them meanwhile and they are due again if
- * this one never reports. One round trip (one transaction), which also reads the endpoint's URL,
- * secret and batch setting.
+ * this one never reports. Nothing while another sender's batch holds the endpoint ({@link takeBatch});
+ * `sender`'s own batch does not keep it off (its lane after a switch to single). One round trip (one
+ * transaction), which also reads the endpoint's URL, secret and batch setting.
  */
 export async function takeDuePage(
   db: D1Database,
@@ -187,6 +190,7 @@ export async function takeDuePage(
   limit: number,
   lease: string,
   leaseMs: number,
+  sender: string | null = null,
 ): Promise<TakenPage> {
   const [, orders, payments, endpoint] = await db.batch([
     db
@@ -195,10 +199,10 @@ export async function takeDuePage(
          WHERE endpoint_id = ?4 AND position IN (
            SELECT d.position FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
            WHERE d.endpoint_id = ?4 AND d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW} AND e.enabled = 1
-             AND e.batch IS NULL AND ${UNHELD} AND d.${subscribed(4)}
+             AND e.batch IS NULL AND ${freeFor(5)} AND d.${subscribed(4)}
            ORDER BY d.next_attempt_at LIMIT ?3)`,
       )
-      .bind(lease, leaseMs, limit, endpointId),
+      .bind(lease, leaseMs, limit, endpointId, sender),
     ...readLeased(db, endpointId, lease),
     readEndpoint(db, endpointId),
   ]);
@@ -308,7 +312,7 @@ export async function takeBatch(
     db
       .prepare(
         `UPDATE webhook_endpoints AS e SET lease = ?1, lease_until = ${D1_NOW} + ?2
-         WHERE id = ?3 AND enabled = 1 AND (lease = ?1 OR ${UNHELD})`,
+         WHERE id = ?3 AND enabled = 1 AND ${freeFor(1)}`,
       )
       .bind(lease, leaseMs, endpointId),
     ...readHeld(db, endpointId, JSON.stringify(positions), lease),
@@ -550,7 +554,7 @@ export async function retryAll(db: D1Database, endpointId: string): Promise<numb
        WHERE endpoint_id = ?1 AND status IN ('failed', 'pending') AND ${SUBSCRIBED}
          AND NOT (lease IS NOT NULL AND next_attempt_at > ${D1_NOW})
          AND NOT (status = 'pending' AND next_attempt_at <= ${D1_NOW}
-           AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = ?1 AND NOT ${UNHELD}))
+           AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = ?1 AND ${HELD}))
        RETURNING position`,
     )
     .bind(endpointId)

@@ -174,6 +174,7 @@ async function sendSingles(
   schedule: readonly number[],
   deadlines: Deadlines,
   until: number,
+  sender: string,
 ): Promise<Singles> {
   const slots = new Slots(CONNECTIONS);
   const records: Promise<void>[] = [];
@@ -184,7 +185,7 @@ async function sendSingles(
   const take = async (size: number) => {
     const lease = crypto.randomUUID();
     const leaseMs = (Math.ceil(size / CONNECTIONS) + 1) * DELIVERY_TIMEOUT_MS + 10_000;
-    return { lease, ...(await takeDuePage(env.DB, endpointId, size, lease, leaseMs)) };
+    return { lease, ...(await takeDuePage(env.DB, endpointId, size, lease, leaseMs, sender)) };
   };
   let size = CONNECTIONS;
   let next = take(size);
@@ -269,7 +270,7 @@ async function runLane(
   let switches = 0;
   while (Date.now() < until && switches < 4) {
     if (!batched) {
-      const singles = await sendSingles(env, endpointId, schedule, deadlines, until);
+      const singles = await sendSingles(env, endpointId, schedule, deadlines, until, sender);
       lane.more = singles.more;
       lane.holdMs = null;
       if (!singles.batched) break;
