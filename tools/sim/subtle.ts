@@ -4,7 +4,7 @@ import { createHash, createHmac } from "node:crypto";
  * WebCrypto's digest and HMAC for the simulator's run (docs/SIMULATOR.md): Node's `crypto.subtle`
  * answers on its thread pool, so its promises settle when real time says, not when the world pumps;
  * these answer at once (a settled promise) with the same bytes, so a seed replays byte for byte.
- * SHA-256 and HMAC-SHA-256 only (the draw's order and seed hash, the log's user salts); any other use
+ * SHA-256 and HMAC-SHA-256 only (the log's user salts, the codes' hashes); any other use
  * goes to the real `subtle`.
  */
 /** An algorithm as WebCrypto names it: a name, or an object with one (an HMAC key's also names its hash). */
