@@ -1,5 +1,11 @@
+import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { Redis, type RedisConfigNodejs } from "@upstash/redis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hasRedisServer, REDIS_MISSING, type RedisServer, startRedis } from "../tools/redis-server.ts";
@@ -396,5 +402,47 @@ describe("bridge protocol (raw HTTP)", () => {
     expect(res.status).toBe(405);
     const getPipeline = await fetch(`${bridgeUrl()}/pipeline`, { headers: { authorization: `Bearer ${TOKEN}` } });
     expect(getPipeline.status).toBe(405);
+  });
+});
+
+describe("a redis-server of tools/redis-server.ts", () => {
+  it("does not outlive the process that started it, even one that exits without stopping it", async () => {
+    // As a process hosting Miniflare ends on Ctrl-C: Miniflare's own SIGINT handler calls
+    // process.exit at once, so the script's stop never runs (`npm start` left both behind).
+    const dir = mkdtempSync(join(tmpdir(), "redis-exit-"));
+    const script = join(dir, "start-and-exit.mts"); // .mts: an ES module outside the package, top-level await
+    const module = new URL("../tools/redis-server.ts", import.meta.url).href;
+    writeFileSync(
+      script,
+      `import { startRedis } from ${JSON.stringify(module)};
+const redis = await startRedis();
+console.log(JSON.stringify({ pid: redis.process.pid, dir: redis.dir }));
+process.exit(130);
+`,
+    );
+    try {
+      const run: { code?: number; stdout?: string } = await promisify(execFile)(
+        process.execPath,
+        ["--import", "tsx", script],
+        { cwd: fileURLToPath(new URL("..", import.meta.url)) },
+      ).catch((err: { code?: number; stdout?: string }) => err);
+      expect(run.code).toBe(130);
+      const started = JSON.parse(run.stdout ?? "") as { pid: number; dir: string };
+      const alive = () => {
+        try {
+          process.kill(started.pid, 0);
+          return true;
+        } catch {
+          return false;
+        }
+      };
+      // Killed at the exit; its new parent reaps it a moment later.
+      for (const until = Date.now() + 5_000; alive() && Date.now() < until; )
+        await new Promise((r) => setTimeout(r, 50));
+      expect(alive(), `redis-server ${started.pid} outlived its process`).toBe(false);
+      expect(existsSync(started.dir), `${started.dir} is left`).toBe(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

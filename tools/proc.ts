@@ -106,3 +106,31 @@ export async function stopChild(child: ChildProcess, killAfterMs?: number): Prom
   await exited;
   clearTimeout(timer);
 }
+
+/** What {@link atExit} undoes when the process exits, and whether its one listener is on. */
+const cleanUps = new Set<() => void>();
+let listening = false;
+
+/**
+ * Runs `cleanUp` when this process exits, however it exits, unless the returned function is called
+ * first (a clean stop that did it). Miniflare answers SIGINT and SIGTERM by calling `process.exit` at
+ * once, so a stop that awaits anything after a signal never finishes: what must not outlive the
+ * process (a child server, a temporary directory) is undone here, synchronously.
+ */
+export function atExit(cleanUp: () => void): () => void {
+  if (!listening) {
+    listening = true;
+    // One listener for all of them: a bench holds a dozen servers, past Node's warning at ten.
+    process.once("exit", () => {
+      for (const each of cleanUps) {
+        try {
+          each();
+        } catch {
+          // The next one still runs: the process is going away either way.
+        }
+      }
+    });
+  }
+  cleanUps.add(cleanUp);
+  return () => cleanUps.delete(cleanUp);
+}

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { stopChild, untilPrinted } from "./proc";
+import { atExit, stopChild, untilPrinted } from "./proc";
 
 /**
  * Starts and stops a private `redis-server` for the dev server, the tests and the bench:
@@ -54,6 +54,13 @@ export async function startRedis(
   args.push("--appendonly", opts.persist || opts.appendfsync ? "yes" : "no");
   if (opts.appendfsync) args.push("--appendfsync", opts.appendfsync);
   const child = spawn("redis-server", args, { stdio: ["ignore", "pipe", "pipe"] });
+  const removeDir = () => {
+    if (!opts.dir) rmSync(dir, { recursive: true, force: true });
+  };
+  const cancelExit = atExit(() => {
+    child.kill("SIGKILL");
+    removeDir();
+  });
   await untilPrinted(child, "Ready to accept connections", `redis-server on port ${port}`, 10_000);
   return {
     port,
@@ -61,8 +68,9 @@ export async function startRedis(
     url: `redis://127.0.0.1:${port}`,
     process: child,
     async stop({ keepData = false } = {}) {
+      cancelExit();
       await stopChild(child, 5_000);
-      if (!keepData && !opts.dir) rmSync(dir, { recursive: true, force: true });
+      if (!keepData) removeDir();
     },
   };
 }

@@ -12,7 +12,7 @@ import type { AdminSku as AdminSkuView } from "../src/routes/contract-schemas";
 import { ensureDevVars, SECRETS } from "./dev-vars";
 import { HARNESS_ENTRY } from "./harness";
 import { migrateInto } from "./migrated-d1";
-import { workerdChildren } from "./proc";
+import { atExit, workerdChildren } from "./proc";
 import { freePort } from "./redis-server";
 
 /**
@@ -108,6 +108,7 @@ export async function startWorker(
   const inspectorPort = opts.inspect ? await freePort() : undefined;
   // `stateRoot` on a tmpfs (/dev/shm) makes every fsync of the local SQLite databases a no-op.
   const state = mkdtempSync(join(opts.stateRoot ?? tmpdir(), "flashgate-bench-"));
+  const cancelExit = atExit(() => rmSync(state, { recursive: true, force: true }));
   const bundle = join(state, "bundle");
   const env = { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" };
   if (opts.copyOf !== undefined) cpSync(opts.copyOf, state, { recursive: true });
@@ -223,6 +224,7 @@ export async function startWorker(
     ...(copiesUrl === undefined ? {} : { copiesUrl }),
     logTail: () => output.join("").slice(-4000),
     async stop() {
+      cancelExit();
       await mf.dispose();
       rmSync(state, { recursive: true, force: true });
     },
