@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { ensureDevVars } from "./dev-vars";
 import { HARNESS_ENTRY } from "./harness";
 import { migrateInto } from "./migrated-d1";
+import { atExit } from "./proc";
 import { workerRestarts } from "./proxy-restart";
 import { freePort } from "./redis-server";
 
@@ -50,6 +51,17 @@ export async function startDevServer(opts: { vars?: Record<string, string> } = {
   ensureDevVars(); // a fresh clone has no .dev.vars yet, as for `npm run dev`
   const port = await freePort();
   const state = mkdtempSync(join(tmpdir(), "flashgate-dev-"));
+  let child: ChildProcess | undefined;
+  // Killed and removed at exit unless stop() ran: a process that ends without stopping it (a test
+  // file cut short, a harness that crashed) leaves no wrangler dev running in its own group.
+  const cancelExit = atExit(() => {
+    try {
+      if (child?.pid !== undefined && child.exitCode === null) process.kill(-child.pid, "SIGKILL");
+    } catch {
+      // The group is gone already.
+    }
+    rmSync(state, { recursive: true, force: true });
+  });
   await migrateInto(state, process.cwd()); // where wrangler dev below reads wrangler.toml
   const vars = Object.entries(opts.vars ?? {}).flatMap(([k, v]) => ["--var", `${k}:${v}`]);
   // An inspector port of its own: wrangler's default (9229) is taken by whichever server starts first.
@@ -94,7 +106,7 @@ export async function startDevServer(opts: { vars?: Record<string, string> } = {
     process.kill(-child.pid, "SIGTERM"); // the whole group: wrangler (its bin and its CLI) and workerd
     await exited;
   };
-  let child = await launch();
+  child = await launch();
   let readyAt = log.length;
   return {
     url,
@@ -103,7 +115,7 @@ export async function startDevServer(opts: { vars?: Record<string, string> } = {
     tail: (lines) => log.split("\n").slice(-lines).join("\n"),
     async restart() {
       const restarted = (async () => {
-        await kill(child);
+        if (child) await kill(child);
         child = await launch();
         readyAt = log.length;
       })();
@@ -111,7 +123,8 @@ export async function startDevServer(opts: { vars?: Record<string, string> } = {
       await restarted;
     },
     async stop({ keepState = false } = {}) {
-      await kill(child);
+      cancelExit();
+      if (child) await kill(child);
       if (!keepState) rmSync(state, { recursive: true, force: true });
     },
   };
