@@ -1,6 +1,6 @@
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -428,15 +428,15 @@ process.exit(130);
       ).catch((err: { code?: number; stdout?: string }) => err);
       expect(run.code).toBe(130);
       const started = JSON.parse(run.stdout ?? "") as { pid: number; dir: string };
+      // Running, by /proc: a process killed but not yet reaped by its new parent is a zombie ("Z"), gone.
       const alive = () => {
         try {
-          process.kill(started.pid, 0);
-          return true;
+          return readFileSync(`/proc/${started.pid}/stat`, "utf8").split(") ")[1]?.[0] !== "Z";
         } catch {
           return false;
         }
       };
-      // Killed at the exit; its new parent reaps it a moment later.
+      // Killed as its process exited: a moment to die.
       for (const until = Date.now() + 5_000; alive() && Date.now() < until; )
         await new Promise((r) => setTimeout(r, 50));
       expect(alive(), `redis-server ${started.pid} outlived its process`).toBe(false);
