@@ -16,6 +16,9 @@ import { CHANGE_COLUMNS, type ChangeRow } from "./order-object";
  */
 const D1_NOW = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
 
+/** The endpoint of parameter `id` is held by the lease of parameter `lease` (lapsed or not: no other took it). */
+const heldBy = (id: number, lease: number) =>
+  `EXISTS (SELECT 1 FROM webhook_endpoints WHERE id = ?${id} AND lease = ?${lease})`;
 /** A sender's batch holds the endpoint (`e`): its lease is set and has not lapsed. */
 const HELD = `(e.lease IS NOT NULL AND e.lease_until > ${D1_NOW})`;
 /** The endpoint (`e`) is free for the sender named by parameter `n`: no batch holds it, or that sender's does. */
@@ -152,9 +155,16 @@ function takenOf(orders: D1Result | undefined, payments: D1Result | undefined): 
   ];
 }
 
-/** An enabled endpoint's target and batch setting (the last statement of a take). */
-function readEndpoint(db: D1Database, endpointId: string): D1PreparedStatement {
-  return db.prepare("SELECT url, secret, batch FROM webhook_endpoints WHERE id = ?1 AND enabled = 1").bind(endpointId);
+/**
+ * An enabled endpoint's target and batch setting (the last statement of a take); with `lease`, only
+ * while that lease holds it (a batched take that did not get the endpoint gets no target).
+ */
+function readEndpoint(db: D1Database, endpointId: string, lease: string | null = null): D1PreparedStatement {
+  return db
+    .prepare(
+      "SELECT url, secret, batch FROM webhook_endpoints WHERE id = ?1 AND enabled = 1 AND (?2 IS NULL OR lease = ?2)",
+    )
+    .bind(endpointId, lease);
 }
 
 /** What {@link readEndpoint} read: where a take's rows go and the batch setting (nulls: gone or disabled). */
@@ -267,7 +277,7 @@ export async function dueCandidates(db: D1Database, endpointId: string, limit: n
  * key, in the order given.
  */
 function readHeld(db: D1Database, endpointId: string, positions: string, lease: string): D1PreparedStatement[] {
-  const held = "EXISTS (SELECT 1 FROM webhook_endpoints WHERE id = ?2 AND lease = ?1)";
+  const held = heldBy(2, 1);
   const due = `d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW}`;
   return [
     db
@@ -316,9 +326,7 @@ export async function takeBatch(
       )
       .bind(lease, leaseMs, endpointId),
     ...readHeld(db, endpointId, JSON.stringify(positions), lease),
-    db
-      .prepare("SELECT url, secret, batch FROM webhook_endpoints WHERE id = ?1 AND enabled = 1 AND lease = ?2")
-      .bind(endpointId, lease),
+    readEndpoint(db, endpointId, lease),
   ]);
   return { taken: takenOf(orders, payments), target: endpointOf(endpoint).target };
 }
@@ -406,17 +414,7 @@ export async function recordOutcomes(db: D1Database, endpointId: string, outcome
  */
 export async function recordBatch(db: D1Database, endpointId: string, outcomes: readonly Outcome[], lease: string) {
   await db.batch([
-    ...(outcomes.length === 0
-      ? []
-      : [
-          recording(
-            db,
-            endpointId,
-            outcomes,
-            lease,
-            "EXISTS (SELECT 1 FROM webhook_endpoints WHERE id = ?3 AND lease = ?2)",
-          ),
-        ]),
+    ...(outcomes.length === 0 ? [] : [recording(db, endpointId, outcomes, lease, heldBy(3, 2))]),
     db
       .prepare("UPDATE webhook_endpoints SET lease = NULL, lease_until = NULL WHERE id = ?1 AND lease = ?2")
       .bind(endpointId, lease),

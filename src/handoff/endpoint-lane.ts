@@ -258,9 +258,6 @@ async function runLane(
   sender: string,
 ) {
   const until = Date.now() + BUDGET_MS;
-  // A batch's lease is its sender object's, the same in every run: an object reset in the middle of
-  // a batch takes the endpoint back at its next run, not once the lease lapses.
-  const lease = sender;
   // A batched page starts at one round of messages and doubles while every one is delivered, so an
   // endpoint that fails or hangs holds its lane for one round (10 s at most), not a full page.
   let page = CONNECTIONS;
@@ -291,7 +288,9 @@ async function runLane(
     lane.more = formed.more;
     lane.holdMs = formed.holdUntil === null ? null : formed.holdUntil - now;
     if (formed.messages.length === 0) break;
-    const { taken, target } = await takeBatch(env.DB, endpointId, formed.messages.flat(), lease, leaseMs);
+    // A batch's lease is its sender object's name, the same in every run: an object reset in the
+    // middle of a batch takes the endpoint back at its next run, not once the lease lapses.
+    const { taken, target } = await takeBatch(env.DB, endpointId, formed.messages.flat(), sender, leaseMs);
     // The endpoint was disabled or removed since the read, or another sender's batch holds it: nothing was taken.
     if (!target) return { more: false, holdMs: null };
     const messages = batchMessagesOf(endpointId, formed.messages, taken);
@@ -306,7 +305,7 @@ async function runLane(
       }
       results.push(resultOf(outcomeOf(0, attempts, answer, schedule)));
     });
-    await recordBatch(env.DB, endpointId, outcomes, lease);
+    await recordBatch(env.DB, endpointId, outcomes, sender);
     page = results.every((r) => r === "delivered") ? Math.min(PAGE, page * 2) : CONNECTIONS;
     report(endpointId, "batch", outcomes, results);
     if (!formed.more) break;
