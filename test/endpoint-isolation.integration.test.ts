@@ -102,9 +102,7 @@ describe("endpoints do not share fate", () => {
     });
     expect(disabled.status).toBe(200);
     // Its deliveries pending and due now: a sender woken for them takes nothing while it is disabled.
-    await env.DB.prepare(
-      "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = 0, lease = NULL WHERE endpoint_id = ?1",
-    )
+    await env.DB.prepare("UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = 0 WHERE endpoint_id = ?1")
       .bind(hook.id)
       .run();
     const attempts = (await logOf(hook.id)).count;

@@ -1,7 +1,7 @@
 import { createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { keyOf, recordBatch, takeBatch, takeDue, takeDuePage } from "../src/handoff/deliveries";
+import { keyOf, recordBatch, recordOutcomes, release, takeBatch, takeDuePage } from "../src/handoff/deliveries";
 import { newSecret } from "../src/handoff/signature";
 import worker from "../src/index";
 import { call, uniqueSku } from "./support/client";
@@ -49,7 +49,9 @@ describe("order hand-off: what an operator changes while deliveries are owed", (
     // First in this file: no sender has been woken here yet, so only the three below take it.
     const hook = await owing(["order.held"], "now");
     // Three senders take it and die at once (their leases lapse immediately).
-    for (let i = 0; i < 3; i++) expect(await takeDue(env.DB, hook.id, 10, `dead-${i}`, 0)).toHaveLength(1);
+    for (let i = 0; i < 3; i++) {
+      expect((await takeDuePage(env.DB, hook.id, 10, `dead-${i}`, 0)).taken).toHaveLength(1);
+    }
     expect((await deliveries(hook.id))[0]).toMatchObject({ status: "pending", attempts: 0 });
     await worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), env);
     await eventually(async () => expect((await deliveries(hook.id, "?status=delivered"))[0]?.attempts).toBe(1));
@@ -100,8 +102,10 @@ describe("order hand-off: what an operator changes while deliveries are owed", (
       env.DB.prepare("UPDATE webhook_deliveries SET next_attempt_at = 0 WHERE endpoint_id = ?1").bind(hook.id),
     ]);
     expect(await takeBatch(env.DB, hook.id, [position], "late-take", 60_000)).toEqual({ taken: [], target: null });
-    const row = env.DB.prepare("SELECT status, lease, next_attempt_at FROM webhook_deliveries WHERE endpoint_id = ?1");
-    expect(await row.bind(hook.id).first()).toEqual({ status: "pending", lease: null, next_attempt_at: 0 });
+    const row = env.DB.prepare(
+      "SELECT status, attempts, next_attempt_at FROM webhook_deliveries WHERE endpoint_id = ?1",
+    );
+    expect(await row.bind(hook.id).first()).toEqual({ status: "pending", attempts: 0, next_attempt_at: 0 });
     await env.DB.prepare("UPDATE webhook_endpoints SET enabled = 1 WHERE id = ?1").bind(hook.id).run();
     const { taken, target } = await takeBatch(env.DB, hook.id, [position], "late-take", 60_000);
     expect(taken.map((row) => row.position)).toEqual([position]);
@@ -115,7 +119,7 @@ describe("order hand-off: what an operator changes while deliveries are owed", (
       .bind(hook.id)
       .run();
     const row = env.DB.prepare(
-      "SELECT status, attempts, lease, next_attempt_at, updated_at FROM webhook_deliveries WHERE endpoint_id = ?1",
+      "SELECT status, attempts, next_attempt_at, updated_at FROM webhook_deliveries WHERE endpoint_id = ?1",
     ).bind(hook.id);
     const before = await row.first();
     expect((await takeBatch(env.DB, hook.id, [position], "sender-a", 60_000)).taken).toHaveLength(1);
@@ -123,7 +127,7 @@ describe("order hand-off: what an operator changes while deliveries are owed", (
     expect(await row.first()).toEqual(before);
     // Meanwhile no other sender takes the endpoint's rows, batched or one at a time.
     expect(await takeBatch(env.DB, hook.id, [position], "sender-b", 60_000)).toEqual({ taken: [], target: null });
-    expect(await takeDue(env.DB, hook.id, 10, "sender-c", 60_000)).toEqual([]);
+    expect((await takeDuePage(env.DB, hook.id, 10, "sender-c", 60_000)).taken).toEqual([]);
     // The holder takes them again (an object reset in the middle of a batch, at its next run).
     expect((await takeBatch(env.DB, hook.id, [position], "sender-a", 60_000)).taken).toHaveLength(1);
     // A sender whose lease is not the endpoint's records nothing; the holder records and lets go.
@@ -139,7 +143,7 @@ describe("order hand-off: what an operator changes while deliveries are owed", (
     await recordBatch(env.DB, hook.id, [{ ...outcome, status: "failed" }], "sender-b");
     expect(await row.first()).toEqual(before);
     await recordBatch(env.DB, hook.id, [{ ...outcome, status: "delivered" }], "sender-a");
-    expect(await row.first()).toMatchObject({ status: "delivered", attempts: 1, lease: null });
+    expect(await row.first()).toMatchObject({ status: "delivered", attempts: 1 });
     const lease = env.DB.prepare("SELECT lease, lease_until FROM webhook_endpoints WHERE id = ?1").bind(hook.id);
     expect(await lease.first()).toEqual({ lease: null, lease_until: null });
     // One event a message again (this endpoint has no batch setting) while a batch of its own holds
@@ -148,8 +152,8 @@ describe("order hand-off: what an operator changes while deliveries are owed", (
       .bind(hook.id)
       .run();
     expect((await takeBatch(env.DB, hook.id, [position], "sender-a", 60_000)).taken).toHaveLength(1);
-    expect((await takeDuePage(env.DB, hook.id, 10, "page-c", 60_000, "sender-c")).taken).toEqual([]);
-    expect((await takeDuePage(env.DB, hook.id, 10, "page-a", 0, "sender-a")).taken).toHaveLength(1);
+    expect((await takeDuePage(env.DB, hook.id, 10, "sender-c", 60_000)).taken).toEqual([]);
+    expect((await takeDuePage(env.DB, hook.id, 10, "sender-a", 0)).taken).toHaveLength(1);
     await recordBatch(env.DB, hook.id, [], "sender-a");
     // A holder that dies: once its lease lapses, another sender takes the rows, its attempt not counted.
     await env.DB.prepare("UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = 0 WHERE endpoint_id = ?1")
@@ -158,6 +162,40 @@ describe("order hand-off: what an operator changes while deliveries are owed", (
     expect((await takeBatch(env.DB, hook.id, [position], "sender-a", 0)).taken).toHaveLength(1);
     expect((await takeBatch(env.DB, hook.id, [position], "sender-b", 60_000)).taken).toHaveLength(1);
     expect(await row.first()).toMatchObject({ status: "pending", attempts: 1 });
+  });
+
+  it("a page holds the endpoint, not its rows: the rows still out are left out, no other sender takes or records them", async () => {
+    const hook = await owing(["order.held"], "later");
+    const position = keyOf(hook.owed.id)?.position as number;
+    await env.DB.prepare("UPDATE webhook_deliveries SET next_attempt_at = 0 WHERE endpoint_id = ?1")
+      .bind(hook.id)
+      .run();
+    const row = env.DB.prepare(
+      "SELECT status, attempts, next_attempt_at, updated_at FROM webhook_deliveries WHERE endpoint_id = ?1",
+    ).bind(hook.id);
+    const lease = env.DB.prepare("SELECT lease FROM webhook_endpoints WHERE id = ?1").bind(hook.id);
+    const before = await row.first();
+    const page = await takeDuePage(env.DB, hook.id, 10, "sender-a", 60_000);
+    expect(page.taken.map((taken) => taken.position)).toEqual([position]);
+    expect(page.target).toEqual({ url: `${receiver.url}/hooks/${hook.id}`, secret: hook.secret });
+    // The take wrote the endpoint's lease alone.
+    expect(await row.first()).toEqual(before);
+    expect(await lease.first()).toEqual({ lease: "sender-a" });
+    // The holder's next page leaves out the row still out; without it (a reset object's next run), takes it again.
+    expect((await takeDuePage(env.DB, hook.id, 10, "sender-a", 60_000, [position])).taken).toEqual([]);
+    expect((await takeDuePage(env.DB, hook.id, 10, "sender-a", 60_000)).taken).toHaveLength(1);
+    // No other sender takes it, a page or a batch, nor records an attempt of it.
+    expect((await takeDuePage(env.DB, hook.id, 10, "sender-b", 60_000)).taken).toEqual([]);
+    expect(await takeBatch(env.DB, hook.id, [position], "sender-b", 60_000)).toEqual({ taken: [], target: null });
+    const outcome = { position, code: 204, response: "", error: null, delayMs: null, batchId: null };
+    await recordOutcomes(env.DB, hook.id, [{ ...outcome, status: "failed" }], "sender-b");
+    expect(await row.first()).toEqual(before);
+    // The holder records and keeps the endpoint (its next page may be out) until it lets go.
+    await recordOutcomes(env.DB, hook.id, [{ ...outcome, status: "delivered" }], "sender-a");
+    expect(await row.first()).toMatchObject({ status: "delivered", attempts: 1 });
+    expect(await lease.first()).toEqual({ lease: "sender-a" });
+    await release(env.DB, hook.id, "sender-a");
+    expect(await lease.first()).toEqual({ lease: null });
   });
 
   it("stores the URL as it is fetched, and reads limit as digits only", async () => {

@@ -379,7 +379,7 @@ describe("order hand-off: a backlog", () => {
       expect(rows).toHaveLength(300);
       return rows;
     }, 30_000);
-    // Three deliveries took a retry; no change was sent twice beyond that (pages under one lease would re-read each other's rows).
+    // Three deliveries took a retry; no change was sent twice beyond that (a page that did not leave out the rows of the one still out would take them again).
     expect(rows.map((row) => row.attempts).sort()).toEqual([...Array(297).fill(1), 2, 2, 2]);
     const log = await logOf(hook.id);
     expect(log.count).toBe(303);

@@ -260,8 +260,9 @@ export const webhookEndpoints = sqliteTable("webhook_endpoints", {
   /** API.md v1.4 "Webhook batches": events per message and the oldest's longest wait; null: one event a message. */
   batch: text("batch", { mode: "json" }).$type<WebhookBatch | null>(),
   /**
-   * A batched lane's hold on the endpoint's due rows while its messages are out (src/handoff/deliveries.ts
-   * `takeBatch`): the sender's lease and when it lapses (D1's clock); null when no batch is out.
+   * A sender's hold on the endpoint's due rows while its attempts are out (src/handoff/deliveries.ts
+   * `takeBatch`, `takeDuePage`): the sender's name and when the hold lapses (D1's clock); null when
+   * no sender holds it.
    */
   lease: text("lease"),
   leaseUntil: integer("lease_until"),
@@ -285,9 +286,10 @@ export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
  * on every attempt); a flagged payment's deliveries (trigger on `payments`) take the negative of
  * the payment's position, so the two never share a key (`webhook-id` `msg_pay_<position>_<endpoint>`); the table is WITHOUT ROWID (hand-written in migration 0006: drizzle does not
  * model it), so that key is the table itself and a delivery costs one B-tree entry and, while
- * pending, one in the due index. A pending row is due at `next_attempt_at`; a sender that takes it
- * moves that time past its own attempt and marks the row with its `lease`, so a row is sent by one
- * sender at a time and, if that sender dies, is due again when the lease lapses.
+ * pending, one in the due index. A pending row is due at `next_attempt_at`; a sender takes an
+ * endpoint's due rows by holding the endpoint (its `lease`), not by writing them, so a row is sent by
+ * one sender at a time, written once an attempt, and, if that sender dies, taken again when its hold
+ * lapses.
  */
 export const webhookDeliveries = sqliteTable(
   "webhook_deliveries",
@@ -305,6 +307,11 @@ export const webhookDeliveries = sqliteTable(
     /** What went wrong with the last attempt, in words ("answered 500", "timed out after 10 s…"); null once delivered. */
     lastError: text("last_error"),
     nextAttemptAt: integer("next_attempt_at"),
+    /**
+     * Written by no release since the endpoint's lease replaced it (a sender held each row it took);
+     * kept, with its index, for the release still running while this one rolls out (docs/DEPLOY.md
+     * §12: a column is dropped only once no deployed code uses it), and dropped in the next.
+     */
     lease: text("lease"),
     /**
      * The `webhook-id` of the batch message that last carried it (API.md v1.4 "Webhook batches"):

@@ -19,9 +19,9 @@ const D1_NOW = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
 /** The endpoint of parameter `id` is held by the lease of parameter `lease` (lapsed or not: no other took it). */
 const heldBy = (id: number, lease: number) =>
   `EXISTS (SELECT 1 FROM webhook_endpoints WHERE id = ?${id} AND lease = ?${lease})`;
-/** A sender's batch holds the endpoint (`e`): its lease is set and has not lapsed. */
+/** A sender holds the endpoint (`e`): its lease is set and has not lapsed. */
 const HELD = `(e.lease IS NOT NULL AND e.lease_until > ${D1_NOW})`;
-/** The endpoint (`e`) is free for the sender named by parameter `n`: no batch holds it, or that sender's does. */
+/** The endpoint (`e`) is free for the sender named by parameter `n`: no sender holds it, or that one does. */
 const freeFor = (n: number) => `(NOT ${HELD} OR e.lease = ?${n})`;
 
 /** Whether a delivery is due now at an enabled endpoint. */
@@ -113,32 +113,6 @@ export async function nextDueAt(db: D1Database, endpointId: string): Promise<{ a
   return row ? { at: row.at, now: row.now } : null;
 }
 
-/**
- * The rows of the endpoint a lease marks, with what they carry (the take's second and third
- * statements); the endpoint's columns are not joined in: every row would carry the same URL and
- * secret ({@link readEndpoint} reads them once). `+` keeps SQLite on the lease index: the endpoint's
- * key prefix would walk its whole history.
- */
-function readLeased(db: D1Database, endpointId: string, lease: string): D1PreparedStatement[] {
-  return [
-    db
-      .prepare(
-        `SELECT d.type, d.attempts, d.batch_id, ${CHANGE_COLUMNS}
-         FROM webhook_deliveries d JOIN order_changes c ON c.position = d.position
-           JOIN orders o ON o.reservation_id = c.reservation_id
-         WHERE d.lease = ?1 AND +d.endpoint_id = ?2`,
-      )
-      .bind(lease, endpointId),
-    db
-      .prepare(
-        `SELECT d.position AS delivery_position, d.attempts, d.batch_id, ${PAYMENT_COLUMNS}
-         FROM webhook_deliveries d JOIN payments p ON p.position = -d.position
-         WHERE d.lease = ?1 AND +d.endpoint_id = ?2 AND d.position < 0`,
-      )
-      .bind(lease, endpointId),
-  ];
-}
-
 function takenOf(orders: D1Result | undefined, payments: D1Result | undefined): Taken[] {
   type PaymentTaken = Omit<Leased, "position"> & PaymentRow & { delivery_position: number };
   return [
@@ -187,12 +161,27 @@ export interface TakenPage {
 }
 
 /**
+ * The due rows of an unbatched endpoint that `lease` (parameter 1) holds (parameter 2), oldest due
+ * first, up to parameter 4, but those in `out` (JSON, parameter 5); due by the take's own now, the
+ * lease's start (`lease_until` less its length, parameter 3), so that the take's two reads pick the
+ * same rows. A table expression that each of them opens with.
+ */
+const PAGE_OF_HELD = `WITH page AS MATERIALIZED (
+  SELECT d.position FROM webhook_endpoints e CROSS JOIN webhook_deliveries d ON d.endpoint_id = e.id
+  WHERE e.id = ?2 AND e.lease = ?1 AND e.enabled = 1 AND e.batch IS NULL
+    AND d.status = 'pending' AND d.next_attempt_at <= e.lease_until - ?3 AND d.${subscribed(2)}
+    AND d.position NOT IN (SELECT value FROM json_each(?5))
+  ORDER BY d.next_attempt_at LIMIT ?4)`;
+
+/**
  * Takes up to `limit` due deliveries of one endpoint, oldest due first, while the endpoint is
- * enabled, unbatched and subscribed to their type: marks them with `lease` and moves their due time
- * past the attempt (`leaseMs`), so no other sender takes them meanwhile and they are due again if
- * this one never reports. Nothing while another sender's batch holds the endpoint ({@link takeBatch});
- * `sender`'s own batch does not keep it off (its lane after a switch to single). One round trip (one
- * transaction), which also reads the endpoint's URL, secret and batch setting.
+ * enabled, unbatched and subscribed to their type, but those at `out` (the lane's attempts still
+ * unrecorded). Like a batch ({@link takeBatch}), the take holds the endpoint, not its rows: its
+ * lease (the sender's name) for `leaseMs`, while no other sender's batch or page holds it, so the
+ * rows are written once, by their outcome. A sender that dies leaves its rows due, taken again
+ * once its lease lapses (at once by its own next run), its attempts not counted. One round trip
+ * (one transaction), which also reads the endpoint's URL, secret and batch setting; the lease is
+ * kept until {@link release}.
  */
 export async function takeDuePage(
   db: D1Database,
@@ -200,34 +189,36 @@ export async function takeDuePage(
   limit: number,
   lease: string,
   leaseMs: number,
-  sender: string | null = null,
+  out: readonly number[] = [],
 ): Promise<TakenPage> {
+  const page = [lease, endpointId, leaseMs, limit, JSON.stringify(out)] as const;
   const [, orders, payments, endpoint] = await db.batch([
     db
       .prepare(
-        `UPDATE webhook_deliveries SET lease = ?1, next_attempt_at = ${D1_NOW} + ?2, updated_at = ${D1_NOW}
-         WHERE endpoint_id = ?4 AND position IN (
-           SELECT d.position FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-           WHERE d.endpoint_id = ?4 AND d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW} AND e.enabled = 1
-             AND e.batch IS NULL AND ${freeFor(5)} AND d.${subscribed(4)}
-           ORDER BY d.next_attempt_at LIMIT ?3)`,
+        `UPDATE webhook_endpoints AS e SET lease = ?1, lease_until = ${D1_NOW} + ?2
+         WHERE id = ?3 AND enabled = 1 AND batch IS NULL AND ${freeFor(1)}`,
       )
-      .bind(lease, leaseMs, limit, endpointId, sender),
-    ...readLeased(db, endpointId, lease),
+      .bind(lease, leaseMs, endpointId),
+    db
+      .prepare(
+        `${PAGE_OF_HELD}
+         SELECT d.type, d.attempts, d.batch_id, ${CHANGE_COLUMNS}
+         FROM page CROSS JOIN webhook_deliveries d ON d.endpoint_id = ?2 AND d.position = page.position
+           JOIN order_changes c ON c.position = d.position JOIN orders o ON o.reservation_id = c.reservation_id`,
+      )
+      .bind(...page),
+    db
+      .prepare(
+        `${PAGE_OF_HELD}
+         SELECT d.position AS delivery_position, d.attempts, d.batch_id, ${PAYMENT_COLUMNS}
+         FROM page CROSS JOIN webhook_deliveries d ON d.endpoint_id = ?2 AND d.position = page.position
+           JOIN payments p ON p.position = -d.position
+         WHERE page.position < 0`,
+      )
+      .bind(...page),
     readEndpoint(db, endpointId),
   ]);
   return { taken: takenOf(orders, payments), ...endpointOf(endpoint) };
-}
-
-/** {@link takeDuePage}'s rows alone. */
-export async function takeDue(
-  db: D1Database,
-  endpointId: string,
-  limit: number,
-  lease: string,
-  leaseMs: number,
-): Promise<Taken[]> {
-  return (await takeDuePage(db, endpointId, limit, lease, leaseMs)).taken;
 }
 
 /** A due row of a batched endpoint, before it is taken: enough to form the messages. */
@@ -389,7 +380,6 @@ function recording(db: D1Database, endpointId: string, outcomes: readonly Outcom
          last_response = j.response,
          last_error = j.error,
          next_attempt_at = ${D1_NOW} + j.delay_ms,
-         lease = NULL,
          batch_id = j.batch_id,
          updated_at = ${D1_NOW}
        FROM j
@@ -399,13 +389,24 @@ function recording(db: D1Database, endpointId: string, outcomes: readonly Outcom
 }
 
 /**
- * Records the outcomes of an unbatched lane's attempts in one statement. Only rows still under
- * `lease` change: a sender whose lease lapsed and whose deliveries another took leaves that one's
- * record alone (`+lease`: found by key, not through the lease index).
+ * Records the outcomes of an unbatched lane's page ({@link takeDuePage}) in one statement, while its
+ * lease still holds the endpoint: a sender whose lease lapsed and was taken by another records
+ * nothing (the other sends those rows). The lease is kept: the lane's next page may be out.
  */
 export async function recordOutcomes(db: D1Database, endpointId: string, outcomes: readonly Outcome[], lease: string) {
   if (outcomes.length === 0) return;
-  await recording(db, endpointId, outcomes, lease, "+webhook_deliveries.lease = ?2").run();
+  await recording(db, endpointId, outcomes, lease, heldBy(3, 2)).run();
+}
+
+/** Lets the endpoint go, if `lease` still holds it. */
+const releasing = (db: D1Database, endpointId: string, lease: string) =>
+  db
+    .prepare("UPDATE webhook_endpoints SET lease = NULL, lease_until = NULL WHERE id = ?1 AND lease = ?2")
+    .bind(endpointId, lease);
+
+/** Lets the endpoint go at the end of an unbatched lane's pages (its outcomes all recorded). */
+export async function release(db: D1Database, endpointId: string, lease: string) {
+  await releasing(db, endpointId, lease).run();
 }
 
 /**
@@ -415,9 +416,7 @@ export async function recordOutcomes(db: D1Database, endpointId: string, outcome
 export async function recordBatch(db: D1Database, endpointId: string, outcomes: readonly Outcome[], lease: string) {
   await db.batch([
     ...(outcomes.length === 0 ? [] : [recording(db, endpointId, outcomes, lease, heldBy(3, 2))]),
-    db
-      .prepare("UPDATE webhook_endpoints SET lease = NULL, lease_until = NULL WHERE id = ?1 AND lease = ?2")
-      .bind(endpointId, lease),
+    releasing(db, endpointId, lease),
   ]);
 }
 
@@ -493,7 +492,7 @@ export async function listDeliveries(
     lastStatusCode: row.last_status_code,
     lastResponse: row.last_response,
     lastError: row.last_error,
-    // A pending row's due time; while a sender holds it, when that sender's lease lapses.
+    // A pending row's due time (passed while a sender is attempting it).
     nextAttemptAt: row.status === "pending" ? iso(row.next_attempt_at) : null,
     createdAt: new Date(row.created_at).toISOString(),
     updatedAt: new Date(row.updated_at).toISOString(),
@@ -517,7 +516,7 @@ export async function retryNow(
   const [updated, found] = await db.batch([
     db
       .prepare(
-        `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ${D1_NOW}, lease = NULL, updated_at = ${D1_NOW}
+        `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ${D1_NOW}, updated_at = ${D1_NOW}
          WHERE endpoint_id = ?1 AND position = ?2 AND ${SUBSCRIBED} RETURNING position`,
       )
       .bind(endpointId, key.position),
@@ -542,15 +541,13 @@ const SUBSCRIBED = subscribed(1);
 /**
  * Makes every failed and pending delivery of an endpoint due now (API.md v1.3 "Webhook deliveries"),
  * but those of types it no longer subscribes to and those a sender is attempting right now (tried
- * now already): leased and not lapsed, or, while a batch holds the endpoint, due already. Returns
- * how many.
+ * now already): while a sender holds the endpoint, those due already. Returns how many.
  */
 export async function retryAll(db: D1Database, endpointId: string): Promise<number> {
   const { results } = await db
     .prepare(
-      `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ${D1_NOW}, lease = NULL, updated_at = ${D1_NOW}
+      `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ${D1_NOW}, updated_at = ${D1_NOW}
        WHERE endpoint_id = ?1 AND status IN ('failed', 'pending') AND ${SUBSCRIBED}
-         AND NOT (lease IS NOT NULL AND next_attempt_at > ${D1_NOW})
          AND NOT (status = 'pending' AND next_attempt_at <= ${D1_NOW}
            AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = ?1 AND ${HELD}))
        RETURNING position`,

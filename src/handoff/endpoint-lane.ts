@@ -8,6 +8,7 @@ import {
   type Outcome,
   recordBatch,
   recordOutcomes,
+  release,
   takeBatch,
   takeDuePage,
 } from "./deliveries";
@@ -162,8 +163,9 @@ interface Singles {
 /**
  * An unbatched endpoint's due rows, one message each, page by page, with six attempts in flight
  * across pages. While every answer since the last page taken alone was delivered, the next page is
- * taken as the last row of the one before goes out, so the connections never wait for D1 (that
- * page's lease allows for the attempts still in flight before it). After an answer that was not, a
+ * taken as the last row of the one before goes out, so the connections never wait for D1 (its
+ * take renews the endpoint's lease for the attempts still in flight before it, and leaves their rows
+ * out). After an answer that was not, a
  * page is taken only once the one before is answered and recorded, one round at a time, as an
  * endpoint that fails or hangs holds its lane for one round. Each page's outcomes are recorded as
  * soon as its last answer comes, while the next page's attempts go on.
@@ -179,13 +181,15 @@ async function sendSingles(
   const slots = new Slots(CONNECTIONS);
   const records: Promise<void>[] = [];
   let recordFailed: unknown = null;
-  // A lease per page: a take reads back every row under its lease, and the page before may still be out.
+  // The rows taken and not yet recorded: still due in D1, so each take leaves them out.
+  const out = new Set<number>();
   // Long enough for the page's attempts, each at most the timeout, those of the page before still
   // in flight, and the write of their outcomes.
   const take = async (size: number) => {
-    const lease = crypto.randomUUID();
     const leaseMs = (Math.ceil(size / CONNECTIONS) + 1) * DELIVERY_TIMEOUT_MS + 10_000;
-    return { lease, ...(await takeDuePage(env.DB, endpointId, size, lease, leaseMs, sender)) };
+    const page = await takeDuePage(env.DB, endpointId, size, sender, leaseMs, [...out]);
+    for (const delivery of page.taken) out.add(delivery.position);
+    return page;
   };
   let size = CONNECTIONS;
   let next = take(size);
@@ -193,11 +197,12 @@ async function sendSingles(
   const finish = async (singles: Singles) => {
     await Promise.all(records);
     if (recordFailed !== null) throw recordFailed;
+    await release(env.DB, endpointId, sender);
     return singles;
   };
   try {
     for (;;) {
-      const { taken, target, batch, lease } = await next;
+      const { taken, target, batch } = await next;
       if (batch) return finish({ more: false, batched: true });
       // The endpoint is gone or disabled: nothing was taken.
       if (!target) return finish({ more: false, batched: false });
@@ -227,7 +232,10 @@ async function sendSingles(
         );
       }
       const recorded = Promise.all(answers)
-        .then(() => recordOutcomes(env.DB, endpointId, outcomes, lease))
+        .then(() => recordOutcomes(env.DB, endpointId, outcomes, sender))
+        .then(() => {
+          for (const outcome of outcomes) out.delete(outcome.position);
+        })
         .then(() => report(endpointId, "single", outcomes, outcomes.map(resultOf)))
         .catch((err: unknown) => {
           recordFailed ??= err;
