@@ -1,7 +1,7 @@
 import { createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { keyOf, recordBatch, recordOutcomes, release, takeBatch, takeDuePage } from "../src/handoff/deliveries";
+import { keyOf, recordBatch, recordOutcomes, release, takeDuePage } from "../src/handoff/deliveries";
 import { newSecret } from "../src/handoff/signature";
 import worker from "../src/index";
 import { call, uniqueSku } from "./support/client";
@@ -93,109 +93,74 @@ describe("order hand-off: what an operator changes while deliveries are owed", (
     expect((await logOf(hook.id)).count).toBe(0);
   });
 
-  it("a take by position (a batched lane's) after the endpoint was disabled takes nothing; once enabled, it takes the row and where it goes", async () => {
+  it("a take after the endpoint was disabled takes nothing; once enabled, it takes the row and where it goes", async () => {
     const hook = await owing(["order.held"], "later");
     const position = keyOf(hook.owed.id)?.position as number;
-    // Disabled between the lane's read of its due rows and its take (directly: a PUT would wake a sender).
+    // Disabled (directly: a PUT would wake a sender), its row due.
     await env.DB.batch([
       env.DB.prepare("UPDATE webhook_endpoints SET enabled = 0 WHERE id = ?1").bind(hook.id),
       env.DB.prepare("UPDATE webhook_deliveries SET next_attempt_at = 0 WHERE endpoint_id = ?1").bind(hook.id),
     ]);
-    expect(await takeBatch(env.DB, hook.id, [position], "late-take", 60_000)).toEqual({ taken: [], target: null });
+    expect(await takeDuePage(env.DB, hook.id, 10, "late-take", 60_000)).toEqual({
+      taken: [],
+      target: null,
+      batch: null,
+      now: 0,
+    });
     const row = env.DB.prepare(
       "SELECT status, attempts, next_attempt_at FROM webhook_deliveries WHERE endpoint_id = ?1",
     );
     expect(await row.bind(hook.id).first()).toEqual({ status: "pending", attempts: 0, next_attempt_at: 0 });
     await env.DB.prepare("UPDATE webhook_endpoints SET enabled = 1 WHERE id = ?1").bind(hook.id).run();
-    const { taken, target } = await takeBatch(env.DB, hook.id, [position], "late-take", 60_000);
+    const { taken, target } = await takeDuePage(env.DB, hook.id, 10, "late-take", 60_000);
     expect(taken.map((row) => row.position)).toEqual([position]);
     expect(target).toEqual({ url: `${receiver.url}/hooks/${hook.id}`, secret: hook.secret });
   });
 
-  it("a batched take holds the endpoint, not its rows: no other sender takes them until it records or its lease lapses", async () => {
+  it("a take holds the endpoint, not its rows: the rows still out are left out, no other sender takes or records them", async () => {
     const hook = await owing(["order.held"], "later");
     const position = keyOf(hook.owed.id)?.position as number;
-    await env.DB.prepare("UPDATE webhook_deliveries SET next_attempt_at = 0 WHERE endpoint_id = ?1")
-      .bind(hook.id)
-      .run();
+    const due = env.DB.prepare(
+      "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = 0 WHERE endpoint_id = ?1",
+    );
+    await due.bind(hook.id).run();
     const row = env.DB.prepare(
-      "SELECT status, attempts, next_attempt_at, updated_at FROM webhook_deliveries WHERE endpoint_id = ?1",
-    ).bind(hook.id);
-    const before = await row.first();
-    expect((await takeBatch(env.DB, hook.id, [position], "sender-a", 60_000)).taken).toHaveLength(1);
-    // The row is as it was: the take wrote the endpoint's lease alone.
-    expect(await row.first()).toEqual(before);
-    // Meanwhile no other sender takes the endpoint's rows, batched or one at a time.
-    expect(await takeBatch(env.DB, hook.id, [position], "sender-b", 60_000)).toEqual({ taken: [], target: null });
-    expect((await takeDuePage(env.DB, hook.id, 10, "sender-c", 60_000)).taken).toEqual([]);
-    // The holder takes them again (an object reset in the middle of a batch, at its next run).
-    expect((await takeBatch(env.DB, hook.id, [position], "sender-a", 60_000)).taken).toHaveLength(1);
-    // A sender whose lease is not the endpoint's records nothing; the holder records and lets go.
-    const outcome = {
-      position,
-      status: "delivered",
-      code: 204,
-      response: "",
-      error: null,
-      delayMs: null,
-      batchId: "b",
-    };
-    await recordBatch(env.DB, hook.id, [{ ...outcome, status: "failed" }], "sender-b");
-    expect(await row.first()).toEqual(before);
-    await recordBatch(env.DB, hook.id, [{ ...outcome, status: "delivered" }], "sender-a");
-    expect(await row.first()).toMatchObject({ status: "delivered", attempts: 1 });
-    const lease = env.DB.prepare("SELECT lease, lease_until FROM webhook_endpoints WHERE id = ?1").bind(hook.id);
-    expect(await lease.first()).toEqual({ lease: null, lease_until: null });
-    // One event a message again (this endpoint has no batch setting) while a batch of its own holds
-    // the endpoint: the same sender's lane takes the rows a page at a time; another sender does not.
-    await env.DB.prepare("UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = 0 WHERE endpoint_id = ?1")
-      .bind(hook.id)
-      .run();
-    expect((await takeBatch(env.DB, hook.id, [position], "sender-a", 60_000)).taken).toHaveLength(1);
-    expect((await takeDuePage(env.DB, hook.id, 10, "sender-c", 60_000)).taken).toEqual([]);
-    expect((await takeDuePage(env.DB, hook.id, 10, "sender-a", 0)).taken).toHaveLength(1);
-    await recordBatch(env.DB, hook.id, [], "sender-a");
-    // A holder that dies: once its lease lapses, another sender takes the rows, its attempt not counted.
-    await env.DB.prepare("UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = 0 WHERE endpoint_id = ?1")
-      .bind(hook.id)
-      .run();
-    expect((await takeBatch(env.DB, hook.id, [position], "sender-a", 0)).taken).toHaveLength(1);
-    expect((await takeBatch(env.DB, hook.id, [position], "sender-b", 60_000)).taken).toHaveLength(1);
-    expect(await row.first()).toMatchObject({ status: "pending", attempts: 1 });
-  });
-
-  it("a page holds the endpoint, not its rows: the rows still out are left out, no other sender takes or records them", async () => {
-    const hook = await owing(["order.held"], "later");
-    const position = keyOf(hook.owed.id)?.position as number;
-    await env.DB.prepare("UPDATE webhook_deliveries SET next_attempt_at = 0 WHERE endpoint_id = ?1")
-      .bind(hook.id)
-      .run();
-    const row = env.DB.prepare(
-      "SELECT status, attempts, next_attempt_at, updated_at FROM webhook_deliveries WHERE endpoint_id = ?1",
+      "SELECT status, attempts, batch_id, next_attempt_at, updated_at FROM webhook_deliveries WHERE endpoint_id = ?1",
     ).bind(hook.id);
     const lease = env.DB.prepare("SELECT lease FROM webhook_endpoints WHERE id = ?1").bind(hook.id);
     const before = await row.first();
-    const page = await takeDuePage(env.DB, hook.id, 10, "sender-a", 60_000);
-    expect(page.taken.map((taken) => taken.position)).toEqual([position]);
-    expect(page.target).toEqual({ url: `${receiver.url}/hooks/${hook.id}`, secret: hook.secret });
+    const take = (sender: string, leaseMs = 60_000, out: number[] = []) =>
+      takeDuePage(env.DB, hook.id, 10, sender, leaseMs, out).then((page) => page.taken.map((t) => t.position));
+    expect(await take("sender-a")).toEqual([position]);
     // The take wrote the endpoint's lease alone.
     expect(await row.first()).toEqual(before);
     expect(await lease.first()).toEqual({ lease: "sender-a" });
     // The holder's next page leaves out the row still out; without it (a reset object's next run), takes it again.
-    expect((await takeDuePage(env.DB, hook.id, 10, "sender-a", 60_000, [position])).taken).toEqual([]);
-    expect((await takeDuePage(env.DB, hook.id, 10, "sender-a", 60_000)).taken).toHaveLength(1);
-    // No other sender takes it, a page or a batch, nor records an attempt of it.
-    expect((await takeDuePage(env.DB, hook.id, 10, "sender-b", 60_000)).taken).toEqual([]);
-    expect(await takeBatch(env.DB, hook.id, [position], "sender-b", 60_000)).toEqual({ taken: [], target: null });
+    expect(await take("sender-a", 60_000, [position])).toEqual([]);
+    expect(await take("sender-a")).toEqual([position]);
+    // No other sender takes it, nor records an attempt of it.
+    expect(await take("sender-b")).toEqual([]);
     const outcome = { position, code: 204, response: "", error: null, delayMs: null, batchId: null };
     await recordOutcomes(env.DB, hook.id, [{ ...outcome, status: "failed" }], "sender-b");
+    await recordBatch(env.DB, hook.id, [{ ...outcome, status: "failed" }], "sender-b");
     expect(await row.first()).toEqual(before);
-    // The holder records and keeps the endpoint (its next page may be out) until it lets go.
+    // The holder records a page and keeps the endpoint (its next page may be out) until it lets go.
     await recordOutcomes(env.DB, hook.id, [{ ...outcome, status: "delivered" }], "sender-a");
     expect(await row.first()).toMatchObject({ status: "delivered", attempts: 1 });
     expect(await lease.first()).toEqual({ lease: "sender-a" });
     await release(env.DB, hook.id, "sender-a");
     expect(await lease.first()).toEqual({ lease: null });
+    // A batch's record lets go in the same round trip.
+    await due.bind(hook.id).run();
+    expect(await take("sender-a")).toEqual([position]);
+    await recordBatch(env.DB, hook.id, [{ ...outcome, status: "delivered", batchId: "b" }], "sender-a");
+    expect(await row.first()).toMatchObject({ status: "delivered", attempts: 2, batch_id: "b" });
+    expect(await lease.first()).toEqual({ lease: null });
+    // A holder that dies: once its lease lapses, another sender takes the rows, its attempt not counted.
+    await due.bind(hook.id).run();
+    expect(await take("sender-a", 0)).toEqual([position]);
+    expect(await take("sender-b")).toEqual([position]);
+    expect(await row.first()).toMatchObject({ status: "pending", attempts: 2 });
   });
 
   it("stores the URL as it is fetched, and reads limit as digits only", async () => {

@@ -1,13 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { batchIdOf, batchMessagesOf, formMessages, MAX_MESSAGE_BYTES } from "../src/handoff/batches";
-import type { Candidate, Taken } from "../src/handoff/deliveries";
+import { batchIdOf, batchMessagesOf, type Due, formMessages, MAX_MESSAGE_BYTES } from "../src/handoff/batches";
+import type { Taken } from "../src/handoff/deliveries";
 
 /**
  * How a batched endpoint's due rows become messages (src/handoff/batches.ts, API.md v1.4 "Webhook
  * batches"); test/webhook-batches.integration.test.ts sends them through the real Worker.
  */
 
-const fresh = (position: number, created = 0): Candidate => ({ position, batch_id: null, created_at: created });
+const fresh = (position: number, written = 0): Due => ({ position, batch_id: null, written_at: written });
 const BATCH = { maxEvents: 3, maxWaitMs: 1000 };
 
 describe("forming batch messages", () => {
@@ -21,11 +21,11 @@ describe("forming batch messages", () => {
   });
 
   it("sends a batch tried before whole again, cut to a smaller maxEvents", () => {
-    const rows: Candidate[] = [
-      { position: 4, batch_id: "b", created_at: 0 },
+    const rows: Due[] = [
+      { position: 4, batch_id: "b", written_at: 0 },
       fresh(10, 5000),
-      { position: 3, batch_id: "b", created_at: 0 },
-      { position: 8, batch_id: "b", created_at: 0 },
+      { position: 3, batch_id: "b", written_at: 0 },
+      { position: 8, batch_id: "b", written_at: 0 },
     ];
     expect(formMessages(rows, false, { maxEvents: 10, maxWaitMs: 1000 }, 5000, 64)).toEqual({
       messages: [[3, 4, 8]],
@@ -36,7 +36,7 @@ describe("forming batch messages", () => {
   });
 
   it("leaves what it may not have read whole for the next round", () => {
-    const rows = [fresh(1), fresh(2), fresh(3), fresh(4), { position: 5, batch_id: "x", created_at: 0 }];
+    const rows = [fresh(1), fresh(2), fresh(3), fresh(4), { position: 5, batch_id: "x", written_at: 0 }];
     expect(formMessages(rows, true, BATCH, 10_000, 64)).toEqual({ messages: [[1, 2, 3]], holdUntil: null, more: true });
     expect(formMessages([fresh(1), fresh(2), fresh(3), fresh(4)], false, BATCH, 10_000, 1)).toEqual({
       messages: [[1, 2, 3]],
@@ -61,6 +61,8 @@ describe("forming batch messages", () => {
     const row = (position: number): Taken => ({
       attempts: 0,
       batch_id: null,
+      due_at: 0,
+      written_at: 0,
       type: "order.held",
       position,
       status: "held",

@@ -261,7 +261,7 @@ export const webhookEndpoints = sqliteTable("webhook_endpoints", {
   batch: text("batch", { mode: "json" }).$type<WebhookBatch | null>(),
   /**
    * A sender's hold on the endpoint's due rows while its attempts are out (src/handoff/deliveries.ts
-   * `takeBatch`, `takeDuePage`): the sender's name and when the hold lapses (D1's clock); null when
+   * `takeDuePage`): the sender's name and when the hold lapses (D1's clock); null when
    * no sender holds it.
    */
   lease: text("lease"),

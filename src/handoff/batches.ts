@@ -1,5 +1,5 @@
 import type { WebhookBatch } from "../db/schema";
-import { type Candidate, deliveryId, type Taken } from "./deliveries";
+import { deliveryId, type Taken } from "./deliveries";
 import { eventOf } from "./sender";
 
 /**
@@ -45,15 +45,18 @@ export interface Formed {
 const orderKey = (position: number) => (position < 0 ? -1e16 - position : position);
 const byPosition = (a: number, b: number) => orderKey(a) - orderKey(b);
 
+/** What forming the messages needs of a due row. */
+export type Due = Pick<Taken, "position" | "batch_id" | "written_at">;
+
 /**
- * Forms the messages of a batched endpoint from its due rows as {@link dueCandidates} read them
- * (oldest due first; `truncated`: more were due than read). Rows that a batch carried before go
+ * Forms the messages of a batched endpoint from its due rows as a take read them (oldest due
+ * first; `truncated`: more were due than read). Rows that a batch carried before go
  * out with that batch again (cut to `maxEvents` if the setting shrank since); the others, in feed
  * order, by `maxEvents`, and a last part shorter than that only once its oldest row waited
  * `maxWaitMs` (by D1's clock, `now`). At most `maxMessages` messages.
  */
 export function formMessages(
-  rows: readonly Candidate[],
+  rows: readonly Due[],
   truncated: boolean,
   batch: WebhookBatch,
   now: number,
@@ -61,7 +64,7 @@ export function formMessages(
 ): Formed {
   const formed: { at: number; positions: number[] }[] = [];
   const earlier = new Map<string, { at: number; positions: number[] }>();
-  const fresh: { at: number; row: Candidate }[] = [];
+  const fresh: { at: number; row: Due }[] = [];
   rows.forEach((row, at) => {
     if (row.batch_id === null) {
       fresh.push({ at, row });
@@ -93,7 +96,7 @@ export function formMessages(
         more = true;
         break;
       }
-      const oldest = Math.min(...part.map((p) => p.row.created_at));
+      const oldest = Math.min(...part.map((p) => p.row.written_at));
       if (oldest + batch.maxWaitMs > now) {
         holdUntil = oldest + batch.maxWaitMs;
         break;

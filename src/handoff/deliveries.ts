@@ -46,7 +46,7 @@ export function keyOf(id: string): { position: number; endpointId: string } | nu
   return { position: match[1] ? -position : position, endpointId: match[3] as string };
 }
 
-/** A taken delivery's key and attempts (its endpoint is the take's: {@link Target}). */
+/** A taken delivery's key, attempts and times (its endpoint is the take's: {@link Target}). */
 interface Leased {
   /** Attempts answered before this one. */
   attempts: number;
@@ -54,6 +54,10 @@ interface Leased {
   position: number;
   /** The batch message that last carried it (its `webhook-id`), null if none did. */
   batch_id: string | null;
+  /** When it was due (D1's clock): a take's rows come oldest due first. */
+  due_at: number;
+  /** When the delivery was written (D1's clock): how long a batched endpoint's event has waited. */
+  written_at: number;
 }
 
 /** A delivery a sender took: its key, and the order change or payment it carries. */
@@ -113,75 +117,80 @@ export async function nextDueAt(db: D1Database, endpointId: string): Promise<{ a
   return row ? { at: row.at, now: row.now } : null;
 }
 
+const dueFirst = (a: Taken, b: Taken) => a.due_at - b.due_at || a.position - b.position;
+
+/** A take's rows, oldest due first (each read is; a payment's are few and rare). */
 function takenOf(orders: D1Result | undefined, payments: D1Result | undefined): Taken[] {
   type PaymentTaken = Omit<Leased, "position"> & PaymentRow & { delivery_position: number };
-  return [
-    ...((orders?.results ?? []) as Taken[]),
-    ...((payments?.results ?? []) as PaymentTaken[]).map(
-      ({ delivery_position, attempts, batch_id, ...payment }): Taken => ({
-        attempts,
-        batch_id,
-        position: delivery_position,
-        type: "payment.refund_required",
-        payment,
-      }),
-    ),
-  ];
+  const changes = (orders?.results ?? []) as Taken[];
+  const paid = ((payments?.results ?? []) as PaymentTaken[]).map(
+    ({ delivery_position, attempts, batch_id, due_at, written_at, ...payment }): Taken => ({
+      attempts,
+      batch_id,
+      due_at,
+      written_at,
+      position: delivery_position,
+      type: "payment.refund_required",
+      payment,
+    }),
+  );
+  return paid.length === 0 ? changes : [...changes, ...paid].sort(dueFirst);
 }
 
-/**
- * An enabled endpoint's target and batch setting (the last statement of a take); with `lease`, only
- * while that lease holds it (a batched take that did not get the endpoint gets no target).
- */
-function readEndpoint(db: D1Database, endpointId: string, lease: string | null = null): D1PreparedStatement {
+/** An enabled endpoint's target and batch setting, and D1's now (the last statement of a take). */
+function readEndpoint(db: D1Database, endpointId: string): D1PreparedStatement {
   return db
-    .prepare(
-      "SELECT url, secret, batch FROM webhook_endpoints WHERE id = ?1 AND enabled = 1 AND (?2 IS NULL OR lease = ?2)",
-    )
-    .bind(endpointId, lease);
+    .prepare(`SELECT url, secret, batch, ${D1_NOW} AS now FROM webhook_endpoints WHERE id = ?1 AND enabled = 1`)
+    .bind(endpointId);
 }
 
-/** What {@link readEndpoint} read: where a take's rows go and the batch setting (nulls: gone or disabled). */
-function endpointOf(result: D1Result | undefined): { target: Target | null; batch: WebhookBatch | null } {
-  const row = result?.results[0] as (Target & { batch: string | null }) | undefined;
-  if (!row) return { target: null, batch: null };
-  return {
-    target: { url: row.url, secret: row.secret },
-    batch: row.batch ? (JSON.parse(row.batch) as WebhookBatch) : null,
-  };
-}
-
-/** A take of one endpoint's rows one at a time, where they go, and the endpoint's batch setting as it is now. */
+/** A take of one endpoint's due rows, where they go, the endpoint's batch setting as it is now, and D1's now. */
 export interface TakenPage {
+  /** Oldest due first (then in feed order). */
   taken: Taken[];
   /** Where they go; null when the endpoint is gone or disabled (and nothing was taken). */
   target: Target | null;
-  /** Not null: the endpoint is batched, and no row was taken (./endpoint-lane.ts sends batches). */
+  /** The endpoint's batch setting; null: one event a message. */
   batch: WebhookBatch | null;
+  /** D1's clock at the take. */
+  now: number;
+}
+
+/** What {@link readEndpoint} read, with the rows taken (none: gone or disabled). */
+function pageOf(endpoint: D1Result | undefined, orders: D1Result | undefined, payments: D1Result | undefined) {
+  const row = endpoint?.results[0] as (Target & { batch: string | null; now: number }) | undefined;
+  if (!row) return { taken: [], target: null, batch: null, now: 0 };
+  return {
+    taken: takenOf(orders, payments),
+    target: { url: row.url, secret: row.secret },
+    batch: row.batch ? (JSON.parse(row.batch) as WebhookBatch) : null,
+    now: row.now,
+  };
 }
 
 /**
- * The due rows of an unbatched endpoint that `lease` (parameter 1) holds (parameter 2), oldest due
- * first, up to parameter 4, but those in `out` (JSON, parameter 5); due by the take's own now, the
- * lease's start (`lease_until` less its length, parameter 3), so that the take's two reads pick the
- * same rows. A table expression that each of them opens with.
+ * The due rows of the endpoint (parameter 2) that `lease` (parameter 1) holds, oldest due first,
+ * up to parameter 4, but those in `out` (JSON, parameter 5); due by the take's own now, the lease's
+ * start (`lease_until` less its length, parameter 3), so that the take's two reads pick the same
+ * rows. A table expression that each of them opens with.
  */
 const PAGE_OF_HELD = `WITH page AS MATERIALIZED (
-  SELECT d.position FROM webhook_endpoints e CROSS JOIN webhook_deliveries d ON d.endpoint_id = e.id
-  WHERE e.id = ?2 AND e.lease = ?1 AND e.enabled = 1 AND e.batch IS NULL
+  SELECT d.position, d.next_attempt_at AS due_at
+  FROM webhook_endpoints e CROSS JOIN webhook_deliveries d ON d.endpoint_id = e.id
+  WHERE e.id = ?2 AND e.lease = ?1 AND e.enabled = 1
     AND d.status = 'pending' AND d.next_attempt_at <= e.lease_until - ?3 AND d.${subscribed(2)}
     AND d.position NOT IN (SELECT value FROM json_each(?5))
-  ORDER BY d.next_attempt_at LIMIT ?4)`;
+  ORDER BY d.next_attempt_at, d.position LIMIT ?4)`;
 
 /**
  * Takes up to `limit` due deliveries of one endpoint, oldest due first, while the endpoint is
- * enabled, unbatched and subscribed to their type, but those at `out` (the lane's attempts still
- * unrecorded). Like a batch ({@link takeBatch}), the take holds the endpoint, not its rows: its
- * lease (the sender's name) for `leaseMs`, while no other sender's batch or page holds it, so the
- * rows are written once, by their outcome. A sender that dies leaves its rows due, taken again
- * once its lease lapses (at once by its own next run), its attempts not counted. One round trip
- * (one transaction), which also reads the endpoint's URL, secret and batch setting; the lease is
- * kept until {@link release}.
+ * enabled and subscribed to their type, but those at `out` (the lane's attempts still unrecorded),
+ * with what each carries. The take holds the endpoint, not its rows: its lease (the sender's name)
+ * for `leaseMs`, while no other sender holds it (nothing is taken otherwise), so the rows are
+ * written once, by their outcome. A sender that dies leaves its rows due, taken again once its
+ * lease lapses (at once by its own next run), its attempts not counted. One round trip (one
+ * transaction), which also reads the endpoint's URL, secret and batch setting; the lease is kept
+ * until {@link release} or {@link recordBatch}.
  */
 export async function takeDuePage(
   db: D1Database,
@@ -196,21 +205,23 @@ export async function takeDuePage(
     db
       .prepare(
         `UPDATE webhook_endpoints AS e SET lease = ?1, lease_until = ${D1_NOW} + ?2
-         WHERE id = ?3 AND enabled = 1 AND batch IS NULL AND ${freeFor(1)}`,
+         WHERE id = ?3 AND enabled = 1 AND ${freeFor(1)}`,
       )
       .bind(lease, leaseMs, endpointId),
     db
       .prepare(
         `${PAGE_OF_HELD}
-         SELECT d.type, d.attempts, d.batch_id, ${CHANGE_COLUMNS}
+         SELECT d.type, d.attempts, d.batch_id, page.due_at, d.created_at AS written_at, ${CHANGE_COLUMNS}
          FROM page CROSS JOIN webhook_deliveries d ON d.endpoint_id = ?2 AND d.position = page.position
-           JOIN order_changes c ON c.position = d.position JOIN orders o ON o.reservation_id = c.reservation_id`,
+           JOIN order_changes c ON c.position = d.position JOIN orders o ON o.reservation_id = c.reservation_id
+         ORDER BY page.due_at, page.position`,
       )
       .bind(...page),
     db
       .prepare(
         `${PAGE_OF_HELD}
-         SELECT d.position AS delivery_position, d.attempts, d.batch_id, ${PAYMENT_COLUMNS}
+         SELECT d.position AS delivery_position, d.attempts, d.batch_id, page.due_at, d.created_at AS written_at,
+           ${PAYMENT_COLUMNS}
          FROM page CROSS JOIN webhook_deliveries d ON d.endpoint_id = ?2 AND d.position = page.position
            JOIN payments p ON p.position = -d.position
          WHERE page.position < 0`,
@@ -218,108 +229,7 @@ export async function takeDuePage(
       .bind(...page),
     readEndpoint(db, endpointId),
   ]);
-  return { taken: takenOf(orders, payments), ...endpointOf(endpoint) };
-}
-
-/** A due row of a batched endpoint, before it is taken: enough to form the messages. */
-export interface Candidate {
-  position: number;
-  batch_id: string | null;
-  created_at: number;
-}
-
-/** The due rows of an endpoint (oldest due first, then in feed order), its batch setting, and D1's now. */
-export interface Candidates {
-  /** Null: the endpoint is unbatched (or gone, or disabled, and `rows` is empty). */
-  batch: WebhookBatch | null;
-  now: number;
-  rows: Candidate[];
-}
-
-/**
- * Reads (takes nothing) up to `limit` due rows of an enabled endpoint of its subscribed types,
- * through the due index, with its batch setting and D1's now: one round trip.
- */
-export async function dueCandidates(db: D1Database, endpointId: string, limit: number): Promise<Candidates> {
-  const [endpoint, rows] = await db.batch([
-    db.prepare(`SELECT batch, ${D1_NOW} AS now FROM webhook_endpoints WHERE id = ?1 AND enabled = 1`).bind(endpointId),
-    db
-      .prepare(
-        `SELECT d.position, d.batch_id, d.created_at
-         FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-         WHERE d.endpoint_id = ?1 AND d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW} AND e.enabled = 1
-           AND d.${subscribed(1)}
-         ORDER BY d.next_attempt_at, d.position LIMIT ?2`,
-      )
-      .bind(endpointId, limit),
-  ]);
-  const head = endpoint?.results[0] as { batch: string | null; now: number } | undefined;
-  if (!head) return { batch: null, now: 0, rows: [] };
-  return {
-    batch: head.batch === null ? null : (JSON.parse(head.batch) as WebhookBatch),
-    now: head.now,
-    rows: (rows?.results ?? []) as Candidate[],
-  };
-}
-
-/**
- * What the rows at `positions` (JSON, parameter 3) of the endpoint (parameter 2) carry, of those
- * still pending and due, read only while `lease` (parameter 1) holds the endpoint: each found by its
- * key, in the order given.
- */
-function readHeld(db: D1Database, endpointId: string, positions: string, lease: string): D1PreparedStatement[] {
-  const held = heldBy(2, 1);
-  const due = `d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW}`;
-  return [
-    db
-      .prepare(
-        `SELECT d.type, d.attempts, d.batch_id, ${CHANGE_COLUMNS}
-         FROM json_each(?3) k CROSS JOIN webhook_deliveries d ON d.endpoint_id = ?2 AND d.position = k.value
-           JOIN order_changes c ON c.position = d.position JOIN orders o ON o.reservation_id = c.reservation_id
-         WHERE ${due} AND ${held}`,
-      )
-      .bind(lease, endpointId, positions),
-    db
-      .prepare(
-        `SELECT d.position AS delivery_position, d.attempts, d.batch_id, ${PAYMENT_COLUMNS}
-         FROM json_each(?3) k CROSS JOIN webhook_deliveries d ON d.endpoint_id = ?2 AND d.position = k.value
-           JOIN payments p ON p.position = -d.position
-         WHERE k.value < 0 AND ${due} AND ${held}`,
-      )
-      .bind(lease, endpointId, positions),
-  ];
-}
-
-/**
- * A batched lane's take (its messages formed from {@link dueCandidates}): the endpoint's lease, while
- * it is enabled and no other sender's batch holds it, and what the rows at `positions` that are still
- * pending and due carry, and where they go (null: the endpoint is gone, disabled or held by another,
- * and nothing was taken). One round trip.
- *
- * The rows themselves are not written: the lease is one on the endpoint, not one per row. While it
- * holds, no other sender takes the endpoint's rows, batched or not ({@link takeDuePage}); a sender
- * that dies leaves its rows due, taken again once its lease lapses, and counts no attempt. A batch
- * of 100 events so writes its rows once each (the outcome), not twice.
- */
-export async function takeBatch(
-  db: D1Database,
-  endpointId: string,
-  positions: readonly number[],
-  lease: string,
-  leaseMs: number,
-): Promise<{ taken: Taken[]; target: Target | null }> {
-  if (positions.length === 0) return { taken: [], target: null };
-  const [, orders, payments, endpoint] = await db.batch([
-    db
-      .prepare(
-        `UPDATE webhook_endpoints AS e SET lease = ?1, lease_until = ${D1_NOW} + ?2
-         WHERE id = ?3 AND enabled = 1 AND ${freeFor(1)}`,
-      )
-      .bind(lease, leaseMs, endpointId),
-    ...readHeld(db, endpointId, JSON.stringify(positions), lease),
-    readEndpoint(db, endpointId, lease),
-  ]);
-  return { taken: takenOf(orders, payments), target: endpointOf(endpoint).target };
+  return pageOf(endpoint, orders, payments);
 }
 
 /** What one attempt of a taken delivery leaves in its row. */
@@ -410,8 +320,8 @@ export async function release(db: D1Database, endpointId: string, lease: string)
 }
 
 /**
- * Records a batched lane's outcomes ({@link takeBatch}) while its lease still holds the endpoint (a
- * sender whose lease lapsed records nothing), and lets the endpoint go: one round trip.
+ * Records a batched lane's outcomes while its lease still holds the endpoint (a sender whose lease
+ * lapsed records nothing), and lets the endpoint go: one round trip.
  */
 export async function recordBatch(db: D1Database, endpointId: string, outcomes: readonly Outcome[], lease: string) {
   await db.batch([

@@ -2,16 +2,7 @@ import { log } from "../../durable-objects/shared/log";
 import { increment } from "../observability/metrics";
 import { batchMessagesOf, formMessages, MAX_BATCH_EVENTS } from "./batches";
 import { Deadlines } from "./deadlines";
-import {
-  deliveryId,
-  dueCandidates,
-  type Outcome,
-  recordBatch,
-  recordOutcomes,
-  release,
-  takeBatch,
-  takeDuePage,
-} from "./deliveries";
+import { deliveryId, type Outcome, recordBatch, recordOutcomes, release, takeDuePage } from "./deliveries";
 import { type Answer, bodyOf, DELIVERY_TIMEOUT_MS, post } from "./sender";
 import { Slots } from "./slots";
 
@@ -32,7 +23,7 @@ export const DEFAULT_RETRY_SCHEDULE = [5, 300, 1800, 7200, 18_000, 36_000, 36_00
  * record is a D1 round trip, which a larger page shares among more deliveries.
  */
 export const PAGE = 256;
-/** The most due rows a batched lane reads to form one round's messages: six full batches. */
+/** The most due rows a batched lane takes to form one round's messages: six full batches. */
 const CANDIDATES = 6 * MAX_BATCH_EVENTS;
 /**
  * Attempts in flight at once in one endpoint's invocation: a Worker invocation has at most six
@@ -285,22 +276,24 @@ async function runLane(
     }
     // Long enough for the page's attempts, each at most the timeout, and the write of their outcomes.
     const leaseMs = Math.ceil(page / CONNECTIONS) * DELIVERY_TIMEOUT_MS + 10_000;
-    const candidates = await dueCandidates(env.DB, endpointId, CANDIDATES);
-    if (!candidates.batch) {
+    // The lease is the sender object's name, the same in every run: an object reset in the middle
+    // of a batch takes the endpoint back at its next run, not once the lease lapses.
+    const { taken, target, batch, now } = await takeDuePage(env.DB, endpointId, CANDIDATES, sender, leaseMs);
+    // The endpoint is gone or disabled: nothing was taken.
+    if (!target) return { more: false, holdMs: null };
+    if (!batch) {
       batched = false;
       switches++;
       continue;
     }
-    const { rows, now } = candidates;
-    const formed = formMessages(rows, rows.length === CANDIDATES, candidates.batch, now, page);
+    const formed = formMessages(taken, taken.length === CANDIDATES, batch, now, page);
     lane.more = formed.more;
     lane.holdMs = formed.holdUntil === null ? null : formed.holdUntil - now;
-    if (formed.messages.length === 0) break;
-    // A batch's lease is its sender object's name, the same in every run: an object reset in the
-    // middle of a batch takes the endpoint back at its next run, not once the lease lapses.
-    const { taken, target } = await takeBatch(env.DB, endpointId, formed.messages.flat(), sender, leaseMs);
-    // The endpoint was disabled or removed since the read, or another sender's batch holds it: nothing was taken.
-    if (!target) return { more: false, holdMs: null };
+    if (formed.messages.length === 0) {
+      // Held back for more (or another sender holds the endpoint, and nothing was taken).
+      await release(env.DB, endpointId, sender);
+      break;
+    }
     const messages = batchMessagesOf(endpointId, formed.messages, taken);
     const outcomes: Outcome[] = [];
     const results: Result[] = [];
