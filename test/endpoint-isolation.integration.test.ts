@@ -1,9 +1,19 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
+import { newSecret } from "../src/handoff/signature";
 import { call, createSku, reserve, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
-import { deliveries, endpoint, forgetEndpoints, type Log, logOf } from "./support/handoff";
+import {
+  configure,
+  deliveries,
+  endpoint,
+  endpoints,
+  forgetEndpoints,
+  type Log,
+  logOf,
+  receiver,
+} from "./support/handoff";
 
 /**
  * API.md v1.3 "Webhook deliveries": endpoints do not share fate. Each endpoint's deliveries run in
@@ -88,6 +98,53 @@ describe("endpoints do not share fate", () => {
       expect(row?.lastError).toBe("timed out after 10 s without an answer");
     }
   }, 180_000);
+
+  it("a run starts no attempt past its budget, whatever its page: the rest stays due and goes in the next runs, once each", async () => {
+    // Stored directly, owed 48 deliveries due now, no sender woken: the run below is the first.
+    const hook = { id: uniqueSku("budget"), secret: newSecret() };
+    const now = Date.now();
+    await env.DB.batch([
+      env.DB.prepare(
+        `INSERT INTO webhook_endpoints (id, url, events, enabled, secret, created_at, updated_at)
+         VALUES (?1, ?2, '["order.held"]', 1, ?3, ?4, ?4)`,
+      ).bind(hook.id, `${receiver.url}/hooks/${hook.id}`, hook.secret, now),
+      env.DB.prepare(
+        `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 48)
+         INSERT INTO orders (reservation_id, sku, user_id, quantity, status, expires_at, created_at, updated_at, last_seq, amount, currency)
+         SELECT ?1 || '.0.' || i, 'budget', 'u' || i, 1, 'held', NULL, ?2, ?2, 1, NULL, 'usd' FROM n`,
+      ).bind(hook.id, now),
+    ]);
+    endpoints.push(hook.id);
+    // Each answer takes 4 s: rounds of six start at 0, 4 and 8 s (pages of 6 and 12, the next of 24
+    // taken at 8 s); the 10 s budget ends before the page of 24 starts.
+    await configure(hook.id, { secret: hook.secret, delayMs: 4_000 });
+    const sender = env.WEBHOOK_SENDERS.get(env.WEBHOOK_SENDERS.idFromName(hook.id));
+    await runInDurableObject(sender, async (_object, state) => {
+      await state.storage.put("endpoint", hook.id);
+      await state.storage.setAlarm(Date.now() + 3_600_000);
+    });
+    const started = Date.now();
+    await runDurableObjectAlarm(sender);
+    // Its budget (10 s) and one timeout (10 s) at most; a run that finished its pages took 28 s.
+    expect(Date.now() - started).toBeLessThan(20_000);
+    const attempted = await env.DB.prepare(
+      "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = ?1 AND attempts > 0",
+    )
+      .bind(hook.id)
+      .first<{ n: number }>();
+    expect(attempted?.n).toBeGreaterThanOrEqual(6);
+    expect(attempted?.n).toBeLessThanOrEqual(18);
+    // The run left its alarm for now (more is due): the next runs send the rest.
+    const res = await fetch(`${receiver.url}/control/${hook.id}`, { method: "PATCH", body: '{"delayMs":0}' });
+    expect(res.status).toBe(200);
+    const log = await eventually(async () => {
+      const rows = await deliveries(hook.id, "?status=delivered&limit=100");
+      expect(rows).toHaveLength(48);
+      return rows;
+    }, 30_000);
+    expect(log.every((row) => row.attempts === 1)).toBe(true);
+    expect((await logOf(hook.id)).count).toBe(48);
+  }, 60_000);
 
   it("a disabled endpoint's sender object runs once and sets no alarm for rows it would not take", async () => {
     const hook = await endpoint({ fail: 1000 }, HELD);

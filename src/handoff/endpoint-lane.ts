@@ -20,9 +20,10 @@ export const DEFAULT_RETRY_SCHEDULE = [5, 300, 1800, 7200, 18_000, 36_000, 36_00
 /**
  * The most deliveries (or batch messages) one take of an endpoint's lane takes; an unbatched lane
  * holds two pages at most (the next is taken while the last of one goes out). Each take and each
- * record is a D1 round trip, which a larger page shares among more deliveries.
+ * record is a D1 round trip, which a larger page shares among more deliveries. A page does not
+ * bound how long a run lasts: no attempt starts past the run's budget.
  */
-export const PAGE = 256;
+export const PAGE = 1024;
 /** The most due rows a batched lane takes to form one round's messages: six full batches. */
 const CANDIDATES = 6 * MAX_BATCH_EVENTS;
 /**
@@ -32,8 +33,16 @@ const CANDIDATES = 6 * MAX_BATCH_EVENTS;
  * sender object is an invocation of its own, so these six are the endpoint's alone.
  */
 const CONNECTIONS = 6;
-/** How long one run of an endpoint's lane keeps taking pages before it hands over to a fresh alarm. */
+/**
+ * How long one run of an endpoint's lane starts attempts before it hands over to a fresh alarm:
+ * the rows of a page not started by then stay due, for the next run.
+ */
 const BUDGET_MS = 10_000;
+/**
+ * A run's hold on its endpoint, renewed by each take: past its budget no attempt starts, so its
+ * attempts are answered or timed out one timeout later, and their outcomes written.
+ */
+const LEASE_MS = BUDGET_MS + DELIVERY_TIMEOUT_MS + 10_000;
 
 /** `WEBHOOK_RETRY_SCHEDULE` (seconds, comma-separated), or the default when unset or malformed. */
 export function retrySchedule(text: string | undefined): readonly number[] {
@@ -59,13 +68,14 @@ function outcomeOf(position: number, attempts: number, answer: Answer, schedule:
   return { position, status: "pending", code, response, error, delayMs: delay * 1000, batchId: null };
 }
 
-/** Runs `work` over `items` with at most `limit` in flight. */
-async function eachLimited<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>) {
+/** Runs `work` over `items` with at most `limit` in flight, starting none at or past `until`; how many started. */
+async function eachLimited<T>(items: readonly T[], limit: number, until: number, work: (item: T) => Promise<void>) {
   let next = 0;
   const lanes = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length) await work(items[next++] as T);
+    while (next < items.length && Date.now() < until) await work(items[next++] as T);
   });
   await Promise.all(lanes);
+  return next;
 }
 
 /** What one endpoint's lane did in a run. */
@@ -145,7 +155,7 @@ export async function deliverEndpoint(
 
 /** What an unbatched stretch of a run did. */
 interface Singles {
-  /** The last page taken was full: more may be due. */
+  /** The last page taken was full, or the budget left some of it: more may be due. */
   more: boolean;
   /** The endpoint is batched now: nothing was taken by the last take. */
   batched: boolean;
@@ -174,11 +184,8 @@ async function sendSingles(
   let recordFailed: unknown = null;
   // The rows taken and not yet recorded: still due in D1, so each take leaves them out.
   const out = new Set<number>();
-  // Long enough for the page's attempts, each at most the timeout, those of the page before still
-  // in flight, and the write of their outcomes.
   const take = async (size: number) => {
-    const leaseMs = (Math.ceil(size / CONNECTIONS) + 1) * DELIVERY_TIMEOUT_MS + 10_000;
-    const page = await takeDuePage(env.DB, endpointId, size, sender, leaseMs, [...out]);
+    const page = await takeDuePage(env.DB, endpointId, size, sender, LEASE_MS, [...out]);
     for (const delivery of page.taken) out.add(delivery.position);
     return page;
   };
@@ -197,13 +204,19 @@ async function sendSingles(
       if (batch) return finish({ more: false, batched: true });
       // The endpoint is gone or disabled: nothing was taken.
       if (!target) return finish({ more: false, batched: false });
-      const more = taken.length === size;
+      let more = taken.length === size;
       let prefetched = false;
       const outcomes: Outcome[] = [];
       const answers: Promise<void>[] = [];
       for (const [i, delivery] of taken.entries()) {
         await slots.acquire();
-        if (i === taken.length - 1 && healthy && more && Date.now() < until) {
+        if (Date.now() >= until) {
+          // The budget is spent: the rest of the page stays due, for the next run.
+          slots.release();
+          more = true;
+          break;
+        }
+        if (i === taken.length - 1 && healthy && more) {
           size = Math.min(PAGE, size * 2);
           next = take(size);
           prefetched = true;
@@ -225,7 +238,7 @@ async function sendSingles(
       const recorded = Promise.all(answers)
         .then(() => recordOutcomes(env.DB, endpointId, outcomes, sender))
         .then(() => {
-          for (const outcome of outcomes) out.delete(outcome.position);
+          for (const delivery of taken) out.delete(delivery.position);
         })
         .then(() => report(endpointId, "single", outcomes, outcomes.map(resultOf)))
         .catch((err: unknown) => {
@@ -274,11 +287,9 @@ async function runLane(
       switches++;
       continue;
     }
-    // Long enough for the page's attempts, each at most the timeout, and the write of their outcomes.
-    const leaseMs = Math.ceil(page / CONNECTIONS) * DELIVERY_TIMEOUT_MS + 10_000;
     // The lease is the sender object's name, the same in every run: an object reset in the middle
     // of a batch takes the endpoint back at its next run, not once the lease lapses.
-    const { taken, target, batch, now } = await takeDuePage(env.DB, endpointId, CANDIDATES, sender, leaseMs);
+    const { taken, target, batch, now } = await takeDuePage(env.DB, endpointId, CANDIDATES, sender, LEASE_MS);
     // The endpoint is gone or disabled: nothing was taken.
     if (!target) return { more: false, holdMs: null };
     if (!batch) {
@@ -297,7 +308,7 @@ async function runLane(
     const messages = batchMessagesOf(endpointId, formed.messages, taken);
     const outcomes: Outcome[] = [];
     const results: Result[] = [];
-    await eachLimited(messages, CONNECTIONS, async (message) => {
+    const started = await eachLimited(messages, CONNECTIONS, until, async (message) => {
       const answer = await post(target, message.id, message.body, Date.now(), deadlines);
       // One outcome for the whole batch: every row delivered, or every row due again at one time.
       const attempts = Math.max(...message.rows.map((row) => row.attempts));
@@ -309,7 +320,9 @@ async function runLane(
     await recordBatch(env.DB, endpointId, outcomes, sender);
     page = results.every((r) => r === "delivered") ? Math.min(PAGE, page * 2) : CONNECTIONS;
     report(endpointId, "batch", outcomes, results);
-    if (!formed.more) break;
+    // Messages not started (the budget is spent) stay due, for the next run.
+    lane.more = formed.more || started < messages.length;
+    if (!lane.more) break;
   }
   return lane;
 }
