@@ -106,7 +106,6 @@ describe("order hand-off: what an operator changes while deliveries are owed", (
       target: null,
       batch: null,
       now: 0,
-      holdUntil: null,
     });
     const row = env.DB.prepare(
       "SELECT status, attempts, next_attempt_at FROM webhook_deliveries WHERE endpoint_id = ?1",
@@ -162,39 +161,6 @@ describe("order hand-off: what an operator changes while deliveries are owed", (
     expect(await take("sender-a", 0)).toEqual([position]);
     expect(await take("sender-b")).toEqual([position]);
     expect(await row.first()).toMatchObject({ status: "pending", attempts: 2 });
-  });
-
-  it("a batched take takes nothing while no message would go: it says until when the rows wait", async () => {
-    const hook = await owing(["order.held"], "later");
-    const position = keyOf(hook.owed.id)?.position as number;
-    const set = (batch: object, batchId: string | null = null, writtenAt: number | null = null) =>
-      env.DB.batch([
-        env.DB.prepare("UPDATE webhook_endpoints SET batch = ?2 WHERE id = ?1").bind(hook.id, JSON.stringify(batch)),
-        env.DB.prepare(
-          "UPDATE webhook_deliveries SET next_attempt_at = 0, batch_id = ?2, created_at = COALESCE(?3, created_at) WHERE endpoint_id = ?1",
-        ).bind(hook.id, batchId, writtenAt),
-      ]);
-    const take = () => takeDuePage(env.DB, hook.id, 600, "sender-a", 60_000);
-    // One fresh event of three, waiting a minute: held back, not read.
-    await set({ maxEvents: 3, maxWaitMs: 60_000 });
-    const written = await env.DB.prepare("SELECT created_at AS at FROM webhook_deliveries WHERE endpoint_id = ?1")
-      .bind(hook.id)
-      .first<{ at: number }>();
-    const held = await take();
-    expect(held.taken).toEqual([]);
-    expect(held.batch).toEqual({ maxEvents: 3, maxWaitMs: 60_000 });
-    expect(held.holdUntil).toBe((written?.at as number) + 60_000);
-    // A message goes once maxEvents are due, once the oldest waited maxWaitMs, or to send a batch again.
-    for (const [batch, batchId, writtenAt] of [
-      [{ maxEvents: 1, maxWaitMs: 60_000 }, null, null],
-      [{ maxEvents: 3, maxWaitMs: 60_000 }, null, 0],
-      [{ maxEvents: 3, maxWaitMs: 60_000 }, "msg_batch_tried", (written?.at as number) + 1],
-    ] as const) {
-      await set(batch, batchId, writtenAt);
-      const page = await take();
-      expect(page.taken.map((row) => row.position)).toEqual([position]);
-      expect(page.holdUntil).toBeNull();
-    }
   });
 
   it("stores the URL as it is fetched, and reads limit as digits only", async () => {

@@ -137,6 +137,13 @@ function takenOf(orders: D1Result | undefined, payments: D1Result | undefined): 
   return paid.length === 0 ? changes : [...changes, ...paid].sort(dueFirst);
 }
 
+/** An enabled endpoint's target and batch setting, and D1's now (the last statement of a take). */
+function readEndpoint(db: D1Database, endpointId: string): D1PreparedStatement {
+  return db
+    .prepare(`SELECT url, secret, batch, ${D1_NOW} AS now FROM webhook_endpoints WHERE id = ?1 AND enabled = 1`)
+    .bind(endpointId);
+}
+
 /** A take of one endpoint's due rows, where they go, the endpoint's batch setting as it is now, and D1's now. */
 export interface TakenPage {
   /** Oldest due first (then in feed order). */
@@ -147,53 +154,33 @@ export interface TakenPage {
   batch: WebhookBatch | null;
   /** D1's clock at the take. */
   now: number;
-  /**
-   * A batched endpoint's due rows held back for more (none taken: no message would go now): when
-   * the oldest has waited `maxWaitMs` (D1's clock). Null otherwise.
-   */
-  holdUntil: number | null;
 }
 
-/** What the take's last statement read of the endpoint, with the rows taken (none: gone or disabled). */
-function pageOf(
-  endpoint: D1Result | undefined,
-  orders: D1Result | undefined,
-  payments: D1Result | undefined,
-): TakenPage {
-  type Row = Target & { batch: string | null; now: number; hold_until: number | null };
-  const row = endpoint?.results[0] as Row | undefined;
-  if (!row) return { taken: [], target: null, batch: null, now: 0, holdUntil: null };
+/** What {@link readEndpoint} read, with the rows taken (none: gone or disabled). */
+function pageOf(endpoint: D1Result | undefined, orders: D1Result | undefined, payments: D1Result | undefined) {
+  const row = endpoint?.results[0] as (Target & { batch: string | null; now: number }) | undefined;
+  if (!row) return { taken: [], target: null, batch: null, now: 0 };
   return {
     taken: takenOf(orders, payments),
     target: { url: row.url, secret: row.secret },
     batch: row.batch ? (JSON.parse(row.batch) as WebhookBatch) : null,
     now: row.now,
-    holdUntil: row.hold_until,
   };
 }
 
 /**
  * The due rows of the endpoint (parameter 2) that `lease` (parameter 1) holds, oldest due first,
  * up to parameter 4, but those in `out` (JSON, parameter 5); due by the take's own now, the lease's
- * start (`lease_until` less its length, parameter 3), so that the take's reads pick the same rows.
- * And whether any message goes now (`sends`): always for an unbatched endpoint; for a batched one
- * (./batches.ts `formMessages`), when a row a batch carried before is due, or `maxEvents` are, or
- * the oldest has waited `maxWaitMs`; otherwise the rows are held back, and their content not read.
- * The table expressions each of the take's reads opens with.
+ * start (`lease_until` less its length, parameter 3), so that the take's two reads pick the same
+ * rows. A table expression that each of them opens with.
  */
 const PAGE_OF_HELD = `WITH page AS MATERIALIZED (
-  SELECT d.position, d.next_attempt_at AS due_at, d.batch_id, d.created_at AS written_at
+  SELECT d.position, d.next_attempt_at AS due_at
   FROM webhook_endpoints e CROSS JOIN webhook_deliveries d ON d.endpoint_id = e.id
   WHERE e.id = ?2 AND e.lease = ?1 AND e.enabled = 1
     AND d.status = 'pending' AND d.next_attempt_at <= e.lease_until - ?3 AND d.${subscribed(2)}
     AND d.position NOT IN (SELECT value FROM json_each(?5))
-  ORDER BY d.next_attempt_at, d.position LIMIT ?4),
-sends AS MATERIALIZED (
-  SELECT e.batch IS NULL
-    OR EXISTS (SELECT 1 FROM page WHERE batch_id IS NOT NULL)
-    OR (SELECT COUNT(*) FROM page) >= json_extract(e.batch, '$.maxEvents')
-    OR (SELECT MIN(written_at) FROM page) + json_extract(e.batch, '$.maxWaitMs') <= e.lease_until - ?3 AS go
-  FROM webhook_endpoints e WHERE e.id = ?2)`;
+  ORDER BY d.next_attempt_at, d.position LIMIT ?4)`;
 
 /**
  * Takes up to `limit` due deliveries of one endpoint, oldest due first, while the endpoint is
@@ -203,8 +190,7 @@ sends AS MATERIALIZED (
  * written once, by their outcome. A sender that dies leaves its rows due, taken again once its
  * lease lapses (at once by its own next run), its attempts not counted. One round trip (one
  * transaction), which also reads the endpoint's URL, secret and batch setting; the lease is kept
- * until {@link release} or {@link recordBatch}. A batched endpoint's rows that no message would
- * carry now are not taken (`holdUntil` says until when they wait).
+ * until {@link release} or {@link recordBatch}.
  */
 export async function takeDuePage(
   db: D1Database,
@@ -228,28 +214,20 @@ export async function takeDuePage(
          SELECT d.type, d.attempts, d.batch_id, page.due_at, d.created_at AS written_at, ${CHANGE_COLUMNS}
          FROM page CROSS JOIN webhook_deliveries d ON d.endpoint_id = ?2 AND d.position = page.position
            JOIN order_changes c ON c.position = d.position JOIN orders o ON o.reservation_id = c.reservation_id
-         WHERE (SELECT go FROM sends)
          ORDER BY page.due_at, page.position`,
       )
       .bind(...page),
     db
       .prepare(
         `${PAGE_OF_HELD}
-         SELECT d.position AS delivery_position, d.attempts, d.batch_id, d.next_attempt_at AS due_at,
-           d.created_at AS written_at, ${PAYMENT_COLUMNS}
-         FROM webhook_deliveries d JOIN payments p ON p.position = -d.position
-         WHERE d.endpoint_id = ?2 AND d.position < 0 AND d.status = 'pending'
-           AND d.position IN (SELECT position FROM page) AND (SELECT go FROM sends)`,
+         SELECT d.position AS delivery_position, d.attempts, d.batch_id, page.due_at, d.created_at AS written_at,
+           ${PAYMENT_COLUMNS}
+         FROM page CROSS JOIN webhook_deliveries d ON d.endpoint_id = ?2 AND d.position = page.position
+           JOIN payments p ON p.position = -d.position
+         WHERE page.position < 0`,
       )
       .bind(...page),
-    db
-      .prepare(
-        `${PAGE_OF_HELD}
-         SELECT url, secret, batch, ${D1_NOW} AS now, CASE WHEN (SELECT go FROM sends) THEN NULL
-           ELSE (SELECT MIN(written_at) FROM page) + json_extract(batch, '$.maxWaitMs') END AS hold_until
-         FROM webhook_endpoints WHERE id = ?2 AND enabled = 1`,
-      )
-      .bind(...page),
+    readEndpoint(db, endpointId),
   ]);
   return pageOf(endpoint, orders, payments);
 }

@@ -289,13 +289,7 @@ async function runLane(
     }
     // The lease is the sender object's name, the same in every run: an object reset in the middle
     // of a batch takes the endpoint back at its next run, not once the lease lapses.
-    const { taken, target, batch, now, holdUntil } = await takeDuePage(
-      env.DB,
-      endpointId,
-      CANDIDATES,
-      sender,
-      LEASE_MS,
-    );
+    const { taken, target, batch, now } = await takeDuePage(env.DB, endpointId, CANDIDATES, sender, LEASE_MS);
     // The endpoint is gone or disabled: nothing was taken.
     if (!target) return { more: false, holdMs: null };
     if (!batch) {
@@ -305,9 +299,7 @@ async function runLane(
     }
     const formed = formMessages(taken, taken.length === CANDIDATES, batch, now, page);
     lane.more = formed.more;
-    // Held back: by the take (no message would go: none taken), or by the forming (a short last part).
-    const hold = formed.holdUntil ?? holdUntil;
-    lane.holdMs = hold === null ? null : hold - now;
+    lane.holdMs = formed.holdUntil === null ? null : formed.holdUntil - now;
     if (formed.messages.length === 0) {
       // Held back for more (or another sender holds the endpoint, and nothing was taken).
       await release(env.DB, endpointId, sender);
