@@ -156,11 +156,21 @@ describe("order hand-off: what an operator changes while deliveries are owed", (
     await recordBatch(env.DB, hook.id, [{ ...outcome, status: "delivered", batchId: "b" }], "sender-a");
     expect(await row.first()).toMatchObject({ status: "delivered", attempts: 2, batch_id: "b" });
     expect(await lease.first()).toEqual({ lease: null });
+    // A batched round's outcomes, recorded by the next take before it reads (only the holder's):
+    // the row answered is not taken again.
+    await due.bind(hook.id).run();
+    expect(await take("sender-a")).toEqual([position]);
+    const recording = (sender: string, batchId: string) =>
+      takeDuePage(env.DB, hook.id, 10, sender, 60_000, [], [{ ...outcome, status: "delivered", batchId }]);
+    expect((await recording("sender-b", "x")).taken).toEqual([]);
+    expect(await row.first()).toMatchObject({ status: "pending", attempts: 2, batch_id: "b" });
+    expect((await recording("sender-a", "c")).taken).toEqual([]);
+    expect(await row.first()).toMatchObject({ status: "delivered", attempts: 3, batch_id: "c" });
     // A holder that dies: once its lease lapses, another sender takes the rows, its attempt not counted.
     await due.bind(hook.id).run();
     expect(await take("sender-a", 0)).toEqual([position]);
     expect(await take("sender-b")).toEqual([position]);
-    expect(await row.first()).toMatchObject({ status: "pending", attempts: 2 });
+    expect(await row.first()).toMatchObject({ status: "pending", attempts: 3 });
   });
 
   it("stores the URL as it is fetched, and reads limit as digits only", async () => {

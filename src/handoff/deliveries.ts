@@ -190,7 +190,9 @@ const PAGE_OF_HELD = `WITH page AS MATERIALIZED (
  * written once, by their outcome. A sender that dies leaves its rows due, taken again once its
  * lease lapses (at once by its own next run), its attempts not counted. One round trip (one
  * transaction), which also reads the endpoint's URL, secret and batch setting; the lease is kept
- * until {@link release} or {@link recordBatch}.
+ * until {@link release} or {@link recordBatch}. It first records `recorded`, the outcomes of the
+ * lane's last round (while the lease still holds, as {@link recordOutcomes}), so that a batched
+ * lane's rounds cost one round trip each, and those rows are not taken again.
  */
 export async function takeDuePage(
   db: D1Database,
@@ -199,9 +201,11 @@ export async function takeDuePage(
   lease: string,
   leaseMs: number,
   out: readonly number[] = [],
+  recorded: readonly Outcome[] = [],
 ): Promise<TakenPage> {
   const page = [lease, endpointId, leaseMs, limit, JSON.stringify(out)] as const;
-  const [, orders, payments, endpoint] = await db.batch([
+  const results = await db.batch([
+    ...(recorded.length === 0 ? [] : [recording(db, endpointId, recorded, lease, heldBy(3, 2))]),
     db
       .prepare(
         `UPDATE webhook_endpoints AS e SET lease = ?1, lease_until = ${D1_NOW} + ?2
@@ -229,6 +233,7 @@ export async function takeDuePage(
       .bind(...page),
     readEndpoint(db, endpointId),
   ]);
+  const [, orders, payments, endpoint] = results.slice(-4);
   return pageOf(endpoint, orders, payments);
 }
 

@@ -277,6 +277,8 @@ async function runLane(
   let batched = false;
   // A setting that changes back and forth between pages cannot keep the lane switching past a few pages.
   let switches = 0;
+  // A batched round answered and not yet recorded: the next take records it, or the run's end.
+  let owed: { outcomes: Outcome[]; results: Result[] } | null = null;
   while (Date.now() < until && switches < 4) {
     if (!batched) {
       const singles = await sendSingles(env, endpointId, schedule, deadlines, until, sender);
@@ -289,9 +291,22 @@ async function runLane(
     }
     // The lease is the sender object's name, the same in every run: an object reset in the middle
     // of a batch takes the endpoint back at its next run, not once the lease lapses.
-    const { taken, target, batch, now } = await takeDuePage(env.DB, endpointId, CANDIDATES, sender, LEASE_MS);
-    // The endpoint is gone or disabled: nothing was taken.
-    if (!target) return { more: false, holdMs: null };
+    const { taken, target, batch, now } = await takeDuePage(
+      env.DB,
+      endpointId,
+      CANDIDATES,
+      sender,
+      LEASE_MS,
+      [],
+      owed?.outcomes,
+    );
+    if (owed) report(endpointId, "batch", owed.outcomes, owed.results);
+    owed = null;
+    if (!target) {
+      // The endpoint is gone or disabled: nothing was taken (the last round's outcomes were recorded).
+      await release(env.DB, endpointId, sender);
+      return { more: false, holdMs: null };
+    }
     if (!batch) {
       batched = false;
       switches++;
@@ -317,12 +332,15 @@ async function runLane(
       }
       results.push(resultOf(outcomeOf(0, attempts, answer, schedule)));
     });
-    await recordBatch(env.DB, endpointId, outcomes, sender);
+    owed = { outcomes, results };
     page = results.every((r) => r === "delivered") ? Math.min(PAGE, page * 2) : CONNECTIONS;
-    report(endpointId, "batch", outcomes, results);
     // Messages not started (the budget is spent) stay due, for the next run.
     lane.more = formed.more || started < messages.length;
     if (!lane.more) break;
+  }
+  if (owed) {
+    await recordBatch(env.DB, endpointId, owed.outcomes, sender);
+    report(endpointId, "batch", owed.outcomes, owed.results);
   }
   return lane;
 }
