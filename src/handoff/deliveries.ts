@@ -16,9 +16,6 @@ import { CHANGE_COLUMNS, type ChangeRow } from "./order-object";
  */
 const D1_NOW = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
 
-/** The endpoint of parameter `id` is held by the lease of parameter `lease` (lapsed or not: no other took it). */
-const heldBy = (id: number, lease: number) =>
-  `EXISTS (SELECT 1 FROM webhook_endpoints WHERE id = ?${id} AND lease = ?${lease})`;
 /** A sender holds the endpoint (`e`): its lease is set and has not lapsed. */
 const HELD = `(e.lease IS NOT NULL AND e.lease_until > ${D1_NOW})`;
 /** The endpoint (`e`) is free for the sender named by parameter `n`: no sender holds it, or that one does. */
@@ -205,7 +202,7 @@ export async function takeDuePage(
 ): Promise<TakenPage> {
   const page = [lease, endpointId, leaseMs, limit, JSON.stringify(out)] as const;
   const results = await db.batch([
-    ...(recorded.length === 0 ? [] : [recording(db, endpointId, recorded, lease, heldBy(3, 2))]),
+    ...(recorded.length === 0 ? [] : [recording(db, endpointId, recorded, lease)]),
     db
       .prepare(
         `UPDATE webhook_endpoints AS e SET lease = ?1, lease_until = ${D1_NOW} + ?2
@@ -271,12 +268,12 @@ function groupsOf(outcomes: readonly Outcome[]) {
 
 /**
  * The statement that records a lane's outcomes at one endpoint (parameter 3), each an attempt counted,
- * for the rows `held` says the lane's lease (parameter 2) still holds. The outcomes travel as one
+ * while the lane's lease (parameter 2) still holds the endpoint (lapsed or not: no other took it). The outcomes travel as one
  * JSON parameter (1), grouped by answer; they are materialized first, so that the plan reads each
  * outcome once and finds its row by key (otherwise SQLite walked the endpoint's rows, or the leased
  * ones, and scanned the whole array for each, on D1's one thread).
  */
-function recording(db: D1Database, endpointId: string, outcomes: readonly Outcome[], lease: string, held: string) {
+function recording(db: D1Database, endpointId: string, outcomes: readonly Outcome[], lease: string) {
   return db
     .prepare(
       `WITH g AS MATERIALIZED (
@@ -298,7 +295,8 @@ function recording(db: D1Database, endpointId: string, outcomes: readonly Outcom
          batch_id = j.batch_id,
          updated_at = ${D1_NOW}
        FROM j
-       WHERE webhook_deliveries.endpoint_id = ?3 AND webhook_deliveries.position = j.position AND ${held}`,
+       WHERE webhook_deliveries.endpoint_id = ?3 AND webhook_deliveries.position = j.position
+         AND EXISTS (SELECT 1 FROM webhook_endpoints WHERE id = ?3 AND lease = ?2)`,
     )
     .bind(JSON.stringify(groupsOf(outcomes)), lease, endpointId);
 }
@@ -310,7 +308,7 @@ function recording(db: D1Database, endpointId: string, outcomes: readonly Outcom
  */
 export async function recordOutcomes(db: D1Database, endpointId: string, outcomes: readonly Outcome[], lease: string) {
   if (outcomes.length === 0) return;
-  await recording(db, endpointId, outcomes, lease, heldBy(3, 2)).run();
+  await recording(db, endpointId, outcomes, lease).run();
 }
 
 /** Lets the endpoint go, if `lease` still holds it. */
@@ -319,7 +317,7 @@ const releasing = (db: D1Database, endpointId: string, lease: string) =>
     .prepare("UPDATE webhook_endpoints SET lease = NULL, lease_until = NULL WHERE id = ?1 AND lease = ?2")
     .bind(endpointId, lease);
 
-/** Lets the endpoint go at the end of an unbatched lane's pages (its outcomes all recorded). */
+/** Lets the endpoint go: at the end of an unbatched lane's pages (their outcomes recorded), or of a take that sends nothing. */
 export async function release(db: D1Database, endpointId: string, lease: string) {
   await releasing(db, endpointId, lease).run();
 }
@@ -330,7 +328,7 @@ export async function release(db: D1Database, endpointId: string, lease: string)
  */
 export async function recordBatch(db: D1Database, endpointId: string, outcomes: readonly Outcome[], lease: string) {
   await db.batch([
-    ...(outcomes.length === 0 ? [] : [recording(db, endpointId, outcomes, lease, heldBy(3, 2))]),
+    ...(outcomes.length === 0 ? [] : [recording(db, endpointId, outcomes, lease)]),
     releasing(db, endpointId, lease),
   ]);
 }
