@@ -5,12 +5,20 @@ import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
 import { reserveUnits } from "../src/edge/reserve";
 import type { ApiError } from "../src/http/errors";
 import { call, createSku, reserve, stockCallsTo, stockOf, stockShard, tokenFor, uniqueSku } from "./support/client";
-// Suites of the reservation path share this file's workerd (one start-up, issue #56): a stock object
-// reset mid-call (503 BUSY, then the same request holds once), group commit (one isolate's batches)
-// and the gathering tier (many isolates').
+// Suites of the reservation path and of the orders it makes share this file's workerd (each workerd
+// file pays a start-up of its own, issue #56): a stock object reset mid-call (503 BUSY, then the same
+// request holds once), group commit (one isolate's batches), the gathering tier (many isolates'); the
+// object's storage bounds; the order pipeline through the real queue, the consumer driven with
+// hand-made batches, the console's order lookup, and D1's and the hand-off's retention.
 import "./suites/object-reset";
 import "./suites/group-commit";
 import "./suites/gather";
+import "./suites/storage-bounds";
+import "./suites/order-pipeline";
+import "./suites/order-consumer";
+import "./suites/order-lookup";
+import "./suites/retention";
+import "./suites/handoff-retention";
 
 const TOKEN_SECRET = "test-token-secret";
 

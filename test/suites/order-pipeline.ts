@@ -1,15 +1,9 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, createSku, reserve, stockOf, tokenFor, uniqueSku } from "./support/client";
-import { eventually } from "./support/eventually";
-import { pay } from "./support/payments";
-import { seededRandom } from "./support/random";
-// The orders' other suites share this file's workerd (one start-up, issue #56): the consumer driven
-// with hand-made batches, the console's order lookup, and D1's and the hand-off's retention.
-import "./suites/order-consumer";
-import "./suites/order-lookup";
-import "./suites/retention";
-import "./suites/handoff-retention";
+import { call, createSku, reserve, stockOf, tokenFor, uniqueSku } from "../support/client";
+import { eventually } from "../support/eventually";
+import { pay } from "../support/payments";
+import { seededRandom } from "../support/random";
 
 /**
  * End to end through miniflare's real queue emulation: stock object outbox → `order-events`

@@ -1,15 +1,15 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { StockEngine } from "../durable-objects/engine/stock-engine";
-import { fnv1a } from "../durable-objects/shared/fnv1a";
-import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
-import { forgetSoldOut } from "../src/edge/sold-out-cache";
-import { reconcile } from "../src/reconcile/reconcile";
-import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "./support/client";
-import { eventually } from "./support/eventually";
-import { pay } from "./support/payments";
-import { ordersOf, reconcileNow } from "./support/reconcile";
+import { StockEngine } from "../../durable-objects/engine/stock-engine";
+import { fnv1a } from "../../durable-objects/shared/fnv1a";
+import { mintPurchaseToken, newNonce } from "../../src/edge/purchase-token";
+import { forgetSoldOut } from "../../src/edge/sold-out-cache";
+import { reconcile } from "../../src/reconcile/reconcile";
+import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "../support/client";
+import { eventually } from "../support/eventually";
+import { pay } from "../support/payments";
+import { ordersOf, reconcileNow } from "../support/reconcile";
 
 /**
  * Finished rows leave the stock object once D1 has them (reconciliation's watermark passed them and
