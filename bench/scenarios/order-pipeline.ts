@@ -148,8 +148,11 @@ export async function pipelineRun(bench: Bench, server: WorkerServer, objectCpuU
         : (cpu - n * objectCpuUsPerReservation) / Math.max(1, fig.rows),
     rowsAtSaleEnd,
   };
+  const pipelineShare = Number.isNaN(result.pipelineCpuUsPerOrder)
+    ? ""
+    : `, ${result.pipelineCpuUsPerOrder.toFixed(0)} µs of it the pipeline's`;
   log(
-    `order pipeline: ${fig.rows} rows, ${fig.ordersPerSec.toFixed(0)} orders/s (consumer ${fig.persistPerSec.toFixed(0)}/s), lag p50 ${fig.lagP50Ms} ms p99 ${fig.lagP99Ms} ms, ${result.cpuUsPerOrder.toFixed(0)} µs workerd CPU per order (sale included), ${result.pipelineCpuUsPerOrder.toFixed(0)} µs of it the pipeline's (${rowsAtSaleEnd} rows written during the sale)`,
+    `order pipeline: ${fig.rows} rows, ${fig.ordersPerSec.toFixed(0)} orders/s (consumer ${fig.persistPerSec.toFixed(0)}/s), lag p50 ${fig.lagP50Ms} ms p99 ${fig.lagP99Ms} ms, ${result.cpuUsPerOrder.toFixed(0)} µs workerd CPU per order (sale included)${pipelineShare} (${rowsAtSaleEnd} rows written during the sale)`,
   );
   return { result, meter };
 }
