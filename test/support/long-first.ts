@@ -20,6 +20,7 @@ const LONG_FIRST = [
   "test/webhook-batches.integration.test.ts", // 21
   "test/sale-day.e2e.test.ts", // 20
   "test/waitlist-line.integration.test.ts", // 19
+  "test/reservations.integration.test.ts", // 16
   "test/sim.unit.test.ts", // 16
   "test/embed.e2e.test.ts", // 16
   "test/sizes.e2e.test.ts", // 16
