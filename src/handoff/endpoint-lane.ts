@@ -167,8 +167,9 @@ interface Singles {
  * taken as the last row of the one before goes out, so the connections never wait for D1 (its
  * take renews the endpoint's lease for the attempts still in flight before it, and leaves their rows
  * out). After an answer that was not, a page is taken only once the one before is answered and
- * recorded, one round at a time, as an endpoint that fails or hangs holds its lane for one round. Each page's outcomes are recorded as
- * soon as its last answer comes, while the next page's attempts go on.
+ * recorded, one round at a time, as an endpoint that fails or hangs holds its lane for one round.
+ * Each page's outcomes are recorded as soon as its last answer comes, while the next page's attempts
+ * go on.
  */
 async function sendSingles(
   env: Env,
