@@ -154,6 +154,14 @@ function table(head: string | string[], rows: string[][]): string {
   ].join("\n");
 }
 
+/** Markdown blocks (paragraphs, tables, headings) as lines, each followed by a blank one; a false or undefined block is left out. */
+function blocks(...parts: (string | false | undefined)[]): string[] {
+  return parts.flatMap((part) => (typeof part === "string" ? [part, ""] : []));
+}
+
+/** This run's Worker or object, as a row beside an earlier commit's. */
+const thisRun = (r: Results) => `\`${r.commit}\`${r.dirty ? " (with uncommitted changes)" : ""} this run`;
+
 /**
  * What a point is divided by: the bare Worker's runs beside it (bench/run.ts), or for a run that
  * had none (an older results.json), the one bare run at the start.
@@ -383,7 +391,7 @@ function edgeTable(r: Results, via: Via): string {
  * What each point costs beyond a bare Worker (its CPU per request less the mean of the bare runs
  * beside it), both ways in, and what Miniflare's entry worker adds to a bare request.
  */
-function costTable(r: Results): string {
+function costTable(r: Results): string[] {
   const own = (key: string, via: Via) =>
     (r.points[viaKey(key, via)]?.cpuUsPerRequest ?? Number.NaN) -
     (ceilingFor(r, viaKey(key, via))?.cpuUsPerRequest ?? Number.NaN);
@@ -399,7 +407,7 @@ function costTable(r: Results): string {
   };
   const bareEntry = bareCpu("entry");
   const bareDirect = bareCpu("direct");
-  return [
+  return blocks(
     table(
       ["CPU µs per request beyond a bare Worker's", "through the entry worker", "direct"],
       [
@@ -407,9 +415,8 @@ function costTable(r: Results): string {
         ["a bare Worker's own request (mean of its runs)", n0(bareEntry), n0(bareDirect)],
       ],
     ),
-    "",
     `Miniflare's entry worker, which \`wrangler dev\` puts in front of every request and which does not exist on Cloudflare, costs ${n0(bareEntry - bareDirect)} µs of a bare request's ${n0(bareEntry)} here (the same workerd, reached both ways). It is paid by the bare Worker and by the gateway alike, so every ratio to a bare Worker reached through it is squeezed toward 1; the direct column is what the gateway's own code costs, and where a change to it shows.`,
-  ].join("\n");
+  );
 }
 
 /** The bare Worker's own p99 ÷ p50 over its runs reached `via`: "lowest–highest". */
@@ -418,8 +425,8 @@ function bareTails(r: Results, via: Via): string {
   return tails.length === 0 ? "–" : `${x2(Math.min(...tails))}–${x2(Math.max(...tails))}`;
 }
 
-function targetTable(r: Results): string {
-  return [
+function targetTable(r: Results): string[] {
+  return blocks(
     table(
       ["target", "this run", "wanted", "met", "estimated bound (spread)", "direct; its estimated bound"],
       targets(r).map((t) => [
@@ -433,11 +440,9 @@ function targetTable(r: Results): string {
           : "–",
       ]),
     ),
-    "",
     `"Estimated bound" is an estimate, from this one run, of the most any code could reach on a target here: the sold-out floor (bench/lib/floor-worker.ts: JWT, rate limit, body and purchase token checked by hand, no framework) for the sold-out storm; for the hot SKU, the floor's checks plus the stock object's CPU per reservation and the order pipeline's per order (both measured in this run, in the same workerd as locally), as a throughput if CPU is all that bounds it. The figure uses the mean of the bare Worker's runs beside the floor; in brackets, the lowest and highest it comes out with each of those runs alone, which is how much the runtime moved within the run. It is not a proof: a measured ratio at or past it (as can happen within the spread) means the estimate is loose, and one run cannot show that a target is out of reach. What it does say: the part of each request spent in the local runtime (Miniflare's entry worker in front of every request, the body pumped between the two, the queue and D1 on the objects' thread) is not Flashgate's to remove. "Direct" is the same ratio and its estimate with the Worker reached directly (no entry worker in front of either side), where the gateway's own cost is a larger part of each request.`,
-    "",
     `The latency target has no bound: the same ratio of the bare Worker's runs in this run was ${bareTails(r, "entry")} through the entry worker and ${bareTails(r, "direct")} directly (their p50 and p99 in the tables above). Under a closed loop of 50 connections on 2 cores the tail is the runtime's and the machine's more than the gateway's: a Worker that does nothing has it too, and from run to run it moves more than any code could.`,
-  ].join("\n");
+  );
 }
 
 /**
@@ -457,7 +462,7 @@ function baselineTable(r: Results, via: Via): string {
     const each = runs.length > 1 ? ` (${cpu.map(n0).join(", ")})` : "";
     return [n0(median(runs.map((p) => p.rps))), `${n0(median(cpu))}${each}`];
   };
-  const now = `\`${r.commit}\`${r.dirty ? " (with uncommitted changes)" : ""} this run`;
+  const now = thisRun(r);
   const rows = r.baselines.flatMap((b) => [
     [`\`${b.commit}\` ${headline(b.subject)}`, ...points.flatMap((point) => cells(b, viaKey(point, via)))],
     [`${now}, beside it`, ...points.flatMap((point) => cells(b, viaKey(`now_${point}`, via), viaKey(point, via)))],
@@ -472,11 +477,10 @@ function baselineTable(r: Results, via: Via): string {
 function sizesLine(f: Results["figures"]["hot_sizes"]): string[] {
   if (!f) return [];
   const list = (xs: number[]) => xs.map((x) => n0(x)).join(", ");
-  return [
-    // Results from before the figure kept its count had 12.
+  // Results from before the figure kept its count had 12.
+  return blocks(
     `A hot product in ${f.sizes ?? 12} sizes, each buyer listing 1 to 3 of them (issue #51), beside the plain hot SKU, directly, in ${f.rounds} pairs of rounds (which goes first alternating): CPU µs per reservation ${list(f.sizesCpuUs)} in sizes, ${list(f.plainCpuUs)} plain; the medians' ratio ${x2(f.ratio)}.`,
-    "",
-  ];
+  );
 }
 
 /** "Instructions per call": the callgrind counts, group by group, beside the floors counted the same way. */
@@ -493,33 +497,32 @@ function callgrindSection(r: Results): string[] {
     bare: "bare Worker",
   };
   const k = (p: CallgrindPoint, g: string) => p.groups.find(([name]) => name === g)?.[1] ?? 0;
-  const table = (keys: string[], per: string): string[] => {
+  /** The points counted of `keys`, their groups largest first (by the first point's count). */
+  const groupTable = (keys: string[], per: string) => {
     const points = keys.flatMap((key) => (counted[key] ? [[key, counted[key]] as const] : []));
     const first = points[0]?.[1];
-    if (!first) return [];
+    if (!first) return undefined;
     const groups = [...new Set(points.flatMap(([, p]) => p.groups.map(([g]) => g)))];
     groups.sort((a, b) => k(first, b) - k(first, a));
-    return [
-      `| group (K instructions per ${per}) | ${points.map(([key, p]) => `${labels[key] ?? key} (${n0(p.calls)})`).join(" | ")} |`,
-      `|${[0, ...points].map(() => " --- ").join("|")}|`,
-      ...groups.map((g) => `| ${g} | ${points.map(([, p]) => n1(k(p, g))).join(" | ")} |`),
-      `| all of workerd | ${points.map(([, p]) => `**${n0(p.kInstructions)}**`).join(" | ")} |`,
-      "",
-    ];
+    return table(
+      [`group (K instructions per ${per})`, ...points.map(([key, p]) => `${labels[key] ?? key} (${n0(p.calls)})`)],
+      [
+        ...groups.map((g) => [g, ...points.map(([, p]) => n1(k(p, g)))]),
+        ["all of workerd", ...points.map(([, p]) => `**${n0(p.kInstructions)}**`)],
+      ],
+    );
   };
   const ratio = (a: string, b: string, says: string, of: string) => {
     const [x, y] = [counted[a], counted[b]];
     return x && y ? ` ${says} ${x2(x.kInstructions / y.kInstructions)} ${of}.` : "";
   };
   const at = Object.entries(counted).map(([key, p]) => `${key} \`${p.commit}\``);
-  return [
+  return blocks(
     "## Instructions per call (callgrind)",
-    "",
     `workerd under valgrind's callgrind, instrumented only while the measured calls ran (\`npm run bench:perf -- <point> --callgrind --save\`, bench/lib/callgrind.ts): thousands of instructions per call (per request for a GET, ten in flight), by the groups of the perf table; in brackets, the calls counted. An instruction count moves far less with the machine's other load than CPU time does (a GET's by about a tenth from count to count, with garbage collection and allocation); it leaves out the kernel's work (the syscalls of a commit) and the cost of cache misses, and under valgrind the object's outbox, paced by the wall clock, flushes on every call (the gateway's metrics, paced the same way, are flushed once a minute there rather than once a second). Counted at ${at.join(", ")}.${ratio("engine1", "row", "The engine core's call runs", "the one-row floor's instructions")}${ratio("statements", "row", "A hold's six statements alone, in the engine's tables, run", "the one-row floor's")}${ratio("healthz", "bare", "GET /healthz runs", "the bare Worker's")}${ratio("framework", "bare", "Hono alone, one route and no gateway code, runs", "the bare Worker's")}`,
-    "",
-    ...table(["engine1", "statements", "row", "noop"], "call"),
-    ...table(["healthz", "framework", "bare"], "request"),
-  ];
+    groupTable(["engine1", "statements", "row", "noop"], "call"),
+    groupTable(["healthz", "framework", "bare"], "request"),
+  );
 }
 
 /**
@@ -534,39 +537,35 @@ function engineBaselineTable(r: Results): string[] {
     const cpu = (keys ?? []).map((k) => figure(k)?.cpuUsPerReservation).filter((v): v is number => v !== undefined);
     return cpu.length === 0 ? "–" : `${n0(median(cpu))}${cpu.length > 1 ? ` (${cpu.map(n0).join(", ")})` : ""}`;
   };
-  const statements = (keys: string[] | undefined) => n1(figure(keys?.[0])?.sqlStatementsPerReservation);
+  const batch1 = (what: string, keys: string[] | undefined, batch64?: number) => [
+    what,
+    rounds(keys),
+    n1(figure(keys?.[0])?.sqlStatementsPerReservation),
+    n1(batch64),
+  ];
   const rows = r.baselines
     .filter((b) => b.rounds?.engine_core_batch1 !== undefined)
     .flatMap((b) => [
-      [
+      batch1(
         `\`${b.commit}\` ${headline(b.subject)}`,
-        rounds(b.rounds?.engine_core_batch1),
-        statements(b.rounds?.engine_core_batch1),
-        n1(figure(b.keys.engine_core)?.cpuUsPerReservation),
-      ],
-      [
-        `\`${r.commit}\`${r.dirty ? " (with uncommitted changes)" : ""} this run, beside it`,
-        rounds(b.rounds?.now_engine_core_batch1),
-        statements(b.rounds?.now_engine_core_batch1),
-        n1(r.figures.engine_core?.cpuUsPerReservation),
-      ],
+        b.rounds?.engine_core_batch1,
+        figure(b.keys.engine_core)?.cpuUsPerReservation,
+      ),
+      batch1(`${thisRun(r)}, beside it`, b.rounds?.now_engine_core_batch1, r.figures.engine_core?.cpuUsPerReservation),
     ]);
   if (rows.length === 0) return [];
-  return [
+  return blocks(
     "The engine core (the object alone, state on tmpfs), the earlier object and this run's: in batches of 1 back to back over the rounds, which one goes first alternating; in batches of 64 once each (this run's from its own section above).",
-    "",
     table(["object at commit", "batch 1: CPU µs per call", "SQL statements", "batch 64: CPU µs per reservation"], rows),
-    "",
-  ];
+  );
 }
 
 export function performanceDoc(r: Results): string {
-  const lua1 = r.redis.reserve_lua_p1;
-  const lua16 = r.redis.reserve_lua_p16;
   const engine = r.figures.engine_core;
   const pipe = r.figures.order_pipeline;
   const hotOrders = r.figures.hot_sku_orders;
-  /** A row of the stock table: per second and CPU, or with its latencies too. */
+  const mem = r.figures.memory;
+  /** Rows of the stock table: per second and CPU, with the latencies where they were measured. */
   const objectRow = (what: string, f?: EngineFigure) => [what, n0(f?.perSec), "", "", n0(f?.cpuUsPerReservation)];
   const luaRow = (what: string, b?: RedisBenchResult) => [
     what,
@@ -575,129 +574,106 @@ export function performanceDoc(r: Results): string {
     n1(b?.p99Ms),
     n1(b?.cpuUsPerCall),
   ];
+  const ordersRow = (what: string, f: PipelineFigures | undefined, cpu: string) => [
+    what,
+    n0(f?.ordersPerSec),
+    n0(f?.lagP50Ms),
+    n0(f?.lagP99Ms),
+    cpu,
+  ];
   const out: string[] = [
-    "# Performance",
-    "",
-    `Generated by \`npm run bench\` (bench/report.ts, from bench/results.json); do not edit by hand. Run of ${r.date}, commit \`${r.commit}\`${r.dirty ? " with uncommitted changes" : ""}, ${r.mode} mode (${r.timing.warmSeconds} s warm-up, then ${r.timing.seconds} s measured, ${r.timing.connections} connections), on ${r.machine.cores} cores of ${r.machine.cpu}, ${r.machine.memoryGiB} GiB, ${r.machine.platform}.`,
-    "",
-    `Load: ${r.load}. CPU: ${r.cpu}. The Worker runs in workerd through Miniflare with wrangler.toml's bindings (tools/worker.ts), the ceiling is a bare Worker (\`fetch() → new Response('{"ok":true}')\`) in its own workerd started the same way. Both are reached two ways: through Miniflare's entry worker (as \`wrangler dev\` serves them) and directly (the Worker's own socket in the same workerd). Wall-clock throughput on a shared 2-core machine swings by a third from run to run; CPU per request barely moves, and it is what Workers bills.`,
-    "",
-    "## The edge, side by side",
-    "",
-    "Through Miniflare's entry worker, as `wrangler dev` serves the Worker (and as the issue that set the targets measured it):",
-    "",
-    edgeTable(r, "entry"),
-    "",
-    "Direct: the same workerd's own socket for the Worker, nothing in front of it, as on Cloudflare:",
-    "",
-    edgeTable(r, "direct"),
-    "",
-    `Each edge point is divided by the bare Worker's runs just before and after it (their mean), reached the same way: the bare rows are those runs, and how far they differ is how much the machine drifted during the bench.`,
-    "",
-    "## What the code costs",
-    "",
-    costTable(r),
-    "",
+    ...blocks(
+      "# Performance",
+      `Generated by \`npm run bench\` (bench/report.ts, from bench/results.json); do not edit by hand. Run of ${r.date}, commit \`${r.commit}\`${r.dirty ? " with uncommitted changes" : ""}, ${r.mode} mode (${r.timing.warmSeconds} s warm-up, then ${r.timing.seconds} s measured, ${r.timing.connections} connections), on ${r.machine.cores} cores of ${r.machine.cpu}, ${r.machine.memoryGiB} GiB, ${r.machine.platform}.`,
+      `Load: ${r.load}. CPU: ${r.cpu}. The Worker runs in workerd through Miniflare with wrangler.toml's bindings (tools/worker.ts), the ceiling is a bare Worker (\`fetch() → new Response('{"ok":true}')\`) in its own workerd started the same way. Both are reached two ways: through Miniflare's entry worker (as \`wrangler dev\` serves them) and directly (the Worker's own socket in the same workerd). Wall-clock throughput on a shared 2-core machine swings by a third from run to run; CPU per request barely moves, and it is what Workers bills.`,
+      "## The edge, side by side",
+      "Through Miniflare's entry worker, as `wrangler dev` serves the Worker (and as the issue that set the targets measured it):",
+      edgeTable(r, "entry"),
+      "Direct: the same workerd's own socket for the Worker, nothing in front of it, as on Cloudflare:",
+      edgeTable(r, "direct"),
+      `Each edge point is divided by the bare Worker's runs just before and after it (their mean), reached the same way: the bare rows are those runs, and how far they differ is how much the machine drifted during the bench.`,
+      "## What the code costs",
+    ),
+    ...costTable(r),
     ...sizesLine(r.figures.hot_sizes),
     ...floorSection({ ...r.figures, points: r.points, pipelineCpuUsPerOrder: pipe?.pipelineCpuUsPerOrder }),
     ...perfSection(r.figures.perf),
     ...callgrindSection(r),
     ...partsSection(r.figures.hot_sku_parts),
-    "## Targets",
-    "",
-    targetTable(r),
-    "",
-    "## Stock decisions and orders",
-    "",
-    table(
-      ["what", "per second", "p50 ms", "p99 ms", "CPU µs each"],
-      [
-        objectRow(
-          `engine core: the stock object's reserve RPC, batches of ${engine?.batch ?? 64} (in workerd, no HTTP), as the object runs on Cloudflare: alone in its workerd (its outbox written and sent; the consumer and D1 are elsewhere there) and its commit not waiting for a local fsync (state on tmpfs; Cloudflare makes a commit durable by replication while the object goes on)`,
-          engine,
-        ),
-        objectRow(
-          "the same object with an fsync per commit (state on disk): durability-equal to Redis with appendfsync always",
-          r.figures.engine_core_fsync,
-        ),
-        objectRow(
-          "the same on disk with the whole order pipeline (queue broker, consumer, D1) in its workerd, as `npm run dev` runs it",
-          r.figures.engine_core_shared,
-        ),
-        luaRow("redis-benchmark EVALSHA reserve.lua, c50, unpipelined", lua1),
-        luaRow("redis-benchmark EVALSHA reserve.lua, c50, -P 16", lua16),
-        luaRow("the same, unpipelined, redis-server with appendfsync always", r.redis.reserve_lua_p1_fsync_always),
-        [
-          `orders persisted in D1, a sale of ${n0(pipe?.rows)} through the reserve RPC (first hold → last row; lag hold → row)`,
-          n0(pipe?.ordersPerSec),
-          n0(pipe?.lagP50Ms),
-          n0(pipe?.lagP99Ms),
-          n0(pipe?.cpuUsPerOrder),
-        ],
-        [
-          "the same orders, the consumer's rate once it started (CPU: the above less the stock object's share, the engine core on disk: broker + consumer + D1)",
-          n0(pipe?.persistPerSec),
-          "",
-          "",
-          n0(pipe?.pipelineCpuUsPerOrder),
-        ],
-        [
-          `orders of the hot-SKU run (${n0(hotOrders?.rows)} rows, HTTP load)`,
-          n0(hotOrders?.ordersPerSec),
-          n0(hotOrders?.lagP50Ms),
-          n0(hotOrders?.lagP99Ms),
-          "",
-        ],
-      ],
-    ),
-    "",
-  ];
-  out.push(...handOffSection(r));
-  out.push(...classicPipelineSection(r));
-  const mem = r.figures.memory;
-  out.push(
-    `SQL statements per reservation in the engine core (each a call from JS into SQLite, outbox flushes included): ${engine?.sqlStatementsPerReservation?.toFixed(2) ?? "–"}.`,
-    "",
-  );
-  if (mem) {
-    out.push(
-      "## Stock object memory",
-      "",
-      "The isolate's JS heap after a full GC (the inspector's `Runtime.getHeapUsage`; the 128 MB limit is on it) and workerd's RSS, after one object was filled and then decided reserve batches over what it holds.",
-      "",
+    ...blocks("## Targets"),
+    ...targetTable(r),
+    ...blocks(
+      "## Stock decisions and orders",
       table(
-        ["one object with", "heap MiB", "heap Δ MiB", "RSS Δ MiB", "SQLite MiB"],
+        ["what", "per second", "p50 ms", "p99 ms", "CPU µs each"],
         [
-          [`${n0(mem.liveHolds?.holds)} live holds`, mem.liveHolds] as const,
-          [`${n0(mem.userQuotas?.users)} users' quotas`, mem.userQuotas] as const,
-        ].map(([what, m]) => [what, n1(m?.heapUsedMiB), n1(m?.heapDeltaMiB), n1(m?.rssDeltaMiB), n1(m?.databaseMiB)]),
+          objectRow(
+            `engine core: the stock object's reserve RPC, batches of ${engine?.batch ?? 64} (in workerd, no HTTP), as the object runs on Cloudflare: alone in its workerd (its outbox written and sent; the consumer and D1 are elsewhere there) and its commit not waiting for a local fsync (state on tmpfs; Cloudflare makes a commit durable by replication while the object goes on)`,
+            engine,
+          ),
+          objectRow(
+            "the same object with an fsync per commit (state on disk): durability-equal to Redis with appendfsync always",
+            r.figures.engine_core_fsync,
+          ),
+          objectRow(
+            "the same on disk with the whole order pipeline (queue broker, consumer, D1) in its workerd, as `npm run dev` runs it",
+            r.figures.engine_core_shared,
+          ),
+          luaRow("redis-benchmark EVALSHA reserve.lua, c50, unpipelined", r.redis.reserve_lua_p1),
+          luaRow("redis-benchmark EVALSHA reserve.lua, c50, -P 16", r.redis.reserve_lua_p16),
+          luaRow("the same, unpipelined, redis-server with appendfsync always", r.redis.reserve_lua_p1_fsync_always),
+          ordersRow(
+            `orders persisted in D1, a sale of ${n0(pipe?.rows)} through the reserve RPC (first hold → last row; lag hold → row)`,
+            pipe,
+            n0(pipe?.cpuUsPerOrder),
+          ),
+          [
+            "the same orders, the consumer's rate once it started (CPU: the above less the stock object's share, the engine core on disk: broker + consumer + D1)",
+            n0(pipe?.persistPerSec),
+            "",
+            "",
+            n0(pipe?.pipelineCpuUsPerOrder),
+          ],
+          ordersRow(`orders of the hot-SKU run (${n0(hotOrders?.rows)} rows, HTTP load)`, hotOrders, ""),
+        ],
       ),
-      "",
-    );
-  }
-  out.push(...drawSection(r));
-  out.push(...challengeSection(r));
-  if (r.capacity) out.push(...capacitySection(r.capacity));
-  out.push(...copiesSection(r));
-  out.push(...saleLogSection(r.figures.sale_log, r.figures.sale_log_before));
+    ),
+    ...handOffSection(r),
+    ...classicPipelineSection(r),
+    ...blocks(
+      `SQL statements per reservation in the engine core (each a call from JS into SQLite, outbox flushes included): ${engine?.sqlStatementsPerReservation?.toFixed(2) ?? "–"}.`,
+      mem && "## Stock object memory",
+      mem &&
+        "The isolate's JS heap after a full GC (the inspector's `Runtime.getHeapUsage`; the 128 MB limit is on it) and workerd's RSS, after one object was filled and then decided reserve batches over what it holds.",
+      mem &&
+        table(
+          ["one object with", "heap MiB", "heap Δ MiB", "RSS Δ MiB", "SQLite MiB"],
+          [
+            [`${n0(mem.liveHolds?.holds)} live holds`, mem.liveHolds] as const,
+            [`${n0(mem.userQuotas?.users)} users' quotas`, mem.userQuotas] as const,
+          ].map(([what, m]) => [what, n1(m?.heapUsedMiB), n1(m?.heapDeltaMiB), n1(m?.rssDeltaMiB), n1(m?.databaseMiB)]),
+        ),
+    ),
+    ...drawSection(r),
+    ...challengeSection(r),
+    ...capacitySection(r.capacity),
+    ...copiesSection(r),
+    ...saleLogSection(r.figures.sale_log, r.figures.sale_log_before),
+  ];
   if (r.baselines.length > 0) {
     out.push(
-      "## Before → after",
-      "",
-      "Each earlier commit's Worker was started from a worktree of it and measured in this same run (`npm run bench -- --baseline <ref>,…`), each point paired with this run's Worker on the same point, back to back (which one goes first alternating over `--rounds`, 3 by default), so each pair shares the machine's conditions. Each cell is the median of the rounds; the CPU of each round follows in parentheses.",
-      "",
-      "Through Miniflare's entry worker:",
-      "",
-      baselineTable(r, "entry"),
-      "",
-      "Direct (the Worker's own socket; where a change to the gateway's code shows):",
-      "",
-      baselineTable(r, "direct"),
-      "",
+      ...blocks(
+        "## Before → after",
+        "Each earlier commit's Worker was started from a worktree of it and measured in this same run (`npm run bench -- --baseline <ref>,…`), each point paired with this run's Worker on the same point, back to back (which one goes first alternating over `--rounds`, 3 by default), so each pair shares the machine's conditions. Each cell is the median of the rounds; the CPU of each round follows in parentheses.",
+        "Through Miniflare's entry worker:",
+        baselineTable(r, "entry"),
+        "Direct (the Worker's own socket; where a change to the gateway's code shows):",
+        baselineTable(r, "direct"),
+      ),
       ...engineBaselineTable(r),
     );
   }
-  if (r.problems.length > 0) out.push("## Problems in this run", "", ...r.problems.map((p) => `- ${p}`), "");
+  if (r.problems.length > 0) out.push(...blocks("## Problems in this run", r.problems.map((p) => `- ${p}`).join("\n")));
   return `${out.join("\n")}\n`;
 }
 
@@ -707,56 +683,44 @@ function beforeAfter(
   now: HandOffFigures,
 ): string[] {
   if (!before) return [];
-  const cpu = (f: { plain: { cpuUsPerOrder?: number | null }; hooks: { cpuUsPerOrderDelivered?: number | null } }) =>
-    (f.hooks.cpuUsPerOrderDelivered ?? Number.NaN) / (f.plain.cpuUsPerOrder ?? Number.NaN);
-  const row = (what: string, pick: (f: typeof now) => number, shown = n0) => [
-    what,
-    shown(pick(before as unknown as typeof now)),
-    shown(pick(now)),
+  type Medians = Pick<HandOffFigures, "plain" | "hooks">;
+  const per = (a: number | undefined, b: number | undefined) => (a ?? Number.NaN) / (b ?? Number.NaN);
+  const rows: [string, (f: Medians) => number | undefined, typeof n0][] = [
+    ["orders/s", (f) => f.hooks.ordersPerSec, n0],
+    ["deliveries/s", (f) => f.hooks.deliveriesPerSec, n0],
+    ["deliveries/s ÷ orders/s", (f) => per(f.hooks.deliveriesPerSec, f.hooks.ordersPerSec), x2],
+    ["delivery lag p50 ms", (f) => f.hooks.deliveryLagP50Ms, n0],
+    ["delivery lag p99 ms", (f) => f.hooks.deliveryLagP99Ms, n0],
+    ["workerd CPU µs per order, endpoint on", (f) => f.hooks.cpuUsPerOrderDelivered, n0],
+    ["workerd CPU µs per order, endpoint disabled", (f) => f.plain.cpuUsPerOrder, n0],
+    ["on ÷ disabled", (f) => per(f.hooks.cpuUsPerOrderDelivered, f.plain.cpuUsPerOrder), x2],
   ];
-  return [
+  return blocks(
     "### Before → after",
-    "",
     `Before: ${before.what}, measured ${before.measured.slice(0, 10)} at ${before.commit} (medians of ${before.rounds} rounds); after: this run's medians.`,
-    "",
     table(
       ["median, endpoint on", "before", "after"],
-      [
-        row("orders/s", (f) => f.hooks.ordersPerSec ?? Number.NaN),
-        row("deliveries/s", (f) => f.hooks.deliveriesPerSec ?? Number.NaN),
-        row(
-          "deliveries/s ÷ orders/s",
-          (f) => (f.hooks.deliveriesPerSec ?? Number.NaN) / (f.hooks.ordersPerSec ?? Number.NaN),
-          x2,
-        ),
-        row("delivery lag p50 ms", (f) => f.hooks.deliveryLagP50Ms ?? Number.NaN),
-        row("delivery lag p99 ms", (f) => f.hooks.deliveryLagP99Ms ?? Number.NaN),
-        row("workerd CPU µs per order, endpoint on", (f) => f.hooks.cpuUsPerOrderDelivered ?? Number.NaN),
-        row("workerd CPU µs per order, endpoint disabled", (f) => f.plain.cpuUsPerOrder ?? Number.NaN),
-        row("on ÷ disabled", cpu, x2),
-      ],
+      rows.map(([what, pick, shown]) => [what, shown(pick(before)), shown(pick(now))]),
     ),
-    "",
-  ];
+  );
 }
 
 /** "Order hand-off": the order pipeline with one webhook endpoint, beside it without (absent from runs without it). */
 function handOffSection(r: Results): string[] {
   const h = r.figures.order_pipeline_webhooks;
   if (!h || h.rounds.length === 0) return [];
+  /** A run's cells; the endpoint's own figures are blank for the runs with it disabled. */
   const row = (what: string, plainRun: object, hooksRun?: object) => {
-    const plain = plainRun as Record<string, unknown>;
-    const hooks = hooksRun as Record<string, unknown> | undefined;
-    const num = (v: unknown) => n0(typeof v === "number" ? v : Number.NaN);
-    /** The endpoint's own figures: blank for the runs with it disabled. */
-    const ofHooks = (...keys: string[]) => keys.map((key) => (hooks ? num(hooks[key]) : ""));
+    const plain = plainRun as Record<string, number>;
+    const hooks = hooksRun as Record<string, number> | undefined;
+    const ofHooks = (...keys: string[]) => keys.map((key) => (hooks ? n0(hooks[key]) : ""));
     return [
       what,
-      num(plain.ordersPerSec),
-      num(plain.lagP50Ms),
-      num(plain.lagP99Ms),
+      n0(plain.ordersPerSec),
+      n0(plain.lagP50Ms),
+      n0(plain.lagP99Ms),
       ...ofHooks("deliveriesPerSec", "sendPerSec", "deliveryLagP50Ms", "deliveryLagP99Ms"),
-      num(hooks ? hooks.cpuUsPerOrderDelivered : plain.cpuUsPerOrder),
+      n0(hooks ? hooks.cpuUsPerOrderDelivered : plain.cpuUsPerOrder),
       ...ofHooks("receiverCpuUsPerDelivery"),
     ];
   };
@@ -772,7 +736,8 @@ function handOffSection(r: Results): string[] {
   const floor = h.floor ?? {};
   const wide = h.floorWide ?? {};
   const kept = h.floorKept?.cpuUsPerPost === undefined ? undefined : h.floorKept;
-  const targets = handOffTargets(h);
+  const floorCpu = floor.cpuUsPerPost ?? Number.NaN;
+  const keptCpu = kept?.cpuUsPerPost ?? Number.NaN;
   const floorRow = (what: string, f: Record<string, number>) => [
     what,
     n0(f.perSec),
@@ -783,79 +748,69 @@ function handOffSection(r: Results): string[] {
   const plainCpu = h.plain.cpuUsPerOrder ?? Number.NaN;
   // The share of one core the floor's workerd used while it POSTed.
   const busy = (f: Record<string, number>) => ((f.perSec ?? Number.NaN) * (f.cpuUsPerPost ?? Number.NaN)) / 10_000;
-  const floorBound = (plainCpu + (floor.cpuUsPerPost ?? Number.NaN)) / plainCpu;
+  const floorBound = (plainCpu + floorCpu) / plainCpu;
   return [
-    "## Order hand-off: one webhook endpoint",
-    "",
-    `The order pipeline's sale (${n0(h.rounds[0]?.plain.rows)} holds through the reserve RPC, paced at 10,000/s at most, as above) on a Worker of its own with one endpoint subscribed to every event type (\`PUT /admin/webhooks/:id\`, ${h.endpoint.events.length} types) at tools/webhook-receiver.ts, which checks each signature with \`standardwebhooks\` and answers 204; it runs in a Node process of its own (bench/lib/receiver.ts), off the event loop of the process hosting Miniflare. Every order change writes its delivery row in the order batch's transaction (migration 0006's triggers), the order consumer wakes the sender (queue \`webhook-deliveries\`), and the sender, in the same workerd as the stock object and the consumer, POSTs the due rows. Each round runs the sale twice on that Worker, the endpoint disabled (the plain pipeline: no delivery rows, no wake-ups) and enabled, which goes first alternating (\`--rounds\`); the targets take the medians of the rounds with the endpoint on, the CPU ratio each round's own (its two runs back to back), then their median.`,
-    "",
-    "Orders/s and the order lag are measured as in the order pipeline's row above (first hold → last row; hold → row). Deliveries/s: deliveries ÷ (last receipt − first hold); the sender's rate: the same ÷ (last receipt − first receipt); the delivery lag: receipt − the change's `data.updatedAt` (the hold's creation), as the receiver measures it. With the endpoint on, workerd's CPU runs from the sale's start to the last delivery; the receiver's is its own process's, per request.",
-    "",
-    table(
-      "run | orders/s | order lag p50 ms | p99 ms | deliveries/s | sender's rate /s | delivery lag p50 ms | p99 ms | workerd CPU µs per order | receiver CPU µs per delivery",
-      rows,
+    ...blocks(
+      "## Order hand-off: one webhook endpoint",
+      `The order pipeline's sale (${n0(h.rounds[0]?.plain.rows)} holds through the reserve RPC, paced at 10,000/s at most, as above) on a Worker of its own with one endpoint subscribed to every event type (\`PUT /admin/webhooks/:id\`, ${h.endpoint.events.length} types) at tools/webhook-receiver.ts, which checks each signature with \`standardwebhooks\` and answers 204; it runs in a Node process of its own (bench/lib/receiver.ts), off the event loop of the process hosting Miniflare. Every order change writes its delivery row in the order batch's transaction (migration 0006's triggers), the order consumer wakes the sender (queue \`webhook-deliveries\`), and the sender, in the same workerd as the stock object and the consumer, POSTs the due rows. Each round runs the sale twice on that Worker, the endpoint disabled (the plain pipeline: no delivery rows, no wake-ups) and enabled, which goes first alternating (\`--rounds\`); the targets take the medians of the rounds with the endpoint on, the CPU ratio each round's own (its two runs back to back), then their median.`,
+      "Orders/s and the order lag are measured as in the order pipeline's row above (first hold → last row; hold → row). Deliveries/s: deliveries ÷ (last receipt − first hold); the sender's rate: the same ÷ (last receipt − first receipt); the delivery lag: receipt − the change's `data.updatedAt` (the hold's creation), as the receiver measures it. With the endpoint on, workerd's CPU runs from the sale's start to the last delivery; the receiver's is its own process's, per request.",
+      table(
+        "run | orders/s | order lag p50 ms | p99 ms | deliveries/s | sender's rate /s | delivery lag p50 ms | p99 ms | workerd CPU µs per order | receiver CPU µs per delivery",
+        rows,
+      ),
+      `Checked against D1 (\`GET /bench/deliveries/:sku\`) in every round: ${n0(sum((x) => x.delivered))} deliveries verified by the receiver for ${n0(sum((x) => x.changes))} order changes, ${n0(sum((x) => x.unverified))} that did not verify, ${n0(sum((x) => x.duplicates))} sent twice. What a delivery costs workerd here (the medians' difference in CPU per order): ${n0(perDelivery)} µs, on the one thread that also runs the stock object and the order consumer; on Cloudflare the sender is an invocation of its own, and what the deliveries share with the orders is D1.`,
     ),
-    "",
-    `Checked against D1 (\`GET /bench/deliveries/:sku\`) in every round: ${n0(sum((x) => x.delivered))} deliveries verified by the receiver for ${n0(sum((x) => x.changes))} order changes, ${n0(sum((x) => x.unverified))} that did not verify, ${n0(sum((x) => x.duplicates))} sent twice. What a delivery costs workerd here (the medians' difference in CPU per order): ${n0(perDelivery)} µs, on the one thread that also runs the stock object and the order consumer; on Cloudflare the sender is an invocation of its own, and what the deliveries share with the orders is D1.`,
-    "",
     ...beforeAfter(r.figures.order_pipeline_webhooks_before, h),
-    "### The delivery floor",
-    "",
-    "In the same run, beside each round: a Worker in a workerd of its own (bench/lib/post-floor.ts) that POSTs the sender's body (an order object, built and serialized per POST), signed as src/handoff/signature.ts signs it (Standard Webhooks, HMAC-SHA256 by WebCrypto, the key imported once), to the same receiver, reading each answer, with a sender object's six in flight, then with 24. No D1, no queue, no alarm, no bookkeeping: what workerd charges for one signed POST, which a delivery cannot go below.",
-    "",
-    table(
-      ["floor", "POSTs/s", "workerd CPU µs per POST", "receiver CPU µs per POST", "verified"],
-      [
-        floorRow("signed POST, 6 in flight (a sender object's connections)", floor),
-        floorRow(`signed POST, ${n0(wide.connections)} in flight`, wide),
-        ...(kept
-          ? [floorRow("signed POST kept in D1, 6 in flight (written, taken and recorded a page at a time)", kept)]
-          : []),
-      ],
+    ...blocks(
+      "### The delivery floor",
+      "In the same run, beside each round: a Worker in a workerd of its own (bench/lib/post-floor.ts) that POSTs the sender's body (an order object, built and serialized per POST), signed as src/handoff/signature.ts signs it (Standard Webhooks, HMAC-SHA256 by WebCrypto, the key imported once), to the same receiver, reading each answer, with a sender object's six in flight, then with 24. No D1, no queue, no alarm, no bookkeeping: what workerd charges for one signed POST, which a delivery cannot go below.",
+      table(
+        ["floor", "POSTs/s", "workerd CPU µs per POST", "receiver CPU µs per POST", "verified"],
+        [
+          floorRow("signed POST, 6 in flight (a sender object's connections)", floor),
+          floorRow(`signed POST, ${n0(wide.connections)} in flight`, wide),
+          ...(kept
+            ? [floorRow("signed POST kept in D1, 6 in flight (written, taken and recorded a page at a time)", kept)]
+            : []),
+        ],
+      ),
+      kept &&
+        `The last row is the least a delivery that nothing can lose costs (bench/lib/post-floor.ts with D1 bound, on disk as the gateway's is): the same signed POSTs, each kept in a D1 table, a statement each per page of ${n0(kept.page)} (the sender's page when it ran), the page's rows written (as the order batch's trigger writes them), taken under a lease and their answers recorded, with no logic around them. It costs ${x2((kept.cpuUsPerPost ?? Number.NaN) / (floor.cpuUsPerPost ?? Number.NaN))} the signed POST's CPU; issue #53 asks a delivery for 1.3× the signed POST's.`,
+      table(
+        ["a delivery's workerd CPU, µs", "median of the rounds"],
+        [
+          ["a delivery (CPU per order with the endpoint − without)", n0(perDelivery)],
+          ["of which the floor: sign, serialize the body, fetch, read the answer", n0(floor.cpuUsPerPost)],
+          ...(kept
+            ? [
+                [
+                  "of which keeping it in D1 at the least (the kept floor less the signed POST's): its row written, taken and recorded, a statement each per page",
+                  n0(keptCpu - floorCpu),
+                ],
+                [
+                  "above both: the delivery row as the trigger writes it (with the change's feed position), the wake-ups (a queue message per order batch, the due-endpoints read, the object's RPC, alarm and storage calls), the SELECT joining delivery, change and order rows (and the endpoint's row once a take), the body built from the row, the attempt's timer and AbortController",
+                  n0(perDelivery - keptCpu),
+                ],
+              ]
+            : [
+                [
+                  "above the floor: the delivery row (the trigger's insert in the order batch), the wake-ups (a queue message per order batch, the due-endpoints read, the object's RPC, alarm and storage calls), taking each page from D1 (an UPDATE under a lease and a SELECT joining delivery, change and order rows, each row serialized through D1's binding, and the endpoint's row once a take), the body built from the row, the attempt's timer and AbortController, and the outcomes' UPDATE (one per page)",
+                  n0(perDelivery - floorCpu),
+                ],
+              ]),
+        ],
+      ),
     ),
-    "",
-    ...(kept
-      ? [
-          `The last row is the least a delivery that nothing can lose costs (bench/lib/post-floor.ts with D1 bound, on disk as the gateway's is): the same signed POSTs, each kept in a D1 table, a statement each per page of ${n0(kept.page)} (the sender's page when it ran), the page's rows written (as the order batch's trigger writes them), taken under a lease and their answers recorded, with no logic around them. It costs ${x2((kept.cpuUsPerPost ?? Number.NaN) / (floor.cpuUsPerPost ?? Number.NaN))} the signed POST's CPU; issue #53 asks a delivery for 1.3× the signed POST's.`,
-          "",
-        ]
-      : []),
-    table(
-      ["a delivery's workerd CPU, µs", "median of the rounds"],
-      [
-        ["a delivery (CPU per order with the endpoint − without)", n0(perDelivery)],
-        ["of which the floor: sign, serialize the body, fetch, read the answer", n0(floor.cpuUsPerPost)],
-        ...(kept
-          ? [
-              [
-                "of which keeping it in D1 at the least (the kept floor less the signed POST's): its row written, taken and recorded, a statement each per page",
-                n0((kept.cpuUsPerPost ?? Number.NaN) - (floor.cpuUsPerPost ?? Number.NaN)),
-              ],
-              [
-                "above both: the delivery row as the trigger writes it (with the change's feed position), the wake-ups (a queue message per order batch, the due-endpoints read, the object's RPC, alarm and storage calls), the SELECT joining delivery, change and order rows (and the endpoint's row once a take), the body built from the row, the attempt's timer and AbortController",
-                n0(perDelivery - (kept.cpuUsPerPost ?? Number.NaN)),
-              ],
-            ]
-          : [
-              [
-                "above the floor: the delivery row (the trigger's insert in the order batch), the wake-ups (a queue message per order batch, the due-endpoints read, the object's RPC, alarm and storage calls), taking each page from D1 (an UPDATE under a lease and a SELECT joining delivery, change and order rows, each row serialized through D1's binding, and the endpoint's row once a take), the body built from the row, the attempt's timer and AbortController, and the outcomes' UPDATE (one per page)",
-                n0(perDelivery - (floor.cpuUsPerPost ?? Number.NaN)),
-              ],
-            ]),
-      ],
-    ),
-    "",
     ...handOffProfile(r),
     ...cutSection(r.figures.order_pipeline_webhooks_cut, n0, x2),
-    "### Issue #42's targets for this point (medians of the rounds)",
-    "",
-    table(
-      ["target", "figure", "goal", "met"],
-      targets.map((t) => [t.what, t.opts.shown ?? x2(t.value), t.target, yesNo(t.met(t.value))]),
+    ...blocks(
+      "### Issue #42's targets for this point (medians of the rounds)",
+      table(
+        ["target", "figure", "goal", "met"],
+        handOffTargets(h).map((t) => [t.what, t.opts.shown ?? x2(t.value), t.target, yesNo(t.met(t.value))]),
+      ),
+      `What stops them is the floor. The CPU target leaves a delivery at most the plain pipeline's CPU per order (${n0(plainCpu)} µs); a bare signed POST in workerd costs ${n0(floor.cpuUsPerPost)} µs, so even a sender that did nothing but POST would make ${x2(floorBound)} the CPU per order. And with six in flight, the floor itself POSTs ${n0(floor.perSec)}/s with workerd doing nothing else, while the sale persists ${n0(h.hooks.ordersPerSec)} orders/s with the endpoint on (${n0(h.plain.ordersPerSec)} without): one endpoint's sender cannot deliver 0.9× that, and a backlog that grows through the sale is a lag of seconds. ${(wide.perSec ?? 0) > (floor.perSec ?? 0) * 1.1 ? `More in flight raises the floor to ${n0(wide.perSec)}/s with ${n0(wide.connections)}: an invocation's six connections are part of the limit.` : `More in flight did not raise it here (${n0(wide.perSec)}/s with ${n0(wide.connections)}), and the floor's workerd was busy ${n0(busy(floor))}% of the time with six (${n0(busy(wide))}% with ${n0(wide.connections)}): each POST's round trip through the machine (the receiver's process, the other processes' load) bounds it, not the connection count or workerd's CPU.`}${(h.plain.ordersPerSec ?? 0) < (h.hooks.ordersPerSec ?? 0) ? " The sale without the endpoint ran slower than the one with it: the machine's other load moved between the two, so compare figures within one sale, and the floor with the delivery beside it." : ""}`,
     ),
-    "",
-    `What stops them is the floor. The CPU target leaves a delivery at most the plain pipeline's CPU per order (${n0(plainCpu)} µs); a bare signed POST in workerd costs ${n0(floor.cpuUsPerPost)} µs, so even a sender that did nothing but POST would make ${x2(floorBound)} the CPU per order. And with six in flight, the floor itself POSTs ${n0(floor.perSec)}/s with workerd doing nothing else, while the sale persists ${n0(h.hooks.ordersPerSec)} orders/s with the endpoint on (${n0(h.plain.ordersPerSec)} without): one endpoint's sender cannot deliver 0.9× that, and a backlog that grows through the sale is a lag of seconds. ${(wide.perSec ?? 0) > (floor.perSec ?? 0) * 1.1 ? `More in flight raises the floor to ${n0(wide.perSec)}/s with ${n0(wide.connections)}: an invocation's six connections are part of the limit.` : `More in flight did not raise it here (${n0(wide.perSec)}/s with ${n0(wide.connections)}), and the floor's workerd was busy ${n0(busy(floor))}% of the time with six (${n0(busy(wide))}% with ${n0(wide.connections)}): each POST's round trip through the machine (the receiver's process, the other processes' load) bounds it, not the connection count or workerd's CPU.`}${(h.plain.ordersPerSec ?? 0) < (h.hooks.ordersPerSec ?? 0) ? " The sale without the endpoint ran slower than the one with it: the machine's other load moved between the two, so compare figures within one sale, and the floor with the delivery beside it." : ""}`,
-    "",
   ];
 }
 
@@ -866,24 +821,19 @@ function handOffProfile(r: Results): string[] {
   const share = (keep: (l: ProfileLine) => boolean) => p.functions.filter(keep).reduce((n, l) => n + l.selfPct, 0);
   const pct = (names: string[]) => `${share((l) => names.includes(l.fn)).toFixed(1)}%`;
   const d1 = share((l) => l.where.startsWith("cloudflare-internal:d1-api")).toFixed(1);
-  return [
+  return blocks(
     "### Where the time goes (`--profile`)",
-    "",
     `One sale with the endpoint on, on a Worker started with the inspector (which costs CPU of its own: ${n0(p.cpuUsPerOrderDelivered)} µs per order delivered there): \`perf\` over the whole workerd (the stock object, the order consumer, D1's SQLite and the sender share it), by what the code is, and the isolate's JavaScript by function, self time (idle included).`,
-    "",
     table(
       ["workerd, by group", "share of samples"],
       p.profile.groups.map(([g, pct]) => [g, `${pct.toFixed(1)}%`]),
     ),
-    "",
     `In words: of the isolate's samples, ${pct(["post", "attempt", "fetch", "text"])} went to the POST itself (\`post\`, \`fetch\`, reading the answer), ${pct(["sign", "keyOf2", "base643", "btoa", "encode"])} to signing it, ${pct(["setTimeout", "clearTimeout", "AbortController"])} to each attempt's timeout (a timer set and cleared and an AbortController per attempt), ${pct(["orderObjectOf", "bodyOf"])} to building the body from the row (dates to ISO strings, JSON), and ${d1}% to D1's binding (\`cloudflare-internal:d1-api\`, requests and results serialized, the order consumer's included); the stock object's SQL (\`exec\`) and the order pipeline take most of the rest. Over the whole process, the kernel (the sockets' syscalls and scheduling), kj's event loop and HTTP, V8's runtime and tcmalloc outweigh SQLite several times: a delivery's cost is mostly the POST's, which the floor above measures on its own.`,
-    "",
     table(
       ["isolate's JavaScript, self time", "share", "where"],
       p.functions.slice(0, 24).map((l) => [`\`${l.fn}\``, `${l.selfPct.toFixed(1)}%`, l.where]),
     ),
-    "",
-  ];
+  );
 }
 
 /**
@@ -1023,7 +973,8 @@ function challengeSection(r: Results): string[] {
 }
 
 /** "Capacity on Cloudflare": the simulation (bench/lib/capacity-sim.ts), the queue and D1, and the limits they rest on. */
-function capacitySection(c: Capacity): string[] {
+function capacitySection(c: Capacity | undefined): string[] {
+  if (!c) return [];
   const sim = c.simulation;
   const out = ["## Capacity on Cloudflare (model)", ""];
   if (sim) out.push(...simulationSection(sim));
