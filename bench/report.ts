@@ -154,8 +154,8 @@ function table(head: string | string[], rows: string[][]): string {
   ].join("\n");
 }
 
-/** Markdown blocks (paragraphs, tables, headings) as lines, each followed by a blank one; a false or undefined block is left out. */
-function blocks(...parts: (string | false | undefined)[]): string[] {
+/** Markdown blocks (paragraphs, tables, headings) as lines, each followed by a blank one; a block that is not a string is left out. */
+function blocks(...parts: (string | false | null | undefined)[]): string[] {
   return parts.flatMap((part) => (typeof part === "string" ? [part, ""] : []));
 }
 
@@ -864,17 +864,16 @@ function handOffTargets(h: HandOffFigures | undefined, batched = false): Goal[] 
 function classicPipelineSection(r: Results): string[] {
   const c = r.figures.classic_pipeline;
   if (!c) return [];
-  const head = ["## Orders: Flashgate beside the classic pipeline", ""];
-  if (c.skipped !== undefined) return [...head, `The classic pipeline point did not run: ${c.skipped}.`, ""];
+  const head = "## Orders: Flashgate beside the classic pipeline";
+  if (c.skipped !== undefined) return blocks(head, `The classic pipeline point did not run: ${c.skipped}.`);
   const f = r.figures.order_pipeline;
   const split = Object.entries(c.cpuUsPerOrderBy)
     .map(([name, us]) => `${name} ${n0(us)}`)
     .join(", ");
   const met = f?.cpuUsPerOrder !== undefined && f.cpuUsPerOrder <= c.cpuUsPerOrder;
-  return [
-    ...head,
+  return blocks(
+    head,
     `The seeds' design end to end on this machine's own services (bench/scenarios/classic-pipeline.ts): a producer process holds each unit with lua/reserve.lua in redis-server (the bench's own, as for the classic design above: no persistence), the same script also appending the order message to the shard's outbox stream (hold and message record are one atomic script: the seeds' "local transaction" and the transactionId record their broker checks back), then publishes it to RabbitMQ ${c.versions.rabbitmq} on a confirm channel (persistent, durable queue) and deletes the outbox entry on the broker's confirm; a check-back publishes again any entry older than 5 s (the seeds' RocketMQ half message and \`checkLocalTransaction\`). A consumer process writes the orders into MariaDB ${c.versions.mariadb} (InnoDB, a log flush per commit) in multi-row INSERTs, idempotent by the order id's primary key (ON DUPLICATE KEY), and acks each batch after its commit. The sale is Flashgate's order pipeline's: ${n0(c.reservations)} holds paced at 10,000/s at most, in groups of 64. The lag is each row's INSERT time (MariaDB's clock, a column default) less the hold's time carried in the message, read after the run. CPU: utime + stime of every process of each pipeline (/proc), from the sale's start to the last row, ÷ rows; Flashgate's is its one workerd (stock object, queue, consumer, D1).`,
-    "",
     table(
       ["", "Flashgate (order_pipeline)", "classic pipeline"],
       [
@@ -887,7 +886,6 @@ function classicPipelineSection(r: Results): string[] {
         ["rows", n0(f?.rows), n0(c.rows)],
       ],
     ),
-    "",
     table(
       ["goal", "Flashgate", "classic", "met"],
       [
@@ -895,19 +893,17 @@ function classicPipelineSection(r: Results): string[] {
           "Flashgate's CPU per persisted order ≤ the classic pipeline's (µs)",
           n0(f?.cpuUsPerOrder),
           n0(c.cpuUsPerOrder),
-          met ? "yes" : "**no**",
+          yesNo(met),
         ],
       ],
     ),
-    "",
     `Checked after the run: ${n0(c.rows)} rows in MariaDB for ${n0(c.held)} holds in Redis, no order twice; ${n0(c.producer.confirmed)} confirms, ${n0(c.producer.nacked)} nacks, ${n0(c.producer.republished)} messages published again by the check-back, ${n0(c.consumer.duplicates)} repeats absorbed by the unique key; the consumer's mean batch ${n1(c.consumer.meanBatch)} rows. The services are the machine's, running before the bench${c.started.length > 0 ? ` (the bench started ${c.started.join(", ")})` : ""}; idle, just before the sale, they used ${
       Object.entries(c.idleCpuUsPerSec)
         .filter(([, us]) => us > 0)
         .map(([name, us]) => `${name} ${n0(us / 1000)} ms/s`)
         .join(", ") || "no CPU"
     } (included above).`,
-    "",
-  ];
+  );
 }
 
 /** "Fair opening": the decision of a draw, one shard and sharded (absent from runs without them). */
@@ -915,32 +911,31 @@ function drawSection(r: Results): string[] {
   const one = r.figures.draw_decide;
   const sharded = r.figures.draw_decide_sharded;
   if (!one && !sharded) return [];
-  const rows: string[][] = [];
-  if (one)
-    rows.push([
-      `1 shard, the alarm alone (${n0(one.units)} units)`,
-      n0(one.entrants),
-      n0(one.decideMs),
-      n0(one.decideCpuMs),
-      "–",
-    ]);
-  if (sharded)
-    rows.push([
-      `${sharded.shards} shards, a request waiting per entrant, until all answered (${n0(sharded.units)} units)`,
-      n0(sharded.entrants),
-      n0(sharded.decideMs),
-      n0(sharded.decideCpuMs),
-      sharded.transactionsPerEntrant.toFixed(2),
-    ]);
-  return [
+  const row = (
+    what: string,
+    d: Pick<NonNullable<typeof one>, "units" | "entrants" | "decideMs" | "decideCpuMs">,
+    perEntrant: string,
+  ) => [`${what} (${n0(d.units)} units)`, n0(d.entrants), n0(d.decideMs), n0(d.decideCpuMs), perEntrant];
+  return blocks(
     "## Fair opening",
-    "",
     "The decision of an opening draw at the window's close (bench/scenarios/draw.ts): entries go in first, inside workerd, then the decision is timed from the driver, with workerd's CPU around it. Transactions are the engine's on every shard over that time (the harness's storage counts them).",
-    "",
-    table(["draw", "entrants", "decision ms", "workerd CPU ms", "transactions per entrant"], rows),
-    "",
-    ...(sharded?.measuredIn ? [`The sharded row comes from another run: ${sharded.measuredIn}.`, ""] : []),
-  ];
+    table(
+      ["draw", "entrants", "decision ms", "workerd CPU ms", "transactions per entrant"],
+      [
+        ...(one ? [row("1 shard, the alarm alone", one, "–")] : []),
+        ...(sharded
+          ? [
+              row(
+                `${sharded.shards} shards, a request waiting per entrant, until all answered`,
+                sharded,
+                sharded.transactionsPerEntrant.toFixed(2),
+              ),
+            ]
+          : []),
+      ],
+    ),
+    sharded?.measuredIn ? `The sharded row comes from another run: ${sharded.measuredIn}.` : undefined,
+  );
 }
 
 /** "Bot challenges": what a proof of work costs the Worker and an honest shopper's browser. */
@@ -948,99 +943,87 @@ function challengeSection(r: Results): string[] {
   const check = r.figures.pow_check;
   const browser = r.figures.pow_browser;
   if (!check && !browser) return [];
-  const out = ["## Bot challenges", ""];
-  if (check) {
-    out.push(
+  const rows = (["bits16", "bits20"] as const).flatMap((k) => {
+    const b = browser?.[k];
+    return b ? [[k.slice(4), String(b.solves), n0(b.medianMs), n0(b.maxMs), b.usPerHash.toFixed(2)]] : [];
+  });
+  return blocks(
+    "## Bot challenges",
+    check &&
       `Checking a proof of work (bench/scenarios/pow-check.ts): one solved challenge checked ${n0(check.checks)} times inside workerd (one HMAC verify and one SHA-256 digest, WebCrypto), workerd's CPU from /proc less the same loop that only splits the header: ${check.rounds.map((x) => (x.checkUs - x.floorUs).toFixed(2)).join(", ")} µs a check over ${check.rounds.length} rounds, median ${check.medianUsPerCheck.toFixed(2)} µs. The edge tables' \`tokens_pow\` row is a second workerd with POW_BITS 4 beside the \`tokens\` row's; their difference mixes two processes' drift and is not the check's cost.`,
-      "",
-    );
-  }
-  if (browser) {
-    const rows = (["bits16", "bits20"] as const).flatMap((k) => {
-      const b = browser[k];
-      return b ? [[k.slice(4), String(b.solves), n0(b.medianMs), n0(b.maxMs), b.usPerHash.toFixed(2)]] : [];
-    });
-    out.push(
+    browser &&
       "Solving in headless Chromium on this machine with the storefront's solver (public/static/pow-worker.js: SHA-256 written out, in a Web Worker), each difficulty solved five times:",
-      "",
-      table(["bits", "solves", "median ms", "max ms", "µs a hash"], rows),
-      "",
+    browser && table(["bits", "solves", "median ms", "max ms", "µs a hash"], rows),
+    browser &&
       `WebCrypto's \`crypto.subtle.digest\` on the same page: ${browser.webcryptoUsPerHash.toFixed(2)} µs a hash (a promise per hash), which is why the solver hashes by hand.`,
-      "",
-    );
-  }
-  return out;
+  );
 }
 
 /** "Capacity on Cloudflare": the simulation (bench/lib/capacity-sim.ts), the queue and D1, and the limits they rest on. */
 function capacitySection(c: Capacity | undefined): string[] {
   if (!c) return [];
-  const sim = c.simulation;
-  const out = ["## Capacity on Cloudflare (model)", ""];
-  if (sim) out.push(...simulationSection(sim));
-  else
-    out.push(
-      "The results of this run predate the simulation (`npm run capacity -- --write` adds it from the file's figures).",
-      "",
-    );
-  out.push(
-    `One queue: ${n0(c.queue.messagesPerSec)} messages/s × ${c.queue.eventsPerMessage} events per message = ${n0(c.queue.eventsPerSec)} events/s (with one event per message, as before: ${n0(c.queue.eventsPerSecOneEventPerMessage)}). ${n0(c.target)} holds/s need ${n0(c.queue.messagesForTarget)} messages/s: ${c.queue.oneQueueCarriesTarget ? "one queue carries them" : "more than one queue"}. A delivery is at most ${c.inputs.consumer.maxBatchSize} messages = ${n0(c.queue.eventsPerDelivery)} events${c.inputs.consumer.maxConcurrency ? `, at most ${c.inputs.consumer.maxConcurrency} deliveries at once` : ""}.`,
-    "",
-  );
-  if (c.d1) {
-    out.push(
-      `One D1 database is single-threaded: at the pipeline's CPU per order it takes about ${n0(c.d1.ordersPerSec)} orders/s (an estimate: local SQLite without D1's network and replication, but with the broker's and consumer's CPU counted in; ${c.d1.statementsPerDelivery} statements for a full delivery, each within 100 bound parameters). It is the pipeline's ceiling, not the sale's: the queue holds the backlog, so one second at ${n0(c.target)} holds/s takes about ${c.d1.secondsToPersistOneSecondAtTarget.toFixed(1)} s to persist, and the order lag grows by that while the burst lasts.`,
-      "",
-    );
-  }
-  out.push(
-    "Documented limits the model rests on:",
-    "",
-    table(
-      ["limit", "value", "source"],
-      Object.values(c.limits).map((l) => [l.what, `${n0(l.value)} ${l.unit}`, l.source]),
+  return [
+    ...blocks("## Capacity on Cloudflare (model)"),
+    ...(c.simulation
+      ? simulationSection(c.simulation)
+      : blocks(
+          "The results of this run predate the simulation (`npm run capacity -- --write` adds it from the file's figures).",
+        )),
+    ...blocks(
+      `One queue: ${n0(c.queue.messagesPerSec)} messages/s × ${c.queue.eventsPerMessage} events per message = ${n0(c.queue.eventsPerSec)} events/s (with one event per message, as before: ${n0(c.queue.eventsPerSecOneEventPerMessage)}). ${n0(c.target)} holds/s need ${n0(c.queue.messagesForTarget)} messages/s: ${c.queue.oneQueueCarriesTarget ? "one queue carries them" : "more than one queue"}. A delivery is at most ${c.inputs.consumer.maxBatchSize} messages = ${n0(c.queue.eventsPerDelivery)} events${c.inputs.consumer.maxConcurrency ? `, at most ${c.inputs.consumer.maxConcurrency} deliveries at once` : ""}.`,
+      c.d1 &&
+        `One D1 database is single-threaded: at the pipeline's CPU per order it takes about ${n0(c.d1.ordersPerSec)} orders/s (an estimate: local SQLite without D1's network and replication, but with the broker's and consumer's CPU counted in; ${c.d1.statementsPerDelivery} statements for a full delivery, each within 100 bound parameters). It is the pipeline's ceiling, not the sale's: the queue holds the backlog, so one second at ${n0(c.target)} holds/s takes about ${c.d1.secondsToPersistOneSecondAtTarget.toFixed(1)} s to persist, and the order lag grows by that while the burst lasts.`,
+      "Documented limits the model rests on:",
+      table(
+        ["limit", "value", "source"],
+        Object.values(c.limits).map((l) => [l.what, `${n0(l.value)} ${l.unit}`, l.source]),
+      ),
     ),
-    "",
-  );
-  return out;
+  ];
 }
 
 /** Issue 44 on this machine: the hot SKU behind copies of the Worker, GATHER off and on (bench/scenarios/copies.ts). */
 function copiesSection(r: Results): string[] {
+  const figures = r.figures as Record<string, unknown>;
   const runs = Object.entries(r.points)
     .filter(([key]) => /^hot_sku_copies\d+(_gather)?$/.test(key))
-    .map(([key, p]) => ({ p, f: (r.figures as Record<string, unknown>)[`${key}_batch`] as CopiesFigure | undefined }))
+    .map(([key, p]) => ({ p, f: figures[`${key}_batch`] as CopiesFigure | undefined }))
     .filter((x): x is { p: Point; f: CopiesFigure } => x.f !== undefined);
   if (runs.length === 0) return [];
-  const gather = (r.figures as Record<string, unknown>).gather_core as { cpuUsPerReservation?: number } | undefined;
-  const gather1 = (r.figures as Record<string, unknown>).gather_core_batch1 as
-    | { cpuUsPerReservation?: number }
-    | undefined;
+  type Gather = { cpuUsPerReservation?: number } | undefined;
+  const gather = figures.gather_core as Gather;
+  const gather1 = figures.gather_core_batch1 as Gather;
   return [
-    "## Many isolates on this machine (issue 44)",
-    "",
-    `The hot SKU (one shard) behind ${runs[0]?.f.copies} copies of the Worker in one workerd, each its own isolate with its own group commit, wrk's requests handed to them in turn by a front on its own socket, the stock object alone (its queue a sink), \`npm run bench:copies\`. CPU per reservation is the whole workerd's: front, copies, gatherer and object. The object's calls/s are the holds/s ÷ its mean batch (its own count of reserve calls).`,
-    "",
-    table(
-      ["GATHER", "holds/s", "time-to-hold p50 ms", "p99 ms", "CPU µs per reservation", "object calls/s", "mean batch"],
-      runs.map(({ p, f }) => [
-        f.gather ? "on" : "off",
-        n0(p.rps),
-        n1(p.p50Ms),
-        n1(p.p99Ms),
-        n0(p.cpuUsPerRequest),
-        n0(f.callsPerSec),
-        n1(f.meanBatch),
-      ]),
+    ...blocks(
+      "## Many isolates on this machine (issue 44)",
+      `The hot SKU (one shard) behind ${runs[0]?.f.copies} copies of the Worker in one workerd, each its own isolate with its own group commit, wrk's requests handed to them in turn by a front on its own socket, the stock object alone (its queue a sink), \`npm run bench:copies\`. CPU per reservation is the whole workerd's: front, copies, gatherer and object. The object's calls/s are the holds/s ÷ its mean batch (its own count of reserve calls).`,
+      table(
+        [
+          "GATHER",
+          "holds/s",
+          "time-to-hold p50 ms",
+          "p99 ms",
+          "CPU µs per reservation",
+          "object calls/s",
+          "mean batch",
+        ],
+        runs.map(({ p, f }) => [
+          f.gather ? "on" : "off",
+          n0(p.rps),
+          n1(p.p50Ms),
+          n1(p.p99Ms),
+          n0(p.cpuUsPerRequest),
+          n0(f.callsPerSec),
+          n1(f.meanBatch),
+        ]),
+      ),
     ),
-    "",
-    ...copiesRounds((r.figures as Record<string, unknown>).copies_rounds as CopiesRounds | undefined),
-    ...(gather?.cpuUsPerReservation !== undefined && gather1?.cpuUsPerReservation !== undefined
-      ? [
-          `The gatherer's own cost (\`npm run bench:gather\`, as the engine core is measured: the same batches straight to the object and through the gatherer, the difference in workerd CPU): ${n1(gather1.cpuUsPerReservation)} µs per reservation in calls of one, ${n1(gather.cpuUsPerReservation)} µs in calls of 64.`,
-          "",
-        ]
-      : []),
+    ...copiesRounds(figures.copies_rounds as CopiesRounds | undefined),
+    ...blocks(
+      gather?.cpuUsPerReservation !== undefined &&
+        gather1?.cpuUsPerReservation !== undefined &&
+        `The gatherer's own cost (\`npm run bench:gather\`, as the engine core is measured: the same batches straight to the object and through the gatherer, the difference in workerd CPU): ${n1(gather1.cpuUsPerReservation)} µs per reservation in calls of one, ${n1(gather.cpuUsPerReservation)} µs in calls of 64.`,
+    ),
   ];
 }
 
@@ -1058,12 +1041,12 @@ function copiesRounds(c: CopiesRounds | undefined): string[] {
     n1(s.meanBatch),
     ratio,
   ];
+  const head = ["GATHER", "holds/s", "p50 ms", "p99 ms", "CPU µs/res.", "object calls/s", "mean batch"];
   const m = c.median;
-  return [
+  return blocks(
     `${c.rounds.length} rounds on the same two workerds (a fresh SKU each point), GATHER off first in odd rounds and on first in even ones. The goal (at least 4× fewer object calls for the same holds, holds/s no lower) is judged on the medians: "fewer calls" is the ratio of the object's calls per hold (1 ÷ its mean batch), which the share of this shared machine a point got does not change as it changes calls/s. The table above shows the round closest to the median ratio.`,
-    "",
     table(
-      ["round", "GATHER", "holds/s", "p50 ms", "p99 ms", "CPU µs/res.", "object calls/s", "mean batch", "fewer calls"],
+      ["round", ...head, "fewer calls"],
       [
         ...c.rounds.flatMap((r, i) => [
           row(`${i + 1} (${r.first} first)`, "off", r.off, ""),
@@ -1078,20 +1061,16 @@ function copiesRounds(c: CopiesRounds | undefined): string[] {
         row("", "on", m.on, `${n1(m.fewerCalls)}×, holds/s ${m.holdsRatio.toFixed(2)}×`),
       ],
     ),
-    "",
     `What bounds the batch here: with GATHER on, a gatherer batch is what reached the gatherer while its previous call to the object was out (it sends at once when idle and never lingers, as group-commit.ts does). wrk's ${c.connections ?? 50} connections over ${c.copies} copies leave about ${n1((c.connections ?? 50) / c.copies)} reservations in flight per copy, each copy's own group commit sends them as one call, so the gatherer has at most ${c.copies} calls and ${c.connections ?? 50} reservations to join, and the mean batch (${n1(m.on.meanBatch)} at the median) is this closed loop's arrivals during one object call. It grows when that call is slower or more reservations are in flight, not by waiting: the rounds' load averages show how busy the shared machine was. A real spike has no closed loop: the model above gives the tier's batches at 100,000/s.`,
-    "",
     "The latency the tier adds on one isolate: one copy of the Worker, GATHER off and on, unloaded (one connection: the extra hop alone) and at the points' load.",
-    "",
     table(
-      ["one copy", "GATHER", "holds/s", "p50 ms", "p99 ms", "CPU µs/res.", "object calls/s", "mean batch", ""],
+      ["one copy", ...head, ""],
       Object.entries(c.single).flatMap(([load, s]) => [
         row(`${load.slice(1)} connection${load === "c1" ? "" : "s"}`, "off", s.off, ""),
         row("", "on", s.on, `p50 ${signed(s.on.p50Ms - s.off.p50Ms)} ms, p99 ${signed(s.on.p99Ms - s.off.p99Ms)} ms`),
       ]),
     ),
-    "",
-  ];
+  );
 }
 
 /** A difference with its sign: +3.3, -67.5. */
@@ -1104,29 +1083,25 @@ const ms0 = (v: number | null | undefined) => (v === null || v === undefined ? "
 function tierSection(sim: CapacitySimulation): string[] {
   const t = sim.tier;
   if (!t || !sim.isolateRows) return [];
-  const none = "none up to 64";
-  return [
+  const shards = (n: number | null) => (n === null ? "none up to 64" : String(n));
+  return blocks(
     `**However many isolates the spike lands on.** Each isolate coalesces only its own requests, so the more isolates share a spike, the smaller each batch, and every object meets its cost per call and its requests/s with batches of one. The gathering tier (\`GATHER\`, by default on for the SKUs of more than one shard; src/edge/README.md) puts ${t.perShard} gatherer objects per shard between the isolates and the stock object: a colo's isolates send to the one its name hashes to, and each gatherer coalesces what all its isolates sent into one call to the object (one in flight, up to ${sim.maxBatch}), as group-commit.ts does in an isolate. Simulated as above, plus: each isolate-to-gatherer round trip drawn like the colo-to-object one (${t.rtt.source}); each gatherer serial, ${n0(t.inUs)} + ${n1(t.inPerReservationUs)}·n µs per call it receives and ${n0(t.outUs)} µs per batch it sends (${t.from}), and no more than ${n0(t.maxCallsPerSec)} calls/s.`,
-    "",
-    ...t.notes.map((n) => `Note: ${n}.`),
-    ...(t.notes.length > 0 ? [""] : []),
+    t.notes.length > 0 && t.notes.map((n) => `Note: ${n}.`).join("\n"),
     table(
       `isolates | colos | shards for ${n0(sim.target.perSec)}/s, p99 < ${n0(sim.target.p99Ms)} ms | with the tier | with it there: hold p50 / p99 ms | object batch mean | calls to a gatherer: mean | busiest gatherer`,
       sim.isolateRows.map((r) => [
         n0(r.isolates),
         n0(r.colos),
-        r.without === null ? none : String(r.without),
-        r.with === null ? none : String(r.with),
+        shards(r.without),
+        shards(r.with),
         `${ms0(r.withTier.holdP50Ms)} / ${ms0(r.withTier.holdP99Ms)}`,
         n1(r.withTier.batch.mean),
-        n1(r.withTier.tier?.meanIn ?? Number.NaN),
-        `${n0(r.withTier.tier?.busyMaxPct ?? Number.NaN)}%`,
+        n1(r.withTier.tier?.meanIn),
+        `${n0(r.withTier.tier?.busyMaxPct)}%`,
       ]),
     ),
-    "",
     holdsAt(sim.isolateRows),
-    "",
-  ];
+  );
 }
 
 /** Which isolate counts the design holds the target at, within the issue's 16 shards, without and with the tier. */
@@ -1147,65 +1122,59 @@ function simulationSection(sim: CapacitySimulation): string[] {
   const fromFigures = i.from
     .map((f) => `${n1(f.cpuUsPerReservation)} µs per reservation in batches of ${f.batch} (${f.figure})`)
     .join(" and ");
+  const shards = (n: number | null) => (n === null ? "none up to 256" : String(n));
+  const asAbove = {
+    label: "as above",
+    isolates: sim.spread.isolates,
+    capped: true,
+    rttMedianMs: sim.rtt.medianMs,
+    rttP99Ms: sim.rtt.p99Ms,
+    shards: sim.shardsForTarget,
+  };
   return [
-    `A discrete-event simulation (bench/lib/capacity-sim.ts, seed ${sim.seed}; \`npm run capacity\` prints it from bench/results.json): ${n0(sim.target.perSec)} shoppers/s, Poisson, for ${sim.spread.seconds} s, each at one of ${n0(sim.spread.isolates)} isolates over ${sim.spread.colos} colos, picked at random, and to its home shard (fnv1a of the user id modulo the shards, as the edge picks it). Each isolate coalesces per shard as src/edge/group-commit.ts does: one call in flight per shard, and when it answers the next batch takes whatever queued, up to ${sim.maxBatch}; a reservation unanswered after ${sim.maxWaitMs / 1000} s answers 503. Each colo's round trip to the objects is drawn from a lognormal of median ${sim.rtt.medianMs} ms and p99 ${sim.rtt.p99Ms} ms (times a per-call jitter of σ ${sim.rtt.jitterSigma}): ${sim.rtt.source}. Each object serves its calls one at a time, in arrival order, for a + b·batch = ${n0(i.aUs)} + ${n1(i.bUs)}·batch µs, from ${fromFigures} (a call of n costs n × its CPU per reservation), and never more than ${n0(i.maxCallsPerSec)} calls/s (the documented requests/s per object, taken as a floor of ${n1(1000 / i.maxCallsPerSec)} ms per call). The edge's ${n0(i.edgeUs)} µs per reservation (below) is latency only: an isolate's own thread is taken as never the bottleneck.`,
-    "",
-    ...i.notes.map((n) => `Note: ${n}.`),
-    ...(i.notes.length > 0 ? [""] : []),
-    "Sustained is holds answered per second in the spike's second half; time-to-hold runs from the request reaching the edge to its hold there (503s count as never). The busiest object's share of that half spent serving calls is shown: one call in flight per isolate keeps an object busy whenever enough isolates have something queued, and batches grow until it keeps up.",
-    "",
-    table(
-      "shards | sustained/s | hold p50 ms | hold p99 ms | 503s | calls | batch mean | p50 | p99 | max | busiest object",
-      sim.rows.map((r) => [
-        String(r.shards),
-        n0(r.sustainedPerSec),
-        ms0(r.holdP50Ms),
-        ms0(r.holdP99Ms),
-        n0(r.busy),
-        n0(r.batch.calls),
-        n1(r.batch.mean),
-        String(r.batch.p50),
-        String(r.batch.p99),
-        String(r.batch.max),
-        `${n0(r.objectBusyMaxPct)}%`,
-      ]),
+    ...blocks(
+      `A discrete-event simulation (bench/lib/capacity-sim.ts, seed ${sim.seed}; \`npm run capacity\` prints it from bench/results.json): ${n0(sim.target.perSec)} shoppers/s, Poisson, for ${sim.spread.seconds} s, each at one of ${n0(sim.spread.isolates)} isolates over ${sim.spread.colos} colos, picked at random, and to its home shard (fnv1a of the user id modulo the shards, as the edge picks it). Each isolate coalesces per shard as src/edge/group-commit.ts does: one call in flight per shard, and when it answers the next batch takes whatever queued, up to ${sim.maxBatch}; a reservation unanswered after ${sim.maxWaitMs / 1000} s answers 503. Each colo's round trip to the objects is drawn from a lognormal of median ${sim.rtt.medianMs} ms and p99 ${sim.rtt.p99Ms} ms (times a per-call jitter of σ ${sim.rtt.jitterSigma}): ${sim.rtt.source}. Each object serves its calls one at a time, in arrival order, for a + b·batch = ${n0(i.aUs)} + ${n1(i.bUs)}·batch µs, from ${fromFigures} (a call of n costs n × its CPU per reservation), and never more than ${n0(i.maxCallsPerSec)} calls/s (the documented requests/s per object, taken as a floor of ${n1(1000 / i.maxCallsPerSec)} ms per call). The edge's ${n0(i.edgeUs)} µs per reservation (below) is latency only: an isolate's own thread is taken as never the bottleneck.`,
+      i.notes.length > 0 && i.notes.map((n) => `Note: ${n}.`).join("\n"),
+      "Sustained is holds answered per second in the spike's second half; time-to-hold runs from the request reaching the edge to its hold there (503s count as never). The busiest object's share of that half spent serving calls is shown: one call in flight per isolate keeps an object busy whenever enough isolates have something queued, and batches grow until it keeps up.",
+      table(
+        "shards | sustained/s | hold p50 ms | hold p99 ms | 503s | calls | batch mean | p50 | p99 | max | busiest object",
+        sim.rows.map((r) => [
+          String(r.shards),
+          n0(r.sustainedPerSec),
+          ms0(r.holdP50Ms),
+          ms0(r.holdP99Ms),
+          n0(r.busy),
+          n0(r.batch.calls),
+          n1(r.batch.mean),
+          String(r.batch.p50),
+          String(r.batch.p99),
+          String(r.batch.max),
+          `${n0(r.objectBusyMaxPct)}%`,
+        ]),
+      ),
+      "Calls by batch size:",
+      table(
+        ["shards", ...(sim.rows[0]?.batch.histogram.map((h) => h.bucket) ?? [])],
+        sim.rows.map((r) => [String(r.shards), ...r.batch.histogram.map((h) => n0(h.calls))]),
+      ),
+      `**Shards for ${n0(sim.target.perSec)} reservations/s on one SKU with time-to-hold p99 < ${n0(sim.target.p99Ms)} ms** (no 503s, and ≥ 98% of the offered rate sustained): **${sim.shardsForTarget ?? "none up to 256"}**. How that moves with the assumptions:`,
+      table(
+        ["variant", "isolates", "calls/s cap", "RTT median / p99 ms", "shards for the target"],
+        [asAbove, ...sim.sensitivity].map((s) => [
+          s.label,
+          n0(s.isolates),
+          s.capped ? n0(i.maxCallsPerSec) : "none",
+          `${s.rttMedianMs} / ${s.rttP99Ms}`,
+          shards(s.shards),
+        ]),
+      ),
     ),
-    "",
-    "Calls by batch size:",
-    "",
-    table(
-      ["shards", ...(sim.rows[0]?.batch.histogram.map((h) => h.bucket) ?? [])],
-      sim.rows.map((r) => [String(r.shards), ...r.batch.histogram.map((h) => n0(h.calls))]),
-    ),
-    "",
-    `**Shards for ${n0(sim.target.perSec)} reservations/s on one SKU with time-to-hold p99 < ${n0(sim.target.p99Ms)} ms** (no 503s, and ≥ 98% of the offered rate sustained): **${sim.shardsForTarget ?? "none up to 256"}**. How that moves with the assumptions:`,
-    "",
-    table(
-      ["variant", "isolates", "calls/s cap", "RTT median / p99 ms", "shards for the target"],
-      [
-        {
-          label: "as above",
-          isolates: sim.spread.isolates,
-          capped: true,
-          rttMedianMs: sim.rtt.medianMs,
-          rttP99Ms: sim.rtt.p99Ms,
-          shards: sim.shardsForTarget,
-        },
-        ...sim.sensitivity,
-      ].map((s) => [
-        s.label,
-        n0(s.isolates),
-        s.capped ? n0(i.maxCallsPerSec) : "none",
-        `${s.rttMedianMs} / ${s.rttP99Ms}`,
-        s.shards === null ? "none up to 256" : String(s.shards),
-      ]),
-    ),
-    "",
     ...tierSection(sim),
-    v
-      ? `Checked once against this machine, in a closed-loop mode with local parameters: one isolate, RTT 0, ${v.connections} connections each sending its next reservation when the last one answers (as wrk does), and the Worker and the object sharing workerd's one thread in FIFO order (locally they run in one process). The edge's cost per reservation is the \`${v.point}\` point's ${n0(v.measuredCpuUsPerRequest)} µs of workerd CPU per request less the object's share at the batch the loop runs with (a ÷ mean batch + b), solved together: ${n0(i.edgeUs)} µs. Predicted ${n0(v.predicted.perSec)} reservations/s (time-to-hold p50 ${n1(v.predicted.holdP50Ms)} ms, p99 ${n1(v.predicted.holdP99Ms)} ms; batch mean ${n1(v.predicted.batch.mean)}, p50 ${v.predicted.batch.p50}, p99 ${v.predicted.batch.p99}), measured ${n0(v.measuredPerSec)}/s (p50 ${n1(v.measuredP50Ms)} ms, p99 ${n1(v.measuredP99Ms)} ms): **ratio ${v.ratio.toFixed(2)}, ${v.within25Pct ? "within" : "not within"} 25%**. With the thread the only server, the loop predicts 1e6 ÷ the CPU per request; what it adds is the batch the loop settles at, and the measured rate falls short of it by the share of the thread workerd did not get on this shared 2-core machine.`
-      : "No hot-SKU point in this run: the simulation is not checked against this machine.",
-    "",
+    ...blocks(
+      v
+        ? `Checked once against this machine, in a closed-loop mode with local parameters: one isolate, RTT 0, ${v.connections} connections each sending its next reservation when the last one answers (as wrk does), and the Worker and the object sharing workerd's one thread in FIFO order (locally they run in one process). The edge's cost per reservation is the \`${v.point}\` point's ${n0(v.measuredCpuUsPerRequest)} µs of workerd CPU per request less the object's share at the batch the loop runs with (a ÷ mean batch + b), solved together: ${n0(i.edgeUs)} µs. Predicted ${n0(v.predicted.perSec)} reservations/s (time-to-hold p50 ${n1(v.predicted.holdP50Ms)} ms, p99 ${n1(v.predicted.holdP99Ms)} ms; batch mean ${n1(v.predicted.batch.mean)}, p50 ${v.predicted.batch.p50}, p99 ${v.predicted.batch.p99}), measured ${n0(v.measuredPerSec)}/s (p50 ${n1(v.measuredP50Ms)} ms, p99 ${n1(v.measuredP99Ms)} ms): **ratio ${v.ratio.toFixed(2)}, ${v.within25Pct ? "within" : "not within"} 25%**. With the thread the only server, the loop predicts 1e6 ÷ the CPU per request; what it adds is the batch the loop settles at, and the measured rate falls short of it by the share of the thread workerd did not get on this shared 2-core machine.`
+        : "No hot-SKU point in this run: the simulation is not checked against this machine.",
+    ),
   ];
 }
 
