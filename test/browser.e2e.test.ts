@@ -1,6 +1,7 @@
-import { spawnSync } from "node:child_process";
+import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdirSync } from "node:fs";
+import { promisify } from "node:util";
 import type { BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DevServer, startDevServer } from "../tools/dev-server";
@@ -245,7 +246,7 @@ describe("operator dashboard", () => {
       occurredAt: new Date().toISOString(),
       seq: 1,
     };
-    plantDeadLetter(letterId, JSON.stringify(event));
+    await plantDeadLetter(letterId, JSON.stringify(event));
     const row = `tr[data-id="${letterId}"]`;
     await page.waitForSelector(`${row} button`, { timeout: 10_000 });
     expect(await page.textContent(row)).toContain(`reservation.held ${reservation.reservationId}`);
@@ -393,14 +394,30 @@ function post(path: string, body?: unknown, headers: Record<string, string> = {}
   });
 }
 
-/** Inserts a row into `dead_letters` of the dev server's local D1 (its --persist-to directory). */
-function plantDeadLetter(id: string, body: string) {
+const run = promisify(execFile);
+const WRANGLER = new URL("../node_modules/.bin/wrangler", import.meta.url).pathname;
+
+/**
+ * Inserts a row into `dead_letters` of the dev server's local D1 (its --persist-to directory), with
+ * `wrangler d1 execute` beside the running server. Not spawnSync: a blocked event loop misses the
+ * server closing this process's idle pooled connections, and the next fetch takes a closed one. The
+ * server may hold the database's write lock at that moment (SQLITE_BUSY): tried again after a pause.
+ */
+async function plantDeadLetter(id: string, body: string) {
   const sql = (text: string) => `'${text.replaceAll("'", "''")}'`;
   const command = `INSERT INTO dead_letters (id, queue, body, attempts, received_at) VALUES (${sql(id)}, 'order-events', ${sql(body)}, 6, ${Date.now()})`;
-  const run = spawnSync(
-    "npx",
-    ["wrangler", "d1", "execute", "DB", "--local", "--persist-to", server.stateDir, "--command", command],
-    { encoding: "utf8", env: { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" } },
-  );
-  if (run.status !== 0) throw new Error(`planting a dead letter failed:\n${run.stdout}\n${run.stderr}`);
+  const args = ["d1", "execute", "DB", "--local", "--persist-to", server.stateDir, "--command", command];
+  const env = { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" };
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await run(WRANGLER, args, { encoding: "utf8", env });
+      return;
+    } catch (err) {
+      const { stdout = "", stderr = "" } = err as { stdout?: string; stderr?: string };
+      if (attempt === 5 || !/SQLITE_BUSY/.test(stdout + stderr)) {
+        throw new Error(`planting a dead letter failed:\n${stdout}\n${stderr}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 500 * attempt));
+    }
+  }
 }
