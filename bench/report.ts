@@ -96,11 +96,7 @@ export interface Results {
     /** A proof of work checked in workerd, less the loop (bench/scenarios/pow-check.ts). */
     pow_check?: { checks: number; rounds: { checkUs: number; floorUs: number }[]; medianUsPerCheck: number };
     /** Solving in headless Chromium with the storefront's solver (bench/scenarios/pow-browser.ts). */
-    pow_browser?: {
-      webcryptoUsPerHash: number;
-      bits16?: Solves;
-      bits20?: Solves;
-    };
+    pow_browser?: { webcryptoUsPerHash: number; bits16?: Solves; bits20?: Solves };
     /** The hot SKU's profile by part (`npm run bench:perf -- hot_sku --js --save`). */
     hot_sku_parts?: PartsFigure;
     /** Issue #51: the hot SKU in sizes beside the plain one, direct, paired rounds. */
@@ -124,12 +120,7 @@ export interface Results {
 
 type Solves = { solves: number; medianMs: number; maxMs: number; usPerHash: number };
 
-interface MemoryFigure {
-  heapUsedMiB: number;
-  heapDeltaMiB: number;
-  rssDeltaMiB: number;
-  databaseMiB: number;
-}
+type MemoryFigure = { heapUsedMiB: number; heapDeltaMiB: number; rssDeltaMiB: number; databaseMiB: number };
 
 type EngineFigure = Awaited<ReturnType<typeof engineCore>>;
 
@@ -154,7 +145,7 @@ function table(head: string | string[], rows: string[][]): string {
   ].join("\n");
 }
 
-/** Markdown blocks (paragraphs, tables, headings) as lines, each followed by a blank one; a block that is not a string is left out. */
+/** Markdown blocks (paragraphs, tables, headings) as lines, each followed by a blank one; a non-string is left out. */
 function blocks(...parts: (string | false | null | undefined)[]): string[] {
   return parts.flatMap((part) => (typeof part === "string" ? [part, ""] : []));
 }
@@ -178,11 +169,7 @@ function bareRuns(r: Results, via: Via): [string, Point][] {
 }
 
 /** An estimate from one run, and its spread: the lowest and highest it came out over the bare runs used. */
-export interface Estimate {
-  value: number;
-  low: number;
-  high: number;
-}
+export type Estimate = { value: number; low: number; high: number };
 
 const estimateOf = (values: number[]): Estimate => {
   const finite = values.filter(Number.isFinite);
@@ -357,32 +344,24 @@ function targets(r: Results) {
   return rows.map((t) => ({ ...t, met: Number.isFinite(t.value) && t.met(t.value) }));
 }
 
+/** A load point's req/s, p50 and p99 ms, and CPU µs per request. */
+const pointCells = (p: Point) => [n0(p.rps), n1(p.p50Ms), n1(p.p99Ms), n0(p.cpuUsPerRequest)];
+
 /** The edge's points as `via` reached them, each beside the bare Worker's runs reached the same way. */
 function edgeTable(r: Results, via: Via): string {
   const bareKey = viaKey("bare_worker", via);
   const after = bareRuns(r, via)
     .map(([key]) => key)
     .filter((key) => key.startsWith("bare_worker_after_"));
-  const points = ["healthz", "sold_out", "sold_out_floor", "tokens", "tokens_pow", "tokens_code", "hot_sku"].map((k) =>
-    viaKey(k, via),
-  );
+  const points = ["healthz", "sold_out", "sold_out_floor", "tokens", "tokens_pow", "tokens_code", "hot_sku"];
   const others = via === "entry" ? ["hot_sku_gc_off", "hot_sku_4_shards", "classic"] : [];
-  const keys = [bareKey, ...after, ...points, ...others];
+  const keys = [bareKey, ...after, ...points.map((k) => viaKey(k, via)), ...others];
   const rows = keys.flatMap((k) => {
     const p = r.points[k];
     if (!p) return [];
     const bare = k.startsWith("bare_worker") ? r.points[bareKey] : ceilingFor(r, k);
-    return [
-      [
-        p.label,
-        n0(p.rps),
-        n1(p.p50Ms),
-        n1(p.p99Ms),
-        n0(p.cpuUsPerRequest),
-        x2(p.rps / (bare?.rps ?? Number.NaN)),
-        x2(p.cpuUsPerRequest / (bare?.cpuUsPerRequest ?? Number.NaN)),
-      ],
-    ];
+    const per = (a: number, b?: number) => x2(a / (b ?? Number.NaN));
+    return [[p.label, ...pointCells(p), per(p.rps, bare?.rps), per(p.cpuUsPerRequest, bare?.cpuUsPerRequest)]];
   });
   return table(["path (wrk, c50)", "req/s", "p50 ms", "p99 ms", "CPU µs/req", "req/s ÷ bare", "CPU ÷ bare"], rows);
 }
@@ -564,7 +543,6 @@ export function performanceDoc(r: Results): string {
   const engine = r.figures.engine_core;
   const pipe = r.figures.order_pipeline;
   const hotOrders = r.figures.hot_sku_orders;
-  const mem = r.figures.memory;
   /** Rows of the stock table: per second and CPU, with the latencies where they were measured. */
   const objectRow = (what: string, f?: EngineFigure) => [what, n0(f?.perSec), "", "", n0(f?.cpuUsPerReservation)];
   const luaRow = (what: string, b?: RedisBenchResult) => [
@@ -642,18 +620,8 @@ export function performanceDoc(r: Results): string {
     ...classicPipelineSection(r),
     ...blocks(
       `SQL statements per reservation in the engine core (each a call from JS into SQLite, outbox flushes included): ${engine?.sqlStatementsPerReservation?.toFixed(2) ?? "–"}.`,
-      mem && "## Stock object memory",
-      mem &&
-        "The isolate's JS heap after a full GC (the inspector's `Runtime.getHeapUsage`; the 128 MB limit is on it) and workerd's RSS, after one object was filled and then decided reserve batches over what it holds.",
-      mem &&
-        table(
-          ["one object with", "heap MiB", "heap Δ MiB", "RSS Δ MiB", "SQLite MiB"],
-          [
-            [`${n0(mem.liveHolds?.holds)} live holds`, mem.liveHolds] as const,
-            [`${n0(mem.userQuotas?.users)} users' quotas`, mem.userQuotas] as const,
-          ].map(([what, m]) => [what, n1(m?.heapUsedMiB), n1(m?.heapDeltaMiB), n1(m?.rssDeltaMiB), n1(m?.databaseMiB)]),
-        ),
     ),
+    ...memorySection(r.figures.memory),
     ...drawSection(r),
     ...challengeSection(r),
     ...capacitySection(r.capacity),
@@ -675,6 +643,22 @@ export function performanceDoc(r: Results): string {
   }
   if (r.problems.length > 0) out.push(...blocks("## Problems in this run", r.problems.map((p) => `- ${p}`).join("\n")));
   return `${out.join("\n")}\n`;
+}
+
+/** "Stock object memory": one object's heap and RSS with many live holds, and with many users' quotas. */
+function memorySection(mem: Results["figures"]["memory"]): string[] {
+  if (!mem) return [];
+  return blocks(
+    "## Stock object memory",
+    "The isolate's JS heap after a full GC (the inspector's `Runtime.getHeapUsage`; the 128 MB limit is on it) and workerd's RSS, after one object was filled and then decided reserve batches over what it holds.",
+    table(
+      ["one object with", "heap MiB", "heap Δ MiB", "RSS Δ MiB", "SQLite MiB"],
+      [
+        [`${n0(mem.liveHolds?.holds)} live holds`, mem.liveHolds] as const,
+        [`${n0(mem.userQuotas?.users)} users' quotas`, mem.userQuotas] as const,
+      ].map(([what, m]) => [what, n1(m?.heapUsedMiB), n1(m?.heapDeltaMiB), n1(m?.rssDeltaMiB), n1(m?.databaseMiB)]),
+    ),
+  );
 }
 
 /** The hand-off's medians as first measured beside this run's (absent until a "before" is kept). */
@@ -775,7 +759,7 @@ function handOffSection(r: Results): string[] {
         ],
       ),
       kept &&
-        `The last row is the least a delivery that nothing can lose costs (bench/lib/post-floor.ts with D1 bound, on disk as the gateway's is): the same signed POSTs, each kept in a D1 table, a statement each per page of ${n0(kept.page)} (the sender's page when it ran), the page's rows written (as the order batch's trigger writes them), taken under a lease and their answers recorded, with no logic around them. It costs ${x2((kept.cpuUsPerPost ?? Number.NaN) / (floor.cpuUsPerPost ?? Number.NaN))} the signed POST's CPU; issue #53 asks a delivery for 1.3× the signed POST's.`,
+        `The last row is the least a delivery that nothing can lose costs (bench/lib/post-floor.ts with D1 bound, on disk as the gateway's is): the same signed POSTs, each kept in a D1 table, a statement each per page of ${n0(kept.page)} (the sender's page when it ran), the page's rows written (as the order batch's trigger writes them), taken under a lease and their answers recorded, with no logic around them. It costs ${x2(keptCpu / floorCpu)} the signed POST's CPU; issue #53 asks a delivery for 1.3× the signed POST's.`,
       table(
         ["a delivery's workerd CPU, µs", "median of the rounds"],
         [
@@ -1007,15 +991,7 @@ function copiesSection(r: Results): string[] {
           "object calls/s",
           "mean batch",
         ],
-        runs.map(({ p, f }) => [
-          f.gather ? "on" : "off",
-          n0(p.rps),
-          n1(p.p50Ms),
-          n1(p.p99Ms),
-          n0(p.cpuUsPerRequest),
-          n0(f.callsPerSec),
-          n1(f.meanBatch),
-        ]),
+        runs.map(({ p, f }) => [f.gather ? "on" : "off", ...pointCells(p), n0(f.callsPerSec), n1(f.meanBatch)]),
       ),
     ),
     ...copiesRounds(figures.copies_rounds as CopiesRounds | undefined),
