@@ -150,6 +150,10 @@ function blocks(...parts: (string | false | null | undefined)[]): string[] {
   return parts.flatMap((part) => (typeof part === "string" ? [part, ""] : []));
 }
 
+/** A median and, over more than one round, each round in parentheses: "512 (498, 512, 530)". */
+const withRounds = (mid: number | undefined, each: number[]) =>
+  `${n0(mid)}${each.length > 1 ? ` (${each.map((v) => n0(v)).join(", ")})` : ""}`;
+
 /** This run's Worker or object, as a row beside an earlier commit's. */
 const thisRun = (r: Results) => `\`${r.commit}\`${r.dirty ? " (with uncommitted changes)" : ""} this run`;
 
@@ -438,8 +442,7 @@ function baselineTable(r: Results, via: Via): string {
     const runs = keys.map((k) => r.points[k]).filter((p): p is Point => p !== undefined);
     if (runs.length === 0) return ["–", "–"];
     const cpu = runs.map((p) => p.cpuUsPerRequest);
-    const each = runs.length > 1 ? ` (${cpu.map(n0).join(", ")})` : "";
-    return [n0(median(runs.map((p) => p.rps))), `${n0(median(cpu))}${each}`];
+    return [n0(median(runs.map((p) => p.rps))), withRounds(median(cpu), cpu)];
   };
   const now = thisRun(r);
   const rows = r.baselines.flatMap((b) => [
@@ -514,7 +517,7 @@ function engineBaselineTable(r: Results): string[] {
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   const rounds = (keys: string[] | undefined) => {
     const cpu = (keys ?? []).map((k) => figure(k)?.cpuUsPerReservation).filter((v): v is number => v !== undefined);
-    return cpu.length === 0 ? "–" : `${n0(median(cpu))}${cpu.length > 1 ? ` (${cpu.map(n0).join(", ")})` : ""}`;
+    return cpu.length === 0 ? "–" : withRounds(median(cpu), cpu);
   };
   const batch1 = (what: string, keys: string[] | undefined, batch64?: number) => [
     what,
@@ -697,15 +700,13 @@ function handOffSection(r: Results): string[] {
   const row = (what: string, plainRun: object, hooksRun?: object) => {
     const plain = plainRun as Record<string, number>;
     const hooks = hooksRun as Record<string, number> | undefined;
-    const ofHooks = (...keys: string[]) => keys.map((key) => (hooks ? n0(hooks[key]) : ""));
+    const of = (run: typeof hooks, ...keys: string[]) => keys.map((key) => (run ? n0(run[key]) : ""));
     return [
       what,
-      n0(plain.ordersPerSec),
-      n0(plain.lagP50Ms),
-      n0(plain.lagP99Ms),
-      ...ofHooks("deliveriesPerSec", "sendPerSec", "deliveryLagP50Ms", "deliveryLagP99Ms"),
+      ...of(plain, "ordersPerSec", "lagP50Ms", "lagP99Ms"),
+      ...of(hooks, "deliveriesPerSec", "sendPerSec", "deliveryLagP50Ms", "deliveryLagP99Ms"),
       n0(hooks ? hooks.cpuUsPerOrderDelivered : plain.cpuUsPerOrder),
-      ...ofHooks("receiverCpuUsPerDelivery"),
+      ...of(hooks, "receiverCpuUsPerDelivery"),
     ];
   };
   const rows = h.rounds.flatMap((round, i) => {
@@ -716,7 +717,8 @@ function handOffSection(r: Results): string[] {
   rows.push(row("median, endpoint disabled", h.plain), row("median, endpoint on", h.hooks, h.hooks));
   const sum = (pick: (run: HandOffFigures["rounds"][number]["hooks"]) => number) =>
     h.rounds.reduce((n, round) => n + pick(round.hooks), 0);
-  const perDelivery = (h.hooks.cpuUsPerOrderDelivered ?? Number.NaN) - (h.plain.cpuUsPerOrder ?? Number.NaN);
+  const plainCpu = h.plain.cpuUsPerOrder ?? Number.NaN;
+  const perDelivery = (h.hooks.cpuUsPerOrderDelivered ?? Number.NaN) - plainCpu;
   const floor = h.floor ?? {};
   const wide = h.floorWide ?? {};
   const kept = h.floorKept?.cpuUsPerPost === undefined ? undefined : h.floorKept;
@@ -729,7 +731,6 @@ function handOffSection(r: Results): string[] {
     n0(f.receiverCpuUsPerPost),
     `${n0(f.verified)} / ${n0(f.posts)}`,
   ];
-  const plainCpu = h.plain.cpuUsPerOrder ?? Number.NaN;
   // The share of one core the floor's workerd used while it POSTed.
   const busy = (f: Record<string, number>) => ((f.perSec ?? Number.NaN) * (f.cpuUsPerPost ?? Number.NaN)) / 10_000;
   const floorBound = (plainCpu + floorCpu) / plainCpu;
