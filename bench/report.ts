@@ -983,15 +983,7 @@ function copiesSection(r: Results): string[] {
       "## Many isolates on this machine (issue 44)",
       `The hot SKU (one shard) behind ${runs[0]?.f.copies} copies of the Worker in one workerd, each its own isolate with its own group commit, wrk's requests handed to them in turn by a front on its own socket, the stock object alone (its queue a sink), \`npm run bench:copies\`. CPU per reservation is the whole workerd's: front, copies, gatherer and object. The object's calls/s are the holds/s ÷ its mean batch (its own count of reserve calls).`,
       table(
-        [
-          "GATHER",
-          "holds/s",
-          "time-to-hold p50 ms",
-          "p99 ms",
-          "CPU µs per reservation",
-          "object calls/s",
-          "mean batch",
-        ],
+        "GATHER | holds/s | time-to-hold p50 ms | p99 ms | CPU µs per reservation | object calls/s | mean batch",
         runs.map(({ p, f }) => [f.gather ? "on" : "off", ...pointCells(p), n0(f.callsPerSec), n1(f.meanBatch)]),
       ),
     ),
