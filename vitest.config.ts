@@ -35,7 +35,7 @@ const workerBindings = async () => ({
   // Webhook endpoints are the test receiver on 127.0.0.1; retries after 1 s and 2 s, then failed.
   WEBHOOK_ALLOW_HTTP_LOCALHOST: "true",
   WEBHOOK_RETRY_SCHEDULE: "1,2",
-  // The sale log's key (.dev.vars.example's): every SKU keeps its log, as in \`npm run dev\`.
+  // The sale log's key (.dev.vars.example's): every SKU keeps its log, as in `npm run dev`.
   LOG_SIGNING_KEY: "PRIVATE+KEY+flashgate-dev+8238a725+ATkDZ4MQgpm0Szd0XgDTaes4dGSXhguzpOHRmnqbEwtl",
 });
 
@@ -59,6 +59,9 @@ export default defineConfig({
         ],
         test: {
           name: "workers",
+          // The official `stripe` package signs the payment tests' events; as one pre-bundled module, not
+          // its 271 files each transformed and sent to workerd (and each a warning about its source map).
+          deps: { optimizer: { ssr: { enabled: true, include: ["stripe"] } } },
           // Queue deliveries and alarms are awaited by polling; a loaded 2-core machine needs room.
           testTimeout: 30_000,
           include: ["test/**/*.workerd.test.ts", "test/**/*.integration.test.ts"],
