@@ -73,7 +73,6 @@ interface Acked {
   userId: string;
   quantity: number;
   variant: string | undefined;
-  listed: readonly string[] | undefined;
   expiresAt: number;
   /** A status the object answered that must stay (paid, cancelled), else null. */
   final: string | null;
@@ -116,13 +115,7 @@ export function enterWorld(world: World, random: () => number): () => void {
   const realNow = Date.now;
   const hadScheduler = "scheduler" in g;
   const realScheduler = g.scheduler;
-  const realConsole = {
-    log: console.log,
-    info: console.info,
-    warn: console.warn,
-    error: console.error,
-    debug: console.debug,
-  };
+  const realConsole = Object.fromEntries(CONSOLE_LEVELS.map((level) => [level, console[level]]));
   const webCrypto = (globalThis as unknown as { crypto: Record<string, unknown> }).crypto;
   const bytes = (array: Uint8Array) => {
     for (let i = 0; i < array.length; i++) array[i] = Math.floor(random() * 256);
@@ -158,7 +151,7 @@ export function enterWorld(world: World, random: () => number): () => void {
       return { promise, resolve, reject };
     };
   const quiet = () => undefined;
-  Object.assign(console, { log: quiet, info: quiet, warn: quiet, error: quiet, debug: quiet });
+  Object.assign(console, Object.fromEntries(CONSOLE_LEVELS.map((level) => [level, quiet])));
   return () => {
     Date.now = realNow;
     if (hadScheduler) g.scheduler = realScheduler;
@@ -171,6 +164,9 @@ export function enterWorld(world: World, random: () => number): () => void {
     Object.assign(console, realConsole);
   };
 }
+
+/** The console's methods the objects log through, kept quiet while a world runs. */
+const CONSOLE_LEVELS = ["log", "info", "warn", "error", "debug"] as const;
 
 function uuidOf(version: string, b: Uint8Array): string {
   const hex = Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
@@ -507,7 +503,6 @@ class Sim {
         userId: r.userId,
         quantity: r.quantity,
         variant: r.variant,
-        listed: request.variants,
         expiresAt: r.expiresAt,
         final: null,
       });
@@ -574,13 +569,8 @@ class Sim {
     const listed = this.#sizes ? this.#preferences() : undefined;
     const quantity = this.#random() < 0.8 ? 1 : 2;
     const available = listed
-      ? Math.max(
-          0,
-          ...listed.map((id) =>
-            states.reduce((n, s) => n + (s?.variants?.find((v) => v.id === id)?.stock.available ?? 0), 0),
-          ),
-        )
-      : states.reduce((n, s) => n + (s?.stock.available ?? 0), 0);
+      ? Math.max(0, ...listed.map((id) => summed(states, "available", id)))
+      : summed(states, "available");
     if (listed ? available >= quantity : states[0].shards === 1 && available > 0) return "STOCK_AVAILABLE";
     const outcome = await this.#call<Outcome<WaitlistEntry>>(
       0,
@@ -898,9 +888,9 @@ class Sim {
   /** Once settled: the total is the operator's, nothing is held past its expiry, and no waiting buyer is stranded. */
   #checkSettled(views: View[]): void {
     // 8: the total (each size's) is one an operator PUT may have set: the last answered, or one unanswered since.
-    const total = views.reduce((n, v) => n + v.state.stock.total, 0);
-    const sizeTotal = (id: string) =>
-      views.reduce((k, v) => k + (v.state.variants?.find((x) => x.id === id)?.stock.total ?? 0), 0);
+    const states = views.map((v) => v.state);
+    const total = summed(states, "total");
+    const sizeTotal = (id: string) => summed(states, "total", id);
     const sized = views.filter((v) => v.shard < this.#shards && v.state.variants?.length);
     if (!this.#sizes && sized.length === 0 && !this.#totals.has(total))
       throw new Violation(
@@ -942,16 +932,9 @@ class Sim {
       const own = views.reduce((n, v) => n + (v.active.find((a) => a.userId === w.user_id)?.quantity ?? 0), 0);
       if (own + w.quantity > this.#limit) continue; // at the limit: the line cannot serve them
       const listed = w.variants ? (JSON.parse(w.variants) as string[]) : null;
-      const available = (id: string | null) =>
-        views.reduce(
-          (n, v) =>
-            n +
-            (id === null
-              ? v.state.stock.available
-              : (v.state.variants?.find((x) => x.id === id)?.stock.available ?? 0)),
-          0,
-        );
-      const fits = listed ? listed.some((id) => available(id) >= w.quantity) : available(null) >= w.quantity;
+      const fits = listed
+        ? listed.some((id) => summed(states, "available", id) >= w.quantity)
+        : summed(states, "available") >= w.quantity;
       if (fits)
         throw new Violation(
           `${w.user_id} waits for ${w.quantity}${listed ? ` of ${listed.join(",")}` : ""} while the units are available (invariant 9)`,
@@ -970,6 +953,16 @@ const ORIGIN = `sim.example/api/skus/${SKU}/log`;
 /** The shard a reservation id names (`<sku>.<shard>.<hex>`). */
 function shardOf(reservationId: string): number {
   return Number(reservationId.split(".")[1]);
+}
+
+/** One count summed over shards' states: the SKU's, or size `id`'s (none where a shard lacks it). */
+function summed(states: readonly (SkuState | null)[], count: "total" | "available", id?: string): number {
+  let n = 0;
+  for (const s of states) {
+    const stock = id === undefined ? s?.stock : s?.variants?.find((v) => v.id === id)?.stock;
+    n += stock?.[count] ?? 0;
+  }
+  return n;
 }
 
 function sumMax(sizes: Map<string, Set<number>>): number {
