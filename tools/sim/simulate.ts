@@ -355,9 +355,9 @@ class Sim {
   async #put(change: SkuChange): Promise<Outcome<SkuState>> {
     const outcome = await this.#call<Outcome<SkuState>>(0, "putSku", change);
     if (!outcome.ok) return outcome;
-    const first = await this.#call<SkuState | null>(0, "state");
+    const first = await this.#state(0);
     if (!first) throw new Violation("shard 0 has no state after a PUT it answered");
-    await Promise.all(Array.from({ length: first.shards - 1 }, (_, i) => this.#call<SkuState | null>(i + 1, "state")));
+    await Promise.all(Array.from({ length: first.shards - 1 }, (_, i) => this.#state(i + 1)));
     return outcome;
   }
 
@@ -411,6 +411,11 @@ class Sim {
     return this.#world.call<T>(shardName(SKU, shard), method, args);
   }
 
+  /** A shard's state as a caller reads it, over the network. */
+  #state(shard: number): Promise<SkuState | null> {
+    return this.#call<SkuState | null>(shard, "state");
+  }
+
   async #reserve(userId: string): Promise<string> {
     // The edge's purchase token: the shard count as shard 0 tells it, the user's home shard by it;
     // before the public start, the tier a code or a claim admits the user to (src/routes/shopper.ts).
@@ -418,7 +423,7 @@ class Sim {
     const claims = this.#claims.get(userId) ?? {};
     const read =
       code === undefined
-        ? { state: await this.#call<SkuState | null>(0, "state"), codeTier: null, claimTier: undefined }
+        ? { state: await this.#state(0), codeTier: null, claimTier: undefined }
         : await this.#call<{ state: SkuState | null; codeTier: string | null; claimTier?: string }>(
             0,
             "tokenState",
@@ -562,9 +567,7 @@ class Sim {
 
   async #join(userId: string): Promise<string> {
     // The edge's route: the SKU's available units over its shards (of the sizes listed), as it reads them.
-    const states = await Promise.all(
-      Array.from({ length: this.#shards }, (_, i) => this.#call<SkuState | null>(i, "state")),
-    );
+    const states = await Promise.all(Array.from({ length: this.#shards }, (_, i) => this.#state(i)));
     if (!states[0] || states[0].status === "archived") return "no SKU";
     const listed = this.#sizes ? this.#preferences() : undefined;
     const quantity = this.#random() < 0.8 ? 1 : 2;
@@ -593,7 +596,6 @@ class Sim {
   #operate(roll = this.#random(), status?: "on_sale", sizing = false): void {
     const change: SkuChange = { sku: SKU, shards: this.#shards, assumedTotal: 0 };
     let what: string;
-    const sizes = this.#sizes;
     if (this.#archived) return;
     if (roll < 0.3) {
       const shards = 1 + this.#int(MAX_SHARDS);
@@ -601,8 +603,8 @@ class Sim {
       change.shards = shards;
       what = `resize to ${shards}`;
     } else if (roll < 0.6) {
-      if (sizes) {
-        const ids = [...sizes.keys()];
+      if (this.#sizes) {
+        const ids = [...this.#sizes.keys()];
         const id = this.#random() < 0.2 && ids.length < 4 ? "d" : (this.#pick(ids) as string);
         const total = this.#int(6);
         change.variants = [{ id, name: id, totalStock: total }];
@@ -703,7 +705,7 @@ class Sim {
     for (let attempt = 1; attempt <= 5; attempt++) {
       let state: SkuState | null;
       try {
-        state = await this.#call<SkuState | null>(0, "state");
+        state = await this.#state(0);
       } catch (error) {
         if (error instanceof Error && error.message.includes(SIM_ERROR)) continue;
         throw error;
@@ -791,7 +793,7 @@ class Sim {
   }
 
   /** Every acknowledged reservation is on its shard as it was told, and a paid or cancelled one stays so. */
-  #checkAcked(views: { shard: number; rows: Map<string, Row> }[]): void {
+  #checkAcked(views: View[]): void {
     const byShard: (Map<string, Row> | undefined)[] = [];
     for (const v of views) byShard[v.shard] ??= v.rows;
     for (const a of this.#acked.values()) {
@@ -809,7 +811,7 @@ class Sim {
    * Outbox events for every decision: on a shard with nothing left to send, every reservation's latest
    * change reached the queue (the model of D1 has it at its seq and status); settled, every shard so.
    */
-  #checkOutbox(views: { shard: number; pending: boolean; rows: Map<string, Row> }[], settled: boolean): void {
+  #checkOutbox(views: View[], settled: boolean): void {
     for (const { shard, pending, rows } of views) {
       if (pending) {
         if (settled) throw new Violation(`shard ${shard} still has outbox events after settling`);

@@ -43,9 +43,6 @@ export interface SentEvent {
   variant?: string;
 }
 
-/** The model of D1's orders: per reservation, the event of the highest seq (as the consumer keeps it). */
-export type OrderModel = Map<string, SentEvent>;
-
 let stockSchemaImage: SchemaImage | undefined;
 
 /**
@@ -171,9 +168,9 @@ export class World {
   readonly random: () => number;
   faults: Faults = NO_FAULTS;
   readonly objects = new Map<string, SimObject<Alarmed>>();
-  /** What the queue took, in order (every message's events), and D1's orders as the consumer would keep them. */
+  /** What the queue took, in order, and the model of D1's orders: each reservation's event of the highest seq. */
   readonly sent: SentEvent[] = [];
-  readonly orders: OrderModel = new Map();
+  readonly orders = new Map<string, SentEvent>();
   /** Errors of the code under test that were not the world's (background work included). */
   readonly foreign: string[] = [];
   readonly env: Record<string, unknown>;
