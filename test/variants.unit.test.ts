@@ -349,4 +349,36 @@ describe("sizes in the stock engine", () => {
       storage.close();
     }
   });
+
+  it("refunds a late payment of a hold made before the sizes were given (too_late), the SKU still its sizes' sum", () => {
+    // Found by the simulator (seed 456 of a 1,000-seed sweep): the payment took a unit of no size,
+    // the SKU's counts left its sizes', and the next hold broke the CHECK held + sold <= total.
+    const storage = sqliteStorage();
+    try {
+      const engine = new StockEngine(storage, () => crypto.randomUUID());
+      engine.configuration.configure({ sku: "shoe", shard: 0, shards: 1, totalStock: 5, perUserLimit: 2 }, T0);
+      const [held] = engine.holds.reserve([{ userId: "a", nonce: "n1", quantity: 2 }], T0);
+      if (!held?.ok) throw new Error(`the hold was refused: ${JSON.stringify(held)}`);
+      const id = held.value.reservation.id;
+      const failed = { eventId: "e1", type: "payment.failed", reservationId: id } as const;
+      expect(engine.payments.apply(failed, T0 + 1_000)).toMatchObject({ ok: true, value: { outcome: "applied" } });
+      const sizes = engine.configuration.configure(
+        { sku: "shoe", shard: 0, shards: 1, variants: [{ id: "a", totalStock: 3 }] },
+        T0 + 2_000,
+      );
+      expect(sizes.ok).toBe(true);
+      const late = engine.payments.apply({ eventId: "e2", type: "payment.succeeded", reservationId: id }, T0 + 3_000);
+      expect(late).toMatchObject({
+        ok: true,
+        value: { outcome: "refund_required", reason: "too_late", status: "refund_required" },
+      });
+      const state = engine.configuration.state();
+      expect(state?.stock).toEqual({ total: 3, available: 3, held: 0, sold: 0 });
+      expect(state?.variants?.map((v) => v.stock)).toEqual([{ total: 3, available: 3, held: 0, sold: 0 }]);
+      const [next] = engine.holds.reserve([{ userId: "b", nonce: "n2", quantity: 2, variants: ["a"] }], T0 + 4_000);
+      expect(next).toMatchObject({ ok: true, value: { reservation: { variant: "a" } } });
+    } finally {
+      storage.close();
+    }
+  });
 });

@@ -2,7 +2,8 @@
  * The stock invariants of docs/ARCHITECTURE.md that need only counts, shared by chaos
  * (scripts/chaos/invariants.ts, over the admin view and D1) and the simulator (tools/sim/, over the
  * objects themselves): 1, `available + held + sold == total`, none negative, per SKU and per size,
- * and held + sold never above what the operator set; 2, a buyer's held + bought within the limit.
+ * the SKU's counts the sums of its sizes', and held + sold never above what the operator set; 2, a
+ * buyer's held + bought within the limit.
  * Each returns its violations as sentences, none when the counts hold.
  */
 
@@ -14,6 +15,16 @@ export function countsViolation(what: string, c: Counts): string | null {
   if (available < 0 || held < 0 || sold < 0 || available + held + sold !== total || held + sold > total)
     return `${what}: available ${available} + held ${held} + sold ${sold} != total ${total}`;
   return null;
+}
+
+/** 1 for a SKU (or a shard) with sizes: each of its counts the sum of its sizes' (API.md v1.4: `stock` is their sum). */
+export function sizesViolations(what: string, stock: Counts, sizes: readonly { stock: Counts }[]): string[] {
+  const out: string[] = [];
+  for (const key of ["total", "available", "held", "sold"] as const) {
+    const sum = sizes.reduce((n, size) => n + size.stock[key], 0);
+    if (sum !== stock[key]) out.push(`${what}: its sizes' ${key} sum to ${sum}, its own ${key} is ${stock[key]}`);
+  }
+  return out;
 }
 
 /** 2: each buyer's held + bought (summed over wherever they hold) within `limit`. */
@@ -56,6 +67,7 @@ export function stockViolations(
   for (const { shard, state, active: rows } of shards) {
     push(countsViolation(`shard ${shard}`, state.stock));
     used += state.stock.held + state.stock.sold;
+    if (state.variants?.length) out.push(...sizesViolations(`shard ${shard}`, state.stock, state.variants));
     for (const v of state.variants ?? []) {
       push(countsViolation(`shard ${shard} size ${v.id}`, v.stock));
       usedBySize.set(v.id, (usedBySize.get(v.id) ?? 0) + v.stock.held + v.stock.sold);

@@ -12,6 +12,7 @@ import {
   type Reservation,
   type ReservationRow,
 } from "./types";
+import { variantsFit } from "./variants";
 import type { Waitlist } from "./waitlist";
 
 /**
@@ -339,6 +340,10 @@ export class Payments {
     // A late payment is a new sale; an archived SKU makes none (a paused one still takes it: the pause stops newcomers).
     if (sku.status === "archived") return { kind: "refused", code: "SOLD_OUT" };
     if (ledger.fenced()) return { kind: "busy" }; // a resize is staging this shard: no unit moves
+    // A SKU with sizes sells by size only (as a new hold, Holds.one): a hold made before its sizes were
+    // given has none to take again, and units taken without one would leave the SKU apart from its sizes.
+    if (!variantsFit(ledger.variants(), variant === undefined ? undefined : [variant]))
+      return { kind: "refused", code: "SOLD_OUT" };
     const refused = this.holds.admit(sku, userId, quantity, now, false, variant === undefined ? undefined : [variant]);
     if (!refused.ok) {
       // At the limit and short of units too: `too_late`, as the Lua twin says (here: this shard's units).
