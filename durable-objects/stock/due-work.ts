@@ -1,5 +1,8 @@
-/** Work a stock object retries from its alarm when the first attempt failed. */
-export type Retry = "outbox" | "mirror" | "transfer" | "payment" | "waitlist" | "draw" | "config";
+/**
+ * Work a stock object retries from its alarm when the first attempt failed; `inherited`: whatever the
+ * alarm a previous instance of the object set was for.
+ */
+export type Retry = "outbox" | "mirror" | "transfer" | "payment" | "waitlist" | "draw" | "config" | "inherited";
 
 /**
  * The one alarm of a stock object, kept on the earliest due work: what the engine has scheduled (the
@@ -48,10 +51,15 @@ export class DueWork {
 
   /** Sets, moves or deletes the alarm so that it fires at the earliest due time. */
   async arm(): Promise<void> {
+    if (this.#armedAt === undefined) {
+      this.#armedAt = await this.#storage.getAlarm();
+      // Retries are booked in memory: one a previous instance booked (a transfer, a line's grant) is
+      // known here only by the alarm it set, so that alarm stays until it fires and its work is run.
+      if (this.#armedAt !== null) this.#retries.set("inherited", this.#armedAt);
+    }
     let next: number | null = null;
     const due = [...this.#scheduled.map((at) => at()), ...this.#retries.values()];
     for (const at of due) if (at !== null) next = next === null ? at : Math.min(next, at);
-    if (this.#armedAt === undefined) this.#armedAt = await this.#storage.getAlarm();
     if (next === this.#armedAt) return;
     this.#armedAt = next;
     if (next === null) await this.#storage.deleteAlarm();
