@@ -1,5 +1,6 @@
 import { expect, it } from "vitest";
 import type { Outcome, ReserveOutcome, SkuState } from "../durable-objects/engine/types";
+import type { WaitlistEntry } from "../durable-objects/engine/waitlist";
 import { homeShard, shardName } from "../durable-objects/shared/shard-name";
 import type { SkuChange } from "../durable-objects/stock/sku-change";
 import { seededRandom } from "../src/harness/seeded-random";
@@ -56,3 +57,48 @@ it("a transfer whose answer was lost is finished after its shard restarts", asyn
   }
 });
 
+// npm run sim -- --seed 897 --shards 2: a sharded SKU's line is served by holds whose nonce is the
+// entry's id; a pass during an opening's window entered the entry in the draw, which refused it (its
+// size had no unit). That refusal was then replayed to every later pass as a token's answer would be,
+// so the buyer waited on while units of their size were available (invariant 9).
+
+it("a line's entry that an opening draw refused is served once its size has units", async () => {
+  const random = seededRandom(1);
+  const start = Date.UTC(2026, 0, 1);
+  const world = new World(start, random);
+  const restore = enterWorld(world, random);
+  try {
+    const call = async <T>(shard: number, method: string, ...args: unknown[]): Promise<T> => {
+      const answer = world.call<T>(shardName("line", shard), method, args);
+      await world.runUntil(world.now + 1_000);
+      return answer;
+    };
+    const put = (change: Partial<SkuChange>) =>
+      call<Outcome<SkuState>>(0, "putSku", { sku: "line", shards: 2, assumedTotal: 0, ...change });
+    const opensAt = start + 60_000;
+    const created = await put({
+      totalStock: 2,
+      perUserLimit: 1,
+      startsAt: opensAt,
+      openingWindowMs: 2_000,
+      variants: [
+        { id: "x", name: "x", totalStock: 2 },
+        { id: "y", name: "y", totalStock: 0 },
+      ],
+    });
+    expect(created.ok).toBe(true);
+    await world.runUntil(opensAt + 500); // the opening's window is open
+    const waiter = "bob";
+    const joined = await call<Outcome<WaitlistEntry>>(0, "joinWaitlist", waiter, 1, undefined, 0, ["y"]);
+    expect(joined.ok).toBe(true);
+    await world.runUntil(opensAt + 60_000); // the window closes and the draw is decided
+    expect(await call<number>(0, "waitlistLength")).toBe(1);
+
+    expect((await put({ variants: [{ id: "y", name: "y", totalStock: 1 }] })).ok).toBe(true);
+    await world.runUntil(world.now + 5_000);
+    expect(await call<number>(0, "waitlistLength")).toBe(0);
+    expect(await call<number>(homeShard(waiter, 2), "heldBy", waiter)).toBe(1);
+  } finally {
+    restore();
+  }
+});

@@ -169,7 +169,9 @@ export class Holds {
       return ok({ reservation: ledger.toReservation(prior), replayed: true, available, ...(draw ? { draw } : {}) });
     }
     const drawn = this.drawAnswer(request, available);
-    if (drawn) return drawn;
+    // A token's answer is final. A line's entry waits until it is served: a draw it entered and that
+    // refused it answered that pass only, so the entry is decided afresh (units may have come since).
+    if (drawn && (drawn.ok || !served || drawn.code === "DRAW_PENDING")) return drawn;
     // Archived: not sold any more (a token's replay above still answers its hold, which keeps its course).
     if (sku.status === "archived") return fail("SKU_NOT_FOUND");
     if (!variantsFit(ledger.variants(), request.variants)) return fail("VARIANT_INVALID");
