@@ -640,10 +640,14 @@ class Sim {
             // A refusal after a lost attempt says nothing of that one, which may have applied.
             if (outcome.ok) this.#expect(change, true);
             else if (attempt === 1) refused();
-            else if (this.#converting) await this.#readSizes();
-            return `${outcome.ok ? "200" : outcome.code}${attempt > 1 ? ` (attempt ${attempt})` : ""}`;
+            const read = !outcome.ok && this.#converting ? `; ${await this.#readSizes()}` : "";
+            return `${outcome.ok ? "200" : outcome.code}${attempt > 1 ? ` (attempt ${attempt}${read})` : ""}`;
           } catch (error) {
-            if (attempt >= 5 || !(error instanceof Error) || !error.message.includes(SIM_ERROR)) throw error;
+            if (!(error instanceof Error) || !error.message.includes(SIM_ERROR)) throw error;
+            if (attempt < 5) continue;
+            // Given up: sizes that an attempt of it may have given are read back, as after a refusal.
+            if (!this.#converting) throw error;
+            return `${error.message.slice(SIM_ERROR.length)} (attempt 5; ${await this.#readSizes()})`;
           }
         }
       } finally {
@@ -697,18 +701,21 @@ class Sim {
   }
 
   /**
-   * Sizes were given, an attempt's answer was lost and a later one refused: the lost one may have
-   * applied. The operator reads the SKU (GET /admin/skus/:sku, from shard 0) to know which.
+   * Sizes were given and the PUT's outcome is not known (an attempt's answer was lost, then a later
+   * one was refused, or every attempt was lost): the lost one may have applied. The operator reads the
+   * SKU (GET /admin/skus/:sku, from shard 0) until it knows which, a second apart while the reads are
+   * lost (the faults stop when the run settles, so one answers by the settled checks).
    */
-  async #readSizes(): Promise<void> {
+  async #readSizes(): Promise<string> {
     const given = this.#converting as Map<string, number>;
-    for (let attempt = 1; attempt <= 5; attempt++) {
+    for (let read = 1; ; read++) {
       let state: SkuState | null;
       try {
         state = await this.#state(0);
       } catch (error) {
-        if (error instanceof Error && error.message.includes(SIM_ERROR)) continue;
-        throw error;
+        if (!(error instanceof Error) || !error.message.includes(SIM_ERROR)) throw error;
+        await this.#world.wait(1000);
+        continue;
       }
       const ids = (state?.variants ?? []).map((v) => v.id).join(",");
       if (ids && ids !== [...given.keys()].join(","))
@@ -716,7 +723,7 @@ class Sim {
       this.#converting = null;
       const variants = [...given].map(([id, totalStock]) => ({ id, name: id, totalStock }));
       if (ids) this.#expect({ sku: SKU, shards: this.#shards, assumedTotal: 0, variants }, true);
-      return;
+      return `${ids ? "the sizes applied" : "no sizes"}${read > 1 ? ` at read ${read}` : ""}`;
     }
   }
 
@@ -893,20 +900,21 @@ class Sim {
     const states = views.map((v) => v.state);
     const total = summed(states, "total");
     const sizeTotal = (id: string) => summed(states, "total", id);
-    const sized = views.filter((v) => v.shard < this.#shards && v.state.variants?.length);
-    if (!this.#sizes && sized.length === 0 && !this.#totals.has(total))
+    // Sizes given by a PUT whose answer was lost: the operator read back whether they applied (#readSizes).
+    if (this.#converting)
+      throw new Violation(
+        `the operator never learned whether sizes ${[...this.#converting.keys()].join(",")} applied (the simulator's own gap)`,
+      );
+    // Every one of the SKU's shards (as many as shard 0 says) has sizes when the operator gave them, none else.
+    const count = views.find((v) => v.shard === 0)?.state.shards ?? 0;
+    const sized = views.filter((v) => v.shard < count && v.state.variants?.length);
+    if (sized.length !== (this.#sizes ? count : 0))
+      throw new Violation(
+        `${sized.length} of ${count} shards have sizes, the operator gave ${this.#sizes ? [...this.#sizes.keys()].join(",") : "none"} (invariant 8)`,
+      );
+    if (!this.#sizes && !this.#totals.has(total))
       throw new Violation(
         `the shards hold ${total} in total, the operator set ${[...this.#totals].join(" or ")} (invariant 8)`,
-      );
-    // Sizes given by a PUT whose outcome is unknown: every shard has them, each size's total as given, or none has.
-    const given = this.#converting;
-    if (
-      !this.#sizes &&
-      sized.length > 0 &&
-      (!given || sized.length !== this.#shards || [...given].some(([id, t]) => sizeTotal(id) !== t))
-    )
-      throw new Violation(
-        `${sized.length} of ${this.#shards} shards have sizes, the operator gave ${given ? [...given].map(([id, t]) => `${id} ${t}`).join(", ") : "none"} (invariant 8)`,
       );
     for (const [id, totals] of this.#sizes ?? []) {
       const n = sizeTotal(id);
