@@ -481,6 +481,30 @@ describe("sizes: bad input changes nothing", () => {
     expect((await call("GET", `/admin/skus/${plain}`, { admin: true })).json.variants).toBeUndefined();
   });
 
+  it.each([1, 2])(
+    "are refused while buyers wait in the line of a SKU of %i shard(s) (409 naming variants), changing nothing",
+    async (shards) => {
+      const sku = uniqueSku(`line${shards}`);
+      await createSku(sku, { totalStock: 0, shards, perUserLimit: 1 });
+      const waiter = `${sku}-w`;
+      expect((await call("POST", `/api/skus/${sku}/waitlist`, { user: waiter, body: { quantity: 1 } })).status).toBe(
+        202,
+      );
+      const sizes = { admin: true, body: { variants: [{ id: "a", totalStock: 2 }] } };
+      const refused = await call("PUT", `/admin/skus/${sku}`, sizes);
+      expect(refused.status).toBe(409);
+      expect(refused.json.error).toMatchObject({
+        code: "INVALID_STATE",
+        details: { heldOrSold: 0, waiting: 1, fields: [{ path: "variants" }] },
+      });
+      expect(refused.json.error.message).toContain("1 buyer waiting");
+      expect((await call("GET", `/admin/skus/${sku}`, { admin: true })).json.variants).toBeUndefined();
+      expect((await call("DELETE", `/api/skus/${sku}/waitlist`, { user: waiter })).status).toBe(200);
+      const given = await call("PUT", `/admin/skus/${sku}`, sizes);
+      expect([given.status, given.json.stock.total]).toEqual([200, 2]);
+    },
+  );
+
   it("a replayed token with other sizes is 422 IDEMPOTENCY_MISMATCH; with its own, the same hold", async () => {
     const { sku } = await sized(1, [
       { id: "a", totalStock: 3 },

@@ -381,4 +381,22 @@ describe("sizes in the stock engine", () => {
       storage.close();
     }
   });
+
+  it("refuses sizes for a SKU whose line has buyers waiting (their entries list none), as for a new shard count", () => {
+    const storage = sqliteStorage();
+    try {
+      const engine = new StockEngine(storage, () => crypto.randomUUID());
+      engine.configuration.configure({ sku: "soon", shard: 0, shards: 1, totalStock: 0 }, T0);
+      expect(engine.waitlist.join("bob", 1, T0 + 1, 0).ok).toBe(true);
+      const sizes = { sku: "soon", shard: 0, shards: 1, variants: [{ id: "a", totalStock: 2 }] };
+      // Before: applied, and bob waited for good while both units of size a were on sale (invariant 9).
+      expect(engine.configuration.configure(sizes, T0 + 2)).toMatchObject({ ok: false, code: "INVALID_STATE" });
+      expect(engine.configuration.state()).toMatchObject({ stock: { total: 0 }, waiting: 1 });
+      expect(engine.configuration.state()?.variants).toBeUndefined();
+      expect(engine.waitlist.leaveLine("bob", T0 + 3)).not.toBeNull();
+      expect(engine.configuration.configure(sizes, T0 + 4).ok).toBe(true);
+    } finally {
+      storage.close();
+    }
+  });
 });

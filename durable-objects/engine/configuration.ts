@@ -266,15 +266,18 @@ export class Configuration {
 
   /**
    * Sizes: this shard's variants as the change leaves them (a copy; written by {@link #writeVariants}),
-   * or its refusal: variants given to a SKU without them that holds or sold units, a variant's total
-   * below its held + sold (named), or a cut shard 0 cannot cover (`missing` units of the variant).
+   * or its refusal: variants given to a SKU without them that holds or sold units or has buyers waiting,
+   * a variant's total below its held + sold (named), or a cut shard 0 cannot cover (`missing` units of
+   * the variant).
    */
   #variantsOf(settings: SkuSettings, current: SkuRow | undefined): Map<string, VariantRow> | Outcome<SkuState> {
     const existing = this.#ledger.variants();
     const out = new Map<string, VariantRow>();
     for (const [id, v] of existing) out.set(id, { ...v });
     if (!settings.variants || settings.variants.length === 0) return out;
-    if (existing.size === 0 && current && current.held + current.sold > 0) return fail("INVALID_STATE");
+    // Units held or sold and the line's entries have no size, and no later unit could serve an entry.
+    if (existing.size === 0 && current && (current.held + current.sold > 0 || this.#waitlist.length() > 0))
+      return fail("INVALID_STATE");
     const targets = settings.retarget && current ? this.variantTargets() : null;
     for (const v of settings.variants) {
       const row = out.get(v.id);

@@ -199,7 +199,7 @@ function archived(sku: string): ApiError {
 /**
  * A change the stock objects refused with INVALID_STATE, said with what they hold now (read again:
  * a refusal is rare, and the figures are those an operator acts on): archived, a total below what is
- * held or sold, or a new shard count while units are held or sold or buyers wait.
+ * held or sold, or sizes or a new shard count while units are held or sold or buyers wait.
  */
 async function explainRefusal(
   env: Env,
@@ -225,13 +225,20 @@ async function explainRefusal(
       { variant: variant.id, totalStock, heldOrSold: taken },
     );
   }
-  if (body.variants && !state.variants && heldOrSold > 0) {
-    return new ApiError(
-      "INVALID_STATE",
-      `SKU ${sku} has ${plural(heldOrSold, "unit")} held or sold without variants: variants can be given to it only while nothing is held or sold (or configure a new SKU with them).`,
-      {},
-      { heldOrSold, fields: [{ path: "variants", message: "given only while nothing is held or sold" }] },
-    );
+  if (body.variants && !state.variants) {
+    const waiting = await readWaitlist(env, sku, state.shards);
+    if (heldOrSold > 0 || waiting > 0) {
+      return new ApiError(
+        "INVALID_STATE",
+        `SKU ${sku} has ${plural(heldOrSold, "unit")} held or sold and ${plural(waiting, "buyer")} waiting in its line, none of them of a variant: variants can be given to it only while nothing is held or sold and nobody waits (or configure a new SKU with them).`,
+        {},
+        {
+          heldOrSold,
+          waiting,
+          fields: [{ path: "variants", message: "given only while nothing is held or sold and nobody waits" }],
+        },
+      );
+    }
   }
   const totalStock = body.totalStock;
   if (totalStock !== undefined && totalStock < heldOrSold) {

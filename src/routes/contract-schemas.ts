@@ -81,7 +81,9 @@ export const ErrorDetails = z
     totalStock: Count.optional().describe("INVALID_STATE: the totalStock asked for"),
     heldOrSold: Count.optional().describe("INVALID_STATE: the SKU's units held or sold, the least totalStock can be"),
     shards: z.int().min(1).optional().describe("INVALID_STATE: the SKU's shard count, kept"),
-    waiting: Count.optional().describe("INVALID_STATE: buyers on the SKU's waitlist (a new shard count needs none)"),
+    waiting: Count.optional().describe(
+      "INVALID_STATE: buyers on the SKU's waitlist (a new shard count, and sizes for a SKU without them, need none)",
+    ),
     variants: z
       .record(z.string(), Count)
       .optional()

@@ -897,7 +897,7 @@ export interface components {
       heldOrSold?: number;
       /** @description INVALID_STATE: the SKU's shard count, kept */
       shards?: number;
-      /** @description INVALID_STATE: buyers on the SKU's waitlist (a new shard count needs none) */
+      /** @description INVALID_STATE: buyers on the SKU's waitlist (a new shard count, and sizes for a SKU without them, need none) */
       waiting?: number;
       /** @description Added to v1.4 ("Sizes"): SOLD_OUT, INSUFFICIENT_STOCK: units available of each variant the request listed */
       variants?: {
