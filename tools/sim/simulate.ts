@@ -6,6 +6,7 @@ import {
   type ReserveOutcome,
   type ReserveRequest,
   type SkuState,
+  sumShards,
 } from "../../durable-objects/engine/types";
 import type { WaitlistEntry, WaitlistPlace } from "../../durable-objects/engine/waitlist";
 import type { SaleLog } from "../../durable-objects/log/sale-log";
@@ -566,25 +567,28 @@ class Sim {
   readonly #events: { eventId: string; type: "payment.succeeded" | "payment.failed"; reservationId: string }[] = [];
 
   async #join(userId: string): Promise<string> {
-    // The edge's route: the SKU's available units over its shards (of the sizes listed), as it reads them.
-    const states = await Promise.all(Array.from({ length: this.#shards }, (_, i) => this.#state(i)));
-    if (!states[0] || states[0].status === "archived") return "no SKU";
-    const listed = this.#sizes ? this.#preferences() : undefined;
+    // The edge's route (src/routes/shopper.ts, readSkuState): shard 0's state, then the shards its count
+    // names, summed; the best available of the sizes listed that the SKU has, else the SKU's available.
+    const first = await this.#state(0);
+    if (!first || first.status === "archived") return "no SKU";
+    const rest = await Promise.all(Array.from({ length: first.shards - 1 }, (_, i) => this.#state(i + 1)));
+    const state = sumShards([first, ...rest.filter((s) => s !== null)]);
+    const wanted = this.#sizes ? this.#preferences() : undefined;
     const quantity = this.#random() < 0.8 ? 1 : 2;
-    const available = listed
-      ? Math.max(0, ...listed.map((id) => summed(states, "available", id)))
-      : summed(states, "available");
-    if (listed ? available >= quantity : states[0].shards === 1 && available > 0) return "STOCK_AVAILABLE";
+    const listed = wanted && state.variants?.filter((v) => wanted.includes(v.id));
+    const best = listed ? Math.max(0, ...listed.map((v) => v.stock.available)) : undefined;
+    if (best !== undefined ? best >= quantity : state.shards === 1 && state.stock.available > 0)
+      return "STOCK_AVAILABLE";
     const outcome = await this.#call<Outcome<WaitlistEntry>>(
       0,
       "joinWaitlist",
       userId,
       quantity,
       undefined,
-      available,
-      listed,
+      best ?? state.stock.available,
+      wanted,
     );
-    return outcome.ok ? `waits x${quantity}${listed ? ` for ${listed.join(",")}` : ""}` : outcome.code;
+    return outcome.ok ? `waits x${quantity}${wanted ? ` for ${wanted.join(",")}` : ""}` : outcome.code;
   }
 
   async #leave(userId: string): Promise<string> {
