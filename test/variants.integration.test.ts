@@ -5,6 +5,7 @@ import { homeShard } from "../durable-objects/shared/shard-name";
 import { forgetSoldOut } from "../src/edge/sold-out-cache";
 import { Scrape } from "../tools/prometheus";
 import { type Answer, call, createSku, stockCallsTo, stockShard, tokenFor, uniqueSku } from "./support/client";
+import { setClock } from "./support/draw-window";
 import { eventually } from "./support/eventually";
 import { conforms } from "./support/handoff";
 import { pay } from "./support/payments";
@@ -502,6 +503,33 @@ describe("sizes: bad input changes nothing", () => {
       expect((await call("DELETE", `/api/skus/${sku}/waitlist`, { user: waiter })).status).toBe(200);
       const given = await call("PUT", `/admin/skus/${sku}`, sizes);
       expect([given.status, given.json.stock.total]).toEqual([200, 2]);
+    },
+  );
+
+  it.each([1, 2])(
+    "are refused while an opening draw of a SKU of %i shard(s) is pending (409 draw_pending), changing nothing",
+    async (shards) => {
+      const sku = uniqueSku(`drawn${shards}`);
+      const opensAt = Date.now() + 60_000;
+      await createSku(sku, {
+        totalStock: 4,
+        shards,
+        perUserLimit: 1,
+        startsAt: new Date(opensAt).toISOString(),
+        openingWindowMs: 1_500,
+      });
+      await setClock(sku, shards, opensAt + 1); // the stock objects' window is open
+      const refused = await call("PUT", `/admin/skus/${sku}`, {
+        admin: true,
+        body: { variants: [{ id: "a", totalStock: 4 }] },
+      });
+      expect(refused.status).toBe(409);
+      expect(refused.json.error).toMatchObject({
+        code: "INVALID_STATE",
+        details: { state: "draw_pending", heldOrSold: 0, waiting: 0, fields: [{ path: "variants" }] },
+      });
+      expect(refused.json.error.message).toContain("opening draw is not decided yet");
+      expect((await call("GET", `/admin/skus/${sku}`, { admin: true })).json.variants).toBeUndefined();
     },
   );
 

@@ -399,4 +399,25 @@ describe("sizes in the stock engine", () => {
       storage.close();
     }
   });
+
+  it("refuses sizes while an opening draw is pending (its entries list none)", () => {
+    const storage = sqliteStorage();
+    try {
+      const engine = new StockEngine(storage, () => crypto.randomUUID());
+      const opensAt = T0 + 10_000;
+      const opening = { totalStock: 3, perUserLimit: 1, startsAt: opensAt, openingWindowMs: 2_000 };
+      engine.configuration.configure({ sku: "drop", shard: 0, shards: 1, ...opening }, T0);
+      const sizes = { sku: "drop", shard: 0, shards: 1, variants: [{ id: "a", totalStock: 3 }] };
+      // Before the window opens the sizes could be given; in it, amy's entry lists none.
+      const [entered] = engine.holds.reserve([{ userId: "amy", nonce: "n1", quantity: 1 }], opensAt + 500);
+      expect(entered).toMatchObject({ ok: false, code: "DRAW_PENDING" });
+      expect(engine.configuration.configure(sizes, opensAt + 1_000)).toMatchObject({
+        ok: false,
+        code: "INVALID_STATE",
+      });
+      expect(engine.configuration.state()?.variants).toBeUndefined();
+    } finally {
+      storage.close();
+    }
+  });
 });

@@ -176,7 +176,7 @@ export class Configuration {
     if (settings.changeId !== undefined && config.fence === null && current) return ok(this.#state());
     const skuTotal = this.#totalOf(settings, current);
     if (typeof skuTotal !== "number") return skuTotal;
-    const variants = this.#variantsOf(settings, current);
+    const variants = this.#variantsOf(settings, current, now ?? 0);
     if (!(variants instanceof Map)) return variants;
     // A SKU with sizes has no stock of its own: its total is its variants'.
     const total = variants.size > 0 ? [...variants.values()].reduce((n, v) => n + v.total, 0) : skuTotal;
@@ -266,18 +266,25 @@ export class Configuration {
 
   /**
    * Sizes: this shard's variants as the change leaves them (a copy; written by {@link #writeVariants}),
-   * or its refusal: variants given to a SKU without them that holds or sold units or has buyers waiting,
-   * a variant's total below its held + sold (named), or a cut shard 0 cannot cover (`missing` units of
+   * or its refusal: variants given to a SKU without them that holds or sold units, has buyers waiting or
+   * an opening draw pending, a variant's total below its held + sold (named), or a cut shard 0 cannot cover (`missing` units of
    * the variant).
    */
-  #variantsOf(settings: SkuSettings, current: SkuRow | undefined): Map<string, VariantRow> | Outcome<SkuState> {
+  #variantsOf(
+    settings: SkuSettings,
+    current: SkuRow | undefined,
+    now: number,
+  ): Map<string, VariantRow> | Outcome<SkuState> {
     const existing = this.#ledger.variants();
     const out = new Map<string, VariantRow>();
     for (const [id, v] of existing) out.set(id, { ...v });
     if (!settings.variants || settings.variants.length === 0) return out;
-    // Units held or sold and the line's entries have no size, and no later unit could serve an entry.
-    if (existing.size === 0 && current && (current.held + current.sold > 0 || this.#waitlist.length() > 0))
-      return fail("INVALID_STATE");
+    // Units held or sold, the line's entries and an undecided draw's entries have no size, and none
+    // could be given one: only while there are none, as for a new shard count. A resize's steps were
+    // judged by its fences, and a window opened since must not stop its commit (configure's changeId).
+    const drawPending = settings.changeId === undefined && this.#draw.pending(now);
+    const sizeless = current && (current.held + current.sold > 0 || this.#waitlist.length() > 0 || drawPending);
+    if (existing.size === 0 && sizeless) return fail("INVALID_STATE");
     const targets = settings.retarget && current ? this.variantTargets() : null;
     for (const v of settings.variants) {
       const row = out.get(v.id);

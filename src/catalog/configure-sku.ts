@@ -199,7 +199,7 @@ function archived(sku: string): ApiError {
 /**
  * A change the stock objects refused with INVALID_STATE, said with what they hold now (read again:
  * a refusal is rare, and the figures are those an operator acts on): archived, a total below what is
- * held or sold, or sizes or a new shard count while units are held or sold or buyers wait.
+ * held or sold, or sizes or a new shard count while units are held or sold, buyers wait or a draw is pending.
  */
 async function explainRefusal(
   env: Env,
@@ -236,6 +236,22 @@ async function explainRefusal(
           heldOrSold,
           waiting,
           fields: [{ path: "variants", message: "given only while nothing is held or sold and nobody waits" }],
+        },
+      );
+    }
+    // What else keeps sizes off it: the entries of an opening draw not decided yet (none lists a size),
+    // its window opened by the stock object's clock, which refused.
+    const draw = await readDrawInfo(env, sku);
+    if (draw?.openings.some((o) => o.decidedAt === null)) {
+      return new ApiError(
+        "INVALID_STATE",
+        `SKU ${sku}'s opening draw is not decided yet, and its entries list no variant: variants can be given to it only while nothing is held or sold, nobody waits and no opening draw is pending (before the window opens, or once its draw is decided).`,
+        {},
+        {
+          state: "draw_pending",
+          heldOrSold,
+          waiting,
+          fields: [{ path: "variants", message: "given only while no opening draw is pending" }],
         },
       );
     }
