@@ -880,15 +880,33 @@ class Sim {
         0,
       );
       if (summary.settled !== true) throw new Broken(String(summary.unsettled));
-      const shard0 = this.#world.shard(shardName(SKU, 0))?.instance;
-      const info = shard0?.drawInfo();
-      for (const opening of info?.openings ?? []) {
-        if (opening.seed === null || opening.seedHash === null) continue;
+      const shard0 = this.#world.shard(shardName(SKU, 0));
+      const openings = shard0?.instance.drawInfo()?.openings ?? [];
+      for (const [i, opening] of openings.entries()) {
+        if (!shard0 || opening.seed === null || opening.seedHash === null) continue;
+        const at = `the draw at t=${(opening.opensAt - START) / 1000}`;
         if (reveals.get(opening.seedHash) !== opening.seed)
-          throw new Broken(`the draw's seed ${opening.seedHash.slice(0, 12)}… is not the one the log revealed`);
+          throw new Broken(`${at}: its seed ${opening.seedHash.slice(0, 12)}… is not the one the log revealed`);
+        // Its entries in its seed's order, positions 1 to its entrants: the public draw's as a buyer
+        // pages them (drawEntries), a tier's as shard 0 keeps them (no face pages an earlier draw).
+        const entries =
+          i === openings.length - 1
+            ? shard0.instance.drawEntries(0, 10_000)
+            : shard0.storage.sql
+                .exec<{ entryId: string; position: number }>(
+                  `SELECT entry_id AS entryId, position FROM draw_entrants
+                   WHERE opening = ? AND position IS NOT NULL ORDER BY position`,
+                  opening.opensAt,
+                )
+                .toArray();
+        try {
+          checkDrawPage(opening.seed, entries, 0);
+        } catch (error) {
+          throw error instanceof Broken ? new Broken(`${at}: ${error.message}`) : error;
+        }
+        if (entries.length !== opening.entrants)
+          throw new Broken(`${at}: ${entries.length} entries in its order, ${opening.entrants} entrants`);
       }
-      const last = info?.openings.at(-1);
-      if (last?.seed && shard0) checkDrawPage(last.seed, shard0.drawEntries(0, 10_000), 0);
       this.#line(
         `verify-sale: ${head.size} entries, root and signature match, replay ok (${summary.held} held, ${summary.sold} sold${reveals.size > 0 ? `, ${reveals.size} draws revealed and in their seed's order` : ""})`,
       );
