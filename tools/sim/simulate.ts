@@ -103,6 +103,8 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
   try {
     return await sim.run();
   } finally {
+    await world.settle(); // what the last step left in flight, before its databases go
+    world.close();
     restore();
   }
 }

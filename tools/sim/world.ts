@@ -290,6 +290,15 @@ export class World {
     }
   }
 
+  /**
+   * Frees every object's database (sql.js keeps each in WebAssembly memory, which a process never gets
+   * back otherwise: a sweep of a thousand seeds ran out of it). Its timers are dropped; nothing runs after.
+   */
+  close(): void {
+    this.#timers.length = 0;
+    for (const object of this.objects.values()) object.storage.close();
+  }
+
   /** Lets every promise that can settle now settle (no real I/O runs, so this is deterministic). */
   settle(): Promise<void> {
     return new Promise((resolve) => setImmediate(resolve));
