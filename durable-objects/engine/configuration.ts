@@ -266,9 +266,9 @@ export class Configuration {
 
   /**
    * Sizes: this shard's variants as the change leaves them (a copy; written by {@link #writeVariants}),
-   * or its refusal: variants given to a SKU without them that holds or sold units, has buyers waiting or
-   * an opening draw pending, a variant's total below its held + sold (named), or a cut shard 0 cannot cover (`missing` units of
-   * the variant).
+   * or its refusal: variants given to a SKU without them that holds or sold units, has buyers waiting
+   * or an opening draw pending; a variant's total below its held + sold (named); or a cut shard 0
+   * cannot cover (`missing` units of the variant).
    */
   #variantsOf(
     settings: SkuSettings,

@@ -199,7 +199,8 @@ function archived(sku: string): ApiError {
 /**
  * A change the stock objects refused with INVALID_STATE, said with what they hold now (read again:
  * a refusal is rare, and the figures are those an operator acts on): archived, a total below what is
- * held or sold, or sizes or a new shard count while units are held or sold, buyers wait or a draw is pending.
+ * held or sold, or sizes or a new shard count while units are held or sold, buyers wait or a draw is
+ * pending.
  */
 async function explainRefusal(
   env: Env,
