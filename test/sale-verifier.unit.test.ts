@@ -73,4 +73,15 @@ describe("verify-sale's replay across a change reaching the shards", () => {
     // Neither configuration allows it: broken, named by the one in force.
     expect(broken([...before, hold(11, 3)])).toMatch(/more than the stock of 3/);
   });
+
+  it("takes a release before a cut of the same millisecond (found by the simulator, seed 3388 of bae68ee)", () => {
+    // 2 held of 2; one is cancelled and the stock cut to 1 in the same millisecond, as a shard decides
+    // a cancel and then a PUT while its clock stands still: the cut was lawful.
+    const held = [config(0, { total: 2 }), hold(1), hold(2)];
+    const cancel: Entry = { ...held[2], type: "cancelled", time: at(5) } as Entry;
+    expect(broken([...held, config(5, { total: 1 }), cancel])).toBeNull();
+    expect(broken([...held, cancel, config(5, { total: 1 })])).toBeNull();
+    // Without the release the cut is below what is held: broken.
+    expect(broken([...held, config(5, { total: 1 })])).toMatch(/stock 1 is less than the 2 held \+ 0 sold/);
+  });
 });

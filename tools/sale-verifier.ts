@@ -135,13 +135,18 @@ export function entriesOf(bundle: Buffer, want: number, first: number): Buffer[]
   return out;
 }
 
+/**
+ * The order of entries of the same millisecond, which their times cannot tell apart: releases first
+ * (they only make room, and no rule checks them against the configuration), then configurations, then
+ * payments and holds, which are checked against what came before them.
+ */
 const RANK: Record<string, number> = {
-  config: 0,
-  archive: 0,
-  "draw-reveal": 0,
-  cancelled: 1,
-  expired: 1,
-  refund_required: 1,
+  cancelled: 0,
+  expired: 0,
+  refund_required: 0,
+  config: 1,
+  archive: 1,
+  "draw-reveal": 1,
   paid: 2,
   hold: 3,
 };
