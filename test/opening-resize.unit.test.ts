@@ -45,3 +45,32 @@ it("shard 0 still refuses a public opening set in the past", () => {
   const past = { sku: "p", shard: 0, shards: 1, totalStock: 4, openingWindowMs: 1_000, startsAt: T0 - 1 };
   expect(lead.configuration.configure(past, T0)).toMatchObject({ ok: false, code: "INVALID_STATE" });
 });
+
+// npm run sim -- --seed 60022 --shards 3: a cut from 3 shards to 1 fenced every shard before an early
+// access tier's window, and shard 2's commit came once that window had opened by its clock. Shard 2
+// refused it as a new shard count while a draw is pending, so the plan stayed `committing`: every later
+// PUT answered BUSY, and shard 2 kept its 3 units beside shard 0's 11 (invariant 8). Fenced, the shard
+// took no hold or entry since the fence judged it: its commit is taken.
+
+it("a shard fenced for a resize takes its commit after a window opened since the fence", () => {
+  const opensAt = T0 + 10_000;
+  const settings = { sku: "f", shards: 3, totalStock: 11, openingWindowMs: 2_000, startsAt: opensAt };
+  const lead = engine();
+  expect(lead.configuration.configure({ ...settings, shard: 0 }, T0).ok).toBe(true);
+  const sibling = engine();
+  expect(sibling.configuration.configure({ ...settings, shard: 2, totalStock: 3 }, T0).ok).toBe(true);
+  const plan: ResizePlan = {
+    changeId: "c3",
+    from: 3,
+    to: 1,
+    change: { sku: "f", shards: 1, totalStock: 11, assumedTotal: 11 },
+  };
+  expect(lead.configuration.fence(plan.changeId, T0 + 1_000, JSON.stringify(plan)).ok).toBe(true);
+  expect(sibling.configuration.fence(plan.changeId, T0 + 1_000).ok).toBe(true);
+  expect(lead.configuration.configure(resizeSettings(plan, 0), T0 + 2_000).ok).toBe(true);
+  const state = lead.configuration.state();
+  if (!state) throw new Error("shard 0 has no state");
+  // The window opened at 10 s; the commit reaches shard 2 at 10.5 s.
+  const committed = sibling.configuration.configure(resizeSettings(plan, 2, state), opensAt + 500);
+  expect(committed).toMatchObject({ ok: true, value: { shards: 1, stock: { total: 0 } } });
+});

@@ -384,7 +384,11 @@ export class Configuration {
     if (total < current.held + current.sold) return fail("INVALID_STATE");
     // A new shard count moves users between shards: only while this shard holds and sells nothing
     // (nor keeps entries of an opening draw that is not decided yet: they wait on their home shard).
-    if (settings.shards !== current.shards && (current.held + current.sold > 0 || this.#draw.pending(now))) {
+    // A resize's commit on the shard it fenced was judged at the fence, and no hold or entry came since
+    // (a fenced shard answers BUSY): a window opened meanwhile must not leave the resize half made.
+    const fenced = settings.changeId !== undefined && this.#ledger.config().fence === settings.changeId;
+    const entries = !fenced && this.#draw.pending(now);
+    if (settings.shards !== current.shards && (current.held + current.sold > 0 || entries)) {
       return fail("INVALID_STATE");
     }
     return undefined;
