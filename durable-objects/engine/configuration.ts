@@ -280,10 +280,10 @@ export class Configuration {
     for (const [id, v] of existing) out.set(id, { ...v });
     if (!settings.variants || settings.variants.length === 0) return out;
     // Units held or sold, the line's entries and an undecided draw's entries have no size, and none
-    // could be given one: only while there are none, as for a new shard count. A resize's steps were
-    // judged by its fences, and a window opened since must not stop its commit (configure's changeId).
-    const drawPending = settings.changeId === undefined && this.#draw.pending(now);
-    const sizeless = current && (current.held + current.sold > 0 || this.#waitlist.length() > 0 || drawPending);
+    // could be given one: only while there are none, as for a new shard count.
+    const sizeless =
+      current &&
+      (current.held + current.sold > 0 || this.#waitlist.length() > 0 || this.#drawEntriesMatter(settings, now));
     if (existing.size === 0 && sizeless) return fail("INVALID_STATE");
     const targets = settings.retarget && current ? this.variantTargets() : null;
     for (const v of settings.variants) {
@@ -384,14 +384,23 @@ export class Configuration {
     if (total < current.held + current.sold) return fail("INVALID_STATE");
     // A new shard count moves users between shards: only while this shard holds and sells nothing
     // (nor keeps entries of an opening draw that is not decided yet: they wait on their home shard).
-    // A resize's commit on the shard it fenced was judged at the fence, and no hold or entry came since
-    // (a fenced shard answers BUSY): a window opened meanwhile must not leave the resize half made.
-    const fenced = settings.changeId !== undefined && this.#ledger.config().fence === settings.changeId;
-    const entries = !fenced && this.#draw.pending(now);
-    if (settings.shards !== current.shards && (current.held + current.sold > 0 || entries)) {
+    if (
+      settings.shards !== current.shards &&
+      (current.held + current.sold > 0 || this.#drawEntriesMatter(settings, now))
+    ) {
       return fail("INVALID_STATE");
     }
     return undefined;
+  }
+
+  /**
+   * Whether an opening draw not decided yet may hold entries this change cannot carry over. Not for
+   * the commit of a resize this shard is fenced for: judged at the fence, and a fenced shard answers
+   * BUSY, so no entry came since (a window opened meanwhile must not leave the resize half made).
+   */
+  #drawEntriesMatter(settings: SkuSettings, now: number): boolean {
+    const fenced = settings.changeId !== undefined && this.#ledger.config().fence === settings.changeId;
+    return !fenced && this.#draw.pending(now);
   }
 
   /** Writes the SKU row, the SKU's total record and the price (nothing is dirty at a transaction's start). */
