@@ -3,6 +3,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { drawOrder, entryIdOf, sha256Hex } from "../durable-objects/engine/opening-draw";
 import { homeShard } from "../durable-objects/shared/shard-name";
+import { configureSku } from "../src/catalog/configure-sku";
 import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
 import { type Answer, call, createSku, stockOf, stockShard, uniqueSku } from "./support/client";
 import { closeWindow, setClock, untilEntered } from "./support/draw-window";
@@ -146,6 +147,31 @@ describe("fair opening: configuration", () => {
 });
 
 describe("fair opening: a sale through the Worker", () => {
+  it("shows a later opening's draw after a decided one, in an isolate that read the decided draw", async () => {
+    const sku = uniqueSku("drawagain");
+    const { opensAt, closesAt } = await saleWithWindow(sku, { total: 2, windowMs: 1_000 });
+    await setClock(sku, 1, opensAt + 1);
+    const user = `again-${sku}`;
+    const held = reserveWith(user, sku, await tokenAt(user, sku, 1));
+    await untilEntered(sku, 1, 1);
+    await closeWindow(sku, 1, closesAt);
+    expect((await held).status).toBe(202);
+    const decided = await eventually(async () => {
+      const read = await call("GET", `/api/skus/${sku}/draw`);
+      expect(read.json).toMatchObject({ entrants: 1, seed: expect.stringMatching(/^[0-9a-f]{64}$/) });
+      return read.json;
+    });
+    // A second drop, PUT through another isolate: the route's own code, without this isolate's forgetting.
+    const next = new Date(Date.now() + 600_000).toISOString();
+    await configureSku(env, sku, { totalStock: 4, startsAt: next }, Date.now());
+    // This isolate answers as a fresh one would: the new opening, its seed hash published, undecided.
+    await eventually(async () => {
+      const read = await call("GET", `/api/skus/${sku}/draw`);
+      expect(read.json).toMatchObject({ opensAt: next, seed: null, entrants: 0, decidedAt: null });
+      expect(read.json.seedHash).not.toBe(decided.seedHash);
+    });
+  });
+
   it("decides a window's entries in one verifiable draw; a bot's many tokens are one entry", async () => {
     const sku = uniqueSku("drawsale");
     const units = 8;

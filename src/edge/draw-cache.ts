@@ -2,22 +2,22 @@ import type { DrawInfo } from "../../durable-objects/stock/stock-model";
 
 /**
  * Isolate-local memory of what `GET /api/skus/:sku/draw` (and `/draw/entries`) read from a SKU's
- * shard 0, the object a sale is hottest on. A decided draw never changes (its seed, entrants and
- * time are fixed, and an opened window cannot be moved), so it is kept until the isolate goes; an
- * undecided one, or a SKU without a draw, for {@link UNDECIDED_DRAW_TTL_MS}: a storm of reads costs
- * shard 0 about one read a second per isolate. Concurrent misses share one read.
+ * shard 0, the object a sale is hottest on, kept {@link DRAW_TTL_MS}: a storm of reads costs shard 0
+ * about one read a second per isolate. Even a decided draw is only kept that long: a PUT in another
+ * isolate may add a later opening, which is then the draw, and a fresh isolate would show it.
+ * Concurrent misses share one read.
  */
 
 /** What shard 0 says about a SKU's draw: the draw, or why there is none. */
 export type DrawRead = { draw: DrawInfo } | { missing: "SKU_NOT_FOUND" | "NOT_FOUND" };
 
-/** How long an undecided draw (its entrant count moves, its seed comes at the decision) is reused. */
-const UNDECIDED_DRAW_TTL_MS = 1_000;
+/** How long an answer is reused (an undecided draw's entrant count moves, its seed comes at the decision). */
+const DRAW_TTL_MS = 1_000;
 /** SKUs remembered at most (the oldest goes first): ids of unknown SKUs must not fill the isolate. */
 const MAX_SKUS = 1_000;
 
 interface Entry {
-  /** Until when it answers; Infinity while the read is in flight, and for a decided draw. */
+  /** Until when it answers; Infinity while the read is in flight. */
   until: number;
   read: Promise<DrawRead>;
 }
@@ -36,9 +36,9 @@ export function cachedDraw(sku: string, now: number, read: () => Promise<DrawRea
     if (!oldest.done) draws.delete(oldest.value);
   }
   entry.read.then(
-    (answer) => {
+    () => {
       // Counted from when the read began: the answer is at least that fresh.
-      if (!("draw" in answer) || answer.draw.decidedAt === null) entry.until = now + UNDECIDED_DRAW_TTL_MS;
+      entry.until = now + DRAW_TTL_MS;
     },
     () => {
       // A failed read (the object busy or restarting) is not an answer: the next request reads again.
