@@ -294,14 +294,21 @@ export class FaultInjector {
     const last = this.lastPut.get(sku);
     if (last === null || last === undefined) return { status: 0, text: "", json: null }; // unknown: leave it alone
     const sent = body(last);
+    const said: string[] = [];
     for (let attempt = 0; attempt < 8; attempt++) {
-      const reply = await this.client.admin("PUT", `/admin/skus/${sku}`, sent).catch(() => null);
+      const reply = await this.client.admin("PUT", `/admin/skus/${sku}`, sent).catch((error: unknown) => {
+        said.push(String(error).slice(0, 80));
+        return null;
+      });
       if (reply && reply.status < 500) {
         if (reply.status === 200) this.lastPut.set(sku, num(sent, "totalStock") ?? last);
         return reply;
       }
+      if (reply) said.push(`${reply.status} ${reply.text.slice(0, 80)}`);
       await sleep(500 * (attempt + 1));
     }
+    // Invariant 8 then cannot be judged: what each attempt got says why.
+    this.errors.push(`PUT ${sku} ${JSON.stringify(sent)}: no answer in 8 attempts: ${said.join(" | ")}`);
     this.lastPut.set(sku, null);
     return { status: 0, text: "", json: null };
   }

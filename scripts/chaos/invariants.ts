@@ -226,7 +226,8 @@ export async function checkInvariants(
           paid: ["paid"],
           refund_required: ["refund_required"],
         };
-        if (a.finalBy === null && !(allowed[a.lastKnown] ?? [a.lastKnown]).includes(status)) {
+        const possible = [...(allowed[a.lastKnown] ?? [a.lastKnown]), ...(a.unanswered ?? [])];
+        if (a.finalBy === null && !possible.includes(status)) {
           fail(5, `reservation ${a.id}: last answered ${a.lastKnown}, final status ${status}`);
         }
       }),

@@ -401,7 +401,7 @@ try {
     // It watches the worktree: an edit or a merge there mid-run reloads the Worker under the traffic.
     row("wrangler dev reloads mid-run (files changed)", server.reloads());
     for (const sample of shoppers.ledger.serverErrors) console.log(`  5xx seen by shoppers: ${sample}`);
-    if (faults.errors.length > 0) console.log(`fault injection errors: ${faults.errors.slice(0, 5).join("; ")}`);
+    for (const error of faults.errors.slice(0, 12)) console.log(`  fault injection error: ${error}`);
     console.log("final stock per SKU:");
     for (const plan of skus) {
       const v = await skuView(client, plan.sku);

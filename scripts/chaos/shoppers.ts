@@ -20,6 +20,11 @@ export interface Acked {
   lastKnown: string;
   /** A payment.succeeded answered `paid` or `refund_required` for it: those are final. */
   finalBy: string | null;
+  /**
+   * Statuses a request about it may have led to though it got no answer after its retries (a cancel:
+   * cancelled; a payment: paid, refund_required or cancelled): it may have applied (invariant 5).
+   */
+  unanswered?: Set<string>;
   origin: "reservation" | "waitlist";
   /** A SKU in sizes (sizes.ts): the sizes the reservation listed, in order, and the one its 202 named. */
   sizes?: { listed: string[]; variant: string };
@@ -78,6 +83,21 @@ export function heldAcked(
 ): Acked {
   const expiresAt = Date.parse(str(answer, "expiresAt") ?? "");
   return { id, sku, userId, quantity, expiresAt, lastKnown: "held", finalBy: null, origin };
+}
+
+/** What a payment.succeeded may leave a reservation as. */
+const PAID = ["paid", "refund_required"];
+
+/** Whether a request got no answer of the contract's, after its retries (it may have applied). */
+export function noAnswer(reply: Reply | null): boolean {
+  return reply === null || reply.status === 429 || reply.status >= 500;
+}
+
+/** A request about `acked` that got no answer may have left it in any of `statuses` (invariant 5). */
+export function mayHave(acked: Acked | undefined, ...statuses: string[]): void {
+  if (!acked) return;
+  acked.unanswered ??= new Set();
+  for (const status of statuses) acked.unanswered.add(status);
 }
 
 /** A shopper's `authorization` header: the JWT signed on first use and kept in the ledger's users. */
@@ -179,6 +199,7 @@ export class Scene {
     const reply = await call(this.ledger, op, () =>
       this.client.request("POST", `/api/reservations/${acked.id}/cancel`, { headers }),
     );
+    if (noAnswer(reply)) mayHave(acked, "cancelled");
     if (reply?.status !== 200) return false;
     acked.lastKnown = str(reply.json, "status") ?? acked.lastKnown;
     return true;
@@ -235,6 +256,7 @@ export class Scene {
         this.ledger.outcomes.set(said, (this.ledger.outcomes.get(said) ?? 0) + 1);
       }
       const flagged = this.ledger.flagged.get(acked.sku);
+      if (noAnswer(reply)) mayHave(acked, ...PAID);
       if (!status || !outcome) {
         this.ledger.flagged.set(acked.sku, null); // an event that got no answer may have been flagged
         return null;
@@ -281,6 +303,8 @@ export class Shoppers {
       sendPayment(this.client, raw),
     );
     const status = reply?.status === 200 ? (str(reply.json, "reservationStatus") ?? null) : null;
+    if (noAnswer(reply))
+      mayHave(this.ledger.acked.get(reservationId), ...(type === "payment.failed" ? ["cancelled"] : PAID));
     if (status) {
       const record = this.ledger.payments.get(eventId) ?? { reservationId, answers: [] };
       record.answers.push(status);
@@ -510,6 +534,7 @@ export class Shoppers {
     const reply = await call(this.ledger, "cancel", () =>
       this.client.request("POST", `/api/reservations/${acked.id}/cancel`, { headers: auth }),
     );
+    if (noAnswer(reply)) mayHave(acked, "cancelled");
     if (reply?.status === 200) acked.lastKnown = str(reply.json, "status") ?? acked.lastKnown;
   }
 
