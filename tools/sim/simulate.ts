@@ -65,6 +65,8 @@ const FAULTS: Faults = { dropCall: 0.03, dropAnswer: 0.03, queueFails: 0.05, max
 const LULL_CHANCE = 0.03;
 /** The chance per step that a stock object is reset (rebuilt over its storage). */
 const RESET_CHANCE = 0.03;
+/** An operator's roll that changes the sale's end (see {@link Sim.#operate}). */
+const END_ROLL = 0.9;
 
 /** What a shopper was told of a reservation. */
 interface Acked {
@@ -92,8 +94,17 @@ type Row = {
   status: string;
   variant: string | null;
   seq: number;
+  created_at: number;
   expires_at: number;
+  updated_at: number;
 };
+
+/** The settings the operator changes mid-sale, each as the values that may be in force on some shard. */
+type Settings = { perUserLimit: Set<number>; holdSeconds: Set<number>; endsAt: Set<number | null> };
+const SETTINGS = ["perUserLimit", "holdSeconds", "endsAt"] as const;
+
+/** A reservation that holds or bought its units (the limit's count). */
+const isActive = (row: Row) => row.status === "held" || row.status === "paid";
 
 export async function simulate(options: SimOptions): Promise<SimReport> {
   const random = seededRandom(options.seed);
@@ -185,6 +196,19 @@ class Sim {
   readonly #users: string[];
   readonly #limit: number;
   readonly #holdMs: number;
+  /**
+   * perUserLimit, holdSeconds and endsAt, each as every value that may be in force on some shard: a
+   * PUT adds its value when sent; shard 0 hands it to the siblings after it (or its alarm does), so
+   * the older ones stay until every shard reads one value and no PUT is pending ({@link #settleSettings}).
+   */
+  #settings: Settings;
+  /** The largest limit and hold lifetime ever set (the count check's limit; a lull outlasts every hold). */
+  #mostLimit: number;
+  #longestHoldMs: number;
+  /** A PUT of endsAt sent (#join's check reads whether one was sent while it waited). */
+  #endsSent = 0;
+  /** Reservations the shoppers or the provider asked to end (a cancel or a payment.failed sent): others stay held until they expire. */
+  readonly #released = new Set<string>();
   /** Sizes of the SKU (null: none), with the totals an operator set (a set of candidates while a PUT's answer was lost). */
   #sizes: Map<string, Set<number>> | null;
   #totals: Set<number>;
@@ -220,6 +244,13 @@ class Sim {
     this.#users = Array.from({ length: 4 + this.#int(10) }, (_, i) => `u${i}`);
     this.#limit = 1 + this.#int(3);
     this.#holdMs = (20 + this.#int(100)) * 1000;
+    this.#settings = {
+      perUserLimit: new Set([this.#limit]),
+      holdSeconds: new Set([this.#holdMs / 1000]),
+      endsAt: new Set([null]),
+    };
+    this.#mostLimit = this.#limit;
+    this.#longestHoldMs = this.#holdMs;
     this.#shards = options.shards;
     this.#shardsEver = options.shards;
     const total = 2 + this.#int(12);
@@ -289,7 +320,7 @@ class Sim {
       this.#world.faults = FAULTS;
       // Sizes given to a third of the SKUs without them as the sale opens, racing its first shoppers:
       // once a unit is held or sold the PUT is refused, so later it seldom applies.
-      if (!this.#sizes && this.#random() < 1 / 3) this.#operate(0.3, undefined, true);
+      if (!this.#sizes && this.#random() < 1 / 3) this.#operate(0.3, true);
       for (this.#step = 1; this.#step <= steps; this.#step++) {
         // Now and then a lull: nobody buys for longer than a hold lasts, then the operator resizes
         // (a resize waits until nothing is held), so resizes land between sales, not only before them.
@@ -297,7 +328,7 @@ class Sim {
         if (lull) this.#line("lull");
         else this.#act();
         await this.#world.runUntil(
-          this.#world.now + (lull ? this.#holdMs + 10_000 : this.#int(4) * this.#int(3_000) + this.#int(500)),
+          this.#world.now + (lull ? this.#longestHoldMs + 10_000 : this.#int(4) * this.#int(3_000) + this.#int(500)),
         );
         if (lull && !this.#operatorBusy) this.#operate(0);
         if (this.#options.states) this.#line(`state: ${this.#summary()}`);
@@ -307,8 +338,14 @@ class Sim {
       this.#world.faults = NO_FAULTS;
       const world = this.#world;
       this.#line(`settle: no faults, 10 virtual minutes (so far ${world.calls} calls, ${world.alarms} alarms)`);
-      // The sale on again, unless archived: the line's invariant (9) is checked on a sale that is on.
-      if (!this.#archived && !this.#operatorBusy) this.#operate(0.95 - 1e-9, "on_sale");
+      // The sale on again (and without an end), unless archived: the line's invariant (9) is checked
+      // on a sale that is on.
+      if (!this.#archived && !this.#operatorBusy) {
+        const change: SkuChange = { sku: SKU, shards: this.#shards, assumedTotal: 0, status: "on_sale" };
+        const ends = [...this.#settings.endsAt].some((at) => at !== null);
+        if (ends) change.endsAt = null;
+        this.#change(change, ends ? "resume, no end" : "resume");
+      }
       await world.runUntil(world.now + 10 * 60_000);
       this.#check(true);
       await this.#verifySale();
@@ -387,7 +424,9 @@ class Sim {
       else if (roll < 0.75) this.#start("provider pay late", () => this.#pay(true));
       else if (roll < 0.82) this.#start(`${user} join line`, () => this.#join(user));
       else if (roll < 0.86) this.#start(`${user} leave line`, () => this.#leave(user));
-      else if (roll < 0.93 && !this.#operatorBusy) this.#operate();
+      // An operator soon opens an ended sale again: half its changes then are of the end.
+      else if (roll < 0.93 && !this.#operatorBusy)
+        this.#operate(this.#ended(this.#world.now) && this.#random() < 0.5 ? END_ROLL : undefined);
     }
   }
 
@@ -535,6 +574,7 @@ class Sim {
   async #cancel(): Promise<string> {
     const a = this.#someAcked(false);
     if (!a) return "nothing held";
+    this.#released.add(a.id);
     const outcome = await this.#call<Outcome<Reservation>>(shardOf(a.id), "cancel", a.id, a.userId);
     if (!outcome.ok) return `${a.userId} ${this.#alias(a.id)} ${outcome.code}`;
     if (outcome.value.status === "cancelled") a.final = "cancelled";
@@ -550,6 +590,7 @@ class Sim {
       const type = this.#random() < 0.1 ? "payment.failed" : "payment.succeeded";
       command = { eventId: `e${this.#events.length}`, type, reservationId: a.id };
       this.#events.push(command);
+      if (type === "payment.failed") this.#released.add(a.id);
     }
     const { eventId, reservationId } = command;
     const outcome = await this.#call<Outcome<PaymentVerdict>>(shardOf(reservationId), "applyPayment", command);
@@ -562,6 +603,17 @@ class Sim {
       throw new Violation(`payment ${eventId} answered "${first}", then "${said}" (invariant 6)`);
     if (said !== "BUSY") this.#payments.set(eventId, said);
     const paid = this.#acked.get(reservationId);
+    // A hold still live when the answer came (nobody cancelled it) is bought, whatever the limit or the
+    // end since (another payment of it may have bought it first: refunded, the hold paid all the same).
+    if (
+      outcome.ok &&
+      command.type === "payment.succeeded" &&
+      paid &&
+      this.#world.now < paid.expiresAt &&
+      !this.#released.has(reservationId) &&
+      outcome.value.status !== "paid"
+    )
+      throw new Violation(`payment ${eventId} of live hold ${this.#alias(reservationId)} answered "${said}"`);
     if (outcome.ok && outcome.value.reservation.status === "paid" && paid) paid.final = "paid";
     return `${eventId} ${command.type.slice(8)} ${this.#alias(reservationId)} of ${paid?.userId}: ${said}`;
   }
@@ -581,6 +633,9 @@ class Sim {
     const best = listed ? Math.max(0, ...listed.map((v) => v.stock.available)) : undefined;
     if (best !== undefined ? best >= quantity : state.shards === 1 && state.stock.available > 0)
       return "STOCK_AVAILABLE";
+    // Once the sale has ended (every end that may be in force has come), nobody joins its line.
+    const ended = this.#ended(this.#world.now);
+    const ends = this.#endsSent;
     const outcome = await this.#call<Outcome<WaitlistEntry>>(
       0,
       "joinWaitlist",
@@ -590,6 +645,8 @@ class Sim {
       best ?? state.stock.available,
       wanted,
     );
+    if (outcome.ok && ended && ends === this.#endsSent)
+      throw new Violation(`${userId} joined the line after the sale ended`);
     return outcome.ok ? `waits x${quantity}${wanted ? ` for ${wanted.join(",")}` : ""}` : outcome.code;
   }
 
@@ -599,7 +656,7 @@ class Sim {
   }
 
   /** The operator: one change at a time, each a PUT through shard 0 (or its archive). */
-  #operate(roll = this.#random(), status?: "on_sale", sizing = false): void {
+  #operate(roll = this.#random(), sizing = false): void {
     const change: SkuChange = { sku: SKU, shards: this.#shards, assumedTotal: 0 };
     let what: string;
     if (this.#archived) return;
@@ -608,7 +665,7 @@ class Sim {
       if (shards === this.#shards) return;
       change.shards = shards;
       what = `resize to ${shards}`;
-    } else if (roll < 0.6) {
+    } else if (roll < 0.55) {
       if (this.#sizes) {
         const ids = [...this.#sizes.keys()];
         const id = this.#random() < 0.2 && ids.length < 4 ? "d" : (this.#pick(ids) as string);
@@ -624,14 +681,48 @@ class Sim {
         change.totalStock = this.#int(16);
         what = `total ${change.totalStock}`;
       }
-    } else if (roll < 0.95) {
-      change.status = status ?? (this.#random() < 0.5 ? "paused" : "on_sale");
+    } else if (roll < 0.78) {
+      change.status = this.#random() < 0.5 ? "paused" : "on_sale";
       what = change.status === "paused" ? "pause" : "resume";
+    } else if (roll < 0.83) {
+      // The limit, raised or lowered: a lower one revokes no hold, it refuses the next (API.md).
+      const limit = 1 + this.#int(4);
+      if (only(this.#settings.perUserLimit) === limit) return;
+      change.perUserLimit = limit;
+      what = `limit ${limit}`;
+    } else if (roll < 0.88) {
+      // The hold's lifetime: holds made after it last so long, those before keep their expiry.
+      const seconds = 20 + this.#int(101);
+      if (only(this.#settings.holdSeconds) === seconds) return;
+      change.holdSeconds = seconds;
+      what = `hold ${seconds}s`;
+    } else if (roll < 0.95) {
+      // The end: a little ahead (after the public start: the edge refuses an end before it), or none.
+      const now = this.#world.now;
+      const ends = [...this.#settings.endsAt].some((at) => at !== null);
+      if (ends && this.#random() < (this.#ended(now) ? 0.7 : 0.5)) {
+        change.endsAt = null;
+        what = "no end";
+      } else {
+        change.endsAt = Math.max(now, this.#startsAt ?? 0) + (5 + this.#int(56)) * 1000;
+        what = `end at t=${(change.endsAt - START) / 1000}`;
+      }
     } else {
       if (this.#step < this.#options.steps * 0.8) return;
       change.status = "archived";
       what = "archive";
     }
+    this.#change(change, what);
+  }
+
+  /** Whether every end that may be in force on some shard had come by `at` (the sale is over there). */
+  #ended(at: number): boolean {
+    return [...this.#settings.endsAt].every((end) => end !== null && end <= at);
+  }
+
+  /** Sends the operator's change: the PUT, again after a lost answer, as an operator does after a 5xx. */
+  #change(change: SkuChange, what: string): void {
+    if (change.endsAt !== undefined) this.#endsSent++;
     this.#operatorBusy = true;
     this.#start(`operator ${what}`, async () => {
       try {
@@ -663,6 +754,16 @@ class Sim {
   }
 
   #expect(change: SkuChange, answered: boolean): void {
+    // The settings: possible from the PUT on, alone in force once every shard reads them (#settleSettings).
+    if (change.perUserLimit !== undefined) {
+      this.#settings.perUserLimit.add(change.perUserLimit);
+      this.#mostLimit = Math.max(this.#mostLimit, change.perUserLimit);
+    }
+    if (change.holdSeconds !== undefined) {
+      this.#settings.holdSeconds.add(change.holdSeconds);
+      this.#longestHoldMs = Math.max(this.#longestHoldMs, change.holdSeconds * 1000);
+    }
+    if (change.endsAt !== undefined) this.#settings.endsAt.add(change.endsAt);
     if (!this.#sizes && change.variants) {
       const given = new Map(change.variants.map((v) => [v.id, v.totalStock ?? 0]));
       this.#converting = answered ? null : given;
@@ -699,10 +800,17 @@ class Sim {
     const totals = new Set(this.#totals);
     const sizes = this.#sizes && new Map([...this.#sizes].map(([id, t]) => [id, new Set(t)]));
     const converting = this.#converting;
+    const { perUserLimit, holdSeconds, endsAt } = this.#settings;
+    const settings = {
+      perUserLimit: new Set(perUserLimit),
+      holdSeconds: new Set(holdSeconds),
+      endsAt: new Set(endsAt),
+    };
     return () => {
       this.#totals = totals;
       this.#sizes = sizes;
       this.#converting = converting;
+      this.#settings = settings;
     };
   }
 
@@ -755,6 +863,13 @@ class Sim {
   /** Each shard's reservations as last read, and its storage's count of changes then. */
   readonly #read = new Map<number, { storage: NodeStorage; changes: number } & Pick<View, "rows" | "active">>();
 
+  /**
+   * Since the last check: the buyers who gained units (a new hold, or a payment after the hold's
+   * expiry, which took a unit again), and the reservations new on their shard.
+   */
+  readonly #gained = new Set<string>();
+  readonly #fresh: Row[] = [];
+
   /** A shard's reservations by id and each buyer's held + paid, read again only when its storage changed. */
   #reservations(shard: number, storage: NodeStorage): Pick<View, "rows" | "active"> {
     const last = this.#read.get(shard);
@@ -763,11 +878,21 @@ class Sim {
     const rows = new Map<string, Row>();
     const active = new Map<string, number>();
     for (const row of storage.sql
-      .exec<Row>("SELECT id, user_id, quantity, status, variant, seq, expires_at FROM reservations")
+      .exec<Row>(
+        "SELECT id, user_id, quantity, status, variant, seq, created_at, expires_at, updated_at FROM reservations",
+      )
       .toArray()) {
       rows.set(row.id, row);
-      if (row.status === "held" || row.status === "paid")
-        active.set(row.user_id, (active.get(row.user_id) ?? 0) + row.quantity);
+      const was = last?.rows.get(row.id);
+      if (!was) this.#fresh.push(row);
+      if (!isActive(row)) continue;
+      active.set(row.user_id, (active.get(row.user_id) ?? 0) + row.quantity);
+      if (
+        !was ||
+        !isActive(was) ||
+        (was.status === "held" && row.status === "paid" && row.updated_at >= row.expires_at)
+      )
+        this.#gained.add(row.user_id);
     }
     const read = { storage, changes, rows, active: [...active].map(([userId, quantity]) => ({ userId, quantity })) };
     this.#read.set(shard, read);
@@ -798,11 +923,62 @@ class Sim {
         ? new Map([...this.#sizes].map(([id, t]) => [id, Math.max(...t)]))
         : (this.#converting ?? undefined),
     };
-    const broken = stockViolations(views, this.#limit, bound);
+    const broken = stockViolations(views, this.#mostLimit, bound);
     if (broken[0]) throw new Violation(broken[0]);
+    this.#checkGained(views);
+    this.#settleSettings(views);
     this.#checkAcked(views);
     this.#checkOutbox(views, settled);
     if (settled) this.#checkSettled(views);
+  }
+
+  /**
+   * What changed since the last check, under the settings that may have been in force meanwhile
+   * (the sets before {@link #settleSettings} narrows them): each new reservation lasts a hold's
+   * lifetime and none was made once the sale had ended everywhere.
+   */
+  #checkGained(views: View[]): void {
+    // 2, strict and sound: a buyer who gained units since the last check holds at most the largest limit
+    // in force meanwhile (held over it from before a lowered limit is theirs; gaining more is not).
+    const most = Math.max(...this.#settings.perUserLimit);
+    for (const user of this.#gained) {
+      const own = views.reduce((n, v) => n + (v.active.find((a) => a.userId === user)?.quantity ?? 0), 0);
+      if (own > most)
+        throw new Violation(`${user} gained units and holds or bought ${own}, over the limit ${most} (invariant 2)`);
+    }
+    this.#gained.clear();
+    const fresh = this.#fresh.splice(0);
+    for (const row of fresh) {
+      const lasts = (row.expires_at - row.created_at) / 1000;
+      if (!this.#settings.holdSeconds.has(lasts))
+        throw new Violation(
+          `${this.#alias(row.id)} of ${row.user_id} was held for ${lasts}s, the operator set ${[...this.#settings.holdSeconds].join(" or ")}s`,
+        );
+      if (this.#ended(row.created_at))
+        throw new Violation(
+          `${this.#alias(row.id)} of ${row.user_id} was held at t=${(row.created_at - START) / 1000}, after the sale ended at t=${[...this.#settings.endsAt].map((at) => ((at ?? 0) - START) / 1000).join(" or ")}`,
+        );
+    }
+  }
+
+  /**
+   * A setting every shard of the SKU reads alike while no PUT is pending is the one in force: the others
+   * go from the sets. Shard 0 takes a change first, so its value is always one the operator may have set.
+   */
+  #settleSettings(views: View[]): void {
+    const lead = views.find((v) => v.shard === 0)?.state;
+    if (!lead) return;
+    const own = views.filter((v) => v.shard < lead.shards);
+    for (const key of SETTINGS) {
+      const value = lead[key];
+      const values = this.#settings[key] as Set<number | null>;
+      if (!values.has(value))
+        throw new Violation(`shard 0 has ${key} ${value}, the operator set ${[...values].join(" or ")}`);
+      if (!this.#operatorBusy && values.size > 1 && own.every((v) => v.state[key] === value)) {
+        values.clear();
+        values.add(value);
+      }
+    }
   }
 
   /** Every acknowledged reservation is on its shard as it was told, and a paid or cancelled one stays so. */
@@ -817,6 +993,9 @@ class Sim {
       // Paid stays paid; a cancelled hold never holds again (a payment may still buy it, or be refunded).
       if (a.final && !(a.final === "paid" ? PAID : ENDED).includes(row.status))
         throw new Violation(`${this.#alias(a.id)} was answered ${a.final}, now reads ${row.status}`);
+      // A hold nobody asked to end holds (or is paid) until it expires: a lower limit or an end revokes none.
+      if (!a.final && !this.#released.has(a.id) && this.#world.now < a.expiresAt && !isActive(row))
+        throw new Violation(`${this.#alias(a.id)} of ${a.userId} reads ${row.status} before its expiry`);
     }
   }
 
@@ -954,8 +1133,14 @@ class Sim {
       if (overdue.length > 0)
         throw new Violation(`shard ${view.shard} keeps ${overdue.length} holds past their expiry`);
     }
+    // 8 too: every shard of the SKU has shard 0's settings (its follow plan ended).
     const lead = views.find((v) => v.shard === 0)?.state;
-    if (lead?.status !== "on_sale") return;
+    for (const view of views.filter((v) => lead && v.shard < lead.shards))
+      for (const key of SETTINGS)
+        if (lead && view.state[key] !== lead[key])
+          throw new Violation(`shard ${view.shard} has ${key} ${view.state[key]}, shard 0 ${lead[key]} (invariant 8)`);
+    // The line (9) is served on a sale that is on and has not ended.
+    if (lead?.status !== "on_sale" || (lead.endsAt !== null && lead.endsAt <= this.#world.now)) return;
     const waiting = this.#world
       .shard(shardName(SKU, 0))
       ?.storage.sql.exec<{ user_id: string; quantity: number; variants: string | null }>(
@@ -964,7 +1149,7 @@ class Sim {
       .toArray();
     for (const w of waiting ?? []) {
       const own = views.reduce((n, v) => n + (v.active.find((a) => a.userId === w.user_id)?.quantity ?? 0), 0);
-      if (own + w.quantity > this.#limit) continue; // at the limit: the line cannot serve them
+      if (own + w.quantity > lead.perUserLimit) continue; // at the limit: the line cannot serve them
       const listed = w.variants ? (JSON.parse(w.variants) as string[]) : null;
       const fits = listed
         ? listed.some((id) => summed(states, "available", id) >= w.quantity)
@@ -997,6 +1182,11 @@ function summed(states: readonly (SkuState | null)[], count: "total" | "availabl
     n += stock?.[count] ?? 0;
   }
   return n;
+}
+
+/** A setting's one value in force on every shard, or undefined while a change of it may be under way. */
+function only<T>(values: Set<T>): T | undefined {
+  return values.size === 1 ? [...values][0] : undefined;
 }
 
 function sumMax(sizes: Map<string, Set<number>>): number {
