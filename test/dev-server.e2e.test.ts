@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import { readdir, readFile } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DevServer, startDevServer } from "../tools/dev-server";
 import { SECRETS } from "../tools/dev-vars";
@@ -30,6 +31,17 @@ async function post(path: string, user: string, body?: unknown) {
     body: body === undefined ? null : JSON.stringify(body),
   });
   return { status: response.status, json: JSON.parse(text) as Record<string, unknown> };
+}
+
+/** The `wrangler dev` processes running over a state directory (one per server). */
+async function wranglersOver(stateDir: string): Promise<number> {
+  let running = 0;
+  for (const pid of await readdir("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    const argv = (await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "")).split("\0");
+    if (argv.some((arg) => arg.endsWith("wrangler.js")) && argv.includes("dev") && argv.includes(stateDir)) running++;
+  }
+  return running;
 }
 
 beforeAll(async () => {
@@ -85,5 +97,16 @@ describe("wrangler dev", () => {
       return json;
     }, 30_000);
     expect(view.stock.held).toBe(30);
+  });
+
+  it("restarts one at a time: two begun together leave one wrangler dev over the state, and the stop none", async () => {
+    // Chaos fires a fault without waiting for the one before: two restarts overlapped there, and left two
+    // Workers over one state, one of them never stopped.
+    expect(await wranglersOver(server.stateDir)).toBe(1);
+    await Promise.all([server.restart(), new Promise((r) => setTimeout(r, 1_000)).then(() => server.restart())]);
+    expect(await wranglersOver(server.stateDir)).toBe(1);
+    expect((await fetchRetryingRestarts(`${server.url}/healthz`, {})).response.status).toBe(200);
+    await server.stop();
+    expect(await wranglersOver(server.stateDir)).toBe(0);
   });
 });

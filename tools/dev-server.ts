@@ -108,24 +108,34 @@ export async function startDevServer(opts: { vars?: Record<string, string> } = {
   };
   child = await launch();
   let readyAt = log.length;
+  // Restarts and the stop one at a time: a restart begun while another still launched would start a
+  // second wrangler dev over the same port and state, and only one of the two is ever stopped.
+  let turn: Promise<unknown> = Promise.resolve();
+  const inTurn = (work: () => Promise<void>): Promise<void> => {
+    const done = turn.then(work);
+    turn = done.catch(() => undefined);
+    return done;
+  };
   return {
     url,
     stateDir: state,
     reloads: () => log.slice(readyAt).split(RELOADING).length - 1,
     tail: (lines) => log.split("\n").slice(-lines).join("\n"),
     async restart() {
-      const restarted = (async () => {
+      const restarted = inTurn(async () => {
         if (child) await kill(child);
         child = await launch();
         readyAt = log.length;
-      })();
+      });
       workerRestarts.during(restarted);
       await restarted;
     },
-    async stop({ keepState = false } = {}) {
-      cancelExit();
-      if (child) await kill(child);
-      if (!keepState) rmSync(state, { recursive: true, force: true });
+    stop({ keepState = false } = {}) {
+      return inTurn(async () => {
+        cancelExit();
+        if (child) await kill(child);
+        if (!keepState) rmSync(state, { recursive: true, force: true });
+      });
     },
   };
 }
