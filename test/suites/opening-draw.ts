@@ -16,7 +16,7 @@ import { inMigrated } from "../support/node-place";
  * shoppers over many seeded draws must be uniform on 1..1000 (Kolmogorov–Smirnov, alpha = 0.001),
  * and a bot must win no more often than a shopper; without a window, the same test must fail.
  *
- * The draws are seeded (ids, seeds and SKU names from the run's number), so each answers the same
+ * The draws are seeded (ids and seeds from the run's number), so each answers the same
  * every time. Two files run them, draws 1 to 20 and 21 to 40, so the unit tier keeps both cores busy:
  * test/opening-draw.unit.test.ts and test/opening-draw-21-40.unit.test.ts.
  *
@@ -73,45 +73,68 @@ interface Run {
   pending: number;
 }
 
+/**
+ * Every draw's SKU: each draw has storage of its own and a seed of its own, so one name serves all,
+ * and the token route's gate below is computed once for every draw.
+ */
+const SKU = "fairstat";
+
+interface Gate {
+  /** The requests the gate lets through, in arrival order. */
+  arrivals: ReserveRequest[];
+  /** Token requests refused for want of a proof of work. */
+  refused: number;
+  farmSolves: number;
+}
+
+/**
+ * The token route's gate, the same in every draw: a token only for a request with this user's
+ * solved proof of work. Bots first (they fire the moment the sale opens), the farm next, then the
+ * shoppers in their arrival order. Skipping bots never solve; everyone else solves once per account.
+ */
+async function tokenGate(): Promise<Gate> {
+  const proofs = new Map<string, string>();
+  let farmSolves = 0;
+  const solveFor = async (userId: string) => {
+    const { challenge } = await issueChallenge(TOKEN_SECRET, userId, SKU, POW_TEST_BITS, T0 - 60_000);
+    if (userId.startsWith("farm-")) farmSolves++;
+    proofs.set(userId, solveProofOfWork(challenge, POW_TEST_BITS));
+  };
+  const expected = { sku: SKU, bits: POW_TEST_BITS };
+  const admitted = async (userId: string) => {
+    const proof = proofs.get(userId);
+    return proof !== undefined && (await checkProofOfWork(proof, TOKEN_SECRET, { ...expected, userId }, T0));
+  };
+  const wanted: ReserveRequest[] = [];
+  for (let t = 0; t < BOT_TOKENS; t++) {
+    for (let b = 0; b < BOTS; b++) wanted.push({ userId: `bot-${b}`, nonce: `bot-${b}-${t}`, quantity: 1 });
+    for (let b = 0; b < SKIPPERS; b++) wanted.push({ userId: `skip-${b}`, nonce: `skip-${b}-${t}`, quantity: 1 });
+  }
+  for (let f = 0; f < FARM; f++) {
+    for (let t = 0; t < 2; t++) wanted.push({ userId: `farm-${f}`, nonce: `farm-${f}-${t}`, quantity: 1 });
+  }
+  for (let i = 0; i < SHOPPERS; i++) wanted.push({ userId: `shopper-${i}`, nonce: `shopper-${i}`, quantity: 1 });
+  // All at once, answers kept in arrival order: Node's WebCrypto runs each call on its thread pool,
+  // and awaiting them one by one costs a round trip each.
+  const solvers = [...new Set(wanted.map((r) => r.userId))].filter((userId) => !userId.startsWith("skip-"));
+  await Promise.all(solvers.map(solveFor));
+  const passed = await Promise.all(wanted.map((request) => admitted(request.userId)));
+  const arrivals = wanted.filter((_, i) => passed[i]);
+  return { arrivals, refused: wanted.length - arrivals.length, farmSolves };
+}
+
+let gate: Promise<Gate> | undefined;
+
 async function sale(run: number, windowMs: number): Promise<Run> {
-  const sku = `fairstat-${run}`;
+  const sku = SKU;
+  gate ??= tokenGate();
+  const { arrivals, refused, farmSolves } = await gate;
   return inMigrated(sku, async (storage) => {
     const engine = new StockEngine(storage, seededIds(run * 7_919 + 1));
     engine.configuration.configure(
       { sku, shard: 0, shards: 1, totalStock: UNITS, perUserLimit: 1, startsAt: T0, openingWindowMs: windowMs },
       T0 - 60_000,
     );
-    // The token route's gate: a token only for a request with this user's solved proof of work.
-    const proofs = new Map<string, string>();
-    let farmSolves = 0;
-    const solveFor = async (userId: string) => {
-      const { challenge } = await issueChallenge(TOKEN_SECRET, userId, sku, POW_TEST_BITS, T0 - 60_000);
-      if (userId.startsWith("farm-")) farmSolves++;
-      proofs.set(userId, solveProofOfWork(challenge, POW_TEST_BITS));
-    };
-    const expected = { sku, bits: POW_TEST_BITS };
-    const admitted = async (userId: string) => {
-      const proof = proofs.get(userId);
-      return proof !== undefined && (await checkProofOfWork(proof, TOKEN_SECRET, { ...expected, userId }, T0));
-    };
-    // Bots first (they fire the moment the sale opens), the farm next, then the shoppers in their
-    // arrival order. Skipping bots never solve; everyone else solves once per account.
-    const wanted: ReserveRequest[] = [];
-    for (let t = 0; t < BOT_TOKENS; t++) {
-      for (let b = 0; b < BOTS; b++) wanted.push({ userId: `bot-${b}`, nonce: `bot-${b}-${t}`, quantity: 1 });
-      for (let b = 0; b < SKIPPERS; b++) wanted.push({ userId: `skip-${b}`, nonce: `skip-${b}-${t}`, quantity: 1 });
-    }
-    for (let f = 0; f < FARM; f++) {
-      for (let t = 0; t < 2; t++) wanted.push({ userId: `farm-${f}`, nonce: `farm-${f}-${t}`, quantity: 1 });
-    }
-    for (let i = 0; i < SHOPPERS; i++) wanted.push({ userId: `shopper-${i}`, nonce: `shopper-${i}`, quantity: 1 });
-    // All at once, answers kept in arrival order: Node's WebCrypto runs each call on its thread pool,
-    // and awaiting them one by one costs a round trip each.
-    const solvers = [...new Set(wanted.map((r) => r.userId))].filter((userId) => !userId.startsWith("skip-"));
-    await Promise.all(solvers.map(solveFor));
-    const gate = await Promise.all(wanted.map((request) => admitted(request.userId)));
-    const arrivals = wanted.filter((_, i) => gate[i]);
-    const refused = wanted.length - arrivals.length;
     // Batches of 64 as the group commit sends them, all inside the window.
     let pending = 0;
     for (let i = 0; i < arrivals.length; i += 64) {
