@@ -147,29 +147,61 @@ describe("fair opening: configuration", () => {
 });
 
 describe("fair opening: a sale through the Worker", () => {
-  it("shows a later opening's draw after a decided one, in an isolate that read the decided draw", async () => {
+  it("a second drop: a later opening after a decided draw has its own draw over every shard, and an isolate that read the first shows it", async () => {
     const sku = uniqueSku("drawagain");
-    const { opensAt, closesAt } = await saleWithWindow(sku, { total: 2, windowMs: 1_000 });
-    await setClock(sku, 1, opensAt + 1);
-    const user = `again-${sku}`;
-    const held = reserveWith(user, sku, await tokenAt(user, sku, 1));
-    await untilEntered(sku, 1, 1);
-    await closeWindow(sku, 1, closesAt);
-    expect((await held).status).toBe(202);
+    const shards = 2;
+    const first = await saleWithWindow(sku, { total: 2, windowMs: 1_000, shards });
+    const drawOf = async (opens: number, users: string[]) => {
+      await setClock(sku, shards, opens + 1);
+      const asked = users.map(async (user) => ({
+        user,
+        answer: await reserveWith(user, sku, await tokenAt(user, sku, shards)),
+      }));
+      return asked;
+    };
+    const one = Array.from({ length: 4 }, (_, i) => `again1-${sku}-${i}`);
+    const dropOne = await drawOf(first.opensAt, one);
+    await untilEntered(sku, shards, one.length);
+    await closeWindow(sku, shards, first.closesAt);
+    expect((await Promise.all(dropOne)).filter((a) => a.answer.status === 202)).toHaveLength(2);
     const decided = await eventually(async () => {
       const read = await call("GET", `/api/skus/${sku}/draw`);
-      expect(read.json).toMatchObject({ entrants: 1, seed: expect.stringMatching(/^[0-9a-f]{64}$/) });
+      expect(read.json).toMatchObject({ entrants: one.length, seed: expect.stringMatching(/^[0-9a-f]{64}$/) });
       return read.json;
     });
-    // A second drop, PUT through another isolate: the route's own code, without this isolate's forgetting.
-    const next = new Date(Date.now() + 600_000).toISOString();
-    await configureSku(env, sku, { totalStock: 4, startsAt: next }, Date.now());
-    // This isolate answers as a fresh one would: the new opening, its seed hash published, undecided.
-    await eventually(async () => {
+    // The second drop, PUT through another isolate: the route's own code, without this isolate's forgetting.
+    const opensAt = Date.now() + 600_000;
+    const next = new Date(opensAt).toISOString();
+    await configureSku(env, sku, { totalStock: 5, startsAt: next }, Date.now());
+    // This isolate answers as a fresh one would: the new opening, its seed hash published, undecided;
+    // the first draw stays, as history.
+    const published = await eventually(async () => {
       const read = await call("GET", `/api/skus/${sku}/draw`);
       expect(read.json).toMatchObject({ opensAt: next, seed: null, entrants: 0, decidedAt: null });
       expect(read.json.seedHash).not.toBe(decided.seedHash);
+      return read.json;
     });
+    expect(published.openings.map((o: { seed: string | null }) => o.seed)).toEqual([decided.seed, null]);
+    // Its draw: the 3 new units over both shards. The first drop's 2 winners are at the limit of 1:
+    // answered LIMIT_EXCEEDED at once, they take no entry; its losers enter again.
+    const two = [...Array.from({ length: 5 }, (_, i) => `again2-${sku}-${i}`), ...one];
+    const dropTwo = await drawOf(opensAt, two);
+    await untilEntered(sku, shards, one.length + two.length - 2);
+    await closeWindow(sku, shards, opensAt + 1_000);
+    const answers = await Promise.all(dropTwo);
+    const { draw, entries } = await verifyDraw(sku, published.seedHash);
+    expect(draw.entrants).toBe(two.length - 2);
+    expect(answers.filter((a) => a.answer.json.error?.code === "LIMIT_EXCEEDED")).toHaveLength(2);
+    const held = answers.filter((a) => a.answer.status === 202);
+    expect(held).toHaveLength(3);
+    const won = new Set(held.map((a) => entryIdOf(sku, a.user)));
+    expect(
+      entries
+        .filter((e) => e.result === "HELD")
+        .map((e) => e.entryId)
+        .sort(),
+    ).toEqual([...won].sort());
+    expect(await stockOf(sku)).toEqual({ total: 5, available: 0, held: 5, sold: 0 });
   });
 
   it("decides a window's entries in one verifiable draw; a bot's many tokens are one entry", async () => {
