@@ -57,22 +57,33 @@ async function fetchBytes(url: string): Promise<Buffer> {
 }
 
 /**
- * The public opening's draw order (API.md "Fair opening"): its seed as `/draw` shows it must be the
- * one the log revealed, and `/draw/entries` must list the entries by ascending hex
- * HMAC-SHA256(seed, entryId), positions 1, 2, …: the order anyone recomputes from the seed.
+ * The draws as the gateway shows them (API.md "Fair opening"): every decided opening's seed, as
+ * `/draw`'s `openings` list it, must be the one the log revealed for its seed hash; and the public
+ * opening's entries (`/draw/entries`, the last opening's), once its draw is decided, must be in
+ * ascending hex HMAC-SHA256(seed, entryId), positions 1, 2, …: the order anyone recomputes from the
+ * seed. A later opening not drawn yet (a tier's draw done and the public one to come, or a second
+ * drop) has nothing to order.
  */
 async function checkDrawOrder(
   root: string,
   sku: string,
   reveals: Map<string, string>,
   progress: (line: string) => void,
-): Promise<{ seedHash: string; entries: number }> {
+): Promise<{ seedHash: string; entries: number; decided: boolean }> {
   const base = `${root}/api/skus/${encodeURIComponent(sku)}/draw`;
-  const info = JSON.parse((await fetchBytes(base)).toString("utf8")) as { seedHash: string; seed: string | null };
-  const logged = reveals.get(info.seedHash);
-  if (logged === undefined)
-    throw new Broken(`the draw's seed hash ${info.seedHash.slice(0, 12)}… has no reveal in the log`);
-  if (info.seed !== logged) throw new Broken("the draw shows another seed than the log revealed");
+  type Shown = { seedHash: string; seed: string | null };
+  const info = JSON.parse((await fetchBytes(base)).toString("utf8")) as Shown & { openings?: Shown[] };
+  for (const opening of info.openings ?? [info]) {
+    if (opening.seed === null) continue;
+    const logged = reveals.get(opening.seedHash);
+    if (logged === undefined)
+      throw new Broken(`the draw's seed hash ${opening.seedHash.slice(0, 12)}… has no reveal in the log`);
+    if (opening.seed !== logged) throw new Broken("the draw shows another seed than the log revealed");
+  }
+  if (info.seed === null) {
+    progress("the public opening's draw is not decided yet: nothing to order");
+    return { seedHash: info.seedHash, entries: 0, decided: false };
+  }
   let previous = "";
   let position = 0;
   for (;;) {
@@ -80,12 +91,12 @@ async function checkDrawOrder(
     const page = JSON.parse((await fetchBytes(url)).toString("utf8")) as {
       entries: { entryId: string; position: number }[];
     };
-    previous = checkDrawPage(logged, page.entries, position, previous);
+    previous = checkDrawPage(info.seed, page.entries, position, previous);
     position += page.entries.length;
     if (page.entries.length < 1000) break;
   }
   progress(`the draw's ${position} entries are in the order its revealed seed gives`);
-  return { seedHash: info.seedHash, entries: position };
+  return { seedHash: info.seedHash, entries: position, decided: true };
 }
 
 async function main(): Promise<number> {

@@ -11,7 +11,7 @@ import { appendedHashes, type Hash, leafHash, tilePath, treeHash } from "../dura
 import { checkpointText, parseSigner, signNote } from "../durable-objects/shared/signed-note";
 import { signPayment } from "../src/payments/webhook-signature";
 import { SECRETS } from "../tools/dev-vars";
-import { shopperJwt } from "../tools/jwt";
+import { shopperJwt, signHs256 } from "../tools/jwt";
 import { startWorker, type WorkerServer } from "../tools/worker";
 import { eventually } from "./support/eventually";
 
@@ -226,52 +226,65 @@ describe("npm run verify-sale", () => {
     expect(JSON.parse(stdout)).toMatchObject({ ok: true, size: entries, held: 12, sold: 0, buyers: 18 });
   });
 
-  it("checks a fair opening's draw: committed before it opened, revealed after it closed, in the seed's order", async () => {
+  it("checks a fair opening's draws: committed before they opened, revealed after they closed, in the seed's order", async () => {
     const drawn = `verify-drawn-${randomUUID().slice(0, 8)}`;
-    const startsAt = Date.now() + 2_500;
+    // An early access tier's draw first, the public one 2.5 s later: each window's buyers wait for its draw.
+    const tierAt = Date.now() + 2_500;
+    const startsAt = tierAt + 2_500;
     const created = await send(
       "PUT",
       `/admin/skus/${drawn}`,
       {
         name: "Drawn",
-        totalStock: 3,
+        totalStock: 4,
         perUserLimit: 1,
         startsAt: new Date(startsAt).toISOString(),
         openingWindowMs: 1_000,
+        access: [
+          { name: "members", startsAt: new Date(tierAt).toISOString(), claim: { name: "plan", value: "member" } },
+        ],
       },
       ADMIN,
     );
     expect(created.status, JSON.stringify(created.json)).toBe(200);
-    await new Promise((resolve) => setTimeout(resolve, startsAt - Date.now() + 100));
-    // Five buyers in the window: each request waits for the draw, which holds three.
-    const answers = await Promise.all(
-      ["d1", "d2", "d3", "d4", "d5"].map(async (user) => {
-        const token = await send("POST", `/api/skus/${drawn}/tokens`, {}, await jwt(user));
-        return (
-          await send(
-            "POST",
-            `/api/skus/${drawn}/reservations`,
-            { token: token.json.token, quantity: 1 },
-            await jwt(user),
-          )
-        ).status;
-      }),
-    );
-    expect(answers.filter((s) => s === 202)).toHaveLength(3);
-    // The configuration (with the commitment), three holds, the reveal.
-    await eventually(async () => {
-      const note = await (await fetch(`${server.url}/api/skus/${drawn}/log/checkpoint`)).text();
-      expect(Number(note.split("\n")[1])).toBe(5);
-    }, 30_000);
-    const checked = JSON.parse(
-      (await run(process.execPath, [...VERIFY_SALE, server.url, drawn], { timeout: 60_000 })).stdout,
-    );
-    expect(checked).toMatchObject({
+    const member = async (user: string) => {
+      const now = Math.floor(Date.now() / 1000);
+      const claims = { sub: user, iat: now, exp: now + 600, plan: "member" };
+      return { authorization: `Bearer ${await signHs256(claims, "dev-auth-secret")}` };
+    };
+    const buy = (users: string[], auth: (user: string) => Promise<Record<string, string>>) =>
+      Promise.all(
+        users.map(async (user) => {
+          const token = await send("POST", `/api/skus/${drawn}/tokens`, {}, await auth(user));
+          const body = { token: token.json.token, quantity: 1 };
+          return (await send("POST", `/api/skus/${drawn}/reservations`, body, await auth(user))).status;
+        }),
+      );
+    const verify = async (size: number) => {
+      await eventually(async () => {
+        const note = await (await fetch(`${server.url}/api/skus/${drawn}/log/checkpoint`)).text();
+        expect(Number(note.split("\n")[1])).toBe(size);
+      }, 30_000);
+      return JSON.parse((await run(process.execPath, [...VERIFY_SALE, server.url, drawn], { timeout: 60_000 })).stdout);
+    };
+    await new Promise((resolve) => setTimeout(resolve, tierAt - Date.now() + 100));
+    expect(await buy(["m1", "m2", "m3"], member)).toEqual([202, 202, 202]);
+    // Between the two draws: the tier's drawn and revealed, the public one's still to come.
+    expect(await verify(5)).toMatchObject({
       ok: true,
-      size: 5,
       held: 3,
       byType: { config: 1, hold: 3, "draw-reveal": 1 },
-      draw: { entries: 5 },
+      draw: { entries: 0, decided: false },
+    });
+    await new Promise((resolve) => setTimeout(resolve, startsAt - Date.now() + 100));
+    // Five buyers in the public window: each request waits for the draw, which holds the one unit left.
+    expect((await buy(["d1", "d2", "d3", "d4", "d5"], jwt)).filter((s) => s === 202)).toHaveLength(1);
+    expect(await verify(7)).toMatchObject({
+      ok: true,
+      size: 7,
+      held: 4,
+      byType: { config: 1, hold: 4, "draw-reveal": 2 },
+      draw: { entries: 5, decided: true },
     });
   });
 
