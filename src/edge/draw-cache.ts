@@ -3,8 +3,9 @@ import type { DrawInfo } from "../../durable-objects/stock/stock-model";
 /**
  * Isolate-local memory of what `GET /api/skus/:sku/draw` (and `/draw/entries`) read from a SKU's
  * shard 0, the object a sale is hottest on, kept {@link DRAW_TTL_MS}: a storm of reads costs shard 0
- * about one read a second per isolate. Even a decided draw is only kept that long: a PUT in another
- * isolate may add a later opening, which is then the draw, and a fresh isolate would show it.
+ * about one read a second per isolate. Even a decided draw is only kept that long: shard 0 takes a
+ * later opening after a decision (the edge's own rule refuses to move an opened start, by its clock),
+ * and what this memory holds must not depend on which rule judged it.
  * Concurrent misses share one read.
  */
 

@@ -201,7 +201,7 @@ async function readDraw(env: Env, sku: string) {
 /**
  * The opening draw (API.md "Fair opening"): the seed hash from the moment the window is set, the
  * seed once the draw is decided. Remembered a second per isolate (so the seed shows here up to a
- * second after the decision, and a later opening a PUT added elsewhere as soon).
+ * second after the decision).
  */
 register(shopper, ROUTES.draw, async (c) => {
   const sku = skuParam(c.req.param("sku"));
