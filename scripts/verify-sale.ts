@@ -34,6 +34,7 @@ import {
   Broken,
   checkDrawPage,
   checkReceipt,
+  checkShownDraws,
   type Entry,
   entriesOf,
   leafHash,
@@ -41,6 +42,7 @@ import {
   openCheckpoint,
   parseVerifier,
   replay,
+  type ShownDraw,
   TILE_HEIGHT,
   TILE_WIDTH,
   tilePath,
@@ -57,32 +59,26 @@ async function fetchBytes(url: string): Promise<Buffer> {
 }
 
 /**
- * The draws as the gateway shows them (API.md "Fair opening"): every decided opening's seed, as
- * `/draw`'s `openings` list it, must be the one the log revealed for its seed hash; and the public
- * opening's entries (`/draw/entries`, the last opening's), once its draw is decided, must be in
- * ascending hex HMAC-SHA256(seed, entryId), positions 1, 2, …: the order anyone recomputes from the
- * seed. A later opening not drawn yet (a tier's draw done and the public one to come, or a second
- * drop) has nothing to order.
+ * The draws as the gateway shows them (API.md "Fair opening"): each decided opening `/draw` lists
+ * against the log's reveals (`checkShownDraws`), and the public opening's entries (`/draw/entries`,
+ * the last opening's), once its draw is decided and revealed, in ascending hex
+ * HMAC-SHA256(seed, entryId), positions 1, 2, …: the order anyone recomputes from the seed. A public
+ * opening not drawn yet (a tier's draw done and the public one to come) has nothing to order.
  */
 async function checkDrawOrder(
   root: string,
   sku: string,
   reveals: Map<string, string>,
+  latest: number,
   progress: (line: string) => void,
-): Promise<{ seedHash: string; entries: number; decided: boolean }> {
+): Promise<{ seedHash: string; entries: number; decided: boolean; unsettled?: string }> {
   const base = `${root}/api/skus/${encodeURIComponent(sku)}/draw`;
-  type Shown = { seedHash: string; seed: string | null };
-  const info = JSON.parse((await fetchBytes(base)).toString("utf8")) as Shown & { openings?: Shown[] };
-  for (const opening of info.openings ?? [info]) {
-    if (opening.seed === null) continue;
-    const logged = reveals.get(opening.seedHash);
-    if (logged === undefined)
-      throw new Broken(`the draw's seed hash ${opening.seedHash.slice(0, 12)}… has no reveal in the log`);
-    if (opening.seed !== logged) throw new Broken("the draw shows another seed than the log revealed");
-  }
-  if (info.seed === null) {
-    progress("the public opening's draw is not decided yet: nothing to order");
-    return { seedHash: info.seedHash, entries: 0, decided: false };
+  const info = JSON.parse((await fetchBytes(base)).toString("utf8")) as ShownDraw & { openings?: ShownDraw[] };
+  const unsettled = checkShownDraws(info.openings ?? [info], reveals, latest);
+  const seed = reveals.get(info.seedHash);
+  if (info.seed === null || seed === undefined) {
+    progress(`the public opening's draw is not ${info.seed === null ? "decided" : "in the log"} yet: nothing to order`);
+    return { seedHash: info.seedHash, entries: 0, decided: info.seed !== null, ...(unsettled ? { unsettled } : {}) };
   }
   let previous = "";
   let position = 0;
@@ -91,12 +87,12 @@ async function checkDrawOrder(
     const page = JSON.parse((await fetchBytes(url)).toString("utf8")) as {
       entries: { entryId: string; position: number }[];
     };
-    previous = checkDrawPage(info.seed, page.entries, position, previous);
+    previous = checkDrawPage(seed, page.entries, position, previous);
     position += page.entries.length;
     if (page.entries.length < 1000) break;
   }
   progress(`the draw's ${position} entries are in the order its revealed seed gives`);
-  return { seedHash: info.seedHash, entries: position, decided: true };
+  return { seedHash: info.seedHash, entries: position, decided: true, ...(unsettled ? { unsettled } : {}) };
 }
 
 async function main(): Promise<number> {
@@ -185,13 +181,16 @@ async function main(): Promise<number> {
   });
   const reveals = new Map<string, string>();
   const summary = replay(parsed, reveals);
-  const draw = reveals.size > 0 ? await checkDrawOrder(root, sku, reveals, progress) : undefined;
+  const latest = Math.max(0, ...parsed.map((entry) => Date.parse(entry.time)).filter(Number.isFinite));
+  const draw = reveals.size > 0 ? await checkDrawOrder(root, sku, reveals, latest, progress) : undefined;
   const result = {
     ok: true,
     origin: checkpoint.origin,
     size: checkpoint.size,
     tiles,
     ...summary,
+    // A draw's reveal still on its way leaves the sale unsettled, as an excess of the last minute does.
+    ...(draw?.unsettled && summary.settled ? { settled: false, unsettled: draw.unsettled } : {}),
     ...(receiptChecked ? { receipt: receiptChecked } : {}),
   };
   console.log(JSON.stringify(draw ? { ...result, draw } : result, null, 2));

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { Broken, type Entry, replay } from "../tools/sale-verifier";
+import { Broken, checkShownDraws, type Entry, replay } from "../tools/sale-verifier";
 
 /**
  * verify-sale's replay (tools/sale-verifier.ts) across an operator's change of a sharded sale: shard
@@ -83,5 +83,35 @@ describe("verify-sale's replay across a change reaching the shards", () => {
     expect(broken([...held, cancel, config(5, { total: 1 })])).toBeNull();
     // Without the release the cut is below what is held: broken.
     expect(broken([...held, config(5, { total: 1 })])).toMatch(/stock 1 is less than the 2 held \+ 0 sold/);
+  });
+});
+
+describe("the draws /draw shows, against the log's reveals", () => {
+  const hash = (n: number) => n.toString(16).padStart(64, "0");
+  const shown = (n: number, seed: string | null, decidedSeconds: number | null) => ({
+    opensAt: at(0),
+    seedHash: hash(n),
+    seed,
+    decidedAt: decidedSeconds === null ? null : at(decidedSeconds),
+  });
+  const reveals = new Map([[hash(1), "seed-1"]]);
+
+  it("takes a revealed draw, and one not decided yet", () => {
+    expect(checkShownDraws([shown(1, "seed-1", 10), shown(2, null, null)], reveals, T + 20_000)).toBeNull();
+  });
+
+  it("refuses a seed other than the revealed one", () => {
+    expect(() => checkShownDraws([shown(1, "seed-x", 10)], reveals, T + 20_000)).toThrow(
+      new Broken("the draw shows another seed than the log revealed"),
+    );
+  });
+
+  it("says a draw decided in the log's last minute, not revealed in it yet, is not settled; older, broken", () => {
+    // Decided at 10 s; the log's last entry at 9 s (the reveal is newer) or at 69 s: still within the minute.
+    for (const latest of [9, 69])
+      expect(checkShownDraws([shown(2, "seed-2", 10)], reveals, T + latest * 1000)).toMatch(
+        /^the draw of the opening at .*, decided at .*, is not revealed in the log yet$/,
+      );
+    expect(() => checkShownDraws([shown(2, "seed-2", 10)], reveals, T + 71_000)).toThrow(/has no reveal in the log/);
   });
 });

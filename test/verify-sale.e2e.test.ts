@@ -66,9 +66,14 @@ async function pay(reservationId: string, quantity: number) {
 }
 
 /** Runs the command as a buyer would; its exit code, summary (stdout) and progress (stderr). */
-async function verifySale(base: string, ...args: string[]) {
+function verifySale(base: string, ...args: string[]) {
+  return verifySaleOf(base, sku, ...args);
+}
+
+/** {@link verifySale} of another SKU. */
+async function verifySaleOf(base: string, of: string, ...args: string[]) {
   try {
-    const { stdout, stderr } = await run(process.execPath, [...VERIFY_SALE, base, sku, ...args], {
+    const { stdout, stderr } = await run(process.execPath, [...VERIFY_SALE, base, of, ...args], {
       timeout: 60_000,
     });
     return { code: 0, out: JSON.parse(stdout), stderr };
@@ -228,9 +233,10 @@ describe("npm run verify-sale", () => {
 
   it("checks a fair opening's draws: committed before they opened, revealed after they closed, in the seed's order", async () => {
     const drawn = `verify-drawn-${randomUUID().slice(0, 8)}`;
-    // An early access tier's draw first, the public one 2.5 s later: each window's buyers wait for its draw.
+    // An early access tier's draw first, the public one 6.5 s later (room for a check between them on a
+    // loaded machine): each 3-s window's buyers wait for its draw.
     const tierAt = Date.now() + 2_500;
-    const startsAt = tierAt + 2_500;
+    const startsAt = tierAt + 6_500;
     const created = await send(
       "PUT",
       `/admin/skus/${drawn}`,
@@ -239,7 +245,7 @@ describe("npm run verify-sale", () => {
         totalStock: 4,
         perUserLimit: 1,
         startsAt: new Date(startsAt).toISOString(),
-        openingWindowMs: 1_000,
+        openingWindowMs: 3_000,
         access: [
           { name: "members", startsAt: new Date(tierAt).toISOString(), claim: { name: "plan", value: "member" } },
         ],
@@ -260,13 +266,20 @@ describe("npm run verify-sale", () => {
           return (await send("POST", `/api/skus/${drawn}/reservations`, body, await auth(user))).status;
         }),
       );
-    const verify = async (size: number) => {
-      await eventually(async () => {
+    // Checked once the log has `size` entries and the draw's reveal, which reaches the log a moment
+    // after the seed shows on /draw (until then the command says "settled": false).
+    const verify = (size: number) =>
+      eventually(async () => {
         const note = await (await fetch(`${server.url}/api/skus/${drawn}/log/checkpoint`)).text();
         expect(Number(note.split("\n")[1])).toBe(size);
+        const { code, out } = await verifySaleOf(server.url, drawn);
+        expect({ code, broken: out?.broken, settled: out?.settled }).toEqual({
+          code: 0,
+          broken: undefined,
+          settled: true,
+        });
+        return out;
       }, 30_000);
-      return JSON.parse((await run(process.execPath, [...VERIFY_SALE, server.url, drawn], { timeout: 60_000 })).stdout);
-    };
     await new Promise((resolve) => setTimeout(resolve, tierAt - Date.now() + 100));
     expect(await buy(["m1", "m2", "m3"], member)).toEqual([202, 202, 202]);
     // Between the two draws: the tier's drawn and revealed, the public one's still to come.

@@ -435,6 +435,42 @@ export function checkReceipt(
   return { index: i, entry: (JSON.parse(extra.toString("utf8")) as Entry).type, checkpointSize: signed.size };
 }
 
+/** A drawn or announced opening as `/draw` (and its `openings`) shows it. */
+export interface ShownDraw {
+  opensAt: string;
+  seedHash: string;
+  seed: string | null;
+  decidedAt: string | null;
+}
+
+/**
+ * The draws `/draw` shows against the log's reveals: each decided one's seed must be the one the log
+ * revealed for its seed hash. One decided within {@link SETTLE_MS} before the log's last entry
+ * (`latest`, ms) whose reveal the log lacks is not settled yet (the reveal reaches the log a moment
+ * after the seed shows), as an excess there is not. Returns why the draws are not settled, or null;
+ * throws {@link Broken} otherwise.
+ */
+export function checkShownDraws(
+  shown: readonly ShownDraw[],
+  reveals: ReadonlyMap<string, string>,
+  latest: number,
+  settleMs = SETTLE_MS,
+): string | null {
+  let unsettled: string | null = null;
+  for (const draw of shown) {
+    if (draw.seed === null) continue;
+    const logged = reveals.get(draw.seedHash);
+    if (logged === undefined && Date.parse(draw.decidedAt ?? "") > latest - settleMs) {
+      unsettled = `the draw of the opening at ${draw.opensAt}, decided at ${draw.decidedAt}, is not revealed in the log yet`;
+      continue;
+    }
+    if (logged === undefined)
+      throw new Broken(`the draw's seed hash ${draw.seedHash.slice(0, 12)}… has no reveal in the log`);
+    if (draw.seed !== logged) throw new Broken("the draw shows another seed than the log revealed");
+  }
+  return unsettled;
+}
+
 /**
  * A draw's public entries (`/draw/entries`, from position `from` + 1 on) against its revealed
  * seed: positions 1, 2, … by ascending hex HMAC-SHA256(seed, entryId), the order anyone recomputes
