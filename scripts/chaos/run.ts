@@ -113,7 +113,15 @@ const watchdog = setInterval(() => {
       clearInterval(watchdog);
       log(`wrangler dev has answered nothing for ${HANG_MS / 1000} s (${server.reloads()} reloads); it last printed:`);
       console.log(server.tail(40));
-      void stopAll().then(() => process.exit(2));
+      // A runtime that died says so between request lines, which would push it out of the tail.
+      const said = server
+        .tail(20_000)
+        .split("\n")
+        .filter(
+          (line) => line.trim() !== "" && !line.startsWith("[wrangler:info]") && !line.includes('"msg":"request"'),
+        );
+      log(`and the last of what it printed that is no request line:\n${said.slice(-30).join("\n")}`);
+      void stopAll(true).then(() => process.exit(2));
     },
   );
 }, 5_000);
