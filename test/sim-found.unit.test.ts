@@ -138,3 +138,117 @@ it("a line's entry that an opening draw refused is served once its size has unit
     expect(await call<number>(homeShard(waiter, 2), "heldBy", waiter)).toBe(1);
   });
 });
+
+/** The users of the SKU's two shards homed on `shard`, in order. */
+const usersOn = (shard: number) => "abcdefghijklmnop".split("").filter((u) => homeShard(u, 2) === shard);
+
+/** Every answer of `setWaitlistMode` is lost after the shard took the mode, while `during` runs. */
+async function modeAnswersLost<T>(world: World, during: () => Promise<T>): Promise<T> {
+  const call = world.call.bind(world);
+  world.call = <R>(name: string, method: string, args: unknown[]) =>
+    method === "setWaitlistMode"
+      ? call<R>(name, method, args).then(() => Promise.reject(new Error(`sim: answer of ${method} lost`)))
+      : call<R>(name, method, args);
+  try {
+    return await during();
+  } finally {
+    world.call = call;
+  }
+}
+
+/** Each shard's waitlist mode (what it believes its freed units are for). */
+const modesOf = (world: World, sku: string) =>
+  [0, 1].map((shard) => world.shard(shardName(sku, shard))?.instance.engine.waitlist.mode);
+
+async function holdOn(call: Script["call"], shard: number, userId: string): Promise<Reservation> {
+  const [held] = await call<ReserveOutcome[]>(shard, "reserve", [
+    { userId, nonce: `n-${userId}`, quantity: 1, shards: 2 },
+  ]);
+  if (!held?.ok) throw new Error(`no hold: ${JSON.stringify(held)}`);
+  return held.value.reservation;
+}
+
+// npm run sim -- --seed 26 --shards 3 (with the check that no shard holds units off for an empty line,
+// docs/SIMULATOR.md): shard 0 told the siblings that the line waits, a sibling took it and its answer
+// was lost; shard 0 kept its own record (mode 0) and told nobody again, since each pass compared the
+// mode it found with that record. The sibling held every unit it had for a line that was served, and
+// its buyers were answered SOLD_OUT with units available.
+
+it("a sibling that took a waitlist mode whose answer was lost is told again (a join)", async () => {
+  await inWorld("join", async ({ world, call, put }) => {
+    expect((await put({ totalStock: 2, perUserLimit: 1, holdSeconds: 600 })).ok).toBe(true);
+    const [a, c] = usersOn(0);
+    const [b, d] = usersOn(1) as [string, string];
+    const [ra, rb] = [await holdOn(call, 0, a as string), await holdOn(call, 1, b)];
+    const joined = await modeAnswersLost(world, async () => {
+      const joining = world.call(shardName("join", 0), "joinWaitlist", [c, 1, undefined, 0]).then(
+        () => "answered",
+        (error: Error) => error.message,
+      );
+      await world.runUntil(world.now + 1_000);
+      return joining;
+    });
+    expect(joined).toBe("sim: answer of setWaitlistMode lost"); // the entry is in the line all the same
+    expect(modesOf(world, "join")).toEqual([0, 1]);
+    // b's unit serves c; then a's unit is free on shard 0, and d (homed on shard 1) buys it.
+    expect((await call<Outcome<Reservation>>(1, "cancel", rb.id, b)).ok).toBe(true);
+    expect((await call<Outcome<Reservation>>(0, "cancel", ra.id, a)).ok).toBe(true);
+    await world.runUntil(world.now + 600_000);
+    expect(await call<number>(0, "waitlistLength")).toBe(0);
+    expect(modesOf(world, "join")).toEqual([0, 0]);
+    expect((await holdOn(call, 1, d)).userId).toBe(d);
+  });
+});
+
+// The same on a pass (the simulator's hunt, seed 381 on 2 shards): a pass served the last buyer and
+// told mode 0, which shard 1 took but whose answer was lost; the next buyer's join found shard 0's
+// record already at mode 1 and told nobody, so shard 1 never offered its freed units to the line.
+
+it("a sibling that took a waitlist mode whose answer was lost is told again (a pass)", async () => {
+  await inWorld("pass", async ({ world, call, put }) => {
+    expect((await put({ totalStock: 2, perUserLimit: 1, holdSeconds: 600 })).ok).toBe(true);
+    const [b, w1] = usersOn(0) as [string, string];
+    const [a, w2] = usersOn(1) as [string, string];
+    const [ra, rb] = [await holdOn(call, 1, a), await holdOn(call, 0, b)];
+    expect((await call<Outcome<WaitlistEntry>>(0, "joinWaitlist", w1, 1, undefined, 0)).ok).toBe(true);
+    // b's unit serves w1, and the pass's "mode 0" reaches shard 1 without its answer.
+    await modeAnswersLost(world, () => call<Outcome<Reservation>>(0, "cancel", rb.id, b));
+    expect(modesOf(world, "pass")).toEqual([1, 0]);
+    expect((await call<Outcome<WaitlistEntry>>(0, "joinWaitlist", w2, 1, undefined, 0)).ok).toBe(true);
+    await world.runUntil(world.now + 10_000); // the failed pass's retry: SOLD_OUT, mode 1 as shard 0 recorded
+    // a's unit, freed on shard 1, goes to w2, who waits for it.
+    expect((await call<Outcome<Reservation>>(1, "cancel", ra.id, a)).ok).toBe(true);
+    await world.runUntil(world.now + 60_000); // within w2's hold
+    expect(await call<number>(0, "waitlistLength")).toBe(0);
+    expect(await call<number>(1, "heldBy", w2)).toBe(1);
+  });
+});
+
+// npm run sim -- --seed 863 --shards 4 (the operator changing the end, 42a448f): a change after the
+// sale's end lapsed its line on shard 0 without a pass, so no shard was told that nobody waits any
+// more; when the sale was on again with no end, every reservation was answered SOLD_OUT while units
+// were available and nobody waited.
+
+it("a line lapsed by a change after the sale's end gives its shards' units back to newcomers", async () => {
+  await inWorld("lapse", async ({ world, call, put }) => {
+    expect((await put({ totalStock: 2, perUserLimit: 1, holdSeconds: 600 })).ok).toBe(true);
+    const [a, c, n] = usersOn(0) as [string, string, string];
+    const [b] = usersOn(1) as [string];
+    const ra = await holdOn(call, 0, a);
+    const rb = await holdOn(call, 1, b);
+    expect((await call<Outcome<WaitlistEntry>>(0, "joinWaitlist", c, 1, undefined, 0)).ok).toBe(true);
+    expect((await put({ status: "paused" })).ok).toBe(true);
+    expect((await call<Outcome<Reservation>>(0, "cancel", ra.id, a)).ok).toBe(true);
+    expect((await put({ endsAt: world.now + 2_000 })).ok).toBe(true);
+    await world.runUntil(world.now + 3_000);
+    expect((await put({ perUserLimit: 2 })).ok).toBe(true); // after the end: the line lapses
+    expect(await call<number>(0, "waitlistLength")).toBe(0);
+    // b buys (no expiry on shard 1 later notices shard 0 and heals it by chance).
+    const paid = { eventId: "e1", type: "payment.succeeded", reservationId: rb.id };
+    expect((await call<Outcome<{ status: string }>>(1, "applyPayment", paid)).ok).toBe(true);
+    expect((await put({ status: "on_sale", endsAt: null })).ok).toBe(true);
+    await world.runUntil(world.now + 600_000);
+    expect(modesOf(world, "lapse")).toEqual([0, 0]);
+    expect((await holdOn(call, 0, n)).userId).toBe(n);
+  });
+});

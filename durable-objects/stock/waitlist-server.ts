@@ -26,6 +26,11 @@ export class WaitlistServer {
    * when that answer is in. A buyer who leaves meanwhile waits for it: served, they no longer wait.
    */
   #holding: { entryId: string; done: Promise<void> } | null = null;
+  /**
+   * Shard 0: whether a sibling may keep another mode than this shard's record (a tell that failed may
+   * have reached some; a new instance does not know): the next pass or join tells every shard again.
+   */
+  #unsure = true;
 
   constructor(host: StockHost, pulls: ShardPulls) {
     this.#host = host;
@@ -57,7 +62,15 @@ export class WaitlistServer {
     if (outcome.ok && state && state.shards > 1) {
       // Sizes: a buyer waiting for some sizes does not hold off buyers of the others (mode 2).
       const mode = state.variants ? 2 : 1;
-      if (engine.waitlist.mode !== mode) await this.#tell(state, mode);
+      if (engine.waitlist.mode !== mode || this.#unsure) {
+        try {
+          await this.#tell(state, mode);
+        } catch (err) {
+          // The entry is in the line: the alarm's pass tells every shard again, whether or not the buyer asks again.
+          await this.#host.due.retry("waitlist", this.#host.now() + RETRY_MS);
+          throw err;
+        }
+      }
       this.serve();
     }
     return outcome;
@@ -140,14 +153,18 @@ export class WaitlistServer {
     else this.#host.background(this.#noticing.run());
   }
 
-  /** The alarm: a pass or a notice that failed, or units freed that nobody was told of. */
+  /**
+   * The alarm: a pass or a notice that failed, units freed that nobody was told of, or (shard 0) a
+   * mode some sibling may not have: a pass tells every shard.
+   */
   retry(state: SkuState): Promise<void>[] {
     const engine = this.#host.engine;
     const work: Promise<void>[] = [];
     if (engine.waitlist.waiting && state.shards > 1) {
       work.push(state.shard === 0 ? this.serve() : this.#noticing.run());
     }
-    if (state.shard === 0 && engine.waitlist.length() > 0) work.push(this.serve());
+    const unsure = this.#unsure && state.shards > 1;
+    if (state.shard === 0 && (engine.waitlist.length() > 0 || unsure)) work.push(this.serve());
     return work;
   }
 
@@ -189,7 +206,7 @@ export class WaitlistServer {
       mode = 2; // sizes: buyers of other sizes are not held off
     else if (stopped !== null) mode = stopped === "SOLD_OUT" ? 1 : engine.waitlist.mode;
     else mode = (await this.#skuAvailable(state)) === 0 ? 1 : 2; // every entry wants more than there is
-    if (mode !== engine.waitlist.mode) await this.#tell(state, mode);
+    if (mode !== engine.waitlist.mode || this.#unsure) await this.#tell(state, mode);
   }
 
   /**
@@ -231,10 +248,12 @@ export class WaitlistServer {
 
   /** Tells every shard what the SKU's waitlist is, this one last (the record that all were told). */
   async #tell(state: SkuState, mode: WaitlistMode): Promise<void> {
+    this.#unsure = true;
     await Promise.all(
       siblingsOf(state.shards).map((shard) => this.#host.shardOf(state.sku, shard).setWaitlistMode(mode)),
     );
     this.#host.engine.waitlist.setMode(mode);
+    this.#unsure = false;
   }
 
   async #noticeShardZero(): Promise<void> {
