@@ -1141,6 +1141,16 @@ class Sim {
           throw new Violation(`shard ${view.shard} has ${key} ${view.state[key]}, shard 0 ${lead[key]} (invariant 8)`);
     // The line (9) is served on a sale that is on and has not ended.
     if (lead?.status !== "on_sale" || (lead.endsAt !== null && lead.endsAt <= this.#world.now)) return;
+    // 9 too: no shard of a sharded SKU without sizes keeps newcomers off for its line (waitlist mode 1)
+    // while the SKU has units available.
+    const available = summed(states, "available");
+    for (const view of views) {
+      const mode = this.#world.shard(shardName(SKU, view.shard))?.instance.engine.waitlist.mode;
+      if (lead.shards > 1 && !lead.variants && view.shard < lead.shards && mode === 1 && available > 0)
+        throw new Violation(
+          `shard ${view.shard} holds newcomers off for the line while ${available} are available (invariant 9)`,
+        );
+    }
     const waiting = this.#world
       .shard(shardName(SKU, 0))
       ?.storage.sql.exec<{ user_id: string; quantity: number; variants: string | null }>(
