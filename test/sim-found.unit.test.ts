@@ -4,7 +4,7 @@ import type { WaitlistEntry } from "../durable-objects/engine/waitlist";
 import { homeShard, shardName } from "../durable-objects/shared/shard-name";
 import type { SkuChange } from "../durable-objects/stock/sku-change";
 import { seededRandom } from "../src/harness/seeded-random";
-import { enterWorld } from "../tools/sim/simulate";
+import { enterWorld, simulate } from "../tools/sim/simulate";
 import { NO_FAULTS, World } from "../tools/sim/world";
 
 // Defects the simulator found (docs/SIMULATOR.md), each replayed as a script over the same world: one
@@ -251,4 +251,13 @@ it("a line lapsed by a change after the sale's end gives its shards' units back 
     expect(modesOf(world, "lapse")).toEqual([0, 0]);
     expect((await holdOn(call, 0, n)).userId).toBe(n);
   });
+});
+
+// npm run sim -- --seed 150801 --shards 2 (once the check above was in): a join's tell of mode 1 and a
+// pass's tell of mode 0 overlapped; shard 1 took 0 then 1, while shard 0 recorded 1 then 0, and kept
+// buyers homed on shard 1 off the SKU's free units with nobody waiting. Tells now go one at a time.
+
+it("replays seed 150801 on 2 shards: overlapping tells of the line's mode end alike on every shard", async () => {
+  const report = await simulate({ seed: 150_801, steps: 300, shards: 2, states: false });
+  expect(report.failure).toBeNull();
 });

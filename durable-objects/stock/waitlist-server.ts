@@ -31,6 +31,8 @@ export class WaitlistServer {
    * have reached some; a new instance does not know): the next pass or join tells every shard again.
    */
   #unsure = true;
+  /** Shard 0: the tell under way; the next waits for it, so siblings and this shard's record end alike. */
+  #telling: Promise<unknown> = Promise.resolve();
 
   constructor(host: StockHost, pulls: ShardPulls) {
     this.#host = host;
@@ -246,8 +248,17 @@ export class WaitlistServer {
     );
   }
 
-  /** Tells every shard what the SKU's waitlist is, this one last (the record that all were told). */
-  async #tell(state: SkuState, mode: WaitlistMode): Promise<void> {
+  /**
+   * Tells every shard what the SKU's waitlist is, this one last (the record that all were told); one
+   * tell at a time (a join's and a pass's may overlap), so a sibling never takes them in another order.
+   */
+  #tell(state: SkuState, mode: WaitlistMode): Promise<void> {
+    const told = this.#telling.then(() => this.#tellNow(state, mode));
+    this.#telling = told.catch(() => undefined);
+    return told;
+  }
+
+  async #tellNow(state: SkuState, mode: WaitlistMode): Promise<void> {
     this.#unsure = true;
     await Promise.all(
       siblingsOf(state.shards).map((shard) => this.#host.shardOf(state.sku, shard).setWaitlistMode(mode)),
