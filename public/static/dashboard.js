@@ -725,7 +725,8 @@ function renderLetters(letters) {
 async function replay(id, button) {
   button.disabled = true;
   const answer = await admin("POST", `/admin/dead-letters/${encodeURIComponent(id)}/replay`);
-  $("board-error").textContent = answer.ok ? "" : `Replay of ${id} failed: ${errorText(answer)}`;
+  // Its own line: the board's error line is rewritten by every refresh.
+  $("dl-error").textContent = answer.ok ? "" : `Replay of ${id} failed: ${errorText(answer)}`;
   button.disabled = false;
   await refresh();
 }

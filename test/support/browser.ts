@@ -108,7 +108,10 @@ export async function reserveByApi(server: DevServer, auth: Record<string, strin
 
 const problems = new Map<Page, string[]>();
 
-/** A page that records uncaught errors and console errors (CSP violations among them). */
+/**
+ * A page that records uncaught errors and console errors (CSP violations among them); a failed load
+ * also names its method and URL, which Chromium's console text leaves out.
+ */
 export async function newPage(browser: BrowserContext, viewport: { width: number; height: number }): Promise<Page> {
   const page = await browser.newPage();
   await page.setViewportSize(viewport);
@@ -117,6 +120,9 @@ export async function newPage(browser: BrowserContext, viewport: { width: number
   page.on("pageerror", (error) => seen.push(String(error)));
   page.on("console", (message) => {
     if (message.type() === "error") seen.push(message.text());
+  });
+  page.on("response", (response) => {
+    if (response.status() >= 500) seen.push(`${response.request().method()} ${response.url()}: ${response.status()}`);
   });
   return page;
 }
