@@ -16,11 +16,11 @@ interface Script {
   world: World;
   /** A call to one of the SKU's shards over the world's network, then a virtual second. */
   call<T>(shard: number, method: string, ...args: unknown[]): Promise<T>;
-  /** `PUT /admin/skus/:sku` as the edge hands it to shard 0 (2 shards). */
+  /** `PUT /admin/skus/:sku` as the edge hands it to shard 0 (2 shards unless the script asks for others). */
   put(change: Partial<SkuChange>): Promise<Outcome<SkuState>>;
 }
 
-async function inWorld(sku: string, script: (s: Script) => Promise<void>): Promise<void> {
+async function inWorld(sku: string, script: (s: Script) => Promise<void>, shards = 2): Promise<void> {
   const random = seededRandom(1);
   const world = new World(START, random);
   const restore = enterWorld(world, random);
@@ -30,7 +30,7 @@ async function inWorld(sku: string, script: (s: Script) => Promise<void>): Promi
     return answer;
   };
   const put = (change: Partial<SkuChange>) =>
-    call<Outcome<SkuState>>(0, "putSku", { sku, shards: 2, assumedTotal: 0, ...change });
+    call<Outcome<SkuState>>(0, "putSku", { sku, shards, assumedTotal: 0, ...change });
   try {
     await script({ world, call, put });
   } finally {
@@ -223,6 +223,51 @@ it("a sibling that took a waitlist mode whose answer was lost is told again (a p
     expect(await call<number>(1, "heldBy", w2)).toBe(1);
   });
 });
+
+// Raised by the simulator's operator (42a448f), which lowers the per-user limit mid-sale: a buyer
+// waiting in the line who holds the lower limit cannot be served as things stand. One shard skipped
+// the entry and served it once the buyer's own hold went; a sharded line dropped it at the first pass,
+// so the buyer lost their place, unasked and untold. Both now keep it.
+
+it.each([1, 2])(
+  "a buyer at a lowered limit keeps their place in the line and is served when under it (%i shards)",
+  async (shards) => {
+    await inWorld(
+      `limit${shards}`,
+      async ({ call, put }) => {
+        expect((await put({ totalStock: 2, perUserLimit: 2, holdSeconds: 60, name: "Limit" })).ok).toBe(true);
+        const [other, waiter] = shards === 1 ? ["ann", "bob"] : [homedOn(0), homedOn(1)];
+        const hold = async (user: string, nonce: string) => {
+          const [answer] = await call<ReserveOutcome[]>(homeShard(user, shards), "reserve", [
+            { userId: user, nonce, quantity: 1, shards },
+          ]);
+          if (!answer?.ok) throw new Error(`no hold: ${JSON.stringify(answer)}`);
+          return answer.value.reservation;
+        };
+        const cancel = async (user: string, reservation: Reservation) =>
+          expect(
+            (await call<Outcome<Reservation>>(Number(reservation.id.split(".")[1]), "cancel", reservation.id, user)).ok,
+          ).toBe(true);
+        const others = await hold(other, "n1");
+        const own = await hold(waiter, "n2");
+        // Sold out: the waiter, holding 1 of their 2, waits for one more.
+        expect((await call<Outcome<WaitlistEntry>>(0, "joinWaitlist", waiter, 1, undefined, 0)).ok).toBe(true);
+        expect((await put({ perUserLimit: 1 })).ok).toBe(true);
+
+        // A unit comes back: the waiter holds the new limit, so it is not theirs, and they keep their place.
+        await cancel(other, others);
+        expect(await call<number>(0, "waitlistLength")).toBe(1);
+        expect(await call<number>(homeShard(waiter, shards), "heldBy", waiter)).toBe(1);
+
+        // Their own hold goes: the line serves them within the limit.
+        await cancel(waiter, own);
+        expect(await call<number>(0, "waitlistLength")).toBe(0);
+        expect(await call<number>(homeShard(waiter, shards), "heldBy", waiter)).toBe(1);
+      },
+      shards,
+    );
+  },
+);
 
 // npm run sim -- --seed 863 --shards 4 (the operator changing the end, 42a448f): a change after the
 // sale's end lapsed its line on shard 0 without a pass, so no shard was told that nobody waits any

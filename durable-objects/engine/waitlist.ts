@@ -272,13 +272,13 @@ export class Waitlist {
     this.setMode(0);
   }
 
-  /** An entry served (its hold made), or one that can never be: off the waitlist, in the caller's transaction. */
+  /** An entry served (its hold made) or left: off the waitlist, in the caller's transaction. */
   leave(entryId: string): void {
     const gone = this.#sql.exec("DELETE FROM waitlist WHERE id = ? RETURNING 1", entryId).toArray().length;
     if (gone > 0) this.#changed(-gone);
   }
 
-  /** Shard 0 of a sharded SKU: an entry its pass served (or dropped), in a transaction of its own. */
+  /** Shard 0 of a sharded SKU: an entry its pass served, in a transaction of its own. */
   served(entryId: string): void {
     this.#ledger.run(() => this.leave(entryId));
   }

@@ -182,7 +182,8 @@ export class WaitlistServer {
   /**
    * Shard 0: hands units to the waitlist first-fit in FIFO order. A pass stops when the SKU has
    * nothing left (SOLD_OUT) or the sale is not on. An entry its home shard answers `LIMIT_EXCEEDED`
-   * can never be served as it stands (the buyer holds their limit): it leaves the waitlist. Then every
+   * (the buyer holds their limit, or a lowered one) keeps its place and is skipped, as on one shard:
+   * the units the buyer holds may come back, and a unit freed then serves it. Then every
    * shard learns what the waitlist is: empty (units for newcomers), waiting for the units (newcomers
    * refused), or waiting for more than the SKU has (newcomers may buy what there is).
    */
@@ -212,8 +213,8 @@ export class WaitlistServer {
   }
 
   /**
-   * Holds for one entry on its buyer's home shard; served (or never servable: LIMIT_EXCEEDED), it
-   * leaves the line. A leave of that buyer waits until both are done, the entry's removal included.
+   * Holds for one entry on its buyer's home shard; served, it leaves the line. A leave of that buyer
+   * waits until both are done, the entry's removal included.
    */
   async #serveEntry(
     state: SkuState,
@@ -229,7 +230,7 @@ export class WaitlistServer {
           : await this.#host
               .shardOf(state.sku, home)
               .holdForWaitlist(entry.id, entry.userId, entry.quantity, entry.variants);
-      if (answer.ok || answer.code === "LIMIT_EXCEEDED") this.#host.engine.waitlist.served(entry.id);
+      if (answer.ok) this.#host.engine.waitlist.served(entry.id);
       return answer;
     } finally {
       this.#holding = null;
