@@ -209,6 +209,13 @@ class Sim {
   #endsSent = 0;
   /** Reservations the shoppers or the provider asked to end (a cancel or a payment.failed sent): others stay held until they expire. */
   readonly #released = new Set<string>();
+  /**
+   * The line on shard 0 at the last check (entry id to its buyer and quantity); the buyers with a leave
+   * on its way, and those whose leave ended since the last check (it ran, or never will).
+   */
+  #waiting = new Map<string, { userId: string; quantity: number }>();
+  readonly #leaving = new Map<string, number>();
+  readonly #leftSince = new Set<string>();
   /** Sizes of the SKU (null: none), with the totals an operator set (a set of candidates while a PUT's answer was lost). */
   #sizes: Map<string, Set<number>> | null;
   #totals: Set<number>;
@@ -218,6 +225,8 @@ class Sim {
   /** The most shards the SKU ever had: every one keeps its reservations. */
   #shardsEver: number;
   #archived = false;
+  /** An archive was sent: until it is answered, it may have applied (and cleared the line). */
+  #archiveSent = false;
   readonly #acked = new Map<string, Acked>();
   readonly #nonces = new Map<string, string>();
   readonly #tokens: ReserveRequest[] = [];
@@ -651,8 +660,14 @@ class Sim {
   }
 
   async #leave(userId: string): Promise<string> {
-    const left = await this.#call<WaitlistPlace | null>(0, "leaveWaitlist", userId);
-    return left ? "left" : "was not waiting";
+    this.#leaving.set(userId, (this.#leaving.get(userId) ?? 0) + 1);
+    try {
+      const left = await this.#call<WaitlistPlace | null>(0, "leaveWaitlist", userId);
+      return left ? "left" : "was not waiting";
+    } finally {
+      this.#leaving.set(userId, (this.#leaving.get(userId) ?? 1) - 1);
+      this.#leftSince.add(userId);
+    }
   }
 
   /** The operator: one change at a time, each a PUT through shard 0 (or its archive). */
@@ -723,6 +738,7 @@ class Sim {
   /** Sends the operator's change: the PUT, again after a lost answer, as an operator does after a 5xx. */
   #change(change: SkuChange, what: string): void {
     if (change.endsAt !== undefined) this.#endsSent++;
+    if (change.status === "archived") this.#archiveSent = true;
     this.#operatorBusy = true;
     this.#start(`operator ${what}`, async () => {
       try {
@@ -925,11 +941,47 @@ class Sim {
     };
     const broken = stockViolations(views, this.#mostLimit, bound);
     if (broken[0]) throw new Violation(broken[0]);
+    this.#checkLine();
     this.#checkGained(views);
     this.#settleSettings(views);
     this.#checkAcked(views);
     this.#checkOutbox(views, settled);
     if (settled) this.#checkSettled(views);
+  }
+
+  /**
+   * 9: an entry leaves the line served (a hold made with its id, on a sharded SKU; a new hold of its
+   * buyer and quantity, made in the same transaction, on one shard), left (its buyer asked), lapsed (an
+   * end that may be in force has come) or archived, never otherwise. Before {@link #checkGained}, which
+   * takes the new holds.
+   */
+  #checkLine(): void {
+    const line = new Map(
+      (
+        this.#world
+          .shard(shardName(SKU, 0))
+          ?.storage.sql.exec<{ id: string; user_id: string; quantity: number }>(
+            "SELECT id, user_id, quantity FROM waitlist",
+          )
+          .toArray() ?? []
+      ).map((r) => [r.id, { userId: r.user_id, quantity: r.quantity }]),
+    );
+    const lapsed =
+      this.#archiveSent || [...this.#settings.endsAt].some((end) => end !== null && end <= this.#world.now);
+    const fresh = new Set(this.#fresh.map((row) => `${row.user_id} x${row.quantity}`));
+    const heldFor = (entryId: string) =>
+      Array.from({ length: this.#shardsEver }, (_, shard) => this.#world.shard(shardName(SKU, shard))).some(
+        (object) => object?.storage.sql.exec("SELECT 1 FROM reservations WHERE nonce = ?", entryId).toArray().length,
+      );
+    for (const [id, { userId, quantity }] of this.#waiting) {
+      if (line.has(id) || lapsed || fresh.has(`${userId} x${quantity}`)) continue;
+      if ((this.#leaving.get(userId) ?? 0) > 0 || this.#leftSince.has(userId) || heldFor(id)) continue;
+      throw new Violation(
+        `${userId} lost their place in the line (x${quantity}), neither served nor leaving (invariant 9)`,
+      );
+    }
+    this.#waiting = line;
+    this.#leftSince.clear();
   }
 
   /**
