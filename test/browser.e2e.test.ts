@@ -207,7 +207,7 @@ describe("operator dashboard", () => {
       const answer = await fetch(`${server.url}/api/reservations/${reservation.reservationId}`, { headers: auth });
       return ((await answer.json()) as { order: unknown }).order;
     };
-    await expect.poll(order, { timeout: 10_000 }).toEqual({ persisted: true, status: "held" });
+    await expect.poll(order, { timeout: 30_000 }).toEqual({ persisted: true, status: "held" });
     const letterId = `dl-${randomUUID()}`;
     const event = {
       id: randomUUID(),
