@@ -40,7 +40,9 @@ async function inWorld(sku: string, script: (s: Script) => Promise<void>, shards
 }
 
 /** A user whose home shard of the SKU's two is `shard`. */
-const homedOn = (shard: number) => ["a", "b", "c", "d", "e", "f"].find((u) => homeShard(u, 2) === shard) as string;
+/** A user whose home shard of the SKU's two is `shard` (the `skip`-th such user). */
+const homedOn = (shard: number, skip = 0) =>
+  ["a", "b", "c", "d", "e", "f"].filter((u) => homeShard(u, 2) === shard)[skip] as string;
 
 // npm run sim -- --seed 165 --shards 2, and --seed 150 --shards 3 in sizes: a unit freed while the sale
 // was paused started a pass over the line that stopped at the pause, and nothing started one at the
@@ -266,6 +268,70 @@ it.each([1, 2])(
       },
       shards,
     );
+  },
+);
+
+// Found by a helper comparing 1 shard with 2 (scripts over this world): the line's turn at a time.
+// A unit freed before the sale's (moved) start waited for a pass that nothing started at the start:
+// one shard sold it to the first newcomer, past the line; two shards answered newcomers SOLD_OUT with
+// the unit available and served nobody. And a line that lapsed at the end of a paused sale left the
+// shards of a sharded SKU holding units for it: a late payment was refunded with the unit free.
+
+/** Scripts on 1 or 2 shards, with buyers homed on different shards (on 2). */
+const lineWorld = (sku: string, shards: number, script: (s: Script & { users: [string, string, string] }) => Promise<void>) =>
+  inWorld(
+    sku,
+    (s) => script({ ...s, users: shards === 1 ? ["ann", "bob", "cy"] : [homedOn(1), homedOn(0), homedOn(1, 1)] }),
+    shards,
+  );
+
+it.each([1, 2])("a unit freed before the sale's start goes to the line at the start (%i shards)", async (shards) => {
+  await lineWorld(`start${shards}`, shards, async ({ world, call, put, users: [ann, bob, cy] }) => {
+    expect((await put({ totalStock: 1, perUserLimit: 1, holdSeconds: 600, name: "Start" })).ok).toBe(true);
+    const [held] = await call<ReserveOutcome[]>(homeShard(ann, shards), "reserve", [
+      { userId: ann, nonce: "n1", quantity: 1, shards },
+    ]);
+    if (!held?.ok) throw new Error(`no hold: ${JSON.stringify(held)}`);
+    expect((await call<Outcome<WaitlistEntry>>(0, "joinWaitlist", bob, 1, undefined, 0)).ok).toBe(true);
+    const startsAt = world.now + 60_000;
+    expect((await put({ startsAt })).ok).toBe(true);
+    const reservation = held.value.reservation;
+    expect(
+      (await call<Outcome<Reservation>>(Number(reservation.id.split(".")[1]), "cancel", reservation.id, ann)).ok,
+    ).toBe(true);
+    await world.runUntil(startsAt + 1_000);
+    // The waiting buyer holds the unit from the start; a newcomer finds nothing left.
+    expect(await call<number>(0, "waitlistLength")).toBe(0);
+    expect(await call<number>(homeShard(bob, shards), "heldBy", bob)).toBe(1);
+    const [late] = await call<ReserveOutcome[]>(homeShard(cy, shards), "reserve", [
+      { userId: cy, nonce: "n2", quantity: 1, shards },
+    ]);
+    expect(late).toMatchObject({ ok: false, code: "SOLD_OUT" });
+  });
+});
+
+it.each([1, 2])(
+  "the line lapses at a paused sale's end, and a late payment then takes the freed unit (%i shards)",
+  async (shards) => {
+    await lineWorld(`end${shards}`, shards, async ({ world, call, put, users: [ann, bob] }) => {
+      const endsAt = world.now + 300_000;
+      expect((await put({ totalStock: 1, perUserLimit: 1, holdSeconds: 60, name: "End", endsAt })).ok).toBe(true);
+      const [held] = await call<ReserveOutcome[]>(homeShard(ann, shards), "reserve", [
+        { userId: ann, nonce: "n1", quantity: 1, shards },
+      ]);
+      if (!held?.ok) throw new Error(`no hold: ${JSON.stringify(held)}`);
+      expect((await call<Outcome<WaitlistEntry>>(0, "joinWaitlist", bob, 1, undefined, 0)).ok).toBe(true);
+      expect((await put({ status: "paused" })).ok).toBe(true);
+      await world.runUntil(endsAt + 10_000); // the hold expired, then the sale ended
+      expect(await call<number>(0, "waitlistLength")).toBe(0);
+      const reservation = held.value.reservation;
+      const paid = await call<Outcome<{ outcome: string }>>(Number(reservation.id.split(".")[1]), "applyPayment", {
+        eventId: "evt1",
+        type: "payment.succeeded",
+        reservationId: reservation.id,
+      });
+      expect(paid).toMatchObject({ ok: true, value: { outcome: "applied" } });
+    });
   },
 );
 

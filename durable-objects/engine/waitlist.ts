@@ -345,6 +345,27 @@ export class Waitlist {
     return units;
   }
 
+  /**
+   * When the line next needs a pass that no release starts: the sale's start (units freed before it
+   * wait for it) or its end (the line lapses, and a sharded SKU's shards stop holding units for it).
+   * Null when nobody waits and no shard holds units for the line, or neither time is ahead. Shard 0,
+   * which keeps the line, books it.
+   */
+  turnAt(now: number): number | null {
+    const sku = this.#ledger.configured ? this.#ledger.row() : null;
+    if (sku?.shard !== 0 || sku.status === "archived" || (this.#mode === 0 && this.length() === 0)) return null;
+    // A paused sale starts at no time (its resume serves the line); it ends at its end all the same.
+    const times = sku.status === "on_sale" ? [sku.starts_at, sku.ends_at] : [sku.ends_at];
+    let next: number | null = null;
+    for (const at of times) if (at !== null && at > now && (next === null || at < next)) next = at;
+    return next;
+  }
+
+  /** The line's turn came (its alarm): a 1-shard SKU serves or lapses it now, in a transaction of its own. */
+  take(now: number): void {
+    if (this.length() > 0) this.#ledger.run(() => this.fill(now));
+  }
+
   /** Buyers waiting on this shard. */
   length(): number {
     if (!this.#ledger.configured) return 0;

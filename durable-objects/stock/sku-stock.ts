@@ -99,6 +99,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
       ctx.storage,
       () => this.engine.holds.nextExpiry(),
       () => this.#draw.dueAt(),
+      () => this.engine.waitlist.turnAt(this.now()),
     );
     this.#host = {
       engine: this.engine,
@@ -592,6 +593,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   override async alarm(): Promise<void> {
     this.due.fired();
     this.engine.holds.expireDue(this.now());
+    this.engine.waitlist.take(this.now()); // one shard; shard 0 of more serves its line below
     await this.#changes.recover();
     if (this.#draw.needsWork()) await this.#draw.decide().catch(() => undefined); // failures book a retry
     await this.#pulls.finish();
