@@ -372,3 +372,14 @@ it("replays seed 150801 on 2 shards: overlapping tells of the line's mode end al
   const report = await simulate({ seed: 150_801, steps: 300, shards: 2, states: false });
   expect(report.failure).toBeNull();
 });
+
+// npm run sim -- --seed 200256 --shards 4 (a sweep of seeds 200,001 to 201,000): shard 0 was reset while
+// it fenced its siblings for a resize; the next instance lifted that resize's fences, and one fence sent
+// by the reset instance reached shard 3 after its lift. Shard 3 stayed fenced for a change nobody ran:
+// it refused every hold and every change after it (BUSY) for good. A fenced sibling now asks shard 0
+// from its alarm whether the change still runs.
+
+it("replays seed 200256 on 4 shards: a fence that arrives after its lift goes", async () => {
+  const report = await simulate({ seed: 200_256, steps: 300, shards: 4, states: false });
+  expect(report.failure).toBeNull();
+});

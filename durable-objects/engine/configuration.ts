@@ -516,6 +516,11 @@ export class Configuration {
     });
   }
 
+  /** The change that fenced this shard, if one did. */
+  fencedBy(): string | null {
+    return this.#ledger.configured ? this.#ledger.config().fence : null;
+  }
+
   /** Shard 0: the resize it runs, if one is left (its alarm finishes or undoes it). */
   resizePlan(): ResizePlanRow | null {
     if (!this.#ledger.configured) return null;

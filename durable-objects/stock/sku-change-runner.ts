@@ -211,9 +211,31 @@ export class SkuChanges {
     else log("warn", "lifting a resize's fences failed", { changeId: plan.changeId }); // the alarm again
   }
 
-  /** Shard 0's alarm: a change left half done by a restart is undone (preparing) or finished. */
+  /** Shard 0: whether change `changeId` is being made (its plan is recorded before any sibling is fenced for it). */
+  runs(changeId: string): boolean {
+    const row = this.#host.engine.configuration.resizePlan();
+    return row !== null && (JSON.parse(row.plan) as ChangePlan).changeId === changeId;
+  }
+
+  /**
+   * The alarm. Shard 0's: a change left half done by a restart is undone (preparing) or finished. A
+   * fenced sibling's: shard 0 says whether the change that fenced it still runs, and a fence no change
+   * holds goes. One sent by an instance of shard 0 that was reset can arrive after the next instance
+   * lifted that change's fences, and would otherwise refuse every hold and change for good.
+   */
   async recover(byChange = false): Promise<void> {
     const { engine } = this.#host;
+    const changeId = engine.configuration.fencedBy();
+    const sku = engine.configuration.state();
+    if (sku && sku.shard !== 0 && changeId !== null) {
+      const runs = await this.#host
+        .shardOf(sku.sku, 0)
+        .changeRuns(changeId)
+        .catch(() => true);
+      if (!runs) engine.configuration.unfence(changeId);
+      else await this.#host.due.retry("config", this.#host.now() + RETRY_MS);
+      return;
+    }
     const row = engine.configuration.resizePlan();
     if (!row || (this.#changing && !byChange)) return;
     const plan = JSON.parse(row.plan) as ChangePlan;

@@ -32,7 +32,7 @@ import { ShardPulls } from "./shard-pulls";
 import type { SkuChange } from "./sku-change";
 import { SkuChanges } from "./sku-change-runner";
 import type { AdminFace, EdgeFace, PaymentVerdict, RepairDone, ShardFace, StockStub } from "./stock-faces";
-import type { StockHost } from "./stock-host";
+import { RETRY_MS, type StockHost } from "./stock-host";
 import { WaitlistServer } from "./waitlist-server";
 
 export type { MirrorCheck } from "./mirror-publisher";
@@ -235,8 +235,18 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   }
 
   /** Resize, phase 1 on a sibling (see engine/configuration.ts). */
-  fence(changeId: string): Outcome<null> {
-    return this.engine.configuration.fence(changeId, this.now());
+  async fence(changeId: string): Promise<Outcome<null>> {
+    const fenced = this.engine.configuration.fence(changeId, this.now());
+    // Its alarm asks shard 0 whether the change still runs: a fence that came after its lift (sent by
+    // an instance of shard 0 that was reset) would otherwise stay for good.
+    if (fenced.ok && this.engine.configuration.fencedBy() === changeId)
+      await this.due.retry("config", this.now() + RETRY_MS);
+    return fenced;
+  }
+
+  /** Shard 0: whether change `changeId` is still being made (see sku-change-runner.ts `recover`). */
+  changeRuns(changeId: string): boolean {
+    return this.#changes.runs(changeId);
   }
 
   /** A resize that will not commit lifts its fence here. */

@@ -87,8 +87,10 @@ export interface ShardFace extends Pick<EdgeFace, "state" | "quotaOf"> {
   /** The buyer's home shard, asked by shard 0 for the units they hold (the line's `held` leaves them out). */
   heldBy(userId: string): number;
   configure(settings: SkuSettings, requestId?: string): Promise<Outcome<SkuState>>;
-  fence(changeId: string): Outcome<null>;
+  fence(changeId: string): Promise<Outcome<null>>;
   unfence(changeId: string): void;
+  /** Shard 0: whether change `changeId` is still being made (a fenced sibling asks from its alarm). */
+  changeRuns(changeId: string): boolean;
   setWaitlistMode(mode: WaitlistMode): void;
   serveWaitlist(): Promise<void>;
   holdForWaitlist(entryId: string, userId: string, quantity: number, variants?: string[]): Promise<ReserveOutcome>;
