@@ -278,7 +278,11 @@ it.each([1, 2])(
 // shards of a sharded SKU holding units for it: a late payment was refunded with the unit free.
 
 /** Scripts on 1 or 2 shards, with buyers homed on different shards (on 2). */
-const lineWorld = (sku: string, shards: number, script: (s: Script & { users: [string, string, string] }) => Promise<void>) =>
+const lineWorld = (
+  sku: string,
+  shards: number,
+  script: (s: Script & { users: [string, string, string] }) => Promise<void>,
+) =>
   inWorld(
     sku,
     (s) => script({ ...s, users: shards === 1 ? ["ann", "bob", "cy"] : [homedOn(1), homedOn(0), homedOn(1, 1)] }),
