@@ -339,6 +339,36 @@ it.each([1, 2])(
   },
 );
 
+// Found by the same comparison: API.md's late payment takes a unit only if one is left, "units promised
+// to buyers waiting on the waitlist count as gone". While a sale was paused, a hold's expiry freed its
+// unit and a buyer waited for it: two shards answered the hold's late payment refund_required and
+// served the waiting buyer at the resume; one shard sold the unit to the late payment, and the buyer
+// who waited got nothing.
+
+it.each([1, 2])("a paused sale's unit a buyer waits for is not a late payment's (%i shards)", async (shards) => {
+  await lineWorld(`paused${shards}`, shards, async ({ world, call, put, users: [ann, bob] }) => {
+    expect((await put({ totalStock: 1, perUserLimit: 1, holdSeconds: 60, name: "Paused" })).ok).toBe(true);
+    const [held] = await call<ReserveOutcome[]>(homeShard(ann, shards), "reserve", [
+      { userId: ann, nonce: "n1", quantity: 1, shards },
+    ]);
+    if (!held?.ok) throw new Error(`no hold: ${JSON.stringify(held)}`);
+    expect((await call<Outcome<WaitlistEntry>>(0, "joinWaitlist", bob, 1, undefined, 0)).ok).toBe(true);
+    expect((await put({ status: "paused" })).ok).toBe(true);
+    await world.runUntil(world.now + 70_000); // the hold expired while the sale was paused
+    const reservation = held.value.reservation;
+    const paid = await call<Outcome<{ outcome: string }>>(Number(reservation.id.split(".")[1]), "applyPayment", {
+      eventId: "evt1",
+      type: "payment.succeeded",
+      reservationId: reservation.id,
+    });
+    expect(paid).toMatchObject({ ok: true, value: { outcome: "refund_required" } });
+    expect((await put({ status: "on_sale" })).ok).toBe(true);
+    await world.runUntil(world.now + 5_000);
+    expect(await call<number>(0, "waitlistLength")).toBe(0);
+    expect(await call<number>(homeShard(bob, shards), "heldBy", bob)).toBe(1);
+  });
+});
+
 // npm run sim -- --seed 863 --shards 4 (the operator changing the end, 42a448f): a change after the
 // sale's end lapsed its line on shard 0 without a pass, so no shard was told that nobody waits any
 // more; when the sale was on again with no end, every reservation was answered SOLD_OUT while units

@@ -211,7 +211,8 @@ export class Holds {
     const held = this.ledger.quota(userId);
     if (held + quantity > sku.per_user_limit) return overLimit(sku, held, available) as Refusal;
     if (this.draw.pending(now)) return fail("DRAW_PENDING") as Refusal;
-    if (this.waitlist.ahead && !served) return fail("SOLD_OUT", 0) as Refusal; // the units are the waitlist's
+    // The units are the waitlist's: shard 0 says so (sharded), or one shard's line waits for them.
+    if (!served && (this.waitlist.ahead || this.waitlist.claims(now))) return fail("SOLD_OUT", 0) as Refusal;
     if (variants !== undefined && variants.length > 0) return this.#pick(variants, quantity, available, strict);
     if (available === 0) return fail("SOLD_OUT", 0) as Refusal;
     if (available < quantity) return fail("INSUFFICIENT_STOCK", available) as Refusal;

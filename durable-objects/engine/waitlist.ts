@@ -1,5 +1,5 @@
 import { LAZY_EXPIRY_BATCH, type Ledger } from "./ledger";
-import { availableOf, fail, notOnSale, type Outcome, ok, overLimit, rowOnSale } from "./types";
+import { availableOf, fail, notOnSale, type Outcome, ok, overLimit, rowOnSale, type SkuRow } from "./types";
 import { listedVariants, variantsColumn, variantsFit } from "./variants";
 
 /**
@@ -185,16 +185,33 @@ export class Waitlist {
     let available = availableOf(sku);
     // Per quantity, the position up to which entries were found over their limit (skipped this time).
     const skipped = new Map<number, number>();
-    while (available > 0) {
-      const entry = this.#firstThatFits(available, skipped);
-      if (!entry) return;
-      if (ledger.quota(entry.user_id) + entry.quantity > sku.per_user_limit) {
-        skipped.set(entry.quantity, entry.position);
-        continue;
-      }
+    for (let entry = this.#next(sku, available, skipped); entry; entry = this.#next(sku, available, skipped)) {
       this.leave(entry.id);
       ledger.hold(ledger.requireRow(), entry.user_id, entry.quantity, null, now);
       available -= entry.quantity;
+    }
+  }
+
+  /**
+   * One shard, while its sale is not on (a pass serves at once otherwise) and not over: whether an
+   * entry fits the units it has, within its buyer's limit. Those units are the line's, as shard 0's
+   * mode 1 makes them on a sharded SKU: a late payment or an early access tier's hold finds them gone.
+   */
+  claims(now: number): boolean {
+    if (this.length() === 0) return false;
+    const sku = this.#ledger.row();
+    if (!sku || sku.shards > 1 || rowOnSale(sku, now) || (sku.ends_at !== null && now >= sku.ends_at)) return false;
+    const stock = this.#ledger.variants();
+    if (stock.size === 0) return this.#next(sku, availableOf(sku), new Map()) !== undefined;
+    return this.#rows().some((entry) => this.#sizeFor(entry, stock, sku) !== undefined);
+  }
+
+  /** The entry a pass serves next from `available` units: the longest-waiting that fits, within its buyer's limit. */
+  #next(sku: SkuRow, available: number, skipped: Map<number, number>): EntryRow | undefined {
+    for (;;) {
+      const entry = this.#firstThatFits(available, skipped);
+      if (!entry || this.#ledger.quota(entry.user_id) + entry.quantity <= sku.per_user_limit) return entry;
+      skipped.set(entry.quantity, entry.position);
     }
   }
 
@@ -208,21 +225,34 @@ export class Waitlist {
     const stock = ledger.variants();
     const left = () => [...stock.values()].some((v) => availableOf(v) > 0);
     if (!left()) return;
-    const rows = this.#sql
-      .exec<EntryRow>("SELECT id, user_id, quantity, position, variants FROM waitlist ORDER BY position")
-      .toArray();
     const sku = ledger.requireRow();
-    for (const entry of rows) {
-      const fits = (listedVariants(entry) ?? []).find((id) => {
-        const v = stock.get(id);
-        return v !== undefined && availableOf(v) >= entry.quantity;
-      });
+    for (const entry of this.#rows()) {
+      const fits = this.#sizeFor(entry, stock, sku);
       if (fits === undefined) continue;
-      if (ledger.quota(entry.user_id) + entry.quantity > sku.per_user_limit) continue;
       this.leave(entry.id);
       ledger.hold(ledger.requireRow(), entry.user_id, entry.quantity, null, now, undefined, fits);
       if (!left()) return;
     }
+  }
+
+  /** Every entry, first in line first (sizes: each entry's variants are its own, so no index says which fit). */
+  #rows(): EntryRow[] {
+    return this.#sql
+      .exec<EntryRow>("SELECT id, user_id, quantity, position, variants FROM waitlist ORDER BY position")
+      .toArray();
+  }
+
+  /** Sizes: the first of the entry's variants with its quantity available, if its buyer is within the limit. */
+  #sizeFor(
+    entry: EntryRow,
+    stock: ReadonlyMap<string, { total: number; held: number; sold: number }>,
+    sku: SkuRow,
+  ): string | undefined {
+    if (this.#ledger.quota(entry.user_id) + entry.quantity > sku.per_user_limit) return undefined;
+    return (listedVariants(entry) ?? []).find((id) => {
+      const v = stock.get(id);
+      return v !== undefined && availableOf(v) >= entry.quantity;
+    });
   }
 
   /**
