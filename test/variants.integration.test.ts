@@ -247,6 +247,17 @@ describe.each([1, 4])("sizes in the line on %i shard(s)", (shards) => {
     });
     expect(bad.status).toBe(400);
     expect(fieldsOf(bad)).toContain("variants");
+    // No sizes listed for a SKU that has them (44 has a unit): the same 400 on any shard count, never
+    // a 409 that says to buy what the request could not name. And sizes listed for a SKU without them.
+    const none = await call("POST", `/api/skus/${sku}/waitlist`, { user: "fred", body: { quantity: 1 } });
+    expect([none.status, fieldsOf(none)]).toEqual([400, ["variants"]]);
+    const plain = uniqueSku(`plain${shards}`);
+    await createSku(plain, { shards, totalStock: 4, perUserLimit: 1 });
+    const listed = await call("POST", `/api/skus/${plain}/waitlist`, {
+      user: "fred",
+      body: { quantity: 1, variants: ["42"] },
+    });
+    expect([listed.status, fieldsOf(listed)]).toEqual([400, ["variants"]]);
     // Emil competes with cleo only (42.5); cleo with dora (42).
     const place = await call("GET", `/api/skus/${sku}/waitlist`, { user: "emil" });
     conforms("WaitlistPlace", place.json);

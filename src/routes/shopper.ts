@@ -326,7 +326,10 @@ register(shopper, ROUTES.joinWaitlist, async (c, body) => {
       { available: best },
     );
   }
-  if (best === undefined && state.shards === 1 && state.stock.available > 0) {
+  // One shard: its units are known here. A request whose sizes do not fit the SKU goes on to the
+  // object, which refuses it (400) as it does on any shard count.
+  const fits = !body.variants === !state.variants;
+  if (best === undefined && fits && state.shards === 1 && state.stock.available > 0) {
     const n = state.stock.available;
     throw new ApiError(
       "STOCK_AVAILABLE",
