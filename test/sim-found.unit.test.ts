@@ -162,13 +162,21 @@ async function modeAnswersLost<T>(world: World, during: () => Promise<T>): Promi
 const modesOf = (world: World, sku: string) =>
   [0, 1].map((shard) => world.shard(shardName(sku, shard))?.instance.engine.waitlist.mode);
 
-async function holdOn(call: Script["call"], shard: number, userId: string): Promise<Reservation> {
+async function holdOn(call: Script["call"], shard: number, userId: string, shards = 2): Promise<Reservation> {
   const [held] = await call<ReserveOutcome[]>(shard, "reserve", [
-    { userId, nonce: `n-${userId}`, quantity: 1, shards: 2 },
+    { userId, nonce: `n-${userId}`, quantity: 1, shards },
   ]);
   if (!held?.ok) throw new Error(`no hold: ${JSON.stringify(held)}`);
   return held.value.reservation;
 }
+
+/** The provider's `payment.succeeded` of a reservation, on the shard it was made on. */
+const payOn = (call: Script["call"], reservation: Reservation) =>
+  call<Outcome<{ outcome: string }>>(Number(reservation.id.split(".")[1]), "applyPayment", {
+    eventId: `evt-${reservation.id}`,
+    type: "payment.succeeded",
+    reservationId: reservation.id,
+  });
 
 // npm run sim -- --seed 26 --shards 3 (with the check that no shard holds units off for an empty line,
 // docs/SIMULATOR.md): shard 0 told the siblings that the line waits, a sibling took it and its answer
@@ -292,14 +300,10 @@ const lineWorld = (
 it.each([1, 2])("a unit freed before the sale's start goes to the line at the start (%i shards)", async (shards) => {
   await lineWorld(`start${shards}`, shards, async ({ world, call, put, users: [ann, bob, cy] }) => {
     expect((await put({ totalStock: 1, perUserLimit: 1, holdSeconds: 600, name: "Start" })).ok).toBe(true);
-    const [held] = await call<ReserveOutcome[]>(homeShard(ann, shards), "reserve", [
-      { userId: ann, nonce: "n1", quantity: 1, shards },
-    ]);
-    if (!held?.ok) throw new Error(`no hold: ${JSON.stringify(held)}`);
+    const reservation = await holdOn(call, homeShard(ann, shards), ann, shards);
     expect((await call<Outcome<WaitlistEntry>>(0, "joinWaitlist", bob, 1, undefined, 0)).ok).toBe(true);
     const startsAt = world.now + 60_000;
     expect((await put({ startsAt })).ok).toBe(true);
-    const reservation = held.value.reservation;
     expect(
       (await call<Outcome<Reservation>>(Number(reservation.id.split(".")[1]), "cancel", reservation.id, ann)).ok,
     ).toBe(true);
@@ -320,21 +324,12 @@ it.each([1, 2])(
     await lineWorld(`end${shards}`, shards, async ({ world, call, put, users: [ann, bob] }) => {
       const endsAt = world.now + 300_000;
       expect((await put({ totalStock: 1, perUserLimit: 1, holdSeconds: 60, name: "End", endsAt })).ok).toBe(true);
-      const [held] = await call<ReserveOutcome[]>(homeShard(ann, shards), "reserve", [
-        { userId: ann, nonce: "n1", quantity: 1, shards },
-      ]);
-      if (!held?.ok) throw new Error(`no hold: ${JSON.stringify(held)}`);
+      const reservation = await holdOn(call, homeShard(ann, shards), ann, shards);
       expect((await call<Outcome<WaitlistEntry>>(0, "joinWaitlist", bob, 1, undefined, 0)).ok).toBe(true);
       expect((await put({ status: "paused" })).ok).toBe(true);
       await world.runUntil(endsAt + 10_000); // the hold expired, then the sale ended
       expect(await call<number>(0, "waitlistLength")).toBe(0);
-      const reservation = held.value.reservation;
-      const paid = await call<Outcome<{ outcome: string }>>(Number(reservation.id.split(".")[1]), "applyPayment", {
-        eventId: "evt1",
-        type: "payment.succeeded",
-        reservationId: reservation.id,
-      });
-      expect(paid).toMatchObject({ ok: true, value: { outcome: "applied" } });
+      expect(await payOn(call, reservation)).toMatchObject({ ok: true, value: { outcome: "applied" } });
     });
   },
 );
@@ -348,20 +343,11 @@ it.each([1, 2])(
 it.each([1, 2])("a paused sale's unit a buyer waits for is not a late payment's (%i shards)", async (shards) => {
   await lineWorld(`paused${shards}`, shards, async ({ world, call, put, users: [ann, bob] }) => {
     expect((await put({ totalStock: 1, perUserLimit: 1, holdSeconds: 60, name: "Paused" })).ok).toBe(true);
-    const [held] = await call<ReserveOutcome[]>(homeShard(ann, shards), "reserve", [
-      { userId: ann, nonce: "n1", quantity: 1, shards },
-    ]);
-    if (!held?.ok) throw new Error(`no hold: ${JSON.stringify(held)}`);
+    const reservation = await holdOn(call, homeShard(ann, shards), ann, shards);
     expect((await call<Outcome<WaitlistEntry>>(0, "joinWaitlist", bob, 1, undefined, 0)).ok).toBe(true);
     expect((await put({ status: "paused" })).ok).toBe(true);
     await world.runUntil(world.now + 70_000); // the hold expired while the sale was paused
-    const reservation = held.value.reservation;
-    const paid = await call<Outcome<{ outcome: string }>>(Number(reservation.id.split(".")[1]), "applyPayment", {
-      eventId: "evt1",
-      type: "payment.succeeded",
-      reservationId: reservation.id,
-    });
-    expect(paid).toMatchObject({ ok: true, value: { outcome: "refund_required" } });
+    expect(await payOn(call, reservation)).toMatchObject({ ok: true, value: { outcome: "refund_required" } });
     expect((await put({ status: "on_sale" })).ok).toBe(true);
     await world.runUntil(world.now + 5_000);
     expect(await call<number>(0, "waitlistLength")).toBe(0);
