@@ -28,8 +28,10 @@ export class Transfers {
   /**
    * Giver side: takes up to `requested` available units out of this shard's total, once per
    * transfer id (a retry returns what the first call granted, nothing included). Given a variant, only that variant's available units.
+   * Null, with nothing recorded, while a resize fences this shard: its commit sets this shard's totals
+   * as they were planned, so a unit given now would be counted here again; the receiver asks again.
    */
-  give(transferId: string, toShard: number, requested: number, now: number, variant?: string): number {
+  give(transferId: string, toShard: number, requested: number, now: number, variant?: string): number | null {
     const ledger = this.ledger;
     if (!ledger.configured) return 0;
     return ledger.run(() => {
@@ -37,6 +39,7 @@ export class Transfers {
         .exec<{ granted: number }>("SELECT granted FROM transfers WHERE id = ? AND direction = 'out'", transferId)
         .toArray()[0];
       if (done) return done.granted;
+      if (ledger.fenced()) return null;
       ledger.expireDue(now, LAZY_EXPIRY_BATCH);
       const sku = ledger.requireRow();
       // A SKU with sizes moves units of one variant at a time (its total is theirs).

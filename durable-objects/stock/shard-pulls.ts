@@ -47,6 +47,7 @@ export class ShardPulls {
       await host.due.retry("transfer", host.now() + RETRY_MS);
       try {
         const granted = await host.shardOf(state.sku, from).giveStock(id, state.shard, ask, variant);
+        if (granted === null) throw new Error(`shard ${from} is fenced for a resize`);
         host.engine.transfers.complete(id, granted, host.now());
         pulled += granted;
       } catch (err) {
@@ -117,6 +118,7 @@ export class ShardPulls {
         const granted = await host
           .shardOf(state.sku, transfer.from)
           .giveStock(transfer.id, state.shard, transfer.requested, transfer.variant);
+        if (granted === null) throw new Error(`shard ${transfer.from} is fenced for a resize`);
         host.engine.transfers.complete(transfer.id, granted, host.now());
         finished++;
       } catch (err) {

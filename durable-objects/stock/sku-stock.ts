@@ -506,7 +506,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   // ---- Shard transfers (shard-pulls.ts) ----
 
   /** Giver side of a transfer to a sibling shard; idempotent by transfer id. */
-  async giveStock(transferId: string, toShard: number, requested: number, variant?: string): Promise<number> {
+  async giveStock(transferId: string, toShard: number, requested: number, variant?: string): Promise<number | null> {
     const granted = this.engine.transfers.give(transferId, toShard, requested, this.now(), variant);
     await this.#afterCommit();
     return granted;

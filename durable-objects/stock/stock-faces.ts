@@ -94,7 +94,8 @@ export interface ShardFace extends Pick<EdgeFace, "state" | "quotaOf"> {
   setWaitlistMode(mode: WaitlistMode): void;
   serveWaitlist(): Promise<void>;
   holdForWaitlist(entryId: string, userId: string, quantity: number, variants?: string[]): Promise<ReserveOutcome>;
-  giveStock(transferId: string, toShard: number, requested: number, variant?: string): Promise<number>;
+  /** Units given (null: fenced for a resize, nothing given; ask again). */
+  giveStock(transferId: string, toShard: number, requested: number, variant?: string): Promise<number | null>;
   grantUnit(claim: UnitClaim): Promise<GrantAnswer>;
   closeDraw(opening: number): Entrant[];
   decideDrawEntry(opening: number, userId: string, place: DrawPlace): Promise<ReserveOutcome>;
