@@ -46,8 +46,7 @@ export class ShardPulls {
       // Durably armed before the sibling is asked: if this object dies now, the alarm finishes it.
       await host.due.retry("transfer", host.now() + RETRY_MS);
       try {
-        const granted = await host.shardOf(state.sku, from).giveStock(id, state.shard, ask, variant);
-        if (granted === null) throw new Error(`shard ${from} is fenced for a resize`);
+        const granted = await this.#ask(state, from, id, ask, variant);
         host.engine.transfers.complete(id, granted, host.now());
         pulled += granted;
       } catch (err) {
@@ -107,6 +106,16 @@ export class ShardPulls {
     this.#emptyUntil = this.#host.now() + SIBLINGS_EMPTY_MS;
   }
 
+  /**
+   * Asks sibling `from` to give a transfer's units. One fenced for a resize gives nothing yet and
+   * records nothing: that is an ask that failed, finished by the alarm as a lost answer is.
+   */
+  async #ask(state: SkuState, from: number, id: string, requested: number, variant?: string): Promise<number> {
+    const granted = await this.#host.shardOf(state.sku, from).giveStock(id, state.shard, requested, variant);
+    if (granted === null) throw new Error(`shard ${from} is fenced for a resize`);
+    return granted;
+  }
+
   /** Finishes transfers whose answer was never recorded: asking again returns the first grant. */
   async finish(): Promise<number> {
     const host = this.#host;
@@ -115,10 +124,7 @@ export class ShardPulls {
     if (!state) return finished;
     for (const transfer of host.engine.transfers.pending()) {
       try {
-        const granted = await host
-          .shardOf(state.sku, transfer.from)
-          .giveStock(transfer.id, state.shard, transfer.requested, transfer.variant);
-        if (granted === null) throw new Error(`shard ${transfer.from} is fenced for a resize`);
+        const granted = await this.#ask(state, transfer.from, transfer.id, transfer.requested, transfer.variant);
         host.engine.transfers.complete(transfer.id, granted, host.now());
         finished++;
       } catch (err) {
