@@ -403,3 +403,54 @@ it("replays seed 200256 on 4 shards: a fence that arrives after its lift goes", 
   const report = await simulate({ seed: 200_256, steps: 300, shards: 4, states: false });
   expect(report.failure).toBeNull();
 });
+
+// Found by comparing one shard with two over the simulator's world: in an opening's draw, an entry over
+// a limit the operator lowered during the window, decided after the last unit went, was SOLD_OUT on one
+// shard ("once nothing is left the rest are SOLD_OUT", API.md) and LIMIT_EXCEEDED on two, whose home
+// shard checked the limit before it learnt that no shard had a unit left.
+
+it.each([1, 2])(
+  "an opening's draw answers SOLD_OUT after the last unit on %i shard(s), whatever the limit",
+  async (shards) => {
+    await inWorld(
+      "limit",
+      async ({ world, call, put }) => {
+        const opensAt = START + 60_000;
+        const created = await put({ totalStock: 1, perUserLimit: 2, startsAt: opensAt, openingWindowMs: 2_000 });
+        expect(created.ok).toBe(true);
+        await world.runUntil(opensAt + 200);
+        // One entry of 1, five of 2; the limit then goes down to 1, so each entry of 2 is over it.
+        const users = ["p", "q", "r", "s", "t", "u"];
+        // Each token is an entry (DRAW_PENDING at once); asked again after the draw, it gets its result.
+        const reserve = (userId: string, i: number) =>
+          call<ReserveOutcome[]>(homeShard(userId, shards), "reserve", [
+            { userId, nonce: `n-${userId}`, quantity: i === 0 ? 1 : 2, shards },
+          ]);
+        const entered = users.map((userId, i) =>
+          world.call<ReserveOutcome[]>(shardName("limit", homeShard(userId, shards)), "reserve", [
+            [{ userId, nonce: `n-${userId}`, quantity: i === 0 ? 1 : 2, shards }],
+          ]),
+        );
+        await world.runUntil(opensAt + 500);
+        for (const [answer] of await Promise.all(entered)) expect(answer).toMatchObject({ code: "DRAW_PENDING" });
+        expect((await put({ perUserLimit: 1 })).ok).toBe(true);
+        await world.runUntil(opensAt + 30_000);
+        const decided = [];
+        for (const [i, user] of users.entries()) {
+          const [answer] = await reserve(user, i);
+          const draw = answer?.ok ? answer.value.draw : (answer as { draw?: { position: number } } | undefined)?.draw;
+          decided.push({ user, position: draw?.position ?? 0, code: answer?.ok ? "HELD" : answer?.code });
+        }
+        decided.sort((a, b) => a.position - b.position);
+        const last = decided.findIndex((d) => d.code === "HELD");
+        expect(decided[last]?.user).toBe("p");
+        // The seed puts entries after p's: each is SOLD_OUT; those before it, over the limit.
+        expect(last).toBeLessThan(decided.length - 1);
+        expect(decided.map((d) => d.code)).toEqual(
+          decided.map((_, i) => (i < last ? "LIMIT_EXCEEDED" : i === last ? "HELD" : "SOLD_OUT")),
+        );
+      },
+      shards,
+    );
+  },
+);

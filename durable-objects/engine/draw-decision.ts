@@ -91,20 +91,26 @@ export class DrawDecision {
       const available = availableOf(ledger.requireRow());
       if (e.code !== null) return this.holds.drawnOutcome(e, place, available);
       ledger.expireDue(now, LAZY_EXPIRY_BATCH);
-      const outcome = this.#deciding(() =>
-        this.holds.one(
-          {
-            userId,
-            nonce: e.nonce,
-            quantity: e.quantity,
-            tier: e.tier ?? undefined,
-            variants: listedVariants(e),
-            pulled: record, // asked again after the pull: a later size this shard has may serve
-          },
-          now,
-          true,
-        ),
-      );
+      const variants = listedVariants(e);
+      // Once no shard has a unit left, the rest are SOLD_OUT whatever their limit, as on one shard
+      // (decide above): with none here, the caller asks the siblings first (a short answer, not recorded).
+      const outcome =
+        variants === undefined && availableOf(ledger.requireRow()) === 0
+          ? fail<ReserveAnswer>("SOLD_OUT")
+          : this.#deciding(() =>
+              this.holds.one(
+                {
+                  userId,
+                  nonce: e.nonce,
+                  quantity: e.quantity,
+                  tier: e.tier ?? undefined,
+                  variants,
+                  pulled: record, // asked again after the pull: a later size this shard has may serve
+                },
+                now,
+                true,
+              ),
+            );
       if (!isShort(outcome) || record) this.#record(opening, userId, place, outcome);
       return outcome.ok ? ok({ ...outcome.value, draw: place }) : { ...outcome, draw: place };
     });
