@@ -454,3 +454,29 @@ it.each([1, 2])(
     );
   },
 );
+
+// Found by comparing one shard with two over the simulator's world: a buyer whose hold had expired, while
+// their home shard's alarm was late, was refused the line (LIMIT_EXCEEDED) on a sharded SKU, whose shard 0
+// read that shard's quota with the due hold still in it; one shard expires due holds before it judges.
+
+it("a sharded line takes a buyer whose hold is due while their home shard's alarm is late", async () => {
+  await inWorld("late", async ({ world, call, put }) => {
+    expect((await put({ totalStock: 2, perUserLimit: 1, holdSeconds: 60 })).ok).toBe(true);
+    const [a] = usersOn(1) as [string];
+    const [b] = usersOn(0) as [string];
+    await holdOn(call, 1, a);
+    await holdOn(call, 0, b);
+    // Shard 1's alarm comes an hour late.
+    const home = world.object(shardName("late", 1));
+    const due = home.alarmAt;
+    home.alarmAt = world.now + 3_600_000;
+    await world.runUntil(world.now + 61_000); // a's hold is due
+    const joined = await call<Outcome<WaitlistEntry>>(0, "joinWaitlist", a, 1, undefined, 0);
+    expect(joined).toMatchObject({ ok: true });
+    // The alarm comes: a's unit goes back, and the line gives it to a.
+    home.alarmAt = due;
+    await world.runUntil(world.now + 10_000);
+    expect(await call<number>(0, "waitlistLength")).toBe(0);
+    expect(await call<number>(1, "heldBy", a)).toBe(1);
+  });
+});

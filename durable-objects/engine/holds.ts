@@ -110,6 +110,25 @@ export class Holds {
   }
 
   /**
+   * The user's quota as it stands at `now`, less their holds already due, without expiring them:
+   * what another shard reads of a home shard whose alarm may be late (a hold is released at its
+   * expiry, whenever the alarm comes). The due holds are read through the expiry index: none, mostly.
+   */
+  quotaAt(userId: string, now: number): number {
+    const quota = this.quotaOf(userId);
+    if (quota === 0) return 0;
+    let due = 0;
+    for (const row of this.ledger.sql.exec<{ quantity: number }>(
+      "SELECT quantity FROM reservations WHERE status = 'held' AND expires_at <= ? AND user_id = ?",
+      now,
+      userId,
+    )) {
+      due += row.quantity;
+    }
+    return quota - due;
+  }
+
+  /**
    * The units a user holds on this shard now (live holds, not what they bought): what the line's
    * `held` leaves out for them (API.md v1.4 "Clarified"). Nothing reads reservations by user (no
    * index: it would cost every hold a b-tree insert), so the user's quota (held + sold, one row)

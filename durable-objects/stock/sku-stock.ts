@@ -461,9 +461,9 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     this.engine.waitlist.setMode(mode);
   }
 
-  /** A user's held + sold on this shard (their home shard: where their limit is kept). */
+  /** A user's held + sold on this shard (their home shard: where their limit is kept), holds due left out. */
   quotaOf(userId: string): number {
-    return this.engine.holds.quotaOf(userId);
+    return this.engine.holds.quotaAt(userId, this.now());
   }
 
   /** The units a user holds on this shard now (their home shard), not what they bought. */
