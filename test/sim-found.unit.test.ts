@@ -480,3 +480,33 @@ it("a sharded line takes a buyer whose hold is due while their home shard's alar
     expect(await call<number>(1, "heldBy", a)).toBe(1);
   });
 });
+
+// Found by comparing one shard with two over the simulator's world: a late payment of a buyer at the limit,
+// with a unit left on another shard, was refunded `too_late` on two shards ("no unit was left", API.md)
+// and `limit_exceeded` on one: the home shard judged what was left by its own units alone.
+
+it.each([1, 2])(
+  "a late payment at the limit, a unit left elsewhere, is refunded limit_exceeded on %i shard(s)",
+  async (shards) => {
+    await inWorld(
+      "late-limit",
+      async ({ call, put }) => {
+        expect((await put({ totalStock: 2, perUserLimit: 1, holdSeconds: 600 })).ok).toBe(true);
+        const u = homedOn(0);
+        const reserve = async (nonce: string) => {
+          const [held] = await call<ReserveOutcome[]>(0, "reserve", [{ userId: u, nonce, quantity: 1, shards }]);
+          if (!held?.ok) throw new Error(`no hold: ${JSON.stringify(held)}`);
+          return held.value.reservation;
+        };
+        const first = await reserve("n1");
+        expect((await call<Outcome<Reservation>>(0, "cancel", first.id, u)).ok).toBe(true);
+        await reserve("n2"); // u holds the limit; on two shards, u's home shard has no unit left, the other one
+        expect(await payOn(call, first)).toMatchObject({
+          ok: true,
+          value: { outcome: "refund_required", reason: "limit_exceeded" },
+        });
+      },
+      shards,
+    );
+  },
+);

@@ -346,11 +346,14 @@ export class Payments {
       return { kind: "refused", code: "SOLD_OUT" };
     const refused = this.holds.admit(sku, userId, quantity, now, false, variant === undefined ? undefined : [variant]);
     if (!refused.ok) {
-      // At the limit and short of units too: `too_late`, as the Lua twin says (here: this shard's units).
+      // At the limit and short of units too: `too_late`, as the Lua twin says. A sharded SKU's units
+      // are its shards' together: this shard short, the siblings are asked first (pulled, then decided).
       const left =
         variant === undefined ? availableOf(sku) : (refused.variants?.[variant] ?? this.#variantLeft(variant));
-      if (refused.code === "LIMIT_EXCEEDED")
+      if (refused.code === "LIMIT_EXCEEDED") {
+        if (left < quantity && sku.shards > 1 && !pulled) return { kind: "short", wanted: quantity - left, variant };
         return { kind: "refused", code: left >= quantity ? "LIMIT_EXCEEDED" : "SOLD_OUT" };
+      }
       if (refused.code === "DRAW_PENDING") return { kind: "busy" }; // the units are the draw's until it is decided
       const wanted = quantity - (variant === undefined ? (refused.available ?? 0) : left);
       if (isShort(refused) && sku.shards > 1 && !pulled && !this.waitlist.ahead)
