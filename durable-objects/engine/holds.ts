@@ -226,13 +226,15 @@ export class Holds {
     variants?: readonly string[],
     strict = false,
   ): Refusal | Admitted {
-    const available = availableOf(sku);
     const held = this.ledger.quota(userId);
-    if (held + quantity > sku.per_user_limit) return overLimit(sku, held, available) as Refusal;
+    if (held + quantity > sku.per_user_limit) return overLimit(sku, held, availableOf(sku)) as Refusal;
     if (this.draw.pending(now)) return fail("DRAW_PENDING") as Refusal;
-    // The units are the waitlist's: shard 0 says so (sharded), or one shard's line waits for them.
-    if (!served && (this.waitlist.ahead || this.waitlist.claims(now))) return fail("SOLD_OUT", 0) as Refusal;
-    if (variants !== undefined && variants.length > 0) return this.#pick(variants, quantity, available, strict);
+    // The units are the waitlist's: shard 0 says so (sharded), or one shard's line takes them.
+    if (!served && this.waitlist.ahead) return fail("SOLD_OUT", 0) as Refusal;
+    const claimed = served ? null : this.waitlist.claimed(now);
+    const available = availableOf(sku) - (claimed?.units ?? 0);
+    if (variants !== undefined && variants.length > 0)
+      return this.#pick(variants, quantity, available, strict, claimed?.sizes);
     if (available === 0) return fail("SOLD_OUT", 0) as Refusal;
     if (available < quantity) return fail("INSUFFICIENT_STOCK", available) as Refusal;
     return { ok: true, variant: null };
@@ -243,16 +245,22 @@ export class Holds {
    * `INSUFFICIENT_STOCK`, each with what every listed variant has. `available` stays the shard's
    * whole count, which says whether the SKU (not these sizes) is sold out. `strict` (a sharded SKU
    * before its shell pulled): only the first choice, so a first choice a sibling has is pulled
-   * before a later one is taken here.
+   * before a later one is taken here. `claimed`: what one shard's line takes of each, gone for this request.
    */
-  #pick(variants: readonly string[], quantity: number, available: number, strict: boolean): Refusal | Admitted {
+  #pick(
+    variants: readonly string[],
+    quantity: number,
+    available: number,
+    strict: boolean,
+    claimed?: ReadonlyMap<string, number>,
+  ): Refusal | Admitted {
     const stock = this.ledger.variants();
     const counts: Record<string, number> = {};
     let any = false;
     let fits: string | null = null;
     for (const id of variants) {
       const v = stock.get(id);
-      const left = v ? availableOf(v) : 0;
+      const left = v ? availableOf(v) - (claimed?.get(id) ?? 0) : 0;
       fits ??= left >= quantity ? id : null;
       counts[id] = left;
       if (left > 0) any = true;

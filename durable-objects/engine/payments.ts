@@ -351,8 +351,11 @@ export class Payments {
       const left =
         variant === undefined ? availableOf(sku) : (refused.variants?.[variant] ?? this.#variantLeft(variant));
       if (refused.code === "LIMIT_EXCEEDED") {
-        if (left < quantity && sku.shards > 1 && !pulled) return { kind: "short", wanted: quantity - left, variant };
-        return { kind: "refused", code: left >= quantity ? "LIMIT_EXCEEDED" : "SOLD_OUT" };
+        // Units one shard's line takes are gone, as for a reservation (none are on a sharded SKU's shard).
+        const claimed = this.waitlist.claimed(now);
+        const free = left - (variant === undefined ? (claimed?.units ?? 0) : (claimed?.sizes.get(variant) ?? 0));
+        if (free < quantity && sku.shards > 1 && !pulled) return { kind: "short", wanted: quantity - free, variant };
+        return { kind: "refused", code: free >= quantity ? "LIMIT_EXCEEDED" : "SOLD_OUT" };
       }
       if (refused.code === "DRAW_PENDING") return { kind: "busy" }; // the units are the draw's until it is decided
       const wanted = quantity - (variant === undefined ? (refused.available ?? 0) : left);

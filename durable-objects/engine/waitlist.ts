@@ -41,6 +41,13 @@ interface WaitingBuyer {
   variants?: string[] | undefined;
 }
 
+/** The units one shard's line claims while its sale is not on ({@link Waitlist.claimed}). */
+export interface Claimed {
+  units: number;
+  /** Sizes: by variant. */
+  sizes: Map<string, number>;
+}
+
 /**
  * The SKU's waitlist as a shard knows it: 0 nobody waits; 1 buyers wait and the SKU's units are
  * theirs (newcomers are refused, they join the waitlist); 2 buyers wait but want more than the SKU
@@ -193,17 +200,40 @@ export class Waitlist {
   }
 
   /**
-   * One shard, while its sale is not on (a pass serves at once otherwise) and not over: whether an
-   * entry fits the units it has, within its buyer's limit. Those units are the line's, as shard 0's
-   * mode 1 makes them on a sharded SKU: a late payment or an early access tier's hold finds them gone.
+   * One shard, while its sale is not on (a pass serves at once otherwise) and not over: the units the
+   * line's entries would take now, first fit within their buyers' limits as a pass takes them, in
+   * all and by size. Those units are the line's, as shard 0's mode 1 makes them on a sharded SKU: a
+   * late payment or an early access tier's hold finds them gone; the rest are anyone's. Null when
+   * the line claims none.
    */
-  claims(now: number): boolean {
-    if (this.length() === 0) return false;
+  claimed(now: number): Claimed | null {
+    if (this.length() === 0) return null;
     const sku = this.#ledger.row();
-    if (!sku || sku.shards > 1 || rowOnSale(sku, now) || (sku.ends_at !== null && now >= sku.ends_at)) return false;
+    if (!sku || sku.shards > 1 || rowOnSale(sku, now) || (sku.ends_at !== null && now >= sku.ends_at)) return null;
     const stock = this.#ledger.variants();
-    if (stock.size === 0) return this.#next(sku, availableOf(sku), new Map()) !== undefined;
-    return this.#rows().some((entry) => this.#sizeFor(entry, stock, sku) !== undefined);
+    const claimed: Claimed = { units: 0, sizes: new Map() };
+    if (stock.size === 0) {
+      const skipped = new Map<number, number>();
+      for (
+        let left = availableOf(sku), entry = this.#next(sku, left, skipped);
+        entry;
+        entry = this.#next(sku, left, skipped)
+      ) {
+        claimed.units += entry.quantity;
+        left -= entry.quantity;
+        skipped.set(entry.quantity, entry.position); // taken: the next of its quantity is after it
+      }
+    } else {
+      const left = new Map([...stock].map(([id, v]) => [id, { total: availableOf(v), held: 0, sold: 0 }]));
+      for (const entry of this.#rows()) {
+        const size = this.#sizeFor(entry, left, sku);
+        if (size === undefined) continue;
+        (left.get(size) as { total: number }).total -= entry.quantity;
+        claimed.sizes.set(size, (claimed.sizes.get(size) ?? 0) + entry.quantity);
+        claimed.units += entry.quantity;
+      }
+    }
+    return claimed.units === 0 ? null : claimed;
   }
 
   /** The entry a pass serves next from `available` units: the longest-waiting that fits, within its buyer's limit. */
