@@ -580,3 +580,56 @@ it("one shard, sizes, not on sale: the line claims only the sizes its buyers wai
     1,
   );
 });
+
+// Found by a helper reading one shard beside two: while a sharded sale was not on, its shards kept the
+// line's mode of the last pass, whatever the line could take since, so a late payment was refunded for
+// a unit no waiting buyer fits (one shard applies it), or took one a waiting buyer fits again after a
+// limit was raised. A pass that stops because the sale is not on now tells the mode one shard's rule
+// gives: the units are the line's when they fit an entry within its limit. (A PUT starts such a pass.)
+
+it.each([1, 2])("paused, a late payment takes a unit no waiting buyer fits, on %i shard(s)", async (shards) => {
+  await inWorld(
+    "unfit",
+    async ({ world, call, put }) => {
+      expect((await put({ totalStock: 2, perUserLimit: 2, holdSeconds: 60 })).ok).toBe(true);
+      const [a, w] = usersOn(1) as [string, string];
+      const [b] = usersOn(0) as [string];
+      const ra = await holdOn(call, homeShard(a, shards), a, shards);
+      const rb = await holdOn(call, homeShard(b, shards), b, shards);
+      expect((await payOn(call, rb)).ok).toBe(true);
+      expect((await call<Outcome<WaitlistEntry>>(0, "joinWaitlist", w, 2, undefined, 0)).ok).toBe(true);
+      expect((await put({ status: "paused" })).ok).toBe(true);
+      await world.runUntil(world.now + 70_000); // a's hold expires: 1 free, w wants 2
+      expect(await payOn(call, ra)).toMatchObject({ ok: true, value: { outcome: "applied" } });
+    },
+    shards,
+  );
+});
+
+it.each([1, 2])(
+  "paused, a limit raised lets a waiting buyer fit: a late payment finds the unit theirs, on %i shard(s)",
+  async (shards) => {
+    await inWorld(
+      "refit",
+      async ({ world, call, put }) => {
+        expect((await put({ totalStock: 2, perUserLimit: 2, holdSeconds: 600 })).ok).toBe(true);
+        const [o] = usersOn(0) as [string];
+        const [w] = usersOn(1) as [string];
+        const ro = await holdOn(call, homeShard(o, shards), o, shards);
+        await holdOn(call, homeShard(w, shards), w, shards);
+        expect((await call<Outcome<WaitlistEntry>>(0, "joinWaitlist", w, 1, undefined, 0)).ok).toBe(true);
+        expect((await put({ perUserLimit: 1 })).ok).toBe(true);
+        expect((await call<Outcome<Reservation>>(homeShard(o, shards), "cancel", ro.id, o)).ok).toBe(true);
+        await world.runUntil(world.now + 5_000); // w is skipped at the lowered limit; the unit is free
+        expect((await put({ status: "paused" })).ok).toBe(true);
+        expect((await put({ perUserLimit: 2 })).ok).toBe(true); // w fits it again
+        await world.runUntil(world.now + 5_000);
+        expect(await payOn(call, ro)).toMatchObject({ ok: true, value: { outcome: "refund_required" } });
+        expect((await put({ status: "on_sale" })).ok).toBe(true);
+        await world.runUntil(world.now + 5_000);
+        expect(await call<number>(homeShard(w, shards), "heldBy", w)).toBe(2);
+      },
+      shards,
+    );
+  },
+);

@@ -224,11 +224,12 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
       await this.#outbox.send();
       // A sharded sale on again (or with more units) while buyers wait: its line is served now. Units
       // freed while it was paused started a pass that stopped at the pause, and none is freed by this.
-      // A line the change lapsed (the sale had ended) leaves the shards holding units for it: a pass
-      // finds it empty and gives them back to newcomers.
+      // Not on: the pass stops at once and tells the shards whether an entry fits (a limit may have
+      // moved). A line the change lapsed (the sale had ended) leaves the shards holding units for it:
+      // a pass finds it empty and gives them back to newcomers.
       const state = this.engine.configuration.state();
       const line = this.engine.waitlist.length() > 0 || this.engine.waitlist.waiting;
-      if (outcome.ok && state?.status === "on_sale" && state.shards > 1 && line)
+      if (outcome.ok && state && state.status !== "archived" && state.shards > 1 && line)
         this.#host.background(this.#waitlist.serve()); // a pass that fails books its own retry
       return outcome;
     });

@@ -207,7 +207,9 @@ export class WaitlistServer {
     if (engine.waitlist.length() === 0) mode = 0;
     else if (state.variants)
       mode = 2; // sizes: buyers of other sizes are not held off
-    else if (stopped !== null) mode = stopped === "SOLD_OUT" ? 1 : engine.waitlist.mode;
+    else if (stopped === "SOLD_OUT") mode = 1;
+    else if (stopped === "SALE_NOT_ACTIVE") mode = (await this.#fitsAnEntry(state)) ? 1 : 2;
+    else if (stopped !== null) mode = engine.waitlist.mode;
     else mode = (await this.#skuAvailable(state)) === 0 ? 1 : 2; // every entry wants more than there is
     if (mode !== engine.waitlist.mode || this.#unsure) await this.#tell(state, mode);
   }
@@ -236,6 +238,27 @@ export class WaitlistServer {
       this.#holding = null;
       settle();
     }
+  }
+
+  /**
+   * The sale is not on, so no pass serves: whether the SKU's available units fit an entry within its
+   * buyer's limit (then they are the line's, mode 1), or fit none (mode 2: a late payment or an early
+   * access tier's hold may take them), as one shard's line claims them. Each entry that could fit
+   * asks its home shard for the buyer's count; the first that fits ends it.
+   */
+  async #fitsAnEntry(state: SkuState): Promise<boolean> {
+    const { engine } = this.#host;
+    const available = await this.#skuAvailable(state);
+    for (const entry of engine.waitlist.entries(this.#host.now())) {
+      if (entry.quantity > available) continue;
+      const home = homeShard(entry.userId, state.shards);
+      const held =
+        home === state.shard
+          ? engine.holds.quotaAt(entry.userId, this.#host.now())
+          : await this.#host.shardOf(state.sku, home).quotaOf(entry.userId);
+      if (held + entry.quantity <= state.perUserLimit) return true;
+    }
+    return false;
   }
 
   /** The units available over all of the SKU's shards. */
