@@ -377,6 +377,24 @@ describe("changing shards", () => {
     expect((await shardFacts(sku, 1)).held).toBe(1);
   });
 
+  // Found by a helper reading 1 shard beside many: a PUT or DELETE that left `shards` out carried the
+  // count its Worker read before a resize committed, and shard 0, taking it after the resize, resized
+  // back (or, a unit held meanwhile, refused the pause 409). Shard 0 now keeps the count in force.
+  it("a pause and an archive sent while a resize commits keep the new count", async () => {
+    for (const [i, after] of ["paused", "archived"].entries()) {
+      const sku = uniqueSku(`race${i}`);
+      await createSku(sku, { totalStock: 6, shards: 2 });
+      const resize = put(sku, { shards: 3 });
+      const next =
+        after === "paused" ? put(sku, { status: "paused" }) : call("DELETE", `/admin/skus/${sku}`, { admin: true });
+      const [r, n] = [await resize, await next];
+      // Either may reach shard 0 first (an archive first refuses the resize): each answer stands.
+      expect(n.status).toBe(200);
+      const view = await call("GET", `/admin/skus/${sku}`, { admin: true });
+      expect([view.json.shards, view.json.status, view.json.stock.total]).toEqual([r.status === 200 ? 3 : 2, after, 6]);
+    }
+  });
+
   it("leaves no stock on shards beyond a smaller count", async () => {
     const sku = uniqueSku("shrink");
     await createSku(sku, { totalStock: 8, shards: 4 });

@@ -64,7 +64,7 @@ export class SkuChanges {
     const state = engine.configuration.state();
     // An archived SKU's id is not reused: archiving it again is the one change it takes (unchanged).
     if (state?.status === "archived") return asked.status === "archived" ? ok(state) : fail("INVALID_STATE");
-    const change = { ...asked, totalStock: this.#totalOf(asked, state) };
+    const change = { ...asked, shards: asked.shards ?? state?.shards ?? 1, totalStock: this.#totalOf(asked, state) };
     if (!state && change.shards === 1) return engine.configuration.configure(soleSettings(change), this.#host.now());
     // Sizes given to a sharded SKU that has none: its units held or sold have no size, so every shard
     // must be idle, which only a resize's fences make sure of (a sibling holding a unit would refuse

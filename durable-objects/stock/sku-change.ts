@@ -17,7 +17,11 @@ import type { AccessTier, SaleStatus, SkuState, VariantSetting } from "../engine
  */
 export interface SkuChange {
   sku: string;
-  shards: number;
+  /**
+   * The shard count; left out, the one in force (a new SKU: 1), decided by shard 0 in the change's
+   * turn: a count the edge read before a resize committed would undo it.
+   */
+  shards?: number | undefined;
   /** The SKU's total over all shards; left out, the total in force (shard 0 decides it in the change's turn). */
   totalStock?: number | undefined;
   /** Shard 0's record of the total is missing (a SKU configured before it kept one): the shards' sum. */
@@ -42,8 +46,8 @@ export interface SkuChange {
   variants?: VariantSetting[] | undefined;
 }
 
-/** A change with its total decided by shard 0 (the plans below need it). */
-export type DecidedChange = SkuChange & { totalStock: number };
+/** A change with its total and shard count decided by shard 0 (the plans below need them). */
+export type DecidedChange = SkuChange & { totalStock: number; shards: number };
 
 /** A resize as shard 0 records it: from `from` shards (0: a new SKU) to `to`. */
 export interface ResizePlan {

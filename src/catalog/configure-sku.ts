@@ -73,10 +73,10 @@ export async function configureSku(
     const refusal = openedDrawRefusal(sku, stored, after, await readDrawInfo(env, sku), now, false);
     if (refusal) throw refusal;
   }
-  const shards = body.shards ?? stored?.shards ?? 1;
   const change: SkuChange = {
     sku,
-    shards,
+    // Left out, shard 0 keeps the count in force when the change's turn comes (a resize may commit first).
+    shards: body.shards,
     // Sizes: a SKU with variants has no stock of its own; a new one's total is their sum.
     totalStock: sized ? (current ? undefined : sized.total) : body.totalStock,
     variants: body.variants,
@@ -97,7 +97,7 @@ export async function configureSku(
   };
   const outcome = await callStock(() => adminShard(env, sku, 0).putSku(change, requestId));
   if (!outcome.ok && outcome.code === "INVALID_STATE") {
-    const asked = { shards, after, variant: outcome.variant };
+    const asked = { shards: body.shards, after, variant: outcome.variant };
     throw await explainRefusal(env, sku, body, asked, Math.max(now, Date.now()));
   }
   unwrap(outcome);
@@ -105,6 +105,7 @@ export async function configureSku(
   const states = await readShardStates(env, sku, { anyId: true });
   if (!states) throw new Error(`SKU ${sku} vanished while being configured`);
   const state = sumShards(states);
+  const { shards } = state;
   // totalStock left out: the catalog keeps its copy of the total, as the stock objects kept theirs.
   const total = sized || body.totalStock !== undefined ? { totalStock: state.stock.total } : {};
   const d1 = drizzle(env.DB);
@@ -135,12 +136,7 @@ export async function archiveSku(env: Env, sku: string, requestId?: string): Pro
   const current = await readShardStates(env, sku);
   if (!current?.[0]) return null;
   if (current[0].status === "archived") return sumShards(current);
-  const change: SkuChange = {
-    sku,
-    shards: current[0].shards,
-    assumedTotal: sumShards(current).stock.total,
-    status: "archived",
-  };
+  const change: SkuChange = { sku, assumedTotal: sumShards(current).stock.total, status: "archived" };
   unwrap(await callStock(() => adminShard(env, sku, 0).putSku(change, requestId)));
   const states = await readShardStates(env, sku);
   if (!states) throw new Error(`SKU ${sku} vanished while being archived`);
@@ -206,13 +202,14 @@ async function explainRefusal(
   env: Env,
   sku: string,
   body: SkuSettingsRequest,
-  asked: { shards: number; after: SkuAfter; variant?: string | undefined },
+  asked: { shards: number | undefined; after: SkuAfter; variant?: string | undefined },
   now: number,
 ): Promise<ApiError> {
-  const { shards, after } = asked;
+  const { after } = asked;
   const states = await readShardStates(env, sku, { anyId: true });
   const state = states ? sumShards(states) : null;
   if (!state) return new ApiError("INVALID_STATE");
+  const shards = asked.shards ?? state.shards;
   if (state.status === "archived") return archived(sku);
   const heldOrSold = state.stock.held + state.stock.sold;
   const variant = state.variants?.find((v) => v.id === asked.variant);

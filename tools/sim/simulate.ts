@@ -350,7 +350,7 @@ class Sim {
       // The sale on again (and without an end), unless archived: the line's invariant (9) is checked
       // on a sale that is on.
       if (!this.#archived && !this.#operatorBusy) {
-        const change: SkuChange = { sku: SKU, shards: this.#shards, assumedTotal: 0, status: "on_sale" };
+        const change: SkuChange = { sku: SKU, assumedTotal: 0, status: "on_sale" };
         const ends = [...this.#settings.endsAt].some((at) => at !== null);
         if (ends) change.endsAt = null;
         this.#change(change, ends ? "resume, no end" : "resume");
@@ -672,7 +672,8 @@ class Sim {
 
   /** The operator: one change at a time, each a PUT through shard 0 (or its archive). */
   #operate(roll = this.#random(), sizing = false): void {
-    const change: SkuChange = { sku: SKU, shards: this.#shards, assumedTotal: 0 };
+    // As the edge sends it: the shard count only when it changes (shard 0 keeps the one in force).
+    const change: SkuChange = { sku: SKU, assumedTotal: 0 };
     let what: string;
     if (this.#archived) return;
     if (roll < 0.3) {
@@ -804,7 +805,7 @@ class Sim {
     for (const v of change.variants ?? [])
       if (v.totalStock !== undefined) this.#sizes?.set(v.id, new Set([v.totalStock]));
     if (this.#sizes) this.#totals = new Set([sumMax(this.#sizes)]);
-    if (change.shards !== this.#shards) {
+    if (change.shards !== undefined && change.shards !== this.#shards) {
       this.#shards = change.shards;
       this.#shardsEver = Math.max(this.#shardsEver, change.shards);
     }
@@ -852,7 +853,7 @@ class Sim {
         throw new Violation(`shard 0 has sizes ${ids}, the operator gave ${[...given.keys()].join(",")}`);
       this.#converting = null;
       const variants = [...given].map(([id, totalStock]) => ({ id, name: id, totalStock }));
-      if (ids) this.#expect({ sku: SKU, shards: this.#shards, assumedTotal: 0, variants }, true);
+      if (ids) this.#expect({ sku: SKU, assumedTotal: 0, variants }, true);
       return `${ids ? "the sizes applied" : "no sizes"}${read > 1 ? ` at read ${read}` : ""}`;
     }
   }
