@@ -633,3 +633,39 @@ it.each([1, 2])(
     );
   },
 );
+
+// Found by a helper reading 1 shard beside many: an opening's entrants waiting on a sibling never made
+// shard 0 decide (only its alarm or a waiter of its own did), so with that alarm late every one of them
+// gave up BUSY 10 s after the close, where one shard decides at once. A sibling's waiters now ask it.
+
+it.each([1, 2])(
+  "an opening's draw is decided at its close while shard 0's alarm is late, on %i shard(s)",
+  async (shards) => {
+    await inWorld(
+      "late-draw",
+      async ({ world, put }) => {
+        const opensAt = START + 60_000;
+        expect((await put({ totalStock: 2, perUserLimit: 1, startsAt: opensAt, openingWindowMs: 2_000 })).ok).toBe(
+          true,
+        );
+        await world.runUntil(opensAt + 200);
+        const requests = (usersOn(1).slice(0, 3) as string[]).map((userId) => ({
+          userId,
+          nonce: `n-${userId}`,
+          quantity: 1,
+          shards,
+        }));
+        const home = (userId: string) => shardName("late-draw", homeShard(userId, shards));
+        const entered = requests.map((r) => world.call<ReserveOutcome[]>(home(r.userId), "reserve", [[r]]));
+        await world.runUntil(opensAt + 500);
+        for (const [answer] of await Promise.all(entered)) expect(answer).toMatchObject({ code: "DRAW_PENDING" });
+        world.object(shardName("late-draw", 0)).alarmAt = opensAt + 120_000; // a minute and more late
+        const waits = requests.map((r) => world.call<ReserveOutcome>(home(r.userId), "awaitDraw", [r]));
+        await world.runUntil(opensAt + 2_000 + 15_000); // past the waiters' 10 s, before the alarm
+        const codes = (await Promise.all(waits)).map((a) => (a.ok ? "HELD" : a.code)).sort();
+        expect(codes).toEqual(["HELD", "HELD", "SOLD_OUT"]);
+      },
+      shards,
+    );
+  },
+);

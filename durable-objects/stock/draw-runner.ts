@@ -156,6 +156,24 @@ export class DrawRunner {
   #tick(): void {
     this.#host.assertAlive();
     this.kick();
+    this.#nudge();
+  }
+
+  /**
+   * A sibling whose requests wait past a window's close with the draw not over: shard 0's alarm
+   * may be late (nothing else reaches shard 0 when no entrant is homed there), so shard 0 is asked
+   * to decide now, once a tick. Else they would wait for that alarm, and give up BUSY before it.
+   */
+  #nudge(): void {
+    const { engine } = this.#host;
+    const state = engine.configuration.state();
+    if (!state || state.shard === 0 || engine.drawDecision.due(this.#host.now()) === null) return;
+    this.#host.background(
+      this.#host
+        .shardOf(state.sku, 0)
+        .decideDraw()
+        .catch(() => undefined), // the next tick asks again
+    );
   }
 
   /** Decides every due draw, earliest opening first (an earlier tier's buyers are served first). */

@@ -594,6 +594,11 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     this.#draw.over(opening);
   }
 
+  /** Shard 0, asked by a sibling whose requests wait past a window's close: decides a due draw now. */
+  decideDraw(): void {
+    this.#draw.kick();
+  }
+
   // ---- The alarm ----
 
   /**

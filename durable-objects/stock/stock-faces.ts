@@ -101,4 +101,6 @@ export interface ShardFace extends Pick<EdgeFace, "state" | "quotaOf"> {
   decideDrawEntry(opening: number, userId: string, place: DrawPlace): Promise<ReserveOutcome>;
   recordDrawResults(opening: number, results: { userId: string; place: DrawPlace; code: string }[]): void;
   drawOver(opening: number): void;
+  /** Shard 0, asked by a sibling whose requests wait past a window's close: decides a due draw now. */
+  decideDraw(): void;
 }
