@@ -2,6 +2,7 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { homeShard } from "../durable-objects/shared/shard-name";
+import { forgetSoldOut } from "../src/edge/sold-out-cache";
 import { locateReservation } from "../src/stock/stock-client";
 import { type Answer, call, createSku, reserve, stockShard, tokenFor, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
@@ -293,5 +294,33 @@ describe.each([1, 3])("a SKU of %i shard(s)", (shards) => {
       const view = (await adminView(sku)).json;
       expect(view).toMatchObject({ waitlist: 0, stock: { available: 1, held: shards - 1 } });
     });
+  });
+});
+
+// Found by a helper comparing a warm isolate with a fresh one: a reservation answered SALE_NOT_ACTIVE
+// on a paused sold-out SKU (or a replay on an archived one) came back flagged sold out, so this isolate
+// answered the next token requests 409 SOLD_OUT, each retry renewing it, where a fresh isolate (whose
+// own check asks whether the sale is on) answers 403 SALE_NOT_ACTIVE or 404. Only a sale that is on
+// is sold out.
+describe("a sale that stopped is not sold out in an isolate's memory", () => {
+  it.each([
+    ["paused", 403],
+    ["archived", 404],
+  ])("%s: the token route answers %i on a warm isolate as on a fresh one", async (stopped, code) => {
+    const sku = uniqueSku(`stopped-${stopped}`);
+    await createSku(sku, { totalStock: 1, perUserLimit: 1 });
+    const token = await tokenFor("stop-a", sku);
+    expect(
+      (await call("POST", `/api/skus/${sku}/reservations`, { user: "stop-a", body: { token, quantity: 1 } })).status,
+    ).toBe(202);
+    expect((stopped === "paused" ? await put(sku, { status: "paused" }) : await archive(sku)).status).toBe(200);
+    forgetSoldOut(sku); // past the memory's second, as a fresh isolate
+    // A's client sends its reservation again (its answer was lost): it reaches the stock object.
+    const again = await call("POST", `/api/skus/${sku}/reservations`, { user: "stop-a", body: { token, quantity: 1 } });
+    expect(again.status).toBe(202); // its hold, replayed
+    const warm = await call("POST", `/api/skus/${sku}/tokens`, { user: "stop-c" });
+    forgetSoldOut(sku);
+    const fresh = await call("POST", `/api/skus/${sku}/tokens`, { user: "stop-c" });
+    expect([warm.status, fresh.status]).toEqual([code, code]);
   });
 });

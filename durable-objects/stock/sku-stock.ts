@@ -9,6 +9,7 @@ import { NOTHING_PRUNED, type Pruned } from "../engine/retention";
 import { StockEngine } from "../engine/stock-engine";
 import {
   type EngineStorage,
+  isOnSale,
   isShort,
   type Outcome,
   type Reservation,
@@ -280,19 +281,26 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     if (state && state.shards > 1 && !this.engine.waitlist.ahead && !this.#pulls.siblingsEmpty) {
       await this.#pullFor(requests, answers, short, state);
     }
-    // Answers that show the SKU sold out say so, with the spent-nonce digest (one, shared by all).
+    // Answers that show the SKU sold out say so, with the spent-nonce digest (one, shared by all). Only
+    // a sale that is on is sold out: a paused, ended, not started or archived one is answered as such
+    // (the edge remembers "sold out" and answers from it, where a fresh isolate asks the sale first).
     let spent: SpentDigest | undefined;
+    let on: SkuState | null | undefined;
+    const onSale = () => {
+      on ??= state ?? this.engine.configuration.state();
+      return on !== null && isOnSale(on, this.now()) ? on : null;
+    };
     if (answers.some((a) => (a.ok ? a.value.available : a.available) === 0)) {
-      const shards = (state ?? this.engine.configuration.state())?.shards ?? 1;
+      const shards = onSale()?.shards;
       answers.forEach((a, i) => {
-        if (!showsSoldOut(a, shards)) return;
+        if (shards === undefined || !showsSoldOut(a, shards)) return;
         spent ??= this.#spentDigest();
         answers[i] = { ...a, soldOut: true, spent };
       });
     }
     // Sizes: a SOLD_OUT of listed variants is the SKU's for them (a sharded shard pulled them first).
     answers.forEach((a, i) => {
-      if (a.ok || a.code !== "SOLD_OUT" || a.variants === undefined || a.soldOut) return;
+      if (a.ok || a.code !== "SOLD_OUT" || a.variants === undefined || a.soldOut || !onSale()) return;
       spent ??= this.#spentDigest();
       answers[i] = { ...a, sizesSoldOut: true, spent };
     });
