@@ -1,3 +1,4 @@
+import { sharedRead } from "../http/shared-read";
 import { callStock, stockShard } from "../stock/stock-client";
 
 /**
@@ -23,9 +24,10 @@ const MAX_SHARDS = 64;
 /** Per SKU id: a number of shards the SKU has had (at most the most it ever had). */
 const known = new Map<string, number>();
 let loadedAt = Number.NEGATIVE_INFINITY;
-let loading: Promise<void> | null = null;
-/** Shard 0's answers in flight, per SKU (concurrent requests share one). */
-const asking = new Map<string, Promise<number>>();
+/** The table's read in flight, shared by concurrent requests for a bounded time (src/http/shared-read.ts). */
+let loading: { read: Promise<void>; startedAt: number } | null = null;
+/** Shard 0's answers in flight, per SKU (concurrent requests share one, for a bounded time). */
+const asking = new Map<string, { read: Promise<number>; startedAt: number }>();
 
 /** Whether the SKU was ever configured (an archived one included). */
 export async function skuExists(env: Env, sku: string): Promise<boolean> {
@@ -49,22 +51,32 @@ export function rememberSku(sku: string, shards: number): void {
 
 /** The most shards the SKU ever had, as shard 0 records it. */
 function askShardZero(env: Env, sku: string): Promise<number> {
-  let answer = asking.get(sku);
-  if (!answer) {
-    answer = (async () => {
-      const state = await callStock(() => stockShard(env, sku, 0).state());
-      const ever = state ? Math.max(state.shards, state.shardsEver ?? 0) : 0;
-      rememberSku(sku, ever);
-      return ever;
-    })().finally(() => asking.delete(sku));
-    asking.set(sku, answer);
-  }
-  return answer;
+  const shared = asking.get(sku);
+  if (shared) return sharedRead(shared.read, shared.startedAt, () => askNow(env, sku));
+  return askNow(env, sku);
+}
+
+function askNow(env: Env, sku: string): Promise<number> {
+  const read = (async () => {
+    const state = await callStock(() => stockShard(env, sku, 0).state());
+    const ever = state ? Math.max(state.shards, state.shardsEver ?? 0) : 0;
+    rememberSku(sku, ever);
+    return ever;
+  })().finally(() => {
+    if (asking.get(sku)?.read === read) asking.delete(sku);
+  });
+  asking.set(sku, { read, startedAt: Date.now() });
+  return read;
 }
 
 async function refresh(env: Env): Promise<void> {
   if (Date.now() - loadedAt < REFRESH_MS) return;
-  loading ??= (async () => {
+  if (loading) return sharedRead(loading.read, loading.startedAt, () => load(env));
+  return load(env);
+}
+
+function load(env: Env): Promise<void> {
+  const read = (async () => {
     // Shards a cut left out have a reconciliation watermark (configure-sku.ts): a lower bound that
     // also covers objects whose record of the most shards began after their cut.
     const { results } = await env.DB.prepare(
@@ -74,7 +86,8 @@ async function refresh(env: Env): Promise<void> {
     for (const row of results) rememberSku(row.sku, row.shards);
     loadedAt = Date.now();
   })().finally(() => {
-    loading = null;
+    if (loading?.read === read) loading = null;
   });
-  await loading;
+  loading = { read, startedAt: Date.now() };
+  return read;
 }

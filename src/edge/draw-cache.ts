@@ -1,4 +1,5 @@
 import type { DrawInfo } from "../../durable-objects/stock/stock-model";
+import { sharedRead } from "../http/shared-read";
 
 /**
  * Isolate-local memory of what `GET /api/skus/:sku/draw` (and `/draw/entries`) read from a SKU's
@@ -6,7 +7,7 @@ import type { DrawInfo } from "../../durable-objects/stock/stock-model";
  * about one read a second per isolate. Even a decided draw is only kept that long: shard 0 takes a
  * later opening after a decision (the edge's own rule refuses to move an opened start, by its clock),
  * and what this memory holds must not depend on which rule judged it.
- * Concurrent misses share one read.
+ * Concurrent misses share one read, for a bounded time (src/http/shared-read.ts).
  */
 
 /** What shard 0 says about a SKU's draw: the draw, or why there is none. */
@@ -21,6 +22,8 @@ interface Entry {
   /** Until when it answers; Infinity while the read is in flight. */
   until: number;
   read: Promise<DrawRead>;
+  /** When the read began (a read in flight is shared for a bounded time: src/http/shared-read.ts). */
+  startedAt: number;
 }
 
 const draws = new Map<string, Entry>();
@@ -28,8 +31,16 @@ const draws = new Map<string, Entry>();
 /** The SKU's draw as this isolate knows it, `read` from shard 0 when it knows nothing fresh. */
 export function cachedDraw(sku: string, now: number, read: () => Promise<DrawRead>): Promise<DrawRead> {
   const known = draws.get(sku);
+  if (known && known.until === Number.POSITIVE_INFINITY) {
+    return sharedRead(known.read, known.startedAt, () => readNow(sku, Date.now(), read));
+  }
   if (known && known.until > now) return known.read;
-  const entry: Entry = { until: Number.POSITIVE_INFINITY, read: read() };
+  return readNow(sku, now, read);
+}
+
+/** Reads the draw now, in this request, and keeps the read for the requests after it. */
+function readNow(sku: string, now: number, read: () => Promise<DrawRead>): Promise<DrawRead> {
+  const entry: Entry = { until: Number.POSITIVE_INFINITY, read: read(), startedAt: now };
   draws.delete(sku); // re-inserted last: the Map's order is the eviction order
   draws.set(sku, entry);
   if (draws.size > MAX_SKUS) {

@@ -3,6 +3,7 @@ import { log } from "../../durable-objects/shared/log";
 import type { SkuState } from "../../durable-objects/stock/stock-model";
 import { skuExists } from "../catalog/sku-catalog";
 import { readSkuState } from "../catalog/sku-state";
+import { sharedRead } from "../http/shared-read";
 
 /**
  * The read path of stock displays (`GET /api/skus/:sku`): the SKU as the Redis mirror sees it, kept a
@@ -57,7 +58,7 @@ interface SkuDisplay {
 const DISPLAY_MEMO_MS = 1_000;
 /** SKU ids remembered per isolate; the oldest is forgotten first (unknown ids cannot grow it). */
 const DISPLAY_MEMO_MAX = 1_024;
-const memo = new Map<string, { at: number; display: Promise<SkuDisplay | null> }>();
+const memo = new Map<string, { at: number; display: Promise<SkuDisplay | null>; settled: boolean }>();
 
 /**
  * The public display of a SKU, or null when the catalog has no such SKU. Within
@@ -73,15 +74,35 @@ export function skuDisplay(
   waitUntil: (promise: Promise<unknown>) => void,
 ): Promise<SkuDisplay | null> {
   const hit = memo.get(sku);
-  if (hit && now - hit.at < DISPLAY_MEMO_MS) return hit.display;
+  if (hit && now - hit.at < DISPLAY_MEMO_MS) {
+    // A read still in flight is another request's: shared for a bounded time (src/http/shared-read.ts).
+    if (hit.settled) return hit.display;
+    return sharedRead(hit.display, hit.at, () => readNow(env, sku, Date.now(), waitUntil));
+  }
+  return readNow(env, sku, now, waitUntil);
+}
+
+/** Reads the display now, in this request, and keeps the read for the requests after it. */
+function readNow(
+  env: Env,
+  sku: string,
+  now: number,
+  waitUntil: (promise: Promise<unknown>) => void,
+): Promise<SkuDisplay | null> {
   const display = readDisplay(env, sku, waitUntil);
+  const entry = { at: now, display, settled: false };
   memo.delete(sku);
-  memo.set(sku, { at: now, display });
+  memo.set(sku, entry);
   if (memo.size > DISPLAY_MEMO_MAX) memo.delete(memo.keys().next().value as string);
-  // A failed read is not remembered: the next request tries again.
-  display.catch(() => {
-    if (memo.get(sku)?.display === display) memo.delete(sku);
-  });
+  display.then(
+    () => {
+      entry.settled = true;
+    },
+    () => {
+      // A failed read is not remembered: the next request tries again.
+      if (memo.get(sku) === entry) memo.delete(sku);
+    },
+  );
   return display;
 }
 
