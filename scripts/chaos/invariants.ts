@@ -36,16 +36,30 @@ export interface OrderRow {
   status: string;
 }
 
-/** Runs one SQL statement on the local D1 of the dev server (its persisted state directory). */
+/**
+ * Runs one SQL statement on the local D1 of the dev server (its persisted state directory). It is a
+ * second process on the server's SQLite file, so a write of the Worker's (a webhook sender's alarm,
+ * say) can make it `SQLITE_BUSY`: that is this harness's collision, not an answer, and it asks again.
+ */
 export async function d1Query<T>(stateDir: string, sql: string): Promise<T[]> {
   const args = ["wrangler", "d1", "execute", "DB", "--local", "--persist-to", stateDir, "--json", "--command", sql];
   const env = { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" };
-  const out = await promisify(execFile)("npx", args, { env, maxBuffer: 2 ** 30 }).then(
-    (done) => done.stdout,
-    (e: { code?: number; stderr?: string; stdout?: string }) => {
-      throw new Error(`wrangler d1 execute exited ${e.code}: ${e.stderr || e.stdout}`);
-    },
-  );
+  let out = "";
+  for (let attempt = 1; ; attempt++) {
+    const run = await promisify(execFile)("npx", args, { env, maxBuffer: 2 ** 30 }).then(
+      (done) => ({ ok: true as const, out: done.stdout }),
+      (e: { code?: number; stderr?: string; stdout?: string }) => ({
+        ok: false as const,
+        error: `wrangler d1 execute exited ${e.code}: ${e.stderr || e.stdout}`,
+      }),
+    );
+    if (run.ok) {
+      out = run.out;
+      break;
+    }
+    if (!run.error.includes("SQLITE_BUSY") || attempt === 5) throw new Error(run.error);
+    await sleep(500 * attempt);
+  }
   try {
     return (JSON.parse(out) as { results: T[] }[]).flatMap((p) => p.results);
   } catch (e) {
