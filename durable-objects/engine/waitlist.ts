@@ -224,11 +224,11 @@ export class Waitlist {
         skipped.set(entry.quantity, entry.position); // taken: the next of its quantity is after it
       }
     } else {
-      const left = new Map([...stock].map(([id, v]) => [id, { total: availableOf(v), held: 0, sold: 0 }]));
+      const left = new Map([...stock].map(([id, v]) => [id, availableOf(v)]));
       for (const entry of this.#rows()) {
-        const size = this.#sizeFor(entry, left, sku);
+        const size = this.#sizeFor(entry, (id) => left.get(id) ?? 0, sku);
         if (size === undefined) continue;
-        (left.get(size) as { total: number }).total -= entry.quantity;
+        left.set(size, (left.get(size) ?? 0) - entry.quantity);
         claimed.sizes.set(size, (claimed.sizes.get(size) ?? 0) + entry.quantity);
         claimed.units += entry.quantity;
       }
@@ -255,9 +255,13 @@ export class Waitlist {
     const stock = ledger.variants();
     const left = () => [...stock.values()].some((v) => availableOf(v) > 0);
     if (!left()) return;
+    const availableIn = (id: string) => {
+      const v = stock.get(id);
+      return v ? availableOf(v) : 0;
+    };
     const sku = ledger.requireRow();
     for (const entry of this.#rows()) {
-      const fits = this.#sizeFor(entry, stock, sku);
+      const fits = this.#sizeFor(entry, availableIn, sku);
       if (fits === undefined) continue;
       this.leave(entry.id);
       ledger.hold(ledger.requireRow(), entry.user_id, entry.quantity, null, now, undefined, fits);
@@ -273,16 +277,9 @@ export class Waitlist {
   }
 
   /** Sizes: the first of the entry's variants with its quantity available, if its buyer is within the limit. */
-  #sizeFor(
-    entry: EntryRow,
-    stock: ReadonlyMap<string, { total: number; held: number; sold: number }>,
-    sku: SkuRow,
-  ): string | undefined {
+  #sizeFor(entry: EntryRow, available: (variant: string) => number, sku: SkuRow): string | undefined {
     if (this.#ledger.quota(entry.user_id) + entry.quantity > sku.per_user_limit) return undefined;
-    return (listedVariants(entry) ?? []).find((id) => {
-      const v = stock.get(id);
-      return v !== undefined && availableOf(v) >= entry.quantity;
-    });
+    return (listedVariants(entry) ?? []).find((id) => available(id) >= entry.quantity);
   }
 
   /**
