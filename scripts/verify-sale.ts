@@ -11,15 +11,20 @@
  *    by the same key, for the same origin, and that the tree extends it (its first `size` entries
  *    have its root);
  * 4. replays the entries under the sale's rules, in the order of their times (the log's order among
- *    equal times; at one time, configurations first, then releases, payments, holds): no hold before
+ *    equal times; at one time, releases first, then configurations, payments, holds): no hold before
  *    a configuration, outside the sale's status and window (unless an early-access tier had opened),
  *    or past the stock in force (per variant); no `user` past the per-user limit; a payment, release
- *    or refund only of a reservation the log holds, in a status it may leave. A stock or limit excess
- *    within a minute of the log's last entry is reported as not settled (`settled: false`), not as
- *    broken: shards flush independently, so a release may still be on its way; run again later.
- * 5. a fair opening's draw: its seed hash committed by a configuration before the opening opened,
- *    the reveal after the window closed with a seed that hashes to it, and the draw's public entries
- *    (`/draw/entries`) in the order that seed gives (ascending hex HMAC-SHA256(seed, entryId)).
+ *    or refund only of a reservation the log holds, in a status it may leave. No entry's time is
+ *    after this machine's clock (past the skew clocks have), nor more than a minute before an entry
+ *    the log has before it. A stock or limit excess of the last minute (by this machine's clock) is
+ *    reported as not settled (`settled: false`), not as broken: shards flush independently, so a
+ *    release may still be on its way; run again later.
+ * 5. a fair opening's draw: its seed hash committed by a configuration before the opening opened
+ *    (an opening moved before it opens keeps its hash), the reveal after the (last) window closed
+ *    with a seed that hashes to it, a reveal for every opening closed more than a minute ago, every
+ *    decided opening `/draw` shows revealed in the log, and the draw's public entries
+ *    (`/draw/entries`) all there, each once, in the order that seed gives (ascending hex
+ *    HMAC-SHA256(seed, entryId)).
  *
  * With `--receipt <file>` (a buyer's receipt, one `proof` of their reservation), also checks that
  * receipt against the signed log. Prints a summary and exits 0, or names the first entry that breaks
@@ -49,32 +54,40 @@ import {
   treeHash,
 } from "../tools/sale-verifier";
 
-async function fetchBytes(url: string): Promise<Buffer> {
+async function fetchBytes(url: string): Promise<Buffer>;
+async function fetchBytes(url: string, absent: 404): Promise<Buffer | null>;
+async function fetchBytes(url: string, absent?: 404): Promise<Buffer | null> {
   for (let attempt = 1; ; attempt++) {
     const response = await fetch(url);
     if (response.ok) return Buffer.from(await response.arrayBuffer());
+    if (response.status === absent) return null;
     if (attempt >= 3 || response.status < 500) throw new Error(`GET ${url}: ${response.status}`);
     await new Promise((r) => setTimeout(r, 500 * attempt));
   }
 }
 
 /**
- * The draws as the gateway shows them (API.md "Fair opening"): each decided opening `/draw` lists
- * against the log's reveals (`checkShownDraws`), and the public opening's entries (`/draw/entries`,
- * the last opening's), once its draw is decided and revealed, in ascending hex
- * HMAC-SHA256(seed, entryId), positions 1, 2, …: the order anyone recomputes from the seed. A public
- * opening not drawn yet (a tier's draw done and the public one to come) has nothing to order.
+ * The draws as the gateway shows them (API.md "Fair opening"), asked whatever the log holds (a log
+ * that revealed nothing is checked too; a SKU without a window has no `/draw`, 404): each decided
+ * opening `/draw` lists against the log's reveals (`checkShownDraws`), and the public opening's
+ * entries (`/draw/entries`, the last opening's), once its draw is decided and revealed, in ascending
+ * hex HMAC-SHA256(seed, entryId), positions 1, 2, … up to the entrants its reveal logged: the order
+ * anyone recomputes from the seed. A public opening not drawn yet (a tier's draw done and the public
+ * one to come) has nothing to order.
  */
 async function checkDrawOrder(
   root: string,
   sku: string,
+  entries: readonly Entry[],
   reveals: Map<string, string>,
-  latest: number,
+  now: number,
   progress: (line: string) => void,
-): Promise<{ seedHash: string; entries: number; decided: boolean; unsettled?: string }> {
+): Promise<{ seedHash: string; entries: number; decided: boolean; unsettled?: string } | undefined> {
   const base = `${root}/api/skus/${encodeURIComponent(sku)}/draw`;
-  const info = JSON.parse((await fetchBytes(base)).toString("utf8")) as ShownDraw & { openings?: ShownDraw[] };
-  const unsettled = checkShownDraws(info.openings ?? [info], reveals, latest);
+  const shown = await fetchBytes(base, 404);
+  if (shown === null) return undefined;
+  const info = JSON.parse(shown.toString("utf8")) as ShownDraw & { openings?: ShownDraw[] };
+  const unsettled = checkShownDraws(info.openings ?? [info], reveals, now);
   const seed = reveals.get(info.seedHash);
   if (info.seed === null || seed === undefined) {
     progress(`the public opening's draw is not ${info.seed === null ? "decided" : "in the log"} yet: nothing to order`);
@@ -91,6 +104,9 @@ async function checkDrawOrder(
     position += page.entries.length;
     if (page.entries.length < 1000) break;
   }
+  const revealed = entries.find((e) => e.type === "draw-reveal" && e.seedHash === info.seedHash);
+  if (position !== revealed?.entrants)
+    throw new Broken(`the draw lists ${position} entries; its reveal logged ${String(revealed?.entrants)} entrants`);
   progress(`the draw's ${position} entries are in the order its revealed seed gives`);
   return { seedHash: info.seedHash, entries: position, decided: true, ...(unsettled ? { unsettled } : {}) };
 }
@@ -180,9 +196,9 @@ async function main(): Promise<number> {
     }
   });
   const reveals = new Map<string, string>();
-  const summary = replay(parsed, reveals);
-  const latest = Math.max(0, ...parsed.map((entry) => Date.parse(entry.time)).filter(Number.isFinite));
-  const draw = reveals.size > 0 ? await checkDrawOrder(root, sku, reveals, latest, progress) : undefined;
+  const now = Date.now();
+  const summary = replay(parsed, reveals, { now });
+  const draw = await checkDrawOrder(root, sku, parsed, reveals, now, progress);
   const result = {
     ok: true,
     origin: checkpoint.origin,

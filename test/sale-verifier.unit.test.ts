@@ -1,5 +1,6 @@
+import { createHash, createHmac } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { Broken, checkShownDraws, type Entry, replay } from "../tools/sale-verifier";
+import { Broken, checkDrawPage, checkShownDraws, type Entry, replay } from "../tools/sale-verifier";
 
 /**
  * verify-sale's replay (tools/sale-verifier.ts) across an operator's change of a sharded sale: shard
@@ -45,9 +46,12 @@ function hold(seconds: number, quantity = 1): Entry {
   };
 }
 
+/** The verifier's clock in these replays: a day after the sale, when every entry is in. */
+const NOW = T + 86_400_000;
+
 const broken = (entries: Entry[]) => {
   try {
-    replay(entries, new Map(), 0);
+    replay(entries, new Map(), { now: NOW, settleMs: 0 });
     return null;
   } catch (err) {
     if (err instanceof Broken) return err.message;
@@ -65,13 +69,34 @@ describe("verify-sale's replay across a change reaching the shards", () => {
     expect(broken([config(0, {}), paused(), hold(11)])).toMatch(/a hold while the sale is paused/);
   });
 
-  it("checks the stock against either configuration in the span, and the new one after it", () => {
+  it("checks the stock against either configuration in the span, and the new one from its until on", () => {
     // A cut from 5 to 3 at 10 s, on every shard by 12 s; 3 held before it.
     const before = [config(0, {}), hold(1), hold(2), hold(3), config(10, { total: 3 }, 12)];
-    expect(broken([...before, hold(11)])).toBeNull();
+    const inSpan = hold(11);
+    const released: Entry = { ...inSpan, type: "cancelled", time: at(11.5) };
+    expect(broken([...before, inSpan, released])).toBeNull();
     expect(broken([...before, hold(13)])).toMatch(/3 held \+ 0 sold \+ 1 is more than the stock of 3/);
     // Neither configuration allows it: broken, named by the one in force.
     expect(broken([...before, hold(11, 3)])).toMatch(/more than the stock of 3/);
+  });
+
+  it("finds the units a span let through still held once every shard had the change (found in an audit)", () => {
+    // The cut's shard 0 takes the units it cuts before it commits, so from `until` on what is held
+    // must fit the new stock: a 4th hold kept past 12 s, and paid, is an oversell.
+    const h = [hold(1), hold(2), hold(3)];
+    const inSpan = hold(11);
+    const paid = [...h, inSpan].map((x, i): Entry => ({ ...x, type: "paid", time: at(100 + i) }));
+    const log = [config(0, {}), ...h, config(10, { total: 3 }, 12), inSpan, ...paid];
+    expect(broken(log)).toMatch(
+      /^at 2026-12-05T10:00:12\.000Z, when every shard had the change: stock 3 is less than the 4 held \+ 0 sold$/,
+    );
+    expect(broken([config(0, {}), ...h, config(10, { total: 3 }, 12), inSpan])).toMatch(
+      /stock 3 is less than the 4 held/,
+    );
+    // Read within the minute after `until`: not settled yet (a release may be on its way), not broken.
+    const early = replay(log.slice(0, 6), new Map(), { now: T + 30_000 });
+    expect(early.settled).toBe(false);
+    expect(early.unsettled).toMatch(/stock 3 is less than the 4 held/);
   });
 
   it("takes a release before a cut of the same millisecond (found by the simulator, seed 3388 of bae68ee)", () => {
@@ -113,5 +138,164 @@ describe("the draws /draw shows, against the log's reveals", () => {
         /^the draw of the opening at .*, decided at .*, is not revealed in the log yet$/,
       );
     expect(() => checkShownDraws([shown(2, "seed-2", 10)], reveals, T + 71_000)).toThrow(/has no reveal in the log/);
+  });
+});
+
+/** Whether the replay of `entries`, read at `now` (a day after the sale by default), is broken, and why. */
+function verdict(entries: Entry[], now = NOW): string {
+  try {
+    const summary = replay(entries, new Map(), { now });
+    return summary.settled ? "ok" : `unsettled: ${String(summary.unsettled)}`;
+  } catch (err) {
+    if (err instanceof Broken) return `broken: ${err.message}`;
+    throw err;
+  }
+}
+
+const release = (held: Entry, type: string, seconds: number): Entry => {
+  const { expires: _expires, ...rest } = held;
+  return { ...rest, type, time: at(seconds) };
+};
+
+describe("verify-sale's replay against an operator who writes the log (found in an audit)", () => {
+  it("refuses an entry written more than a minute after one the log had before it", () => {
+    // 2 held of 1 (broken), then a cancel appended after a pause at 300 s but stamped 1.5 s: it
+    // would rewrite the history an earlier checkpoint showed.
+    const a = hold(1);
+    const log = [config(0, { total: 1 }), a, hold(2), config(300, { status: "paused", total: 1 })];
+    expect(verdict(log)).toMatch(/^broken: entry 2 \(hold .*\): 1 held \+ 0 sold \+ 1 is more than the stock of 1$/);
+    expect(verdict([...log, release(a, "cancelled", 1.5)])).toMatch(
+      /^broken: entry 4 \(cancelled at 2026-12-05T10:00:01\.500Z\): written after an entry of 2026-12-05T10:05:00\.000Z, more than 60 s later than its own time$/,
+    );
+    // Within the minute it is how shards' flushes interleave: a release logged after a later hold.
+    expect(verdict([config(0, { total: 1 }), a, config(50, { total: 1 }), release(a, "cancelled", 1.5)])).toBe("ok");
+  });
+
+  it("refuses an entry stamped after the verifier's clock, and settles the log's last minute by that clock", () => {
+    const over = [config(0, { total: 1 }), hold(1), hold(2)];
+    // Read a day later, the excess of the log's last minute is old: broken, not unsettled for ever.
+    expect(verdict(over)).toMatch(/^broken: entry 2 \(hold .*\): 1 held \+ 0 sold \+ 1 is more than the stock of 1$/);
+    expect(verdict(over, T + 30_000)).toMatch(/^unsettled: entry 2 \(hold .*\): 1 held/);
+    const future = { ...hold(0), time: "2036-01-01T00:00:00.000Z", expires: "2036-01-01T00:10:00.000Z" };
+    expect(verdict([config(0, { total: 1 }), hold(1), future])).toMatch(
+      /^broken: entry 2 \(hold at 2036-01-01T00:00:00\.000Z\): its time is after the verifier's clock/,
+    );
+    // A change whose every shard "had it" a year on: its `until` is a time to come too.
+    expect(verdict([config(0, {}), config(10, { status: "paused" }, 365 * 86_400), hold(3600)])).toMatch(
+      /^broken: entry 1 \(config .*\): its time is after the verifier's clock/,
+    );
+  });
+
+  it("reads times and quantities as the gateway writes them", () => {
+    expect(verdict([config(0, { total: 3 }), hold(1, 1.5), hold(2, 1.5)])).toMatch(
+      /^broken: entry 1 \(hold .*\): no quantity$/,
+    );
+    expect(verdict([config(0, { endsAt: "soon" } as never), hold(3600)])).toMatch(
+      /^broken: entry 0 \(config .*\): "soon" is not a time$/,
+    );
+  });
+
+  it("takes a cut whose room a release not logged yet made as unsettled, then broken once old", () => {
+    const a = hold(1);
+    const cut = [config(0, { total: 2 }), a, hold(2), config(20, { total: 1 })];
+    expect(verdict(cut, T + 25_000)).toMatch(
+      /^unsettled: entry 3 \(config .*\): stock 1 is less than the 2 held \+ 0 sold$/,
+    );
+    expect(verdict([...cut, release(a, "cancelled", 10)], T + 25_000)).toBe("ok");
+    expect(verdict(cut)).toMatch(/^broken: entry 3 \(config .*\): stock 1 is less than the 2 held \+ 0 sold$/);
+  });
+
+  it("refuses sizes whose stock is not the SKU's total, and a late payment after the archive", () => {
+    const sizes = {
+      total: 10,
+      perUserLimit: 20,
+      variants: [
+        { id: "S", name: "S", total: 10 },
+        { id: "M", name: "M", total: 10 },
+      ],
+    };
+    expect(verdict([config(0, sizes as never)])).toMatch(
+      /^broken: entry 0 \(config .*\): the sizes' stock adds up to 20, not the total 10$/,
+    );
+    expect(verdict([config(0, { ...sizes, total: 20 } as never), { ...hold(1, 10), variant: "S" }])).toBe("ok");
+    const a = { ...hold(1), expires: at(61) };
+    const archived = { ...config(100, {}), type: "archive", status: "archived" };
+    const late = [config(0, {}), a, release(a, "expired", 61), archived, release(a, "paid", 200)];
+    expect(verdict(late)).toMatch(
+      /^broken: entry 4 \(paid .*\): a late payment of reservation r\d+ after the archive$/,
+    );
+    // Before the archive the same late payment is a sale.
+    expect(verdict([config(0, {}), a, release(a, "expired", 61), release(a, "paid", 90)])).toBe("ok");
+  });
+});
+
+describe("verify-sale's replay of a fair opening's commitments (found in an audit)", () => {
+  const seed = "ab".repeat(32);
+  const seedHash = createHash("sha256").update(seed, "utf8").digest("hex");
+  const draws = (opens: number, window: number) => [{ opensAt: at(opens), closesAt: at(opens + window), seedHash }];
+  const opening = (seconds: number, opens: number, window: number, until?: number) =>
+    config(
+      seconds,
+      { startsAt: at(opens), openingWindowMs: window * 1000, draws: draws(opens, window) } as never,
+      until,
+    );
+  const reveal = (seconds: number, opens: number, window: number): Entry => ({
+    type: "draw-reveal",
+    time: at(seconds),
+    opensAt: at(opens),
+    closesAt: at(opens + window),
+    seedHash,
+    seed,
+    entrants: 3,
+  });
+
+  it("follows an opening moved before it opens, with the seed hash it keeps", () => {
+    // Moved earlier (3600 s to 1800 s) before it opened, revealed after the new close: honest.
+    expect(verdict([opening(0, 3600, 10), opening(60, 1800, 10), reveal(1811, 1800, 10)])).toBe("ok");
+    // Its window shortened before it opened: revealed after the new close.
+    expect(verdict([opening(0, 3600, 10), opening(60, 3600, 5), reveal(3606, 3600, 5)])).toBe("ok");
+    // Moved later (1800 s to 7200 s), and the seed shown 88 minutes before the opening: broken.
+    expect(verdict([opening(0, 1800, 10), opening(60, 7200, 10), reveal(1900, 1800, 10)])).toMatch(
+      /^broken: entry 2 \(draw-reveal .*\): the draw was revealed before its window closed$/,
+    );
+    // A reveal naming another window than the one committed last.
+    expect(verdict([opening(0, 1800, 10), opening(60, 7200, 10), reveal(7300, 1800, 10)])).toMatch(
+      /^broken: entry 2 \(draw-reveal .*\): the reveal names the window 2026-12-05T10:30:00\.000Z to .*, not the one committed/,
+    );
+  });
+
+  it("wants every closed opening revealed, but one withdrawn before it opened", () => {
+    expect(verdict([opening(0, 1800, 10)])).toMatch(
+      /^broken: the opening at 2026-12-05T10:30:00\.000Z closed at 2026-12-05T10:30:10\.000Z, and its seed \(hash [0-9a-f]{12}…\) is not revealed in the log$/,
+    );
+    expect(verdict([opening(0, 1800, 10)], T + 1_830_000)).toMatch(
+      /^unsettled: the opening at .* is not revealed in the log yet$/,
+    );
+    expect(verdict([opening(0, 1800, 10)], T + 1_000_000)).toBe("ok");
+    // The window taken off before the opening: nothing to reveal.
+    expect(verdict([opening(0, 1800, 10), config(60, {})])).toBe("ok");
+    expect(verdict([opening(0, 1800, 10), config(1805, {})])).toMatch(
+      /^broken: the opening at .* is not revealed in the log$/,
+    );
+  });
+});
+
+describe("a draw's published entries", () => {
+  const seed = "cd".repeat(32);
+  const ordered = ["a", "b", "c", "d"]
+    .map((entryId) => ({ entryId, key: createHmac("sha256", seed).update(entryId, "utf8").digest("hex") }))
+    .sort((x, y) => (x.key < y.key ? -1 : 1))
+    .map((e, i) => ({ entryId: e.entryId, position: i + 1 }));
+
+  it("takes them in the seed's order, each once", () => {
+    expect(() => checkDrawPage(seed, ordered, 0)).not.toThrow();
+    const twice = [
+      ordered[0],
+      { ...ordered[0], position: 2 },
+      ...ordered.slice(1).map((e) => ({ ...e, position: e.position + 1 })),
+    ];
+    expect(() => checkDrawPage(seed, twice as { entryId: string; position: number }[], 0)).toThrow(
+      /draw position 2 is out of the order the seed gives, or listed twice/,
+    );
   });
 });

@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { randomUUID } from "node:crypto";
+import { createHash, createHmac, randomUUID } from "node:crypto";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -120,7 +120,10 @@ const bundle = (entries: Buffer[]) =>
  * A front serving a log made up here, signed with the dev key as the gateway would sign it: a sale
  * whose log is well formed and signed, but whose decisions break the sale's rules.
  */
-async function forgedLog(entries: object[]): Promise<{ url: string; close(): void }> {
+async function forgedLog(
+  entries: object[],
+  shown: Record<string, object> = {},
+): Promise<{ url: string; close(): void }> {
   const signer = await parseSigner(SECRETS.LOG_SIGNING_KEY);
   if (!signer) throw new Error("no dev key");
   const bytes = entries.map((e) => Buffer.from(JSON.stringify(e)));
@@ -142,6 +145,8 @@ async function forgedLog(entries: object[]): Promise<{ url: string; close(): voi
     `/api/skus/${sku}/log/${tilePath(0, 0, bytes.length)}`,
     Buffer.concat(bytes.map((_, i) => Buffer.from(at(0, i)))),
   );
+  // What the front shows besides the log (its draw, say), by path.
+  for (const [path, body] of Object.entries(shown)) paths.set(path, Buffer.from(JSON.stringify(body)));
   return new Promise((resolve) => {
     const front: Server = createServer((request, response) => {
       const body = paths.get(request.url ?? "");
@@ -484,26 +489,48 @@ describe("npm run verify-sale", () => {
       tiers: [],
     });
     const user = (n: number) => String(n).repeat(64);
-    const hold = (id: string, who: number, quantity = 1, minute = 1) => ({
+    const hold = (id: string, who: number, quantity = 1, minute = 1, time = `2026-12-01T10:0${minute}:00.000Z`) => ({
       type: "hold",
-      time: `2026-12-01T10:0${minute}:00.000Z`,
+      time,
       reservation: id,
       quantity,
       shard: 0,
       seq: minute,
       user: user(who),
     });
-    // An excess in the log's last minute may be a release still on its way: a later entry settles it.
-    const later = { type: "note", time: "2026-12-01T12:00:00.000Z" };
-    const cases: [string, object[], RegExp][] = [
+    const seed = "a seed";
+    const seedHash = createHash("sha256").update(seed).digest("hex");
+    const window = { opensAt: "2026-12-01T10:01:00.000Z", closesAt: "2026-12-01T10:02:00.000Z" };
+    const drawn = { ...config(5, 1), startsAt: window.opensAt, draws: [{ ...window, seedHash }] };
+    const reveal = (entrants: number) => ({
+      type: "draw-reveal",
+      time: "2026-12-01T10:02:01.000Z",
+      ...window,
+      seedHash,
+      seed,
+      entrants,
+    });
+    const shownDraw = { ...window, seedHash, seed, decidedAt: "2026-12-01T10:02:00.000Z" };
+    /** `/draw` and its entries as the front shows them: `ids` in the seed's order. */
+    const draw = (ids: string[]) => ({
+      [`/api/skus/${sku}/draw`]: { ...shownDraw, openings: [shownDraw] },
+      [`/api/skus/${sku}/draw/entries?offset=0&limit=1000`]: {
+        entries: ids
+          .map((entryId) => ({ entryId, key: createHmac("sha256", seed).update(entryId).digest("hex") }))
+          .sort((a, b) => (a.key < b.key ? -1 : 1))
+          .map(({ entryId }, i) => ({ entryId, position: i + 1 })),
+      },
+    });
+    // The log's entries are days old: an excess is settled, not a release still on its way.
+    const cases: [string, object[], RegExp, Record<string, object>?][] = [
       [
         "oversold",
-        [config(1, 2), hold("r1", 1), hold("r2", 2, 1, 2), later],
+        [config(1, 2), hold("r1", 1), hold("r2", 2, 1, 2)],
         /entry 2 \(hold .*\): 1 held \+ 0 sold \+ 1 is more than the stock of 1/,
       ],
       [
         "past the limit",
-        [config(5, 1), hold("r1", 1), hold("r2", 1, 1, 2), later],
+        [config(5, 1), hold("r1", 1), hold("r2", 1, 1, 2)],
         /entry 2 \(hold .*\): user 111111111111… would have 2 units, past the limit of 1/,
       ],
       [
@@ -533,6 +560,8 @@ describe("npm run verify-sale", () => {
           {
             type: "draw-reveal",
             time: "2026-12-01T10:03:00.000Z",
+            opensAt: "2026-12-01T10:01:00.000Z",
+            closesAt: "2026-12-01T10:02:00.000Z",
             seedHash: "ab".repeat(32),
             seed: "not it",
             entrants: 0,
@@ -548,9 +577,27 @@ describe("npm run verify-sale", () => {
         ],
         /entry 1 \(draw-reveal .*\): a draw revealed whose seed hash cdcdcdcdcdcd… no configuration committed to/,
       ],
+      // Found in an audit: a draw the log never revealed went unchecked, and so did missing entries.
+      [
+        "an opening that closed and was never revealed",
+        [drawn],
+        /the opening at 2026-12-01T10:01:00\.000Z closed at 2026-12-01T10:02:00\.000Z, and its seed .* is not revealed in the log/,
+      ],
+      [
+        "a draw /draw shows decided that the log never committed to",
+        [config(5, 1)],
+        /the draw's seed hash [0-9a-f]{12}… has no reveal in the log/,
+        draw(["e1", "e2"]),
+      ],
+      [
+        "a draw whose published entries leave one out",
+        [drawn, reveal(3)],
+        /the draw lists 2 entries; its reveal logged 3 entrants/,
+        draw(["e1", "e2"]),
+      ],
     ];
-    for (const [name, entries, broken] of cases) {
-      const front = await forgedLog(entries);
+    for (const [name, entries, broken, shown] of cases) {
+      const front = await forgedLog(entries, shown);
       try {
         const result = await verifySale(front.url);
         expect(result.code, name).toBe(1);
@@ -559,8 +606,13 @@ describe("npm run verify-sale", () => {
         front.close();
       }
     }
-    // Without the later entry, the excess is of the log's last minute: not yet broken, and said so.
-    const fresh = await forgedLog([config(1, 2), hold("r1", 1), hold("r2", 2, 1, 2)]);
+    // An excess of the last minute (by the verifier's clock) may be a release still on its way: not yet broken, and said so.
+    const recent = (ago: number) => new Date(Date.now() - ago).toISOString();
+    const fresh = await forgedLog([
+      { ...config(1, 2), time: recent(30_000) },
+      hold("r1", 1, 1, 1, recent(20_000)),
+      hold("r2", 2, 1, 2, recent(10_000)),
+    ]);
     try {
       const result = await verifySale(fresh.url);
       expect(result.code).toBe(0);
@@ -569,12 +621,18 @@ describe("npm run verify-sale", () => {
     } finally {
       fresh.close();
     }
-    // The same made-up log without the broken entry passes: the failures are the rules', not the format's.
-    const front = await forgedLog([config(1, 2), hold("r1", 1)]);
-    try {
-      expect((await verifySale(front.url)).code).toBe(0);
-    } finally {
-      front.close();
+    // The same made-up logs without the broken entry pass: the failures are the rules', not the format's.
+    for (const [entries, shown] of [
+      [[config(1, 2), hold("r1", 1)], {}],
+      [[drawn, reveal(2)], draw(["e1", "e2"])],
+    ] as const) {
+      const front = await forgedLog([...entries], shown);
+      try {
+        const result = await verifySale(front.url);
+        expect(result.code, JSON.stringify(result.out)).toBe(0);
+      } finally {
+        front.close();
+      }
     }
   });
 });

@@ -20,16 +20,21 @@ export class Broken extends Error {
     this.at = at;
   }
 }
-/** A stock or limit rule broken by an entry of the log's last minute: a release may still be on its way. */
+/** A stock or limit rule broken by an entry of the last minute: a release may still be on its way. */
 export class Unsettled extends Error {}
 
 /**
- * How far back from the log's last entry a stock or limit excess is not yet a broken rule: a shard
- * logs its decisions in order, but shards flush independently (a failed flush is retried within
- * seconds), so a hold made with units a sibling released may be logged before that release. Older
- * than this, every shard's entries are in: the excess stands.
+ * How long a decision may take to reach the log: a shard logs its decisions in order, but shards
+ * flush independently (a failed flush is retried within seconds), so a hold made with units a
+ * sibling released may be logged before that release. A stock or limit excess younger than this
+ * (by the verifier's clock) is not yet a broken rule; older, every shard's entries are in and the
+ * excess stands. An entry written this much later than one of the entries before it is broken: its
+ * time says it was decided before what the log already had, which would let a log rewrite the
+ * history an earlier checkpoint showed by appending to it.
  */
 export const SETTLE_MS = 60_000;
+/** How far ahead of the verifier's clock an entry's time may be (clocks differ) before it is broken. */
+export const CLOCK_SKEW_MS = 5 * 60_000;
 
 const sha256 = (...parts: Buffer[]): Hash => createHash("sha256").update(Buffer.concat(parts)).digest();
 export const leafHash = (entry: Buffer): Hash => sha256(Buffer.from([0]), entry);
@@ -161,8 +166,51 @@ interface Sale {
   variants: Map<string, number> | null;
 }
 
+/** What a replay takes besides the entries. */
+export interface ReplayOptions {
+  /** The verifier's clock (ms): what is recent, and what is in the future. Now by default. */
+  now?: number;
+  /** How far back from `now` an excess or a missing reveal is not settled yet ({@link SETTLE_MS}; 0: all is in). */
+  settleMs?: number;
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/**
+ * The checks of each entry's time in the log's order: none after the verifier's clock (past the
+ * skew clocks may have), and none written more than {@link SETTLE_MS} after an entry before it. A
+ * configuration is written once every shard had it (its `until`), so that is when it counts as written.
+ */
+function checkTimes(entries: readonly Entry[], now: number): void {
+  let newest = Number.NEGATIVE_INFINITY;
+  for (const [index, entry] of entries.entries()) {
+    const at = Date.parse(entry.time);
+    const until = typeof entry.until === "string" ? Date.parse(entry.until) : at;
+    const fail = (rule: string) => {
+      throw new Broken(`entry ${index} (${entry.type} at ${entry.time}): ${rule}`, at);
+    };
+    if (!Number.isFinite(at) || !ISO_TIME.test(entry.time)) fail("its time is not a date");
+    if (!Number.isFinite(until) || until < at) fail("its `until` is not a date after its time");
+    if (Math.max(at, until) > now + CLOCK_SKEW_MS)
+      fail(`its time is after the verifier's clock (${iso(now)}) by more than clocks differ`);
+    if (until < newest - SETTLE_MS)
+      fail(`written after an entry of ${iso(newest)}, more than ${SETTLE_MS / 1000} s later than its own time`);
+    newest = Math.max(newest, until);
+  }
+}
+
+/** An ISO 8601 time as the gateway writes them (`Date#toISOString`). */
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
 /** Replays the entries; returns the summary, or throws {@link Broken} naming the first entry that breaks a rule. */
-export function replay(entries: Entry[], reveals: Map<string, string>, settleMs = SETTLE_MS): Record<string, unknown> {
+export function replay(
+  entries: Entry[],
+  reveals: Map<string, string>,
+  options: ReplayOptions = {},
+): Record<string, unknown> {
+  const now = options.now ?? Date.now();
+  const settleMs = options.settleMs ?? SETTLE_MS;
+  checkTimes(entries, now);
   const order = entries
     .map((entry, index) => ({ entry, index, at: Date.parse(entry.time) }))
     .sort((a, b) => a.at - b.at || (RANK[a.entry.type] ?? 9) - (RANK[b.entry.type] ?? 9) || a.index - b.index);
@@ -177,7 +225,7 @@ export function replay(entries: Entry[], reveals: Map<string, string>, settleMs 
     { status: string; quantity: number; variant: string; user: string; expires: number | null }
   >();
   const counts: Record<string, number> = {};
-  /** Seed hashes committed by a configuration: when, and the opening's window. */
+  /** Seed hashes committed by a configuration: when first, and the opening's window as last set before it opened. */
   const commitments = new Map<string, { at: number; opensAt: number; closesAt: number }>();
   const skipped = new Set<string>();
   const get = (m: Map<string, number>, k: string) => m.get(k) ?? 0;
@@ -188,19 +236,41 @@ export function replay(entries: Entry[], reveals: Map<string, string>, settleMs 
     const found = order.find((o) => o.entry.type === "hold" && o.entry.reservation === id);
     return found ? ` (its hold is entry ${found.index}, at ${found.entry.time})` : " (no hold of it in the log)";
   };
-  const latest = order.reduce((t, o) => (Number.isFinite(o.at) ? Math.max(t, o.at) : t), 0);
   let unsettled: string | null = null;
+  /** Units held and sold past the stock `sale` sets (per size), or null. */
+  const overStock = (): string | null => {
+    for (const [variant, total] of sale?.variants ?? new Map([["", sale?.total ?? 0]])) {
+      if (get(held, variant) + get(sold, variant) > total)
+        return `stock ${total}${variant ? ` of ${variant}` : ""} is less than the ${get(held, variant)} held + ${get(sold, variant)} sold`;
+    }
+    return null;
+  };
+  /**
+   * A change's span is over: from its `until` every shard decides under it, so what is held and
+   * sold must fit its stock (inside the span a sibling may still have held under the stock before).
+   */
+  const endSpan = (span: { until: number }) => {
+    const over = overStock();
+    if (over === null) return;
+    const rule = `at ${iso(span.until)}, when every shard had the change: ${over}`;
+    if (span.until > now - settleMs) throw new Unsettled(rule);
+    throw new Broken(rule, span.until);
+  };
   for (const { entry, index, at } of order) {
     const fail = (rule: string): never => {
       throw new Broken(`entry ${index} (${entry.type} at ${entry.time}): ${rule}`, at);
     };
-    /** A stock or limit excess: broken, or unsettled within {@link SETTLE_MS} of the last entry. */
+    /** A stock or limit excess: broken, or unsettled within `settleMs` of the verifier's clock. */
     const exceeds = (rule: string): never => {
-      if (at > latest - settleMs) throw new Unsettled(`entry ${index} (${entry.type} at ${entry.time}): ${rule}`);
+      if (at > now - settleMs) throw new Unsettled(`entry ${index} (${entry.type} at ${entry.time}): ${rule}`);
       return fail(rule);
     };
-    if (!Number.isFinite(at)) fail("its time is not a date");
     try {
+      if (changing && at > changing.until) {
+        const span = changing;
+        changing = null;
+        endSpan(span);
+      }
       counts[entry.type] = (counts[entry.type] ?? 0) + 1;
       const totalOf = (variant: string): number => {
         if (!sale) return fail("no configuration before it");
@@ -223,7 +293,9 @@ export function replay(entries: Entry[], reveals: Map<string, string>, settleMs 
       if (entry.type === "config" || entry.type === "archive") {
         const num = (v: unknown) =>
           typeof v === "number" && Number.isInteger(v) && v >= 0 ? v : fail("a figure is not a count");
-        const time = (v: unknown) => (v === null || v === undefined ? null : Date.parse(String(v)));
+        const date = (v: unknown) =>
+          typeof v === "string" && ISO_TIME.test(v) ? Date.parse(v) : fail(`${JSON.stringify(v)} is not a time`);
+        const time = (v: unknown) => (v === null || v === undefined ? null : date(v));
         const variants = Array.isArray(entry.variants)
           ? new Map((entry.variants as { id: string; total: number }[]).map((v) => [String(v.id), num(v.total)]))
           : null;
@@ -235,30 +307,32 @@ export function replay(entries: Entry[], reveals: Map<string, string>, settleMs 
           perUserLimit: num(entry.perUserLimit),
           startsAt: time(entry.startsAt),
           endsAt: time(entry.endsAt),
-          tiers: Array.isArray(entry.tiers)
-            ? (entry.tiers as { startsAt: string }[]).map((t) => Date.parse(t.startsAt))
-            : [],
+          tiers: Array.isArray(entry.tiers) ? (entry.tiers as { startsAt: string }[]).map((t) => date(t.startsAt)) : [],
           variants,
         };
         if (entry.type === "archive") sale.status = "archived";
+        if (variants && [...variants.values()].reduce((n, v) => n + v, 0) !== sale.total)
+          fail(
+            `the sizes' stock adds up to ${[...variants.values()].reduce((n, v) => n + v, 0)}, not the total ${sale.total}`,
+          );
         // Up to `until` (its own time when it names none: in that millisecond, which came first is not told).
-        changing = Number.isFinite(until) && until >= at ? { before, until } : null;
-        // The fair opening's commitments: the first configuration naming a seed hash commits to it.
+        changing = until >= at ? { before, until } : null;
+        // The fair opening's commitments: the first configuration naming a seed hash commits to it. An
+        // opening moved before it opens keeps its seed hash, and one withdrawn then owes no reveal.
+        const listed = new Set<string>();
         for (const draw of Array.isArray(entry.draws) ? (entry.draws as Record<string, unknown>[]) : []) {
           const hash = String(draw.seedHash);
-          if (!commitments.has(hash))
-            commitments.set(hash, {
-              at,
-              opensAt: Date.parse(String(draw.opensAt)),
-              closesAt: Date.parse(String(draw.closesAt)),
-            });
+          const window = { opensAt: date(draw.opensAt), closesAt: date(draw.closesAt) };
+          listed.add(hash);
+          const committed = commitments.get(hash);
+          if (!committed) commitments.set(hash, { at, ...window });
+          else if (at < committed.opensAt) Object.assign(committed, window);
         }
-        for (const [variant, total] of variants ?? new Map([["", sale.total]])) {
-          if (get(held, variant) + get(sold, variant) > total)
-            fail(
-              `stock ${total}${variant ? ` of ${variant}` : ""} is less than the ${get(held, variant)} held + ${get(sold, variant)} sold`,
-            );
+        for (const [hash, committed] of commitments) {
+          if (!listed.has(hash) && at < committed.opensAt && !reveals.has(hash)) commitments.delete(hash);
         }
+        const over = overStock();
+        if (over !== null) exceeds(over);
         continue;
       }
       if (entry.type === "draw-reveal") {
@@ -268,6 +342,10 @@ export function replay(entries: Entry[], reveals: Map<string, string>, settleMs 
         else {
           if (committed.at > committed.opensAt) fail("the draw's seed hash was committed after its opening opened");
           if (at < committed.closesAt) fail("the draw was revealed before its window closed");
+          if (entry.opensAt !== iso(committed.opensAt) || entry.closesAt !== iso(committed.closesAt))
+            fail(
+              `the reveal names the window ${String(entry.opensAt)} to ${String(entry.closesAt)}, not the one committed (${iso(committed.opensAt)} to ${iso(committed.closesAt)})`,
+            );
         }
         if (typeof entry.seed !== "string" || createHash("sha256").update(entry.seed, "utf8").digest("hex") !== hash)
           fail("the revealed seed does not hash to the committed seed hash");
@@ -282,7 +360,9 @@ export function replay(entries: Entry[], reveals: Map<string, string>, settleMs 
       const decide = () => {
         const id = typeof entry.reservation === "string" ? entry.reservation : fail("no reservation id");
         const quantity =
-          typeof entry.quantity === "number" && entry.quantity >= 1 ? entry.quantity : fail("no quantity");
+          Number.isSafeInteger(entry.quantity) && (entry.quantity as number) >= 1
+            ? (entry.quantity as number)
+            : fail("no quantity");
         const variant = typeof entry.variant === "string" ? entry.variant : "";
         const user =
           typeof entry.user === "string" && /^[0-9a-f]{64}$/.test(entry.user) ? entry.user : fail("no user commitment");
@@ -314,7 +394,9 @@ export function replay(entries: Entry[], reveals: Map<string, string>, settleMs 
             if (known.status === "held") {
               add(held, variant, -quantity);
             } else if (known.status === "expired" || known.status === "cancelled") {
-              take(variant, user, quantity); // a late payment takes its units again
+              // A late payment is a new sale (it takes its units again): none once the SKU is archived.
+              if (!sale || sale.status === "archived") fail(`a late payment of reservation ${id} after the archive`);
+              take(variant, user, quantity);
             } else fail(`a payment of reservation ${id}, which is ${known.status}`);
             add(sold, variant, quantity);
             known.status = "paid";
@@ -358,6 +440,19 @@ export function replay(entries: Entry[], reveals: Map<string, string>, settleMs 
       unsettled = err.message;
       break;
     }
+  }
+  try {
+    if (unsettled === null && changing) endSpan(changing);
+    // Every opening committed to and closed has its seed revealed (decided at its close, logged then).
+    for (const [hash, committed] of unsettled === null ? commitments : []) {
+      if (reveals.has(hash) || committed.closesAt > now) continue;
+      const rule = `the opening at ${iso(committed.opensAt)} closed at ${iso(committed.closesAt)}, and its seed (hash ${hash.slice(0, 12)}…) is not revealed in the log`;
+      if (committed.closesAt > now - settleMs) throw new Unsettled(`${rule} yet`);
+      throw new Broken(rule, committed.closesAt);
+    }
+  } catch (err) {
+    if (!(err instanceof Unsettled)) throw err;
+    unsettled = err.message;
   }
   const sum = (m: Map<string, number>) => [...m.values()].reduce((n, v) => n + v, 0);
   return {
@@ -445,22 +540,22 @@ export interface ShownDraw {
 
 /**
  * The draws `/draw` shows against the log's reveals: each decided one's seed must be the one the log
- * revealed for its seed hash. One decided within {@link SETTLE_MS} before the log's last entry
- * (`latest`, ms) whose reveal the log lacks is not settled yet (the reveal reaches the log a moment
+ * revealed for its seed hash. One decided within {@link SETTLE_MS} before `now` (the verifier's
+ * clock, ms) whose reveal the log lacks is not settled yet (the reveal reaches the log a moment
  * after the seed shows), as an excess there is not. Returns why the draws are not settled, or null;
  * throws {@link Broken} otherwise.
  */
 export function checkShownDraws(
   shown: readonly ShownDraw[],
   reveals: ReadonlyMap<string, string>,
-  latest: number,
+  now: number,
   settleMs = SETTLE_MS,
 ): string | null {
   let unsettled: string | null = null;
   for (const draw of shown) {
     if (draw.seed === null) continue;
     const logged = reveals.get(draw.seedHash);
-    if (logged === undefined && Date.parse(draw.decidedAt ?? "") > latest - settleMs) {
+    if (logged === undefined && Date.parse(draw.decidedAt ?? "") > now - settleMs) {
       unsettled = `the draw of the opening at ${draw.opensAt}, decided at ${draw.decidedAt}, is not revealed in the log yet`;
       continue;
     }
@@ -474,8 +569,8 @@ export function checkShownDraws(
 /**
  * A draw's public entries (`/draw/entries`, from position `from` + 1 on) against its revealed
  * seed: positions 1, 2, … by ascending hex HMAC-SHA256(seed, entryId), the order anyone recomputes
- * from the seed. `previous`: the last key of the page before. Returns the last key; throws
- * {@link Broken} at the first entry out of place.
+ * from the seed, each entry once (its key after the one before, not equal). `previous`: the last key
+ * of the page before. Returns the last key; throws {@link Broken} at the first entry out of place.
  */
 export function checkDrawPage(
   seed: string,
@@ -490,7 +585,7 @@ export function checkDrawPage(
     if (entry.position !== position)
       throw new Broken(`draw entry ${entry.entryId.slice(0, 12)}…: position ${entry.position}, not ${position}`);
     const key = createHmac("sha256", seed).update(entry.entryId, "utf8").digest("hex");
-    if (key < last) throw new Broken(`draw position ${position} is out of the order the seed gives`);
+    if (key <= last) throw new Broken(`draw position ${position} is out of the order the seed gives, or listed twice`);
     last = key;
   }
   return last;
