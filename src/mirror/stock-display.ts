@@ -54,9 +54,9 @@ interface SkuDisplay {
   source: "mirror" | "stock-object";
 }
 
-/** How long an isolate answers displays of a SKU (or its absence) from memory. */
+/** How long an isolate answers displays of a SKU from memory. */
 const DISPLAY_MEMO_MS = 1_000;
-/** SKU ids remembered per isolate; the oldest is forgotten first (unknown ids cannot grow it). */
+/** SKU ids remembered per isolate; the oldest is forgotten first (unknown ids are not kept). */
 const DISPLAY_MEMO_MAX = 1_024;
 const memo = new Map<string, { at: number; display: Promise<SkuDisplay | null>; settled: boolean }>();
 
@@ -95,8 +95,11 @@ function readNow(
   memo.set(sku, entry);
   if (memo.size > DISPLAY_MEMO_MAX) memo.delete(memo.keys().next().value as string);
   display.then(
-    () => {
+    (found) => {
       entry.settled = true;
+      // Not found is not remembered: the catalog already reads D1 at most once a second per isolate,
+      // and a SKU created elsewhere shows here as soon as the catalog knows it (API.md: a second).
+      if (found === null && memo.get(sku) === entry) memo.delete(sku);
     },
     () => {
       // A failed read is not remembered: the next request tries again.

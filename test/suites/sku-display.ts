@@ -2,7 +2,8 @@ import { listDurableObjectIds } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { shardName } from "../../durable-objects/shared/shard-name";
-import { call, createSku, reserve, stockCallsTo, uniqueSku } from "../support/client";
+import { rememberSku } from "../../src/catalog/sku-catalog";
+import { call, createSku, reserve, stockCallsTo, stockShard, uniqueSku } from "../support/client";
 
 /** The public `GET /api/skus/:sku` (mirror off here): catalog first, and a storm shares one read. */
 
@@ -33,5 +34,22 @@ describe("public SKU display", () => {
     // An admin change is seen at once by the isolate that made it.
     await createSku(sku, { name: "Hot", totalStock: 60 });
     expect((await call("GET", `/api/skus/${sku}`)).json.available).toBe(59);
+  });
+
+  it("a SKU created on another isolate shows as soon as this isolate's catalog knows it (a 404 is not remembered)", async () => {
+    const sku = uniqueSku("elsewhere");
+    expect((await call("GET", `/api/skus/${sku}`)).status).toBe(404);
+    // Created as another isolate creates it: shard 0's configuration and the D1 catalog row.
+    expect((await stockShard(env, sku, 0).putSku({ sku, totalStock: 5, assumedTotal: 0 })).ok).toBe(true);
+    const now = Date.now();
+    await env.DB.prepare(
+      "INSERT INTO skus (sku, name, shards, total_stock, created_at, updated_at) VALUES (?1, ?1, 1, 5, ?2, ?2)",
+    )
+      .bind(sku, now)
+      .run();
+    // This isolate's catalog learns of it, as its next read of D1 (at most a second later) does.
+    rememberSku(sku, 1);
+    const shown = await call("GET", `/api/skus/${sku}`);
+    expect([shown.status, shown.json.available]).toEqual([200, 5]);
   });
 });
