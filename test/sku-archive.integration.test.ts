@@ -294,6 +294,22 @@ describe.each([1, 3])("a SKU of %i shard(s)", (shards) => {
       const view = (await adminView(sku)).json;
       expect(view).toMatchObject({ waitlist: 0, stock: { available: 1, held: shards - 1 } });
     });
+
+    it("answers its waitlist routes 404 SKU_NOT_FOUND, to a shopper who waited as to one who never did", async () => {
+      const sku = uniqueSku("arch-line");
+      await createSku(sku, { ...settings, totalStock: 1, perUserLimit: 1 });
+      expect((await reserve("al-buyer", sku)).status).toBe(202);
+      const joined = await call("POST", `/api/skus/${sku}/waitlist`, { user: "al-waiting", body: { quantity: 1 } });
+      expect(joined.status).toBe(202);
+      expect((await archive(sku)).status).toBe(200);
+      const answers = [];
+      for (const user of ["al-waiting", "al-never"]) {
+        answers.push(await call("GET", `/api/skus/${sku}/waitlist`, { user }));
+        answers.push(await call("DELETE", `/api/skus/${sku}/waitlist`, { user }));
+        answers.push(await call("POST", `/api/skus/${sku}/waitlist`, { user, body: { quantity: 1 } }));
+      }
+      expect(answers.map(error)).toEqual(Array(6).fill([404, "SKU_NOT_FOUND"]));
+    });
   });
 });
 

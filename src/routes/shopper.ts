@@ -383,7 +383,13 @@ register(shopper, ROUTES.leaveWaitlist, async (c) => {
   const sku = skuParam(c.req.param("sku"));
   if (!(await skuExists(c.env, sku))) throw new ApiError("SKU_NOT_FOUND");
   const left = await callStock(() => stockShard(c.env, sku, 0).leaveWaitlist(c.get("userId"), c.get("requestId")));
-  if (!left) throw notWaiting(sku);
+  if (!left) {
+    // An archive empties the line, so only a leave that found nothing asks whether the SKU is
+    // archived, from its display as the place route does (remembered a second per isolate).
+    const display = await skuDisplay(c.env, sku, Date.now(), (promise) => c.executionCtx.waitUntil(promise));
+    if (!display || display.state.status === "archived") throw new ApiError("SKU_NOT_FOUND");
+    throw notWaiting(sku);
+  }
   forgetDisplay(sku); // the leaver sees the line without them at once
   return c.json({ waitlistId: left.waitlistId, left: true as const });
 });
