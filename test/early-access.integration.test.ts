@@ -276,6 +276,44 @@ for (const shards of [1, 3]) {
       expect(codeOf(late)).toBe("SOLD_OUT");
       expect(await stockOf(sku)).toMatchObject({ total: 2, held: 2, available: 0 });
     });
+
+    it("a token request refused SOLD_OUT takes no code: once a unit is back, the code admits the friend it was meant for", async () => {
+      const sku = uniqueSku(`code-out${shards}`);
+      await presale(sku, { shards, total: 1 });
+      const [used, code] = await makeCodes(sku, "codes", 2);
+      const buyer = await jwtWith("code-buyer");
+      const held = await reserveWith(sku, buyer, (await tokenRequest(sku, buyer, { code: used as string })).json.token);
+      expect(held.status).toBe(202);
+      const refused = await tokenRequest(sku, await jwtWith("code-stranger"), { code: code as string });
+      expect([refused.status, codeOf(refused)]).toEqual([409, "SOLD_OUT"]);
+      const counts = await runInDurableObject(stockShard(env, sku, 0), (object) => object.accessCodeCounts());
+      expect(counts).toEqual([{ tier: "codes", codes: 2, taken: 1 }]);
+      const cancel = await call("POST", `/api/reservations/${held.json.reservationId}/cancel`, {
+        headers: { authorization: `Bearer ${buyer}` },
+      });
+      expect(cancel.status).toBe(200);
+      const friend = await jwtWith("code-friend");
+      const admitted = await tokenRequest(sku, friend, { code: code as string });
+      expect([admitted.status, codeOf(admitted)]).toEqual([201, undefined]);
+      expect((await reserveWith(sku, friend, admitted.json.token)).status).toBe(202);
+    });
+
+    it("a presale sold out to members is not the public's SOLD_OUT: the public is still refused as not started", async () => {
+      const sku = uniqueSku(`members-out${shards}`);
+      await presale(sku, { shards, total: 1 });
+      const gold = await jwtWith("first-member", { member: "gold" });
+      expect((await reserveWith(sku, gold, (await tokenRequest(sku, gold)).json.token)).status).toBe(202);
+      // Another member is told the truth: the units are gone.
+      const member = await tokenRequest(sku, await jwtWith("second-member", { member: "gold" }));
+      expect([member.status, codeOf(member)]).toEqual([409, "SOLD_OUT"]);
+      // The public is not admitted yet, as a fresh isolate answers it (this one saw the member's SOLD_OUT).
+      const anonymous = await call("POST", `/api/skus/${sku}/tokens`);
+      expect([anonymous.status, codeOf(anonymous)]).toEqual([401, "UNAUTHENTICATED"]);
+      const stranger = await tokenRequest(sku, await jwtWith("not-a-member"));
+      expect([stranger.status, codeOf(stranger)]).toEqual([403, "SALE_NOT_ACTIVE"]);
+      const reserve = await call("POST", `/api/skus/${sku}/reservations`, { body: { token: "x", quantity: 1 } });
+      expect([reserve.status, codeOf(reserve)]).toEqual([401, "UNAUTHENTICATED"]);
+    });
   });
 }
 
@@ -318,6 +356,28 @@ describe("early access and the SKU's other settings", () => {
       access: [{ name: "codes", startsAt: iso(now - 2 * MINUTE) }],
     });
     expect((await tokenRequest(open, await jwtWith("anyone"), { code: "WHATEVER" })).status).toBe(201);
+  });
+});
+
+describe("early access while the SKU's shards change", () => {
+  it("a token request refused 503 BUSY takes no code: the code admits its friend once the change is over", async () => {
+    const sku = uniqueSku("code-busy");
+    await presale(sku);
+    const [code] = await makeCodes(sku, "codes", 1);
+    const zero = stockShard(env, sku, 0);
+    // Shard 0 commits a resize plan (its siblings not moved yet): the SKU is reconfiguring.
+    const fenced = await runInDurableObject(zero, (object) =>
+      object.engine.configuration.fence("a-resize", object.now(), "{}"),
+    );
+    expect(fenced.ok).toBe(true);
+    const busy = await tokenRequest(sku, await jwtWith("busy-stranger"), { code: code as string });
+    expect([busy.status, codeOf(busy)]).toEqual([503, "BUSY"]);
+    await runInDurableObject(zero, (object) => object.engine.configuration.unfence("a-resize"));
+    expect(await runInDurableObject(zero, (object) => object.accessCodeCounts())).toEqual([
+      { tier: "codes", codes: 1, taken: 0 },
+    ]);
+    const admitted = await tokenRequest(sku, await jwtWith("busy-friend"), { code: code as string });
+    expect([admitted.status, codeOf(admitted)]).toEqual([201, undefined]);
   });
 });
 

@@ -102,16 +102,17 @@ export class Access {
   /**
    * {@link redeem} for many presentations in arrival order, in one transaction: a code taken by an
    * earlier one of them is taken for the later ones. One commit for the lot, not one per code: the
-   * commit, not the lookup, is what a code costs the object (bench point `tokens_code`).
+   * commit, not the lookup, is what a code costs the object (bench point `tokens_code`). An ask with
+   * `take: false` is judged alike but takes nothing (its request gets no token: the SKU has no unit).
    */
-  redeemMany(asks: readonly { hash: string; userId: string }[], now: number): (string | null)[] {
+  redeemMany(asks: readonly { hash: string; userId: string; take?: boolean }[], now: number): (string | null)[] {
     const ledger = this.#ledger;
     if (!ledger.configured) return asks.map(() => null);
     // The reads and the writes in one transaction, and one synchronous turn of the object: no other
     // request runs between them, so of users presenting one code at once exactly one takes it.
     return ledger.run(() => {
       const taken = new Map<string, string>();
-      return asks.map(({ hash, userId }) => {
+      return asks.map(({ hash, userId, take = true }) => {
         const row = ledger.sql
           .exec<{ tier: string; taken_by: string | null }>(
             "SELECT tier, taken_by FROM access_codes WHERE hash = ?",
@@ -122,7 +123,7 @@ export class Access {
         const holder = taken.get(hash) ?? row.taken_by;
         if (holder !== null && holder !== userId) return null;
         if (!this.tiers().some((t) => t.name === row.tier && t.startsAt <= now)) return null;
-        if (holder === null) {
+        if (holder === null && take) {
           ledger.sql.exec("UPDATE access_codes SET taken_by = ?, taken_at = ? WHERE hash = ?", userId, now, hash);
           taken.set(hash, userId);
         }

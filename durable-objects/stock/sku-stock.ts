@@ -45,6 +45,11 @@ const TOKEN_CLOCK_SKEW_MS = 60_000;
 const PRUNE_BATCH = 500;
 const PRUNE_ROUNDS = 40;
 
+/** On sale and not publicly started: early access admits by tier (API.md "Early access"). */
+function presale(state: SkuState, now: number): boolean {
+  return state.status === "on_sale" && state.startsAt !== null && now < state.startsAt;
+}
+
 /** An opening draw's secret seed: 32 random bytes in hex. */
 function randomSeed(): string {
   return Array.from(crypto.getRandomValues(new Uint8Array(32)), (b) => b.toString(16).padStart(2, "0")).join("");
@@ -83,7 +88,9 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   #codeAsks: {
     hash: string;
     userId: string;
-    resolve: (tier: string | null) => void;
+    /** Units of the sibling shards, read when this shard had none. */
+    elsewhere: number;
+    resolve: (answer: { state: SkuState | null; codeTier: string | null; soldOut: boolean }) => void;
     reject: (err: unknown) => void;
   }[] = [];
   /** The last spent-nonce digest, reused while the shard's seq has not moved. */
@@ -170,32 +177,44 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
    * (taking the code for them; null: the code admits nobody else). A code is taken only by a
    * shopper it alone admits: when an opened tier admits the shopper by a claim of their JWT
    * (`claims`), that tier is answered and the code stays free for whom it was meant for (so does
-   * it once the public sale admits everyone). One call, as without a code.
+   * it once the public sale admits everyone). A code is taken only with a token, so its stock is
+   * judged here before: a SKU with no unit takes none (`soldOut`: the edge answers SOLD_OUT), nor
+   * does one whose shards are changing (the state says so: the edge answers BUSY). One call, as
+   * without a code.
    */
   async tokenState(
     userId: string,
     codeHash: string,
     claims: Record<string, unknown> = {},
-  ): Promise<{ state: SkuState | null; codeTier: string | null; claimTier?: string }> {
+  ): Promise<{ state: SkuState | null; codeTier: string | null; claimTier?: string; soldOut?: boolean }> {
     const state = this.engine.configuration.state();
     const now = this.now();
-    const scheduled = state?.status === "on_sale" && state.startsAt !== null && now < state.startsAt;
-    if (!scheduled) return { state, codeTier: null };
+    if (!state || !presale(state, now)) return { state, codeTier: null };
     const byClaim = claimTier(state.access, claims, now);
     if (byClaim) return { state, codeTier: null, claimTier: byClaim.name };
+    // The siblings' units count only when this shard has none (as the edge judges a token).
+    const elsewhere = state.stock.available > 0 || state.shards === 1 ? 0 : await this.#siblingsAvailable(state);
     // Codes presented at about the same time are taken in one transaction (one commit): the first
     // presentation waits a timer's turn, letting the requests queued behind it join its batch. One
     // timer a batch, as draw-waiters.ts does: a timer per request measured twice the CPU.
-    const codeTier = await new Promise<string | null>((resolve, reject) => {
-      this.#codeAsks.push({ hash: codeHash, userId, resolve, reject });
+    return new Promise((resolve, reject) => {
+      this.#codeAsks.push({ hash: codeHash, userId, elsewhere, resolve, reject });
       if (this.#codeAsks.length === 1) {
         void scheduler.wait(0).then(() => {
           const asks = this.#codeAsks;
           this.#codeAsks = [];
           try {
-            const tiers = this.engine.access.redeemMany(asks, this.now());
+            // Judged in the turn that takes the codes: a change or a sale since the call is seen.
+            const at = this.now();
+            const current = this.engine.configuration.state();
+            const open = current !== null && presale(current, at) && !current.reconfiguring;
+            const units = current?.stock.available ?? 0;
+            const tiers = this.engine.access.redeemMany(
+              asks.map((ask) => ({ hash: ask.hash, userId: ask.userId, take: open && units + ask.elsewhere > 0 })),
+              at,
+            );
             asks.forEach((ask, i) => {
-              ask.resolve(tiers[i] ?? null);
+              ask.resolve({ state: current, codeTier: tiers[i] ?? null, soldOut: units + ask.elsewhere === 0 });
             });
           } catch (err) {
             for (const ask of asks) ask.reject(err);
@@ -203,7 +222,14 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
         });
       }
     });
-    return { state: this.engine.configuration.state(), codeTier };
+  }
+
+  /** Shard 0: the units of its sibling shards (a sharded SKU's token request with a code, when shard 0 has none). */
+  async #siblingsAvailable(state: SkuState): Promise<number> {
+    const states = await Promise.all(
+      Array.from({ length: state.shards - 1 }, (_, i) => this.#host.shardOf(state.sku, i + 1).state()),
+    );
+    return states.reduce((sum, s) => sum + (s?.stock.available ?? 0), 0);
   }
 
   /** Shard 0: stores access codes of `tier` by their SHA-256 (false: no such tier). */

@@ -22,13 +22,14 @@ export interface EdgeFace {
   state(): SkuState | null;
   /**
    * Shard 0: the state and, before a scheduled start, the tier an access code admits the user to,
-   * or the claim tier that admits them already (`claimTier`: the code is then not taken).
+   * or the claim tier that admits them already (`claimTier`: the code is then not taken). A code is
+   * taken only for a SKU with a unit (`soldOut`: it has none, the code was judged and not taken).
    */
   tokenState(
     userId: string,
     codeHash: string,
     claims?: Record<string, unknown>,
-  ): Promise<{ state: SkuState | null; codeTier: string | null; claimTier?: string }>;
+  ): Promise<{ state: SkuState | null; codeTier: string | null; claimTier?: string; soldOut?: boolean }>;
   reserve(requests: ReserveRequest[]): Promise<ReserveOutcome[]>;
   cancel(reservationId: string, userId: string, requestId?: string): Promise<Outcome<Reservation>>;
   reservation(reservationId: string): Reservation | null;

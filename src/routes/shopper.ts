@@ -1,6 +1,12 @@
 import { type Context, Hono } from "hono";
 import { createMiddleware } from "hono/factory";
-import { homeShard, isOnSale, type Outcome, type Reservation } from "../../durable-objects/stock/stock-model";
+import {
+  homeShard,
+  isOnSale,
+  type Outcome,
+  type Reservation,
+  type SkuState,
+} from "../../durable-objects/stock/stock-model";
 import { catalogHasShard, skuExists } from "../catalog/sku-catalog";
 import { readSkuState } from "../catalog/sku-state";
 import { checkChallenges, powBits } from "../edge/challenges";
@@ -271,12 +277,14 @@ register(
           tier: read.codeTier ?? read.claimTier ?? null,
         });
     const shard = homeShard(userId, first.shards);
-    // The home shard is asked first; only when it is empty does the whole SKU have to be summed.
-    const home = shard === 0 ? first : await callStock(() => stockShard(c.env, sku, shard).state());
-    let available = home?.stock.available ?? 0;
-    if (available === 0 && first.shards > 1) available = (await readSkuState(c.env, sku))?.stock.available ?? 0;
-    if (available === 0) {
-      markSoldOut(sku, now, soldOutTtl(c.env));
+    // A code is taken only with a token: shard 0 judged the stock before it took the code, and its
+    // judgment stands (a unit sold since then is refused at the reservation, as for any token).
+    const soldOut =
+      read.codeTier !== null ? read.soldOut === true : (await unitsForToken(c.env, sku, shard, first)) === 0;
+    if (soldOut) {
+      // Only a sale that is on is sold out (sku-stock.ts): a tier's shopper before the public start
+      // is told so, but the isolate does not remember it for the public, who are not admitted yet.
+      if (isOnSale(first, now)) markSoldOut(sku, now, soldOutTtl(c.env));
       throw new ApiError("SOLD_OUT");
     }
     const expiresAt = now + Number(c.env.PURCHASE_TOKEN_TTL_SECONDS) * 1000;
@@ -286,6 +294,14 @@ register(
   },
   { first: [soldOutToken] },
 );
+
+/** The units a token request finds: its home shard's, else (that shard has none) the whole SKU's. */
+async function unitsForToken(env: Env, sku: string, shard: number, first: SkuState): Promise<number> {
+  const home = shard === 0 ? first : await callStock(() => stockShard(env, sku, shard).state());
+  const available = home?.stock.available ?? 0;
+  if (available > 0 || first.shards === 1) return available;
+  return (await readSkuState(env, sku))?.stock.available ?? 0;
+}
 
 /** Holds stock for the user: the reservation path of docs/ARCHITECTURE.md ("The life of a reservation"). */
 register(

@@ -475,7 +475,7 @@ class Sim {
     const read =
       code === undefined
         ? { state: await this.#state(0), codeTier: null, claimTier: undefined }
-        : await this.#call<{ state: SkuState | null; codeTier: string | null; claimTier?: string }>(
+        : await this.#call<{ state: SkuState | null; codeTier: string | null; claimTier?: string; soldOut?: boolean }>(
             0,
             "tokenState",
             userId,
@@ -483,7 +483,6 @@ class Sim {
             claims,
           );
     const lead = read.state;
-    if (code !== undefined && read.codeTier !== null) this.#admit(code, userId);
     if (lead?.status !== "on_sale") return `no token (${lead?.status ?? "no SKU"})`;
     if (lead.reconfiguring) return "no token (reconfiguring)";
     const now = this.#world.now;
@@ -496,6 +495,9 @@ class Sim {
       if (error instanceof ApiError) return `no token (${error.code}${code ? ` with ${code}` : ""})`;
       throw error;
     }
+    // Shard 0 judged the stock before it took the code: a code is taken, and admits, only with a token.
+    if (read.codeTier !== null && read.soldOut) return `no token (SOLD_OUT with ${code})`;
+    if (code !== undefined && read.codeTier !== null && tier !== undefined) this.#admit(code, userId);
     const listed = this.#sizes ? this.#preferences() : undefined;
     const request: ReserveRequest = {
       userId,
