@@ -583,7 +583,8 @@ export const CONTRACT_ROUTES: readonly ContractRoute[] = Object.values(ROUTES);
 /** The error codes a route may answer: its own, plus those implied by its access and body. */
 export function errorCodesOf(route: ContractRoute): ErrorCode[] {
   const codes = new Set<ErrorCode>(route.errors);
-  if (route.body) {
+  // An admin route that changes something and takes no body refuses one (src/routes/register.ts).
+  if (route.body || (route.access === "admin" && route.method !== "get")) {
     codes.add("INVALID_REQUEST");
     codes.add("PAYLOAD_TOO_LARGE");
   }

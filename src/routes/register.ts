@@ -117,6 +117,7 @@ export function register<const R extends ContractRoute>(
     throw new Error(`${route.method} ${route.path}: only a shopper route is rate limited`);
   }
   const [next, ...rest] = [...(opts.first ?? []), ...admission, run] as [MiddlewareHandler<AppEnv>];
-  const handlers = [...(opts.before ?? []), schema ? withBodyLimit(next) : next, ...rest];
+  // Any route that reads a body reads at most MAX_BODY_BYTES of it (an admin route that takes none included).
+  const handlers = [...(opts.before ?? []), takesNothing ? next : withBodyLimit(next), ...rest];
   app.on(route.method.toUpperCase(), route.path, ...(handlers as [MiddlewareHandler<AppEnv>]));
 }

@@ -92,6 +92,14 @@ describe("which bodies are strict", () => {
     expect((await call("POST", "/admin/reconcile", { admin: true, body: {} })).status).toBe(200);
   });
 
+  it("answers a body over 16 KiB on an admin route that takes none 413, and archives nothing (found in an audit)", async () => {
+    const sku = uniqueSku("big-delete");
+    await createSku(sku, { totalStock: 1, perUserLimit: 1 });
+    const big = { note: "x".repeat(20 * 1024) };
+    refusal(await call("DELETE", `/admin/skus/${sku}`, { admin: true, body: big }), 413, "PAYLOAD_TOO_LARGE");
+    expect((await call("GET", `/api/skus/${sku}`)).json.status).toBe("on_sale");
+  });
+
   it("accepts fields it does not know in shopper bodies (clients evolve)", async () => {
     const sku = uniqueSku("open");
     await createSku(sku, { totalStock: 1, perUserLimit: 1 });
