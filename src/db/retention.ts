@@ -14,7 +14,8 @@
  * - The order hand-off (./../handoff): delivered deliveries of order changes, and the changes (the
  *   feed), `HANDOFF_RETENTION_DAYS` (default 30) after the change, by {@link pruneHandoff}. A change
  *   that a pending or failed delivery still carries is kept until it is delivered or its endpoint is
- *   deleted; a flagged payment's deliveries are kept (few, and the payment record is kept).
+ *   deleted, and one applied long after it happened until the changes before it are old too; a
+ *   flagged payment's deliveries are kept (few, and the payment record is kept).
  *
  * Each statement deletes at most `PRUNE_BATCH` rows (a D1 statement is bounded in time), and a run
  * at most `PRUNE_ROUNDS` batches per table: a backlog drains over successive minutes.
@@ -92,31 +93,39 @@ export interface PrunedHandoff {
 }
 
 /**
- * Deletes what the hand-off no longer owes anyone: first the delivered deliveries of changes up to
- * the newest change past retention (per endpoint, a range of the table's key), then those changes
- * that no delivery row names any more. The cut is a feed position, found through
- * `order_changes_by_time` in one read, so each delete walks a key range from its start.
+ * Deletes what the hand-off no longer owes anyone: first the delivered deliveries of changes below
+ * the cut (per endpoint, a range of the table's key), then those changes that no delivery row names
+ * any more. The cut is the first feed position whose change is inside retention: `changed_at` is the
+ * event's own time, which does not rise with position (a dead letter replayed weeks later is a new
+ * position with an old time), so only the positions below the first young one are all old. It is
+ * found by walking the feed's key from its start, past what is left of the old changes, so each
+ * delete walks a key range from its start too.
  */
 export async function pruneHandoff(db: D1Database, now: number, retentionMs: number): Promise<PrunedHandoff> {
   const pruned: PrunedHandoff = { deliveries: 0, changes: 0 };
+  // The key in order, stopping at the first young change; none: everything is old.
   const [cut, endpoints] = await db.batch([
     db
-      .prepare("SELECT position FROM order_changes WHERE changed_at < ?1 ORDER BY changed_at DESC LIMIT 1")
+      .prepare(
+        `SELECT COALESCE(
+           (SELECT position FROM order_changes WHERE changed_at >= ?1 ORDER BY position LIMIT 1),
+           (SELECT MAX(position) + 1 FROM order_changes)) AS position`,
+      )
       .bind(now - retentionMs),
     db.prepare("SELECT id FROM webhook_endpoints"),
   ]);
-  const last = (cut?.results[0] as { position: number } | undefined)?.position;
-  if (last === undefined) return pruned;
+  const first = (cut?.results[0] as { position: number | null } | undefined)?.position ?? null;
+  if (first === null) return pruned;
   for (const { id } of (endpoints?.results ?? []) as { id: string }[]) {
     for (let round = 0; round < PRUNE_ROUNDS; round++) {
       const result = await db
         .prepare(
           `DELETE FROM webhook_deliveries WHERE endpoint_id = ?1 AND position IN (
              SELECT position FROM webhook_deliveries
-             WHERE endpoint_id = ?1 AND position > 0 AND position <= ?2 AND status = 'delivered'
+             WHERE endpoint_id = ?1 AND position > 0 AND position < ?2 AND status = 'delivered'
              ORDER BY position LIMIT ?3)`,
         )
-        .bind(id, last, PRUNE_BATCH)
+        .bind(id, first, PRUNE_BATCH)
         .run();
       pruned.deliveries += result.meta.changes;
       if (result.meta.changes < PRUNE_BATCH) break;
@@ -129,12 +138,12 @@ export async function pruneHandoff(db: D1Database, now: number, retentionMs: num
     const result = await db
       .prepare(
         `DELETE FROM order_changes WHERE position IN (
-           SELECT c.position FROM order_changes c WHERE c.position <= ?1 AND NOT EXISTS (
+           SELECT c.position FROM order_changes c WHERE c.position < ?1 AND NOT EXISTS (
              SELECT 1 FROM webhook_endpoints e CROSS JOIN webhook_deliveries d
              WHERE d.endpoint_id = e.id AND d.position = c.position)
            ORDER BY c.position LIMIT ?2)`,
       )
-      .bind(last, PRUNE_BATCH)
+      .bind(first, PRUNE_BATCH)
       .run();
     pruned.changes += result.meta.changes;
     if (result.meta.changes < PRUNE_BATCH) break;

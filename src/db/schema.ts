@@ -186,8 +186,8 @@ export const orderChanges = sqliteTable(
     currency: text("currency"),
     changedAt: integer("changed_at").notNull(),
   },
-  // Retention (src/db/retention.ts) finds the newest change past HANDOFF_RETENTION_DAYS in one read.
-  (t) => [index("order_changes_by_time").on(t.changedAt)],
+  // No index on changed_at: it does not rise with position, so retention (src/db/retention.ts) cuts by
+  // the key, and an index would be one more write per change for nothing (dropped by migration 0014).
 );
 
 /**

@@ -43,6 +43,11 @@ describe("hand-off retention", () => {
       .bind(hook, now)
       .run();
     const first = (await countOf("SELECT COALESCE(MAX(position), 0) AS n FROM order_changes")) + 1;
+    // The changes of the tests before this one took their positions first: older than this history, as
+    // positions follow time in a sale (the cut is the first change inside retention, by position).
+    await env.DB.prepare("UPDATE order_changes SET changed_at = ?1 WHERE position < ?2")
+      .bind(now - 11 * DAY, first)
+      .run();
     // 1,000 orders; 100,000 changes, oldest first: 90,000 spread over ten to two days ago, 10,000 over
     // the last twelve hours (a gap around the cut, so that the minutes the test takes move nothing).
     await env.DB.batch([
@@ -142,4 +147,55 @@ describe("hand-off retention", () => {
       owed.slice(0, 3).map((p) => `${sku}.0.${(p - ours) % 1000}`),
     );
   }, 300_000);
+
+  it("an old event applied late does not cut away the younger changes written before it", async () => {
+    const now = Date.now();
+    const sku = uniqueSku("latecut");
+    const hook = uniqueSku("latecuthook");
+    await env.DB.prepare(
+      `INSERT INTO webhook_endpoints (id, url, events, enabled, secret, created_at, updated_at)
+       VALUES (?1, 'https://shop.example/hooks', '["order.held"]', 0, 'whsec_dGVzdA==', ?2, ?2)`,
+    )
+      .bind(hook, now)
+      .run();
+    const order = (n: number, at: number) =>
+      env.DB.prepare(
+        `INSERT INTO orders (reservation_id, sku, user_id, quantity, status, expires_at, created_at, updated_at, last_seq, amount, currency)
+         VALUES (?1, ?2, 'u', 1, 'held', NULL, ?3, ?3, 1, NULL, 'usd')`,
+      )
+        .bind(`${sku}.0.${n}`, sku, at)
+        .run();
+    // A change of now, then one that happened two days ago, applied only now (a dead letter replayed).
+    await order(1, now);
+    await order(2, now - 2 * DAY);
+    const ours = await env.DB.prepare("SELECT position, reservation_id FROM order_changes WHERE reservation_id LIKE ?1")
+      .bind(`${sku}.%`)
+      .all<{ position: number; reservation_id: string }>();
+    expect(ours.results).toHaveLength(2);
+    // Both delivered to the endpoint.
+    await env.DB.prepare(
+      `INSERT INTO webhook_deliveries (endpoint_id, position, type, reservation_id, status, attempts, next_attempt_at, created_at, updated_at)
+       SELECT ?1, position, 'order.held', reservation_id, 'delivered', 1, NULL, ?2, ?2
+       FROM order_changes WHERE reservation_id LIKE ?3`,
+    )
+      .bind(hook, now, `${sku}.%`)
+      .run();
+    const fresh = `${sku}.0.1`;
+    const firstOurs = Math.min(...ours.results.map((r) => r.position));
+
+    await cron();
+
+    // A poller that had read up to just before them still gets the change of now, and so does the log.
+    const page = await call(
+      "GET",
+      `/admin/orders?after=${encodeURIComponent(await cursorOf(ADMIN_TOKEN, firstOurs - 1))}&limit=1000`,
+      { admin: true },
+    );
+    expect(page.status).toBe(200);
+    expect(page.json.orders.map((o: { reservationId: string }) => o.reservationId)).toContain(fresh);
+    const log = await call("GET", `/admin/webhooks/${hook}/deliveries`, { admin: true });
+    expect(log.status).toBe(200);
+    expect(log.json.deliveries.map((d: { reservationId: string }) => d.reservationId)).toContain(fresh);
+    await call("DELETE", `/admin/webhooks/${hook}`, { admin: true });
+  });
 });
