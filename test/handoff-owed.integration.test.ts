@@ -140,7 +140,16 @@ describe("order hand-off: what an operator changes while deliveries are owed", (
     expect(await take("sender-a")).toEqual([position]);
     // No other sender takes it, nor records an attempt of it.
     expect(await take("sender-b")).toEqual([]);
-    const outcome = { position, code: 204, response: "", error: null, delayMs: null, batchId: null };
+    // seenAt past any updated_at: no manual retry since the take.
+    const outcome = {
+      position,
+      seenAt: Number.MAX_SAFE_INTEGER,
+      code: 204,
+      response: "",
+      error: null,
+      delayMs: null,
+      batchId: null,
+    };
     await recordOutcomes(env.DB, hook.id, [{ ...outcome, status: "failed" }], "sender-b");
     await recordBatch(env.DB, hook.id, [{ ...outcome, status: "failed" }], "sender-b");
     expect(await row.first()).toEqual(before);

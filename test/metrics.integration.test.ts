@@ -1,10 +1,12 @@
 import { createExecutionContext, createMessageBatch, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { senderOf } from "../src/handoff/endpoint-sender";
 import worker from "../src/index";
 import { Scrape } from "../tools/prometheus";
 import { call, createSku, reserve, stockOf, tokenFor, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
+import { endpoint, forgetEndpoints, logOf } from "./support/handoff";
 import { pay } from "./support/payments";
 import { reconcileNow } from "./support/reconcile";
 
@@ -159,6 +161,31 @@ describe("GET /metrics", () => {
     expect(after.value("flashgate_reconcile_last_run_timestamp_seconds")).toBeGreaterThan(Date.now() / 1000 - 60);
     // … and the re-emitted row back.
     await eventually(async () => expect((await scrape()).value("flashgate_orders", { sku, status: "held" })).toBe(1));
+  });
+});
+
+describe("the webhook sender's counts", () => {
+  afterEach(forgetEndpoints);
+
+  it("reach the totals from the sender object's own run, without a request or scrape of the Worker", async () => {
+    const delivered = async () =>
+      (await env.METRICS_TOTALS.getByName("global").samples())
+        .filter((s) => s.name === "flashgate_webhook_deliveries_total" && s.labels === '{result="delivered"}')
+        .reduce((sum, s) => sum + s.value, 0);
+    const hook = await endpoint();
+    const before = await delivered();
+    // A change written straight to D1 and the sender woken by its stub: no Worker handler runs, so
+    // only the sender's run can send its counts.
+    const sku = uniqueSku("senderflush");
+    await env.DB.prepare(
+      `INSERT INTO orders (reservation_id, sku, user_id, quantity, status, expires_at, created_at, updated_at, last_seq, amount, currency)
+       VALUES (?1, ?2, 'f1', 1, 'held', NULL, ?3, ?3, 1, NULL, 'usd')`,
+    )
+      .bind(`${sku}.0.1`, sku, Date.now())
+      .run();
+    await senderOf(env, hook.id).wake(hook.id);
+    await eventually(async () => expect((await logOf(hook.id)).events).toBe(1));
+    await eventually(async () => expect(await delivered()).toBeGreaterThan(before), 5_000);
   });
 });
 

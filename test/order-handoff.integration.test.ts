@@ -166,6 +166,30 @@ describe("order hand-off: signed webhooks", () => {
     expect(unknown.status).toBe(404);
   });
 
+  it("lists deliveries newest change first, a payment owed back among the order changes", async () => {
+    const hook = await endpoint();
+    const sku = uniqueSku("newest");
+    await createSku(sku, { totalStock: 5, price: 1999 });
+    const a = (await reserve("n1", sku)).json.reservationId as string;
+    expect((await pay(a)).status).toBe(200);
+    await eventually(async () => expect(await deliveries(hook.id, "?status=delivered")).toHaveLength(2));
+    const b = (await reserve("n2", sku)).json.reservationId as string;
+    await eventually(async () => expect(await deliveries(hook.id, "?status=delivered")).toHaveLength(3));
+    // Paid again: the payment is owed back, the newest change of all.
+    expect((await pay(a)).status).toBe(200);
+    await eventually(async () => expect(await deliveries(hook.id, "?status=delivered")).toHaveLength(4));
+
+    const newest = [
+      ["payment.refund_required", a],
+      ["order.held", b],
+      ["order.paid", a],
+      ["order.held", a],
+    ];
+    const listed = (rows: { type: string; reservationId: string }[]) => rows.map((d) => [d.type, d.reservationId]);
+    expect(listed(await deliveries(hook.id))).toEqual(newest);
+    expect(listed(await deliveries(hook.id, "?status=delivered&limit=2"))).toEqual(newest.slice(0, 2));
+  });
+
   it("does not follow a redirect and never logs an endpoint's secret", async () => {
     const target = await endpoint();
     const lines: string[] = [];

@@ -1,5 +1,6 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
+import { senderOf } from "../src/handoff/endpoint-sender";
 import type { Received } from "../tools/webhook-receiver";
 import { call, createSku, reserve, uniqueSku } from "./support/client";
 import { eventually } from "./support/eventually";
@@ -132,6 +133,56 @@ describe("webhook batches", () => {
       expect(metrics).toMatch(/flashgate_webhook_deliveries_total\{result="delivered"\} [1-9]/);
     });
   });
+
+  it("a manual retry of one event of a failed batch sends that batch whole again, with its webhook-id", async () => {
+    const hook = await endpoint({ fail: 1000 }, { batch: { maxEvents: 3, maxWaitMs: 10_000 } });
+    const sku = uniqueSku("retryone");
+    await createSku(sku, { totalStock: 10, perUserLimit: 10 });
+    for (let i = 0; i < 3; i++) expect((await reserve(`o${i}`, sku)).status).toBe(202);
+    const failed = await eventually(async () => {
+      const rows = await deliveries(hook.id, "?status=failed");
+      expect(rows).toHaveLength(3);
+      return rows;
+    }, 20_000);
+    const batchId = failed[0]?.batchId;
+    expect(batchId).toMatch(/^msg_batch_/);
+    expect(failed.map((d) => d.batchId)).toEqual(Array(3).fill(batchId));
+    expect((await logOf(hook.id)).count).toBe(3);
+
+    await patchReceiver(hook.id, { fail: 0 });
+    const one = failed[1]?.id;
+    const retry = await call("POST", `/admin/webhooks/${hook.id}/deliveries/${one}/retry`, { admin: true });
+    expect([retry.status, retry.json]).toEqual([202, { id: one, status: "pending" }]);
+
+    await eventually(async () => expect((await logOf(hook.id)).count).toBe(4), 10_000);
+    const last = batchesOf((await logOf(hook.id)).received).at(-1);
+    expect([last?.webhookId, last?.answered]).toEqual([batchId, 204]);
+    expect(last?.events.map((e) => e.id).sort()).toEqual(failed.map((d) => d.id).sort());
+    const rows = await deliveredAll(hook.id, 3);
+    expect(rows.map((d) => [d.status, d.attempts, d.batchId])).toEqual(Array(3).fill(["delivered", 4, batchId]));
+  });
+
+  it("a part held for more goes once its oldest event has waited maxWaitMs, however long the run before took", async () => {
+    // Every answer takes 4 s: the full batch's run ends 4 s after it went, the held part's wait long over.
+    const hook = await endpoint({ delayMs: 4000 }, { batch: { maxEvents: 3, maxWaitMs: 2000 } });
+    const sku = uniqueSku("heldpart");
+    const order = (i: number) =>
+      env.DB.prepare(
+        `INSERT INTO orders (reservation_id, sku, user_id, quantity, status, expires_at, created_at, updated_at, last_seq, amount, currency)
+         VALUES (?1, ?2, ?3, 1, 'held', NULL, ?4, ?4, 1, NULL, 'usd')`,
+      ).bind(`${sku}.0.${i}`, sku, `h${i}`, Date.now());
+    // Four changes in one transaction, one take: three go at once, the fourth is held for more.
+    await env.DB.batch([0, 1, 2, 3].map(order));
+    await senderOf(env, hook.id).wake(hook.id);
+
+    await eventually(async () => expect((await logOf(hook.id)).count).toBe(2), 20_000);
+    const rows = await deliveries(hook.id);
+    const [full, part] = batchesOf((await logOf(hook.id)).received);
+    expect([full?.events.length, part?.events.length]).toEqual([3, 1]);
+    const written = Date.parse(rows.find((d) => d.id === part?.events[0]?.id)?.createdAt ?? "");
+    // Right after the first run (4 s), not maxWaitMs after it (6 s).
+    expect((part?.receivedAt ?? 0) - written).toBeLessThan(4000 + 1000);
+  }, 40_000);
 
   it("keeps the feed's order within a batch: events of two SKUs interleaved", async () => {
     const hook = await endpoint({}, { batch: { maxEvents: 8, maxWaitMs: 10_000 } });

@@ -63,6 +63,7 @@ describe("forming batch messages", () => {
       batch_id: null,
       due_at: 0,
       written_at: 0,
+      seen_at: 0,
       type: "order.held",
       position,
       status: "held",

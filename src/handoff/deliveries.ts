@@ -55,6 +55,8 @@ interface Leased {
   due_at: number;
   /** When the delivery was written (D1's clock): how long a batched endpoint's event has waited. */
   written_at: number;
+  /** Its `updated_at` when taken: a manual retry after the take changes it, and the recording keeps it due. */
+  seen_at: number;
 }
 
 /** A delivery a sender took: its key, and the order change or payment it carries. */
@@ -121,11 +123,12 @@ function takenOf(orders: D1Result | undefined, payments: D1Result | undefined): 
   type PaymentTaken = Omit<Leased, "position"> & PaymentRow & { delivery_position: number };
   const changes = (orders?.results ?? []) as Taken[];
   const paid = ((payments?.results ?? []) as PaymentTaken[]).map(
-    ({ delivery_position, attempts, batch_id, due_at, written_at, ...payment }): Taken => ({
+    ({ delivery_position, attempts, batch_id, due_at, written_at, seen_at, ...payment }): Taken => ({
       attempts,
       batch_id,
       due_at,
       written_at,
+      seen_at,
       position: delivery_position,
       type: "payment.refund_required",
       payment,
@@ -212,7 +215,8 @@ export async function takeDuePage(
     db
       .prepare(
         `${PAGE_OF_HELD}
-         SELECT d.type, d.attempts, d.batch_id, page.due_at, d.created_at AS written_at, ${CHANGE_COLUMNS}
+         SELECT d.type, d.attempts, d.batch_id, page.due_at, d.created_at AS written_at, d.updated_at AS seen_at,
+           ${CHANGE_COLUMNS}
          FROM page CROSS JOIN webhook_deliveries d ON d.endpoint_id = ?2 AND d.position = page.position
            JOIN order_changes c ON c.position = d.position JOIN orders o ON o.reservation_id = c.reservation_id
          ORDER BY page.due_at, page.position`,
@@ -222,7 +226,7 @@ export async function takeDuePage(
       .prepare(
         `${PAGE_OF_HELD}
          SELECT d.position AS delivery_position, d.attempts, d.batch_id, page.due_at, d.created_at AS written_at,
-           ${PAYMENT_COLUMNS}
+           d.updated_at AS seen_at, ${PAYMENT_COLUMNS}
          FROM page CROSS JOIN webhook_deliveries d ON d.endpoint_id = ?2 AND d.position = page.position
            JOIN payments p ON p.position = -d.position
          WHERE page.position < 0`,
@@ -237,6 +241,8 @@ export async function takeDuePage(
 /** What one attempt of a taken delivery leaves in its row. */
 export interface Outcome {
   position: number;
+  /** The row's `updated_at` when it was taken ({@link Taken}'s `seen_at`). */
+  seenAt: number;
   status: DeliveryStatus;
   /** The HTTP status answered, null when none was (timeout, refused connection). */
   code: number | null;
@@ -253,15 +259,15 @@ export interface Outcome {
 /**
  * Outcomes alike but for their position, as one entry with their positions: a page mostly answers
  * alike (all delivered, 204) and a batch's rows always do, so what travels is an entry per answer
- * and a number per row.
+ * and a pair per row (its position and `seenAt`).
  */
 function groupsOf(outcomes: readonly Outcome[]) {
-  const groups = new Map<string, Omit<Outcome, "position"> & { positions: number[] }>();
-  for (const { position, ...answer } of outcomes) {
+  const groups = new Map<string, Omit<Outcome, "position" | "seenAt"> & { positions: [number, number][] }>();
+  for (const { position, seenAt, ...answer } of outcomes) {
     const key = `${answer.status}\u0000${answer.code}\u0000${answer.delayMs}\u0000${answer.batchId}\u0000${answer.error}\u0000${answer.response}`;
     const group = groups.get(key);
-    if (group) group.positions.push(position);
-    else groups.set(key, { ...answer, positions: [position] });
+    if (group) group.positions.push([position, seenAt]);
+    else groups.set(key, { ...answer, positions: [[position, seenAt]] });
   }
   return [...groups.values()];
 }
@@ -271,7 +277,9 @@ function groupsOf(outcomes: readonly Outcome[]) {
  * while the lane's lease (parameter 2) still holds the endpoint (lapsed or not: no other took it). The outcomes travel as one
  * JSON parameter (1), grouped by answer; they are materialized first, so that the plan reads each
  * outcome once and finds its row by key (otherwise SQLite walked the endpoint's rows, or the leased
- * ones, and scanned the whole array for each, on D1's one thread).
+ * ones, and scanned the whole array for each, on D1's one thread). A row retried by hand since it was
+ * taken (its `updated_at` moved: {@link retryNow}) has its attempt counted but stays due now: the
+ * retry asked for an attempt after the one in flight, which the outcome would otherwise overwrite.
  */
 function recording(db: D1Database, endpointId: string, outcomes: readonly Outcome[], lease: string) {
   return db
@@ -283,15 +291,16 @@ function recording(db: D1Database, endpointId: string, outcomes: readonly Outcom
                 json_extract(value, '$.positions') AS positions
          FROM json_each(?1)),
        j AS MATERIALIZED (
-         SELECT p.value AS position, g.status, g.code, g.response, g.error, g.delay_ms, g.batch_id
+         SELECT p.value ->> 0 AS position, p.value ->> 1 AS seen_at, g.status, g.code, g.response, g.error,
+                g.delay_ms, g.batch_id
          FROM g, json_each(g.positions) p)
        UPDATE webhook_deliveries SET
-         status = j.status,
+         status = CASE WHEN webhook_deliveries.updated_at > j.seen_at THEN 'pending' ELSE j.status END,
          attempts = attempts + 1,
          last_status_code = j.code,
          last_response = j.response,
          last_error = j.error,
-         next_attempt_at = ${D1_NOW} + j.delay_ms,
+         next_attempt_at = ${D1_NOW} + CASE WHEN webhook_deliveries.updated_at > j.seen_at THEN 0 ELSE j.delay_ms END,
          batch_id = j.batch_id,
          updated_at = ${D1_NOW}
        FROM j
@@ -368,18 +377,36 @@ interface DeliveryRow {
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
+const LIST_COLUMNS = `endpoint_id, position, type, reservation_id, status, attempts, last_status_code, last_response,
+  last_error, next_attempt_at, created_at, updated_at, batch_id`;
+
 /**
- * Each listing is one range of an index: all and `delivered` the table's key backwards (newest
- * change first), `failed` its own partial index (newest first), `pending` the due index (the next
- * to go out first).
+ * Newest change first, of the rows `from` and `where` pick (with `endpoint_id = ?1`, a limit of ?2):
+ * order changes (positive keys) by their key backwards, and payments' deliveries (negative keys:
+ * src/db/schema.ts), whose newest has the most negative key, by their key forwards. Each is one
+ * range walked from its start for at most the limit, and the two are merged by when they were
+ * written, so a payment owed back lists among the changes around it, not after all of them.
+ */
+function newestFirst(from: string, where: string): string {
+  const part = (sign: string, order: string) =>
+    `SELECT * FROM (SELECT ${LIST_COLUMNS} FROM ${from}
+       WHERE endpoint_id = ?1 AND position ${sign} 0${where} ORDER BY position ${order} LIMIT ?2)`;
+  return `SELECT * FROM (${part(">", "DESC")} UNION ALL ${part("<", "ASC")})
+    ORDER BY created_at DESC, abs(position) DESC LIMIT ?2`;
+}
+
+/**
+ * Each listing reads ranges of an index: all and `delivered` the table's key, `failed` its own
+ * partial index (newest change first, {@link newestFirst}), `pending` the due index (the next to go
+ * out first).
  */
 const LISTINGS: Record<DeliveryStatus | "all", string> = {
-  all: "webhook_deliveries WHERE endpoint_id = ?1 ORDER BY position DESC",
-  delivered: "webhook_deliveries WHERE endpoint_id = ?1 AND status = 'delivered' ORDER BY position DESC",
+  all: newestFirst("webhook_deliveries", ""),
+  delivered: newestFirst("webhook_deliveries", " AND status = 'delivered'"),
   // Named: the key's order fits ORDER BY too, and SQLite would walk every delivered row to find these.
-  failed:
-    "webhook_deliveries INDEXED BY webhook_deliveries_failed WHERE endpoint_id = ?1 AND status = 'failed' ORDER BY position DESC",
-  pending: "webhook_deliveries WHERE endpoint_id = ?1 AND status = 'pending' ORDER BY next_attempt_at",
+  failed: newestFirst("webhook_deliveries INDEXED BY webhook_deliveries_failed", " AND status = 'failed'"),
+  pending: `SELECT ${LIST_COLUMNS} FROM webhook_deliveries WHERE endpoint_id = ?1 AND status = 'pending'
+    ORDER BY next_attempt_at LIMIT ?2`,
 };
 
 export async function listDeliveries(
@@ -389,11 +416,7 @@ export async function listDeliveries(
   limit: number,
 ): Promise<DeliveryView[]> {
   const { results } = await db
-    .prepare(
-      `SELECT endpoint_id, position, type, reservation_id, status, attempts, last_status_code, last_response,
-              last_error, next_attempt_at, created_at, updated_at, batch_id
-       FROM ${LISTINGS[status ?? "all"]} LIMIT ?2`,
-    )
+    .prepare(LISTINGS[status ?? "all"])
     .bind(endpointId, limit)
     .all<DeliveryRow>();
   return results.map((row) => ({
@@ -414,10 +437,32 @@ export async function listDeliveries(
 }
 
 /**
+ * The rows that the batch message `batchId` carried at the endpoint: a walk of the endpoint's key
+ * from the message's first position (its id names it and the count: ./batches.ts), stopping once
+ * it found them all. A message led by a payment's delivery has no such bound for its order changes,
+ * and walks from the endpoint's first row. The positions as a table expression `mates`, the batch
+ * id parameter 3, the bound 4 and the count 5.
+ */
+const BATCH_MATES = `mates AS (
+  SELECT position FROM webhook_deliveries
+  WHERE endpoint_id = ?1 AND position >= ?4 AND batch_id = ?3 ORDER BY position LIMIT ?5)`;
+
+/** Where {@link BATCH_MATES} starts and how many it looks for, from the batch's id. */
+function batchBounds(batchId: string | null): { from: number; count: number } {
+  const match = batchId ? /^msg_batch_(pay)?(\d+)_(\d+)_/.exec(batchId) : null;
+  if (!match) return { from: 0, count: 0 };
+  return { from: match[1] ? Number.MIN_SAFE_INTEGER : Number(match[2]), count: Number(match[3]) };
+}
+
+/**
  * Makes one delivery of an endpoint due now, whatever its status (a failed one gets one more
- * attempt; a delivered one is sent again, with its webhook-id). `missing` when the endpoint has no
- * such delivery; `unsubscribed` when its type is no longer one the endpoint takes (no sender would
- * send it, so it is left as it is).
+ * attempt; a delivered one is sent again, with its webhook-id), and, when a batch message carried it
+ * last, every row of that message with it, in the same statement: the lane sends them as that batch
+ * again, with its id (API.md v1.4 "Webhook batches"), where a row due alone would go in a new one.
+ * `updated_at` moves even within one millisecond, which is how a lane attempting the row right now
+ * knows to leave it due ({@link recording}). `missing` when the endpoint has no such delivery;
+ * `unsubscribed` when its type is no longer one the endpoint takes (no sender would send it, so it
+ * is left as it is, and so is its batch).
  */
 export async function retryNow(
   db: D1Database,
@@ -426,19 +471,24 @@ export async function retryNow(
 ): Promise<"retried" | "missing" | "unsubscribed"> {
   const key = keyOf(id);
   if (!key || key.endpointId !== endpointId) return "missing";
-  const [updated, found] = await db.batch([
-    db
-      .prepare(
-        `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ${D1_NOW}, updated_at = ${D1_NOW}
-         WHERE endpoint_id = ?1 AND position = ?2 AND ${SUBSCRIBED} RETURNING position`,
-      )
-      .bind(endpointId, key.position),
-    db
-      .prepare("SELECT 1 FROM webhook_deliveries WHERE endpoint_id = ?1 AND position = ?2")
-      .bind(endpointId, key.position),
-  ]);
-  if ((updated?.results.length ?? 0) > 0) return "retried";
-  return (found?.results.length ?? 0) > 0 ? "unsubscribed" : "missing";
+  const row = await db
+    .prepare("SELECT batch_id FROM webhook_deliveries WHERE endpoint_id = ?1 AND position = ?2")
+    .bind(endpointId, key.position)
+    .first<{ batch_id: string | null }>();
+  if (!row) return "missing";
+  const { from, count } = batchBounds(row.batch_id);
+  const { results } = await db
+    .prepare(
+      `WITH ${BATCH_MATES}
+       UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ${D1_NOW},
+         updated_at = MAX(${D1_NOW}, updated_at + 1)
+       WHERE endpoint_id = ?1 AND (position = ?2 OR position IN (SELECT position FROM mates)) AND ${SUBSCRIBED}
+         AND EXISTS (SELECT 1 FROM webhook_deliveries r WHERE r.endpoint_id = ?1 AND r.position = ?2 AND r.${SUBSCRIBED})
+       RETURNING position`,
+    )
+    .bind(endpointId, key.position, row.batch_id, from, count)
+    .all<{ position: number }>();
+  return results.length > 0 ? "retried" : "unsubscribed";
 }
 
 /**

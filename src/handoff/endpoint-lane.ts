@@ -56,16 +56,23 @@ export function retrySchedule(text: string | undefined): readonly number[] {
 }
 
 /**
- * What an attempt's answer leaves: delivered, due again after the schedule's next delay, or
- * failed. `attempts` is the attempts answered before this one (a batch's: the most of its rows').
+ * What an attempt's answer leaves in the row taken as `row`: delivered, due again after the
+ * schedule's next delay, or failed. `attempts` is the attempts answered before this one (a batch's:
+ * the most of its rows').
  */
-function outcomeOf(position: number, attempts: number, answer: Answer, schedule: readonly number[]): Outcome {
+function outcomeOf(
+  row: { position: number; seen_at: number },
+  attempts: number,
+  answer: Answer,
+  schedule: readonly number[],
+): Outcome {
   const { code, response, error } = answer;
-  if (answer.ok) return { position, status: "delivered", code, response, error, delayMs: null, batchId: null };
+  const key = { position: row.position, seenAt: row.seen_at };
+  if (answer.ok) return { ...key, status: "delivered", code, response, error, delayMs: null, batchId: null };
   // The schedule's delay after this attempt, the (attempts + 1)th; none left: failed.
   const delay = schedule[attempts];
-  if (delay === undefined) return { position, status: "failed", code, response, error, delayMs: null, batchId: null };
-  return { position, status: "pending", code, response, error, delayMs: delay * 1000, batchId: null };
+  if (delay === undefined) return { ...key, status: "failed", code, response, error, delayMs: null, batchId: null };
+  return { ...key, status: "pending", code, response, error, delayMs: delay * 1000, batchId: null };
 }
 
 /** Runs `work` over `items` with at most `limit` in flight, starting none at or past `until`; how many started. */
@@ -83,10 +90,10 @@ export interface Lane {
   /** A full page was taken last: more may be due. */
   more: boolean;
   /**
-   * A batched endpoint's events held back for more: how long after the run's last read (D1's
-   * clock) the oldest has waited `maxWaitMs`, and they go anyway. Null when none are held.
+   * A batched endpoint's events held back for more: when (this isolate's `Date.now()`) the oldest
+   * has waited `maxWaitMs` since it was written, and they go anyway. Null when none are held.
    */
-  holdMs: number | null;
+  holdUntil: number | null;
 }
 
 type Result = "delivered" | "retried" | "failed";
@@ -226,7 +233,7 @@ async function sendSingles(
             try {
               const id = deliveryId(endpointId, delivery.position);
               const answer = await post(target, id, bodyOf(delivery), Date.now(), deadlines);
-              const outcome = outcomeOf(delivery.position, delivery.attempts, answer, schedule);
+              const outcome = outcomeOf(delivery, delivery.attempts, answer, schedule);
               if (outcome.status !== "delivered") healthy = false;
               outcomes.push(outcome);
             } finally {
@@ -273,7 +280,7 @@ async function runLane(
   // A batched page starts at one round of messages and doubles while every one is delivered, so an
   // endpoint that fails or hangs holds its lane for one round (10 s at most), not a full page.
   let page = CONNECTIONS;
-  const lane: Lane = { more: false, holdMs: null };
+  const lane: Lane = { more: false, holdUntil: null };
   let batched = false;
   // A setting that changes back and forth between pages cannot keep the lane switching past a few pages.
   let switches = 0;
@@ -283,7 +290,7 @@ async function runLane(
     if (!batched) {
       const singles = await sendSingles(env, endpointId, schedule, deadlines, until, sender);
       lane.more = singles.more;
-      lane.holdMs = null;
+      lane.holdUntil = null;
       if (!singles.batched) break;
       batched = true;
       switches++;
@@ -305,7 +312,7 @@ async function runLane(
     if (!target) {
       // The endpoint is gone or disabled: nothing was taken (the last round's outcomes were recorded).
       await release(env.DB, endpointId, sender);
-      return { more: false, holdMs: null };
+      return { more: false, holdUntil: null };
     }
     if (!batch) {
       batched = false;
@@ -314,7 +321,8 @@ async function runLane(
     }
     const formed = formMessages(taken, taken.length === CANDIDATES, batch, now, page);
     lane.more = formed.more;
-    lane.holdMs = formed.holdUntil === null ? null : formed.holdUntil - now;
+    // In this isolate's clock, as of the take: the sends and records that follow eat into the wait.
+    lane.holdUntil = formed.holdUntil === null ? null : Date.now() + formed.holdUntil - now;
     if (formed.messages.length === 0) {
       // Held back for more (or another sender holds the endpoint, and nothing was taken).
       await release(env.DB, endpointId, sender);
@@ -328,9 +336,9 @@ async function runLane(
       // One outcome for the whole batch: every row delivered, or every row due again at one time.
       const attempts = Math.max(...message.rows.map((row) => row.attempts));
       for (const row of message.rows) {
-        outcomes.push({ ...outcomeOf(row.position, attempts, answer, schedule), batchId: message.id });
+        outcomes.push({ ...outcomeOf(row, attempts, answer, schedule), batchId: message.id });
       }
-      results.push(resultOf(outcomeOf(0, attempts, answer, schedule)));
+      results.push(resultOf(outcomeOf({ position: 0, seen_at: 0 }, attempts, answer, schedule)));
     });
     owed = { outcomes, results };
     page = results.every((r) => r === "delivered") ? Math.min(PAGE, page * 2) : CONNECTIONS;

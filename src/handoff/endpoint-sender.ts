@@ -1,6 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
+import { flushMetrics } from "../observability/metrics";
 import { nextDueAt } from "./deliveries";
-import { deliverEndpoint, retrySchedule } from "./endpoint-lane";
+import { deliverEndpoint, type Lane, retrySchedule } from "./endpoint-lane";
 
 /** The shortest wait before a run's next alarm when a row is due already. */
 const MIN_ALARM_MS = 250;
@@ -42,7 +43,13 @@ export class WebhookSender extends DurableObject<Env> {
     if (!endpointId) return;
     this.#woken = false;
     const schedule = retrySchedule(this.env.WEBHOOK_RETRY_SCHEDULE);
-    const lane = await deliverEndpoint(this.env, endpointId, schedule, this.ctx.id.toString());
+    let lane: Lane;
+    try {
+      lane = await deliverEndpoint(this.env, endpointId, schedule, this.ctx.id.toString());
+    } finally {
+      // The run's counts live in this object's isolate, which no request or scrape of the Worker flushes.
+      await flushMetrics(this.env);
+    }
     // More due, or a wake-up came meanwhile (a new order): again now, whatever a retry's time.
     if (lane.more || this.#woken) {
       await this.ctx.storage.setAlarm(Date.now());
@@ -54,8 +61,8 @@ export class WebhookSender extends DurableObject<Env> {
     // ends (or sooner, when a wake-up brings enough), and a retry due before that comes first.
     // Otherwise at least a beat later: a row due now that this run did not take is not retried in a tight loop.
     const retryMs =
-      next && (lane.holdMs === null || next.at > next.now) ? Math.max(MIN_ALARM_MS, next.at - next.now + 50) : null;
-    const holdMs = lane.holdMs === null ? null : Math.max(10, lane.holdMs + 10);
+      next && (lane.holdUntil === null || next.at > next.now) ? Math.max(MIN_ALARM_MS, next.at - next.now + 50) : null;
+    const holdMs = lane.holdUntil === null ? null : Math.max(10, lane.holdUntil - Date.now() + 10);
     const waitMs = retryMs === null ? holdMs : holdMs === null ? retryMs : Math.min(retryMs, holdMs);
     if (waitMs !== null) await this.ctx.storage.setAlarm(Date.now() + waitMs);
   }

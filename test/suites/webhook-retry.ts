@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { call, createSku, reserve, uniqueSku } from "../support/client";
 import { eventually } from "../support/eventually";
-import { configure, deliveries, endpoint, forgetEndpoints, logOf } from "../support/handoff";
+import { configure, deliveries, endpoint, forgetEndpoints, logOf, receiver } from "../support/handoff";
 
 /**
  * API.md v1.3 "Webhook deliveries": `POST /admin/webhooks/:id/retry` tries every failed and pending
@@ -20,6 +20,44 @@ async function failedFor(hookId: string, reservationId: string) {
     return rows[0] as { id: string; attempts: number };
   }, 20_000);
 }
+
+/** Changes how the receiver answers from its next request on, keeping what it received. */
+async function patchReceiver(id: string, behaviour: Record<string, unknown>) {
+  const res = await fetch(`${receiver.url}/control/${id}`, { method: "PATCH", body: JSON.stringify(behaviour) });
+  expect(res.status).toBe(200);
+}
+
+describe("POST /admin/webhooks/:id/deliveries/:deliveryId/retry", () => {
+  it("a retry accepted while an attempt of the delivery is under way gets its own attempt after it", async () => {
+    const hook = await endpoint({ fail: 2 });
+    const sku = uniqueSku("inflight");
+    await createSku(sku, { totalStock: 5 });
+    expect((await reserve("f1", sku)).status).toBe(202);
+    await eventually(async () => expect((await logOf(hook.id)).count).toBe(2), 20_000);
+    // The third and last attempt of the schedule hangs, then fails; the operator retries meanwhile.
+    await patchReceiver(hook.id, { fail: 1, delayMs: 2500 });
+    await eventually(async () => expect((await logOf(hook.id)).count).toBe(3), 20_000);
+    const [row] = await deliveries(hook.id);
+    const retry = await call("POST", `/admin/webhooks/${hook.id}/deliveries/${row?.id}/retry`, { admin: true });
+    expect([retry.status, retry.json]).toEqual([202, { id: row?.id, status: "pending" }]);
+    await patchReceiver(hook.id, { delayMs: 0 });
+
+    await eventually(async () => expect((await logOf(hook.id)).count).toBe(4), 10_000);
+    const delivered = await eventually(async () => {
+      const rows = await deliveries(hook.id, "?status=delivered");
+      expect(rows).toHaveLength(1);
+      return rows[0];
+    });
+    expect(delivered).toMatchObject({ id: row?.id, attempts: 4, lastStatusCode: 204 });
+    const log = await logOf(hook.id);
+    expect(log.received.map((r) => [r.webhookId, r.answered])).toEqual([
+      [row?.id, 500],
+      [row?.id, 500],
+      [row?.id, 500],
+      [row?.id, 204],
+    ]);
+  });
+});
 
 describe("POST /admin/webhooks/:id/retry", () => {
   it("tries every failed and pending delivery of the endpoint now, with the same webhook-ids", async () => {
