@@ -89,6 +89,10 @@ declare module "*.js" {
 	const value: string;
 	export default value;
 }
+declare module "*.js" {
+	const value: string;
+	export default value;
+}
 // Begin runtime types
 /*! *****************************************************************************
 Copyright (c) Cloudflare. All rights reserved.

@@ -1,11 +1,11 @@
 // The buy button's size budget (issue #54): what a shop's page downloads for <flashgate-buy>, gzipped,
-// must stay within 25 KB: the element's module, and the proof-of-work solver it fetches when a SKU
-// asks for one. Fails (exit 1) over budget; prints the figures either way.
+// must stay within 25 KB: the element's module, the proof-of-work solver it fetches when a SKU asks
+// for one, and the receipt checker it imports once the hold's receipt is there. Fails (exit 1) over budget; prints the figures either way.
 import { readFileSync } from "node:fs";
 import { gzipSync } from "node:zlib";
 
 const BUDGET_BYTES = 25 * 1024;
-const FILES = ["public/embed/flashgate.js", "public/static/pow-worker.js"];
+const FILES = ["public/embed/flashgate.js", "public/static/pow-worker.js", "public/static/receipt-check.js"];
 
 let total = 0;
 for (const file of FILES) {

@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { promisify } from "node:util";
+import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readDevVars } from "../tools/dev-vars";
 import { shopperJwt } from "../tools/jwt";
@@ -25,8 +26,10 @@ import {
  * The verifiable sale in the pages (issue #52; API.md v1.4 "The verifiable sale", docs/VERIFY.md), in
  * headless Chromium against `wrangler dev` (which keeps a log: .dev.vars has LOG_SIGNING_KEY): the
  * storefront's hold card and the buy button (issue #54) say "Verified: entry N of M in the signed
- * log" once the reservation's receipt is there (N the proof's index + 1, M its checkpoint's tree
- * size), and the console's SKU card the log's size from the public checkpoint.
+ * log" once the reservation's receipt is there and the page checked it against the log's key (GET
+ * /api/log/key: the inclusion proof and the checkpoint's signature; N the proof's index + 1, M its
+ * checkpoint's tree size), a receipt that does not check out is never called verified, and the
+ * console's SKU card shows the log's size from the public checkpoint.
  */
 
 const WAIT = { timeout: 20_000, interval: 250 };
@@ -97,6 +100,46 @@ async function receiptOf(user: string, id: string, entry: string) {
   return { ...receipt, size };
 }
 
+/**
+ * A receipt with one byte changed: the first hash of its inclusion proof, or the checkpoint's
+ * signature (past its 4-byte key id).
+ */
+function tamper(proof: string, what: "hash" | "signature"): string {
+  const lines = proof.split("\n");
+  const at =
+    what === "hash" ? lines.findIndex((l) => l.startsWith("index ")) + 1 : lines.findIndex((l) => l.startsWith("— "));
+  const words = (lines[at] ?? "").split(" ");
+  const bytes = Buffer.from(words.at(-1) ?? "", "base64");
+  const flip = what === "hash" ? 0 : 10;
+  expect(bytes.length, `the receipt's ${what}`).toBe(what === "hash" ? 32 : 68);
+  bytes[flip] = (bytes[flip] ?? 0) ^ 1;
+  lines[at] = [...words.slice(0, -1), bytes.toString("base64")].join(" ");
+  return lines.join("\n");
+}
+
+/** The page reads every reservation (GET /api/reservations/:id) with its receipts tampered with. */
+function tamperReceipts(page: Page, what: "hash" | "signature") {
+  return page.route(
+    (url) => /^\/api\/reservations\/[^/]+$/.test(url.pathname),
+    async (route) => {
+      if (route.request().method() !== "GET") return route.continue();
+      const response = await route.fetch();
+      const body = await response.json();
+      for (const receipt of (body.receipts ?? []) as Receipt[]) receipt.proof = tamper(receipt.proof, what);
+      await route.fulfill({ response, json: body });
+    },
+  );
+}
+
+/** The page's requests for the log's key (GET /api/log/key), counted. */
+function keyRequests(page: Page) {
+  const seen = { count: 0 };
+  page.on("request", (request) => {
+    if (new URL(request.url()).pathname === "/api/log/key") seen.count++;
+  });
+  return seen;
+}
+
 /** "entry N of M" read off a line, as numbers. */
 function place(text: string | null) {
   const match = VERIFIED.exec((text ?? "").trim());
@@ -127,6 +170,7 @@ describe("the verifiable sale in the pages (issue #52)", () => {
 
     const user = `rita-${sku}`;
     const page = await newPage(day.browser, DESKTOP);
+    const key = keyRequests(page);
     await page.goto(`${day.server.url}/?sku=${sku}`);
     await page.fill("#user", user);
     await page.click("#user-form button");
@@ -145,6 +189,9 @@ describe("the verifiable sale in the pages (issue #52)", () => {
     expect(hold.index).toBeGreaterThanOrEqual(2); // the configuration, the other hold, then this one
     expect(shown?.of).toBeGreaterThanOrEqual(hold.index + 1);
     expect(await page.getAttribute("#res-receipt", "data-entry")).toBe("hold");
+    // Checked against the log's key before it said so.
+    expect(await page.getAttribute("#res-receipt", "data-verified")).toBe("true");
+    expect(key.count, "GET /api/log/key").toBe(1);
     // How to check it: the receipt as a file, the command for this gateway, SKU and file, and the
     // public checkpoint it links to.
     const holdFile = `${sku}-${id.slice(-8)}-hold.tlog-proof`;
@@ -170,6 +217,8 @@ describe("the verifiable sale in the pages (issue #52)", () => {
     expect(shownPaid?.n).toBe(paid.index + 1);
     expect(paid.index).toBeGreaterThan(hold.index);
     expect(shownPaid?.of).toBe(paid.size);
+    expect(await page.getAttribute("#res-receipt", "data-verified")).toBe("true");
+    expect(key.count, "the key, fetched once a page").toBe(1);
     // The saved receipt is the payment's proof, and the command the page gives verifies it.
     const [download] = await Promise.all([page.waitForEvent("download"), page.click("#res-receipt-file")]);
     const paidFile = `${sku}-${id.slice(-8)}-paid.tlog-proof`;
@@ -198,12 +247,29 @@ describe("the verifiable sale in the pages (issue #52)", () => {
     const sku = await newSku("logbtn");
     const user = `uma-${sku}`;
     const page = await newPage(day.browser, PHONE);
+    // The log's key is held back until the element has the receipt: until it checked it, it says nothing.
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const key = keyRequests(page);
+    await page.route(`${day.server.url}/api/log/key`, async (route) => {
+      await gate;
+      await route.continue();
+    });
+    const checker = page.waitForRequest(`${day.server.url}/embed/receipt-check.js`, WAIT);
+    checker.catch(() => {}); // awaited below; a test failing before that has its own error
     await page.goto(`${shopOrigin}/?sku=${sku}&user=${user}`);
     const buy = page.locator("flashgate-buy [part=buy]");
     await expect.poll(() => buy.isEnabled(), WAIT).toBe(true);
     await buy.click();
     await page.locator("flashgate-buy .hold").waitFor({ state: "visible", ...WAIT });
     const receipt = page.locator("flashgate-buy [part=receipt]");
+    // The checker comes from beside the element, on the gateway; it asks for the key once it has a receipt.
+    await checker;
+    await expect.poll(() => key.count, WAIT).toBe(1);
+    expect(await receipt.isHidden(), "the receipt's line before its check").toBe(true);
+    release();
     await receipt.waitFor({ state: "visible", ...WAIT });
     const reservationId = (await page.evaluate(
       `document.querySelector("flashgate-buy").reservation.reservationId`,
@@ -212,12 +278,59 @@ describe("the verifiable sale in the pages (issue #52)", () => {
     const shown = place(await receipt.textContent());
     expect(shown?.n).toBe(hold.index + 1);
     expect(shown?.of).toBeGreaterThanOrEqual(hold.index + 1);
+    expect(key.count).toBe(1);
     await expectSound(page, "the buy button's receipt, 420 px");
     await screenshot(page, "embed-receipt-phone", "embed-receipt-phone.png");
     await page.setViewportSize(DESKTOP);
     await expectSound(page, "the buy button's receipt, 1280 px");
     expect(unexpectedProblems(page)).toEqual([]);
     await page.close();
+  }, 60_000);
+
+  it("a receipt that does not check out against the log's key is not called verified, in either page", async () => {
+    // The storefront, its receipt's inclusion proof one byte off: it leads to another root.
+    const sku = await newSku("logbad");
+    const other = await shopper(day.server, `ola-${sku}`);
+    const token = await api("POST", `/api/skus/${sku}/tokens`, undefined, other);
+    expect(
+      (await api("POST", `/api/skus/${sku}/reservations`, { token: token.json.token, quantity: 1 }, other)).status,
+    ).toBe(202);
+    const page = await newPage(day.browser, DESKTOP);
+    const key = keyRequests(page);
+    await tamperReceipts(page, "hash");
+    await page.goto(`${day.server.url}/?sku=${sku}`);
+    await page.fill("#user", `rex-${sku}`);
+    await page.click("#user-form button");
+    await page.waitForSelector("#buy:not([disabled])", WAIT);
+    await page.click("#buy");
+    await page.waitForSelector("#res-receipt:not([hidden])", WAIT);
+    const line = ((await page.textContent("#res-receipt-text")) ?? "").trim();
+    expect(place(line), line).toBeNull();
+    expect(line).toBe(
+      "This receipt does not check out against the log's key: its proof does not lead to the signed checkpoint's root",
+    );
+    expect(await page.getAttribute("#res-receipt", "data-verified")).toBe("false");
+    expect(key.count).toBe(1);
+    expect(unexpectedProblems(page)).toEqual([]);
+    await page.close();
+
+    // The buy button, its receipt's checkpoint signature one byte off.
+    const sku2 = await newSku("logbadbtn");
+    const shopPage = await newPage(day.browser, PHONE);
+    await tamperReceipts(shopPage, "signature");
+    await shopPage.goto(`${shopOrigin}/?sku=${sku2}&user=uma-${sku2}`);
+    const buy = shopPage.locator("flashgate-buy [part=buy]");
+    await expect.poll(() => buy.isEnabled(), WAIT).toBe(true);
+    await buy.click();
+    const receipt = shopPage.locator("flashgate-buy [part=receipt]");
+    await receipt.waitFor({ state: "visible", ...WAIT });
+    const said = ((await receipt.textContent()) ?? "").trim();
+    expect(place(said), said).toBeNull();
+    expect(said).toMatch(
+      /^This receipt does not check out against the sale log's key: its checkpoint has no valid signature by \S+\.$/,
+    );
+    expect(unexpectedProblems(shopPage)).toEqual([]);
+    await shopPage.close();
   }, 60_000);
 
   it("the console's SKU card shows the log's size from its signed checkpoint, and nothing without one", async () => {

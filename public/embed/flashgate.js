@@ -92,6 +92,24 @@ const TEMPLATE = `<style>${STYLE}</style>
 /** Where the proof-of-work solver's Blob URL is kept, per gateway: fetched once a page. @type {Map<string, Promise<string>>} */
 const solverUrls = new Map();
 
+/** @typedef {typeof import("../static/receipt-check.js")} ReceiptChecker */
+/** @type {Promise<ReceiptChecker> | null} */
+let receiptChecker = null;
+/**
+ * The receipt checker, a module beside this one (/embed/receipt-check.js, shared with the storefront):
+ * imported once a page, when a receipt is first there, so the element itself stays small.
+ * @returns {Promise<ReceiptChecker>}
+ */
+function loadReceiptChecker() {
+  if (!receiptChecker) {
+    receiptChecker = import(new URL("./receipt-check.js", import.meta.url).href);
+    receiptChecker.catch(() => {
+      receiptChecker = null;
+    });
+  }
+  return receiptChecker;
+}
+
 /** How often the line's place is read while waiting, and the public view while the page is open. */
 const LINE_POLL_MS = 2000;
 const VIEW_POLL_MS = 5000;
@@ -601,10 +619,12 @@ export class FlashgateBuy extends HTMLElement {
 
   /**
    * The sale log's receipt of the hold (API.md v1.4 "The verifiable sale"), once the log signed a
-   * checkpoint with it (within about 2 s): "Verified: entry N of M in the signed log", N counted from
-   * 1 (the proof's index from 0), M the size of the proof's checkpoint (the line after its origin).
-   * The hold is read every second until then, a minute at most; a gateway keeping no log (no
-   * `receipts` in the body) is not asked again.
+   * checkpoint with it (within about 2 s), checked here against the log's key (GET /api/log/key) as
+   * `npm run verify-sale --receipt` does: "Verified: entry N of M in the signed log", N counted from 1
+   * (the proof's index from 0), M the size of the signed checkpoint the proof leads to; else why it
+   * does not check out. Nothing is said while the check runs. The hold is read every second until
+   * the receipt is there, a minute at most; a gateway keeping no log (no `receipts` in the body) is
+   * not asked again.
    * @param {string} id
    * @param {number} tries
    */
@@ -613,25 +633,29 @@ export class FlashgateBuy extends HTMLElement {
     const answer = await this.#call("GET", `/api/reservations/${encodeURIComponent(id)}`, { auth: true }).catch(
       () => null,
     );
-    if (this.#hold?.reservationId !== id) return;
+    const hold = this.#hold;
+    if (hold?.reservationId !== id) return;
     /** @type {{ entry: string, index: number, proof: string }[] | undefined} */
     const receipts = answer?.ok ? answer.json.receipts : [];
     const receipt = receipts?.find((r) => r.entry === "hold");
     if (receipt) {
-      const lines = receipt.proof.split("\n");
-      const size = Number(
-        lines[
-          lines.indexOf(
-            "",
-            lines.findIndex((l) => l.startsWith("index ")),
-          ) + 2
-        ],
+      const base = (this.getAttribute("api") ?? "").replace(/\/+$/, "");
+      const expected = { sku: hold.sku, reservation: id, entry: "hold", index: receipt.index };
+      /** @type {import("../static/receipt-check.js").ReceiptCheck} */
+      const check = await loadReceiptChecker()
+        .then((m) => m.checkReceipt(`${base}/api/log/key`, receipt.proof, expected))
+        .catch(() => ({ verified: false, checked: false, why: "the checker did not load" }));
+      if (this.#hold?.reservationId !== id) return;
+      /** @param {number} n */
+      const n = (n) => n.toLocaleString("en");
+      return this.#text(
+        "receipt",
+        check.verified
+          ? `Verified: entry ${n(check.entry)} of ${n(check.of)} in the signed log.`
+          : check.checked
+            ? `This receipt does not check out against the sale log's key: ${check.why}.`
+            : `Not verified: the receipt could not be checked here (${check.why}).`,
       );
-      if (size > receipt.index) {
-        /** @param {number} n */
-        const n = (n) => n.toLocaleString("en");
-        return this.#text("receipt", `Verified: entry ${n(receipt.index + 1)} of ${n(size)} in the signed log.`);
-      }
     }
     if (receipts && tries > 1)
       this.#receiptTimer = window.setTimeout(() => void this.#receipt(id, tries - 1), RECEIPT_POLL_MS);

@@ -1255,33 +1255,72 @@ function awaitingReceipt(r) {
 }
 
 /**
- * "entry N of M": the receipt's position counted from 1 (its proof's `index` counts from 0, as
- * C2SP tlog-proof does) and the size of the signed checkpoint the proof leads to (the line after its
- * origin, past the blank line that ends the hashes). Null for a proof that does not read so.
- * @param {Receipt} receipt
+ * @typedef {import("./receipt-check.js").ReceiptCheck} ReceiptCheck
+ * @typedef {{ outcome: ReceiptCheck | null, at: number }} PendingCheck
  */
-function receiptPlace(receipt) {
-  const lines = receipt.proof.split("\n");
-  const from = lines.findIndex((line) => line.startsWith("index "));
-  const blank = lines.indexOf("", from);
-  const size = Number(lines[blank + 2]);
-  return from < 0 || blank < 0 || !Number.isInteger(size) || size <= receipt.index
-    ? null
-    : { entry: receipt.index + 1, of: size };
+/** Receipts checked against the log's key (./receipt-check.js), by proof text: pending (null) or done. @type {Map<string, PendingCheck>} */
+const receiptChecks = new Map();
+/** How long a receipt this browser could not check (the key did not load) waits before it is tried again. */
+const RECHECK_MS = 10_000;
+
+/**
+ * The check of this reservation's receipt, as `npm run verify-sale --receipt` does it short of the
+ * log as it is now: started on first sight, re-rendering the card once it is done. Null while pending.
+ * @param {ReservationDetail} r
+ * @param {Receipt} receipt
+ * @returns {ReceiptCheck | null}
+ */
+function receiptCheck(r, receipt) {
+  const known = receiptChecks.get(receipt.proof);
+  if (known && (known.outcome?.verified !== false || known.outcome.checked || Date.now() - known.at < RECHECK_MS))
+    return known.outcome;
+  /** @type {PendingCheck} */
+  const pending = { outcome: null, at: Date.now() };
+  receiptChecks.set(receipt.proof, pending);
+  const expected = { sku: r.sku, reservation: r.reservationId, entry: receipt.entry, index: receipt.index };
+  import("./receipt-check.js")
+    .then((m) => m.checkReceipt("/api/log/key", receipt.proof, expected))
+    .catch(() => /** @type {ReceiptCheck} */ ({ verified: false, checked: false, why: "the checker did not load" }))
+    .then((outcome) => {
+      pending.outcome = outcome;
+      pending.at = Date.now();
+      if (state.reservation?.reservationId === r.reservationId) renderReceipt(state.reservation);
+    });
+  return null;
 }
 
-/** The card's "Sale log" line: the receipt of the latest decision the log has, and how to check it. */
-/** @param {ReservationDetail} r */
+/**
+ * The card's "Sale log" line: the receipt of the latest decision the log has, and how to check it.
+ * "Verified: entry N of M in the signed log" only once this page checked the receipt against the
+ * log's key (N counted from 1: the proof's index + 1; M the size of the signed checkpoint it leads
+ * to); while that is pending the card shows what it showed.
+ * @param {ReservationDetail} r
+ */
 function renderReceipt(r) {
   const receipts = r.receipts ?? [];
   const receipt = receipts.find((x) => x.entry === ENTRY_OF[r.status]) ?? receipts.at(-1);
-  const place = receipt ? receiptPlace(receipt) : null;
-  $("res-receipt-label").hidden = place === null;
-  $("res-receipt").hidden = place === null;
-  if (!place || !receipt) return;
-  const text = `Verified: entry ${place.entry.toLocaleString("en")} of ${place.of.toLocaleString("en")} in the signed log`;
+  const check = receipt ? receiptCheck(r, receipt) : null;
+  if (!receipt || !check) {
+    // Nothing new to say yet; another reservation's line is not this one's.
+    if (!receipt || $("res-receipt").dataset.reservation !== r.reservationId) {
+      $("res-receipt-label").hidden = true;
+      $("res-receipt").hidden = true;
+    }
+    return;
+  }
+  $("res-receipt-label").hidden = false;
+  $("res-receipt").hidden = false;
+  /** @param {number} n */
+  const n = (n) => n.toLocaleString("en");
+  const text = check.verified
+    ? `Verified: entry ${n(check.entry)} of ${n(check.of)} in the signed log`
+    : check.checked
+      ? `This receipt does not check out against the log's key: ${check.why}`
+      : `Not verified: this page could not check the receipt (${check.why})`;
   if ($("res-receipt-text").textContent !== text) $("res-receipt-text").textContent = text;
+  $("res-receipt").dataset.reservation = r.reservationId;
   $("res-receipt").dataset.entry = receipt.entry;
+  $("res-receipt").dataset.verified = String(check.verified);
   // The receipt as a file for `npm run verify-sale -- <gateway> <sku> --receipt <file>` (docs/VERIFY.md).
   const file = `${r.sku}-${r.reservationId.slice(-8)}-${receipt.entry}.tlog-proof`;
   const link = $("res-receipt-file");

@@ -1,6 +1,7 @@
 import type { Hono } from "hono";
 import indexHtml from "../../public/index.html";
 import powWorkerJs from "../../public/static/pow-worker.js";
+import receiptCheckJs from "../../public/static/receipt-check.js";
 import storefrontJs from "../../public/static/storefront.js";
 import type { AppEnv } from "../http/context";
 import { DASHBOARD_FILES } from "../routes/dashboard";
@@ -15,6 +16,7 @@ export const STOREFRONT_FILES = {
   "/": { body: indexHtml, type: HTML, turnstile: true },
   "/static/storefront.js": { body: storefrontJs, type: JAVASCRIPT },
   "/static/pow-worker.js": { body: powWorkerJs, type: JAVASCRIPT },
+  "/static/receipt-check.js": { body: receiptCheckJs, type: JAVASCRIPT },
 } as const satisfies PageFiles;
 
 /** Where the dashboard's header has room for a link to the storefront (public/dashboard.html). */

@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import { fnv1a } from "../../durable-objects/shared/fnv1a";
 import flashgateJs from "../../public/embed/flashgate.js";
 import powWorkerJs from "../../public/static/pow-worker.js";
+import receiptCheckJs from "../../public/static/receipt-check.js";
 import type { AppEnv } from "../http/context";
 import { JAVASCRIPT } from "./pages";
 
@@ -9,7 +10,9 @@ import { JAVASCRIPT } from "./pages";
  * The buy button any shop page may embed (API.md v1.4 "Browser clients and the buy button"):
  * `GET /embed/flashgate.js`, the `<flashgate-buy>` element as an ES module, and
  * `GET /embed/pow-worker.js`, the proof-of-work solver it runs in a Web Worker (a worker must be
- * same-origin with the page, so the element fetches this text and starts it from a Blob URL).
+ * same-origin with the page, so the element fetches this text and starts it from a Blob URL), and
+ * `GET /embed/receipt-check.js`, the module that checks a receipt against the log's key, which the
+ * element imports from beside itself.
  *
  * Served by every entry, production's included, from the Worker's bundle (wrangler.toml imports them
  * as text), with `Access-Control-Allow-Origin: *`: the files are public, carry no credentials, and any
@@ -20,6 +23,7 @@ import { JAVASCRIPT } from "./pages";
 const FILES: Record<string, string> = {
   "/embed/flashgate.js": flashgateJs,
   "/embed/pow-worker.js": powWorkerJs,
+  "/embed/receipt-check.js": receiptCheckJs,
 };
 
 export const embed = new Hono<AppEnv>();

@@ -23,12 +23,13 @@ const STOREFRONT = {
   "public/static/storefront.js": "// Demo storefront: a shopper buys through the public API",
 };
 /**
- * The buy button any shop embeds (API.md v1.4) and the proof-of-work solver it runs, which the
- * storefront shares: in every bundle (src/routes/embed.ts).
+ * The buy button any shop embeds (API.md v1.4), the proof-of-work solver it runs and the receipt
+ * checker it imports, which the storefront shares: in every bundle (src/routes/embed.ts).
  */
 const BUY_BUTTON = {
   "public/embed/flashgate.js": "// <flashgate-buy>: the Flashgate buy button any shop page may embed",
   "public/static/pow-worker.js": "// Proof-of-work solver, run in a Web Worker",
+  "public/static/receipt-check.js": "// Checks a sale log receipt in the browser",
 };
 
 /**

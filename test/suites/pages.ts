@@ -52,8 +52,8 @@ describe("the production Worker's pages", () => {
     );
   });
 
-  it("serves the buy button and its solver to any origin (API.md v1.4), revalidated by ETag", async () => {
-    for (const path of ["/embed/flashgate.js", "/embed/pow-worker.js"]) {
+  it("serves the buy button, its solver and its receipt checker to any origin (API.md v1.4), revalidated by ETag", async () => {
+    for (const path of ["/embed/flashgate.js", "/embed/pow-worker.js", "/embed/receipt-check.js"]) {
       const answer = await get(production, path, { headers: { origin: "https://shop.example" } });
       expect(answer.status, path).toBe(200);
       expect(answer.headers.get("content-type")).toBe("text/javascript; charset=utf-8");
@@ -67,7 +67,7 @@ describe("the production Worker's pages", () => {
   });
 
   it("has no demo storefront, its script or its solver, whatever the site key", async () => {
-    for (const path of ["/static/storefront.js", "/static/pow-worker.js", "/index.html"]) {
+    for (const path of ["/static/storefront.js", "/static/pow-worker.js", "/static/receipt-check.js", "/index.html"]) {
       const answer = await get(production, path, {}, { TURNSTILE_SITE_KEY: "1x00000000000000000000AA" });
       expect(answer.status, path).toBe(404);
       expect(JSON.parse(answer.body)).toMatchObject({ error: { code: "NOT_FOUND" } });
@@ -88,7 +88,12 @@ describe("the harness entry's pages", () => {
     expect(withKey.headers.get("content-security-policy")).toContain("frame-src https://challenges.cloudflare.com");
     expect(withKey.headers.get("etag")).not.toBe(plain.headers.get("etag"));
 
-    for (const path of ["/static/storefront.js", "/static/pow-worker.js", "/static/style.css"]) {
+    for (const path of [
+      "/static/storefront.js",
+      "/static/pow-worker.js",
+      "/static/receipt-check.js",
+      "/static/style.css",
+    ]) {
       const answer = await get(harness, path);
       expect(answer.status, path).toBe(200);
       expect(answer.headers.get("content-type"), path).toMatch(/^text\/(javascript|css); charset=utf-8$/);
