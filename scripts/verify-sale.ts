@@ -15,13 +15,13 @@
  *    a configuration, outside the sale's status and window (unless an early-access tier had opened),
  *    or past the stock in force (per variant); no `user` past the per-user limit; a payment, release
  *    or refund only of a reservation the log holds, in a status it may leave. No entry's time is
- *    after this machine's clock (past the skew clocks have), nor more than a minute before an entry
- *    the log has before it. A stock or limit excess of the last minute (by this machine's clock) is
+ *    after this machine's clock (past the skew clocks have), and with `--since` none after the kept
+ *    checkpoint is a minute older than its newest entry. A stock or limit excess of the last minute (by this machine's clock) is
  *    reported as not settled (`settled: false`), not as broken: shards flush independently, so a
  *    release may still be on its way; run again later.
  * 5. a fair opening's draw: its seed hash committed by a configuration before the opening opened
  *    (an opening moved before it opens keeps its hash), the reveal after the (last) window closed
- *    with a seed that hashes to it, a reveal for every opening closed more than a minute ago, every
+ *    with a seed that hashes to it, a reveal for every opening closed more than an hour ago, every
  *    decided opening `/draw` shows revealed in the log, and the draw's public entries
  *    (`/draw/entries`) all there, each once, in the order that seed gives (ascending hex
  *    HMAC-SHA256(seed, entryId)).
@@ -170,6 +170,7 @@ async function main(): Promise<number> {
     throw new Broken("the entries' root is not the checkpoint's: the log was changed after it was signed");
   progress("root rebuilt from the entries: matches");
 
+  let kept: number | undefined;
   if (since !== undefined) {
     const earlier = openCheckpoint(readFileSync(since, "utf8"), verifier, `the checkpoint of ${since}`);
     if (earlier.origin !== checkpoint.origin) throw new Broken(`${since} is of another log (${earlier.origin})`);
@@ -178,6 +179,7 @@ async function main(): Promise<number> {
     if (!treeHash(levels, earlier.size).equals(earlier.root))
       throw new Broken(`the log is not consistent with ${since}: its first ${earlier.size} entries have another root`);
     progress(`consistent with ${since} (${earlier.size} entries)`);
+    kept = earlier.size;
   }
   if (save !== undefined) writeFileSync(save, checkpoint.note);
   const receiptChecked =
@@ -197,7 +199,7 @@ async function main(): Promise<number> {
   });
   const reveals = new Map<string, string>();
   const now = Date.now();
-  const summary = replay(parsed, reveals, { now });
+  const summary = replay(parsed, reveals, { now, ...(kept === undefined ? {} : { since: kept }) });
   const draw = await checkDrawOrder(root, sku, parsed, reveals, now, progress);
   const result = {
     ok: true,

@@ -313,6 +313,26 @@ describe("the sale log", () => {
     expect((await call("GET", `/api/reservations/${id}`, { user: "sam" })).status).toBe(404);
   });
 
+  it("waits for a moved opening's reveal at its new close (found in a second reading)", async () => {
+    // An opening moved earlier before it opens keeps its seed hash: the log's alarm must ask shard 0
+    // for the draw once the new window closes, not the first one, or the reveal comes minutes after
+    // the seed shows on /draw.
+    const sku = uniqueSku("logmoved");
+    const log = logOf(sku);
+    const draw = (closesAt: string) => ({ opensAt: closesAt, closesAt, seedHash: "ef".repeat(32) });
+    const config = (n: number, closesAt: string) => ({
+      type: "config" as const,
+      time: new Date(n).toISOString(),
+      draws: [draw(closesAt)],
+    });
+    expect(await log.appendConfig(config(1, "2030-01-01T10:10:00.000Z"), "config:1", sku)).toBe(true);
+    expect(await log.appendConfig(config(2, "2030-01-01T10:03:00.000Z"), "config:2", sku)).toBe(true);
+    const due = await runInDurableObject(log, (_object, state) =>
+      state.storage.sql.exec<{ closes_at: number }>("SELECT closes_at FROM draws").toArray(),
+    );
+    expect(due.map((row) => new Date(row.closes_at).toISOString())).toEqual(["2030-01-01T10:03:00.000Z"]);
+  });
+
   it("serves tiles, bundles and proofs that agree with the tree at the odd sizes (1, 2, 3, 255, 256, 257)", async () => {
     const sku = uniqueSku("logsizes");
     const log = logOf(sku);

@@ -28,11 +28,16 @@ export class Unsettled extends Error {}
  * flush independently (a failed flush is retried within seconds), so a hold made with units a
  * sibling released may be logged before that release. A stock or limit excess younger than this
  * (by the verifier's clock) is not yet a broken rule; older, every shard's entries are in and the
- * excess stands. An entry written this much later than one of the entries before it is broken: its
- * time says it was decided before what the log already had, which would let a log rewrite the
- * history an earlier checkpoint showed by appending to it.
+ * excess stands. An entry written after a checkpoint the verifier kept, and this much older than
+ * that checkpoint's newest entry, is broken: appended with an old time, it would rewrite the
+ * history that checkpoint showed (a release slipped in before an excess already judged).
  */
 export const SETTLE_MS = 60_000;
+/**
+ * How long after an opening's close its draw may take to be decided and revealed before a missing
+ * reveal is broken: a sharded draw asks a shard per entrant, and shard 0 retries a busy one.
+ */
+export const DECIDE_MS = 60 * 60_000;
 /** How far ahead of the verifier's clock an entry's time may be (clocks differ) before it is broken. */
 export const CLOCK_SKEW_MS = 5 * 60_000;
 
@@ -170,18 +175,23 @@ interface Sale {
 export interface ReplayOptions {
   /** The verifier's clock (ms): what is recent, and what is in the future. Now by default. */
   now?: number;
-  /** How far back from `now` an excess or a missing reveal is not settled yet ({@link SETTLE_MS}; 0: all is in). */
+  /** How far back from `now` an excess is not settled yet ({@link SETTLE_MS}; 0: all is in). */
   settleMs?: number;
+  /** How long after its close an opening's reveal is not missing yet ({@link DECIDE_MS}; 0: all is in). */
+  decideMs?: number;
+  /** The size of a checkpoint the verifier kept (`--since`): no entry after it may be older than its newest by {@link SETTLE_MS}. */
+  since?: number;
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
 /**
  * The checks of each entry's time in the log's order: none after the verifier's clock (past the
- * skew clocks may have), and none written more than {@link SETTLE_MS} after an entry before it. A
- * configuration is written once every shard had it (its `until`), so that is when it counts as written.
+ * skew clocks may have), and none after the kept checkpoint (`since` entries) older than that
+ * checkpoint's newest entry by more than {@link SETTLE_MS}. A configuration is written once every
+ * shard had it (its `until`), so that is when it counts as written.
  */
-function checkTimes(entries: readonly Entry[], now: number): void {
+function checkTimes(entries: readonly Entry[], now: number, since: number): void {
   let newest = Number.NEGATIVE_INFINITY;
   for (const [index, entry] of entries.entries()) {
     const at = Date.parse(entry.time);
@@ -193,9 +203,11 @@ function checkTimes(entries: readonly Entry[], now: number): void {
     if (!Number.isFinite(until) || until < at) fail("its `until` is not a date after its time");
     if (Math.max(at, until) > now + CLOCK_SKEW_MS)
       fail(`its time is after the verifier's clock (${iso(now)}) by more than clocks differ`);
-    if (until < newest - SETTLE_MS)
-      fail(`written after an entry of ${iso(newest)}, more than ${SETTLE_MS / 1000} s later than its own time`);
-    newest = Math.max(newest, until);
+    if (index >= since && until < newest - SETTLE_MS)
+      fail(
+        `written after the checkpoint of ${since} entries you kept, though more than ${SETTLE_MS / 1000} s older than its newest entry (${iso(newest)}): it changes the history that checkpoint showed`,
+      );
+    if (index < since) newest = Math.max(newest, until);
   }
 }
 
@@ -210,7 +222,8 @@ export function replay(
 ): Record<string, unknown> {
   const now = options.now ?? Date.now();
   const settleMs = options.settleMs ?? SETTLE_MS;
-  checkTimes(entries, now);
+  const decideMs = options.decideMs ?? DECIDE_MS;
+  checkTimes(entries, now, options.since ?? entries.length);
   const order = entries
     .map((entry, index) => ({ entry, index, at: Date.parse(entry.time) }))
     .sort((a, b) => a.at - b.at || (RANK[a.entry.type] ?? 9) - (RANK[b.entry.type] ?? 9) || a.index - b.index);
@@ -443,11 +456,11 @@ export function replay(
   }
   try {
     if (unsettled === null && changing) endSpan(changing);
-    // Every opening committed to and closed has its seed revealed (decided at its close, logged then).
+    // Every opening committed to and closed has its seed revealed (decided after its close, logged then).
     for (const [hash, committed] of unsettled === null ? commitments : []) {
       if (reveals.has(hash) || committed.closesAt > now) continue;
       const rule = `the opening at ${iso(committed.opensAt)} closed at ${iso(committed.closesAt)}, and its seed (hash ${hash.slice(0, 12)}…) is not revealed in the log`;
-      if (committed.closesAt > now - settleMs) throw new Unsettled(`${rule} yet`);
+      if (committed.closesAt > now - decideMs) throw new Unsettled(`${rule} yet`);
       throw new Broken(rule, committed.closesAt);
     }
   } catch (err) {

@@ -303,10 +303,12 @@ export class SaleLog extends DurableObject<Env> {
         this.#appendAll([
           { data: JSON.stringify(entry), reservation: null, type: entry.type, dedupe: dedupe ?? null },
         ]) > 0;
+      // An opening moved before it opens keeps its seed hash: its reveal is due at its new close.
       if (added && sku !== undefined)
         for (const draw of draws)
           this.#sql.exec(
-            "INSERT OR IGNORE INTO draws (seed_hash, sku, closes_at) VALUES (?, ?, ?)",
+            `INSERT INTO draws (seed_hash, sku, closes_at) VALUES (?, ?, ?)
+             ON CONFLICT (seed_hash) DO UPDATE SET closes_at = excluded.closes_at`,
             draw.seedHash,
             sku,
             Date.parse(draw.closesAt),

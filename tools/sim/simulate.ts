@@ -1113,7 +1113,7 @@ class Sim {
       const summary = replay(
         rows.map((r) => JSON.parse(r.data) as Entry),
         reveals,
-        { now: this.#world.now, settleMs: 0 },
+        { now: this.#world.now, settleMs: 0, decideMs: 0 },
       );
       if (summary.settled !== true) throw new Broken(String(summary.unsettled));
       const shard0 = this.#world.shard(shardName(SKU, 0));
