@@ -1,5 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
-import { flushMetrics } from "../observability/metrics";
+import { flushMetrics, flushMetricsSoon } from "../observability/metrics";
 import { nextDueAt } from "./deliveries";
 import { deliverEndpoint, type Lane, retrySchedule } from "./endpoint-lane";
 
@@ -47,8 +47,11 @@ export class WebhookSender extends DurableObject<Env> {
     try {
       lane = await deliverEndpoint(this.env, endpointId, schedule, this.ctx.id.toString());
     } finally {
-      // The run's counts live in this object's isolate, which no request or scrape of the Worker flushes.
-      await flushMetrics(this.env);
+      // The run's counts live in this object's isolate, which no request or scrape of the Worker
+      // flushes: sent with the isolate's next background flush (at most one a second), or now when
+      // there is none (METRICS_FLUSH_INTERVAL_MS 0).
+      if (Number(this.env.METRICS_FLUSH_INTERVAL_MS) > 0) flushMetricsSoon(this.env, (p) => this.ctx.waitUntil(p));
+      else await flushMetrics(this.env);
     }
     // More due, or a wake-up came meanwhile (a new order): again now, whatever a retry's time.
     if (lane.more || this.#woken) {
