@@ -2944,6 +2944,20 @@ export interface operations {
           "application/json": components["schemas"]["AdminSku"];
         };
       };
+      /** @description INVALID_REQUEST: The request is malformed or failed validation. */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "INVALID_REQUEST";
+            };
+          };
+        };
+      };
       /** @description UNAUTHENTICATED: Missing or invalid credentials. */
       401: {
         headers: {
@@ -2968,6 +2982,20 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: "SKU_NOT_FOUND";
+            };
+          };
+        };
+      };
+      /** @description PAYLOAD_TOO_LARGE: The body is larger than 16 KiB. */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "PAYLOAD_TOO_LARGE";
             };
           };
         };
@@ -3157,6 +3185,20 @@ export interface operations {
           };
         };
       };
+      /** @description PAYLOAD_TOO_LARGE: The body is larger than 16 KiB. */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "PAYLOAD_TOO_LARGE";
+            };
+          };
+        };
+      };
     };
   };
   getAdminReconcileRuns: {
@@ -3268,6 +3310,20 @@ export interface operations {
           "application/json": components["schemas"]["ReplayAnswer"];
         };
       };
+      /** @description INVALID_REQUEST: The request is malformed or failed validation. */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "INVALID_REQUEST";
+            };
+          };
+        };
+      };
       /** @description UNAUTHENTICATED: Missing or invalid credentials. */
       401: {
         headers: {
@@ -3306,6 +3362,20 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: "INVALID_STATE";
+            };
+          };
+        };
+      };
+      /** @description PAYLOAD_TOO_LARGE: The body is larger than 16 KiB. */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "PAYLOAD_TOO_LARGE";
             };
           };
         };
@@ -3453,6 +3523,20 @@ export interface operations {
           "application/json": components["schemas"]["Deleted"];
         };
       };
+      /** @description INVALID_REQUEST: The request is malformed or failed validation. */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "INVALID_REQUEST";
+            };
+          };
+        };
+      };
       /** @description UNAUTHENTICATED: Missing or invalid credentials. */
       401: {
         headers: {
@@ -3477,6 +3561,20 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: "NOT_FOUND";
+            };
+          };
+        };
+      };
+      /** @description PAYLOAD_TOO_LARGE: The body is larger than 16 KiB. */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "PAYLOAD_TOO_LARGE";
             };
           };
         };
@@ -3610,6 +3708,20 @@ export interface operations {
           "application/json": components["schemas"]["RetryAnswer"];
         };
       };
+      /** @description INVALID_REQUEST: The request is malformed or failed validation. */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "INVALID_REQUEST";
+            };
+          };
+        };
+      };
       /** @description UNAUTHENTICATED: Missing or invalid credentials. */
       401: {
         headers: {
@@ -3648,6 +3760,20 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: "INVALID_STATE";
+            };
+          };
+        };
+      };
+      /** @description PAYLOAD_TOO_LARGE: The body is larger than 16 KiB. */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "PAYLOAD_TOO_LARGE";
             };
           };
         };
@@ -3675,6 +3801,20 @@ export interface operations {
           "application/json": components["schemas"]["BulkRetryAnswer"];
         };
       };
+      /** @description INVALID_REQUEST: The request is malformed or failed validation. */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "INVALID_REQUEST";
+            };
+          };
+        };
+      };
       /** @description UNAUTHENTICATED: Missing or invalid credentials. */
       401: {
         headers: {
@@ -3713,6 +3853,20 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: "INVALID_STATE";
+            };
+          };
+        };
+      };
+      /** @description PAYLOAD_TOO_LARGE: The body is larger than 16 KiB. */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "PAYLOAD_TOO_LARGE";
             };
           };
         };
@@ -3938,6 +4092,20 @@ export interface operations {
           "application/json": components["schemas"]["PaymentObject"];
         };
       };
+      /** @description INVALID_REQUEST: The request is malformed or failed validation. */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "INVALID_REQUEST";
+            };
+          };
+        };
+      };
       /** @description UNAUTHENTICATED: Missing or invalid credentials. */
       401: {
         headers: {
@@ -3976,6 +4144,20 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: "INVALID_STATE";
+            };
+          };
+        };
+      };
+      /** @description PAYLOAD_TOO_LARGE: The body is larger than 16 KiB. */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "PAYLOAD_TOO_LARGE";
             };
           };
         };
