@@ -30,18 +30,21 @@ const cron = () =>
     HANDOFF_RETENTION_DAYS: "1",
   } as unknown as Env);
 
+/** A disabled endpoint (it takes nothing now): its rows are written by the test as the sender would leave them. */
+const disabledEndpoint = (id: string, now: number) =>
+  env.DB.prepare(
+    `INSERT INTO webhook_endpoints (id, url, events, enabled, secret, created_at, updated_at)
+     VALUES (?1, 'https://shop.example/hooks', '["order.held"]', 0, 'whsec_dGVzdA==', ?2, ?2)`,
+  )
+    .bind(id, now)
+    .run();
+
 describe("hand-off retention", () => {
   it("100,000 changes over ten days: the cron keeps one day, in bounded steps, and what is still owed", async () => {
     const now = Date.now();
     const sku = uniqueSku("retain");
     const hook = uniqueSku("retainhook");
-    // An endpoint that takes nothing now (disabled): its rows are written here as the sender would leave them.
-    await env.DB.prepare(
-      `INSERT INTO webhook_endpoints (id, url, events, enabled, secret, created_at, updated_at)
-       VALUES (?1, 'https://shop.example/hooks', '["order.held"]', 0, 'whsec_dGVzdA==', ?2, ?2)`,
-    )
-      .bind(hook, now)
-      .run();
+    await disabledEndpoint(hook, now);
     const first = (await countOf("SELECT COALESCE(MAX(position), 0) AS n FROM order_changes")) + 1;
     // The changes of the tests before this one took their positions first: older than this history, as
     // positions follow time in a sale (the cut is the first change inside retention, by position).
@@ -152,12 +155,7 @@ describe("hand-off retention", () => {
     const now = Date.now();
     const sku = uniqueSku("latecut");
     const hook = uniqueSku("latecuthook");
-    await env.DB.prepare(
-      `INSERT INTO webhook_endpoints (id, url, events, enabled, secret, created_at, updated_at)
-       VALUES (?1, 'https://shop.example/hooks', '["order.held"]', 0, 'whsec_dGVzdA==', ?2, ?2)`,
-    )
-      .bind(hook, now)
-      .run();
+    await disabledEndpoint(hook, now);
     const order = (n: number, at: number) =>
       env.DB.prepare(
         `INSERT INTO orders (reservation_id, sku, user_id, quantity, status, expires_at, created_at, updated_at, last_seq, amount, currency)
