@@ -287,6 +287,31 @@ describe("the verifiable sale in the pages (issue #52)", () => {
     await page.close();
   }, 60_000);
 
+  it("the buy button checks a receipt again once the log's key loads, after it could not", async () => {
+    const sku = await newSku("logretry");
+    const page = await newPage(day.browser, PHONE);
+    // The first ask for the key fails as a network blip would; the next goes through.
+    let asked = 0;
+    await page.route(`${day.server.url}/api/log/key`, async (route) => {
+      asked++;
+      if (asked === 1) await route.fulfill({ status: 503, body: "" });
+      else await route.continue();
+    });
+    await page.goto(`${shopOrigin}/?sku=${sku}&user=${`vic-${sku}`}`);
+    const buy = page.locator("flashgate-buy [part=buy]");
+    await expect.poll(() => buy.isEnabled(), WAIT).toBe(true);
+    await buy.click();
+    const receipt = page.locator("flashgate-buy [part=receipt]");
+    await expect
+      .poll(async () => (await receipt.textContent())?.trim(), WAIT)
+      .toMatch(/^Not verified: the receipt could not be checked here/);
+    await expect
+      .poll(async () => place(await receipt.textContent()), { timeout: 30_000, interval: 500 })
+      .not.toBeNull();
+    expect(asked).toBe(2);
+    await page.close();
+  }, 60_000);
+
   it("a receipt that does not check out against the log's key is not called verified, in either page", async () => {
     // The storefront, its receipt's inclusion proof one byte off: it leads to another root.
     const sku = await newSku("logbad");

@@ -116,6 +116,8 @@ const VIEW_POLL_MS = 5000;
 /** How often a hold is read until the sale log's receipt of it is there, and how many times at most. */
 const RECEIPT_POLL_MS = 1000;
 const RECEIPT_TRIES = 60;
+/** How soon a receipt this page could not check (its key or checker did not load) is checked again, as the storefront does. */
+const RECEIPT_RECHECK_MS = 10_000;
 
 class NetworkError extends Error {}
 
@@ -648,7 +650,7 @@ export class FlashgateBuy extends HTMLElement {
       if (this.#hold?.reservationId !== id) return;
       /** @param {number} n */
       const n = (n) => n.toLocaleString("en");
-      return this.#text(
+      this.#text(
         "receipt",
         check.verified
           ? `Verified: entry ${n(check.entry)} of ${n(check.of)} in the signed log.`
@@ -656,6 +658,9 @@ export class FlashgateBuy extends HTMLElement {
             ? `This receipt does not check out against the sale log's key: ${check.why}.`
             : `Not verified: the receipt could not be checked here (${check.why}).`,
       );
+      if (!check.verified && !check.checked && tries > 1)
+        this.#receiptTimer = window.setTimeout(() => void this.#receipt(id, tries - 1), RECEIPT_RECHECK_MS);
+      return;
     }
     if (receipts && tries > 1)
       this.#receiptTimer = window.setTimeout(() => void this.#receipt(id, tries - 1), RECEIPT_POLL_MS);
