@@ -306,6 +306,11 @@ export function isOnSale(sale: Pick<SkuState, "startsAt" | "endsAt"> & { status:
   );
 }
 
+/** Whether the sale is on and before its public start: early access admits by tier then (API.md "Early access"). */
+export function isScheduled(sale: Pick<SkuState, "startsAt"> & { status: string }, now: number): boolean {
+  return sale.status === "on_sale" && sale.startsAt !== null && now < sale.startsAt;
+}
+
 /** {@link isOnSale} of a SKU row. */
 export function rowOnSale(row: SkuRow, now: number): boolean {
   return isOnSale({ status: row.status, startsAt: row.starts_at, endsAt: row.ends_at }, now);

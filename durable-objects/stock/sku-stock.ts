@@ -10,6 +10,7 @@ import { StockEngine } from "../engine/stock-engine";
 import {
   type EngineStorage,
   isOnSale,
+  isScheduled,
   isShort,
   type Outcome,
   type Reservation,
@@ -44,11 +45,6 @@ const TOKEN_CLOCK_SKEW_MS = 60_000;
 /** Finished reservations forgotten per transaction, and transactions per reconciliation visit. */
 const PRUNE_BATCH = 500;
 const PRUNE_ROUNDS = 40;
-
-/** On sale and not publicly started: early access admits by tier (API.md "Early access"). */
-function presale(state: SkuState, now: number): boolean {
-  return state.status === "on_sale" && state.startsAt !== null && now < state.startsAt;
-}
 
 /** An opening draw's secret seed: 32 random bytes in hex. */
 function randomSeed(): string {
@@ -189,7 +185,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   ): Promise<{ state: SkuState | null; codeTier: string | null; claimTier?: string; soldOut?: boolean }> {
     const state = this.engine.configuration.state();
     const now = this.now();
-    if (!state || !presale(state, now)) return { state, codeTier: null };
+    if (!state || !isScheduled(state, now)) return { state, codeTier: null };
     const byClaim = claimTier(state.access, claims, now);
     if (byClaim) return { state, codeTier: null, claimTier: byClaim.name };
     // The siblings' units count only when this shard has none (as the edge judges a token).
@@ -207,7 +203,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
             // Judged in the turn that takes the codes: a change or a sale since the call is seen.
             const at = this.now();
             const current = this.engine.configuration.state();
-            const open = current !== null && presale(current, at) && !current.reconfiguring;
+            const open = current !== null && isScheduled(current, at) && !current.reconfiguring;
             const units = current?.stock.available ?? 0;
             const tiers = this.engine.access.redeemMany(
               asks.map((ask) => ({ hash: ask.hash, userId: ask.userId, take: open && units + ask.elsewhere > 0 })),

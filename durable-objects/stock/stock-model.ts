@@ -27,6 +27,7 @@ export {
   type AccessTier,
   type EngineStorage,
   isOnSale,
+  isScheduled,
   type Outcome,
   type Pricing,
   type Reservation,

@@ -1,4 +1,4 @@
-import { claimTier, type SkuState } from "../../durable-objects/stock/stock-model";
+import { claimTier, isScheduled, type SkuState } from "../../durable-objects/stock/stock-model";
 import { ApiError } from "../http/errors";
 import { saleNotActive } from "./sale-phase";
 
@@ -48,8 +48,7 @@ export function admittedTier(
   claims: Record<string, unknown>,
   code: { given: boolean; tier: string | null },
 ): string {
-  const scheduled = sale.status === "on_sale" && sale.startsAt !== null && now < sale.startsAt;
-  if (!scheduled) throw saleNotActive(sale, now);
+  if (!isScheduled(sale, now)) throw saleNotActive(sale, now);
   const byClaim = claimTier(sale.access, claims, now);
   if (byClaim) return byClaim.name;
   if (code.given) {
