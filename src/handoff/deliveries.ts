@@ -504,18 +504,26 @@ const SUBSCRIBED = subscribed(1);
 /**
  * Makes every failed and pending delivery of an endpoint due now (API.md v1.3 "Webhook deliveries"),
  * but those of types it no longer subscribes to and those a sender is attempting right now (tried
- * now already): while a sender holds the endpoint, those due already. Returns how many.
+ * now already): while a sender holds the endpoint, those due already. Returns how many are tried
+ * now, those under way included (an operator who retries an endpoint mid-run is told what is owed,
+ * not 0), counted in the same transaction.
  */
 export async function retryAll(db: D1Database, endpointId: string): Promise<number> {
-  const { results } = await db
-    .prepare(
-      `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ${D1_NOW}, updated_at = ${D1_NOW}
-       WHERE endpoint_id = ?1 AND status IN ('failed', 'pending') AND ${SUBSCRIBED}
-         AND NOT (status = 'pending' AND next_attempt_at <= ${D1_NOW}
-           AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = ?1 AND ${HELD}))
-       RETURNING position`,
-    )
-    .bind(endpointId)
-    .all();
-  return results.length;
+  const [, counted] = await db.batch<{ n: number }>([
+    db
+      .prepare(
+        `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ${D1_NOW}, updated_at = ${D1_NOW}
+         WHERE endpoint_id = ?1 AND status IN ('failed', 'pending') AND ${SUBSCRIBED}
+           AND NOT (status = 'pending' AND next_attempt_at <= ${D1_NOW}
+             AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = ?1 AND ${HELD}))`,
+      )
+      .bind(endpointId),
+    db
+      .prepare(
+        `SELECT COUNT(*) AS n FROM webhook_deliveries
+         WHERE endpoint_id = ?1 AND status = 'pending' AND next_attempt_at <= ${D1_NOW} AND ${SUBSCRIBED}`,
+      )
+      .bind(endpointId),
+  ]);
+  return counted?.results[0]?.n ?? 0;
 }

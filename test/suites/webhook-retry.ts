@@ -98,6 +98,24 @@ describe("POST /admin/webhooks/:id/retry", () => {
     expect((await call("POST", `/admin/webhooks/${hook.id}/retry`, { admin: true })).json).toEqual({ retried: 0 });
   });
 
+  it("counts a delivery an attempt is under way for as tried now, and sends it once", async () => {
+    // Every answer waits 4 s: the delivery is in flight, its endpoint held, when the operator retries.
+    const hook = await endpoint({ delayMs: 4000 });
+    const sku = uniqueSku("midrun");
+    await createSku(sku, { totalStock: 5 });
+    expect((await reserve("m1", sku)).status).toBe(202);
+    await eventually(async () => expect((await logOf(hook.id)).count).toBe(1), 20_000);
+    const retry = await call("POST", `/admin/webhooks/${hook.id}/retry`, { admin: true });
+    expect([retry.status, retry.json]).toEqual([202, { retried: 1 }]);
+    const [row] = await eventually(async () => {
+      const rows = await deliveries(hook.id, "?status=delivered");
+      expect(rows).toHaveLength(1);
+      return rows;
+    }, 20_000);
+    const log = await logOf(hook.id);
+    expect([log.count, log.received[0]?.webhookId, log.unverified]).toEqual([1, row?.id, 0]);
+  });
+
   it("leaves out deliveries of a type the endpoint no longer takes; one retried alone is 409 INVALID_STATE", async () => {
     const hook = await endpoint({ fail: 1000 }, { events: ["order.held", "order.paid"] });
     const sku = uniqueSku("unsub");
