@@ -15,7 +15,9 @@ import "./suites/sharded-waitlist";
  * the line (a FIFO list of entries with quantities, served first fit) after every join, leave,
  * cancellation and the grants it causes, on SKUs of one, two and three shards. The steps are the
  * stock objects' own RPCs (the routes below are thin); a pass of a sharded SKU's line is awaited
- * through shard 0 (`serveWaitlist` settles after a pass that started after it was asked).
+ * through shard 0 (`serveWaitlist` settles after a pass that started after it was asked). A smoke
+ * test in workerd (issue #56): eight scenarios; the simulator (docs/SIMULATOR.md) holds the line to
+ * these rules over 200 seeds on 1 to 4 shards in the unit tier.
  */
 
 const USERS = ["w0", "w1", "w2", "w3", "w4"];
@@ -161,7 +163,7 @@ const leave = (user: string, sku: string) => call("DELETE", `/api/skus/${sku}/wa
 
 describe("the line, visible", () => {
   it("keeps every place exact after joins, leaves, cancellations and grants (model-checked, 1 to 3 shards)", async () => {
-    await fc.assert(fc.asyncProperty(scenarioArb, runScenario), { numRuns: 40, seed: 20261203, endOnFailure: false });
+    await fc.assert(fc.asyncProperty(scenarioArb, runScenario), { numRuns: 8, seed: 20261203, endOnFailure: false });
   }, 240_000);
 
   it("answers a waiting shopper's place, lets them leave, and shows held and waiting publicly", async () => {
