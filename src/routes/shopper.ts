@@ -14,7 +14,7 @@ import { cachedDraw, type DrawRead } from "../edge/draw-cache";
 import { accessCodeHash, admittedTier } from "../edge/early-access";
 import { issueChallenge } from "../edge/proof-of-work";
 import { mintPurchaseToken, newNonce, peekPurchaseToken } from "../edge/purchase-token";
-import { explainRefusal } from "../edge/refusals";
+import { explainRefusal, sizesShort } from "../edge/refusals";
 import { reserveUnits } from "../edge/reserve";
 import {
   forgetSoldOut,
@@ -52,10 +52,14 @@ function soldOutTtl(env: Env): number {
 /** The edge's own SOLD_OUT: the same answer every time, so one error per isolate, its body serialized once. */
 const SOLD_OUT_AT_EDGE = new ApiError("SOLD_OUT");
 
-/** Answers `SOLD_OUT` from this isolate's cache (no stock object call), counted as a cache hit. */
-function soldOutAtEdge(sku: string): ApiError {
+/**
+ * Answers `SOLD_OUT` from this isolate's cache (no stock object call), counted as a cache hit. A
+ * reservation that lists sizes is told each is gone (`details.variants`, as the stock object says it).
+ */
+function soldOutAtEdge(sku: string, body?: ReservationBody): ApiError {
   increment("flashgate_sold_out_cache_hits_total", { sku });
-  return SOLD_OUT_AT_EDGE;
+  if (!body?.variants?.length) return SOLD_OUT_AT_EDGE;
+  return sizesShort("SOLD_OUT", Object.fromEntries(body.variants.map((id) => [id, 0])), body.quantity ?? 1);
 }
 
 /**
@@ -81,7 +85,7 @@ const REFUSED_AT_THE_EDGE = new Set<ErrorCode>([
 async function soldOutFirst(
   c: Context<AppEnv>,
   sku: string | undefined,
-  listed?: () => Promise<readonly string[] | undefined>,
+  listed?: () => Promise<ReservationBody>,
 ): Promise<void> {
   const refused = c.error instanceof ApiError && REFUSED_AT_THE_EDGE.has(c.error.code);
   if (!sku || !refused || !SKU_ID.test(sku)) return;
@@ -92,12 +96,12 @@ async function soldOutFirst(
     // Sizes: every size the request lists is sold out (the display knows them all).
     const sizes = display.state.variants;
     const gone = (id: string) => sizes?.find((v) => v.id === id)?.stock.available === 0;
-    const ids = sizes && listed ? await listed() : undefined;
-    if (ids && ids.length > 0 && ids.every(gone)) throw soldOutAtEdge(sku);
+    const body = sizes && listed ? await listed() : undefined;
+    if (body?.variants?.length && body.variants.every(gone)) throw soldOutAtEdge(sku, body);
     return;
   }
   markSoldOut(sku, now, soldOutTtl(c.env));
-  throw soldOutAtEdge(sku);
+  throw soldOutAtEdge(sku, display.state.variants && listed ? await listed() : undefined);
 }
 
 /** Sold out comes first (API.md): a token request for a SKU this isolate knows is sold out. */
@@ -126,21 +130,34 @@ const soldOutReservation = createMiddleware<AppEnv>(async (c, next) => {
   if (sku && body && known) {
     const peek = peekPurchaseToken(body.token ?? "");
     if (!peek || known.every((key) => refusesReservation(key, peek.shard, peek.nonce, now, ttl))) {
-      return answerError(c, soldOutAtEdge(sku));
+      return answerError(c, soldOutAtEdge(sku, body));
     }
   }
   await next();
-  await soldOutFirst(c, sku, async () => (body ?? bodyOf(await c.req.text())).variants);
+  await soldOutFirst(c, sku, async () => body ?? bodyOf(await c.req.text()));
 });
 
-/** The token and sizes a reservation body names, read before its validation (absent when not so). */
-function bodyOf(text: string): { token?: string; variants?: string[] } {
+/** What the edge reads of a reservation body before its validation (a field absent when not of its type). */
+interface ReservationBody {
+  token?: string;
+  variants?: string[];
+  quantity?: number;
+}
+
+/** The token, sizes and quantity a reservation body names, read before its validation. */
+function bodyOf(text: string): ReservationBody {
   try {
-    const body = JSON.parse(text) as { token?: unknown; variants?: unknown } | null;
+    const body = JSON.parse(text) as { token?: unknown; variants?: unknown; quantity?: unknown } | null;
     const token = typeof body?.token === "string" ? body.token : undefined;
     const variants =
       Array.isArray(body?.variants) && body.variants.every((v) => typeof v === "string") ? body.variants : undefined;
-    return { ...(token === undefined ? {} : { token }), ...(variants === undefined ? {} : { variants }) };
+    const quantity =
+      Number.isSafeInteger(body?.quantity) && Number(body?.quantity) >= 1 ? Number(body?.quantity) : undefined;
+    return {
+      ...(token === undefined ? {} : { token }),
+      ...(variants === undefined ? {} : { variants }),
+      ...(quantity === undefined ? {} : { quantity }),
+    };
   } catch {
     return {};
   }
