@@ -171,22 +171,65 @@ export async function paymentOf(db: D1Database, eventId: string): Promise<Paymen
 
 /**
  * Records a refund of a payment owed back, unless one refunded or pending is recorded already (two
- * operators at once: the second changes nothing); true when this call wrote it.
+ * operators at once: the second changes nothing); true when this call wrote it. With `claimedAt`, it
+ * settles the Stripe refund this request claimed then ({@link claimRefund}) and nothing else.
  */
 export async function recordRefund(
   db: D1Database,
   eventId: string,
   refund: { status: Refund["status"]; via: Refund["via"]; id: string | null; note?: string | undefined },
   now: number,
+  claimedAt?: number,
 ): Promise<boolean> {
+  const open =
+    claimedAt === undefined
+      ? "(refund_status IS NULL OR refund_status = 'failed')"
+      : "refund_status = 'pending' AND refund_via = 'stripe' AND refund_id IS NULL AND refund_at = ?7";
   const row = await db
     .prepare(
       `UPDATE payments SET refund_status = ?2, refund_via = ?3, refund_id = ?4, refund_note = ?5, refund_at = ?6,
          refund_attempts = refund_attempts + (?2 = 'failed')
-       WHERE event_id = ?1 AND outcome = 'refund_required' AND (refund_status IS NULL OR refund_status = 'failed')
+       WHERE event_id = ?1 AND outcome = 'refund_required' AND ${open}
        RETURNING position`,
     )
-    .bind(eventId, refund.status, refund.via, refund.id, refund.note ?? null, now)
+    .bind(
+      eventId,
+      refund.status,
+      refund.via,
+      refund.id,
+      refund.note ?? null,
+      now,
+      ...(claimedAt === undefined ? [] : [claimedAt]),
+    )
     .first();
   return row !== null;
+}
+
+/**
+ * Claims a payment's refund for a call to Stripe, as `pending` with no refund id yet, if the row is
+ * still as `seen` (its refund fields unchanged): one request at a time asks Stripe, and a mark
+ * refused meanwhile (pending) cannot pay the money back a second time. True when this call claimed it.
+ */
+export async function claimRefund(db: D1Database, eventId: string, seen: PaymentRow, at: number): Promise<boolean> {
+  const row = await db
+    .prepare(
+      `UPDATE payments SET refund_status = 'pending', refund_via = 'stripe', refund_id = NULL, refund_note = NULL, refund_at = ?2
+       WHERE event_id = ?1 AND outcome = 'refund_required' AND refund_status IS ?3 AND refund_via IS ?4
+         AND refund_id IS ?5 AND refund_at IS ?6
+       RETURNING position`,
+    )
+    .bind(eventId, at, seen.refund_status, seen.refund_via, seen.refund_id, seen.refund_at)
+    .first();
+  return row !== null;
+}
+
+/** Gives a claim back (Stripe did not answer, or refused): the row as it was when claimed. */
+export async function releaseRefundClaim(db: D1Database, eventId: string, seen: PaymentRow, at: number) {
+  await db
+    .prepare(
+      `UPDATE payments SET refund_status = ?3, refund_via = ?4, refund_id = ?5, refund_at = ?6
+       WHERE event_id = ?1 AND refund_status = 'pending' AND refund_via = 'stripe' AND refund_id IS NULL AND refund_at = ?2`,
+    )
+    .bind(eventId, at, seen.refund_status, seen.refund_via, seen.refund_id, seen.refund_at)
+    .run();
 }

@@ -1,4 +1,12 @@
-import { type PaymentObject, type PaymentRow, paymentObjectOf, paymentOf, recordRefund } from "../db/payment-records";
+import {
+  claimRefund,
+  type PaymentObject,
+  type PaymentRow,
+  paymentObjectOf,
+  paymentOf,
+  recordRefund,
+  releaseRefundClaim,
+} from "../db/payment-records";
 import { ApiError, busy } from "../http/errors";
 import { StripeRefused, StripeUnavailable, stripeConfigured, stripePost } from "./stripe-api";
 
@@ -21,7 +29,21 @@ function paymentIntentOf(eventId: string): string | null {
   return match?.[1] ?? null;
 }
 
-async function owedBack(db: D1Database, eventId: string): Promise<PaymentRow> {
+/**
+ * How long a refund claimed for Stripe ({@link claimRefund}) waits for Stripe's answer to be recorded
+ * before another refund request may ask again, under the same idempotency key (the same refund at
+ * Stripe): a Worker that died between the two leaves the payment refundable, not pending for ever.
+ */
+export const CLAIM_MS = 60_000;
+
+/** A claim whose answer was never recorded: Stripe was asked (or not) and nothing came back. */
+const staleClaim = (row: PaymentRow, now: number) =>
+  row.refund_status === "pending" &&
+  row.refund_via === "stripe" &&
+  row.refund_id === null &&
+  (row.refund_at ?? 0) <= now - CLAIM_MS;
+
+async function owedBack(db: D1Database, eventId: string, reclaimAt?: number): Promise<PaymentRow> {
   const row = await paymentOf(db, eventId);
   if (!row) throw new ApiError("NOT_FOUND", `No payment has event id ${eventId} (see GET /admin/payments).`);
   if (row.outcome !== "refund_required") {
@@ -32,6 +54,7 @@ async function owedBack(db: D1Database, eventId: string): Promise<PaymentRow> {
       { state: row.outcome },
     );
   }
+  if (reclaimAt !== undefined && staleClaim(row, reclaimAt)) return row;
   if (row.refund_status === "refunded" || row.refund_status === "pending") {
     throw new ApiError(
       "INVALID_STATE",
@@ -66,7 +89,7 @@ export async function refundThroughStripe(env: Env, eventId: string, now: number
   if (!stripeConfigured(env)) {
     throw new ApiError("NOT_FOUND", "Stripe is not configured here (STRIPE_SECRET_KEY): mark the refund done instead.");
   }
-  const row = await owedBack(env.DB, eventId);
+  const row = await owedBack(env.DB, eventId, now);
   const intent = row.source === "stripe" ? paymentIntentOf(row.event_id) : null;
   if (!intent) {
     throw new ApiError(
@@ -75,6 +98,11 @@ export async function refundThroughStripe(env: Env, eventId: string, now: number
       {},
       { state: "not_stripe" },
     );
+  }
+  // Claimed first, so that a mark (or a second refund) sent meanwhile is refused, not paid twice.
+  if (!(await claimRefund(env.DB, eventId, row, now))) {
+    await owedBack(env.DB, eventId); // changed meanwhile: says how
+    throw busy("The payment's refund changed meanwhile; ask again");
   }
   let refund: { status: "refunded" | "pending" | "failed"; id: string | null };
   try {
@@ -102,6 +130,7 @@ export async function refundThroughStripe(env: Env, eventId: string, now: number
       // Refunded at Stripe already (from its dashboard, say): recorded as such.
       refund = { status: "refunded", id: null };
     } else if (err instanceof StripeRefused) {
+      await releaseRefundClaim(env.DB, eventId, row, now);
       throw new ApiError(
         "INVALID_STATE",
         `Stripe refused the refund of ${intent}: ${err.message}`,
@@ -109,9 +138,10 @@ export async function refundThroughStripe(env: Env, eventId: string, now: number
         { state: "stripe_refused" },
       );
     } else if (err instanceof StripeUnavailable) {
+      await releaseRefundClaim(env.DB, eventId, row, now);
       throw busy("Stripe did not answer the refund; nothing was recorded");
     } else throw err;
   }
-  await recordRefund(env.DB, eventId, { ...refund, via: "stripe" }, now);
+  await recordRefund(env.DB, eventId, { ...refund, via: "stripe" }, now, now);
   return paymentObjectOf((await paymentOf(env.DB, eventId)) as PaymentRow);
 }

@@ -228,6 +228,52 @@ describe("payments owed back, refunded", () => {
     expect((await refund(owed, {})).status).toBe(404); // Stripe not configured
   });
 
+  it("pays the money back once when a refund through Stripe and a mark, or two refunds, are sent at once", async () => {
+    const sku = uniqueSku("refund-race");
+    await createSku(sku, { totalStock: 10, perUserLimit: 10, price: 1000 });
+    const mark = (eventId: string) =>
+      call("POST", `/admin/payments/${encodeURIComponent(eventId)}/refunded`, { admin: true, body: { note: "bank" } });
+    for (const [i, rival] of [mark, refund, mark].entries()) {
+      const intent = `pi_test_${crypto.randomUUID().replaceAll("-", "")}`;
+      const eventId = await owedByStripe(sku, `race${i}`, intent);
+      const answers = await Promise.all([refund(eventId), rival(eventId)]);
+      expect(answers.map((a) => a.status).sort(), JSON.stringify(answers.map((a) => a.json))).toEqual([200, 409]);
+      const won = answers.find((a) => a.status === 200)?.json;
+      const asked = await stripeGot("/v1/refunds", intent);
+      // Stripe was asked only by a refund that won, and the record says who paid the money back.
+      expect([asked.length, won.refund.via]).toEqual(won.refund.via === "stripe" ? [1, "stripe"] : [0, "marked"]);
+    }
+  });
+
+  it("refunds a payment whose claim Stripe never answered, once the claim is a minute old; a mark meanwhile is 409", async () => {
+    const sku = uniqueSku("refund-stale");
+    await createSku(sku, { totalStock: 5, perUserLimit: 5, price: 1000 });
+    const intent = `pi_test_${crypto.randomUUID().replaceAll("-", "")}`;
+    const eventId = await owedByStripe(sku, "sam", intent);
+    // A Worker that claimed the refund and died before Stripe's answer was recorded.
+    const claim = (at: number) =>
+      env.DB.prepare(
+        "UPDATE payments SET refund_status = 'pending', refund_via = 'stripe', refund_id = NULL, refund_at = ?2 WHERE event_id = ?1",
+      )
+        .bind(eventId, at)
+        .run();
+    await claim(Date.now());
+    const fresh = await refund(eventId);
+    expect([fresh.status, fresh.json.error?.details?.state]).toEqual([409, "pending"]);
+    await claim(Date.now() - 61_000);
+    const marked = await call("POST", `/admin/payments/${encodeURIComponent(eventId)}/refunded`, {
+      admin: true,
+      body: {},
+    });
+    expect([marked.status, marked.json.error?.details?.state]).toEqual([409, "pending"]);
+    const done = await refund(eventId);
+    expect([done.status, done.json.refund]).toMatchObject([
+      200,
+      { status: "refunded", via: "stripe", id: expect.stringMatching(/^re_/) },
+    ]);
+    expect(await stripeGot("/v1/refunds", intent)).toHaveLength(1);
+  });
+
   it("keeps a refund Stripe has pending pending: not asked again", async () => {
     const sku = uniqueSku("refund-pending");
     await createSku(sku, { totalStock: 5, perUserLimit: 5, price: 1000 });
