@@ -129,6 +129,31 @@ describe.each([1, 3])("a SKU of %i shard(s)", (shards) => {
       expect(await catalogRow(sku)).toEqual({ sku, shards, totalStock: 40 });
     });
 
+    it("two partial PUTs at once are each checked as the SKU it leaves: never a window that ends first, nor a late tier", async () => {
+      const at = (minutes: number) => new Date(Date.now() + minutes * 60_000).toISOString();
+      const put = (sku: string, body: Record<string, unknown>) =>
+        call("PUT", `/admin/skus/${sku}`, { admin: true, body });
+      for (let round = 0; round < 3; round++) {
+        // Each PUT is sound against the stored SKU; applied both, the sale would end before it starts.
+        const sku = uniqueSku("window-race");
+        await createSku(sku, { ...settings, startsAt: at(60), endsAt: at(180) });
+        const window = await Promise.all([put(sku, { startsAt: at(150) }), put(sku, { endsAt: at(120) })]);
+        expect(window.map((a) => a.status).sort()).toEqual([200, 400]);
+        const left = (await adminView(sku)).json;
+        expect(Date.parse(left.endsAt)).toBeGreaterThan(Date.parse(left.startsAt));
+        // The same for a tier and the public start moved before it.
+        const tiered = uniqueSku("tier-race");
+        await createSku(tiered, { ...settings, startsAt: at(120), endsAt: null });
+        const tier = await Promise.all([
+          put(tiered, { startsAt: at(60) }),
+          put(tiered, { access: [{ name: "vip", startsAt: at(90) }] }),
+        ]);
+        expect(tier.map((a) => a.status).sort()).toEqual([200, 400]);
+        const view = (await adminView(tiered)).json;
+        for (const t of view.access ?? []) expect(Date.parse(t.startsAt)).toBeLessThan(Date.parse(view.startsAt));
+      }
+    });
+
     it("resizes an idle SKU with only `shards` and keeps its total", async () => {
       const sku = uniqueSku("partial-resize");
       await createSku(sku, settings);

@@ -49,6 +49,11 @@ export type Outcome<T> =
       variants?: Record<string, number>;
       /** Sizes: the variant a refused configure names (a cut below held + sold, or `missing` units of it). */
       variant?: string;
+      /**
+       * `BUSY` to a SKU change: a field it leaves out changed since the edge checked the SKU it leaves
+       * (another PUT came first); the edge reads the SKU and checks again.
+       */
+      stale?: true;
     };
 
 export const ok = <T>(value: T): Outcome<T> => ({ ok: true, value });

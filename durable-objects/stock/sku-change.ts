@@ -44,6 +44,35 @@ export interface SkuChange {
    * kept). For a resize shard 0 makes this the whole list, every variant's total decided.
    */
   variants?: VariantSetting[] | undefined;
+  /**
+   * The stored settings the edge checked this change against (the SKU it leaves: a window that ends
+   * after it starts, tiers before the start, openings apart). Shard 0 applies the change only if
+   * they are still in force for every one of them the change leaves out: two partial PUTs, each
+   * sound alone, cannot leave a SKU that neither check saw.
+   */
+  checked?: CheckedSettings | undefined;
+}
+
+/** The settings a change was checked against ({@link SkuChange.checked}). */
+export interface CheckedSettings {
+  startsAt: number | null;
+  endsAt: number | null;
+  openingWindowMs: number;
+  access: AccessTier[];
+}
+
+/** Whether the settings a change was checked against still hold, for each field the change leaves out. */
+export function stillChecked(change: SkuChange, state: SkuState): boolean {
+  const { checked } = change;
+  if (!checked) return true;
+  const same = (asked: unknown, stored: unknown, seen: unknown) =>
+    asked !== undefined || JSON.stringify(stored) === JSON.stringify(seen);
+  return (
+    same(change.startsAt, state.startsAt ?? null, checked.startsAt) &&
+    same(change.endsAt, state.endsAt ?? null, checked.endsAt) &&
+    same(change.openingWindowMs, state.openingWindowMs ?? 0, checked.openingWindowMs) &&
+    same(change.access, state.access ?? [], checked.access)
+  );
 }
 
 /** A change with its total and shard count decided by shard 0 (the plans below need them). */

@@ -13,6 +13,9 @@ import { adminShard, callStock, unwrap } from "../stock/stock-client";
 import { rememberSku } from "./sku-catalog";
 import { readShardStates, readWaitlist } from "./sku-state";
 
+/** How many times a PUT is checked against a SKU that other PUTs change meanwhile before it answers 503. */
+const CHECKS = 3;
+
 /**
  * Creates or updates a SKU, then records it in the D1 catalog. Shard 0 applies the whole change,
  * all or nothing, on every shard (durable-objects/stock/sku-change.ts): a PUT that answers an error has
@@ -39,68 +42,86 @@ export async function configureSku(
   requestId?: string,
 ): Promise<SkuState> {
   const time = (value: string | null | undefined) => (value == null ? value : Date.parse(value));
-  const current = await readShardStates(env, sku, { anyId: true });
-  if (!current && body.totalStock === undefined && body.variants === undefined) {
-    throw new ApiError(
-      "INVALID_REQUEST",
-      `SKU ${sku} does not exist yet: creating it needs totalStock.`,
-      {},
-      {
-        fields: [{ path: "totalStock", message: "required to create a SKU" }],
-      },
-    );
+  // Checked against the SKU as read, applied only while what it leaves out is still so (another PUT
+  // in between makes shard 0 answer \`stale\`): then read and checked again, CHECKS times at most.
+  let current: SkuState[] | null = null;
+  let sized: ReturnType<typeof checkVariants> = null;
+  for (let check = 1; ; check++) {
+    current = await readShardStates(env, sku, { anyId: true });
+    if (!current && body.totalStock === undefined && body.variants === undefined) {
+      throw new ApiError(
+        "INVALID_REQUEST",
+        `SKU ${sku} does not exist yet: creating it needs totalStock.`,
+        {},
+        {
+          fields: [{ path: "totalStock", message: "required to create a SKU" }],
+        },
+      );
+    }
+    const stored = current?.[0] ?? null;
+    if (stored?.status === "archived") throw archived(sku);
+    sized = checkVariants(body, current ? sumShards(current) : null);
+    if (stored && body.test !== undefined && body.test !== (stored.test === true))
+      throw testIsFixed(sku, stored.test === true);
+    const startsAt = time(body.startsAt);
+    const endsAt = time(body.endsAt);
+    checkOpeningWindow(body, stored, startsAt, now);
+    const access = body.access?.map((t) => ({ ...t, startsAt: Date.parse(t.startsAt) }));
+    // The SKU as this PUT leaves it: what the body names, else what is stored (API.md "Clarified").
+    const after = {
+      startsAt: startsAt === undefined ? (stored?.startsAt ?? null) : startsAt,
+      endsAt: endsAt === undefined ? (stored?.endsAt ?? null) : endsAt,
+      tiers: access ?? stored?.access ?? [],
+      windowMs: body.openingWindowMs ?? stored?.openingWindowMs ?? 0,
+    };
+    checkSaleWindow(body, after);
+    checkAccess(body, after);
+    checkOpeningsApart(after.tiers, after.startsAt, after.windowMs, now);
+    if (stored && (stored.openingWindowMs ?? 0) > 0 && movesOpenings(body)) {
+      const refusal = openedDrawRefusal(sku, stored, after, await readDrawInfo(env, sku), now, false);
+      if (refusal) throw refusal;
+    }
+    const change: SkuChange = {
+      sku,
+      // Left out, shard 0 keeps the count in force when the change's turn comes (a resize may commit first).
+      shards: body.shards,
+      // Sizes: a SKU with variants has no stock of its own; a new one's total is their sum.
+      totalStock: sized ? (current ? undefined : sized.total) : body.totalStock,
+      variants: body.variants,
+      // Only for a SKU whose shard 0 never recorded its total (configured before it did so).
+      assumedTotal: current ? sumShards(current).stock.total : 0,
+      name: body.name,
+      perUserLimit: body.perUserLimit,
+      holdSeconds: body.holdSeconds,
+      startsAt,
+      endsAt,
+      status: body.status,
+      openingWindowMs: body.openingWindowMs,
+      price: body.price,
+      currency: body.currency,
+      access,
+      // A test sale is one from its creation (API.md v1.4 "Test sales"): marked in the change that makes it.
+      ...(stored === null && body.test === true ? { test: true } : {}),
+      ...(stored === null
+        ? {}
+        : {
+            checked: {
+              startsAt: stored.startsAt ?? null,
+              endsAt: stored.endsAt ?? null,
+              openingWindowMs: stored.openingWindowMs ?? 0,
+              access: stored.access ?? [],
+            },
+          }),
+    };
+    const outcome = await callStock(() => adminShard(env, sku, 0).putSku(change, requestId));
+    if (!outcome.ok && outcome.stale && check < CHECKS) continue;
+    if (!outcome.ok && outcome.code === "INVALID_STATE") {
+      const asked = { shards: body.shards, after, variant: outcome.variant };
+      throw await explainRefusal(env, sku, body, asked, Math.max(now, Date.now()));
+    }
+    unwrap(outcome);
+    break;
   }
-  const stored = current?.[0] ?? null;
-  if (stored?.status === "archived") throw archived(sku);
-  const sized = checkVariants(body, current ? sumShards(current) : null);
-  if (stored && body.test !== undefined && body.test !== (stored.test === true))
-    throw testIsFixed(sku, stored.test === true);
-  const startsAt = time(body.startsAt);
-  const endsAt = time(body.endsAt);
-  checkOpeningWindow(body, stored, startsAt, now);
-  const access = body.access?.map((t) => ({ ...t, startsAt: Date.parse(t.startsAt) }));
-  // The SKU as this PUT leaves it: what the body names, else what is stored (API.md "Clarified").
-  const after = {
-    startsAt: startsAt === undefined ? (stored?.startsAt ?? null) : startsAt,
-    endsAt: endsAt === undefined ? (stored?.endsAt ?? null) : endsAt,
-    tiers: access ?? stored?.access ?? [],
-    windowMs: body.openingWindowMs ?? stored?.openingWindowMs ?? 0,
-  };
-  checkSaleWindow(body, after);
-  checkAccess(body, after);
-  checkOpeningsApart(after.tiers, after.startsAt, after.windowMs, now);
-  if (stored && (stored.openingWindowMs ?? 0) > 0 && movesOpenings(body)) {
-    const refusal = openedDrawRefusal(sku, stored, after, await readDrawInfo(env, sku), now, false);
-    if (refusal) throw refusal;
-  }
-  const change: SkuChange = {
-    sku,
-    // Left out, shard 0 keeps the count in force when the change's turn comes (a resize may commit first).
-    shards: body.shards,
-    // Sizes: a SKU with variants has no stock of its own; a new one's total is their sum.
-    totalStock: sized ? (current ? undefined : sized.total) : body.totalStock,
-    variants: body.variants,
-    // Only for a SKU whose shard 0 never recorded its total (configured before it did so).
-    assumedTotal: current ? sumShards(current).stock.total : 0,
-    name: body.name,
-    perUserLimit: body.perUserLimit,
-    holdSeconds: body.holdSeconds,
-    startsAt,
-    endsAt,
-    status: body.status,
-    openingWindowMs: body.openingWindowMs,
-    price: body.price,
-    currency: body.currency,
-    access,
-    // A test sale is one from its creation (API.md v1.4 "Test sales"): marked in the change that makes it.
-    ...(stored === null && body.test === true ? { test: true } : {}),
-  };
-  const outcome = await callStock(() => adminShard(env, sku, 0).putSku(change, requestId));
-  if (!outcome.ok && outcome.code === "INVALID_STATE") {
-    const asked = { shards: body.shards, after, variant: outcome.variant };
-    throw await explainRefusal(env, sku, body, asked, Math.max(now, Date.now()));
-  }
-  unwrap(outcome);
 
   const states = await readShardStates(env, sku, { anyId: true });
   if (!states) throw new Error(`SKU ${sku} vanished while being configured`);
