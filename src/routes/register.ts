@@ -117,7 +117,8 @@ export function register<const R extends ContractRoute>(
     throw new Error(`${route.method} ${route.path}: only a shopper route is rate limited`);
   }
   const [next, ...rest] = [...(opts.first ?? []), ...admission, run] as [MiddlewareHandler<AppEnv>];
-  // Any route that reads a body reads at most MAX_BODY_BYTES of it (an admin route that takes none included).
-  const handlers = [...(opts.before ?? []), takesNothing ? next : withBodyLimit(next), ...rest];
+  // Every route a body may come with refuses one over MAX_BODY_BYTES (API.md), those that read none
+  // included: a shopper's 17 KiB token request is 413, not a token. A GET has no body to refuse.
+  const handlers = [...(opts.before ?? []), route.method === "get" ? next : withBodyLimit(next), ...rest];
   app.on(route.method.toUpperCase(), route.path, ...(handlers as [MiddlewareHandler<AppEnv>]));
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { call, createSku, jwtFor, stockOf, tokenFor, uniqueSku } from "../support/client";
+import { call, createSku, jwtFor, reserve, stockOf, tokenFor, uniqueSku } from "../support/client";
 
 /** Every bad request gets a contract 4xx with the error body, and changes no stock. */
 describe("bad input", () => {
@@ -58,6 +58,23 @@ describe("bad input", () => {
     expect(await stockOf(sku)).toEqual({ total: 5, available: 5, held: 0, sold: 0 });
     const held = await call("POST", path, { user: "lev", raw: streamed(JSON.stringify({ token, quantity: 1 })) });
     expect([held.status, held.json.quantity]).toEqual([202, 1]);
+  });
+
+  it("refuses a body over 16 KiB on the shopper routes that read none (413), changing nothing", async () => {
+    const sku = uniqueSku("bigbody");
+    await createSku(sku, { totalStock: 5, perUserLimit: 5 });
+    const big = JSON.stringify({ pad: "x".repeat(17 * 1024) });
+    const held = await reserve("bea", sku);
+    const answers = await Promise.all([
+      call("POST", `/api/skus/${sku}/tokens`, { user: "bea", raw: big }),
+      call("POST", `/api/reservations/${held.json.reservationId}/cancel`, { user: "bea", raw: big }),
+      call("DELETE", `/api/skus/${sku}/waitlist`, { user: "bea", raw: big }),
+    ]);
+    expect(answers.map((a) => [a.status, a.json.error?.code])).toEqual(Array(3).fill([413, "PAYLOAD_TOO_LARGE"]));
+    expect(await stockOf(sku)).toEqual({ total: 5, available: 4, held: 1, sold: 0 });
+    // Within the limit, the body is ignored (shopper bodies ignore what they do not know).
+    const small = await call("POST", `/api/reservations/${held.json.reservationId}/cancel`, { user: "bea", raw: "{}" });
+    expect(small.status).toBe(200);
   });
 
   it("rejects bad admin bodies and tokens without changing the SKU", async () => {

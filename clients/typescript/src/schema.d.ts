@@ -1791,6 +1791,20 @@ export interface operations {
           };
         };
       };
+      /** @description PAYLOAD_TOO_LARGE: The body is larger than 16 KiB. */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "PAYLOAD_TOO_LARGE";
+            };
+          };
+        };
+      };
       /** @description RATE_LIMITED: Too many requests; retry later. */
       429: {
         headers: {
@@ -2252,6 +2266,20 @@ export interface operations {
           };
         };
       };
+      /** @description PAYLOAD_TOO_LARGE: The body is larger than 16 KiB. */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "PAYLOAD_TOO_LARGE";
+            };
+          };
+        };
+      };
       /** @description RATE_LIMITED: Too many requests; retry later. */
       429: {
         headers: {
@@ -2511,6 +2539,20 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: "SKU_NOT_FOUND" | "NOT_FOUND";
+            };
+          };
+        };
+      };
+      /** @description PAYLOAD_TOO_LARGE: The body is larger than 16 KiB. */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "PAYLOAD_TOO_LARGE";
             };
           };
         };
