@@ -247,6 +247,12 @@ describe.each([1, 4])("sizes in the line on %i shard(s)", (shards) => {
     });
     expect(bad.status).toBe(400);
     expect(fieldsOf(bad)).toContain("variants");
+    // An unknown size beside one with a unit (44) is the same 400, not a 409 to buy the other.
+    const beside = await call("POST", `/api/skus/${sku}/waitlist`, {
+      user: "fred",
+      body: { quantity: 1, variants: ["44", "41"] },
+    });
+    expect([beside.status, fieldsOf(beside)]).toEqual([400, ["variants"]]);
     // No sizes listed for a SKU that has them (44 has a unit): the same 400 on any shard count, never
     // a 409 that says to buy what the request could not name. And sizes listed for a SKU without them.
     const none = await call("POST", `/api/skus/${sku}/waitlist`, { user: "fred", body: { quantity: 1 } });

@@ -348,9 +348,11 @@ register(shopper, ROUTES.joinWaitlist, async (c, body) => {
   const sku = skuParam(c.req.param("sku"));
   const state = await readSkuState(c.env, sku);
   if (!state || state.status === "archived") throw new ApiError("SKU_NOT_FOUND");
-  // Sizes: what counts is the best of the listed variants (the object checks the ids).
+  // Sizes: what counts is the best of the listed variants. A list naming an id the SKU does not have
+  // goes on to the object, which refuses it (400 naming `variants`), whatever the others have.
   const listed = body.variants && state.variants?.filter((v) => body.variants?.includes(v.id));
-  const best = listed ? Math.max(0, ...listed.map((v) => v.stock.available)) : undefined;
+  const known = listed?.length === new Set(body.variants).size;
+  const best = listed && known ? Math.max(0, ...listed.map((v) => v.stock.available)) : undefined;
   if (best !== undefined && best >= body.quantity) {
     throw new ApiError(
       "STOCK_AVAILABLE",
@@ -361,7 +363,7 @@ register(shopper, ROUTES.joinWaitlist, async (c, body) => {
   }
   // One shard: its units are known here. A request whose sizes do not fit the SKU goes on to the
   // object, which refuses it (400) as it does on any shard count.
-  const fits = !body.variants === !state.variants;
+  const fits = !body.variants === !state.variants && (listed === undefined || known);
   if (best === undefined && fits && state.shards === 1 && state.stock.available > 0) {
     const n = state.stock.available;
     throw new ApiError(
