@@ -37,7 +37,8 @@ async function skuView(env: Env, sku: string): Promise<z.infer<typeof AdminSku> 
     orders: await orderCounts(env.DB, sku),
     revenue: await revenueOf(env.DB, sku, state.currency),
     waitlist: await readWaitlist(env, sku, state.shards),
-    payments: await readPaymentTotals(env, sku, state.shards),
+    // Every shard the SKU ever had: one a cut left out keeps the payments it decided.
+    payments: await readPaymentTotals(env, sku, Math.max(state.shards, state.shardsEver ?? 0)),
     mirror: await mirrorCounts(env, sku),
     // Fair opening: the draw of a SKU with a window (entrants, seed hash, revealed seed), else null.
     draw: await callStock(() => adminShard(env, sku, 0).drawInfo()).then((d) => (d ? drawView(sku, d) : null)),

@@ -335,3 +335,22 @@ function checkInvariants(shards: ShardFacts[], users: string[], total: number, l
     expect(home?.quotas.get(user) ?? 0, `${user}'s quota on its home shard`).toBe(used);
   }
 }
+
+describe("payments owed back after a cut", () => {
+  it("are still counted in the admin view when the shard that decided them is left out", async () => {
+    const sku = uniqueSku("owed-cut");
+    await createSku(sku, { totalStock: 4, shards: 2, perUserLimit: 1, price: PRICE, currency: "usd" });
+    const user = Array.from({ length: 50 }, (_, i) => `owed${i}`).find((u) => homeShard(u, 2) === 1) as string;
+    const held = await reserve(user, sku);
+    expect(held.json.reservationId.split(".")[1]).toBe("1");
+    // A wrong amount: shard 1 flags the money owed back.
+    const paid = await pay(held.json.reservationId, "payment.succeeded", `evt_${crypto.randomUUID()}`, { amount: 5 });
+    expect(paid.json.outcome).toBe("refund_required");
+    expect((await call("POST", `/api/reservations/${held.json.reservationId}/cancel`, { user })).status).toBe(200);
+    const view = async () => (await call("GET", `/admin/skus/${sku}`, { admin: true })).json.payments;
+    expect(await view()).toEqual({ refund_required: 1 });
+    const cut = await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { shards: 1 } });
+    expect(cut.status).toBe(200);
+    expect(await view()).toEqual({ refund_required: 1 });
+  });
+});
