@@ -178,6 +178,31 @@ describe.each([1, 4])("sizes on %i shard(s)", (shards) => {
     });
   });
 
+  it("applies one PUT that cuts several sizes, each within its available units, whichever shards hold them", async () => {
+    const { sku } = await sized(shards, [
+      { id: "a", totalStock: 8 },
+      { id: "b", totalStock: 8 },
+      { id: "c", totalStock: 8 },
+    ]);
+    expect((await reserveSizes("ida", sku, ["b"])).status).toBe(202);
+    const cut = await call("PUT", `/admin/skus/${sku}`, {
+      admin: true,
+      body: {
+        variants: [
+          { id: "a", totalStock: 1 },
+          { id: "b", totalStock: 1 },
+          { id: "c", totalStock: 2 },
+        ],
+      },
+    });
+    expect(cut.status, JSON.stringify(cut.json)).toBe(200);
+    expect(await variantStock(sku)).toEqual({
+      a: { total: 1, available: 1, held: 0, sold: 0 },
+      b: { total: 1, available: 0, held: 1, sold: 0 },
+      c: { total: 2, available: 2, held: 0, sold: 0 },
+    });
+  });
+
   it("a late payment takes its own size again, or owes the money back when that size is gone", async () => {
     const { sku } = await sized(shards, [
       { id: "40", totalStock: 1 },

@@ -83,18 +83,23 @@ export class SkuChanges {
     }
     if (state.shards === 1) return engine.configuration.configure(soleSettings(change), this.#host.now());
     let pullFailed = false;
+    let pulled = 0;
     const changeId = crypto.randomUUID();
+    // A cut of several sizes may find each short in turn: a pull a size, while pulls bring units.
+    const tries = (change.variants?.length ?? 0) + 2;
     for (let attempt = 0; ; attempt++) {
       const outcome = engine.configuration.configure(leadSettings(change, changeId), this.#host.now());
       if (outcome.ok) {
         await this.#lead(outcome.value);
         return outcome;
       }
-      if (outcome.missing === undefined || attempt > 0) {
+      if (outcome.missing === undefined || (attempt > 0 && pulled === 0) || attempt + 1 >= tries) {
         // A sibling that could not answer may have had the units: BUSY (retry), not a refusal.
         return outcome.missing !== undefined && pullFailed ? { ok: false, code: "BUSY" } : outcome;
       }
-      pullFailed = (await this.#pulls.pull(state, outcome.missing, outcome.variant)).failed;
+      const pull = await this.#pulls.pull(state, outcome.missing, outcome.variant);
+      pullFailed ||= pull.failed;
+      pulled = pull.pulled;
     }
   }
 
