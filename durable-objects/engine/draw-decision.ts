@@ -139,7 +139,12 @@ export class DrawDecision {
   }
 
   #record(opening: number, userId: string, place: DrawPlace, outcome: Outcome<ReserveAnswer>): void {
-    const answer = outcome.ok ? { ...outcome.value.reservation } : null;
+    // A hold's reservation; a refusal by sizes keeps what each listed size had (its answer says so).
+    const answer = outcome.ok
+      ? { ...outcome.value.reservation }
+      : outcome.variants
+        ? { variants: outcome.variants }
+        : null;
     this.draw.recordDecision(opening, userId, outcome.ok ? "HELD" : outcome.code, place, answer);
   }
 }

@@ -17,7 +17,7 @@ import {
   type SkuRow,
   type StockErrorCode,
 } from "./types";
-import { variantsFit } from "./variants";
+import { listedVariants, variantsFit } from "./variants";
 import type { Waitlist } from "./waitlist";
 
 type QuotaRow = { user_id: string; active: number };
@@ -284,9 +284,13 @@ export class Holds {
     return this.drawnOutcome(entry, { entryId: entry.entry_id, position: entry.position }, available);
   }
 
-  /** A decided entry's answer: its hold (as it is now), or the code it was refused with. */
+  /**
+   * A decided entry's answer: its hold (as it is now), or the code it was refused with. A refusal of
+   * listed sizes says what each had when decided; one decided elsewhere or with the rest (no figures
+   * kept): none, for SOLD_OUT, else what each has here now.
+   */
   drawnOutcome(
-    entry: { opening: number; code: string | null; answer: string | null },
+    entry: { opening: number; code: string | null; answer: string | null; variants?: string | null },
     at: { entryId: string; position: number },
     available: number,
   ): Outcome<ReserveAnswer> {
@@ -296,7 +300,17 @@ export class Holds {
       const row = this.ledger.reservationRow(stored.id);
       return ok({ reservation: row ? this.ledger.toReservation(row) : stored, replayed: true, available, draw });
     }
-    return { ok: false, code: (entry.code ?? "BUSY") as StockErrorCode, available, draw };
+    const code = (entry.code ?? "BUSY") as StockErrorCode;
+    const listed = listedVariants(entry);
+    if (!listed || (code !== "SOLD_OUT" && code !== "INSUFFICIENT_STOCK")) return { ok: false, code, available, draw };
+    const kept = entry.answer
+      ? (JSON.parse(entry.answer) as { variants?: Record<string, number> }).variants
+      : undefined;
+    const stock = this.ledger.variants();
+    const now = (id: string) =>
+      code === "SOLD_OUT" ? 0 : Math.max(0, availableOf(stock.get(id) ?? { total: 0, held: 0, sold: 0 }));
+    const variants = kept ?? Object.fromEntries(listed.map((id) => [id, now(id)]));
+    return { ok: false, code, available, draw, variants };
   }
 
   /**

@@ -84,6 +84,11 @@ describe.each([1, 4])("an opening draw with sizes on %i shard(s)", (shards) => {
       ]),
     );
     expect(got).toEqual(expected);
+    // A refusal names each listed size and its units (none left of any), as one outside a draw does.
+    for (const a of answers.filter((x) => x.answer.status === 409)) {
+      const none = Object.fromEntries(a.choices.map((id) => [id, 0]));
+      expect(a.answer.json.error.details, a.user).toMatchObject({ variants: none, draw: { entrants: 14 } });
+    }
     expect([...left.values()]).toEqual([0, 0, 0]); // 14 buyers, 5 units: every size sold
     const view = await call("GET", `/admin/skus/${sku}`, { admin: true });
     expect(view.json.variants.map((v: { stock: { held: number } }) => v.stock.held)).toEqual([2, 2, 1]);
