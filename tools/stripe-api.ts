@@ -24,11 +24,16 @@ import { listenLocal } from "./listen";
  *
  * `GET /__standin/requests` (the stand-in's own) lists every request received, for tests in workerd.
  * Fault keys: `sk_test_slow` answers after 6 s, `sk_test_down` with 500 `api_error`; `sk_test_pending`
- * makes refunds `pending`.
+ * makes refunds `pending`; `sk_test_disputed` refuses them, 400 `charge_disputed` (a charge disputed).
  */
 
 export const STRIPE_TEST_KEY = "sk_test_flashgate_standin";
-export const STRIPE_FAULT_KEYS = { slow: "sk_test_slow", down: "sk_test_down", pending: "sk_test_pending" } as const;
+export const STRIPE_FAULT_KEYS = {
+  slow: "sk_test_slow",
+  down: "sk_test_down",
+  pending: "sk_test_pending",
+  disputed: "sk_test_disputed",
+} as const;
 const SLOW_MS = 6_000;
 const MIN_EXPIRY_S = 30 * 60;
 const MAX_EXPIRY_S = 24 * 60 * 60;
@@ -119,6 +124,11 @@ export async function startStripe(): Promise<StripeStandIn> {
 
   function createRefund(params: Record<string, string>, key: string): Answer {
     const intent = params.payment_intent;
+    if (key === STRIPE_FAULT_KEYS.disputed) {
+      return error(400, "invalid_request_error", `The charge of ${intent} was disputed: it cannot be refunded.`, {
+        code: "charge_disputed",
+      });
+    }
     if (!intent)
       return error(400, "invalid_request_error", "Missing required param: payment_intent.", {
         param: "payment_intent",

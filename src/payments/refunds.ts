@@ -130,7 +130,10 @@ export async function refundThroughStripe(env: Env, eventId: string, now: number
       // Refunded at Stripe already (from its dashboard, say): recorded as such.
       refund = { status: "refunded", id: null };
     } else if (err instanceof StripeRefused) {
-      await releaseRefundClaim(env.DB, eventId, row, now);
+      // Refused under this key, so no refund was made with it: a claim taken over goes back to owed
+      // (else it would stay pending, and a mark could never settle it); a new one to what it was.
+      const owed = { ...row, refund_status: null, refund_via: null, refund_id: null, refund_at: null };
+      await releaseRefundClaim(env.DB, eventId, staleClaim(row, now) ? owed : row, now);
       throw new ApiError(
         "INVALID_STATE",
         `Stripe refused the refund of ${intent}: ${err.message}`,

@@ -274,6 +274,24 @@ describe("payments owed back, refunded", () => {
     expect(await stripeGot("/v1/refunds", intent)).toHaveLength(1);
   });
 
+  it("a claim taken over that Stripe refuses is owed again, so a mark can settle it", async () => {
+    const sku = uniqueSku("refund-refused");
+    await createSku(sku, { totalStock: 5, perUserLimit: 5, price: 1000 });
+    const eventId = await owedByStripe(sku, "tod", `pi_test_${crypto.randomUUID().replaceAll("-", "")}`);
+    await env.DB.prepare(
+      "UPDATE payments SET refund_status = 'pending', refund_via = 'stripe', refund_id = NULL, refund_at = ?2 WHERE event_id = ?1",
+    )
+      .bind(eventId, Date.now() - 61_000)
+      .run();
+    const refused = await refund(eventId, stripeVars(STRIPE_FAULT_KEYS.disputed));
+    expect([refused.status, refused.json.error?.details?.state]).toEqual([409, "stripe_refused"]);
+    const marked = await call("POST", `/admin/payments/${encodeURIComponent(eventId)}/refunded`, {
+      admin: true,
+      body: { note: "paid back by bank transfer" },
+    });
+    expect([marked.status, marked.json.refund]).toMatchObject([200, { status: "refunded", via: "marked" }]);
+  });
+
   it("keeps a refund Stripe has pending pending: not asked again", async () => {
     const sku = uniqueSku("refund-pending");
     await createSku(sku, { totalStock: 5, perUserLimit: 5, price: 1000 });
