@@ -151,6 +151,15 @@ describe.each([1, 3])("a SKU of %i shard(s)", (shards) => {
         expect(tier.map((a) => a.status).sort()).toEqual([200, 400]);
         const view = (await adminView(tiered)).json;
         for (const t of view.access ?? []) expect(Date.parse(t.startsAt)).toBeLessThan(Date.parse(view.startsAt));
+        // Two PUTs that each create the SKU: the second is checked against the SKU the first made.
+        const created = uniqueSku("create-race");
+        const creates = await Promise.all([
+          put(created, { totalStock: 5, shards, startsAt: at(120) }),
+          put(created, { totalStock: 5, shards, endsAt: at(60) }),
+        ]);
+        expect(creates.map((a) => a.status).sort()).toEqual([200, 400]);
+        const made = (await adminView(created)).json;
+        if (made.startsAt && made.endsAt) expect(Date.parse(made.endsAt)).toBeGreaterThan(Date.parse(made.startsAt));
       }
     });
 

@@ -102,16 +102,13 @@ export async function configureSku(
       access,
       // A test sale is one from its creation (API.md v1.4 "Test sales"): marked in the change that makes it.
       ...(stored === null && body.test === true ? { test: true } : {}),
-      ...(stored === null
-        ? {}
-        : {
-            checked: {
-              startsAt: stored.startsAt ?? null,
-              endsAt: stored.endsAt ?? null,
-              openingWindowMs: stored.openingWindowMs ?? 0,
-              access: stored.access ?? [],
-            },
-          }),
+      // A create is checked against no SKU: one another PUT made meanwhile sends it back to be checked.
+      checked: {
+        startsAt: stored?.startsAt ?? null,
+        endsAt: stored?.endsAt ?? null,
+        openingWindowMs: stored?.openingWindowMs ?? 0,
+        access: stored?.access ?? [],
+      },
     };
     const outcome = await callStock(() => adminShard(env, sku, 0).putSku(change, requestId));
     if (!outcome.ok && outcome.stale && check < CHECKS) continue;
