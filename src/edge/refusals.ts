@@ -65,7 +65,6 @@ function limitExceeded(perUserLimit: number, held: number, requested: number): A
  * Sizes: none of the listed variants has the quantity (API.md v1.4): `SOLD_OUT` when none has a
  * unit, else `INSUFFICIENT_STOCK`, each with what every listed variant has.
  */
-/** `409` for sizes short of the quantity asked, with each listed size's units (API.md v1.4 "Sizes"). */
 export function sizesShort(
   code: "SOLD_OUT" | "INSUFFICIENT_STOCK",
   variants: Record<string, number>,

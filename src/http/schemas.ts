@@ -7,7 +7,7 @@ import { WEBHOOK_EVENT_TYPES } from "../db/schema";
 export const VariantId = z.string().regex(/^[A-Za-z0-9._-]{1,32}$/, "1 to 32 of A-Z a-z 0-9 . _ -");
 
 /** A shopper's sizes, in order of preference: 1 to 5 distinct ids. */
-const VariantPreferences = z
+export const VariantPreferences = z
   .array(VariantId)
   .min(1, "at least one variant id")
   .max(5, "at most 5 variant ids, in order of preference")

@@ -28,6 +28,7 @@ import { limitShopper } from "../http/auth";
 import type { AppEnv } from "../http/context";
 import { ApiError, answerError, busy, type ErrorCode } from "../http/errors";
 import { integerQuery } from "../http/query";
+import { VariantPreferences } from "../http/schemas";
 import { DISPLAY_CACHE_SECONDS, forgetDisplay, skuDisplay } from "../mirror/stock-display";
 import { increment } from "../observability/metrics";
 import { currentReservation, finishedReservation } from "../orders/finished";
@@ -54,12 +55,14 @@ const SOLD_OUT_AT_EDGE = new ApiError("SOLD_OUT");
 
 /**
  * Answers `SOLD_OUT` from this isolate's cache (no stock object call), counted as a cache hit. A
- * reservation that lists sizes is told each is gone (`details.variants`, as the stock object says it).
+ * reservation whose list of sizes is one the contract takes (1 to 5 distinct ids) is told each is
+ * gone (`details.variants`, as the stock object says it); any other gets the bare answer.
  */
 function soldOutAtEdge(sku: string, body?: ReservationBody): ApiError {
   increment("flashgate_sold_out_cache_hits_total", { sku });
-  if (!body?.variants?.length) return SOLD_OUT_AT_EDGE;
-  return sizesShort("SOLD_OUT", Object.fromEntries(body.variants.map((id) => [id, 0])), body.quantity ?? 1);
+  const listed = body?.variants;
+  if (!listed || !VariantPreferences.safeParse(listed).success) return SOLD_OUT_AT_EDGE;
+  return sizesShort("SOLD_OUT", Object.fromEntries(listed.map((id) => [id, 0])), body.quantity ?? 1);
 }
 
 /**
@@ -101,7 +104,9 @@ async function soldOutFirst(
     return;
   }
   markSoldOut(sku, now, soldOutTtl(c.env));
-  throw soldOutAtEdge(sku, display.state.variants && listed ? await listed() : undefined);
+  const body = display.state.variants && listed ? await listed() : undefined;
+  const known = body?.variants?.every((id) => display.state.variants?.some((v) => v.id === id));
+  throw soldOutAtEdge(sku, known ? body : undefined);
 }
 
 /** Sold out comes first (API.md): a token request for a SKU this isolate knows is sold out. */
