@@ -590,5 +590,15 @@ describe("sizes: bad input changes nothing", () => {
     const other = await reserveSizes("ned", sku, ["b"], 1, token);
     expect(other.status).toBe(422);
     expect(other.json.error.code).toBe("IDEMPOTENCY_MISMATCH");
+    // Another list that names the size taken is another request too: reordered, longer or shorter.
+    const both = await tokenFor("nia", sku);
+    const held = await reserveSizes("nia", sku, ["a", "b"], 1, both);
+    expect([held.status, held.json.variant]).toEqual([202, "a"]);
+    const again = await reserveSizes("nia", sku, ["a", "b"], 1, both);
+    expect(again.json.reservationId).toBe(held.json.reservationId);
+    for (const list of [["b", "a"], ["a"]]) {
+      const replayed = await reserveSizes("nia", sku, list, 1, both);
+      expect([replayed.status, replayed.json.error?.code], list.join()).toEqual([422, "IDEMPOTENCY_MISMATCH"]);
+    }
   });
 });

@@ -81,8 +81,8 @@ describe("sizes in the stock engine", () => {
               ids0.map((id, i) => [id, { total: totals[i] as number, held: 0, sold: 0 }]),
             );
             const quota = new Map<string, number>();
-            const holds: (Reservation & { nonce: string })[] = [];
-            const nonces = new Map<string, Reservation & { nonce: string }>();
+            const holds: (Reservation & { nonce: string; listed: string[] })[] = [];
+            const nonces = new Map<string, Reservation & { nonce: string; listed: string[] }>();
             let now = T0;
             const expire = () => {
               for (const r of holds) {
@@ -111,7 +111,7 @@ describe("sizes in the stock engine", () => {
                 const variant = r.variant as string;
                 if (op.kind === "again") {
                   const [answer] = engine.holds.reserve(
-                    [{ userId: r.userId, nonce: r.nonce, quantity: r.quantity, variants: [variant] }],
+                    [{ userId: r.userId, nonce: r.nonce, quantity: r.quantity, variants: r.listed }],
                     now,
                   );
                   return [answer?.ok && answer.value.replayed && answer.value.reservation.id, r.id];
@@ -143,7 +143,8 @@ describe("sizes in the stock engine", () => {
                   const same =
                     prior.userId === userId &&
                     prior.quantity === op.quantity &&
-                    variants.includes(prior.variant as string);
+                    // API.md v1.4: the same list, in the same order (a hold keeps the list it was asked with).
+                    JSON.stringify(variants) === JSON.stringify(prior.listed);
                   return [got, same ? "replayed" : "IDEMPOTENCY_MISMATCH"];
                 }
                 if (variants.some((id) => !model.has(id))) return [got, "VARIANT_INVALID"];
@@ -159,7 +160,7 @@ describe("sizes in the stock engine", () => {
                   ];
                 }
                 if (answer?.ok) {
-                  const copy = { ...answer.value.reservation, nonce };
+                  const copy = { ...answer.value.reservation, nonce, listed: variants };
                   holds.push(copy);
                   nonces.set(nonce, copy);
                 }

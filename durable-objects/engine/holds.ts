@@ -17,7 +17,7 @@ import {
   type SkuRow,
   type StockErrorCode,
 } from "./types";
-import { listedVariants, variantsFit } from "./variants";
+import { listedVariants, variantsColumn, variantsFit } from "./variants";
 import type { Waitlist } from "./waitlist";
 
 type QuotaRow = { user_id: string; active: number };
@@ -180,7 +180,7 @@ export class Holds {
       if (
         prior.quantity !== request.quantity ||
         prior.user_id !== request.userId ||
-        !sameVariants(prior.variant, request.variants)
+        !this.#sameVariants(prior, request.variants)
       ) {
         return fail("IDEMPOTENCY_MISMATCH", available);
       }
@@ -205,7 +205,9 @@ export class Holds {
     if (!admitted.ok) return admitted.code === "DRAW_PENDING" ? this.#enterDraw(request, sku, now) : admitted;
 
     const { userId, quantity, nonce, tokenExpiresAt } = request;
-    const reservation = ledger.hold(sku, userId, quantity, nonce, now, tokenExpiresAt, admitted.variant);
+    // A token's hold of a size keeps the list it was asked with: its replay must ask the same.
+    const listed = admitted.variant !== null && nonce !== null ? variantsColumn(request.variants) : null;
+    const reservation = ledger.hold(sku, userId, quantity, nonce, now, tokenExpiresAt, admitted.variant, listed);
     return ok({ reservation, replayed: false, available: available - request.quantity });
   }
 
@@ -374,6 +376,23 @@ export class Holds {
   }
 
   /** The reservation made with `nonce`, if any: from this transaction's working set, else SQLite. */
+  /**
+   * Whether a replayed token asks what its reservation was made with: no sizes for a hold of none;
+   * for a hold of a size, the same list, in the same order (a hold from before the lists were kept:
+   * a list naming the size it took).
+   */
+  #sameVariants(prior: ReservationRow, asked: readonly string[] | undefined): boolean {
+    if (prior.variant == null) return asked === undefined || asked.length === 0;
+    const kept =
+      prior.listed !== undefined
+        ? prior.listed
+        : this.ledger.sql
+            .exec<{ listed: string }>("SELECT listed FROM hold_lists WHERE reservation_id = ?", prior.id)
+            .toArray()[0]?.listed;
+    if (kept != null) return kept === variantsColumn(asked);
+    return asked?.includes(prior.variant) === true;
+  }
+
   #priorOf(nonce: string): ReservationRow | null {
     const work = this.ledger.work;
     const known = work.nonces.get(nonce);
@@ -383,13 +402,4 @@ export class Holds {
     work.nonces.set(nonce, row ?? null);
     return row ?? null;
   }
-}
-
-/**
- * Whether a replayed token asks what its reservation was made with: the variant it took is one the
- * request lists (the list itself is not stored: a hold keeps only what it took).
- */
-function sameVariants(taken: string | null | undefined, listed: readonly string[] | undefined): boolean {
-  if (taken == null) return listed === undefined || listed.length === 0;
-  return listed?.includes(taken) === true;
 }

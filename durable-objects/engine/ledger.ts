@@ -312,6 +312,13 @@ export class Ledger {
           ),
         );
       }
+      const lists = holds.filter((r) => r.listed != null);
+      if (lists.length > 0) {
+        this.sql.exec(
+          "INSERT INTO hold_lists (reservation_id, listed) SELECT value ->> 0, value ->> 1 FROM json_each(?)",
+          JSON.stringify(lists.map((r) => [r.id, r.listed])),
+        );
+      }
       work.holds = [];
     }
     if (work.events.length > 0) {
@@ -482,6 +489,7 @@ export class Ledger {
     now: number,
     tokenExpiresAt?: number,
     variant: string | null = null,
+    listed: string | null = null,
   ): Reservation {
     sku.held += quantity;
     this.shiftVariant(variant, { held: quantity });
@@ -500,6 +508,7 @@ export class Ledger {
       token_expires_at: nonce === null ? null : (tokenExpiresAt ?? null),
       seq: sku.seq,
       variant,
+      listed,
     };
     if (this.#work.holds.push(row) >= WRITE_CHUNK) this.writePending();
     if (nonce !== null) this.#work.nonces.set(nonce, row);

@@ -447,6 +447,16 @@ const STEPS: readonly ((sql: SqlStorage) => void)[] = [
        figures TEXT    NOT NULL
      )`);
   },
+  // 13. Sizes: the list a token's hold of a size was asked with (a JSON array), so that a replay of
+  // the token with another list is refused (API.md v1.4); a row only for such a hold, gone with it.
+  (sql) => {
+    sql.exec(`CREATE TABLE IF NOT EXISTS hold_lists (
+       reservation_id TEXT PRIMARY KEY,
+       listed         TEXT NOT NULL
+     ) WITHOUT ROWID`);
+    sql.exec(`CREATE TRIGGER IF NOT EXISTS hold_lists_gone AFTER DELETE ON reservations
+       BEGIN DELETE FROM hold_lists WHERE reservation_id = OLD.id; END`);
+  },
 ];
 
 /** The number of the last step: what a migrated object's `schema_version` reads. */

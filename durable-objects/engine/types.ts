@@ -295,6 +295,11 @@ export type ReservationRow = {
   token_expires_at: number | null;
   /** Sizes: the variant held (schema step 10); null on a SKU without variants. */
   variant?: string | null;
+  /**
+   * Sizes: the list a token's hold was asked with (JSON), while the hold is in this transaction's
+   * working set; kept in `hold_lists` (schema step 13), not in this table.
+   */
+  listed?: string | null;
 };
 
 /** Units a shard (or a variant of it) can still hold or give: its total less what is held and sold. */
