@@ -363,6 +363,28 @@ describe.each([1, 3])("sold out per size on %i shard(s)", (shards) => {
     const replay = await reserveSizes("ola2", sku, ["b"], 1, olaToken);
     expect(replay.json.reservationId).toBe(b.json.reservationId);
   });
+
+  it("names the listed sizes only for a list the contract takes, of sizes the SKU has", async () => {
+    const { sku } = await sized(shards, [{ id: "a", totalStock: 1 }]);
+    expect((await reserveSizes("uma", sku, ["a"])).status).toBe(202);
+    const ask = (variants: unknown) =>
+      call("POST", `/api/skus/${sku}/reservations`, { body: { token: "x", quantity: 1, variants } });
+    // The whole SKU is sold out: a list the contract takes is told its sizes' units; one it would
+    // refuse gets the bare answer, not echoed back.
+    expect((await ask(["a"])).json.error).toMatchObject({ code: "SOLD_OUT", details: { variants: { a: 0 } } });
+    for (const list of [["a", "a"], ["a", "b", "c", "d", "e", "f"], ["a b"]]) {
+      const answer = await ask(list);
+      expect([answer.status, answer.json.error?.code, answer.json.error?.details], list.join()).toEqual([
+        409,
+        "SOLD_OUT",
+        undefined,
+      ]);
+    }
+    // An isolate that never saw it answers from the display, which knows the sizes: zz is not one.
+    forgetSoldOut(sku);
+    const fresh = await ask(["a", "zz"]);
+    expect([fresh.status, fresh.json.error?.code, fresh.json.error?.details]).toEqual([409, "SOLD_OUT", undefined]);
+  });
 });
 
 describe("sizes given to a sharded SKU that has none", () => {
