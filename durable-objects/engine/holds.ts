@@ -375,7 +375,6 @@ export class Holds {
     }
   }
 
-  /** The reservation made with `nonce`, if any: from this transaction's working set, else SQLite. */
   /**
    * Whether a replayed token asks what its reservation was made with: no sizes for a hold of none;
    * for a hold of a size, the same list, in the same order (a hold from before the lists were kept:
@@ -393,6 +392,7 @@ export class Holds {
     return asked?.includes(prior.variant) === true;
   }
 
+  /** The reservation made with `nonce`, if any: from this transaction's working set, else SQLite. */
   #priorOf(nonce: string): ReservationRow | null {
     const work = this.ledger.work;
     const known = work.nonces.get(nonce);
