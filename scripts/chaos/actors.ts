@@ -1,6 +1,6 @@
 /**
  * The actors of the chaos run: people whose requests found defects that random shoppers rarely meet
- * (`resizeRace`, `refusedPut`, `waitlist`, `stranger`, `moneyScene`), each run on the seeded schedule
+ * (`refusedPut`, `stranger`, `moneyScene`), each run on the seeded schedule
  * (schedule.ts, `actorSchedule`) and each recording what it was told in the shoppers' ledger, so every
  * reservation it made is checked like any other. What each scene does and which invariant it checks on
  * line: docs/DEVELOPMENT.md, "Chaos: `npm run chaos`".
@@ -8,7 +8,7 @@
 import { randomBytes } from "node:crypto";
 import type { SkuState as ShardState } from "../../durable-objects/engine/types";
 import { homeShard } from "../../durable-objects/shared/shard-name";
-import { errorCode, field, type Reply, settled, sleep, str } from "./http";
+import { errorCode, type Reply, sleep, str } from "./http";
 import { type SkuView, skuView } from "./invariants";
 import { between, type Fault, prng } from "./schedule";
 import { type Acked, call, reserveRecorded, Scene } from "./shoppers";
@@ -28,17 +28,6 @@ const OPERATOR_FIELDS = [
 ] as const;
 const SHARD_FIELDS = ["name", "status", "perUserLimit", "holdSeconds", "startsAt", "endsAt", "shards"] as const;
 
-/** The first user ids `<prefix><k>` homed on each of `shards` shards, shard 0 first. */
-function usersHomed(prefix: string, shards: number): string[] {
-  const found = new Map<number, string>();
-  for (let k = 0; found.size < shards && k < 10_000; k++) {
-    const user = `${prefix}${k}`;
-    const home = homeShard(user, shards);
-    if (!found.has(home)) found.set(home, user);
-  }
-  return [...found.entries()].sort((a, b) => a[0] - b[0]).map(([, user]) => user);
-}
-
 /** A user id `<prefix><k>` whose home shard under `from` shards is not its home under `to`. */
 function userWhoseHomeMoves(prefix: string, from: number, to: number): string {
   for (let k = 0; ; k++)
@@ -53,17 +42,9 @@ export class Actors extends Scene {
   /** What was checked on line for invariant 10, for the summary. */
   readonly checked = {
     refusedCompared: 0,
-    resized200: 0,
-    resized409: 0,
     oldTokens: 0,
-    lineScenes: 0,
     strangers: 0,
-    lineReads: 0,
   };
-
-  #note(key: string, n = 1): void {
-    this.ledger.outcomes.set(key, (this.ledger.outcomes.get(key) ?? 0) + n);
-  }
 
   /** A reservation with the token; a 202 is recorded as acknowledged (invariants 1-5 check it). */
   async #reserve(userId: string, sku: string, token: string, quantity: number, op: string): Promise<Reply | null> {
@@ -97,129 +78,7 @@ export class Actors extends Scene {
     return view;
   }
 
-  // ---- (a) resizes raced by reservations
-
-  async resizeRace(fault: Extract<Fault, { kind: "resize-race" }>): Promise<void> {
-    const { sku } = fault;
-    const plan = this.faults.skus.find((p) => p.sku === sku);
-    await this.faults.exclusive(sku, async () => {
-      const total = this.faults.lastPut.get(sku);
-      if (total === null || total === undefined) return;
-      const before = await skuView(this.client, sku);
-      const old = before.shards;
-      const target = fault.shards !== old ? fault.shards : (old % 3) + 2;
-      const reach = Math.max(old, target);
-      const shardsBefore = await this.shardStates<ShardState>(sku, reach);
-      const round = `resize-${this.seed}-${fault.round}`;
-      // A burst that reserves as the PUT goes out, and one buyer homed on each shard whose token,
-      // minted before the PUT, is tried once the PUT has answered.
-      const burst = [0, 1, 2, 3].map((k) => `${round}-b${k}`);
-      const later = usersHomed(`${round}-k`, old);
-      const users = new Set([...burst, ...later]);
-      const tokens = new Map<string, string>();
-      await Promise.all(
-        [...users].map(async (user) => {
-          const token = await this.mint(user, sku, "resize");
-          if (token) tokens.set(user, token);
-        }),
-      );
-      const put = this.faults.putNow(sku, () => ({ totalStock: total, shards: target }));
-      const reserves = burst.map(async (user, i) => {
-        await sleep(i * 12);
-        const token = tokens.get(user);
-        return token ? this.#reserve(user, sku, token, 1, "resize burst reserve") : null;
-      });
-      const [reply, ...answers] = await Promise.all([put, ...reserves]);
-      this.faults.count(`resizes raced by reservations answered ${reply.status}`);
-      for (const answer of answers) {
-        if (answer) this.#note(`resize burst answered ${answer.status} ${errorCode(answer.json) ?? ""}`.trim());
-      }
-      const what = `resize of ${sku} ${old} → ${target} shards (round ${fault.round})`;
-      if (reply.status === 200) {
-        this.checked.resized200++;
-        if (plan) plan.shards = target;
-        const problem = await settled(() => this.#resizedProblem(sku, target, old, total));
-        if (problem) this.fail(10, `${what} answered 200 but ${problem}`);
-      } else if (reply.status === 409) {
-        this.checked.resized409++;
-        const problem = await settled(() => this.#unchangedProblem(sku, old, reach, before, shardsBefore));
-        if (problem) this.fail(10, `${what} answered 409 but the SKU is not as it was: ${problem}`);
-        // Tokens minted before a change that answered 409 keep working.
-        for (const user of later) {
-          const token = tokens.get(user);
-          if (!token) continue;
-          this.checked.oldTokens++;
-          const tried = await this.#reserve(user, sku, token, 1, "resize old-token reserve");
-          if (tried && errorCode(tried.json) === "TOKEN_INVALID") {
-            this.fail(
-              10,
-              `${what} answered 409, yet a token minted before it (user ${user}, home shard ${homeShard(user, old)} of ${old}) now answers TOKEN_INVALID`,
-            );
-          }
-        }
-      }
-      await this.#cancelHolds(sku, users, "resize cancel");
-    });
-  }
-
-  /** After a resize answered 200: what is not as it must be, or null. */
-  async #resizedProblem(sku: string, target: number, old: number, total: number): Promise<string | null> {
-    const view = await skuView(this.client, sku);
-    const states = await this.shardStates<ShardState>(sku, Math.max(old, target));
-    const wrong = states
-      .slice(0, target)
-      .map((s, i) => (s?.shards === target ? null : `shard ${i} counts ${s?.shards ?? "no state"}`))
-      .filter((x) => x !== null);
-    if (wrong.length > 0) return `not every shard has the new count (${wrong.join(", ")})`;
-    const sum = states.slice(0, target).reduce((n, s) => n + (s?.stock.total ?? 0), 0);
-    if (sum !== total) return `its ${target} shards' totals sum to ${sum}, the PUT's totalStock is ${total}`;
-    const beyond = states.slice(target).reduce((n, s) => n + (s?.stock.total ?? 0), 0);
-    if (beyond !== 0) return `shards beyond the new count still hold ${beyond} units`;
-    if (view.shards !== target || view.stock.total !== total)
-      return `the admin view says ${view.shards} shards and total ${view.stock.total}`;
-    return null;
-  }
-
-  /** After a change answered 409: how the SKU differs from before, or null. */
-  async #unchangedProblem(
-    sku: string,
-    old: number,
-    reach: number,
-    before: SkuView,
-    shardsBefore: (ShardState | null)[],
-  ): Promise<string | null> {
-    const view = await skuView(this.client, sku);
-    const states = await this.shardStates<ShardState>(sku, reach);
-    const problems: string[] = [];
-    if (view.shards !== old) problems.push(`the admin view says ${view.shards} shards, ${old} before`);
-    if (view.stock.total !== before.stock.total)
-      problems.push(`the admin view's total is ${view.stock.total}, ${before.stock.total} before`);
-    states.forEach((s, i) => {
-      const was = shardsBefore[i] ?? null;
-      // The SKU's shards keep their count (a token carries it); a shard beyond the count, which nobody is
-      // routed to, may at most have been woken empty.
-      if (i < old && s?.shards !== was?.shards)
-        problems.push(`shard ${i} counts ${s?.shards ?? "no state"} shards, ${was?.shards ?? "no state"} before`);
-      const busy = s !== null && s.stock.total + s.stock.held + s.stock.sold > 0;
-      if (i >= old && was === null && s !== null && (busy || s.shards !== old))
-        problems.push(`shard ${i}, which had no state, now has ${s.shards} shards and ${s.stock.total} units`);
-      if (i >= old && was !== null && s?.shards !== was.shards && s?.shards !== old)
-        problems.push(`shard ${i} counts ${s?.shards ?? "no state"} shards, ${was.shards} before`);
-    });
-    const sum = (list: (ShardState | null)[], from: number, to: number) =>
-      list.slice(from, to).reduce((n, s) => n + (s?.stock.total ?? 0), 0);
-    if (sum(states, 0, old) !== sum(shardsBefore, 0, old))
-      problems.push(
-        `shards 0-${old - 1} hold ${sum(states, 0, old)} units in total, ${sum(shardsBefore, 0, old)} before`,
-      );
-    if (sum(states, old, reach) !== sum(shardsBefore, old, reach))
-      problems.push(
-        `shards ${old}-${reach - 1} hold ${sum(states, old, reach)} units, ${sum(shardsBefore, old, reach)} before`,
-      );
-    return problems.length > 0 ? problems.join("; ") : null;
-  }
-
-  // ---- (b) a PUT that must be refused mid-sale
+  // ---- (a) a PUT that must be refused mid-sale
 
   async refusedPut(fault: Extract<Fault, { kind: "refused-put" }>): Promise<void> {
     const shopperSkus = this.faults.skus.filter((p) => p.role === undefined).map((p) => p.sku);
@@ -299,135 +158,7 @@ export class Actors extends Scene {
     return true;
   }
 
-  // ---- (c) a waitlist joined by buyers at their limit, then cancels by others
-
-  async waitlistScene(fault: Extract<Fault, { kind: "waitlist" }>): Promise<void> {
-    const { sku } = fault;
-    const plan = this.faults.skus.find((p) => p.sku === sku);
-    if (!plan) return;
-    this.checked.lineScenes++;
-    const limit = plan.perUserLimit;
-    const prefix = `waitlist-${this.seed}-${fault.round}`;
-    // Four buyers take everything, each their whole limit: two of them, one homed on each shard, then
-    // ask to wait for one more unit (at their limit), the other two cancel later.
-    const atLimit = usersHomed(`${prefix}-w`, plan.shards);
-    const buyers = Math.floor(plan.totalStock / limit);
-    const cancellers = Array.from({ length: Math.max(1, buyers - atLimit.length) }, (_, k) => `${prefix}-c${k}`);
-    for (const user of [...atLimit, ...cancellers]) {
-      const token = await this.mint(user, sku, "waitlist scene");
-      if (token) await this.#reserve(user, sku, token, limit, "waitlist scene reserve");
-    }
-    const soldOut = await skuView(this.client, sku);
-    this.faults.count(`waitlist scenes (sold out: ${soldOut.stock.available === 0 ? "yes" : "no"})`);
-    const join = async (user: string, kind: string) => {
-      this.ledger.waitlisted.add(user); // a join that got no answer may still have put them on the waitlist
-      const headers = await this.auth(user);
-      const reply = await call(this.ledger, "waitlist scene join", () =>
-        this.client.request("POST", `/api/skus/${sku}/waitlist`, { headers, body: { quantity: 1 } }),
-      );
-      this.faults.count(`waitlist joins ${kind} answered ${reply?.status ?? 0} ${errorCode(reply?.json) ?? ""}`.trim());
-      return reply?.status === 202;
-    };
-    for (const user of atLimit) await join(user, "at the perUserLimit");
-    const waiters = [`${prefix}-n0`, `${prefix}-n1`, `${prefix}-n2`];
-    // The line as a model: who waits, in order (joins refused at the limit do not wait). The middle
-    // one leaves and joins again, last. Every read must match the model (invariant 14).
-    const line: string[] = [];
-    for (const user of waiters) if (await join(user, "within the limit")) line.push(user);
-    await this.#checkLine(sku, line, "after the joins");
-    const [, leaver] = line;
-    if (leaver && (await this.#leave(sku, leaver))) {
-      line.splice(line.indexOf(leaver), 1);
-      await this.#checkLine(sku, line, "after one left");
-      if (await join(leaver, "again after leaving")) line.push(leaver);
-      await this.#checkLine(sku, line, "after it joined again");
-    }
-    for (const user of cancellers) {
-      await sleep(800);
-      this.faults.count(
-        "cancels releasing units to a line",
-        await this.#cancelHolds(sku, new Set([user]), "waitlist scene cancel"),
-      );
-    }
-    await sleep(3_000);
-    // Units went to the line first come, first served (each wants 1): those still waiting are the
-    // model's last ones, in its order, and the public view counts exactly them.
-    await this.#checkLine(sku, line, "after the cancels", true);
-    const after = await skuView(this.client, sku);
-    this.faults.log(
-      `waitlist scene ${sku}: after the cancels available ${after.stock.available}, held ${after.stock.held}, waitlist ${after.waitlist}`,
-    );
-  }
-
-  /** Leaves the line (`DELETE`); then the caller's place must be gone. True when it left. */
-  async #leave(sku: string, user: string): Promise<boolean> {
-    const headers = await this.auth(user);
-    const left = await call(this.ledger, "waitlist scene leave", () =>
-      this.client.request("DELETE", `/api/skus/${sku}/waitlist`, { headers }),
-    );
-    if (left?.status !== 200) return false;
-    const place = await call(this.ledger, "waitlist scene place", () =>
-      this.client.request("GET", `/api/skus/${sku}/waitlist`, { headers }),
-    );
-    if (place?.status !== 404)
-      this.fail(14, `${sku}: ${user} left the line (200), yet its place answers ${place?.status}`);
-    return true;
-  }
-
-  /**
-   * Reads every modelled waiter's place (`GET /api/skus/:sku/waitlist`) and the public view's
-   * `waiting`, and compares them with the model `line` (each entry wants 1 unit): the k-th waiting is
-   * at position k with k - 1 units ahead. `served`: units were released, so a prefix of the line
-   * may have been served (404, a hold granted); the rest must still be 1..n in order. Read again up to
-   * three times (a grant landing between two reads is not a violation), then reported.
-   */
-  async #checkLine(sku: string, line: readonly string[], when: string, served = false): Promise<void> {
-    let problem: string | null = null;
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const places = await Promise.all(
-        line.map(async (user) => {
-          const headers = await this.auth(user);
-          const reply = await call(this.ledger, "waitlist scene place", () =>
-            this.client.request("GET", `/api/skus/${sku}/waitlist`, { headers }),
-          );
-          return reply;
-        }),
-      );
-      const view = await skuView(this.client, sku);
-      const waiting = places.flatMap((reply, i) =>
-        reply?.status === 200 ? [{ user: line[i], json: reply.json }] : [],
-      );
-      const gone = places.length - waiting.length;
-      const expected = line.slice(served ? gone : 0);
-      problem = null;
-      if (places.some((reply) => reply?.status !== 200 && reply?.status !== 404))
-        problem = `a place read answered ${places.map((r) => r?.status ?? 0).join(",")}`;
-      else if (!served && gone > 0)
-        problem = `${gone} of ${line.length} waiting shoppers have no place, with nothing released`;
-      else if (waiting.some((w, i) => w.user !== expected[i]))
-        problem = `waiting ${waiting.map((w) => w.user).join(",")}, not the line's last ${expected.join(",")}`;
-      else {
-        for (const [i, w] of waiting.entries()) {
-          const position = field(w.json, "position");
-          const ahead = field(w.json, "unitsAhead");
-          if (position !== i + 1 || ahead !== i)
-            problem = `${w.user} at position ${show(position)} with ${show(ahead)} units ahead, expected ${i + 1} and ${i}`;
-        }
-        if (!problem && view.waitlist !== waiting.length)
-          problem = `the public view says ${view.waitlist} waiting, ${waiting.length} places answer`;
-      }
-      if (!problem) break;
-      await sleep(1_000);
-    }
-    this.checked.lineReads++;
-    if (problem) this.fail(14, `${sku} ${when}: ${problem}`);
-  }
-
-  summary14(): string {
-    return `${this.checked.lineReads} reads of every place in a line (joins, a leave, a rejoin, grants after cancels) matched a model of the line`;
-  }
-
-  // ---- (d) a stranger asking about SKUs never configured
+  // ---- (b) a stranger asking about SKUs never configured
 
   async stranger(fault: Extract<Fault, { kind: "stranger" }>): Promise<void> {
     const configured = new Set(this.faults.skus.map((p) => p.sku));
@@ -490,7 +221,7 @@ export class Actors extends Scene {
     }
   }
 
-  // ---- (e) money on a sharded SKU
+  // ---- (c) money on a sharded SKU
 
   async moneyScene(fault: Extract<Fault, { kind: "money" }>): Promise<void> {
     const { sku } = fault;
@@ -576,6 +307,6 @@ export class Actors extends Scene {
   /** Invariant 10's line for the summary: what was compared on line. */
   summary10(): string {
     const c = this.checked;
-    return `${c.refusedCompared} refused PUTs compared before/after (admin view and every shard), ${c.resized200 + c.resized409} resizes raced by reservations checked on every shard (${c.resized200} answered 200, ${c.resized409} 409), ${c.oldTokens} tokens minted before a refused change tried after it`;
+    return `${c.refusedCompared} refused PUTs compared before/after (admin view and every shard), ${c.oldTokens} tokens minted before a refused change tried after it`;
   }
 }

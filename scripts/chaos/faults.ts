@@ -3,8 +3,9 @@
  * chaos-only routes (src/harness/chaos-routes.ts), the redis-server killed and restarted on its port (the bridge
  * stays up and reconnects), reconciliation re-emits and dead-letter replays mid-traffic (duplicate and
  * late deliveries), restocks, and an operator changing totals, pausing and resizing while the sale runs.
- * The actors of ./actors.ts play the rest: resizes raced by reservations, refused PUTs, buyers at
- * their limit in a waitlist, a stranger asking about SKUs never configured; ./early.ts early buyers.
+ * The actors of ./actors.ts play the rest: refused PUTs and a stranger asking about SKUs never
+ * configured. The stock objects' own scenes (resizes raced by reservations, the line, sizes, early
+ * access) are the simulator's (docs/SIMULATOR.md), which replays them by seed.
  * Webhook replays/reordering, late payments and Stripe's delayed payments are done by the shoppers;
  * late payments across a resize and double payments on a sharded SKU by the money actor.
  * The shop's webhook receiver fails, drops, goes down and stalls through ./hooks.ts.
@@ -12,14 +13,12 @@
  */
 import { type RedisServer, startRedis } from "../../tools/redis-server";
 import { Actors } from "./actors";
-import { EarlyScene } from "./early";
 import { GatherWitness } from "./gather-witness";
 import type { ShopHooks } from "./hooks";
 import { type Client, num, sleep, str } from "./http";
 import { readAsOwner } from "./invariants";
 import { describeFault, type Fault, type Scheduled, type SkuPlan } from "./schedule";
 import { type Ledger, newLedger } from "./shoppers";
-import { SizesScene } from "./sizes";
 
 export class RedisControl {
   constructor(public server: RedisServer) {}
@@ -63,10 +62,6 @@ export class FaultInjector {
   #operators = new Map<string, Promise<unknown>>();
   #pending: Promise<void>[] = [];
   readonly actors: Actors;
-  /** The early-access scene (early.ts). */
-  readonly early: EarlyScene;
-  /** The sizes scene (sizes.ts). */
-  readonly sizes: SizesScene;
   /** Reserves through each gatherer aborted mid-batch (./gather-witness.ts). */
   readonly witness: GatherWitness;
   /** The shop's webhook receiver, which the `receiver-*` faults reach. */
@@ -90,8 +85,6 @@ export class FaultInjector {
   ) {
     for (const plan of skus) this.lastPut.set(plan.sku, plan.totalStock);
     this.actors = new Actors(this, ledger, seed);
-    this.early = new EarlyScene(this, ledger, seed);
-    this.sizes = new SizesScene(this, ledger, seed);
     this.witness = new GatherWitness(this, ledger, seed);
   }
 
@@ -156,20 +149,12 @@ export class FaultInjector {
       }
       case "operator":
         return this.#operator(fault);
-      case "resize-race":
-        return this.actors.resizeRace(fault);
       case "refused-put":
         return this.actors.refusedPut(fault);
-      case "waitlist":
-        return this.actors.waitlistScene(fault);
       case "stranger":
         return this.actors.stranger(fault);
       case "money":
         return this.actors.moneyScene(fault);
-      case "early":
-        return this.early.run(fault.sku);
-      case "sizes":
-        return this.sizes.run(fault.sku, fault.spanMs);
       case "gatherer": {
         const { sku, shard, kind: _kind, ...body } = fault;
         await this.#expectOk(this.client.admin("POST", `/chaos/gatherer/${sku}/${shard}`, body));

@@ -18,7 +18,7 @@ import type { z } from "zod";
 import type { AdminSku } from "../../src/routes/contract-schemas";
 import { shopperJwt } from "../../tools/jwt";
 import { Scrape } from "../../tools/prometheus";
-import { countsViolation, limitViolations, sizesViolations } from "../../tools/stock-invariants";
+import { countsViolation, limitViolations } from "../../tools/stock-invariants";
 import { type Client, errorCode, field, type Reply, sleep, str } from "./http";
 import type { SkuPlan } from "./schedule";
 import { call, heldAcked, type Ledger } from "./shoppers";
@@ -224,12 +224,6 @@ export async function checkInvariants(
         }
         if (row.quantity !== a.quantity && a.origin === "reservation")
           fail(4, `reservation ${a.id}: D1 quantity ${row.quantity}, acknowledged ${a.quantity}`);
-        // A SKU in sizes (sizes.ts): the size read back is the one acknowledged, one of those listed.
-        if (a.sizes && (field(reply.json, "variant") !== a.sizes.variant || !a.sizes.listed.includes(a.sizes.variant)))
-          fail(
-            4,
-            `reservation ${a.id}: listed sizes ${JSON.stringify(a.sizes.listed)}, acknowledged ${a.sizes.variant}, reads ${JSON.stringify(field(reply.json, "variant"))}`,
-          );
         // What the shopper was told last must still hold (no silent reversal).
         if (a.finalBy !== null && status !== a.finalBy)
           fail(6, `reservation ${a.id}: payment answered ${a.finalBy}, final status ${status}`);
@@ -303,80 +297,7 @@ export async function checkInvariants(
   }
   checked[8] = `${views.size} SKU totals equal to the last totalStock an operator PUT set`;
 
-  // Per size (sizes.ts): 1, 2, 4 and 5 for each size of a SKU in sizes.
-  const sized = await checkSizes(stateDir, skus, views, ledger);
-  violations.push(...sized.violations);
-  if (sized.summary) {
-    checked[1] += `; ${sized.summary}`;
-    checked[2] += "; a buyer's held + sold counted across sizes";
-  }
   return { violations, checked };
-}
-
-/**
- * The invariants per size of each SKU in sizes (API.md v1.4; the `sizes` SKU of sizes.ts): 1, every
- * size's `available + held + sold == total` (so held + sold ≤ total), none negative, the SKU's stock the
- * sum of its sizes', and each size's sold the quantity of its paid D1 orders; 5, each size's held the
- * quantity of its held orders; 4, every order of the SKU names one of its sizes, and every acknowledged
- * reservation's D1 order the size its 202 named, one it listed. (2, the limit across sizes, is the SKU's:
- * D1 rows are per SKU whatever their size.)
- */
-async function checkSizes(
-  stateDir: string,
-  skus: SkuPlan[],
-  views: ReadonlyMap<string, SkuView>,
-  ledger: Ledger,
-): Promise<{ violations: Violation[]; summary: string }> {
-  const violations: Violation[] = [];
-  const fail = (invariant: number, message: string) => violations.push({ invariant, message });
-  const notes: string[] = [];
-  for (const plan of skus.filter((p) => p.variants)) {
-    const view = views.get(plan.sku);
-    const sizes = view?.variants ?? [];
-    if (!view || sizes.length === 0) {
-      fail(1, `${plan.sku}: created with ${plan.variants?.length} sizes, its admin view shows none`);
-      continue;
-    }
-    const rows = await d1Query<OrderRow & { variant: string | null }>(
-      stateDir,
-      `SELECT reservation_id, sku, user_id, quantity, status, variant FROM orders WHERE sku = '${plan.sku}'`,
-    );
-    const ids = new Set(sizes.map((v) => v.id));
-    for (const row of rows.filter((r) => r.variant === null || !ids.has(r.variant)).slice(0, 5))
-      fail(
-        4,
-        `${plan.sku}: D1 order ${row.reservation_id} names size ${JSON.stringify(row.variant)}, not one of its sizes`,
-      );
-    const counted: string[] = [];
-    for (const broken of sizesViolations(plan.sku, view.stock, sizes)) fail(1, broken);
-    for (const size of sizes) {
-      const { total, available, held, sold } = size.stock;
-      const broken = countsViolation(`${plan.sku} size ${size.id}`, size.stock);
-      if (broken) fail(1, broken);
-      const mine = rows.filter((r) => r.variant === size.id);
-      const paid = mine.filter((r) => r.status === "paid").reduce((n, r) => n + r.quantity, 0);
-      const holding = mine.filter((r) => r.status === "held").reduce((n, r) => n + r.quantity, 0);
-      if (paid !== sold) fail(1, `${plan.sku} size ${size.id}: sold ${sold}, its paid D1 orders sum to ${paid}`);
-      if (holding !== held) fail(5, `${plan.sku} size ${size.id}: held ${held}, its held D1 orders sum to ${holding}`);
-      counted.push(`${size.id} ${sold}+${held}+${available}=${total}`);
-    }
-    const byId = new Map(rows.map((r) => [r.reservation_id, r]));
-    let acked = 0;
-    for (const a of ledger.acked.values()) {
-      if (a.sku !== plan.sku || !a.sizes) continue;
-      acked++;
-      const row = byId.get(a.id);
-      if (row && (row.variant !== a.sizes.variant || !a.sizes.listed.includes(a.sizes.variant)))
-        fail(
-          4,
-          `${plan.sku}: reservation ${a.id} listed ${JSON.stringify(a.sizes.listed)}, was told ${a.sizes.variant}, its D1 order says ${row.variant}`,
-        );
-    }
-    notes.push(
-      `${plan.sku}: ${sizes.length} sizes (sold+held+available=total ${counted.join(", ")}) each equal to its D1 orders, summing to the SKU's; ${acked} acknowledged pairs each of a size listed`,
-    );
-  }
-  return { violations, summary: notes.join("; ") };
 }
 
 /**

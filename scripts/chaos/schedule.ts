@@ -81,30 +81,18 @@ export interface SkuPlan {
   /** Fair opening: the sale starts `leadMs` after configuration; its first `windowMs` are one draw. */
   opening?: { leadMs: number; windowMs: number };
   /**
-   * A SKU no random shopper buys (weight 0), played by one actor of scripts/chaos/actors.ts:
-   * `resize`, an operator resizing it while the actor's shoppers reserve; `line`, a sold-out sharded
-   * SKU whose waitlist buyers at their perUserLimit join before others cancel; `money`, a sharded SKU
-   * paid late across a resize, twice at once and by Stripe's delayed methods; `sizes`, a product in
-   * sizes (sizes.ts). The seeded faults of the shopper SKUs (aborts, operators, restocks) never pick these.
+   * A SKU no random shopper buys (weight 0), played by the money scene of scripts/chaos/actors.ts: a
+   * sharded SKU paid late across a resize, twice at once and by Stripe's delayed methods. The seeded
+   * faults of the shopper SKUs (aborts, operators, restocks) never pick it. The stock objects' own
+   * scenes (resizes raced by reservations, the line, sizes, early access) are the simulator's
+   * (docs/SIMULATOR.md).
    */
-  role?: "resize" | "waitlist" | "money" | "early" | "sizes";
-  /** Sizes (API.md v1.4, role `sizes`): the SKU is created with these instead of a totalStock of its own. */
-  variants?: { id: string; name?: string; totalStock: number }[];
-  /**
-   * Early access (role `early`): the public start `publicMs` after configuration, a `members` tier
-   * (JWT claim `tier: gold`) from `membersMs`, a `codes` tier (access codes) from `codesMs`.
-   */
-  access?: { membersMs: number; codesMs: number; publicMs: number };
+  role?: "money";
 }
 
 /** How many `money` SKUs (one money scene each: it sells, so the SKU cannot be resized again): 2 to 4. */
 export function moneyScenes(opts: Options): number {
   return Math.min(4, Math.max(2, Math.ceil(opts.trafficMs / 90_000)));
-}
-
-/** How many `line` SKUs (one waitlist scene each): 1 for a quick or default run, up to 3. */
-export function lineScenes(opts: Options): number {
-  return Math.min(3, Math.max(1, Math.ceil(opts.trafficMs / 180_000)));
 }
 
 /** A SKU of one actor (weight 0: no random shopper buys it), its holds 900 s. */
@@ -114,8 +102,7 @@ const actorSku = (
   perUserLimit: number,
   shards: number,
   role: NonNullable<SkuPlan["role"]>,
-  more: Pick<SkuPlan, "access" | "variants"> = {},
-): SkuPlan => ({ sku, totalStock, perUserLimit, holdSeconds: 900, shards, weight: 0, role, ...more });
+): SkuPlan => ({ sku, totalStock, perUserLimit, holdSeconds: 900, shards, weight: 0, role });
 
 export function skuPlans(opts: Options): SkuPlan[] {
   const scale = Math.max(1, Math.ceil(opts.trafficMs / 120_000));
@@ -135,27 +122,8 @@ export function skuPlans(opts: Options): SkuPlan[] {
       weight: 3,
       opening: { leadMs: 4_000, windowMs: 3_000 },
     },
-    // Resized between 2, 3 and 4 shards by an operator while the actor's shoppers reserve on it.
-    actorSku(`${prefix}-resize`, 40, 2, 2, "resize"),
-    // Sold out by four buyers at their limit of 2, then waited for (see actors.ts, `line`).
-    ...Array.from({ length: lineScenes(opts) }, (_, i) => actorSku(`${prefix}-line${i + 1}`, 8, 2, 2, "waitlist")),
     // Held and cancelled, resized, then paid late, twice at once and by Stripe's delayed methods (actors.ts, `money`).
     ...Array.from({ length: moneyScenes(opts) }, (_, i) => actorSku(`${prefix}-money${i + 1}`, 6, 1, 2, "money")),
-    // Members by claim, then code holders, then everyone (scripts/chaos/early.ts).
-    actorSku(`${prefix}-early`, 30, 1, 2, "early", {
-      access: { membersMs: 12_000, codesMs: 24_000, publicMs: 40_000 },
-    }),
-    // A product of 6 sizes on 3 shards, one pair per customer across sizes (scripts/chaos/sizes.ts).
-    actorSku(`${prefix}-sizes`, 24, 1, 3, "sizes", {
-      variants: [
-        { id: "40", name: "EU 40", totalStock: 3 },
-        { id: "41", name: "EU 41", totalStock: 4 },
-        { id: "42", name: "EU 42", totalStock: 5 },
-        { id: "42.5", name: "EU 42.5", totalStock: 5 },
-        { id: "43", name: "EU 43", totalStock: 4 },
-        { id: "44", name: "EU 44", totalStock: 3 },
-      ],
-    }),
   ];
 }
 
@@ -189,23 +157,15 @@ export type Fault =
       shards: number;
     }
   /**
-   * The actors of actors.ts. `resize-race`: the `resize` SKU resized to `shards` (2..4, another count
-   * than its own) while a burst of its shoppers reserve, tokens minted before kept to try after.
-   * `refused-put`: a `PUT` mid-sale that must be refused (`totalStock` below what is sold), carrying
-   * other changes too (name, status, perUserLimit, holdSeconds, endsAt); `sku` is the first choice,
-   * the next shopper SKU with units sold is taken when it has none. `line`: one waitlist scene on a
-   * `line` SKU. `stranger`: requests about SKU ids never configured, on every route that names one.
+   * The actors of actors.ts. `refused-put`: a `PUT` mid-sale that must be refused (`totalStock` below
+   * what is sold), carrying other changes too (name, status, perUserLimit, holdSeconds, endsAt); `sku`
+   * is the first choice, the next shopper SKU with units sold is taken when it has none. `stranger`:
+   * requests about SKU ids never configured, on every route that names one.
    */
-  | { kind: "resize-race"; sku: string; shards: number; round: number }
   | { kind: "refused-put"; sku: string; round: number }
-  | { kind: "waitlist"; sku: string; round: number }
   | { kind: "stranger"; ghosts: string[]; round: number }
   /** `money`: one money scene on a `money` SKU, resized from its 2 shards to `shards` (3 or 4) mid-scene. */
   | { kind: "money"; sku: string; shards: number; round: number }
-  /** `early`: the early-access scene on the `early` SKU (early.ts), from before its first tier opens. */
-  | { kind: "early"; sku: string }
-  /** `sizes`: the sizes scene on the `sizes` SKU (sizes.ts) over `spanMs`: shoppers, cuts, an added size, resizes. */
-  | { kind: "sizes"; sku: string; spanMs: number }
   /**
    * The shop's webhook receiver (hooks.ts), by endpoint role. `receiver-window`: its next `fail`
    * requests answer 500, the `drop` after them are recorded, then cut unanswered (it processed them,
@@ -330,17 +290,6 @@ function actorSchedule(opts: Options, all: SkuPlan[], perMinute: (n: number) => 
   const end = opts.trafficMs;
   const out: Scheduled[] = [];
   const shopperSkus = all.filter((plan) => plan.role === undefined);
-  const resize = all.find((plan) => plan.role === "resize");
-  if (resize) {
-    // About every 5 s: each round needs the SKU idle (its holds cancelled), which a round leaves it.
-    const rounds = perMinute(11);
-    for (let i = 0; i < rounds; i++) {
-      out.push({
-        atMs: Math.round(3_000 + ((end - 6_000) * i) / rounds) + between(random, 0, 1_500),
-        fault: { kind: "resize-race", sku: resize.sku, shards: between(random, 2, 4), round: i + 1 },
-      });
-    }
-  }
   // Refused PUTs once units are sold; the first one on a sharded SKU (several shards to leave as they were).
   const sharded = shopperSkus.filter((plan) => plan.shards > 1);
   for (let i = 0; i < perMinute(3); i++) {
@@ -350,15 +299,6 @@ function actorSchedule(opts: Options, all: SkuPlan[], perMinute: (n: number) => 
       fault: { kind: "refused-put", sku: sku.sku, round: i + 1 },
     });
   }
-  // Waitlist scenes early enough for their cancels and the waitlist's service to finish inside traffic.
-  const scenes = all.filter((plan) => plan.role === "waitlist");
-  scenes.forEach((plan, i) => {
-    const slot = (end - 25_000) / scenes.length;
-    out.push({
-      atMs: Math.max(5_000, Math.round(8_000 + slot * i + between(random, 0, Math.max(0, Math.floor(slot / 2))))),
-      fault: { kind: "waitlist", sku: plan.sku, round: i + 1 },
-    });
-  });
   const hex = () => between(random, 0, 2 ** 31 - 1).toString(16);
   for (let i = 0; i < perMinute(1); i++) {
     out.push({
@@ -379,10 +319,6 @@ function actorSchedule(opts: Options, all: SkuPlan[], perMinute: (n: number) => 
       fault: { kind: "money", sku: plan.sku, shards: between(random, 3, 4), round: i + 1 },
     });
   });
-  for (const plan of all.filter((p) => p.role === "early"))
-    out.push({ atMs: 1_000, fault: { kind: "early", sku: plan.sku } });
-  for (const plan of all.filter((p) => p.role === "sizes"))
-    out.push({ atMs: 2_000, fault: { kind: "sizes", sku: plan.sku, spanMs: Math.max(20_000, end - 15_000) } });
   return out;
 }
 
@@ -481,20 +417,12 @@ export function describeFault(fault: Fault): string {
         : fault.action === "pause"
           ? `operator pauses ${fault.sku} for ${fault.pauseMs} ms`
           : `operator resizes ${fault.sku} to ${fault.shards} shards`;
-    case "resize-race":
-      return `operator resizes ${fault.sku} to ${fault.shards} shards while its shoppers reserve (round ${fault.round})`;
     case "refused-put":
       return `operator PUT refused mid-sale (totalStock below sold, other fields changed too) on ${fault.sku} or a SKU with sales`;
-    case "waitlist":
-      return `waitlist scene on ${fault.sku}: buyers at their perUserLimit join the waitlist, others cancel`;
     case "stranger":
       return `a stranger asks about never-configured SKUs ${fault.ghosts.join(", ")} on every route`;
     case "money":
       return `money scene on ${fault.sku}: holds cancelled, resized to ${fault.shards} shards, then paid late, twice at once (its shard aborted) and by a Stripe delayed method`;
-    case "early":
-      return `early-access scene on ${fault.sku}: members by claim, code holders and code sharers, before and after each tier opens`;
-    case "sizes":
-      return `sizes scene on ${fault.sku}: shoppers reserve by preference lists, pay, cancel and wait; sizes cut, added, and a resize refused mid-sale`;
     case "receiver-window":
       return `the shop's ${fault.endpoint} webhook receiver fails its next ${fault.fail} requests (500), then drops ${fault.drop} (processed, unanswered)`;
     case "receiver-outage":

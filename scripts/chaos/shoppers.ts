@@ -26,8 +26,6 @@ export interface Acked {
    */
   unanswered?: Set<string>;
   origin: "reservation" | "waitlist";
-  /** A SKU in sizes (sizes.ts): the sizes the reservation listed, in order, and the one its 202 named. */
-  sizes?: { listed: string[]; variant: string };
 }
 
 export interface Ledger {
