@@ -6,7 +6,7 @@ import { LongFirst } from "./test/support/long-first";
 // Three tiers of tests (docs/DEVELOPMENT.md, "Test tiers"):
 //   *.unit.test.ts                            run in plain Node: pure logic, the engine over real SQLite
 //                                             (vitest.unit.config.ts; `npm run test:unit`);
-//   *.workerd.test.ts, *.integration.test.ts  run inside workerd (the real Workers runtime);
+//   *.integration.test.ts                     run inside workerd (the real Workers runtime);
 //   *.e2e.test.ts                             run in Node against real processes (wrangler dev, redis-server).
 //
 // Both workerd projects get a private redis-server and Upstash bridge from a Node globalSetup
@@ -64,7 +64,7 @@ export default defineConfig({
           deps: { optimizer: { ssr: { enabled: true, include: ["stripe"] } } },
           // Queue deliveries and alarms are awaited by polling; a loaded 2-core machine needs room.
           testTimeout: 30_000,
-          include: ["test/**/*.workerd.test.ts", "test/**/*.integration.test.ts"],
+          include: ["test/**/*.integration.test.ts"],
           exclude: [...configDefaults.exclude, ...MIRROR_BOUND],
           globalSetup: [REDIS_SETUP],
           setupFiles: ["./test/support/apply-migrations.ts"],

@@ -18,6 +18,8 @@ import "./suites/unknown-skus";
 import "./suites/error-messages";
 import "./suites/pages";
 import "./suites/dev-routes";
+import "./suites/auth";
+import "./suites/metrics";
 
 /**
  * Lines of docs/API.md that no other test asserted, each through the routes as a client sees them.

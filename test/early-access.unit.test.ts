@@ -8,7 +8,7 @@ import { inMemory } from "./support/node-place";
  * Early access in the stock engine (engine/access.ts), step by step with the time passed in: who a
  * code admits, what a tier's opening lets through on the reservation path, and that the tiers follow
  * the SKU's configure (kept when left out, rolled back with a refused one). The HTTP rules are in
- * test/early-access.integration.test.ts.
+ * test/suites/early-access.ts.
  */
 
 const T0 = 1_900_000_000_000;

@@ -15,6 +15,8 @@ import { differencesOf, ordersOf, reconcileNow } from "./support/reconcile";
 import "./suites/draw-bounds";
 import "./suites/sizes-draw";
 import "./suites/tier-draw";
+import "./suites/sale-log";
+import "./suites/early-access";
 
 /**
  * Fair opening (API.md "Fair opening") through the Worker: a window's reservations wait for one

@@ -20,6 +20,8 @@ import { pay } from "./support/payments";
 // Test sales (what the feed, the webhooks, D1 and the payments list say of them) share this file's
 // workerd (one start-up, issue #56); they run first and leave no change still on its way.
 import "./suites/test-sales";
+import "./suites/endpoint-isolation";
+import "./suites/webhook-batches";
 
 /**
  * API.md "Order hand-off", through the real queues: order events → D1 (whose triggers write each

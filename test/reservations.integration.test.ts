@@ -19,6 +19,7 @@ import "./suites/order-consumer";
 import "./suites/order-lookup";
 import "./suites/retention";
 import "./suites/handoff-retention";
+import "./suites/stock-engine-workerd";
 
 const TOKEN_SECRET = "test-token-secret";
 

@@ -22,6 +22,8 @@ import { differencesOf, ordersOf, reconcileNow } from "./support/reconcile";
 // this file's tests abort every object.
 import "./suites/resize-recovery";
 import "./suites/sharded-money";
+import "./suites/waitlist-line";
+import "./suites/variants";
 
 interface ShardFacts {
   total: number;

@@ -10,6 +10,7 @@ import { pay } from "./support/payments";
 // The operator's other changes (a refused PUT, a resize under load, far dates) share this file's
 // workerd (one start-up, issue #56).
 import "./suites/operator-changes";
+import "./suites/reconcile";
 
 /**
  * API.md v1.3 "SKUs: partial updates and archiving", on one shard and on three: a PUT keeps every

@@ -4,7 +4,7 @@ import type { Taken } from "../src/handoff/deliveries";
 
 /**
  * How a batched endpoint's due rows become messages (src/handoff/batches.ts, API.md v1.4 "Webhook
- * batches"); test/webhook-batches.integration.test.ts sends them through the real Worker.
+ * batches"); test/suites/webhook-batches.ts sends them through the real Worker.
  */
 
 const fresh = (position: number, written = 0): Due => ({ position, batch_id: null, written_at: written });

@@ -9,7 +9,7 @@ import type { EngineStorage } from "../durable-objects/engine/types";
  * Held to workerd's behaviour where the engine can tell: blobs come back as ArrayBuffer, `one()`
  * throws unless exactly one row, a transaction that throws rolls back (savepoints, so they nest).
  * Where it is not: `rowsRead` is NaN, since workerd counts it in a patched SQLite (the tests of read
- * bounds run in workerd, test/*.workerd.test.ts); and a number binds as sql.js binds it, a 32-bit
+ * bounds run in workerd, test/suites/stock-engine-workerd.ts); and a number binds as sql.js binds it, a 32-bit
  * integer as INTEGER and any other as REAL (test/sqlite-storage.unit.test.ts), as it always has here.
  */
 

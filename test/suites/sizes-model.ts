@@ -192,7 +192,7 @@ describe("sizes against a model on 1 to 4 shards", () => {
       ),
       { numRuns: 5, seed: 3 },
     );
-    // Each kind of step was reached (a late payment's two outcomes: variants.integration's late-payment test).
+    // Each kind of step was reached (a late payment's two outcomes: suites/variants.ts's late-payment test).
     const reached = new Set([...kinds].map((kind) => (kind.startsWith("late") ? "late payment" : kind)));
     expect([...reached].sort()).toEqual(["cut refused", "late payment", "resized", "sold out"]);
   }, 120_000);

@@ -10,7 +10,7 @@ import { type EngineStorage, isOnSale, type Outcome, type Reservation } from "..
  * shortest failing sequence.
  *
  * One suite, run twice: over SQLite in Node (test/stock-engine.unit.test.ts, the fast tier) and
- * inside a Durable Object in workerd (test/stock-engine.workerd.test.ts), so both SQLite builds are
+ * inside a Durable Object in workerd (test/suites/stock-engine-workerd.ts), so both SQLite builds are
  * held to the same answers.
  */
 

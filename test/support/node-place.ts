@@ -29,7 +29,7 @@ function migratedImage(): Uint8Array {
  * (and `deleteAll` brings it back to that), so the engine's schema code runs and finds nothing to do.
  * Such an object counts as configured before its first configure; the path from an empty object is
  * held by {@link inMemory}'s tests, test/stock-schema.unit.test.ts and the workerd copy of the engine
- * suite (test/stock-engine.workerd.test.ts).
+ * suite (test/suites/stock-engine-workerd.ts).
  */
 export const inMigrated: StoragePlace = async (_name, body) => {
   const storage = sqliteStorage(migratedImage());

@@ -1,9 +1,9 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { newSecret } from "../src/handoff/signature";
-import { call, createSku, reserve, uniqueSku } from "./support/client";
-import { eventually } from "./support/eventually";
+import { newSecret } from "../../src/handoff/signature";
+import { call, createSku, reserve, uniqueSku } from "../support/client";
+import { eventually } from "../support/eventually";
 import {
   configure,
   deliveries,
@@ -13,7 +13,7 @@ import {
   type Log,
   logOf,
   receiver,
-} from "./support/handoff";
+} from "../support/handoff";
 
 /**
  * API.md v1.3 "Webhook deliveries": endpoints do not share fate. Each endpoint's deliveries run in

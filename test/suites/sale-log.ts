@@ -10,15 +10,15 @@ import {
   tilePath,
   verifyConsistency,
   verifyInclusion,
-} from "../durable-objects/shared/merkle";
-import { saltSecret, userCommitment, userSalt } from "../durable-objects/shared/sale-entries";
-import { openNote, parseCheckpoint, parseVerifier } from "../durable-objects/shared/signed-note";
-import worker from "../src/index";
-import { parseTilePath } from "../src/routes/sale-log";
-import { signHs256 } from "../tools/jwt";
-import { call, createSku, reserve, stockShard, tokenFor, uniqueSku } from "./support/client";
-import { eventually } from "./support/eventually";
-import { pay } from "./support/payments";
+} from "../../durable-objects/shared/merkle";
+import { saltSecret, userCommitment, userSalt } from "../../durable-objects/shared/sale-entries";
+import { openNote, parseCheckpoint, parseVerifier } from "../../durable-objects/shared/signed-note";
+import worker from "../../src/index";
+import { parseTilePath } from "../../src/routes/sale-log";
+import { signHs256 } from "../../tools/jwt";
+import { call, createSku, reserve, stockShard, tokenFor, uniqueSku } from "../support/client";
+import { eventually } from "../support/eventually";
+import { pay } from "../support/payments";
 
 /**
  * The verifiable sale's log (API.md v1.4; durable-objects/log/sale-log.ts): every reservation change

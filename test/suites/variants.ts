@@ -1,17 +1,17 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { homeShard } from "../durable-objects/shared/shard-name";
-import { forgetSoldOut } from "../src/edge/sold-out-cache";
-import { Scrape } from "../tools/prometheus";
-import { type Answer, call, createSku, stockCallsTo, stockShard, tokenFor, uniqueSku } from "./support/client";
-import { setClock } from "./support/draw-window";
-import { eventually } from "./support/eventually";
-import { conforms } from "./support/handoff";
-import { pay } from "./support/payments";
-import { differencesOf, reconcileNow } from "./support/reconcile";
+import { homeShard } from "../../durable-objects/shared/shard-name";
+import { forgetSoldOut } from "../../src/edge/sold-out-cache";
+import { Scrape } from "../../tools/prometheus";
+import { type Answer, call, createSku, stockCallsTo, stockShard, tokenFor, uniqueSku } from "../support/client";
+import { setClock } from "../support/draw-window";
+import { eventually } from "../support/eventually";
+import { conforms } from "../support/handoff";
+import { pay } from "../support/payments";
+import { differencesOf, reconcileNow } from "../support/reconcile";
 // Sizes against a model on 1 to 4 shards shares this file's workerd (one start-up, issue #56).
-import "./suites/sizes-model";
+import "./sizes-model";
 
 /**
  * API.md v1.4 "Sizes (variants)" through the Worker, on 1 and on 4 shards: one product, its sizes,

@@ -2,11 +2,11 @@ import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test"
 import { env } from "cloudflare:workers";
 import { exportJWK, generateKeyPair, type JWK, type JWTPayload, SignJWT } from "jose";
 import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { JWKS_FETCH_TIMEOUT_MS, JWKS_REFETCH_FLOOR_MS } from "../src/http/jwks";
-import worker from "../src/index";
+import { JWKS_FETCH_TIMEOUT_MS, JWKS_REFETCH_FLOOR_MS } from "../../src/http/jwks";
+import worker from "../../src/index";
 // The bot challenges before a token share this file's workerd (one start-up, issue #56). This file's
 // afterEach (mocks restored, real timers) runs after theirs too, which changes nothing for them.
-import "./suites/challenges";
+import "./challenges";
 
 /**
  * Shopper JWTs from an identity provider: keys made with jose, the JWKS served by a stand-in for

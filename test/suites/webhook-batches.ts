@@ -1,15 +1,15 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { senderOf } from "../src/handoff/endpoint-sender";
-import type { Received } from "../tools/webhook-receiver";
-import { call, createSku, reserve, uniqueSku } from "./support/client";
-import { eventually } from "./support/eventually";
-import { conforms, deliveries, endpoint, forgetEndpoints, logOf, receiver } from "./support/handoff";
+import { senderOf } from "../../src/handoff/endpoint-sender";
+import type { Received } from "../../tools/webhook-receiver";
+import { call, createSku, reserve, uniqueSku } from "../support/client";
+import { eventually } from "../support/eventually";
+import { conforms, deliveries, endpoint, forgetEndpoints, logOf, receiver } from "../support/handoff";
 // Short suites of webhook deliveries that share this file's workerd (one start-up, issue #56): what a
 // failed attempt says, an endpoint's lag, and the retry route. Each registers afterEach(forgetEndpoints).
-import "./suites/delivery-errors";
-import "./suites/webhook-lag";
-import "./suites/webhook-retry";
+import "./delivery-errors";
+import "./webhook-lag";
+import "./webhook-retry";
 
 /**
  * API.md v1.4 "Webhook batches", through the real queues and sender objects to the test receiver

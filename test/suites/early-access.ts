@@ -2,11 +2,11 @@ import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { beforeAll, describe, expect, it } from "vitest";
-import { homeShard } from "../durable-objects/shared/shard-name";
-import { accessCodeHash } from "../src/edge/early-access";
-import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
-import { signHs256 } from "../tools/jwt";
-import { type Answer, call, createSku, stockOf, stockShard, uniqueSku } from "./support/client";
+import { homeShard } from "../../durable-objects/shared/shard-name";
+import { accessCodeHash } from "../../src/edge/early-access";
+import { mintPurchaseToken, newNonce } from "../../src/edge/purchase-token";
+import { signHs256 } from "../../tools/jwt";
+import { type Answer, call, createSku, stockOf, stockShard, uniqueSku } from "../support/client";
 
 /**
  * Early access (API.md v1.3 "Early access"): tiers that open before the public start, admitting a

@@ -6,12 +6,12 @@ import {
 } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { homeShard } from "../durable-objects/shared/shard-name";
-import worker from "../src/index";
-import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "./support/client";
-import { eventually } from "./support/eventually";
-import { pay } from "./support/payments";
-import { differencesOf, ordersOf, reconcileNow } from "./support/reconcile";
+import { homeShard } from "../../durable-objects/shared/shard-name";
+import worker from "../../src/index";
+import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "../support/client";
+import { eventually } from "../support/eventually";
+import { pay } from "../support/payments";
+import { differencesOf, ordersOf, reconcileNow } from "../support/reconcile";
 
 /** A SKU with `n` held reservations whose orders are all in D1. */
 async function recordedSku(n: number, prefix: string): Promise<{ sku: string; ids: string[] }> {
@@ -135,6 +135,8 @@ describe("reconciliation", () => {
   it("reads a bounded number of rows after 10,000 old, finished orders", async () => {
     const sku = uniqueSku("history");
     await createSku(sku, { totalStock: 10_000, perUserLimit: 1 });
+    // What a run reads of the rest of this file's SKUs, which share its D1: the 10,000 rows add to it.
+    const before = (await reconcileNow()).rowsRead;
     const stub = stockShard(env, sku, 0);
     // 10,000 reservations bought and paid straight through the engine, their events sent, and their
     // rows put into D1 as the consumer would have written them.
@@ -176,16 +178,16 @@ describe("reconciliation", () => {
     while (runs++ < 100) {
       expect(differencesOf(last, sku)).toEqual([]);
       const next = await reconcileNow();
-      if (next.rowsRead <= last.rowsRead && next.rowsRead < 100) {
+      if (next.rowsRead <= last.rowsRead && next.rowsRead < before + 100) {
         last = next;
         break;
       }
       last = next;
     }
-    // Caught up: a run over the whole system reads a few rows, not 10,000.
+    // Caught up: a run over the whole system reads a few rows more than before, not 10,000.
     const quiet = await reconcileNow();
     expect(differencesOf(quiet, sku)).toEqual([]);
-    expect(quiet.rowsRead).toBeLessThan(200);
+    expect(quiet.rowsRead).toBeLessThan(before + 200);
   }, 120_000);
 
   it("runs from the cron trigger and from the admin route, and keeps a history", { timeout: 30_000 }, async () => {

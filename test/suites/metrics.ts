@@ -1,14 +1,14 @@
 import { createExecutionContext, createMessageBatch, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { senderOf } from "../src/handoff/endpoint-sender";
-import worker from "../src/index";
-import { Scrape } from "../tools/prometheus";
-import { call, createSku, reserve, stockOf, tokenFor, uniqueSku } from "./support/client";
-import { eventually } from "./support/eventually";
-import { endpoint, forgetEndpoints, logOf } from "./support/handoff";
-import { pay } from "./support/payments";
-import { reconcileNow } from "./support/reconcile";
+import { senderOf } from "../../src/handoff/endpoint-sender";
+import worker from "../../src/index";
+import { Scrape } from "../../tools/prometheus";
+import { call, createSku, reserve, stockOf, tokenFor, uniqueSku } from "../support/client";
+import { eventually } from "../support/eventually";
+import { endpoint, forgetEndpoints, logOf } from "../support/handoff";
+import { pay } from "../support/payments";
+import { reconcileNow } from "../support/reconcile";
 
 const RESERVATIONS = "/api/skus/:sku/reservations";
 

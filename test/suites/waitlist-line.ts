@@ -2,13 +2,13 @@ import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { SkuState } from "../durable-objects/engine/types";
-import { homeShard } from "../durable-objects/shared/shard-name";
-import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "./support/client";
-import { eventually } from "./support/eventually";
-import { pay } from "./support/payments";
+import type { SkuState } from "../../durable-objects/engine/types";
+import { homeShard } from "../../durable-objects/shared/shard-name";
+import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "../support/client";
+import { eventually } from "../support/eventually";
+import { pay } from "../support/payments";
 // The line of a sharded SKU against per-user limits shares this file's workerd (one start-up, issue #56).
-import "./suites/sharded-waitlist";
+import "./sharded-waitlist";
 
 /**
  * "The line, visible" (API.md v1.3): a waiting buyer's `position` and `unitsAhead` against a model of
