@@ -218,11 +218,12 @@ export async function orderPipelineWebhooks(
   batch: BatchSetting = null,
 ): Promise<HandOffFigures> {
   const url = `${receiver.url}/hooks/${ENDPOINT}`;
-  const endpoint = await setEndpoint(server, url, false, batch);
-  // The Worker's first sale pays for its compiled code and warm caches: run one unmeasured, so that
-  // it weighs on neither side of round 1.
-  log("order hand-off: a warm-up sale, endpoint disabled, not measured");
-  await pipelineRun(bench, server);
+  const endpoint = await setEndpoint(server, url, true, batch);
+  // The Worker's first sale pays for its compiled code and warm caches, the sender's too: run one
+  // unmeasured with the endpoint on, so that it weighs on neither side of round 1 (with it off, the
+  // sender's code was first compiled in round 1's endpoint-on run).
+  log("order hand-off: a warm-up sale, endpoint on, not measured");
+  await hooksRun(bench, server, receiver, endpoint.secret, batch !== null);
   const runs: HandOffFigures["rounds"] = [];
   for (let round = 0; round < rounds; round++) {
     const first = round % 2 === 0 ? "plain" : "hooks";
