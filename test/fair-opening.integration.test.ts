@@ -289,6 +289,31 @@ describe("fair opening: a sale through the Worker", () => {
     expect(lateAnswer.json.error.details?.draw).toBeUndefined(); // decided on arrival, not by the draw
   });
 
+  it("replays a winner's hold to each token it sent in the window, from an isolate that knows the SKU sold out", async () => {
+    const sku = uniqueSku("drawjoin");
+    const { opensAt, closesAt } = await saleWithWindow(sku, { total: 1, windowMs: 1_000 });
+    await setClock(sku, 1, opensAt + 1);
+    const winner = `w-${sku}`;
+    const tokens = [await tokenAt(winner, sku, 1), await tokenAt(winner, sku, 1)];
+    const waiting = tokens.map((token) => reserveWith(winner, sku, token));
+    await untilEntered(sku, 1, tokens.length);
+    await closeWindow(sku, 1, closesAt);
+    const held = (await Promise.all(waiting)).map((a) => [a.status, a.json.reservationId]);
+    expect(held[1]).toEqual(held[0]);
+    expect(held[0]?.[0]).toBe(202);
+    // Another buyer is told SOLD_OUT: this isolate now remembers it, with the shard's spent tokens.
+    const late = `late-${sku}`;
+    expect((await reserveWith(late, sku, await tokenAt(late, sku, 1))).json.error?.code).toBe("SOLD_OUT");
+    for (const token of tokens) {
+      const again = await reserveWith(winner, sku, token);
+      expect([again.status, again.json.reservationId, again.headers.get("Idempotent-Replayed")]).toEqual([
+        202,
+        held[0]?.[1],
+        "true",
+      ]);
+    }
+  });
+
   it("decides exactly once when the stock object restarts mid-window: waiting requests fail, retries get the draw's answer", async () => {
     const sku = uniqueSku("drawrestart");
     const units = 4;

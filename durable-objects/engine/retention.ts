@@ -47,7 +47,9 @@ export class Retention {
 
   /**
    * The shard's spent-nonce digest: FNV-1a hashes of the nonces whose token can still be replayed,
-   * and the seq it was read at. Each half reads its own index: the tokens it returns.
+   * and the seq it was read at. Each half reads its own index: the tokens it returns. A fair
+   * opening's hold is answered to every token its buyer sent in the window (`draw_tokens`), not only
+   * to the one its row names: those are spent too.
    */
   spentNonces(since: number, expiredBefore: number): SpentDigest {
     const row = this.ledger.row();
@@ -57,7 +59,11 @@ export class Retention {
         `SELECT nonce FROM reservations
           WHERE nonce IS NOT NULL AND token_expires_at IS NOT NULL AND token_expires_at >= ?
          UNION ALL
-         SELECT nonce FROM reservations WHERE nonce IS NOT NULL AND token_expires_at IS NULL AND created_at >= ?`,
+         SELECT nonce FROM reservations WHERE nonce IS NOT NULL AND token_expires_at IS NULL AND created_at >= ?
+         UNION ALL
+         SELECT t.nonce FROM draw_tokens t
+           JOIN draw_entrants e ON e.opening = t.opening AND e.user_id = t.user_id
+          WHERE e.code = 'HELD'`,
         expiredBefore,
         since,
       )
