@@ -273,13 +273,15 @@ export class Holds {
 
   /**
    * Fair opening, on the reservation path: a token that joined an entry of the draw gets the
-   * entry's answer once it is decided, and waits until then (never decided on arrival).
+   * entry's answer once it is decided, and waits until then (never decided on arrival). A token
+   * sent again asking otherwise (another quantity, or other sizes) is refused, as any replay.
    */
   drawAnswer(request: ReserveRequest, available: number): Outcome<ReserveAnswer> | undefined {
     if (this.draw.deciding) return undefined;
     const entry = this.draw.entryOfToken(request.nonce);
     if (!entry) return undefined;
-    if (entry.quantity !== request.quantity || entry.user_id !== request.userId) {
+    const asked = variantsColumn(request.variants);
+    if (entry.quantity !== request.quantity || entry.user_id !== request.userId || (entry.variants ?? null) !== asked) {
       return fail("IDEMPOTENCY_MISMATCH", available);
     }
     if (entry.code === null || entry.position === null || entry.entry_id === null) return fail("DRAW_PENDING");

@@ -128,3 +128,41 @@ describe("an opening draw with sizes on a sharded SKU", () => {
     expect(answer.json.variant).toBe("A");
   });
 });
+
+describe("an opening draw with sizes: a token sent again", () => {
+  it("asking other sizes is refused 422, each token of the entry alike; asking the same replays the hold", async () => {
+    const sku = uniqueSku("sizedrawreplay");
+    const opensAt = Date.now() + 60_000;
+    await createSku(sku, {
+      variants: SIZES,
+      perUserLimit: 1,
+      startsAt: new Date(opensAt).toISOString(),
+      openingWindowMs: 1_000,
+    });
+    await setClock(sku, 1, opensAt + 1);
+    const user = `replay-${sku}`;
+    const mint = () =>
+      mintPurchaseToken(
+        { sku, userId: user, shard: 0, shards: 1, nonce: newNonce(), expiresAt: Date.now() + 300_000 },
+        TOKEN_SECRET,
+      );
+    const tokens = [await mint(), await mint()];
+    const send = (token: string, variants: string[]) =>
+      call("POST", `/api/skus/${sku}/reservations`, { user, body: { token, quantity: 1, variants } });
+    // The buyer's second token joins the first's entry: one entry, one answer.
+    const waiting = tokens.map((token) => send(token, ["38"]));
+    await untilEntered(sku, 1, tokens.length);
+    await closeWindow(sku, 1, opensAt + 1_000);
+    const held = await Promise.all(waiting);
+    expect(held.map((a) => [a.status, a.json.variant])).toEqual([
+      [202, "38"],
+      [202, "38"],
+    ]);
+    for (const token of tokens) {
+      const other = await send(token, ["39"]);
+      expect([other.status, other.json.error?.code]).toEqual([422, "IDEMPOTENCY_MISMATCH"]);
+      const same = await send(token, ["38"]);
+      expect([same.status, same.json.reservationId]).toEqual([202, held[0]?.json.reservationId]);
+    }
+  });
+});
