@@ -49,7 +49,7 @@ export async function checkProofOfWork(
   expected: { userId: string; sku: string; bits: number },
   now: number,
 ): Promise<boolean> {
-  const colon = header.lastIndexOf(":");
+  const colon = header.indexOf(":"); // a challenge has none; a nonce may
   const challenge = header.slice(0, colon);
   const nonce = header.slice(colon + 1);
   if (colon < 0 || nonce.length === 0 || nonce.length > MAX_NONCE_LENGTH) return false;
