@@ -164,7 +164,8 @@ export const shopperAuth = createMiddleware<AppEnv>(async (c, next) => {
   }
   // A lone surrogate has no UTF-8 form: the id would change on its way into SQLite (as U+FFFD), and
   // the user's quota, holds and cancels would each be looked up under another id.
-  if (typeof sub !== "string" || sub.length === 0 || sub.length > MAX_USER_ID_LENGTH || !sub.isWellFormed()) {
+  // Characters as the contract counts them: code points, not UTF-16 units (an emoji is one, not two).
+  if (typeof sub !== "string" || sub.length === 0 || !sub.isWellFormed() || [...sub].length > MAX_USER_ID_LENGTH) {
     throw jwtRefused(
       "invalid_claim",
       `The JWT's \`sub\` must be a user id of 1 to ${MAX_USER_ID_LENGTH} characters of well-formed Unicode.`,

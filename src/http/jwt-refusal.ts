@@ -19,7 +19,8 @@ export function refusalOf(err: unknown, accepted: readonly string[]): ApiError {
     if (err.reason === "missing") {
       return jwtRefused("missing_claim", `The JWT has no \`${claim}\` claim, which is required.`, claim);
     }
-    if (claim === "nbf" || (claim === "iat" && err.reason === "check_failed")) {
+    // A time claim in the future; one that is no number at all is `invalid`, below.
+    if ((claim === "nbf" || claim === "iat") && err.reason === "check_failed") {
       return jwtRefused("not_yet_valid", `The JWT is not valid yet (its \`${claim}\` is in the future).`, claim);
     }
     if (err.reason === "invalid") {

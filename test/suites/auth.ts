@@ -332,6 +332,18 @@ describe("a refused shopper JWT says why (details.reason, and in words)", () => 
         refusedFor("invalid_claim", "sub"),
         /`sub` must be a user id/,
       ],
+      [
+        "nbf not a number (found in an audit: told not_yet_valid)",
+        `Bearer ${await hsToken({ sub: "ada", exp: now() + 600, nbf: "yesterday" as unknown as number })}`,
+        refusedFor("invalid_claim", "nbf"),
+        /`nbf` claim must be a number/,
+      ],
+      [
+        "a sub of 129 characters",
+        `Bearer ${await hsToken({ sub: "😀".repeat(129), exp: now() + 600 })}`,
+        refusedFor("invalid_claim", "sub"),
+        /`sub` must be a user id of 1 to 128 characters/,
+      ],
     ];
     for (const [label, authorization, expected, words] of cases) {
       const answer = await refusal(authorization);
@@ -339,6 +351,15 @@ describe("a refused shopper JWT says why (details.reason, and in words)", () => 
       expect(answer.message, label).toMatch(words);
       expect(answer.message, label).not.toContain(secret);
     }
+    // 128 characters are a user id, whatever their UTF-16 length (found in an audit: 100 emoji refused).
+    const emoji = await hsToken({ sub: "😀".repeat(128), exp: now() + 600 });
+    const ctx = createExecutionContext();
+    const mine = new Request("http://flashgate.test/api/me/reservations", {
+      headers: { authorization: `Bearer ${emoji}` },
+    });
+    const answer = await worker.fetch(mine, env, ctx);
+    await waitOnExecutionContext(ctx);
+    expect(answer.status).toBe(200);
   });
 
   it("an identity provider's keys (AUTH_JWKS, AUTH_ISSUER, AUTH_AUDIENCE): each reason", async () => {
