@@ -50,11 +50,14 @@ interface RegisterOptions {
  */
 async function refuseBody(c: Context<AppEnv>, route: ContractRoute): Promise<void> {
   const raw = (await c.req.text()).trim();
-  if (raw === "" || raw === "{}") return;
+  if (raw === "") return;
   let keys: string[] = [];
   try {
     const parsed: unknown = JSON.parse(raw);
-    if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) keys = Object.keys(parsed);
+    if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) {
+      keys = Object.keys(parsed);
+      if (keys.length === 0) return; // `{}`, however spaced
+    }
   } catch {
     // not JSON: refused all the same
   }
