@@ -15,7 +15,7 @@ export const VariantPreferences = z
 
 export const ReservationRequest = z.object({
   token: z.string().min(1).max(2048),
-  quantity: z.int().min(1).max(1_000_000),
+  quantity: z.int().min(1),
   /** API.md v1.4: required for a SKU with variants, refused for one without (the stock object knows which). */
   variants: VariantPreferences.optional(),
 });
@@ -31,7 +31,7 @@ export const MarkRefundedRequest = z.strictObject({ note: z.string().max(500).op
 
 /** Body of `POST /api/skus/:sku/waitlist`. */
 export const WaitlistRequest = z.object({
-  quantity: z.int().min(1).max(1_000_000),
+  quantity: z.int().min(1),
   variants: VariantPreferences.optional(),
 });
 
