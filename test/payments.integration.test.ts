@@ -134,6 +134,24 @@ describe("payment webhook", () => {
     expect(sold.sort()).toEqual([0, 1]);
   });
 
+  it("two deliveries of one event id at once, one naming no reservation: the other applies (found in an audit)", async () => {
+    for (let i = 0; i < 3; i++) {
+      const sku = uniqueSku("evt-ghost");
+      await createSku(sku, { totalStock: 2 });
+      const real = (await reserve("rcg", sku, 1)).json.reservationId as string;
+      const ghost = `${sku}.0.${"0".repeat(32)}`;
+      const eventId = `evt_${crypto.randomUUID()}`;
+      const [unknown, known] = await Promise.all([
+        pay(ghost, "payment.succeeded", eventId),
+        pay(real, "payment.succeeded", eventId),
+      ]);
+      // The unknown one is 404, or 422 if the known one had the id first: refused either way.
+      expect([known.status, known.json.outcome]).toEqual([200, "applied"]);
+      expect([404, 422]).toContain(unknown.status);
+      expect((await stockOf(sku)).sold).toBe(1);
+    }
+  });
+
   it("late payment re-takes stock when it can, else the order becomes refund_required", async () => {
     const sku = uniqueSku("late");
     await createSku(sku, { totalStock: 2, perUserLimit: 2, holdSeconds: 60 });

@@ -4,7 +4,7 @@ import { type PaymentSource, recordPayment } from "../db/payment-records";
 import { wakeSender } from "../handoff/delivery-consumer";
 import { ApiError, busy } from "../http/errors";
 import { increment } from "../observability/metrics";
-import { finishedReservation } from "../orders/finished";
+import { currentReservation, finishedReservation } from "../orders/finished";
 import { adminShard, callStock, locateReservation } from "../stock/stock-client";
 
 /**
@@ -34,7 +34,12 @@ export async function applyPaymentEvent(
   // A SKU nobody configured has no reservations, and its stock object is not made to say so.
   if (!where || !(await catalogHasShard(env, where.sku, where.shard))) return null;
   const content = contentOf(command);
-  if (!(await claimEventId(env.DB, command.eventId, content, Date.now()))) throw mismatch();
+  if (!(await claimEventId(env.DB, command.eventId, content, Date.now()))) {
+    // The id says something else already. Unless what it says names no reservation: that delivery
+    // answers 404 and leaves the id unused, so its claim is let go here as it would be there.
+    const freed = await releaseGhostClaim(env, command.eventId);
+    if (!freed || !(await claimEventId(env.DB, command.eventId, content, Date.now()))) throw mismatch();
+  }
   const stub = adminShard(env, where.sku, where.shard);
   const apply = (finished?: Reservation) => callStock(() => stub.applyPayment(command, finished));
   let outcome = await apply();
@@ -119,6 +124,23 @@ async function claimEventId(db: D1Database, eventId: string, content: EventConte
 }
 
 /** Forgets the record of an event that named no reservation (only if it is still this content). */
+/**
+ * Lets go of the id's claim when the reservation it names does not exist (no stock object nor D1 has
+ * it): a delivery naming an unknown reservation, whose own request lets go of it when it answers 404.
+ * True when the claim is gone, by this or by that request.
+ */
+async function releaseGhostClaim(env: Env, eventId: string): Promise<boolean> {
+  const stored = await env.DB.prepare("SELECT reservation_id FROM payment_event_ids WHERE event_id = ?1")
+    .bind(eventId)
+    .first<{ reservation_id: string }>();
+  if (!stored) return true;
+  if (await currentReservation(env, stored.reservation_id)) return false;
+  await env.DB.prepare("DELETE FROM payment_event_ids WHERE event_id = ?1 AND reservation_id = ?2")
+    .bind(eventId, stored.reservation_id)
+    .run();
+  return true;
+}
+
 async function releaseEventId(db: D1Database, eventId: string, content: EventContent): Promise<void> {
   await db
     .prepare("DELETE FROM payment_event_ids WHERE event_id = ?1 AND reservation_id = ?2")
