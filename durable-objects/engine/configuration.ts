@@ -185,6 +185,10 @@ export class Configuration {
     // Fair opening: a window is set before it opens and never moved once open (opening-draw.ts).
     const startsAt = keep(settings.startsAt, current?.starts_at, null);
     const newSeed = settings.shard === 0 ? this.#newSeed : null;
+    // Shard 0: a tier whose draw is under way keeps its name and claim, which its entries were admitted by.
+    if (newSeed !== null && settings.access !== undefined && this.#renamesDrawingTier(settings.access, now ?? 0)) {
+      return fail("INVALID_STATE");
+    }
     // A draw per opening: the public start and each early access tier's (those in force after this change).
     const tierStarts = (settings.access ?? this.#access.tiers()).map((t) => t.startsAt);
     if (!this.#draw.configure(settings.openingWindowMs, startsAt, tierStarts, now ?? 0, newSeed)) {
@@ -206,6 +210,15 @@ export class Configuration {
     if (now !== undefined) this.#waitlist.fill(now);
     if (settings.shard === 0) this.#logEntry(settings, current, now ?? Date.now());
     return ok(this.#state());
+  }
+
+  /** Whether `access` keeps a tier at the time of a draw under way, under another name or claim. */
+  #renamesDrawingTier(access: readonly AccessTier[], now: number): boolean {
+    return this.#access.tiers().some((was) => {
+      const kept = access.find((t) => t.startsAt === was.startsAt);
+      const same = kept?.name === was.name && JSON.stringify(kept.claim ?? null) === JSON.stringify(was.claim ?? null);
+      return kept !== undefined && !same && this.#draw.drawing(was.startsAt, now);
+    });
   }
 
   /**

@@ -293,6 +293,12 @@ export class OpeningDraw {
     return row && now >= row.opens_at + row.window_ms ? row.opens_at : null;
   }
 
+  /** Whether the opening at `opensAt` has a draw whose window opened by `now` and which is not decided. */
+  drawing(opensAt: number, now: number): boolean {
+    const row = this.#row(opensAt);
+    return row !== undefined && row.decided_at === null && now >= row.opens_at;
+  }
+
   /** The earliest undecided opening, if any. */
   undecided(): number | null {
     return this.#all.find((r) => r.decided_at === null)?.opens_at ?? null;

@@ -347,7 +347,15 @@ function openedDrawRefusal(
     const windowMs = opening.closesAt - opening.opensAt;
     const moved = !openings.has(opening.opensAt);
     const resized = after.windowMs !== windowMs;
-    if (!moved && !resized) continue;
+    // Its tier kept at the same time, under another name or claim: the draw's entries name the tier
+    // that admitted them, which would be gone at the decision.
+    const was = stored.access?.find((t) => t.startsAt === opening.opensAt);
+    const kept = after.tiers.find((t) => t.startsAt === opening.opensAt);
+    const renamed =
+      was !== undefined &&
+      kept !== undefined &&
+      (kept.name !== was.name || JSON.stringify(kept.claim ?? null) !== JSON.stringify(was.claim ?? null));
+    if (!moved && !resized && !renamed) continue;
     // A decided draw is history: its tier may move or go (the draw stays as it was decided).
     if (!resized && opening.decidedAt !== null) continue;
     if (opening.opensAt > now && !refused) continue;
@@ -357,7 +365,13 @@ function openedDrawRefusal(
       : opening.opensAt === stored.startsAt
         ? "The public start"
         : `The opening at ${iso(opening.opensAt)}`;
-    const change = resized ? `openingWindowMs (${windowMs} ms)` : tier ? `its startsAt` : "its time";
+    const change = resized
+      ? `openingWindowMs (${windowMs} ms)`
+      : renamed
+        ? "its name and claim"
+        : tier
+          ? `its startsAt`
+          : "its time";
     if (now < opening.closesAt || (refused && opening.decidedAt === null && opening.opensAt > now)) {
       return new ApiError(
         "INVALID_STATE",

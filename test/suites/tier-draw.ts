@@ -217,4 +217,41 @@ describe("early access: a draw at each tier's start", () => {
       expect(entries.json.entries).toHaveLength(publicUsers.length);
     });
   }
+
+  it("keeps a tier's name and claim while its draw is under way (409, nothing changed), then lets them change", async () => {
+    const sku = uniqueSku("tierrename");
+    const tierAt = Date.now() + 30 * MINUTE;
+    const members = { name: "members", startsAt: iso(tierAt), claim: { name: "plan", value: "gold" } };
+    await createSku(sku, {
+      totalStock: 5,
+      perUserLimit: 1,
+      startsAt: iso(tierAt + 30 * MINUTE),
+      openingWindowMs: WINDOW,
+      access: [members],
+    });
+    await setClock(sku, 1, tierAt + 1);
+    const users = [0, 1, 2].map((i) => `tr${i}-${sku}`);
+    const pending = users.map(async (user) => reserveWith(user, sku, await mint(user, sku, 1, "members")));
+    await untilEntered(sku, 1, users.length);
+    // Found in an audit: a new name at the same time was taken, and at the close every entry was
+    // refused SALE_NOT_ACTIVE (its tier gone), nothing held.
+    for (const tier of [
+      { ...members, name: "gold" },
+      { ...members, claim: { name: "plan", value: "platinum" } },
+    ]) {
+      const put = await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { access: [tier] } });
+      expect([put.status, codeOf(put), put.json.error?.details?.state]).toEqual([409, "INVALID_STATE", "window_open"]);
+    }
+    await closeWindow(sku, 1, tierAt + WINDOW);
+    const answers = await Promise.all(pending);
+    expect(answers.map((a) => a.status)).toEqual([202, 202, 202]);
+    expect(await stockOf(sku)).toMatchObject({ held: 3 });
+    await drawDecided(sku, 1);
+    // Decided: the draw is history, and the tier may be renamed.
+    const renamed = await call("PUT", `/admin/skus/${sku}`, {
+      admin: true,
+      body: { access: [{ ...members, name: "gold" }] },
+    });
+    expect(renamed.status).toBe(200);
+  });
 });
