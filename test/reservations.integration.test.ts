@@ -2,6 +2,7 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
+import { forgetSoldOut } from "../src/edge/sold-out-cache";
 import { reserveUnits } from "../src/edge/reserve";
 import type { ApiError } from "../src/http/errors";
 import { call, createSku, reserve, stockCallsTo, stockOf, stockShard, tokenFor, uniqueSku } from "./support/client";
@@ -284,6 +285,24 @@ describe("reservation path", () => {
       expect(again.map(summary)).toEqual(
         first.map((b) => (b.status === 202 ? [202, b.json.reservationId, "true"] : [409, "SOLD_OUT", null])),
       );
+    }
+  });
+
+  it("answers a token that holds the last unit its own refusal, never SOLD_OUT, from a warm isolate and a fresh one", async () => {
+    const sku = uniqueSku("last-limited");
+    await createSku(sku, { totalStock: 1, perUserLimit: 1 });
+    const token = await tokenFor("ll-1", sku);
+    expect((await reserve("ll-1", sku, 1, token)).status).toBe(202);
+    // The buyer's allowance spent on another route (found in an audit: the replay was 409 SOLD_OUT).
+    await Promise.all(Array.from({ length: 25 }, () => call("GET", "/api/me/reservations", { user: "ll-1" })));
+    for (const isolate of ["fresh", "warm"]) {
+      if (isolate === "fresh") forgetSoldOut(sku);
+      const replay = await reserve("ll-1", sku, 1, token);
+      expect([isolate, replay.status, replay.json.error?.code]).toEqual([isolate, 429, "RATE_LIMITED"]);
+      // Anyone else's new token is told SOLD_OUT all the same, from this isolate's memory once it has one.
+      const claims = { sku, userId: "ll-2", shard: 0, shards: 1, nonce: newNonce(), expiresAt: Date.now() + 60_000 };
+      const other = await reserve("ll-2", sku, 1, await mintPurchaseToken(claims, TOKEN_SECRET));
+      expect([isolate, other.status, other.json.error?.code]).toEqual([isolate, 409, "SOLD_OUT"]);
     }
   });
 

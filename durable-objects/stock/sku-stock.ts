@@ -438,6 +438,10 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     return this.engine.holds.reservation(reservationId);
   }
 
+  spentDigest(): SpentDigest {
+    return this.#spentDigest();
+  }
+
   /**
    * Applies a verified payment event (see engine/payments.ts and payment-claims.ts): a late payment
    * is decided on the buyer's home shard. `finished`: a pruned reservation's D1 row. With the SKU's

@@ -9,7 +9,7 @@ import type { SkuSettings } from "../engine/configuration";
 import type { DrawInfo, DrawnEntry, DrawPlace, Entrant } from "../engine/opening-draw";
 import type { GrantAnswer, PaymentAnswer, PaymentCommand, PaymentTotals, UnitClaim } from "../engine/payments";
 import type { Pruned } from "../engine/retention";
-import type { Outcome, Reservation, ReserveOutcome, ReserveRequest, SkuState } from "../engine/types";
+import type { Outcome, Reservation, ReserveOutcome, ReserveRequest, SkuState, SpentDigest } from "../engine/types";
 import type { WaitlistEntry, WaitlistMode, WaitlistPlace } from "../engine/waitlist";
 import type { MirrorCheck } from "./mirror-publisher";
 import type { SkuChange } from "./sku-change";
@@ -33,6 +33,8 @@ export interface EdgeFace {
   reserve(requests: ReserveRequest[]): Promise<ReserveOutcome[]>;
   cancel(reservationId: string, userId: string, requestId?: string): Promise<Outcome<Reservation>>;
   reservation(reservationId: string): Reservation | null;
+  /** The tokens this shard holds reservations for that can still be replayed (the sold-out memory's digest). */
+  spentDigest(): SpentDigest;
   /** A user's held + sold on this shard (their home shard: where their limit is kept). */
   quotaOf(userId: string): number;
   awaitDraw(request: ReserveRequest): Promise<ReserveOutcome>;

@@ -52,9 +52,20 @@ export function isSoldOut(sku: string, now: number): boolean {
  * cannot be a replay).
  */
 export function refusesReservation(sku: string, shard: number, nonce: string, now: number, ttlMs: number): boolean {
-  const digest = alive(sku, now)?.spent.get(shard);
-  return digest !== undefined && now - digest.at < ttlMs && !digest.nonces.has(fnv1a(nonce));
+  return spentHere(sku, shard, nonce, now, ttlMs) === false;
 }
+
+/**
+ * Whether this token's nonce is spent (its token may hold a reservation), by a digest of its shard
+ * no older than the TTL; undefined when this isolate has none.
+ */
+export function spentHere(sku: string, shard: number, nonce: string, now: number, ttlMs: number): boolean | undefined {
+  const digest = alive(sku, now)?.spent.get(shard);
+  return digest !== undefined && now - digest.at < ttlMs ? digest.nonces.has(fnv1a(nonce)) : undefined;
+}
+
+/** Whether a digest a stock object sent lists this nonce. */
+export const digestLists = (spent: SpentDigest, nonce: string): boolean => spent.nonces.includes(fnv1a(nonce));
 
 /** The digests already turned into sets, by the array the stock object sent (a batch shares one). */
 const sets = new WeakMap<readonly number[], ReadonlySet<number>>();

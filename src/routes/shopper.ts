@@ -17,11 +17,13 @@ import { mintPurchaseToken, newNonce, peekPurchaseToken } from "../edge/purchase
 import { explainRefusal, sizesShort } from "../edge/refusals";
 import { reserveUnits } from "../edge/reserve";
 import {
+  digestLists,
   forgetSoldOut,
   hasSizesSoldOut,
   isSoldOut,
   markSoldOut,
   refusesReservation,
+  spentHere,
   variantKey,
 } from "../edge/sold-out-cache";
 import { limitShopper } from "../http/auth";
@@ -100,13 +102,41 @@ async function soldOutFirst(
     const sizes = display.state.variants;
     const gone = (id: string) => sizes?.find((v) => v.id === id)?.stock.available === 0;
     const body = sizes && listed ? await listed() : undefined;
-    if (body?.variants?.length && body.variants.every(gone)) throw soldOutAtEdge(sku, body);
+    if (body?.variants?.length && body.variants.every(gone) && !(await mayHold(c, sku, display.state, body, false)))
+      throw soldOutAtEdge(sku, body);
     return;
   }
+  const body = listed ? await listed() : undefined;
+  // A token that may hold a reservation keeps its own refusal (API.md: never answered SOLD_OUT).
+  if (body && (await mayHold(c, sku, display.state, body, true))) return;
   markSoldOut(sku, now, soldOutTtl(c.env));
-  const body = display.state.variants && listed ? await listed() : undefined;
   const known = body?.variants?.every((id) => display.state.variants?.some((v) => v.id === id));
   throw soldOutAtEdge(sku, known ? body : undefined);
+}
+
+/**
+ * Whether the reservation body's token may hold a reservation: its nonce is one its shard has spent,
+ * by this isolate's digest of that shard, else by the shard's own (kept with the sold-out memory
+ * when `soldOut`, so the next requests are judged here). A shard that does not answer: it may.
+ */
+async function mayHold(
+  c: Context<AppEnv>,
+  sku: string,
+  state: SkuState,
+  body: ReservationBody,
+  soldOut: boolean,
+): Promise<boolean> {
+  const peek = peekPurchaseToken(body.token ?? "");
+  // A token of no shard the SKU has: nothing is woken to be asked (nor stored) for it.
+  if (!peek || peek.shard < 0 || peek.shard >= state.shards) return false;
+  const now = Date.now();
+  const ttl = soldOutTtl(c.env);
+  const known = spentHere(sku, peek.shard, peek.nonce, now, ttl);
+  if (known !== undefined) return known;
+  const spent = await callStock(() => stockShard(c.env, sku, peek.shard).spentDigest()).catch(() => null);
+  if (!spent) return true;
+  if (soldOut) markSoldOut(sku, now, ttl, { shard: peek.shard, spent });
+  return digestLists(spent, peek.nonce);
 }
 
 /** Sold out comes first (API.md): a token request for a SKU this isolate knows is sold out. */
