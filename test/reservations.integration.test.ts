@@ -2,8 +2,8 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
-import { forgetSoldOut } from "../src/edge/sold-out-cache";
 import { reserveUnits } from "../src/edge/reserve";
+import { forgetSoldOut } from "../src/edge/sold-out-cache";
 import type { ApiError } from "../src/http/errors";
 import { call, createSku, reserve, stockCallsTo, stockOf, stockShard, tokenFor, uniqueSku } from "./support/client";
 // Suites of the reservation path and of the orders it makes share this file's workerd (each workerd
