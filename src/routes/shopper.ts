@@ -116,8 +116,10 @@ async function soldOutFirst(
 
 /**
  * Whether the reservation body's token may hold a reservation: its nonce is one its shard has spent,
- * by this isolate's digest of that shard, else by the shard's own (kept with the sold-out memory
- * when `soldOut`, so the next requests are judged here). A shard that does not answer: it may.
+ * by this isolate's digest of that shard (the SKU's, or a listed size's), else, on a SKU sold out
+ * (`soldOut`), by the shard's own, then kept with the sold-out memory so the requests after it are
+ * judged here: one read per isolate and TTL. Sizes sold out on a SKU that is not are judged by this
+ * isolate's digests only (nothing would keep an answer). A shard that does not answer: it may.
  */
 async function mayHold(
   c: Context<AppEnv>,
@@ -131,11 +133,13 @@ async function mayHold(
   if (!peek || peek.shard < 0 || peek.shard >= state.shards) return false;
   const now = Date.now();
   const ttl = soldOutTtl(c.env);
-  const known = spentHere(sku, peek.shard, peek.nonce, now, ttl);
-  if (known !== undefined) return known;
+  const keys = [sku, ...(body.variants ?? []).map((id) => variantKey(sku, id))];
+  const known = keys.map((key) => spentHere(key, peek.shard, peek.nonce, now, ttl));
+  if (known.includes(true)) return true;
+  if (known[0] !== undefined || !soldOut) return false;
   const spent = await callStock(() => stockShard(c.env, sku, peek.shard).spentDigest()).catch(() => null);
   if (!spent) return true;
-  if (soldOut) markSoldOut(sku, now, ttl, { shard: peek.shard, spent });
+  markSoldOut(sku, now, ttl, { shard: peek.shard, spent });
   return digestLists(spent, peek.nonce);
 }
 
