@@ -28,6 +28,11 @@ export function claimTier(
   });
 }
 
+/** Whether two tiers admit alike: the same name and the same claim (a draw's entries name their tier). */
+export function sameAdmission(a: AccessTier, b: AccessTier): boolean {
+  return a.name === b.name && a.claim?.name === b.claim?.name && a.claim?.value === b.claim?.value;
+}
+
 export class Access {
   readonly #ledger: Ledger;
   /** The tiers as stored (undefined: not read yet). Small: at most 8. */

@@ -1,5 +1,5 @@
 import type { ConfiguredSku } from "../shared/sale-entries";
-import type { Access } from "./access";
+import { type Access, sameAdmission } from "./access";
 import { LAZY_EXPIRY_BATCH, type Ledger, type ResizePhase } from "./ledger";
 import type { OpeningDraw } from "./opening-draw";
 import type { Payments } from "./payments";
@@ -216,8 +216,7 @@ export class Configuration {
   #renamesDrawingTier(access: readonly AccessTier[], now: number): boolean {
     return this.#access.tiers().some((was) => {
       const kept = access.find((t) => t.startsAt === was.startsAt);
-      const same = kept?.name === was.name && JSON.stringify(kept.claim ?? null) === JSON.stringify(was.claim ?? null);
-      return kept !== undefined && !same && this.#draw.drawing(was.startsAt, now);
+      return kept !== undefined && !sameAdmission(kept, was) && this.#draw.drawing(was.startsAt, now);
     });
   }
 

@@ -10,7 +10,7 @@
  * public face, so src/ never depends on how the engine is laid out inside.
  */
 
-export { claimTier } from "../engine/access";
+export { claimTier, sameAdmission } from "../engine/access";
 export type { Audit, AuditedReservation } from "../engine/audit";
 export type { SkuSettings } from "../engine/configuration";
 export type { DrawInfo } from "../engine/opening-draw";

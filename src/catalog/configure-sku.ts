@@ -4,6 +4,7 @@ import {
   type DrawInfo,
   type SkuChange,
   type SkuState,
+  sameAdmission,
   sumShards,
 } from "../../durable-objects/stock/stock-model";
 import { reconcileWatermarks, skus } from "../db/schema";
@@ -351,10 +352,7 @@ function openedDrawRefusal(
     // that admitted them, which would be gone at the decision.
     const was = stored.access?.find((t) => t.startsAt === opening.opensAt);
     const kept = after.tiers.find((t) => t.startsAt === opening.opensAt);
-    const renamed =
-      was !== undefined &&
-      kept !== undefined &&
-      (kept.name !== was.name || JSON.stringify(kept.claim ?? null) !== JSON.stringify(was.claim ?? null));
+    const renamed = was !== undefined && kept !== undefined && !sameAdmission(kept, was);
     if (!moved && !resized && !renamed) continue;
     // A decided draw is history: its tier may move or go (the draw stays as it was decided).
     if (!resized && opening.decidedAt !== null) continue;

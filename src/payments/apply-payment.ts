@@ -51,7 +51,7 @@ export async function applyPaymentEvent(
   if (!outcome.ok) {
     if (outcome.code === "RESERVATION_NOT_FOUND") {
       // It named no reservation and changed nothing: its id is not spent (and nothing is stored).
-      await releaseEventId(env.DB, command.eventId, content);
+      await releaseEventId(env.DB, command.eventId, content.reservationId);
       return null;
     }
     if (outcome.code === "IDEMPOTENCY_MISMATCH") throw mismatch();
@@ -135,16 +135,14 @@ async function releaseGhostClaim(env: Env, eventId: string): Promise<boolean> {
     .first<{ reservation_id: string }>();
   if (!stored) return true;
   if (await currentReservation(env, stored.reservation_id)) return false;
-  await env.DB.prepare("DELETE FROM payment_event_ids WHERE event_id = ?1 AND reservation_id = ?2")
-    .bind(eventId, stored.reservation_id)
-    .run();
+  await releaseEventId(env.DB, eventId, stored.reservation_id);
   return true;
 }
 
-async function releaseEventId(db: D1Database, eventId: string, content: EventContent): Promise<void> {
+async function releaseEventId(db: D1Database, eventId: string, reservationId: string): Promise<void> {
   await db
     .prepare("DELETE FROM payment_event_ids WHERE event_id = ?1 AND reservation_id = ?2")
-    .bind(eventId, content.reservationId)
+    .bind(eventId, reservationId)
     .run();
 }
 
