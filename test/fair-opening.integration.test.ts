@@ -269,7 +269,7 @@ describe("fair opening: a sale through the Worker", () => {
     // No oversell; every hold persisted in D1 through the outbox; the books agree.
     expect(await stockOf(sku)).toEqual({ total: units, available: 0, held: units, sold: 0 });
     await eventually(async () => expect((await ordersOf(sku)).filter((o) => o.status === "held")).toHaveLength(units));
-    expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
+    expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
 
     // A retried token gets its draw answer again; after the window, arrivals are decided on arrival.
     const first = held[0];
@@ -403,7 +403,7 @@ describe("fair opening: a sale through the Worker", () => {
     await eventually(async () =>
       expect((await ordersOf(sku)).length).toBe(answers.filter((a) => a.answer.status === 202).length),
     );
-    expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
+    expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
     // Every shard was told: a new arrival is decided at once.
     const late = `late-${sku}`;
     const lateAnswer = await reserveWith(late, sku, await tokenAt(late, sku, shards));

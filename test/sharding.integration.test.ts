@@ -498,13 +498,13 @@ describe("reconciliation over shards", () => {
     await createSku(sku, { totalStock: 40, shards: 4 });
     await reserve("sum-1", sku, 1);
     await eventually(async () => expect(await ordersOf(sku)).toHaveLength(1)); // the queue has delivered
-    expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
+    expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
     // Stock appears on one shard out of nowhere (as a bug would make it): reported, not "repaired".
     await runInDurableObject(stockShard(env, sku, 2), (object, state) => {
       state.storage.sql.exec("UPDATE sku SET total = total + 5 WHERE id = 1");
       object.engine.forget(); // the engine keeps the SKU row in memory: it reads SQLite's again
     });
-    const found = differencesOf(await reconcileNow(), sku);
+    const found = differencesOf(await reconcileNow({ sku }), sku);
     expect(found.map((d) => [d.kind, d.expected, d.actual, d.repaired])).toEqual([
       ["shard_totals", '{"total":40}', '{"sumOfShards":45}', false],
     ]);

@@ -17,3 +17,15 @@ export function integerQuery(
   }
   return value;
 }
+
+/** A `true`/`false` query parameter; anything else is refused rather than read as `false`. Absent: `false`. */
+export function booleanQuery(text: string | undefined, name: string): boolean {
+  if (text === undefined || text === "false") return false;
+  if (text === "true") return true;
+  throw new ApiError(
+    "INVALID_REQUEST",
+    `${name} must be true or false.`,
+    {},
+    { fields: [{ path: name, message: "true or false" }] },
+  );
+}

@@ -82,6 +82,8 @@ interface ReconcileOptions {
   graceMs?: number;
   /** Start every shard from seq 0 again (a full pass, e.g. after rows were deleted by hand). */
   full?: boolean;
+  /** Check this SKU alone (an operator's run after a repair); absent: the whole catalog. */
+  sku?: string;
   /** Reservations per audit page (default {@link PAGE}; tests use small pages to cross many). */
   page?: number;
 }
@@ -126,7 +128,10 @@ export async function reconcile(env: Env, options: ReconcileOptions): Promise<Ru
   const now = options.now ?? Date.now();
   const runId = crypto.randomUUID();
   await d1.insert(reconcileRuns).values({ id: runId, trigger: options.trigger, startedAt: now });
-  const catalog = await d1.select({ sku: skus.sku, shards: skus.shards, totalStock: skus.totalStock }).from(skus);
+  const catalog = await d1
+    .select({ sku: skus.sku, shards: skus.shards, totalStock: skus.totalStock })
+    .from(skus)
+    .where(options.sku === undefined ? undefined : eq(skus.sku, options.sku));
   const report: RunReport = { runId, skusChecked: 0, differences: [], rowsRead: catalog.length };
   const run: Run = { env, options, now, graceMs: options.graceMs ?? Number(env.RECONCILE_GRACE_MS), report };
   let errors = 0;

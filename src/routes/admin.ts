@@ -12,7 +12,7 @@ import { forgetSoldOut } from "../edge/sold-out-cache";
 import { wakeEndpoints } from "../handoff/delivery-consumer";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
-import { integerQuery } from "../http/query";
+import { booleanQuery, integerQuery } from "../http/query";
 import { mirrorCounts } from "../mirror/admin-view";
 import { forgetDisplay } from "../mirror/stock-display";
 import { listDeadLetters, replayDeadLetter } from "../orders/dead-letter-consumer";
@@ -104,19 +104,8 @@ register(admin, ROUTES.archiveSku, async (c) => {
 
 /** Every SKU not archived (the stock object knows its status; D1 keeps only the catalog), or `?archived=true` only those. */
 register(admin, ROUTES.listSkus, async (c) => {
-  const archived = c.req.query("archived") ?? "false";
-  if (archived !== "true" && archived !== "false") {
-    throw new ApiError(
-      "INVALID_REQUEST",
-      "archived must be true or false.",
-      {},
-      {
-        fields: [{ path: "archived", message: "true or false" }],
-      },
-    );
-  }
+  const wanted = booleanQuery(c.req.query("archived"), "archived");
   const rows = await drizzle(c.env.DB).select({ sku: skus.sku }).from(skus).orderBy(desc(skus.createdAt));
-  const wanted = archived === "true";
   // Shard 0 says the status in one call; only the SKUs listed pay for the whole view.
   const listed = await Promise.all(
     rows.map(async ({ sku }) => {
@@ -129,7 +118,7 @@ register(admin, ROUTES.listSkus, async (c) => {
 
 /** Dead letters, newest first (`?pending=true`: only those not replayed yet). */
 register(admin, ROUTES.deadLetters, async (c) => {
-  const rows = await listDeadLetters(c.env.DB, { pendingOnly: c.req.query("pending") === "true" });
+  const rows = await listDeadLetters(c.env.DB, { pendingOnly: booleanQuery(c.req.query("pending"), "pending") });
   return c.json({
     deadLetters: rows.map((row) => ({
       id: row.id,
@@ -159,9 +148,15 @@ register(admin, ROUTES.replayDeadLetter, async (c) => {
   return c.json({ id: c.req.param("id"), replayed: true, replayedAt: new Date(result.replayedAt).toISOString() });
 });
 
-/** Runs reconciliation now (`?full=true` rechecks every reservation, not only recent changes). */
+/**
+ * Runs reconciliation now (`?full=true` rechecks every reservation, not only recent changes;
+ * `?sku=` checks that SKU alone, so an operator need not wait for the whole catalog).
+ */
 register(admin, ROUTES.reconcile, async (c) => {
-  const report = await reconcile(c.env, { trigger: "admin", full: c.req.query("full") === "true" });
+  const full = booleanQuery(c.req.query("full"), "full");
+  const sku = c.req.query("sku");
+  if (sku !== undefined && (!SKU_ID.test(sku) || !(await skuExists(c.env, sku)))) throw new ApiError("SKU_NOT_FOUND");
+  const report = await reconcile(c.env, { trigger: "admin", full, ...(sku === undefined ? {} : { sku }) });
   return c.json({
     runId: report.runId,
     skusChecked: report.skusChecked,

@@ -333,9 +333,14 @@ export const ROUTES = {
         description: "`true`: recheck every reservation, not only recent changes (added)",
         schema: z.enum(["true", "false"]),
       },
+      {
+        name: "sku",
+        description: "Check this SKU alone, not the whole catalog (added); an unknown SKU is 404 SKU_NOT_FOUND",
+        schema: z.string(),
+      },
     ],
     ok: { status: 200, description: "The run", schema: "ReconcileResult" },
-    errors: ["INVALID_REQUEST"],
+    errors: ["INVALID_REQUEST", "SKU_NOT_FOUND"],
   },
   reconcileRuns: {
     method: "get",
@@ -355,7 +360,7 @@ export const ROUTES = {
     access: "admin",
     query: [{ name: "pending", description: "`true`: only those not replayed yet", schema: z.enum(["true", "false"]) }],
     ok: { status: 200, description: "The dead letters", schema: "DeadLetterList" },
-    errors: [],
+    errors: ["INVALID_REQUEST"],
   },
   replayDeadLetter: {
     method: "post",

@@ -148,7 +148,7 @@ describe("a late payment whose buyer's home is another shard", () => {
     await eventually(async () =>
       expect((await ordersOf(sku)).find((o) => o.reservation_id === id)?.status).toBe("paid"),
     );
-    expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
+    expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
   });
 
   it("after the SKU shrank below the reservation's shard: the unit is sold where the SKU's stock is counted", async () => {

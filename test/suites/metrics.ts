@@ -148,7 +148,7 @@ describe("GET /metrics", () => {
     // The trigger-kept order count follows the deletion (read before the repair, which the queue
     // delivers at once)…
     expect(present(await scrape(), "flashgate_orders", { sku, status: "held" })).toBe(0);
-    await reconcileNow();
+    await reconcileNow({ sku });
 
     const after = await scrape();
     expect(after.value("flashgate_dead_letters")).toBeGreaterThanOrEqual(1);

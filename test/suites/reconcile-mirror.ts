@@ -119,7 +119,7 @@ describe("reconciliation of the Redis mirror", () => {
 
     // Repaired from the stock object, which did not change meanwhile.
     expect(await eventually(() => mirrorMatchesObject(sku))).toEqual(before);
-    expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
+    expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
 
     // The run is in the history with its difference.
     const runs = await call("GET", "/admin/reconcile/runs?limit=10", { admin: true });
@@ -138,14 +138,14 @@ describe("reconciliation of the Redis mirror", () => {
       async () => {
         await redis.hset(mirrorKey(sku, 0), { available: 999 });
       },
-      reconcileNow,
+      () => reconcileNow({ sku }),
     );
     expect(kinds(found)).toEqual([["mirror_drift", true]]);
     expect(JSON.parse(found[0]?.expected ?? "null")).toEqual(before);
     expect(JSON.parse(found[0]?.actual ?? "null")).toEqual({ ...before, available: 999 });
 
     expect(await eventually(() => mirrorMatchesObject(sku))).toEqual(before);
-    expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
+    expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
   });
 
   it("rewrites a mirror whose sizes drifted (mirror_drift), and the public view shows each size again", async () => {
@@ -178,7 +178,7 @@ describe("reconciliation of the Redis mirror", () => {
         m.stock = { total: 3, available: 3, held: 0, sold: 0 };
         await redis.hset(mirrorKey(sku, 0), { state: JSON.stringify(state) });
       },
-      reconcileNow,
+      () => reconcileNow({ sku }),
     );
     expect(kinds(found)).toEqual([["mirror_drift", true]]);
     expect(JSON.parse(found[0]?.expected ?? "null").variants).toEqual([
@@ -199,7 +199,7 @@ describe("reconciliation of the Redis mirror", () => {
       return view.json;
     });
     expect(shown.variants[0]).toEqual({ id: "s", name: "s", available: 3, held: 0 });
-    expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
+    expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
   });
 
   it("rewrites a mirror that is ahead of its stock object (a newer seq with wrong counts)", async () => {
@@ -211,7 +211,7 @@ describe("reconciliation of the Redis mirror", () => {
       async () => {
         await redis.hset(mirrorKey(sku, 0), { version: before.seq + 100, available: 10, held: 0 });
       },
-      reconcileNow,
+      () => reconcileNow({ sku }),
     );
     expect(kinds(found)).toEqual([["mirror_drift", true]]);
     expect(JSON.parse(found[0]?.actual ?? "null")).toEqual({
@@ -221,7 +221,7 @@ describe("reconciliation of the Redis mirror", () => {
       held: 0,
     });
     expect(await eventually(() => mirrorMatchesObject(sku))).toEqual(before);
-    expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
+    expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
 
     // Later commits publish over the repaired mirror again (it is no longer ahead).
     expect((await reserve(`${sku}-late`, sku, 1)).status).toBe(202);

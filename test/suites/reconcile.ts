@@ -26,9 +26,9 @@ async function recordedSku(n: number, prefix: string): Promise<{ sku: string; id
 describe("reconciliation", () => {
   it("finds nothing on a quiet, consistent system and writes no orders", async () => {
     const { sku } = await recordedSku(5, "quiet");
-    await reconcileNow(); // first pass over whatever is there
+    await reconcileNow({ sku }); // first pass over whatever is there
     const before = await ordersOf(sku);
-    const report = await reconcileNow();
+    const report = await reconcileNow({ sku });
     expect(differencesOf(report, sku)).toEqual([]);
     expect(await ordersOf(sku)).toEqual(before);
   });
@@ -36,29 +36,29 @@ describe("reconciliation", () => {
   it("re-emits orders deleted from D1, and a second run finds nothing", async () => {
     const { sku, ids } = await recordedSku(6, "deleted");
     await env.DB.prepare("DELETE FROM orders WHERE reservation_id IN (?, ?)").bind(ids[0], ids[1]).run();
-    const report = await reconcileNow({ full: true });
+    const report = await reconcileNow({ full: true, sku });
     const found = differencesOf(report, sku);
     expect(found.map((d) => [d.kind, d.repaired])).toEqual([
       ["order_missing", true],
       ["order_missing", true],
     ]);
     await eventually(async () => expect(await ordersOf(sku)).toHaveLength(6));
-    expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
+    expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
   });
 
   it("finds an order row deleted below the watermark on the next ordinary run, and restores it", async () => {
     const { sku, ids } = await recordedSku(4, "belowmark");
-    await reconcileNow(); // the watermark moves past all four
-    expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
+    await reconcileNow({ sku }); // the watermark moves past all four
+    expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
     await env.DB.prepare("DELETE FROM orders WHERE reservation_id = ?").bind(ids[2]).run();
-    const found = differencesOf(await reconcileNow(), sku); // not ?full=true: what the cron runs
+    const found = differencesOf(await reconcileNow({ sku }), sku); // not ?full=true: what the cron runs
     expect(found.map((d) => [d.kind, d.repaired])).toEqual([
       ["order_missing", true],
       ["order_count", true],
     ]);
     expect(found[1]).toMatchObject({ expected: '{"orders":4}', actual: '{"orders":3}' });
     await eventually(async () => expect(await ordersOf(sku)).toHaveLength(4));
-    expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
+    expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
   });
 
   it("after a cut in shards, still counts the orders of the shards left out, and finds nothing", async () => {
@@ -79,8 +79,8 @@ describe("reconciliation", () => {
     );
     // Cut before any run has seen shard 2.
     expect((await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { shards: 2 } })).status).toBe(200);
-    expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
-    expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
+    expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
+    expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
   });
 
   it("moves an order left at held forward to the object's paid", async () => {
@@ -90,13 +90,13 @@ describe("reconciliation", () => {
     await env.DB.prepare("UPDATE orders SET status = 'held', last_seq = last_seq - 1 WHERE reservation_id = ?")
       .bind(ids[0])
       .run();
-    const found = differencesOf(await reconcileNow({ full: true }), sku);
+    const found = differencesOf(await reconcileNow({ full: true, sku }), sku);
     expect(found.map((d) => [d.kind, d.repaired])).toEqual([["order_stale", true]]);
     expect(JSON.parse(found[0]?.expected ?? "{}")).toMatchObject({ id: ids[0], status: "paid" });
     await eventually(async () =>
       expect((await ordersOf(sku)).find((o) => o.reservation_id === ids[0])?.status).toBe("paid"),
     );
-    expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
+    expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
   });
 
   it("releases a hold past expiry whose alarm was deleted", async () => {
@@ -108,11 +108,11 @@ describe("reconciliation", () => {
       await state.storage.deleteAlarm();
       object.now = () => Date.parse(held.json.expiresAt) + 1_000;
     });
-    const found = differencesOf(await reconcileNow(), sku);
+    const found = differencesOf(await reconcileNow({ sku }), sku);
     expect(found.map((d) => [d.kind, d.repaired])).toContainEqual(["hold_overdue", true]);
     expect(await stockOf(sku)).toEqual({ total: 3, available: 3, held: 0, sold: 0 });
     await eventually(async () => expect((await ordersOf(sku)).map((o) => o.status)).toEqual(["expired"]));
-    expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
+    expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
   });
 
   it("sends an outbox event that was committed but never sent", async () => {
@@ -126,17 +126,17 @@ describe("reconciliation", () => {
       return answer?.ok ? answer.value.reservation.id : null;
     });
     expect(id).not.toBeNull();
-    const found = differencesOf(await reconcileNow(), sku);
+    const found = differencesOf(await reconcileNow({ sku }), sku);
     expect(found.map((d) => [d.kind, d.repaired])).toEqual([["outbox_stuck", true]]);
     await eventually(async () => expect((await ordersOf(sku)).map((o) => o.reservation_id)).toEqual([id]));
-    expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
+    expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
   });
 
   it("reads a bounded number of rows after 10,000 old, finished orders", async () => {
     const sku = uniqueSku("history");
     await createSku(sku, { totalStock: 10_000, perUserLimit: 1 });
-    // What a run reads of the rest of this file's SKUs, which share its D1: the 10,000 rows add to it.
-    const before = (await reconcileNow()).rowsRead;
+    // What a run of this SKU reads while it has nothing: the 10,000 rows add to it.
+    const before = (await reconcileNow({ sku })).rowsRead;
     const stub = stockShard(env, sku, 0);
     // 10,000 reservations bought and paid straight through the engine, their events sent, and their
     // rows put into D1 as the consumer would have written them.
@@ -174,18 +174,18 @@ describe("reconciliation", () => {
     // Catch up: each run reads the pages since its watermark (up to PAGES_PER_RUN), and finds every
     // row in agreement.
     let runs = 0;
-    let last = await reconcileNow();
+    let last = await reconcileNow({ sku });
     while (runs++ < 100) {
       expect(differencesOf(last, sku)).toEqual([]);
-      const next = await reconcileNow();
+      const next = await reconcileNow({ sku });
       if (next.rowsRead <= last.rowsRead && next.rowsRead < before + 100) {
         last = next;
         break;
       }
       last = next;
     }
-    // Caught up: a run over the whole system reads a few rows more than before, not 10,000.
-    const quiet = await reconcileNow();
+    // Caught up: a run reads a few rows more than before, not 10,000.
+    const quiet = await reconcileNow({ sku });
     expect(differencesOf(quiet, sku)).toEqual([]);
     expect(quiet.rowsRead).toBeLessThan(before + 200);
   }, 120_000);

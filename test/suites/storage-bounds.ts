@@ -68,13 +68,13 @@ describe("stock object storage", () => {
 
     // Reconciliation on the object's clock (which is ahead): the watermark passes them, and the next
     // visit prunes below it.
-    await reconcile(env, { trigger: "admin", now: Date.now() + TOKEN_LIFETIME_MS + 1_000 });
-    await reconcile(env, { trigger: "admin", now: Date.now() + TOKEN_LIFETIME_MS + 1_000 });
+    await reconcile(env, { trigger: "admin", sku, now: Date.now() + TOKEN_LIFETIME_MS + 1_000 });
+    await reconcile(env, { trigger: "admin", sku, now: Date.now() + TOKEN_LIFETIME_MS + 1_000 });
     expect(await rowsOf(sku)).toEqual({ reservations: 0, quotas: 2 }); // the buyers' quotas stay
     expect(await stockOf(sku)).toEqual({ total: 10, available: 8, held: 0, sold: 2 });
     // The object still counts the reservations it pruned: its count equals D1's, so a later run
     // finds nothing to recheck (no order_count difference), and a new hold counts from there.
-    const quiet = await reconcile(env, { trigger: "admin", now: Date.now() + TOKEN_LIFETIME_MS + 1_000 });
+    const quiet = await reconcile(env, { trigger: "admin", sku, now: Date.now() + TOKEN_LIFETIME_MS + 1_000 });
     expect(quiet.differences.filter((d) => d.sku === sku)).toEqual([]);
     const audit = await runInDurableObject(stockShard(env, sku, 0), (object) => object.audit(0, 1));
     expect(audit?.created).toBe(8);
@@ -136,7 +136,7 @@ describe("stock object storage", () => {
       // Their tokens can no longer be replayed; one run on that clock confirms all of them in D1…
       shift += TOKEN_LIFETIME_MS + 1_000;
       await shiftClock(sku, shift);
-      const report = await reconcile(env, { trigger: "admin", now: Date.now() + shift, page: PAGE });
+      const report = await reconcile(env, { trigger: "admin", sku, now: Date.now() + shift, page: PAGE });
       expect(report.differences.filter((d) => d.sku === sku)).toEqual([]);
       // …and the object forgets them in the same run: it never holds more than one round.
       expect(await rowsOf(sku)).toEqual({ reservations: 0, quotas: 0 });
@@ -153,12 +153,12 @@ describe("stock object storage", () => {
     const cancelled = await reserve("quitter", sku, 1);
     await call("POST", `/api/reservations/${cancelled.json.reservationId}/cancel`, { user: "quitter" });
     await eventually(async () => expect(await ordersOf(sku)).toHaveLength(2));
-    await reconcileNow();
-    await reconcileNow();
+    await reconcileNow({ sku });
+    await reconcileNow({ sku });
     // The cancelled one's token could still be replayed: both rows stay.
     expect((await rowsOf(sku)).reservations).toBe(2);
     await shiftClock(sku, TOKEN_LIFETIME_MS + 1_000);
-    await reconcileNow();
+    await reconcileNow({ sku });
     expect((await rowsOf(sku)).reservations).toBe(1); // the open hold
     expect((await call("GET", `/api/reservations/${held.json.reservationId}`, { user: "keeper" })).json.status).toBe(
       "held",
@@ -180,8 +180,8 @@ describe("stock object storage", () => {
     // Past today's token lifetime, inside the token's own: reconciliation's prune passes it by, and it stays.
     const shift = TOKEN_LIFETIME_MS + 1_000;
     await shiftClock(sku, shift);
-    await reconcile(env, { trigger: "admin", now: Date.now() + shift });
-    await reconcile(env, { trigger: "admin", now: Date.now() + shift });
+    await reconcile(env, { trigger: "admin", sku, now: Date.now() + shift });
+    await reconcile(env, { trigger: "admin", sku, now: Date.now() + shift });
     expect((await rowsOf(sku)).reservations).toBe(1);
     // The replay is the same reservation, not a second hold.
     const replay = await reserve("patient", sku, 1, token);
@@ -195,7 +195,7 @@ describe("stock object storage", () => {
     // Once its own token has expired (plus the clock margin), it goes like any other.
     const later = HOUR + 61_000;
     await shiftClock(sku, later);
-    await reconcile(env, { trigger: "admin", now: Date.now() + later });
+    await reconcile(env, { trigger: "admin", sku, now: Date.now() + later });
     expect((await rowsOf(sku)).reservations).toBe(0);
   });
 

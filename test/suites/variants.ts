@@ -435,14 +435,14 @@ describe("sizes under reconciliation", () => {
       { id: "p", totalStock: 8 },
       { id: "q", totalStock: 4 },
     ]);
-    expect(differencesOf(await reconcileNow(), sku)).toEqual([]);
+    expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
     // Two units of q appear on shard 2 behind the operator's back (as a bug in a transfer would leave them).
     await runInDurableObject(stockShard(env, sku, 2), (object, state) => {
       state.storage.sql.exec("UPDATE variant_stock SET total = total + 2 WHERE id = 'q'");
       state.storage.sql.exec("UPDATE sku SET total = total + 2");
       object.engine.forget();
     });
-    const found = differencesOf(await reconcileNow(), sku);
+    const found = differencesOf(await reconcileNow({ sku }), sku);
     expect(found.map((d) => [d.kind, JSON.parse(d.expected), JSON.parse(d.actual), d.repaired])).toEqual([
       ["shard_totals", { total: 12 }, { sumOfShards: 14 }, false],
       ["variant_totals", { variant: "q", total: 4 }, { variant: "q", sumOfShards: 6 }, false],

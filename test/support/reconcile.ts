@@ -1,8 +1,11 @@
 import { env } from "cloudflare:workers";
 import { type Difference, type RunReport, reconcile } from "../../src/reconcile/reconcile";
 
-/** Runs reconciliation now (the tests' RECONCILE_GRACE_MS is 0: they wait for the queue themselves). */
-export async function reconcileNow(opts: { full?: boolean } = {}): Promise<RunReport> {
+/**
+ * Runs reconciliation now (the tests' RECONCILE_GRACE_MS is 0: they wait for the queue themselves).
+ * With `sku`, of that SKU alone: a test's run then costs the same whatever else its runtime holds.
+ */
+export async function reconcileNow(opts: { full?: boolean; sku?: string } = {}): Promise<RunReport> {
   return reconcile(env, { trigger: "admin", ...opts });
 }
 

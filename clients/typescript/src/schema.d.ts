@@ -3183,6 +3183,8 @@ export interface operations {
       query?: {
         /** @description `true`: recheck every reservation, not only recent changes (added) */
         full?: "true" | "false";
+        /** @description Check this SKU alone, not the whole catalog (added); an unknown SKU is 404 SKU_NOT_FOUND */
+        sku?: string;
       };
       header?: never;
       path?: never;
@@ -3223,6 +3225,20 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: "UNAUTHENTICATED";
+            };
+          };
+        };
+      };
+      /** @description SKU_NOT_FOUND: No such SKU. */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "SKU_NOT_FOUND";
             };
           };
         };
@@ -3313,6 +3329,20 @@ export interface operations {
         };
         content: {
           "application/json": components["schemas"]["DeadLetterList"];
+        };
+      };
+      /** @description INVALID_REQUEST: The request is malformed or failed validation. */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "INVALID_REQUEST";
+            };
+          };
         };
       };
       /** @description UNAUTHENTICATED: Missing or invalid credentials. */
