@@ -314,6 +314,30 @@ describe("fair opening: a sale through the Worker", () => {
     }
   });
 
+  it("answers a loser's retried token with its draw result, from an isolate that knows the SKU sold out", async () => {
+    const sku = uniqueSku("drawlose");
+    const { opensAt, closesAt } = await saleWithWindow(sku, { total: 1, windowMs: 1_000, perUserLimit: 2 });
+    await setClock(sku, 1, opensAt + 1);
+    // Two buyers for the one unit: the loser asked 1 (SOLD_OUT) or 2 (INSUFFICIENT_STOCK), by the draw.
+    const buyers = [`one-${sku}`, `two-${sku}`];
+    const tokens = [await tokenAt(buyers[0] as string, sku, 1), await tokenAt(buyers[1] as string, sku, 1)];
+    const waiting = buyers.map((b, i) => reserveWith(b, sku, tokens[i] as string, i + 1));
+    await untilEntered(sku, 1, 2);
+    await closeWindow(sku, 1, closesAt);
+    const answers = await Promise.all(waiting);
+    const lost = answers.findIndex((a) => a.status === 409);
+    const first = answers[lost];
+    expect(first?.json.error.details.draw).toMatchObject({ entrants: 2 });
+    const late = `late-${sku}`;
+    expect((await reserveWith(late, sku, await tokenAt(late, sku, 1))).json.error?.code).toBe("SOLD_OUT");
+    const again = await reserveWith(buyers[lost] as string, sku, tokens[lost] as string, lost + 1);
+    expect([again.status, again.json.error?.code, again.json.error?.details?.draw]).toEqual([
+      409,
+      first?.json.error.code,
+      first?.json.error.details.draw,
+    ]);
+  });
+
   it("decides exactly once when the stock object restarts mid-window: waiting requests fail, retries get the draw's answer", async () => {
     const sku = uniqueSku("drawrestart");
     const units = 4;

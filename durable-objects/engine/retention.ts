@@ -47,9 +47,9 @@ export class Retention {
 
   /**
    * The shard's spent-nonce digest: FNV-1a hashes of the nonces whose token can still be replayed,
-   * and the seq it was read at. Each half reads its own index: the tokens it returns. A fair
-   * opening's hold is answered to every token its buyer sent in the window (`draw_tokens`), not only
-   * to the one its row names: those are spent too.
+   * and the seq it was read at. Each half reads its own index: the tokens it returns. Every token
+   * that entered a fair opening's draw (`draw_tokens`) is spent too: it is answered with its entry's
+   * result, a hold or a 409 carrying `draw`, never with the edge's bare SOLD_OUT.
    */
   spentNonces(since: number, expiredBefore: number): SpentDigest {
     const row = this.ledger.row();
@@ -61,9 +61,7 @@ export class Retention {
          UNION ALL
          SELECT nonce FROM reservations WHERE nonce IS NOT NULL AND token_expires_at IS NULL AND created_at >= ?
          UNION ALL
-         SELECT t.nonce FROM draw_tokens t
-           JOIN draw_entrants e ON e.opening = t.opening AND e.user_id = t.user_id
-          WHERE e.code = 'HELD'`,
+         SELECT nonce FROM draw_tokens`,
         expiredBefore,
         since,
       )
