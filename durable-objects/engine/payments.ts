@@ -488,13 +488,14 @@ export class Payments {
   /**
    * Puts back a finished reservation that was pruned (its D1 row, given by the edge), so a late
    * payment is decided as if the row had stayed: re-take the stock, or refund. Its seq is 0 (below any watermark);
-   * a change it then takes is a new event. A reservation this shard still has is left alone.
+   * a change it then takes is a new event. A reservation this shard still has is left alone. Every
+   * column the decision reads comes back: a size left out would refuse the size's own units.
    */
   #restoreFinished(r: Reservation): void {
     if (r.status === "held") return; // holds are never pruned: a held D1 row lags the object
     this.ledger.sql.exec(
-      `INSERT INTO reservations (id, user_id, quantity, status, nonce, created_at, expires_at, updated_at, seq)
-       VALUES (?, ?, ?, ?, NULL, ?, ?, ?, 0) ON CONFLICT (id) DO NOTHING`,
+      `INSERT INTO reservations (id, user_id, quantity, status, nonce, created_at, expires_at, updated_at, seq, variant)
+       VALUES (?, ?, ?, ?, NULL, ?, ?, ?, 0, ?) ON CONFLICT (id) DO NOTHING`,
       r.id,
       r.userId,
       r.quantity,
@@ -502,6 +503,7 @@ export class Payments {
       r.createdAt,
       r.expiresAt,
       r.updatedAt,
+      r.variant ?? null,
     );
   }
 

@@ -109,6 +109,40 @@ describe("stock object storage", () => {
     expect((await pay(`${sku}.0.${"f".repeat(32)}`)).status).toBe(404);
   });
 
+  it("a late payment for a forgotten hold of a size takes that size again while units of it are left", async () => {
+    const sku = uniqueSku("prunesize");
+    await createSku(sku, {
+      variants: [
+        { id: "s", totalStock: 2 },
+        { id: "m", totalStock: 5 },
+      ],
+      perUserLimit: 1,
+      holdSeconds: 60,
+      price: 500,
+    });
+    const user = "prunesize-u";
+    const token = (await longToken(sku, user, 60_000)).token;
+    const held = await call("POST", `/api/skus/${sku}/reservations`, {
+      user,
+      body: { token, quantity: 1, variants: ["m"] },
+    });
+    const id = held.json.reservationId as string;
+    expect((await call("POST", `/api/reservations/${id}/cancel`, { user })).status).toBe(200);
+    await eventually(async () => expect((await ordersOf(sku)).map((o) => o.status)).toEqual(["cancelled"]));
+    const later = Date.now() + TOKEN_LIFETIME_MS + 1_000;
+    await shiftClock(sku, TOKEN_LIFETIME_MS + 1_000);
+    await reconcile(env, { trigger: "admin", sku, now: later });
+    await reconcile(env, { trigger: "admin", sku, now: later });
+    expect((await rowsOf(sku)).reservations).toBe(0); // forgotten: the payment's row comes from D1
+    const late = await pay(id, "payment.succeeded", undefined, { amount: 500 });
+    expect(late.json).toEqual({ received: true, reservationStatus: "paid", outcome: "applied" });
+    const view = await call("GET", `/admin/skus/${sku}`, { admin: true });
+    expect(view.json.variants.map((v: { id: string; stock: { sold: number } }) => [v.id, v.stock.sold])).toEqual([
+      ["s", 0],
+      ["m", 1],
+    ]);
+  });
+
   it("keeps pace with a long sale: each run confirms every page since its watermark and forgets it at once", async () => {
     const sku = uniqueSku("pace");
     await createSku(sku, { totalStock: 1_000, perUserLimit: 1, holdSeconds: 3600 });
