@@ -114,9 +114,10 @@ export class WaitlistServer {
     }
     const left = engine.waitlist.leaveLine(userId, this.#host.now());
     await this.#host.afterCommit();
-    // The last buyer gone: a pass tells every shard that the units are newcomers' again.
+    // A pass tells every shard what the line is now: the units may be newcomers' again (the line
+    // emptied, or, while the sale is not on, no entry left fits them), or the next entries move up.
     const state = engine.configuration.state();
-    if (left && state && state.shards > 1 && engine.waitlist.length() === 0) this.serve();
+    if (left && state && state.shards > 1) this.serve();
     return left;
   }
 

@@ -1,7 +1,10 @@
+import { runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { homeShard } from "../../durable-objects/shared/shard-name";
-import { call, createSku, reserve, stockOf, uniqueSku } from "../support/client";
+import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "../support/client";
 import { eventually } from "../support/eventually";
+import { pay } from "../support/payments";
 
 /**
  * A sharded SKU's one waitlist (on shard 0) against the per-user limits kept on each buyer's home
@@ -59,5 +62,34 @@ describe("the waitlist of a sharded SKU and per-user limits", () => {
     expect(answer.status).toBe(202);
     // B still waits for two units.
     expect((await call("GET", `/admin/skus/${sku}`, { admin: true })).json.waitlist).toBe(1);
+  });
+
+  it("a leave while the sale is paused gives the units back to newcomers when no one left fits them", async () => {
+    const sku = uniqueSku("wlpause");
+    await createSku(sku, { totalStock: 2, shards: 2, perUserLimit: 2 });
+    const x = await reserve(userOn(1, 2, "wp-x"), sku);
+    const y = await reserve(userOn(0, 2, "wp-y"), sku);
+    expect([x.status, y.status]).toEqual([202, 202]);
+    const [a, b] = [userOn(0, 2, "wp-a"), userOn(1, 2, "wp-b")];
+    expect((await join(a, sku, 1)).status).toBe(202);
+    expect((await join(b, sku, 2)).status).toBe(202);
+    // Each shard's mode: 1, the units are the line's; 2, newcomers may buy what no entry fits.
+    const modes = () =>
+      Promise.all([0, 1].map((i) => runInDurableObject(stockShard(env, sku, i), (o) => o.engine.waitlist.mode)));
+    expect((await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { status: "paused" } })).status).toBe(200);
+    await eventually(async () => expect(await modes()).toEqual([2, 2])); // nothing free: no entry fits
+    // A unit comes back while paused: A's entry fits it, so every shard keeps it for the line.
+    const xUser = userOn(1, 2, "wp-x");
+    expect((await call("POST", `/api/reservations/${x.json.reservationId}/cancel`, { user: xUser })).status).toBe(200);
+    await eventually(async () => expect(await modes()).toEqual([1, 1]));
+    // No alarm soon (Y's hold expires in 15 min): only the leave itself can start a pass.
+    for (const i of [0, 1])
+      await runInDurableObject(stockShard(env, sku, i), (_o, state) => state.storage.deleteAlarm());
+    // A leaves: B wants 2 where 1 is free, so the unit is a newcomer's again, on every shard.
+    expect((await call("DELETE", `/api/skus/${sku}/waitlist`, { user: a })).status).toBe(200);
+    await eventually(async () => expect(await modes()).toEqual([2, 2]));
+    // X's payment, late: decided as a new reservation would be, it takes the free unit.
+    const late = await pay(x.json.reservationId, "payment.succeeded");
+    expect(late.json).toEqual({ received: true, reservationStatus: "paid", outcome: "applied" });
   });
 });
