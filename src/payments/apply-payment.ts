@@ -61,8 +61,11 @@ export async function applyPaymentEvent(
     throw new Error(`stock object refused a payment: ${outcome.code}`);
   }
   const answer = outcome.value;
-  if (!answer.replayed) increment("flashgate_payments_total", { outcome: answer.outcome });
   const recorded = await recordPayment(env.DB, source, command, answer, Date.now());
+  // Counted where the event is written once: a payment's row, whichever delivery (or the stock
+  // object's alarm) finished its claim; a failure's first answer, which no row records.
+  const first = command.type === "payment.succeeded" ? recorded : !answer.replayed;
+  if (first) increment("flashgate_payments_total", { outcome: answer.outcome });
   // Its record owes deliveries to the endpoints that take `payment.refund_required` (migration 0007).
   if (recorded && answer.outcome === "refund_required") await wakeSender(env);
   return answer;

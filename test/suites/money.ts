@@ -2,6 +2,7 @@ import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { StockEngine } from "../../durable-objects/engine/stock-engine";
+import { homeShard } from "../../durable-objects/shared/shard-name";
 import { forgetSoldOut } from "../../src/edge/sold-out-cache";
 import { Scrape } from "../../tools/prometheus";
 import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "../support/client";
@@ -107,6 +108,37 @@ describe("prices and checked payments", () => {
     const held = await reserve("dee", sku, 1);
     const paid = await pay(held.json.reservationId, "payment.succeeded", "evt_any", { amount: 0, currency: "jpy" });
     expect(paid.json).toEqual({ received: true, reservationStatus: "paid", outcome: "applied" });
+  });
+});
+
+describe("payments counted once, whichever delivery finished them", () => {
+  it("a late payment whose first delivery stopped short (503 BUSY) is counted when the provider's retry finishes it", async () => {
+    const sku = uniqueSku("countretry");
+    await createSku(sku, { totalStock: 4, perUserLimit: 2, shards: 2, price: 500 });
+    // A buyer on shard 1 at 2 shards and on shard 0 at 3: after the resize, the late payment asks shard 0.
+    let user = "";
+    for (let i = 0; !user; i++) {
+      const u = `cr-${i}`;
+      if (homeShard(u, 2) === 1 && homeShard(u, 3) === 0) user = u;
+    }
+    const id = (await reserve(user, sku)).json.reservationId as string;
+    expect((await call("POST", `/api/reservations/${id}/cancel`, { user })).status).toBe(200);
+    expect((await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { totalStock: 4, shards: 3 } })).status).toBe(
+      200,
+    );
+    const before = await paymentsCounted("applied");
+    // The first delivery: the reservation's shard records its claim, and the webhook would answer 503
+    // BUSY before the home shard answered (what the route does when that shard cannot answer).
+    const eventId = `evt_${crypto.randomUUID()}`;
+    const command = { eventId, type: "payment.succeeded" as const, reservationId: id, money: { amount: 500 } };
+    const first = await runInDurableObject(stockShard(env, sku, 1), (o) =>
+      o.engine.payments.step(command, Date.now(), undefined, false),
+    );
+    expect(first).toMatchObject({ ok: true, value: { kind: "claim", began: true } });
+    const retry = await pay(id, "payment.succeeded", eventId, { amount: 500 });
+    expect(retry.json).toEqual({ received: true, reservationStatus: "paid", outcome: "applied" });
+    expect(await pay(id, "payment.succeeded", eventId, { amount: 500 })).toMatchObject({ status: 200 }); // a replay
+    expect((await paymentsCounted("applied")) - before).toBe(1);
   });
 });
 
