@@ -202,11 +202,11 @@ export const ROUTES = {
     path: "/api/skus/:sku/waitlist",
     summary: "Join the waitlist of a sold-out SKU",
     description:
-      "Only while the SKU is sold out (else 409 STOCK_AVAILABLE). When stock is released, waitlisted users receive holds in FIFO order (first fit); those holds show in GET /api/me/reservations. A buyer who already holds perUserLimit (with the quantity asked) is refused 409 LIMIT_EXCEEDED; 503 BUSY with Retry-After while a change of shards is staged.",
+      "Only while the SKU is sold out (else 409 STOCK_AVAILABLE). When stock is released, waitlisted users receive holds in FIFO order (first fit); those holds show in GET /api/me/reservations. A buyer who already holds perUserLimit (with the quantity asked) is refused 409 LIMIT_EXCEEDED; a sale not on (scheduled, paused, ended) 403 SALE_NOT_ACTIVE, with why in its details, before anything else is said; 503 BUSY with Retry-After while a change of shards is staged.",
     access: "shopper",
     body: "WaitlistRequest",
     ok: { status: 202, description: "On the waitlist", schema: "WaitlistEntry" },
-    errors: ["SKU_NOT_FOUND", "STOCK_AVAILABLE", "LIMIT_EXCEEDED", "BUSY"],
+    errors: ["SKU_NOT_FOUND", "SALE_NOT_ACTIVE", "STOCK_AVAILABLE", "LIMIT_EXCEEDED", "BUSY"],
   },
   waitlistPlace: {
     method: "get",

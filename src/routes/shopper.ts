@@ -16,6 +16,7 @@ import { issueChallenge } from "../edge/proof-of-work";
 import { mintPurchaseToken, newNonce, peekPurchaseToken } from "../edge/purchase-token";
 import { explainRefusal, sizesShort } from "../edge/refusals";
 import { reserveUnits } from "../edge/reserve";
+import { saleNotActive } from "../edge/sale-phase";
 import {
   digestLists,
   forgetSoldOut,
@@ -387,6 +388,10 @@ register(shopper, ROUTES.joinWaitlist, async (c, body) => {
   const sku = skuParam(c.req.param("sku"));
   const state = await readSkuState(c.env, sku);
   if (!state || state.status === "archived") throw new ApiError("SKU_NOT_FOUND");
+  // A sale not on takes no one into its line (the stock object refuses it too): said first, so the
+  // answer is the same on any shard count, and never "buy instead" where nothing can be bought.
+  const now = Date.now();
+  if (!isOnSale(state, now)) throw saleNotActive(state, now);
   // Sizes: what counts is the best of the listed variants. A list naming an id the SKU does not have
   // goes on to the object, which refuses it (400 naming `variants`), whatever the others have.
   const listed = body.variants && state.variants?.filter((v) => body.variants?.includes(v.id));

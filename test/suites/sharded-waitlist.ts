@@ -92,4 +92,32 @@ describe("the waitlist of a sharded SKU and per-user limits", () => {
     const late = await pay(x.json.reservationId, "payment.succeeded");
     expect(late.json).toEqual({ received: true, reservationStatus: "paid", outcome: "applied" });
   });
+
+  it("a sale not on takes no one into its line: 403 SALE_NOT_ACTIVE on any shard count, listed in /openapi.json", async () => {
+    for (const shards of [1, 2]) {
+      const withStock = uniqueSku(`wlpaused${shards}`);
+      await createSku(withStock, { totalStock: 2, shards, status: "paused" });
+      const soldOut = uniqueSku(`wlpausedout${shards}`);
+      await createSku(soldOut, { totalStock: 1, shards });
+      expect((await reserve(userOn(0, shards, "wn-a"), soldOut)).status).toBe(202);
+      await call("PUT", `/admin/skus/${soldOut}`, { admin: true, body: { status: "paused" } });
+      const later = uniqueSku(`wllater${shards}`);
+      await createSku(later, { totalStock: 0, shards, startsAt: new Date(Date.now() + 3_600_000).toISOString() });
+      for (const [sku, phase] of [
+        [withStock, "paused"],
+        [soldOut, "paused"],
+        [later, "scheduled"],
+      ]) {
+        const answer = await join(userOn(1 % shards, shards, "wn-b"), sku as string);
+        expect([answer.status, answer.json.error?.code, answer.json.error?.details?.phase], `${sku}`).toEqual([
+          403,
+          "SALE_NOT_ACTIVE",
+          phase,
+        ]);
+      }
+      expect((await call("GET", `/admin/skus/${soldOut}`, { admin: true })).json.waitlist).toBe(0);
+    }
+    const openapi = await call("GET", "/openapi.json");
+    expect(Object.keys(openapi.json.paths["/api/skus/{sku}/waitlist"].post.responses)).toContain("403");
+  });
 });

@@ -199,7 +199,7 @@ export interface paths {
     put?: never;
     /**
      * Join the waitlist of a sold-out SKU
-     * @description Only while the SKU is sold out (else 409 STOCK_AVAILABLE). When stock is released, waitlisted users receive holds in FIFO order (first fit); those holds show in GET /api/me/reservations. A buyer who already holds perUserLimit (with the quantity asked) is refused 409 LIMIT_EXCEEDED; 503 BUSY with Retry-After while a change of shards is staged.
+     * @description Only while the SKU is sold out (else 409 STOCK_AVAILABLE). When stock is released, waitlisted users receive holds in FIFO order (first fit); those holds show in GET /api/me/reservations. A buyer who already holds perUserLimit (with the quantity asked) is refused 409 LIMIT_EXCEEDED; a sale not on (scheduled, paused, ended) 403 SALE_NOT_ACTIVE, with why in its details, before anything else is said; 503 BUSY with Retry-After while a change of shards is staged.
      */
     post: operations["postApiSkusSkuWaitlist"];
     /**
@@ -2414,6 +2414,20 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: "UNAUTHENTICATED";
+            };
+          };
+        };
+      };
+      /** @description SALE_NOT_ACTIVE: The sale is not active. */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "SALE_NOT_ACTIVE";
             };
           };
         };
