@@ -49,7 +49,8 @@ export class Retention {
    * The shard's spent-nonce digest: FNV-1a hashes of the nonces whose token can still be replayed,
    * and the seq it was read at. Each half reads its own index: the tokens it returns. Every token
    * that entered a fair opening's draw (`draw_tokens`) is spent too: it is answered with its entry's
-   * result, a hold or a 409 carrying `draw`, never with the edge's bare SOLD_OUT.
+   * result, a hold or a 409 carrying `draw`, never with the edge's bare SOLD_OUT. Such a token was
+   * minted before its window closed: those of a window closed a token lifetime ago have expired.
    */
   spentNonces(since: number, expiredBefore: number): SpentDigest {
     const row = this.ledger.row();
@@ -61,8 +62,10 @@ export class Retention {
          UNION ALL
          SELECT nonce FROM reservations WHERE nonce IS NOT NULL AND token_expires_at IS NULL AND created_at >= ?
          UNION ALL
-         SELECT nonce FROM draw_tokens`,
+         SELECT t.nonce FROM draw_tokens t JOIN draw d ON d.opens_at = t.opening
+          WHERE d.opens_at + d.window_ms >= ?`,
         expiredBefore,
+        since,
         since,
       )
       .toArray()

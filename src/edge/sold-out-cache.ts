@@ -8,8 +8,9 @@ import type { SpentDigest } from "../../durable-objects/stock/stock-model";
  *
  * A purchase token that already made a reservation must still get that reservation back when it
  * is replayed (invariant 3), so a stock answer that shows "sold out" also carries the digest of
- * the nonces its shard has spent (32-bit hashes; at most one per reservation, so about as many
- * as the SKU has units). A reservation whose nonce is in the digest goes on to the stock object,
+ * the nonces its shard has spent (32-bit hashes; one per reservation, so about as many as the SKU
+ * has units, and for a token lifetime after a fair opening's window, one per token that entered its
+ * draw). A reservation whose nonce is in the digest goes on to the stock object,
  * which answers the replay; any other is refused here. Without a digest for the token's shard
  * yet, the request goes on too, and its answer brings the digest.
  *
