@@ -748,7 +748,9 @@ function lineText(entry) {
  */
 function renderWaitlist(view, sale, atLimit) {
   const joined = state.waitlist?.sku === view.sku ? state.waitlist : null;
-  const soldOut = sale.open && view.available === 0;
+  // The line opens with the public sale: early access sells, but takes no one into the line (403).
+  const publicSale = !view.startsAt || Date.parse(view.startsAt) <= Date.now();
+  const soldOut = sale.open && publicSale && view.available === 0;
   // A shopper who holds units of this SKU (the waitlist's grant among them) is not offered it again.
   const holding = state.reservation?.sku === view.sku && state.reservation.status === "held";
   $("waitlist").hidden = !joined && (holding || atLimit || !soldOut);
