@@ -633,13 +633,14 @@ class Sim {
 
   async #join(userId: string): Promise<string> {
     // The edge's route (src/routes/shopper.ts, readSkuState): shard 0's state, then the shards its count
-    // names, summed; the best available of the sizes listed that the SKU has, else the SKU's available.
+    // names, summed; a sale not on refused first; the best available of the sizes listed that the SKU has, else the SKU's available.
     const first = await this.#state(0);
     if (!first || first.status === "archived") return "no SKU";
     const rest = await Promise.all(Array.from({ length: first.shards - 1 }, (_, i) => this.#state(i + 1)));
     const state = sumShards([first, ...rest.filter((s) => s !== null)]);
     const wanted = this.#sizes ? this.#preferences() : undefined;
     const quantity = this.#random() < 0.8 ? 1 : 2;
+    if (!isOnSale(state, this.#world.now)) return "SALE_NOT_ACTIVE"; // said first, as the route does
     const listed = wanted && state.variants?.filter((v) => wanted.includes(v.id));
     const best = listed ? Math.max(0, ...listed.map((v) => v.stock.available)) : undefined;
     if (best !== undefined ? best >= quantity : state.shards === 1 && state.stock.available > 0)
