@@ -742,7 +742,7 @@ function lineText(entry) {
  * The sold-out notice: the offer to join (with how many wait), or the shopper's place and Leave.
  * A shopper at the per-user limit is not offered the line, which would refuse them (the buy note
  * says they hold their limit).
- * @param {{ sku: string, available: number, waiting?: number }} view
+ * @param {{ sku: string, available: number, waiting?: number, startsAt: string | null }} view
  * @param {{ open: boolean }} sale
  * @param {boolean} atLimit
  */
