@@ -83,7 +83,7 @@ interface ReconcileOptions {
   /** Start every shard from seq 0 again (a full pass, e.g. after rows were deleted by hand). */
   full?: boolean;
   /** Check this SKU alone (an operator's run after a repair); absent: the whole catalog. */
-  sku?: string;
+  sku?: string | undefined;
   /** Reservations per audit page (default {@link PAGE}; tests use small pages to cross many). */
   page?: number;
 }

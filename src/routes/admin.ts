@@ -56,13 +56,18 @@ register(admin, ROUTES.putSku, async (c, body) => {
   return c.json(await skuView(c.env, sku));
 });
 
+/** A SKU id the catalog knows, else `404 SKU_NOT_FOUND` (a malformed id names none). */
+async function requireSku(env: Env, sku: string): Promise<void> {
+  if (!SKU_ID.test(sku) || !(await skuExists(env, sku))) throw new ApiError("SKU_NOT_FOUND");
+}
+
 /**
  * Makes access codes of an early access tier (API.md "Early access"): random codes answered once,
  * their SHA-256 hashes stored by shard 0 in one statement (engine/access.ts).
  */
 register(admin, ROUTES.accessCodes, async (c, body) => {
   const sku = c.req.param("sku");
-  if (!SKU_ID.test(sku) || !(await skuExists(c.env, sku))) throw new ApiError("SKU_NOT_FOUND");
+  await requireSku(c.env, sku);
   const stub = adminShard(c.env, sku, 0);
   const state = await callStock(() => stub.state());
   if (!state) throw new ApiError("SKU_NOT_FOUND");
@@ -155,8 +160,8 @@ register(admin, ROUTES.replayDeadLetter, async (c) => {
 register(admin, ROUTES.reconcile, async (c) => {
   const full = booleanQuery(c.req.query("full"), "full");
   const sku = c.req.query("sku");
-  if (sku !== undefined && (!SKU_ID.test(sku) || !(await skuExists(c.env, sku)))) throw new ApiError("SKU_NOT_FOUND");
-  const report = await reconcile(c.env, { trigger: "admin", full, ...(sku === undefined ? {} : { sku }) });
+  if (sku !== undefined) await requireSku(c.env, sku);
+  const report = await reconcile(c.env, { trigger: "admin", full, sku });
   return c.json({
     runId: report.runId,
     skusChecked: report.skusChecked,
