@@ -396,6 +396,9 @@ describe("fair opening: a sale through the Worker", () => {
       answer: await reserveWith(t.user, sku, t.token, quantity(i)),
     }));
     await untilEntered(sku, shards, users.length);
+    // While entries are open each shard keeps its home users': the draw counts every shard's.
+    const open = await call("GET", `/admin/skus/${sku}`, { admin: true });
+    expect(open.json.draw).toMatchObject({ seed: null, entrants: users.length });
     await closeWindow(sku, shards, closesAt);
     const answers = await Promise.all(pending);
     const { draw, entries } = await verifyDraw(sku, seedHash);

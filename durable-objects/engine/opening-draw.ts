@@ -554,6 +554,16 @@ export class OpeningDraw {
     return this.#countOf(opening);
   }
 
+  /** The openings whose entries have not closed yet: each shard counts only its home users' so far. */
+  notClosed(): number[] {
+    return this.#all.filter((r) => r.entrants === null).map((r) => r.opens_at);
+  }
+
+  /** Entries recorded on this shard (a sibling's: its home users'; they reach shard 0 when entries close). */
+  entriesHere(opening: number): number {
+    return this.#countOf(opening);
+  }
+
   #countOf(opening: number): number {
     if (this.#stale) this.#read();
     const known = this.#counts.get(opening);

@@ -1,4 +1,4 @@
-import { type DrawPlace, type Entrant, rankEntrants } from "../engine/opening-draw";
+import { type DrawInfo, type DrawPlace, type Entrant, rankEntrants } from "../engine/opening-draw";
 import type { ReserveOutcome, ReserveRequest, SkuState } from "../engine/types";
 import { isShort } from "../engine/types";
 import { listedVariants } from "../engine/variants";
@@ -51,6 +51,32 @@ export class DrawRunner {
       () => host.now(),
       () => this.#tick(),
     );
+  }
+
+  /**
+   * Shard 0: the draws as `GET /api/skus/:sku/draw` shows them. While an opening's entries are
+   * open, each shard records its home users' entries, so a sharded SKU's siblings are asked for
+   * theirs; an opening whose entries closed meanwhile shows its count as ordered.
+   */
+  async info(): Promise<DrawInfo | null> {
+    const { engine } = this.#host;
+    const state = engine.configuration.state();
+    const open = engine.draw.notClosed();
+    if (!state || state.shards <= 1 || open.length === 0) return engine.draw.info();
+    const siblings = await Promise.all(
+      open.map(async (opening) => {
+        const counts = await Promise.all(
+          siblingsOf(state.shards).map((shard) => this.#host.shardOf(state.sku, shard).drawEntriesHere(opening)),
+        );
+        return [opening, counts.reduce((sum, n) => sum + n, 0)] as const;
+      }),
+    );
+    const info = engine.draw.info();
+    if (!info) return null;
+    const stillOpen = new Set(engine.draw.notClosed());
+    const elsewhere = new Map(siblings.filter(([opening]) => stillOpen.has(opening)));
+    const openings = info.openings.map((o) => ({ ...o, entrants: o.entrants + (elsewhere.get(o.opensAt) ?? 0) }));
+    return { ...info, entrants: (openings.at(-1) as (typeof openings)[number]).entrants, openings };
   }
 
   /**

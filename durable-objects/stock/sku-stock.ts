@@ -599,13 +599,18 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   }
 
   /** Shard 0: the SKU's draw as `GET /api/skus/:sku/draw` shows it, or null without a window. */
-  drawInfo(): DrawInfo | null {
-    return this.engine.draw.info();
+  async drawInfo(): Promise<DrawInfo | null> {
+    return this.#draw.info();
   }
 
   /** Shard 0: decided entries in draw order after position `after` (positions are 1..N). */
   drawEntries(after: number, limit: number): DrawnEntry[] {
     return this.engine.draw.entries(after, limit);
+  }
+
+  /** A sibling of a sharded SKU: its home users' entries so far, while the opening's entries are open. */
+  drawEntriesHere(opening: number): number {
+    return this.engine.draw.entriesHere(opening);
   }
 
   /** A sibling of a sharded SKU: entries close; shard 0 gets this shard's entrants. */

@@ -38,7 +38,8 @@ export interface EdgeFace {
   /** A user's held + sold on this shard (their home shard: where their limit is kept). */
   quotaOf(userId: string): number;
   awaitDraw(request: ReserveRequest): Promise<ReserveOutcome>;
-  drawInfo(): DrawInfo | null;
+  /** Shard 0: the draws; while entries are open on a sharded SKU, every shard's are counted. */
+  drawInfo(): Promise<DrawInfo | null>;
   drawEntries(after: number, limit: number): DrawnEntry[];
   joinWaitlist(
     userId: string,
@@ -101,6 +102,8 @@ export interface ShardFace extends Pick<EdgeFace, "state" | "quotaOf"> {
   giveStock(transferId: string, toShard: number, requested: number, variant?: string): Promise<number | null>;
   grantUnit(claim: UnitClaim): Promise<GrantAnswer>;
   closeDraw(opening: number): Entrant[];
+  /** The entries this shard recorded for an opening whose entries are still open (its home users'). */
+  drawEntriesHere(opening: number): number;
   decideDrawEntry(opening: number, userId: string, place: DrawPlace): Promise<ReserveOutcome>;
   recordDrawResults(opening: number, results: { userId: string; place: DrawPlace; code: string }[]): void;
   drawOver(opening: number): void;

@@ -1118,7 +1118,7 @@ class Sim {
       );
       if (summary.settled !== true) throw new Broken(String(summary.unsettled));
       const shard0 = this.#world.shard(shardName(SKU, 0));
-      const openings = shard0?.instance.drawInfo()?.openings ?? [];
+      const openings = shard0?.instance.engine.draw.info()?.openings ?? [];
       for (const [i, opening] of openings.entries()) {
         if (!shard0 || opening.seed === null || opening.seedHash === null) continue;
         const at = `the draw at t=${(opening.opensAt - START) / 1000}`;
