@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { rankEntrants } from "../durable-objects/engine/opening-draw";
 import { StockEngine } from "../durable-objects/engine/stock-engine";
 import type { Outcome, ReserveAnswer } from "../durable-objects/engine/types";
 import { inMemory } from "./support/node-place";
@@ -93,6 +94,40 @@ describe("waitlist", () => {
       expect(holdsOf(engine, "ivy")).toHaveLength(1);
       expect(engine.holds.reservation(hal?.reservationId ?? "")?.status).toBe("expired");
       expect(engine.configuration.state()?.stock).toEqual({ total: 1, available: 0, held: 1, sold: 0 });
+      expect(engine.waitlist.length()).toBe(0);
+    });
+  });
+
+  it("waits while a draw is pending: units freed in the window go to its entrants, then the line", async () => {
+    await withEngine((engine) => {
+      const START = T0 + 3_600_000;
+      const W = 2_000;
+      const decide = (opening: number, at: number) => {
+        const seed = engine.draw.seedForDecision(opening) ?? "";
+        engine.drawDecision.decide(opening, rankEntrants(seed, "wl", engine.drawDecision.close(opening, at)), at);
+      };
+      const sale = { sku: "wl", shard: 0, shards: 1, perUserLimit: 1, holdSeconds: 3600, openingWindowMs: W };
+      const early = [{ name: "early", startsAt: T0 }];
+      engine.configuration.configure({ ...sale, totalStock: 1, startsAt: START, access: early }, T0 - 60_000);
+      // The early tier's draw gives ann the only unit.
+      engine.holds.reserve([{ userId: "ann", nonce: "a1", quantity: 1, tier: "early" }], T0 + 10);
+      decide(T0, T0 + W);
+      const ann = holdsOf(engine, "ann")[0]?.event;
+      // The public window: cat's request waits for its draw; bob joins the line of the sold-out SKU.
+      expect(engine.holds.reserve([{ userId: "cat", nonce: "c1", quantity: 1 }], START + 5)[0]).toMatchObject({
+        ok: false,
+        code: "DRAW_PENDING",
+      });
+      expect(engine.waitlist.join("bob", 1, START + 10).ok).toBe(true);
+      // Inside the window ann cancels and the operator adds a unit: nothing is held for the line.
+      expect(engine.holds.cancel(ann?.reservationId ?? "", "ann", START + 30).ok).toBe(true);
+      engine.configuration.configure({ ...sale, totalStock: 2 }, START + 40);
+      expect(holdsOf(engine, "bob")).toEqual([]);
+      expect(engine.configuration.state()?.stock).toMatchObject({ available: 2, held: 0 });
+      // At the close the draw's entrant is decided first, then the line takes what is left.
+      decide(START, START + W);
+      expect(holdsOf(engine, "cat").map((e) => e.event.occurredAt)).toEqual([new Date(START + W).toISOString()]);
+      expect(holdsOf(engine, "bob").map((e) => e.event.occurredAt)).toEqual([new Date(START + W).toISOString()]);
       expect(engine.waitlist.length()).toBe(0);
     });
   });

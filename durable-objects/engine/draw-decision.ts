@@ -3,6 +3,7 @@ import { LAZY_EXPIRY_BATCH, type Ledger } from "./ledger";
 import type { DrawPlace, Entrant, OpeningDraw, RankedEntrant } from "./opening-draw";
 import { availableOf, fail, isShort, type Outcome, ok, type ReserveAnswer, type ReserveRequest } from "./types";
 import { listedVariants } from "./variants";
+import type { Waitlist } from "./waitlist";
 
 /**
  * The fair opening's decision, on the engine's transaction: the draw (opening-draw.ts) stores entries
@@ -15,6 +16,7 @@ export class DrawDecision {
     private readonly ledger: Ledger,
     private readonly draw: OpeningDraw,
     private readonly holds: Holds,
+    private readonly waitlist: Waitlist,
   ) {}
 
   /**
@@ -43,8 +45,9 @@ export class DrawDecision {
   /**
    * Decides a one-shard SKU's draw in one transaction, given its entrants ranked by the seed: each
    * is decided in that order as a reservation of its first token (limit, stock, first fit), and the
-   * seed is revealed. Once nothing is left, the rest are SOLD_OUT in one statement. Exactly once:
-   * a decided draw is not decided again. Returns the number of entrants decided now.
+   * seed is revealed. Once nothing is left, the rest are SOLD_OUT in one statement; then the line is
+   * served from what is left. Exactly once: a decided draw is not decided again. Returns the number
+   * of entrants decided now.
    */
   decide(opening: number, ranked: readonly RankedEntrant[], now: number): number {
     const ledger = this.ledger;
@@ -68,6 +71,8 @@ export class DrawDecision {
         this.draw.decideRest(opening, "SOLD_OUT");
         this.draw.finish(opening, now);
       });
+      // Units the entrants left (or freed while the draw was pending) go to the line now.
+      this.waitlist.fill(now);
       return order.length;
     });
   }

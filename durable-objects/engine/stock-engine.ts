@@ -64,10 +64,10 @@ export class StockEngine {
     this.draw = new OpeningDraw(storage.sql);
     this.#ledger.onForget = () => this.draw.invalidate();
     if (this.#ledger.configured) this.draw.install();
-    this.waitlist = new Waitlist(this.#ledger);
+    this.waitlist = new Waitlist(this.#ledger, this.draw);
     this.access = new Access(this.#ledger);
     this.holds = new Holds(this.#ledger, this.draw, this.waitlist, this.access);
-    this.drawDecision = new DrawDecision(this.#ledger, this.draw, this.holds);
+    this.drawDecision = new DrawDecision(this.#ledger, this.draw, this.holds, this.waitlist);
     this.payments = new Payments(this.#ledger, this.holds, this.waitlist);
     this.transfers = new Transfers(this.#ledger, this.waitlist);
     const units = {

@@ -1,4 +1,5 @@
 import { LAZY_EXPIRY_BATCH, type Ledger } from "./ledger";
+import type { OpeningDraw } from "./opening-draw";
 import { availableOf, fail, notOnSale, type Outcome, ok, overLimit, rowOnSale, type SkuRow } from "./types";
 import { listedVariants, variantsColumn, variantsFit } from "./variants";
 
@@ -60,6 +61,8 @@ type EntryRow = { id: string; user_id: string; quantity: number; position: numbe
 export class Waitlist {
   readonly #ledger: Ledger;
   readonly #sql: SqlStorage;
+  /** A pending draw's entrants come before the line (fair opening). */
+  readonly #draw: OpeningDraw;
   /** Kept in memory (read on the reservation path) and in `waitlist_state`. */
   #mode: WaitlistMode = 0;
   /**
@@ -69,8 +72,9 @@ export class Waitlist {
    */
   #count: { n: number; row: object } | undefined;
 
-  constructor(ledger: Ledger) {
+  constructor(ledger: Ledger, draw: OpeningDraw) {
     this.#ledger = ledger;
+    this.#draw = draw;
     this.#sql = ledger.sql;
     if (ledger.configured) this.load();
   }
@@ -173,7 +177,8 @@ export class Waitlist {
   /**
    * Hands available units to waiting buyers, first fit in FIFO order, each within the per-user
    * limit, in the caller's transaction (the one that released the units). Entries lapse with the
-   * sale; while the sale is paused or not started they wait.
+   * sale; while the sale is paused or not started they wait, and while a draw is pending the units
+   * are its entrants' (the decision serves the line from what it leaves).
    */
   fill(now: number): void {
     const ledger = this.#ledger;
@@ -184,7 +189,7 @@ export class Waitlist {
       return;
     }
     if (sku.shards > 1) return; // shard 0 serves a sharded SKU's waitlist across shards
-    if (!rowOnSale(sku, now)) return;
+    if (!rowOnSale(sku, now) || this.#draw.pending(now)) return;
     if (ledger.variants().size > 0) {
       this.#fillSizes(now);
       return;
