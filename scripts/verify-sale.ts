@@ -13,6 +13,7 @@
  * 4. replays the entries under the sale's rules, in the order of their times (the log's order among
  *    equal times; at one time, releases first, then configurations, payments, holds): no hold before
  *    a configuration, outside the sale's status and window (unless an early-access tier had opened),
+ *    inside a fair opening's window (but by an earlier opening's draw, decided late),
  *    or past the stock in force (per variant); no `user` past the per-user limit; a payment, release
  *    or refund only of a reservation the log holds, in a status it may leave. No entry's time is
  *    after this machine's clock (past the skew clocks have), and with `--since` none after the kept

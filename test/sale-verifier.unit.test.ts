@@ -269,6 +269,29 @@ describe("verify-sale's replay of a fair opening's commitments (found in an audi
     );
   });
 
+  it("refuses a hold inside an opening's window, but an earlier opening's draw decided late (found in an audit)", () => {
+    // The window's requests wait for its draw: a hold at 1805 s, inside 1800–1810 s, jumped it.
+    expect(verdict([opening(0, 1800, 10), hold(1805), reveal(1811, 1800, 10)])).toMatch(
+      /^broken: entry 1 \(hold .*\): a hold inside the opening's window \(2026-12-05T10:30:00\.000Z to 2026-12-05T10:30:10\.000Z\), whose requests its draw decides after the close$/,
+    );
+    // Its draw's holds, at the close or after: honest.
+    expect(verdict([opening(0, 1800, 10), hold(1810), reveal(1810, 1800, 10), hold(1812)])).toBe("ok");
+    // A tier's opening (1790–1800 s) one window before the public one (1800–1810 s): its draw,
+    // due at its close, holds at 1801 s, revealed then; a hold after its reveal in the window is not its.
+    const tierHash = createHash("sha256").update("cd".repeat(32), "utf8").digest("hex");
+    const both = config(0, {
+      startsAt: at(1800),
+      openingWindowMs: 10_000,
+      tiers: [{ name: "early", startsAt: at(1790) }],
+      draws: [{ opensAt: at(1790), closesAt: at(1800), seedHash: tierHash }, ...draws(1800, 10)],
+    } as never);
+    const tierReveal = { ...reveal(1801, 1790, 10), seedHash: tierHash, seed: "cd".repeat(32) };
+    expect(verdict([both, hold(1801), tierReveal, reveal(1811, 1800, 10)])).toBe("ok");
+    expect(verdict([both, hold(1801), tierReveal, hold(1802), reveal(1811, 1800, 10)])).toMatch(
+      /^broken: entry 3 \(hold .*\): a hold inside the opening's window \(2026-12-05T10:30:00\.000Z/,
+    );
+  });
+
   it("wants every closed opening revealed within the hour, but one withdrawn before it opened", () => {
     expect(verdict([opening(0, 1800, 10)])).toMatch(
       /^broken: the opening at 2026-12-05T10:30:00\.000Z closed at 2026-12-05T10:30:10\.000Z, and its seed \(hash [0-9a-f]{12}…\) is not revealed in the log$/,

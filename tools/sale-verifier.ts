@@ -240,6 +240,27 @@ export function replay(
   const counts: Record<string, number> = {};
   /** Seed hashes committed by a configuration: when first, and the opening's window as last set before it opened. */
   const commitments = new Map<string, { at: number; opensAt: number; closesAt: number }>();
+  /** When each seed hash's reveal was logged: an opening's draw decides its holds up to then. */
+  const revealedAt = new Map<string, number>();
+  /**
+   * A fair opening whose window holds `at`: its requests wait for its draw, decided after the close,
+   * so none is held there. Only an earlier opening's draw, decided late (from its close to its
+   * reveal), may hold inside a later window (a tier's draw is due at its close, which may be the
+   * public start). Null when no window forbids a hold at `at`.
+   */
+  const windowAt = (at: number) => {
+    for (const [, window] of commitments) {
+      if (at < window.opensAt || at >= window.closesAt) continue;
+      const decidingLate = [...commitments].some(
+        ([hash, earlier]) =>
+          earlier.opensAt < window.opensAt &&
+          earlier.closesAt <= at &&
+          (revealedAt.get(hash) ?? Number.POSITIVE_INFINITY) >= at,
+      );
+      if (!decidingLate) return window;
+    }
+    return null;
+  };
   const skipped = new Set<string>();
   const get = (m: Map<string, number>, k: string) => m.get(k) ?? 0;
   const add = (m: Map<string, number>, k: string, n: number) => m.set(k, get(m, k) + n);
@@ -363,6 +384,7 @@ export function replay(
         if (typeof entry.seed !== "string" || createHash("sha256").update(entry.seed, "utf8").digest("hex") !== hash)
           fail("the revealed seed does not hash to the committed seed hash");
         reveals.set(hash, String(entry.seed));
+        revealedAt.set(hash, at);
         continue;
       }
       if (!(entry.type in RANK)) {
@@ -390,6 +412,11 @@ export function replay(
             if (sale.endsAt !== null && at >= sale.endsAt) fail("a hold after the sale's end");
             if (sale.startsAt !== null && at < sale.startsAt && !sale.tiers.some((t) => t <= at))
               fail("a hold before the start, under no tier that had opened");
+            const window = windowAt(at);
+            if (window)
+              fail(
+                `a hold inside the opening's window (${iso(window.opensAt)} to ${iso(window.closesAt)}), whose requests its draw decides after the close`,
+              );
             take(variant, user, quantity);
             add(held, variant, quantity);
             const expires = typeof entry.expires === "string" ? Date.parse(entry.expires) : Number.NaN;
