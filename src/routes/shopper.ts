@@ -433,7 +433,7 @@ register(shopper, ROUTES.joinWaitlist, async (c, body) => {
  * the entries before theirs counted and summed), with the SKU's held units from its public display
  * (remembered a second per isolate) less the caller's own (`ownHeld`: shard 0 reads them on the
  * caller's home shard, asking that shard when it is another), so a shopper polling their place
- * costs one stock object call from the edge.
+ * costs one stock object call from the edge; one who holds units too, a read of every shard.
  */
 register(shopper, ROUTES.waitlistPlace, async (c) => {
   const sku = skuParam(c.req.param("sku"));
@@ -445,6 +445,9 @@ register(shopper, ROUTES.waitlistPlace, async (c) => {
   ]);
   if (!display || display.state.status === "archived") throw new ApiError("SKU_NOT_FOUND");
   if (!place) throw notWaiting(sku);
+  // The caller's own holds are read fresh: a caller who holds any needs the SKU's read fresh too,
+  // else a hold of theirs the remembered display lacks is subtracted from it all the same.
+  const skuHeld = place.ownHeld ? ((await readSkuState(c.env, sku))?.stock.held ?? 0) : display.state.stock.held;
   return c.json({
     waitlistId: place.waitlistId,
     position: place.position,
@@ -452,7 +455,7 @@ register(shopper, ROUTES.waitlistPlace, async (c) => {
     unitsAhead: place.unitsAhead,
     ...(place.variants ? { variants: place.variants } : {}),
     // Held by others (API.md v1.4 "Clarified"): the SKU's held units less the caller's own.
-    held: Math.max(0, display.state.stock.held - (place.ownHeld ?? 0)),
+    held: Math.max(0, skuHeld - (place.ownHeld ?? 0)),
     joinedAt: new Date(place.joinedAt).toISOString(),
   });
 });

@@ -244,6 +244,22 @@ describe("the line, visible", () => {
     },
   );
 
+  it.each([1, 2])(
+    "held counts a hold the caller made within the second a display is remembered (%i shard(s); found in an audit)",
+    async (shards) => {
+      const sku = uniqueSku("lineownnew");
+      await createSku(sku, { totalStock: 3, shards, perUserLimit: 3, holdSeconds: 600 });
+      expect((await reserve("lon-other", sku)).status).toBe(202);
+      // A shopper's view: this isolate remembers held 1 for a second.
+      expect((await call("GET", `/api/skus/${sku}`)).json).toMatchObject({ held: 1 });
+      // Within it, the caller holds the other 2 units and joins the line.
+      expect((await reserve("lon-me", sku, 2)).status).toBe(202);
+      expect((await join("lon-me", sku, 1)).status).toBe(202);
+      // Of the 3 units held, 1 is another buyer's (the remembered display lacks the caller's 2).
+      expect((await placeOf("lon-me", sku)).json).toMatchObject({ position: 1, held: 1 });
+    },
+  );
+
   it("counts the line's routes in the shopper's rate limit", async () => {
     const sku = uniqueSku("linelimit");
     await createSku(sku, { totalStock: 1, perUserLimit: 1 });

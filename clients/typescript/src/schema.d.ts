@@ -193,7 +193,7 @@ export interface paths {
     };
     /**
      * The caller's place in the SKU's waitlist (v1.3)
-     * @description The caller's waiting entry: `position` 1 is next in line, `unitsAhead` the units the entries before it want, `held` the SKU's units held now (they come back to the line if unpaid; it may lag by a second), `joinedAt` when the caller joined. First fit may serve a smaller entry behind the caller first. Not waiting (never joined, served, left, or the sale ended): 404 NOT_FOUND.
+     * @description The caller's waiting entry: `position` 1 is next in line, `unitsAhead` the units the entries before it want, `held` the units other buyers hold now (the caller's own are not in it; they come back to the line if unpaid; it may lag by a second), `joinedAt` when the caller joined. First fit may serve a smaller entry behind the caller first. Not waiting (never joined, served, left, or the sale ended): 404 NOT_FOUND.
      */
     get: operations["getApiSkusSkuWaitlist"];
     put?: never;
