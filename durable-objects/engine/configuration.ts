@@ -52,7 +52,10 @@ export interface SkuSettings {
   /** Price and currency, applied in the same transaction (left out: kept). */
   price?: number | null | undefined;
   currency?: string | undefined;
-  /** A test sale (API.md "Test sales"), applied with the price (left out: kept). The edge sets it only on a new SKU. */
+  /**
+   * A test sale (API.md "Test sales"), applied with the price when this shard has no SKU yet; a
+   * configured shard keeps its flag whatever this says. The edge sets it only on a new SKU.
+   */
   test?: boolean | undefined;
   /**
    * Shard 0 of a sharded SKU: set the SKU's total to `total` as the difference from the total it
@@ -452,7 +455,9 @@ export class Configuration {
     const next = {
       price: settings.price !== undefined ? settings.price : pricing.price,
       currency: settings.currency ?? pricing.currency,
-      test: settings.test ?? pricing.test,
+      // Set only when the SKU is created here (API.md "Test sales"): an existing row keeps its flag,
+      // whatever a change says (the edge sends it only for a new SKU; a sibling gets shard 0's).
+      test: current ? pricing.test : (settings.test ?? pricing.test),
     };
     if (next.price !== pricing.price || next.currency !== pricing.currency || next.test !== pricing.test) {
       ledger.setPricing(next);

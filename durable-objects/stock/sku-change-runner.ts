@@ -65,7 +65,9 @@ export class SkuChanges {
     const state = engine.configuration.state();
     // An archived SKU's id is not reused: archiving it again is the one change it takes (unchanged).
     if (state?.status === "archived") return asked.status === "archived" ? ok(state) : fail("INVALID_STATE");
-    if (state && !stillChecked(asked, state)) return { ok: false, code: "BUSY", stale: true };
+    // Checked against another SKU than this one (another PUT created it, or changed what this one
+    // leaves out, since the edge read it): the edge reads it and checks this PUT again.
+    if (!stillChecked(asked, state)) return { ok: false, code: "BUSY", stale: true };
     const change = { ...asked, shards: asked.shards ?? state?.shards ?? 1, totalStock: this.#totalOf(asked, state) };
     if (!state && change.shards === 1) return engine.configuration.configure(soleSettings(change), this.#host.now());
     // Sizes given to a sharded SKU that has none: its units held or sold have no size, so every shard

@@ -46,25 +46,42 @@ export interface SkuChange {
   variants?: VariantSetting[] | undefined;
   /**
    * The stored settings the edge checked this change against (the SKU it leaves: a window that ends
-   * after it starts, tiers before the start, openings apart). Shard 0 applies the change only if
-   * they are still in force for every one of them the change leaves out: two partial PUTs, each
-   * sound alone, cannot leave a SKU that neither check saw.
+   * after it starts, tiers before the start, openings apart; whether the SKU existed, and its test
+   * flag). Shard 0 applies the change only if they are still in force for every one of them the
+   * change leaves out: two partial PUTs, each sound alone, cannot leave a SKU that neither check saw,
+   * and a create that finds the SKU created meanwhile is checked again as the update it now is.
    */
   checked?: CheckedSettings | undefined;
 }
 
 /** The settings a change was checked against ({@link SkuChange.checked}). */
 export interface CheckedSettings {
+  /**
+   * Whether the SKU existed: a create (false) is checked against no SKU, and one that finds it made
+   * by another PUT since must be checked against it (its `test`, its window): it is stale.
+   */
+  exists: boolean;
+  /** The SKU's test flag as read (false for no SKU): set only at creation, never changed by an update. */
+  test: boolean;
   startsAt: number | null;
   endsAt: number | null;
   openingWindowMs: number;
   access: AccessTier[];
 }
 
-/** Whether the settings a change was checked against still hold, for each field the change leaves out. */
-export function stillChecked(change: SkuChange, state: SkuState): boolean {
+/**
+ * Whether the settings a change was checked against still hold, for each field the change leaves
+ * out; and whether the SKU is still as it was read: there or not (`state` null: no SKU on shard 0),
+ * with the same test flag (whatever the change says of it: it is set only by the change that
+ * creates the SKU).
+ */
+export function stillChecked(change: SkuChange, state: SkuState | null): boolean {
   const { checked } = change;
   if (!checked) return true;
+  // Left out by an edge of an older deploy: judged by the settings alone, as it was then.
+  if (checked.exists !== undefined && checked.exists !== (state !== null)) return false;
+  if (!state) return true;
+  if (checked.test !== undefined && checked.test !== (state.test === true)) return false;
   const same = (asked: unknown, stored: unknown, seen: unknown) =>
     asked !== undefined || JSON.stringify(stored) === JSON.stringify(seen);
   return (

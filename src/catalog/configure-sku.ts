@@ -103,8 +103,11 @@ export async function configureSku(
       access,
       // A test sale is one from its creation (API.md v1.4 "Test sales"): marked in the change that makes it.
       ...(stored === null && body.test === true ? { test: true } : {}),
-      // A create is checked against no SKU: one another PUT made meanwhile sends it back to be checked.
+      // A create is checked against no SKU: one another PUT made meanwhile sends it back to be checked
+      // (then as an update: its test flag the same as the SKU's, or 409 naming test).
       checked: {
+        exists: stored !== null,
+        test: stored?.test === true,
         startsAt: stored?.startsAt ?? null,
         endsAt: stored?.endsAt ?? null,
         openingWindowMs: stored?.openingWindowMs ?? 0,

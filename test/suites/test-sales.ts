@@ -1,6 +1,7 @@
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { call, createSku, reserve, uniqueSku } from "../support/client";
+import { call, createSku, reserve, stockShard, uniqueSku } from "../support/client";
 import { eventually } from "../support/eventually";
 import { conforms, endpoint, forgetEndpoints, logOf } from "../support/handoff";
 import { pay } from "../support/payments";
@@ -14,6 +15,25 @@ import { pay } from "../support/payments";
  */
 
 afterEach(forgetEndpoints);
+
+/** The `test` flag of each configuration entry in the SKU's sale log, in log order (absent: false). */
+async function loggedTestFlags(sku: string): Promise<boolean[]> {
+  const log = env.SALE_LOG.getByName(sku);
+  await log.recordHead();
+  const size = (await log.head()).size;
+  const flags: boolean[] = [];
+  for (let n = 0; n * 256 < size; n++) {
+    const bundle = await log.entryBundle(n, Math.min(256, size - n * 256));
+    if (!bundle) throw new Error(`no bundle ${n} in the log of ${sku}`);
+    for (let at = 0; at < bundle.length; ) {
+      const length = ((bundle[at] ?? 0) << 8) | (bundle[at + 1] ?? 0);
+      const entry = JSON.parse(new TextDecoder().decode(bundle.slice(at + 2, at + 2 + length)));
+      if (entry.type === "config") flags.push(entry.test === true);
+      at += 2 + length;
+    }
+  }
+  return flags;
+}
 
 interface FeedOrder {
   reservationId: string;
@@ -171,5 +191,57 @@ describe("test sales", () => {
       return results;
     });
     expect(rows.every((r) => r.test === 1)).toBe(true);
+  });
+
+  it("two concurrent creates with different test flags: the one that created the SKU sets it, the other is checked against it", async () => {
+    const cases: { first: Record<string, unknown>; second: Record<string, unknown> }[] = [
+      { first: { totalStock: 5 }, second: { totalStock: 5, test: true } },
+      { first: { totalStock: 5, test: true }, second: { totalStock: 5 } },
+      { first: { totalStock: 5, test: false }, second: { totalStock: 5, test: true } },
+      { first: { totalStock: 5, test: true }, second: { totalStock: 5, test: false } },
+      { first: { totalStock: 6, shards: 2 }, second: { totalStock: 6, shards: 2, test: true } },
+      { first: { totalStock: 6, shards: 2, test: true }, second: { totalStock: 6, shards: 2, test: false } },
+    ];
+    for (const round of [1, 2]) {
+      for (const { first, second } of cases) {
+        const sku = uniqueSku(`race${round}`);
+        const bodies = [first, second];
+        // Shard 0 takes no call for a moment (as a busy or waking object): both PUTs read the SKU
+        // before either is applied, so both are checked as creates (the race, every time).
+        const gate = runInDurableObject(stockShard(env, sku, 0), (_object, state) =>
+          state.blockConcurrencyWhile(() => new Promise((resolve) => setTimeout(resolve, 200))),
+        );
+        const answers = await Promise.all(
+          bodies.map((body) => call("PUT", `/admin/skus/${sku}`, { admin: true, body })),
+        );
+        await gate;
+        const what = `${sku} ${JSON.stringify(bodies)} -> ${JSON.stringify(answers.map((a) => [a.status, a.json]))}`;
+        const test = (await call("GET", `/admin/skus/${sku}`, { admin: true })).json.test as boolean;
+        // One of them created the SKU: its flag (false when left out) is the SKU's.
+        const created = answers.filter((a, i) => a.status === 200 && (bodies[i]?.test ?? false) === test);
+        expect(created.length, what).toBeGreaterThanOrEqual(1);
+        for (const [i, answer] of answers.entries()) {
+          const asked = bodies[i]?.test;
+          if (asked === undefined || asked === test) {
+            // Its flag is the SKU's (or it named none): created it, or changed it as an update.
+            expect(answer.status, what).toBe(200);
+            expect(answer.json.test, what).toBe(test);
+          } else {
+            // Another flag than the SKU was created with: refused, naming test, whichever came first.
+            expect(answer.status, what).toBe(409);
+            expect(answer.json.error?.code, what).toBe("INVALID_STATE");
+            expect(answer.json.error?.details?.fields, what).toEqual([{ path: "test", message: expect.any(String) }]);
+          }
+        }
+        // The log: one configuration per PUT that answered 200, every one with the SKU's flag (never flipped).
+        const oks = answers.filter((a) => a.status === 200).length;
+        const flags = await eventually(async () => {
+          const flags = await loggedTestFlags(sku);
+          expect(flags.length, what).toBeGreaterThanOrEqual(oks);
+          return flags;
+        }, 20_000);
+        expect(flags, what).toEqual(flags.map(() => test));
+      }
+    }
   });
 });
