@@ -6,7 +6,8 @@ import type { SpentDigest } from "./types";
  * What a stock object keeps, and for how long. A finished reservation stays while its purchase token
  * can still be replayed (the edge's sold-out cache learns those tokens from the spent-nonce digest)
  * and until reconciliation found its latest event in D1; then D1 keeps it (src/orders/finished.ts).
- * The rest that no decision needs (quotas at 0, finished transfers, old payment event ids) goes too.
+ * The rest that no decision needs (quotas at 0, finished transfers, old payment event ids, a decided
+ * draw's expired tokens) goes too.
  * So a shard's storage follows its open work, not its history.
  */
 
@@ -34,11 +35,20 @@ export interface Pruned {
   quotas: number;
   transfers: number;
   payments: number;
+  /** Tokens of decided draws, expired. */
+  drawTokens: number;
   /** Rows the deletes read (what "bounded" is measured in). */
   rowsRead: number;
 }
 
-export const NOTHING_PRUNED: Readonly<Pruned> = { reservations: 0, quotas: 0, transfers: 0, payments: 0, rowsRead: 0 };
+export const NOTHING_PRUNED: Readonly<Pruned> = {
+  reservations: 0,
+  quotas: 0,
+  transfers: 0,
+  payments: 0,
+  drawTokens: 0,
+  rowsRead: 0,
+};
 
 export class Retention {
   #rowsRead = 0;
@@ -92,6 +102,15 @@ export class Retention {
           window.now - TRANSFER_RECORD_RETENTION_MS,
         ),
       );
+      // A decided draw's tokens once its window closed a token lifetime ago: expired, so no retry of
+      // one reaches this object (the digest reads none of them either); its entries stay for /draw.
+      const drawTokens = this.#delete(
+        ledger.sql.exec(
+          `DELETE FROM draw_tokens WHERE opening IN (
+             SELECT opens_at FROM draw WHERE decided_at IS NOT NULL AND opens_at + window_ms < ?)`,
+          window.replayableSince,
+        ),
+      );
       const payments =
         this.#delete(
           ledger.sql.exec("DELETE FROM payment_events WHERE created_at < ?", window.now - PAYMENT_EVENT_RETENTION_MS),
@@ -100,7 +119,7 @@ export class Retention {
         this.#delete(
           ledger.sql.exec("DELETE FROM unit_grants WHERE created_at < ?", window.now - PAYMENT_EVENT_RETENTION_MS),
         );
-      return { reservations, quotas, transfers, payments, rowsRead: this.#rowsRead };
+      return { reservations, quotas, transfers, payments, drawTokens, rowsRead: this.#rowsRead };
     });
   }
 

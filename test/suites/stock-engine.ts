@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { isoTime } from "../../durable-objects/engine/ledger";
+import { rankEntrants } from "../../durable-objects/engine/opening-draw";
 import { StockEngine } from "../../durable-objects/engine/stock-engine";
 import { type EngineStorage, isOnSale, type Outcome, type Reservation } from "../../durable-objects/engine/types";
 
@@ -432,6 +433,42 @@ export function engineUnits(place: StoragePlace): void {
           T0,
         );
         expect(answers.map((a) => (a.ok ? "ok" : a.code))).toEqual(["LIMIT_EXCEEDED", "ok"]);
+      });
+    });
+  });
+
+  describe("stock engine retention", () => {
+    it("forgets a decided draw's tokens once they expired, and keeps its entries", async () => {
+      await place("engine-draw-tokens", async (storage) => {
+        const engine = new StockEngine(storage, () => crypto.randomUUID());
+        const start = T0 + 60_000;
+        const window = 2_000;
+        engine.configuration.configure(
+          { sku: "dt", shard: 0, shards: 1, totalStock: 1, perUserLimit: 1, startsAt: start, openingWindowMs: window },
+          T0,
+        );
+        const tokens = ["t1", "t2", "t3"].map((nonce, i) => ({ userId: `u${i % 2}`, nonce, quantity: 1 }));
+        expect(engine.holds.reserve(tokens, start + 1).map((a) => (a.ok ? "ok" : a.code))).toEqual([
+          "DRAW_PENDING",
+          "DRAW_PENDING",
+          "DRAW_PENDING",
+        ]);
+        const seed = engine.draw.seedForDecision(start) ?? "";
+        engine.drawDecision.decide(
+          start,
+          rankEntrants(seed, "dt", engine.drawDecision.close(start, start + window)),
+          start + window,
+        );
+        const prune = (replayableSince: number) =>
+          engine.retention.prune({ watermark: 0, replayableSince, expiredBefore: 0, now: replayableSince, limit: 10 });
+        const digest = (since: number) => engine.retention.spentNonces(since, 0).nonces.length;
+        // Until the window closed a token lifetime ago, its tokens may come back: kept, and spent.
+        expect(prune(start + window).drawTokens).toBe(0);
+        expect(digest(start + window)).toBeGreaterThanOrEqual(3);
+        // After it they have expired: gone, and the draw still shows its 2 entrants.
+        expect(prune(start + window + 1).drawTokens).toBe(3);
+        expect(storage.sql.exec("SELECT COUNT(*) AS n FROM draw_tokens").one().n).toBe(0);
+        expect(engine.draw.info()).toMatchObject({ entrants: 2, decidedAt: start + window });
       });
     });
   });
