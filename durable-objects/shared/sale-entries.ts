@@ -15,6 +15,8 @@ import { ORDER_EVENT_TYPES, type OrderEvent } from "./order-events";
  * - `draw-reveal`: a fair opening's draw decided: its seed, whose hash a `config` entry committed to
  *   (`draws`) before the opening opened.
  *
+ * Every entry of a test SKU carries `test: true` (API.md v1.4 "Test sales").
+ *
  * A buyer is `user`: hex SHA-256 of `<salt>:<userId>`, the salt 32 hex digits derived with a secret
  * from the SKU and the user id ({@link userSalt}), shown only to that buyer. No user id, IP, JWT,
  * token, code or claim value is in any entry.
@@ -207,9 +209,12 @@ export interface DrawReveal extends DrawCommitment {
   decidedAt: number;
 }
 
-/** The entry of a draw's reveal (`draw-reveal`): anyone checks SHA-256(seed) against the committed hash. */
-export function drawRevealEntry(draw: DrawReveal): ConfigEntry {
-  return {
+/**
+ * The entry of a draw's reveal (`draw-reveal`): anyone checks SHA-256(seed) against the committed hash.
+ * `test`: the SKU's, as the configuration that committed to the draw said it (API.md v1.4 "Test sales").
+ */
+export function drawRevealEntry(draw: DrawReveal, test: boolean): ConfigEntry {
+  const entry: ConfigEntry = {
     type: "draw-reveal",
     time: new Date(draw.decidedAt).toISOString(),
     opensAt: new Date(draw.opensAt).toISOString(),
@@ -218,6 +223,8 @@ export function drawRevealEntry(draw: DrawReveal): ConfigEntry {
     seed: draw.seed,
     entrants: draw.entrants,
   };
+  if (test) entry.test = true;
+  return entry;
 }
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());

@@ -1,4 +1,9 @@
-import { createExecutionContext, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
+import {
+  createExecutionContext,
+  runDurableObjectAlarm,
+  runInDurableObject,
+  waitOnExecutionContext,
+} from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import {
@@ -17,6 +22,7 @@ import worker from "../../src/index";
 import { parseTilePath } from "../../src/routes/sale-log";
 import { signHs256 } from "../../tools/jwt";
 import { call, createSku, reserve, stockShard, tokenFor, uniqueSku } from "../support/client";
+import { closeWindow } from "../support/draw-window";
 import { eventually } from "../support/eventually";
 import { pay } from "../support/payments";
 
@@ -331,6 +337,36 @@ describe("the sale log", () => {
       state.storage.sql.exec<{ closes_at: number }>("SELECT closes_at FROM draws").toArray(),
     );
     expect(due.map((row) => new Date(row.closes_at).toISOString())).toEqual(["2030-01-01T10:03:00.000Z"]);
+  });
+
+  it("reveals a test SKU's draw in an entry that says test: true, as its configuration does", async () => {
+    // API.md v1.4 "Test sales": every log entry of a test SKU carries the flag, the draw's reveal too.
+    const sku = uniqueSku("logtestdraw");
+    const opensAt = Date.now() + 60_000;
+    await createSku(sku, {
+      totalStock: 3,
+      test: true,
+      startsAt: new Date(opensAt).toISOString(),
+      openingWindowMs: 1_000,
+    });
+    const log = logOf(sku);
+    const committed = () =>
+      runInDurableObject(log, (_object, state) =>
+        state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM sqlite_master WHERE name = 'draws'").one().n >
+        0
+          ? state.storage.sql.exec<{ seed_hash: string }>("SELECT seed_hash FROM draws").toArray()
+          : [],
+      );
+    await eventually(async () => expect(await committed()).toHaveLength(1));
+    await closeWindow(sku, 1, opensAt + 1_000);
+    // The log's clock is the real one: its draw's close is moved to the past, as if the minute passed.
+    await runInDurableObject(log, (_object, state) => state.storage.sql.exec("UPDATE draws SET closes_at = 0"));
+    expect(await runDurableObjectAlarm(log)).toBe(true);
+    const entries = await entriesOf(sku);
+    expect(entries.filter((e) => e.type === "config").map((e) => e.test)).toEqual([true]);
+    expect(entries.filter((e) => e.type === "draw-reveal")).toEqual([
+      expect.objectContaining({ seedHash: (await committed())[0]?.seed_hash, test: true }),
+    ]);
   });
 
   it("serves tiles, bundles and proofs that agree with the tree at the odd sizes (1, 2, 3, 255, 256, 257)", async () => {
