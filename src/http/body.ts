@@ -51,14 +51,18 @@ export function parseJson<S extends z.ZodType>(text: string, schema: S): z.infer
 }
 
 /**
- * `400 INVALID_REQUEST` naming every field at fault (`error.details.fields`). A strict (admin) body's
- * unknown fields are listed in `details.unknownFields`, each with the known field it is closest to.
+ * `400 INVALID_REQUEST` naming the fields at fault (`error.details.fields`: every unknown one, then
+ * up to 10 others). A strict (admin) body's unknown fields are listed in `details.unknownFields`, each
+ * with the known field it is closest to.
  */
 function invalidBody(issues: readonly z.core.$ZodIssue[], schema: z.ZodType): ApiError {
   const known = Object.keys((schema as { shape?: Record<string, unknown> }).shape ?? {});
   const unknownFields: string[] = [];
   const fields: { path: string; message: string }[] = [];
-  for (const issue of issues.slice(0, 10)) {
+  // Unknown fields are always named (zod reports them last), then at most 10 other issues.
+  const unknown = issues.filter((issue) => issue.code === "unrecognized_keys");
+  const others = issues.filter((issue) => issue.code !== "unrecognized_keys").slice(0, 10);
+  for (const issue of [...unknown, ...others]) {
     const at = issue.path.join(".");
     if (issue.code === "unrecognized_keys") {
       for (const key of issue.keys) {

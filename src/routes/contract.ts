@@ -266,11 +266,11 @@ export const ROUTES = {
     path: "/admin/skus/:sku",
     summary: "Create or update a SKU (fields left out keep their value)",
     description:
-      'Creates or updates a SKU. On an existing SKU every field left out keeps its value, `totalStock` included (`{"status":"paused"}` pauses a sale and touches nothing else); creating one without `totalStock` is 400 INVALID_REQUEST. A PUT is checked as the whole SKU it leaves (the fields it names over the stored ones): a sale that would end at or before it starts, or an early access tier opening at or after the public start, is 400 INVALID_REQUEST naming the field the body sent. `totalStock` is absolute: after any mix of concurrent PUTs and reservations, the total is the last successful PUT\'s. Lowering it below held + sold, changing `shards` while units are held or sold or buyers wait, any change of an archived SKU, and moving an early access tier while its opening window is open (`details.state` `window_open`) or before its draw is decided (`draw_pending`) are 409 INVALID_STATE (the message says what was found and what is allowed, or what to wait for).',
+      'Creates or updates a SKU. On an existing SKU every field left out keeps its value, `totalStock` included (`{"status":"paused"}` pauses a sale and touches nothing else); creating one without `totalStock` is 400 INVALID_REQUEST. A PUT is checked as the whole SKU it leaves (the fields it names over the stored ones): a sale that would end at or before it starts, or an early access tier opening at or after the public start, is 400 INVALID_REQUEST naming the field the body sent. `totalStock` is absolute: after any mix of concurrent PUTs and reservations, the total is the last successful PUT\'s. Lowering it below held + sold, changing `shards` while units are held or sold or buyers wait, any change of an archived SKU, and moving an early access tier while its opening window is open (`details.state` `window_open`) or before its draw is decided (`draw_pending`) are 409 INVALID_STATE (the message says what was found and what is allowed, or what to wait for). A stock object overloaded or restarting, a change of shards left half made, or a concurrent change (`totalStock` moved meanwhile) is 503 BUSY with Retry-After: send the same PUT again.',
     access: "admin",
     body: "SkuSettingsRequest",
     ok: { status: 200, description: "The admin SKU view", schema: "AdminSku" },
-    errors: ["INVALID_STATE"],
+    errors: ["INVALID_STATE", "BUSY"],
   },
   archiveSku: {
     method: "delete",
@@ -280,7 +280,7 @@ export const ROUTES = {
       "The SKU's status becomes `archived` on every shard: its public view and its token, challenge, reservation and waitlist routes answer 404 SKU_NOT_FOUND, its waitlist is emptied, and it leaves GET /admin/skus (`?archived=true` lists it). Holds it has keep their course (paid, cancelled or expired); a late payment is refund_required. Its D1 orders, feed entries and deliveries stay, and its id is not reused (a later PUT is 409 INVALID_STATE). Archiving again answers 200, unchanged.",
     access: "admin",
     ok: { status: 200, description: "The admin SKU view, status `archived`", schema: "AdminSku" },
-    errors: ["SKU_NOT_FOUND"],
+    errors: ["SKU_NOT_FOUND", "BUSY"],
   },
   accessCodes: {
     method: "post",
@@ -291,7 +291,7 @@ export const ROUTES = {
     access: "admin",
     body: "AccessCodesRequest",
     ok: { status: 201, description: "The codes, shown once", schema: "AccessCodes" },
-    errors: ["SKU_NOT_FOUND"],
+    errors: ["SKU_NOT_FOUND", "BUSY"],
   },
   getSku: {
     method: "get",
@@ -301,7 +301,7 @@ export const ROUTES = {
       "`stock` comes from the stock object(s), `orders` counts D1 rows by status, `mirror` is null when the Redis mirror is off.",
     access: "admin",
     ok: { status: 200, description: "The admin SKU view", schema: "AdminSku" },
-    errors: ["SKU_NOT_FOUND"],
+    errors: ["SKU_NOT_FOUND", "BUSY"],
   },
   listSkus: {
     method: "get",
@@ -318,7 +318,7 @@ export const ROUTES = {
       },
     ],
     ok: { status: 200, description: "The SKUs", schema: "AdminSkuList" },
-    errors: ["INVALID_REQUEST"],
+    errors: ["INVALID_REQUEST", "BUSY"],
   },
   reconcile: {
     method: "post",

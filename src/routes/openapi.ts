@@ -158,9 +158,9 @@ export function buildOpenApiDocument(serverUrl: string): JsonObject {
     openapi: "3.1.0",
     info: {
       title: "Flashgate HTTP API",
-      version: "1.3",
+      version: "1.4",
       description:
-        'Contract v1.3 (docs/API.md). Every error is {"error":{"code","message"}}. Unknown routes: 404 ' +
+        'Contract v1.4 (docs/API.md). Every error is {"error":{"code","message"}}. Unknown routes: 404 ' +
         "NOT_FOUND; wrong method: 405 METHOD_NOT_ALLOWED with Allow; bodies over 16 KiB: 413 PAYLOAD_TOO_LARGE.",
     },
     servers: [{ url: serverUrl, description: "The gateway that served this document" }],

@@ -108,6 +108,34 @@ describe("bad input", () => {
     expect(await stockOf(sku)).toEqual({ total: 5, available: 5, held: 0, sold: 0 });
   });
 
+  it("names an unknown admin field however many other fields are invalid", async () => {
+    const sku = uniqueSku("typo");
+    await createSku(sku, { totalStock: 5 });
+    // 13 invalid fields, more than the 10 other issues named: zod reports the unknown key last.
+    const body = {
+      name: 5,
+      totalStock: "5",
+      perUserLimit: 0,
+      holdSeconds: 5,
+      startsAt: "yesterday",
+      endsAt: "tomorrow",
+      shards: 0,
+      status: "closed",
+      price: "free",
+      currency: 5,
+      openingWindowMs: -1,
+      test: "yes",
+      variants: "S",
+      tpyo: 1,
+    };
+    const answer = await call("PUT", `/admin/skus/${sku}`, { admin: true, body });
+    expect([answer.status, answer.json.error?.code]).toEqual([400, "INVALID_REQUEST"]);
+    expect(answer.json.error.details.unknownFields).toEqual(["tpyo"]);
+    expect(answer.json.error.message).toContain("tpyo: unknown field");
+    expect(answer.json.error.details.fields).toHaveLength(11);
+    expect(await stockOf(sku)).toEqual({ total: 5, available: 5, held: 0, sold: 0 });
+  });
+
   it("answers unknown routes 404, wrong methods 405, bad JWTs 401", async () => {
     const sku = uniqueSku("routes");
     await createSku(sku, { totalStock: 1 });

@@ -54,9 +54,46 @@ describe("the contract behind openapi.json", () => {
     const answer = await call("GET", "/openapi.json");
     expect(answer.status).toBe(200);
     expect(answer.json.openapi).toBe("3.1.0");
+    // The contract it is built to: the shared API.md's version, which docs/API.md's heading names too.
+    expect(answer.json.info.version).toBe("1.4");
+    expect(answer.json.info.description).toMatch(/^Contract v1\.4 /);
     for (const route of CONTRACT_ROUTES) {
       expect(answer.json.paths[openApiPath(route.path)]?.[route.method], `${route.method} ${route.path}`).toBeDefined();
     }
+  });
+
+  it("lists 503 BUSY on every admin route that answers it when the stock objects are overloaded", async () => {
+    const sku = uniqueSku("busy");
+    await createSku(sku, { totalStock: 5 });
+    const document = (await call("GET", "/openapi.json")).json;
+    // Each object refuses every call as workerd refuses an overloaded one (stock-client.ts: BUSY).
+    const refuse = () => Promise.reject(Object.assign(new Error("Durable Object is overloaded"), { overloaded: true }));
+    const stub = new Proxy({}, { get: (_, key) => (key === "then" ? undefined : refuse) });
+    const SKU_STOCK = { getByName: () => stub } as unknown as Env["SKU_STOCK"];
+    const params: Record<string, string> = { sku, id: "x", deliveryId: "x", userId: "u", eventId: "e" };
+    const bodies: Record<string, unknown> = {
+      "PUT /admin/skus/:sku": { totalStock: 6 },
+      "POST /admin/skus/:sku/access-codes": { tier: "early", count: 1 },
+    };
+    const busy: string[] = [];
+    const unlisted: string[] = [];
+    for (const route of CONTRACT_ROUTES.filter((r) => r.access === "admin")) {
+      const name = `${route.method.toUpperCase()} ${route.path}`;
+      const path = route.path.replace(/:([A-Za-z]+)/g, (_, p: string) => params[p] ?? p);
+      // Reconciliation of this SKU alone: the run must not touch the other suites' SKUs.
+      const query = route.path === "/admin/reconcile" ? `?sku=${sku}` : "";
+      const answer = await call(route.method.toUpperCase(), path + query, {
+        admin: true,
+        env: { SKU_STOCK },
+        body: bodies[name],
+      });
+      if (answer.status !== 503) continue;
+      busy.push(name);
+      const listed = document.paths[openApiPath(route.path)][route.method].responses["503"];
+      if (!JSON.stringify(listed ?? {}).includes('"BUSY"')) unlisted.push(name);
+    }
+    expect(busy).toEqual(expect.arrayContaining(["PUT /admin/skus/:sku", "GET /admin/skus/:sku"]));
+    expect(unlisted).toEqual([]);
   });
 
   it("matches real answers of the shopper, webhook, admin and ops routes", async () => {

@@ -5,7 +5,7 @@ import type { DevServer } from "../../tools/dev-server";
 
 /**
  * `GET /openapi.json` as served by `wrangler dev`: a valid OpenAPI 3 document that is the contract
- * as built (docs/API.md, v1.3 with this implementation's additions), checked both ways. Its route
+ * as built (docs/API.md, v1.4 with this implementation's additions), checked both ways. Its route
  * index must list exactly the served routes, each with exactly the served success fields and error
  * codes; every code and body field a route section of the prose names must be served too.
  */

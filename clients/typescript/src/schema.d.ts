@@ -286,7 +286,7 @@ export interface paths {
     get: operations["getAdminSkusSku"];
     /**
      * Create or update a SKU (fields left out keep their value)
-     * @description Creates or updates a SKU. On an existing SKU every field left out keeps its value, `totalStock` included (`{"status":"paused"}` pauses a sale and touches nothing else); creating one without `totalStock` is 400 INVALID_REQUEST. A PUT is checked as the whole SKU it leaves (the fields it names over the stored ones): a sale that would end at or before it starts, or an early access tier opening at or after the public start, is 400 INVALID_REQUEST naming the field the body sent. `totalStock` is absolute: after any mix of concurrent PUTs and reservations, the total is the last successful PUT's. Lowering it below held + sold, changing `shards` while units are held or sold or buyers wait, any change of an archived SKU, and moving an early access tier while its opening window is open (`details.state` `window_open`) or before its draw is decided (`draw_pending`) are 409 INVALID_STATE (the message says what was found and what is allowed, or what to wait for).
+     * @description Creates or updates a SKU. On an existing SKU every field left out keeps its value, `totalStock` included (`{"status":"paused"}` pauses a sale and touches nothing else); creating one without `totalStock` is 400 INVALID_REQUEST. A PUT is checked as the whole SKU it leaves (the fields it names over the stored ones): a sale that would end at or before it starts, or an early access tier opening at or after the public start, is 400 INVALID_REQUEST naming the field the body sent. `totalStock` is absolute: after any mix of concurrent PUTs and reservations, the total is the last successful PUT's. Lowering it below held + sold, changing `shards` while units are held or sold or buyers wait, any change of an archived SKU, and moving an early access tier while its opening window is open (`details.state` `window_open`) or before its draw is decided (`draw_pending`) are 409 INVALID_STATE (the message says what was found and what is allowed, or what to wait for). A stock object overloaded or restarting, a change of shards left half made, or a concurrent change (`totalStock` moved meanwhile) is 503 BUSY with Retry-After: send the same PUT again.
      */
     put: operations["putAdminSkusSku"];
     post?: never;
@@ -2894,6 +2894,22 @@ export interface operations {
           };
         };
       };
+      /** @description BUSY: The stock service is busy; retry shortly. */
+      503: {
+        headers: {
+          /** @description Seconds */
+          "Retry-After"?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "BUSY";
+            };
+          };
+        };
+      };
     };
   };
   putAdminSkusSku: {
@@ -2977,6 +2993,22 @@ export interface operations {
           };
         };
       };
+      /** @description BUSY: The stock service is busy; retry shortly. */
+      503: {
+        headers: {
+          /** @description Seconds */
+          "Retry-After"?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "BUSY";
+            };
+          };
+        };
+      };
     };
   };
   deleteAdminSkusSku: {
@@ -3052,6 +3084,22 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: "PAYLOAD_TOO_LARGE";
+            };
+          };
+        };
+      };
+      /** @description BUSY: The stock service is busy; retry shortly. */
+      503: {
+        headers: {
+          /** @description Seconds */
+          "Retry-After"?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "BUSY";
             };
           };
         };
@@ -3139,6 +3187,22 @@ export interface operations {
           };
         };
       };
+      /** @description BUSY: The stock service is busy; retry shortly. */
+      503: {
+        headers: {
+          /** @description Seconds */
+          "Retry-After"?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "BUSY";
+            };
+          };
+        };
+      };
     };
   };
   getAdminSkus: {
@@ -3186,6 +3250,22 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: "UNAUTHENTICATED";
+            };
+          };
+        };
+      };
+      /** @description BUSY: The stock service is busy; retry shortly. */
+      503: {
+        headers: {
+          /** @description Seconds */
+          "Retry-After"?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "BUSY";
             };
           };
         };
