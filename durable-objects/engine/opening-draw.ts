@@ -554,9 +554,12 @@ export class OpeningDraw {
     return this.#countOf(opening);
   }
 
-  /** The openings whose entries have not closed yet: each shard counts only its home users' so far. */
-  notClosed(): number[] {
-    return this.#all.filter((r) => r.entrants === null).map((r) => r.opens_at);
+  /**
+   * The openings whose window opened by `now` and whose entrants are not counted yet (shard 0 counts
+   * them when it orders the draw): until then each shard holds its own home users' entries.
+   */
+  uncounted(now: number): number[] {
+    return this.#all.filter((r) => r.opens_at <= now && r.entrants === null).map((r) => r.opens_at);
   }
 
   /** Entries recorded on this shard (a sibling's: its home users'; they reach shard 0 when entries close). */

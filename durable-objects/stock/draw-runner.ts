@@ -54,28 +54,31 @@ export class DrawRunner {
   }
 
   /**
-   * Shard 0: the draws as `GET /api/skus/:sku/draw` shows them. While an opening's entries are
-   * open, each shard records its home users' entries, so a sharded SKU's siblings are asked for
-   * theirs; an opening whose entries closed meanwhile shows its count as ordered.
+   * Shard 0: the draws as `GET /api/skus/:sku/draw` shows them. From a window's opening until the
+   * draw is ordered, each shard holds its home users' entries, so a sharded SKU's siblings are asked
+   * for theirs (a sibling that does not answer counts none: `entrants` may lag); an opening ordered
+   * meanwhile shows its count as ordered.
    */
   async info(): Promise<DrawInfo | null> {
     const { engine } = this.#host;
     const state = engine.configuration.state();
-    const open = engine.draw.notClosed();
-    if (!state || state.shards <= 1 || open.length === 0) return engine.draw.info();
-    const siblings = await Promise.all(
-      open.map(async (opening) => {
-        const counts = await Promise.all(
-          siblingsOf(state.shards).map((shard) => this.#host.shardOf(state.sku, shard).drawEntriesHere(opening)),
-        );
-        return [opening, counts.reduce((sum, n) => sum + n, 0)] as const;
-      }),
+    const uncounted = engine.draw.uncounted(this.#host.now());
+    if (!state || state.shards <= 1 || uncounted.length === 0) return engine.draw.info();
+    const elsewhere = new Map<number, number>(uncounted.map((opening) => [opening, 0]));
+    await Promise.allSettled(
+      siblingsOf(state.shards).flatMap((shard) =>
+        uncounted.map(async (opening) => {
+          const n = await this.#host.shardOf(state.sku, shard).drawEntriesHere(opening);
+          elsewhere.set(opening, (elsewhere.get(opening) ?? 0) + n);
+        }),
+      ),
     );
     const info = engine.draw.info();
     if (!info) return null;
-    const stillOpen = new Set(engine.draw.notClosed());
-    const elsewhere = new Map(siblings.filter(([opening]) => stillOpen.has(opening)));
-    const openings = info.openings.map((o) => ({ ...o, entrants: o.entrants + (elsewhere.get(o.opensAt) ?? 0) }));
+    const still = new Set(engine.draw.uncounted(this.#host.now()));
+    const openings = info.openings.map((o) =>
+      still.has(o.opensAt) ? { ...o, entrants: o.entrants + (elsewhere.get(o.opensAt) ?? 0) } : o,
+    );
     return { ...info, entrants: (openings.at(-1) as (typeof openings)[number]).entrants, openings };
   }
 
