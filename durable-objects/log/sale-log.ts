@@ -56,14 +56,8 @@ const SCHEMA = [
      PRIMARY KEY (level, idx)
    ) WITHOUT ROWID`,
   "CREATE TABLE IF NOT EXISTS checkpoints (size INTEGER PRIMARY KEY, root BLOB NOT NULL, at INTEGER NOT NULL)",
-  // The fair opening's draws a configuration committed to, whose reveal the alarm appends once decided
-  // (`test`: the configuration's, which the reveal carries too).
-  `CREATE TABLE IF NOT EXISTS draws (
-     seed_hash TEXT PRIMARY KEY,
-     sku TEXT NOT NULL,
-     closes_at INTEGER NOT NULL,
-     test INTEGER NOT NULL DEFAULT 0
-   )`,
+  // The fair opening's draws a configuration committed to, whose reveal the alarm appends once decided.
+  "CREATE TABLE IF NOT EXISTS draws (seed_hash TEXT PRIMARY KEY, sku TEXT NOT NULL, closes_at INTEGER NOT NULL)",
   `CREATE TRIGGER IF NOT EXISTS checkpoints_grow BEFORE INSERT ON checkpoints
      WHEN NEW.size <= (SELECT COALESCE(MAX(size), 0) FROM checkpoints)
      BEGIN SELECT RAISE(ABORT, 'a checkpoint only grows'); END`,
@@ -153,12 +147,6 @@ export class SaleLog extends DurableObject<Env> {
       ? this.#sql.exec<{ n: number }>("SELECT COALESCE(MAX(idx) + 1, 0) AS n FROM entries").one().n
       : 0;
     if (this.#ready) for (const statement of RETIRED) this.#sql.exec(statement);
-    // A log made before draws had `test` gains it (SQLite has no `ADD COLUMN IF NOT EXISTS`).
-    const drawColumns = this.#ready
-      ? this.#sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('draws')").toArray()
-      : [];
-    if (drawColumns.length > 0 && !drawColumns.some((c) => c.name === "test"))
-      this.#sql.exec("ALTER TABLE draws ADD COLUMN test INTEGER NOT NULL DEFAULT 0");
   }
 
   /** Whether the tables exist. */
@@ -319,12 +307,11 @@ export class SaleLog extends DurableObject<Env> {
       if (added && sku !== undefined)
         for (const draw of draws)
           this.#sql.exec(
-            `INSERT INTO draws (seed_hash, sku, closes_at, test) VALUES (?, ?, ?, ?)
-             ON CONFLICT (seed_hash) DO UPDATE SET closes_at = excluded.closes_at, test = excluded.test`,
+            `INSERT INTO draws (seed_hash, sku, closes_at) VALUES (?, ?, ?)
+             ON CONFLICT (seed_hash) DO UPDATE SET closes_at = excluded.closes_at`,
             draw.seedHash,
             sku,
             Date.parse(draw.closesAt),
-            entry.test === true ? 1 : 0,
           );
       return added;
     });
@@ -333,16 +320,16 @@ export class SaleLog extends DurableObject<Env> {
   }
 
   /** Draws committed to and not revealed in the log yet, earliest close first. */
-  #pendingDraws(): { seedHash: string; sku: string; closesAt: number; test: boolean }[] {
+  #pendingDraws(): { seedHash: string; sku: string; closesAt: number }[] {
     if (!this.#ready) return [];
     return this.#sql
-      .exec<{ seed_hash: string; sku: string; closes_at: number; test: number }>(
-        `SELECT seed_hash, sku, closes_at, test FROM draws
+      .exec<{ seed_hash: string; sku: string; closes_at: number }>(
+        `SELECT seed_hash, sku, closes_at FROM draws
           WHERE NOT EXISTS (SELECT 1 FROM entries WHERE dedupe = 'draw-reveal:' || draws.seed_hash)
           ORDER BY closes_at`,
       )
       .toArray()
-      .map((r) => ({ seedHash: r.seed_hash, sku: r.sku, closesAt: r.closes_at, test: r.test === 1 }));
+      .map((r) => ({ seedHash: r.seed_hash, sku: r.sku, closesAt: r.closes_at }));
   }
 
   /** Appends the reveal of every committed draw whose window closed and that shard 0 has decided. */
@@ -350,13 +337,14 @@ export class SaleLog extends DurableObject<Env> {
     const due = this.#pendingDraws().filter((d) => d.closesAt <= now);
     const first = due[0];
     if (!first) return;
-    const info = await this.env.SKU_STOCK.getByName(shardName(first.sku, 0)).drawInfo();
+    const shard0 = this.env.SKU_STOCK.getByName(shardName(first.sku, 0));
+    // The SKU's test flag, set at its creation for good, from the object that keeps it.
+    const [info, state] = await Promise.all([shard0.drawInfo(), shard0.state()]);
     for (const opening of info?.openings ?? []) {
       const { seed, seedHash, decidedAt } = opening;
       if (seed === null || seedHash === null || decidedAt === null) continue;
-      const draw = due.find((d) => d.seedHash === seedHash);
-      if (!draw) continue;
-      const entry = drawRevealEntry({ ...opening, seed, seedHash, decidedAt }, draw.test);
+      if (!due.some((d) => d.seedHash === seedHash)) continue;
+      const entry = drawRevealEntry({ ...opening, seed, seedHash, decidedAt }, state?.test === true);
       await this.appendConfig(entry, `draw-reveal:${seedHash}`);
     }
   }
