@@ -274,8 +274,10 @@ describe("verify-sale's replay of a fair opening's commitments (found in an audi
     expect(verdict([opening(0, 1800, 10), hold(1805), reveal(1811, 1800, 10)])).toMatch(
       /^broken: entry 1 \(hold .*\): a hold inside the opening's window \(2026-12-05T10:30:00\.000Z to 2026-12-05T10:30:10\.000Z\), whose requests its draw decides after the close$/,
     );
-    // Its draw's holds, at the close or after: honest.
+    // Its draw's holds, at the close or after, or a sibling's stamped by a clock up to a second behind: honest.
     expect(verdict([opening(0, 1800, 10), hold(1810), reveal(1810, 1800, 10), hold(1812)])).toBe("ok");
+    expect(verdict([opening(0, 1800, 10), hold(1809.5), reveal(1810, 1800, 10)])).toBe("ok");
+    expect(verdict([opening(0, 1800, 10), hold(1808.5), reveal(1810, 1800, 10)])).toMatch(/^broken: entry 1 /);
     // A tier's opening (1790–1800 s) one window before the public one (1800–1810 s): its draw,
     // due at its close, holds at 1801 s, revealed then; a hold after its reveal in the window is not its.
     const tierHash = createHash("sha256").update("cd".repeat(32), "utf8").digest("hex");
@@ -287,7 +289,7 @@ describe("verify-sale's replay of a fair opening's commitments (found in an audi
     } as never);
     const tierReveal = { ...reveal(1801, 1790, 10), seedHash: tierHash, seed: "cd".repeat(32) };
     expect(verdict([both, hold(1801), tierReveal, reveal(1811, 1800, 10)])).toBe("ok");
-    expect(verdict([both, hold(1801), tierReveal, hold(1802), reveal(1811, 1800, 10)])).toMatch(
+    expect(verdict([both, hold(1801), tierReveal, hold(1803), reveal(1811, 1800, 10)])).toMatch(
       /^broken: entry 3 \(hold .*\): a hold inside the opening's window \(2026-12-05T10:30:00\.000Z/,
     );
   });

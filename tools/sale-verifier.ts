@@ -40,6 +40,11 @@ export const SETTLE_MS = 60_000;
 export const DECIDE_MS = 60 * 60_000;
 /** How far ahead of the verifier's clock an entry's time may be (clocks differ) before it is broken. */
 export const CLOCK_SKEW_MS = 5 * 60_000;
+/**
+ * How far apart two shards' clocks may be when both stamp one draw: shard 0 decides at the close by
+ * its clock, and each entrant's home shard stamps the hold by its own.
+ */
+export const SHARD_CLOCK_MS = 1_000;
 
 const sha256 = (...parts: Buffer[]): Hash => createHash("sha256").update(Buffer.concat(parts)).digest();
 export const leafHash = (entry: Buffer): Hash => sha256(Buffer.from([0]), entry);
@@ -246,16 +251,17 @@ export function replay(
    * A fair opening whose window holds `at`: its requests wait for its draw, decided after the close,
    * so none is held there. Only an earlier opening's draw, decided late (from its close to its
    * reveal), may hold inside a later window (a tier's draw is due at its close, which may be the
-   * public start). Null when no window forbids a hold at `at`.
+   * public start). Each end gives {@link SHARD_CLOCK_MS}: a draw's holds are stamped by the entrants'
+   * home shards. Null when no window forbids a hold at `at`.
    */
   const windowAt = (at: number) => {
     for (const [, window] of commitments) {
-      if (at < window.opensAt || at >= window.closesAt) continue;
+      if (at < window.opensAt || at >= window.closesAt - SHARD_CLOCK_MS) continue;
       const decidingLate = [...commitments].some(
         ([hash, earlier]) =>
           earlier.opensAt < window.opensAt &&
-          earlier.closesAt <= at &&
-          (revealedAt.get(hash) ?? Number.POSITIVE_INFINITY) >= at,
+          earlier.closesAt - SHARD_CLOCK_MS <= at &&
+          (revealedAt.get(hash) ?? Number.POSITIVE_INFINITY) + SHARD_CLOCK_MS >= at,
       );
       if (!decidingLate) return window;
     }
