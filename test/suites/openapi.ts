@@ -1,7 +1,7 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, inject, it } from "vitest";
 import type { z } from "zod";
 import { app } from "../../src/app";
-import { CONTRACT_ROUTES } from "../../src/routes/contract";
+import { CONTRACT_ROUTES, type ContractRoute } from "../../src/routes/contract";
 import {
   AdminSku,
   AdminSkuList,
@@ -16,8 +16,10 @@ import {
   ReservationList,
 } from "../../src/routes/contract-schemas";
 import { openApiPath } from "../../src/routes/openapi";
-import { type Answer, call, createSku, tokenFor, uniqueSku } from "../support/client";
+import { STRIPE_TEST_KEY } from "../../tools/stripe-api";
+import { type Answer, call, createSku, reserve, tokenFor, uniqueSku } from "../support/client";
 import { pay } from "../support/payments";
+import { checkoutSession, sendStripe, stripeEvent } from "../support/stripe";
 
 /**
  * The contract data behind `GET /openapi.json` cannot drift from the code: every route the app
@@ -62,37 +64,100 @@ describe("the contract behind openapi.json", () => {
     }
   });
 
-  it("lists 503 BUSY on every admin route that answers it when the stock objects are overloaded", async () => {
+  it("lists 503 BUSY, with Retry-After, on every route that answers it when the stock objects are overloaded", async () => {
     const sku = uniqueSku("busy");
-    await createSku(sku, { totalStock: 5 });
+    const user = "busy-shopper";
+    await createSku(sku, { totalStock: 5, price: 1999, currency: "usd" });
+    // A hold of the shopper's own, for the routes of a reservation and the payment webhooks, and a
+    // token for a second reservation: each reaches the stock object when the probe sends it.
+    const held = await reserve(user, sku, 1);
+    expect(held.status).toBe(202);
+    const reservationId = held.json.reservationId as string;
+    const token = await tokenFor(user, sku);
     const document = (await call("GET", "/openapi.json")).json;
     // Each object refuses every call as workerd refuses an overloaded one (stock-client.ts: BUSY).
     const refuse = () => Promise.reject(Object.assign(new Error("Durable Object is overloaded"), { overloaded: true }));
     const stub = new Proxy({}, { get: (_, key) => (key === "then" ? undefined : refuse) });
-    const SKU_STOCK = { getByName: () => stub } as unknown as Env["SKU_STOCK"];
-    const params: Record<string, string> = { sku, id: "x", deliveryId: "x", userId: "u", eventId: "e" };
+    // Stripe configured (the tests' stand-in of its API), so checkout and refund get past "not configured".
+    const env = {
+      SKU_STOCK: { getByName: () => stub } as unknown as Env["SKU_STOCK"],
+      STRIPE_SECRET_KEY: STRIPE_TEST_KEY,
+      STRIPE_API_URL: inject("stripe").apiUrl,
+    } as Partial<Env>;
+    const params: Record<string, string> = {
+      sku,
+      id: "x",
+      deliveryId: "x",
+      userId: "u",
+      eventId: "e",
+      tile: "0/000",
+    };
+    // The shopper's routes of a reservation name the shopper's own hold.
+    const shopperParams: Record<string, string> = { ...params, id: reservationId };
     const bodies: Record<string, unknown> = {
       "PUT /admin/skus/:sku": { totalStock: 6 },
       "POST /admin/skus/:sku/access-codes": { tier: "early", count: 1 },
+      "POST /api/skus/:sku/reservations": { token, quantity: 1 },
+      "POST /api/skus/:sku/waitlist": { quantity: 1 },
+      "POST /api/reservations/:id/checkout": {
+        successUrl: "http://flashgate.test/paid",
+        cancelUrl: "http://flashgate.test/cancelled",
+      },
+    };
+    /** The route's request, as its caller sends it: credentials, body, and a webhook's signature. */
+    const send = (route: ContractRoute, path: string, name: string): Promise<Answer> => {
+      if (route.path === "/webhooks/payments") return pay(reservationId, "payment.succeeded", undefined, { env });
+      if (route.path === "/webhooks/stripe") {
+        return sendStripe(stripeEvent("checkout.session.completed", checkoutSession(reservationId, 1999)), { env });
+      }
+      return call(route.method.toUpperCase(), path, {
+        admin: route.access === "admin",
+        user: route.access === "shopper" ? user : undefined,
+        env,
+        body: bodies[name],
+      });
     };
     const busy: string[] = [];
     const unlisted: string[] = [];
-    for (const route of CONTRACT_ROUTES.filter((r) => r.access === "admin")) {
+    const withoutRetryAfter: string[] = [];
+    for (const route of CONTRACT_ROUTES) {
       const name = `${route.method.toUpperCase()} ${route.path}`;
-      const path = route.path.replace(/:([A-Za-z]+)/g, (_, p: string) => params[p] ?? p);
+      const values = route.access === "shopper" ? shopperParams : params;
+      const path = route.path.replace(/:([A-Za-z]+)(\{[^}]*\})?/g, (_, p: string) => values[p] ?? p);
       // Reconciliation of this SKU alone: the run must not touch the other suites' SKUs.
       const query = route.path === "/admin/reconcile" ? `?sku=${sku}` : "";
-      const answer = await call(route.method.toUpperCase(), path + query, {
-        admin: true,
-        env: { SKU_STOCK },
-        body: bodies[name],
-      });
+      const answer = await send(route, path + query, name);
       if (answer.status !== 503) continue;
       busy.push(name);
+      if (answer.json.error?.code !== "BUSY" || answer.headers.get("retry-after") === null)
+        withoutRetryAfter.push(name);
       const listed = document.paths[openApiPath(route.path)][route.method].responses["503"];
       if (!JSON.stringify(listed ?? {}).includes('"BUSY"')) unlisted.push(name);
     }
-    expect(busy).toEqual(expect.arrayContaining(["PUT /admin/skus/:sku", "GET /admin/skus/:sku"]));
+    // The probe reaches the stock objects on each of these (else it would prove nothing of them).
+    expect(busy).toEqual(
+      expect.arrayContaining([
+        "GET /api/skus/:sku",
+        "GET /api/skus/:sku/draw",
+        "GET /api/skus/:sku/draw/entries",
+        "POST /api/skus/:sku/tokens",
+        "POST /api/skus/:sku/reservations",
+        "GET /api/reservations/:id",
+        "POST /api/reservations/:id/checkout",
+        "POST /api/reservations/:id/cancel",
+        "POST /api/skus/:sku/waitlist",
+        "GET /api/skus/:sku/waitlist",
+        "DELETE /api/skus/:sku/waitlist",
+        "POST /webhooks/payments",
+        "POST /webhooks/stripe",
+        "PUT /admin/skus/:sku",
+        "DELETE /admin/skus/:sku",
+        "POST /admin/skus/:sku/access-codes",
+        "GET /admin/skus/:sku",
+        "GET /admin/skus",
+      ]),
+    );
+    expect(withoutRetryAfter).toEqual([]);
     expect(unlisted).toEqual([]);
   });
 

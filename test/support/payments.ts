@@ -12,6 +12,8 @@ export interface PaymentOptions {
   /** Minor units; 1999 by default. */
   amount?: number;
   currency?: string;
+  /** Bindings to hand the Worker instead of the test's own (as `call`'s `env`). */
+  env?: Partial<Env>;
 }
 
 /** Posts a payment event to the webhook, signed like a provider would. */
@@ -28,5 +30,6 @@ export async function pay(
   return call("POST", "/webhooks/payments", {
     raw: opts.sendInstead ?? raw,
     headers: { "payment-signature": signature },
+    ...(opts.env ? { env: opts.env } : {}),
   });
 }

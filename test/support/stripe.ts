@@ -73,6 +73,8 @@ export interface StripeSendOptions {
   timestamp?: number;
   /** A whole `Stripe-Signature` value instead of the package's. */
   header?: string;
+  /** Bindings to hand the Worker instead of the test's own (as `call`'s `env`). */
+  env?: Partial<Env>;
 }
 
 /** Posts an event to `/webhooks/stripe` as Stripe does. */
@@ -85,7 +87,11 @@ export async function sendStripe(event: Record<string, unknown>, opts: StripeSen
       secret: opts.secret ?? STRIPE_SECRET,
       ...(opts.timestamp === undefined ? {} : { timestamp: opts.timestamp }),
     }));
-  return call("POST", "/webhooks/stripe", { raw: payload, headers: { "stripe-signature": header } });
+  return call("POST", "/webhooks/stripe", {
+    raw: payload,
+    headers: { "stripe-signature": header },
+    ...(opts.env ? { env: opts.env } : {}),
+  });
 }
 
 export { stripe };

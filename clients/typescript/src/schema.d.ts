@@ -13,7 +13,7 @@ export interface paths {
     };
     /**
      * Public stock display (from the Redis mirror when configured, else the stock object)
-     * @description No credentials. Read-mostly and cheap: the storefront polls it. `available` may lag the stock object by a moment when it comes from the mirror.
+     * @description No credentials. Read-mostly and cheap: the storefront polls it. `available` may lag the stock object by a moment when it comes from the mirror. Asked of a stock object that is overloaded or restarting, it is 503 BUSY with Retry-After: send the same request again.
      */
     get: operations["getApiSkusSku"];
     put?: never;
@@ -33,7 +33,7 @@ export interface paths {
     };
     /**
      * The opening draw of a SKU with a fair-opening window
-     * @description No credentials. For a SKU configured with `openingWindowMs` > 0: the committed seed hash (from the moment the window is set), then the revealed seed, the entrants and when the draw was decided. The order: entries sorted by hex HMAC-SHA256(key = seed, message = entryId), entryId = hex SHA-256 of `<sku>:<userId>` (docs/API.md). A SKU without a window answers 404 NOT_FOUND.
+     * @description No credentials. For a SKU configured with `openingWindowMs` > 0: the committed seed hash (from the moment the window is set), then the revealed seed, the entrants and when the draw was decided. The order: entries sorted by hex HMAC-SHA256(key = seed, message = entryId), entryId = hex SHA-256 of `<sku>:<userId>` (docs/API.md). A SKU without a window answers 404 NOT_FOUND. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.
      */
     get: operations["getApiSkusSkuDraw"];
     put?: never;
@@ -53,7 +53,7 @@ export interface paths {
     };
     /**
      * The decided entries of the opening draw, in draw order (a page)
-     * @description No credentials. With the revealed seed, anyone can recompute the order and check every position and result (`HELD` or the refusal code). Empty until the draw is decided.
+     * @description No credentials. With the revealed seed, anyone can recompute the order and check every position and result (`HELD` or the refusal code). Empty until the draw is decided. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.
      */
     get: operations["getApiSkusSkuDrawEntries"];
     put?: never;
@@ -95,7 +95,7 @@ export interface paths {
     put?: never;
     /**
      * One-time purchase token for this user and SKU
-     * @description Step one of a purchase: the token binds this user to this SKU for a few minutes (PURCHASE_TOKEN_TTL_SECONDS) and is spent by one reservation. Refused when the sale is paused, outside startsAt..endsAt, or sold out. Before startsAt (v1.3 "Early access"), an opened tier admits a JWT whose claim matches it, or a shopper sending one of its codes in `Access-Code`: such a token reserves as on an open sale; a code unknown, of a tier not open yet, or taken by another user is 403 ACCESS_CODE_INVALID. A SKU this isolate knows is sold out is answered 409 SOLD_OUT before the JWT or any challenge is checked. With bot challenges on (API.md "Bots"), the request carries `Proof-Of-Work` and/or `CF-Turnstile-Response`: missing 403 CHALLENGE_REQUIRED, refused 403 CHALLENGE_FAILED, no verdict from Turnstile 503 BUSY with Retry-After.
+     * @description Step one of a purchase: the token binds this user to this SKU for a few minutes (PURCHASE_TOKEN_TTL_SECONDS) and is spent by one reservation. Refused when the sale is paused, outside startsAt..endsAt, or sold out. Before startsAt (v1.3 "Early access"), an opened tier admits a JWT whose claim matches it, or a shopper sending one of its codes in `Access-Code`: such a token reserves as on an open sale; a code unknown, of a tier not open yet, or taken by another user is 403 ACCESS_CODE_INVALID. A SKU this isolate knows is sold out is answered 409 SOLD_OUT before the JWT or any challenge is checked. With bot challenges on (API.md "Bots"), the request carries `Proof-Of-Work` and/or `CF-Turnstile-Response`: missing 403 CHALLENGE_REQUIRED, refused 403 CHALLENGE_FAILED, no verdict from Turnstile 503 BUSY with Retry-After. A stock object overloaded or restarting is 503 BUSY with Retry-After too: send the same request again.
      */
     post: operations["postApiSkusSkuTokens"];
     delete?: never;
@@ -133,7 +133,7 @@ export interface paths {
     };
     /**
      * The owner's view of a reservation and whether its order row is persisted
-     * @description Owner only: another user's reservation id answers 404 RESERVATION_NOT_FOUND. `order.persisted` tells whether the queue consumer has written the order row to D1 yet.
+     * @description Owner only: another user's reservation id answers 404 RESERVATION_NOT_FOUND. `order.persisted` tells whether the queue consumer has written the order row to D1 yet. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.
      */
     get: operations["getApiReservationsId"];
     put?: never;
@@ -175,7 +175,7 @@ export interface paths {
     put?: never;
     /**
      * Release a held reservation
-     * @description Owner only. Releases a held reservation's stock at once. Cancelling a cancelled reservation again answers 200 unchanged; a paid or expired one is 409 INVALID_STATE.
+     * @description Owner only. Releases a held reservation's stock at once. Cancelling a cancelled reservation again answers 200 unchanged; a paid or expired one is 409 INVALID_STATE. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same cancel again.
      */
     post: operations["postApiReservationsIdCancel"];
     delete?: never;
@@ -193,18 +193,18 @@ export interface paths {
     };
     /**
      * The caller's place in the SKU's waitlist (v1.3)
-     * @description The caller's waiting entry: `position` 1 is next in line, `unitsAhead` the units the entries before it want, `held` the units other buyers hold now (the caller's own are not in it; they come back to the line if unpaid; it may lag by a second), `joinedAt` when the caller joined. First fit may serve a smaller entry behind the caller first. Not waiting (never joined, served, left, or the sale ended): 404 NOT_FOUND.
+     * @description The caller's waiting entry: `position` 1 is next in line, `unitsAhead` the units the entries before it want, `held` the units other buyers hold now (the caller's own are not in it; they come back to the line if unpaid; it may lag by a second), `joinedAt` when the caller joined. First fit may serve a smaller entry behind the caller first. Not waiting (never joined, served, left, or the sale ended): 404 NOT_FOUND. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.
      */
     get: operations["getApiSkusSkuWaitlist"];
     put?: never;
     /**
      * Join the waitlist of a sold-out SKU
-     * @description Only while the SKU is sold out (else 409 STOCK_AVAILABLE). When stock is released, waitlisted users receive holds in FIFO order (first fit); those holds show in GET /api/me/reservations. A buyer who already holds perUserLimit (with the quantity asked) is refused 409 LIMIT_EXCEEDED; a sale not on (scheduled, paused, ended) 403 SALE_NOT_ACTIVE, with why in its details, before anything else is said; 503 BUSY with Retry-After while a change of shards is staged.
+     * @description Only while the SKU is sold out (else 409 STOCK_AVAILABLE). When stock is released, waitlisted users receive holds in FIFO order (first fit); those holds show in GET /api/me/reservations. A buyer who already holds perUserLimit (with the quantity asked) is refused 409 LIMIT_EXCEEDED; a sale not on (scheduled, paused, ended) 403 SALE_NOT_ACTIVE, with why in its details, before anything else is said; 503 BUSY with Retry-After while a change of shards is staged or a stock object is overloaded or restarting (send the same request again).
      */
     post: operations["postApiSkusSkuWaitlist"];
     /**
      * Leave the SKU's waitlist (v1.3)
-     * @description Removes the caller's waiting entry; the entries behind it move up one place. A leave that comes after the line served the caller finds no entry (404 NOT_FOUND) and the hold the caller was given stands: cancel it to give the units back.
+     * @description Removes the caller's waiting entry; the entries behind it move up one place. A leave that comes after the line served the caller finds no entry (404 NOT_FOUND) and the hold the caller was given stands: cancel it to give the units back. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.
      */
     delete: operations["deleteApiSkusSkuWaitlist"];
     options?: never;
@@ -243,7 +243,7 @@ export interface paths {
     put?: never;
     /**
      * Payment provider webhook (signed; each event id takes effect once)
-     * @description Signed with PAYMENT_WEBHOOK_SECRET in the Payment-Signature header (300 s tolerance). `payment.succeeded` pays a held reservation, `payment.failed` releases it. The same event id again answers the same 200 with no second effect; the same id naming another reservation, type, amount or currency is 422 IDEMPOTENCY_MISMATCH and changes nothing.
+     * @description Signed with PAYMENT_WEBHOOK_SECRET in the Payment-Signature header (300 s tolerance). `payment.succeeded` pays a held reservation, `payment.failed` releases it. The same event id again answers the same 200 with no second effect; the same id naming another reservation, type, amount or currency is 422 IDEMPOTENCY_MISMATCH and changes nothing. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same event again (its id takes effect once).
      */
     post: operations["postWebhooksPayments"];
     delete?: never;
@@ -263,7 +263,7 @@ export interface paths {
     put?: never;
     /**
      * Stripe webhook (Stripe-Signature; the same effects as /webhooks/payments)
-     * @description Signed by Stripe with STRIPE_WEBHOOK_SECRET in the Stripe-Signature header (300 s tolerance). `checkout.session.completed` (reservation id from `client_reference_id`, else `metadata.reservationId`; an `unpaid` session is ignored), `checkout.session.async_payment_succeeded` and `payment_intent.succeeded` pay, with the amount and currency checked against the SKU's price; `payment_intent.payment_failed` and `checkout.session.async_payment_failed` release the hold. A PaymentIntent's money is one event whichever event announces it: announced for another reservation or amount, it is 422 IDEMPOTENCY_MISMATCH and changes nothing. Other event types, and events whose reservation is missing or unknown, answer 200 with `ignored: true`.
+     * @description Signed by Stripe with STRIPE_WEBHOOK_SECRET in the Stripe-Signature header (300 s tolerance). `checkout.session.completed` (reservation id from `client_reference_id`, else `metadata.reservationId`; an `unpaid` session is ignored), `checkout.session.async_payment_succeeded` and `payment_intent.succeeded` pay, with the amount and currency checked against the SKU's price; `payment_intent.payment_failed` and `checkout.session.async_payment_failed` release the hold. A PaymentIntent's money is one event whichever event announces it: announced for another reservation or amount, it is 422 IDEMPOTENCY_MISMATCH and changes nothing. Other event types, and events whose reservation is missing or unknown, answer 200 with `ignored: true`. A stock object overloaded or restarting is 503 BUSY with Retry-After: Stripe sends the same event again (its id takes effect once).
      */
     post: operations["postWebhooksStripe"];
     delete?: never;
@@ -281,7 +281,7 @@ export interface paths {
     };
     /**
      * Admin SKU view: stock, D1 order counts, waitlist, mirror
-     * @description `stock` comes from the stock object(s), `orders` counts D1 rows by status, `mirror` is null when the Redis mirror is off.
+     * @description `stock` comes from the stock object(s), `orders` counts D1 rows by status, `mirror` is null when the Redis mirror is off. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.
      */
     get: operations["getAdminSkusSku"];
     /**
@@ -292,7 +292,7 @@ export interface paths {
     post?: never;
     /**
      * Archive a SKU (v1.3): it is no longer sold
-     * @description The SKU's status becomes `archived` on every shard: its public view and its token, challenge, reservation and waitlist routes answer 404 SKU_NOT_FOUND, its waitlist is emptied, and it leaves GET /admin/skus (`?archived=true` lists it). Holds it has keep their course (paid, cancelled or expired); a late payment is refund_required. Its D1 orders, feed entries and deliveries stay, and its id is not reused (a later PUT is 409 INVALID_STATE). Archiving again answers 200, unchanged.
+     * @description The SKU's status becomes `archived` on every shard: its public view and its token, challenge, reservation and waitlist routes answer 404 SKU_NOT_FOUND, its waitlist is emptied, and it leaves GET /admin/skus (`?archived=true` lists it). Holds it has keep their course (paid, cancelled or expired); a late payment is refund_required. Its D1 orders, feed entries and deliveries stay, and its id is not reused (a later PUT is 409 INVALID_STATE). Archiving again answers 200, unchanged. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.
      */
     delete: operations["deleteAdminSkusSku"];
     options?: never;
@@ -311,7 +311,7 @@ export interface paths {
     put?: never;
     /**
      * Make one-time access codes for an early access tier (v1.3)
-     * @description Makes `count` (1..10000) codes of the SKU's tier `tier`, answered this once: only their SHA-256 hashes are stored. Before the public start, a shopper sending one in the `Access-Code` header of POST /api/skus/{sku}/tokens gets a token once its tier has opened; a code admits the first user who presents it and no one else (403 ACCESS_CODE_INVALID). A tier the SKU does not have is 400 INVALID_REQUEST.
+     * @description Makes `count` (1..10000) codes of the SKU's tier `tier`, answered this once: only their SHA-256 hashes are stored. Before the public start, a shopper sending one in the `Access-Code` header of POST /api/skus/{sku}/tokens gets a token once its tier has opened; a code admits the first user who presents it and no one else (403 ACCESS_CODE_INVALID). A tier the SKU does not have is 400 INVALID_REQUEST. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.
      */
     post: operations["postAdminSkusSkuAccessCodes"];
     delete?: never;
@@ -329,7 +329,7 @@ export interface paths {
     };
     /**
      * Every SKU's admin view
-     * @description The admin view of every SKU, as GET /admin/skus/{sku} answers it, wrapped in `skus`. Archived SKUs are left out; `?archived=true` lists only them.
+     * @description The admin view of every SKU, as GET /admin/skus/{sku} answers it, wrapped in `skus`. Archived SKUs are left out; `?archived=true` lists only them. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.
      */
     get: operations["getAdminSkus"];
     put?: never;
@@ -619,7 +619,7 @@ export interface paths {
     put?: never;
     /**
      * Refund a payment owed back through Stripe
-     * @description A `refund_required` payment that came by /webhooks/stripe with a payment intent is refunded in full through Stripe's refund API (idempotent per event: asked again, the same refund). Its `refund` becomes `{status: refunded|pending|failed, via: stripe, id: re_…, at}`; a failed refund may be asked again. A payment that was applied, or is refunded or pending already, or did not come through Stripe: 409 INVALID_STATE (mark those done with POST …/refunded). Stripe not configured (STRIPE_SECRET_KEY): 404 NOT_FOUND; Stripe unreachable: 503 BUSY, nothing recorded.
+     * @description A `refund_required` payment that came by /webhooks/stripe with a payment intent is refunded in full through Stripe's refund API (idempotent per event: asked again, the same refund). Its `refund` becomes `{status: refunded|pending|failed, via: stripe, id: re_…, at}`; a failed refund may be asked again. A payment that was applied, or is refunded or pending already, or did not come through Stripe: 409 INVALID_STATE (mark those done with POST …/refunded). Stripe not configured (STRIPE_SECRET_KEY): 404 NOT_FOUND; Stripe unreachable: 503 BUSY with Retry-After, nothing recorded.
      */
     post: operations["postAdminPaymentsEventIdRefund"];
     delete?: never;
@@ -1552,6 +1552,22 @@ export interface operations {
           };
         };
       };
+      /** @description BUSY: The stock service is busy; retry shortly. */
+      503: {
+        headers: {
+          /** @description Seconds */
+          "Retry-After"?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "BUSY";
+            };
+          };
+        };
+      };
     };
   };
   getApiSkusSkuDraw: {
@@ -1585,6 +1601,22 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: "SKU_NOT_FOUND" | "NOT_FOUND";
+            };
+          };
+        };
+      };
+      /** @description BUSY: The stock service is busy; retry shortly. */
+      503: {
+        headers: {
+          /** @description Seconds */
+          "Retry-After"?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "BUSY";
             };
           };
         };
@@ -1641,6 +1673,22 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: "SKU_NOT_FOUND" | "NOT_FOUND";
+            };
+          };
+        };
+      };
+      /** @description BUSY: The stock service is busy; retry shortly. */
+      503: {
+        headers: {
+          /** @description Seconds */
+          "Retry-After"?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "BUSY";
             };
           };
         };
@@ -2063,6 +2111,22 @@ export interface operations {
           };
         };
       };
+      /** @description BUSY: The stock service is busy; retry shortly. */
+      503: {
+        headers: {
+          /** @description Seconds */
+          "Retry-After"?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "BUSY";
+            };
+          };
+        };
+      };
     };
   };
   postApiReservationsIdCheckout: {
@@ -2296,6 +2360,22 @@ export interface operations {
           };
         };
       };
+      /** @description BUSY: The stock service is busy; retry shortly. */
+      503: {
+        headers: {
+          /** @description Seconds */
+          "Retry-After"?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "BUSY";
+            };
+          };
+        };
+      };
     };
   };
   getApiSkusSkuWaitlist: {
@@ -2359,6 +2439,22 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: "RATE_LIMITED";
+            };
+          };
+        };
+      };
+      /** @description BUSY: The stock service is busy; retry shortly. */
+      503: {
+        headers: {
+          /** @description Seconds */
+          "Retry-After"?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "BUSY";
             };
           };
         };
@@ -2583,6 +2679,22 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: "RATE_LIMITED";
+            };
+          };
+        };
+      };
+      /** @description BUSY: The stock service is busy; retry shortly. */
+      503: {
+        headers: {
+          /** @description Seconds */
+          "Retry-After"?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "BUSY";
             };
           };
         };
