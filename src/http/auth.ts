@@ -31,6 +31,18 @@ type AuthVars = Partial<Record<(typeof AUTH_VARS)[number], string>>;
 /** Unset or blank means not configured. */
 const setting = (value: string | undefined) => (value === undefined || value.trim() === "" ? undefined : value);
 
+/**
+ * A configuration no shopper can sign in under (API.md "Configuration"): `500 INTERNAL` saying what
+ * the operator must set (names of settings only, never a value), and an error in the log.
+ */
+function misconfigured(problem: string): ApiError {
+  log("error", "shopper auth is not configured", { problem });
+  return new ApiError(
+    "INTERNAL",
+    `Shopper sign-in is not configured on this gateway: ${problem} (API.md Configuration).`,
+  );
+}
+
 /** Thrown by the key lookup when the remote key set should be fetched (again) first. */
 const KEYS_NEEDED = new Error("JWKS refresh needed");
 /** Refreshes per request at most: a cold isolate may take the Cache API copy, then ask the IdP. */
@@ -54,12 +66,10 @@ class ShopperVerifier {
     const issuer = setting(vars.AUTH_ISSUER);
     const audience = setting(vars.AUTH_AUDIENCE);
     const skew = setting(vars.AUTH_CLOCK_SKEW_SECONDS);
-    if (!secret && !jwks && !jwksUrl) {
-      throw new Error("shopper auth: set AUTH_SECRET, AUTH_JWKS_URL or AUTH_JWKS (API.md Configuration)");
-    }
+    if (!secret && !jwks && !jwksUrl) throw misconfigured("set AUTH_SECRET, AUTH_JWKS_URL or AUTH_JWKS");
     const skewSeconds = skew === undefined ? DEFAULT_CLOCK_SKEW_SECONDS : Number(skew);
     if (!Number.isFinite(skewSeconds) || skewSeconds < 0) {
-      throw new Error("shopper auth: AUTH_CLOCK_SKEW_SECONDS must be a number of seconds >= 0");
+      throw misconfigured("AUTH_CLOCK_SKEW_SECONDS must be a number of seconds >= 0");
     }
     this.skewSeconds = skewSeconds;
     this.hmac = secret ? hmacKey(secret) : undefined;

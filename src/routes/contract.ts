@@ -595,6 +595,8 @@ export function errorCodesOf(route: ContractRoute): ErrorCode[] {
   if (route.access === "shopper") {
     codes.add("UNAUTHENTICATED");
     codes.add("RATE_LIMITED");
+    // A gateway with no shopper sign-in configured (API.md "Configuration"): the operator's to fix.
+    codes.add("INTERNAL");
   }
   if (route.access === "admin") codes.add("UNAUTHENTICATED");
   return [...codes];

@@ -4,6 +4,7 @@ import { exportJWK, generateKeyPair, type JWK, type JWTPayload, SignJWT } from "
 import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { JWKS_FETCH_TIMEOUT_MS, JWKS_REFETCH_FLOOR_MS } from "../../src/http/jwks";
 import worker from "../../src/index";
+import { call } from "../support/client";
 // The bot challenges before a token share this file's workerd (one start-up, issue #56). This file's
 // afterEach (mocks restored, real timers) runs after theirs too, which changes nothing for them.
 import "./challenges";
@@ -76,16 +77,25 @@ function serveJwks(url: string, keys: () => JWK[] | null): { fetches: () => numb
   return { fetches: () => count };
 }
 
-/** `GET /api/me/reservations` (shopper auth and nothing else) under these settings. */
-async function asShopper(token: string, settings: Record<string, string>): Promise<{ status: number; code?: string }> {
+/** `GET /api/me/reservations` (shopper auth and nothing else) under these settings: its answer. */
+async function answerOf(
+  token: string,
+  settings: Record<string, string>,
+): Promise<{ status: number; code?: string; message?: string }> {
   const ctx = createExecutionContext();
   const request = new Request("http://flashgate.test/api/me/reservations", {
     headers: { authorization: `Bearer ${token}` },
   });
   const response = await worker.fetch(request, { ...env, ...settings }, ctx);
   await waitOnExecutionContext(ctx);
-  const json = (await response.json()) as { error?: { code: string } };
-  return { status: response.status, ...(json.error ? { code: json.error.code } : {}) };
+  const json = (await response.json()) as { error?: { code: string; message: string } };
+  return { status: response.status, ...(json.error ? { code: json.error.code, message: json.error.message } : {}) };
+}
+
+/** `GET /api/me/reservations` (shopper auth and nothing else) under these settings: its status and code. */
+async function asShopper(token: string, settings: Record<string, string>): Promise<{ status: number; code?: string }> {
+  const { message: _message, ...answer } = await answerOf(token, settings);
+  return answer;
 }
 
 const OK = { status: 200 };
@@ -192,8 +202,18 @@ describe("shopper JWTs from an identity provider", () => {
 
   it("answers 500 when no way to verify shopper JWTs is configured, and 401 to IdP tokens when AUTH_JWKS is unusable", async () => {
     const hs = await idpToken(new TextEncoder().encode("test-auth-secret"), { alg: "HS256" });
-    const nothing = await asShopper(hs, { AUTH_SECRET: "", AUTH_JWKS: " " });
-    expect(nothing).toEqual({ status: 500, code: "INTERNAL" });
+    // The operator learns what to set (the settings' names, never a value); /openapi.json lists it.
+    const nothing = await answerOf(hs, { AUTH_SECRET: "", AUTH_JWKS: " " });
+    expect(nothing).toEqual({
+      status: 500,
+      code: "INTERNAL",
+      message: expect.stringContaining("set AUTH_SECRET, AUTH_JWKS_URL or AUTH_JWKS"),
+    });
+    const skew = await answerOf(hs, { AUTH_CLOCK_SKEW_SECONDS: "half a minute" });
+    expect(skew).toMatchObject({ status: 500, message: expect.stringContaining("AUTH_CLOCK_SKEW_SECONDS must be") });
+    expect(skew.message).not.toContain("half a minute");
+    const listed = (await call("GET", "/openapi.json")).json.paths["/api/me/reservations"].get.responses["500"];
+    expect(JSON.stringify(listed ?? {})).toContain('"INTERNAL"');
     const broken = { AUTH_JWKS: "{not json" };
     expect(await asShopper(hs, broken)).toEqual(OK);
     expect(await asShopper(await idpToken(rsa.privateKey, { kid: "k1" }), broken)).toEqual(REFUSED);

@@ -1760,6 +1760,20 @@ export interface operations {
           };
         };
       };
+      /** @description INTERNAL: Internal error. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "INTERNAL";
+            };
+          };
+        };
+      };
     };
   };
   postApiSkusSkuTokens: {
@@ -1865,6 +1879,20 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: "RATE_LIMITED";
+            };
+          };
+        };
+      };
+      /** @description INTERNAL: Internal error. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "INTERNAL";
             };
           };
         };
@@ -2028,6 +2056,20 @@ export interface operations {
           };
         };
       };
+      /** @description INTERNAL: Internal error. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "INTERNAL";
+            };
+          };
+        };
+      };
       /** @description BUSY: The stock service is busy; retry shortly. */
       503: {
         headers: {
@@ -2107,6 +2149,20 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: "RATE_LIMITED";
+            };
+          };
+        };
+      };
+      /** @description INTERNAL: Internal error. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "INTERNAL";
             };
           };
         };
@@ -2249,6 +2305,20 @@ export interface operations {
           };
         };
       };
+      /** @description INTERNAL: Internal error. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "INTERNAL";
+            };
+          };
+        };
+      };
       /** @description BUSY: The stock service is busy; retry shortly. */
       503: {
         headers: {
@@ -2360,6 +2430,20 @@ export interface operations {
           };
         };
       };
+      /** @description INTERNAL: Internal error. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "INTERNAL";
+            };
+          };
+        };
+      };
       /** @description BUSY: The stock service is busy; retry shortly. */
       503: {
         headers: {
@@ -2439,6 +2523,20 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: "RATE_LIMITED";
+            };
+          };
+        };
+      };
+      /** @description INTERNAL: Internal error. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "INTERNAL";
             };
           };
         };
@@ -2586,6 +2684,20 @@ export interface operations {
           };
         };
       };
+      /** @description INTERNAL: Internal error. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "INTERNAL";
+            };
+          };
+        };
+      };
       /** @description BUSY: The stock service is busy; retry shortly. */
       503: {
         headers: {
@@ -2683,6 +2795,20 @@ export interface operations {
           };
         };
       };
+      /** @description INTERNAL: Internal error. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "INTERNAL";
+            };
+          };
+        };
+      };
       /** @description BUSY: The stock service is busy; retry shortly. */
       503: {
         headers: {
@@ -2745,6 +2871,20 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: "RATE_LIMITED";
+            };
+          };
+        };
+      };
+      /** @description INTERNAL: Internal error. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "INTERNAL";
             };
           };
         };
