@@ -67,6 +67,8 @@ const LULL_CHANCE = 0.03;
 const RESET_CHANCE = 0.03;
 /** An operator's roll that changes the sale's end (see {@link Sim.#operate}). */
 const END_ROLL = 0.9;
+/** An operator's roll that changes the stock: the total, or a size's (see {@link Sim.#operate}). */
+const RESTOCK_ROLL = 0.4;
 
 /** What a shopper was told of a reservation. */
 interface Acked {
@@ -289,6 +291,15 @@ class Sim {
     }
   }
 
+  /** Whether a fair opening's window is open, or opens within `ahead` ms (its rush, see {@link run}). */
+  #opening(ahead: number): boolean {
+    if (this.#windowMs === 0 || this.#startsAt === null) return false;
+    const now = this.#world.now;
+    return [this.#startsAt, ...this.#tiers.map((t) => t.startsAt)].some(
+      (at) => now >= at - ahead && now < at + this.#windowMs,
+    );
+  }
+
   #int(n: number): number {
     return Math.floor(this.#random() * n);
   }
@@ -333,12 +344,14 @@ class Sim {
       for (this.#step = 1; this.#step <= steps; this.#step++) {
         // Now and then a lull: nobody buys for longer than a hold lasts, then the operator resizes
         // (a resize waits until nothing is held), so resizes land between sales, not only before them.
-        const lull = this.#random() < LULL_CHANCE;
+        // An opening's rush: around a fair opening's window, steps a tenth as long (and no lull), so its
+        // buyers reserve, join the line, cancel and restock inside the window.
+        const rush = this.#opening(10_000);
+        const lull = this.#random() < LULL_CHANCE && !this.#opening(this.#longestHoldMs + 20_000);
         if (lull) this.#line("lull");
-        else this.#act();
-        await this.#world.runUntil(
-          this.#world.now + (lull ? this.#longestHoldMs + 10_000 : this.#int(4) * this.#int(3_000) + this.#int(500)),
-        );
+        else this.#act(rush);
+        const pace = lull ? this.#longestHoldMs + 10_000 : this.#int(4) * this.#int(3_000) + this.#int(500);
+        await this.#world.runUntil(this.#world.now + (rush ? Math.floor(pace / 10) : pace));
         if (lull && !this.#operatorBusy) this.#operate(0);
         if (this.#options.states) this.#line(`state: ${this.#summary()}`);
         this.#check(false);
@@ -413,7 +426,7 @@ class Sim {
   // ---- Acting ----
 
   /** Starts this step's actions: they run on while the world runs (their answers come when they come). */
-  #act(): void {
+  #act(rush = false): void {
     if (this.#random() < RESET_CHANCE) {
       const names = [...this.#world.objects.keys()];
       const name = this.#pick(names);
@@ -434,8 +447,11 @@ class Sim {
       else if (roll < 0.82) this.#start(`${user} join line`, () => this.#join(user));
       else if (roll < 0.86) this.#start(`${user} leave line`, () => this.#leave(user));
       // An operator soon opens an ended sale again: half its changes then are of the end.
+      // In an opening's rush the operator restocks (a total, or a size's).
       else if (roll < 0.93 && !this.#operatorBusy)
-        this.#operate(this.#ended(this.#world.now) && this.#random() < 0.5 ? END_ROLL : undefined);
+        this.#operate(
+          rush ? RESTOCK_ROLL : this.#ended(this.#world.now) && this.#random() < 0.5 ? END_ROLL : undefined,
+        );
     }
   }
 
