@@ -13,9 +13,11 @@
  * 4. replays the entries under the sale's rules, in the order of their times (the log's order among
  *    equal times; at one time, releases first, then configurations, payments, holds): no hold before
  *    a configuration, outside the sale's status and window (unless an early-access tier had opened),
- *    inside a fair opening's window (but by an earlier opening's draw, decided late),
+ *    inside a fair opening's window (but by an earlier opening's draw, decided late, once per entrant),
+ *    lasting past the sale's holdSeconds,
  *    or past the stock in force (per variant); no `user` past the per-user limit; a payment, release
- *    or refund only of a reservation the log holds, in a status it may leave. No entry's time is
+ *    or refund only of a reservation the log holds, in a status it may leave; no size taken off, no
+ *    configuration after the archive, no opening but at the start or a tier's. No entry's time is
  *    after this machine's clock (past the skew clocks have), and with `--since` none after the kept
  *    checkpoint is a minute older than its newest entry. A stock or limit excess of the last minute (by this machine's clock) is
  *    reported as not settled (`settled: false`), not as broken: shards flush independently, so a

@@ -311,6 +311,78 @@ describe("verify-sale's replay of a fair opening's commitments (found in an audi
   });
 });
 
+describe("verify-sale's replay against forged logs (found in an audit)", () => {
+  const sized = (ids: string[]) =>
+    ({ total: 5 * ids.length, perUserLimit: 100, variants: ids.map((id) => ({ id, name: id, total: 5 })) }) as never;
+  const ofSize = (seconds: number, size: string) => ({ ...hold(seconds), variant: size });
+
+  it("refuses a size no longer listed, which would stop counting what it held", () => {
+    const small = [1, 2, 3, 4, 5].map((s) => ofSize(s, "S"));
+    expect(verdict([config(0, sized(["S"])), ...small, config(10, sized(["X"])), ofSize(11, "X")])).toMatch(
+      /^broken: entry 6 \(config .*\): size "S" is no longer listed: a size is never removed$/,
+    );
+    expect(verdict([config(0, sized(["S"])), ...small, config(10, { total: 5 })])).toMatch(
+      /size "S" is no longer listed/,
+    );
+    // A size added beside it: honest.
+    expect(verdict([config(0, sized(["S"])), ...small, config(10, sized(["S", "X"])), ofSize(11, "X")])).toBe("ok");
+  });
+
+  it("refuses a configuration after the archive", () => {
+    const archive = { ...config(100, {}), type: "archive", status: "archived" };
+    expect(verdict([config(0, {}), hold(1), archive, config(200, {}), hold(300)])).toMatch(
+      /^broken: entry 3 \(config .*\): a configuration of an archived SKU$/,
+    );
+  });
+
+  it("refuses a hold that lasts longer than the sale's holdSeconds", () => {
+    expect(verdict([config(0, {}), { ...hold(1), expires: at(1 + 601) }])).toMatch(
+      /^broken: entry 1 \(hold .*\): a hold until .*, past the 600 s a hold lasts$/,
+    );
+  });
+
+  it("refuses an opening at neither the start nor a tier's, and more holds in a later window than an earlier draw's entrants", () => {
+    const seed = (c: string) => c.repeat(64);
+    const hash = (c: string) => createHash("sha256").update(seed(c), "utf8").digest("hex");
+    const opening = (opens: number, c: string) => ({ opensAt: at(opens), closesAt: at(opens + 10), seedHash: hash(c) });
+    // A dummy opening of no tier, whose late reveal would exempt the public window.
+    expect(
+      verdict([
+        config(0, {
+          startsAt: at(1800),
+          openingWindowMs: 10_000,
+          draws: [opening(1700, "a"), opening(1800, "b")],
+        } as never),
+      ]),
+    ).toMatch(/an opening at 2026-12-05T10:28:20\.000Z, which is neither the sale's start nor a tier's$/);
+    // A tier's draw of 1 entrant "decided" at 1815: two buyers held inside the public window meanwhile.
+    const both = config(0, {
+      total: 100,
+      perUserLimit: 100,
+      startsAt: at(1800),
+      openingWindowMs: 10_000,
+      tiers: [{ name: "early", startsAt: at(1790) }],
+      draws: [opening(1790, "c"), opening(1800, "d")],
+    } as never);
+    const reveal = (time: number, opens: number, c: string, entrants: number): Entry => ({
+      type: "draw-reveal",
+      time: at(time),
+      ...opening(opens, c),
+      seed: seed(c),
+      entrants,
+    });
+    const late = [hold(1801), hold(1803)];
+    expect(verdict([both, ...late, reveal(1815, 1790, "c", 2), reveal(1816, 1800, "d", 0)])).toBe("ok");
+    expect(verdict([both, ...late, reveal(1815, 1790, "c", 1), reveal(1816, 1800, "d", 0)])).toMatch(
+      /^broken: entry 3 \(draw-reveal .*\): 2 buyers held inside a later window while this draw of 1 entrants was decided$/,
+    );
+    const twice = { ...hold(1804), user: late[0]?.user };
+    expect(verdict([both, ...late, twice as Entry, reveal(1815, 1790, "c", 3), reveal(1816, 1800, "d", 0)])).toMatch(
+      /a second hold of one buyer inside a window while an earlier draw was decided$/,
+    );
+  });
+});
+
 describe("a draw's published entries", () => {
   const seed = "cd".repeat(32);
   const ordered = ["a", "b", "c", "d"]

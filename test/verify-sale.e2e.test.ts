@@ -553,6 +553,7 @@ describe("npm run verify-sale", () => {
         [
           {
             ...config(5, 1),
+            startsAt: "2026-12-01T10:01:00.000Z",
             draws: [
               { opensAt: "2026-12-01T10:01:00.000Z", closesAt: "2026-12-01T10:02:00.000Z", seedHash: "ab".repeat(32) },
             ],

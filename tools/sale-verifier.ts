@@ -170,6 +170,8 @@ interface Sale {
   status: string;
   total: number;
   perUserLimit: number;
+  /** How long a hold lasts (null in a log written before configurations named it). */
+  holdSeconds: number | null;
   startsAt: number | null;
   endsAt: number | null;
   tiers: number[];
@@ -237,6 +239,8 @@ export function replay(
   let changing: { before: Sale | null; until: number } | null = null;
   const held = new Map<string, number>();
   const sold = new Map<string, number>();
+  /** Every size a configuration listed: each stays listed. */
+  const sizesListed = new Set<string>();
   const users = new Map<string, number>();
   const reservations = new Map<
     string,
@@ -247,23 +251,30 @@ export function replay(
   const commitments = new Map<string, { at: number; opensAt: number; closesAt: number }>();
   /** When each seed hash's reveal was logged: an opening's draw decides its holds up to then. */
   const revealedAt = new Map<string, number>();
+  /** The buyers held inside a later window while an earlier opening's draw was decided, by its seed hash. */
+  const lateHolds = new Map<string, Set<string>>();
   /**
    * A fair opening whose window holds `at`: its requests wait for its draw, decided after the close,
    * so none is held there. Only an earlier opening's draw, decided late (from its close to its
    * reveal), may hold inside a later window (a tier's draw is due at its close, which may be the
    * public start). Each end gives {@link SHARD_CLOCK_MS}: a draw's holds are stamped by the entrants'
-   * home shards. Null when no window forbids a hold at `at`.
+   * home shards. What a hold at `at` breaks, or the seed hash of the earlier draw that may make it
+   * (`late`), or null when no window holds `at`.
    */
-  const windowAt = (at: number) => {
+  const windowRule = (at: number): { broken: string } | { late: string } | null => {
     for (const [, window] of commitments) {
       if (at < window.opensAt || at >= window.closesAt - SHARD_CLOCK_MS) continue;
-      const decidingLate = [...commitments].some(
+      const late = [...commitments].find(
         ([hash, earlier]) =>
           earlier.opensAt < window.opensAt &&
           earlier.closesAt - SHARD_CLOCK_MS <= at &&
           (revealedAt.get(hash) ?? Number.POSITIVE_INFINITY) + SHARD_CLOCK_MS >= at,
       );
-      if (!decidingLate) return window;
+      if (!late)
+        return {
+          broken: `a hold inside the opening's window (${iso(window.opensAt)} to ${iso(window.closesAt)}), whose requests its draw decides after the close`,
+        };
+      return { late: late[0] };
     }
     return null;
   };
@@ -341,16 +352,24 @@ export function replay(
           : null;
         const before = sale;
         const until = typeof entry.until === "string" ? Date.parse(entry.until) : at;
+        // An archived SKU is closed for good: its id takes no configuration after the archive.
+        if (before?.status === "archived") fail("a configuration of an archived SKU");
         sale = {
           status: String(entry.status),
           total: num(entry.total),
           perUserLimit: num(entry.perUserLimit),
+          holdSeconds: entry.holdSeconds === undefined ? null : num(entry.holdSeconds),
           startsAt: time(entry.startsAt),
           endsAt: time(entry.endsAt),
           tiers: Array.isArray(entry.tiers) ? (entry.tiers as { startsAt: string }[]).map((t) => date(t.startsAt)) : [],
           variants,
         };
         if (entry.type === "archive") sale.status = "archived";
+        // A size is never removed (its held and sold units would stop counting against any stock).
+        for (const size of sizesListed) {
+          if (!variants?.has(size)) fail(`size ${JSON.stringify(size)} is no longer listed: a size is never removed`);
+        }
+        for (const size of variants?.keys() ?? []) sizesListed.add(size);
         if (variants && [...variants.values()].reduce((n, v) => n + v, 0) !== sale.total)
           fail(
             `the sizes' stock adds up to ${[...variants.values()].reduce((n, v) => n + v, 0)}, not the total ${sale.total}`,
@@ -363,6 +382,9 @@ export function replay(
         for (const draw of Array.isArray(entry.draws) ? (entry.draws as Record<string, unknown>[]) : []) {
           const hash = String(draw.seedHash);
           const window = { opensAt: date(draw.opensAt), closesAt: date(draw.closesAt) };
+          // An opening is the public start's or a tier's: any other would exempt a window from its rule.
+          if (window.opensAt !== sale.startsAt && !sale.tiers.includes(window.opensAt))
+            fail(`an opening at ${iso(window.opensAt)}, which is neither the sale's start nor a tier's`);
           listed.add(hash);
           const committed = commitments.get(hash);
           if (!committed) commitments.set(hash, { at, ...window });
@@ -391,6 +413,11 @@ export function replay(
           fail("the revealed seed does not hash to the committed seed hash");
         reveals.set(hash, String(entry.seed));
         revealedAt.set(hash, at);
+        const late = lateHolds.get(hash)?.size ?? 0;
+        if (late > Number(entry.entrants))
+          fail(
+            `${late} buyers held inside a later window while this draw of ${String(entry.entrants)} entrants was decided`,
+          );
         continue;
       }
       if (!(entry.type in RANK)) {
@@ -418,14 +445,21 @@ export function replay(
             if (sale.endsAt !== null && at >= sale.endsAt) fail("a hold after the sale's end");
             if (sale.startsAt !== null && at < sale.startsAt && !sale.tiers.some((t) => t <= at))
               fail("a hold before the start, under no tier that had opened");
-            const window = windowAt(at);
-            if (window)
-              fail(
-                `a hold inside the opening's window (${iso(window.opensAt)} to ${iso(window.closesAt)}), whose requests its draw decides after the close`,
-              );
+            const inWindow = windowRule(at);
+            if (inWindow && "broken" in inWindow) fail(inWindow.broken);
+            // A draw decided late holds once per entrant, each a buyer of their own: its reveal counts them.
+            const lateDraw = inWindow && "late" in inWindow ? inWindow.late : null;
+            const lateUsers = lateDraw === null ? null : (lateHolds.get(lateDraw) ?? new Set<string>());
+            if (lateUsers?.has(user))
+              fail("a second hold of one buyer inside a window while an earlier draw was decided");
+            const expires = typeof entry.expires === "string" ? Date.parse(entry.expires) : Number.NaN;
+            // A hold lasts the sale's holdSeconds from when it was made, no longer (a hold that never
+            // lapses keeps its units from everyone else).
+            if (sale.holdSeconds !== null && expires > at + sale.holdSeconds * 1000)
+              fail(`a hold until ${iso(expires)}, past the ${sale.holdSeconds} s a hold lasts`);
             take(variant, user, quantity);
             add(held, variant, quantity);
-            const expires = typeof entry.expires === "string" ? Date.parse(entry.expires) : Number.NaN;
+            if (lateDraw !== null && lateUsers) lateHolds.set(lateDraw, lateUsers.add(user));
             reservations.set(id, {
               status: "held",
               quantity,
