@@ -355,6 +355,26 @@ describe("verify-sale's replay against forged logs (found in an audit)", () => {
         } as never),
       ]),
     ).toMatch(/an opening at 2026-12-05T10:28:20\.000Z, which is neither the sale's start nor a tier's$/);
+    // A tier's opening that opened stays listed after its tier is gone: history, not a new opening.
+    const tierGone = config(1795, {
+      startsAt: at(1800),
+      openingWindowMs: 10_000,
+      draws: [opening(1700, "a"), opening(1800, "b")],
+    } as never);
+    const withTier = config(0, {
+      startsAt: at(1800),
+      openingWindowMs: 10_000,
+      tiers: [{ name: "early", startsAt: at(1700) }],
+      draws: [opening(1700, "a"), opening(1800, "b")],
+    } as never);
+    const revealOf = (time: number, opens: number, c: string): Entry => ({
+      type: "draw-reveal",
+      time: at(time),
+      ...opening(opens, c),
+      seed: seed(c),
+      entrants: 0,
+    });
+    expect(verdict([withTier, revealOf(1711, 1700, "a"), tierGone, revealOf(1811, 1800, "b")])).toBe("ok");
     // A tier's draw of 1 entrant "decided" at 1815: two buyers held inside the public window meanwhile.
     const both = config(0, {
       total: 100,

@@ -382,8 +382,9 @@ export function replay(
         for (const draw of Array.isArray(entry.draws) ? (entry.draws as Record<string, unknown>[]) : []) {
           const hash = String(draw.seedHash);
           const window = { opensAt: date(draw.opensAt), closesAt: date(draw.closesAt) };
-          // An opening is the public start's or a tier's: any other would exempt a window from its rule.
-          if (window.opensAt !== sale.startsAt && !sale.tiers.includes(window.opensAt))
+          // An opening to come is the public start's or a tier's: any other would exempt a window from
+          // its rule. (One that opened stays listed as history, its tier moved or gone since.)
+          if (at < window.opensAt && window.opensAt !== sale.startsAt && !sale.tiers.includes(window.opensAt))
             fail(`an opening at ${iso(window.opensAt)}, which is neither the sale's start nor a tier's`);
           listed.add(hash);
           const committed = commitments.get(hash);
