@@ -403,6 +403,57 @@ describe("verify-sale's replay against forged logs (found in an audit)", () => {
   });
 });
 
+describe("verify-sale's window rule against honest sharded sales (found in a second reading)", () => {
+  const seed = (c: string) => c.repeat(64);
+  const hash = (c: string) => createHash("sha256").update(seed(c), "utf8").digest("hex");
+  const win = (opens: number, c: string) => ({ opensAt: at(opens), closesAt: at(opens + 10), seedHash: hash(c) });
+  const reveal = (time: number, opens: number, c: string, entrants: number): Entry => ({
+    type: "draw-reveal",
+    time: at(time),
+    ...win(opens, c),
+    seed: seed(c),
+    entrants,
+  });
+  const buyer = (seconds: number, who: number): Entry => ({ ...hold(seconds), user: user(10_000 + who) });
+
+  it("judges a hold in a change's span by the windows before the change", () => {
+    // A window set a second ahead on a live sale; the last sibling has the change at 104 s.
+    const put = config(100, { startsAt: at(101), openingWindowMs: 10_000, draws: [win(101, "a")] } as never, 104);
+    // A sibling not told yet holds on arrival at 102 s, as the configuration before allowed.
+    expect(verdict([config(0, {}), put, buyer(102, 1), reveal(111, 101, "a", 0)])).toBe("ok");
+    // After every shard had the change, a hold in the window is the gateway's fault.
+    expect(verdict([config(0, {}), put, buyer(102, 1), buyer(105, 2), reveal(111, 101, "a", 0)])).toMatch(
+      /^broken: entry 3 \(hold .*\): a hold inside the opening's window/,
+    );
+  });
+
+  it("credits a late hold to the earliest draw still being decided", () => {
+    // Two tiers and the public start a window apart; the first tier's draw, decided entry by entry,
+    // ends at 1801.5 s, inside the public window; the second tier's follows at once.
+    const tiers = config(0, {
+      total: 100,
+      startsAt: at(1800),
+      openingWindowMs: 10_000,
+      tiers: [
+        { name: "t1", startsAt: at(1780) },
+        { name: "t2", startsAt: at(1790) },
+      ],
+      draws: [win(1780, "b"), win(1790, "c"), win(1800, "d")],
+    } as never);
+    // Buyer 7 won in both tiers' draws (a limit of 2): one hold each, each credited to its own draw.
+    const log = [
+      tiers,
+      buyer(1791, 5),
+      buyer(1795, 7),
+      reveal(1801.5, 1780, "b", 2),
+      buyer(1802, 7),
+      reveal(1802.2, 1790, "c", 1),
+      reveal(1811, 1800, "d", 0),
+    ];
+    expect(verdict(log)).toBe("ok");
+  });
+});
+
 describe("a draw's published entries", () => {
   const seed = "cd".repeat(32);
   const ordered = ["a", "b", "c", "d"]

@@ -166,6 +166,13 @@ const RANK: Record<string, number> = {
   hold: 3,
 };
 
+/** A fair opening a configuration committed to: when first, and its window as last set before it opened. */
+interface Commitment {
+  at: number;
+  opensAt: number;
+  closesAt: number;
+}
+
 interface Sale {
   status: string;
   total: number;
@@ -235,8 +242,8 @@ export function replay(
     .map((entry, index) => ({ entry, index, at: Date.parse(entry.time) }))
     .sort((a, b) => a.at - b.at || (RANK[a.entry.type] ?? 9) - (RANK[b.entry.type] ?? 9) || a.index - b.index);
   let sale: Sale | null = null;
-  /** The last change while it reached the siblings: the configuration before it, and until when. */
-  let changing: { before: Sale | null; until: number } | null = null;
+  /** The last change while it reached the siblings: the configuration and windows before it, and until when. */
+  let changing: { before: Sale | null; windows: Map<string, Commitment>; until: number } | null = null;
   const held = new Map<string, number>();
   const sold = new Map<string, number>();
   /** Every size a configuration listed: each stays listed. */
@@ -248,9 +255,11 @@ export function replay(
   >();
   const counts: Record<string, number> = {};
   /** Seed hashes committed by a configuration: when first, and the opening's window as last set before it opened. */
-  const commitments = new Map<string, { at: number; opensAt: number; closesAt: number }>();
+  const commitments = new Map<string, Commitment>();
   /** When each seed hash's reveal was logged: an opening's draw decides its holds up to then. */
   const revealedAt = new Map<string, number>();
+  /** The windows a decision is judged by: the configuration's, or (in a change's span) the ones before it. */
+  let inForce = commitments;
   /** The buyers held inside a later window while an earlier opening's draw was decided, by its seed hash. */
   const lateHolds = new Map<string, Set<string>>();
   /**
@@ -262,14 +271,20 @@ export function replay(
    * (`late`), or null when no window holds `at`.
    */
   const windowRule = (at: number): { broken: string } | { late: string } | null => {
-    for (const [, window] of commitments) {
+    for (const [, window] of inForce) {
       if (at < window.opensAt || at >= window.closesAt - SHARD_CLOCK_MS) continue;
-      const late = [...commitments].find(
+      const candidates = [...commitments].filter(
         ([hash, earlier]) =>
           earlier.opensAt < window.opensAt &&
           earlier.closesAt - SHARD_CLOCK_MS <= at &&
           (revealedAt.get(hash) ?? Number.POSITIVE_INFINITY) + SHARD_CLOCK_MS >= at,
       );
+      // Draws are decided one at a time, earliest opening first: the one deciding at `at` is the
+      // earliest not revealed by then; else the latest revealed (a sibling's clock a little ahead).
+      const revealed = (h: string) => revealedAt.get(h) ?? Number.POSITIVE_INFINITY;
+      const late =
+        candidates.filter(([h]) => revealed(h) >= at).sort((a, b) => a[1].opensAt - b[1].opensAt)[0] ??
+        candidates.sort((a, b) => b[1].opensAt - a[1].opensAt)[0];
       if (!late)
         return {
           broken: `a hold inside the opening's window (${iso(window.opensAt)} to ${iso(window.closesAt)}), whose requests its draw decides after the close`,
@@ -374,8 +389,9 @@ export function replay(
           fail(
             `the sizes' stock adds up to ${[...variants.values()].reduce((n, v) => n + v, 0)}, not the total ${sale.total}`,
           );
+        const windows = new Map([...commitments].map(([hash, c]) => [hash, { ...c }]));
         // Up to `until` (its own time when it names none: in that millisecond, which came first is not told).
-        changing = until >= at ? { before, until } : null;
+        changing = until >= at ? { before, windows, until } : null;
         // The fair opening's commitments: the first configuration naming a seed hash commits to it. An
         // opening moved before it opens keeps its seed hash, and one withdrawn then owes no reveal.
         const listed = new Set<string>();
@@ -508,12 +524,14 @@ export function replay(
         if (!(err instanceof Broken || err instanceof Unsettled) || !changing || at > changing.until) throw err;
         const after = sale;
         sale = changing.before;
+        inForce = changing.windows;
         try {
           decide();
         } catch {
           throw err;
         } finally {
           sale = after;
+          inForce = commitments;
         }
       }
     } catch (err) {
