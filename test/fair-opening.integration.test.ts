@@ -379,6 +379,62 @@ describe("fair opening: a sale through the Worker", () => {
     await eventually(async () => expect(await ordersOf(sku)).toHaveLength(units));
   });
 
+  it("a sharded SKU's line waits while its draw is pending, whoever frees a unit, and is served after it", async () => {
+    const sku = uniqueSku("drawline");
+    const shards = 2;
+    const window = 1_500;
+    const early = Date.now() + 10 * 60_000;
+    const opensAt = Date.now() + 60 * 60_000;
+    await createSku(sku, {
+      totalStock: 1,
+      perUserLimit: 1,
+      holdSeconds: 86_400, // ann's members' hold lasts into the public window an hour later
+      shards,
+      startsAt: new Date(opensAt).toISOString(),
+      openingWindowMs: window,
+      access: [{ name: "members", startsAt: new Date(early).toISOString(), claim: { name: "member", value: "gold" } }],
+    });
+    const [ann, bob, cat] = ["ann", "bob", "cat"].map((name) => `${name}-${sku}`) as [string, string, string];
+    const tierToken = mintPurchaseToken(
+      {
+        sku,
+        userId: ann,
+        shard: homeShard(ann, shards),
+        shards,
+        nonce: newNonce(),
+        expiresAt: Date.now() + 300_000,
+        tier: "members",
+      },
+      TOKEN_SECRET,
+    );
+    // The members' draw gives ann the only unit.
+    await setClock(sku, shards, early + 1);
+    const annHold = reserveWith(ann, sku, await tierToken);
+    await untilEntered(sku, shards, 1);
+    await closeWindow(sku, shards, early + window);
+    const annId = (await annHold).json.reservationId as string;
+    // The public window: bob joins the sold-out SKU's line (the edge judges by its real clock, a
+    // minute before, so shard 0 is asked as the route would), cat's request enters the draw.
+    await setClock(sku, shards, opensAt + 10);
+    expect(await stockShard(env, sku, 0).joinWaitlist(bob, 1, undefined, 0)).toMatchObject({ ok: true });
+    const catAnswer = reserveWith(cat, sku, await tokenAt(cat, sku, shards));
+    await untilEntered(sku, shards, 2);
+    // Ann's unit comes back inside the window: the line does not take it, nor enter the draw.
+    expect((await call("POST", `/api/reservations/${annId}/cancel`, { user: ann })).status).toBe(200);
+    await closeWindow(sku, shards, opensAt + window);
+    expect((await catAnswer).status).toBe(202);
+    expect((await call("GET", `/api/skus/${sku}/draw`)).json).toMatchObject({ entrants: 1 });
+    expect(await stockShard(env, sku, 0).waitlistPlace(bob)).toMatchObject({ position: 1 });
+    // Cat's unit comes back after the draw: the line's turn, bob is served.
+    const catId = (await catAnswer).json.reservationId as string;
+    expect((await call("POST", `/api/reservations/${catId}/cancel`, { user: cat })).status).toBe(200);
+    await eventually(async () => expect(await stockShard(env, sku, 0).waitlistPlace(bob)).toBeNull());
+    await eventually(async () => {
+      const bobs = await call("GET", "/api/me/reservations", { user: bob });
+      expect(bobs.json.reservations.map((r: { status: string }) => r.status)).toEqual(["held"]);
+    });
+  });
+
   it("a sharded SKU has one draw over all its shards' entries and stock", async () => {
     const sku = uniqueSku("drawshards");
     const units = 7;

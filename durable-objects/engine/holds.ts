@@ -187,7 +187,7 @@ export class Holds {
       const draw = this.draw.placeOfNonce(request.nonce) ?? undefined;
       return ok({ reservation: ledger.toReservation(prior), replayed: true, available, ...(draw ? { draw } : {}) });
     }
-    const drawn = this.drawAnswer(request, available);
+    const drawn = this.drawAnswer(request, available, served);
     // A token's answer is final. A line's entry waits until it is served: a draw it entered and that
     // refused it answered that pass only, so the entry is decided afresh (units may have come since).
     if (drawn && (drawn.ok || !served || drawn.code === "DRAW_PENDING")) return drawn;
@@ -202,7 +202,9 @@ export class Holds {
     // Whoever asks (a token, the line, the draw): a sharded shard takes a later choice only after a pull.
     const strict = sku.shards > 1 && request.pulled !== true;
     const admitted = this.admit(sku, request.userId, request.quantity, now, served, request.variants, strict);
-    if (!admitted.ok) return admitted.code === "DRAW_PENDING" ? this.#enterDraw(request, sku, now) : admitted;
+    // A token enters a pending draw; the line waits for it, and is served from what its entrants leave.
+    if (!admitted.ok)
+      return admitted.code === "DRAW_PENDING" && !served ? this.#enterDraw(request, sku, now) : admitted;
 
     const { userId, quantity, nonce, tokenExpiresAt } = request;
     // A token's hold of a size keeps the list it was asked with: its replay must ask the same.
@@ -276,10 +278,13 @@ export class Holds {
    * entry's answer once it is decided, and waits until then (never decided on arrival). A token
    * sent again asking otherwise (another quantity, or other sizes) is refused, as any replay.
    */
-  drawAnswer(request: ReserveRequest, available: number): Outcome<ReserveAnswer> | undefined {
+  drawAnswer(request: ReserveRequest, available: number, served = false): Outcome<ReserveAnswer> | undefined {
     if (this.draw.deciding) return undefined;
     const entry = this.draw.entryOfToken(request.nonce);
     if (!entry) return undefined;
+    // A line's entry that joined its buyer's own entry (before lines stopped entering draws) is not
+    // served by that entry's hold: it is decided afresh.
+    if (served && entry.nonce !== request.nonce) return undefined;
     const asked = variantsColumn(request.variants);
     if (entry.quantity !== request.quantity || entry.user_id !== request.userId || (entry.variants ?? null) !== asked) {
       return fail("IDEMPOTENCY_MISMATCH", available);

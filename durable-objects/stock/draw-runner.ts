@@ -42,10 +42,19 @@ export class DrawRunner {
   /** Shard 0: the decision under way, if any (one at a time). */
   #deciding: Promise<void> | null = null;
 
-  constructor(host: StockHost, pulls: ShardPulls, reserve: (request: ReserveRequest) => Promise<ReserveOutcome>) {
+  /** Shard 0, once draws were decided: the line's turn (it waited while they were pending). */
+  readonly #decided: () => void;
+
+  constructor(
+    host: StockHost,
+    pulls: ShardPulls,
+    reserve: (request: ReserveRequest) => Promise<ReserveOutcome>,
+    decided: () => void,
+  ) {
     this.#host = host;
     this.#pulls = pulls;
     this.#reserve = reserve;
+    this.#decided = decided;
     this.#waiters = new DrawWaiters(
       DRAW_POLL_MS,
       () => host.now(),
@@ -210,7 +219,8 @@ export class DrawRunner {
     const { engine } = this.#host;
     const state = engine.configuration.state();
     if (state?.shard !== 0) return;
-    for (let opening = engine.drawDecision.due(this.#host.now()); opening !== null; ) {
+    let decided = 0;
+    for (let opening = engine.drawDecision.due(this.#host.now()); opening !== null; decided++) {
       const started = this.#host.now();
       if (state.shards === 1) {
         const ranked = this.#rank(state, opening, engine.drawDecision.close(opening, started));
@@ -224,12 +234,13 @@ export class DrawRunner {
     }
     this.#waiters.over();
     await this.#host.afterCommit();
-    if (state.shards === 1) return;
-    for (const opening of engine.draw.untold()) {
+    for (const opening of state.shards > 1 ? engine.draw.untold() : []) {
       const shards = siblingsOf(state.shards);
       await Promise.all(shards.map((shard) => this.#host.shardOf(state.sku, shard).drawOver(opening)));
       engine.draw.markTold(opening);
     }
+    // Every shard knows the draws are over: the line's turn.
+    if (decided > 0) this.#decided();
   }
 
   /** An opening's entrants in draw order, outside any transaction. */

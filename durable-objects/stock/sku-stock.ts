@@ -118,11 +118,19 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     };
     this.#pulls = new ShardPulls(this.#host);
     this.#waitlist = new WaitlistServer(this.#host, this.#pulls);
-    this.#draw = new DrawRunner(this.#host, this.#pulls, async (request) => {
-      const [answer] = await this.#reserve([request]);
-      if (!answer) throw new Error("stock object returned no answer");
-      return answer;
-    });
+    this.#draw = new DrawRunner(
+      this.#host,
+      this.#pulls,
+      async (request) => {
+        const [answer] = await this.#reserve([request]);
+        if (!answer) throw new Error("stock object returned no answer");
+        return answer;
+      },
+      () => {
+        const state = this.engine.configuration.state();
+        for (const work of state ? this.#waitlist.retry(state) : []) this.#host.background(work);
+      },
+    );
     this.#changes = new SkuChanges(this.#host, this.#pulls);
     this.#claims = new PaymentClaims(this.#host, this.#pulls);
     const saleLog = saleLogAppender(env, () => this.engine.configuration.state()); // the SKU's public log (durable-objects/log/)
