@@ -311,6 +311,21 @@ describe("verify-sale's replay of a fair opening's commitments (found in an audi
   });
 });
 
+/** A fair opening's seed (one hex digit repeated), its 10-s window as committed, and its reveal. */
+const seedOf = (c: string) => c.repeat(64);
+const windowOf = (opens: number, c: string) => ({
+  opensAt: at(opens),
+  closesAt: at(opens + 10),
+  seedHash: createHash("sha256").update(seedOf(c), "utf8").digest("hex"),
+});
+const revealOf = (time: number, opens: number, c: string, entrants: number): Entry => ({
+  type: "draw-reveal",
+  time: at(time),
+  ...windowOf(opens, c),
+  seed: seedOf(c),
+  entrants,
+});
+
 describe("verify-sale's replay against forged logs (found in an audit)", () => {
   const sized = (ids: string[]) =>
     ({ total: 5 * ids.length, perUserLimit: 100, variants: ids.map((id) => ({ id, name: id, total: 5 })) }) as never;
@@ -342,16 +357,13 @@ describe("verify-sale's replay against forged logs (found in an audit)", () => {
   });
 
   it("refuses an opening at neither the start nor a tier's, and more holds in a later window than an earlier draw's entrants", () => {
-    const seed = (c: string) => c.repeat(64);
-    const hash = (c: string) => createHash("sha256").update(seed(c), "utf8").digest("hex");
-    const opening = (opens: number, c: string) => ({ opensAt: at(opens), closesAt: at(opens + 10), seedHash: hash(c) });
     // A dummy opening of no tier, whose late reveal would exempt the public window.
     expect(
       verdict([
         config(0, {
           startsAt: at(1800),
           openingWindowMs: 10_000,
-          draws: [opening(1700, "a"), opening(1800, "b")],
+          draws: [windowOf(1700, "a"), windowOf(1800, "b")],
         } as never),
       ]),
     ).toMatch(/an opening at 2026-12-05T10:28:20\.000Z, which is neither the sale's start nor a tier's$/);
@@ -359,22 +371,15 @@ describe("verify-sale's replay against forged logs (found in an audit)", () => {
     const tierGone = config(1795, {
       startsAt: at(1800),
       openingWindowMs: 10_000,
-      draws: [opening(1700, "a"), opening(1800, "b")],
+      draws: [windowOf(1700, "a"), windowOf(1800, "b")],
     } as never);
     const withTier = config(0, {
       startsAt: at(1800),
       openingWindowMs: 10_000,
       tiers: [{ name: "early", startsAt: at(1700) }],
-      draws: [opening(1700, "a"), opening(1800, "b")],
+      draws: [windowOf(1700, "a"), windowOf(1800, "b")],
     } as never);
-    const revealOf = (time: number, opens: number, c: string): Entry => ({
-      type: "draw-reveal",
-      time: at(time),
-      ...opening(opens, c),
-      seed: seed(c),
-      entrants: 0,
-    });
-    expect(verdict([withTier, revealOf(1711, 1700, "a"), tierGone, revealOf(1811, 1800, "b")])).toBe("ok");
+    expect(verdict([withTier, revealOf(1711, 1700, "a", 0), tierGone, revealOf(1811, 1800, "b", 0)])).toBe("ok");
     // A tier's draw of 1 entrant "decided" at 1815: two buyers held inside the public window meanwhile.
     const both = config(0, {
       total: 100,
@@ -382,47 +387,30 @@ describe("verify-sale's replay against forged logs (found in an audit)", () => {
       startsAt: at(1800),
       openingWindowMs: 10_000,
       tiers: [{ name: "early", startsAt: at(1790) }],
-      draws: [opening(1790, "c"), opening(1800, "d")],
+      draws: [windowOf(1790, "c"), windowOf(1800, "d")],
     } as never);
-    const reveal = (time: number, opens: number, c: string, entrants: number): Entry => ({
-      type: "draw-reveal",
-      time: at(time),
-      ...opening(opens, c),
-      seed: seed(c),
-      entrants,
-    });
     const late = [hold(1801), hold(1803)];
-    expect(verdict([both, ...late, reveal(1815, 1790, "c", 2), reveal(1816, 1800, "d", 0)])).toBe("ok");
-    expect(verdict([both, ...late, reveal(1815, 1790, "c", 1), reveal(1816, 1800, "d", 0)])).toMatch(
+    expect(verdict([both, ...late, revealOf(1815, 1790, "c", 2), revealOf(1816, 1800, "d", 0)])).toBe("ok");
+    expect(verdict([both, ...late, revealOf(1815, 1790, "c", 1), revealOf(1816, 1800, "d", 0)])).toMatch(
       /^broken: entry 3 \(draw-reveal .*\): 2 buyers held inside a later window while this draw of 1 entrants was decided$/,
     );
     const twice = { ...hold(1804), user: late[0]?.user };
-    expect(verdict([both, ...late, twice as Entry, reveal(1815, 1790, "c", 3), reveal(1816, 1800, "d", 0)])).toMatch(
-      /a second hold of one buyer inside a window while an earlier draw was decided$/,
-    );
+    expect(
+      verdict([both, ...late, twice as Entry, revealOf(1815, 1790, "c", 3), revealOf(1816, 1800, "d", 0)]),
+    ).toMatch(/a second hold of one buyer inside a window while an earlier draw was decided$/);
   });
 });
 
 describe("verify-sale's window rule against honest sharded sales (found in a second reading)", () => {
-  const seed = (c: string) => c.repeat(64);
-  const hash = (c: string) => createHash("sha256").update(seed(c), "utf8").digest("hex");
-  const win = (opens: number, c: string) => ({ opensAt: at(opens), closesAt: at(opens + 10), seedHash: hash(c) });
-  const reveal = (time: number, opens: number, c: string, entrants: number): Entry => ({
-    type: "draw-reveal",
-    time: at(time),
-    ...win(opens, c),
-    seed: seed(c),
-    entrants,
-  });
   const buyer = (seconds: number, who: number): Entry => ({ ...hold(seconds), user: user(10_000 + who) });
 
   it("judges a hold in a change's span by the windows before the change", () => {
     // A window set a second ahead on a live sale; the last sibling has the change at 104 s.
-    const put = config(100, { startsAt: at(101), openingWindowMs: 10_000, draws: [win(101, "a")] } as never, 104);
+    const put = config(100, { startsAt: at(101), openingWindowMs: 10_000, draws: [windowOf(101, "a")] } as never, 104);
     // A sibling not told yet holds on arrival at 102 s, as the configuration before allowed.
-    expect(verdict([config(0, {}), put, buyer(102, 1), reveal(111, 101, "a", 0)])).toBe("ok");
+    expect(verdict([config(0, {}), put, buyer(102, 1), revealOf(111, 101, "a", 0)])).toBe("ok");
     // After every shard had the change, a hold in the window is the gateway's fault.
-    expect(verdict([config(0, {}), put, buyer(102, 1), buyer(105, 2), reveal(111, 101, "a", 0)])).toMatch(
+    expect(verdict([config(0, {}), put, buyer(102, 1), buyer(105, 2), revealOf(111, 101, "a", 0)])).toMatch(
       /^broken: entry 3 \(hold .*\): a hold inside the opening's window/,
     );
   });
@@ -438,17 +426,17 @@ describe("verify-sale's window rule against honest sharded sales (found in a sec
         { name: "t1", startsAt: at(1780) },
         { name: "t2", startsAt: at(1790) },
       ],
-      draws: [win(1780, "b"), win(1790, "c"), win(1800, "d")],
+      draws: [windowOf(1780, "b"), windowOf(1790, "c"), windowOf(1800, "d")],
     } as never);
     // Buyer 7 won in both tiers' draws (a limit of 2): one hold each, each credited to its own draw.
     const log = [
       tiers,
       buyer(1791, 5),
       buyer(1795, 7),
-      reveal(1801.5, 1780, "b", 2),
+      revealOf(1801.5, 1780, "b", 2),
       buyer(1802, 7),
-      reveal(1802.2, 1790, "c", 1),
-      reveal(1811, 1800, "d", 0),
+      revealOf(1802.2, 1790, "c", 1),
+      revealOf(1811, 1800, "d", 0),
     ];
     expect(verdict(log)).toBe("ok");
   });
