@@ -38,7 +38,7 @@ export interface EdgeFace {
   /** A user's held + sold on this shard (their home shard: where their limit is kept). */
   quotaOf(userId: string): number;
   awaitDraw(request: ReserveRequest): Promise<ReserveOutcome>;
-  /** Shard 0: the draws; while entries are open on a sharded SKU, every shard's are counted. */
+  /** Shard 0: the draws (a sharded SKU's entrants counted on every shard from a window's opening until its draw is ordered). */
   drawInfo(): Promise<DrawInfo | null>;
   drawEntries(after: number, limit: number): DrawnEntry[];
   joinWaitlist(

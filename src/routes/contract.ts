@@ -72,13 +72,15 @@ export const PATH_PARAMETERS: Record<string, Parameter> = {
  * (./register.ts): `access` decides who may call it, `body` how its body is parsed, so neither is
  * repeated on the route, and the OpenAPI document is generated from the same entries.
  */
+/** What a route that reaches a stock object says of one overloaded or restarting (its errors list BUSY). */
+const OVERLOADED = "A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.";
+
 export const ROUTES = {
   publicSku: {
     method: "get",
     path: "/api/skus/:sku",
     summary: "Public stock display (from the Redis mirror when configured, else the stock object)",
-    description:
-      "No credentials. Read-mostly and cheap: the storefront polls it. `available` may lag the stock object by a moment when it comes from the mirror. Asked of a stock object that is overloaded or restarting, it is 503 BUSY with Retry-After: send the same request again.",
+    description: `No credentials. Read-mostly and cheap: the storefront polls it. \`available\` may lag the stock object by a moment when it comes from the mirror. ${OVERLOADED}`,
     access: "public",
     ok: { status: 200, description: "The SKU", schema: "PublicSku" },
     errors: ["SKU_NOT_FOUND", "BUSY"],
@@ -87,8 +89,7 @@ export const ROUTES = {
     method: "get",
     path: "/api/skus/:sku/draw",
     summary: "The opening draw of a SKU with a fair-opening window",
-    description:
-      "No credentials. For a SKU configured with `openingWindowMs` > 0: the committed seed hash (from the moment the window is set), then the revealed seed, the entrants and when the draw was decided. The order: entries sorted by hex HMAC-SHA256(key = seed, message = entryId), entryId = hex SHA-256 of `<sku>:<userId>` (docs/API.md). A SKU without a window answers 404 NOT_FOUND. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.",
+    description: `No credentials. For a SKU configured with \`openingWindowMs\` > 0: the committed seed hash (from the moment the window is set), then the revealed seed, the entrants and when the draw was decided. The order: entries sorted by hex HMAC-SHA256(key = seed, message = entryId), entryId = hex SHA-256 of \`<sku>:<userId>\` (docs/API.md). A SKU without a window answers 404 NOT_FOUND. ${OVERLOADED}`,
     access: "public",
     ok: { status: 200, description: "The draw", schema: "Draw" },
     errors: ["SKU_NOT_FOUND", "NOT_FOUND", "BUSY"],
@@ -97,8 +98,7 @@ export const ROUTES = {
     method: "get",
     path: "/api/skus/:sku/draw/entries",
     summary: "The decided entries of the opening draw, in draw order (a page)",
-    description:
-      "No credentials. With the revealed seed, anyone can recompute the order and check every position and result (`HELD` or the refusal code). Empty until the draw is decided. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.",
+    description: `No credentials. With the revealed seed, anyone can recompute the order and check every position and result (\`HELD\` or the refusal code). Empty until the draw is decided. ${OVERLOADED}`,
     access: "public",
     query: [
       { name: "offset", description: "Entries to skip (default 0)", schema: z.string().regex(/^\d+$/) },
@@ -165,8 +165,7 @@ export const ROUTES = {
     method: "get",
     path: "/api/reservations/:id",
     summary: "The owner's view of a reservation and whether its order row is persisted",
-    description:
-      "Owner only: another user's reservation id answers 404 RESERVATION_NOT_FOUND. `order.persisted` tells whether the queue consumer has written the order row to D1 yet. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.",
+    description: `Owner only: another user's reservation id answers 404 RESERVATION_NOT_FOUND. \`order.persisted\` tells whether the queue consumer has written the order row to D1 yet. ${OVERLOADED}`,
     access: "shopper",
     ok: { status: 200, description: "The reservation", schema: "ReservationDetail" },
     errors: ["RESERVATION_NOT_FOUND", "BUSY"],
@@ -212,8 +211,7 @@ export const ROUTES = {
     method: "get",
     path: "/api/skus/:sku/waitlist",
     summary: "The caller's place in the SKU's waitlist (v1.3)",
-    description:
-      "The caller's waiting entry: `position` 1 is next in line, `unitsAhead` the units the entries before it want, `held` the units other buyers hold now (the caller's own are not in it; they come back to the line if unpaid; it may lag by a second), `joinedAt` when the caller joined. First fit may serve a smaller entry behind the caller first. Not waiting (never joined, served, left, or the sale ended): 404 NOT_FOUND. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.",
+    description: `The caller's waiting entry: \`position\` 1 is next in line, \`unitsAhead\` the units the entries before it want, \`held\` the units other buyers hold now (the caller's own are not in it; they come back to the line if unpaid; it may lag by a second), \`joinedAt\` when the caller joined. First fit may serve a smaller entry behind the caller first. Not waiting (never joined, served, left, or the sale ended): 404 NOT_FOUND. ${OVERLOADED}`,
     access: "shopper",
     ok: { status: 200, description: "Waiting", schema: "WaitlistPlace" },
     errors: ["SKU_NOT_FOUND", "NOT_FOUND", "BUSY"],
@@ -222,8 +220,7 @@ export const ROUTES = {
     method: "delete",
     path: "/api/skus/:sku/waitlist",
     summary: "Leave the SKU's waitlist (v1.3)",
-    description:
-      "Removes the caller's waiting entry; the entries behind it move up one place. A leave that comes after the line served the caller finds no entry (404 NOT_FOUND) and the hold the caller was given stands: cancel it to give the units back. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.",
+    description: `Removes the caller's waiting entry; the entries behind it move up one place. A leave that comes after the line served the caller finds no entry (404 NOT_FOUND) and the hold the caller was given stands: cancel it to give the units back. ${OVERLOADED}`,
     access: "shopper",
     ok: { status: 200, description: "Left the line", schema: "WaitlistLeft" },
     errors: ["SKU_NOT_FOUND", "NOT_FOUND", "BUSY"],
@@ -276,8 +273,7 @@ export const ROUTES = {
     method: "delete",
     path: "/admin/skus/:sku",
     summary: "Archive a SKU (v1.3): it is no longer sold",
-    description:
-      "The SKU's status becomes `archived` on every shard: its public view and its token, challenge, reservation and waitlist routes answer 404 SKU_NOT_FOUND, its waitlist is emptied, and it leaves GET /admin/skus (`?archived=true` lists it). Holds it has keep their course (paid, cancelled or expired); a late payment is refund_required. Its D1 orders, feed entries and deliveries stay, and its id is not reused (a later PUT is 409 INVALID_STATE). Archiving again answers 200, unchanged. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.",
+    description: `The SKU's status becomes \`archived\` on every shard: its public view and its token, challenge, reservation and waitlist routes answer 404 SKU_NOT_FOUND, its waitlist is emptied, and it leaves GET /admin/skus (\`?archived=true\` lists it). Holds it has keep their course (paid, cancelled or expired); a late payment is refund_required. Its D1 orders, feed entries and deliveries stay, and its id is not reused (a later PUT is 409 INVALID_STATE). Archiving again answers 200, unchanged. ${OVERLOADED}`,
     access: "admin",
     ok: { status: 200, description: "The admin SKU view, status `archived`", schema: "AdminSku" },
     errors: ["SKU_NOT_FOUND", "BUSY"],
@@ -286,8 +282,7 @@ export const ROUTES = {
     method: "post",
     path: "/admin/skus/:sku/access-codes",
     summary: "Make one-time access codes for an early access tier (v1.3)",
-    description:
-      "Makes `count` (1..10000) codes of the SKU's tier `tier`, answered this once: only their SHA-256 hashes are stored. Before the public start, a shopper sending one in the `Access-Code` header of POST /api/skus/{sku}/tokens gets a token once its tier has opened; a code admits the first user who presents it and no one else (403 ACCESS_CODE_INVALID). A tier the SKU does not have is 400 INVALID_REQUEST. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.",
+    description: `Makes \`count\` (1..10000) codes of the SKU's tier \`tier\`, answered this once: only their SHA-256 hashes are stored. Before the public start, a shopper sending one in the \`Access-Code\` header of POST /api/skus/{sku}/tokens gets a token once its tier has opened; a code admits the first user who presents it and no one else (403 ACCESS_CODE_INVALID). A tier the SKU does not have is 400 INVALID_REQUEST. ${OVERLOADED}`,
     access: "admin",
     body: "AccessCodesRequest",
     ok: { status: 201, description: "The codes, shown once", schema: "AccessCodes" },
@@ -297,8 +292,7 @@ export const ROUTES = {
     method: "get",
     path: "/admin/skus/:sku",
     summary: "Admin SKU view: stock, D1 order counts, waitlist, mirror",
-    description:
-      "`stock` comes from the stock object(s), `orders` counts D1 rows by status, `mirror` is null when the Redis mirror is off. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.",
+    description: `\`stock\` comes from the stock object(s), \`orders\` counts D1 rows by status, \`mirror\` is null when the Redis mirror is off. ${OVERLOADED}`,
     access: "admin",
     ok: { status: 200, description: "The admin SKU view", schema: "AdminSku" },
     errors: ["SKU_NOT_FOUND", "BUSY"],
@@ -307,8 +301,7 @@ export const ROUTES = {
     method: "get",
     path: "/admin/skus",
     summary: "Every SKU's admin view",
-    description:
-      "The admin view of every SKU, as GET /admin/skus/{sku} answers it, wrapped in `skus`. Archived SKUs are left out; `?archived=true` lists only them. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.",
+    description: `The admin view of every SKU, as GET /admin/skus/{sku} answers it, wrapped in \`skus\`. Archived SKUs are left out; \`?archived=true\` lists only them. ${OVERLOADED}`,
     access: "admin",
     query: [
       {

@@ -13,7 +13,7 @@ export interface paths {
     };
     /**
      * Public stock display (from the Redis mirror when configured, else the stock object)
-     * @description No credentials. Read-mostly and cheap: the storefront polls it. `available` may lag the stock object by a moment when it comes from the mirror. Asked of a stock object that is overloaded or restarting, it is 503 BUSY with Retry-After: send the same request again.
+     * @description No credentials. Read-mostly and cheap: the storefront polls it. `available` may lag the stock object by a moment when it comes from the mirror. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.
      */
     get: operations["getApiSkusSku"];
     put?: never;
