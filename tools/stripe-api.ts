@@ -1,9 +1,10 @@
 import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { listenLocal } from "./listen";
+import { stripeEnvelope } from "./stripe-event";
 
 /**
- * A local stand-in for the two Stripe API calls Flashgate makes, following Stripe's documented
+ * A local stand-in for the Stripe API calls Flashgate makes, following Stripe's documented
  * contract (https://docs.stripe.com/api), so the Worker is tested against the other side of the wire:
  *
  *   POST /v1/checkout/sessions   form: mode=payment, line_items[0][price_data][currency|unit_amount],
@@ -13,7 +14,9 @@ import { listenLocal } from "./listen";
  *            "payment_status":"unpaid","expires_at","amount_total","currency","client_reference_id","metadata"}
  *   GET  /v1/checkout/sessions/:id -> 200 the session
  *   POST /v1/refunds             form: payment_intent, amount?, metadata[…]?
- *     -> 200 a Refund: {"id":"re_…","object":"refund","amount","currency","payment_intent","status":"succeeded"}
+ *     -> 200 a Refund: {"id":"re_…","object":"refund","amount","currency","payment_intent","metadata",
+ *            "status":"succeeded"}
+ *   GET  /v1/refunds/:id         -> 200 the refund as it now is
  *
  * As Stripe does: `Authorization: Bearer sk_…` (else 401 `authentication_error`); an `Idempotency-Key`
  * sent again with the same parameters replays the first answer (header `Idempotent-Replayed: true`),
@@ -23,6 +26,11 @@ import { listenLocal } from "./listen";
  * Errors are `{"error":{"type","code"?,"message","param"?}}`.
  *
  * `GET /__standin/requests` (the stand-in's own) lists every request received, for tests in workerd.
+ * `POST /__standin/refunds/:id` (its own too) form `status=succeeded|failed|canceled` settles a refund as
+ * Stripe's bank would, and answers `{"refund","events"}`: the events Stripe sends for that change, to sign
+ * and post to the webhook (`refund.updated` and `charge.refund.updated`, with `data.previous_attributes`,
+ * and `refund.failed` for a failure). A failed or canceled refund gives its amount back to the charge,
+ * which may be refunded again.
  * Fault keys: `sk_test_slow` answers after 6 s, `sk_test_down` with 500 `api_error`; `sk_test_pending`
  * makes refunds `pending`; `sk_test_disputed` refuses them, 400 `charge_disputed` (a charge disputed).
  */
@@ -50,6 +58,14 @@ export interface StripeStandIn {
 
 type Answer = { status: number; body: Record<string, unknown> };
 
+/** The `metadata[…]` parameters of a form, as the object's `metadata`. */
+const metadataOf = (params: Record<string, string>) =>
+  Object.fromEntries(
+    Object.entries(params).flatMap(([k, v]) => {
+      const m = /^metadata\[(.+)\]$/.exec(k);
+      return m?.[1] ? [[m[1], v]] : [];
+    }),
+  );
 const id = (prefix: string) => `${prefix}_test_${randomBytes(12).toString("hex")}`;
 const error = (status: number, type: string, message: string, extra: Record<string, string> = {}): Answer => ({
   status,
@@ -94,12 +110,7 @@ export async function startStripe(): Promise<StripeStandIn> {
         { param: "expires_at" },
       );
     }
-    const metadata = Object.fromEntries(
-      Object.entries(params).flatMap(([k, v]) => {
-        const m = /^metadata\[(.+)\]$/.exec(k);
-        return m?.[1] ? [[m[1], v]] : [];
-      }),
-    );
+    const metadata = metadataOf(params);
     const sessionId = id("cs");
     const session = {
       id: sessionId,
@@ -151,18 +162,49 @@ export async function startStripe(): Promise<StripeStandIn> {
       object: "refund",
       amount,
       currency: "usd",
+      failure_reason: null,
+      metadata: metadataOf(params),
       payment_intent: intent,
       status: key === STRIPE_FAULT_KEYS.pending ? "pending" : "succeeded",
       created: Math.floor(Date.now() / 1000),
     };
     refunds.set(refund.id as string, refund);
-    return { status: 200, body: refund };
+    // A copy: an idempotent replay answers what the first request did, not the refund as it is now.
+    return { status: 200, body: { ...refund } };
+  }
+
+  /** Stripe's side settling a refund: the refund changed, and the events Stripe sends for it. */
+  function settleRefund(refundId: string, status: string | undefined): Answer {
+    const refund = refunds.get(refundId);
+    if (!refund)
+      return error(404, "invalid_request_error", `No such refund: '${refundId}'`, { code: "resource_missing" });
+    if (status !== "succeeded" && status !== "failed" && status !== "canceled") {
+      return error(400, "invalid_request_error", "status must be succeeded, failed or canceled.", { param: "status" });
+    }
+    const previous = { status: refund.status, failure_reason: refund.failure_reason };
+    refund.status = status;
+    if (status === "failed") refund.failure_reason = "expired_or_canceled_card";
+    // The money of a refund that did not happen can be refunded again.
+    if (status !== "succeeded") refunded.delete(refund.payment_intent as string);
+    const event = (type: string) => {
+      const envelope = stripeEnvelope(id("evt"), type, { ...refund });
+      return { ...envelope, data: { object: { ...refund }, previous_attributes: previous } };
+    };
+    const types = ["refund.updated", "charge.refund.updated", ...(status === "failed" ? ["refund.failed"] : [])];
+    return { status: 200, body: { refund, events: types.map(event) } };
   }
 
   function handle(method: string, path: string, params: Record<string, string>, key: string | null, secret: string) {
     const answerOf = (): Answer => {
       if (method === "POST" && path === "/v1/checkout/sessions") return createSession(params, Date.now());
       if (method === "POST" && path === "/v1/refunds") return createRefund(params, secret);
+      const refund = /^\/v1\/refunds\/([^/]+)$/.exec(path);
+      if (method === "GET" && refund?.[1]) {
+        const found = refunds.get(refund[1]);
+        return found
+          ? { status: 200, body: found }
+          : error(404, "invalid_request_error", `No such refund: '${refund[1]}'`, { code: "resource_missing" });
+      }
       const session = /^\/v1\/checkout\/sessions\/([^/]+)$/.exec(path);
       if (method === "GET" && session?.[1]) {
         const found = sessions.get(session[1]);
@@ -218,6 +260,11 @@ export async function startStripe(): Promise<StripeStandIn> {
         };
         if (path === "/__standin/requests") {
           reply({ status: 200, body: { requests } });
+          return;
+        }
+        const settle = /^\/__standin\/refunds\/([^/]+)$/.exec(path);
+        if (req.method === "POST" && settle?.[1]) {
+          reply(settleRefund(settle[1], params.status));
           return;
         }
         if (!secret) {

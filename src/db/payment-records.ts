@@ -233,3 +233,35 @@ export async function releaseRefundClaim(db: D1Database, eventId: string, seen: 
     .bind(eventId, at, seen.refund_status, seen.refund_via, seen.refund_id, seen.refund_at)
     .run();
 }
+
+/**
+ * How far a recorded refund has come, in SQL: pending, then refunded, then failed (Stripe may fail a
+ * card refund after it succeeded, the card closed meanwhile; a failed one is final).
+ */
+const REFUND_PROGRESS = "CASE refund_status WHEN 'pending' THEN 0 WHEN 'refunded' THEN 1 ELSE 2 END";
+const PROGRESS: Record<Refund["status"], number> = { pending: 0, refunded: 1, failed: 2 };
+
+/**
+ * Moves the Stripe refund `refundId` of a payment to what Stripe now says of it, only forward, so a
+ * duplicate or a late, out-of-order event changes nothing; a refund that fails counts as a failed
+ * attempt (the next `/refund` is a new refund at Stripe, under a new idempotency key). True when
+ * this call moved it.
+ */
+export async function settleStripeRefund(
+  db: D1Database,
+  eventId: string,
+  refundId: string,
+  status: Refund["status"],
+  now: number,
+): Promise<boolean> {
+  const row = await db
+    .prepare(
+      `UPDATE payments SET refund_status = ?3, refund_at = ?4, refund_attempts = refund_attempts + (?3 = 'failed')
+       WHERE event_id = ?1 AND outcome = 'refund_required' AND refund_via = 'stripe' AND refund_id = ?2
+         AND ${REFUND_PROGRESS} < ?5
+       RETURNING position`,
+    )
+    .bind(eventId, refundId, status, now, PROGRESS[status])
+    .first();
+  return row !== null;
+}

@@ -1,26 +1,36 @@
+import { log } from "../../durable-objects/shared/log";
 import {
   claimRefund,
   type PaymentObject,
   type PaymentRow,
   paymentObjectOf,
   paymentOf,
+  type Refund,
   recordRefund,
   releaseRefundClaim,
+  settleStripeRefund,
 } from "../db/payment-records";
 import { ApiError, busy } from "../http/errors";
-import { StripeRefused, StripeUnavailable, stripeConfigured, stripePost } from "./stripe-api";
+import { StripeRefused, StripeUnavailable, stripeConfigured, stripeGet, stripePost } from "./stripe-api";
 
 /**
  * Money owed back, paid back (API.md v1.4 "Paying and refunding through Stripe"): a `refund_required`
  * payment is refunded through Stripe's refund API, or marked refunded when it was paid back outside
  * Flashgate. Either is recorded on the payment's D1 row, once: a payment already refunded (or with a
- * refund pending) is `409 INVALID_STATE`; one whose refund failed may be refunded again.
+ * refund pending) is `409 INVALID_STATE`; one whose refund failed may be refunded again. A refund
+ * Stripe answers `pending` is settled later, by Stripe's refund events or by asking Stripe again.
  */
 
 /** A Stripe refund as Stripe answers it (the fields read). */
 interface StripeRefund {
   id: string;
   status: "succeeded" | "pending" | "requires_action" | "failed" | "canceled";
+}
+
+/** What a Stripe refund's status is here: `succeeded` refunded, `failed` and `canceled` failed, else pending. */
+export function refundStatusOf(status: string | null | undefined): Refund["status"] {
+  if (status === "succeeded") return "refunded";
+  return status === "failed" || status === "canceled" ? "failed" : "pending";
 }
 
 /** The payment intent a Stripe payment's event id names (`stripe:paid:<pi_…>`), or null. */
@@ -58,7 +68,9 @@ async function owedBack(db: D1Database, eventId: string, reclaimAt?: number): Pr
   if (row.refund_status === "refunded" || row.refund_status === "pending") {
     throw new ApiError(
       "INVALID_STATE",
-      `Payment ${eventId} is ${row.refund_status === "refunded" ? "refunded already" : "being refunded (Stripe's refund is pending)"}: nothing more to do.`,
+      row.refund_status === "refunded"
+        ? `Payment ${eventId} is refunded already: nothing more to do.`
+        : `Payment ${eventId} is being refunded (Stripe's refund is pending): Stripe's refund event settles it, or POST /admin/payments/${eventId}/refund asks Stripe where it stands.`,
       {},
       { state: row.refund_status },
     );
@@ -89,6 +101,8 @@ export async function refundThroughStripe(env: Env, eventId: string, now: number
   if (!stripeConfigured(env)) {
     throw new ApiError("NOT_FOUND", "Stripe is not configured here (STRIPE_SECRET_KEY): mark the refund done instead.");
   }
+  const seen = await paymentOf(env.DB, eventId);
+  if (seen && pendingAtStripe(seen)) return askStripe(env, seen, now);
   const row = await owedBack(env.DB, eventId, now);
   const intent = row.source === "stripe" ? paymentIntentOf(row.event_id) : null;
   if (!intent) {
@@ -116,15 +130,7 @@ export async function refundThroughStripe(env: Env, eventId: string, now: number
       },
       `flashgate-refund:${eventId}:${row.refund_attempts}`,
     );
-    refund = {
-      id: answer.id,
-      status:
-        answer.status === "succeeded"
-          ? "refunded"
-          : answer.status === "failed" || answer.status === "canceled"
-            ? "failed"
-            : "pending",
-    };
+    refund = { id: answer.id, status: refundStatusOf(answer.status) };
   } catch (err) {
     if (err instanceof StripeRefused && err.code === "charge_already_refunded") {
       // Refunded at Stripe already (from its dashboard, say): recorded as such.
@@ -147,4 +153,86 @@ export async function refundThroughStripe(env: Env, eventId: string, now: number
   }
   await recordRefund(env.DB, eventId, { ...refund, via: "stripe" }, now, now);
   return paymentObjectOf((await paymentOf(env.DB, eventId)) as PaymentRow);
+}
+
+/** A Stripe refund whose answer is recorded and still pending: Stripe decides it later. */
+const pendingAtStripe = (row: PaymentRow) =>
+  row.outcome === "refund_required" &&
+  row.refund_status === "pending" &&
+  row.refund_via === "stripe" &&
+  row.refund_id !== null;
+
+/**
+ * `/refund` on a refund pending at Stripe: Stripe is asked where it stands (its refund retrieved by
+ * id) rather than for another refund, and that is recorded. Settled, the payment is answered (its
+ * refund `refunded`, or `failed`: ask again for a new refund, or mark it); still pending, 409.
+ */
+async function askStripe(env: Env, row: PaymentRow, now: number): Promise<PaymentObject> {
+  const id = row.refund_id as string;
+  let answer: StripeRefund;
+  try {
+    answer = await stripeGet<StripeRefund>(env, `/v1/refunds/${encodeURIComponent(id)}`);
+  } catch (err) {
+    if (err instanceof StripeUnavailable) throw busy("Stripe did not answer; the refund is still pending");
+    if (err instanceof StripeRefused) {
+      throw new ApiError(
+        "INVALID_STATE",
+        `Stripe did not show refund ${id}: ${err.message}`,
+        {},
+        { state: "stripe_refused" },
+      );
+    }
+    throw err;
+  }
+  await settle(env.DB, row.event_id, id, answer.status, now);
+  const after = (await paymentOf(env.DB, row.event_id)) as PaymentRow;
+  if (after.refund_status === "pending" && after.refund_id === id) {
+    throw new ApiError(
+      "INVALID_STATE",
+      `Stripe's refund ${id} of payment ${row.event_id} is still ${answer.status}: Stripe's refund event settles it, or ask again later.`,
+      {},
+      { state: "pending" },
+    );
+  }
+  return paymentObjectOf(after);
+}
+
+/** Records what Stripe says of a refund (forward only); a refund that failed is logged: money is owed again. */
+async function settle(
+  db: D1Database,
+  eventId: string,
+  refundId: string,
+  stripeStatus: string | null | undefined,
+  now: number,
+) {
+  const status = refundStatusOf(stripeStatus);
+  if ((await settleStripeRefund(db, eventId, refundId, status, now)) && status === "failed") {
+    log("warn", "stripe refund failed", { eventId, refundId, stripeStatus });
+  }
+}
+
+/** A refund as Stripe's refund events carry it (`data.object`): Flashgate's own name its payment in its metadata. */
+export interface RefundUpdate {
+  id: string;
+  status: string | null | undefined;
+  /** `metadata.flashgate_event_id`: the payment Flashgate made it for. */
+  eventId: string;
+}
+
+/**
+ * A Stripe refund event (`refund.updated`, `refund.failed`, `charge.refund.updated`): the refund
+ * recorded as Stripe now says, only forward (see {@link settleStripeRefund}). The payment as it now
+ * stands, or null when the refund is not the one recorded (made in Stripe's dashboard, or an earlier
+ * attempt that failed). A refund whose creation is still being recorded (a claim younger than
+ * {@link CLAIM_MS}, no id yet) is `503 BUSY`: Stripe sends the event again, and it finds the id then.
+ */
+export async function settleRefundEvent(env: Env, refund: RefundUpdate, now: number): Promise<PaymentObject | null> {
+  const row = await paymentOf(env.DB, refund.eventId);
+  if (row?.outcome !== "refund_required" || row.refund_via !== "stripe") return null;
+  if (row.refund_status === "pending" && row.refund_id === null && !staleClaim(row, now)) {
+    throw busy("The refund's creation is being recorded; send the event again");
+  }
+  if (row.refund_id !== refund.id) return null;
+  await settle(env.DB, row.event_id, refund.id, refund.status, now);
+  return paymentObjectOf((await paymentOf(env.DB, row.event_id)) as PaymentRow);
 }

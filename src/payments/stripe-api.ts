@@ -2,7 +2,7 @@ import { log } from "../../durable-objects/shared/log";
 
 /**
  * The Stripe API calls Flashgate makes (a Checkout Session for a hold, a refund of a payment owed
- * back), with `fetch`: form-encoded bodies, `Authorization: Bearer STRIPE_SECRET_KEY`, and an
+ * back, and that refund read again while it is pending), with `fetch`: form-encoded bodies, `Authorization: Bearer STRIPE_SECRET_KEY`, and an
  * `Idempotency-Key` on every POST, so a retried call is the same call at Stripe
  * (https://docs.stripe.com/api/idempotent_requests). The `stripe` package's request shapes, without
  * its Node runtime in the Worker. Tested against tools/stripe-api.ts, a stand-in that follows the
@@ -33,24 +33,36 @@ export function stripeConfigured(env: Env): boolean {
 }
 
 /** POSTs `params` to `path` of Stripe's API; the parsed object, or one of the two errors above. */
-export async function stripePost<T>(
+export function stripePost<T>(
   env: Env,
   path: string,
   params: Record<string, string | number>,
   idempotencyKey: string,
 ): Promise<T> {
   const body = new URLSearchParams(Object.entries(params).map(([k, v]) => [k, String(v)]));
+  return stripeCall<T>(env, path, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded", "idempotency-key": idempotencyKey },
+    body,
+  });
+}
+
+/** GETs `path` of Stripe's API (an object retrieved by id); the parsed object, or one of the two errors above. */
+export function stripeGet<T>(env: Env, path: string): Promise<T> {
+  return stripeCall<T>(env, path, { method: "GET", headers: {} });
+}
+
+async function stripeCall<T>(
+  env: Env,
+  path: string,
+  init: { method: "GET" | "POST"; headers: Record<string, string>; body?: URLSearchParams },
+): Promise<T> {
   const base = (env.STRIPE_API_URL || "https://api.stripe.com").replace(/\/+$/, "");
   let response: Response;
   try {
     response = await fetch(`${base}${path}`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${env.STRIPE_SECRET_KEY}`,
-        "content-type": "application/x-www-form-urlencoded",
-        "idempotency-key": idempotencyKey,
-      },
-      body,
+      ...init,
+      headers: { authorization: `Bearer ${env.STRIPE_SECRET_KEY}`, ...init.headers },
       signal: AbortSignal.timeout(TIMEOUT_MS),
     });
   } catch (err) {

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import type { PaymentCommand } from "../../durable-objects/stock/stock-model";
 import { ApiError } from "../http/errors";
+import type { RefundUpdate } from "./refunds";
 
 /**
  * Stripe events (`POST /webhooks/stripe`) as payment commands, per API.md's table. Only the
@@ -34,9 +35,27 @@ const PaymentIntent = z.object({
   currency: z.string().nullish(),
 });
 
-/** What an event means here: a payment command, or nothing (the reason is logged and counted). */
+/** A Refund object (https://docs.stripe.com/api/refunds/object): its status is nullable. */
+const StripeRefund = z.object({
+  id: z.string().min(1).max(255),
+  status: z.string().nullish(),
+  metadata: Metadata,
+});
+
+/**
+ * The events Stripe sends when a refund's status changes: `refund.updated` (and `refund.failed`) for
+ * every refund since API version 2024-10-28.acacia, `charge.refund.updated` for a charge's refunds
+ * under any version. Each carries the Refund object.
+ */
+const REFUND_EVENTS = new Set(["refund.updated", "refund.failed", "charge.refund.updated"]);
+
+/**
+ * What an event means here: a payment command, a refund's new status, or nothing (the reason is
+ * logged and counted; a refund Flashgate did not make is no payment's and is not).
+ */
 type StripeMapping =
   | { kind: "payment"; command: PaymentCommand }
+  | { kind: "refund"; refund: RefundUpdate }
   | { kind: "ignored"; reason: "type" | "unpaid" | "no_reservation" };
 
 /**
@@ -73,8 +92,14 @@ export function mapStripeEvent(event: StripeEvent): StripeMapping {
       const paid = { intent: intent.id, amount: intent.amount_received, currency: intent.currency };
       return succeeded(event, reservationId, paid);
     }
-    default:
-      return { kind: "ignored", reason: "type" };
+    default: {
+      if (!REFUND_EVENTS.has(event.type)) return { kind: "ignored", reason: "type" };
+      const refund = read(StripeRefund, object);
+      // Flashgate's refunds name their payment (src/payments/refunds.ts); others are not ours.
+      const eventId = refund.metadata?.flashgate_event_id;
+      if (!eventId) return { kind: "ignored", reason: "type" };
+      return { kind: "refund", refund: { id: refund.id, status: refund.status, eventId } };
+    }
   }
 }
 

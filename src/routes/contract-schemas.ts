@@ -247,9 +247,6 @@ export const PaymentAck = z.object({
     ),
 });
 
-/** What `/webhooks/stripe` answers: a handled event's PaymentAck, or an ignored event's acknowledgement. */
-const StripeAck = z.union([PaymentAck, z.object({ received: z.literal(true), ignored: z.literal(true) })]);
-
 const StockCounts = z.object({ total: Count, available: Count, held: Count, sold: Count });
 const OrderCounts = z.object({ held: Count, paid: Count, expired: Count, cancelled: Count, refund_required: Count });
 const MirrorCounts = z.object({ available: Count, held: Count, sold: Count, version: z.int() });
@@ -483,6 +480,18 @@ const PaymentObject = z.object({
       'Added to v1.4 ("Paying and refunding through Stripe"): its refund, issued through Stripe or marked done; null while none was',
     ),
 });
+/**
+ * What `/webhooks/stripe` answers: a handled event's PaymentAck, a refund event's payment with its
+ * refund as now recorded, or an ignored event's acknowledgement.
+ */
+const StripeAck = z.union([
+  PaymentAck,
+  z.object({
+    received: z.literal(true),
+    payment: PaymentObject.describe("Added: a refund event's payment, with its refund as now recorded"),
+  }),
+  z.object({ received: z.literal(true), ignored: z.literal(true) }),
+]);
 const Checkout = z.object({
   url: z.string().describe("Stripe's hosted Checkout page: send the shopper there"),
   sessionId: z.string().describe("The Checkout Session's id (`cs_…`)"),

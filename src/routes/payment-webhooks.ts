@@ -4,6 +4,7 @@ import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import { increment } from "../observability/metrics";
 import { applyPaymentEvent, paymentAck } from "../payments/apply-payment";
+import { settleRefundEvent } from "../payments/refunds";
 import { mapStripeEvent } from "../payments/stripe-event";
 import { ROUTES } from "./contract";
 import { register } from "./register";
@@ -32,10 +33,16 @@ register(paymentWebhooks, ROUTES.paymentWebhook, async (c, event) => {
 /**
  * A Stripe account's webhook endpoint: the same effects from Stripe's own events (see
  * src/payments/stripe-event.ts). Whatever is verified but not for us answers 200, because Stripe
- * disables an endpoint that keeps failing; such events are logged and counted as `ignored`.
+ * disables an endpoint that keeps failing; such events are logged and counted as `ignored`. A
+ * refund's status change settles the refund Flashgate recorded (src/payments/refunds.ts).
  */
 register(paymentWebhooks, ROUTES.stripeWebhook, async (c, event) => {
   const mapped = mapStripeEvent(event);
+  if (mapped.kind === "refund") {
+    const payment = await settleRefundEvent(c.env, mapped.refund, Date.now());
+    if (payment) return c.json({ received: true as const, payment });
+    return c.json({ received: true, ignored: true });
+  }
   const answer =
     mapped.kind === "payment"
       ? await applyPaymentEvent(c.env, "stripe", { ...mapped.command, requestId: c.get("requestId") })

@@ -292,13 +292,149 @@ describe("payments owed back, refunded", () => {
     expect([marked.status, marked.json.refund]).toMatchObject([200, { status: "refunded", via: "marked" }]);
   });
 
-  it("keeps a refund Stripe has pending pending: not asked again", async () => {
+  /** Stripe's bank settling a refund (the stand-in's own route): the events Stripe sends for it. */
+  async function settleAtStripe(refundId: string, status: "succeeded" | "failed"): Promise<Record<string, unknown>[]> {
+    const answer = await fetch(`${apiUrl}/__standin/refunds/${refundId}`, {
+      method: "POST",
+      body: new URLSearchParams({ status }),
+    });
+    expect(answer.status).toBe(200);
+    return ((await answer.json()) as { events: Record<string, unknown>[] }).events;
+  }
+  const typeOf = (event: Record<string, unknown>) => event.type as string;
+  /** An event as Stripe would send it for this refund in another status (an older one, arriving late). */
+  const withStatus = (event: Record<string, unknown>, status: string) => {
+    const data = event.data as { object: Record<string, unknown> };
+    return stripeEvent(typeOf(event), { ...data.object, status });
+  };
+  const payment = async (eventId: string) =>
+    (await env.DB.prepare(
+      "SELECT refund_status, refund_id, refund_at, refund_attempts FROM payments WHERE event_id = ?",
+    )
+      .bind(eventId)
+      .first()) as { refund_status: string; refund_id: string; refund_at: number; refund_attempts: number };
+
+  it("settles a refund Stripe answered pending when Stripe's refund.updated says succeeded; duplicates and a late pending change nothing", async () => {
     const sku = uniqueSku("refund-pending");
     await createSku(sku, { totalStock: 5, perUserLimit: 5, price: 1000 });
-    const eventId = await owedByStripe(sku, "pia", `pi_test_${crypto.randomUUID().replaceAll("-", "")}`);
+    const intent = `pi_test_${crypto.randomUUID().replaceAll("-", "")}`;
+    const eventId = await owedByStripe(sku, "pia", intent);
     const pending = await refund(eventId, stripeVars(STRIPE_FAULT_KEYS.pending));
-    expect(pending.json.refund).toMatchObject({ status: "pending", via: "stripe" });
+    expect(pending.json.refund).toMatchObject({ status: "pending", via: "stripe", id: expect.stringMatching(/^re_/) });
+    const refundId = pending.json.refund.id as string;
+    // Asked again while pending: Stripe is asked where the refund stands, not for another refund.
     const again = await refund(eventId);
     expect([again.status, again.json.error.details.state]).toEqual([409, "pending"]);
+    expect(await stripeGot("/v1/refunds", intent)).toHaveLength(1);
+
+    const events = await settleAtStripe(refundId, "succeeded");
+    expect(events.map(typeOf)).toEqual(["refund.updated", "charge.refund.updated"]);
+    const [updated, chargeUpdated] = events as [Record<string, unknown>, Record<string, unknown>];
+    const settled = await sendStripe(updated);
+    expect([settled.status, settled.json]).toMatchObject([
+      200,
+      { received: true, payment: { eventId, refund: { status: "refunded", via: "stripe", id: refundId } } },
+    ]);
+    const after = await payment(eventId);
+    // The same change again (the charge's event, the same event resent) and an older one arriving late.
+    for (const event of [chargeUpdated, updated, withStatus(updated, "pending")]) {
+      const answer = await sendStripe(event);
+      expect([answer.status, answer.json.payment?.refund?.status]).toEqual([200, "refunded"]);
+    }
+    expect(await payment(eventId)).toEqual(after);
+    // A refund Flashgate did not make (from Stripe's dashboard): not ours, ignored.
+    const data = (updated.data as { object: Record<string, unknown> }).object;
+    const foreign = await sendStripe(stripeEvent("refund.updated", { ...data, id: "re_test_dashboard", metadata: {} }));
+    expect(foreign.json).toEqual({ received: true, ignored: true });
+
+    const listed = await call("GET", "/admin/payments?outcome=refund_required&refunded=true&limit=1000", {
+      admin: true,
+    });
+    expect(listed.json.payments.map((p: { eventId: string }) => p.eventId)).toContain(eventId);
+    const done = await refund(eventId);
+    expect([done.status, done.json.error.details.state]).toEqual([409, "refunded"]);
+  });
+
+  it("records a pending refund that fails as failed, once; it is refunded again as a new refund at Stripe", async () => {
+    const sku = uniqueSku("refund-failed");
+    await createSku(sku, { totalStock: 5, perUserLimit: 5, price: 1000 });
+    const intent = `pi_test_${crypto.randomUUID().replaceAll("-", "")}`;
+    const eventId = await owedByStripe(sku, "fay", intent);
+    const pending = await refund(eventId, stripeVars(STRIPE_FAULT_KEYS.pending));
+    const first = pending.json.refund.id as string;
+    const events = await settleAtStripe(first, "failed");
+    expect(events.map(typeOf)).toEqual(["refund.updated", "charge.refund.updated", "refund.failed"]);
+    const [updated] = events as [Record<string, unknown>];
+
+    // Signed with another secret: refused, nothing changes.
+    const forged = await sendStripe(withStatus(updated, "succeeded"), { secret: "not-the-secret" });
+    expect([forged.status, forged.json.error?.code]).toEqual([401, "SIGNATURE_INVALID"]);
+    expect((await payment(eventId)).refund_status).toBe("pending");
+
+    // Out of order (refund.failed first) and each twice: failed, one failed attempt counted.
+    for (const event of [...events].reverse().concat(events)) {
+      const answer = await sendStripe(event);
+      expect([answer.status, answer.json.payment?.refund]).toMatchObject([200, { status: "failed", id: first }]);
+    }
+    // A succeeded sent before the failure, arriving after it: a failed refund is final.
+    expect((await sendStripe(withStatus(updated, "succeeded"))).json.payment.refund.status).toBe("failed");
+    expect(await payment(eventId)).toMatchObject({ refund_status: "failed", refund_id: first, refund_attempts: 1 });
+    const owed = await call("GET", "/admin/payments?outcome=refund_required&refunded=false&limit=1000", {
+      admin: true,
+    });
+    expect(owed.json.payments.map((p: { eventId: string }) => p.eventId)).toContain(eventId);
+
+    // Refunded again: a new refund, under a new idempotency key (not Stripe's replay of the failed one).
+    const retried = await refund(eventId);
+    expect([retried.status, retried.json.refund]).toMatchObject([200, { status: "refunded", via: "stripe" }]);
+    expect(retried.json.refund.id).not.toBe(first);
+    const asked = await stripeGot("/v1/refunds", intent);
+    expect(asked.map((r) => r.key)).toEqual([`flashgate-refund:${eventId}:0`, `flashgate-refund:${eventId}:1`]);
+    // The failed refund's events, sent again, no longer name the payment's refund.
+    expect((await sendStripe(updated)).json).toEqual({ received: true, ignored: true });
+    expect((await payment(eventId)).refund_status).toBe("refunded");
+  });
+
+  it("asks Stripe where a pending refund stands when /refund is sent again, and waits for a refund being created", async () => {
+    const sku = uniqueSku("refund-ask");
+    await createSku(sku, { totalStock: 5, perUserLimit: 5, price: 1000 });
+    const mark = (eventId: string) =>
+      call("POST", `/admin/payments/${encodeURIComponent(eventId)}/refunded`, { admin: true, body: { note: "cash" } });
+    // Stripe settled it and its events were lost: asking again records what Stripe says.
+    for (const [i, status] of (["succeeded", "failed"] as const).entries()) {
+      const eventId = await owedByStripe(sku, `ask${i}`, `pi_test_${crypto.randomUUID().replaceAll("-", "")}`);
+      const pending = await refund(eventId, stripeVars(STRIPE_FAULT_KEYS.pending));
+      const id = pending.json.refund.id as string;
+      expect((await mark(eventId)).status).toBe(409); // pending: not paid back twice
+      await settleAtStripe(id, status);
+      expect((await refund(eventId, stripeVars(STRIPE_FAULT_KEYS.down))).status).toBe(503); // Stripe down: still pending
+      const asked = await refund(eventId);
+      expect([asked.status, asked.json.refund]).toMatchObject([
+        200,
+        { status: status === "succeeded" ? "refunded" : "failed", id },
+      ]);
+      // A failed one is owed again, and may be paid back another way and marked; a refunded one is not.
+      const marked = await mark(eventId);
+      expect([marked.status, marked.json.refund?.via]).toEqual(
+        status === "failed" ? [200, "marked"] : [409, undefined],
+      );
+    }
+    // An event for a refund whose creation is still being recorded (claimed, no id yet): Stripe retries it.
+    const eventId = await owedByStripe(sku, "ask-race", `pi_test_${crypto.randomUUID().replaceAll("-", "")}`);
+    await env.DB.prepare(
+      "UPDATE payments SET refund_status = 'pending', refund_via = 'stripe', refund_id = NULL, refund_at = ?2 WHERE event_id = ?1",
+    )
+      .bind(eventId, Date.now())
+      .run();
+    const early = await sendStripe(
+      stripeEvent("refund.updated", {
+        id: "re_test_early",
+        object: "refund",
+        status: "succeeded",
+        metadata: { flashgate_event_id: eventId },
+      }),
+    );
+    expect([early.status, early.json.error?.code]).toEqual([503, "BUSY"]);
+    expect((await payment(eventId)).refund_status).toBe("pending");
   });
 });

@@ -263,7 +263,7 @@ export interface paths {
     put?: never;
     /**
      * Stripe webhook (Stripe-Signature; the same effects as /webhooks/payments)
-     * @description Signed by Stripe with STRIPE_WEBHOOK_SECRET in the Stripe-Signature header (300 s tolerance). `checkout.session.completed` (reservation id from `client_reference_id`, else `metadata.reservationId`; an `unpaid` session is ignored), `checkout.session.async_payment_succeeded` and `payment_intent.succeeded` pay, with the amount and currency checked against the SKU's price; `payment_intent.payment_failed` and `checkout.session.async_payment_failed` release the hold. A PaymentIntent's money is one event whichever event announces it: announced for another reservation or amount, it is 422 IDEMPOTENCY_MISMATCH and changes nothing. Other event types, and events whose reservation is missing or unknown, answer 200 with `ignored: true`. A stock object overloaded or restarting is 503 BUSY with Retry-After: Stripe sends the same event again (its id takes effect once).
+     * @description Signed by Stripe with STRIPE_WEBHOOK_SECRET in the Stripe-Signature header (300 s tolerance). `checkout.session.completed` (reservation id from `client_reference_id`, else `metadata.reservationId`; an `unpaid` session is ignored), `checkout.session.async_payment_succeeded` and `payment_intent.succeeded` pay, with the amount and currency checked against the SKU's price; `payment_intent.payment_failed` and `checkout.session.async_payment_failed` release the hold. A PaymentIntent's money is one event whichever event announces it: announced for another reservation or amount, it is 422 IDEMPOTENCY_MISMATCH and changes nothing. `refund.updated`, `refund.failed` and `charge.refund.updated` of a refund Flashgate made (its `metadata.flashgate_event_id`) move that payment's recorded refund forward to Stripe's status (pending, then refunded, then failed; a duplicate or late event changes nothing) and answer 200 with the payment; a refund whose creation is still being recorded is 503 BUSY. Other event types, other refunds, and events whose reservation is missing or unknown, answer 200 with `ignored: true`. A stock object overloaded or restarting is 503 BUSY with Retry-After: Stripe sends the same event again (its id takes effect once).
      */
     post: operations["postWebhooksStripe"];
     delete?: never;
@@ -619,7 +619,7 @@ export interface paths {
     put?: never;
     /**
      * Refund a payment owed back through Stripe
-     * @description A `refund_required` payment that came by /webhooks/stripe with a payment intent is refunded in full through Stripe's refund API (idempotent per event: asked again, the same refund). Its `refund` becomes `{status: refunded|pending|failed, via: stripe, id: re_…, at}`; a failed refund may be asked again. A payment that was applied, or is refunded or pending already, or did not come through Stripe: 409 INVALID_STATE (mark those done with POST …/refunded). Stripe not configured (STRIPE_SECRET_KEY): 404 NOT_FOUND; Stripe unreachable: 503 BUSY with Retry-After, nothing recorded.
+     * @description A `refund_required` payment that came by /webhooks/stripe with a payment intent is refunded in full through Stripe's refund API (idempotent per attempt: asked again after a lost answer, the same refund; after a failed one, a new refund). Its `refund` becomes `{status: refunded|pending|failed, via: stripe, id: re_…, at}`; a failed refund may be asked again. On a refund pending at Stripe, Stripe is asked where it stands instead: settled, it is recorded and the payment answered (refunded, or failed); still pending, 409 INVALID_STATE. A payment that was applied, or is refunded already, or did not come through Stripe: 409 INVALID_STATE (mark those done with POST …/refunded). Stripe not configured (STRIPE_SECRET_KEY): 404 NOT_FOUND; Stripe unreachable: 503 BUSY with Retry-After, nothing recorded.
      */
     post: operations["postAdminPaymentsEventIdRefund"];
     delete?: never;
@@ -1102,6 +1102,12 @@ export interface components {
     };
     StripeAck:
       | components["schemas"]["PaymentAck"]
+      | {
+          /** @constant */
+          received: true;
+          /** @description Added: a refund event's payment, with its refund as now recorded */
+          payment: components["schemas"]["PaymentObject"];
+        }
       | {
           /** @constant */
           received: true;
