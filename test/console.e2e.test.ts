@@ -345,15 +345,41 @@ describe("payments owed back, from the console (issue #54)", () => {
     await screenshot(page, "console-5-refunds", "console-refunds.png", false);
 
     // Refund via Stripe: confirmed in the dialog, then Stripe's refund of the payment intent, once.
+    // Stripe answers it pending: the item stays, and asking again reads where it stands.
+    stripe.pendingRefunds = true;
     let asked = await askConfirm(page, `${umaItem} [data-action="refund"]`);
     expect(asked).toContain("Refund $15.00 to uma via Stripe?");
     expect(await page.evaluate("document.activeElement.id")).toBe("confirm-cancel");
     await page.click("#confirm-ok");
-    await expect.poll(() => page.textContent("#refund-message"), WAIT).toMatch(/^Refunded \$15\.00 to uma via Stripe/);
-    await expect.poll(() => page.locator(umaItem).count(), WAIT).toBe(0);
+    await expect
+      .poll(() => page.textContent("#refund-message"), WAIT)
+      .toBe("Refund of $15.00 to uma sent to Stripe: pending there.");
+    stripe.pendingRefunds = false;
+    const ask = `${umaItem} [data-action="refund-status"]`;
+    await page.waitForSelector(ask, WAIT);
+    expect(await page.textContent(umaItem)).toMatch(/Refund pending at Stripe \(re_test_[0-9a-f]+\)/);
+    await page.click(ask);
+    await expect
+      .poll(() => page.textContent("#refund-message"), WAIT)
+      .toBe("Stripe still has the refund of $15.00 to uma pending.");
+    await screenshot(page, "console-5-refund-pending");
     const refunds = stripe.requests.filter((r) => r.method === "POST" && r.path === "/v1/refunds");
     expect(refunds).toHaveLength(1);
     expect(refunds[0]?.params.payment_intent).toMatch(/^pi_test_/);
+    // Stripe settles it (no event sent here): asked again, the console shows it refunded.
+    const refundId = [...stripe.refunds.keys()].at(-1);
+    const settled = await fetch(`${stripe.url}/__standin/refunds/${refundId}`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: "status=succeeded",
+    });
+    expect(settled.status).toBe(200);
+    await page.click(ask);
+    await expect
+      .poll(() => page.textContent("#refund-message"), WAIT)
+      .toBe(`Refunded $15.00 to uma via Stripe (${refundId}).`);
+    await expect.poll(() => page.locator(umaItem).count(), WAIT).toBe(0);
+    expect(stripe.requests.filter((r) => r.method === "POST" && r.path === "/v1/refunds")).toHaveLength(1);
 
     // Mark refunded: the other one leaves the list; the total follows.
     await page.setViewportSize(PHONE);

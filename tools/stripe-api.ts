@@ -53,6 +53,8 @@ export interface StripeStandIn {
   requests: { method: string; path: string; params: Record<string, string>; key: string | null }[];
   sessions: Map<string, Record<string, unknown>>;
   refunds: Map<string, Record<string, unknown>>;
+  /** A test's switch: refunds made from now on are answered `pending` whatever the key, until set back. */
+  pendingRefunds: boolean;
   close(): Promise<void>;
 }
 
@@ -80,6 +82,7 @@ export async function startStripe(): Promise<StripeStandIn> {
   const refunded = new Map<string, number>();
   /** Answers by idempotency key, with the parameters they were first made with. */
   const idempotent = new Map<string, { params: string; answer: Answer }>();
+  const switches = { pendingRefunds: false };
   let url = "";
 
   function createSession(params: Record<string, string>, now: number): Answer {
@@ -165,7 +168,7 @@ export async function startStripe(): Promise<StripeStandIn> {
       failure_reason: null,
       metadata: metadataOf(params),
       payment_intent: intent,
-      status: key === STRIPE_FAULT_KEYS.pending ? "pending" : "succeeded",
+      status: key === STRIPE_FAULT_KEYS.pending || switches.pendingRefunds ? "pending" : "succeeded",
       created: Math.floor(Date.now() / 1000),
     };
     refunds.set(refund.id as string, refund);
@@ -289,5 +292,5 @@ export async function startStripe(): Promise<StripeStandIn> {
   });
   const { port, close } = await listenLocal(server);
   url = `http://127.0.0.1:${port}`;
-  return { url, requests, sessions, refunds, close };
+  return Object.assign(switches, { url, requests, sessions, refunds, close });
 }

@@ -1241,6 +1241,8 @@ function refundItem(p) {
   );
   li.append(what, why, where);
   const refund = p.refund ?? null;
+  const buttons = element("div", "row actions");
+  const who = `${amount} to ${p.userId} (event ${p.eventId})`;
   if (refund?.status === "pending") {
     li.append(
       element(
@@ -1249,6 +1251,16 @@ function refundItem(p) {
         `Refund pending at Stripe${refund.id ? ` (${refund.id})` : ""} since ${new Date(refund.at).toLocaleString()}.`,
       ),
     );
+    // Stripe's refund events settle it; asking reads where it stands, when those events are not sent here.
+    if (refund.via === "stripe" && refund.id) {
+      const ask = element("button", "small secondary", "Ask Stripe again");
+      ask.type = "button";
+      ask.dataset.action = "refund-status";
+      ask.setAttribute("aria-label", `Ask Stripe where the refund stands: ${who}`);
+      ask.addEventListener("click", () => askStripe(p, amount, ask));
+      buttons.append(ask);
+      li.append(buttons);
+    }
     return li;
   }
   if (refund?.status === "failed") {
@@ -1256,12 +1268,10 @@ function refundItem(p) {
       element(
         "p",
         "refund-state",
-        `Stripe refused the last refund${refund.id ? ` (${refund.id})` : ""}: try again, or refund it elsewhere and mark it.`,
+        `Stripe's last refund failed${refund.id ? ` (${refund.id})` : ""}: try again, or refund it elsewhere and mark it.`,
       ),
     );
   }
-  const buttons = element("div", "row actions");
-  const who = `${amount} to ${p.userId} (event ${p.eventId})`;
   if (p.source === "stripe") {
     const viaStripe = element("button", "small", "Refund via Stripe…");
     viaStripe.type = "button";
@@ -1319,6 +1329,29 @@ async function refundViaStripe(p, amount, button) {
 }
 
 /**
+ * `POST /admin/payments/:eventId/refund` on a refund pending at Stripe: the gateway asks Stripe where it
+ * stands and records it. Nothing moves money, so nothing to confirm.
+ * @param {Payment} p
+ * @param {string} amount
+ * @param {HTMLButtonElement} button
+ */
+async function askStripe(p, amount, button) {
+  button.disabled = true;
+  const answer = /** @type {Answer<Payment>} */ (
+    await admin("POST", `/admin/payments/${encodeURIComponent(p.eventId)}/refund`)
+  );
+  button.disabled = false;
+  if (answer.ok) {
+    await afterRefund(true, answer.json, `${amount} to ${p.userId}`, button);
+    return;
+  }
+  const state = /** @type {{ state?: string } | undefined} */ (apiError(answer)?.details)?.state;
+  if (state === "pending") sayRefunds("ok", `Stripe still has the refund of ${amount} to ${p.userId} pending.`);
+  else sayRefunds("error", `The gateway refused: ${errorText(answer)}`);
+  button.focus();
+}
+
+/**
  * `POST /admin/payments/:eventId/refunded`, confirmed first: paid back outside Flashgate.
  * @param {Payment} p
  * @param {string} amount
@@ -1359,7 +1392,7 @@ async function afterRefund(confirmed, payment, what, button) {
   }
   const refund = payment.refund;
   if (refund?.status === "pending") sayRefunds("ok", `Refund of ${what} sent to Stripe: pending there.`);
-  else if (refund?.status === "failed") sayRefunds("error", `Stripe refused the refund of ${what}.`);
+  else if (refund?.status === "failed") sayRefunds("error", `Stripe's refund of ${what} failed.`);
   else if (refund?.via === "stripe")
     sayRefunds("ok", `Refunded ${what} via Stripe${refund.id ? ` (${refund.id})` : ""}.`);
   else sayRefunds("ok", `Marked ${what} as refunded.`);
