@@ -407,6 +407,70 @@ describe("payments owed back, from the console (issue #54)", () => {
     expect(unexpectedProblems(page)).toEqual([]);
     await page.close();
   });
+
+  it("Ask Stripe again on a refund that failed meanwhile makes no new refund unasked", async () => {
+    const sku = `ask-${randomUUID().slice(0, 6)}`;
+    expect(
+      (
+        await api("PUT", `/admin/skus/${sku}`, {
+          name: "Ask tee",
+          totalStock: 5,
+          perUserLimit: 2,
+          price: 1500,
+          currency: "usd",
+        })
+      ).status,
+    ).toBe(200);
+    const wes = await reserveByApi(day.server, await shopper(day.server, "wes"), sku);
+    const wesId = String(wes.json.reservationId);
+    expect(await paidThroughStripe(wesId, 1500)).toMatchObject({ outcome: "applied" });
+    expect(await paidThroughStripe(wesId, 1500)).toMatchObject({ outcome: "refund_required" });
+    const page = await newPage(day.browser, DESKTOP);
+    await openDashboard(day.server, page);
+    const item = `#refund-list li[data-id="${wesId}"]`;
+    await page.waitForSelector(item, { timeout: 30_000 });
+    stripe.pendingRefunds = true;
+    await askConfirm(page, `${item} [data-action="refund"]`);
+    await page.click("#confirm-ok");
+    await expect
+      .poll(() => page.textContent("#refund-message"), WAIT)
+      .toBe("Refund of $15.00 to wes sent to Stripe: pending there.");
+    stripe.pendingRefunds = false;
+    const ask = `${item} [data-action="refund-status"]`;
+    await page.waitForSelector(ask, WAIT);
+    const made = () => stripe.requests.filter((r) => r.method === "POST" && r.path === "/v1/refunds").length;
+    const before = made();
+    // Stripe fails it, and its refund event reaches the gateway while the page still shows it pending.
+    const refundId = [...stripe.refunds.keys()].at(-1);
+    const settled = await fetch(`${stripe.url}/__standin/refunds/${refundId}`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: "status=failed",
+    });
+    const [event] = ((await settled.json()) as { events: unknown[] }).events;
+    const payload = JSON.stringify(event);
+    const secret = readDevVars().STRIPE_WEBHOOK_SECRET ?? "dev-stripe-secret";
+    const signature = new Stripe("sk_test_console").webhooks.generateTestHeaderString({ payload, secret });
+    const sent = await fetch(`${day.server.url}/webhooks/stripe`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "stripe-signature": signature },
+      body: payload,
+    });
+    expect(((await sent.json()) as { payment: { refund: { status: string } } }).payment.refund.status).toBe("failed");
+    // "Nothing moves money, so nothing to confirm": asking where it stands must not refund again.
+    await page.click(ask);
+    await expect
+      .poll(() => page.textContent("#refund-message"), WAIT)
+      .not.toBe("Refund of $15.00 to wes sent to Stripe: pending there.");
+    expect(await page.textContent("#refund-message")).not.toMatch(/^Refunded \$15\.00 to wes via Stripe/);
+    expect(made()).toBe(before);
+    expect(await page.textContent("#refund-message")).toBe(
+      "Stripe's refund of $15.00 to wes failed meanwhile: nothing was asked.",
+    );
+    // The item now offers what a failed refund does: Refund via Stripe (confirmed) or Mark refunded.
+    await page.waitForSelector(`${item} [data-action="refund"]`, WAIT);
+    expect(await page.locator(ask).count()).toBe(0);
+  });
 });
 
 /** A count said with a plural noun where the singular is due ("1 units", "1 paid orders"). */

@@ -1337,6 +1337,23 @@ async function refundViaStripe(p, amount, button) {
  */
 async function askStripe(p, amount, button) {
   button.disabled = true;
+  // The same route refunds a payment whose refund failed: if Stripe's event settled this one since the
+  // list was read (it is read every 10 s), asking would send a new refund unconfirmed. So the list is
+  // read again first, and only a refund still pending with this id is asked about.
+  const listed = /** @type {Answer<PaymentList>} */ (
+    await admin("GET", `/admin/payments?outcome=refund_required&refunded=false&limit=${REFUNDS_LIMIT}`)
+  );
+  const now = listed.ok ? listed.json.payments.find((q) => q.eventId === p.eventId) : undefined;
+  if (!listed.ok || now?.refund?.status !== "pending" || now.refund.id !== p.refund?.id) {
+    button.disabled = false;
+    if (!listed.ok) sayRefunds("error", `GET /admin/payments: ${errorText(listed)}`);
+    else if (now?.refund?.status === "failed")
+      sayRefunds("error", `Stripe's refund of ${amount} to ${p.userId} failed meanwhile: nothing was asked.`);
+    else sayRefunds("ok", `The refund of ${amount} to ${p.userId} was settled meanwhile: nothing was asked.`);
+    refundsKey = "";
+    await refreshRefunds();
+    return;
+  }
   const answer = /** @type {Answer<Payment>} */ (
     await admin("POST", `/admin/payments/${encodeURIComponent(p.eventId)}/refund`)
   );

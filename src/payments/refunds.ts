@@ -11,7 +11,7 @@ import {
   settleStripeRefund,
 } from "../db/payment-records";
 import { ApiError, busy } from "../http/errors";
-import { StripeRefused, StripeUnavailable, stripeConfigured, stripeGet, stripePost } from "./stripe-api";
+import { StripeRefused, StripeUnavailable, stripeConfigured, stripeGet, stripePostAnswer } from "./stripe-api";
 
 /**
  * Money owed back, paid back (API.md v1.4 "Paying and refunding through Stripe"): a `refund_required`
@@ -25,7 +25,12 @@ import { StripeRefused, StripeUnavailable, stripeConfigured, stripeGet, stripePo
 interface StripeRefund {
   id: string;
   status: "succeeded" | "pending" | "requires_action" | "failed" | "canceled";
+  /** Unix seconds. */
+  created?: number;
 }
+
+/** How much older than its claim a refund Stripe answers with may be before it is taken for a replay. */
+const REPLAY_SKEW_MS = 30_000;
 
 /** What a Stripe refund's status is here: `succeeded` refunded, `failed` and `canceled` failed, else pending. */
 export function refundStatusOf(status: string | null | undefined): Refund["status"] {
@@ -120,7 +125,7 @@ export async function refundThroughStripe(env: Env, eventId: string, now: number
   }
   let refund: { status: "refunded" | "pending" | "failed"; id: string | null };
   try {
-    const answer = await stripePost<StripeRefund>(
+    const { object: answer, replayed } = await stripePostAnswer<StripeRefund>(
       env,
       "/v1/refunds",
       {
@@ -130,7 +135,17 @@ export async function refundThroughStripe(env: Env, eventId: string, now: number
       },
       `flashgate-refund:${eventId}:${row.refund_attempts}`,
     );
-    refund = { id: answer.id, status: refundStatusOf(answer.status) };
+    // A replay (an earlier answer under this key was lost) is the refund as it was then: Stripe may have
+    // settled it since, and its events, sent while no id was recorded here, were not taken. So it is
+    // read where it stands now (Stripe unreachable: 503 below, nothing recorded).
+    const stale = replayed || (answer.created !== undefined && answer.created * 1000 < now - REPLAY_SKEW_MS);
+    const current = stale
+      ? await stripeGet<StripeRefund>(env, `/v1/refunds/${encodeURIComponent(answer.id)}`).catch((err: unknown) => {
+          if (err instanceof StripeRefused) return answer;
+          throw err;
+        })
+      : answer;
+    refund = { id: answer.id, status: refundStatusOf(current.status) };
   } catch (err) {
     if (err instanceof StripeRefused && err.code === "charge_already_refunded") {
       // Refunded at Stripe already (from its dashboard, say): recorded as such.
@@ -148,7 +163,9 @@ export async function refundThroughStripe(env: Env, eventId: string, now: number
       );
     } else if (err instanceof StripeUnavailable) {
       await releaseRefundClaim(env.DB, eventId, row, now);
-      throw busy("Stripe did not answer the refund; nothing was recorded");
+      throw busy(
+        "Stripe did not answer the refund, which it may have made: ask again (the same refund) before paying it back another way",
+      );
     } else throw err;
   }
   await recordRefund(env.DB, eventId, { ...refund, via: "stripe" }, now, now);

@@ -33,18 +33,40 @@ export function stripeConfigured(env: Env): boolean {
 }
 
 /** POSTs `params` to `path` of Stripe's API; the parsed object, or one of the two errors above. */
-export function stripePost<T>(
+export async function stripePost<T>(
   env: Env,
   path: string,
   params: Record<string, string | number>,
   idempotencyKey: string,
 ): Promise<T> {
+  return (await stripePostAnswer<T>(env, path, params, idempotencyKey)).object;
+}
+
+/**
+ * {@link stripePost}, saying whether the answer is Stripe's replay of an earlier request under the same
+ * key (`Idempotent-Replayed: true`): the object as it was then, not as it is now.
+ */
+export async function stripePostAnswer<T>(
+  env: Env,
+  path: string,
+  params: Record<string, string | number>,
+  idempotencyKey: string,
+): Promise<{ object: T; replayed: boolean }> {
   const body = new URLSearchParams(Object.entries(params).map(([k, v]) => [k, String(v)]));
-  return stripeCall<T>(env, path, {
-    method: "POST",
-    headers: { "content-type": "application/x-www-form-urlencoded", "idempotency-key": idempotencyKey },
-    body,
-  });
+  let replayed = false;
+  const object = await stripeCall<T>(
+    env,
+    path,
+    {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", "idempotency-key": idempotencyKey },
+      body,
+    },
+    (response) => {
+      replayed = response.headers.get("idempotent-replayed") === "true";
+    },
+  );
+  return { object, replayed };
 }
 
 /** GETs `path` of Stripe's API (an object retrieved by id); the parsed object, or one of the two errors above. */
@@ -56,6 +78,7 @@ async function stripeCall<T>(
   env: Env,
   path: string,
   init: { method: "GET" | "POST"; headers: Record<string, string>; body?: URLSearchParams },
+  answered?: (response: Response) => void,
 ): Promise<T> {
   const base = (env.STRIPE_API_URL || "https://api.stripe.com").replace(/\/+$/, "");
   let response: Response;
@@ -69,6 +92,7 @@ async function stripeCall<T>(
     log("warn", "stripe unreachable", { path, error: String(err) });
     throw new StripeUnavailable(`Stripe did not answer ${path}: ${String(err)}`);
   }
+  answered?.(response);
   const text = await response.text();
   let json: unknown = null;
   try {

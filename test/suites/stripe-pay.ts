@@ -437,4 +437,33 @@ describe("payments owed back, refunded", () => {
     expect([early.status, early.json.error?.code]).toEqual([503, "BUSY"]);
     expect((await payment(eventId)).refund_status).toBe("pending");
   });
+
+  it("records where a refund stands, not Stripe's replay of a lost first answer, when it settled in between", async () => {
+    const sku = uniqueSku("refund-replay");
+    await createSku(sku, { totalStock: 5, perUserLimit: 5, price: 1000 });
+    const intent = `pi_test_${crypto.randomUUID().replaceAll("-", "")}`;
+    const eventId = await owedByStripe(sku, "rex", intent);
+    // Stripe makes the refund (succeeded) but its answer comes after the Worker gave up: 503, nothing recorded.
+    expect((await refund(eventId, stripeVars(STRIPE_FAULT_KEYS.slow))).status).toBe(503);
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    const [lost] = await stripeGot("/v1/refunds", intent);
+    // What Stripe holds under that key (its replay), to name the refund.
+    const peek = await fetch(`${apiUrl}/v1/refunds`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${STRIPE_TEST_KEY}`, "idempotency-key": lost?.key as string },
+      body: new URLSearchParams(lost?.params),
+    });
+    const made = (await peek.json()) as { id: string; status: string };
+    expect(made.status).toBe("succeeded");
+    // The card was closed: Stripe fails it. Its events name no recorded refund (none is): ignored.
+    for (const event of await settleAtStripe(made.id, "failed")) {
+      expect((await sendStripe(event)).status).toBe(200);
+    }
+    // Asked again: the same key, Stripe replays "succeeded"; the money is in the merchant's balance.
+    const again = await refund(eventId);
+    expect(again.status).toBe(200);
+    expect(again.json.refund).toMatchObject({ id: made.id, status: "failed" });
+    // Owed again, so it can be refunded or marked.
+    expect((await refund(eventId)).json.refund?.status).toBe("refunded");
+  }, 30_000);
 });
