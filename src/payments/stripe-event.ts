@@ -45,7 +45,7 @@ const StripeRefund = z.object({
 /**
  * The events Stripe sends when a refund's status changes: `refund.updated` (and `refund.failed`) for
  * every refund since API version 2024-10-28.acacia, `charge.refund.updated` for a charge's refunds
- * under any version. Each carries the Refund object.
+ * under any version but only for selected payment methods. Each carries the Refund object.
  */
 const REFUND_EVENTS = new Set(["refund.updated", "refund.failed", "charge.refund.updated"]);
 
