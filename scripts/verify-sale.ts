@@ -13,7 +13,8 @@
  * 4. replays the entries under the sale's rules, in the order of their times (the log's order among
  *    equal times; at one time, releases first, then configurations, payments, holds): no hold before
  *    a configuration, outside the sale's status and window (unless an early-access tier had opened),
- *    inside a fair opening's window (but by an earlier opening's draw, decided late, once per entrant),
+ *    while a fair opening's draw is pending, from its opening to its reveal (but a hold naming the
+ *    draw that made it: this one after its close, or an earlier opening's decided late),
  *    lasting past the sale's holdSeconds,
  *    or past the stock in force (per variant); no `user` past the per-user limit; a payment, release
  *    or refund only of a reservation the log holds, in a status it may leave; no size taken off, no
@@ -27,7 +28,12 @@
  *    with a seed that hashes to it, a reveal for every opening closed more than an hour ago, every
  *    decided opening `/draw` shows revealed in the log, and the draw's public entries
  *    (`/draw/entries`) all there, each once, in the order that seed gives (ascending hex
- *    HMAC-SHA256(seed, entryId)).
+ *    HMAC-SHA256(seed, entryId)); every hold a draw made names that draw and its position (once
+ *    each, 1 to its entrants, made between its close and its reveal), a hold inside a window only
+ *    by an earlier opening's draw, and the entries' results match the log: each `HELD` entry has
+ *    its one hold at its position, of its quantity, no refused one has any, and (a sale without
+ *    sizes) none is held after the first `SOLD_OUT`. A log whose holds name no draw (written before
+ *    they did) has its outcomes reported as unproven, its late holds counted as before.
  *
  * With `--receipt <file>` (a buyer's receipt, one `proof` of their reservation), also checks that
  * receipt against the signed log. Prints a summary and exits 0, or names the first entry that breaks
@@ -40,9 +46,12 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import {
   Broken,
+  checkDrawOutcomes,
   checkDrawPage,
   checkReceipt,
   checkShownDraws,
+  type DrawHolds,
+  type DrawnEntry,
   type Entry,
   entriesOf,
   leafHash,
@@ -83,9 +92,13 @@ async function checkDrawOrder(
   sku: string,
   entries: readonly Entry[],
   reveals: Map<string, string>,
+  draws: ReadonlyMap<string, DrawHolds>,
   now: number,
   progress: (line: string) => void,
-): Promise<{ seedHash: string; entries: number; decided: boolean; unsettled?: string } | undefined> {
+): Promise<
+  | { seedHash: string; entries: number; decided: boolean; held?: number; outcomes?: string; unsettled?: string }
+  | undefined
+> {
   const base = `${root}/api/skus/${encodeURIComponent(sku)}/draw`;
   const shown = await fetchBytes(base, 404);
   if (shown === null) return undefined;
@@ -97,21 +110,35 @@ async function checkDrawOrder(
     return { seedHash: info.seedHash, entries: 0, decided: info.seed !== null, ...(unsettled ? { unsettled } : {}) };
   }
   let previous = "";
-  let position = 0;
+  const listed: DrawnEntry[] = [];
   for (;;) {
-    const url = `${base}/entries?offset=${position}&limit=1000`;
-    const page = JSON.parse((await fetchBytes(url)).toString("utf8")) as {
-      entries: { entryId: string; position: number }[];
-    };
-    previous = checkDrawPage(seed, page.entries, position, previous);
-    position += page.entries.length;
+    const url = `${base}/entries?offset=${listed.length}&limit=1000`;
+    const page = JSON.parse((await fetchBytes(url)).toString("utf8")) as { entries: DrawnEntry[] };
+    previous = checkDrawPage(seed, page.entries, listed.length, previous);
+    listed.push(...page.entries);
     if (page.entries.length < 1000) break;
   }
+  const position = listed.length;
   const revealed = entries.find((e) => e.type === "draw-reveal" && e.seedHash === info.seedHash);
   if (position !== revealed?.entrants)
     throw new Broken(`the draw lists ${position} entries; its reveal logged ${String(revealed?.entrants)} entrants`);
   progress(`the draw's ${position} entries are in the order its revealed seed gives`);
-  return { seedHash: info.seedHash, entries: position, decided: true, ...(unsettled ? { unsettled } : {}) };
+  // Its results against the log: each held entry's hold names its position, and nothing else does.
+  const outcomes = checkDrawOutcomes(listed, draws.get(info.seedHash), now);
+  progress(
+    outcomes.unproven
+      ? `the draw's outcomes are not tied to its order: ${outcomes.unproven}`
+      : `the draw's ${outcomes.held} held entries each have their hold in the log, at their position`,
+  );
+  const pending = unsettled ?? outcomes.unsettled;
+  return {
+    seedHash: info.seedHash,
+    entries: position,
+    decided: true,
+    held: outcomes.held,
+    outcomes: outcomes.unproven ? `unproven: ${outcomes.unproven}` : "each held entry's hold is in the log",
+    ...(pending ? { unsettled: pending } : {}),
+  };
 }
 
 async function main(): Promise<number> {
@@ -201,9 +228,10 @@ async function main(): Promise<number> {
     }
   });
   const reveals = new Map<string, string>();
+  const draws = new Map<string, DrawHolds>();
   const now = Date.now();
-  const summary = replay(parsed, reveals, { now, ...(kept === undefined ? {} : { since: kept }) });
-  const draw = await checkDrawOrder(root, sku, parsed, reveals, now, progress);
+  const summary = replay(parsed, reveals, { now, draws, ...(kept === undefined ? {} : { since: kept }) });
+  const draw = await checkDrawOrder(root, sku, parsed, reveals, draws, now, progress);
   const result = {
     ok: true,
     origin: checkpoint.origin,

@@ -8,6 +8,7 @@ import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
 import { type Answer, call, createSku, stockOf, stockShard, uniqueSku } from "./support/client";
 import { closeWindow, setClock, untilEntered } from "./support/draw-window";
 import { eventually } from "./support/eventually";
+import { logEntriesOf } from "./support/log-entries";
 import { differencesOf, ordersOf, reconcileNow } from "./support/reconcile";
 // The other draws' suites share this file's workerd (one start-up, issue #56): what a draw costs, a
 // draw with sizes, and a draw at each early-access tier. They run first (imports come first): this
@@ -487,6 +488,21 @@ describe("fair opening: a sale through the Worker", () => {
       expect((await ordersOf(sku)).length).toBe(answers.filter((a) => a.answer.status === 202).length),
     );
     expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
+    // The public log ties each outcome to its place: every hold, whichever home shard made it, names
+    // the draw's seed hash and its entry's position, with that entry's quantity (API.md v1.4).
+    const byPosition = (a: { position: number }, b: { position: number }) => a.position - b.position;
+    const logged = await eventually(async () => {
+      const holds = (await logEntriesOf(sku)).filter((e) => e.type === "hold");
+      expect(holds).toHaveLength(entries.filter((e) => e.result === "HELD").length);
+      return holds;
+    });
+    expect(
+      logged
+        .map((e) => ({ ...(e.draw as { seedHash: string; position: number }), quantity: e.quantity }))
+        .sort(byPosition),
+    ).toEqual(
+      entries.filter((e) => e.result === "HELD").map((e) => ({ seedHash, position: e.position, quantity: e.quantity })),
+    );
     // Every shard was told: a new arrival is decided at once.
     const late = `late-${sku}`;
     const lateAnswer = await reserveWith(late, sku, await tokenAt(late, sku, shards));

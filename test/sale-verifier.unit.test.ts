@@ -1,6 +1,14 @@
 import { createHash, createHmac } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { Broken, checkDrawPage, checkShownDraws, type Entry, replay } from "../tools/sale-verifier";
+import {
+  Broken,
+  checkDrawOutcomes,
+  checkDrawPage,
+  checkShownDraws,
+  type DrawHolds,
+  type Entry,
+  replay,
+} from "../tools/sale-verifier";
 
 /**
  * verify-sale's replay (tools/sale-verifier.ts) across an operator's change of a sharded sale: shard
@@ -459,5 +467,160 @@ describe("a draw's published entries", () => {
     expect(() => checkDrawPage(seed, twice as { entryId: string; position: number }[], 0)).toThrow(
       /draw position 2 is out of the order the seed gives, or listed twice/,
     );
+  });
+});
+
+describe("a draw's outcomes against the log: each hold names its place (found in an audit)", () => {
+  // The public opening 1800–1810 s, 2 units, 4 entrants: positions 1 and 2 held, 3 and 4 SOLD_OUT.
+  const opening = windowOf(1800, "e");
+  const sale = (fields: object = {}) =>
+    config(0, { total: 2, startsAt: at(1800), openingWindowMs: 10_000, draws: [opening], ...fields } as never);
+  const drawHold = (seconds: number, position: number, seedHash = opening.seedHash, quantity = 1): Entry => ({
+    ...hold(seconds, quantity),
+    draw: { seedHash, position },
+  });
+  const results = (...codes: string[]) =>
+    codes.map((result, i) => ({ entryId: `${i + 1}`.repeat(64), position: i + 1, quantity: 1, result }));
+  const reveal = (seconds = 1810.2, entrants = 4) => revealOf(seconds, 1800, "e", entrants);
+  /** The replay, then `/draw/entries` against the holds it found: ok, broken, unsettled or unproven. */
+  const outcome = (log: Entry[], listed = results("HELD", "HELD", "SOLD_OUT", "SOLD_OUT"), now = NOW): string => {
+    const draws = new Map<string, DrawHolds>();
+    try {
+      replay(log, new Map(), { now, settleMs: 0, draws });
+      const checked = checkDrawOutcomes(listed, draws.get(opening.seedHash), now);
+      return checked.unproven ? `unproven: ${checked.unproven}` : checked.unsettled ? "unsettled" : "ok";
+    } catch (err) {
+      if (err instanceof Broken) return `broken: ${err.message}`;
+      throw err;
+    }
+  };
+
+  it("takes an honest draw: each held entry's hold at its position, of its quantity", () => {
+    const log = [sale(), drawHold(1810.1, 1), drawHold(1810.1, 2), reveal()];
+    expect(outcome(log)).toBe("ok");
+    expect(replay(log, new Map(), { now: NOW })).toMatchObject({ drawOutcomes: "tied to positions" });
+    // A home shard's hold stamped by a clock a little behind the reveal's, or logged a little after it.
+    expect(outcome([sale(), drawHold(1809.5, 1), reveal(), drawHold(1811, 2)])).toBe("ok");
+  });
+
+  it("refuses a hold at a position the draw answered SOLD_OUT", () => {
+    // The operator answers position 2 SOLD_OUT and keeps its unit for position 3.
+    const log = [sale(), drawHold(1810.1, 1), drawHold(1810.1, 3), reveal()];
+    expect(outcome(log, results("HELD", "SOLD_OUT", "SOLD_OUT", "SOLD_OUT"))).toMatch(
+      /^broken: draw position 3 \(entry 333333333333…\) was answered SOLD_OUT, yet the log's entry 2 \(hold at .*\) names that position$/,
+    );
+    // ...or lists position 3 HELD: held after a SOLD_OUT, which a draw deciding in order never does.
+    expect(outcome(log, results("HELD", "SOLD_OUT", "HELD", "SOLD_OUT"))).toMatch(
+      /^broken: draw position 3 \(entry 3.*\) was held after position 2 was answered SOLD_OUT/,
+    );
+    // With sizes, one size gone says nothing of the next entry's: that order is honest.
+    const sized = {
+      total: 4,
+      variants: [
+        { id: "S", name: "S", total: 2 },
+        { id: "M", name: "M", total: 2 },
+      ],
+    };
+    const ofSize = (e: Entry) => ({ ...e, variant: "S" });
+    expect(
+      outcome(
+        [sale(sized), ofSize(drawHold(1810.1, 1)), ofSize(drawHold(1810.1, 3)), reveal()],
+        results("HELD", "SOLD_OUT", "HELD", "SOLD_OUT"),
+      ),
+    ).toBe("ok");
+  });
+
+  it("refuses a held entry whose hold the log lacks, or of another quantity; unsettled within the minute", () => {
+    const log = [sale(), drawHold(1810.1, 1), reveal()];
+    expect(outcome(log)).toMatch(
+      /^broken: draw position 2 \(entry 2.*\) is held, but no hold in the log names that position$/,
+    );
+    expect(outcome(log, undefined, T + 1_840_000)).toBe("unsettled");
+    const two = [{ ...results("HELD")[0], quantity: 2 }, ...results("HELD", "SOLD_OUT", "SOLD_OUT").slice(1)];
+    expect(outcome([sale(), drawHold(1810.1, 1), drawHold(1810.1, 2), reveal()], two as never)).toMatch(
+      /^broken: draw position 1 .* asked 2 units, but the log's entry 1 holds 1 for it$/,
+    );
+  });
+
+  it("refuses a hold at a position beyond the draw's entrants, before or after its reveal", () => {
+    expect(outcome([sale(), drawHold(1810.1, 1), drawHold(1810.1, 5), reveal()])).toMatch(
+      /^broken: entry 3 \(draw-reveal .*\): entry 2 \(hold at .*\) names position 5 of this draw of 4 entrants$/,
+    );
+    expect(outcome([sale(), drawHold(1810.1, 1), reveal(), drawHold(1810.5, 5)])).toMatch(
+      /^broken: entry 3 \(hold .*\): a hold naming position 5 of the draw [0-9a-f]{12}…, which had 4 entrants$/,
+    );
+  });
+
+  it("refuses two holds for one position, and one buyer held twice by one draw", () => {
+    expect(outcome([sale(), drawHold(1810.1, 1), drawHold(1810.1, 1), reveal()])).toMatch(
+      /^broken: entry 2 \(hold .*\): a second hold for position 1 of the draw [0-9a-f]{12}… \(the first: entry 1\)$/,
+    );
+    const first = drawHold(1810.1, 1);
+    expect(outcome([sale(), first, { ...drawHold(1810.1, 2), user: first.user }, reveal()])).toMatch(
+      /^broken: entry 2 \(hold .*\): a second hold of one buyer by the draw [0-9a-f]{12}… \(one entry each\)$/,
+    );
+  });
+
+  it("refuses a hold naming a draw never committed, or made before its close or after its reveal", () => {
+    const other = windowOf(1800, "f").seedHash;
+    expect(outcome([sale(), drawHold(1810.1, 1, other), reveal()])).toMatch(
+      /^broken: entry 1 \(hold .*\): a hold naming the draw [0-9a-f]{12}…, which no configuration committed to$/,
+    );
+    expect(outcome([sale(), drawHold(1808, 1), reveal()])).toMatch(
+      /a hold naming the draw .* before its window closed/,
+    );
+    expect(outcome([sale(), drawHold(1810.1, 1), reveal(), drawHold(1812, 2)])).toMatch(
+      /^broken: entry 3 \(hold .*\): a hold naming the draw .* after it was decided \(its reveal at .*\)$/,
+    );
+  });
+
+  it("exempts a hold inside a later window only when it names the earlier draw that made it", () => {
+    // A tier's opening (1790–1800 s) one window before the public one: its draw, due at its close,
+    // holds at 1801 s, inside the public window.
+    const tier = windowOf(1790, "a");
+    const both = sale({
+      total: 10,
+      tiers: [{ name: "early", startsAt: at(1790) }],
+      draws: [tier, opening],
+    });
+    const tierReveal = revealOf(1801.5, 1790, "a", 2);
+    const tail = [tierReveal, reveal(1810.2, 0)];
+    expect(outcome([both, drawHold(1801, 1, tier.seedHash), ...tail], [])).toBe("ok");
+    // An untagged hold there, in a log whose draws tag their holds: the old count would have let it by.
+    expect(outcome([both, drawHold(1801, 1, tier.seedHash), hold(1801.2), ...tail], [])).toMatch(
+      /^broken: entry 2 \(hold .*\): a hold inside the opening's window .*, whose requests its draw decides after the close, and it names no draw that made it$/,
+    );
+    // Naming the window's own draw does not exempt it either (its draw decides after its close).
+    expect(outcome([both, drawHold(1801, 1, tier.seedHash), drawHold(1801.2, 1), ...tail], [])).toMatch(
+      /^broken: entry 2 \(hold .*\): a hold naming the draw .* before its window closed/,
+    );
+  });
+
+  it("refuses a hold that names no draw while the draw is pending, from its close to its reveal", () => {
+    // Someone who never entered, held after the close while the draw was being decided.
+    const log = [sale(), drawHold(1810.1, 1), hold(1810.5), drawHold(1812, 2), reveal(1813)];
+    expect(outcome(log)).toMatch(
+      /^broken: entry 2 \(hold .*\): a hold after the opening's window closed \(2026-12-05T10:30:10\.000Z\) and before its draw was decided \(its reveal at 2026-12-05T10:30:13\.000Z\), and it names no draw: the draw's units are its entrants'$/,
+    );
+    // Arrivals after the decision are decided as they come; a sibling's clock may stamp one a second early.
+    expect(outcome([sale({ total: 3 }), drawHold(1810.1, 1), drawHold(1812, 2), reveal(1813), hold(1812.5)])).toBe(
+      "ok",
+    );
+    // The reveal not in the log yet: unsettled for the minute, then broken.
+    const unrevealed = [sale(), drawHold(1810.1, 1), hold(1810.5)];
+    expect(verdict(unrevealed, T + 1_830_000)).toMatch(
+      /^unsettled: entry 2 \(hold .*\): a hold after .*no reveal in the log/,
+    );
+    expect(verdict(unrevealed)).toMatch(/^broken: entry 2 \(hold .*\): a hold after .*no reveal in the log/);
+    // A log whose holds name no draw keeps the rule before: only the window itself is closed to holds.
+    expect(verdict([sale(), hold(1810.1), hold(1810.5), reveal(1813)])).toBe("ok");
+  });
+
+  it("reports a log whose holds name no draw (written before they did) as unproven, judged by the old count", () => {
+    const log = [sale(), hold(1810.1), hold(1810.1), reveal()];
+    expect(outcome(log)).toBe("unproven: the log's holds name no draw position (written before they did)");
+    expect(replay(log, new Map(), { now: NOW })).toMatchObject({ drawOutcomes: "untagged log" });
+    // Nothing held by the draw: nothing to tie.
+    expect(outcome([sale(), reveal()], results("SOLD_OUT", "SOLD_OUT", "SOLD_OUT", "SOLD_OUT"))).toBe("ok");
   });
 });

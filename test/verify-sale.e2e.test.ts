@@ -302,8 +302,28 @@ describe("npm run verify-sale", () => {
       size: 7,
       held: 4,
       byType: { config: 1, hold: 4, "draw-reveal": 2 },
-      draw: { entries: 5, decided: true },
+      drawOutcomes: "tied to positions",
+      draw: { entries: 5, decided: true, held: 1, outcomes: "each held entry's hold is in the log" },
     });
+    // Each hold names the draw that made it and its place there: the tier's three, the public one's winner.
+    const bundle = await fetch(`${server.url}/api/skus/${drawn}/log/${tilePath("entries", 0, 7)}`);
+    const holds = unbundle(Buffer.from(await bundle.arrayBuffer()))
+      .map((bytes) => JSON.parse(bytes.toString("utf8")) as { type: string; draw?: object })
+      .filter((e) => e.type === "hold");
+    const shown = (await send("GET", `/api/skus/${drawn}/draw`)).json;
+    const [tier, open] = (shown.openings as { seedHash: string }[]).map((o) => o.seedHash);
+    const listed = (await send("GET", `/api/skus/${drawn}/draw/entries`)).json.entries as {
+      position: number;
+      result: string;
+    }[];
+    const won = listed.filter((e) => e.result === "HELD").map((e) => e.position);
+    expect(holds.map((e) => e.draw)).toEqual(
+      expect.arrayContaining([
+        ...[1, 2, 3].map((position) => ({ seedHash: tier, position })),
+        ...won.map((position) => ({ seedHash: open, position })),
+      ]),
+    );
+    expect(holds).toHaveLength(4);
   });
 
   it("checks a buyer's receipt against the signed log, and refuses a forged one", async () => {
@@ -511,15 +531,20 @@ describe("npm run verify-sale", () => {
       entrants,
     });
     const shownDraw = { ...window, seedHash, seed, decidedAt: "2026-12-01T10:02:00.000Z" };
-    /** `/draw` and its entries as the front shows them: `ids` in the seed's order. */
-    const draw = (ids: string[]) => ({
+    /** `/draw` and its entries as the front shows them: `ids` in the seed's order, each answered `results[i]`. */
+    const draw = (ids: string[], results: string[] = []) => ({
       [`/api/skus/${sku}/draw`]: { ...shownDraw, openings: [shownDraw] },
       [`/api/skus/${sku}/draw/entries?offset=0&limit=1000`]: {
         entries: ids
           .map((entryId) => ({ entryId, key: createHmac("sha256", seed).update(entryId).digest("hex") }))
           .sort((a, b) => (a.key < b.key ? -1 : 1))
-          .map(({ entryId }, i) => ({ entryId, position: i + 1 })),
+          .map(({ entryId }, i) => ({ entryId, position: i + 1, quantity: 1, result: results[i] ?? "SOLD_OUT" })),
       },
+    });
+    /** A hold the draw made, half a second after its close, naming `position`. */
+    const drawHold = (id: string, position: number) => ({
+      ...hold(id, position, 1, 2, "2026-12-01T10:02:00.500Z"),
+      draw: { seedHash, position },
     });
     // The log's entries are days old: an excess is settled, not a release still on its way.
     const cases: [string, object[], RegExp, Record<string, object>?][] = [
@@ -596,6 +621,20 @@ describe("npm run verify-sale", () => {
         /the draw lists 2 entries; its reveal logged 3 entrants/,
         draw(["e1", "e2"]),
       ],
+      // Found in an audit: the order was checked, the outcomes not. The unit of position 1, answered
+      // SOLD_OUT, held for position 2; or a winner listed whose hold the log does not have.
+      [
+        "a hold at a position the draw answered SOLD_OUT",
+        [drawn, drawHold("r1", 2), reveal(2)],
+        /draw position 2 \(entry .*\) was answered SOLD_OUT, yet the log's entry 1 \(hold at .*\) names that position/,
+        draw(["e1", "e2"], ["SOLD_OUT", "SOLD_OUT"]),
+      ],
+      [
+        "a winner listed whose hold the log lacks",
+        [drawn, drawHold("r1", 1), reveal(2)],
+        /draw position 2 \(entry .*\) is held, but no hold in the log names that position/,
+        draw(["e1", "e2"], ["HELD", "HELD"]),
+      ],
     ];
     for (const [name, entries, broken, shown] of cases) {
       const front = await forgedLog(entries, shown);
@@ -626,6 +665,7 @@ describe("npm run verify-sale", () => {
     for (const [entries, shown] of [
       [[config(1, 2), hold("r1", 1)], {}],
       [[drawn, reveal(2)], draw(["e1", "e2"])],
+      [[drawn, drawHold("r1", 1), reveal(2)], draw(["e1", "e2"], ["HELD", "SOLD_OUT"])],
     ] as const) {
       const front = await forgedLog([...entries], shown);
       try {

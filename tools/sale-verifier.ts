@@ -185,6 +185,31 @@ interface Sale {
   variants: Map<string, number> | null;
 }
 
+/** A hold that names the draw that made it (its entry's `draw`): where the log has it. */
+export interface TaggedHold {
+  index: number;
+  time: string;
+  reservation: string;
+  quantity: number;
+}
+
+/** A fair opening's draw as the log shows its outcomes: the holds naming each position, and its reveal. */
+export interface DrawHolds {
+  /**
+   * Whether the log's holds name their draw at all: false for a log written before holds did, whose
+   * outcomes nothing ties to the order (its late holds are judged by the count its reveal allows).
+   */
+  tagged: boolean;
+  /** The holds naming this draw, by position. */
+  holds: Map<number, TaggedHold>;
+  /** The entrants its reveal logged (null: not revealed). */
+  entrants: number | null;
+  /** When its reveal was logged (ms), or null. */
+  revealedAt: number | null;
+  /** Whether the sale was in sizes when it was revealed (then a refusal says nothing of the next entry). */
+  sizes: boolean;
+}
+
 /** What a replay takes besides the entries. */
 export interface ReplayOptions {
   /** The verifier's clock (ms): what is recent, and what is in the future. Now by default. */
@@ -195,6 +220,8 @@ export interface ReplayOptions {
   decideMs?: number;
   /** The size of a checkpoint the verifier kept (`--since`): no entry after it may be older than its newest by {@link SETTLE_MS}. */
   since?: number;
+  /** Filled with each draw's holds by seed hash, for {@link checkDrawOutcomes}. */
+  draws?: Map<string, DrawHolds>;
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -228,6 +255,21 @@ function checkTimes(entries: readonly Entry[], now: number, since: number): void
 /** An ISO 8601 time as the gateway writes them (`Date#toISOString`). */
 const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
+/** A hold's `draw` as the log has it: a seed hash and a position, or the entry is broken. */
+function drawTagOf(value: unknown, fail: (rule: string) => never): { seedHash: string; position: number } {
+  const tag = value as Record<string, unknown> | null;
+  if (
+    typeof tag !== "object" ||
+    tag === null ||
+    typeof tag.seedHash !== "string" ||
+    !/^[0-9a-f]{64}$/.test(tag.seedHash) ||
+    !Number.isSafeInteger(tag.position) ||
+    (tag.position as number) < 1
+  )
+    return fail("its `draw` is not a seed hash and a position");
+  return { seedHash: tag.seedHash, position: tag.position as number };
+}
+
 /** Replays the entries; returns the summary, or throws {@link Broken} naming the first entry that breaks a rule. */
 export function replay(
   entries: Entry[],
@@ -260,7 +302,24 @@ export function replay(
   const revealedAt = new Map<string, number>();
   /** The windows a decision is judged by: the configuration's, or (in a change's span) the ones before it. */
   let inForce = commitments;
-  /** The buyers held inside a later window while an earlier opening's draw was decided, by its seed hash. */
+  /**
+   * A log whose holds name their draw (a gateway that tags them made it): then a draw's outcomes are
+   * exact, and a hold inside a window must name the earlier draw that made it. A log none of whose
+   * holds does (written before they did) keeps the rule before: a draw's late holds are counted.
+   */
+  const tagged = entries.some((e) => e.type === "hold" && e.draw !== undefined);
+  const draws = options.draws ?? new Map<string, DrawHolds>();
+  const drawOf = (hash: string): DrawHolds => {
+    let draw = draws.get(hash);
+    if (!draw) {
+      draw = { tagged, holds: new Map(), entrants: null, revealedAt: null, sizes: false };
+      draws.set(hash, draw);
+    }
+    return draw;
+  };
+  /** The buyers each draw held (one entry per buyer, so one hold), by its seed hash. */
+  const drawBuyers = new Map<string, Set<string>>();
+  /** An untagged log: the buyers held inside a later window while an earlier opening's draw was decided. */
   const lateHolds = new Map<string, Set<string>>();
   /**
    * A fair opening whose window holds `at`: its requests wait for its draw, decided after the close,
@@ -268,11 +327,18 @@ export function replay(
    * reveal), may hold inside a later window (a tier's draw is due at its close, which may be the
    * public start). Each end gives {@link SHARD_CLOCK_MS}: a draw's holds are stamped by the entrants'
    * home shards. What a hold at `at` breaks, or the seed hash of the earlier draw that may make it
-   * (`late`), or null when no window holds `at`.
+   * (`late`), or null when no window holds `at`. That is an untagged log's rule: in a tagged one a
+   * hold naming a draw (`named`) is judged by {@link drawRule}, and one naming none by
+   * {@link pendingRule}.
    */
-  const windowRule = (at: number): { broken: string } | { late: string } | null => {
+  const windowRule = (
+    at: number,
+    named: string | undefined,
+  ): { broken: string } | { late: string } | { unrevealed: string } | null => {
+    if (tagged) return named === undefined ? pendingRule(at) : null;
     for (const [, window] of inForce) {
       if (at < window.opensAt || at >= window.closesAt - SHARD_CLOCK_MS) continue;
+      const inside = `a hold inside the opening's window (${iso(window.opensAt)} to ${iso(window.closesAt)}), whose requests its draw decides after the close`;
       const candidates = [...commitments].filter(
         ([hash, earlier]) =>
           earlier.opensAt < window.opensAt &&
@@ -285,13 +351,61 @@ export function replay(
       const late =
         candidates.filter(([h]) => revealed(h) >= at).sort((a, b) => a[1].opensAt - b[1].opensAt)[0] ??
         candidates.sort((a, b) => b[1].opensAt - a[1].opensAt)[0];
-      if (!late)
-        return {
-          broken: `a hold inside the opening's window (${iso(window.opensAt)} to ${iso(window.closesAt)}), whose requests its draw decides after the close`,
-        };
+      if (!late) return { broken: inside };
       return { late: late[0] };
     }
     return null;
+  };
+  /** When each draw's reveal was logged, looked up ahead: a sibling may stamp a hold a second before it. */
+  const revealTimes = new Map<string, number>();
+  for (const entry of entries) {
+    if (entry.type === "draw-reveal" && typeof entry.seedHash === "string" && !revealTimes.has(entry.seedHash))
+      revealTimes.set(entry.seedHash, Date.parse(entry.time));
+  }
+  /**
+   * A tagged log: from an opening to its draw's reveal every reservation waits for the draw, so the
+   * only holds are those a draw makes, each naming it (a hold naming a draw is judged by
+   * {@link drawRule}). An untagged hold then is one nobody drew: broken (a second's margin before
+   * the reveal, for a sibling's clock). Without the reveal in the log (`unrevealed`), a hold of the
+   * last minute is not settled yet.
+   */
+  const pendingRule = (at: number): { broken: string } | { unrevealed: string } | null => {
+    for (const [hash, window] of inForce) {
+      const decided = revealTimes.get(hash) ?? Number.POSITIVE_INFINITY;
+      if (at < window.opensAt || at >= decided - SHARD_CLOCK_MS) continue;
+      if (at < window.closesAt)
+        return {
+          broken: `a hold inside the opening's window (${iso(window.opensAt)} to ${iso(window.closesAt)}), whose requests its draw decides after the close, and it names no draw that made it`,
+        };
+      const rule = `a hold after the opening's window closed (${iso(window.closesAt)}) and before its draw was decided (${decided === Number.POSITIVE_INFINITY ? "no reveal in the log" : `its reveal at ${iso(decided)}`}), and it names no draw: the draw's units are its entrants'`;
+      return decided === Number.POSITIVE_INFINITY ? { unrevealed: rule } : { broken: rule };
+    }
+    return null;
+  };
+  /**
+   * A hold that names a draw: a draw some configuration committed to, made once its window closed and
+   * before its reveal (each by {@link SHARD_CLOCK_MS}), at a position of that draw (1 to the entrants
+   * its reveal logged), no position and no buyer twice (a buyer is one entry).
+   */
+  const drawRule = (
+    tag: { seedHash: string; position: number },
+    user: string,
+    at: number,
+    fail: (rule: string) => never,
+  ) => {
+    const named = `the draw ${tag.seedHash.slice(0, 12)}…`;
+    const committed = commitments.get(tag.seedHash);
+    if (!committed) return fail(`a hold naming ${named}, which no configuration committed to`);
+    if (at < committed.closesAt - SHARD_CLOCK_MS)
+      fail(`a hold naming ${named} before its window closed (${iso(committed.closesAt)})`);
+    const draw = draws.get(tag.seedHash);
+    if (draw?.revealedAt != null && at > draw.revealedAt + SHARD_CLOCK_MS)
+      fail(`a hold naming ${named} after it was decided (its reveal at ${iso(draw.revealedAt)})`);
+    if (draw?.entrants != null && tag.position > draw.entrants)
+      fail(`a hold naming position ${tag.position} of ${named}, which had ${draw.entrants} entrants`);
+    const twice = draw?.holds.get(tag.position);
+    if (twice) fail(`a second hold for position ${tag.position} of ${named} (the first: entry ${twice.index})`);
+    if (drawBuyers.get(tag.seedHash)?.has(user)) fail(`a second hold of one buyer by ${named} (one entry each)`);
   };
   const skipped = new Set<string>();
   const get = (m: Map<string, number>, k: string) => m.get(k) ?? 0;
@@ -428,13 +542,23 @@ export function replay(
         }
         if (typeof entry.seed !== "string" || createHash("sha256").update(entry.seed, "utf8").digest("hex") !== hash)
           fail("the revealed seed does not hash to the committed seed hash");
+        const entrants =
+          Number.isSafeInteger(entry.entrants) && (entry.entrants as number) >= 0
+            ? (entry.entrants as number)
+            : fail("the reveal's `entrants` is not a count");
         reveals.set(hash, String(entry.seed));
         revealedAt.set(hash, at);
         const late = lateHolds.get(hash)?.size ?? 0;
-        if (late > Number(entry.entrants))
-          fail(
-            `${late} buyers held inside a later window while this draw of ${String(entry.entrants)} entrants was decided`,
-          );
+        if (late > entrants)
+          fail(`${late} buyers held inside a later window while this draw of ${entrants} entrants was decided`);
+        const draw = drawOf(hash);
+        Object.assign(draw, { entrants, revealedAt: at, sizes: sale?.variants != null });
+        for (const [position, hold] of draw.holds) {
+          if (position > entrants)
+            fail(
+              `entry ${hold.index} (hold at ${hold.time}) names position ${position} of this draw of ${entrants} entrants`,
+            );
+        }
         continue;
       }
       if (!(entry.type in RANK)) {
@@ -462,9 +586,13 @@ export function replay(
             if (sale.endsAt !== null && at >= sale.endsAt) fail("a hold after the sale's end");
             if (sale.startsAt !== null && at < sale.startsAt && !sale.tiers.some((t) => t <= at))
               fail("a hold before the start, under no tier that had opened");
-            const inWindow = windowRule(at);
+            const tag = entry.draw === undefined ? undefined : drawTagOf(entry.draw, fail);
+            if (tag) drawRule(tag, user, at, fail);
+            const inWindow = windowRule(at, tag?.seedHash);
             if (inWindow && "broken" in inWindow) fail(inWindow.broken);
-            // A draw decided late holds once per entrant, each a buyer of their own: its reveal counts them.
+            // The reveal may still be on its way to the log (within the minute): as an excess, unsettled till then.
+            if (inWindow && "unrevealed" in inWindow) exceeds(inWindow.unrevealed);
+            // An untagged log: a draw decided late holds once per entrant, each a buyer of their own: its reveal counts them.
             const lateDraw = inWindow && "late" in inWindow ? inWindow.late : null;
             const lateUsers = lateDraw === null ? null : (lateHolds.get(lateDraw) ?? new Set<string>());
             if (lateUsers?.has(user))
@@ -477,6 +605,10 @@ export function replay(
             take(variant, user, quantity);
             add(held, variant, quantity);
             if (lateDraw !== null && lateUsers) lateHolds.set(lateDraw, lateUsers.add(user));
+            if (tag) {
+              drawOf(tag.seedHash).holds.set(tag.position, { index, time: entry.time, reservation: id, quantity });
+              drawBuyers.set(tag.seedHash, (drawBuyers.get(tag.seedHash) ?? new Set()).add(user));
+            }
             reservations.set(id, {
               status: "held",
               quantity,
@@ -569,6 +701,8 @@ export function replay(
         }
       : {}),
     stock: sale?.total ?? null,
+    // Whether the draws' holds name their positions (a log from before they did: outcomes not tied).
+    ...(reveals.size > 0 ? { drawOutcomes: tagged ? "tied to positions" : "untagged log" } : {}),
     ...(skipped.size > 0 ? { notReplayed: [...skipped] } : {}),
     // The replay stopped at an excess of the log's last minute: run again once the shards' flushes are in.
     ...(unsettled ? { settled: false, unsettled } : { settled: true }),
@@ -688,4 +822,85 @@ export function checkDrawPage(
     last = key;
   }
   return last;
+}
+
+/** A draw's public entry as `/draw/entries` lists it. */
+export type DrawnEntry = {
+  entryId: string;
+  position: number;
+  quantity: number;
+  result: string;
+};
+
+/** What {@link checkDrawOutcomes} found: the held positions, and why it could not tell more (when it could not). */
+export interface DrawOutcomesChecked {
+  held: number;
+  /** The log's holds name no draw (written before they did): the outcomes are not tied to the order. */
+  unproven?: string;
+  /** A held position whose hold is not in the log yet, within {@link SETTLE_MS} of the reveal. */
+  unsettled?: string;
+}
+
+/**
+ * A draw's public entries (all of them, in position order) against the holds the log has naming
+ * that draw (`drawn`, from {@link replay}): each entry `HELD` has exactly one hold at its position,
+ * of its quantity; an entry refused has none, and no hold names a position the draw does not list.
+ * On a sale without sizes the draw decides in order until nothing is left, so no entry is held
+ * after the first `SOLD_OUT` (with sizes, one size gone says nothing of another's). A held position
+ * whose hold the log lacks within `settleMs` of the reveal (by `now`) is not settled yet: a home
+ * shard's hold may reach the log after shard 0's reveal. Throws {@link Broken} at the first entry
+ * that breaks a rule.
+ */
+export function checkDrawOutcomes(
+  entries: readonly DrawnEntry[],
+  drawn: DrawHolds | undefined,
+  now: number,
+  settleMs = SETTLE_MS,
+): DrawOutcomesChecked {
+  const held = entries.filter((e) => e.result === "HELD").length;
+  if (drawn && !drawn.tagged && held > 0) {
+    // Just revealed: its holds (the first that would name it) may still be on their way.
+    if (drawn.revealedAt !== null && drawn.revealedAt > now - settleMs)
+      return { held, unsettled: "the draw's holds are not in the log yet" };
+    return { held, unproven: "the log's holds name no draw position (written before they did)" };
+  }
+  const holds = drawn?.holds ?? new Map<number, TaggedHold>();
+  const name = (e: DrawnEntry) => `draw position ${e.position} (entry ${e.entryId.slice(0, 12)}…)`;
+  let soldOut: DrawnEntry | null = null;
+  let unsettled: string | undefined;
+  for (const e of entries) {
+    const hold = holds.get(e.position);
+    if (e.result !== "HELD") {
+      if (hold)
+        throw new Broken(
+          `${name(e)} was answered ${e.result}, yet the log's entry ${hold.index} (hold at ${hold.time}) names that position`,
+        );
+      if (e.result === "SOLD_OUT") soldOut ??= e;
+      continue;
+    }
+    if (soldOut && drawn?.sizes !== true)
+      throw new Broken(
+        `${name(e)} was held after position ${soldOut.position} was answered SOLD_OUT: the draw decides in order until nothing is left`,
+      );
+    if (!hold) {
+      const revealedAt = drawn?.revealedAt ?? null;
+      if (revealedAt !== null && revealedAt > now - settleMs) {
+        unsettled ??= `${name(e)} is held, and its hold is not in the log yet`;
+        continue;
+      }
+      throw new Broken(`${name(e)} is held, but no hold in the log names that position`);
+    }
+    if (hold.quantity !== e.quantity)
+      throw new Broken(
+        `${name(e)} asked ${e.quantity} units, but the log's entry ${hold.index} holds ${hold.quantity} for it`,
+      );
+  }
+  const listed = new Set(entries.map((e) => e.position));
+  for (const [position, hold] of holds) {
+    if (!listed.has(position))
+      throw new Broken(
+        `the log's entry ${hold.index} (hold at ${hold.time}) names position ${position}, which the draw does not list`,
+      );
+  }
+  return { held, ...(unsettled ? { unsettled } : {}) };
 }

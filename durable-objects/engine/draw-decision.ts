@@ -55,12 +55,13 @@ export class DrawDecision {
       if (this.draw.decided(opening)) return 0;
       ledger.expireDue(now, LAZY_EXPIRY_BATCH);
       const order = this.draw.place(opening, ranked, now);
+      const seedHash = this.draw.seedHashOf(opening);
       this.#deciding(() => {
         for (const e of order) {
           const sku = ledger.row(); // the memory row: each hold below changes it
           if (!sku || availableOf(sku) === 0) break;
           if (e.code !== null) continue;
-          const outcome = this.holds.one(e, now, true);
+          const outcome = this.#hold(seedHash, e.position, () => this.holds.one(e, now, true));
           this.#record(
             opening,
             e.userId,
@@ -86,9 +87,17 @@ export class DrawDecision {
    * The home shard of an entry of a sharded SKU's draw, asked by shard 0 in draw order: reserves
    * for the entry (its first token's nonce, its quantity, the user's limit here). A short answer is
    * recorded only when `record` (the caller first pulls stock from siblings and asks again); an
-   * entry already decided answers what it got.
+   * entry already decided answers what it got. `seedHash`: the draw's, which only shard 0 keeps
+   * (null from a shard 0 that does not send it: the hold then names no draw).
    */
-  decideEntry(opening: number, userId: string, place: DrawPlace, now: number, record: boolean): Outcome<ReserveAnswer> {
+  decideEntry(
+    opening: number,
+    userId: string,
+    place: DrawPlace,
+    now: number,
+    record: boolean,
+    seedHash: string | null = null,
+  ): Outcome<ReserveAnswer> {
     const ledger = this.ledger;
     return ledger.run(() => {
       const e = this.draw.entrantOf(opening, userId);
@@ -103,17 +112,19 @@ export class DrawDecision {
         variants === undefined && availableOf(ledger.requireRow()) === 0
           ? fail<ReserveAnswer>("SOLD_OUT")
           : this.#deciding(() =>
-              this.holds.one(
-                {
-                  userId,
-                  nonce: e.nonce,
-                  quantity: e.quantity,
-                  tier: e.tier ?? undefined,
-                  variants,
-                  pulled: record, // asked again after the pull: a later size this shard has may serve
-                },
-                now,
-                true,
+              this.#hold(seedHash, place.position, () =>
+                this.holds.one(
+                  {
+                    userId,
+                    nonce: e.nonce,
+                    quantity: e.quantity,
+                    tier: e.tier ?? undefined,
+                    variants,
+                    pulled: record, // asked again after the pull: a later size this shard has may serve
+                  },
+                  now,
+                  true,
+                ),
               ),
             );
       if (!isShort(outcome) || record) this.#record(opening, userId, place, outcome);
@@ -141,6 +152,14 @@ export class DrawDecision {
     } finally {
       this.draw.deciding = false;
     }
+  }
+
+  /**
+   * The hold `reserve` makes names the draw and its place (its log entry's `draw`), so anyone ties the
+   * draw's outcomes to its order. A replayed decision holds nothing new: the hold keeps its first event.
+   */
+  #hold<T>(seedHash: string | null, position: number, reserve: () => T): T {
+    return this.ledger.forDraw(seedHash === null ? undefined : { seedHash, position }, reserve);
   }
 
   #record(opening: number, userId: string, place: DrawPlace, outcome: Outcome<ReserveAnswer>): void {

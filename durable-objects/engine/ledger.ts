@@ -1,4 +1,10 @@
-import { eventTypeOf, MAX_EVENTS_PER_MESSAGE, type OrderEvent, type ReservationStatus } from "../shared/order-events";
+import {
+  type DrawTag,
+  eventTypeOf,
+  MAX_EVENTS_PER_MESSAGE,
+  type OrderEvent,
+  type ReservationStatus,
+} from "../shared/order-events";
 import { migrate, schemaCurrent } from "./schema";
 import {
   DEFAULT_CURRENCY,
@@ -115,6 +121,11 @@ export class Ledger {
   readonly newId: () => string;
   /** The request being decided (see `Holds.onBehalfOf`), written into the events it causes. */
   requestId: string | undefined;
+  /**
+   * The draw place being decided (engine/draw-decision.ts), written into the event of the hold it
+   * makes: the public log then ties each of a draw's holds to its position (API.md v1.4).
+   */
+  drawTag: DrawTag | undefined;
   /** Units released or added since the last {@link takeFreed} (the shell tells the waitlist). */
   freed = 0;
   readonly #storage: EngineStorage;
@@ -206,6 +217,16 @@ export class Ledger {
       return decide();
     } finally {
       this.requestId = undefined;
+    }
+  }
+
+  /** Runs `decide` for a draw's place: the hold it makes names that place (see {@link drawTag}). */
+  forDraw<T>(tag: DrawTag | undefined, decide: () => T): T {
+    this.drawTag = tag;
+    try {
+      return decide();
+    } finally {
+      this.drawTag = undefined;
     }
   }
 
@@ -569,6 +590,7 @@ export class Ledger {
       seq,
     };
     if (this.requestId !== undefined) event.requestId = this.requestId;
+    if (this.drawTag !== undefined && reservation.status === "held") event.draw = this.drawTag;
     if (reservation.variant !== undefined) event.variant = reservation.variant;
     // Only on a test sale's events (API.md "Test sales"): a real sale's stay as they were.
     if (test) event.test = true;

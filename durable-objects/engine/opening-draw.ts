@@ -392,6 +392,11 @@ export class OpeningDraw {
     return this.#row(opening)?.seed ?? null;
   }
 
+  /** Shard 0: the seed hash an opening's draw committed to (its holds name it in their events). */
+  seedHashOf(opening: number): string | null {
+    return this.#row(opening)?.seed_hash ?? null;
+  }
+
   /**
    * Shard 0: writes an opening's order (entry ids and positions; the siblings' entrants are copied in
    * first). Idempotent: the same closed set and seed give the same order. Then the entrants in

@@ -45,10 +45,18 @@ export const OrderEventSchema = z.object({
   test: z.literal(true).optional(),
   /** Sizes (API.md v1.4): the variant the reservation holds; left out on a SKU without variants. */
   variant: z.string().min(1).max(32).optional(),
+  /**
+   * A hold made by a fair opening's draw (API.md v1.4 "The verifiable sale"): the draw's committed
+   * seed hash and the entry's position in it, so the log ties the draw's outcomes to its order.
+   * Left out on every other event.
+   */
+  draw: z.object({ seedHash: z.string().regex(/^[0-9a-f]{64}$/), position: z.int().min(1) }).optional(),
   /** The request that caused this change (absent for expiries and repairs), so logs can be followed. */
   requestId: z.string().max(200).optional(),
 });
 export type OrderEvent = z.infer<typeof OrderEventSchema>;
+/** Which draw, and which place in it, decided a hold. */
+export type DrawTag = NonNullable<OrderEvent["draw"]>;
 
 /** The status an event leaves its reservation in. */
 export function statusOf(type: OrderEvent["type"]): ReservationStatus {

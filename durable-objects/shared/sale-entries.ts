@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { ORDER_EVENT_TYPES, type OrderEvent } from "./order-events";
+import { type DrawTag, ORDER_EVENT_TYPES, type OrderEvent } from "./order-events";
 
 /**
  * The entries of a SKU's public log (API.md v1.4 "The verifiable sale"): UTF-8 JSON, one decision
@@ -8,7 +8,8 @@ import { ORDER_EVENT_TYPES, type OrderEvent } from "./order-events";
  *
  * - `hold`, `paid`, `refund_required`, `cancelled`, `expired`: a reservation's status change, from
  *   the stock shard's outbox (`reservation` id, `quantity`, `shard`, the shard's `seq`, `user`,
- *   `variant` when the reservation has one, `expires` for a hold, `amount`/`currency` when priced);
+ *   `variant` when the reservation has one, `expires` for a hold, `amount`/`currency` when priced;
+ *   a hold a fair opening's draw made: `draw`, its seed hash and the entry's position in it);
  * - `config`: a configuration applied (`PUT /admin/skus/:sku`): the SKU's stock, limit, window,
  *   tiers (names and times only, never codes or claim values), shards, status, price;
  * - `archive`: the SKU archived;
@@ -35,6 +36,8 @@ export interface ReservationEntry {
   user: string;
   variant?: string;
   expires?: string;
+  /** A hold made by a draw: which (its committed seed hash) and at which position. */
+  draw?: DrawTag;
   amount?: number | null;
   currency?: string;
   test?: true;
@@ -108,11 +111,16 @@ export type EntryEvent = Pick<
   | "currency"
   | "test"
   | "variant"
+  | "draw"
 >;
 
 const isText = (v: unknown): v is string => typeof v === "string" && v.length > 0;
 const isCount = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 1;
 const optional = (v: unknown, check: (v: unknown) => boolean) => v === undefined || check(v);
+const isDrawTag = (v: unknown): boolean => {
+  const tag = v as Record<string, unknown> | null;
+  return typeof tag === "object" && tag !== null && isText(tag.seedHash) && isCount(tag.position);
+};
 
 /**
  * Whether an outbox event has what its entry takes, of the right kinds: lighter than the queue's
@@ -135,7 +143,8 @@ function isEntryEvent(item: unknown): item is EntryEvent {
     optional(e.amount, (v) => v === null || (Number.isSafeInteger(v) && (v as number) >= 0)) &&
     optional(e.currency, isText) &&
     optional(e.test, (v) => v === true) &&
-    optional(e.variant, isText)
+    optional(e.variant, isText) &&
+    optional(e.draw, isDrawTag)
   );
 }
 
@@ -170,6 +179,8 @@ export function reservationEntry(event: EntryEvent, shard: number, user: string)
   };
   if (event.variant !== undefined) entry.variant = event.variant;
   if (type === "hold" && event.expiresAt !== undefined) entry.expires = event.expiresAt;
+  if (type === "hold" && event.draw !== undefined)
+    entry.draw = { seedHash: event.draw.seedHash, position: event.draw.position };
   if ((type === "paid" || type === "refund_required") && event.amount !== undefined) {
     entry.amount = event.amount;
     if (event.currency !== undefined) entry.currency = event.currency;

@@ -122,16 +122,21 @@ export class DrawRunner {
    * units from siblings when this shard is short (they are all waiting for the draw: none sells).
    * A sibling that could not answer: `BUSY`, nothing recorded, shard 0 asks again later.
    */
-  async decideEntry(opening: number, userId: string, place: DrawPlace): Promise<ReserveOutcome> {
+  async decideEntry(
+    opening: number,
+    userId: string,
+    place: DrawPlace,
+    seedHash: string | null = null,
+  ): Promise<ReserveOutcome> {
     const { engine } = this.#host;
-    let answer = engine.drawDecision.decideEntry(opening, userId, place, this.#host.now(), false);
+    let answer = engine.drawDecision.decideEntry(opening, userId, place, this.#host.now(), false, seedHash);
     const state = engine.configuration.state();
     if (isShort(answer) && state) {
       const entrant = engine.draw.entrantOf(opening, userId);
       const quantity = entrant?.quantity ?? 1;
       const sizes = entrant ? listedVariants(entrant) : undefined;
       if ((await this.#pulls.pullFor(state, quantity, sizes)).busy) answer = { ok: false, code: "BUSY" };
-      else answer = engine.drawDecision.decideEntry(opening, userId, place, this.#host.now(), true);
+      else answer = engine.drawDecision.decideEntry(opening, userId, place, this.#host.now(), true, seedHash);
     }
     engine.holds.takeFreed();
     this.#waiters.decided([userId]);
@@ -266,6 +271,7 @@ export class DrawRunner {
     const ranked = this.#rank(state, opening, [...own, ...lists.flat()]);
     const order = engine.drawDecision.place(opening, ranked, this.#host.now());
     const entrants = order.length;
+    const seedHash = engine.draw.seedHashOf(opening);
     let soldOut = false;
     const rest = new Map<number, DrawResult[]>();
     for (const e of order) {
@@ -282,8 +288,8 @@ export class DrawRunner {
       }
       const answer =
         e.home === 0
-          ? await this.decideEntry(opening, e.userId, place)
-          : await shardOf(e.home).decideDrawEntry(opening, e.userId, place);
+          ? await this.decideEntry(opening, e.userId, place, seedHash)
+          : await shardOf(e.home).decideDrawEntry(opening, e.userId, place, seedHash);
       if (!answer.ok && answer.code === "BUSY") throw new Error(`shard ${e.home} could not decide a draw entry`);
       const code = answer.ok ? "HELD" : answer.code;
       if (e.home !== 0) engine.drawDecision.record(opening, [{ userId: e.userId, place, code }]);

@@ -627,8 +627,13 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   }
 
   /** The home shard of an entry (sharded SKU), asked by shard 0 in draw order. */
-  async decideDrawEntry(opening: number, userId: string, place: DrawPlace): Promise<ReserveOutcome> {
-    return this.#draw.decideEntry(opening, userId, place);
+  async decideDrawEntry(
+    opening: number,
+    userId: string,
+    place: DrawPlace,
+    seedHash: string | null = null,
+  ): Promise<ReserveOutcome> {
+    return this.#draw.decideEntry(opening, userId, place, seedHash);
   }
 
   /** A home shard records results shard 0 decided without asking it (the stock ran out first). */

@@ -104,7 +104,7 @@ export interface ShardFace extends Pick<EdgeFace, "state" | "quotaOf"> {
   closeDraw(opening: number): Entrant[];
   /** The entries this shard recorded for an opening whose entries are still open (its home users'). */
   drawEntriesHere(opening: number): number;
-  decideDrawEntry(opening: number, userId: string, place: DrawPlace): Promise<ReserveOutcome>;
+  decideDrawEntry(opening: number, userId: string, place: DrawPlace, seedHash?: string | null): Promise<ReserveOutcome>;
   recordDrawResults(opening: number, results: { userId: string; place: DrawPlace; code: string }[]): void;
   drawOver(opening: number): void;
   /** Shard 0, asked by a sibling whose requests wait past a window's close: decides a due draw now. */

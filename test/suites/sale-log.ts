@@ -24,6 +24,7 @@ import { signHs256 } from "../../tools/jwt";
 import { call, createSku, reserve, stockShard, tokenFor, uniqueSku } from "../support/client";
 import { closeWindow } from "../support/draw-window";
 import { eventually } from "../support/eventually";
+import { logEntriesOf } from "../support/log-entries";
 import { pay } from "../support/payments";
 
 /**
@@ -51,25 +52,6 @@ const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
 
 const logOf = (sku: string) => env.SALE_LOG.getByName(sku);
 
-/** The log's entries as stored, by reading the entry bundles of its last head. */
-async function entriesOf(sku: string): Promise<Record<string, unknown>[]> {
-  const log = logOf(sku);
-  await log.recordHead();
-  const size = (await log.head()).size;
-  const out: Record<string, unknown>[] = [];
-  for (let n = 0; n * 256 < size; n++) {
-    const width = Math.min(256, size - n * 256);
-    const bundle = await log.entryBundle(n, width);
-    if (!bundle) throw new Error(`no bundle ${n}`);
-    for (let at = 0; at < bundle.length; ) {
-      const length = ((bundle[at] ?? 0) << 8) | (bundle[at + 1] ?? 0);
-      out.push(JSON.parse(new TextDecoder().decode(bundle.slice(at + 2, at + 2 + length))));
-      at += 2 + length;
-    }
-  }
-  return out;
-}
-
 describe("the sale log", () => {
   it("takes every hold, payment and cancel once, with the buyer as a salted commitment", async () => {
     const sku = uniqueSku("log");
@@ -82,7 +64,7 @@ describe("the sale log", () => {
     expect((await call("POST", `/api/reservations/${b}/cancel`, { user: "bob-log" })).status).toBe(200);
 
     const entries = await eventually(async () => {
-      const got = await entriesOf(sku);
+      const got = await logEntriesOf(sku);
       expect(got.length).toBe(6);
       return got;
     }, 20_000);
@@ -147,7 +129,7 @@ describe("the sale log", () => {
     const paused = await stockShard(env, sku, 0).putSku({ sku, shards: 2, assumedTotal: 7, status: "paused" });
     expect(paused.ok).toBe(true);
     const configs = await eventually(async () => {
-      const got = (await entriesOf(sku)).filter((e) => e.type === "config");
+      const got = (await logEntriesOf(sku)).filter((e) => e.type === "config");
       expect(got.map((e) => [e.status, e.total, e.shards])).toEqual([
         ["on_sale", 7, 2],
         ["paused", 7, 2],
@@ -174,14 +156,14 @@ describe("the sale log", () => {
         return h;
       }, 20_000);
       sizes.push(head.size);
-      const entries = await entriesOf(sku);
+      const entries = await logEntriesOf(sku);
       const leaves = entries.map((e) => leafHash(new TextEncoder().encode(JSON.stringify(e))));
       const root = mth(leaves);
       expect([...root]).toEqual([...head.root]);
     }
     expect(sizes).toEqual([4, 8, 13]);
 
-    const receipts = await log.receipts((await entriesOf(sku))[4]?.reservation as string, "example.test/log");
+    const receipts = await log.receipts((await logEntriesOf(sku))[4]?.reservation as string, "example.test/log");
     expect(receipts).toHaveLength(1);
     const proof = receipts[0]?.proof ?? "";
     const [header, extra, index, ...rest] = proof.split("\n");
@@ -362,7 +344,7 @@ describe("the sale log", () => {
     // The log's clock is the real one: its draw's close is moved to the past, as if the minute passed.
     await runInDurableObject(log, (_object, state) => state.storage.sql.exec("UPDATE draws SET closes_at = 0"));
     expect(await runDurableObjectAlarm(log)).toBe(true);
-    const entries = await entriesOf(sku);
+    const entries = await logEntriesOf(sku);
     expect(entries.filter((e) => e.type === "config").map((e) => e.test)).toEqual([true]);
     expect(entries.filter((e) => e.type === "draw-reveal")).toEqual([
       expect.objectContaining({ seedHash: (await committed())[0]?.seed_hash, test: true }),
@@ -459,7 +441,7 @@ describe("the sale log", () => {
     expect((await reserve(coder, sku, 1, codeToken.json.token)).status).toBe(202);
 
     const entries = await eventually(async () => {
-      const got = await entriesOf(sku);
+      const got = await logEntriesOf(sku);
       expect(got.filter((e) => e.type === "hold")).toHaveLength(2);
       return got;
     }, 20_000);

@@ -18,7 +18,10 @@ import { seededRandom } from "../../src/harness/seeded-random";
 import { ApiError } from "../../src/http/errors";
 import {
   Broken,
+  checkDrawOutcomes,
   checkDrawPage,
+  type DrawHolds,
+  type DrawnEntry,
   type Entry,
   leafHash,
   levelsOf,
@@ -1127,14 +1130,16 @@ class Sim {
       if (signed.size !== head.size || !signed.root.equals(root))
         throw new Broken("the signed checkpoint is not the head");
       const reveals = new Map<string, string>();
+      const draws = new Map<string, DrawHolds>();
       const summary = replay(
         rows.map((r) => JSON.parse(r.data) as Entry),
         reveals,
-        { now: this.#world.now, settleMs: 0, decideMs: 0 },
+        { now: this.#world.now, settleMs: 0, decideMs: 0, draws },
       );
       if (summary.settled !== true) throw new Broken(String(summary.unsettled));
       const shard0 = this.#world.shard(shardName(SKU, 0));
       const openings = shard0?.instance.engine.draw.info()?.openings ?? [];
+      let drawHeld = 0;
       for (const [i, opening] of openings.entries()) {
         if (!shard0 || opening.seed === null || opening.seedHash === null) continue;
         const at = `the draw at t=${(opening.opensAt - START) / 1000}`;
@@ -1146,14 +1151,18 @@ class Sim {
           i === openings.length - 1
             ? shard0.instance.drawEntries(0, 10_000)
             : shard0.storage.sql
-                .exec<{ entryId: string; position: number }>(
-                  `SELECT entry_id AS entryId, position FROM draw_entrants
-                   WHERE opening = ? AND position IS NOT NULL ORDER BY position`,
+                .exec<DrawnEntry>(
+                  `SELECT entry_id AS entryId, position, quantity, coalesce(code, 'PENDING') AS result
+                   FROM draw_entrants WHERE opening = ? AND position IS NOT NULL ORDER BY position`,
                   opening.opensAt,
                 )
                 .toArray();
         try {
           checkDrawPage(opening.seed, entries, 0);
+          // Its results against the log: every held entry's hold names its position, nothing else does.
+          const outcomes = checkDrawOutcomes(entries, draws.get(opening.seedHash), this.#world.now, 0);
+          if (outcomes.unproven) throw new Broken(outcomes.unproven);
+          drawHeld += outcomes.held;
         } catch (error) {
           throw error instanceof Broken ? new Broken(`${at}: ${error.message}`) : error;
         }
@@ -1161,7 +1170,7 @@ class Sim {
           throw new Broken(`${at}: ${entries.length} entries in its order, ${opening.entrants} entrants`);
       }
       this.#line(
-        `verify-sale: ${head.size} entries, root and signature match, replay ok (${summary.held} held, ${summary.sold} sold${reveals.size > 0 ? `, ${reveals.size} draws revealed and in their seed's order` : ""})`,
+        `verify-sale: ${head.size} entries, root and signature match, replay ok (${summary.held} held, ${summary.sold} sold${reveals.size > 0 ? `, ${reveals.size} draws revealed and in their seed's order, their ${drawHeld} held entries each named by its hold` : ""})`,
       );
     } catch (error) {
       if (!(error instanceof Broken)) throw error;
