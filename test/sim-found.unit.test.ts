@@ -3,6 +3,7 @@ import type { Outcome, Reservation, ReserveOutcome, SkuState } from "../durable-
 import type { WaitlistEntry } from "../durable-objects/engine/waitlist";
 import { homeShard, shardName } from "../durable-objects/shared/shard-name";
 import type { SkuChange } from "../durable-objects/stock/sku-change";
+import { accessCodeHash } from "../src/edge/early-access";
 import { seededRandom } from "../src/harness/seeded-random";
 import { enterWorld, simulate } from "../tools/sim/simulate";
 import { NO_FAULTS, World } from "../tools/sim/world";
@@ -669,3 +670,76 @@ it.each([1, 2])(
     );
   },
 );
+
+// npm run sim -- --seed 106 --shards 3 (once the operator could set the window late): a PUT that sets
+// a fair opening's window moments before the opening, on a sharded SKU whose sibling got shard 0's
+// copy of the settings after it (here the copy is lost and the alarm hands it again 5 s later).
+// The sibling added no draw for an opening already opened, so its buyers held on arrival for the rest
+// of the window while shard 0's waited for the draw (API.md "Fair opening": latency gives no
+// advantage; verify-sale calls such a hold broken). Shard 0's copy names the openings it still draws.
+
+it("a sibling told of an opening's window after it opened enters the rest of the window in the draw", async () => {
+  await inWorld("late-window", async ({ world, call, put }) => {
+    const opensAt = START + 60_000;
+    expect((await put({ totalStock: 1, perUserLimit: 1, startsAt: opensAt })).ok).toBe(true);
+    await world.runUntil(opensAt - 2_000);
+    const sibling = shardName("late-window", 1);
+    const send = world.call.bind(world);
+    let lost = 0;
+    world.call = <R>(name: string, method: string, args: unknown[]) =>
+      name === sibling && method === "configure" && lost++ === 0
+        ? Promise.reject<R>(new Error(`sim: call ${method} to ${name} lost`))
+        : send<R>(name, method, args);
+    expect((await put({ openingWindowMs: 10_000 })).ok).toBe(true);
+    world.call = send;
+    await world.runUntil(opensAt + 4_000); // the alarm handed the window to the sibling, 3 s into it
+    expect(lost).toBe(1);
+    const [late, early] = [homedOn(1), homedOn(0)].map((userId) => ({
+      userId,
+      nonce: `n-${userId}`,
+      quantity: 1,
+      shards: 2,
+    }));
+    const [entered] = await call<ReserveOutcome[]>(1, "reserve", [late]);
+    expect(entered).toMatchObject({ ok: false, code: "DRAW_PENDING" });
+    expect(world.shard(sibling)?.instance.state()?.openingWindowMs).toBe(10_000);
+    const [first] = await call<ReserveOutcome[]>(0, "reserve", [early]);
+    expect(first).toMatchObject({ ok: false, code: "DRAW_PENDING" });
+    // At the close shard 0 takes the sibling's entrant too: one unit, two entrants, one draw.
+    const waits = [
+      world.call<ReserveOutcome>(sibling, "awaitDraw", [late]),
+      world.call<ReserveOutcome>(shardName("late-window", 0), "awaitDraw", [early]),
+    ];
+    await world.runUntil(opensAt + 20_000);
+    const answers = await Promise.all(waits);
+    expect(answers.map((a) => (a.ok ? "HELD" : a.code)).sort()).toEqual(["HELD", "SOLD_OUT"]);
+    for (const a of answers) expect((a.ok ? a.value.draw : a.draw)?.entrants).toBe(2);
+  });
+});
+
+// The sharded presale code race (docs/FAIR-OPENING.md "Early access"): shard 0 reads its siblings'
+// units for a code only when it has none at the call; its units can go between the call and the turn
+// that takes the code (a hold, a sibling's pull), and the code was then answered SOLD_OUT, not taken,
+// while a sibling still had units. The turn now reads the siblings for such a code, then takes it.
+
+it("a code presented as shard 0's last unit goes is taken while a sibling has units", async () => {
+  await inWorld("code-race", async ({ world, call, put }) => {
+    const codes = { name: "codes", startsAt: START + 1_000 };
+    const created = await put({ totalStock: 2, perUserLimit: 1, startsAt: START + 600_000, access: [codes] });
+    expect(created.ok).toBe(true);
+    expect(await call<boolean>(0, "addAccessCodes", "codes", [await accessCodeHash("CODE1")])).toBe(true);
+    await world.runUntil(START + 5_000);
+    const zero = world.shard(shardName("code-race", 0))?.instance;
+    if (!zero) throw new Error("no shard 0");
+    expect(zero.state()?.stock.available).toBe(1);
+    // The code's call, then, before its turn, a tier buyer homed on shard 0 holds shard 0's one unit.
+    const asked = zero.tokenState("carol", await accessCodeHash("CODE1"));
+    const buyer = { userId: homedOn(0), nonce: "n-0", quantity: 1, shards: 2, tier: "codes" };
+    const [held] = await zero.reserve([buyer]);
+    expect(held).toMatchObject({ ok: true });
+    await world.runUntil(world.now + 1_000);
+    expect(await asked).toMatchObject({ codeTier: "codes", soldOut: false });
+    expect(zero.accessCodeCounts()).toEqual([{ tier: "codes", codes: 1, taken: 1 }]);
+    expect(world.shard(shardName("code-race", 1))?.instance.state()?.stock.available).toBe(1);
+  });
+});

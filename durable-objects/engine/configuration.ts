@@ -79,6 +79,11 @@ export interface SkuSettings {
   plan?: string | undefined;
   /** A follower: the settings revision shard 0 handed (its seq then); an older or equal one changes nothing. */
   revision?: number | undefined;
+  /**
+   * A follower: the openings shard 0 has not decided yet. One whose window opened before this copy
+   * came still gets its draw here, so the rest of its window enters the draw (opening-draw.ts).
+   */
+  undecidedOpenings?: readonly number[] | undefined;
 }
 
 /** A resize shard 0 runs: phase `preparing` (fences being set) or `committing` (being applied). */
@@ -194,7 +199,8 @@ export class Configuration {
     }
     // A draw per opening: the public start and each early access tier's (those in force after this change).
     const tierStarts = (settings.access ?? this.#access.tiers()).map((t) => t.startsAt);
-    if (!this.#draw.configure(settings.openingWindowMs, startsAt, tierStarts, now ?? 0, newSeed)) {
+    const undecided = settings.undecidedOpenings ?? [];
+    if (!this.#draw.configure(settings.openingWindowMs, startsAt, tierStarts, now ?? 0, newSeed, undecided)) {
       return fail("INVALID_STATE");
     }
 

@@ -35,11 +35,12 @@ export class DrawDecision {
   }
 
   /**
-   * Closes this shard's entries (idempotent: nobody enters after) and returns them. Shard 0 then
+   * Closes this shard's entries (idempotent: nobody enters after; a sibling not told of the opening
+   * yet records it closed, of `windowMs`) and returns them. Shard 0 then
    * ranks all of the SKU's entrants with its seed (`rankEntrants`, outside any transaction).
    */
-  close(opening: number, now: number): Entrant[] {
-    return this.ledger.run(() => this.draw.close(opening, now, this.ledger.requireRow().shard));
+  close(opening: number, now: number, windowMs?: number): Entrant[] {
+    return this.ledger.run(() => this.draw.close(opening, now, this.ledger.requireRow().shard, windowMs));
   }
 
   /**

@@ -210,7 +210,9 @@ export class OpeningDraw {
    * draw is history: its row stays as it was decided, and its tier may move (a later opening gets a
    * draw of its own) or go. A tier that opened before its window was set gets no draw (it had no
    * seed hash published): its buyers were decided on arrival. `newSeed` gives shard 0 its secret
-   * seeds; without it (a sibling) nothing is refused, and only openings still ahead are added.
+   * seeds; without it (a sibling) nothing is refused, and the openings added are those still ahead
+   * and those shard 0 has not decided (`undecided`): a sibling told of a window after it opened
+   * enters its arrivals in the draw rather than holding them on arrival.
    */
   configure(
     windowMs: number | undefined,
@@ -218,6 +220,7 @@ export class OpeningDraw {
     tierStarts: readonly number[],
     now: number,
     newSeed: (() => string) | null,
+    undecided: readonly number[] = [],
   ): boolean {
     const rows = this.#all;
     const wanted = windowMs ?? rows[0]?.window_ms ?? 0;
@@ -232,8 +235,13 @@ export class OpeningDraw {
       if (wanted !== row.window_ms || (!openings.has(row.opens_at) && row.decided_at === null)) return false;
     }
     if (judge && wanted > 0 && (startsAt === null || (now >= startsAt && !this.#row(startsAt)))) return false;
-    // An opening moved before it opens keeps its row, and so the seed hash already published.
-    const added = wanted === 0 ? [] : [...openings].filter((o) => o > now && !this.#row(o)).sort((a, b) => a - b);
+    // An opening moved before it opens keeps its row, and so the seed hash already published. A
+    // sibling also adds an opened one shard 0 still draws: its copy of the settings came late.
+    const drawing = new Set(judge ? [] : undecided);
+    const added =
+      wanted === 0
+        ? []
+        : [...openings].filter((o) => (o > now || drawing.has(o)) && !this.#row(o)).sort((a, b) => a - b);
     for (const row of rows) {
       if (now >= row.opens_at) continue;
       if (wanted === 0 || !openings.has(row.opens_at)) {
@@ -304,6 +312,11 @@ export class OpeningDraw {
     return this.#all.find((r) => r.decided_at === null)?.opens_at ?? null;
   }
 
+  /** Shard 0: every opening whose draw is not decided, earliest first (its siblings' settings carry them). */
+  undecidedOpenings(): number[] {
+    return this.#all.filter((r) => r.decided_at === null).map((r) => r.opens_at);
+  }
+
   decided(opening: number): boolean {
     return this.#row(opening)?.decided_at != null;
   }
@@ -368,9 +381,18 @@ export class OpeningDraw {
     return "entered";
   }
 
-  /** Closes an opening's entries (idempotent) and returns this shard's own entrants of it. */
-  close(opening: number, now: number, shard: number): Entrant[] {
-    if (this.#row(opening)?.closed_at === null) {
+  /**
+   * Closes an opening's entries (idempotent) and returns this shard's own entrants of it. A sibling
+   * not told of the opening yet records it closed (of `windowMs`): a copy of the settings that comes
+   * after this adds no row, so it can neither take entries shard 0 no longer collects nor wait for
+   * a draw shard 0 already told over.
+   */
+  close(opening: number, now: number, shard: number, windowMs = this.windowMs): Entrant[] {
+    const row = this.#row(opening);
+    if (row === undefined && windowMs > 0) {
+      this.#sql.exec("INSERT INTO draw (opens_at, window_ms, closed_at) VALUES (?, ?, ?)", opening, windowMs, now);
+      this.#read();
+    } else if (row?.closed_at === null) {
       this.#sql.exec("UPDATE draw SET closed_at = ? WHERE opens_at = ?", now, opening);
       this.#read();
     }
@@ -385,6 +407,11 @@ export class OpeningDraw {
         ...(r.tier === null ? {} : { tier: r.tier }),
         ...(r.variants == null ? {} : { variants: listedVariants(r) }),
       }));
+  }
+
+  /** An opening's window (shard 0 tells a sibling it closes, see {@link close}). */
+  windowOf(opening: number): number {
+    return this.#row(opening)?.window_ms ?? this.windowMs;
   }
 
   /** Shard 0: the seed an opening's draw is ordered with (secret until the decision reveals it). */

@@ -266,7 +266,11 @@ export class DrawRunner {
   async #decideSharded(state: SkuState, opening: number): Promise<void> {
     const { engine } = this.#host;
     const shardOf = (shard: number) => this.#host.shardOf(state.sku, shard);
-    const lists = await Promise.all(siblingsOf(state.shards).map((shard) => shardOf(shard).closeDraw(opening)));
+    // Every sibling, told of the opening or not (its copy of the settings may come after this).
+    const windowMs = engine.draw.windowOf(opening);
+    const lists = await Promise.all(
+      siblingsOf(state.shards).map((shard) => shardOf(shard).closeDraw(opening, windowMs)),
+    );
     const own = engine.drawDecision.close(opening, this.#host.now());
     const ranked = this.#rank(state, opening, [...own, ...lists.flat()]);
     const order = engine.drawDecision.place(opening, ranked, this.#host.now());

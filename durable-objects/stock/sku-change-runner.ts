@@ -142,9 +142,10 @@ export class SkuChanges {
    * transaction recorded; a failure leaves it to the alarm, which hands them again.
    */
   async #lead(lead: SkuState): Promise<void> {
+    const undecided = this.#host.engine.draw.undecidedOpenings();
     const answers = await Promise.allSettled(
       siblingsOf(lead.shards).map((shard) =>
-        this.#host.shardOf(lead.sku, shard).configure(followerSettings(lead, shard)),
+        this.#host.shardOf(lead.sku, shard).configure(followerSettings(lead, shard, undecided)),
       ),
     );
     if (allTook(answers, { revision: lead.seq })) this.#host.engine.configuration.endPlan(this.#host.now());
@@ -203,7 +204,11 @@ export class SkuChanges {
     const answers = await Promise.allSettled(
       reachOf(plan)
         .slice(1)
-        .map((shard) => this.#host.shardOf(plan.change.sku, shard).configure(resizeSettings(plan, shard, lead))),
+        .map((shard) =>
+          this.#host
+            .shardOf(plan.change.sku, shard)
+            .configure(resizeSettings(plan, shard, lead, this.#host.engine.draw.undecidedOpenings())),
+        ),
     );
     if (allTook(answers, { changeId: plan.changeId })) this.#host.engine.configuration.endPlan(this.#host.now());
     else log("warn", "a sibling did not commit a resize yet", { changeId: plan.changeId }); // the alarm again

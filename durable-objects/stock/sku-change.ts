@@ -176,8 +176,11 @@ export function leadSettings(change: DecidedChange, changeId: string): SkuSettin
   };
 }
 
-/** What a sibling gets once shard 0 decided: shard 0's settings, absolute, their revision shard 0's seq. */
-export function followerSettings(lead: SkuState, shard: number): SkuSettings {
+/**
+ * What a sibling gets once shard 0 decided: shard 0's settings, absolute, their revision shard 0's
+ * seq, with the openings whose draws shard 0 has not decided (`undecided`, a copy may come late).
+ */
+export function followerSettings(lead: SkuState, shard: number, undecided: readonly number[]): SkuSettings {
   return {
     sku: lead.sku,
     shard,
@@ -196,6 +199,7 @@ export function followerSettings(lead: SkuState, shard: number): SkuSettings {
     // Sizes: a sibling knows every variant (a new one at 0 units here; transfers bring it units).
     variants: lead.variants?.map((v) => ({ id: v.id, name: v.name })),
     revision: lead.seq,
+    undecidedOpenings: [...undecided],
   };
 }
 
@@ -204,7 +208,12 @@ export function followerSettings(lead: SkuState, shard: number): SkuSettings {
  * commits the change itself (fields left out keep its values); a sibling commits shard 0's settings
  * as committed (`lead`), whatever it had before (a new shard has nothing to keep).
  */
-export function resizeSettings(plan: ResizePlan, shard: number, lead?: SkuState): SkuSettings {
+export function resizeSettings(
+  plan: ResizePlan,
+  shard: number,
+  lead?: SkuState,
+  undecided: readonly number[] = [],
+): SkuSettings {
   const { change, to } = plan;
   const totalStock = shard < to ? share(change.totalStock, to, shard) : 0;
   // Sizes: each variant split as the total is (a resize finds nothing held or sold).
@@ -227,6 +236,6 @@ export function resizeSettings(plan: ResizePlan, shard: number, lead?: SkuState)
     };
   }
   if (!lead) throw new Error("a sibling commits shard 0's settings");
-  const { revision: _revision, ...settings } = followerSettings(lead, shard);
+  const { revision: _revision, ...settings } = followerSettings(lead, shard, undecided);
   return { ...settings, shards: to, totalStock, variants, changeId: plan.changeId };
 }

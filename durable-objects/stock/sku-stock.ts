@@ -65,6 +65,16 @@ function randomSeed(): string {
  * changes of the SKU (sku-change-runner.ts); they get the object's private {@link StockHost}, never
  * `this`. The public methods below are the RPC surface, one face per caller (stock-faces.ts).
  */
+/** An access code presented to shard 0, waiting for the turn that takes it ({@link SkuStock.tokenState}). */
+interface CodeAsk {
+  hash: string;
+  userId: string;
+  /** Units of the sibling shards, read when this shard had none (null: not read, it had some). */
+  elsewhere: number | null;
+  resolve: (answer: { state: SkuState | null; codeTier: string | null; soldOut: boolean }) => void;
+  reject: (err: unknown) => void;
+}
+
 export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace, AdminFace {
   readonly engine: StockEngine;
   /** The object's clock. A seam for tests, which move time forward instead of sleeping. */
@@ -81,14 +91,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   readonly #changes: SkuChanges;
   readonly #claims: PaymentClaims;
   /** Access codes presented and not yet decided: decided together by {@link tokenState}. */
-  #codeAsks: {
-    hash: string;
-    userId: string;
-    /** Units of the sibling shards, read when this shard had none. */
-    elsewhere: number;
-    resolve: (answer: { state: SkuState | null; codeTier: string | null; soldOut: boolean }) => void;
-    reject: (err: unknown) => void;
-  }[] = [];
+  #codeAsks: CodeAsk[] = [];
   /** The last spent-nonce digest, reused while the shard's seq has not moved. */
   #digest: SpentDigest | null = null;
 
@@ -182,9 +185,9 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
    * shopper it alone admits: when an opened tier admits the shopper by a claim of their JWT
    * (`claims`), that tier is answered and the code stays free for whom it was meant for (so does
    * it once the public sale admits everyone). A code is taken only with a token, so its stock is
-   * judged here before: a SKU with no unit takes none (`soldOut`: the edge answers SOLD_OUT), nor
-   * does one whose shards are changing (the state says so: the edge answers BUSY). One call, as
-   * without a code.
+   * judged here before (this shard's units, else its siblings'): a SKU with no unit takes none
+   * (`soldOut`: the edge answers SOLD_OUT), nor does one whose shards are changing (the state says
+   * so: the edge answers BUSY). One call, as without a code.
    */
   async tokenState(
     userId: string,
@@ -197,33 +200,50 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     const byClaim = claimTier(state.access, claims, now);
     if (byClaim) return { state, codeTier: null, claimTier: byClaim.name };
     // The siblings' units count only when this shard has none (as the edge judges a token).
-    const elsewhere = state.stock.available > 0 || state.shards === 1 ? 0 : await this.#siblingsAvailable(state);
-    // Codes presented at about the same time are taken in one transaction (one commit): the first
-    // presentation waits a timer's turn, letting the requests queued behind it join its batch. One
-    // timer a batch, as draw-waiters.ts does: a timer per request measured twice the CPU.
-    return new Promise((resolve, reject) => {
-      this.#codeAsks.push({ hash: codeHash, userId, elsewhere, resolve, reject });
-      if (this.#codeAsks.length === 1) {
-        void scheduler.wait(0).then(() => {
-          const asks = this.#codeAsks;
-          this.#codeAsks = [];
-          try {
-            // Judged in the turn that takes the codes: a change or a sale since the call is seen.
-            const at = this.now();
-            const current = this.engine.configuration.state();
-            const open = current !== null && isScheduled(current, at) && !current.reconfiguring;
-            const units = current?.stock.available ?? 0;
-            const tiers = this.engine.access.redeemMany(
-              asks.map((ask) => ({ hash: ask.hash, userId: ask.userId, take: open && units + ask.elsewhere > 0 })),
-              at,
-            );
-            asks.forEach((ask, i) => {
-              ask.resolve({ state: current, codeTier: tiers[i] ?? null, soldOut: units + ask.elsewhere === 0 });
-            });
-          } catch (err) {
-            for (const ask of asks) ask.reject(err);
-          }
+    const elsewhere = state.stock.available > 0 || state.shards === 1 ? null : await this.#siblingsAvailable(state);
+    return new Promise((resolve, reject) => this.#askCode({ hash: codeHash, userId, elsewhere, resolve, reject }));
+  }
+
+  /**
+   * Codes presented at about the same time are taken in one transaction (one commit): the first
+   * presentation waits a timer's turn, letting the requests queued behind it join its batch. One
+   * timer a batch, as draw-waiters.ts does: a timer per request measured twice the CPU.
+   */
+  #askCode(ask: CodeAsk): void {
+    this.#codeAsks.push(ask);
+    if (this.#codeAsks.length > 1) return;
+    void scheduler.wait(0).then(() => {
+      const asks = this.#codeAsks;
+      this.#codeAsks = [];
+      try {
+        // Judged in the turn that takes the codes: a change or a sale since the call is seen.
+        const at = this.now();
+        const current = this.engine.configuration.state();
+        const open = current !== null && isScheduled(current, at) && !current.reconfiguring;
+        const units = current?.stock.available ?? 0;
+        // This shard's units went since a call that so read no sibling's (a hold, a sibling's pull):
+        // its siblings are read now and the code asked again, not answered sold out while they have units.
+        const unread = open && units === 0 && current.shards > 1 ? asks.filter((a) => a.elsewhere === null) : [];
+        if (unread.length > 0 && current !== null) {
+          this.#siblingsAvailable(current).then(
+            (n) => {
+              for (const again of unread) this.#askCode({ ...again, elsewhere: n });
+            },
+            (err: unknown) => {
+              for (const again of unread) again.reject(err);
+            },
+          );
+        }
+        const judged = unread.length > 0 ? asks.filter((a) => a.elsewhere !== null) : asks;
+        const tiers = this.engine.access.redeemMany(
+          judged.map((a) => ({ hash: a.hash, userId: a.userId, take: open && units + (a.elsewhere ?? 0) > 0 })),
+          at,
+        );
+        judged.forEach((a, i) => {
+          a.resolve({ state: current, codeTier: tiers[i] ?? null, soldOut: units + (a.elsewhere ?? 0) === 0 });
         });
+      } catch (err) {
+        for (const a of asks) a.reject(err);
       }
     });
   }
@@ -621,9 +641,9 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     return this.engine.draw.entriesHere(opening);
   }
 
-  /** A sibling of a sharded SKU: entries close; shard 0 gets this shard's entrants. */
-  closeDraw(opening: number): Entrant[] {
-    return this.engine.drawDecision.close(opening, this.now());
+  /** A sibling of a sharded SKU: entries close (an opening of `windowMs`); shard 0 gets this shard's entrants. */
+  closeDraw(opening: number, windowMs?: number): Entrant[] {
+    return this.engine.drawDecision.close(opening, this.now(), windowMs);
   }
 
   /** The home shard of an entry (sharded SKU), asked by shard 0 in draw order. */

@@ -246,6 +246,8 @@ class Sim {
   #startsAt: number | null = null;
   /** The fair opening's window (0: none): each opening's arrivals in it are drawn in a seeded order. */
   #windowMs = 0;
+  /** The window is set by a PUT moments before the public opening, not at creation ({@link #setWindowLate}). */
+  #windowLate = false;
   #tiers: AccessTier[] = [];
   readonly #codes: string[] = [];
   readonly #claims = new Map<string, Record<string, unknown>>();
@@ -288,7 +290,10 @@ class Sim {
       const windowMs = (5 + this.#int(10)) * 1000;
       const openings = [...this.#tiers.map((t) => t.startsAt), this.#startsAt].sort((a, b) => a - b);
       const apart = openings.every((at, i) => i === 0 || at - (openings[i - 1] as number) >= windowMs);
-      if (this.#random() < 0.5 && apart) this.#windowMs = windowMs;
+      // A tenth more set it late, moments before the public opening (seeds below 0.5 run as they did).
+      const drawn = this.#random();
+      if (drawn < 0.6 && apart) this.#windowMs = windowMs;
+      this.#windowLate = drawn >= 0.5 && this.#windowMs > 0;
       const codes = 1 + this.#int(this.#users.length);
       for (let i = 0; i < codes; i++) this.#codes.push(`CODE${i}`);
     }
@@ -336,7 +341,7 @@ class Sim {
     );
     if (this.#startsAt !== null)
       this.#line(
-        `early access: start t=${(this.#startsAt - START) / 1000}, ${this.#tiers.map((t) => `${t.name} t=${(t.startsAt - START) / 1000}`).join(", ")}, ${this.#codes.length} codes, ${this.#claims.size} members${this.#windowMs > 0 ? `, draws of ${this.#windowMs / 1000}s` : ""}`,
+        `early access: start t=${(this.#startsAt - START) / 1000}, ${this.#tiers.map((t) => `${t.name} t=${(t.startsAt - START) / 1000}`).join(", ")}, ${this.#codes.length} codes, ${this.#claims.size} members${this.#windowMs > 0 ? `, draws of ${this.#windowMs / 1000}s${this.#windowLate ? " set late" : ""}` : ""}`,
       );
     try {
       await this.#create();
@@ -395,7 +400,7 @@ class Sim {
       status: "on_sale",
       totalStock: [...this.#totals][0] as number,
       ...(this.#startsAt !== null ? { startsAt: this.#startsAt, access: this.#tiers } : {}),
-      ...(this.#windowMs > 0 ? { openingWindowMs: this.#windowMs } : {}),
+      ...(this.#windowMs > 0 && !this.#windowLate ? { openingWindowMs: this.#windowMs } : {}),
       ...(this.#sizes
         ? { variants: [...this.#sizes].map(([id, t]) => ({ id, name: id, totalStock: [...t][0] as number })) }
         : {}),
@@ -404,6 +409,8 @@ class Sim {
     await this.#world.runUntil(this.#world.now + 1000);
     const outcome = await done;
     if (!outcome.ok) throw new Violation(`creating the SKU answered ${outcome.code}`);
+    if (this.#windowLate && this.#startsAt !== null)
+      this.#world.at(this.#startsAt - this.#int(60), () => this.#setWindowLate());
     if (this.#codes.length > 0) {
       // The operator's codes (POST /admin/skus/:sku/access-codes): shard 0 keeps their hashes.
       const hashes = await Promise.all(this.#codes.map((code) => accessCodeHash(code)));
@@ -751,6 +758,26 @@ class Sim {
       what = "archive";
     }
     this.#change(change, what);
+  }
+
+  /**
+   * The fair opening's window set by a PUT sent 0 to 60 ms before the public opening (the tiers,
+   * opened before, get no draw): shard 0 may refuse it, taken after the opening, and its copy may
+   * reach a sibling after it (the rest of the window is still drawn there). It sets no setting the
+   * checks follow, so it runs beside the operator's other changes, sent again after a lost answer.
+   */
+  #setWindowLate(): void {
+    const change: SkuChange = { sku: SKU, assumedTotal: 0, openingWindowMs: this.#windowMs };
+    this.#start(`operator window ${this.#windowMs / 1000}s`, async () => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const outcome = await this.#put(change);
+          return `${outcome.ok ? "200" : outcome.code}${attempt > 1 ? ` (attempt ${attempt})` : ""}`;
+        } catch (error) {
+          if (attempt >= 5 || !(error instanceof Error) || !error.message.includes(SIM_ERROR)) throw error;
+        }
+      }
+    });
   }
 
   /** Whether every end that may be in force on some shard had come by `at` (the sale is over there). */
