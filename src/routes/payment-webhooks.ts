@@ -41,6 +41,15 @@ register(paymentWebhooks, ROUTES.stripeWebhook, async (c, event) => {
   if (mapped.kind === "refund") {
     const payment = await settleRefundEvent(c.env, mapped.refund, Date.now());
     if (payment) return c.json({ received: true as const, payment });
+    // One of Flashgate's refunds, but not the one its payment records (an earlier attempt, or one marked
+    // since): said in the log, so a refund event that settled nothing can be traced.
+    log("info", "stripe refund event ignored", {
+      requestId: c.get("requestId"),
+      eventId: event.id,
+      type: event.type,
+      refundId: mapped.refund.id,
+      paymentEventId: mapped.refund.eventId,
+    });
     return c.json({ received: true, ignored: true });
   }
   const answer =
