@@ -96,7 +96,15 @@ async function checkDrawOrder(
   now: number,
   progress: (line: string) => void,
 ): Promise<
-  | { seedHash: string; entries: number; decided: boolean; held?: number; outcomes?: string; unsettled?: string }
+  | {
+      seedHash: string;
+      entries: number;
+      decided: boolean;
+      held?: number;
+      outcomes?: string;
+      unsettled?: string;
+      tiers?: TierDrawChecked[];
+    }
   | undefined
 > {
   const base = `${root}/api/skus/${encodeURIComponent(sku)}/draw`;
@@ -104,40 +112,104 @@ async function checkDrawOrder(
   if (shown === null) return undefined;
   const info = JSON.parse(shown.toString("utf8")) as ShownDraw & { openings?: ShownDraw[] };
   const unsettled = checkShownDraws(info.openings ?? [info], reveals, now);
+  // Every earlier opening's draw (a tier's) decided and revealed: its entries by `opensAt` (API.md v1.4).
+  const tiers: TierDrawChecked[] = [];
+  for (const opening of (info.openings ?? []).slice(0, -1)) {
+    const seed = reveals.get(opening.seedHash);
+    if (opening.seed === null || seed === undefined) continue;
+    try {
+      tiers.push(await checkOneDraw(base, opening, seed, entries, draws, now, progress));
+    } catch (err) {
+      throw err instanceof Broken ? new Broken(`the draw of the opening at ${opening.opensAt}: ${err.message}`) : err;
+    }
+  }
   const seed = reveals.get(info.seedHash);
   if (info.seed === null || seed === undefined) {
     progress(`the public opening's draw is not ${info.seed === null ? "decided" : "in the log"} yet: nothing to order`);
-    return { seedHash: info.seedHash, entries: 0, decided: info.seed !== null, ...(unsettled ? { unsettled } : {}) };
+    return {
+      seedHash: info.seedHash,
+      entries: 0,
+      decided: info.seed !== null,
+      ...(unsettled ? { unsettled } : {}),
+      ...(tiers.length > 0 ? { tiers } : {}),
+    };
   }
+  const one = await checkOneDraw(base, null, seed, entries, draws, now, progress, info.seedHash);
+  const pending = unsettled ?? one.unsettled ?? tiers.find((t) => t.unsettled)?.unsettled;
+  return {
+    seedHash: info.seedHash,
+    entries: one.entries,
+    decided: true,
+    held: one.held ?? 0,
+    outcomes: one.outcomes,
+    ...(pending ? { unsettled: pending } : {}),
+    ...(tiers.length > 0 ? { tiers } : {}),
+  };
+}
+
+/** What {@link checkOneDraw} found of one draw. */
+interface TierDrawChecked {
+  opensAt?: string;
+  entries: number;
+  held?: number;
+  outcomes: string;
+  unsettled?: string;
+}
+
+/**
+ * One decided draw's entries (`/draw/entries`; `opening`: an earlier opening's, by its `opensAt`,
+ * null: the public one's), in its seed's order, as many as its reveal logged, against the log's
+ * holds and the stock the log leaves it (`checkDrawOutcomes`). A gateway that lists no earlier
+ * opening's draw (it answers the public one's, or 404) leaves that draw's outcomes unproven.
+ */
+async function checkOneDraw(
+  base: string,
+  opening: ShownDraw | null,
+  seed: string,
+  entries: readonly Entry[],
+  draws: ReadonlyMap<string, DrawHolds>,
+  now: number,
+  progress: (line: string) => void,
+  publicHash?: string,
+): Promise<TierDrawChecked> {
+  const seedHash = opening?.seedHash ?? publicHash ?? "";
+  const which = opening ? `the draw of the opening at ${opening.opensAt}` : "the draw";
+  const named = opening ? `&opensAt=${encodeURIComponent(opening.opensAt)}` : "";
+  const tag = opening ? { opensAt: opening.opensAt } : {};
   let previous = "";
   const listed: DrawnEntry[] = [];
   for (;;) {
-    const url = `${base}/entries?offset=${listed.length}&limit=1000`;
-    const page = JSON.parse((await fetchBytes(url)).toString("utf8")) as { entries: DrawnEntry[] };
+    const url = `${base}/entries?offset=${listed.length}&limit=1000${named}`;
+    const bytes = opening ? await fetchBytes(url, 404) : await fetchBytes(url);
+    const page = bytes && (JSON.parse(bytes.toString("utf8")) as { seed?: string | null; entries: DrawnEntry[] });
+    if (opening && (!page || page.seed !== seed)) {
+      const outcomes = "unproven: the gateway does not list this opening's entries (`opensAt`)";
+      progress(`${which}: ${outcomes.slice(10)}`);
+      return { ...tag, entries: 0, outcomes };
+    }
+    if (!page) throw new Broken(`GET ${url}: no entries`);
     previous = checkDrawPage(seed, page.entries, listed.length, previous);
     listed.push(...page.entries);
     if (page.entries.length < 1000) break;
   }
   const position = listed.length;
-  const revealed = entries.find((e) => e.type === "draw-reveal" && e.seedHash === info.seedHash);
+  const revealed = entries.find((e) => e.type === "draw-reveal" && e.seedHash === seedHash);
   if (position !== revealed?.entrants)
-    throw new Broken(`the draw lists ${position} entries; its reveal logged ${String(revealed?.entrants)} entrants`);
-  progress(`the draw's ${position} entries are in the order its revealed seed gives`);
+    throw new Broken(`${which} lists ${position} entries; its reveal logged ${String(revealed?.entrants)} entrants`);
+  progress(`${which}'s ${position} entries are in the order its revealed seed gives`);
   // Its results against the log: each held entry's hold names its position, and nothing else does.
-  const outcomes = checkDrawOutcomes(listed, draws.get(info.seedHash), now);
+  const outcomes = checkDrawOutcomes(listed, draws.get(seedHash), now);
   progress(
     outcomes.unproven
-      ? `the draw's outcomes are not tied to its order: ${outcomes.unproven}`
-      : `the draw's ${outcomes.held} held entries each have their hold in the log, at their position`,
+      ? `${which}'s outcomes are not tied to its order: ${outcomes.unproven}`
+      : `${which}'s ${outcomes.held} held entries each have their hold in the log, at their position${outcomes.stock === undefined ? "" : `, and its refusals fit the ${outcomes.stock} units the log leaves it`}`,
   );
-  const pending = unsettled ?? outcomes.unsettled;
   return {
-    seedHash: info.seedHash,
+    ...tag,
     entries: position,
-    decided: true,
     held: outcomes.held,
     outcomes: outcomes.unproven ? `unproven: ${outcomes.unproven}` : "each held entry's hold is in the log",
-    ...(pending ? { unsettled: pending } : {}),
+    ...(outcomes.unsettled ? { unsettled: outcomes.unsettled } : {}),
   };
 }
 

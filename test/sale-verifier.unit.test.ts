@@ -6,6 +6,7 @@ import {
   checkDrawPage,
   checkShownDraws,
   type DrawHolds,
+  type DrawnEntry,
   type Entry,
   replay,
 } from "../tools/sale-verifier";
@@ -483,11 +484,18 @@ describe("a draw's outcomes against the log: each hold names its place (found in
     codes.map((result, i) => ({ entryId: `${i + 1}`.repeat(64), position: i + 1, quantity: 1, result }));
   const reveal = (seconds = 1810.2, entrants = 4) => revealOf(seconds, 1800, "e", entrants);
   /** The replay, then `/draw/entries` against the holds it found: ok, broken, unsettled or unproven. */
-  const outcome = (log: Entry[], listed = results("HELD", "HELD", "SOLD_OUT", "SOLD_OUT"), now = NOW): string => {
+  const outcome = (
+    log: Entry[],
+    listed: DrawnEntry[] = results("HELD", "HELD", "SOLD_OUT", "SOLD_OUT"),
+    now = NOW,
+    stock = true,
+  ): string => {
     const draws = new Map<string, DrawHolds>();
     try {
       replay(log, new Map(), { now, settleMs: 0, draws });
-      const checked = checkDrawOutcomes(listed, draws.get(opening.seedHash), now);
+      const drawn = draws.get(opening.seedHash);
+      if (drawn && !stock) delete drawn.stock;
+      const checked = checkDrawOutcomes(listed, drawn, now);
       return checked.unproven ? `unproven: ${checked.unproven}` : checked.unsettled ? "unsettled" : "ok";
     } catch (err) {
       if (err instanceof Broken) return `broken: ${err.message}`;
@@ -504,13 +512,18 @@ describe("a draw's outcomes against the log: each hold names its place (found in
   });
 
   it("refuses a hold at a position the draw answered SOLD_OUT", () => {
-    // The operator answers position 2 SOLD_OUT and keeps its unit for position 3.
+    // The operator answers position 2 SOLD_OUT and keeps its unit for position 3: the stock the log
+    // leaves the draw (2 units, 1 held before position 2) breaks that refusal first...
     const log = [sale(), drawHold(1810.1, 1), drawHold(1810.1, 3), reveal()];
     expect(outcome(log, results("HELD", "SOLD_OUT", "SOLD_OUT", "SOLD_OUT"))).toMatch(
+      /^broken: draw position 2 \(entry 222222222222…\) was answered SOLD_OUT, but 1 of them were left at its turn/,
+    );
+    // ...and without that figure (a draw the replay leaves no stock for), its hold at a refused position.
+    expect(outcome(log, results("HELD", "SOLD_OUT", "SOLD_OUT", "SOLD_OUT"), NOW, false)).toMatch(
       /^broken: draw position 3 \(entry 333333333333…\) was answered SOLD_OUT, yet the log's entry 2 \(hold at .*\) names that position$/,
     );
     // ...or lists position 3 HELD: held after a SOLD_OUT, which a draw deciding in order never does.
-    expect(outcome(log, results("HELD", "SOLD_OUT", "HELD", "SOLD_OUT"))).toMatch(
+    expect(outcome(log, results("HELD", "SOLD_OUT", "HELD", "SOLD_OUT"), NOW, false)).toMatch(
       /^broken: draw position 3 \(entry 3.*\) was held after position 2 was answered SOLD_OUT/,
     );
     // With sizes, one size gone says nothing of the next entry's: that order is honest.
@@ -603,9 +616,11 @@ describe("a draw's outcomes against the log: each hold names its place (found in
       /^broken: entry 2 \(hold .*\): a hold after the opening's window closed \(2026-12-05T10:30:10\.000Z\) and before its draw was decided \(its reveal at 2026-12-05T10:30:13\.000Z\), and it names no draw: the draw's units are its entrants'$/,
     );
     // Arrivals after the decision are decided as they come; a sibling's clock may stamp one a second early.
-    expect(outcome([sale({ total: 3 }), drawHold(1810.1, 1), drawHold(1812, 2), reveal(1813), hold(1812.5)])).toBe(
-      "ok",
-    );
+    // (The unit left is theirs when the rest of the draw was refused by its limit, not SOLD_OUT.)
+    const limited = results("HELD", "HELD", "LIMIT_EXCEEDED", "LIMIT_EXCEEDED");
+    expect(
+      outcome([sale({ total: 3 }), drawHold(1810.1, 1), drawHold(1812, 2), reveal(1813), hold(1812.5)], limited),
+    ).toBe("ok");
     // The reveal not in the log yet: unsettled for the minute, then broken.
     const unrevealed = [sale(), drawHold(1810.1, 1), hold(1810.5)];
     expect(verdict(unrevealed, T + 1_830_000)).toMatch(
@@ -620,7 +635,105 @@ describe("a draw's outcomes against the log: each hold names its place (found in
     const log = [sale(), hold(1810.1), hold(1810.1), reveal()];
     expect(outcome(log)).toBe("unproven: the log's holds name no draw position (written before they did)");
     expect(replay(log, new Map(), { now: NOW })).toMatchObject({ drawOutcomes: "untagged log" });
-    // Nothing held by the draw: nothing to tie.
-    expect(outcome([sale(), reveal()], results("SOLD_OUT", "SOLD_OUT", "SOLD_OUT", "SOLD_OUT"))).toBe("ok");
+    // Nothing held by the draw: nothing to tie (and nothing left to hold: every entry SOLD_OUT).
+    expect(outcome([sale({ total: 0 }), reveal()], results("SOLD_OUT", "SOLD_OUT", "SOLD_OUT", "SOLD_OUT"))).toBe("ok");
+  });
+
+  describe("its refusals against the stock the log leaves it (found in an audit)", () => {
+    /** `/draw/entries` of [result, quantity] pairs, positions 1 up. */
+    const listed = (...rows: [string, number][]): DrawnEntry[] =>
+      rows.map(([result, quantity], i) => ({ entryId: `${i + 1}`.repeat(64), position: i + 1, quantity, result }));
+    /** Early access from the sale's creation: holds before the opening. */
+    const tier = { tiers: [{ name: "early", startsAt: at(0) }] };
+    const soldOut = (n: number) => Array.from({ length: n }, (): [string, number] => ["SOLD_OUT", 1]);
+
+    it("refuses SOLD_OUT while units remained, whom the line then takes after the reveal", () => {
+      // Stock 2, nobody held: every entrant answered SOLD_OUT, and the line after the reveal gets the units.
+      const log = [sale(), reveal(), hold(1810.2), hold(1811)];
+      expect(outcome(log, listed(...soldOut(4)))).toMatch(
+        /^broken: draw position 1 \(entry 111111111111…\) was answered SOLD_OUT, but 2 of them were left at its turn: the log leaves at least 2 units for the draw \(stock 2, at most 0 taken by others from its close to its reveal\), and the entries before it held 0$/,
+      );
+      // One held, the next SOLD_OUT with a unit left.
+      expect(outcome([sale(), drawHold(1810.1, 1), reveal(), hold(1811)], listed(["HELD", 1], ...soldOut(3)))).toMatch(
+        /^broken: draw position 2 .* was answered SOLD_OUT, but 1 of them were left at its turn/,
+      );
+      // Units taken before the close and released before it too (an expiry, a cancel) are the draw's.
+      const early = hold(100);
+      const freed = [sale(tier), early, release(early, "expired", 700), reveal(), hold(1811), hold(1811)];
+      expect(outcome(freed, listed(...soldOut(4)))).toMatch(/^broken: draw position 1 .* 2 of them were left/);
+      // Within the minute of the reveal, an entry that takes units may still be on its way: unsettled.
+      expect(outcome(log, listed(...soldOut(4)), T + 1_840_000)).toBe("unsettled");
+    });
+
+    it("takes SOLD_OUT once the draw's holds used what the log leaves it", () => {
+      // Honest: the units gone to positions 1 and 2 (one of 2 units), then SOLD_OUT.
+      expect(outcome([sale(), drawHold(1810.1, 1), drawHold(1810.1, 2), reveal()])).toBe("ok");
+      expect(outcome([sale(), drawHold(1810.1, 1, undefined, 2), reveal()], listed(["HELD", 2], ...soldOut(3)))).toBe(
+        "ok",
+      );
+      // A hold before the window whose expiry is not logged by the close keeps its unit: the engine
+      // may expire it lazily, during the decision or after it.
+      const early = hold(100);
+      expect(
+        outcome(
+          [sale(tier), early, drawHold(1810.1, 1), release(early, "expired", 1810.1), reveal()],
+          listed(["HELD", 1], ...soldOut(3)),
+        ),
+      ).toBe("ok");
+      expect(outcome([sale(tier), early, drawHold(1810.1, 1), reveal()], listed(["HELD", 1], ...soldOut(3)))).toBe(
+        "ok",
+      );
+      // A late payment in the decision's span takes its units again; an earlier tier's draw holds too.
+      const lapsed = hold(200);
+      const paid = { ...release(lapsed, "paid", 1810.1), amount: null };
+      expect(
+        outcome(
+          [sale(tier), lapsed, release(lapsed, "expired", 800), paid, drawHold(1810.1, 1), reveal()],
+          listed(["HELD", 1], ...soldOut(3)),
+        ),
+      ).toBe("ok");
+      // A stock cut in the span: the least stock in force counts.
+      expect(
+        outcome(
+          [sale(), drawHold(1810.1, 1), config(1810.1, { total: 1 }), reveal()],
+          listed(["HELD", 1], ...soldOut(3)),
+        ),
+      ).toBe("ok");
+      // A unit released by a draw's own hold in the span does not make a later refusal wrong either.
+      const first = drawHold(1810.1, 1);
+      expect(
+        outcome(
+          [sale(), first, release(first, "cancelled", 1810.15), drawHold(1810.2, 2), reveal(1810.3)],
+          listed(["HELD", 1], ["HELD", 1], ...soldOut(2)),
+        ),
+      ).toBe("ok");
+      // With sizes, a size gone says nothing of the stock: not judged.
+      const sized = {
+        total: 4,
+        variants: [
+          { id: "S", name: "S", total: 2 },
+          { id: "M", name: "M", total: 2 },
+        ],
+      };
+      expect(outcome([sale(sized), reveal()], listed(...soldOut(4)))).toBe("ok");
+    });
+
+    it("refuses INSUFFICIENT_STOCK on one shard while what the entry asked remained; a sharded pull may fall short", () => {
+      const one = sale({ total: 3, shards: 1 });
+      const log = [one, drawHold(1810.1, 1), drawHold(1810.1, 3), reveal()];
+      // Position 2 asked 2 of the 2 left.
+      const forged = listed(["HELD", 1], ["INSUFFICIENT_STOCK", 2], ["HELD", 1], ["INSUFFICIENT_STOCK", 2]);
+      expect(outcome(log, forged)).toMatch(
+        /^broken: draw position 2 .* was answered INSUFFICIENT_STOCK, but the 2 it asked were left at its turn/,
+      );
+      // Honest: it asked 3 of the 2 left; the next one's unit fits, and the last asked 2 of the 1 left.
+      const honest = listed(["HELD", 1], ["INSUFFICIENT_STOCK", 3], ["HELD", 1], ["INSUFFICIENT_STOCK", 2]);
+      expect(outcome(log, honest)).toBe("ok");
+      // Sharded: a sibling that could not answer leaves a pull short of what the SKU has: not judged.
+      expect(outcome([sale({ total: 3 }), drawHold(1810.1, 1), drawHold(1810.1, 3), reveal()], forged)).toBe("ok");
+      // A limit's refusal is not the stock's: not judged either.
+      const limited = listed(...Array.from({ length: 4 }, (): [string, number] => ["LIMIT_EXCEEDED", 1]));
+      expect(outcome([sale(), reveal(), hold(1812)], limited)).toBe("ok");
+    });
   });
 });

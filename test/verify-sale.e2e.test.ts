@@ -292,7 +292,12 @@ describe("npm run verify-sale", () => {
       ok: true,
       held: 3,
       byType: { config: 1, hold: 3, "draw-reveal": 1 },
-      draw: { entries: 0, decided: false },
+      // The tier's draw is listed by its opening (`?opensAt=`): its entries and outcomes checked too.
+      draw: {
+        entries: 0,
+        decided: false,
+        tiers: [{ entries: 3, held: 3, outcomes: "each held entry's hold is in the log" }],
+      },
     });
     await new Promise((resolve) => setTimeout(resolve, startsAt - Date.now() + 100));
     // Five buyers in the public window: each request waits for the draw, which holds the one unit left.
@@ -303,7 +308,13 @@ describe("npm run verify-sale", () => {
       held: 4,
       byType: { config: 1, hold: 4, "draw-reveal": 2 },
       drawOutcomes: "tied to positions",
-      draw: { entries: 5, decided: true, held: 1, outcomes: "each held entry's hold is in the log" },
+      draw: {
+        entries: 5,
+        decided: true,
+        held: 1,
+        outcomes: "each held entry's hold is in the log",
+        tiers: [{ entries: 3, held: 3 }],
+      },
     });
     // Each hold names the draw that made it and its place there: the tier's three, the public one's winner.
     const bundle = await fetch(`${server.url}/api/skus/${drawn}/log/${tilePath("entries", 0, 7)}`);
@@ -317,6 +328,20 @@ describe("npm run verify-sale", () => {
       result: string;
     }[];
     const won = listed.filter((e) => e.result === "HELD").map((e) => e.position);
+    // The tier's draw, named by its opening (API.md v1.4): its seed and its three winners; an
+    // opening the SKU does not have is 404.
+    const tierOpens = (shown.openings as { opensAt: string; seed: string }[])[0];
+    const tierPage = await send(
+      "GET",
+      `/api/skus/${drawn}/draw/entries?opensAt=${encodeURIComponent(tierOpens?.opensAt ?? "")}`,
+    );
+    expect(tierPage.status).toBe(200);
+    expect(tierPage.json).toMatchObject({ seed: tierOpens?.seed, entrants: 3 });
+    expect((tierPage.json.entries as { result: string }[]).map((e) => e.result)).toEqual(["HELD", "HELD", "HELD"]);
+    const unknown = await send("GET", `/api/skus/${drawn}/draw/entries?opensAt=2020-01-01T00:00:00.000Z`);
+    expect(unknown.status).toBe(404);
+    expect(unknown.json.error.code).toBe("NOT_FOUND");
+    expect(unknown.json.error.message).toMatch(/^opensAt: /);
     expect(holds.map((e) => e.draw)).toEqual(
       expect.arrayContaining([
         ...[1, 2, 3].map((position) => ({ seedHash: tier, position })),
@@ -624,9 +649,18 @@ describe("npm run verify-sale", () => {
       // Found in an audit: the order was checked, the outcomes not. The unit of position 1, answered
       // SOLD_OUT, held for position 2; or a winner listed whose hold the log does not have.
       [
+        // (Position 1's refusal breaks first: 5 units were there, none held before it.)
         "a hold at a position the draw answered SOLD_OUT",
         [drawn, drawHold("r1", 2), reveal(2)],
-        /draw position 2 \(entry .*\) was answered SOLD_OUT, yet the log's entry 1 \(hold at .*\) names that position/,
+        /draw position 1 \(entry .*\) was answered SOLD_OUT, but 5 of them were left at its turn/,
+        draw(["e1", "e2"], ["SOLD_OUT", "SOLD_OUT"]),
+      ],
+      // Found in an audit: every entrant answered SOLD_OUT while units remained, which the line
+      // then took after the reveal (holds the log allows).
+      [
+        "SOLD_OUT while units remained",
+        [drawn, reveal(2), hold("r1", 1, 1, 2, "2026-12-01T10:02:01.500Z"), hold("r2", 2, 1, 2)],
+        /draw position 1 \(entry .*\) was answered SOLD_OUT, but 5 of them were left at its turn: the log leaves at least 5 units for the draw \(stock 5, at most 0 taken by others from its close to its reveal\), and the entries before it held 0/,
         draw(["e1", "e2"], ["SOLD_OUT", "SOLD_OUT"]),
       ],
       [
@@ -636,6 +670,37 @@ describe("npm run verify-sale", () => {
         draw(["e1", "e2"], ["HELD", "HELD"]),
       ],
     ];
+    // A tier's draw (an earlier opening), listed with `opensAt` (API.md v1.4): its refusals are
+    // checked too. Its units went to the line after the reveal while its entrants were refused.
+    const later = { opensAt: "2027-06-01T10:00:00.000Z", closesAt: "2027-06-01T10:01:00.000Z" };
+    const laterHash = createHash("sha256").update("later").digest("hex");
+    const tiered = {
+      ...drawn,
+      startsAt: later.opensAt,
+      tiers: [{ name: "early", startsAt: window.opensAt }],
+      draws: [
+        { ...window, seedHash },
+        { ...later, seedHash: laterHash },
+      ],
+    };
+    const shownLater = { ...later, seedHash: laterHash, seed: null, decidedAt: null };
+    const tierDraw = (results: string[]) => ({
+      [`/api/skus/${sku}/draw`]: { ...shownLater, openings: [shownDraw, shownLater] },
+      [`/api/skus/${sku}/draw/entries?offset=0&limit=1000&opensAt=${encodeURIComponent(window.opensAt)}`]: {
+        seed,
+        entries: (
+          draw(["e1", "e2"], results)[`/api/skus/${sku}/draw/entries?offset=0&limit=1000`] as {
+            entries: object[];
+          }
+        ).entries,
+      },
+    });
+    cases.push([
+      "a tier's draw answered SOLD_OUT while units remained",
+      [tiered, reveal(2), hold("r1", 1, 1, 2, "2026-12-01T10:02:01.500Z")],
+      /the draw of the opening at 2026-12-01T10:01:00\.000Z: draw position 1 \(entry .*\) was answered SOLD_OUT, but 5 of them were left at its turn/,
+      tierDraw(["SOLD_OUT", "SOLD_OUT"]),
+    ]);
     for (const [name, entries, broken, shown] of cases) {
       const front = await forgedLog(entries, shown);
       try {
@@ -664,8 +729,10 @@ describe("npm run verify-sale", () => {
     // The same made-up logs without the broken entry pass: the failures are the rules', not the format's.
     for (const [entries, shown] of [
       [[config(1, 2), hold("r1", 1)], {}],
-      [[drawn, reveal(2)], draw(["e1", "e2"])],
-      [[drawn, drawHold("r1", 1), reveal(2)], draw(["e1", "e2"], ["HELD", "SOLD_OUT"])],
+      // (A draw's SOLD_OUT once nothing was left: no stock, or its one unit held at position 1.)
+      [[{ ...drawn, total: 0 }, reveal(2)], draw(["e1", "e2"])],
+      [[{ ...drawn, total: 1 }, drawHold("r1", 1), reveal(2)], draw(["e1", "e2"], ["HELD", "SOLD_OUT"])],
+      [[{ ...tiered, total: 1 }, drawHold("r1", 1), reveal(2)], tierDraw(["HELD", "SOLD_OUT"])],
     ] as const) {
       const front = await forgedLog([...entries], shown);
       try {

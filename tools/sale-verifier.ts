@@ -208,6 +208,94 @@ export interface DrawHolds {
   revealedAt: number | null;
   /** Whether the sale was in sizes when it was revealed (then a refusal says nothing of the next entry). */
   sizes: boolean;
+  /**
+   * A sale without sizes: the units the replay proves were there for the draw (see
+   * {@link drawStockOf}), by which its refusals are judged. Left out with sizes, or with no
+   * configuration in force at its close.
+   */
+  stock?: DrawStock;
+}
+
+/**
+ * The units a draw of a sale without sizes had at least, from its close to its reveal: the least
+ * stock any configuration in force then set, less every unit any other reservation took at any
+ * moment of that span (a hold, a sale, a late payment; a hold counted until its release is logged,
+ * though the engine may expire it sooner). The draw decides in order, each entry against what is
+ * left, so an entry is `SOLD_OUT` only once the entries before it held at least `units`, and (one
+ * shard) `INSUFFICIENT_STOCK` only if they left fewer than it asked.
+ */
+export interface DrawStock {
+  units: number;
+  /** The least stock in force. */
+  total: number;
+  /**
+   * The units other reservations took in the span, at most (a new hold naming no draw from the
+   * close on, past any earlier draw's reveal, is the draw's own or came after it: not counted).
+   */
+  others: number;
+  /** Whether every configuration in force in the span had one shard (sharded: a pull may fall short). */
+  oneShard: boolean;
+}
+
+/**
+ * {@link DrawStock} of the draw `seedHash`, closed at `closesAt` and revealed at `revealedAt`, from
+ * the log's entries in time order (each end of the span widened by {@link SHARD_CLOCK_MS}), or
+ * undefined when the sale had sizes in that span or no configuration.
+ */
+function drawStockOf(
+  order: readonly { entry: Entry; at: number }[],
+  seedHash: string,
+  closesAt: number,
+  revealedAt: number,
+  otherReveals: readonly number[],
+): DrawStock | undefined {
+  const from = closesAt - SHARD_CLOCK_MS;
+  const to = revealedAt + SHARD_CLOCK_MS;
+  // The configurations in force: the last one by the close (and, in its change's span, the one
+  // before it), and every one written before the reveal.
+  const configs = order.filter((o) => o.entry.type === "config" || o.entry.type === "archive");
+  let last = -1;
+  for (const [i, o] of configs.entries()) if (o.at <= from) last = i;
+  const inForce = configs.filter((o, i) => {
+    if (i === last || (o.at > from && o.at <= to)) return true;
+    const next = configs[i + 1];
+    const until = typeof next?.entry.until === "string" ? Date.parse(next.entry.until) : Number.NaN;
+    return i === last - 1 && until >= from;
+  });
+  if (inForce.length === 0 || inForce.some((o) => Array.isArray(o.entry.variants))) return undefined;
+  const total = Math.min(...inForce.map((o) => Number(o.entry.total)));
+  if (!Number.isSafeInteger(total)) return undefined;
+  const oneShard = inForce.every((o) => o.entry.shards === 1);
+  const cutoff = Math.max(from, ...otherReveals.filter((r) => r <= revealedAt).map((r) => r + SHARD_CLOCK_MS));
+  // Each other reservation's statuses in time order: it counts if it held units at any moment of the span.
+  const lives = new Map<string, { quantity: number; skip: boolean; changes: { at: number; takes: boolean }[] }>();
+  for (const { entry, at } of order) {
+    if (!(entry.type in RANK) || entry.type === "config" || entry.type === "archive" || entry.type === "draw-reveal")
+      continue;
+    const id = String(entry.reservation);
+    let life = lives.get(id);
+    if (!life) {
+      const draw = entry.draw as { seedHash?: unknown } | undefined;
+      // A hold naming no draw from the close on is this draw's own (a log written before holds named
+      // it: its entries count it) or came after the decision: the line's, an arrival's (from the
+      // opening every request waits for its draw). Not another draw's: draws are decided one at a
+      // time, each hold by the reveal (and a sibling's clock), so past every earlier reveal. It is not
+      // counted against the draw (an operator's SOLD_OUT would leave the units to the line).
+      const after = entry.type === "hold" && draw === undefined && at >= cutoff;
+      life = { quantity: Number(entry.quantity) || 0, skip: draw?.seedHash === seedHash || after, changes: [] };
+      lives.set(id, life);
+    }
+    life.changes.push({ at, takes: entry.type !== "expired" && entry.type !== "cancelled" });
+  }
+  let others = 0;
+  for (const life of lives.values()) {
+    if (life.skip) continue;
+    const during = life.changes.some(
+      (c, i) => c.takes && c.at <= to && (life.changes[i + 1]?.at ?? Number.POSITIVE_INFINITY) >= from,
+    );
+    if (during) others += life.quantity;
+  }
+  return { units: total - others, total, others, oneShard };
 }
 
 /** What a replay takes besides the entries. */
@@ -672,6 +760,14 @@ export function replay(
       break;
     }
   }
+  // A draw's refusals are judged by the units the log proves it had (checkDrawOutcomes).
+  for (const [hash, draw] of draws) {
+    const committed = commitments.get(hash);
+    if (draw.revealedAt === null || !committed) continue;
+    const others = [...revealedAt].filter(([h]) => h !== hash).map(([, r]) => r);
+    const stock = drawStockOf(order, hash, committed.closesAt, draw.revealedAt, others);
+    if (stock) draw.stock = stock;
+  }
   try {
     if (unsettled === null && changing) endSpan(changing);
     // Every opening committed to and closed has its seed revealed (decided after its close, logged then).
@@ -839,6 +935,8 @@ export interface DrawOutcomesChecked {
   unproven?: string;
   /** A held position whose hold is not in the log yet, within {@link SETTLE_MS} of the reveal. */
   unsettled?: string;
+  /** A sale without sizes: the units the log proves were there for the draw, its refusals judged by them. */
+  stock?: number;
 }
 
 /**
@@ -868,6 +966,17 @@ export function checkDrawOutcomes(
   const name = (e: DrawnEntry) => `draw position ${e.position} (entry ${e.entryId.slice(0, 12)}…)`;
   let soldOut: DrawnEntry | null = null;
   let unsettled: string | undefined;
+  /** The units the entries before this one held (a sale without sizes decides each against what is left). */
+  let heldBefore = 0;
+  const stock = drawn?.sizes === true ? undefined : drawn?.stock;
+  const recent = drawn?.revealedAt != null && drawn.revealedAt > now - settleMs;
+  /** A refusal the log's stock disproves: broken, or unsettled while an entry may still be on its way. */
+  const refused = (e: DrawnEntry, rule: string) => {
+    if (!stock) return;
+    const why = `${name(e)} was answered ${e.result}, but ${rule}: the log leaves at least ${stock.units} units for the draw (stock ${stock.total}, at most ${stock.others} taken by others from its close to its reveal), and the entries before it held ${heldBefore}`;
+    if (recent) unsettled ??= why;
+    else throw new Broken(why);
+  };
   for (const e of entries) {
     const hold = holds.get(e.position);
     if (e.result !== "HELD") {
@@ -876,8 +985,14 @@ export function checkDrawOutcomes(
           `${name(e)} was answered ${e.result}, yet the log's entry ${hold.index} (hold at ${hold.time}) names that position`,
         );
       if (e.result === "SOLD_OUT") soldOut ??= e;
+      if (e.result === "SOLD_OUT" && stock && heldBefore < stock.units)
+        refused(e, `${stock.units - heldBefore} of them were left at its turn`);
+      // One shard decides each entry against its own stock; a sharded one's pull may fall short.
+      if (e.result === "INSUFFICIENT_STOCK" && stock?.oneShard && heldBefore + e.quantity <= stock.units)
+        refused(e, `the ${e.quantity} it asked were left at its turn`);
       continue;
     }
+    heldBefore += e.quantity;
     if (soldOut && drawn?.sizes !== true)
       throw new Broken(
         `${name(e)} was held after position ${soldOut.position} was answered SOLD_OUT: the draw decides in order until nothing is left`,
@@ -902,5 +1017,5 @@ export function checkDrawOutcomes(
         `the log's entry ${hold.index} (hold at ${hold.time}) names position ${position}, which the draw does not list`,
       );
   }
-  return { held, ...(unsettled ? { unsettled } : {}) };
+  return { held, ...(unsettled ? { unsettled } : {}), ...(stock ? { stock: stock.units } : {}) };
 }

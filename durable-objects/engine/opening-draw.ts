@@ -551,8 +551,9 @@ export class OpeningDraw {
    * page at a time (shard 0, after the decision). A keyset page through the position index: a page
    * deep in the draw reads what the first page reads (an OFFSET would read every row it skips).
    */
-  entries(after: number, limit: number): DrawnEntry[] {
-    const last = this.#all.at(-1);
+  entries(after: number, limit: number, opensAt?: number): DrawnEntry[] {
+    // The public opening's (the last), or the one that opens at `opensAt` (a tier's: API.md v1.4).
+    const last = opensAt === undefined ? this.#all.at(-1) : this.#all.find((o) => o.opens_at === opensAt);
     if (!last || last.decided_at === null) return [];
     return this.#sql
       .exec<{ entry_id: string; position: number; quantity: number; code: string | null }>(

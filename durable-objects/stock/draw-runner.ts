@@ -135,13 +135,29 @@ export class DrawRunner {
       const entrant = engine.draw.entrantOf(opening, userId);
       const quantity = entrant?.quantity ?? 1;
       const sizes = entrant ? listedVariants(entrant) : undefined;
-      if ((await this.#pulls.pullFor(state, quantity, sizes)).busy) answer = { ok: false, code: "BUSY" };
+      if ((await this.#pulls.pullFor(state, quantity, sizes)).busy || !(await this.#grantsKnown()))
+        answer = { ok: false, code: "BUSY" };
       else answer = engine.drawDecision.decideEntry(opening, userId, place, this.#host.now(), true, seedHash);
     }
     engine.holds.takeFreed();
     this.#waiters.decided([userId]);
     await this.#host.afterCommit();
     return answer;
+  }
+
+  /**
+   * Whether every grant this shard asked a sibling for is known. A grant whose answer was lost is
+   * off the sibling's stock and not yet on this one's: while it is, the SKU's shards have fewer units
+   * than its stock less its holds and sales, and a draw's `SOLD_OUT` or `INSUFFICIENT_STOCK` could
+   * come while units remained, which the log's replay proves it did not (docs/VERIFY.md). So lost
+   * answers are asked for again first; one still unknown makes the entry `BUSY` (nothing recorded:
+   * shard 0 asks again later, after this shard's alarm asked again).
+   */
+  async #grantsKnown(): Promise<boolean> {
+    const { engine } = this.#host;
+    if (engine.transfers.pending().length === 0) return true;
+    await this.#pulls.finish();
+    return engine.transfers.pending().length === 0;
   }
 
   /** A home shard records results shard 0 decided without asking it (the stock ran out first). */

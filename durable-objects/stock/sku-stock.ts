@@ -632,8 +632,8 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   }
 
   /** Shard 0: decided entries in draw order after position `after` (positions are 1..N). */
-  drawEntries(after: number, limit: number): DrawnEntry[] {
-    return this.engine.draw.entries(after, limit);
+  drawEntries(after: number, limit: number, opensAt?: number): DrawnEntry[] {
+    return this.engine.draw.entries(after, limit, opensAt);
   }
 
   /** A sibling of a sharded SKU: its home users' entries so far, while the opening's entries are open. */

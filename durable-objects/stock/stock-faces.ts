@@ -40,7 +40,7 @@ export interface EdgeFace {
   awaitDraw(request: ReserveRequest): Promise<ReserveOutcome>;
   /** Shard 0: the draws (a sharded SKU's entrants counted on every shard from a window's opening until its draw is ordered). */
   drawInfo(): Promise<DrawInfo | null>;
-  drawEntries(after: number, limit: number): DrawnEntry[];
+  drawEntries(after: number, limit: number, opensAt?: number): DrawnEntry[];
   joinWaitlist(
     userId: string,
     quantity: number,

@@ -98,9 +98,14 @@ export const ROUTES = {
     method: "get",
     path: "/api/skus/:sku/draw/entries",
     summary: "The decided entries of the opening draw, in draw order (a page)",
-    description: `No credentials. With the revealed seed, anyone can recompute the order and check every position and result (\`HELD\` or the refusal code). Empty until the draw is decided. ${OVERLOADED}`,
+    description: `No credentials. With the revealed seed, anyone can recompute the order and check every position and result (\`HELD\` or the refusal code). Empty until the draw is decided. The public opening's draw, or with \`opensAt\` the one of the opening \`/draw\`'s \`openings\` lists at that start (an early access tier's); an opensAt no opening has answers 404 NOT_FOUND. ${OVERLOADED}`,
     access: "public",
     query: [
+      {
+        name: "opensAt",
+        description: "An opening's start as `/draw`'s `openings` writes it (default: the public opening)",
+        schema: z.string(),
+      },
       { name: "offset", description: "Entries to skip (default 0)", schema: z.string().regex(/^\d+$/) },
       { name: "limit", description: "Page size, 1..5000 (default 1000)", schema: z.string().regex(/^\d+$/) },
     ],

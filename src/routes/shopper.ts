@@ -281,10 +281,15 @@ register(shopper, ROUTES.drawEntries, async (c) => {
   const sku = skuParam(c.req.param("sku"));
   const offset = integerQuery(c.req.query("offset"), "offset", { min: 0, max: Number.MAX_SAFE_INTEGER, fallback: 0 });
   const limit = integerQuery(c.req.query("limit"), "limit", { min: 1, max: 5_000, fallback: 1_000 });
+  const named = c.req.query("opensAt");
   const info = await readDraw(c.env, sku);
+  // `opensAt`: an opening `/draw` lists (a tier's), by its start as `/draw` writes it; else the public one.
+  const opening = named === undefined ? info : info.openings.find((o) => new Date(o.opensAt).toISOString() === named);
+  if (!opening) throw new ApiError("NOT_FOUND", `opensAt: no opening of this SKU opens at ${named}.`);
+  const at = named === undefined ? undefined : opening.opensAt;
   const entries =
-    info.decidedAt === null ? [] : await callStock(() => stockShard(c.env, sku, 0).drawEntries(offset, limit));
-  return c.json({ sku, seed: info.seed, entrants: info.entrants, offset, entries });
+    opening.decidedAt === null ? [] : await callStock(() => stockShard(c.env, sku, 0).drawEntries(offset, limit, at));
+  return c.json({ sku, seed: opening.seed, entrants: opening.entrants, offset, entries });
 });
 
 /** A proof-of-work challenge bound to this user and SKU (API.md "Bots"); stores nothing. */

@@ -53,7 +53,7 @@ export interface paths {
     };
     /**
      * The decided entries of the opening draw, in draw order (a page)
-     * @description No credentials. With the revealed seed, anyone can recompute the order and check every position and result (`HELD` or the refusal code). Empty until the draw is decided. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.
+     * @description No credentials. With the revealed seed, anyone can recompute the order and check every position and result (`HELD` or the refusal code). Empty until the draw is decided. The public opening's draw, or with `opensAt` the one of the opening `/draw`'s `openings` lists at that start (an early access tier's); an opensAt no opening has answers 404 NOT_FOUND. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.
      */
     get: operations["getApiSkusSkuDrawEntries"];
     put?: never;
@@ -1632,6 +1632,8 @@ export interface operations {
   getApiSkusSkuDrawEntries: {
     parameters: {
       query?: {
+        /** @description An opening's start as `/draw`'s `openings` writes it (default: the public opening) */
+        opensAt?: string;
         /** @description Entries to skip (default 0) */
         offset?: string;
         /** @description Page size, 1..5000 (default 1000) */
