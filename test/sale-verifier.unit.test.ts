@@ -737,3 +737,100 @@ describe("a draw's outcomes against the log: each hold names its place (found in
     });
   });
 });
+
+describe("a draw's outcomes against the log: a late payment while pending (second reading)", () => {
+  const opening = windowOf(1800, "e");
+  // One shard: its draw is decided in one transaction, so a SOLD_OUT answer means nothing was left then.
+  const sale = (fields: object = {}) =>
+    config(0, {
+      total: 2,
+      shards: 1,
+      startsAt: at(1800),
+      openingWindowMs: 10_000,
+      draws: [opening],
+      ...fields,
+    } as never);
+  const drawHold = (seconds: number, position: number, quantity = 1): Entry => ({
+    ...hold(seconds, quantity),
+    draw: { seedHash: opening.seedHash, position },
+  });
+  const results = (...codes: string[]) =>
+    codes.map((result, i) => ({ entryId: `${i + 1}`.repeat(64), position: i + 1, quantity: 1, result }));
+  const reveal = (seconds = 1810.2, entrants = 4) => revealOf(seconds, 1800, "e", entrants);
+  const outcome = (log: Entry[], listed: ReturnType<typeof results>): string => {
+    const draws = new Map<string, DrawHolds>();
+    try {
+      replay(log, new Map(), { now: NOW, settleMs: 0, draws });
+      const checked = checkDrawOutcomes(listed, draws.get(opening.seedHash), NOW);
+      return checked.unproven ? `unproven: ${checked.unproven}` : checked.unsettled ? "unsettled" : "ok";
+    } catch (err) {
+      if (err instanceof Broken) return `broken: ${err.message}`;
+      throw err;
+    }
+  };
+
+  it("refuses a late payment that takes a unit while the draw is pending", () => {
+    // A tier's buyer held at 1700 s, the hold lapsed at 1760 s; paid late at 1805 s, inside the
+    // public window: the engine answers that payment busy until the draw is decided.
+    const tiered = sale({ tiers: [{ name: "early", startsAt: at(1690) }] });
+    const early = { ...hold(1700), expires: at(1760) };
+    const late = { ...release(early, "paid", 1805), amount: null };
+    const log = [tiered, early, release(early, "expired", 1760), late, drawHold(1810.1, 1), reveal(1810.2, 2)];
+    expect(outcome(log, results("HELD", "SOLD_OUT"))).toMatch(
+      /^broken: entry 3 \(paid .*\): a late payment of reservation r[0-9]+ \(a hold inside the opening.s window/,
+    );
+    // After the reveal it is a sale as any.
+    const after = { ...release(early, "paid", 1812), amount: null };
+    expect(
+      outcome(
+        [tiered, early, release(early, "expired", 1760), drawHold(1810.1, 1), reveal(1810.2, 1), after],
+        results("HELD"),
+      ),
+    ).toBe("ok");
+  });
+});
+
+describe("a log that spans the gateway's upgrade to tagged holds (second reading)", () => {
+  // A tier's opening (1790–1800 s) decided by a gateway from before holds named their draw (its
+  // home shards' holds 2 s after its close, inside the public window, its reveal at 1803 s); the
+  // public opening (1800–1810 s) decided after the upgrade, its holds tagged.
+  const tier = windowOf(1790, "a");
+  const opening = windowOf(1800, "e");
+  const sale = config(0, {
+    total: 10,
+    startsAt: at(1800),
+    openingWindowMs: 10_000,
+    tiers: [{ name: "early", startsAt: at(1790) }],
+    draws: [tier, opening],
+  } as never);
+  const tagged = (seconds: number, position: number): Entry => ({
+    ...hold(seconds),
+    draw: { seedHash: opening.seedHash, position },
+  });
+  const results = (...codes: string[]) =>
+    codes.map((result, i) => ({ entryId: `${i + 1}`.repeat(64), position: i + 1, quantity: 1, result }));
+
+  it("judges the old draw by the old rule and the new one by its tags", () => {
+    const log = [
+      sale,
+      hold(1802),
+      hold(1802.5),
+      revealOf(1803, 1790, "a", 2),
+      tagged(1810.3, 1),
+      tagged(1810.6, 2),
+      revealOf(1812, 1800, "e", 2),
+    ];
+    const draws = new Map<string, DrawHolds>();
+    expect(verdict(log)).toBe("ok");
+    replay(log, new Map(), { now: NOW, draws });
+    expect(checkDrawOutcomes(results("HELD", "HELD"), draws.get(opening.seedHash), NOW)).toMatchObject({ held: 2 });
+    // The old draw's count still holds: a third late hold is one more than its 2 entrants.
+    expect(verdict([...log.slice(0, 3), hold(1802.7), ...log.slice(3)])).toMatch(
+      /3 buyers held inside a later window while this draw of 2 entrants was decided/,
+    );
+    // ...and an untagged hold while the tagged draw is pending is still broken.
+    expect(verdict([...log.slice(0, 5), hold(1810.4), ...log.slice(5)])).toMatch(
+      /a hold after the opening's window closed .* and it names no draw/,
+    );
+  });
+});

@@ -743,3 +743,17 @@ it("a code presented as shard 0's last unit goes is taken while a sibling has un
     expect(world.shard(shardName("code-race", 1))?.instance.state()?.stock.available).toBe(1);
   });
 });
+
+// npm run sim -- --seed 549 --steps 300 --shards 3, and --seed 1149 (a second reading of 7b84f13's draw
+// tags): a sharded draw in sizes retried after an attempt that stopped midway (a home shard's answer
+// lost after it held) took an entry decided SOLD_OUT in the earlier attempt (one size gone) as the SKU
+// sold out, and answered every undecided entry after it SOLD_OUT without asking its home shard, one of
+// which had held its size already: /draw/entries said SOLD_OUT where the log's hold names the
+// position, and entrants after it whose sizes were left lost them to the line.
+
+it("a sharded draw in sizes, retried, still asks each entry after a SOLD_OUT one", async () => {
+  for (const seed of [549, 1149]) {
+    const { failure } = await simulate({ seed, steps: 300, shards: 3 });
+    expect(failure?.message).toBeUndefined();
+  }
+});

@@ -396,11 +396,27 @@ export function replay(
    * holds does (written before they did) keeps the rule before: a draw's late holds are counted.
    */
   const tagged = entries.some((e) => e.type === "hold" && e.draw !== undefined);
+  /**
+   * A log can span the gateway's upgrade: draws decided before it hold untagged, those after tag
+   * every hold. A draw is judged by its tags when some hold names it, or when its reveal is not
+   * before the log's first tagged hold (the gateway tagged by then); an earlier one by the rule before.
+   */
+  const namedDraws = new Set<string>();
+  let firstTag = Number.POSITIVE_INFINITY;
+  for (const e of entries) {
+    if (e.type !== "hold" || e.draw === undefined) continue;
+    const hash = (e.draw as { seedHash?: unknown }).seedHash;
+    if (typeof hash === "string") namedDraws.add(hash);
+    const time = Date.parse(String(e.time));
+    if (time < firstTag) firstTag = time;
+  }
+  const taggedDraw = (hash: string): boolean =>
+    namedDraws.has(hash) || (revealTimes.get(hash) ?? Number.POSITIVE_INFINITY) >= firstTag;
   const draws = options.draws ?? new Map<string, DrawHolds>();
   const drawOf = (hash: string): DrawHolds => {
     let draw = draws.get(hash);
     if (!draw) {
-      draw = { tagged, holds: new Map(), entrants: null, revealedAt: null, sizes: false };
+      draw = { tagged: taggedDraw(hash), holds: new Map(), entrants: null, revealedAt: null, sizes: false };
       draws.set(hash, draw);
     }
     return draw;
@@ -423,26 +439,35 @@ export function replay(
     at: number,
     named: string | undefined,
   ): { broken: string } | { late: string } | { unrevealed: string } | null => {
-    if (tagged) return named === undefined ? pendingRule(at) : null;
-    for (const [, window] of inForce) {
-      if (at < window.opensAt || at >= window.closesAt - SHARD_CLOCK_MS) continue;
+    if (named !== undefined) return null;
+    const pending = pendingRule(at);
+    if (pending !== null) return lateUntagged(at, pending.window) ?? pending.verdict;
+    for (const [hash, window] of inForce) {
+      if (taggedDraw(hash) || at < window.opensAt || at >= window.closesAt - SHARD_CLOCK_MS) continue;
       const inside = `a hold inside the opening's window (${iso(window.opensAt)} to ${iso(window.closesAt)}), whose requests its draw decides after the close`;
-      const candidates = [...commitments].filter(
-        ([hash, earlier]) =>
-          earlier.opensAt < window.opensAt &&
-          earlier.closesAt - SHARD_CLOCK_MS <= at &&
-          (revealedAt.get(hash) ?? Number.POSITIVE_INFINITY) + SHARD_CLOCK_MS >= at,
-      );
-      // Draws are decided one at a time, earliest opening first: the one deciding at `at` is the
-      // earliest not revealed by then; else the latest revealed (a sibling's clock a little ahead).
-      const revealed = (h: string) => revealedAt.get(h) ?? Number.POSITIVE_INFINITY;
-      const late =
-        candidates.filter(([h]) => revealed(h) >= at).sort((a, b) => a[1].opensAt - b[1].opensAt)[0] ??
-        candidates.sort((a, b) => b[1].opensAt - a[1].opensAt)[0];
-      if (!late) return { broken: inside };
-      return { late: late[0] };
+      return lateUntagged(at, window) ?? { broken: inside };
     }
     return null;
+  };
+  /**
+   * The earlier draw, decided by a gateway from before holds named their draw, that may have made an
+   * untagged hold at `at` inside a later `window` (its late holds are counted against its entrants).
+   */
+  const lateUntagged = (at: number, window: Commitment): { late: string } | null => {
+    const candidates = [...commitments].filter(
+      ([hash, earlier]) =>
+        !taggedDraw(hash) &&
+        earlier.opensAt < window.opensAt &&
+        earlier.closesAt - SHARD_CLOCK_MS <= at &&
+        (revealedAt.get(hash) ?? Number.POSITIVE_INFINITY) + SHARD_CLOCK_MS >= at,
+    );
+    // Draws are decided one at a time, earliest opening first: the one deciding at `at` is the
+    // earliest not revealed by then; else the latest revealed (a sibling's clock a little ahead).
+    const revealed = (h: string) => revealedAt.get(h) ?? Number.POSITIVE_INFINITY;
+    const late =
+      candidates.filter(([h]) => revealed(h) >= at).sort((a, b) => a[1].opensAt - b[1].opensAt)[0] ??
+      candidates.sort((a, b) => b[1].opensAt - a[1].opensAt)[0];
+    return late ? { late: late[0] } : null;
   };
   /** When each draw's reveal was logged, looked up ahead: a sibling may stamp a hold a second before it. */
   const revealTimes = new Map<string, number>();
@@ -457,16 +482,22 @@ export function replay(
    * the reveal, for a sibling's clock). Without the reveal in the log (`unrevealed`), a hold of the
    * last minute is not settled yet.
    */
-  const pendingRule = (at: number): { broken: string } | { unrevealed: string } | null => {
+  const pendingRule = (
+    at: number,
+  ): { window: Commitment; verdict: { broken: string } | { unrevealed: string } } | null => {
     for (const [hash, window] of inForce) {
+      if (!taggedDraw(hash)) continue;
       const decided = revealTimes.get(hash) ?? Number.POSITIVE_INFINITY;
       if (at < window.opensAt || at >= decided - SHARD_CLOCK_MS) continue;
       if (at < window.closesAt)
         return {
-          broken: `a hold inside the opening's window (${iso(window.opensAt)} to ${iso(window.closesAt)}), whose requests its draw decides after the close, and it names no draw that made it`,
+          window,
+          verdict: {
+            broken: `a hold inside the opening's window (${iso(window.opensAt)} to ${iso(window.closesAt)}), whose requests its draw decides after the close, and it names no draw that made it`,
+          },
         };
       const rule = `a hold after the opening's window closed (${iso(window.closesAt)}) and before its draw was decided (${decided === Number.POSITIVE_INFINITY ? "no reveal in the log" : `its reveal at ${iso(decided)}`}), and it names no draw: the draw's units are its entrants'`;
-      return decided === Number.POSITIVE_INFINITY ? { unrevealed: rule } : { broken: rule };
+      return { window, verdict: decided === Number.POSITIVE_INFINITY ? { unrevealed: rule } : { broken: rule } };
     }
     return null;
   };
@@ -713,6 +744,12 @@ export function replay(
             } else if (known.status === "expired" || known.status === "cancelled") {
               // A late payment is a new sale (it takes its units again): none once the SKU is archived.
               if (!sale || sale.status === "archived") fail(`a late payment of reservation ${id} after the archive`);
+              // It takes its units as a new reservation would: not while a draw is pending (the
+              // engine answers it busy until the draw is decided; the units are the entrants').
+              const pending = pendingRule(at)?.verdict;
+              if (pending && "broken" in pending) fail(`a late payment of reservation ${id} (${pending.broken})`);
+              if (pending && "unrevealed" in pending)
+                exceeds(`a late payment of reservation ${id} (${pending.unrevealed})`);
               take(variant, user, quantity);
             } else fail(`a payment of reservation ${id}, which is ${known.status}`);
             add(sold, variant, quantity);

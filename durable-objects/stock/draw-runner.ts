@@ -297,7 +297,7 @@ export class DrawRunner {
     for (const e of order) {
       const place = { entryId: e.entryId, position: e.position, entrants };
       if (e.code !== null) {
-        soldOut ||= e.code === "SOLD_OUT";
+        soldOut ||= e.code === "SOLD_OUT" && !state.variants; // sizes: one size gone says nothing of the next
         continue;
       }
       if (soldOut) {
