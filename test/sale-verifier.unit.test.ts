@@ -631,6 +631,30 @@ describe("a draw's outcomes against the log: each hold names its place (found in
     expect(verdict([sale(), hold(1810.1), hold(1810.5), reveal(1813)])).toBe("ok");
   });
 
+  it("holds a draw promised to name its holds' places to it, whatever the log's holds do (found in a second reading)", () => {
+    // The configuration that committed to the draw, before it opened, promised its holds name their places.
+    const promising = (fields: object = {}) => sale({ draws: [{ ...opening, holdsNamed: true }], ...fields });
+    // Every tag left out: not the old count, but the draw's rules: an untagged hold while it is pending...
+    expect(verdict([promising(), hold(1810.1), hold(1810.5), reveal(1813)])).toMatch(
+      /^broken: entry 1 \(hold .*\): a hold after the opening's window closed .* and it names no draw/,
+    );
+    // ...and a winner whose hold names no position.
+    expect(outcome([promising({ total: 0 }), reveal()], results("HELD", "SOLD_OUT", "SOLD_OUT", "SOLD_OUT"))).toMatch(
+      /^broken: draw position 1 .* is held, but no hold in the log names that position$/,
+    );
+    expect(replay([promising(), reveal()], new Map(), { now: NOW })).toMatchObject({
+      drawOutcomes: "tied to positions",
+    });
+    // A promise made only after the opening opened binds nothing (an old draw listed again by a new gateway).
+    const late = config(1805, {
+      total: 2,
+      startsAt: at(1800),
+      openingWindowMs: 10_000,
+      draws: [{ ...opening, holdsNamed: true }],
+    } as never);
+    expect(verdict([sale(), late, hold(1810.1), hold(1810.5), reveal(1813)])).toBe("ok");
+  });
+
   it("reports a log whose holds name no draw (written before they did) as unproven, judged by the old count", () => {
     const log = [sale(), hold(1810.1), hold(1810.1), reveal()];
     expect(outcome(log)).toBe("unproven: the log's holds name no draw position (written before they did)");

@@ -410,8 +410,14 @@ export function replay(
     const time = Date.parse(String(e.time));
     if (time < firstTag) firstTag = time;
   }
+  /**
+   * Draws a configuration committed to before they opened with the promise that their holds name
+   * their place (`holdsNamed`): judged by their tags whatever the log's holds do, so a gateway that
+   * made the promise cannot fall back to the count by leaving every tag out.
+   */
+  const promised = new Set<string>();
   const taggedDraw = (hash: string): boolean =>
-    namedDraws.has(hash) || (revealTimes.get(hash) ?? Number.POSITIVE_INFINITY) >= firstTag;
+    promised.has(hash) || namedDraws.has(hash) || (revealTimes.get(hash) ?? Number.POSITIVE_INFINITY) >= firstTag;
   const draws = options.draws ?? new Map<string, DrawHolds>();
   const drawOf = (hash: string): DrawHolds => {
     let draw = draws.get(hash);
@@ -636,6 +642,7 @@ export function replay(
           if (at < window.opensAt && window.opensAt !== sale.startsAt && !sale.tiers.includes(window.opensAt))
             fail(`an opening at ${iso(window.opensAt)}, which is neither the sale's start nor a tier's`);
           listed.add(hash);
+          if (draw.holdsNamed === true && at < window.opensAt) promised.add(hash);
           const committed = commitments.get(hash);
           if (!committed) commitments.set(hash, { at, ...window });
           else if (at < committed.opensAt) Object.assign(committed, window);
@@ -835,7 +842,7 @@ export function replay(
       : {}),
     stock: sale?.total ?? null,
     // Whether the draws' holds name their positions (a log from before they did: outcomes not tied).
-    ...(reveals.size > 0 ? { drawOutcomes: tagged ? "tied to positions" : "untagged log" } : {}),
+    ...(reveals.size > 0 ? { drawOutcomes: tagged || promised.size > 0 ? "tied to positions" : "untagged log" } : {}),
     ...(skipped.size > 0 ? { notReplayed: [...skipped] } : {}),
     // The replay stopped at an excess of the log's last minute: run again once the shards' flushes are in.
     ...(unsettled ? { settled: false, unsettled } : { settled: true }),

@@ -273,12 +273,14 @@ export function configEntry(
       ...(tier.claim ? { claim: tier.claim.name } : { by: "code" }),
     })),
   };
-  // The fair opening's commitments: each opening's seed hash, fixed when its window is set.
+  // The fair opening's commitments: each opening's seed hash, fixed when its window is set, and the
+  // promise that each hold its draw makes names its place (`holdsNamed`), logged before it opens.
   if (draws.length > 0)
     entry.draws = draws.map((d) => ({
       opensAt: new Date(d.opensAt).toISOString(),
       closesAt: new Date(d.closesAt).toISOString(),
       seedHash: d.seedHash,
+      holdsNamed: true,
     }));
   if (state.variants) entry.variants = state.variants.map((v) => ({ id: v.id, name: v.name, total: v.stock.total }));
   if (state.test) entry.test = true;
