@@ -53,3 +53,18 @@ it("a shard fenced for a resize gives nothing and records nothing; asked again a
   expect(giver.transfers.give("x", 0, 1, T0 + 1)).toBe(1);
   expect(giver.configuration.state()?.stock.total).toBe(1);
 });
+
+// npm run sim -- --seed 282 --shards 4: a cut from 4 shards to 2 left shard 3 outside the count; a
+// replay there of a token drawn SOLD_OUT under 4 shards made it pull, and shard 0 gave it 2 units that
+// no token, pass or draw of the 2 shards would ever reach again (a buyer waited for them for good).
+
+it("a shard gives nothing to a shard outside its count, and answers a retry the same", () => {
+  const giver = new StockEngine(sqliteStorage(), () => crypto.randomUUID());
+  expect(giver.configuration.configure({ sku: "t", shard: 0, shards: 2, totalStock: 2, perUserLimit: 1 }).ok).toBe(
+    true,
+  );
+  expect(giver.transfers.give("x", 3, 9, T0)).toBe(0);
+  expect(giver.transfers.give("x", 3, 9, T0 + 1)).toBe(0);
+  expect(giver.transfers.give("y", 1, 9, T0 + 2)).toBe(2); // a shard of the count still gets them
+  expect(giver.configuration.state()?.stock.total).toBe(0);
+});

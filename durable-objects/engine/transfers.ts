@@ -30,6 +30,7 @@ export class Transfers {
    * transfer id (a retry returns what the first call granted, nothing included). Given a variant, only that variant's available units.
    * Null, with nothing recorded, while a resize fences this shard: its commit sets this shard's totals
    * as they were planned, so a unit given now would be counted here again; the receiver asks again.
+   * 0 (recorded) to a shard a cut left outside this shard's count.
    */
   give(transferId: string, toShard: number, requested: number, now: number, variant?: string): number | null {
     const ledger = this.ledger;
@@ -45,7 +46,10 @@ export class Transfers {
       // A SKU with sizes moves units of one variant at a time (its total is theirs).
       const sized = ledger.variants().size > 0;
       const stock = variant === undefined ? (sized ? undefined : sku) : ledger.variants().get(variant);
-      const granted = stock ? Math.max(0, Math.min(requested, availableOf(stock))) : 0;
+      // A shard outside this one's count (a cut retired it) gets nothing: no token, pass or draw of the
+      // count asks it, so a unit there would stay unsold for good (sim seed 282 on 4 shards).
+      const retired = toShard >= sku.shards;
+      const granted = stock && !retired ? Math.max(0, Math.min(requested, availableOf(stock))) : 0;
       const record = () =>
         ledger.sql.exec(
           "INSERT INTO transfers (id, direction, peer, requested, granted, created_at, variant) VALUES (?, 'out', ?, ?, ?, ?, ?)",
