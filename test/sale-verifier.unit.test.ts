@@ -858,3 +858,40 @@ describe("a log that spans the gateway's upgrade to tagged holds (second reading
     );
   });
 });
+
+describe("a short window's draw against holds just before it (second reading)", () => {
+  // The public opening 1800–1800.5 s (openingWindowMs 500), 1 unit; an early-access tier open from 0.
+  const opening = {
+    opensAt: at(1800),
+    closesAt: at(1800.5),
+    seedHash: createHash("sha256").update(seedOf("f"), "utf8").digest("hex"),
+  };
+  const sale = config(0, {
+    total: 1,
+    startsAt: at(1800),
+    openingWindowMs: 500,
+    draws: [opening],
+    tiers: [{ name: "early", startsAt: at(0) }],
+  } as never);
+  const reveal: Entry = { type: "draw-reveal", time: at(1800.7), ...opening, seed: seedOf("f"), entrants: 1 };
+  const listed: DrawnEntry[] = [{ entryId: "1".repeat(64), position: 1, quantity: 1, result: "SOLD_OUT" }];
+  const outcome = (log: Entry[]) => {
+    const draws = new Map<string, DrawHolds>();
+    try {
+      replay(log, new Map(), { now: NOW, settleMs: 0, draws });
+      const checked = checkDrawOutcomes(listed, draws.get(opening.seedHash), NOW);
+      return checked.unsettled ? "unsettled" : "ok";
+    } catch (err) {
+      if (err instanceof Broken) return `broken: ${err.message}`;
+      throw err;
+    }
+  };
+
+  it("counts a tier hold taken before the opening, within a second of the close, against the draw", () => {
+    // A tier buyer took the only unit 0.3 s before the public opening (kept, paid): the draw's one
+    // entrant is honestly SOLD_OUT.
+    const early = hold(1799.7);
+    expect(outcome([sale, early, reveal])).toBe("ok");
+    expect(outcome([sale, early, { ...release(early, "paid", 1799.9), amount: null }, reveal])).toBe("ok");
+  });
+});

@@ -245,6 +245,7 @@ export interface DrawStock {
 function drawStockOf(
   order: readonly { entry: Entry; at: number }[],
   seedHash: string,
+  opensAt: number,
   closesAt: number,
   revealedAt: number,
   otherReveals: readonly number[],
@@ -266,7 +267,10 @@ function drawStockOf(
   const total = Math.min(...inForce.map((o) => Number(o.entry.total)));
   if (!Number.isSafeInteger(total)) return undefined;
   const oneShard = inForce.every((o) => o.entry.shards === 1);
-  const cutoff = Math.max(from, ...otherReveals.filter((r) => r <= revealedAt).map((r) => r + SHARD_CLOCK_MS));
+  // Never before the opening: a hold before it (an early-access tier's, a window shorter than a
+  // shard's clock) is neither the draw's nor after it, and counted (a draw hold a sibling stamped
+  // that early is counted too: a lower floor, never a false alarm).
+  const cutoff = Math.max(from, opensAt, ...otherReveals.filter((r) => r <= revealedAt).map((r) => r + SHARD_CLOCK_MS));
   // Each other reservation's statuses in time order: it counts if it held units at any moment of the span.
   const lives = new Map<string, { quantity: number; skip: boolean; changes: { at: number; takes: boolean }[] }>();
   for (const { entry, at } of order) {
@@ -809,7 +813,7 @@ export function replay(
     const committed = commitments.get(hash);
     if (draw.revealedAt === null || !committed) continue;
     const others = [...revealedAt].filter(([h]) => h !== hash).map(([, r]) => r);
-    const stock = drawStockOf(order, hash, committed.closesAt, draw.revealedAt, others);
+    const stock = drawStockOf(order, hash, committed.opensAt, committed.closesAt, draw.revealedAt, others);
     if (stock) draw.stock = stock;
   }
   try {
