@@ -342,6 +342,16 @@ describe("npm run verify-sale", () => {
     expect(unknown.status).toBe(404);
     expect(unknown.json.error.code).toBe("NOT_FOUND");
     expect(unknown.json.error.message).toMatch(/^opensAt: /);
+    // The same opening in another ISO 8601 form names it too; a value that is no time is 400.
+    const seconds = tierOpens?.opensAt.replace(/\.000Z$/, "Z") ?? "";
+    const sameTier = await send("GET", `/api/skus/${drawn}/draw/entries?opensAt=${encodeURIComponent(seconds)}`);
+    expect(sameTier.json).toMatchObject({ seed: tierOpens?.seed, entrants: 3 });
+    const notATime = await send("GET", `/api/skus/${drawn}/draw/entries?opensAt=yesterday`);
+    expect([notATime.status, notATime.json.error.code, notATime.json.error.details]).toEqual([
+      400,
+      "INVALID_REQUEST",
+      { fields: [{ path: "opensAt", message: "a time in ISO 8601, as /draw's openings write it" }] },
+    ]);
     expect(holds.map((e) => e.draw)).toEqual(
       expect.arrayContaining([
         ...[1, 2, 3].map((position) => ({ seedHash: tier, position })),

@@ -98,7 +98,7 @@ export const ROUTES = {
     method: "get",
     path: "/api/skus/:sku/draw/entries",
     summary: "The decided entries of the opening draw, in draw order (a page)",
-    description: `No credentials. With the revealed seed, anyone can recompute the order and check every position and result (\`HELD\` or the refusal code). Empty until the draw is decided. The public opening's draw, or with \`opensAt\` the one of the opening \`/draw\`'s \`openings\` lists at that start (an early access tier's); an opensAt no opening has answers 404 NOT_FOUND. ${OVERLOADED}`,
+    description: `No credentials. With the revealed seed, anyone can recompute the order and check every position and result (\`HELD\` or the refusal code). Empty until the draw is decided. The public opening's draw, or with \`opensAt\` the one of the opening \`/draw\`'s \`openings\` lists at that start (an early access tier's); an opensAt that is no time answers 400 INVALID_REQUEST, one no opening has 404 NOT_FOUND. ${OVERLOADED}`,
     access: "public",
     query: [
       {

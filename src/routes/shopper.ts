@@ -282,11 +282,21 @@ register(shopper, ROUTES.drawEntries, async (c) => {
   const offset = integerQuery(c.req.query("offset"), "offset", { min: 0, max: Number.MAX_SAFE_INTEGER, fallback: 0 });
   const limit = integerQuery(c.req.query("limit"), "limit", { min: 1, max: 5_000, fallback: 1_000 });
   const named = c.req.query("opensAt");
+  // `opensAt`: an opening `/draw` lists (a tier's), by its start (any ISO 8601 form); else the public one.
+  const wanted = named === undefined ? undefined : Date.parse(named);
+  if (Number.isNaN(wanted)) {
+    const message = "a time in ISO 8601, as /draw's openings write it";
+    throw new ApiError(
+      "INVALID_REQUEST",
+      `opensAt must be ${message}.`,
+      {},
+      { fields: [{ path: "opensAt", message }] },
+    );
+  }
   const info = await readDraw(c.env, sku);
-  // `opensAt`: an opening `/draw` lists (a tier's), by its start as `/draw` writes it; else the public one.
-  const opening = named === undefined ? info : info.openings.find((o) => new Date(o.opensAt).toISOString() === named);
+  const opening = wanted === undefined ? info : info.openings.find((o) => new Date(o.opensAt).getTime() === wanted);
   if (!opening) throw new ApiError("NOT_FOUND", `opensAt: no opening of this SKU opens at ${named}.`);
-  const at = named === undefined ? undefined : opening.opensAt;
+  const at = wanted === undefined ? undefined : opening.opensAt;
   const entries =
     opening.decidedAt === null ? [] : await callStock(() => stockShard(c.env, sku, 0).drawEntries(offset, limit, at));
   return c.json({ sku, seed: opening.seed, entrants: opening.entrants, offset, entries });
