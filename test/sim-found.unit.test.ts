@@ -764,6 +764,46 @@ it("a sharded draw in sizes, retried, still asks each entry after a SOLD_OUT one
 // shard 3 pull from a sibling, which gave 2 units of d. Shard 3 is outside the count: no token, pass or
 // draw asks it again, so the units stayed there for good while a buyer waited for d (invariant 9).
 
+it("a replay of a token the draw refused pulls nothing and tells the edge nothing of the stock now", async () => {
+  await inWorld(
+    "replayed",
+    async ({ world, call, put }) => {
+      const totals = () =>
+        [0, 1].map((s) => world.shard(shardName("replayed", s))?.instance.engine.configuration.state()?.stock.total);
+      const opensAt = START + 60_000;
+      expect((await put({ totalStock: 1, perUserLimit: 1, startsAt: opensAt, openingWindowMs: 2_000 })).ok).toBe(true);
+      await world.runUntil(opensAt + 200);
+      // Two entrants homed on shard 1 of 2, for the one unit: one holds it, the other is drawn SOLD_OUT.
+      const users = "abcdefghijklmnop"
+        .split("")
+        .filter((u) => homeShard(u, 2) === 1)
+        .slice(0, 2);
+      const token = (userId: string) => ({ userId, nonce: `n-${userId}`, quantity: 1, shards: 2 });
+      const entered = users.map((u) => world.call<ReserveOutcome[]>(shardName("replayed", 1), "reserve", [[token(u)]]));
+      await world.runUntil(opensAt + 500);
+      for (const [answer] of await Promise.all(entered)) expect(answer).toMatchObject({ code: "DRAW_PENDING" });
+      await world.runUntil(opensAt + 30_000);
+      const decided = [];
+      for (const u of users) decided.push({ u, answer: (await call<ReserveOutcome[]>(1, "reserve", [token(u)]))[0] });
+      const loser = decided.find((d) => !d.answer?.ok);
+      if (!loser || decided.every((d) => !d.answer?.ok))
+        throw new Error(`not one hold and one refusal: ${JSON.stringify(decided)}`);
+      // A restock: the SKU has units again on both shards.
+      expect((await put({ totalStock: 5 })).ok).toBe(true);
+      const before = totals();
+      // The refused token's replay answers its draw's SOLD_OUT again: final, and old. It pulls no unit
+      // from the sibling, and does not say the SKU is sold out (the edge would answer others from it).
+      const [again] = await call<ReserveOutcome[]>(1, "reserve", [token(loser.u)]);
+      expect(again).toMatchObject({ ok: false, code: "SOLD_OUT", draw: { position: expect.any(Number) } });
+      expect(again).not.toHaveProperty("soldOut");
+      expect(again).not.toHaveProperty("spent");
+      await world.runUntil(world.now + 60_000);
+      expect(totals()).toEqual(before);
+    },
+    2,
+  );
+});
+
 it("a replay on a shard a resize retired pulls no units from the shards in the count", async () => {
   await inWorld(
     "retired",

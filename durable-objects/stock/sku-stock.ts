@@ -323,7 +323,10 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
       const again = answers.flatMap((a, i) => (!a.ok && a.code === "VARIANT_INVALID" ? [i] : []));
       this.#decideAgain(requests, answers, again);
     }
-    const short = answers.flatMap((a, i) => (isShort(a) ? [i] : []));
+    // A draw's refusal replayed is final and old: it says nothing of the stock now, so it pulls no
+    // units and marks nothing sold out (a replayed loser's token would have pulled every replay).
+    const final = (a: ReserveOutcome) => !a.ok && a.draw !== undefined;
+    const short = answers.flatMap((a, i) => (isShort(a) && !final(a) ? [i] : []));
     // The state is read only when some request went short: a served batch costs no extra query.
     const state = short.length > 0 ? this.engine.configuration.state() : null;
     // Siblings found empty a moment ago are not asked again: a sold-out storm costs one round of
@@ -343,14 +346,14 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     if (answers.some((a) => (a.ok ? a.value.available : a.available) === 0)) {
       const shards = onSale()?.shards;
       answers.forEach((a, i) => {
-        if (shards === undefined || !showsSoldOut(a, shards)) return;
+        if (shards === undefined || final(a) || !showsSoldOut(a, shards)) return;
         spent ??= this.#spentDigest();
         answers[i] = { ...a, soldOut: true, spent };
       });
     }
     // Sizes: a SOLD_OUT of listed variants is the SKU's for them (a sharded shard pulled them first).
     answers.forEach((a, i) => {
-      if (a.ok || a.code !== "SOLD_OUT" || a.variants === undefined || a.soldOut || !onSale()) return;
+      if (a.ok || a.code !== "SOLD_OUT" || a.variants === undefined || a.soldOut || final(a) || !onSale()) return;
       spent ??= this.#spentDigest();
       answers[i] = { ...a, sizesSoldOut: true, spent };
     });
