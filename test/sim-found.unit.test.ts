@@ -758,88 +758,81 @@ it("a sharded draw in sizes, retried, still asks each entry after a SOLD_OUT one
   }
 });
 
+/**
+ * A one-unit fair opening of `sku` on `shards` shards, with two entrants homed on shard `home`: one
+ * holds the unit, the other is drawn SOLD_OUT. Their tokens, the winner and the loser.
+ */
+async function drawnPair({ world, call, put }: Script, sku: string, shards: number, home: number) {
+  const opensAt = START + 60_000;
+  expect((await put({ totalStock: 1, perUserLimit: 1, startsAt: opensAt, openingWindowMs: 2_000 })).ok).toBe(true);
+  await world.runUntil(opensAt + 200);
+  const users = "abcdefghijklmnop"
+    .split("")
+    .filter((u) => homeShard(u, shards) === home)
+    .slice(0, 2);
+  const token = (userId: string) => ({ userId, nonce: `n-${userId}`, quantity: 1, shards });
+  const entered = users.map((u) => world.call<ReserveOutcome[]>(shardName(sku, home), "reserve", [[token(u)]]));
+  await world.runUntil(opensAt + 500);
+  for (const [answer] of await Promise.all(entered)) expect(answer).toMatchObject({ code: "DRAW_PENDING" });
+  await world.runUntil(opensAt + 30_000);
+  const decided = [];
+  for (const u of users) decided.push({ u, answer: (await call<ReserveOutcome[]>(home, "reserve", [token(u)]))[0] });
+  const winner = decided.find((d) => d.answer?.ok);
+  const loser = decided.find((d) => !d.answer?.ok);
+  if (!winner?.answer?.ok || !loser) throw new Error(`not one hold and one refusal: ${JSON.stringify(decided)}`);
+  return { token, winner: { u: winner.u, reservation: winner.answer.value.reservation }, loser: loser.u };
+}
+
+/** Each shard's total, shard 0 first. */
+const totalsOf = (world: World, sku: string, shards: number) =>
+  Array.from(
+    { length: shards },
+    (_, s) => world.shard(shardName(sku, s))?.instance.engine.configuration.state()?.stock.total,
+  );
+
+it("a replay of a token the draw refused pulls nothing and tells the edge nothing of the stock now", async () => {
+  await inWorld(
+    "replayed",
+    async (script) => {
+      const { world, call, put } = script;
+      const { token, loser } = await drawnPair(script, "replayed", 2, 1);
+      // A restock: the SKU has units again on both shards.
+      expect((await put({ totalStock: 5 })).ok).toBe(true);
+      const before = totalsOf(world, "replayed", 2);
+      // The refused token's replay answers its draw's SOLD_OUT again: final, and old. It pulls no unit
+      // from the sibling, and does not say the SKU is sold out (the edge would answer others from it).
+      const [again] = await call<ReserveOutcome[]>(1, "reserve", [token(loser)]);
+      expect(again).toMatchObject({ ok: false, code: "SOLD_OUT", draw: { position: expect.any(Number) } });
+      expect(again).not.toHaveProperty("soldOut");
+      expect(again).not.toHaveProperty("spent");
+      await world.runUntil(world.now + 60_000);
+      expect(totalsOf(world, "replayed", 2)).toEqual(before);
+    },
+    2,
+  );
+});
+
 // npm run sim -- --seed 282 --shards 4 (at aec3367): a token u2 took under 4 shards was drawn SOLD_OUT
 // in an opening on its home shard 3; the SKU was then resized to 2 and given new units of size d. The
 // token's replay reached shard 3 (a token names its shard) and its final SOLD_OUT, being short, made
 // shard 3 pull from a sibling, which gave 2 units of d. Shard 3 is outside the count: no token, pass or
 // draw asks it again, so the units stayed there for good while a buyer waited for d (invariant 9).
 
-it("a replay of a token the draw refused pulls nothing and tells the edge nothing of the stock now", async () => {
-  await inWorld(
-    "replayed",
-    async ({ world, call, put }) => {
-      const totals = () =>
-        [0, 1].map((s) => world.shard(shardName("replayed", s))?.instance.engine.configuration.state()?.stock.total);
-      const opensAt = START + 60_000;
-      expect((await put({ totalStock: 1, perUserLimit: 1, startsAt: opensAt, openingWindowMs: 2_000 })).ok).toBe(true);
-      await world.runUntil(opensAt + 200);
-      // Two entrants homed on shard 1 of 2, for the one unit: one holds it, the other is drawn SOLD_OUT.
-      const users = "abcdefghijklmnop"
-        .split("")
-        .filter((u) => homeShard(u, 2) === 1)
-        .slice(0, 2);
-      const token = (userId: string) => ({ userId, nonce: `n-${userId}`, quantity: 1, shards: 2 });
-      const entered = users.map((u) => world.call<ReserveOutcome[]>(shardName("replayed", 1), "reserve", [[token(u)]]));
-      await world.runUntil(opensAt + 500);
-      for (const [answer] of await Promise.all(entered)) expect(answer).toMatchObject({ code: "DRAW_PENDING" });
-      await world.runUntil(opensAt + 30_000);
-      const decided = [];
-      for (const u of users) decided.push({ u, answer: (await call<ReserveOutcome[]>(1, "reserve", [token(u)]))[0] });
-      const loser = decided.find((d) => !d.answer?.ok);
-      if (!loser || decided.every((d) => !d.answer?.ok))
-        throw new Error(`not one hold and one refusal: ${JSON.stringify(decided)}`);
-      // A restock: the SKU has units again on both shards.
-      expect((await put({ totalStock: 5 })).ok).toBe(true);
-      const before = totals();
-      // The refused token's replay answers its draw's SOLD_OUT again: final, and old. It pulls no unit
-      // from the sibling, and does not say the SKU is sold out (the edge would answer others from it).
-      const [again] = await call<ReserveOutcome[]>(1, "reserve", [token(loser.u)]);
-      expect(again).toMatchObject({ ok: false, code: "SOLD_OUT", draw: { position: expect.any(Number) } });
-      expect(again).not.toHaveProperty("soldOut");
-      expect(again).not.toHaveProperty("spent");
-      await world.runUntil(world.now + 60_000);
-      expect(totals()).toEqual(before);
-    },
-    2,
-  );
-});
-
 it("a replay on a shard a resize retired pulls no units from the shards in the count", async () => {
   await inWorld(
     "retired",
-    async ({ world, call, put }) => {
-      const totals = () =>
-        [0, 1, 2].map((s) => world.shard(shardName("retired", s))?.instance.engine.configuration.state()?.stock.total);
-      const opensAt = START + 60_000;
-      expect((await put({ totalStock: 1, perUserLimit: 1, startsAt: opensAt, openingWindowMs: 2_000 })).ok).toBe(true);
-      await world.runUntil(opensAt + 200);
-      // Two entrants homed on shard 2 of 3, for the one unit: one holds it, the other is drawn SOLD_OUT.
-      const users = "abcdefghijklmnop"
-        .split("")
-        .filter((u) => homeShard(u, 3) === 2)
-        .slice(0, 2);
-      const token = (userId: string) => ({ userId, nonce: `n-${userId}`, quantity: 1, shards: 3 });
-      const entered = users.map((u) => world.call<ReserveOutcome[]>(shardName("retired", 2), "reserve", [[token(u)]]));
-      await world.runUntil(opensAt + 500);
-      for (const [answer] of await Promise.all(entered)) expect(answer).toMatchObject({ code: "DRAW_PENDING" });
-      await world.runUntil(opensAt + 30_000);
-      const decided = [];
-      for (const u of users) decided.push({ u, answer: (await call<ReserveOutcome[]>(2, "reserve", [token(u)]))[0] });
-      const winner = decided.find((d) => d.answer?.ok);
-      const loser = decided.find((d) => !d.answer?.ok);
-      if (!winner?.answer?.ok || !loser) throw new Error(`not one hold and one refusal: ${JSON.stringify(decided)}`);
-      expect(loser.answer).toMatchObject({ code: "SOLD_OUT" });
+    async (script) => {
+      const { world, call, put } = script;
+      const { token, winner, loser } = await drawnPair(script, "retired", 3, 2);
       // The hold is cancelled (nothing held: a resize may run); the SKU goes to 2 shards with 4 units.
-      expect((await call<Outcome<Reservation>>(2, "cancel", winner.answer.value.reservation.id, winner.u)).ok).toBe(
-        true,
-      );
+      expect((await call<Outcome<Reservation>>(2, "cancel", winner.reservation.id, winner.u)).ok).toBe(true);
       expect((await put({ shards: 2, totalStock: 4 })).ok).toBe(true);
-      expect(totals()).toEqual([2, 2, 0]);
+      expect(totalsOf(world, "retired", 3)).toEqual([2, 2, 0]);
       // The drawn token's replay on shard 2 answers its draw's SOLD_OUT again, and takes no unit.
-      const [again] = await call<ReserveOutcome[]>(2, "reserve", [token(loser.u)]);
+      const [again] = await call<ReserveOutcome[]>(2, "reserve", [token(loser)]);
       expect(again).toMatchObject({ code: "SOLD_OUT" });
       await world.runUntil(world.now + 60_000);
-      expect(totals()).toEqual([2, 2, 0]);
+      expect(totalsOf(world, "retired", 3)).toEqual([2, 2, 0]);
     },
     3,
   );
