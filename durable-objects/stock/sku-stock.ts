@@ -1,6 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
 import { v7 as uuidv7 } from "uuid";
-import { claimTier } from "../engine/access";
 import type { Audit } from "../engine/audit";
 import type { SkuSettings } from "../engine/configuration";
 import type { DrawInfo, DrawnEntry, DrawPlace, Entrant } from "../engine/opening-draw";
@@ -10,7 +9,6 @@ import { StockEngine } from "../engine/stock-engine";
 import {
   type EngineStorage,
   isOnSale,
-  isScheduled,
   isShort,
   type Outcome,
   type Reservation,
@@ -25,6 +23,7 @@ import { saleLogAppender } from "../log/sale-log-client";
 import { MIRROR_WRITE_TIMEOUT_MS, mirrorFromEnv } from "../mirror/redis-mirror";
 import { log, withLogContext } from "../shared/log";
 import { shardName } from "../shared/shard-name";
+import { type CodeAnswer, CodeAsks } from "./code-asks";
 import { DrawRunner } from "./draw-runner";
 import { DueWork } from "./due-work";
 import { type MirrorCheck, MirrorPublisher } from "./mirror-publisher";
@@ -65,16 +64,6 @@ function randomSeed(): string {
  * changes of the SKU (sku-change-runner.ts); they get the object's private {@link StockHost}, never
  * `this`. The public methods below are the RPC surface, one face per caller (stock-faces.ts).
  */
-/** An access code presented to shard 0, waiting for the turn that takes it ({@link SkuStock.tokenState}). */
-interface CodeAsk {
-  hash: string;
-  userId: string;
-  /** Units of the sibling shards, read when this shard had none (null: not read, it had some). */
-  elsewhere: number | null;
-  resolve: (answer: { state: SkuState | null; codeTier: string | null; soldOut: boolean }) => void;
-  reject: (err: unknown) => void;
-}
-
 export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace, AdminFace {
   readonly engine: StockEngine;
   /** The object's clock. A seam for tests, which move time forward instead of sleeping. */
@@ -90,8 +79,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   readonly #draw: DrawRunner;
   readonly #changes: SkuChanges;
   readonly #claims: PaymentClaims;
-  /** Access codes presented and not yet decided: decided together by {@link tokenState}. */
-  #codeAsks: CodeAsk[] = [];
+  readonly #codes: CodeAsks;
   /** The last spent-nonce digest, reused while the shard's seq has not moved. */
   #digest: SpentDigest | null = null;
 
@@ -120,6 +108,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
       where: () => ({ object: ctx.id.name }),
     };
     this.#pulls = new ShardPulls(this.#host);
+    this.#codes = new CodeAsks(this.#host);
     this.#waitlist = new WaitlistServer(this.#host, this.#pulls);
     this.#draw = new DrawRunner(
       this.#host,
@@ -179,81 +168,12 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   }
 
   /**
-   * Shard 0, for a token request that carries an access code: the state, as {@link state}, and,
-   * only while the sale is on and has not publicly started, the tier the code admits `userId` to
-   * (taking the code for them; null: the code admits nobody else). A code is taken only by a
-   * shopper it alone admits: when an opened tier admits the shopper by a claim of their JWT
-   * (`claims`), that tier is answered and the code stays free for whom it was meant for (so does
-   * it once the public sale admits everyone). A code is taken only with a token, so its stock is
-   * judged here before (this shard's units, else its siblings'): a SKU with no unit takes none
-   * (`soldOut`: the edge answers SOLD_OUT), nor does one whose shards are changing (the state says
-   * so: the edge answers BUSY). One call, as without a code.
+   * Shard 0, for a token request that carries an access code: the state, as {@link state}, and
+   * the tier the code admits `userId` to, codes presented together taken in one transaction
+   * (./code-asks.ts). One call, as without a code.
    */
-  async tokenState(
-    userId: string,
-    codeHash: string,
-    claims: Record<string, unknown> = {},
-  ): Promise<{ state: SkuState | null; codeTier: string | null; claimTier?: string; soldOut?: boolean }> {
-    const state = this.engine.configuration.state();
-    const now = this.now();
-    if (!state || !isScheduled(state, now)) return { state, codeTier: null };
-    const byClaim = claimTier(state.access, claims, now);
-    if (byClaim) return { state, codeTier: null, claimTier: byClaim.name };
-    // The siblings' units count only when this shard has none (as the edge judges a token).
-    const elsewhere = state.stock.available > 0 || state.shards === 1 ? null : await this.#siblingsAvailable(state);
-    return new Promise((resolve, reject) => this.#askCode({ hash: codeHash, userId, elsewhere, resolve, reject }));
-  }
-
-  /**
-   * Codes presented at about the same time are taken in one transaction (one commit): the first
-   * presentation waits a timer's turn, letting the requests queued behind it join its batch. One
-   * timer a batch, as draw-waiters.ts does: a timer per request measured twice the CPU.
-   */
-  #askCode(ask: CodeAsk): void {
-    this.#codeAsks.push(ask);
-    if (this.#codeAsks.length > 1) return;
-    void scheduler.wait(0).then(() => {
-      const asks = this.#codeAsks;
-      this.#codeAsks = [];
-      try {
-        // Judged in the turn that takes the codes: a change or a sale since the call is seen.
-        const at = this.now();
-        const current = this.engine.configuration.state();
-        const open = current !== null && isScheduled(current, at) && !current.reconfiguring;
-        const units = current?.stock.available ?? 0;
-        // This shard's units went since a call that so read no sibling's (a hold, a sibling's pull):
-        // its siblings are read now and the code asked again, not answered sold out while they have units.
-        const unread = open && units === 0 && current.shards > 1 ? asks.filter((a) => a.elsewhere === null) : [];
-        if (unread.length > 0 && current !== null) {
-          this.#siblingsAvailable(current).then(
-            (n) => {
-              for (const again of unread) this.#askCode({ ...again, elsewhere: n });
-            },
-            (err: unknown) => {
-              for (const again of unread) again.reject(err);
-            },
-          );
-        }
-        const judged = unread.length > 0 ? asks.filter((a) => a.elsewhere !== null) : asks;
-        const tiers = this.engine.access.redeemMany(
-          judged.map((a) => ({ hash: a.hash, userId: a.userId, take: open && units + (a.elsewhere ?? 0) > 0 })),
-          at,
-        );
-        judged.forEach((a, i) => {
-          a.resolve({ state: current, codeTier: tiers[i] ?? null, soldOut: units + (a.elsewhere ?? 0) === 0 });
-        });
-      } catch (err) {
-        for (const a of asks) a.reject(err);
-      }
-    });
-  }
-
-  /** Shard 0: the units of its sibling shards (a sharded SKU's token request with a code, when shard 0 has none). */
-  async #siblingsAvailable(state: SkuState): Promise<number> {
-    const states = await Promise.all(
-      Array.from({ length: state.shards - 1 }, (_, i) => this.#host.shardOf(state.sku, i + 1).state()),
-    );
-    return states.reduce((sum, s) => sum + (s?.stock.available ?? 0), 0);
+  tokenState(userId: string, codeHash: string, claims: Record<string, unknown> = {}): Promise<CodeAnswer> {
+    return this.#codes.ask(userId, codeHash, claims);
   }
 
   /** Shard 0: stores access codes of `tier` by their SHA-256 (false: no such tier). */
