@@ -32,8 +32,10 @@
  *    each, 1 to its entrants, made between its close and its reveal), a hold inside a window only
  *    by an earlier opening's draw, and the entries' results match the log: each `HELD` entry has
  *    its one hold at its position, of its quantity, no refused one has any, and (a sale without
- *    sizes) none is held after the first `SOLD_OUT`. A log whose holds name no draw (written before
- *    they did) has its outcomes reported as unproven, its late holds counted as before.
+ *    sizes) none is held after the first `SOLD_OUT`, nor refused `SOLD_OUT` while units the log
+ *    leaves it remained. A draw whose holds name it not, and whose configuration promised no such
+ *    names (`holdsNamed`: a gateway from before they did), has its outcomes reported as unproven,
+ *    its late holds counted as before.
  *
  * With `--receipt <file>` (a buyer's receipt, one `proof` of their reservation), also checks that
  * receipt against the signed log. Prints a summary and exits 0, or names the first entry that breaks
