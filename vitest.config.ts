@@ -1,7 +1,9 @@
-import { availableParallelism } from "node:os";
-import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
 import { configDefaults, defineConfig } from "vitest/config";
-import { LongFirst } from "./test/support/long-first";
+import { FILES_AT_ONCE, LongFirst } from "./test/support/long-first";
+import "./test/support/uncompressed-sockets";
+
+// Imported after the line above (a static import would load Miniflare before it runs).
+const { cloudflareTest, readD1Migrations } = await import("@cloudflare/vitest-pool-workers");
 
 // Three tiers of tests (docs/DEVELOPMENT.md, "Test tiers"):
 //   *.unit.test.ts                            run in plain Node: pure logic, the engine over real SQLite
@@ -43,9 +45,7 @@ export default defineConfig({
   test: {
     // Logs of passing tests are noise (the consumer logs every injected failure); failures keep theirs.
     silent: "passed-only",
-    // Two files at once on this 2-core machine (vitest's default leaves a core free: one at a time);
-    // the same in every project, which vitest requires of projects that run together.
-    maxWorkers: availableParallelism(),
+    maxWorkers: FILES_AT_ONCE,
     // Long files first, the tiers mixed (test/support/long-first.ts).
     sequence: { sequencer: LongFirst },
     projects: [

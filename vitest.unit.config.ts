@@ -1,8 +1,7 @@
 import { readFileSync } from "node:fs";
-import { availableParallelism } from "node:os";
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
-import { LongFirst } from "./test/support/long-first";
+import { FILES_AT_ONCE, LongFirst } from "./test/support/long-first";
 
 /**
  * The simulator's stand-ins (tools/sim/, docs/SIMULATOR.md): workerd's `cloudflare:workers` for the
@@ -34,8 +33,8 @@ export default defineConfig({
     include: ["test/**/*.unit.test.ts"],
     environment: "node",
     silent: "passed-only",
-    // Every core: vitest's default leaves one free, which on a 2-core machine runs the files one by one.
-    maxWorkers: availableParallelism(),
+    // As many as `npm test` runs (vitest requires one figure of projects that run together).
+    maxWorkers: FILES_AT_ONCE,
     // Worker threads, not child processes: cheaper to start, and no process per file to boot.
     pool: "threads",
     // Each thread kept from file to file: a fresh one per file spent longer starting than most files run.
