@@ -3,22 +3,41 @@
 // script's arguments). The suite mostly waits on its servers, pages and timers and leaves a core
 // idle, which the checks fill; so a run takes about as long as the suite alone. The checks' output is
 // printed once they end: at once when they fail (the suite runs on), as one line when they pass.
+// The suite's temporary files go to a tmpfs when there is one (scratch(), below).
 // Exits 1 when either fails. Node built-ins only.
 import { spawn } from "node:child_process";
+import { existsSync, mkdirSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 
 const started = Date.now();
+const SHM = "/dev/shm";
 
 /** Runs a command; resolves with its exit code (1 when a signal ended it). Its output goes to `onOutput`, else here. */
-function run(command, args, onOutput) {
+function run(command, args, onOutput, env = process.env) {
   return new Promise((resolve) => {
-    const child = spawn(command, args, { stdio: onOutput ? ["ignore", "pipe", "pipe"] : "inherit" });
+    const child = spawn(command, args, { stdio: onOutput ? ["ignore", "pipe", "pipe"] : "inherit", env });
     child.on("error", () => resolve(1));
     child.on("exit", (code) => resolve(code ?? 1));
     child.stdout?.on("data", onOutput);
     child.stderr?.on("data", onOutput);
   });
+}
+
+/**
+ * The suite's scratch state (workerd's and wrangler dev's storage, D1 copies, Chromium profiles, all
+ * under the OS's temporary directory) in memory when the machine has a tmpfs and no TMPDIR is set:
+ * their SQLite commits then sync nothing to disk.
+ */
+function scratch() {
+  if (process.env.TMPDIR || !existsSync(SHM)) return process.env;
+  const dir = join(SHM, `flashgate-test-${process.getuid?.() ?? "user"}`);
+  try {
+    mkdirSync(dir, { recursive: true });
+  } catch {
+    return process.env; // a tmpfs this user cannot write to: the OS's temporary directory, as before
+  }
+  return { ...process.env, TMPDIR: dir };
 }
 
 let checkOutput = "";
@@ -31,7 +50,7 @@ const checked = run("npm", ["run", "-s", "check"], (chunk) => {
 });
 // vitest's own bin, with this node: no npx or npm process in front of it.
 const vitest = join(dirname(createRequire(import.meta.url).resolve("vitest/package.json")), "vitest.mjs");
-const tested = run(process.execPath, [vitest, "run", ...process.argv.slice(2)]);
+const tested = run(process.execPath, [vitest, "run", ...process.argv.slice(2)], undefined, scratch());
 
 const [check, tests] = await Promise.all([checked, tested]);
 if (check.code === 0) process.stdout.write(`npm run check: passed (${check.seconds} s, beside the tests)\n`);
