@@ -4,7 +4,7 @@ import type { ClientOptions, default as WebSocketClass } from "ws";
 /**
  * vitest talks to each workerd test runtime over a WebSocket that Miniflare opens with `ws`, whose
  * clients offer per-message deflate unless told not to, and Miniflare passes no option: every module
- * and result crossing it was deflated on one side and inflated on the other, about a third of the
+ * and result crossing it was deflated on one side and inflated on the other, about a quarter of the
  * workerd tier's CPU. So the `ws` Miniflare loads opens its client sockets uncompressed. Must run
  * before Miniflare is first imported (it keeps the class it loads); a second run (the config read
  * again) finds it done.
