@@ -1,9 +1,6 @@
+import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
 import { configDefaults, defineConfig } from "vitest/config";
 import { FILES_AT_ONCE, LongFirst } from "./test/support/long-first";
-import "./test/support/uncompressed-sockets";
-
-// Imported after the line above (a static import would load Miniflare before it runs).
-const { cloudflareTest, readD1Migrations } = await import("@cloudflare/vitest-pool-workers");
 
 // Three tiers of tests (docs/DEVELOPMENT.md, "Test tiers"):
 //   *.unit.test.ts                            run in plain Node: pure logic, the engine over real SQLite
