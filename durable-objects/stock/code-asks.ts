@@ -1,6 +1,6 @@
 import { claimTier } from "../engine/access";
 import { isScheduled, type SkuState } from "../engine/types";
-import type { StockHost } from "./stock-host";
+import { type StockHost, siblingsAvailable } from "./stock-host";
 
 /** Shard 0's answer to a token request with an access code (see {@link CodeAsks.ask}). */
 export interface CodeAnswer {
@@ -52,7 +52,8 @@ export class CodeAsks {
     const byClaim = claimTier(state.access, claims, now);
     if (byClaim) return { state, codeTier: null, claimTier: byClaim.name };
     // The siblings' units count only when this shard has none (as the edge judges a token).
-    const elsewhere = state.stock.available > 0 || state.shards === 1 ? null : await this.#siblingsAvailable(state);
+    const elsewhere =
+      state.stock.available > 0 || state.shards === 1 ? null : await siblingsAvailable(this.#host, state);
     return new Promise((resolve, reject) => this.#push({ hash: codeHash, userId, elsewhere, resolve, reject }));
   }
 
@@ -76,7 +77,7 @@ export class CodeAsks {
         // its siblings are read now and the code asked again, not answered sold out while they have units.
         const unread = open && units === 0 && current.shards > 1 ? asks.filter((a) => a.elsewhere === null) : [];
         if (unread.length > 0 && current !== null) {
-          this.#siblingsAvailable(current).then(
+          siblingsAvailable(this.#host, current).then(
             (n) => {
               for (const again of unread) this.#push({ ...again, elsewhere: n });
             },
@@ -97,13 +98,5 @@ export class CodeAsks {
         for (const a of asks) a.reject(err);
       }
     });
-  }
-
-  /** The units of shard 0's sibling shards (a sharded SKU's code, when shard 0 has none). */
-  async #siblingsAvailable(state: SkuState): Promise<number> {
-    const states = await Promise.all(
-      Array.from({ length: state.shards - 1 }, (_, i) => this.#host.shardOf(state.sku, i + 1).state()),
-    );
-    return states.reduce((sum, s) => sum + (s?.stock.available ?? 0), 0);
   }
 }

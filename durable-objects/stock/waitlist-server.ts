@@ -5,7 +5,7 @@ import { CoalescedRunner } from "../shared/coalesced-runner";
 import { log } from "../shared/log";
 import { homeShard } from "../shared/shard-name";
 import type { ShardPulls } from "./shard-pulls";
-import { RETRY_MS, type StockHost, siblingsOf } from "./stock-host";
+import { RETRY_MS, type StockHost, siblingsAvailable, siblingsOf } from "./stock-host";
 
 /**
  * A sharded SKU's waitlist, served across shards. It is kept on shard 0; each buyer is held on
@@ -264,13 +264,8 @@ export class WaitlistServer {
 
   /** The units available over all of the SKU's shards. */
   async #skuAvailable(state: SkuState): Promise<number> {
-    const states = await Promise.all(
-      siblingsOf(state.shards).map((shard) => this.#host.shardOf(state.sku, shard).state()),
-    );
-    return states.reduce(
-      (n, s) => n + (s?.stock.available ?? 0),
-      this.#host.engine.configuration.state()?.stock.available ?? 0,
-    );
+    const elsewhere = await siblingsAvailable(this.#host, state);
+    return elsewhere + (this.#host.engine.configuration.state()?.stock.available ?? 0);
   }
 
   /**
