@@ -3,10 +3,10 @@ import { BaseSequencer, type TestSpecification } from "vitest/node";
 
 /**
  * Files at once, in every project (vitest requires one figure of projects that run together): a core
- * each, and two more, because the browser and `wrangler dev` files mostly wait for their pages and
+ * each, and one more, because the browser and `wrangler dev` files mostly wait for their pages and
  * servers (a whole `npm test` kept 2 cores 46% busy with one file per core).
  */
-export const FILES_AT_ONCE = availableParallelism() + 2;
+export const FILES_AT_ONCE = availableParallelism() + 1;
 
 /**
  * The suite's long files, longest first (seconds of its tests in a quiet `npm test` on a 2-core
