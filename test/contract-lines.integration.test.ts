@@ -9,7 +9,8 @@ import { eventually } from "./support/eventually";
 import { pay } from "./support/payments";
 // The contract's other suites share this file's workerd (one start-up, issue #56): bad input, answers
 // against /openapi.json's schemas, CORS, the public SKU display, SKUs nobody configured, what a
-// refusal says (error-messages), the pages each entry serves and the harness's dev-only routes.
+// refusal says (error-messages), the pages each entry serves, the harness's dev-only routes and the
+// test runtime's own patch (test-runtime).
 import "./suites/bad-input";
 import "./suites/openapi";
 import "./suites/cors";
@@ -20,6 +21,7 @@ import "./suites/pages";
 import "./suites/dev-routes";
 import "./suites/auth";
 import "./suites/metrics";
+import "./suites/test-runtime";
 
 /**
  * Lines of docs/API.md that no other test asserted, each through the routes as a client sees them.
