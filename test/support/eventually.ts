@@ -13,3 +13,19 @@ export async function eventually<T>(check: () => Promise<T> | T, timeoutMs = 15_
     }
   }
 }
+
+/**
+ * Awaits `work`, failing with `what` when it has not settled within `timeoutMs`: for a wait with no
+ * bound of its own, which would otherwise hang its test until vitest's timeout, with no step named.
+ */
+export async function settles<T>(work: Promise<T>, what: string, timeoutMs = 20_000): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not settle within ${timeoutMs} ms`)), timeoutMs);
+  });
+  try {
+    return await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
