@@ -283,9 +283,11 @@ describe("sold out on a sharded SKU", () => {
     const tokens = [await tokenFor(first, sku), await tokenFor(second, sku)];
     expect((await reserve(first, sku, 1, tokens[0])).status).toBe(202); // shard 0 is now empty
     // Shard 1 (which still has its unit) cannot answer: its configuration is gone.
-    await runInDurableObject(stockShard(env, sku, 1), (object, state) => {
+    const row = await runInDurableObject(stockShard(env, sku, 1), (object, state) => {
+      const kept = state.storage.sql.exec<Record<string, SqlStorageValue>>("SELECT * FROM sku").one();
       state.storage.sql.exec("DELETE FROM sku");
       object.engine.forget(); // the engine keeps the SKU row in memory: it reads SQLite's again
+      return kept;
     });
     const answer = await reserve(second, sku, 1, tokens[1]);
     expect([answer.status, answer.json.error.code, answer.headers.get("retry-after")]).toEqual([503, "BUSY", "1"]);
@@ -295,6 +297,19 @@ describe("sold out on a sharded SKU", () => {
     const calls = reached();
     await reserve(second, sku, 1, tokens[1]);
     expect(reached()).toBeGreaterThan(calls);
+
+    // Shard 1 answers again: shard 0's alarm finishes the transfers it began, once, and nothing is
+    // left retrying (unfinished, they were asked again every 5 s for the rest of the runtime's life).
+    await runInDurableObject(stockShard(env, sku, 1), (object, state) => {
+      const columns = Object.keys(row);
+      const values = columns.map((c) => row[c]);
+      state.storage.sql.exec(`INSERT INTO sku (${columns}) VALUES (${columns.map(() => "?")})`, ...values);
+      object.engine.forget();
+    });
+    expect(await runDurableObjectAlarm(stockShard(env, sku, 0))).toBe(true);
+    const healed = await allShards(sku, 2);
+    expect(healed.map((f) => f.pendingTransfers)).toEqual([0, 0]);
+    expect([sum(healed, "total"), sum(healed, "available") + sum(healed, "held")]).toEqual([2, 2]);
   });
 });
 
