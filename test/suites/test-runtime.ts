@@ -3,12 +3,9 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 
 /**
- * The test runtime itself: `@cloudflare/vitest-pool-workers` 0.15.1 (the version this project pins),
- * with the fix of workers-sdk#15092 applied from patches/ by `npm install`. Its wrapper of each Durable
- * Object class put the class's prototype behind a new Proxy every time it built an object, around the
- * Proxy before: every RPC then passed one trap per object built so far in that runtime. A file's calls
- * slowed quadratically, and past about 1,500 objects of one class every call threw "Maximum call stack
- * size exceeded". Patched, the Proxy is put in place once.
+ * The test runtime itself: the pinned `@cloudflare/vitest-pool-workers` 0.15.1 with workers-sdk#15092's
+ * fix from patches/ (docs/DEVELOPMENT.md, "Tests"). Unpatched, every object built wrapped its class's
+ * prototype in one more Proxy, and a call past about 1,500 objects threw RangeError.
  */
 
 /** The pool's module that builds the wrappers (not typed: it is the pool's own, not a public API). */
