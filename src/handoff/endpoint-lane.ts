@@ -58,7 +58,8 @@ export function retrySchedule(text: string | undefined): readonly number[] {
 /**
  * What an attempt's answer leaves in the row taken as `row`: delivered, due again after the
  * schedule's next delay, or failed. `attempts` is the attempts answered before this one (a batch's:
- * the most of its rows').
+ * the fewest of its rows', so an event new to a batch gets the whole schedule; one tried alone
+ * before, while the endpoint sent single events, may get a try or two more than its own schedule).
  */
 function outcomeOf(
   row: { position: number; seen_at: number },
@@ -334,7 +335,7 @@ async function runLane(
     const started = await eachLimited(messages, CONNECTIONS, until, async (message) => {
       const answer = await post(target, message.id, message.body, Date.now(), deadlines);
       // One outcome for the whole batch: every row delivered, or every row due again at one time.
-      const attempts = Math.max(...message.rows.map((row) => row.attempts));
+      const attempts = Math.min(...message.rows.map((row) => row.attempts));
       for (const row of message.rows) {
         outcomes.push({ ...outcomeOf(row, attempts, answer, schedule), batchId: message.id });
       }

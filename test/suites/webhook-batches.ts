@@ -258,6 +258,37 @@ describe("webhook batches", () => {
     }
   });
 
+  it("an event new to a batch gets the whole schedule, though an event tried alone before shares its batch (found in an audit)", async () => {
+    // Single at first, and every attempt refused: the first event is tried twice alone, one attempt left.
+    const hook = await endpoint({ fail: 1000 });
+    const sku = uniqueSku("mixedtries");
+    await createSku(sku, { totalStock: 10, perUserLimit: 10 });
+    expect((await reserve("mt-0", sku)).status).toBe(202);
+    const [old] = await eventually(async () => {
+      const rows = await deliveries(hook.id);
+      expect(rows.map((d) => [d.status, d.attempts])).toEqual([["pending", 2]]);
+      return rows;
+    }, 20_000);
+    // Batched from now on, while it is owed; two new events join it in one batch, refused.
+    await settings(hook.id, hook.url, { maxEvents: 3, maxWaitMs: 10_000 });
+    for (const user of ["mt-1", "mt-2"]) expect((await reserve(user, sku)).status).toBe(202);
+    await eventually(
+      async () => expect(batchesOf((await logOf(hook.id)).received).map((b) => b.events.length)).toContain(3),
+      20_000,
+    );
+    const fresh = await eventually(async () => {
+      const rows = (await deliveries(hook.id)).filter((d) => d.id !== old?.id);
+      expect(rows.map((d) => [d.attempts, d.batchId !== null])).toEqual([
+        [1, true],
+        [1, true],
+      ]);
+      return rows;
+    }, 20_000);
+    // Refused once, each has attempts left on the schedule: due again, not failed (the batch used to
+    // take its oldest event's count, and all three failed).
+    expect(fresh.map((d) => d.status)).toEqual(["pending", "pending"]);
+  }, 60_000);
+
   it("refuses a bad batch setting with 400 INVALID_REQUEST naming the field, and nothing stored", async () => {
     const id = uniqueSku("badbatch");
     const url = `${receiver.url}/hooks/${id}`;
