@@ -100,18 +100,24 @@ export async function endpointLags(db: D1Database, endpointId?: string): Promise
 /**
  * When the endpoint's next pending delivery that a sender would take is due (ms, D1's clock): null
  * when there is none, or the endpoint is disabled (its rows wait for the PUT that enables it, which
- * wakes the sender), so that no alarm comes back for rows it would not take.
+ * wakes the sender), so that no alarm comes back for rows it would not take. `afterNow`: the first
+ * due after now (a batched endpoint's rows held back for more are due already).
  */
-export async function nextDueAt(db: D1Database, endpointId: string): Promise<{ at: number; now: number } | null> {
+export async function nextDueAt(
+  db: D1Database,
+  endpointId: string,
+  afterNow = false,
+): Promise<{ at: number; now: number } | null> {
   // The due index in order, stopping at the first row a sender would take (MIN() walked them all).
   const row = await db
     .prepare(
       `SELECT d.next_attempt_at AS at, ${D1_NOW} AS now
        FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
        WHERE d.endpoint_id = ?1 AND d.status = 'pending' AND e.enabled = 1 AND d.${subscribed(1)}
+         AND (?2 = 0 OR d.next_attempt_at > ${D1_NOW})
        ORDER BY d.next_attempt_at LIMIT 1`,
     )
-    .bind(endpointId)
+    .bind(endpointId, afterNow ? 1 : 0)
     .first<{ at: number; now: number }>();
   return row ? { at: row.at, now: row.now } : null;
 }

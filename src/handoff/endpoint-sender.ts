@@ -59,9 +59,10 @@ export class WebhookSender extends DurableObject<Env> {
       return;
     }
     // Its next retry (or a lapsed lease), by D1's clock, from the due index: one read a run, not a delivery.
-    const next = await nextDueAt(this.env.DB, endpointId);
     // A batched endpoint's events held back for more are due rows already: they go when their wait
-    // ends (or sooner, when a wake-up brings enough), and a retry due before that comes first.
+    // ends (or sooner, when a wake-up brings enough), and a retry due before that comes first (so the
+    // retry is the first row due after now: the held rows, due already, would hide it).
+    const next = await nextDueAt(this.env.DB, endpointId, lane.holdUntil !== null);
     // Otherwise at least a beat later: a row due now that this run did not take is not retried in a tight loop.
     const retryMs =
       next && (lane.holdUntil === null || next.at > next.now) ? Math.max(MIN_ALARM_MS, next.at - next.now + 50) : null;

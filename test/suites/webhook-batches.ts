@@ -289,6 +289,29 @@ describe("webhook batches", () => {
     expect(fresh.map((d) => d.status)).toEqual(["pending", "pending"]);
   }, 60_000);
 
+  it("retries a refused batch on the schedule while a newer event is held for maxWaitMs (found in an audit)", async () => {
+    const hook = await endpoint({ fail: 1 }, { batch: { maxEvents: 3, maxWaitMs: 10_000 } });
+    const sku = uniqueSku("heldretry");
+    await createSku(sku, { totalStock: 10, perUserLimit: 10 });
+    for (const user of ["hr-0", "hr-1", "hr-2"]) expect((await reserve(user, sku)).status).toBe(202);
+    const first = await eventually(async () => {
+      const [message] = (await logOf(hook.id)).received;
+      expect(message?.answered).toBe(500);
+      return message;
+    }, 20_000);
+    // One event more right away: too few for a batch, held for up to 10 s.
+    expect((await reserve("hr-3", sku)).status).toBe(202);
+    await senderOf(env, hook.id).wake(hook.id);
+    const retried = await eventually(async () => {
+      const again = (await logOf(hook.id)).received.slice(1).find((r) => r.webhookId === first?.webhookId);
+      expect(again?.answered).toBe(204);
+      return again;
+    }, 20_000);
+    // Due 1 s after the refusal (WEBHOOK_RETRY_SCHEDULE "1,2"): it went with the held event's 10 s
+    // wait before, so anything under that is the schedule's.
+    expect((retried?.receivedAt ?? 0) - (first?.receivedAt ?? 0)).toBeLessThan(8_000);
+  }, 60_000);
+
   it("refuses a bad batch setting with 400 INVALID_REQUEST naming the field, and nothing stored", async () => {
     const id = uniqueSku("badbatch");
     const url = `${receiver.url}/hooks/${id}`;
