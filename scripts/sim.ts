@@ -8,9 +8,6 @@
 import { register } from "node:module";
 import { parseArgs } from "node:util";
 
-register("../tools/sim/resolve-hooks.mjs", import.meta.url);
-const { simulate } = await import("../tools/sim/simulate");
-
 const USAGE = "usage: npm run sim -- [--seed S] [--seeds M] [--steps N] [--shards 1-4] [--quiet] [--states]";
 
 /** Bad input: the reason and the usage on stderr, exit 2 (as npm run jwt and verify-sale do). */
@@ -52,6 +49,8 @@ const first = whole("seed", values.seed, 0, Number.MAX_SAFE_INTEGER);
 const steps = whole("steps", values.steps, 1, 100_000);
 const seeds = whole("seeds", values.seeds, 1, 1_000_000);
 const fixedShards = values.shards === undefined ? undefined : whole("shards", values.shards, 1, 4);
+register("../tools/sim/resolve-hooks.mjs", import.meta.url);
+const { simulate } = await import("../tools/sim/simulate");
 let failed = 0;
 for (let seed = first; seed < first + seeds; seed++) {
   // Without --shards, each seed starts on 1 to 4 shards, as the unit tier runs them.
