@@ -59,13 +59,12 @@ export class WebhookSender extends DurableObject<Env> {
       return;
     }
     // Its next retry (or a lapsed lease), by D1's clock, from the due index: one read a run, not a delivery.
-    // A batched endpoint's events held back for more are due rows already: they go when their wait
-    // ends (or sooner, when a wake-up brings enough), and a retry due before that comes first (so the
-    // retry is the first row due after now: the held rows, due already, would hide it).
+    // A batched endpoint's events held back for more are due rows already, so then it is the first row
+    // due after now: they go when their wait ends (or sooner, when a wake-up brings enough), and a retry
+    // due before that comes first.
     const next = await nextDueAt(this.env.DB, endpointId, lane.holdUntil !== null);
-    // Otherwise at least a beat later: a row due now that this run did not take is not retried in a tight loop.
-    const retryMs =
-      next && (lane.holdUntil === null || next.at > next.now) ? Math.max(MIN_ALARM_MS, next.at - next.now + 50) : null;
+    // At least a beat later: a row due now that this run did not take is not retried in a tight loop.
+    const retryMs = next ? Math.max(MIN_ALARM_MS, next.at - next.now + 50) : null;
     const holdMs = lane.holdUntil === null ? null : Math.max(10, lane.holdUntil - Date.now() + 10);
     const waitMs = retryMs === null ? holdMs : holdMs === null ? retryMs : Math.min(retryMs, holdMs);
     if (waitMs !== null) await this.ctx.storage.setAlarm(Date.now() + waitMs);
