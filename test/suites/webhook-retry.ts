@@ -29,13 +29,13 @@ async function patchReceiver(id: string, behaviour: Record<string, unknown>) {
 
 describe("POST /admin/webhooks/:id/deliveries/:deliveryId/retry", () => {
   it("a retry accepted while an attempt of the delivery is under way gets its own attempt after it", async () => {
-    const hook = await endpoint({ fail: 2 });
+    // Every attempt hangs 2.5 s, then fails; set before the first, not between the second and the third
+    // (a 2 s gap a poll could miss, the third then answered by the old behaviour).
+    const hook = await endpoint({ fail: 3, delayMs: 2500 });
     const sku = uniqueSku("inflight");
     await createSku(sku, { totalStock: 5 });
     expect((await reserve("f1", sku)).status).toBe(202);
-    await eventually(async () => expect((await logOf(hook.id)).count).toBe(2), 20_000);
-    // The third and last attempt of the schedule hangs, then fails; the operator retries meanwhile.
-    await patchReceiver(hook.id, { fail: 1, delayMs: 2500 });
+    // The third and last attempt of the schedule is under way; the operator retries meanwhile.
     await eventually(async () => expect((await logOf(hook.id)).count).toBe(3), 20_000);
     const [row] = await deliveries(hook.id);
     const retry = await call("POST", `/admin/webhooks/${hook.id}/deliveries/${row?.id}/retry`, { admin: true });
@@ -99,8 +99,9 @@ describe("POST /admin/webhooks/:id/retry", () => {
   });
 
   it("counts a delivery an attempt is under way for as tried now, and sends it once", async () => {
-    // Every answer waits 4 s: the delivery is in flight, its endpoint held, when the operator retries.
-    const hook = await endpoint({ delayMs: 4000 });
+    // Every answer waits 8 s (under the 10 s timeout): the delivery is in flight, its endpoint held, when
+    // the operator retries, even after a poll gap of several seconds on a loaded machine.
+    const hook = await endpoint({ delayMs: 8000 });
     const sku = uniqueSku("midrun");
     await createSku(sku, { totalStock: 5 });
     expect((await reserve("m1", sku)).status).toBe(202);
