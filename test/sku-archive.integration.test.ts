@@ -224,8 +224,13 @@ describe.each([1, 3])("a SKU of %i shard(s)", (shards) => {
         await call("GET", `/api/skus/${sku}/challenge`, { user: other, env: POW }),
         await reserve(other, sku, 1, spareToken),
         await call("POST", `/api/skus/${sku}/waitlist`, { user: other, body: { quantity: 1 } }),
+        // Refused at the edge before any object is asked (found in an audit: a challenge was asked for,
+        // which the challenge route answers 404): not found comes first, as sold out does.
+        await call("POST", `/api/skus/${sku}/tokens`, { user: other, env: POW }),
+        await reserve(other, sku, 1, "not-a-token"),
+        await call("POST", `/api/skus/${sku}/tokens`),
       ];
-      expect(notFound.map(error)).toEqual(Array(5).fill([404, "SKU_NOT_FOUND"]));
+      expect(notFound.map(error)).toEqual(Array(8).fill([404, "SKU_NOT_FOUND"]));
       // A token's replay still answers the hold it made (holds keep their course); it holds nothing more.
       const replay = await reserve(buyer, sku, 1, buyerToken);
       expect([replay.status, replay.headers.get("Idempotent-Replayed"), replay.json.reservationId]).toEqual([
@@ -268,6 +273,11 @@ describe.each([1, 3])("a SKU of %i shard(s)", (shards) => {
 
     it("answers 404 SKU_NOT_FOUND for a SKU never configured, and stores nothing", async () => {
       const sku = uniqueSku("arch-unknown");
+      // Its token route too with challenges on: nobody can get its challenge (found in an audit).
+      expect(error(await call("POST", `/api/skus/${sku}/tokens`, { user: "u1", env: POW }))).toEqual([
+        404,
+        "SKU_NOT_FOUND",
+      ]);
       expect(error(await archive(sku))).toEqual([404, "SKU_NOT_FOUND"]);
       expect(error(await call("DELETE", "/admin/skus/bad.id", { admin: true }))).toEqual([404, "SKU_NOT_FOUND"]);
       expect(await catalogRow(sku)).toBeNull();

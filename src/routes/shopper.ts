@@ -86,7 +86,8 @@ const REFUSED_AT_THE_EDGE = new Set<ErrorCode>([
  * Sold out comes first, whatever the isolate remembers: a request the edge refused on its own is
  * answered `SOLD_OUT` when the SKU is sold out as its display reads it (remembered a second per
  * isolate), so a fresh isolate, whose sold-out cache is empty, answers what a warm one answers from
- * it. The answer is then kept in the cache, which answers the next requests before their JWT.
+ * it. The answer is then kept in the cache, which answers the next requests before their JWT. An
+ * archived SKU's is `404 SKU_NOT_FOUND`, as its routes answer once asked.
  */
 async function soldOutFirst(
   c: Context<AppEnv>,
@@ -97,6 +98,9 @@ async function soldOutFirst(
   if (!sku || !refused || !SKU_ID.test(sku)) return;
   const now = Date.now();
   const display = await skuDisplay(c.env, sku, now, (promise) => c.executionCtx.waitUntil(promise)).catch(() => null);
+  // An archived SKU is not sold (API.md v1.3): not found comes first too, not a challenge or a token
+  // nobody can use on it.
+  if (display?.state.status === "archived") throw new ApiError("SKU_NOT_FOUND");
   if (!display || !isOnSale(display.state, now)) return;
   if (display.state.stock.available > 0) {
     // Sizes: every size the request lists is sold out (the display knows them all).
@@ -317,17 +321,19 @@ register(shopper, ROUTES.challenge, async (c) => {
 
 /**
  * A one-time purchase token for this user and SKU, bound to the user's home shard. Sold out is
- * answered first (soldOutToken), then the JWT, the rate limit and the bot challenges, before any
- * stock object is asked.
+ * answered first (soldOutToken), then the JWT, the rate limit, the catalog and the bot challenges,
+ * before any stock object is asked.
  */
 register(
   shopper,
   ROUTES.purchaseToken,
   async (c) => {
     const sku = skuParam(c.req.param("sku"));
+    // The catalog (D1, no stock object) before the challenges: a SKU nobody configured is not found,
+    // challenges on or off, and costs no siteverify call.
+    if (!(await skuExists(c.env, sku))) throw new ApiError("SKU_NOT_FOUND");
     await checkChallenges(c, sku);
     const now = Date.now();
-    if (!(await skuExists(c.env, sku))) throw new ApiError("SKU_NOT_FOUND");
     const userId = c.get("userId");
     // Early access: a code is hashed once and judged (and taken) by shard 0 in the call that reads
     // its state, so a request with a code makes no more round trips than one without. Shard 0 gets
