@@ -247,9 +247,15 @@ async function checkOrderCount(run: Run, entry: CatalogEntry, created: number): 
   report.rowsRead += 1;
   const inD1 = row?.n ?? 0;
   if (inD1 === created) return;
+  // The recheck passes over the whole SKU again: a difference this run reported for it already (a
+  // shard total, a pending transfer, an unreachable mirror) is listed once, not twice (found in an audit).
+  const said = (d: Difference) => JSON.stringify([d.sku, d.kind, d.expected, d.actual]);
+  const reported = new Set(report.differences.filter((d) => d.sku === entry.sku).map(said));
   const before = report.differences.length;
   await reconcileSku({ ...run, options: { ...run.options, full: true } }, entry);
-  const repaired = report.differences.slice(before).some((d) => d.kind === "order_missing" && d.repaired);
+  const again = report.differences.splice(before);
+  report.differences.push(...again.filter((d) => !reported.has(said(d))));
+  const repaired = again.some((d) => d.kind === "order_missing" && d.repaired);
   report.differences.push({
     sku: entry.sku,
     kind: "order_count",

@@ -61,6 +61,24 @@ describe("reconciliation", () => {
     expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
   });
 
+  it("lists a difference once when the order count also differs and the SKU is rechecked (found in an audit)", async () => {
+    const sku = uniqueSku("twice");
+    await createSku(sku, { totalStock: 20, perUserLimit: 1, shards: 2 });
+    const answers = await Promise.all(Array.from({ length: 4 }, (_, i) => reserve(`tw-${i}`, sku, 1)));
+    await eventually(async () => expect(await ordersOf(sku)).toHaveLength(4));
+    await reconcileNow({ sku });
+    expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
+    // Two drifts at once: shard 0's SKU total disagrees with its shards', and an order row is gone.
+    await runInDurableObject(stockShard(env, sku, 0), (_object, state) => {
+      state.storage.sql.exec("UPDATE sku_target SET total = total + 1 WHERE id = 1");
+    });
+    await env.DB.prepare("DELETE FROM orders WHERE reservation_id = ?").bind(answers[1]?.json.reservationId).run();
+    const kinds = differencesOf(await reconcileNow({ sku }), sku).map((d) => d.kind);
+    expect(kinds.filter((k) => k === "shard_totals")).toHaveLength(1);
+    expect(kinds.filter((k) => k === "order_count")).toHaveLength(1);
+    expect(kinds).toContain("order_missing");
+  });
+
   it("after a cut in shards, still counts the orders of the shards left out, and finds nothing", async () => {
     const sku = uniqueSku("cut");
     await createSku(sku, { totalStock: 9, shards: 3 });
