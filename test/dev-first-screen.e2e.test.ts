@@ -86,10 +86,24 @@ async function firstScreen(
   });
 }
 
+/**
+ * The lines the dev server printed, less blank ones, wrangler's own (⎔) and warnings and errors (they
+ * pass by design: on a loaded machine the mirror may time out and say so).
+ */
+const printedLines = (printed: string) =>
+  printed
+    .split("\n")
+    .filter(
+      (line) => line.trim() !== "" && !line.startsWith("⎔ ") && !/WARNING|ERROR|"level":"(warn|error)"/.test(line),
+    );
+const CRON_LINE = "[dev] cron: ";
+
 describe("npm run dev", () => {
-  it("shows one banner with the URLs, the admin token and npm run jwt, and none of wrangler's noise", async () => {
+  // One server for a newcomer's whole first session (each start costs a few CPU-seconds): the banner,
+  // a quiet log while a dashboard polls, a sale's queue batch and cron runs, then Ctrl-C.
+  it("shows one banner with the URLs, the admin token and npm run jwt, and none of wrangler's noise; says nothing per request, queue batch or cron run but its [dev] cron line; leaves no redis folder after Ctrl-C", async () => {
     const port = await freePort();
-    const { out: screen, statuses } = await firstScreen(port);
+    const { out: screen, statuses } = await firstScreen(port, [], { DEV_CRON_INTERVAL_MS: "2000" });
     expect(statuses).toEqual([200, 200, 200, 200]); // storefront, dashboard, OpenAPI, health
     const base = `http://127.0.0.1:${port}`;
     for (const line of [
@@ -132,7 +146,7 @@ describe("npm run dev", () => {
     expect(lines.length).toBeLessThan(25);
 
     // A dashboard's worth of polling says nothing: the log keeps errors and slow requests only.
-    const before = output.length;
+    const polled = output.length;
     for (let i = 0; i < 10; i++) {
       for (const path of ["/admin/skus", "/admin/dead-letters", "/healthz"]) {
         const answer = await fetch(`${base}${path}`, { headers: { authorization: "Bearer dev-admin-token" } });
@@ -143,7 +157,8 @@ describe("npm run dev", () => {
     expect((await fetch(`${base}/no-such-route`)).status).toBe(404);
     // A check that nothing is printed needs a window to look in: one second after the last answer.
     await new Promise((resolve) => setTimeout(resolve, 1_000));
-    expect(output.slice(before)).toBe("");
+    expect(printedLines(output.slice(polled)).filter((line) => !line.startsWith(CRON_LINE))).toEqual([]);
+    await aSaleThenCtrlC(base, screen);
   });
 
   it("shows every request with --log-requests=all", async () => {
@@ -160,79 +175,72 @@ describe("npm run dev", () => {
   });
 });
 
-describe("npm run dev, a sale and Ctrl-C", () => {
-  it("says nothing per queue batch or cron run but its [dev] cron line, and leaves no redis folder behind", async () => {
-    const port = await freePort();
-    const base = `http://127.0.0.1:${port}`;
-    const { out: screen } = await firstScreen(port, [], { DEV_CRON_INTERVAL_MS: "2000" });
-    // The banner names redis-server's data directory, a fresh one in the temp directory.
-    const dir = /\(data in (\S+flashgate-redis-[^)\s]+)\)/.exec(screen)?.[1];
-    expect(dir, screen).toBeDefined();
-    expect(existsSync(dir ?? "")).toBe(true);
-    const before = output.length;
-    const admin = { authorization: "Bearer dev-admin-token", "content-type": "application/json" };
-    const sku = `quiet-${Date.now().toString(36)}`;
-    const created = await fetch(`${base}/admin/skus/${sku}`, {
-      method: "PUT",
-      headers: admin,
-      body: JSON.stringify({ totalStock: 5, test: true }),
-    });
-    expect(created.status).toBe(200);
-    const shopper = { authorization: `Bearer ${await shopperJwt("quinn", readDevVars().AUTH_SECRET ?? "")}` };
-    const token = (await (
-      await fetch(`${base}/api/skus/${sku}/tokens`, { method: "POST", headers: shopper })
-    ).json()) as {
-      token: string;
-    };
-    const held = await fetch(`${base}/api/skus/${sku}/reservations`, {
-      method: "POST",
-      headers: { ...shopper, "content-type": "application/json" },
-      body: JSON.stringify({ token: token.token, quantity: 1 }),
-    });
-    expect(held.status).toBe(202);
-    const { reservationId } = (await held.json()) as { reservationId: string };
-    // The queue batch: the order row reaches D1 through the order-events consumer.
-    for (const started = Date.now(); ; ) {
-      const read = await fetch(`${base}/api/reservations/${reservationId}`, { headers: shopper });
-      if (((await read.json()) as { order?: { persisted?: boolean } }).order?.persisted) break;
-      if (Date.now() - started > 15_000) throw new Error(`order not persisted within 15 s:\n${output.slice(before)}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    // Two cron runs after it (the second a whole run after the batch), then a second to look in.
-    await untilPrinted(() => output.slice(before), "[dev] cron: reconciliation");
-    const runs = () => (output.slice(before).match(/\[dev\] cron: reconciliation/g) ?? []).length;
-    for (const started = Date.now(); runs() < 3; ) {
-      if (Date.now() - started > 20_000) throw new Error(`fewer than 3 cron runs in 20 s:\n${output.slice(before)}`);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
-    const printed = output.slice(before);
-    // What a batch and a run used to print: wrangler's QUEUE line and the Worker's JSON lines.
-    expect(printed).not.toMatch(/QUEUE order-events/);
-    expect(printed).not.toContain("order events applied");
-    expect(printed).not.toContain("reconciliation finished");
-    // What is left: a [dev] cron line per run (or per run skipped while the last still went), nothing else.
-    // (Warnings and errors pass by design: on a loaded machine the mirror may time out and say so.)
-    const lines = printed
-      .split("\n")
-      .filter(
-        (line) => line.trim() !== "" && !line.startsWith("⎔ ") && !/WARNING|ERROR|"level":"(warn|error)"/.test(line),
-      );
-    expect(
-      lines.every((line) => line.startsWith("[dev] cron: ")),
-      printed,
-    ).toBe(true);
-
-    // Ctrl-C: the terminal sends SIGINT to every process of the group.
-    const dev = child;
-    const exited = new Promise((resolve) => dev?.once("exit", resolve));
-    if (dev?.pid === undefined) throw new Error("npm run dev is not running");
-    process.kill(-dev.pid, "SIGINT");
-    await exited;
-    child = undefined; // stopped (a process ended by a signal keeps exitCode null: afterEach would wait on it)
-    expect(existsSync(dir ?? ""), `${dir} is left after Ctrl-C`).toBe(false);
+/**
+ * A sale on the running dev server: its queue batch and cron runs print nothing but a [dev] cron line
+ * a run; then Ctrl-C stops everything and leaves no redis-server data directory behind.
+ */
+async function aSaleThenCtrlC(base: string, screen: string): Promise<void> {
+  // The banner names redis-server's data directory, a fresh one in the temp directory.
+  const dir = /\(data in (\S+flashgate-redis-[^)\s]+)\)/.exec(screen)?.[1];
+  expect(dir, screen).toBeDefined();
+  expect(existsSync(dir ?? "")).toBe(true);
+  const before = output.length;
+  const admin = { authorization: "Bearer dev-admin-token", "content-type": "application/json" };
+  const sku = `quiet-${Date.now().toString(36)}`;
+  const created = await fetch(`${base}/admin/skus/${sku}`, {
+    method: "PUT",
+    headers: admin,
+    body: JSON.stringify({ totalStock: 5, test: true }),
   });
-});
+  expect(created.status).toBe(200);
+  const shopper = { authorization: `Bearer ${await shopperJwt("quinn", readDevVars().AUTH_SECRET ?? "")}` };
+  const token = (await (
+    await fetch(`${base}/api/skus/${sku}/tokens`, { method: "POST", headers: shopper })
+  ).json()) as {
+    token: string;
+  };
+  const held = await fetch(`${base}/api/skus/${sku}/reservations`, {
+    method: "POST",
+    headers: { ...shopper, "content-type": "application/json" },
+    body: JSON.stringify({ token: token.token, quantity: 1 }),
+  });
+  expect(held.status).toBe(202);
+  const { reservationId } = (await held.json()) as { reservationId: string };
+  // The queue batch: the order row reaches D1 through the order-events consumer.
+  for (const started = Date.now(); ; ) {
+    const read = await fetch(`${base}/api/reservations/${reservationId}`, { headers: shopper });
+    if (((await read.json()) as { order?: { persisted?: boolean } }).order?.persisted) break;
+    if (Date.now() - started > 15_000) throw new Error(`order not persisted within 15 s:\n${output.slice(before)}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  // Two cron runs after it (the second a whole run after the batch), then a second to look in.
+  await untilPrinted(() => output.slice(before), "[dev] cron: reconciliation");
+  const runs = () => (output.slice(before).match(/\[dev\] cron: reconciliation/g) ?? []).length;
+  for (const started = Date.now(); runs() < 3; ) {
+    if (Date.now() - started > 20_000) throw new Error(`fewer than 3 cron runs in 20 s:\n${output.slice(before)}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  const printed = output.slice(before);
+  // What a batch and a run used to print: wrangler's QUEUE line and the Worker's JSON lines.
+  expect(printed).not.toMatch(/QUEUE order-events/);
+  expect(printed).not.toContain("order events applied");
+  expect(printed).not.toContain("reconciliation finished");
+  // What is left: a [dev] cron line per run (or per run skipped while the last still went), nothing else.
+  expect(
+    printedLines(printed).every((line) => line.startsWith(CRON_LINE)),
+    printed,
+  ).toBe(true);
+
+  // Ctrl-C: the terminal sends SIGINT to every process of the group.
+  const dev = child;
+  const exited = new Promise((resolve) => dev?.once("exit", resolve));
+  if (dev?.pid === undefined) throw new Error("npm run dev is not running");
+  process.kill(-dev.pid, "SIGINT");
+  await exited;
+  child = undefined; // stopped (a process ended by a signal keeps exitCode null: afterEach would wait on it)
+  expect(existsSync(dir ?? ""), `${dir} is left after Ctrl-C`).toBe(false);
+}
 
 describe("the quiet request log", () => {
   it("leaves out quick answers below 500 and keeps errors and slow requests", () => {
