@@ -14,6 +14,7 @@ import { SECRETS } from "../tools/dev-vars";
 import { shopperJwt, signHs256 } from "../tools/jwt";
 import { startWorker, type WorkerServer } from "../tools/worker";
 import { eventually } from "./support/eventually";
+import { bundledScript } from "./support/script-bundle";
 
 /**
  * `npm run verify-sale` (API.md v1.4 "The verifiable sale") against a real Worker: a sale's log
@@ -24,10 +25,11 @@ import { eventually } from "./support/eventually";
 
 const run = promisify(execFile);
 /**
- * `npm run verify-sale`'s script, run by node with tsx's loader (as package.json's `dev` runs): the
- * same code without npx and tsx's own process in front (about 0.7 CPU-s a run, issue #56).
+ * `npm run verify-sale`'s script, bundled once and run by node: the same code, without npx, npm and
+ * tsx's loader in front of each of the file's runs (test/support/script-bundle.ts; receipts.e2e runs
+ * the command as a buyer copies it).
  */
-const VERIFY_SALE = ["--import", "tsx", "scripts/verify-sale.ts"];
+const VERIFY_SALE = "scripts/verify-sale.ts";
 const SECRET = "verify-webhook-secret";
 const ADMIN = { authorization: "Bearer dev-admin-token", "content-type": "application/json" };
 const sku = `verify-${randomUUID().slice(0, 8)}`;
@@ -73,7 +75,7 @@ function verifySale(base: string, ...args: string[]) {
 /** {@link verifySale} of another SKU. */
 async function verifySaleOf(base: string, of: string, ...args: string[]) {
   try {
-    const { stdout, stderr } = await run(process.execPath, [...VERIFY_SALE, base, of, ...args], {
+    const { stdout, stderr } = await run(process.execPath, [await bundledScript(VERIFY_SALE), base, of, ...args], {
       timeout: 60_000,
     });
     return { code: 0, out: JSON.parse(stdout), stderr };
@@ -232,7 +234,9 @@ describe("npm run verify-sale", () => {
       const note = await (await fetch(`${server.url}/api/skus/${other}/log/checkpoint`)).text();
       expect(Number(note.split("\n")[1])).toBe(entries);
     }, 20_000);
-    const { stdout } = await run(process.execPath, [...VERIFY_SALE, server.url, other], { timeout: 60_000 });
+    const { stdout } = await run(process.execPath, [await bundledScript(VERIFY_SALE), server.url, other], {
+      timeout: 60_000,
+    });
     expect(JSON.parse(stdout)).toMatchObject({ ok: true, size: entries, held: 12, sold: 0, buyers: 18 });
   });
 
@@ -385,9 +389,13 @@ describe("npm run verify-sale", () => {
       writeFileSync(file, text);
       const { code, out } = await (async () => {
         try {
-          const { stdout } = await run(process.execPath, [...VERIFY_SALE, server.url, other, "--receipt", file], {
-            timeout: 60_000,
-          });
+          const { stdout } = await run(
+            process.execPath,
+            [await bundledScript(VERIFY_SALE), server.url, other, "--receipt", file],
+            {
+              timeout: 60_000,
+            },
+          );
           return { code: 0, out: JSON.parse(stdout) };
         } catch (err) {
           const e = err as { code: number; stdout: string };
@@ -470,7 +478,7 @@ describe("npm run verify-sale", () => {
     expect(go).toMatchObject({ origin, size: entries, root, entries, proved: 150, key: "flashgate-dev" });
     // And verify-sale agrees with it.
     const ours = JSON.parse(
-      (await run(process.execPath, [...VERIFY_SALE, server.url, big], { timeout: 60_000 })).stdout,
+      (await run(process.execPath, [await bundledScript(VERIFY_SALE), server.url, big], { timeout: 60_000 })).stdout,
     );
     expect(ours).toMatchObject({ ok: true, origin, size: entries, held: 300 });
   });
