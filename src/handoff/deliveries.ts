@@ -16,6 +16,13 @@ import { CHANGE_COLUMNS, type ChangeRow } from "./order-object";
  */
 const D1_NOW = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
 
+/**
+ * A delivery (`d`) of a type its endpoint (`e`) subscribes to: one a sender would take. A PUT that
+ * drops a type keeps its deliveries, sent by nobody and left out of the endpoint's lag, until the type
+ * is subscribed again.
+ */
+const TAKEN_BY_E = "d.type IN (SELECT value FROM json_each(e.events))";
+
 /** A sender holds the endpoint (`e`): its lease is set and has not lapsed. */
 const HELD = `(e.lease IS NOT NULL AND e.lease_until > ${D1_NOW})`;
 /** The endpoint (`e`) is free for the sender named by parameter `n`: no sender holds it, or that one does. */
@@ -25,7 +32,7 @@ const freeFor = (n: number) => `(NOT ${HELD} OR e.lease = ?${n})`;
 const DUE_DELIVERIES_SQL = `SELECT EXISTS (
   SELECT 1 FROM webhook_endpoints e WHERE e.enabled = 1 AND EXISTS (
     SELECT 1 FROM webhook_deliveries d
-    WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW})) AS due`;
+    WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW} AND ${TAKEN_BY_E})) AS due`;
 
 export async function deliveriesDue(db: D1Database): Promise<boolean> {
   return (await db.prepare(DUE_DELIVERIES_SQL).first<{ due: number }>())?.due === 1;
@@ -73,7 +80,7 @@ export interface Target {
 /** The enabled endpoints with a delivery due now (one probe of the due index each). */
 export const ENDPOINTS_DUE_SQL = `SELECT e.id FROM webhook_endpoints e WHERE e.enabled = 1 AND EXISTS (
   SELECT 1 FROM webhook_deliveries d
-  WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW})`;
+  WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW} AND ${TAKEN_BY_E})`;
 
 export async function endpointsDue(db: D1Database): Promise<string[]> {
   const { results } = await db.prepare(ENDPOINTS_DUE_SQL).all<{ id: string }>();
@@ -89,7 +96,7 @@ export async function endpointLags(db: D1Database, endpointId?: string): Promise
   const { results } = await db
     .prepare(
       `SELECT e.id, COALESCE(MAX(0, (${D1_NOW} - (SELECT MIN(d.created_at) FROM webhook_deliveries d
-                 WHERE d.endpoint_id = e.id AND d.status = 'pending')) / 1000), 0) AS lag
+                 WHERE d.endpoint_id = e.id AND d.status = 'pending' AND ${TAKEN_BY_E})) / 1000), 0) AS lag
        FROM webhook_endpoints e WHERE ?1 IS NULL OR e.id = ?1`,
     )
     .bind(endpointId ?? null)

@@ -1,4 +1,4 @@
-import { and, asc, eq, notInArray } from "drizzle-orm";
+import { asc, eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import {
   WEBHOOK_EVENT_TYPES,
@@ -119,21 +119,9 @@ export async function putEndpoint(db: D1Database, id: string, settings: Endpoint
       },
     })
     .returning();
-  const events = settings.events;
-  const [[row]] = events
-    ? await orm.batch([
-        upsert,
-        orm
-          .delete(webhookDeliveries)
-          .where(
-            and(
-              eq(webhookDeliveries.endpointId, id),
-              eq(webhookDeliveries.status, "pending"),
-              notInArray(webhookDeliveries.type, events),
-            ),
-          ),
-      ])
-    : [await upsert];
+  // Deliveries of a type it no longer subscribes to are kept as they are, sent by nobody, and go when
+  // the type is subscribed again: an event type unticked in a hurry loses nothing.
+  const [row] = await upsert;
   if (!row) throw new Error("the endpoint upsert returned no row");
   return viewOf(row, await endpointLags(db, id));
 }
