@@ -242,10 +242,13 @@ describe("npm run verify-sale", () => {
 
   it("checks a fair opening's draws: committed before they opened, revealed after they closed, in the seed's order", async () => {
     const drawn = `verify-drawn-${randomUUID().slice(0, 8)}`;
-    // An early access tier's draw first, the public one 6.5 s later (room for a check between them on a
-    // loaded machine): each 3-s window's buyers wait for its draw.
+    // An early access tier's draw first, the public one 18 s later: each 6-s window's buyers wait for its
+    // draw. On a loaded machine a buyer's two requests can take seconds, and the check between the draws
+    // (a process of its own, run until the tier's reveal is in the log) must end before the public window
+    // does: it has the 12 s between the windows and some of the public one's.
+    const WINDOW_MS = 6_000;
     const tierAt = Date.now() + 2_500;
-    const startsAt = tierAt + 6_500;
+    const startsAt = tierAt + WINDOW_MS + 12_000;
     const created = await send(
       "PUT",
       `/admin/skus/${drawn}`,
@@ -254,7 +257,7 @@ describe("npm run verify-sale", () => {
         totalStock: 4,
         perUserLimit: 1,
         startsAt: new Date(startsAt).toISOString(),
-        openingWindowMs: 3_000,
+        openingWindowMs: WINDOW_MS,
         access: [
           { name: "members", startsAt: new Date(tierAt).toISOString(), claim: { name: "plan", value: "member" } },
         ],

@@ -1,4 +1,4 @@
-import { describe, expect, inject, it } from "vitest";
+import { afterEach, describe, expect, inject, it, vi } from "vitest";
 import { issueChallenge, leadingZeroBits } from "../../src/edge/proof-of-work";
 import { Scrape } from "../../tools/prometheus";
 import { FAULT_SECRETS, STAND_IN_SECRET, TEST_SECRETS } from "../../tools/turnstile-siteverify";
@@ -57,6 +57,7 @@ async function challengeCount(kind: string, result: string): Promise<number> {
 }
 
 describe("proof of work", () => {
+  afterEach(() => vi.useRealTimers()); // a failure while the clock stands still must not stop it for the next test
   it("mints a token only for a solved challenge of this user and SKU; a failure reaches no stock object but the display read", async () => {
     const sku = uniqueSku("pow");
     const other = uniqueSku("pow-other");
@@ -65,6 +66,10 @@ describe("proof of work", () => {
     // A scrape asks every stock object for its gauges: counted before the calls are.
     const missing = await challengeCount("pow", "missing");
     const calls = stockCallsTo(sku);
+    // The clock stands still until the refusals are counted: the display is remembered a second per
+    // isolate (not configurable), and a loaded machine can take longer than that between two requests,
+    // which would read it again. Every refusal below is then held to that one display read.
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() });
 
     expect(codeOf(await askToken("ann0", sku, POW))).toEqual([403, "CHALLENGE_REQUIRED"]);
     // A refusal, like issuing a challenge, reads the SKU's display (sold out comes first, in a fresh
@@ -101,6 +106,7 @@ describe("proof of work", () => {
       "CHALLENGE_FAILED",
     ]);
     expect(stockCallsTo(sku)).toBe(issued);
+    vi.useRealTimers();
 
     const minted = await askToken("ann0", sku, POW, { "Proof-Of-Work": solved });
     expect(minted.status).toBe(201);
