@@ -1,5 +1,6 @@
 import { type Context, Hono } from "hono";
 import { createMiddleware } from "hono/factory";
+import { positiveNumberVar } from "../../durable-objects/shared/number-vars";
 import {
   homeShard,
   isOnSale,
@@ -365,7 +366,7 @@ register(
       if (isOnSale(first, now)) markSoldOut(sku, now, soldOutTtl(c.env));
       throw new ApiError("SOLD_OUT");
     }
-    const expiresAt = now + Number(c.env.PURCHASE_TOKEN_TTL_SECONDS) * 1000;
+    const expiresAt = now + positiveNumberVar(c.env, "PURCHASE_TOKEN_TTL_SECONDS") * 1000;
     const claims = { sku, userId, shard, shards: first.shards, nonce: newNonce(), expiresAt, tier };
     const token = await mintPurchaseToken(claims, c.env.TOKEN_SECRET);
     return c.json({ token, expiresAt: new Date(expiresAt).toISOString() }, 201);

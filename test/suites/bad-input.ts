@@ -227,3 +227,25 @@ describe("integer query parameters", () => {
     expect(walked.length).toBeGreaterThanOrEqual(5);
   });
 });
+
+describe("configuration vars", () => {
+  const asEnv = (vars: Record<string, string | undefined>) => vars as unknown as Partial<Env>;
+  it("a purchase token lifetime that is not a positive number of seconds mints no unusable token (found in an audit)", async () => {
+    const sku = uniqueSku("ttl");
+    await createSku(sku, { totalStock: 5, perUserLimit: 5 });
+    const results: { value: string | undefined; token: number; held: number | undefined }[] = [];
+    for (const value of [undefined, "5 minutes", "", "-300"]) {
+      const env = asEnv({ PURCHASE_TOKEN_TTL_SECONDS: value });
+      const token = await call("POST", `/api/skus/${sku}/tokens`, { user: "ttl", env });
+      const body = { token: token.json.token, quantity: 1 };
+      const held =
+        token.status === 201
+          ? await call("POST", `/api/skus/${sku}/reservations`, { user: "ttl", body, env })
+          : undefined;
+      results.push({ value, token: token.status, held: held?.status });
+    }
+    // Before: unset or not a number: 500 "Internal error." (RangeError); blank or negative: a token
+    // born expired, so every reservation is 401 TOKEN_EXPIRED. Now the default lifetime, logged.
+    expect(results).toEqual(results.map((r) => ({ ...r, token: 201, held: 202 })));
+  });
+});
