@@ -212,14 +212,13 @@ export async function findOrder(db: D1Database, reservationId: string): Promise<
   return drizzle(db).select().from(orders).where(eq(orders.reservationId, reservationId)).get();
 }
 
-/** A user's orders, newest first (bounded: a shopper has few). */
-export async function ordersOfUser(db: D1Database, userId: string, limit = 100): Promise<OrderRow[]> {
-  return drizzle(db)
-    .select()
-    .from(orders)
-    .where(eq(orders.userId, userId))
-    .orderBy(desc(orders.createdAt))
-    .limit(limit);
+/**
+ * A user's orders, newest first (index `orders_by_user`). `limit` null: every one, as
+ * `GET /api/me/reservations` lists them (a cap there silently dropped a shopper's older orders, paid ones too).
+ */
+export async function ordersOfUser(db: D1Database, userId: string, limit: number | null = 100): Promise<OrderRow[]> {
+  const query = drizzle(db).select().from(orders).where(eq(orders.userId, userId)).orderBy(desc(orders.createdAt));
+  return limit === null ? query : query.limit(limit);
 }
 
 /** Order rows of a SKU by status, from the counts the triggers keep (no scan of orders). */

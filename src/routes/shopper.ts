@@ -530,7 +530,7 @@ register(shopper, ROUTES.reservation, async (c) => {
 
 /** The user's reservations as persisted in D1, newest first. */
 register(shopper, ROUTES.myReservations, async (c) => {
-  const rows = await ordersOfUser(c.env.DB, c.get("userId"));
+  const rows = await ordersOfUser(c.env.DB, c.get("userId"), null);
   return c.json({ reservations: rows.map((row) => reservationView(orderAsReservation(row))) });
 });
 

@@ -1,4 +1,6 @@
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { applyOrderEvents } from "../../src/orders/order-store";
 import { call, createSku, reserve, uniqueSku } from "../support/client";
 import { eventually } from "../support/eventually";
 
@@ -47,5 +49,34 @@ describe("order lookup", () => {
     expect([unknown.status, unknown.json.error?.code]).toEqual([404, "RESERVATION_NOT_FOUND"]);
     expect((await call("GET", "/admin/users/nobody-at-all/orders", { admin: true })).json).toEqual({ orders: [] });
     expect((await call("GET", `/admin/users/${user}/orders`, { user })).status).toBe(401);
+  });
+});
+
+describe("GET /api/me/reservations", () => {
+  it("lists every reservation of the user: a paid one is not dropped behind 100 later ones (found in an audit)", async () => {
+    const sku = uniqueSku("many");
+    await createSku(sku, { totalStock: 500, perUserLimit: 1 });
+    const user = `many-${sku}`;
+    const base = Date.now() - 3_600_000;
+    const event = (i: number, type: "reservation.held" | "reservation.paid" | "reservation.expired", seq: number) => ({
+      id: crypto.randomUUID(),
+      type,
+      reservationId: `${sku}.0.${i.toString(16).padStart(32, "0")}`,
+      sku,
+      userId: user,
+      quantity: 1,
+      occurredAt: new Date(base + i * 1000 + (seq % 2)).toISOString(),
+      seq,
+    });
+    // The first reservation was paid; the next 100 were held and expired (a shopper retrying).
+    const events = [event(0, "reservation.held", 1), event(0, "reservation.paid", 2)];
+    for (let i = 1; i <= 100; i++)
+      events.push(event(i, "reservation.held", 2 * i + 1), event(i, "reservation.expired", 2 * i + 2));
+    for (let i = 0; i < events.length; i += 50) await applyOrderEvents(env.DB, events.slice(i, i + 50), Date.now());
+    const answer = await call("GET", "/api/me/reservations", { user });
+    expect(answer.status).toBe(200);
+    const statuses = answer.json.reservations.map((r: { status: string }) => r.status);
+    expect(statuses.filter((s: string) => s === "paid")).toEqual(["paid"]);
+    expect(answer.json.reservations).toHaveLength(101);
   });
 });
