@@ -315,6 +315,24 @@ describe("fair opening: a sale through the Worker", () => {
     }
   });
 
+  it("a reservation decided by the draw carries its draw in GET /api/reservations/:id and its cancel, as in its 202 (found in an audit)", async () => {
+    const sku = uniqueSku("drawget");
+    const { opensAt, closesAt } = await saleWithWindow(sku, { total: 1, windowMs: 1_000 });
+    await setClock(sku, 1, opensAt + 1);
+    const winner = `w-${sku}`;
+    const waiting = reserveWith(winner, sku, await tokenAt(winner, sku, 1));
+    await untilEntered(sku, 1, 1);
+    await closeWindow(sku, 1, closesAt);
+    const held = await waiting;
+    expect(held.status).toBe(202);
+    expect(held.json.draw).toMatchObject({ position: 1, entrants: 1 });
+    const read = await call("GET", `/api/reservations/${held.json.reservationId}`, { user: winner });
+    expect(read.status).toBe(200);
+    expect(read.json.draw).toEqual(held.json.draw);
+    const cancelled = await call("POST", `/api/reservations/${held.json.reservationId}/cancel`, { user: winner });
+    expect([cancelled.status, cancelled.json.status, cancelled.json.draw]).toEqual([200, "cancelled", held.json.draw]);
+  });
+
   it("answers a loser's retried token with its draw result, from an isolate that knows the SKU sold out", async () => {
     const sku = uniqueSku("drawlose");
     const { opensAt, closesAt } = await saleWithWindow(sku, { total: 1, windowMs: 1_000, perUserLimit: 2 });

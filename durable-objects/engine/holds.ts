@@ -82,9 +82,9 @@ export class Holds {
       ledger.expireDue(now, LAZY_EXPIRY_BATCH);
       const row = ledger.reservationRow(reservationId);
       if (!row || row.user_id !== userId) return fail<Reservation>("RESERVATION_NOT_FOUND");
-      if (row.status === "cancelled") return ok(ledger.toReservation(row));
+      if (row.status === "cancelled") return ok(this.#withDraw(row, ledger.toReservation(row)));
       if (row.status !== "held") return fail<Reservation>("INVALID_STATE");
-      return ok(ledger.release(row, "cancelled", now));
+      return ok(this.#withDraw(row, ledger.release(row, "cancelled", now)));
     });
   }
 
@@ -96,7 +96,13 @@ export class Holds {
   reservation(reservationId: string): Reservation | null {
     if (!this.ledger.configured) return null;
     const row = this.ledger.reservationRow(reservationId);
-    return row ? this.ledger.toReservation(row) : null;
+    return row ? this.#withDraw(row, this.ledger.toReservation(row)) : null;
+  }
+
+  /** A reservation the opening draw made carries its place in the draw, as its `202` did. */
+  #withDraw(row: ReservationRow, reservation: Reservation): Reservation {
+    const draw = row.nonce ? this.draw.placeOfNonce(row.nonce) : null;
+    return draw ? { ...reservation, draw } : reservation;
   }
 
   /** The earliest expiry among live holds: when the alarm must fire next. */

@@ -191,6 +191,11 @@ export interface Reservation {
   updatedAt: number;
   /** Sizes: the variant the hold took; left out on a SKU without variants. */
   variant?: string;
+  /**
+   * Fair opening: where a reservation the draw made came in it (API.md: "a reservation decided by a
+   * draw carries `draw` in its body"), as the owner's reads show it; left out otherwise.
+   */
+  draw?: DrawPlace | undefined;
 }
 
 export interface ReserveRequest {
