@@ -592,6 +592,7 @@ export class Ledger {
     if (this.requestId !== undefined) event.requestId = this.requestId;
     if (this.drawTag !== undefined && reservation.status === "held") event.draw = this.drawTag;
     if (reservation.variant !== undefined) event.variant = reservation.variant;
+    if (reservation.status !== "held") event.heldAt = isoTime(reservation.createdAt);
     // Only on a test sale's events (API.md "Test sales"): a real sale's stay as they were.
     if (test) event.test = true;
     if (this.#work.events.push([seq, event]) >= WRITE_CHUNK) this.writePending();

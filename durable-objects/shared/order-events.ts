@@ -51,6 +51,12 @@ export const OrderEventSchema = z.object({
    * Left out on every other event.
    */
   draw: z.object({ seedHash: z.string().regex(/^[0-9a-f]{64}$/), position: z.int().min(1) }).optional(),
+  /**
+   * When the reservation was made, on every event but its hold's (whose `occurredAt` it is): the
+   * order's `createdAt` whichever event reaches D1 first (a hold's message retried after its payment's).
+   * Optional: an event without it (an older producer's) uses `occurredAt`, as before.
+   */
+  heldAt: z.iso.datetime().optional(),
   /** The request that caused this change (absent for expiries and repairs), so logs can be followed. */
   requestId: z.string().max(200).optional(),
 });

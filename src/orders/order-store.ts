@@ -106,7 +106,7 @@ function applyStatements(db: D1Database, events: readonly OrderEvent[], now: num
           e.quantity,
           statusOf(e.type),
           e.expiresAt === undefined ? null : Date.parse(e.expiresAt),
-          occurredAt,
+          e.heldAt === undefined ? occurredAt : Date.parse(e.heldAt),
           occurredAt,
           e.seq,
           e.amount ?? null,

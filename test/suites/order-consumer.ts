@@ -147,6 +147,20 @@ describe("order consumer", () => {
     expect(await ordersOf(sku)).toEqual([{ reservation_id: held.reservationId, status: "paid", last_seq: 2 }]);
   });
 
+  it("keeps the hold's time as the order's createdAt when its payment's event is applied first (found in an audit)", async () => {
+    const sku = uniqueSku("heldat");
+    const heldAt = new Date(Date.now() - 120_000).toISOString();
+    const held = { ...event(sku, 5, "reservation.held", 1), occurredAt: heldAt };
+    const paid = { ...event(sku, 5, "reservation.paid", 2), userId: held.userId, quantity: held.quantity, heldAt };
+    // The hold's message failed and is retried after the payment's went through.
+    await deliver([asDelivery(paid)]);
+    await deliver([asDelivery(held)]);
+    const row = await env.DB.prepare("SELECT status, created_at FROM orders WHERE reservation_id = ?")
+      .bind(held.reservationId)
+      .first<{ status: string; created_at: number }>();
+    expect(row).toEqual({ status: "paid", created_at: Date.parse(heldAt) });
+  });
+
   it("ends with exactly one row per reservation under 30% random consumer failures", async () => {
     const sku = uniqueSku("faults");
     const random = seededRandom(42);

@@ -555,6 +555,22 @@ export function engineUnits(place: StoragePlace): void {
       });
     });
 
+    it("dates every event after a hold's with the hold's time, so D1 keeps it as the order's createdAt whichever comes first", async () => {
+      await place("engine-held-at", async (storage) => {
+        const engine = new StockEngine(storage, () => crypto.randomUUID());
+        engine.configuration.configure({ sku: "ha", shard: 0, shards: 1, totalStock: 10, perUserLimit: 5 });
+        engine.outbox.markSent(engine.outbox.pendingEvents(100).at(-1)?.seq ?? 0);
+        const [answer] = engine.holds.reserve([{ userId: "a", nonce: "n1", quantity: 1 }], T0);
+        const id = answer?.ok ? answer.value.reservation.id : "";
+        expect(engine.holds.cancel(id, "a", T0 + 5_000).ok).toBe(true);
+        const events = engine.outbox.pendingEvents(100).map((e) => e.event);
+        expect(events.map((e) => [e.type, e.occurredAt, e.heldAt])).toEqual([
+          ["reservation.held", new Date(T0).toISOString(), undefined],
+          ["reservation.cancelled", new Date(T0 + 5_000).toISOString(), new Date(T0).toISOString()],
+        ]);
+      });
+    });
+
     /** A configured object with an empty outbox, for planting the outbox tables of objects from before. */
     const withEmptyOutbox = (name: string, fn: (storage: TestStorage) => void) =>
       place(name, async (storage) => {
