@@ -523,7 +523,6 @@ register(shopper, ROUTES.reservation, async (c) => {
   const order = await findOrder(c.env.DB, reservation.id);
   return c.json({
     ...reservationView(reservation),
-    ...(reservation.draw ? { draw: reservation.draw } : {}),
     order: { persisted: order !== undefined, status: order?.status ?? null },
     ...(await receiptsOf(c.env, c.req.url, reservation.sku, reservation.id, reservation.userId)), // src/sale-log/
   });
@@ -564,5 +563,5 @@ register(shopper, ROUTES.cancel, async (c) => {
   }
   const reservation = unwrap(outcome);
   forgetSoldOut(sku);
-  return c.json({ ...reservationView(reservation), ...(reservation.draw ? { draw: reservation.draw } : {}) });
+  return c.json(reservationView(reservation));
 });

@@ -21,6 +21,7 @@ export function reservationView(
     expiresAt: iso(r.expiresAt),
     variant: r.variant ?? null,
     links: { self: `/api/reservations/${r.id}` },
+    ...(r.draw ? { draw: r.draw } : {}),
   };
 }
 
