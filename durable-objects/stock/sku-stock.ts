@@ -22,8 +22,8 @@ import type { WaitlistEntry, WaitlistMode, WaitlistPlace } from "../engine/waitl
 import { saleLogAppender } from "../log/sale-log-client";
 import { MIRROR_WRITE_TIMEOUT_MS, mirrorFromEnv } from "../mirror/redis-mirror";
 import { log, withLogContext } from "../shared/log";
-import { positiveNumberVar } from "../shared/number-vars";
 import { shardName } from "../shared/shard-name";
+import { tokenLifetimeMs } from "../shared/token-lifetime";
 import { type CodeAnswer, CodeAsks } from "./code-asks";
 import { DrawRunner } from "./draw-runner";
 import { DueWork } from "./due-work";
@@ -374,9 +374,9 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
    */
   #replayWindow(): { replayableSince: number; expiredBefore: number; now: number } {
     const now = this.now();
-    const tokenLifetimeMs = positiveNumberVar(this.env, "PURCHASE_TOKEN_TTL_SECONDS") * 1000;
+    const lifetimeMs = tokenLifetimeMs(this.env);
     return {
-      replayableSince: now - tokenLifetimeMs - TOKEN_CLOCK_SKEW_MS,
+      replayableSince: now - lifetimeMs - TOKEN_CLOCK_SKEW_MS,
       expiredBefore: now - TOKEN_CLOCK_SKEW_MS,
       now,
     };

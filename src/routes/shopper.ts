@@ -1,6 +1,6 @@
 import { type Context, Hono } from "hono";
 import { createMiddleware } from "hono/factory";
-import { positiveNumberVar } from "../../durable-objects/shared/number-vars";
+import { tokenLifetimeMs } from "../../durable-objects/shared/token-lifetime";
 import {
   homeShard,
   isOnSale,
@@ -366,7 +366,7 @@ register(
       if (isOnSale(first, now)) markSoldOut(sku, now, soldOutTtl(c.env));
       throw new ApiError("SOLD_OUT");
     }
-    const expiresAt = now + positiveNumberVar(c.env, "PURCHASE_TOKEN_TTL_SECONDS") * 1000;
+    const expiresAt = now + tokenLifetimeMs(c.env);
     const claims = { sku, userId, shard, shards: first.shards, nonce: newNonce(), expiresAt, tier };
     const token = await mintPurchaseToken(claims, c.env.TOKEN_SECRET);
     return c.json({ token, expiresAt: new Date(expiresAt).toISOString() }, 201);
