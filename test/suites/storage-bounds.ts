@@ -109,6 +109,36 @@ describe("stock object storage", () => {
     expect((await pay(`${sku}.0.${"f".repeat(32)}`)).status).toBe(404);
   });
 
+  it("a full reconciliation (?full=true) reports an order row deleted after its reservation was forgotten", async () => {
+    const sku = uniqueSku("prunefull");
+    await createSku(sku, { totalStock: 5, perUserLimit: 1 });
+    const users = ["prunefull-0", "prunefull-1"];
+    const ids = (await Promise.all(users.map((u) => reserve(u, sku, 1)))).map((h) => h.json.reservationId as string);
+    for (const [i, id] of ids.entries()) {
+      expect((await call("POST", `/api/reservations/${id}/cancel`, { user: users[i] })).status).toBe(200);
+    }
+    await eventually(async () =>
+      expect((await ordersOf(sku)).map((o) => o.status)).toEqual(["cancelled", "cancelled"]),
+    );
+    const later = Date.now() + TOKEN_LIFETIME_MS + 1_000;
+    await shiftClock(sku, TOKEN_LIFETIME_MS + 1_000);
+    await reconcile(env, { trigger: "admin", sku, now: later });
+    await reconcile(env, { trigger: "admin", sku, now: later });
+    expect((await rowsOf(sku)).reservations).toBe(0); // the object forgot both: D1 is their only record
+    // A hurried operator's DELETE (or an older D1 backup restored): one order row is gone.
+    await env.DB.prepare("DELETE FROM orders WHERE reservation_id = ?").bind(ids[0]).run();
+    // The ordinary run says so (it cannot restore the row: nobody holds it any more).
+    const ordinary = await reconcile(env, { trigger: "admin", sku, now: later });
+    expect(ordinary.differences.filter((d) => d.sku === sku).map((d) => [d.kind, d.repaired])).toEqual([
+      ["order_count", false],
+    ]);
+    // The operator's "recheck everything" must not answer that all is well.
+    const full = await reconcile(env, { trigger: "admin", sku, now: later, full: true });
+    expect(full.differences.filter((d) => d.sku === sku).map((d) => [d.kind, d.repaired])).toEqual([
+      ["order_count", false],
+    ]);
+  });
+
   it("a late payment for a forgotten hold of a size takes that size again while units of it are left", async () => {
     const sku = uniqueSku("prunesize");
     await createSku(sku, {
