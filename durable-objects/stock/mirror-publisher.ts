@@ -123,16 +123,19 @@ export class MirrorPublisher {
    */
   async check(): Promise<MirrorCheck> {
     await Promise.race([this.#runner.settled(), scheduler.wait(MIRROR_CHECK_WAIT_MS)]);
-    // Read after the wait: the state the mirror should hold now.
-    const state = this.#state();
-    if (!state) return { status: "ok" };
-    const expected = snapshotOf(state);
+    const shard = this.#state();
+    if (!shard) return { status: "ok" };
     let stored: SkuState | null;
     try {
-      stored = await this.#mirror.readShard(state.sku, state.shard);
+      stored = await this.#mirror.readShard(shard.sku, shard.shard);
     } catch (err) {
       return { status: "unreachable", error: String(err) };
     }
+    // Read after the mirror, not before: the object serves commits (and publishes them) while Redis is
+    // read, so a state read first may be older than the mirror, which would look "ahead" and be rewound.
+    const state = this.#state();
+    if (!state) return { status: "ok" };
+    const expected = snapshotOf(state);
     const actual = stored ? snapshotOf(stored) : null;
     if (actual && JSON.stringify(actual) === JSON.stringify(expected)) return { status: "ok" };
     if (actual && actual.seq < expected.seq && !this.#runner.idle) return { status: "ok" };
@@ -144,6 +147,9 @@ export class MirrorPublisher {
     } catch (err) {
       log("warn", "mirror repair failed", { error: String(err) });
     }
+    // Commits made while the mirror was rewritten may have been published before its DEL: write the
+    // newest snapshot again rather than leave the repaired (older) one until the next commit.
+    if (this.#behind()) void this.publish();
     return actual ? { status: "drift", expected, actual, repaired } : { status: "missing", expected, repaired };
   }
 }

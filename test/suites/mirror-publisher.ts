@@ -5,7 +5,7 @@ import type { DueWork } from "../../durable-objects/stock/due-work";
 import { MIRROR_MIN_INTERVAL_MS, MirrorPublisher } from "../../durable-objects/stock/mirror-publisher";
 
 /** The mirror publisher against a shard state whose seq moves and a mirror that records writes. */
-function harness() {
+function harness(onRead?: () => Promise<void>, onReplace?: () => Promise<void>) {
   let seq = 1;
   const writes: number[] = [];
   const replaced: number[] = [];
@@ -33,9 +33,14 @@ function harness() {
       stored = Math.max(stored ?? 0, state.seq);
       return { applied: true, seq: state.seq };
     },
-    readShard: async () => (stored === null ? null : stateAt(stored)),
+    readShard: async () => {
+      await scheduler.wait(1); // a round trip, during which the shard goes on committing
+      await onRead?.();
+      return stored === null ? null : stateAt(stored);
+    },
     replace: async (state: { seq: number }) => {
       replaced.push(state.seq);
+      await onReplace?.(); // DEL, then the write: a commit published before the DEL is wiped by it
       stored = state.seq;
     },
   } as unknown as RedisMirror;
@@ -49,7 +54,7 @@ function harness() {
   const lose = () => {
     stored = null;
   };
-  return { publisher, writes, replaced, lose, commit: () => seq++, seq: () => seq };
+  return { publisher, writes, replaced, lose, commit: () => seq++, seq: () => seq, stored: () => stored };
 }
 
 describe("mirror publisher", () => {
@@ -113,5 +118,41 @@ describe("mirror publisher", () => {
     await publisher.publish();
     expect(writes).toEqual([2]);
     expect(Date.now() - started).toBeLessThan(MIRROR_MIN_INTERVAL_MS);
+  });
+
+  it("never rewinds the mirror when a commit is published while a check reads it", async () => {
+    // The shard commits and publishes while check() awaits Redis (an object serves RPCs during a fetch).
+    let during: (() => Promise<void>) | undefined;
+    const h = harness(() => during?.() ?? Promise.resolve());
+    h.commit();
+    await h.publisher.publish();
+    during = async () => {
+      during = undefined;
+      h.commit();
+      await h.publisher.publish();
+    };
+    const check = await h.publisher.check();
+    // The mirror held the newest snapshot before the check and in step with the object: nothing to repair,
+    // and above all not the older state the check began with (a public view showing units sold since).
+    expect(h.stored()).toBe(h.seq());
+    expect(check.status).toBe("ok");
+    expect(h.replaced).toEqual([]);
+  });
+
+  it("writes the newest snapshot again when a commit was published while a check rewrote the mirror", async () => {
+    let during: (() => Promise<void>) | undefined;
+    const h = harness(undefined, () => during?.() ?? Promise.resolve());
+    h.commit();
+    await h.publisher.publish();
+    h.lose(); // the hash is gone: the check rewrites it
+    during = async () => {
+      during = undefined;
+      h.commit();
+      await h.publisher.publish();
+    };
+    expect(await h.publisher.check()).toMatchObject({ status: "missing", repaired: true });
+    // No commit follows (the sale is over): the mirror must not keep the state the check wrote.
+    await scheduler.wait(3 * MIRROR_MIN_INTERVAL_MS);
+    expect(h.stored()).toBe(h.seq());
   });
 });
