@@ -261,4 +261,31 @@ describe("Redis mirror through the Worker", () => {
     expect(after.view.version).toBeGreaterThan(state.seq);
     expect(after.view.mirror).toEqual({ available: 5, held: 5, sold: 0, version: after.view.version });
   }, 60_000);
+
+  it("a Redis that reads but refuses writes (out of memory) does not keep serving an old stock display", async () => {
+    const sku = uniqueSku("mirror-oom");
+    await createSku(sku, { totalStock: 1, perUserLimit: 1 });
+    await converged(sku);
+    expect((await call("GET", `/api/skus/${sku}`)).json).toMatchObject({ available: 1 });
+    const redis = new Redis({
+      url: bridgeUrl,
+      token,
+      retry: false,
+      enableTelemetry: false,
+      enableAutoPipelining: false,
+    });
+    await redis.exec(["CONFIG", "SET", "maxmemory", "1"]);
+    try {
+      // Writes now fail (OOM), reads still answer: the last unit sells, then the SKU is archived.
+      expect(statuses((await oneByOne(sku, usersOf(sku, 0, 1))).answers)).toEqual([202]);
+      await eventually(async () => {
+        const display = await call("GET", `/api/skus/${sku}`);
+        expect(display.json).toMatchObject({ available: 0 });
+      }, 5_000);
+      expect((await call("DELETE", `/admin/skus/${sku}`, { admin: true })).status).toBe(200);
+      await eventually(async () => expect((await call("GET", `/api/skus/${sku}`)).status).toBe(404), 5_000);
+    } finally {
+      await redis.exec(["CONFIG", "SET", "maxmemory", "0"]);
+    }
+  }, 60_000);
 });

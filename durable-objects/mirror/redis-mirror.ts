@@ -103,6 +103,14 @@ export class RedisMirror {
     if (!result.applied) throw new Error(`mirror kept seq ${result.seq} over ${state.seq}`);
   }
 
+  /**
+   * Removes a shard's snapshot, so displays read the stock object rather than a snapshot that can no
+   * longer be kept current (a Redis that reads but refuses writes still takes DEL: it frees memory).
+   */
+  async forget(sku: string, shard: number): Promise<void> {
+    await this.#redis.exec(["DEL", mirrorKey(sku, shard)]);
+  }
+
   /** One shard's snapshot, or null when the mirror has none. */
   async readShard(sku: string, shard: number): Promise<SkuState | null> {
     const reply = await this.#redis.exec<unknown>(["HMGET", mirrorKey(sku, shard), ...FIELDS]);

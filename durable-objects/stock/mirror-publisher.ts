@@ -105,6 +105,9 @@ export class MirrorPublisher {
       this.#failures++;
       const backoff = Math.min(MIRROR_RETRY_MIN_MS * 2 ** (this.#failures - 1), MIRROR_RETRY_MAX_MS);
       log("warn", "mirror publish failed", { failures: this.#failures, retryInMs: backoff, error: String(err) });
+      // The snapshot Redis holds is older than the shard now, and stays so until a write goes through:
+      // take it away, so displays read the stock object meanwhile (API.md: the mirror lags a moment only).
+      await this.#mirror.forget(state.sku, state.shard).catch(() => undefined);
       await this.#due.retry("mirror", this.#now() + backoff);
     }
   }
