@@ -11,6 +11,7 @@ import { call, createSku, reserve, stockCallsTo, stockOf, stockShard, tokenFor, 
 // request holds once), group commit (one isolate's batches), the gathering tier (many isolates'); the
 // object's storage bounds; the order pipeline through the real queue, the consumer driven with
 // hand-made batches, the console's order lookup, and D1's and the hand-off's retention.
+import "./suites/sold-out-replays";
 import "./suites/object-reset";
 import "./suites/group-commit";
 import "./suites/gather";

@@ -122,10 +122,10 @@ async function soldOutFirst(
 
 /**
  * Whether the reservation body's token may hold a reservation: its nonce is one its shard has spent,
- * by this isolate's digest of that shard (the SKU's, or a listed size's), else, on a SKU sold out
- * (`soldOut`), by the shard's own, then kept with the sold-out memory so the requests after it are
- * judged here: one read per isolate and TTL. Sizes sold out on a SKU that is not are judged by this
- * isolate's digests only (nothing would keep an answer). A shard that does not answer: it may.
+ * by this isolate's digest of that shard (the SKU's, or a listed size's), else by the shard's own,
+ * then kept with the sold-out memory (of the SKU when `soldOut`, else of every listed size) so the
+ * requests after it are judged here: one read per isolate and TTL, and a fresh isolate answers as a
+ * warm one. A shard that does not answer: it may.
  */
 async function mayHold(
   c: Context<AppEnv>,
@@ -142,10 +142,15 @@ async function mayHold(
   const keys = [sku, ...(body.variants ?? []).map((id) => variantKey(sku, id))];
   const known = keys.map((key) => spentHere(key, peek.shard, peek.nonce, now, ttl));
   if (known.includes(true)) return true;
-  if (known[0] !== undefined || !soldOut) return false;
+  // This isolate's digests of the keys the refusal rests on (the SKU's, or every listed size's) decide;
+  // without them the shard's own does, as a warm isolate would have learnt it, and it is kept here.
+  const sizes = known.slice(1);
+  if (soldOut ? known[0] !== undefined : sizes.length > 0 && sizes.every((k) => k !== undefined)) return false;
   const spent = await callStock(() => stockShard(c.env, sku, peek.shard).spentDigest()).catch(() => null);
   if (!spent) return true;
-  markSoldOut(sku, now, ttl, { shard: peek.shard, spent });
+  const learnt = { shard: peek.shard, spent };
+  if (soldOut) markSoldOut(sku, now, ttl, learnt);
+  else for (const id of body.variants ?? []) markSoldOut(variantKey(sku, id), now, ttl, learnt);
   return digestLists(spent, peek.nonce);
 }
 
