@@ -258,11 +258,13 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     // Answers that show the SKU sold out say so, with the spent-nonce digest (one, shared by all). Only
     // a sale that is on is sold out: a paused, ended, not started or archived one is answered as such
     // (the edge remembers "sold out" and answers from it, where a fresh isolate asks the sale first).
+    // Nor does a shard a resize left out (its index past the count: 0 units by design, reached only by
+    // a replay or a stale token): its 0 says nothing of the SKU.
     let spent: SpentDigest | undefined;
     let on: SkuState | null | undefined;
     const onSale = () => {
       on ??= state ?? this.engine.configuration.state();
-      return on !== null && isOnSale(on, this.now()) ? on : null;
+      return on !== null && on.shard < on.shards && isOnSale(on, this.now()) ? on : null;
     };
     if (answers.some((a) => (a.ok ? a.value.available : a.available) === 0)) {
       const shards = onSale()?.shards;

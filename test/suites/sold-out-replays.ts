@@ -45,3 +45,31 @@ describe("sold out comes first, for sizes", () => {
     expect(seen).toEqual(["warm 429 RATE_LIMITED", "fresh 429 RATE_LIMITED"]);
   });
 });
+
+describe("a replay on a shard a resize left out", () => {
+  it("does not tell the isolate the SKU is sold out: the next buyer still gets a token and a hold", async () => {
+    const sku = uniqueSku("eh-rs");
+    await createSku(sku, { totalStock: 8, perUserLimit: 2, shards: 4 });
+    let n = 0;
+    while (homeShard(`eh-rs${n}`, 4) !== 3) n++;
+    const user = `eh-rs${n}`;
+    const token = await tokenFor(user, sku);
+    const held = await reserve(user, sku, 1, token);
+    expect(held.status).toBe(202);
+    expect((await call("POST", `/api/reservations/${held.json.reservationId}/cancel`, { user })).status).toBe(200);
+    expect((await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { shards: 1 } })).status).toBe(200);
+    // The token's replay is answered from shard 3, which the resize left with no units.
+    const replay = await reserve(user, sku, 1, token);
+    expect([replay.status, replay.json.reservationId, replay.headers.get("Idempotent-Replayed")]).toEqual([
+      202,
+      held.json.reservationId,
+      "true",
+    ]);
+    expect(await stockOf(sku)).toEqual({ total: 8, available: 8, held: 0, sold: 0 });
+    // 8 units are on sale: another shopper is sold one, by this isolate too.
+    const next = await call("POST", `/api/skus/${sku}/tokens`, { user: "eh-rs-next" });
+    expect([next.status, next.json.error?.code]).toEqual([201, undefined]);
+    const bought = await reserve("eh-rs-next", sku, 1, next.json.token);
+    expect(bought.status).toBe(202);
+  });
+});
