@@ -61,6 +61,9 @@ export class Retention {
    * that entered a fair opening's draw (`draw_tokens`) is spent too: it is answered with its entry's
    * result, a hold or a 409 carrying `draw`, never with the edge's bare SOLD_OUT. Such a token was
    * minted before its window closed: those of a window closed a token lifetime ago have expired.
+   * A token whose hold stands is spent too (once each), however long ago it expired: it holds a
+   * reservation, so it is checked in full (TOKEN_EXPIRED), never answered SOLD_OUT (API.md "Sold out
+   * comes first").
    */
   spentNonces(since: number, expiredBefore: number): SpentDigest {
     const row = this.ledger.row();
@@ -73,10 +76,15 @@ export class Retention {
          SELECT nonce FROM reservations WHERE nonce IS NOT NULL AND token_expires_at IS NULL AND created_at >= ?
          UNION ALL
          SELECT t.nonce FROM draw_tokens t JOIN draw d ON d.opens_at = t.opening
-          WHERE d.opens_at + d.window_ms >= ?`,
+          WHERE d.opens_at + d.window_ms >= ?
+         UNION ALL
+         SELECT nonce FROM reservations WHERE status = 'held' AND nonce IS NOT NULL
+            AND CASE WHEN token_expires_at IS NULL THEN created_at < ? ELSE token_expires_at < ? END`,
         expiredBefore,
         since,
         since,
+        since,
+        expiredBefore,
       )
       .toArray()
       .map((r) => fnv1a(r.nonce));

@@ -73,3 +73,40 @@ describe("a replay on a shard a resize left out", () => {
     expect(bought.status).toBe(202);
   });
 });
+
+describe("a token whose hold outlives it", () => {
+  afterEach(() => vi.useRealTimers());
+  it("is answered TOKEN_EXPIRED, never SOLD_OUT, while its hold stands, from a warm isolate and a fresh one", async () => {
+    const sku = uniqueSku("eh-exp");
+    await createSku(sku, { totalStock: 2, perUserLimit: 1, holdSeconds: 900 });
+    const claims = { sku, userId: "eh-exp-1", shard: 0, shards: 1, nonce: newNonce(), expiresAt: Date.now() + 1_000 };
+    const token = await mintPurchaseToken(claims, TOKEN_SECRET);
+    const held = await reserve("eh-exp-1", sku, 1, token);
+    expect(held.status).toBe(202);
+    // The token expires (by the edge's clock and, past its skew margin, by the object's); the hold stays.
+    await runInDurableObject(stockShard(env, sku, 0), (object) => {
+      object.now = () => Date.now() + 120_000;
+    });
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() + 2_000 });
+    // The last unit sells to another shopper.
+    const last = { ...claims, userId: "eh-exp-3", nonce: newNonce(), expiresAt: Date.now() + 60_000 };
+    expect((await reserve("eh-exp-3", sku, 1, await mintPurchaseToken(last, TOKEN_SECRET))).status).toBe(202);
+    const seen: string[] = [];
+    for (const isolate of ["warm", "fresh"]) {
+      if (isolate === "fresh") {
+        forgetSoldOut(sku);
+        forgetDisplay(sku);
+      } else {
+        // Another shopper's refusal teaches this isolate that the SKU is sold out.
+        const other = { ...claims, userId: "eh-exp-2", nonce: newNonce(), expiresAt: Date.now() + 60_000 };
+        const refused = await reserve("eh-exp-2", sku, 1, await mintPurchaseToken(other, TOKEN_SECRET));
+        expect(refused.json.error?.code).toBe("SOLD_OUT");
+      }
+      const replay = await reserve("eh-exp-1", sku, 1, token);
+      seen.push(`${isolate} ${replay.status} ${replay.json.error?.code}`);
+    }
+    const mine = await call("GET", `/api/reservations/${held.json.reservationId}`, { user: "eh-exp-1" });
+    expect(mine.json.status).toBe("held");
+    expect(seen).toEqual(["warm 401 TOKEN_EXPIRED", "fresh 401 TOKEN_EXPIRED"]);
+  });
+});
