@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { LogEntryRow, Outbox, OutboxRow } from "../durable-objects/engine/outbox";
+import type { LogEntryRow, Outbox, OutboxRow, PaymentLogRow } from "../durable-objects/engine/outbox";
 import type { ConfigEntry } from "../durable-objects/shared/sale-entries";
 import type { DueWork } from "../durable-objects/stock/due-work";
 import { OutboxSender } from "../durable-objects/stock/outbox-sender";
@@ -38,18 +38,42 @@ const configRow: LogEntryRow = {
   draws: [],
 };
 
-function harness(opts: { logFails?: boolean; queueFails?: boolean; entries?: LogEntryRow[] }) {
+const paymentRow: PaymentLogRow = {
+  id: "payment:evt_1",
+  time: Date.parse("2026-12-05T10:00:01Z"),
+  payment: {
+    reservationId: "r1",
+    userId: "u1",
+    reason: "already_paid",
+    amount: 1500,
+    currency: "usd",
+  },
+};
+
+function harness(opts: {
+  logFails?: boolean;
+  queueFails?: boolean;
+  entries?: LogEntryRow[];
+  payments?: PaymentLogRow[];
+}) {
   let pending = rows(3);
   let entries = opts.entries ?? [];
+  let payments = opts.payments ?? [];
+  /** What reached the log, in order: `events` for a flush's bodies, a payment by its dedupe key. */
+  const order: string[] = [];
   const configs: { entry: ConfigEntry; dedupe: string }[] = [];
   const sent: number[] = [];
   const logged: string[][] = [];
   const queued: unknown[][] = [];
   const retries: string[] = [];
   const outbox = {
-    hasPending: () => pending.length > 0 || entries.length > 0,
+    hasPending: () => pending.length > 0 || entries.length > 0 || payments.length > 0,
     pendingRows: () => pending,
     entriesDue: () => entries,
+    paymentsDue: () => payments,
+    markPaymentSent: (id: string) => {
+      payments = payments.filter((p) => p.id !== id);
+    },
     markEntrySent: (id: string) => {
       entries = entries.filter((e) => e.id !== id);
     },
@@ -69,14 +93,30 @@ function harness(opts: { logFails?: boolean; queueFails?: boolean; entries?: Log
     append: async (bodies: readonly string[]) => {
       if (opts.logFails) throw new Error("log down");
       logged.push([...bodies]);
+      order.push("events");
     },
     appendConfig: async (entry: ConfigEntry, dedupe: string) => {
       if (opts.logFails) throw new Error("log down");
       configs.push({ entry, dedupe });
     },
+    appendPayment: async (_payment: unknown, _time: number, dedupe: string) => {
+      if (opts.logFails) throw new Error("log down");
+      order.push(dedupe);
+    },
   };
   const sender = new OutboxSender(outbox, queue, due, () => 0, log);
-  return { sender, sent, logged, queued, retries, configs, pending: () => pending, entries: () => entries };
+  return {
+    sender,
+    sent,
+    logged,
+    queued,
+    retries,
+    configs,
+    order,
+    pending: () => pending,
+    entries: () => entries,
+    payments: () => payments,
+  };
 }
 
 describe("the outbox sender and the sale log", () => {
@@ -135,5 +175,21 @@ describe("the outbox sender and the sale log", () => {
     await h.sender.send();
     expect(h.entries()).toEqual([configRow]);
     expect(h.retries).toEqual(["outbox"]);
+  });
+
+  it("sends a payment's entry to the log alone, after the events before it, and keeps it for the retry of a failure", async () => {
+    const h = harness({ payments: [paymentRow] });
+    await h.sender.send();
+    expect(h.order).toEqual(["events", "payment:evt_1"]);
+    expect(h.payments()).toEqual([]);
+    expect(h.queued.flat().some((m) => JSON.stringify(m).includes("evt_1"))).toBe(false);
+    // The log or the queue down: it waits for the retry, as the events do.
+    for (const fails of [{ logFails: true }, { queueFails: true }]) {
+      const down = harness({ ...fails, payments: [paymentRow] });
+      await down.sender.send();
+      expect(down.order.includes("payment:evt_1")).toBe(false);
+      expect(down.payments()).toEqual([paymentRow]);
+      expect(down.retries).toEqual(["outbox"]);
+    }
   });
 });

@@ -895,3 +895,85 @@ describe("a short window's draw against holds just before it (second reading)", 
     expect(outcome([sale, early, { ...release(early, "paid", 1799.9), amount: null }, reveal])).toBe("ok");
   });
 });
+
+describe("verify-sale's replay of payments that changed no reservation (API.md v1.4)", () => {
+  const priced = () => config(0, { price: 1500 } as Partial<{ status: string; total: number }>);
+  const payment = (of: Entry, seconds: number, reason: string, amount: number | null, currency: string | null) =>
+    ({
+      type: "payment",
+      time: at(seconds),
+      reservation: of.reservation,
+      user: of.user,
+      outcome: "refund_required",
+      reason,
+      amount,
+      currency,
+    }) as Entry;
+  const paid = (of: Entry, seconds: number): Entry => ({ ...of, type: "paid", time: at(seconds), amount: 1500 });
+
+  it("takes each payment whose reason its rules give at that point, and a log without any", () => {
+    const h = hold(1);
+    const log = [
+      priced(),
+      h,
+      payment(h, 2, "amount_mismatch", 1499, "usd"),
+      payment(h, 3, "currency_mismatch", 1500, "eur"),
+      paid(h, 4),
+      payment(h, 5, "already_paid", 1500, "usd"),
+      payment(h, 6, "already_paid", null, null),
+    ];
+    expect(broken(log)).toBeNull();
+    const summary = replay(log, new Map(), { now: NOW, settleMs: 0 });
+    expect(summary.byType).toMatchObject({ payment: 4, paid: 1 });
+    expect(summary.notReplayed).toBeUndefined(); // replayed under its rules, not passed over
+    // An older log, with no payment entries and no reasons: as before.
+    expect(broken(log.filter((e) => e.type !== "payment"))).toBeNull();
+    // A configuration that does not say its price: a mismatch is not checked.
+    const { price: _, ...unpriced } = priced();
+    expect(broken([unpriced as Entry, h, payment(h, 2, "amount_mismatch", 1500, "usd")])).toBeNull();
+  });
+
+  it("refuses a forged payment entry, naming it: already_paid on a held reservation", () => {
+    const h = hold(1);
+    expect(broken([priced(), h, payment(h, 2, "already_paid", 1500, "usd")])).toMatch(
+      new RegExp(
+        `^entry 2 \\(payment at ${at(2).replace(/\./g, "\\.")}\\): already_paid, but reservation ${h.reservation} is held in the log at that point$`,
+      ),
+    );
+    // Paid only after it: the payment entry is judged where its time puts it.
+    expect(broken([priced(), h, payment(h, 2, "already_paid", 1500, "usd"), paid(h, 3)])).toMatch(
+      /^entry 2 \(payment .*already_paid, but reservation r\d+ is held/,
+    );
+  });
+
+  it("refuses a mismatch the price does not give, an unknown reason, another buyer or reservation", () => {
+    const h = hold(1);
+    const fails = (p: Entry, first = priced()) => broken([first, h, p]);
+    expect(fails(payment(h, 2, "amount_mismatch", 1500, "usd"))).toMatch(
+      /entry 2 \(payment .*amount_mismatch, but 1500 is the price 1500 × 1/,
+    );
+    expect(fails(payment(h, 2, "amount_mismatch", 1499, "eur"))).toMatch(/eur is not the sale's currency usd/);
+    expect(fails(payment(h, 2, "currency_mismatch", 1499, "USD"))).toMatch(/usd is the sale's currency/);
+    expect(fails(payment(h, 2, "amount_mismatch", 1499, "usd"), config(0, {}))).toMatch(/the sale has no price/);
+    expect(fails(payment(h, 2, "amount_mismatch", null, null))).toMatch(/without the money the payment said/);
+    expect(fails(payment(h, 2, "too_late", 1500, "usd"))).toMatch(/"too_late", which is not a reason that changes/);
+    expect(fails({ ...payment(h, 2, "already_paid", 1500, "usd"), outcome: "applied" })).toMatch(
+      /outcome is "applied"/,
+    );
+    expect(fails({ ...payment(h, 2, "amount_mismatch", 1499, "usd"), user: user(999) })).toMatch(/another user/);
+    expect(fails({ ...payment(h, 2, "amount_mismatch", 1499, "usd"), reservation: "nowhere" })).toMatch(
+      /reservation nowhere, which the log never held/,
+    );
+  });
+
+  it("takes a late payment's refund_required with a late payment's reason, and no other", () => {
+    const h = hold(1);
+    const expired: Entry = { ...h, type: "expired", time: at(700) };
+    const late = (reason: string): Entry => ({ ...h, type: "refund_required", time: at(800), reason });
+    expect(broken([priced(), h, expired, late("too_late")])).toBeNull();
+    expect(broken([priced(), h, expired, late("limit_exceeded")])).toBeNull();
+    expect(broken([priced(), h, expired, late("amount_mismatch")])).toMatch(
+      /entry 3 \(refund_required .*"amount_mismatch", which is no late payment's reason/,
+    );
+  });
+});

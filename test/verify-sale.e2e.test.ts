@@ -240,6 +240,48 @@ describe("npm run verify-sale", () => {
     expect(JSON.parse(stdout)).toMatchObject({ ok: true, size: entries, held: 12, sold: 0, buyers: 18 });
   });
 
+  it("checks the payments that changed nothing: a wrong amount, a wrong currency, a reservation paid twice", async () => {
+    const other = `verify-refunds-${randomUUID().slice(0, 8)}`;
+    const created = await send(
+      "PUT",
+      `/admin/skus/${other}`,
+      { name: "Refunds", totalStock: 4, perUserLimit: 2, price: 1000, currency: "usd" },
+      ADMIN,
+    );
+    expect(created.status, JSON.stringify(created.json)).toBe(200);
+    const token = await send("POST", `/api/skus/${other}/tokens`, {}, await jwt("pam"));
+    const held = await send(
+      "POST",
+      `/api/skus/${other}/reservations`,
+      { token: token.json.token, quantity: 1 },
+      await jwt("pam"),
+    );
+    expect(held.status, JSON.stringify(held.json)).toBe(202);
+    const payOf = async (money: { amount: number; currency?: string }) => {
+      const raw = JSON.stringify({
+        id: `evt_${randomUUID()}`,
+        type: "payment.succeeded",
+        reservationId: held.json.reservationId,
+        ...money,
+      });
+      const signature = await signPayment(raw, SECRET, Math.floor(Date.now() / 1000));
+      return (await send("POST", "/webhooks/payments", raw, { "payment-signature": signature })).json.outcome;
+    };
+    expect(await payOf({ amount: 999 })).toBe("refund_required");
+    expect(await payOf({ amount: 1000, currency: "eur" })).toBe("refund_required");
+    expect(await payOf({ amount: 1000 })).toBe("applied");
+    expect(await payOf({ amount: 1000 })).toBe("refund_required");
+    const entries = 6; // config, hold, 2 payments, paid, 1 payment
+    await eventually(async () => {
+      const note = await (await fetch(`${server.url}/api/skus/${other}/log/checkpoint`)).text();
+      expect(Number(note.split("\n")[1])).toBe(entries);
+    }, 20_000);
+    const checked = await verifySaleOf(server.url, other);
+    expect(checked.code, checked.stderr).toBe(0);
+    expect(checked.out).toMatchObject({ ok: true, size: entries, sold: 1, byType: { payment: 3, paid: 1 } });
+    expect(checked.out.notReplayed).toBeUndefined();
+  });
+
   it("checks a fair opening's draws: committed before they opened, revealed after they closed, in the seed's order", async () => {
     const drawn = `verify-drawn-${randomUUID().slice(0, 8)}`;
     // An early access tier's draw first, the public one 18 s later: each 6-s window's buyers wait for its

@@ -153,7 +153,8 @@ export function entriesOf(bundle: Buffer, want: number, first: number): Buffer[]
 /**
  * The order of entries of the same millisecond, which their times cannot tell apart: releases first
  * (they only make room, and no rule checks them against the configuration), then configurations, then
- * payments and holds, which are checked against what came before them.
+ * payments and holds, which are checked against what came before them (a `payment`, a payment that
+ * changed no reservation, with them: in the log it follows whatever of its reservation came before it).
  */
 const RANK: Record<string, number> = {
   cancelled: 0,
@@ -163,8 +164,12 @@ const RANK: Record<string, number> = {
   archive: 1,
   "draw-reveal": 1,
   paid: 2,
+  payment: 2,
   hold: 3,
 };
+
+/** Why a late payment's reservation is `refund_required` (its entry's `reason`, when it has one). */
+const LATE_REASONS = ["too_late", "limit_exceeded"];
 
 /** A fair opening a configuration committed to: when first, and its window as last set before it opened. */
 interface Commitment {
@@ -183,6 +188,10 @@ interface Sale {
   endsAt: number | null;
   tiers: number[];
   variants: Map<string, number> | null;
+  /** The price of a unit in minor units (null: none; undefined: a configuration that does not say). */
+  price: number | null | undefined;
+  /** The sale's currency, lower case (null: a configuration that does not say). */
+  currency: string | null;
 }
 
 /** A hold that names the draw that made it (its entry's `draw`): where the log has it. */
@@ -274,7 +283,13 @@ function drawStockOf(
   // Each other reservation's statuses in time order: it counts if it held units at any moment of the span.
   const lives = new Map<string, { quantity: number; skip: boolean; changes: { at: number; takes: boolean }[] }>();
   for (const { entry, at } of order) {
-    if (!(entry.type in RANK) || entry.type === "config" || entry.type === "archive" || entry.type === "draw-reveal")
+    if (
+      !(entry.type in RANK) ||
+      entry.type === "config" ||
+      entry.type === "archive" ||
+      entry.type === "draw-reveal" ||
+      entry.type === "payment"
+    )
       continue;
     const id = String(entry.reservation);
     let life = lives.get(id);
@@ -621,6 +636,8 @@ export function replay(
           endsAt: time(entry.endsAt),
           tiers: Array.isArray(entry.tiers) ? (entry.tiers as { startsAt: string }[]).map((t) => date(t.startsAt)) : [],
           variants,
+          price: entry.price === undefined ? undefined : entry.price === null ? null : num(entry.price),
+          currency: typeof entry.currency === "string" ? entry.currency.toLowerCase() : null,
         };
         if (entry.type === "archive") sale.status = "archived";
         // A size is never removed (its held and sold units would stop counting against any stock).
@@ -695,9 +712,64 @@ export function replay(
         skipped.add(entry.type);
         continue;
       }
+      /**
+       * A payment answered `refund_required` that changed no reservation (`payment`): of a reservation
+       * the log holds, by that buyer, for a reason its rules give at that point. `already_paid`: the
+       * reservation was paid (or refund_required: its payment decided) already. A money mismatch: the
+       * sale has a price, and the money the payment said is not the price × quantity in the sale's
+       * currency (`currency_mismatch`: another currency; `amount_mismatch`: the currency, another
+       * amount). A configuration that does not say its price is not checked for it.
+       */
+      const refundRule = (id: string): null => {
+        const user =
+          typeof entry.user === "string" && /^[0-9a-f]{64}$/.test(entry.user) ? entry.user : fail("no user commitment");
+        const known = reservations.get(id);
+        if (!known) return fail(`a payment of reservation ${id}, which the log never held${holdOf(id)}`);
+        if (known.user !== user) fail(`a payment of reservation ${id} by another user than its hold's`);
+        if (entry.outcome !== "refund_required")
+          fail(`a payment entry whose outcome is ${JSON.stringify(entry.outcome)}, not refund_required`);
+        const amount =
+          entry.amount === null
+            ? null
+            : Number.isSafeInteger(entry.amount) && (entry.amount as number) >= 0
+              ? (entry.amount as number)
+              : fail("the payment's amount is not a count of minor units");
+        const currency =
+          entry.currency === null
+            ? null
+            : typeof entry.currency === "string"
+              ? entry.currency.toLowerCase()
+              : fail("the payment's currency is not a text");
+        const reason = entry.reason;
+        if (reason === "already_paid") {
+          if (known.status !== "paid" && known.status !== "refund_required")
+            fail(`already_paid, but reservation ${id} is ${known.status} in the log at that point`);
+          return null;
+        }
+        if (reason !== "amount_mismatch" && reason !== "currency_mismatch")
+          return fail(
+            `a payment refund_required for ${JSON.stringify(reason)}, which is not a reason that changes no reservation (amount_mismatch, currency_mismatch, already_paid)`,
+          );
+        if (amount === null || currency === null) return fail(`${reason} without the money the payment said`);
+        if (!sale) return fail("a payment before any configuration");
+        if (sale.price === undefined) return null; // a configuration from before it named the price: not checked
+        if (sale.price === null) return fail(`${reason}, but the sale has no price: any amount is taken`);
+        const due = sale.price * known.quantity;
+        if (reason === "currency_mismatch" && currency === sale.currency)
+          fail(`currency_mismatch, but ${currency} is the sale's currency`);
+        if (reason === "amount_mismatch" && currency !== sale.currency)
+          fail(`amount_mismatch, but ${currency} is not the sale's currency ${sale.currency} (a currency_mismatch)`);
+        if (reason === "amount_mismatch" && amount === due)
+          fail(`amount_mismatch, but ${amount} is the price ${sale.price} × ${known.quantity}`);
+        return null;
+      };
       /** The entry under the sale's rules as `sale` states them; it changes nothing unless they allow it. */
       const decide = () => {
         const id = typeof entry.reservation === "string" ? entry.reservation : fail("no reservation id");
+        if (entry.type === "payment") {
+          refundRule(id);
+          return;
+        }
         const quantity =
           Number.isSafeInteger(entry.quantity) && (entry.quantity as number) >= 1
             ? (entry.quantity as number)
@@ -779,6 +851,14 @@ export function replay(
               add(users, user, -quantity);
             } else if (entry.type !== "refund_required" || known.status === "paid")
               fail(`reservation ${id} ${entry.type}, but it is ${known.status}`);
+            if (
+              entry.type === "refund_required" &&
+              entry.reason !== undefined &&
+              !LATE_REASONS.includes(String(entry.reason))
+            )
+              fail(
+                `reservation ${id} refund_required for ${JSON.stringify(entry.reason)}, which is no late payment's reason (${LATE_REASONS.join(", ")})`,
+              );
             known.status = entry.type;
             break;
           }

@@ -561,11 +561,12 @@ export class Ledger {
     if (this.#earliest === row.expires_at) this.#earliest = undefined;
   }
 
-  setStatus(row: ReservationRow, status: ReservationStatus, now: number): Reservation {
+  /** `reason`: why a late payment left it `refund_required`, for its event (and the log's entry). */
+  setStatus(row: ReservationRow, status: ReservationStatus, now: number, reason?: OrderEvent["reason"]): Reservation {
     const seq = this.bumpSeq();
     this.sql.exec("UPDATE reservations SET status = ?, updated_at = ?, seq = ? WHERE id = ?", status, now, seq, row.id);
     const reservation = this.toReservation({ ...row, status, updated_at: now });
-    this.emit(reservation, now, seq);
+    this.emit(reservation, now, seq, reason);
     return reservation;
   }
 
@@ -573,7 +574,7 @@ export class Ledger {
    * Puts the event of a state change into the outbox, in the caller's transaction (written before its
    * commit). `taken`: the seq the caller already took and wrote into the reservation row.
    */
-  emit(reservation: Reservation, now: number, taken?: number): void {
+  emit(reservation: Reservation, now: number, taken?: number, reason?: OrderEvent["reason"]): void {
     const seq = taken ?? this.bumpSeq();
     const { price, currency, test } = this.pricing();
     const event: OrderEvent = {
@@ -593,6 +594,7 @@ export class Ledger {
     if (this.drawTag !== undefined && reservation.status === "held") event.draw = this.drawTag;
     if (reservation.variant !== undefined) event.variant = reservation.variant;
     if (reservation.status !== "held") event.heldAt = isoTime(reservation.createdAt);
+    if (reason !== undefined && reservation.status === "refund_required") event.reason = reason;
     // Only on a test sale's events (API.md "Test sales"): a real sale's stay as they were.
     if (test) event.test = true;
     if (this.#work.events.push([seq, event]) >= WRITE_CHUNK) this.writePending();

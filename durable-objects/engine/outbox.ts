@@ -1,5 +1,5 @@
 import type { OrderEvent } from "../shared/order-events";
-import type { ConfiguredSku, DrawCommitment } from "../shared/sale-entries";
+import type { ConfiguredSku, DrawCommitment, RefundEntryEvent } from "../shared/sale-entries";
 import type { Ledger } from "./ledger";
 
 /**
@@ -28,6 +28,13 @@ export interface LogEntryRow {
   draws: DrawCommitment[];
 }
 
+/** A payment's `payment` entry waiting for the SKU's log (engine/payments.ts writes it): its dedupe key, when, what. */
+export interface PaymentLogRow {
+  id: string;
+  time: number;
+  payment: RefundEntryEvent;
+}
+
 interface PendingEvent {
   seq: number;
   event: OrderEvent;
@@ -42,7 +49,8 @@ export class Outbox {
     this.ledger.writePending();
     return (
       this.ledger.sql.exec("SELECT 1 FROM outbox_events LIMIT 1").toArray().length > 0 ||
-      this.ledger.sql.exec("SELECT 1 FROM log_outbox WHERE until IS NOT NULL LIMIT 1").toArray().length > 0
+      this.ledger.sql.exec("SELECT 1 FROM log_outbox WHERE until IS NOT NULL LIMIT 1").toArray().length > 0 ||
+      this.ledger.sql.exec("SELECT 1 FROM log_payments LIMIT 1").toArray().length > 0
     );
   }
 
@@ -62,6 +70,22 @@ export class Outbox {
   /** Forgets a configuration entry once the log has it. */
   markEntrySent(id: string): void {
     this.ledger.sql.exec("DELETE FROM log_outbox WHERE id = ?", id);
+  }
+
+  /** The `payment` entries waiting for the SKU's log, oldest first (for the log alone, like configurations). */
+  paymentsDue(): PaymentLogRow[] {
+    if (!this.ledger.configured) return [];
+    return this.ledger.sql
+      .exec<{ id: string; time: number; figures: string }>(
+        "SELECT id, time, figures FROM log_payments ORDER BY time, id",
+      )
+      .toArray()
+      .map(({ id, time, figures }) => ({ id, time, payment: JSON.parse(figures) as RefundEntryEvent }));
+  }
+
+  /** Forgets a `payment` entry once the log has it. */
+  markPaymentSent(id: string): void {
+    this.ledger.sql.exec("DELETE FROM log_payments WHERE id = ?", id);
   }
 
   /**

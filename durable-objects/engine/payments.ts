@@ -1,4 +1,5 @@
 import type { ReservationStatus } from "../shared/order-events";
+import type { RefundEntryEvent } from "../shared/sale-entries";
 import { homeShard } from "../shared/shard-name";
 import type { Holds } from "./holds";
 import { LAZY_EXPIRY_BATCH, type Ledger } from "./ledger";
@@ -82,6 +83,10 @@ export const PAYMENT_REASONS = [
 ] as const;
 export type PaymentReason = (typeof PAYMENT_REASONS)[number];
 
+/** Whether a `refund_required` for this reason changes no reservation: then a `payment` entry of its own is logged. */
+const changesNothing = (reason: PaymentReason | null): reason is RefundEntryEvent["reason"] =>
+  reason === "amount_mismatch" || reason === "currency_mismatch" || reason === "already_paid";
+
 export interface PaymentAnswer {
   reservation: Reservation;
   /** The status this payment event left the reservation in (the same answer on a replay). */
@@ -138,7 +143,7 @@ type ClaimRow = {
 };
 
 /** Why a late payment the buyer's home shard refused is refunded: the limit, or no unit left. */
-const reasonOf = (code: "LIMIT_EXCEEDED" | "SOLD_OUT"): PaymentReason =>
+const reasonOf = (code: "LIMIT_EXCEEDED" | "SOLD_OUT"): "too_late" | "limit_exceeded" =>
   code === "LIMIT_EXCEEDED" ? "limit_exceeded" : "too_late";
 
 /** Payment events by outcome, counted once each (the admin view's `payments`). */
@@ -238,10 +243,43 @@ export class Payments {
     if ("code" in decided) return decided;
     const { reservation, outcome, reason = null } = decided;
     this.#record(eventId, reservationId, reservation.status, outcome, reason, now, { type, amount, currency });
+    if (changesNothing(reason)) this.#logRefund(eventId, row, reason, amount, currency, now);
     return ok({
       kind: "answer",
       answer: { reservation, status: reservation.status, outcome, reason, replayed: false },
     });
+  }
+
+  /**
+   * A `refund_required` answer that changed no reservation (the money is not the price, or it was
+   * paid already): the SKU's log has no reservation entry for it, so its own entry waits in
+   * `log_payments`, written in the decision's transaction; the outbox sender hands it to the log once
+   * the events before it are there (API.md v1.4 "The verifiable sale"). Once per event (`payment:<id>`).
+   * `currency`: as the event gave it, else the SKU's, which the decision assumed (null without money).
+   */
+  #logRefund(
+    eventId: string,
+    row: ReservationRow,
+    reason: RefundEntryEvent["reason"],
+    amount: number | null,
+    currency: string | null,
+    now: number,
+  ): void {
+    const { currency: skuCurrency, test } = this.ledger.pricing();
+    const figures: RefundEntryEvent = {
+      reservationId: row.id,
+      userId: row.user_id,
+      reason,
+      amount,
+      currency: currency ?? (amount === null ? null : skuCurrency),
+      ...(test ? { test: true as const } : {}),
+    };
+    this.ledger.sql.exec(
+      "INSERT INTO log_payments (id, time, figures) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING",
+      `payment:${eventId}`,
+      now,
+      JSON.stringify(figures),
+    );
   }
 
   /** Records what an event did (its answer on every replay) and counts a refund. */
@@ -322,8 +360,9 @@ export class Payments {
       if (taken.kind === "short") return { kind: "pull", wanted: taken.wanted, variant: taken.variant };
       if (taken.kind === "busy" || taken.kind === "moved") return fail("BUSY") as Refusal;
       if (taken.kind === "granted") return { reservation: ledger.setStatus(row, "paid", now), outcome: "applied" };
-      const reservation = ledger.setStatus(row, "refund_required", now);
-      return { reservation, outcome: "refund_required", reason: reasonOf(taken.code) };
+      const reason = reasonOf(taken.code);
+      const reservation = ledger.setStatus(row, "refund_required", now, reason);
+      return { reservation, outcome: "refund_required", reason };
     }
     // Paid or refunded already: never twice.
     return { reservation: unchanged, outcome: "refund_required", reason: "already_paid" };
@@ -468,7 +507,7 @@ export class Payments {
       const status = answer.kind === "granted" ? "paid" : "refund_required";
       const outcome: PaymentOutcome = answer.kind === "granted" ? "applied" : "refund_required";
       const reason = answer.kind === "granted" ? null : reasonOf(answer.code);
-      const reservation = ledger.setStatus(row, status, now);
+      const reservation = ledger.setStatus(row, status, now, reason ?? undefined);
       const said = { type: claim.type, amount: claim.amount, currency: claim.currency };
       this.#record(claim.event_id, reservationId, status, outcome, reason, now, said);
       ledger.sql.exec("DELETE FROM payment_claims WHERE reservation_id = ?", reservationId);

@@ -457,6 +457,17 @@ const STEPS: readonly ((sql: SqlStorage) => void)[] = [
     sql.exec(`CREATE TRIGGER IF NOT EXISTS hold_lists_gone AFTER DELETE ON reservations
        BEGIN DELETE FROM hold_lists WHERE reservation_id = OLD.id; END`);
   },
+  // 14. The verifiable sale: each payment answered `refund_required` that changed no reservation, its
+  // SKU log's `payment` entry waiting for the outbox sender (engine/payments.ts writes it in the
+  // decision's transaction). `id`: `payment:<event id>`, the log's dedupe key; `figures` (JSON):
+  // what the entry states, with the buyer's id the log turns into their commitment.
+  (sql) => {
+    sql.exec(`CREATE TABLE IF NOT EXISTS log_payments (
+       id      TEXT    PRIMARY KEY,
+       time    INTEGER NOT NULL,
+       figures TEXT    NOT NULL
+     ) WITHOUT ROWID`);
+  },
 ];
 
 /** The number of the last step: what a migrated object's `schema_version` reads. */

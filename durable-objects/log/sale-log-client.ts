@@ -1,4 +1,4 @@
-import type { ConfigEntry } from "../shared/sale-entries";
+import type { ConfigEntry, RefundEntryEvent } from "../shared/sale-entries";
 
 /**
  * How a stock shard reaches its SKU's log (./sale-log.ts): the outbox sender's hook, for its events
@@ -26,11 +26,19 @@ export function saleLogAppender(env: Env, where: () => { sku: string; shard: num
       const { at, log } = logOf();
       return log.appendConfig(entry, dedupe, at.sku);
     },
+    appendPayment: (payment, time, dedupe) => {
+      const { at, log } = logOf();
+      return log.appendPayment(at.sku, payment, time, dedupe);
+    },
   };
 }
 
-/** What a shard's outbox sender hands the log: a flush's message bodies, and shard 0's configuration entries. */
+/**
+ * What a shard's outbox sender hands the log: a flush's message bodies, shard 0's configuration
+ * entries, and the payments answered `refund_required` that changed no reservation.
+ */
 export interface SaleLogHook {
   append(bodies: readonly string[]): Promise<unknown>;
   appendConfig(entry: ConfigEntry, dedupe: string): Promise<unknown>;
+  appendPayment(payment: RefundEntryEvent, time: number, dedupe: string): Promise<unknown>;
 }

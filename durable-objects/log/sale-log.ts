@@ -15,6 +15,8 @@ import {
   type ConfigEntry,
   drawRevealEntry,
   entryEventsOf,
+  paymentEntry,
+  type RefundEntryEvent,
   reservationEntry,
   saltSecret,
   userCommitment,
@@ -271,6 +273,24 @@ export class SaleLog extends DurableObject<Env> {
       return this.#appendAll(entries);
     });
     if (appended > 0) await this.#arm();
+    return appended;
+  }
+
+  /**
+   * A payment of `sku` answered `refund_required` that changed no reservation, decided at `time`:
+   * its `payment` entry, the buyer as their commitment, once per `dedupe` (`payment:<event id>`).
+   */
+  async appendPayment(sku: string, payment: RefundEntryEvent, time: number, dedupe: string): Promise<boolean> {
+    const entry = paymentEntry(payment, time, await this.#userOf(sku, payment.userId));
+    const appended = this.#transaction(() => {
+      this.#createTables();
+      return (
+        this.#appendAll([
+          { data: JSON.stringify(entry), reservation: payment.reservationId, type: entry.type, dedupe },
+        ]) > 0
+      );
+    });
+    if (appended) await this.#arm();
     return appended;
   }
 

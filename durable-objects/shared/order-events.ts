@@ -52,6 +52,12 @@ export const OrderEventSchema = z.object({
    */
   draw: z.object({ seedHash: z.string().regex(/^[0-9a-f]{64}$/), position: z.int().min(1) }).optional(),
   /**
+   * Why a late payment left the reservation `refund_required` (API.md v1.4 "The verifiable sale"): no
+   * unit left (`too_late`) or the buyer at the limit (`limit_exceeded`). Only on such an event; left
+   * out on every other one.
+   */
+  reason: z.enum(["too_late", "limit_exceeded"]).optional(),
+  /**
    * When the reservation was made, on every event but its hold's (whose `occurredAt` it is): the
    * order's `createdAt` whichever event reaches D1 first (a hold's message retried after its payment's).
    * Optional: an event without it (an older producer's) uses `occurredAt`, as before.

@@ -14,7 +14,10 @@ import { type DrawTag, ORDER_EVENT_TYPES, type OrderEvent } from "./order-events
  *   tiers (names and times only, never codes or claim values), shards, status, price;
  * - `archive`: the SKU archived;
  * - `draw-reveal`: a fair opening's draw decided: its seed, whose hash a `config` entry committed to
- *   (`draws`) before the opening opened.
+ *   (`draws`) before the opening opened;
+ * - `payment`: a payment answered `refund_required` that changed no reservation (`reason`
+ *   `amount_mismatch`, `currency_mismatch` or `already_paid`), with the money it said (`amount`,
+ *   `currency`); one whose reservation became `refund_required` is that entry, with its `reason`.
  *
  * Every entry of a test SKU carries `test: true` (API.md v1.4 "Test sales").
  *
@@ -40,6 +43,8 @@ export interface ReservationEntry {
   draw?: DrawTag;
   amount?: number | null;
   currency?: string;
+  /** A `refund_required` entry: why the late payment found nothing (`too_late`, `limit_exceeded`). */
+  reason?: string;
   test?: true;
 }
 
@@ -49,7 +54,51 @@ export interface ConfigEntry {
   [field: string]: unknown;
 }
 
-export type SaleEntry = ReservationEntry | ConfigEntry;
+/**
+ * A payment answered `refund_required` that changed no reservation, as the stock shard hands it to
+ * the log (its `log_payments` row): the log turns the buyer into `user` ({@link paymentEntry}).
+ */
+export interface RefundEntryEvent {
+  reservationId: string;
+  userId: string;
+  reason: "amount_mismatch" | "currency_mismatch" | "already_paid";
+  /** The money the event said (minor units), null when it gave none. */
+  amount: number | null;
+  /** The event's currency, else the SKU's it was judged in; null when it gave no money. */
+  currency: string | null;
+  test?: true;
+}
+
+/** The log entry of a payment that changed no reservation (`payment`): no event id, no user id. */
+export interface PaymentEntry {
+  type: "payment";
+  time: string;
+  reservation: string;
+  user: string;
+  outcome: "refund_required";
+  reason: RefundEntryEvent["reason"];
+  amount: number | null;
+  currency: string | null;
+  test?: true;
+}
+
+/** The entry of {@link RefundEntryEvent}, decided at `time` (ms), its buyer already turned into `user`. */
+export function paymentEntry(event: RefundEntryEvent, time: number, user: string): PaymentEntry {
+  const entry: PaymentEntry = {
+    type: "payment",
+    time: new Date(time).toISOString(),
+    reservation: event.reservationId,
+    user,
+    outcome: "refund_required",
+    reason: event.reason,
+    amount: event.amount,
+    currency: event.currency,
+  };
+  if (event.test) entry.test = true;
+  return entry;
+}
+
+export type SaleEntry = ReservationEntry | ConfigEntry | PaymentEntry;
 
 const encoder = new TextEncoder();
 
@@ -112,6 +161,7 @@ export type EntryEvent = Pick<
   | "test"
   | "variant"
   | "draw"
+  | "reason"
 >;
 
 const isText = (v: unknown): v is string => typeof v === "string" && v.length > 0;
@@ -144,7 +194,8 @@ function isEntryEvent(item: unknown): item is EntryEvent {
     optional(e.currency, isText) &&
     optional(e.test, (v) => v === true) &&
     optional(e.variant, isText) &&
-    optional(e.draw, isDrawTag)
+    optional(e.draw, isDrawTag) &&
+    optional(e.reason, isText)
   );
 }
 
@@ -185,6 +236,7 @@ export function reservationEntry(event: EntryEvent, shard: number, user: string)
     entry.amount = event.amount;
     if (event.currency !== undefined) entry.currency = event.currency;
   }
+  if (type === "refund_required" && event.reason !== undefined) entry.reason = event.reason;
   if (event.test) entry.test = true;
   return entry;
 }

@@ -66,9 +66,29 @@ export class OutboxSender {
       }
       this.#outbox.markEntrySent(row.id);
     }
+    // Payments answered refund_required that changed no reservation, for the log alone: read before
+    // the events are sent and appended after them, so each follows in the log every entry of its
+    // reservation decided before it (the payment that paid it, for `already_paid`). Without a log
+    // they are only forgotten.
+    const payments = this.#outbox.paymentsDue();
+    if (!(await this.#sendEvents())) return;
+    for (const row of payments) {
+      try {
+        await this.#log?.appendPayment(row.payment, row.time, row.id);
+      } catch (err) {
+        log("warn", "sale log: a payment entry not appended yet", { error: String(err) });
+        await this.#due.retry("outbox", this.#now() + OUTBOX_RETRY_MS);
+        return;
+      }
+      this.#outbox.markPaymentSent(row.id);
+    }
+  }
+
+  /** Sends the outbox's events to the log and the queue; false when a send failed (the alarm retries). */
+  async #sendEvents(): Promise<boolean> {
     for (;;) {
       const rows = this.#outbox.pendingRows(OUTBOX_BATCH);
-      if (rows.length === 0) return;
+      if (rows.length === 0) return true;
       this.#lastSentAt = Date.now();
       for (const batch of packOutbox(rows)) {
         try {
@@ -81,11 +101,11 @@ export class OutboxSender {
         } catch (err) {
           log("warn", "outbox flush failed", { error: String(err) });
           await this.#due.retry("outbox", this.#now() + OUTBOX_RETRY_MS);
-          return;
+          return false;
         }
         this.#outbox.markSent(batch.lastSeq);
       }
-      if (rows.reduce((n, row) => n + row.count, 0) < OUTBOX_BATCH) return;
+      if (rows.reduce((n, row) => n + row.count, 0) < OUTBOX_BATCH) return true;
     }
   }
 }

@@ -18,6 +18,7 @@ import {
 } from "../../durable-objects/shared/merkle";
 import { saltSecret, userCommitment, userSalt } from "../../durable-objects/shared/sale-entries";
 import { openNote, parseCheckpoint, parseVerifier } from "../../durable-objects/shared/signed-note";
+import { forgetSoldOut } from "../../src/edge/sold-out-cache";
 import worker from "../../src/index";
 import { parseTilePath } from "../../src/routes/sale-log";
 import { signHs256 } from "../../tools/jwt";
@@ -119,6 +120,105 @@ describe("the sale log", () => {
     });
     expect(await logOf(sku).append(0, [mixed, again])).toBe(1);
     expect(await logOf(sku).size()).toBe(7);
+  });
+
+  it("logs each payment refund_required that changed no reservation once, with its reason and money", async () => {
+    const sku = uniqueSku("logrefund");
+    await createSku(sku, { totalStock: 4, perUserLimit: 2, price: 1500, holdSeconds: 60 });
+    const held = await reserve("amy-refund", sku);
+    expect(held.status).toBe(202);
+    const id = held.json.reservationId as string;
+    const wrong = `evt_wrong_${sku}`;
+    const answers = [
+      await pay(id, "payment.succeeded", wrong, { amount: 1499 }),
+      await pay(id, "payment.succeeded", wrong, { amount: 1499 }), // the same webhook again
+      await pay(id, "payment.succeeded", `evt_eur_${sku}`, { amount: 1500, currency: "eur" }),
+      await pay(id, "payment.succeeded", `evt_paid_${sku}`, { amount: 1500 }),
+      await pay(id, "payment.succeeded", `evt_twice_${sku}`, { amount: 1500, currency: "USD" }),
+    ];
+    expect(answers.map((a) => a.json.outcome)).toEqual([
+      "refund_required",
+      "refund_required",
+      "refund_required",
+      "applied",
+      "refund_required",
+    ]);
+
+    const entries = await eventually(async () => {
+      const got = await logEntriesOf(sku);
+      expect(got.map((e) => e.type)).toEqual(["config", "hold", "payment", "payment", "paid", "payment"]);
+      return got;
+    }, 20_000);
+    const user = entries[1]?.user;
+    expect(user).toMatch(/^[0-9a-f]{64}$/);
+    const payments = entries.filter((e) => e.type === "payment");
+    expect(payments.map(({ time, ...rest }) => rest)).toEqual([
+      {
+        type: "payment",
+        reservation: id,
+        user,
+        outcome: "refund_required",
+        reason: "amount_mismatch",
+        amount: 1499,
+        currency: "usd",
+      },
+      {
+        type: "payment",
+        reservation: id,
+        user,
+        outcome: "refund_required",
+        reason: "currency_mismatch",
+        amount: 1500,
+        currency: "eur",
+      },
+      {
+        type: "payment",
+        reservation: id,
+        user,
+        outcome: "refund_required",
+        reason: "already_paid",
+        amount: 1500,
+        currency: "usd",
+      },
+    ]);
+    for (const p of payments) expect(Date.parse(String(p.time))).toBeGreaterThan(Date.now() - 60_000);
+    // No provider event id, user id or token in an entry.
+    const text = JSON.stringify(entries);
+    for (const secret of ["evt_", "amy-refund"]) expect(text).not.toContain(secret);
+
+    // The duplicate webhook, once more after the flush: nothing waits, nothing is added.
+    expect((await pay(id, "payment.succeeded", wrong, { amount: 1499 })).json.outcome).toBe("refund_required");
+    await runInDurableObject(stockShard(env, sku, 0), (object) => {
+      expect(object.engine.outbox.paymentsDue()).toEqual([]);
+    });
+    await scheduler.wait(200);
+    expect(await logOf(sku).size()).toBe(6);
+  });
+
+  it("gives a late payment's refund_required entry its reason", async () => {
+    const sku = uniqueSku("loglate");
+    await createSku(sku, { totalStock: 1, price: 700, holdSeconds: 60 });
+    const first = await reserve("bea-late", sku, 1);
+    const expiresAt = Date.parse(first.json.expiresAt);
+    await runInDurableObject(stockShard(env, sku, 0), (object) => {
+      object.now = () => expiresAt + 1;
+      object.engine.holds.expireDue(expiresAt + 1);
+    });
+    forgetSoldOut(sku); // this isolate learnt "sold out" from the first hold
+    expect((await reserve("cal-late", sku, 1)).status).toBe(202); // takes the unit the expired hold gave back
+    const late = await pay(first.json.reservationId, "payment.succeeded", `evt_late_${sku}`, { amount: 700 });
+    expect(late.json).toMatchObject({ reservationStatus: "refund_required", outcome: "refund_required" });
+    const entries = await eventually(async () => {
+      const got = await logEntriesOf(sku);
+      expect(got.map((e) => e.type)).toEqual(["config", "hold", "expired", "hold", "refund_required"]);
+      return got;
+    }, 20_000);
+    expect(entries[4]).toMatchObject({
+      reservation: first.json.reservationId,
+      reason: "too_late",
+      amount: 700,
+      currency: "usd",
+    });
   });
 
   it("has every change shard 0 applied, one whose PUT never got its answer included, stating what the operator set", async () => {
