@@ -88,7 +88,7 @@ const REFUSED_AT_THE_EDGE = new Set<ErrorCode>([
  * answered `SOLD_OUT` when the SKU is sold out as its display reads it (remembered a second per
  * isolate), so a fresh isolate, whose sold-out cache is empty, answers what a warm one answers from
  * it. The answer is then kept in the cache, which answers the next requests before their JWT. An
- * archived SKU's is `404 SKU_NOT_FOUND`, as its routes answer once asked.
+ * archived SKU's token route answers `404 SKU_NOT_FOUND`, as it does once asked.
  */
 async function soldOutFirst(
   c: Context<AppEnv>,
@@ -99,9 +99,10 @@ async function soldOutFirst(
   if (!sku || !refused || !SKU_ID.test(sku)) return;
   const now = Date.now();
   const display = await skuDisplay(c.env, sku, now, (promise) => c.executionCtx.waitUntil(promise)).catch(() => null);
-  // An archived SKU is not sold (API.md v1.3): not found comes first too, not a challenge or a token
-  // nobody can use on it.
-  if (display?.state.status === "archived") throw new ApiError("SKU_NOT_FOUND");
+  // An archived SKU is not sold (API.md v1.3): its token route says not found first, not a challenge
+  // nobody can get. Its reservation route keeps its refusal: a token there may still hold a reservation
+  // (holds keep their course), and its holder is told what to fix, never that the SKU does not exist.
+  if (display?.state.status === "archived" && !listed) throw new ApiError("SKU_NOT_FOUND");
   if (!display || !isOnSale(display.state, now)) return;
   if (display.state.stock.available > 0) {
     // Sizes: every size the request lists is sold out (the display knows them all).
