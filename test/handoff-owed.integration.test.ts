@@ -92,7 +92,9 @@ describe("order hand-off: what an operator changes while deliveries are owed", (
     // out of the endpoint's lag; a retry of it is refused, as API.md says of a type no longer subscribed.
     const narrowed = await put({ url, enabled: true, events: ["order.paid"] });
     expect([narrowed.status, narrowed.json.lagSeconds]).toEqual([200, 0]);
-    expect(await deliveries(hook.id, "?status=pending")).toMatchObject([{ id: hook.owed.id, attempts: 0 }]);
+    expect(await deliveries(hook.id, "?status=pending")).toMatchObject([
+      { id: hook.owed.id, attempts: 0, nextAttemptAt: null },
+    ]);
     const unsubscribed = await retryOwed();
     expect([unsubscribed.status, unsubscribed.json.error.code]).toEqual([409, "INVALID_STATE"]);
     const all = await call("POST", `/admin/webhooks/${hook.id}/retry`, { admin: true });

@@ -14,14 +14,14 @@ import { CHANGE_COLUMNS, type ChangeRow } from "./order-object";
  * may be behind it (it moves only on I/O), which would leave a new delivery "not due yet" to the
  * very sender woken for it.
  */
-const D1_NOW = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
+export const D1_NOW = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
 
 /**
- * A delivery (`d`) of a type its endpoint (`e`) subscribes to: one a sender would take. A PUT that
- * drops a type keeps its deliveries, sent by nobody and left out of the endpoint's lag, until the type
- * is subscribed again.
+ * The `next_attempt_at` of a pending delivery parked by a PUT that dropped its type (the latest time a
+ * Date can show): past the due range of every query, so no take, check or wake-up walks it, and none
+ * counts it in a lag; a PUT that subscribes to the type again makes it due now (./endpoints.ts).
  */
-const TAKEN_BY_E = "d.type IN (SELECT value FROM json_each(e.events))";
+export const PARKED = 8_640_000_000_000_000;
 
 /** A sender holds the endpoint (`e`): its lease is set and has not lapsed. */
 const HELD = `(e.lease IS NOT NULL AND e.lease_until > ${D1_NOW})`;
@@ -32,7 +32,7 @@ const freeFor = (n: number) => `(NOT ${HELD} OR e.lease = ?${n})`;
 const DUE_DELIVERIES_SQL = `SELECT EXISTS (
   SELECT 1 FROM webhook_endpoints e WHERE e.enabled = 1 AND EXISTS (
     SELECT 1 FROM webhook_deliveries d
-    WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW} AND ${TAKEN_BY_E})) AS due`;
+    WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW})) AS due`;
 
 export async function deliveriesDue(db: D1Database): Promise<boolean> {
   return (await db.prepare(DUE_DELIVERIES_SQL).first<{ due: number }>())?.due === 1;
@@ -80,7 +80,7 @@ export interface Target {
 /** The enabled endpoints with a delivery due now (one probe of the due index each). */
 export const ENDPOINTS_DUE_SQL = `SELECT e.id FROM webhook_endpoints e WHERE e.enabled = 1 AND EXISTS (
   SELECT 1 FROM webhook_deliveries d
-  WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW} AND ${TAKEN_BY_E})`;
+  WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= ${D1_NOW})`;
 
 export async function endpointsDue(db: D1Database): Promise<string[]> {
   const { results } = await db.prepare(ENDPOINTS_DUE_SQL).all<{ id: string }>();
@@ -96,7 +96,7 @@ export async function endpointLags(db: D1Database, endpointId?: string): Promise
   const { results } = await db
     .prepare(
       `SELECT e.id, COALESCE(MAX(0, (${D1_NOW} - (SELECT MIN(d.created_at) FROM webhook_deliveries d
-                 WHERE d.endpoint_id = e.id AND d.status = 'pending' AND ${TAKEN_BY_E})) / 1000), 0) AS lag
+                 WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at < ${PARKED})) / 1000), 0) AS lag
        FROM webhook_endpoints e WHERE ?1 IS NULL OR e.id = ?1`,
     )
     .bind(endpointId ?? null)
@@ -121,7 +121,7 @@ export async function nextDueAt(
       `SELECT d.next_attempt_at AS at, ${D1_NOW} AS now
        FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
        WHERE d.endpoint_id = ?1 AND d.status = 'pending' AND e.enabled = 1 AND d.${subscribed(1)}
-         AND (?2 = 0 OR d.next_attempt_at > ${D1_NOW})
+         AND (?2 = 0 OR d.next_attempt_at > ${D1_NOW}) AND d.next_attempt_at < ${PARKED}
        ORDER BY d.next_attempt_at LIMIT 1`,
     )
     .bind(endpointId, afterNow ? 1 : 0)
@@ -442,7 +442,7 @@ export async function listDeliveries(
     lastResponse: row.last_response,
     lastError: row.last_error,
     // A pending row's due time (passed while a sender is attempting it).
-    nextAttemptAt: row.status === "pending" ? iso(row.next_attempt_at) : null,
+    nextAttemptAt: row.status === "pending" && (row.next_attempt_at ?? 0) < PARKED ? iso(row.next_attempt_at) : null,
     createdAt: new Date(row.created_at).toISOString(),
     updatedAt: new Date(row.updated_at).toISOString(),
     batchId: row.batch_id,

@@ -1,4 +1,4 @@
-import { asc, eq } from "drizzle-orm";
+import { and, asc, eq, gte, inArray, lt, notInArray, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import {
   WEBHOOK_EVENT_TYPES,
@@ -7,7 +7,7 @@ import {
   webhookDeliveries,
   webhookEndpoints,
 } from "../db/schema";
-import { endpointLags } from "./deliveries";
+import { D1_NOW, endpointLags, PARKED } from "./deliveries";
 import { newSecret } from "./signature";
 import { refusedAddress } from "./webhook-address";
 
@@ -119,9 +119,24 @@ export async function putEndpoint(db: D1Database, id: string, settings: Endpoint
       },
     })
     .returning();
-  // Deliveries of a type it no longer subscribes to are kept as they are, sent by nobody, and go when
-  // the type is subscribed again: an event type unticked in a hurry loses nothing.
-  const [row] = await upsert;
+  // Pending deliveries of a type it no longer subscribes to are kept, parked out of every due range (no
+  // sender, check or lag reads them), and due now again once the type is subscribed again, in the same
+  // transaction: an event type unticked in a hurry loses nothing.
+  const events = settings.events;
+  const pending = and(eq(webhookDeliveries.endpointId, id), eq(webhookDeliveries.status, "pending"));
+  const [[row]] = events
+    ? await orm.batch([
+        upsert,
+        orm
+          .update(webhookDeliveries)
+          .set({ nextAttemptAt: PARKED })
+          .where(and(pending, notInArray(webhookDeliveries.type, events), lt(webhookDeliveries.nextAttemptAt, PARKED))),
+        orm
+          .update(webhookDeliveries)
+          .set({ nextAttemptAt: sql.raw(D1_NOW) })
+          .where(and(pending, inArray(webhookDeliveries.type, events), gte(webhookDeliveries.nextAttemptAt, PARKED))),
+      ])
+    : [await upsert];
   if (!row) throw new Error("the endpoint upsert returned no row");
   return viewOf(row, await endpointLags(db, id));
 }
