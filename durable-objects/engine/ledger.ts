@@ -593,7 +593,8 @@ export class Ledger {
     if (this.requestId !== undefined) event.requestId = this.requestId;
     if (this.drawTag !== undefined && reservation.status === "held") event.draw = this.drawTag;
     if (reservation.variant !== undefined) event.variant = reservation.variant;
-    if (reservation.status !== "held") event.heldAt = isoTime(reservation.createdAt);
+    // A hold's own event is dated when it was made; any other (a re-emit of a live hold too) says when.
+    if (reservation.status !== "held" || now !== reservation.createdAt) event.heldAt = isoTime(reservation.createdAt);
     if (reason !== undefined && reservation.status === "refund_required") event.reason = reason;
     // Only on a test sale's events (API.md "Test sales"): a real sale's stay as they were.
     if (test) event.test = true;

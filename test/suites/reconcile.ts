@@ -35,6 +35,9 @@ describe("reconciliation", () => {
 
   it("re-emits orders deleted from D1, and a second run finds nothing", async () => {
     const { sku, ids } = await recordedSku(6, "deleted");
+    const createdAt = () =>
+      env.DB.prepare("SELECT created_at AS t FROM orders WHERE reservation_id = ?").bind(ids[0]).first<{ t: number }>();
+    const made = await createdAt();
     await env.DB.prepare("DELETE FROM orders WHERE reservation_id IN (?, ?)").bind(ids[0], ids[1]).run();
     const report = await reconcileNow({ full: true, sku });
     const found = differencesOf(report, sku);
@@ -43,6 +46,8 @@ describe("reconciliation", () => {
       ["order_missing", true],
     ]);
     await eventually(async () => expect(await ordersOf(sku)).toHaveLength(6));
+    // Re-emitted live holds keep the time they were made (heldAt), not the repair's.
+    expect(await createdAt()).toEqual(made);
     expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
   });
 
