@@ -7,6 +7,8 @@ import type { DueWork } from "./due-work";
 /** First wait before the alarm retries a mirror publish that failed; it doubles up to the maximum. */
 const MIRROR_RETRY_MIN_MS = 250;
 const MIRROR_RETRY_MAX_MS = 5_000;
+/** Publishes failed in a row before the shard's snapshot is taken away (the first retry failed too). */
+const FORGET_AFTER_FAILURES = 2;
 /**
  * The least time between two writes. An idle object writes at once; under load, the commits of the
  * next few milliseconds go in one write of the newest snapshot. The mirror is a display (API.md: it
@@ -105,9 +107,14 @@ export class MirrorPublisher {
       this.#failures++;
       const backoff = Math.min(MIRROR_RETRY_MIN_MS * 2 ** (this.#failures - 1), MIRROR_RETRY_MAX_MS);
       log("warn", "mirror publish failed", { failures: this.#failures, retryInMs: backoff, error: String(err) });
-      // The snapshot Redis holds is older than the shard now, and stays so until a write goes through:
-      // take it away, so displays read the stock object meanwhile (API.md: the mirror lags a moment only).
-      await this.#mirror.forget(state.sku, state.shard).catch(() => undefined);
+      // Failing again after its first retry (not one slow answer): the snapshot Redis holds is older than
+      // the shard and stays so until a write goes through, so take it away and let displays read the
+      // stock object meanwhile (API.md: the mirror lags a moment only). Whatever Redis held is then
+      // unknown here (the DEL may have taken a newer write of check()): the next publish writes again.
+      if (this.#failures >= FORGET_AFTER_FAILURES) {
+        await this.#mirror.forget(state.sku, state.shard).catch(() => undefined);
+        this.#mirroredSeq = 0;
+      }
       await this.#due.retry("mirror", this.#now() + backoff);
     }
   }
