@@ -63,7 +63,7 @@ export class Retention {
    * minted before its window closed: those of a window closed a token lifetime ago have expired.
    * A token whose hold stands is spent too (once each), however long ago it expired: it holds a
    * reservation, so it is checked in full (TOKEN_EXPIRED), never answered SOLD_OUT (API.md "Sold out
-   * comes first").
+   * comes first"); read through the held rows' index (`expires_at > 0` names it), not every reservation.
    */
   spentNonces(since: number, expiredBefore: number): SpentDigest {
     const row = this.ledger.row();
@@ -78,7 +78,7 @@ export class Retention {
          SELECT t.nonce FROM draw_tokens t JOIN draw d ON d.opens_at = t.opening
           WHERE d.opens_at + d.window_ms >= ?
          UNION ALL
-         SELECT nonce FROM reservations WHERE status = 'held' AND nonce IS NOT NULL
+         SELECT nonce FROM reservations WHERE status = 'held' AND expires_at > 0 AND nonce IS NOT NULL
             AND CASE WHEN token_expires_at IS NULL THEN created_at < ? ELSE token_expires_at < ? END`,
         expiredBefore,
         since,
