@@ -98,7 +98,7 @@ export class RedisMirror {
    * mirror that is wrong or ahead of its stock object (e.g. after the object's storage was reset).
    */
   async replace(state: SkuState, publishedAt: number): Promise<void> {
-    await this.#redis.exec(["DEL", mirrorKey(state.sku, state.shard)]);
+    await this.forget(state.sku, state.shard);
     const result = await this.publish(state, publishedAt);
     if (!result.applied) throw new Error(`mirror kept seq ${result.seq} over ${state.seq}`);
   }
