@@ -33,6 +33,9 @@ export default defineConfig({
     include: ["test/**/*.unit.test.ts"],
     environment: "node",
     silent: "passed-only",
+    // `npm test` runs this tier beside workerd and Chromium on the same cores: a test that takes 1 s
+    // alone (two `npm run sim` starts) took 5 s there, vitest's default limit.
+    testTimeout: 30_000,
     // As many as `npm test` runs (vitest requires one figure of projects that run together).
     maxWorkers: FILES_AT_ONCE,
     // Worker threads, not child processes: cheaper to start, and no process per file to boot.
