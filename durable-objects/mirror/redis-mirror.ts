@@ -5,7 +5,7 @@ import { LuaScript, runScript, shardTag } from "./lua-script";
 
 /**
  * The Redis mirror of the stock objects (durable-objects/mirror/README.md): one hash per SKU shard holding the shard's newest
- * snapshot, written by `lua/mirror.lua` (a newer seq only) and read by stock displays. It is never
+ * snapshot, written by `lua/mirror.lua` (a newer seq only, or a repair over the hash it read) and read by stock displays. It is never
  * read to decide a sale, and it is optional: without `UPSTASH_REDIS_REST_URL`/`_TOKEN` it is off.
  *
  * Every call is bounded by a timeout and never retried here (`retry: false`): a stock object must not
@@ -30,10 +30,17 @@ interface MirrorConfig {
 }
 
 interface PublishResult {
-  /** False when the mirror already held this seq or a newer one. */
+  /** False when the mirror already held this seq or a newer one (a repair: another seq than it read). */
   applied: boolean;
-  /** The seq the mirror holds after the call. */
+  /** The seq the mirror holds after the call (-1: none). */
   seq: number;
+}
+
+/** One shard's hash as read: its snapshot (null when absent or unreadable as one) and its stored seq. */
+export interface ShardRead {
+  snapshot: SkuState | null;
+  /** The hash's seq field, what a repair names to be refused if the hash changed since (null: none). */
+  seq: number | null;
 }
 
 /**
@@ -65,6 +72,21 @@ export class RedisMirror {
    * status and seq as fields of their own, and the whole state as JSON for displays.
    */
   async publish(state: SkuState, publishedAt: number): Promise<PublishResult> {
+    return this.#write(state, publishedAt, "newer");
+  }
+
+  /**
+   * Rewrites a shard's snapshot whatever seq it holds (reconciliation's repair of a mirror that is
+   * wrong or ahead of its stock object, e.g. after the object's storage was reset), but only if the
+   * hash still holds the seq `read` the repair compared (null: none). Refused (`applied: false`) when
+   * it changed since: a snapshot the shard published meanwhile is newer than the repair's, and a
+   * repair written over it would show the older stock until the next publish.
+   */
+  async replace(state: SkuState, publishedAt: number, read: number | null): Promise<PublishResult> {
+    return this.#write(state, publishedAt, read === null ? "absent" : `=${read}`);
+  }
+
+  async #write(state: SkuState, publishedAt: number, guard: string): Promise<PublishResult> {
     const { total, available, held, sold } = state.stock;
     const reply = await runScript(
       this.#redis,
@@ -77,6 +99,7 @@ export class RedisMirror {
         held,
         sold,
         state.status,
+        guard,
         "state",
         JSON.stringify(state),
         "shards",
@@ -87,20 +110,10 @@ export class RedisMirror {
     );
     if (!Array.isArray(reply) || reply.length !== 2) throw new Error(`mirror.lua answered ${JSON.stringify(reply)}`);
     const [applied, seq] = reply.map(Number);
-    if ((applied !== 0 && applied !== 1) || seq === undefined || !Number.isSafeInteger(seq)) {
+    if ((applied !== 0 && applied !== 1) || seq === undefined || !Number.isSafeInteger(seq) || seq < -1) {
       throw new Error(`mirror.lua answered ${JSON.stringify(reply)}`);
     }
     return { applied: applied === 1, seq };
-  }
-
-  /**
-   * Rewrites a shard's snapshot whatever seq the mirror holds: reconciliation's repair of a
-   * mirror that is wrong or ahead of its stock object (e.g. after the object's storage was reset).
-   */
-  async replace(state: SkuState, publishedAt: number): Promise<void> {
-    await this.forget(state.sku, state.shard);
-    const result = await this.publish(state, publishedAt);
-    if (!result.applied) throw new Error(`mirror kept seq ${result.seq} over ${state.seq}`);
   }
 
   /**
@@ -113,8 +126,17 @@ export class RedisMirror {
 
   /** One shard's snapshot, or null when the mirror has none. */
   async readShard(sku: string, shard: number): Promise<SkuState | null> {
+    return (await this.inspect(sku, shard)).snapshot;
+  }
+
+  /** One shard's snapshot and the seq its hash holds (what a repair names, see {@link replace}). */
+  async inspect(sku: string, shard: number): Promise<ShardRead> {
     const reply = await this.#redis.exec<unknown>(["HMGET", mirrorKey(sku, shard), ...FIELDS]);
-    return parseSnapshot(reply);
+    const snapshot = parseSnapshot(reply);
+    // As mirror.lua reads it: a seq field that is not a number counts as none.
+    const raw = Array.isArray(reply) ? reply[FIELDS.indexOf("version")] : null;
+    const seq = raw === null || raw === undefined ? null : Number(raw);
+    return { snapshot, seq: seq !== null && Number.isSafeInteger(seq) ? seq : null };
   }
 
   /**

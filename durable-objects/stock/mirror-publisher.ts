@@ -1,5 +1,5 @@
 import type { SkuState } from "../engine/types";
-import type { RedisMirror } from "../mirror/redis-mirror";
+import type { RedisMirror, ShardRead } from "../mirror/redis-mirror";
 import { CoalescedRunner } from "../shared/coalesced-runner";
 import { log } from "../shared/log";
 import type { DueWork } from "./due-work";
@@ -19,6 +19,8 @@ const FORGET_AFTER_FAILURES = 2;
 export const MIRROR_MIN_INTERVAL_MS = 50;
 /** How long a check waits for the write in flight before it compares. */
 const MIRROR_CHECK_WAIT_MS = 4 * MIRROR_MIN_INTERVAL_MS;
+/** Repairs a check tries when each is refused because the shard published meanwhile (it reads again). */
+const MIRROR_REPAIR_ATTEMPTS = 3;
 
 type MirrorSnapshot = {
   seq: number;
@@ -95,10 +97,10 @@ export class MirrorPublisher {
       const result = await this.#mirror.publish(state, this.#now());
       if (!result.applied && result.seq > state.seq) {
         // Only a stock object whose storage was reset can be behind its own mirror; reconciliation
-        // rewrites such a mirror. Publishing again would not help.
+        // rewrites such a mirror. The mirror does not hold this state: the next publish writes again
+        // (over the repair, which may land before this answer).
         log("warn", "mirror is ahead of the stock object", { ...result });
-      }
-      this.#mirroredSeq = Math.max(this.#mirroredSeq, state.seq);
+      } else this.#mirroredSeq = Math.max(this.#mirroredSeq, state.seq);
       if (this.#failures > 0) {
         log("info", "mirror caught up", { failures: this.#failures });
         this.#failures = 0;
@@ -129,37 +131,56 @@ export class MirrorPublisher {
    * Compares the mirror with the shard's state and rewrites it when it is missing or wrong. Waits
    * for the write in flight first, but not for the sale to end (under steady load a write is always
    * booked); a mirror behind only by commits that a write in flight or booked will carry is lagging,
-   * not drifting, and is left to that write.
+   * not drifting, and is left to that write. The rewrite names the seq it read and is refused if the
+   * shard published since (lua/mirror.lua): it then reads again, and never puts an older state back.
    */
   async check(): Promise<MirrorCheck> {
     await Promise.race([this.#runner.settled(), scheduler.wait(MIRROR_CHECK_WAIT_MS)]);
-    const shard = this.#state();
-    if (!shard) return { status: "ok" };
-    let stored: SkuState | null;
-    try {
-      stored = await this.#mirror.readShard(shard.sku, shard.shard);
-    } catch (err) {
-      return { status: "unreachable", error: String(err) };
-    }
-    // Read after the mirror, not before: the object serves commits (and publishes them) while Redis is
-    // read, so a state read first may be older than the mirror, which would look "ahead" and be rewound.
-    const state = this.#state();
-    if (!state) return { status: "ok" };
-    const expected = snapshotOf(state);
-    const actual = stored ? snapshotOf(stored) : null;
-    if (actual && JSON.stringify(actual) === JSON.stringify(expected)) return { status: "ok" };
-    if (actual && actual.seq < expected.seq && !this.#runner.idle) return { status: "ok" };
+    let found: { expected: MirrorSnapshot; actual: MirrorSnapshot | null } | null = null;
     let repaired = false;
-    try {
-      await this.#mirror.replace(state, this.#now());
-      this.#mirroredSeq = state.seq;
-      repaired = true;
-    } catch (err) {
-      log("warn", "mirror repair failed", { error: String(err) });
+    for (let attempt = 0; attempt < MIRROR_REPAIR_ATTEMPTS && !repaired; attempt++) {
+      const shard = this.#state();
+      if (!shard) return { status: "ok" };
+      let stored: ShardRead;
+      try {
+        stored = await this.#mirror.inspect(shard.sku, shard.shard);
+      } catch (err) {
+        if (!found) return { status: "unreachable", error: String(err) };
+        log("warn", "mirror repair failed", { error: String(err) });
+        break;
+      }
+      // Read after the mirror, not before: the object serves commits (and publishes them) while Redis is
+      // read, so a state read first may be older than the mirror, which would look "ahead" and be rewound.
+      const state = this.#state();
+      if (!state) return { status: "ok" };
+      const expected = snapshotOf(state);
+      const actual = stored.snapshot ? snapshotOf(stored.snapshot) : null;
+      // In step, or lagging behind a write under way: nothing (more) to repair.
+      const inStep =
+        (actual && JSON.stringify(actual) === JSON.stringify(expected)) ||
+        (actual && actual.seq < expected.seq && !this.#runner.idle);
+      if (inStep) {
+        if (!found) return { status: "ok" };
+        repaired = true;
+        break;
+      }
+      found ??= { expected, actual };
+      try {
+        const result = await this.#mirror.replace(state, this.#now(), stored.seq);
+        if (result.applied) {
+          this.#mirroredSeq = state.seq;
+          repaired = true;
+        }
+      } catch (err) {
+        log("warn", "mirror repair failed", { error: String(err) });
+        break;
+      }
     }
-    // Commits made while the mirror was rewritten may have been published before its DEL: write the
-    // newest snapshot again rather than leave the repaired (older) one until the next commit.
+    // Commits made while the mirror was rewritten are newer than the repair: publish them now rather than
+    // leave the repaired snapshot until the next commit.
     if (this.#behind()) void this.publish();
+    if (!found) return { status: "ok" };
+    const { expected, actual } = found;
     return actual ? { status: "drift", expected, actual, repaired } : { status: "missing", expected, repaired };
   }
 }

@@ -1,8 +1,11 @@
-import { describe, expect, it } from "vitest";
+import { Redis } from "@upstash/redis/cloudflare";
+import { describe, expect, inject, it } from "vitest";
 import type { SkuState } from "../../durable-objects/engine/types";
-import type { RedisMirror } from "../../durable-objects/mirror/redis-mirror";
+import { mirrorKey, RedisMirror } from "../../durable-objects/mirror/redis-mirror";
 import type { DueWork } from "../../durable-objects/stock/due-work";
 import { MIRROR_MIN_INTERVAL_MS, MirrorPublisher } from "../../durable-objects/stock/mirror-publisher";
+
+const noRetries = { retryAt: () => undefined, done: () => {}, retry: async () => {} } as unknown as DueWork;
 
 /** The mirror publisher against a shard state whose seq moves and a mirror that records writes. */
 function harness(onRead?: () => Promise<void>, onReplace?: () => Promise<void>) {
@@ -24,7 +27,7 @@ function harness(onRead?: () => Promise<void>, onReplace?: () => Promise<void>) 
     price: null,
     currency: "usd",
   });
-  // Like lua/mirror.lua: the mirror keeps the newest seq written.
+  // Like lua/mirror.lua: a publish keeps the newest seq written, a repair writes only over the seq it read.
   let stored: number | null = null;
   const mirror = {
     publish: async (state: { seq: number }) => {
@@ -33,22 +36,23 @@ function harness(onRead?: () => Promise<void>, onReplace?: () => Promise<void>) 
       stored = Math.max(stored ?? 0, state.seq);
       return { applied: true, seq: state.seq };
     },
-    readShard: async () => {
+    inspect: async () => {
       await scheduler.wait(1); // a round trip, during which the shard goes on committing
       await onRead?.();
-      return stored === null ? null : stateAt(stored);
+      return { snapshot: stored === null ? null : stateAt(stored), seq: stored };
     },
-    replace: async (state: { seq: number }) => {
+    replace: async (state: { seq: number }, _at: number, read: number | null) => {
       replaced.push(state.seq);
-      await onReplace?.(); // DEL, then the write: a commit published before the DEL is wiped by it
+      await onReplace?.(); // the shard may publish before the repair's write reaches Redis
+      if (stored !== read) return { applied: false, seq: stored ?? -1 };
       stored = state.seq;
+      return { applied: true, seq: state.seq };
     },
   } as unknown as RedisMirror;
-  const due = { retryAt: () => undefined, done: () => {}, retry: async () => {} } as unknown as DueWork;
   const publisher = new MirrorPublisher(
     mirror,
     () => stateAt(seq),
-    due,
+    noRetries,
     () => Date.now(),
   );
   const lose = () => {
@@ -139,7 +143,7 @@ describe("mirror publisher", () => {
     expect(h.replaced).toEqual([]);
   });
 
-  it("writes the newest snapshot again when a commit was published while a check rewrote the mirror", async () => {
+  it("keeps the snapshot a commit published while a check rewrote the mirror", async () => {
     let during: (() => Promise<void>) | undefined;
     const h = harness(undefined, () => during?.() ?? Promise.resolve());
     h.commit();
@@ -154,5 +158,87 @@ describe("mirror publisher", () => {
     // No commit follows (the sale is over): the mirror must not keep the state the check wrote.
     await scheduler.wait(3 * MIRROR_MIN_INTERVAL_MS);
     expect(h.stored()).toBe(h.seq());
+  });
+});
+
+describe("mirror publisher against Redis", () => {
+  const { bridgeUrl, token } = inject("redis");
+
+  it("never puts an older snapshot back when the shard publishes while a check repairs the mirror", async () => {
+    const real = new RedisMirror({ url: bridgeUrl, token, timeoutMs: 2_000 });
+    const sku = `mp-race-${crypto.randomUUID()}`;
+    // One unit: on sale at seq 1, sold at seq 2.
+    let seq = 1;
+    const state = (): SkuState => ({
+      sku,
+      shard: 0,
+      shards: 1,
+      name: sku,
+      status: "on_sale",
+      perUserLimit: 1,
+      holdSeconds: 600,
+      startsAt: null,
+      endsAt: null,
+      stock: seq === 1 ? { total: 1, available: 1, held: 0, sold: 0 } : { total: 1, available: 0, held: 0, sold: 1 },
+      seq,
+      price: null,
+      currency: "usd",
+    });
+    // The real client, with two seams: the shard's publish lands in Redis but its answer waits for
+    // `answer`; the check's repair runs `beforeRepair` first (after the check read Redis and the state).
+    let landed = () => {};
+    const written = new Promise<void>((resolve) => {
+      landed = resolve;
+    });
+    let release = () => {};
+    const answer = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let holding = false;
+    let beforeRepair: (() => Promise<void>) | undefined;
+    const mirror = new Proxy(real, {
+      get(target, name) {
+        if (name === "publish")
+          return async (...args: Parameters<RedisMirror["publish"]>) => {
+            const result = await target.publish(...args);
+            if (holding) {
+              landed();
+              await answer;
+            }
+            return result;
+          };
+        if (name === "replace")
+          return async (...args: Parameters<RedisMirror["replace"]>) => {
+            const hook = beforeRepair;
+            beforeRepair = undefined;
+            await hook?.();
+            return target.replace(...args);
+          };
+        const value: unknown = Reflect.get(target, name);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const publisher = new MirrorPublisher(mirror, state, noRetries, () => Date.now());
+    await publisher.publish();
+    expect(await real.read(sku)).toMatchObject({ seq: 1, stock: { available: 1 } });
+
+    // Redis lost the hash: the check will rewrite it from seq 1. Between its read and its write the
+    // last unit sells and the shard publishes seq 2 (its answer still on the way).
+    await new Redis({ url: bridgeUrl, token, retry: false, enableTelemetry: false }).del(mirrorKey(sku, 0));
+    holding = true;
+    let publishing: Promise<void> = Promise.resolve();
+    beforeRepair = async () => {
+      seq = 2;
+      publishing = publisher.publish();
+      await written;
+    };
+    const check = await publisher.check();
+    release();
+    await publishing;
+    await publisher.publish(); // and whatever the check booked
+
+    // What the public view reads: sold out, not the unit the repair began with.
+    expect(await real.read(sku)).toMatchObject({ seq: 2, stock: { total: 1, available: 0, held: 0, sold: 1 } });
+    expect(check).toMatchObject({ status: "missing", repaired: true });
   });
 });

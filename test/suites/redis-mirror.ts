@@ -56,7 +56,7 @@ function spyOn(client: ScriptClient, calls: string[]): ScriptClient {
 
 describe("lua/mirror.lua", () => {
   it("pins its SHA1 (a change of lua/mirror.lua must update this pin), the name Redis gives it", async () => {
-    const pinned = "5088d96e42fcba626536ae56eca7453f3d8449d9";
+    const pinned = "9a8134c0ca1c9528f86bca73a012bcf1ace99531";
     expect(await sha1Hex(mirrorLua)).toBe(pinned);
     expect(await MIRROR_SCRIPT.sha1()).toBe(pinned);
     expect(await redis.scriptLoad(mirrorLua)).toBe(pinned);
@@ -67,18 +67,20 @@ describe("lua/mirror.lua", () => {
     const calls: string[] = [];
     const client = spyOn(redis, calls);
     const key = mirrorKey(`noscript-${++counter}`, 0);
-    const args = [1, 3, 3, 0, 0, "on_sale"];
+    const args = [1, 3, 3, 0, 0, "on_sale", "newer"];
     expect(await runScript(client, MIRROR_SCRIPT, [key], args)).toEqual([1, 1]);
     expect(calls).toEqual(["EVALSHA", "EVAL"]);
 
     // EVAL cached it: EVALSHA alone from now on.
     calls.length = 0;
-    expect(await runScript(client, MIRROR_SCRIPT, [key], [2, 3, 2, 1, 0, "on_sale"])).toEqual([1, 2]);
+    expect(await runScript(client, MIRROR_SCRIPT, [key], [2, 3, 2, 1, 0, "on_sale", "newer"])).toEqual([1, 2]);
     expect(calls).toEqual(["EVALSHA"]);
 
     // Any other error is the caller's, with no EVAL behind it.
     calls.length = 0;
-    const error = await runScript(client, MIRROR_SCRIPT, [key], [3, 3, 3, 3, 0, "on_sale"]).catch((e: unknown) => e);
+    const error = await runScript(client, MIRROR_SCRIPT, [key], [3, 3, 3, 3, 0, "on_sale", "newer"]).catch(
+      (e: unknown) => e,
+    );
     expect(String(error)).toMatch(/available \+ held \+ sold must equal total/);
     expect(isNoScript(error)).toBe(false);
     expect(calls).toEqual(["EVALSHA"]);
@@ -110,15 +112,39 @@ describe("lua/mirror.lua", () => {
     expect(await mirror.read(`never-published-${++counter}`)).toBeNull();
   });
 
+  it("repairs over the seq it read only: lower seqs too, never over a snapshot published since", async () => {
+    const mirror = new RedisMirror({ url: bridgeUrl, token, timeoutMs: 2_000 });
+    const v5 = await snapshot({ seq: 5, held: 3 });
+    const key = mirrorKey(v5.sku, 0);
+    // Nothing there: a repair that read nothing writes; one that read a seq is refused.
+    expect(await mirror.replace(v5, 1, 4)).toEqual({ applied: false, seq: -1 });
+    expect(await mirror.replace(v5, 1, null)).toEqual({ applied: true, seq: 5 });
+    // A mirror ahead of its object (a reset): the repair writes the lower seq over the one it read,
+    // and leaves no field of the old hash behind.
+    await redis.hset(key, { version: 105, stray: "x" });
+    const v3 = { ...v5, seq: 3, stock: { total: 10, available: 10, held: 0, sold: 0 } };
+    expect(await mirror.replace(v3, 2, 105)).toEqual({ applied: true, seq: 3 });
+    expect(await mirror.readShard(v5.sku, 0)).toEqual(v3);
+    expect(await redis.hget(key, "stray")).toBeNull();
+    // The shard published seq 4 after the repair read seq 3: the repair's older state is refused.
+    const v4 = { ...v5, seq: 4, stock: { total: 10, available: 9, held: 1, sold: 0 } };
+    expect(await mirror.publish(v4, 3)).toEqual({ applied: true, seq: 4 });
+    expect(await mirror.replace(v3, 4, 3)).toEqual({ applied: false, seq: 4 });
+    expect(await mirror.replace(v3, 4, null)).toEqual({ applied: false, seq: 4 });
+    expect(await mirror.inspect(v5.sku, 0)).toEqual({ snapshot: v4, seq: 4 });
+  });
+
   it("refuses a snapshot that does not add up, writing nothing", async () => {
     const key = mirrorKey(`bad-${++counter}`, 0);
     const cases: Array<Array<string | number>> = [
-      [1, 10, 5, 5, 1, "on_sale"],
-      [1, 10, 10, 0, 0, "sold_out"],
-      [-1, 10, 10, 0, 0, "on_sale"],
-      [1.5, 10, 10, 0, 0, "on_sale"],
-      [1, 10, 10, 0, 0, "on_sale", "name"],
-      [1, 10, 10, 0, 0, "on_sale", "version", "9"],
+      [1, 10, 5, 5, 1, "on_sale", "newer"],
+      [1, 10, 10, 0, 0, "sold_out", "newer"],
+      [-1, 10, 10, 0, 0, "on_sale", "newer"],
+      [1.5, 10, 10, 0, 0, "on_sale", "newer"],
+      [1, 10, 10, 0, 0, "on_sale"],
+      [1, 10, 10, 0, 0, "on_sale", "=x"],
+      [1, 10, 10, 0, 0, "on_sale", "newer", "name"],
+      [1, 10, 10, 0, 0, "on_sale", "newer", "version", "9"],
     ];
     for (const args of cases) {
       await expect(runScript(redis, MIRROR_SCRIPT, [key], args)).rejects.toThrow(/mirror\.lua/);
