@@ -17,16 +17,20 @@ export interface AuditedReservation {
   updatedAt: number;
 }
 
-export interface Audit {
-  state: SkuState;
-  /** Reservations whose latest event is after the watermark, oldest first (one page). */
-  changed: AuditedReservation[];
+/** What a shard has left to do: what reconciliation repairs, and checks again after the repair. */
+export interface OpenWork {
   /** Seq and time of the oldest outbox event not yet sent, or null. */
   oldestUnsent: { seq: number; occurredAt: number } | null;
   /** Holds past their expiry that no alarm has released yet. */
   overdueHolds: number;
   /** Transfers this shard asked for and never completed, and late payments' claims it never finished. */
   pendingTransfers: number;
+}
+
+export interface Audit extends OpenWork {
+  state: SkuState;
+  /** Reservations whose latest event is after the watermark, oldest first (one page). */
+  changed: AuditedReservation[];
   /**
    * Reservations this shard ever created (kept in the SKU row by every hold, since finished rows are
    * pruned), read with the SKU row. Compared with D1's order counts.
@@ -70,26 +74,14 @@ export class Audits {
         limit,
       ),
     ).map((r) => ({ id: r.id, status: r.status as ReservationStatus, seq: r.seq, updatedAt: r.updated_at }));
-    const unsent = this.outbox.oldestUnsent();
-    rowsRead += unsent.rowsRead;
-    const [overdue] = read(
-      ledger.sql.exec<{ n: number }>(
-        "SELECT COUNT(*) AS n FROM reservations WHERE status = 'held' AND expires_at <= ?",
-        now,
-      ),
-    );
-    const [transfers] = read(
-      ledger.sql.exec<{ n: number }>(
-        `SELECT (SELECT COUNT(*) FROM transfers WHERE direction = 'in' AND granted IS NULL)
-              + (SELECT COUNT(*) FROM payment_claims) AS n`,
-      ),
-    );
+    const work = this.openWork(now);
+    rowsRead += work.rowsRead;
     return {
       state: toState(sku, ledger.pricing()),
       changed,
-      oldestUnsent: unsent.event ? { seq: unsent.event.seq, occurredAt: Date.parse(unsent.event.occurredAt) } : null,
-      overdueHolds: overdue?.n ?? 0,
-      pendingTransfers: transfers?.n ?? 0,
+      oldestUnsent: work.oldestUnsent,
+      overdueHolds: work.overdueHolds,
+      pendingTransfers: work.pendingTransfers,
       created: sku.created,
       skuTotal: this.configuration.skuTarget(),
       variants: Object.fromEntries(
@@ -101,21 +93,55 @@ export class Audits {
   }
 
   /**
-   * The check-back's repair: writes a fresh event with the current status of each reservation
-   * (a higher seq, so the consumer applies it over whatever D1 holds). Returns how many.
+   * The shard's open work: the oldest event not sent, the holds past expiry at `now`, the transfers
+   * and claims not finished. The audit reads it before a repair, the repair after (what it left).
    */
-  reemit(reservationIds: readonly string[], now: number): number {
+  openWork(now: number): OpenWork & { rowsRead: number } {
     const ledger = this.ledger;
-    if (!ledger.configured) return 0;
+    if (!ledger.configured) return { oldestUnsent: null, overdueHolds: 0, pendingTransfers: 0, rowsRead: 0 };
+    const unsent = this.outbox.oldestUnsent();
+    let rowsRead = unsent.rowsRead;
+    const count = (cursor: SqlStorageCursor<{ n: number }>): number => {
+      const n = cursor.toArray()[0]?.n ?? 0;
+      rowsRead += cursor.rowsRead;
+      return n;
+    };
+    const overdueHolds = count(
+      ledger.sql.exec<{ n: number }>(
+        "SELECT COUNT(*) AS n FROM reservations WHERE status = 'held' AND expires_at <= ?",
+        now,
+      ),
+    );
+    const pendingTransfers = count(
+      ledger.sql.exec<{ n: number }>(
+        `SELECT (SELECT COUNT(*) FROM transfers WHERE direction = 'in' AND granted IS NULL)
+              + (SELECT COUNT(*) FROM payment_claims) AS n`,
+      ),
+    );
+    return {
+      oldestUnsent: unsent.event ? { seq: unsent.event.seq, occurredAt: Date.parse(unsent.event.occurredAt) } : null,
+      overdueHolds,
+      pendingTransfers,
+      rowsRead,
+    };
+  }
+
+  /**
+   * The check-back's repair: writes a fresh event with the current status of each reservation
+   * (a higher seq, so the consumer applies it over whatever D1 holds). Returns each re-emitted
+   * reservation with its event's seq (one the object no longer holds is left out).
+   */
+  reemit(reservationIds: readonly string[], now: number): { id: string; seq: number }[] {
+    const ledger = this.ledger;
+    if (!ledger.configured) return [];
     return ledger.run(() => {
-      let count = 0;
+      const emitted: { id: string; seq: number }[] = [];
       for (const id of reservationIds) {
         const row = ledger.reservationRow(id);
         if (!row) continue;
-        ledger.emit(ledger.toReservation(row), now);
-        count++;
+        emitted.push({ id, seq: ledger.emit(ledger.toReservation(row), now) });
       }
-      return count;
+      return emitted;
     });
   }
 }

@@ -572,9 +572,10 @@ export class Ledger {
 
   /**
    * Puts the event of a state change into the outbox, in the caller's transaction (written before its
-   * commit). `taken`: the seq the caller already took and wrote into the reservation row.
+   * commit). `taken`: the seq the caller already took and wrote into the reservation row. Returns
+   * the event's seq.
    */
-  emit(reservation: Reservation, now: number, taken?: number, reason?: OrderEvent["reason"]): void {
+  emit(reservation: Reservation, now: number, taken?: number, reason?: OrderEvent["reason"]): number {
     const seq = taken ?? this.bumpSeq();
     const { price, currency, test } = this.pricing();
     const event: OrderEvent = {
@@ -600,6 +601,7 @@ export class Ledger {
     if (test) event.test = true;
     if (this.#work.events.push([seq, event]) >= WRITE_CHUNK) this.writePending();
     if (taken === undefined) this.sql.exec("UPDATE reservations SET seq = ? WHERE id = ?", seq, reservation.id);
+    return seq;
   }
 
   /** Releases up to `limit` holds whose expiry is at or before `now`. Idempotent: alarms repeat. */

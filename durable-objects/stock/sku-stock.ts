@@ -531,13 +531,23 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
    */
   async repair(actions: { reemit: string[]; sweep: boolean; transfers: boolean }): Promise<RepairDone> {
     const now = this.now();
-    const reemitted = actions.reemit.length > 0 ? this.engine.audits.reemit(actions.reemit, now) : 0;
-    const released = actions.sweep ? this.engine.holds.expireDue(now) : 0;
-    const transfersCompleted = actions.transfers ? (await this.#pulls.finish()) + (await this.#claims.finishAll()) : 0;
+    const reemitted = actions.reemit.length > 0 ? this.engine.audits.reemit(actions.reemit, now) : [];
+    if (actions.sweep) this.engine.holds.expireDue(now);
+    if (actions.transfers) {
+      await this.#pulls.finish();
+      await this.#claims.finishAll();
+    }
     this.due.forget(); // read the alarm again: it may have been lost
     await this.#outbox.send();
     await this.due.arm();
-    return { reemitted, released, transfersCompleted, flushed: !this.engine.outbox.hasPending() };
+    // What is left, not what was attempted: a send or a sibling that failed leaves its work open.
+    const left = this.engine.audits.openWork(now);
+    return {
+      reemitted,
+      oldestUnsent: left.oldestUnsent,
+      overdueHolds: left.overdueHolds,
+      pendingTransfers: left.pendingTransfers,
+    };
   }
 
   /** Compares the mirror with this shard's state and rewrites it when it is missing or wrong. */

@@ -4,7 +4,7 @@
  * stock-host.ts) is private and not reachable over RPC. This module imports no class, so both the
  * object and its callers depend on it and never on each other.
  */
-import type { Audit } from "../engine/audit";
+import type { Audit, OpenWork } from "../engine/audit";
 import type { SkuSettings } from "../engine/configuration";
 import type { DrawInfo, DrawnEntry, DrawPlace, Entrant } from "../engine/opening-draw";
 import type { GrantAnswer, PaymentAnswer, PaymentCommand, PaymentTotals, UnitClaim } from "../engine/payments";
@@ -54,12 +54,13 @@ export interface EdgeFace {
   waitlistLength(): number;
 }
 
-/** What reconciliation's `repair` did. */
-export interface RepairDone {
-  reemitted: number;
-  released: number;
-  transfersCompleted: number;
-  flushed: boolean;
+/**
+ * What reconciliation's `repair` did, and the shard's open work after it: reconciliation calls a
+ * difference repaired only when this shows it gone, not because the repair was attempted.
+ */
+export interface RepairDone extends OpenWork {
+  /** The reservations re-emitted, each with its new event's seq (sent if below `oldestUnsent`). */
+  reemitted: { id: string; seq: number }[];
 }
 
 /**

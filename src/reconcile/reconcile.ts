@@ -1,7 +1,13 @@
 import { desc, eq, inArray, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { log } from "../../durable-objects/shared/log";
-import type { AdminFace, Audit, AuditedReservation, StockStub } from "../../durable-objects/stock/stock-model";
+import type {
+  AdminFace,
+  Audit,
+  AuditedReservation,
+  RepairDone,
+  StockStub,
+} from "../../durable-objects/stock/stock-model";
 import { orderCounts, orders, reconcileDifferences, reconcileRuns, reconcileWatermarks, skus } from "../db/schema";
 import { adminShard, callStock } from "../stock/stock-client";
 
@@ -267,7 +273,9 @@ async function checkOrderCount(run: Run, entry: CatalogEntry, created: number): 
     await reconcileSku({ ...run, options: { ...run.options, full: true, recheck: true } }, entry);
     const again = report.differences.splice(before);
     report.differences.push(...again.filter((d) => !reported.has(said(d))));
-    repaired = again.some((d) => d.kind === "order_missing" && d.repaired);
+    // Repaired only if the recheck sent a row for every order D1 lacks, not for some of them.
+    const restored = again.filter((d) => d.kind === "order_missing" && d.repaired).length;
+    repaired = inD1 < created && restored === created - inD1;
   }
   report.differences.push({
     sku: entry.sku,
@@ -287,7 +295,7 @@ async function reconcileShard(check: ShardCheck): Promise<ShardSummary | null> {
   const compared = await compareChanges(check);
   if (!compared) return null;
   const { audit } = compared;
-  await repairShard(check, audit, compared.reemit);
+  await repairShard(check, audit, compared.stale);
   await checkShardMirror(check);
   await pruneShard(check, compared.last);
   return {
@@ -315,7 +323,8 @@ function differ(check: ShardCheck, kind: DifferenceKind, expected: unknown, actu
 async function compareChanges(check: ShardCheck): Promise<{
   /** The first page's audit: the shard's counts and what its object has to repair. */
   audit: Audit;
-  reemit: string[];
+  /** Reservations whose D1 row is missing or older: reported once the repair says what it did. */
+  stale: Stale[];
   /** The last reservation judged: the watermark moves past it. */
   last: AuditedReservation | undefined;
   /** Everything this shard did is judged and nothing is on its way. */
@@ -328,7 +337,7 @@ async function compareChanges(check: ShardCheck): Promise<{
   let quiet = false;
   let pages = 0;
   const page = options.page ?? PAGE;
-  const reemit: string[] = [];
+  const stale: Stale[] = [];
   for (;;) {
     const audit: Audit | null = await callStock(() => stub.audit(after, page));
     if (!audit) return null;
@@ -341,19 +350,7 @@ async function compareChanges(check: ShardCheck): Promise<{
       if (r.seq >= unsentFrom || r.updatedAt > now - graceMs) break;
       judged.push(r);
     }
-    const stale = await compareWithOrders(env.DB, judged, report);
-    for (const { reservation, row } of stale) {
-      if (!row) differ(check, "order_missing", { id: reservation.id, status: reservation.status }, null, true);
-      else
-        differ(
-          check,
-          "order_stale",
-          { id: reservation.id, status: reservation.status, seq: reservation.seq },
-          row,
-          true,
-        );
-      reemit.push(reservation.id);
-    }
+    stale.push(...(await compareWithOrders(env.DB, judged, report)));
     last = judged.at(-1) ?? last;
     // Everything this shard did is judged and nothing is on its way: its counts must agree with D1's.
     quiet = audit.changed.length < page && judged.length === audit.changed.length && audit.oldestUnsent === null;
@@ -362,21 +359,67 @@ async function compareChanges(check: ShardCheck): Promise<{
     if (judged.length < page || (!options.full && pages >= PAGES_PER_RUN)) break;
     after = judged.at(-1)?.seq ?? after;
   }
-  return { audit: first, reemit, last, quiet };
+  return { audit: first, stale, last, quiet };
 }
 
-/** Repair: the object re-emits, releases overdue holds, finishes transfers and sends its outbox. */
-async function repairShard(check: ShardCheck, audit: Audit, reemit: string[]): Promise<void> {
-  const repair = { reemit, sweep: audit.overdueHolds > 0, transfers: audit.pendingTransfers > 0 };
+/**
+ * Repair: the object re-emits, releases overdue holds, finishes transfers and sends its outbox. A
+ * difference is repaired only if the object's answer shows it gone (a re-emitted event sent, no hold
+ * overdue, no transfer pending, nothing stuck in the outbox): a repair that threw or did part of its
+ * work reports `repaired: false`, and the next run finds what is left.
+ */
+async function repairShard(check: ShardCheck, audit: Audit, stale: Stale[]): Promise<void> {
+  const repair = {
+    reemit: stale.map((s) => s.reservation.id),
+    sweep: audit.overdueHolds > 0,
+    transfers: audit.pendingTransfers > 0,
+  };
   // A repair always sends what the outbox holds; a stuck outbox alone is reason enough to ask for one.
-  const stuck = audit.oldestUnsent !== null && audit.oldestUnsent.occurredAt <= check.now - check.graceMs;
+  const stuckAt = (unsent: Audit["oldestUnsent"]) => unsent !== null && unsent.occurredAt <= check.now - check.graceMs;
+  const stuck = stuckAt(audit.oldestUnsent);
   if (repair.reemit.length === 0 && !repair.sweep && !stuck && !repair.transfers) return;
-  const done = await callStock(() => check.stub.repair(repair));
+  let done: RepairDone | null = null;
+  let failure: { error: unknown } | null = null;
+  try {
+    done = await callStock(() => check.stub.repair(repair));
+  } catch (error) {
+    failure = { error };
+  }
+  // The outbox sends oldest first and keeps what failed: an event below the oldest unsent one went out.
+  const unsentFrom = done?.oldestUnsent?.seq ?? Number.POSITIVE_INFINITY;
+  const sent = new Set((done?.reemitted ?? []).filter((r) => r.seq < unsentFrom).map((r) => r.id));
+  for (const { reservation, row } of stale) {
+    const repaired = sent.has(reservation.id);
+    if (!row) differ(check, "order_missing", { id: reservation.id, status: reservation.status }, null, repaired);
+    else
+      differ(
+        check,
+        "order_stale",
+        { id: reservation.id, status: reservation.status, seq: reservation.seq },
+        row,
+        repaired,
+      );
+  }
   if (repair.sweep)
-    differ(check, "hold_overdue", { overdueHolds: 0 }, { overdueHolds: audit.overdueHolds }, done.released > 0);
-  if (stuck) differ(check, "outbox_stuck", { unsent: 0 }, { oldestUnsentSeq: audit.oldestUnsent?.seq }, done.flushed);
+    differ(check, "hold_overdue", { overdueHolds: 0 }, { overdueHolds: audit.overdueHolds }, done?.overdueHolds === 0);
+  if (stuck)
+    differ(
+      check,
+      "outbox_stuck",
+      { unsent: 0 },
+      { oldestUnsentSeq: audit.oldestUnsent?.seq },
+      done !== null && !stuckAt(done.oldestUnsent),
+    );
   if (repair.transfers)
-    differ(check, "transfer_pending", { pending: 0 }, { pending: audit.pendingTransfers }, done.transfersCompleted > 0);
+    differ(
+      check,
+      "transfer_pending",
+      { pending: 0 },
+      { pending: audit.pendingTransfers },
+      done?.pendingTransfers === 0,
+    );
+  // The shard's check stops here (check_failed): its watermark must not pass reservations not re-emitted.
+  if (failure !== null) throw failure.error;
 }
 
 /** Mirror: the object compares its snapshot with Redis and rewrites it when it is missing or drifted. */
@@ -411,13 +454,11 @@ async function pruneShard(check: ShardCheck, last: AuditedReservation | undefine
 }
 
 type OrderSnapshot = { reservationId: string; status: string; lastSeq: number };
+/** A reservation whose D1 row is missing (`row` null) or older than the object's latest event. */
+type Stale = { reservation: AuditedReservation; row: OrderSnapshot | null };
 
 /** Looks the judged reservations up in D1 by id; returns those whose row is missing or older. */
-async function compareWithOrders(
-  db: D1Database,
-  judged: AuditedReservation[],
-  report: RunReport,
-): Promise<{ reservation: AuditedReservation; row: OrderSnapshot | null }[]> {
+async function compareWithOrders(db: D1Database, judged: AuditedReservation[], report: RunReport): Promise<Stale[]> {
   const d1 = drizzle(db);
   const found = new Map<string, OrderSnapshot>();
   for (let i = 0; i < judged.length; i += D1_CHUNK) {
@@ -430,7 +471,7 @@ async function compareWithOrders(
     report.rowsRead += rows.length;
     for (const row of rows) found.set(row.reservationId, row);
   }
-  const drifted: { reservation: AuditedReservation; row: OrderSnapshot | null }[] = [];
+  const drifted: Stale[] = [];
   for (const reservation of judged) {
     const row = found.get(reservation.id) ?? null;
     if (!row || row.lastSeq < reservation.seq) drifted.push({ reservation, row });

@@ -8,7 +8,8 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { homeShard } from "../../durable-objects/shared/shard-name";
 import worker from "../../src/index";
-import { call, createSku, reserve, stockOf, stockShard, uniqueSku } from "../support/client";
+import type { Difference, RunReport } from "../../src/reconcile/reconcile";
+import { type Answer, call, createSku, reserve, stockOf, stockShard, uniqueSku } from "../support/client";
 import { eventually } from "../support/eventually";
 import { pay } from "../support/payments";
 import { differencesOf, ordersOf, reconcileNow } from "../support/reconcile";
@@ -135,6 +136,75 @@ describe("reconciliation", () => {
     expect(found.map((d) => [d.kind, d.repaired])).toContainEqual(["hold_overdue", true]);
     expect(await stockOf(sku)).toEqual({ total: 3, available: 3, held: 0, sold: 0 });
     await eventually(async () => expect((await ordersOf(sku)).map((o) => o.status)).toEqual(["expired"]));
+    expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
+  });
+
+  it("answers repaired: false for re-emits the queue did not take, and the next run sends them", async () => {
+    const { sku, ids } = await recordedSku(3, "unsent");
+    await env.DB.prepare("DELETE FROM orders WHERE reservation_id IN (?, ?)").bind(ids[0], ids[1]).run();
+    const stub = stockShard(env, sku, 0);
+    // Queues refuses the shard's sends: its repair re-emits, but the events stay in its outbox.
+    type Sends = { sendBatch: Queue["sendBatch"] };
+    const queueOf = (object: unknown) => (object as { env: Env }).env.ORDER_EVENTS as unknown as Sends;
+    await runInDurableObject(stub, (object) => {
+      queueOf(object).sendBatch = async () => {
+        throw new Error("queue unavailable");
+      };
+    });
+    let answer: Answer<RunReport>;
+    try {
+      answer = await call<RunReport>("POST", `/admin/reconcile?sku=${sku}`, { admin: true });
+    } finally {
+      await runInDurableObject(stub, async (object, state) => {
+        delete (queueOf(object) as Partial<Sends>).sendBatch; // the binding's own method again
+        await state.storage.deleteAlarm(); // no retry behind the next run's back
+      });
+    }
+    expect(answer.status).toBe(200);
+    const found = differencesOf(answer.json, sku);
+    expect(found.filter((d) => d.kind === "order_missing").map((d) => d.repaired)).toEqual([false, false]);
+    expect(found.find((d) => d.kind === "order_count")).toMatchObject({ actual: '{"orders":1}', repaired: false });
+    expect(found.filter((d) => d.repaired)).toEqual([]);
+    // The run's history says the same.
+    const runs = await call("GET", "/admin/reconcile/runs?limit=10", { admin: true });
+    const recorded = runs.json.runs.find((r: { runId: string }) => r.runId === answer.json.runId);
+    expect(recorded.differences.filter((d: Difference) => d.sku === sku)).toEqual(found);
+
+    // The queue is back: the next run finds the re-emits waiting, sends them, and the rows land.
+    const next = differencesOf(await reconcileNow({ sku }), sku);
+    expect(next.map((d) => [d.kind, d.repaired])).toEqual([["outbox_stuck", true]]);
+    await eventually(async () => expect(await ordersOf(sku)).toHaveLength(3));
+    expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
+  });
+
+  it("answers repaired: false while one of two pending transfers stays pending, and the next run finishes it", async () => {
+    const sku = uniqueSku("halfxfer");
+    await createSku(sku, { totalStock: 9, shards: 3 });
+    const receiver = stockShard(env, sku, 0);
+    // Shard 0 asked shards 1 and 2 for a unit each and never recorded either answer.
+    await runInDurableObject(receiver, (object) => {
+      object.engine.transfers.begin("hx-1", 1, 1, Date.now());
+      object.engine.transfers.begin("hx-2", 2, 1, Date.now());
+    });
+    // Shard 2 is fenced (a resize under way): it gives nothing until the fence is lifted.
+    const fenced = stockShard(env, sku, 2);
+    expect((await fenced.fence("hx-resize")).ok).toBe(true);
+    await runInDurableObject(fenced, (_object, state) => state.storage.deleteAlarm()); // the fence stays
+    const answer = await call<RunReport>("POST", `/admin/reconcile?sku=${sku}`, { admin: true });
+    expect(answer.status).toBe(200);
+    expect(differencesOf(answer.json, sku).map((d) => [d.kind, d.actual, d.repaired])).toEqual([
+      ["transfer_pending", '{"pending":2}', false],
+    ]);
+    const pending = async () => (await receiver.audit(0, 1))?.pendingTransfers ?? Number.NaN;
+    expect(await pending()).toBe(1);
+
+    // The fence is lifted; with no alarm to finish it first, the next run does.
+    await fenced.unfence("hx-resize");
+    await runInDurableObject(receiver, (_object, state) => state.storage.deleteAlarm());
+    expect(differencesOf(await reconcileNow({ sku }), sku).map((d) => [d.kind, d.actual, d.repaired])).toEqual([
+      ["transfer_pending", '{"pending":1}', true],
+    ]);
+    expect(await pending()).toBe(0);
     expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
   });
 
