@@ -51,9 +51,20 @@ export class Access {
     return this.#tiers;
   }
 
-  /** Replaces the tiers, in the caller's (configure's) transaction. */
+  /**
+   * Replaces the tiers, in the caller's (configure's) transaction. A tier left out takes its codes
+   * with it: codes are keyed by tier name, so a later tier of the same name would else revive codes
+   * handed out (or leaked) for the removed one.
+   */
   set(tiers: readonly AccessTier[]): void {
     const sorted = [...tiers].sort((a, b) => a.startsAt - b.startsAt);
+    const names = sorted.map((t) => t.name);
+    if (this.tiers().some((t) => !names.includes(t.name))) {
+      this.#ledger.sql.exec(
+        "DELETE FROM access_codes WHERE tier NOT IN (SELECT value FROM json_each(?))",
+        JSON.stringify(names),
+      );
+    }
     this.#ledger.sql.exec(
       "INSERT INTO sku_access (id, tiers) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET tiers = excluded.tiers",
       JSON.stringify(sorted),

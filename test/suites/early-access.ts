@@ -143,6 +143,29 @@ describe("early access tiers in the SKU", () => {
     expect(stored).toHaveLength(5);
     expect(stored.some((row) => codes.includes(row.hash))).toBe(false);
   });
+
+  it("a tier removed by a PUT takes its codes with it: a new tier of the same name admits none of them", async () => {
+    const sku = uniqueSku("reused");
+    await presale(sku);
+    const [taken, handedOut] = await makeCodes(sku, "codes", 2);
+    const alice = await jwtWith("reused-alice");
+    expect((await tokenRequest(sku, alice, { code: taken as string })).status).toBe(201);
+    const withoutCodes = [
+      { name: "members", startsAt: iso(Date.now() - MINUTE), claim: { name: "member", value: "gold" } },
+    ];
+    expect((await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { access: withoutCodes } })).status).toBe(200);
+    // An operator in a hurry names the new tier as the old one.
+    const reused = [...withoutCodes, { name: "codes", startsAt: iso(Date.now() - MINUTE) }];
+    expect((await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { access: reused } })).status).toBe(200);
+
+    const stranger = await tokenRequest(sku, await jwtWith("reused-bob"), { code: handedOut as string });
+    expect([stranger.status, codeOf(stranger)]).toEqual([403, "ACCESS_CODE_INVALID"]);
+    const again = await tokenRequest(sku, alice, { code: taken as string });
+    expect([again.status, codeOf(again)]).toEqual([403, "ACCESS_CODE_INVALID"]);
+    // The new tier's own codes admit as any do.
+    const [fresh] = await makeCodes(sku, "codes", 1);
+    expect((await tokenRequest(sku, await jwtWith("reused-carol"), { code: fresh as string })).status).toBe(201);
+  });
 });
 
 for (const shards of [1, 3]) {
