@@ -30,7 +30,7 @@
  *   differences?: Difference[] | number }} LegacyRun
  * @typedef {{ id: string, queue: string, body: unknown, attempts: number, receivedAt: string,
  *   replayedAt: string | null }} DeadLetter
- * @typedef {{ deadLetters: DeadLetter[] }} DeadLetterList
+ * @typedef {{ deadLetters: DeadLetter[], next?: string }} DeadLetterList
  * @typedef {{ id: string, url: string, events: string[], enabled: boolean, secret: string,
  *   lagSeconds?: number, batch?: { maxEvents: number, maxWaitMs: number } | null }} WebhookEndpoint
  * @typedef {{ webhooks: WebhookEndpoint[] }} WebhookEndpointList
@@ -105,6 +105,18 @@ const snapshots = new Map();
 let counters = null;
 let timer = 0;
 let lastLetters = "";
+/**
+ * The dead-letter page shown: null for the newest, else the cursor it was asked after; the cursors of
+ * the pages before it (for Newer), and the `next` of the page shown (for Older; none from a gateway
+ * that does not page them).
+ * @type {string | null}
+ */
+let lettersAfter = null;
+/** @type {(string | null)[]} */
+let lettersTrail = [];
+/** @type {string | undefined} */
+let lettersNext;
+const LETTERS_PAGE = 100;
 /** @type {Map<string, Hook>} */
 const hooks = new Map(); // endpoint id -> { card, secret, revealed, failingKey, retries }
 let webhooksAt = 0; // when the webhook panel is asked again
@@ -677,14 +689,20 @@ function describeEvent(body) {
   return JSON.stringify(body).slice(0, 80);
 }
 
-/** @param {DeadLetter[]} letters */
-function renderLetters(letters) {
+/** @param {DeadLetterList} list */
+function renderLetters(list) {
+  const letters = list.deadLetters;
+  lettersNext = list.next;
+  // A full page may have older letters after it, reached through the page's `next` (docs/API.md).
+  $("dl-older").hidden = lettersNext === undefined || letters.length < LETTERS_PAGE;
+  $("dl-newer").hidden = lettersAfter === null;
   const key = JSON.stringify(letters);
   if (key === lastLetters) return;
   lastLetters = key;
   const pending = letters.filter((l) => l.replayedAt === null).length;
-  $("dl-count").textContent = `(${pending} pending, ${letters.length} shown)`;
-  $("dl-empty").hidden = letters.length > 0;
+  const page = lettersTrail.length > 0 ? `, page ${lettersTrail.length + 1}` : "";
+  $("dl-count").textContent = `(${pending} pending, ${letters.length} shown${page})`;
+  $("dl-empty").hidden = letters.length > 0 || lettersAfter !== null;
   const rows = letters.map((letter) => {
     const tr = document.createElement("tr");
     tr.dataset.id = letter.id;
@@ -717,6 +735,18 @@ function renderLetters(letters) {
   });
   $("dead-letters").replaceChildren(...rows);
 }
+
+/** The dead letters stored before the page shown (Older), or the page before it again (Newer). */
+$("dl-older").addEventListener("click", () => {
+  if (lettersNext === undefined) return;
+  lettersTrail.push(lettersAfter);
+  lettersAfter = lettersNext;
+  refresh();
+});
+$("dl-newer").addEventListener("click", () => {
+  lettersAfter = lettersTrail.pop() ?? null;
+  refresh();
+});
 
 /**
  * @param {string} id
@@ -1156,7 +1186,9 @@ async function refresh() {
     const askWebhooks = started >= webhooksAt || started < fastWebhooksUntil;
     const [skus, letters, runs, webhooks, read] = await Promise.all([
       /** @type {Promise<Answer<AdminSkuList>>} */ (admin("GET", "/admin/skus")),
-      /** @type {Promise<Answer<DeadLetterList>>} */ (admin("GET", "/admin/dead-letters")),
+      /** @type {Promise<Answer<DeadLetterList>>} */ (
+        admin("GET", `/admin/dead-letters${lettersAfter === null ? "" : `?after=${encodeURIComponent(lettersAfter)}`}`)
+      ),
       /** @type {Promise<Answer<ReconcileRuns>>} */ (admin("GET", "/admin/reconcile/runs?limit=1")),
       askWebhooks ? loadWebhooks() : null,
       readCounters(),
@@ -1192,7 +1224,7 @@ async function refresh() {
       });
       $("no-skus").hidden = skus.json.skus.length > 0;
     }
-    if (letters.ok) renderLetters(letters.json.deadLetters);
+    if (letters.ok) renderLetters(letters.json);
     if (webhooks) {
       renderWebhooks(webhooks);
       webhooksAt = started + WEBHOOKS_MS;
@@ -1218,6 +1250,9 @@ $("sign-out").addEventListener("click", () => {
   logs.clear();
   logsAsked.clear();
   lastLetters = "";
+  lettersAfter = null;
+  lettersTrail = [];
+  lettersNext = undefined;
   $("skus").replaceChildren();
   hooks.clear();
   webhooksAt = 0;

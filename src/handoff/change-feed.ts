@@ -15,13 +15,15 @@ import { CHANGE_COLUMNS, type ChangeRow, type OrderObject, orderObjectOf } from 
 
 const VERSION = 1;
 const POSITION_BYTES = 6; // up to 2^48 changes
+/** The highest position a cursor holds: where a list read newest first starts. */
+export const TOP_POSITION = 2 ** (8 * POSITION_BYTES) - 1;
 const MAC_BYTES = 16;
 
 /**
  * The lists paged by these cursors. Each signs with its own key, so a cursor of one is refused by
  * the other rather than read as a position of another table.
  */
-export type Feed = "order feed" | "payments";
+export type Feed = "order feed" | "payments" | "dead letters";
 
 function cursorKey(adminToken: string, feed: Feed): Promise<CryptoKey> {
   return hmacKey(`flashgate ${feed} cursor\u0000${adminToken}`);

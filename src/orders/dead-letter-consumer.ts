@@ -1,4 +1,4 @@
-import { desc, eq, isNull } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { log } from "../../durable-objects/shared/log";
 import { eventsOfMessage } from "../../durable-objects/stock/stock-model";
@@ -55,13 +55,33 @@ function storedBody(body: unknown): string {
 
 export type DeadLetter = typeof deadLetters.$inferSelect;
 
-export async function listDeadLetters(db: D1Database, opts: { pendingOnly?: boolean; limit?: number } = {}) {
-  const d1 = drizzle(db);
-  const query = d1.select().from(deadLetters);
-  // One builder with a condition or none (where(undefined) adds no WHERE), not `pendingOnly ? query.where(…)
-  // : query`: the union of those two builder types costs the type checker about a second to reduce.
-  const filtered = query.where(opts.pendingOnly ? isNull(deadLetters.replayedAt) : undefined);
-  return filtered.orderBy(desc(deadLetters.receivedAt)).limit(opts.limit ?? 100);
+/** A stored letter and its place in the list: its `rowid`, which only grows (letters are never deleted). */
+export interface ListedLetter {
+  position: number;
+  id: string;
+  queue: string;
+  body: string;
+  attempts: number;
+  received_at: number;
+  replayed_at: number | null;
+}
+
+/**
+ * One page of stored letters, newest stored first: those below `before` (a position a page ended
+ * at), so a page is a range of the table's rowid, as cheap deep in the list as at its top.
+ */
+export async function listDeadLetters(
+  db: D1Database,
+  opts: { pendingOnly?: boolean; before?: number; limit?: number } = {},
+): Promise<ListedLetter[]> {
+  const { results } = await db
+    .prepare(
+      `SELECT rowid AS position, id, queue, body, attempts, received_at, replayed_at FROM dead_letters
+       WHERE rowid < ?1 AND (?2 = 0 OR replayed_at IS NULL) ORDER BY rowid DESC LIMIT ?3`,
+    )
+    .bind(opts.before ?? Number.MAX_SAFE_INTEGER, opts.pendingOnly ? 1 : 0, opts.limit ?? 100)
+    .all<ListedLetter>();
+  return results;
 }
 
 type ReplayResult =

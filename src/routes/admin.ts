@@ -9,6 +9,7 @@ import { skus } from "../db/schema";
 import { forgetDraw } from "../edge/draw-cache";
 import { accessCodeHash, newAccessCodes } from "../edge/early-access";
 import { forgetSoldOut } from "../edge/sold-out-cache";
+import { cursorOf, positionOf, TOP_POSITION } from "../handoff/change-feed";
 import { wakeEndpoints } from "../handoff/delivery-consumer";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
@@ -23,6 +24,7 @@ import { recentRuns, reconcile } from "../reconcile/reconcile";
 import { adminShard, callStock, SKU_ID } from "../stock/stock-client";
 import { ROUTES } from "./contract";
 import type { AdminSku } from "./contract-schemas";
+import { limitOf } from "./handoff";
 import { register } from "./register";
 import { adminSkuView, drawView } from "./views";
 
@@ -121,18 +123,27 @@ register(admin, ROUTES.listSkus, async (c) => {
   return c.json({ skus: listed.filter((view) => view !== null) });
 });
 
-/** Dead letters, newest first (`?pending=true`: only those not replayed yet). */
+/**
+ * Dead letters, newest stored first (`?pending=true`: only those not replayed yet), paged as the
+ * order feed is: `limit`, and `after` a `next` this route gave, which is always given.
+ */
 register(admin, ROUTES.deadLetters, async (c) => {
-  const rows = await listDeadLetters(c.env.DB, { pendingOnly: booleanQuery(c.req.query("pending"), "pending") });
+  const pendingOnly = booleanQuery(c.req.query("pending"), "pending");
+  const limit = limitOf(c.req.query("limit"));
+  const after = c.req.query("after");
+  const before = after === undefined ? TOP_POSITION : await positionOf(c.env.ADMIN_TOKEN, after, "dead letters");
+  if (before === null) throw new ApiError("INVALID_REQUEST", "after is not a cursor this route gave.");
+  const rows = await listDeadLetters(c.env.DB, { pendingOnly, before, limit });
   return c.json({
     deadLetters: rows.map((row) => ({
       id: row.id,
       queue: row.queue,
       body: JSON.parse(row.body) as unknown,
       attempts: row.attempts,
-      receivedAt: new Date(row.receivedAt).toISOString(),
-      replayedAt: row.replayedAt === null ? null : new Date(row.replayedAt).toISOString(),
+      receivedAt: new Date(row.received_at).toISOString(),
+      replayedAt: row.replayed_at === null ? null : new Date(row.replayed_at).toISOString(),
     })),
+    next: await cursorOf(c.env.ADMIN_TOKEN, rows.at(-1)?.position ?? before, "dead letters"),
   });
 });
 

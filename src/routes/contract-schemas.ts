@@ -374,7 +374,7 @@ export const DeadLetter = z.object({
   receivedAt: Time,
   replayedAt: Time.nullable(),
 });
-export const DeadLetterList = z.object({ deadLetters: z.array(DeadLetter) });
+export const DeadLetterList = z.object({ deadLetters: z.array(DeadLetter), next: z.string() });
 const ReplayAnswer = z.object({ id: z.string(), replayed: z.literal(true), replayedAt: Time });
 
 export const Health = z.object({ ok: z.literal(true) });

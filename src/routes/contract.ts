@@ -354,9 +354,18 @@ export const ROUTES = {
     method: "get",
     path: "/admin/dead-letters",
     summary: "Stored dead letters, newest first",
-    description: "Queue events the order consumer gave up on, stored in D1 for inspection and replay.",
+    description:
+      "Queue events the order consumer gave up on, stored in D1 for inspection and replay, newest stored first. Paged like the order feed (added): `next` is always given, also for an empty page; pass it as `after` for the older ones. A cursor this route did not make, or a bad `limit`, is 400 INVALID_REQUEST.",
     access: "admin",
-    query: [{ name: "pending", description: "`true`: only those not replayed yet", schema: z.enum(["true", "false"]) }],
+    query: [
+      { name: "pending", description: "`true`: only those not replayed yet", schema: z.enum(["true", "false"]) },
+      {
+        name: "after",
+        description: "A `next` this route gave: the letters stored before that page's last (none: from the newest)",
+        schema: z.string(),
+      },
+      { name: "limit", description: "How many, 1..1000 (default 100)", schema: z.string().regex(/^\d+$/) },
+    ],
     ok: { status: 200, description: "The dead letters", schema: "DeadLetterList" },
     errors: ["INVALID_REQUEST"],
   },

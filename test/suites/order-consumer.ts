@@ -220,6 +220,57 @@ describe("order consumer", () => {
     expect(missing.status).toBe(404);
   });
 
+  it("pages the stored dead letters: an operator with more than a page sees and replays every one", async () => {
+    const sku = uniqueSku("dlqpages");
+    const letters = Array.from({ length: 150 }, (_, i) => ({
+      id: `${sku}-${i}`,
+      timestamp: new Date(),
+      body: event(sku, i, "reservation.held", 1),
+      attempts: MAX_RETRIES + 1,
+    }));
+    // Stored by the DLQ consumer in three deliveries, oldest first.
+    for (let i = 0; i < letters.length; i += 50) {
+      await consumeDeadLetters(createMessageBatch("order-events-dlq", letters.slice(i, i + 50)), env);
+    }
+    const ours = (page: { deadLetters: { id: string }[] }) =>
+      page.deadLetters.map((d) => d.id).filter((id) => id.startsWith(`${sku}-`));
+
+    const first = await call("GET", "/admin/dead-letters?pending=true", { admin: true });
+    expect(first.status).toBe(200);
+    expect(first.json.deadLetters).toHaveLength(100);
+    expect(typeof first.json.next).toBe("string");
+    // Every page after the one before, until an empty page, which still gives `next`.
+    const seen = [...ours(first.json)];
+    let next = first.json.next as string;
+    for (let pages = 0; pages < 20; pages++) {
+      const page = await call("GET", `/admin/dead-letters?pending=true&limit=40&after=${encodeURIComponent(next)}`, {
+        admin: true,
+      });
+      expect(page.status).toBe(200);
+      expect(page.json.deadLetters.length).toBeLessThanOrEqual(40);
+      seen.push(...ours(page.json));
+      expect(typeof page.json.next).toBe("string");
+      next = page.json.next;
+      if (page.json.deadLetters.length === 0) break;
+    }
+    // Each once, newest stored first.
+    expect(seen).toEqual(letters.map((l) => l.id).reverse());
+
+    // The oldest, far past the first page, is replayed and leaves the pending list.
+    const oldest = letters[0]?.id as string;
+    expect((await call("POST", `/admin/dead-letters/${oldest}/replay`, { admin: true })).status).toBe(200);
+    const all = await call("GET", "/admin/dead-letters?pending=true&limit=1000", { admin: true });
+    expect(all.status).toBe(200);
+    expect(ours(all.json)).toHaveLength(149);
+    expect(ours(all.json)).not.toContain(oldest);
+
+    const payments = await call("GET", "/admin/payments?limit=1", { admin: true });
+    for (const query of ["limit=0", "limit=1001", "limit=ten", "after=nope", `after=${payments.json.next}`]) {
+      const refused = await call("GET", `/admin/dead-letters?${query}`, { admin: true });
+      expect([query, refused.status, refused.json.error?.code]).toEqual([query, 400, "INVALID_REQUEST"]);
+    }
+  });
+
   it("retries a message that is not an event at all, so the queue dead-letters it", async () => {
     const { deadLettered } = await deliver([{ id: "junk-1", body: { hello: "world" }, attempts: 1 }]);
     expect(deadLettered.map((m) => m.id)).toEqual(["junk-1"]);

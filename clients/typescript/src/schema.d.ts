@@ -389,7 +389,7 @@ export interface paths {
     };
     /**
      * Stored dead letters, newest first
-     * @description Queue events the order consumer gave up on, stored in D1 for inspection and replay.
+     * @description Queue events the order consumer gave up on, stored in D1 for inspection and replay, newest stored first. Paged like the order feed (added): `next` is always given, also for an empty page; pass it as `after` for the older ones. A cursor this route did not make, or a bad `limit`, is 400 INVALID_REQUEST.
      */
     get: operations["getAdminDeadLetters"];
     put?: never;
@@ -1272,6 +1272,7 @@ export interface components {
     };
     DeadLetterList: {
       deadLetters: components["schemas"]["DeadLetter"][];
+      next: string;
     };
     ReplayAnswer: {
       id: string;
@@ -3669,6 +3670,10 @@ export interface operations {
       query?: {
         /** @description `true`: only those not replayed yet */
         pending?: "true" | "false";
+        /** @description A `next` this route gave: the letters stored before that page's last (none: from the newest) */
+        after?: string;
+        /** @description How many, 1..1000 (default 100) */
+        limit?: string;
       };
       header?: never;
       path?: never;
