@@ -1,3 +1,5 @@
+import { PARKED } from "./schema";
+
 /**
  * How long D1 keeps what only serves a while (the durable history, `orders` and `dead_letters`, is
  * kept), and the pruning the cron trigger runs after each reconciliation:
@@ -14,8 +16,10 @@
  * - The order hand-off (./../handoff): delivered deliveries of order changes, and the changes (the
  *   feed), `HANDOFF_RETENTION_DAYS` (default 30) after the change, by {@link pruneHandoff}. A change
  *   that a pending or failed delivery still carries is kept until it is delivered or its endpoint is
- *   deleted, and one applied long after it happened until the changes before it are old too; a
- *   flagged payment's deliveries are kept (few, and the payment record is kept).
+ *   deleted, and one applied long after it happened until the changes before it are old too. A
+ *   flagged payment's delivered deliveries go as long after they were written (the payment record
+ *   stays). A delivery parked by a PUT that dropped its type goes once parked that long: the
+ *   endpoint never took the type back, so it is owed to no endpoint that will take it.
  *
  * Each statement deletes at most `PRUNE_BATCH` rows (a D1 statement is bounded in time), and a run
  * at most `PRUNE_ROUNDS` batches per table: a backlog drains over successive minutes.
@@ -104,7 +108,17 @@ export interface PrunedHandoff {
 export async function pruneHandoff(db: D1Database, now: number, retentionMs: number): Promise<PrunedHandoff> {
   const pruned: PrunedHandoff = { deliveries: 0, changes: 0 };
   // The key in order, stopping at the first young change; none: everything is old.
-  const [cut, endpoints] = await db.batch([
+  const [, cut, endpoints] = await db.batch([
+    // Rows parked without parked_at (by the release before it) start their clock now: per endpoint, a
+    // range of the due index (CROSS JOIN keeps the endpoints outer).
+    db
+      .prepare(
+        `UPDATE webhook_deliveries SET parked_at = ?1 WHERE (endpoint_id, position) IN (
+           SELECT d.endpoint_id, d.position FROM webhook_endpoints e CROSS JOIN webhook_deliveries d
+           WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at >= ${PARKED}
+             AND d.parked_at IS NULL)`,
+      )
+      .bind(now),
     db
       .prepare(
         `SELECT COALESCE(
@@ -115,22 +129,50 @@ export async function pruneHandoff(db: D1Database, now: number, retentionMs: num
     db.prepare("SELECT id FROM webhook_endpoints"),
   ]);
   const first = (cut?.results[0] as { position: number | null } | undefined)?.position ?? null;
-  if (first === null) return pruned;
+  const before = now - retentionMs;
   for (const { id } of (endpoints?.results ?? []) as { id: string }[]) {
-    for (let round = 0; round < PRUNE_ROUNDS; round++) {
-      const result = await db
+    const deletes = [
+      // Parked longer than retention: the endpoint never took the type back (through the due index).
+      db
         .prepare(
           `DELETE FROM webhook_deliveries WHERE endpoint_id = ?1 AND position IN (
              SELECT position FROM webhook_deliveries
-             WHERE endpoint_id = ?1 AND position > 0 AND position < ?2 AND status = 'delivered'
+             WHERE endpoint_id = ?1 AND status = 'pending' AND next_attempt_at >= ${PARKED} AND parked_at < ?2
+             LIMIT ?3)`,
+        )
+        .bind(id, before, PRUNE_BATCH),
+      // Delivered payments owed back (negative keys) written before retention: the payment record stays.
+      db
+        .prepare(
+          `DELETE FROM webhook_deliveries WHERE endpoint_id = ?1 AND position IN (
+             SELECT position FROM webhook_deliveries
+             WHERE endpoint_id = ?1 AND position < 0 AND status = 'delivered' AND created_at < ?2
              ORDER BY position LIMIT ?3)`,
         )
-        .bind(id, first, PRUNE_BATCH)
-        .run();
-      pruned.deliveries += result.meta.changes;
-      if (result.meta.changes < PRUNE_BATCH) break;
+        .bind(id, before, PRUNE_BATCH),
+    ];
+    // Delivered order changes below the cut, a range of the key.
+    if (first !== null) {
+      deletes.push(
+        db
+          .prepare(
+            `DELETE FROM webhook_deliveries WHERE endpoint_id = ?1 AND position IN (
+               SELECT position FROM webhook_deliveries
+               WHERE endpoint_id = ?1 AND position > 0 AND position < ?2 AND status = 'delivered'
+               ORDER BY position LIMIT ?3)`,
+          )
+          .bind(id, first, PRUNE_BATCH),
+      );
+    }
+    for (const statement of deletes) {
+      for (let round = 0; round < PRUNE_ROUNDS; round++) {
+        const result = await statement.run();
+        pruned.deliveries += result.meta.changes;
+        if (result.meta.changes < PRUNE_BATCH) break;
+      }
     }
   }
+  if (first === null) return pruned;
   for (let round = 0; round < PRUNE_ROUNDS; round++) {
     // A change is kept while any delivery row still names it: pending, failed, or delivered and not
     // pruned yet (this run's rounds ran out). CROSS JOIN keeps the endpoints outer, a key lookup each:

@@ -276,6 +276,13 @@ export interface WebhookBatch {
   maxWaitMs: number;
 }
 
+/**
+ * The `next_attempt_at` of a pending delivery parked by a PUT that dropped its type (the latest time a
+ * Date can show): past the due range of every query, so no take, check or wake-up walks it, and none
+ * counts it in a lag; a PUT that subscribes to the type again makes it due now (src/handoff/endpoints.ts).
+ */
+export const PARKED = 8_640_000_000_000_000;
+
 export const DELIVERY_STATUSES = ["pending", "delivered", "failed"] as const;
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 
@@ -307,6 +314,11 @@ export const webhookDeliveries = sqliteTable(
     /** What went wrong with the last attempt, in words ("answered 500", "timed out after 10 s…"); null once delivered. */
     lastError: text("last_error"),
     nextAttemptAt: integer("next_attempt_at"),
+    /**
+     * When a PUT that dropped its type parked it (D1's clock; null while not parked): retention drops a
+     * row parked longer than HANDOFF_RETENTION_DAYS (src/db/retention.ts), as its type was never taken back.
+     */
+    parkedAt: integer("parked_at"),
     /**
      * Written by no release since the endpoint's lease replaced it (a sender held each row it took);
      * kept, with its index, for the release still running while this one rolls out (docs/DEPLOY.md

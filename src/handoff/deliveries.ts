@@ -1,5 +1,5 @@
 import { PAYMENT_COLUMNS, type PaymentRow } from "../db/payment-records";
-import type { DeliveryStatus, WebhookBatch, WebhookEventType } from "../db/schema";
+import { type DeliveryStatus, PARKED, type WebhookBatch, type WebhookEventType } from "../db/schema";
 import { CHANGE_COLUMNS, type ChangeRow } from "./order-object";
 
 /**
@@ -16,12 +16,8 @@ import { CHANGE_COLUMNS, type ChangeRow } from "./order-object";
  */
 export const D1_NOW = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
 
-/**
- * The `next_attempt_at` of a pending delivery parked by a PUT that dropped its type (the latest time a
- * Date can show): past the due range of every query, so no take, check or wake-up walks it, and none
- * counts it in a lag; a PUT that subscribes to the type again makes it due now (./endpoints.ts).
- */
-export const PARKED = 8_640_000_000_000_000;
+/** The `next_attempt_at` of a parked delivery (src/db/schema.ts, where retention reads it too). */
+export { PARKED };
 
 /** A sender holds the endpoint (`e`): its lease is set and has not lapsed. */
 const HELD = `(e.lease IS NOT NULL AND e.lease_until > ${D1_NOW})`;

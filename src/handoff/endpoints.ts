@@ -90,7 +90,7 @@ function viewOf(row: EndpointRow, lags: Map<string, number>): EndpointView {
 /**
  * Creates an endpoint (all event types and enabled unless said otherwise, a new secret) or updates
  * one: fields left out keep their value, and the secret is kept. Pending deliveries of event types
- * it no longer subscribes to are dropped with the change (one transaction).
+ * it no longer subscribes to are parked with the change (one transaction).
  */
 export async function putEndpoint(db: D1Database, id: string, settings: EndpointSettings, now: number) {
   const orm = drizzle(db);
@@ -121,7 +121,8 @@ export async function putEndpoint(db: D1Database, id: string, settings: Endpoint
     .returning();
   // Pending deliveries of a type it no longer subscribes to are kept, parked out of every due range (no
   // sender, check or lag reads them), and due now again once the type is subscribed again, in the same
-  // transaction: an event type unticked in a hurry loses nothing.
+  // transaction: an event type unticked in a hurry loses nothing. One parked past retention is dropped
+  // (src/db/retention.ts): the type was not taken back, and the feed no longer has its change either.
   const events = settings.events;
   const pending = and(eq(webhookDeliveries.endpointId, id), eq(webhookDeliveries.status, "pending"));
   const [[row]] = events
@@ -129,11 +130,11 @@ export async function putEndpoint(db: D1Database, id: string, settings: Endpoint
         upsert,
         orm
           .update(webhookDeliveries)
-          .set({ nextAttemptAt: PARKED })
+          .set({ nextAttemptAt: PARKED, parkedAt: sql.raw(D1_NOW) })
           .where(and(pending, notInArray(webhookDeliveries.type, events), lt(webhookDeliveries.nextAttemptAt, PARKED))),
         orm
           .update(webhookDeliveries)
-          .set({ nextAttemptAt: sql.raw(D1_NOW) })
+          .set({ nextAttemptAt: sql.raw(D1_NOW), parkedAt: null })
           .where(and(pending, inArray(webhookDeliveries.type, events), gte(webhookDeliveries.nextAttemptAt, PARKED))),
       ])
     : [await upsert];

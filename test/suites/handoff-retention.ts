@@ -1,7 +1,7 @@
 import { createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { PRUNE_BATCH, PRUNE_ROUNDS } from "../../src/db/retention";
+import { PRUNE_BATCH, PRUNE_ROUNDS, pruneHandoff } from "../../src/db/retention";
 import { cursorOf } from "../../src/handoff/change-feed";
 import worker from "../../src/index";
 import { ADMIN_TOKEN, call, uniqueSku } from "../support/client";
@@ -194,6 +194,88 @@ describe("hand-off retention", () => {
     const log = await call("GET", `/admin/webhooks/${hook}/deliveries`, { admin: true });
     expect(log.status).toBe(200);
     expect(log.json.deliveries.map((d: { reservationId: string }) => d.reservationId)).toContain(fresh);
+    await call("DELETE", `/admin/webhooks/${hook}`, { admin: true });
+  });
+
+  it("a flagged payment's delivered deliveries go after retention; one still owed stays", async () => {
+    const now = Date.now();
+    const hook = uniqueSku("payhook");
+    await disabledEndpoint(hook, now);
+    // Deliveries of three payments owed back (negative keys), as the sender left them: two delivered,
+    // two days ago and now, and one of two days ago still pending (its endpoint is down).
+    const rows = [
+      { position: -900_000_001, status: "delivered", at: now - 2 * DAY },
+      { position: -900_000_002, status: "pending", at: now - 2 * DAY },
+      { position: -900_000_003, status: "delivered", at: now },
+    ];
+    for (const row of rows) {
+      await env.DB.prepare(
+        `INSERT INTO webhook_deliveries (endpoint_id, position, type, reservation_id, status, attempts, next_attempt_at, created_at, updated_at)
+         VALUES (?1, ?2, 'payment.refund_required', 'r', ?3, 1, ?4, ?5, ?5)`,
+      )
+        .bind(hook, row.position, row.status, row.status === "pending" ? now + DAY : null, row.at)
+        .run();
+    }
+    const listed = async () =>
+      (await call("GET", `/admin/webhooks/${hook}/deliveries`, { admin: true })).json.deliveries.map(
+        (d: { id: string }) => d.id,
+      );
+    expect(await listed()).toHaveLength(3);
+
+    await cron();
+
+    expect((await listed()).sort()).toEqual([`msg_pay_900000002_${hook}`, `msg_pay_900000003_${hook}`]);
+    await call("DELETE", `/admin/webhooks/${hook}`, { admin: true });
+  });
+
+  it("deliveries parked by an unticked type go once parked past retention, with the feed entries they held; within retention they stay", async () => {
+    const now = Date.now();
+    const sku = uniqueSku("parked");
+    const hook = uniqueSku("parkhook");
+    const url = "https://shop.example/hooks";
+    const put = (events: string[]) =>
+      call("PUT", `/admin/webhooks/${hook}`, { admin: true, body: { url, events, enabled: false } });
+    expect((await put(["order.held", "order.paid"])).status).toBe(200);
+    // Three orders held two days ago, owed to the endpoint while it is down (pending, retried later).
+    for (let n = 1; n <= 3; n++) {
+      await env.DB.prepare(
+        `INSERT INTO orders (reservation_id, sku, user_id, quantity, status, expires_at, created_at, updated_at, last_seq, amount, currency)
+         VALUES (?1, ?2, 'u', 1, 'held', NULL, ?3, ?3, 1, NULL, 'usd')`,
+      )
+        .bind(`${sku}.0.${n}`, sku, now - 2 * DAY)
+        .run();
+    }
+    await env.DB.prepare(
+      `INSERT INTO webhook_deliveries (endpoint_id, position, type, reservation_id, status, attempts, next_attempt_at, created_at, updated_at)
+       SELECT ?1, position, 'order.held', reservation_id, 'pending', 3, ?2, changed_at, changed_at
+       FROM order_changes WHERE reservation_id LIKE ?3`,
+    )
+      .bind(hook, now + DAY, `${sku}.%`)
+      .run();
+    const firstOurs = await countOf(
+      "SELECT MIN(position) AS n FROM order_changes WHERE reservation_id LIKE ?1",
+      `${sku}.%`,
+    );
+    const feed = async () => {
+      const cursor = encodeURIComponent(await cursorOf(ADMIN_TOKEN, firstOurs - 1));
+      const page = await call("GET", `/admin/orders?after=${cursor}&limit=1000`, { admin: true });
+      return page.json.orders.filter((o: { sku: string }) => o.sku === sku).length;
+    };
+    const pending = async () =>
+      (await call("GET", `/admin/webhooks/${hook}/deliveries?status=pending`, { admin: true })).json.deliveries.length;
+
+    // The operator unticks order.held: the three are parked, still listed.
+    expect((await put(["order.paid"])).status).toBe(200);
+    expect(await pending()).toBe(3);
+    // Half a day later (retention one day) nothing parked goes: the type may yet be ticked again.
+    await pruneHandoff(env.DB, Date.now() + DAY / 2, DAY);
+    expect([await pending(), await feed()]).toEqual([3, 3]);
+    // Two days later, never ticked again: the parked deliveries go, and so do the feed entries they held.
+    await pruneHandoff(env.DB, Date.now() + 2 * DAY, DAY);
+    expect([await pending(), await feed()]).toEqual([0, 0]);
+    // Ticked again now: nothing of that sale comes back.
+    expect((await put(["order.held", "order.paid"])).status).toBe(200);
+    expect(await pending()).toBe(0);
     await call("DELETE", `/admin/webhooks/${hook}`, { admin: true });
   });
 });

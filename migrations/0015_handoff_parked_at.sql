@@ -1,0 +1,1 @@
+ALTER TABLE `webhook_deliveries` ADD `parked_at` integer;
