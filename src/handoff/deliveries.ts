@@ -290,6 +290,13 @@ function groupsOf(outcomes: readonly Outcome[]) {
  * taken (its `updated_at` moved: {@link retryNow}) has its attempt counted but stays due now: the
  * retry asked for an attempt after the one in flight, which the outcome would otherwise overwrite.
  */
+/**
+ * A row parked (its type unticked) while its attempt was out, whose outcome leaves it pending: it stays
+ * parked, else it would be due again with nobody to take it (takes read subscribed types only).
+ */
+const STAYS_PARKED = `(webhook_deliveries.next_attempt_at >= ${PARKED} AND webhook_deliveries.updated_at <= j.seen_at
+  AND j.status = 'pending')`;
+
 function recording(db: D1Database, endpointId: string, outcomes: readonly Outcome[], lease: string) {
   return db
     .prepare(
@@ -309,7 +316,9 @@ function recording(db: D1Database, endpointId: string, outcomes: readonly Outcom
          last_status_code = j.code,
          last_response = j.response,
          last_error = j.error,
-         next_attempt_at = ${D1_NOW} + CASE WHEN webhook_deliveries.updated_at > j.seen_at THEN 0 ELSE j.delay_ms END,
+         next_attempt_at = CASE WHEN ${STAYS_PARKED} THEN webhook_deliveries.next_attempt_at
+           ELSE ${D1_NOW} + CASE WHEN webhook_deliveries.updated_at > j.seen_at THEN 0 ELSE j.delay_ms END END,
+         parked_at = CASE WHEN ${STAYS_PARKED} THEN webhook_deliveries.parked_at END,
          batch_id = j.batch_id,
          updated_at = ${D1_NOW}
        FROM j

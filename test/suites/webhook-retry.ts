@@ -59,6 +59,36 @@ describe("POST /admin/webhooks/:id/deliveries/:deliveryId/retry", () => {
   });
 });
 
+describe("a PUT that unticks a type while a delivery of it is out", () => {
+  it("keeps the delivery parked when that attempt fails: no due time, no lag, and it goes once ticked again", async () => {
+    // Every attempt hangs 2.5 s, then fails (three, then the receiver takes it).
+    const hook = await endpoint({ fail: 3, delayMs: 2500 });
+    const sku = uniqueSku("parkflight");
+    await createSku(sku, { totalStock: 5 });
+    expect((await reserve("pf1", sku)).status).toBe(202);
+    // The first attempt is under way; the operator unticks order.held meanwhile.
+    await eventually(async () => expect((await logOf(hook.id)).count).toBe(1), 20_000);
+    const put = (events: string[]) =>
+      call("PUT", `/admin/webhooks/${hook.id}`, { admin: true, body: { url: hook.url, events } });
+    expect((await put(["order.paid"])).status).toBe(200);
+
+    // Once its failure is recorded, it is parked as one unticked at rest is (API.md: nextAttemptAt null, no lag).
+    const row = await eventually(async () => {
+      const [first] = (await call("GET", `/admin/webhooks/${hook.id}/deliveries`, { admin: true })).json.deliveries;
+      expect(first?.attempts).toBe(1);
+      return first as { id: string; status: string; nextAttemptAt: string | null };
+    }, 10_000);
+    expect([row.status, row.nextAttemptAt]).toEqual(["pending", null]);
+    expect((await call("GET", `/admin/webhooks/${hook.id}`, { admin: true })).json.lagSeconds).toBe(0);
+
+    await patchReceiver(hook.id, { fail: 0, delayMs: 0 });
+    expect((await put(["order.held", "order.paid"])).status).toBe(200);
+    await eventually(async () =>
+      expect((await deliveries(hook.id, "?status=delivered")).map((d) => d.id)).toEqual([row?.id]),
+    );
+  });
+});
+
 describe("POST /admin/webhooks/:id/retry", () => {
   it("tries every failed and pending delivery of the endpoint now, with the same webhook-ids", async () => {
     const hook = await endpoint({ fail: 1000 });
