@@ -304,6 +304,40 @@ describe("operator dashboard", () => {
     await page.close();
   });
 
+  it("pages the dead letters: Older past a full page shows the letters stored before it, Newer comes back", async () => {
+    // More than a page (100), stored before any page opens: the newest 100 first, then the rest.
+    const ids = Array.from({ length: 105 }, (_, i) => `dl-page-${String(i).padStart(3, "0")}`);
+    await plantDeadLetters(ids.map((id) => ({ id, body: JSON.stringify({ type: "reservation.held" }) })));
+    const page = await newPage(1280, 1000);
+    await page.goto(`${server.url}/dashboard`);
+    await page.waitForSelector("#login:not([hidden])");
+    await page.fill("#token", "dev-admin-token");
+    await page.click("#login button");
+    const newest = 'tr[data-id="dl-page-104"]';
+    const oldest = 'tr[data-id="dl-page-000"]';
+    await page.waitForSelector(newest);
+    expect(await page.$(oldest)).toBeNull();
+    expect(await page.textContent("#dl-count")).toMatch(/, 100 shown\)$/);
+    expect(await page.isHidden("#dl-newer")).toBe(true);
+
+    await page.click("#dl-older");
+    await page.waitForSelector(oldest);
+    expect(await page.$(newest)).toBeNull();
+    await expect.poll(() => page.textContent("#dl-count")).toMatch(/ shown, page 2\)$/);
+    expect(await page.isVisible("#dl-newer")).toBe(true);
+    await screenshot(page, "dashboard-dead-letters-page-2");
+    // The page shown stays the one asked for across the board's refreshes.
+    for (let i = 0; i < 2; i++) await page.waitForResponse((r) => r.url().includes("/admin/dead-letters?after="));
+    expect(await page.$(oldest)).not.toBeNull();
+
+    await page.click("#dl-newer");
+    await page.waitForSelector(newest);
+    expect(await page.$(oldest)).toBeNull();
+    expect(await page.isHidden("#dl-newer")).toBe(true);
+    expect(unexpectedProblems(page)).toEqual([]);
+    await page.close();
+  });
+
   it("shows the board and keeps reading while one of its reads never answers", async () => {
     const sku = `beanie-${randomUUID().slice(0, 6)}`;
     await putSku(sku, { name: "Beanie", totalStock: 4 });
