@@ -67,13 +67,19 @@ export interface CheckedSettings {
   endsAt: number | null;
   openingWindowMs: number;
   access: AccessTier[];
+  /**
+   * Sizes: the SKU's variant ids as read. A change that names `variants` or `totalStock` was checked
+   * against them (at most 100 in all, a total that is their sum): another PUT's sizes make it stale.
+   * Left out by an edge of an older deploy.
+   */
+  variants?: string[] | undefined;
 }
 
 /**
  * Whether the settings a change was checked against still hold, for each field the change leaves
  * out; and whether the SKU is still as it was read: there or not (`state` null: no SKU on shard 0),
  * with the same test flag (whatever the change says of it: it is set only by the change that
- * creates the SKU).
+ * creates the SKU); and, for a change naming `variants` or `totalStock`, with the same sizes.
  */
 export function stillChecked(change: SkuChange, state: SkuState | null): boolean {
   const { checked } = change;
@@ -84,7 +90,10 @@ export function stillChecked(change: SkuChange, state: SkuState | null): boolean
   if (checked.test !== undefined && checked.test !== (state.test === true)) return false;
   const same = (asked: unknown, stored: unknown, seen: unknown) =>
     asked !== undefined || JSON.stringify(stored) === JSON.stringify(seen);
+  const stock = change.variants !== undefined || change.totalStock !== undefined;
+  const sizes = (state.variants ?? []).map((v) => v.id);
   return (
+    (!stock || checked.variants === undefined || JSON.stringify(sizes) === JSON.stringify(checked.variants)) &&
     same(change.startsAt, state.startsAt ?? null, checked.startsAt) &&
     same(change.endsAt, state.endsAt ?? null, checked.endsAt) &&
     same(change.openingWindowMs, state.openingWindowMs ?? 0, checked.openingWindowMs) &&

@@ -112,6 +112,8 @@ export async function configureSku(
         endsAt: stored?.endsAt ?? null,
         openingWindowMs: stored?.openingWindowMs ?? 0,
         access: stored?.access ?? [],
+        // Sizes: the count and sum checked above hold only while no other PUT gave the SKU sizes.
+        variants: (stored?.variants ?? []).map((v) => v.id),
       },
     };
     const outcome = await callStock(() => adminShard(env, sku, 0).putSku(change, requestId));

@@ -633,3 +633,22 @@ describe("sizes: bad input changes nothing", () => {
     }
   });
 });
+
+describe("sizes given by PUTs that cross", () => {
+  it("two PUTs each adding 60 sizes at once: one 200, the other 400 naming variants; never over 100", async () => {
+    for (const shards of [1, 2]) {
+      const sku = uniqueSku(`cross${shards}`);
+      await createSku(sku, { shards, totalStock: 0 });
+      const sizes = (from: number) => Array.from({ length: 60 }, (_, i) => ({ id: `v${from + i}`, totalStock: 1 }));
+      const answers = await Promise.all(
+        [0, 60].map((from) => call("PUT", `/admin/skus/${sku}`, { admin: true, body: { variants: sizes(from) } })),
+      );
+      expect(answers.map((a) => a.status).sort(), `${shards} shard(s)`).toEqual([200, 400]);
+      const refused = answers.find((a) => a.status === 400);
+      expect(refused?.json.error.code).toBe("INVALID_REQUEST");
+      expect(fieldsOf(refused as Answer)).toEqual(["variants"]);
+      const after = await call("GET", `/admin/skus/${sku}`, { admin: true });
+      expect([after.json.variants.length, after.json.stock.total]).toEqual([60, 60]);
+    }
+  });
+});
