@@ -593,7 +593,8 @@ export class Ledger {
     };
     if (this.requestId !== undefined) event.requestId = this.requestId;
     if (this.drawTag !== undefined && reservation.status === "held") event.draw = this.drawTag;
-    if (reservation.variant !== undefined) event.variant = reservation.variant;
+    // API.md v1.4 "Sizes": `"variant": id | null` on every event, null for a SKU without sizes.
+    event.variant = reservation.variant ?? null;
     // A hold's own event is dated when it was made; any other (a re-emit of a live hold too) says when.
     if (reservation.status !== "held" || now !== reservation.createdAt) event.heldAt = isoTime(reservation.createdAt);
     if (reason !== undefined && reservation.status === "refund_required") event.reason = reason;

@@ -43,8 +43,11 @@ export const OrderEventSchema = z.object({
    * out on a real sale's events (absent means false).
    */
   test: z.literal(true).optional(),
-  /** Sizes (API.md v1.4): the variant the reservation holds; left out on a SKU without variants. */
-  variant: z.string().min(1).max(32).optional(),
+  /**
+   * Sizes (API.md v1.4): the variant the reservation holds, null on a SKU without variants. Optional:
+   * an event without it (an older producer's) still applies.
+   */
+  variant: z.string().min(1).max(32).nullable().optional(),
   /**
    * A hold made by a fair opening's draw (API.md v1.4 "The verifiable sale"): the draw's committed
    * seed hash and the entry's position in it, so the log ties the draw's outcomes to its order.

@@ -193,7 +193,7 @@ function isEntryEvent(item: unknown): item is EntryEvent {
     optional(e.amount, (v) => v === null || (Number.isSafeInteger(v) && (v as number) >= 0)) &&
     optional(e.currency, isText) &&
     optional(e.test, (v) => v === true) &&
-    optional(e.variant, isText) &&
+    optional(e.variant, (v) => v === null || isText(v)) &&
     optional(e.draw, isDrawTag) &&
     optional(e.reason, isText)
   );
@@ -228,7 +228,7 @@ export function reservationEntry(event: EntryEvent, shard: number, user: string)
     seq: event.seq,
     user,
   };
-  if (event.variant !== undefined) entry.variant = event.variant;
+  if (event.variant != null) entry.variant = event.variant;
   if (type === "hold" && event.expiresAt !== undefined) entry.expires = event.expiresAt;
   if (type === "hold" && event.draw !== undefined)
     entry.draw = { seedHash: event.draw.seedHash, position: event.draw.position };

@@ -127,7 +127,7 @@ function applyStatements(db: D1Database, events: readonly OrderEvent[], now: num
   // Sizes: each order's variant, set once by the first event that carries it (grouped by variant).
   const byVariant = new Map<string, Set<string>>();
   for (const e of events) {
-    if (e.variant !== undefined) byVariant.set(e.variant, (byVariant.get(e.variant) ?? new Set()).add(e.reservationId));
+    if (e.variant != null) byVariant.set(e.variant, (byVariant.get(e.variant) ?? new Set()).add(e.reservationId));
   }
   for (const [variant, ids] of byVariant) {
     for (const run of chunks([...ids], D1_MAX_BOUND_PARAMETERS - 1)) {

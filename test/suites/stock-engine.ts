@@ -4,6 +4,7 @@ import { isoTime } from "../../durable-objects/engine/ledger";
 import { rankEntrants } from "../../durable-objects/engine/opening-draw";
 import { StockEngine } from "../../durable-objects/engine/stock-engine";
 import { type EngineStorage, isOnSale, type Outcome, type Reservation } from "../../durable-objects/engine/types";
+import { OrderEventSchema } from "../../durable-objects/shared/order-events";
 
 /**
  * Random operation sequences against the synchronous engine, checking the invariants of
@@ -552,6 +553,30 @@ export function engineUnits(place: StoragePlace): void {
         expect(engine.outbox.pendingEvents(100).map((e) => e.event.userId)).toEqual(["d", "e"]);
         engine.outbox.markSent(seqOf(4));
         expect([engine.outbox.pendingEvents(100), rows()]).toEqual([[], 0]);
+      });
+    });
+
+    it('says "variant": id | null on every event (API.md v1.4 "Sizes"): null without sizes, the size held with', async () => {
+      await place("engine-variant-null", async (storage) => {
+        const plain = new StockEngine(storage, () => crypto.randomUUID());
+        plain.configuration.configure({ sku: "vn", shard: 0, shards: 1, totalStock: 5, perUserLimit: 5 });
+        plain.holds.reserve([{ userId: "a", nonce: "na", quantity: 1 }], T0);
+        const events = plain.outbox.pendingEvents(100).filter((e) => e.event.type === "reservation.held");
+        expect(events.map((e) => e.event.variant)).toEqual([null]);
+        expect(events.map((e) => OrderEventSchema.safeParse(e.event).success)).toEqual([true]);
+      });
+      await place("engine-variant-size", async (storage) => {
+        const sized = new StockEngine(storage, () => crypto.randomUUID());
+        sized.configuration.configure({
+          sku: "vs",
+          shard: 0,
+          shards: 1,
+          perUserLimit: 5,
+          variants: [{ id: "m", totalStock: 2 }],
+        });
+        sized.holds.reserve([{ userId: "a", nonce: "na", quantity: 1, variants: ["m"] }], T0);
+        const events = sized.outbox.pendingEvents(100).filter((e) => e.event.type === "reservation.held");
+        expect(events.map((e) => e.event.variant)).toEqual(["m"]);
       });
     });
 
