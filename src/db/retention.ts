@@ -108,17 +108,7 @@ export interface PrunedHandoff {
 export async function pruneHandoff(db: D1Database, now: number, retentionMs: number): Promise<PrunedHandoff> {
   const pruned: PrunedHandoff = { deliveries: 0, changes: 0 };
   // The key in order, stopping at the first young change; none: everything is old.
-  const [, cut, endpoints] = await db.batch([
-    // Rows parked without parked_at (by the release before it) start their clock now: per endpoint, a
-    // range of the due index (CROSS JOIN keeps the endpoints outer).
-    db
-      .prepare(
-        `UPDATE webhook_deliveries SET parked_at = ?1 WHERE (endpoint_id, position) IN (
-           SELECT d.endpoint_id, d.position FROM webhook_endpoints e CROSS JOIN webhook_deliveries d
-           WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at >= ${PARKED}
-             AND d.parked_at IS NULL)`,
-      )
-      .bind(now),
+  const [cut, endpoints] = await db.batch([
     db
       .prepare(
         `SELECT COALESCE(
@@ -131,12 +121,25 @@ export async function pruneHandoff(db: D1Database, now: number, retentionMs: num
   const first = (cut?.results[0] as { position: number | null } | undefined)?.position ?? null;
   const before = now - retentionMs;
   for (const { id } of (endpoints?.results ?? []) as { id: string }[]) {
+    // Rows parked without parked_at (by the release before it) start their clock now, a batch at a
+    // time as every statement here: the parked index's null range, never a walk of the parked rows.
+    const stamp = db
+      .prepare(
+        `UPDATE webhook_deliveries SET parked_at = ?2 WHERE endpoint_id = ?1 AND position IN (
+             SELECT position FROM webhook_deliveries INDEXED BY webhook_deliveries_parked
+             WHERE endpoint_id = ?1 AND status = 'pending' AND next_attempt_at >= ${PARKED} AND parked_at IS NULL
+             LIMIT ?3)`,
+      )
+      .bind(id, now, PRUNE_BATCH);
+    for (let round = 0; round < PRUNE_ROUNDS; round++) {
+      if ((await stamp.run()).meta.changes < PRUNE_BATCH) break;
+    }
     const deletes = [
-      // Parked longer than retention: the endpoint never took the type back (through the due index).
+      // Parked longer than retention: the endpoint never took the type back (a range of the parked index).
       db
         .prepare(
           `DELETE FROM webhook_deliveries WHERE endpoint_id = ?1 AND position IN (
-             SELECT position FROM webhook_deliveries
+             SELECT position FROM webhook_deliveries INDEXED BY webhook_deliveries_parked
              WHERE endpoint_id = ?1 AND status = 'pending' AND next_attempt_at >= ${PARKED} AND parked_at < ?2
              LIMIT ?3)`,
         )

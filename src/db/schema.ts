@@ -341,6 +341,12 @@ export const webhookDeliveries = sqliteTable(
     index("webhook_deliveries_by_lease").on(t.lease).where(sql`lease IS NOT NULL`),
     // The delivery log's failed ones (few), without reading the delivered.
     index("webhook_deliveries_failed").on(t.endpointId, t.position).where(sql`status = 'failed'`),
+    // Retention's parked rows by the time they were parked (src/db/retention.ts): those parked past
+    // retention, and those parked by a release that wrote no time (null), a seek each, not a walk of
+    // every parked row every minute.
+    index("webhook_deliveries_parked")
+      .on(t.endpointId, t.parkedAt)
+      .where(sql.raw(`status = 'pending' AND next_attempt_at >= ${PARKED}`)),
   ],
 );
 

@@ -2,6 +2,7 @@ import { createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { PRUNE_BATCH, PRUNE_ROUNDS, pruneHandoff } from "../../src/db/retention";
+import { PARKED } from "../../src/db/schema";
 import { cursorOf } from "../../src/handoff/change-feed";
 import worker from "../../src/index";
 import { ADMIN_TOKEN, call, uniqueSku } from "../support/client";
@@ -276,6 +277,37 @@ describe("hand-off retention", () => {
     // Ticked again now: nothing of that sale comes back.
     expect((await put(["order.held", "order.paid"])).status).toBe(200);
     expect(await pending()).toBe(0);
+    await call("DELETE", `/admin/webhooks/${hook}`, { admin: true });
+  });
+
+  it("rows parked by the release before (no parked_at) get their clock in bounded steps, and go once parked past retention", async () => {
+    const now = Date.now();
+    const hook = uniqueSku("legacypark");
+    await disabledEndpoint(hook, now);
+    // More rows than one run's steps, parked as the release before left them: next_attempt_at PARKED,
+    // no parked_at (e.g. an endpoint that unticked a type during a big sale).
+    const rows = PRUNE_BATCH * PRUNE_ROUNDS + 1;
+    await env.DB.prepare(
+      `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?2)
+       INSERT INTO webhook_deliveries (endpoint_id, position, type, reservation_id, status, attempts, next_attempt_at, created_at, updated_at)
+       SELECT ?1, 800000000 + i, 'order.paid', 'r' || i, 'pending', 0, ?3, ?4, ?4 FROM n`,
+    )
+      .bind(hook, rows, PARKED, now - 2 * DAY)
+      .run();
+    const unstamped = () =>
+      countOf("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = ?1 AND parked_at IS NULL", hook);
+    const parked = () => countOf("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = ?1", hook);
+
+    // One run writes at most PRUNE_BATCH rows a statement, PRUNE_ROUNDS statements: the rest wait for the next.
+    await pruneHandoff(env.DB, now, DAY);
+    expect([await unstamped(), await parked()]).toEqual([1, rows]);
+    await pruneHandoff(env.DB, now, DAY);
+    expect([await unstamped(), await parked()]).toEqual([0, rows]);
+    // Parked from `now` on: kept within retention, then deleted over the runs that follow.
+    await pruneHandoff(env.DB, now + DAY / 2, DAY);
+    expect(await parked()).toBe(rows);
+    for (let run = 0; run < 3 && (await parked()) > 0; run++) await pruneHandoff(env.DB, now + 2 * DAY, DAY);
+    expect(await parked()).toBe(0);
     await call("DELETE", `/admin/webhooks/${hook}`, { admin: true });
   });
 });

@@ -1,0 +1,1 @@
+CREATE INDEX `webhook_deliveries_parked` ON `webhook_deliveries` (`endpoint_id`,`parked_at`) WHERE status = 'pending' AND next_attempt_at >= 8640000000000000;
