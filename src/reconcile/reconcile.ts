@@ -387,7 +387,14 @@ async function repairShard(check: ShardCheck, audit: Audit, stale: Stale[]): Pro
   }
   // The outbox sends oldest first and keeps what failed: an event below the oldest unsent one went out.
   const unsentFrom = done?.oldestUnsent?.seq ?? Number.POSITIVE_INFINITY;
-  const sent = new Set((done?.reemitted ?? []).filter((r) => r.seq < unsentFrom).map((r) => r.id));
+  // An object of the release before answers counts (`reemitted: n`, `released`, `flushed`...) and no open
+  // work: nothing it did is shown gone, so nothing is called repaired, and the next run looks again.
+  const reemitted: unknown = done?.reemitted;
+  const sent = new Set(
+    (Array.isArray(reemitted) ? (reemitted as RepairDone["reemitted"]) : [])
+      .filter((r) => r.seq < unsentFrom)
+      .map((r) => r.id),
+  );
   for (const { reservation, row } of stale) {
     const repaired = sent.has(reservation.id);
     if (!row) differ(check, "order_missing", { id: reservation.id, status: reservation.status }, null, repaired);
@@ -408,7 +415,8 @@ async function repairShard(check: ShardCheck, audit: Audit, stale: Stale[]): Pro
       "outbox_stuck",
       { unsent: 0 },
       { oldestUnsentSeq: audit.oldestUnsent?.seq },
-      done !== null && !stuckAt(done.oldestUnsent),
+      // (undefined: an object of the release before, which does not say what is left)
+      done !== null && done.oldestUnsent !== undefined && !stuckAt(done.oldestUnsent),
     );
   if (repair.transfers)
     differ(

@@ -208,6 +208,40 @@ describe("reconciliation", () => {
     expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
   });
 
+  it("reads the repair answer of a stock object of the release before (counts, not lists) without failing the check", async () => {
+    // A mixed-version rollout: this Worker asks an object still running the previous code, whose
+    // repair answered {reemitted: n, released, transfersCompleted, flushed}.
+    const { sku, ids } = await recordedSku(2, "oldrepair");
+    await env.DB.prepare("DELETE FROM orders WHERE reservation_id = ?").bind(ids[0]).run();
+    const stub = stockShard(env, sku, 0);
+    // And an event committed but never sent (the after-commit flush never ran): its outbox is stuck.
+    await runInDurableObject(stub, (object) => {
+      object.engine.holds.reserve([{ userId: "oldrepair-ghost", nonce: "oldrepair-ghost", quantity: 1 }], Date.now());
+    });
+    type Repair = (actions: { reemit: string[] }) => Promise<unknown>;
+    const proto = await runInDurableObject(stub, (object) => Object.getPrototypeOf(object) as { repair: Repair });
+    const current = proto.repair;
+    proto.repair = async function (this: unknown, actions) {
+      await current.call(this, actions);
+      return { reemitted: actions.reemit.length, released: 0, transfersCompleted: 0, flushed: true };
+    };
+    let report: RunReport;
+    try {
+      report = await reconcileNow({ full: true, sku });
+    } finally {
+      proto.repair = current;
+    }
+    const found = differencesOf(report, sku);
+    expect(found.filter((d) => d.kind === "check_failed")).toEqual([]);
+    // What the old answer cannot show is not claimed repaired; the next run sees it done.
+    expect(found.map((d) => [d.kind, d.repaired])).toEqual([
+      ["order_missing", false],
+      ["outbox_stuck", false],
+    ]);
+    await eventually(async () => expect(await ordersOf(sku)).toHaveLength(3));
+    expect(differencesOf(await reconcileNow({ sku }), sku)).toEqual([]);
+  });
+
   it("sends an outbox event that was committed but never sent", async () => {
     const sku = uniqueSku("stuck");
     await createSku(sku, { totalStock: 3 });
