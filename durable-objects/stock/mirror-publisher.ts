@@ -61,6 +61,8 @@ export class MirrorPublisher {
   readonly #runner = new CoalescedRunner(() => this.#publish());
   /** The newest seq the mirror is known to hold (0 after a restart: publish once to be sure). */
   #mirroredSeq = 0;
+  /** A seq Redis refused as older than its own (a reset object): not asked again until the seq moves. */
+  #refusedSeq = -1;
   /** Publishes failed in a row (sets the backoff). */
   #failures = 0;
   /** Wall-clock time of the last write (paces the writes, {@link MIRROR_MIN_INTERVAL_MS}). */
@@ -97,9 +99,10 @@ export class MirrorPublisher {
       const result = await this.#mirror.publish(state, this.#now());
       if (!result.applied && result.seq > state.seq) {
         // Only a stock object whose storage was reset can be behind its own mirror; reconciliation
-        // rewrites such a mirror. The mirror does not hold this state: the next publish writes again
-        // (over the repair, which may land before this answer).
+        // rewrites such a mirror. The mirror does not hold this state: the next commit's publish writes
+        // again (over the repair, which may land before this answer), but no request before it does.
         log("warn", "mirror is ahead of the stock object", { ...result });
+        this.#refusedSeq = state.seq;
       } else this.#mirroredSeq = Math.max(this.#mirroredSeq, state.seq);
       if (this.#failures > 0) {
         log("info", "mirror caught up", { failures: this.#failures });
@@ -116,6 +119,7 @@ export class MirrorPublisher {
       if (this.#failures >= FORGET_AFTER_FAILURES) {
         await this.#mirror.forget(state.sku, state.shard).catch(() => undefined);
         this.#mirroredSeq = 0;
+        this.#refusedSeq = -1;
       }
       await this.#due.retry("mirror", this.#now() + backoff);
     }
@@ -124,7 +128,7 @@ export class MirrorPublisher {
   /** Whether the mirror may lack the shard's current state. */
   #behind(): boolean {
     const state = this.#state();
-    return state !== null && state.seq > this.#mirroredSeq;
+    return state !== null && state.seq > this.#mirroredSeq && state.seq !== this.#refusedSeq;
   }
 
   /**

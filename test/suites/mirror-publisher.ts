@@ -33,6 +33,7 @@ function harness(onRead?: () => Promise<void>, onReplace?: () => Promise<void>) 
     publish: async (state: { seq: number }) => {
       await scheduler.wait(1); // a round trip
       writes.push(state.seq);
+      if (stored !== null && stored > state.seq) return { applied: false, seq: stored }; // a mirror ahead
       stored = Math.max(stored ?? 0, state.seq);
       return { applied: true, seq: state.seq };
     },
@@ -58,7 +59,11 @@ function harness(onRead?: () => Promise<void>, onReplace?: () => Promise<void>) 
   const lose = () => {
     stored = null;
   };
-  return { publisher, writes, replaced, lose, commit: () => seq++, seq: () => seq, stored: () => stored };
+  // Redis holds a newer snapshot than the shard has: the shard's storage was reset.
+  const ahead = (by: number) => {
+    stored = seq + by;
+  };
+  return { publisher, writes, replaced, lose, ahead, commit: () => seq++, seq: () => seq, stored: () => stored };
 }
 
 describe("mirror publisher", () => {
@@ -113,6 +118,18 @@ describe("mirror publisher", () => {
     expect(check).toMatchObject({ status: "missing", repaired: true });
     expect(replaced).toEqual([seq()]);
     expect((await publisher.check()).status).toBe("ok");
+  });
+
+  it("asks a mirror ahead of the shard once per commit, not on every request, until a repair", async () => {
+    const { publisher, writes, commit, ahead } = harness();
+    ahead(50);
+    await publisher.publish(); // refused: Redis keeps the newer seq
+    // Requests that commit nothing (a sold-out rush) each ask for a publish.
+    for (let i = 0; i < 5; i++) await publisher.publish();
+    expect(writes).toEqual([1]);
+    commit();
+    await publisher.publish();
+    expect(writes).toEqual([1, 2]);
   });
 
   it("writes at once when idle", async () => {
