@@ -593,8 +593,9 @@ export class Ledger {
     };
     if (this.requestId !== undefined) event.requestId = this.requestId;
     if (this.drawTag !== undefined && reservation.status === "held") event.draw = this.drawTag;
-    // API.md v1.4 "Sizes": `"variant": id | null` on every event, null for a SKU without sizes.
-    event.variant = reservation.variant ?? null;
+    // Left out without sizes for now: readers of the release before this one refuse `null` (their events
+    // would go to the dead-letter queue in a deploy or a rollback); they all take it from this release on.
+    if (reservation.variant !== undefined) event.variant = reservation.variant;
     // A hold's own event is dated when it was made; any other (a re-emit of a live hold too) says when.
     if (reservation.status !== "held" || now !== reservation.createdAt) event.heldAt = isoTime(reservation.createdAt);
     if (reason !== undefined && reservation.status === "refund_required") event.reason = reason;

@@ -44,8 +44,8 @@ export const OrderEventSchema = z.object({
    */
   test: z.literal(true).optional(),
   /**
-   * Sizes (API.md v1.4): the variant the reservation holds, null on a SKU without variants. Optional:
-   * an event without it (an older producer's) still applies.
+   * Sizes (API.md v1.4): the variant the reservation holds; left out on a SKU without variants, and
+   * read as none when null (what a later release may write: docs/API.md, "Queue event").
    */
   variant: z.string().min(1).max(32).nullable().optional(),
   /**
