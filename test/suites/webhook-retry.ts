@@ -61,8 +61,8 @@ describe("POST /admin/webhooks/:id/deliveries/:deliveryId/retry", () => {
 
 describe("a PUT that unticks a type while a delivery of it is out", () => {
   it("keeps the delivery parked when that attempt fails: no due time, no lag, and it goes once ticked again", async () => {
-    // Every attempt hangs 2.5 s, then fails (three, then the receiver takes it).
-    const hook = await endpoint({ fail: 3, delayMs: 2500 });
+    // Every attempt hangs 5 s (under the sender's 10 s timeout), then fails (three, then the receiver takes it).
+    const hook = await endpoint({ fail: 3, delayMs: 5000 });
     const sku = uniqueSku("parkflight");
     await createSku(sku, { totalStock: 5 });
     expect((await reserve("pf1", sku)).status).toBe(202);
@@ -71,6 +71,9 @@ describe("a PUT that unticks a type while a delivery of it is out", () => {
     const put = (events: string[]) =>
       call("PUT", `/admin/webhooks/${hook.id}`, { admin: true, body: { url: hook.url, events } });
     expect((await put(["order.paid"])).status).toBe(200);
+    // The PUT came while the attempt was out: its outcome is not recorded yet (attempts count answers).
+    const [during] = (await call("GET", `/admin/webhooks/${hook.id}/deliveries`, { admin: true })).json.deliveries;
+    expect(during?.attempts).toBe(0);
 
     // Once its failure is recorded, it is parked as one unticked at rest is (API.md: nextAttemptAt null, no lag).
     const row = await eventually(async () => {
