@@ -751,6 +751,34 @@ it("a code presented as shard 0's last unit goes is taken while a sibling has un
 // which had held its size already: /draw/entries said SOLD_OUT where the log's hold names the
 // position, and entrants after it whose sizes were left lost them to the line.
 
+// npm run sim -- --seed 273 --shards 2 (invariant 12, once the simulator judged SOLD_OUT answers): two
+// buyers of sizes [c, b] on one shard at once, which had 1 of b; neither pulled b (it was there), the
+// first took it and the second was answered SOLD_OUT while the sibling had 1 of b.
+it("two buyers of a size whose last unit here the first takes: the second gets the sibling's", async () => {
+  await inWorld("sizes-race", async ({ world, put }) => {
+    const variants = [
+      { id: "b", name: "b", totalStock: 2 },
+      { id: "c", name: "c", totalStock: 0 },
+    ];
+    expect((await put({ totalStock: 2, perUserLimit: 1, holdSeconds: 60, name: "Sizes", variants })).ok).toBe(true);
+    const bOn = (shard: number) =>
+      world
+        .shard(shardName("sizes-race", shard))
+        ?.instance.state()
+        ?.variants?.find((v) => v.id === "b")?.stock.available;
+    expect([bOn(0), bOn(1)]).toEqual([1, 1]);
+    world.faults = { ...NO_FAULTS, maxDelayMs: 0 }; // both arrive before either is decided again
+    const token = (userId: string) => ({ userId, nonce: `n-${userId}`, quantity: 1, shards: 2, variants: ["c", "b"] });
+    const asked = [homedOn(0), homedOn(0, 1)].map((u) =>
+      world.call<ReserveOutcome[]>(shardName("sizes-race", 0), "reserve", [[token(u)]]),
+    );
+    await world.runUntil(world.now + 1_000);
+    const answers = (await Promise.all(asked)).map(([a]) => (a?.ok ? a.value.reservation.variant : a?.code));
+    expect(answers).toEqual(["b", "b"]);
+    expect([bOn(0), bOn(1)]).toEqual([0, 0]);
+  });
+});
+
 it("a sharded draw in sizes, retried, still asks each entry after a SOLD_OUT one", async () => {
   for (const seed of [549, 1149]) {
     const { failure } = await simulate({ seed, steps: 300, shards: 3 });

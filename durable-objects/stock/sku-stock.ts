@@ -340,20 +340,30 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
    * "siblings empty" memory: siblings out of some sizes may have others.
    */
   async #pullVariants(requests: ReserveRequest[], answers: ReserveOutcome[], short: number[], state: SkuState) {
-    const here = new Map((state.variants ?? []).map((v) => [v.id, v.stock.available]));
     const failed = new Set<number>();
-    for (const i of short) {
-      const request = requests[i];
-      if (!request?.variants) continue;
-      if ((await this.#pulls.pullChoices(state, request.quantity, request.variants, here)).failed) failed.add(i);
+    // A request that found a choice here pulled none of it, and that unit may go while the siblings are
+    // asked (to a request decided first, or to a sibling's pull): still short, it is pulled for once
+    // more; short so again, BUSY, as after a failed pull (a sibling may have the size: sim seed 273).
+    let which = short;
+    for (let round = 0; round < 2 && which.length > 0; round++) {
+      const current = round === 0 ? state : (this.engine.configuration.state() ?? state);
+      const here = new Map((current.variants ?? []).map((v) => [v.id, v.stock.available]));
+      const relied: number[] = [];
+      for (const i of which) {
+        const request = requests[i];
+        if (!request?.variants) continue;
+        if ((await this.#pulls.pullChoices(current, request.quantity, request.variants, here)).failed) failed.add(i);
+        else if (request.variants.some((id) => (here.get(id) ?? 0) >= request.quantity)) relied.push(i);
+      }
+      this.#decideAgain(
+        requests,
+        answers,
+        which.filter((i) => !failed.has(i)),
+        true,
+      );
+      which = relied.filter((i) => isShort(answers[i] as ReserveOutcome));
     }
-    this.#decideAgain(
-      requests,
-      answers,
-      short.filter((i) => !failed.has(i)),
-      true,
-    );
-    for (const i of failed) answers[i] = { ok: false, code: "BUSY" };
+    for (const i of [...failed, ...which]) answers[i] = { ok: false, code: "BUSY" };
   }
 
   /**
