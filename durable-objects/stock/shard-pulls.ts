@@ -8,7 +8,7 @@ const PULL_SLACK = 8;
  * How long siblings that all gave nothing are not asked again: a sharded SKU answers SOLD_OUT
  * from this shard alone meanwhile (the edge caches a SOLD_OUT for about as long anyway).
  */
-const SIBLINGS_EMPTY_MS = 500;
+export const SIBLINGS_EMPTY_MS = 500;
 
 /**
  * A shard of a sharded SKU taking units from its siblings when it is short, with the engine's

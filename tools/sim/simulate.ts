@@ -32,6 +32,7 @@ import {
 } from "../sale-verifier";
 import type { NodeStorage } from "../sqlite-storage";
 import { type ShardView, stockViolations } from "../stock-invariants";
+import { AnswerChecks } from "./answer-checks";
 import { simulatedSubtle } from "./subtle";
 import { simulateIds } from "./uuid";
 import { type Faults, logName, NO_FAULTS, SIM_ERROR, SIM_LOG_VERIFIER, World } from "./world";
@@ -252,9 +253,12 @@ class Sim {
   readonly #codes: string[] = [];
   readonly #claims = new Map<string, Record<string, unknown>>();
   readonly #admitted = new Map<string, Set<string>>();
+  /** 11 and 12, judged at the moments they happen (the line's grants, SOLD_OUT answers). */
+  readonly #answers: AnswerChecks;
 
   constructor(world: World, random: () => number, options: SimOptions) {
     this.#world = world;
+    this.#answers = new AnswerChecks(world, SKU, START, FAULTS.maxDelayMs, MAX_SHARDS);
     this.#random = random;
     this.#options = options;
     this.#users = Array.from({ length: 4 + this.#int(10) }, (_, i) => `u${i}`);
@@ -979,6 +983,7 @@ class Sim {
 
   #check(settled: boolean): void {
     if (this.#failure) throw this.#failure;
+    if (this.#answers.violation) throw new Violation(this.#answers.violation);
     const foreign = this.#world.foreign[0];
     if (foreign) throw new Violation(`the code under test threw: ${foreign}`);
     const views = this.#views();

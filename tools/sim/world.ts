@@ -118,6 +118,7 @@ export class SimObject<T extends Alarmed = SkuStock> {
     this.instance = (this.name.startsWith(logName(""))
       ? new SaleLog(ctx, env)
       : new SkuStock(ctx, env)) as unknown as T;
+    this.#world.onBuild?.(this as unknown as SimObject<Alarmed>);
   }
 
   #ctx(alive: { value: boolean }): DurableObjectState {
@@ -135,11 +136,21 @@ export class SimObject<T extends Alarmed = SkuStock> {
         return storage.sql.databaseSize;
       },
     };
+    let depth = 0;
     const durable = {
       sql,
       transactionSync: <T>(fn: () => T): T => {
         live();
-        return storage.transactionSync(fn);
+        depth++;
+        let committed = false;
+        try {
+          const result = storage.transactionSync(fn);
+          committed = true;
+          return result;
+        } finally {
+          depth--;
+          if (depth === 0) world.onCommit?.(name, committed);
+        }
       },
       getAlarm: async () => {
         live();
@@ -177,6 +188,14 @@ export class World {
   /** Alarms fired and calls made, for the trace. */
   alarms = 0;
   calls = 0;
+  /**
+   * The checks' view of the objects' inner moments (tools/sim/answer-checks.ts): an instance just
+   * built (a first use or a reset), an outermost transaction ended (committed or rolled back), and
+   * a call's answer as its object gave it, before the network carries it back (`sentAt`: its call's start).
+   */
+  onBuild?: (object: SimObject<Alarmed>) => void;
+  onCommit?: (name: string, committed: boolean) => void;
+  onAnswer?: (name: string, method: string, args: unknown[], value: unknown, sentAt: number) => void;
   readonly #timers: Timer[] = [];
   #order = 0;
 
@@ -225,6 +244,7 @@ export class World {
     this.calls++;
     const lostCall = this.random() < faults.dropCall;
     const there = this.#delay();
+    const sentAt = this.now;
     return new Promise<T>((resolve, reject) => {
       this.at(this.now + there, () => {
         if (lostCall) return reject(new Error(`${SIM_ERROR}call ${method} to ${name} lost`));
@@ -235,7 +255,10 @@ export class World {
           return (await fn.apply(target, copy(args))) as T;
         })();
         answer.then(
-          (value) => this.#reply(name, method, reject, () => resolve(copy(value))),
+          (value) => {
+            this.onAnswer?.(name, method, args, value, sentAt);
+            this.#reply(name, method, reject, () => resolve(copy(value)));
+          },
           (error: unknown) => this.#reply(name, method, reject, () => reject(error)),
         );
       });
