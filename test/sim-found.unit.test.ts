@@ -865,3 +865,81 @@ it("a replay on a shard a resize retired pulls no units from the shards in the c
     3,
   );
 });
+
+// npm run sim -- --seed 2688 --steps 300 --shards 1 (resized to 4 shards; early access, a members
+// tier's draw): the operator's cut 4 s before the tier's close pulled from shard 2, whose grant's
+// answer was lost (BUSY), so shard 2's unit was off its stock and not yet on shard 0's; shard 0's alarm
+// decided the draw at the close before it finished its transfers. And a second cut, sent during the
+// decision, pulled shard 1's spare unit to shard 0 while a home shard's pull went round its siblings.
+// Each left units on no shard's stock while a home shard asked for them: verify-sale's replay found
+// the draw's SOLD_OUT while 2 units were left. Every shard now finishes its transfers before the
+// decision (shard 0 first, a sibling as it closes), and a cut that needs a sibling's units waits for
+// the decision (BUSY).
+
+it("a sharded draw finishes a transfer whose answer was lost before it decides", async () => {
+  await inWorld("in-transit", async ({ world, call, put }) => {
+    const opensAt = START + 60_000;
+    const window = { startsAt: opensAt, openingWindowMs: 10_000 };
+    expect((await put({ totalStock: 2, perUserLimit: 1, ...window })).ok).toBe(true);
+    expect(totalsOf(world, "in-transit", 2)).toEqual([1, 1]);
+    await world.runUntil(opensAt + 1_000);
+    const tokens = [homedOn(1), homedOn(1, 1)].map((userId) => ({
+      userId,
+      nonce: `n-${userId}`,
+      quantity: 1,
+      shards: 2,
+    }));
+    const sibling = shardName("in-transit", 1);
+    for (const token of tokens) {
+      const [entered] = await call<ReserveOutcome[]>(1, "reserve", [token]);
+      expect(entered).toMatchObject({ ok: false, code: "DRAW_PENDING" });
+    }
+    const waits = tokens.map((token) => world.call<ReserveOutcome>(sibling, "awaitDraw", [token]));
+    // 3 s before the close, a cut to 0: shard 0 pulls shard 1's unit, and the grant's answer is lost.
+    await world.runUntil(opensAt + 7_000);
+    const send = world.call.bind(world);
+    let lost = 0;
+    world.call = <R>(name: string, method: string, args: unknown[]) =>
+      name === sibling && method === "giveStock" && lost++ === 0
+        ? send<R>(name, method, args).then(() =>
+            Promise.reject<R>(new Error(`sim: answer of ${method} from ${name} lost`)),
+          )
+        : send<R>(name, method, args);
+    expect(await put({ totalStock: 0 })).toMatchObject({ ok: false, code: "BUSY" });
+    world.call = send;
+    expect(lost).toBe(1);
+    expect(totalsOf(world, "in-transit", 2)).toEqual([1, 0]); // one unit given by shard 1, not yet on shard 0
+    await world.runUntil(opensAt + 20_000);
+    const answers = await Promise.all(waits);
+    expect(answers.map((a) => (a.ok ? "HELD" : a.code))).toEqual(["HELD", "HELD"]);
+    expect(totalsOf(world, "in-transit", 2)).toEqual([0, 2]);
+  });
+});
+
+it("a cut that needs a sibling's units while a sharded draw is decided pulls nothing (BUSY)", async () => {
+  await inWorld("cut-in-draw", async ({ world, call, put }) => {
+    const opensAt = START + 60_000;
+    expect((await put({ totalStock: 4, perUserLimit: 1, startsAt: opensAt, openingWindowMs: 5_000 })).ok).toBe(true);
+    expect(totalsOf(world, "cut-in-draw", 2)).toEqual([2, 2]);
+    await world.runUntil(opensAt + 1_000);
+    const token = { userId: homedOn(1), nonce: "n-1", quantity: 1, shards: 2 };
+    const [entered] = await call<ReserveOutcome[]>(1, "reserve", [token]);
+    expect(entered).toMatchObject({ ok: false, code: "DRAW_PENDING" });
+    const waiting = world.call<ReserveOutcome>(shardName("cut-in-draw", 1), "awaitDraw", [token]);
+    // Shard 0's alarm starts the decision at the close; a cut to 1 reaches shard 0 in the middle of it.
+    await world.runUntil(opensAt + 5_001);
+    const zero = world.shard(shardName("cut-in-draw", 0))?.instance;
+    if (!zero) throw new Error("no shard 0");
+    expect(zero.engine.drawDecision.due(world.now)).toBe(opensAt);
+    const cut = zero.putSku({ sku: "cut-in-draw", assumedTotal: 0, totalStock: 1 });
+    await world.runUntil(opensAt + 10_000);
+    expect(await cut).toMatchObject({ ok: false, code: "BUSY" });
+    expect(await waiting).toMatchObject({ ok: true });
+    expect(totalsOf(world, "cut-in-draw", 2)).toEqual([2, 2]);
+  });
+});
+
+it("replays seed 2688: a sharded draw answers no entry SOLD_OUT while units are on their way between shards", async () => {
+  const { failure } = await simulate({ seed: 2688, steps: 300, shards: 1 });
+  expect(failure?.message).toBeUndefined();
+});

@@ -160,6 +160,18 @@ export class DrawRunner {
     return engine.transfers.pending().length === 0;
   }
 
+  /**
+   * A sibling's entries close (see `DrawDecision.close`) and go to shard 0, once every grant this
+   * shard asked a sibling for is known: a unit on its way between two shards is on neither one's
+   * stock, and the home shards' pulls of the decision that follows would miss it (a `SOLD_OUT` while
+   * it was left, sim seed 2688). Else this throws, and shard 0 decides again a moment later.
+   */
+  async close(opening: number, windowMs?: number): Promise<Entrant[]> {
+    const entrants = this.#host.engine.drawDecision.close(opening, this.#host.now(), windowMs);
+    if (!(await this.#grantsKnown())) throw new Error("a transfer of this shard is not finished yet");
+    return entrants;
+  }
+
   /** A home shard records results shard 0 decided without asking it (the stock ran out first). */
   record(opening: number, results: DrawResult[]): void {
     this.#host.engine.drawDecision.record(opening, results);
@@ -288,6 +300,8 @@ export class DrawRunner {
       siblingsOf(state.shards).map((shard) => shardOf(shard).closeDraw(opening, windowMs)),
     );
     const own = engine.drawDecision.close(opening, this.#host.now());
+    // Shard 0's own transfers too (a cut's pull whose grant's answer was lost): see `close`.
+    if (!(await this.#grantsKnown())) throw new Error("a transfer of shard 0 is not finished yet");
     const ranked = this.#rank(state, opening, [...own, ...lists.flat()]);
     const order = engine.drawDecision.place(opening, ranked, this.#host.now());
     const entrants = order.length;

@@ -99,6 +99,10 @@ export class SkuChanges {
         // A sibling that could not answer may have had the units: BUSY (retry), not a refusal.
         return outcome.missing !== undefined && pullFailed ? { ok: false, code: "BUSY" } : outcome;
       }
+      // A sharded draw being decided: its home shards pull from their siblings, and a unit this pull
+      // took would be on its way to shard 0 as one asked for it (a SOLD_OUT while units were left, sim
+      // seed 2688). The cut waits for the decision (retry).
+      if (engine.drawDecision.due(this.#host.now()) !== null) return { ok: false, code: "BUSY" };
       const pull = await this.#pulls.pull(state, outcome.missing, outcome.variant);
       pullFailed ||= pull.failed;
       pulled = pull.pulled;

@@ -588,8 +588,8 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   }
 
   /** A sibling of a sharded SKU: entries close (an opening of `windowMs`); shard 0 gets this shard's entrants. */
-  closeDraw(opening: number, windowMs?: number): Entrant[] {
-    return this.engine.drawDecision.close(opening, this.now(), windowMs);
+  async closeDraw(opening: number, windowMs?: number): Promise<Entrant[]> {
+    return this.#draw.close(opening, windowMs);
   }
 
   /** The home shard of an entry (sharded SKU), asked by shard 0 in draw order. */

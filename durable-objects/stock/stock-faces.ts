@@ -102,7 +102,7 @@ export interface ShardFace extends Pick<EdgeFace, "state" | "quotaOf"> {
   /** Units given (null: fenced for a resize, nothing given; ask again). */
   giveStock(transferId: string, toShard: number, requested: number, variant?: string): Promise<number | null>;
   grantUnit(claim: UnitClaim): Promise<GrantAnswer>;
-  closeDraw(opening: number, windowMs?: number): Entrant[];
+  closeDraw(opening: number, windowMs?: number): Promise<Entrant[]>;
   /** The entries this shard recorded for an opening whose entries are still open (its home users'). */
   drawEntriesHere(opening: number): number;
   decideDrawEntry(opening: number, userId: string, place: DrawPlace, seedHash?: string | null): Promise<ReserveOutcome>;
