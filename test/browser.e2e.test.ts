@@ -342,12 +342,13 @@ describe("operator dashboard", () => {
     const sku = `beanie-${randomUUID().slice(0, 6)}`;
     await putSku(sku, { name: "Beanie", totalStock: 4 });
     const page = await newPage(1280, 1000);
-    // Every read of a sale log's checkpoint hangs: the request is held, never answered.
+    await page.goto(`${server.url}/dashboard`);
+    // Every read of a sale log's checkpoint hangs: the request is held, never answered (routed once the
+    // page has loaded, as openDashboard's beforeSignIn does; the board reads them once signed in).
     const held: string[] = [];
     await page.route("**/log/checkpoint", (route) => {
       held.push(route.request().url());
     });
-    await page.goto(`${server.url}/dashboard`);
     await page.waitForSelector("#login:not([hidden])");
     await page.fill("#token", "dev-admin-token");
     await page.click("#login button");

@@ -378,15 +378,16 @@ describe("the verifiable sale in the pages (issue #52)", () => {
     };
     await expect.poll(size, WAIT).toBe(2); // the configuration and the hold
     const page = await newPage(day.browser, DESKTOP);
-    // A SKU whose log has no checkpoint yet: its checkpoint answers 404.
-    await page.route(`**/api/skus/${nolog}/log/checkpoint`, (route) =>
-      route.fulfill({
-        status: 404,
-        contentType: "application/json",
-        body: JSON.stringify({ error: { code: "NOT_FOUND", message: "No checkpoint yet." } }),
-      }),
+    // A SKU whose log has no checkpoint yet: its checkpoint answers 404 (the board reads it once signed in).
+    await openDashboard(day.server, page, () =>
+      page.route(`**/api/skus/${nolog}/log/checkpoint`, (route) =>
+        route.fulfill({
+          status: 404,
+          contentType: "application/json",
+          body: JSON.stringify({ error: { code: "NOT_FOUND", message: "No checkpoint yet." } }),
+        }),
+      ),
     );
-    await openDashboard(day.server, page);
     const card = (s: string) => `article[data-sku="${s}"]`;
     await expect
       .poll(() => page.textContent(`${card(sku)} [data-field="log"]`), WAIT)

@@ -139,9 +139,18 @@ export async function screenshot(page: Page, name: string, docsName?: string, fu
   if (docsName) copyFileSync(file, new URL(docsName, DOCS_SCREENSHOTS));
 }
 
-/** The dashboard, signed in with the local admin token. */
-export async function openDashboard(server: DevServer, page: Page): Promise<void> {
+/**
+ * The dashboard, signed in with the local admin token. `beforeSignIn` runs once the page has loaded:
+ * where a test routes the board's reads (`page.route`), so no interception is in place while the page
+ * loads (a load under interception timed out at 30 s in two whole-suite runs; never one without).
+ */
+export async function openDashboard(
+  server: DevServer,
+  page: Page,
+  beforeSignIn: () => Promise<unknown> = async () => {},
+): Promise<void> {
   await page.goto(`${server.url}/dashboard`);
+  await beforeSignIn();
   await page.waitForSelector("#login:not([hidden])");
   await page.fill("#token", "dev-admin-token");
   await page.click("#login button");
