@@ -5,7 +5,14 @@ import { promisify } from "node:util";
 import type { BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DevServer, startDevServer } from "../tools/dev-server";
-import { launchBrowser, newPage as openPage, PHONE, screenshot, unexpectedProblems } from "./support/browser";
+import {
+  gotoDashboard,
+  launchBrowser,
+  newPage as openPage,
+  PHONE,
+  screenshot,
+  unexpectedProblems,
+} from "./support/browser";
 import { axeViolations, cardOverflows, pageOverflow as overflow, serious } from "./support/page-checks";
 
 /**
@@ -229,7 +236,7 @@ describe("operator dashboard", () => {
     const sku = `hoodie-${randomUUID().slice(0, 6)}`;
     await putSku(sku, { name: "Launch hoodie", totalStock: 10, perUserLimit: 3 });
     const page = await newPage(1280, 1000);
-    await page.goto(`${server.url}/dashboard`);
+    await gotoDashboard(page, server.url);
     await page.waitForSelector("#login:not([hidden])");
     await page.fill("#token", "dev-admin-token");
     await page.click("#login button");
@@ -309,7 +316,7 @@ describe("operator dashboard", () => {
     const ids = Array.from({ length: 105 }, (_, i) => `dl-page-${String(i).padStart(3, "0")}`);
     await plantDeadLetters(ids.map((id) => ({ id, body: JSON.stringify({ type: "reservation.held" }) })));
     const page = await newPage(1280, 1000);
-    await page.goto(`${server.url}/dashboard`);
+    await gotoDashboard(page, server.url);
     await page.waitForSelector("#login:not([hidden])");
     await page.fill("#token", "dev-admin-token");
     await page.click("#login button");
@@ -342,7 +349,7 @@ describe("operator dashboard", () => {
     const sku = `beanie-${randomUUID().slice(0, 6)}`;
     await putSku(sku, { name: "Beanie", totalStock: 4 });
     const page = await newPage(1280, 1000);
-    await page.goto(`${server.url}/dashboard`);
+    await gotoDashboard(page, server.url);
     // Every read of a sale log's checkpoint hangs: the request is held, never answered (routed once the
     // page has loaded, as openDashboard's beforeSignIn does; the board reads them once signed in).
     const held: string[] = [];
@@ -436,7 +443,7 @@ describe("fair opening", () => {
 
     // The dashboard shows the draw: window, entrants, the seed hash and the revealed seed.
     const board = await newPage(1280, 1000);
-    await board.goto(`${server.url}/dashboard`);
+    await gotoDashboard(board, server.url);
     await board.waitForSelector("#login:not([hidden])");
     await board.fill("#token", "dev-admin-token");
     await board.click("#login button");

@@ -9,6 +9,7 @@ import {
   call,
   DESKTOP,
   expectSound,
+  gotoDashboard,
   newPage,
   openDashboard,
   PHONE,
@@ -487,7 +488,7 @@ describe("the console, as a newcomer finds it (issue #50)", () => {
   it("keeps the token whole, graphs the rate, says 1 unit, refuses '..' and lists an archive at once", async () => {
     // The login hint: the token is one piece of text at 420 px (it broke as "dev-admin-to ken").
     const page = await newPage(day.browser, PHONE);
-    await page.goto(`${day.server.url}/dashboard`);
+    await gotoDashboard(page, day.server.url);
     await page.waitForSelector("#login:not([hidden])");
     const token = "#login code:nth-of-type(2)";
     expect(await page.textContent(token)).toBe("dev-admin-token");

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Received } from "../tools/webhook-receiver";
 import {
   call as callGateway,
+  gotoDashboard,
   newPage as openPage,
   type SaleDay,
   screenshot,
@@ -110,7 +111,7 @@ function lowContrast(page: Page, selector: string) {
 describe("operator dashboard: shop hand-off", () => {
   it("shows an endpoint's failing delivery and retries it from the dashboard", async () => {
     const page = await newPage(1280, 1000);
-    await page.goto(`${day.server.url}/dashboard`);
+    await gotoDashboard(page, day.server.url);
     await page.waitForSelector("#login:not([hidden])");
     await page.fill("#token", "dev-admin-token");
     await page.click("#login button");

@@ -140,6 +140,23 @@ export async function screenshot(page: Page, name: string, docsName?: string, fu
 }
 
 /**
+ * Opens the dashboard in `page`. Its load (the page, its style and two scripts, all from the dev
+ * server) did not finish in 30 s in 3 of 5 whole-suite runs on a 2-core machine, in a fresh tab and
+ * never with the file alone; the cause is not found (an open finding). The page is usable once its
+ * DOM and deferred scripts are in (DOMContentLoaded), and a load that hangs is asked once more.
+ */
+export async function gotoDashboard(page: Page, url: string): Promise<void> {
+  const target = `${url}/dashboard`;
+  try {
+    await page.goto(target, { waitUntil: "domcontentloaded" });
+  } catch (err) {
+    if (!(err instanceof Error && err.name === "TimeoutError")) throw err;
+    console.warn(`the dashboard's load timed out, asked once more: ${err.message.split("\n")[0]}`);
+    await page.goto(target, { waitUntil: "domcontentloaded" });
+  }
+}
+
+/**
  * The dashboard, signed in with the local admin token. `beforeSignIn` runs once the page has loaded:
  * where a test routes the board's reads (`page.route`), so no interception is in place while the page
  * loads (a load under interception timed out at 30 s in two whole-suite runs; never one without).
@@ -149,7 +166,7 @@ export async function openDashboard(
   page: Page,
   beforeSignIn: () => Promise<unknown> = async () => {},
 ): Promise<void> {
-  await page.goto(`${server.url}/dashboard`);
+  await gotoDashboard(page, server.url);
   await beforeSignIn();
   await page.waitForSelector("#login:not([hidden])");
   await page.fill("#token", "dev-admin-token");
