@@ -1,5 +1,6 @@
 import type { SkuState } from "../../durable-objects/stock/stock-model";
 import { readSkuState } from "../catalog/sku-state";
+import { toBase64Url } from "../edge/base64url";
 import { allowedOrigins } from "../http/cors";
 import { ApiError, busy } from "../http/errors";
 import { currentReservation } from "../orders/finished";
@@ -88,28 +89,27 @@ export async function checkout(
   const made = await env.DB.prepare("SELECT COUNT(*) AS n FROM checkout_sessions WHERE reservation_id = ?1")
     .bind(reservationId)
     .first<{ n: number }>();
+  const params = {
+    mode: "payment",
+    "line_items[0][price_data][currency]": sku.currency,
+    "line_items[0][price_data][unit_amount]": sku.price,
+    "line_items[0][price_data][product_data][name]": productName(sku, reservation.variant),
+    "line_items[0][quantity]": reservation.quantity,
+    success_url: request.successUrl,
+    cancel_url: request.cancelUrl,
+    client_reference_id: reservationId,
+    "metadata[reservationId]": reservationId,
+    ...(reservation.variant ? { "metadata[variant]": reservation.variant } : {}),
+    "payment_intent_data[metadata][reservationId]": reservationId,
+    expires_at: Math.floor(now / 1000) + EARLIEST_EXPIRY_S,
+  };
+  // One key per session asked for: a lost answer asked again the same way is the same session. The
+  // parameters are in it, because Stripe refuses a key sent again with others, and `expires_at`
+  // moves with the clock: a retry seconds later is a new session, not a 400 for the hold's life.
+  const key = `flashgate-checkout:${reservationId}:${made?.n ?? 0}:${await digestOf(params)}`;
   let session: StripeSession;
   try {
-    session = await stripePost<StripeSession>(
-      env,
-      "/v1/checkout/sessions",
-      {
-        mode: "payment",
-        "line_items[0][price_data][currency]": sku.currency,
-        "line_items[0][price_data][unit_amount]": sku.price,
-        "line_items[0][price_data][product_data][name]": productName(sku, reservation.variant),
-        "line_items[0][quantity]": reservation.quantity,
-        success_url: request.successUrl,
-        cancel_url: request.cancelUrl,
-        client_reference_id: reservationId,
-        "metadata[reservationId]": reservationId,
-        ...(reservation.variant ? { "metadata[variant]": reservation.variant } : {}),
-        "payment_intent_data[metadata][reservationId]": reservationId,
-        expires_at: Math.floor(now / 1000) + EARLIEST_EXPIRY_S,
-      },
-      // One key per session made for the hold: a lost answer asked again is the same session.
-      `flashgate-checkout:${reservationId}:${made?.n ?? 0}`,
-    );
+    session = await stripePost<StripeSession>(env, "/v1/checkout/sessions", params, key);
   } catch (err) {
     if (err instanceof StripeUnavailable) throw busy("Stripe did not answer; nothing was made");
     if (err instanceof StripeRefused) throw busy(`Stripe refused the session (${err.message}); nothing was made`);
@@ -128,4 +128,10 @@ function productName(sku: SkuState, variant: string | undefined): string {
   if (variant === undefined) return sku.name;
   const size = sku.variants?.find((v) => v.id === variant);
   return `${sku.name} (${size?.name ?? variant})`;
+}
+
+/** A short digest of a call's parameters (SHA-256, base64url), for its idempotency key. */
+async function digestOf(params: Record<string, string | number>): Promise<string> {
+  const bytes = new TextEncoder().encode(JSON.stringify(Object.entries(params)));
+  return toBase64Url(new Uint8Array(await crypto.subtle.digest("SHA-256", bytes)));
 }

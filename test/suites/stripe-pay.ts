@@ -150,6 +150,27 @@ describe("a Checkout Session for a hold", () => {
     const late = await post("remy", BACK, withStripe, cancelled);
     expect([...codeOf(late), late.json.error.details.state]).toEqual([409, "INVALID_STATE", "cancelled"]);
   }, 30_000);
+  it("makes the session once Stripe answers again after a slow call whose session Stripe made (503 then 201)", async () => {
+    const sku = uniqueSku("checkout-slow");
+    await createSku(sku, { totalStock: 5, perUserLimit: 2, price: 700 });
+    const id = await heldOn(sku, "sly");
+    const post = (vars: Partial<Env>) =>
+      call("POST", `/api/reservations/${id}/checkout`, { user: "sly", body: BACK, env: vars });
+    // Stripe makes the session but answers after the Worker gave up: 503, nothing stored.
+    expect((await post(stripeVars(STRIPE_FAULT_KEYS.slow))).status).toBe(503);
+    // The session Stripe made under that key, as it holds it once the slow call lands (its replay).
+    const [lost] = await stripeGot("/v1/checkout/sessions", id);
+    const landed = await fetch(`${apiUrl}/v1/checkout/sessions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${STRIPE_TEST_KEY}`, "idempotency-key": lost?.key as string },
+      body: new URLSearchParams(lost?.params),
+    });
+    expect(landed.status).toBe(200);
+    // Stripe answers again: the buyer's retry, seconds later, gets a session to pay the hold with.
+    const retried = await post(withStripe);
+    expect([retried.status, retried.json.error?.code]).toEqual([201, undefined]);
+    expect(retried.json.sessionId).toMatch(/^cs_/);
+  }, 30_000);
 });
 
 describe("payments owed back, refunded", () => {
