@@ -411,8 +411,10 @@ export class Payments {
 
   /**
    * The buyer's home shard, asked for a unit by a late payment's claim: decided by {@link #take}
-   * once per reservation (asked again, a grant answers the same; a refusal is decided anew, as
-   * nothing was taken). Its own transaction.
+   * once per reservation: asked again, a grant or a refusal answers the same. Two asks of one claim
+   * may be in flight at once (two deliveries, a delivery and the alarm), and the first answer back
+   * finishes it: a refusal, then a unit freed and granted to the second, would sell a unit for a
+   * payment refunded. Its own transaction.
    */
   grant(claim: UnitClaim, now: number, pulled: boolean): GrantStep {
     const ledger = this.ledger;
@@ -420,6 +422,13 @@ export class Payments {
     return ledger.run(() => {
       const done = ledger.sql.exec("SELECT 1 FROM unit_grants WHERE reservation_id = ?", claim.reservationId).toArray();
       if (done.length > 0) return { kind: "granted" };
+      const refused = ledger.sql
+        .exec<{ code: "LIMIT_EXCEEDED" | "SOLD_OUT" }>(
+          "SELECT code FROM unit_refusals WHERE reservation_id = ?",
+          claim.reservationId,
+        )
+        .toArray()[0];
+      if (refused) return { kind: "refused", code: refused.code };
       ledger.expireDue(now, LAZY_EXPIRY_BATCH);
       const sku = ledger.requireRow();
       if (sku.shards !== claim.shards) return { kind: "moved", shards: sku.shards };
@@ -434,6 +443,14 @@ export class Payments {
           now,
         );
         ledger.bumpSeq(); // the shard's counts changed: a new seq for the mirror
+      }
+      if (taken.kind === "refused") {
+        ledger.sql.exec(
+          "INSERT INTO unit_refusals (reservation_id, code, created_at) VALUES (?, ?, ?)",
+          claim.reservationId,
+          taken.code,
+          now,
+        );
       }
       return taken;
     });

@@ -126,6 +126,9 @@ export class Retention {
         // A home shard's grants to late payments: as long as the payments' own ids are kept.
         this.#delete(
           ledger.sql.exec("DELETE FROM unit_grants WHERE created_at < ?", window.now - PAYMENT_EVENT_RETENTION_MS),
+        ) +
+        this.#delete(
+          ledger.sql.exec("DELETE FROM unit_refusals WHERE created_at < ?", window.now - PAYMENT_EVENT_RETENTION_MS),
         );
       return { reservations, quotas, transfers, payments, drawTokens, rowsRead: this.#rowsRead };
     });

@@ -468,6 +468,16 @@ const STEPS: readonly ((sql: SqlStorage) => void)[] = [
        figures TEXT    NOT NULL
      ) WITHOUT ROWID`);
   },
+  // 15. A late payment's refusal on the buyer's home shard, kept once per reservation as a grant is
+  // (engine/payments.ts): a claim asked twice at once gets one answer, not a refusal and then a unit.
+  (sql) => {
+    sql.exec(`CREATE TABLE IF NOT EXISTS unit_refusals (
+       reservation_id TEXT    PRIMARY KEY,
+       code           TEXT    NOT NULL CHECK (code IN ('LIMIT_EXCEEDED', 'SOLD_OUT')),
+       created_at     INTEGER NOT NULL
+     ) WITHOUT ROWID`);
+    sql.exec("CREATE INDEX IF NOT EXISTS unit_refusals_by_time ON unit_refusals (created_at)");
+  },
 ];
 
 /** The number of the last step: what a migrated object's `schema_version` reads. */

@@ -211,6 +211,40 @@ describe("a late payment whose buyer's home is another shard", () => {
     expect(await runInDurableObject(restarted, (object) => object.engine.payments.pendingClaims())).toEqual([]);
   });
 
+  it("two asks of one claim at once, a unit freed between them: the claim's one answer, no unit sold for a refund", async () => {
+    const sku = uniqueSku("late-asks");
+    await createSku(sku, { totalStock: 1, perUserLimit: 1, shards: 2, price: 500 });
+    const user = userWithHomes("late-asks-u", [2, 1], [3, 0]);
+    const held = await reserve(user, sku);
+    const id = held.json.reservationId as string;
+    expect(id).toMatch(new RegExp(`^${sku}\\.1\\.`));
+    await cancel(id, user);
+    expect((await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { shards: 3 } })).status).toBe(200);
+    const other = await reserve("late-asks-v", sku); // the SKU's last unit
+    expect(other.status).toBe(202);
+    const shard = stockShard(env, sku, 1);
+    const command = { eventId: `evt_${crypto.randomUUID()}`, type: "payment.succeeded" as const, reservationId: id };
+    const step = await runInDurableObject(shard, (object) =>
+      object.engine.payments.step({ ...command, money: { amount: 500 } }, Date.now(), undefined, false),
+    );
+    const claim = step.ok && step.value.kind === "claim" ? step.value.claim : undefined;
+    if (!claim) throw new Error("no claim");
+    // Two deliveries (or a delivery and the alarm) ask the home shard for the claim's unit: the first
+    // finds none; the other buyer's hold is let go; the second asks. The refusal comes back first.
+    const first = await stockShard(env, sku, 0).grantUnit(claim);
+    expect(first).toEqual({ kind: "refused", code: "SOLD_OUT" });
+    expect((await cancel(other.json.reservationId, "late-asks-v")).status).toBe(200);
+    const second = await stockShard(env, sku, 0).grantUnit(claim);
+    if (first.kind !== "refused") throw new Error("not refused");
+    await runInDurableObject(shard, (object) => object.engine.payments.finishClaim(id, first, Date.now()));
+    if (second.kind === "granted" || second.kind === "refused") {
+      await runInDurableObject(shard, (object) => object.engine.payments.finishClaim(id, second, Date.now()));
+    }
+    // The payment is refunded, so the unit freed is not sold: it is there for the next buyer.
+    expect((await call("GET", `/api/reservations/${id}`, { user })).json.status).toBe("refund_required");
+    expect(await stockOf(sku)).toEqual({ total: 1, available: 1, held: 0, sold: 0 });
+  });
+
   it("a resize waits while a claim is in flight (503 BUSY), and is refused once the unit is sold", async () => {
     const { sku, id, shard } = await resizedAfterCancel("late-fence", 2, 3);
     const command = {
