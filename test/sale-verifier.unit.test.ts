@@ -352,6 +352,19 @@ describe("verify-sale's replay against forged logs (found in an audit)", () => {
     expect(verdict([config(0, sized(["S"])), ...small, config(10, sized(["S", "X"])), ofSize(11, "X")])).toBe("ok");
   });
 
+  it("counts units sold without a size once sizes are given, against the SKU's stock (found in a third reading)", () => {
+    // 5 sold of 5 before the SKU had sizes, then sizes S:5 (the gateway refuses sizes while units
+    // are held or sold): 5 more sold of S are 10 units of a stock of 5.
+    const plain = [1, 2, 3, 4, 5].map((s) => hold(s));
+    const paid = plain.map((h, i) => release(h, "paid", 10 + i));
+    const sizedOnly = [1, 2, 3, 4, 5].map((s) => ofSize(100 + s, "S"));
+    expect(verdict([config(0, { total: 5 }), ...plain, ...paid, config(50, sized(["S"])), ...sizedOnly])).toMatch(
+      /^broken: entry 12 \(hold .*\): 0 held \+ 5 sold \+ 1 is more than the stock of 5, units without a size included$/,
+    );
+    // Sizes given to a SKU that sold nothing, and then sold out: honest.
+    expect(verdict([config(0, { total: 5 }), config(50, sized(["S"])), ...sizedOnly])).toBe("ok");
+  });
+
   it("refuses a configuration after the archive", () => {
     const archive = { ...config(100, {}), type: "archive", status: "archived" };
     expect(verdict([config(0, {}), hold(1), archive, config(200, {}), hold(300)])).toMatch(

@@ -554,6 +554,7 @@ export function replay(
   const skipped = new Set<string>();
   const get = (m: Map<string, number>, k: string) => m.get(k) ?? 0;
   const add = (m: Map<string, number>, k: string, n: number) => m.set(k, get(m, k) + n);
+  const sum = (m: Map<string, number>) => [...m.values()].reduce((n, v) => n + v, 0);
 
   /** Where the log has a reservation's hold, for a message about an entry that came before it. */
   const holdOf = (id: string) => {
@@ -567,6 +568,9 @@ export function replay(
       if (get(held, variant) + get(sold, variant) > total)
         return `stock ${total}${variant ? ` of ${variant}` : ""} is less than the ${get(held, variant)} held + ${get(sold, variant)} sold`;
     }
+    // In sizes, units held or sold before the SKU had them have no size: they still take its stock.
+    if (sale?.variants && sum(held) + sum(sold) > sale.total)
+      return `stock ${sale.total} is less than the ${sum(held)} held + ${sum(sold)} sold, units without a size included`;
     return null;
   };
   /**
@@ -607,6 +611,11 @@ export function replay(
         if (get(held, variant) + get(sold, variant) + quantity > total)
           exceeds(
             `${get(held, variant)} held + ${get(sold, variant)} sold + ${quantity} is more than the stock of ${total}${variant ? ` of ${variant}` : ""}`,
+          );
+        // Units held or sold before the SKU had sizes count against its stock too (they have no size).
+        if (sale?.variants && sum(held) + sum(sold) + quantity > sale.total)
+          exceeds(
+            `${sum(held)} held + ${sum(sold)} sold + ${quantity} is more than the stock of ${sale.total}, units without a size included`,
           );
         if (sale && get(users, user) + quantity > sale.perUserLimit)
           exceeds(
@@ -909,7 +918,6 @@ export function replay(
     if (!(err instanceof Unsettled)) throw err;
     unsettled = err.message;
   }
-  const sum = (m: Map<string, number>) => [...m.values()].reduce((n, v) => n + v, 0);
   return {
     entries: entries.length,
     byType: counts,
