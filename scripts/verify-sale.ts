@@ -51,6 +51,7 @@ import {
   checkDrawOutcomes,
   checkDrawPage,
   checkReceipt,
+  checkRevealsShown,
   checkShownDraws,
   type DrawHolds,
   type DrawnEntry,
@@ -111,9 +112,15 @@ async function checkDrawOrder(
 > {
   const base = `${root}/api/skus/${encodeURIComponent(sku)}/draw`;
   const shown = await fetchBytes(base, 404);
-  if (shown === null) return undefined;
+  if (shown === null) {
+    // No window: then the log revealed no draw either (a window that opened is never taken off).
+    const pending = checkRevealsShown([], draws, now);
+    if (pending) throw new Broken(pending);
+    return undefined;
+  }
   const info = JSON.parse(shown.toString("utf8")) as ShownDraw & { openings?: ShownDraw[] };
-  const unsettled = checkShownDraws(info.openings ?? [info], reveals, now);
+  const hidden = checkRevealsShown(info.openings ?? [info], draws, now);
+  const unsettled = checkShownDraws(info.openings ?? [info], reveals, now) ?? hidden;
   // Every earlier opening's draw (a tier's) decided and revealed: its entries by `opensAt` (API.md v1.4).
   const tiers: TierDrawChecked[] = [];
   for (const opening of (info.openings ?? []).slice(0, -1)) {

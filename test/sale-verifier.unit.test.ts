@@ -4,6 +4,7 @@ import {
   Broken,
   checkDrawOutcomes,
   checkDrawPage,
+  checkRevealsShown,
   checkShownDraws,
   type DrawHolds,
   type DrawnEntry,
@@ -147,6 +148,19 @@ describe("the draws /draw shows, against the log's reveals", () => {
         /^the draw of the opening at .*, decided at .*, is not revealed in the log yet$/,
       );
     expect(() => checkShownDraws([shown(2, "seed-2", 10)], reveals, T + 71_000)).toThrow(/has no reveal in the log/);
+  });
+
+  it("wants every draw the log revealed shown decided, else its order goes unchecked (found in a third reading)", () => {
+    const revealed = new Map<string, DrawHolds>([
+      [hash(1), { tagged: true, holds: new Map(), entrants: 2, revealedAt: T + 11_000, sizes: false }],
+    ]);
+    expect(checkRevealsShown([shown(1, "seed-1", 10)], revealed, T + 120_000)).toBeNull();
+    // /draw a second behind the log: not settled; a minute on, broken.
+    expect(checkRevealsShown([shown(1, null, null)], revealed, T + 20_000)).toMatch(/shows it undecided/);
+    expect(() => checkRevealsShown([shown(1, null, null)], revealed, T + 120_000)).toThrow(
+      /the log revealed the draw 000000000000… at .*, but \/draw shows it undecided: its order and outcomes go unchecked/,
+    );
+    expect(() => checkRevealsShown([shown(2, null, null)], revealed, T + 120_000)).toThrow(/shows it nowhere/);
   });
 });
 

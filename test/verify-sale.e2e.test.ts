@@ -732,6 +732,22 @@ describe("npm run verify-sale", () => {
         /draw position 2 \(entry .*\) is held, but no hold in the log names that position/,
         draw(["e1", "e2"], ["HELD", "HELD"]),
       ],
+      // Found in a third reading: a draw the log revealed that /draw calls undecided, or a /draw
+      // that answers 404, had its order and outcomes go unchecked (exit 0, "decided": false).
+      [
+        "a revealed draw /draw shows undecided",
+        [drawn, drawHold("r1", 2), reveal(2)],
+        /the log revealed the draw [0-9a-f]{12}… at 2026-12-01T10:02:01\.000Z, but \/draw shows it undecided/,
+        (() => {
+          const undecided = { ...shownDraw, seed: null, decidedAt: null };
+          return { [`/api/skus/${sku}/draw`]: { ...undecided, openings: [undecided] } };
+        })(),
+      ],
+      [
+        "a revealed draw /draw does not show",
+        [drawn, drawHold("r1", 2), reveal(2)],
+        /the log revealed the draw [0-9a-f]{12}… at 2026-12-01T10:02:01\.000Z, but \/draw shows it nowhere/,
+      ],
     ];
     // A tier's draw (an earlier opening), listed with `opensAt` (API.md v1.4): its refusals are
     // checked too. Its units went to the line after the reveal while its entrants were refused.

@@ -1032,6 +1032,31 @@ export function checkShownDraws(
 }
 
 /**
+ * The other way round: every draw the log revealed is one `/draw` shows decided (`shown`: its
+ * openings; empty when it answers 404), else its order and outcomes would go unchecked. The reveal
+ * is logged once shard 0 decided, and `/draw` shows the seed within a second or so: one logged
+ * within {@link SETTLE_MS} before `now` may not show yet (returns why it is not settled), older, it
+ * is broken. `draws`: {@link replay}'s, by seed hash.
+ */
+export function checkRevealsShown(
+  shown: readonly ShownDraw[],
+  draws: ReadonlyMap<string, DrawHolds>,
+  now: number,
+  settleMs = SETTLE_MS,
+): string | null {
+  let unsettled: string | null = null;
+  for (const [hash, draw] of draws) {
+    if (draw.revealedAt === null) continue;
+    const listed = shown.find((d) => d.seedHash === hash);
+    if (listed?.seed != null) continue;
+    const rule = `the log revealed the draw ${hash.slice(0, 12)}… at ${iso(draw.revealedAt)}, but /draw shows it ${listed ? "undecided" : "nowhere"}: its order and outcomes go unchecked`;
+    if (draw.revealedAt > now - settleMs) unsettled ??= rule;
+    else throw new Broken(rule, draw.revealedAt);
+  }
+  return unsettled;
+}
+
+/**
  * A draw's public entries (`/draw/entries`, from position `from` + 1 on) against its revealed
  * seed: positions 1, 2, … by ascending hex HMAC-SHA256(seed, entryId), the order anyone recomputes
  * from the seed, each entry once (its key after the one before, not equal). `previous`: the last key
