@@ -324,7 +324,7 @@ export class SaleLog extends DurableObject<Env> {
           { data: JSON.stringify(entry), reservation: null, type: entry.type, dedupe: dedupe ?? null },
         ]) > 0;
       // An opening moved before it opens keeps its seed hash: its reveal is due at its new close.
-      if (added && sku !== undefined)
+      if (added && sku !== undefined) {
         for (const draw of draws)
           this.#sql.exec(
             `INSERT INTO draws (seed_hash, sku, closes_at) VALUES (?, ?, ?)
@@ -333,6 +333,13 @@ export class SaleLog extends DurableObject<Env> {
             sku,
             Date.parse(draw.closesAt),
           );
+        // One no longer listed was taken off before it opened (an opened one stays listed, decided
+        // or not): it owes no reveal, and the alarm would ask shard 0 for it every 2 s for good.
+        this.#sql.exec(
+          "DELETE FROM draws WHERE seed_hash NOT IN (SELECT value ->> 'seedHash' FROM json_each(?))",
+          JSON.stringify(draws),
+        );
+      }
       return added;
     });
     if (appended) await this.#arm();

@@ -427,6 +427,29 @@ describe("the sale log", () => {
     expect(due.map((row) => new Date(row.closes_at).toISOString())).toEqual(["2030-01-01T10:03:00.000Z"]);
   });
 
+  it("stops waiting for a draw taken off before it opened, and goes idle (found in a third reading)", async () => {
+    // An opening withdrawn before it opens owes no reveal (docs/VERIFY.md): its draw is in no later
+    // configuration, and the log must not ask shard 0 for it every 2 s for good.
+    const sku = uniqueSku("logwithdrawn");
+    await createSku(sku, {
+      totalStock: 3,
+      startsAt: new Date(Date.now() + 60_000).toISOString(),
+      openingWindowMs: 500,
+    });
+    const withdrawn = await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { openingWindowMs: 0 } });
+    expect(withdrawn.status).toBe(200);
+    const entries = await eventually(async () => {
+      const got = await logEntriesOf(sku);
+      expect(got).toHaveLength(2);
+      return got;
+    }, 20_000);
+    expect(entries[0]?.draws).toHaveLength(1);
+    expect(entries[1]?.draws).toBeUndefined();
+    const log = logOf(sku);
+    await runDurableObjectAlarm(log);
+    expect(await runInDurableObject(log, (_object, state) => state.storage.getAlarm())).toBeNull();
+  });
+
   it("reveals a test SKU's draw in an entry that says test: true, as its configuration does", async () => {
     // API.md v1.4 "Test sales": every log entry of a test SKU carries the flag, the draw's reveal too.
     const sku = uniqueSku("logtestdraw");
