@@ -8,6 +8,8 @@ export interface CodeAnswer {
   codeTier: string | null;
   claimTier?: string;
   soldOut?: boolean;
+  /** When shard 0 judged, by its clock (after the edge read its own): the edge judges the sale's phase then too. */
+  at?: number;
 }
 
 /** An access code presented to shard 0, waiting for the turn that takes it. */
@@ -48,9 +50,9 @@ export class CodeAsks {
     const { engine } = this.#host;
     const state = engine.configuration.state();
     const now = this.#host.now();
-    if (!state || !isScheduled(state, now)) return { state, codeTier: null };
+    if (!state || !isScheduled(state, now)) return { state, codeTier: null, at: now };
     const byClaim = claimTier(state.access, claims, now);
-    if (byClaim) return { state, codeTier: null, claimTier: byClaim.name };
+    if (byClaim) return { state, codeTier: null, claimTier: byClaim.name, at: now };
     // The siblings' units count only when this shard has none (as the edge judges a token).
     const elsewhere =
       state.stock.available > 0 || state.shards === 1 ? null : await siblingsAvailable(this.#host, state);
@@ -92,7 +94,7 @@ export class CodeAsks {
           at,
         );
         judged.forEach((a, i) => {
-          a.resolve({ state: current, codeTier: tiers[i] ?? null, soldOut: units + (a.elsewhere ?? 0) === 0 });
+          a.resolve({ state: current, codeTier: tiers[i] ?? null, soldOut: units + (a.elsewhere ?? 0) === 0, at });
         });
       } catch (err) {
         for (const a of asks) a.reject(err);

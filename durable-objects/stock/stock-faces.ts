@@ -29,7 +29,7 @@ export interface EdgeFace {
     userId: string,
     codeHash: string,
     claims?: Record<string, unknown>,
-  ): Promise<{ state: SkuState | null; codeTier: string | null; claimTier?: string; soldOut?: boolean }>;
+  ): Promise<{ state: SkuState | null; codeTier: string | null; claimTier?: string; soldOut?: boolean; at?: number }>;
   reserve(requests: ReserveRequest[]): Promise<ReserveOutcome[]>;
   cancel(reservationId: string, userId: string, requestId?: string): Promise<Outcome<Reservation>>;
   reservation(reservationId: string): Reservation | null;

@@ -349,15 +349,18 @@ register(
     const stub0 = stockShard(c.env, sku, 0);
     const read =
       code === undefined
-        ? { state: await callStock(() => stub0.state()), codeTier: null, claimTier: undefined }
+        ? { state: await callStock(() => stub0.state()), codeTier: null, claimTier: undefined, at: now }
         : await accessCodeHash(code).then((hash) => callStock(() => stub0.tokenState(userId, hash, c.get("claims"))));
     const first = read.state;
     if (!first || first.status === "archived") throw new ApiError("SKU_NOT_FOUND");
     // Its shards are changing: a token minted now could route its buyer to a shard not yet moved.
     if (first.reconfiguring) throw busy("The SKU is being reconfigured by its operator");
-    const tier = isOnSale(first, now)
+    // Shard 0 judged a code by its clock, after `now` was read here: the sale's phase is judged at that
+    // moment too, or a code sent as the public sale opens is refused as one that admits nobody.
+    const at = Math.max(now, read.at ?? now);
+    const tier = isOnSale(first, at)
       ? undefined
-      : admittedTier(first, now, c.get("claims"), {
+      : admittedTier(first, at, c.get("claims"), {
           given: code !== undefined,
           tier: read.codeTier ?? read.claimTier ?? null,
         });
@@ -369,7 +372,7 @@ register(
     if (soldOut) {
       // Only a sale that is on is sold out (sku-stock.ts): a tier's shopper before the public start
       // is told so, but the isolate does not remember it for the public, who are not admitted yet.
-      if (isOnSale(first, now)) markSoldOut(sku, now, soldOutTtl(c.env));
+      if (isOnSale(first, at)) markSoldOut(sku, now, soldOutTtl(c.env));
       throw new ApiError("SOLD_OUT");
     }
     const expiresAt = now + tokenLifetimeMs(c.env);

@@ -283,6 +283,21 @@ for (const shards of [1, 3]) {
       expect(answers.filter((a) => codeOf(a) === "ACCESS_CODE_INVALID")).toHaveLength(11);
     });
 
+    it("a code sent as the public sale opens by shard 0's clock is ignored, not 403 ACCESS_CODE_INVALID", async () => {
+      const sku = uniqueSku(`opening-code${shards}`);
+      await presale(sku, { shards });
+      const [code] = await makeCodes(sku, "codes", 1);
+      const startsAt = Date.parse((await call("GET", `/api/skus/${sku}`)).json.startsAt);
+      // Shard 0 judges the code after the edge read its clock: there the public sale has opened.
+      await setClock(sku, shards, startsAt + 1);
+      const holder = await jwtWith("opening-holder");
+      const asked = await tokenRequest(sku, holder, { code: code as string });
+      expect([asked.status, codeOf(asked)]).toEqual([201, undefined]);
+      expect((await reserveWith(sku, holder, asked.json.token)).status).toBe(202);
+      const counts = await runInDurableObject(stockShard(env, sku, 0), (object) => object.accessCodeCounts());
+      expect(counts).toEqual([{ tier: "codes", codes: 1, taken: 0 }]);
+    });
+
     it("the per-user limit and the stock apply to early buyers", async () => {
       const sku = uniqueSku(`limits${shards}`);
       await presale(sku, { shards, total: 2, perUserLimit: 1 });
