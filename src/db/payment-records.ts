@@ -107,8 +107,8 @@ export async function recordPayment(
   const { reservation } = answer;
   const row = await db
     .prepare(
-      `INSERT INTO payments (event_id, source, reservation_id, sku, user_id, amount, currency, outcome, reason, received_at, test, variant)
-       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+      `INSERT INTO payments (event_id, source, reservation_id, sku, user_id, amount, currency, outcome, reason, received_at, test, variant, reservation_status)
+       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
        ON CONFLICT (event_id) DO NOTHING RETURNING position`,
     )
     .bind(
@@ -125,6 +125,7 @@ export async function recordPayment(
       now,
       answer.skuTest === true ? 1 : 0,
       reservation.variant ?? null,
+      answer.status,
     )
     .first();
   return row !== null;

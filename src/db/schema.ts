@@ -235,6 +235,11 @@ export const payments = sqliteTable(
     refundNote: text("refund_note"),
     /** Refunds Stripe answered `failed`: the next one is asked under a new idempotency key. */
     refundAttempts: integer("refund_attempts").notNull().default(0),
+    /**
+     * The reservation's status the event left it in, as its webhook answered: the event sent again
+     * after the stock object forgot it is answered the same from here. Null in rows from before.
+     */
+    reservationStatus: text("reservation_status"),
   },
   (t) => [
     uniqueIndex("payments_by_event").on(t.eventId),

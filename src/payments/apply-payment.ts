@@ -1,5 +1,6 @@
 import type { PaymentCommand, PaymentType, PaymentVerdict, Reservation } from "../../durable-objects/stock/stock-model";
 import { catalogHasShard } from "../catalog/sku-catalog";
+import { readSkuState } from "../catalog/sku-state";
 import { type PaymentSource, recordPayment } from "../db/payment-records";
 import { wakeSender } from "../handoff/delivery-consumer";
 import { ApiError, busy } from "../http/errors";
@@ -29,16 +30,19 @@ export async function applyPaymentEvent(
   env: Env,
   source: PaymentSource,
   command: PaymentCommand,
-): Promise<PaymentVerdict | null> {
+): Promise<PaymentAck | null> {
   const where = locateReservation(command.reservationId);
   // A SKU nobody configured has no reservations, and its stock object is not made to say so.
   if (!where || !(await catalogHasShard(env, where.sku, where.shard))) return null;
   const content = contentOf(command);
-  if (!(await claimEventId(env.DB, command.eventId, content, Date.now()))) {
+  const { claimed, recorded } = await claimEventId(env.DB, command.eventId, content, Date.now());
+  // Recorded once answered, kept for good: its answer again, whether or not the object still keeps the event.
+  if (recorded) return replayed(env, content, recorded);
+  if (!claimed) {
     // The id says something else already. Unless what it says names no reservation: that delivery
     // answers 404 and leaves the id unused, so its claim is let go here as it would be there.
     const freed = await releaseGhostClaim(env, command.eventId);
-    if (!freed || !(await claimEventId(env.DB, command.eventId, content, Date.now()))) throw mismatch();
+    if (!freed || !(await claimEventId(env.DB, command.eventId, content, Date.now())).claimed) throw mismatch();
   }
   const stub = adminShard(env, where.sku, where.shard);
   const apply = (finished?: Reservation) => callStock(() => stub.applyPayment(command, finished));
@@ -61,23 +65,67 @@ export async function applyPaymentEvent(
     throw new Error(`stock object refused a payment: ${outcome.code}`);
   }
   const answer = outcome.value;
-  const recorded = await recordPayment(env.DB, source, command, answer, Date.now());
+  const written = await recordPayment(env.DB, source, command, answer, Date.now());
   // Counted where the event is written once: a payment's row, whichever delivery (or the stock
   // object's alarm) finished its claim; a failure's first answer, which no row records.
-  const first = command.type === "payment.succeeded" ? recorded : !answer.replayed;
+  const first = command.type === "payment.succeeded" ? written : !answer.replayed;
   if (first) increment("flashgate_payments_total", { outcome: answer.outcome });
   // Its record owes deliveries to the endpoints that take `payment.refund_required` (migration 0007).
-  if (recorded && answer.outcome === "refund_required") await wakeSender(env);
-  return answer;
+  if (written && answer.outcome === "refund_required") await wakeSender(env);
+  return paymentAck(answer);
 }
 
 /**
  * The acknowledgement both webhooks send for a handled event; a payment refused for its money adds
  * what was due (`expected`: the reservation's quantity × the SKU's price, in its currency).
  */
-export function paymentAck(answer: PaymentVerdict) {
+export interface PaymentAck {
+  received: true;
+  reservationStatus: string;
+  outcome: PaymentVerdict["outcome"];
+  expected?: { amount: number; currency: string };
+}
+
+function paymentAck(answer: PaymentVerdict): PaymentAck {
   const ack = { received: true as const, reservationStatus: answer.status, outcome: answer.outcome };
   return answer.expected ? { ...ack, expected: answer.expected } : ack;
+}
+
+/** A succeeded payment's row in `payments`, as a delivery of its event again is answered from it. */
+type RecordedPayment = {
+  reservation_id: string;
+  sku: string;
+  amount: number;
+  currency: string;
+  outcome: PaymentVerdict["outcome"];
+  reason: string | null;
+  reservation_status: string | null;
+};
+
+/**
+ * The answer to an event `payments` recorded: the same as its first (API.md: "The same event id
+ * again: 200, same answer, no second effect"). The stock object and `payment_event_ids` forget an
+ * event after 7 days, and asked again then, the object would decide it anew (a paid reservation's
+ * own payment answered `already_paid`, a log entry written); so a recorded event is not asked.
+ */
+async function replayed(env: Env, content: EventContent, row: RecordedPayment): Promise<PaymentAck> {
+  const same =
+    row.reservation_id === content.reservationId &&
+    content.type === "payment.succeeded" &&
+    row.amount === content.amount &&
+    (content.currency === null || content.currency === row.currency);
+  if (!same) throw mismatch();
+  // Rows from before the status was kept: the reservation's now (a paid one's, which its own payment left it in).
+  const status = row.reservation_status ?? (await currentReservation(env, row.reservation_id))?.status ?? "paid";
+  const ack: PaymentAck = { received: true, reservationStatus: status, outcome: row.outcome };
+  if (row.reason !== "amount_mismatch" && row.reason !== "currency_mismatch") return ack;
+  // What was due, at the price now, as the object answers it.
+  const [sku, reservation] = await Promise.all([
+    readSkuState(env, row.sku),
+    currentReservation(env, row.reservation_id),
+  ]);
+  if (sku?.price === null || sku?.price === undefined || !reservation) return ack;
+  return { ...ack, expected: { amount: reservation.quantity * sku.price, currency: sku.currency } };
 }
 
 /** What a payment event says, as `payment_event_ids` records it under its id. */
@@ -104,8 +152,13 @@ type StoredContent = { reservation_id: string; type: string; amount: number | nu
  * content (a first delivery, or a replay of it). The batch is one D1 transaction and D1 applies
  * writes one at a time, so of two deliveries of one id at once, only one content is ever recorded.
  */
-async function claimEventId(db: D1Database, eventId: string, content: EventContent, now: number): Promise<boolean> {
-  const [, read] = await db.batch<StoredContent>([
+async function claimEventId(
+  db: D1Database,
+  eventId: string,
+  content: EventContent,
+  now: number,
+): Promise<{ claimed: boolean; recorded: RecordedPayment | undefined }> {
+  const [, read, payment] = await db.batch<StoredContent | RecordedPayment>([
     db
       .prepare(
         `INSERT INTO payment_event_ids (event_id, reservation_id, type, amount, currency, received_at)
@@ -115,15 +168,20 @@ async function claimEventId(db: D1Database, eventId: string, content: EventConte
     db
       .prepare("SELECT reservation_id, type, amount, currency FROM payment_event_ids WHERE event_id = ?1")
       .bind(eventId),
+    db
+      .prepare(
+        "SELECT reservation_id, sku, amount, currency, outcome, reason, reservation_status FROM payments WHERE event_id = ?1",
+      )
+      .bind(eventId),
   ]);
-  const stored = read?.results[0];
-  return (
+  const stored = read?.results[0] as StoredContent | undefined;
+  const claimed =
     stored !== undefined &&
     stored.reservation_id === content.reservationId &&
     stored.type === content.type &&
     stored.amount === content.amount &&
-    stored.currency === content.currency
-  );
+    stored.currency === content.currency;
+  return { claimed, recorded: payment?.results[0] as RecordedPayment | undefined };
 }
 
 /** Forgets the record of an event that named no reservation (only if it is still this content). */

@@ -3,7 +3,7 @@ import { log } from "../../durable-objects/shared/log";
 import type { AppEnv } from "../http/context";
 import { ApiError } from "../http/errors";
 import { increment } from "../observability/metrics";
-import { applyPaymentEvent, paymentAck } from "../payments/apply-payment";
+import { applyPaymentEvent } from "../payments/apply-payment";
 import { settleRefundEvent } from "../payments/refunds";
 import { mapStripeEvent } from "../payments/stripe-event";
 import { ROUTES } from "./contract";
@@ -27,7 +27,7 @@ register(paymentWebhooks, ROUTES.paymentWebhook, async (c, event) => {
     requestId: c.get("requestId"),
   });
   if (!answer) throw new ApiError("RESERVATION_NOT_FOUND");
-  return c.json(paymentAck(answer));
+  return c.json(answer);
 });
 
 /**
@@ -56,7 +56,7 @@ register(paymentWebhooks, ROUTES.stripeWebhook, async (c, event) => {
     mapped.kind === "payment"
       ? await applyPaymentEvent(c.env, "stripe", { ...mapped.command, requestId: c.get("requestId") })
       : null;
-  if (answer) return c.json(paymentAck(answer));
+  if (answer) return c.json(answer);
   const reason = mapped.kind === "ignored" ? mapped.reason : "unknown_reservation";
   if (reason !== "type") {
     increment("flashgate_payments_total", { outcome: "ignored" });

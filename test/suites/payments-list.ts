@@ -177,6 +177,45 @@ describe("GET /admin/payments", () => {
   });
 });
 
+describe("a payment event sent again after its stock object forgot it", () => {
+  it("is answered as it first was, from its record: applied stays applied, a refusal keeps what was due", async () => {
+    const sku = uniqueSku("resent");
+    await createSku(sku, { totalStock: 2, perUserLimit: 1, price: 1200 });
+    const ivy = (await reserve("ivy", sku)).json;
+    const jon = (await reserve("jon", sku)).json;
+    const paid = await pay(ivy.reservationId, "payment.succeeded", `evt_resent_paid_${sku}`, { amount: 1200 });
+    const short = await pay(jon.reservationId, "payment.succeeded", `evt_resent_short_${sku}`, { amount: 1100 });
+    const first = [paid.json, short.json];
+    expect(first).toEqual([
+      { received: true, reservationStatus: "paid", outcome: "applied" },
+      {
+        received: true,
+        reservationStatus: "held",
+        outcome: "refund_required",
+        expected: { amount: 1200, currency: "usd" },
+      },
+    ]);
+    // 7 days on, the stock object and D1's claims have let the events go (engine/retention.ts,
+    // src/db/retention.ts); a provider (Stripe's dashboard, say) sends them again.
+    await runInDurableObject(stockShard(env, sku, 0), (_object, state) => {
+      state.storage.sql.exec("DELETE FROM payment_events");
+    });
+    await env.DB.prepare("DELETE FROM payment_event_ids WHERE event_id LIKE ?1").bind(`evt_resent_%_${sku}`).run();
+    const again = [
+      (await pay(ivy.reservationId, "payment.succeeded", `evt_resent_paid_${sku}`, { amount: 1200 })).json,
+      (await pay(jon.reservationId, "payment.succeeded", `evt_resent_short_${sku}`, { amount: 1100 })).json,
+    ];
+    expect(again).toEqual(first);
+    // The same id saying something else is still one event saying two things.
+    const other = await pay(ivy.reservationId, "payment.succeeded", `evt_resent_paid_${sku}`, { amount: 1300 });
+    expect([other.status, other.json.error?.code]).toEqual([422, "IDEMPOTENCY_MISMATCH"]);
+    expect(ofSku(await everyPayment("", 1000), sku).map((p) => [p.outcome, p.reason])).toEqual([
+      ["applied", null],
+      ["refund_required", "amount_mismatch"],
+    ]);
+  });
+});
+
 describe("webhook payment.refund_required", () => {
   it("is pushed, signed, once per flagged payment, to the endpoints that take it", async () => {
     const refunds = await endpoint({}, { events: ["payment.refund_required"] });

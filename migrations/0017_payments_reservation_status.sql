@@ -1,0 +1,1 @@
+ALTER TABLE `payments` ADD `reservation_status` text;
