@@ -355,9 +355,10 @@ register(
     if (!first || first.status === "archived") throw new ApiError("SKU_NOT_FOUND");
     // Its shards are changing: a token minted now could route its buyer to a shard not yet moved.
     if (first.reconfiguring) throw busy("The SKU is being reconfigured by its operator");
-    // Shard 0 judged a code by its clock, after `now` was read here: the sale's phase is judged at that
-    // moment too, or a code sent as the public sale opens is refused as one that admits nobody.
-    const at = Math.max(now, read.at ?? now);
+    // Shard 0 judged a code by its clock (and took it, or not, by that judgment): the sale's phase is
+    // judged at that moment too, whichever clock is ahead, or a code sent as the public sale opens is
+    // refused as one that admits nobody (shard 0 ahead), or taken for a token without its tier (behind).
+    const at = read.at ?? now;
     const tier = isOnSale(first, at)
       ? undefined
       : admittedTier(first, at, c.get("claims"), {

@@ -298,6 +298,31 @@ for (const shards of [1, 3]) {
       expect(counts).toEqual([{ tier: "codes", codes: 1, taken: 0 }]);
     });
 
+    it("a code shard 0 takes just before the public start by its clock gives its tier, the edge's clock past it", async () => {
+      const sku = uniqueSku(`behind-code${shards}`);
+      const now = Date.now();
+      const startsAt = now - 5_000; // by the edge's clock, the public sale is on
+      const created = await createSku(sku, {
+        totalStock: 10,
+        perUserLimit: 1,
+        holdSeconds: 86_400,
+        shards,
+        startsAt: iso(startsAt),
+        access: [{ name: "codes", startsAt: iso(now - MINUTE) }],
+      });
+      expect(created.status).toBe(200);
+      const [code] = await makeCodes(sku, "codes", 1);
+      // The objects' clocks a moment behind the edge's (machines apart): there the sale has not started.
+      await setClock(sku, shards, startsAt - 1_000);
+      const holder = await jwtWith("behind-holder");
+      const asked = await tokenRequest(sku, holder, { code: code as string });
+      expect([asked.status, codeOf(asked)]).toEqual([201, undefined]);
+      // Shard 0 took the code for its tier: the token carries it, so the home shard holds before its start.
+      expect((await reserveWith(sku, holder, asked.json.token)).status).toBe(202);
+      const counts = await runInDurableObject(stockShard(env, sku, 0), (object) => object.accessCodeCounts());
+      expect(counts).toEqual([{ tier: "codes", codes: 1, taken: 1 }]);
+    });
+
     it("the per-user limit and the stock apply to early buyers", async () => {
       const sku = uniqueSku(`limits${shards}`);
       await presale(sku, { shards, total: 2, perUserLimit: 1 });
