@@ -17,6 +17,12 @@ import { StripeRefused, StripeUnavailable, stripeConfigured, stripePost } from "
 
 /** Stripe's earliest expiry of a session: 30 minutes after it is made (a minute more for clocks apart). */
 const EARLIEST_EXPIRY_S = 30 * 60 + 60;
+/**
+ * A session's expiry is the end of the minute it was asked in, plus {@link EARLIEST_EXPIRY_S}: every
+ * request for one hold within one minute sends the same parameters under the same key, so Stripe
+ * makes one session for all of them (two tabs, a double submit, a retry after a slow answer).
+ */
+const EXPIRY_STEP_S = 60;
 
 export interface CheckoutAnswer {
   url: string;
@@ -86,9 +92,6 @@ export async function checkout(
       { state: "no_price" },
     );
   }
-  const made = await env.DB.prepare("SELECT COUNT(*) AS n FROM checkout_sessions WHERE reservation_id = ?1")
-    .bind(reservationId)
-    .first<{ n: number }>();
   const params = {
     mode: "payment",
     "line_items[0][price_data][currency]": sku.currency,
@@ -101,12 +104,12 @@ export async function checkout(
     "metadata[reservationId]": reservationId,
     ...(reservation.variant ? { "metadata[variant]": reservation.variant } : {}),
     "payment_intent_data[metadata][reservationId]": reservationId,
-    expires_at: Math.floor(now / 1000) + EARLIEST_EXPIRY_S,
+    expires_at: (Math.floor(now / 1000 / EXPIRY_STEP_S) + 1) * EXPIRY_STEP_S + EARLIEST_EXPIRY_S,
   };
-  // One key per session asked for: a lost answer asked again the same way is the same session. The
-  // parameters are in it, because Stripe refuses a key sent again with others, and `expires_at`
-  // moves with the clock: a retry seconds later is a new session, not a 400 for the hold's life.
-  const key = `flashgate-checkout:${reservationId}:${made?.n ?? 0}:${await digestOf(params)}`;
+  // The key is the parameters': asked again the same way within the minute, the same session (a count
+  // of the sessions stored would differ between two requests that raced a store). Stripe refuses a
+  // key sent again with other parameters, and the expiry moves each minute: a later retry is a new key.
+  const key = `flashgate-checkout:${reservationId}:${await digestOf(params)}`;
   let session: StripeSession;
   try {
     session = await stripePost<StripeSession>(env, "/v1/checkout/sessions", params, key);

@@ -1,5 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, inject, it } from "vitest";
+import { checkout } from "../../src/payments/checkout";
 import { STRIPE_FAULT_KEYS, STRIPE_TEST_KEY } from "../../tools/stripe-api";
 import { call, createSku, reserve, uniqueSku } from "../support/client";
 import { pay } from "../support/payments";
@@ -150,6 +151,23 @@ describe("a Checkout Session for a hold", () => {
     const late = await post("remy", BACK, withStripe, cancelled);
     expect([...codeOf(late), late.json.error.details.state]).toEqual([409, "INVALID_STATE", "cancelled"]);
   }, 30_000);
+  it("makes one session for two requests of one hold in flight at once, seconds apart (two tabs, a double submit)", async () => {
+    const sku = uniqueSku("checkout-twice");
+    await createSku(sku, { totalStock: 5, perUserLimit: 2, price: 700 });
+    const id = await heldOn(sku, "tabs");
+    const vars = { ...env, ...withStripe } as Env;
+    const ask = (now: number) =>
+      checkout(vars, { url: "http://flashgate.test/", userId: "tabs", reservationId: id, ...BACK }, now);
+    // Both read no session stored: the second is asked while the first is still with Stripe.
+    const minute = Math.floor(Date.now() / 60_000) * 60_000;
+    const [first, second] = await Promise.all([ask(minute + 1_000), ask(minute + 4_000)]);
+    expect(second.sessionId).toBe(first.sessionId);
+    const stored = await env.DB.prepare("SELECT session_id FROM checkout_sessions WHERE reservation_id = ?1")
+      .bind(id)
+      .all<{ session_id: string }>();
+    expect(stored.results.map((r) => r.session_id)).toEqual([first.sessionId]);
+  });
+
   it("makes the session once Stripe answers again after a slow call whose session Stripe made (503 then 201)", async () => {
     const sku = uniqueSku("checkout-slow");
     await createSku(sku, { totalStock: 5, perUserLimit: 2, price: 700 });
