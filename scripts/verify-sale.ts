@@ -113,7 +113,8 @@ async function checkDrawOrder(
   const base = `${root}/api/skus/${encodeURIComponent(sku)}/draw`;
   const shown = await fetchBytes(base, 404);
   if (shown === null) {
-    // No window: then the log revealed no draw either (a window that opened is never taken off).
+    // No window: then the log revealed no draw either (a window that opened is never taken off), so a
+    // reveal with a 404 is broken at once, not after the minute a decided draw may take to show.
     const pending = checkRevealsShown([], draws, now);
     if (pending) throw new Broken(pending);
     return undefined;

@@ -18,7 +18,8 @@ const MAX_MOVES = 3;
  * for the unit (`grantUnit`, once per reservation), then finishes the claim with its answer.
  *
  * Exactly once, as a transfer: the claim is recorded, and the alarm armed, before the home shard is
- * asked; the home shard grants once per reservation and answers the same grant when asked again; the
+ * asked; the home shard decides once per reservation and answers the same grant, or the same
+ * refusal, when asked again (two asks at once get one answer); the
  * claim is finished once, in one transaction with the reservation's status and the event's answer.
  * A delivery that finds a claim in flight (a retry, another event for the reservation, the alarm)
  * finishes it first, so a crash between two steps loses nothing and sells nothing twice.
