@@ -289,6 +289,9 @@ function groupsOf(outcomes: readonly Outcome[]) {
  * ones, and scanned the whole array for each, on D1's one thread). A row retried by hand since it was
  * taken (its `updated_at` moved: {@link retryNow}) has its attempt counted but stays due now: the
  * retry asked for an attempt after the one in flight, which the outcome would otherwise overwrite.
+ * So do the other rows of the batch message that carried it (not parked): on a batch's first attempt
+ * its rows have no `batch_id` yet for the retry to find them by, and left on the schedule they would
+ * go apart from it, the batch cut in two under two new ids (API.md v1.4: retried whole, with its id).
  */
 /**
  * A row parked (its type unticked) while its attempt was out, whose outcome leaves it pending: it stays
@@ -296,6 +299,9 @@ function groupsOf(outcomes: readonly Outcome[]) {
  */
 const STAYS_PARKED = `(webhook_deliveries.next_attempt_at >= ${PARKED} AND webhook_deliveries.updated_at <= j.seen_at
   AND j.status = 'pending')`;
+/** Retried by hand while its attempt was out: the row itself, or another of its batch message's (then not if parked). */
+const RETRIED = `(webhook_deliveries.updated_at > j.seen_at
+  OR (j.mate_retried AND webhook_deliveries.next_attempt_at < ${PARKED}))`;
 
 function recording(db: D1Database, endpointId: string, outcomes: readonly Outcome[], lease: string) {
   return db
@@ -309,19 +315,24 @@ function recording(db: D1Database, endpointId: string, outcomes: readonly Outcom
        j AS MATERIALIZED (
          SELECT p.value ->> 0 AS position, p.value ->> 1 AS seen_at, g.status, g.code, g.response, g.error,
                 g.delay_ms, g.batch_id
-         FROM g, json_each(g.positions) p)
+         FROM g, json_each(g.positions) p),
+       r AS MATERIALIZED (
+         SELECT DISTINCT m.batch_id FROM j m JOIN webhook_deliveries d ON d.endpoint_id = ?3 AND d.position = m.position
+         WHERE m.batch_id IS NOT NULL AND d.updated_at > m.seen_at),
+       k AS MATERIALIZED (
+         SELECT j.*, COALESCE(j.batch_id IN (SELECT batch_id FROM r), 0) AS mate_retried FROM j)
        UPDATE webhook_deliveries SET
-         status = CASE WHEN webhook_deliveries.updated_at > j.seen_at THEN 'pending' ELSE j.status END,
+         status = CASE WHEN ${RETRIED} THEN 'pending' ELSE j.status END,
          attempts = attempts + 1,
          last_status_code = j.code,
          last_response = j.response,
          last_error = j.error,
          next_attempt_at = CASE WHEN ${STAYS_PARKED} THEN webhook_deliveries.next_attempt_at
-           ELSE ${D1_NOW} + CASE WHEN webhook_deliveries.updated_at > j.seen_at THEN 0 ELSE j.delay_ms END END,
+           ELSE ${D1_NOW} + CASE WHEN ${RETRIED} THEN 0 ELSE j.delay_ms END END,
          parked_at = CASE WHEN ${STAYS_PARKED} THEN webhook_deliveries.parked_at END,
          batch_id = j.batch_id,
          updated_at = ${D1_NOW}
-       FROM j
+       FROM k AS j
        WHERE webhook_deliveries.endpoint_id = ?3 AND webhook_deliveries.position = j.position
          AND EXISTS (SELECT 1 FROM webhook_endpoints WHERE id = ?3 AND lease = ?2)`,
     )

@@ -162,6 +162,35 @@ describe("webhook batches", () => {
     expect(rows.map((d) => [d.status, d.attempts, d.batchId])).toEqual(Array(3).fill(["delivered", 4, batchId]));
   });
 
+  it("a manual retry of one event while its batch's first attempt is out sends that batch whole again, with its webhook-id (found in an audit)", async () => {
+    // The first message hangs 3 s, then is refused: the operator retries one of its events meanwhile.
+    const hook = await endpoint({ fail: 1, delayMs: 3000 }, { batch: { maxEvents: 3, maxWaitMs: 10_000 } });
+    const sku = uniqueSku("retryout");
+    const order = (i: number) =>
+      env.DB.prepare(
+        `INSERT INTO orders (reservation_id, sku, user_id, quantity, status, expires_at, created_at, updated_at, last_seq, amount, currency)
+         VALUES (?1, ?2, ?3, 1, 'held', NULL, ?4, ?4, 1, NULL, 'usd')`,
+      ).bind(`${sku}.0.${i}`, sku, `ro${i}`, Date.now());
+    await env.DB.batch([0, 1, 2].map(order));
+    await senderOf(env, hook.id).wake(hook.id);
+    await eventually(async () => expect((await logOf(hook.id)).count).toBe(1), 20_000);
+    const owed = await deliveries(hook.id);
+    expect(owed.map((d) => [d.status, d.attempts, d.batchId])).toEqual(Array(3).fill(["pending", 0, null]));
+    const one = owed[1]?.id;
+    const retry = await call("POST", `/admin/webhooks/${hook.id}/deliveries/${one}/retry`, { admin: true });
+    expect([retry.status, retry.json]).toEqual([202, { id: one, status: "pending" }]);
+    await patchReceiver(hook.id, { delayMs: 0 });
+
+    const rows = await deliveredAll(hook.id, 3);
+    const batches = batchesOf((await logOf(hook.id)).received);
+    const first = batches[0];
+    expect(first?.events).toHaveLength(3);
+    // Retried whole (API.md v1.4: "anything else retries the batch whole"), under the batch's own id.
+    expect(batches.map((b) => [b.webhookId, b.events.length])).toEqual(batches.map(() => [first?.webhookId, 3]));
+    expect(batches.at(-1)?.answered).toBe(204);
+    expect(rows.map((d) => d.batchId)).toEqual(Array(3).fill(first?.webhookId));
+  }, 40_000);
+
   it("a part held for more goes once its oldest event has waited maxWaitMs, however long the run before took", async () => {
     // Every answer takes 4 s: the full batch's run ends 4 s after it went, the held part's wait long over.
     const hook = await endpoint({ delayMs: 4000 }, { batch: { maxEvents: 3, maxWaitMs: 2000 } });
