@@ -7,23 +7,47 @@ import { increment } from "../observability/metrics";
 import { applyOrderEvents } from "./order-store";
 
 /**
+ * The delay before a letter that could not be stored is offered again (seconds): 30 doubling with
+ * each attempt, at most an hour. With the consumer's 100 retries (wrangler.toml), about 4 days.
+ */
+export function letterRetryDelay(attempts: number): number {
+  return Math.min(3600, 30 * 2 ** Math.max(0, attempts - 1));
+}
+
+/**
  * Consumer of the dead-letter queue: stores what the order consumer gave up on, so nothing is
  * lost and an operator can replay it once the cause is fixed. Idempotent by message id.
+ *
+ * A letter D1 will not take (most likely the outage that sent it here) is offered again after a
+ * growing delay, each letter on its own: the queue's own retries come at once, an outage outlasts
+ * them, and a dead-letter queue's message past its last retry is gone for good.
  */
 export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env): Promise<void> {
   const d1 = drizzle(env.DB);
   const now = Date.now();
   for (const message of batch.messages) {
-    await d1
-      .insert(deadLetters)
-      .values({
-        id: message.id,
-        queue: batch.queue,
-        body: storedBody(message.body),
+    try {
+      await d1
+        .insert(deadLetters)
+        .values({
+          id: message.id,
+          queue: batch.queue,
+          body: storedBody(message.body),
+          attempts: message.attempts,
+          receivedAt: now,
+        })
+        .onConflictDoNothing();
+    } catch (err) {
+      const delaySeconds = letterRetryDelay(message.attempts);
+      log("error", "dead letter not stored; offered again later", {
+        messageId: message.id,
         attempts: message.attempts,
-        receivedAt: now,
-      })
-      .onConflictDoNothing();
+        delaySeconds,
+        error: String(err),
+      });
+      message.retry({ delaySeconds });
+      continue;
+    }
     message.ack();
     // A message may carry many events (durable-objects/shared/order-events.ts): each is named, so is each request.
     const { events } = eventsOfMessage(message.body);

@@ -5,7 +5,7 @@ import type { OutboxRow } from "../../durable-objects/engine/outbox";
 import { eventsOfMessage, MAX_EVENTS_PER_MESSAGE, type OrderEvent } from "../../durable-objects/shared/order-events";
 import { MAX_MESSAGE_BYTES, MAX_SEND_BATCH_BYTES, packOutbox } from "../../durable-objects/stock/outbox-messages";
 import { type ConsumerFault, withConsumerFault } from "../../src/harness/consumer-fault";
-import { consumeDeadLetters } from "../../src/orders/dead-letter-consumer";
+import { consumeDeadLetters, letterRetryDelay } from "../../src/orders/dead-letter-consumer";
 import { consumeOrderEvents } from "../../src/orders/order-consumer";
 import { applyOrderEvents, D1_MAX_BOUND_PARAMETERS } from "../../src/orders/order-store";
 import { call, uniqueSku } from "../support/client";
@@ -218,6 +218,44 @@ describe("order consumer", () => {
     expect(await ordersOf(sku)).toEqual([{ reservation_id: poison.reservationId, status: "held", last_seq: 1 }]);
     const missing = await call("POST", "/admin/dead-letters/nope/replay", { admin: true });
     expect(missing.status).toBe(404);
+  });
+
+  it("offers a letter D1 will not take again after a growing delay, and stores it once D1 takes it", async () => {
+    const sku = uniqueSku("dlqdown");
+    const letters = [1, 2].map((i) => ({
+      id: `${sku}-${i}`,
+      timestamp: new Date(),
+      body: event(sku, i, "reservation.held", 1),
+      attempts: i === 1 ? 1 : 4,
+    }));
+    // D1 refuses the write (a real failed write, in D1 itself), as in the outage that dead-lettered them.
+    await env.DB.prepare(
+      "CREATE TRIGGER test_dead_letters_down BEFORE INSERT ON dead_letters BEGIN SELECT RAISE(ABORT, 'D1 is down'); END",
+    ).run();
+    let result: Awaited<ReturnType<typeof getQueueResult>>;
+    try {
+      const batch = createMessageBatch("order-events-dlq", letters);
+      const ctx = createExecutionContext();
+      await consumeDeadLetters(batch, env);
+      result = await getQueueResult(batch, ctx);
+    } finally {
+      await env.DB.prepare("DROP TRIGGER test_dead_letters_down").run();
+    }
+    // Each offered again on its own (the test harness does not report the delay a retry asked for).
+    expect(result.explicitAcks).toEqual([]);
+    expect(result.retryMessages).toEqual([{ msgId: `${sku}-1` }, { msgId: `${sku}-2` }]);
+    expect([1, 2, 4, 8, 100].map(letterRetryDelay)).toEqual([30, 60, 240, 3600, 3600]);
+    // Offered again once D1 is back: stored, and acknowledged.
+    const again = createMessageBatch(
+      "order-events-dlq",
+      letters.map((l) => ({ ...l, attempts: l.attempts + 1 })),
+    );
+    const ctx = createExecutionContext();
+    await consumeDeadLetters(again, env);
+    expect((await getQueueResult(again, ctx)).explicitAcks.sort()).toEqual([`${sku}-1`, `${sku}-2`]);
+    const listed = await call("GET", "/admin/dead-letters?pending=true", { admin: true });
+    const ours = listed.json.deadLetters.filter((d: { id: string }) => d.id.startsWith(`${sku}-`));
+    expect(ours).toHaveLength(2);
   });
 
   it("pages the stored dead letters: an operator with more than a page sees and replays every one", async () => {
