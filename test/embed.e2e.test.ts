@@ -7,6 +7,7 @@ import { schemaText } from "../clients/typescript/scripts/schema-text";
 import { createFlashgateClient } from "../clients/typescript/src/index";
 import { readDevVars } from "../tools/dev-vars";
 import { shopperJwt } from "../tools/jwt";
+import { solveProofOfWork } from "../tools/proof-of-work";
 import { STRIPE_TEST_KEY, type StripeStandIn, startStripe } from "../tools/stripe-api";
 import {
   ADMIN,
@@ -17,6 +18,7 @@ import {
   PHONE,
   type SaleDay,
   screenshot,
+  shopper,
   startSaleDay,
   unexpectedProblems,
 } from "./support/browser";
@@ -148,6 +150,27 @@ async function open(origin: string, sku: string, user: string, viewport = DESKTO
 /** The shopper's own client (the typed one), with the JWT the shop would mint. */
 function shopperClient(user: string) {
   return createFlashgateClient({ baseUrl: gateway, token: () => shopperJwt(user, AUTH_SECRET, 600) });
+}
+
+/** A hold through the API, with the proof of work this gateway asks. */
+async function holdByApi(auth: Record<string, string>, sku: string) {
+  const pow = await call(day.server, "GET", `/api/skus/${sku}/challenge`, undefined, auth);
+  expect(pow.status, JSON.stringify(pow.json)).toBe(200);
+  const { challenge, bits } = pow.json as { challenge: string; bits: number };
+  const token = await call(day.server, "POST", `/api/skus/${sku}/tokens`, undefined, {
+    ...auth,
+    "proof-of-work": solveProofOfWork(challenge, bits),
+  });
+  expect(token.status, JSON.stringify(token.json)).toBe(201);
+  const hold = await call(
+    day.server,
+    "POST",
+    `/api/skus/${sku}/reservations`,
+    { token: token.json.token, quantity: 1 },
+    auth,
+  );
+  expect(hold.status, JSON.stringify(hold.json)).toBe(202);
+  return hold;
 }
 
 describe("the buy button on a shop's page", () => {
@@ -353,6 +376,195 @@ describe("the buy button on a shop's page", () => {
     await expectSound(page, "shop page, a size held (phone)");
     await screenshot(page, "embed-sizes-held-phone", "embed-sizes-held-phone.png");
     expect(unexpectedProblems(page)).toEqual([]);
+    await page.close();
+  }, 120_000);
+
+  it("keeps the size the shopper picked when it sells out, and offers its line rather than another size", async () => {
+    const sku = `pick-${randomUUID().slice(0, 6)}`;
+    const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {
+      name: "Pick sneaker",
+      price: 9000,
+      currency: "usd",
+      variants: [
+        { id: "40", name: "EU 40", totalStock: 2 },
+        { id: "42", name: "EU 42", totalStock: 1 },
+      ],
+    });
+    expect(created.status, JSON.stringify(created.json)).toBe(200);
+    const page = await open(shop.origin, sku, "quin", PHONE);
+    const sizes = page.locator("flashgate-buy .size-options label");
+    await expect.poll(() => sizes.allTextContents(), { timeout: 15_000 }).toEqual(["EU 40 (2 left)", "EU 42 (1 left)"]);
+    await page.getByRole("radio", { name: "EU 42 (1 left)" }).check();
+
+    // Rex takes the last EU 42 meanwhile.
+    const rex = await shopper(day.server, "rex");
+    const pow = await call(day.server, "GET", `/api/skus/${sku}/challenge`, undefined, rex);
+    const { challenge, bits } = pow.json as { challenge: string; bits: number };
+    const token = await call(day.server, "POST", `/api/skus/${sku}/tokens`, undefined, {
+      ...rex,
+      "proof-of-work": solveProofOfWork(challenge, bits),
+    });
+    expect(token.status, JSON.stringify(token.json)).toBe(201);
+    const taken = await call(
+      day.server,
+      "POST",
+      `/api/skus/${sku}/reservations`,
+      { token: token.json.token, quantity: 1, variants: ["42"] },
+      rex,
+    );
+    expect(taken.status, JSON.stringify(taken.json)).toBe(202);
+
+    // Quin's pick stays EU 42, shown sold out: no Buy that would hold an EU 40 she did not choose.
+    await expect
+      .poll(() => sizes.allTextContents(), { timeout: 15_000 })
+      .toEqual(["EU 40 (2 left)", "EU 42 (sold out)"]);
+    expect(await page.isChecked('flashgate-buy input[value="42"]')).toBe(true);
+    expect(await page.isChecked('flashgate-buy input[value="40"]')).toBe(false);
+    expect(await page.isVisible("flashgate-buy .buy")).toBe(false);
+    const lines: unknown[] = [];
+    page.on("request", (request) => {
+      if (request.method() === "POST" && request.url().endsWith(`/api/skus/${sku}/waitlist`))
+        lines.push(request.postDataJSON());
+    });
+    await page.click("flashgate-buy .join");
+    await expect.poll(() => text(page, "flashgate-buy .line"), { timeout: 15_000 }).toBe("In line: number 1.");
+    expect(lines).toEqual([{ quantity: 1, variants: ["42"] }]);
+    await expectSound(page, "shop page, the picked size sold out (phone)");
+    await screenshot(page, "embed-picked-size-gone-phone");
+    const { data: mine } = await shopperClient("quin").GET("/api/me/reservations");
+    expect(mine?.reservations).toEqual([]);
+    await page.close();
+  }, 120_000);
+
+  it("keeps reading the line after a read that failed, and shows the hold the line then gives", async () => {
+    const sku = `line-${randomUUID().slice(0, 6)}`;
+    const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {
+      name: "Line tee",
+      totalStock: 1,
+      perUserLimit: 1,
+      price: 2000,
+      currency: "usd",
+    });
+    expect(created.status, JSON.stringify(created.json)).toBe(200);
+    // Gus holds the only unit.
+    const gus = await shopper(day.server, "gus");
+    const gusHold = await holdByApi(gus, sku);
+
+    const page = await open(shop.origin, sku, "hal", PHONE);
+    await page.waitForSelector("flashgate-buy .join:not([hidden])", { timeout: 15_000 });
+    await page.click("flashgate-buy .join");
+    await expect.poll(() => text(page, "flashgate-buy .line"), { timeout: 15_000 }).toBe("In line: number 1.");
+
+    // One read of the place gets no answer (the phone's connection drops for a moment).
+    let dropped = 0;
+    await page.route(`${gateway}/api/skus/${sku}/waitlist`, async (route) => {
+      if (route.request().method() !== "GET" || dropped > 0) return route.fallback();
+      dropped++;
+      await route.abort("internetdisconnected");
+    });
+    await expect.poll(() => dropped, { timeout: 15_000 }).toBe(1);
+    await expect.poll(() => text(page, "flashgate-buy .error"), { timeout: 15_000 }).toContain("Could not reach");
+
+    // Gus lets his unit go: the line gives it to Hal, whose element is still reading his place.
+    const released = await call(day.server, "POST", `/api/reservations/${gusHold.json.reservationId}/cancel`, {}, gus);
+    expect(released.status, JSON.stringify(released.json)).toBe(200);
+    await page.waitForSelector("flashgate-buy .hold:not([hidden])", { timeout: 30_000 });
+    expect(await text(page, "flashgate-buy .hold-what")).toBe("Held for you: 1 × Line tee.");
+    expect((await events(page)).filter((e) => e.type === "flashgate:held")).toHaveLength(1);
+    // The connection came back: no stale error under the hold.
+    expect(await text(page, "flashgate-buy .error")).toBe("");
+    await expectSound(page, "shop page, held from the line after a dropped read (phone)");
+    await screenshot(page, "embed-line-after-drop-phone");
+    await page.close();
+  }, 120_000);
+
+  it("takes back its sold-out error once stock returns, and says sold out again when it is", async () => {
+    const sku = `back-${randomUUID().slice(0, 6)}`;
+    const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {
+      name: "Back tee",
+      totalStock: 1,
+      price: 1200,
+      currency: "usd",
+    });
+    expect(created.status, JSON.stringify(created.json)).toBe(200);
+    const page = await open(shop.origin, sku, "kim", PHONE);
+    const viewRead = () =>
+      page.waitForResponse((r) => r.request().method() === "GET" && r.url() === `${gateway}/api/skus/${sku}`);
+    await expect.poll(() => text(page, "flashgate-buy .availability"), { timeout: 15_000 }).toContain("1 left");
+
+    // Just after the element read "1 left", Lee takes the unit; Kim presses Buy on what she sees.
+    await viewRead();
+    const lee = await shopper(day.server, "lee");
+    const leeHold = await holdByApi(lee, sku);
+    await page.click("flashgate-buy .buy");
+    await expect.poll(() => text(page, "flashgate-buy .error"), { timeout: 30_000 }).not.toBe("");
+    expect((await events(page)).find((e) => e.type === "flashgate:error")?.detail.error?.code).toBe("SOLD_OUT");
+    await page.waitForSelector("flashgate-buy .join:not([hidden])", { timeout: 15_000 });
+
+    // Lee lets it go: the element shows it on sale again, and no longer says it is sold out.
+    const released = await call(day.server, "POST", `/api/reservations/${leeHold.json.reservationId}/cancel`, {}, lee);
+    expect(released.status, JSON.stringify(released.json)).toBe(200);
+    await expect.poll(() => text(page, "flashgate-buy .availability"), { timeout: 15_000 }).toContain("1 left");
+    expect(await page.isVisible("flashgate-buy .buy")).toBe(true);
+    expect(await text(page, "flashgate-buy .error")).toBe("");
+    await expectSound(page, "shop page, back on sale after a sold-out (phone)");
+    await screenshot(page, "embed-back-on-sale-phone");
+
+    // Lee takes it again: the shop hears that Kim finds it sold out again.
+    await holdByApi(lee, sku);
+    await expect
+      .poll(async () => (await events(page)).filter((e) => e.type === "flashgate:sold-out").length, { timeout: 15_000 })
+      .toBe(2);
+    await page.close();
+  }, 120_000);
+
+  it("sends the same purchase token again when a hold's answer was lost: one hold, shown", async () => {
+    const sku = `lost-${randomUUID().slice(0, 6)}`;
+    const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {
+      name: "Lost tee",
+      totalStock: 5,
+      perUserLimit: 2,
+      price: 1500,
+      currency: "usd",
+    });
+    expect(created.status, JSON.stringify(created.json)).toBe(200);
+    const page = await open(shop.origin, sku, "ivy");
+    await expect.poll(() => text(page, "flashgate-buy .availability"), { timeout: 15_000 }).toContain("5 left");
+
+    // The first hold reaches the gateway, but its answer never reaches the phone.
+    const tokens: string[] = [];
+    const holds: unknown[] = [];
+    page.on("request", (request) => {
+      if (request.method() !== "POST") return;
+      if (request.url().endsWith(`/api/skus/${sku}/tokens`)) tokens.push(request.url());
+      if (request.url().endsWith(`/api/skus/${sku}/reservations`)) holds.push(request.postDataJSON());
+    });
+    let lost = 0;
+    await page.route(`${gateway}/api/skus/${sku}/reservations`, async (route) => {
+      if (route.request().method() !== "POST" || lost > 0) return route.fallback();
+      lost++;
+      await route.fetch();
+      await route.abort("connectionreset");
+    });
+    await page.click("flashgate-buy .buy");
+    await expect.poll(() => text(page, "flashgate-buy .error"), { timeout: 30_000 }).toContain("Could not reach");
+    expect((await events(page)).find((e) => e.type === "flashgate:error")?.detail.error?.code).toBe("NETWORK_ERROR");
+
+    // The shopper presses Buy again: the element asks for that same hold, and gets it.
+    await page.click("flashgate-buy .buy");
+    await page.waitForSelector("flashgate-buy .hold:not([hidden])", { timeout: 30_000 });
+    const view = await call(day.server, "GET", `/admin/skus/${sku}`, undefined, ADMIN);
+    expect(view.json).toMatchObject({ stock: { available: 4, held: 1 } });
+    expect(await text(page, "flashgate-buy .error")).toBe("");
+    expect(tokens).toHaveLength(1);
+    expect(holds).toHaveLength(2);
+    expect(holds[1]).toEqual(holds[0]);
+    const held = (await events(page)).filter((e) => e.type === "flashgate:held");
+    expect(held).toHaveLength(1);
+    const { data: mine } = await shopperClient("ivy").GET("/api/me/reservations");
+    expect(mine?.reservations.map((r) => r.reservationId)).toEqual([held[0]?.detail.reservationId]);
+    expect(await text(page, "flashgate-buy .hold-what")).toBe("Held for you: 1 × Lost tee.");
+    await screenshot(page, "embed-lost-answer");
     await page.close();
   }, 120_000);
 

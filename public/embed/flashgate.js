@@ -147,8 +147,21 @@ export class FlashgateBuy extends HTMLElement {
   /** The gateway has no Stripe (its checkout route answered 404). */
   #noStripe = false;
   #soldOutSent = false;
+  /** The shopper picked their first size (not the element's default): it stays picked, sold out or not. */
+  #sizePicked = false;
+  /** The code of the error shown, if any. @type {string | null} */
+  #errorCode = null;
   /** The SKU offers no proof of work (its challenge route answered 404). */
   #noChallenge = false;
+  /**
+   * A hold asked with this purchase token and body whose answer never came (no network, or the
+   * gateway failing): the next Buy with the same choice sends them again, which answers that same
+   * hold if it was made (API.md "Replaying the same token"), never a second one.
+   * @type {{ token: string, body: string } | null}
+   */
+  #unanswered = null;
+  /** The last read of the shopper's place in line failed (its error is shown until one succeeds). */
+  #lineFailed = false;
   /** @type {Worker | null} */ #worker = null;
   /** @type {string | null} */ #turnstileWidget = null;
   #generation = 0;
@@ -220,6 +233,9 @@ export class FlashgateBuy extends HTMLElement {
     this.#noChallenge = false;
     this.#resumed = false;
     this.#hold = null;
+    this.#unanswered = null;
+    this.#lineFailed = false;
+    this.#sizePicked = false;
     if (!this.#sku || !this.getAttribute("api")) {
       this.#fail({
         error: { code: "INVALID_REQUEST", message: 'The buy button needs its "sku" and "api" attributes.' },
@@ -340,6 +356,11 @@ export class FlashgateBuy extends HTMLElement {
     if (open && soldOut && !this.#soldOutSent) {
       this.#soldOutSent = true;
       this.#emit("flashgate:sold-out", view);
+    } else if (open && !soldOut && this.#soldOutSent) {
+      // Back on sale (a hold lapsed or was let go): a refusal for want of stock is past, and selling
+      // out again is news again.
+      this.#soldOutSent = false;
+      if (this.#errorCode === "SOLD_OUT" || this.#errorCode === "INSUFFICIENT_STOCK") this.#fail(null);
     }
   }
 
@@ -375,7 +396,10 @@ export class FlashgateBuy extends HTMLElement {
           input.type = "radio";
           input.name = "size";
           input.value = v.id;
-          input.addEventListener("change", () => this.#render());
+          input.addEventListener("change", () => {
+            this.#sizePicked = true;
+            this.#render();
+          });
           label.append(input, document.createElement("span"));
           return label;
         }),
@@ -397,8 +421,10 @@ export class FlashgateBuy extends HTMLElement {
       radio.disabled = off(v);
       /** @type {HTMLElement} */ (radio.parentElement).classList.toggle("gone", v.available === 0);
     });
+    // The shopper's own pick stays when it sells out (greyed: they may join its line, or pick another),
+    // never swapped for a size they did not choose; the element's default moves to one with stock.
     let first = radios.find((r) => r.checked);
-    if (!first || first.disabled) {
+    if (!first || (first.disabled && !this.#sizePicked)) {
       first = radios.find((r) => !r.disabled);
       if (first) first.checked = true;
     }
@@ -466,16 +492,26 @@ export class FlashgateBuy extends HTMLElement {
     this.#fail(null);
     this.#render();
     try {
-      const headers = await this.#challenges();
-      if (!headers) return;
-      this.#say("Reserving…");
       const sku = this.#sku;
-      const token = await this.#call("POST", `${this.#skuPath(sku)}/tokens`, { auth: true, headers });
-      if (token.status !== 201) return this.#refused(token.json);
+      const asked = { quantity: this.#quantity, ...this.#sizesBody() };
+      const same = this.#unanswered?.body === JSON.stringify(asked) ? this.#unanswered.token : null;
+      this.#unanswered = null;
+      let token = same;
+      if (!token) {
+        const headers = await this.#challenges();
+        if (!headers) return;
+        this.#say("Reserving…");
+        const minted = await this.#call("POST", `${this.#skuPath(sku)}/tokens`, { auth: true, headers });
+        if (minted.status !== 201) return this.#refused(minted.json);
+        token = /** @type {string} */ (minted.json.token);
+      } else this.#say("Reserving…");
+      this.#unanswered = { token, body: JSON.stringify(asked) };
       const reservation = await this.#call("POST", `${this.#skuPath(sku)}/reservations`, {
         auth: true,
-        body: { token: token.json.token, quantity: this.#quantity, ...this.#sizesBody() },
+        body: { token, ...asked },
       });
+      // An answer (held or refused) decides this token; a server error or none (thrown) leaves it to send again.
+      if (reservation.status < 500) this.#unanswered = null;
       if (reservation.status !== 202) return this.#refused(reservation.json);
       await this.#held(/** @type {Reservation} */ (reservation.json));
     } catch (error) {
@@ -737,6 +773,10 @@ export class FlashgateBuy extends HTMLElement {
     try {
       const answer = await this.#call("GET", `${this.#skuPath(this.#sku)}/waitlist`, { auth: true });
       if (generation !== this.#generation) return;
+      if ((answer.status === 200 || answer.status === 404) && this.#lineFailed) {
+        this.#lineFailed = false;
+        this.#fail(null); // the line is read again: its error is past
+      }
       if (answer.status === 200) {
         const place = /** @type {WaitlistPlace} */ (answer.json);
         this.#place = place;
@@ -746,15 +786,28 @@ export class FlashgateBuy extends HTMLElement {
         this.#lineTimer = window.setTimeout(() => void this.#watchLine(), LINE_POLL_MS);
         return;
       }
-      if (answer.status !== 404) return quietly ? undefined : this.#refused(answer.json);
-      const wasWaiting = this.#place !== null;
+      if (answer.status !== 404) return quietly ? undefined : this.#lineReadFailed(() => this.#refused(answer.json));
+      // Still "waiting" until the hold the line gave is found: a failed look reads the line again.
+      if (this.#place !== null) await this.#holdFromLine();
       this.#place = null;
       this.#text("line", "");
       this.#render();
-      if (wasWaiting) await this.#holdFromLine();
     } catch (error) {
-      this.#failWith(error);
+      if (generation !== this.#generation) return;
+      if (quietly || error instanceof SignInError) return this.#failWith(error);
+      this.#lineReadFailed(() => this.#failWith(error));
     }
+  }
+
+  /**
+   * A read of the shopper's place that failed (the connection dropped, the gateway busy or refusing
+   * for now): said once, and the place read again as usual, so the hold the line gives still shows.
+   * @param {() => void} say the error shown and sent, the first time in a row
+   */
+  #lineReadFailed(say) {
+    if (!this.#lineFailed) say();
+    this.#lineFailed = true;
+    this.#lineTimer = window.setTimeout(() => void this.#watchLine(), LINE_POLL_MS);
   }
 
   /** The line served this shopper: the newest hold of this SKU is theirs. */
@@ -842,6 +895,7 @@ export class FlashgateBuy extends HTMLElement {
    */
   #fail(body) {
     this.#el("error").textContent = body?.error.message ?? "";
+    this.#errorCode = body?.error.code ?? null;
     if (!body) return;
     this.#say("");
     this.#emit("flashgate:error", body);
