@@ -518,6 +518,30 @@ describe("the buy button on a shop's page", () => {
     await page.close();
   }, 120_000);
 
+  it("offers nothing of a SKU archived while shown, and says so once, not at every read", async () => {
+    const sku = `gone-${randomUUID().slice(0, 6)}`;
+    const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {
+      name: "Gone tee",
+      totalStock: 3,
+      price: 100,
+      currency: "usd",
+    });
+    expect(created.status, JSON.stringify(created.json)).toBe(200);
+    const page = await open(shop.origin, sku, "moe");
+    await expect.poll(() => text(page, "flashgate-buy .availability"), { timeout: 15_000 }).toContain("3 left");
+    const archived = await call(day.server, "DELETE", `/admin/skus/${sku}`);
+    expect(archived.status, JSON.stringify(archived.json)).toBe(200);
+    await expect.poll(() => text(page, "flashgate-buy .error"), { timeout: 15_000 }).not.toBe("");
+    expect(await text(page, "flashgate-buy .availability")).toBe("");
+    expect(await text(page, "flashgate-buy .price")).toBe("");
+    expect(await page.isVisible("flashgate-buy .buy")).toBe(false);
+    // The next read of the view finds it gone again: the page is not told twice.
+    await page.waitForResponse((r) => r.request().method() === "GET" && r.url() === `${gateway}/api/skus/${sku}`);
+    const errors = (await events(page)).filter((e) => e.type === "flashgate:error");
+    expect(errors.map((e) => e.detail.error?.code)).toEqual(["SKU_NOT_FOUND"]);
+    await page.close();
+  }, 60_000);
+
   it("sends the same purchase token again when a hold's answer was lost: one hold, shown", async () => {
     const sku = `lost-${randomUUID().slice(0, 6)}`;
     const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {

@@ -311,7 +311,13 @@ export class FlashgateBuy extends HTMLElement {
     try {
       const answer = await this.#call("GET", this.#skuPath(this.#sku));
       if (generation !== this.#generation) return;
-      if (!answer.ok) return this.#fail(answer.json);
+      if (!answer.ok) {
+        // Gone (archived): nothing left to buy, so its price, count and buttons go with it.
+        if (answer.status === 404) this.#forgetView();
+        // Said once while it lasts, not again at every read of the view.
+        if (answer.json?.error?.code !== this.#errorCode) this.#fail(answer.json);
+        return;
+      }
       this.#view = /** @type {PublicSku} */ (answer.json);
       this.#render();
       if (!this.#resumed && this.getToken) {
@@ -321,6 +327,13 @@ export class FlashgateBuy extends HTMLElement {
     } catch (error) {
       if (generation === this.#generation) this.#failWith(error);
     }
+  }
+
+  /** The SKU's view is no more (404): what it showed goes, and nothing offers to buy it. */
+  #forgetView() {
+    this.#view = null;
+    for (const name of ["price", "availability", "countdown"]) this.#text(name, "");
+    for (const part of ["buy", "join", "sizes"]) this.#show(part, false);
   }
 
   #render() {
