@@ -321,6 +321,40 @@ describe("sizes in the storefront (issue #51)", () => {
     await page.close();
   }, 120_000);
 
+  it("keeps the size the shopper picked when it sells out, rather than another they did not choose", async () => {
+    const sku = `pick-${randomUUID().slice(0, 6)}`;
+    const created = await api("PUT", `/admin/skus/${sku}`, {
+      name: "Pick boot",
+      perUserLimit: 1,
+      price: 9000,
+      variants: [
+        { id: "40", name: "EU 40", totalStock: 2 },
+        { id: "42", name: "EU 42", totalStock: 1 },
+      ],
+    });
+    expect(created.status, JSON.stringify(created.json)).toBe(200);
+    const page = await signedIn(sku, `quin-${sku}`);
+    await page.waitForSelector("#sizes:not([hidden])", WAIT);
+    await page.getByRole("radio", { name: "EU 42 (1 left)" }).check();
+    // Someone else takes the only 42; the page's next read greys it.
+    const rex = await shopper(day.server, `rex-${sku}`);
+    const token = await api("POST", `/api/skus/${sku}/tokens`, undefined, rex);
+    const taken = await api(
+      "POST",
+      `/api/skus/${sku}/reservations`,
+      { token: token.json.token, quantity: 1, variants: ["42"] },
+      rex,
+    );
+    expect(taken.status, JSON.stringify(taken.json)).toBe(202);
+    await expect
+      .poll(() => page.$$eval("#size-options label", (ls) => ls.map((l) => l.textContent)), WAIT)
+      .toEqual(["EU 40 (2 left)", "EU 42 (sold out)"]);
+    // Still the shopper's 42, greyed: not EU 40, which they did not choose.
+    expect(await page.isChecked('#size-options input[value="42"]')).toBe(true);
+    expect(await page.isChecked('#size-options input[value="40"]')).toBe(false);
+    await page.close();
+  });
+
   it("with every size sold out, the picker chooses the sizes the line waits for", async () => {
     const sku = `cap-${randomUUID().slice(0, 6)}`;
     const created = await api("PUT", `/admin/skus/${sku}`, {

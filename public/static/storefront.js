@@ -601,6 +601,7 @@ function renderSizes(view) {
   const key = `${view.sku}\n${sizes.map((s) => s.id).join("\n")}`;
   if (box.dataset.key !== key) {
     box.dataset.key = key;
+    delete box.dataset.picked;
     box.replaceChildren(
       ...sizes.map((size) => {
         const label = document.createElement("label");
@@ -609,7 +610,10 @@ function renderSizes(view) {
         radio.type = "radio";
         radio.name = "size";
         radio.value = size.id;
-        radio.addEventListener("change", () => renderSku());
+        radio.addEventListener("change", () => {
+          box.dataset.picked = "true";
+          renderSku();
+        });
         label.append(radio, document.createElement("span"));
         return label;
       }),
@@ -626,9 +630,11 @@ function renderSizes(view) {
     radio.disabled = size.available === 0 && !allGone;
     radio.closest("label")?.classList.toggle("gone", size.available === 0);
   });
-  // The first choice: kept while it can be picked, else the first size with units.
+  // The first choice: the shopper's own pick stays when it sells out (greyed: a hold then takes a later
+  // choice, or the line is offered), never swapped for a size they did not choose; the page's default
+  // moves to the first size with units.
   let first = radios.find((r) => r.checked);
-  if (!first || first.disabled) {
+  if (!first || (first.disabled && box.dataset.picked !== "true")) {
     first = radios.find((r) => !r.disabled);
     if (first) first.checked = true;
   }
