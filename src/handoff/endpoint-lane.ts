@@ -47,8 +47,10 @@ const LEASE_MS = BUDGET_MS + DELIVERY_TIMEOUT_MS + 10_000;
 /** `WEBHOOK_RETRY_SCHEDULE` (seconds, comma-separated), or the default when unset or malformed. */
 export function retrySchedule(text: string | undefined): readonly number[] {
   if (!text) return DEFAULT_RETRY_SCHEDULE;
-  const delays = text.split(",").map((part) => Number(part.trim()));
-  if (delays.length === 0 || delays.some((d) => !Number.isInteger(d) || d < 0 || d > MAX_DELAY_SECONDS)) {
+  const parts = text.split(",").map((part) => part.trim());
+  // An empty part ("5,,10") is a slip, not a delay of 0 s (which Number("") would make of it).
+  const delays = parts.map((part) => (part === "" ? Number.NaN : Number(part)));
+  if (delays.some((d) => !Number.isInteger(d) || d < 0 || d > MAX_DELAY_SECONDS)) {
     log("error", "WEBHOOK_RETRY_SCHEDULE is malformed; using the default", { value: text });
     return DEFAULT_RETRY_SCHEDULE;
   }
