@@ -35,9 +35,20 @@ export async function applyPaymentEvent(
   // A SKU nobody configured has no reservations, and its stock object is not made to say so.
   if (!where || !(await catalogHasShard(env, where.sku, where.shard))) return null;
   const content = contentOf(command);
-  const { claimed, recorded } = await claimEventId(env.DB, command.eventId, content, Date.now());
-  // Recorded once answered, kept for good: its answer again, whether or not the object still keeps the event.
-  if (recorded) return replayed(env, content, recorded);
+  const { claimed, fresh, recorded } = await claimEventId(env.DB, command.eventId, content, Date.now());
+  // Recorded once answered, kept for good: its answer again. While D1 still keeps the id's claim (and
+  // the object the event), the claim judges the content (its currency included) as before; a row from
+  // before `reservation_status` was kept (or written by the release before, during a deploy) is
+  // answered by the object, which keeps the status it left, not the reservation's status now.
+  if (recorded && (fresh || (claimed && recorded.reservation_status !== null))) {
+    try {
+      return await replayed(env, content, recorded);
+    } catch (err) {
+      // Refused: the claim this call made for it goes, or it would refuse the event's own resend.
+      if (fresh) await releaseClaimOf(env.DB, command.eventId, content);
+      throw err;
+    }
+  }
   if (!claimed) {
     // The id says something else already. Unless what it says names no reservation: that delivery
     // answers 404 and leaves the id unused, so its claim is let go here as it would be there.
@@ -157,8 +168,8 @@ async function claimEventId(
   eventId: string,
   content: EventContent,
   now: number,
-): Promise<{ claimed: boolean; recorded: RecordedPayment | undefined }> {
-  const [, read, payment] = await db.batch<StoredContent | RecordedPayment>([
+): Promise<{ claimed: boolean; fresh: boolean; recorded: RecordedPayment | undefined }> {
+  const [inserted, read, payment] = await db.batch<StoredContent | RecordedPayment>([
     db
       .prepare(
         `INSERT INTO payment_event_ids (event_id, reservation_id, type, amount, currency, received_at)
@@ -181,7 +192,9 @@ async function claimEventId(
     stored.type === content.type &&
     stored.amount === content.amount &&
     stored.currency === content.currency;
-  return { claimed, recorded: payment?.results[0] as RecordedPayment | undefined };
+  // Recorded by this call: D1 had forgotten the id (7 days on), or never had it.
+  const fresh = (inserted?.meta.changes ?? 0) > 0;
+  return { claimed, fresh, recorded: payment?.results[0] as RecordedPayment | undefined };
 }
 
 /** Forgets the record of an event that named no reservation (only if it is still this content). */
@@ -204,6 +217,17 @@ async function releaseEventId(db: D1Database, eventId: string, reservationId: st
   await db
     .prepare("DELETE FROM payment_event_ids WHERE event_id = ?1 AND reservation_id = ?2")
     .bind(eventId, reservationId)
+    .run();
+}
+
+/** Lets go of an id's claim only if it still says `content` (the claim a refused delivery made). */
+async function releaseClaimOf(db: D1Database, eventId: string, content: EventContent): Promise<void> {
+  await db
+    .prepare(
+      `DELETE FROM payment_event_ids WHERE event_id = ?1 AND reservation_id = ?2 AND type = ?3
+         AND amount IS ?4 AND currency IS ?5`,
+    )
+    .bind(eventId, content.reservationId, content.type, content.amount, content.currency)
     .run();
 }
 
