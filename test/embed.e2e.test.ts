@@ -478,6 +478,41 @@ describe("the buy button on a shop's page", () => {
     await page.close();
   }, 120_000);
 
+  it("shows the hold the line gives when the shopper's reservations list it a moment after the place is gone (second reading)", async () => {
+    const sku = `lag-${randomUUID().slice(0, 6)}`;
+    const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {
+      name: "Lag tee",
+      totalStock: 1,
+      perUserLimit: 1,
+      price: 2000,
+      currency: "usd",
+    });
+    expect(created.status, JSON.stringify(created.json)).toBe(200);
+    const gus = await shopper(day.server, "gus2");
+    const gusHold = await holdByApi(gus, sku);
+
+    const page = await open(shop.origin, sku, "hal2", PHONE);
+    await page.waitForSelector("flashgate-buy .join:not([hidden])", { timeout: 15_000 });
+    await page.click("flashgate-buy .join");
+    await expect.poll(() => text(page, "flashgate-buy .line"), { timeout: 15_000 }).toBe("In line: number 1.");
+
+    // The order row of the line's hold reaches D1 through the queue: the first two looks find nothing yet.
+    let looks = 0;
+    await page.route(`${gateway}/api/me/reservations`, async (route) => {
+      if (route.request().method() !== "GET" || looks >= 2) return route.fallback();
+      looks++;
+      const response = await route.fetch(); // its CORS headers, not its body
+      await route.fulfill({ response, json: { reservations: [] } });
+    });
+    const released = await call(day.server, "POST", `/api/reservations/${gusHold.json.reservationId}/cancel`, {}, gus);
+    expect(released.status, JSON.stringify(released.json)).toBe(200);
+    await page.waitForSelector("flashgate-buy .hold:not([hidden])", { timeout: 30_000 });
+    expect(looks).toBe(2);
+    expect(await text(page, "flashgate-buy .hold-what")).toBe("Held for you: 1 × Lag tee.");
+    expect((await events(page)).filter((e) => e.type === "flashgate:held")).toHaveLength(1);
+    await page.close();
+  }, 120_000);
+
   it("takes back its sold-out error once stock returns, and says sold out again when it is", async () => {
     const sku = `back-${randomUUID().slice(0, 6)}`;
     const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {

@@ -113,6 +113,12 @@ function loadReceiptChecker() {
 /** How often the line's place is read while waiting, and the public view while the page is open. */
 const LINE_POLL_MS = 2000;
 const VIEW_POLL_MS = 5000;
+/**
+ * How many times the hold the line gave is looked for once the shopper's place is gone (every
+ * LINE_POLL_MS: a minute), as the storefront does: its order row reaches GET /api/me/reservations
+ * through the queue's consumer, a moment after the line let the shopper go.
+ */
+const LINE_LOOKS = 30;
 /** How often a hold is read until the sale log's receipt of it is there, and how many times at most. */
 const RECEIPT_POLL_MS = 1000;
 const RECEIPT_TRIES = 60;
@@ -162,6 +168,8 @@ export class FlashgateBuy extends HTMLElement {
   #unanswered = null;
   /** The last read of the shopper's place in line failed (its error is shown until one succeeds). */
   #lineFailed = false;
+  /** Looks for the hold the line gave since the shopper's place was found gone. */
+  #lineLooks = 0;
   /** @type {Worker | null} */ #worker = null;
   /** @type {string | null} */ #turnstileWidget = null;
   #generation = 0;
@@ -235,6 +243,7 @@ export class FlashgateBuy extends HTMLElement {
     this.#hold = null;
     this.#unanswered = null;
     this.#lineFailed = false;
+    this.#lineLooks = 0;
     this.#sizePicked = false;
     if (!this.#sku || !this.getAttribute("api")) {
       this.#fail({
@@ -793,6 +802,7 @@ export class FlashgateBuy extends HTMLElement {
       if (answer.status === 200) {
         const place = /** @type {WaitlistPlace} */ (answer.json);
         this.#place = place;
+        this.#lineLooks = 0;
         const ahead = place.unitsAhead > 0 ? `, ${place.unitsAhead.toLocaleString()} units wanted ahead of you` : "";
         this.#text("line", `In line: number ${place.position.toLocaleString()}${ahead}.`);
         this.#render();
@@ -800,8 +810,20 @@ export class FlashgateBuy extends HTMLElement {
         return;
       }
       if (answer.status !== 404) return quietly ? undefined : this.#lineReadFailed(() => this.#refused(answer.json));
-      // Still "waiting" until the hold the line gave is found: a failed look reads the line again.
-      if (this.#place !== null) await this.#holdFromLine();
+      // Still "waiting" until the hold the line gave is found: it reaches the shopper's reservations
+      // through the queue, a moment after the place is gone, so a look that finds nothing (or fails)
+      // is made again, a minute at most; a failed look reads the line again too.
+      if (this.#place !== null) {
+        const last = this.#lineLooks + 1 >= LINE_LOOKS;
+        const found = await this.#holdFromLine(last);
+        if (generation !== this.#generation) return;
+        if (!found && !last && this.#place !== null) {
+          this.#lineLooks++;
+          this.#lineTimer = window.setTimeout(() => void this.#watchLine(), LINE_POLL_MS);
+          return;
+        }
+      }
+      this.#lineLooks = 0;
       this.#place = null;
       this.#text("line", "");
       this.#render();
@@ -823,14 +845,23 @@ export class FlashgateBuy extends HTMLElement {
     this.#lineTimer = window.setTimeout(() => void this.#watchLine(), LINE_POLL_MS);
   }
 
-  /** The line served this shopper: the newest hold of this SKU is theirs. */
-  async #holdFromLine() {
+  /**
+   * The line served this shopper: the newest hold of this SKU is theirs. True once it is shown; a
+   * refused look is said only when it is the last (`last`), else it is looked for again.
+   * @param {boolean} last
+   */
+  async #holdFromLine(last) {
     const answer = await this.#call("GET", "/api/me/reservations", { auth: true });
-    if (!answer.ok) return this.#refused(answer.json);
+    if (!answer.ok) {
+      if (last) this.#refused(answer.json);
+      return false;
+    }
     /** @type {Reservation[]} */
     const reservations = answer.json.reservations;
     const hold = reservations.find((r) => r.sku === this.#sku && r.status === "held");
-    if (hold) await this.#held(hold);
+    if (!hold) return false;
+    await this.#held(hold);
+    return true;
   }
 
   async #leave() {
