@@ -35,12 +35,14 @@ export async function applyPaymentEvent(
   // A SKU nobody configured has no reservations, and its stock object is not made to say so.
   if (!where || !(await catalogHasShard(env, where.sku, where.shard))) return null;
   const content = contentOf(command);
-  const { claimed, fresh, recorded } = await claimEventId(env.DB, command.eventId, content, Date.now());
-  // Recorded once answered, kept for good: its answer again. While D1 still keeps the id's claim (and
-  // the object the event), the claim judges the content (its currency included) as before; a row from
-  // before `reservation_status` was kept (or written by the release before, during a deploy) is
-  // answered by the object, which keeps the status it left, not the reservation's status now.
-  if (recorded && (fresh || (claimed && recorded.reservation_status !== null))) {
+  const { claimed, fresh, claimedAt, recorded } = await claimEventId(env.DB, command.eventId, content, Date.now());
+  // Recorded once answered, kept for good: its answer again. A claim made after the row was (D1 had
+  // forgotten the id, 7 days on, and a resend claimed it again) means the object forgot the event too.
+  // While the first claim stands (and the object keeps the event), the claim judges the content (its
+  // currency included) as before; a row from before `reservation_status` was kept (or written by the
+  // release before, during a deploy) is answered by the object, which keeps the status it left.
+  const reclaimed = recorded !== undefined && claimedAt !== undefined && claimedAt > recorded.received_at;
+  if (recorded && (fresh || reclaimed || (claimed && recorded.reservation_status !== null))) {
     try {
       return await replayed(env, content, recorded);
     } catch (err) {
@@ -111,6 +113,7 @@ type RecordedPayment = {
   outcome: PaymentVerdict["outcome"];
   reason: string | null;
   reservation_status: string | null;
+  received_at: number;
 };
 
 /**
@@ -156,7 +159,13 @@ function contentOf(command: PaymentCommand): EventContent {
   };
 }
 
-type StoredContent = { reservation_id: string; type: string; amount: number | null; currency: string | null };
+type StoredContent = {
+  reservation_id: string;
+  type: string;
+  amount: number | null;
+  currency: string | null;
+  received_at: number;
+};
 
 /**
  * Records what `eventId` says unless it is recorded already, and tells whether the record is this
@@ -168,7 +177,7 @@ async function claimEventId(
   eventId: string,
   content: EventContent,
   now: number,
-): Promise<{ claimed: boolean; fresh: boolean; recorded: RecordedPayment | undefined }> {
+): Promise<{ claimed: boolean; fresh: boolean; claimedAt: number | undefined; recorded: RecordedPayment | undefined }> {
   const [inserted, read, payment] = await db.batch<StoredContent | RecordedPayment>([
     db
       .prepare(
@@ -177,11 +186,11 @@ async function claimEventId(
       )
       .bind(eventId, content.reservationId, content.type, content.amount, content.currency, now),
     db
-      .prepare("SELECT reservation_id, type, amount, currency FROM payment_event_ids WHERE event_id = ?1")
+      .prepare("SELECT reservation_id, type, amount, currency, received_at FROM payment_event_ids WHERE event_id = ?1")
       .bind(eventId),
     db
       .prepare(
-        "SELECT reservation_id, sku, amount, currency, outcome, reason, reservation_status FROM payments WHERE event_id = ?1",
+        "SELECT reservation_id, sku, amount, currency, outcome, reason, reservation_status, received_at FROM payments WHERE event_id = ?1",
       )
       .bind(eventId),
   ]);
@@ -194,7 +203,12 @@ async function claimEventId(
     stored.currency === content.currency;
   // Recorded by this call: D1 had forgotten the id (7 days on), or never had it.
   const fresh = (inserted?.meta.changes ?? 0) > 0;
-  return { claimed, fresh, recorded: payment?.results[0] as RecordedPayment | undefined };
+  return {
+    claimed,
+    fresh,
+    claimedAt: stored?.received_at,
+    recorded: payment?.results[0] as RecordedPayment | undefined,
+  };
 }
 
 /** Forgets the record of an event that named no reservation (only if it is still this content). */

@@ -216,6 +216,26 @@ describe("a payment event sent again after its stock object forgot it", () => {
   });
 });
 
+describe("a payment event sent again twice after its stock object forgot it", () => {
+  it("is answered from its record both times, a row without its status (the release before 0017's) included", async () => {
+    const sku = uniqueSku("resent-twice");
+    await createSku(sku, { totalStock: 2, perUserLimit: 1, price: 1200 });
+    const ned = (await reserve("ned", sku)).json;
+    const eventId = `evt_resent_twice_${sku}`;
+    const first = await pay(ned.reservationId, "payment.succeeded", eventId, { amount: 1200 });
+    expect(first.json).toEqual({ received: true, reservationStatus: "paid", outcome: "applied" });
+    await env.DB.prepare("UPDATE payments SET reservation_status = NULL WHERE event_id = ?1").bind(eventId).run();
+    // 7 days on: the object and D1's claim forgot it; the first resend claims the id again.
+    await runInDurableObject(stockShard(env, sku, 0), (_object, state) => {
+      state.storage.sql.exec("DELETE FROM payment_events");
+    });
+    await env.DB.prepare("DELETE FROM payment_event_ids WHERE event_id = ?1").bind(eventId).run();
+    const again = await pay(ned.reservationId, "payment.succeeded", eventId, { amount: 1200 });
+    const thrice = await pay(ned.reservationId, "payment.succeeded", eventId, { amount: 1200 });
+    expect([again.json, thrice.json]).toEqual([first.json, first.json]);
+  });
+});
+
 describe("a payment event sent again while its claim is kept (second reading of 3fe1ff1)", () => {
   it("a row from before reservation_status (or from the release before, during a deploy) is answered by the object, not by the reservation's status now", async () => {
     const sku = uniqueSku("resent-old");
