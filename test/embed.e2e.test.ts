@@ -577,6 +577,35 @@ describe("the buy button on a shop's page", () => {
     await page.close();
   }, 60_000);
 
+  it("takes back a view's 404 once the view answers again, and offers the SKU as before", async () => {
+    const sku = `blip-${randomUUID().slice(0, 6)}`;
+    const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {
+      name: "Blip tee",
+      totalStock: 3,
+      price: 100,
+      currency: "usd",
+    });
+    expect(created.status, JSON.stringify(created.json)).toBe(200);
+    const page = await open(shop.origin, sku, "ola");
+    await expect.poll(() => text(page, "flashgate-buy .availability"), { timeout: 15_000 }).toContain("3 left");
+    // One read of the view answered 404 on its way (a proxy's blip): then the gateway's answers again.
+    const view = `${gateway}/api/skus/${sku}`;
+    await page.route(view, (route) =>
+      route.fulfill({
+        status: 404,
+        contentType: "application/json",
+        headers: { "access-control-allow-origin": shop.origin },
+        body: JSON.stringify({ error: { code: "SKU_NOT_FOUND", message: "No such SKU." } }),
+      }),
+    );
+    await expect.poll(() => text(page, "flashgate-buy .error"), { timeout: 15_000 }).toBe("No such SKU.");
+    await page.unroute(view);
+    await expect.poll(() => text(page, "flashgate-buy .error"), { timeout: 15_000 }).toBe("");
+    expect(await text(page, "flashgate-buy .availability")).toContain("3 left");
+    expect(await page.isVisible("flashgate-buy .buy")).toBe(true);
+    await page.close();
+  }, 60_000);
+
   it("sends the same purchase token again when a hold's answer was lost: one hold, shown", async () => {
     const sku = `lost-${randomUUID().slice(0, 6)}`;
     const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {

@@ -170,6 +170,8 @@ export class FlashgateBuy extends HTMLElement {
   #lineFailed = false;
   /** Looks for the hold the line gave since the shopper's place was found gone. */
   #lineLooks = 0;
+  /** The last read of the SKU's view failed (its error is the one shown, until a read succeeds). */
+  #viewFailed = false;
   /** @type {Worker | null} */ #worker = null;
   /** @type {string | null} */ #turnstileWidget = null;
   #generation = 0;
@@ -244,7 +246,11 @@ export class FlashgateBuy extends HTMLElement {
     this.#unanswered = null;
     this.#lineFailed = false;
     this.#lineLooks = 0;
+    this.#viewFailed = false;
     this.#sizePicked = false;
+    // Another SKU (or the same anew): the place in a line is read again, not carried over.
+    this.#place = null;
+    this.#text("line", "");
     if (!this.#sku || !this.getAttribute("api")) {
       this.#fail({
         error: { code: "INVALID_REQUEST", message: 'The buy button needs its "sku" and "api" attributes.' },
@@ -324,8 +330,14 @@ export class FlashgateBuy extends HTMLElement {
         // Gone (archived): nothing left to buy, so its price, count and buttons go with it.
         if (answer.status === 404) this.#forgetView();
         // Said once while it lasts, not again at every read of the view.
-        if (answer.json?.error?.code !== this.#errorCode) this.#fail(answer.json);
+        if (!this.#viewFailed || answer.json?.error?.code !== this.#errorCode) this.#fail(answer.json);
+        this.#viewFailed = true;
         return;
+      }
+      // The view is back (a 404 that passed): what its failure said is past.
+      if (this.#viewFailed) {
+        this.#viewFailed = false;
+        this.#fail(null);
       }
       this.#view = /** @type {PublicSku} */ (answer.json);
       this.#render();
@@ -341,6 +353,7 @@ export class FlashgateBuy extends HTMLElement {
   /** The SKU's view is no more (404): what it showed goes, and nothing offers to buy it. */
   #forgetView() {
     this.#view = null;
+    this.#opensAt = null;
     for (const name of ["price", "availability", "countdown"]) this.#text(name, "");
     for (const part of ["buy", "join", "sizes"]) this.#show(part, false);
   }
@@ -851,7 +864,15 @@ export class FlashgateBuy extends HTMLElement {
    * @param {boolean} last
    */
   async #holdFromLine(last) {
-    const answer = await this.#call("GET", "/api/me/reservations", { auth: true });
+    let answer;
+    try {
+      answer = await this.#call("GET", "/api/me/reservations", { auth: true });
+    } catch (error) {
+      if (error instanceof SignInError) throw error; // the shopper's sign-in, not the look: said at once
+      // No answer: a look like any other that found nothing (counted), said only on the last.
+      if (last) this.#failWith(error);
+      return false;
+    }
     if (!answer.ok) {
       if (last) this.#refused(answer.json);
       return false;
