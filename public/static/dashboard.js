@@ -1184,6 +1184,8 @@ async function refresh() {
   try {
     const started = Date.now();
     const askWebhooks = started >= webhooksAt || started < fastWebhooksUntil;
+    // The page of letters asked for: a refresh still out when Older or Newer asked another shows nothing.
+    const lettersAsked = lettersAfter;
     const [skus, letters, runs, webhooks, read] = await Promise.all([
       /** @type {Promise<Answer<AdminSkuList>>} */ (admin("GET", "/admin/skus")),
       /** @type {Promise<Answer<DeadLetterList>>} */ (
@@ -1224,7 +1226,7 @@ async function refresh() {
       });
       $("no-skus").hidden = skus.json.skus.length > 0;
     }
-    if (letters.ok) renderLetters(letters.json);
+    if (letters.ok && lettersAsked === lettersAfter) renderLetters(letters.json);
     if (webhooks) {
       renderWebhooks(webhooks);
       webhooksAt = started + WEBHOOKS_MS;
@@ -1234,6 +1236,8 @@ async function refresh() {
   } catch (error) {
     $("board-error").textContent = `Gateway unreachable: ${error}`;
   }
+  // One refresh waits at a time, though a click may have started one while another was out.
+  clearTimeout(timer);
   timer = setTimeout(refresh, REFRESH_MS);
 }
 
