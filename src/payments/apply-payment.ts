@@ -42,7 +42,7 @@ export async function applyPaymentEvent(
   // currency included) as before; a row from before `reservation_status` was kept (or written by the
   // release before, during a deploy) is answered by the object, which keeps the status it left.
   const reclaimed = recorded !== undefined && claimedAt !== undefined && claimedAt > recorded.received_at;
-  if (recorded && (fresh || reclaimed || (claimed && recorded.reservation_status !== null))) {
+  if (recorded && (reclaimed || (claimed && recorded.reservation_status !== null))) {
     try {
       return await replayed(env, content, recorded);
     } catch (err) {
