@@ -31,7 +31,8 @@
  *    HMAC-SHA256(seed, entryId)); every hold a draw made names that draw and its position (once
  *    each, 1 to its entrants, made between its close and its reveal), a hold inside a window only
  *    by an earlier opening's draw, and the entries' results match the log: each `HELD` entry has
- *    its one hold at its position, of its quantity, no refused one has any, and (a sale without
+ *    its one hold at its position, of its quantity, held by its buyer (salted entry ids, which
+ *    are the buyers' `user`), no refused one has any, and (a sale without
  *    sizes) none is held after the first `SOLD_OUT`, nor refused `SOLD_OUT` while units the log
  *    leaves it remained. A draw whose holds name it not, and whose configuration promised no such
  *    names (`holdsNamed`: a gateway from before they did), has its outcomes reported as unproven,
@@ -48,6 +49,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import {
   Broken,
+  checkDrawBuyers,
   checkDrawOutcomes,
   checkDrawPage,
   checkReceipt,
@@ -144,7 +146,7 @@ async function checkDrawOrder(
       ...(tiers.length > 0 ? { tiers } : {}),
     };
   }
-  const one = await checkOneDraw(base, null, seed, entries, draws, now, progress, info.seedHash);
+  const one = await checkOneDraw(base, null, seed, entries, draws, now, progress, info);
   const pending = unsettled ?? one.unsettled ?? tiers.find((t) => t.unsettled)?.unsettled;
   return {
     seedHash: info.seedHash,
@@ -180,9 +182,9 @@ async function checkOneDraw(
   draws: ReadonlyMap<string, DrawHolds>,
   now: number,
   progress: (line: string) => void,
-  publicHash?: string,
+  shownPublic?: ShownDraw,
 ): Promise<TierDrawChecked> {
-  const seedHash = opening?.seedHash ?? publicHash ?? "";
+  const seedHash = opening?.seedHash ?? shownPublic?.seedHash ?? "";
   const which = opening ? `the draw of the opening at ${opening.opensAt}` : "the draw";
   const named = opening ? `&opensAt=${encodeURIComponent(opening.opensAt)}` : "";
   const tag = opening ? { opensAt: opening.opensAt } : {};
@@ -209,6 +211,8 @@ async function checkOneDraw(
   progress(`${which}'s ${position} entries are in the order its revealed seed gives`);
   // Its results against the log: each held entry's hold names its position, and nothing else does.
   const outcomes = checkDrawOutcomes(listed, draws.get(seedHash), now);
+  // Salted entry ids are the buyers' `user`: a drawn hold must be its entry's buyer's.
+  if ((opening ?? shownPublic)?.entryIdPrefix === "salt") checkDrawBuyers(listed, draws.get(seedHash));
   progress(
     outcomes.unproven
       ? `${which}'s outcomes are not tied to its order: ${outcomes.unproven}`

@@ -1,12 +1,12 @@
 import { abortAllDurableObjects, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { drawOrder, entryIdOf, sha256Hex } from "../durable-objects/engine/opening-draw";
+import { drawOrder, sha256Hex } from "../durable-objects/engine/opening-draw";
 import { homeShard } from "../durable-objects/shared/shard-name";
 import { configureSku } from "../src/catalog/configure-sku";
 import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
 import { type Answer, call, createSku, stockOf, stockShard, uniqueSku } from "./support/client";
-import { closeWindow, setClock, untilEntered } from "./support/draw-window";
+import { closeWindow, entryIdFor, setClock, untilEntered } from "./support/draw-window";
 import { eventually } from "./support/eventually";
 import { logEntriesOf } from "./support/log-entries";
 import { differencesOf, ordersOf, reconcileNow } from "./support/reconcile";
@@ -200,7 +200,7 @@ describe("fair opening: a sale through the Worker", () => {
     expect(answers.filter((a) => a.answer.json.error?.code === "LIMIT_EXCEEDED")).toHaveLength(2);
     const held = answers.filter((a) => a.answer.status === 202);
     expect(held).toHaveLength(3);
-    const won = new Set(held.map((a) => entryIdOf(sku, a.user)));
+    const won = new Set(held.map((a) => entryIdFor(sku, a.user)));
     expect(
       entries
         .filter((e) => e.result === "HELD")
@@ -248,7 +248,7 @@ describe("fair opening: a sale through the Worker", () => {
     expect(heldUsers.size).toBe(units);
     // The winners are the first `units` entries of the recomputed order (quantity 1, limit 1).
     const winners = new Set(entries.slice(0, units).map((e) => e.entryId));
-    const ids = new Map([...bots, ...shoppers].map((u) => [u, entryIdOf(sku, u)] as const));
+    const ids = new Map([...bots, ...shoppers].map((u) => [u, entryIdFor(sku, u)] as const));
     expect(new Set([...heldUsers].map((u) => ids.get(u)))).toEqual(winners);
     expect(entries.slice(units).every((e) => e.result === "SOLD_OUT")).toBe(true);
     for (const a of answers) {
@@ -288,6 +288,38 @@ describe("fair opening: a sale through the Worker", () => {
     expect([lateAnswer.status, lateAnswer.json.error?.code]).toEqual([409, "SOLD_OUT"]);
     expect(lateAnswer.json.draw).toBeUndefined();
     expect(lateAnswer.json.error.details?.draw).toBeUndefined(); // decided on arrival, not by the draw
+  });
+
+  it("names nobody: a guessed user id finds no entry, and each entry is its buyer's salted `user` in the log (found in an audit)", async () => {
+    const sku = uniqueSku("drawsalt");
+    const { opensAt, closesAt } = await saleWithWindow(sku, { total: 2, windowMs: 1_000 });
+    const seedHash = (await call("GET", `/api/skus/${sku}/draw`)).json.seedHash as string;
+    await setClock(sku, 1, opensAt + 1);
+    const users = Array.from({ length: 5 }, (_, i) => `user-${i + 1}`); // ids anyone could guess
+    const pending = users.map(async (user) => ({
+      user,
+      answer: await reserveWith(user, sku, await tokenAt(user, sku, 1)),
+    }));
+    await untilEntered(sku, 1, users.length);
+    await closeWindow(sku, 1, closesAt);
+    const answers = await Promise.all(pending);
+    const { draw, entries } = await verifyDraw(sku, seedHash);
+    expect(draw.entryIdPrefix).toBe("salt");
+    // Before, an entry id was hex SHA-256 of `<sku>:<userId>`: anyone could find a guessed user's place.
+    const guessed = new Set(users.map((u) => sha256Hex(`${sku}:${u}`)));
+    expect(entries.filter((e) => guessed.has(e.entryId))).toEqual([]);
+    // A winner recomputes their entry id from the salt only they are shown.
+    const held = answers.filter((a) => a.answer.status === 202);
+    expect(held).toHaveLength(2);
+    for (const { user, answer } of held)
+      expect(sha256Hex(`${answer.json.salt}:${user}`)).toBe(answer.json.draw.entryId);
+    // The log's holds name the same buyers as the draw's entries at their positions.
+    const holds = await eventually(async () => {
+      const got = (await logEntriesOf(sku)).filter((e) => e.type === "hold");
+      expect(got).toHaveLength(2);
+      return got as { user: string; draw: { position: number } }[];
+    });
+    for (const hold of holds) expect(entries[hold.draw.position - 1]?.entryId).toBe(hold.user);
   });
 
   it("replays a winner's hold to each token it sent in the window, from an isolate that knows the SKU sold out", async () => {
@@ -382,7 +414,7 @@ describe("fair opening: a sale through the Worker", () => {
     expect(draw.entrants).toBe(users.length);
     const winners = new Set(entries.slice(0, units).map((e) => e.entryId));
     for (const r of retried) {
-      const won = winners.has(entryIdOf(sku, r.user));
+      const won = winners.has(entryIdFor(sku, r.user));
       expect(r.answer.status).toBe(won ? 202 : 409);
     }
     const again = await Promise.all(tokens.map((t) => reserveWith(t.user, sku, t.token)));
@@ -488,7 +520,7 @@ describe("fair opening: a sale through the Worker", () => {
     }
     expect(entries.map((e) => e.result)).toEqual(entries.map((e) => expected.get(e.entryId)));
     for (const a of answers) {
-      const entryId = entryIdOf(sku, a.user);
+      const entryId = entryIdFor(sku, a.user);
       const result = expected.get(entryId);
       expect(a.answer.status === 202 ? "HELD" : a.answer.json.error?.code).toBe(result);
       // Winners and losers alike are told their place, whichever shard decided them.

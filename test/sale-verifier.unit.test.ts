@@ -2,6 +2,7 @@ import { createHash, createHmac } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import {
   Broken,
+  checkDrawBuyers,
   checkDrawOutcomes,
   checkDrawPage,
   checkRevealsShown,
@@ -882,6 +883,29 @@ describe("a log that spans the gateway's upgrade to tagged holds (second reading
     // ...and an untagged hold while the tagged draw is pending is still broken.
     expect(verdict([...log.slice(0, 5), hold(1810.4), ...log.slice(5)])).toMatch(
       /a hold after the opening's window closed .* and it names no draw/,
+    );
+  });
+
+  it("ties each drawn hold to its entry's buyer when the draw's ids are salted (entryIdPrefix salt)", () => {
+    const first = tagged(1810.3, 1);
+    const second = tagged(1810.6, 2);
+    const log = [
+      sale,
+      hold(1802),
+      hold(1802.5),
+      revealOf(1803, 1790, "a", 2),
+      first,
+      second,
+      revealOf(1812, 1800, "e", 2),
+    ];
+    const draws = new Map<string, DrawHolds>();
+    replay(log, new Map(), { now: NOW, draws });
+    const listed = (ids: unknown[]) =>
+      ids.map((entryId, i) => ({ entryId: String(entryId), position: i + 1, quantity: 1, result: "HELD" }));
+    expect(() => checkDrawBuyers(listed([first.user, second.user]), draws.get(opening.seedHash))).not.toThrow();
+    // The holds swapped: each position held for the other entry's buyer.
+    expect(() => checkDrawBuyers(listed([second.user, first.user]), draws.get(opening.seedHash))).toThrow(
+      /the log's entry 4 \(hold at .*\) holds draw position 1 for a buyer other than that entry's/,
     );
   });
 });

@@ -200,6 +200,8 @@ export interface TaggedHold {
   time: string;
   reservation: string;
   quantity: number;
+  /** The buyer's `user`. */
+  user: string;
 }
 
 /** A fair opening's draw as the log shows its outcomes: the holds naming each position, and its reveal. */
@@ -817,7 +819,13 @@ export function replay(
             add(held, variant, quantity);
             if (lateDraw !== null && lateUsers) lateHolds.set(lateDraw, lateUsers.add(user));
             if (tag) {
-              drawOf(tag.seedHash).holds.set(tag.position, { index, time: entry.time, reservation: id, quantity });
+              drawOf(tag.seedHash).holds.set(tag.position, {
+                index,
+                time: entry.time,
+                reservation: id,
+                quantity,
+                user,
+              });
               drawBuyers.set(tag.seedHash, (drawBuyers.get(tag.seedHash) ?? new Set()).add(user));
             }
             reservations.set(id, {
@@ -1001,6 +1009,8 @@ export interface ShownDraw {
   seedHash: string;
   seed: string | null;
   decidedAt: string | null;
+  /** `salt`: its entry ids are the buyers' `user` (a gateway before salted ids leaves it out). */
+  entryIdPrefix?: "salt" | "sku";
 }
 
 /**
@@ -1179,4 +1189,19 @@ export function checkDrawOutcomes(
       );
   }
   return { held, ...(unsettled ? { unsettled } : {}), ...(stock ? { stock: stock.units } : {}) };
+}
+
+/**
+ * A draw whose entry ids are its buyers' `user` (`entryIdPrefix` `salt`): each hold the log has naming
+ * one of its positions is that entry's buyer's, so the draw's order and the log's holds name the same
+ * buyers. Throws {@link Broken} at the first hold of someone else.
+ */
+export function checkDrawBuyers(entries: readonly DrawnEntry[], drawn: DrawHolds | undefined): void {
+  for (const [position, hold] of drawn?.holds ?? []) {
+    const entry = entries[position - 1];
+    if (entry && entry.position === position && hold.user !== entry.entryId)
+      throw new Broken(
+        `the log's entry ${hold.index} (hold at ${hold.time}) holds draw position ${position} for a buyer other than that entry's (${entry.entryId.slice(0, 12)}…)`,
+      );
+  }
 }

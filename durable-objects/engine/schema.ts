@@ -478,6 +478,12 @@ const STEPS: readonly ((sql: SqlStorage) => void)[] = [
      ) WITHOUT ROWID`);
     sql.exec("CREATE INDEX IF NOT EXISTS unit_refusals_by_time ON unit_refusals (created_at)");
   },
+  // 16. A draw's salt key (engine/opening-draw.ts), fixed when shard 0 makes the draw: its entry ids
+  // are its buyers' salted `user`. NULL for a draw made before, which keeps its ids of `<sku>:<userId>`.
+  (sql) => {
+    const present = sql.exec("SELECT 1 FROM pragma_table_info('draw') WHERE name = 'salt_key'").toArray();
+    if (present.length === 0) sql.exec("ALTER TABLE draw ADD COLUMN salt_key TEXT");
+  },
 ];
 
 /** The number of the last step: what a migrated object's `schema_version` reads. */

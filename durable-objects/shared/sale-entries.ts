@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { createHash, createHmac } from "node:crypto";
 import { type DrawTag, ORDER_EVENT_TYPES, type OrderEvent } from "./order-events";
 
 /**
@@ -143,6 +143,14 @@ export async function userSalt(secret: Uint8Array, sku: string, userId: string):
  */
 export function userCommitment(salt: string, userId: string): string {
   return createHash("sha256").update(`${salt}:${userId}`).digest("hex");
+}
+
+/**
+ * A buyer's `user` on one SKU at once, salt included (node:crypto, the same HMAC as {@link userSalt}):
+ * how a fair opening's draw names its entrants (engine/opening-draw.ts), outside the log.
+ */
+export function userOf(secret: Uint8Array, sku: string, userId: string): string {
+  return userCommitment(createHmac("sha256", secret).update(`${sku}:${userId}`).digest("hex").slice(0, 32), userId);
 }
 
 /** The fields of an order event that its entry takes. */

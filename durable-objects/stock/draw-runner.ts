@@ -278,9 +278,9 @@ export class DrawRunner {
 
   /** An opening's entrants in draw order, outside any transaction. */
   #rank(state: SkuState, opening: number, entrants: Entrant[]) {
-    const seed = this.#host.engine.draw.seedForDecision(opening);
-    if (!seed) throw new Error("shard 0 has no seed for its draw");
-    return rankEntrants(seed, state.sku, entrants);
+    const keys = this.#host.engine.draw.keysForDecision(opening);
+    if (!keys) throw new Error("shard 0 has no seed for its draw");
+    return rankEntrants(keys, state.sku, entrants);
   }
 
   /**

@@ -1,4 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
+import { Buffer } from "node:buffer";
 import { v7 as uuidv7 } from "uuid";
 import type { Audit } from "../engine/audit";
 import type { SkuSettings } from "../engine/configuration";
@@ -22,6 +23,7 @@ import type { WaitlistEntry, WaitlistMode, WaitlistPlace } from "../engine/waitl
 import { saleLogAppender } from "../log/sale-log-client";
 import { MIRROR_WRITE_TIMEOUT_MS, mirrorFromEnv } from "../mirror/redis-mirror";
 import { log, withLogContext } from "../shared/log";
+import { saltSecret } from "../shared/sale-entries";
 import { shardName } from "../shared/shard-name";
 import { tokenLifetimeMs } from "../shared/token-lifetime";
 import { type CodeAnswer, CodeAsks } from "./code-asks";
@@ -88,8 +90,16 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     super(ctx, env);
     // Time-ordered ids (UUIDv7) for reservations and events: each lands at the right edge of the
     // b-trees keyed by it (the object's reservations, D1's orders and processed events), where a
-    // random UUID would touch a page anywhere in them. The draw's seed is secret: random bytes.
-    this.engine = new StockEngine(this.engineStorage(ctx.storage), () => uuidv7(), randomSeed);
+    // random UUID would touch a page anywhere in them. The draw's seed is secret: random bytes. Its
+    // salt key is the sale log's (an entry id is then the buyer's `user` there), else its own.
+    this.engine = new StockEngine(
+      this.engineStorage(ctx.storage),
+      () => uuidv7(),
+      () => ({
+        seed: randomSeed(),
+        saltKey: env.LOG_SIGNING_KEY ? Buffer.from(saltSecret(env.LOG_SIGNING_KEY)).toString("hex") : randomSeed(),
+      }),
+    );
     const now = () => this.now();
     this.due = new DueWork(
       ctx.storage,

@@ -252,6 +252,13 @@ const OrderCounts = z.object({ held: Count, paid: Count, expired: Count, cancell
 const MirrorCounts = z.object({ available: Count, held: Count, sold: Count, version: z.int() });
 
 /** `GET /api/skus/:sku/draw` (API.md "Fair opening"), plus when the window opens and closes. */
+/** What a draw's entry ids hash with the user id (docs/API.md "Fair opening, as built"). */
+const EntryIdPrefix = z
+  .enum(["salt", "sku"])
+  .describe(
+    "entryId = hex SHA-256 of `<prefix>:<userId>`: `salt`, the buyer's salt (so the id is their `user` in the sale log); `sku`, the SKU's id (a draw made before salted ids)",
+  );
+
 export const Draw = z.object({
   sku: z.string(),
   openingWindowMs: Count,
@@ -261,6 +268,7 @@ export const Draw = z.object({
   decidedAt: Time.nullable(),
   opensAt: Time,
   closesAt: Time,
+  entryIdPrefix: EntryIdPrefix,
   openings: z
     .array(
       z.object({
@@ -270,6 +278,7 @@ export const Draw = z.object({
         seed: z.string().nullable(),
         entrants: Count,
         decidedAt: Time.nullable(),
+        entryIdPrefix: EntryIdPrefix,
       }),
     )
     .describe(

@@ -89,7 +89,7 @@ export const ROUTES = {
     method: "get",
     path: "/api/skus/:sku/draw",
     summary: "The opening draw of a SKU with a fair-opening window",
-    description: `No credentials. For a SKU configured with \`openingWindowMs\` > 0: the committed seed hash (from the moment the window is set), then the revealed seed, the entrants and when the draw was decided. The order: entries sorted by hex HMAC-SHA256(key = seed, message = entryId), entryId = hex SHA-256 of \`<sku>:<userId>\` (docs/API.md). A SKU without a window answers 404 NOT_FOUND. ${OVERLOADED}`,
+    description: `No credentials. For a SKU configured with \`openingWindowMs\` > 0: the committed seed hash (from the moment the window is set), then the revealed seed, the entrants and when the draw was decided. The order: entries sorted by hex HMAC-SHA256(key = seed, message = entryId), entryId = hex SHA-256 of \`<salt>:<userId>\`, the buyer's \`user\` in the sale log (\`entryIdPrefix\`; docs/API.md). A SKU without a window answers 404 NOT_FOUND. ${OVERLOADED}`,
     access: "public",
     ok: { status: 200, description: "The draw", schema: "Draw" },
     errors: ["SKU_NOT_FOUND", "NOT_FOUND", "BUSY"],

@@ -98,6 +98,7 @@ export function drawView(sku: string, d: DrawInfo): z.infer<typeof Draw> {
     decidedAt: iso(d.decidedAt),
     opensAt: new Date(d.opensAt).toISOString(),
     closesAt: new Date(d.closesAt).toISOString(),
+    entryIdPrefix: d.entryIdPrefix,
     openings: d.openings.map((o) => ({
       opensAt: new Date(o.opensAt).toISOString(),
       closesAt: new Date(o.closesAt).toISOString(),
@@ -105,6 +106,7 @@ export function drawView(sku: string, d: DrawInfo): z.infer<typeof Draw> {
       seed: o.seed,
       entrants: o.entrants,
       decidedAt: iso(o.decidedAt),
+      entryIdPrefix: o.entryIdPrefix,
     })),
   };
 }

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { drawOrder, entryIdOf, sha256Hex } from "../../durable-objects/engine/opening-draw";
+import { drawOrder, sha256Hex } from "../../durable-objects/engine/opening-draw";
 import { homeShard } from "../../durable-objects/shared/shard-name";
 import { mintPurchaseToken, newNonce } from "../../src/edge/purchase-token";
 import { call, createSku, uniqueSku } from "../support/client";
-import { closeWindow, setClock, untilEntered } from "../support/draw-window";
+import { closeWindow, entryIdFor, setClock, untilEntered } from "../support/draw-window";
 import { eventually } from "../support/eventually";
 
 /**
@@ -66,7 +66,7 @@ describe.each([1, 4])("an opening draw with sizes on %i shard(s)", (shards) => {
       return read.json;
     });
     expect(sha256Hex(draw.seed)).toBe(seedHash);
-    const ids = new Map(users.map((u) => [entryIdOf(sku, u.user), u] as const));
+    const ids = new Map(users.map((u) => [entryIdFor(sku, u.user), u] as const));
     const order = drawOrder(draw.seed, [...ids.keys()]);
     // The rule replayed over the recomputed order: each entry its first listed size with a unit left.
     const left = new Map(SIZES.map((s) => [s.id, s.totalStock]));

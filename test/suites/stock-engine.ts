@@ -454,10 +454,10 @@ export function engineUnits(place: StoragePlace): void {
           "DRAW_PENDING",
           "DRAW_PENDING",
         ]);
-        const seed = engine.draw.seedForDecision(start) ?? "";
+        const keys = engine.draw.keysForDecision(start) ?? { seed: "", saltKey: null };
         engine.drawDecision.decide(
           start,
-          rankEntrants(seed, "dt", engine.drawDecision.close(start, start + window)),
+          rankEntrants(keys, "dt", engine.drawDecision.close(start, start + window)),
           start + window,
         );
         const prune = (replayableSince: number) =>

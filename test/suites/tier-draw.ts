@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { drawOrder, entryIdOf, sha256Hex } from "../../durable-objects/engine/opening-draw";
+import { drawOrder, sha256Hex } from "../../durable-objects/engine/opening-draw";
 import { homeShard } from "../../durable-objects/shared/shard-name";
 import { mintPurchaseToken, newNonce } from "../../src/edge/purchase-token";
 import { signHs256 } from "../../tools/jwt";
 import { type Answer, call, createSku, stockOf, uniqueSku } from "../support/client";
-import { closeWindow, setClock, untilEntered } from "../support/draw-window";
+import { closeWindow, entryIdFor, setClock, untilEntered } from "../support/draw-window";
 import { eventually } from "../support/eventually";
 
 /**
@@ -53,7 +53,7 @@ async function expectDrawn(
 ): Promise<string[]> {
   const seed = opening.seed as string;
   expect(sha256Hex(seed)).toBe(opening.seedHash);
-  const ids = answers.map((a) => entryIdOf(sku, a.user));
+  const ids = answers.map((a) => entryIdFor(sku, a.user));
   const order = drawOrder(seed, ids);
   expect(opening.entrants).toBe(answers.length);
   const winners: string[] = [];

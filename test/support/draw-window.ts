@@ -1,6 +1,8 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { expect } from "vitest";
+import { entryIdOf } from "../../durable-objects/engine/opening-draw";
+import { saltSecret } from "../../durable-objects/shared/sale-entries";
 import { stockShard } from "./client";
 import { eventually } from "./eventually";
 
@@ -27,6 +29,11 @@ export async function untilEntered(sku: string, shards: number, tokens: number):
     }
     expect(n).toBe(tokens);
   }, 30_000);
+}
+
+/** A user's entry in a draw made here (the tests keep a log): their salted `user` in the SKU's log. */
+export function entryIdFor(sku: string, userId: string): string {
+  return entryIdOf(sku, userId, Buffer.from(saltSecret(env.LOG_SIGNING_KEY)).toString("hex"));
 }
 
 /** The window closes: every shard's clock at the close, and shard 0's alarm decides the draw. */

@@ -33,7 +33,7 @@ export interface paths {
     };
     /**
      * The opening draw of a SKU with a fair-opening window
-     * @description No credentials. For a SKU configured with `openingWindowMs` > 0: the committed seed hash (from the moment the window is set), then the revealed seed, the entrants and when the draw was decided. The order: entries sorted by hex HMAC-SHA256(key = seed, message = entryId), entryId = hex SHA-256 of `<sku>:<userId>` (docs/API.md). A SKU without a window answers 404 NOT_FOUND. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.
+     * @description No credentials. For a SKU configured with `openingWindowMs` > 0: the committed seed hash (from the moment the window is set), then the revealed seed, the entrants and when the draw was decided. The order: entries sorted by hex HMAC-SHA256(key = seed, message = entryId), entryId = hex SHA-256 of `<salt>:<userId>`, the buyer's `user` in the sale log (`entryIdPrefix`; docs/API.md). A SKU without a window answers 404 NOT_FOUND. A stock object overloaded or restarting is 503 BUSY with Retry-After: send the same request again.
      */
     get: operations["getApiSkusSkuDraw"];
     put?: never;
@@ -1296,6 +1296,11 @@ export interface components {
       opensAt: string;
       /** Format: date-time */
       closesAt: string;
+      /**
+       * @description entryId = hex SHA-256 of `<prefix>:<userId>`: `salt`, the buyer's salt (so the id is their `user` in the sale log); `sku`, the SKU's id (a draw made before salted ids)
+       * @enum {string}
+       */
+      entryIdPrefix: "salt" | "sku";
       /** @description Every opening's draw, earliest first: each early access tier's start, then the public one (the fields above) */
       openings: {
         /** Format: date-time */
@@ -1306,6 +1311,11 @@ export interface components {
         seed: string | null;
         entrants: number;
         decidedAt: string | null;
+        /**
+         * @description entryId = hex SHA-256 of `<prefix>:<userId>`: `salt`, the buyer's salt (so the id is their `user` in the sale log); `sku`, the SKU's id (a draw made before salted ids)
+         * @enum {string}
+         */
+        entryIdPrefix: "salt" | "sku";
       }[];
     };
     DrawEntries: {
