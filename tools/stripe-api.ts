@@ -31,13 +31,18 @@ import { stripeEnvelope } from "./stripe-event";
  * and post to the webhook (`refund.updated` and `charge.refund.updated`, with `data.previous_attributes`,
  * and `refund.failed` for a failure). A failed or canceled refund gives its amount back to the charge,
  * which may be refunded again.
- * Fault keys: `sk_test_slow` answers after 6 s, `sk_test_down` with 500 `api_error`; `sk_test_pending`
+ * A request sent under a key whose first request is still executing is answered 409
+ * `idempotency_key_in_use` (Stripe saves no answer for it: the same request may be sent again).
+ * Fault keys: `sk_test_slow` executes the request at once (the object is made, its answer saved under
+ * the key) and answers after 6 s, an answer lost to a caller that gave up; `sk_test_stalled` executes it
+ * after 6 s, its key in progress meanwhile; `sk_test_down` answers 500 `api_error`; `sk_test_pending`
  * makes refunds `pending`; `sk_test_disputed` refuses them, 400 `charge_disputed` (a charge disputed).
  */
 
 export const STRIPE_TEST_KEY = "sk_test_flashgate_standin";
 export const STRIPE_FAULT_KEYS = {
   slow: "sk_test_slow",
+  stalled: "sk_test_stalled",
   down: "sk_test_down",
   pending: "sk_test_pending",
   disputed: "sk_test_disputed",
@@ -82,6 +87,8 @@ export async function startStripe(): Promise<StripeStandIn> {
   const refunded = new Map<string, number>();
   /** Answers by idempotency key, with the parameters they were first made with. */
   const idempotent = new Map<string, { params: string; answer: Answer }>();
+  /** Keys whose first request is still executing. */
+  const inProgress = new Set<string>();
   const switches = { pendingRefunds: false };
   let url = "";
 
@@ -220,6 +227,17 @@ export async function startStripe(): Promise<StripeStandIn> {
       return error(404, "invalid_request_error", `Unrecognized request URL (${method}: ${path}).`);
     };
     if (method !== "POST" || key === null) return { answer: answerOf(), replayed: false };
+    if (inProgress.has(key)) {
+      return {
+        answer: error(
+          409,
+          "invalid_request_error",
+          `There is currently another in-progress request using this Idempotency-Key (that probably means you submitted twice, and the other request is still going through): '${key}'. Please try again later.`,
+          { code: "idempotency_key_in_use" },
+        ),
+        replayed: false,
+      };
+    }
     const signature = JSON.stringify({ path, params });
     const earlier = idempotent.get(key);
     if (earlier) {
@@ -280,12 +298,18 @@ export async function startStripe(): Promise<StripeStandIn> {
           );
           return;
         }
-        if (secret === STRIPE_FAULT_KEYS.slow) await new Promise((resolve) => setTimeout(resolve, SLOW_MS));
         if (secret === STRIPE_FAULT_KEYS.down) {
           reply(error(500, "api_error", "An unknown error occurred."));
           return;
         }
-        const { answer, replayed } = handle(req.method ?? "GET", path, params, key, secret);
+        const method = req.method ?? "GET";
+        if (secret === STRIPE_FAULT_KEYS.stalled && method === "POST" && key !== null && !inProgress.has(key)) {
+          inProgress.add(key);
+          await new Promise((resolve) => setTimeout(resolve, SLOW_MS));
+          inProgress.delete(key);
+        }
+        const { answer, replayed } = handle(method, path, params, key, secret);
+        if (secret === STRIPE_FAULT_KEYS.slow) await new Promise((resolve) => setTimeout(resolve, SLOW_MS));
         reply(answer, replayed);
       })();
     });

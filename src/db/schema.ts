@@ -371,3 +371,22 @@ export const checkoutSessions = sqliteTable(
   },
   (t) => [index("checkout_sessions_by_reservation").on(t.reservationId, t.createdAt)],
 );
+
+/**
+ * A hold's claim on its Checkout Session (src/payments/checkout.ts), written before Stripe is asked:
+ * the one request every checkout for the hold sends to Stripe (its form parameters, the expiry among
+ * them) under the one idempotency key `flashgate-checkout:<reservationId>:<attempt>`, so Stripe makes
+ * at most one session for it however the requests are timed, and one whose answer was lost is
+ * answered again. Replaced (the attempt moves on) only once its session has expired, or when Stripe
+ * said that nothing was made under its key.
+ */
+export const checkoutClaims = sqliteTable("checkout_claims", {
+  reservationId: text("reservation_id").primaryKey(),
+  /** How many claims came before this one for the hold: the idempotency key's last part. */
+  attempt: integer("attempt").notNull(),
+  /** The request's form parameters (JSON), as sent to Stripe each time. */
+  params: text("params").notNull(),
+  /** When the claim's session expires at Stripe (ms): its `expires_at`. */
+  expiresAt: integer("expires_at").notNull(),
+  claimedAt: integer("claimed_at").notNull(),
+});

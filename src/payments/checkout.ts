@@ -1,6 +1,5 @@
 import type { SkuState } from "../../durable-objects/stock/stock-model";
 import { readSkuState } from "../catalog/sku-state";
-import { toBase64Url } from "../edge/base64url";
 import { allowedOrigins } from "../http/cors";
 import { ApiError, busy } from "../http/errors";
 import { currentReservation } from "../orders/finished";
@@ -11,18 +10,34 @@ import { StripeRefused, StripeUnavailable, stripeConfigured, stripePost } from "
  * line item (the SKU's name and the size held, its unit price, the hold's quantity, the SKU's currency), the
  * reservation id as `client_reference_id` and in the metadata of the session and its payment intent,
  * so the payment comes back on `/webhooks/stripe` as any other and is decided by its rules (a late
- * one included). Asked again while the session is open, the same session is answered; nothing is
- * stored unless Stripe made one.
+ * one included). Asked again while the session is open, the same session is answered; no session is
+ * stored unless Stripe made one (the hold's claim, below, is the request Stripe is sent, not a session).
  */
 
 /** Stripe's earliest expiry of a session: 30 minutes after it is made (a minute more for clocks apart). */
 const EARLIEST_EXPIRY_S = 30 * 60 + 60;
-/**
- * A session's expiry is the end of the minute it was asked in, plus {@link EARLIEST_EXPIRY_S}: every
- * request for one hold within one minute sends the same parameters under the same key, so Stripe
- * makes one session for all of them (two tabs, a double submit, a retry after a slow answer).
- */
+/** A claim's expiry is the end of the minute it was made in, plus {@link EARLIEST_EXPIRY_S}. */
 const EXPIRY_STEP_S = 60;
+
+/**
+ * One session per hold, however its requests are timed (two tabs, a double submit, a retry after an
+ * answer lost in a later minute): the hold's first request claims its session in D1
+ * (`checkout_claims`) before Stripe is asked, fixing the request Stripe gets (its parameters, the
+ * expiry among them) and its idempotency key, `flashgate-checkout:<reservationId>:<attempt>`. Every
+ * later request for the hold sends that same request under that same key, so Stripe makes one
+ * session and answers it again (its replay) to each, until that session's expiry has passed. The
+ * claim moves on to a new attempt (a new key, a new expiry) only when nothing can have been made under
+ * its key: the session expired; Stripe refused its expiry as too near (a key Stripe had executed is
+ * replayed, not checked again); or Stripe answered an error (5xx), which it would replay to every
+ * retry under that key.
+ */
+type Params = Record<string, string | number>;
+interface Claim {
+  attempt: number;
+  params: Params;
+}
+
+const keyOf = (reservationId: string, attempt: number) => `flashgate-checkout:${reservationId}:${attempt}`;
 
 export interface CheckoutAnswer {
   url: string;
@@ -75,12 +90,8 @@ export async function checkout(
       { state: status },
     );
   }
-  const open = await env.DB.prepare(
-    "SELECT session_id, url FROM checkout_sessions WHERE reservation_id = ?1 AND expires_at > ?2 ORDER BY created_at DESC LIMIT 1",
-  )
-    .bind(reservationId, now)
-    .first<{ session_id: string; url: string }>();
-  if (open) return { url: open.url, sessionId: open.session_id, again: true };
+  const open = await openSession(env, reservationId, now);
+  if (open) return open;
 
   const sku = await readSkuState(env, reservation.sku);
   if (!sku) throw new ApiError("RESERVATION_NOT_FOUND");
@@ -92,7 +103,7 @@ export async function checkout(
       { state: "no_price" },
     );
   }
-  const params = {
+  const params: Params = {
     mode: "payment",
     "line_items[0][price_data][currency]": sku.currency,
     "line_items[0][price_data][unit_amount]": sku.price,
@@ -106,24 +117,113 @@ export async function checkout(
     "payment_intent_data[metadata][reservationId]": reservationId,
     expires_at: (Math.floor(now / 1000 / EXPIRY_STEP_S) + 1) * EXPIRY_STEP_S + EARLIEST_EXPIRY_S,
   };
-  // The key is the parameters': asked again the same way within the minute, the same session (a count
-  // of the sessions stored would differ between two requests that raced a store). Stripe refuses a
-  // key sent again with other parameters, and the expiry moves each minute: a later retry is a new key.
-  const key = `flashgate-checkout:${reservationId}:${await digestOf(params)}`;
-  let session: StripeSession;
-  try {
-    session = await stripePost<StripeSession>(env, "/v1/checkout/sessions", params, key);
-  } catch (err) {
-    if (err instanceof StripeUnavailable) throw busy("Stripe did not answer; nothing was made");
-    if (err instanceof StripeRefused) throw busy(`Stripe refused the session (${err.message}); nothing was made`);
-    throw err;
+  // These parameters are the hold's request only if no claim is live: else the claim's are sent.
+  let claim = await claimSession(env, reservationId, params, now);
+  for (let renewed = false; ; renewed = true) {
+    try {
+      const session = await stripePost<StripeSession>(
+        env,
+        "/v1/checkout/sessions",
+        claim.params,
+        keyOf(reservationId, claim.attempt),
+      );
+      return await storeSession(env, reservationId, session, now);
+    } catch (err) {
+      if (err instanceof StripeRefused && err.param === "expires_at" && !renewed) {
+        // Stripe checked the claim's parameters, so it had executed nothing under its key (it would have
+        // replayed that), and never will: its expiry is too near now. A new claim, asked once.
+        claim = await renewClaim(env, reservationId, claim, params, now);
+        continue;
+      }
+      if (err instanceof StripeUnavailable) {
+        // An error Stripe answered is saved under the key and replayed to every retry: the next request
+        // is a new claim. A timeout or a key still in progress (409) keeps the claim: a session Stripe
+        // made under it is what the retry gets.
+        if (err.status !== null && err.status >= 500) await renewClaim(env, reservationId, claim, params, now);
+        throw busy(
+          err.status === 409
+            ? "Another request for this hold is still with Stripe; nothing was stored"
+            : "Stripe did not answer; nothing was stored",
+        );
+      }
+      if (err instanceof StripeRefused) {
+        // Refused for the key (its parameters differ from those it was first sent with): the session
+        // stored meanwhile, if there is one.
+        if (err.type === "idempotency_error") {
+          const open = await openSession(env, reservationId, now);
+          if (open) return open;
+        }
+        throw busy(`Stripe refused the session (${err.message}); nothing was stored`);
+      }
+      throw err;
+    }
   }
-  await env.DB.prepare(
+}
+
+/** The hold's session stored in D1 and still open, answered again (`200`). */
+async function openSession(env: Env, reservationId: string, now: number): Promise<CheckoutAnswer | null> {
+  const open = await env.DB.prepare(
+    "SELECT session_id, url FROM checkout_sessions WHERE reservation_id = ?1 AND expires_at > ?2 ORDER BY created_at DESC LIMIT 1",
+  )
+    .bind(reservationId, now)
+    .first<{ session_id: string; url: string }>();
+  return open ? { url: open.url, sessionId: open.session_id, again: true } : null;
+}
+
+/**
+ * The hold's live claim: `params` claimed now if the hold has none, or only an expired one (its session
+ * expired, the attempt moves on); else the claim made before, untouched. One batch, so of two requests
+ * at once one claims and the other reads its claim.
+ */
+async function claimSession(env: Env, reservationId: string, params: Params, now: number): Promise<Claim> {
+  const [, read] = await env.DB.batch([
+    env.DB.prepare(
+      `INSERT INTO checkout_claims (reservation_id, attempt, params, expires_at, claimed_at) VALUES (?1, 0, ?2, ?3, ?4)
+       ON CONFLICT (reservation_id) DO UPDATE SET attempt = attempt + 1, params = excluded.params,
+         expires_at = excluded.expires_at, claimed_at = excluded.claimed_at
+       WHERE checkout_claims.expires_at <= ?4`,
+    ).bind(reservationId, JSON.stringify(params), Number(params.expires_at) * 1000, now),
+    readClaim(env, reservationId),
+  ]);
+  return claimOf(read);
+}
+
+/**
+ * The claim after `stale` (under whose key nothing was made): `params` under the next attempt, unless
+ * another request moved the claim on first (then that one's).
+ */
+async function renewClaim(env: Env, reservationId: string, stale: Claim, params: Params, now: number): Promise<Claim> {
+  const [, read] = await env.DB.batch([
+    env.DB.prepare(
+      "UPDATE checkout_claims SET attempt = attempt + 1, params = ?3, expires_at = ?4, claimed_at = ?5 WHERE reservation_id = ?1 AND attempt = ?2",
+    ).bind(reservationId, stale.attempt, JSON.stringify(params), Number(params.expires_at) * 1000, now),
+    readClaim(env, reservationId),
+  ]);
+  return claimOf(read);
+}
+
+const readClaim = (env: Env, reservationId: string) =>
+  env.DB.prepare("SELECT attempt, params FROM checkout_claims WHERE reservation_id = ?1").bind(reservationId);
+
+function claimOf(read: D1Result | undefined): Claim {
+  const row = read?.results[0] as { attempt: number; params: string } | undefined;
+  if (!row) throw new Error("the hold's checkout claim was not read back");
+  return { attempt: row.attempt, params: JSON.parse(row.params) as Params };
+}
+
+/** The session Stripe answered, stored for the hold: `201`, or `200` if a request at once stored it first. */
+async function storeSession(
+  env: Env,
+  reservationId: string,
+  session: StripeSession,
+  now: number,
+): Promise<CheckoutAnswer> {
+  const stored = await env.DB.prepare(
     "INSERT OR IGNORE INTO checkout_sessions (session_id, reservation_id, url, expires_at, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
   )
     .bind(session.id, reservationId, session.url, session.expires_at * 1000, now)
     .run();
-  return { url: session.url, sessionId: session.id, again: false };
+  return { url: session.url, sessionId: session.id, again: stored.meta.changes === 0 };
 }
 
 /** The line item's name: the SKU's, with the size held (its name) for a SKU in sizes. */
@@ -131,10 +231,4 @@ function productName(sku: SkuState, variant: string | undefined): string {
   if (variant === undefined) return sku.name;
   const size = sku.variants?.find((v) => v.id === variant);
   return `${sku.name} (${size?.name ?? variant})`;
-}
-
-/** A short digest of a call's parameters (SHA-256, base64url), for its idempotency key. */
-async function digestOf(params: Record<string, string | number>): Promise<string> {
-  const bytes = new TextEncoder().encode(JSON.stringify(Object.entries(params)));
-  return toBase64Url(new Uint8Array(await crypto.subtle.digest("SHA-256", bytes)));
 }

@@ -12,16 +12,29 @@ import { log } from "../../durable-objects/shared/log";
 /** How long a call may take before the caller is told Stripe is unavailable (nothing stored). */
 const TIMEOUT_MS = 5_000;
 
-/** Stripe could not be reached, timed out or failed (5xx): try again later. */
-export class StripeUnavailable extends Error {}
+/**
+ * Stripe could not be reached, timed out, failed (5xx), limited the rate (429) or was still executing
+ * another request under the same idempotency key (409): try again later. Whether anything was made is
+ * not known (a timed-out call, a key in progress); `status` is Stripe's answer, `null` when none came.
+ */
+export class StripeUnavailable extends Error {
+  constructor(
+    message: string,
+    readonly status: number | null = null,
+  ) {
+    super(message);
+  }
+}
 
-/** Stripe refused the call (4xx): its error, as Stripe describes it. */
+/** Stripe refused the call (4xx but 409 and 429): its error, as Stripe describes it. */
 export class StripeRefused extends Error {
   constructor(
     readonly status: number,
     readonly type: string,
     readonly code: string | undefined,
     message: string,
+    /** The parameter Stripe named as the wrong one, if any. */
+    readonly param?: string,
   ) {
     super(message);
   }
@@ -101,15 +114,18 @@ async function stripeCall<T>(
     // not JSON: judged by its status below
   }
   if (response.ok && json && typeof json === "object") return json as T;
-  const error = (json as { error?: { type?: string; code?: string; message?: string } } | null)?.error;
-  if (response.status >= 400 && response.status < 500 && response.status !== 429) {
+  const error = (json as { error?: { type?: string; code?: string; message?: string; param?: string } } | null)?.error;
+  // 409: another request under the same idempotency key is still executing at Stripe (which saves no
+  // answer for this one): not a refusal, since that request may yet make the object. 429: rate limited.
+  if (response.status >= 400 && response.status < 500 && response.status !== 409 && response.status !== 429) {
     throw new StripeRefused(
       response.status,
       error?.type ?? "invalid_request_error",
       error?.code,
       error?.message ?? `Stripe answered ${response.status}`,
+      error?.param,
     );
   }
   log("warn", "stripe failed", { path, status: response.status, error: error?.message ?? text.slice(0, 200) });
-  throw new StripeUnavailable(`Stripe answered ${path} with ${response.status}`);
+  throw new StripeUnavailable(`Stripe answered ${path} with ${response.status}`, response.status);
 }

@@ -1,5 +1,6 @@
 import { env } from "cloudflare:workers";
-import { describe, expect, inject, it } from "vitest";
+import { describe, expect, inject, it, vi } from "vitest";
+import { ApiError } from "../../src/http/errors";
 import { checkout } from "../../src/payments/checkout";
 import { STRIPE_FAULT_KEYS, STRIPE_TEST_KEY } from "../../tools/stripe-api";
 import { call, createSku, reserve, uniqueSku } from "../support/client";
@@ -29,6 +30,25 @@ interface StandInRequest {
 async function stripeGot(path: string, id: string): Promise<StandInRequest[]> {
   const { requests } = (await (await fetch(`${apiUrl}/__standin/requests`)).json()) as { requests: StandInRequest[] };
   return requests.filter((r) => r.path === path && Object.values(r.params).includes(id));
+}
+
+/** `db`, but every write into `checkout_sessions` fails: a session Stripe made whose store is lost. */
+function losingSessions(db: D1Database): D1Database {
+  const lost = () => Promise.reject(new Error("D1 lost the write of the session"));
+  const failing = { bind: () => failing, run: lost, first: lost, all: lost, raw: lost };
+  return new Proxy(db, {
+    get(target, prop) {
+      if (prop === "prepare") {
+        return (sql: string) => (/INTO\s+checkout_sessions/i.test(sql) ? failing : target.prepare(sql));
+      }
+      if (prop === "batch") {
+        return (statements: unknown[]) =>
+          statements.includes(failing) ? lost() : target.batch(statements as D1PreparedStatement[]);
+      }
+      const value = Reflect.get(target, prop);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
 }
 
 async function heldOn(sku: string, user: string, quantity = 1): Promise<string> {
@@ -137,14 +157,18 @@ describe("a Checkout Session for a hold", () => {
       .bind(id)
       .first<{ n: number }>();
     expect(stored?.n).toBe(0);
-    // A page of an allowed origin may be the way back.
+    // A page of an allowed origin may be the way back (another hold: this one's request is claimed).
     const shop = { ...withStripe, ALLOWED_ORIGINS: "https://shop.example" } as unknown as Partial<Env>;
+    const other = await heldOn(sku, "remy");
     const fromShop = await post(
       "remy",
       { successUrl: "https://shop.example/ok", cancelUrl: "https://shop.example/" },
       shop,
+      other,
     );
     expect(fromShop.status).toBe(201);
+    const [sent] = await stripeGot("/v1/checkout/sessions", other);
+    expect(sent?.params.success_url).toBe("https://shop.example/ok");
     // A hold no longer held.
     const cancelled = await heldOn(sku, "remy");
     expect((await call("POST", `/api/reservations/${cancelled}/cancel`, { user: "remy" })).status).toBe(200);
@@ -168,6 +192,55 @@ describe("a Checkout Session for a hold", () => {
     expect(stored.results.map((r) => r.session_id)).toEqual([first.sessionId]);
   });
 
+  it("makes one session for two requests of one hold in flight at once on either side of a minute boundary", async () => {
+    const sku = uniqueSku("checkout-minute");
+    await createSku(sku, { totalStock: 5, perUserLimit: 2, price: 700 });
+    const id = await heldOn(sku, "edge");
+    const vars = { ...env, ...withStripe } as Env;
+    const ask = (now: number) =>
+      checkout(vars, { url: "http://flashgate.test/", userId: "edge", reservationId: id, ...BACK }, now);
+    // 59 s into a minute and 1 s into the next: the expiry each would pick is a minute apart.
+    const minute = Math.floor(Date.now() / 60_000) * 60_000;
+    const [first, second] = await Promise.all([ask(minute + 59_000), ask(minute + 61_000)]);
+    expect(second.sessionId).toBe(first.sessionId);
+    const asked = await stripeGot("/v1/checkout/sessions", id);
+    // Every request for the hold went to Stripe as one request: one key, one expiry.
+    expect(new Set(asked.map((r) => r.key)).size).toBe(1);
+    expect(new Set(asked.map((r) => r.params.expires_at)).size).toBe(1);
+    const stored = await env.DB.prepare("SELECT session_id FROM checkout_sessions WHERE reservation_id = ?1")
+      .bind(id)
+      .all<{ session_id: string }>();
+    expect(stored.results.map((r) => r.session_id)).toEqual([first.sessionId]);
+  });
+
+  it("answers the session Stripe made when its store was lost, asked again in a later minute (not a second session)", async () => {
+    const sku = uniqueSku("checkout-lost");
+    await createSku(sku, { totalStock: 5, perUserLimit: 2, price: 700 });
+    const id = await heldOn(sku, "lou");
+    const vars = { ...env, ...withStripe } as Env;
+    const ask = (now: number, over: Partial<Env> = {}) =>
+      checkout({ ...vars, ...over }, { url: "http://flashgate.test/", userId: "lou", reservationId: id, ...BACK }, now);
+    const minute = Math.floor(Date.now() / 60_000) * 60_000;
+    // Stripe makes the session; the Worker's write of it to D1 is lost (an error, a Worker ended).
+    await expect(ask(minute + 30_000, { DB: losingSessions(env.DB) })).rejects.toThrow(/lost/);
+    const [made] = await stripeGot("/v1/checkout/sessions", id);
+    const peek = await fetch(`${apiUrl}/v1/checkout/sessions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${STRIPE_TEST_KEY}`, "idempotency-key": made?.key as string },
+      body: new URLSearchParams(made?.params),
+    });
+    const session = (await peek.json()) as { id: string };
+    // The buyer asks again a minute and a half later: the session Stripe made, not a second one.
+    const again = await ask(minute + 90_000);
+    expect(again.sessionId).toBe(session.id);
+    const asked = await stripeGot("/v1/checkout/sessions", id);
+    expect(new Set(asked.map((r) => r.key)).size).toBe(1);
+    const stored = await env.DB.prepare("SELECT session_id FROM checkout_sessions WHERE reservation_id = ?1")
+      .bind(id)
+      .all<{ session_id: string }>();
+    expect(stored.results.map((r) => r.session_id)).toEqual([session.id]);
+  });
+
   it("makes the session once Stripe answers again after a slow call whose session Stripe made (503 then 201)", async () => {
     const sku = uniqueSku("checkout-slow");
     await createSku(sku, { totalStock: 5, perUserLimit: 2, price: 700 });
@@ -183,11 +256,47 @@ describe("a Checkout Session for a hold", () => {
       headers: { authorization: `Bearer ${STRIPE_TEST_KEY}`, "idempotency-key": lost?.key as string },
       body: new URLSearchParams(lost?.params),
     });
-    expect(landed.status).toBe(200);
-    // Stripe answers again: the buyer's retry, seconds later, gets a session to pay the hold with.
+    expect([landed.status, landed.headers.get("idempotent-replayed")]).toEqual([200, "true"]);
+    const made = (await landed.json()) as { id: string };
+    // Stripe answers again: the buyer's retry, seconds later, gets the session Stripe made, not another.
     const retried = await post(withStripe);
     expect([retried.status, retried.json.error?.code]).toEqual([201, undefined]);
-    expect(retried.json.sessionId).toMatch(/^cs_/);
+    expect(retried.json.sessionId).toBe(made.id);
+    const keys = (await stripeGot("/v1/checkout/sessions", id)).map((r) => r.key);
+    expect(new Set(keys)).toEqual(new Set([lost?.key]));
+  }, 30_000);
+
+  it("answers 503 BUSY, not a second session, while Stripe still executes the hold's request (409 in progress)", async () => {
+    const sku = uniqueSku("checkout-stalled");
+    await createSku(sku, { totalStock: 5, perUserLimit: 2, price: 700 });
+    const id = await heldOn(sku, "sid");
+    const ask = (now: number, key?: string) =>
+      checkout(
+        { ...env, ...stripeVars(key) } as Env,
+        { url: "http://flashgate.test/", userId: "sid", reservationId: id, ...BACK },
+        now,
+      );
+    const minute = Math.floor(Date.now() / 60_000) * 60_000;
+    // Stripe takes 6 s over the first request: the Worker gives up after 5 s (503), Stripe goes on.
+    const first = ask(minute + 30_000, STRIPE_FAULT_KEYS.stalled).catch((err: unknown) => err);
+    await expect.poll(() => stripeGot("/v1/checkout/sessions", id)).toHaveLength(1);
+    // Asked again in the next minute while Stripe is still at it: Stripe's 409 for the key, 503 BUSY.
+    const second = await ask(minute + 90_000).catch((err: unknown) => err);
+    expect(second).toBeInstanceOf(ApiError);
+    expect([(second as ApiError).code, (second as ApiError).headers["Retry-After"]]).toEqual(["BUSY", "1"]);
+    const gaveUp = await first;
+    expect((gaveUp as ApiError).code).toBe("BUSY");
+    // Once Stripe has made it, the buyer's next retry is that session; Stripe never had a second key.
+    const done = await vi.waitFor(() => ask(minute + 100_000), { timeout: 5_000, interval: 200 });
+    const [sent] = await stripeGot("/v1/checkout/sessions", id);
+    const replay = await fetch(`${apiUrl}/v1/checkout/sessions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${STRIPE_TEST_KEY}`, "idempotency-key": sent?.key as string },
+      body: new URLSearchParams(sent?.params),
+    });
+    expect(done.sessionId).toBe(((await replay.json()) as { id: string }).id);
+    const keys = (await stripeGot("/v1/checkout/sessions", id)).map((r) => r.key);
+    expect(new Set(keys)).toEqual(new Set([sent?.key]));
   }, 30_000);
 });
 
