@@ -556,7 +556,11 @@ function renderSku() {
   const room = Math.max(0, view.perUserLimit - mine);
   $("quantity").max = String(view.perUserLimit);
   const atLimit = state.jwt !== null && room === 0;
-  $("buy").disabled = state.busy || !state.jwt || !sale.open || view.available === 0 || atLimit;
+  // The sizes picked are all gone while others have units: a Buy would only be refused SOLD_OUT.
+  const picked = chosenSizes();
+  const pickedGone =
+    view.available > 0 && picked.length > 0 && picked.every((id) => (sizeOf(id)?.available ?? 0) === 0);
+  $("buy").disabled = state.busy || !state.jwt || !sale.open || view.available === 0 || atLimit || pickedGone;
   // Sold out, the line is what is left; the limit refuses it too (409 LIMIT_EXCEEDED), so it is not offered.
   const soldOut = sale.open && view.available === 0;
   let note = "";
@@ -567,6 +571,8 @@ function renderSku() {
     note = `You hold your limit, the ${view.perUserLimit} allowed per shopper (held or paid), so the waitlist cannot take you. To wait for more, cancel a hold in "Your holds and orders".`;
   else if (atLimit)
     note = `You have the ${view.perUserLimit} allowed per shopper (held or paid). To buy again, cancel a hold in "Your holds and orders".`;
+  else if (pickedGone)
+    note = `${picked.map(sizeName).join(" and ")} ${picked.length === 1 ? "is" : "are"} sold out: pick another size to buy.`;
   else if (mine > 0) note = `You have ${mine} of the ${view.perUserLimit} allowed: you can add ${room} more.`;
   $("buy-note").hidden = note === "";
   $("buy-note").textContent = note;
@@ -679,11 +685,19 @@ function sizesBody() {
 }
 
 /**
+ * A size of the public view, by id.
+ * @param {string} id
+ */
+function sizeOf(id) {
+  return state.view?.variants?.find((s) => s.id === id);
+}
+
+/**
  * A size's name, from the public view (its id when the view does not list it).
  * @param {string} id
  */
 function sizeName(id) {
-  return state.view?.variants?.find((s) => s.id === id)?.name ?? id;
+  return sizeOf(id)?.name ?? id;
 }
 
 /**
