@@ -5,6 +5,7 @@ import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { schemaText } from "../clients/typescript/scripts/schema-text";
 import { createFlashgateClient } from "../clients/typescript/src/index";
+import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
 import { readDevVars } from "../tools/dev-vars";
 import { shopperJwt } from "../tools/jwt";
 import { solveProofOfWork } from "../tools/proof-of-work";
@@ -34,6 +35,7 @@ import {
  */
 
 const AUTH_SECRET = readDevVars().AUTH_SECRET ?? "dev-auth-secret";
+const TOKEN_SECRET = readDevVars().TOKEN_SECRET ?? "dev-token-secret";
 
 /** The shop: a page with the element, and POST /jwt?user=… minting that shopper's JWT. */
 function hostPage(gateway: string, sku: string, user: string, takeover: boolean): string {
@@ -140,6 +142,9 @@ afterAll(async () => {
 type Seen = { type: string; detail: Record<string, unknown> & { error?: { code: string; message: string } } };
 const events = (page: Page) => page.evaluate("window.events") as Promise<Seen[]>;
 const text = async (page: Page, selector: string) => ((await page.textContent(selector)) ?? "").trim();
+/** A press has ended: in a hold, or in words (which one is then checked). */
+const heldOrRefused = async (page: Page) =>
+  (await page.isVisible("flashgate-buy .hold")) || (await text(page, "flashgate-buy .error")) !== "";
 
 async function open(origin: string, sku: string, user: string, viewport = DESKTOP, takeover = true): Promise<Page> {
   const page = await newPage(day.browser, viewport);
@@ -153,7 +158,7 @@ function shopperClient(user: string) {
 }
 
 /** A hold through the API, with the proof of work this gateway asks. */
-async function holdByApi(auth: Record<string, string>, sku: string) {
+async function holdByApi(auth: Record<string, string>, sku: string, variants?: string[]) {
   const pow = await call(day.server, "GET", `/api/skus/${sku}/challenge`, undefined, auth);
   expect(pow.status, JSON.stringify(pow.json)).toBe(200);
   const { challenge, bits } = pow.json as { challenge: string; bits: number };
@@ -166,7 +171,7 @@ async function holdByApi(auth: Record<string, string>, sku: string) {
     day.server,
     "POST",
     `/api/skus/${sku}/reservations`,
-    { token: token.json.token, quantity: 1 },
+    { token: token.json.token, quantity: 1, ...(variants && { variants }) },
     auth,
   );
   expect(hold.status, JSON.stringify(hold.json)).toBe(202);
@@ -421,6 +426,10 @@ describe("the buy button on a shop's page", () => {
     expect(await page.isChecked('flashgate-buy input[value="42"]')).toBe(true);
     expect(await page.isChecked('flashgate-buy input[value="40"]')).toBe(false);
     expect(await page.isVisible("flashgate-buy .buy")).toBe(false);
+    // Said in words: another size, or this one's line.
+    expect(await text(page, "flashgate-buy .size-gone")).toBe(
+      "EU 42 is sold out: pick another size, or join its line.",
+    );
     const lines: unknown[] = [];
     page.on("request", (request) => {
       if (request.method() === "POST" && request.url().endsWith(`/api/skus/${sku}/waitlist`))
@@ -429,6 +438,7 @@ describe("the buy button on a shop's page", () => {
     await page.click("flashgate-buy .join");
     await expect.poll(() => text(page, "flashgate-buy .line"), { timeout: 15_000 }).toBe("In line: number 1.");
     expect(lines).toEqual([{ quantity: 1, variants: ["42"] }]);
+    expect(await text(page, "flashgate-buy .size-gone")).toBe("EU 42 is sold out: pick another size.");
     await expectSound(page, "shop page, the picked size sold out (phone)");
     await screenshot(page, "embed-picked-size-gone-phone");
     const { data: mine } = await shopperClient("quin").GET("/api/me/reservations");
@@ -475,6 +485,61 @@ describe("the buy button on a shop's page", () => {
     expect(await text(page, "flashgate-buy .error")).toBe("");
     await expectSound(page, "shop page, held from the line after a dropped read (phone)");
     await screenshot(page, "embed-line-after-drop-phone");
+    await page.close();
+  }, 120_000);
+
+  it("takes back only the line's own error once the line is read again, not a Buy's refused meanwhile", async () => {
+    const sku = `mixed-${randomUUID().slice(0, 6)}`;
+    const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {
+      name: "Mixed sneaker",
+      price: 9000,
+      currency: "usd",
+      variants: [
+        { id: "40", name: "EU 40", totalStock: 2 },
+        { id: "42", name: "EU 42", totalStock: 1 },
+      ],
+    });
+    expect(created.status, JSON.stringify(created.json)).toBe(200);
+    const page = await open(shop.origin, sku, "wes", PHONE);
+    const sizes = page.locator("flashgate-buy .size-options label");
+    await expect.poll(() => sizes.allTextContents(), { timeout: 15_000 }).toEqual(["EU 40 (2 left)", "EU 42 (1 left)"]);
+    await page.getByRole("radio", { name: "EU 42 (1 left)" }).check();
+    // Xia takes the last EU 42: Wes joins its line.
+    await holdByApi(await shopper(day.server, "xia"), sku, ["42"]);
+    await page.waitForSelector("flashgate-buy .join:not([hidden])", { timeout: 15_000 });
+    await page.click("flashgate-buy .join");
+    await expect.poll(() => text(page, "flashgate-buy .line"), { timeout: 15_000 }).toBe("In line: number 1.");
+
+    // The reads of his place get no answer for a while (the phone's connection drops).
+    let dropping = true;
+    await page.route(`${gateway}/api/skus/${sku}/waitlist`, async (route) => {
+      if (route.request().method() !== "GET" || !dropping) return route.fallback();
+      await route.abort("internetdisconnected");
+    });
+    await expect.poll(() => text(page, "flashgate-buy .error"), { timeout: 15_000 }).toContain("Could not reach");
+
+    // Meanwhile he tries EU 40, which the shop takes off sale just after the element read it: refused.
+    await page.getByRole("radio", { name: "EU 40 (2 left)" }).check();
+    await page.waitForResponse((r) => r.request().method() === "GET" && r.url() === `${gateway}/api/skus/${sku}`);
+    const cut = await call(day.server, "PUT", `/admin/skus/${sku}`, { variants: [{ id: "40", totalStock: 0 }] });
+    expect(cut.status, JSON.stringify(cut.json)).toBe(200);
+    await page.click("flashgate-buy .buy");
+    const lastError = async () => (await events(page)).filter((e) => e.type === "flashgate:error").at(-1);
+    await expect.poll(async () => (await lastError())?.detail.error?.code, { timeout: 30_000 }).toBe("SOLD_OUT");
+    const refused = await lastError();
+    expect(await text(page, "flashgate-buy .error")).toBe(refused?.detail.error?.message);
+
+    // The connection is back: the line is read again, and the Buy's refusal stays on screen.
+    dropping = false;
+    // Two reads answered: the element asks again only once it has taken the first answer in.
+    for (let read = 0; read < 2; read++)
+      await page.waitForResponse(
+        (r) =>
+          r.request().method() === "GET" && r.url() === `${gateway}/api/skus/${sku}/waitlist` && r.status() === 200,
+        { timeout: 15_000 },
+      );
+    expect(await text(page, "flashgate-buy .line")).toBe("In line: number 1.");
+    expect(await text(page, "flashgate-buy .error")).toBe(refused?.detail.error?.message);
     await page.close();
   }, 120_000);
 
@@ -653,6 +718,108 @@ describe("the buy button on a shop's page", () => {
     expect(mine?.reservations.map((r) => r.reservationId)).toEqual([held[0]?.detail.reservationId]);
     expect(await text(page, "flashgate-buy .hold-what")).toBe("Held for you: 1 × Lost tee.");
     await screenshot(page, "embed-lost-answer");
+    await page.close();
+  }, 120_000);
+
+  it("finds the hold a lost answer made once its purchase token has expired, and holds nothing more", async () => {
+    const sku = `late-${randomUUID().slice(0, 6)}`;
+    const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {
+      name: "Late tee",
+      totalStock: 5,
+      perUserLimit: 1,
+      price: 1500,
+      currency: "usd",
+    });
+    expect(created.status, JSON.stringify(created.json)).toBe(200);
+    const page = await open(shop.origin, sku, "uli");
+    await expect.poll(() => text(page, "flashgate-buy .availability"), { timeout: 15_000 }).toContain("5 left");
+    const tokens: string[] = [];
+    page.on("response", async (response) => {
+      if (response.request().method() === "POST" && response.url().endsWith(`/api/skus/${sku}/tokens`))
+        tokens.push(String((await response.json()).expiresAt));
+    });
+    // The hold is made, but its answer never reaches the phone.
+    let lost = 0;
+    await page.route(`${gateway}/api/skus/${sku}/reservations`, async (route) => {
+      if (route.request().method() !== "POST" || lost++ > 0) return route.fallback();
+      await route.fetch();
+      await route.abort("connectionreset");
+    });
+    await page.click("flashgate-buy .buy");
+    await expect.poll(() => text(page, "flashgate-buy .error"), { timeout: 30_000 }).toContain("Could not reach");
+
+    // The shopper presses Buy again once the token has expired (the phone's clock a second past it):
+    // its hold is found, not a TOKEN_EXPIRED.
+    // The expired token is not sent again (the gateway, its clock there too, would answer TOKEN_EXPIRED).
+    await page.clock.setFixedTime(Date.parse(String(tokens[0])) + 1_000);
+    await page.click("flashgate-buy .buy");
+    await expect.poll(() => heldOrRefused(page), { timeout: 30_000 }).toBe(true);
+    expect(await text(page, "flashgate-buy .error")).toBe("");
+    await page.waitForSelector("flashgate-buy .hold:not([hidden])");
+    expect(await text(page, "flashgate-buy .hold-what")).toBe("Held for you: 1 × Late tee.");
+    const errors = (await events(page)).filter((e) => e.type === "flashgate:error");
+    expect(errors.map((e) => e.detail.error?.code)).toEqual(["NETWORK_ERROR"]);
+    expect(tokens).toHaveLength(1);
+    expect(lost).toBe(1);
+    const view = await call(day.server, "GET", `/admin/skus/${sku}`, undefined, ADMIN);
+    expect(view.json).toMatchObject({ stock: { available: 4, held: 1 } });
+    const held = (await events(page)).filter((e) => e.type === "flashgate:held");
+    const { data: mine } = await shopperClient("uli").GET("/api/me/reservations");
+    expect(mine?.reservations.map((r) => r.reservationId)).toEqual([held[0]?.detail.reservationId]);
+    await page.close();
+  }, 120_000);
+
+  it("mints a new purchase token in the same press when the kept one is answered TOKEN_EXPIRED", async () => {
+    const sku = `skew-${randomUUID().slice(0, 6)}`;
+    const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {
+      name: "Skew tee",
+      totalStock: 5,
+      perUserLimit: 1,
+      price: 1500,
+      currency: "usd",
+    });
+    expect(created.status, JSON.stringify(created.json)).toBe(200);
+    const page = await open(shop.origin, sku, "vic");
+    await expect.poll(() => text(page, "flashgate-buy .availability"), { timeout: 15_000 }).toContain("5 left");
+    // This phone's clock runs behind the gateway's: its first token, expired by the gateway's clock,
+    // looks good to it for an hour more (a token as the gateway mints it, already past its expiry).
+    let minted = 0;
+    await page.route(`${gateway}/api/skus/${sku}/tokens`, async (route) => {
+      const response = await route.fetch();
+      if (minted++ > 0) return route.fulfill({ response });
+      const claims = { sku, userId: "vic", shard: 0, shards: 1, nonce: newNonce(), expiresAt: Date.now() - 1_000 };
+      const token = await mintPurchaseToken(claims, TOKEN_SECRET);
+      await route.fulfill({ response, json: { token, expiresAt: new Date(Date.now() + 3_600_000).toISOString() } });
+    });
+    const holds: unknown[] = [];
+    page.on("request", (request) => {
+      if (request.method() === "POST" && request.url().endsWith(`/api/skus/${sku}/reservations`))
+        holds.push(request.postDataJSON());
+    });
+    // The first hold never reaches the gateway.
+    let lost = 0;
+    await page.route(`${gateway}/api/skus/${sku}/reservations`, async (route) => {
+      if (route.request().method() !== "POST" || lost > 0) return route.fallback();
+      lost++;
+      await route.abort("connectionreset");
+    });
+    await page.click("flashgate-buy .buy");
+    await expect.poll(() => text(page, "flashgate-buy .error"), { timeout: 30_000 }).toContain("Could not reach");
+
+    // One press: the kept token is answered TOKEN_EXPIRED, and a new one holds.
+    await page.click("flashgate-buy .buy");
+    await expect.poll(() => heldOrRefused(page), { timeout: 30_000 }).toBe(true);
+    expect(await text(page, "flashgate-buy .error")).toBe("");
+    await page.waitForSelector("flashgate-buy .hold:not([hidden])");
+    expect(await text(page, "flashgate-buy .hold-what")).toBe("Held for you: 1 × Skew tee.");
+    const errors = (await events(page)).filter((e) => e.type === "flashgate:error");
+    expect(errors.map((e) => e.detail.error?.code)).toEqual(["NETWORK_ERROR"]);
+    expect(minted).toBe(2);
+    expect(holds).toHaveLength(3);
+    expect(holds[1]).toEqual(holds[0]);
+    expect(holds[2]).not.toEqual(holds[0]);
+    const view = await call(day.server, "GET", `/admin/skus/${sku}`, undefined, ADMIN);
+    expect(view.json).toMatchObject({ stock: { available: 4, held: 1 } });
     await page.close();
   }, 120_000);
 

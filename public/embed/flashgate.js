@@ -70,7 +70,7 @@ const TEMPLATE = `<style>${STYLE}</style>
   <fieldset class="sizes" part="sizes" hidden><legend>Size</legend><div class="size-options"></div>
     <div class="later"><label>Second choice <select class="size-2"></select></label>
     <label>Third choice <select class="size-3"></select></label></div>
-    <p class="muted">Taken in this order if your size is gone.</p></fieldset>
+    <p class="muted">Taken in this order if your size is gone.</p><p class="size-gone" hidden></p></fieldset>
   <div class="turnstile" hidden></div>
   <div class="actions">
     <button type="button" class="buy primary" part="buy" disabled>Buy</button>
@@ -124,6 +124,8 @@ const RECEIPT_POLL_MS = 1000;
 const RECEIPT_TRIES = 60;
 /** How soon a receipt this page could not check (its key or checker did not load) is checked again, as the storefront does. */
 const RECEIPT_RECHECK_MS = 10_000;
+/** A kept purchase token this close to its expiry is not sent again: it could lapse on its way. */
+const TOKEN_MARGIN_MS = 5000;
 
 class NetworkError extends Error {}
 
@@ -155,19 +157,22 @@ export class FlashgateBuy extends HTMLElement {
   #soldOutSent = false;
   /** The shopper picked their first size (not the element's default): it stays picked, sold out or not. */
   #sizePicked = false;
-  /** The code of the error shown, if any. @type {string | null} */
-  #errorCode = null;
+  /** The error shown, if any. @type {ErrorBody | null} */
+  #error = null;
   /** The SKU offers no proof of work (its challenge route answered 404). */
   #noChallenge = false;
   /**
    * A hold asked with this purchase token and body whose answer never came (no network, or the
    * gateway failing): the next Buy with the same choice sends them again, which answers that same
-   * hold if it was made (API.md "Replaying the same token"), never a second one.
-   * @type {{ token: string, body: string } | null}
+   * hold if it was made (API.md "Replaying the same token"), never a second one. Not once the token
+   * has expired (`expiresAt`, the mint's): that answers only TOKEN_EXPIRED.
+   * @type {{ token: string, body: string, expiresAt: string } | null}
    */
   #unanswered = null;
   /** The last read of the shopper's place in line failed (its error is shown until one succeeds). */
   #lineFailed = false;
+  /** The error that failed read showed: a read that succeeds takes back only this one, not a later error. @type {ErrorBody | null} */
+  #lineError = null;
   /** Looks for the hold the line gave since the shopper's place was found gone. */
   #lineLooks = 0;
   /** The last read of the SKU's view failed (its error is the one shown, until a read succeeds). */
@@ -245,6 +250,7 @@ export class FlashgateBuy extends HTMLElement {
     this.#hold = null;
     this.#unanswered = null;
     this.#lineFailed = false;
+    this.#lineError = null;
     this.#lineLooks = 0;
     this.#viewFailed = false;
     this.#sizePicked = false;
@@ -330,7 +336,7 @@ export class FlashgateBuy extends HTMLElement {
         // Gone (archived): nothing left to buy, so its price, count and buttons go with it.
         if (answer.status === 404) this.#forgetView();
         // Said once while it lasts, not again at every read of the view.
-        if (!this.#viewFailed || answer.json?.error?.code !== this.#errorCode) this.#fail(answer.json);
+        if (!this.#viewFailed || answer.json?.error?.code !== this.#error?.error.code) this.#fail(answer.json);
         this.#viewFailed = true;
         return;
       }
@@ -388,6 +394,15 @@ export class FlashgateBuy extends HTMLElement {
     this.#show("buy", !(open && soldOut));
     this.#show("join", open && soldOut && !waiting && this.#hold === null);
     this.#show("leave", waiting);
+    // The sizes picked are gone while others have units: no Buy (their line is offered), and why said.
+    const picked = this.#chosenSizes();
+    const names = picked.map((id) => view.variants?.find((v) => v.id === id)?.name ?? id).join(" and ");
+    const gone = open && view.available > 0 && picked.length > 0 && this.#available() === 0;
+    const join = waiting ? "" : ", or join its line";
+    this.#text(
+      "size-gone",
+      gone ? `${names} ${picked.length === 1 ? "is" : "are"} sold out: pick another size${join}.` : "",
+    );
     if (open && soldOut && !this.#soldOutSent) {
       this.#soldOutSent = true;
       this.#emit("flashgate:sold-out", view);
@@ -395,7 +410,8 @@ export class FlashgateBuy extends HTMLElement {
       // Back on sale (a hold lapsed or was let go): a refusal for want of stock is past, and selling
       // out again is news again.
       this.#soldOutSent = false;
-      if (this.#errorCode === "SOLD_OUT" || this.#errorCode === "INSUFFICIENT_STOCK") this.#fail(null);
+      const code = this.#error?.error.code;
+      if (code === "SOLD_OUT" || code === "INSUFFICIENT_STOCK") this.#fail(null);
     }
   }
 
@@ -527,26 +543,29 @@ export class FlashgateBuy extends HTMLElement {
     this.#fail(null);
     this.#render();
     try {
-      const sku = this.#sku;
       const asked = { quantity: this.#quantity, ...this.#sizesBody() };
-      const same = this.#unanswered?.body === JSON.stringify(asked) ? this.#unanswered.token : null;
-      this.#unanswered = null;
-      let token = same;
-      if (!token) {
+      const kept = this.#unanswered?.body === JSON.stringify(asked) ? this.#unanswered : null;
+      let reservation = null;
+      if (kept && Date.parse(kept.expiresAt) - TOKEN_MARGIN_MS > Date.now()) {
+        this.#say("Reserving…");
+        reservation = await this.#reserve(kept.token, kept.expiresAt, asked);
+      }
+      // The kept token has expired (or the gateway says so: this page's clock is behind its own): the
+      // lost answer's hold, if it made one, is looked for; else a new token, in this same press.
+      if (kept && (!reservation || reservation.json?.error?.code === "TOKEN_EXPIRED")) {
+        this.#unanswered = kept; // a look that fails is made again at the next press
+        if (await this.#lostHold(asked)) return;
+        reservation = null;
+      }
+      if (!reservation) {
+        this.#unanswered = null;
         const headers = await this.#challenges();
         if (!headers) return;
         this.#say("Reserving…");
-        const minted = await this.#call("POST", `${this.#skuPath(sku)}/tokens`, { auth: true, headers });
+        const minted = await this.#call("POST", `${this.#skuPath(this.#sku)}/tokens`, { auth: true, headers });
         if (minted.status !== 201) return this.#refused(minted.json);
-        token = /** @type {string} */ (minted.json.token);
-      } else this.#say("Reserving…");
-      this.#unanswered = { token, body: JSON.stringify(asked) };
-      const reservation = await this.#call("POST", `${this.#skuPath(sku)}/reservations`, {
-        auth: true,
-        body: { token, ...asked },
-      });
-      // An answer (held or refused) decides this token; a server error or none (thrown) leaves it to send again.
-      if (reservation.status < 500) this.#unanswered = null;
+        reservation = await this.#reserve(minted.json.token, minted.json.expiresAt, asked);
+      }
       if (reservation.status !== 202) return this.#refused(reservation.json);
       await this.#held(/** @type {Reservation} */ (reservation.json));
     } catch (error) {
@@ -555,6 +574,53 @@ export class FlashgateBuy extends HTMLElement {
       this.#busy = false;
       this.#render();
     }
+  }
+
+  /**
+   * Asks for the hold with this purchase token; kept to send again until an answer decides it.
+   * @param {string} token
+   * @param {string} expiresAt the token's
+   * @param {{ quantity: number, variants?: string[] }} asked
+   */
+  async #reserve(token, expiresAt, asked) {
+    this.#unanswered = { token, body: JSON.stringify(asked), expiresAt };
+    const answer = await this.#call("POST", `${this.#skuPath(this.#sku)}/reservations`, {
+      auth: true,
+      body: { token, ...asked },
+    });
+    // An answer (held or refused) decides this token; a server error or none (thrown) leaves it to send again.
+    if (answer.status < 500) this.#unanswered = null;
+    return answer;
+  }
+
+  /**
+   * The hold a lost answer may have made, once its token can ask no more: the shopper's newest held
+   * one of this choice that this element does not show yet. True when the press ends here: the hold
+   * shown, or the look refused (a new token then could hold twice).
+   * @param {{ quantity: number, variants?: string[] }} asked
+   */
+  async #lostHold(asked) {
+    const answer = await this.#call("GET", "/api/me/reservations", { auth: true });
+    if (!answer.ok) {
+      this.#refused(answer.json);
+      return true;
+    }
+    /** @type {Reservation[]} */
+    const reservations = answer.json.reservations;
+    const hold = reservations.find(
+      (r) =>
+        r.sku === this.#sku &&
+        r.status === "held" &&
+        r.quantity === asked.quantity &&
+        (!asked.variants || asked.variants.includes(r.variant ?? "")) &&
+        r.reservationId !== this.#hold?.reservationId &&
+        r.expiresAt !== null &&
+        Date.parse(r.expiresAt) > Date.now(),
+    );
+    if (!hold) return false;
+    this.#unanswered = null;
+    await this.#held(hold);
+    return true;
   }
 
   /**
@@ -810,7 +876,9 @@ export class FlashgateBuy extends HTMLElement {
       if (generation !== this.#generation) return;
       if ((answer.status === 200 || answer.status === 404) && this.#lineFailed) {
         this.#lineFailed = false;
-        this.#fail(null); // the line is read again: its error is past
+        // The line is read again: its own error is past (another shown since, a Buy's, stays).
+        if (this.#error === this.#lineError) this.#fail(null);
+        this.#lineError = null;
       }
       if (answer.status === 200) {
         const place = /** @type {WaitlistPlace} */ (answer.json);
@@ -853,7 +921,10 @@ export class FlashgateBuy extends HTMLElement {
    * @param {() => void} say the error shown and sent, the first time in a row
    */
   #lineReadFailed(say) {
-    if (!this.#lineFailed) say();
+    if (!this.#lineFailed) {
+      say();
+      this.#lineError = this.#error;
+    }
     this.#lineFailed = true;
     this.#lineTimer = window.setTimeout(() => void this.#watchLine(), LINE_POLL_MS);
   }
@@ -960,7 +1031,7 @@ export class FlashgateBuy extends HTMLElement {
    */
   #fail(body) {
     this.#el("error").textContent = body?.error.message ?? "";
-    this.#errorCode = body?.error.code ?? null;
+    this.#error = body;
     if (!body) return;
     this.#say("");
     this.#emit("flashgate:error", body);
