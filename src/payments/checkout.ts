@@ -27,9 +27,9 @@ const EXPIRY_STEP_S = 60;
  * later request for the hold sends that same request under that same key, so Stripe makes one
  * session and answers it again (its replay) to each, until that session's expiry has passed. The
  * claim moves on to a new attempt (a new key, a new expiry) only when nothing can have been made under
- * its key: the session expired; Stripe refused its expiry as too near (a key Stripe had executed is
- * replayed, not checked again); or Stripe answered an error (5xx), which it would replay to every
- * retry under that key.
+ * its key: the session expired; Stripe refused its request (its expiry as too near, or a price, name
+ * or URL it does not take: a key Stripe had executed is replayed, not checked again); or Stripe
+ * answered an error (5xx), which it would replay to every retry under that key.
  */
 type Params = Record<string, string | number>;
 interface Claim {
@@ -129,9 +129,11 @@ export async function checkout(
       );
       return await storeSession(env, reservationId, session, now);
     } catch (err) {
-      if (err instanceof StripeRefused && err.param === "expires_at" && !renewed) {
-        // Stripe checked the claim's parameters, so it had executed nothing under its key (it would have
-        // replayed that), and never will: its expiry is too near now. A new claim, asked once.
+      if (err instanceof StripeRefused && err.type !== "idempotency_error" && !renewed) {
+        // Stripe refused the claim's request (its expiry too near now, or a price, name or URL it does not
+        // take): under its key it made nothing (it would have replayed that) and never will, so these
+        // parameters must not hold the hold for the claim's half hour. A new claim, of this request's
+        // parameters (the SKU's price now, say), asked once.
         claim = await renewClaim(env, reservationId, claim, params, now);
         continue;
       }

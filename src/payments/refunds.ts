@@ -162,7 +162,14 @@ export async function refundThroughStripe(env: Env, eventId: string, now: number
         { state: "stripe_refused" },
       );
     } else if (err instanceof StripeUnavailable) {
-      await releaseRefundClaim(env.DB, eventId, row, now);
+      // 409: Stripe is making a refund under this key now (an earlier request's, whose answer was not
+      // waited for): the claim stays pending, so no mark pays it back meanwhile; once it is a minute old
+      // a /refund takes it over under the same key and gets that refund (a replay). A 5xx Stripe answered
+      // is saved under the key and replayed to every retry: a claim taken over goes back to owed, as on a
+      // refusal (else it would stay pending for ever, and a mark could never settle it).
+      const owed = { ...row, refund_status: null, refund_via: null, refund_id: null, refund_at: null };
+      const failed = err.status !== null && err.status >= 500 && staleClaim(row, now);
+      if (err.status !== 409) await releaseRefundClaim(env.DB, eventId, failed ? owed : row, now);
       throw busy(
         "Stripe did not answer the refund, which it may have made: ask again (the same refund) before paying it back another way",
       );

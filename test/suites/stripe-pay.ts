@@ -298,6 +298,46 @@ describe("a Checkout Session for a hold", () => {
     const keys = (await stripeGot("/v1/checkout/sessions", id)).map((r) => r.key);
     expect(new Set(keys)).toEqual(new Set([sent?.key]));
   }, 30_000);
+  it("a request Stripe refused for its parameters does not keep a later one from the SKU's corrected price (second reading)", async () => {
+    const sku = uniqueSku("checkout-refused");
+    // Below Stripe's minimum charge (50 cents in usd): Stripe refuses the session, having made nothing.
+    await createSku(sku, { totalStock: 5, perUserLimit: 2, price: 20 });
+    const id = await heldOn(sku, "rae");
+    const vars = { ...env, ...withStripe } as Env;
+    const ask = () =>
+      checkout(vars, { url: "http://flashgate.test/", userId: "rae", reservationId: id, ...BACK }, Date.now());
+    const real = globalThis.fetch;
+    const spy = vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
+      const url = String(input instanceof Request ? input.url : input);
+      if (url.endsWith("/v1/checkout/sessions") && init?.body instanceof URLSearchParams) {
+        const amount =
+          Number(init.body.get("line_items[0][price_data][unit_amount]")) *
+          Number(init.body.get("line_items[0][quantity]"));
+        if (amount < 50) {
+          const error = {
+            type: "invalid_request_error",
+            code: "amount_too_small",
+            message: "The Checkout Session's total amount due must add up to at least $0.50 usd",
+            param: "line_items[0][price_data][unit_amount]",
+          };
+          return new Response(JSON.stringify({ error }), { status: 400 });
+        }
+      }
+      return real(input, init);
+    });
+    try {
+      const refused = await ask().catch((err: unknown) => err);
+      expect((refused as ApiError).code).toBe("BUSY");
+      // The operator sets a price Stripe takes; the buyer asks again a few seconds later.
+      expect((await call("PUT", `/admin/skus/${sku}`, { admin: true, body: { price: 700 } })).status).toBe(200);
+      const made = await ask();
+      expect(made.again).toBe(false);
+      const asked = await stripeGot("/v1/checkout/sessions", id);
+      expect(asked.at(-1)?.params["line_items[0][price_data][unit_amount]"]).toBe("700");
+    } finally {
+      spy.mockRestore();
+    }
+  });
 });
 
 describe("payments owed back, refunded", () => {
@@ -433,6 +473,52 @@ describe("payments owed back, refunded", () => {
       .run();
     const refused = await refund(eventId, stripeVars(STRIPE_FAULT_KEYS.disputed));
     expect([refused.status, refused.json.error?.details?.state]).toEqual([409, "stripe_refused"]);
+    const marked = await call("POST", `/admin/payments/${encodeURIComponent(eventId)}/refunded`, {
+      admin: true,
+      body: { note: "paid back by bank transfer" },
+    });
+    expect([marked.status, marked.json.refund]).toMatchObject([200, { status: "refunded", via: "marked" }]);
+  });
+
+  it("a refund Stripe is still executing under its key (409) stays pending: a mark meanwhile is 409, not a second refund (second reading)", async () => {
+    const sku = uniqueSku("refund-inflight");
+    await createSku(sku, { totalStock: 5, perUserLimit: 5, price: 1000 });
+    const intent = `pi_test_${crypto.randomUUID().replaceAll("-", "")}`;
+    const eventId = await owedByStripe(sku, "ivo", intent);
+    // Stripe takes 6 s over the refund: the Worker gives up after 5 s (503), Stripe goes on with it.
+    const first = await refund(eventId, stripeVars(STRIPE_FAULT_KEYS.stalled));
+    expect(first.status).toBe(503);
+    // Asked again while Stripe is still at it: Stripe's 409 for the key, 503 BUSY.
+    const second = await refund(eventId);
+    expect(second.status).toBe(503);
+    expect(await stripeGot("/v1/refunds", intent)).toHaveLength(2);
+    // Stripe is making that refund: the payment is not owed meanwhile, so it is not paid back twice.
+    const marked = await call("POST", `/admin/payments/${encodeURIComponent(eventId)}/refunded`, {
+      admin: true,
+      body: { note: "bank transfer" },
+    });
+    expect([marked.status, marked.json.error?.details?.state]).toEqual([409, "pending"]);
+    // A minute on, /refund takes the claim over under the same key: Stripe's one refund, recorded.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    await env.DB.prepare("UPDATE payments SET refund_at = refund_at - 61000 WHERE event_id = ?1").bind(eventId).run();
+    const done = await refund(eventId);
+    expect([done.status, done.json.refund]).toMatchObject([
+      200,
+      { status: "refunded", via: "stripe", id: expect.stringMatching(/^re_/) },
+    ]);
+    expect(new Set((await stripeGot("/v1/refunds", intent)).map((r) => r.key)).size).toBe(1);
+  }, 30_000);
+
+  it("a claim taken over that Stripe answers 500 (saved under the key, replayed to every retry) is owed again, so a mark can settle it (second reading)", async () => {
+    const sku = uniqueSku("refund-down");
+    await createSku(sku, { totalStock: 5, perUserLimit: 5, price: 1000 });
+    const eventId = await owedByStripe(sku, "una", `pi_test_${crypto.randomUUID().replaceAll("-", "")}`);
+    await env.DB.prepare(
+      "UPDATE payments SET refund_status = 'pending', refund_via = 'stripe', refund_id = NULL, refund_at = ?2 WHERE event_id = ?1",
+    )
+      .bind(eventId, Date.now() - 61_000)
+      .run();
+    expect((await refund(eventId, stripeVars(STRIPE_FAULT_KEYS.down))).status).toBe(503);
     const marked = await call("POST", `/admin/payments/${encodeURIComponent(eventId)}/refunded`, {
       admin: true,
       body: { note: "paid back by bank transfer" },
