@@ -212,7 +212,7 @@ async function checkOneDraw(
   // Its results against the log: each held entry's hold names its position, and nothing else does.
   const outcomes = checkDrawOutcomes(listed, draws.get(seedHash), now);
   // Salted entry ids are the buyers' `user`: a drawn hold must be its entry's buyer's.
-  if ((opening ?? shownPublic)?.entryIdPrefix === "salt") checkDrawBuyers(listed, draws.get(seedHash));
+  checkDrawBuyers(listed, draws.get(seedHash), (opening ?? shownPublic)?.entryIdPrefix);
   progress(
     outcomes.unproven
       ? `${which}'s outcomes are not tied to its order: ${outcomes.unproven}`

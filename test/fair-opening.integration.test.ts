@@ -314,12 +314,15 @@ describe("fair opening: a sale through the Worker", () => {
     for (const { user, answer } of held)
       expect(sha256Hex(`${answer.json.salt}:${user}`)).toBe(answer.json.draw.entryId);
     // The log's holds name the same buyers as the draw's entries at their positions.
-    const holds = await eventually(async () => {
-      const got = (await logEntriesOf(sku)).filter((e) => e.type === "hold");
-      expect(got).toHaveLength(2);
-      return got as { user: string; draw: { position: number } }[];
+    const logged = await eventually(async () => {
+      const got = await logEntriesOf(sku);
+      expect(got.filter((e) => e.type === "hold")).toHaveLength(2);
+      return got;
     });
+    const holds = logged.filter((e) => e.type === "hold") as { user: string; draw: { position: number } }[];
     for (const hold of holds) expect(entries[hold.draw.position - 1]?.entryId).toBe(hold.user);
+    // The configuration that committed to the draw promised it before the opening (verify-sale holds it to that).
+    expect(logged[0]).toMatchObject({ type: "config", draws: [{ seedHash, holdsNamed: true, entryIdPrefix: "salt" }] });
   });
 
   it("replays a winner's hold to each token it sent in the window, from an isolate that knows the SKU sold out", async () => {

@@ -902,11 +902,26 @@ describe("a log that spans the gateway's upgrade to tagged holds (second reading
     replay(log, new Map(), { now: NOW, draws });
     const listed = (ids: unknown[]) =>
       ids.map((entryId, i) => ({ entryId: String(entryId), position: i + 1, quantity: 1, result: "HELD" }));
-    expect(() => checkDrawBuyers(listed([first.user, second.user]), draws.get(opening.seedHash))).not.toThrow();
+    expect(() => checkDrawBuyers(listed([first.user, second.user]), draws.get(opening.seedHash), "salt")).not.toThrow();
     // The holds swapped: each position held for the other entry's buyer.
-    expect(() => checkDrawBuyers(listed([second.user, first.user]), draws.get(opening.seedHash))).toThrow(
+    const swapped = listed([second.user, first.user]);
+    expect(() => checkDrawBuyers(swapped, draws.get(opening.seedHash), "salt")).toThrow(
       /the log's entry 4 \(hold at .*\) holds draw position 1 for a buyer other than that entry's/,
     );
+    // Ids of `<sku>:<userId>` (a gateway without the log's salts) tie no hold to a buyer.
+    expect(() => checkDrawBuyers(swapped, draws.get(opening.seedHash), "sku")).not.toThrow();
+    // Unless the configuration promised salted ids before the opening: then /draw may not take it back.
+    const promising = {
+      ...sale,
+      draws: (sale.draws as Record<string, unknown>[]).map((d) => ({ ...d, entryIdPrefix: "salt" })),
+    };
+    const promised = new Map<string, DrawHolds>();
+    replay([promising, ...log.slice(1)], new Map(), { now: NOW, draws: promised });
+    expect(() => checkDrawBuyers(swapped, promised.get(opening.seedHash), "sku")).toThrow(
+      /promised entry ids of its buyers' `user`, but \/draw says they are of `<sku>:<userId>`/,
+    );
+    expect(() => checkDrawBuyers(swapped, promised.get(opening.seedHash), undefined)).toThrow(/says nothing of them/);
+    expect(() => checkDrawBuyers(swapped, promised.get(opening.seedHash), "salt")).toThrow(/holds draw position 1/);
   });
 });
 

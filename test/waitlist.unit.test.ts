@@ -103,8 +103,8 @@ describe("waitlist", () => {
       const START = T0 + 3_600_000;
       const W = 2_000;
       const decide = (opening: number, at: number) => {
-        const keys = engine.draw.keysForDecision(opening) ?? { seed: "", saltKey: null };
-        engine.drawDecision.decide(opening, rankEntrants(keys, "wl", engine.drawDecision.close(opening, at)), at);
+        const seed = engine.draw.seedForDecision(opening) ?? "";
+        engine.drawDecision.decide(opening, rankEntrants(seed, "wl", engine.drawDecision.close(opening, at)), at);
       };
       const sale = { sku: "wl", shard: 0, shards: 1, perUserLimit: 1, holdSeconds: 3600, openingWindowMs: W };
       const early = [{ name: "early", startsAt: T0 }];

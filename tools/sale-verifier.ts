@@ -220,6 +220,11 @@ export interface DrawHolds {
   /** Whether the sale was in sizes when it was revealed (then a refusal says nothing of the next entry). */
   sizes: boolean;
   /**
+   * A configuration promised before it opened that its entry ids are its buyers' `user` here
+   * (`entryIdPrefix` `salt`): then each drawn hold must be its entry's buyer's ({@link checkDrawBuyers}).
+   */
+  salted?: boolean;
+  /**
    * A sale without sizes: the units the replay proves were there for the draw (see
    * {@link drawStockOf}), by which its refusals are judged. Left out with sizes, or with no
    * configuration in force at its close.
@@ -437,6 +442,8 @@ export function replay(
    * made the promise cannot fall back to the count by leaving every tag out.
    */
   const promised = new Set<string>();
+  /** Draws a configuration promised, before they opened, entry ids of their buyers' `user` here. */
+  const saltPromised = new Set<string>();
   const taggedDraw = (hash: string): boolean =>
     promised.has(hash) || namedDraws.has(hash) || (revealTimes.get(hash) ?? Number.POSITIVE_INFINITY) >= firstTag;
   const draws = options.draws ?? new Map<string, DrawHolds>();
@@ -675,6 +682,7 @@ export function replay(
             fail(`an opening at ${iso(window.opensAt)}, which is neither the sale's start nor a tier's`);
           listed.add(hash);
           if (draw.holdsNamed === true && at < window.opensAt) promised.add(hash);
+          if (draw.entryIdPrefix === "salt" && at < window.opensAt) saltPromised.add(hash);
           const committed = commitments.get(hash);
           if (!committed) commitments.set(hash, { at, ...window });
           else if (at < committed.opensAt) Object.assign(committed, window);
@@ -926,6 +934,7 @@ export function replay(
     if (!(err instanceof Unsettled)) throw err;
     unsettled = err.message;
   }
+  for (const hash of saltPromised) drawOf(hash).salted = true;
   return {
     entries: entries.length,
     byType: counts,
@@ -1192,11 +1201,21 @@ export function checkDrawOutcomes(
 }
 
 /**
- * A draw whose entry ids are its buyers' `user` (`entryIdPrefix` `salt`): each hold the log has naming
- * one of its positions is that entry's buyer's, so the draw's order and the log's holds name the same
- * buyers. Throws {@link Broken} at the first hold of someone else.
+ * A draw whose entry ids are its buyers' `user` (`entryIdPrefix` `salt`, as `/draw` shows it, or as the
+ * configuration that committed to it promised): each hold the log has naming one of its positions is
+ * that entry's buyer's, so the draw's order and the log's holds name the same buyers. Throws
+ * {@link Broken} at the first hold of someone else, or when `/draw` takes back the promise.
  */
-export function checkDrawBuyers(entries: readonly DrawnEntry[], drawn: DrawHolds | undefined): void {
+export function checkDrawBuyers(
+  entries: readonly DrawnEntry[],
+  drawn: DrawHolds | undefined,
+  shown: "salt" | "sku" | undefined,
+): void {
+  if (shown !== "salt" && drawn?.salted !== true) return;
+  if (shown !== "salt")
+    throw new Broken(
+      `the configuration that committed to the draw promised entry ids of its buyers' \`user\`, but /draw says ${shown === undefined ? "nothing of them" : `they are of \`<${shown}>:<userId>\``}`,
+    );
   for (const [position, hold] of drawn?.holds ?? []) {
     const entry = entries[position - 1];
     if (entry && entry.position === position && hold.user !== entry.entryId)

@@ -1,7 +1,7 @@
 import type { ConfiguredSku } from "../shared/sale-entries";
 import { type Access, sameAdmission } from "./access";
 import { LAZY_EXPIRY_BATCH, type Ledger, type ResizePhase } from "./ledger";
-import type { DrawKeys, OpeningDraw } from "./opening-draw";
+import type { NewDraw, OpeningDraw } from "./opening-draw";
 import type { Payments } from "./payments";
 import type { Transfers } from "./transfers";
 import {
@@ -111,12 +111,12 @@ export class Configuration {
   readonly #transfers: Transfers;
   readonly #payments: Payments;
   readonly #access: Access;
-  readonly #newKeys: () => DrawKeys;
+  readonly #newDraw: () => NewDraw;
 
   constructor(
     ledger: Ledger,
     units: { draw: OpeningDraw; waitlist: Waitlist; transfers: Transfers; payments: Payments; access: Access },
-    newKeys: () => DrawKeys,
+    newDraw: () => NewDraw,
   ) {
     this.#ledger = ledger;
     this.#draw = units.draw;
@@ -124,7 +124,7 @@ export class Configuration {
     this.#transfers = units.transfers;
     this.#payments = units.payments;
     this.#access = units.access;
-    this.#newKeys = newKeys;
+    this.#newDraw = newDraw;
   }
 
   /** Whether this object was ever configured (it has tables); before that it stores nothing. */
@@ -192,15 +192,15 @@ export class Configuration {
     if (refused) return refused;
     // Fair opening: a window is set before it opens and never moved once open (opening-draw.ts).
     const startsAt = keep(settings.startsAt, current?.starts_at, null);
-    const newKeys = settings.shard === 0 ? this.#newKeys : null;
+    const newDraw = settings.shard === 0 ? this.#newDraw : null;
     // Shard 0: a tier whose draw is under way keeps its name and claim, which its entries were admitted by.
-    if (newKeys !== null && settings.access !== undefined && this.#renamesDrawingTier(settings.access, now ?? 0)) {
+    if (newDraw !== null && settings.access !== undefined && this.#renamesDrawingTier(settings.access, now ?? 0)) {
       return fail("INVALID_STATE");
     }
     // A draw per opening: the public start and each early access tier's (those in force after this change).
     const tierStarts = (settings.access ?? this.#access.tiers()).map((t) => t.startsAt);
     const undecided = settings.undecidedOpenings ?? [];
-    if (!this.#draw.configure(settings.openingWindowMs, startsAt, tierStarts, now ?? 0, newKeys, undecided)) {
+    if (!this.#draw.configure(settings.openingWindowMs, startsAt, tierStarts, now ?? 0, newDraw, undecided)) {
       return fail("INVALID_STATE");
     }
 
@@ -262,7 +262,9 @@ export class Configuration {
       })),
     };
     const draws = (this.#draw.info()?.openings ?? []).flatMap((o) =>
-      o.seedHash === null ? [] : [{ opensAt: o.opensAt, closesAt: o.closesAt, seedHash: o.seedHash }],
+      o.seedHash === null
+        ? []
+        : [{ opensAt: o.opensAt, closesAt: o.closesAt, seedHash: o.seedHash, entryIdPrefix: o.entryIdPrefix }],
     );
     const archive = settings.status === "archived" && current?.status !== "archived";
     this.#ledger.sql.exec(

@@ -1,4 +1,3 @@
-import { Buffer } from "node:buffer";
 import { createHash, createHmac } from "node:crypto";
 import { userOf } from "../shared/sale-entries";
 import { listedVariants, variantsColumn } from "./variants";
@@ -12,7 +11,8 @@ import { listedVariants, variantsColumn } from "./variants";
  * restart mid-window loses nothing:
  *
  * - `draw`: one row per opening (each early access tier's `startsAt` and the public one, keyed by
- *   that time): the window and, on shard 0 (the SKU's draws), its own seed, seed hash and salt key; when
+ *   that time): the window and, on shard 0 (the SKU's draws), its own seed and seed hash, and whether
+ *   it names its entrants by their salted `user` (the sale log was kept when it was made); when
  *   entries closed and when the draw was decided (on a sibling shard: when shard 0 said it was).
  *   Openings are at least one window apart (the catalog refuses closer tiers), so at most one
  *   window is open at a time, and the draws are decided in the order they opened.
@@ -24,10 +24,10 @@ import { listedVariants, variantsColumn } from "./variants";
  * The order (the procedure docs/API.md gives to shoppers): entries sorted by
  * `HMAC-SHA256(key = seed, message = entryId)` in hex, ascending (ties, which would need a hash
  * collision, by entry id); `entryId` = the buyer's `user` on the SKU as the sale log names them, hex
- * SHA-256 of `<salt>:<userId>` (durable-objects/shared/sale-entries.ts), salted with the key the draw
- * took when it was made: the log's, or (no log kept) one of its own; positions count from 1. A guessed
- * user id so finds no entry, and no position in the log (a draw made before salt keys: `<sku>:<userId>`).
- * The seed is 64 hex digits and `seedHash` the hex SHA-256 of its UTF-8 text.
+ * SHA-256 of `<salt>:<userId>` (durable-objects/shared/sale-entries.ts), so a guessed user id finds
+ * no entry and no place in the log; a draw made with no log kept (or before salted ids) has ids of
+ * `<sku>:<userId>`. Positions count from 1. The seed is 64 hex digits and `seedHash` the hex
+ * SHA-256 of its UTF-8 text.
  *
  * The storage side runs inside the engine's transactions. The hashes of the order are computed
  * before the deciding transaction, once entries have closed (the set is fixed then): three per
@@ -52,7 +52,7 @@ export interface OpeningInfo {
   seed: string | null;
   entrants: number;
   decidedAt: number | null;
-  /** What its entry ids hash with the user id: the buyer's salt, or (a draw made before salt keys) the SKU. */
+  /** What its entry ids hash with the user id: the buyer's salt (its `user` in the log), or the SKU. */
   entryIdPrefix: "salt" | "sku";
 }
 
@@ -87,8 +87,8 @@ type DrawRow = {
   opens_at: number;
   seed: string | null;
   seed_hash: string | null;
-  /** Shard 0: the hex key of its entrants' salts (null: a draw made before them, ids of `<sku>:<userId>`). */
-  salt_key: string | null;
+  /** Shard 0: 1 when it names its entrants by their salted `user` (the log was kept when it was made). */
+  salted: number;
   closed_at: number | null;
   decided_at: number | null;
   told: number;
@@ -116,11 +116,11 @@ export function sha256Hex(text: string): string {
 }
 
 /**
- * A user's one entry in a SKU's draw, public: their salted `user` under the draw's salt key (hex), or
- * hex SHA-256 of `<sku>:<userId>` for a draw made without one.
+ * A user's one entry in a SKU's draw, public: their salted `user` under the sale log's salt secret
+ * (`saltSecret` of its key), or hex SHA-256 of `<sku>:<userId>` for a draw that is not salted.
  */
-export function entryIdOf(sku: string, userId: string, saltKey: string | null): string {
-  return saltKey === null ? sha256Hex(`${sku}:${userId}`) : userOf(Buffer.from(saltKey, "hex"), sku, userId);
+export function entryIdOf(sku: string, userId: string, secret: Uint8Array | null = null): string {
+  return secret === null ? sha256Hex(`${sku}:${userId}`) : userOf(secret, sku, userId);
 }
 
 /** Entry ids in draw order (first decided first): by hex HMAC-SHA256(seed, entryId), ascending. */
@@ -131,24 +131,28 @@ export function drawOrder(seed: string, entryIds: readonly string[]): string[] {
     .map((e) => e.id);
 }
 
-/** A draw's secrets, made with it on shard 0: its seed (revealed at the decision) and salt key (never). */
-export interface DrawKeys {
+/** What shard 0 makes a draw with: its secret seed (revealed at the decision), and whether it is salted. */
+export interface NewDraw {
   seed: string;
-  saltKey: string;
+  salted: boolean;
 }
 
 /** An entrant with its place in the draw. */
 export type RankedEntrant = Entrant & { entryId: string; position: number };
 
-/** Ranks a closed draw's entrants (all shards') with the seed and salt key: the draw's order, computed once. */
+/**
+ * Ranks a closed draw's entrants (all shards') with the seed: the draw's order, computed once. `secret`:
+ * the sale log's salt secret for a salted draw, else null.
+ */
 export function rankEntrants(
-  keys: { seed: string; saltKey: string | null },
+  seed: string,
   sku: string,
   entrants: readonly Entrant[],
+  secret: Uint8Array | null = null,
 ): RankedEntrant[] {
-  const ids = entrants.map((e) => entryIdOf(sku, e.userId, keys.saltKey));
+  const ids = entrants.map((e) => entryIdOf(sku, e.userId, secret));
   const byId = new Map(ids.map((id, i) => [id, entrants[i] as Entrant]));
-  return drawOrder(keys.seed, ids).map((entryId, i) => ({
+  return drawOrder(seed, ids).map((entryId, i) => ({
     ...(byId.get(entryId) as Entrant),
     entryId,
     position: i + 1,
@@ -231,8 +235,8 @@ export class OpeningDraw {
    * the public one now or in the past (its seed hash must be public before it opens). A decided
    * draw is history: its row stays as it was decided, and its tier may move (a later opening gets a
    * draw of its own) or go. A tier that opened before its window was set gets no draw (it had no
-   * seed hash published): its buyers were decided on arrival. `newKeys` gives shard 0 its draws'
-   * secrets; without it (a sibling) nothing is refused, and the openings added are those still ahead
+   * seed hash published): its buyers were decided on arrival. `newDraw` gives shard 0 its draws'
+   * seeds; without it (a sibling) nothing is refused, and the openings added are those still ahead
    * and those shard 0 has not decided (`undecided`): a sibling told of a window after it opened
    * enters its arrivals in the draw rather than holding them on arrival.
    */
@@ -241,7 +245,7 @@ export class OpeningDraw {
     startsAt: number | null,
     tierStarts: readonly number[],
     now: number,
-    newKeys: (() => DrawKeys) | null,
+    newDraw: (() => NewDraw) | null,
     undecided: readonly number[] = [],
   ): boolean {
     const rows = this.#all;
@@ -249,7 +253,7 @@ export class OpeningDraw {
     const openings = new Set(startsAt === null ? tierStarts : [...tierStarts, startsAt]);
     // Shard 0 judges a change of the openings. A sibling takes what shard 0 decided: its refusal would
     // leave the change half made (a shard new to the SKU after an opening has no row for it).
-    const judge = newKeys !== null;
+    const judge = newDraw !== null;
     // Opened: each window is what it was (a later PUT that repeats it, or leaves it out, is fine),
     // and its opening stays until its draw is decided.
     for (const row of judge ? rows : []) {
@@ -276,14 +280,14 @@ export class OpeningDraw {
     }
     if (wanted > 0) {
       for (const opening of added) {
-        const keys = newKeys?.() ?? null;
+        const made = newDraw?.() ?? null;
         this.#sql.exec(
-          "INSERT INTO draw (opens_at, window_ms, seed, seed_hash, salt_key) VALUES (?, ?, ?, ?, ?)",
+          "INSERT INTO draw (opens_at, window_ms, seed, seed_hash, salted) VALUES (?, ?, ?, ?, ?)",
           opening,
           wanted,
-          keys?.seed ?? null,
-          keys === null ? null : sha256Hex(keys.seed),
-          keys?.saltKey ?? null,
+          made?.seed ?? null,
+          made === null ? null : sha256Hex(made.seed),
+          made?.salted ? 1 : 0,
         );
       }
     }
@@ -437,13 +441,14 @@ export class OpeningDraw {
     return this.#row(opening)?.window_ms ?? this.windowMs;
   }
 
-  /**
-   * Shard 0: what an opening's draw is ordered with: its seed (secret until the decision reveals it)
-   * and its salt key (null: a draw made before salt keys).
-   */
-  keysForDecision(opening: number): { seed: string; saltKey: string | null } | null {
-    const row = this.#row(opening);
-    return row?.seed ? { seed: row.seed, saltKey: row.salt_key } : null;
+  /** Shard 0: the seed an opening's draw is ordered with (secret until the decision reveals it). */
+  seedForDecision(opening: number): string | null {
+    return this.#row(opening)?.seed ?? null;
+  }
+
+  /** Shard 0: whether an opening's draw names its entrants by their salted `user` (the log's). */
+  saltedFor(opening: number): boolean {
+    return this.#row(opening)?.salted === 1;
   }
 
   /** Shard 0: the seed hash an opening's draw committed to (its holds name it in their events). */
@@ -568,7 +573,7 @@ export class OpeningDraw {
       seed: row.decided_at === null ? null : row.seed,
       entrants: this.entrantCount(row.opens_at),
       decidedAt: row.decided_at,
-      entryIdPrefix: row.salt_key === null ? ("sku" as const) : ("salt" as const),
+      entryIdPrefix: row.salted === 1 ? ("salt" as const) : ("sku" as const),
     }));
     const { opensAt, closesAt, seedHash, seed, entrants, decidedAt, entryIdPrefix } = openings.at(-1) as OpeningInfo;
     return {

@@ -478,11 +478,11 @@ const STEPS: readonly ((sql: SqlStorage) => void)[] = [
      ) WITHOUT ROWID`);
     sql.exec("CREATE INDEX IF NOT EXISTS unit_refusals_by_time ON unit_refusals (created_at)");
   },
-  // 16. A draw's salt key (engine/opening-draw.ts), fixed when shard 0 makes the draw: its entry ids
-  // are its buyers' salted `user`. NULL for a draw made before, which keeps its ids of `<sku>:<userId>`.
+  // 16. Whether a draw names its entrants by their salted `user` in the sale log (engine/opening-draw.ts),
+  // fixed when shard 0 makes it; 0 for one made before, which keeps its ids of `<sku>:<userId>`.
   (sql) => {
-    const present = sql.exec("SELECT 1 FROM pragma_table_info('draw') WHERE name = 'salt_key'").toArray();
-    if (present.length === 0) sql.exec("ALTER TABLE draw ADD COLUMN salt_key TEXT");
+    const present = sql.exec("SELECT 1 FROM pragma_table_info('draw') WHERE name = 'salted'").toArray();
+    if (present.length === 0) sql.exec("ALTER TABLE draw ADD COLUMN salted INTEGER NOT NULL DEFAULT 0");
   },
 ];
 

@@ -4,7 +4,7 @@ import { Configuration } from "./configuration";
 import { DrawDecision } from "./draw-decision";
 import { Holds } from "./holds";
 import { Ledger } from "./ledger";
-import { type DrawKeys, OpeningDraw, sha256Hex } from "./opening-draw";
+import { type NewDraw, OpeningDraw } from "./opening-draw";
 import { Outbox } from "./outbox";
 import { Payments } from "./payments";
 import { Retention } from "./retention";
@@ -51,17 +51,14 @@ export class StockEngine {
   readonly access: Access;
 
   /**
-   * `newId` returns a fresh UUID (reservation and event ids); `newKeys` an opening draw's secrets,
-   * its seed and salt key, 64 hex digits each. By default, for tests, the seed is two of `newId`'s
-   * without dashes and the salt key its hash (so no id moves; the object passes random ones).
+   * `newId` returns a fresh UUID (reservation and event ids); `newDraw` what an opening's draw is
+   * made with: its secret seed, 64 hex digits (by default two of `newId`'s, without dashes), and
+   * whether it names entrants by their salted `user` (the object's: when it keeps a sale log).
    */
   constructor(
     storage: EngineStorage,
     newId: () => string,
-    newKeys: () => DrawKeys = () => {
-      const seed = `${newId()}${newId()}`.replaceAll("-", "");
-      return { seed, saltKey: sha256Hex(`salt key\n${seed}`) };
-    },
+    newDraw: () => NewDraw = () => ({ seed: `${newId()}${newId()}`.replaceAll("-", ""), salted: false }),
   ) {
     // Units released in a transaction go to the waitlist in that transaction.
     this.#ledger = new Ledger(storage, newId, (now) => this.waitlist.fill(now));
@@ -81,7 +78,7 @@ export class StockEngine {
       payments: this.payments,
       access: this.access,
     };
-    this.configuration = new Configuration(this.#ledger, units, newKeys);
+    this.configuration = new Configuration(this.#ledger, units, newDraw);
     this.retention = new Retention(this.#ledger);
     this.outbox = new Outbox(this.#ledger);
     this.audits = new Audits(this.#ledger, this.outbox, this.configuration);

@@ -271,6 +271,8 @@ export interface DrawCommitment {
   opensAt: number;
   closesAt: number;
   seedHash: string;
+  /** `salt`: its entry ids will be its buyers' `user` in this log (left out by a shard 0 from before). */
+  entryIdPrefix?: "salt" | "sku" | undefined;
 }
 
 /** An opening's draw as revealed (shard 0's `drawInfo`): the seed, once decided. */
@@ -334,13 +336,15 @@ export function configEntry(
     })),
   };
   // The fair opening's commitments: each opening's seed hash, fixed when its window is set, and the
-  // promise that each hold its draw makes names its place (`holdsNamed`), logged before it opens.
+  // promises that each hold its draw makes names its place (`holdsNamed`) and, salted, that its entry
+  // ids are its buyers' `user` here (`entryIdPrefix`), logged before it opens.
   if (draws.length > 0)
     entry.draws = draws.map((d) => ({
       opensAt: new Date(d.opensAt).toISOString(),
       closesAt: new Date(d.closesAt).toISOString(),
       seedHash: d.seedHash,
       holdsNamed: true,
+      ...(d.entryIdPrefix === "salt" ? { entryIdPrefix: "salt" } : {}),
     }));
   if (state.variants) entry.variants = state.variants.map((v) => ({ id: v.id, name: v.name, total: v.stock.total }));
   if (state.test) entry.test = true;

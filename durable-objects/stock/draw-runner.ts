@@ -44,13 +44,17 @@ export class DrawRunner {
 
   /** Shard 0, once draws were decided: the line's turn (it waited while they were pending). */
   readonly #decided: () => void;
+  /** The sale log's salt secret (none without a log): a salted draw's entry ids are its buyers' `user`. */
+  readonly #saltSecret: Uint8Array | null;
 
   constructor(
     host: StockHost,
     pulls: ShardPulls,
     reserve: (request: ReserveRequest) => Promise<ReserveOutcome>,
     decided: () => void,
+    saltSecret: Uint8Array | null,
   ) {
+    this.#saltSecret = saltSecret;
     this.#host = host;
     this.#pulls = pulls;
     this.#reserve = reserve;
@@ -278,9 +282,14 @@ export class DrawRunner {
 
   /** An opening's entrants in draw order, outside any transaction. */
   #rank(state: SkuState, opening: number, entrants: Entrant[]) {
-    const keys = this.#host.engine.draw.keysForDecision(opening);
-    if (!keys) throw new Error("shard 0 has no seed for its draw");
-    return rankEntrants(keys, state.sku, entrants);
+    const { draw } = this.#host.engine;
+    const seed = draw.seedForDecision(opening);
+    if (!seed) throw new Error("shard 0 has no seed for its draw");
+    // A salted draw promised (in the log) to name its entrants as the log does: not without its key.
+    const secret = draw.saltedFor(opening) ? this.#saltSecret : null;
+    if (draw.saltedFor(opening) && !secret)
+      throw new Error("this draw names its entrants by the sale log's salts, and LOG_SIGNING_KEY is gone");
+    return rankEntrants(seed, state.sku, entrants, secret);
   }
 
   /**

@@ -1,5 +1,4 @@
 import { DurableObject } from "cloudflare:workers";
-import { Buffer } from "node:buffer";
 import { v7 as uuidv7 } from "uuid";
 import type { Audit } from "../engine/audit";
 import type { SkuSettings } from "../engine/configuration";
@@ -90,15 +89,12 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     super(ctx, env);
     // Time-ordered ids (UUIDv7) for reservations and events: each lands at the right edge of the
     // b-trees keyed by it (the object's reservations, D1's orders and processed events), where a
-    // random UUID would touch a page anywhere in them. The draw's seed is secret: random bytes. Its
-    // salt key is the sale log's (an entry id is then the buyer's `user` there), else its own.
+    // random UUID would touch a page anywhere in them. The draw's seed is secret: random bytes. With
+    // a sale log kept, a draw names its entrants as the log does (their salted `user`).
     this.engine = new StockEngine(
       this.engineStorage(ctx.storage),
       () => uuidv7(),
-      () => ({
-        seed: randomSeed(),
-        saltKey: env.LOG_SIGNING_KEY ? Buffer.from(saltSecret(env.LOG_SIGNING_KEY)).toString("hex") : randomSeed(),
-      }),
+      () => ({ seed: randomSeed(), salted: Boolean(env.LOG_SIGNING_KEY) }),
     );
     const now = () => this.now();
     this.due = new DueWork(
@@ -133,6 +129,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
         const state = this.engine.configuration.state();
         for (const work of state ? this.#waitlist.retry(state) : []) this.#host.background(work);
       },
+      env.LOG_SIGNING_KEY ? saltSecret(env.LOG_SIGNING_KEY) : null,
     );
     this.#changes = new SkuChanges(this.#host, this.#pulls);
     this.#claims = new PaymentClaims(this.#host, this.#pulls);

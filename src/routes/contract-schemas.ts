@@ -256,7 +256,7 @@ const MirrorCounts = z.object({ available: Count, held: Count, sold: Count, vers
 const EntryIdPrefix = z
   .enum(["salt", "sku"])
   .describe(
-    "entryId = hex SHA-256 of `<prefix>:<userId>`: `salt`, the buyer's salt (so the id is their `user` in the sale log); `sku`, the SKU's id (a draw made before salted ids)",
+    "entryId = hex SHA-256 of `<prefix>:<userId>`: `salt`, the buyer's salt (so the id is their `user` in the sale log); `sku`, the SKU's id (a draw made with no sale log kept, or before salted ids)",
   );
 
 export const Draw = z.object({

@@ -144,10 +144,10 @@ async function sale(run: number, windowMs: number): Promise<Run> {
       pending += answers.filter((a) => !a.ok && a.code === "DRAW_PENDING").length;
     }
     if (windowMs > 0) {
-      const keys = engine.draw.keysForDecision(T0) ?? { seed: "", saltKey: null };
+      const seed = engine.draw.seedForDecision(T0) ?? "";
       engine.drawDecision.decide(
         T0,
-        rankEntrants(keys, sku, engine.drawDecision.close(T0, T0 + windowMs)),
+        rankEntrants(seed, sku, engine.drawDecision.close(T0, T0 + windowMs)),
         T0 + windowMs,
       );
     }
@@ -163,8 +163,7 @@ async function sale(run: number, windowMs: number): Promise<Run> {
         info.seed,
         stored.map((e) => e.entryId),
       );
-      const saltKey = engine.draw.keysForDecision(T0)?.saltKey ?? null;
-      const winners = new Set(holders.map((h) => entryIdOf(sku, h.user_id, saltKey)));
+      const winners = new Set(holders.map((h) => entryIdOf(sku, h.user_id)));
       // Each winner's hold event names the draw and its entry's position (its log entry carries it).
       const positions = new Map(stored.map((e) => [e.entryId, e.position]));
       const held = storage.sql
@@ -175,8 +174,7 @@ async function sale(run: number, windowMs: number): Promise<Run> {
       const tied =
         held.length === winners.size &&
         held.every(
-          (e) =>
-            e.draw?.seedHash === info.seedHash && e.draw?.position === positions.get(entryIdOf(sku, e.userId, saltKey)),
+          (e) => e.draw?.seedHash === info.seedHash && e.draw?.position === positions.get(entryIdOf(sku, e.userId)),
         );
       verified =
         committed &&
@@ -267,12 +265,12 @@ export function drawBaselines(): void {
     });
     it("the order is HMAC-SHA256(seed, entryId) ascending, reproducible by anyone", () => {
       const seed = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
-      const ids = ["a", "b", "c", "d", "e", "f"].map((u) => entryIdOf("sku-x", u, null));
+      const ids = ["a", "b", "c", "d", "e", "f"].map((u) => entryIdOf("sku-x", u));
       const order = drawOrder(seed, ids);
       expect([...order].sort()).toEqual([...ids].sort());
       expect(drawOrder(seed, [...ids].reverse())).toEqual(order); // arrival order does not matter
       expect(drawOrder(`${seed}0`, ids)).not.toEqual(order); // another seed, another order (for these six)
-      expect(entryIdOf("sku-x", "a", null)).toBe(sha256Hex("sku-x:a"));
+      expect(entryIdOf("sku-x", "a")).toBe(sha256Hex("sku-x:a"));
       // A known answer, computed outside the Worker (Node: crypto.createHmac("sha256", seed).update(id)).
       expect(order[0]).toBe(KNOWN_FIRST);
     });

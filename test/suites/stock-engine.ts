@@ -454,10 +454,10 @@ export function engineUnits(place: StoragePlace): void {
           "DRAW_PENDING",
           "DRAW_PENDING",
         ]);
-        const keys = engine.draw.keysForDecision(start) ?? { seed: "", saltKey: null };
+        const seed = engine.draw.seedForDecision(start) ?? "";
         engine.drawDecision.decide(
           start,
-          rankEntrants(keys, "dt", engine.drawDecision.close(start, start + window)),
+          rankEntrants(seed, "dt", engine.drawDecision.close(start, start + window)),
           start + window,
         );
         const prune = (replayableSince: number) =>

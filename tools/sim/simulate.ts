@@ -1195,9 +1195,9 @@ class Sim {
           // Its results against the log: every held entry's hold names its position, nothing else does.
           const outcomes = checkDrawOutcomes(entries, draws.get(opening.seedHash), this.#world.now, 0);
           if (outcomes.unproven) throw new Broken(outcomes.unproven);
-          // Salted ids: the holds are the entries' own buyers' (a draw of the sim is always salted).
+          // Salted ids (the sim keeps a log): the holds are the entries' own buyers'.
           if (opening.entryIdPrefix !== "salt") throw new Broken("its entry ids are not salted");
-          checkDrawBuyers(entries, draws.get(opening.seedHash));
+          checkDrawBuyers(entries, draws.get(opening.seedHash), opening.entryIdPrefix);
           drawHeld += outcomes.held;
         } catch (error) {
           throw error instanceof Broken ? new Broken(`${at}: ${error.message}`) : error;

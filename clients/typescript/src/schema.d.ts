@@ -1297,7 +1297,7 @@ export interface components {
       /** Format: date-time */
       closesAt: string;
       /**
-       * @description entryId = hex SHA-256 of `<prefix>:<userId>`: `salt`, the buyer's salt (so the id is their `user` in the sale log); `sku`, the SKU's id (a draw made before salted ids)
+       * @description entryId = hex SHA-256 of `<prefix>:<userId>`: `salt`, the buyer's salt (so the id is their `user` in the sale log); `sku`, the SKU's id (a draw made with no sale log kept, or before salted ids)
        * @enum {string}
        */
       entryIdPrefix: "salt" | "sku";
@@ -1312,7 +1312,7 @@ export interface components {
         entrants: number;
         decidedAt: string | null;
         /**
-         * @description entryId = hex SHA-256 of `<prefix>:<userId>`: `salt`, the buyer's salt (so the id is their `user` in the sale log); `sku`, the SKU's id (a draw made before salted ids)
+         * @description entryId = hex SHA-256 of `<prefix>:<userId>`: `salt`, the buyer's salt (so the id is their `user` in the sale log); `sku`, the SKU's id (a draw made with no sale log kept, or before salted ids)
          * @enum {string}
          */
         entryIdPrefix: "salt" | "sku";
