@@ -212,17 +212,19 @@ async function checkOneDraw(
   // Its results against the log: each held entry's hold names its position, and nothing else does.
   const outcomes = checkDrawOutcomes(listed, draws.get(seedHash), now);
   // Salted entry ids are the buyers' `user`: a drawn hold must be its entry's buyer's.
-  checkDrawBuyers(listed, draws.get(seedHash), (opening ?? shownPublic)?.entryIdPrefix);
+  const buyers = checkDrawBuyers(listed, draws.get(seedHash), (opening ?? shownPublic)?.entryIdPrefix);
   progress(
     outcomes.unproven
       ? `${which}'s outcomes are not tied to its order: ${outcomes.unproven}`
-      : `${which}'s ${outcomes.held} held entries each have their hold in the log, at their position${outcomes.stock === undefined ? "" : `, and its refusals fit the ${outcomes.stock} units the log leaves it`}`,
+      : `${which}'s ${outcomes.held} held entries each have their hold in the log, at their position${buyers ? ", held for the buyer the draw placed there" : ""}${outcomes.stock === undefined ? "" : `, and its refusals fit the ${outcomes.stock} units the log leaves it`}`,
   );
   return {
     ...tag,
     entries: position,
     held: outcomes.held,
-    outcomes: outcomes.unproven ? `unproven: ${outcomes.unproven}` : "each held entry's hold is in the log",
+    outcomes: outcomes.unproven
+      ? `unproven: ${outcomes.unproven}`
+      : `each held entry's hold is in the log${buyers ? ", its buyer's" : ""}`,
     ...(outcomes.unsettled ? { unsettled: outcomes.unsettled } : {}),
   };
 }

@@ -345,7 +345,7 @@ describe("npm run verify-sale", () => {
       draw: {
         entries: 0,
         decided: false,
-        tiers: [{ entries: 3, held: 3, outcomes: "each held entry's hold is in the log" }],
+        tiers: [{ entries: 3, held: 3, outcomes: "each held entry's hold is in the log, its buyer's" }],
       },
     });
     await new Promise((resolve) => setTimeout(resolve, startsAt - Date.now() + 100));
@@ -361,7 +361,7 @@ describe("npm run verify-sale", () => {
         entries: 5,
         decided: true,
         held: 1,
-        outcomes: "each held entry's hold is in the log",
+        outcomes: "each held entry's hold is in the log, its buyer's",
         tiers: [{ entries: 3, held: 3 }],
       },
     });

@@ -1203,15 +1203,16 @@ export function checkDrawOutcomes(
 /**
  * A draw whose entry ids are its buyers' `user` (`entryIdPrefix` `salt`, as `/draw` shows it, or as the
  * configuration that committed to it promised): each hold the log has naming one of its positions is
- * that entry's buyer's, so the draw's order and the log's holds name the same buyers. Throws
- * {@link Broken} at the first hold of someone else, or when `/draw` takes back the promise.
+ * that entry's buyer's, so the draw's order and the log's holds name the same buyers. Returns whether
+ * the draw is salted (checked); throws {@link Broken} at the first hold of someone else, or when
+ * `/draw` takes back the promise.
  */
 export function checkDrawBuyers(
   entries: readonly DrawnEntry[],
   drawn: DrawHolds | undefined,
   shown: "salt" | "sku" | undefined,
-): void {
-  if (shown !== "salt" && drawn?.salted !== true) return;
+): boolean {
+  if (shown !== "salt" && drawn?.salted !== true) return false;
   if (shown !== "salt")
     throw new Broken(
       `the configuration that committed to the draw promised entry ids of its buyers' \`user\`, but /draw says ${shown === undefined ? "nothing of them" : `they are of \`<${shown}>:<userId>\``}`,
@@ -1223,4 +1224,5 @@ export function checkDrawBuyers(
         `the log's entry ${hold.index} (hold at ${hold.time}) holds draw position ${position} for a buyer other than that entry's (${entry.entryId.slice(0, 12)}…)`,
       );
   }
+  return true;
 }
