@@ -152,6 +152,42 @@ async function open(origin: string, sku: string, user: string, viewport = DESKTO
   return page;
 }
 
+/** A sneaker in EU 40 (2) and EU 42 (1) on the shop's page, on a phone, with EU 42 picked. */
+async function sneakerPicked(prefix: string, name: string, user: string): Promise<{ sku: string; page: Page }> {
+  const sku = `${prefix}-${randomUUID().slice(0, 6)}`;
+  const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {
+    name,
+    price: 9000,
+    currency: "usd",
+    variants: [
+      { id: "40", name: "EU 40", totalStock: 2 },
+      { id: "42", name: "EU 42", totalStock: 1 },
+    ],
+  });
+  expect(created.status, JSON.stringify(created.json)).toBe(200);
+  const page = await open(shop.origin, sku, user, PHONE);
+  const sizes = page.locator("flashgate-buy .size-options label");
+  await expect.poll(() => sizes.allTextContents(), { timeout: 15_000 }).toEqual(["EU 40 (2 left)", "EU 42 (1 left)"]);
+  await page.getByRole("radio", { name: "EU 42 (1 left)" }).check();
+  return { sku, page };
+}
+
+/** A tee of 5, 1 per person, on sale on the shop's page, shown. */
+async function teeOnSale(prefix: string, name: string, user: string): Promise<{ sku: string; page: Page }> {
+  const sku = `${prefix}-${randomUUID().slice(0, 6)}`;
+  const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {
+    name,
+    totalStock: 5,
+    perUserLimit: 1,
+    price: 1500,
+    currency: "usd",
+  });
+  expect(created.status, JSON.stringify(created.json)).toBe(200);
+  const page = await open(shop.origin, sku, user);
+  await expect.poll(() => text(page, "flashgate-buy .availability"), { timeout: 15_000 }).toContain("5 left");
+  return { sku, page };
+}
+
 /** The shopper's own client (the typed one), with the JWT the shop would mint. */
 function shopperClient(user: string) {
   return createFlashgateClient({ baseUrl: gateway, token: () => shopperJwt(user, AUTH_SECRET, 600) });
@@ -385,21 +421,7 @@ describe("the buy button on a shop's page", () => {
   }, 120_000);
 
   it("keeps the size the shopper picked when it sells out, and offers its line rather than another size", async () => {
-    const sku = `pick-${randomUUID().slice(0, 6)}`;
-    const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {
-      name: "Pick sneaker",
-      price: 9000,
-      currency: "usd",
-      variants: [
-        { id: "40", name: "EU 40", totalStock: 2 },
-        { id: "42", name: "EU 42", totalStock: 1 },
-      ],
-    });
-    expect(created.status, JSON.stringify(created.json)).toBe(200);
-    const page = await open(shop.origin, sku, "quin", PHONE);
-    const sizes = page.locator("flashgate-buy .size-options label");
-    await expect.poll(() => sizes.allTextContents(), { timeout: 15_000 }).toEqual(["EU 40 (2 left)", "EU 42 (1 left)"]);
-    await page.getByRole("radio", { name: "EU 42 (1 left)" }).check();
+    const { sku, page } = await sneakerPicked("pick", "Pick sneaker", "quin");
 
     // Rex takes the last EU 42 meanwhile.
     const rex = await shopper(day.server, "rex");
@@ -421,7 +443,7 @@ describe("the buy button on a shop's page", () => {
 
     // Quin's pick stays EU 42, shown sold out: no Buy that would hold an EU 40 she did not choose.
     await expect
-      .poll(() => sizes.allTextContents(), { timeout: 15_000 })
+      .poll(() => page.locator("flashgate-buy .size-options label").allTextContents(), { timeout: 15_000 })
       .toEqual(["EU 40 (2 left)", "EU 42 (sold out)"]);
     expect(await page.isChecked('flashgate-buy input[value="42"]')).toBe(true);
     expect(await page.isChecked('flashgate-buy input[value="40"]')).toBe(false);
@@ -489,21 +511,7 @@ describe("the buy button on a shop's page", () => {
   }, 120_000);
 
   it("takes back only the line's own error once the line is read again, not a Buy's refused meanwhile", async () => {
-    const sku = `mixed-${randomUUID().slice(0, 6)}`;
-    const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {
-      name: "Mixed sneaker",
-      price: 9000,
-      currency: "usd",
-      variants: [
-        { id: "40", name: "EU 40", totalStock: 2 },
-        { id: "42", name: "EU 42", totalStock: 1 },
-      ],
-    });
-    expect(created.status, JSON.stringify(created.json)).toBe(200);
-    const page = await open(shop.origin, sku, "wes", PHONE);
-    const sizes = page.locator("flashgate-buy .size-options label");
-    await expect.poll(() => sizes.allTextContents(), { timeout: 15_000 }).toEqual(["EU 40 (2 left)", "EU 42 (1 left)"]);
-    await page.getByRole("radio", { name: "EU 42 (1 left)" }).check();
+    const { sku, page } = await sneakerPicked("mixed", "Mixed sneaker", "wes");
     // Xia takes the last EU 42: Wes joins its line.
     await holdByApi(await shopper(day.server, "xia"), sku, ["42"]);
     await page.waitForSelector("flashgate-buy .join:not([hidden])", { timeout: 15_000 });
@@ -722,17 +730,7 @@ describe("the buy button on a shop's page", () => {
   }, 120_000);
 
   it("finds the hold a lost answer made once its purchase token has expired, and holds nothing more", async () => {
-    const sku = `late-${randomUUID().slice(0, 6)}`;
-    const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {
-      name: "Late tee",
-      totalStock: 5,
-      perUserLimit: 1,
-      price: 1500,
-      currency: "usd",
-    });
-    expect(created.status, JSON.stringify(created.json)).toBe(200);
-    const page = await open(shop.origin, sku, "uli");
-    await expect.poll(() => text(page, "flashgate-buy .availability"), { timeout: 15_000 }).toContain("5 left");
+    const { sku, page } = await teeOnSale("late", "Late tee", "uli");
     const tokens: string[] = [];
     page.on("response", async (response) => {
       if (response.request().method() === "POST" && response.url().endsWith(`/api/skus/${sku}/tokens`))
@@ -770,17 +768,7 @@ describe("the buy button on a shop's page", () => {
   }, 120_000);
 
   it("mints a new purchase token in the same press when the kept one is answered TOKEN_EXPIRED", async () => {
-    const sku = `skew-${randomUUID().slice(0, 6)}`;
-    const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {
-      name: "Skew tee",
-      totalStock: 5,
-      perUserLimit: 1,
-      price: 1500,
-      currency: "usd",
-    });
-    expect(created.status, JSON.stringify(created.json)).toBe(200);
-    const page = await open(shop.origin, sku, "vic");
-    await expect.poll(() => text(page, "flashgate-buy .availability"), { timeout: 15_000 }).toContain("5 left");
+    const { sku, page } = await teeOnSale("skew", "Skew tee", "vic");
     // This phone's clock runs behind the gateway's: its first token, expired by the gateway's clock,
     // looks good to it for an hour more (a token as the gateway mints it, already past its expiry).
     let minted = 0;
