@@ -144,6 +144,17 @@ export class Configuration {
   }
 
   /**
+   * A shard a cut left out takes shard 0's price and currency: no later change reaches it (changes go to
+   * the shards of the count), yet a late payment of a hold it kept is checked here.
+   */
+  takePricing(lead: Pick<SkuState, "price" | "currency">): void {
+    const ledger = this.#ledger;
+    const kept = ledger.configured ? ledger.pricing() : null;
+    if (!kept || (kept.price === lead.price && kept.currency === lead.currency)) return;
+    ledger.run(() => ledger.setPricing({ ...kept, price: lead.price, currency: lead.currency }));
+  }
+
+  /**
    * Creates or updates the SKU in one transaction: settings, this shard's total (absolute, or on
    * shard 0 of a sharded SKU `retarget`), price and currency. Refuses to drop the total below
    * held + sold. A refusal rolls the whole transaction back. Given `now`, units that become
@@ -209,6 +220,9 @@ export class Configuration {
     if (settings.access !== undefined) this.#access.set(settings.access);
     // Archived (shard 0 keeps the line): its waitlist could never be served, so nobody is left waiting.
     if (settings.status === "archived" && current?.status !== "archived") this.#waitlist.clear();
+    // A new shard count commits only while nobody waits (the resize's fence): no unit is the line's, whatever
+    // mode a tell that failed left here (a one-shard SKU has no pass that would ever lift it).
+    else if (current && settings.shards !== current.shards && this.#waitlist.mode !== 0) this.#waitlist.setMode(0);
     ledger.writeConfig({
       revision: settings.revision ?? config.revision,
       fence: settings.changeId === config.fence ? null : config.fence,

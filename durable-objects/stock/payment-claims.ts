@@ -40,6 +40,7 @@ export class PaymentClaims {
    */
   async apply(command: PaymentCommand, finished: Reservation | undefined): Promise<Outcome<PaymentAnswer>> {
     const { engine } = this.#host;
+    if (!(await this.#pricedAsShardZero())) return fail("BUSY");
     let pulled = false;
     let pullAsked = false;
     let began = false;
@@ -66,6 +67,24 @@ export class PaymentClaims {
       if (!(await this.finish(next.claim))) return fail("BUSY");
     }
     return fail("BUSY");
+  }
+
+  /**
+   * A shard a cut left out hears of no later change of the SKU: before it checks a payment's money, it
+   * takes the price in force from shard 0 (a late payment is a new sale, at today's price). False:
+   * shard 0 could not answer (the provider's retry of the event decides it).
+   */
+  async #pricedAsShardZero(): Promise<boolean> {
+    const state = this.#host.engine.configuration.state();
+    if (!state || state.shard < state.shards) return true;
+    try {
+      const lead = await this.#host.shardOf(state.sku, 0).state();
+      if (lead) this.#host.engine.configuration.takePricing(lead);
+      return true;
+    } catch (err) {
+      log("warn", "a retired shard could not read shard 0's price", { error: String(err) });
+      return false;
+    }
   }
 
   /**

@@ -84,7 +84,10 @@ export class SkuChanges {
       });
     }
     if (state.shards === 1) return engine.configuration.configure(soleSettings(change), this.#host.now());
-    let pullFailed = false;
+    // Units on their way here (a pull whose answer was lost) land first: without them a cut the SKU
+    // covers is found short and refused 409 until the alarm finishes the transfer.
+    if (engine.transfers.pending().length > 0) await this.#pulls.finish();
+    let pullFailed = engine.transfers.pending().length > 0;
     let pulled = 0;
     const changeId = crypto.randomUUID();
     // A cut of several sizes may find each short in turn: a pull a size, while pulls bring units.

@@ -246,5 +246,8 @@ export function resizeSettings(
   }
   if (!lead) throw new Error("a sibling commits shard 0's settings");
   const { revision: _revision, ...settings } = followerSettings(lead, shard, undecided);
-  return { ...settings, shards: to, totalStock, variants, changeId: plan.changeId };
+  // A shard a cut leaves out takes no entry (its tokens are stale) and no draw is closed there: an
+  // opening kept would stay pending for good and refuse every later resize that reaches the shard.
+  const out = shard >= to ? { openingWindowMs: 0, undecidedOpenings: [] } : {};
+  return { ...settings, ...out, shards: to, totalStock, variants, changeId: plan.changeId };
 }

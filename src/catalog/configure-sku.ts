@@ -8,7 +8,7 @@ import {
   sumShards,
 } from "../../durable-objects/stock/stock-model";
 import { reconcileWatermarks, skus } from "../db/schema";
-import { ApiError } from "../http/errors";
+import { ApiError, busy } from "../http/errors";
 import type { SkuSettingsRequest } from "../http/schemas";
 import { adminShard, callStock, unwrap } from "../stock/stock-client";
 import { rememberSku } from "./sku-catalog";
@@ -236,17 +236,8 @@ async function explainRefusal(
   const shards = asked.shards ?? state.shards;
   if (state.status === "archived") return archived(sku);
   const heldOrSold = state.stock.held + state.stock.sold;
-  const variant = state.variants?.find((v) => v.id === asked.variant);
-  if (variant) {
-    const taken = variant.stock.held + variant.stock.sold;
-    const totalStock = body.variants?.find((v) => v.id === variant.id)?.totalStock ?? variant.stock.total;
-    return new ApiError(
-      "INVALID_STATE",
-      `Variant ${variant.id}: totalStock ${totalStock} is below its ${plural(taken, "unit")} held or sold: set at least ${taken}. Nothing was changed.`,
-      {},
-      { variant: variant.id, totalStock, heldOrSold: taken },
-    );
-  }
+  const below = sizeBelowTaken(state, body, asked.variant);
+  if (below) return below;
   if (body.variants && !state.variants) {
     const waiting = await readWaitlist(env, sku, state.shards);
     if (heldOrSold > 0 || waiting > 0) {
@@ -311,11 +302,28 @@ async function explainRefusal(
     const refusal = openedDrawRefusal(sku, state, after, await readDrawInfo(env, sku), now, true);
     if (refusal) return refusal;
   }
+  // None of the above: the SKU holds what the PUT asks for, and its units moved while it was decided (a
+  // cut short of units in flight between shards): a retry, not a refusal (API.md: 503, nothing changed).
+  return busy(
+    `SKU ${sku} changed while this PUT was decided (units moving between its shards; ${plural(heldOrSold, "unit")} held or sold now); nothing was changed`,
+  );
+}
+
+/**
+ * `409 INVALID_STATE` naming the size a refused cut takes below its held + sold, or null: a size the
+ * cut does not take that low was short only of units moving between shards (a retry: see the end).
+ */
+function sizeBelowTaken(state: SkuState, body: SkuSettingsRequest, id: string | undefined): ApiError | null {
+  const variant = state.variants?.find((v) => v.id === id);
+  if (!variant) return null;
+  const taken = variant.stock.held + variant.stock.sold;
+  const totalStock = body.variants?.find((v) => v.id === variant.id)?.totalStock ?? variant.stock.total;
+  if (totalStock >= taken) return null;
   return new ApiError(
     "INVALID_STATE",
-    `SKU ${sku} changed while this PUT was decided (${plural(heldOrSold, "unit")} held or sold now): read it and send the PUT again.`,
+    `Variant ${variant.id}: totalStock ${totalStock} is below its ${plural(taken, "unit")} held or sold: set at least ${taken}. Nothing was changed.`,
     {},
-    { heldOrSold },
+    { variant: variant.id, totalStock, heldOrSold: taken },
   );
 }
 

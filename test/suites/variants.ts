@@ -438,6 +438,23 @@ describe("sizes given to a sharded SKU that has none", () => {
   });
 });
 
+describe("a size cut short of its units in flight between siblings", () => {
+  it("answers 503 BUSY, not 409 naming a size whose held + sold it does not go below", async () => {
+    const { sku } = await sized(3, [{ id: "a", totalStock: 9 }]);
+    // Shard 2 pulled 2 units of a from shard 1 and lost the answer: given there, not added there yet.
+    await runInDurableObject(stockShard(env, sku, 2), async (object, state) => {
+      object.engine.transfers.begin("t-sizeflight", 1, 2, Date.now(), "a");
+      await state.storage.setAlarm(Date.now() + 60_000);
+    });
+    expect(await stockShard(env, sku, 1).giveStock("t-sizeflight", 2, 2, "a")).toBe(2);
+    const cut = await call("PUT", `/admin/skus/${sku}`, {
+      admin: true,
+      body: { variants: [{ id: "a", totalStock: 0 }] },
+    });
+    expect([cut.status, cut.json.error?.code, cut.json.error?.details?.variant]).toEqual([503, "BUSY", undefined]);
+  });
+});
+
 describe("sizes under reconciliation", () => {
   it("reports a size whose units over the shards drifted from its total (variant_totals)", async () => {
     const { sku } = await sized(4, [
