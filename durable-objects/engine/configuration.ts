@@ -149,9 +149,14 @@ export class Configuration {
    */
   takePricing(lead: Pick<SkuState, "price" | "currency">): void {
     const ledger = this.#ledger;
-    const kept = ledger.configured ? ledger.pricing() : null;
-    if (!kept || (kept.price === lead.price && kept.currency === lead.currency)) return;
-    ledger.run(() => ledger.setPricing({ ...kept, price: lead.price, currency: lead.currency }));
+    if (!ledger.configured) return;
+    ledger.run(() => {
+      // Still left out (a grow may have brought this shard back, with a newer price, while shard 0 was read).
+      const row = ledger.row();
+      const kept = row && row.shard >= row.shards ? ledger.pricing() : null;
+      if (!kept || (kept.price === lead.price && kept.currency === lead.currency)) return;
+      ledger.setPricing({ ...kept, price: lead.price, currency: lead.currency });
+    });
   }
 
   /**
@@ -220,9 +225,11 @@ export class Configuration {
     if (settings.access !== undefined) this.#access.set(settings.access);
     // Archived (shard 0 keeps the line): its waitlist could never be served, so nobody is left waiting.
     if (settings.status === "archived" && current?.status !== "archived") this.#waitlist.clear();
-    // A new shard count commits only while nobody waits (the resize's fence): no unit is the line's, whatever
-    // mode a tell that failed left here (a one-shard SKU has no pass that would ever lift it).
-    else if (current && settings.shards !== current.shards && this.#waitlist.mode !== 0) this.#waitlist.setMode(0);
+    // Shard 0 commits a new shard count only while nobody waits (its fence holds the line until then): no
+    // unit is the line's, whatever mode a tell that failed left (a one-shard SKU has no pass to lift it).
+    // Not a sibling, whose commit may come after a buyer joined and shard 0 told it so.
+    else if (current && settings.shard === 0 && settings.shards !== current.shards && this.#waitlist.mode !== 0)
+      this.#waitlist.setMode(0);
     ledger.writeConfig({
       revision: settings.revision ?? config.revision,
       fence: settings.changeId === config.fence ? null : config.fence,
