@@ -489,6 +489,33 @@ describe("changing shards", () => {
     expect([answer.status, answer.json.error?.code]).toEqual([202, undefined]);
   });
 
+  it("a sibling whose grow commit came late keeps the line shard 0 told it of meanwhile (second reading)", async () => {
+    const sku = uniqueSku("lategrow");
+    await createSku(sku, { totalStock: 0, shards: 2, perUserLimit: 1 });
+    // Shard 1's commit of the grow fails once (a fault): the alarm commits it again later.
+    let failed = 0;
+    await runInDurableObject(stockShard(env, sku, 1), (object) => {
+      const { configuration } = object.engine;
+      const configure = configuration.configure.bind(configuration);
+      configuration.configure = (settings, now) => {
+        if (settings.shards === 4 && failed++ === 0) throw new Error("test: shard 1 unreachable");
+        return configure(settings, now);
+      };
+    });
+    expect((await put(sku, { shards: 4 })).status).toBe(200);
+    expect(failed).toBe(1);
+    // Meanwhile a buyer joins the line (nothing is available): shard 0 tells every sibling so.
+    const waiter = Array.from({ length: 40 }, (_, i) => `lategrow-${i}`).find((u) => homeShard(u, 4) === 0);
+    expect((await call("POST", `/api/skus/${sku}/waitlist`, { user: waiter, body: { quantity: 1 } })).status).toBe(202);
+    const modes = () =>
+      Promise.all([0, 1, 2, 3].map((i) => runInDurableObject(stockShard(env, sku, i), (o) => o.engine.waitlist.mode)));
+    await eventually(async () => expect(await modes()).toEqual([1, 1, 1, 1]));
+    // The alarm commits the grow on shard 1 at last: the line it was told of stays (before: its mode went to 0).
+    await runDurableObjectAlarm(stockShard(env, sku, 0));
+    await eventually(async () => expect(failed).toBeGreaterThan(1));
+    expect(await modes()).toEqual([1, 1, 1, 1]);
+  });
+
   it("grows back over shards a cut left out after their opening passed: no draw of theirs is pending", async () => {
     const sku = uniqueSku("regrow");
     const startsAt = Date.now() + 60_000;
