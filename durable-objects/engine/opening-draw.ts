@@ -575,18 +575,7 @@ export class OpeningDraw {
       decidedAt: row.decided_at,
       entryIdPrefix: row.salted === 1 ? ("salt" as const) : ("sku" as const),
     }));
-    const { opensAt, closesAt, seedHash, seed, entrants, decidedAt, entryIdPrefix } = openings.at(-1) as OpeningInfo;
-    return {
-      openingWindowMs: last.window_ms,
-      opensAt,
-      closesAt,
-      seedHash,
-      seed,
-      entrants,
-      decidedAt,
-      entryIdPrefix,
-      openings,
-    };
+    return { openingWindowMs: last.window_ms, ...(openings.at(-1) as OpeningInfo), openings };
   }
 
   /**

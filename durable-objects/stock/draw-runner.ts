@@ -286,10 +286,10 @@ export class DrawRunner {
     const seed = draw.seedForDecision(opening);
     if (!seed) throw new Error("shard 0 has no seed for its draw");
     // A salted draw promised (in the log) to name its entrants as the log does: not without its key.
-    const secret = draw.saltedFor(opening) ? this.#saltSecret : null;
-    if (draw.saltedFor(opening) && !secret)
+    const salted = draw.saltedFor(opening);
+    if (salted && !this.#saltSecret)
       throw new Error("this draw names its entrants by the sale log's salts, and LOG_SIGNING_KEY is gone");
-    return rankEntrants(seed, state.sku, entrants, secret);
+    return rankEntrants(seed, state.sku, entrants, salted ? this.#saltSecret : null);
   }
 
   /**

@@ -600,22 +600,16 @@ export class FlashgateBuy extends HTMLElement {
    * @param {{ quantity: number, variants?: string[] }} asked
    */
   async #lostHold(asked) {
-    const answer = await this.#call("GET", "/api/me/reservations", { auth: true });
+    const { answer, holds } = await this.#holdsHere();
     if (!answer.ok) {
       this.#refused(answer.json);
       return true;
     }
-    /** @type {Reservation[]} */
-    const reservations = answer.json.reservations;
-    const hold = reservations.find(
+    const hold = holds.find(
       (r) =>
-        r.sku === this.#sku &&
-        r.status === "held" &&
         r.quantity === asked.quantity &&
         (!asked.variants || asked.variants.includes(r.variant ?? "")) &&
-        r.reservationId !== this.#hold?.reservationId &&
-        r.expiresAt !== null &&
-        Date.parse(r.expiresAt) > Date.now(),
+        r.reservationId !== this.#hold?.reservationId,
     );
     if (!hold) return false;
     this.#unanswered = null;
@@ -709,6 +703,20 @@ export class FlashgateBuy extends HTMLElement {
   }
 
   /**
+   * The shopper's holds of this SKU not lapsed yet, newest first (`GET /api/me/reservations`), and the
+   * answer (its error when it is not 200: then no holds).
+   */
+  async #holdsHere() {
+    const answer = await this.#call("GET", "/api/me/reservations", { auth: true });
+    /** @type {Reservation[]} */
+    const reservations = answer.ok ? answer.json.reservations : [];
+    const holds = reservations.filter(
+      (r) => r.sku === this.#sku && r.status === "held" && r.expiresAt !== null && Date.parse(r.expiresAt) > Date.now(),
+    );
+    return { answer, holds };
+  }
+
+  /**
    * The shopper's hold found again when the page loads (back from a Checkout they left, or a reload):
    * shown with its timer and announced with flashgate:held; unless the host page takes over, a
    * "Pay now" button opens Checkout (never at once: the shopper may just have come back from it).
@@ -716,13 +724,9 @@ export class FlashgateBuy extends HTMLElement {
    */
   async #resume() {
     try {
-      const answer = await this.#call("GET", "/api/me/reservations", { auth: true });
+      const { answer, holds } = await this.#holdsHere();
       if (!answer.ok) return;
-      /** @type {Reservation[]} */
-      const reservations = answer.json.reservations;
-      const hold = reservations.find(
-        (r) => r.sku === this.#sku && r.status === "held" && r.expiresAt && Date.parse(r.expiresAt) > Date.now(),
-      );
+      const hold = holds[0];
       if (hold) {
         this.#showHold(hold);
         this.#say("You hold this: pay before the timer runs out.");
@@ -936,8 +940,9 @@ export class FlashgateBuy extends HTMLElement {
    */
   async #holdFromLine(last) {
     let answer;
+    let holds;
     try {
-      answer = await this.#call("GET", "/api/me/reservations", { auth: true });
+      ({ answer, holds } = await this.#holdsHere());
     } catch (error) {
       if (error instanceof SignInError) throw error; // the shopper's sign-in, not the look: said at once
       // No answer: a look like any other that found nothing (counted), said only on the last.
@@ -948,9 +953,7 @@ export class FlashgateBuy extends HTMLElement {
       if (last) this.#refused(answer.json);
       return false;
     }
-    /** @type {Reservation[]} */
-    const reservations = answer.json.reservations;
-    const hold = reservations.find((r) => r.sku === this.#sku && r.status === "held");
+    const hold = holds[0];
     if (!hold) return false;
     await this.#held(hold);
     return true;
