@@ -42,6 +42,8 @@ export default defineConfig({
   test: {
     // Logs of passing tests are noise (the consumer logs every injected failure); failures keep theirs.
     silent: "passed-only",
+    // A file that stops making progress ends the run rather than hanging it (test/support/watchdog.ts).
+    reporters: ["default", "./test/support/watchdog.ts"],
     maxWorkers: FILES_AT_ONCE,
     // Long files first, the tiers mixed (test/support/long-first.ts).
     sequence: { sequencer: LongFirst },

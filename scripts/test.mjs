@@ -1,26 +1,26 @@
 #!/usr/bin/env node
 // `npm test`: the static checks (`npm run check`) beside the whole suite (`vitest run`, given this
-// script's arguments). The suite mostly waits on its servers, pages and timers and leaves a core
+// script's arguments; scripts/run-suite.mjs). The suite mostly waits on its servers, pages and timers and leaves a core
 // idle, which the checks fill; so a run takes about as long as the suite alone. The checks' output is
 // printed once they end: at once when they fail (the suite runs on), as one line when they pass.
 // The suite's temporary files go to a tmpfs when there is one (scratch(), below).
 // Exits 1 when either fails. Node built-ins only.
 import { spawn } from "node:child_process";
 import { existsSync, mkdirSync } from "node:fs";
-import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
+import { runSuite } from "./run-suite.mjs";
 
 const started = Date.now();
 const SHM = "/dev/shm";
 
-/** Runs a command; resolves with its exit code (1 when a signal ended it). Its output goes to `onOutput`, else here. */
-function run(command, args, onOutput, env = process.env) {
+/** Runs a command; resolves with its exit code (1 when a signal ended it). Its output goes to `onOutput`. */
+function run(command, args, onOutput) {
   return new Promise((resolve) => {
-    const child = spawn(command, args, { stdio: onOutput ? ["ignore", "pipe", "pipe"] : "inherit", env });
+    const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"] });
     child.on("error", () => resolve(1));
     child.on("exit", (code) => resolve(code ?? 1));
-    child.stdout?.on("data", onOutput);
-    child.stderr?.on("data", onOutput);
+    child.stdout.on("data", onOutput);
+    child.stderr.on("data", onOutput);
   });
 }
 
@@ -48,9 +48,8 @@ const checked = run("npm", ["run", "-s", "check"], (chunk) => {
   if (code !== 0) process.stderr.write(`\nnpm run check FAILED (exit ${code}, ${seconds} s):\n${checkOutput}\n`);
   return { code, seconds };
 });
-// vitest's own bin, with this node: no npx or npm process in front of it.
-const vitest = join(dirname(createRequire(import.meta.url).resolve("vitest/package.json")), "vitest.mjs");
-const tested = run(process.execPath, [vitest, "run", ...process.argv.slice(2)], undefined, scratch());
+// vitest, and once more the files a stalled runtime left unfinished (scripts/run-suite.mjs).
+const tested = runSuite(process.argv.slice(2), scratch());
 
 const [check, tests] = await Promise.all([checked, tested]);
 if (check.code === 0) process.stdout.write(`npm run check: passed (${check.seconds} s, beside the tests)\n`);

@@ -28,6 +28,7 @@ const LONG_FIRST = [
   "test/sharding.integration.test.ts", // 23
   "test/payments.integration.test.ts", // 23
   "test/sale-day.e2e.test.ts", // 17
+  "test/watchdog.e2e.test.ts", // 15
   "test/reservations.integration.test.ts", // 16
   "test/contract-lines.integration.test.ts", // 13
   "test/sim-101-200.unit.test.ts", // 13
