@@ -679,6 +679,65 @@ describe("the buy button on a shop's page", () => {
     await page.close();
   }, 60_000);
 
+  it("says a dropped connection to the view once and takes it back when reads succeed; a Buy's refusal made while the view failed stays", async () => {
+    const sku = `drop-${randomUUID().slice(0, 6)}`;
+    const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {
+      name: "Drop tee",
+      totalStock: 3,
+      price: 100,
+      currency: "usd",
+    });
+    expect(created.status, JSON.stringify(created.json)).toBe(200);
+    const page = await open(shop.origin, sku, "pia");
+    await expect.poll(() => text(page, "flashgate-buy .availability"), { timeout: 15_000 }).toContain("3 left");
+    const view = `${gateway}/api/skus/${sku}`;
+    const dropped = () => page.waitForEvent("requestfailed", (r) => r.url() === view);
+    const readAgain = () => page.waitForResponse((r) => r.url() === view && r.status() === 200);
+    const networkErrors = async () =>
+      (await events(page)).filter((e) => e.type === "flashgate:error" && e.detail.error?.code === "NETWORK_ERROR")
+        .length;
+
+    // The connection drops for two reads of the view: said once, then taken back once a read succeeds.
+    await page.route(view, (route) => route.abort("internetdisconnected"));
+    await dropped();
+    await dropped();
+    expect(await text(page, "flashgate-buy .error")).toContain("Could not reach the sale");
+    expect(await networkErrors()).toBe(1);
+    await page.unroute(view);
+    await readAgain();
+    await expect.poll(() => text(page, "flashgate-buy .error"), { timeout: 15_000 }).toBe("");
+    expect(await text(page, "flashgate-buy .availability")).toContain("3 left");
+
+    // The view answers 503 for a while, and a Buy pressed meanwhile is refused for a reason of its
+    // own: once the view is read again, that refusal is still what the shopper reads.
+    await page.route(view, (route) =>
+      route.fulfill({
+        status: 503,
+        contentType: "application/json",
+        headers: { "access-control-allow-origin": shop.origin, "retry-after": "1" },
+        body: JSON.stringify({ error: { code: "BUSY", message: "The sale is busy: try again in a moment." } }),
+      }),
+    );
+    await expect.poll(() => text(page, "flashgate-buy .error"), { timeout: 15_000 }).toContain("busy");
+    const busy = "Too many requests from you: try again in a second.";
+    await page.route(`${view}/*`, (route) =>
+      route.fulfill({
+        status: 429,
+        contentType: "application/json",
+        headers: { "access-control-allow-origin": shop.origin, "retry-after": "1" },
+        body: JSON.stringify({ error: { code: "RATE_LIMITED", message: busy } }),
+      }),
+    );
+    await page.click("flashgate-buy .buy");
+    await expect.poll(() => text(page, "flashgate-buy .error"), { timeout: 15_000 }).toBe(busy);
+    await page.unroute(view);
+    // Two reads: the first has surely been taken in by the time the second is answered.
+    await readAgain();
+    await readAgain();
+    expect(await text(page, "flashgate-buy .error")).toBe(busy);
+    await page.close();
+  }, 120_000);
+
   it("sends the same purchase token again when a hold's answer was lost: one hold, shown", async () => {
     const sku = `lost-${randomUUID().slice(0, 6)}`;
     const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {

@@ -175,8 +175,10 @@ export class FlashgateBuy extends HTMLElement {
   #lineError = null;
   /** Looks for the hold the line gave since the shopper's place was found gone. */
   #lineLooks = 0;
-  /** The last read of the SKU's view failed (its error is the one shown, until a read succeeds). */
+  /** The last read of the SKU's view failed (its error is shown until one succeeds). */
   #viewFailed = false;
+  /** The error that failed read showed: a read that succeeds takes back only this one, not a later error. @type {ErrorBody | null} */
+  #viewError = null;
   /** @type {Worker | null} */ #worker = null;
   /** @type {string | null} */ #turnstileWidget = null;
   #generation = 0;
@@ -253,6 +255,7 @@ export class FlashgateBuy extends HTMLElement {
     this.#lineError = null;
     this.#lineLooks = 0;
     this.#viewFailed = false;
+    this.#viewError = null;
     this.#sizePicked = false;
     // Another SKU (or the same anew): the place in a line is read again, not carried over.
     this.#place = null;
@@ -335,15 +338,15 @@ export class FlashgateBuy extends HTMLElement {
       if (!answer.ok) {
         // Gone (archived): nothing left to buy, so its price, count and buttons go with it.
         if (answer.status === 404) this.#forgetView();
-        // Said once while it lasts, not again at every read of the view.
-        if (!this.#viewFailed || answer.json?.error?.code !== this.#error?.error.code) this.#fail(answer.json);
-        this.#viewFailed = true;
+        this.#viewReadFailed(errorBody(answer.json));
         return;
       }
-      // The view is back (a 404 that passed): what its failure said is past.
+      // The view is read again (a 404 or a dropped connection that passed): its own error is past;
+      // another shown since (a Buy's) stays.
       if (this.#viewFailed) {
         this.#viewFailed = false;
-        this.#fail(null);
+        if (this.#error === this.#viewError) this.#fail(null);
+        this.#viewError = null;
       }
       this.#view = /** @type {PublicSku} */ (answer.json);
       this.#render();
@@ -352,8 +355,23 @@ export class FlashgateBuy extends HTMLElement {
         await this.#resume();
       }
     } catch (error) {
-      if (generation === this.#generation) this.#failWith(error);
+      if (generation !== this.#generation) return;
+      if (error instanceof NetworkError) this.#viewReadFailed(thrownBody(error));
+      else this.#failWith(error);
     }
+  }
+
+  /**
+   * A read of the view that failed (a 404, the gateway busy, the connection dropped): said once while
+   * it lasts, and again only if it fails otherwise, not at every read.
+   * @param {ErrorBody} body
+   */
+  #viewReadFailed(body) {
+    if (!this.#viewFailed || body.error.code !== this.#viewError?.error.code) {
+      this.#fail(body);
+      this.#viewError = this.#error;
+    }
+    this.#viewFailed = true;
   }
 
   /** The SKU's view is no more (404): what it showed goes, and nothing offers to buy it. */
@@ -1011,21 +1029,14 @@ export class FlashgateBuy extends HTMLElement {
    * @param {ErrorBody | null} body
    */
   #refused(body) {
-    const error = body?.error ? body : { error: { code: "UNEXPECTED", message: "The sale answered unexpectedly." } };
-    this.#fail(error);
+    this.#fail(errorBody(body));
     // The stock may have moved (sold out, fewer left): show it as it is now.
     void this.#refresh();
   }
 
   /** @param {unknown} error */
   #failWith(error) {
-    if (error instanceof SignInError) {
-      this.#fail({ error: { code: "UNAUTHENTICATED", message: "Sign in to the shop to buy." } });
-    } else if (error instanceof NetworkError) {
-      this.#fail({ error: { code: "NETWORK_ERROR", message: error.message } });
-    } else {
-      this.#fail({ error: { code: "UNEXPECTED", message: String(error) } });
-    }
+    this.#fail(thrownBody(error));
   }
 
   /**
@@ -1052,6 +1063,28 @@ export class FlashgateBuy extends HTMLElement {
 }
 
 class SignInError extends Error {}
+
+/**
+ * A refusal's body as the contract writes it, or in words when the answer had none (a proxy's page).
+ * @param {unknown} body
+ * @returns {ErrorBody}
+ */
+function errorBody(body) {
+  const error = /** @type {ErrorBody | null} */ (body);
+  return error?.error ? error : { error: { code: "UNEXPECTED", message: "The sale answered unexpectedly." } };
+}
+
+/**
+ * What went wrong, as an error body: not signed in, no connection, or the error itself.
+ * @param {unknown} error
+ * @returns {ErrorBody}
+ */
+function thrownBody(error) {
+  if (error instanceof SignInError)
+    return { error: { code: "UNAUTHENTICATED", message: "Sign in to the shop to buy." } };
+  if (error instanceof NetworkError) return { error: { code: "NETWORK_ERROR", message: error.message } };
+  return { error: { code: "UNEXPECTED", message: String(error) } };
+}
 
 /**
  * Minor units as money: 2500 usd → "$25.00".
