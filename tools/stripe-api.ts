@@ -35,7 +35,10 @@ import { stripeEnvelope } from "./stripe-event";
  * `idempotency_key_in_use` (Stripe saves no answer for it: the same request may be sent again).
  * Fault keys: `sk_test_slow` executes the request at once (the object is made, its answer saved under
  * the key) and answers after 6 s, an answer lost to a caller that gave up; `sk_test_stalled` executes it
- * after 6 s, its key in progress meanwhile; `sk_test_down` answers 500 `api_error`; `sk_test_pending`
+ * after 6 s, its key in progress meanwhile; `sk_test_down` answers 500 `api_error` before any request
+ * begins executing (nothing saved under the key); `sk_test_failing` begins executing a POST and fails,
+ * 500 `api_error`, making nothing, and that answer is saved under its key as Stripe saves it (replayed to
+ * every retry of the key, whatever the secret key); `sk_test_pending`
  * makes refunds `pending`; `sk_test_disputed` refuses them, 400 `charge_disputed` (a charge disputed).
  */
 
@@ -44,6 +47,7 @@ export const STRIPE_FAULT_KEYS = {
   slow: "sk_test_slow",
   stalled: "sk_test_stalled",
   down: "sk_test_down",
+  failing: "sk_test_failing",
   pending: "sk_test_pending",
   disputed: "sk_test_disputed",
 } as const;
@@ -206,6 +210,10 @@ export async function startStripe(): Promise<StripeStandIn> {
 
   function handle(method: string, path: string, params: Record<string, string>, key: string | null, secret: string) {
     const answerOf = (): Answer => {
+      // Began executing, then failed: the 500 is saved under the key below, as Stripe saves it.
+      if (method === "POST" && secret === STRIPE_FAULT_KEYS.failing) {
+        return error(500, "api_error", "An unknown error occurred.");
+      }
       if (method === "POST" && path === "/v1/checkout/sessions") return createSession(params, Date.now());
       if (method === "POST" && path === "/v1/refunds") return createRefund(params, secret);
       const refund = /^\/v1\/refunds\/([^/]+)$/.exec(path);

@@ -224,14 +224,19 @@ export async function claimRefund(db: D1Database, eventId: string, seen: Payment
   return row !== null;
 }
 
-/** Gives a claim back (Stripe did not answer, or refused): the row as it was when claimed. */
-export async function releaseRefundClaim(db: D1Database, eventId: string, seen: PaymentRow, at: number) {
+/**
+ * Gives a claim back (Stripe did not answer, or refused): the row as it was when claimed. With `spent`,
+ * the claim's idempotency key is used up (Stripe answered it an error, `5xx`, which it saved under the
+ * key and replays to every retry of it): the attempts move on, so the next refund asks under the next key.
+ */
+export async function releaseRefundClaim(db: D1Database, eventId: string, seen: PaymentRow, at: number, spent = false) {
   await db
     .prepare(
-      `UPDATE payments SET refund_status = ?3, refund_via = ?4, refund_id = ?5, refund_at = ?6
+      `UPDATE payments SET refund_status = ?3, refund_via = ?4, refund_id = ?5, refund_at = ?6,
+         refund_attempts = refund_attempts + ?7
        WHERE event_id = ?1 AND refund_status = 'pending' AND refund_via = 'stripe' AND refund_id IS NULL AND refund_at = ?2`,
     )
-    .bind(eventId, at, seen.refund_status, seen.refund_via, seen.refund_id, seen.refund_at)
+    .bind(eventId, at, seen.refund_status, seen.refund_via, seen.refund_id, seen.refund_at, spent ? 1 : 0)
     .run();
 }
 

@@ -12,6 +12,14 @@ import { PARKED } from "./schema";
  * - `reconcile_runs` and their `reconcile_differences`: 7 days of run history (the admin route and
  *   the dashboard read the latest runs). `flashgate_reconcile_differences_total` counts from
  *   `reconcile_difference_counts`, which pruning never lowers.
+ * - `checkout_claims` and `checkout_sessions` (src/payments/checkout.ts): 7 days after the session's
+ *   expiry (`expires_at`, both). Only a checkout of a hold still held reads them: a session while it
+ *   is open, a claim for the request and idempotency key its hold sends Stripe. A hold lasts at most a
+ *   day (`holdSeconds` ≤ 86400) and began before its claim, whose session expires about half an hour
+ *   after it; Stripe forgets a key a day after its first use. So a claim is gone only long after its
+ *   hold ended and Stripe forgot its key: a hold never claims again at attempt 0 under a key Stripe
+ *   still knows. Stripe's payment events name their reservation themselves (`client_reference_id`,
+ *   metadata), not through these rows, and its late ones (up to 3 days) are inside the 7 days anyway.
  *
  * - The order hand-off (./../handoff): delivered deliveries of order changes, and the changes (the
  *   feed), `HANDOFF_RETENTION_DAYS` (default 30) after the change, by {@link pruneHandoff}. A change
@@ -27,6 +35,7 @@ import { PARKED } from "./schema";
 export const PROCESSED_EVENTS_RETENTION_MS = 7 * 24 * 3600 * 1000;
 export const RECONCILE_HISTORY_RETENTION_MS = 7 * 24 * 3600 * 1000;
 export const PAYMENT_EVENT_IDS_RETENTION_MS = 7 * 24 * 3600 * 1000;
+export const CHECKOUT_RETENTION_MS = 7 * 24 * 3600 * 1000;
 export const PRUNE_BATCH = 2_000;
 export const PRUNE_ROUNDS = 10;
 export const DEFAULT_HANDOFF_RETENTION_DAYS = 30;
@@ -43,10 +52,19 @@ export interface Pruned {
   paymentEventIds: number;
   reconcileRuns: number;
   reconcileDifferences: number;
+  checkoutClaims: number;
+  checkoutSessions: number;
 }
 
 export async function pruneHistory(db: D1Database, now: number): Promise<Pruned> {
-  const pruned: Pruned = { processedEvents: 0, paymentEventIds: 0, reconcileRuns: 0, reconcileDifferences: 0 };
+  const pruned: Pruned = {
+    processedEvents: 0,
+    paymentEventIds: 0,
+    reconcileRuns: 0,
+    reconcileDifferences: 0,
+    checkoutClaims: 0,
+    checkoutSessions: 0,
+  };
   const eventsBefore = now - PROCESSED_EVENTS_RETENTION_MS;
   const runsBefore = now - RECONCILE_HISTORY_RETENTION_MS;
   for (let round = 0; round < PRUNE_ROUNDS; round++) {
@@ -70,6 +88,23 @@ export async function pruneHistory(db: D1Database, now: number): Promise<Pruned>
       .run();
     pruned.paymentEventIds += result.meta.changes;
     if (result.meta.changes < PRUNE_BATCH) break;
+  }
+  // Checkout claims and sessions expired past retention: a range of each one's expiry index.
+  for (const [table, key] of [
+    ["checkout_claims", "checkoutClaims"],
+    ["checkout_sessions", "checkoutSessions"],
+  ] as const) {
+    for (let round = 0; round < PRUNE_ROUNDS; round++) {
+      const result = await db
+        .prepare(
+          `DELETE FROM ${table} WHERE rowid IN
+             (SELECT rowid FROM ${table} WHERE expires_at < ?1 ORDER BY expires_at LIMIT ?2)`,
+        )
+        .bind(now - CHECKOUT_RETENTION_MS, PRUNE_BATCH)
+        .run();
+      pruned[key] += result.meta.changes;
+      if (result.meta.changes < PRUNE_BATCH) break;
+    }
   }
   for (let round = 0; round < PRUNE_ROUNDS; round++) {
     // A batch of old runs, their differences first (a run never stays without its differences).

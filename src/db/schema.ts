@@ -233,7 +233,10 @@ export const payments = sqliteTable(
     refundAt: integer("refund_at"),
     /** The operator's note of a refund marked done. */
     refundNote: text("refund_note"),
-    /** Refunds Stripe answered `failed`: the next one is asked under a new idempotency key. */
+    /**
+     * Refund attempts that failed (refunds Stripe answered `failed`, and requests it answered `5xx`, a
+     * key it replays that error to): the next one is asked under a new idempotency key.
+     */
     refundAttempts: integer("refund_attempts").notNull().default(0),
     /**
      * The reservation's status the event left it in, as its webhook answered: the event sent again
@@ -369,7 +372,11 @@ export const checkoutSessions = sqliteTable(
     expiresAt: integer("expires_at").notNull(),
     createdAt: integer("created_at").notNull(),
   },
-  (t) => [index("checkout_sessions_by_reservation").on(t.reservationId, t.createdAt)],
+  (t) => [
+    index("checkout_sessions_by_reservation").on(t.reservationId, t.createdAt),
+    // Retention (src/db/retention.ts): the sessions expired past it, a range, not a walk of the table.
+    index("checkout_sessions_by_expiry").on(t.expiresAt),
+  ],
 );
 
 /**
@@ -380,13 +387,18 @@ export const checkoutSessions = sqliteTable(
  * answered again. Replaced (the attempt moves on) only once its session has expired, or when Stripe
  * said that nothing was made under its key.
  */
-export const checkoutClaims = sqliteTable("checkout_claims", {
-  reservationId: text("reservation_id").primaryKey(),
-  /** How many claims came before this one for the hold: the idempotency key's last part. */
-  attempt: integer("attempt").notNull(),
-  /** The request's form parameters (JSON), as sent to Stripe each time. */
-  params: text("params").notNull(),
-  /** When the claim's session expires at Stripe (ms): its `expires_at`. */
-  expiresAt: integer("expires_at").notNull(),
-  claimedAt: integer("claimed_at").notNull(),
-});
+export const checkoutClaims = sqliteTable(
+  "checkout_claims",
+  {
+    reservationId: text("reservation_id").primaryKey(),
+    /** How many claims came before this one for the hold: the idempotency key's last part. */
+    attempt: integer("attempt").notNull(),
+    /** The request's form parameters (JSON), as sent to Stripe each time. */
+    params: text("params").notNull(),
+    /** When the claim's session expires at Stripe (ms): its `expires_at`. */
+    expiresAt: integer("expires_at").notNull(),
+    claimedAt: integer("claimed_at").notNull(),
+  },
+  // Retention (src/db/retention.ts): the claims expired past it, a range, not a walk of the table.
+  (t) => [index("checkout_claims_by_expiry").on(t.expiresAt)],
+);

@@ -99,8 +99,9 @@ export async function markRefunded(
 
 /**
  * `POST /admin/payments/:eventId/refund`: the payment's intent refunded in full through Stripe, under
- * an idempotency key of the event and of the refunds that failed before it, so a retried call (a lost
- * answer, two operators at once) is the same refund at Stripe.
+ * an idempotency key of the event and of the attempts that failed before it (refunds that failed, and
+ * requests Stripe answered 5xx, whose key it replays that 5xx to), so a retried call (a lost answer,
+ * two operators at once) is the same refund at Stripe.
  */
 export async function refundThroughStripe(env: Env, eventId: string, now: number): Promise<PaymentObject> {
   if (!stripeConfigured(env)) {
@@ -165,13 +166,19 @@ export async function refundThroughStripe(env: Env, eventId: string, now: number
       // 409: Stripe is making a refund under this key now (an earlier request's, whose answer was not
       // waited for): the claim stays pending, so no mark pays it back meanwhile; once it is a minute old
       // a /refund takes it over under the same key and gets that refund (a replay). A 5xx Stripe answered
-      // is saved under the key and replayed to every retry: a claim taken over goes back to owed, as on a
-      // refusal (else it would stay pending for ever, and a mark could never settle it).
+      // is saved under the key and replayed to every retry of it for a day: the key is spent, and the
+      // attempts move on, so the next /refund asks under the next key (Stripe refunds a payment intent
+      // once: if the failed request made the refund, the next is `charge_already_refunded`, recorded
+      // refunded). A claim taken over goes back to owed, as on a refusal (else it would stay pending
+      // for ever, and a mark could never settle it). A timeout keeps the key: Stripe may answer it yet.
       const owed = { ...row, refund_status: null, refund_via: null, refund_id: null, refund_at: null };
-      const failed = err.status !== null && err.status >= 500 && staleClaim(row, now);
-      if (err.status !== 409) await releaseRefundClaim(env.DB, eventId, failed ? owed : row, now);
+      const spent = err.status !== null && err.status >= 500;
+      const seen = spent && staleClaim(row, now) ? owed : row;
+      if (err.status !== 409) await releaseRefundClaim(env.DB, eventId, seen, now, spent);
       throw busy(
-        "Stripe did not answer the refund, which it may have made: ask again (the same refund) before paying it back another way",
+        spent
+          ? "Stripe failed the refund, which it may have made: ask again (Stripe refunds the payment once) before paying it back another way"
+          : "Stripe did not answer the refund, which it may have made: ask again (the same refund) before paying it back another way",
       );
     } else throw err;
   }

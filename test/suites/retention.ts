@@ -2,6 +2,7 @@ import { createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import {
+  CHECKOUT_RETENTION_MS,
   PAYMENT_EVENT_IDS_RETENTION_MS,
   PROCESSED_EVENTS_RETENTION_MS,
   RECONCILE_HISTORY_RETENTION_MS,
@@ -70,5 +71,39 @@ describe("D1 retention", () => {
     expect(await differencesTotal(kind)).toBe(30);
     const runs = await call("GET", "/admin/reconcile/runs?limit=50", { admin: true });
     expect(runs.json.runs.filter((r: { runId: string }) => r.runId.startsWith(tag))).toHaveLength(10);
+  });
+
+  it("the cron prunes checkout claims and sessions past retention after their session expired, and keeps the others", async () => {
+    const now = Date.now();
+    const tag = crypto.randomUUID().slice(0, 8);
+    // 20 sessions expired past retention; 5 expired inside it; 5 still open.
+    const expiryOf = (i: number) =>
+      i < 20 ? now - CHECKOUT_RETENTION_MS - DAY : i < 25 ? now - CHECKOUT_RETENTION_MS + DAY : now + 3600_000;
+    const statements: D1PreparedStatement[] = [];
+    for (let i = 0; i < 30; i++) {
+      const expires = expiryOf(i);
+      const made = expires - 31 * 60_000;
+      statements.push(
+        env.DB.prepare(
+          "INSERT INTO checkout_claims (reservation_id, attempt, params, expires_at, claimed_at) VALUES (?, 0, '{}', ?, ?)",
+        ).bind(`${tag}-res-${i}`, expires, made),
+        env.DB.prepare(
+          "INSERT INTO checkout_sessions (session_id, reservation_id, url, expires_at, created_at) VALUES (?, ?, ?, ?, ?)",
+        ).bind(`cs_${tag}_${i}`, `${tag}-res-${i}`, `https://checkout.stripe.test/c/pay/cs_${tag}_${i}`, expires, made),
+      );
+    }
+    await env.DB.batch(statements);
+
+    await worker.scheduled(createScheduledController({ scheduledTime: now, cron: "* * * * *" }), env);
+
+    const kept = (table: string) =>
+      countOf(`SELECT COUNT(*) AS n FROM ${table} WHERE reservation_id LIKE ?`, `${tag}-%`);
+    expect([await kept("checkout_claims"), await kept("checkout_sessions")]).toEqual([10, 10]);
+    const left = await env.DB.prepare("SELECT reservation_id FROM checkout_claims WHERE reservation_id LIKE ?")
+      .bind(`${tag}-%`)
+      .all<{ reservation_id: string }>();
+    expect(left.results.map((r) => Number(r.reservation_id.split("-").at(-1))).sort((a, b) => a - b)).toEqual(
+      Array.from({ length: 10 }, (_, i) => 20 + i),
+    );
   });
 });

@@ -362,7 +362,9 @@ describe("payments owed back, refunded", () => {
     const intent = `pi_test_${crypto.randomUUID().replaceAll("-", "")}`;
     const eventId = await owedByStripe(sku, "rita", intent);
 
-    // Stripe unreachable: 503, nothing recorded; the retry is the same refund at Stripe (same key).
+    // Stripe failing (500): 503, nothing recorded. An error Stripe answered spends its key (Stripe would
+    // replay a saved one to every retry of it), so the retry asks under the next key: Stripe refunds a
+    // payment intent once whichever key asks (a second is `charge_already_refunded`).
     expect((await refund(eventId, stripeVars(STRIPE_FAULT_KEYS.down))).status).toBe(503);
     const done = await refund(eventId);
     expect(done.status).toBe(200);
@@ -380,7 +382,7 @@ describe("payments owed back, refunded", () => {
     expect(marked.status).toBe(409);
     const asked = await stripeGot("/v1/refunds", intent);
     expect(asked.map((r) => r.params.payment_intent)).toEqual([intent, intent]);
-    expect(new Set(asked.map((r) => r.key)).size).toBe(1);
+    expect(new Set(asked.map((r) => r.key)).size).toBe(2);
 
     const listed = async (refunded: string) =>
       (await call("GET", `/admin/payments?outcome=refund_required&refunded=${refunded}&limit=1000`, { admin: true }))
@@ -524,6 +526,37 @@ describe("payments owed back, refunded", () => {
       body: { note: "paid back by bank transfer" },
     });
     expect([marked.status, marked.json.refund]).toMatchObject([200, { status: "refunded", via: "marked" }]);
+  });
+
+  it("a refund Stripe answered 500 (saved under its key, replayed to every retry of it) is made under the next key once Stripe is well: not 503 for a day", async () => {
+    const sku = uniqueSku("refund-5xx");
+    await createSku(sku, { totalStock: 10, perUserLimit: 10, price: 1000 });
+    const failing = stripeVars(STRIPE_FAULT_KEYS.failing);
+    const refunded = { status: "refunded", via: "stripe", id: expect.stringMatching(/^re_/) };
+    // Stripe began the refund and failed: 503, the payment still owed (no refund recorded).
+    const intent = `pi_test_${crypto.randomUUID().replaceAll("-", "")}`;
+    const eventId = await owedByStripe(sku, "wes", intent);
+    expect((await refund(eventId, failing)).status).toBe(503);
+    const owed = await call("GET", "/admin/payments?outcome=refund_required&refunded=false&limit=1000", {
+      admin: true,
+    });
+    expect(owed.json.payments.find((p: { eventId: string }) => p.eventId === eventId)?.refund).toBeNull();
+    // Stripe well again: the operator's retry is the refund, not Stripe's saved 500 again.
+    const done = await refund(eventId);
+    expect([done.status, done.json.refund]).toMatchObject([200, refunded]);
+    const asked = await stripeGot("/v1/refunds", intent);
+    expect([asked.length, new Set(asked.map((r) => r.key)).size]).toEqual([2, 2]);
+    // The same for a claim taken over (a minute old, never answered) that Stripe then answered 500.
+    const taken = `pi_test_${crypto.randomUUID().replaceAll("-", "")}`;
+    const takenId = await owedByStripe(sku, "xan", taken);
+    await env.DB.prepare(
+      "UPDATE payments SET refund_status = 'pending', refund_via = 'stripe', refund_id = NULL, refund_at = ?2 WHERE event_id = ?1",
+    )
+      .bind(takenId, Date.now() - 61_000)
+      .run();
+    expect((await refund(takenId, failing)).status).toBe(503);
+    const after = await refund(takenId);
+    expect([after.status, after.json.refund]).toMatchObject([200, refunded]);
   });
 
   /** Stripe's bank settling a refund (the stand-in's own route): the events Stripe sends for it. */
