@@ -370,6 +370,45 @@ describe("totalStock is absolute on a sharded SKU", () => {
     expect(sum(await allShards(sku, 3), "total")).toBe(0);
   });
 
+  it("a cut refused because shard 0's record of the total drifted from its shards' is 500 naming it, not 503 for ever", async () => {
+    const sku = uniqueSku("cutdrift");
+    await createSku(sku, { totalStock: 10, shards: 2 });
+    // Shard 1 lost 4 units (as a bug would make it): the shards hold 6 of the 10 shard 0 recorded, none moving.
+    await runInDurableObject(stockShard(env, sku, 1), (object, state) => {
+      state.storage.sql.exec("UPDATE sku SET total = total - 4 WHERE id = 1");
+      object.engine.forget(); // the engine keeps the SKU row in memory: it reads SQLite's again
+    });
+    // Nothing is held or sold (API.md: 409 only below held + sold), yet no retry can pass: not 503 "send again".
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const cut = await put(sku, { totalStock: 2 });
+      expect([cut.status, cut.json.error?.code, cut.headers.get("Retry-After")]).toEqual([500, "INTERNAL", null]);
+      expect(cut.json.error?.message).toContain("recorded 10 units; its shards hold 6");
+    }
+    expect(sum(await allShards(sku, 2), "total")).toBe(6); // nothing changed
+  });
+
+  it("a change the shards refuse for a reason not found again is 409 naming it, not 503 for ever", async () => {
+    const sku = uniqueSku("cutunnamed");
+    await createSku(sku, { totalStock: 10, shards: 2 });
+    // Shard 1 refuses to be staged for a reason none of the PUT's checks names (as a drifted shard would).
+    await runInDurableObject(stockShard(env, sku, 1), (object) => {
+      object.engine.configuration.fence = () => ({ ok: false, code: "INVALID_STATE" });
+    });
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const sized = await put(sku, { variants: [{ id: "s", totalStock: 4 }] });
+      expect([sized.status, sized.json.error?.code, sized.headers.get("Retry-After")]).toEqual([
+        409,
+        "INVALID_STATE",
+        null,
+      ]);
+      expect(sized.json.error?.message).toContain("variants");
+    }
+    await runInDurableObject(stockShard(env, sku, 1), (object) => {
+      Reflect.deleteProperty(object.engine.configuration, "fence");
+    });
+    expect((await put(sku, { variants: [{ id: "s", totalStock: 4 }] })).status).toBe(200);
+  });
+
   it("concurrent PUTs leave the total of one of them, not the sum of their changes", async () => {
     const sku = uniqueSku("racing");
     await createSku(sku, { totalStock: 100, shards: 4, perUserLimit: 2 });

@@ -1,4 +1,5 @@
 import { drizzle } from "drizzle-orm/d1";
+import { log } from "../../durable-objects/shared/log";
 import {
   type AccessTier,
   type DrawInfo,
@@ -119,7 +120,7 @@ export async function configureSku(
     const outcome = await callStock(() => adminShard(env, sku, 0).putSku(change, requestId));
     if (!outcome.ok && outcome.stale && check < CHECKS) continue;
     if (!outcome.ok && outcome.code === "INVALID_STATE") {
-      const asked = { shards: body.shards, after, variant: outcome.variant };
+      const asked = { shards: body.shards, after, variant: outcome.variant, missing: outcome.missing };
       throw await explainRefusal(env, sku, body, asked, Math.max(now, Date.now()));
     }
     unwrap(outcome);
@@ -220,19 +221,19 @@ function archived(sku: string): ApiError {
  * A change the stock objects refused with INVALID_STATE, said with what they hold now (read again:
  * a refusal is rare, and the figures are those an operator acts on): archived, a total below what is
  * held or sold, or sizes or a new shard count while units are held or sold, buyers wait or a draw is
- * pending.
+ * pending; else {@link unnamedRefusal} (units moving: 503; a drifted record: 500; else 409).
  */
 async function explainRefusal(
   env: Env,
   sku: string,
   body: SkuSettingsRequest,
-  asked: { shards: number | undefined; after: SkuAfter; variant?: string | undefined },
+  asked: { shards: number | undefined; after: SkuAfter; variant?: string | undefined; missing?: number | undefined },
   now: number,
 ): Promise<ApiError> {
   const { after } = asked;
   const states = await readShardStates(env, sku, { anyId: true });
   const state = states ? sumShards(states) : null;
-  if (!state) return new ApiError("INVALID_STATE");
+  if (!state) return new ApiError("INVALID_STATE", `SKU ${sku} refused this PUT and is gone now; nothing was changed.`);
   const shards = asked.shards ?? state.shards;
   if (state.status === "archived") return archived(sku);
   const heldOrSold = state.stock.held + state.stock.sold;
@@ -302,16 +303,89 @@ async function explainRefusal(
     const refusal = openedDrawRefusal(sku, state, after, await readDrawInfo(env, sku), now, true);
     if (refusal) return refusal;
   }
-  // None of the above: the SKU holds what the PUT asks for, and its units moved while it was decided (a
-  // cut short of units in flight between shards): a retry, not a refusal (API.md: 503, nothing changed).
-  return busy(
-    `SKU ${sku} changed while this PUT was decided (units moving between its shards; ${plural(heldOrSold, "unit")} held or sold now); nothing was changed`,
+  return unnamedRefusal(env, sku, body, states ?? [], asked);
+}
+
+/**
+ * A refusal none of the reasons above names, the SKU as read again holding what the PUT asks for.
+ * `503 BUSY` only for what passes: a cut short of units moving between shards (a transfer or a late
+ * payment's claim not finished on some shard), or one whose shortfall the shards cover now (units
+ * landed or holds ended meanwhile: the same PUT is decided again on figures that agree). A cut short
+ * while shard 0's recorded total (the base of a cut) is not what its shards hold, nothing moving, is
+ * refused the same way on every retry: `500 INTERNAL` naming the drift. That is concluded only from
+ * figures no shard changed while they were read (each shard's seq the same before and after: a
+ * transfer's give and landing, a hold and a PUT each move one); else the SKU is moving, and `503`.
+ * Any other refusal: `409 INVALID_STATE` naming what was refused (a PUT that answers an error changed
+ * nothing).
+ */
+async function unnamedRefusal(
+  env: Env,
+  sku: string,
+  body: SkuSettingsRequest,
+  states: SkuState[],
+  asked: { variant?: string | undefined; missing?: number | undefined },
+): Promise<ApiError> {
+  const state = sumShards(states);
+  const heldOrSold = state.stock.held + state.stock.sold;
+  if (asked.missing !== undefined) {
+    const records = await Promise.all(
+      Array.from({ length: state.shards }, (_, i) => callStock(() => adminShard(env, sku, i).stockRecord())),
+    );
+    const moving = records.reduce((n, r) => n + r.inFlight, 0);
+    if (moving > 0) {
+      return busy(
+        `SKU ${sku}'s cut was short of units moving between its shards (${plural(moving, "transfer or claim")} not landed yet; ${plural(heldOrSold, "unit")} held or sold now); nothing was changed`,
+      );
+    }
+    const again = await readShardStates(env, sku, { anyId: true });
+    const still = again?.length === states.length && again.every((s, i) => s.seq === states[i]?.seq);
+    if (!still) {
+      return busy(
+        `SKU ${sku} changed while this PUT was decided (its stock moved since; ${plural(heldOrSold, "unit")} held or sold); nothing was changed`,
+      );
+    }
+    const variant = state.variants?.find((v) => v.id === asked.variant);
+    const recorded = variant ? records[0]?.variantTotals[variant.id] : records[0]?.skuTotal;
+    const holds = variant ? variant.stock.total : state.stock.total;
+    if (recorded === undefined || recorded === null || recorded === holds) {
+      return busy(
+        `SKU ${sku} changed while this PUT was decided (the units its cut lacked are on its shards now; ${plural(heldOrSold, "unit")} held or sold); nothing was changed`,
+      );
+    }
+    const what = variant ? `variant ${variant.id}` : `SKU ${sku}`;
+    const totalStock = variant ? body.variants?.find((v) => v.id === variant.id)?.totalStock : body.totalStock;
+    const taken = variant ? variant.stock.held + variant.stock.sold : heldOrSold;
+    log("error", "a cut was refused: shard 0's recorded total is not what its shards hold", {
+      sku,
+      variant: variant?.id,
+      recorded,
+      shardsHold: holds,
+    });
+    return new ApiError(
+      "INTERNAL",
+      `Stock drift on ${what}: shard 0 recorded ${recorded} units; its shards hold ${holds}, none of them moving between shards. A cut is made as the difference from the recorded total, so this one (totalStock ${totalStock}, not below the ${plural(taken, "unit")} held or sold) was refused short of ${plural(asked.missing, "unit")}, and will be refused again until the shards' totals are repaired (POST /admin/reconcile reports it as ${variant ? "variant_totals" : "shard_totals"}). Nothing was changed.`,
+      {},
+      {
+        ...(totalStock === undefined ? {} : { totalStock }),
+        heldOrSold: taken,
+        ...(variant ? { variant: variant.id } : {}),
+      },
+    );
+  }
+  const refusable = ["totalStock", "variants", "shards", "status", "startsAt", "openingWindowMs", "access"] as const;
+  const named = refusable.filter((field) => body[field] !== undefined);
+  log("warn", "a SKU change was refused for no reason found", { sku, fields: named });
+  return new ApiError(
+    "INVALID_STATE",
+    `The stock objects refused this PUT's ${named.length > 0 ? named.join(", ") : "change"}, and none of the reasons a PUT is refused for is found on SKU ${sku} now (${plural(heldOrSold, "unit")} held or sold). Nothing was changed. Read the SKU (GET /admin/skus/${sku}): if it changed since, send the PUT again; a refusal that repeats is a fault to report (logged as "a SKU change was refused for no reason found").`,
+    {},
+    { heldOrSold, fields: named.map((path) => ({ path, message: "refused by the stock objects" })) },
   );
 }
 
 /**
  * `409 INVALID_STATE` naming the size a refused cut takes below its held + sold, or null: a size the
- * cut does not take that low was short only of units moving between shards (a retry: see the end).
+ * cut does not take that low is said by {@link unnamedRefusal} (units moving between shards: a retry).
  */
 function sizeBelowTaken(state: SkuState, body: SkuSettingsRequest, id: string | undefined): ApiError | null {
   const variant = state.variants?.find((v) => v.id === id);

@@ -286,7 +286,7 @@ export interface paths {
     get: operations["getAdminSkusSku"];
     /**
      * Create or update a SKU (fields left out keep their value)
-     * @description Creates or updates a SKU. On an existing SKU every field left out keeps its value, `totalStock` included (`{"status":"paused"}` pauses a sale and touches nothing else); creating one without `totalStock` is 400 INVALID_REQUEST. A PUT is checked as the whole SKU it leaves (the fields it names over the stored ones): a sale that would end at or before it starts, or an early access tier opening at or after the public start, is 400 INVALID_REQUEST naming the field the body sent. `totalStock` is absolute: after any mix of concurrent PUTs and reservations, the total is the last successful PUT's. Lowering it below held + sold, changing `shards` while units are held or sold or buyers wait, any change of an archived SKU, and moving an early access tier while its opening window is open (`details.state` `window_open`) or before its draw is decided (`draw_pending`) are 409 INVALID_STATE (the message says what was found and what is allowed, or what to wait for). A stock object overloaded or restarting, a change of shards left half made, or a concurrent change (`totalStock` moved meanwhile) is 503 BUSY with Retry-After: send the same PUT again.
+     * @description Creates or updates a SKU. On an existing SKU every field left out keeps its value, `totalStock` included (`{"status":"paused"}` pauses a sale and touches nothing else); creating one without `totalStock` is 400 INVALID_REQUEST. A PUT is checked as the whole SKU it leaves (the fields it names over the stored ones): a sale that would end at or before it starts, or an early access tier opening at or after the public start, is 400 INVALID_REQUEST naming the field the body sent. `totalStock` is absolute: after any mix of concurrent PUTs and reservations, the total is the last successful PUT's. Lowering it below held + sold, changing `shards` while units are held or sold or buyers wait, any change of an archived SKU, and moving an early access tier while its opening window is open (`details.state` `window_open`) or before its draw is decided (`draw_pending`) are 409 INVALID_STATE (the message says what was found and what is allowed, or what to wait for). A stock object overloaded or restarting, a change of shards left half made, a concurrent change (`totalStock` moved meanwhile), or a cut short only of units moving between shards is 503 BUSY with Retry-After: send the same PUT again. A cut refused because shard 0's record of the SKU's total disagrees with what its shards hold, nothing moving, is 500 INTERNAL naming the drift (reconciliation reports it), and a refusal of none of the reasons above is 409 INVALID_STATE naming what was refused: neither passes by sending the PUT again.
      */
     put: operations["putAdminSkusSku"];
     post?: never;
@@ -3260,6 +3260,20 @@ export interface operations {
             error: {
               /** @enum {string} */
               code: "PAYLOAD_TOO_LARGE";
+            };
+          };
+        };
+      };
+      /** @description INTERNAL: Internal error. */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorBody"] & {
+            error: {
+              /** @enum {string} */
+              code: "INTERNAL";
             };
           };
         };
