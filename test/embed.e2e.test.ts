@@ -152,8 +152,41 @@ async function open(origin: string, sku: string, user: string, viewport = DESKTO
   return page;
 }
 
+/**
+ * The shop's page with its clock in the test's hands (Playwright's clock.install): the element reads
+ * the view, the line and receipts when the test moves the clock on, not on the machine's timers.
+ */
+async function openOnClock(origin: string, sku: string, user: string, viewport = DESKTOP): Promise<Page> {
+  const page = await newPage(day.browser, viewport);
+  await page.clock.install();
+  await page.goto(`${origin}/?sku=${sku}&user=${user}&takeover=1`);
+  return page;
+}
+
+/** Moves the page's clock one read of the view on (VIEW_POLL_MS) while `answered` waits for that read. */
+const nextViewRead = async <T>(page: Page, answered: Promise<T>): Promise<T> =>
+  (await Promise.all([answered, page.clock.runFor(5_000)]))[0];
+
+/**
+ * Looks until `look` gives what the test expects, moving the page's clock on by `ms` (a read of the
+ * line: LINE_POLL_MS) before each look: what the element does on its timers comes at once.
+ */
+const onClock = <T>(page: Page, look: () => Promise<T>, ms = 2_000, timeout = 15_000) =>
+  expect.poll(
+    async () => {
+      await page.clock.runFor(ms);
+      return look();
+    },
+    { intervals: [500], timeout },
+  );
+
 /** A sneaker in EU 40 (2) and EU 42 (1) on the shop's page, on a phone, with EU 42 picked. */
-async function sneakerPicked(prefix: string, name: string, user: string): Promise<{ sku: string; page: Page }> {
+async function sneakerPicked(
+  prefix: string,
+  name: string,
+  user: string,
+  onItsClock = false,
+): Promise<{ sku: string; page: Page }> {
   const sku = `${prefix}-${randomUUID().slice(0, 6)}`;
   const created = await call(day.server, "PUT", `/admin/skus/${sku}`, {
     name,
@@ -165,7 +198,9 @@ async function sneakerPicked(prefix: string, name: string, user: string): Promis
     ],
   });
   expect(created.status, JSON.stringify(created.json)).toBe(200);
-  const page = await open(shop.origin, sku, user, PHONE);
+  const page = onItsClock
+    ? await openOnClock(shop.origin, sku, user, PHONE)
+    : await open(shop.origin, sku, user, PHONE);
   const sizes = page.locator("flashgate-buy .size-options label");
   await expect.poll(() => sizes.allTextContents(), { timeout: 15_000 }).toEqual(["EU 40 (2 left)", "EU 42 (1 left)"]);
   await page.getByRole("radio", { name: "EU 42 (1 left)" }).check();
@@ -482,7 +517,7 @@ describe("the buy button on a shop's page", () => {
     const gus = await shopper(day.server, "gus");
     const gusHold = await holdByApi(gus, sku);
 
-    const page = await open(shop.origin, sku, "hal", PHONE);
+    const page = await openOnClock(shop.origin, sku, "hal", PHONE);
     await page.waitForSelector("flashgate-buy .join:not([hidden])", { timeout: 15_000 });
     await page.click("flashgate-buy .join");
     await expect.poll(() => text(page, "flashgate-buy .line"), { timeout: 15_000 }).toBe("In line: number 1.");
@@ -494,13 +529,13 @@ describe("the buy button on a shop's page", () => {
       dropped++;
       await route.abort("internetdisconnected");
     });
-    await expect.poll(() => dropped, { timeout: 15_000 }).toBe(1);
+    await onClock(page, async () => dropped).toBe(1);
     await expect.poll(() => text(page, "flashgate-buy .error"), { timeout: 15_000 }).toContain("Could not reach");
 
     // Gus lets his unit go: the line gives it to Hal, whose element is still reading his place.
     const released = await call(day.server, "POST", `/api/reservations/${gusHold.json.reservationId}/cancel`, {}, gus);
     expect(released.status, JSON.stringify(released.json)).toBe(200);
-    await page.waitForSelector("flashgate-buy .hold:not([hidden])", { timeout: 30_000 });
+    await onClock(page, () => page.isVisible("flashgate-buy .hold"), 2_000, 30_000).toBe(true);
     expect(await text(page, "flashgate-buy .hold-what")).toBe("Held for you: 1 × Line tee.");
     expect((await events(page)).filter((e) => e.type === "flashgate:held")).toHaveLength(1);
     // The connection came back: no stale error under the hold.
@@ -511,7 +546,7 @@ describe("the buy button on a shop's page", () => {
   }, 120_000);
 
   it("takes back only the line's own error once the line is read again, not a Buy's refused meanwhile", async () => {
-    const { sku, page } = await sneakerPicked("mixed", "Mixed sneaker", "wes");
+    const { sku, page } = await sneakerPicked("mixed", "Mixed sneaker", "wes", true);
     // Xia takes the last EU 42: Wes joins its line.
     await holdByApi(await shopper(day.server, "xia"), sku, ["42"]);
     await page.waitForSelector("flashgate-buy .join:not([hidden])", { timeout: 15_000 });
@@ -524,11 +559,14 @@ describe("the buy button on a shop's page", () => {
       if (route.request().method() !== "GET" || !dropping) return route.fallback();
       await route.abort("internetdisconnected");
     });
-    await expect.poll(() => text(page, "flashgate-buy .error"), { timeout: 15_000 }).toContain("Could not reach");
+    await onClock(page, () => text(page, "flashgate-buy .error")).toContain("Could not reach");
 
     // Meanwhile he tries EU 40, which the shop takes off sale just after the element read it: refused.
     await page.getByRole("radio", { name: "EU 40 (2 left)" }).check();
-    await page.waitForResponse((r) => r.request().method() === "GET" && r.url() === `${gateway}/api/skus/${sku}`);
+    await nextViewRead(
+      page,
+      page.waitForResponse((r) => r.request().method() === "GET" && r.url() === `${gateway}/api/skus/${sku}`),
+    );
     const cut = await call(day.server, "PUT", `/admin/skus/${sku}`, { variants: [{ id: "40", totalStock: 0 }] });
     expect(cut.status, JSON.stringify(cut.json)).toBe(200);
     await page.click("flashgate-buy .buy");
@@ -541,11 +579,14 @@ describe("the buy button on a shop's page", () => {
     dropping = false;
     // Two reads answered: the element asks again only once it has taken the first answer in.
     for (let read = 0; read < 2; read++)
-      await page.waitForResponse(
-        (r) =>
-          r.request().method() === "GET" && r.url() === `${gateway}/api/skus/${sku}/waitlist` && r.status() === 200,
-        { timeout: 15_000 },
-      );
+      await Promise.all([
+        page.waitForResponse(
+          (r) =>
+            r.request().method() === "GET" && r.url() === `${gateway}/api/skus/${sku}/waitlist` && r.status() === 200,
+          { timeout: 15_000 },
+        ),
+        page.clock.runFor(2_000),
+      ]);
     expect(await text(page, "flashgate-buy .line")).toBe("In line: number 1.");
     expect(await text(page, "flashgate-buy .error")).toBe(refused?.detail.error?.message);
     await page.close();
@@ -564,7 +605,7 @@ describe("the buy button on a shop's page", () => {
     const gus = await shopper(day.server, "gus2");
     const gusHold = await holdByApi(gus, sku);
 
-    const page = await open(shop.origin, sku, "hal2", PHONE);
+    const page = await openOnClock(shop.origin, sku, "hal2", PHONE);
     await page.waitForSelector("flashgate-buy .join:not([hidden])", { timeout: 15_000 });
     await page.click("flashgate-buy .join");
     await expect.poll(() => text(page, "flashgate-buy .line"), { timeout: 15_000 }).toBe("In line: number 1.");
@@ -579,7 +620,7 @@ describe("the buy button on a shop's page", () => {
     });
     const released = await call(day.server, "POST", `/api/reservations/${gusHold.json.reservationId}/cancel`, {}, gus);
     expect(released.status, JSON.stringify(released.json)).toBe(200);
-    await page.waitForSelector("flashgate-buy .hold:not([hidden])", { timeout: 30_000 });
+    await onClock(page, () => page.isVisible("flashgate-buy .hold"), 2_000, 30_000).toBe(true);
     expect(looks).toBe(2);
     expect(await text(page, "flashgate-buy .hold-what")).toBe("Held for you: 1 × Lag tee.");
     expect((await events(page)).filter((e) => e.type === "flashgate:held")).toHaveLength(1);
@@ -595,9 +636,21 @@ describe("the buy button on a shop's page", () => {
       currency: "usd",
     });
     expect(created.status, JSON.stringify(created.json)).toBe(200);
-    const page = await open(shop.origin, sku, "kim", PHONE);
+    const page = await openOnClock(shop.origin, sku, "kim", PHONE);
     const viewRead = () =>
-      page.waitForResponse((r) => r.request().method() === "GET" && r.url() === `${gateway}/api/skus/${sku}`);
+      nextViewRead(
+        page,
+        page.waitForResponse((r) => r.request().method() === "GET" && r.url() === `${gateway}/api/skus/${sku}`),
+      );
+    // The view may lag the stock by a second (each isolate's display memo): read until it shows.
+    const onReads = <T>(look: () => Promise<T>) =>
+      expect.poll(
+        async () => {
+          await viewRead();
+          return look();
+        },
+        { intervals: [250] },
+      );
     await expect.poll(() => text(page, "flashgate-buy .availability"), { timeout: 15_000 }).toContain("1 left");
 
     // Just after the element read "1 left", Lee takes the unit; Kim presses Buy on what she sees.
@@ -607,12 +660,12 @@ describe("the buy button on a shop's page", () => {
     await page.click("flashgate-buy .buy");
     await expect.poll(() => text(page, "flashgate-buy .error"), { timeout: 30_000 }).not.toBe("");
     expect((await events(page)).find((e) => e.type === "flashgate:error")?.detail.error?.code).toBe("SOLD_OUT");
-    await page.waitForSelector("flashgate-buy .join:not([hidden])", { timeout: 15_000 });
+    await onReads(() => page.isVisible("flashgate-buy .join")).toBe(true);
 
     // Lee lets it go: the element shows it on sale again, and no longer says it is sold out.
     const released = await call(day.server, "POST", `/api/reservations/${leeHold.json.reservationId}/cancel`, {}, lee);
     expect(released.status, JSON.stringify(released.json)).toBe(200);
-    await expect.poll(() => text(page, "flashgate-buy .availability"), { timeout: 15_000 }).toContain("1 left");
+    await onReads(() => text(page, "flashgate-buy .availability")).toContain("1 left");
     expect(await page.isVisible("flashgate-buy .buy")).toBe(true);
     expect(await text(page, "flashgate-buy .error")).toBe("");
     await expectSound(page, "shop page, back on sale after a sold-out (phone)");
@@ -620,9 +673,7 @@ describe("the buy button on a shop's page", () => {
 
     // Lee takes it again: the shop hears that Kim finds it sold out again.
     await holdByApi(lee, sku);
-    await expect
-      .poll(async () => (await events(page)).filter((e) => e.type === "flashgate:sold-out").length, { timeout: 15_000 })
-      .toBe(2);
+    await onReads(async () => (await events(page)).filter((e) => e.type === "flashgate:sold-out").length).toBe(2);
     await page.close();
   }, 120_000);
 
@@ -635,16 +686,26 @@ describe("the buy button on a shop's page", () => {
       currency: "usd",
     });
     expect(created.status, JSON.stringify(created.json)).toBe(200);
-    const page = await open(shop.origin, sku, "moe");
+    const page = await openOnClock(shop.origin, sku, "moe");
     await expect.poll(() => text(page, "flashgate-buy .availability"), { timeout: 15_000 }).toContain("3 left");
     const archived = await call(day.server, "DELETE", `/admin/skus/${sku}`);
     expect(archived.status, JSON.stringify(archived.json)).toBe(200);
-    await expect.poll(() => text(page, "flashgate-buy .error"), { timeout: 15_000 }).not.toBe("");
+    const gone = () => page.waitForResponse((r) => r.url() === `${gateway}/api/skus/${sku}` && r.status() === 404);
+    // An isolate may show the SKU up to a second after its archive: a read or two later, it is gone.
+    await expect
+      .poll(async () => {
+        await nextViewRead(
+          page,
+          page.waitForResponse((r) => r.url() === `${gateway}/api/skus/${sku}`),
+        );
+        return text(page, "flashgate-buy .error");
+      })
+      .not.toBe("");
     expect(await text(page, "flashgate-buy .availability")).toBe("");
     expect(await text(page, "flashgate-buy .price")).toBe("");
     expect(await page.isVisible("flashgate-buy .buy")).toBe(false);
     // The next read of the view finds it gone again: the page is not told twice.
-    await page.waitForResponse((r) => r.request().method() === "GET" && r.url() === `${gateway}/api/skus/${sku}`);
+    await nextViewRead(page, gone());
     const errors = (await events(page)).filter((e) => e.type === "flashgate:error");
     expect(errors.map((e) => e.detail.error?.code)).toEqual(["SKU_NOT_FOUND"]);
     await page.close();
@@ -659,7 +720,7 @@ describe("the buy button on a shop's page", () => {
       currency: "usd",
     });
     expect(created.status, JSON.stringify(created.json)).toBe(200);
-    const page = await open(shop.origin, sku, "ola");
+    const page = await openOnClock(shop.origin, sku, "ola");
     await expect.poll(() => text(page, "flashgate-buy .availability"), { timeout: 15_000 }).toContain("3 left");
     // One read of the view answered 404 on its way (a proxy's blip): then the gateway's answers again.
     const view = `${gateway}/api/skus/${sku}`;
@@ -671,9 +732,17 @@ describe("the buy button on a shop's page", () => {
         body: JSON.stringify({ error: { code: "SKU_NOT_FOUND", message: "No such SKU." } }),
       }),
     );
-    await expect.poll(() => text(page, "flashgate-buy .error"), { timeout: 15_000 }).toBe("No such SKU.");
+    await nextViewRead(
+      page,
+      page.waitForResponse((r) => r.url() === view && r.status() === 404),
+    );
+    await expect.poll(() => text(page, "flashgate-buy .error")).toBe("No such SKU.");
     await page.unroute(view);
-    await expect.poll(() => text(page, "flashgate-buy .error"), { timeout: 15_000 }).toBe("");
+    await nextViewRead(
+      page,
+      page.waitForResponse((r) => r.url() === view && r.status() === 200),
+    );
+    await expect.poll(() => text(page, "flashgate-buy .error")).toBe("");
     expect(await text(page, "flashgate-buy .availability")).toContain("3 left");
     expect(await page.isVisible("flashgate-buy .buy")).toBe(true);
     await page.close();
@@ -688,13 +757,10 @@ describe("the buy button on a shop's page", () => {
       currency: "usd",
     });
     expect(created.status, JSON.stringify(created.json)).toBe(200);
-    // The page's clock is the test's: each read of the view comes when the test moves it 5 s on.
-    const page = await newPage(day.browser, DESKTOP);
-    await page.clock.install();
-    await page.goto(`${shop.origin}/?sku=${sku}&user=pia&takeover=1`);
+    const page = await openOnClock(shop.origin, sku, "pia");
     await expect.poll(() => text(page, "flashgate-buy .availability"), { timeout: 15_000 }).toContain("3 left");
     const view = `${gateway}/api/skus/${sku}`;
-    const nextRead = async <T>(answered: Promise<T>) => (await Promise.all([answered, page.clock.runFor(5_000)]))[0];
+    const nextRead = <T>(answered: Promise<T>) => nextViewRead(page, answered);
     const dropped = () => nextRead(page.waitForEvent("requestfailed", (r) => r.url() === view));
     const readAgain = () => nextRead(page.waitForResponse((r) => r.url() === view && r.status() === 200));
     const networkErrors = async () =>
