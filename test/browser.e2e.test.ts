@@ -365,7 +365,18 @@ describe("operator dashboard", () => {
     const sku = `beanie-${randomUUID().slice(0, 6)}`;
     await putSku(sku, { name: "Beanie", totalStock: 4 });
     const page = await newPage(1280, 1000);
+    // The page's clock is the test's: a read given up (10 s) and the next refresh (2 s) come when it
+    // moves the clock on, not on the machine's timers.
+    await page.clock.install();
     await gotoDashboard(page, server.url);
+    const onClock = <T>(look: () => Promise<T>) =>
+      expect.poll(
+        async () => {
+          await page.clock.runFor(2_000);
+          return look();
+        },
+        { intervals: [250], timeout: 20_000 },
+      );
     // Every read of a sale log's checkpoint hangs: the request is held, never answered (routed once the
     // page has loaded, as openDashboard's beforeSignIn does; the board reads them once signed in).
     const held: string[] = [];
@@ -375,13 +386,13 @@ describe("operator dashboard", () => {
     await page.waitForSelector("#login:not([hidden])");
     await page.fill("#token", "dev-admin-token");
     await page.click("#login button");
-    await page.waitForSelector("#board:not([hidden])", { timeout: 20_000 });
+    await onClock(() => page.isVisible("#board")).toBe(true);
     expect(held.length).toBeGreaterThan(0);
     await expect.poll(() => page.textContent(`article[data-sku="${sku}"] [data-field="available"]`)).toBe("4");
     // The next reads still come: a SKU made now gets its card.
     const later = `mitten-${randomUUID().slice(0, 6)}`;
     await putSku(later, { name: "Mittens", totalStock: 2 });
-    await page.waitForSelector(`article[data-sku="${later}"]`, { timeout: 30_000 });
+    await onClock(async () => (await page.$(`article[data-sku="${later}"]`)) !== null).toBe(true);
     expect(await page.textContent("#board-error")).toBe("");
     await page.unrouteAll({ behavior: "ignoreErrors" });
     await page.close();
