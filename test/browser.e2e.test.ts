@@ -375,7 +375,7 @@ describe("operator dashboard", () => {
           await page.clock.runFor(2_000);
           return look();
         },
-        { intervals: [250], timeout: 20_000 },
+        { interval: 250, timeout: 20_000 },
       );
     // Every read of a sale log's checkpoint hangs: the request is held, never answered (routed once the
     // page has loaded, as openDashboard's beforeSignIn does; the board reads them once signed in).

@@ -177,7 +177,7 @@ const onClock = <T>(page: Page, look: () => Promise<T>, ms = 2_000, timeout = 15
       await page.clock.runFor(ms);
       return look();
     },
-    { intervals: [500], timeout },
+    { interval: 500, timeout },
   );
 
 /** A sneaker in EU 40 (2) and EU 42 (1) on the shop's page, on a phone, with EU 42 picked. */
@@ -649,7 +649,7 @@ describe("the buy button on a shop's page", () => {
           await viewRead();
           return look();
         },
-        { intervals: [250] },
+        { interval: 250 },
       );
     await expect.poll(() => text(page, "flashgate-buy .availability"), { timeout: 15_000 }).toContain("1 left");
 
