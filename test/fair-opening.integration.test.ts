@@ -1,4 +1,4 @@
-import { abortAllDurableObjects, runInDurableObject } from "cloudflare:test";
+import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { drawOrder, sha256Hex } from "../durable-objects/engine/opening-draw";
@@ -560,5 +560,126 @@ describe("fair opening: a sale through the Worker", () => {
     const late = `late-${sku}`;
     const lateAnswer = await reserveWith(late, sku, await tokenAt(late, sku, shards));
     expect(lateAnswer.status === 202 ? "HELD" : lateAnswer.json.error?.code).toBe(left > 0 ? "HELD" : "SOLD_OUT");
+  });
+});
+
+/** What the draw's holds in the log say of its entries: each HELD entry has one hold at its position, of its buyer. */
+async function holdsMatchEntries(sku: string, entries: { entryId: string; position: number; result: string }[]) {
+  const held = entries.filter((e) => e.result === "HELD");
+  const holds = await eventually(async () => {
+    const got = (await logEntriesOf(sku)).filter((e) => e.type === "hold") as {
+      user: string;
+      draw: { position: number };
+    }[];
+    expect(got).toHaveLength(held.length);
+    return got;
+  });
+  const byPosition = (a: { position: number }, b: { position: number }) => a.position - b.position;
+  expect(holds.map((h) => ({ position: h.draw.position, user: h.user })).sort(byPosition)).toEqual(
+    held.map((e) => ({ position: e.position, user: e.entryId })),
+  );
+}
+
+describe("fair opening: the log key at the decision", () => {
+  it("a salted draw whose LOG_SIGNING_KEY is missing at the close waits, says so on /draw and the admin view, and is decided once the key is back", async () => {
+    const sku = uniqueSku("drawnokey");
+    const units = 2;
+    const { opensAt, closesAt } = await saleWithWindow(sku, { total: units, windowMs: 1_000 });
+    const seedHash = (await call("GET", `/api/skus/${sku}/draw`)).json.seedHash as string;
+    await setClock(sku, 1, opensAt + 1);
+    const users = Array.from({ length: 4 }, (_, i) => `nokey-${sku}-${i}`);
+    const tokens = await Promise.all(users.map(async (user) => ({ user, token: await tokenAt(user, sku, 1) })));
+    const waiting = tokens.map((t) => reserveWith(t.user, sku, t.token).catch((err: unknown) => String(err)));
+    await untilEntered(sku, 1, users.length);
+    // A deploy without the secret: the stock object runs without LOG_SIGNING_KEY when the window closes.
+    await runInDurableObject(stockShard(env, sku, 0), (object) => {
+      object.logKey = () => undefined;
+    });
+    await closeWindow(sku, 1, closesAt);
+    // The operator sees why nothing sells, on the admin SKU view and on /draw.
+    const admin = await call("GET", `/admin/skus/${sku}`, { admin: true });
+    expect(admin.json.draw).toMatchObject({
+      seed: null,
+      decidedAt: null,
+      entryIdPrefix: "salt",
+      stalled: "log_key_missing",
+    });
+    expect(admin.json.draw.openings).toMatchObject([{ stalled: "log_key_missing" }]);
+    await eventually(async () =>
+      expect((await call("GET", `/api/skus/${sku}/draw`)).json).toMatchObject({
+        seed: null,
+        stalled: "log_key_missing",
+      }),
+    );
+    // Buyers are told to come back, not held or refused: past the decision's bound, 503 BUSY.
+    await setClock(sku, 1, closesAt + 10_001);
+    const busy = await Promise.all(waiting);
+    expect(busy.map((b) => (typeof b === "string" ? "threw" : `${b.status} ${b.json.error?.code}`))).toEqual(
+      users.map(() => "503 BUSY"),
+    );
+    // The key is back (the same secret put again): the retry booked decides the draw, salted as promised.
+    await runInDurableObject(stockShard(env, sku, 0), (object) => {
+      object.logKey = () => env.LOG_SIGNING_KEY;
+    });
+    expect(await runDurableObjectAlarm(stockShard(env, sku, 0))).toBe(true);
+    const retried = await Promise.all(tokens.map((t) => reserveWith(t.user, sku, t.token)));
+    expect(retried.map((r) => r.status).sort()).toEqual([202, 202, 409, 409]);
+    const { draw, entries } = await verifyDraw(sku, seedHash);
+    expect(draw).toMatchObject({ entryIdPrefix: "salt", entrants: users.length, stalled: null });
+    for (const [i, r] of retried.entries())
+      expect((r.json.draw ?? r.json.error?.details?.draw)?.entryId).toBe(entryIdFor(sku, tokens[i]?.user as string));
+    await holdsMatchEntries(sku, entries);
+  });
+
+  it("a sharded draw retried after its order was written keeps that order, though the retry runs with another log key", async () => {
+    const sku = uniqueSku("drawrekey");
+    const shards = 2;
+    const { opensAt, closesAt } = await saleWithWindow(sku, { total: 20, windowMs: 1_000, shards });
+    const seedHash = (await call("GET", `/api/skus/${sku}/draw`)).json.seedHash as string;
+    // Both shards' clocks move with `at`; shard 1 fails every call once shard 0 ranked (`down`); the
+    // retry runs with a new log key on shard 0 (`rotated`: a rotation, the object restarted with it).
+    let at = opensAt + 1;
+    let down = false;
+    let rotated = false;
+    await runInDurableObject(stockShard(env, sku, 1), (object) => {
+      object.now = () => {
+        if (down) throw new Error("shard 1 is restarting");
+        return at;
+      };
+    });
+    await runInDurableObject(stockShard(env, sku, 0), (object) => {
+      object.now = () => at;
+      object.logKey = () => {
+        if (rotated) return "PRIVATE+KEY+flashgate-rotated+00000000+AAAA";
+        down ||= at >= closesAt; // ranking at the close: the order is written next
+        return env.LOG_SIGNING_KEY;
+      };
+    });
+    const users = Array.from({ length: 8 }, (_, i) => `rekey-${sku}-${i}`);
+    expect(new Set(users.map((u) => homeShard(u, shards)))).toEqual(new Set([0, 1]));
+    const tokens = await Promise.all(users.map(async (user) => ({ user, token: await tokenAt(user, sku, shards) })));
+    const waiting = tokens.map((t) => reserveWith(t.user, sku, t.token).catch((err: unknown) => String(err)));
+    await untilEntered(sku, shards, users.length);
+    at = closesAt;
+    // The first attempt orders the draw, then a home shard fails: the draw is retried.
+    await runDurableObjectAlarm(stockShard(env, sku, 0));
+    expect(down).toBe(true);
+    expect((await call("GET", `/admin/skus/${sku}`, { admin: true })).json.draw.decidedAt).toBeNull();
+    down = false;
+    rotated = true;
+    await runDurableObjectAlarm(stockShard(env, sku, 0));
+    at = closesAt + 10_001; // requests that still wait give up: their retries get the draw's answer
+    await Promise.all(waiting);
+    const { entries } = await verifyDraw(sku, seedHash);
+    expect(entries.map((e) => e.result)).toEqual(users.map(() => "HELD"));
+    // Each winner finds their entry with the salt they are shown, and the log's hold at its position.
+    for (const t of tokens) {
+      const answer = await reserveWith(t.user, sku, t.token);
+      expect(answer.status).toBe(202);
+      const entry = entries.find((e) => e.position === answer.json.draw.position);
+      expect(answer.json.draw.entryId).toBe(sha256Hex(`${answer.json.salt}:${t.user}`));
+      expect(entry?.entryId).toBe(answer.json.draw.entryId);
+    }
+    await holdsMatchEntries(sku, entries);
   });
 });

@@ -54,6 +54,11 @@ export interface OpeningInfo {
   decidedAt: number | null;
   /** What its entry ids hash with the user id: the buyer's salt (its `user` in the log), or the SKU. */
   entryIdPrefix: "salt" | "sku";
+  /**
+   * Why a closed, undecided draw is not being decided (shard 0 says; null otherwise):
+   * `log_key_missing`, a salted draw while the object runs without LOG_SIGNING_KEY.
+   */
+  stalled: "log_key_missing" | null;
 }
 
 /** What `GET /api/skus/:sku/draw` shows (shard 0): the public opening's draw, and every opening's. */
@@ -456,6 +461,35 @@ export class OpeningDraw {
     return this.#row(opening)?.seed_hash ?? null;
   }
 
+  /** Shard 0: whether an opening's order is written (its entrants counted, ids and positions set). */
+  placed(opening: number): boolean {
+    return this.#row(opening)?.entrants != null;
+  }
+
+  /**
+   * Shard 0: an opening's order as written (every shard's entrants, with their entry ids and
+   * positions), or null before it is: once written it is the draw's, kept by every retry of its decision.
+   */
+  placedOrder(opening: number): RankedEntrant[] | null {
+    if (!this.placed(opening)) return null;
+    return this.#sql
+      .exec<EntrantRow>(
+        "SELECT * FROM draw_entrants WHERE opening = ? AND position IS NOT NULL ORDER BY position",
+        opening,
+      )
+      .toArray()
+      .map((r) => ({
+        userId: r.user_id,
+        nonce: r.nonce,
+        quantity: r.quantity,
+        home: r.home,
+        ...(r.tier === null ? {} : { tier: r.tier }),
+        ...(r.variants == null ? {} : { variants: listedVariants(r) }),
+        entryId: r.entry_id as string,
+        position: r.position as number,
+      }));
+  }
+
   /**
    * Shard 0: writes an opening's order (entry ids and positions; the siblings' entrants are copied in
    * first). Idempotent: the same closed set and seed give the same order. Then the entrants in
@@ -574,6 +608,7 @@ export class OpeningDraw {
       entrants: this.entrantCount(row.opens_at),
       decidedAt: row.decided_at,
       entryIdPrefix: row.salted === 1 ? ("salt" as const) : ("sku" as const),
+      stalled: null,
     }));
     return { openingWindowMs: last.window_ms, ...(openings.at(-1) as OpeningInfo), openings };
   }

@@ -1,8 +1,9 @@
-import { type DrawInfo, type DrawPlace, type Entrant, rankEntrants } from "../engine/opening-draw";
+import { type DrawInfo, type DrawPlace, type Entrant, type OpeningInfo, rankEntrants } from "../engine/opening-draw";
 import type { ReserveOutcome, ReserveRequest, SkuState } from "../engine/types";
 import { isShort } from "../engine/types";
 import { listedVariants } from "../engine/variants";
 import { log, withLogContext } from "../shared/log";
+import { saltSecret } from "../shared/sale-entries";
 import { DrawWaiters } from "./draw-waiters";
 import type { ShardPulls } from "./shard-pulls";
 import { RETRY_MS, type StockHost, siblingsOf } from "./stock-host";
@@ -26,6 +27,15 @@ function firstDrawAnswer(answer: ReserveOutcome): ReserveOutcome {
   return answer.ok && answer.value.draw ? { ...answer, value: { ...answer.value, replayed: false } } : answer;
 }
 
+/** A salted draw is due and the object has no log key to name its entrants with: it waits for the key. */
+class LogKeyMissing extends Error {
+  constructor() {
+    super(
+      "this draw names its entrants by the sale log's salts and LOG_SIGNING_KEY is missing: it is decided once the key is back (wrangler secret put LOG_SIGNING_KEY, the same key)",
+    );
+  }
+}
+
 /**
  * The fair opening across a stock object's life (docs/FAIR-OPENING.md): requests that
  * wait for the draw, shard 0's decision once the window closes (one shard in one transaction; a
@@ -44,17 +54,19 @@ export class DrawRunner {
 
   /** Shard 0, once draws were decided: the line's turn (it waited while they were pending). */
   readonly #decided: () => void;
-  /** The sale log's salt secret (none without a log): a salted draw's entry ids are its buyers' `user`. */
-  readonly #saltSecret: Uint8Array | null;
+  /** The log key the object runs with (LOG_SIGNING_KEY; none without a log): its salts name a salted draw's entrants. */
+  readonly #logKey: () => string | undefined;
+  /** The salt secret of the last key read, derived once per key text. */
+  #secretOf: { key: string; secret: Uint8Array } | null = null;
 
   constructor(
     host: StockHost,
     pulls: ShardPulls,
     reserve: (request: ReserveRequest) => Promise<ReserveOutcome>,
     decided: () => void,
-    saltSecret: Uint8Array | null,
+    logKey: () => string | undefined,
   ) {
-    this.#saltSecret = saltSecret;
+    this.#logKey = logKey;
     this.#host = host;
     this.#pulls = pulls;
     this.#reserve = reserve;
@@ -73,6 +85,30 @@ export class DrawRunner {
    * meanwhile shows its count as ordered.
    */
   async info(): Promise<DrawInfo | null> {
+    const info = await this.#info();
+    return info && this.#withStalls(info);
+  }
+
+  /**
+   * Marks each opening whose decision cannot be made now, and why: a salted draw whose window closed
+   * while this object has no log key (LOG_SIGNING_KEY missing, a deploy without the secret) waits
+   * for the key (API.md: "a salted draw is not decided while the key is missing"), and says so here,
+   * on `/draw` and the admin SKU view, where an operator looks.
+   */
+  #withStalls(info: DrawInfo): DrawInfo {
+    const now = this.#host.now();
+    const { draw } = this.#host.engine;
+    const stalled = (o: OpeningInfo) =>
+      o.decidedAt === null &&
+      o.entryIdPrefix === "salt" &&
+      now >= o.closesAt &&
+      !draw.placed(o.opensAt) && // an order written goes on without the key (see #decideSharded)
+      this.#saltSecret() === null;
+    const mark = <O extends OpeningInfo>(o: O): O => ({ ...o, stalled: stalled(o) ? "log_key_missing" : null });
+    return { ...mark(info), openings: info.openings.map(mark) };
+  }
+
+  async #info(): Promise<DrawInfo | null> {
     const { engine } = this.#host;
     const state = engine.configuration.state();
     const uncounted = engine.draw.uncounted(this.#host.now());
@@ -213,7 +249,10 @@ export class DrawRunner {
   decide(): Promise<void> {
     this.#deciding ??= withLogContext(this.#host.where(), () => this.#decide())
       .catch(async (err: unknown) => {
-        log("warn", "deciding the opening draw failed", { error: String(err) });
+        // A salted draw without its key waits for an operator: an error, not a passing failure.
+        if (err instanceof LogKeyMissing)
+          log("error", "the opening draw waits for LOG_SIGNING_KEY", { error: err.message });
+        else log("warn", "deciding the opening draw failed", { error: String(err) });
         await this.#host.due.retry("draw", this.#host.now() + RETRY_MS);
         throw err;
       })
@@ -280,6 +319,14 @@ export class DrawRunner {
     if (decided > 0) this.#decided();
   }
 
+  /** The sale log's salt secret of the key this object runs with, or null without one. */
+  #saltSecret(): Uint8Array | null {
+    const key = this.#logKey();
+    if (!key) return null;
+    if (this.#secretOf?.key !== key) this.#secretOf = { key, secret: saltSecret(key) };
+    return this.#secretOf.secret;
+  }
+
   /** An opening's entrants in draw order, outside any transaction. */
   #rank(state: SkuState, opening: number, entrants: Entrant[]) {
     const { draw } = this.#host.engine;
@@ -287,9 +334,9 @@ export class DrawRunner {
     if (!seed) throw new Error("shard 0 has no seed for its draw");
     // A salted draw promised (in the log) to name its entrants as the log does: not without its key.
     const salted = draw.saltedFor(opening);
-    if (salted && !this.#saltSecret)
-      throw new Error("this draw names its entrants by the sale log's salts, and LOG_SIGNING_KEY is gone");
-    return rankEntrants(seed, state.sku, entrants, salted ? this.#saltSecret : null);
+    const secret = salted ? this.#saltSecret() : null;
+    if (salted && !secret) throw new LogKeyMissing();
+    return rankEntrants(seed, state.sku, entrants, secret);
   }
 
   /**
@@ -311,7 +358,10 @@ export class DrawRunner {
     const own = engine.drawDecision.close(opening, this.#host.now());
     // Shard 0's own transfers too (a cut's pull whose grant's answer was lost): see `close`.
     if (!(await this.#grantsKnown())) throw new Error("a transfer of shard 0 is not finished yet");
-    const ranked = this.#rank(state, opening, [...own, ...lists.flat()]);
+    // An order already written is the draw's (a retry after a crash or a BUSY shard): some of it may be
+    // decided, its holds naming their positions. Ranked again, it could differ (the log key changed,
+    // so the salts and entry ids did) and move entries the log already placed.
+    const ranked = engine.draw.placedOrder(opening) ?? this.#rank(state, opening, [...own, ...lists.flat()]);
     const order = engine.drawDecision.place(opening, ranked, this.#host.now());
     const entrants = order.length;
     const seedHash = engine.draw.seedHashOf(opening);

@@ -22,7 +22,6 @@ import type { WaitlistEntry, WaitlistMode, WaitlistPlace } from "../engine/waitl
 import { saleLogAppender } from "../log/sale-log-client";
 import { MIRROR_WRITE_TIMEOUT_MS, mirrorFromEnv } from "../mirror/redis-mirror";
 import { log, withLogContext } from "../shared/log";
-import { saltSecret } from "../shared/sale-entries";
 import { shardName } from "../shared/shard-name";
 import { tokenLifetimeMs } from "../shared/token-lifetime";
 import { type CodeAnswer, CodeAsks } from "./code-asks";
@@ -70,6 +69,11 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   readonly engine: StockEngine;
   /** The object's clock. A seam for tests, which move time forward instead of sleeping. */
   now: () => number = () => Date.now();
+  /**
+   * The sale log's key this object runs with (LOG_SIGNING_KEY; none without a log). A seam for tests,
+   * which take it away as a deploy without the secret would.
+   */
+  logKey: () => string | undefined = () => this.env.LOG_SIGNING_KEY;
   readonly due: DueWork;
   readonly #outbox: OutboxSender;
   /** Null when the mirror is off. */
@@ -94,7 +98,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
     this.engine = new StockEngine(
       this.engineStorage(ctx.storage),
       () => uuidv7(),
-      () => ({ seed: randomSeed(), salted: Boolean(env.LOG_SIGNING_KEY) }),
+      () => ({ seed: randomSeed(), salted: Boolean(this.logKey()) }),
     );
     const now = () => this.now();
     this.due = new DueWork(
@@ -129,7 +133,7 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
         const state = this.engine.configuration.state();
         for (const work of state ? this.#waitlist.retry(state) : []) this.#host.background(work);
       },
-      env.LOG_SIGNING_KEY ? saltSecret(env.LOG_SIGNING_KEY) : null,
+      () => this.logKey(),
     );
     this.#changes = new SkuChanges(this.#host, this.#pulls);
     this.#claims = new PaymentClaims(this.#host, this.#pulls);

@@ -259,6 +259,14 @@ const EntryIdPrefix = z
     "entryId = hex SHA-256 of `<prefix>:<userId>`: `salt`, the buyer's salt (so the id is their `user` in the sale log); `sku`, the SKU's id (a draw made with no sale log kept, or before salted ids)",
   );
 
+/** Why a closed draw is not being decided (docs/API.md "Fair opening, as built"). */
+const DrawStalled = z
+  .enum(["log_key_missing"])
+  .nullable()
+  .describe(
+    "null, or why the draw, its window closed, is not decided: `log_key_missing`, a salted draw (`entryIdPrefix` `salt`) while the gateway runs without LOG_SIGNING_KEY; it is decided once the key is back, and its requests answer 503 BUSY meanwhile",
+  );
+
 export const Draw = z.object({
   sku: z.string(),
   openingWindowMs: Count,
@@ -269,6 +277,7 @@ export const Draw = z.object({
   opensAt: Time,
   closesAt: Time,
   entryIdPrefix: EntryIdPrefix,
+  stalled: DrawStalled,
   openings: z
     .array(
       z.object({
@@ -279,6 +288,7 @@ export const Draw = z.object({
         entrants: Count,
         decidedAt: Time.nullable(),
         entryIdPrefix: EntryIdPrefix,
+        stalled: DrawStalled,
       }),
     )
     .describe(

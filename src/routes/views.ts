@@ -99,6 +99,7 @@ export function drawView(sku: string, d: DrawInfo): z.infer<typeof Draw> {
     opensAt: new Date(d.opensAt).toISOString(),
     closesAt: new Date(d.closesAt).toISOString(),
     entryIdPrefix: d.entryIdPrefix,
+    stalled: d.stalled,
     openings: d.openings.map((o) => ({
       opensAt: new Date(o.opensAt).toISOString(),
       closesAt: new Date(o.closesAt).toISOString(),
@@ -107,6 +108,7 @@ export function drawView(sku: string, d: DrawInfo): z.infer<typeof Draw> {
       entrants: o.entrants,
       decidedAt: iso(o.decidedAt),
       entryIdPrefix: o.entryIdPrefix,
+      stalled: o.stalled,
     })),
   };
 }

@@ -1301,6 +1301,8 @@ export interface components {
        * @enum {string}
        */
       entryIdPrefix: "salt" | "sku";
+      /** @description null, or why the draw, its window closed, is not decided: `log_key_missing`, a salted draw (`entryIdPrefix` `salt`) while the gateway runs without LOG_SIGNING_KEY; it is decided once the key is back, and its requests answer 503 BUSY meanwhile */
+      stalled: "log_key_missing" | null;
       /** @description Every opening's draw, earliest first: each early access tier's start, then the public one (the fields above) */
       openings: {
         /** Format: date-time */
@@ -1316,6 +1318,8 @@ export interface components {
          * @enum {string}
          */
         entryIdPrefix: "salt" | "sku";
+        /** @description null, or why the draw, its window closed, is not decided: `log_key_missing`, a salted draw (`entryIdPrefix` `salt`) while the gateway runs without LOG_SIGNING_KEY; it is decided once the key is back, and its requests answer 503 BUSY meanwhile */
+        stalled: "log_key_missing" | null;
       }[];
     };
     DrawEntries: {
