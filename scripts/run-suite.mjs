@@ -4,7 +4,7 @@
 // once more on their own. A file that stalls again, or any failure, fails the suite. The workerd pool
 // can lose a file's last message (workers-sdk#14180, #15498): one such loss should cost a few minutes,
 // not the whole run. Usage: node scripts/run-suite.mjs [vitest arguments]; `npm test` calls runSuite.
-// The second run keeps the first's --config and --root, and runs the unfinished files alone.
+// The second run keeps the first's --config, --root, --project and -t, and names the unfinished files.
 // Node built-ins only.
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -35,17 +35,28 @@ function vitest(args, env) {
       rmSync(dir, { recursive: true, force: true });
       resolve({ code, report });
     };
+    // Stopped (Ctrl-C, a CI job cancelled): vitest is stopped too, not left running on its own.
+    const forward = (signal) => child.kill(signal);
+    process.on("SIGINT", forward);
+    process.on("SIGTERM", forward);
     child.on("error", () => done(1));
-    child.on("exit", (code) => done(code ?? 1));
+    child.on("exit", (code) => {
+      process.off("SIGINT", forward);
+      process.off("SIGTERM", forward);
+      done(code ?? 1);
+    });
   });
 }
 
-/** Of these vitest arguments, those that say which configuration to run (kept for the second run). */
-function configArgs(args) {
+/** Options with a value the second run keeps: which configuration, projects and tests to run. */
+const KEPT = ["--config", "-c", "--root", "-r", "--project", "--testNamePattern", "-t"];
+
+/** Of these vitest arguments, those the second run keeps (it names its files itself). */
+function keptArgs(args) {
   const kept = [];
   for (let i = 0; i < args.length; i++) {
-    if (/^--(config|root)=/.test(args[i])) kept.push(args[i]);
-    else if (["--config", "-c", "--root", "-r"].includes(args[i]) && i + 1 < args.length) kept.push(args[i], args[++i]);
+    if (KEPT.some((option) => option.startsWith("--") && args[i].startsWith(`${option}=`))) kept.push(args[i]);
+    else if (KEPT.includes(args[i]) && i + 1 < args.length) kept.push(args[i], args[++i]);
   }
   return kept;
 }
@@ -57,9 +68,9 @@ export async function runSuite(args, env = process.env) {
   const { unfinished, failed } = first.report;
   if (failed > 0 || unfinished.length === 0) return first.code;
   process.stderr.write(
-    `\n[watchdog] no test failed; running the ${unfinished.length} unfinished file(s) once more: ${unfinished.join(" ")}\n\n`,
+    `\n[watchdog] nothing failed; running the ${unfinished.length} unfinished file(s) once more: ${unfinished.join(" ")}\n\n`,
   );
-  const second = await vitest([...configArgs(args), ...unfinished], env);
+  const second = await vitest([...keptArgs(args), ...unfinished], env);
   if (second.code !== 0) process.stderr.write("\n[watchdog] the second run of the unfinished files failed too.\n");
   return second.code;
 }

@@ -42,15 +42,29 @@ describe("a suite whose file stops making progress", () => {
   it("passes when the file it runs once more finishes", async () => {
     const marker = join(dir, "stalled-once");
     const { code, output } = await suite(["passes", "stalls"], { STALL: "once", STALL_MARKER: marker });
-    expect(output).toContain("1 file(s) did not finish, 0 test(s) had failed");
+    expect(output).toContain("1 file(s) did not finish, 0 failure(s) in the files that ended");
     expect(secondRuns(output)).toBe(1);
     expect(code).toBe(0);
   });
 
   it("runs nothing more when a test had failed: the failure stands", async () => {
     const { code, output } = await suite(["fails", "stalls"], { STALL: "always" });
-    expect(output).toContain("1 file(s) did not finish, 1 test(s) had failed");
+    expect(output).toContain("1 file(s) did not finish, 1 failure(s) in the files that ended");
     expect(secondRuns(output)).toBe(0);
+    expect(code).toBe(1);
+  });
+
+  it("does not run the stalled file again when a describe's hook had failed (its tests skipped, not failed)", async () => {
+    const marker = join(dir, "stalled-once-hook");
+    const { code, output } = await suite(["setup-throws", "stalls"], { STALL: "once", STALL_MARKER: marker });
+    expect(output).toContain("1 file(s) did not finish, 1 failure(s) in the files that ended");
+    expect(secondRuns(output)).toBe(0);
+    expect(code).toBe(1);
+  });
+
+  it("ends a run whose file never got past its import, and names it", async () => {
+    const { code, output } = await suite(["passes", "hangs-import"], { STALL: "always" });
+    expect(output).toMatch(/hangs-import\.check\.ts: nothing for \d+ s; last queued, not begun/);
     expect(code).toBe(1);
   });
 });
