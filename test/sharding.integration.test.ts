@@ -2,6 +2,7 @@ import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } fro
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { homeShard } from "../durable-objects/shared/shard-name";
+import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
 import { forgetSoldOut } from "../src/edge/sold-out-cache";
 import {
   call,
@@ -575,6 +576,78 @@ describe("changing shards", () => {
     expect((await allShards(sku, 4)).map((f) => f.total)).toEqual([2, 2, 2, 2]);
   });
 
+  /**
+   * A buyer homed on `shard` reserves one unit: status and reservation status. The token is minted
+   * here: the edge judges the sale window by its real clock, a minute before the objects' clocks.
+   */
+  async function reserveOnShard(sku: string, prefix: string, shard: number, shards: number) {
+    const user = Array.from({ length: 40 }, (_, i) => `${prefix}-${i}`).find((u) => homeShard(u, shards) === shard);
+    if (!user) throw new Error(`no user on shard ${shard}`);
+    const claims = { sku, userId: user, shard, shards, nonce: newNonce(), expiresAt: Date.now() + 300_000 };
+    const token = await mintPurchaseToken(claims, "test-token-secret");
+    const answer = await call("POST", `/api/skus/${sku}/reservations`, { user, body: { token, quantity: 1 } });
+    return [answer.status, answer.json.status];
+  }
+
+  it("grows back over a shard whose cut committed late, after the opening: none of its draws is pending", async () => {
+    const sku = uniqueSku("latecut");
+    const startsAt = Date.now() + 60_000;
+    await createSku(sku, {
+      totalStock: 8,
+      shards: 4,
+      startsAt: new Date(startsAt).toISOString(),
+      openingWindowMs: 1_000,
+    });
+    // Shard 3's commit of the cut fails once (a fault): the alarm commits it after the opening.
+    let failed = 0;
+    await runInDurableObject(stockShard(env, sku, 3), (object) => {
+      const { configuration } = object.engine;
+      const configure = configuration.configure.bind(configuration);
+      configuration.configure = (settings, now) => {
+        if (settings.shards === 2 && failed++ === 0) throw new Error("test: shard 3 unreachable");
+        return configure(settings, now);
+      };
+    });
+    expect((await put(sku, { shards: 2 })).status).toBe(200);
+    expect(failed).toBe(1);
+    // The opening comes and goes; shard 0's alarm commits the cut on shard 3 and decides the draw.
+    await setClock(sku, 4, startsAt + 1_000);
+    await runDurableObjectAlarm(stockShard(env, sku, 0));
+    await runDurableObjectAlarm(stockShard(env, sku, 0));
+    expect(failed).toBe(2);
+    const draw = await call("GET", `/api/skus/${sku}/draw`);
+    expect(draw.json.decidedAt).not.toBeNull();
+    // Nothing is held or sold, nobody waits, the draw is decided (API.md): the grow is made.
+    const grown = await put(sku, { shards: 4 });
+    expect([grown.status, grown.json.error?.details?.state]).toEqual([200, undefined]);
+    expect((await allShards(sku, 4)).map((f) => f.total)).toEqual([2, 2, 2, 2]);
+    // Shard 3 sells on arrival like the others: its opening is decided, no buyer of its waits for a draw.
+    expect(await reserveOnShard(sku, "latecut", 3, 4)).toEqual([202, "held"]);
+  });
+
+  it("grows back over a shard left out with an opening kept (stored before left-out shards dropped theirs)", async () => {
+    const sku = uniqueSku("oldcut");
+    const startsAt = Date.now() + 60_000;
+    await createSku(sku, {
+      totalStock: 8,
+      shards: 4,
+      startsAt: new Date(startsAt).toISOString(),
+      openingWindowMs: 1_000,
+    });
+    expect((await put(sku, { shards: 2 })).status).toBe(200);
+    // Shard 3 as a cut left it before 044ea80: the opening's draw kept, with the window.
+    await runInDurableObject(stockShard(env, sku, 3), (object, state) => {
+      state.storage.sql.exec("INSERT INTO draw (opens_at, window_ms) VALUES (?, ?)", startsAt, 1_000);
+      object.engine.draw.reload();
+    });
+    await setClock(sku, 4, startsAt + 1_000);
+    expect(await runDurableObjectAlarm(stockShard(env, sku, 0))).toBe(true);
+    expect((await call("GET", `/api/skus/${sku}/draw`)).json.decidedAt).not.toBeNull();
+    const grown = await put(sku, { shards: 4 });
+    expect([grown.status, grown.json.error?.details?.state]).toEqual([200, undefined]);
+    expect(await reserveOnShard(sku, "oldcut", 3, 4)).toEqual([202, "held"]);
+  });
+
   it("a late payment of a hold on a shard a cut left out is checked against the SKU's price now", async () => {
     const sku = uniqueSku("cutprice");
     await createSku(sku, { totalStock: 4, shards: 2, perUserLimit: 1, price: 500 });
@@ -669,6 +742,33 @@ describe("the waitlist of a sharded SKU", () => {
     expect(await mine(w1)).toEqual(["held"]); // served once
     const facts = await allShards(sku, 4);
     expect(facts.map((f) => f.perUser.map((q) => q.user_id))).toEqual([[], [], [w1], [w2]]);
+  });
+
+  it("hands the line a unit reconciliation frees from an overdue hold on a sibling whose alarm was lost", async () => {
+    const sku = uniqueSku("sweptline");
+    await createSku(sku, { totalStock: 1, shards: 2, perUserLimit: 1, holdSeconds: 60 });
+    const users = Array.from({ length: 60 }, (_, i) => `swept-${i}`);
+    // Both homed on shard 1: its alarm would be the one to tell the line.
+    const [holder, waiter] = users.filter((u) => homeShard(u, 2) === 1);
+    if (!holder || !waiter) throw new Error("no users on shard 1");
+    const held = await reserve(holder, sku, 1);
+    expect(held.status).toBe(202);
+    expect((await call("POST", `/api/skus/${sku}/waitlist`, { user: waiter, body: { quantity: 1 } })).status).toBe(202);
+    const modes = () =>
+      Promise.all([0, 1].map((i) => runInDurableObject(stockShard(env, sku, i), (o) => o.engine.waitlist.mode)));
+    await eventually(async () => expect(await modes()).toEqual([1, 1]));
+    // Shard 0's pass has run (its alarm), and shard 1's alarm is lost with the object's memory (a
+    // restart): the hold, now past its expiry, is released by reconciliation alone.
+    await runDurableObjectAlarm(stockShard(env, sku, 0));
+    await runInDurableObject(stockShard(env, sku, 1), (_object, state) => state.storage.deleteAlarm());
+    await abortAllDurableObjects();
+    await runInDurableObject(stockShard(env, sku, 1), (object) => {
+      object.now = () => Date.parse(held.json.expiresAt) + 1_000;
+    });
+    const found = differencesOf(await reconcileNow({ sku }), sku);
+    expect(found.map((d) => [d.kind, d.repaired])).toContainEqual(["hold_overdue", true]);
+    // The freed unit is the waiting buyer's (API.md: released stock goes to the waitlist in FIFO order).
+    await eventually(async () => expect(await mine(waiter)).toEqual(["held"]), 5_000, 1_000);
   });
 
   it("lets newcomers buy again once the waitlist is empty", async () => {

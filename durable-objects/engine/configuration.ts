@@ -219,6 +219,9 @@ export class Configuration {
     if (!this.#draw.configure(settings.openingWindowMs, startsAt, tierStarts, now ?? 0, newDraw, undecided)) {
       return fail("INVALID_STATE");
     }
+    // A cut's commit that came after the opening (a fault delayed it): the shard it leaves out keeps no
+    // draw of it pending (opening-draw.ts `retire`), or every later resize reaching it would be refused.
+    if (settings.shard >= settings.shards) this.#draw.retire(now ?? 0);
 
     this.#write(settings, current, total, startsAt);
     this.#writeVariants(settings, variants);
@@ -542,6 +545,8 @@ export class Configuration {
       if (config.fence === changeId) return ok(null);
       if (config.fence !== null || config.plan !== null) return fail<null>("BUSY");
       const sku = ledger.row();
+      // A shard a cut left out as an older deploy did (its opening kept, never decided there): no draw of it is pending.
+      if (sku && sku.shard >= sku.shards) this.#draw.retire(now);
       if (sku && (sku.held + sku.sold > 0 || this.#waitlist.length() > 0 || this.#draw.pending(now))) {
         return fail<null>("INVALID_STATE");
       }

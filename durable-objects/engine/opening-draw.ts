@@ -582,6 +582,24 @@ export class OpeningDraw {
     }
   }
 
+  /**
+   * A shard outside the SKU's count (a cut left it out): every draw whose window opened by `now` and
+   * is not decided is over here. No draw closes or decides on such a shard (shard 0 closes and tells
+   * the shards of the count only), and none took an entry there (it was fenced from before the
+   * opening until the cut committed; after, a token of the old count is refused): kept, it would stay
+   * pending for good. Openings still ahead are the configure's (a cut drops them, a grow keeps them).
+   */
+  retire(now: number): void {
+    if (!this.#all.some((r) => r.decided_at === null && now >= r.opens_at)) return;
+    this.#sql.exec(
+      "UPDATE draw SET decided_at = ?, closed_at = coalesce(closed_at, ?) WHERE decided_at IS NULL AND opens_at <= ?",
+      now,
+      now,
+      now,
+    );
+    this.#read();
+  }
+
   /** Shard 0: every sibling was told this opening's draw is over. */
   markTold(opening: number): void {
     this.#sql.exec("UPDATE draw SET told = 1 WHERE opens_at = ?", opening);

@@ -154,14 +154,21 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
 
   /** The follow-up every RPC runs after its transaction (see {@link StockHost.afterCommit}). */
   async #afterCommit(): Promise<void> {
-    // Units released (or added) on a sharded SKU whose waitlist has buyers are for that waitlist.
+    this.#noticeFreed();
+    this.#host.background(this.#outbox.send());
+    if (this.#mirror) this.#host.background(this.#mirror.publish());
+    await this.due.arm();
+  }
+
+  /**
+   * Units released (or added) on a sharded SKU whose waitlist has buyers are for that waitlist: shard 0
+   * serves it (a one-shard SKU's line took them in the releasing transaction).
+   */
+  #noticeFreed(): void {
     if (this.engine.holds.takeFreed() > 0 && this.engine.waitlist.waiting) {
       const state = this.engine.configuration.state();
       if (state && state.shards > 1) this.#waitlist.notice(state);
     }
-    this.#host.background(this.#outbox.send());
-    if (this.#mirror) this.#host.background(this.#mirror.publish());
-    await this.due.arm();
   }
 
   /** The storage the engine runs on: the object's own (the harness counts its reads, src/harness/). */
@@ -563,6 +570,9 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
       await this.#pulls.finish();
       await this.#claims.finishAll();
     }
+    // Units the sweep released (or transfers brought) go to the waitlist as any release's do: the alarm
+    // that would have told it was lost, and nothing else may come to.
+    this.#noticeFreed();
     this.due.forget(); // read the alarm again: it may have been lost
     await this.#outbox.send();
     await this.due.arm();

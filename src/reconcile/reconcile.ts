@@ -17,7 +17,8 @@ import { adminShard, callStock } from "../stock/stock-client";
  * Per SKU and shard it reads one page of reservations whose latest event is after the shard's
  * watermark, compares them with their D1 rows by id, and repairs what drifted:
  *   order_missing / order_stale   re-emit the reservation's current status (a newer seq);
- *   hold_overdue                  release holds past expiry that no alarm released, re-arm the alarm;
+ *   hold_overdue                  release holds past expiry that no alarm released (their units go to
+ *                                 the waitlist, as an alarm's would), re-arm the alarm;
  *   outbox_stuck                  send outbox events that were committed but never sent;
  *   transfer_pending              finish a transfer between shards that was interrupted;
  *   mirror_missing / mirror_drift rewrite the mirror from the object's snapshot;
