@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { promisify } from "node:util";
 import type { BrowserContext } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { type DevServer, startDevServer } from "../tools/dev-server";
 import {
   gotoDashboard,
@@ -366,8 +366,10 @@ describe("operator dashboard", () => {
     await putSku(sku, { name: "Beanie", totalStock: 4 });
     const page = await newPage(1280, 1000);
     // The page's clock is the test's: a read given up (10 s) and the next refresh (2 s) come when it
-    // moves the clock on, not on the machine's timers.
+    // moves the clock on, not on the machine's timers. The clock is the browser context's, which later
+    // tests' pages share: set back to the time of day once this test ends.
     await page.clock.install();
+    onTestFinished(() => browser.clock.setSystemTime(Date.now()));
     await gotoDashboard(page, server.url);
     const onClock = <T>(look: () => Promise<T>) =>
       expect.poll(

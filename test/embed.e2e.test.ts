@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { schemaText } from "../clients/typescript/scripts/schema-text";
 import { createFlashgateClient } from "../clients/typescript/src/index";
 import { mintPurchaseToken, newNonce } from "../src/edge/purchase-token";
@@ -159,6 +159,9 @@ async function open(origin: string, sku: string, user: string, viewport = DESKTO
 async function openOnClock(origin: string, sku: string, user: string, viewport = DESKTOP): Promise<Page> {
   const page = await newPage(day.browser, viewport);
   await page.clock.install();
+  // The clock is the browser context's, which every test's page shares: moved on here, it is set back
+  // to the time of day once the test ends, so a later page's clock is not ahead.
+  onTestFinished(() => day.browser.clock.setSystemTime(Date.now()));
   await page.goto(`${origin}/?sku=${sku}&user=${user}&takeover=1`);
   return page;
 }
