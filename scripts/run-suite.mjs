@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // `vitest run` with the watchdog's one second chance (test/support/watchdog.ts): when files stop making
-// progress and no test has failed, the run is ended and those files, with any that never began, run
+// progress and nothing has failed, the run is ended and those files, with any that never began, run
 // once more on their own. A file that stalls again, or any failure, fails the suite. The workerd pool
 // can lose a file's last message (workers-sdk#14180, #15498): one such loss should cost a few minutes,
 // not the whole run. Usage: node scripts/run-suite.mjs [vitest arguments]; `npm test` calls runSuite.

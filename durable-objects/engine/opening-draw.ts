@@ -115,6 +115,18 @@ type EntrantRow = {
   variants?: string | null;
 };
 
+/** An entrant as its row keeps it (its entry id and position are the decision's). */
+function entrantOf(r: EntrantRow): Entrant {
+  return {
+    userId: r.user_id,
+    nonce: r.nonce,
+    quantity: r.quantity,
+    home: r.home,
+    ...(r.tier === null ? {} : { tier: r.tier }),
+    ...(r.variants == null ? {} : { variants: listedVariants(r) }),
+  };
+}
+
 /** Hex SHA-256 of UTF-8 text (the seed's hash, an entry's id). */
 export function sha256Hex(text: string): string {
   return createHash("sha256").update(text, "utf8").digest("hex");
@@ -431,14 +443,7 @@ export class OpeningDraw {
     return this.#sql
       .exec<EntrantRow>("SELECT * FROM draw_entrants WHERE opening = ? AND home = ?", opening, shard)
       .toArray()
-      .map((r) => ({
-        userId: r.user_id,
-        nonce: r.nonce,
-        quantity: r.quantity,
-        home: r.home,
-        ...(r.tier === null ? {} : { tier: r.tier }),
-        ...(r.variants == null ? {} : { variants: listedVariants(r) }),
-      }));
+      .map(entrantOf);
   }
 
   /** An opening's window (shard 0 tells a sibling it closes, see {@link close}). */
@@ -478,16 +483,7 @@ export class OpeningDraw {
         opening,
       )
       .toArray()
-      .map((r) => ({
-        userId: r.user_id,
-        nonce: r.nonce,
-        quantity: r.quantity,
-        home: r.home,
-        ...(r.tier === null ? {} : { tier: r.tier }),
-        ...(r.variants == null ? {} : { variants: listedVariants(r) }),
-        entryId: r.entry_id as string,
-        position: r.position as number,
-      }));
+      .map((r) => ({ ...entrantOf(r), entryId: r.entry_id as string, position: r.position as number }));
   }
 
   /**
