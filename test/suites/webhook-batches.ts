@@ -248,7 +248,7 @@ describe("webhook batches", () => {
     await eventually(async () => {
       const rows = await deliveries(hook.id);
       expect(rows.filter((d) => d.attempts > 0 && d.batchId)).not.toHaveLength(0);
-    });
+    }, 30_000);
     // Single from now on; the receiver recovers.
     await settings(hook.id, hook.url, null);
     await patchReceiver(hook.id, { fail: 0 });
@@ -261,10 +261,12 @@ describe("webhook batches", () => {
     for (let i = 5; i < 8; i++) expect((await reserve(`s${i}`, sku)).status).toBe(202);
     // Owed: tried and refused, pending or (its 3 s schedule spent before a poll sees it) failed; the
     // retry below brings failed rows back.
+    // Each wait here is the order's way through the queue and D1 to the sender: on a loaded 2-core
+    // machine (three test files at once) the 15 s of eventually's default was once not enough.
     await eventually(async () => {
       const rows = await deliveries(hook.id);
       expect(rows.filter((d) => d.status !== "delivered" && d.attempts > 0)).not.toHaveLength(0);
-    });
+    }, 30_000);
     await settings(hook.id, hook.url, { maxEvents: 10, maxWaitMs: 0 });
     await patchReceiver(hook.id, { fail: 0 });
     expect((await call("POST", `/admin/webhooks/${hook.id}/retry`, { admin: true })).status).toBe(202);
@@ -287,7 +289,7 @@ describe("webhook batches", () => {
       const alone = log.received.some((r) => r.answered === 204 && r.webhookId === d.id);
       expect(d.batchId === null).toBe(alone);
     }
-  });
+  }, 120_000);
 
   it("an event new to a batch gets the whole schedule, though an event tried alone before shares its batch (found in an audit)", async () => {
     // Single at first, and every attempt refused: the first event is tried twice alone, one attempt left.
