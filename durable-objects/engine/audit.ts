@@ -46,19 +46,6 @@ export interface Audit extends OpenWork {
   rowsRead: number;
 }
 
-/**
- * What a refused SKU change is judged by (src/catalog/configure-sku.ts): units on their way to this
- * shard, and on shard 0 the totals it recorded for the last PUT. A few rows, read on a refusal only.
- */
-export interface StockRecord {
-  /** Transfers this shard asked for and never completed, and late payments' claims it never finished. */
-  inFlight: number;
-  /** Shard 0: the SKU's total as the last PUT set it (see configuration.ts); else null. */
-  skuTotal: number | null;
-  /** Sizes, shard 0: each variant's total as the last PUT set it (empty: none recorded). */
-  variantTotals: Record<string, number>;
-}
-
 export class Audits {
   constructor(
     private readonly ledger: Ledger,
@@ -102,23 +89,6 @@ export class Audits {
       ),
       variantTotals: Object.fromEntries(this.configuration.variantTargets()),
       rowsRead,
-    };
-  }
-
-  /** Units moving to this shard and the totals shard 0 recorded ({@link StockRecord}); it only reads. */
-  record(): StockRecord {
-    if (!this.ledger.configured) return { inFlight: 0, skuTotal: null, variantTotals: {} };
-    const inFlight =
-      this.ledger.sql
-        .exec<{ n: number }>(
-          `SELECT (SELECT COUNT(*) FROM transfers WHERE direction = 'in' AND granted IS NULL)
-                + (SELECT COUNT(*) FROM payment_claims) AS n`,
-        )
-        .toArray()[0]?.n ?? 0;
-    return {
-      inFlight,
-      skuTotal: this.configuration.skuTarget(),
-      variantTotals: Object.fromEntries(this.configuration.variantTargets()),
     };
   }
 

@@ -1,6 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import { v7 as uuidv7 } from "uuid";
-import type { Audit, StockRecord } from "../engine/audit";
+import type { Audit } from "../engine/audit";
 import type { SkuSettings } from "../engine/configuration";
 import type { DrawInfo, DrawnEntry, DrawPlace, Entrant } from "../engine/opening-draw";
 import type { GrantAnswer, PaymentCommand, PaymentTotals, UnitClaim } from "../engine/payments";
@@ -534,11 +534,6 @@ export class SkuStock extends DurableObject<Env> implements EdgeFace, ShardFace,
   /** What reconciliation compares (see engine/audit.ts); it only reads. */
   audit(afterSeq: number, limit: number): Audit | null {
     return this.engine.audits.audit(afterSeq, limit, this.now());
-  }
-
-  /** Units on their way to this shard and shard 0's record of the totals (a refused PUT is explained by them). */
-  stockRecord(): StockRecord {
-    return this.engine.audits.record();
   }
 
   /**

@@ -4,7 +4,7 @@
  * stock-host.ts) is private and not reachable over RPC. This module imports no class, so both the
  * object and its callers depend on it and never on each other.
  */
-import type { Audit, OpenWork, StockRecord } from "../engine/audit";
+import type { Audit, OpenWork } from "../engine/audit";
 import type { SkuSettings } from "../engine/configuration";
 import type { DrawInfo, DrawnEntry, DrawPlace, Entrant } from "../engine/opening-draw";
 import type { GrantAnswer, PaymentAnswer, PaymentCommand, PaymentTotals, UnitClaim } from "../engine/payments";
@@ -85,11 +85,6 @@ export interface AdminFace extends Pick<EdgeFace, "state" | "drawInfo"> {
   prune(watermark: number): Promise<Pruned>;
   repair(actions: { reemit: string[]; sweep: boolean; transfers: boolean }): Promise<RepairDone>;
   checkMirror(): Promise<MirrorCheck>;
-  /**
-   * Units on their way to this shard (transfers, late payments' claims) and, on shard 0, the totals it
-   * recorded for the last PUT: what tells a refused PUT's retry (units moving) from a refusal for good.
-   */
-  stockRecord(): StockRecord;
 }
 
 /** What a sibling shard of the same SKU calls (the runners: pulls, waitlist, draw, changes, claims). */

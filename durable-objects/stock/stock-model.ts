@@ -11,7 +11,7 @@
  */
 
 export { claimTier, sameAdmission } from "../engine/access";
-export type { Audit, AuditedReservation, StockRecord } from "../engine/audit";
+export type { Audit, AuditedReservation } from "../engine/audit";
 export type { SkuSettings } from "../engine/configuration";
 export type { DrawInfo } from "../engine/opening-draw";
 export type {

@@ -169,15 +169,14 @@ export class FlashgateBuy extends HTMLElement {
    * @type {{ token: string, body: string, expiresAt: string } | null}
    */
   #unanswered = null;
-  /** The last read of the shopper's place in line failed (its error is shown until one succeeds). */
-  #lineFailed = false;
-  /** The error that failed read showed: a read that succeeds takes back only this one, not a later error. @type {ErrorBody | null} */
+  /**
+   * The error the last read of the shopper's place showed when it failed (null while reads succeed): a
+   * read that succeeds takes back only this one, not a later error. @type {ErrorBody | null}
+   */
   #lineError = null;
   /** Looks for the hold the line gave since the shopper's place was found gone. */
   #lineLooks = 0;
-  /** The last read of the SKU's view failed (its error is shown until one succeeds). */
-  #viewFailed = false;
-  /** The error that failed read showed: a read that succeeds takes back only this one, not a later error. @type {ErrorBody | null} */
+  /** The same for the reads of the SKU's view. @type {ErrorBody | null} */
   #viewError = null;
   /** @type {Worker | null} */ #worker = null;
   /** @type {string | null} */ #turnstileWidget = null;
@@ -251,10 +250,8 @@ export class FlashgateBuy extends HTMLElement {
     this.#resumed = false;
     this.#hold = null;
     this.#unanswered = null;
-    this.#lineFailed = false;
     this.#lineError = null;
     this.#lineLooks = 0;
-    this.#viewFailed = false;
     this.#viewError = null;
     this.#sizePicked = false;
     // Another SKU (or the same anew): the place in a line is read again, not carried over.
@@ -343,8 +340,7 @@ export class FlashgateBuy extends HTMLElement {
       }
       // The view is read again (a 404 or a dropped connection that passed): its own error is past;
       // another shown since (a Buy's) stays.
-      if (this.#viewFailed) {
-        this.#viewFailed = false;
+      if (this.#viewError) {
         if (this.#error === this.#viewError) this.#fail(null);
         this.#viewError = null;
       }
@@ -367,11 +363,9 @@ export class FlashgateBuy extends HTMLElement {
    * @param {ErrorBody} body
    */
   #viewReadFailed(body) {
-    if (!this.#viewFailed || body.error.code !== this.#viewError?.error.code) {
-      this.#fail(body);
-      this.#viewError = this.#error;
-    }
-    this.#viewFailed = true;
+    if (body.error.code === this.#viewError?.error.code) return;
+    this.#fail(body);
+    this.#viewError = body;
   }
 
   /** The SKU's view is no more (404): what it showed goes, and nothing offers to buy it. */
@@ -896,8 +890,7 @@ export class FlashgateBuy extends HTMLElement {
     try {
       const answer = await this.#call("GET", `${this.#skuPath(this.#sku)}/waitlist`, { auth: true });
       if (generation !== this.#generation) return;
-      if ((answer.status === 200 || answer.status === 404) && this.#lineFailed) {
-        this.#lineFailed = false;
+      if ((answer.status === 200 || answer.status === 404) && this.#lineError) {
         // The line is read again: its own error is past (another shown since, a Buy's, stays).
         if (this.#error === this.#lineError) this.#fail(null);
         this.#lineError = null;
@@ -943,11 +936,10 @@ export class FlashgateBuy extends HTMLElement {
    * @param {() => void} say the error shown and sent, the first time in a row
    */
   #lineReadFailed(say) {
-    if (!this.#lineFailed) {
+    if (!this.#lineError) {
       say();
       this.#lineError = this.#error;
     }
-    this.#lineFailed = true;
     this.#lineTimer = window.setTimeout(() => void this.#watchLine(), LINE_POLL_MS);
   }
 

@@ -328,24 +328,22 @@ async function unnamedRefusal(
   const state = sumShards(states);
   const heldOrSold = state.stock.held + state.stock.sold;
   if (asked.missing !== undefined) {
-    const records = await Promise.all(
-      Array.from({ length: state.shards }, (_, i) => callStock(() => adminShard(env, sku, i).stockRecord())),
-    );
-    const moving = records.reduce((n, r) => n + r.inFlight, 0);
+    // Each shard's open work and shard 0's recorded totals: reconciliation's audit, with no page of
+    // changes. Read after `states`, a shard's seq the same in both says its figures did not move.
+    const audits = await Promise.all(states.map((_, i) => callStock(() => adminShard(env, sku, i).audit(0, 0))));
+    const moving = audits.reduce((n, a) => n + (a?.pendingTransfers ?? 0), 0);
     if (moving > 0) {
       return busy(
         `SKU ${sku}'s cut was short of units moving between its shards (${plural(moving, "transfer or claim")} not landed yet; ${plural(heldOrSold, "unit")} held or sold now); nothing was changed`,
       );
     }
-    const again = await readShardStates(env, sku, { anyId: true });
-    const still = again?.length === states.length && again.every((s, i) => s.seq === states[i]?.seq);
-    if (!still) {
+    if (!audits.every((a, i) => a !== null && a.state.seq === states[i]?.seq)) {
       return busy(
         `SKU ${sku} changed while this PUT was decided (its stock moved since; ${plural(heldOrSold, "unit")} held or sold); nothing was changed`,
       );
     }
     const variant = state.variants?.find((v) => v.id === asked.variant);
-    const recorded = variant ? records[0]?.variantTotals[variant.id] : records[0]?.skuTotal;
+    const recorded = variant ? audits[0]?.variantTotals[variant.id] : audits[0]?.skuTotal;
     const holds = variant ? variant.stock.total : state.stock.total;
     if (recorded === undefined || recorded === null || recorded === holds) {
       return busy(
